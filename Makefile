@@ -1,0 +1,92 @@
+# espnet3 build. `make` builds ./espnet3 for CPUs; `make CUDA=1` adds cuda/ (nvcc);
+# `make check` runs every test; `make asan` runs them under AddressSanitizer + UBSan;
+# `make fuzz` runs the config loader fuzzer for FUZZ_SECONDS.
+
+CC       ?= gcc
+NVCC     ?= nvcc
+CUDA_HOME ?= /usr/local/cuda
+FUZZ_SECONDS ?= 60
+
+WARN     := -Wall -Wextra -Werror
+CSTD     := -std=c11 -D_GNU_SOURCE
+OPT      ?= -O2 -g
+CFLAGS   += $(CSTD) $(OPT) $(WARN) -MMD -MP -I.
+LDLIBS   += -lcyaml -lyaml -lsndfile -lsamplerate -lm -lpthread
+
+BUILD    := build
+SANFLAGS :=
+ifeq ($(SAN),1)
+BUILD    := build-asan
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
+
+# Optional parts are detected by compiling a probe, never by asking the package manager.
+probe = $(shell printf '%s\n' '$(1)' 'int main(void){return 0;}' | $(CC) -x c - $(2) -o /dev/null 2>/dev/null && echo 1)
+
+ifeq ($(CUDA),1)
+HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1 || (test -x $(CUDA_HOME)/bin/nvcc && echo 1))
+ifneq ($(HAVE_NVCC),1)
+$(error CUDA=1 but nvcc was not found on PATH or in $(CUDA_HOME)/bin (install the CUDA toolkit or set CUDA_HOME))
+endif
+NVCC := $(shell command -v $(NVCC) 2>/dev/null || echo $(CUDA_HOME)/bin/nvcc)
+BUILD    := $(BUILD)-cuda
+CFLAGS   += -DESPNET3_CUDA=1 -I$(CUDA_HOME)/include
+LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
+NVCCFLAGS ?= -O2 -std=c++17 -Xcompiler -Wall,-Wextra,-Werror -I. \
+             -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+endif
+
+CFLAGS   += $(SANFLAGS)
+LDFLAGS  += $(SANFLAGS)
+
+APP_SRCS  := $(wildcard core/*.c stages/*.c recipes/*/*.c)
+MAIN_SRCS := $(wildcard cli/*.c)
+CUDA_SRCS := $(if $(filter 1,$(CUDA)),$(wildcard cuda/*.cu))
+TEST_SRCS := $(wildcard test/unit/*.c)
+
+APP_OBJS  := $(APP_SRCS:%.c=$(BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
+MAIN_OBJS := $(MAIN_SRCS:%.c=$(BUILD)/%.o)
+TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
+# The tests link everything but main().
+CLI_LIB_OBJS := $(filter-out $(BUILD)/cli/main.o,$(MAIN_OBJS))
+
+# Each variant links into its own build folder; `make` (and `make CUDA=1`) copies it to ./espnet3.
+BIN      := $(BUILD)/espnet3
+TEST_BIN := $(BUILD)/espnet3_tests
+
+.PHONY: all check asan fuzz clean deps
+all: $(BIN)
+	@cmp -s $(BIN) espnet3 || cp -f $(BIN) espnet3
+
+$(BIN): $(APP_OBJS) $(MAIN_OBJS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c -o $@ $<
+
+$(TEST_BIN): $(TEST_OBJS) $(APP_OBJS) $(CLI_LIB_OBJS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcriterion
+
+deps:
+	@scripts/install_deps.sh
+
+# The test runner finds the binary under test through ESPNET3_BIN.
+check: deps
+	@$(MAKE) --no-print-directory $(BIN) $(TEST_BIN)
+	ESPNET3_BIN=$(abspath $(BIN)) ESPNET3_ROOT=$(CURDIR) $(TEST_BIN) $(TEST_ARGS)
+
+asan: deps
+	@$(MAKE) --no-print-directory SAN=1 check
+
+fuzz: deps
+	@$(MAKE) --no-print-directory -f test/fuzz/fuzz.mk FUZZ_SECONDS=$(FUZZ_SECONDS)
+
+clean:
+	rm -rf build build-asan build-cuda build-asan-cuda build-fuzz espnet3
+
+-include $(APP_OBJS:.o=.d) $(MAIN_OBJS:.o=.d) $(TEST_OBJS:.o=.d)

@@ -1,0 +1,158 @@
+#include "stage_runner.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/fsio.h"
+#include "../core/progress.h"
+
+/* ESPnet3 stage names that later issues bring, so a request for one gets a precise answer. */
+static const struct {
+    int number;
+    const char *name;
+    const char *alias;
+} planned[] = {
+    {3, "collect_stats", NULL}, {5, "train", NULL}, {6, "infer", "decode"},
+    {7, "measure", "score"},   {8, "pack_model", NULL},
+};
+
+static void available_list(char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < stage_count && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%d %s", i ? ", " : "", stage_table[i].number,
+                                 stage_table[i].name);
+}
+
+static int unknown_stage(const char *name, esp_err *err)
+{
+    char avail[512];
+    available_list(avail, sizeof avail);
+    for (size_t i = 0; i < sizeof planned / sizeof *planned; i++) {
+        if (!strcmp(planned[i].name, name) || (planned[i].alias && !strcmp(planned[i].alias, name)))
+            return esp_fail(err, "stage '%s' (%d) is not available in this build yet (available: %s)", name,
+                            planned[i].number, avail);
+    }
+    return esp_fail(err, "unknown stage '%s' (available: %s, or all)", name, avail);
+}
+
+int select_stages(const cli_args *a, const stage_def **out, esp_err *err)
+{
+    int n = 0;
+    if (a->stages) {
+        int all = 0;
+        for (int k = 0; k < a->n_stages; k++) {
+            if (!strcmp(a->stages[k], "all")) all = 1;
+            else if (!stage_by_name(a->stages[k])) return unknown_stage(a->stages[k], err);
+        }
+        for (int i = 0; i < stage_count; i++) {
+            int want = all;
+            for (int k = 0; k < a->n_stages && !want; k++)
+                want = stage_by_name(a->stages[k]) == &stage_table[i];
+            if (want) out[n++] = &stage_table[i];
+        }
+        return n;
+    }
+    long lo = a->stage >= 0 ? a->stage : stage_table[0].number;
+    long hi = a->stop_stage >= 0 ? a->stop_stage : (a->stage >= 0 ? 100 : stage_table[stage_count - 1].number);
+    if (hi < lo) return esp_fail(err, "--stop_stage %ld is before --stage %ld", hi, lo);
+    for (int i = 0; i < stage_count; i++)
+        if (stage_table[i].number >= lo && stage_table[i].number <= hi) out[n++] = &stage_table[i];
+    if (n == 0) {
+        char avail[512];
+        available_list(avail, sizeof avail);
+        for (size_t i = 0; i < sizeof planned / sizeof *planned; i++) {
+            if (planned[i].number >= lo && planned[i].number <= hi)
+                return esp_fail(err, "stage %d (%s) is not available in this build yet (available: %s)",
+                                planned[i].number, planned[i].name, avail);
+        }
+        return esp_fail(err, "no stage numbered %ld..%ld (available: %s)", lo, hi, avail);
+    }
+    return n;
+}
+
+int check_stage_configs(const stage_def **sel, int n, const esp_configs *cfgs, esp_err *err)
+{
+    for (int i = 0; i < n; i++) {
+        const stage_def *s = sel[i];
+        int have = s->needs == NEEDS_TRAINING ? cfgs->training != NULL
+                   : s->needs == NEEDS_INFERENCE ? cfgs->inference != NULL
+                                                 : cfgs->metrics != NULL;
+        if (!have) {
+            const char *opt = s->needs == NEEDS_TRAINING ? "--training_config FILE (or --config FILE)"
+                              : s->needs == NEEDS_INFERENCE ? "--inference_config FILE"
+                                                            : "--metrics_config FILE";
+            return esp_fail(err, "stage %s needs a %s config (give %s)", s->name,
+                            s->needs == NEEDS_TRAINING ? "training" : s->needs == NEEDS_INFERENCE ? "inference" : "metrics",
+                            opt);
+        }
+    }
+    return 0;
+}
+
+int rotate_log(const char *dir, const char *stage, esp_err *err)
+{
+    char *cur = xasprintf("%s/%s.log", dir, stage);
+    if (!path_exists(cur)) {
+        free(cur);
+        return 0;
+    }
+    int top = 1;
+    for (;; top++) {
+        char *p = xasprintf("%s/%s%d.log", dir, stage, top);
+        int exists = path_exists(p);
+        free(p);
+        if (!exists) break;
+    }
+    int rc = 0;
+    for (int k = top; k >= 1 && rc == 0; k--) {
+        char *from = k == 1 ? xstrdup(cur) : xasprintf("%s/%s%d.log", dir, stage, k - 1);
+        char *to = xasprintf("%s/%s%d.log", dir, stage, k);
+        if (rename(from, to) != 0) rc = esp_fail(err, "%s: cannot rotate log to %s: %s", from, to, strerror(errno));
+        free(from);
+        free(to);
+    }
+    free(cur);
+    return rc;
+}
+
+int run_stage(const stage_def *s, const esp_configs *cfgs, esp_err *err)
+{
+    char *dir = s->output_dir(cfgs);
+    if (mkdir_p(dir, err) != 0 || rotate_log(dir, s->name, err) != 0) {
+        free(dir);
+        return -1;
+    }
+    char *log_path = xasprintf("%s/%s.log", dir, s->name);
+    FILE *log_fp = fopen(log_path, "w");
+    if (!log_fp) {
+        esp_fail(err, "%s: cannot write the stage log: %s", log_path, strerror(errno));
+        free(log_path);
+        free(dir);
+        return -1;
+    }
+    log_set_file(log_fp);
+    double t0 = now_seconds();
+    log_info("=== [START] stage: %s ===", s->name);
+    const esp_config *cfg = s->needs == NEEDS_TRAINING ? cfgs->training
+                            : s->needs == NEEDS_INFERENCE ? cfgs->inference
+                                                          : cfgs->metrics;
+    char *cfg_out = xasprintf("%s/config.yaml", dir);
+    int rc = config_write_resolved(cfg, cfg_out, err);
+    free(cfg_out);
+    stage_ctx ctx = {.configs = cfgs, .log_dir = dir};
+    if (rc == 0) rc = s->run(&ctx, err);
+    if (rc == 0) log_info("=== [DONE] stage: %s (%.1fs) ===", s->name, now_seconds() - t0);
+    else {
+        fprintf(log_fp, "espnet3: error: %s\n", err->msg);
+        log_info("=== [FAILED] stage: %s (%.1fs) ===", s->name, now_seconds() - t0);
+    }
+    log_set_file(NULL);
+    fclose(log_fp);
+    free(log_path);
+    free(dir);
+    return rc;
+}

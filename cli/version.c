@@ -1,0 +1,19 @@
+#include "version.h"
+
+#include <stdio.h>
+#include <yaml.h>
+
+#include "../core/cuda_api.h"
+
+void print_version(void *fpv)
+{
+    FILE *fp = fpv;
+    fprintf(fp, "espnet3 %s\n", ESPNET3_VERSION);
+    fprintf(fp, "backends: cpu");
+#ifdef ESPNET3_CUDA
+    char info[256];
+    cuda_describe(info, sizeof info);
+    fprintf(fp, " cuda (%s)", info);
+#endif
+    fprintf(fp, "\nlibyaml %s\n", yaml_get_version_string());
+}

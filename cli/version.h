@@ -1,0 +1,9 @@
+/* `espnet3 --version`: the version and the backends compiled into this binary. */
+#ifndef ESPNET3_CLI_VERSION_H
+#define ESPNET3_CLI_VERSION_H
+
+#define ESPNET3_VERSION "0.1.0"
+
+void print_version(void *fp /* FILE* */);
+
+#endif

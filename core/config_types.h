@@ -1,0 +1,301 @@
+/* Typed views of the resolved configs, filled by libcyaml from the schemas in config_schema.c.
+ * Field names are ESPnet3's keys. A field that the YAML leaves out is 0 / NULL; defaults come
+ * from the template configs in conf/ and from config_apply_defaults(). */
+#ifndef ESPNET3_CONFIG_TYPES_H
+#define ESPNET3_CONFIG_TYPES_H
+
+#include <stdint.h>
+
+typedef struct int_range {
+    int64_t *v; /* exactly two values: [low, high] */
+    unsigned n;
+} int_range;
+
+/* create_dataset: the recipe's dataset builder and its arguments. */
+typedef struct create_dataset_cfg {
+    char *func;          /* builder name from the builder registry */
+    char *dataset_dir;   /* where audio is written */
+    char *recipe_dir;
+    char *synthesizer;   /* espeak-ng */
+    char *text_source;   /* directory of fortune files */
+    int64_t seed;
+    int64_t num_train, num_valid, num_test;
+    char **train_voices; unsigned n_train_voices;
+    char **test_voices;  unsigned n_test_voices;
+    char **train_variants; unsigned n_train_variants;
+    char **test_variants;  unsigned n_test_variants;
+    int64_t *speed_range; unsigned n_speed_range; /* words per minute [low, high] */
+    int64_t *pitch_range; unsigned n_pitch_range; /* espeak pitch 0..99 [low, high] */
+    int64_t min_words, max_words;
+    int64_t fs;
+    int64_t nj;          /* parallel synthesis processes */
+} create_dataset_cfg;
+
+typedef struct text_builder_cfg {
+    char *func;
+    char *recipe_dir;
+    char *dataset_dir;
+    char *split;
+} text_builder_cfg;
+
+typedef struct tokenizer_cfg {
+    char *model_type;    /* char (bpe comes later) */
+    int64_t vocab_size;
+    double character_coverage;
+    char *save_path;
+    char *text;          /* manifest whose text column trains the tokenizer */
+    text_builder_cfg *text_builder;
+} tokenizer_cfg;
+
+typedef struct target_cfg { /* a Hydra `_target_` block we instantiate ourselves */
+    char *target;
+} target_cfg;
+
+typedef struct logger_cfg {
+    char *target;
+    char *save_dir;
+    char *name;
+    char *project;
+} logger_cfg;
+
+typedef struct trainer_cfg {
+    char *accelerator;   /* auto | cpu | gpu | cuda */
+    int64_t devices;
+    int64_t num_nodes;
+    char *strategy;      /* auto | ddp | ddp_find_unused_parameters_true | fsdp */
+    char *precision;     /* 32 | 16-mixed | bf16-mixed */
+    double gradient_clip_val;
+    char *gradient_clip_algorithm;
+    int64_t accumulate_grad_batches;
+    int64_t max_epochs;
+    int64_t max_steps;
+    int64_t log_every_n_steps;
+    int64_t check_val_every_n_epoch;
+    double limit_train_batches;
+    double limit_val_batches;
+    double val_check_interval;
+    int64_t num_sanity_val_steps;
+    int deterministic;
+    int enable_progress_bar;
+    logger_cfg *logger; unsigned n_logger;
+} trainer_cfg;
+
+typedef struct slurm_options_cfg {
+    char *account;
+    char *queue;
+    int64_t cores;
+    int64_t processes;
+    char *memory;
+    char *walltime;
+    int64_t death_timeout;
+    char *log_directory;
+    char **job_extra_directives; unsigned n_job_extra_directives;
+    char **job_script_prologue; unsigned n_job_script_prologue;
+} slurm_options_cfg;
+
+typedef struct parallel_cfg {
+    char *env;           /* local | local_gpu | slurm */
+    int64_t n_workers;
+    slurm_options_cfg *options;
+} parallel_cfg;
+
+typedef struct batches_cfg {
+    char *type;          /* numel | length | sorted | unsorted */
+    char **shape_files; unsigned n_shape_files;
+    int64_t batch_size;
+    int64_t batch_bins;
+} batches_cfg;
+
+typedef struct collate_cfg {
+    char *target;
+    int64_t int_pad_value;
+    double float_pad_value;
+} collate_cfg;
+
+typedef struct iter_factory_cfg {
+    char *target;
+    int shuffle;
+    int64_t num_workers;
+    collate_cfg *collate_fn;
+    batches_cfg *batches;
+} iter_factory_cfg;
+
+typedef struct loader_split_cfg {
+    int multiple_iterator;
+    int64_t num_shards;
+    int64_t total_shards;
+    int64_t dist_world_size;
+    iter_factory_cfg *iter_factory;
+} loader_split_cfg;
+
+typedef struct dataloader_cfg {
+    collate_cfg *collate_fn;
+    loader_split_cfg *train;
+    loader_split_cfg *valid;
+} dataloader_cfg;
+
+typedef struct frontend_conf_cfg {
+    int64_t fs;
+    int64_t n_fft;
+    int64_t win_length;
+    int64_t hop_length;
+    int64_t n_mels;
+    double fmin;
+    double fmax;
+} frontend_conf_cfg;
+
+typedef struct specaug_conf_cfg {
+    int apply_time_warp;
+    int64_t time_warp_window;
+    char *time_warp_mode;
+    int apply_freq_mask;
+    int64_t *freq_mask_width_range; unsigned n_freq_mask_width_range;
+    int64_t num_freq_mask;
+    int apply_time_mask;
+    int64_t *time_mask_width_range; unsigned n_time_mask_width_range;
+    double *time_mask_width_ratio_range; unsigned n_time_mask_width_ratio_range;
+    int64_t num_time_mask;
+} specaug_conf_cfg;
+
+typedef struct normalize_conf_cfg {
+    char *stats_file;
+    int norm_means;
+    int norm_vars;
+} normalize_conf_cfg;
+
+typedef struct encoder_conf_cfg {
+    int64_t output_size;
+    int64_t attention_heads;
+    int64_t linear_units;
+    int64_t num_blocks;
+    double dropout_rate;
+    double positional_dropout_rate;
+    double attention_dropout_rate;
+    char *input_layer;
+    int normalize_before;
+} encoder_conf_cfg;
+
+typedef struct ctc_conf_cfg {
+    double dropout_rate;
+    int reduce;
+    int ignore_nan_grad;
+    int zero_infinity;
+} ctc_conf_cfg;
+
+typedef struct model_conf_cfg {
+    double ctc_weight;
+    double lsm_weight;
+    int length_normalized_loss;
+} model_conf_cfg;
+
+typedef struct model_cfg {
+    char *target;
+    int64_t vocab_size;
+    char *token_list;
+    char *frontend;            frontend_conf_cfg *frontend_conf;
+    char *specaug;             specaug_conf_cfg *specaug_conf;
+    char *normalize;           normalize_conf_cfg *normalize_conf;
+    char *encoder;             encoder_conf_cfg *encoder_conf;
+    char *decoder;
+    ctc_conf_cfg *ctc_conf;
+    model_conf_cfg *model_conf;
+} model_cfg;
+
+typedef struct optimizer_cfg {
+    char *target;        /* torch.optim.Adam | torch.optim.AdamW */
+    double lr;
+    double *betas; unsigned n_betas;
+    double eps;
+    double weight_decay;
+    int amsgrad;
+} optimizer_cfg;
+
+typedef struct scheduler_cfg {
+    char *target;        /* espnet2.schedulers.warmup_lr.WarmupLR */
+    int64_t warmup_steps;
+} scheduler_cfg;
+
+typedef struct criterion_cfg {
+    char *monitor;       /* valid/loss */
+    int64_t nbest;
+    char *mode;          /* min | max */
+} criterion_cfg;
+
+/* The training config (--training_config / --config). */
+typedef struct training_cfg {
+    int64_t num_device;
+    int64_t num_nodes;
+    char *task;
+    char *recipe_dir;
+    char *data_dir;
+    char *dataset_dir;
+    char *exp_tag;
+    char *exp_dir;
+    char *stats_dir;
+    char *inference_dir;
+    int64_t seed;
+    char *init;
+    create_dataset_cfg *create_dataset;
+    tokenizer_cfg *tokenizer;
+    trainer_cfg *trainer;
+    parallel_cfg *parallel;
+    dataloader_cfg *dataloader;
+    model_cfg *model;
+    optimizer_cfg *optimizer;
+    scheduler_cfg *scheduler;
+    char *scheduler_interval; /* step | epoch */
+    criterion_cfg *best_model_criterion; unsigned n_best_model_criterion;
+} training_cfg;
+
+/* The inference config (--inference_config), ESPnet3's inference.yaml keys. */
+typedef struct infer_model_cfg {
+    char *target;            /* espnet2.bin.asr_inference.Speech2Text */
+    char *asr_train_config;
+    char *asr_model_file;
+    char *device;
+    int64_t beam_size;
+    double ctc_weight;
+    double lm_weight;
+    int64_t nbest;
+    int64_t batch_size;
+} infer_model_cfg;
+
+typedef struct inference_cfg {
+    char *recipe_dir;
+    char *data_dir;
+    char *dataset_dir;
+    char *exp_tag;
+    char *exp_dir;
+    char *stats_dir;
+    char *inference_dir;
+    char **test_sets; unsigned n_test_sets;  /* splits under ${data_dir}/manifest to decode */
+    infer_model_cfg *model;
+    char *input_key;
+    char *output_fn;
+    target_cfg *provider;
+    target_cfg *runner;
+    parallel_cfg *parallel;
+} inference_cfg;
+
+/* The metrics config (--metrics_config). */
+typedef struct metric_cfg {
+    char *target;            /* espnet3.systems.asr.metrics.wer.WER, ...cer.CER */
+    char *ref_key;
+    char *hyp_key;
+} metric_cfg;
+
+typedef struct metrics_cfg {
+    char *recipe_dir;
+    char *data_dir;
+    char *dataset_dir;
+    char *exp_tag;
+    char *exp_dir;
+    char *stats_dir;
+    char *decode_dir;
+    char *inference_dir;
+    char **test_sets; unsigned n_test_sets;
+    metric_cfg *metrics; unsigned n_metrics;
+    parallel_cfg *parallel;
+} metrics_cfg;
+
+#endif

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs every Debian package the build, the default recipe and the tests need.
+# Idempotent and quiet: prints nothing when everything is already installed.
+set -euo pipefail
+
+packages=(
+  # build
+  gcc make libc6-dev
+  libyaml-dev libcyaml-dev      # config files
+  libsndfile1-dev libsamplerate0-dev   # audio I/O and resampling
+  # tests
+  libcriterion-dev              # unit/integration test framework
+  clang libclang-rt-14-dev      # libFuzzer + sanitizer runtimes for `make fuzz`
+  # the default recipe
+  espeak-ng fortunes
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  sudo=sudo
+  command -v sudo >/dev/null || { echo "install_deps.sh: need root to install: ${missing[*]}" >&2; exit 1; }
+else
+  sudo=
+fi
+echo "install_deps.sh: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq >/dev/null
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

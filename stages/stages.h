@@ -1,0 +1,44 @@
+/* The stage table: number, name, alias, which config a stage needs, and its function.
+ * Numbers follow DESIGN.md (`--stage 5 --stop_stage 5` is train); names follow ESPnet3's run.py. */
+#ifndef ESPNET3_STAGES_H
+#define ESPNET3_STAGES_H
+
+#include "../core/config.h"
+#include "../core/log.h"
+
+/* Which of the loaded configs a stage reads. */
+typedef enum stage_config_kind {
+    NEEDS_TRAINING,
+    NEEDS_INFERENCE,
+    NEEDS_METRICS,
+} stage_config_kind;
+
+typedef struct stage_ctx {
+    const esp_configs *configs; /* loaded, resolved, validated configs (some may be absent) */
+    const char *log_dir;        /* the stage's output folder, where <stage>.log is written */
+} stage_ctx;
+
+typedef int (*stage_fn)(const stage_ctx *ctx, esp_err *err);
+
+typedef struct stage_def {
+    int number;
+    const char *name;
+    const char *alias;          /* decode for infer, score for measure; NULL if none */
+    stage_config_kind needs;
+    const char *summary;        /* one line for --help and --dry_run */
+    stage_fn run;               /* NULL: reserved number, never selected */
+    /* Output folder of the stage (its <stage>.log goes there); caller frees. */
+    char *(*output_dir)(const esp_configs *configs);
+} stage_def;
+
+extern const stage_def stage_table[];
+extern const int stage_count;
+
+const stage_def *stage_by_name(const char *name); /* name or alias */
+const stage_def *stage_by_number(int number);
+
+/* Stage functions, one file each. */
+int stage_create_dataset(const stage_ctx *ctx, esp_err *err);
+int stage_train_tokenizer(const stage_ctx *ctx, esp_err *err);
+
+#endif
