@@ -1,0 +1,141 @@
+/* Integration: the tiny default recipe end to end through the binary (stages 1-2). */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char workdir[256];
+
+static const char *env_or(const char *name, const char *fallback)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : fallback;
+}
+
+/* Runs the binary with the tiny recipe, writing data under workdir; returns the exit status. */
+static int run_recipe(const char *extra, const char *log)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && '%s' --config recipes/espeak_fortunes/conf/training_tiny.yaml "
+             "data_dir=%s/data dataset_dir=%s/dl %s >%s/%s.out 2>%s/%s.err",
+             env_or("ESPNET3_ROOT", "."), env_or("ESPNET3_BIN", "./espnet3"), workdir, workdir, extra, workdir, log,
+             workdir, log);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *slurp(const char *fmt, const char *arg)
+{
+    char path[512];
+    snprintf(path, sizeof path, fmt, workdir, arg);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf - 1, fp);
+    buf[n] = '\0';
+    fclose(fp);
+    return strdup(buf);
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; s && *s; s++) n += *s == '\n';
+    return n;
+}
+
+static void setup(void)
+{
+    snprintf(workdir, sizeof workdir, "/tmp/espnet3_recipe_XXXXXX");
+    cr_assert_not_null(mkdtemp(workdir));
+}
+
+static void teardown(void)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", workdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", workdir);
+}
+
+TestSuite(recipe, .init = setup, .fini = teardown, .timeout = 240);
+
+Test(recipe, stages_1_2_build_manifests_tokens_logs_and_skip_when_built)
+{
+    cr_assert_eq(run_recipe("", "first"), 0, "first run failed: %s", slurp("%s/%s.err", "first"));
+    char *err = slurp("%s/%s.err", "first");
+    cr_assert(strstr(err, "=== [START] stage: create_dataset ==="));
+    cr_assert(strstr(err, "=== [DONE] stage: create_dataset ("));
+    cr_assert(strstr(err, "=== [DONE] stage: train_tokenizer ("));
+    free(err);
+
+    /* Manifests: header-less utt<TAB>wav<TAB>text, sizes from training_tiny.yaml. */
+    const char *splits[] = {"train", "valid", "test"};
+    const int sizes[] = {24, 6, 6};
+    for (int i = 0; i < 3; i++) {
+        char *m = slurp("%s/data/manifest/%s.tsv", splits[i]);
+        cr_assert_not_null(m, "no manifest for %s", splits[i]);
+        cr_assert_eq(count_lines(m), sizes[i], "%s has %d lines", splits[i], count_lines(m));
+        char utt[256], wav[512], text[1024];
+        cr_assert_eq(sscanf(m, "%255[^\t]\t%511[^\t]\t%1023[^\n]", utt, wav, text), 3);
+        for (const char *c = text; *c; c++) cr_assert(strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZ' ", *c), "bad char in %s", text);
+        cr_assert_eq(access(wav, R_OK), 0, "missing wav %s", wav);
+        free(m);
+        char *scp = slurp("%s/data/%s/wav.scp", splits[i]);
+        cr_assert_eq(count_lines(scp), sizes[i]);
+        free(scp);
+        char *u2s = slurp("%s/data/%s/utt2spk", splits[i]);
+        cr_assert_eq(count_lines(u2s), sizes[i]);
+        free(u2s);
+        char *tx = slurp("%s/data/%s/text", splits[i]);
+        cr_assert_eq(count_lines(tx), sizes[i]);
+        free(tx);
+    }
+
+    /* ESPnet's char token list layout. */
+    char *tok = slurp("%s/data/tokens_char/%s", "tokens.txt");
+    cr_assert_not_null(tok);
+    cr_assert(!strncmp(tok, "<blank>\n<unk>\n", 14), "tokens.txt starts %.20s", tok);
+    cr_assert(strstr(tok, "<space>\n"));
+    size_t n = strlen(tok);
+    cr_assert(n > 11 && !strcmp(tok + n - 10, "<sos/eos>\n"));
+    free(tok);
+
+    /* Stage logs and the resolved config beside the outputs. */
+    char *log = slurp("%s/data/%s", "create_dataset.log");
+    cr_assert(log && strstr(log, "=== [DONE] stage: create_dataset"));
+    free(log);
+    char *cfg = slurp("%s/data/%s", "config.yaml");
+    cr_assert(cfg && strstr(cfg, "num_train: 24") && !strstr(cfg, "${"));
+    free(cfg);
+
+    /* A second run skips the built dataset and rotates the stage log (X.log -> X1.log). */
+    cr_assert_eq(run_recipe("--stages create_dataset", "second"), 0);
+    char *err2 = slurp("%s/%s.err", "second");
+    cr_assert(strstr(err2, "already built"), "no skip message: %s", err2);
+    free(err2);
+    char *old = slurp("%s/data/%s", "create_dataset1.log");
+    cr_assert_not_null(old, "log was not rotated");
+    free(old);
+}
+
+Test(recipe, missing_espeak_ng_is_one_error_line)
+{
+    /* PATH without espeak-ng; the binary itself is given by absolute path. */
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && PATH=/nonexistent '%s' --config recipes/espeak_fortunes/conf/training_tiny.yaml "
+             "data_dir=%s/data dataset_dir=%s/dl --stages create_dataset >%s/o 2>%s/e; echo $? >%s/rc",
+             env_or("ESPNET3_ROOT", "."), env_or("ESPNET3_BIN", "./espnet3"), workdir, workdir, workdir, workdir,
+             workdir);
+    cr_assert_eq(system(cmd), 0);
+    char *rc = slurp("%s/%s", "rc");
+    cr_assert_str_eq(rc, "1\n");
+    char *err = slurp("%s/%s", "e");
+    cr_assert(strstr(err, "espnet3: error: ") && strstr(err, "espeak-ng"), "stderr: %s", err);
+    cr_assert(strstr(err, "install the Debian package espeak-ng"), "stderr: %s", err);
+    free(rc);
+    free(err);
+}
