@@ -46,20 +46,12 @@ static const cyaml_schema_field_t create_dataset_fields[] = {
     INT("nj", create_dataset_cfg, nj),
     CYAML_FIELD_END};
 
-static const cyaml_schema_field_t text_builder_fields[] = {
-    STR("func", text_builder_cfg, func),
-    STR("recipe_dir", text_builder_cfg, recipe_dir),
-    STR("dataset_dir", text_builder_cfg, dataset_dir),
-    STR("split", text_builder_cfg, split),
-    CYAML_FIELD_END};
-
 static const cyaml_schema_field_t tokenizer_fields[] = {
     STR("model_type", tokenizer_cfg, model_type),
     INT("vocab_size", tokenizer_cfg, vocab_size),
     FLT("character_coverage", tokenizer_cfg, character_coverage),
     STR("save_path", tokenizer_cfg, save_path),
     STR("text", tokenizer_cfg, text),
-    MAP("text_builder", tokenizer_cfg, text_builder, text_builder_fields),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t logger_fields[] = {
@@ -414,7 +406,7 @@ static const char *const unimplemented_keys[] = {
     "model.specaug_conf.replace_with_zero",
     "optimizer.foreach", "optimizer.maximize", "optimizer.capturable", "optimizer.differentiable",
     "optimizer.fused",
-    "tokenizer.user_defined_symbols", "tokenizer.input_sentence_size", "tokenizer.shuffle_input_sentence",
+    "tokenizer.text_builder", "tokenizer.user_defined_symbols", "tokenizer.input_sentence_size", "tokenizer.shuffle_input_sentence",
     "tokenizer.split_digits", "tokenizer.byte_fallback",
     "optimizers", "schedulers", "upload", "hf_repo", "git_info", "log_level", "write_requirements",
     NULL,

@@ -31,20 +31,12 @@ typedef struct create_dataset_cfg {
     int64_t nj;          /* parallel synthesis processes */
 } create_dataset_cfg;
 
-typedef struct text_builder_cfg {
-    char *func;
-    char *recipe_dir;
-    char *dataset_dir;
-    char *split;
-} text_builder_cfg;
-
 typedef struct tokenizer_cfg {
     char *model_type;    /* char (bpe comes later) */
     int64_t vocab_size;
     double character_coverage;
     char *save_path;
-    char *text;          /* manifest whose text column trains the tokenizer */
-    text_builder_cfg *text_builder;
+    char *text;          /* manifest whose text column trains the tokenizer (default: train.tsv) */
 } tokenizer_cfg;
 
 typedef struct target_cfg { /* a Hydra `_target_` block we instantiate ourselves */

@@ -186,7 +186,8 @@ static int kv_line(void *vctx, char *line, size_t lineno, esp_err *err)
 {
     kv_table *t = vctx;
     char *sp = strpbrk(line, " \t");
-    if (sp == line) return esp_fail(err, "%s:%zu: line starts with whitespace (expected '<utt> <value>')", t->path, lineno);
+    if (sp == line)
+        return esp_fail(err, "%s:%zu: line starts with whitespace (expected '<utt> <value>')", t->path, lineno);
     if (t->n == t->cap) {
         t->cap = t->cap ? 2 * t->cap : 64;
         t->keys = xrealloc(t->keys, t->cap * sizeof *t->keys);

@@ -89,7 +89,8 @@ void char_token_list_build(const char *const *texts, size_t n_texts, token_list 
     out->tokens = xmalloc(out->n * sizeof *out->tokens);
     out->tokens[0] = xstrdup(TOKEN_BLANK);
     out->tokens[1] = xstrdup(TOKEN_UNK);
-    for (size_t i = 0; i < n; i++) out->tokens[2 + i] = xstrdup(strcmp(chars[i].ch, " ") == 0 ? TOKEN_SPACE : chars[i].ch);
+    for (size_t i = 0; i < n; i++)
+        out->tokens[2 + i] = xstrdup(strcmp(chars[i].ch, " ") == 0 ? TOKEN_SPACE : chars[i].ch);
     out->tokens[n + 2] = xstrdup(TOKEN_SOS_EOS);
     free(chars);
 }

@@ -14,7 +14,8 @@ int stage_train_tokenizer(const stage_ctx *ctx, esp_err *err)
     if (!cfg) return esp_fail(err, "train_tokenizer: needs a training config (pass --training_config)");
     const char *file = ctx->configs->training->path;
     const tokenizer_cfg *tok = cfg->tokenizer;
-    if (!tok) return esp_fail(err, "%s: tokenizer: missing (add tokenizer: with model_type: char and save_path)", file);
+    if (!tok)
+        return esp_fail(err, "%s: tokenizer: missing (add tokenizer: with model_type: char and save_path)", file);
     if (!tok->save_path) return esp_fail(err, "%s: tokenizer.save_path: missing (set where tokens.txt goes)", file);
     /* model_type left out means char, the only type so far. */
     if (tok->model_type && strcmp(tok->model_type, "char") != 0)

@@ -560,7 +560,8 @@ static int synthesize_all(const settings *s, const utterance *u, size_t n, esp_e
         if (!have_error && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
             have_error = 1;
             rc = WIFSIGNALED(status)
-                     ? esp_fail(err, "create_dataset: synthesis worker %d was killed by signal %d", k, WTERMSIG(status))
+                     ? esp_fail(err, "create_dataset: synthesis worker %d was killed by signal %d", k,
+                                WTERMSIG(status))
                      : esp_fail(err, "create_dataset: synthesis worker %d failed (exit status %d)", k,
                                 WEXITSTATUS(status));
         }
@@ -637,7 +638,8 @@ static int build(const settings *s, const char *data_dir, const char *manifest_d
     for (int split = 0; split < SPLIT_COUNT && rc == 0; split++)
         rc = write_split(data_dir, manifest_dir, u, need, (enum split_id)split, err);
     if (rc == 0) rc = atomic_write_file(stamp_path, stamp, strlen(stamp), err);
-    if (rc == 0) log_info("create_dataset: wrote %s/{train,valid,test}.tsv and Kaldi dirs under %s", manifest_dir, data_dir);
+    if (rc == 0)
+        log_info("create_dataset: wrote %s/{train,valid,test}.tsv and Kaldi dirs under %s", manifest_dir, data_dir);
     free_utterances(u, need);
     return rc;
 }
