@@ -24,11 +24,17 @@ endif
 probe = $(shell printf '%s\n' '$(1)' 'int main(void){return 0;}' | $(CC) -x c - $(2) -o /dev/null 2>/dev/null && echo 1)
 
 ifeq ($(CUDA),1)
-HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1 || (test -x $(CUDA_HOME)/bin/nvcc && echo 1))
-ifneq ($(HAVE_NVCC),1)
-$(error CUDA=1 but nvcc was not found on PATH or in $(CUDA_HOME)/bin (install the CUDA toolkit or set CUDA_HOME))
-endif
 NVCC := $(shell command -v $(NVCC) 2>/dev/null || echo $(CUDA_HOME)/bin/nvcc)
+# The probe: nvcc must compile a kernel, and the C compiler must link a program against cudart.
+HAVE_NVCC := $(shell d=$$(mktemp -d) && printf '__global__ void k(float *x){x[0]=1;}\n' >$$d/p.cu && \
+                $(NVCC) -c $$d/p.cu -o $$d/p.o >/dev/null 2>&1 && echo 1; rm -rf $$d)
+ifneq ($(HAVE_NVCC),1)
+$(error CUDA=1 but nvcc ($(NVCC)) cannot compile a probe kernel (install the CUDA toolkit or set CUDA_HOME))
+endif
+HAVE_CUDART := $(call probe,#include <cuda_runtime.h>,-I$(CUDA_HOME)/include -L$(CUDA_HOME)/lib64 -lcudart)
+ifneq ($(HAVE_CUDART),1)
+$(error CUDA=1 but a probe program does not link against $(CUDA_HOME)/lib64/libcudart (set CUDA_HOME))
+endif
 BUILD    := $(BUILD)-cuda
 CFLAGS   += -DESPNET3_CUDA=1 -I$(CUDA_HOME)/include
 LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart

@@ -80,7 +80,7 @@ int main(int argc, char **argv)
         printf("\n");
         for (int k = 0; k < CONFIG_KIND_COUNT; k++) {
             if (!*slots[k]) continue;
-            char *yaml = yt_emit((*slots[k])->tree, NULL);
+            char *yaml = yt_emit_config((*slots[k])->tree, NULL);
             printf("# resolved %s config (%s)\n%s", config_kind_name((config_kind)k), (*slots[k])->path, yaml);
             free(yaml);
         }

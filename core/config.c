@@ -97,7 +97,7 @@ void config_free(esp_config *cfg)
 int config_write_resolved(const esp_config *cfg, const char *path, esp_err *err)
 {
     size_t len;
-    char *yaml = yt_emit(cfg->tree, &len);
+    char *yaml = yt_emit_config(cfg->tree, &len);
     int rc = atomic_write_file(path, yaml, len, err);
     free(yaml);
     return rc;

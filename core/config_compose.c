@@ -229,6 +229,7 @@ static ynode *override_value(const char *text, ymark mark, esp_err *err)
 
 int config_apply_override(ynode *root, const char *override, esp_err *err)
 {
+    if (!utf8_valid(override)) return esp_fail(err, "an override on the command line is not UTF-8 text");
     ymark mark = {intern(override), 0, 0};
     char *o = xstrdup(override);
     int rc = 0;

@@ -1,6 +1,8 @@
 #include "config_interp.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +131,14 @@ static void skip_ws(expr *e)
     while (isspace((unsigned char)*e->p)) e->p++;
 }
 
+/* Results must fit in 64 bits (signed overflow would be undefined behaviour). */
+static int64_t overflowed(expr *e)
+{
+    if (!e->failed) fail_at(e->in, e->at, "integer overflow in ${%s} (results must fit in 64 bits)", e->src);
+    e->failed = 1;
+    return 0;
+}
+
 static int64_t expr_atom(expr *e)
 {
     skip_ws(e);
@@ -147,17 +157,21 @@ static int64_t expr_atom(expr *e)
     }
     if (*e->p == '-') {
         e->p++;
-        return -expr_atom(e);
+        int64_t v = expr_atom(e);
+        if (v == INT64_MIN) return overflowed(e);
+        return -v;
     }
     if (isdigit((unsigned char)*e->p)) {
         char *end;
+        errno = 0;
         long long v = strtoll(e->p, &end, 10);
         e->p = end;
+        if (errno == ERANGE) return overflowed(e);
         return v;
     }
     if (isalpha((unsigned char)*e->p) || *e->p == '_' || *e->p == '.') {
         const char *start = e->p;
-        while (isalnum((unsigned char)*e->p) || strchr("_.[]", *e->p)) e->p++;
+        while (*e->p && (isalnum((unsigned char)*e->p) || strchr("_.[]", *e->p))) e->p++;
         char *name = xstrndup(start, (size_t)(e->p - start));
         ynode *v = lookup(e->in, e->at, e->here, name);
         int64_t out = 0;
@@ -194,13 +208,21 @@ static int64_t expr_product(expr *e)
         if (op == '/' && *e->p == '/') e->p++; /* "//" reads as integer division too */
         int64_t r = expr_atom(e);
         if (e->failed) return 0;
-        if (op == '*') v *= r;
-        else if (r == 0) {
+        if (op == '*') {
+            if (__builtin_mul_overflow(v, r, &v)) return overflowed(e);
+        } else if (r == 0) {
             fail_at(e->in, e->at, "division by zero in ${%s}", e->src);
             e->failed = 1;
             return 0;
+        } else if (r == -1) { /* INT64_MIN / -1 traps */
+            if (op == '%') v = 0;
+            else if (v == INT64_MIN) return overflowed(e);
+            else v = -v;
         } else if (op == '/') v = floor_div(v, r);
-        else v = v - floor_div(v, r) * r;
+        else {
+            int64_t m = v % r; /* Python's modulo takes the divisor's sign */
+            v = (m != 0 && ((m < 0) != (r < 0))) ? m + r : m;
+        }
     }
 }
 
@@ -213,7 +235,8 @@ static int64_t expr_sum(expr *e)
         if (e->failed || (op != '+' && op != '-')) return v;
         e->p++;
         int64_t r = expr_product(e);
-        v = op == '+' ? v + r : v - r;
+        if (e->failed) return 0;
+        if (op == '+' ? __builtin_add_overflow(v, r, &v) : __builtin_sub_overflow(v, r, &v)) return overflowed(e);
     }
 }
 
@@ -311,6 +334,11 @@ static ynode *call_resolver(interp *in, ynode *at, const char *here, const char 
                     a0, chain);
             goto done;
         }
+        if (!utf8_valid(text)) {
+            fail_at(in, at, "${load_line:%s}: %s is not UTF-8 text", args[0], a0);
+            free(text);
+            goto done;
+        }
         out = yt_seq(at->mark);
         char *save = NULL;
         for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -325,7 +353,8 @@ static ynode *call_resolver(interp *in, ynode *at, const char *here, const char 
             goto done;
         }
         const char *val = getenv(a0);
-        if (val) out = yt_scalar(val, 0, at->mark);
+        if (val && !utf8_valid(val)) fail_at(in, at, "environment variable %s is not UTF-8 text", a0);
+        else if (val) out = yt_scalar(val, 0, at->mark);
         else if (n == 2) {
             char *def = arg_text(in, at, here, args[1]);
             if (!def) goto done;

@@ -1,6 +1,7 @@
 #include "config_schema.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -499,9 +500,12 @@ static int check_allowed(walker *w, const ynode *n, const char *schema_path, con
             p += l + (bar ? 1 : 0);
         }
         char list[512];
-        snprintf(list, sizeof list, "%s", vals);
-        for (char *c = list; *c; c++)
-            if (*c == '|') *c = ',';
+        size_t used = 0;
+        for (const char *c = vals; *c && used + 3 < sizeof list; c++) {
+            if (*c == '|') list[used++] = ',', list[used++] = ' ';
+            else list[used++] = *c;
+        }
+        list[used] = '\0';
         return fail_node(w, n, path, "'%s' is not supported (supported: %s)", n->str, list);
     }
     return 0;
@@ -587,6 +591,12 @@ static int walk_mapping(walker *w, ynode *n, const cyaml_schema_field_t *fields,
             else rc = check_target(w, val, schema_path, p);
         } else if (f->value.type != CYAML_IGNORE) {
             rc = walk_value(w, val, &f->value, sp, p);
+        } else if (!(val->kind != YN_SCALAR && val->n == 0)) {
+            /* Free-form ESPnet3 blocks (dataset:, fit:) are kept in config.yaml; say they are unused. */
+            char where[512];
+            log_warn("%s: %s: kept in the resolved config but not used by espnet3 (it reads "
+                     "${data_dir}/manifest/<split>.tsv and runs its own trainer)",
+                     ymark_str(n->key_marks[i], where, sizeof where), p);
         }
         free(sp);
         free(p);
@@ -623,9 +633,15 @@ static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *s, const 
     case CYAML_UINT:
         if (!yt_as_int(n, &iv)) return fail_node(w, n, path, "expected an integer, got %s '%s'", yt_kind_name(n), scalar_text(n));
         if (s->type == CYAML_UINT && iv < 0) return fail_node(w, n, path, "expected a non-negative integer, got %lld", (long long)iv);
+        /* Rewrite in plain decimal so libcyaml reads the value we validated (not "010" as octal). */
+        free(n->str);
+        n->str = xasprintf("%lld", (long long)iv);
         return 0;
     case CYAML_FLOAT:
         if (!yt_as_float(n, &dv)) return fail_node(w, n, path, "expected a number, got %s '%s'", yt_kind_name(n), scalar_text(n));
+        if (!isfinite(dv)) return fail_node(w, n, path, "expected a finite number, got '%s'", n->str);
+        free(n->str);
+        n->str = xasprintf("%.17g", dv); /* libcyaml's strtod does not read "1_0" */
         return 0;
     case CYAML_BOOL:
         if (!yt_as_bool(n, &bv)) return fail_node(w, n, path, "expected true or false, got %s '%s'", yt_kind_name(n), scalar_text(n));

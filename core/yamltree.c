@@ -301,8 +301,19 @@ typedef struct parse_state {
     const char *file;
     anchor *anchors;
     size_t n_anchors;
+    size_t alias_nodes; /* nodes copied for aliases so far */
     esp_err *err;
 } parse_state;
+
+/* Aliases copy their anchor; a bound stops "billion laughs" documents from exhausting memory. */
+#define MAX_ALIAS_NODES 1000000
+
+static size_t count_nodes(const ynode *n)
+{
+    size_t c = 1;
+    for (size_t i = 0; i < n->n; i++) c += count_nodes(n->items[i]);
+    return c;
+}
 
 static ymark mark_of(const parse_state *ps, yaml_mark_t m)
 {
@@ -346,8 +357,15 @@ static ynode *parse_node(parse_state *ps, yaml_event_t *ev, int depth)
     }
     case YAML_ALIAS_EVENT: {
         for (size_t i = ps->n_anchors; i-- > 0;) {
-            if (!strcmp(ps->anchors[i].name, (const char *)ev->data.alias.anchor))
+            if (!strcmp(ps->anchors[i].name, (const char *)ev->data.alias.anchor)) {
+                ps->alias_nodes += count_nodes(ps->anchors[i].node);
+                if (ps->alias_nodes > MAX_ALIAS_NODES) {
+                    esp_fail(ps->err, "%s: aliases expand to more than %d values (is this a config file?)",
+                             ymark_str(mark_of(ps, ev->start_mark), where, sizeof where), MAX_ALIAS_NODES);
+                    return NULL;
+                }
                 return yt_copy(ps->anchors[i].node);
+            }
         }
         esp_fail(ps->err, "%s: unknown alias *%s (define the &anchor before using it)",
                  ymark_str(mark_of(ps, ev->start_mark), where, sizeof where), ev->data.alias.anchor);
@@ -525,36 +543,49 @@ static int write_handler(void *ctx, unsigned char *buffer, size_t size)
     return 1;
 }
 
-static int emit_scalar(yaml_emitter_t *em, const char *s, int quoted)
+static int emit_scalar(yaml_emitter_t *em, const char *s, int quoted, int escape)
 {
+    char *escaped = NULL;
+    if (escape && strstr(s, "${")) {
+        size_t n = 0;
+        escaped = xmalloc(strlen(s) * 2 + 1);
+        for (const char *p = s; *p; p++) {
+            if (p[0] == '$' && p[1] == '{') escaped[n++] = '\\';
+            escaped[n++] = *p;
+        }
+        escaped[n] = '\0';
+        s = escaped;
+    }
     yaml_event_t ev;
     yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)s, (int)strlen(s), !quoted, 1,
                                  quoted ? YAML_DOUBLE_QUOTED_SCALAR_STYLE : YAML_ANY_SCALAR_STYLE);
-    return yaml_emitter_emit(em, &ev);
+    int ok = yaml_emitter_emit(em, &ev);
+    free(escaped);
+    return ok;
 }
 
-static int emit_node(yaml_emitter_t *em, const ynode *n)
+static int emit_node(yaml_emitter_t *em, const ynode *n, int escape)
 {
     yaml_event_t ev;
-    if (n->kind == YN_SCALAR) return emit_scalar(em, n->str, n->quoted);
+    if (n->kind == YN_SCALAR) return emit_scalar(em, n->str, n->quoted, escape && n->resolved);
     if (n->kind == YN_SEQ) {
         yaml_sequence_start_event_initialize(&ev, NULL, NULL, 1, YAML_ANY_SEQUENCE_STYLE);
         if (!yaml_emitter_emit(em, &ev)) return 0;
         for (size_t i = 0; i < n->n; i++)
-            if (!emit_node(em, n->items[i])) return 0;
+            if (!emit_node(em, n->items[i], escape)) return 0;
         yaml_sequence_end_event_initialize(&ev);
         return yaml_emitter_emit(em, &ev);
     }
     yaml_mapping_start_event_initialize(&ev, NULL, NULL, 1, YAML_ANY_MAPPING_STYLE);
     if (!yaml_emitter_emit(em, &ev)) return 0;
     for (size_t i = 0; i < n->n; i++) {
-        if (!emit_scalar(em, n->keys[i], 0) || !emit_node(em, n->items[i])) return 0;
+        if (!emit_scalar(em, n->keys[i], 0, 0) || !emit_node(em, n->items[i], escape)) return 0;
     }
     yaml_mapping_end_event_initialize(&ev);
     return yaml_emitter_emit(em, &ev);
 }
 
-char *yt_emit(const ynode *root, size_t *len_out)
+static char *emit_tree(const ynode *root, size_t *len_out, int escape)
 {
     yaml_emitter_t em;
     yaml_event_t ev;
@@ -567,7 +598,7 @@ char *yt_emit(const ynode *root, size_t *len_out)
     int ok = yaml_emitter_emit(&em, &ev);
     yaml_document_start_event_initialize(&ev, NULL, NULL, NULL, 1);
     ok = ok && yaml_emitter_emit(&em, &ev);
-    ok = ok && emit_node(&em, root);
+    ok = ok && emit_node(&em, root, escape);
     yaml_document_end_event_initialize(&ev, 1);
     ok = ok && yaml_emitter_emit(&em, &ev);
     yaml_stream_end_event_initialize(&ev);
@@ -577,4 +608,20 @@ char *yt_emit(const ynode *root, size_t *len_out)
     if (!b.data) b.data = xstrdup("");
     if (len_out) *len_out = b.len;
     return b.data;
+}
+
+char *yt_emit(const ynode *root, size_t *len_out) { return emit_tree(root, len_out, 0); }
+char *yt_emit_config(const ynode *root, size_t *len_out) { return emit_tree(root, len_out, 1); }
+
+int utf8_valid(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        int extra = *p < 0x80 ? 0 : (*p & 0xE0) == 0xC0 ? 1 : (*p & 0xF0) == 0xE0 ? 2 : (*p & 0xF8) == 0xF0 ? 3 : -1;
+        if (extra < 0 || (extra == 1 && *p < 0xC2)) return 0;
+        p++;
+        for (int i = 0; i < extra; i++, p++)
+            if ((*p & 0xC0) != 0x80) return 0;
+    }
+    return 1;
 }

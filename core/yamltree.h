@@ -63,6 +63,10 @@ const char *yt_kind_name(const ynode *n); /* "mapping", "list", "null", "integer
 
 /* YAML text of a tree (caller frees). */
 char *yt_emit(const ynode *root, size_t *len_out);
+/* The same, but a resolved literal "${" is written as "\${" so the text re-loads to the same values. */
+char *yt_emit_config(const ynode *root, size_t *len_out);
+/* 1 when s is valid UTF-8 (libyaml can only emit such text). */
+int utf8_valid(const char *s);
 
 /* "file:line:col" of a mark, into buf. */
 const char *ymark_str(ymark m, char *buf, size_t n);

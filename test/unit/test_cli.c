@@ -1,0 +1,516 @@
+/* The command line: the binary under test (ESPNET3_BIN) run as a child process, plus
+ * select_stages() and rotate_log() called directly. */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/options.h"
+#include "cli/stage_runner.h"
+#include "cli/version.h"
+#include "core/fsio.h"
+
+static char tmp[256];
+
+static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+static void setup(void)
+{
+    snprintf(tmp, sizeof tmp, "/tmp/espnet3_cli_XXXXXX");
+    cr_assert_not_null(mkdtemp(tmp));
+    log_set_quiet(1);
+}
+
+static void teardown(void) { nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+/* No .timeout (criterion 2.4.1 leaks with it under ASan); run() has its own 20 s limit. */
+TestSuite(cli, .init = setup, .fini = teardown);
+
+static const char *env_or(const char *name, const char *fallback)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : fallback;
+}
+
+static const char *root_dir(void) { return env_or("ESPNET3_ROOT", "."); }
+
+/* Absolute path of the binary under test (the child runs in the temporary folder). */
+static const char *bin_path(void)
+{
+    static char path[4096];
+    const char *b = env_or("ESPNET3_BIN", "./espnet3");
+    if (b[0] == '/') return b;
+    char cwd[2048];
+    cr_assert_not_null(getcwd(cwd, sizeof cwd));
+    snprintf(path, sizeof path, "%s/%s", cwd, b);
+    return path;
+}
+
+static const char *tpath(const char *rel)
+{
+    static char ring[16][1024];
+    static int next;
+    char *b = ring[next++ % 16];
+    snprintf(b, 1024, "%s/%s", tmp, rel);
+    return b;
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *fp = fopen(path, "w");
+    cr_assert_not_null(fp, "cannot write %s", path);
+    fputs(text, fp);
+    fclose(fp);
+}
+
+static char *slurp(const char *path)
+{
+    esp_err err;
+    char *s = read_file(path, NULL, &err);
+    return s ? s : xstrdup("");
+}
+
+typedef struct result {
+    int status; /* exit status; -1 when killed or timed out */
+    char out[1 << 17];
+    char err[1 << 16];
+} result;
+
+/* Runs the binary with args (NULL-terminated) in the temporary folder, 20 s at most. */
+static const result *run(const char *const *args)
+{
+    static result r;
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = bin_path();
+    for (; args[n - 1] && n < 63; n++) argv[n] = args[n - 1];
+    argv[n] = NULL;
+    const char *out_path = tpath("stdout.txt"), *err_path = tpath("stderr.txt");
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fo < 0 || fe < 0 || chdir(tmp) != 0) _exit(126);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int st = 0;
+    struct timespec pause = {0, 5 * 1000 * 1000};
+    for (int waited = 0;; waited++) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid) break;
+        if (waited > 4000) { /* 20 s */
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            cr_assert_fail("%s timed out", argv[0]);
+        }
+        nanosleep(&pause, NULL);
+    }
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    cr_assert_neq(r.status, 127, "cannot run %s (set ESPNET3_BIN)", argv[0]);
+    char *o = slurp(out_path), *e = slurp(err_path);
+    snprintf(r.out, sizeof r.out, "%s", o);
+    snprintf(r.err, sizeof r.err, "%s", e);
+    free(o);
+    free(e);
+    return &r;
+}
+
+#define RUN(...) run((const char *const[]){__VA_ARGS__, NULL})
+
+#define assert_has(text, piece) \
+    cr_assert(strstr((text), (piece)) != NULL, "output lacks '%s':\n%s", (piece), (text))
+
+/* The tiny recipe configs copied into tmp/conf, so recipe_dir (conf/..) is the temporary folder. */
+static const char *tiny_copy(void)
+{
+    esp_err err;
+    cr_assert_eq(mkdir_p(tpath("conf"), &err), 0);
+    const char *names[] = {"training.yaml", "training_tiny.yaml"};
+    for (int i = 0; i < 2; i++) {
+        char src[1024];
+        snprintf(src, sizeof src, "%s/recipes/espeak_fortunes/conf/%s", root_dir(), names[i]);
+        char *text = read_file(src, NULL, &err);
+        cr_assert_not_null(text, "%s", err.msg);
+        char dst[64];
+        snprintf(dst, sizeof dst, "conf/%s", names[i]);
+        write_text(tpath(dst), text);
+        free(text);
+    }
+    return tpath("conf/training_tiny.yaml");
+}
+
+static const char *template_dir(void)
+{
+    static char dir[1024];
+    snprintf(dir, sizeof dir, "%s/conf", root_dir());
+    return dir;
+}
+
+/* "# stages to run: 1:a 2:b" for the stages numbered lo..hi in the table. */
+static const char *stage_line(int lo, int hi)
+{
+    static char line[1024];
+    size_t used = (size_t)snprintf(line, sizeof line, "# stages to run:");
+    for (int i = 0; i < stage_count; i++)
+        if (stage_table[i].number >= lo && stage_table[i].number <= hi)
+            used += (size_t)snprintf(line + used, sizeof line - used, " %d:%s", stage_table[i].number,
+                                     stage_table[i].name);
+    snprintf(line + used, sizeof line - used, "\n");
+    return line;
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+/* ---- help, version, usage errors ------------------------------------------------------------ */
+
+Test(cli, help_lists_options_defaults_and_stages)
+{
+    const result *r = RUN("--help");
+    cr_assert_eq(r->status, 0);
+    const char *opts[] = {"--training_config", "--config",   "--inference_config", "--metrics_config",
+                          "--stage N",         "--stop_stage M", "--stages NAME...", "--dry_run",
+                          "--template_dir",    "--quiet",    "--version",          "--help"};
+    for (size_t i = 0; i < sizeof opts / sizeof *opts; i++) assert_has(r->out, opts[i]);
+    assert_has(r->out, "usage: espnet3");
+    assert_has(r->out, "(default: first stage)");
+    assert_has(r->out, "(default: last stage)");
+    assert_has(r->out, "(default: all)");
+    assert_has(r->out, "(default: conf/ beside the binary)");
+    for (int i = 0; i < stage_count; i++) {
+        char row[128];
+        snprintf(row, sizeof row, "  %d  %s", stage_table[i].number, stage_table[i].name);
+        assert_has(r->out, row);
+        assert_has(r->out, stage_table[i].summary);
+    }
+    cr_assert_str_eq(r->err, "");
+    cr_assert_eq(RUN("-h")->status, 0);
+}
+
+Test(cli, version_names_backends)
+{
+    const result *r = RUN("--version");
+    cr_assert_eq(r->status, 0);
+    assert_has(r->out, "espnet3 " ESPNET3_VERSION "\n");
+    assert_has(r->out, "backends: cpu");
+}
+
+Test(cli, unknown_option_suggests_and_exits_2)
+{
+    const result *r = RUN("--stag", "1");
+    cr_assert_eq(r->status, 2);
+    assert_has(r->err, "espnet3: error: unknown option '--stag' (did you mean --stage?)\n");
+    assert_has(r->err, "\nusage: espnet3 ");
+    cr_assert_str_eq(r->out, "");
+
+    r = RUN("--completely-different");
+    cr_assert_eq(r->status, 2);
+    assert_has(r->err, "unknown option '--completely-different'");
+    r = RUN("stray");
+    cr_assert_eq(r->status, 2);
+    assert_has(r->err, "unexpected argument 'stray'");
+}
+
+Test(cli, bad_values_exit_2)
+{
+    const result *r = RUN("--stage", "x");
+    cr_assert_eq(r->status, 2);
+    assert_has(r->err, "espnet3: error: --stage: expected a stage number, got 'x'");
+    assert_has(r->err, "usage:");
+    cr_assert_eq(RUN("--stop_stage", "-3")->status, 2);
+    r = RUN("--stage");
+    cr_assert_eq(r->status, 2);
+    assert_has(r->err, "--stage needs a value");
+    r = RUN("--stage", "2", "--stop_stage", "1");
+    cr_assert_eq(r->status, 2);
+    assert_has(r->err, "--stop_stage 1 is before --stage 2");
+    r = RUN("--stages", "create_dataset", "--stage", "1");
+    cr_assert_eq(r->status, 2);
+    assert_has(r->err, "cannot be combined");
+    r = RUN("--dry_run=1");
+    cr_assert_eq(r->status, 2);
+    assert_has(r->err, "--dry_run takes no value");
+}
+
+Test(cli, unknown_stage_name_exits_2)
+{
+    const result *r = RUN("--stages", "create_dataset", "nosuchstage");
+    cr_assert_eq(r->status, 2);
+    assert_has(r->err, "unknown stage 'nosuchstage'");
+    assert_has(r->err, "create_dataset");
+}
+
+Test(cli, planned_stage_is_not_available_yet)
+{
+    if (stage_by_name("train")) cr_skip_test("train exists in this build");
+    const result *r = RUN("--stages", "train");
+    cr_assert_neq(r->status, 0);
+    assert_has(r->err, "stage 'train' (5) is not available in this build yet");
+    r = RUN("--stage", "5", "--stop_stage", "5");
+    cr_assert_neq(r->status, 0);
+    assert_has(r->err, "not available in this build yet");
+}
+
+Test(cli, stage_without_its_config_exits_1)
+{
+    const result *r = RUN("--stage", "1", "--stop_stage", "1");
+    cr_assert_eq(r->status, 1);
+    assert_has(r->err, "espnet3: error: stage create_dataset needs a training config");
+    assert_has(r->err, "--training_config");
+    cr_assert_eq(count_lines(r->err), 1, "stderr:\n%s", r->err);
+}
+
+/* ---- dry runs ----------------------------------------------------------------------------- */
+
+Test(cli, dry_run_tiny_recipe_prints_stages_and_resolved_config)
+{
+    const char *cfg = tiny_copy();
+    const result *r = RUN("--config", cfg, "--template_dir", template_dir(), "--dry_run");
+    cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
+    cr_assert(!strncmp(r->out, stage_line(0, 100), strlen(stage_line(0, 100))), "stdout:\n%s", r->out);
+    cr_assert(!strncmp(r->out, "# stages to run: 1:create_dataset 2:train_tokenizer", 51), "stdout:\n%s", r->out);
+    assert_has(r->out, "# resolved training config (");
+    assert_has(r->out, "num_train: 24\n");
+    assert_has(r->out, "exp_tag: training_tiny\n");
+    assert_has(r->out, "task: espnet3.systems.asr.task.ASRTask\n"); /* from the template */
+    char line[1024];
+    snprintf(line, sizeof line, "data_dir: %s/data_tiny\n", tmp);
+    assert_has(r->out, line);
+    cr_assert_null(strstr(r->out, "${"), "unresolved interpolation:\n%s", r->out);
+    /* Nothing ran. */
+    cr_assert(!path_exists(tpath("data_tiny")), "dry run created the data folder");
+    cr_assert(!path_exists(tpath("downloads_tiny")), "dry run created the download folder");
+}
+
+Test(cli, dry_run_stage_range_and_names)
+{
+    const char *cfg = tiny_copy();
+    const result *r = RUN("--config", cfg, "--template_dir", template_dir(), "--stage", "2", "--stop_stage", "2",
+                          "--dry_run");
+    cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
+    cr_assert(!strncmp(r->out, "# stages to run: 2:train_tokenizer\n", 35), "stdout:\n%s", r->out);
+
+    r = RUN("--training_config", cfg, "--template_dir", template_dir(), "--stages", "all", "--dry_run");
+    cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
+    cr_assert(!strncmp(r->out, stage_line(0, 100), strlen(stage_line(0, 100))), "stdout:\n%s", r->out);
+
+    r = RUN("-c", cfg, "--template_dir", template_dir(), "--stages", "train_tokenizer", "create_dataset", "-n");
+    cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
+    cr_assert(!strncmp(r->out, "# stages to run: 1:create_dataset 2:train_tokenizer\n", 52), "stdout:\n%s", r->out);
+
+    r = RUN("--config=" , "--dry_run");
+    cr_assert_neq(r->status, 0);
+}
+
+Test(cli, dry_run_shows_overrides)
+{
+    const char *cfg = tiny_copy();
+    const result *r = RUN("--config", cfg, "--template_dir", template_dir(), "--dry_run", "create_dataset.num_train=7",
+                          "trainer.max_epochs=2", "+trainer.deterministic=true", "~create_dataset.nj");
+    cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
+    assert_has(r->out, "num_train: 7\n");
+    assert_has(r->out, "max_epochs: 2\n");
+    assert_has(r->out, "deterministic: true\n");
+    cr_assert_null(strstr(r->out, "nj:"), "stdout:\n%s", r->out);
+}
+
+Test(cli, dry_run_finds_template_beside_binary)
+{
+    const char *cfg = tiny_copy();
+    const result *r = RUN("--config", cfg, "--dry_run");
+    cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
+    assert_has(r->out, "task: espnet3.systems.asr.task.ASRTask\n");
+    /* --template_dir '' turns the template off: the template-only key is gone. */
+    write_text(tpath("plain.yaml"), "seed: 3\n");
+    r = RUN("--config", tpath("plain.yaml"), "--template_dir", "", "--dry_run");
+    cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
+    assert_has(r->out, "seed: 3\n");
+    cr_assert_null(strstr(r->out, "task:"), "stdout:\n%s", r->out);
+}
+
+Test(cli, config_error_is_one_line_exit_1)
+{
+    write_text(tpath("bad.yaml"), "seed: 1\ntrainer:\n  devices: abc\n");
+    const result *r = RUN("--config", tpath("bad.yaml"), "--template_dir", "", "--dry_run");
+    cr_assert_eq(r->status, 1);
+    char want[1024];
+    snprintf(want, sizeof want, "espnet3: error: %s:3:12: trainer.devices: expected an integer, got a string 'abc'\n",
+             tpath("bad.yaml"));
+    cr_assert_str_eq(r->err, want);
+    cr_assert_str_eq(r->out, "");
+
+    r = RUN("--config", tpath("nothere.yaml"), "--dry_run");
+    cr_assert_eq(r->status, 1);
+    assert_has(r->err, "nothere.yaml: config file not found");
+
+    write_text(tpath("syntax.yaml"), "a: [1,\n");
+    r = RUN("--config", tpath("syntax.yaml"), "--template_dir", "", "--dry_run");
+    cr_assert_eq(r->status, 1);
+    assert_has(r->err, "espnet3: error: ");
+    assert_has(r->err, "syntax.yaml:");
+    assert_has(r->err, "YAML syntax error");
+    cr_assert_eq(count_lines(r->err), 1, "stderr:\n%s", r->err);
+}
+
+Test(cli, override_error_exits_1)
+{
+    const char *cfg = tiny_copy();
+    const result *r = RUN("--config", cfg, "--template_dir", template_dir(), "--dry_run", "trainer.max_epoch=3");
+    cr_assert_eq(r->status, 1);
+    assert_has(r->err, "trainer.max_epoch: unknown key (did you mean max_epochs?)");
+}
+
+/* ---- select_stages / check_stage_configs / rotate_log ------------------------------------------ */
+
+static cli_args args_range(long lo, long hi)
+{
+    cli_args a;
+    memset(&a, 0, sizeof a);
+    a.stage = lo;
+    a.stop_stage = hi;
+    return a;
+}
+
+Test(cli, select_stages_by_range)
+{
+    const stage_def *sel[64];
+    esp_err err;
+    cli_args a = args_range(-1, -1);
+    cr_assert_eq(select_stages(&a, sel, &err), stage_count);
+    for (int i = 0; i < stage_count; i++) cr_assert_eq(sel[i], &stage_table[i]);
+
+    a = args_range(2, 2);
+    cr_assert_eq(select_stages(&a, sel, &err), 1, "%s", err.msg);
+    cr_assert_str_eq(sel[0]->name, "train_tokenizer");
+
+    a = args_range(1, 1);
+    cr_assert_eq(select_stages(&a, sel, &err), 1);
+    cr_assert_str_eq(sel[0]->name, "create_dataset");
+
+    a = args_range(2, -1); /* from 2 to the end */
+    int n = select_stages(&a, sel, &err);
+    cr_assert_geq(n, 1);
+    cr_assert_str_eq(sel[0]->name, "train_tokenizer");
+
+    a = args_range(-1, 1); /* from the start to 1 */
+    cr_assert_eq(select_stages(&a, sel, &err), 1);
+    cr_assert_str_eq(sel[0]->name, "create_dataset");
+
+    a = args_range(2, 1);
+    cr_assert_lt(select_stages(&a, sel, &err), 0);
+    cr_assert(strstr(err.msg, "--stop_stage 1 is before --stage 2"), "%s", err.msg);
+
+    a = args_range(90, 99);
+    cr_assert_lt(select_stages(&a, sel, &err), 0);
+    cr_assert(strstr(err.msg, "no stage numbered 90..99"), "%s", err.msg);
+}
+
+Test(cli, select_stages_by_name)
+{
+    const stage_def *sel[64];
+    esp_err err;
+    cli_args a;
+    memset(&a, 0, sizeof a);
+    a.stage = a.stop_stage = -1;
+    const char *names[] = {"train_tokenizer", "create_dataset", NULL};
+    a.stages = names;
+    a.n_stages = 2;
+    cr_assert_eq(select_stages(&a, sel, &err), 2);
+    cr_assert_str_eq(sel[0]->name, "create_dataset"); /* table order, not argument order */
+    cr_assert_str_eq(sel[1]->name, "train_tokenizer");
+
+    const char *all[] = {"all", NULL};
+    a.stages = all;
+    a.n_stages = 1;
+    cr_assert_eq(select_stages(&a, sel, &err), stage_count);
+
+    const char *bad[] = {"create_dataset", "nosuch", NULL};
+    a.stages = bad;
+    a.n_stages = 2;
+    cr_assert_lt(select_stages(&a, sel, &err), 0);
+    cr_assert(strstr(err.msg, "unknown stage 'nosuch'"), "%s", err.msg);
+
+    if (!stage_by_name("decode")) {
+        const char *planned[] = {"decode", NULL};
+        a.stages = planned;
+        a.n_stages = 1;
+        cr_assert_lt(select_stages(&a, sel, &err), 0);
+        cr_assert(strstr(err.msg, "stage 'decode' (6) is not available in this build yet"), "%s", err.msg);
+    }
+}
+
+Test(cli, check_stage_configs_names_missing_config)
+{
+    const stage_def *sel[64];
+    esp_err err;
+    cli_args a = args_range(-1, -1);
+    int n = select_stages(&a, sel, &err);
+    esp_configs none = {0};
+    cr_assert_neq(check_stage_configs(sel, n, &none, &err), 0);
+    cr_assert(strstr(err.msg, "stage create_dataset needs a training config"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "--training_config"), "%s", err.msg);
+}
+
+Test(cli, cli_parse_collects_overrides)
+{
+    char *argv[] = {"espnet3", "--config", "x.yaml", "a.b=3", "+c=1", "~d", "--stages", "create_dataset",
+                    "train_tokenizer", "--dry_run", NULL};
+    cli_args a;
+    esp_err err;
+    cr_assert_eq(cli_parse(10, argv, &a, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(a.training_config, "x.yaml");
+    cr_assert_eq(a.n_overrides, 3);
+    cr_assert_str_eq(a.overrides[0], "a.b=3");
+    cr_assert_str_eq(a.overrides[2], "~d");
+    cr_assert_eq(a.n_stages, 2);
+    cr_assert_str_eq(a.stages[1], "train_tokenizer");
+    cr_assert_eq(a.dry_run, 1);
+    cr_assert_eq(a.stage, -1);
+    cli_args_free(&a);
+}
+
+Test(cli, rotate_log_shifts_old_logs)
+{
+    esp_err err;
+    /* Nothing to rotate. */
+    cr_assert_eq(rotate_log(tmp, "X", &err), 0, "%s", err.msg);
+    cr_assert(!path_exists(tpath("X1.log")));
+
+    write_text(tpath("X.log"), "first");
+    cr_assert_eq(rotate_log(tmp, "X", &err), 0, "%s", err.msg);
+    cr_assert(!path_exists(tpath("X.log")));
+    char *s = slurp(tpath("X1.log"));
+    cr_assert_str_eq(s, "first");
+    free(s);
+
+    write_text(tpath("X.log"), "second");
+    cr_assert_eq(rotate_log(tmp, "X", &err), 0, "%s", err.msg);
+    cr_assert(!path_exists(tpath("X.log")));
+    s = slurp(tpath("X1.log"));
+    cr_assert_str_eq(s, "second");
+    free(s);
+    s = slurp(tpath("X2.log"));
+    cr_assert_str_eq(s, "first");
+    free(s);
+    cr_assert(!path_exists(tpath("X3.log")));
+}
