@@ -8,9 +8,11 @@ packages=(
   gcc make libc6-dev
   libyaml-dev libcyaml-dev      # config files
   libsndfile1-dev libsamplerate0-dev   # audio I/O and resampling
+  libfftw3-dev zlib1g-dev       # STFT; .npz (zip) files
   # tests
   libcriterion-dev              # unit/integration test framework
   clang libclang-rt-14-dev      # libFuzzer + sanitizer runtimes for `make fuzz`
+  python3-numpy                 # checks that numpy reads our .npz files
   # the default recipe
   espeak-ng fortunes
 )
