@@ -40,5 +40,6 @@ const stage_def *stage_by_number(int number);
 /* Stage functions, one file each. */
 int stage_create_dataset(const stage_ctx *ctx, esp_err *err);
 int stage_train_tokenizer(const stage_ctx *ctx, esp_err *err);
+int stage_collect_stats(const stage_ctx *ctx, esp_err *err);
 
 #endif

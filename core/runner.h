@@ -1,0 +1,62 @@
+/* The provider/runner layer (ESPnet3's espnet3/parallel in C): a provider builds the environment
+ * (dataset, model, ...) once per worker; the runner calls forward(idx, env) for every index and
+ * hands the results back in index order, whichever worker made them.
+ *
+ * Work is cut into shards of consecutive indices. Each finished shard is a file
+ * <work_dir>/shard.<k> (written to a temp name and renamed, so its existence means "done"); a
+ * rerun redoes only the missing shards. <work_dir>/runner.sig records the job (n_items,
+ * chunk_size, the caller's signature); a different job clears the old shards first.
+ *
+ * Environments (parallel.env): local (n_workers forked processes; parallel: absent = one forked
+ * worker, so a crash in forward() is handled the same way for every config). local_gpu and slurm
+ * are recognised and refused until they are built; they plug in behind the same API. */
+#ifndef ESPNET3_RUNNER_H
+#define ESPNET3_RUNNER_H
+
+#include <stddef.h>
+
+#include "config_types.h"
+#include "log.h"
+
+/* A growable byte buffer that forward() appends an item's result to. */
+typedef struct runner_buf {
+    unsigned char *data;
+    size_t len, cap;
+} runner_buf;
+
+void runner_buf_append(runner_buf *b, const void *data, size_t len);
+void runner_buf_printf(runner_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void runner_buf_free(runner_buf *b);
+
+typedef struct runner_job {
+    const char *name;      /* progress and log label, e.g. "collect_stats train" */
+    size_t n_items;
+    size_t chunk_size;     /* items per shard; 0 = choose (an existing work_dir's choice is kept) */
+    const char *work_dir;  /* shards, markers and runner.sig live here (created when missing) */
+    const char *signature; /* identifies the inputs (e.g. a hash); a different one clears old shards */
+    /* Runs once per worker, in the worker; returns the env passed to forward (NULL + err on failure).
+     * May be NULL (env = arg). */
+    void *(*provide)(void *arg, esp_err *err);
+    void (*release)(void *env); /* may be NULL */
+    /* Appends item idx's result to out; returns 0, or -1 with err filled (fails the whole run). */
+    int (*forward)(size_t idx, void *env, runner_buf *out, esp_err *err);
+    /* The item's id for messages (e.g. the utterance id); may be NULL ("item <idx>"). */
+    const char *(*item_name)(size_t idx, void *arg);
+    void *arg;
+} runner_job;
+
+/* Workers that crash this many times on the same item fail the run naming the item. */
+enum { RUNNER_MAX_CRASHES = 3 };
+
+/* Runs forward for every item not yet in a finished shard. par may be NULL (one local worker).
+ * Errors: unknown/unavailable env, a forward() error ("<item>: <message>"), an item that crashes
+ * its worker RUNNER_MAX_CRASHES times, unwritable work_dir. No child process outlives the call. */
+int runner_run(const runner_job *job, const parallel_cfg *par, esp_err *err);
+
+/* Calls fn for every item's result in index order (after a successful runner_run); stops at the
+ * first fn that returns non-zero (that value is returned; fn fills err). Checks that each shard
+ * holds exactly its items. */
+int runner_for_each(const runner_job *job, int (*fn)(size_t idx, const void *data, size_t len, void *ctx),
+                    void *ctx, esp_err *err);
+
+#endif

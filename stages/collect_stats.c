@@ -1,0 +1,252 @@
+/* Stage 3 collect_stats: per-utterance feature shapes and the sums for global mean/variance over
+ * train and valid, computed through the runner (parallel:) and merged in manifest order so the
+ * output is identical for any number of workers. Writes ESPnet's files under ${stats_dir}/<split>/:
+ * feats_shape ("uid T,D"), feats_stats.npz (count, sum, sum_square), stats_keys, text_shape.char. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/audio.h"
+#include "../core/frontend.h"
+#include "../core/fsio.h"
+#include "../core/log.h"
+#include "../core/manifest.h"
+#include "../core/npz.h"
+#include "../core/runner.h"
+#include "../core/tokenizer.h"
+#include "stages.h"
+
+#define FS_KEY "model.frontend_conf.fs"
+
+typedef struct stats_job {
+    const manifest *m;
+    frontend_opts opts;
+} stats_job;
+
+/* What each worker builds once: the frontend (FFTW plans, mel matrix) and a feature buffer. */
+typedef struct stats_env {
+    const stats_job *job;
+    frontend *fe;
+    float *feats;
+    size_t cap;
+} stats_env;
+
+static void *provide(void *arg, esp_err *err)
+{
+    (void)err;
+    stats_env *env = xcalloc(1, sizeof *env);
+    env->job = arg;
+    env->fe = frontend_new(&env->job->opts);
+    return env;
+}
+
+static void release(void *p)
+{
+    stats_env *env = p;
+    frontend_free(env->fe);
+    free(env->feats);
+    free(env);
+}
+
+static const char *item_name(size_t idx, void *arg) { return ((stats_job *)arg)->m->items[idx].utt; }
+
+/* One utterance's record: u32 T, u32 D, D sums, D sums of squares (double, over its frames). */
+static int forward(size_t idx, void *p, runner_buf *out, esp_err *err)
+{
+    stats_env *env = p;
+    const manifest_entry *e = &env->job->m->items[idx];
+    float *x;
+    size_t n;
+    if (audio_read(e->wav, env->job->opts.fs, FS_KEY, &x, &n, err) != 0) return -1;
+    if (n < frontend_min_samples(env->fe)) {
+        free(x);
+        return esp_fail(err, "%s: %zu samples is shorter than the STFT needs (%zu; n_fft/2+1)", e->wav, n,
+                        frontend_min_samples(env->fe));
+    }
+    uint32_t T = (uint32_t)frontend_num_frames(env->fe, n), D = (uint32_t)env->job->opts.n_mels;
+    if ((size_t)T * D > env->cap) {
+        env->cap = (size_t)T * D;
+        env->feats = xrealloc(env->feats, env->cap * sizeof *env->feats);
+    }
+    frontend_logmel(env->feats, env->fe, x, n);
+    free(x);
+    double *acc = xcalloc(2 * (size_t)D, sizeof *acc);
+    for (uint32_t t = 0; t < T; t++) {
+        const float *row = env->feats + (size_t)t * D;
+        for (uint32_t d = 0; d < D; d++) {
+            acc[d] += row[d];
+            acc[D + d] += (double)row[d] * row[d];
+        }
+    }
+    runner_buf_append(out, &T, sizeof T);
+    runner_buf_append(out, &D, sizeof D);
+    runner_buf_append(out, acc, 2 * (size_t)D * sizeof *acc);
+    free(acc);
+    return 0;
+}
+
+/* The parent's merge: shape lines and the sums, in manifest order. */
+typedef struct merge_ctx {
+    const manifest *m;
+    FILE *shape;
+    double *sum, *sum_square;
+    int64_t count;
+    uint32_t dim;
+} merge_ctx;
+
+static int merge_one(size_t idx, const void *data, size_t len, void *p, esp_err *err)
+{
+    merge_ctx *c = p;
+    uint32_t T, D;
+    if (len < 8) return esp_fail(err, "collect_stats: result of %s is truncated", c->m->items[idx].utt);
+    memcpy(&T, data, 4);
+    memcpy(&D, (const char *)data + 4, 4);
+    if (len != 8 + 2 * (size_t)D * sizeof(double) || D != c->dim)
+        return esp_fail(err, "collect_stats: result of %s has the wrong size", c->m->items[idx].utt);
+    const double *acc = (const double *)((const char *)data + 8);
+    for (uint32_t d = 0; d < D; d++) {
+        c->sum[d] += acc[d];
+        c->sum_square[d] += acc[D + d];
+    }
+    c->count += T;
+    fprintf(c->shape, "%s %" PRIu32 ",%" PRIu32 "\n", c->m->items[idx].utt, T, D);
+    return 0;
+}
+
+/* runner_for_each passes no error slot to its callback; carry one in the context. */
+typedef struct merge_call {
+    merge_ctx *c;
+    esp_err *err;
+} merge_call;
+
+static int merge_cb(size_t idx, const void *data, size_t len, void *p)
+{
+    merge_call *mc = p;
+    return merge_one(idx, data, len, mc->c, mc->err);
+}
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+static int write_text_shape(const char *path, const manifest *m, const token_list *tl, esp_err *err)
+{
+    atomic_file af;
+    if (atomic_open(&af, path, err) != 0) return -1;
+    for (size_t i = 0; i < m->n; i++) {
+        long *ids;
+        size_t n;
+        if (char_tokenize(tl, m->items[i].text, &ids, &n, err) != 0) {
+            atomic_abort(&af);
+            return -1;
+        }
+        free(ids);
+        fprintf(af.fp, "%s %zu,%zu\n", m->items[i].utt, n, tl->n);
+    }
+    return atomic_commit(&af, err);
+}
+
+static int collect_split(const training_cfg *cfg, const char *split, const token_list *tl, esp_err *err)
+{
+    char *manifest_path = xasprintf("%s/manifest/%s.tsv", cfg->data_dir, split);
+    char *out_dir = xasprintf("%s/%s", cfg->stats_dir, split);
+    char *work_dir = xasprintf("%s/.runner", out_dir);
+    manifest m = {0};
+    merge_ctx mc = {0};
+    int rc = -1;
+    if (!path_exists(manifest_path)) {
+        esp_fail(err, "%s: no manifest (run create_dataset, stage 1, first)", manifest_path);
+        goto out;
+    }
+    if (manifest_read_tsv(manifest_path, &m, err) != 0 || mkdir_p(out_dir, err) != 0) goto out;
+
+    stats_job job = {.m = &m};
+    frontend_opts_from_cfg(cfg->model ? cfg->model->frontend_conf : NULL, &job.opts);
+    if (frontend_opts_check(&job.opts, err) != 0) goto out;
+    /* Same manifest and frontend settings = same job: finished shards are reused on a rerun. */
+    size_t mlen;
+    char *mtext = read_file(manifest_path, &mlen, err);
+    if (!mtext) goto out;
+    uint64_t h = fnv1a(0xcbf29ce484222325ULL, mtext, mlen);
+    free(mtext);
+    char *sig = xasprintf("manifest %016" PRIx64 " fs %d n_fft %d win %d hop %d mels %d fmin %g fmax %g", h,
+                          job.opts.fs, job.opts.n_fft, job.opts.win_length, job.opts.hop_length, job.opts.n_mels,
+                          job.opts.fmin, job.opts.fmax);
+    char *label = xasprintf("collect_stats %s", split);
+    runner_job rj = {.name = label, .n_items = m.n, .work_dir = work_dir, .signature = sig, .provide = provide,
+                     .release = release, .forward = forward, .item_name = item_name, .arg = &job};
+    log_info("collect_stats: %s: %zu utterances", split, m.n);
+    int run_rc = runner_run(&rj, cfg->parallel, err);
+
+    mc.m = &m;
+    mc.dim = (uint32_t)job.opts.n_mels;
+    mc.sum = xcalloc(mc.dim, sizeof *mc.sum);
+    mc.sum_square = xcalloc(mc.dim, sizeof *mc.sum_square);
+    char *shape_path = xasprintf("%s/feats_shape", out_dir);
+    atomic_file shape = {0};
+    if (run_rc == 0 && atomic_open(&shape, shape_path, err) == 0) {
+        mc.shape = shape.fp;
+        merge_call call = {&mc, err};
+        if (runner_for_each(&rj, merge_cb, &call, err) != 0) atomic_abort(&shape);
+        else if (atomic_commit(&shape, err) == 0) rc = 0;
+    }
+    free(shape_path);
+    free(sig);
+    free(label);
+    if (rc != 0) goto out;
+    rc = -1;
+
+    /* ESPnet3 stores the sums as float32 (accumulated here in double). */
+    float *sum32 = xmalloc(mc.dim * sizeof *sum32), *sq32 = xmalloc(mc.dim * sizeof *sq32);
+    for (uint32_t d = 0; d < mc.dim; d++) sum32[d] = (float)mc.sum[d], sq32[d] = (float)mc.sum_square[d];
+    npy_array arrays[] = {
+        {.name = "count", .dtype = NPY_I64, .ndim = 0, .count = 1, .data = &mc.count},
+        {.name = "sum", .dtype = NPY_F32, .ndim = 1, .shape = {mc.dim}, .count = mc.dim, .data = sum32},
+        {.name = "sum_square", .dtype = NPY_F32, .ndim = 1, .shape = {mc.dim}, .count = mc.dim, .data = sq32},
+    };
+    char *npz_path = xasprintf("%s/feats_stats.npz", out_dir);
+    char *keys_path = xasprintf("%s/stats_keys", out_dir);
+    char *text_path = xasprintf("%s/text_shape.char", out_dir);
+    if (npz_write(npz_path, arrays, 3, err) == 0 && atomic_write_file(keys_path, "feats\n", 6, err) == 0 &&
+        write_text_shape(text_path, &m, tl, err) == 0) {
+        log_info("collect_stats: %s: %" PRId64 " frames of %u dims -> %s", split, mc.count, mc.dim, npz_path);
+        rc = 0;
+    }
+    free(sum32);
+    free(sq32);
+    free(npz_path);
+    free(keys_path);
+    free(text_path);
+out:
+    free(mc.sum);
+    free(mc.sum_square);
+    manifest_free(&m);
+    free(manifest_path);
+    free(out_dir);
+    free(work_dir);
+    return rc;
+}
+
+int stage_collect_stats(const stage_ctx *ctx, esp_err *err)
+{
+    const training_cfg *cfg = training_of(ctx->configs);
+    const char *file = ctx->configs->training->path;
+    if (!cfg->data_dir) return esp_fail(err, "%s: data_dir: missing (set data_dir)", file);
+    if (!cfg->stats_dir) return esp_fail(err, "%s: stats_dir: missing (set stats_dir)", file);
+    if (!cfg->tokenizer || !cfg->tokenizer->save_path)
+        return esp_fail(err, "%s: tokenizer.save_path: missing (the token list sizes text_shape.char)", file);
+    char *tokens = xasprintf("%s/tokens.txt", cfg->tokenizer->save_path);
+    token_list tl = {0};
+    int rc;
+    if (!path_exists(tokens)) rc = esp_fail(err, "%s: no token list (run train_tokenizer, stage 2, first)", tokens);
+    else rc = token_list_read(tokens, &tl, err);
+    free(tokens);
+    static const char *const splits[] = {"train", "valid"};
+    for (size_t i = 0; i < 2 && rc == 0; i++) rc = collect_split(cfg, splits[i], &tl, err);
+    token_list_free(&tl);
+    return rc;
+}
