@@ -694,10 +694,40 @@ static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *s, const 
     return 0;
 }
 
+/* Switches whose ESPnet2 default is true: an absent key would read as 0 in the typed struct, so
+ * the default is written into the tree when the block exists (an absent block means defaults). */
+static const struct {
+    const char *map_path, *key, *value;
+} default_true[] = {
+    {"model.specaug_conf", "apply_time_warp", "true"},
+    {"model.specaug_conf", "apply_freq_mask", "true"},
+    {"model.specaug_conf", "apply_time_mask", "true"},
+    {"model.normalize_conf", "norm_means", "true"},
+};
+
+static void fill_defaults(config_kind kind, ynode *root)
+{
+    if (kind != CONFIG_TRAINING) return;
+    for (size_t i = 0; i < sizeof default_true / sizeof *default_true; i++) {
+        ynode *m = yt_get_path(root, default_true[i].map_path);
+        if (m && m->kind == YN_MAP && !yt_map_get(m, default_true[i].key))
+            yt_map_set(m, default_true[i].key, m->mark, yt_scalar(default_true[i].value, 0, m->mark));
+    }
+    /* norm_vars: true for global_mvn, false for utterance_mvn (ESPnet2's two classes differ). */
+    ynode *nc = yt_get_path(root, "model.normalize_conf");
+    if (nc && nc->kind == YN_MAP && !yt_map_get(nc, "norm_vars")) {
+        ynode *kind_node = yt_get_path(root, "model.normalize");
+        int utt = kind_node && kind_node->kind == YN_SCALAR && !strcmp(kind_node->str, "utterance_mvn");
+        yt_map_set(nc, "norm_vars", nc->mark, yt_scalar(utt ? "false" : "true", 0, nc->mark));
+    }
+}
+
 int config_validate(config_kind kind, ynode *root, esp_err *err)
 {
     walker w = {.err = err};
     /* Keys that only steer composition are gone by now; `defaults` may remain in a template. */
     yt_map_remove(root, "defaults");
-    return walk_mapping(&w, root, config_schema(kind)->mapping.fields, "", "");
+    if (walk_mapping(&w, root, config_schema(kind)->mapping.fields, "", "") != 0) return -1;
+    fill_defaults(kind, root);
+    return 0;
 }

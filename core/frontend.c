@@ -9,12 +9,15 @@
 /* FFTW's planner and plan destruction are not thread-safe; execution is. */
 static pthread_mutex_t plan_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* One mel band as a run of nonzero weights: the filterbank is ~98% zeros, so a sparse dot
- * product is ~40x less work than the dense matmul ESPnet2 does. */
-typedef struct mel_band {
-    int first, len;  /* bins [first, first + len) */
-    size_t off;      /* into weights */
-} mel_band;
+/* The filterbank is ~98% zeros: triangles over increasing edges overlap only with their
+ * neighbours, so each bin feeds at most two consecutive bands. Stored bin-major as
+ * (band, weight into band, weight into band + 1), the mel projection is one pass over the bins
+ * (~2 multiply-adds per bin instead of n_mels per bin in ESPnet2's dense matmul). */
+typedef struct mel_bin {
+    int band;      /* slot of the first band it feeds: band + 1 (0 ... n_mels + 2; slot 0 and the
+                    * last two only collect bins with zero weights) */
+    float w0, w1;  /* weights into band and band + 1 */
+} mel_bin;
 
 struct frontend {
     frontend_opts o;
@@ -22,10 +25,9 @@ struct frontend {
     float *window;        /* win_length values (the nonzero part) */
     float *frame;         /* n_fft, FFTW-aligned; zero outside the window */
     fftwf_complex *spec;  /* n_bins */
-    float *power;         /* n_bins */
+    float *mel;           /* n_mels + 3 accumulation slots (see mel_bin) */
     fftwf_plan plan;
-    mel_band *bands;
-    float *weights;
+    mel_bin *bins;        /* n_bins */
 };
 
 void frontend_opts_from_cfg(const frontend_conf_cfg *c, frontend_opts *o)
@@ -138,7 +140,7 @@ frontend *frontend_new(const frontend_opts *o)
 
     f->frame = fftwf_alloc_real((size_t)o->n_fft);
     f->spec = fftwf_alloc_complex((size_t)f->n_bins);
-    f->power = xmalloc((size_t)f->n_bins * sizeof *f->power);
+    f->mel = xmalloc((size_t)(o->n_mels + 3) * sizeof *f->mel);
     ESP_CHECK(f->frame && f->spec);
     pthread_mutex_lock(&plan_lock);
     /* ESTIMATE picks the same algorithm on every run, so features are bit-identical across
@@ -149,17 +151,23 @@ frontend *frontend_new(const frontend_opts *o)
     memset(f->frame, 0, (size_t)o->n_fft * sizeof *f->frame);
 
     float *dense = frontend_mel_matrix(o);
-    f->bands = xmalloc((size_t)o->n_mels * sizeof *f->bands);
-    f->weights = xmalloc((size_t)o->n_mels * f->n_bins * sizeof *f->weights);
-    size_t off = 0;
-    for (int m = 0; m < o->n_mels; m++) {
-        const float *row = dense + (size_t)m * f->n_bins;
-        int a = 0, b = f->n_bins;
-        while (a < b && row[a] == 0) a++;
-        while (b > a && row[b - 1] == 0) b--;
-        f->bands[m] = (mel_band){a, b - a, off};
-        memcpy(f->weights + off, row + a, (size_t)(b - a) * sizeof *row);
-        off += (size_t)(b - a);
+    f->bins = xmalloc((size_t)f->n_bins * sizeof *f->bins);
+    for (int k = 0; k < f->n_bins; k++) {
+        int first = -1;
+        for (int m = 0; m < o->n_mels; m++) {
+            float w = dense[(size_t)m * f->n_bins + k];
+            if (w == 0) continue;
+            if (first < 0) first = m;
+            ESP_CHECK(m <= first + 1); /* invariant of the triangular filterbank, see mel_bin */
+        }
+        mel_bin *b = &f->bins[k];
+        if (first < 0) { /* feeds no band: into slots past the bands, so inf/NaN stays out */
+            *b = (mel_bin){o->n_mels + 1, 0, 0};
+            continue;
+        }
+        b->band = first + 1;
+        b->w0 = dense[(size_t)first * f->n_bins + k];
+        b->w1 = first + 1 < o->n_mels ? dense[(size_t)(first + 1) * f->n_bins + k] : 0;
     }
     free(dense);
     return f;
@@ -173,10 +181,9 @@ void frontend_free(frontend *f)
     pthread_mutex_unlock(&plan_lock);
     fftwf_free(f->frame);
     fftwf_free(f->spec);
-    free(f->power);
+    free(f->mel);
     free(f->window);
-    free(f->bands);
-    free(f->weights);
+    free(f->bins);
     free(f);
 }
 
@@ -225,17 +232,16 @@ void frontend_logmel(float *out, frontend *f, const float *x, size_t n_samples)
         }
         fftwf_execute(f->plan);
         const float *restrict sp = (const float *)f->spec;
-        float *restrict pw = f->power;
-        for (int k = 0; k < f->n_bins; k++) pw[k] = sp[2 * k] * sp[2 * k] + sp[2 * k + 1] * sp[2 * k + 1];
-        float *restrict o = out + t * (size_t)M;
-        for (int m = 0; m < M; m++) {
-            const mel_band *b = &f->bands[m];
-            const float *restrict wm = f->weights + b->off;
-            const float *restrict pm = pw + b->first;
-            float acc = 0;
-            for (int k = 0; k < b->len; k++) acc += wm[k] * pm[k];
-            o[m] = logf(acc > 1e-10f ? acc : 1e-10f);
+        const mel_bin *restrict mb = f->bins;
+        float *restrict mel = f->mel;
+        memset(mel, 0, (size_t)(M + 3) * sizeof *mel);
+        for (int k = 0; k < f->n_bins; k++) {
+            float p = sp[2 * k] * sp[2 * k] + sp[2 * k + 1] * sp[2 * k + 1];
+            mel[mb[k].band] += mb[k].w0 * p;
+            mel[mb[k].band + 1] += mb[k].w1 * p;
         }
+        float *restrict o = out + t * (size_t)M;
+        for (int m = 0; m < M; m++) o[m] = logf(mel[m + 1] > 1e-10f ? mel[m + 1] : 1e-10f);
     }
 }
 

@@ -1265,3 +1265,19 @@ Test(config, non_utf8_inputs_are_errors)
     cr_assert_null(resolve_file(fixture("cfg.yaml", "seed: 1\n"), ov, 1, &err));
     assert_has(err.msg, "not UTF-8 text");
 }
+
+/* ESPnet2 switches default to true: a block that omits them must not turn them off. */
+Test(config, espnet2_true_switches_default_on)
+{
+    esp_config *cfg;
+    const training_cfg *t = must_load("model:\n  normalize: global_mvn\n  normalize_conf:\n    stats_file: x.npz\n"
+                                      "  specaug_conf:\n    num_time_mask: 3\n    apply_time_mask: false\n",
+                                      &cfg);
+    cr_assert(t->model->specaug_conf->apply_time_warp && t->model->specaug_conf->apply_freq_mask);
+    cr_assert(!t->model->specaug_conf->apply_time_mask);
+    cr_assert(t->model->normalize_conf->norm_means && t->model->normalize_conf->norm_vars);
+    config_free(cfg);
+    t = must_load("model:\n  normalize: utterance_mvn\n  normalize_conf: {}\n", &cfg);
+    cr_assert(t->model->normalize_conf->norm_means && !t->model->normalize_conf->norm_vars);
+    config_free(cfg);
+}

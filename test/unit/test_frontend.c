@@ -313,8 +313,10 @@ Test(frontend, audio_pcm16_flac_and_float)
         SNDFILE *sf = sf_open(p, SFM_WRITE, &info);
         cr_assert_not_null(sf, "%s: %s", p, sf_strerror(NULL));
         /* libsndfile scales float writes to PCM by 32767, so PCM files get the int16 values. */
-        if ((cases[c].format & SF_FORMAT_SUBMASK) == SF_FORMAT_FLOAT) cr_assert_eq(sf_writef_float(sf, x, (sf_count_t)n), (sf_count_t)n);
-        else cr_assert_eq(sf_writef_short(sf, pcm, (sf_count_t)n), (sf_count_t)n);
+        sf_count_t wrote = (cases[c].format & SF_FORMAT_SUBMASK) == SF_FORMAT_FLOAT
+                               ? sf_writef_float(sf, x, (sf_count_t)n)
+                               : sf_writef_short(sf, pcm, (sf_count_t)n);
+        cr_assert_eq(wrote, (sf_count_t)n);
         sf_close(sf);
         float *y;
         size_t m;
