@@ -207,3 +207,14 @@ char *path_normalize(const char *path)
     free(copy);
     return out;
 }
+
+char *path_absolute(const char *path)
+{
+    if (path[0] == '/') return path_normalize(path);
+    char cwd[4096];
+    if (!getcwd(cwd, sizeof cwd)) return path_normalize(path);
+    char *joined = path_join(cwd, path);
+    char *out = path_normalize(joined);
+    free(joined);
+    return out;
+}

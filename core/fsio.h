@@ -34,6 +34,8 @@ char *path_stem(const char *path);
 char *path_join(const char *a, const char *b);
 /* Lexically normalized path ("a/b/../c" -> "a/c"); caller frees. */
 char *path_normalize(const char *path);
+/* Absolute, normalized form of a path relative to the working directory; caller frees. */
+char *path_absolute(const char *path);
 /* Finds an executable on PATH; returns 1 when found. */
 int which(const char *prog);
 

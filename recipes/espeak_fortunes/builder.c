@@ -12,6 +12,7 @@
 #include "core/rng.h"
 #include "core/synth.h"
 #include "core/text_norm.h"
+#include "core/yamltree.h" /* intern: settings keep the absolute dataset_dir */
 
 #include <ctype.h>
 #include <dirent.h>
@@ -151,7 +152,10 @@ static int resolve_settings(const create_dataset_cfg *c, const char *data_dir, s
         return esp_fail(err, "create_dataset.synthesizer: %s is not supported (use espeak-ng or flite)",
                         s->synthesizer);
     s->text_source = c->text_source ? c->text_source : DEFAULT_TEXT_SOURCE;
-    s->dataset_dir = c->dataset_dir ? c->dataset_dir : data_dir;
+    /* Manifests hold absolute wav paths so later stages work from any directory. */
+    char *abs = path_absolute(c->dataset_dir ? c->dataset_dir : data_dir);
+    s->dataset_dir = intern(abs);
+    free(abs);
     s->seed = (uint64_t)c->seed;
     if (resolve_count(c->num_train, DEFAULT_NUM_TRAIN, "num_train", &s->num[SPLIT_TRAIN], err) != 0 ||
         resolve_count(c->num_valid, DEFAULT_NUM_VALID, "num_valid", &s->num[SPLIT_VALID], err) != 0 ||

@@ -96,6 +96,7 @@ Test(recipe, stages_1_3_build_manifests_tokens_stats_logs_and_skip_when_built)
         char utt[256], wav[512], text[1024];
         cr_assert_eq(sscanf(m, "%255[^\t]\t%511[^\t]\t%1023[^\n]", utt, wav, text), 3);
         for (const char *c = text; *c; c++) cr_assert(strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZ' ", *c), "bad char in %s", text);
+        cr_assert_eq(wav[0], '/', "manifest wav path is not absolute: %s", wav);
         cr_assert_eq(access(wav, R_OK), 0, "missing wav %s", wav);
         free(m);
         char *scp = slurp("%s/data/%s/wav.scp", splits[i]);
