@@ -379,8 +379,7 @@ Test(espeak_fortunes, test_split_has_unseen_voices_and_sentences, .init = setup,
     free(ds);
 }
 
-Test(espeak_fortunes, skips_when_built_and_rebuilds_on_new_arguments, .init = setup, .fini = teardown,
-     .timeout = 60)
+Test(espeak_fortunes, skips_when_built_and_rebuilds_on_new_arguments, .init = setup, .fini = teardown)
 {
     char *fortunes = fortune_file();
     build_in("b", fortunes, 2);
