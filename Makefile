@@ -11,7 +11,7 @@ WARN     := -Wall -Wextra -Werror
 CSTD     := -std=c11 -D_GNU_SOURCE
 OPT      ?= -O2 -g
 CFLAGS   += $(CSTD) $(OPT) $(WARN) -MMD -MP -I.
-LDLIBS   += -lcyaml -lyaml -lsndfile -lsamplerate -lfftw3f -lopenblas -lz -lm -lpthread
+LDLIBS   += -lcyaml -lyaml -lsndfile -lsamplerate -lfftw3f -lopenblas -ljansson -lz -lm -lpthread
 
 BUILD    := build
 SANFLAGS :=

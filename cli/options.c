@@ -65,7 +65,7 @@ static const char *closest_option(const char *name)
     const char *best = NULL;
     int best_d = 1 << 30;
     for (size_t i = 0; i < N_OPTIONS; i++) {
-        int d = edit_distance(name, options[i].long_name);
+        int d = str_edit_distance(name, options[i].long_name);
         if (d < best_d) best_d = d, best = options[i].long_name;
     }
     return best_d <= 3 ? best : NULL;

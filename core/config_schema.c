@@ -435,7 +435,7 @@ const target_entry *target_lookup(const char *section, const char *name)
     return NULL;
 }
 
-int edit_distance(const char *a, const char *b)
+int str_edit_distance(const char *a, const char *b)
 {
     size_t la = strlen(a), lb = strlen(b);
     int *row = xmalloc((lb + 1) * sizeof *row);
@@ -536,7 +536,7 @@ static const char *suggest(const cyaml_schema_field_t *fields, const char *paren
     const char *best = NULL;
     int best_d = 1 << 30;
     for (const cyaml_schema_field_t *f = fields; f->key; f++) {
-        int d = edit_distance(key, f->key);
+        int d = str_edit_distance(key, f->key);
         if (d < best_d) best_d = d, best = f->key;
     }
     /* Unimplemented keys under the same parent are also real keys a user may have meant. */
@@ -546,7 +546,7 @@ static const char *suggest(const cyaml_schema_field_t *fields, const char *paren
         tail = tail ? tail + 1 : *k;
         size_t head = (size_t)(tail - *k);
         if (head ? !(head - 1 == plen && !strncmp(*k, parent_schema, plen)) : plen != 0) continue;
-        int d = edit_distance(key, tail);
+        int d = str_edit_distance(key, tail);
         if (d < best_d) best_d = d, best = tail;
     }
     int limit = (int)strlen(key) / 3;

@@ -25,6 +25,6 @@ extern const target_entry target_registry[];
 const target_entry *target_lookup(const char *section, const char *name);
 
 /* Levenshtein distance, for suggestions. */
-int edit_distance(const char *a, const char *b);
+int str_edit_distance(const char *a, const char *b);
 
 #endif

@@ -10,6 +10,7 @@ packages=(
   libsndfile1-dev libsamplerate0-dev   # audio I/O and resampling
   libfftw3-dev zlib1g-dev       # STFT; .npz (zip) files
   libopenblas-dev               # sgemm for the CPU backend
+  libjansson-dev                # JSON: safetensors headers, trainer state
   # tests
   libcriterion-dev              # unit/integration test framework
   clang libclang-rt-14-dev      # libFuzzer + sanitizer runtimes for `make fuzz`

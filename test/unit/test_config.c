@@ -818,10 +818,10 @@ Test(config, targets)
 
 Test(config, edit_distance_basics)
 {
-    cr_assert_eq(edit_distance("", ""), 0);
-    cr_assert_eq(edit_distance("max_epoch", "max_epochs"), 1);
-    cr_assert_eq(edit_distance("kitten", "sitting"), 3);
-    cr_assert_eq(edit_distance("abc", ""), 3);
+    cr_assert_eq(str_edit_distance("", ""), 0);
+    cr_assert_eq(str_edit_distance("max_epoch", "max_epochs"), 1);
+    cr_assert_eq(str_edit_distance("kitten", "sitting"), 3);
+    cr_assert_eq(str_edit_distance("abc", ""), 3);
 }
 
 /* ---- the ESPnet3 documentation's YAML blocks ------------------------------------------------ */
