@@ -14,7 +14,7 @@ static const struct {
     const char *name;
     const char *alias;
 } planned[] = {
-    {5, "train", NULL}, {6, "infer", "decode"},
+    {6, "infer", "decode"},
     {7, "measure", "score"},   {8, "pack_model", NULL},
 };
 

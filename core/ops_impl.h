@@ -85,6 +85,56 @@ static void col2im_add(real *dx, const real *col, int ic, int h, int wd, int oh_
             }
 }
 
+/* One input channel (the first conv): K = 9 is too thin for a GEMM, and the output is large, so
+ * bias, the 9 taps and ReLU go in one pass that writes each output once. */
+static void conv1_forward_item(real *restrict y, const real *restrict col, const real *w,
+                               const real *b, int oc, size_t p, int relu)
+{
+    const real *c0 = col, *c1 = c0 + p, *c2 = c1 + p, *c3 = c2 + p, *c4 = c3 + p, *c5 = c4 + p,
+               *c6 = c5 + p, *c7 = c6 + p, *c8 = c7 + p;
+    for (int o = 0; o < oc; o++) {
+        const real *wo = w + (size_t)o * 9;
+        real w0 = wo[0], w1 = wo[1], w2 = wo[2], w3 = wo[3], w4 = wo[4], w5 = wo[5], w6 = wo[6],
+             w7 = wo[7], w8 = wo[8], bo = b ? b[o] : 0;
+        real *restrict yo = y + (size_t)o * p;
+        for (size_t i = 0; i < p; i++) {
+            real s = bo + w0 * c0[i] + w1 * c1[i] + w2 * c2[i] + w3 * c3[i] + w4 * c4[i] +
+                     w5 * c5[i] + w6 * c6[i] + w7 * c7[i] + w8 * c8[i];
+            yo[i] = relu && s < 0 ? 0 : s;
+        }
+    }
+}
+
+/* dw, db of the first conv in one pass over dy (and y, for the fused ReLU's mask). The sums run in
+ * 8 independent lanes so the compiler can vectorize them without reassociating. */
+static void conv1_backward_item(real *dw, real *db, const real *dy, const real *y,
+                                const real *col, int oc, size_t p)
+{
+    enum { L = 8 };
+    for (int o = 0; o < oc; o++) {
+        const real *g = dy + (size_t)o * p, *yo = y ? y + (size_t)o * p : NULL;
+        real acc[10][L] = {{0}};
+        size_t i = 0;
+        for (; i + L <= p; i += L)
+            for (int l = 0; l < L; l++) {
+                real gi = yo && !(yo[i + l] > 0) ? 0 : g[i + l];
+                acc[9][l] += gi;
+                for (int k = 0; k < 9; k++) acc[k][l] += gi * col[(size_t)k * p + i + l];
+            }
+        for (; i < p; i++) {
+            real gi = yo && !(yo[i] > 0) ? 0 : g[i];
+            acc[9][0] += gi;
+            for (int k = 0; k < 9; k++) acc[k][0] += gi * col[(size_t)k * p + i];
+        }
+        for (int k = 0; k < 10; k++) {
+            real s = 0;
+            for (int l = 0; l < L; l++) s += acc[k][l];
+            if (k < 9) dw[(size_t)o * 9 + k] += s;
+            else if (db) db[o] += s;
+        }
+    }
+}
+
 void OPS_FN(conv2d_forward)(real *y, const real *x, const real *w, const real *b, int nb, int ic,
                             int oc, int h, int wd, int relu, real *col)
 {
@@ -98,6 +148,10 @@ void OPS_FN(conv2d_forward)(real *y, const real *x, const real *w, const real *b
         const real *xn = x + (size_t)n * ic * h * wd;
         real *yn = y + (size_t)n * oc * p;
         im2col(col, xn, ic, h, wd, oh, ow);
+        if (ic == 1) {
+            conv1_forward_item(yn, col, w, b, oc, p, relu);
+            continue;
+        }
         real beta = 0;
         if (b) {
             for (int o = 0; o < oc; o++)
@@ -124,6 +178,11 @@ void OPS_FN(conv2d_backward)(real *dx, real *dw, real *db, const real *dy, const
     real *col = scratch, *gm = scratch + kk * p;
     for (int n = 0; n < nb; n++) {
         const real *g = dy + (size_t)n * oc * p;
+        if (ic == 1 && !dx && dw) {
+            im2col(col, x + (size_t)n * h * wd, 1, h, wd, oh, ow);
+            conv1_backward_item(dw, db, g, y ? y + (size_t)n * oc * p : NULL, col, oc, p);
+            continue;
+        }
         if (y) {
             const real *yn = y + (size_t)n * oc * p;
             for (size_t i = 0; i < (size_t)oc * p; i++) gm[i] = yn[i] > 0 ? g[i] : 0;

@@ -23,6 +23,12 @@ static char *stats_dir_of(const esp_configs *c)
     return xstrdup(t && t->stats_dir ? t->stats_dir : ".");
 }
 
+static char *exp_dir_of(const esp_configs *c)
+{
+    const training_cfg *t = training_of(c);
+    return xstrdup(t && t->exp_dir ? t->exp_dir : ".");
+}
+
 /* Only stages this build implements are listed; numbers keep DESIGN.md's table. */
 const stage_def stage_table[] = {
     {1, "create_dataset", NULL, NEEDS_TRAINING, "build the recipe's dataset and manifests", stage_create_dataset,
@@ -30,6 +36,7 @@ const stage_def stage_table[] = {
     {2, "train_tokenizer", NULL, NEEDS_TRAINING, "build the token list", stage_train_tokenizer, tokenizer_dir_of},
     {3, "collect_stats", NULL, NEEDS_TRAINING, "feature shapes and global mean/variance sums", stage_collect_stats,
      stats_dir_of},
+    {5, "train", NULL, NEEDS_TRAINING, "train the model (CPU, one process)", stage_train, exp_dir_of},
 };
 const int stage_count = (int)(sizeof stage_table / sizeof *stage_table);
 

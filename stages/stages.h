@@ -41,5 +41,6 @@ const stage_def *stage_by_number(int number);
 int stage_create_dataset(const stage_ctx *ctx, esp_err *err);
 int stage_train_tokenizer(const stage_ctx *ctx, esp_err *err);
 int stage_collect_stats(const stage_ctx *ctx, esp_err *err);
+int stage_train(const stage_ctx *ctx, esp_err *err);
 
 #endif

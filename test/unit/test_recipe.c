@@ -1,4 +1,4 @@
-/* Integration: the tiny default recipe end to end through the binary (stages 1-3). */
+/* Integration: the tiny default recipe end to end through the binary (stages 1-5). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,9 +20,9 @@ static int run_recipe(const char *extra, const char *log)
     char cmd[4096];
     snprintf(cmd, sizeof cmd,
              "cd '%s' && timeout 300 '%s' --config recipes/espeak_fortunes/conf/training_tiny.yaml "
-             "data_dir=%s/data dataset_dir=%s/dl stats_dir=%s/stats %s >%s/%s.out 2>%s/%s.err",
-             env_or("ESPNET3_ROOT", "."), env_or("ESPNET3_BIN", "./espnet3"), workdir, workdir, workdir, extra, workdir,
-             log, workdir, log);
+             "data_dir=%s/data dataset_dir=%s/dl stats_dir=%s/stats exp_dir=%s/exp %s >%s/%s.out 2>%s/%s.err",
+             env_or("ESPNET3_ROOT", "."), env_or("ESPNET3_BIN", "./espnet3"), workdir, workdir, workdir, workdir, extra,
+             workdir, log, workdir, log);
     int st = system(cmd);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
@@ -63,7 +63,7 @@ static void teardown(void)
 /* No Criterion .timeout (it leaks in Criterion 2.4.1's runner under ASan): `timeout` bounds each run. */
 TestSuite(recipe, .init = setup, .fini = teardown);
 
-Test(recipe, stages_1_3_build_manifests_tokens_stats_logs_and_skip_when_built)
+Test(recipe, stages_1_5_build_manifests_tokens_stats_logs_and_skip_when_built)
 {
     cr_assert_eq(run_recipe("", "first"), 0, "first run failed: %s", slurp("%s/%s.err", "first"));
     char *err = slurp("%s/%s.err", "first");
@@ -71,6 +71,7 @@ Test(recipe, stages_1_3_build_manifests_tokens_stats_logs_and_skip_when_built)
     cr_assert(strstr(err, "=== [DONE] stage: create_dataset ("));
     cr_assert(strstr(err, "=== [DONE] stage: train_tokenizer ("));
     cr_assert(strstr(err, "=== [DONE] stage: collect_stats ("));
+    cr_assert(strstr(err, "=== [DONE] stage: train ("));
     free(err);
 
     /* Stage 3 with the recipe's 2 workers: one shape line per utterance, stats beside them. */

@@ -1,0 +1,418 @@
+/* Stage 5 train (one process, CPU backend): batches from the shape files (ESPnet2 samplers),
+ * features computed on the fly (log-mel -> SpecAugment -> global_mvn), the Transformer-CTC model,
+ * Adam/AdamW + WarmupLR + gradient clipping + accumulation + the NaN guard, validation loss and
+ * greedy CER every check_val_every_n_epoch, checkpoints at each epoch end (top-k, `last`, k-best
+ * averaging), TensorBoard events and metrics.csv. Rerunning resumes from `last`; everything random
+ * is derived from (seed, epoch, batch), so a resumed run computes what an uninterrupted one does. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../core/asr_data.h"
+#include "../core/backend.h"
+#include "../core/checkpoint.h"
+#include "../core/ctc_decode.h"
+#include "../core/fsio.h"
+#include "../core/metrics_csv.h"
+#include "../core/model.h"
+#include "../core/optim.h"
+#include "../core/progress.h"
+#include "../core/rng.h"
+#include "../core/sampler.h"
+#include "../core/scheduler.h"
+#include "../core/tb_events.h"
+#include "stages.h"
+
+/* One split's data and batches; rows of the shape table mapped to manifest entries. */
+typedef struct split_data {
+    asr_data data;
+    batch_list batches;
+    shape_table keys;
+    size_t *row_to_item;
+} split_data;
+
+static void split_close(split_data *s)
+{
+    asr_data_close(&s->data);
+    batch_list_free(&s->batches);
+    shape_table_free(&s->keys);
+    free(s->row_to_item);
+    memset(s, 0, sizeof *s);
+}
+
+static int split_open(split_data *s, const training_cfg *cfg, const char *split, const loader_split_cfg *lc, int train,
+                      esp_err *err)
+{
+    memset(s, 0, sizeof *s);
+    char where[64];
+    snprintf(where, sizeof where, "dataloader.%s.iter_factory.batches", split);
+    if (!lc || !lc->iter_factory || !lc->iter_factory->batches || !lc->iter_factory->batches->n_shape_files)
+        return esp_fail(err, "%s.shape_files: missing (point it at ${stats_dir}/%s/feats_shape)", where, split);
+    if (asr_data_open(&s->data, cfg, split, train, err) != 0) return -1;
+    if (sampler_build_files(&s->batches, &s->keys, lc->iter_factory->batches, where, err) != 0) {
+        split_close(s);
+        return -1;
+    }
+    s->row_to_item = xmalloc((s->keys.n + 1) * sizeof *s->row_to_item);
+    for (size_t r = 0; r < s->keys.n; r++) s->row_to_item[r] = (size_t)-1;
+    for (size_t i = 0; i < s->data.m.n; i++) {
+        ptrdiff_t r = shape_table_find(&s->keys, s->data.m.items[i].utt);
+        if (r >= 0) s->row_to_item[r] = i;
+    }
+    for (size_t r = 0; r < s->keys.n; r++) {
+        if (s->row_to_item[r] == (size_t)-1) {
+            esp_fail(err, "%s: utterance on line %zu is not in ${data_dir}/manifest/%s.tsv (rerun collect_stats)",
+                     s->keys.path, s->keys.line[r], split);
+            split_close(s);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Batch b of the split as manifest indices. */
+static size_t batch_items(const split_data *s, size_t b, size_t *items)
+{
+    size_t n = batch_size_of(&s->batches, b);
+    for (size_t k = 0; k < n; k++) items[k] = s->row_to_item[s->batches.utt[s->batches.start[b] + k]];
+    return n;
+}
+
+/* Lightning's limit_*_batches: 0 (unset) or 1.0 = all, a fraction < 1 of the batches, or a count. */
+static size_t limit_batches(double limit, size_t n)
+{
+    if (limit <= 0 || limit == 1.0) return n;
+    size_t k = limit < 1 ? (size_t)floor(limit * (double)n) : (size_t)limit;
+    return k < n ? k : n;
+}
+
+static int cpu_threads(void)
+{
+    const char *omp = getenv("OMP_NUM_THREADS");
+    int n = omp ? atoi(omp) : 0;
+    if (n <= 0) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? n : 1;
+}
+
+typedef struct trainer {
+    const training_cfg *cfg;
+    backend be;
+    asr_model model;
+    split_data train, valid;
+    optim_opts oo;
+    adam_state opt;
+    lr_scheduler sched;
+    nan_guard guard;
+    ckpt_manager ckpt;
+    tb_writer tb;
+    metrics_csv csv;
+    err_calc ec;
+    int64_t epoch, step;
+    float *dev_feats;
+    size_t dev_cap;
+} trainer;
+
+/* Loads a host batch into the backend's feature buffer. */
+static const float *to_device(trainer *t, const asr_batch *b)
+{
+    size_t n = (size_t)b->B * b->Tmax * (size_t)b->D;
+    if (n > t->dev_cap) {
+        t->be.free(&t->be, t->dev_feats);
+        t->dev_feats = t->be.alloc(&t->be, n * sizeof(float));
+        t->dev_cap = n;
+    }
+    t->be.copy(&t->be, t->dev_feats, b->feats, n * sizeof(float), BACKEND_HOST_TO_DEVICE);
+    return t->dev_feats;
+}
+
+static void log_metrics(trainer *t, const metric *m, size_t n, esp_err *err)
+{
+    const char *tags[8];
+    float vals[8];
+    for (size_t i = 0; i < n && i < 8; i++) tags[i] = m[i].name, vals[i] = (float)m[i].value;
+    esp_err e2;
+    if (tb_add_scalars(&t->tb, t->step, tb_wall_time(), tags, vals, n, &e2) != 0) log_warn("tensorboard: %s", e2.msg);
+    if (metrics_csv_log(&t->csv, t->step, m, n, &e2) != 0) log_warn("metrics.csv: %s", e2.msg);
+    (void)err;
+}
+
+/* Validation: mean batch loss and greedy CER over the valid split. */
+static int validate(trainer *t, double *loss_out, double *cer_out, esp_err *err)
+{
+    split_data *s = &t->valid;
+    size_t nb = limit_batches(t->cfg->trainer->limit_val_batches, s->batches.n);
+    size_t *items = xmalloc((s->keys.n + 1) * sizeof *items);
+    double loss_sum = 0;
+    size_t utts = 0;
+    err_counts cer = {0};
+    for (size_t b = 0; b < nb; b++) {
+        size_t n = batch_items(s, b, items);
+        asr_batch ab;
+        if (asr_batch_load(&ab, &s->data, items, (int)n, 0, err) != 0) {
+            free(items);
+            return -1;
+        }
+        asr_model *m = &t->model;
+        asr_model_forward(m, to_device(t, &ab), ab.feat_lens, ab.B, (int)ab.Tmax, 0, 0);
+        double loss = asr_model_loss(m, ab.labels, ab.label_lens, (int)ab.Lmax, NULL);
+        loss_sum += loss * (double)n;
+        utts += n;
+        t->be.synchronize(&t->be);
+        int *hyp = xmalloc(((size_t)m->T2 + 1) * sizeof *hyp);
+        for (int i = 0; i < ab.B; i++) {
+            int nh = ctc_greedy_decode(hyp, m->logp + (size_t)i * m->T2 * m->dims.vocab, m->hlens[i], m->dims.vocab);
+            cer_add(&cer, &t->ec, hyp, (size_t)nh, ab.labels + (size_t)i * ab.Lmax, (size_t)ab.label_lens[i]);
+        }
+        free(hyp);
+        asr_batch_free(&ab);
+    }
+    free(items);
+    *loss_out = utts ? loss_sum / (double)utts : NAN;
+    *cer_out = err_rate(&cer);
+    return 0;
+}
+
+/* Saves model weights, optimizer moments and the counters as the epoch's checkpoint. */
+static int save_checkpoint(trainer *t, const metric *metrics, size_t n_metrics, esp_err *err)
+{
+    const param_table *pt = &t->model.table;
+    st_tensor *model = xcalloc(pt->n, sizeof *model);
+    for (size_t i = 0; i < pt->n; i++) {
+        const param_info *p = &pt->items[i];
+        model[i] = (st_tensor){.name = p->name, .dtype = ST_F32, .ndim = p->ndim, .data = t->model.params + p->offset};
+        for (int k = 0; k < p->ndim; k++) model[i].shape[k] = p->shape[k];
+    }
+    st_tensor state[2] = {
+        {.name = "optimizer.exp_avg", .dtype = ST_F32, .ndim = 1, .shape = {(int64_t)pt->total}, .data = t->opt.exp_avg},
+        {.name = "optimizer.exp_avg_sq", .dtype = ST_F32, .ndim = 1, .shape = {(int64_t)pt->total},
+         .data = t->opt.exp_avg_sq},
+    };
+    ckpt_counter counters[] = {{"optimizer.step", t->opt.step},
+                               {"scheduler.last_epoch", t->sched.last_epoch},
+                               {"nan_guard.countdown", t->guard.countdown}};
+    ckpt_info info = {.epoch = t->epoch, .step = t->step, .metrics = metrics, .n_metrics = n_metrics,
+                      .counters = counters, .n_counters = sizeof counters / sizeof *counters};
+    int rc = ckpt_save(&t->ckpt, &info, model, pt->n, state, 2, err);
+    free(model);
+    return rc;
+}
+
+static int resume(trainer *t, esp_err *err)
+{
+    ckpt_loaded c;
+    int rc = ckpt_load_last(&t->ckpt, &c, err);
+    if (rc != 0) return rc < 0 ? -1 : 0;
+    const param_table *pt = &t->model.table;
+    for (size_t i = 0; i < pt->n && rc == 0; i++) {
+        const float *v;
+        if (st_get_f32(&c.model, pt->items[i].name, pt->items[i].ndim, pt->items[i].shape, &v, err) != 0) rc = -1;
+        else memcpy(t->model.params + pt->items[i].offset, v, pt->items[i].count * sizeof(float));
+    }
+    const float *m1, *m2;
+    int64_t total = (int64_t)pt->total;
+    if (rc == 0 && (st_get_f32(&c.state, "optimizer.exp_avg", 1, &total, &m1, err) != 0 ||
+                    st_get_f32(&c.state, "optimizer.exp_avg_sq", 1, &total, &m2, err) != 0))
+        rc = -1;
+    if (rc == 0) {
+        memcpy(t->opt.exp_avg, m1, pt->total * sizeof(float));
+        memcpy(t->opt.exp_avg_sq, m2, pt->total * sizeof(float));
+        t->opt.step = ckpt_counter_get(&c, "optimizer.step", 0);
+        t->sched.last_epoch = ckpt_counter_get(&c, "scheduler.last_epoch", t->sched.last_epoch);
+        t->guard.countdown = ckpt_counter_get(&c, "nan_guard.countdown", 0);
+        t->epoch = c.epoch;
+        t->step = c.step;
+        log_info("train: resuming from %s (epoch %" PRId64 ", step %" PRId64 ")", c.dir, c.epoch, c.step);
+    }
+    ckpt_loaded_free(&c);
+    return rc;
+}
+
+static int train_epoch(trainer *t, esp_err *err)
+{
+    const training_cfg *cfg = t->cfg;
+    const trainer_cfg *tc = cfg->trainer;
+    split_data *s = &t->train;
+    int shuffle = cfg->dataloader->train->iter_factory->shuffle;
+    size_t nplan;
+    size_t *plan = sampler_epoch_plan(&nplan, &s->batches, 1, 0, shuffle, cfg->seed, t->epoch, err);
+    if (!plan) return -1;
+    size_t nb = limit_batches(tc->limit_train_batches, nplan);
+    int64_t accum = tc->accumulate_grad_batches > 0 ? tc->accumulate_grad_batches : 1;
+    int64_t log_every = tc->log_every_n_steps > 0 ? tc->log_every_n_steps : 50;
+    size_t *items = xmalloc((s->keys.n + 1) * sizeof *items);
+    char label[64];
+    snprintf(label, sizeof label, "train epoch %" PRId64, t->epoch + 1);
+    progress pr;
+    progress_start(&pr, label, nb);
+    double audio_s = 0, t0 = now_seconds(), loss_acc = 0;
+    int64_t micro = 0, loss_n = 0;
+    int rc = 0;
+    asr_model_zero_grad(&t->model);
+    for (size_t k = 0; k < nb && rc == 0; k++) {
+        size_t n = batch_items(s, plan[k], items);
+        asr_batch ab;
+        /* Every random draw of this batch comes from (seed, epoch, position). */
+        uint64_t bseed = rng_derive((uint64_t)cfg->seed, (uint64_t)t->epoch, k);
+        if (asr_batch_load(&ab, &s->data, items, (int)n, bseed, err) != 0) {
+            rc = -1;
+            break;
+        }
+        for (int i = 0; i < ab.B; i++) audio_s += ab.feat_lens[i] * (double)s->data.fo.hop_length / s->data.fo.fs;
+        asr_model_forward(&t->model, to_device(t, &ab), ab.feat_lens, ab.B, (int)ab.Tmax, 1, bseed);
+        double loss = asr_model_loss(&t->model, ab.labels, ab.label_lens, (int)ab.Lmax, NULL);
+        int invalid = isfinite(loss) ? NAN_GUARD_OK : NAN_GUARD_LOSS;
+        if (!invalid) {
+            asr_model_backward(&t->model, (float)(1.0 / (double)accum));
+            loss_acc += loss, loss_n++;
+        }
+        micro++;
+        asr_batch_free(&ab);
+        if (micro % accum != 0 && k + 1 < nb && !invalid) continue;
+        double norm = NAN;
+        if (!invalid && tc->gradient_clip_val > 0)
+            norm = clip_grad_norm(t->model.grads, t->model.table.total, tc->gradient_clip_val, t->be.threads);
+        else if (!invalid)
+            norm = sqrt(grad_sum_squares(t->model.grads, t->model.table.total, t->be.threads));
+        if (!invalid && !isfinite(norm)) invalid = NAN_GUARD_GRAD;
+        guard_verdict v = nan_guard_update(&t->guard, invalid, (int64_t)k, t->epoch, err);
+        if (v == GUARD_STOP) {
+            rc = -1;
+            break;
+        }
+        double lr = scheduler_lr(&t->sched);
+        if (v == GUARD_STEP) {
+            adam_step(t->model.params, &t->opt, t->model.grads, &t->oo, lr, t->be.threads);
+            t->step++;
+        }
+        scheduler_on_step_end(&t->sched);
+        asr_model_zero_grad(&t->model);
+        if (v == GUARD_STEP && t->step % log_every == 0) {
+            double el = now_seconds() - t0;
+            metric m[] = {{"train/loss", loss_n ? loss_acc / (double)loss_n : NAN, 0},
+                          {"train/lr", lr, 0},
+                          {"train/grad_norm", norm, 0},
+                          {"epoch", (double)t->epoch, 1}};
+            log_metrics(t, m, 4, err);
+            log_info("epoch %" PRId64 " step %" PRId64 " loss %.3f lr %.3g grad_norm %.3g %.1f audio-s/s",
+                     t->epoch + 1, t->step, m[0].value, lr, norm, el > 0 ? audio_s / el : 0);
+            loss_acc = 0, loss_n = 0;
+        }
+        progress_update(&pr, k + 1);
+    }
+    if (rc == 0) progress_finish(&pr);
+    free(items);
+    free(plan);
+    return rc;
+}
+
+static int run_training(trainer *t, esp_err *err)
+{
+    const training_cfg *cfg = t->cfg;
+    const trainer_cfg *tc = cfg->trainer;
+    int64_t max_epochs = tc->max_epochs > 0 ? tc->max_epochs : 1000; /* Lightning's default */
+    int64_t val_every = tc->check_val_every_n_epoch > 0 ? tc->check_val_every_n_epoch : 1;
+    if (t->epoch >= max_epochs) {
+        log_info("train: already trained %" PRId64 " epochs (trainer.max_epochs %" PRId64 ")", t->epoch, max_epochs);
+        return ckpt_average(&t->ckpt, err);
+    }
+    for (; t->epoch < max_epochs;) {
+        if (train_epoch(t, err) != 0) return -1;
+        t->epoch++;
+        if (t->sched.interval == SCHED_PER_EPOCH) scheduler_on_epoch_end(&t->sched);
+        metric m[3];
+        size_t nm = 0;
+        if (t->epoch % val_every == 0) {
+            double vloss, vcer;
+            if (validate(t, &vloss, &vcer, err) != 0) return -1;
+            m[nm++] = (metric){"valid/loss", vloss, 0};
+            m[nm++] = (metric){"valid/cer", vcer, 0};
+            log_info("epoch %" PRId64 ": valid/loss %.3f valid/cer %.4f", t->epoch, vloss, vcer);
+        }
+        m[nm++] = (metric){"epoch", (double)(t->epoch - 1), 1};
+        log_metrics(t, m, nm, err);
+        if (save_checkpoint(t, m, nm, err) != 0) return -1;
+    }
+    return ckpt_average(&t->ckpt, err);
+}
+
+int stage_train(const stage_ctx *ctx, esp_err *err)
+{
+    const training_cfg *cfg = training_of(ctx->configs);
+    const char *file = ctx->configs->training->path;
+    if (!cfg->exp_dir) return esp_fail(err, "%s: exp_dir: missing (set exp_dir)", file);
+    if (!cfg->trainer) return esp_fail(err, "%s: trainer: missing (the template conf/training.yaml sets it)", file);
+    if (!cfg->dataloader || !cfg->dataloader->train || !cfg->dataloader->valid)
+        return esp_fail(err, "%s: dataloader.train and dataloader.valid: missing", file);
+    if (cfg->trainer->devices > 1 || cfg->trainer->num_nodes > 1)
+        return esp_fail(err, "%s: trainer.devices %" PRId64 " x num_nodes %" PRId64
+                             ": multi-process training comes with the distributed issue (set both to 1)",
+                        file, cfg->trainer->devices, cfg->trainer->num_nodes);
+    for (int k = 0; k < 2; k++) {
+        const loader_split_cfg *lc = k ? cfg->dataloader->valid : cfg->dataloader->train;
+        if (shard_validate(lc, k ? "dataloader.valid" : "dataloader.train", 1, err) < 0) return -1;
+    }
+
+    trainer *t = xcalloc(1, sizeof *t);
+    t->cfg = cfg;
+    int rc = -1;
+    if (backend_cpu_init(&t->be, cpu_threads(), err) != 0) {
+        free(t);
+        return -1;
+    }
+    if (split_open(&t->train, cfg, "train", cfg->dataloader->train, 1, err) != 0) goto out_be;
+    if (split_open(&t->valid, cfg, "valid", cfg->dataloader->valid, 0, err) != 0) goto out_train;
+
+    model_dims dims;
+    if (model_dims_from_cfg(&dims, cfg->model, t->train.data.fo.n_mels, (int)t->train.data.tokens.n, err) != 0)
+        goto out_valid;
+    const encoder_conf_cfg *ec = cfg->model ? cfg->model->encoder_conf : NULL;
+    /* encoder_conf rates: ESPnet2's defaults are 0.1, 0.1 and 0.0; a config that leaves the
+     * encoder_conf block out gets them, one that writes the block states its own. */
+    model_rates rates = {.dropout = ec ? (float)ec->dropout_rate : 0.1f,
+                         .pos_dropout = ec ? (float)ec->positional_dropout_rate : 0.1f,
+                         .att_dropout = ec ? (float)ec->attention_dropout_rate : 0.0f,
+                         .ctc_dropout = cfg->model && cfg->model->ctc_conf ? (float)cfg->model->ctc_conf->dropout_rate : 0};
+    asr_model_init(&t->model, &t->be, &dims, &rates);
+    if (param_init(t->model.params, &t->model.table, cfg->init, (uint64_t)cfg->seed, err) != 0) goto out_model;
+    if (optim_opts_from_cfg(cfg->optimizer, &t->oo, err) != 0) goto out_model;
+    adam_state_init(&t->opt, t->model.table.total, t->oo.amsgrad);
+    if (scheduler_from_cfg(cfg->scheduler, cfg->scheduler_interval, t->oo.lr, &t->sched, err) != 0) goto out_opt;
+    if (ckpt_open(&t->ckpt, cfg->exp_dir, cfg->best_model_criterion, cfg->n_best_model_criterion, err) != 0)
+        goto out_opt;
+    if (resume(t, err) != 0) goto out_ckpt;
+    err_calc_init(&t->ec, &t->train.data.tokens);
+
+    const logger_cfg *lg = cfg->trainer->n_logger ? &cfg->trainer->logger[0] : NULL;
+    char *tbdir = xasprintf("%s/%s/version_0", lg && lg->save_dir ? lg->save_dir : cfg->exp_dir,
+                            lg && lg->name ? lg->name : "tensorboard");
+    char *csv = xasprintf("%s/metrics.csv", cfg->exp_dir);
+    if (tb_open(&t->tb, tbdir, t->step, err) == 0) {
+        if (metrics_csv_open(&t->csv, csv, t->step, err) == 0) {
+            log_info("train: %zu parameters, %zu train / %zu valid batches, %d threads, exp_dir %s",
+                     t->model.table.total, t->train.batches.n, t->valid.batches.n, t->be.threads, cfg->exp_dir);
+            rc = run_training(t, err);
+            metrics_csv_close(&t->csv);
+        }
+        tb_close(&t->tb);
+    }
+    free(tbdir);
+    free(csv);
+out_ckpt:
+    ckpt_close(&t->ckpt);
+out_opt:
+    adam_state_free(&t->opt);
+out_model:
+    t->be.free(&t->be, t->dev_feats);
+    asr_model_free(&t->model);
+out_valid:
+    split_close(&t->valid);
+out_train:
+    split_close(&t->train);
+out_be:
+    t->be.destroy(&t->be);
+    free(t);
+    return rc;
+}
