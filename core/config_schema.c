@@ -703,6 +703,8 @@ static const struct {
     {"model.specaug_conf", "apply_freq_mask", "true"},
     {"model.specaug_conf", "apply_time_mask", "true"},
     {"model.normalize_conf", "norm_means", "true"},
+    {"model.ctc_conf", "zero_infinity", "true"},
+    {"model.ctc_conf", "reduce", "true"},
 };
 
 static void fill_defaults(config_kind kind, ynode *root)

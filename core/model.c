@@ -200,7 +200,7 @@ double asr_model_loss(asr_model *m, const int *labels, const int *label_lens, in
     }
     m->labels = labels, m->label_lens = label_lens, m->label_stride = stride;
     m->be->synchronize(m->be);
-    return ctc_loss_forward(losses, m->ctc_work, m->logp, m->hlens, &y, m->B, m->T2, m->dims.vocab, 1,
+    return ctc_loss_forward(losses, m->ctc_work, m->logp, m->hlens, &y, m->B, m->T2, m->dims.vocab, !m->rates.ctc_keep_inf,
                             m->be->threads);
 }
 
@@ -217,7 +217,8 @@ void asr_model_backward(asr_model *m, float dloss)
     ctc_labels y = {.ids = m->labels, .lens = m->label_lens, .stride = m->label_stride};
 
     /* CTC_GRAD_TORCH is the gradient of the logits: the log_softmax backward is folded in. */
-    ctc_loss_backward(m->dlogp, m->ctc_work, m->logp, m->hlens, &y, B, m->T2, d->vocab, 1, dloss, CTC_GRAD_TORCH,
+    ctc_loss_backward(m->dlogp, m->ctc_work, m->logp, m->hlens, &y, B, m->T2, d->vocab, !m->rates.ctc_keep_inf, dloss,
+                      CTC_GRAD_TORCH,
                       be->threads);
     be->linear_backward(be, m->dtmp, G("ctc.ctc_lo", 0, "weight"), G("ctc.ctc_lo", 0, "bias"), m->dlogp,
                         m->zd, P("ctc.ctc_lo", 0, "weight"), N, D, d->vocab, 0);

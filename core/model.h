@@ -22,6 +22,7 @@ typedef struct model_rates {
     float pos_dropout;   /* encoder_conf.positional_dropout_rate */
     float att_dropout;   /* encoder_conf.attention_dropout_rate */
     float ctc_dropout;   /* ctc_conf.dropout_rate */
+    int ctc_keep_inf;    /* ctc_conf.zero_infinity false: impossible alignments give inf/NaN */
 } model_rates;
 
 typedef struct block_acts block_acts;

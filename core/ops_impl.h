@@ -13,6 +13,12 @@
 #include "ops.h"
 #include "rng.h"
 
+/* GCC's -O2 vectorizes only loops whose trip count needs no epilogue ("very-cheap" cost model);
+ * these loops run over rows of any length, so let the vectorizer weigh them properly. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("vect-cost-model=dynamic")
+#endif
+
 #define ROWMAJOR CblasRowMajor
 #define NT CblasNoTrans
 #define TR CblasTrans
@@ -106,25 +112,32 @@ static void conv1_forward_item(real *restrict y, const real *restrict col, const
 }
 
 /* dw, db of the first conv in one pass over dy (and y, for the fused ReLU's mask). The sums run in
- * 8 independent lanes so the compiler can vectorize them without reassociating. */
+ * L independent lanes so the compiler can vectorize them without reassociating. */
 static void conv1_backward_item(real *dw, real *db, const real *dy, const real *y,
                                 const real *col, int oc, size_t p)
 {
-    enum { L = 8 };
+    enum { L = 16 };
     for (int o = 0; o < oc; o++) {
         const real *g = dy + (size_t)o * p, *yo = y ? y + (size_t)o * p : NULL;
-        real acc[10][L] = {{0}};
-        size_t i = 0;
-        for (; i + L <= p; i += L)
-            for (int l = 0; l < L; l++) {
-                real gi = yo && !(yo[i + l] > 0) ? 0 : g[i + l];
-                acc[9][l] += gi;
-                for (int k = 0; k < 9; k++) acc[k][l] += gi * col[(size_t)k * p + i + l];
+        real acc[10][L] = {{0}}, gv[L];
+        for (size_t i = 0; i < p; i += L) {
+            size_t m = p - i < L ? p - i : L;
+            if (m == L) {
+                for (int l = 0; l < L; l++) gv[l] = g[i + l];
+                if (yo)
+                    for (int l = 0; l < L; l++) gv[l] = yo[i + l] > 0 ? gv[l] : 0;
+                for (int l = 0; l < L; l++) acc[9][l] += gv[l];
+                for (int k = 0; k < 9; k++) {
+                    const real *ck = col + (size_t)k * p + i;
+                    for (int l = 0; l < L; l++) acc[k][l] += gv[l] * ck[l];
+                }
+            } else {
+                for (size_t l = 0; l < m; l++) {
+                    real gi = yo && !(yo[i + l] > 0) ? 0 : g[i + l];
+                    acc[9][l] += gi;
+                    for (int k = 0; k < 9; k++) acc[k][l] += gi * col[(size_t)k * p + i + l];
+                }
             }
-        for (; i < p; i++) {
-            real gi = yo && !(yo[i] > 0) ? 0 : g[i];
-            acc[9][0] += gi;
-            for (int k = 0; k < 9; k++) acc[k][0] += gi * col[(size_t)k * p + i];
         }
         for (int k = 0; k < 10; k++) {
             real s = 0;

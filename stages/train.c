@@ -350,6 +350,8 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
         return esp_fail(err, "%s: trainer.devices %" PRId64 " x num_nodes %" PRId64
                              ": multi-process training comes with the distributed issue (set both to 1)",
                         file, cfg->trainer->devices, cfg->trainer->num_nodes);
+    if (cfg->model && cfg->model->ctc_conf && !cfg->model->ctc_conf->reduce)
+        return esp_fail(err, "%s: model.ctc_conf.reduce: false (a summed loss) is not supported (use true)", file);
     for (int k = 0; k < 2; k++) {
         const loader_split_cfg *lc = k ? cfg->dataloader->valid : cfg->dataloader->train;
         if (shard_validate(lc, k ? "dataloader.valid" : "dataloader.train", 1, err) < 0) return -1;
@@ -374,7 +376,8 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
     model_rates rates = {.dropout = ec ? (float)ec->dropout_rate : 0.1f,
                          .pos_dropout = ec ? (float)ec->positional_dropout_rate : 0.1f,
                          .att_dropout = ec ? (float)ec->attention_dropout_rate : 0.0f,
-                         .ctc_dropout = cfg->model && cfg->model->ctc_conf ? (float)cfg->model->ctc_conf->dropout_rate : 0};
+                         .ctc_dropout = cfg->model && cfg->model->ctc_conf ? (float)cfg->model->ctc_conf->dropout_rate : 0,
+                         .ctc_keep_inf = cfg->model && cfg->model->ctc_conf && !cfg->model->ctc_conf->zero_infinity};
     asr_model_init(&t->model, &t->be, &dims, &rates);
     if (param_init(t->model.params, &t->model.table, cfg->init, (uint64_t)cfg->seed, err) != 0) goto out_model;
     if (optim_opts_from_cfg(cfg->optimizer, &t->oo, err) != 0) goto out_model;
