@@ -59,16 +59,16 @@ struct backend {
     void (*layernorm_forward)(backend *be, float *y, float *mean, float *rstd, const float *x,
                               const float *w, const float *b, int n, int c, double eps);
     void (*layernorm_backward)(backend *be, float *dx, float *dw, float *db, const float *dy,
-                               const float *x, const float *w, const float *mean,
-                               const float *rstd, int n, int c, int acc);
+                               const float *x, const float *w, const float *mean, const float *rstd,
+                               int n, int c, int acc);
     void (*add)(backend *be, float *y, const float *a, const float *b, size_t n);
     void (*scale)(backend *be, float *y, const float *x, double s, size_t n);
     void (*axpy)(backend *be, float *y, const float *x, double s, size_t n);
     void (*posenc_forward)(backend *be, float *y, const float *x, double xscale, int nb, int t,
                            int d);
     void (*attention_forward)(backend *be, float *y, float *att, const float *q, const float *k,
-                              const float *v, int ld, const int *lens, int nb, int t, int h,
-                              int hd, float p, uint64_t seed, uint64_t stream);
+                              const float *v, int ld, const int *lens, int nb, int t, int h, int hd,
+                              float p, uint64_t seed, uint64_t stream);
     void (*attention_backward)(backend *be, float *dq, float *dk, float *dv, const float *dy,
                                const float *att, const float *q, const float *k, const float *v,
                                int ld, const int *lens, int nb, int t, int h, int hd, float p,
@@ -76,8 +76,8 @@ struct backend {
     void (*log_softmax_forward)(backend *be, float *y, const float *x, int n, int v);
     void (*log_softmax_backward)(backend *be, float *dx, const float *dy, const float *y, int n,
                                  int v);
-    void (*dropout_forward)(backend *be, float *y, const float *x, size_t n, float p,
-                            uint64_t seed, uint64_t stream);
+    void (*dropout_forward)(backend *be, float *y, const float *x, size_t n, float p, uint64_t seed,
+                            uint64_t stream);
     void (*dropout_backward)(backend *be, float *dx, const float *dy, size_t n, float p,
                              uint64_t seed, uint64_t stream);
 

@@ -31,7 +31,8 @@ static void *cpu_alloc(backend *be, size_t bytes)
     (void)be;
     void *p = NULL;
     size_t n = bytes ? (bytes + 63) / 64 * 64 : 64;
-    if (posix_memalign(&p, 64, n) != 0) esp_die("cpu backend: out of memory allocating %zu bytes", bytes);
+    if (posix_memalign(&p, 64, n) != 0)
+        esp_die("cpu backend: out of memory allocating %zu bytes", bytes);
     memset(p, 0, n);
     return p;
 }
@@ -165,9 +166,9 @@ static void cpu_posenc_forward(backend *be, float *y, const float *x, double xsc
     ops_posenc_forward_f32(y, x, xscale, nb, t, d);
 }
 
-static void cpu_attention_forward(backend *be, float *y, float *att, const float *q,
-                                  const float *k, const float *v, int ld, const int *lens, int nb,
-                                  int t, int h, int hd, float p, uint64_t seed, uint64_t stream)
+static void cpu_attention_forward(backend *be, float *y, float *att, const float *q, const float *k,
+                                  const float *v, int ld, const int *lens, int nb, int t, int h,
+                                  int hd, float p, uint64_t seed, uint64_t stream)
 {
     size_t n = ops_attention_forward_scratch(t, p);
     float *s = n ? scratch(be, n) : NULL;
@@ -175,9 +176,9 @@ static void cpu_attention_forward(backend *be, float *y, float *att, const float
 }
 
 static void cpu_attention_backward(backend *be, float *dq, float *dk, float *dv, const float *dy,
-                                   const float *att, const float *q, const float *k,
-                                   const float *v, int ld, const int *lens, int nb, int t, int h,
-                                   int hd, float p, uint64_t seed, uint64_t stream)
+                                   const float *att, const float *q, const float *k, const float *v,
+                                   int ld, const int *lens, int nb, int t, int h, int hd, float p,
+                                   uint64_t seed, uint64_t stream)
 {
     float *s = scratch(be, ops_attention_backward_scratch(t));
     ops_attention_backward_f32(dq, dk, dv, dy, att, q, k, v, ld, lens, nb, t, h, hd, p, seed,
@@ -190,8 +191,8 @@ static void cpu_log_softmax_forward(backend *be, float *y, const float *x, int n
     ops_log_softmax_forward_f32(y, x, n, v);
 }
 
-static void cpu_log_softmax_backward(backend *be, float *dx, const float *dy, const float *y,
-                                     int n, int v)
+static void cpu_log_softmax_backward(backend *be, float *dx, const float *dy, const float *y, int n,
+                                     int v)
 {
     (void)be;
     ops_log_softmax_backward_f32(dx, dy, y, n, v);
@@ -231,8 +232,7 @@ static double cpu_clip_grad_norm(backend *be, float *g, size_t n, double max_nor
 
 int backend_cpu_init(backend *be, int threads, esp_err *err)
 {
-    if (threads < 1)
-        return esp_fail(err, "cpu backend: %d threads (use 1 or more)", threads);
+    if (threads < 1) return esp_fail(err, "cpu backend: %d threads (use 1 or more)", threads);
     /* One process-wide setting in OpenBLAS: the last backend initialized wins. */
     openblas_set_num_threads(threads);
     *be = (backend){

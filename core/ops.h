@@ -4,8 +4,8 @@
  * expanded here once per type: ops_linear_forward_f32(...), ops_linear_forward_f64(...), ...
  *
  * Conventions (every op):
- * - Row-major flat buffers, outputs first; PyTorch weight layouts (Linear W[out][in], y = x W^T + b;
- *   Conv2d W[out_c][in_c][3][3]).
+ * - Row-major flat buffers, outputs first; PyTorch weight layouts (Linear W[out][in],
+ *   y = x W^T + b; Conv2d W[out_c][in_c][3][3]).
  * - Parameter gradients (dw, db, dgamma, dbeta) ACCUMULATE (+=): zero the flat gradient buffer once
  *   per optimizer step.
  * - Input gradients: linear, conv2d and layernorm take `acc` (0: overwrite dx, 1: dx += ...), so a

@@ -1,25 +1,29 @@
 /* Prototypes of the encoder ops for one element type. Included by core/ops.h once per type with
- * OPS_DECL_T (float | double) and OPS_DECL_FN(name) (ops_<name>_f32 | ops_<name>_f64) defined; no include
- * guard on purpose. Conventions (accumulating gradients, `acc`, scratch) are in core/ops.h. */
+ * OPS_DECL_T (float | double) and OPS_DECL_FN(name) (ops_<name>_f32 | ops_<name>_f64) defined; no
+ * include guard on purpose. Conventions (accumulating gradients, `acc`, scratch) are in core/ops.h.
+ */
 
 /* ---- Linear: y[n][oc] = x[n][ic] w[oc][ic]^T + b[oc] (b may be NULL) ---- */
-void OPS_DECL_FN(linear_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, const OPS_DECL_T *w, const OPS_DECL_T *b, int n, int ic,
-                            int oc);
+void OPS_DECL_FN(linear_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, const OPS_DECL_T *w,
+                                 const OPS_DECL_T *b, int n, int ic, int oc);
 /* dx (NULL: skip; acc 0 '=', 1 '+='), dw +=, db += (NULL when there is no bias). */
-void OPS_DECL_FN(linear_backward)(OPS_DECL_T *dx, OPS_DECL_T *dw, OPS_DECL_T *db, const OPS_DECL_T *dy, const OPS_DECL_T *x,
-                             const OPS_DECL_T *w, int n, int ic, int oc, int acc);
+void OPS_DECL_FN(linear_backward)(OPS_DECL_T *dx, OPS_DECL_T *dw, OPS_DECL_T *db,
+                                  const OPS_DECL_T *dy, const OPS_DECL_T *x, const OPS_DECL_T *w,
+                                  int n, int ic, int oc, int acc);
 
 /* ---- Conv2d, kernel 3, stride 2, no padding (im2col + GEMM per batch item) ----
  * x (nb, ic, h, w) -> y (nb, oc, oh, ow), oh = ops_conv_out_len(h), ow = ops_conv_out_len(w);
  * b may be NULL; relu != 0 fuses ReLU on the output. col: ops_conv2d_forward_scratch(ic, h, w). */
-void OPS_DECL_FN(conv2d_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, const OPS_DECL_T *w, const OPS_DECL_T *b, int nb, int ic,
-                            int oc, int h, int wd, int relu, OPS_DECL_T *col);
+void OPS_DECL_FN(conv2d_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, const OPS_DECL_T *w,
+                                 const OPS_DECL_T *b, int nb, int ic, int oc, int h, int wd,
+                                 int relu, OPS_DECL_T *col);
 /* dx: NULL to skip (the first conv's input needs no gradient); acc 0 '=', 1 '+='. dw +=, db +=.
  * y: the forward output when ReLU was fused (gradient passes where y > 0), NULL otherwise.
  * scratch: ops_conv2d_backward_scratch(ic, oc, h, w). */
-void OPS_DECL_FN(conv2d_backward)(OPS_DECL_T *dx, OPS_DECL_T *dw, OPS_DECL_T *db, const OPS_DECL_T *dy, const OPS_DECL_T *x,
-                             const OPS_DECL_T *w, const OPS_DECL_T *y, int nb, int ic, int oc, int h, int wd,
-                             int acc, OPS_DECL_T *scratch);
+void OPS_DECL_FN(conv2d_backward)(OPS_DECL_T *dx, OPS_DECL_T *dw, OPS_DECL_T *db,
+                                  const OPS_DECL_T *dy, const OPS_DECL_T *x, const OPS_DECL_T *w,
+                                  const OPS_DECL_T *y, int nb, int ic, int oc, int h, int wd,
+                                  int acc, OPS_DECL_T *scratch);
 
 /* ---- Swap dims 1 and 2: x (nb, d1, d2, d3) -> y (nb, d2, d1, d3); y must not alias x.
  * Conv output (B, C, T', F') -> per-frame channel-major features (B, T', C*F'), as torch's
@@ -30,16 +34,19 @@ void OPS_DECL_FN(swap12)(OPS_DECL_T *y, const OPS_DECL_T *x, int nb, int d1, int
  * allowed (dx == dy). A dropout applied in place on y afterwards does not break it: where dropout
  * zeroed y, dy is zero too. */
 void OPS_DECL_FN(relu_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, size_t n);
-void OPS_DECL_FN(relu_backward)(OPS_DECL_T *dx, const OPS_DECL_T *dy, const OPS_DECL_T *y, size_t n);
+void OPS_DECL_FN(relu_backward)(OPS_DECL_T *dx, const OPS_DECL_T *dy, const OPS_DECL_T *y,
+                                size_t n);
 
 /* ---- LayerNorm over the last dim c of x (n, c): y = (x - mean) * rstd * w + b;
  * saves mean[n] and rstd[n] = 1 / sqrt(var + eps) (biased variance) for the backward. */
-void OPS_DECL_FN(layernorm_forward)(OPS_DECL_T *y, OPS_DECL_T *mean, OPS_DECL_T *rstd, const OPS_DECL_T *x, const OPS_DECL_T *w,
-                               const OPS_DECL_T *b, int n, int c, double eps);
+void OPS_DECL_FN(layernorm_forward)(OPS_DECL_T *y, OPS_DECL_T *mean, OPS_DECL_T *rstd,
+                                    const OPS_DECL_T *x, const OPS_DECL_T *w, const OPS_DECL_T *b,
+                                    int n, int c, double eps);
 /* dx (acc 0 '=', 1 '+='; must not alias dy), dw +=, db +=. */
-void OPS_DECL_FN(layernorm_backward)(OPS_DECL_T *dx, OPS_DECL_T *dw, OPS_DECL_T *db, const OPS_DECL_T *dy, const OPS_DECL_T *x,
-                                const OPS_DECL_T *w, const OPS_DECL_T *mean, const OPS_DECL_T *rstd, int n, int c,
-                                int acc);
+void OPS_DECL_FN(layernorm_backward)(OPS_DECL_T *dx, OPS_DECL_T *dw, OPS_DECL_T *db,
+                                     const OPS_DECL_T *dy, const OPS_DECL_T *x, const OPS_DECL_T *w,
+                                     const OPS_DECL_T *mean, const OPS_DECL_T *rstd, int n, int c,
+                                     int acc);
 
 /* ---- Elementwise: y = a + b (residual add; y may alias a or b; its backward is the identity),
  * y = x * s (y may alias x; its own backward with the same s), y += x * s (axpy). ---- */
@@ -51,7 +58,8 @@ void OPS_DECL_FN(axpy)(OPS_DECL_T *y, const OPS_DECL_T *x, double s, size_t n);
  * pe[t][2i] = sin(t * div_i), pe[t][2i+1] = cos(t * div_i), div_i = exp(-(2i) ln(10000) / d),
  * computed in the instantiated type as torch does in float32; d even. The backward is
  * scale(dx, dy, xscale). */
-void OPS_DECL_FN(posenc_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, double xscale, int nb, int t, int d);
+void OPS_DECL_FN(posenc_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, double xscale, int nb, int t,
+                                 int d);
 
 /* ---- Multi-head self-attention core (between the q/k/v projections and the output projection).
  * q, k, v: rows (nb, t) of h*hd columns at row stride ld (ld = h*hd for separate buffers, 3*h*hd
@@ -64,30 +72,33 @@ void OPS_DECL_FN(posenc_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, double xsca
  * the backward. p > 0 drops attention weights (inverted scaling) with the mask of
  * dropout_forward over att's element index in (seed, stream); the backward regenerates it.
  * scratch: ops_attention_forward_scratch(t, p) / ops_attention_backward_scratch(t). */
-void OPS_DECL_FN(attention_forward)(OPS_DECL_T *y, OPS_DECL_T *att, const OPS_DECL_T *q, const OPS_DECL_T *k, const OPS_DECL_T *v,
-                               int ld, const int *lens, int nb, int t, int h, int hd, float p,
-                               uint64_t seed, uint64_t stream, OPS_DECL_T *scratch);
+void OPS_DECL_FN(attention_forward)(OPS_DECL_T *y, OPS_DECL_T *att, const OPS_DECL_T *q,
+                                    const OPS_DECL_T *k, const OPS_DECL_T *v, int ld,
+                                    const int *lens, int nb, int t, int h, int hd, float p,
+                                    uint64_t seed, uint64_t stream, OPS_DECL_T *scratch);
 /* dq, dk, dv overwritten (same layout and stride ld as q, k, v; masked key rows get 0). */
-void OPS_DECL_FN(attention_backward)(OPS_DECL_T *dq, OPS_DECL_T *dk, OPS_DECL_T *dv, const OPS_DECL_T *dy, const OPS_DECL_T *att,
-                                const OPS_DECL_T *q, const OPS_DECL_T *k, const OPS_DECL_T *v, int ld,
-                                const int *lens, int nb, int t, int h, int hd, float p,
-                                uint64_t seed, uint64_t stream, OPS_DECL_T *scratch);
+void OPS_DECL_FN(attention_backward)(OPS_DECL_T *dq, OPS_DECL_T *dk, OPS_DECL_T *dv,
+                                     const OPS_DECL_T *dy, const OPS_DECL_T *att,
+                                     const OPS_DECL_T *q, const OPS_DECL_T *k, const OPS_DECL_T *v,
+                                     int ld, const int *lens, int nb, int t, int h, int hd, float p,
+                                     uint64_t seed, uint64_t stream, OPS_DECL_T *scratch);
 
 /* ---- log_softmax over the last dim v of x (n, v), in place allowed (y == x). Backward
  * dx = dy - exp(y) * sum(dy), in place
  * allowed (dx == dy). ---- */
 void OPS_DECL_FN(log_softmax_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, int n, int v);
-void OPS_DECL_FN(log_softmax_backward)(OPS_DECL_T *dx, const OPS_DECL_T *dy, const OPS_DECL_T *y, int n, int v);
+void OPS_DECL_FN(log_softmax_backward)(OPS_DECL_T *dx, const OPS_DECL_T *dy, const OPS_DECL_T *y,
+                                       int n, int v);
 
-/* ---- Dropout with a counter-based mask: element i is kept iff its 32 random bits (half i & 1 of
- * splitmix64 at counter i >> 1 from the key rng_derive(seed, stream, 0)) are >= p * 2^32; kept
- * values scale by 1 / (1 - p). The same (seed, stream) gives the same mask on any thread count and
- * after a resume; p <= 0 is the identity, p >= 1 gives zeros. The backward regenerates the mask;
- * both allow in place. ---- */
-void OPS_DECL_FN(dropout_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, size_t n, float p, uint64_t seed,
-                             uint64_t stream);
-void OPS_DECL_FN(dropout_backward)(OPS_DECL_T *dx, const OPS_DECL_T *dy, size_t n, float p, uint64_t seed,
-                              uint64_t stream);
+/* ---- Dropout with a counter-based mask: element i is kept iff its 16 random bits (bits
+ * 16 * (i % 4) .. +15 of splitmix64 output i / 4 from the key rng_derive(seed, stream, 0)) are
+ * >= round(p * 2^16); kept values scale by 1 / (1 - p). The same (seed, stream) gives the same
+ * mask on any thread count and after a resume; p <= 0 is the identity, p >= 1 gives zeros. The
+ * backward regenerates the mask; both allow in place. ---- */
+void OPS_DECL_FN(dropout_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, size_t n, float p,
+                                  uint64_t seed, uint64_t stream);
+void OPS_DECL_FN(dropout_backward)(OPS_DECL_T *dx, const OPS_DECL_T *dy, size_t n, float p,
+                                   uint64_t seed, uint64_t stream);
 
 /* ---- Reductions (accumulated in double) and gradient clipping ---- */
 double OPS_DECL_FN(sum)(const OPS_DECL_T *x, size_t n);

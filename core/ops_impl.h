@@ -113,10 +113,10 @@ static void conv1_forward_item(real *restrict y, const real *restrict col, const
 
 /* dw, db of the first conv in one pass over dy (and y, for the fused ReLU's mask). The sums run in
  * L independent lanes so the compiler can vectorize them without reassociating. */
-static void conv1_backward_item(real *dw, real *db, const real *dy, const real *y,
-                                const real *col, int oc, size_t p)
+static void conv1_backward_item(real *dw, real *db, const real *dy, const real *y, const real *col,
+                                int oc, size_t p)
 {
-    enum { L = 16 };
+    enum { L = 4 };
     for (int o = 0; o < oc; o++) {
         const real *g = dy + (size_t)o * p, *yo = y ? y + (size_t)o * p : NULL;
         real acc[10][L] = {{0}}, gv[L];
@@ -142,8 +142,10 @@ static void conv1_backward_item(real *dw, real *db, const real *dy, const real *
         for (int k = 0; k < 10; k++) {
             real s = 0;
             for (int l = 0; l < L; l++) s += acc[k][l];
-            if (k < 9) dw[(size_t)o * 9 + k] += s;
-            else if (db) db[o] += s;
+            if (k < 9)
+                dw[(size_t)o * 9 + k] += s;
+            else if (db)
+                db[o] += s;
         }
     }
 }
@@ -209,7 +211,8 @@ void OPS_FN(conv2d_backward)(real *dx, real *dw, real *db, const real *dy, const
                 db[o] += s;
             }
         im2col(col, x + (size_t)n * ic * h * wd, ic, h, wd, oh, ow);
-        if (dw) GEMM(ROWMAJOR, NT, TR, oc, (int)kk, (int)p, 1, g, (int)p, col, (int)p, 1, dw, (int)kk);
+        if (dw)
+            GEMM(ROWMAJOR, NT, TR, oc, (int)kk, (int)p, 1, g, (int)p, col, (int)p, 1, dw, (int)kk);
         if (dx) {
             GEMM(ROWMAJOR, TR, NT, (int)kk, (int)p, oc, 1, w, (int)kk, g, (int)p, 0, col, (int)p);
             col2im_add(dx + (size_t)n * ic * h * wd, col, ic, h, wd, oh, ow);
@@ -323,34 +326,49 @@ void OPS_FN(layernorm_backward)(real *dx, real *dw, real *db, const real *dy, co
 
 /* -------------------------------------------------------------------- dropout */
 
-/* splitmix64's Weyl increment: counter i of the mask stream is mixed from key + i * gamma. */
-#define DROPOUT_GAMMA 0x9e3779b97f4a7c15ULL
-
-/* The keep threshold on 32 random bits; p in (0, 1). */
-static uint32_t dropout_threshold(float p)
+/* The mask's random bits: output `ctr` of splitmix64 started at `key`, i.e. what
+ * splitmix64_next(&s) returns for s = key + ctr * gamma (core/rng.c), written out here so the
+ * per-element loop inlines it. */
+static inline uint64_t dropout_bits(uint64_t key, uint64_t ctr)
 {
-    double t = (double)p * 4294967296.0;
-    return t >= 4294967295.0 ? UINT32_MAX : (uint32_t)(t + 0.5);
+    uint64_t z = key + (ctr + 1) * 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
 }
 
-/* y[i] = x[i] * keep(base + i) / (1 - p) for i < n; 0 < p < 1. Two mask elements per 64-bit
- * draw, so the (seed, stream) key is hashed once per call and splitmix64 once per pair. */
+/* The keep threshold on 16 random bits: round(p * 2^16); p in (0, 1). 65536 drops everything. */
+static uint32_t dropout_threshold(float p)
+{
+    return (uint32_t)((double)p * 65536.0 + 0.5);
+}
+
+/* y[i] = x[i] * keep(base + i) / (1 - p) for i < n; 0 < p < 1. Element e is kept iff the 16 bits
+ * [16 * (e % 4), 16 * (e % 4) + 16) of dropout_bits(key, e / 4) are >= the threshold: four
+ * elements per 64-bit draw. A multiply by 0 or 1 / (1 - p) from a table, not a branch (random
+ * branches mispredict; NaN stays NaN as in torch). */
 static void dropout_apply(real *y, const real *x, size_t n, size_t base, float p, uint64_t seed,
                           uint64_t stream)
 {
     uint64_t key = rng_derive(seed, stream, 0);
     uint32_t thr = dropout_threshold(p);
-    real inv = (real)(1.0 / (1.0 - (double)p));
-    uint64_t bits = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t e = base + i;
-        if (i == 0 || (e & 1) == 0) {
-            uint64_t s = key + (uint64_t)(e >> 1) * DROPOUT_GAMMA;
-            bits = splitmix64_next(&s);
-        }
-        uint32_t u = (e & 1) ? (uint32_t)(bits >> 32) : (uint32_t)bits;
-        y[i] = u >= thr ? x[i] * inv : 0;
+    const real scale[2] = {0, (real)(1.0 / (1.0 - (double)p))}; /* indexed by "kept" */
+    size_t i = 0;
+    for (; i < n && ((base + i) & 3); i++) /* unaligned head */
+        y[i] =
+            x[i] *
+            scale[(dropout_bits(key, (base + i) >> 2) >> (16 * ((base + i) & 3)) & 0xffff) >= thr];
+    for (; i + 4 <= n; i += 4) {
+        uint64_t bits = dropout_bits(key, (base + i) >> 2);
+        y[i] = x[i] * scale[(bits & 0xffff) >= thr];
+        y[i + 1] = x[i + 1] * scale[(bits >> 16 & 0xffff) >= thr];
+        y[i + 2] = x[i + 2] * scale[(bits >> 32 & 0xffff) >= thr];
+        y[i + 3] = x[i + 3] * scale[(bits >> 48) >= thr];
     }
+    for (; i < n; i++) /* tail */
+        y[i] =
+            x[i] *
+            scale[(dropout_bits(key, (base + i) >> 2) >> (16 * ((base + i) & 3)) & 0xffff) >= thr];
 }
 
 void OPS_FN(dropout_forward)(real *y, const real *x, size_t n, float p, uint64_t seed,
@@ -392,7 +410,8 @@ void OPS_FN(attention_forward)(real *y, real *att, const real *q, const real *k,
             real *yb = y + (size_t)b * t * d + (size_t)j * hd;
             if (len == 0) {
                 memset(a, 0, (size_t)t * t * sizeof(real));
-                for (int i = 0; i < t; i++) memset(yb + (size_t)i * d, 0, (size_t)hd * sizeof(real));
+                for (int i = 0; i < t; i++)
+                    memset(yb + (size_t)i * d, 0, (size_t)hd * sizeof(real));
                 continue;
             }
             GEMM(ROWMAJOR, NT, TR, t, len, hd, sc, qb, ld, kb, ld, 0, a, t);
@@ -409,9 +428,11 @@ void OPS_FN(attention_forward)(real *y, real *att, const real *q, const real *k,
             }
             const real *pa = a;
             if (p > 0) {
-                if (p >= 1) memset(scratch, 0, (size_t)t * t * sizeof(real));
-                else dropout_apply(scratch, a, (size_t)t * t, ((size_t)b * h + j) * t * t, p, seed,
-                                   stream);
+                if (p >= 1)
+                    memset(scratch, 0, (size_t)t * t * sizeof(real));
+                else
+                    dropout_apply(scratch, a, (size_t)t * t, ((size_t)b * h + j) * t * t, p, seed,
+                                  stream);
                 pa = scratch;
             }
             GEMM(ROWMAJOR, NT, NT, t, hd, len, 1, pa, t, vb, ld, 0, yb, d);
@@ -444,21 +465,25 @@ void OPS_FN(attention_backward)(real *dq, real *dk, real *dv, const real *dy, co
                 memset(dvb + (size_t)i * ld, 0, (size_t)hd * sizeof(real));
             }
             if (len == 0) {
-                for (int i = 0; i < t; i++) memset(dqb + (size_t)i * ld, 0, (size_t)hd * sizeof(real));
+                for (int i = 0; i < t; i++)
+                    memset(dqb + (size_t)i * ld, 0, (size_t)hd * sizeof(real));
                 continue;
             }
             size_t base = ((size_t)b * h + j) * t * t;
             const real *pa = a;
             if (p > 0) {
-                if (p >= 1) memset(pd, 0, (size_t)t * t * sizeof(real));
-                else dropout_apply(pd, a, (size_t)t * t, base, p, seed, stream);
+                if (p >= 1)
+                    memset(pd, 0, (size_t)t * t * sizeof(real));
+                else
+                    dropout_apply(pd, a, (size_t)t * t, base, p, seed, stream);
                 pa = pd;
             }
             GEMM(ROWMAJOR, TR, NT, len, hd, t, 1, pa, t, dyb, d, 0, dvb, ld);
             GEMM(ROWMAJOR, NT, TR, t, len, hd, 1, dyb, d, vb, ld, 0, dp, t);
             if (p > 0) {
                 /* drop'(dP): the same mask and scale, over the len valid columns of each row. */
-                if (p >= 1) memset(dp, 0, (size_t)t * t * sizeof(real));
+                if (p >= 1)
+                    memset(dp, 0, (size_t)t * t * sizeof(real));
                 else
                     for (int i = 0; i < t; i++)
                         dropout_apply(dp + (size_t)i * t, dp + (size_t)i * t, (size_t)len,

@@ -203,11 +203,12 @@ static void linear_case(int with_bias)
 
     /* Float against double. */
     float *fy = fz(ny), *fdx = fz(nx), *fdw = fz(nw), *fdb = fz(c.oc);
-    ops_linear_forward_f32(fy, tof(c.x, nx), tof(c.w, nw), c.b ? tof(c.b, c.oc) : NULL, c.n, c.ic, c.oc);
+    ops_linear_forward_f32(fy, tof(c.x, nx), tof(c.w, nw), c.b ? tof(c.b, c.oc) : NULL, c.n, c.ic,
+                           c.oc);
     lin_loss(&c);
     CHECK_F32(fy, c.y, ny, "linear y");
-    ops_linear_backward_f32(fdx, fdw, c.b ? fdb : NULL, tof(c.r, ny), tof(c.x, nx), tof(c.w, nw), c.n,
-                            c.ic, c.oc, 0);
+    ops_linear_backward_f32(fdx, fdw, c.b ? fdb : NULL, tof(c.r, ny), tof(c.x, nx), tof(c.w, nw),
+                            c.n, c.ic, c.oc, 0);
     CHECK_F32(fdx, dx, nx, "linear dx");
     CHECK_F32(fdw, dw, nw, "linear dw");
     if (with_bias) CHECK_F32(fdb, db, c.oc, "linear db");
@@ -235,7 +236,8 @@ static size_t conv_ny(const conv_ctx *c)
 static double conv_loss(void *p)
 {
     conv_ctx *c = p;
-    ops_conv2d_forward_f64(c->y, c->x, c->wt, c->b, c->nb, c->ic, c->oc, c->h, c->w, c->relu, c->col);
+    ops_conv2d_forward_f64(c->y, c->x, c->wt, c->b, c->nb, c->ic, c->oc, c->h, c->w, c->relu,
+                           c->col);
     return dsum_prod(c->y, c->r, conv_ny(c));
 }
 
@@ -268,29 +270,32 @@ static void conv_case(int nb, int ic, int oc, int h, int w, int relu, int with_b
 
     double *dx = dz(nx), *dw = dz(nw), *db = dz(oc);
     double *scr = dz(ops_conv2d_backward_scratch(ic, oc, h, w));
-    ops_conv2d_backward_f64(dx, dw, c.b ? db : NULL, c.r, c.x, c.wt, relu ? c.y : NULL, nb, ic, oc, h, w,
-                            0, scr);
+    ops_conv2d_backward_f64(dx, dw, c.b ? db : NULL, c.r, c.x, c.wt, relu ? c.y : NULL, nb, ic, oc,
+                            h, w, 0, scr);
     fd_check(conv_loss, &c, c.x, dx, nx, "conv2d dx");
     fd_check(conv_loss, &c, c.wt, dw, nw, "conv2d dw");
     if (c.b) fd_check(conv_loss, &c, c.b, db, oc, "conv2d db");
 
     /* dx NULL skips the input gradient; acc 1 adds into dx; dw accumulates. */
     double *dw2 = dz(nw), *dx2 = dz(nx);
-    ops_conv2d_backward_f64(NULL, dw2, NULL, c.r, c.x, c.wt, relu ? c.y : NULL, nb, ic, oc, h, w, 0, scr);
+    ops_conv2d_backward_f64(NULL, dw2, NULL, c.r, c.x, c.wt, relu ? c.y : NULL, nb, ic, oc, h, w, 0,
+                            scr);
     cr_assert(err_dd(dw2, dw, nw) < 1e-14);
     memcpy(dx2, dx, nx * sizeof(double));
-    ops_conv2d_backward_f64(dx2, dw2, NULL, c.r, c.x, c.wt, relu ? c.y : NULL, nb, ic, oc, h, w, 1, scr);
+    ops_conv2d_backward_f64(dx2, dw2, NULL, c.r, c.x, c.wt, relu ? c.y : NULL, nb, ic, oc, h, w, 1,
+                            scr);
     for (size_t i = 0; i < nx; i++) cr_assert(fabs(dx2[i] - 2 * dx[i]) < 1e-12);
     for (size_t i = 0; i < nw; i++) cr_assert(fabs(dw2[i] - 2 * dw[i]) < 1e-12);
 
     /* Float against double. */
     float *fx = tof(c.x, nx), *fw = tof(c.wt, nw), *fb = c.b ? tof(c.b, oc) : NULL, *fy = fz(ny);
-    ops_conv2d_forward_f32(fy, fx, fw, fb, nb, ic, oc, h, w, relu, fz(ops_conv2d_forward_scratch(ic, h, w)));
+    ops_conv2d_forward_f32(fy, fx, fw, fb, nb, ic, oc, h, w, relu,
+                           fz(ops_conv2d_forward_scratch(ic, h, w)));
     conv_loss(&c);
     CHECK_F32(fy, c.y, ny, "conv2d y");
     float *fdx = fz(nx), *fdw = fz(nw), *fdb = fz(oc);
-    ops_conv2d_backward_f32(fdx, fdw, fb ? fdb : NULL, tof(c.r, ny), fx, fw, relu ? fy : NULL, nb, ic, oc,
-                            h, w, 0, fz(ops_conv2d_backward_scratch(ic, oc, h, w)));
+    ops_conv2d_backward_f32(fdx, fdw, fb ? fdb : NULL, tof(c.r, ny), fx, fw, relu ? fy : NULL, nb,
+                            ic, oc, h, w, 0, fz(ops_conv2d_backward_scratch(ic, oc, h, w)));
     CHECK_F32(fdx, dx, nx, "conv2d dx");
     CHECK_F32(fdw, dw, nw, "conv2d dw");
     if (fb) CHECK_F32(fdb, db, oc, "conv2d db");
@@ -299,7 +304,7 @@ static void conv_case(int nb, int ic, int oc, int h, int w, int relu, int with_b
 Test(ops, conv2d)
 {
     rng_init(&R, 2);
-    conv_case(2, 1, 3, 9, 8, 1, 1); /* first conv: one input channel, fused ReLU */
+    conv_case(2, 1, 3, 9, 8, 1, 1);  /* first conv: one input channel, fused ReLU */
     conv_case(2, 3, 4, 7, 10, 1, 1); /* second conv: in_c = d */
     conv_case(1, 2, 2, 5, 6, 0, 0);  /* no ReLU, no bias, odd and even sizes */
 }
@@ -321,12 +326,24 @@ static double ew_loss(void *p)
 {
     ew_ctx *c = p;
     switch (c->kind) {
-    case 0: ops_swap12_f64(c->y, c->x, c->nb, c->d1, c->d2, c->d3); break;
-    case 1: ops_relu_forward_f64(c->y, c->x, c->n); break;
-    case 2: ops_posenc_forward_f64(c->y, c->x, 2.5, c->nb, c->d1, c->d2); break;
-    case 3: ops_log_softmax_forward_f64(c->y, c->x, c->nb * c->d1, c->d2); break;
-    case 4: ops_dropout_forward_f64(c->y, c->x, c->n, EW_P, EW_SEED, EW_STREAM); break;
-    case 5: ops_scale_f64(c->y, c->x, -1.5, c->n); break;
+    case 0:
+        ops_swap12_f64(c->y, c->x, c->nb, c->d1, c->d2, c->d3);
+        break;
+    case 1:
+        ops_relu_forward_f64(c->y, c->x, c->n);
+        break;
+    case 2:
+        ops_posenc_forward_f64(c->y, c->x, 2.5, c->nb, c->d1, c->d2);
+        break;
+    case 3:
+        ops_log_softmax_forward_f64(c->y, c->x, c->nb * c->d1, c->d2);
+        break;
+    case 4:
+        ops_dropout_forward_f64(c->y, c->x, c->n, EW_P, EW_SEED, EW_STREAM);
+        break;
+    case 5:
+        ops_scale_f64(c->y, c->x, -1.5, c->n);
+        break;
     }
     return dsum_prod(c->y, c->r, c->n);
 }
@@ -339,15 +356,25 @@ static void ew_case(int kind, int nb, int d1, int d2, int d3)
     double *dx = dz(c.n);
     ew_loss(&c);
     switch (kind) {
-    case 0: ops_swap12_f64(dx, c.r, nb, d2, d1, d3); break;
+    case 0:
+        ops_swap12_f64(dx, c.r, nb, d2, d1, d3);
+        break;
     case 1:
         memcpy(dx, c.r, c.n * sizeof(double));
         ops_relu_backward_f64(dx, dx, c.y, c.n); /* in place */
         break;
-    case 2: ops_scale_f64(dx, c.r, 2.5, c.n); break;
-    case 3: ops_log_softmax_backward_f64(dx, c.r, c.y, nb * d1, d2); break;
-    case 4: ops_dropout_backward_f64(dx, c.r, c.n, EW_P, EW_SEED, EW_STREAM); break;
-    case 5: ops_scale_f64(dx, c.r, -1.5, c.n); break;
+    case 2:
+        ops_scale_f64(dx, c.r, 2.5, c.n);
+        break;
+    case 3:
+        ops_log_softmax_backward_f64(dx, c.r, c.y, nb * d1, d2);
+        break;
+    case 4:
+        ops_dropout_backward_f64(dx, c.r, c.n, EW_P, EW_SEED, EW_STREAM);
+        break;
+    case 5:
+        ops_scale_f64(dx, c.r, -1.5, c.n);
+        break;
     }
     static const char *names[] = {"swap12", "relu", "posenc", "log_softmax", "dropout", "scale"};
     fd_check(ew_loss, &c, c.x, dx, c.n, names[kind]);
@@ -453,8 +480,8 @@ Test(ops, layernorm)
         for (int i = 0; i < c.c; i++) v += pow(c.x[r * c.c + i] - m, 2) / c.c;
         cr_assert(fabs(c.mean[r] - m) < 1e-14 && fabs(c.rstd[r] - 1 / sqrt(v + 1e-12)) < 1e-12);
         for (int i = 0; i < c.c; i++)
-            cr_assert(fabs(c.y[r * c.c + i] - ((c.x[r * c.c + i] - m) / sqrt(v + 1e-12) * c.w[i] + c.b[i])) <
-                      1e-12);
+            cr_assert(fabs(c.y[r * c.c + i] -
+                           ((c.x[r * c.c + i] - m) / sqrt(v + 1e-12) * c.w[i] + c.b[i])) < 1e-12);
     }
     double *dx = dz(nx), *dw = dz(c.c), *db = dz(c.c);
     for (size_t i = 0; i < nx; i++) dx[i] = 42; /* acc 0 overwrites */
@@ -469,7 +496,8 @@ Test(ops, layernorm)
     memcpy(db2, db, c.c * sizeof(double));
     ops_layernorm_backward_f64(dx2, dw2, db2, c.r, c.x, c.w, c.mean, c.rstd, c.n, c.c, 1);
     for (size_t i = 0; i < nx; i++) cr_assert(fabs(dx2[i] - 2 * dx[i]) < 1e-12);
-    for (int i = 0; i < c.c; i++) cr_assert(fabs(dw2[i] - 2 * dw[i]) < 1e-12 && fabs(db2[i] - 2 * db[i]) < 1e-12);
+    for (int i = 0; i < c.c; i++)
+        cr_assert(fabs(dw2[i] - 2 * dw[i]) < 1e-12 && fabs(db2[i] - 2 * db[i]) < 1e-12);
 
     float *fx = tof(c.x, nx), *fw = tof(c.w, c.c), *fy = fz(nx), *fm = fz(c.n), *fr = fz(c.n);
     ops_layernorm_forward_f32(fy, fm, fr, fx, fw, tof(c.b, c.c), c.n, c.c, 1e-12);
@@ -498,8 +526,8 @@ static double att_loss(void *p)
 {
     att_ctx *c = p;
     int d = c->h * c->hd;
-    ops_attention_forward_f64(c->y, c->att, c->qkv, c->qkv + d, c->qkv + 2 * d, c->ld, c->lens, c->nb, c->t,
-                              c->h, c->hd, c->p, ATT_SEED, ATT_STREAM, c->scr);
+    ops_attention_forward_f64(c->y, c->att, c->qkv, c->qkv + d, c->qkv + 2 * d, c->ld, c->lens,
+                              c->nb, c->t, c->h, c->hd, c->p, ATT_SEED, ATT_STREAM, c->scr);
     return dsum_prod(c->y, c->r, (size_t)c->nb * c->t * d);
 }
 
@@ -542,8 +570,9 @@ static void attention_case(const int *lens, int nb, int t, int h, int hd, float 
 
     double *dqkv = dz(nq), *bscr = dz(ops_attention_backward_scratch(t));
     for (size_t i = 0; i < nq; i++) dqkv[i] = 5; /* overwritten, masked key rows included */
-    ops_attention_backward_f64(dqkv, dqkv + d, dqkv + 2 * d, c.r, c.att, c.qkv, c.qkv + d, c.qkv + 2 * d, c.ld,
-                               lens, nb, t, h, hd, p, ATT_SEED, ATT_STREAM, bscr);
+    ops_attention_backward_f64(dqkv, dqkv + d, dqkv + 2 * d, c.r, c.att, c.qkv, c.qkv + d,
+                               c.qkv + 2 * d, c.ld, lens, nb, t, h, hd, p, ATT_SEED, ATT_STREAM,
+                               bscr);
     fd_check(att_loss, &c, c.qkv, dqkv, nq, p > 0 ? "attention dqkv (dropout)" : "attention dqkv");
 
     /* Float against double, with separate q, k, v buffers (ld = d). */
@@ -560,8 +589,8 @@ static void attention_case(const int *lens, int nb, int t, int h, int hd, float 
     att_loss(&c);
     CHECK_F32(fy, c.y, ny, "attention y");
     CHECK_F32(fa, c.att, na, "attention att");
-    ops_attention_backward_f32(fdq, fdk, fdv, tof(c.r, ny), fa, fq, fk, fv, d, lens, nb, t, h, hd, p, ATT_SEED,
-                               ATT_STREAM, fz(ops_attention_backward_scratch(t)));
+    ops_attention_backward_f32(fdq, fdk, fdv, tof(c.r, ny), fa, fq, fk, fv, d, lens, nb, t, h, hd,
+                               p, ATT_SEED, ATT_STREAM, fz(ops_attention_backward_scratch(t)));
     double *dq = dz(ny), *dk = dz(ny), *dv = dz(ny);
     for (size_t r = 0; r < (size_t)nb * t; r++)
         for (int e = 0; e < d; e++) {
@@ -617,7 +646,8 @@ Test(ops, attention_mask)
     cr_assert(err_dd(y2, y, nq) == 0);
     for (size_t i = 2 * t * d; i < nq; i++) cr_assert_eq(y[i], 0.0);
 
-    double *dy = drand(nq, -1, 1), *dq = drand(nq, 1, 2), *dk = drand(nq, 1, 2), *dv = drand(nq, 1, 2);
+    double *dy = drand(nq, -1, 1), *dq = drand(nq, 1, 2), *dk = drand(nq, 1, 2),
+           *dv = drand(nq, 1, 2);
     ops_attention_backward_f64(dq, dk, dv, dy, att, q, k, v, d, lens, nb, t, h, hd, 0, 0, 0,
                                dz(ops_attention_backward_scratch(t)));
     for (int b = 0; b < nb; b++)
@@ -669,6 +699,15 @@ Test(ops, dropout)
     cr_assert(memcmp(a, b, n * sizeof(float)) != 0);
     ops_dropout_forward_f32(b, x, n, p, 1234, 10);
     cr_assert(memcmp(a, b, n * sizeof(float)) != 0);
+
+    /* The documented mask: element i kept iff bits 16 * (i % 4) .. +15 of splitmix64 output
+     * i / 4 from rng_derive(seed, stream, 0) are >= round(p * 2^16). */
+    uint32_t thr = (uint32_t)((double)p * 65536.0 + 0.5);
+    for (size_t i = 0; i < 1000; i++) {
+        uint64_t s = rng_derive(1234, 9, 0) + (uint64_t)(i / 4) * 0x9e3779b97f4a7c15ULL;
+        uint32_t u = (uint32_t)(splitmix64_next(&s) >> (16 * (i % 4))) & 0xffff;
+        cr_assert_eq(a[i] != 0, u >= thr, "element %zu", i);
+    }
 
     /* Masks do not depend on the type: float and double drop the same elements. */
     double *xd = dz(n), *yd = dz(n);
@@ -803,15 +842,19 @@ Test(ops, torch_conv_subsampling)
     esp_err err;
     cr_assert_eq(backend_cpu_init(&be, 1, &err), 0, "%s", err.msg);
     int nb = 2, t = 23, idim = 80, d = 8;
-    int t1 = ops_conv_out_len(t), f1 = ops_conv_out_len(idim), t2 = ops_conv_out_len(t1), f2 = ops_conv_out_len(f1);
+    int t1 = ops_conv_out_len(t), f1 = ops_conv_out_len(idim), t2 = ops_conv_out_len(t1),
+        f2 = ops_conv_out_len(f1);
     cr_assert(t1 == 11 && f1 == 39 && t2 == 5 && f2 == 19);
     float *lens = fx(&f, "conv.in.lens", 2), *olens = fx(&f, "conv.out.lens", 2);
     for (int b = 0; b < nb; b++) cr_assert_eq(ops_subsample_len((int)lens[b]), (int)olens[b]);
 
     const float *x = fx(&f, "conv.in.x", (size_t)nb * t * idim);
-    const float *w0 = fx(&f, "conv.embed.conv.0.weight", (size_t)d * 9), *b0 = fx(&f, "conv.embed.conv.0.bias", d);
-    const float *w2 = fx(&f, "conv.embed.conv.2.weight", (size_t)d * d * 9), *b2 = fx(&f, "conv.embed.conv.2.bias", d);
-    const float *wo = fx(&f, "conv.embed.out.0.weight", (size_t)d * d * f2), *bo = fx(&f, "conv.embed.out.0.bias", d);
+    const float *w0 = fx(&f, "conv.embed.conv.0.weight", (size_t)d * 9),
+                *b0 = fx(&f, "conv.embed.conv.0.bias", d);
+    const float *w2 = fx(&f, "conv.embed.conv.2.weight", (size_t)d * d * 9),
+                *b2 = fx(&f, "conv.embed.conv.2.bias", d);
+    const float *wo = fx(&f, "conv.embed.out.0.weight", (size_t)d * d * f2),
+                *bo = fx(&f, "conv.embed.out.0.bias", d);
     size_t n1 = (size_t)nb * d * t1 * f1, n2 = (size_t)nb * d * t2 * f2, ny = (size_t)nb * t2 * d;
     float *h1 = fz(n1), *h2 = fz(n2), *fr = fz(n2), *y = fz(ny);
     be.conv2d_forward(&be, h1, x, w0, b0, nb, 1, d, t, idim, 1);
@@ -863,7 +906,8 @@ Test(ops, torch_encoder_block)
         snprintf(nm, sizeof nm, "block.self_attn.linear_%s.bias", qkv_names[i]);
         memcpy(bqkv + i * D, fx(&f, nm, D), D * sizeof(float));
     }
-    const float *wo = P("self_attn.linear_out.weight", D * D), *bo = P("self_attn.linear_out.bias", D);
+    const float *wo = P("self_attn.linear_out.weight", D * D),
+                *bo = P("self_attn.linear_out.bias", D);
     const float *w1 = P("feed_forward.w_1.weight", FF * D), *b1 = P("feed_forward.w_1.bias", FF);
     const float *w2 = P("feed_forward.w_2.weight", D * FF), *b2 = P("feed_forward.w_2.bias", D);
     const float *wc = P("ctc_lo.weight", V * D), *bc = P("ctc_lo.bias", V);
@@ -871,13 +915,17 @@ Test(ops, torch_encoder_block)
     const float *n2w = P("norm2.weight", D), *n2b = P("norm2.bias", D);
     const float *n3w = P("after_norm.weight", D), *n3b = P("after_norm.bias", D);
 
-    /* Forward: x1 = x + MHA(LN1(x)); x2 = x1 + W2 ReLU(W1 LN2(x1)); logp = log_softmax(Wc LN3(x2)). */
-    float *ln1 = fz(N * D), *m1 = fz(N), *r1 = fz(N), *qkv = fz(N * 3 * D), *att = fz(B * H * T * T);
-    float *ya = fz(N * D), *x1 = fz(N * D), *ln2 = fz(N * D), *m2 = fz(N), *r2 = fz(N), *hh = fz(N * FF);
+    /* Forward: x1 = x + MHA(LN1(x)); x2 = x1 + W2 ReLU(W1 LN2(x1)); logp = log_softmax(Wc LN3(x2)).
+     */
+    float *ln1 = fz(N * D), *m1 = fz(N), *r1 = fz(N), *qkv = fz(N * 3 * D),
+          *att = fz(B * H * T * T);
+    float *ya = fz(N * D), *x1 = fz(N * D), *ln2 = fz(N * D), *m2 = fz(N), *r2 = fz(N),
+          *hh = fz(N * FF);
     float *x2 = fz(N * D), *ln3 = fz(N * D), *m3 = fz(N), *r3 = fz(N), *logp = fz(N * V);
     be.layernorm_forward(&be, ln1, m1, r1, x, n1w, n1b, N, D, 1e-12);
     be.linear_forward(&be, qkv, ln1, wqkv, bqkv, N, D, 3 * D);
-    be.attention_forward(&be, ya, att, qkv, qkv + D, qkv + 2 * D, 3 * D, lens, B, T, H, D / H, 0, 0, 0);
+    be.attention_forward(&be, ya, att, qkv, qkv + D, qkv + 2 * D, 3 * D, lens, B, T, H, D / H, 0, 0,
+                         0);
     be.linear_forward(&be, x1, ya, wo, bo, N, D, D);
     be.add(&be, x1, x1, x, N * D);
     be.layernorm_forward(&be, ln2, m2, r2, x1, n2w, n2b, N, D, 1e-12);
@@ -893,10 +941,14 @@ Test(ops, torch_encoder_block)
     CHECK_TORCH(logp, &f, "block.out.logp", N * V);
 
     /* Backward of loss = sum(logp * g); residual branches add into the trunk's gradient (acc 1). */
-    float *dl = fz(N * V), *dln3 = fz(N * D), *dx2 = fz(N * D), *dhh = fz(N * FF), *dln2 = fz(N * D);
-    float *dx1 = fz(N * D), *dya = fz(N * D), *dqkv = fz(N * 3 * D), *dln1 = fz(N * D), *dx = fz(N * D);
-    float *dwc = fz(V * D), *dbc = fz(V), *dn3w = fz(D), *dn3b = fz(D), *dw2 = fz(D * FF), *db2 = fz(D);
-    float *dw1 = fz(FF * D), *db1 = fz(FF), *dn2w = fz(D), *dn2b = fz(D), *dwo = fz(D * D), *dbo = fz(D);
+    float *dl = fz(N * V), *dln3 = fz(N * D), *dx2 = fz(N * D), *dhh = fz(N * FF),
+          *dln2 = fz(N * D);
+    float *dx1 = fz(N * D), *dya = fz(N * D), *dqkv = fz(N * 3 * D), *dln1 = fz(N * D),
+          *dx = fz(N * D);
+    float *dwc = fz(V * D), *dbc = fz(V), *dn3w = fz(D), *dn3b = fz(D), *dw2 = fz(D * FF),
+          *db2 = fz(D);
+    float *dw1 = fz(FF * D), *db1 = fz(FF), *dn2w = fz(D), *dn2b = fz(D), *dwo = fz(D * D),
+          *dbo = fz(D);
     float *dwqkv = fz(3 * D * D), *dbqkv = fz(3 * D), *dn1w = fz(D), *dn1b = fz(D);
     be.log_softmax_backward(&be, dl, P("in.g", N * V), logp, N, V);
     be.linear_backward(&be, dln3, dwc, dbc, dl, ln3, wc, N, D, V, 0);
@@ -907,8 +959,8 @@ Test(ops, torch_encoder_block)
     be.copy(&be, dx1, dx2, N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
     be.layernorm_backward(&be, dx1, dn2w, dn2b, dln2, x1, n2w, m2, r2, N, D, 1);
     be.linear_backward(&be, dya, dwo, dbo, dx1, ya, wo, N, D, D, 0);
-    be.attention_backward(&be, dqkv, dqkv + D, dqkv + 2 * D, dya, att, qkv, qkv + D, qkv + 2 * D, 3 * D, lens,
-                          B, T, H, D / H, 0, 0, 0);
+    be.attention_backward(&be, dqkv, dqkv + D, dqkv + 2 * D, dya, att, qkv, qkv + D, qkv + 2 * D,
+                          3 * D, lens, B, T, H, D / H, 0, 0, 0);
     be.linear_backward(&be, dln1, dwqkv, dbqkv, dqkv, ln1, wqkv, N, D, 3 * D, 0);
     be.copy(&be, dx, dx1, N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
     be.layernorm_backward(&be, dx, dn1w, dn1b, dln1, x, n1w, m1, r1, N, D, 1);
