@@ -14,7 +14,8 @@ packages=(
   # tests
   libcriterion-dev              # unit/integration test framework
   clang libclang-rt-14-dev      # libFuzzer + sanitizer runtimes for `make fuzz`
-  python3-numpy                 # checks that numpy reads our .npz files
+  python3-numpy                 # checks that numpy reads our .npz / safetensors files
+  python3-protobuf              # decodes our TensorBoard event records in a test
   # the default recipe
   espeak-ng fortunes
 )
