@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
@@ -39,15 +38,6 @@ static void fsync_dir(const char *dir)
     }
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    remove(path);
-    return 0;
-}
-
-/* rm -rf without following links. */
-static void remove_tree(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
 /* Deletes a checkpoint directory so that no half-deleted epoch=... directory can be seen: it is
  * renamed to a temporary name first. */

@@ -36,6 +36,8 @@ char *path_join(const char *a, const char *b);
 char *path_normalize(const char *path);
 /* Absolute, normalized form of a path relative to the working directory; caller frees. */
 char *path_absolute(const char *path);
+/* rm -rf without following symlinks; missing paths are fine. */
+void remove_tree(const char *path);
 /* Finds an executable on PATH; returns 1 when found. */
 int which(const char *prog);
 

@@ -2,7 +2,6 @@
  * select_stages() and rotate_log() called directly. */
 #include <criterion/criterion.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,12 +18,6 @@
 
 static char tmp[256];
 
-static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(p);
-}
-
 static void setup(void)
 {
     snprintf(tmp, sizeof tmp, "/tmp/espnet3_cli_XXXXXX");
@@ -32,7 +25,7 @@ static void setup(void)
     log_set_quiet(1);
 }
 
-static void teardown(void) { nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+static void teardown(void) { remove_tree(tmp); }
 
 /* No .timeout (criterion 2.4.1 leaks with it under ASan); run() has its own 20 s limit. */
 TestSuite(cli, .init = setup, .fini = teardown);

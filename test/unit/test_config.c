@@ -2,7 +2,6 @@
  * Every fixture is written into a fresh temporary folder; errors are read from the esp_err. */
 #include <criterion/criterion.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -21,12 +20,6 @@
 
 static char tmp[256];
 
-static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(p);
-}
-
 static void setup(void)
 {
     snprintf(tmp, sizeof tmp, "/tmp/espnet3_config_XXXXXX");
@@ -34,7 +27,7 @@ static void setup(void)
     log_set_quiet(1);
 }
 
-static void teardown(void) { nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+static void teardown(void) { remove_tree(tmp); }
 
 /* No .timeout: criterion 2.4.1 leaks in its runner when timeouts meet parallel jobs (fails `make asan`). */
 TestSuite(config, .init = setup, .fini = teardown);

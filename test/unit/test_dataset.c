@@ -1,7 +1,6 @@
 /* Stage 1 pieces: the RNG, manifests, the builder registry and the espeak_fortunes builder
  * (determinism across nj, output format, split disjointness, the built stamp, errors). */
 #include <criterion/criterion.h>
-#include <ftw.h>
 #include <sndfile.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,12 +15,6 @@
 
 static char tmpdir[] = "/tmp/espnet3_ds_XXXXXX";
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 static void setup(void)
 {
     cr_assert_not_null(mkdtemp(tmpdir));
@@ -30,7 +23,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    remove_tree(tmpdir);
 }
 
 static char *tmp_path(const char *name)

@@ -2,7 +2,6 @@
  * by scripts/make_frontend_fixtures.py with torch + librosa), shapes, window, mel matrix, batch
  * padding and the audio errors a user can hit. */
 #include <criterion/criterion.h>
-#include <ftw.h>
 #include <math.h>
 #include <sndfile.h>
 #include <stdio.h>
@@ -15,12 +14,6 @@
 
 static char tmpdir[] = "/tmp/espnet3_fe_XXXXXX";
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 static void setup(void)
 {
     cr_assert_not_null(mkdtemp(tmpdir));
@@ -29,7 +22,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    remove_tree(tmpdir);
 }
 
 TestSuite(frontend, .init = setup, .fini = teardown);

@@ -4,7 +4,6 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,12 +19,6 @@
 
 static char tmpdir[] = "/tmp/espnet3_runner_XXXXXX";
 static FILE *log_fp;
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
 
 static char *tmp_path(const char *name)
 {
@@ -46,7 +39,7 @@ static void teardown(void)
 {
     log_set_file(NULL);
     if (log_fp) fclose(log_fp);
-    nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    remove_tree(tmpdir);
 }
 
 TestSuite(runner, .init = setup, .fini = teardown);

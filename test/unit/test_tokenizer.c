@@ -1,6 +1,5 @@
 /* Character token lists: ESPnet2's tokens.txt layout, reading back, tokenizing, and stage 2. */
 #include <criterion/criterion.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,12 +11,6 @@
 
 static char tmpdir[] = "/tmp/espnet3_tok_XXXXXX";
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 static void setup(void)
 {
     cr_assert_not_null(mkdtemp(tmpdir));
@@ -26,7 +19,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    remove_tree(tmpdir);
 }
 
 static char *tmp_path(const char *name)
