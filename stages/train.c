@@ -243,7 +243,7 @@ static int train_epoch(trainer *t, esp_err *err)
     int64_t accum = tc->accumulate_grad_batches > 0 ? tc->accumulate_grad_batches : 1;
     int64_t log_every = tc->log_every_n_steps > 0 ? tc->log_every_n_steps : 50;
     size_t *items = xmalloc((s->keys.n + 1) * sizeof *items);
-    char label[64];
+    char label[160];
     snprintf(label, sizeof label, "train epoch %" PRId64, t->epoch + 1);
     progress pr;
     progress_start(&pr, label, nb);
@@ -300,6 +300,10 @@ static int train_epoch(trainer *t, esp_err *err)
                      t->epoch + 1, t->step, m[0].value, lr, norm, el > 0 ? audio_s / el : 0);
             loss_acc = 0, loss_n = 0;
         }
+        /* The progress line carries the latest numbers (progress keeps a pointer to label). */
+        double el = now_seconds() - t0;
+        snprintf(label, sizeof label, "train epoch %" PRId64 " step %" PRId64 " loss %.2f lr %.2e %.0f audio-s/s",
+                 t->epoch + 1, t->step, loss, lr, el > 0 ? audio_s / el : 0.0);
         progress_update(&pr, k + 1);
     }
     if (rc == 0) progress_finish(&pr);
