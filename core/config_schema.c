@@ -704,6 +704,7 @@ static const struct {
     {"model.specaug_conf", "apply_time_mask", "true"},
     {"model.normalize_conf", "norm_means", "true"},
     {"model.ctc_conf", "zero_infinity", "true"},
+    {"model.encoder_conf", "normalize_before", "true"},
     {"model.ctc_conf", "reduce", "true"},
 };
 

@@ -342,6 +342,46 @@ static int run_training(trainer *t, esp_err *err)
     return ckpt_average(&t->ckpt, err);
 }
 
+/* Keys the config schema accepts for later issues but this trainer does not act on yet: say so
+ * (one warning each) instead of ignoring them; refuse what would train a different model. */
+static int check_unused_keys(const training_cfg *cfg, const char *file, esp_err *err)
+{
+    const trainer_cfg *tc = cfg->trainer;
+    const model_cfg *m = cfg->model;
+    if (m && m->encoder_conf && !m->encoder_conf->normalize_before)
+        return esp_fail(err, "%s: model.encoder_conf.normalize_before: false (post-LN blocks) is not supported (use true)",
+                        file);
+    if (tc->max_steps > 0)
+        log_warn("%s: trainer.max_steps: not implemented yet; training stops at trainer.max_epochs", file);
+    if (tc->val_check_interval > 0 && tc->val_check_interval != 1.0)
+        log_warn("%s: trainer.val_check_interval: not implemented yet; validation runs at epoch ends "
+                 "(trainer.check_val_every_n_epoch)", file);
+    if (tc->num_sanity_val_steps > 0)
+        log_warn("%s: trainer.num_sanity_val_steps: not implemented; no sanity validation runs", file);
+    if (tc->precision && strcmp(tc->precision, "32") && strcmp(tc->precision, "32-true"))
+        log_warn("%s: trainer.precision: %s is for GPUs (the CUDA backend); the CPU trains in float32", file,
+                 tc->precision);
+    if (m && m->model_conf && m->model_conf->ctc_weight > 0 && m->model_conf->ctc_weight != 1.0)
+        log_warn("%s: model.model_conf.ctc_weight: %g asks for an attention decoder, which espnet3 does not have; "
+                 "training is CTC only (ctc_weight 1.0)", file, m->model_conf->ctc_weight);
+    if (m && m->model_conf && m->model_conf->lsm_weight > 0)
+        log_warn("%s: model.model_conf.lsm_weight: label smoothing applies to the attention decoder; ignored by CTC",
+                 file);
+    if (m && m->token_list && cfg->tokenizer && cfg->tokenizer->save_path) {
+        char *ours = xasprintf("%s/tokens.txt", cfg->tokenizer->save_path);
+        char *a = path_absolute(ours), *b = path_absolute(m->token_list);
+        if (strcmp(a, b))
+            log_warn("%s: model.token_list: %s is not used; the token list is ${tokenizer.save_path}/tokens.txt (%s)",
+                     file, m->token_list, ours);
+        free(a), free(b), free(ours);
+    }
+    const loader_split_cfg *tr = cfg->dataloader->train;
+    if (tr->iter_factory && tr->iter_factory->num_workers > 0)
+        log_warn("%s: dataloader.train.iter_factory.num_workers: not implemented yet; features are computed in the "
+                 "training process", file);
+    return 0;
+}
+
 int stage_train(const stage_ctx *ctx, esp_err *err)
 {
     const training_cfg *cfg = training_of(ctx->configs);
@@ -354,6 +394,7 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
         return esp_fail(err, "%s: trainer.devices %" PRId64 " x num_nodes %" PRId64
                              ": multi-process training comes with the distributed issue (set both to 1)",
                         file, cfg->trainer->devices, cfg->trainer->num_nodes);
+    if (check_unused_keys(cfg, file, err) != 0) return -1;
     if (cfg->model && cfg->model->ctc_conf && !cfg->model->ctc_conf->reduce)
         return esp_fail(err, "%s: model.ctc_conf.reduce: false (a summed loss) is not supported (use true)", file);
     for (int k = 0; k < 2; k++) {

@@ -169,3 +169,19 @@ Test(train, several_devices_is_a_clear_error)
               "%s", log);
     free(log);
 }
+
+Test(train, keys_not_acted_on_are_announced_and_post_ln_refused)
+{
+    cr_assert_eq(run("warn", "--stages train trainer.max_epochs=1 trainer.max_steps=5 trainer.precision=bf16-mixed "
+                             "+model.model_conf.ctc_weight=0.3"),
+                 0, "%s", slurp("log"));
+    char *log = slurp("log");
+    cr_assert(strstr(log, "trainer.max_steps: not implemented yet"), "%s", log);
+    cr_assert(strstr(log, "trainer.precision: bf16-mixed is for GPUs"), "%s", log);
+    cr_assert(strstr(log, "model.model_conf.ctc_weight: 0.3 asks for an attention decoder"), "%s", log);
+    free(log);
+    cr_assert_eq(run("postln", "--stages train model.encoder_conf.normalize_before=false"), 1);
+    log = slurp("log");
+    cr_assert(strstr(log, "model.encoder_conf.normalize_before: false (post-LN blocks) is not supported"), "%s", log);
+    free(log);
+}
