@@ -1,5 +1,7 @@
 #include "tokenizer.h"
+
 #include "fsio.h"
+#include "hash.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -27,17 +29,10 @@ typedef struct count_table {
     size_t cap, used;
 } count_table;
 
-static uint64_t hash_bytes(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
-    return h;
-}
-
 /* The slot holding ch, inserted with count 0 when new; the table must have a free slot. */
 static char_count *table_slot(count_table *t, const char *ch)
 {
-    size_t j = hash_bytes(ch) & (t->cap - 1);
+    size_t j = fnv1a64_str(ch) & (t->cap - 1);
     while (t->slots[j].ch[0] && strcmp(t->slots[j].ch, ch) != 0) j = (j + 1) & (t->cap - 1);
     if (!t->slots[j].ch[0]) {
         strcpy(t->slots[j].ch, ch);

@@ -10,6 +10,7 @@
 #include "../core/audio.h"
 #include "../core/frontend.h"
 #include "../core/fsio.h"
+#include "../core/hash.h"
 #include "../core/log.h"
 #include "../core/manifest.h"
 #include "../core/npz.h"
@@ -126,13 +127,6 @@ static int merge_cb(size_t idx, const void *data, size_t len, void *p)
     return merge_one(idx, data, len, mc->c, mc->err);
 }
 
-static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
-    return h;
-}
-
 static int write_text_shape(const char *path, const manifest *m, const token_list *tl, esp_err *err)
 {
     atomic_file af;
@@ -171,7 +165,7 @@ static int collect_split(const training_cfg *cfg, const char *split, const token
     size_t mlen;
     char *mtext = read_file(manifest_path, &mlen, err);
     if (!mtext) goto out;
-    uint64_t h = fnv1a(0xcbf29ce484222325ULL, mtext, mlen);
+    uint64_t h = fnv1a64_bytes(FNV1A64_INIT, mtext, mlen);
     free(mtext);
     char *sig = xasprintf("manifest %016" PRIx64 " fs %d n_fft %d win %d hop %d mels %d fmin %g fmax %g", h,
                           job.opts.fs, job.opts.n_fft, job.opts.win_length, job.opts.hop_length, job.opts.n_mels,

@@ -7,6 +7,7 @@
  * any number of worker processes. A stamp of the arguments makes a second run a no-op. */
 #include "core/dataset_builders.h"
 #include "core/fsio.h"
+#include "core/hash.h"
 #include "core/manifest.h"
 #include "core/progress.h"
 #include "core/rng.h"
@@ -224,12 +225,6 @@ static void append_list(char **text, const char *key, const char *const *v, size
     *text = next;
 }
 
-static uint64_t fnv1a64(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
-    return h;
-}
 
 /* Everything that decides the output (not nj, which only changes speed), plus its hash. */
 static char *stamp_text(const settings *s)
@@ -245,7 +240,7 @@ static char *stamp_text(const settings *s)
     append_list(&t, "test_voices", s->voices[1], s->n_voices[1]);
     append_list(&t, "train_variants", s->variants[0], s->n_variants[0]);
     append_list(&t, "test_variants", s->variants[1], s->n_variants[1]);
-    char *with_hash = xasprintf("%shash: %016llx\n", t, (unsigned long long)fnv1a64(t));
+    char *with_hash = xasprintf("%shash: %016llx\n", t, (unsigned long long)fnv1a64_str(t));
     free(t);
     return with_hash;
 }
