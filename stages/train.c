@@ -128,15 +128,16 @@ static const float *to_device(trainer *t, const asr_batch *b)
     return t->dev_feats;
 }
 
-static void log_metrics(trainer *t, const metric *m, size_t n, esp_err *err)
+/* Logging failures (disk full under tensorboard/) warn but do not stop training. */
+static void log_metrics(trainer *t, const metric *m, size_t n)
 {
     const char *tags[8];
     float vals[8];
-    for (size_t i = 0; i < n && i < 8; i++) tags[i] = m[i].name, vals[i] = (float)m[i].value;
+    ESP_CHECK(n <= 8);
+    for (size_t i = 0; i < n; i++) tags[i] = m[i].name, vals[i] = (float)m[i].value;
     esp_err e2;
     if (tb_add_scalars(&t->tb, t->step, tb_wall_time(), tags, vals, n, &e2) != 0) log_warn("tensorboard: %s", e2.msg);
     if (metrics_csv_log(&t->csv, t->step, m, n, &e2) != 0) log_warn("metrics.csv: %s", e2.msg);
-    (void)err;
 }
 
 /* Validation: mean batch loss and greedy CER over the valid split. */
@@ -295,7 +296,7 @@ static int train_epoch(trainer *t, esp_err *err)
                           {"train/lr", lr, 0},
                           {"train/grad_norm", norm, 0},
                           {"epoch", (double)t->epoch, 1}};
-            log_metrics(t, m, 4, err);
+            log_metrics(t, m, 4);
             log_info("epoch %" PRId64 " step %" PRId64 " loss %.3f lr %.3g grad_norm %.3g %.1f audio-s/s",
                      t->epoch + 1, t->step, m[0].value, lr, norm, el > 0 ? audio_s / el : 0);
             loss_acc = 0, loss_n = 0;
@@ -336,7 +337,7 @@ static int run_training(trainer *t, esp_err *err)
             log_info("epoch %" PRId64 ": valid/loss %.3f valid/cer %.4f", t->epoch, vloss, vcer);
         }
         m[nm++] = (metric){"epoch", (double)(t->epoch - 1), 1};
-        log_metrics(t, m, nm, err);
+        log_metrics(t, m, nm);
         if (save_checkpoint(t, m, nm, err) != 0) return -1;
     }
     return ckpt_average(&t->ckpt, err);
