@@ -10,7 +10,7 @@ FUZZ_SECONDS ?= 60
 WARN     := -Wall -Wextra -Werror
 CSTD     := -std=c11 -D_GNU_SOURCE
 OPT      ?= -O2 -g
-CFLAGS   += $(CSTD) $(OPT) $(WARN) -MMD -MP -I.
+CFLAGS   += $(CSTD) $(OPT) -fopenmp-simd -fno-math-errno $(WARN) -MMD -MP -I.
 LDLIBS   += -lcyaml -lyaml -lsndfile -lsamplerate -lfftw3f -lopenblas -ljansson -lz -lm -lpthread
 
 BUILD    := build

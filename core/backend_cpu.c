@@ -96,8 +96,8 @@ static void cpu_linear_backward(backend *be, float *dx, float *dw, float *db, co
 static void cpu_conv2d_forward(backend *be, float *y, const float *x, const float *w,
                                const float *b, int nb, int ic, int oc, int h, int wd, int relu)
 {
-    float *col = scratch(be, ops_conv2d_forward_scratch(ic, h, wd));
-    ops_conv2d_forward_f32(y, x, w, b, nb, ic, oc, h, wd, relu, col);
+    float *s = scratch(be, ops_conv2d_forward_scratch(ic, oc, h, wd));
+    ops_conv2d_forward_f32(y, x, w, b, nb, ic, oc, h, wd, relu, s);
 }
 
 static void cpu_conv2d_backward(backend *be, float *dx, float *dw, float *db, const float *dy,

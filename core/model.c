@@ -53,8 +53,8 @@ void asr_model_init(asr_model *m, backend *be, const model_dims *d, const model_
 static void free_acts(asr_model *m)
 {
     backend *be = m->be;
-    float **all[] = {&m->c1, &m->c2, &m->c2t, &m->e, &m->h0, &m->hf, &m->lnf, &m->meanf, &m->rstdf, &m->zd,
-                     &m->logp, &m->dh, &m->dtmp, &m->dq, &m->dk, &m->dv, &m->datt, &m->dff, &m->dln, &m->dc2t,
+    float **all[] = {&m->c1, &m->c2, &m->wout_fc, &m->e, &m->h0, &m->hf, &m->lnf, &m->meanf, &m->rstdf, &m->zd,
+                     &m->logp, &m->dh, &m->dtmp, &m->dq, &m->dk, &m->dv, &m->datt, &m->dff, &m->dln, &m->dwout_fc,
                      &m->dc2, &m->dc1, &m->dlogp};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
         be->free(be, *all[i]);
@@ -101,7 +101,7 @@ static void ensure_acts(asr_model *m, int B, int T)
 #define A(n) be->alloc(be, (n) * sizeof(float) + 64)
     m->c1 = A(c1);
     m->c2 = A(c2);
-    m->c2t = A(c2);
+    m->wout_fc = A(D * D * (size_t)d->f2);
     m->e = A(rows * D);
     m->h0 = A(rows * D);
     for (int l = 0; l < d->blocks; l++) {
@@ -116,7 +116,7 @@ static void ensure_acts(asr_model *m, int B, int T)
     m->logp = A(rows * V);
     m->dh = A(rows * D), m->dtmp = A(rows * D), m->dq = A(rows * D), m->dk = A(rows * D), m->dv = A(rows * D);
     m->datt = A(rows * D), m->dff = A(rows * FF), m->dln = A(rows * D);
-    m->dc2t = A(c2), m->dc2 = A(c2), m->dc1 = A(c1), m->dlogp = A(rows * V);
+    m->dwout_fc = A(D * D * (size_t)d->f2), m->dc2 = A(c2), m->dc1 = A(c1), m->dlogp = A(rows * V);
 #undef A
     m->cap_rows = rows, m->cap_c1 = c1, m->cap_c2 = c2, m->cap_in = att;
 }
@@ -139,14 +139,15 @@ void asr_model_forward(asr_model *m, const float *feats, const int *feat_lens, i
     float pd = train ? m->rates.dropout : 0, pp = train ? m->rates.pos_dropout : 0;
     float pa = train ? m->rates.att_dropout : 0, pc = train ? m->rates.ctc_dropout : 0;
 
-    /* Conv2dSubsampling. */
+    /* Conv2dSubsampling, channels last: c1 (B, T1, F1, D), c2 (B, T2, F2, D). A frame's features are
+     * then (F2, D) f-major, where torch flattens (D, F2) c-major; so embed.out's weight is used with
+     * its columns reordered to (f, c) (wout_fc), which leaves the math and the parameter as torch's. */
     be->conv2d_forward(be, m->c1, feats, P("encoder.embed.conv.%d", 0, "weight"), P("encoder.embed.conv.%d", 0, "bias"),
                        B, 1, D, T, d->idim, 1);
     be->conv2d_forward(be, m->c2, m->c1, P("encoder.embed.conv.%d", 2, "weight"), P("encoder.embed.conv.%d", 2, "bias"),
                        B, D, D, m->T1, m->F1, 1);
-    be->swap12(be, m->c2t, m->c2, B, D, m->T2, d->f2);
-    be->linear_forward(be, m->e, m->c2t, P("encoder.embed.out", 0, "weight"), P("encoder.embed.out", 0, "bias"), N,
-                       D * d->f2, D);
+    be->swap12(be, m->wout_fc, P("encoder.embed.out", 0, "weight"), D, D, d->f2, 1);
+    be->linear_forward(be, m->e, m->c2, m->wout_fc, P("encoder.embed.out", 0, "bias"), N, D * d->f2, D);
     be->posenc_forward(be, m->h0, m->e, sqrt((double)D), B, m->T2, D);
     be->dropout_forward(be, m->h0, m->h0, (size_t)N * D, pp, seed, STREAM_POS);
 
@@ -263,9 +264,11 @@ void asr_model_backward(asr_model *m, float dloss)
     /* Embedding: h0 = drop(e * sqrt(d) + pe). */
     be->dropout_backward(be, m->dh, m->dh, (size_t)N * D, pp, seed, STREAM_POS);
     be->scale(be, m->dh, m->dh, sqrt((double)D), (size_t)N * D);
-    be->linear_backward(be, m->dc2t, G("encoder.embed.out", 0, "weight"), G("encoder.embed.out", 0, "bias"), m->dh,
-                        m->c2t, P("encoder.embed.out", 0, "weight"), N, D * d->f2, D, 0);
-    be->swap12(be, m->dc2, m->dc2t, B, m->T2, D, d->f2);
+    /* embed.out's weight gradient accumulates in the (f, c) column order of wout_fc, then goes back. */
+    be->swap12(be, m->dwout_fc, G("encoder.embed.out", 0, "weight"), D, D, d->f2, 1);
+    be->linear_backward(be, m->dc2, m->dwout_fc, G("encoder.embed.out", 0, "bias"), m->dh, m->c2, m->wout_fc, N,
+                        D * d->f2, D, 0);
+    be->swap12(be, G("encoder.embed.out", 0, "weight"), m->dwout_fc, D, d->f2, D, 1);
     be->conv2d_backward(be, m->dc1, G("encoder.embed.conv.%d", 2, "weight"), G("encoder.embed.conv.%d", 2, "bias"),
                         m->dc2, m->c1, P("encoder.embed.conv.%d", 2, "weight"), m->c2, B, D, D, m->T1, m->F1, 0);
     be->conv2d_backward(be, NULL, G("encoder.embed.conv.%d", 0, "weight"), G("encoder.embed.conv.%d", 0, "bias"), m->dc1,

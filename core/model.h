@@ -41,11 +41,11 @@ typedef struct asr_model {
     int train;
     uint64_t seed;
     size_t cap_rows, cap_in, cap_c1, cap_c2;
-    float *x, *c1, *c2, *c2t, *e, *h0;
+    float *x, *c1, *c2, *wout_fc, *e, *h0; /* c1, c2 channels last; wout_fc: see model.c */
     block_acts *blocks;
     float *hf, *lnf, *meanf, *rstdf, *zd, *logp;
     /* Backward work. */
-    float *dh, *dtmp, *dq, *dk, *dv, *datt, *dff, *dln, *dc2t, *dc2, *dc1, *dlogp;
+    float *dh, *dtmp, *dq, *dk, *dv, *datt, *dff, *dln, *dwout_fc, *dc2, *dc1, *dlogp;
     /* CTC (host). */
     double *ctc_work;
     size_t ctc_cap;

@@ -5,7 +5,7 @@
  *
  * Conventions (every op):
  * - Row-major flat buffers, outputs first; PyTorch weight layouts (Linear W[out][in],
- *   y = x W^T + b; Conv2d W[out_c][in_c][3][3]).
+ *   y = x W^T + b; Conv2d W[out_c][in_c][3][3]); conv activations are channels last.
  * - Parameter gradients (dw, db, dgamma, dbeta) ACCUMULATE (+=): zero the flat gradient buffer once
  *   per optimizer step.
  * - Input gradients: linear, conv2d and layernorm take `acc` (0: overwrite dx, 1: dx += ...), so a
@@ -34,17 +34,20 @@ static inline int ops_subsample_len(int t)
     return ops_conv_out_len(ops_conv_out_len(t));
 }
 
-/* Scratch (elements) for conv2d_forward: one im2col matrix (ic*9 x oh*ow) per batch item. */
-static inline size_t ops_conv2d_forward_scratch(int ic, int h, int w)
+/* Scratch (elements) for conv2d_forward: the packed weight (ic*9 x oc), the bias (oc) and one
+ * item's patch matrix (oh*ow x ic*9). */
+static inline size_t ops_conv2d_forward_scratch(int ic, int oc, int h, int w)
 {
-    return (size_t)ic * 9 * (size_t)ops_conv_out_len(h) * (size_t)ops_conv_out_len(w);
+    size_t kk = (size_t)ic * 9;
+    return (kk + 1) * (size_t)oc + (size_t)ops_conv_out_len(h) * (size_t)ops_conv_out_len(w) * kk;
 }
 
-/* Scratch (elements) for conv2d_backward: im2col + masked output gradient of one batch item. */
+/* Scratch (elements) for conv2d_backward: packed weight and its gradient (ic*9 x oc each), one
+ * item's patch matrix (oh*ow x ic*9) and masked output gradient (oh*ow x oc). */
 static inline size_t ops_conv2d_backward_scratch(int ic, int oc, int h, int w)
 {
-    size_t p = (size_t)ops_conv_out_len(h) * (size_t)ops_conv_out_len(w);
-    return ((size_t)ic * 9 + (size_t)oc) * p;
+    size_t p = (size_t)ops_conv_out_len(h) * (size_t)ops_conv_out_len(w), kk = (size_t)ic * 9;
+    return 2 * kk * (size_t)oc + p * (kk + (size_t)oc);
 }
 
 /* Scratch (elements) for attention_forward (the dropped probabilities of one head; 0 without

@@ -11,12 +11,13 @@ void OPS_DECL_FN(linear_backward)(OPS_DECL_T *dx, OPS_DECL_T *dw, OPS_DECL_T *db
                                   const OPS_DECL_T *dy, const OPS_DECL_T *x, const OPS_DECL_T *w,
                                   int n, int ic, int oc, int acc);
 
-/* ---- Conv2d, kernel 3, stride 2, no padding (im2col + GEMM per batch item) ----
- * x (nb, ic, h, w) -> y (nb, oc, oh, ow), oh = ops_conv_out_len(h), ow = ops_conv_out_len(w);
- * b may be NULL; relu != 0 fuses ReLU on the output. col: ops_conv2d_forward_scratch(ic, h, w). */
+/* ---- Conv2d, kernel 3, stride 2, no padding, channels last (patches + GEMM per batch item) ----
+ * x (nb, h, w, ic) -> y (nb, oh, ow, oc), oh = ops_conv_out_len(h), ow = ops_conv_out_len(w);
+ * w in torch's layout (oc, ic, 3, 3); with ic = 1 the input is simply (nb, h, w). b may be NULL;
+ * relu != 0 fuses ReLU on the output. scratch: ops_conv2d_forward_scratch(ic, oc, h, w). */
 void OPS_DECL_FN(conv2d_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, const OPS_DECL_T *w,
                                  const OPS_DECL_T *b, int nb, int ic, int oc, int h, int wd,
-                                 int relu, OPS_DECL_T *col);
+                                 int relu, OPS_DECL_T *scratch);
 /* dx: NULL to skip (the first conv's input needs no gradient); acc 0 '=', 1 '+='. dw +=, db +=.
  * y: the forward output when ReLU was fused (gradient passes where y > 0), NULL otherwise.
  * scratch: ops_conv2d_backward_scratch(ic, oc, h, w). */
@@ -25,9 +26,9 @@ void OPS_DECL_FN(conv2d_backward)(OPS_DECL_T *dx, OPS_DECL_T *dw, OPS_DECL_T *db
                                   const OPS_DECL_T *y, int nb, int ic, int oc, int h, int wd,
                                   int acc, OPS_DECL_T *scratch);
 
-/* ---- Swap dims 1 and 2: x (nb, d1, d2, d3) -> y (nb, d2, d1, d3); y must not alias x.
- * Conv output (B, C, T', F') -> per-frame channel-major features (B, T', C*F'), as torch's
- * x.transpose(1, 2).reshape(b, t, c * f). Its backward is the same op with d1, d2 swapped. */
+/* ---- Swap dims 1 and 2: x (nb, d1, d2, d3) -> y (nb, d2, d1, d3); y must not alias x. Its
+ * backward is the same op with d1, d2 swapped. The model uses it (d3 = 1, a transpose per row) to
+ * reorder the columns of embed.out's weight from torch's (c, f) to the conv output's (f, c). */
 void OPS_DECL_FN(swap12)(OPS_DECL_T *y, const OPS_DECL_T *x, int nb, int d1, int d2, int d3);
 
 /* ---- ReLU: y = max(x, 0), in place allowed. Backward from the output: dx = dy * (y > 0), in place

@@ -59,123 +59,110 @@ void OPS_FN(linear_backward)(real *dx, real *dw, real *db, const real *dy, const
 
 /* -------------------------------------------------------------------- conv2d 3x3 / 2 */
 
-/* col[(ci*3 + kh)*3 + kw][oh*ow_n + ow] = x[ci][2*oh + kh][2*ow + kw] for one batch item. */
-static void im2col(real *col, const real *x, int ic, int h, int wd, int oh_n, int ow_n)
+/* Channels last throughout: a patch of 3 x 3 positions is then 3 contiguous runs of 3 * ic values
+ * (kw and ci adjacent), so gathering patches and scattering their gradients are memcpy-like and
+ * the GEMMs see long rows. The patch index is k = (kh * 3 + kw) * ic + ci. */
+
+/* w (oc, ic, 3, 3) -> wp (kk x oc) with the patch index as row: y_rows = patches @ wp. */
+static void conv_pack_weight(real *restrict wp, const real *restrict w, int ic, int oc)
 {
-    size_t p = (size_t)oh_n * ow_n;
-    for (int ci = 0; ci < ic; ci++)
-        for (int kh = 0; kh < 3; kh++)
-            for (int kw = 0; kw < 3; kw++) {
-                real *dst = col + (size_t)((ci * 3 + kh) * 3 + kw) * p;
-                for (int oh = 0; oh < oh_n; oh++) {
-                    const real *src = x + ((size_t)ci * h + 2 * oh + kh) * wd + kw;
-                    real *d = dst + (size_t)oh * ow_n;
-                    for (int ow = 0; ow < ow_n; ow++) d[ow] = src[2 * ow];
-                }
-            }
+    for (int o = 0; o < oc; o++)
+        for (int ci = 0; ci < ic; ci++)
+            for (int k = 0; k < 9; k++) wp[((size_t)k * ic + ci) * oc + o] = w[((size_t)o * ic + ci) * 9 + k];
 }
 
-/* The adjoint of im2col: dx[ci][2*oh + kh][2*ow + kw] += col[...][...]. */
-static void col2im_add(real *dx, const real *col, int ic, int h, int wd, int oh_n, int ow_n)
+/* dw (oc, ic, 3, 3) += dwp (kk x oc), the inverse permutation of conv_pack_weight. */
+static void conv_unpack_weight_add(real *restrict dw, const real *restrict dwp, int ic, int oc)
 {
-    size_t p = (size_t)oh_n * ow_n;
-    for (int ci = 0; ci < ic; ci++)
-        for (int kh = 0; kh < 3; kh++)
-            for (int kw = 0; kw < 3; kw++) {
-                const real *src = col + (size_t)((ci * 3 + kh) * 3 + kw) * p;
-                for (int oh = 0; oh < oh_n; oh++) {
-                    real *d = dx + ((size_t)ci * h + 2 * oh + kh) * wd + kw;
-                    const real *s = src + (size_t)oh * ow_n;
-                    for (int ow = 0; ow < ow_n; ow++) d[2 * ow] += s[ow];
-                }
-            }
+    for (int o = 0; o < oc; o++)
+        for (int ci = 0; ci < ic; ci++)
+            for (int k = 0; k < 9; k++) dw[((size_t)o * ic + ci) * 9 + k] += dwp[((size_t)k * ic + ci) * oc + o];
 }
 
-/* One input channel (the first conv): K = 9 is too thin for a GEMM, and the output is large, so
- * bias, the 9 taps and ReLU go in one pass that writes each output once. */
-static void conv1_forward_item(real *restrict y, const real *restrict col, const real *w,
-                               const real *b, int oc, size_t p, int relu)
+/* col[oh * ow_n + ow][(kh * 3 + kw) * ic + ci] = x[2 * oh + kh][2 * ow + kw][ci], one item. */
+static void conv_gather_patches(real *restrict col, const real *restrict x, int ic, int wd, int oh_n, int ow_n)
 {
-    const real *c0 = col, *c1 = c0 + p, *c2 = c1 + p, *c3 = c2 + p, *c4 = c3 + p, *c5 = c4 + p,
-               *c6 = c5 + p, *c7 = c6 + p, *c8 = c7 + p;
-    for (int o = 0; o < oc; o++) {
-        const real *wo = w + (size_t)o * 9;
-        real w0 = wo[0], w1 = wo[1], w2 = wo[2], w3 = wo[3], w4 = wo[4], w5 = wo[5], w6 = wo[6],
-             w7 = wo[7], w8 = wo[8], bo = b ? b[o] : 0;
-        real *restrict yo = y + (size_t)o * p;
-        for (size_t i = 0; i < p; i++) {
-            real s = bo + w0 * c0[i] + w1 * c1[i] + w2 * c2[i] + w3 * c3[i] + w4 * c4[i] +
-                     w5 * c5[i] + w6 * c6[i] + w7 * c7[i] + w8 * c8[i];
-            yo[i] = relu && s < 0 ? 0 : s;
+    size_t run = (size_t)3 * ic, kk = 3 * run;
+    for (int oh = 0; oh < oh_n; oh++)
+        for (int ow = 0; ow < ow_n; ow++) {
+            real *dst = col + ((size_t)oh * ow_n + ow) * kk;
+            for (int kh = 0; kh < 3; kh++)
+                memcpy(dst + kh * run, x + ((size_t)(2 * oh + kh) * wd + 2 * ow) * ic, run * sizeof(real));
         }
-    }
 }
 
-/* dw, db of the first conv in one pass over dy (and y, for the fused ReLU's mask). The sums run in
- * L independent lanes so the compiler can vectorize them without reassociating. */
-static void conv1_backward_item(real *dw, real *db, const real *dy, const real *y, const real *col,
-                                int oc, size_t p)
+/* The adjoint of conv_gather_patches: dx[2 * oh + kh][2 * ow + kw][ci] += col[...][...]. */
+static void conv_scatter_patches_add(real *restrict dx, const real *restrict col, int ic, int wd, int oh_n,
+                                     int ow_n)
 {
-    enum { L = 4 };
-    for (int o = 0; o < oc; o++) {
-        const real *g = dy + (size_t)o * p, *yo = y ? y + (size_t)o * p : NULL;
-        real acc[10][L] = {{0}}, gv[L];
-        for (size_t i = 0; i < p; i += L) {
-            size_t m = p - i < L ? p - i : L;
-            if (m == L) {
-                for (int l = 0; l < L; l++) gv[l] = g[i + l];
-                if (yo)
-                    for (int l = 0; l < L; l++) gv[l] = yo[i + l] > 0 ? gv[l] : 0;
-                for (int l = 0; l < L; l++) acc[9][l] += gv[l];
-                for (int k = 0; k < 9; k++) {
-                    const real *ck = col + (size_t)k * p + i;
-                    for (int l = 0; l < L; l++) acc[k][l] += gv[l] * ck[l];
-                }
-            } else {
-                for (size_t l = 0; l < m; l++) {
-                    real gi = yo && !(yo[i + l] > 0) ? 0 : g[i + l];
-                    acc[9][l] += gi;
-                    for (int k = 0; k < 9; k++) acc[k][l] += gi * col[(size_t)k * p + i + l];
-                }
+    size_t run = (size_t)3 * ic, kk = 3 * run;
+    for (int oh = 0; oh < oh_n; oh++)
+        for (int ow = 0; ow < ow_n; ow++) {
+            const real *src = col + ((size_t)oh * ow_n + ow) * kk;
+            for (int kh = 0; kh < 3; kh++) {
+                real *restrict d = dx + ((size_t)(2 * oh + kh) * wd + 2 * ow) * ic;
+                const real *restrict s = src + kh * run;
+                for (size_t i = 0; i < run; i++) d[i] += s[i];
             }
         }
-        for (int k = 0; k < 10; k++) {
-            real s = 0;
-            for (int l = 0; l < L; l++) s += acc[k][l];
-            if (k < 9)
-                dw[(size_t)o * 9 + k] += s;
-            else if (db)
-                db[o] += s;
+}
+
+/* One input channel (the first conv): K = 9 is too thin for a GEMM, so bias, the 9 taps and ReLU
+ * go in one pass per output position, vectorized over the output channels. */
+static void conv1_forward_item(real *restrict y, const real *restrict x, const real *restrict wp,
+                               const real *restrict b, int oc, int wd, int oh_n, int ow_n, int relu)
+{
+    for (int oh = 0; oh < oh_n; oh++)
+        for (int ow = 0; ow < ow_n; ow++) {
+            const real *r0 = x + (size_t)(2 * oh) * wd + 2 * ow, *r1 = r0 + wd, *r2 = r1 + wd;
+            real c0 = r0[0], c1 = r0[1], c2 = r0[2], c3 = r1[0], c4 = r1[1], c5 = r1[2], c6 = r2[0], c7 = r2[1],
+                 c8 = r2[2];
+            real *restrict yo = y + ((size_t)oh * ow_n + ow) * oc;
+            size_t o_n = (size_t)oc;
+#pragma omp simd
+            for (size_t o = 0; o < o_n; o++) {
+                real s = b[o] + c0 * wp[o] + c1 * wp[o_n + o] + c2 * wp[2 * o_n + o] +
+                         c3 * wp[3 * o_n + o] + c4 * wp[4 * o_n + o] + c5 * wp[5 * o_n + o] +
+                         c6 * wp[6 * o_n + o] + c7 * wp[7 * o_n + o] + c8 * wp[8 * o_n + o];
+                yo[o] = s > 0 || !relu ? s : 0;
+            }
         }
-    }
 }
 
 void OPS_FN(conv2d_forward)(real *y, const real *x, const real *w, const real *b, int nb, int ic,
-                            int oc, int h, int wd, int relu, real *col)
+                            int oc, int h, int wd, int relu, real *scratch)
 {
     /* Reference loop:
-     *   y[n][o][i][j] = b[o] + sum_{c,kh,kw} w[o][c][kh][kw] * x[n][c][2i + kh][2j + kw]
-     * As a GEMM per item: y_n (oc x P) = w (oc x ic*9) @ col_n (ic*9 x P), P = oh*ow. */
+     *   y[n][i][j][o] = b[o] + sum_{c,kh,kw} w[o][c][kh][kw] * x[n][2i + kh][2j + kw][c]
+     * As a GEMM per item: y_n (P x oc) = col_n (P x ic*9) @ wp (ic*9 x oc), P = oh*ow. */
     int oh = ops_conv_out_len(h), ow = ops_conv_out_len(wd);
     size_t p = (size_t)oh * ow, kk = (size_t)ic * 9;
     if (p == 0) return;
+    real *wp = scratch, *bias = wp + kk * oc, *col = bias + oc;
+    conv_pack_weight(wp, w, ic, oc);
+    if (b)
+        memcpy(bias, b, (size_t)oc * sizeof(real));
+    else
+        memset(bias, 0, (size_t)oc * sizeof(real));
     for (int n = 0; n < nb; n++) {
-        const real *xn = x + (size_t)n * ic * h * wd;
-        real *yn = y + (size_t)n * oc * p;
-        im2col(col, xn, ic, h, wd, oh, ow);
+        const real *xn = x + (size_t)n * h * wd * ic;
+        real *yn = y + (size_t)n * p * oc;
         if (ic == 1) {
-            conv1_forward_item(yn, col, w, b, oc, p, relu);
+            conv1_forward_item(yn, xn, wp, bias, oc, wd, oh, ow, relu);
             continue;
         }
+        conv_gather_patches(col, xn, ic, wd, oh, ow);
         real beta = 0;
         if (b) {
-            for (int o = 0; o < oc; o++)
-                for (size_t i = 0; i < p; i++) yn[(size_t)o * p + i] = b[o];
+            for (size_t i = 0; i < p; i++) memcpy(yn + i * oc, b, (size_t)oc * sizeof(real));
             beta = 1;
         }
-        GEMM(ROWMAJOR, NT, NT, oc, (int)p, (int)kk, 1, w, (int)kk, col, (int)p, beta, yn, (int)p);
-        if (relu)
-            for (size_t i = 0; i < (size_t)oc * p; i++) yn[i] = yn[i] > 0 ? yn[i] : 0;
+        GEMM(ROWMAJOR, NT, NT, (int)p, oc, (int)kk, 1, col, (int)kk, wp, oc, beta, yn, oc);
+        if (relu) {
+            size_t m = p * (size_t)oc;
+#pragma omp simd
+            for (size_t i = 0; i < m; i++) yn[i] = yn[i] > 0 ? yn[i] : 0;
+        }
     }
 }
 
@@ -183,47 +170,66 @@ void OPS_FN(conv2d_backward)(real *dx, real *dw, real *db, const real *dy, const
                              const real *w, const real *y, int nb, int ic, int oc, int h, int wd,
                              int acc, real *scratch)
 {
-    /* Per item, with g the output gradient (masked by y > 0 when ReLU was fused):
-     *   db[o] += sum_P g[o];  dw (oc x ic*9) += g (oc x P) @ col^T;
-     *   dcol (ic*9 x P) = w^T @ g, scattered back by col2im. */
+    /* Per item, with g the output gradient (P x oc, masked by y > 0 when ReLU was fused):
+     *   db[o] += sum_P g[.][o];  dwp (ic*9 x oc) += col^T @ g;
+     *   dcol (P x ic*9) = g @ wp^T, scattered back onto dx. */
     int oh = ops_conv_out_len(h), ow = ops_conv_out_len(wd);
-    size_t p = (size_t)oh * ow, kk = (size_t)ic * 9;
-    if (dx && !acc) memset(dx, 0, (size_t)nb * ic * h * wd * sizeof(real));
+    size_t p = (size_t)oh * ow, kk = (size_t)ic * 9, o_n = (size_t)oc;
+    if (dx && !acc) memset(dx, 0, (size_t)nb * h * wd * ic * sizeof(real));
     if (p == 0) return;
-    real *col = scratch, *gm = scratch + kk * p;
+    real *wp = scratch, *dwp = wp + kk * o_n, *col = dwp + kk * o_n, *gm = col + p * kk;
+    if (dx) conv_pack_weight(wp, w, ic, oc);
+    if (dw) memset(dwp, 0, kk * o_n * sizeof(real));
     for (int n = 0; n < nb; n++) {
-        const real *g = dy + (size_t)n * oc * p;
-        if (ic == 1 && !dx && dw) {
-            im2col(col, x + (size_t)n * h * wd, 1, h, wd, oh, ow);
-            conv1_backward_item(dw, db, g, y ? y + (size_t)n * oc * p : NULL, col, oc, p);
-            continue;
-        }
-        if (y) {
-            const real *yn = y + (size_t)n * oc * p;
-            for (size_t i = 0; i < (size_t)oc * p; i++) gm[i] = yn[i] > 0 ? g[i] : 0;
+        const real *g = dy + (size_t)n * p * o_n, *yn = y ? y + (size_t)n * p * o_n : NULL;
+        const real *xn = x + (size_t)n * h * wd * ic;
+        if (yn || db) { /* mask and bias gradient in one pass */
+            for (size_t i = 0; i < p; i++) {
+                const real *gi = g + i * o_n, *yi = yn ? yn + i * o_n : NULL;
+                real *restrict mi = gm + i * o_n;
+                if (yi && db) {
+#pragma omp simd
+                    for (size_t o = 0; o < o_n; o++) {
+                        real gv = gi[o];
+                        gv = yi[o] > 0 ? gv : 0;
+                        mi[o] = gv;
+                        db[o] += gv;
+                    }
+                } else if (yi) {
+#pragma omp simd
+                    for (size_t o = 0; o < o_n; o++) {
+                        real gv = gi[o];
+                        mi[o] = yi[o] > 0 ? gv : 0;
+                    }
+                } else {
+                    for (size_t o = 0; o < o_n; o++) mi[o] = gi[o], db[o] += gi[o];
+                }
+            }
             g = gm;
         }
-        if (db)
-            for (int o = 0; o < oc; o++) {
-                const real *go = g + (size_t)o * p;
-                real s = 0;
-                for (size_t i = 0; i < p; i++) s += go[i];
-                db[o] += s;
-            }
-        im2col(col, x + (size_t)n * ic * h * wd, ic, h, wd, oh, ow);
-        if (dw)
-            GEMM(ROWMAJOR, NT, TR, oc, (int)kk, (int)p, 1, g, (int)p, col, (int)p, 1, dw, (int)kk);
+        if (dw || dx) conv_gather_patches(col, xn, ic, wd, oh, ow);
+        if (dw) GEMM(ROWMAJOR, TR, NT, (int)kk, oc, (int)p, 1, col, (int)kk, g, oc, 1, dwp, oc);
         if (dx) {
-            GEMM(ROWMAJOR, TR, NT, (int)kk, (int)p, oc, 1, w, (int)kk, g, (int)p, 0, col, (int)p);
-            col2im_add(dx + (size_t)n * ic * h * wd, col, ic, h, wd, oh, ow);
+            GEMM(ROWMAJOR, NT, TR, (int)p, (int)kk, oc, 1, g, oc, wp, oc, 0, col, (int)kk);
+            conv_scatter_patches_add(dx + (size_t)n * h * wd * ic, col, ic, wd, oh, ow);
         }
     }
+    if (dw) conv_unpack_weight_add(dw, dwp, ic, oc);
 }
 
 /* -------------------------------------------------------------------- layout */
 
 void OPS_FN(swap12)(real *y, const real *x, int nb, int d1, int d2, int d3)
 {
+    if (d3 == 1) { /* a plain transpose per item: no call per element */
+        for (int n = 0; n < nb; n++) {
+            const real *xn = x + (size_t)n * d1 * d2;
+            real *yn = y + (size_t)n * d1 * d2;
+            for (int i = 0; i < d1; i++)
+                for (int j = 0; j < d2; j++) yn[(size_t)j * d1 + i] = xn[(size_t)i * d2 + j];
+        }
+        return;
+    }
     for (int n = 0; n < nb; n++)
         for (int i = 0; i < d1; i++)
             for (int j = 0; j < d2; j++)
@@ -233,30 +239,44 @@ void OPS_FN(swap12)(real *y, const real *x, int nb, int d1, int d2, int d3)
 
 /* -------------------------------------------------------------------- elementwise */
 
+/* `omp simd` (-fopenmp-simd, no OpenMP runtime) vectorizes these loops even when they run in place
+ * (y == x): the compiler cannot prove that is safe, but every lane touches only its own index. */
+
 void OPS_FN(relu_forward)(real *y, const real *x, size_t n)
 {
-    for (size_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0;
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        real v = x[i];
+        y[i] = v > 0 ? v : 0;
+    }
 }
 
 void OPS_FN(relu_backward)(real *dx, const real *dy, const real *y, size_t n)
 {
-    for (size_t i = 0; i < n; i++) dx[i] = y[i] > 0 ? dy[i] : 0;
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        real g = dy[i]; /* read unconditionally: a select, not a branch, so it vectorizes */
+        dx[i] = y[i] > 0 ? g : 0;
+    }
 }
 
 void OPS_FN(add)(real *y, const real *a, const real *b, size_t n)
 {
+#pragma omp simd
     for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }
 
 void OPS_FN(scale)(real *y, const real *x, double s, size_t n)
 {
     real sr = (real)s;
+#pragma omp simd
     for (size_t i = 0; i < n; i++) y[i] = x[i] * sr;
 }
 
 void OPS_FN(axpy)(real *y, const real *x, double s, size_t n)
 {
     real sr = (real)s;
+#pragma omp simd
     for (size_t i = 0; i < n; i++) y[i] += x[i] * sr;
 }
 
@@ -345,30 +365,38 @@ static uint32_t dropout_threshold(float p)
 
 /* y[i] = x[i] * keep(base + i) / (1 - p) for i < n; 0 < p < 1. Element e is kept iff the 16 bits
  * [16 * (e % 4), 16 * (e % 4) + 16) of dropout_bits(key, e / 4) are >= the threshold: four
- * elements per 64-bit draw. A multiply by 0 or 1 / (1 - p) from a table, not a branch (random
- * branches mispredict; NaN stays NaN as in torch). */
+ * elements per 64-bit draw. */
 static void dropout_apply(real *y, const real *x, size_t n, size_t base, float p, uint64_t seed,
                           uint64_t stream)
 {
     uint64_t key = rng_derive(seed, stream, 0);
     uint32_t thr = dropout_threshold(p);
-    const real scale[2] = {0, (real)(1.0 / (1.0 - (double)p))}; /* indexed by "kept" */
+    real keep_scale = (real)(1.0 / (1.0 - (double)p));
+    /* Draws go to a small buffer of 16-bit values first (scalar: 64-bit multiplies), then one
+     * vectorizable pass applies them: mask * scale is 0 or 1 / (1 - p), not a branch (random
+     * branches mispredict; NaN stays NaN as in torch). */
+    enum { CHUNK = 1024 };
+    uint16_t r16[CHUNK + 4];
     size_t i = 0;
-    for (; i < n && ((base + i) & 3); i++) /* unaligned head */
-        y[i] =
-            x[i] *
-            scale[(dropout_bits(key, (base + i) >> 2) >> (16 * ((base + i) & 3)) & 0xffff) >= thr];
-    for (; i + 4 <= n; i += 4) {
-        uint64_t bits = dropout_bits(key, (base + i) >> 2);
-        y[i] = x[i] * scale[(bits & 0xffff) >= thr];
-        y[i + 1] = x[i + 1] * scale[(bits >> 16 & 0xffff) >= thr];
-        y[i + 2] = x[i + 2] * scale[(bits >> 32 & 0xffff) >= thr];
-        y[i + 3] = x[i + 3] * scale[(bits >> 48) >= thr];
+    while (i < n) {
+        size_t e0 = base + i, m = n - i < CHUNK ? n - i : CHUNK;
+        size_t d0 = e0 >> 2, d1 = (e0 + m + 3) >> 2, off = e0 & 3; /* draws covering [e0, e0 + m) */
+        for (size_t d = d0; d < d1; d++) {
+            uint64_t bits = dropout_bits(key, d);
+            uint16_t *r = r16 + (d - d0) * 4;
+            r[0] = (uint16_t)bits, r[1] = (uint16_t)(bits >> 16), r[2] = (uint16_t)(bits >> 32),
+            r[3] = (uint16_t)(bits >> 48);
+        }
+        const uint16_t *r = r16 + off;
+        const real *xi = x + i;
+        real *yi = y + i;
+#pragma omp simd
+        for (size_t k = 0; k < m; k++) {
+            real v = xi[k];
+            yi[k] = v * (r[k] >= thr ? keep_scale : 0);
+        }
+        i += m;
     }
-    for (; i < n; i++) /* tail */
-        y[i] =
-            x[i] *
-            scale[(dropout_bits(key, (base + i) >> 2) >> (16 * ((base + i) & 3)) & 0xffff) >= thr];
 }
 
 void OPS_FN(dropout_forward)(real *y, const real *x, size_t n, float p, uint64_t seed,

@@ -145,17 +145,46 @@ static inline void adam_loop(float *restrict p, float *restrict m, float *restri
                              const float *restrict g, size_t lo, size_t hi, const adam_coefs *c, int amsgrad)
 {
     adam_coefs k = *c;
+#pragma omp simd
     for (size_t i = lo; i < hi; i++) adam_update_one(&p[i], &m[i], &v[i], amsgrad ? &vmax[i] : NULL, g[i], &k);
 }
+
+static void adam_loop_generic(float *p, float *m, float *v, float *vmax, const float *g, size_t lo, size_t hi,
+                              const adam_coefs *c)
+{
+    if (vmax)
+        adam_loop(p, m, v, vmax, g, lo, hi, c, 1);
+    else
+        adam_loop(p, m, v, NULL, g, lo, hi, c, 0);
+}
+
+/* The same loop built for CPUs with FMA and AVX2 (picked at run time): fmaf becomes one instruction
+ * instead of a libm call, and the loop vectorizes. FMA, sqrt and division are correctly rounded in
+ * both, so the result is bit-identical to the generic loop's. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define ADAM_HAVE_FMA_LOOP 1
+__attribute__((target("avx2,fma"))) static void adam_loop_fma(float *p, float *m, float *v, float *vmax,
+                                                               const float *g, size_t lo, size_t hi,
+                                                               const adam_coefs *c)
+{
+    if (vmax)
+        adam_loop(p, m, v, vmax, g, lo, hi, c, 1);
+    else
+        adam_loop(p, m, v, NULL, g, lo, hi, c, 0);
+}
+#endif
 
 static void adam_range(void *ctx, size_t lo, size_t hi)
 {
     adam_job *j = ctx;
     adam_state *s = j->s;
-    if (s->max_exp_avg_sq)
-        adam_loop(j->params, s->exp_avg, s->exp_avg_sq, s->max_exp_avg_sq, j->grads, lo, hi, &j->c, 1);
-    else
-        adam_loop(j->params, s->exp_avg, s->exp_avg_sq, NULL, j->grads, lo, hi, &j->c, 0);
+#ifdef ADAM_HAVE_FMA_LOOP
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        adam_loop_fma(j->params, s->exp_avg, s->exp_avg_sq, s->max_exp_avg_sq, j->grads, lo, hi, &j->c);
+        return;
+    }
+#endif
+    adam_loop_generic(j->params, s->exp_avg, s->exp_avg_sq, s->max_exp_avg_sq, j->grads, lo, hi, &j->c);
 }
 
 void adam_step(float *params, adam_state *s, const float *grads, const optim_opts *o, double lr, int threads)

@@ -152,7 +152,7 @@ Test(ops, shape_formulas)
     cr_assert_eq(ops_subsample_len(400), 99);
     cr_assert_eq(ops_conv_out_len(80), 39);
     cr_assert_eq(ops_conv_out_len(39), 19);
-    cr_assert_eq(ops_conv2d_forward_scratch(8, 11, 39), (size_t)8 * 9 * 5 * 19);
+    cr_assert_eq(ops_conv2d_forward_scratch(8, 4, 11, 39), (size_t)(8 * 9 + 1) * 4 + (size_t)5 * 19 * 8 * 9);
 }
 
 /* ------------------------------------------------------------------ linear */
@@ -247,9 +247,9 @@ static void conv_case(int nb, int ic, int oc, int h, int w, int relu, int with_b
     int oh = ops_conv_out_len(h), ow = ops_conv_out_len(w);
     size_t nx = (size_t)nb * ic * h * w, nw = (size_t)oc * ic * 9, ny = conv_ny(&c);
     c.x = drand(nx, -1, 1), c.wt = drand(nw, -1, 1), c.b = with_bias ? drand(oc, -0.5, 0.5) : NULL;
-    c.r = drand(ny, -1, 1), c.y = dz(ny), c.col = dz(ops_conv2d_forward_scratch(ic, h, w));
+    c.r = drand(ny, -1, 1), c.y = dz(ny), c.col = dz(ops_conv2d_forward_scratch(ic, oc, h, w));
 
-    /* Forward against the reference loop (torch's Conv2d, stride 2, no padding). */
+    /* Forward against the reference loop (torch's Conv2d, stride 2, no padding), channels last. */
     conv_loss(&c);
     int zeros = 0;
     for (int n = 0; n < nb; n++)
@@ -261,10 +261,10 @@ static void conv_case(int nb, int ic, int oc, int h, int w, int relu, int with_b
                         for (int kh = 0; kh < 3; kh++)
                             for (int kw = 0; kw < 3; kw++)
                                 s += c.wt[((o * ic + ci) * 3 + kh) * 3 + kw] *
-                                     c.x[((n * ic + ci) * h + 2 * i + kh) * w + 2 * j + kw];
+                                     c.x[((n * h + 2 * i + kh) * w + 2 * j + kw) * ic + ci];
                     if (relu) s = s > 0 ? s : 0;
                     zeros += s == 0;
-                    cr_assert(fabs(s - c.y[((n * oc + o) * oh + i) * ow + j]) < 1e-12);
+                    cr_assert(fabs(s - c.y[((n * oh + i) * ow + j) * oc + o]) < 1e-12);
                 }
     if (relu) cr_assert(zeros > 0 && zeros < (int)ny, "the ReLU case should clip some outputs");
 
@@ -277,10 +277,11 @@ static void conv_case(int nb, int ic, int oc, int h, int w, int relu, int with_b
     if (c.b) fd_check(conv_loss, &c, c.b, db, oc, "conv2d db");
 
     /* dx NULL skips the input gradient; acc 1 adds into dx; dw accumulates. */
-    double *dw2 = dz(nw), *dx2 = dz(nx);
-    ops_conv2d_backward_f64(NULL, dw2, NULL, c.r, c.x, c.wt, relu ? c.y : NULL, nb, ic, oc, h, w, 0,
-                            scr);
+    double *dw2 = dz(nw), *dx2 = dz(nx), *db2 = dz(oc);
+    ops_conv2d_backward_f64(NULL, dw2, c.b ? db2 : NULL, c.r, c.x, c.wt, relu ? c.y : NULL, nb, ic, oc, h,
+                            w, 0, scr);
     cr_assert(err_dd(dw2, dw, nw) < 1e-14);
+    if (c.b) cr_assert(err_dd(db2, db, oc) < 1e-14);
     memcpy(dx2, dx, nx * sizeof(double));
     ops_conv2d_backward_f64(dx2, dw2, NULL, c.r, c.x, c.wt, relu ? c.y : NULL, nb, ic, oc, h, w, 1,
                             scr);
@@ -290,7 +291,7 @@ static void conv_case(int nb, int ic, int oc, int h, int w, int relu, int with_b
     /* Float against double. */
     float *fx = tof(c.x, nx), *fw = tof(c.wt, nw), *fb = c.b ? tof(c.b, oc) : NULL, *fy = fz(ny);
     ops_conv2d_forward_f32(fy, fx, fw, fb, nb, ic, oc, h, w, relu,
-                           fz(ops_conv2d_forward_scratch(ic, h, w)));
+                           fz(ops_conv2d_forward_scratch(ic, oc, h, w)));
     conv_loss(&c);
     CHECK_F32(fy, c.y, ny, "conv2d y");
     float *fdx = fz(nx), *fdw = fz(nw), *fdb = fz(oc);
@@ -856,22 +857,27 @@ Test(ops, torch_conv_subsampling)
     const float *wo = fx(&f, "conv.embed.out.0.weight", (size_t)d * d * f2),
                 *bo = fx(&f, "conv.embed.out.0.bias", d);
     size_t n1 = (size_t)nb * d * t1 * f1, n2 = (size_t)nb * d * t2 * f2, ny = (size_t)nb * t2 * d;
-    float *h1 = fz(n1), *h2 = fz(n2), *fr = fz(n2), *y = fz(ny);
+    float *h1 = fz(n1), *h2 = fz(n2), *y = fz(ny);
+    /* Channels last, as core/model.c: h1 (B, T1, F1, C), h2 (B, T2, F2, C); embed.out's weight
+     * columns reordered from torch's (c, f) to (f, c). */
+    float *wo_fc = fz((size_t)d * d * f2), *h1_nchw = fz(n1);
     be.conv2d_forward(&be, h1, x, w0, b0, nb, 1, d, t, idim, 1);
     be.conv2d_forward(&be, h2, h1, w2, b2, nb, d, d, t1, f1, 1);
-    be.swap12(&be, fr, h2, nb, d, t2, f2); /* (B, C, T', F') -> (B, T', C*F') */
-    be.linear_forward(&be, y, fr, wo, bo, nb * t2, d * f2, d);
+    be.swap12(&be, wo_fc, wo, d, d, f2, 1);
+    be.linear_forward(&be, y, h2, wo_fc, bo, nb * t2, d * f2, d);
     be.posenc_forward(&be, y, y, sqrt(d), nb, t2, d);
-    CHECK_TORCH(h1, &f, "conv.h1", n1);
+    be.swap12(&be, h1_nchw, h1, nb, t1 * f1, d, 1);
+    CHECK_TORCH(h1_nchw, &f, "conv.h1", n1);
     CHECK_TORCH(y, &f, "conv.out.y", ny);
 
     const float *g = fx(&f, "conv.in.g", ny);
-    float *dlo = fz(ny), *dfr = fz(n2), *dh2 = fz(n2), *dh1 = fz(n1);
+    float *dlo = fz(ny), *dh2 = fz(n2), *dh1 = fz(n1);
     float *dw0 = fz((size_t)d * 9), *db0 = fz(d), *dw2 = fz((size_t)d * d * 9), *db2 = fz(d);
     float *dwo = fz((size_t)d * d * f2), *dbo = fz(d);
     be.scale(&be, dlo, g, sqrt(d), ny);
-    be.linear_backward(&be, dfr, dwo, dbo, dlo, fr, wo, nb * t2, d * f2, d, 0);
-    be.swap12(&be, dh2, dfr, nb, t2, d, f2);
+    float *dwo_fc = fz((size_t)d * d * f2);
+    be.linear_backward(&be, dh2, dwo_fc, dbo, dlo, h2, wo_fc, nb * t2, d * f2, d, 0);
+    be.swap12(&be, dwo, dwo_fc, d, f2, d, 1);
     be.conv2d_backward(&be, dh1, dw2, db2, dh2, h1, w2, h2, nb, d, d, t1, f1, 0);
     be.conv2d_backward(&be, NULL, dw0, db0, dh1, x, w0, h1, nb, 1, d, t, idim, 0);
     CHECK_TORCH(dw0, &f, "grad.conv.embed.conv.0.weight", (size_t)d * 9);
