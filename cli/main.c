@@ -30,7 +30,11 @@ static char *default_template_dir(void)
     free(up);
     if (is_dir(conf)) return conf;
     free(conf);
-    return NULL;
+    /* None there: name the first place, so loading warns that the template is missing. */
+    dir = path_dirname(exe);
+    conf = path_join(dir, "conf");
+    free(dir);
+    return conf;
 }
 
 int main(int argc, char **argv)

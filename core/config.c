@@ -48,6 +48,9 @@ int config_load(config_kind kind, const char *path, const config_load_opts *opts
         template_path = path_join(opts->template_dir, name);
         free(name);
         if (!path_exists(template_path)) {
+            /* Without it, keys the template provides (seed, exp_dir, ...) are missing: say why. */
+            log_warn("no template %s: %s is used as written (keys such as seed must be in it; "
+                     "--template_dir points at the repository's conf/)", template_path, path);
             free(template_path);
             template_path = NULL;
         }
