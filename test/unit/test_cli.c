@@ -340,10 +340,12 @@ Test(cli, dry_run_finds_template_beside_binary)
     assert_has(r->out, "seed: 3\n");
     cr_assert_null(strstr(r->out, "task:"), "stdout:\n%s", r->out);
     /* A template dir without the template: loading says so (a copied binary finds no conf/). */
-    r = RUN("--config", tpath("plain.yaml"), "--template_dir", tpath("conf"), "--dry_run");
+    esp_err err;
+    cr_assert_eq(mkdir_p(tpath("empty"), &err), 0);
+    r = RUN("--config", tpath("plain.yaml"), "--template_dir", tpath("empty"), "--dry_run");
     cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
     assert_has(r->err, "no template ");
-    assert_has(r->err, "conf/training.yaml");
+    assert_has(r->err, "empty/training.yaml");
 }
 
 Test(cli, config_error_is_one_line_exit_1)
