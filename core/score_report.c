@@ -67,15 +67,19 @@ void score_write_pra(FILE *fp, const char *utt, const score_tokens *ref, const s
         width[i] = r > h ? r : h;
     }
     fprintf(fp, "id: (%s)\nScores: (#C #S #D #I) %ld %ld %ld %ld\n", utt, c->corr, c->sub, c->del, c->ins);
-    pra_line(fp, "REF:  ", ref, 1, steps, n_steps, width);
-    pra_line(fp, "HYP:  ", hyp, 0, steps, n_steps, width);
-    fputs("Eval: ", fp);
-    static const char mark[] = {[SCORE_CORR] = ' ', [SCORE_SUB] = 'S', [SCORE_DEL] = 'D', [SCORE_INS] = 'I'};
-    for (size_t i = 0; i < n_steps; i++) {
-        fputc(mark[steps[i].op], fp);
-        put_fill(fp, ' ', width[i]);
+    /* Like sclite, an utterance with nothing on either side has only its Scores line. */
+    if (n_steps) {
+        pra_line(fp, "REF:  ", ref, 1, steps, n_steps, width);
+        pra_line(fp, "HYP:  ", hyp, 0, steps, n_steps, width);
+        fputs("Eval: ", fp);
+        static const char mark[] = {[SCORE_CORR] = ' ', [SCORE_SUB] = 'S', [SCORE_DEL] = 'D', [SCORE_INS] = 'I'};
+        for (size_t i = 0; i < n_steps; i++) {
+            fputc(mark[steps[i].op], fp);
+            put_fill(fp, ' ', width[i]);
+        }
+        fputc('\n', fp);
     }
-    fputs("\n\n", fp);
+    fputc('\n', fp);
     free(width);
 }
 
