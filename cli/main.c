@@ -76,7 +76,10 @@ int main(int argc, char **argv)
     int rc = 0;
     for (int k = 0; k < CONFIG_KIND_COUNT && rc == 0; k++)
         if (paths[k]) rc = config_load((config_kind)k, paths[k], &opts, slots[k], &err);
-    if (rc == 0) rc = check_stage_configs(selected, n_sel, &cfgs, &err);
+    if (rc == 0) {
+        n_sel = check_stage_configs(&args, selected, n_sel, &cfgs, &err);
+        if (n_sel < 0) rc = -1;
+    }
 
     if (rc == 0 && args.dry_run) {
         printf("# stages to run:");

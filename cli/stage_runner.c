@@ -15,7 +15,7 @@ static const struct {
     const char *alias;
 } planned[] = {
     {6, "infer", "decode"},
-    {7, "measure", "score"},   {8, "pack_model", NULL},
+    {8, "pack_model", NULL},
 };
 
 static void available_list(char *buf, size_t n)
@@ -74,23 +74,40 @@ int select_stages(const cli_args *a, const stage_def **out, esp_err *err)
     return n;
 }
 
-int check_stage_configs(const stage_def **sel, int n, const esp_configs *cfgs, esp_err *err)
+static const esp_config *config_for(const stage_def *s, const esp_configs *cfgs)
 {
+    return s->needs == NEEDS_TRAINING ? cfgs->training : s->needs == NEEDS_INFERENCE ? cfgs->inference : cfgs->metrics;
+}
+
+static int missing_config(const stage_def *s, esp_err *err)
+{
+    const char *opt = s->needs == NEEDS_TRAINING ? "--training_config FILE (or --config FILE)"
+                      : s->needs == NEEDS_INFERENCE ? "--inference_config FILE"
+                                                    : "--metrics_config FILE";
+    return esp_fail(err, "stage %s needs a %s config (give %s)", s->name,
+                    s->needs == NEEDS_TRAINING ? "training" : s->needs == NEEDS_INFERENCE ? "inference" : "metrics", opt);
+}
+
+int check_stage_configs(const cli_args *a, const stage_def **sel, int n, const esp_configs *cfgs, esp_err *err)
+{
+    int named_all = 0;
+    for (int k = 0; a->stages && k < a->n_stages; k++) named_all |= !strcmp(a->stages[k], "all");
+    const stage_def *skipped[64];
+    int kept = 0, n_skipped = 0;
+    ESP_CHECK(n <= (int)(sizeof skipped / sizeof *skipped));
     for (int i = 0; i < n; i++) {
-        const stage_def *s = sel[i];
-        int have = s->needs == NEEDS_TRAINING ? cfgs->training != NULL
-                   : s->needs == NEEDS_INFERENCE ? cfgs->inference != NULL
-                                                 : cfgs->metrics != NULL;
-        if (!have) {
-            const char *opt = s->needs == NEEDS_TRAINING ? "--training_config FILE (or --config FILE)"
-                              : s->needs == NEEDS_INFERENCE ? "--inference_config FILE"
-                                                            : "--metrics_config FILE";
-            return esp_fail(err, "stage %s needs a %s config (give %s)", s->name,
-                            s->needs == NEEDS_TRAINING ? "training" : s->needs == NEEDS_INFERENCE ? "inference" : "metrics",
-                            opt);
-        }
+        if (config_for(sel[i], cfgs)) sel[kept++] = sel[i];
+        /* A stage asked for by name must have its config; a range or `all` takes what it can run. */
+        else if (a->stages && !named_all) return missing_config(sel[i], err);
+        else skipped[n_skipped++] = sel[i];
     }
-    return 0;
+    if (kept == 0 && n > 0) return missing_config(skipped[0], err);
+    for (int i = 0; i < n_skipped; i++)
+        log_info("skipping stage %s: no %s config given", skipped[i]->name,
+                 skipped[i]->needs == NEEDS_TRAINING    ? "training"
+                 : skipped[i]->needs == NEEDS_INFERENCE ? "inference"
+                                                        : "metrics");
+    return kept;
 }
 
 int rotate_log(const char *dir, const char *stage, esp_err *err)
@@ -137,9 +154,7 @@ int run_stage(const stage_def *s, const esp_configs *cfgs, esp_err *err)
     log_set_file(log_fp);
     double t0 = now_seconds();
     log_info("=== [START] stage: %s ===", s->name);
-    const esp_config *cfg = s->needs == NEEDS_TRAINING ? cfgs->training
-                            : s->needs == NEEDS_INFERENCE ? cfgs->inference
-                                                          : cfgs->metrics;
+    const esp_config *cfg = config_for(s, cfgs);
     char *cfg_out = xasprintf("%s/config.yaml", dir);
     int rc = config_write_resolved(cfg, cfg_out, err);
     free(cfg_out);

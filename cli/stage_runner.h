@@ -8,8 +8,11 @@
 
 /* Fills out[] (capacity stage_count) in table order; returns the count or -1 with err. */
 int select_stages(const cli_args *a, const stage_def **out, esp_err *err);
-/* Checks that every selected stage has the config it reads. */
-int check_stage_configs(const stage_def **sel, int n, const esp_configs *cfgs, esp_err *err);
+/* Checks that the selected stages have the configs they read. Stages named with --stages must;
+ * from a range, the default (every stage) or `--stages all`, stages whose config was not given
+ * are left out with a log line, and an error only when none is left. Compacts sel[] and returns
+ * the new count, or -1 with err. */
+int check_stage_configs(const cli_args *a, const stage_def **sel, int n, const esp_configs *cfgs, esp_err *err);
 /* Moves X.log to X1.log, X1.log to X2.log, ... so X.log is free (ESPnet3's log rotation). */
 int rotate_log(const char *dir, const char *stage, esp_err *err);
 /* Runs one stage with its log file and START/DONE lines. */

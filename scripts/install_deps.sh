@@ -16,6 +16,7 @@ packages=(
   clang libclang-rt-14-dev      # libFuzzer + sanitizer runtimes for `make fuzz`
   python3-numpy                 # checks that numpy reads our .npz / safetensors files
   python3-protobuf              # decodes our TensorBoard event records in a test
+  sctk                          # sclite: the scoring test checks our alignments against it
   # the default recipe
   espeak-ng fortunes
 )

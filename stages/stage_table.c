@@ -29,6 +29,13 @@ static char *exp_dir_of(const esp_configs *c)
     return xstrdup(t && t->exp_dir ? t->exp_dir : ".");
 }
 
+/* Where stage 6 left <test>/hyp.scp: the metrics config's inference_dir. */
+static char *metrics_inference_dir_of(const esp_configs *c)
+{
+    const metrics_cfg *m = c->metrics ? c->metrics->typed : NULL;
+    return xstrdup(m && m->inference_dir ? m->inference_dir : ".");
+}
+
 /* Only stages this build implements are listed; numbers keep DESIGN.md's table. */
 const stage_def stage_table[] = {
     {1, "create_dataset", NULL, NEEDS_TRAINING, "build the recipe's dataset and manifests", stage_create_dataset,
@@ -37,6 +44,8 @@ const stage_def stage_table[] = {
     {3, "collect_stats", NULL, NEEDS_TRAINING, "feature shapes and global mean/variance sums", stage_collect_stats,
      stats_dir_of},
     {5, "train", NULL, NEEDS_TRAINING, "train the model (CPU, one process)", stage_train, exp_dir_of},
+    {7, "measure", "score", NEEDS_METRICS, "WER/CER of each test set's hypotheses, as sclite scores them",
+     stage_measure, metrics_inference_dir_of},
 };
 const int stage_count = (int)(sizeof stage_table / sizeof *stage_table);
 

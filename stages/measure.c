@@ -1,0 +1,278 @@
+/* Stage 7 measure (alias score): WER and CER of every test set from the hypotheses stage 6
+ * wrote, scored as ESPnet scores with sclite (core/score.h). For each test set and metric:
+ * ${inference_dir}/<test>/{wer,cer}_alignment (sclite's per-utterance lines) and
+ * ${inference_dir}/<test>/score_{wer,cer}/result.txt (sclite's summary; ESPnet2's place for it);
+ * then ${inference_dir}/metrics.json in ESPnet3's shape and ${inference_dir}/RESULTS.md, the
+ * `## Results` tables also printed on stdout. Every input is read and checked before the first
+ * file is written. */
+#include "stages.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/fsio.h"
+#include "../core/progress.h"
+#include "../core/score.h"
+#include "../core/score_report.h"
+#include "../core/text_scp.h"
+
+typedef struct metric_kind {
+    const char *target; /* the _target_ ESPnet3 configs name */
+    const char *name;   /* key in metrics.json, heading of the Markdown table */
+    const char *file;   /* <file>_alignment, score_<file>/ */
+    score_unit unit;
+} metric_kind;
+
+static const metric_kind metric_kinds[] = {
+    {"espnet3.systems.asr.metrics.wer.WER", "WER", "wer", SCORE_WORDS},
+    {"espnet3.systems.asr.metrics.cer.CER", "CER", "cer", SCORE_CHARS},
+};
+
+/* One test set under one metric: its inputs, then what scoring made of them. */
+typedef struct scored_set {
+    const metric_kind *kind;
+    const char *test;
+    text_scp ref, hyp;
+    score_summary sum;
+    char *alignment;
+    size_t alignment_len;
+} scored_set;
+
+static const metric_kind *kind_of(const char *target)
+{
+    for (size_t i = 0; i < sizeof metric_kinds / sizeof *metric_kinds; i++)
+        if (target && !strcmp(metric_kinds[i].target, target)) return &metric_kinds[i];
+    return NULL;
+}
+
+/* Reads <test>/<ref_key>.scp and <test>/<hyp_key>.scp and checks that they list the same utterances. */
+static int load_pairs(const char *inference_dir, const metric_cfg *m, scored_set *s, esp_err *err)
+{
+    char *test_dir = path_join(inference_dir, s->test);
+    char *hyp_path = xasprintf("%s/%s.scp", test_dir, m->hyp_key ? m->hyp_key : "hyp");
+    char *ref_path = xasprintf("%s/%s.scp", test_dir, m->ref_key ? m->ref_key : "ref");
+    int rc = 0;
+    if (!path_exists(hyp_path))
+        rc = esp_fail(err, "%s: no hypotheses for test set %s (run stage 6 first: --stages infer)", hyp_path, s->test);
+    else if (!path_exists(ref_path))
+        rc = esp_fail(err, "%s: no references for test set %s (stage 6 infer writes it beside %s; rerun it)",
+                      ref_path, s->test, hyp_path);
+    else if (text_scp_read(ref_path, &s->ref, err) != 0) rc = -1;
+    else if (text_scp_read(hyp_path, &s->hyp, err) != 0) rc = -1;
+    for (size_t i = 0; rc == 0 && i < s->ref.n; i++) {
+        const text_scp_entry *r = &s->ref.items[i];
+        if (!text_scp_find(&s->hyp, r->id))
+            rc = esp_fail(err, "%s:%ld: utterance %s has no hypothesis in %s (rerun stage 6 infer for %s)", ref_path,
+                          r->line, r->id, hyp_path, s->test);
+    }
+    for (size_t i = 0; rc == 0 && i < s->hyp.n; i++) {
+        const text_scp_entry *h = &s->hyp.items[i];
+        if (!text_scp_find(&s->ref, h->id))
+            rc = esp_fail(err, "%s:%ld: utterance %s is not in %s (hypotheses and references must list the same "
+                          "utterances)", hyp_path, h->line, h->id, ref_path);
+    }
+    free(ref_path);
+    free(hyp_path);
+    free(test_dir);
+    return rc;
+}
+
+/* Aligns every utterance in reference order; keeps the alignment text and the totals. */
+static void score_set(scored_set *s)
+{
+    FILE *fp = open_memstream(&s->alignment, &s->alignment_len);
+    ESP_CHECK(fp != NULL);
+    char *label = xasprintf("measure %s %s", s->test, s->kind->name);
+    progress pr;
+    progress_start(&pr, label, s->ref.n);
+    for (size_t i = 0; i < s->ref.n; i++) {
+        const text_scp_entry *r = &s->ref.items[i], *h = text_scp_find(&s->hyp, r->id);
+        char *rc = score_clean(r->text), *hc = score_clean(h->text);
+        score_tokens rt, ht;
+        score_tokenize(rc, s->kind->unit, &rt);
+        score_tokenize(hc, s->kind->unit, &ht);
+        score_counts c = {0};
+        size_t n_steps;
+        score_step *steps = score_align(&rt, &ht, &n_steps, &c);
+        score_write_pra(fp, r->id, &rt, &ht, steps, n_steps, &c);
+        score_summary_add(&s->sum, &c);
+        free(steps);
+        score_tokens_free(&rt);
+        score_tokens_free(&ht);
+        free(rc);
+        free(hc);
+        progress_update(&pr, i + 1);
+    }
+    progress_finish(&pr);
+    free(label);
+    ESP_CHECK(fclose(fp) == 0);
+}
+
+/* Python's round(x, 2) for the rates in metrics.json: printf rounds the exact binary value as it does. */
+static double round2(double x)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.2f", x);
+    return strtod(buf, NULL);
+}
+
+static int write_text(const char *path, const char *text, size_t len, esp_err *err)
+{
+    char *dir = path_dirname(path);
+    int rc = mkdir_p(dir, err);
+    free(dir);
+    return rc == 0 ? atomic_write_file(path, text, len, err) : -1;
+}
+
+static int write_set_files(const char *inference_dir, const scored_set *s, esp_err *err)
+{
+    char *align_path = xasprintf("%s/%s/%s_alignment", inference_dir, s->test, s->kind->file);
+    char *result_path = xasprintf("%s/%s/score_%s/result.txt", inference_dir, s->test, s->kind->file);
+    char *result = NULL;
+    size_t result_len = 0;
+    FILE *fp = open_memstream(&result, &result_len);
+    ESP_CHECK(fp != NULL);
+    char *title = xasprintf("%s %s", s->test, s->kind->name);
+    score_write_result(fp, title, &s->sum);
+    ESP_CHECK(fclose(fp) == 0);
+    int rc = write_text(align_path, s->alignment, s->alignment_len, err);
+    if (rc == 0) rc = write_text(result_path, result, result_len, err);
+    free(title);
+    free(result);
+    free(result_path);
+    free(align_path);
+    return rc;
+}
+
+/* {"<target>": {"<test>": {"WER": 12.34, "WER_errors": .., "WER_ref_len": .., "WER_sub": .., "WER_del": ..,
+ *  "WER_ins": .., "WER_hit": ..}}}: ESPnet3's metrics.json with the counts its error rates report. */
+static char *metrics_json(const scored_set *sets, size_t n)
+{
+    json_t *root = json_object();
+    for (size_t i = 0; i < n; i++) {
+        const scored_set *s = &sets[i];
+        json_t *per_metric = json_object_get(root, s->kind->target);
+        if (!per_metric) json_object_set_new(root, s->kind->target, per_metric = json_object());
+        json_t *o = json_object();
+        const char *k = s->kind->name;
+        char key[32];
+        json_object_set_new(o, k, json_real(round2(score_error_rate(&s->sum))));
+        const struct {
+            const char *suffix;
+            long value;
+        } counts[] = {{"errors", score_errors(&s->sum)}, {"ref_len", s->sum.n_ref}, {"sub", s->sum.c.sub},
+                      {"del", s->sum.c.del}, {"ins", s->sum.c.ins}, {"hit", s->sum.c.corr}};
+        for (size_t j = 0; j < sizeof counts / sizeof *counts; j++) {
+            snprintf(key, sizeof key, "%s_%s", k, counts[j].suffix);
+            json_object_set_new(o, key, json_integer(counts[j].value));
+        }
+        json_object_set_new(per_metric, s->test, o);
+    }
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
+    ESP_CHECK(text != NULL);
+    json_decref(root);
+    char *with_newline = xasprintf("%s\n", text);
+    free(text);
+    return with_newline;
+}
+
+/* `## Results`, then one `### WER` / `### CER` table per metric with a row per test set. */
+static char *results_markdown(const scored_set *sets, size_t n_metrics, size_t n_tests)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&text, &len);
+    ESP_CHECK(fp != NULL);
+    fputs("## Results\n", fp);
+    const char **names = xmalloc(n_tests * sizeof *names);
+    score_summary *sums = xmalloc(n_tests * sizeof *sums);
+    for (size_t m = 0; m < n_metrics; m++) {
+        for (size_t t = 0; t < n_tests; t++) {
+            names[t] = sets[m * n_tests + t].test;
+            sums[t] = sets[m * n_tests + t].sum;
+        }
+        fprintf(fp, "\n### %s\n\n", sets[m * n_tests].kind->name);
+        score_write_markdown_table(fp, names, sums, n_tests);
+    }
+    free(names);
+    free(sums);
+    ESP_CHECK(fclose(fp) == 0);
+    return text;
+}
+
+static int check_config(const metrics_cfg *cfg, const char *file, esp_err *err)
+{
+    if (!cfg->inference_dir)
+        return esp_fail(err, "%s: inference_dir: missing (set where stage 6 wrote <test>/hyp.scp)", file);
+    if (!cfg->n_test_sets) return esp_fail(err, "%s: test_sets: empty (list the test sets to score)", file);
+    if (!cfg->n_metrics)
+        return esp_fail(err, "%s: metrics: empty (add - _target_: espnet3.systems.asr.metrics.wer.WER and/or "
+                        "...cer.CER)", file);
+    for (unsigned i = 0; i < cfg->n_metrics; i++) {
+        const metric_kind *k = kind_of(cfg->metrics[i].target);
+        if (!k)
+            return esp_fail(err, "%s: metrics[%u]._target_: %s is not a metric this build computes (use %s or %s)",
+                            file, i, cfg->metrics[i].target ? cfg->metrics[i].target : "(missing)",
+                            metric_kinds[0].target, metric_kinds[1].target);
+        for (unsigned j = 0; j < i; j++)
+            if (kind_of(cfg->metrics[j].target) == k)
+                return esp_fail(err, "%s: metrics[%u]: %s is listed twice (keep one)", file, i, k->name);
+    }
+    for (unsigned i = 0; i < cfg->n_test_sets; i++)
+        if (!cfg->test_sets[i][0] || strchr(cfg->test_sets[i], '/'))
+            return esp_fail(err, "%s: test_sets[%u]: '%s' is not a test set name (a folder under inference_dir)",
+                            file, i, cfg->test_sets[i]);
+    return 0;
+}
+
+int stage_measure(const stage_ctx *ctx, esp_err *err)
+{
+    const metrics_cfg *cfg = ctx->configs->metrics ? ctx->configs->metrics->typed : NULL;
+    if (!cfg) return esp_fail(err, "measure: needs a metrics config (pass --metrics_config)");
+    const char *file = ctx->configs->metrics->path;
+    if (check_config(cfg, file, err) != 0) return -1;
+
+    size_t n_metrics = cfg->n_metrics, n_tests = cfg->n_test_sets, n = n_metrics * n_tests;
+    scored_set *sets = xcalloc(n, sizeof *sets);
+    int rc = 0;
+    for (size_t m = 0; m < n_metrics; m++)
+        for (size_t t = 0; t < n_tests; t++) {
+            scored_set *s = &sets[m * n_tests + t];
+            s->kind = kind_of(cfg->metrics[m].target);
+            s->test = cfg->test_sets[t];
+            if (rc == 0 && load_pairs(cfg->inference_dir, &cfg->metrics[m], s, err) != 0) rc = -1;
+        }
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        score_set(&sets[i]);
+        log_info("measure: %s %s %.2f%% (%ld errors / %ld reference %s in %ld utterances)", sets[i].test,
+                 sets[i].kind->name, score_error_rate(&sets[i].sum), score_errors(&sets[i].sum), sets[i].sum.n_ref,
+                 sets[i].kind->unit == SCORE_WORDS ? "words" : "characters", sets[i].sum.n_sent);
+    }
+    for (size_t i = 0; rc == 0 && i < n; i++) rc = write_set_files(cfg->inference_dir, &sets[i], err);
+    if (rc == 0) {
+        char *json = metrics_json(sets, n);
+        char *md = results_markdown(sets, n_metrics, n_tests);
+        char *json_path = path_join(cfg->inference_dir, "metrics.json");
+        char *md_path = path_join(cfg->inference_dir, "RESULTS.md");
+        rc = atomic_write_file(json_path, json, strlen(json), err);
+        if (rc == 0) rc = atomic_write_file(md_path, md, strlen(md), err);
+        if (rc == 0) {
+            fputs(md, stdout);
+            fflush(stdout);
+            log_info("measure: wrote %s and %s", json_path, md_path);
+        }
+        free(md_path);
+        free(json_path);
+        free(md);
+        free(json);
+    }
+    for (size_t i = 0; i < n; i++) {
+        text_scp_free(&sets[i].ref);
+        text_scp_free(&sets[i].hyp);
+        free(sets[i].alignment);
+    }
+    free(sets);
+    return rc;
+}
