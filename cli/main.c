@@ -45,6 +45,9 @@ static int run_worker_stage(const char *name, const esp_configs *cfgs, esp_err *
     stage_ctx ctx = {.configs = cfgs, .log_dir = dir};
     log_info("SLURM worker: stage %s", s->name);
     int rc = s->run(&ctx, err);
+    if (rc == 0 && !runner_worker_found_job())
+        rc = esp_fail(err, "stage %s did not come to this job's work folder %s (did the configs or overrides change "
+                      "since the job was submitted? rerun the stage)", s->name, getenv("ESPNET3_RUNNER_WORK_DIR"));
     free(dir);
     return rc;
 }

@@ -77,6 +77,7 @@ static struct {
     char *stage;
     int n_pending;
     char *pending_jobs;
+    int worker_matched; /* a slurm worker found the runner_job it was started for */
 } proc;
 
 static void free_proc(void)
@@ -124,6 +125,7 @@ void runner_note_pending(const char *job_ids)
 }
 
 int runner_pending_count(void) { return proc.n_pending; }
+int runner_worker_found_job(void) { return proc.worker_matched; }
 const char *runner_pending_jobs(void) { return proc.pending_jobs ? proc.pending_jobs : ""; }
 
 /* ---- helpers ------------------------------------------------------------------------------ */
@@ -377,6 +379,7 @@ static int run_worker(const runner_job *job, esp_err *err)
     char *mine = path_absolute(job->work_dir);
     int rc = RUNNER_PENDING;
     if (strcmp(mine, target) == 0) {
+        proc.worker_matched = 1;
         const char *name = job->name ? job->name : "runner";
         job_sig have = {0};
         if (!read_sig(job->work_dir, &have) || have.n_items != job->n_items ||

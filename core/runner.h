@@ -70,6 +70,9 @@ void runner_set_stage(const char *name);
 /* In a slurm worker job, the stage it must run (set by the driver in the job's environment);
  * NULL in a normal run. */
 const char *runner_worker_stage(void);
+/* In a slurm worker job, after the stage: 1 when a runner_run of the stage had the work_dir the
+ * job was submitted for (0 means the stage no longer makes that job: configs changed). */
+int runner_worker_found_job(void);
 /* How many runner_run calls of this process returned RUNNER_PENDING, and the SLURM job ids they
  * are waiting for ("" when none; for the closing message). */
 int runner_pending_count(void);
