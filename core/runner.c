@@ -22,7 +22,7 @@
 static const char shard_magic[8] = {'E', 'S', 'P', '3', 'S', 'H', 'D', '1'};
 static const char sig_name[] = "runner.sig";
 
-/* Every env a config may name; run == NULL means recognised but not built yet. */
+/* Every env a config may name. */
 static const runner_env envs[] = {
     {"local", runner_local_run, NULL, 0, NULL},
     {"local_gpu", runner_local_gpu_run, runner_gpu_workers, 0, NULL},
@@ -233,15 +233,10 @@ static int resolve_env(const parallel_cfg *par, const runner_env **env, int *n_w
     *env = NULL;
     for (int i = 0; i < N_ENVS; i++)
         if (strcmp(envs[i].name, name) == 0) *env = &envs[i];
-    char known[128] = "", now[128] = "";
-    for (int i = 0; i < N_ENVS; i++) {
+    char known[128] = "";
+    for (int i = 0; i < N_ENVS; i++)
         snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", envs[i].name);
-        if (envs[i].run)
-            snprintf(now + strlen(now), sizeof now - strlen(now), "%s%s", now[0] ? ", " : "", envs[i].name);
-    }
     if (!*env) return esp_fail(err, "parallel.env: %s is not supported (supported: %s)", name, known);
-    if (!(*env)->run)
-        return esp_fail(err, "parallel.env: %s is not available in this build yet (supported now: %s)", name, now);
     if ((*env)->workers) return (*env)->workers(par, n_workers, err);
     /* An absent n_workers reads as 0: one worker, as without a parallel: block. */
     int64_t n = par ? par->n_workers : 1;

@@ -1,5 +1,5 @@
-/* Between core/runner.c (work_dir, shards, env table) and the environments (runner_local.c, later
- * local_gpu and slurm). Not for stages: they use runner.h. */
+/* Between core/runner.c (work_dir, shards, env table) and the environments (runner_local.c,
+ * runner_gpu.c, runner_slurm.c). Not for stages: they use runner.h. */
 #ifndef ESPNET3_RUNNER_INTERNAL_H
 #define ESPNET3_RUNNER_INTERNAL_H
 
@@ -18,7 +18,7 @@ typedef struct runner_plan {
 } runner_plan;
 
 /* An environment: run the pending shards of the plan (all of them: 0; or leave them to jobs still
- * running: RUNNER_PENDING; or fail: -1). NULL run = not built. */
+ * running: RUNNER_PENDING; or fail: -1). */
 typedef struct runner_env {
     const char *name;
     int (*run)(const runner_plan *plan, esp_err *err);

@@ -325,11 +325,7 @@ static char *job_script(const runner_plan *plan, int sub, int processes, esp_err
     int argc;
     char *const *argv = runner_command(&argc);
     const char *stage = runner_stage();
-    if (!argv || argc < 1 || !stage) {
-        esp_fail(err, "parallel.env: slurm: the stage's command line is unknown (workers rerun the espnet3 command; "
-                      "run stages through the espnet3 binary)");
-        return NULL;
-    }
+    ESP_CHECK(argv && argc >= 1 && stage); /* checked by runner_slurm_run */
     char exe[4096];
     ssize_t en = readlink("/proc/self/exe", exe, sizeof exe - 1);
     char cwd[4096];
@@ -606,6 +602,11 @@ static int wait_for(const runner_plan *plan, const char *sdir, const ledger *l, 
 int runner_slurm_run(const runner_plan *plan, esp_err *err)
 {
     const char *name = plan->job->name ? plan->job->name : "runner";
+    int argc;
+    if (!runner_command(&argc) || argc < 1 || !runner_stage())
+        return esp_fail(err, "parallel.env: slurm: %s: the espnet3 command line is unknown (the jobs rerun it; run "
+                             "stages through the espnet3 binary)",
+                        name);
     char *sdir = slurm_dir(plan->job->work_dir);
     ledger l = {0};
     task_state *st = NULL;

@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/runner_internal.h"
+
 static char workdir[256];
 static int cluster_up;
 
@@ -271,6 +273,33 @@ Test(runner_local_gpu, without_a_gpu_is_a_clear_error, .init = setup, .fini = te
     free(err);
 }
 
+Test(runner_slurm, changed_inputs_cancel_the_queued_jobs_of_the_old_ones)
+{
+    start_cluster();
+    cr_assert_eq(espnet3("prep", "ref", "--stage 1 --stop_stage 2"), 0, "%s", slurp("%s/prep.err", workdir));
+    const char *held = "--stages collect_stats parallel.env=slurm parallel.n_workers=2 parallel.async_mode=true "
+                       "'parallel.options.job_extra_directives=[--hold]'";
+    cr_assert_eq(espnet3("old", "st", held), 0, "%s", slurp("%s/old.err", workdir));
+    long long old = first_job_id("st", "train");
+    char extra[512];
+    snprintf(extra, sizeof extra, "%s model.frontend_conf.n_mels=40", held);
+    cr_assert_eq(espnet3("new", "st", extra), 0, "%s", slurp("%s/new.err", workdir));
+    char *err = slurp("%s/new.err", workdir), want[128];
+    for (int t = 0; t < 2; t++) {
+        snprintf(want, sizeof want, "cancelled SLURM job %lld_%d of the earlier job", old, t);
+        cr_assert(strstr(err, want), "%s", err);
+    }
+    free(err);
+    cr_assert_neq(first_job_id("st", "train"), old);
+    char *jobs = slurp("%s/st/train/.runner/slurm/jobs", workdir);
+    cr_assert_eq(count_lines(jobs), 1, "%s", jobs);
+    free(jobs);
+    cr_assert_eq(sh("q", "squeue -h -j %lld 2>/dev/null || true", old), 0);
+    char *q = slurp("%s/q.out", workdir);
+    cr_assert_str_eq(q, "", "the old job is still queued: %s", q);
+    free(q);
+}
+
 /* The two-node form other tests build on (distributed training under srun): n1 and n2 are two
  * slurmd on localhost, and srun --mpi=pmix gives each task its PMIx rank. */
 Test(runner_slurm, two_node_cluster_runs_srun_with_pmix)
@@ -289,4 +318,52 @@ Test(runner_slurm, two_node_cluster_runs_srun_with_pmix)
     char *out = slurp("%s/srun.out", workdir);
     cr_assert_str_eq(out, "n1 rank=0\nn2 rank=1\n");
     free(out);
+}
+
+/* With GPU ids in the plan, worker slot i runs with CUDA_VISIBLE_DEVICES = ids[i]: every shard is
+ * made under one of them, and both workers get work. */
+static int gpu_forward(size_t idx, void *env, runner_buf *out, esp_err *err)
+{
+    (void)idx, (void)env, (void)err;
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    runner_buf_printf(out, "%s", v ? v : "(unset)");
+    return 0;
+}
+
+Test(runner_local_gpu, each_worker_slot_has_its_own_cuda_visible_devices, .init = setup, .fini = teardown)
+{
+    log_set_quiet(1);
+    runner_job job = {.name = "gpu test", .n_items = 16, .work_dir = workdir, .forward = gpu_forward};
+    size_t pending[8];
+    for (size_t k = 0; k < 8; k++) pending[k] = k;
+    char *ids[] = {"3", "GPU-5"};
+    runner_plan plan = {&job, NULL, 2, 2, 8, pending, 8, ids};
+    esp_err err;
+    cr_assert_eq(runner_local_run(&plan, &err), 0, "%s", err.msg);
+    int seen[2] = {0, 0};
+    for (size_t k = 0; k < 8; k++) {
+        char *path = runner_shard_path(workdir, k);
+        FILE *fp = fopen(path, "rb");
+        cr_assert_not_null(fp, "%s", path);
+        unsigned char h[24];
+        cr_assert_eq(fread(h, 1, 24, fp), 24);
+        char first[16] = "";
+        for (int i = 0; i < 2; i++) {
+            unsigned char ih[16];
+            cr_assert_eq(fread(ih, 1, 16, fp), 16);
+            size_t len = ih[8]; /* little-endian u64, short values */
+            char val[16] = "";
+            cr_assert(len < sizeof val);
+            cr_assert_eq(fread(val, 1, len, fp), len);
+            cr_assert(!strcmp(val, "3") || !strcmp(val, "GPU-5"), "shard %zu ran with CUDA_VISIBLE_DEVICES=%s", k, val);
+            if (i == 0) strcpy(first, val);
+            else cr_assert_str_eq(val, first, "one shard, one worker");
+            seen[!strcmp(val, "GPU-5")] = 1;
+        }
+        fclose(fp);
+        free(path);
+    }
+    cr_assert(seen[0] && seen[1], "both GPU workers should have had shards");
 }
