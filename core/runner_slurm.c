@@ -614,6 +614,10 @@ int runner_slurm_run(const runner_plan *plan, esp_err *err)
     live_task *live = NULL;
     unsigned char *in_flight = xcalloc(plan->n_shards ? plan->n_shards : 1, 1);
     size_t *todo = xcalloc(plan->n_pending ? plan->n_pending : 1, sizeof *todo), n_todo = 0;
+    const slurm_options_cfg *o = plan->par ? plan->par->options : NULL;
+    if (o && o->death_timeout)
+        log_warn("parallel.options.death_timeout: has no effect here (it is how long a dask worker waits for its "
+                 "scheduler; these workers are SLURM tasks that need none)");
     int rc = mkdir_p(sdir, err);
     if (rc == 0) {
         ledger_read(sdir, &l);
