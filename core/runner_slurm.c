@@ -26,7 +26,6 @@
 #include <fcntl.h>
 #include <math.h>
 #include <spawn.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -264,30 +263,17 @@ static const char *state_of(const task_state *st, size_t n, long long job, int t
 
 /* ---- the job script ----------------------------------------------------------------------- */
 
-static void append(char **s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void append(char **s, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *add;
-    if (vasprintf(&add, fmt, ap) < 0) abort();
-    va_end(ap);
-    char *t = xasprintf("%s%s", *s, add);
-    free(add);
-    free(*s);
-    *s = t;
-}
-
 /* 'text' for sh, with ' written as '\'' */
 static char *shell_quote(const char *text)
 {
-    char *q = xstrdup("'");
+    runner_buf q = {0};
+    runner_buf_append(&q, "'", 1);
     for (const char *p = text; *p; p++) {
-        if (*p == '\'') append(&q, "'\\''");
-        else append(&q, "%c", *p);
+        if (*p == '\'') runner_buf_append(&q, "'\\''", 4);
+        else runner_buf_append(&q, p, 1);
     }
-    append(&q, "'");
-    return q;
+    runner_buf_append(&q, "'", 2); /* with its NUL */
+    return (char *)q.data;
 }
 
 /* dask's parse_bytes (what ESPnet3's memory: goes through) and dask-jobqueue's ceiling in K/M/G. */
@@ -334,43 +320,44 @@ static char *job_script(const runner_plan *plan, int sub, int processes, esp_err
         return NULL;
     }
     exe[en] = '\0';
-    char *s = xstrdup("#!/bin/sh\n");
-    append(&s, "# written by espnet3 for %s (submission %d)\n", plan->job->name ? plan->job->name : "runner", sub);
-    append(&s, "#SBATCH -J espnet3-%s\n", stage);
-    if (o && o->queue) append(&s, "#SBATCH -p %s\n", o->queue);
-    if (o && o->account) append(&s, "#SBATCH -A %s\n", o->account);
-    append(&s, "#SBATCH -n 1\n");
-    append(&s, "#SBATCH --cpus-per-task=%lld\n", (long long)(o && o->cores > 0 ? o->cores : processes));
+    runner_buf b = {0};
+    runner_buf_printf(&b, "#!/bin/sh\n");
+    runner_buf_printf(&b, "# written by espnet3 for %s (submission %d)\n", plan->job->name ? plan->job->name : "runner", sub);
+    runner_buf_printf(&b, "#SBATCH -J espnet3-%s\n", stage);
+    if (o && o->queue) runner_buf_printf(&b, "#SBATCH -p %s\n", o->queue);
+    if (o && o->account) runner_buf_printf(&b, "#SBATCH -A %s\n", o->account);
+    runner_buf_printf(&b, "#SBATCH -n 1\n");
+    runner_buf_printf(&b, "#SBATCH --cpus-per-task=%lld\n", (long long)(o && o->cores > 0 ? o->cores : processes));
     if (o && o->memory) {
         char mem[32];
         if (slurm_memory(o->memory, mem, sizeof mem, err) != 0) {
-            free(s);
+            runner_buf_free(&b);
             return NULL;
         }
-        append(&s, "#SBATCH --mem=%s\n", mem);
+        runner_buf_printf(&b, "#SBATCH --mem=%s\n", mem);
     }
-    if (o && o->walltime) append(&s, "#SBATCH -t %s\n", o->walltime);
-    for (unsigned i = 0; o && i < o->n_job_extra_directives; i++) append(&s, "#SBATCH %s\n", o->job_extra_directives[i]);
+    if (o && o->walltime) runner_buf_printf(&b, "#SBATCH -t %s\n", o->walltime);
+    for (unsigned i = 0; o && i < o->n_job_extra_directives; i++) runner_buf_printf(&b, "#SBATCH %s\n", o->job_extra_directives[i]);
     char *q = shell_quote(cwd);
-    append(&s, "cd %s || exit 1\n", q);
+    runner_buf_printf(&b, "cd %s || exit 1\n", q);
     free(q);
-    for (unsigned i = 0; o && i < o->n_job_script_prologue; i++) append(&s, "%s\n", o->job_script_prologue[i]);
+    for (unsigned i = 0; o && i < o->n_job_script_prologue; i++) runner_buf_printf(&b, "%s\n", o->job_script_prologue[i]);
     char *wd = path_absolute(plan->job->work_dir), *qwd = shell_quote(wd), *qst = shell_quote(stage);
-    append(&s, "export %s=%s %s=%s %s=%d %s=%d\n", ENV_STAGE, qst, ENV_WORK_DIR, qwd, ENV_SUBMISSION, sub,
+    runner_buf_printf(&b, "export %s=%s %s=%s %s=%d %s=%d\n", ENV_STAGE, qst, ENV_WORK_DIR, qwd, ENV_SUBMISSION, sub,
            ENV_PROCESSES, processes);
     free(wd);
     free(qwd);
     free(qst);
     q = shell_quote(exe);
-    append(&s, "exec %s", q);
+    runner_buf_printf(&b, "exec %s", q);
     free(q);
     for (int i = 1; i < argc; i++) {
         q = shell_quote(argv[i]);
-        append(&s, " %s", q);
+        runner_buf_printf(&b, " %s", q);
         free(q);
     }
-    append(&s, "\n");
-    return s;
+    runner_buf_append(&b, "\n", 2); /* with its NUL */
+    return (char *)b.data;
 }
 
 /* ---- submitting --------------------------------------------------------------------------- */
@@ -414,13 +401,13 @@ static int submit(const runner_plan *plan, const char *sdir, ledger *l, const si
     int rc = mkdir_p(log_dir, err);
     /* Round robin, so every task gets shards from the whole input. */
     for (size_t t = 0; t < jobs && rc == 0; t++) {
-        char *list = xstrdup("");
-        for (size_t i = t; i < n; i += jobs) append(&list, "%zu ", shards[i]);
-        append(&list, "\n");
+        runner_buf list = {0};
+        for (size_t i = t; i < n; i += jobs) runner_buf_printf(&list, "%zu ", shards[i]);
+        runner_buf_printf(&list, "\n");
         char *path = task_path(sdir, sub, (int)t);
-        rc = atomic_write_file(path, list, strlen(list), err);
+        rc = atomic_write_file(path, list.data, list.len, err);
         free(path);
-        free(list);
+        runner_buf_free(&list);
     }
     if (rc == 0 && !(script = job_script(plan, sub, processes, err))) rc = -1;
     if (rc == 0) rc = atomic_write_file(script_path, script, strlen(script), err);
@@ -637,17 +624,19 @@ int runner_slurm_run(const runner_plan *plan, esp_err *err)
     }
     if (rc == 0 && plan->par && plan->par->async_mode) {
         /* The ids to wait for: every job with a live task, and the one just submitted. */
-        char *ids = xstrdup("");
+        runner_buf ids = {0};
         for (size_t i = 0; i < l.n; i++) {
             int wanted = n_todo && i == l.n - 1;
             for (size_t j = 0; j < n_live && !wanted; j++) wanted = live[j].si == i;
-            if (wanted) append(&ids, "%s%lld", *ids ? ", " : "", l.s[i].job);
+            if (wanted) runner_buf_printf(&ids, "%s%lld", ids.len ? ", " : "", l.s[i].job);
         }
+        runner_buf_append(&ids, "", 1);
+        const char *text = (const char *)ids.data;
         log_info("%s: async mode: SLURM job%s %s will compute the results; rerun the stage when they are done to "
                  "merge them",
-                 name, strchr(ids, ',') ? "s" : "", ids);
-        runner_note_pending(ids);
-        free(ids);
+                 name, strchr(text, ',') ? "s" : "", text);
+        runner_note_pending(text);
+        runner_buf_free(&ids);
         rc = RUNNER_PENDING;
     } else if (rc == 0) {
         /* Wait for the live tasks and every task of the new submission (even one already over). */

@@ -46,6 +46,7 @@ if [[ $CMD == install ]]; then
     exit 0
 fi
 
+[[ $DIR != *[[:space:]\'\"#=]* ]] || die "the state folder '$DIR' must not hold spaces, quotes, # or = (slurm.conf cannot)"
 mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd -P)
 CONF=$DIR/slurm.conf
