@@ -6,6 +6,7 @@
 
 #include "../core/config.h"
 #include "../core/fsio.h"
+#include "../core/runner.h"
 #include "options.h"
 #include "stage_runner.h"
 #include "version.h"
@@ -37,10 +38,29 @@ static char *default_template_dir(void)
     return conf;
 }
 
+/* A SLURM worker job runs the one stage its driver named, without the stage log and config
+ * the driver writes, and computes only its shards (runner_run in worker mode). */
+static int run_worker_stage(const char *name, const esp_configs *cfgs, esp_err *err)
+{
+    const stage_def *s = stage_by_name(name);
+    if (!s) return esp_fail(err, "this SLURM job was told to run stage '%s', which this binary does not have", name);
+    if (check_stage_configs(&s, 1, cfgs, err) != 0) return -1;
+    char *dir = s->output_dir(cfgs);
+    stage_ctx ctx = {.configs = cfgs, .log_dir = dir};
+    log_info("SLURM worker: stage %s", s->name);
+    int rc = s->run(&ctx, err);
+    if (rc == 0 && !runner_worker_found_job())
+        rc = esp_fail(err, "stage %s did not come to this job's work folder %s (did the configs or overrides change "
+                      "since the job was submitted? rerun the stage)", s->name, getenv("ESPNET3_RUNNER_WORK_DIR"));
+    free(dir);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     cli_args args;
     esp_err err;
+    runner_set_command(argc, argv);
     if (cli_parse(argc, argv, &args, &err) != 0) {
         fprintf(stderr, "espnet3: error: %s\n", err.msg);
         cli_print_usage(stderr);
@@ -91,8 +111,19 @@ int main(int argc, char **argv)
             printf("# resolved %s config (%s)\n%s", config_kind_name((config_kind)k), (*slots[k])->path, yaml);
             free(yaml);
         }
+    } else if (rc == 0 && runner_worker_stage()) {
+        rc = run_worker_stage(runner_worker_stage(), &cfgs, &err);
     } else if (rc == 0) {
-        for (int i = 0; i < n_sel && rc == 0; i++) rc = run_stage(selected[i], &cfgs, &err);
+        for (int i = 0; i < n_sel && rc == 0; i++) {
+            rc = run_stage(selected[i], &cfgs, &err);
+            if (rc == 0 && runner_pending_count() > 0) {
+                /* Async mode: later stages need these results, so the run stops here. */
+                printf("espnet3: stage %s: submitted to SLURM (jobs %s); rerun the same command when they are "
+                       "done to merge the results%s\n",
+                       selected[i]->name, runner_pending_jobs(), i + 1 < n_sel ? " and go on with the next stages" : "");
+                break;
+            }
+        }
     }
     if (rc != 0) fprintf(stderr, "espnet3: error: %s\n", err.msg);
     for (int k = 0; k < CONFIG_KIND_COUNT; k++) config_free(*slots[k]);

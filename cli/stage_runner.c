@@ -7,6 +7,7 @@
 
 #include "../core/fsio.h"
 #include "../core/progress.h"
+#include "../core/runner.h"
 
 /* ESPnet3 stage names that later issues bring, so a request for one gets a precise answer. */
 static const struct {
@@ -159,8 +160,13 @@ int run_stage(const stage_def *s, const esp_configs *cfgs, esp_err *err)
     int rc = config_write_resolved(cfg, cfg_out, err);
     free(cfg_out);
     stage_ctx ctx = {.configs = cfgs, .log_dir = dir};
+    runner_set_stage(s->name); /* SLURM workers are told which stage to run */
+    int pending_before = runner_pending_count();
     if (rc == 0) rc = s->run(&ctx, err);
-    if (rc == 0) log_info("=== [DONE] stage: %s (%.1fs) ===", s->name, now_seconds() - t0);
+    if (rc == 0 && runner_pending_count() > pending_before)
+        log_info("=== [SUBMITTED] stage: %s (%.1fs): results pending in SLURM jobs %s ===", s->name,
+                 now_seconds() - t0, runner_pending_jobs());
+    else if (rc == 0) log_info("=== [DONE] stage: %s (%.1fs) ===", s->name, now_seconds() - t0);
     else {
         fprintf(log_fp, "espnet3: error: %s\n", err->msg);
         log_info("=== [FAILED] stage: %s (%.1fs) ===", s->name, now_seconds() - t0);

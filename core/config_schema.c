@@ -101,6 +101,7 @@ static const cyaml_schema_field_t slurm_options_fields[] = {
 static const cyaml_schema_field_t parallel_fields[] = {
     STR("env", parallel_cfg, env),
     INT("n_workers", parallel_cfg, n_workers),
+    BOOL("async_mode", parallel_cfg, async_mode),
     MAP("options", parallel_cfg, options, slurm_options_fields),
     CYAML_FIELD_END};
 

@@ -88,6 +88,7 @@ typedef struct slurm_options_cfg {
 typedef struct parallel_cfg {
     char *env;           /* local | local_gpu | slurm */
     int64_t n_workers;
+    int async_mode;      /* slurm: submit and return; a rerun merges (ESPnet3's runner async_mode) */
     slurm_options_cfg *options;
 } parallel_cfg;
 

@@ -11,6 +11,10 @@ extern "C" {
 
 /* One line: runtime/driver versions and device count ("no device" when none is visible). */
 void cuda_describe(char *buf, size_t n);
+/* Devices the CUDA runtime sees (after CUDA_VISIBLE_DEVICES); 0 when none or on error. It
+ * initialises CUDA in the calling process: call it where no fork() follows (runner_gpu.c probes
+ * in a child process). */
+int cuda_device_count(void);
 
 #ifdef __cplusplus
 }

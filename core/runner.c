@@ -22,11 +22,11 @@
 static const char shard_magic[8] = {'E', 'S', 'P', '3', 'S', 'H', 'D', '1'};
 static const char sig_name[] = "runner.sig";
 
-/* Every env a config may name; run == NULL means recognised but not built yet. */
+/* Every env a config may name. */
 static const runner_env envs[] = {
-    {"local", runner_local_run},
-    {"local_gpu", NULL},
-    {"slurm", NULL},
+    {"local", runner_local_run, NULL, 0, NULL},
+    {"local_gpu", runner_local_gpu_run, runner_gpu_workers, 0, NULL},
+    {"slurm", runner_slurm_run, NULL, 1, runner_slurm_forget},
 };
 enum { N_ENVS = sizeof envs / sizeof envs[0] };
 
@@ -68,6 +68,65 @@ void runner_buf_free(runner_buf *b)
     b->data = NULL;
     b->len = b->cap = 0;
 }
+
+/* ---- the process's command line, stage and pending work ------------------------------------ */
+
+static struct {
+    int argc;
+    char **argv;
+    char *stage;
+    int n_pending;
+    char *pending_jobs;
+    int worker_matched; /* a slurm worker found the runner_job it was started for */
+} proc;
+
+static void free_proc(void)
+{
+    for (int i = 0; i < proc.argc; i++) free(proc.argv[i]);
+    free(proc.argv);
+    free(proc.stage);
+    free(proc.pending_jobs);
+}
+
+void runner_set_command(int argc, char *const argv[])
+{
+    if (!proc.argv && !proc.stage && !proc.pending_jobs) atexit(free_proc);
+    for (int i = 0; i < proc.argc; i++) free(proc.argv[i]);
+    free(proc.argv);
+    proc.argc = argc;
+    proc.argv = xcalloc((size_t)argc + 1, sizeof *proc.argv);
+    for (int i = 0; i < argc; i++) proc.argv[i] = xstrdup(argv[i]);
+}
+
+void runner_set_stage(const char *name)
+{
+    if (!proc.argv && !proc.stage && !proc.pending_jobs) atexit(free_proc);
+    free(proc.stage);
+    proc.stage = name ? xstrdup(name) : NULL;
+}
+
+char *const *runner_command(int *argc)
+{
+    *argc = proc.argc;
+    return proc.argv;
+}
+
+const char *runner_stage(void) { return proc.stage; }
+
+void runner_note_pending(const char *job_ids)
+{
+    if (!proc.argv && !proc.stage && !proc.pending_jobs) atexit(free_proc);
+    proc.n_pending++;
+    if (!job_ids || !*job_ids) return;
+    char *all = proc.pending_jobs && *proc.pending_jobs ? xasprintf("%s, %s", proc.pending_jobs, job_ids)
+                                                        : xstrdup(job_ids);
+    free(proc.pending_jobs);
+    proc.pending_jobs = all;
+}
+
+int runner_pending_count(void) { return proc.n_pending; }
+int runner_worker_found_job(void) { return proc.worker_matched; }
+const char *runner_pending_jobs(void) { return proc.pending_jobs ? proc.pending_jobs : ""; }
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
@@ -174,15 +233,11 @@ static int resolve_env(const parallel_cfg *par, const runner_env **env, int *n_w
     *env = NULL;
     for (int i = 0; i < N_ENVS; i++)
         if (strcmp(envs[i].name, name) == 0) *env = &envs[i];
-    char known[128] = "", now[128] = "";
-    for (int i = 0; i < N_ENVS; i++) {
+    char known[128] = "";
+    for (int i = 0; i < N_ENVS; i++)
         snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", envs[i].name);
-        if (envs[i].run)
-            snprintf(now + strlen(now), sizeof now - strlen(now), "%s%s", now[0] ? ", " : "", envs[i].name);
-    }
     if (!*env) return esp_fail(err, "parallel.env: %s is not supported (supported: %s)", name, known);
-    if (!(*env)->run)
-        return esp_fail(err, "parallel.env: %s is not available in this build yet (supported now: %s)", name, now);
+    if ((*env)->workers) return (*env)->workers(par, n_workers, err);
     /* An absent n_workers reads as 0: one worker, as without a parallel: block. */
     int64_t n = par ? par->n_workers : 1;
     if (n < 0) return esp_fail(err, "parallel.n_workers: must be at least 1, got %lld", (long long)n);
@@ -192,6 +247,18 @@ static int resolve_env(const parallel_cfg *par, const runner_env **env, int *n_w
 }
 
 /* A finished shard whose header does not describe its items is from elsewhere: redo it. */
+static int shard_header_ok(const char *path, size_t first, size_t count);
+
+int runner_shard_done(const runner_plan *plan, size_t k)
+{
+    size_t first, count;
+    runner_shard_range(plan, k, &first, &count);
+    char *path = runner_shard_path(plan->job->work_dir, k);
+    int ok = shard_header_ok(path, first, count);
+    free(path);
+    return ok;
+}
+
 static int shard_header_ok(const char *path, size_t first, size_t count)
 {
     FILE *fp = fopen(path, "rb");
@@ -206,9 +273,13 @@ static int shard_header_ok(const char *path, size_t first, size_t count)
 static int run_locked(const runner_job *job, const runner_env *env, const parallel_cfg *par, int n_workers,
                       esp_err *err);
 
+static int run_worker(const runner_job *job, esp_err *err);
+
 int runner_run(const runner_job *job, const parallel_cfg *par, esp_err *err)
 {
     ESP_CHECK(job && job->forward && job->work_dir);
+    int worker = run_worker(job, err);
+    if (worker != 0) return worker;
     const runner_env *env;
     int n_workers = 1;
     if (resolve_env(par, &env, &n_workers, err) != 0) return -1;
@@ -245,7 +316,10 @@ static int run_locked(const runner_job *job, const runner_env *env, const parall
         if (want.chunk_size == 0) want.chunk_size = 1;
     }
     int same = same_inputs && have.chunk_size == want.chunk_size;
-    size_t removed = clear_shards(job->work_dir, !same);
+    /* Cluster jobs of an earlier job may still write here: stop them before clearing. */
+    if (!same && had && env->forget) env->forget(job->work_dir);
+    /* Temp files belong to workers that died with their driver, unless workers outlive drivers. */
+    size_t removed = !same || !env->detached ? clear_shards(job->work_dir, !same) : 0;
     if (removed)
         log_info("%s: %s holds %zu shards of a different job (%s); cleared them", name, job->work_dir, removed,
                  !had ? "no runner.sig" : !same_inputs ? "other inputs" : "other chunk size");
@@ -259,7 +333,7 @@ static int run_locked(const runner_job *job, const runner_env *env, const parall
         if (rc != 0) return -1;
     }
 
-    runner_plan plan = {job, par, n_workers, want.chunk_size, 0, NULL, 0};
+    runner_plan plan = {job, par, n_workers, want.chunk_size, 0, NULL, 0, NULL};
     plan.n_shards = (job->n_items + plan.chunk_size - 1) / plan.chunk_size;
     plan.pending = xcalloc(plan.n_shards ? plan.n_shards : 1, sizeof *plan.pending);
     for (size_t k = 0; k < plan.n_shards; k++) {
@@ -285,6 +359,48 @@ static int run_locked(const runner_job *job, const runner_env *env, const parall
         rc = env->run(&plan, err);
     }
     free(plan.pending);
+    return rc;
+}
+
+/* Inside a slurm job: compute this job's shards of the work_dir the driver named and return
+ * RUNNER_PENDING (the driver merges); any other runner_job of the stage is skipped the same way. */
+static int run_worker(const runner_job *job, esp_err *err)
+{
+    char *target;
+    size_t *shards, n;
+    int processes;
+    int is = runner_slurm_worker_task(&target, &shards, &n, &processes, err);
+    if (is <= 0) return is;
+    char *mine = path_absolute(job->work_dir);
+    int rc = RUNNER_PENDING;
+    if (strcmp(mine, target) == 0) {
+        proc.worker_matched = 1;
+        const char *name = job->name ? job->name : "runner";
+        job_sig have = {0};
+        if (!read_sig(job->work_dir, &have) || have.n_items != job->n_items ||
+            strcmp(have.signature, job->signature ? job->signature : "") != 0 || have.chunk_size == 0) {
+            rc = esp_fail(err, "%s: the inputs changed since this job was submitted (%s/runner.sig); rerun the stage",
+                          name, job->work_dir);
+        } else {
+            runner_plan plan = {job, NULL, processes, have.chunk_size, 0, NULL, 0, NULL};
+            plan.n_shards = (job->n_items + plan.chunk_size - 1) / plan.chunk_size;
+            plan.pending = xcalloc(n ? n : 1, sizeof *plan.pending);
+            for (size_t i = 0; i < n && rc == RUNNER_PENDING; i++) {
+                if (shards[i] >= plan.n_shards)
+                    rc = esp_fail(err, "%s: shard %zu of this job is beyond the %zu shards of %s", name, shards[i],
+                                  plan.n_shards, job->work_dir);
+                else if (!runner_shard_done(&plan, shards[i])) plan.pending[plan.n_pending++] = shards[i];
+            }
+            if (rc == RUNNER_PENDING && plan.n_pending > 0 && runner_local_run(&plan, err) != 0) rc = -1;
+            if (rc == RUNNER_PENDING)
+                log_info("%s: this job's %zu shards are done (%zu computed now)", name, n, plan.n_pending);
+            free(plan.pending);
+        }
+        free(have.signature);
+    }
+    free(mine);
+    free(target);
+    free(shards);
     return rc;
 }
 
@@ -345,7 +461,7 @@ int runner_for_each(const runner_job *job, int (*fn)(size_t idx, const void *dat
         return esp_fail(err, "%s: %s holds no results of this job (run it first)", name, job->work_dir);
     }
     free(have.signature);
-    runner_plan plan = {job, NULL, 1, have.chunk_size, 0, NULL, 0};
+    runner_plan plan = {job, NULL, 1, have.chunk_size, 0, NULL, 0, NULL};
     plan.n_shards = (job->n_items + plan.chunk_size - 1) / plan.chunk_size;
     unsigned char *data = NULL;
     size_t cap = 0;

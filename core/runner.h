@@ -8,8 +8,9 @@
  * chunk_size, the caller's signature); a different job clears the old shards first.
  *
  * Environments (parallel.env): local (n_workers forked processes; parallel: absent = one forked
- * worker, so a crash in forward() is handled the same way for every config). local_gpu and slurm
- * are recognised and refused until they are built; they plug in behind the same API. */
+ * worker, so a crash in forward() is handled the same way for every config), local_gpu (one
+ * forked worker per visible GPU, each with its own CUDA_VISIBLE_DEVICES) and slurm (the workers
+ * are SLURM array jobs that run this same command line again; see runner_slurm.c). */
 #ifndef ESPNET3_RUNNER_H
 #define ESPNET3_RUNNER_H
 
@@ -48,10 +49,34 @@ typedef struct runner_job {
 /* Workers that crash this many times on the same item fail the run naming the item. */
 enum { RUNNER_MAX_CRASHES = 3 };
 
+/* runner_run's value when the results are not all in work_dir yet: the work went to SLURM jobs
+ * that are still queued or running (parallel.async_mode), or this process is one of those jobs
+ * and has done its part. The caller merges nothing and returns success; rerunning the stage
+ * merges once the jobs are done. */
+enum { RUNNER_PENDING = 1 };
+
 /* Runs forward for every item not yet in a finished shard. par may be NULL (one local worker).
- * Errors: unknown/unavailable env, a forward() error ("<item>: <message>"), an item that crashes
- * its worker RUNNER_MAX_CRASHES times, unwritable work_dir. No child process outlives the call. */
+ * Returns 0 (all results in work_dir: merge them), RUNNER_PENDING, or -1 with err: unknown or
+ * unavailable env, a forward() error ("<item>: <message>"), an item that crashes its worker
+ * RUNNER_MAX_CRASHES times, a failed SLURM job (naming its log), unwritable work_dir. No local
+ * child process outlives the call. */
 int runner_run(const runner_job *job, const parallel_cfg *par, esp_err *err);
+
+/* The command line of this process (cli/main.c sets it): slurm jobs run the same command again,
+ * in worker mode, so every stage re-creates its own runner_job there. */
+void runner_set_command(int argc, char *const argv[]);
+/* The stage now running (the stage runner sets it): a slurm worker job runs only that stage. */
+void runner_set_stage(const char *name);
+/* In a slurm worker job, the stage it must run (set by the driver in the job's environment);
+ * NULL in a normal run. */
+const char *runner_worker_stage(void);
+/* In a slurm worker job, after the stage: 1 when a runner_run of the stage had the work_dir the
+ * job was submitted for (0 means the stage no longer makes that job: configs changed). */
+int runner_worker_found_job(void);
+/* How many runner_run calls of this process returned RUNNER_PENDING, and the SLURM job ids they
+ * are waiting for ("" when none; for the closing message). */
+int runner_pending_count(void);
+const char *runner_pending_jobs(void);
 
 /* Calls fn for every item's result in index order (after a successful runner_run); stops at the
  * first fn that returns non-zero (that value is returned; fn fills err). Checks that each shard

@@ -188,6 +188,8 @@ static void spawn(local_run *r, int slot)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent) _exit(4);
         signal(SIGTERM, SIG_DFL);
+        /* local_gpu: slot i owns GPU i, also when a dead worker is replaced. */
+        if (r->plan->gpu_ids) setenv("CUDA_VISIBLE_DEVICES", r->plan->gpu_ids[slot], 1);
         close(sv[0]);
         for (int i = 0; i < r->n_slots; i++)
             if (r->w[i].pid > 0 && r->w[i].fd >= 0) close(r->w[i].fd);

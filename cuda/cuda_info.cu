@@ -14,3 +14,10 @@ extern "C" void cuda_describe(char *buf, size_t n)
     snprintf(buf, n, "CUDA runtime %d.%d, driver %d.%d, %d device%s", runtime / 1000, runtime % 1000 / 10,
              driver / 1000, driver % 1000 / 10, devices, devices == 1 ? "" : "s");
 }
+
+extern "C" int cuda_device_count(void)
+{
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
+    return devices;
+}

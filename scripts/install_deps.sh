@@ -17,6 +17,9 @@ packages=(
   python3-numpy                 # checks that numpy reads our .npz / safetensors files
   python3-protobuf              # decodes our TensorBoard event records in a test
   sctk                          # sclite: the scoring test checks our alignments against it
+  # the local SLURM cluster of the runner tests (scripts/slurm_local.sh); libpmix-dev also
+  # because srun --mpi=pmix dlopen()s the unversioned libpmix.so
+  slurmctld slurmd slurm-client munge slurm-wlm-basic-plugins libpmix-dev
   # the default recipe
   espeak-ng fortunes
 )

@@ -175,6 +175,12 @@ static int collect_split(const training_cfg *cfg, const char *split, const token
                      .release = release, .forward = forward, .item_name = item_name, .arg = &job};
     log_info("collect_stats: %s: %zu utterances", split, m.n);
     int run_rc = runner_run(&rj, cfg->parallel, err);
+    if (run_rc == RUNNER_PENDING) { /* SLURM jobs compute it; a rerun merges */
+        free(sig);
+        free(label);
+        rc = 0;
+        goto out;
+    }
 
     mc.m = &m;
     mc.dim = (uint32_t)job.opts.n_mels;
