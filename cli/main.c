@@ -44,7 +44,8 @@ static int run_worker_stage(const char *name, const esp_configs *cfgs, esp_err *
 {
     const stage_def *s = stage_by_name(name);
     if (!s) return esp_fail(err, "this SLURM job was told to run stage '%s', which this binary does not have", name);
-    if (check_stage_configs(&s, 1, cfgs, err) != 0) return -1;
+    cli_args named = {.stages = (const char *[]){name, NULL}, .n_stages = 1}; /* as if given by --stages */
+    if (check_stage_configs(&named, &s, 1, cfgs, err) < 0) return -1;
     char *dir = s->output_dir(cfgs);
     stage_ctx ctx = {.configs = cfgs, .log_dir = dir};
     log_info("SLURM worker: stage %s", s->name);
