@@ -72,6 +72,7 @@ int main(int argc, char **argv)
     int rc = 0;
     for (int k = 0; k < CONFIG_KIND_COUNT && rc == 0; k++)
         if (paths[k]) rc = config_load((config_kind)k, paths[k], &opts, slots[k], &err);
+    if (rc == 0) n_sel = keep_configured_stages(&args, selected, n_sel, &cfgs);
     if (rc == 0) rc = check_stage_configs(selected, n_sel, &cfgs, &err);
 
     if (rc == 0 && args.dry_run) {

@@ -14,8 +14,7 @@ static const struct {
     const char *name;
     const char *alias;
 } planned[] = {
-    {6, "infer", "decode"},
-    {7, "measure", "score"},   {8, "pack_model", NULL},
+    {7, "measure", "score"},
 };
 
 static void available_list(char *buf, size_t n)
@@ -72,6 +71,27 @@ int select_stages(const cli_args *a, const stage_def **out, esp_err *err)
         return esp_fail(err, "no stage numbered %ld..%ld (available: %s)", lo, hi, avail);
     }
     return n;
+}
+
+static int has_config(const stage_def *s, const esp_configs *cfgs)
+{
+    return s->needs == NEEDS_TRAINING    ? cfgs->training != NULL
+           : s->needs == NEEDS_INFERENCE ? cfgs->inference != NULL
+                                         : cfgs->metrics != NULL;
+}
+
+int keep_configured_stages(const cli_args *a, const stage_def **sel, int n, const esp_configs *cfgs)
+{
+    if (a->stages || a->stage >= 0 || a->stop_stage >= 0) return n;
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+        if (has_config(sel[i], cfgs)) sel[kept++] = sel[i];
+        else
+            log_info("stage %d %s: skipped (no %s config given)", sel[i]->number, sel[i]->name,
+                     sel[i]->needs == NEEDS_INFERENCE ? "inference" : sel[i]->needs == NEEDS_METRICS ? "metrics" : "training");
+    }
+    /* Nothing configured at all: keep the list so the check names what is missing. */
+    return kept ? kept : n;
 }
 
 int check_stage_configs(const stage_def **sel, int n, const esp_configs *cfgs, esp_err *err)
