@@ -3,16 +3,18 @@
  * ${inference_dir}/<test>/hyp.scp and ref.scp (`utt_id text`, manifest order).
  *
  * Each worker's provider loads the model once (asr_train_config -> sizes, frontend, global_mvn
- * stats, token list; asr_model_file -> weights) and decodes consecutive utterances batch_size at
- * a time (padded; no dropout, no SpecAugment). Shards are whole batches, encoder lengths come
- * from each utterance's own length and padded frames never reach a valid output, so the
- * hypotheses are the same for any batch_size and any number of workers. beam_size 1 is greedy
- * CTC; more is the CTC prefix beam search with ESPnet's `penalty` as length bonus. */
+ * stats, token list; asr_model_file -> weights) and takes consecutive utterances batch_size at a
+ * time (audio read and features computed together; no dropout, no SpecAugment). The encoder runs
+ * once per utterance at its own length: OpenBLAS rounds a GEMM row differently for other row
+ * counts, so a padded batch would change the log-probs' last bits with batch_size, and on this
+ * CPU it is slower anyway (padding and longer attention rows). Each worker computes on the same
+ * number of threads whatever n_workers is (1, or OMP_NUM_THREADS), so hyp.scp is byte-identical
+ * for any batch_size and n_workers. beam_size 1 is greedy CTC; more is the CTC prefix beam search
+ * with ESPnet's `penalty` as length bonus. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "../core/asr_data.h"
 #include "../core/backend.h"
@@ -114,35 +116,38 @@ static int decode_batch(infer_env *env, size_t lo, size_t hi, esp_err *err)
     free(items);
     if (rc != 0) return -1;
     backend *be = &env->be;
-    size_t nf = (size_t)ab.B * ab.Tmax * (size_t)ab.D;
-    if (nf > env->dev_cap) {
-        be->free(be, env->dev_feats);
-        env->dev_feats = be->alloc(be, nf * sizeof(float));
-        env->dev_cap = nf;
-    }
-    be->copy(be, env->dev_feats, ab.feats, nf * sizeof(float), BACKEND_HOST_TO_DEVICE);
     asr_model *m = &env->model;
-    asr_model_forward(m, env->dev_feats, ab.feat_lens, ab.B, (int)ab.Tmax, 0, 0);
     int V = m->dims.vocab;
-    size_t nl = (size_t)ab.B * m->T2 * (size_t)V;
-    if (nl > env->host_cap) {
-        env->host_logp = xrealloc(env->host_logp, nl * sizeof *env->host_logp);
-        env->host_cap = nl;
-    }
-    be->copy(be, env->host_logp, m->logp, nl * sizeof(float), BACKEND_DEVICE_TO_HOST);
-    be->synchronize(be);
-    if ((size_t)m->T2 + 1 > env->ids_cap) {
-        env->ids_cap = (size_t)m->T2 + 1;
-        env->ids = xrealloc(env->ids, env->ids_cap * sizeof *env->ids);
-    }
     const decode_opts *o = &env->job->opts;
     ctc_beam_opts bo = {.beam_size = o->beam_size, .penalty = o->penalty};
     for (int i = 0; i < ab.B; i++) {
-        const float *lp = env->host_logp + (size_t)i * m->T2 * V;
-        int nh = o->beam_size <= 1 ? ctc_greedy_decode(env->ids, lp, m->hlens[i], V)
-                                   : ctc_prefix_beam_search(env->beam, lp, m->hlens[i], V, &bo, env->ids, NULL);
+        /* One forward per utterance at its own length: the same matrix shapes whatever batch it
+         * came in, so the same bits (OpenBLAS rounds a GEMM row differently for other row counts). */
+        int T = ab.feat_lens[i];
+        size_t nf = (size_t)T * (size_t)ab.D;
+        if (nf > env->dev_cap) {
+            be->free(be, env->dev_feats);
+            env->dev_feats = be->alloc(be, nf * sizeof(float));
+            env->dev_cap = nf;
+        }
+        be->copy(be, env->dev_feats, ab.feats + (size_t)i * ab.Tmax * ab.D, nf * sizeof(float), BACKEND_HOST_TO_DEVICE);
+        asr_model_forward(m, env->dev_feats, &T, 1, T, 0, 0);
+        int hlen = m->hlens[0];
+        size_t nl = (size_t)hlen * (size_t)V;
+        if (nl + 1 > env->host_cap) {
+            env->host_cap = nl + 1;
+            env->host_logp = xrealloc(env->host_logp, env->host_cap * sizeof *env->host_logp);
+        }
+        be->copy(be, env->host_logp, m->logp, nl * sizeof(float), BACKEND_DEVICE_TO_HOST);
+        be->synchronize(be);
+        if ((size_t)hlen + 1 > env->ids_cap) {
+            env->ids_cap = (size_t)hlen + 1;
+            env->ids = xrealloc(env->ids, env->ids_cap * sizeof *env->ids);
+        }
+        int nh = o->beam_size <= 1 ? ctc_greedy_decode(env->ids, env->host_logp, hlen, V)
+                                   : ctc_prefix_beam_search(env->beam, env->host_logp, hlen, V, &bo, env->ids, NULL);
         char *text = token_ids_to_text(&env->ec, env->ids, (size_t)nh);
-        uint32_t frames = (uint32_t)ab.feat_lens[i];
+        uint32_t frames = (uint32_t)T;
         runner_buf *out = &env->results[i];
         out->len = 0;
         runner_buf_append(out, &frames, sizeof frames);
@@ -244,7 +249,7 @@ static int decode_set(const inference_cfg *icfg, const model_files *mf, const de
     label = xasprintf("infer %s", test);
     runner_job rj = {.name = label, .n_items = m.n, .chunk_size = chunk, .work_dir = work_dir, .signature = sig,
                      .provide = provide, .release = release, .forward = forward, .item_name = item_name, .arg = &job};
-    log_info("infer: %s: %zu utterances, %s (beam_size %d%s), batch_size %d, %zu worker(s) x %d thread(s)", test,
+    log_info("infer: %s: %zu utterances, %s (beam_size %d%s), batch_size %d, %zu worker(s) x %d thread(s) each", test,
              m.n, o->beam_size <= 1 ? "greedy CTC" : "CTC prefix beam search", o->beam_size,
              o->penalty != 0 ? ", penalty set" : "", o->batch_size, n_workers, o->threads);
     double t0 = now_seconds();
@@ -278,15 +283,13 @@ out:
     return rc;
 }
 
-/* Threads per worker: OMP_NUM_THREADS, else the machine's cores shared by the workers. */
-static int worker_threads(const parallel_cfg *par)
+/* Threads per worker: OMP_NUM_THREADS, else 1. Never derived from n_workers: OpenBLAS rounds
+ * differently on other thread counts, and the hypotheses must not depend on n_workers. Use
+ * parallel.n_workers (one per core) to use the machine. */
+static int worker_threads(void)
 {
     const char *omp = getenv("OMP_NUM_THREADS");
     int n = omp ? atoi(omp) : 0;
-    if (n > 0) return n;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    long workers = par && par->n_workers > 0 ? par->n_workers : 1;
-    n = (int)(cores / workers);
     return n > 0 ? n : 1;
 }
 
@@ -300,7 +303,7 @@ static int decode_opts_from_cfg(decode_opts *o, const inference_cfg *icfg, const
     if (mc->batch_size < 0) return esp_fail(err, "%s: model.batch_size: %" PRId64 " (use 1 or more)", file, mc->batch_size);
     o->batch_size = mc->batch_size > 0 ? (int)(mc->batch_size < 4096 ? mc->batch_size : 4096) : 1;
     o->penalty = mc->penalty;
-    o->threads = worker_threads(icfg->parallel);
+    o->threads = worker_threads();
     if (mc->ctc_weight != 0 && mc->ctc_weight != 1.0)
         log_warn("%s: model.ctc_weight: %g needs an attention decoder, which this CTC model does not have; "
                  "decoding is CTC only (ctc_weight 1.0)", file, mc->ctc_weight);
