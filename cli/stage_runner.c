@@ -82,7 +82,8 @@ static int has_config(const stage_def *s, const esp_configs *cfgs)
 
 int keep_configured_stages(const cli_args *a, const stage_def **sel, int n, const esp_configs *cfgs)
 {
-    if (a->stages || a->stage >= 0 || a->stop_stage >= 0) return n;
+    int all = a->stages && a->n_stages == 1 && !strcmp(a->stages[0], "all"); /* ESPnet3's default */
+    if ((a->stages && !all) || a->stage >= 0 || a->stop_stage >= 0) return n;
     int kept = 0;
     for (int i = 0; i < n; i++) {
         if (has_config(sel[i], cfgs)) sel[kept++] = sel[i];

@@ -8,9 +8,9 @@
 
 /* Fills out[] (capacity stage_count) in table order; returns the count or -1 with err. */
 int select_stages(const cli_args *a, const stage_def **out, esp_err *err);
-/* Without --stage/--stop_stage/--stages every stage is selected; this keeps those whose config
- * was given (a training config alone runs stages 1-5 as before inference existed) and logs
- * the others. An explicit selection is returned unchanged. Returns the new count. */
+/* Without --stage/--stop_stage/--stages, or with `--stages all` (ESPnet3's default), every stage
+ * is selected; this keeps those whose config was given (a training config alone runs stages 1-5)
+ * and logs the others. Any other selection is returned unchanged. Returns the new count. */
 int keep_configured_stages(const cli_args *a, const stage_def **sel, int n, const esp_configs *cfgs);
 /* Checks that every selected stage has the config it reads. */
 int check_stage_configs(const stage_def **sel, int n, const esp_configs *cfgs, esp_err *err);
