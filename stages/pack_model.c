@@ -149,7 +149,7 @@ static int write_readme(const char *staging, const model_files *mf, const infere
         "# Packed espnet3 model\n\n"
         "A Transformer-CTC ASR model (ESPnet2 parameter names, safetensors) with everything decoding needs.\n\n"
         "- weights: `model.safetensors` (%zu parameters; from `%s`)\n"
-        "- encoder: %lld blocks, output_size %lld, %lld attention heads, linear_units %lld\n"
+        "- encoder: num_blocks %lld, output_size %lld, attention_heads %lld, linear_units %lld\n"
         "- configs: `conf/config.yaml` (training), `conf/inference.yaml` (decoding: beam_size %lld)\n"
         "- token list: `tokens/tokens.txt`%s\n"
         "- metrics: %s\n\n"
