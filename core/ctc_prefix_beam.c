@@ -1,8 +1,11 @@
 /* CTC prefix beam search; see ctc_prefix_beam.h. Prefixes live in a trie of (parent, token)
- * nodes made only for prefixes that enter the beam, so memory is at most 1 + frames x beam nodes. */
+ * nodes made only for prefixes that enter the beam, so memory is at most 1 + frames x beam nodes.
+ * The trie is canonical (a child is looked up before it is made), so one prefix is one node even
+ * when it leaves the beam and comes back; equal node ids then mean equal prefixes. */
 #include "ctc_prefix_beam.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +26,8 @@ typedef struct cand {
 struct ctc_beam {
     int *parent, *token, *len;
     size_t n_nodes, cap_nodes;
+    int *slots;              /* open addressing: (parent, token) -> node, -1 = empty */
+    size_t n_slots;          /* a power of two, at least twice n_nodes */
     hyp *beam;
     size_t n_beam, cap_beam;
     cand *cands;
@@ -39,7 +44,7 @@ ctc_beam *ctc_beam_new(void) { return xcalloc(1, sizeof(ctc_beam)); }
 void ctc_beam_free(ctc_beam *w)
 {
     if (!w) return;
-    free(w->parent), free(w->token), free(w->len);
+    free(w->parent), free(w->token), free(w->len), free(w->slots);
     free(w->beam), free(w->cands), free(w->top), free(w->merged);
     free(w->seq_a), free(w->seq_b);
     free(w);
@@ -52,8 +57,37 @@ static double log_add(double a, double b)
     return a > b ? a + log1p(exp(b - a)) : b + log1p(exp(a - b));
 }
 
-static int new_node(ctc_beam *w, int parent, int token)
+static size_t slot_of(const ctc_beam *w, int parent, int token)
 {
+    uint64_t h = ((uint64_t)(uint32_t)parent * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)(uint32_t)token * 0xC2B2AE3D27D4EB4Full);
+    size_t mask = w->n_slots - 1, k = (size_t)(h >> 17) & mask;
+    while (w->slots[k] >= 0 && !(w->parent[w->slots[k]] == parent && w->token[w->slots[k]] == token)) k = (k + 1) & mask;
+    return k;
+}
+
+static void rehash(ctc_beam *w, size_t n_slots)
+{
+    free(w->slots);
+    w->n_slots = n_slots;
+    w->slots = xmalloc(n_slots * sizeof *w->slots);
+    memset(w->slots, 0xff, n_slots * sizeof *w->slots);
+    for (size_t n = 1; n < w->n_nodes; n++) w->slots[slot_of(w, w->parent[n], w->token[n])] = (int)n;
+}
+
+static void reset_trie(ctc_beam *w)
+{
+    w->n_nodes = 0;
+    if (!w->slots) rehash(w, 1024);
+    else memset(w->slots, 0xff, w->n_slots * sizeof *w->slots);
+}
+
+/* The node of parent's prefix extended by token (the root: parent -1), made when new. */
+static int child(ctc_beam *w, int parent, int token)
+{
+    if (parent >= 0) {
+        size_t k = slot_of(w, parent, token);
+        if (w->slots[k] >= 0) return w->slots[k];
+    }
     if (w->n_nodes == w->cap_nodes) {
         w->cap_nodes = w->cap_nodes ? 2 * w->cap_nodes : 256;
         w->parent = xrealloc(w->parent, w->cap_nodes * sizeof *w->parent);
@@ -64,6 +98,10 @@ static int new_node(ctc_beam *w, int parent, int token)
     w->parent[n] = parent;
     w->token[n] = token;
     w->len[n] = parent < 0 ? 0 : w->len[parent] + 1;
+    if (parent >= 0) {
+        if (2 * w->n_nodes > w->n_slots) rehash(w, 2 * w->n_slots);
+        else w->slots[slot_of(w, parent, token)] = n;
+    }
     return n;
 }
 
@@ -133,8 +171,8 @@ int ctc_prefix_beam_search(ctc_beam *w, const float *logp, int hlen, int V, cons
     ESP_CHECK(o->beam_size >= 1 && V >= 1 && hlen >= 0);
     size_t B = (size_t)o->beam_size;
     reserve(w, B, V, hlen);
-    w->n_nodes = 0;
-    w->beam[0] = (hyp){new_node(w, -1, -1), 0.0, -INFINITY};
+    reset_trie(w);
+    w->beam[0] = (hyp){child(w, -1, -1), 0.0, -INFINITY};
     w->n_beam = 1;
     for (int t = 0; t < hlen; t++) {
         const float *lp = logp + (size_t)t * V;
@@ -184,7 +222,7 @@ int ctc_prefix_beam_search(ctc_beam *w, const float *logp, int hlen, int V, cons
         if (n_top == 0) break; /* every path impossible: keep the last beam */
         for (size_t k = 0; k < n_top; k++) {
             const cand *c = &w->cands[w->top[k]];
-            int node = c->node >= 0 ? c->node : new_node(w, c->parent, c->token);
+            int node = c->node >= 0 ? c->node : child(w, c->parent, c->token);
             w->beam[k] = (hyp){node, c->pb, c->pnb};
         }
         w->n_beam = n_top;

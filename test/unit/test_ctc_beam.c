@@ -198,3 +198,104 @@ Test(ctc_beam, workspace_reuse_and_empty_input)
     free(lp);
     ctc_beam_free(w);
 }
+
+/* A direct transcription of the algorithm with prefixes as explicit id arrays compared by value:
+ * slow, but with no trie to get wrong. */
+enum { NT = 40, NV = 4, NMAX = 6 * NV + 6 };
+typedef struct naive_hyp {
+    int seq[NT], len;
+    double pb, pnb, score;
+} naive_hyp;
+
+static double lae(double a, double b)
+{
+    if (a == -INFINITY) return b;
+    if (b == -INFINITY) return a;
+    return a > b ? a + log1p(exp(b - a)) : b + log1p(exp(a - b));
+}
+
+static naive_hyp *find_or_add(naive_hyp *c, int *n, const int *seq, int len)
+{
+    for (int i = 0; i < *n; i++)
+        if (c[i].len == len && !memcmp(c[i].seq, seq, (size_t)len * sizeof *seq)) return &c[i];
+    naive_hyp *h = &c[(*n)++];
+    memcpy(h->seq, seq, (size_t)len * sizeof *seq);
+    h->len = len, h->pb = h->pnb = -INFINITY;
+    return h;
+}
+
+static int naive_before(const naive_hyp *a, const naive_hyp *b)
+{
+    if (a->score != b->score) return a->score > b->score;
+    if (a->len != b->len) return a->len < b->len;
+    for (int k = 0; k < a->len; k++)
+        if (a->seq[k] != b->seq[k]) return a->seq[k] < b->seq[k];
+    return 0;
+}
+
+static int naive_search(const float *lp, int T, int V, int B, double penalty, int *out, double *score)
+{
+    static naive_hyp beam[NMAX], cand[NMAX];
+    int nb = 1, nc;
+    beam[0].len = 0, beam[0].pb = 0, beam[0].pnb = -INFINITY;
+    for (int t = 0; t < T; t++) {
+        const float *l = lp + t * V;
+        nc = 0;
+        for (int i = 0; i < nb; i++) {
+            naive_hyp h = beam[i];
+            double total = lae(h.pb, h.pnb);
+            int last = h.len ? h.seq[h.len - 1] : -1;
+            naive_hyp *k = find_or_add(cand, &nc, h.seq, h.len);
+            k->pb = lae(k->pb, total + l[0]);
+            if (last > 0) k->pnb = lae(k->pnb, h.pnb + l[last]);
+            for (int c = 1; c < V; c++) {
+                h.seq[h.len] = c;
+                naive_hyp *e = find_or_add(cand, &nc, h.seq, h.len + 1);
+                e->pnb = lae(e->pnb, (c == last ? h.pb : total) + l[c]);
+            }
+        }
+        for (int i = 0; i < nc; i++) cand[i].score = lae(cand[i].pb, cand[i].pnb) + penalty * cand[i].len;
+        for (int i = 1; i < nc; i++) /* insertion sort, best first */
+            for (int j = i; j > 0 && naive_before(&cand[j], &cand[j - 1]); j--) {
+                naive_hyp tmp = cand[j];
+                cand[j] = cand[j - 1], cand[j - 1] = tmp;
+            }
+        nb = nc < B ? nc : B;
+        memcpy(beam, cand, (size_t)nb * sizeof *beam);
+    }
+    memcpy(out, beam[0].seq, (size_t)beam[0].len * sizeof *out);
+    *score = beam[0].score;
+    return beam[0].len;
+}
+
+/* Small beams on flat outputs drop prefixes and bring them back (a prefix's parent can leave the
+ * beam while the prefix stays): the trie must still merge equal prefixes. */
+Test(ctc_beam, small_beams_match_a_search_over_explicit_prefixes)
+{
+    rng r;
+    rng_init(&r, 23);
+    int beams[] = {2, 3, 4, 6};
+    for (int trial = 0; trial < 400; trial++) {
+        int B = beams[trial % 4];
+        double p[NT * NV];
+        for (int t = 0; t < NT; t++) {
+            double s = 0;
+            for (int c = 0; c < NV; c++) {
+                p[t * NV + c] = 0.05 + (double)(rng_next(&r) % 1000) / 1000.0;
+                if (c == 0) p[t * NV + c] *= trial % 3; /* no, some, or dominant blanks */
+                s += p[t * NV + c];
+            }
+            for (int c = 0; c < NV; c++) p[t * NV + c] /= s;
+        }
+        float *lp = logs(p, NT * NV);
+        double penalty = (trial % 4) * 0.25;
+        int want[NT], got[NT];
+        double want_s, got_s;
+        int nw = naive_search(lp, NT, NV, B, penalty, want, &want_s);
+        int ng = decode(lp, NT, NV, B, penalty, got, &got_s);
+        cr_assert_float_eq(got_s, want_s, 1e-9, "trial %d", trial);
+        cr_assert_eq(ng, nw, "trial %d: length %d, want %d", trial, ng, nw);
+        cr_assert_eq(memcmp(got, want, (size_t)ng * sizeof *got), 0, "trial %d", trial);
+        free(lp);
+    }
+}
