@@ -86,10 +86,11 @@ int keep_configured_stages(const cli_args *a, const stage_def **sel, int n, cons
     if ((a->stages && !all) || a->stage >= 0 || a->stop_stage >= 0) return n;
     int kept = 0;
     for (int i = 0; i < n; i++) {
-        if (has_config(sel[i], cfgs)) sel[kept++] = sel[i];
+        const stage_def *s = sel[i];
+        if (has_config(s, cfgs)) sel[kept++] = s;
         else
-            log_info("stage %d %s: skipped (no %s config given)", sel[i]->number, sel[i]->name,
-                     sel[i]->needs == NEEDS_INFERENCE ? "inference" : sel[i]->needs == NEEDS_METRICS ? "metrics" : "training");
+            log_info("stage %d %s: skipped (no %s config given)", s->number, s->name,
+                     s->needs == NEEDS_INFERENCE ? "inference" : s->needs == NEEDS_METRICS ? "metrics" : "training");
     }
     /* Nothing configured at all: keep the list so the check names what is missing. */
     return kept ? kept : n;

@@ -59,9 +59,10 @@ static double log_add(double a, double b)
 
 static size_t slot_of(const ctc_beam *w, int parent, int token)
 {
-    uint64_t h = ((uint64_t)(uint32_t)parent * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)(uint32_t)token * 0xC2B2AE3D27D4EB4Full);
+    uint64_t h = ((uint64_t)(uint32_t)parent * 0x9E3779B97F4A7C15ull) ^
+                 ((uint64_t)(uint32_t)token * 0xC2B2AE3D27D4EB4Full);
     size_t mask = w->n_slots - 1, k = (size_t)(h >> 17) & mask;
-    while (w->slots[k] >= 0 && !(w->parent[w->slots[k]] == parent && w->token[w->slots[k]] == token)) k = (k + 1) & mask;
+    for (int n; (n = w->slots[k]) >= 0 && !(w->parent[n] == parent && w->token[n] == token);) k = (k + 1) & mask;
     return k;
 }
 

@@ -121,6 +121,15 @@ void model_files_free(model_files *f)
     memset(f, 0, sizeof *f);
 }
 
+/* "256,80" into buf (shapes here have at most ST_MAX_DIMS small dimensions). */
+static void shape_text(char *buf, size_t n, const int64_t *shape, int ndim)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int d = 0; d < ndim && used < n; d++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%lld", d ? "," : "", (long long)shape[d]);
+}
+
 int asr_model_load_weights(asr_model *m, const char *path, esp_err *err)
 {
     st_file sf;
@@ -147,10 +156,8 @@ int asr_model_load_weights(asr_model *m, const char *path, esp_err *err)
         for (int d = 0; same && d < p->ndim; d++) same = t->shape[d] == p->shape[d];
         if (!same) {
             char want[64], got[64];
-            int wn = 0, gn = 0;
-            for (int d = 0; d < p->ndim; d++) wn += snprintf(want + wn, sizeof want - (size_t)wn, "%s%lld", d ? "," : "", (long long)p->shape[d]);
-            for (int d = 0; d < t->ndim && gn < 48; d++) gn += snprintf(got + gn, sizeof got - (size_t)gn, "%s%lld", d ? "," : "", (long long)t->shape[d]);
-            want[wn] = got[gn] = '\0';
+            shape_text(want, sizeof want, p->shape, p->ndim);
+            shape_text(got, sizeof got, t->shape, t->ndim);
             rc = esp_fail(err, "%s: tensor %s is %s [%s], the model needs F32 [%s] (a model of another size? check "
                                "model.encoder_conf in asr_train_config)",
                           path, t->name, st_dtype_name(t->dtype), got, want);

@@ -264,9 +264,9 @@ static int decode_set(const inference_cfg *icfg, const model_files *mf, const de
     }
     if (atomic_commit(&hyp, err) != 0 || write_ref(ref_path, &m, err) != 0) goto out;
     /* Audio seconds from the frame count: frames = samples / hop + 1. */
-    const frontend_conf_cfg *fc = model_files_training(mf)->model ? model_files_training(mf)->model->frontend_conf : NULL;
+    const model_cfg *mcfg = model_files_training(mf)->model;
     frontend_opts fo;
-    frontend_opts_from_cfg(fc, &fo);
+    frontend_opts_from_cfg(mcfg ? mcfg->frontend_conf : NULL, &fo);
     double audio = (mc.frames - (double)m.n) * fo.hop_length / fo.fs;
     log_info("infer: %s: %zu utterances, %.1f s of audio in %.2f s (RTF %.4f, %.1f utt/s) -> %s", test, m.n, audio,
              wall, audio > 0 ? wall / audio : 0.0, wall > 0 ? (double)m.n / wall : 0.0, hyp_path);
@@ -298,17 +298,20 @@ static int decode_opts_from_cfg(decode_opts *o, const inference_cfg *icfg, const
 {
     const infer_model_cfg *mc = icfg->model;
     o->beam_size = mc->beam_size > 0 ? (int)mc->beam_size : 1;
-    if (mc->beam_size < 0) return esp_fail(err, "%s: model.beam_size: %" PRId64 " (use 1 for greedy or more)", file, mc->beam_size);
-    if (mc->beam_size > 10000) return esp_fail(err, "%s: model.beam_size: %" PRId64 " is too large (at most 10000)", file, mc->beam_size);
-    if (mc->batch_size < 0) return esp_fail(err, "%s: model.batch_size: %" PRId64 " (use 1 or more)", file, mc->batch_size);
+    if (mc->beam_size < 0 || mc->beam_size > 10000)
+        return esp_fail(err, "%s: model.beam_size: %" PRId64 " (use 1 for greedy, up to 10000)", file, mc->beam_size);
+    if (mc->batch_size < 0)
+        return esp_fail(err, "%s: model.batch_size: %" PRId64 " (use 1 or more)", file, mc->batch_size);
     o->batch_size = mc->batch_size > 0 ? (int)(mc->batch_size < 4096 ? mc->batch_size : 4096) : 1;
     o->penalty = mc->penalty;
     o->threads = worker_threads();
     if (mc->ctc_weight != 0 && mc->ctc_weight != 1.0)
         log_warn("%s: model.ctc_weight: %g needs an attention decoder, which this CTC model does not have; "
                  "decoding is CTC only (ctc_weight 1.0)", file, mc->ctc_weight);
-    if (mc->lm_weight > 0) log_warn("%s: model.lm_weight: %g: no language model is supported; ignored", file, mc->lm_weight);
-    if (mc->nbest > 1) log_warn("%s: model.nbest: %" PRId64 ": only the best hypothesis is written (hyp.scp)", file, mc->nbest);
+    if (mc->lm_weight > 0)
+        log_warn("%s: model.lm_weight: %g: no language model is supported; ignored", file, mc->lm_weight);
+    if (mc->nbest > 1)
+        log_warn("%s: model.nbest: %" PRId64 ": only the best hypothesis is written (hyp.scp)", file, mc->nbest);
     if (mc->device && strcmp(mc->device, "cpu"))
         log_warn("%s: model.device: %s: this build decodes on the CPU", file, mc->device);
     return 0;
