@@ -42,15 +42,22 @@ int asr_data_open(asr_data *d, const training_cfg *cfg, const char *split, int t
     if (!cfg->tokenizer || !cfg->tokenizer->save_path) return esp_fail(err, "tokenizer.save_path: missing");
     char *mpath = xasprintf("%s/manifest/%s.tsv", cfg->data_dir, split);
     char *tpath = xasprintf("%s/tokens.txt", cfg->tokenizer->save_path);
+    int rc = asr_data_open_files(d, cfg->model, mpath, tpath, train, err);
+    free(mpath);
+    free(tpath);
+    return rc;
+}
+
+int asr_data_open_files(asr_data *d, const model_cfg *m, const char *mpath, const char *tpath, int train,
+                        esp_err *err)
+{
+    memset(d, 0, sizeof *d);
     int rc = -1;
     if (!path_exists(mpath)) esp_fail(err, "%s: no manifest (run create_dataset, stage 1, first)", mpath);
     else if (!path_exists(tpath)) esp_fail(err, "%s: no token list (run train_tokenizer, stage 2, first)", tpath);
     else if (manifest_read_tsv(mpath, &d->m, err) == 0 && token_list_read(tpath, &d->tokens, err) == 0) rc = 0;
-    free(mpath);
-    free(tpath);
     if (rc != 0) goto fail;
 
-    const model_cfg *m = cfg->model;
     frontend_opts_from_cfg(m ? m->frontend_conf : NULL, &d->fo);
     if (frontend_opts_check(&d->fo, err) != 0) goto fail;
     d->fe = frontend_new(&d->fo);

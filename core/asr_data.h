@@ -32,6 +32,10 @@ typedef struct asr_data {
 /* Opens ${data_dir}/manifest/<split>.tsv with the model's frontend, SpecAugment (train only) and
  * normalization settings; the token list comes from ${tokenizer.save_path}/tokens.txt. */
 int asr_data_open(asr_data *d, const training_cfg *cfg, const char *split, int train, esp_err *err);
+/* The same from explicit files: a .tsv manifest and a tokens.txt, with the model's frontend and
+ * normalization (m may be NULL: defaults, no normalization). Decoding opens test sets this way. */
+int asr_data_open_files(asr_data *d, const model_cfg *m, const char *manifest_path, const char *tokens_path,
+                        int train, esp_err *err);
 void asr_data_close(asr_data *d);
 
 typedef struct asr_batch {

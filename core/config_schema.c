@@ -268,6 +268,7 @@ static const cyaml_schema_field_t infer_model_fields[] = {
     STR("asr_model_file", infer_model_cfg, asr_model_file),
     STR("device", infer_model_cfg, device),
     INT("beam_size", infer_model_cfg, beam_size),
+    FLT("penalty", infer_model_cfg, penalty),
     FLT("ctc_weight", infer_model_cfg, ctc_weight),
     FLT("lm_weight", infer_model_cfg, lm_weight),
     INT("nbest", infer_model_cfg, nbest),
@@ -410,6 +411,9 @@ static const char *const unimplemented_keys[] = {
     "optimizer.fused",
     "tokenizer.text_builder", "tokenizer.user_defined_symbols", "tokenizer.input_sentence_size", "tokenizer.shuffle_input_sentence",
     "tokenizer.split_digits", "tokenizer.byte_fallback",
+    "model.maxlenratio", "model.minlenratio", "model.lm_train_config", "model.lm_file", "model.ngram_weight",
+    "model.ngram_file", "model.ngram_scorer", "model.token_type", "model.bpemodel", "model.quantize_asr_model",
+    "model.dtype", "model.normalize_length", "model.streaming",
     "optimizers", "schedulers", "upload", "hf_repo", "git_info", "log_level", "write_requirements",
     NULL,
 };

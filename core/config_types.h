@@ -244,13 +244,15 @@ typedef struct training_cfg {
 typedef struct infer_model_cfg {
     char *target;            /* espnet2.bin.asr_inference.Speech2Text */
     char *asr_train_config;
-    char *asr_model_file;
+    char *asr_model_file;    /* weights: a .safetensors file, a checkpoint directory, or the
+                              * ESPnet-style name of one (valid.loss.ave_3best[.pth], last[.ckpt]) */
     char *device;
-    int64_t beam_size;
-    double ctc_weight;
+    int64_t beam_size;       /* 1: greedy CTC; more: CTC prefix beam search */
+    double penalty;          /* ESPnet's insertion penalty: a length bonus per output token */
+    double ctc_weight;       /* CTC-only model: 1.0 (anything else warns) */
     double lm_weight;
     int64_t nbest;
-    int64_t batch_size;
+    int64_t batch_size;      /* utterances per forward pass */
 } infer_model_cfg;
 
 typedef struct inference_cfg {

@@ -50,6 +50,17 @@ void asr_model_init(asr_model *m, backend *be, const model_dims *d, const model_
     m->blocks = xcalloc((size_t)d->blocks, sizeof *m->blocks);
 }
 
+void asr_model_init_inference(asr_model *m, backend *be, const model_dims *d)
+{
+    memset(m, 0, sizeof *m);
+    m->dims = *d;
+    m->be = be;
+    m->inference = 1;
+    param_table_build(&m->table, d);
+    m->params = be->alloc(be, m->table.total * sizeof(float));
+    m->blocks = xcalloc((size_t)d->blocks, sizeof *m->blocks);
+}
+
 static void free_acts(asr_model *m)
 {
     backend *be = m->be;
@@ -62,6 +73,10 @@ static void free_acts(asr_model *m)
     }
     for (int l = 0; l < m->dims.blocks; l++) {
         block_acts *b = &m->blocks[l];
+        if (m->inference && l > 0) { /* aliases of blocks[0] */
+            memset(b, 0, sizeof *b);
+            continue;
+        }
         float **bs[] = {&b->ln1, &b->mean1, &b->rstd1, &b->q, &b->k, &b->v, &b->att, &b->atty,
                         &b->h1, &b->ln2, &b->mean2, &b->rstd2, &b->f1, &b->h_out};
         for (size_t i = 0; i < sizeof bs / sizeof *bs; i++) {
@@ -85,7 +100,11 @@ void asr_model_free(asr_model *m)
     memset(m, 0, sizeof *m);
 }
 
-void asr_model_zero_grad(asr_model *m) { m->be->fill(m->be, m->grads, 0, m->table.total * sizeof(float)); }
+void asr_model_zero_grad(asr_model *m)
+{
+    ESP_CHECK(!m->inference);
+    m->be->fill(m->be, m->grads, 0, m->table.total * sizeof(float));
+}
 
 /* Grows the activation buffers for B x T (they are only ever enlarged). */
 static void ensure_acts(asr_model *m, int B, int T)
@@ -106,6 +125,10 @@ static void ensure_acts(asr_model *m, int B, int T)
     m->h0 = A(rows * D);
     for (int l = 0; l < d->blocks; l++) {
         block_acts *b = &m->blocks[l];
+        if (m->inference && l > 0) {
+            *b = m->blocks[0];
+            continue;
+        }
         b->ln1 = A(rows * D), b->mean1 = A(rows), b->rstd1 = A(rows);
         b->q = A(rows * D), b->k = A(rows * D), b->v = A(rows * D);
         b->att = A(att), b->atty = A(rows * D), b->h1 = A(rows * D);
@@ -114,7 +137,10 @@ static void ensure_acts(asr_model *m, int B, int T)
     }
     m->lnf = A(rows * D), m->meanf = A(rows), m->rstdf = A(rows), m->zd = A(rows * D);
     m->logp = A(rows * V);
-    m->dh = A(rows * D), m->dtmp = A(rows * D), m->dq = A(rows * D), m->dk = A(rows * D), m->dv = A(rows * D);
+    m->dtmp = A(rows * D); /* the forward's branch output too */
+    m->cap_rows = rows, m->cap_c1 = c1, m->cap_c2 = c2, m->cap_in = att;
+    if (m->inference) return;
+    m->dh = A(rows * D), m->dq = A(rows * D), m->dk = A(rows * D), m->dv = A(rows * D);
     m->datt = A(rows * D), m->dff = A(rows * FF), m->dln = A(rows * D);
     m->dwout_fc = A(D * D * (size_t)d->f2), m->dc2 = A(c2), m->dc1 = A(c1), m->dlogp = A(rows * V);
 #undef A
@@ -129,6 +155,7 @@ void asr_model_forward(asr_model *m, const float *feats, const int *feat_lens, i
 {
     const model_dims *d = &m->dims;
     backend *be = m->be;
+    ESP_CHECK(!(m->inference && train));
     ensure_acts(m, B, T);
     m->B = B, m->T = T, m->train = train, m->seed = seed;
     m->T1 = ops_conv_out_len(T), m->F1 = ops_conv_out_len(d->idim), m->T2 = ops_conv_out_len(m->T1);
@@ -209,6 +236,7 @@ double asr_model_loss(asr_model *m, const int *labels, const int *label_lens, in
 
 void asr_model_backward(asr_model *m, float dloss)
 {
+    ESP_CHECK(!m->inference);
     const model_dims *d = &m->dims;
     backend *be = m->be;
     int B = m->B, N = B * m->T2, D = d->d, FF = d->ff;

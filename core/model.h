@@ -39,6 +39,7 @@ typedef struct asr_model {
     int B, T, T1, F1, T2;
     int *hlens;              /* host, B encoder lengths */
     int train;
+    int inference;           /* made by asr_model_init_inference: no gradients, one block workspace */
     uint64_t seed;
     size_t cap_rows, cap_in, cap_c1, cap_c2;
     float *x, *c1, *c2, *wout_fc, *e, *h0; /* c1, c2 channels last; wout_fc: see model.c */
@@ -55,6 +56,10 @@ typedef struct asr_model {
 
 /* Allocates parameters and gradients on the backend (zeroed; initialize with param_init or load). */
 void asr_model_init(asr_model *m, backend *be, const model_dims *d, const model_rates *r);
+/* For decoding only: no gradient buffers and no backward work; all blocks share one set of
+ * activation buffers (a block's input is consumed before its output is written), so memory does
+ * not grow with num_blocks. Forward with train = 0; loss and backward are not available. */
+void asr_model_init_inference(asr_model *m, backend *be, const model_dims *d);
 void asr_model_free(asr_model *m);
 void asr_model_zero_grad(asr_model *m);
 

@@ -36,6 +36,23 @@ static char *metrics_inference_dir_of(const esp_configs *c)
     return xstrdup(m && m->inference_dir ? m->inference_dir : ".");
 }
 
+static const inference_cfg *inference_of(const esp_configs *c)
+{
+    return c->inference ? (const inference_cfg *)c->inference->typed : NULL;
+}
+
+static char *inference_dir_of(const esp_configs *c)
+{
+    const inference_cfg *i = inference_of(c);
+    return xstrdup(i && i->inference_dir ? i->inference_dir : ".");
+}
+
+static char *model_pack_dir_of(const esp_configs *c)
+{
+    const inference_cfg *i = inference_of(c);
+    return xasprintf("%s/model_pack", i && i->exp_dir ? i->exp_dir : ".");
+}
+
 /* Only stages this build implements are listed; numbers keep DESIGN.md's table. */
 const stage_def stage_table[] = {
     {1, "create_dataset", NULL, NEEDS_TRAINING, "build the recipe's dataset and manifests", stage_create_dataset,
@@ -44,8 +61,12 @@ const stage_def stage_table[] = {
     {3, "collect_stats", NULL, NEEDS_TRAINING, "feature shapes and global mean/variance sums", stage_collect_stats,
      stats_dir_of},
     {5, "train", NULL, NEEDS_TRAINING, "train the model (CPU, one process)", stage_train, exp_dir_of},
+    {6, "infer", "decode", NEEDS_INFERENCE, "decode the test sets (greedy or prefix beam CTC)", stage_infer,
+     inference_dir_of},
     {7, "measure", "score", NEEDS_METRICS, "WER/CER of each test set's hypotheses, as sclite scores them",
      stage_measure, metrics_inference_dir_of},
+    {8, "pack_model", NULL, NEEDS_INFERENCE, "self-contained model directory ${exp_dir}/model_pack", stage_pack_model,
+     model_pack_dir_of},
 };
 const int stage_count = (int)(sizeof stage_table / sizeof *stage_table);
 

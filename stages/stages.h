@@ -42,6 +42,8 @@ int stage_create_dataset(const stage_ctx *ctx, esp_err *err);
 int stage_train_tokenizer(const stage_ctx *ctx, esp_err *err);
 int stage_collect_stats(const stage_ctx *ctx, esp_err *err);
 int stage_train(const stage_ctx *ctx, esp_err *err);
+int stage_infer(const stage_ctx *ctx, esp_err *err);
+int stage_pack_model(const stage_ctx *ctx, esp_err *err);
 int stage_measure(const stage_ctx *ctx, esp_err *err);
 
 #endif

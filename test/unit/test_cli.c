@@ -299,7 +299,8 @@ Test(cli, dry_run_tiny_recipe_prints_stages_and_resolved_config)
     const char *cfg = tiny_copy();
     const result *r = RUN("--config", cfg, "--template_dir", template_dir(), "--dry_run");
     cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
-    cr_assert(!strncmp(r->out, stage_line(0, 100), strlen(stage_line(0, 100))), "stdout:\n%s", r->out);
+    /* Only a training config: the training stages (1-5). */
+    cr_assert(!strncmp(r->out, stage_line(0, 5), strlen(stage_line(0, 5))), "stdout:\n%s", r->out);
     cr_assert(!strncmp(r->out, "# stages to run: 1:create_dataset 2:train_tokenizer", 51), "stdout:\n%s", r->out);
     assert_has(r->out, "# resolved training config (");
     assert_has(r->out, "num_train: 24\n");
@@ -324,7 +325,7 @@ Test(cli, dry_run_stage_range_and_names)
 
     r = RUN("--training_config", cfg, "--template_dir", template_dir(), "--stages", "all", "--dry_run");
     cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
-    cr_assert(!strncmp(r->out, stage_line(0, 100), strlen(stage_line(0, 100))), "stdout:\n%s", r->out);
+    cr_assert(!strncmp(r->out, stage_line(0, 5), strlen(stage_line(0, 5))), "stdout:\n%s", r->out);
 
     r = RUN("-c", cfg, "--template_dir", template_dir(), "--stages", "train_tokenizer", "create_dataset", "-n");
     cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
@@ -532,4 +533,33 @@ Test(cli, rotate_log_shifts_old_logs)
     cr_assert_str_eq(s, "first");
     free(s);
     cr_assert(!path_exists(tpath("X3.log")));
+}
+
+Test(cli, decode_is_infer_and_default_selection_keeps_configured_stages)
+{
+    const stage_def *infer = stage_by_name("infer");
+    cr_assert_not_null(infer);
+    cr_assert_eq(stage_by_name("decode"), infer);
+    cr_assert_eq(infer->number, 6);
+    cr_assert_eq(stage_by_number(8), stage_by_name("pack_model"));
+
+    /* No stage options: a training config alone keeps only the training stages. */
+    const stage_def *sel[64];
+    esp_err err;
+    cli_args a = args_range(-1, -1);
+    int n = select_stages(&a, sel, &err);
+    esp_config fake = {0};
+    esp_configs training_only = {.training = &fake};
+    int kept = check_stage_configs(&a, sel, n, &training_only, &err);
+    cr_assert(kept > 0 && kept < n, "%s", err.msg);
+    for (int i = 0; i < kept; i++) cr_assert_eq(sel[i]->needs, NEEDS_TRAINING, "%s kept", sel[i]->name);
+
+    /* An explicit selection is kept as given, so a missing config is still an error. */
+    const char *want[] = {"decode", NULL};
+    a.stages = want;
+    a.n_stages = 1;
+    n = select_stages(&a, sel, &err);
+    cr_assert_eq(n, 1);
+    cr_assert_lt(check_stage_configs(&a, sel, n, &training_only, &err), 0);
+    cr_assert(strstr(err.msg, "stage infer needs a inference config"), "%s", err.msg);
 }

@@ -1165,6 +1165,34 @@ Test(config, inference_and_metrics_templates_load)
     assert_has(err.msg, "config file not found (check --inference_config)");
 }
 
+/* Decoding keys: the template's defaults (weights stage 5 writes, CTC only), ESPnet's `penalty`,
+ * Speech2Text keys this build does not use warn, a typo is an error with a suggestion. */
+Test(config, inference_model_keys)
+{
+    char tdir[1024];
+    snprintf(tdir, sizeof tdir, "%s/conf", root_dir());
+    config_load_opts o = {.template_dir = tdir};
+    esp_config *cfg;
+    esp_err err;
+    const char *inf = fixture("decode.yaml", "model:\n  beam_size: 5\n  penalty: 0.5\n  maxlenratio: 0.0\n");
+    capture_begin();
+    int rc = config_load(CONFIG_INFERENCE, inf, &o, &cfg, &err);
+    const char *warned = capture_end();
+    cr_assert_eq(rc, 0, "%s", err.msg);
+    const infer_model_cfg *m = ((const inference_cfg *)cfg->typed)->model;
+    cr_assert_eq(m->beam_size, 5);
+    cr_assert_float_eq(m->penalty, 0.5, 1e-12);
+    cr_assert_float_eq(m->ctc_weight, 1.0, 1e-12);
+    cr_assert(strstr(m->asr_model_file, "/valid.loss.ave.safetensors"), "%s", m->asr_model_file);
+    cr_assert(strstr(m->asr_train_config, "/config.yaml"), "%s", m->asr_train_config);
+    assert_has(warned, "model.maxlenratio");
+    config_free(cfg);
+
+    inf = fixture("decode2.yaml", "model:\n  beam_sise: 5\n");
+    cr_assert_neq(config_load(CONFIG_INFERENCE, inf, &o, &cfg, &err), 0);
+    assert_has(err.msg, "did you mean beam_size?");
+}
+
 /* ---- regressions: validator and libcyaml must agree; written configs must re-load --------------- */
 
 /* The validator accepts .inf/.nan (yt_as_float) but libcyaml rejects them: config_load aborts. */

@@ -1,4 +1,5 @@
-/* Integration: the tiny default recipe end to end through the binary (stages 1-5). */
+/* Integration: the tiny default recipe end to end through the binary (stages 1-5, then infer and
+ * pack_model with inference_tiny.yaml). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,19 @@ static int run_recipe(const char *extra, const char *log)
              "data_dir=%s/data dataset_dir=%s/dl stats_dir=%s/stats exp_dir=%s/exp %s >%s/%s.out 2>%s/%s.err",
              env_or("ESPNET3_ROOT", "."), env_or("ESPNET3_BIN", "./espnet3"), workdir, workdir, workdir, workdir, extra,
              workdir, log, workdir, log);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Runs stage(s) of the tiny inference config on what run_recipe wrote; returns the exit status. */
+static int run_infer(const char *extra, const char *log)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && timeout 300 '%s' --inference_config recipes/espeak_fortunes/conf/inference_tiny.yaml "
+             "data_dir=%s/data exp_dir=%s/exp %s >%s/%s.out 2>%s/%s.err",
+             env_or("ESPNET3_ROOT", "."), env_or("ESPNET3_BIN", "./espnet3"), workdir, workdir, extra, workdir, log,
+             workdir, log);
     int st = system(cmd);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
@@ -136,6 +150,67 @@ Test(recipe, stages_1_5_build_manifests_tokens_stats_logs_and_skip_when_built)
     char *old = slurp("%s/data/%s", "create_dataset1.log");
     cr_assert_not_null(old, "log was not rotated");
     free(old);
+
+    /* Stage 6 (inference_tiny.yaml: beam 4, batch_size 4, 2 workers): ESPnet3's hyp.scp/ref.scp,
+     * one `utt text` line per test utterance in manifest order. */
+    cr_assert_eq(run_infer("--stages decode", "infer"), 0, "infer failed: %s", slurp("%s/%s.err", "infer"));
+    char *hyp = slurp("%s/exp/inference/test/%s", "hyp.scp");
+    char *ref = slurp("%s/exp/inference/test/%s", "ref.scp");
+    char *man = slurp("%s/data/manifest/%s", "test.tsv");
+    cr_assert(hyp && ref && man);
+    cr_assert_eq(count_lines(hyp), 6);
+    cr_assert_eq(count_lines(ref), 6);
+    const char *h = hyp, *r = ref, *mline = man;
+    for (int i = 0; i < 6; i++) {
+        char mutt[256], mwav[512], mtext[1024], rutt[256], rtext[1024], hutt[256];
+        cr_assert_eq(sscanf(mline, "%255[^\t]\t%511[^\t]\t%1023[^\n]", mutt, mwav, mtext), 3);
+        cr_assert_eq(sscanf(r, "%255s %1023[^\n]", rutt, rtext), 2);
+        cr_assert_eq(sscanf(h, "%255s", hutt), 1);
+        cr_assert_str_eq(rutt, mutt, "ref.scp line %d", i);
+        cr_assert_str_eq(rtext, mtext, "ref.scp line %d", i);
+        cr_assert_str_eq(hutt, mutt, "hyp.scp line %d", i);
+        /* Detokenized like ESPnet's char tokenizer: <space> became ' ', no blanks or token markup. */
+        const char *t = h + strlen(hutt);
+        for (; *t && *t != '\n'; t++) cr_assert(strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZ' ", *t), "hyp: %.80s", h);
+        h = strchr(h, '\n') + 1, r = strchr(r, '\n') + 1, mline = strchr(mline, '\n') + 1;
+    }
+    char *ilog = slurp("%s/exp/inference/%s", "infer.log");
+    cr_assert(ilog && strstr(ilog, "=== [DONE] stage: infer"));
+    free(ilog);
+
+    /* The same hypotheses for another batch_size and worker count. */
+    cr_assert_eq(run_infer("--stages infer model.batch_size=1 parallel.n_workers=1 'inference_dir=${exp_dir}/inf_b1'",
+                           "infer_b1"),
+                 0, "%s", slurp("%s/%s.err", "infer_b1"));
+    char *hyp_b1 = slurp("%s/exp/inf_b1/test/%s", "hyp.scp");
+    cr_assert_str_eq(hyp_b1, hyp);
+    free(hyp_b1);
+
+    /* A model file that is not there: one error line naming what was tried, exit 1. */
+    cr_assert_eq(run_infer("--stages infer model.asr_model_file=valid.acc.best.pth", "nomodel"), 1);
+    char *nm = slurp("%s/%s.err", "nomodel");
+    cr_assert(strstr(nm, "espnet3: error: valid.acc.best.pth: no model weights (tried "), "%s", nm);
+    free(nm);
+
+    /* Stage 8: the pack decodes on its own once the experiment directory is gone. */
+    cr_assert_eq(run_infer("--stages pack_model", "pack"), 0, "%s", slurp("%s/%s.err", "pack"));
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "mv '%s/exp/model_pack' '%s/pack' && rm -rf '%s/exp'", workdir, workdir, workdir);
+    cr_assert_eq(system(cmd), 0);
+    char *readme = slurp("%s/pack/%s", "README.md");
+    cr_assert(readme && strstr(readme, "--inference_config"));
+    free(readme);
+    snprintf(cmd, sizeof cmd,
+             "cd / && timeout 300 '%s' --template_dir '%s/conf' --inference_config '%s/pack/conf/inference.yaml' "
+             "--stages infer >%s/packed.out 2>%s/packed.err",
+             env_or("ESPNET3_BIN", "./espnet3"), env_or("ESPNET3_ROOT", "."), workdir, workdir, workdir);
+    cr_assert_eq(system(cmd), 0, "%s", slurp("%s/%s", "packed.err"));
+    char *hyp_pack = slurp("%s/pack/inference/test/%s", "hyp.scp");
+    cr_assert_str_eq(hyp_pack, hyp);
+    free(hyp_pack);
+    free(hyp);
+    free(ref);
+    free(man);
 }
 
 Test(recipe, missing_espeak_ng_is_one_error_line)

@@ -1,0 +1,229 @@
+/* Stage 8 pack_model: a self-contained model directory ${exp_dir}/model_pack/ that decodes on its
+ * own (espnet3 --inference_config <pack>/conf/inference.yaml --stages infer):
+ *
+ *   model.safetensors          the weights the inference config names (asr_model_file)
+ *   conf/config.yaml           the training config, its token list and stats paths pointing inside
+ *   conf/inference.yaml        the inference config, model paths pointing inside, data_dir absolute
+ *   tokens/tokens.txt          the token list
+ *   stats/feats_stats.npz      the global_mvn statistics (when the model normalizes with them)
+ *   metrics/                   metrics.csv of training, metrics.json / result.txt of scoring (if any)
+ *   README.md                  what this is and how to decode with it
+ *
+ * Paths inside are ${config_path:...} interpolations, so the pack can be moved or copied anywhere.
+ * Everything is written to model_pack/.staging first and moved into place only when complete;
+ * the stage's own pack_model.log and inference.yaml (the config it was run with) sit beside. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/fsio.h"
+#include "../core/model_files.h"
+#include "../core/safetensors.h"
+#include "stages.h"
+
+static const char *const pack_entries[] = {"model.safetensors", "conf", "tokens", "stats", "metrics", "README.md"};
+
+static int copy_file(const char *src, const char *dst, esp_err *err)
+{
+    size_t len;
+    char *data = read_file(src, &len, err);
+    if (!data) return -1;
+    int rc = atomic_write_file(dst, data, len, err);
+    free(data);
+    return rc;
+}
+
+/* Sets a dotted key of a config tree to an (unresolved) scalar, making maps on the way. */
+static void set_key(ynode *root, const char *dotted, const char *value)
+{
+    char *path = xstrdup(dotted);
+    ynode *map = root;
+    char *key = path;
+    for (char *dot; (dot = strchr(key, '.')); key = dot + 1) {
+        *dot = '\0';
+        ynode *next = yt_map_get(map, key);
+        if (!next || next->kind != YN_MAP) {
+            next = yt_map(map->mark);
+            yt_map_set(map, key, map->mark, next);
+        }
+        map = next;
+    }
+    yt_map_set(map, key, map->mark, yt_scalar(value, 0, map->mark));
+    free(path);
+}
+
+static int write_tree(const ynode *tree, const char *path, const char *header, esp_err *err)
+{
+    size_t len;
+    char *text = yt_emit_config(tree, &len);
+    char *all = xasprintf("%s%s", header, text);
+    int rc = atomic_write_file(path, all, strlen(all), err);
+    free(all);
+    free(text);
+    return rc;
+}
+
+static int write_configs(const char *staging, const esp_config *inference, const model_files *mf, esp_err *err)
+{
+    char *conf = xasprintf("%s/conf", staging);
+    int rc = mkdir_p(conf, err);
+    if (rc == 0) {
+        ynode *t = yt_copy(mf->train_cfg->tree);
+        set_key(t, "exp_dir", "${config_path:..}");
+        set_key(t, "tokenizer.save_path", "${config_path:../tokens}");
+        if (mf->stats) set_key(t, "model.normalize_conf.stats_file", "${config_path:../stats/feats_stats.npz}");
+        if (yt_get_path(t, "model.token_list")) set_key(t, "model.token_list", "${config_path:../tokens/tokens.txt}");
+        char *p = xasprintf("%s/config.yaml", conf);
+        rc = write_tree(t, p,
+                        "# Training config of the packed model (pack_model): token list and statistics point into\n"
+                        "# the pack; data and training paths are those of the original run.\n",
+                        err);
+        free(p);
+        yt_free(t);
+    }
+    if (rc == 0) {
+        const inference_cfg *ic = inference->typed;
+        ynode *t = yt_copy(inference->tree);
+        set_key(t, "exp_dir", "${config_path:..}");
+        set_key(t, "inference_dir", "${config_path:../inference}");
+        set_key(t, "model.asr_train_config", "${config_path:config.yaml}");
+        set_key(t, "model.asr_model_file", "${config_path:../model.safetensors}");
+        /* The test data stay where they are: absolute paths work from wherever the pack goes. */
+        if (ic->data_dir) {
+            char *abs = path_absolute(ic->data_dir);
+            set_key(t, "data_dir", abs);
+            free(abs);
+        }
+        yt_map_remove(t, "recipe_dir");
+        set_key(t, "recipe_dir", "${config_path:..}");
+        char *p = xasprintf("%s/inference.yaml", conf);
+        rc = write_tree(t, p,
+                        "# Inference config of the packed model (pack_model). Decode with\n"
+                        "#   espnet3 --inference_config <this file> --stages infer\n"
+                        "# Outputs go to inference_dir (inside the pack unless overridden: inference_dir=...).\n",
+                        err);
+        free(p);
+        yt_free(t);
+    }
+    free(conf);
+    return rc;
+}
+
+/* Training curves and scoring results, when they exist. */
+static int copy_metrics(const char *staging, const inference_cfg *ic, size_t *n_copied, esp_err *err)
+{
+    char *dir = xasprintf("%s/metrics", staging);
+    *n_copied = 0;
+    int rc = 0;
+    char *srcs[64], *dsts[64];
+    size_t n = 0;
+    srcs[n] = xasprintf("%s/metrics.csv", ic->exp_dir), dsts[n++] = xstrdup("train_metrics.csv");
+    static const char *const scored[] = {"metrics.json", "result.txt", "results.md"};
+    for (size_t k = 0; k < 3; k++) {
+        srcs[n] = xasprintf("%s/%s", ic->inference_dir, scored[k]), dsts[n++] = xstrdup(scored[k]);
+        for (unsigned i = 0; i < ic->n_test_sets && n + 1 < 64; i++)
+            srcs[n] = xasprintf("%s/%s/%s", ic->inference_dir, ic->test_sets[i], scored[k]),
+            dsts[n++] = xasprintf("%s.%s", ic->test_sets[i], scored[k]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (rc == 0 && ic->exp_dir && path_exists(srcs[i]) && !is_dir(srcs[i])) {
+            char *dst = xasprintf("%s/%s", dir, dsts[i]);
+            rc = mkdir_p(dir, err);
+            if (rc == 0) rc = copy_file(srcs[i], dst, err);
+            if (rc == 0) (*n_copied)++;
+            free(dst);
+        }
+        free(srcs[i]);
+        free(dsts[i]);
+    }
+    free(dir);
+    return rc;
+}
+
+static int write_readme(const char *staging, const model_files *mf, const inference_cfg *ic, size_t n_params,
+                        size_t n_metrics, esp_err *err)
+{
+    const training_cfg *t = model_files_training(mf);
+    const encoder_conf_cfg *ec = t->model ? t->model->encoder_conf : NULL;
+    char *text = xasprintf(
+        "# Packed espnet3 model\n\n"
+        "A Transformer-CTC ASR model (ESPnet2 parameter names, safetensors) with everything decoding needs.\n\n"
+        "- weights: `model.safetensors` (%zu parameters; from `%s`)\n"
+        "- encoder: num_blocks %lld, output_size %lld, attention_heads %lld, linear_units %lld\n"
+        "- configs: `conf/config.yaml` (training), `conf/inference.yaml` (decoding: beam_size %lld)\n"
+        "- token list: `tokens/tokens.txt`%s\n"
+        "- metrics: %s\n\n"
+        "Decode the test sets the inference config lists (`test_sets`, manifests under `data_dir`):\n\n"
+        "```sh\n"
+        "espnet3 --inference_config model_pack/conf/inference.yaml --stages infer\n"
+        "```\n\n"
+        "Paths inside the pack are relative to its configs (`${config_path:...}`), so the directory can be\n"
+        "moved or copied; `data_dir` is the absolute path of the original test data (override it with\n"
+        "`data_dir=...`), and outputs go to `model_pack/inference/<test>/hyp.scp` unless `inference_dir=...`\n"
+        "is given.\n",
+        n_params, mf->weights, ec ? (long long)ec->num_blocks : 6LL, ec ? (long long)ec->output_size : 256LL,
+        ec ? (long long)ec->attention_heads : 4LL, ec ? (long long)ec->linear_units : 2048LL,
+        ic->model ? (long long)ic->model->beam_size : 0LL,
+        mf->stats ? "\n- feature statistics (global_mvn): `stats/feats_stats.npz`" : "",
+        n_metrics ? "`metrics/` (training curves; scoring results when stage 7 ran)" : "none found");
+    char *p = xasprintf("%s/README.md", staging);
+    int rc = atomic_write_file(p, text, strlen(text), err);
+    free(p);
+    free(text);
+    return rc;
+}
+
+/* Moves each finished entry of staging over the pack's old one. */
+static int publish(const char *staging, const char *pack, esp_err *err)
+{
+    for (size_t i = 0; i < sizeof pack_entries / sizeof *pack_entries; i++) {
+        char *from = xasprintf("%s/%s", staging, pack_entries[i]), *to = xasprintf("%s/%s", pack, pack_entries[i]);
+        remove_tree(to);
+        int rc = 0;
+        if (path_exists(from) && rename(from, to) != 0)
+            rc = esp_fail(err, "%s: cannot move into place as %s", from, to);
+        free(from);
+        free(to);
+        if (rc != 0) return -1;
+    }
+    remove_tree(staging);
+    return 0;
+}
+
+int stage_pack_model(const stage_ctx *ctx, esp_err *err)
+{
+    const esp_config *inf = ctx->configs->inference;
+    const inference_cfg *ic = inf->typed;
+    if (!ic->exp_dir) return esp_fail(err, "%s: exp_dir: missing (the pack goes to ${exp_dir}/model_pack)", inf->path);
+    model_files mf;
+    if (model_files_locate(&mf, ic, inf->path, err) != 0) return -1;
+    char *pack = xasprintf("%s/model_pack", ic->exp_dir);
+    char *staging = xasprintf("%s/.staging", pack);
+    char *tok_dir = xasprintf("%s/tokens", staging), *stats_dir = xasprintf("%s/stats", staging);
+    char *w = xasprintf("%s/model.safetensors", staging);
+    char *tk = xasprintf("%s/tokens.txt", tok_dir), *st = xasprintf("%s/feats_stats.npz", stats_dir);
+    size_t n_metrics = 0, n_params = 0;
+    remove_tree(staging);
+    int rc = mkdir_p(tok_dir, err);
+    if (rc == 0) rc = copy_file(mf.weights, w, err);
+    if (rc == 0) {
+        st_file sf;
+        rc = st_read(w, &sf, err);
+        if (rc == 0) {
+            for (size_t i = 0; i < sf.n; i++) n_params += (size_t)st_numel(&sf.tensors[i]);
+            st_close(&sf);
+        }
+    }
+    if (rc == 0) rc = copy_file(mf.tokens, tk, err);
+    if (rc == 0 && mf.stats) rc = mkdir_p(stats_dir, err);
+    if (rc == 0 && mf.stats) rc = copy_file(mf.stats, st, err);
+    if (rc == 0) rc = write_configs(staging, inf, &mf, err);
+    if (rc == 0) rc = copy_metrics(staging, ic, &n_metrics, err);
+    if (rc == 0) rc = write_readme(staging, &mf, ic, n_params, n_metrics, err);
+    if (rc == 0) rc = publish(staging, pack, err);
+    if (rc == 0) log_info("pack_model: %s (model %s, %zu parameters)", pack, mf.weights, n_params);
+    else remove_tree(staging);
+    free(pack), free(staging), free(tok_dir), free(stats_dir), free(w), free(tk), free(st);
+    model_files_free(&mf);
+    return rc;
+}
