@@ -253,7 +253,12 @@ static int decode_set(const inference_cfg *icfg, const model_files *mf, const de
              m.n, o->beam_size <= 1 ? "greedy CTC" : "CTC prefix beam search", o->beam_size,
              o->penalty != 0 ? ", penalty set" : "", o->batch_size, n_workers, o->threads);
     double t0 = now_seconds();
-    if (runner_run(&rj, icfg->parallel, err) != 0) goto out;
+    int run_rc = runner_run(&rj, icfg->parallel, err);
+    if (run_rc == RUNNER_PENDING) { /* SLURM jobs decode it (async mode); a rerun merges */
+        rc = 0;
+        goto out;
+    }
+    if (run_rc != 0) goto out;
     double wall = now_seconds() - t0;
     atomic_file hyp;
     if (atomic_open(&hyp, hyp_path, err) != 0) goto out;
