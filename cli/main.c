@@ -6,6 +6,7 @@
 
 #include "../core/config.h"
 #include "../core/fsio.h"
+#include "launch.h"
 #include "options.h"
 #include "stage_runner.h"
 #include "version.h"
@@ -85,7 +86,11 @@ int main(int argc, char **argv)
             free(yaml);
         }
     } else if (rc == 0) {
-        for (int i = 0; i < n_sel && rc == 0; i++) rc = run_stage(selected[i], &cfgs, &err);
+        for (int i = 0; i < n_sel && rc == 0; i++) {
+            int launched = launch_stage_ranks(selected[i], &args, argc, argv, &cfgs, &rc, &err);
+            if (launched < 0) rc = -1;
+            else if (!launched) rc = run_stage(selected[i], &cfgs, &err);
+        }
     }
     if (rc != 0) fprintf(stderr, "espnet3: error: %s\n", err.msg);
     for (int k = 0; k < CONFIG_KIND_COUNT; k++) config_free(*slots[k]);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/dist.h"
 #include "../core/fsio.h"
 #include "../core/progress.h"
 
@@ -119,8 +120,23 @@ int rotate_log(const char *dir, const char *stage, esp_err *err)
     return rc;
 }
 
+/* Ranks above 0 of a distributed stage write no stage log and no config (rank 0 does) and print
+ * only warnings and errors. */
+static int run_stage_other_rank(const stage_def *s, const esp_configs *cfgs, esp_err *err)
+{
+    log_set_quiet(1);
+    char *dir = s->output_dir(cfgs);
+    stage_ctx ctx = {.configs = cfgs, .log_dir = dir};
+    int rc = s->run(&ctx, err);
+    free(dir);
+    return rc;
+}
+
 int run_stage(const stage_def *s, const esp_configs *cfgs, esp_err *err)
 {
+    const dist_env *env = s->run == stage_train ? dist_process_env(err) : NULL;
+    if (s->run == stage_train && !env) return -1;
+    if (env && env->rank > 0) return run_stage_other_rank(s, cfgs, err);
     char *dir = s->output_dir(cfgs);
     if (mkdir_p(dir, err) != 0 || rotate_log(dir, s->name, err) != 0) {
         free(dir);
