@@ -38,7 +38,8 @@
 /* One local rank's part of the node segment (cache-line separated counters). */
 typedef struct shm_slot {
     _Atomic uint32_t bell; /* bumped when this rank may make progress */
-    char pad0[60];
+    _Atomic uint32_t sleeping; /* set while this rank waits on bell: only then is a wake-up needed */
+    char pad0[56];
     _Atomic uint64_t head; /* bytes written into ring, ever */
     char pad1[56];
     _Atomic uint64_t tail; /* bytes read from ring, ever */
@@ -78,8 +79,8 @@ static void futex_wait(_Atomic uint32_t *addr, uint32_t val, long ms)
 
 static void ring_bell(shm_slot *s)
 {
-    atomic_fetch_add_explicit(&s->bell, 1, memory_order_release);
-    syscall(SYS_futex, (uint32_t *)&s->bell, FUTEX_WAKE, 1, NULL, NULL, 0);
+    atomic_fetch_add(&s->bell, 1);
+    if (atomic_load(&s->sleeping)) syscall(SYS_futex, (uint32_t *)&s->bell, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
 /* A local peer is gone when its pid no longer exists or is a zombie. */
@@ -206,6 +207,7 @@ static ssize_t recv_some(comm_cpu *c, xfer *x)
 static int run_xfer(comm_cpu *c, xfer *x, esp_err *err)
 {
     double last = now_seconds(), checked = last;
+    int idle = 0;
     _Atomic uint32_t *bell = c->slots ? &c->slots[c->my_local].bell : NULL;
     while (x->sdone < x->sn || x->rdone < x->rn) {
         uint32_t seen = bell ? atomic_load_explicit(bell, memory_order_acquire) : 0;
@@ -216,6 +218,7 @@ static int run_xfer(comm_cpu *c, xfer *x, esp_err *err)
         double now = now_seconds();
         if (a > 0 || b > 0) {
             last = now;
+            idle = 0;
             continue;
         }
         /* Who holds us up: the sender when data is missing, else the receiver (ring full). */
@@ -240,7 +243,17 @@ static int run_xfer(comm_cpu *c, xfer *x, esp_err *err)
             int shm_too = (!c->in.tcp && c->in.peer >= 0) || (!c->out.tcp && c->out.peer >= 0);
             poll(p, (nfds_t)np, shm_too ? 1 : 100);
         } else if (bell) {
-            futex_wait(bell, seen, 100);
+            /* Spin briefly (the peer is usually mid-copy), then sleep until it rings. */
+            if (++idle < 200) {
+#if defined(__x86_64__) || defined(__i386__)
+                __builtin_ia32_pause();
+#endif
+                continue;
+            }
+            shm_slot *me = &c->slots[c->my_local];
+            atomic_store(&me->sleeping, 1);
+            if (atomic_load(bell) == seen) futex_wait(bell, seen, 100);
+            atomic_store(&me->sleeping, 0);
         }
     }
     return 0;
