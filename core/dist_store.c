@@ -400,7 +400,7 @@ dist_store *store_open(const char *host, int port, int serve, const char *run_id
     double deadline = now_seconds() + timeout_s;
     while ((s->fd = connect_once(host, port)) < 0) {
         if (s->fd == -2) {
-            esp_fail(err, "store: cannot resolve the master address '%s'", host);
+            esp_fail(err, "store: cannot resolve the master address '%s' (set MASTER_ADDR / --master_addr to an address of rank 0's host)", host);
             store_close(s);
             return NULL;
         }
