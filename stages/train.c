@@ -43,19 +43,23 @@ typedef struct split_data {
     batch_list batches;
     shape_table keys;
     size_t *row_to_item;
+    batch_list *shards; /* sharded dataset (total_shards): each shard's batches; else NULL */
+    int64_t n_shards;
 } split_data;
 
 static void split_close(split_data *s)
 {
     asr_data_close(&s->data);
     batch_list_free(&s->batches);
+    for (int64_t k = 0; k < s->n_shards; k++) batch_list_free(&s->shards[k]);
+    free(s->shards);
     shape_table_free(&s->keys);
     free(s->row_to_item);
     memset(s, 0, sizeof *s);
 }
 
 static int split_open(split_data *s, const training_cfg *cfg, const char *split, const loader_split_cfg *lc, int train,
-                      esp_err *err)
+                      int sharded, esp_err *err)
 {
     memset(s, 0, sizeof *s);
     char where[64];
@@ -63,7 +67,16 @@ static int split_open(split_data *s, const training_cfg *cfg, const char *split,
     if (!lc || !lc->iter_factory || !lc->iter_factory->batches || !lc->iter_factory->batches->n_shape_files)
         return esp_fail(err, "%s.shape_files: missing (point it at ${stats_dir}/%s/feats_shape)", where, split);
     if (asr_data_open(&s->data, cfg, split, train, err) != 0) return -1;
-    if (sampler_build_files(&s->batches, &s->keys, lc->iter_factory->batches, where, err) != 0) {
+    int built;
+    if (sharded) {
+        s->n_shards = lc->total_shards;
+        s->shards = xcalloc((size_t)s->n_shards, sizeof *s->shards);
+        built = sampler_build_shards(s->shards, &s->keys, lc->iter_factory->batches, s->n_shards, where, err);
+        for (int64_t k = 0; built == 0 && k < s->n_shards; k++) s->batches.n += s->shards[k].n;
+    } else {
+        built = sampler_build_files(&s->batches, &s->keys, lc->iter_factory->batches, where, err);
+    }
+    if (built != 0) {
         split_close(s);
         return -1;
     }
@@ -84,11 +97,11 @@ static int split_open(split_data *s, const training_cfg *cfg, const char *split,
     return 0;
 }
 
-/* Batch b of the split as manifest indices. */
-static size_t batch_items(const split_data *s, size_t b, size_t *items)
+/* Batch b of a batch list of the split as manifest indices. */
+static size_t batch_items(const split_data *s, const batch_list *bl, size_t b, size_t *items)
 {
-    size_t n = batch_size_of(&s->batches, b);
-    for (size_t k = 0; k < n; k++) items[k] = s->row_to_item[s->batches.utt[s->batches.start[b] + k]];
+    size_t n = batch_size_of(bl, b);
+    for (size_t k = 0; k < n; k++) items[k] = s->row_to_item[bl->utt[bl->start[b] + k]];
     return n;
 }
 
@@ -170,7 +183,7 @@ static int validate(trainer *t, double *loss_out, double *cer_out, esp_err *err)
     size_t utts = 0;
     err_counts cer = {0};
     for (size_t b = (size_t)t->rank; b < nb; b += (size_t)t->world) {
-        size_t n = batch_items(s, b, items);
+        size_t n = batch_items(s, &s->batches, b, items);
         asr_batch ab;
         if (asr_batch_load(&ab, &s->data, items, (int)n, 0, err) != 0) {
             free(items);
@@ -374,7 +387,19 @@ static int train_epoch(trainer *t, esp_err *err)
     split_data *s = &t->train;
     int shuffle = cfg->dataloader->train->iter_factory->shuffle;
     size_t nplan;
-    size_t *plan = sampler_epoch_plan(&nplan, &s->batches, t->world, t->rank, shuffle, cfg->seed, t->epoch, err);
+    /* A sharded dataset gives each rank a whole shard, rotating every epoch (ESPnet3's
+     * shard_idx = (epoch * world_size + rank) % total_shards); otherwise ranks stripe the batches. */
+    const batch_list *bl = &s->batches;
+    size_t *plan;
+    if (s->shards) {
+        size_t idx = shard_index(t->epoch, t->world, t->rank, s->n_shards);
+        bl = &s->shards[idx];
+        plan = sampler_epoch_plan(&nplan, bl, 1, 0, shuffle, cfg->seed, t->epoch, err);
+        log_info("train: epoch %" PRId64 ": rank %d trains shard %zu of %" PRId64 " (%zu batches)", t->epoch + 1,
+                 t->rank, idx, s->n_shards, nplan);
+    } else {
+        plan = sampler_epoch_plan(&nplan, bl, t->world, t->rank, shuffle, cfg->seed, t->epoch, err);
+    }
     if (!plan) return -1;
     size_t nb = limit_batches(tc->limit_train_batches, nplan);
     int64_t accum = tc->accumulate_grad_batches > 0 ? tc->accumulate_grad_batches : 1;
@@ -386,7 +411,7 @@ static int train_epoch(trainer *t, esp_err *err)
     if (t->rank == 0) progress_start(&pr, label, nb);
     double audio_s = 0, t0 = now_seconds(), loss_acc = 0, step_loss = 0;
     t->audio_total = 0;
-    if (t->world > 1 && t->rank == 0 && t->epoch == t->first_epoch && s->batches.n % (size_t)t->world)
+    if (t->world > 1 && t->rank == 0 && t->epoch == t->first_epoch && !s->shards && s->batches.n % (size_t)t->world)
         log_warn("train: %zu batches do not split evenly over %d ranks: the last %zu are dropped each epoch "
                  "(each rank trains on %zu)", s->batches.n, t->world, s->batches.n % (size_t)t->world, nplan);
     int64_t micro = 0, loss_n = 0, step_n = 0;
@@ -399,7 +424,7 @@ static int train_epoch(trainer *t, esp_err *err)
             break;
         }
         if (!has) break;
-        size_t n = batch_items(s, plan[k], items);
+        size_t n = batch_items(s, bl, plan[k], items);
         asr_batch ab;
         /* Every random draw of this batch comes from (seed, epoch, global position). */
         uint64_t bseed = rng_derive((uint64_t)cfg->seed, (uint64_t)t->epoch, k * (size_t)t->world + (size_t)t->rank);
@@ -592,9 +617,11 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
     if (check_unused_keys(cfg, file, err) != 0) return -1;
     if (cfg->model && cfg->model->ctc_conf && !cfg->model->ctc_conf->reduce)
         return esp_fail(err, "%s: model.ctc_conf.reduce: false (a summed loss) is not supported (use true)", file);
+    int sharded[2];
     for (int k = 0; k < 2; k++) {
         const loader_split_cfg *lc = k ? cfg->dataloader->valid : cfg->dataloader->train;
-        if (shard_validate(lc, k ? "dataloader.valid" : "dataloader.train", env->world_size, err) < 0) return -1;
+        if ((sharded[k] = shard_validate(lc, k ? "dataloader.valid" : "dataloader.train", env->world_size, err)) < 0)
+            return -1;
     }
 
     trainer *t = xcalloc(1, sizeof *t);
@@ -620,8 +647,9 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
         free(t);
         return -1;
     }
-    if (split_open(&t->train, cfg, "train", cfg->dataloader->train, 1, err) != 0) goto out_be;
-    if (split_open(&t->valid, cfg, "valid", cfg->dataloader->valid, 0, err) != 0) goto out_train;
+    /* Validation batches are striped over the ranks either way (every batch is scored once). */
+    if (split_open(&t->train, cfg, "train", cfg->dataloader->train, 1, sharded[0], err) != 0) goto out_be;
+    if (split_open(&t->valid, cfg, "valid", cfg->dataloader->valid, 0, 0, err) != 0) goto out_train;
 
     model_dims dims;
     if (model_dims_from_cfg(&dims, cfg->model, t->train.data.fo.n_mels, (int)t->train.data.tokens.n, err) != 0)

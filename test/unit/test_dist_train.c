@@ -377,3 +377,26 @@ Test(dist_train, torchrun_agent_variables_and_its_store_on_master_port)
     cr_assert(strstr(log, "trainer.num_nodes 2: a plain command starts the ranks of its own node only"), "%s", log);
     free(log);
 }
+
+Test(dist_train, sharded_dataset_rotates_shards_and_ranks_agree_on_epoch_end)
+{
+    /* 4 shards over 2 ranks: rank 0 trains shard 0, then shard 2; shards hold unequal batch
+     * counts, so the ranks stop together only through the end-of-epoch agreement. */
+    const char *shards = "--stages train trainer.devices=2 +dataloader.train.total_shards=4 "
+                         "+dataloader.train.dist_world_size=2";
+    cr_assert_eq(run("sharded", shards), 0, "%s", slurp("log"));
+    char *log = slurp("sharded/train.log");
+    cr_assert(strstr(log, "epoch 1: rank 0 trains shard 0 of 4"), "%s", log);
+    cr_assert(strstr(log, "epoch 2: rank 0 trains shard 2 of 4"), "%s", log);
+    cr_assert(strstr(log, "epoch 2: parameters identical on all 2 ranks"), "%s", log);
+    free(log);
+    /* ESPnet3's check of dist_world_size against the launch. */
+    truncate_log();
+    cr_assert_eq(run("badshard", "--stages train trainer.devices=2 +dataloader.train.total_shards=4 "
+                                 "+dataloader.train.dist_world_size=1"),
+                 1);
+    log = slurp("log");
+    cr_assert(strstr(log, "dataloader.train: dist_world_size must match the distributed world_size (configured 1, got 2)."),
+              "%s", log);
+    free(log);
+}
