@@ -382,3 +382,29 @@ Test(comm_cpu, a_dead_peer_is_named)
     comm_destroy(c);
     store_close(s);
 }
+
+/* ---- the command line of a launched rank ------------------------------------------------------ */
+
+#include "../../cli/options.h"
+
+Test(dist_cli, rank_argv_drops_stage_selection_and_launch_flags)
+{
+    char *argv[] = {"espnet3", "-c", "x.yaml", "--stage", "1", "--stop_stage=5", "--nproc_per_node", "2", "--nnodes=2",
+                    "--node_rank", "1", "--master_addr", "h", "--master_port", "29500", "-q", "a.b=1", NULL};
+    char **r = cli_rank_argv(17, argv, "train");
+    const char *want[] = {"espnet3", "-c", "x.yaml", "-q", "a.b=1", "--stages", "train", NULL};
+    for (int i = 0; want[i] || r[i]; i++) cr_assert(want[i] && r[i] && !strcmp(want[i], r[i]), "arg %d: %s", i, r[i]);
+    free(r);
+    char *argv2[] = {"espnet3", "--stages", "collect_stats", "train", "--config", "y.yaml", NULL};
+    r = cli_rank_argv(6, argv2, "train");
+    const char *want2[] = {"espnet3", "--config", "y.yaml", "--stages", "train", NULL};
+    for (int i = 0; want2[i] || r[i]; i++) cr_assert(want2[i] && r[i] && !strcmp(want2[i], r[i]), "arg %d: %s", i, r[i]);
+    free(r);
+    /* The launch flags parse like the other integer options. */
+    cli_args a;
+    esp_err err;
+    char *bad[] = {"espnet3", "--nnodes", "two", NULL};
+    cr_assert_eq(cli_parse(3, bad, &a, &err), -1);
+    cr_assert(strstr(err.msg, "--nnodes: expected a non-negative integer, got 'two'"), "%s", err.msg);
+    cli_args_free(&a);
+}
