@@ -13,7 +13,8 @@ int launch_stage_ranks(const stage_def *s, const cli_args *a, int argc, char **a
     if (s->run != stage_train) return 0;
     const dist_env *env = dist_process_env(err);
     if (!env) return -1;
-    if (env->source != DIST_NONE) {
+    /* A launcher that started one task (`srun -n 1`) leaves the node's ranks to us. */
+    if (env->source != DIST_NONE && env->world_size > 1) {
         if (flags)
             return esp_fail(err, "--nproc_per_node/--nnodes/--node_rank/--master_addr/--master_port: this process is "
                                  "already rank %d of %d (%s); drop the flags", env->rank, env->world_size,

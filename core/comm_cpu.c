@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -387,12 +388,15 @@ static int tcp_connect_next(comm_cpu *c, dist_store *st, uint64_t run, esp_err *
     char *colon = strrchr(addr, ':');
     ESP_CHECK(colon);
     *colon = '\0';
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
-    int ok = inet_pton(AF_INET, addr, &a.sin_addr) == 1;
-    int fd = ok ? socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0) : -1;
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    int fd = -1;
+    if (getaddrinfo(addr, colon + 1, &hints, &res) == 0 && res) {
+        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) != 0) close(fd), fd = -1;
+        freeaddrinfo(res);
+    }
+    if (fd < 0) {
         esp_fail(err, "comm: cannot connect to rank %d at %s:%s: %s", c->out.peer, addr, colon + 1, strerror(errno));
-        if (fd >= 0) close(fd);
         free(addr);
         return -1;
     }
@@ -512,7 +516,11 @@ comm *comm_cpu_create(dist_store *st, int rank, int world, const char *node_key,
         rc = tcp_listen(&lfd, &port, err);
         if (rc == 0) {
             char addr[128];
-            int n = snprintf(addr, sizeof addr, "%s:%d", store_local_addr(st), port);
+            /* The interface that reaches rank 0; on rank 0 itself that may be loopback (Debian maps
+             * the host name to 127.0.1.1), so rank 0 gives the master address the others used. */
+            const char *host = store_local_addr(st);
+            if (rank == 0 && !strncmp(host, "127.", 4)) host = store_host(st);
+            int n = snprintf(addr, sizeof addr, "%s:%d", host, port);
             snprintf(key, sizeof key, "comm/tcp/%d", rank);
             rc = store_set(st, key, addr, (size_t)n, err);
         }

@@ -34,6 +34,8 @@ int store_barrier(dist_store *s, const char *key, esp_err *err);
 
 /* The local address of the connection to the server: the interface other hosts reach us on. */
 const char *store_local_addr(const dist_store *s);
+/* The master address this store was opened with. */
+const char *store_host(const dist_store *s);
 double store_timeout(const dist_store *s);
 
 #endif
