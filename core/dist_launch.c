@@ -169,6 +169,8 @@ int dist_launch_local(const launch_opts *o, esp_err *err)
             p[i].done = 1;
             left--;
             pump(&p[i], 1);
+            close(p[i].err_fd); /* a closed pipe would wake poll at once from now on */
+            p[i].err_fd = -1;
             int bad = !(WIFEXITED(p[i].status) && WEXITSTATUS(p[i].status) == 0);
             if (bad && failed < 0 && (newly < 0 || WIFSIGNALED(p[i].status))) newly = i;
         }
@@ -189,10 +191,8 @@ int dist_launch_local(const launch_opts *o, esp_err *err)
             for (int i = 0; i < started; i++)
                 if (!p[i].done) kill(p[i].pid, SIGKILL);
     }
-    for (int i = 0; i < started; i++) {
-        pump(&p[i], 1);
-        close(p[i].err_fd);
-    }
+    for (int i = 0; i < started; i++)
+        if (p[i].err_fd >= 0) pump(&p[i], 1), close(p[i].err_fd);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     free(p);
