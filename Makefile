@@ -23,6 +23,14 @@ endif
 # Optional parts are detected by compiling a probe, never by asking the package manager.
 probe = $(shell printf '%s\n' '$(1)' 'int main(void){return 0;}' | $(CC) -x c - $(2) -o /dev/null 2>/dev/null && echo 1)
 
+# PMIx (libpmix-dev): ranks of an `srun --mpi=pmix` step; without it the SLURM variables serve.
+PMIX_CFLAGS := $(shell pkg-config --cflags pmix 2>/dev/null)
+PMIX_LIBS   := $(shell pkg-config --libs pmix 2>/dev/null)
+ifeq ($(call probe,#include <pmix.h>,$(PMIX_CFLAGS) $(PMIX_LIBS)),1)
+CFLAGS   += -DESPNET3_PMIX=1 $(PMIX_CFLAGS)
+LDLIBS   += $(PMIX_LIBS)
+endif
+
 ifeq ($(CUDA),1)
 NVCC := $(shell command -v $(NVCC) 2>/dev/null || echo $(CUDA_HOME)/bin/nvcc)
 # The probe: nvcc must compile a kernel, and the C compiler must link a program against cudart.

@@ -7,6 +7,7 @@
 #include "../core/config.h"
 #include "../core/fsio.h"
 #include "../core/runner.h"
+#include "launch.h"
 #include "options.h"
 #include "stage_runner.h"
 #include "version.h"
@@ -116,7 +117,9 @@ int main(int argc, char **argv)
         rc = run_worker_stage(runner_worker_stage(), &cfgs, &err);
     } else if (rc == 0) {
         for (int i = 0; i < n_sel && rc == 0; i++) {
-            rc = run_stage(selected[i], &cfgs, &err);
+            int launched = launch_stage_ranks(selected[i], &args, argc, argv, &cfgs, &rc, &err);
+            if (launched < 0) rc = -1;
+            else if (!launched) rc = run_stage(selected[i], &cfgs, &err);
             if (rc == 0 && runner_pending_count() > 0) {
                 /* Async mode: later stages need these results, so the run stops here. */
                 printf("espnet3: stage %s: submitted to SLURM (jobs %s); rerun the same command when they are "

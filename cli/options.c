@@ -36,6 +36,13 @@ static const cli_option options[] = {
      "print the resolved stage list and configs, run nothing"},
     {0, "template_dir", NULL, OPT_PATH, FIELD(template_dir), "DIR", "conf/ beside the binary",
      "template configs merged under the recipe config ('' for none)"},
+    {0, "nproc_per_node", NULL, OPT_INT, FIELD(nproc_per_node), "N", NULL,
+     "train: start N local ranks of this node (torchrun's manual multi-node launch)"},
+    {0, "nnodes", NULL, OPT_INT, FIELD(nnodes), "N", "1", "train: number of nodes, one command per node"},
+    {0, "node_rank", NULL, OPT_INT, FIELD(node_rank), "I", "0", "train: this node's index, 0..nnodes-1"},
+    {0, "master_addr", NULL, OPT_PATH, FIELD(master_addr), "HOST", "127.0.0.1", "train: host of rank 0 (node 0)"},
+    {0, "master_port", NULL, OPT_INT, FIELD(master_port), "PORT", "29500; a free port on one node",
+     "train: port of rank 0's rendezvous store"},
     {'q', "quiet", NULL, OPT_FLAG, FIELD(quiet), NULL, NULL, "only warnings and errors on stderr"},
     {'V', "version", NULL, OPT_FLAG, FIELD(version), NULL, NULL, "print version and compiled backends"},
     {'h', "help", NULL, OPT_FLAG, FIELD(help), NULL, NULL, "show this help"},
@@ -90,7 +97,10 @@ static int set_value(const cli_option *o, cli_args *a, const char *value, const 
         return 0;
     case OPT_INT:
         if (parse_long_int(value, (long *)field) != 0 || *(long *)field < 0)
-            return esp_fail(err, "%s: expected a stage number, got '%s'", shown, value);
+            return esp_fail(err, "%s: expected a %s, got '%s'", shown,
+                            o->offset == FIELD(stage) || o->offset == FIELD(stop_stage) ? "stage number"
+                                                                                        : "non-negative integer",
+                            value);
         return 0;
     case OPT_PATH:
         *(const char **)field = value;
@@ -105,6 +115,7 @@ int cli_parse(int argc, char **argv, cli_args *a, esp_err *err)
 {
     memset(a, 0, sizeof *a);
     a->stage = a->stop_stage = -1;
+    a->nproc_per_node = a->nnodes = a->node_rank = a->master_port = -1;
     a->overrides = xcalloc((size_t)argc + 1, sizeof *a->overrides);
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -163,6 +174,42 @@ int cli_parse(int argc, char **argv, cli_args *a, esp_err *err)
     if (a->stages && (a->stage >= 0 || a->stop_stage >= 0))
         return esp_fail(err, "--stages cannot be combined with --stage/--stop_stage (use one form)");
     return 0;
+}
+
+char **cli_rank_argv(int argc, char **argv, const char *stage)
+{
+    char **out = xcalloc((size_t)argc + 3, sizeof *out);
+    int n = 0;
+    out[n++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        const cli_option *o = NULL;
+        int inline_value = 0;
+        if (arg[0] == '-' && arg[1] == '-' && arg[2]) {
+            const char *eq = strchr(arg + 2, '=');
+            o = find_long(arg + 2, eq ? (size_t)(eq - arg - 2) : strlen(arg + 2));
+            inline_value = eq != NULL;
+        } else if (arg[0] == '-' && arg[1] && arg[1] != '-' && !arg[2]) {
+            o = find_short(arg[1]);
+        }
+        size_t f = o ? o->offset : (size_t)-1;
+        int drop = f == FIELD(stage) || f == FIELD(stop_stage) || f == FIELD(stages) || f == FIELD(nproc_per_node) ||
+                   f == FIELD(nnodes) || f == FIELD(node_rank) || f == FIELD(master_addr) || f == FIELD(master_port);
+        int takes = o && o->type != OPT_FLAG && !inline_value;
+        if (!drop) {
+            out[n++] = argv[i];
+            if (takes && o->type != OPT_NAMES && i + 1 < argc) out[n++] = argv[++i];
+            continue;
+        }
+        if (o->type == OPT_NAMES) {
+            while (i + 1 < argc && argv[i + 1][0] != '-' && !strchr(argv[i + 1], '=')) i++;
+        } else if (takes) {
+            i++;
+        }
+    }
+    out[n++] = "--stages";
+    out[n++] = (char *)stage;
+    return out;
 }
 
 void cli_args_free(cli_args *a)

@@ -16,6 +16,11 @@ typedef struct cli_args {
     int n_stages;
     const char **overrides;    /* key.path=value */
     int n_overrides;
+    long nproc_per_node;       /* -1: not given (the five launch flags) */
+    long nnodes;
+    long node_rank;
+    const char *master_addr;
+    long master_port;
     int dry_run;
     int quiet;
     int help;
@@ -26,6 +31,9 @@ typedef struct cli_args {
  * exits 2). */
 int cli_parse(int argc, char **argv, cli_args *out, esp_err *err);
 void cli_args_free(cli_args *a);
+/* The command line of one rank of a launch: argv without the stage selection and the launch
+ * flags, plus `--stages <stage>`. NULL-terminated; free the array only. */
+char **cli_rank_argv(int argc, char **argv, const char *stage);
 void cli_print_help(void *fp /* FILE* */);
 void cli_print_usage(void *fp /* FILE* */);
 

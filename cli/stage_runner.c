@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/dist.h"
 #include "../core/fsio.h"
 #include "../core/progress.h"
 #include "../core/runner.h"
@@ -117,8 +118,42 @@ int rotate_log(const char *dir, const char *stage, esp_err *err)
     return rc;
 }
 
+/* Ranks above 0 of a distributed stage write no config (rank 0 does) and print only warnings and
+ * errors; with trainer.per_rank_logs each also logs everything to <stage>.rank<r>.log. */
+static int run_stage_other_rank(const stage_def *s, const esp_configs *cfgs, int rank, esp_err *err)
+{
+    log_set_quiet(1);
+    char *dir = s->output_dir(cfgs);
+    const training_cfg *tc = training_of(cfgs);
+    FILE *log_fp = NULL;
+    if (tc && tc->trainer && tc->trainer->per_rank_logs) {
+        char *path = xasprintf("%s/%s.rank%d.log", dir, s->name, rank);
+        if (mkdir_p(dir, err) != 0 || !(log_fp = fopen(path, "w"))) {
+            if (!log_fp && path_exists(dir)) esp_fail(err, "%s: cannot write the rank's log: %s", path, strerror(errno));
+            free(path);
+            free(dir);
+            return -1;
+        }
+        free(path);
+        log_set_file(log_fp);
+        log_info("=== [START] stage: %s (rank %d) ===", s->name, rank);
+    }
+    stage_ctx ctx = {.configs = cfgs, .log_dir = dir};
+    int rc = s->run(&ctx, err);
+    if (log_fp) {
+        if (rc != 0) fprintf(log_fp, "espnet3: error: %s\n", err->msg);
+        log_set_file(NULL);
+        fclose(log_fp);
+    }
+    free(dir);
+    return rc;
+}
+
 int run_stage(const stage_def *s, const esp_configs *cfgs, esp_err *err)
 {
+    const dist_env *env = s->run == stage_train ? dist_process_env(err) : NULL;
+    if (s->run == stage_train && !env) return -1;
+    if (env && env->rank > 0) return run_stage_other_rank(s, cfgs, env->rank, err);
     char *dir = s->output_dir(cfgs);
     if (mkdir_p(dir, err) != 0 || rotate_log(dir, s->name, err) != 0) {
         free(dir);

@@ -83,6 +83,8 @@ static const cyaml_schema_field_t trainer_fields[] = {
     BOOL("deterministic", trainer_cfg, deterministic),
     BOOL("enable_progress_bar", trainer_cfg, enable_progress_bar),
     SEQ("logger", trainer_cfg, logger, &logger_entry),
+    FLT("dist_timeout", trainer_cfg, dist_timeout),
+    BOOL("per_rank_logs", trainer_cfg, per_rank_logs),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t slurm_options_fields[] = {

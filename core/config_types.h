@@ -70,6 +70,8 @@ typedef struct trainer_cfg {
     int deterministic;
     int enable_progress_bar;
     logger_cfg *logger; unsigned n_logger;
+    double dist_timeout; /* espnet3: seconds any distributed wait may take (0: 300) */
+    int per_rank_logs;   /* espnet3: ranks above 0 write <exp_dir>/<stage>.rank<r>.log too */
 } trainer_cfg;
 
 typedef struct slurm_options_cfg {

@@ -331,6 +331,43 @@ int sampler_build_files(batch_list *out, shape_table *keys, const batches_cfg *c
     return rc;
 }
 
+int sampler_build_shards(batch_list *shards, shape_table *keys, const batches_cfg *cfg, int64_t total_shards,
+                         const char *where, esp_err *err)
+{
+    memset(shards, 0, (size_t)total_shards * sizeof *shards);
+    memset(keys, 0, sizeof *keys);
+    sampler_opts o;
+    if (sampler_opts_from_cfg(&o, cfg, where, err) != 0) return -1;
+    int n = (o.type == SAMPLER_NUMEL || o.type == SAMPLER_LENGTH) ? (int)cfg->n_shape_files : 1;
+    shape_table *t = xcalloc((size_t)n, sizeof *t), *sl = xcalloc((size_t)n, sizeof *sl);
+    const shape_table **tp = xcalloc((size_t)n, sizeof *tp);
+    int rc = 0;
+    for (int f = 0; f < n && rc == 0; f++) rc = shape_table_read(&t[f], cfg->shape_files[f], o.type == SAMPLER_UNSORTED, err);
+    for (int64_t s = 0; s < total_shards && rc == 0; s++) {
+        size_t b, e;
+        shard_rows(t[0].n, total_shards, (size_t)s, &b, &e);
+        int made = 0;
+        for (int f = 0; f < n && rc == 0; f++, made++) {
+            rc = shape_table_slice(&sl[f], &t[f], &t[0], b, e, err);
+            tp[f] = &sl[f];
+        }
+        if (rc == 0) rc = sampler_build(&shards[s], &o, tp, n, err);
+        /* Rows of the slice are rows b.. of the whole first table. */
+        for (size_t i = 0; rc == 0 && i < shards[s].start[shards[s].n]; i++) shards[s].utt[i] += b;
+        for (int f = 0; f < made; f++) shape_table_free(&sl[f]);
+    }
+    for (int f = 1; f < n; f++) shape_table_free(&t[f]);
+    if (rc == 0) *keys = t[0];
+    else {
+        shape_table_free(&t[0]);
+        for (int64_t s = 0; s < total_shards; s++) batch_list_free(&shards[s]);
+    }
+    free(t);
+    free(sl);
+    free(tp);
+    return rc;
+}
+
 void batch_list_free(batch_list *b)
 {
     free(b->start);

@@ -57,6 +57,10 @@ int sampler_build(batch_list *out, const sampler_opts *o, const shape_table *con
 int sampler_build_files(batch_list *out, shape_table *keys, const batches_cfg *cfg, const char *where,
                         esp_err *err);
 void batch_list_free(batch_list *b);
+/* ESPnet3's sharded datasets: the first table's rows split into total_shards contiguous shards
+ * (shard_rows), each batched on its own; shards[s] holds rows of the whole first table (*keys). */
+int sampler_build_shards(batch_list *shards /* [total_shards] */, shape_table *keys, const batches_cfg *cfg,
+                         int64_t total_shards, const char *where, esp_err *err);
 
 /* This epoch's order of n batches, as ESPnet3 + ESPnet2: epoch0 is the 0-based epoch
  * (Lightning's current_epoch); ESPnet3 passes epoch0 + 1 to SequenceIterFactory.build_iter, which

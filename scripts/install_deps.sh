@@ -11,6 +11,7 @@ packages=(
   libfftw3-dev zlib1g-dev       # STFT; .npz (zip) files
   libopenblas-dev               # sgemm for the CPU backend
   libjansson-dev                # JSON: safetensors headers, trainer state
+  libpmix-dev pkg-config        # ranks of `srun --mpi=pmix` steps (optional: probed by the Makefile)
   # tests
   libcriterion-dev              # unit/integration test framework
   clang libclang-rt-14-dev      # libFuzzer + sanitizer runtimes for `make fuzz`

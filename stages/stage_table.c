@@ -60,7 +60,7 @@ const stage_def stage_table[] = {
     {2, "train_tokenizer", NULL, NEEDS_TRAINING, "build the token list", stage_train_tokenizer, tokenizer_dir_of},
     {3, "collect_stats", NULL, NEEDS_TRAINING, "feature shapes and global mean/variance sums", stage_collect_stats,
      stats_dir_of},
-    {5, "train", NULL, NEEDS_TRAINING, "train the model (CPU, one process)", stage_train, exp_dir_of},
+    {5, "train", NULL, NEEDS_TRAINING, "train the model (CPU; one rank or several: ddp, fsdp)", stage_train, exp_dir_of},
     {6, "infer", "decode", NEEDS_INFERENCE, "decode the test sets (greedy or prefix beam CTC)", stage_infer,
      inference_dir_of},
     {7, "measure", "score", NEEDS_METRICS, "WER/CER of each test set's hypotheses, as sclite scores them",

@@ -161,15 +161,6 @@ Test(train, validation_loss_falls)
     cr_assert(first > 0 && last > 0 && last < 0.9 * first, "valid/loss %f -> %f did not fall", first, last);
 }
 
-Test(train, several_devices_is_a_clear_error)
-{
-    cr_assert_eq(run("dev", "--stages train trainer.devices=2"), 1);
-    char *log = slurp("log");
-    cr_assert(strstr(log, "trainer.devices 2 x num_nodes 1: multi-process training comes with the distributed issue"),
-              "%s", log);
-    free(log);
-}
-
 Test(train, keys_not_acted_on_are_announced_and_post_ln_refused)
 {
     cr_assert_eq(run("warn", "--stages train trainer.max_epochs=1 trainer.max_steps=5 trainer.precision=bf16-mixed "

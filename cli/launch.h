@@ -1,0 +1,15 @@
+/* Launch decisions of the command line: whether the train stage runs here (this process is a
+ * rank, or the run has one rank) or in local ranks this process starts (`trainer.devices: N` on a
+ * plain command, or --nproc_per_node/--nnodes/--node_rank/--master_addr/--master_port). */
+#ifndef ESPNET3_CLI_LAUNCH_H
+#define ESPNET3_CLI_LAUNCH_H
+
+#include "../stages/stages.h"
+#include "options.h"
+
+/* Returns 1 when the stage was run through launched ranks (result in *rc), 0 when the caller
+ * runs it in this process, -1 on an error (err filled). */
+int launch_stage_ranks(const stage_def *s, const cli_args *a, int argc, char **argv, const esp_configs *cfgs,
+                       int *rc, esp_err *err);
+
+#endif
