@@ -58,6 +58,48 @@ static int run_worker_stage(const char *name, const esp_configs *cfgs, esp_err *
     return rc;
 }
 
+/* The key path of an override: `+trainer.max_epochs=3` -> trainer.max_epochs. */
+static char *override_key_path(const char *ov)
+{
+    if (*ov == '+' || *ov == '~') ov++;
+    return xstrndup(ov, strcspn(ov, "="));
+}
+
+/* With several configs given, an override goes to the configs that know most of its key path
+ * (over their templates): `trainer.max_epochs=3` reaches the training config only,
+ * `model.beam_size=5` the inference config (the training config has `model:` but no beam_size),
+ * `parallel.n_workers=4` every config that has it. One that none knows goes to all, where
+ * validation names the unknown key. per[k] gets config k's overrides. */
+static int route_overrides(const char *const paths[CONFIG_KIND_COUNT], const config_load_opts *opts,
+                           const char **per[CONFIG_KIND_COUNT], int n_per[CONFIG_KIND_COUNT], esp_err *err)
+{
+    int given = 0;
+    for (int k = 0; k < CONFIG_KIND_COUNT; k++) {
+        per[k] = xcalloc((size_t)opts->n_overrides + 1, sizeof *per[k]);
+        n_per[k] = 0;
+        given += paths[k] != NULL;
+    }
+    for (int i = 0; i < opts->n_overrides; i++) {
+        const char *ov = opts->overrides[i];
+        int depth[CONFIG_KIND_COUNT] = {0}, best = 0;
+        if (given > 1) {
+            char *key = override_key_path(ov);
+            for (int k = 0; k < CONFIG_KIND_COUNT; k++) {
+                if (!paths[k]) continue;
+                if (config_key_depth((config_kind)k, paths[k], opts, key, &depth[k], err) != 0) {
+                    free(key);
+                    return -1;
+                }
+                if (depth[k] > best) best = depth[k];
+            }
+            free(key);
+        }
+        for (int k = 0; k < CONFIG_KIND_COUNT; k++)
+            if (paths[k] && depth[k] == best) per[k][n_per[k]++] = ov;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     cli_args args;
@@ -95,9 +137,14 @@ int main(int argc, char **argv)
     esp_configs cfgs = {0};
     const char *paths[CONFIG_KIND_COUNT] = {args.training_config, args.inference_config, args.metrics_config};
     esp_config **slots[CONFIG_KIND_COUNT] = {&cfgs.training, &cfgs.inference, &cfgs.metrics};
-    int rc = 0;
-    for (int k = 0; k < CONFIG_KIND_COUNT && rc == 0; k++)
-        if (paths[k]) rc = config_load((config_kind)k, paths[k], &opts, slots[k], &err);
+    const char **per[CONFIG_KIND_COUNT];
+    int n_per[CONFIG_KIND_COUNT];
+    int rc = route_overrides(paths, &opts, per, n_per, &err);
+    for (int k = 0; k < CONFIG_KIND_COUNT && rc == 0; k++) {
+        config_load_opts ko = {.template_dir = tdir, .overrides = per[k], .n_overrides = n_per[k]};
+        if (paths[k]) rc = config_load((config_kind)k, paths[k], &ko, slots[k], &err);
+    }
+    for (int k = 0; k < CONFIG_KIND_COUNT; k++) free(per[k]);
     if (rc == 0) {
         n_sel = check_stage_configs(&args, selected, n_sel, &cfgs, &err);
         if (n_sel < 0) rc = -1;

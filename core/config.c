@@ -37,24 +37,51 @@ static const cyaml_config_t cyaml_cfg = {
     .flags = CYAML_CFG_DEFAULT,
 };
 
+/* The template for kind in opts->template_dir, or NULL (with a warning when warn is set). */
+static char *template_path_for(config_kind kind, const char *path, const config_load_opts *opts, int warn)
+{
+    if (!opts || !opts->template_dir) return NULL;
+    char *name = xasprintf("%s.yaml", kind_names[kind]);
+    char *template_path = path_join(opts->template_dir, name);
+    free(name);
+    if (path_exists(template_path)) return template_path;
+    /* Without it, keys the template provides (seed, exp_dir, ...) are missing: say why. */
+    if (warn)
+        log_warn("no template %s: %s is used as written (keys such as seed must be in it; "
+                 "--template_dir points at the repository's conf/)", template_path, path);
+    free(template_path);
+    return NULL;
+}
+
+int config_key_depth(config_kind kind, const char *path, const config_load_opts *opts, const char *key_path,
+                     int *depth, esp_err *err)
+{
+    *depth = 0;
+    if (!path_exists(path))
+        return esp_fail(err, "%s: config file not found (check %s)", path, config_kind_option(kind));
+    char *template_path = template_path_for(kind, path, opts, 0);
+    ynode *tree = config_compose(path, template_path, NULL, 0, err);
+    free(template_path);
+    if (!tree) return -1;
+    const ynode *cur = tree;
+    for (const char *p = key_path; cur && *p;) {
+        size_t n = strcspn(p, ".");
+        char *part = xstrndup(p, n);
+        cur = cur->kind == YN_MAP ? yt_map_get(cur, part) : NULL;
+        free(part);
+        if (cur) ++*depth;
+        p += n + (p[n] == '.');
+    }
+    yt_free(tree);
+    return 0;
+}
+
 int config_load(config_kind kind, const char *path, const config_load_opts *opts, esp_config **out, esp_err *err)
 {
     *out = NULL;
     if (!path_exists(path))
         return esp_fail(err, "%s: config file not found (check %s)", path, config_kind_option(kind));
-    char *template_path = NULL;
-    if (opts && opts->template_dir) {
-        char *name = xasprintf("%s.yaml", kind_names[kind]);
-        template_path = path_join(opts->template_dir, name);
-        free(name);
-        if (!path_exists(template_path)) {
-            /* Without it, keys the template provides (seed, exp_dir, ...) are missing: say why. */
-            log_warn("no template %s: %s is used as written (keys such as seed must be in it; "
-                     "--template_dir points at the repository's conf/)", template_path, path);
-            free(template_path);
-            template_path = NULL;
-        }
-    }
+    char *template_path = template_path_for(kind, path, opts, 1);
     ynode *tree = config_compose(path, template_path, opts ? opts->overrides : NULL, opts ? opts->n_overrides : 0, err);
     free(template_path);
     if (!tree) return -1;

@@ -38,6 +38,11 @@ typedef struct config_load_opts {
 
 int config_load(config_kind kind, const char *path, const config_load_opts *opts, esp_config **out,
                 esp_err *err);
+/* How many leading parts of key_path (a.b.c) the file composed over its template has (no
+ * overrides, no interpolation): the command line routes an override to the configs that know
+ * most of its key. */
+int config_key_depth(config_kind kind, const char *path, const config_load_opts *opts, const char *key_path,
+                     int *depth, esp_err *err);
 void config_free(esp_config *cfg);
 /* Writes the resolved config as YAML (atomically). */
 int config_write_resolved(const esp_config *cfg, const char *path, esp_err *err);

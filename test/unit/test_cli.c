@@ -368,6 +368,38 @@ Test(cli, dry_run_finds_template_beside_binary)
     assert_has(r->err, "empty/training.yaml");
 }
 
+Test(cli, overrides_go_to_the_configs_that_know_their_key)
+{
+    const char *cfg = tiny_copy();
+    const char *names[] = {"inference.yaml", "inference_tiny.yaml"}; /* the tiny one is over the other */
+    for (int i = 0; i < 2; i++) {
+        char src[1024], dst[64];
+        snprintf(src, sizeof src, "%s/recipes/espeak_fortunes/conf/%s", root_dir(), names[i]);
+        char *text = read_file(src, NULL, &(esp_err){0});
+        cr_assert_not_null(text, "%s", src);
+        snprintf(dst, sizeof dst, "conf/%s", names[i]);
+        write_text(tpath(dst), text);
+        free(text);
+    }
+    const result *r = RUN("--config", cfg, "--inference_config", tpath("conf/inference_tiny.yaml"), "--template_dir",
+                          template_dir(), "--dry_run", "trainer.max_epochs=7", "model.beam_size=5",
+                          "parallel.n_workers=3");
+    cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
+    const char *inf_part = strstr(r->out, "# resolved inference config");
+    cr_assert_not_null(inf_part, "%s", r->out);
+    /* max_epochs only in the training part, beam_size only in the inference part, n_workers in both. */
+    const char *me = strstr(r->out, "max_epochs: 7\n"), *bs = strstr(r->out, "beam_size: 5\n");
+    cr_assert(me && me < inf_part, "%s", r->out);
+    cr_assert(bs && bs > inf_part, "%s", r->out);
+    const char *nw = strstr(r->out, "n_workers: 3\n");
+    cr_assert(nw && nw < inf_part && strstr(inf_part, "n_workers: 3\n"), "%s", r->out);
+    /* A typo below a known key still reaches validation, with its suggestion. */
+    r = RUN("--config", cfg, "--inference_config", tpath("conf/inference_tiny.yaml"), "--template_dir",
+            template_dir(), "--dry_run", "trainer.max_epoch=7");
+    cr_assert_eq(r->status, 1, "stderr:\n%s", r->err);
+    assert_has(r->err, "did you mean max_epochs?");
+}
+
 Test(cli, config_error_is_one_line_exit_1)
 {
     write_text(tpath("bad.yaml"), "seed: 1\ntrainer:\n  devices: abc\n");
