@@ -58,7 +58,8 @@ static long long assert_pending(const char *log)
     cr_assert_null(strstr(err, "stage: measure"), "measure ran on pending hypotheses: %s", err);
     free(out);
     free(err);
-    cr_assert(!exists("async/test/hyp.scp") && !exists("async/test/ref.scp"), "async mode wrote results before a rerun");
+    cr_assert(!exists("async/test/hyp.scp") && !exists("async/test/ref.scp"),
+              "async mode wrote results before a rerun");
     cr_assert(!exists("async/measure.log") && !exists("async/metrics.json"), "measure ran on pending hypotheses");
     return job;
 }
@@ -77,8 +78,8 @@ Test(infer_slurm, sync_equals_local_and_async_reruns_after_scancel_redo_only_the
                  slurp("%s/sync.err", workdir));
     assert_same_as_local("sync");
     char *err = slurp("%s/sync.err", workdir);
-    cr_assert(strstr(err, "infer test: submitted SLURM array job") && strstr(err, ": 2 tasks (1 worker process each) "
-                                                                                 "for 2 shards"),
+    cr_assert(strstr(err, "infer test: submitted SLURM array job") &&
+                  strstr(err, ": 2 tasks (1 worker process each) for 2 shards"),
               "%s", err);
     free(err);
 
