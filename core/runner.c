@@ -311,9 +311,10 @@ static int run_locked(const runner_job *job, const runner_env *env, const parall
     int same_inputs = had && have.n_items == want.n_items && strcmp(have.signature, want.signature) == 0;
     if (want.chunk_size == 0) {
         /* Keep an earlier run's automatic choice, so changing n_workers does not throw work away. */
-        if (same_inputs) want.chunk_size = have.chunk_size;
-        else want.chunk_size = job->n_items / (8 * (size_t)n_workers);
-        if (want.chunk_size == 0) want.chunk_size = 1;
+        size_t mult = job->chunk_multiple ? job->chunk_multiple : 1;
+        if (same_inputs && have.chunk_size % mult == 0) want.chunk_size = have.chunk_size;
+        else want.chunk_size = (job->n_items / (8 * (size_t)n_workers) + mult - 1) / mult * mult;
+        if (want.chunk_size == 0) want.chunk_size = mult;
     }
     int same = same_inputs && have.chunk_size == want.chunk_size;
     /* Cluster jobs of an earlier job may still write here: stop them before clearing. */

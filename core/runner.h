@@ -33,6 +33,9 @@ typedef struct runner_job {
     const char *name;      /* progress and log label, e.g. "collect_stats train" */
     size_t n_items;
     size_t chunk_size;     /* items per shard; 0 = choose (an existing work_dir's choice is kept) */
+    /* With chunk_size 0, the choice is a multiple of this (e.g. a batch size, so no batch spans two
+     * shards); 0 = any. A kept choice that is no multiple is made again. */
+    size_t chunk_multiple;
     const char *work_dir;  /* shards, markers and runner.sig live here (created when missing) */
     const char *signature; /* identifies the inputs (e.g. a hash); a different one clears old shards */
     /* Runs once per worker, in the worker; returns the env passed to forward (NULL + err on failure).

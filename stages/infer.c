@@ -244,11 +244,12 @@ static int decode_set(const inference_cfg *icfg, const model_files *mf, const de
     sig = xasprintf("infer %016" PRIx64 " beam %d penalty %.17g", h, o->beam_size, o->penalty);
     infer_job job = {.mf = mf, .manifest_path = manifest_path, .m = &m, .opts = *o};
     size_t n_workers = icfg->parallel && icfg->parallel->n_workers > 0 ? (size_t)icfg->parallel->n_workers : 1;
-    size_t bs = (size_t)o->batch_size, chunk = m.n / (8 * n_workers);
-    chunk = chunk < bs ? bs : (chunk + bs - 1) / bs * bs;
     label = xasprintf("infer %s", test);
-    runner_job rj = {.name = label, .n_items = m.n, .chunk_size = chunk, .work_dir = work_dir, .signature = sig,
-                     .provide = provide, .release = release, .forward = forward, .item_name = item_name, .arg = &job};
+    /* The runner chooses whole batches per shard and keeps an earlier run's choice, so a rerun
+     * with another n_workers (say after async mode) keeps the finished shards. */
+    runner_job rj = {.name = label, .n_items = m.n, .chunk_multiple = (size_t)o->batch_size, .work_dir = work_dir,
+                     .signature = sig, .provide = provide, .release = release, .forward = forward,
+                     .item_name = item_name, .arg = &job};
     log_info("infer: %s: %zu utterances, %s (beam_size %d%s), batch_size %d, %zu worker(s) x %d thread(s) each", test,
              m.n, o->beam_size <= 1 ? "greedy CTC" : "CTC prefix beam search", o->beam_size,
              o->penalty != 0 ? ", penalty set" : "", o->batch_size, n_workers, o->threads);

@@ -427,6 +427,42 @@ Test(runner, stale_signature_clears_shards)
     free(work);
 }
 
+/* Automatic chunks of whole batches (infer's batch_size): another n_workers keeps the finished
+ * shards; another batch size that the old chunks are no multiple of chooses again. */
+Test(runner, automatic_chunks_are_whole_batches_and_kept_for_another_n_workers)
+{
+    const size_t n = 40;
+    char *work = tmp_path("w");
+    tjob t = {0};
+    runner_job job = make_job(&t, work, n, 0, "inputs-A");
+    job.chunk_multiple = 4;
+    parallel_cfg one = {.env = "local", .n_workers = 1}, two = {.env = "local", .n_workers = 2};
+    run_ok(&job, &one); /* 40 / 8 = 5 -> 8 */
+    char *sig = path_join(work, "runner.sig");
+    char *text = read_file(sig, NULL, &(esp_err){0});
+    cr_assert(text && strstr(text, "chunk_size 8\n"), "%s", text);
+    free(text);
+    size_t per[40];
+    cr_assert_eq(count_calls(&t, per, n, NULL, NULL, NULL), n);
+    run_ok(&job, &two); /* would be 40 / 16 = 2 -> 4 */
+    cr_assert(log_contains("all 5 shards already done"));
+    cr_assert_eq(count_calls(&t, per, n, NULL, NULL, NULL), n, "nothing was recomputed");
+    job.chunk_multiple = 3;
+    run_ok(&job, &two); /* 8 is no multiple of 3: 2 -> 3 */
+    cr_assert(log_contains("other chunk size); cleared them"));
+    cr_assert_eq(count_calls(&t, per, n, NULL, NULL, NULL), 2 * n);
+    text = read_file(sig, NULL, &(esp_err){0});
+    cr_assert(text && strstr(text, "chunk_size 3\n"), "%s", text);
+    free(text);
+    runner_buf got = merged(&job), want = expected(n, 0);
+    cr_assert(got.len == want.len && memcmp(got.data, want.data, want.len) == 0);
+    runner_buf_free(&got);
+    runner_buf_free(&want);
+    free(sig);
+    free(t.calls);
+    free(work);
+}
+
 Test(runner, env_selection)
 {
     char *work = tmp_path("w");

@@ -4,40 +4,11 @@
  * its log; async mode submits and exits, a rerun while the jobs are queued submits nothing, and
  * after one job is cancelled a rerun completes without redoing the shards the other one finished.
  * Also local_gpu without a GPU. */
-#include <criterion/criterion.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "core/runner_internal.h"
-
-static char workdir[256];
-static int cluster_up;
-
-static const char *env_or(const char *name, const char *fallback)
-{
-    const char *v = getenv(name);
-    return v && *v ? v : fallback;
-}
-
-/* Runs a shell command in the repository root; its output goes to <workdir>/<log>.out/.err. */
-static int sh(const char *log, const char *fmt, ...)
-{
-    char body[4096], cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(body, sizeof body, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd, "cd '%s' && ( %s ) >'%s/%s.out' 2>'%s/%s.err'", env_or("ESPNET3_ROOT", "."), body,
-             workdir, log, workdir, log);
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+#include "slurm_test_cluster.h"
 
 /* The tiny recipe's stages through the binary, data under workdir, stats under <workdir>/<stats>. */
 static int espnet3(const char *log, const char *stats, const char *extra)
@@ -46,58 +17,6 @@ static int espnet3(const char *log, const char *stats, const char *extra)
               "timeout 300 '%s' --config recipes/espeak_fortunes/conf/training_tiny.yaml data_dir=%s/data "
               "dataset_dir=%s/dl stats_dir=%s/%s exp_dir=%s/exp %s",
               env_or("ESPNET3_BIN", "./espnet3"), workdir, workdir, workdir, stats, workdir, extra);
-}
-
-static char *slurp(const char *fmt, ...)
-{
-    char path[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(path, sizeof path, fmt, ap);
-    va_end(ap);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    static char buf[1 << 20];
-    size_t n = fread(buf, 1, sizeof buf - 1, fp);
-    buf[n] = '\0';
-    fclose(fp);
-    char *s = malloc(n + 1);
-    memcpy(s, buf, n + 1);
-    return s;
-}
-
-static void setup(void)
-{
-    snprintf(workdir, sizeof workdir, "/tmp/espnet3_slurm_XXXXXX");
-    cr_assert_not_null(mkdtemp(workdir));
-    cluster_up = 0;
-}
-
-/* Runs after a failed assertion too, so no daemon outlives the test. */
-static void teardown(void)
-{
-    if (cluster_up && sh("down", "scripts/slurm_local.sh down -d '%s/cluster'", workdir) != 0)
-        fprintf(stderr, "slurm_local.sh down failed (see %s/down.err)\n", workdir);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", workdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", workdir);
-}
-
-/* Installs what is missing and starts a one-node cluster; skips the test when that cannot be. */
-static void start_cluster(void)
-{
-    if (geteuid() != 0)
-        cr_skip_test("the SLURM tests start munged, slurmctld and slurmd as root; run them as root");
-    if (sh("install", "scripts/slurm_local.sh install") != 0)
-        cr_skip_test("the SLURM packages are missing and could not be installed (scripts/slurm_local.sh install): %s",
-                     slurp("%s/install.err", workdir));
-    cluster_up = 1;
-    cr_assert_eq(sh("up", "scripts/slurm_local.sh up -d '%s/cluster'", workdir), 0, "cluster did not start: %s",
-                 slurp("%s/up.err", workdir));
-    char conf[512];
-    snprintf(conf, sizeof conf, "%s/cluster/slurm.conf", workdir);
-    setenv("SLURM_CONF", conf, 1);
-    setenv("ESPNET3_SLURM_POLL_S", "0.2", 1); /* the local cluster answers at once */
 }
 
 /* Stages 1-2, then stage 3 locally as the reference under <workdir>/ref. */
@@ -116,24 +35,6 @@ static void assert_same_as_reference(const char *stats)
             cr_assert_eq(sh("cmp", "cmp '%s/ref/%s/%s' '%s/%s/%s/%s'", workdir, splits[s], files[f], workdir, stats,
                             splits[s], files[f]),
                          0, "%s/%s/%s differs from the local run", stats, splits[s], files[f]);
-}
-
-static long long first_job_id(const char *stats, const char *split)
-{
-    char *jobs = slurp("%s/%s/%s/.runner/slurm/jobs", workdir, stats, split);
-    cr_assert_not_null(jobs, "no job record for %s", split);
-    int sub;
-    long long job = 0;
-    cr_assert_eq(sscanf(jobs, "%d %lld", &sub, &job), 2);
-    free(jobs);
-    return job;
-}
-
-static int count_lines(const char *s)
-{
-    int n = 0;
-    for (; s && *s; s++) n += *s == '\n';
-    return n;
 }
 
 /* No Criterion .timeout (it leaks under ASan): `timeout` bounds each run. */
@@ -207,7 +108,7 @@ Test(runner_slurm, async_submits_then_a_rerun_after_scancel_redoes_only_unfinish
     /* Held jobs: the test decides which one runs. */
     cr_assert_eq(espnet3("async", "st", held), 0, "async submit failed: %s", slurp("%s/async.err", workdir));
     char *out = slurp("%s/async.out", workdir);
-    long long train = first_job_id("st", "train"), valid = first_job_id("st", "valid");
+    long long train = first_job_id("st/train/.runner"), valid = first_job_id("st/valid/.runner");
     char ids[128];
     snprintf(ids, sizeof ids, "submitted to SLURM (jobs %lld, %lld)", train, valid);
     cr_assert(strstr(out, ids) && strstr(out, "rerun the same command"), "%s", out);
@@ -229,10 +130,9 @@ Test(runner_slurm, async_submits_then_a_rerun_after_scancel_redoes_only_unfinish
     /* Cancel train's task 1, let task 0 and valid's job run, and wait for them. */
     cr_assert_eq(sh("cancel", "scancel %lld_1 && scontrol release %lld && scontrol release %lld", train, train, valid),
                  0, "%s", slurp("%s/cancel.err", workdir));
-    cr_assert_eq(sh("wait", "for i in $(seq 600); do [ -z \"$(squeue -h -j %lld,%lld)\" ] && exit 0; sleep 0.1; done; "
-                            "exit 1",
-                    train, valid),
-                 0, "the released jobs did not finish");
+    char both[64];
+    snprintf(both, sizeof both, "%lld,%lld", train, valid);
+    wait_until_gone(both);
     /* Task 0 had the even shards (round robin); remember their files. */
     ino_t ino[24] = {0};
     for (int k = 0; k < 24; k++) {
@@ -280,7 +180,7 @@ Test(runner_slurm, changed_inputs_cancel_the_queued_jobs_of_the_old_ones)
     const char *held = "--stages collect_stats parallel.env=slurm parallel.n_workers=2 parallel.async_mode=true "
                        "'parallel.options.job_extra_directives=[--hold]'";
     cr_assert_eq(espnet3("old", "st", held), 0, "%s", slurp("%s/old.err", workdir));
-    long long old = first_job_id("st", "train");
+    long long old = first_job_id("st/train/.runner");
     char extra[512];
     snprintf(extra, sizeof extra, "%s model.frontend_conf.n_mels=40", held);
     cr_assert_eq(espnet3("new", "st", extra), 0, "%s", slurp("%s/new.err", workdir));
@@ -290,7 +190,7 @@ Test(runner_slurm, changed_inputs_cancel_the_queued_jobs_of_the_old_ones)
         cr_assert(strstr(err, want), "%s", err);
     }
     free(err);
-    cr_assert_neq(first_job_id("st", "train"), old);
+    cr_assert_neq(first_job_id("st/train/.runner"), old);
     char *jobs = slurp("%s/st/train/.runner/slurm/jobs", workdir);
     cr_assert_eq(count_lines(jobs), 1, "%s", jobs);
     free(jobs);
