@@ -23,17 +23,23 @@ static inline const char *slurm_cluster_root(void)
 }
 
 /* Runs a shell command in the repository root; returns its exit status (-1: killed). */
-static inline int slurm_cluster_sh(const char *dir, const char *log, const char *fmt, ...)
+static inline int slurm_cluster_vsh(const char *dir, const char *log, const char *fmt, va_list ap)
 {
     char body[4096], cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(body, sizeof body, fmt, ap);
-    va_end(ap);
     snprintf(cmd, sizeof cmd, "cd '%s' && ( %s ) >'%s/%s.out' 2>'%s/%s.err'", slurm_cluster_root(), body, dir, log,
              dir, log);
     int st = system(cmd);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static inline int slurm_cluster_sh(const char *dir, const char *log, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = slurm_cluster_vsh(dir, log, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 /* The first bytes of <dir>/<name> into buf (empty when it cannot be read). */

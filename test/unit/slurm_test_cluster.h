@@ -1,13 +1,15 @@
 /* Helpers of the tests that run stages on the project's own SLURM cluster (test_runner_slurm.c,
  * test_infer_slurm.c): a temp folder per test, shell commands run from the repository root with
- * their output kept in that folder, and scripts/slurm_local.sh's cluster up in it for the test
- * and down afterwards (also after a failed assertion). Each test file gets its own copy (static):
+ * their output kept in that folder, and scripts/slurm_local.sh's cluster (slurm_cluster.h) up in
+ * it for the test and down afterwards (also after a failed assertion). Each test file gets its own copy (static):
  * Criterion runs every test in a process of its own. */
 #ifndef ESPNET3_TEST_SLURM_TEST_CLUSTER_H
 #define ESPNET3_TEST_SLURM_TEST_CLUSTER_H
 
 #include <criterion/criterion.h>
 #include <stdarg.h>
+
+#include "slurm_cluster.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,15 +28,11 @@ static inline const char *env_or(const char *name, const char *fallback)
 /* Runs a shell command in the repository root; its output goes to <workdir>/<log>.out/.err. */
 static inline int sh(const char *log, const char *fmt, ...)
 {
-    char body[4096], cmd[8192];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(body, sizeof body, fmt, ap);
+    int rc = slurm_cluster_vsh(workdir, log, fmt, ap);
     va_end(ap);
-    snprintf(cmd, sizeof cmd, "cd '%s' && ( %s ) >'%s/%s.out' 2>'%s/%s.err'", env_or("ESPNET3_ROOT", "."), body,
-             workdir, log, workdir, log);
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return rc;
 }
 
 /* The file's text (caller frees), or NULL when it cannot be read. */
@@ -74,8 +72,7 @@ static inline void setup(void)
 /* .fini: runs after a failed assertion too, so no daemon outlives the test. */
 static inline void teardown(void)
 {
-    if (cluster_up && sh("down", "scripts/slurm_local.sh down -d '%s/cluster'", workdir) != 0)
-        fprintf(stderr, "slurm_local.sh down failed (see %s/down.err)\n", workdir);
+    slurm_cluster_stop(workdir, &cluster_up);
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", workdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", workdir);
@@ -84,17 +81,7 @@ static inline void teardown(void)
 /* Installs what is missing and starts a one-node cluster; skips the test when that cannot be. */
 static inline void start_cluster(void)
 {
-    if (geteuid() != 0)
-        cr_skip_test("the SLURM tests start munged, slurmctld and slurmd as root; run them as root");
-    if (sh("install", "scripts/slurm_local.sh install") != 0)
-        cr_skip_test("the SLURM packages are missing and could not be installed (scripts/slurm_local.sh install): %s",
-                     slurp("%s/install.err", workdir));
-    cluster_up = 1;
-    cr_assert_eq(sh("up", "scripts/slurm_local.sh up -d '%s/cluster'", workdir), 0, "cluster did not start: %s",
-                 slurp("%s/up.err", workdir));
-    char conf[512];
-    snprintf(conf, sizeof conf, "%s/cluster/slurm.conf", workdir);
-    setenv("SLURM_CONF", conf, 1);
+    slurm_cluster_start(workdir, 1, &cluster_up);
     setenv("ESPNET3_SLURM_POLL_S", "0.2", 1); /* the local cluster answers at once */
 }
 
