@@ -142,6 +142,19 @@ static int find_rank(int rank, pid_t *out)
     return n;
 }
 
+/* Waits (1 ms naps, 30000 at most) until the "kill" run has its first checkpoint and a rank-1
+ * process can be found; returns how many were found (their pids in victim), 0 on time-out. */
+static int wait_for_rank_1(pid_t *victim)
+{
+    int found = 0;
+    for (int i = 0; i < 30000 && !found; i++) {
+        if (exists("kill/checkpoints/epoch=1-step=4/model.safetensors")) found = find_rank(1, victim);
+        struct timespec nap = {0, 1000000};
+        nanosleep(&nap, NULL);
+    }
+    return found;
+}
+
 /* No process of this test's runs is left. */
 static int leftovers(void)
 {
@@ -225,12 +238,7 @@ Test(dist_train, manual_multi_node_launch_two_commands_over_tcp_and_a_killed_nod
     snprintf(n1, sizeof n1, "%s --node_rank 1 --master_port %d trainer.max_epochs=200", common, port);
     a = start_bg("kill", n0, "node0.log"), b = start_bg("kill", n1, "node1.log");
     pid_t victim[4];
-    int found = 0;
-    for (int i = 0; i < 30000 && !found; i++) {
-        if (exists("kill/checkpoints/epoch=1-step=4/model.safetensors")) found = find_rank(1, victim);
-        struct timespec nap = {0, 1000000};
-        nanosleep(&nap, NULL);
-    }
+    int found = wait_for_rank_1(victim);
     cr_assert_eq(found, 1, "rank 1 not found running\n%s", slurp("node1.log"));
     kill(victim[0], SIGKILL);
     int s0 = wait_status(a), s1 = wait_status(b);
@@ -246,12 +254,7 @@ Test(dist_train, killed_or_stopped_local_rank_fails_the_run_naming_it)
 {
     pid_t run_pid = start_bg("kill", "--stages train trainer.devices=2 trainer.max_epochs=200", "kill.log");
     pid_t victim[4];
-    int found = 0;
-    for (int i = 0; i < 30000 && !found; i++) {
-        if (exists("kill/checkpoints/epoch=1-step=4/model.safetensors")) found = find_rank(1, victim);
-        struct timespec nap = {0, 1000000};
-        nanosleep(&nap, NULL);
-    }
+    int found = wait_for_rank_1(victim);
     cr_assert_eq(found, 1, "rank 1 not found running\n%s", slurp("kill.log"));
     kill(victim[0], SIGKILL);
     cr_assert_neq(wait_status(run_pid), 0);
