@@ -8,13 +8,13 @@
 
 #include "core/asr_data.h"
 #include "core/npz.h"
+#include "test_util.h"
 
 static char dir[64];
 
 static void write_wav(const char *name, int n, double freq)
 {
-    char path[256];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    const char *path = test_path(dir, name);
     SF_INFO info = {.samplerate = 16000, .channels = 1, .format = SF_FORMAT_WAV | SF_FORMAT_PCM_16};
     SNDFILE *sf = sf_open(path, SFM_WRITE, &info);
     cr_assert_not_null(sf);
@@ -25,22 +25,12 @@ static void write_wav(const char *name, int n, double freq)
     free(s);
 }
 
-static void write_text(const char *name, const char *text)
-{
-    char path[256];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *fp = fopen(path, "w");
-    fputs(text, fp);
-    fclose(fp);
-}
+static void write_text(const char *name, const char *text) { test_write_text(test_path(dir, name), text); }
 
 static void setup(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/espnet3_asrdata_XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "mkdir -p %s/data/manifest %s/tok", dir, dir);
-    cr_assert_eq(system(cmd), 0);
+    test_tmpdir_make(dir, sizeof dir, "asrdata");
+    cr_assert_eq(test_sh("mkdir -p %s/data/manifest %s/tok", dir, dir), 0);
     write_wav("a.wav", 16000, 0);
     write_wav("b.wav", 8000, 440);
     char tsv[512];
@@ -62,12 +52,7 @@ static void setup(void)
     cr_assert_eq(npz_write(path, arrays, 3, &err), 0, "%s", err.msg);
 }
 
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
-}
+static void teardown(void) { test_tmpdir_remove(dir); }
 
 TestSuite(asr_data, .init = setup, .fini = teardown);
 

@@ -19,35 +19,19 @@
 #include "core/metrics_csv.h"
 #include "core/safetensors.h"
 #include "core/tb_events.h"
+#include "test_util.h"
 
 static char dir[64];
 
 static void setup(void)
 {
-    strcpy(dir, "/tmp/espnet3_ckpt_XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
+    test_tmpdir_make(dir, sizeof dir, "ckpt");
     log_set_quiet(1);
 }
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
-}
+static void teardown(void) { test_tmpdir_remove(dir); }
 
 /* Runs a Python script in the test directory; returns its exit status (77 = a module is missing). */
-static int run_python(const char *code)
-{
-    char path[256], cmd[512];
-    snprintf(path, sizeof path, "%s/check.py", dir);
-    FILE *fp = fopen(path, "w");
-    cr_assert_not_null(fp);
-    fputs(code, fp);
-    fclose(fp);
-    snprintf(cmd, sizeof cmd, "cd '%s' && /usr/bin/python3 check.py", dir);
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+static int run_python(const char *code) { return test_run_python(dir, code); }
 
 static int python_has(const char *module)
 {

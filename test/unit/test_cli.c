@@ -15,64 +15,22 @@
 #include "cli/stage_runner.h"
 #include "cli/version.h"
 #include "core/fsio.h"
+#include "test_util.h"
 
 static char tmp[256];
 
 static void setup(void)
 {
-    snprintf(tmp, sizeof tmp, "/tmp/espnet3_cli_XXXXXX");
-    cr_assert_not_null(mkdtemp(tmp));
+    test_tmpdir_make(tmp, sizeof tmp, "cli");
     log_set_quiet(1);
 }
 
-static void teardown(void) { remove_tree(tmp); }
+static void teardown(void) { test_tmpdir_remove(tmp); }
 
 /* No .timeout (criterion 2.4.1 leaks with it under ASan); run() has its own 20 s limit. */
 TestSuite(cli, .init = setup, .fini = teardown);
 
-static const char *env_or(const char *name, const char *fallback)
-{
-    const char *v = getenv(name);
-    return v && *v ? v : fallback;
-}
-
-static const char *root_dir(void) { return env_or("ESPNET3_ROOT", "."); }
-
-/* Absolute path of the binary under test (the child runs in the temporary folder). */
-static const char *bin_path(void)
-{
-    static char path[4096];
-    const char *b = env_or("ESPNET3_BIN", "./espnet3");
-    if (b[0] == '/') return b;
-    char cwd[2048];
-    cr_assert_not_null(getcwd(cwd, sizeof cwd));
-    snprintf(path, sizeof path, "%s/%s", cwd, b);
-    return path;
-}
-
-static const char *tpath(const char *rel)
-{
-    static char ring[16][1024];
-    static int next;
-    char *b = ring[next++ % 16];
-    snprintf(b, 1024, "%s/%s", tmp, rel);
-    return b;
-}
-
-static void write_text(const char *path, const char *text)
-{
-    FILE *fp = fopen(path, "w");
-    cr_assert_not_null(fp, "cannot write %s", path);
-    fputs(text, fp);
-    fclose(fp);
-}
-
-static char *slurp(const char *path)
-{
-    esp_err err;
-    char *s = read_file(path, NULL, &err);
-    return s ? s : xstrdup("");
-}
+static const char *tpath(const char *rel) { return test_path(tmp, rel); }
 
 typedef struct result {
     int status; /* exit status; -1 when killed or timed out */
@@ -86,7 +44,7 @@ static const result *run(const char *const *args)
     static result r;
     const char *argv[64];
     int n = 0;
-    argv[n++] = bin_path();
+    argv[n++] = test_bin_path();
     for (; args[n - 1] && n < 63; n++) argv[n] = args[n - 1];
     argv[n] = NULL;
     const char *out_path = tpath("stdout.txt"), *err_path = tpath("stderr.txt");
@@ -116,7 +74,7 @@ static const result *run(const char *const *args)
     }
     r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     cr_assert_neq(r.status, 127, "cannot run %s (set ESPNET3_BIN)", argv[0]);
-    char *o = slurp(out_path), *e = slurp(err_path);
+    char *o = test_slurp_or_empty(out_path), *e = test_slurp_or_empty(err_path);
     snprintf(r.out, sizeof r.out, "%s", o);
     snprintf(r.err, sizeof r.err, "%s", e);
     free(o);
@@ -137,12 +95,12 @@ static const char *tiny_copy(void)
     const char *names[] = {"training.yaml", "training_tiny.yaml"};
     for (int i = 0; i < 2; i++) {
         char src[1024];
-        snprintf(src, sizeof src, "%s/recipes/espeak_fortunes/conf/%s", root_dir(), names[i]);
+        snprintf(src, sizeof src, "%s/recipes/espeak_fortunes/conf/%s", test_root_dir(), names[i]);
         char *text = read_file(src, NULL, &err);
         cr_assert_not_null(text, "%s", err.msg);
         char dst[64];
         snprintf(dst, sizeof dst, "conf/%s", names[i]);
-        write_text(tpath(dst), text);
+        test_write_text(tpath(dst), text);
         free(text);
     }
     return tpath("conf/training_tiny.yaml");
@@ -151,7 +109,7 @@ static const char *tiny_copy(void)
 static const char *template_dir(void)
 {
     static char dir[1024];
-    snprintf(dir, sizeof dir, "%s/conf", root_dir());
+    snprintf(dir, sizeof dir, "%s/conf", test_root_dir());
     return dir;
 }
 
@@ -354,7 +312,7 @@ Test(cli, dry_run_finds_template_beside_binary)
     cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
     assert_has(r->out, "task: espnet3.systems.asr.task.ASRTask\n");
     /* --template_dir '' turns the template off: the template-only key is gone. */
-    write_text(tpath("plain.yaml"), "seed: 3\n");
+    test_write_text(tpath("plain.yaml"), "seed: 3\n");
     r = RUN("--config", tpath("plain.yaml"), "--template_dir", "", "--dry_run");
     cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
     assert_has(r->out, "seed: 3\n");
@@ -374,11 +332,11 @@ Test(cli, overrides_go_to_the_configs_that_know_their_key)
     const char *names[] = {"inference.yaml", "inference_tiny.yaml"}; /* the tiny one is over the other */
     for (int i = 0; i < 2; i++) {
         char src[1024], dst[64];
-        snprintf(src, sizeof src, "%s/recipes/espeak_fortunes/conf/%s", root_dir(), names[i]);
+        snprintf(src, sizeof src, "%s/recipes/espeak_fortunes/conf/%s", test_root_dir(), names[i]);
         char *text = read_file(src, NULL, &(esp_err){0});
         cr_assert_not_null(text, "%s", src);
         snprintf(dst, sizeof dst, "conf/%s", names[i]);
-        write_text(tpath(dst), text);
+        test_write_text(tpath(dst), text);
         free(text);
     }
     const result *r = RUN("--config", cfg, "--inference_config", tpath("conf/inference_tiny.yaml"), "--template_dir",
@@ -402,7 +360,7 @@ Test(cli, overrides_go_to_the_configs_that_know_their_key)
 
 Test(cli, config_error_is_one_line_exit_1)
 {
-    write_text(tpath("bad.yaml"), "seed: 1\ntrainer:\n  devices: abc\n");
+    test_write_text(tpath("bad.yaml"), "seed: 1\ntrainer:\n  devices: abc\n");
     const result *r = RUN("--config", tpath("bad.yaml"), "--template_dir", "", "--dry_run");
     cr_assert_eq(r->status, 1);
     char want[1024];
@@ -415,7 +373,7 @@ Test(cli, config_error_is_one_line_exit_1)
     cr_assert_eq(r->status, 1);
     assert_has(r->err, "nothere.yaml: config file not found");
 
-    write_text(tpath("syntax.yaml"), "a: [1,\n");
+    test_write_text(tpath("syntax.yaml"), "a: [1,\n");
     r = RUN("--config", tpath("syntax.yaml"), "--template_dir", "", "--dry_run");
     cr_assert_eq(r->status, 1);
     assert_has(r->err, "espnet3: error: ");
@@ -548,20 +506,20 @@ Test(cli, rotate_log_shifts_old_logs)
     cr_assert_eq(rotate_log(tmp, "X", &err), 0, "%s", err.msg);
     cr_assert(!path_exists(tpath("X1.log")));
 
-    write_text(tpath("X.log"), "first");
+    test_write_text(tpath("X.log"), "first");
     cr_assert_eq(rotate_log(tmp, "X", &err), 0, "%s", err.msg);
     cr_assert(!path_exists(tpath("X.log")));
-    char *s = slurp(tpath("X1.log"));
+    char *s = test_slurp(tpath("X1.log"));
     cr_assert_str_eq(s, "first");
     free(s);
 
-    write_text(tpath("X.log"), "second");
+    test_write_text(tpath("X.log"), "second");
     cr_assert_eq(rotate_log(tmp, "X", &err), 0, "%s", err.msg);
     cr_assert(!path_exists(tpath("X.log")));
-    s = slurp(tpath("X1.log"));
+    s = test_slurp(tpath("X1.log"));
     cr_assert_str_eq(s, "second");
     free(s);
-    s = slurp(tpath("X2.log"));
+    s = test_slurp(tpath("X2.log"));
     cr_assert_str_eq(s, "first");
     free(s);
     cr_assert(!path_exists(tpath("X3.log")));

@@ -8,28 +8,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "test_util.h"
+
 static char dir[64];
 
-static const char *env_or(const char *name, const char *fallback)
-{
-    const char *v = getenv(name);
-    return v && *v ? v : fallback;
-}
-
-static void write_file(const char *rel, const char *text)
-{
-    char path[256];
-    snprintf(path, sizeof path, "%s/%s", dir, rel);
-    FILE *fp = fopen(path, "w");
-    cr_assert_not_null(fp, "%s", path);
-    fputs(text, fp);
-    fclose(fp);
-}
+static void write_file(const char *rel, const char *text) { test_write_text(test_path(dir, rel), text); }
 
 static void write_silence(const char *rel, int n, int fs)
 {
-    char path[256];
-    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    const char *path = test_path(dir, rel);
     SF_INFO info = {.samplerate = fs, .channels = 1, .format = SF_FORMAT_WAV | SF_FORMAT_PCM_16};
     SNDFILE *sf = sf_open(path, SFM_WRITE, &info);
     cr_assert_not_null(sf);
@@ -42,11 +29,8 @@ static void write_silence(const char *rel, int n, int fs)
 /* Two silent utterances per split, a config, and a token list. */
 static void setup(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/espnet3_stats_XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "mkdir -p %s/data/manifest %s/tok", dir, dir);
-    cr_assert_eq(system(cmd), 0);
+    test_tmpdir_make(dir, sizeof dir, "stats");
+    cr_assert_eq(test_sh("mkdir -p %s/data/manifest %s/tok", dir, dir), 0);
     write_silence("a.wav", 16000, 16000);
     write_silence("b.wav", 8000, 16000);
     write_silence("c.wav", 4000, 16000);
@@ -64,36 +48,18 @@ static void setup(void)
     write_file("cfg.yaml", yaml);
 }
 
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
-}
+static void teardown(void) { test_tmpdir_remove(dir); }
 
 TestSuite(collect_stats, .init = setup, .fini = teardown);
 
 static int run_stage(const char *extra)
 {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "cd '%s' && timeout 120 '%s' --config %s/cfg.yaml --stages collect_stats %s >%s/out 2>%s/err",
-             env_or("ESPNET3_ROOT", "."), env_or("ESPNET3_BIN", "./espnet3"), dir, extra, dir, dir);
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return test_sh("cd '%s' && timeout 120 '%s' --config %s/cfg.yaml --stages collect_stats %s >%s/out 2>%s/err",
+                   test_root_dir(), test_bin_path(), dir, extra, dir, dir);
 }
 
-static char *slurp(const char *rel)
-{
-    char path[256];
-    snprintf(path, sizeof path, "%s/%s", dir, rel);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    char *buf = calloc(1, 1 << 16);
-    size_t n = fread(buf, 1, (1 << 16) - 1, fp);
-    buf[n] = '\0';
-    fclose(fp);
-    return buf;
-}
+/* A file under the temporary folder; "" when missing (the assertion after it says so). */
+static char *slurp(const char *rel) { return test_slurp_or_empty(test_path(dir, rel)); }
 
 Test(collect_stats, silence_gives_hand_computed_stats_numpy_reads)
 {
@@ -128,14 +94,12 @@ Test(collect_stats, identical_for_one_and_two_workers_and_resumes)
 {
     cr_assert_eq(run_stage("parallel.n_workers=1"), 0, "%s", slurp("err"));
     char *shape1 = slurp("stats/train/feats_shape");
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "cp %s/stats/train/feats_stats.npz %s/one.npz && rm -rf %s/stats", dir, dir, dir);
-    cr_assert_eq(system(cmd), 0);
+    cr_assert_eq(test_sh("cp %s/stats/train/feats_stats.npz %s/one.npz && rm -rf %s/stats", dir, dir, dir), 0);
     cr_assert_eq(run_stage("parallel.n_workers=2"), 0, "%s", slurp("err"));
     char *shape2 = slurp("stats/train/feats_shape");
     cr_assert_str_eq(shape1, shape2);
-    snprintf(cmd, sizeof cmd, "cmp -s %s/one.npz %s/stats/train/feats_stats.npz", dir, dir);
-    cr_assert_eq(system(cmd), 0, "feats_stats.npz differs between 1 and 2 workers");
+    cr_assert(test_same_file(test_path(dir, "one.npz"), test_path(dir, "stats/train/feats_stats.npz")),
+              "feats_stats.npz differs between 1 and 2 workers");
     /* A rerun reuses the finished shards and writes the same files. */
     cr_assert_eq(run_stage("parallel.n_workers=2"), 0, "%s", slurp("err"));
     char *err = slurp("err");
@@ -157,9 +121,7 @@ Test(collect_stats, sample_rate_mismatch_names_file_rates_and_key)
 
 Test(collect_stats, missing_token_list_says_which_stage_to_run)
 {
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm %s/tok/tokens.txt", dir);
-    cr_assert_eq(system(cmd), 0);
+    cr_assert_eq(test_sh("rm %s/tok/tokens.txt", dir), 0);
     cr_assert_eq(run_stage(""), 1);
     char *err = slurp("err");
     cr_assert(strstr(err, "run train_tokenizer, stage 2, first"), "stderr:\n%s", err);

@@ -15,6 +15,7 @@
 #include "core/config_interp.h"
 #include "core/config_schema.h"
 #include "core/fsio.h"
+#include "test_util.h"
 
 /* ---- helpers ----------------------------------------------------------------------------- */
 
@@ -22,38 +23,23 @@ static char tmp[256];
 
 static void setup(void)
 {
-    snprintf(tmp, sizeof tmp, "/tmp/espnet3_config_XXXXXX");
-    cr_assert_not_null(mkdtemp(tmp));
+    test_tmpdir_make(tmp, sizeof tmp, "config");
     log_set_quiet(1);
 }
 
-static void teardown(void) { remove_tree(tmp); }
+static void teardown(void) { test_tmpdir_remove(tmp); }
 
 /* No .timeout: criterion 2.4.1 leaks in its runner when timeouts meet parallel jobs (fails `make asan`). */
 TestSuite(config, .init = setup, .fini = teardown);
 
 /* A path under the temporary folder (ring of static buffers: no frees in the tests). */
-static const char *tpath(const char *rel)
-{
-    static char ring[16][512];
-    static int next;
-    char *b = ring[next++ % 16];
-    snprintf(b, 512, "%s/%s", tmp, rel);
-    return b;
-}
+static const char *tpath(const char *rel) { return test_path(tmp, rel); }
 
 /* Writes tmp/rel (creating its folders) and returns its path. */
 static const char *fixture(const char *rel, const char *text)
 {
     const char *path = tpath(rel);
-    esp_err err;
-    char *dir = path_dirname(path);
-    cr_assert_eq(mkdir_p(dir, &err), 0, "%s", err.msg);
-    free(dir);
-    FILE *fp = fopen(path, "w");
-    cr_assert_not_null(fp, "cannot write %s", path);
-    fputs(text, fp);
-    fclose(fp);
+    test_write_text_mkdirs(path, text);
     return path;
 }
 
@@ -179,12 +165,6 @@ static int count_lines_with(const char *text, const char *piece)
         line = nl ? nl + 1 : NULL;
     }
     return n;
-}
-
-static const char *root_dir(void)
-{
-    const char *r = getenv("ESPNET3_ROOT");
-    return r && *r ? r : ".";
 }
 
 /* ---- YAML syntax --------------------------------------------------------------------------- */
@@ -1038,8 +1018,8 @@ static int check_create_dataset(const create_dataset_cfg *cd, const ynode *expec
 static esp_config *load_recipe(const char *name)
 {
     char path[1024], tdir[1024];
-    snprintf(path, sizeof path, "%s/recipes/espeak_fortunes/conf/%s", root_dir(), name);
-    snprintf(tdir, sizeof tdir, "%s/conf", root_dir());
+    snprintf(path, sizeof path, "%s/recipes/espeak_fortunes/conf/%s", test_root_dir(), name);
+    snprintf(tdir, sizeof tdir, "%s/conf", test_root_dir());
     config_load_opts o = {.template_dir = tdir};
     esp_config *cfg;
     esp_err err;
@@ -1052,7 +1032,7 @@ Test(config, recipe_training_yaml_loads_as_written)
     esp_config *cfg = load_recipe("training.yaml");
     const training_cfg *t = cfg->typed;
     char path[1024];
-    snprintf(path, sizeof path, "%s/recipes/espeak_fortunes/conf/training.yaml", root_dir());
+    snprintf(path, sizeof path, "%s/recipes/espeak_fortunes/conf/training.yaml", test_root_dir());
     esp_err err;
     ynode *raw = yt_parse_file(path, &err);
     cr_assert_not_null(raw, "%s", err.msg);
@@ -1076,10 +1056,10 @@ Test(config, recipe_training_tiny_yaml_loads_as_written)
     char path[1024];
     esp_err err;
     /* What the tiny config means: training.yaml with training_tiny.yaml's keys on top. */
-    snprintf(path, sizeof path, "%s/recipes/espeak_fortunes/conf/training.yaml", root_dir());
+    snprintf(path, sizeof path, "%s/recipes/espeak_fortunes/conf/training.yaml", test_root_dir());
     ynode *expect = yt_parse_file(path, &err);
     cr_assert_not_null(expect, "%s", err.msg);
-    snprintf(path, sizeof path, "%s/recipes/espeak_fortunes/conf/training_tiny.yaml", root_dir());
+    snprintf(path, sizeof path, "%s/recipes/espeak_fortunes/conf/training_tiny.yaml", test_root_dir());
     ynode *tiny = yt_parse_file(path, &err);
     cr_assert_not_null(tiny, "%s", err.msg);
     yt_map_remove(tiny, "defaults");
@@ -1143,7 +1123,7 @@ Test(config, write_resolved_keeps_types_and_strings)
 Test(config, inference_and_metrics_templates_load)
 {
     char tdir[1024];
-    snprintf(tdir, sizeof tdir, "%s/conf", root_dir());
+    snprintf(tdir, sizeof tdir, "%s/conf", test_root_dir());
     config_load_opts o = {.template_dir = tdir};
     esp_config *cfg;
     esp_err err;
@@ -1170,7 +1150,7 @@ Test(config, inference_and_metrics_templates_load)
 Test(config, inference_model_keys)
 {
     char tdir[1024];
-    snprintf(tdir, sizeof tdir, "%s/conf", root_dir());
+    snprintf(tdir, sizeof tdir, "%s/conf", test_root_dir());
     config_load_opts o = {.template_dir = tdir};
     esp_config *cfg;
     esp_err err;

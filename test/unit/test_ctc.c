@@ -13,6 +13,7 @@
 #include "core/ctc_decode.h"
 #include "core/fsio.h"
 #include "core/npz.h"
+#include "test_util.h"
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -254,8 +255,7 @@ Test(ctc, finite_differences_f64)
 
 static char *fixture(const char *name)
 {
-    const char *root = getenv("ESPNET3_ROOT");
-    char *dir = path_join(root ? root : ".", "test/fixtures/ctc");
+    char *dir = path_join(test_root_dir(), "test/fixtures/ctc");
     char *p = path_join(dir, name);
     free(dir);
     return p;

@@ -12,37 +12,21 @@
 #include "core/manifest.h"
 #include "core/rng.h"
 #include "stages/stages.h"
+#include "test_util.h"
 
-static char tmpdir[] = "/tmp/espnet3_ds_XXXXXX";
+static char tmpdir[64];
 
 static void setup(void)
 {
-    cr_assert_not_null(mkdtemp(tmpdir));
+    test_tmpdir_make(tmpdir, sizeof tmpdir, "ds");
     log_set_quiet(1);
 }
 
-static void teardown(void)
-{
-    remove_tree(tmpdir);
-}
+static void teardown(void) { test_tmpdir_remove(tmpdir); }
 
 static char *tmp_path(const char *name)
 {
     return path_join(tmpdir, name);
-}
-
-static void write_text(const char *path, const char *text)
-{
-    esp_err err;
-    cr_assert_eq(atomic_write_file(path, text, strlen(text), &err), 0, "%s", err.msg);
-}
-
-static char *slurp(const char *path, size_t *len)
-{
-    esp_err err;
-    char *s = read_file(path, len, &err);
-    cr_assert_not_null(s, "%s", err.msg);
-    return s;
 }
 
 /* A small fortune file: 14 usable short sentences plus lines each filter must drop. */
@@ -95,7 +79,7 @@ static create_dataset_cfg tiny_cfg(const char *text_source, const char *dataset_
 static char *fortune_file(void)
 {
     char *p = tmp_path("fortunes");
-    write_text(p, fortune_text);
+    test_write_text(p, fortune_text);
     return p;
 }
 
@@ -115,11 +99,7 @@ static manifest read_split(const char *data_dir, const char *split)
 
 static void expect_same_file(const char *a, const char *b)
 {
-    size_t la, lb;
-    char *x = slurp(a, &la), *y = slurp(b, &lb);
-    cr_expect(la == lb && memcmp(x, y, la) == 0, "%s and %s differ", a, b);
-    free(x);
-    free(y);
+    cr_expect(test_same_file(a, b), "%s and %s differ (or cannot be read)", a, b);
 }
 
 /* ---- rng ---------------------------------------------------------------------------------- */
@@ -201,10 +181,10 @@ Test(manifest, read_errors_name_file_and_line, .init = setup, .fini = teardown)
     char *tsv = tmp_path("bad.tsv");
     manifest m;
     esp_err err;
-    write_text(tsv, "u1\t/a.wav\tA\nu2\t/b.wav\n");
+    test_write_text(tsv, "u1\t/a.wav\tA\nu2\t/b.wav\n");
     cr_assert_neq(manifest_read_tsv(tsv, &m, &err), 0);
     cr_expect(strstr(err.msg, "bad.tsv:2: expected 3 tab-separated fields"), "%s", err.msg);
-    write_text(tsv, "u1\t/a.wav\tA\nu1\t/b.wav\tB\n");
+    test_write_text(tsv, "u1\t/a.wav\tA\nu1\t/b.wav\tB\n");
     cr_assert_neq(manifest_read_tsv(tsv, &m, &err), 0);
     cr_expect(strstr(err.msg, "utterance id u1 appears more than once"), "%s", err.msg);
     free(tsv);
@@ -388,13 +368,12 @@ Test(espeak_fortunes, skips_when_built_and_rebuilds_on_new_arguments, .init = se
     cr_expect_not(path_exists(first_wav));
 
     /* A new seed is a new dataset. */
-    size_t len;
-    char *old_stamp = slurp("data/manifest/.built", &len);
-    char *old_train = slurp("data/manifest/train.tsv", &len);
+    char *old_stamp = test_slurp("data/manifest/.built");
+    char *old_train = test_slurp("data/manifest/train.tsv");
     c.seed = 8;
     cr_assert_eq(espeak_fortunes_create_dataset(&c, "data", &err), 0, "%s", err.msg);
-    char *new_stamp = slurp("data/manifest/.built", &len);
-    char *new_train = slurp("data/manifest/train.tsv", &len);
+    char *new_stamp = test_slurp("data/manifest/.built");
+    char *new_train = test_slurp("data/manifest/train.tsv");
     cr_expect_str_neq(old_stamp, new_stamp);
     cr_expect_str_neq(old_train, new_train);
     cr_expect(strstr(new_stamp, "seed: 8\n"), "%s", new_stamp);

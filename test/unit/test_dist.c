@@ -1,21 +1,19 @@
 /* Distributed building blocks: launcher detection from synthetic environments, SLURM host lists,
  * the rendezvous store (run id and rank checks, timeouts that name the rank) and the CPU
  * collectives between forked processes over shared memory, TCP and both. */
-#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <math.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "../../core/comm.h"
 #include "../../core/dist_env.h"
 #include "../../core/dist_store.h"
+#include "test_util.h"
 
 /* ---- synthetic environments ------------------------------------------------------------------- */
 
@@ -171,20 +169,9 @@ Test(dist_env, slurm_hostlists)
 
 /* ---- the store -------------------------------------------------------------------------------- */
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t al = sizeof a;
-    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &al), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 Test(dist_store, set_get_add_and_barrier_between_processes)
 {
-    int port = free_port();
+    int port = test_free_port();
     pid_t pid = fork();
     cr_assert(pid >= 0);
     if (pid == 0) {
@@ -220,7 +207,7 @@ Test(dist_store, set_get_add_and_barrier_between_processes)
 
 Test(dist_store, another_runs_rank_and_a_duplicate_rank_are_refused)
 {
-    int port = free_port();
+    int port = test_free_port();
     esp_err err;
     dist_store *s = store_open("127.0.0.1", port, 1, "run-a", 0, 2, 5, &err);
     cr_assert_not_null(s, "%s", err.msg);
@@ -238,7 +225,7 @@ Test(dist_store, another_runs_rank_and_a_duplicate_rank_are_refused)
 
 Test(dist_store, waits_time_out_naming_the_missing_rank)
 {
-    int port = free_port();
+    int port = test_free_port();
     esp_err err;
     dist_store *s = store_open("127.0.0.1", port, 1, "run-t", 0, 3, 1, &err);
     cr_assert_not_null(s, "%s", err.msg);
@@ -246,14 +233,14 @@ Test(dist_store, waits_time_out_naming_the_missing_rank)
     cr_assert_eq(store_get(s, "addr/2", "rank 2's address", &v, NULL, &err), -1);
     cr_assert(strstr(err.msg, "timed out after 1 s waiting for rank 2's address"), "%s", err.msg);
     store_close(s);
-    port = free_port();
+    port = test_free_port();
     s = store_open("127.0.0.1", port, 1, "run-t", 0, 3, 1, &err);
     cr_assert_not_null(s, "%s", err.msg);
     cr_assert_eq(store_barrier(s, "start", &err), -1);
     cr_assert(strstr(err.msg, "waiting for rank 1, 2"), "%s", err.msg);
     store_close(s);
     /* Nobody serves: the client gives up after the timeout and says where it looked. */
-    cr_assert_null(store_open("127.0.0.1", free_port(), 0, "run-t", 1, 2, 0.3, &err));
+    cr_assert_null(store_open("127.0.0.1", test_free_port(), 0, "run-t", 1, 2, 0.3, &err));
     cr_assert(strstr(err.msg, "could not reach rank 0's store at 127.0.0.1"), "%s", err.msg);
 }
 
@@ -321,7 +308,7 @@ static int rank_main(int port, int rank, int world, const char *node_key, size_t
 /* Runs world ranks; node_of[r] picks each rank's node key. */
 static void run_ranks(int world, const int *node_of, size_t n)
 {
-    int port = free_port();
+    int port = test_free_port();
     pid_t pids[8];
     for (int r = 0; r < world; r++) {
         pids[r] = fork();
@@ -360,7 +347,7 @@ Test(comm_cpu, four_ranks_two_nodes_mixed_links_and_tiny_buffers)
 
 Test(comm_cpu, a_dead_peer_is_named)
 {
-    int port = free_port();
+    int port = test_free_port();
     pid_t victim = fork();
     if (victim == 0) {
         esp_err e;

@@ -19,14 +19,9 @@
 #include <unistd.h>
 
 #include "../../core/safetensors.h"
+#include "test_util.h"
 
 static char dir[64];
-
-static const char *env_or(const char *name, const char *fallback)
-{
-    const char *v = getenv(name);
-    return v && *v ? v : fallback;
-}
 
 /* The tiny recipe in 9 batches, in file order, 2 epochs; one thread per rank. */
 static char *command(const char *exp, const char *extra)
@@ -37,36 +32,18 @@ static char *command(const char *exp, const char *extra)
              "data_dir=%s/data dataset_dir=%s/dl stats_dir=%s/stats exp_dir=%s/%s "
              "dataloader.train.iter_factory.shuffle=false dataloader.train.iter_factory.batches.batch_bins=40000 "
              "trainer.max_epochs=2 %s",
-             env_or("ESPNET3_ROOT", "."), env_or("ESPNET3_BIN", "./espnet3"), dir, dir, dir, dir, exp, extra);
+             test_root_dir(), test_bin_path(), dir, dir, dir, dir, exp, extra);
     return cmd;
 }
 
-static int run(const char *exp, const char *extra)
-{
-    char cmd[4600];
-    snprintf(cmd, sizeof cmd, "%s >>%s/log 2>&1", command(exp, extra), dir);
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+static int run(const char *exp, const char *extra) { return test_sh("%s >>%s/log 2>&1", command(exp, extra), dir); }
 
-static char *slurp(const char *rel)
-{
-    char p[512];
-    snprintf(p, sizeof p, "%s/%s", dir, rel);
-    FILE *fp = fopen(p, "rb");
-    if (!fp) return strdup("");
-    char *buf = calloc(1, 1 << 20);
-    size_t n = fread(buf, 1, (1 << 20) - 1, fp);
-    buf[n] = '\0';
-    fclose(fp);
-    return buf;
-}
+/* A file under the temporary folder; "" when missing (the assertion after it says so). */
+static char *slurp(const char *rel) { return test_slurp_or_empty(test_path(dir, rel)); }
 
 static void truncate_log(void)
 {
-    char p[512];
-    snprintf(p, sizeof p, "%s/log", dir);
-    FILE *fp = fopen(p, "w");
+    FILE *fp = fopen(test_path(dir, "log"), "w");
     if (fp) fclose(fp);
 }
 
@@ -109,23 +86,7 @@ static double max_diff(const char *rel_a, const char *rel_b)
     return max_diff_of(rel_a, rel_b, NULL, "linear_k.bias");
 }
 
-static int same_file(const char *a, const char *b)
-{
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "cmp -s '%s/%s' '%s/%s'", dir, a, dir, b);
-    return system(cmd) == 0;
-}
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t al = sizeof a;
-    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &al), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
+static int same_file(const char *a, const char *b) { return test_same_file(test_path(dir, a), test_path(dir, b)); }
 
 static pid_t start_bg(const char *exp, const char *extra, const char *logname)
 {
@@ -148,13 +109,7 @@ static int wait_status(pid_t pid)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-static int exists(const char *rel)
-{
-    char p[512];
-    snprintf(p, sizeof p, "%s/%s", dir, rel);
-    struct stat st;
-    return stat(p, &st) == 0;
-}
+static int exists(const char *rel) { return test_exists(test_path(dir, rel)); }
 
 /* Pids of espnet3 processes whose environment says RANK=<rank> and whose exp_dir is ours. */
 static int find_rank(int rank, pid_t *out)
@@ -187,6 +142,19 @@ static int find_rank(int rank, pid_t *out)
     return n;
 }
 
+/* Waits (1 ms naps, 30000 at most) until the "kill" run has its first checkpoint and a rank-1
+ * process can be found; returns how many were found (their pids in victim), 0 on time-out. */
+static int wait_for_rank_1(pid_t *victim)
+{
+    int found = 0;
+    for (int i = 0; i < 30000 && !found; i++) {
+        if (exists("kill/checkpoints/epoch=1-step=4/model.safetensors")) found = find_rank(1, victim);
+        struct timespec nap = {0, 1000000};
+        nanosleep(&nap, NULL);
+    }
+    return found;
+}
+
 /* No process of this test's runs is left. */
 static int leftovers(void)
 {
@@ -196,17 +164,11 @@ static int leftovers(void)
 
 static void setup(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/espnet3_dist_XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
+    test_tmpdir_make(dir, sizeof dir, "dist");
     cr_assert_eq(run("exp0", "--stage 1 --stop_stage 3"), 0, "stages 1-3 failed:\n%s", slurp("log"));
 }
 
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
-}
+static void teardown(void) { test_tmpdir_remove(dir); }
 
 TestSuite(dist_train, .init = setup, .fini = teardown);
 
@@ -259,7 +221,7 @@ Test(dist_train, ddp_two_ranks_equal_one_rank_and_fsdp_equals_ddp_and_resume_cha
 Test(dist_train, manual_multi_node_launch_two_commands_over_tcp_and_a_killed_node)
 {
     cr_assert_eq(run("ddp", "--stages train trainer.devices=2"), 0, "%s", slurp("log"));
-    int port = free_port();
+    int port = test_free_port();
     char n0[256], n1[256];
     const char *common = "--stages train trainer.num_nodes=2 --nproc_per_node 1 --nnodes 2 --master_addr 127.0.0.1";
     snprintf(n0, sizeof n0, "%s --node_rank 0 --master_port %d", common, port);
@@ -271,17 +233,12 @@ Test(dist_train, manual_multi_node_launch_two_commands_over_tcp_and_a_killed_nod
     cr_assert(same_file("nodes/" FINAL, "ddp/" FINAL), "TCP run differs from the shared-memory run");
 
     /* Node 1's rank killed mid-run: node 0 stops with an error naming rank 1; nothing is left. */
-    port = free_port();
+    port = test_free_port();
     snprintf(n0, sizeof n0, "%s --node_rank 0 --master_port %d trainer.max_epochs=200", common, port);
     snprintf(n1, sizeof n1, "%s --node_rank 1 --master_port %d trainer.max_epochs=200", common, port);
     a = start_bg("kill", n0, "node0.log"), b = start_bg("kill", n1, "node1.log");
     pid_t victim[4];
-    int found = 0;
-    for (int i = 0; i < 30000 && !found; i++) {
-        if (exists("kill/checkpoints/epoch=1-step=4/model.safetensors")) found = find_rank(1, victim);
-        struct timespec nap = {0, 1000000};
-        nanosleep(&nap, NULL);
-    }
+    int found = wait_for_rank_1(victim);
     cr_assert_eq(found, 1, "rank 1 not found running\n%s", slurp("node1.log"));
     kill(victim[0], SIGKILL);
     int s0 = wait_status(a), s1 = wait_status(b);
@@ -297,12 +254,7 @@ Test(dist_train, killed_or_stopped_local_rank_fails_the_run_naming_it)
 {
     pid_t run_pid = start_bg("kill", "--stages train trainer.devices=2 trainer.max_epochs=200", "kill.log");
     pid_t victim[4];
-    int found = 0;
-    for (int i = 0; i < 30000 && !found; i++) {
-        if (exists("kill/checkpoints/epoch=1-step=4/model.safetensors")) found = find_rank(1, victim);
-        struct timespec nap = {0, 1000000};
-        nanosleep(&nap, NULL);
-    }
+    int found = wait_for_rank_1(victim);
     cr_assert_eq(found, 1, "rank 1 not found running\n%s", slurp("kill.log"));
     kill(victim[0], SIGKILL);
     cr_assert_neq(wait_status(run_pid), 0);
@@ -332,7 +284,7 @@ Test(dist_train, torchrun_agent_variables_and_its_store_on_master_port)
 {
     /* What `torchrun --no-python --nproc_per_node 2 espnet3 ...` gives each rank, with its agent's
      * store holding MASTER_PORT: our store must take another port. */
-    int port = free_port();
+    int port = test_free_port();
     int agent = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = htonl(INADDR_ANY)};
     cr_assert_eq(bind(agent, (struct sockaddr *)&sa, sizeof sa), 0);
@@ -413,7 +365,7 @@ Test(dist_torchrun, real_torchrun_when_it_works_here)
      * starting anything; the test runs wherever a probe of torchrun itself succeeds. */
     char probe[256];
     snprintf(probe, sizeof probe, "timeout 60 torchrun --no_python --nproc_per_node 1 --master_port %d true >/dev/null 2>&1",
-             free_port());
+             test_free_port());
     if (system(probe) != 0) cr_skip_test("torchrun is missing or cannot start a process here");
     setup();
     char extra[512];
@@ -426,7 +378,7 @@ Test(dist_torchrun, real_torchrun_when_it_works_here)
     char rest[5000];
     snprintf(rest, sizeof rest, "%s", bin + strlen("timeout 120 "));
     snprintf(bin, sizeof cmd - (size_t)(bin - cmd), "timeout 120 torchrun --no_python --nproc_per_node 2 --master_port %d %s >>%s/log 2>&1",
-             free_port(), rest, dir);
+             test_free_port(), rest, dir);
     cr_assert_eq(system(cmd), 0, "%s", slurp("log"));
     cr_assert(exists("torchrun/" FINAL));
     char *log = slurp("torchrun/train.log");

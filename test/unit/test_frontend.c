@@ -11,26 +11,23 @@
 #include "core/audio.h"
 #include "core/frontend.h"
 #include "core/fsio.h"
+#include "test_util.h"
 
-static char tmpdir[] = "/tmp/espnet3_fe_XXXXXX";
+static char tmpdir[64];
 
 static void setup(void)
 {
-    cr_assert_not_null(mkdtemp(tmpdir));
+    test_tmpdir_make(tmpdir, sizeof tmpdir, "fe");
     log_set_quiet(1);
 }
 
-static void teardown(void)
-{
-    remove_tree(tmpdir);
-}
+static void teardown(void) { test_tmpdir_remove(tmpdir); }
 
 TestSuite(frontend, .init = setup, .fini = teardown);
 
 static char *fixture(const char *name)
 {
-    const char *root = getenv("ESPNET3_ROOT");
-    char *dir = path_join(root ? root : ".", "test/fixtures/frontend");
+    char *dir = path_join(test_root_dir(), "test/fixtures/frontend");
     char *p = path_join(dir, name);
     free(dir);
     return p;

@@ -17,6 +17,7 @@
 #include "core/model_files.h"
 #include "core/rng.h"
 #include "core/safetensors.h"
+#include "test_util.h"
 
 static model_dims small_dims(void)
 {
@@ -99,22 +100,11 @@ Test(infer, inference_path_is_exact_and_padding_never_reaches_valid_frames)
 
 static char dir[64];
 
-static void mkdirs(void)
-{
-    snprintf(dir, sizeof dir, "/tmp/espnet3_infer_XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
-}
+static void mkdirs(void) { test_tmpdir_make(dir, sizeof dir, "infer"); }
 
-static void rmdirs(void) { remove_tree(dir); }
+static void rmdirs(void) { test_tmpdir_remove(dir); }
 
-static void touch(const char *rel)
-{
-    char p[256];
-    snprintf(p, sizeof p, "%s/%s", dir, rel);
-    FILE *fp = fopen(p, "w");
-    cr_assert_not_null(fp, "%s", p);
-    fclose(fp);
-}
+static void touch(const char *rel) { test_write_text(test_path(dir, rel), ""); }
 
 static void expect_resolves(const char *given, const char *exp_dir, const char *want_rel)
 {

@@ -8,63 +8,29 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "test_util.h"
+
 static char dir[64];
 
-static const char *env_or(const char *name, const char *fallback)
-{
-    const char *v = getenv(name);
-    return v && *v ? v : fallback;
-}
+static void put(const char *rel, const char *text) { test_write_text_mkdirs(test_path(dir, rel), text); }
 
-static void put(const char *rel, const char *text)
-{
-    char p[256], cmd[512];
-    snprintf(p, sizeof p, "%s/%s", dir, rel);
-    snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s')\"", p);
-    cr_assert_eq(system(cmd), 0);
-    FILE *fp = fopen(p, "w");
-    cr_assert_not_null(fp, "%s", p);
-    fputs(text, fp);
-    fclose(fp);
-}
+/* A file under the temporary folder; "" when missing (the assertion after it says so). */
+static char *slurp(const char *rel) { return test_slurp_or_empty(test_path(dir, rel)); }
 
-static char *slurp(const char *rel)
-{
-    char p[256];
-    snprintf(p, sizeof p, "%s/%s", dir, rel);
-    FILE *fp = fopen(p, "rb");
-    if (!fp) return strdup("");
-    char *buf = calloc(1, 1 << 16);
-    size_t n = fread(buf, 1, (1 << 16) - 1, fp);
-    buf[n] = '\0';
-    fclose(fp);
-    return buf;
-}
-
-static int exists(const char *rel)
-{
-    char p[256];
-    snprintf(p, sizeof p, "%s/%s", dir, rel);
-    struct stat st;
-    return stat(p, &st) == 0;
-}
+static int exists(const char *rel) { return test_exists(test_path(dir, rel)); }
 
 /* Runs the binary from the repository root; stdout and stderr go to <dir>/out and <dir>/err. */
 static int run(const char *args)
 {
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' -q --metrics_config %s/conf/metrics.yaml %s >%s/out 2>%s/err",
-             env_or("ESPNET3_ROOT", "."), env_or("ESPNET3_BIN", "./espnet3"), dir, args, dir, dir);
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return test_sh("cd '%s' && '%s' -q --metrics_config %s/conf/metrics.yaml %s >%s/out 2>%s/err", test_root_dir(),
+                   test_bin_path(), dir, args, dir, dir);
 }
 
 #define INF "exp/asr/inference"
 
 static void setup(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/espnet3_measure_XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
+    test_tmpdir_make(dir, sizeof dir, "measure");
     put("conf/metrics.yaml", "recipe_dir: ${config_path:..}\n"
                              "exp_tag: asr\n"
                              "test_sets: [test_clean, test_other]\n"
@@ -77,12 +43,7 @@ static void setup(void)
     put(INF "/test_other/hyp.scp", "u3 hello word wide\n");
 }
 
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
-}
+static void teardown(void) { test_tmpdir_remove(dir); }
 
 static json_t *metric(json_t *root, const char *target, const char *test)
 {
@@ -176,9 +137,7 @@ static void expect_one_error_line(const char *must_contain_a, const char *must_c
 
 Test(measure, missing_hypotheses_point_to_stage_6)
 {
-    char p[256];
-    snprintf(p, sizeof p, "%s/" INF "/test_other/hyp.scp", dir);
-    cr_assert_eq(remove(p), 0);
+    cr_assert_eq(remove(test_path(dir, INF "/test_other/hyp.scp")), 0);
     cr_expect_eq(run("--stages measure"), 1);
     expect_one_error_line(INF "/test_other/hyp.scp: no hypotheses for test set test_other", "run stage 6");
 }

@@ -9,18 +9,13 @@
 
 #include "core/backend.h"
 #include "core/model.h"
-
-static const char *root(void)
-{
-    const char *r = getenv("ESPNET3_ROOT");
-    return r && *r ? r : ".";
-}
+#include "test_util.h"
 
 /* Reads test/fixtures/model/<name>.f32; returns its element count in *n. */
 static float *load(const char *name, size_t *n)
 {
     char path[512];
-    snprintf(path, sizeof path, "%s/test/fixtures/model/%s.f32", root(), name);
+    snprintf(path, sizeof path, "%s/test/fixtures/model/%s.f32", test_root_dir(), name);
     FILE *fp = fopen(path, "rb");
     cr_assert_not_null(fp, "%s", path);
     fseek(fp, 0, SEEK_END);

@@ -7,12 +7,7 @@
 #include <string.h>
 
 #include "core/model_params.h"
-
-static const char *root(void)
-{
-    const char *r = getenv("ESPNET3_ROOT");
-    return r && *r ? r : ".";
-}
+#include "test_util.h"
 
 static model_dims fixture_dims(void)
 {
@@ -27,7 +22,7 @@ Test(model_params, names_and_shapes_match_the_pytorch_fixture)
     param_table t;
     param_table_build(&t, &d);
     char path[512];
-    snprintf(path, sizeof path, "%s/test/fixtures/model/index.txt", root());
+    snprintf(path, sizeof path, "%s/test/fixtures/model/index.txt", test_root_dir());
     FILE *fp = fopen(path, "r");
     cr_assert_not_null(fp, "%s", path);
     char line[512];

@@ -6,30 +6,15 @@
 #include <sys/wait.h>
 
 #include "core/npz.h"
+#include "test_util.h"
 
-static char dir[] = "/tmp/espnet3_npz_XXXXXX";
+static char dir[64];
 
-static void setup(void) { cr_assert_not_null(mkdtemp(dir)); }
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
-}
+static void setup(void) { test_tmpdir_make(dir, sizeof dir, "npz"); }
+static void teardown(void) { test_tmpdir_remove(dir); }
 TestSuite(npz, .init = setup, .fini = teardown);
 
-static int run_python(const char *code)
-{
-    char path[256], cmd[512];
-    snprintf(path, sizeof path, "%s/check.py", dir);
-    FILE *fp = fopen(path, "w");
-    cr_assert_not_null(fp);
-    fputs(code, fp);
-    fclose(fp);
-    snprintf(cmd, sizeof cmd, "cd '%s' && /usr/bin/python3 check.py", dir);
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+static int run_python(const char *code) { return test_run_python(dir, code); }
 
 Test(npz, numpy_reads_what_we_write)
 {

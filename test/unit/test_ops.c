@@ -17,6 +17,7 @@
 #include "core/fsio.h"
 #include "core/ops.h"
 #include "core/rng.h"
+#include "test_util.h"
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -786,8 +787,7 @@ typedef struct {
 
 static void fixture_load(fixture *f)
 {
-    const char *root = getenv("ESPNET3_ROOT");
-    char *dir = path_join(root ? root : ".", "test/fixtures/ops");
+    char *dir = path_join(test_root_dir(), "test/fixtures/ops");
     char *ipath = path_join(dir, "index.txt"), *bpath = path_join(dir, "ops.f32");
     esp_err err;
     size_t len;

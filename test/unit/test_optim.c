@@ -12,6 +12,7 @@
 #include "core/npz.h"
 #include "core/optim.h"
 #include "core/scheduler.h"
+#include "test_util.h"
 
 static void quiet(void)
 {
@@ -25,8 +26,7 @@ TestSuite(nan_guard, .init = cr_redirect_stderr);
 
 static npz_file load_fixture(const char *name)
 {
-    const char *root = getenv("ESPNET3_ROOT");
-    char *dir = path_join(root ? root : ".", "test/fixtures/optim");
+    char *dir = path_join(test_root_dir(), "test/fixtures/optim");
     char *path = path_join(dir, name);
     npz_file f;
     esp_err err;

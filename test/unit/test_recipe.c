@@ -7,51 +7,33 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char workdir[256];
+#include "test_util.h"
 
-static const char *env_or(const char *name, const char *fallback)
-{
-    const char *v = getenv(name);
-    return v && *v ? v : fallback;
-}
+static char workdir[256];
 
 /* Runs the binary with the tiny recipe, writing data under workdir; returns the exit status. */
 static int run_recipe(const char *extra, const char *log)
 {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd,
-             "cd '%s' && timeout 300 '%s' --config recipes/espeak_fortunes/conf/training_tiny.yaml "
-             "data_dir=%s/data dataset_dir=%s/dl stats_dir=%s/stats exp_dir=%s/exp %s >%s/%s.out 2>%s/%s.err",
-             env_or("ESPNET3_ROOT", "."), env_or("ESPNET3_BIN", "./espnet3"), workdir, workdir, workdir, workdir, extra,
-             workdir, log, workdir, log);
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return test_sh("cd '%s' && timeout 300 '%s' --config recipes/espeak_fortunes/conf/training_tiny.yaml "
+                   "data_dir=%s/data dataset_dir=%s/dl stats_dir=%s/stats exp_dir=%s/exp %s >%s/%s.out 2>%s/%s.err",
+                   test_root_dir(), test_bin_path(), workdir, workdir, workdir, workdir, extra, workdir, log, workdir,
+                   log);
 }
 
 /* Runs stage(s) of the tiny inference config on what run_recipe wrote; returns the exit status. */
 static int run_infer(const char *extra, const char *log)
 {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd,
-             "cd '%s' && timeout 300 '%s' --inference_config recipes/espeak_fortunes/conf/inference_tiny.yaml "
-             "data_dir=%s/data exp_dir=%s/exp %s >%s/%s.out 2>%s/%s.err",
-             env_or("ESPNET3_ROOT", "."), env_or("ESPNET3_BIN", "./espnet3"), workdir, workdir, extra, workdir, log,
-             workdir, log);
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return test_sh("cd '%s' && timeout 300 '%s' --inference_config recipes/espeak_fortunes/conf/inference_tiny.yaml "
+                   "data_dir=%s/data exp_dir=%s/exp %s >%s/%s.out 2>%s/%s.err",
+                   test_root_dir(), test_bin_path(), workdir, workdir, extra, workdir, log, workdir, log);
 }
 
+/* The file named by fmt (a "%s" for workdir, then one for arg); NULL when it does not exist. */
 static char *slurp(const char *fmt, const char *arg)
 {
     char path[512];
     snprintf(path, sizeof path, fmt, workdir, arg);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    static char buf[1 << 20];
-    size_t n = fread(buf, 1, sizeof buf - 1, fp);
-    buf[n] = '\0';
-    fclose(fp);
-    return strdup(buf);
+    return test_exists(path) ? test_slurp(path) : NULL;
 }
 
 static int count_lines(const char *s)
@@ -63,16 +45,10 @@ static int count_lines(const char *s)
 
 static void setup(void)
 {
-    snprintf(workdir, sizeof workdir, "/tmp/espnet3_recipe_XXXXXX");
-    cr_assert_not_null(mkdtemp(workdir));
+    test_tmpdir_make(workdir, sizeof workdir, "recipe");
 }
 
-static void teardown(void)
-{
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", workdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", workdir);
-}
+static void teardown(void) { test_tmpdir_remove(workdir); }
 
 /* No Criterion .timeout (it leaks in Criterion 2.4.1's runner under ASan): `timeout` bounds each run. */
 TestSuite(recipe, .init = setup, .fini = teardown);
@@ -194,17 +170,14 @@ Test(recipe, stages_1_5_build_manifests_tokens_stats_logs_and_skip_when_built)
 
     /* Stage 8: the pack decodes on its own once the experiment directory is gone. */
     cr_assert_eq(run_infer("--stages pack_model", "pack"), 0, "%s", slurp("%s/%s.err", "pack"));
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "mv '%s/exp/model_pack' '%s/pack' && rm -rf '%s/exp'", workdir, workdir, workdir);
-    cr_assert_eq(system(cmd), 0);
+    cr_assert_eq(test_sh("mv '%s/exp/model_pack' '%s/pack' && rm -rf '%s/exp'", workdir, workdir, workdir), 0);
     char *readme = slurp("%s/pack/%s", "README.md");
     cr_assert(readme && strstr(readme, "--inference_config"));
     free(readme);
-    snprintf(cmd, sizeof cmd,
-             "cd / && timeout 300 '%s' --template_dir '%s/conf' --inference_config '%s/pack/conf/inference.yaml' "
-             "--stages infer >%s/packed.out 2>%s/packed.err",
-             env_or("ESPNET3_BIN", "./espnet3"), env_or("ESPNET3_ROOT", "."), workdir, workdir, workdir);
-    cr_assert_eq(system(cmd), 0, "%s", slurp("%s/%s", "packed.err"));
+    cr_assert_eq(test_sh("cd / && timeout 300 '%s' --template_dir '%s/conf' --inference_config '%s/pack/conf/inference.yaml' "
+                         "--stages infer >%s/packed.out 2>%s/packed.err",
+                         test_bin_path(), test_root_dir(), workdir, workdir, workdir),
+                 0, "%s", slurp("%s/%s", "packed.err"));
     char *hyp_pack = slurp("%s/pack/inference/test/%s", "hyp.scp");
     cr_assert_str_eq(hyp_pack, hyp);
     free(hyp_pack);
@@ -216,13 +189,11 @@ Test(recipe, stages_1_5_build_manifests_tokens_stats_logs_and_skip_when_built)
 Test(recipe, missing_espeak_ng_is_one_error_line)
 {
     /* PATH without espeak-ng; the binary itself is given by absolute path. */
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd,
-             "cd '%s' && PATH=/nonexistent /usr/bin/timeout 60 '%s' --config recipes/espeak_fortunes/conf/training_tiny.yaml "
-             "data_dir=%s/data dataset_dir=%s/dl --stages create_dataset >%s/o 2>%s/e; echo $? >%s/rc",
-             env_or("ESPNET3_ROOT", "."), env_or("ESPNET3_BIN", "./espnet3"), workdir, workdir, workdir, workdir,
-             workdir);
-    cr_assert_eq(system(cmd), 0);
+    cr_assert_eq(test_sh("cd '%s' && PATH=/nonexistent /usr/bin/timeout 60 '%s' --config "
+                         "recipes/espeak_fortunes/conf/training_tiny.yaml data_dir=%s/data dataset_dir=%s/dl "
+                         "--stages create_dataset >%s/o 2>%s/e; echo $? >%s/rc",
+                         test_root_dir(), test_bin_path(), workdir, workdir, workdir, workdir, workdir),
+                 0);
     char *rc = slurp("%s/%s", "rc");
     cr_assert_str_eq(rc, "1\n");
     char *err = slurp("%s/%s", "e");

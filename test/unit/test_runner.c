@@ -16,8 +16,9 @@
 #include "core/fsio.h"
 #include "core/progress.h"
 #include "core/runner.h"
+#include "test_util.h"
 
-static char tmpdir[] = "/tmp/espnet3_runner_XXXXXX";
+static char tmpdir[64];
 static FILE *log_fp;
 
 static char *tmp_path(const char *name)
@@ -27,7 +28,7 @@ static char *tmp_path(const char *name)
 
 static void setup(void)
 {
-    cr_assert_not_null(mkdtemp(tmpdir));
+    test_tmpdir_make(tmpdir, sizeof tmpdir, "runner");
     log_set_quiet(1);
     char *p = tmp_path("log.txt");
     log_fp = fopen(p, "w");
@@ -39,7 +40,7 @@ static void teardown(void)
 {
     log_set_file(NULL);
     if (log_fp) fclose(log_fp);
-    remove_tree(tmpdir);
+    test_tmpdir_remove(tmpdir);
 }
 
 TestSuite(runner, .init = setup, .fini = teardown);

@@ -10,6 +10,7 @@
 #include "core/fsio.h"
 #include "core/sampler.h"
 #include "core/shapes.h"
+#include "test_util.h"
 
 static shape_table parse_ok(const char *name, const char *text, int keys_only)
 {
@@ -308,16 +309,13 @@ Test(sampler, opts_from_cfg)
 
 static char *fixture_dir(void)
 {
-    const char *root = getenv("ESPNET3_ROOT");
-    return path_join(root ? root : ".", "test/fixtures/sampler");
+    return path_join(test_root_dir(), "test/fixtures/sampler");
 }
 
 static char *slurp(const char *dir, const char *name)
 {
     char *p = path_join(dir, name);
-    esp_err err;
-    char *s = read_file(p, NULL, &err);
-    cr_assert_not_null(s, "%s", err.msg);
+    char *s = test_slurp(p);
     free(p);
     return s;
 }

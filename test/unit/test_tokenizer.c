@@ -8,37 +8,21 @@
 #include "core/fsio.h"
 #include "core/tokenizer.h"
 #include "stages/stages.h"
+#include "test_util.h"
 
-static char tmpdir[] = "/tmp/espnet3_tok_XXXXXX";
+static char tmpdir[64];
 
 static void setup(void)
 {
-    cr_assert_not_null(mkdtemp(tmpdir));
+    test_tmpdir_make(tmpdir, sizeof tmpdir, "tok");
     log_set_quiet(1);
 }
 
-static void teardown(void)
-{
-    remove_tree(tmpdir);
-}
+static void teardown(void) { test_tmpdir_remove(tmpdir); }
 
 static char *tmp_path(const char *name)
 {
     return path_join(tmpdir, name);
-}
-
-static void write_text(const char *path, const char *text)
-{
-    esp_err err;
-    cr_assert_eq(atomic_write_file(path, text, strlen(text), &err), 0, "%s", err.msg);
-}
-
-static char *slurp(const char *path)
-{
-    esp_err err;
-    char *s = read_file(path, NULL, &err);
-    cr_assert_not_null(s, "%s", err.msg);
-    return s;
 }
 
 /* A stage context around a hand-filled training config. */
@@ -115,10 +99,10 @@ Test(tokenizer, read_rejects_duplicates_and_empty_lines, .init = setup, .fini = 
     char *path = tmp_path("bad.txt");
     token_list tl;
     esp_err err;
-    write_text(path, "<blank>\nA\nA\n");
+    test_write_text(path, "<blank>\nA\nA\n");
     cr_assert_neq(token_list_read(path, &tl, &err), 0);
     cr_expect(strstr(err.msg, "bad.txt:3: token A appears more than once"), "%s", err.msg);
-    write_text(path, "<blank>\n\nA\n");
+    test_write_text(path, "<blank>\n\nA\n");
     cr_assert_neq(token_list_read(path, &tl, &err), 0);
     cr_expect(strstr(err.msg, "bad.txt:2: empty line"), "%s", err.msg);
     free(path);
@@ -131,7 +115,7 @@ Test(tokenizer, stage_writes_espnet2_layout_from_manifest, .init = setup, .fini 
     esp_err err;
     cr_assert_eq(mkdir_p(manifest_dir, &err), 0, "%s", err.msg);
     char *train = tmp_path("data/manifest/train.tsv");
-    write_text(train, "u1\t/a.wav\tCAB\nu2\t/b.wav\tA CAB\nu3\t/c.wav\tAB'\n");
+    test_write_text(train, "u1\t/a.wav\tCAB\nu2\t/b.wav\tA CAB\nu3\t/c.wav\tAB'\n");
     fake_configs f;
     fake_init(&f);
     f.training.data_dir = data_dir;
@@ -139,7 +123,7 @@ Test(tokenizer, stage_writes_espnet2_layout_from_manifest, .init = setup, .fini 
     f.tokenizer.save_path = tmp_path("tok");
     cr_assert_eq(stage_train_tokenizer(&f.ctx, &err), 0, "%s", err.msg);
     char *out = tmp_path("tok/tokens.txt");
-    char *got = slurp(out);
+    char *got = test_slurp(out);
     /* A:4 B:3 C:2 '<space>':1 '\'':1 ; space (0x20) before apostrophe (0x27) */
     cr_expect_str_eq(got, "<blank>\n<unk>\nA\nB\nC\n<space>\n'\n<sos/eos>\n");
     free(got);

@@ -10,13 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
-static char dir[64];
+#include "test_util.h"
 
-static const char *env_or(const char *name, const char *fallback)
-{
-    const char *v = getenv(name);
-    return v && *v ? v : fallback;
-}
+static char dir[64];
 
 static char *command(const char *exp, const char *extra)
 {
@@ -24,60 +20,27 @@ static char *command(const char *exp, const char *extra)
     snprintf(cmd, sizeof cmd,
              "cd '%s' && timeout 300 '%s' -q --config recipes/espeak_fortunes/conf/training_tiny.yaml "
              "data_dir=%s/data dataset_dir=%s/dl stats_dir=%s/stats exp_dir=%s/%s %s",
-             env_or("ESPNET3_ROOT", "."), env_or("ESPNET3_BIN", "./espnet3"), dir, dir, dir, dir, exp, extra);
+             test_root_dir(), test_bin_path(), dir, dir, dir, dir, exp, extra);
     return cmd;
 }
 
-static int run(const char *exp, const char *extra)
-{
-    char cmd[4600];
-    snprintf(cmd, sizeof cmd, "%s >>%s/log 2>&1", command(exp, extra), dir);
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+static int run(const char *exp, const char *extra) { return test_sh("%s >>%s/log 2>&1", command(exp, extra), dir); }
 
-static int same_file(const char *a, const char *b)
-{
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "cmp -s '%s/%s' '%s/%s'", dir, a, dir, b);
-    return system(cmd) == 0;
-}
+static int same_file(const char *a, const char *b) { return test_same_file(test_path(dir, a), test_path(dir, b)); }
 
-static int exists(const char *rel)
-{
-    char p[512];
-    snprintf(p, sizeof p, "%s/%s", dir, rel);
-    struct stat st;
-    return stat(p, &st) == 0;
-}
+static int exists(const char *rel) { return test_exists(test_path(dir, rel)); }
 
-static char *slurp(const char *rel)
-{
-    char p[512];
-    snprintf(p, sizeof p, "%s/%s", dir, rel);
-    FILE *fp = fopen(p, "rb");
-    if (!fp) return strdup("");
-    char *buf = calloc(1, 1 << 20);
-    size_t n = fread(buf, 1, (1 << 20) - 1, fp);
-    buf[n] = '\0';
-    fclose(fp);
-    return buf;
-}
+/* A file under the temporary folder; "" when missing (the assertion after it says so). */
+static char *slurp(const char *rel) { return test_slurp_or_empty(test_path(dir, rel)); }
 
 /* Stages 1-3 once per test (about a second). */
 static void setup(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/espnet3_train_XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
+    test_tmpdir_make(dir, sizeof dir, "train");
     cr_assert_eq(run("exp0", "--stage 1 --stop_stage 3"), 0, "stages 1-3 failed:\n%s", slurp("log"));
 }
 
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
-}
+static void teardown(void) { test_tmpdir_remove(dir); }
 
 TestSuite(train, .init = setup, .fini = teardown);
 

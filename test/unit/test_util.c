@@ -1,0 +1,138 @@
+/* Helpers the unit tests share; see test_util.h. No Test() here. */
+#include "test_util.h"
+
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/fsio.h"
+#include "core/log.h"
+
+const char *test_env_or(const char *name, const char *fallback)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : fallback;
+}
+
+const char *test_root_dir(void) { return test_env_or("ESPNET3_ROOT", "."); }
+
+const char *test_bin_path(void)
+{
+    static char path[4096];
+    const char *b = test_env_or("ESPNET3_BIN", "./espnet3");
+    if (b[0] == '/') return b;
+    char cwd[2048];
+    cr_assert_not_null(getcwd(cwd, sizeof cwd), "cannot read the working directory");
+    snprintf(path, sizeof path, "%s/%s", cwd, b);
+    return path;
+}
+
+const char *test_path(const char *dir, const char *rel)
+{
+    static char ring[16][1024];
+    static int next;
+    char *b = ring[next++ % 16];
+    int n = snprintf(b, sizeof ring[0], "%s/%s", dir, rel);
+    cr_assert(n > 0 && (size_t)n < sizeof ring[0], "path too long: %s/%s", dir, rel);
+    return b;
+}
+
+int test_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+int test_same_file(const char *a, const char *b)
+{
+    esp_err err;
+    size_t na = 0, nb = 0;
+    char *x = read_file(a, &na, &err), *y = read_file(b, &nb, &err);
+    int same = x && y && na == nb && memcmp(x, y, na) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+char *test_slurp(const char *path)
+{
+    esp_err err;
+    char *s = read_file(path, NULL, &err);
+    cr_assert_not_null(s, "cannot read %s: %s", path, err.msg);
+    return s;
+}
+
+char *test_slurp_or_empty(const char *path)
+{
+    esp_err err;
+    char *s = read_file(path, NULL, &err);
+    return s ? s : xstrdup("");
+}
+
+void test_write_text(const char *path, const char *text)
+{
+    FILE *fp = fopen(path, "w");
+    cr_assert_not_null(fp, "cannot write %s", path);
+    fputs(text, fp);
+    cr_assert_eq(fclose(fp), 0, "cannot write %s", path);
+}
+
+void test_write_text_mkdirs(const char *path, const char *text)
+{
+    esp_err err;
+    char *dir = path_dirname(path);
+    cr_assert_eq(mkdir_p(dir, &err), 0, "%s", err.msg);
+    free(dir);
+    test_write_text(path, text);
+}
+
+void test_tmpdir_make(char *dir, size_t cap, const char *tag)
+{
+    int n = snprintf(dir, cap, "/tmp/espnet3_%s_XXXXXX", tag);
+    cr_assert(n > 0 && (size_t)n < cap, "temporary folder name too long for tag %s", tag);
+    cr_assert_not_null(mkdtemp(dir), "cannot create %s", dir);
+}
+
+void test_tmpdir_remove(const char *dir)
+{
+    remove_tree(dir);
+    cr_assert(!test_exists(dir), "could not remove %s", dir);
+}
+
+int test_sh(const char *fmt, ...)
+{
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    cr_assert(n > 0 && (size_t)n < sizeof cmd, "command too long: %.200s...", cmd);
+    int st = system(cmd);
+    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int test_run_python(const char *dir, const char *code)
+{
+    test_write_text(test_path(dir, "check.py"), code);
+    return test_sh("cd '%s' && /usr/bin/python3 check.py", dir);
+}
+
+int test_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert(fd >= 0, "cannot open a socket");
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &al), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}

@@ -1,0 +1,51 @@
+/* Helpers the unit tests share: where the binary under test and the repository are, temporary
+ * folders, whole-file reads and writes, and running shell commands. Failures are Criterion
+ * assertions, so a broken fixture fails the test that needs it. */
+#ifndef ESPNET3_TEST_UTIL_H
+#define ESPNET3_TEST_UTIL_H
+
+#include <stddef.h>
+
+/* getenv(name), or fallback when it is unset or empty. */
+const char *test_env_or(const char *name, const char *fallback);
+/* The repository root (ESPNET3_ROOT, default "."): recipes/ and conf/ are found from there. */
+const char *test_root_dir(void);
+/* The binary under test (ESPNET3_BIN, default ./espnet3) as an absolute path, so a child that
+ * changes folder still finds it. */
+const char *test_bin_path(void);
+
+/* "<dir>/<rel>" in one of 16 static buffers that are reused in turn: enough for the paths of
+ * one statement, never to be freed or kept. */
+const char *test_path(const char *dir, const char *rel);
+/* 1 when path exists (stat succeeds). */
+int test_exists(const char *path);
+/* 1 when both files can be read and hold the same bytes. */
+int test_same_file(const char *a, const char *b);
+
+/* The whole file, NUL-terminated; the caller frees. Fails the test when it cannot be read. */
+char *test_slurp(const char *path);
+/* The same, but "" (still to be freed) when the file cannot be read: for logs quoted in messages
+ * and for files whose absence the assertion after it reports. */
+char *test_slurp_or_empty(const char *path);
+/* Writes text to path (replacing it) or fails the test. */
+void test_write_text(const char *path, const char *text);
+/* The same, creating the folders path needs first (mkdir -p). */
+void test_write_text_mkdirs(const char *path, const char *text);
+
+/* Creates a fresh folder /tmp/espnet3_<tag>_XXXXXX and writes its path into dir (cap bytes). */
+void test_tmpdir_make(char *dir, size_t cap, const char *tag);
+/* Removes the folder and everything under it; fails the test when something is left. */
+void test_tmpdir_remove(const char *dir);
+
+/* Runs a printf-formatted /bin/sh command line (system(3)); returns its exit status, -1 when it
+ * did not exit normally. */
+int test_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Writes code to <dir>/check.py and runs it with /usr/bin/python3 in dir; returns its exit status
+ * (-1 when it did not exit normally). */
+int test_run_python(const char *dir, const char *code);
+
+/* A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released). */
+int test_free_port(void);
+
+#endif
