@@ -212,17 +212,6 @@ Test(cli, unknown_stage_name_exits_2)
     assert_has(r->err, "create_dataset");
 }
 
-Test(cli, planned_stage_is_not_available_yet)
-{
-    if (stage_by_name("train")) cr_skip_test("train exists in this build");
-    const result *r = RUN("--stages", "train");
-    cr_assert_neq(r->status, 0);
-    assert_has(r->err, "stage 'train' (5) is not available in this build yet");
-    r = RUN("--stage", "5", "--stop_stage", "5");
-    cr_assert_neq(r->status, 0);
-    assert_has(r->err, "not available in this build yet");
-}
-
 Test(cli, range_leaves_out_stages_without_their_config)
 {
     if (!stage_by_name("measure")) cr_skip_test("measure is not in this build");
