@@ -25,7 +25,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,9 +34,9 @@
 #include <unistd.h>
 
 #include "fsio.h"
+#include "proc.h"
 #include "progress.h"
 
-extern char **environ;
 
 #define ENV_STAGE "ESPNET3_RUNNER_STAGE"
 #define ENV_WORK_DIR "ESPNET3_RUNNER_WORK_DIR"
@@ -54,39 +53,16 @@ enum { MAX_SQUEUE_FAILURES = 10 };
  * wait status, or -1 with err when it cannot start. */
 static int run_cmd(char *const argv[], char **out, int *status, esp_err *err)
 {
-    int fd[2];
-    if (pipe2(fd, O_CLOEXEC) != 0) return esp_fail(err, "pipe: %s", strerror(errno));
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, fd[1], STDOUT_FILENO);
-    posix_spawn_file_actions_adddup2(&fa, fd[1], STDERR_FILENO);
-    pid_t pid;
-    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(fd[1]);
-    if (rc != 0) {
-        close(fd[0]);
+    proc_buf buf = {0};
+    int rc = proc_run_capture(argv, &buf, NULL, 0, status, err);
+    if (rc > 0)
         return esp_fail(err, "parallel.env: slurm: cannot run %s: %s (is this a SLURM login node? SLURM's "
                         "client commands must be on PATH)", argv[0], strerror(rc));
+    if (rc != 0) {
+        free(buf.data);
+        return -1;
     }
-    size_t len = 0, cap = 4096;
-    char *buf = xmalloc(cap);
-    for (;;) {
-        if (cap - len < 2048) buf = xrealloc(buf, cap *= 2);
-        ssize_t n = read(fd[0], buf + len, cap - len - 1);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        len += (size_t)n;
-    }
-    buf[len] = '\0';
-    close(fd[0]);
-    while (waitpid(pid, status, 0) < 0)
-        if (errno != EINTR) {
-            free(buf);
-            return esp_fail(err, "%s: waitpid: %s", argv[0], strerror(errno));
-        }
-    *out = buf;
+    *out = buf.data ? (char *)buf.data : xstrdup("");
     return 0;
 }
 

@@ -1,20 +1,18 @@
 #include "synth.h"
 #include "fsio.h"
+#include "proc.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <poll.h>
 #include <samplerate.h>
 #include <sndfile.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
 
 static const struct {
     const char *program;
@@ -47,97 +45,20 @@ int synth_check_installed(synth_engine engine, esp_err *err)
                     engines[engine].debian_package);
 }
 
-/* A growable byte buffer. */
-typedef struct bytes {
-    unsigned char *data;
-    size_t len, cap;
-} bytes;
-
-static void bytes_append(bytes *b, const void *src, size_t n)
-{
-    if (b->len + n + 1 > b->cap) {
-        while (b->len + n + 1 > b->cap) b->cap = b->cap ? 2 * b->cap : 65536;
-        b->data = xrealloc(b->data, b->cap);
-    }
-    memcpy(b->data + b->len, src, n);
-    b->len += n;
-    b->data[b->len] = 0;
-}
-
 /* stderr text as one line: newlines become " | ", trailing whitespace dropped. */
-static char *one_line(const bytes *b)
+static char *one_line(const proc_buf *b)
 {
     char *s = xstrdup(b->len ? (const char *)b->data : "");
     size_t n = strlen(s);
     while (n && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ')) s[--n] = '\0';
-    bytes out = {0};
+    proc_buf out = {0};
     for (size_t i = 0; i < n; i++) {
-        if (s[i] == '\n') bytes_append(&out, " | ", 3);
-        else if (s[i] != '\r') bytes_append(&out, &s[i], 1);
+        if (s[i] == '\n') proc_buf_append(&out, " | ", 3);
+        else if (s[i] != '\r') proc_buf_append(&out, &s[i], 1);
     }
     free(s);
     if (!out.data) return xstrdup("(no output on stderr)");
     return (char *)out.data;
-}
-
-/* Runs argv[0] from PATH with stdin from /dev/null, collecting stdout and stderr (stderr capped,
- * since only its start explains a failure). Returns 0 with the wait status in *status, -1 with err
- * filled, or posix_spawn's error number when the program could not start. */
-static int run_capture(char *const argv[], bytes *out, bytes *errtxt, int *status, esp_err *err)
-{
-    enum { STDERR_CAP = 4096 };
-    int out_pipe[2], err_pipe[2];
-    if (pipe2(out_pipe, O_CLOEXEC) != 0) return esp_fail(err, "pipe: %s", strerror(errno));
-    if (pipe2(err_pipe, O_CLOEXEC) != 0) {
-        close(out_pipe[0]);
-        close(out_pipe[1]);
-        return esp_fail(err, "pipe: %s", strerror(errno));
-    }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, out_pipe[1], STDOUT_FILENO);
-    posix_spawn_file_actions_adddup2(&fa, err_pipe[1], STDERR_FILENO);
-    pid_t pid;
-    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(out_pipe[1]);
-    close(err_pipe[1]);
-    if (rc != 0) {
-        close(out_pipe[0]);
-        close(err_pipe[0]);
-        return rc;
-    }
-    struct pollfd fds[2] = {{.fd = out_pipe[0], .events = POLLIN}, {.fd = err_pipe[0], .events = POLLIN}};
-    int open_fds = 2;
-    unsigned char buf[65536];
-    while (open_fds > 0) {
-        if (poll(fds, 2, -1) < 0) {
-            if (errno == EINTR) continue;
-            break;
-        }
-        for (int i = 0; i < 2; i++) {
-            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-            ssize_t got = read(fds[i].fd, buf, sizeof buf);
-            if (got < 0 && errno == EINTR) continue;
-            if (got <= 0) {
-                close(fds[i].fd);
-                fds[i].fd = -1;
-                open_fds--;
-            } else if (i == 0) {
-                bytes_append(out, buf, (size_t)got);
-            } else if (errtxt->len < STDERR_CAP) {
-                size_t keep = (size_t)got < STDERR_CAP - errtxt->len ? (size_t)got : STDERR_CAP - errtxt->len;
-                bytes_append(errtxt, buf, keep);
-            }
-        }
-    }
-    for (int i = 0; i < 2; i++)
-        if (fds[i].fd >= 0) close(fds[i].fd);
-    while (waitpid(pid, status, 0) < 0) {
-        if (errno != EINTR) return esp_fail(err, "%s: waitpid: %s", argv[0], strerror(errno));
-    }
-    return 0;
 }
 
 /* libsndfile virtual I/O over a memory buffer, so the WAV never touches the disk. */
@@ -183,7 +104,7 @@ static sf_count_t mem_tell(void *u)
 }
 
 /* Decodes a WAV held in memory to mono float samples (channels averaged). */
-static int decode_wav(const bytes *wav, float **samples, size_t *n, int *rate, esp_err *err)
+static int decode_wav(const proc_buf *wav, float **samples, size_t *n, int *rate, esp_err *err)
 {
     SF_VIRTUAL_IO vio = {mem_len, mem_seek, mem_read, mem_write, mem_tell};
     mem_reader m = {wav->data, (sf_count_t)wav->len, 0};
@@ -312,9 +233,9 @@ int synth_to_wav(synth_engine engine, const synth_params *p, int fs, const char 
     const char *prog = engines[engine].program;
     char *file_out;
     char **argv = synth_argv(engine, p, out_path, &file_out);
-    bytes out = {0}, errtxt = {0};
+    proc_buf out = {0}, errtxt = {0};
     int status = 0;
-    int rc = run_capture(argv, &out, &errtxt, &status, err);
+    int rc = proc_run_capture(argv, &out, &errtxt, 4096, &status, err);
     free_argv(argv);
     if (rc == ENOENT) rc = esp_fail(err, "%s not found on PATH (install the Debian package %s)", prog,
                                     engines[engine].debian_package);
