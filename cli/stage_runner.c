@@ -181,7 +181,11 @@ int run_stage(const stage_def *s, const esp_configs *cfgs, esp_err *err)
     stage_ctx ctx = {.configs = cfgs, .log_dir = dir};
     runner_set_stage(s->name); /* SLURM workers are told which stage to run */
     int pending_before = runner_pending_count();
-    if (rc == 0) rc = s->run(&ctx, err);
+    if (rc == 0) {
+        err->msg[0] = '\0';
+        rc = s->run(&ctx, err);
+        ESP_CHECK(rc == 0 || err->msg[0]); /* a failing stage must say why */
+    }
     if (rc == 0 && runner_pending_count() > pending_before)
         log_info("=== [SUBMITTED] stage: %s (%.1fs): results pending in SLURM jobs %s ===", s->name,
                  now_seconds() - t0, runner_pending_jobs());
