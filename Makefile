@@ -68,7 +68,7 @@ CLI_LIB_OBJS := $(filter-out $(BUILD)/cli/main.o,$(MAIN_OBJS))
 BIN      := $(BUILD)/espnet3
 TEST_BIN := $(BUILD)/espnet3_tests
 
-.PHONY: all check asan fuzz clean deps
+.PHONY: all check asan fuzz clean deps print-ldlibs
 all: $(BIN)
 	@cmp -s $(BIN) espnet3 || cp -f $(BIN) espnet3
 
@@ -104,3 +104,7 @@ clean:
 	rm -rf build build-asan build-cuda build-asan-cuda build-fuzz espnet3
 
 -include $(APP_OBJS:.o=.d) $(MAIN_OBJS:.o=.d) $(TEST_OBJS:.o=.d)
+
+# The link libraries of this build, for scripts that link against its objects (scripts/bench/).
+print-ldlibs:
+	@echo $(LDLIBS)
