@@ -5,18 +5,16 @@
  * variables). Each job must succeed, rank 0 must write the checkpoint, its weights must equal bit
  * for bit those of the same 2 ranks started by espnet3 itself, and each rank's log must say where
  * its rank came from. */
-#include <arpa/inet.h>
 #include <criterion/criterion.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "../../core/dist_env.h"
 #include "slurm_cluster.h"
+#include "test_util.h"
 
 static char dir[64];
 static int cluster_up;
@@ -43,19 +41,6 @@ static const char *recipe_args(void)
 }
 
 static const char *read_file(const char *name) { return slurm_cluster_read(dir, name, text, sizeof text); }
-
-/* The job's own MASTER_PORT: the default (15000 + the job id's last digits) would collide between
- * clusters of concurrent tests, whose job ids all start at 1. */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t al = sizeof a;
-    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &al), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 static void setup(void)
 {
@@ -92,14 +77,16 @@ static void prepare(int nodes, int need_pmix)
 }
 
 /* `sbatch --wait` of a template, unchanged but for the #SBATCH settings the command line
- * overrides (1 CPU per task: the node has only this machine's cores) and its variables. */
+ * overrides (1 CPU per task: the node has only this machine's cores) and its variables. Each job
+ * gets a free MASTER_PORT: the default (15000 + the job id's last digits) would collide between
+ * clusters of concurrent tests, whose job ids all start at 1. */
 static void sbatch_template(const char *tmpl, int nodes, int tasks_per_node, const char *exp)
 {
     int rc = slurm_cluster_sh(dir, exp,
                               "CONFIG=" TINY " ESPNET3='%s' MASTER_ADDR=127.0.0.1 MASTER_PORT=%d timeout 120 sbatch "
                               "--wait --nodes=%d --ntasks-per-node=%d --cpus-per-task=1 --time=5 --output=%s/%s.job "
                               "scripts/sbatch/%s %s exp_dir=%s/%s trainer.per_rank_logs=true",
-                              bin(), free_port(), nodes, tasks_per_node, dir, exp, tmpl, recipe_args(), dir, exp);
+                              bin(), test_free_port(), nodes, tasks_per_node, dir, exp, tmpl, recipe_args(), dir, exp);
     if (rc != 0) {
         static char err[8192];
         char name[64];
@@ -152,7 +139,7 @@ Test(dist_slurm, srun_without_pmix_two_tasks_ranks_from_slurm_variables)
                               "MASTER_PORT=%d OMP_NUM_THREADS=1 timeout 120 srun --mpi=none --nodes=1 --ntasks=2 "
                               "--cpus-per-task=1 --time=5 '%s' --config " TINY
                               " %s exp_dir=%s/none --stage 5 --stop_stage 5 trainer.devices=2 trainer.per_rank_logs=true",
-                              free_port(), bin(), recipe_args(), dir);
+                              test_free_port(), bin(), recipe_args(), dir);
     cr_assert_eq(rc, 0, "srun --mpi=none: exit %d: %s", rc, read_file("none.err"));
     assert_trained("none", "train: rank 0 of 2 (local 0 of 2, node 0) via SLURM step variables",
                    "train: rank 1 of 2 (local 1 of 2, node 0) via SLURM step variables");
