@@ -237,6 +237,13 @@ static int resolve_env(const parallel_cfg *par, const runner_env **env, int *n_w
     for (int i = 0; i < N_ENVS; i++)
         snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", envs[i].name);
     if (!*env) return esp_fail(err, "parallel.env: %s is not supported (supported: %s)", name, known);
+    /* The SLURM-only keys do nothing elsewhere: say so once rather than drop them silently. */
+    static int warned;
+    if (strcmp(name, "slurm") != 0 && par && (par->options || par->async_mode) && !warned) {
+        warned = 1;
+        log_warn("parallel.%s: only env slurm uses it; ignored with env %s", par->options ? "options" : "async_mode",
+                 name);
+    }
     if ((*env)->workers) return (*env)->workers(par, n_workers, err);
     /* An absent n_workers reads as 0: one worker, as without a parallel: block. */
     int64_t n = par ? par->n_workers : 1;

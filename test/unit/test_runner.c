@@ -493,6 +493,31 @@ Test(runner, env_selection)
     free(work);
 }
 
+Test(runner, slurm_only_keys_warn_with_another_env)
+{
+    char *work = tmp_path("w"), *log = tmp_path("stderr.txt");
+    tjob t = {0};
+    runner_job job = make_job(&t, work, 3, 1, "s");
+    slurm_options_cfg opts = {.queue = "cpu"};
+    parallel_cfg par = {.env = "local", .n_workers = 1, .options = &opts};
+    /* Warnings go to stderr: catch them in a file for the length of the run. */
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO), fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    cr_assert(saved >= 0 && fd >= 0);
+    dup2(fd, STDERR_FILENO);
+    close(fd);
+    run_ok(&job, &par);
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    char *text = test_slurp(log);
+    cr_assert(strstr(text, "parallel.options: only env slurm uses it; ignored with env local"), "%s", text);
+    free(text);
+    free(t.calls);
+    free(work);
+    free(log);
+}
+
 Test(runner, empty_job_and_misplaced_shard)
 {
     char *work = tmp_path("w");
