@@ -228,3 +228,20 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 }
 
 void remove_tree(const char *path) { nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+int for_each_line(char *buf, line_fn fn, void *ctx, esp_err *err)
+{
+    size_t lineno = 0;
+    for (char *line = buf; *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = '\0';
+        lineno++;
+        size_t len = strlen(line);
+        if (len && line[len - 1] == '\r') line[len - 1] = '\0';
+        int rc = fn(ctx, line, lineno, err);
+        if (rc != 0) return rc;
+        if (!nl) break;
+        line = nl + 1;
+    }
+    return 0;
+}

@@ -24,6 +24,11 @@ int atomic_write_file(const char *path, const void *data, size_t len, esp_err *e
 int mkdir_p(const char *path, esp_err *err);
 /* Reads a whole file into a NUL-terminated buffer (caller frees). */
 char *read_file(const char *path, size_t *len_out, esp_err *err);
+/* Splits buf (NUL-terminated, changed in place) into lines and calls fn with each, its '\n' and a
+ * trailing '\r' removed, and its 1-based number; empty lines too (the caller decides what they
+ * mean). Stops at the first fn that returns non-zero and returns that value. */
+typedef int (*line_fn)(void *ctx, char *line, size_t lineno, esp_err *err);
+int for_each_line(char *buf, line_fn fn, void *ctx, esp_err *err);
 int path_exists(const char *path);
 int is_dir(const char *path);
 /* Directory part of a path ("." when none); caller frees. */

@@ -64,25 +64,6 @@ int manifest_write_tsv(const char *path, const manifest *m, esp_err *err)
     return atomic_commit(&af, err);
 }
 
-/* Splits buf into lines in place; calls back with 1-based line numbers. Stops on error. */
-typedef int (*line_fn)(void *ctx, char *line, size_t lineno, esp_err *err);
-
-static int for_each_line(char *buf, line_fn fn, void *ctx, esp_err *err)
-{
-    size_t lineno = 0;
-    for (char *line = buf; *line;) {
-        char *nl = strchr(line, '\n');
-        if (nl) *nl = '\0';
-        lineno++;
-        size_t len = strlen(line);
-        if (len && line[len - 1] == '\r') line[len - 1] = '\0';
-        if (line[0] && fn(ctx, line, lineno, err) != 0) return -1;
-        if (!nl) break;
-        line = nl + 1;
-    }
-    return 0;
-}
-
 typedef struct tsv_ctx {
     const char *path;
     manifest *m;
@@ -91,6 +72,7 @@ typedef struct tsv_ctx {
 static int tsv_line(void *vctx, char *line, size_t lineno, esp_err *err)
 {
     tsv_ctx *c = vctx;
+    if (!line[0]) return 0; /* blank lines are allowed */
     char *wav = strchr(line, '\t');
     char *text = wav ? strchr(wav + 1, '\t') : NULL;
     if (!text || strchr(text + 1, '\t'))
@@ -185,6 +167,7 @@ typedef struct kv_table {
 static int kv_line(void *vctx, char *line, size_t lineno, esp_err *err)
 {
     kv_table *t = vctx;
+    if (!line[0]) return 0; /* blank lines are allowed */
     char *sp = strpbrk(line, " \t");
     if (sp == line)
         return esp_fail(err, "%s:%zu: line starts with whitespace (expected '<utt> <value>')", t->path, lineno);

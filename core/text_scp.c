@@ -12,6 +12,30 @@ static int by_id_cmp(const void *a, const void *b, void *items)
     return strcmp(e[*(const size_t *)a].id, e[*(const size_t *)b].id);
 }
 
+typedef struct scp_ctx {
+    text_scp *out;
+    size_t cap;
+} scp_ctx;
+
+/* One `<id> <text>` line; blank lines are skipped. */
+static int scp_line(void *vctx, char *line, size_t lineno, esp_err *err)
+{
+    (void)err;
+    scp_ctx *c = vctx;
+    char *id = line + strspn(line, " \t");
+    if (!*id) return 0;
+    size_t id_len = strcspn(id, " \t");
+    char *text = id + id_len;
+    if (*text) text++;
+    text_scp *out = c->out;
+    if (out->n == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 64;
+        out->items = xrealloc(out->items, c->cap * sizeof *out->items);
+    }
+    out->items[out->n++] = (text_scp_entry){xstrndup(id, id_len), xstrdup(text), (long)lineno};
+    return 0;
+}
+
 int text_scp_read(const char *path, text_scp *out, esp_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -22,28 +46,8 @@ int text_scp_read(const char *path, text_scp *out, esp_err *err)
         free(buf);
         return esp_fail(err, "%s: holds a NUL byte (expected text lines `utt_id text`)", path);
     }
-    size_t cap = 0;
-    long line = 0;
-    for (char *p = buf; *p;) {
-        char *end = strchr(p, '\n');
-        if (end) *end = '\0';
-        line++;
-        size_t l = strlen(p);
-        if (l && p[l - 1] == '\r') p[--l] = '\0';
-        char *id = p + strspn(p, " \t");
-        if (*id) {
-            size_t id_len = strcspn(id, " \t");
-            char *text = id + id_len;
-            if (*text) text++;
-            if (out->n == cap) {
-                cap = cap ? 2 * cap : 64;
-                out->items = xrealloc(out->items, cap * sizeof *out->items);
-            }
-            out->items[out->n++] = (text_scp_entry){xstrndup(id, id_len), xstrdup(text), line};
-        }
-        if (!end) break;
-        p = end + 1;
-    }
+    scp_ctx c = {.out = out};
+    for_each_line(buf, scp_line, &c, err); /* scp_line never fails */
     free(buf);
     out->path = xstrdup(path);
     out->by_id = xmalloc((out->n ? out->n : 1) * sizeof *out->by_id);

@@ -113,33 +113,36 @@ void token_list_free(token_list *tl)
     tl->n = 0;
 }
 
+typedef struct token_ctx {
+    const char *path;
+    token_list *out;
+    size_t cap;
+} token_ctx;
+
+/* One token per line: empty lines and repeats are errors. */
+static int token_line(void *vctx, char *line, size_t lineno, esp_err *err)
+{
+    token_ctx *c = vctx;
+    token_list *out = c->out;
+    if (!line[0]) return esp_fail(err, "%s:%zu: empty line (one token per line expected)", c->path, lineno);
+    if (token_list_find(out, line) >= 0)
+        return esp_fail(err, "%s:%zu: token %s appears more than once", c->path, lineno, line);
+    if (out->n == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 64;
+        out->tokens = xrealloc(out->tokens, c->cap * sizeof *out->tokens);
+    }
+    out->tokens[out->n++] = xstrdup(line);
+    return 0;
+}
+
 int token_list_read(const char *path, token_list *out, esp_err *err)
 {
     out->tokens = NULL;
     out->n = 0;
     char *buf = read_file(path, NULL, err);
     if (!buf) return -1;
-    size_t cap = 0, lineno = 0;
-    int rc = 0;
-    for (char *line = buf; *line && rc == 0;) {
-        char *nl = strchr(line, '\n');
-        if (nl) *nl = '\0';
-        lineno++;
-        size_t len = strlen(line);
-        if (len && line[len - 1] == '\r') line[--len] = '\0';
-        if (len == 0) rc = esp_fail(err, "%s:%zu: empty line (one token per line expected)", path, lineno);
-        else if (token_list_find(out, line) >= 0)
-            rc = esp_fail(err, "%s:%zu: token %s appears more than once", path, lineno, line);
-        else {
-            if (out->n == cap) {
-                cap = cap ? 2 * cap : 64;
-                out->tokens = xrealloc(out->tokens, cap * sizeof *out->tokens);
-            }
-            out->tokens[out->n++] = xstrdup(line);
-        }
-        if (!nl) break;
-        line = nl + 1;
-    }
+    token_ctx c = {.path = path, .out = out};
+    int rc = for_each_line(buf, token_line, &c, err);
     free(buf);
     if (rc == 0 && out->n == 0) rc = esp_fail(err, "%s: holds no tokens (run stage train_tokenizer)", path);
     if (rc != 0) token_list_free(out);
