@@ -27,7 +27,7 @@ typedef struct cli_option {
 static const cli_option options[] = {
     {'c', "training_config", "config", OPT_PATH, FIELD(training_config), "FILE", NULL,
      "training config (create_dataset, train_tokenizer, collect_stats, train)"},
-    {0, "inference_config", NULL, OPT_PATH, FIELD(inference_config), "FILE", NULL, "inference config (infer)"},
+    {0, "inference_config", NULL, OPT_PATH, FIELD(inference_config), "FILE", NULL, "inference config (infer, pack_model)"},
     {0, "metrics_config", NULL, OPT_PATH, FIELD(metrics_config), "FILE", NULL, "metrics config (measure)"},
     {0, "stage", NULL, OPT_INT, FIELD(stage), "N", "first stage", "first stage number to run"},
     {0, "stop_stage", NULL, OPT_INT, FIELD(stop_stage), "M", "last stage", "last stage number to run"},
@@ -265,5 +265,6 @@ void cli_print_help(void *fpv)
                                               : "--metrics_config");
     }
     fprintf(fp, "\nOverrides: key.path=value sets a config value after composition (e.g. trainer.max_epochs=5),\n"
-                "+key=value adds one, ~key deletes one. Values are YAML: 3, 0.5, true, [a, b], 'text'.\n");
+                "+key=value adds one, ~key deletes one. Values are YAML: 3, 0.5, true, [a, b], 'text'.\n"
+                "With several configs, an override goes to those that know most of its key path.\n");
 }
