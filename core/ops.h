@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "conv_winograd.h"
+
 /* Output length of one Conv2d(kernel 3, stride 2, no padding) along a dimension: torch's
  * (n - 3) // 2 + 1 (= (n - 1) // 2), 0 when the input is shorter than the kernel. */
 static inline int ops_conv_out_len(int n)
@@ -34,19 +36,25 @@ static inline int ops_subsample_len(int t)
     return ops_conv_out_len(ops_conv_out_len(t));
 }
 
-/* Scratch (elements) for conv2d_forward: the packed weight (ic*9 x oc), the bias (oc) and one
- * item's patch matrix (oh*ow x ic*9). */
+/* Scratch (elements) for conv2d_forward. One input channel (the first conv): the packed weight
+ * (9 x oc), the bias (oc) and one item's patch matrix (oh*ow x 9). More: the Winograd form's
+ * (core/conv_winograd.h). */
 static inline size_t ops_conv2d_forward_scratch(int ic, int oc, int h, int w)
 {
+    int oh = ops_conv_out_len(h), ow = ops_conv_out_len(w);
+    if (ic > 1 && oh > 0 && ow > 0) return wino_scratch(ic, oc, oh, ow, 0);
     size_t kk = (size_t)ic * 9;
-    return (kk + 1) * (size_t)oc + (size_t)ops_conv_out_len(h) * (size_t)ops_conv_out_len(w) * kk;
+    return (kk + 1) * (size_t)oc + (size_t)oh * (size_t)ow * kk;
 }
 
-/* Scratch (elements) for conv2d_backward: packed weight and its gradient (ic*9 x oc each), one
- * item's patch matrix (oh*ow x ic*9) and masked output gradient (oh*ow x oc). */
+/* Scratch (elements) for conv2d_backward. One input channel: packed weight and its gradient
+ * (9 x oc each), one item's patch matrix (oh*ow x 9) and masked output gradient (oh*ow x oc).
+ * More: the Winograd form's. */
 static inline size_t ops_conv2d_backward_scratch(int ic, int oc, int h, int w)
 {
-    size_t p = (size_t)ops_conv_out_len(h) * (size_t)ops_conv_out_len(w), kk = (size_t)ic * 9;
+    int oh = ops_conv_out_len(h), ow = ops_conv_out_len(w);
+    if (ic > 1 && oh > 0 && ow > 0) return wino_scratch(ic, oc, oh, ow, 1);
+    size_t p = (size_t)oh * (size_t)ow, kk = (size_t)ic * 9;
     return 2 * kk * (size_t)oc + p * (kk + (size_t)oc);
 }
 

@@ -59,6 +59,8 @@ void OPS_FN(linear_backward)(real *dx, real *dw, real *db, const real *dy, const
 
 /* -------------------------------------------------------------------- conv2d 3x3 / 2 */
 
+#include "ops_winograd_impl.h"
+
 /* Channels last throughout: a patch of 3 x 3 positions is then 3 contiguous runs of 3 * ic values
  * (kw and ci adjacent), so gathering patches and scattering their gradients are memcpy-like and
  * the GEMMs see long rows. The patch index is k = (kh * 3 + kw) * ic + ci. */
@@ -134,36 +136,23 @@ void OPS_FN(conv2d_forward)(real *y, const real *x, const real *w, const real *b
 {
     /* Reference loop:
      *   y[n][i][j][o] = b[o] + sum_{c,kh,kw} w[o][c][kh][kw] * x[n][2i + kh][2j + kw][c]
-     * As a GEMM per item: y_n (P x oc) = col_n (P x ic*9) @ wp (ic*9 x oc), P = oh*ow. */
+     * More than one input channel: the Winograd form (core/ops_winograd_impl.h). One: bias, taps
+     * and ReLU in one pass per output position. */
     int oh = ops_conv_out_len(h), ow = ops_conv_out_len(wd);
-    size_t p = (size_t)oh * ow, kk = (size_t)ic * 9;
+    size_t p = (size_t)oh * ow;
     if (p == 0) return;
-    real *wp = scratch, *bias = wp + kk * oc, *col = bias + oc;
+    if (ic > 1) {
+        wino_forward(y, x, w, b, nb, ic, oc, h, wd, relu, scratch);
+        return;
+    }
+    real *wp = scratch, *bias = wp + (size_t)9 * oc;
     conv_pack_weight(wp, w, ic, oc);
     if (b)
         memcpy(bias, b, (size_t)oc * sizeof(real));
     else
         memset(bias, 0, (size_t)oc * sizeof(real));
-    for (int n = 0; n < nb; n++) {
-        const real *xn = x + (size_t)n * h * wd * ic;
-        real *yn = y + (size_t)n * p * oc;
-        if (ic == 1) {
-            conv1_forward_item(yn, xn, wp, bias, oc, wd, oh, ow, relu);
-            continue;
-        }
-        conv_gather_patches(col, xn, ic, wd, oh, ow);
-        real beta = 0;
-        if (b) {
-            for (size_t i = 0; i < p; i++) memcpy(yn + i * oc, b, (size_t)oc * sizeof(real));
-            beta = 1;
-        }
-        GEMM(ROWMAJOR, NT, NT, (int)p, oc, (int)kk, 1, col, (int)kk, wp, oc, beta, yn, oc);
-        if (relu) {
-            size_t m = p * (size_t)oc;
-#pragma omp simd
-            for (size_t i = 0; i < m; i++) yn[i] = yn[i] > 0 ? yn[i] : 0;
-        }
-    }
+    for (int n = 0; n < nb; n++)
+        conv1_forward_item(y + (size_t)n * p * oc, x + (size_t)n * h * wd, wp, bias, oc, wd, oh, ow, relu);
 }
 
 void OPS_FN(conv2d_backward)(real *dx, real *dw, real *db, const real *dy, const real *x,
@@ -177,6 +166,10 @@ void OPS_FN(conv2d_backward)(real *dx, real *dw, real *db, const real *dy, const
     size_t p = (size_t)oh * ow, kk = (size_t)ic * 9, o_n = (size_t)oc;
     if (dx && !acc) memset(dx, 0, (size_t)nb * h * wd * ic * sizeof(real));
     if (p == 0) return;
+    if (ic > 1) {
+        wino_backward(dx, dw, db, dy, x, w, y, nb, ic, oc, h, wd, scratch);
+        return;
+    }
     real *wp = scratch, *dwp = wp + kk * o_n, *col = dwp + kk * o_n, *gm = col + p * kk;
     if (dx) conv_pack_weight(wp, w, ic, oc);
     if (dw) memset(dwp, 0, kk * o_n * sizeof(real));

@@ -1,6 +1,6 @@
 /* Micro-benchmark of the CPU backend's ops at the reference model's shapes (batch 16 x 400
  * frames, d 256, 4 heads, FF 1024): median ms and GFLOP/s per op. Built and run by
- * scripts/bench/ops.   usage: ops_bench THREADS RUNS */
+ * scripts/bench/ops.   usage: ops_bench THREADS RUNS [NAME] (NAME: only ops whose name has it) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,10 +33,13 @@ static float *randbuf(backend *be, size_t n, unsigned seed)
     return p;
 }
 
+static const char *only; /* run only the ops whose name contains this */
+
 /* Times `what` RUNS times after one warm-up; prints the median. */
 #define BENCH(name, gflop, what)                                                                   \
     do {                                                                                           \
         double t_[64];                                                                             \
+        if (only && !strstr(name, only)) break;                                                    \
         what;                                                                                      \
         for (int r_ = 0; r_ < runs; r_++) {                                                        \
             double t0_ = now();                                                                    \
@@ -54,6 +57,7 @@ int main(int argc, char **argv)
 {
     int threads = argc > 1 ? atoi(argv[1]) : 1, runs = argc > 2 ? atoi(argv[2]) : 5;
     if (runs < 1 || runs > 64) runs = 5;
+    only = argc > 3 && argv[3][0] ? argv[3] : NULL;
     backend be;
     esp_err err;
     if (backend_cpu_init(&be, threads, &err) != 0) {

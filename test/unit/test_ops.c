@@ -153,7 +153,7 @@ Test(ops, shape_formulas)
     cr_assert_eq(ops_subsample_len(400), 99);
     cr_assert_eq(ops_conv_out_len(80), 39);
     cr_assert_eq(ops_conv_out_len(39), 19);
-    cr_assert_eq(ops_conv2d_forward_scratch(8, 4, 11, 39), (size_t)(8 * 9 + 1) * 4 + (size_t)5 * 19 * 8 * 9);
+    cr_assert_eq(ops_conv2d_forward_scratch(1, 4, 11, 39), (size_t)(9 + 1) * 4 + (size_t)5 * 19 * 9);
 }
 
 /* ------------------------------------------------------------------ linear */
@@ -307,8 +307,48 @@ Test(ops, conv2d)
 {
     rng_init(&R, 2);
     conv_case(2, 1, 3, 9, 8, 1, 1);  /* first conv: one input channel, fused ReLU */
-    conv_case(2, 3, 4, 7, 10, 1, 1); /* second conv: in_c = d */
-    conv_case(1, 2, 2, 5, 6, 0, 0);  /* no ReLU, no bias, odd and even sizes */
+    /* More input channels run the Winograd form; these shapes pick its tile sizes 2, 3 and 4
+     * (core/conv_winograd.h), with one tile or several and a last tile past the edge. */
+    conv_case(2, 3, 4, 7, 10, 1, 1); /* second conv: 3 x 4 tiles (one each) */
+    conv_case(1, 2, 2, 5, 6, 0, 0);  /* no ReLU, no bias, 2 x 2 tiles */
+    conv_case(2, 3, 2, 23, 15, 1, 1); /* 4 x 4 tiles, 3 x 2 of them, the last row and column cut */
+}
+
+/* The Winograd tiling: the tile size per dimension is the one with the fewest points in all. */
+Test(ops, conv2d_winograd_plan)
+{
+    for (int out = 1; out < 300; out++) {
+        int m = wino_pick_m(out);
+        long cost = (long)((out + m - 1) / m) * (2 * m + 1);
+        for (int k = 2; k <= WINO_MAX_M; k++) cr_assert(cost <= (long)((out + k - 1) / k) * (2 * k + 1), "out %d", out);
+    }
+    /* The reference model's second conv: 99 x 19 outputs per item in 25 x 5 tiles of 4 x 4. */
+    wino_plan p = wino_plan_make(99, 19);
+    cr_assert(p.mh == 4 && p.mw == 4 && p.ah == 9 && p.th == 25 && p.tw == 5 && p.classes == 36);
+    cr_assert(p.items == (WINO_CHUNK_TILES + 124) / 125);
+}
+
+/* A batch of several chunks equals the items run one by one: outputs and input gradients per
+ * item, weight and bias gradients summed. */
+Test(ops, conv2d_winograd_chunks)
+{
+    rng_init(&R, 5);
+    int ic = 2, oc = 3, h = 199, w = 39, oh = ops_conv_out_len(h), ow = ops_conv_out_len(w);
+    int nb = 2 * wino_plan_make(oh, ow).items + 1; /* two full chunks and one of a single item */
+    size_t xi = (size_t)h * w * ic, yi = (size_t)oh * ow * oc, nw = (size_t)oc * ic * 9;
+    double *x = drand(nb * xi, -1, 1), *wt = drand(nw, -1, 1), *b = drand(oc, -0.5, 0.5);
+    double *g = drand(nb * yi, -1, 1), *y = dz(nb * yi), *dx = dz(nb * xi), *dw = dz(nw), *db = dz(oc);
+    double *sf = dz(ops_conv2d_forward_scratch(ic, oc, h, w)), *sb = dz(ops_conv2d_backward_scratch(ic, oc, h, w));
+    ops_conv2d_forward_f64(y, x, wt, b, nb, ic, oc, h, w, 1, sf);
+    ops_conv2d_backward_f64(dx, dw, db, g, x, wt, y, nb, ic, oc, h, w, 0, sb);
+    double *y1 = dz(yi), *dx1 = dz(xi), *dw1 = dz(nw), *db1 = dz(oc);
+    for (int n = 0; n < nb; n++) {
+        ops_conv2d_forward_f64(y1, x + n * xi, wt, b, 1, ic, oc, h, w, 1, sf);
+        cr_assert(err_dd(y + n * yi, y1, yi) < 1e-14, "item %d: y", n);
+        ops_conv2d_backward_f64(dx1, dw1, db1, g + n * yi, x + n * xi, wt, y1, 1, ic, oc, h, w, 0, sb);
+        cr_assert(err_dd(dx + n * xi, dx1, xi) < 1e-14, "item %d: dx", n);
+    }
+    cr_assert(err_dd(dw1, dw, nw) < 1e-12 && err_dd(db1, db, oc) < 1e-12);
 }
 
 /* ------------------------------------------------------------------ swap12, relu, posenc */
