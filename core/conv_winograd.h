@@ -62,10 +62,19 @@ static inline size_t wino_round(size_t n)
     return (n + 15) & ~(size_t)15;
 }
 
+/* Elements of one band's sums and the like (the tile transforms' own scratch), c channels: the
+ * h-transform of a band of tiles, ah x (2 mw tw + 1) x c, or an output-gradient tile and its
+ * w-transform, mh x (mw + aw) x c; then one vector of c. */
+static inline size_t wino_tile_scratch(const wino_plan *p, size_t c)
+{
+    size_t band = wino_round((size_t)p->ah * (2 * p->mw * p->tw + 1) * c);
+    size_t grad = wino_round((size_t)p->mh * p->mw * c) + wino_round((size_t)p->mh * p->aw * c);
+    return (band > grad ? band : grad) + wino_round(c);
+}
+
 /* Elements of scratch: transformed kernels (classes x ic x oc; the backward adds their gradients),
  * the taps reordered (9 x ic x oc), a chunk's transformed inputs (ah aw x tiles x ic) and products
- * (ah aw x tiles x oc), the bias (oc) and the sums of one band of tiles (ah x (2 mw tw + 1) x
- * channels, more than a tile's own). */
+ * (ah aw x tiles x oc), the bias (oc) and the tile transforms' own. */
 static inline size_t wino_scratch(int ic, int oc, int oh, int ow, int backward)
 {
     wino_plan p = wino_plan_make(oh, ow);
@@ -73,7 +82,7 @@ static inline size_t wino_scratch(int ic, int oc, int oh, int ow, int backward)
     size_t tiles = (size_t)p.items * p.th * p.tw;
     return (backward ? 2 : 1) * wino_round(ker) + wino_round((size_t)9 * ic * oc) +
            wino_round(pts * tiles * ic) + wino_round(pts * tiles * oc) + wino_round((size_t)oc) +
-           wino_round((size_t)p.ah * (2 * p.mw * p.tw + 1) * (size_t)(ic > oc ? ic : oc));
+           wino_tile_scratch(&p, (size_t)(ic > oc ? ic : oc));
 }
 
 #endif

@@ -6,7 +6,11 @@
  * and then include this file once. Math functions come from <tgmath.h>, so exp/sqrt/sin/... run
  * in the instantiated precision (float math for float, as torch computes in float32). */
 #include <cblas.h>
+#include <stdint.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <tgmath.h>
 
 #include "log.h"

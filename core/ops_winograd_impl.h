@@ -15,7 +15,7 @@
 /* F(m, 2) on the even samples d[j] = x[2j], j <= m, with the taps (w0, w2):
  *   y = AT ((G (w0, w2)) * (BT d)), points 0, 1, -1 (, 2), infinity.
  * Rows of BT are scaled to small integers and G carries the inverse scale, so the fractions meet
- * only the kernel (scripts: Toom-Cook; the exactness is checked by the conv2d tests). */
+ * only the kernel (derived by Toom-Cook; the conv2d tests check the exactness). */
 static const double wino_f_bt[3][WINO_MAX_M + 1][WINO_MAX_M + 1] = {
     {{1, -1, 0}, {0, 1, 0}, {0, -1, 1}},
     {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, -1, 0, 1}},
@@ -194,6 +194,29 @@ static inline void wvec_comb(real *d, int acc, const wsparse *r, int valid, cons
         wvec_combp(d, k, s, c, n);
 }
 
+/* d = sum into a cached vector, then stored around the caches: the transformed tiles are far larger
+ * than the caches and are read back only by the GEMM, so their lines need not be fetched first. */
+static inline void wvec_comb_stream(real *d, const wsparse *r, const real *base, size_t stride, size_t n, real *tmp)
+{
+#if defined(__SSE2__)
+    if (sizeof(real) == sizeof(float) && n % 4 == 0 && ((uintptr_t)d & 15) == 0) {
+        wvec_comb(tmp, 0, r, WINO_MAX_A, base, stride, n);
+        for (size_t i = 0; i < n; i += 4) _mm_stream_ps((float *)d + i, _mm_loadu_ps((const float *)tmp + i));
+        return;
+    }
+#endif
+    (void)tmp;
+    wvec_comb(d, 0, r, WINO_MAX_A, base, stride, n);
+}
+
+/* Streamed stores are weakly ordered: fence them before other threads (the GEMM's) read them. */
+static inline void wvec_stream_done(void)
+{
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
+}
+
 static inline void wvec_acc(real *restrict d, const real *restrict s, real c, size_t n)
 {
 #pragma omp simd
@@ -245,12 +268,13 @@ static void wino_kernels_grad(real *restrict dw, const real *du, real *restrict 
  * band of the input row at once. */
 
 /* Transformed inputs: V[p] = sum_{a,b} BTh[ph][a] BTw[pw][b] x[r0 + a][c0 + b]. z: the band's
- * h-transform, ah x (2 mw tw + 1) x ic. */
+ * h-transform, ah x (2 mw tw + 1) x ic, then one channel vector (wino_tile_scratch). */
 static void wino_inputs(real *v, const real *x, int n0, int cnt, int h, int wd, int ic, const wino *W, real *z)
 {
     const wino_plan *P = &W->plan;
     size_t T = (size_t)cnt * P->th * P->tw, C = (size_t)ic, t = 0;
     int zw = 2 * P->mw * P->tw + 1, valid = zw < wd ? zw : wd; /* band columns; inside the input */
+    real *tmp = z + wino_round((size_t)P->ah * zw * C); /* one channel vector */
     for (int n = n0; n < n0 + cnt; n++)
         for (int ti = 0; ti < P->th; ti++) {
             int r0 = 2 * P->mh * ti;
@@ -266,10 +290,11 @@ static void wino_inputs(real *v, const real *x, int n0, int cnt, int h, int wd, 
                 const real *zt = z + (size_t)2 * P->mw * tj * C;
                 for (int ph = 0; ph < P->ah; ph++)
                     for (int pw = 0; pw < P->aw; pw++)
-                        wvec_comb(v + ((size_t)W->slot[ph][pw] * T + t) * C, 0, &W->bt_w[pw], WINO_MAX_A,
-                                  zt + (size_t)ph * zw * C, C, C);
+                        wvec_comb_stream(v + ((size_t)W->slot[ph][pw] * T + t) * C, &W->bt_w[pw],
+                                         zt + (size_t)ph * zw * C, C, C, tmp);
             }
         }
+    wvec_stream_done();
 }
 
 /* Outputs: y[i][j] = act(bias + sum_p ATh[i][ph] ATw[j][pw] M[p]) inside (oh, ow). q: mh x aw x oc. */
@@ -312,13 +337,15 @@ static void wino_outputs(real *y, const real *mp, const real *bias, int relu, in
 }
 
 /* Output gradients to points: dM[p] = sum_{i,j} ATh[i][ph] ATw[j][pw] g[i][j], g = dy masked by
- * y > 0 when y is given and zero past the edge; db += g (db may be NULL). tmp: mh x (mw + aw) x oc. */
+ * y > 0 when y is given and zero past the edge; db += g (db may be NULL). tmp: mh x (mw + aw) x oc
+ * and one channel vector (wino_tile_scratch). */
 static void wino_grad_outputs(real *dm, real *db, const real *dy, const real *y, int n0, int cnt, int oh,
                               int ow, int oc, const wino *W, real *tmp)
 {
     const wino_plan *P = &W->plan;
     size_t T = (size_t)cnt * P->th * P->tw, C = (size_t)oc, t = 0;
-    real *g = tmp, *r = tmp + (size_t)P->mh * P->mw * C; /* g: mh x mw x oc; r: mh x aw x oc */
+    real *g = tmp, *r = g + wino_round((size_t)P->mh * P->mw * C); /* g: mh x mw x oc; r: mh x aw x oc */
+    tmp = r + wino_round((size_t)P->mh * P->aw * C);
     for (int n = n0; n < n0 + cnt; n++)
         for (int ti = 0; ti < P->th; ti++)
             for (int tj = 0; tj < P->tw; tj++, t++) {
@@ -348,9 +375,10 @@ static void wino_grad_outputs(real *dm, real *db, const real *dy, const real *y,
                                   g + (size_t)i * P->mw * C, C, C);
                 for (int ph = 0; ph < P->ah; ph++)
                     for (int pw = 0; pw < P->aw; pw++)
-                        wvec_comb(dm + ((size_t)W->slot[ph][pw] * T + t) * C, 0, &W->atc_h[ph], WINO_MAX_A,
-                                  r + (size_t)pw * C, (size_t)P->aw * C, C);
+                        wvec_comb_stream(dm + ((size_t)W->slot[ph][pw] * T + t) * C, &W->atc_h[ph],
+                                         r + (size_t)pw * C, (size_t)P->aw * C, C, tmp);
             }
+    wvec_stream_done();
 }
 
 /* Point gradients back to the input: dx[r0 + a][c0 + b] += sum_p BTh[ph][a] BTw[pw][b] dV[p] inside
