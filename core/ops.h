@@ -37,14 +37,12 @@ static inline int ops_subsample_len(int t)
 }
 
 /* Scratch (elements) for conv2d_forward. One input channel (the first conv): the packed weight
- * (9 x oc), the bias (oc) and one item's patch matrix (oh*ow x 9). More: the Winograd form's
- * (core/conv_winograd.h). */
+ * (9 x oc) and the bias (oc). More: the Winograd form's (core/conv_winograd.h). */
 static inline size_t ops_conv2d_forward_scratch(int ic, int oc, int h, int w)
 {
     int oh = ops_conv_out_len(h), ow = ops_conv_out_len(w);
     if (ic > 1 && oh > 0 && ow > 0) return wino_scratch(ic, oc, oh, ow, 0);
-    size_t kk = (size_t)ic * 9;
-    return (kk + 1) * (size_t)oc + (size_t)oh * (size_t)ow * kk;
+    return ((size_t)ic * 9 + 1) * (size_t)oc;
 }
 
 /* Scratch (elements) for conv2d_backward. One input channel: packed weight and its gradient

@@ -1,7 +1,10 @@
 /* Driver of scripts/bench/train_step: times one training step (forward + CTC loss + backward +
  * Adam) of the reference model (d 256, 4 heads, FF 1024, 6 blocks, vocab 30) on a batch of
  * 16 x 400 frames x 80 dims with 50 labels, dropout 0.1 as the reference's train mode.
- *   train_step THREADS STEPS WARMUP   -> prints "ms <median> min <min> loss <last>" */
+ *   train_step THREADS STEPS WARMUP   -> prints "ms <median> min <min> loss <last> ..."
+ *   train_step --sgemm THREADS         -> prints "gflops <best>": the machine's sgemm rate through
+ *                                         the backend (2048^3, best of 5 after a warm-up), the
+ *                                         peak the step's GFLOP/s are compared with */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +22,32 @@ static int cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The best sgemm rate of the backend on a large square product: what "peak" means here. */
+static int sgemm_peak(int threads)
+{
+    enum { N = 2048 };
+    backend be;
+    esp_err err;
+    if (backend_cpu_init(&be, threads, &err) != 0) esp_die_err(&err);
+    float *a = be.alloc(&be, (size_t)N * N * sizeof(float)), *b = be.alloc(&be, (size_t)N * N * sizeof(float));
+    float *c = be.alloc(&be, (size_t)N * N * sizeof(float));
+    for (size_t i = 0; i < (size_t)N * N; i++) a[i] = (float)(i % 7) * 0.1f, b[i] = (float)(i % 5) * 0.1f;
+    double best = 0;
+    for (int r = 0; r < 6; r++) {
+        double t0 = now_seconds();
+        be.gemm(&be, 0, 0, N, N, N, 1, a, N, b, N, 0, c, N);
+        double g = 2.0 * N * N * N / (now_seconds() - t0) * 1e-9;
+        if (r > 0 && g > best) best = g; /* the first call warms up */
+    }
+    printf("gflops %.1f\n", best);
+    be.free(&be, a), be.free(&be, b), be.free(&be, c);
+    be.destroy(&be);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 2 && strcmp(argv[1], "--sgemm") == 0) return sgemm_peak(atoi(argv[2]));
     int threads = argc > 1 ? atoi(argv[1]) : 1, steps = argc > 2 ? atoi(argv[2]) : 10;
     int warmup = argc > 3 ? atoi(argv[3]) : 3;
     enum { B = 16, T = 400, L = 50 };

@@ -153,7 +153,8 @@ Test(ops, shape_formulas)
     cr_assert_eq(ops_subsample_len(400), 99);
     cr_assert_eq(ops_conv_out_len(80), 39);
     cr_assert_eq(ops_conv_out_len(39), 19);
-    cr_assert_eq(ops_conv2d_forward_scratch(1, 4, 11, 39), (size_t)(9 + 1) * 4 + (size_t)5 * 19 * 9);
+    cr_assert_eq(ops_conv2d_forward_scratch(1, 4, 11, 39), (size_t)(9 + 1) * 4);
+    cr_assert_eq(ops_conv2d_forward_scratch(8, 4, 11, 39), wino_scratch(8, 4, 5, 19, 0));
 }
 
 /* ------------------------------------------------------------------ linear */
