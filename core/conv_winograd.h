@@ -72,17 +72,34 @@ static inline size_t wino_tile_scratch(const wino_plan *p, size_t c)
     return (band > grad ? band : grad) + wino_round(c);
 }
 
-/* Elements of scratch: transformed kernels (classes x ic x oc; the backward adds their gradients),
- * the taps reordered (9 x ic x oc), a chunk's transformed inputs (ah aw x tiles x ic) and products
- * (ah aw x tiles x oc), the bias (oc) and the tile transforms' own. */
+/* Where a pass's parts lie in its scratch (element offsets): transformed kernels (classes x ic x oc),
+ * their gradients (backward only), the taps reordered (9 x ic x oc), a chunk's transformed inputs
+ * (ah aw x tiles x ic) and products (ah aw x tiles x oc), and the tile transforms' own; `total` is
+ * the size. The implementation carves its buffers from this, so the size cannot drift from them. */
+typedef struct wino_layout {
+    size_t u, du, wt, v, m, tile, total;
+} wino_layout;
+
+static inline wino_layout wino_layout_make(const wino_plan *p, int ic, int oc, int backward)
+{
+    size_t ker = wino_round((size_t)p->classes * ic * oc), pts = (size_t)p->ah * p->aw;
+    size_t tiles = (size_t)p->items * p->th * p->tw;
+    wino_layout l;
+    l.u = 0;
+    l.du = l.u + ker;
+    l.wt = l.du + (backward ? ker : 0);
+    l.v = l.wt + wino_round((size_t)9 * ic * oc);
+    l.m = l.v + wino_round(pts * tiles * ic);
+    l.tile = l.m + wino_round(pts * tiles * oc);
+    l.total = l.tile + wino_tile_scratch(p, (size_t)(ic > oc ? ic : oc));
+    return l;
+}
+
+/* Elements of scratch for a forward (backward = 0) or backward pass. */
 static inline size_t wino_scratch(int ic, int oc, int oh, int ow, int backward)
 {
     wino_plan p = wino_plan_make(oh, ow);
-    size_t ker = (size_t)p.classes * ic * oc, pts = (size_t)p.ah * p.aw;
-    size_t tiles = (size_t)p.items * p.th * p.tw;
-    return (backward ? 2 : 1) * wino_round(ker) + wino_round((size_t)9 * ic * oc) +
-           wino_round(pts * tiles * ic) + wino_round(pts * tiles * oc) + wino_round((size_t)oc) +
-           wino_tile_scratch(&p, (size_t)(ic > oc ? ic : oc));
+    return wino_layout_make(&p, ic, oc, backward).total;
 }
 
 #endif

@@ -11,7 +11,8 @@ void OPS_DECL_FN(linear_backward)(OPS_DECL_T *dx, OPS_DECL_T *dw, OPS_DECL_T *db
                                   const OPS_DECL_T *dy, const OPS_DECL_T *x, const OPS_DECL_T *w,
                                   int n, int ic, int oc, int acc);
 
-/* ---- Conv2d, kernel 3, stride 2, no padding, channels last (patches + GEMM per batch item) ----
+/* ---- Conv2d, kernel 3, stride 2, no padding, channels last (one input channel: direct taps and
+ * patches + GEMM; more: the Winograd form of core/ops_winograd_impl.h) ----
  * x (nb, h, w, ic) -> y (nb, oh, ow, oc), oh = ops_conv_out_len(h), ow = ops_conv_out_len(w);
  * w in torch's layout (oc, ic, 3, 3); with ic = 1 the input is simply (nb, h, w). b may be NULL;
  * relu != 0 fuses ReLU on the output. scratch: ops_conv2d_forward_scratch(ic, oc, h, w). */

@@ -297,7 +297,8 @@ static void wino_inputs(real *v, const real *x, int n0, int cnt, int h, int wd, 
     wvec_stream_done();
 }
 
-/* Outputs: y[i][j] = act(bias + sum_p ATh[i][ph] ATw[j][pw] M[p]) inside (oh, ow). q: mh x aw x oc. */
+/* Outputs: y[i][j] = act(sum_p ATh[i][ph] ATw[j][pw] M[p] + bias) inside (oh, ow); bias may be NULL.
+ * q: mh x aw x oc. */
 static void wino_outputs(real *y, const real *mp, const real *bias, int relu, int n0, int cnt, int oh,
                          int ow, int oc, const wino *W, real *q)
 {
@@ -317,20 +318,15 @@ static void wino_outputs(real *y, const real *mp, const real *bias, int relu, in
                         for (int e = 0; e < r->n; e++) s[e] = mp + (size_t)W->slot[r->idx[e]][pw] * ss + t * C, c[e] = r->val[e];
                         wvec_combp(q + ((size_t)i * P->aw + pw) * C, r->n, s, c, C);
                     }
-                /* y[i][j] = act(bias + sum_pw ATw[j][pw] q[i][pw]) */
+                /* y[i][j] = act(sum_pw ATw[j][pw] q[i][pw] + bias) */
                 for (int i = 0; i < rows; i++)
                     for (int j = 0; j < cols; j++) {
                         real *yo = y + (((size_t)n * oh + ti * P->mh + i) * ow + tj * P->mw + j) * C;
                         wvec_comb(yo, 0, &W->at_w[j], WINO_MAX_A, q + (size_t)i * P->aw * C, C, C);
+                        if (bias) wvec_acc(yo, bias, 1, C);
                         if (relu) {
 #pragma omp simd
-                            for (size_t o = 0; o < C; o++) {
-                                real v = bias[o] + yo[o];
-                                yo[o] = v > 0 ? v : 0;
-                            }
-                        } else {
-#pragma omp simd
-                            for (size_t o = 0; o < C; o++) yo[o] = bias[o] + yo[o];
+                            for (size_t o = 0; o < C; o++) yo[o] = yo[o] > 0 ? yo[o] : 0;
                         }
                     }
             }
@@ -419,26 +415,6 @@ static void wino_grad_inputs(real *dx, const real *dv, int n0, int cnt, int h, i
 
 /* ---- the passes */
 
-typedef struct wino_scratch_parts {
-    real *u, *du, *wt, *v, *m, *bias, *tile;
-} wino_scratch_parts;
-
-static wino_scratch_parts wino_carve(real *scratch, int ic, int oc, const wino_plan *P, int backward)
-{
-    size_t ker = (size_t)P->classes * ic * oc, pts = (size_t)P->ah * P->aw;
-    size_t tiles = (size_t)P->items * P->th * P->tw;
-    wino_scratch_parts s;
-    real *at = scratch;
-    s.u = at, at += wino_round(ker);
-    s.du = backward ? at : NULL, at += backward ? wino_round(ker) : 0;
-    s.wt = at, at += wino_round((size_t)9 * ic * oc);
-    s.v = at, at += wino_round(pts * tiles * ic);
-    s.m = at, at += wino_round(pts * tiles * oc);
-    s.bias = at, at += wino_round((size_t)oc);
-    s.tile = at;
-    return s;
-}
-
 static void wino_forward(real *y, const real *x, const real *w, const real *b, int nb, int ic, int oc, int h,
                          int wd, int relu, real *scratch)
 {
@@ -446,25 +422,21 @@ static void wino_forward(real *y, const real *x, const real *w, const real *b, i
     wino W;
     wino_make(&W, oh, ow);
     const wino_plan *P = &W.plan;
-    wino_scratch_parts s = wino_carve(scratch, ic, oc, P, 0);
-    real *bias = s.bias;
-    if (b)
-        memcpy(bias, b, (size_t)oc * sizeof(real));
-    else
-        memset(bias, 0, (size_t)oc * sizeof(real));
-    wino_taps(s.wt, w, ic, oc);
-    wino_kernels(s.u, s.wt, ic, oc, &W);
+    wino_layout l = wino_layout_make(P, ic, oc, 0);
+    real *u = scratch + l.u, *wt = scratch + l.wt, *v = scratch + l.v, *m = scratch + l.m, *tile = scratch + l.tile;
+    wino_taps(wt, w, ic, oc);
+    wino_kernels(u, wt, ic, oc, &W);
     size_t co = (size_t)ic * oc;
     for (int n0 = 0; n0 < nb; n0 += P->items) {
         int cnt = nb - n0 < P->items ? nb - n0 : P->items;
         size_t T = (size_t)cnt * P->th * P->tw;
-        wino_inputs(s.v, x, n0, cnt, h, wd, ic, &W, s.tile);
+        wino_inputs(v, x, n0, cnt, h, wd, ic, &W, tile);
         for (int k = 0; k < P->classes; k++) {
             size_t s0 = (size_t)W.group_start[k];
-            GEMM(ROWMAJOR, NT, NT, (int)(W.group_n[k] * T), oc, ic, 1, s.v + s0 * T * ic, ic, s.u + k * co, oc, 0,
-                 s.m + s0 * T * oc, oc);
+            GEMM(ROWMAJOR, NT, NT, (int)(W.group_n[k] * T), oc, ic, 1, v + s0 * T * ic, ic, u + k * co, oc, 0,
+                 m + s0 * T * oc, oc);
         }
-        wino_outputs(y, s.m, bias, relu, n0, cnt, oh, ow, oc, &W, s.tile);
+        wino_outputs(y, m, b, relu, n0, cnt, oh, ow, oc, &W, tile);
     }
 }
 
@@ -475,33 +447,35 @@ static void wino_backward(real *dx, real *dw, real *db, const real *dy, const re
     wino W;
     wino_make(&W, oh, ow);
     const wino_plan *P = &W.plan;
-    wino_scratch_parts s = wino_carve(scratch, ic, oc, P, 1);
+    wino_layout l = wino_layout_make(P, ic, oc, 1);
+    real *u = scratch + l.u, *du = scratch + l.du, *wt = scratch + l.wt, *v = scratch + l.v, *dm = scratch + l.m,
+         *tile = scratch + l.tile;
     size_t co = (size_t)ic * oc;
     if (dx) {
-        wino_taps(s.wt, w, ic, oc);
-        wino_kernels(s.u, s.wt, ic, oc, &W);
+        wino_taps(wt, w, ic, oc);
+        wino_kernels(u, wt, ic, oc, &W);
     }
-    if (dw) memset(s.du, 0, (size_t)P->classes * co * sizeof(real));
+    if (dw) memset(du, 0, (size_t)P->classes * co * sizeof(real));
     for (int n0 = 0; n0 < nb; n0 += P->items) {
         int cnt = nb - n0 < P->items ? nb - n0 : P->items;
         size_t T = (size_t)cnt * P->th * P->tw;
-        wino_grad_outputs(s.m, db, dy, y, n0, cnt, oh, ow, oc, &W, s.tile);
+        wino_grad_outputs(dm, db, dy, y, n0, cnt, oh, ow, oc, &W, tile);
         if (dw) {
-            wino_inputs(s.v, x, n0, cnt, h, wd, ic, &W, s.tile);
+            wino_inputs(v, x, n0, cnt, h, wd, ic, &W, tile);
             for (int k = 0; k < P->classes; k++) {
                 size_t s0 = (size_t)W.group_start[k];
-                GEMM(ROWMAJOR, TR, NT, ic, oc, (int)(W.group_n[k] * T), 1, s.v + s0 * T * ic, ic, s.m + s0 * T * oc,
-                     oc, 1, s.du + k * co, oc);
+                GEMM(ROWMAJOR, TR, NT, ic, oc, (int)(W.group_n[k] * T), 1, v + s0 * T * ic, ic, dm + s0 * T * oc, oc, 1,
+                     du + k * co, oc);
             }
         }
         if (dx) { /* dV overwrites V: the weight gradient above has used it */
             for (int k = 0; k < P->classes; k++) {
                 size_t s0 = (size_t)W.group_start[k];
-                GEMM(ROWMAJOR, NT, TR, (int)(W.group_n[k] * T), ic, oc, 1, s.m + s0 * T * oc, oc, s.u + k * co, oc, 0,
-                     s.v + s0 * T * ic, ic);
+                GEMM(ROWMAJOR, NT, TR, (int)(W.group_n[k] * T), ic, oc, 1, dm + s0 * T * oc, oc, u + k * co, oc, 0,
+                     v + s0 * T * ic, ic);
             }
-            wino_grad_inputs(dx, s.v, n0, cnt, h, wd, ic, &W, s.tile);
+            wino_grad_inputs(dx, v, n0, cnt, h, wd, ic, &W, tile);
         }
     }
-    if (dw) wino_kernels_grad(dw, s.du, s.wt, ic, oc, &W);
+    if (dw) wino_kernels_grad(dw, du, wt, ic, oc, &W);
 }
