@@ -1,5 +1,5 @@
 # espnet3 build. `make` builds ./espnet3 for CPUs; `make CUDA=1` adds cuda/ (nvcc);
-# `make check` runs every test; `make asan` runs them under AddressSanitizer + UBSan;
+# `make check` checks the layer rules and runs every test; `make asan` runs them under AddressSanitizer + UBSan;
 # `make fuzz` runs the config loader fuzzer for FUZZ_SECONDS.
 
 CC       ?= gcc
@@ -53,10 +53,10 @@ endif
 CFLAGS   += $(SANFLAGS)
 LDFLAGS  += $(SANFLAGS)
 
-APP_SRCS  := $(wildcard core/*.c stages/*.c recipes/*/*.c)
+APP_SRCS  := $(wildcard core/*/*.c stages/*.c recipes/*.c recipes/*/*.c)
 MAIN_SRCS := $(wildcard cli/*.c)
 CUDA_SRCS := $(if $(filter 1,$(CUDA)),$(wildcard cuda/*.cu))
-TEST_SRCS := $(wildcard test/unit/*.c)
+TEST_SRCS := $(wildcard test/unit/*.c test/unit/*/*.c)
 
 APP_OBJS  := $(APP_SRCS:%.c=$(BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
 MAIN_OBJS := $(MAIN_SRCS:%.c=$(BUILD)/%.o)
@@ -68,7 +68,7 @@ CLI_LIB_OBJS := $(filter-out $(BUILD)/cli/main.o,$(MAIN_OBJS))
 BIN      := $(BUILD)/espnet3
 TEST_BIN := $(BUILD)/espnet3_tests
 
-.PHONY: all check asan fuzz clean deps print-ldlibs
+.PHONY: all check asan fuzz clean deps print-ldlibs layers
 all: $(BIN)
 	@cmp -s $(BIN) espnet3 || cp -f $(BIN) espnet3
 
@@ -89,8 +89,12 @@ $(TEST_BIN): $(TEST_OBJS) $(APP_OBJS) $(CLI_LIB_OBJS)
 deps:
 	@scripts/install_deps.sh
 
+# The layer rules of the README's developer section: which room may include which.
+layers:
+	@python3 scripts/check_layers.py
+
 # The test runner finds the binary under test through ESPNET3_BIN.
-check: deps
+check: deps layers
 	@$(MAKE) --no-print-directory $(BIN) $(TEST_BIN)
 	ESPNET3_BIN=$(abspath $(BIN)) ESPNET3_ROOT=$(CURDIR) $(TEST_BIN) $(TEST_ARGS)
 

@@ -1,10 +1,10 @@
-#include "launch.h"
+#include "cli/launch.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 
-#include "../core/dist.h"
-#include "../core/dist_launch.h"
+#include "core/dist/dist.h"
+#include "core/dist/dist_launch.h"
 
 int launch_stage_ranks(const stage_def *s, const cli_args *a, int argc, char **argv, const esp_configs *cfgs,
                        int *rc, esp_err *err)

@@ -4,8 +4,8 @@
 #ifndef ESPNET3_CLI_LAUNCH_H
 #define ESPNET3_CLI_LAUNCH_H
 
-#include "../stages/stages.h"
-#include "options.h"
+#include "stages/stages.h"
+#include "cli/options.h"
 
 /* Returns 1 when the stage was run through launched ranks (result in *rc), 0 when the caller
  * runs it in this process, -1 on an error (err filled). */

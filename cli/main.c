@@ -4,13 +4,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../core/config.h"
-#include "../core/fsio.h"
-#include "../core/runner.h"
-#include "launch.h"
-#include "options.h"
-#include "stage_runner.h"
-#include "version.h"
+#include "core/config/config.h"
+#include "core/base/fsio.h"
+#include "core/runner/runner.h"
+#include "cli/launch.h"
+#include "cli/options.h"
+#include "cli/stage_runner.h"
+#include "cli/version.h"
 
 /* conf/ beside the binary (the repository root), unless --template_dir says otherwise. */
 static char *default_template_dir(void)

@@ -1,4 +1,4 @@
-#include "options.h"
+#include "cli/options.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/config_schema.h" /* edit_distance for suggestions */
-#include "../stages/stages.h"
+#include "core/config/config_schema.h" /* edit_distance for suggestions */
+#include "stages/stages.h"
 
 typedef enum opt_type { OPT_FLAG, OPT_INT, OPT_PATH, OPT_NAMES } opt_type;
 

@@ -3,7 +3,7 @@
 #ifndef ESPNET3_CLI_OPTIONS_H
 #define ESPNET3_CLI_OPTIONS_H
 
-#include "../core/log.h"
+#include "core/base/log.h"
 
 typedef struct cli_args {
     const char *training_config;

@@ -1,14 +1,14 @@
-#include "stage_runner.h"
+#include "cli/stage_runner.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/dist.h"
-#include "../core/fsio.h"
-#include "../core/progress.h"
-#include "../core/runner.h"
+#include "core/dist/dist.h"
+#include "core/base/fsio.h"
+#include "core/base/progress.h"
+#include "core/runner/runner.h"
 
 static void available_list(char *buf, size_t n)
 {

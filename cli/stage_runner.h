@@ -3,8 +3,8 @@
 #ifndef ESPNET3_CLI_STAGE_RUNNER_H
 #define ESPNET3_CLI_STAGE_RUNNER_H
 
-#include "../stages/stages.h"
-#include "options.h"
+#include "stages/stages.h"
+#include "cli/options.h"
 
 /* Fills out[] (capacity stage_count) in table order; returns the count or -1 with err. */
 int select_stages(const cli_args *a, const stage_def **out, esp_err *err);

@@ -1,9 +1,9 @@
-#include "version.h"
+#include "cli/version.h"
 
 #include <stdio.h>
 #include <yaml.h>
 
-#include "../core/cuda_api.h"
+#include "core/compute/cuda_api.h"
 
 void print_version(void *fpv)
 {

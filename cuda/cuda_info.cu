@@ -2,7 +2,7 @@
 #include <cuda_runtime.h>
 #include <stdio.h>
 
-#include "../core/cuda_api.h"
+#include "core/compute/cuda_api.h"
 
 extern "C" void cuda_describe(char *buf, size_t n)
 {

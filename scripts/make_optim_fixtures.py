@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes the optimizer fixtures under test/fixtures/optim/ (checked by test/unit/test_optim.c).
+"""Writes the optimizer fixtures under test/fixtures/optim/ (checked by test/unit/train/test_optim.c).
 
 adam.npz     torch.optim.Adam / AdamW (torch 1.13, foreach off, float32) on 300 parameters in three
              tensors for 20 steps of given gradients. Per case <c>: opts (kind 0 Adam / 1 AdamW, lr,

@@ -7,16 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/audio.h"
-#include "../core/frontend.h"
-#include "../core/fsio.h"
-#include "../core/hash.h"
-#include "../core/log.h"
-#include "../core/manifest.h"
-#include "../core/npz.h"
-#include "../core/runner.h"
-#include "../core/tokenizer.h"
-#include "stages.h"
+#include "core/data/audio.h"
+#include "core/data/frontend.h"
+#include "core/base/fsio.h"
+#include "core/base/hash.h"
+#include "core/base/log.h"
+#include "core/formats/manifest.h"
+#include "core/formats/npz.h"
+#include "core/runner/runner.h"
+#include "core/data/tokenizer.h"
+#include "stages/stages.h"
 
 #define FS_KEY "model.frontend_conf.fs"
 

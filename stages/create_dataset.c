@@ -1,7 +1,7 @@
 /* Stage 1 create_dataset: runs the builder named by create_dataset.func, which writes the audio
  * and the ${data_dir} manifests (and skips itself when already built). */
-#include "stages.h"
-#include "../core/dataset_builders.h"
+#include "stages/stages.h"
+#include "recipes/registry.h"
 
 #include <stdlib.h>
 

@@ -16,17 +16,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/asr_data.h"
-#include "../core/backend.h"
-#include "../core/ctc_decode.h"
-#include "../core/ctc_prefix_beam.h"
-#include "../core/fsio.h"
-#include "../core/hash.h"
-#include "../core/model.h"
-#include "../core/model_files.h"
-#include "../core/progress.h"
-#include "../core/runner.h"
-#include "stages.h"
+#include "core/data/asr_data.h"
+#include "core/compute/backend.h"
+#include "core/decode/ctc_decode.h"
+#include "core/decode/ctc_prefix_beam.h"
+#include "core/base/fsio.h"
+#include "core/base/hash.h"
+#include "core/nn/model.h"
+#include "core/nn/model_files.h"
+#include "core/base/progress.h"
+#include "core/runner/runner.h"
+#include "stages/stages.h"
 
 typedef struct decode_opts {
     int beam_size;

@@ -1,22 +1,22 @@
 /* Stage 7 measure (alias score): WER and CER of every test set from the hypotheses stage 6
- * wrote, scored as ESPnet scores with sclite (core/score.h). For each test set and metric:
+ * wrote, scored as ESPnet scores with sclite (core/decode/score.h). For each test set and metric:
  * ${inference_dir}/<test>/{wer,cer}_alignment (sclite's per-utterance lines) and
  * ${inference_dir}/<test>/score_{wer,cer}/result.txt (sclite's summary; ESPnet2's place for it);
  * then ${inference_dir}/metrics.json in ESPnet3's shape and ${inference_dir}/RESULTS.md, the
  * `## Results` tables also printed on stdout. Every input is read and checked before the first
  * file is written. */
-#include "stages.h"
+#include "stages/stages.h"
 
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/fsio.h"
-#include "../core/progress.h"
-#include "../core/score.h"
-#include "../core/score_report.h"
-#include "../core/text_scp.h"
+#include "core/base/fsio.h"
+#include "core/base/progress.h"
+#include "core/decode/score.h"
+#include "core/decode/score_report.h"
+#include "core/formats/text_scp.h"
 
 typedef struct metric_kind {
     const char *target; /* the _target_ ESPnet3 configs name */

@@ -16,10 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/fsio.h"
-#include "../core/model_files.h"
-#include "../core/safetensors.h"
-#include "stages.h"
+#include "core/base/fsio.h"
+#include "core/nn/model_files.h"
+#include "core/formats/safetensors.h"
+#include "stages/stages.h"
 
 static const char *const pack_entries[] = {"model.safetensors", "conf", "tokens", "stats", "metrics", "README.md"};
 

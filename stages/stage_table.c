@@ -1,8 +1,8 @@
-#include "stages.h"
+#include "stages/stages.h"
 
 #include <string.h>
 
-#include "../core/fsio.h"
+#include "core/base/fsio.h"
 
 static char *data_dir_of(const esp_configs *c)
 {

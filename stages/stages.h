@@ -3,8 +3,8 @@
 #ifndef ESPNET3_STAGES_H
 #define ESPNET3_STAGES_H
 
-#include "../core/config.h"
-#include "../core/log.h"
+#include "core/config/config.h"
+#include "core/base/log.h"
 
 /* Which of the loaded configs a stage reads. */
 typedef enum stage_config_kind {

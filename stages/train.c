@@ -20,22 +20,22 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../core/asr_data.h"
-#include "../core/backend.h"
-#include "../core/checkpoint.h"
-#include "../core/ctc_decode.h"
-#include "../core/dist.h"
-#include "../core/fsio.h"
-#include "../core/hash.h"
-#include "../core/metrics_csv.h"
-#include "../core/model.h"
-#include "../core/optim.h"
-#include "../core/progress.h"
-#include "../core/rng.h"
-#include "../core/sampler.h"
-#include "../core/scheduler.h"
-#include "../core/tb_events.h"
-#include "stages.h"
+#include "core/data/asr_data.h"
+#include "core/compute/backend.h"
+#include "core/train/checkpoint.h"
+#include "core/decode/ctc_decode.h"
+#include "core/dist/dist.h"
+#include "core/base/fsio.h"
+#include "core/base/hash.h"
+#include "core/formats/metrics_csv.h"
+#include "core/nn/model.h"
+#include "core/train/optim.h"
+#include "core/base/progress.h"
+#include "core/base/rng.h"
+#include "core/data/sampler.h"
+#include "core/train/scheduler.h"
+#include "core/formats/tb_events.h"
+#include "stages/stages.h"
 
 /* One split's data and batches; rows of the shape table mapped to manifest entries. */
 typedef struct split_data {

@@ -1,9 +1,9 @@
 /* Stage 2 train_tokenizer: the character token list from the training transcripts, written as
  * ${tokenizer.save_path}/tokens.txt in ESPnet2's layout. */
-#include "stages.h"
-#include "../core/fsio.h"
-#include "../core/manifest.h"
-#include "../core/tokenizer.h"
+#include "stages/stages.h"
+#include "core/base/fsio.h"
+#include "core/formats/manifest.h"
+#include "core/data/tokenizer.h"
 
 #include <stdlib.h>
 #include <string.h>

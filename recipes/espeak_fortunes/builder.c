@@ -5,15 +5,15 @@
  * test_variants, which must not overlap train_voices. Every split gets its own sentences.
  * Everything is drawn from the seed with a counter-based RNG, so the files are identical for
  * any number of worker processes. A stamp of the arguments makes a second run a no-op. */
-#include "core/dataset_builders.h"
-#include "core/fsio.h"
-#include "core/hash.h"
-#include "core/manifest.h"
-#include "core/progress.h"
-#include "core/rng.h"
-#include "core/synth.h"
-#include "core/text_norm.h"
-#include "core/yamltree.h" /* intern: settings keep the absolute dataset_dir */
+#include "recipes/registry.h"
+#include "core/base/fsio.h"
+#include "core/base/hash.h"
+#include "core/formats/manifest.h"
+#include "core/base/progress.h"
+#include "core/base/rng.h"
+#include "recipes/espeak_fortunes/synth.h"
+#include "recipes/espeak_fortunes/text_norm.h"
+#include "core/config/yamltree.h" /* intern: settings keep the absolute dataset_dir */
 
 #include <ctype.h>
 #include <dirent.h>

@@ -10,9 +10,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/comm.h"
-#include "core/dist_store.h"
-#include "core/progress.h"
+#include "core/dist/comm.h"
+#include "core/dist/dist_store.h"
+#include "core/base/progress.h"
 
 #define WORLD 2
 

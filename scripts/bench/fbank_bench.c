@@ -1,4 +1,4 @@
-/* Log-mel throughput of core/frontend.c: reads the WAVs named on stdin into memory, then computes
+/* Log-mel throughput of core/data/frontend.c: reads the WAVs named on stdin into memory, then computes
  * features for all of them with N threads (one frontend each, utterances handed out through an
  * atomic counter), `runs` times after one warm-up pass. Prints the median seconds and the audio
  * seconds processed per second. Built and run by scripts/bench/fbank.
@@ -10,8 +10,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/audio.h"
-#include "core/frontend.h"
+#include "core/data/audio.h"
+#include "core/data/frontend.h"
 
 typedef struct job {
     float **x;

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/backend.h"
-#include "core/ops.h"
+#include "core/compute/backend.h"
+#include "core/compute/ops.h"
 
 static double now(void)
 {

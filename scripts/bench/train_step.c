@@ -10,11 +10,11 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "core/backend.h"
-#include "core/model.h"
-#include "core/optim.h"
-#include "core/progress.h"
-#include "core/rng.h"
+#include "core/compute/backend.h"
+#include "core/nn/model.h"
+#include "core/train/optim.h"
+#include "core/base/progress.h"
+#include "core/base/rng.h"
 
 static int cmp(const void *a, const void *b)
 {

@@ -9,7 +9,8 @@ FUZZ_DIR     := build-fuzz
 FUZZ_BIN     := $(FUZZ_DIR)/fuzz_config$(if $(FUZZ_EXTRA),_extra)
 FUZZ_CFLAGS  := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 -std=c11 -D_GNU_SOURCE -I. $(FUZZ_EXTRA)
 FUZZ_SRCS    := test/fuzz/fuzz_config.c \
-                $(addprefix core/,yamltree.c config_compose.c config_interp.c config_schema.c config.c log.c fsio.c progress.c)
+                $(addprefix core/config/,yamltree.c config_compose.c config_interp.c config_schema.c config.c) \
+                $(addprefix core/base/,log.c fsio.c progress.c)
 FUZZ_SEEDS   := $(wildcard conf/*.yaml recipes/*/conf/*.yaml test/fuzz/seeds/*.yaml)
 
 .PHONY: fuzz-run
@@ -19,6 +20,6 @@ fuzz-run: $(FUZZ_BIN)
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=10 -close_fd_mask=2 \
 	    -dict=test/fuzz/config.dict -artifact_prefix=$(FUZZ_DIR)/ -print_final_stats=1 $(FUZZ_DIR)/corpus
 
-$(FUZZ_BIN): $(FUZZ_SRCS) $(wildcard core/*.h) test/fuzz/fuzz.mk
+$(FUZZ_BIN): $(FUZZ_SRCS) $(wildcard core/*/*.h) test/fuzz/fuzz.mk
 	@mkdir -p $(FUZZ_DIR)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(FUZZ_SRCS) -lcyaml -lyaml -lm

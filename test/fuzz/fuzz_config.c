@@ -4,10 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/config.h"
-#include "core/config_interp.h"
-#include "core/config_schema.h"
-#include "core/yamltree.h"
+#include "core/config/config.h"
+#include "core/config/config_interp.h"
+#include "core/config/config_schema.h"
+#include "core/config/yamltree.h"
 
 #ifdef FUZZ_CYAML_LOAD
 /* Also check config_load's invariant: libcyaml accepts every tree the validator accepts.

@@ -9,7 +9,7 @@
 #include <criterion/criterion.h>
 #include <stdarg.h>
 
-#include "slurm_cluster.h"
+#include "test/unit/slurm_cluster.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

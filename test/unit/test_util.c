@@ -1,5 +1,5 @@
 /* Helpers the unit tests share; see test_util.h. No Test() here. */
-#include "test_util.h"
+#include "test/unit/test_util.h"
 
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -13,8 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/fsio.h"
-#include "core/log.h"
+#include "core/base/fsio.h"
+#include "core/base/log.h"
 
 const char *test_env_or(const char *name, const char *fallback)
 {

@@ -1,0 +1,273 @@
+/* The CPU backend: fills core/compute/backend.h with the float ops of core/compute/ops.h (OpenBLAS sgemm). Host
+ * memory is device memory here; copies are memcpy and every op is synchronous. */
+#include "core/compute/backend.h"
+
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/compute/ops.h"
+
+typedef struct cpu_impl {
+    float *scratch; /* grown on demand, shared by the ops (one op runs at a time) */
+    size_t scratch_n;
+} cpu_impl;
+
+static float *scratch(backend *be, size_t n)
+{
+    cpu_impl *c = be->impl;
+    if (n > c->scratch_n) {
+        be->free(be, c->scratch);
+        c->scratch = be->alloc(be, n * sizeof(float));
+        c->scratch_n = n;
+    }
+    return c->scratch;
+}
+
+/* ---- memory */
+
+static void *cpu_alloc(backend *be, size_t bytes)
+{
+    (void)be;
+    void *p = NULL;
+    size_t n = bytes ? (bytes + 63) / 64 * 64 : 64;
+    if (posix_memalign(&p, 64, n) != 0)
+        esp_die("cpu backend: out of memory allocating %zu bytes", bytes);
+    memset(p, 0, n);
+    return p;
+}
+
+static void cpu_free(backend *be, void *p)
+{
+    (void)be;
+    free(p);
+}
+
+static void cpu_copy(backend *be, void *dst, const void *src, size_t bytes, backend_copy_kind kind)
+{
+    (void)be, (void)kind;
+    if (bytes) memmove(dst, src, bytes);
+}
+
+static void cpu_fill(backend *be, void *p, int byte, size_t bytes)
+{
+    (void)be;
+    if (bytes) memset(p, byte, bytes);
+}
+
+static void cpu_synchronize(backend *be)
+{
+    (void)be;
+}
+
+static void cpu_destroy(backend *be)
+{
+    cpu_impl *c = be->impl;
+    if (!c) return;
+    free(c->scratch);
+    free(c);
+    be->impl = NULL;
+}
+
+/* ---- ops: the f32 instantiation, with the backend's scratch */
+
+static void cpu_gemm(backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a,
+                     int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+    (void)be;
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+                k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+static void cpu_linear_forward(backend *be, float *y, const float *x, const float *w,
+                               const float *b, int n, int ic, int oc)
+{
+    (void)be;
+    ops_linear_forward_f32(y, x, w, b, n, ic, oc);
+}
+
+static void cpu_linear_backward(backend *be, float *dx, float *dw, float *db, const float *dy,
+                                const float *x, const float *w, int n, int ic, int oc, int acc)
+{
+    (void)be;
+    ops_linear_backward_f32(dx, dw, db, dy, x, w, n, ic, oc, acc);
+}
+
+static void cpu_conv2d_forward(backend *be, float *y, const float *x, const float *w,
+                               const float *b, int nb, int ic, int oc, int h, int wd, int relu)
+{
+    float *s = scratch(be, ops_conv2d_forward_scratch(ic, oc, h, wd));
+    ops_conv2d_forward_f32(y, x, w, b, nb, ic, oc, h, wd, relu, s);
+}
+
+static void cpu_conv2d_backward(backend *be, float *dx, float *dw, float *db, const float *dy,
+                                const float *x, const float *w, const float *y, int nb, int ic,
+                                int oc, int h, int wd, int acc)
+{
+    float *s = scratch(be, ops_conv2d_backward_scratch(ic, oc, h, wd));
+    ops_conv2d_backward_f32(dx, dw, db, dy, x, w, y, nb, ic, oc, h, wd, acc, s);
+}
+
+static void cpu_swap12(backend *be, float *y, const float *x, int nb, int d1, int d2, int d3)
+{
+    (void)be;
+    ops_swap12_f32(y, x, nb, d1, d2, d3);
+}
+
+static void cpu_relu_forward(backend *be, float *y, const float *x, size_t n)
+{
+    (void)be;
+    ops_relu_forward_f32(y, x, n);
+}
+
+static void cpu_relu_backward(backend *be, float *dx, const float *dy, const float *y, size_t n)
+{
+    (void)be;
+    ops_relu_backward_f32(dx, dy, y, n);
+}
+
+static void cpu_layernorm_forward(backend *be, float *y, float *mean, float *rstd, const float *x,
+                                  const float *w, const float *b, int n, int c, double eps)
+{
+    (void)be;
+    ops_layernorm_forward_f32(y, mean, rstd, x, w, b, n, c, eps);
+}
+
+static void cpu_layernorm_backward(backend *be, float *dx, float *dw, float *db, const float *dy,
+                                   const float *x, const float *w, const float *mean,
+                                   const float *rstd, int n, int c, int acc)
+{
+    (void)be;
+    ops_layernorm_backward_f32(dx, dw, db, dy, x, w, mean, rstd, n, c, acc);
+}
+
+static void cpu_add(backend *be, float *y, const float *a, const float *b, size_t n)
+{
+    (void)be;
+    ops_add_f32(y, a, b, n);
+}
+
+static void cpu_scale(backend *be, float *y, const float *x, double s, size_t n)
+{
+    (void)be;
+    ops_scale_f32(y, x, s, n);
+}
+
+static void cpu_axpy(backend *be, float *y, const float *x, double s, size_t n)
+{
+    (void)be;
+    ops_axpy_f32(y, x, s, n);
+}
+
+static void cpu_posenc_forward(backend *be, float *y, const float *x, double xscale, int nb, int t,
+                               int d)
+{
+    (void)be;
+    ops_posenc_forward_f32(y, x, xscale, nb, t, d);
+}
+
+static void cpu_attention_forward(backend *be, float *y, float *att, const float *q, const float *k,
+                                  const float *v, int ld, const int *lens, int nb, int t, int h,
+                                  int hd, float p, uint64_t seed, uint64_t stream)
+{
+    size_t n = ops_attention_forward_scratch(t, p);
+    float *s = n ? scratch(be, n) : NULL;
+    ops_attention_forward_f32(y, att, q, k, v, ld, lens, nb, t, h, hd, p, seed, stream, s);
+}
+
+static void cpu_attention_backward(backend *be, float *dq, float *dk, float *dv, const float *dy,
+                                   const float *att, const float *q, const float *k, const float *v,
+                                   int ld, const int *lens, int nb, int t, int h, int hd, float p,
+                                   uint64_t seed, uint64_t stream)
+{
+    float *s = scratch(be, ops_attention_backward_scratch(t));
+    ops_attention_backward_f32(dq, dk, dv, dy, att, q, k, v, ld, lens, nb, t, h, hd, p, seed,
+                               stream, s);
+}
+
+static void cpu_log_softmax_forward(backend *be, float *y, const float *x, int n, int v)
+{
+    (void)be;
+    ops_log_softmax_forward_f32(y, x, n, v);
+}
+
+static void cpu_log_softmax_backward(backend *be, float *dx, const float *dy, const float *y, int n,
+                                     int v)
+{
+    (void)be;
+    ops_log_softmax_backward_f32(dx, dy, y, n, v);
+}
+
+static void cpu_dropout_forward(backend *be, float *y, const float *x, size_t n, float p,
+                                uint64_t seed, uint64_t stream)
+{
+    (void)be;
+    ops_dropout_forward_f32(y, x, n, p, seed, stream);
+}
+
+static void cpu_dropout_backward(backend *be, float *dx, const float *dy, size_t n, float p,
+                                 uint64_t seed, uint64_t stream)
+{
+    (void)be;
+    ops_dropout_backward_f32(dx, dy, n, p, seed, stream);
+}
+
+static double cpu_sum(backend *be, const float *x, size_t n)
+{
+    (void)be;
+    return ops_sum_f32(x, n);
+}
+
+static double cpu_sum_squares(backend *be, const float *x, size_t n)
+{
+    (void)be;
+    return ops_sum_squares_f32(x, n);
+}
+
+static double cpu_clip_grad_norm(backend *be, float *g, size_t n, double max_norm)
+{
+    (void)be;
+    return ops_clip_grad_norm_f32(g, n, max_norm);
+}
+
+int backend_cpu_init(backend *be, int threads, esp_err *err)
+{
+    if (threads < 1) return esp_fail(err, "cpu backend: %d threads (use 1 or more)", threads);
+    /* One process-wide setting in OpenBLAS: the last backend initialized wins. */
+    openblas_set_num_threads(threads);
+    *be = (backend){
+        .name = "cpu",
+        .impl = xcalloc(1, sizeof(cpu_impl)),
+        .threads = threads,
+        .alloc = cpu_alloc,
+        .free = cpu_free,
+        .copy = cpu_copy,
+        .fill = cpu_fill,
+        .synchronize = cpu_synchronize,
+        .destroy = cpu_destroy,
+        .gemm = cpu_gemm,
+        .linear_forward = cpu_linear_forward,
+        .linear_backward = cpu_linear_backward,
+        .conv2d_forward = cpu_conv2d_forward,
+        .conv2d_backward = cpu_conv2d_backward,
+        .swap12 = cpu_swap12,
+        .relu_forward = cpu_relu_forward,
+        .relu_backward = cpu_relu_backward,
+        .layernorm_forward = cpu_layernorm_forward,
+        .layernorm_backward = cpu_layernorm_backward,
+        .add = cpu_add,
+        .scale = cpu_scale,
+        .axpy = cpu_axpy,
+        .posenc_forward = cpu_posenc_forward,
+        .attention_forward = cpu_attention_forward,
+        .attention_backward = cpu_attention_backward,
+        .log_softmax_forward = cpu_log_softmax_forward,
+        .log_softmax_backward = cpu_log_softmax_backward,
+        .dropout_forward = cpu_dropout_forward,
+        .dropout_backward = cpu_dropout_backward,
+        .sum = cpu_sum,
+        .sum_squares = cpu_sum_squares,
+        .clip_grad_norm = cpu_clip_grad_norm,
+    };
+    return 0;
+}

@@ -1,0 +1,82 @@
+/* Compute ops of the Transformer-CTC encoder on the CPU, forward and backward, written once
+ * (core/compute/ops_impl.h) and instantiated twice: `_f32` (float, production, core/compute/ops_f32.c) and `_f64`
+ * (double, for finite-difference tests, core/compute/ops_f64.c). The prototypes are in core/compute/ops_decl.h,
+ * expanded here once per type: ops_linear_forward_f32(...), ops_linear_forward_f64(...), ...
+ *
+ * Conventions (every op):
+ * - Row-major flat buffers, outputs first; PyTorch weight layouts (Linear W[out][in],
+ *   y = x W^T + b; Conv2d W[out_c][in_c][3][3]); conv activations are channels last.
+ * - Parameter gradients (dw, db, dgamma, dbeta) ACCUMULATE (+=): zero the flat gradient buffer once
+ *   per optimizer step.
+ * - Input gradients: linear, conv2d and layernorm take `acc` (0: overwrite dx, 1: dx += ...), so a
+ *   residual branch adds into the trunk's gradient without a separate add. Every other backward
+ *   overwrites its input gradient; the elementwise ones may run in place (dx == dy).
+ * - Sizes are ints (per-dimension), offsets size_t. Scratch buffers are the caller's, sized by the
+ *   ops_*_scratch() helpers below (in elements of the instantiated type).
+ * - BLAS: cblas_sgemm / cblas_dgemm (OpenBLAS); the thread count is the BLAS library's
+ *   (core/compute/backend_cpu.c sets it). Elementwise loops are serial. */
+#ifndef ESPNET3_OPS_H
+#define ESPNET3_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/compute/conv_winograd.h"
+
+/* Output length of one Conv2d(kernel 3, stride 2, no padding) along a dimension: torch's
+ * (n - 3) // 2 + 1 (= (n - 1) // 2), 0 when the input is shorter than the kernel. */
+static inline int ops_conv_out_len(int n)
+{
+    return n < 3 ? 0 : (n - 3) / 2 + 1;
+}
+
+/* Frames after Conv2dSubsampling (two convs): ((T - 1) // 2 - 1) // 2, clamped at 0. */
+static inline int ops_subsample_len(int t)
+{
+    return ops_conv_out_len(ops_conv_out_len(t));
+}
+
+/* Scratch (elements) for conv2d_forward. One input channel (the first conv): the packed weight
+ * (9 x oc) and the bias (oc). More: the Winograd form's (core/compute/conv_winograd.h). */
+static inline size_t ops_conv2d_forward_scratch(int ic, int oc, int h, int w)
+{
+    int oh = ops_conv_out_len(h), ow = ops_conv_out_len(w);
+    if (ic > 1 && oh > 0 && ow > 0) return wino_scratch(ic, oc, oh, ow, 0);
+    return ((size_t)ic * 9 + 1) * (size_t)oc;
+}
+
+/* Scratch (elements) for conv2d_backward. One input channel: packed weight and its gradient
+ * (9 x oc each), one item's patch matrix (oh*ow x 9) and masked output gradient (oh*ow x oc).
+ * More: the Winograd form's. */
+static inline size_t ops_conv2d_backward_scratch(int ic, int oc, int h, int w)
+{
+    int oh = ops_conv_out_len(h), ow = ops_conv_out_len(w);
+    if (ic > 1 && oh > 0 && ow > 0) return wino_scratch(ic, oc, oh, ow, 1);
+    size_t p = (size_t)oh * (size_t)ow, kk = (size_t)ic * 9;
+    return 2 * kk * (size_t)oc + p * (kk + (size_t)oc);
+}
+
+/* Scratch (elements) for attention_forward (the dropped probabilities of one head; 0 without
+ * dropout) and attention_backward (two T x T matrices). */
+static inline size_t ops_attention_forward_scratch(int t, float p)
+{
+    return p > 0 ? (size_t)t * (size_t)t : 0;
+}
+static inline size_t ops_attention_backward_scratch(int t)
+{
+    return 2 * (size_t)t * (size_t)t;
+}
+
+#define OPS_DECL_T float
+#define OPS_DECL_FN(name) ops_##name##_f32
+#include "core/compute/ops_decl.h"
+#undef OPS_DECL_T
+#undef OPS_DECL_FN
+
+#define OPS_DECL_T double
+#define OPS_DECL_FN(name) ops_##name##_f64
+#include "core/compute/ops_decl.h"
+#undef OPS_DECL_T
+#undef OPS_DECL_FN
+
+#endif

@@ -1,0 +1,112 @@
+/* Prototypes of the encoder ops for one element type. Included by core/compute/ops.h once per type with
+ * OPS_DECL_T (float | double) and OPS_DECL_FN(name) (ops_<name>_f32 | ops_<name>_f64) defined; no
+ * include guard on purpose. Conventions (accumulating gradients, `acc`, scratch) are in core/compute/ops.h.
+ */
+
+/* ---- Linear: y[n][oc] = x[n][ic] w[oc][ic]^T + b[oc] (b may be NULL) ---- */
+void OPS_DECL_FN(linear_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, const OPS_DECL_T *w,
+                                 const OPS_DECL_T *b, int n, int ic, int oc);
+/* dx (NULL: skip; acc 0 '=', 1 '+='), dw +=, db += (NULL when there is no bias). */
+void OPS_DECL_FN(linear_backward)(OPS_DECL_T *dx, OPS_DECL_T *dw, OPS_DECL_T *db,
+                                  const OPS_DECL_T *dy, const OPS_DECL_T *x, const OPS_DECL_T *w,
+                                  int n, int ic, int oc, int acc);
+
+/* ---- Conv2d, kernel 3, stride 2, no padding, channels last (one input channel: direct taps and
+ * patches + GEMM; more: the Winograd form of core/compute/ops_winograd_impl.h) ----
+ * x (nb, h, w, ic) -> y (nb, oh, ow, oc), oh = ops_conv_out_len(h), ow = ops_conv_out_len(w);
+ * w in torch's layout (oc, ic, 3, 3); with ic = 1 the input is simply (nb, h, w). b may be NULL;
+ * relu != 0 fuses ReLU on the output. scratch: ops_conv2d_forward_scratch(ic, oc, h, w). */
+void OPS_DECL_FN(conv2d_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, const OPS_DECL_T *w,
+                                 const OPS_DECL_T *b, int nb, int ic, int oc, int h, int wd,
+                                 int relu, OPS_DECL_T *scratch);
+/* dx: NULL to skip (the first conv's input needs no gradient); acc 0 '=', 1 '+='. dw +=, db +=.
+ * y: the forward output when ReLU was fused (gradient passes where y > 0), NULL otherwise.
+ * scratch: ops_conv2d_backward_scratch(ic, oc, h, w). */
+void OPS_DECL_FN(conv2d_backward)(OPS_DECL_T *dx, OPS_DECL_T *dw, OPS_DECL_T *db,
+                                  const OPS_DECL_T *dy, const OPS_DECL_T *x, const OPS_DECL_T *w,
+                                  const OPS_DECL_T *y, int nb, int ic, int oc, int h, int wd,
+                                  int acc, OPS_DECL_T *scratch);
+
+/* ---- Swap dims 1 and 2: x (nb, d1, d2, d3) -> y (nb, d2, d1, d3); y must not alias x. Its
+ * backward is the same op with d1, d2 swapped. The model uses it (d3 = 1, a transpose per row) to
+ * reorder the columns of embed.out's weight from torch's (c, f) to the conv output's (f, c). */
+void OPS_DECL_FN(swap12)(OPS_DECL_T *y, const OPS_DECL_T *x, int nb, int d1, int d2, int d3);
+
+/* ---- ReLU: y = max(x, 0), in place allowed. Backward from the output: dx = dy * (y > 0), in place
+ * allowed (dx == dy). A dropout applied in place on y afterwards does not break it: where dropout
+ * zeroed y, dy is zero too. */
+void OPS_DECL_FN(relu_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, size_t n);
+void OPS_DECL_FN(relu_backward)(OPS_DECL_T *dx, const OPS_DECL_T *dy, const OPS_DECL_T *y,
+                                size_t n);
+
+/* ---- LayerNorm over the last dim c of x (n, c): y = (x - mean) * rstd * w + b;
+ * saves mean[n] and rstd[n] = 1 / sqrt(var + eps) (biased variance) for the backward. */
+void OPS_DECL_FN(layernorm_forward)(OPS_DECL_T *y, OPS_DECL_T *mean, OPS_DECL_T *rstd,
+                                    const OPS_DECL_T *x, const OPS_DECL_T *w, const OPS_DECL_T *b,
+                                    int n, int c, double eps);
+/* dx (acc 0 '=', 1 '+='; must not alias dy), dw +=, db +=. */
+void OPS_DECL_FN(layernorm_backward)(OPS_DECL_T *dx, OPS_DECL_T *dw, OPS_DECL_T *db,
+                                     const OPS_DECL_T *dy, const OPS_DECL_T *x, const OPS_DECL_T *w,
+                                     const OPS_DECL_T *mean, const OPS_DECL_T *rstd, int n, int c,
+                                     int acc);
+
+/* ---- Elementwise: y = a + b (residual add; y may alias a or b; its backward is the identity),
+ * y = x * s (y may alias x; its own backward with the same s), y += x * s (axpy). ---- */
+void OPS_DECL_FN(add)(OPS_DECL_T *y, const OPS_DECL_T *a, const OPS_DECL_T *b, size_t n);
+void OPS_DECL_FN(scale)(OPS_DECL_T *y, const OPS_DECL_T *x, double s, size_t n);
+void OPS_DECL_FN(axpy)(OPS_DECL_T *y, const OPS_DECL_T *x, double s, size_t n);
+
+/* ---- Sinusoidal positional encoding: y (nb, t, d) = x * xscale + pe[t] (y may alias x), with
+ * pe[t][2i] = sin(t * div_i), pe[t][2i+1] = cos(t * div_i), div_i = exp(-(2i) ln(10000) / d),
+ * computed in the instantiated type as torch does in float32; d even. The backward is
+ * scale(dx, dy, xscale). */
+void OPS_DECL_FN(posenc_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, double xscale, int nb, int t,
+                                 int d);
+
+/* ---- Multi-head self-attention core (between the q/k/v projections and the output projection).
+ * q, k, v: rows (nb, t) of h*hd columns at row stride ld (ld = h*hd for separate buffers, 3*h*hd
+ * for one fused (nb, t, 3d) qkv buffer); head j owns columns [j*hd, (j+1)*hd).
+ * lens[nb] (host ints, 0 <= lens[b] <= t): keys j >= lens[b] are masked (weight 0, as torch's
+ * masked_fill(-inf) -> softmax -> masked_fill(0)); every query row, padded ones included, is
+ * computed as in torch. An utterance with lens[b] == 0 gets all-zero weights and outputs.
+ * y (nb, t, h*hd) contiguous, heads concatenated (= y.transpose(1, 2).reshape(B, T, d)).
+ * att (nb, h, t, t): softmax(q k^T / sqrt(hd)) before dropout, zeros at masked keys; keep it for
+ * the backward. p > 0 drops attention weights (inverted scaling) with the mask of
+ * dropout_forward over att's element index in (seed, stream); the backward regenerates it.
+ * scratch: ops_attention_forward_scratch(t, p) / ops_attention_backward_scratch(t). */
+void OPS_DECL_FN(attention_forward)(OPS_DECL_T *y, OPS_DECL_T *att, const OPS_DECL_T *q,
+                                    const OPS_DECL_T *k, const OPS_DECL_T *v, int ld,
+                                    const int *lens, int nb, int t, int h, int hd, float p,
+                                    uint64_t seed, uint64_t stream, OPS_DECL_T *scratch);
+/* dq, dk, dv overwritten (same layout and stride ld as q, k, v; masked key rows get 0). */
+void OPS_DECL_FN(attention_backward)(OPS_DECL_T *dq, OPS_DECL_T *dk, OPS_DECL_T *dv,
+                                     const OPS_DECL_T *dy, const OPS_DECL_T *att,
+                                     const OPS_DECL_T *q, const OPS_DECL_T *k, const OPS_DECL_T *v,
+                                     int ld, const int *lens, int nb, int t, int h, int hd, float p,
+                                     uint64_t seed, uint64_t stream, OPS_DECL_T *scratch);
+
+/* ---- log_softmax over the last dim v of x (n, v), in place allowed (y == x). Backward
+ * dx = dy - exp(y) * sum(dy), in place
+ * allowed (dx == dy). ---- */
+void OPS_DECL_FN(log_softmax_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, int n, int v);
+void OPS_DECL_FN(log_softmax_backward)(OPS_DECL_T *dx, const OPS_DECL_T *dy, const OPS_DECL_T *y,
+                                       int n, int v);
+
+/* ---- Dropout with a counter-based mask: element i is kept iff its 16 random bits (bits
+ * 16 * (i % 4) .. +15 of splitmix64 output i / 4 from the key rng_derive(seed, stream, 0)) are
+ * >= round(p * 2^16); kept values scale by 1 / (1 - p). The same (seed, stream) gives the same
+ * mask on any thread count and after a resume; p <= 0 is the identity, p >= 1 gives zeros. The
+ * backward regenerates the mask; both allow in place. ---- */
+void OPS_DECL_FN(dropout_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, size_t n, float p,
+                                  uint64_t seed, uint64_t stream);
+void OPS_DECL_FN(dropout_backward)(OPS_DECL_T *dx, const OPS_DECL_T *dy, size_t n, float p,
+                                   uint64_t seed, uint64_t stream);
+
+/* ---- Reductions (accumulated in double) and gradient clipping ---- */
+double OPS_DECL_FN(sum)(const OPS_DECL_T *x, size_t n);
+double OPS_DECL_FN(mean)(const OPS_DECL_T *x, size_t n);
+double OPS_DECL_FN(sum_squares)(const OPS_DECL_T *x, size_t n);
+/* torch.nn.utils.clip_grad_norm_(norm_type 2): returns the global L2 norm of g and, when it is
+ * finite and max_norm / (norm + 1e-6) < 1, scales g by that factor. A non-finite norm leaves g
+ * as is (the caller skips the step). */
+double OPS_DECL_FN(clip_grad_norm)(OPS_DECL_T *g, size_t n, double max_norm);

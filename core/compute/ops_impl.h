@@ -1,0 +1,587 @@
+/* The generic implementation of the encoder ops (documented in core/compute/ops_decl.h). Not a header
+ * to include elsewhere: core/compute/ops_f32.c and core/compute/ops_f64.c each define
+ *   real      the element type (float | double)
+ *   OPS_FN    the name of an op for that type (ops_<name>_f32 | ops_<name>_f64)
+ *   GEMM      cblas_sgemm | cblas_dgemm
+ * and then include this file once. Math functions come from <tgmath.h>, so exp/sqrt/sin/... run
+ * in the instantiated precision (float math for float, as torch computes in float32). */
+#include <cblas.h>
+#include <stdint.h>
+#include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+#include <tgmath.h>
+
+#include "core/base/log.h"
+#include "core/compute/ops.h"
+#include "core/base/rng.h"
+
+/* GCC's -O2 vectorizes only loops whose trip count needs no epilogue ("very-cheap" cost model);
+ * these loops run over rows of any length, so let the vectorizer weigh them properly. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("vect-cost-model=dynamic")
+#endif
+
+#define ROWMAJOR CblasRowMajor
+#define NT CblasNoTrans
+#define TR CblasTrans
+
+/* -------------------------------------------------------------------- linear */
+
+void OPS_FN(linear_forward)(real *y, const real *x, const real *w, const real *b, int n, int ic,
+                            int oc)
+{
+    /* Reference loop:
+     *   for r < n, o < oc: y[r][o] = b[o] + sum_i x[r][i] * w[o][i]
+     * The bias is written first so the GEMM adds into it (beta 1): one pass over y less. */
+    if (n <= 0 || oc <= 0) return;
+    real beta = 0;
+    if (b) {
+        for (int r = 0; r < n; r++) memcpy(y + (size_t)r * oc, b, (size_t)oc * sizeof(real));
+        beta = 1;
+    }
+    GEMM(ROWMAJOR, NT, TR, n, oc, ic, 1, x, ic, w, ic, beta, y, oc);
+}
+
+void OPS_FN(linear_backward)(real *dx, real *dw, real *db, const real *dy, const real *x,
+                             const real *w, int n, int ic, int oc, int acc)
+{
+    /* Reference loop:
+     *   dx[r][i] (+)= sum_o dy[r][o] * w[o][i];  dw[o][i] += sum_r dy[r][o] * x[r][i];
+     *   db[o] += sum_r dy[r][o] */
+    if (n <= 0) return;
+    if (dx) GEMM(ROWMAJOR, NT, NT, n, ic, oc, 1, dy, oc, w, ic, acc ? 1 : 0, dx, ic);
+    if (dw) GEMM(ROWMAJOR, TR, NT, oc, ic, n, 1, dy, oc, x, ic, 1, dw, ic);
+    if (db) {
+        for (int r = 0; r < n; r++) {
+            const real *g = dy + (size_t)r * oc;
+            for (int o = 0; o < oc; o++) db[o] += g[o];
+        }
+    }
+}
+
+/* -------------------------------------------------------------------- conv2d 3x3 / 2 */
+
+#include "core/compute/ops_winograd_impl.h"
+
+/* Channels last throughout: a patch of 3 x 3 positions is then 3 contiguous runs of 3 * ic values
+ * (kw and ci adjacent), so gathering patches and scattering their gradients are memcpy-like and
+ * the GEMMs see long rows. The patch index is k = (kh * 3 + kw) * ic + ci. */
+
+/* w (oc, ic, 3, 3) -> wp (kk x oc) with the patch index as row: y_rows = patches @ wp. */
+static void conv_pack_weight(real *restrict wp, const real *restrict w, int ic, int oc)
+{
+    for (int o = 0; o < oc; o++)
+        for (int ci = 0; ci < ic; ci++)
+            for (int k = 0; k < 9; k++) wp[((size_t)k * ic + ci) * oc + o] = w[((size_t)o * ic + ci) * 9 + k];
+}
+
+/* dw (oc, ic, 3, 3) += dwp (kk x oc), the inverse permutation of conv_pack_weight. */
+static void conv_unpack_weight_add(real *restrict dw, const real *restrict dwp, int ic, int oc)
+{
+    for (int o = 0; o < oc; o++)
+        for (int ci = 0; ci < ic; ci++)
+            for (int k = 0; k < 9; k++) dw[((size_t)o * ic + ci) * 9 + k] += dwp[((size_t)k * ic + ci) * oc + o];
+}
+
+/* col[oh * ow_n + ow][(kh * 3 + kw) * ic + ci] = x[2 * oh + kh][2 * ow + kw][ci], one item. */
+static void conv_gather_patches(real *restrict col, const real *restrict x, int ic, int wd, int oh_n, int ow_n)
+{
+    size_t run = (size_t)3 * ic, kk = 3 * run;
+    for (int oh = 0; oh < oh_n; oh++)
+        for (int ow = 0; ow < ow_n; ow++) {
+            real *dst = col + ((size_t)oh * ow_n + ow) * kk;
+            for (int kh = 0; kh < 3; kh++)
+                memcpy(dst + kh * run, x + ((size_t)(2 * oh + kh) * wd + 2 * ow) * ic, run * sizeof(real));
+        }
+}
+
+/* The adjoint of conv_gather_patches: dx[2 * oh + kh][2 * ow + kw][ci] += col[...][...]. */
+static void conv_scatter_patches_add(real *restrict dx, const real *restrict col, int ic, int wd, int oh_n,
+                                     int ow_n)
+{
+    size_t run = (size_t)3 * ic, kk = 3 * run;
+    for (int oh = 0; oh < oh_n; oh++)
+        for (int ow = 0; ow < ow_n; ow++) {
+            const real *src = col + ((size_t)oh * ow_n + ow) * kk;
+            for (int kh = 0; kh < 3; kh++) {
+                real *restrict d = dx + ((size_t)(2 * oh + kh) * wd + 2 * ow) * ic;
+                const real *restrict s = src + kh * run;
+                for (size_t i = 0; i < run; i++) d[i] += s[i];
+            }
+        }
+}
+
+/* One input channel (the first conv): K = 9 is too thin for a GEMM, so bias, the 9 taps and ReLU
+ * go in one pass per output position, vectorized over the output channels. */
+static void conv1_forward_item(real *restrict y, const real *restrict x, const real *restrict wp,
+                               const real *restrict b, int oc, int wd, int oh_n, int ow_n, int relu)
+{
+    for (int oh = 0; oh < oh_n; oh++)
+        for (int ow = 0; ow < ow_n; ow++) {
+            const real *r0 = x + (size_t)(2 * oh) * wd + 2 * ow, *r1 = r0 + wd, *r2 = r1 + wd;
+            real c0 = r0[0], c1 = r0[1], c2 = r0[2], c3 = r1[0], c4 = r1[1], c5 = r1[2], c6 = r2[0], c7 = r2[1],
+                 c8 = r2[2];
+            real *restrict yo = y + ((size_t)oh * ow_n + ow) * oc;
+            size_t o_n = (size_t)oc;
+#pragma omp simd
+            for (size_t o = 0; o < o_n; o++) {
+                real s = b[o] + c0 * wp[o] + c1 * wp[o_n + o] + c2 * wp[2 * o_n + o] +
+                         c3 * wp[3 * o_n + o] + c4 * wp[4 * o_n + o] + c5 * wp[5 * o_n + o] +
+                         c6 * wp[6 * o_n + o] + c7 * wp[7 * o_n + o] + c8 * wp[8 * o_n + o];
+                yo[o] = s > 0 || !relu ? s : 0;
+            }
+        }
+}
+
+void OPS_FN(conv2d_forward)(real *y, const real *x, const real *w, const real *b, int nb, int ic,
+                            int oc, int h, int wd, int relu, real *scratch)
+{
+    /* Reference loop:
+     *   y[n][i][j][o] = b[o] + sum_{c,kh,kw} w[o][c][kh][kw] * x[n][2i + kh][2j + kw][c]
+     * More than one input channel: the Winograd form (core/compute/ops_winograd_impl.h). One: bias, taps
+     * and ReLU in one pass per output position. */
+    int oh = ops_conv_out_len(h), ow = ops_conv_out_len(wd);
+    size_t p = (size_t)oh * ow;
+    if (p == 0) return;
+    if (ic > 1) {
+        wino_forward(y, x, w, b, nb, ic, oc, h, wd, relu, scratch);
+        return;
+    }
+    real *wp = scratch, *bias = wp + (size_t)9 * oc;
+    conv_pack_weight(wp, w, ic, oc);
+    if (b)
+        memcpy(bias, b, (size_t)oc * sizeof(real));
+    else
+        memset(bias, 0, (size_t)oc * sizeof(real));
+    for (int n = 0; n < nb; n++)
+        conv1_forward_item(y + (size_t)n * p * oc, x + (size_t)n * h * wd, wp, bias, oc, wd, oh, ow, relu);
+}
+
+void OPS_FN(conv2d_backward)(real *dx, real *dw, real *db, const real *dy, const real *x,
+                             const real *w, const real *y, int nb, int ic, int oc, int h, int wd,
+                             int acc, real *scratch)
+{
+    /* Per item, with g the output gradient (P x oc, masked by y > 0 when ReLU was fused):
+     *   db[o] += sum_P g[.][o];  dwp (ic*9 x oc) += col^T @ g;
+     *   dcol (P x ic*9) = g @ wp^T, scattered back onto dx. */
+    int oh = ops_conv_out_len(h), ow = ops_conv_out_len(wd);
+    size_t p = (size_t)oh * ow, kk = (size_t)ic * 9, o_n = (size_t)oc;
+    if (dx && !acc) memset(dx, 0, (size_t)nb * h * wd * ic * sizeof(real));
+    if (p == 0) return;
+    if (ic > 1) {
+        wino_backward(dx, dw, db, dy, x, w, y, nb, ic, oc, h, wd, scratch);
+        return;
+    }
+    real *wp = scratch, *dwp = wp + kk * o_n, *col = dwp + kk * o_n, *gm = col + p * kk;
+    if (dx) conv_pack_weight(wp, w, ic, oc);
+    if (dw) memset(dwp, 0, kk * o_n * sizeof(real));
+    for (int n = 0; n < nb; n++) {
+        const real *g = dy + (size_t)n * p * o_n, *yn = y ? y + (size_t)n * p * o_n : NULL;
+        const real *xn = x + (size_t)n * h * wd * ic;
+        if (yn || db) { /* mask and bias gradient in one pass */
+            for (size_t i = 0; i < p; i++) {
+                const real *gi = g + i * o_n, *yi = yn ? yn + i * o_n : NULL;
+                real *restrict mi = gm + i * o_n;
+                if (yi && db) {
+#pragma omp simd
+                    for (size_t o = 0; o < o_n; o++) {
+                        real gv = gi[o];
+                        gv = yi[o] > 0 ? gv : 0;
+                        mi[o] = gv;
+                        db[o] += gv;
+                    }
+                } else if (yi) {
+#pragma omp simd
+                    for (size_t o = 0; o < o_n; o++) {
+                        real gv = gi[o];
+                        mi[o] = yi[o] > 0 ? gv : 0;
+                    }
+                } else {
+                    for (size_t o = 0; o < o_n; o++) mi[o] = gi[o], db[o] += gi[o];
+                }
+            }
+            g = gm;
+        }
+        if (dw || dx) conv_gather_patches(col, xn, ic, wd, oh, ow);
+        if (dw) GEMM(ROWMAJOR, TR, NT, (int)kk, oc, (int)p, 1, col, (int)kk, g, oc, 1, dwp, oc);
+        if (dx) {
+            GEMM(ROWMAJOR, NT, TR, (int)p, (int)kk, oc, 1, g, oc, wp, oc, 0, col, (int)kk);
+            conv_scatter_patches_add(dx + (size_t)n * h * wd * ic, col, ic, wd, oh, ow);
+        }
+    }
+    if (dw) conv_unpack_weight_add(dw, dwp, ic, oc);
+}
+
+/* -------------------------------------------------------------------- layout */
+
+void OPS_FN(swap12)(real *y, const real *x, int nb, int d1, int d2, int d3)
+{
+    if (d3 == 1) { /* a plain transpose per item: no call per element */
+        for (int n = 0; n < nb; n++) {
+            const real *xn = x + (size_t)n * d1 * d2;
+            real *yn = y + (size_t)n * d1 * d2;
+            for (int i = 0; i < d1; i++)
+                for (int j = 0; j < d2; j++) yn[(size_t)j * d1 + i] = xn[(size_t)i * d2 + j];
+        }
+        return;
+    }
+    for (int n = 0; n < nb; n++)
+        for (int i = 0; i < d1; i++)
+            for (int j = 0; j < d2; j++)
+                memcpy(y + (((size_t)n * d2 + j) * d1 + i) * d3,
+                       x + (((size_t)n * d1 + i) * d2 + j) * d3, (size_t)d3 * sizeof(real));
+}
+
+/* -------------------------------------------------------------------- elementwise */
+
+/* `omp simd` (-fopenmp-simd, no OpenMP runtime) vectorizes these loops even when they run in place
+ * (y == x): the compiler cannot prove that is safe, but every lane touches only its own index. */
+
+void OPS_FN(relu_forward)(real *y, const real *x, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        real v = x[i];
+        y[i] = v > 0 ? v : 0;
+    }
+}
+
+void OPS_FN(relu_backward)(real *dx, const real *dy, const real *y, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        real g = dy[i]; /* read unconditionally: a select, not a branch, so it vectorizes */
+        dx[i] = y[i] > 0 ? g : 0;
+    }
+}
+
+void OPS_FN(add)(real *y, const real *a, const real *b, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+
+void OPS_FN(scale)(real *y, const real *x, double s, size_t n)
+{
+    real sr = (real)s;
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) y[i] = x[i] * sr;
+}
+
+void OPS_FN(axpy)(real *y, const real *x, double s, size_t n)
+{
+    real sr = (real)s;
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) y[i] += x[i] * sr;
+}
+
+void OPS_FN(posenc_forward)(real *y, const real *x, double xscale, int nb, int t, int d)
+{
+    ESP_CHECK(d % 2 == 0);
+    real s = (real)xscale, neg_log_over_d = (real)(-log(10000.0) / d);
+    /* One (sin, cos) pair per (frame, i), added to every batch item: nb times fewer sin/cos. */
+    for (int tt = 0; tt < t; tt++)
+        for (int i = 0; i < d / 2; i++) {
+            real div = exp((real)(2 * i) * neg_log_over_d);
+            real arg = (real)tt * div, ps = sin(arg), pc = cos(arg);
+            for (int n = 0; n < nb; n++) {
+                size_t o = ((size_t)n * t + tt) * d + 2 * (size_t)i;
+                y[o] = x[o] * s + ps;
+                y[o + 1] = x[o + 1] * s + pc;
+            }
+        }
+}
+
+/* -------------------------------------------------------------------- layernorm */
+
+void OPS_FN(layernorm_forward)(real *y, real *mean, real *rstd, const real *x, const real *w,
+                               const real *b, int n, int c, double eps)
+{
+    for (int r = 0; r < n; r++) {
+        const real *xr = x + (size_t)r * c;
+        real *yr = y + (size_t)r * c;
+        real m = 0, v = 0;
+        for (int i = 0; i < c; i++) m += xr[i];
+        m /= (real)c;
+        for (int i = 0; i < c; i++) v += (xr[i] - m) * (xr[i] - m);
+        v /= (real)c;
+        real rs = 1 / sqrt(v + (real)eps);
+        for (int i = 0; i < c; i++) yr[i] = (xr[i] - m) * rs * w[i] + b[i];
+        mean[r] = m;
+        rstd[r] = rs;
+    }
+}
+
+void OPS_FN(layernorm_backward)(real *dx, real *dw, real *db, const real *dy, const real *x,
+                                const real *w, const real *mean, const real *rstd, int n, int c,
+                                int acc)
+{
+    /* With xh = (x - mean) * rstd and g = dy * w:
+     *   dx = rstd * (g - mean(g) - xh * mean(g * xh));  dw += dy * xh;  db += dy. */
+    for (int r = 0; r < n; r++) {
+        const real *xr = x + (size_t)r * c, *gr = dy + (size_t)r * c;
+        real *dxr = dx + (size_t)r * c;
+        real m = mean[r], rs = rstd[r], sg = 0, sgx = 0;
+        for (int i = 0; i < c; i++) {
+            real xh = (xr[i] - m) * rs, g = gr[i] * w[i];
+            sg += g;
+            sgx += g * xh;
+            dw[i] += gr[i] * xh;
+            db[i] += gr[i];
+        }
+        sg /= (real)c;
+        sgx /= (real)c;
+        for (int i = 0; i < c; i++) {
+            real xh = (xr[i] - m) * rs;
+            real d = rs * (gr[i] * w[i] - sg - xh * sgx);
+            dxr[i] = acc ? dxr[i] + d : d;
+        }
+    }
+}
+
+/* -------------------------------------------------------------------- dropout */
+
+/* The mask's random bits: output `ctr` of splitmix64 started at `key`, i.e. what
+ * splitmix64_next(&s) returns for s = key + ctr * gamma (core/base/rng.c), written out here so the
+ * per-element loop inlines it. */
+static inline uint64_t dropout_bits(uint64_t key, uint64_t ctr)
+{
+    uint64_t z = key + (ctr + 1) * 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* The keep threshold on 16 random bits: round(p * 2^16); p in (0, 1). 65536 drops everything. */
+static uint32_t dropout_threshold(float p)
+{
+    return (uint32_t)((double)p * 65536.0 + 0.5);
+}
+
+/* y[i] = x[i] * keep(base + i) / (1 - p) for i < n; 0 < p < 1. Element e is kept iff the 16 bits
+ * [16 * (e % 4), 16 * (e % 4) + 16) of dropout_bits(key, e / 4) are >= the threshold: four
+ * elements per 64-bit draw. */
+static void dropout_apply(real *y, const real *x, size_t n, size_t base, float p, uint64_t seed,
+                          uint64_t stream)
+{
+    uint64_t key = rng_derive(seed, stream, 0);
+    uint32_t thr = dropout_threshold(p);
+    real keep_scale = (real)(1.0 / (1.0 - (double)p));
+    /* Draws go to a small buffer of 16-bit values first (scalar: 64-bit multiplies), then one
+     * vectorizable pass applies them: mask * scale is 0 or 1 / (1 - p), not a branch (random
+     * branches mispredict; NaN stays NaN as in torch). */
+    enum { CHUNK = 1024 };
+    uint16_t r16[CHUNK + 4];
+    size_t i = 0;
+    while (i < n) {
+        size_t e0 = base + i, m = n - i < CHUNK ? n - i : CHUNK;
+        size_t d0 = e0 >> 2, d1 = (e0 + m + 3) >> 2, off = e0 & 3; /* draws covering [e0, e0 + m) */
+        for (size_t d = d0; d < d1; d++) {
+            uint64_t bits = dropout_bits(key, d);
+            uint16_t *r = r16 + (d - d0) * 4;
+            r[0] = (uint16_t)bits, r[1] = (uint16_t)(bits >> 16), r[2] = (uint16_t)(bits >> 32),
+            r[3] = (uint16_t)(bits >> 48);
+        }
+        const uint16_t *r = r16 + off;
+        const real *xi = x + i;
+        real *yi = y + i;
+#pragma omp simd
+        for (size_t k = 0; k < m; k++) {
+            real v = xi[k];
+            yi[k] = v * (r[k] >= thr ? keep_scale : 0);
+        }
+        i += m;
+    }
+}
+
+void OPS_FN(dropout_forward)(real *y, const real *x, size_t n, float p, uint64_t seed,
+                             uint64_t stream)
+{
+    if (p <= 0) {
+        if (y != x) memmove(y, x, n * sizeof(real));
+    } else if (p >= 1) {
+        memset(y, 0, n * sizeof(real));
+    } else {
+        dropout_apply(y, x, n, 0, p, seed, stream);
+    }
+}
+
+void OPS_FN(dropout_backward)(real *dx, const real *dy, size_t n, float p, uint64_t seed,
+                              uint64_t stream)
+{
+    /* The mask is linear in its input: the backward is the forward applied to dy. */
+    OPS_FN(dropout_forward)(dx, dy, n, p, seed, stream);
+}
+
+/* -------------------------------------------------------------------- attention */
+
+void OPS_FN(attention_forward)(real *y, real *att, const real *q, const real *k, const real *v,
+                               int ld, const int *lens, int nb, int t, int h, int hd, float p,
+                               uint64_t seed, uint64_t stream, real *scratch)
+{
+    /* Per utterance b and head j, with L = lens[b], Q/K/V the head's (t x hd) slices:
+     *   A = softmax_rows(Q K[:L]^T / sqrt(hd)) (t x L, rest 0);  Y = drop(A) V[:L]. */
+    int d = h * hd;
+    real sc = (real)(1.0 / sqrt((double)hd));
+    for (int b = 0; b < nb; b++) {
+        int len = lens[b];
+        ESP_CHECK(len >= 0 && len <= t);
+        for (int j = 0; j < h; j++) {
+            size_t in_off = (size_t)b * t * ld + (size_t)j * hd;
+            const real *qb = q + in_off, *kb = k + in_off, *vb = v + in_off;
+            real *a = att + ((size_t)b * h + j) * t * t;
+            real *yb = y + (size_t)b * t * d + (size_t)j * hd;
+            if (len == 0) {
+                memset(a, 0, (size_t)t * t * sizeof(real));
+                for (int i = 0; i < t; i++)
+                    memset(yb + (size_t)i * d, 0, (size_t)hd * sizeof(real));
+                continue;
+            }
+            GEMM(ROWMAJOR, NT, TR, t, len, hd, sc, qb, ld, kb, ld, 0, a, t);
+            for (int i = 0; i < t; i++) {
+                real *ar = a + (size_t)i * t, mx = ar[0], s = 0;
+                for (int c = 1; c < len; c++) mx = ar[c] > mx ? ar[c] : mx;
+                for (int c = 0; c < len; c++) {
+                    ar[c] = exp(ar[c] - mx);
+                    s += ar[c];
+                }
+                real is = 1 / s;
+                for (int c = 0; c < len; c++) ar[c] *= is;
+                for (int c = len; c < t; c++) ar[c] = 0;
+            }
+            const real *pa = a;
+            if (p > 0) {
+                if (p >= 1)
+                    memset(scratch, 0, (size_t)t * t * sizeof(real));
+                else
+                    dropout_apply(scratch, a, (size_t)t * t, ((size_t)b * h + j) * t * t, p, seed,
+                                  stream);
+                pa = scratch;
+            }
+            GEMM(ROWMAJOR, NT, NT, t, hd, len, 1, pa, t, vb, ld, 0, yb, d);
+        }
+    }
+}
+
+void OPS_FN(attention_backward)(real *dq, real *dk, real *dv, const real *dy, const real *att,
+                                const real *q, const real *k, const real *v, int ld,
+                                const int *lens, int nb, int t, int h, int hd, float p,
+                                uint64_t seed, uint64_t stream, real *scratch)
+{
+    /* With P = drop(A): dV = P^T dY; dP = dY V^T; dA = drop'(dP);
+     * dS = A * (dA - rowsum(A * dA)); dQ = dS K / sqrt(hd); dK = dS^T Q / sqrt(hd). */
+    int d = h * hd;
+    real sc = (real)(1.0 / sqrt((double)hd));
+    real *dp = scratch, *pd = scratch + (size_t)t * t;
+    for (int b = 0; b < nb; b++) {
+        int len = lens[b];
+        ESP_CHECK(len >= 0 && len <= t);
+        for (int j = 0; j < h; j++) {
+            size_t in_off = (size_t)b * t * ld + (size_t)j * hd;
+            const real *qb = q + in_off, *kb = k + in_off, *vb = v + in_off;
+            real *dqb = dq + in_off, *dkb = dk + in_off, *dvb = dv + in_off;
+            const real *a = att + ((size_t)b * h + j) * t * t;
+            const real *dyb = dy + (size_t)b * t * d + (size_t)j * hd;
+            /* Masked key rows of dk/dv (and every row when len == 0) get 0. */
+            for (int i = len; i < t; i++) {
+                memset(dkb + (size_t)i * ld, 0, (size_t)hd * sizeof(real));
+                memset(dvb + (size_t)i * ld, 0, (size_t)hd * sizeof(real));
+            }
+            if (len == 0) {
+                for (int i = 0; i < t; i++)
+                    memset(dqb + (size_t)i * ld, 0, (size_t)hd * sizeof(real));
+                continue;
+            }
+            size_t base = ((size_t)b * h + j) * t * t;
+            const real *pa = a;
+            if (p > 0) {
+                if (p >= 1)
+                    memset(pd, 0, (size_t)t * t * sizeof(real));
+                else
+                    dropout_apply(pd, a, (size_t)t * t, base, p, seed, stream);
+                pa = pd;
+            }
+            GEMM(ROWMAJOR, TR, NT, len, hd, t, 1, pa, t, dyb, d, 0, dvb, ld);
+            GEMM(ROWMAJOR, NT, TR, t, len, hd, 1, dyb, d, vb, ld, 0, dp, t);
+            if (p > 0) {
+                /* drop'(dP): the same mask and scale, over the len valid columns of each row. */
+                if (p >= 1)
+                    memset(dp, 0, (size_t)t * t * sizeof(real));
+                else
+                    for (int i = 0; i < t; i++)
+                        dropout_apply(dp + (size_t)i * t, dp + (size_t)i * t, (size_t)len,
+                                      base + (size_t)i * t, p, seed, stream);
+            }
+            for (int i = 0; i < t; i++) {
+                const real *ar = a + (size_t)i * t;
+                real *gr = dp + (size_t)i * t, s = 0;
+                for (int c = 0; c < len; c++) s += ar[c] * gr[c];
+                for (int c = 0; c < len; c++) gr[c] = ar[c] * (gr[c] - s);
+            }
+            GEMM(ROWMAJOR, NT, NT, t, hd, len, sc, dp, t, kb, ld, 0, dqb, ld);
+            GEMM(ROWMAJOR, TR, NT, len, hd, t, sc, dp, t, qb, ld, 0, dkb, ld);
+        }
+    }
+}
+
+/* -------------------------------------------------------------------- log_softmax */
+
+void OPS_FN(log_softmax_forward)(real *y, const real *x, int n, int v)
+{
+    for (int r = 0; r < n; r++) {
+        const real *xr = x + (size_t)r * v;
+        real *yr = y + (size_t)r * v, mx = xr[0], s = 0;
+        for (int i = 1; i < v; i++) mx = xr[i] > mx ? xr[i] : mx;
+        for (int i = 0; i < v; i++) s += exp(xr[i] - mx);
+        real lse = mx + log(s);
+        for (int i = 0; i < v; i++) yr[i] = xr[i] - lse;
+    }
+}
+
+void OPS_FN(log_softmax_backward)(real *dx, const real *dy, const real *y, int n, int v)
+{
+    for (int r = 0; r < n; r++) {
+        const real *gr = dy + (size_t)r * v, *yr = y + (size_t)r * v;
+        real *dr = dx + (size_t)r * v, s = 0;
+        for (int i = 0; i < v; i++) s += gr[i];
+        for (int i = 0; i < v; i++) dr[i] = gr[i] - exp(yr[i]) * s;
+    }
+}
+
+/* -------------------------------------------------------------------- reductions */
+
+double OPS_FN(sum)(const real *x, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)x[i];
+    return s;
+}
+
+double OPS_FN(mean)(const real *x, size_t n)
+{
+    return n ? OPS_FN(sum)(x, n) / (double)n : 0.0;
+}
+
+double OPS_FN(sum_squares)(const real *x, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)x[i] * (double)x[i];
+    return s;
+}
+
+double OPS_FN(clip_grad_norm)(real *g, size_t n, double max_norm)
+{
+    double norm = sqrt(OPS_FN(sum_squares)(g, n));
+    if (isfinite(norm)) {
+        double coef = max_norm / (norm + 1e-6);
+        if (coef < 1) OPS_FN(scale)(g, g, coef, n);
+    }
+    return norm;
+}
+
+#undef ROWMAJOR
+#undef NT
+#undef TR
+#undef DROPOUT_GAMMA

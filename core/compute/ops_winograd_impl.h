@@ -1,0 +1,481 @@
+/* The Winograd form of conv2d 3x3 / stride 2, channels last, for more than one input channel (the
+ * tiling and why it saves work: core/compute/conv_winograd.h). Included by core/compute/ops_impl.h, which defines
+ * `real`, OPS_FN and GEMM; everything here is static.
+ *
+ * Per tile of mh x mw outputs, with the 1-D transforms BT (points from samples), G (points from
+ * taps) and AT (outputs from points) along h and w:
+ *   V[p] = sum_{a,b} BTh[ph][a] BTw[pw][b] x[a][b]          (a channel vector per point p = (ph, pw))
+ *   U[p] = sum_{kh,kw} Gh[ph][kh] Gw[pw][kw] w[:, :, kh, kw] (ic x oc)
+ *   y[i][j] = bias + sum_p ATh[i][ph] ATw[j][pw] (V[p] U[p])
+ * The backward runs the transposes: dM[p] = sum_{i,j} ATh[i][ph] ATw[j][pw] dy[i][j];
+ * dU[p] += V[p]^T dM[p] and dw = the G-transpose of dU; dx += the BT-transpose of dM[p] U[p]^T.
+ * The V[p] U[p] products of all tiles of a chunk are GEMMs; points whose U is the same (every odd
+ * point of a dimension uses the middle tap) share one GEMM with their rows stacked. */
+
+/* F(m, 2) on the even samples d[j] = x[2j], j <= m, with the taps (w0, w2):
+ *   y = AT ((G (w0, w2)) * (BT d)), points 0, 1, -1 (, 2), infinity.
+ * Rows of BT are scaled to small integers and G carries the inverse scale, so the fractions meet
+ * only the kernel (derived by Toom-Cook; the conv2d tests check the exactness). */
+static const double wino_f_bt[3][WINO_MAX_M + 1][WINO_MAX_M + 1] = {
+    {{1, -1, 0}, {0, 1, 0}, {0, -1, 1}},
+    {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, -1, 0, 1}},
+    {{2, -1, -2, 1, 0}, {0, 2, 1, -1, 0}, {0, -2, 3, -1, 0}, {0, -1, 0, 1, 0}, {0, 2, -1, -2, 1}},
+};
+static const double wino_f_g[3][WINO_MAX_M + 1][2] = {
+    {{1, 0}, {1, 1}, {0, 1}},
+    {{1, 0}, {0.5, 0.5}, {0.5, -0.5}, {0, 1}},
+    {{0.5, 0}, {0.5, 0.5}, {1.0 / 6, -1.0 / 6}, {1.0 / 6, 1.0 / 3}, {0, 1}},
+};
+static const double wino_f_at[3][WINO_MAX_M][WINO_MAX_M + 1] = {
+    {{1, 1, 0}, {0, 1, 1}},
+    {{1, 1, 1, 0}, {0, 1, -1, 0}, {0, 1, 1, 1}},
+    {{1, 1, 1, 1, 0}, {0, 1, -1, 2, 0}, {0, 1, 1, 4, 0}, {0, 1, -1, 8, 1}},
+};
+
+/* The 1-D transform of the strided 3-tap correlation over the 2m + 1 samples of a tile: points
+ * 0..m are F(m, 2)'s on the even samples; point m + 1 + i takes the odd sample 2i + 1 for output i
+ * (the middle tap). */
+typedef struct wino1d {
+    int m, a;
+    real bt[WINO_MAX_A][WINO_MAX_A]; /* a x a: points from samples */
+    double g[WINO_MAX_A][3];         /* a x 3: points from taps */
+    real at[WINO_MAX_M][WINO_MAX_A]; /* m x a: outputs from points */
+    int cls[WINO_MAX_A];             /* kernel class: p for an even point, m + 1 for the odd ones */
+} wino1d;
+
+static void wino1d_make(wino1d *t, int m)
+{
+    ESP_CHECK(m >= 2 && m <= WINO_MAX_M);
+    memset(t, 0, sizeof *t);
+    t->m = m, t->a = 2 * m + 1;
+    int f = m - 2;
+    for (int p = 0; p <= m; p++) {
+        for (int j = 0; j <= m; j++) t->bt[p][2 * j] = (real)wino_f_bt[f][p][j];
+        t->g[p][0] = wino_f_g[f][p][0], t->g[p][2] = wino_f_g[f][p][1];
+        for (int i = 0; i < m; i++) t->at[i][p] = (real)wino_f_at[f][i][p];
+        t->cls[p] = p;
+    }
+    for (int i = 0; i < m; i++) {
+        int p = m + 1 + i;
+        t->bt[p][2 * i + 1] = 1, t->g[p][1] = 1, t->at[i][p] = 1, t->cls[p] = m + 1;
+    }
+}
+
+/* A sparse row of a transform matrix: the non-zero coefficients and the indices they multiply. */
+typedef struct wsparse {
+    int n;
+    int idx[WINO_MAX_A];
+    real val[WINO_MAX_A];
+} wsparse;
+
+/* rows of `nr` x `nc` matrix m (row stride `ld`), or its columns when `cols` is set. */
+static void wsparse_make(wsparse *out, const real *m, int ld, int nr, int nc, int cols)
+{
+    int outer = cols ? nc : nr, inner = cols ? nr : nc;
+    for (int r = 0; r < outer; r++) {
+        out[r].n = 0;
+        for (int c = 0; c < inner; c++) {
+            real v = cols ? m[(size_t)c * ld + r] : m[(size_t)r * ld + c];
+            if (v != 0) out[r].idx[out[r].n] = c, out[r].val[out[r].n++] = v;
+        }
+    }
+}
+
+/* A pass's tables: both 1-D transforms, their sparse rows and columns, and where each 2-D point is
+ * stored. Points of one kernel class k = ch * (mw + 2) + cw occupy the adjacent slots
+ * group_start[k] .. + group_n[k], so their (tiles x channels) matrices stack into one GEMM
+ * operand. */
+typedef struct wino {
+    wino_plan plan;
+    wino1d h, w;
+    wsparse bt_h[WINO_MAX_A], bt_w[WINO_MAX_A];   /* rows: points from samples */
+    wsparse btc_h[WINO_MAX_A], btc_w[WINO_MAX_A]; /* columns: samples from points (adjoint) */
+    wsparse at_h[WINO_MAX_M], at_w[WINO_MAX_M];   /* rows: outputs from points */
+    wsparse atc_h[WINO_MAX_A], atc_w[WINO_MAX_A]; /* columns: points from outputs (adjoint) */
+    int slot[WINO_MAX_A][WINO_MAX_A];
+    int group_start[WINO_MAX_CLASSES], group_n[WINO_MAX_CLASSES];
+    real ktap[WINO_MAX_CLASSES][9]; /* class k's kernel: sum_q ktap[k][q] w[:, :, q] */
+} wino;
+
+static void wino_make(wino *W, int oh, int ow)
+{
+    W->plan = wino_plan_make(oh, ow);
+    wino1d_make(&W->h, W->plan.mh);
+    wino1d_make(&W->w, W->plan.mw);
+    const wino1d *d[2] = {&W->h, &W->w};
+    for (int i = 0; i < 2; i++) {
+        wsparse_make(i ? W->bt_w : W->bt_h, &d[i]->bt[0][0], WINO_MAX_A, d[i]->a, d[i]->a, 0);
+        wsparse_make(i ? W->btc_w : W->btc_h, &d[i]->bt[0][0], WINO_MAX_A, d[i]->a, d[i]->a, 1);
+        wsparse_make(i ? W->at_w : W->at_h, &d[i]->at[0][0], WINO_MAX_A, d[i]->m, d[i]->a, 0);
+        wsparse_make(i ? W->atc_w : W->atc_h, &d[i]->at[0][0], WINO_MAX_A, d[i]->m, d[i]->a, 1);
+    }
+    int s = 0, ncw = W->plan.mw + 2;
+    for (int ch = 0; ch < W->plan.mh + 2; ch++)
+        for (int cw = 0; cw < ncw; cw++) {
+            int k = ch * ncw + cw;
+            W->group_start[k] = s;
+            for (int ph = 0; ph < W->h.a; ph++)
+                for (int pw = 0; pw < W->w.a; pw++) {
+                    if (W->h.cls[ph] != ch || W->w.cls[pw] != cw) continue;
+                    if (s == W->group_start[k]) /* the class's first point gives its G rows */
+                        for (int q = 0; q < 9; q++) W->ktap[k][q] = (real)(W->h.g[ph][q / 3] * W->w.g[pw][q % 3]);
+                    W->slot[ph][pw] = s++;
+                }
+            W->group_n[k] = s - W->group_start[k];
+        }
+    ESP_CHECK(s == W->h.a * W->w.a);
+}
+
+/* ---- channel-vector helpers */
+
+enum { WVEC_TERMS = 6 }; /* the most terms a transform combines: 5 coefficients (+ the sum so far) */
+
+/* d[i] = sum_e c[e] * s[e][i] for i < n, summed left to right and stored once, so the transformed
+ * tiles cost one write each. d may be one of the sources (then it is read before it is written at
+ * each i: `omp simd` vectorizes that). */
+static inline void wvec_combp(real *d, int k, const real *const *s, const real *c, size_t n)
+{
+    ESP_CHECK(k >= 1 && k <= WVEC_TERMS);
+    const real *s0 = s[0], *s1 = s[k > 1], *s2 = s[k > 2 ? 2 : 0], *s3 = s[k > 3 ? 3 : 0], *s4 = s[k > 4 ? 4 : 0],
+               *s5 = s[k > 5 ? 5 : 0];
+    real c0 = c[0], c1 = c[k > 1], c2 = c[k > 2 ? 2 : 0], c3 = c[k > 3 ? 3 : 0], c4 = c[k > 4 ? 4 : 0],
+         c5 = c[k > 5 ? 5 : 0];
+    switch (k) {
+    case 1:
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) d[i] = c0 * s0[i];
+        break;
+    case 2:
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) d[i] = c0 * s0[i] + c1 * s1[i];
+        break;
+    case 3:
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) d[i] = c0 * s0[i] + c1 * s1[i] + c2 * s2[i];
+        break;
+    case 4:
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) d[i] = c0 * s0[i] + c1 * s1[i] + c2 * s2[i] + c3 * s3[i];
+        break;
+    case 5:
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) d[i] = c0 * s0[i] + c1 * s1[i] + c2 * s2[i] + c3 * s3[i] + c4 * s4[i];
+        break;
+    default:
+#pragma omp simd
+        for (size_t i = 0; i < n; i++)
+            d[i] = c0 * s0[i] + c1 * s1[i] + c2 * s2[i] + c3 * s3[i] + c4 * s4[i] + c5 * s5[i];
+        break;
+    }
+}
+
+/* A sparse row as sources for wvec_combp: base + idx[e] * stride, terms with idx >= valid dropped
+ * (samples past the input's edge are zero); `prev`, when not NULL, comes first with coefficient 1
+ * (d = prev + ...). Returns the number of terms. */
+static inline int wvec_terms(const real **s, real *c, const real *prev, const wsparse *r, int valid,
+                             const real *base, size_t stride)
+{
+    int k = 0;
+    if (prev) s[k] = prev, c[k++] = 1;
+    for (int e = 0; e < r->n && r->idx[e] < valid; e++) s[k] = base + (size_t)r->idx[e] * stride, c[k++] = r->val[e];
+    return k;
+}
+
+/* d (+)= sum_e val[e] * (base + idx[e] * stride) over n channels (acc: d adds to itself). */
+static inline void wvec_comb(real *d, int acc, const wsparse *r, int valid, const real *base, size_t stride,
+                             size_t n)
+{
+    const real *s[WVEC_TERMS];
+    real c[WVEC_TERMS];
+    int k = wvec_terms(s, c, acc ? d : NULL, r, valid, base, stride);
+    if (k == 0)
+        memset(d, 0, n * sizeof(real));
+    else
+        wvec_combp(d, k, s, c, n);
+}
+
+/* d = sum into a cached vector, then stored around the caches: the transformed tiles are far larger
+ * than the caches and are read back only by the GEMM, so their lines need not be fetched first. */
+static inline void wvec_comb_stream(real *d, const wsparse *r, const real *base, size_t stride, size_t n, real *tmp)
+{
+#if defined(__SSE2__)
+    if (sizeof(real) == sizeof(float) && n % 4 == 0 && ((uintptr_t)d & 15) == 0) {
+        wvec_comb(tmp, 0, r, WINO_MAX_A, base, stride, n);
+        for (size_t i = 0; i < n; i += 4) _mm_stream_ps((float *)d + i, _mm_loadu_ps((const float *)tmp + i));
+        return;
+    }
+#endif
+    (void)tmp;
+    wvec_comb(d, 0, r, WINO_MAX_A, base, stride, n);
+}
+
+/* Streamed stores are weakly ordered: fence them before other threads (the GEMM's) read them. */
+static inline void wvec_stream_done(void)
+{
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
+}
+
+static inline void wvec_acc(real *restrict d, const real *restrict s, real c, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) d[i] += c * s[i];
+}
+
+/* ---- kernels */
+
+/* wt[q][c][o] = w[o][c][q]: the taps as (ic x oc) matrices, so a class's kernel is a sum of whole
+ * matrices. */
+static void wino_taps(real *restrict wt, const real *restrict w, int ic, int oc)
+{
+    size_t co = (size_t)ic * oc;
+    for (int o = 0; o < oc; o++)
+        for (int c = 0; c < ic; c++)
+            for (int q = 0; q < 9; q++) wt[q * co + (size_t)c * oc + o] = w[((size_t)o * ic + c) * 9 + q];
+}
+
+/* u[k] (ic x oc) = sum_q ktap[k][q] wt[q]. */
+static void wino_kernels(real *u, const real *wt, int ic, int oc, const wino *W)
+{
+    size_t co = (size_t)ic * oc;
+    for (int k = 0; k < W->plan.classes; k++) {
+        wsparse r;
+        wsparse_make(&r, W->ktap[k], 9, 1, 9, 0);
+        wvec_comb(u + k * co, 0, &r, 9, wt, co, co);
+    }
+}
+
+/* dw[o][c][q] += sum_k ktap[k][q] du[k][c][o] (the transpose of wino_kernels), wt as scratch. */
+static void wino_kernels_grad(real *restrict dw, const real *du, real *restrict wt, int ic, int oc,
+                              const wino *W)
+{
+    size_t co = (size_t)ic * oc;
+    for (int q = 0; q < 9; q++) {
+        real *d = wt + q * co;
+        memset(d, 0, co * sizeof(real));
+        for (int k = 0; k < W->plan.classes; k++)
+            if (W->ktap[k][q] != 0) wvec_acc(d, du + k * co, W->ktap[k][q], co);
+    }
+    for (int o = 0; o < oc; o++)
+        for (int c = 0; c < ic; c++)
+            for (int q = 0; q < 9; q++) dw[((size_t)o * ic + c) * 9 + q] += wt[q * co + (size_t)c * oc + o];
+}
+
+/* ---- tile transforms over a chunk: items n0 .. n0 + cnt - 1, tile t = (item, ti, tj) in order;
+ * slot s of tile t is at base + (s * T + t) * channels, T = the chunk's tiles. Channels last makes
+ * every step a combination of contiguous channel vectors; along h the first step runs over a whole
+ * band of the input row at once. */
+
+/* Transformed inputs: V[p] = sum_{a,b} BTh[ph][a] BTw[pw][b] x[r0 + a][c0 + b]. z: the band's
+ * h-transform, ah x (2 mw tw + 1) x ic, then one channel vector (wino_tile_scratch). */
+static void wino_inputs(real *v, const real *x, int n0, int cnt, int h, int wd, int ic, const wino *W, real *z)
+{
+    const wino_plan *P = &W->plan;
+    size_t T = (size_t)cnt * P->th * P->tw, C = (size_t)ic, t = 0;
+    int zw = 2 * P->mw * P->tw + 1, valid = zw < wd ? zw : wd; /* band columns; inside the input */
+    real *tmp = z + wino_round((size_t)P->ah * zw * C); /* one channel vector */
+    for (int n = n0; n < n0 + cnt; n++)
+        for (int ti = 0; ti < P->th; ti++) {
+            int r0 = 2 * P->mh * ti;
+            const real *x0 = x + ((size_t)n * h + r0) * wd * C;
+            /* z[ph][col] = sum_a BTh[ph][a] x[r0 + a][col], rows past the edge being zero */
+            for (int ph = 0; ph < P->ah; ph++) {
+                real *zd = z + (size_t)ph * zw * C;
+                wvec_comb(zd, 0, &W->bt_h[ph], h - r0, x0, (size_t)wd * C, (size_t)valid * C);
+                if (valid < zw) memset(zd + (size_t)valid * C, 0, (size_t)(zw - valid) * C * sizeof(real));
+            }
+            /* V[slot(ph, pw)] = sum_b BTw[pw][b] z[ph][c0 + b] */
+            for (int tj = 0; tj < P->tw; tj++, t++) {
+                const real *zt = z + (size_t)2 * P->mw * tj * C;
+                for (int ph = 0; ph < P->ah; ph++)
+                    for (int pw = 0; pw < P->aw; pw++)
+                        wvec_comb_stream(v + ((size_t)W->slot[ph][pw] * T + t) * C, &W->bt_w[pw],
+                                         zt + (size_t)ph * zw * C, C, C, tmp);
+            }
+        }
+    wvec_stream_done();
+}
+
+/* Outputs: y[i][j] = act(sum_p ATh[i][ph] ATw[j][pw] M[p] + bias) inside (oh, ow); bias may be NULL.
+ * q: mh x aw x oc. */
+static void wino_outputs(real *y, const real *mp, const real *bias, int relu, int n0, int cnt, int oh,
+                         int ow, int oc, const wino *W, real *q)
+{
+    const wino_plan *P = &W->plan;
+    size_t T = (size_t)cnt * P->th * P->tw, C = (size_t)oc, t = 0, ss = T * C;
+    const real *s[WVEC_TERMS];
+    real c[WVEC_TERMS];
+    for (int n = n0; n < n0 + cnt; n++)
+        for (int ti = 0; ti < P->th; ti++)
+            for (int tj = 0; tj < P->tw; tj++, t++) {
+                int rows = oh - ti * P->mh, cols = ow - tj * P->mw;
+                rows = rows < P->mh ? rows : P->mh, cols = cols < P->mw ? cols : P->mw;
+                /* q[i][pw] = sum_ph ATh[i][ph] M[slot(ph, pw)] */
+                for (int i = 0; i < rows; i++)
+                    for (int pw = 0; pw < P->aw; pw++) {
+                        const wsparse *r = &W->at_h[i];
+                        for (int e = 0; e < r->n; e++) s[e] = mp + (size_t)W->slot[r->idx[e]][pw] * ss + t * C, c[e] = r->val[e];
+                        wvec_combp(q + ((size_t)i * P->aw + pw) * C, r->n, s, c, C);
+                    }
+                /* y[i][j] = act(sum_pw ATw[j][pw] q[i][pw] + bias) */
+                for (int i = 0; i < rows; i++)
+                    for (int j = 0; j < cols; j++) {
+                        real *yo = y + (((size_t)n * oh + ti * P->mh + i) * ow + tj * P->mw + j) * C;
+                        wvec_comb(yo, 0, &W->at_w[j], WINO_MAX_A, q + (size_t)i * P->aw * C, C, C);
+                        if (bias) wvec_acc(yo, bias, 1, C);
+                        if (relu) {
+#pragma omp simd
+                            for (size_t o = 0; o < C; o++) yo[o] = yo[o] > 0 ? yo[o] : 0;
+                        }
+                    }
+            }
+}
+
+/* Output gradients to points: dM[p] = sum_{i,j} ATh[i][ph] ATw[j][pw] g[i][j], g = dy masked by
+ * y > 0 when y is given and zero past the edge; db += g (db may be NULL). tmp: mh x (mw + aw) x oc
+ * and one channel vector (wino_tile_scratch). */
+static void wino_grad_outputs(real *dm, real *db, const real *dy, const real *y, int n0, int cnt, int oh,
+                              int ow, int oc, const wino *W, real *tmp)
+{
+    const wino_plan *P = &W->plan;
+    size_t T = (size_t)cnt * P->th * P->tw, C = (size_t)oc, t = 0;
+    real *g = tmp, *r = g + wino_round((size_t)P->mh * P->mw * C); /* g: mh x mw x oc; r: mh x aw x oc */
+    tmp = r + wino_round((size_t)P->mh * P->aw * C);
+    for (int n = n0; n < n0 + cnt; n++)
+        for (int ti = 0; ti < P->th; ti++)
+            for (int tj = 0; tj < P->tw; tj++, t++) {
+                int rows = oh - ti * P->mh, cols = ow - tj * P->mw;
+                for (int i = 0; i < P->mh; i++)
+                    for (int j = 0; j < P->mw; j++) {
+                        real *gd = g + ((size_t)i * P->mw + j) * C;
+                        if (i >= rows || j >= cols) {
+                            memset(gd, 0, C * sizeof(real));
+                            continue;
+                        }
+                        size_t off = (((size_t)n * oh + ti * P->mh + i) * ow + tj * P->mw + j) * C;
+                        const real *gs = dy + off;
+                        if (y) {
+                            const real *ys = y + off;
+#pragma omp simd
+                            for (size_t o = 0; o < C; o++) gd[o] = ys[o] > 0 ? gs[o] : 0;
+                        } else {
+                            memcpy(gd, gs, C * sizeof(real));
+                        }
+                        if (db) wvec_acc(db, gd, 1, C);
+                    }
+                /* r[i][pw] = sum_j ATw[j][pw] g[i][j]; dM[slot(ph, pw)] = sum_i ATh[i][ph] r[i][pw] */
+                for (int i = 0; i < P->mh; i++)
+                    for (int pw = 0; pw < P->aw; pw++)
+                        wvec_comb(r + ((size_t)i * P->aw + pw) * C, 0, &W->atc_w[pw], WINO_MAX_A,
+                                  g + (size_t)i * P->mw * C, C, C);
+                for (int ph = 0; ph < P->ah; ph++)
+                    for (int pw = 0; pw < P->aw; pw++)
+                        wvec_comb_stream(dm + ((size_t)W->slot[ph][pw] * T + t) * C, &W->atc_h[ph],
+                                         r + (size_t)pw * C, (size_t)P->aw * C, C, tmp);
+            }
+    wvec_stream_done();
+}
+
+/* Point gradients back to the input: dx[r0 + a][c0 + b] += sum_p BTh[ph][a] BTw[pw][b] dV[p] inside
+ * the input; neighbouring tiles share an edge sample and both add into it. z: the band's sums,
+ * ah x (2 mw tw + 1) x ic, added into dx once the band's tiles are done. */
+static void wino_grad_inputs(real *dx, const real *dv, int n0, int cnt, int h, int wd, int ic, const wino *W,
+                             real *z)
+{
+    const wino_plan *P = &W->plan;
+    size_t T = (size_t)cnt * P->th * P->tw, C = (size_t)ic, t = 0, ss = T * C;
+    int zw = 2 * P->mw * P->tw + 1, valid = zw < wd ? zw : wd;
+    const real *s[WVEC_TERMS];
+    real c[WVEC_TERMS];
+    for (int n = n0; n < n0 + cnt; n++)
+        for (int ti = 0; ti < P->th; ti++) {
+            int r0 = 2 * P->mh * ti, rows = h - r0 < P->ah ? h - r0 : P->ah;
+            /* z[ph][c0 + b] = sum_pw BTw[pw][b] dV[slot(ph, pw)]; a tile's first column adds to the
+             * previous tile's last */
+            for (int tj = 0; tj < P->tw; tj++, t++) {
+                real *zt = z + (size_t)2 * P->mw * tj * C;
+                for (int ph = 0; ph < P->ah; ph++)
+                    for (int b = 0; b < P->aw; b++) {
+                        const wsparse *r = &W->btc_w[b];
+                        real *zd = zt + ((size_t)ph * zw + b) * C;
+                        int k = 0;
+                        if (b == 0 && tj > 0) s[k] = zd, c[k++] = 1;
+                        for (int e = 0; e < r->n; e++)
+                            s[k] = dv + (size_t)W->slot[ph][r->idx[e]] * ss + t * C, c[k++] = r->val[e];
+                        wvec_combp(zd, k, s, c, C);
+                    }
+            }
+            /* dx[r0 + a][col] += sum_ph BTh[ph][a] z[ph][col] over the columns inside the input */
+            real *x0 = dx + ((size_t)n * h + r0) * wd * C;
+            for (int a = 0; a < rows; a++)
+                wvec_comb(x0 + (size_t)a * wd * C, 1, &W->btc_h[a], WINO_MAX_A, z, (size_t)zw * C, (size_t)valid * C);
+        }
+}
+
+/* ---- the passes */
+
+static void wino_forward(real *y, const real *x, const real *w, const real *b, int nb, int ic, int oc, int h,
+                         int wd, int relu, real *scratch)
+{
+    int oh = ops_conv_out_len(h), ow = ops_conv_out_len(wd);
+    wino W;
+    wino_make(&W, oh, ow);
+    const wino_plan *P = &W.plan;
+    wino_layout l = wino_layout_make(P, ic, oc, 0);
+    real *u = scratch + l.u, *wt = scratch + l.wt, *v = scratch + l.v, *m = scratch + l.m, *tile = scratch + l.tile;
+    wino_taps(wt, w, ic, oc);
+    wino_kernels(u, wt, ic, oc, &W);
+    size_t co = (size_t)ic * oc;
+    for (int n0 = 0; n0 < nb; n0 += P->items) {
+        int cnt = nb - n0 < P->items ? nb - n0 : P->items;
+        size_t T = (size_t)cnt * P->th * P->tw;
+        wino_inputs(v, x, n0, cnt, h, wd, ic, &W, tile);
+        for (int k = 0; k < P->classes; k++) {
+            size_t s0 = (size_t)W.group_start[k];
+            GEMM(ROWMAJOR, NT, NT, (int)(W.group_n[k] * T), oc, ic, 1, v + s0 * T * ic, ic, u + k * co, oc, 0,
+                 m + s0 * T * oc, oc);
+        }
+        wino_outputs(y, m, b, relu, n0, cnt, oh, ow, oc, &W, tile);
+    }
+}
+
+static void wino_backward(real *dx, real *dw, real *db, const real *dy, const real *x, const real *w,
+                          const real *y, int nb, int ic, int oc, int h, int wd, real *scratch)
+{
+    int oh = ops_conv_out_len(h), ow = ops_conv_out_len(wd);
+    wino W;
+    wino_make(&W, oh, ow);
+    const wino_plan *P = &W.plan;
+    wino_layout l = wino_layout_make(P, ic, oc, 1);
+    real *u = scratch + l.u, *du = scratch + l.du, *wt = scratch + l.wt, *v = scratch + l.v, *dm = scratch + l.m,
+         *tile = scratch + l.tile;
+    size_t co = (size_t)ic * oc;
+    if (dx) {
+        wino_taps(wt, w, ic, oc);
+        wino_kernels(u, wt, ic, oc, &W);
+    }
+    if (dw) memset(du, 0, (size_t)P->classes * co * sizeof(real));
+    for (int n0 = 0; n0 < nb; n0 += P->items) {
+        int cnt = nb - n0 < P->items ? nb - n0 : P->items;
+        size_t T = (size_t)cnt * P->th * P->tw;
+        wino_grad_outputs(dm, db, dy, y, n0, cnt, oh, ow, oc, &W, tile);
+        if (dw) {
+            wino_inputs(v, x, n0, cnt, h, wd, ic, &W, tile);
+            for (int k = 0; k < P->classes; k++) {
+                size_t s0 = (size_t)W.group_start[k];
+                GEMM(ROWMAJOR, TR, NT, ic, oc, (int)(W.group_n[k] * T), 1, v + s0 * T * ic, ic, dm + s0 * T * oc, oc, 1,
+                     du + k * co, oc);
+            }
+        }
+        if (dx) { /* dV overwrites V: the weight gradient above has used it */
+            for (int k = 0; k < P->classes; k++) {
+                size_t s0 = (size_t)W.group_start[k];
+                GEMM(ROWMAJOR, NT, TR, (int)(W.group_n[k] * T), ic, oc, 1, dm + s0 * T * oc, oc, u + k * co, oc, 0,
+                     v + s0 * T * ic, ic);
+            }
+            wino_grad_inputs(dx, v, n0, cnt, h, wd, ic, &W, tile);
+        }
+    }
+    if (dw) wino_kernels_grad(dw, du, wt, ic, oc, &W);
+}

@@ -1,0 +1,134 @@
+#include "core/config/config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/config/config_compose.h"
+#include "core/config/config_interp.h"
+#include "core/config/config_schema.h"
+#include "core/base/fsio.h"
+
+static const char *const kind_names[CONFIG_KIND_COUNT] = {"training", "inference", "metrics"};
+
+const char *config_kind_name(config_kind kind) { return kind_names[kind]; }
+
+const char *config_kind_option(config_kind kind)
+{
+    static const char *const opts[CONFIG_KIND_COUNT] = {"--training_config", "--inference_config", "--metrics_config"};
+    return opts[kind];
+}
+
+/* libcyaml reports through a log callback; keep its last error line for the internal-error report. */
+static char cyaml_last[512];
+static void cyaml_log_capture(cyaml_log_t level, void *ctx, const char *fmt, va_list args)
+{
+    (void)ctx;
+    if (level < CYAML_LOG_ERROR) return;
+    size_t used = strlen(cyaml_last);
+    if (used >= sizeof cyaml_last - 1) used = 0;
+    vsnprintf(cyaml_last + used, sizeof cyaml_last - used, fmt, args);
+}
+
+static const cyaml_config_t cyaml_cfg = {
+    .log_fn = cyaml_log_capture,
+    .log_level = CYAML_LOG_ERROR,
+    .mem_fn = cyaml_mem,
+    .flags = CYAML_CFG_DEFAULT,
+};
+
+/* The template for kind in opts->template_dir, or NULL (with a warning when warn is set). */
+static char *template_path_for(config_kind kind, const char *path, const config_load_opts *opts, int warn)
+{
+    if (!opts || !opts->template_dir) return NULL;
+    char *name = xasprintf("%s.yaml", kind_names[kind]);
+    char *template_path = path_join(opts->template_dir, name);
+    free(name);
+    if (path_exists(template_path)) return template_path;
+    /* Without it, keys the template provides (seed, exp_dir, ...) are missing: say why. */
+    if (warn)
+        log_warn("no template %s: %s is used as written (keys such as seed must be in it; "
+                 "--template_dir points at the repository's conf/)", template_path, path);
+    free(template_path);
+    return NULL;
+}
+
+int config_key_depth(config_kind kind, const char *path, const config_load_opts *opts, const char *key_path,
+                     int *depth, esp_err *err)
+{
+    *depth = 0;
+    if (!path_exists(path))
+        return esp_fail(err, "%s: config file not found (check %s)", path, config_kind_option(kind));
+    char *template_path = template_path_for(kind, path, opts, 0);
+    ynode *tree = config_compose(path, template_path, NULL, 0, err);
+    free(template_path);
+    if (!tree) return -1;
+    const ynode *cur = tree;
+    for (const char *p = key_path; cur && *p;) {
+        size_t n = strcspn(p, ".");
+        char *part = xstrndup(p, n);
+        cur = cur->kind == YN_MAP ? yt_map_get(cur, part) : NULL;
+        free(part);
+        if (cur) ++*depth;
+        p += n + (p[n] == '.');
+    }
+    yt_free(tree);
+    return 0;
+}
+
+int config_load(config_kind kind, const char *path, const config_load_opts *opts, esp_config **out, esp_err *err)
+{
+    *out = NULL;
+    if (!path_exists(path))
+        return esp_fail(err, "%s: config file not found (check %s)", path, config_kind_option(kind));
+    char *template_path = template_path_for(kind, path, opts, 1);
+    ynode *tree = config_compose(path, template_path, opts ? opts->overrides : NULL, opts ? opts->n_overrides : 0, err);
+    free(template_path);
+    if (!tree) return -1;
+    char *stem = path_stem(path);
+    interp_opts io = {.self_name = stem};
+    int rc = config_interpolate(tree, &io, err);
+    free(stem);
+    if (rc == 0) rc = config_validate(kind, tree, err);
+    if (rc != 0) {
+        yt_free(tree);
+        return -1;
+    }
+    /* The validated tree has exactly the schema's shape, so libcyaml must accept it. */
+    size_t len;
+    char *yaml = yt_emit(tree, &len);
+    void *typed = NULL;
+    cyaml_last[0] = '\0';
+    cyaml_err_t cerr = cyaml_load_data((const uint8_t *)yaml, len, &cyaml_cfg, config_schema(kind), (cyaml_data_t **)&typed, NULL);
+    free(yaml);
+    if (cerr != CYAML_OK) {
+        fprintf(stderr, "espnet3: internal error: libcyaml rejected a validated %s config: %s: %s\n", kind_names[kind],
+                cyaml_strerror(cerr), cyaml_last);
+        ESP_CHECK(cerr == CYAML_OK);
+    }
+    esp_config *cfg = xcalloc(1, sizeof *cfg);
+    cfg->kind = kind;
+    cfg->path = xstrdup(path);
+    cfg->tree = tree;
+    cfg->typed = typed;
+    *out = cfg;
+    return 0;
+}
+
+void config_free(esp_config *cfg)
+{
+    if (!cfg) return;
+    if (cfg->typed) cyaml_free(&cyaml_cfg, config_schema(cfg->kind), cfg->typed, 0);
+    yt_free(cfg->tree);
+    free(cfg->path);
+    free(cfg);
+}
+
+int config_write_resolved(const esp_config *cfg, const char *path, esp_err *err)
+{
+    size_t len;
+    char *yaml = yt_emit_config(cfg->tree, &len);
+    int rc = atomic_write_file(path, yaml, len, err);
+    free(yaml);
+    return rc;
+}

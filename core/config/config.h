@@ -1,0 +1,52 @@
+/* The config system: YAML files -> composition (defaults lists, template, CLI overrides) ->
+ * interpolation -> validation against the libcyaml schemas -> typed structs. */
+#ifndef ESPNET3_CONFIG_H
+#define ESPNET3_CONFIG_H
+
+#include "core/config/config_types.h"
+#include "core/base/log.h"
+#include "core/config/yamltree.h"
+
+typedef enum config_kind { CONFIG_TRAINING, CONFIG_INFERENCE, CONFIG_METRICS, CONFIG_KIND_COUNT } config_kind;
+
+/* One loaded config: its resolved tree and its typed view. */
+typedef struct esp_config {
+    config_kind kind;
+    char *path;          /* the file given on the command line */
+    ynode *tree;         /* composed and resolved */
+    void *typed;         /* training_cfg* etc., owned by libcyaml */
+} esp_config;
+
+/* Everything the command line loaded; entries are NULL when that option was not given. */
+typedef struct esp_configs {
+    esp_config *training;
+    esp_config *inference;
+    esp_config *metrics;
+} esp_configs;
+
+static inline const training_cfg *training_of(const esp_configs *c)
+{
+    return c->training ? (const training_cfg *)c->training->typed : NULL;
+}
+
+/* Loading options (everything the CLI hands over). */
+typedef struct config_load_opts {
+    const char *template_dir;    /* conf/ with training.yaml, inference.yaml, metrics.yaml templates */
+    const char **overrides;      /* key.path=value strings from the command line */
+    int n_overrides;
+} config_load_opts;
+
+int config_load(config_kind kind, const char *path, const config_load_opts *opts, esp_config **out,
+                esp_err *err);
+/* How many leading parts of key_path (a.b.c) the file composed over its template has (no
+ * overrides, no interpolation): the command line routes an override to the configs that know
+ * most of its key. */
+int config_key_depth(config_kind kind, const char *path, const config_load_opts *opts, const char *key_path,
+                     int *depth, esp_err *err);
+void config_free(esp_config *cfg);
+/* Writes the resolved config as YAML (atomically). */
+int config_write_resolved(const esp_config *cfg, const char *path, esp_err *err);
+const char *config_kind_name(config_kind kind);
+const char *config_kind_option(config_kind kind); /* --training_config etc. */
+
+#endif

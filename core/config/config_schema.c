@@ -1,0 +1,743 @@
+#include "core/config/config_schema.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- libcyaml schemas ------------------------------------------------------------------ */
+
+#define OPT (CYAML_FLAG_OPTIONAL)
+#define OPT_PTR (CYAML_FLAG_OPTIONAL | CYAML_FLAG_POINTER)
+#define STR(key, type, member) CYAML_FIELD_STRING_PTR(key, OPT_PTR, type, member, 0, CYAML_UNLIMITED)
+#define INT(key, type, member) CYAML_FIELD_INT(key, OPT, type, member)
+#define FLT(key, type, member) CYAML_FIELD_FLOAT(key, OPT, type, member)
+#define BOOL(key, type, member) CYAML_FIELD_BOOL(key, OPT, type, member)
+#define MAP(key, type, member, fields) CYAML_FIELD_MAPPING_PTR(key, OPT_PTR, type, member, fields)
+#define SEQ(key, type, member, entry) \
+    CYAML_FIELD_SEQUENCE_COUNT(key, OPT_PTR, type, member, n_##member, entry, 0, CYAML_UNLIMITED)
+#define PAIR(key, type, member, entry) CYAML_FIELD_SEQUENCE_COUNT(key, OPT_PTR, type, member, n_##member, entry, 2, 2)
+#define IGNORED(key) CYAML_FIELD_IGNORE(key, OPT)
+
+static const cyaml_schema_value_t string_entry = {CYAML_VALUE_STRING(CYAML_FLAG_POINTER, char, 0, CYAML_UNLIMITED)};
+static const cyaml_schema_value_t int_entry = {CYAML_VALUE_INT(CYAML_FLAG_DEFAULT, int64_t)};
+static const cyaml_schema_value_t float_entry = {CYAML_VALUE_FLOAT(CYAML_FLAG_DEFAULT, double)};
+
+static const cyaml_schema_field_t create_dataset_fields[] = {
+    STR("func", create_dataset_cfg, func),
+    STR("dataset_dir", create_dataset_cfg, dataset_dir),
+    STR("recipe_dir", create_dataset_cfg, recipe_dir),
+    STR("synthesizer", create_dataset_cfg, synthesizer),
+    STR("text_source", create_dataset_cfg, text_source),
+    INT("seed", create_dataset_cfg, seed),
+    INT("num_train", create_dataset_cfg, num_train),
+    INT("num_valid", create_dataset_cfg, num_valid),
+    INT("num_test", create_dataset_cfg, num_test),
+    SEQ("train_voices", create_dataset_cfg, train_voices, &string_entry),
+    SEQ("test_voices", create_dataset_cfg, test_voices, &string_entry),
+    SEQ("train_variants", create_dataset_cfg, train_variants, &string_entry),
+    SEQ("test_variants", create_dataset_cfg, test_variants, &string_entry),
+    PAIR("speed_range", create_dataset_cfg, speed_range, &int_entry),
+    PAIR("pitch_range", create_dataset_cfg, pitch_range, &int_entry),
+    INT("min_words", create_dataset_cfg, min_words),
+    INT("max_words", create_dataset_cfg, max_words),
+    INT("fs", create_dataset_cfg, fs),
+    INT("nj", create_dataset_cfg, nj),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t tokenizer_fields[] = {
+    STR("model_type", tokenizer_cfg, model_type),
+    INT("vocab_size", tokenizer_cfg, vocab_size),
+    FLT("character_coverage", tokenizer_cfg, character_coverage),
+    STR("save_path", tokenizer_cfg, save_path),
+    STR("text", tokenizer_cfg, text),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t logger_fields[] = {
+    STR("_target_", logger_cfg, target),
+    STR("save_dir", logger_cfg, save_dir),
+    STR("name", logger_cfg, name),
+    STR("project", logger_cfg, project),
+    CYAML_FIELD_END};
+static const cyaml_schema_value_t logger_entry = {CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, logger_cfg, logger_fields)};
+
+static const cyaml_schema_field_t trainer_fields[] = {
+    STR("accelerator", trainer_cfg, accelerator),
+    INT("devices", trainer_cfg, devices),
+    INT("num_nodes", trainer_cfg, num_nodes),
+    STR("strategy", trainer_cfg, strategy),
+    STR("precision", trainer_cfg, precision),
+    FLT("gradient_clip_val", trainer_cfg, gradient_clip_val),
+    STR("gradient_clip_algorithm", trainer_cfg, gradient_clip_algorithm),
+    INT("accumulate_grad_batches", trainer_cfg, accumulate_grad_batches),
+    INT("max_epochs", trainer_cfg, max_epochs),
+    INT("max_steps", trainer_cfg, max_steps),
+    INT("log_every_n_steps", trainer_cfg, log_every_n_steps),
+    INT("check_val_every_n_epoch", trainer_cfg, check_val_every_n_epoch),
+    FLT("limit_train_batches", trainer_cfg, limit_train_batches),
+    FLT("limit_val_batches", trainer_cfg, limit_val_batches),
+    FLT("val_check_interval", trainer_cfg, val_check_interval),
+    INT("num_sanity_val_steps", trainer_cfg, num_sanity_val_steps),
+    BOOL("deterministic", trainer_cfg, deterministic),
+    BOOL("enable_progress_bar", trainer_cfg, enable_progress_bar),
+    SEQ("logger", trainer_cfg, logger, &logger_entry),
+    FLT("dist_timeout", trainer_cfg, dist_timeout),
+    BOOL("per_rank_logs", trainer_cfg, per_rank_logs),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t slurm_options_fields[] = {
+    STR("account", slurm_options_cfg, account),
+    STR("queue", slurm_options_cfg, queue),
+    INT("cores", slurm_options_cfg, cores),
+    INT("processes", slurm_options_cfg, processes),
+    STR("memory", slurm_options_cfg, memory),
+    STR("walltime", slurm_options_cfg, walltime),
+    INT("death_timeout", slurm_options_cfg, death_timeout),
+    STR("log_directory", slurm_options_cfg, log_directory),
+    SEQ("job_extra_directives", slurm_options_cfg, job_extra_directives, &string_entry),
+    SEQ("job_script_prologue", slurm_options_cfg, job_script_prologue, &string_entry),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t parallel_fields[] = {
+    STR("env", parallel_cfg, env),
+    INT("n_workers", parallel_cfg, n_workers),
+    BOOL("async_mode", parallel_cfg, async_mode),
+    MAP("options", parallel_cfg, options, slurm_options_fields),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t batches_fields[] = {
+    STR("type", batches_cfg, type),
+    SEQ("shape_files", batches_cfg, shape_files, &string_entry),
+    INT("batch_size", batches_cfg, batch_size),
+    INT("batch_bins", batches_cfg, batch_bins),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t collate_fields[] = {
+    STR("_target_", collate_cfg, target),
+    INT("int_pad_value", collate_cfg, int_pad_value),
+    FLT("float_pad_value", collate_cfg, float_pad_value),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t iter_factory_fields[] = {
+    STR("_target_", iter_factory_cfg, target),
+    BOOL("shuffle", iter_factory_cfg, shuffle),
+    INT("num_workers", iter_factory_cfg, num_workers),
+    MAP("collate_fn", iter_factory_cfg, collate_fn, collate_fields),
+    MAP("batches", iter_factory_cfg, batches, batches_fields),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t loader_split_fields[] = {
+    BOOL("multiple_iterator", loader_split_cfg, multiple_iterator),
+    INT("num_shards", loader_split_cfg, num_shards),
+    INT("total_shards", loader_split_cfg, total_shards),
+    INT("dist_world_size", loader_split_cfg, dist_world_size),
+    MAP("iter_factory", loader_split_cfg, iter_factory, iter_factory_fields),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t dataloader_fields[] = {
+    MAP("collate_fn", dataloader_cfg, collate_fn, collate_fields),
+    MAP("train", dataloader_cfg, train, loader_split_fields),
+    MAP("valid", dataloader_cfg, valid, loader_split_fields),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t frontend_conf_fields[] = {
+    INT("fs", frontend_conf_cfg, fs),
+    INT("n_fft", frontend_conf_cfg, n_fft),
+    INT("win_length", frontend_conf_cfg, win_length),
+    INT("hop_length", frontend_conf_cfg, hop_length),
+    INT("n_mels", frontend_conf_cfg, n_mels),
+    FLT("fmin", frontend_conf_cfg, fmin),
+    FLT("fmax", frontend_conf_cfg, fmax),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t specaug_conf_fields[] = {
+    BOOL("apply_time_warp", specaug_conf_cfg, apply_time_warp),
+    INT("time_warp_window", specaug_conf_cfg, time_warp_window),
+    STR("time_warp_mode", specaug_conf_cfg, time_warp_mode),
+    BOOL("apply_freq_mask", specaug_conf_cfg, apply_freq_mask),
+    PAIR("freq_mask_width_range", specaug_conf_cfg, freq_mask_width_range, &int_entry),
+    INT("num_freq_mask", specaug_conf_cfg, num_freq_mask),
+    BOOL("apply_time_mask", specaug_conf_cfg, apply_time_mask),
+    PAIR("time_mask_width_range", specaug_conf_cfg, time_mask_width_range, &int_entry),
+    PAIR("time_mask_width_ratio_range", specaug_conf_cfg, time_mask_width_ratio_range, &float_entry),
+    INT("num_time_mask", specaug_conf_cfg, num_time_mask),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t normalize_conf_fields[] = {
+    STR("stats_file", normalize_conf_cfg, stats_file),
+    BOOL("norm_means", normalize_conf_cfg, norm_means),
+    BOOL("norm_vars", normalize_conf_cfg, norm_vars),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t encoder_conf_fields[] = {
+    INT("output_size", encoder_conf_cfg, output_size),
+    INT("attention_heads", encoder_conf_cfg, attention_heads),
+    INT("linear_units", encoder_conf_cfg, linear_units),
+    INT("num_blocks", encoder_conf_cfg, num_blocks),
+    FLT("dropout_rate", encoder_conf_cfg, dropout_rate),
+    FLT("positional_dropout_rate", encoder_conf_cfg, positional_dropout_rate),
+    FLT("attention_dropout_rate", encoder_conf_cfg, attention_dropout_rate),
+    STR("input_layer", encoder_conf_cfg, input_layer),
+    BOOL("normalize_before", encoder_conf_cfg, normalize_before),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t ctc_conf_fields[] = {
+    FLT("dropout_rate", ctc_conf_cfg, dropout_rate),
+    BOOL("reduce", ctc_conf_cfg, reduce),
+    BOOL("ignore_nan_grad", ctc_conf_cfg, ignore_nan_grad),
+    BOOL("zero_infinity", ctc_conf_cfg, zero_infinity),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t model_conf_fields[] = {
+    FLT("ctc_weight", model_conf_cfg, ctc_weight),
+    FLT("lsm_weight", model_conf_cfg, lsm_weight),
+    BOOL("length_normalized_loss", model_conf_cfg, length_normalized_loss),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t model_fields[] = {
+    STR("_target_", model_cfg, target),
+    INT("vocab_size", model_cfg, vocab_size),
+    STR("token_list", model_cfg, token_list),
+    STR("frontend", model_cfg, frontend),
+    MAP("frontend_conf", model_cfg, frontend_conf, frontend_conf_fields),
+    STR("specaug", model_cfg, specaug),
+    MAP("specaug_conf", model_cfg, specaug_conf, specaug_conf_fields),
+    STR("normalize", model_cfg, normalize),
+    MAP("normalize_conf", model_cfg, normalize_conf, normalize_conf_fields),
+    STR("encoder", model_cfg, encoder),
+    MAP("encoder_conf", model_cfg, encoder_conf, encoder_conf_fields),
+    MAP("ctc_conf", model_cfg, ctc_conf, ctc_conf_fields),
+    MAP("model_conf", model_cfg, model_conf, model_conf_fields),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t optimizer_fields[] = {
+    STR("_target_", optimizer_cfg, target),
+    FLT("lr", optimizer_cfg, lr),
+    PAIR("betas", optimizer_cfg, betas, &float_entry),
+    FLT("eps", optimizer_cfg, eps),
+    FLT("weight_decay", optimizer_cfg, weight_decay),
+    BOOL("amsgrad", optimizer_cfg, amsgrad),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t scheduler_fields[] = {
+    STR("_target_", scheduler_cfg, target),
+    INT("warmup_steps", scheduler_cfg, warmup_steps),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t criterion_fields[] = {
+    STR("monitor", criterion_cfg, monitor),
+    INT("nbest", criterion_cfg, nbest),
+    STR("mode", criterion_cfg, mode),
+    CYAML_FIELD_END};
+static const cyaml_schema_value_t criterion_entry = {CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, criterion_cfg, criterion_fields)};
+
+static const cyaml_schema_field_t training_fields[] = {
+    INT("num_device", training_cfg, num_device),
+    INT("num_nodes", training_cfg, num_nodes),
+    STR("task", training_cfg, task),
+    STR("recipe_dir", training_cfg, recipe_dir),
+    STR("data_dir", training_cfg, data_dir),
+    STR("dataset_dir", training_cfg, dataset_dir),
+    STR("exp_tag", training_cfg, exp_tag),
+    STR("exp_dir", training_cfg, exp_dir),
+    STR("stats_dir", training_cfg, stats_dir),
+    STR("inference_dir", training_cfg, inference_dir),
+    INT("seed", training_cfg, seed),
+    STR("init", training_cfg, init),
+    MAP("create_dataset", training_cfg, create_dataset, create_dataset_fields),
+    IGNORED("dataset"),
+    MAP("tokenizer", training_cfg, tokenizer, tokenizer_fields),
+    MAP("trainer", training_cfg, trainer, trainer_fields),
+    MAP("parallel", training_cfg, parallel, parallel_fields),
+    MAP("dataloader", training_cfg, dataloader, dataloader_fields),
+    MAP("model", training_cfg, model, model_fields),
+    MAP("optimizer", training_cfg, optimizer, optimizer_fields),
+    MAP("scheduler", training_cfg, scheduler, scheduler_fields),
+    STR("scheduler_interval", training_cfg, scheduler_interval),
+    SEQ("best_model_criterion", training_cfg, best_model_criterion, &criterion_entry),
+    IGNORED("fit"),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t target_fields[] = {
+    STR("_target_", target_cfg, target),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t infer_model_fields[] = {
+    STR("_target_", infer_model_cfg, target),
+    STR("asr_train_config", infer_model_cfg, asr_train_config),
+    STR("asr_model_file", infer_model_cfg, asr_model_file),
+    STR("device", infer_model_cfg, device),
+    INT("beam_size", infer_model_cfg, beam_size),
+    FLT("penalty", infer_model_cfg, penalty),
+    FLT("ctc_weight", infer_model_cfg, ctc_weight),
+    FLT("lm_weight", infer_model_cfg, lm_weight),
+    INT("nbest", infer_model_cfg, nbest),
+    INT("batch_size", infer_model_cfg, batch_size),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t inference_fields[] = {
+    STR("recipe_dir", inference_cfg, recipe_dir),
+    STR("data_dir", inference_cfg, data_dir),
+    STR("dataset_dir", inference_cfg, dataset_dir),
+    STR("exp_tag", inference_cfg, exp_tag),
+    STR("exp_dir", inference_cfg, exp_dir),
+    STR("stats_dir", inference_cfg, stats_dir),
+    STR("inference_dir", inference_cfg, inference_dir),
+    SEQ("test_sets", inference_cfg, test_sets, &string_entry),
+    IGNORED("dataset"),
+    MAP("model", inference_cfg, model, infer_model_fields),
+    STR("input_key", inference_cfg, input_key),
+    STR("output_fn", inference_cfg, output_fn),
+    MAP("provider", inference_cfg, provider, target_fields),
+    MAP("runner", inference_cfg, runner, target_fields),
+    MAP("parallel", inference_cfg, parallel, parallel_fields),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t metric_fields[] = {
+    STR("_target_", metric_cfg, target),
+    STR("ref_key", metric_cfg, ref_key),
+    STR("hyp_key", metric_cfg, hyp_key),
+    CYAML_FIELD_END};
+static const cyaml_schema_value_t metric_entry = {CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, metric_cfg, metric_fields)};
+
+static const cyaml_schema_field_t metrics_fields[] = {
+    STR("recipe_dir", metrics_cfg, recipe_dir),
+    STR("data_dir", metrics_cfg, data_dir),
+    STR("dataset_dir", metrics_cfg, dataset_dir),
+    STR("exp_tag", metrics_cfg, exp_tag),
+    STR("exp_dir", metrics_cfg, exp_dir),
+    STR("stats_dir", metrics_cfg, stats_dir),
+    STR("decode_dir", metrics_cfg, decode_dir),
+    STR("inference_dir", metrics_cfg, inference_dir),
+    SEQ("test_sets", metrics_cfg, test_sets, &string_entry),
+    IGNORED("dataset"),
+    SEQ("metrics", metrics_cfg, metrics, &metric_entry),
+    MAP("parallel", metrics_cfg, parallel, parallel_fields),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_value_t top_schemas[CONFIG_KIND_COUNT] = {
+    {CYAML_VALUE_MAPPING(CYAML_FLAG_POINTER, training_cfg, training_fields)},
+    {CYAML_VALUE_MAPPING(CYAML_FLAG_POINTER, inference_cfg, inference_fields)},
+    {CYAML_VALUE_MAPPING(CYAML_FLAG_POINTER, metrics_cfg, metrics_fields)},
+};
+
+const cyaml_schema_value_t *config_schema(config_kind kind) { return &top_schemas[kind]; }
+
+/* ---- rules beyond types ---------------------------------------------------------------- */
+
+/* Paths use '*' for one component and "[]" for a list item. */
+typedef struct allowed_rule {
+    const char *path;
+    const char *values; /* '|' separated */
+} allowed_rule;
+
+static const allowed_rule allowed_rules[] = {
+    {"trainer.accelerator", "auto|cpu|gpu|cuda"},
+    {"trainer.strategy", "auto|ddp|ddp_find_unused_parameters_true|fsdp"},
+    {"trainer.precision", "32|32-true|16-mixed|bf16-mixed"},
+    {"trainer.gradient_clip_algorithm", "norm"},
+    {"parallel.env", "local|local_gpu|slurm"},
+    {"dataloader.*.iter_factory.batches.type", "numel|length|sorted|unsorted"},
+    {"scheduler_interval", "step|epoch"},
+    {"best_model_criterion[].mode", "min|max"},
+    {"tokenizer.model_type", "char|bpe|unigram|word"},
+    {"init", "xavier_uniform|xavier_normal|kaiming_uniform|kaiming_normal|chainer"},
+    {"create_dataset.synthesizer", "espeak-ng|flite"},
+    {"model.frontend", "default"},
+    {"model.specaug", "specaug"},
+    {"model.normalize", "global_mvn|utterance_mvn"},
+    {"model.encoder", "transformer"},
+    {"model.encoder_conf.input_layer", "conv2d"},
+    {"model.specaug_conf.time_warp_mode", "bicubic|bilinear|linear"},
+};
+
+const target_entry target_registry[] = {
+    {"optimizer", "torch.optim.Adam", "Adam"},
+    {"optimizer", "torch.optim.AdamW", "AdamW"},
+    {"scheduler", "espnet2.schedulers.warmup_lr.WarmupLR", "WarmupLR"},
+    {"trainer.logger[]", "lightning.pytorch.loggers.TensorBoardLogger", "TensorBoard event files"},
+    {"trainer.logger[]", "pytorch_lightning.loggers.TensorBoardLogger", "TensorBoard event files"},
+    {"trainer.logger[]", "lightning.pytorch.loggers.CSVLogger", "CSV metrics"},
+    {"dataloader.*.iter_factory", "espnet2.iterators.sequence_iter_factory.SequenceIterFactory", "sequence batches"},
+    {"dataloader.collate_fn", "espnet2.train.collate_fn.CommonCollateFn", "padding collate"},
+    {"dataloader.*.iter_factory.collate_fn", "espnet2.train.collate_fn.CommonCollateFn", "padding collate"},
+    {"model", "espnet2.asr.espnet_model.ESPnetASRModel", "CTC ASR model"},
+    {"model", "espnet2.bin.asr_inference.Speech2Text", "CTC decoding"},
+    {"provider", "espnet3.systems.base.inference_provider.InferenceProvider", "inference provider"},
+    {"runner", "espnet3.systems.base.inference_runner.InferenceRunner", "inference runner"},
+    {"metrics[]", "espnet3.systems.asr.metrics.wer.WER", "WER"},
+    {"metrics[]", "espnet3.systems.asr.metrics.cer.CER", "CER"},
+    {NULL, NULL, NULL},
+};
+
+/* ESPnet3 / Lightning / ESPnet2 keys we accept but do not implement: one warning each. */
+static const char *const unimplemented_keys[] = {
+    "trainer.sync_batchnorm", "trainer.benchmark", "trainer.profiler", "trainer.callbacks",
+    "trainer.enable_checkpointing", "trainer.enable_model_summary", "trainer.default_root_dir",
+    "trainer.fast_dev_run", "trainer.min_epochs", "trainer.min_steps", "trainer.max_time",
+    "trainer.overfit_batches", "trainer.reload_dataloaders_every_n_epochs", "trainer.use_distributed_sampler",
+    "trainer.detect_anomaly", "trainer.barebones", "trainer.plugins", "trainer.inference_mode",
+    "trainer.limit_test_batches", "trainer.limit_predict_batches", "trainer.log_every_n_steps_val",
+    "trainer.logger[].version", "trainer.logger[].log_graph", "trainer.logger[].default_hp_metric",
+    "trainer.logger[].prefix", "trainer.logger[].entity", "trainer.logger[].tags",
+    "parallel.options.interface", "parallel.options.local_directory", "parallel.options.scheduler_options",
+    "parallel.options.worker_extra_args", "parallel.options.python", "parallel.options.shebang",
+    "parallel.options.job_directives_skip", "parallel.options.job_cpu", "parallel.options.job_mem",
+    "parallel.options.name", "parallel.options.nanny", "parallel.options.silence_logs",
+    "parallel.options.env_extra", "parallel.options.job_name",
+    "dataloader.*.iter_factory.num_iters_per_epoch", "dataloader.*.iter_factory.pin_memory",
+    "dataloader.*.iter_factory.persistent_workers", "dataloader.*.iter_factory.seed",
+    "dataloader.*.iter_factory.batches.fold_lengths", "dataloader.*.iter_factory.batches.min_batch_size",
+    "dataloader.*.iter_factory.batches.drop_last", "dataloader.*.iter_factory.batches.padding",
+    "dataloader.*.iter_factory.batches.sort_in_batch", "dataloader.*.iter_factory.batches.sort_batch",
+    "dataset.preprocessor",
+    "model.decoder", "model.decoder_conf", "model.preencoder", "model.preencoder_conf", "model.postencoder",
+    "model.postencoder_conf", "model.joint_net_conf", "model.aux_ctc", "model.extract_feats_in_collect_stats",
+    "model.model_conf.report_cer", "model.model_conf.report_wer", "model.model_conf.sym_space",
+    "model.model_conf.sym_blank", "model.model_conf.ignore_id", "model.model_conf.interctc_weight",
+    "model.model_conf.transducer_multi_blank_durations", "model.model_conf.sym_sos", "model.model_conf.sym_eos",
+    "model.frontend_conf.window", "model.frontend_conf.center", "model.frontend_conf.normalized",
+    "model.frontend_conf.onesided", "model.frontend_conf.htk", "model.frontend_conf.apply_stft",
+    "model.frontend_conf.frontend_conf",
+    "model.encoder_conf.pos_enc_class", "model.encoder_conf.positionwise_layer_type",
+    "model.encoder_conf.positionwise_conv_kernel_size", "model.encoder_conf.concat_after",
+    "model.encoder_conf.padding_idx", "model.encoder_conf.interctc_layer_idx",
+    "model.encoder_conf.interctc_use_conditioning", "model.encoder_conf.layer_drop_rate",
+    "model.encoder_conf.qk_norm", "model.encoder_conf.use_flash_attn",
+    "model.ctc_conf.ctc_type", "model.ctc_conf.brctc_risk_strategy", "model.ctc_conf.brctc_group_strategy",
+    "model.ctc_conf.brctc_risk_factor",
+    "model.specaug_conf.replace_with_zero",
+    "optimizer.foreach", "optimizer.maximize", "optimizer.capturable", "optimizer.differentiable",
+    "optimizer.fused",
+    "tokenizer.text_builder", "tokenizer.user_defined_symbols", "tokenizer.input_sentence_size", "tokenizer.shuffle_input_sentence",
+    "tokenizer.split_digits", "tokenizer.byte_fallback",
+    "model.maxlenratio", "model.minlenratio", "model.lm_train_config", "model.lm_file", "model.ngram_weight",
+    "model.ngram_file", "model.ngram_scorer", "model.token_type", "model.bpemodel", "model.quantize_asr_model",
+    "model.dtype", "model.normalize_length", "model.streaming",
+    "optimizers", "schedulers", "upload", "hf_repo", "git_info", "log_level", "write_requirements",
+    NULL,
+};
+
+/* Matches a rule path against a concrete schema path ('*' stands for one component). */
+static int path_match(const char *pat, const char *path)
+{
+    while (*pat && *path) {
+        if (*pat == '*') {
+            pat++;
+            while (*path && *path != '.' && *path != '[') path++;
+            continue;
+        }
+        if (*pat != *path) return 0;
+        pat++, path++;
+    }
+    return !*pat && !*path;
+}
+
+const target_entry *target_lookup(const char *section, const char *name)
+{
+    for (const target_entry *t = target_registry; t->section; t++)
+        if (path_match(t->section, section) && !strcmp(t->name, name)) return t;
+    return NULL;
+}
+
+int str_edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    int *row = xmalloc((lb + 1) * sizeof *row);
+    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j];
+            int best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    int d = row[lb];
+    free(row);
+    return d;
+}
+
+/* ---- the walk ---------------------------------------------------------------------------- */
+
+typedef struct walker {
+    esp_err *err;
+} walker;
+
+static int fail_node(walker *w, const ynode *n, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail_node(walker *w, const ynode *n, const char *path, const char *fmt, ...)
+{
+    char where[512], via[600] = "", what[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (n->via.line) {
+        char vm[512];
+        snprintf(via, sizeof via, " (via the interpolation at %s)", ymark_str(n->via, vm, sizeof vm));
+    }
+    return esp_fail(w->err, "%s: %s: %s%s", ymark_str(n->mark, where, sizeof where), path, what, via);
+}
+
+/* Printable form of a path: schema "[]" becomes the concrete index. */
+static char *join_path(const char *parent, const char *key)
+{
+    return *parent ? xasprintf("%s.%s", parent, key) : xstrdup(key);
+}
+
+static const char *scalar_text(const ynode *n) { return n->kind == YN_SCALAR ? n->str : "..."; }
+
+static int check_allowed(walker *w, const ynode *n, const char *schema_path, const char *path)
+{
+    for (size_t i = 0; i < sizeof allowed_rules / sizeof *allowed_rules; i++) {
+        if (!path_match(allowed_rules[i].path, schema_path)) continue;
+        const char *vals = allowed_rules[i].values;
+        size_t len = strlen(n->str);
+        for (const char *p = vals; *p;) {
+            const char *bar = strchr(p, '|');
+            size_t l = bar ? (size_t)(bar - p) : strlen(p);
+            if (l == len && !strncmp(p, n->str, l)) return 0;
+            p += l + (bar ? 1 : 0);
+        }
+        char list[512];
+        size_t used = 0;
+        for (const char *c = vals; *c && used + 3 < sizeof list; c++) {
+            if (*c == '|') list[used++] = ',', list[used++] = ' ';
+            else list[used++] = *c;
+        }
+        list[used] = '\0';
+        return fail_node(w, n, path, "'%s' is not supported (supported: %s)", n->str, list);
+    }
+    return 0;
+}
+
+static int check_target(walker *w, const ynode *n, const char *section_schema_path, const char *path)
+{
+    if (target_lookup(section_schema_path, n->str)) return 0;
+    char list[1024];
+    size_t used = 0;
+    list[0] = '\0';
+    for (const target_entry *t = target_registry; t->section; t++)
+        if (path_match(t->section, section_schema_path) && used < sizeof list)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", t->name);
+    return fail_node(w, n, path, "unknown _target_ '%s' (supported: %s)", n->str, used ? list : "none here");
+}
+
+static int is_unimplemented(const char *schema_path)
+{
+    for (const char *const *k = unimplemented_keys; *k; k++)
+        if (path_match(*k, schema_path)) return 1;
+    return 0;
+}
+
+/* Closest known key under this mapping, or NULL. */
+static const char *suggest(const cyaml_schema_field_t *fields, const char *parent_schema, const char *key)
+{
+    const char *best = NULL;
+    int best_d = 1 << 30;
+    for (const cyaml_schema_field_t *f = fields; f->key; f++) {
+        int d = str_edit_distance(key, f->key);
+        if (d < best_d) best_d = d, best = f->key;
+    }
+    /* Unimplemented keys under the same parent are also real keys a user may have meant. */
+    size_t plen = strlen(parent_schema);
+    for (const char *const *k = unimplemented_keys; *k; k++) {
+        const char *tail = strrchr(*k, '.');
+        tail = tail ? tail + 1 : *k;
+        size_t head = (size_t)(tail - *k);
+        if (head ? !(head - 1 == plen && !strncmp(*k, parent_schema, plen)) : plen != 0) continue;
+        int d = str_edit_distance(key, tail);
+        if (d < best_d) best_d = d, best = tail;
+    }
+    int limit = (int)strlen(key) / 3;
+    if (limit < 2) limit = 2;
+    return best_d <= limit ? best : NULL;
+}
+
+static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *schema, const char *schema_path,
+                      const char *path);
+
+static int walk_mapping(walker *w, ynode *n, const cyaml_schema_field_t *fields, const char *schema_path,
+                        const char *path)
+{
+    if (n->kind != YN_MAP)
+        return fail_node(w, n, path, "expected a mapping of keys, got %s '%s'", yt_kind_name(n), scalar_text(n));
+    for (size_t i = 0; i < n->n;) {
+        const char *key = n->keys[i];
+        ynode *val = n->items[i];
+        char *sp = join_path(schema_path, key);
+        char *p = join_path(path, key);
+        const cyaml_schema_field_t *f = NULL;
+        for (const cyaml_schema_field_t *c = fields; c->key; c++)
+            if (!strcmp(c->key, key)) f = c;
+        int rc = 0, drop = 0;
+        if (!f) {
+            char where[512];
+            ymark km = n->key_marks[i];
+            if (is_unimplemented(sp)) {
+                log_warn("%s: %s: accepted for ESPnet3 compatibility but not implemented by espnet3; ignored",
+                         ymark_str(km, where, sizeof where), p);
+                drop = 1;
+            } else {
+                const char *s = suggest(fields, schema_path, key);
+                if (s) rc = esp_fail(w->err, "%s: %s: unknown key (did you mean %s?)", ymark_str(km, where, sizeof where), p, s);
+                else rc = esp_fail(w->err, "%s: %s: unknown key (see the README's config reference for the keys of %s)",
+                                   ymark_str(km, where, sizeof where), p, *path ? path : "the top level");
+            }
+        } else if (yt_is_null(val) && f->value.type != CYAML_IGNORE) {
+            drop = 1; /* an empty value leaves the field unset */
+        } else if (!strcmp(key, "_target_")) {
+            if (val->kind != YN_SCALAR) rc = fail_node(w, val, p, "_target_ must be a class name string");
+            else rc = check_target(w, val, schema_path, p);
+        } else if (f->value.type != CYAML_IGNORE) {
+            rc = walk_value(w, val, &f->value, sp, p);
+        } else if (!(val->kind != YN_SCALAR && val->n == 0)) {
+            /* Free-form ESPnet3 blocks (dataset:, fit:) are kept in config.yaml; say they are unused. */
+            char where[512];
+            log_warn("%s: %s: kept in the resolved config but not used by espnet3 (it reads "
+                     "${data_dir}/manifest/<split>.tsv and runs its own trainer)",
+                     ymark_str(n->key_marks[i], where, sizeof where), p);
+        }
+        free(sp);
+        free(p);
+        if (rc != 0) return -1;
+        if (drop) yt_map_remove(n, key);
+        else i++;
+    }
+    return 0;
+}
+
+/* ESPnet's `[monitor, nbest, mode]` triples become mappings for the schema. */
+static int expand_criterion(walker *w, ynode *n, const char *path)
+{
+    if (n->kind != YN_SEQ) return 0;
+    if (n->n != 3)
+        return fail_node(w, n, path, "expected [monitor, nbest, mode] such as [valid/loss, 3, min], got %zu items", n->n);
+    static const char *names[] = {"monitor", "nbest", "mode"};
+    ynode *m = yt_map(n->mark);
+    for (size_t i = 0; i < 3; i++) yt_map_set(m, names[i], n->items[i]->mark, yt_copy(n->items[i]));
+    for (size_t i = 0; i < n->n; i++) yt_free(n->items[i]);
+    free(n->items);
+    *n = *m;
+    free(m);
+    return 0;
+}
+
+static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *s, const char *schema_path, const char *path)
+{
+    int64_t iv;
+    double dv;
+    int bv;
+    switch (s->type) {
+    case CYAML_INT:
+    case CYAML_UINT:
+        if (!yt_as_int(n, &iv)) return fail_node(w, n, path, "expected an integer, got %s '%s'", yt_kind_name(n), scalar_text(n));
+        if (s->type == CYAML_UINT && iv < 0) return fail_node(w, n, path, "expected a non-negative integer, got %lld", (long long)iv);
+        /* Rewrite in plain decimal so libcyaml reads the value we validated (not "010" as octal). */
+        free(n->str);
+        n->str = xasprintf("%lld", (long long)iv);
+        return 0;
+    case CYAML_FLOAT:
+        if (!yt_as_float(n, &dv)) return fail_node(w, n, path, "expected a number, got %s '%s'", yt_kind_name(n), scalar_text(n));
+        if (!isfinite(dv)) return fail_node(w, n, path, "expected a finite number, got '%s'", n->str);
+        free(n->str);
+        n->str = xasprintf("%.17g", dv); /* libcyaml's strtod does not read "1_0" */
+        return 0;
+    case CYAML_BOOL:
+        if (!yt_as_bool(n, &bv)) return fail_node(w, n, path, "expected true or false, got %s '%s'", yt_kind_name(n), scalar_text(n));
+        /* libcyaml reads only true/false/yes/no/on/off spelled in lower case: normalise. */
+        free(n->str);
+        n->str = xstrdup(bv ? "true" : "false");
+        return 0;
+    case CYAML_STRING:
+        if (n->kind != YN_SCALAR) return fail_node(w, n, path, "expected a string, got %s", yt_kind_name(n));
+        return check_allowed(w, n, schema_path, path);
+    case CYAML_MAPPING:
+        if (!strcmp(schema_path, "best_model_criterion[]") && expand_criterion(w, n, path) != 0) return -1;
+        return walk_mapping(w, n, s->mapping.fields, schema_path, path);
+    case CYAML_SEQUENCE:
+    case CYAML_SEQUENCE_FIXED: {
+        /* A single mapping where a list of mappings is expected is a list of one (Lightning's logger). */
+        if (n->kind == YN_MAP && s->sequence.entry->type == CYAML_MAPPING) {
+            ynode *item = xcalloc(1, sizeof *item);
+            *item = *n;
+            memset(n, 0, sizeof *n);
+            n->kind = YN_SEQ;
+            n->mark = item->mark;
+            n->via = item->via;
+            yt_seq_push(n, item);
+        }
+        if (n->kind != YN_SEQ) return fail_node(w, n, path, "expected a list, got %s '%s'", yt_kind_name(n), scalar_text(n));
+        if (n->n < s->sequence.min || n->n > s->sequence.max) {
+            if (s->sequence.min == s->sequence.max)
+                return fail_node(w, n, path, "expected a list of %u values, got %zu", s->sequence.min, n->n);
+            return fail_node(w, n, path, "expected at least %u values, got %zu", s->sequence.min, n->n);
+        }
+        char *sp = xasprintf("%s[]", schema_path);
+        for (size_t i = 0; i < n->n; i++) {
+            char *p = xasprintf("%s[%zu]", path, i);
+            int rc = walk_value(w, n->items[i], s->sequence.entry, sp, p);
+            free(p);
+            if (rc != 0) {
+                free(sp);
+                return -1;
+            }
+        }
+        free(sp);
+        return 0;
+    }
+    case CYAML_IGNORE:
+        return 0;
+    default:
+        ESP_CHECK(!"schema type the validator does not know");
+    }
+    return 0;
+}
+
+/* Switches whose ESPnet2 default is true: an absent key would read as 0 in the typed struct, so
+ * the default is written into the tree when the block exists (an absent block means defaults). */
+static const struct {
+    const char *map_path, *key, *value;
+} default_true[] = {
+    {"model.specaug_conf", "apply_time_warp", "true"},
+    {"model.specaug_conf", "apply_freq_mask", "true"},
+    {"model.specaug_conf", "apply_time_mask", "true"},
+    {"model.normalize_conf", "norm_means", "true"},
+    {"model.ctc_conf", "zero_infinity", "true"},
+    {"model.encoder_conf", "normalize_before", "true"},
+    {"model.ctc_conf", "reduce", "true"},
+};
+
+static void fill_defaults(config_kind kind, ynode *root)
+{
+    if (kind != CONFIG_TRAINING) return;
+    for (size_t i = 0; i < sizeof default_true / sizeof *default_true; i++) {
+        ynode *m = yt_get_path(root, default_true[i].map_path);
+        if (m && m->kind == YN_MAP && !yt_map_get(m, default_true[i].key))
+            yt_map_set(m, default_true[i].key, m->mark, yt_scalar(default_true[i].value, 0, m->mark));
+    }
+    /* norm_vars: true for global_mvn, false for utterance_mvn (ESPnet2's two classes differ). */
+    ynode *nc = yt_get_path(root, "model.normalize_conf");
+    if (nc && nc->kind == YN_MAP && !yt_map_get(nc, "norm_vars")) {
+        ynode *kind_node = yt_get_path(root, "model.normalize");
+        int utt = kind_node && kind_node->kind == YN_SCALAR && !strcmp(kind_node->str, "utterance_mvn");
+        yt_map_set(nc, "norm_vars", nc->mark, yt_scalar(utt ? "false" : "true", 0, nc->mark));
+    }
+}
+
+int config_validate(config_kind kind, ynode *root, esp_err *err)
+{
+    walker w = {.err = err};
+    /* Keys that only steer composition are gone by now; `defaults` may remain in a template. */
+    yt_map_remove(root, "defaults");
+    if (walk_mapping(&w, root, config_schema(kind)->mapping.fields, "", "") != 0) return -1;
+    fill_defaults(kind, root);
+    return 0;
+}

@@ -1,0 +1,155 @@
+#include "core/data/asr_data.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/data/audio.h"
+#include "core/base/fsio.h"
+#include "core/formats/npz.h"
+#include "core/base/rng.h"
+
+#define FS_KEY "model.frontend_conf.fs"
+
+static int load_global_mvn(asr_data *d, const model_cfg *m, esp_err *err)
+{
+    const char *path = m->normalize_conf ? m->normalize_conf->stats_file : NULL;
+    if (!path) return esp_fail(err, "model.normalize_conf.stats_file: missing (global_mvn needs feats_stats.npz)");
+    if (!path_exists(path)) return esp_fail(err, "%s: no stats file (run collect_stats, stage 3, first)", path);
+    npz_file f;
+    if (npz_read(path, &f, err) != 0) return -1;
+    double *count = NULL, *sum = NULL, *sq = NULL;
+    size_t nc, ns, nq;
+    int rc = -1;
+    if (npz_get_doubles(&f, path, "count", &count, &nc, err) == 0 && npz_get_doubles(&f, path, "sum", &sum, &ns, err) == 0 &&
+        npz_get_doubles(&f, path, "sum_square", &sq, &nq, err) == 0) {
+        if (ns != (size_t)d->fo.n_mels || nq != ns)
+            esp_fail(err, "%s: stats have %zu dims but the frontend makes %d (recollect stats)", path, ns, d->fo.n_mels);
+        else
+            rc = global_mvn_init(&d->gmvn, sum, sq, (int64_t)count[0], (int)ns,
+                                 m->normalize_conf->norm_means, m->normalize_conf->norm_vars, err);
+    }
+    free(count);
+    free(sum);
+    free(sq);
+    npz_free(&f);
+    return rc;
+}
+
+int asr_data_open(asr_data *d, const training_cfg *cfg, const char *split, int train, esp_err *err)
+{
+    memset(d, 0, sizeof *d);
+    if (!cfg->data_dir) return esp_fail(err, "data_dir: missing");
+    if (!cfg->tokenizer || !cfg->tokenizer->save_path) return esp_fail(err, "tokenizer.save_path: missing");
+    char *mpath = xasprintf("%s/manifest/%s.tsv", cfg->data_dir, split);
+    char *tpath = xasprintf("%s/tokens.txt", cfg->tokenizer->save_path);
+    int rc = asr_data_open_files(d, cfg->model, mpath, tpath, train, err);
+    free(mpath);
+    free(tpath);
+    return rc;
+}
+
+int asr_data_open_files(asr_data *d, const model_cfg *m, const char *mpath, const char *tpath, int train,
+                        esp_err *err)
+{
+    memset(d, 0, sizeof *d);
+    int rc = -1;
+    if (!path_exists(mpath)) esp_fail(err, "%s: no manifest (run create_dataset, stage 1, first)", mpath);
+    else if (!path_exists(tpath)) esp_fail(err, "%s: no token list (run train_tokenizer, stage 2, first)", tpath);
+    else if (manifest_read_tsv(mpath, &d->m, err) == 0 && token_list_read(tpath, &d->tokens, err) == 0) rc = 0;
+    if (rc != 0) goto fail;
+
+    frontend_opts_from_cfg(m ? m->frontend_conf : NULL, &d->fo);
+    if (frontend_opts_check(&d->fo, err) != 0) goto fail;
+    d->fe = frontend_new(&d->fo);
+    if (train && m && m->specaug) {
+        if (specaug_opts_from_cfg(m->specaug_conf, &d->sa, err) != 0) goto fail;
+        d->specaug_on = 1;
+    }
+    if (m && m->normalize && !strcmp(m->normalize, "global_mvn")) {
+        d->norm = NORM_GLOBAL;
+        if (load_global_mvn(d, m, err) != 0) goto fail;
+    } else if (m && m->normalize && !strcmp(m->normalize, "utterance_mvn")) {
+        d->norm = NORM_UTTERANCE;
+        d->utt_norm_means = m->normalize_conf ? m->normalize_conf->norm_means : 1;
+        d->utt_norm_vars = m->normalize_conf ? m->normalize_conf->norm_vars : 0;
+    }
+    return 0;
+fail:
+    asr_data_close(d);
+    return -1;
+}
+
+void asr_data_close(asr_data *d)
+{
+    manifest_free(&d->m);
+    token_list_free(&d->tokens);
+    frontend_free(d->fe);
+    if (d->norm == NORM_GLOBAL) global_mvn_free(&d->gmvn);
+    memset(d, 0, sizeof *d);
+}
+
+void asr_batch_free(asr_batch *b)
+{
+    free(b->feats);
+    free(b->feat_lens);
+    free(b->labels);
+    free(b->label_lens);
+    free(b->utts);
+    memset(b, 0, sizeof *b);
+}
+
+int asr_batch_load(asr_batch *b, asr_data *d, const size_t *items, int n, uint64_t aug_seed, esp_err *err)
+{
+    memset(b, 0, sizeof *b);
+    b->B = n;
+    b->D = d->fo.n_mels;
+    float **wav = xcalloc((size_t)n, sizeof *wav);
+    size_t *ns = xcalloc((size_t)n, sizeof *ns);
+    long **ids = xcalloc((size_t)n, sizeof *ids);
+    size_t *nids = xcalloc((size_t)n, sizeof *nids);
+    b->feat_lens = xcalloc((size_t)n, sizeof *b->feat_lens);
+    b->label_lens = xcalloc((size_t)n, sizeof *b->label_lens);
+    b->utts = xcalloc((size_t)n, sizeof *b->utts);
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        const manifest_entry *e = &d->m.items[items[i]];
+        b->utts[i] = e->utt;
+        if (audio_read(e->wav, d->fo.fs, FS_KEY, &wav[i], &ns[i], err) != 0) rc = -1;
+        else if (ns[i] < frontend_min_samples(d->fe))
+            rc = esp_fail(err, "%s: %zu samples is shorter than the STFT needs (%zu)", e->wav, ns[i],
+                          frontend_min_samples(d->fe));
+        else if (char_tokenize(&d->tokens, e->text, &ids[i], &nids[i], err) != 0) rc = -1;
+        if (rc == 0) {
+            b->feat_lens[i] = (int)frontend_num_frames(d->fe, ns[i]);
+            b->label_lens[i] = (int)nids[i];
+            if ((size_t)b->feat_lens[i] > b->Tmax) b->Tmax = (size_t)b->feat_lens[i];
+            if (nids[i] > b->Lmax) b->Lmax = nids[i];
+        }
+    }
+    if (rc == 0) {
+        size_t D = (size_t)b->D;
+        b->feats = xcalloc((size_t)n * b->Tmax * D, sizeof *b->feats);
+        b->labels = xmalloc(((size_t)n * b->Lmax + 1) * sizeof *b->labels);
+        for (size_t k = 0; k < (size_t)n * b->Lmax; k++) b->labels[k] = -1;
+        for (int i = 0; i < n; i++) {
+            float *x = b->feats + (size_t)i * b->Tmax * D;
+            size_t T = (size_t)b->feat_lens[i];
+            frontend_logmel(x, d->fe, wav[i], ns[i]);
+            if (d->specaug_on) {
+                rng r;
+                rng_init(&r, rng_derive(aug_seed, 0x5A, items[i])); /* same draw on resume */
+                specaug_apply(x, T, b->D, &d->sa, &r);
+            }
+            if (d->norm == NORM_GLOBAL) global_mvn_apply(x, &d->gmvn, T, T);
+            else if (d->norm == NORM_UTTERANCE) utterance_mvn_apply(x, T, T, b->D, d->utt_norm_means, d->utt_norm_vars);
+            for (size_t k = 0; k < nids[i]; k++) b->labels[(size_t)i * b->Lmax + k] = (int)ids[i][k];
+        }
+    }
+    for (int i = 0; i < n; i++) free(wav[i]), free(ids[i]);
+    free(wav);
+    free(ns);
+    free(ids);
+    free(nids);
+    if (rc != 0) asr_batch_free(b);
+    return rc;
+}

@@ -1,0 +1,55 @@
+/* Training/validation data for the ASR model: a split's manifest turned into padded batches of
+ * features and labels, computed as ESPnet2's encode() does: frontend (log-mel) -> SpecAugment
+ * (training only) -> normalization (global_mvn from feats_stats.npz, or utterance_mvn). */
+#ifndef ESPNET3_ASR_DATA_H
+#define ESPNET3_ASR_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/config/config_types.h"
+#include "core/data/frontend.h"
+#include "core/base/log.h"
+#include "core/formats/manifest.h"
+#include "core/data/normalize.h"
+#include "core/data/specaug.h"
+#include "core/data/tokenizer.h"
+
+typedef enum norm_kind { NORM_NONE, NORM_GLOBAL, NORM_UTTERANCE } norm_kind;
+
+typedef struct asr_data {
+    manifest m;
+    token_list tokens;
+    frontend *fe;
+    frontend_opts fo;
+    int specaug_on;          /* model.specaug set and this is training data */
+    specaug_opts sa;
+    norm_kind norm;
+    global_mvn gmvn;
+    int utt_norm_means, utt_norm_vars;
+} asr_data;
+
+/* Opens ${data_dir}/manifest/<split>.tsv with the model's frontend, SpecAugment (train only) and
+ * normalization settings; the token list comes from ${tokenizer.save_path}/tokens.txt. */
+int asr_data_open(asr_data *d, const training_cfg *cfg, const char *split, int train, esp_err *err);
+/* The same from explicit files: a .tsv manifest and a tokens.txt, with the model's frontend and
+ * normalization (m may be NULL: defaults, no normalization). Decoding opens test sets this way. */
+int asr_data_open_files(asr_data *d, const model_cfg *m, const char *manifest_path, const char *tokens_path,
+                        int train, esp_err *err);
+void asr_data_close(asr_data *d);
+
+typedef struct asr_batch {
+    int B, D;
+    size_t Tmax, Lmax;
+    float *feats;            /* B x Tmax x D, padded frames zero */
+    int *feat_lens;          /* frames per utterance */
+    int *labels;             /* B x Lmax token ids, padded with -1 */
+    int *label_lens;
+    const char **utts;       /* ids, borrowed from the manifest */
+} asr_batch;
+
+/* Loads items (manifest indices); aug_seed makes SpecAugment reproducible per (seed, epoch, step). */
+int asr_batch_load(asr_batch *b, asr_data *d, const size_t *items, int n, uint64_t aug_seed, esp_err *err);
+void asr_batch_free(asr_batch *b);
+
+#endif

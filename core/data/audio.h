@@ -1,0 +1,22 @@
+/* Audio files in: WAV and FLAC (16/24/32-bit PCM or float) read through libsndfile into mono
+ * float samples scaled like soundfile/ESPnet (int16 / 32768). No resampling, no downmixing:
+ * a rate or channel count the model does not expect is a user error. */
+#ifndef ESPNET3_AUDIO_H
+#define ESPNET3_AUDIO_H
+
+#include <stddef.h>
+
+#include "core/base/log.h"
+
+/* Reads `path` into a new array (*samples, caller frees; *n samples, may be 0).
+ * expected_fs > 0: another rate is an error naming the file, both rates and fs_key (the config
+ * key to change, e.g. "model.frontend_conf.fs"); expected_fs <= 0 accepts any rate.
+ * More than one channel is an error naming the file and the channel count. */
+int audio_read(const char *path, int expected_fs, const char *fs_key, float **samples, size_t *n,
+               esp_err *err);
+
+/* Like audio_read, also returning the file's rate (fs_out may be NULL). */
+int audio_read_fs(const char *path, int expected_fs, const char *fs_key, float **samples, size_t *n,
+                  int *fs_out, esp_err *err);
+
+#endif

@@ -1,0 +1,34 @@
+/* A process's place in a distributed run: what the launcher said (dist_env, read once per
+ * process), and once joined, the rendezvous store and the collectives. */
+#ifndef ESPNET3_DIST_H
+#define ESPNET3_DIST_H
+
+#include "core/dist/comm.h"
+#include "core/dist/dist_env.h"
+#include "core/dist/dist_store.h"
+
+#define DIST_DEFAULT_TIMEOUT 300.0
+
+/* The launcher's view of this process (detected on first call; PMIx asked once). On a detection
+ * error the process cannot know its rank: *err is filled and NULL returned. */
+const dist_env *dist_process_env(esp_err *err);
+
+typedef struct dist_ctx {
+    dist_env env;
+    int rank, world;
+    dist_store *store;
+    comm *comm;
+    double timeout;
+} dist_ctx;
+
+/* Joins the run: rank 0 serves the store at master_addr:store_port, every rank connects and
+ * the collectives are set up. run_id_fallback identifies the run when the launcher gave no id
+ * (ranks started by separate commands agree on it because they run the same config). A world
+ * of 1 joins nothing. */
+int dist_join(dist_ctx *d, const dist_env *env, const char *run_id_fallback, double timeout_s, esp_err *err);
+/* Final barrier (so rank 0's store outlives every rank's last use), then closes. */
+int dist_leave(dist_ctx *d, esp_err *err);
+/* Closes without the barrier (after an error). */
+void dist_abort(dist_ctx *d);
+
+#endif

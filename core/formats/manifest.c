@@ -1,0 +1,283 @@
+#include "core/formats/manifest.h"
+#include "core/base/fsio.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void manifest_add(manifest *m, const char *utt, const char *wav, const char *text, const char *spk)
+{
+    if (m->n == m->cap) {
+        m->cap = m->cap ? 2 * m->cap : 64;
+        m->items = xrealloc(m->items, m->cap * sizeof *m->items);
+    }
+    manifest_entry *e = &m->items[m->n++];
+    e->utt = xstrdup(utt);
+    e->wav = xstrdup(wav);
+    e->text = xstrdup(text);
+    e->spk = spk ? xstrdup(spk) : NULL;
+}
+
+static int cmp_entry_utt(const void *a, const void *b)
+{
+    return strcmp(((const manifest_entry *)a)->utt, ((const manifest_entry *)b)->utt);
+}
+
+void manifest_sort(manifest *m)
+{
+    if (m->n > 1) qsort(m->items, m->n, sizeof *m->items, cmp_entry_utt);
+}
+
+void manifest_free(manifest *m)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        free(m->items[i].utt);
+        free(m->items[i].wav);
+        free(m->items[i].text);
+        free(m->items[i].spk);
+    }
+    free(m->items);
+    memset(m, 0, sizeof *m);
+}
+
+static int has_separator(const char *s)
+{
+    return strpbrk(s, "\t\n\r") != NULL;
+}
+
+static int check_entry(const char *path, const manifest_entry *e, esp_err *err)
+{
+    if (!e->utt[0] || strpbrk(e->utt, " \t\n\r"))
+        return esp_fail(err, "%s: utterance id '%s' is empty or holds whitespace", path, e->utt);
+    if (has_separator(e->wav) || has_separator(e->text) || (e->spk && has_separator(e->spk)))
+        return esp_fail(err, "%s: utterance %s: a field holds a tab or newline", path, e->utt);
+    return 0;
+}
+
+int manifest_write_tsv(const char *path, const manifest *m, esp_err *err)
+{
+    for (size_t i = 0; i < m->n; i++)
+        if (check_entry(path, &m->items[i], err) != 0) return -1;
+    atomic_file af;
+    if (atomic_open(&af, path, err) != 0) return -1;
+    for (size_t i = 0; i < m->n; i++)
+        fprintf(af.fp, "%s\t%s\t%s\n", m->items[i].utt, m->items[i].wav, m->items[i].text);
+    return atomic_commit(&af, err);
+}
+
+typedef struct tsv_ctx {
+    const char *path;
+    manifest *m;
+} tsv_ctx;
+
+static int tsv_line(void *vctx, char *line, size_t lineno, esp_err *err)
+{
+    tsv_ctx *c = vctx;
+    if (!line[0]) return 0; /* blank lines are allowed */
+    char *wav = strchr(line, '\t');
+    char *text = wav ? strchr(wav + 1, '\t') : NULL;
+    if (!text || strchr(text + 1, '\t'))
+        return esp_fail(err, "%s:%zu: expected 3 tab-separated fields utt, wav, text (got %s)", c->path,
+                        lineno, text ? "more" : "fewer");
+    *wav++ = '\0';
+    *text++ = '\0';
+    if (!line[0] || !wav[0])
+        return esp_fail(err, "%s:%zu: empty utterance id or wav path", c->path, lineno);
+    manifest_add(c->m, line, wav, text, NULL);
+    return 0;
+}
+
+static int cmp_str_ptr(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static const char *find_duplicate(const manifest *m)
+{
+    if (m->n < 2) return NULL;
+    /* Sorting pointers keeps the manifest's own order intact. */
+    const char **ids = xmalloc(m->n * sizeof *ids);
+    for (size_t i = 0; i < m->n; i++) ids[i] = m->items[i].utt;
+    qsort(ids, m->n, sizeof *ids, cmp_str_ptr);
+    const char *dup = NULL;
+    for (size_t i = 1; i < m->n && !dup; i++)
+        if (strcmp(ids[i - 1], ids[i]) == 0) dup = ids[i];
+    free(ids);
+    return dup;
+}
+
+int manifest_read_tsv(const char *path, manifest *out, esp_err *err)
+{
+    memset(out, 0, sizeof *out);
+    char *buf = read_file(path, NULL, err);
+    if (!buf) return -1;
+    tsv_ctx c = {path, out};
+    int rc = for_each_line(buf, tsv_line, &c, err);
+    free(buf);
+    const char *dup = rc == 0 ? find_duplicate(out) : NULL;
+    if (dup) rc = esp_fail(err, "%s: utterance id %s appears more than once", path, dup);
+    if (rc != 0) manifest_free(out);
+    return rc;
+}
+
+static int write_kaldi_file(const char *dir, const char *name, const manifest *m, int field,
+                            esp_err *err)
+{
+    char *path = path_join(dir, name);
+    atomic_file af;
+    int rc = atomic_open(&af, path, err);
+    if (rc == 0) {
+        for (size_t i = 0; i < m->n; i++) {
+            const manifest_entry *e = &m->items[i];
+            const char *v = field == 0 ? e->wav : field == 1 ? e->text : e->spk;
+            fprintf(af.fp, "%s%s%s\n", e->utt, v[0] ? " " : "", v);
+        }
+        rc = atomic_commit(&af, err);
+    }
+    free(path);
+    return rc;
+}
+
+int manifest_write_kaldi_dir(const char *dir, const manifest *m, esp_err *err)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        if (check_entry(dir, &m->items[i], err) != 0) return -1;
+        if (!m->items[i].spk || !m->items[i].spk[0])
+            return esp_fail(err, "%s: utterance %s has no speaker id", dir, m->items[i].utt);
+    }
+    if (mkdir_p(dir, err) != 0) return -1;
+    /* Kaldi wants every file sorted by utt id; sort a shallow copy so the caller's order stays. */
+    manifest sorted = *m;
+    sorted.items = xmalloc((m->n ? m->n : 1) * sizeof *m->items);
+    if (m->n) memcpy(sorted.items, m->items, m->n * sizeof *m->items);
+    manifest_sort(&sorted);
+    int rc = write_kaldi_file(dir, "wav.scp", &sorted, 0, err);
+    if (rc == 0) rc = write_kaldi_file(dir, "text", &sorted, 1, err);
+    if (rc == 0) rc = write_kaldi_file(dir, "utt2spk", &sorted, 2, err);
+    free(sorted.items);
+    return rc;
+}
+
+/* A Kaldi "key rest-of-line" table. */
+typedef struct kv_table {
+    char **keys, **vals;
+    size_t n, cap;
+    const char *path;
+} kv_table;
+
+static int kv_line(void *vctx, char *line, size_t lineno, esp_err *err)
+{
+    kv_table *t = vctx;
+    if (!line[0]) return 0; /* blank lines are allowed */
+    char *sp = strpbrk(line, " \t");
+    if (sp == line)
+        return esp_fail(err, "%s:%zu: line starts with whitespace (expected '<utt> <value>')", t->path, lineno);
+    if (t->n == t->cap) {
+        t->cap = t->cap ? 2 * t->cap : 64;
+        t->keys = xrealloc(t->keys, t->cap * sizeof *t->keys);
+        t->vals = xrealloc(t->vals, t->cap * sizeof *t->vals);
+    }
+    t->keys[t->n] = sp ? xstrndup(line, (size_t)(sp - line)) : xstrdup(line);
+    t->vals[t->n] = xstrdup(sp ? sp + 1 : "");
+    t->n++;
+    return 0;
+}
+
+static void kv_free(kv_table *t)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        free(t->keys[i]);
+        free(t->vals[i]);
+    }
+    free(t->keys);
+    free(t->vals);
+}
+
+static int kv_read(const char *dir, const char *name, kv_table *t, esp_err *err)
+{
+    memset(t, 0, sizeof *t);
+    char *path = path_join(dir, name);
+    char *buf = read_file(path, NULL, err);
+    int rc = -1;
+    if (buf) {
+        t->path = path;
+        rc = for_each_line(buf, kv_line, t, err);
+        t->path = NULL;
+        free(buf);
+    }
+    free(path);
+    if (rc != 0) kv_free(t);
+    return rc;
+}
+
+/* Lookup by key through a sorted permutation of a table's rows. */
+typedef struct kv_index {
+    const kv_table *t;
+    size_t *order;
+} kv_index;
+
+static int cmp_order(const void *a, const void *b, void *table)
+{
+    const kv_table *t = table;
+    return strcmp(t->keys[*(const size_t *)a], t->keys[*(const size_t *)b]);
+}
+
+static void kv_index_build(kv_index *ix, const kv_table *t)
+{
+    ix->t = t;
+    ix->order = xmalloc((t->n ? t->n : 1) * sizeof *ix->order);
+    for (size_t i = 0; i < t->n; i++) ix->order[i] = i;
+    qsort_r(ix->order, t->n, sizeof *ix->order, cmp_order, (void *)t);
+}
+
+static const char *kv_lookup(const kv_index *ix, const char *key)
+{
+    size_t lo = 0, hi = ix->t->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(ix->t->keys[ix->order[mid]], key);
+        if (c == 0) return ix->t->vals[ix->order[mid]];
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return NULL;
+}
+
+int manifest_read_kaldi_dir(const char *dir, manifest *out, esp_err *err)
+{
+    memset(out, 0, sizeof *out);
+    kv_table wav, text, spk = {0};
+    if (kv_read(dir, "wav.scp", &wav, err) != 0) return -1;
+    if (kv_read(dir, "text", &text, err) != 0) {
+        kv_free(&wav);
+        return -1;
+    }
+    char *spk_path = path_join(dir, "utt2spk");
+    int have_spk = path_exists(spk_path);
+    free(spk_path);
+    if (have_spk && kv_read(dir, "utt2spk", &spk, err) != 0) {
+        kv_free(&wav);
+        kv_free(&text);
+        return -1;
+    }
+    kv_index text_ix, spk_ix;
+    kv_index_build(&text_ix, &text);
+    kv_index_build(&spk_ix, &spk);
+    int rc = 0;
+    for (size_t i = 0; i < wav.n && rc == 0; i++) {
+        const char *t = kv_lookup(&text_ix, wav.keys[i]);
+        const char *s = have_spk ? kv_lookup(&spk_ix, wav.keys[i]) : NULL;
+        if (!t) rc = esp_fail(err, "%s/text: no transcript for utterance %s (listed in wav.scp)", dir, wav.keys[i]);
+        else if (have_spk && !s)
+            rc = esp_fail(err, "%s/utt2spk: no speaker for utterance %s (listed in wav.scp)", dir, wav.keys[i]);
+        else manifest_add(out, wav.keys[i], wav.vals[i], t, s);
+    }
+    const char *dup = rc == 0 ? find_duplicate(out) : NULL;
+    if (dup) rc = esp_fail(err, "%s/wav.scp: utterance id %s appears more than once", dir, dup);
+    free(text_ix.order);
+    free(spk_ix.order);
+    kv_free(&wav);
+    kv_free(&text);
+    kv_free(&spk);
+    if (rc != 0) manifest_free(out);
+    return rc;
+}

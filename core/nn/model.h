@@ -1,0 +1,76 @@
+/* ESPnet2's Transformer-CTC ASR model on a compute backend, forward and backward by hand:
+ *   feats (B, T, idim), already normalized
+ *   -> Conv2dSubsampling: Conv2d(1, d, 3, 2) + ReLU, Conv2d(d, d, 3, 2) + ReLU, Linear(d * f2, d),
+ *      x * sqrt(d) + sinusoidal PE, dropout(positional_dropout_rate)
+ *   -> num_blocks pre-LN blocks: x += dropout(MHA(LN(x))); x += dropout(W2(dropout(ReLU(W1(LN(x))))))
+ *   -> after_norm LayerNorm -> dropout(ctc_conf.dropout_rate) -> ctc_lo -> log_softmax
+ *   -> CTC loss (blank 0, sum over the batch / B, zero_infinity).
+ * Encoder output lengths use the exact conv formula ((L - 1) // 2 - 1) // 2 per utterance, so
+ * results do not depend on batch padding (ESPnet2 slices the padded mask instead; both agree at
+ * batch size 1). Parameters and gradients are flat buffers laid out by core/nn/model_params.h. */
+#ifndef ESPNET3_MODEL_H
+#define ESPNET3_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/compute/backend.h"
+#include "core/nn/model_params.h"
+
+typedef struct model_rates {
+    float dropout;       /* encoder_conf.dropout_rate: residual branches and the FF inner layer */
+    float pos_dropout;   /* encoder_conf.positional_dropout_rate */
+    float att_dropout;   /* encoder_conf.attention_dropout_rate */
+    float ctc_dropout;   /* ctc_conf.dropout_rate */
+    int ctc_keep_inf;    /* ctc_conf.zero_infinity false: impossible alignments give inf/NaN */
+} model_rates;
+
+typedef struct block_acts block_acts;
+
+typedef struct asr_model {
+    model_dims dims;
+    param_table table;
+    model_rates rates;
+    backend *be;
+    float *params;           /* device, table.total floats */
+    float *grads;            /* device, accumulated by backward; zero with asr_model_zero_grad */
+
+    /* Activations of the last forward (device), sized for the largest batch seen. */
+    int B, T, T1, F1, T2;
+    int *hlens;              /* host, B encoder lengths */
+    int train;
+    int inference;           /* made by asr_model_init_inference: no gradients, one block workspace */
+    uint64_t seed;
+    size_t cap_rows, cap_in, cap_c1, cap_c2;
+    float *x, *c1, *c2, *wout_fc, *e, *h0; /* c1, c2 channels last; wout_fc: see model.c */
+    block_acts *blocks;
+    float *hf, *lnf, *meanf, *rstdf, *zd, *logp;
+    /* Backward work. */
+    float *dh, *dtmp, *dq, *dk, *dv, *datt, *dff, *dln, *dwout_fc, *dc2, *dc1, *dlogp;
+    /* CTC (host). */
+    double *ctc_work;
+    size_t ctc_cap;
+    const int *labels, *label_lens;
+    int label_stride;
+} asr_model;
+
+/* Allocates parameters and gradients on the backend (zeroed; initialize with param_init or load). */
+void asr_model_init(asr_model *m, backend *be, const model_dims *d, const model_rates *r);
+/* For decoding only: no gradient buffers and no backward work; all blocks share one set of
+ * activation buffers (a block's input is consumed before its output is written), so memory does
+ * not grow with num_blocks. Forward with train = 0; loss and backward are not available. */
+void asr_model_init_inference(asr_model *m, backend *be, const model_dims *d);
+void asr_model_free(asr_model *m);
+void asr_model_zero_grad(asr_model *m);
+
+/* Forward to log-probabilities (device m->logp, B x T2 x vocab) and encoder lengths m->hlens.
+ * feats is a device buffer (B, T, idim); train enables dropout with masks from `seed`. */
+void asr_model_forward(asr_model *m, const float *feats, const int *feat_lens, int B, int T, int train,
+                       uint64_t seed);
+/* CTC loss of the last forward: labels (B x stride, host), per-utterance losses (may be NULL).
+ * Returns the batch loss (sum / B). */
+double asr_model_loss(asr_model *m, const int *labels, const int *label_lens, int stride, double *losses);
+/* Backward of the last forward + loss; gradients accumulate into m->grads (scaled by dloss). */
+void asr_model_backward(asr_model *m, float dloss);
+
+#endif

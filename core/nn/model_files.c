@@ -1,0 +1,178 @@
+/* Finding and loading a trained model for decoding; see model_files.h. */
+#include "core/nn/model_files.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/base/fsio.h"
+#include "core/formats/safetensors.h"
+
+static const char *const espnet_exts[] = {".pth", ".ckpt", ".pt"};
+
+/* The candidates for one base path, in the order they are tried. */
+static size_t candidates(const char *p, char **out)
+{
+    size_t n = 0;
+    out[n++] = xstrdup(p);
+    size_t len = strlen(p);
+    for (size_t i = 0; i < sizeof espnet_exts / sizeof *espnet_exts; i++) {
+        size_t el = strlen(espnet_exts[i]);
+        if (len > el && !strcmp(p + len - el, espnet_exts[i])) {
+            out[n++] = xasprintf("%.*s.safetensors", (int)(len - el), p);
+            out[n++] = xasprintf("%.*s", (int)(len - el), p);
+        }
+    }
+    out[n++] = xasprintf("%s.safetensors", p);
+    return n;
+}
+
+/* A candidate that is a file is used as is; a directory must hold model.safetensors. */
+static char *accept(const char *c)
+{
+    if (is_dir(c)) {
+        char *inner = path_join(c, "model.safetensors");
+        if (path_exists(inner) && !is_dir(inner)) return inner;
+        free(inner);
+        return NULL;
+    }
+    return path_exists(c) ? xstrdup(c) : NULL;
+}
+
+int model_file_resolve(const char *given, const char *exp_dir, char **out, esp_err *err)
+{
+    *out = NULL;
+    const char *bases[2] = {given, NULL};
+    char *in_exp = NULL;
+    if (given[0] != '/' && exp_dir) bases[1] = in_exp = path_join(exp_dir, given);
+    char tried[1024] = "";
+    size_t used = 0;
+    for (int b = 0; b < 2 && bases[b] && !*out; b++) {
+        char *c[8];
+        size_t n = candidates(bases[b], c);
+        for (size_t i = 0; i < n; i++) {
+            if (!*out) *out = accept(c[i]);
+            if (!*out && used < sizeof tried)
+                used += (size_t)snprintf(tried + used, sizeof tried - used, "%s%s", used ? ", " : "", c[i]);
+            free(c[i]);
+        }
+    }
+    free(in_exp);
+    if (*out) return 0;
+    return esp_fail(err, "%s: no model weights (tried %s; run train, stage 5, or point model.asr_model_file at a "
+                         ".safetensors file or checkpoint directory)",
+                    given, tried);
+}
+
+int model_files_locate(model_files *f, const inference_cfg *icfg, const char *cfg_file, esp_err *err)
+{
+    memset(f, 0, sizeof *f);
+    const infer_model_cfg *mc = icfg->model;
+    if (!mc || !mc->asr_train_config)
+        return esp_fail(err, "%s: model.asr_train_config: missing (the config.yaml that train wrote in exp_dir)",
+                        cfg_file);
+    if (!mc->asr_model_file)
+        return esp_fail(err, "%s: model.asr_model_file: missing (e.g. ${exp_dir}/valid.loss.ave.safetensors)",
+                        cfg_file);
+    if (!path_exists(mc->asr_train_config))
+        return esp_fail(err, "%s: model.asr_train_config: %s does not exist (run train, stage 5, first)", cfg_file,
+                        mc->asr_train_config);
+    f->train_config_path = xstrdup(mc->asr_train_config);
+    /* The file is a resolved config: no template goes under it. */
+    config_load_opts lo = {0};
+    if (config_load(CONFIG_TRAINING, f->train_config_path, &lo, &f->train_cfg, err) != 0) goto fail;
+    if (model_file_resolve(mc->asr_model_file, icfg->exp_dir, &f->weights, err) != 0) goto fail;
+    const training_cfg *t = model_files_training(f);
+    if (!t->tokenizer || !t->tokenizer->save_path) {
+        esp_fail(err, "%s: tokenizer.save_path: missing (the token list of the model)", f->train_config_path);
+        goto fail;
+    }
+    f->tokens = xasprintf("%s/tokens.txt", t->tokenizer->save_path);
+    if (!path_exists(f->tokens)) {
+        esp_fail(err, "%s: no token list (named by tokenizer.save_path in %s)", f->tokens, f->train_config_path);
+        goto fail;
+    }
+    const model_cfg *m = t->model;
+    if (m && m->normalize && !strcmp(m->normalize, "global_mvn")) {
+        if (!m->normalize_conf || !m->normalize_conf->stats_file) {
+            esp_fail(err, "%s: model.normalize_conf.stats_file: missing (global_mvn needs feats_stats.npz)",
+                     f->train_config_path);
+            goto fail;
+        }
+        f->stats = xstrdup(m->normalize_conf->stats_file);
+        if (!path_exists(f->stats)) {
+            esp_fail(err, "%s: no feature statistics (named by model.normalize_conf.stats_file in %s)", f->stats,
+                     f->train_config_path);
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    model_files_free(f);
+    return -1;
+}
+
+void model_files_free(model_files *f)
+{
+    if (f->train_cfg) config_free(f->train_cfg);
+    free(f->train_config_path);
+    free(f->weights);
+    free(f->tokens);
+    free(f->stats);
+    memset(f, 0, sizeof *f);
+}
+
+/* "256,80" into buf (shapes here have at most ST_MAX_DIMS small dimensions). */
+static void shape_text(char *buf, size_t n, const int64_t *shape, int ndim)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int d = 0; d < ndim && used < n; d++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%lld", d ? "," : "", (long long)shape[d]);
+}
+
+int asr_model_load_weights(asr_model *m, const char *path, esp_err *err)
+{
+    st_file sf;
+    if (st_read(path, &sf, err) != 0) return -1;
+    const param_table *pt = &m->table;
+    unsigned char *seen = xcalloc(pt->n ? pt->n : 1, 1);
+    size_t skipped = 0;
+    const char *first_skipped = NULL;
+    int rc = 0;
+    for (size_t i = 0; i < sf.n && rc == 0; i++) {
+        const st_tensor *t = &sf.tensors[i];
+        const param_info *p = param_find_alias(pt, t->name);
+        if (!p) {
+            if (!skipped++) first_skipped = t->name;
+            continue;
+        }
+        size_t k = (size_t)(p - pt->items);
+        if (seen[k]) {
+            rc = esp_fail(err, "%s: tensor %s: parameter %s appears twice", path, t->name, p->name);
+            break;
+        }
+        seen[k] = 1;
+        int same = t->dtype == ST_F32 && t->ndim == p->ndim;
+        for (int d = 0; same && d < p->ndim; d++) same = t->shape[d] == p->shape[d];
+        if (!same) {
+            char want[64], got[64];
+            shape_text(want, sizeof want, p->shape, p->ndim);
+            shape_text(got, sizeof got, t->shape, t->ndim);
+            rc = esp_fail(err, "%s: tensor %s is %s [%s], the model needs F32 [%s] (a model of another size? check "
+                               "model.encoder_conf in asr_train_config)",
+                          path, t->name, st_dtype_name(t->dtype), got, want);
+            break;
+        }
+        m->be->copy(m->be, m->params + p->offset, t->data, p->count * sizeof(float), BACKEND_HOST_TO_DEVICE);
+    }
+    for (size_t k = 0; k < pt->n && rc == 0; k++)
+        if (!seen[k])
+            rc = esp_fail(err, "%s: no tensor %s (not a model of this architecture, or a trainer-state file)", path,
+                          pt->items[k].name);
+    if (rc == 0 && skipped)
+        log_warn("%s: %zu tensors that this CTC model does not have were skipped (first: %s)", path, skipped,
+                 first_skipped);
+    free(seen);
+    st_close(&sf);
+    return rc;
+}

@@ -1,0 +1,46 @@
+/* A trained model as decoding finds it: the training config stage 5 wrote (ESPnet's
+ * asr_train_config), the weights file (asr_model_file), the token list and the feature
+ * statistics that config names, and loading the weights into an asr_model.
+ *
+ * asr_model_file accepts what stage 5 writes and the names an ESPnet user types:
+ *   a .safetensors file                       exp/x/valid.loss.ave_3best.safetensors
+ *   a checkpoint directory                    exp/x/last, exp/x/checkpoints/epoch=3-step=90
+ *   ESPnet's names of them                    valid.loss.ave_3best.pth, valid.loss.ave.pth,
+ *                                             last.ckpt, valid.loss.best (no extension)
+ * A name that does not exist as given is tried with .pth/.ckpt/.pt replaced by .safetensors, with
+ * .safetensors added, and as a directory holding model.safetensors; a relative name that is not
+ * found from the working directory is also looked up in exp_dir. */
+#ifndef ESPNET3_MODEL_FILES_H
+#define ESPNET3_MODEL_FILES_H
+
+#include "core/config/config.h"
+#include "core/base/log.h"
+#include "core/nn/model.h"
+
+typedef struct model_files {
+    esp_config *train_cfg;   /* the loaded training config (typed: training_cfg) */
+    char *train_config_path;
+    char *weights;           /* resolved .safetensors path */
+    char *tokens;            /* ${tokenizer.save_path}/tokens.txt of the training config */
+    char *stats;             /* model.normalize_conf.stats_file (global_mvn), else NULL */
+} model_files;
+
+static inline const training_cfg *model_files_training(const model_files *f)
+{
+    return (const training_cfg *)f->train_cfg->typed;
+}
+
+/* Resolves asr_model_file as described above; the error lists the paths tried. */
+int model_file_resolve(const char *given, const char *exp_dir, char **out, esp_err *err);
+
+/* Loads asr_train_config and resolves the other files of an inference config's `model:` block
+ * (cfg_file names the inference config in messages). Checks that each exists. */
+int model_files_locate(model_files *f, const inference_cfg *icfg, const char *cfg_file, esp_err *err);
+void model_files_free(model_files *f);
+
+/* Copies the weights of a safetensors file into m->params. Names may carry ESPnet3's "model."
+ * prefix; every parameter must be present once with its shape and dtype F32. Tensors that are not
+ * parameters of this model (e.g. an attention decoder's) are skipped with one warning. */
+int asr_model_load_weights(asr_model *m, const char *path, esp_err *err);
+
+#endif

@@ -1,0 +1,192 @@
+#include "core/nn/model_params.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/base/rng.h"
+
+int model_dims_from_cfg(model_dims *out, const model_cfg *m, int idim, int vocab, esp_err *err)
+{
+    const encoder_conf_cfg *e = m ? m->encoder_conf : NULL;
+    out->idim = idim;
+    out->d = e && e->output_size ? (int)e->output_size : 256;
+    out->heads = e && e->attention_heads ? (int)e->attention_heads : 4;
+    out->ff = e && e->linear_units ? (int)e->linear_units : 2048;
+    out->blocks = e && e->num_blocks ? (int)e->num_blocks : 6;
+    out->vocab = vocab;
+    if (out->d <= 0 || out->heads <= 0 || out->d % out->heads)
+        return esp_fail(err, "model.encoder_conf: output_size %d must be a positive multiple of attention_heads %d",
+                        out->d, out->heads);
+    if (out->ff <= 0 || out->blocks <= 0)
+        return esp_fail(err, "model.encoder_conf: linear_units and num_blocks must be positive");
+    if (idim < 7) return esp_fail(err, "model.frontend_conf.n_mels: %d is too small for conv2d subsampling (>= 7)", idim);
+    if (vocab < 2) return esp_fail(err, "token list has %d tokens; the CTC layer needs at least 2", vocab);
+    out->f2 = ((idim - 1) / 2 - 1) / 2;
+    return 0;
+}
+
+static void add(param_table *t, const char *name, int ndim, const int64_t *shape, int is_ln)
+{
+    param_info *p = &t->items[t->n++];
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->ndim = ndim;
+    p->count = 1;
+    for (int i = 0; i < ndim; i++) p->shape[i] = shape[i], p->count *= (size_t)shape[i];
+    p->offset = t->total;
+    p->is_layernorm = is_ln;
+    t->total += p->count;
+}
+
+#define ADD(t, name, ln, ...)                                                      \
+    do {                                                                           \
+        const int64_t shape_[] = {__VA_ARGS__};                                    \
+        add(t, name, (int)(sizeof shape_ / sizeof *shape_), shape_, ln);           \
+    } while (0)
+
+static void add_linear(param_table *t, const char *prefix, int64_t out, int64_t in)
+{
+    char n[96];
+    snprintf(n, sizeof n, "%s.weight", prefix);
+    ADD(t, n, 0, out, in);
+    snprintf(n, sizeof n, "%s.bias", prefix);
+    ADD(t, n, 0, out);
+}
+
+static void add_norm(param_table *t, const char *prefix, int64_t d)
+{
+    char n[96];
+    snprintf(n, sizeof n, "%s.weight", prefix);
+    ADD(t, n, 1, d);
+    snprintf(n, sizeof n, "%s.bias", prefix);
+    ADD(t, n, 1, d);
+}
+
+void param_table_build(param_table *t, const model_dims *d)
+{
+    size_t cap = 8 + (size_t)d->blocks * 16 + 8;
+    t->items = xcalloc(cap, sizeof *t->items);
+    t->n = 0;
+    t->total = 0;
+    ADD(t, "encoder.embed.conv.0.weight", 0, d->d, 1, 3, 3);
+    ADD(t, "encoder.embed.conv.0.bias", 0, d->d);
+    ADD(t, "encoder.embed.conv.2.weight", 0, d->d, d->d, 3, 3);
+    ADD(t, "encoder.embed.conv.2.bias", 0, d->d);
+    add_linear(t, "encoder.embed.out", d->d, (int64_t)d->d * d->f2);
+    for (int b = 0; b < d->blocks; b++) {
+        char p[96];
+        static const char *const att[] = {"linear_q", "linear_k", "linear_v", "linear_out"};
+        for (int i = 0; i < 4; i++) {
+            snprintf(p, sizeof p, "encoder.encoders.%d.self_attn.%s", b, att[i]);
+            add_linear(t, p, d->d, d->d);
+        }
+        snprintf(p, sizeof p, "encoder.encoders.%d.feed_forward.w_1", b);
+        add_linear(t, p, d->ff, d->d);
+        snprintf(p, sizeof p, "encoder.encoders.%d.feed_forward.w_2", b);
+        add_linear(t, p, d->d, d->ff);
+        snprintf(p, sizeof p, "encoder.encoders.%d.norm1", b);
+        add_norm(t, p, d->d);
+        snprintf(p, sizeof p, "encoder.encoders.%d.norm2", b);
+        add_norm(t, p, d->d);
+    }
+    add_norm(t, "encoder.after_norm", d->d);
+    add_linear(t, "ctc.ctc_lo", d->vocab, d->d);
+    ESP_CHECK(t->n <= cap);
+}
+
+void param_table_free(param_table *t)
+{
+    free(t->items);
+    memset(t, 0, sizeof *t);
+}
+
+const param_info *param_find(const param_table *t, const char *name)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (!strcmp(t->items[i].name, name)) return &t->items[i];
+    return NULL;
+}
+
+const param_info *param_find_alias(const param_table *t, const char *name)
+{
+    if (!strncmp(name, "model.", 6)) name += 6; /* ESPnet3's LightningModule wraps the model */
+    const param_info *p = param_find(t, name);
+    if (p) return p;
+    static const char older[] = "encoder.embed.out.0.";
+    if (!strncmp(name, older, sizeof older - 1)) {
+        char buf[128];
+        snprintf(buf, sizeof buf, "encoder.embed.out.%s", name + sizeof older - 1);
+        return param_find(t, buf);
+    }
+    return NULL;
+}
+
+/* ---- initialization ---------------------------------------------------------------------- */
+
+static double uniform01(rng *r) { return (double)(rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }
+
+static double normal01(rng *r)
+{
+    /* Box-Muller; u1 in (0, 1] keeps the log finite. */
+    double u1 = 1.0 - uniform01(r), u2 = uniform01(r);
+    return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
+
+/* fan_in / fan_out as torch.nn.init._calculate_fan_in_and_fan_out. */
+static void fans(const param_info *p, double *fan_in, double *fan_out)
+{
+    double receptive = 1;
+    for (int i = 2; i < p->ndim; i++) receptive *= (double)p->shape[i];
+    *fan_in = (double)p->shape[1] * receptive;
+    *fan_out = (double)p->shape[0] * receptive;
+}
+
+int param_init(float *params, const param_table *t, const char *init, uint64_t seed, esp_err *err)
+{
+    enum { TORCH_DEFAULT, XAVIER_U, XAVIER_N, KAIMING_U, KAIMING_N } scheme;
+    if (!init) scheme = TORCH_DEFAULT;
+    else if (!strcmp(init, "xavier_uniform")) scheme = XAVIER_U;
+    else if (!strcmp(init, "xavier_normal")) scheme = XAVIER_N;
+    else if (!strcmp(init, "kaiming_uniform")) scheme = KAIMING_U;
+    else if (!strcmp(init, "kaiming_normal")) scheme = KAIMING_N;
+    else return esp_fail(err, "init: %s is not supported (supported: xavier_uniform, xavier_normal, kaiming_uniform, "
+                              "kaiming_normal, or none for PyTorch defaults)", init);
+    for (size_t i = 0; i < t->n; i++) {
+        const param_info *p = &t->items[i];
+        float *w = params + p->offset;
+        rng r;
+        rng_init(&r, rng_derive(seed, 0x1417, i)); /* one stream per tensor: order-independent */
+        if (p->is_layernorm) {
+            int is_weight = strstr(p->name, ".weight") != NULL;
+            for (size_t k = 0; k < p->count; k++) w[k] = is_weight ? 1.0f : 0.0f;
+            continue;
+        }
+        if (p->ndim == 1) {
+            /* ESPnet2 zeroes biases; PyTorch draws them from U(-1/sqrt(fan_in), 1/sqrt(fan_in)). */
+            double bound = 0;
+            if (scheme == TORCH_DEFAULT) {
+                const param_info *wt = p - 1; /* every bias follows its weight in the table */
+                double fi, fo;
+                fans(wt, &fi, &fo);
+                bound = 1.0 / sqrt(fi);
+            }
+            for (size_t k = 0; k < p->count; k++) w[k] = (float)(bound ? (2 * uniform01(&r) - 1) * bound : 0.0);
+            continue;
+        }
+        double fi, fo;
+        fans(p, &fi, &fo);
+        for (size_t k = 0; k < p->count; k++) {
+            double v;
+            switch (scheme) {
+            case XAVIER_U: v = (2 * uniform01(&r) - 1) * sqrt(6.0 / (fi + fo)); break;
+            case XAVIER_N: v = normal01(&r) * sqrt(2.0 / (fi + fo)); break;
+            case KAIMING_U: v = (2 * uniform01(&r) - 1) * sqrt(6.0 / fi); break; /* gain sqrt(2) for relu */
+            case KAIMING_N: v = normal01(&r) * sqrt(2.0 / fi); break;
+            default: v = (2 * uniform01(&r) - 1) / sqrt(fi); break; /* kaiming_uniform(a=sqrt(5)) */
+            }
+            w[k] = (float)v;
+        }
+    }
+    return 0;
+}

@@ -1,5 +1,0 @@
-/* The float instantiation of the encoder ops (production; see core/ops.h). */
-#define real float
-#define OPS_FN(name) ops_##name##_f32
-#define GEMM cblas_sgemm
-#include "ops_impl.h"

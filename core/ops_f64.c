@@ -1,5 +1,0 @@
-/* The double instantiation of the encoder ops (finite-difference tests; see core/ops.h). */
-#define real double
-#define OPS_FN(name) ops_##name##_f64
-#define GEMM cblas_dgemm
-#include "ops_impl.h"

@@ -1,0 +1,50 @@
+/* Learning-rate schedules: ESPnet2's WarmupLR (espnet2/schedulers/warmup_lr.py) or a constant lr,
+ * stepped per optimizer step or per epoch (`scheduler_interval`).
+ *
+ * State follows torch's _LRScheduler: `last_epoch` is 0 after construction and grows by one per
+ * scheduler step; the lr in force is get_lr() with step_num = last_epoch + 1. So with interval
+ * "step" the k-th optimizer update (1-based) uses warmup_lr(base, w, k); with "epoch" every update
+ * in epoch e (0-based) uses warmup_lr(base, w, e + 1). Checkpoints store `last_epoch`. */
+#ifndef ESPNET3_SCHEDULER_H
+#define ESPNET3_SCHEDULER_H
+
+#include <stdint.h>
+
+#include "core/config/config_types.h"
+#include "core/base/log.h"
+
+typedef enum sched_kind { SCHED_CONSTANT, SCHED_WARMUP_LR } sched_kind;
+typedef enum sched_interval { SCHED_PER_STEP, SCHED_PER_EPOCH } sched_interval;
+
+/* ESPnet2's default warmup_steps (also used when the YAML leaves the key out or writes 0, which
+ * ESPnet2 would reject with a ZeroDivisionError). */
+#define WARMUP_LR_DEFAULT_STEPS 25000
+
+typedef struct lr_scheduler {
+    sched_kind kind;
+    sched_interval interval;
+    double base_lr;         /* the optimizer's lr */
+    int64_t warmup_steps;
+    int64_t last_epoch;     /* torch's name; counts scheduler steps whatever the interval */
+} lr_scheduler;
+
+/* lr = base_lr * w^0.5 * min(step^-0.5, step * w^-1.5), evaluated in ESPnet2's order in double
+ * (bit-identical to the Python expression). step_num >= 1, warmup_steps >= 1. */
+double warmup_lr(double base_lr, int64_t warmup_steps, int64_t step_num);
+
+/* From the `scheduler:` block (NULL: constant lr) and `scheduler_interval` (NULL: step, as
+ * ESPnet3's configure_optimizers). base_lr is the optimizer's lr (optim_opts.lr). */
+int scheduler_from_cfg(const scheduler_cfg *c, const char *interval, double base_lr, lr_scheduler *out,
+                       esp_err *err);
+
+/* The lr for the next optimizer update. */
+double scheduler_lr(const lr_scheduler *s);
+
+/* Advance one scheduler step. The _on_ helpers advance only when the interval matches; Lightning
+ * steps the scheduler after every optimizer step (every accumulate_grad_batches batches) and
+ * after every epoch, also when a NaN batch skipped the update. */
+void scheduler_step(lr_scheduler *s);
+void scheduler_on_step_end(lr_scheduler *s);
+void scheduler_on_epoch_end(lr_scheduler *s);
+
+#endif

@@ -1,0 +1,281 @@
+#include "recipes/espeak_fortunes/synth.h"
+#include "core/base/fsio.h"
+#include "core/base/proc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <samplerate.h>
+#include <sndfile.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+
+static const struct {
+    const char *program;
+    const char *debian_package;
+} engines[] = {
+    [SYNTH_ESPEAK_NG] = {"espeak-ng", "espeak-ng"},
+    [SYNTH_FLITE] = {"flite", "flite"},
+};
+
+int synth_engine_parse(const char *name, synth_engine *out, esp_err *err)
+{
+    for (size_t i = 0; i < sizeof engines / sizeof engines[0]; i++) {
+        if (strcmp(name, engines[i].program) == 0) {
+            *out = (synth_engine)i;
+            return 0;
+        }
+    }
+    return esp_fail(err, "synthesizer %s is not supported (use espeak-ng or flite)", name);
+}
+
+const char *synth_engine_name(synth_engine engine)
+{
+    return engines[engine].program;
+}
+
+int synth_check_installed(synth_engine engine, esp_err *err)
+{
+    if (which(engines[engine].program)) return 0;
+    return esp_fail(err, "%s not found on PATH (install the Debian package %s)", engines[engine].program,
+                    engines[engine].debian_package);
+}
+
+/* stderr text as one line: newlines become " | ", trailing whitespace dropped. */
+static char *one_line(const proc_buf *b)
+{
+    char *s = xstrdup(b->len ? (const char *)b->data : "");
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ')) s[--n] = '\0';
+    proc_buf out = {0};
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '\n') proc_buf_append(&out, " | ", 3);
+        else if (s[i] != '\r') proc_buf_append(&out, &s[i], 1);
+    }
+    free(s);
+    if (!out.data) return xstrdup("(no output on stderr)");
+    return (char *)out.data;
+}
+
+/* libsndfile virtual I/O over a memory buffer, so the WAV never touches the disk. */
+typedef struct mem_reader {
+    const unsigned char *data;
+    sf_count_t len, pos;
+} mem_reader;
+
+static sf_count_t mem_len(void *u)
+{
+    return ((mem_reader *)u)->len;
+}
+
+static sf_count_t mem_seek(sf_count_t off, int whence, void *u)
+{
+    mem_reader *m = u;
+    sf_count_t base = whence == SEEK_CUR ? m->pos : whence == SEEK_END ? m->len : 0;
+    sf_count_t p = base + off;
+    if (p < 0) p = 0;
+    if (p > m->len) p = m->len;
+    m->pos = p;
+    return p;
+}
+
+static sf_count_t mem_read(void *ptr, sf_count_t count, void *u)
+{
+    mem_reader *m = u;
+    sf_count_t n = m->len - m->pos < count ? m->len - m->pos : count;
+    if (n > 0) memcpy(ptr, m->data + m->pos, (size_t)n);
+    m->pos += n > 0 ? n : 0;
+    return n > 0 ? n : 0;
+}
+
+static sf_count_t mem_write(const void *ptr, sf_count_t count, void *u)
+{
+    (void)ptr, (void)count, (void)u;
+    return 0;
+}
+
+static sf_count_t mem_tell(void *u)
+{
+    return ((mem_reader *)u)->pos;
+}
+
+/* Decodes a WAV held in memory to mono float samples (channels averaged). */
+static int decode_wav(const proc_buf *wav, float **samples, size_t *n, int *rate, esp_err *err)
+{
+    SF_VIRTUAL_IO vio = {mem_len, mem_seek, mem_read, mem_write, mem_tell};
+    mem_reader m = {wav->data, (sf_count_t)wav->len, 0};
+    SF_INFO info = {0};
+    SNDFILE *sf = sf_open_virtual(&vio, SFM_READ, &info, &m);
+    if (!sf) return esp_fail(err, "cannot decode the synthesizer's WAV output: %s", sf_strerror(NULL));
+    int ch = info.channels;
+    /* Streamed WAV headers carry a placeholder length, so read until the data runs out. */
+    float *interleaved = NULL;
+    size_t frames = 0, cap = 0;
+    for (;;) {
+        if (frames + 4096 > cap) {
+            cap = cap ? 2 * cap : 65536;
+            interleaved = xrealloc(interleaved, cap * (size_t)ch * sizeof(float));
+        }
+        sf_count_t got = sf_readf_float(sf, interleaved + frames * (size_t)ch, 4096);
+        if (got <= 0) break;
+        frames += (size_t)got;
+    }
+    sf_close(sf);
+    float *mono = xmalloc((frames ? frames : 1) * sizeof(float));
+    for (size_t i = 0; i < frames; i++) {
+        float sum = 0;
+        for (int c = 0; c < ch; c++) sum += interleaved[i * (size_t)ch + (size_t)c];
+        mono[i] = sum / (float)ch;
+    }
+    free(interleaved);
+    *samples = mono;
+    *n = frames;
+    *rate = info.samplerate;
+    return 0;
+}
+
+/* Resamples with libsamplerate's sinc converter (deterministic for the same input). */
+static int resample(float **samples, size_t *n, int from, int to, esp_err *err)
+{
+    if (from == to) return 0;
+    double ratio = (double)to / (double)from;
+    size_t out_cap = (size_t)ceil((double)*n * ratio) + 64;
+    float *out = xmalloc(out_cap * sizeof(float));
+    SRC_DATA d = {
+        .data_in = *samples,
+        .data_out = out,
+        .input_frames = (long)*n,
+        .output_frames = (long)out_cap,
+        .src_ratio = ratio,
+    };
+    int rc = src_simple(&d, SRC_SINC_MEDIUM_QUALITY, 1);
+    if (rc != 0) {
+        free(out);
+        return esp_fail(err, "resampling %d -> %d Hz failed: %s", from, to, src_strerror(rc));
+    }
+    free(*samples);
+    *samples = out;
+    *n = (size_t)d.output_frames_gen;
+    return 0;
+}
+
+/* Writes mono 16-bit PCM WAV through an atomic temp file. */
+static int write_pcm16(const char *path, const float *samples, size_t n, int fs, esp_err *err)
+{
+    atomic_file af;
+    if (atomic_open(&af, path, err) != 0) return -1;
+    SF_INFO info = {.samplerate = fs, .channels = 1, .format = SF_FORMAT_WAV | SF_FORMAT_PCM_16};
+    SNDFILE *sf = sf_open_fd(fileno(af.fp), SFM_WRITE, &info, SF_FALSE);
+    if (!sf) {
+        atomic_abort(&af);
+        return esp_fail(err, "%s: cannot write WAV: %s", path, sf_strerror(NULL));
+    }
+    sf_command(sf, SFC_SET_CLIPPING, NULL, SF_TRUE); /* saturate instead of wrapping around */
+    sf_count_t wrote = sf_writef_float(sf, samples, (sf_count_t)n);
+    int close_rc = sf_close(sf);
+    if (wrote != (sf_count_t)n || close_rc != 0) {
+        atomic_abort(&af);
+        return esp_fail(err, "%s: WAV write failed (check free disk space)", path);
+    }
+    return atomic_commit(&af, err);
+}
+
+/* Builds the program's argv; *file_out is set when the program writes to a file, not stdout. */
+static char **synth_argv(synth_engine engine, const synth_params *p, const char *out_path,
+                         char **file_out)
+{
+    char **argv = xcalloc(16, sizeof *argv);
+    int a = 0;
+    *file_out = NULL;
+    if (engine == SYNTH_ESPEAK_NG) {
+        argv[a++] = xstrdup("espeak-ng");
+        argv[a++] = xstrdup("--stdout");
+        argv[a++] = xstrdup("-v");
+        argv[a++] = xstrdup(p->voice);
+        argv[a++] = xstrdup("-s");
+        argv[a++] = xasprintf("%d", p->speed_wpm);
+        argv[a++] = xstrdup("-p");
+        argv[a++] = xasprintf("%d", p->pitch);
+        argv[a++] = xstrdup("--");
+        argv[a++] = xstrdup(p->text);
+    } else {
+        /* flite has no words-per-minute or 0..99 pitch: map onto espeak-ng's scale, where 175 wpm
+         * is the normal rate and pitch 50 the normal voice (about 110 Hz here). */
+        *file_out = xasprintf("%s.flite.%ld.wav", out_path, (long)getpid());
+        argv[a++] = xstrdup("flite");
+        argv[a++] = xstrdup("-voice");
+        argv[a++] = xstrdup(p->voice);
+        argv[a++] = xstrdup("--setf");
+        argv[a++] = xasprintf("duration_stretch=%.4f", 175.0 / (p->speed_wpm > 0 ? p->speed_wpm : 175));
+        argv[a++] = xstrdup("--setf");
+        argv[a++] = xasprintf("int_f0_target_mean=%d", 60 + p->pitch);
+        argv[a++] = xstrdup("-t");
+        argv[a++] = xstrdup(p->text);
+        argv[a++] = xstrdup("-o");
+        argv[a++] = xstrdup(*file_out);
+    }
+    return argv;
+}
+
+static void free_argv(char **argv)
+{
+    for (char **p = argv; *p; p++) free(*p);
+    free(argv);
+}
+
+int synth_to_wav(synth_engine engine, const synth_params *p, int fs, const char *out_path,
+                 esp_err *err)
+{
+    const char *prog = engines[engine].program;
+    char *file_out;
+    char **argv = synth_argv(engine, p, out_path, &file_out);
+    proc_buf out = {0}, errtxt = {0};
+    int status = 0;
+    int rc = proc_run_capture(argv, &out, &errtxt, 4096, &status, err);
+    free_argv(argv);
+    if (rc == ENOENT) rc = esp_fail(err, "%s not found on PATH (install the Debian package %s)", prog,
+                                    engines[engine].debian_package);
+    else if (rc > 0) rc = esp_fail(err, "%s: cannot start: %s", prog, strerror(rc));
+    if (rc == 0 && file_out) {
+        free(out.data);
+        memset(&out, 0, sizeof out);
+        esp_err read_err;
+        size_t len = 0;
+        char *data = WIFEXITED(status) && WEXITSTATUS(status) == 0 ? read_file(file_out, &len, &read_err) : NULL;
+        if (data) {
+            out.data = (unsigned char *)data;
+            out.len = out.cap = len;
+        }
+    }
+    if (file_out) {
+        unlink(file_out);
+        free(file_out);
+    }
+    if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+        char *msg = one_line(&errtxt);
+        if (WIFSIGNALED(status))
+            rc = esp_fail(err, "%s -v %s failed (killed by signal %d): %s", prog, p->voice, WTERMSIG(status), msg);
+        else
+            rc = esp_fail(err, "%s -v %s failed (exit status %d): %s", prog, p->voice, WEXITSTATUS(status), msg);
+        free(msg);
+    } else if (rc == 0 && out.len == 0) {
+        char *msg = one_line(&errtxt);
+        rc = esp_fail(err, "%s -v %s produced no audio: %s", prog, p->voice, msg);
+        free(msg);
+    }
+    float *samples = NULL;
+    size_t n = 0;
+    int rate = 0;
+    if (rc == 0) rc = decode_wav(&out, &samples, &n, &rate, err);
+    if (rc == 0 && n == 0) rc = esp_fail(err, "%s -v %s produced an empty WAV for \"%s\"", prog, p->voice, p->text);
+    if (rc == 0) rc = resample(&samples, &n, rate, fs, err);
+    if (rc == 0) rc = write_pcm16(out_path, samples, n, fs, err);
+    free(samples);
+    free(out.data);
+    free(errtxt.data);
+    return rc;
+}

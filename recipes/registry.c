@@ -1,0 +1,30 @@
+#include "recipes/registry.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const dataset_builder builders[] = {
+    {"espnet3.recipes.espeak_fortunes.create_dataset", "espeak_fortunes", espeak_fortunes_create_dataset},
+};
+
+static const size_t builder_count = sizeof builders / sizeof builders[0];
+
+const dataset_builder *dataset_builder_find(const char *name)
+{
+    for (size_t i = 0; i < builder_count; i++)
+        if (strcmp(name, builders[i].name) == 0 || strcmp(name, builders[i].short_name) == 0)
+            return &builders[i];
+    return NULL;
+}
+
+char *dataset_builder_names(void)
+{
+    char *out = xstrdup("");
+    for (size_t i = 0; i < builder_count; i++) {
+        char *next = xasprintf("%s%s%s (alias %s)", out, i ? ", " : "", builders[i].name,
+                               builders[i].short_name);
+        free(out);
+        out = next;
+    }
+    return out;
+}

@@ -1,0 +1,544 @@
+/* The command line: the binary under test (ESPNET3_BIN) run as a child process, plus
+ * select_stages() and rotate_log() called directly. */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/options.h"
+#include "cli/stage_runner.h"
+#include "cli/version.h"
+#include "core/base/fsio.h"
+#include "test/unit/test_util.h"
+
+static char tmp[256];
+
+static void setup(void)
+{
+    test_tmpdir_make(tmp, sizeof tmp, "cli");
+    log_set_quiet(1);
+}
+
+static void teardown(void) { test_tmpdir_remove(tmp); }
+
+/* No .timeout (criterion 2.4.1 leaks with it under ASan); run() has its own 20 s limit. */
+TestSuite(cli, .init = setup, .fini = teardown);
+
+static const char *tpath(const char *rel) { return test_path(tmp, rel); }
+
+typedef struct result {
+    int status; /* exit status; -1 when killed or timed out */
+    char out[1 << 17];
+    char err[1 << 16];
+} result;
+
+/* Runs the binary with args (NULL-terminated) in the temporary folder, 20 s at most. */
+static const result *run(const char *const *args)
+{
+    static result r;
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = test_bin_path();
+    for (; args[n - 1] && n < 63; n++) argv[n] = args[n - 1];
+    argv[n] = NULL;
+    const char *out_path = tpath("stdout.txt"), *err_path = tpath("stderr.txt");
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fo < 0 || fe < 0 || chdir(tmp) != 0) _exit(126);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int st = 0;
+    struct timespec pause = {0, 5 * 1000 * 1000};
+    for (int waited = 0;; waited++) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid) break;
+        if (waited > 4000) { /* 20 s */
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            cr_assert_fail("%s timed out", argv[0]);
+        }
+        nanosleep(&pause, NULL);
+    }
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    cr_assert_neq(r.status, 127, "cannot run %s (set ESPNET3_BIN)", argv[0]);
+    char *o = test_slurp_or_empty(out_path), *e = test_slurp_or_empty(err_path);
+    snprintf(r.out, sizeof r.out, "%s", o);
+    snprintf(r.err, sizeof r.err, "%s", e);
+    free(o);
+    free(e);
+    return &r;
+}
+
+#define RUN(...) run((const char *const[]){__VA_ARGS__, NULL})
+
+#define assert_has(text, piece) \
+    cr_assert(strstr((text), (piece)) != NULL, "output lacks '%s':\n%s", (piece), (text))
+
+/* The tiny recipe configs copied into tmp/conf, so recipe_dir (conf/..) is the temporary folder. */
+static const char *tiny_copy(void)
+{
+    esp_err err;
+    cr_assert_eq(mkdir_p(tpath("conf"), &err), 0);
+    const char *names[] = {"training.yaml", "training_tiny.yaml"};
+    for (int i = 0; i < 2; i++) {
+        char src[1024];
+        snprintf(src, sizeof src, "%s/recipes/espeak_fortunes/conf/%s", test_root_dir(), names[i]);
+        char *text = read_file(src, NULL, &err);
+        cr_assert_not_null(text, "%s", err.msg);
+        char dst[64];
+        snprintf(dst, sizeof dst, "conf/%s", names[i]);
+        test_write_text(tpath(dst), text);
+        free(text);
+    }
+    return tpath("conf/training_tiny.yaml");
+}
+
+static const char *template_dir(void)
+{
+    static char dir[1024];
+    snprintf(dir, sizeof dir, "%s/conf", test_root_dir());
+    return dir;
+}
+
+/* "# stages to run: 1:a 2:b" for the stages numbered lo..hi in the table. */
+/* The stages a run with only a training config selects from [lo, hi]. */
+static const char *stage_line(int lo, int hi)
+{
+    static char line[1024];
+    size_t used = (size_t)snprintf(line, sizeof line, "# stages to run:");
+    for (int i = 0; i < stage_count; i++)
+        if (stage_table[i].number >= lo && stage_table[i].number <= hi && stage_table[i].needs == NEEDS_TRAINING)
+            used += (size_t)snprintf(line + used, sizeof line - used, " %d:%s", stage_table[i].number,
+                                     stage_table[i].name);
+    snprintf(line + used, sizeof line - used, "\n");
+    return line;
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+/* ---- help, version, usage errors ------------------------------------------------------------ */
+
+Test(cli, help_lists_options_defaults_and_stages)
+{
+    const result *r = RUN("--help");
+    cr_assert_eq(r->status, 0);
+    const char *opts[] = {"--training_config", "--config",   "--inference_config", "--metrics_config",
+                          "--stage N",         "--stop_stage M", "--stages NAME...", "--dry_run",
+                          "--template_dir",    "--quiet",    "--version",          "--help"};
+    for (size_t i = 0; i < sizeof opts / sizeof *opts; i++) assert_has(r->out, opts[i]);
+    assert_has(r->out, "usage: espnet3");
+    assert_has(r->out, "(default: first stage)");
+    assert_has(r->out, "(default: last stage)");
+    assert_has(r->out, "(default: all)");
+    assert_has(r->out, "(default: conf/ beside the binary)");
+    for (int i = 0; i < stage_count; i++) {
+        char row[128];
+        snprintf(row, sizeof row, "  %d  %s", stage_table[i].number, stage_table[i].name);
+        assert_has(r->out, row);
+        assert_has(r->out, stage_table[i].summary);
+    }
+    cr_assert_str_eq(r->err, "");
+    cr_assert_eq(RUN("-h")->status, 0);
+}
+
+Test(cli, version_names_backends)
+{
+    const result *r = RUN("--version");
+    cr_assert_eq(r->status, 0);
+    assert_has(r->out, "espnet3 " ESPNET3_VERSION "\n");
+    assert_has(r->out, "backends: cpu");
+}
+
+Test(cli, unknown_option_suggests_and_exits_2)
+{
+    const result *r = RUN("--stag", "1");
+    cr_assert_eq(r->status, 2);
+    assert_has(r->err, "espnet3: error: unknown option '--stag' (did you mean --stage?)\n");
+    assert_has(r->err, "\nusage: espnet3 ");
+    cr_assert_str_eq(r->out, "");
+
+    r = RUN("--completely-different");
+    cr_assert_eq(r->status, 2);
+    assert_has(r->err, "unknown option '--completely-different'");
+    r = RUN("stray");
+    cr_assert_eq(r->status, 2);
+    assert_has(r->err, "unexpected argument 'stray'");
+}
+
+Test(cli, bad_values_exit_2)
+{
+    const result *r = RUN("--stage", "x");
+    cr_assert_eq(r->status, 2);
+    assert_has(r->err, "espnet3: error: --stage: expected a stage number, got 'x'");
+    assert_has(r->err, "usage:");
+    cr_assert_eq(RUN("--stop_stage", "-3")->status, 2);
+    r = RUN("--stage");
+    cr_assert_eq(r->status, 2);
+    assert_has(r->err, "--stage needs a value");
+    r = RUN("--stage", "2", "--stop_stage", "1");
+    cr_assert_eq(r->status, 2);
+    assert_has(r->err, "--stop_stage 1 is before --stage 2");
+    r = RUN("--stages", "create_dataset", "--stage", "1");
+    cr_assert_eq(r->status, 2);
+    assert_has(r->err, "cannot be combined");
+    r = RUN("--dry_run=1");
+    cr_assert_eq(r->status, 2);
+    assert_has(r->err, "--dry_run takes no value");
+}
+
+Test(cli, unknown_stage_name_exits_2)
+{
+    const result *r = RUN("--stages", "create_dataset", "nosuchstage");
+    cr_assert_eq(r->status, 2);
+    assert_has(r->err, "unknown stage 'nosuchstage'");
+    assert_has(r->err, "create_dataset");
+}
+
+Test(cli, range_leaves_out_stages_without_their_config)
+{
+    if (!stage_by_name("measure")) cr_skip_test("measure is not in this build");
+    const char *cfg = tiny_copy();
+    const result *r = RUN("--config", cfg, "--template_dir", template_dir(), "--dry_run");
+    cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
+    cr_assert_null(strstr(r->out, "measure"), "stdout:\n%s", r->out);
+    assert_has(r->err, "skipping stage measure: no metrics config given");
+    /* Named, it needs its config. */
+    r = RUN("--config", cfg, "--template_dir", template_dir(), "--stages", "train", "measure", "--dry_run");
+    cr_assert_eq(r->status, 1);
+    assert_has(r->err, "espnet3: error: stage measure needs a metrics config (give --metrics_config FILE)");
+    cr_assert_eq(count_lines(r->err), 1, "stderr:\n%s", r->err);
+    r = RUN("--config", cfg, "--template_dir", template_dir(), "--stage", "7", "--stop_stage", "7", "--dry_run");
+    cr_assert_eq(r->status, 1);
+    assert_has(r->err, "stage measure needs a metrics config");
+}
+
+Test(cli, stage_without_its_config_exits_1)
+{
+    const result *r = RUN("--stage", "1", "--stop_stage", "1");
+    cr_assert_eq(r->status, 1);
+    assert_has(r->err, "espnet3: error: stage create_dataset needs a training config");
+    assert_has(r->err, "--training_config");
+    cr_assert_eq(count_lines(r->err), 1, "stderr:\n%s", r->err);
+}
+
+/* ---- dry runs ----------------------------------------------------------------------------- */
+
+Test(cli, dry_run_tiny_recipe_prints_stages_and_resolved_config)
+{
+    const char *cfg = tiny_copy();
+    const result *r = RUN("--config", cfg, "--template_dir", template_dir(), "--dry_run");
+    cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
+    /* Only a training config: the training stages (1-5). */
+    cr_assert(!strncmp(r->out, stage_line(0, 5), strlen(stage_line(0, 5))), "stdout:\n%s", r->out);
+    cr_assert(!strncmp(r->out, "# stages to run: 1:create_dataset 2:train_tokenizer", 51), "stdout:\n%s", r->out);
+    assert_has(r->out, "# resolved training config (");
+    assert_has(r->out, "num_train: 24\n");
+    assert_has(r->out, "exp_tag: training_tiny\n");
+    assert_has(r->out, "task: espnet3.systems.asr.task.ASRTask\n"); /* from the template */
+    char line[1024];
+    snprintf(line, sizeof line, "data_dir: %s/data_tiny\n", tmp);
+    assert_has(r->out, line);
+    cr_assert_null(strstr(r->out, "${"), "unresolved interpolation:\n%s", r->out);
+    /* Nothing ran. */
+    cr_assert(!path_exists(tpath("data_tiny")), "dry run created the data folder");
+    cr_assert(!path_exists(tpath("downloads_tiny")), "dry run created the download folder");
+}
+
+Test(cli, dry_run_stage_range_and_names)
+{
+    const char *cfg = tiny_copy();
+    const result *r = RUN("--config", cfg, "--template_dir", template_dir(), "--stage", "2", "--stop_stage", "2",
+                          "--dry_run");
+    cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
+    cr_assert(!strncmp(r->out, "# stages to run: 2:train_tokenizer\n", 35), "stdout:\n%s", r->out);
+
+    r = RUN("--training_config", cfg, "--template_dir", template_dir(), "--stages", "all", "--dry_run");
+    cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
+    cr_assert(!strncmp(r->out, stage_line(0, 5), strlen(stage_line(0, 5))), "stdout:\n%s", r->out);
+
+    r = RUN("-c", cfg, "--template_dir", template_dir(), "--stages", "train_tokenizer", "create_dataset", "-n");
+    cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
+    cr_assert(!strncmp(r->out, "# stages to run: 1:create_dataset 2:train_tokenizer\n", 52), "stdout:\n%s", r->out);
+
+    r = RUN("--config=" , "--dry_run");
+    cr_assert_neq(r->status, 0);
+}
+
+Test(cli, dry_run_shows_overrides)
+{
+    const char *cfg = tiny_copy();
+    const result *r = RUN("--config", cfg, "--template_dir", template_dir(), "--dry_run", "create_dataset.num_train=7",
+                          "trainer.max_epochs=2", "+trainer.deterministic=true", "~create_dataset.nj");
+    cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
+    assert_has(r->out, "num_train: 7\n");
+    assert_has(r->out, "max_epochs: 2\n");
+    assert_has(r->out, "deterministic: true\n");
+    cr_assert_null(strstr(r->out, "nj:"), "stdout:\n%s", r->out);
+}
+
+Test(cli, dry_run_finds_template_beside_binary)
+{
+    const char *cfg = tiny_copy();
+    const result *r = RUN("--config", cfg, "--dry_run");
+    cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
+    assert_has(r->out, "task: espnet3.systems.asr.task.ASRTask\n");
+    /* --template_dir '' turns the template off: the template-only key is gone. */
+    test_write_text(tpath("plain.yaml"), "seed: 3\n");
+    r = RUN("--config", tpath("plain.yaml"), "--template_dir", "", "--dry_run");
+    cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
+    assert_has(r->out, "seed: 3\n");
+    cr_assert_null(strstr(r->out, "task:"), "stdout:\n%s", r->out);
+    /* A template dir without the template: loading says so (a copied binary finds no conf/). */
+    esp_err err;
+    cr_assert_eq(mkdir_p(tpath("empty"), &err), 0);
+    r = RUN("--config", tpath("plain.yaml"), "--template_dir", tpath("empty"), "--dry_run");
+    cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
+    assert_has(r->err, "no template ");
+    assert_has(r->err, "empty/training.yaml");
+}
+
+Test(cli, overrides_go_to_the_configs_that_know_their_key)
+{
+    const char *cfg = tiny_copy();
+    const char *names[] = {"inference.yaml", "inference_tiny.yaml"}; /* the tiny one is over the other */
+    for (int i = 0; i < 2; i++) {
+        char src[1024], dst[64];
+        snprintf(src, sizeof src, "%s/recipes/espeak_fortunes/conf/%s", test_root_dir(), names[i]);
+        char *text = read_file(src, NULL, &(esp_err){0});
+        cr_assert_not_null(text, "%s", src);
+        snprintf(dst, sizeof dst, "conf/%s", names[i]);
+        test_write_text(tpath(dst), text);
+        free(text);
+    }
+    const result *r = RUN("--config", cfg, "--inference_config", tpath("conf/inference_tiny.yaml"), "--template_dir",
+                          template_dir(), "--dry_run", "trainer.max_epochs=7", "model.beam_size=5",
+                          "parallel.n_workers=3");
+    cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
+    const char *inf_part = strstr(r->out, "# resolved inference config");
+    cr_assert_not_null(inf_part, "%s", r->out);
+    /* max_epochs only in the training part, beam_size only in the inference part, n_workers in both. */
+    const char *me = strstr(r->out, "max_epochs: 7\n"), *bs = strstr(r->out, "beam_size: 5\n");
+    cr_assert(me && me < inf_part, "%s", r->out);
+    cr_assert(bs && bs > inf_part, "%s", r->out);
+    const char *nw = strstr(r->out, "n_workers: 3\n");
+    cr_assert(nw && nw < inf_part && strstr(inf_part, "n_workers: 3\n"), "%s", r->out);
+    /* A typo below a known key still reaches validation, with its suggestion. */
+    r = RUN("--config", cfg, "--inference_config", tpath("conf/inference_tiny.yaml"), "--template_dir",
+            template_dir(), "--dry_run", "trainer.max_epoch=7");
+    cr_assert_eq(r->status, 1, "stderr:\n%s", r->err);
+    assert_has(r->err, "did you mean max_epochs?");
+}
+
+Test(cli, config_error_is_one_line_exit_1)
+{
+    test_write_text(tpath("bad.yaml"), "seed: 1\ntrainer:\n  devices: abc\n");
+    const result *r = RUN("--config", tpath("bad.yaml"), "--template_dir", "", "--dry_run");
+    cr_assert_eq(r->status, 1);
+    char want[1024];
+    snprintf(want, sizeof want, "espnet3: error: %s:3:12: trainer.devices: expected an integer, got a string 'abc'\n",
+             tpath("bad.yaml"));
+    cr_assert_str_eq(r->err, want);
+    cr_assert_str_eq(r->out, "");
+
+    r = RUN("--config", tpath("nothere.yaml"), "--dry_run");
+    cr_assert_eq(r->status, 1);
+    assert_has(r->err, "nothere.yaml: config file not found");
+
+    test_write_text(tpath("syntax.yaml"), "a: [1,\n");
+    r = RUN("--config", tpath("syntax.yaml"), "--template_dir", "", "--dry_run");
+    cr_assert_eq(r->status, 1);
+    assert_has(r->err, "espnet3: error: ");
+    assert_has(r->err, "syntax.yaml:");
+    assert_has(r->err, "YAML syntax error");
+    cr_assert_eq(count_lines(r->err), 1, "stderr:\n%s", r->err);
+}
+
+Test(cli, override_error_exits_1)
+{
+    const char *cfg = tiny_copy();
+    const result *r = RUN("--config", cfg, "--template_dir", template_dir(), "--dry_run", "trainer.max_epoch=3");
+    cr_assert_eq(r->status, 1);
+    assert_has(r->err, "trainer.max_epoch: unknown key (did you mean max_epochs?)");
+}
+
+/* ---- select_stages / check_stage_configs / rotate_log ------------------------------------------ */
+
+static cli_args args_range(long lo, long hi)
+{
+    cli_args a;
+    memset(&a, 0, sizeof a);
+    a.stage = lo;
+    a.stop_stage = hi;
+    return a;
+}
+
+Test(cli, select_stages_by_range)
+{
+    const stage_def *sel[64];
+    esp_err err;
+    cli_args a = args_range(-1, -1);
+    cr_assert_eq(select_stages(&a, sel, &err), stage_count);
+    for (int i = 0; i < stage_count; i++) cr_assert_eq(sel[i], &stage_table[i]);
+
+    a = args_range(2, 2);
+    cr_assert_eq(select_stages(&a, sel, &err), 1, "%s", err.msg);
+    cr_assert_str_eq(sel[0]->name, "train_tokenizer");
+
+    a = args_range(1, 1);
+    cr_assert_eq(select_stages(&a, sel, &err), 1);
+    cr_assert_str_eq(sel[0]->name, "create_dataset");
+
+    a = args_range(2, -1); /* from 2 to the end */
+    int n = select_stages(&a, sel, &err);
+    cr_assert_geq(n, 1);
+    cr_assert_str_eq(sel[0]->name, "train_tokenizer");
+
+    a = args_range(-1, 1); /* from the start to 1 */
+    cr_assert_eq(select_stages(&a, sel, &err), 1);
+    cr_assert_str_eq(sel[0]->name, "create_dataset");
+
+    a = args_range(2, 1);
+    cr_assert_lt(select_stages(&a, sel, &err), 0);
+    cr_assert(strstr(err.msg, "--stop_stage 1 is before --stage 2"), "%s", err.msg);
+
+    a = args_range(90, 99);
+    cr_assert_lt(select_stages(&a, sel, &err), 0);
+    cr_assert(strstr(err.msg, "no stage numbered 90..99"), "%s", err.msg);
+}
+
+Test(cli, select_stages_by_name)
+{
+    const stage_def *sel[64];
+    esp_err err;
+    cli_args a;
+    memset(&a, 0, sizeof a);
+    a.stage = a.stop_stage = -1;
+    const char *names[] = {"train_tokenizer", "create_dataset", NULL};
+    a.stages = names;
+    a.n_stages = 2;
+    cr_assert_eq(select_stages(&a, sel, &err), 2);
+    cr_assert_str_eq(sel[0]->name, "create_dataset"); /* table order, not argument order */
+    cr_assert_str_eq(sel[1]->name, "train_tokenizer");
+
+    const char *all[] = {"all", NULL};
+    a.stages = all;
+    a.n_stages = 1;
+    cr_assert_eq(select_stages(&a, sel, &err), stage_count);
+
+    const char *bad[] = {"create_dataset", "nosuch", NULL};
+    a.stages = bad;
+    a.n_stages = 2;
+    cr_assert_lt(select_stages(&a, sel, &err), 0);
+    cr_assert(strstr(err.msg, "unknown stage 'nosuch'"), "%s", err.msg);
+
+    if (!stage_by_name("decode")) {
+        const char *planned[] = {"decode", NULL};
+        a.stages = planned;
+        a.n_stages = 1;
+        cr_assert_lt(select_stages(&a, sel, &err), 0);
+        cr_assert(strstr(err.msg, "stage 'decode' (6) is not available in this build yet"), "%s", err.msg);
+    }
+}
+
+Test(cli, check_stage_configs_names_missing_config)
+{
+    const stage_def *sel[64];
+    esp_err err;
+    cli_args a = args_range(-1, -1);
+    int n = select_stages(&a, sel, &err);
+    esp_configs none = {0};
+    cr_assert_lt(check_stage_configs(&a, sel, n, &none, &err), 0);
+    cr_assert(strstr(err.msg, "stage create_dataset needs a training config"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "--training_config"), "%s", err.msg);
+}
+
+Test(cli, cli_parse_collects_overrides)
+{
+    char *argv[] = {"espnet3", "--config", "x.yaml", "a.b=3", "+c=1", "~d", "--stages", "create_dataset",
+                    "train_tokenizer", "--dry_run", NULL};
+    cli_args a;
+    esp_err err;
+    cr_assert_eq(cli_parse(10, argv, &a, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(a.training_config, "x.yaml");
+    cr_assert_eq(a.n_overrides, 3);
+    cr_assert_str_eq(a.overrides[0], "a.b=3");
+    cr_assert_str_eq(a.overrides[2], "~d");
+    cr_assert_eq(a.n_stages, 2);
+    cr_assert_str_eq(a.stages[1], "train_tokenizer");
+    cr_assert_eq(a.dry_run, 1);
+    cr_assert_eq(a.stage, -1);
+    cli_args_free(&a);
+}
+
+Test(cli, rotate_log_shifts_old_logs)
+{
+    esp_err err;
+    /* Nothing to rotate. */
+    cr_assert_eq(rotate_log(tmp, "X", &err), 0, "%s", err.msg);
+    cr_assert(!path_exists(tpath("X1.log")));
+
+    test_write_text(tpath("X.log"), "first");
+    cr_assert_eq(rotate_log(tmp, "X", &err), 0, "%s", err.msg);
+    cr_assert(!path_exists(tpath("X.log")));
+    char *s = test_slurp(tpath("X1.log"));
+    cr_assert_str_eq(s, "first");
+    free(s);
+
+    test_write_text(tpath("X.log"), "second");
+    cr_assert_eq(rotate_log(tmp, "X", &err), 0, "%s", err.msg);
+    cr_assert(!path_exists(tpath("X.log")));
+    s = test_slurp(tpath("X1.log"));
+    cr_assert_str_eq(s, "second");
+    free(s);
+    s = test_slurp(tpath("X2.log"));
+    cr_assert_str_eq(s, "first");
+    free(s);
+    cr_assert(!path_exists(tpath("X3.log")));
+}
+
+Test(cli, decode_is_infer_and_default_selection_keeps_configured_stages)
+{
+    const stage_def *infer = stage_by_name("infer");
+    cr_assert_not_null(infer);
+    cr_assert_eq(stage_by_name("decode"), infer);
+    cr_assert_eq(infer->number, 6);
+    cr_assert_eq(stage_by_number(8), stage_by_name("pack_model"));
+
+    /* No stage options: a training config alone keeps only the training stages. */
+    const stage_def *sel[64];
+    esp_err err;
+    cli_args a = args_range(-1, -1);
+    int n = select_stages(&a, sel, &err);
+    esp_config fake = {0};
+    esp_configs training_only = {.training = &fake};
+    int kept = check_stage_configs(&a, sel, n, &training_only, &err);
+    cr_assert(kept > 0 && kept < n, "%s", err.msg);
+    for (int i = 0; i < kept; i++) cr_assert_eq(sel[i]->needs, NEEDS_TRAINING, "%s kept", sel[i]->name);
+
+    /* An explicit selection is kept as given, so a missing config is still an error. */
+    const char *want[] = {"decode", NULL};
+    a.stages = want;
+    a.n_stages = 1;
+    n = select_stages(&a, sel, &err);
+    cr_assert_eq(n, 1);
+    cr_assert_lt(check_stage_configs(&a, sel, n, &training_only, &err), 0);
+    cr_assert(strstr(err.msg, "stage infer needs a inference config"), "%s", err.msg);
+}

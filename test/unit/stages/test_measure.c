@@ -1,0 +1,177 @@
+/* Stage 7 (measure, alias score) through the binary on a temporary recipe folder with
+ * hand-made hyp.scp/ref.scp: the files it writes and their numbers, and its user errors. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "test/unit/test_util.h"
+
+static char dir[64];
+
+static void put(const char *rel, const char *text) { test_write_text_mkdirs(test_path(dir, rel), text); }
+
+/* A file under the temporary folder; "" when missing (the assertion after it says so). */
+static char *slurp(const char *rel) { return test_slurp_or_empty(test_path(dir, rel)); }
+
+static int exists(const char *rel) { return test_exists(test_path(dir, rel)); }
+
+/* Runs the binary from the repository root; stdout and stderr go to <dir>/out and <dir>/err. */
+static int run(const char *args)
+{
+    return test_sh("cd '%s' && '%s' -q --metrics_config %s/conf/metrics.yaml %s >%s/out 2>%s/err", test_root_dir(),
+                   test_bin_path(), dir, args, dir, dir);
+}
+
+#define INF "exp/asr/inference"
+
+static void setup(void)
+{
+    test_tmpdir_make(dir, sizeof dir, "measure");
+    put("conf/metrics.yaml", "recipe_dir: ${config_path:..}\n"
+                             "exp_tag: asr\n"
+                             "test_sets: [test_clean, test_other]\n"
+                             "metrics:\n"
+                             "  - _target_: espnet3.systems.asr.metrics.wer.WER\n"
+                             "  - _target_: espnet3.systems.asr.metrics.cer.CER\n");
+    put(INF "/test_clean/ref.scp", "u1 THE CAT SAT\nu2 A B C D\n");
+    put(INF "/test_clean/hyp.scp", "u2 A X C\nu1 THE  CAT SAT\n"); /* another order, a double space */
+    put(INF "/test_other/ref.scp", "u3 HELLO WORLD\n");
+    put(INF "/test_other/hyp.scp", "u3 hello word wide\n");
+}
+
+static void teardown(void) { test_tmpdir_remove(dir); }
+
+static json_t *metric(json_t *root, const char *target, const char *test)
+{
+    json_t *t = json_object_get(json_object_get(root, target), test);
+    cr_assert_not_null(t, "metrics.json has no %s/%s", target, test);
+    return t;
+}
+
+static long count_of(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    cr_assert(json_is_integer(v), "%s is not an integer", key);
+    return (long)json_integer_value(v);
+}
+
+TestSuite(measure, .init = setup, .fini = teardown);
+
+Test(measure, scores_test_sets_and_writes_every_file)
+{
+    cr_assert_eq(run("--stages measure"), 0, "measure failed:\n%s", slurp("err"));
+    char *out = slurp("out");
+    /* WER test_clean: u1 3 correct; u2 "A B C D" vs "A X C": 2 correct, 1 sub, 1 del -> 2/7. */
+    cr_expect(strstr(out, "## Results\n\n### WER\n\n|dataset|Snt|Wrd|Corr|Sub|Del|Ins|Err|S.Err|\n") != NULL, "%s", out);
+    cr_expect(strstr(out, "|test_clean|2|7|71.4|14.3|14.3|0.0|28.6|50.0|\n") != NULL, "%s", out);
+    cr_expect(strstr(out, "|test_other|1|2|50.0|50.0|0.0|50.0|100.0|100.0|\n") != NULL, "%s", out);
+    /* CER test_clean: 11 + 7 characters with spaces; u2 loses "<space> d" and has b -> x. */
+    cr_expect(strstr(out, "### CER\n") != NULL, "%s", out);
+    cr_expect(strstr(out, "|test_clean|2|18|83.3|5.6|11.1|0.0|16.7|50.0|\n") != NULL, "%s", out);
+    char *md = slurp(INF "/RESULTS.md");
+    cr_expect_str_eq(md, out, "RESULTS.md is what was printed");
+
+    json_error_t jerr;
+    char path[256];
+    snprintf(path, sizeof path, "%s/" INF "/metrics.json", dir);
+    json_t *root = json_load_file(path, 0, &jerr);
+    cr_assert_not_null(root, "metrics.json: %s", jerr.text);
+    json_t *w = metric(root, "espnet3.systems.asr.metrics.wer.WER", "test_clean");
+    cr_expect_float_eq(json_real_value(json_object_get(w, "WER")), 28.57, 1e-9);
+    cr_expect_eq(count_of(w, "WER_errors"), 2);
+    cr_expect_eq(count_of(w, "WER_ref_len"), 7);
+    cr_expect_eq(count_of(w, "WER_sub"), 1);
+    cr_expect_eq(count_of(w, "WER_del"), 1);
+    cr_expect_eq(count_of(w, "WER_ins"), 0);
+    cr_expect_eq(count_of(w, "WER_hit"), 5);
+    json_t *c = metric(root, "espnet3.systems.asr.metrics.cer.CER", "test_clean");
+    cr_expect_float_eq(json_real_value(json_object_get(c, "CER")), 16.67, 1e-9);
+    cr_expect_eq(count_of(c, "CER_ref_len"), 18);
+    cr_expect_eq(count_of(c, "CER_errors"), 3);
+    json_t *o = metric(root, "espnet3.systems.asr.metrics.wer.WER", "test_other");
+    cr_expect_float_eq(json_real_value(json_object_get(o, "WER")), 100.0, 1e-9);
+    json_t *oc = metric(root, "espnet3.systems.asr.metrics.cer.CER", "test_other");
+    cr_expect_eq(count_of(oc, "CER_hit") + count_of(oc, "CER_sub") + count_of(oc, "CER_del"), 11);
+    json_decref(root);
+
+    char *wa = slurp(INF "/test_clean/wer_alignment");
+    cr_expect(strstr(wa, "id: (u1)\nScores: (#C #S #D #I) 3 0 0 0\n") == wa, "utterances in ref.scp order:\n%s", wa);
+    cr_expect(strstr(wa, "id: (u2)\nScores: (#C #S #D #I) 2 1 1 0\nREF:  a B c D \nHYP:  a X c * \nEval:   S   D \n\n"),
+              "%s", wa);
+    char *ca = slurp(INF "/test_clean/cer_alignment");
+    cr_expect(strstr(ca, "REF:  a <space> B <space> c <SPACE> D \n") != NULL, "%s", ca);
+    char *res = slurp(INF "/test_clean/score_wer/result.txt");
+    cr_expect(strstr(res, "| Sum/Avg |     2         7 |    71.4    14.3    14.3     0.0    28.6    50.0 |") != NULL,
+              "%s", res);
+    cr_expect(strstr(res, "| Sum     |     2         7 |       5       1       1       0       2       1 |") != NULL,
+              "%s", res);
+    cr_expect(exists(INF "/test_other/score_cer/result.txt"));
+    cr_expect(exists(INF "/measure.log"));
+    free(out);
+    free(md);
+    free(wa);
+    free(ca);
+    free(res);
+
+    /* The alias and the stage number run the same stage. */
+    cr_expect_eq(run("--stages score"), 0, "%s", slurp("err"));
+    cr_expect_eq(run("--stage 7 --stop_stage 7"), 0, "%s", slurp("err"));
+    cr_expect(exists(INF "/measure1.log"));
+}
+
+static void expect_one_error_line(const char *must_contain_a, const char *must_contain_b)
+{
+    char *err = slurp("err");
+    cr_expect(strncmp(err, "espnet3: error: ", 16) == 0, "%s", err);
+    cr_expect(strchr(err, '\n') == err + strlen(err) - 1, "one line expected:\n%s", err);
+    cr_expect(strstr(err, must_contain_a) != NULL, "'%s' missing in: %s", must_contain_a, err);
+    cr_expect(strstr(err, must_contain_b) != NULL, "'%s' missing in: %s", must_contain_b, err);
+    free(err);
+    cr_expect(!exists(INF "/metrics.json"), "nothing is written on an error");
+    cr_expect(!exists(INF "/test_clean/wer_alignment"), "nothing is written on an error");
+}
+
+Test(measure, missing_hypotheses_point_to_stage_6)
+{
+    cr_assert_eq(remove(test_path(dir, INF "/test_other/hyp.scp")), 0);
+    cr_expect_eq(run("--stages measure"), 1);
+    expect_one_error_line(INF "/test_other/hyp.scp: no hypotheses for test set test_other", "run stage 6");
+}
+
+Test(measure, utterance_without_hypothesis_is_named)
+{
+    put(INF "/test_clean/hyp.scp", "u1 THE CAT SAT\n");
+    cr_expect_eq(run("--stages measure"), 1);
+    expect_one_error_line(INF "/test_clean/ref.scp:2: utterance u2 has no hypothesis", "hyp.scp");
+}
+
+Test(measure, hypothesis_without_reference_is_named)
+{
+    put(INF "/test_other/hyp.scp", "u3 HELLO\nu9 EXTRA\n");
+    cr_expect_eq(run("--stages measure"), 1);
+    expect_one_error_line(INF "/test_other/hyp.scp:2: utterance u9 is not in", "same utterances");
+}
+
+Test(measure, duplicate_utterance_is_an_error)
+{
+    put(INF "/test_clean/ref.scp", "u1 THE CAT SAT\nu2 A B C D\nu1 AGAIN\n");
+    cr_expect_eq(run("--stages measure"), 1);
+    expect_one_error_line(INF "/test_clean/ref.scp:3: utterance id u1 appears again", "first on line 1");
+}
+
+Test(measure, only_the_listed_metrics)
+{
+    put("conf/metrics.yaml", "recipe_dir: ${config_path:..}\nexp_tag: asr\ntest_sets: [test_other]\n"
+                             "metrics:\n  - _target_: espnet3.systems.asr.metrics.cer.CER\n");
+    cr_assert_eq(run("--stages measure"), 0, "%s", slurp("err"));
+    char *out = slurp("out");
+    cr_expect(strstr(out, "### WER") == NULL, "%s", out);
+    cr_expect(strstr(out, "### CER") != NULL, "%s", out);
+    cr_expect(!exists(INF "/test_other/wer_alignment"));
+    cr_expect(exists(INF "/test_other/cer_alignment"));
+    free(out);
+}

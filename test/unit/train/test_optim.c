@@ -1,0 +1,471 @@
+/* Adam/AdamW, WarmupLR, gradient clipping and the NaN guard against torch 1.13 fixtures made by
+ * scripts/make_optim_fixtures.py (test/fixtures/optim/), plus config mapping, thread-count
+ * invariance, resume from saved state and ESPnet3's NaN counter. */
+#include <criterion/criterion.h>
+#include <criterion/redirect.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/base/fsio.h"
+#include "core/formats/npz.h"
+#include "core/train/optim.h"
+#include "core/train/scheduler.h"
+#include "test/unit/test_util.h"
+
+static void quiet(void)
+{
+    log_set_quiet(1);
+}
+
+TestSuite(optim, .init = quiet);
+TestSuite(scheduler, .init = quiet);
+TestSuite(clip, .init = quiet);
+TestSuite(nan_guard, .init = cr_redirect_stderr);
+
+static npz_file load_fixture(const char *name)
+{
+    char *dir = path_join(test_root_dir(), "test/fixtures/optim");
+    char *path = path_join(dir, name);
+    npz_file f;
+    esp_err err;
+    cr_assert_eq(npz_read(path, &f, &err), 0, "%s", err.msg);
+    free(dir);
+    free(path);
+    return f;
+}
+
+static const npy_array *get(const npz_file *f, npy_dtype dtype, const char *fmt, int i)
+{
+    char name[64];
+    snprintf(name, sizeof name, fmt, i);
+    const npy_array *a = npz_get(f, name);
+    cr_assert_not_null(a, "fixture array %s missing", name);
+    cr_assert_eq(a->dtype, dtype, "fixture array %s has dtype %d", name, (int)a->dtype);
+    return a;
+}
+
+/* Largest |a - b| / |b| over elements, with |b| floored at `floor` (values that cross zero). */
+static double max_rel_err(const float *a, const float *b, size_t n, double floor, size_t *exact)
+{
+    double worst = 0;
+    if (exact) *exact = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]) / fmax(fabs((double)b[i]), floor);
+        if (!(d <= worst)) worst = d; /* NaN counts as the worst */
+        if (exact && a[i] == b[i]) (*exact)++;
+    }
+    return worst;
+}
+
+/* ---- Adam / AdamW ------------------------------------------------------------------------- */
+
+Test(optim, adam_and_adamw_match_torch)
+{
+    npz_file f = load_fixture("adam.npz");
+    const npy_array *p0 = get(&f, NPY_F32, "params0", 0), *grads = get(&f, NPY_F32, "grads", 0);
+    size_t n = p0->count, steps = grads->shape[0];
+    cr_assert_eq(n, 300);
+    cr_assert_eq(steps, 20);
+    int cases = 0;
+    size_t exact_total = 0, compared = 0;
+    for (int c = 0; c < 64; c++) {
+        char name[64];
+        snprintf(name, sizeof name, "case%d_opts", c);
+        if (!npz_get(&f, name)) break;
+        const double *opts = get(&f, NPY_F64, "case%d_opts", c)->data;
+        const float *traj = get(&f, NPY_F32, "case%d_params", c)->data;
+        const double *lrs = get(&f, NPY_F64, "case%d_lr", c)->data;
+        optim_opts o = {.kind = opts[0] == 1 ? OPTIM_ADAMW : OPTIM_ADAM, .lr = opts[1], .beta1 = opts[2],
+                        .beta2 = opts[3], .eps = opts[4], .weight_decay = opts[5], .amsgrad = opts[6] != 0};
+        lr_scheduler sched = {.kind = opts[7] > 0 ? SCHED_WARMUP_LR : SCHED_CONSTANT, .base_lr = o.lr,
+                              .warmup_steps = (int64_t)opts[7]};
+        float *p = xmalloc(n * sizeof *p);
+        memcpy(p, p0->data, n * sizeof *p);
+        adam_state s;
+        adam_state_init(&s, n, o.amsgrad);
+        for (size_t k = 0; k < steps; k++) {
+            double lr = scheduler_lr(&sched);
+            cr_assert_eq(lr, lrs[k], "case %d step %zu: lr %.17g, torch %.17g", c, k + 1, lr, lrs[k]);
+            adam_step(p, &s, (const float *)grads->data + k * n, &o, lr, 1);
+            scheduler_on_step_end(&sched);
+            size_t exact;
+            double e = max_rel_err(p, traj + (k + 1) * n, n, 1e-3, &exact);
+            cr_assert(e < 1e-6, "case %d step %zu: params rel err %g", c, k + 1, e);
+            exact_total += exact;
+            compared += n;
+        }
+        cr_assert_eq(s.step, (int64_t)*(const double *)get(&f, NPY_F64, "case%d_step", c)->data);
+        double e1 = max_rel_err(s.exp_avg, get(&f, NPY_F32, "case%d_exp_avg", c)->data, n, 1e-12, NULL);
+        double e2 = max_rel_err(s.exp_avg_sq, get(&f, NPY_F32, "case%d_exp_avg_sq", c)->data, n, 1e-30, NULL);
+        cr_assert(e1 < 1e-6 && e2 < 1e-6, "case %d: exp_avg rel err %g, exp_avg_sq %g", c, e1, e2);
+        if (o.amsgrad) {
+            double e3 = max_rel_err(s.max_exp_avg_sq, get(&f, NPY_F32, "case%d_max_exp_avg_sq", c)->data, n,
+                                    1e-30, NULL);
+            cr_assert(e3 < 1e-6, "case %d: max_exp_avg_sq rel err %g", c, e3);
+        }
+        adam_state_free(&s);
+        free(p);
+        cases++;
+    }
+    cr_assert_eq(cases, 8);
+    /* The same float operations as torch's AVX2 kernels, in the same order: the same bits. */
+    cr_assert_eq(exact_total, compared, "only %zu of %zu parameter values bit-identical to torch", exact_total,
+                 compared);
+    npz_free(&f);
+}
+
+static float *random_buffer(size_t n, uint64_t seed, float scale)
+{
+    float *x = xmalloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        x[i] = scale * ((float)(seed >> 40) / (float)(1 << 24) - 0.5f);
+    }
+    return x;
+}
+
+Test(optim, threads_do_not_change_results)
+{
+    size_t n = (1 << 18) + 17;
+    float *g = random_buffer(n, 1, 2.0f), *p0 = random_buffer(n, 2, 1.0f);
+    optim_opts o = optim_opts_default(OPTIM_ADAMW);
+    o.weight_decay = 0.01;
+    o.amsgrad = 1;
+    float *ref = NULL;
+    adam_state ref_s = {0};
+    for (int t = 1; t <= 8; t += 3) { /* 1, 4, 7 threads */
+        float *p = xmalloc(n * sizeof *p);
+        memcpy(p, p0, n * sizeof *p);
+        adam_state s;
+        adam_state_init(&s, n, 1);
+        for (int k = 0; k < 3; k++) adam_step(p, &s, g, &o, 1e-3, t);
+        if (!ref) {
+            ref = p;
+            ref_s = s;
+            continue;
+        }
+        cr_assert_eq(memcmp(p, ref, n * sizeof *p), 0, "%d threads: params differ", t);
+        cr_assert_eq(memcmp(s.exp_avg, ref_s.exp_avg, n * sizeof(float)), 0);
+        cr_assert_eq(memcmp(s.exp_avg_sq, ref_s.exp_avg_sq, n * sizeof(float)), 0);
+        cr_assert_eq(memcmp(s.max_exp_avg_sq, ref_s.max_exp_avg_sq, n * sizeof(float)), 0);
+        adam_state_free(&s);
+        free(p);
+    }
+    adam_state_free(&ref_s);
+    free(ref);
+    free(g);
+    free(p0);
+}
+
+Test(optim, resume_from_saved_state_is_bit_identical)
+{
+    size_t n = 1000;
+    float *p0 = random_buffer(n, 3, 1.0f);
+    optim_opts o = optim_opts_default(OPTIM_ADAM);
+    o.weight_decay = 1e-6;
+    o.amsgrad = 1;
+    lr_scheduler sched = {.kind = SCHED_WARMUP_LR, .base_lr = 2e-3, .warmup_steps = 4};
+
+    /* Straight through: 12 steps. */
+    float *a = xmalloc(n * sizeof *a);
+    memcpy(a, p0, n * sizeof *a);
+    adam_state sa;
+    adam_state_init(&sa, n, 1);
+    lr_scheduler ka = sched;
+    for (int k = 0; k < 12; k++) {
+        float *g = random_buffer(n, 100 + (uint64_t)k, 1.0f);
+        adam_step(a, &sa, g, &o, scheduler_lr(&ka), 2);
+        scheduler_on_step_end(&ka);
+        free(g);
+    }
+
+    /* 5 steps, then only the saved buffers, step and last_epoch carry over to a fresh state. */
+    float *b = xmalloc(n * sizeof *b);
+    memcpy(b, p0, n * sizeof *b);
+    adam_state sb;
+    adam_state_init(&sb, n, 1);
+    lr_scheduler kb = sched;
+    for (int k = 0; k < 12; k++) {
+        if (k == 5) {
+            adam_state fresh;
+            adam_state_init(&fresh, n, 1);
+            memcpy(fresh.exp_avg, sb.exp_avg, n * sizeof(float));
+            memcpy(fresh.exp_avg_sq, sb.exp_avg_sq, n * sizeof(float));
+            memcpy(fresh.max_exp_avg_sq, sb.max_exp_avg_sq, n * sizeof(float));
+            fresh.step = sb.step;
+            adam_state_free(&sb);
+            sb = fresh;
+            lr_scheduler k2 = {.kind = SCHED_WARMUP_LR, .base_lr = 2e-3, .warmup_steps = 4,
+                               .last_epoch = kb.last_epoch};
+            kb = k2;
+        }
+        float *g = random_buffer(n, 100 + (uint64_t)k, 1.0f);
+        adam_step(b, &sb, g, &o, scheduler_lr(&kb), 1);
+        scheduler_on_step_end(&kb);
+        free(g);
+    }
+    cr_assert_eq(sa.step, 12);
+    cr_assert_eq(sb.step, 12);
+    cr_assert_eq(memcmp(a, b, n * sizeof *a), 0);
+    cr_assert_eq(memcmp(sa.exp_avg_sq, sb.exp_avg_sq, n * sizeof(float)), 0);
+    adam_state_free(&sa);
+    adam_state_free(&sb);
+    free(a);
+    free(b);
+    free(p0);
+}
+
+Test(optim, first_step_moves_by_lr)
+{
+    /* Adam's first update is lr * g / (|g| + eps * ...) ~ lr * sign(g), the textbook check. */
+    float p[3] = {1, 1, 1}, g[3] = {0.5f, -2, 0};
+    adam_state s;
+    adam_state_init(&s, 3, 0);
+    optim_opts o = optim_opts_default(OPTIM_ADAM);
+    adam_step(p, &s, g, &o, 0.1, 1);
+    cr_assert_float_eq(p[0], 0.9f, 1e-6);
+    cr_assert_float_eq(p[1], 1.1f, 1e-6);
+    cr_assert_eq(p[2], 1.0f);
+    /* AdamW decays even with a zero gradient; Adam's L2 acts through the gradient. */
+    float q[1] = {2}, z[1] = {0};
+    adam_state w;
+    adam_state_init(&w, 1, 0);
+    optim_opts ow = optim_opts_default(OPTIM_ADAMW);
+    ow.weight_decay = 0.5;
+    adam_step(q, &w, z, &ow, 0.1, 1);
+    cr_assert_float_eq(q[0], 2.0f * (1 - 0.1f * 0.5f), 1e-6);
+    adam_state_free(&s);
+    adam_state_free(&w);
+}
+
+Test(optim, config_mapping_and_defaults)
+{
+    optim_opts o;
+    esp_err err;
+    optimizer_cfg c = {.target = "torch.optim.Adam"};
+    cr_assert_eq(optim_opts_from_cfg(&c, &o, &err), 0, "%s", err.msg);
+    cr_assert_eq(o.kind, OPTIM_ADAM);
+    cr_assert_eq(o.lr, 1e-3);
+    cr_assert_eq(o.beta1, 0.9);
+    cr_assert_eq(o.beta2, 0.999);
+    cr_assert_eq(o.eps, 1e-8);
+    cr_assert_eq(o.weight_decay, 0.0);
+    cr_assert_eq(o.amsgrad, 0);
+
+    double betas[2] = {0.8, 0.98};
+    optimizer_cfg w = {.target = "torch.optim.AdamW", .lr = 0.002, .betas = betas, .n_betas = 2,
+                       .eps = 1e-6, .weight_decay = 0.01, .amsgrad = 1};
+    cr_assert_eq(optim_opts_from_cfg(&w, &o, &err), 0, "%s", err.msg);
+    cr_assert_eq(o.kind, OPTIM_ADAMW);
+    cr_assert_eq(o.lr, 0.002);
+    cr_assert_eq(o.beta1, 0.8);
+    cr_assert_eq(o.beta2, 0.98);
+    cr_assert_eq(o.eps, 1e-6);
+    cr_assert_eq(o.weight_decay, 0.01);
+    cr_assert_eq(o.amsgrad, 1);
+
+    optimizer_cfg bad = {.target = "torch.optim.SGD"};
+    cr_assert_eq(optim_opts_from_cfg(&bad, &o, &err), -1);
+    cr_assert(strstr(err.msg, "optimizer._target_") && strstr(err.msg, "torch.optim.SGD"), "%s", err.msg);
+    optimizer_cfg none = {0};
+    cr_assert_eq(optim_opts_from_cfg(&none, &o, &err), -1);
+    cr_assert(strstr(err.msg, "optimizer._target_: missing"), "%s", err.msg);
+    optimizer_cfg neg = {.target = "torch.optim.Adam", .lr = -1};
+    cr_assert_eq(optim_opts_from_cfg(&neg, &o, &err), -1);
+    cr_assert(strstr(err.msg, "optimizer.lr: Invalid learning rate: -1"), "%s", err.msg);
+    double b1[2] = {1.0, 0.999};
+    optimizer_cfg beta = {.target = "torch.optim.Adam", .betas = b1, .n_betas = 2};
+    cr_assert_eq(optim_opts_from_cfg(&beta, &o, &err), -1);
+    cr_assert(strstr(err.msg, "Invalid beta parameter at index 0: 1"), "%s", err.msg);
+    double b2[2] = {0.9, -0.1};
+    beta.betas = b2;
+    cr_assert_eq(optim_opts_from_cfg(&beta, &o, &err), -1);
+    cr_assert(strstr(err.msg, "Invalid beta parameter at index 1: -0.1"), "%s", err.msg);
+    optimizer_cfg wd = {.target = "torch.optim.AdamW", .weight_decay = -0.1};
+    cr_assert_eq(optim_opts_from_cfg(&wd, &o, &err), -1);
+    cr_assert(strstr(err.msg, "optimizer.weight_decay: Invalid weight_decay value"), "%s", err.msg);
+    optimizer_cfg eps = {.target = "torch.optim.Adam", .eps = -1e-8};
+    cr_assert_eq(optim_opts_from_cfg(&eps, &o, &err), -1);
+    cr_assert(strstr(err.msg, "optimizer.eps: Invalid epsilon value"), "%s", err.msg);
+}
+
+/* ---- WarmupLR ----------------------------------------------------------------------------- */
+
+Test(scheduler, warmup_lr_matches_espnet2_on_torch)
+{
+    npz_file f = load_fixture("warmup.npz");
+    int cases = 0;
+    for (int c = 0; c < 64; c++) {
+        char name[64];
+        snprintf(name, sizeof name, "case%d_opts", c);
+        if (!npz_get(&f, name)) break;
+        const double *opts = get(&f, NPY_F64, "case%d_opts", c)->data;
+        const npy_array *lrs = get(&f, NPY_F64, "case%d_lr", c);
+        cr_assert_eq(lrs->count, 30);
+        scheduler_cfg sc = {.target = "espnet2.schedulers.warmup_lr.WarmupLR", .warmup_steps = (int64_t)opts[1]};
+        lr_scheduler s;
+        esp_err err;
+        cr_assert_eq(scheduler_from_cfg(&sc, "step", opts[0], &s, &err), 0, "%s", err.msg);
+        for (size_t k = 0; k < lrs->count; k++) {
+            double want = ((const double *)lrs->data)[k];
+            cr_assert_eq(scheduler_lr(&s), want, "case %d step %zu: %.17g vs torch %.17g", c, k + 1,
+                         scheduler_lr(&s), want);
+            scheduler_on_step_end(&s);
+            scheduler_on_epoch_end(&s); /* interval step: no effect */
+        }
+        cases++;
+    }
+    cr_assert_eq(cases, 5);
+    npz_free(&f);
+}
+
+Test(scheduler, warmup_lr_formula)
+{
+    /* Peak base_lr at step == warmup_steps, linear before it, inverse square root after it. */
+    cr_assert_float_eq(warmup_lr(0.002, 15000, 15000), 0.002, 1e-15);
+    cr_assert_float_eq(warmup_lr(0.002, 15000, 1), 0.002 / 15000, 1e-15);
+    cr_assert_float_eq(warmup_lr(0.002, 15000, 7500), 0.001, 1e-15);
+    cr_assert_float_eq(warmup_lr(0.002, 15000, 60000), 0.001, 1e-15);
+    for (int64_t s = 1; s <= 30; s++) {
+        double w = 7, want = 1.5 * sqrt(w) * fmin(1 / sqrt((double)s), (double)s / (w * sqrt(w)));
+        cr_assert_float_eq(warmup_lr(1.5, 7, s), want, 1e-14 * want);
+    }
+}
+
+Test(scheduler, interval_config_and_defaults)
+{
+    lr_scheduler s;
+    esp_err err;
+    scheduler_cfg sc = {.target = "espnet2.schedulers.warmup_lr.WarmupLR", .warmup_steps = 4};
+    cr_assert_eq(scheduler_from_cfg(&sc, "epoch", 1.0, &s, &err), 0, "%s", err.msg);
+    cr_assert_eq(s.interval, SCHED_PER_EPOCH);
+    double first = scheduler_lr(&s);
+    cr_assert_eq(first, warmup_lr(1.0, 4, 1));
+    for (int i = 0; i < 5; i++) scheduler_on_step_end(&s); /* steps do not move an epoch schedule */
+    cr_assert_eq(scheduler_lr(&s), first);
+    scheduler_on_epoch_end(&s);
+    cr_assert_eq(scheduler_lr(&s), warmup_lr(1.0, 4, 2));
+
+    cr_assert_eq(scheduler_from_cfg(&sc, NULL, 1.0, &s, &err), 0, "%s", err.msg);
+    cr_assert_eq(s.interval, SCHED_PER_STEP);
+    scheduler_cfg dflt = {.target = "espnet2.schedulers.warmup_lr.WarmupLR"};
+    cr_assert_eq(scheduler_from_cfg(&dflt, "step", 1.0, &s, &err), 0, "%s", err.msg);
+    cr_assert_eq(s.warmup_steps, WARMUP_LR_DEFAULT_STEPS);
+    cr_assert_eq(scheduler_from_cfg(NULL, "step", 0.5, &s, &err), 0, "%s", err.msg);
+    cr_assert_eq(s.kind, SCHED_CONSTANT);
+    scheduler_on_step_end(&s);
+    cr_assert_eq(scheduler_lr(&s), 0.5);
+
+    cr_assert_eq(scheduler_from_cfg(&sc, "batch", 1.0, &s, &err), -1);
+    cr_assert(strstr(err.msg, "scheduler_interval: 'batch'"), "%s", err.msg);
+    scheduler_cfg other = {.target = "torch.optim.lr_scheduler.StepLR"};
+    cr_assert_eq(scheduler_from_cfg(&other, "step", 1.0, &s, &err), -1);
+    cr_assert(strstr(err.msg, "scheduler._target_"), "%s", err.msg);
+    scheduler_cfg neg = {.target = "espnet2.schedulers.warmup_lr.WarmupLR", .warmup_steps = -3};
+    cr_assert_eq(scheduler_from_cfg(&neg, "step", 1.0, &s, &err), -1);
+    cr_assert(strstr(err.msg, "scheduler.warmup_steps"), "%s", err.msg);
+}
+
+/* ---- gradient clipping -------------------------------------------------------------------- */
+
+Test(clip, matches_torch_clip_grad_norm)
+{
+    npz_file f = load_fixture("clip.npz");
+    int cases = 0;
+    for (int c = 0; c < 64; c++) {
+        char name[64];
+        snprintf(name, sizeof name, "case%d_grads", c);
+        if (!npz_get(&f, name)) break;
+        const npy_array *in = get(&f, NPY_F32, "case%d_grads", c);
+        const float *want = get(&f, NPY_F32, "case%d_clipped", c)->data;
+        double max_norm = *(const double *)get(&f, NPY_F64, "case%d_max_norm", c)->data;
+        double want_norm = *(const double *)get(&f, NPY_F64, "case%d_total_norm", c)->data;
+        float *g = xmalloc(in->count * sizeof *g);
+        memcpy(g, in->data, in->count * sizeof *g);
+        double norm = clip_grad_norm(g, in->count, max_norm, 1);
+        cr_assert(fabs(norm - want_norm) <= 1e-6 * want_norm, "case %d: total norm %.9g, torch %.9g", c, norm,
+                  want_norm);
+        double e = max_rel_err(g, want, in->count, 1e-30, NULL);
+        cr_assert(e < 1e-6, "case %d: clipped grads rel err %g", c, e);
+        if (want_norm + 1e-6 <= max_norm)
+            cr_assert_eq(memcmp(g, in->data, in->count * sizeof *g), 0, "case %d: clipped below max_norm", c);
+        free(g);
+        cases++;
+    }
+    cr_assert_eq(cases, 5);
+    npz_free(&f);
+}
+
+Test(clip, norm_is_independent_of_threads)
+{
+    size_t n = (1 << 20) + 5;
+    float *g = random_buffer(n, 7, 3.0f);
+    double s1 = grad_sum_squares(g, n, 1);
+    for (int t = 2; t <= 16; t *= 2) {
+        double st = grad_sum_squares(g, n, t);
+        cr_assert_eq(memcmp(&s1, &st, sizeof s1), 0, "%d threads: %.17g vs %.17g", t, st, s1);
+    }
+    double direct = 0;
+    for (size_t i = 0; i < n; i++) direct += (double)g[i] * g[i];
+    cr_assert_float_eq(s1, direct, 1e-12 * direct);
+    free(g);
+}
+
+Test(clip, non_finite_norm_is_reported_and_grads_untouched)
+{
+    float g[4] = {1, 2, NAN, 3}, h[4] = {1, INFINITY, 2, 3};
+    cr_assert(isnan(clip_grad_norm(g, 4, 1.0, 1)));
+    cr_assert_eq(g[0], 1.0f);
+    cr_assert_eq(g[3], 3.0f);
+    cr_assert(isinf(clip_grad_norm(h, 4, 1.0, 1)));
+    cr_assert_eq(h[0], 1.0f);
+    /* Empty gradients have norm 0 (torch returns tensor(0.)). */
+    cr_assert_eq(clip_grad_norm(g, 0, 1.0, 1), 0.0);
+}
+
+Test(clip, grad_scale_for_accumulation)
+{
+    float g[5] = {4, -8, 0, 2, 1e-3f};
+    grad_scale(g, 5, 1.0f / 4, 3);
+    cr_assert_eq(g[0], 1.0f);
+    cr_assert_eq(g[1], -2.0f);
+    cr_assert_eq(g[2], 0.0f);
+    cr_assert_eq(g[3], 0.5f);
+    cr_assert_eq(g[4], 1e-3f / 4);
+}
+
+/* ---- NaN guard -------------------------------------------------------------------------- */
+
+Test(nan_guard, stops_after_espnet3_count_with_exact_text)
+{
+    esp_err err = {{0}};
+    /* From the start of a run (countdown 0): 100 invalid batches are skipped, the 101st stops. */
+    nan_guard g = {0};
+    for (int i = 0; i < 100; i++)
+        cr_assert_eq(nan_guard_update(&g, NAN_GUARD_LOSS, i, 0, &err), GUARD_SKIP, "batch %d", i);
+    cr_assert_eq(nan_guard_update(&g, NAN_GUARD_LOSS, 100, 0, &err), GUARD_STOP);
+    cr_assert_str_eq(err.msg, "Too many NaNs loss iterations encountered, stopping!");
+
+    /* After a valid batch: 99 skipped, the 100th in a row stops. Any valid batch resets. */
+    nan_guard h = {0};
+    cr_assert_eq(nan_guard_update(&h, NAN_GUARD_OK, 0, 1, &err), GUARD_STEP);
+    for (int i = 0; i < 50; i++) cr_assert_eq(nan_guard_update(&h, NAN_GUARD_GRAD, i, 1, &err), GUARD_SKIP);
+    cr_assert_eq(nan_guard_update(&h, NAN_GUARD_OK, 51, 1, &err), GUARD_STEP);
+    for (int i = 0; i < 99; i++)
+        cr_assert_eq(nan_guard_update(&h, NAN_GUARD_LOSS | NAN_GUARD_GRAD, i, 1, &err), GUARD_SKIP, "%d", i);
+    cr_assert_eq(nan_guard_update(&h, NAN_GUARD_LOSS, 200, 1, &err), GUARD_STOP);
+    cr_assert_str_eq(err.msg, NAN_GUARD_MESSAGE);
+
+    fflush(stderr);
+    FILE *f = cr_get_redirected_stderr();
+    char line[512];
+    int loss_lines = 0, grad_lines = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (strstr(line, "NaN loss in batch 3 of epoch 0, skipping the whole batch across all workers.")) loss_lines++;
+        if (strstr(line, "Non-finite gradient norm in batch 7 of epoch 1")) grad_lines++;
+    }
+    cr_assert_eq(loss_lines, 1);
+    cr_assert_eq(grad_lines, 1);
+}

@@ -1,0 +1,141 @@
+/* Stage 5 through the binary on the tiny recipe: the files a run leaves, bit-identical resume
+ * (after a clean stop and after SIGKILL mid-epoch), falling validation loss, and config errors. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "test/unit/test_util.h"
+
+static char dir[64];
+
+static char *command(const char *exp, const char *extra)
+{
+    static char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && timeout 300 '%s' -q --config recipes/espeak_fortunes/conf/training_tiny.yaml "
+             "data_dir=%s/data dataset_dir=%s/dl stats_dir=%s/stats exp_dir=%s/%s %s",
+             test_root_dir(), test_bin_path(), dir, dir, dir, dir, exp, extra);
+    return cmd;
+}
+
+static int run(const char *exp, const char *extra) { return test_sh("%s >>%s/log 2>&1", command(exp, extra), dir); }
+
+static int same_file(const char *a, const char *b) { return test_same_file(test_path(dir, a), test_path(dir, b)); }
+
+static int exists(const char *rel) { return test_exists(test_path(dir, rel)); }
+
+/* A file under the temporary folder; "" when missing (the assertion after it says so). */
+static char *slurp(const char *rel) { return test_slurp_or_empty(test_path(dir, rel)); }
+
+/* Stages 1-3 once per test (about a second). */
+static void setup(void)
+{
+    test_tmpdir_make(dir, sizeof dir, "train");
+    cr_assert_eq(run("exp0", "--stage 1 --stop_stage 3"), 0, "stages 1-3 failed:\n%s", slurp("log"));
+}
+
+static void teardown(void) { test_tmpdir_remove(dir); }
+
+TestSuite(train, .init = setup, .fini = teardown);
+
+Test(train, writes_checkpoints_logs_and_resumes_bit_identically)
+{
+    cr_assert_eq(run("full", "--stages train trainer.max_epochs=3"), 0, "%s", slurp("log"));
+    /* ESPnet2 names, safetensors, `last`, k-best average, TensorBoard events, metrics.csv, config. */
+    cr_assert(exists("full/checkpoints/epoch=3-step=3/model.safetensors"));
+    cr_assert(exists("full/checkpoints/epoch=3-step=3/trainer_state.safetensors"));
+    cr_assert(exists("full/last"));
+    cr_assert(exists("full/valid.loss.ave_3best.safetensors"));
+    cr_assert(exists("full/config.yaml"));
+    char *csv = slurp("full/metrics.csv");
+    cr_assert(!strncmp(csv, "epoch,step,train/grad_norm,train/loss,train/lr,valid/cer,valid/loss", 65), "%s", csv);
+    free(csv);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "ls %s/full/tensorboard/tb_logger/version_0/ | grep -q tfevents", dir);
+    cr_assert_eq(system(cmd), 0, "no TensorBoard event file");
+    char *model = slurp("full/checkpoints/epoch=3-step=3/model.safetensors");
+    /* The JSON header follows the u64 header length. */
+    cr_assert(strstr(model + 8, "\"encoder.encoders.0.self_attn.linear_q.weight\"") && strstr(model + 8, "\"ctc.ctc_lo.bias\""));
+    free(model);
+
+    /* One epoch, stop, rerun to three: the same weights bit for bit. */
+    cr_assert_eq(run("split", "--stages train trainer.max_epochs=1"), 0, "%s", slurp("log"));
+    cr_assert_eq(run("split", "--stages train trainer.max_epochs=3"), 0, "%s", slurp("log"));
+    cr_assert(same_file("full/checkpoints/epoch=3-step=3/model.safetensors",
+                        "split/checkpoints/epoch=3-step=3/model.safetensors"),
+              "resumed run differs from the uninterrupted one");
+    cr_assert(same_file("full/valid.loss.ave_3best.safetensors", "split/valid.loss.ave_3best.safetensors"));
+}
+
+Test(train, sigkill_mid_epoch_then_rerun_ends_with_the_same_weights)
+{
+    cr_assert_eq(run("full", "--stages train trainer.max_epochs=4"), 0, "%s", slurp("log"));
+    /* Start the same run, kill it as soon as its second checkpoint exists (inside epoch 3). */
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        setpgid(0, 0);
+        char cmd[4600];
+        snprintf(cmd, sizeof cmd, "%s >/dev/null 2>&1", command("killed", "--stages train trainer.max_epochs=4"));
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    struct timespec nap = {0, 2000000};
+    int waited = 0, killed = 0;
+    for (; waited < 120000; waited += 2) {
+        if (exists("killed/checkpoints/epoch=2-step=2/model.safetensors")) {
+            kill(-pid, SIGKILL);
+            killed = 1;
+            break;
+        }
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) break;
+        nanosleep(&nap, NULL);
+    }
+    if (killed) waitpid(pid, NULL, 0);
+    cr_assert(killed, "the run ended before it could be killed");
+    cr_assert_not(exists("killed/checkpoints/epoch=4-step=4/model.safetensors"));
+    cr_assert_eq(run("killed", "--stages train trainer.max_epochs=4"), 0, "%s", slurp("log"));
+    cr_assert(same_file("full/checkpoints/epoch=4-step=4/model.safetensors",
+                        "killed/checkpoints/epoch=4-step=4/model.safetensors"),
+              "run killed and resumed differs from the uninterrupted one");
+}
+
+Test(train, validation_loss_falls)
+{
+    cr_assert_eq(run("fall", "--stages train trainer.max_epochs=8 optimizer.lr=0.005"), 0, "%s", slurp("log"));
+    char *csv = slurp("fall/metrics.csv");
+    /* valid/loss is the last column of the validation rows (those with an empty train/loss). */
+    double first = -1, last = -1;
+    for (char *line = strtok(csv, "\r\n"); line; line = strtok(NULL, "\r\n")) {
+        char *c = strrchr(line, ',');
+        if (!c || !c[1] || strstr(line, "valid/loss")) continue;
+        double v = atof(c + 1);
+        if (first < 0) first = v;
+        last = v;
+    }
+    free(csv);
+    cr_assert(first > 0 && last > 0 && last < 0.9 * first, "valid/loss %f -> %f did not fall", first, last);
+}
+
+Test(train, keys_not_acted_on_are_announced_and_post_ln_refused)
+{
+    cr_assert_eq(run("warn", "--stages train trainer.max_epochs=1 trainer.max_steps=5 trainer.precision=bf16-mixed "
+                             "+model.model_conf.ctc_weight=0.3"),
+                 0, "%s", slurp("log"));
+    char *log = slurp("log");
+    cr_assert(strstr(log, "trainer.max_steps: not implemented yet"), "%s", log);
+    cr_assert(strstr(log, "trainer.precision: bf16-mixed is for GPUs"), "%s", log);
+    cr_assert(strstr(log, "model.model_conf.ctc_weight: 0.3 asks for an attention decoder"), "%s", log);
+    free(log);
+    cr_assert_eq(run("postln", "--stages train model.encoder_conf.normalize_before=false"), 1);
+    log = slurp("log");
+    cr_assert(strstr(log, "model.encoder_conf.normalize_before: false (post-LN blocks) is not supported"), "%s", log);
+    free(log);
+}
