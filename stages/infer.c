@@ -46,8 +46,7 @@ typedef struct infer_job {
 typedef struct infer_env {
     const infer_job *job;
     asr_data data;
-    backend be;
-    int have_be;
+    backend *be;
     asr_model model;
     ctc_beam *beam;
     err_calc ec;
@@ -66,10 +65,10 @@ static void release(void *p)
     if (!env) return;
     for (size_t i = env->lo; i < env->hi; i++) runner_buf_free(&env->results[i - env->lo]);
     free(env->results);
-    if (env->have_be) {
-        env->be.free(&env->be, env->dev_feats);
+    if (env->be) {
+        env->be->free(env->be, env->dev_feats);
         asr_model_free(&env->model);
-        env->be.destroy(&env->be);
+        backend_close(env->be);
     }
     asr_data_close(&env->data);
     ctc_beam_free(env->beam);
@@ -88,9 +87,8 @@ static void *provide(void *arg, esp_err *err)
     if (asr_data_open_files(&env->data, tc->model, job->manifest_path, job->mf->tokens, 0, err) != 0) goto fail;
     model_dims dims;
     if (model_dims_from_cfg(&dims, tc->model, env->data.fo.n_mels, (int)env->data.tokens.n, err) != 0) goto fail;
-    if (backend_cpu_init(&env->be, job->opts.threads, err) != 0) goto fail;
-    env->have_be = 1;
-    asr_model_init_inference(&env->model, &env->be, &dims);
+    if (!(env->be = backend_open("cpu", 0, job->opts.threads, err))) goto fail;
+    asr_model_init_inference(&env->model, env->be, &dims);
     if (asr_model_load_weights(&env->model, job->mf->weights, err) != 0) goto fail;
     env->beam = ctc_beam_new();
     err_calc_init(&env->ec, &env->data.tokens);
@@ -115,7 +113,7 @@ static int decode_batch(infer_env *env, size_t lo, size_t hi, esp_err *err)
     int rc = asr_batch_load(&ab, &env->data, items, n, 0, err);
     free(items);
     if (rc != 0) return -1;
-    backend *be = &env->be;
+    backend *be = env->be;
     asr_model *m = &env->model;
     int V = m->dims.vocab;
     const decode_opts *o = &env->job->opts;

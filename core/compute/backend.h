@@ -1,6 +1,9 @@
-/* The compute backend: device memory and the encoder's ops on device float buffers, as a struct
- * of function pointers. Model code is written once against it; core/compute/backend_cpu.c fills it with
- * the float instantiation of core/compute/ops.h (OpenBLAS), a CUDA backend fills the same fields later.
+/* The compute backend: device memory and every op of a training step on device float buffers
+ * (layers, losses, the optimizer update, reductions), as a struct of function pointers. Model and
+ * trainer code is written once against it; host code reads or writes device buffers only through
+ * be->copy. backend_open() (core/compute/backend.c) is the one place that names a kind: "cpu"
+ * (core/compute/backend_cpu.c: the float instantiation of core/compute/ops.h, OpenBLAS), "cuda"
+ * later (cuda/).
  *
  * Every op has the semantics, argument order and layouts of its ops_<name>_f32 counterpart in
  * core/compute/ops_decl.h (outputs first; parameter gradients accumulate; `acc` on the input gradients of
@@ -15,6 +18,7 @@
 #include <stdint.h>
 
 #include "core/base/log.h"
+#include "core/compute/kernel_math.h"
 
 typedef enum backend_copy_kind {
     BACKEND_HOST_TO_DEVICE,
@@ -26,7 +30,6 @@ typedef struct backend backend;
 struct backend {
     const char *name; /* "cpu", "cuda" */
     void *impl;       /* the backend's private state */
-    int threads;      /* CPU threads the backend computes with */
 
     /* ---- memory: bytes, 64-byte aligned, zero-filled; alloc exits with an error when out of
      * memory; free(NULL) is a no-op. */
@@ -63,7 +66,6 @@ struct backend {
                                int n, int c, int acc);
     void (*add)(backend *be, float *y, const float *a, const float *b, size_t n);
     void (*scale)(backend *be, float *y, const float *x, double s, size_t n);
-    void (*axpy)(backend *be, float *y, const float *x, double s, size_t n);
     void (*posenc_forward)(backend *be, float *y, const float *x, double xscale, int nb, int t,
                            int d);
     void (*attention_forward)(backend *be, float *y, float *att, const float *q, const float *k,
@@ -81,14 +83,43 @@ struct backend {
     void (*dropout_backward)(backend *be, float *dx, const float *dy, size_t n, float p,
                              uint64_t seed, uint64_t stream);
 
-    /* ---- reductions to a host double (they synchronize), gradient clipping */
+    /* ---- CTC loss (core/compute/ctc.h, blank 0): logp (B, T, V) log-probabilities on the device;
+     * hlens, labels (padded rows of `stride`) and label_lens on the host. The forward returns
+     * sum(losses) / B and fills losses (host, B; may be NULL); it keeps its workspace in the
+     * backend for the backward of the same batch, which writes the gradient of the logits
+     * (CTC_GRAD_TORCH: the log_softmax backward folded in) scaled by dloss. */
+    double (*ctc_loss_forward)(backend *be, double *losses, const float *logp, const int *hlens,
+                               const int *labels, const int *label_lens, int stride, int B, int T,
+                               int V, int zero_infinity);
+    void (*ctc_loss_backward)(backend *be, float *dlogits, const float *logp, const int *hlens,
+                              const int *labels, const int *label_lens, int stride, int B, int T,
+                              int V, int zero_infinity, float dloss);
+
+    /* ---- optimizer: one Adam/AdamW update of n elements (adam_update_one of
+     * core/compute/kernel_math.h on each; vmax NULL without amsgrad); bit-identical for any
+     * number of threads. */
+    void (*adam_update)(backend *be, float *params, float *exp_avg, float *exp_avg_sq,
+                        float *max_exp_avg_sq, const float *grads, size_t n, const adam_coefs *c);
+
+    /* ---- reductions to a host double (they synchronize), gradient clipping. sum_squares sums
+     * blocks of SUM_SQUARES_BLOCK elements, then the blocks in order (the same bits on any thread
+     * count); clip_grad_norm is torch.nn.utils.clip_grad_norm_ (L2): returns the norm and scales g
+     * by clip_grad_coef(norm, max_norm) when that is below 1 (a non-finite norm leaves g as is). */
     double (*sum)(backend *be, const float *x, size_t n);
     double (*sum_squares)(backend *be, const float *x, size_t n);
     double (*clip_grad_norm)(backend *be, float *g, size_t n, double max_norm);
 };
 
-/* The CPU backend: OpenBLAS sgemm with `threads` threads (>= 1; it sets OpenBLAS' global thread
- * count), elementwise loops on the calling thread. Release with be->destroy(be). */
-int backend_cpu_init(backend *be, int threads, esp_err *err);
+/* Opens a backend of `kind` ("cpu", or "cuda" in a binary built with CUDA=1) on GPU `device`
+ * (cuda; ignored by cpu) computing with `threads` CPU threads (>= 1; the CPU backend sets
+ * OpenBLAS' process-wide thread count, so the last one opened wins). NULL with err set when the
+ * kind is unknown or unavailable here. Release with backend_close. */
+backend *backend_open(const char *kind, int device, int threads, esp_err *err);
+void backend_close(backend *be);
+
+/* The backend kind for Lightning's trainer.accelerator / ESPnet's inference `device`: cpu ->
+ * "cpu"; gpu, cuda -> "cuda" (an error without a usable CUDA device or backend); auto -> "cuda"
+ * where that works, else "cpu". NULL with err set for anything else. */
+const char *backend_kind_for(const char *accelerator, esp_err *err);
 
 #endif

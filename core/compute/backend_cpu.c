@@ -1,17 +1,29 @@
-/* The CPU backend: fills core/compute/backend.h with the float ops of core/compute/ops.h (OpenBLAS sgemm). Host
- * memory is device memory here; copies are memcpy and every op is synchronous. */
-#include "core/compute/backend.h"
+/* The CPU backend: fills core/compute/backend.h with the float ops of core/compute/ops.h (OpenBLAS
+ * sgemm), core/compute/ctc.h and core/compute/ops_step.h. Host memory is device memory here;
+ * copies are memcpy and every op is synchronous. */
+#include "core/compute/backend_cpu.h"
 
 #include <cblas.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/compute/ctc.h"
 #include "core/compute/ops.h"
+#include "core/compute/ops_step.h"
 
 typedef struct cpu_impl {
+    int threads;    /* OpenBLAS' and the threaded loops' thread count */
     float *scratch; /* grown on demand, shared by the ops (one op runs at a time) */
     size_t scratch_n;
+    double *ctc_work; /* the CTC forward's workspace, read by the backward of the same batch */
+    size_t ctc_cap;
 } cpu_impl;
+
+static int threads_of(const backend *be)
+{
+    return ((const cpu_impl *)be->impl)->threads;
+}
 
 static float *scratch(backend *be, size_t n)
 {
@@ -65,6 +77,7 @@ static void cpu_destroy(backend *be)
     cpu_impl *c = be->impl;
     if (!c) return;
     free(c->scratch);
+    free(c->ctc_work);
     free(c);
     be->impl = NULL;
 }
@@ -149,14 +162,7 @@ static void cpu_add(backend *be, float *y, const float *a, const float *b, size_
 
 static void cpu_scale(backend *be, float *y, const float *x, double s, size_t n)
 {
-    (void)be;
-    ops_scale_f32(y, x, s, n);
-}
-
-static void cpu_axpy(backend *be, float *y, const float *x, double s, size_t n)
-{
-    (void)be;
-    ops_axpy_f32(y, x, s, n);
+    ops_scale_threaded_f32(y, x, s, n, threads_of(be));
 }
 
 static void cpu_posenc_forward(backend *be, float *y, const float *x, double xscale, int nb, int t,
@@ -220,14 +226,48 @@ static double cpu_sum(backend *be, const float *x, size_t n)
 
 static double cpu_sum_squares(backend *be, const float *x, size_t n)
 {
-    (void)be;
-    return ops_sum_squares_f32(x, n);
+    return ops_sum_squares_blocked_f32(x, n, threads_of(be));
 }
 
 static double cpu_clip_grad_norm(backend *be, float *g, size_t n, double max_norm)
 {
-    (void)be;
-    return ops_clip_grad_norm_f32(g, n, max_norm);
+    double norm = sqrt(ops_sum_squares_blocked_f32(g, n, threads_of(be)));
+    float coef = clip_grad_coef(norm, max_norm);
+    if (coef < 1.0f) ops_scale_threaded_f32(g, g, coef, n, threads_of(be));
+    return norm;
+}
+
+/* ---- the step's loss and optimizer */
+
+static double cpu_ctc_loss_forward(backend *be, double *losses, const float *logp, const int *hlens,
+                                   const int *labels, const int *label_lens, int stride, int B, int T,
+                                   int V, int zero_infinity)
+{
+    cpu_impl *c = be->impl;
+    ctc_labels y = {.ids = labels, .lens = label_lens, .stride = stride};
+    size_t need = ctc_workspace_size(B, T, ctc_max_label_len(&y, B));
+    if (need > c->ctc_cap) {
+        c->ctc_work = xrealloc(c->ctc_work, need * sizeof *c->ctc_work);
+        c->ctc_cap = need;
+    }
+    return ctc_loss_forward(losses, c->ctc_work, logp, hlens, &y, B, T, V, zero_infinity, c->threads);
+}
+
+static void cpu_ctc_loss_backward(backend *be, float *dlogits, const float *logp, const int *hlens,
+                                  const int *labels, const int *label_lens, int stride, int B, int T,
+                                  int V, int zero_infinity, float dloss)
+{
+    cpu_impl *c = be->impl;
+    ESP_CHECK(c->ctc_work != NULL); /* the forward of this batch ran */
+    ctc_labels y = {.ids = labels, .lens = label_lens, .stride = stride};
+    ctc_loss_backward(dlogits, c->ctc_work, logp, hlens, &y, B, T, V, zero_infinity, dloss, CTC_GRAD_TORCH,
+                      c->threads);
+}
+
+static void cpu_adam_update(backend *be, float *params, float *exp_avg, float *exp_avg_sq,
+                            float *max_exp_avg_sq, const float *grads, size_t n, const adam_coefs *c)
+{
+    ops_adam_update_f32(params, exp_avg, exp_avg_sq, max_exp_avg_sq, grads, n, c, threads_of(be));
 }
 
 int backend_cpu_init(backend *be, int threads, esp_err *err)
@@ -235,10 +275,11 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
     if (threads < 1) return esp_fail(err, "cpu backend: %d threads (use 1 or more)", threads);
     /* One process-wide setting in OpenBLAS: the last backend initialized wins. */
     openblas_set_num_threads(threads);
+    cpu_impl *impl = xcalloc(1, sizeof(cpu_impl));
+    impl->threads = threads;
     *be = (backend){
         .name = "cpu",
-        .impl = xcalloc(1, sizeof(cpu_impl)),
-        .threads = threads,
+        .impl = impl,
         .alloc = cpu_alloc,
         .free = cpu_free,
         .copy = cpu_copy,
@@ -257,7 +298,6 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
         .layernorm_backward = cpu_layernorm_backward,
         .add = cpu_add,
         .scale = cpu_scale,
-        .axpy = cpu_axpy,
         .posenc_forward = cpu_posenc_forward,
         .attention_forward = cpu_attention_forward,
         .attention_backward = cpu_attention_backward,
@@ -268,6 +308,9 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
         .sum = cpu_sum,
         .sum_squares = cpu_sum_squares,
         .clip_grad_norm = cpu_clip_grad_norm,
+        .ctc_loss_forward = cpu_ctc_loss_forward,
+        .ctc_loss_backward = cpu_ctc_loss_backward,
+        .adam_update = cpu_adam_update,
     };
     return 0;
 }

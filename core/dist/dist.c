@@ -38,13 +38,17 @@ static void node_key(char *out, size_t n, int node_rank)
     snprintf(out, n, "%s/%s/node%d", host, boot, node_rank);
 }
 
-int dist_join(dist_ctx *d, const dist_env *env, const char *run_id_fallback, double timeout_s, esp_err *err)
+int dist_join(dist_ctx *d, const dist_env *env, const char *run_id_fallback, const char *comm_kind,
+              double timeout_s, esp_err *err)
 {
     memset(d, 0, sizeof *d);
     d->env = *env;
     d->rank = env->rank, d->world = env->world_size;
     d->timeout = timeout_s > 0 ? timeout_s : DIST_DEFAULT_TIMEOUT;
     if (d->world <= 1) return 0;
+    if (strcmp(comm_kind, "cpu") != 0)
+        return esp_fail(err, "dist: comm %s: not available in this build (the CPU comm only; NCCL comes with the "
+                             "CUDA backend)", comm_kind);
     char run[160];
     snprintf(run, sizeof run, "%s", env->run_id[0] ? env->run_id : run_id_fallback);
     d->store = store_open(env->master_addr, env->store_port, env->rank == 0, run, env->rank, env->world_size,

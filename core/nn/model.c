@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/nn/ctc.h"
 #include "core/compute/ops.h"
 
 /* Dropout sites: each has its own stream so masks are independent and reproducible. */
@@ -95,9 +94,19 @@ void asr_model_free(asr_model *m)
     m->be->free(m->be, m->grads);
     free(m->blocks);
     free(m->hlens);
-    free(m->ctc_work);
     param_table_free(&m->table);
     memset(m, 0, sizeof *m);
+}
+
+void asr_model_params_to_host(const asr_model *m, float *host)
+{
+    m->be->synchronize(m->be);
+    m->be->copy(m->be, host, m->params, m->table.total * sizeof(float), BACKEND_DEVICE_TO_HOST);
+}
+
+void asr_model_params_from_host(asr_model *m, const float *host)
+{
+    m->be->copy(m->be, m->params, host, m->table.total * sizeof(float), BACKEND_HOST_TO_DEVICE);
 }
 
 void asr_model_zero_grad(asr_model *m)
@@ -219,17 +228,9 @@ void asr_model_forward(asr_model *m, const float *feats, const int *feat_lens, i
 
 double asr_model_loss(asr_model *m, const int *labels, const int *label_lens, int stride, double *losses)
 {
-    ctc_labels y = {.ids = labels, .lens = label_lens, .stride = stride};
-    int maxy = ctc_max_label_len(&y, m->B);
-    size_t need = ctc_workspace_size(m->B, m->T2, maxy);
-    if (need > m->ctc_cap) {
-        m->ctc_work = xrealloc(m->ctc_work, need * sizeof *m->ctc_work);
-        m->ctc_cap = need;
-    }
     m->labels = labels, m->label_lens = label_lens, m->label_stride = stride;
-    m->be->synchronize(m->be);
-    return ctc_loss_forward(losses, m->ctc_work, m->logp, m->hlens, &y, m->B, m->T2, m->dims.vocab, !m->rates.ctc_keep_inf,
-                            m->be->threads);
+    return m->be->ctc_loss_forward(m->be, losses, m->logp, m->hlens, labels, label_lens, stride, m->B, m->T2,
+                                   m->dims.vocab, !m->rates.ctc_keep_inf);
 }
 
 /* ---- backward -------------------------------------------------------------------------------- */
@@ -243,12 +244,10 @@ void asr_model_backward(asr_model *m, float dloss)
     uint64_t seed = m->seed;
     float pd = m->train ? m->rates.dropout : 0, pp = m->train ? m->rates.pos_dropout : 0;
     float pa = m->train ? m->rates.att_dropout : 0, pc = m->train ? m->rates.ctc_dropout : 0;
-    ctc_labels y = {.ids = m->labels, .lens = m->label_lens, .stride = m->label_stride};
 
-    /* CTC_GRAD_TORCH is the gradient of the logits: the log_softmax backward is folded in. */
-    ctc_loss_backward(m->dlogp, m->ctc_work, m->logp, m->hlens, &y, B, m->T2, d->vocab, !m->rates.ctc_keep_inf, dloss,
-                      CTC_GRAD_TORCH,
-                      be->threads);
+    /* The backend's CTC backward gives the gradient of the logits: the log_softmax backward is folded in. */
+    be->ctc_loss_backward(be, m->dlogp, m->logp, m->hlens, m->labels, m->label_lens, m->label_stride, B, m->T2,
+                          d->vocab, !m->rates.ctc_keep_inf, dloss);
     be->linear_backward(be, m->dtmp, G("ctc.ctc_lo", 0, "weight"), G("ctc.ctc_lo", 0, "bias"), m->dlogp,
                         m->zd, P("ctc.ctc_lo", 0, "weight"), N, D, d->vocab, 0);
     be->dropout_backward(be, m->dtmp, m->dtmp, (size_t)N * D, pc, seed, STREAM_CTC);

@@ -47,9 +47,7 @@ typedef struct asr_model {
     float *hf, *lnf, *meanf, *rstdf, *zd, *logp;
     /* Backward work. */
     float *dh, *dtmp, *dq, *dk, *dv, *datt, *dff, *dln, *dwout_fc, *dc2, *dc1, *dlogp;
-    /* CTC (host). */
-    double *ctc_work;
-    size_t ctc_cap;
+    /* The labels of the last loss (host), for the backward. */
     const int *labels, *label_lens;
     int label_stride;
 } asr_model;
@@ -61,6 +59,10 @@ void asr_model_init(asr_model *m, backend *be, const model_dims *d, const model_
  * not grow with num_blocks. Forward with train = 0; loss and backward are not available. */
 void asr_model_init_inference(asr_model *m, backend *be, const model_dims *d);
 void asr_model_free(asr_model *m);
+/* All parameters as host floats (table.total, in the flat layout of core/nn/model_params.h),
+ * through be->copy: for initialization, checkpoints and hashes. */
+void asr_model_params_to_host(const asr_model *m, float *host);
+void asr_model_params_from_host(asr_model *m, const float *host);
 void asr_model_zero_grad(asr_model *m);
 
 /* Forward to log-probabilities (device m->logp, B x T2 x vocab) and encoder lengths m->hlens.

@@ -6,14 +6,14 @@
  *
  * A training step, as Lightning + ESPnet3 run it:
  *     loss = forward(); if (!isfinite(loss)) -> nan_guard_update(NAN_GUARD_LOSS), skip backward
- *     backward() (summing into grads over accumulate_grad_batches micro-batches)
- *     grad_scale(grads, n, 1.0f / accumulate_grad_batches)
- *     norm = clip_grad_norm(grads, n, gradient_clip_val, threads)   (when gradient_clip_val > 0)
+ *     backward(1 / accumulate_grad_batches) (summing into grads over the micro-batches)
+ *     norm = be->clip_grad_norm(be, grads, n, gradient_clip_val)   (when gradient_clip_val > 0)
  *     nan_guard_update(isfinite(norm) ? NAN_GUARD_OK : NAN_GUARD_GRAD)
- *         -> GUARD_STEP: adam_step(params, &state, grads, &opts, scheduler_lr(&sched), threads)
+ *         -> GUARD_STEP: adam_step(params, &state, grads, &opts, scheduler_lr(&sched))
  *     scheduler_on_step_end(&sched)
  *
- * Per-element math is `static inline` (OPTIM_HD) so the CUDA backend runs the same expressions. */
+ * The per-element update (adam_update_one) lives in core/compute/kernel_math.h, shared with the
+ * CUDA kernels; the loops over the buffers are the backend's. */
 #ifndef ESPNET3_OPTIM_H
 #define ESPNET3_OPTIM_H
 
@@ -21,14 +21,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/config/config_types.h"
 #include "core/base/log.h"
-
-#ifdef __CUDACC__
-#define OPTIM_HD __host__ __device__ __forceinline__
-#else
-#define OPTIM_HD
-#endif
+#include "core/compute/backend.h"
+#include "core/config/config_types.h"
 
 /* ---- options ------------------------------------------------------------------------------ */
 
@@ -60,79 +55,33 @@ int optim_opts_from_cfg(const optimizer_cfg *c, optim_opts *out, esp_err *err);
  * for all tensors at once. Checkpoints store `step` and the buffers as they are; an update reads
  * nothing else, so restoring them resumes bit-identically. */
 typedef struct adam_state {
+    backend *be;            /* owns the buffers */
     size_t n;
     int64_t step;           /* updates done so far */
-    float *exp_avg;         /* n */
-    float *exp_avg_sq;      /* n */
-    float *max_exp_avg_sq;  /* n when amsgrad, else NULL */
+    float *exp_avg;         /* device, n */
+    float *exp_avg_sq;      /* device, n */
+    float *max_exp_avg_sq;  /* device, n when amsgrad, else NULL */
 } adam_state;
 
-/* Zeroed moments, step 0 (torch's lazy state init). */
-void adam_state_init(adam_state *s, size_t n, int amsgrad);
+/* Zeroed moments on the backend, step 0 (torch's lazy state init). */
+void adam_state_init(adam_state *s, backend *be, size_t n, int amsgrad);
 void adam_state_free(adam_state *s);
 
-/* Scalars of one update, computed in double as torch does in Python, then rounded to float
- * where torch hands them to a float kernel. */
-typedef struct adam_coefs {
-    float beta1, one_minus_beta1;
-    float beta2, one_minus_beta2;
-    float l2;             /* Adam: grad += l2 * param (0 for AdamW) */
-    float decay;          /* AdamW: param *= 1 - lr * weight_decay (1 for Adam) */
-    float bc2_sqrt;       /* sqrt(1 - beta2^step) */
-    float eps;
-    float neg_step_size;  /* -lr / (1 - beta1^step) */
-} adam_coefs;
-
-/* Coefficients for update number `step` (1-based: the first update is step 1) at learning rate lr. */
+/* Coefficients (core/compute/kernel_math.h) for update number `step` (1-based: the first update
+ * is step 1) at learning rate lr. */
 adam_coefs adam_coefs_for(const optim_opts *o, double lr, int64_t step);
 
-/* One element of torch's _single_tensor_adam / _single_tensor_adamw (vmax: NULL without amsgrad).
- * torch's AVX2 CPU kernels compute add(x, alpha=a) as fma(x, a, self) and addcmul(g, g, value=c)
- * as fma(c*g, g, self) (checked op by op against torch 1.13); fmaf keeps that rounding (glibc's
- * and CUDA's fmaf are exact). The other operations are single IEEE operations in torch's order (-std=c11 does not
- * contract them), so the results are torch's to the last bit. */
-static inline OPTIM_HD void adam_update_one(float *p, float *m, float *v, float *vmax, float g,
-                                            const adam_coefs *c)
-{
-    float param = *p;
-    g = c->l2 != 0.0f ? fmaf(param, c->l2, g) : g;          /* grad.add(param, alpha=wd) (Adam) */
-    param = param * c->decay;                                /* param.mul_(1 - lr*wd) (AdamW) */
-    float mm = fmaf(g, c->one_minus_beta1, *m * c->beta1);   /* exp_avg.mul_(b1).add_(g, alpha=1-b1) */
-    float vv = fmaf(c->one_minus_beta2 * g, g, *v * c->beta2); /* exp_avg_sq.mul_(b2).addcmul_(g, g, 1-b2) */
-    float vd = vv;
-    if (vmax) {                                              /* amsgrad */
-        float a = *vmax;
-        vd = a > vv ? a : vv;                                /* torch.maximum, */
-        vd = a != a ? a : vd;                                /* which propagates NaN */
-        *vmax = vd;
-    }
-    float denom = sqrtf(vd) / c->bc2_sqrt + c->eps;          /* (v.sqrt() / bc2_sqrt).add_(eps) */
-    *p = param + (c->neg_step_size * mm) / denom;            /* param.addcdiv_(m, denom, -step_size) */
-    *m = mm;
-    *v = vv;
-}
-
-/* One optimizer step over the flat buffers: increments s->step and updates params and moments
- * at the given learning rate (the scheduler's current lr); grads are read only. Elementwise, so
- * the result is bit-identical for every thread count (threads <= 1: the calling thread only). */
-void adam_step(float *params, adam_state *s, const float *grads, const optim_opts *o, double lr, int threads);
+/* One optimizer step over the flat device buffers: increments s->step and updates params and
+ * moments at the given learning rate (the scheduler's current lr) with the backend's adam_update;
+ * grads are read only. Elementwise, so the result is bit-identical for every thread count. */
+void adam_step(float *params, adam_state *s, const float *grads, const optim_opts *o, double lr);
 
 /* ---- gradients ------------------------------------------------------------------------------ */
 
-/* grads *= scale. For accumulate_grad_batches k the trainer sums k micro-batch gradients and
- * scales by 1/k (Lightning divides each micro-batch loss by k: the same mean). */
-void grad_scale(float *grads, size_t n, float scale, int threads);
-
-/* Sum of squares of grads in double, summed in fixed blocks so the value does not depend on the
- * thread count. Sharded (FSDP) training all-reduces this before clip_grad_norm_apply. */
-double grad_sum_squares(const float *grads, size_t n, int threads);
-
-/* torch.nn.utils.clip_grad_norm_ (L2): total_norm = sqrt(sum of squares); when it is finite,
- * grads *= min(1, max_norm / (total_norm + 1e-6)) with torch's float32 coefficient. Returns
- * total_norm. A non-finite total norm leaves grads untouched: the caller skips the step. */
-double clip_grad_norm(float *grads, size_t n, double max_norm, int threads);
-/* The scaling half, for a total norm computed elsewhere (e.g. summed across ranks). */
-void clip_grad_norm_apply(float *grads, size_t n, double total_norm, double max_norm, int threads);
+/* Gradient clipping and the gradient norm are backend ops (be->clip_grad_norm, be->sum_squares,
+ * be->scale with clip_grad_coef for a norm summed across ranks); accumulate_grad_batches k sums
+ * k micro-batch gradients with the loss scaled by 1/k (Lightning divides each micro-batch loss by
+ * k: the same mean). */
 
 /* ---- NaN/Inf guard -------------------------------------------------------------------------- */
 

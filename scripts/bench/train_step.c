@@ -26,22 +26,22 @@ static int cmp(const void *a, const void *b)
 static int sgemm_peak(int threads)
 {
     enum { N = 2048 };
-    backend be;
+    backend *be;
     esp_err err;
-    if (backend_cpu_init(&be, threads, &err) != 0) esp_die_err(&err);
-    float *a = be.alloc(&be, (size_t)N * N * sizeof(float)), *b = be.alloc(&be, (size_t)N * N * sizeof(float));
-    float *c = be.alloc(&be, (size_t)N * N * sizeof(float));
+    if (!(be = backend_open("cpu", 0, threads, &err))) esp_die_err(&err);
+    float *a = be->alloc(be, (size_t)N * N * sizeof(float)), *b = be->alloc(be, (size_t)N * N * sizeof(float));
+    float *c = be->alloc(be, (size_t)N * N * sizeof(float));
     for (size_t i = 0; i < (size_t)N * N; i++) a[i] = (float)(i % 7) * 0.1f, b[i] = (float)(i % 5) * 0.1f;
     double best = 0;
     for (int r = 0; r < 6; r++) {
         double t0 = now_seconds();
-        be.gemm(&be, 0, 0, N, N, N, 1, a, N, b, N, 0, c, N);
+        be->gemm(be, 0, 0, N, N, N, 1, a, N, b, N, 0, c, N);
         double g = 2.0 * N * N * N / (now_seconds() - t0) * 1e-9;
         if (r > 0 && g > best) best = g; /* the first call warms up */
     }
     printf("gflops %.1f\n", best);
-    be.free(&be, a), be.free(&be, b), be.free(&be, c);
-    be.destroy(&be);
+    be->free(be, a), be->free(be, b), be->free(be, c);
+    backend_close(be);
     return 0;
 }
 
@@ -53,12 +53,12 @@ int main(int argc, char **argv)
     enum { B = 16, T = 400, L = 50 };
     model_dims d = {.idim = 80, .d = 256, .heads = 4, .ff = 1024, .blocks = 6, .vocab = 30};
     d.f2 = ((d.idim - 1) / 2 - 1) / 2;
-    backend be;
+    backend *be;
     esp_err err;
-    if (backend_cpu_init(&be, threads, &err) != 0) esp_die_err(&err);
+    if (!(be = backend_open("cpu", 0, threads, &err))) esp_die_err(&err);
     model_rates rates = {.dropout = 0.1f, .pos_dropout = 0.1f, .att_dropout = 0.0f};
     asr_model m;
-    asr_model_init(&m, &be, &d, &rates);
+    asr_model_init(&m, be, &d, &rates);
     if (param_init(m.params, &m.table, NULL, 0, &err) != 0) esp_die_err(&err);
     float *feats = malloc((size_t)B * T * 80 * sizeof *feats);
     rng r;
@@ -88,7 +88,7 @@ int main(int argc, char **argv)
            m.table.total);
     adam_state_free(&st);
     asr_model_free(&m);
-    be.destroy(&be);
+    backend_close(be);
     free(feats);
     free(ms);
     return 0;

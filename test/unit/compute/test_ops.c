@@ -786,30 +786,30 @@ Test(ops, reductions_and_clipping)
 
 Test(ops, backend_cpu)
 {
-    backend be;
+    backend *be;
     esp_err err;
-    cr_assert_eq(backend_cpu_init(&be, 0, &err), -1);
+    cr_assert_null(backend_open("cpu", 0, 0, &err));
     cr_assert(strstr(err.msg, "threads"), "%s", err.msg);
-    cr_assert_eq(backend_cpu_init(&be, 1, &err), 0, "%s", err.msg);
-    cr_assert_str_eq(be.name, "cpu");
-    float *p = be.alloc(&be, 1000 * sizeof(float));
+    cr_assert((be = backend_open("cpu", 0, 1, &err)) != NULL, "%s", err.msg);
+    cr_assert_str_eq(be->name, "cpu");
+    float *p = be->alloc(be, 1000 * sizeof(float));
     cr_assert(((uintptr_t)p & 63) == 0);
     for (int i = 0; i < 1000; i++) cr_assert(p[i] == 0);
     float host[3] = {1, 2, 3}, back[3];
-    be.copy(&be, p, host, sizeof host, BACKEND_HOST_TO_DEVICE);
-    be.scale(&be, p, p, 2, 3);
-    be.synchronize(&be);
-    be.copy(&be, back, p, sizeof back, BACKEND_DEVICE_TO_HOST);
+    be->copy(be, p, host, sizeof host, BACKEND_HOST_TO_DEVICE);
+    be->scale(be, p, p, 2, 3);
+    be->synchronize(be);
+    be->copy(be, back, p, sizeof back, BACKEND_DEVICE_TO_HOST);
     cr_assert(back[0] == 2 && back[2] == 6);
-    be.fill(&be, p, 0, sizeof host);
-    cr_assert(be.sum(&be, p, 1000) == 0);
+    be->fill(be, p, 0, sizeof host);
+    cr_assert(be->sum(be, p, 1000) == 0);
     /* gemm: (2x3) @ (3x2)^T with tb. */
     float a[6] = {1, 2, 3, 4, 5, 6}, bm[6] = {1, 0, 0, 0, 1, 0}, c[4] = {0};
-    be.gemm(&be, 0, 1, 2, 2, 3, 1, a, 3, bm, 3, 0, c, 2);
+    be->gemm(be, 0, 1, 2, 2, 3, 1, a, 3, bm, 3, 0, c, 2);
     cr_assert(c[0] == 1 && c[1] == 2 && c[2] == 4 && c[3] == 5);
-    be.free(&be, p);
-    be.free(&be, NULL);
-    be.destroy(&be);
+    be->free(be, p);
+    be->free(be, NULL);
+    backend_close(be);
 }
 
 /* ------------------------------------------------------------------ PyTorch parity */
@@ -880,9 +880,9 @@ Test(ops, torch_conv_subsampling)
 {
     fixture f;
     fixture_load(&f);
-    backend be;
+    backend *be;
     esp_err err;
-    cr_assert_eq(backend_cpu_init(&be, 1, &err), 0, "%s", err.msg);
+    cr_assert((be = backend_open("cpu", 0, 1, &err)) != NULL, "%s", err.msg);
     int nb = 2, t = 23, idim = 80, d = 8;
     int t1 = ops_conv_out_len(t), f1 = ops_conv_out_len(idim), t2 = ops_conv_out_len(t1),
         f2 = ops_conv_out_len(f1);
@@ -902,12 +902,12 @@ Test(ops, torch_conv_subsampling)
     /* Channels last, as core/nn/model.c: h1 (B, T1, F1, C), h2 (B, T2, F2, C); embed.out's weight
      * columns reordered from torch's (c, f) to (f, c). */
     float *wo_fc = fz((size_t)d * d * f2), *h1_nchw = fz(n1);
-    be.conv2d_forward(&be, h1, x, w0, b0, nb, 1, d, t, idim, 1);
-    be.conv2d_forward(&be, h2, h1, w2, b2, nb, d, d, t1, f1, 1);
-    be.swap12(&be, wo_fc, wo, d, d, f2, 1);
-    be.linear_forward(&be, y, h2, wo_fc, bo, nb * t2, d * f2, d);
-    be.posenc_forward(&be, y, y, sqrt(d), nb, t2, d);
-    be.swap12(&be, h1_nchw, h1, nb, t1 * f1, d, 1);
+    be->conv2d_forward(be, h1, x, w0, b0, nb, 1, d, t, idim, 1);
+    be->conv2d_forward(be, h2, h1, w2, b2, nb, d, d, t1, f1, 1);
+    be->swap12(be, wo_fc, wo, d, d, f2, 1);
+    be->linear_forward(be, y, h2, wo_fc, bo, nb * t2, d * f2, d);
+    be->posenc_forward(be, y, y, sqrt(d), nb, t2, d);
+    be->swap12(be, h1_nchw, h1, nb, t1 * f1, d, 1);
     CHECK_TORCH(h1_nchw, &f, "conv.h1", n1);
     CHECK_TORCH(y, &f, "conv.out.y", ny);
 
@@ -915,28 +915,28 @@ Test(ops, torch_conv_subsampling)
     float *dlo = fz(ny), *dh2 = fz(n2), *dh1 = fz(n1);
     float *dw0 = fz((size_t)d * 9), *db0 = fz(d), *dw2 = fz((size_t)d * d * 9), *db2 = fz(d);
     float *dwo = fz((size_t)d * d * f2), *dbo = fz(d);
-    be.scale(&be, dlo, g, sqrt(d), ny);
+    be->scale(be, dlo, g, sqrt(d), ny);
     float *dwo_fc = fz((size_t)d * d * f2);
-    be.linear_backward(&be, dh2, dwo_fc, dbo, dlo, h2, wo_fc, nb * t2, d * f2, d, 0);
-    be.swap12(&be, dwo, dwo_fc, d, f2, d, 1);
-    be.conv2d_backward(&be, dh1, dw2, db2, dh2, h1, w2, h2, nb, d, d, t1, f1, 0);
-    be.conv2d_backward(&be, NULL, dw0, db0, dh1, x, w0, h1, nb, 1, d, t, idim, 0);
+    be->linear_backward(be, dh2, dwo_fc, dbo, dlo, h2, wo_fc, nb * t2, d * f2, d, 0);
+    be->swap12(be, dwo, dwo_fc, d, f2, d, 1);
+    be->conv2d_backward(be, dh1, dw2, db2, dh2, h1, w2, h2, nb, d, d, t1, f1, 0);
+    be->conv2d_backward(be, NULL, dw0, db0, dh1, x, w0, h1, nb, 1, d, t, idim, 0);
     CHECK_TORCH(dw0, &f, "grad.conv.embed.conv.0.weight", (size_t)d * 9);
     CHECK_TORCH(db0, &f, "grad.conv.embed.conv.0.bias", (size_t)d);
     CHECK_TORCH(dw2, &f, "grad.conv.embed.conv.2.weight", (size_t)d * d * 9);
     CHECK_TORCH(db2, &f, "grad.conv.embed.conv.2.bias", (size_t)d);
     CHECK_TORCH(dwo, &f, "grad.conv.embed.out.0.weight", (size_t)d * d * f2);
     CHECK_TORCH(dbo, &f, "grad.conv.embed.out.0.bias", (size_t)d);
-    be.destroy(&be);
+    backend_close(be);
 }
 
 Test(ops, torch_encoder_block)
 {
     fixture f;
     fixture_load(&f);
-    backend be;
+    backend *be;
     esp_err err;
-    cr_assert_eq(backend_cpu_init(&be, 2, &err), 0, "%s", err.msg);
+    cr_assert((be = backend_open("cpu", 0, 2, &err)) != NULL, "%s", err.msg);
     enum { B = 2, T = 9, D = 16, H = 2, FF = 32, V = 7, N = B * T };
     const float *fl = fx(&f, "block.in.lens", B);
     int lens[B] = {(int)fl[0], (int)fl[1]};
@@ -969,20 +969,20 @@ Test(ops, torch_encoder_block)
     float *ya = fz(N * D), *x1 = fz(N * D), *ln2 = fz(N * D), *m2 = fz(N), *r2 = fz(N),
           *hh = fz(N * FF);
     float *x2 = fz(N * D), *ln3 = fz(N * D), *m3 = fz(N), *r3 = fz(N), *logp = fz(N * V);
-    be.layernorm_forward(&be, ln1, m1, r1, x, n1w, n1b, N, D, 1e-12);
-    be.linear_forward(&be, qkv, ln1, wqkv, bqkv, N, D, 3 * D);
-    be.attention_forward(&be, ya, att, qkv, qkv + D, qkv + 2 * D, 3 * D, lens, B, T, H, D / H, 0, 0,
+    be->layernorm_forward(be, ln1, m1, r1, x, n1w, n1b, N, D, 1e-12);
+    be->linear_forward(be, qkv, ln1, wqkv, bqkv, N, D, 3 * D);
+    be->attention_forward(be, ya, att, qkv, qkv + D, qkv + 2 * D, 3 * D, lens, B, T, H, D / H, 0, 0,
                          0);
-    be.linear_forward(&be, x1, ya, wo, bo, N, D, D);
-    be.add(&be, x1, x1, x, N * D);
-    be.layernorm_forward(&be, ln2, m2, r2, x1, n2w, n2b, N, D, 1e-12);
-    be.linear_forward(&be, hh, ln2, w1, b1, N, D, FF);
-    be.relu_forward(&be, hh, hh, N * FF);
-    be.linear_forward(&be, x2, hh, w2, b2, N, FF, D);
-    be.add(&be, x2, x2, x1, N * D);
-    be.layernorm_forward(&be, ln3, m3, r3, x2, n3w, n3b, N, D, 1e-12);
-    be.linear_forward(&be, logp, ln3, wc, bc, N, D, V);
-    be.log_softmax_forward(&be, logp, logp, N, V);
+    be->linear_forward(be, x1, ya, wo, bo, N, D, D);
+    be->add(be, x1, x1, x, N * D);
+    be->layernorm_forward(be, ln2, m2, r2, x1, n2w, n2b, N, D, 1e-12);
+    be->linear_forward(be, hh, ln2, w1, b1, N, D, FF);
+    be->relu_forward(be, hh, hh, N * FF);
+    be->linear_forward(be, x2, hh, w2, b2, N, FF, D);
+    be->add(be, x2, x2, x1, N * D);
+    be->layernorm_forward(be, ln3, m3, r3, x2, n3w, n3b, N, D, 1e-12);
+    be->linear_forward(be, logp, ln3, wc, bc, N, D, V);
+    be->log_softmax_forward(be, logp, logp, N, V);
     CHECK_TORCH(att, &f, "block.att", B * H * T * T);
     CHECK_TORCH(x2, &f, "block.out.y", N * D);
     CHECK_TORCH(logp, &f, "block.out.logp", N * V);
@@ -997,20 +997,20 @@ Test(ops, torch_encoder_block)
     float *dw1 = fz(FF * D), *db1 = fz(FF), *dn2w = fz(D), *dn2b = fz(D), *dwo = fz(D * D),
           *dbo = fz(D);
     float *dwqkv = fz(3 * D * D), *dbqkv = fz(3 * D), *dn1w = fz(D), *dn1b = fz(D);
-    be.log_softmax_backward(&be, dl, P("in.g", N * V), logp, N, V);
-    be.linear_backward(&be, dln3, dwc, dbc, dl, ln3, wc, N, D, V, 0);
-    be.layernorm_backward(&be, dx2, dn3w, dn3b, dln3, x2, n3w, m3, r3, N, D, 0);
-    be.linear_backward(&be, dhh, dw2, db2, dx2, hh, w2, N, FF, D, 0);
-    be.relu_backward(&be, dhh, dhh, hh, N * FF);
-    be.linear_backward(&be, dln2, dw1, db1, dhh, ln2, w1, N, D, FF, 0);
-    be.copy(&be, dx1, dx2, N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
-    be.layernorm_backward(&be, dx1, dn2w, dn2b, dln2, x1, n2w, m2, r2, N, D, 1);
-    be.linear_backward(&be, dya, dwo, dbo, dx1, ya, wo, N, D, D, 0);
-    be.attention_backward(&be, dqkv, dqkv + D, dqkv + 2 * D, dya, att, qkv, qkv + D, qkv + 2 * D,
+    be->log_softmax_backward(be, dl, P("in.g", N * V), logp, N, V);
+    be->linear_backward(be, dln3, dwc, dbc, dl, ln3, wc, N, D, V, 0);
+    be->layernorm_backward(be, dx2, dn3w, dn3b, dln3, x2, n3w, m3, r3, N, D, 0);
+    be->linear_backward(be, dhh, dw2, db2, dx2, hh, w2, N, FF, D, 0);
+    be->relu_backward(be, dhh, dhh, hh, N * FF);
+    be->linear_backward(be, dln2, dw1, db1, dhh, ln2, w1, N, D, FF, 0);
+    be->copy(be, dx1, dx2, N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
+    be->layernorm_backward(be, dx1, dn2w, dn2b, dln2, x1, n2w, m2, r2, N, D, 1);
+    be->linear_backward(be, dya, dwo, dbo, dx1, ya, wo, N, D, D, 0);
+    be->attention_backward(be, dqkv, dqkv + D, dqkv + 2 * D, dya, att, qkv, qkv + D, qkv + 2 * D,
                           3 * D, lens, B, T, H, D / H, 0, 0, 0);
-    be.linear_backward(&be, dln1, dwqkv, dbqkv, dqkv, ln1, wqkv, N, D, 3 * D, 0);
-    be.copy(&be, dx, dx1, N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
-    be.layernorm_backward(&be, dx, dn1w, dn1b, dln1, x, n1w, m1, r1, N, D, 1);
+    be->linear_backward(be, dln1, dwqkv, dbqkv, dqkv, ln1, wqkv, N, D, 3 * D, 0);
+    be->copy(be, dx, dx1, N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
+    be->layernorm_backward(be, dx, dn1w, dn1b, dln1, x, n1w, m1, r1, N, D, 1);
 
     CHECK_TORCH(dx, &f, "grad.block.in.x", N * D);
     CHECK_TORCH(dwc, &f, "grad.block.ctc_lo.weight", V * D);
@@ -1040,5 +1040,5 @@ Test(ops, torch_encoder_block)
     CHECK_TORCH(dn1w, &f, "grad.block.norm1.weight", D);
     CHECK_TORCH(dn1b, &f, "grad.block.norm1.bias", D);
 #undef P
-    be.destroy(&be);
+    backend_close(be);
 }

@@ -43,12 +43,12 @@ Test(model, matches_pytorch_logprobs_loss_and_every_gradient)
 {
     model_dims d = {.idim = 80, .d = 32, .heads = 4, .ff = 64, .blocks = 2, .vocab = 31};
     d.f2 = ((d.idim - 1) / 2 - 1) / 2;
-    backend be;
+    backend *be;
     esp_err err;
-    cr_assert_eq(backend_cpu_init(&be, 1, &err), 0, "%s", err.msg);
+    cr_assert((be = backend_open("cpu", 0, 1, &err)) != NULL, "%s", err.msg);
     asr_model m;
     model_rates rates = {0};
-    asr_model_init(&m, &be, &d, &rates);
+    asr_model_init(&m, be, &d, &rates);
     for (size_t i = 0; i < m.table.n; i++) {
         size_t n;
         float *v = load(m.table.items[i].name, &n);
@@ -98,5 +98,5 @@ Test(model, matches_pytorch_logprobs_loss_and_every_gradient)
     }
     free(feats), free(mean), free(std), free(lens_f), free(ys_f), free(ylens_f), free(hl), free(logp), free(ref_loss);
     asr_model_free(&m);
-    be.destroy(&be);
+    backend_close(be);
 }

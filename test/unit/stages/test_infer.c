@@ -53,15 +53,15 @@ Test(infer, inference_path_is_exact_and_padding_never_reaches_valid_frames)
 {
     model_dims d = small_dims();
     esp_err err;
-    backend be1, be2;
-    cr_assert_eq(backend_cpu_init(&be1, 1, &err), 0, "%s", err.msg);
-    cr_assert_eq(backend_cpu_init(&be2, 2, &err), 0, "%s", err.msg);
+    backend *be1, *be2;
+    cr_assert((be1 = backend_open("cpu", 0, 1, &err)) != NULL, "%s", err.msg);
+    cr_assert((be2 = backend_open("cpu", 0, 2, &err)) != NULL, "%s", err.msg);
     model_rates rates = {.dropout = 0.1f, .pos_dropout = 0.1f};
     asr_model train_m, inf1, inf2;
-    asr_model_init(&train_m, &be1, &d, &rates);
+    asr_model_init(&train_m, be1, &d, &rates);
     cr_assert_eq(param_init(train_m.params, &train_m.table, "xavier_uniform", 3, &err), 0);
-    asr_model_init_inference(&inf1, &be1, &d);
-    asr_model_init_inference(&inf2, &be2, &d);
+    asr_model_init_inference(&inf1, be1, &d);
+    asr_model_init_inference(&inf2, be2, &d);
     memcpy(inf1.params, train_m.params, train_m.table.total * sizeof(float));
     memcpy(inf2.params, train_m.params, train_m.table.total * sizeof(float));
 
@@ -94,8 +94,8 @@ Test(infer, inference_path_is_exact_and_padding_never_reaches_valid_frames)
     asr_model_free(&train_m);
     asr_model_free(&inf1);
     asr_model_free(&inf2);
-    be1.destroy(&be1);
-    be2.destroy(&be2);
+    backend_close(be1);
+    backend_close(be2);
 }
 
 static char dir[64];
@@ -154,11 +154,11 @@ Test(infer, weights_load_with_espnet3_prefix_and_errors_name_the_tensor, .init =
 {
     model_dims d = small_dims();
     esp_err err;
-    backend be;
-    cr_assert_eq(backend_cpu_init(&be, 1, &err), 0);
+    backend *be;
+    cr_assert((be = backend_open("cpu", 0, 1, &err)) != NULL, "%s", err.msg);
     asr_model src, dst;
-    asr_model_init_inference(&src, &be, &d);
-    asr_model_init_inference(&dst, &be, &d);
+    asr_model_init_inference(&src, be, &d);
+    asr_model_init_inference(&dst, be, &d);
     cr_assert_eq(param_init(src.params, &src.table, "xavier_normal", 5, &err), 0);
     size_t n = src.table.n;
     st_tensor *t = calloc(n + 1, sizeof *t);
@@ -189,5 +189,5 @@ Test(infer, weights_load_with_espnet3_prefix_and_errors_name_the_tensor, .init =
     free(names);
     asr_model_free(&src);
     asr_model_free(&dst);
-    be.destroy(&be);
+    backend_close(be);
 }

@@ -59,6 +59,16 @@ static double max_rel_err(const float *a, const float *b, size_t n, double floor
     return worst;
 }
 
+/* The optimizer and the gradient ops run on a backend; these tests use the CPU backend, where device
+ * buffers are host memory, so they can read the results directly. */
+static backend *cpu_backend(int threads)
+{
+    esp_err err;
+    backend *be = backend_open("cpu", 0, threads, &err);
+    cr_assert(be != NULL, "%s", err.msg);
+    return be;
+}
+
 /* ---- Adam / AdamW ------------------------------------------------------------------------- */
 
 Test(optim, adam_and_adamw_match_torch)
@@ -83,12 +93,13 @@ Test(optim, adam_and_adamw_match_torch)
                               .warmup_steps = (int64_t)opts[7]};
         float *p = xmalloc(n * sizeof *p);
         memcpy(p, p0->data, n * sizeof *p);
+        backend *be = cpu_backend(1);
         adam_state s;
-        adam_state_init(&s, n, o.amsgrad);
+        adam_state_init(&s, be, n, o.amsgrad);
         for (size_t k = 0; k < steps; k++) {
             double lr = scheduler_lr(&sched);
             cr_assert_eq(lr, lrs[k], "case %d step %zu: lr %.17g, torch %.17g", c, k + 1, lr, lrs[k]);
-            adam_step(p, &s, (const float *)grads->data + k * n, &o, lr, 1);
+            adam_step(p, &s, (const float *)grads->data + k * n, &o, lr);
             scheduler_on_step_end(&sched);
             size_t exact;
             double e = max_rel_err(p, traj + (k + 1) * n, n, 1e-3, &exact);
@@ -106,6 +117,7 @@ Test(optim, adam_and_adamw_match_torch)
             cr_assert(e3 < 1e-6, "case %d: max_exp_avg_sq rel err %g", c, e3);
         }
         adam_state_free(&s);
+        backend_close(be);
         free(p);
         cases++;
     }
@@ -135,15 +147,18 @@ Test(optim, threads_do_not_change_results)
     o.amsgrad = 1;
     float *ref = NULL;
     adam_state ref_s = {0};
+    backend *ref_be = NULL;
     for (int t = 1; t <= 8; t += 3) { /* 1, 4, 7 threads */
         float *p = xmalloc(n * sizeof *p);
         memcpy(p, p0, n * sizeof *p);
+        backend *be = cpu_backend(t);
         adam_state s;
-        adam_state_init(&s, n, 1);
-        for (int k = 0; k < 3; k++) adam_step(p, &s, g, &o, 1e-3, t);
+        adam_state_init(&s, be, n, 1);
+        for (int k = 0; k < 3; k++) adam_step(p, &s, g, &o, 1e-3);
         if (!ref) {
             ref = p;
             ref_s = s;
+            ref_be = be;
             continue;
         }
         cr_assert_eq(memcmp(p, ref, n * sizeof *p), 0, "%d threads: params differ", t);
@@ -151,9 +166,11 @@ Test(optim, threads_do_not_change_results)
         cr_assert_eq(memcmp(s.exp_avg_sq, ref_s.exp_avg_sq, n * sizeof(float)), 0);
         cr_assert_eq(memcmp(s.max_exp_avg_sq, ref_s.max_exp_avg_sq, n * sizeof(float)), 0);
         adam_state_free(&s);
+        backend_close(be);
         free(p);
     }
     adam_state_free(&ref_s);
+    backend_close(ref_be);
     free(ref);
     free(g);
     free(p0);
@@ -167,16 +184,17 @@ Test(optim, resume_from_saved_state_is_bit_identical)
     o.weight_decay = 1e-6;
     o.amsgrad = 1;
     lr_scheduler sched = {.kind = SCHED_WARMUP_LR, .base_lr = 2e-3, .warmup_steps = 4};
+    backend *be2 = cpu_backend(2), *be1 = cpu_backend(1);
 
     /* Straight through: 12 steps. */
     float *a = xmalloc(n * sizeof *a);
     memcpy(a, p0, n * sizeof *a);
     adam_state sa;
-    adam_state_init(&sa, n, 1);
+    adam_state_init(&sa, be2, n, 1);
     lr_scheduler ka = sched;
     for (int k = 0; k < 12; k++) {
         float *g = random_buffer(n, 100 + (uint64_t)k, 1.0f);
-        adam_step(a, &sa, g, &o, scheduler_lr(&ka), 2);
+        adam_step(a, &sa, g, &o, scheduler_lr(&ka));
         scheduler_on_step_end(&ka);
         free(g);
     }
@@ -185,12 +203,12 @@ Test(optim, resume_from_saved_state_is_bit_identical)
     float *b = xmalloc(n * sizeof *b);
     memcpy(b, p0, n * sizeof *b);
     adam_state sb;
-    adam_state_init(&sb, n, 1);
+    adam_state_init(&sb, be1, n, 1);
     lr_scheduler kb = sched;
     for (int k = 0; k < 12; k++) {
         if (k == 5) {
             adam_state fresh;
-            adam_state_init(&fresh, n, 1);
+            adam_state_init(&fresh, be1, n, 1);
             memcpy(fresh.exp_avg, sb.exp_avg, n * sizeof(float));
             memcpy(fresh.exp_avg_sq, sb.exp_avg_sq, n * sizeof(float));
             memcpy(fresh.max_exp_avg_sq, sb.max_exp_avg_sq, n * sizeof(float));
@@ -202,7 +220,7 @@ Test(optim, resume_from_saved_state_is_bit_identical)
             kb = k2;
         }
         float *g = random_buffer(n, 100 + (uint64_t)k, 1.0f);
-        adam_step(b, &sb, g, &o, scheduler_lr(&kb), 1);
+        adam_step(b, &sb, g, &o, scheduler_lr(&kb));
         scheduler_on_step_end(&kb);
         free(g);
     }
@@ -212,6 +230,8 @@ Test(optim, resume_from_saved_state_is_bit_identical)
     cr_assert_eq(memcmp(sa.exp_avg_sq, sb.exp_avg_sq, n * sizeof(float)), 0);
     adam_state_free(&sa);
     adam_state_free(&sb);
+    backend_close(be1);
+    backend_close(be2);
     free(a);
     free(b);
     free(p0);
@@ -221,23 +241,25 @@ Test(optim, first_step_moves_by_lr)
 {
     /* Adam's first update is lr * g / (|g| + eps * ...) ~ lr * sign(g), the textbook check. */
     float p[3] = {1, 1, 1}, g[3] = {0.5f, -2, 0};
+    backend *be = cpu_backend(1);
     adam_state s;
-    adam_state_init(&s, 3, 0);
+    adam_state_init(&s, be, 3, 0);
     optim_opts o = optim_opts_default(OPTIM_ADAM);
-    adam_step(p, &s, g, &o, 0.1, 1);
+    adam_step(p, &s, g, &o, 0.1);
     cr_assert_float_eq(p[0], 0.9f, 1e-6);
     cr_assert_float_eq(p[1], 1.1f, 1e-6);
     cr_assert_eq(p[2], 1.0f);
     /* AdamW decays even with a zero gradient; Adam's L2 acts through the gradient. */
     float q[1] = {2}, z[1] = {0};
     adam_state w;
-    adam_state_init(&w, 1, 0);
+    adam_state_init(&w, be, 1, 0);
     optim_opts ow = optim_opts_default(OPTIM_ADAMW);
     ow.weight_decay = 0.5;
-    adam_step(q, &w, z, &ow, 0.1, 1);
+    adam_step(q, &w, z, &ow, 0.1);
     cr_assert_float_eq(q[0], 2.0f * (1 - 0.1f * 0.5f), 1e-6);
     adam_state_free(&s);
     adam_state_free(&w);
+    backend_close(be);
 }
 
 Test(optim, config_mapping_and_defaults)
@@ -384,7 +406,9 @@ Test(clip, matches_torch_clip_grad_norm)
         double want_norm = *(const double *)get(&f, NPY_F64, "case%d_total_norm", c)->data;
         float *g = xmalloc(in->count * sizeof *g);
         memcpy(g, in->data, in->count * sizeof *g);
-        double norm = clip_grad_norm(g, in->count, max_norm, 1);
+        backend *be = cpu_backend(1);
+        double norm = be->clip_grad_norm(be, g, in->count, max_norm);
+        backend_close(be);
         cr_assert(fabs(norm - want_norm) <= 1e-6 * want_norm, "case %d: total norm %.9g, torch %.9g", c, norm,
                   want_norm);
         double e = max_rel_err(g, want, in->count, 1e-30, NULL);
@@ -402,9 +426,13 @@ Test(clip, norm_is_independent_of_threads)
 {
     size_t n = (1 << 20) + 5;
     float *g = random_buffer(n, 7, 3.0f);
-    double s1 = grad_sum_squares(g, n, 1);
+    backend *be = cpu_backend(1);
+    double s1 = be->sum_squares(be, g, n);
+    backend_close(be);
     for (int t = 2; t <= 16; t *= 2) {
-        double st = grad_sum_squares(g, n, t);
+        be = cpu_backend(t);
+        double st = be->sum_squares(be, g, n);
+        backend_close(be);
         cr_assert_eq(memcmp(&s1, &st, sizeof s1), 0, "%d threads: %.17g vs %.17g", t, st, s1);
     }
     double direct = 0;
@@ -416,19 +444,23 @@ Test(clip, norm_is_independent_of_threads)
 Test(clip, non_finite_norm_is_reported_and_grads_untouched)
 {
     float g[4] = {1, 2, NAN, 3}, h[4] = {1, INFINITY, 2, 3};
-    cr_assert(isnan(clip_grad_norm(g, 4, 1.0, 1)));
+    backend *be = cpu_backend(1);
+    cr_assert(isnan(be->clip_grad_norm(be, g, 4, 1.0)));
     cr_assert_eq(g[0], 1.0f);
     cr_assert_eq(g[3], 3.0f);
-    cr_assert(isinf(clip_grad_norm(h, 4, 1.0, 1)));
+    cr_assert(isinf(be->clip_grad_norm(be, h, 4, 1.0)));
     cr_assert_eq(h[0], 1.0f);
     /* Empty gradients have norm 0 (torch returns tensor(0.)). */
-    cr_assert_eq(clip_grad_norm(g, 0, 1.0, 1), 0.0);
+    cr_assert_eq(be->clip_grad_norm(be, g, 0, 1.0), 0.0);
+    backend_close(be);
 }
 
-Test(clip, grad_scale_for_accumulation)
+Test(clip, backend_scale_in_place)
 {
     float g[5] = {4, -8, 0, 2, 1e-3f};
-    grad_scale(g, 5, 1.0f / 4, 3);
+    backend *be = cpu_backend(3);
+    be->scale(be, g, g, 1.0f / 4, 5);
+    backend_close(be);
     cr_assert_eq(g[0], 1.0f);
     cr_assert_eq(g[1], -2.0f);
     cr_assert_eq(g[2], 0.0f);

@@ -4,7 +4,7 @@
  * label (s-1)/2 at odd s. alpha_t(s) and beta_t(s) both include the emission of frame t (torch's
  * convention), so alpha_t(s) + beta_t(s) - logp_t(l'(s)) = log of the probability of all paths
  * through state s at frame t. */
-#include "core/nn/ctc.h"
+#include "core/compute/ctc.h"
 
 #include <math.h>
 #include <pthread.h>

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/nn/ctc.h"
+#include "core/compute/ctc.h"
 #include "core/decode/ctc_decode.h"
 #include "core/base/fsio.h"
 #include "core/formats/npz.h"

@@ -1,0 +1,120 @@
+#include "core/compute/ops_step.h"
+
+#include <stdlib.h>
+
+#include "core/base/log.h"
+#include "core/base/parallel.h"
+
+/* Below this many elements per thread a second thread costs more than it saves. */
+enum { MIN_PER_THREAD = 1 << 15 };
+
+/* ---- Adam / AdamW */
+
+typedef struct adam_job {
+    float *p, *m, *v, *vmax;
+    const float *g;
+    adam_coefs c;
+} adam_job;
+
+/* The loop with amsgrad fixed per call (no per-element test of it); the coefficients are copied
+ * so stores through p cannot alias them. */
+static inline void adam_loop(float *restrict p, float *restrict m, float *restrict v, float *restrict vmax,
+                             const float *restrict g, size_t lo, size_t hi, const adam_coefs *c, int amsgrad)
+{
+    adam_coefs k = *c;
+#pragma omp simd
+    for (size_t i = lo; i < hi; i++) adam_update_one(&p[i], &m[i], &v[i], amsgrad ? &vmax[i] : NULL, g[i], &k);
+}
+
+static void adam_loop_generic(const adam_job *j, size_t lo, size_t hi)
+{
+    if (j->vmax)
+        adam_loop(j->p, j->m, j->v, j->vmax, j->g, lo, hi, &j->c, 1);
+    else
+        adam_loop(j->p, j->m, j->v, NULL, j->g, lo, hi, &j->c, 0);
+}
+
+/* The same loop built for CPUs with FMA and AVX2: fmaf becomes one instruction instead of a libm
+ * call, and the loop vectorizes. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define ADAM_HAVE_FMA_LOOP 1
+__attribute__((target("avx2,fma"))) static void adam_loop_fma(const adam_job *j, size_t lo, size_t hi)
+{
+    if (j->vmax)
+        adam_loop(j->p, j->m, j->v, j->vmax, j->g, lo, hi, &j->c, 1);
+    else
+        adam_loop(j->p, j->m, j->v, NULL, j->g, lo, hi, &j->c, 0);
+}
+#endif
+
+static void adam_range(void *ctx, size_t lo, size_t hi)
+{
+    const adam_job *j = ctx;
+#ifdef ADAM_HAVE_FMA_LOOP
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        adam_loop_fma(j, lo, hi);
+        return;
+    }
+#endif
+    adam_loop_generic(j, lo, hi);
+}
+
+void ops_adam_update_f32(float *params, float *exp_avg, float *exp_avg_sq, float *max_exp_avg_sq,
+                         const float *grads, size_t n, const adam_coefs *c, int threads)
+{
+    adam_job j = {params, exp_avg, exp_avg_sq, max_exp_avg_sq, grads, *c};
+    parallel_ranges(n, MIN_PER_THREAD, threads, adam_range, &j);
+}
+
+/* ---- sums of squares */
+
+typedef struct sq_job {
+    const float *x;
+    size_t n;
+    double *partial; /* one per block */
+} sq_job;
+
+static void sq_range(void *ctx, size_t lo, size_t hi)
+{
+    sq_job *j = ctx;
+    for (size_t b = lo; b < hi; b++) {
+        size_t end = (b + 1) * SUM_SQUARES_BLOCK < j->n ? (b + 1) * SUM_SQUARES_BLOCK : j->n;
+        double acc = 0;
+        for (size_t i = b * SUM_SQUARES_BLOCK; i < end; i++) acc += (double)j->x[i] * (double)j->x[i];
+        j->partial[b] = acc;
+    }
+}
+
+double ops_sum_squares_blocked_f32(const float *x, size_t n, int threads)
+{
+    size_t blocks = (n + SUM_SQUARES_BLOCK - 1) / SUM_SQUARES_BLOCK;
+    if (blocks == 0) return 0.0;
+    double *partial = xmalloc(blocks * sizeof *partial);
+    sq_job j = {x, n, partial};
+    parallel_ranges(blocks, MIN_PER_THREAD / SUM_SQUARES_BLOCK, threads, sq_range, &j);
+    double sum = 0;
+    for (size_t b = 0; b < blocks; b++) sum += partial[b];
+    free(partial);
+    return sum;
+}
+
+/* ---- scaling */
+
+typedef struct scale_job {
+    float *y;
+    const float *x;
+    float s;
+} scale_job;
+
+static void scale_range(void *ctx, size_t lo, size_t hi)
+{
+    scale_job *j = ctx;
+#pragma omp simd
+    for (size_t i = lo; i < hi; i++) j->y[i] = j->x[i] * j->s;
+}
+
+void ops_scale_threaded_f32(float *y, const float *x, double s, size_t n, int threads)
+{
+    scale_job j = {y, x, (float)s};
+    parallel_ranges(n, MIN_PER_THREAD, threads, scale_range, &j);
+}

@@ -1,0 +1,23 @@
+/* The CPU side of a training step's own ops, on flat float buffers and threaded over ranges of
+ * elements (core/base/parallel.h): the Adam/AdamW update, blocked sums of squares for the gradient
+ * norm, and scaling. Every element is computed the same way whatever the thread count, so results
+ * are bit-identical for any `threads`. core/compute/backend_cpu.c calls them. */
+#ifndef ESPNET3_COMPUTE_OPS_STEP_H
+#define ESPNET3_COMPUTE_OPS_STEP_H
+
+#include <stddef.h>
+
+#include "core/compute/kernel_math.h"
+
+/* adam_update_one on every element (vmax NULL without amsgrad); an AVX2+FMA build of the loop is
+ * picked at run time where the CPU has it (bit-identical: fma, sqrt and division round exactly). */
+void ops_adam_update_f32(float *params, float *exp_avg, float *exp_avg_sq, float *max_exp_avg_sq,
+                         const float *grads, size_t n, const adam_coefs *c, int threads);
+
+/* Sum of x[i]^2 in double: blocks of SUM_SQUARES_BLOCK elements, then the block sums in order. */
+double ops_sum_squares_blocked_f32(const float *x, size_t n, int threads);
+
+/* y = x * (float)s, in place allowed. */
+void ops_scale_threaded_f32(float *y, const float *x, double s, size_t n, int threads);
+
+#endif

@@ -1,0 +1,241 @@
+/* One epoch of training steps: the batch plan (shuffled, striped over the ranks or one shard per
+ * rank), the forward/loss/backward of each micro-batch, the step at accumulation boundaries
+ * (gradients averaged across ranks, norm and clipping, the NaN guard, Adam, the scheduler), the
+ * end-of-epoch agreement that lets ranks with unequal batch counts stop together, and the logs. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/base/progress.h"
+#include "core/base/rng.h"
+#include "core/train/trainer_internal.h"
+
+/* DDP gradient buckets: all-reduced one after the other (bounded scratch in the transports). */
+#define GRAD_BUCKET_FLOATS ((size_t)4 << 20)
+
+const float *trainer_to_device(trainer *t, const asr_batch *b)
+{
+    size_t n = (size_t)b->B * b->Tmax * (size_t)b->D;
+    if (n > t->dev_cap) {
+        t->be->free(t->be, t->dev_feats);
+        t->dev_feats = t->be->alloc(t->be, n * sizeof(float));
+        t->dev_cap = n;
+    }
+    t->be->copy(t->be, t->dev_feats, b->feats, n * sizeof(float), BACKEND_HOST_TO_DEVICE);
+    return t->dev_feats;
+}
+
+/* Logging failures (disk full under tensorboard/) warn but do not stop training. */
+void trainer_log_metrics(trainer *t, const metric *m, size_t n)
+{
+    if (t->rank != 0) return;
+    const char *tags[8];
+    float vals[8];
+    ESP_CHECK(n <= 8);
+    for (size_t i = 0; i < n; i++) tags[i] = m[i].name, vals[i] = (float)m[i].value;
+    esp_err e2;
+    if (tb_add_scalars(&t->tb, t->step, tb_wall_time(), tags, vals, n, &e2) != 0) log_warn("tensorboard: %s", e2.msg);
+    if (metrics_csv_log(&t->csv, t->step, m, n, &e2) != 0) log_warn("metrics.csv: %s", e2.msg);
+}
+
+/* Averages the gradients over the ranks and returns their global L2 norm (clipping applied when
+ * gradient_clip_val is set). ddp: all_reduce in buckets, every rank holds all averaged gradients;
+ * fsdp: reduce_scatter, this rank holds its chunk; the norm's squares are gathered as doubles and
+ * added in rank order so every rank gets the same bits. */
+static int reduce_gradients(trainer *t, double *norm_out, esp_err *err)
+{
+    backend *be = t->be;
+    float *g = t->model.grads;
+    size_t n = t->model.table.total;
+    double clip = t->o->clip;
+    if (t->fsdp) {
+        if (comm_reduce_scatter(t->dist.comm, g, n, COMM_AVG, err) != 0) return -1;
+        size_t k = t->shard_hi - t->shard_lo;
+        double *sq = xcalloc((size_t)t->world, sizeof *sq);
+        sq[t->rank] = be->sum_squares(be, g + t->shard_lo, k);
+        int rc = host_all_gather(t, sq, (size_t)t->world * sizeof *sq, err);
+        double total = 0;
+        for (int r = 0; r < t->world; r++) total += sq[r];
+        free(sq);
+        if (rc != 0) return -1;
+        *norm_out = sqrt(total);
+        float coef = clip > 0 ? clip_grad_coef(*norm_out, clip) : 1.0f;
+        if (coef < 1.0f) be->scale(be, g + t->shard_lo, g + t->shard_lo, coef, k);
+        return 0;
+    }
+    for (size_t off = 0; t->world > 1 && off < n; off += GRAD_BUCKET_FLOATS) {
+        size_t len = n - off < GRAD_BUCKET_FLOATS ? n - off : GRAD_BUCKET_FLOATS;
+        if (comm_all_reduce(t->dist.comm, g + off, len, COMM_AVG, err) != 0) return -1;
+    }
+    *norm_out = clip > 0 ? be->clip_grad_norm(be, g, n, clip) : sqrt(be->sum_squares(be, g, n));
+    return 0;
+}
+
+static int optimizer_step(trainer *t, double lr, esp_err *err)
+{
+    if (!t->fsdp) {
+        adam_step(t->model.params, &t->opt, t->model.grads, &t->oo, lr);
+        return 0;
+    }
+    adam_step(t->model.params + t->shard_lo, &t->opt, t->model.grads + t->shard_lo, &t->oo, lr);
+    return comm_all_gather(t->dist.comm, t->model.params, t->model.table.total, err);
+}
+
+/* Whether every rank has batch k and batch k + 1: the end-of-epoch agreement (all_reduce MIN),
+ * so ranks with unequal batch counts stop together. */
+static int agree_has_next(trainer *t, size_t k, size_t nb, int *has, int *has_after, esp_err *err)
+{
+    float f[2] = {k < nb ? 1.0f : 0.0f, k + 1 < nb ? 1.0f : 0.0f};
+    if (t->world > 1 && host_all_reduce(t, f, 2, COMM_MIN, err) != 0) return -1;
+    *has = f[0] > 0, *has_after = f[1] > 0;
+    return 0;
+}
+
+/* This rank's batch plan for the epoch. A sharded dataset gives each rank a whole shard, rotating
+ * every epoch (ESPnet3's shard_idx = (epoch * world_size + rank) % total_shards); otherwise ranks
+ * stripe the batches. */
+static size_t *epoch_plan(trainer *t, const batch_list **bl, size_t *nplan, esp_err *err)
+{
+    split_data *s = &t->train;
+    int shuffle = t->cfg->dataloader->train->iter_factory->shuffle;
+    *bl = &s->batches;
+    if (!s->shards) return sampler_epoch_plan(nplan, *bl, t->world, t->rank, shuffle, t->cfg->seed, t->epoch, err);
+    size_t idx = shard_index(t->epoch, t->world, t->rank, s->n_shards);
+    *bl = &s->shards[idx];
+    size_t *plan = sampler_epoch_plan(nplan, *bl, 1, 0, shuffle, t->cfg->seed, t->epoch, err);
+    log_info("train: epoch %" PRId64 ": rank %d trains shard %zu of %" PRId64 " (%zu batches)", t->epoch + 1, t->rank,
+             idx, s->n_shards, *nplan);
+    return plan;
+}
+
+/* Sums of the micro-batches since the last step, and of the steps since the last log line. */
+typedef struct step_acc {
+    double audio_s, loss_acc, step_loss;
+    int64_t micro, loss_n, step_n;
+    int step_invalid;
+} step_acc;
+
+/* Forward, loss and backward of plan entry k on this rank; an invalid loss skips the backward. */
+static int micro_batch(trainer *t, const batch_list *bl, size_t batch, size_t k, size_t *items, step_acc *a,
+                       double *loss, int *invalid, esp_err *err)
+{
+    split_data *s = &t->train;
+    size_t n = split_batch_items(s, bl, batch, items);
+    asr_batch ab;
+    /* Every random draw of this batch comes from (seed, epoch, global position). */
+    uint64_t bseed = rng_derive((uint64_t)t->cfg->seed, (uint64_t)t->epoch, k * (size_t)t->world + (size_t)t->rank);
+    if (asr_batch_load(&ab, &s->data, items, (int)n, bseed, err) != 0) return -1;
+    for (int i = 0; i < ab.B; i++) a->audio_s += ab.feat_lens[i] * (double)s->data.fo.hop_length / s->data.fo.fs;
+    asr_model_forward(&t->model, trainer_to_device(t, &ab), ab.feat_lens, ab.B, (int)ab.Tmax, 1, bseed);
+    *loss = asr_model_loss(&t->model, ab.labels, ab.label_lens, (int)ab.Lmax, NULL);
+    *invalid = isfinite(*loss) ? NAN_GUARD_OK : NAN_GUARD_LOSS;
+    if (!*invalid) {
+        asr_model_backward(&t->model, (float)(1.0 / (double)t->o->accumulate));
+        a->step_loss += *loss, a->step_n++;
+    }
+    a->step_invalid |= *invalid;
+    a->micro++;
+    asr_batch_free(&ab);
+    return 0;
+}
+
+/* The step after the last micro-batch of an accumulation: the ranks' flags and sums combined,
+ * gradients reduced, the guard's verdict, Adam and the scheduler. *norm and *lr for the logs. */
+static int take_step(trainer *t, size_t k, step_acc *a, guard_verdict *v, double *norm, double *lr, esp_err *err)
+{
+    int invalid;
+    if (t->world > 1) {
+        float red[4] = {(float)a->step_invalid, (float)a->step_loss, (float)a->step_n, (float)a->audio_s};
+        if (host_all_reduce(t, red, 4, COMM_SUM, err) != 0) return -1;
+        invalid = red[0] > 0 ? NAN_GUARD_LOSS : NAN_GUARD_OK;
+        a->loss_acc += red[1], a->loss_n += (int64_t)red[2];
+        t->audio_total += red[3];
+    } else {
+        invalid = a->step_invalid;
+        a->loss_acc += a->step_loss, a->loss_n += a->step_n;
+        t->audio_total += a->audio_s;
+    }
+    a->step_invalid = 0, a->step_loss = 0, a->step_n = 0, a->audio_s = 0;
+    *norm = NAN;
+    if (!invalid && reduce_gradients(t, norm, err) != 0) return -1;
+    if (!invalid && !isfinite(*norm)) invalid = NAN_GUARD_GRAD;
+    *v = nan_guard_update(&t->guard, invalid, (int64_t)k, t->epoch, err);
+    if (*v == GUARD_STOP) return -1;
+    *lr = scheduler_lr(&t->sched);
+    if (*v == GUARD_STEP) {
+        if (optimizer_step(t, *lr, err) != 0) return -1;
+        t->step++;
+    }
+    scheduler_on_step_end(&t->sched);
+    asr_model_zero_grad(&t->model);
+    return 0;
+}
+
+int train_epoch(trainer *t, esp_err *err)
+{
+    split_data *s = &t->train;
+    size_t nplan;
+    const batch_list *bl;
+    size_t *plan = epoch_plan(t, &bl, &nplan, err);
+    if (!plan) return -1;
+    size_t nb = limit_batches(t->o->limit_train, nplan);
+    int64_t accum = t->o->accumulate;
+    size_t *items = xmalloc((s->keys.n + 1) * sizeof *items);
+    char label[160];
+    snprintf(label, sizeof label, "train epoch %" PRId64, t->epoch + 1);
+    progress pr;
+    if (t->rank == 0) progress_start(&pr, label, nb);
+    double t0 = now_seconds();
+    t->audio_total = 0;
+    if (t->world > 1 && t->rank == 0 && t->epoch == t->first_epoch && !s->shards && s->batches.n % (size_t)t->world)
+        log_warn("train: %zu batches do not split evenly over %d ranks: the last %zu are dropped each epoch "
+                 "(each rank trains on %zu)", s->batches.n, t->world, s->batches.n % (size_t)t->world, nplan);
+    step_acc a = {0};
+    int rc = 0;
+    asr_model_zero_grad(&t->model);
+    for (size_t k = 0; rc == 0; k++) {
+        int has, has_after;
+        if (agree_has_next(t, k, nb, &has, &has_after, err) != 0) {
+            rc = -1;
+            break;
+        }
+        if (!has) break;
+        double loss;
+        int invalid;
+        if (micro_batch(t, bl, plan[k], k, items, &a, &loss, &invalid, err) != 0) {
+            rc = -1;
+            break;
+        }
+        /* One rank decides alone when to step (an invalid loss steps at once); several ranks step
+         * together at accumulation boundaries, skipping the step when any rank saw a bad loss. */
+        if (t->world == 1 && a.micro % accum != 0 && has_after && !invalid) continue;
+        if (t->world > 1 && a.micro % accum != 0 && has_after) continue;
+        guard_verdict v;
+        double norm, lr;
+        if (take_step(t, k, &a, &v, &norm, &lr, err) != 0) {
+            rc = -1;
+            break;
+        }
+        double el = now_seconds() - t0, rate = el > 0 ? t->audio_total / el : 0;
+        if (v == GUARD_STEP && t->step % t->o->log_every == 0) {
+            metric m[] = {{"train/loss", a.loss_n ? a.loss_acc / (double)a.loss_n : NAN, 0},
+                          {"train/lr", lr, 0},
+                          {"train/grad_norm", norm, 0},
+                          {"epoch", (double)t->epoch, 1}};
+            trainer_log_metrics(t, m, 4);
+            log_info("epoch %" PRId64 " step %" PRId64 " loss %.3f lr %.3g grad_norm %.3g %.1f audio-s/s",
+                     t->epoch + 1, t->step, m[0].value, lr, norm, rate);
+            a.loss_acc = 0, a.loss_n = 0;
+        }
+        /* The progress line carries the latest numbers (progress keeps a pointer to label). */
+        snprintf(label, sizeof label, "train epoch %" PRId64 " step %" PRId64 " loss %.2f lr %.2e %.0f audio-s/s",
+                 t->epoch + 1, t->step, loss, lr, rate);
+        if (t->rank == 0) progress_update(&pr, k + 1);
+    }
+    if (rc == 0 && t->rank == 0) progress_finish(&pr);
+    free(items);
+    free(plan);
+    return rc;
+}

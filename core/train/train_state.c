@@ -1,0 +1,175 @@
+/* The trainer's state across processes and time: checkpoints (rank 0 writes; fsdp gathers the
+ * moments from every rank first), resume from `last`, rank 0's state on every rank at the start,
+ * and the check that every rank holds the same parameters. Parameters and moments live on the
+ * backend; they reach the host only through be->copy. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/base/hash.h"
+#include "core/train/trainer_internal.h"
+
+static size_t n_params(const trainer *t)
+{
+    return t->model.table.total;
+}
+
+static float *host_floats(size_t n)
+{
+    return xcalloc(n ? n : 1, sizeof(float));
+}
+
+static void dev_to_host(trainer *t, float *host, const float *dev, size_t n)
+{
+    t->be->synchronize(t->be);
+    t->be->copy(t->be, host, dev, n * sizeof(float), BACKEND_DEVICE_TO_HOST);
+}
+
+/* The full Adam moments on the host. fsdp: every rank's chunk gathered on the device first (all
+ * ranks take part). */
+static int moments_to_host(trainer *t, float **m1, float **m2, esp_err *err)
+{
+    size_t n = n_params(t);
+    *m1 = host_floats(n);
+    *m2 = host_floats(n);
+    if (!t->fsdp) {
+        dev_to_host(t, *m1, t->opt.exp_avg, n);
+        dev_to_host(t, *m2, t->opt.exp_avg_sq, n);
+        return 0;
+    }
+    size_t k = t->shard_hi - t->shard_lo;
+    float *src[2] = {t->opt.exp_avg, t->opt.exp_avg_sq}, *dst[2] = {*m1, *m2};
+    float *full = t->be->alloc(t->be, (n ? n : 1) * sizeof(float));
+    int rc = 0;
+    for (int i = 0; i < 2 && rc == 0; i++) {
+        t->be->copy(t->be, full + t->shard_lo, src[i], k * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
+        rc = comm_all_gather(t->dist.comm, full, n, err);
+        if (rc == 0) dev_to_host(t, dst[i], full, n);
+    }
+    t->be->free(t->be, full);
+    if (rc != 0) free(*m1), free(*m2);
+    return rc;
+}
+
+int save_checkpoint(trainer *t, const metric *metrics, size_t n_metrics, esp_err *err)
+{
+    const param_table *pt = &t->model.table;
+    float *m1, *m2;
+    if ((t->fsdp || t->rank == 0) && moments_to_host(t, &m1, &m2, err) != 0) return -1;
+    if (t->rank != 0) {
+        if (t->fsdp) free(m1), free(m2);
+        return 0;
+    }
+    float *params = host_floats(pt->total);
+    asr_model_params_to_host(&t->model, params);
+    st_tensor *model = xcalloc(pt->n ? pt->n : 1, sizeof *model);
+    for (size_t i = 0; i < pt->n; i++) {
+        const param_info *p = &pt->items[i];
+        model[i] = (st_tensor){.name = p->name, .dtype = ST_F32, .ndim = p->ndim, .data = params + p->offset};
+        for (int k = 0; k < p->ndim; k++) model[i].shape[k] = p->shape[k];
+    }
+    st_tensor state[2] = {
+        {.name = "optimizer.exp_avg", .dtype = ST_F32, .ndim = 1, .shape = {(int64_t)pt->total}, .data = m1},
+        {.name = "optimizer.exp_avg_sq", .dtype = ST_F32, .ndim = 1, .shape = {(int64_t)pt->total}, .data = m2},
+    };
+    ckpt_counter counters[] = {{"optimizer.step", t->opt.step},
+                               {"scheduler.last_epoch", t->sched.last_epoch},
+                               {"nan_guard.countdown", t->guard.countdown}};
+    ckpt_info info = {.epoch = t->epoch, .step = t->step, .metrics = metrics, .n_metrics = n_metrics,
+                      .counters = counters, .n_counters = sizeof counters / sizeof *counters};
+    int rc = ckpt_save(&t->ckpt, &info, model, pt->n, state, 2, err);
+    free(model);
+    free(params);
+    free(m1), free(m2);
+    return rc;
+}
+
+int resume(trainer *t, esp_err *err)
+{
+    ckpt_loaded c;
+    int rc = ckpt_load_last(&t->ckpt, &c, err);
+    if (rc != 0) return rc < 0 ? -1 : 0;
+    const param_table *pt = &t->model.table;
+    float *params = host_floats(pt->total);
+    asr_model_params_to_host(&t->model, params);
+    for (size_t i = 0; i < pt->n && rc == 0; i++) {
+        const float *v;
+        if (st_get_f32(&c.model, pt->items[i].name, pt->items[i].ndim, pt->items[i].shape, &v, err) != 0) rc = -1;
+        else memcpy(params + pt->items[i].offset, v, pt->items[i].count * sizeof(float));
+    }
+    const float *m1, *m2;
+    int64_t total = (int64_t)pt->total;
+    if (rc == 0 && (st_get_f32(&c.state, "optimizer.exp_avg", 1, &total, &m1, err) != 0 ||
+                    st_get_f32(&c.state, "optimizer.exp_avg_sq", 1, &total, &m2, err) != 0))
+        rc = -1;
+    if (rc == 0) {
+        asr_model_params_from_host(&t->model, params);
+        t->be->copy(t->be, t->opt.exp_avg, m1, pt->total * sizeof(float), BACKEND_HOST_TO_DEVICE);
+        t->be->copy(t->be, t->opt.exp_avg_sq, m2, pt->total * sizeof(float), BACKEND_HOST_TO_DEVICE);
+        t->opt.step = ckpt_counter_get(&c, "optimizer.step", 0);
+        t->sched.last_epoch = ckpt_counter_get(&c, "scheduler.last_epoch", t->sched.last_epoch);
+        t->guard.countdown = ckpt_counter_get(&c, "nan_guard.countdown", 0);
+        t->epoch = c.epoch;
+        t->step = c.step;
+        log_info("train: resuming from %s (epoch %" PRId64 ", step %" PRId64 ")", c.dir, c.epoch, c.step);
+    }
+    free(params);
+    ckpt_loaded_free(&c);
+    return rc;
+}
+
+/* fsdp: keep only this rank's chunk of the optimizer state. */
+static void shard_optimizer(trainer *t)
+{
+    comm_chunk(n_params(t), t->world, t->rank, &t->shard_lo, &t->shard_hi);
+    size_t k = t->shard_hi - t->shard_lo, bytes = k * sizeof(float);
+    adam_state shard;
+    adam_state_init(&shard, t->be, k, t->oo.amsgrad);
+    shard.step = t->opt.step;
+    t->be->copy(t->be, shard.exp_avg, t->opt.exp_avg + t->shard_lo, bytes, BACKEND_DEVICE_TO_DEVICE);
+    t->be->copy(t->be, shard.exp_avg_sq, t->opt.exp_avg_sq + t->shard_lo, bytes, BACKEND_DEVICE_TO_DEVICE);
+    if (shard.max_exp_avg_sq)
+        t->be->copy(t->be, shard.max_exp_avg_sq, t->opt.max_exp_avg_sq + t->shard_lo, bytes,
+                    BACKEND_DEVICE_TO_DEVICE);
+    adam_state_free(&t->opt);
+    t->opt = shard;
+}
+
+int sync_from_rank0(trainer *t, esp_err *err)
+{
+    if (t->world == 1) return 0;
+    int64_t c[5] = {t->epoch, t->step, t->opt.step, t->sched.last_epoch, t->guard.countdown};
+    comm *cm = t->dist.comm;
+    size_t bytes = n_params(t) * sizeof(float);
+    /* Device buffers go to the comm as they are: it works on the backend's memory. */
+    if (host_broadcast(t, c, sizeof c, err) != 0 || comm_broadcast(cm, t->model.params, bytes, 0, err) != 0 ||
+        comm_broadcast(cm, t->opt.exp_avg, bytes, 0, err) != 0 || comm_broadcast(cm, t->opt.exp_avg_sq, bytes, 0, err) != 0 ||
+        (t->opt.max_exp_avg_sq && comm_broadcast(cm, t->opt.max_exp_avg_sq, bytes, 0, err) != 0))
+        return -1;
+    t->epoch = c[0], t->step = c[1], t->opt.step = c[2], t->sched.last_epoch = c[3], t->guard.countdown = c[4];
+    if (t->fsdp) shard_optimizer(t);
+    return 0;
+}
+
+/* Several ranks must hold the same parameter bits after every step; checked at each epoch end by
+ * gathering a hash of every rank's parameters (cheap next to an epoch). */
+int check_ranks_agree(trainer *t, esp_err *err)
+{
+    if (t->world == 1) return 0;
+    float *params = host_floats(n_params(t));
+    asr_model_params_to_host(&t->model, params);
+    uint64_t *h = xcalloc((size_t)t->world, sizeof *h);
+    h[t->rank] = fnv1a64_bytes(FNV1A64_INIT, params, n_params(t) * sizeof(float));
+    free(params);
+    int rc = host_all_gather(t, h, (size_t)t->world * sizeof *h, err);
+    for (int r = 1; r < t->world && rc == 0; r++)
+        if (h[r] != h[0])
+            rc = esp_fail(err, "train: parameters differ between rank 0 and rank %d after epoch %" PRId64
+                               " (hash %016" PRIx64 " vs %016" PRIx64 "): the ranks diverged",
+                          r, t->epoch, h[0], h[r]);
+    if (rc == 0)
+        log_info("train: epoch %" PRId64 ": parameters identical on all %d ranks (hash %016" PRIx64 ")", t->epoch,
+                 t->world, h[0]);
+    free(h);
+    return rc;
+}

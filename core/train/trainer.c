@@ -1,0 +1,129 @@
+/* trainer_run: joins the ranks, opens the backend, the data, the model and the optimizer, resumes,
+ * then runs the epochs (validation, checkpoints) and writes the k-best average. */
+#include "core/train/trainer_internal.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int run_training(trainer *t, esp_err *err)
+{
+    const trainer_opts *o = t->o;
+    if (t->epoch >= o->max_epochs) {
+        log_info("train: already trained %" PRId64 " epochs (trainer.max_epochs %" PRId64 ")", t->epoch, o->max_epochs);
+        return t->rank == 0 ? ckpt_average(&t->ckpt, err) : 0;
+    }
+    while (t->epoch < o->max_epochs) {
+        if (train_epoch(t, err) != 0) return -1;
+        t->epoch++;
+        if (check_ranks_agree(t, err) != 0) return -1;
+        if (t->sched.interval == SCHED_PER_EPOCH) scheduler_on_epoch_end(&t->sched);
+        metric m[3];
+        size_t nm = 0;
+        if (t->epoch % o->val_every == 0) {
+            double vloss, vcer;
+            if (validate(t, &vloss, &vcer, err) != 0) return -1;
+            m[nm++] = (metric){"valid/loss", vloss, 0};
+            m[nm++] = (metric){"valid/cer", vcer, 0};
+            log_info("epoch %" PRId64 ": valid/loss %.3f valid/cer %.4f", t->epoch, vloss, vcer);
+        }
+        m[nm++] = (metric){"epoch", (double)(t->epoch - 1), 1};
+        trainer_log_metrics(t, m, nm);
+        if (save_checkpoint(t, m, nm, err) != 0) return -1;
+    }
+    return t->rank == 0 ? ckpt_average(&t->ckpt, err) : 0;
+}
+
+/* The model with initialized parameters (initialized on the host, then copied to the device). */
+static int open_model(trainer *t, esp_err *err)
+{
+    const training_cfg *cfg = t->cfg;
+    model_dims dims;
+    if (model_dims_from_cfg(&dims, cfg->model, t->train.data.fo.n_mels, (int)t->train.data.tokens.n, err) != 0)
+        return -1;
+    asr_model_init(&t->model, t->be, &dims, &t->o->rates);
+    float *host = xcalloc(t->model.table.total ? t->model.table.total : 1, sizeof *host);
+    int rc = param_init(host, &t->model.table, cfg->init, (uint64_t)cfg->seed, err);
+    if (rc == 0) asr_model_params_from_host(&t->model, host);
+    free(host);
+    return rc;
+}
+
+/* Rank 0 opens the experiment's logs and trains; the other ranks train without them. */
+static int train_with_logs(trainer *t, esp_err *err)
+{
+    if (t->rank != 0) return run_training(t, err);
+    int rc = -1;
+    if (tb_open(&t->tb, t->o->tb_dir, t->step, err) != 0) return -1;
+    if (metrics_csv_open(&t->csv, t->o->csv_path, t->step, err) == 0) {
+        log_info("train: %zu parameters, %zu train / %zu valid batches, %s backend, %d threads, exp_dir %s",
+                 t->model.table.total, t->train.batches.n, t->valid.batches.n, t->be->name, t->o->threads,
+                 t->cfg->exp_dir);
+        rc = run_training(t, err);
+        metrics_csv_close(&t->csv);
+    }
+    tb_close(&t->tb);
+    return rc;
+}
+
+/* Everything after the backend is open; frees what it opened. */
+static int train_on_backend(trainer *t, esp_err *err)
+{
+    const training_cfg *cfg = t->cfg;
+    int rc = -1;
+    /* Validation batches are striped over the ranks either way (every batch is scored once). */
+    if (split_open(&t->train, cfg, "train", cfg->dataloader->train, 1, t->o->sharded_train, err) != 0) return -1;
+    if (split_open(&t->valid, cfg, "valid", cfg->dataloader->valid, 0, 0, err) != 0) goto out_train;
+    if (open_model(t, err) != 0) goto out_model;
+    if (optim_opts_from_cfg(cfg->optimizer, &t->oo, err) != 0) goto out_model;
+    adam_state_init(&t->opt, t->be, t->model.table.total, t->oo.amsgrad);
+    if (scheduler_from_cfg(cfg->scheduler, cfg->scheduler_interval, t->oo.lr, &t->sched, err) != 0) goto out_opt;
+    /* Rank 0 alone owns the experiment folder: checkpoints, resume, logs. */
+    if (t->rank == 0 && ckpt_open(&t->ckpt, cfg->exp_dir, cfg->best_model_criterion, cfg->n_best_model_criterion, err) != 0)
+        goto out_opt;
+    if ((t->rank != 0 || resume(t, err) == 0) && sync_from_rank0(t, err) == 0) {
+        t->first_epoch = t->epoch;
+        err_calc_init(&t->ec, &t->train.data.tokens);
+        rc = train_with_logs(t, err);
+    }
+    if (t->rank == 0) ckpt_close(&t->ckpt);
+out_opt:
+    adam_state_free(&t->opt);
+out_model:
+    t->be->free(t->be, t->dev_feats);
+    t->be->free(t->be, t->dev_scratch);
+    asr_model_free(&t->model);
+    split_close(&t->valid);
+out_train:
+    split_close(&t->train);
+    return rc;
+}
+
+int trainer_run(const trainer_opts *o, esp_err *err)
+{
+    trainer *t = xcalloc(1, sizeof *t);
+    t->o = o;
+    t->cfg = o->cfg;
+    t->rank = o->env->rank, t->world = o->env->world_size, t->fsdp = o->fsdp && o->env->world_size > 1;
+    /* The comm matches the backend: the CPU comm for the CPU backend (NCCL comes with CUDA). */
+    const char *comm_kind = strcmp(o->backend_kind, "cpu") == 0 ? "cpu" : "nccl";
+    if (dist_join(&t->dist, o->env, o->run_id, comm_kind, o->dist_timeout, err) != 0) {
+        free(t);
+        return -1;
+    }
+    if (t->world > 1)
+        log_info("train: rank %d of %d (local %d of %d, node %d) via %s, strategy %s", t->rank, t->world,
+                 o->env->local_rank, o->env->local_world_size, o->env->node_rank, dist_source_name(o->env->source),
+                 t->fsdp ? "fsdp" : "ddp");
+    int rc = -1;
+    t->be = backend_open(o->backend_kind, o->device, o->threads, err);
+    if (t->be) {
+        rc = train_on_backend(t, err);
+        backend_close(t->be);
+    }
+    /* The last barrier keeps rank 0's store up until every rank is done with it. */
+    if (rc == 0 && dist_leave(&t->dist, err) != 0) rc = -1;
+    if (rc != 0) dist_abort(&t->dist);
+    free(t);
+    return rc;
+}

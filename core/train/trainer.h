@@ -1,0 +1,54 @@
+/* The trainer of stage 5: epochs of batches from the shape files, features computed on the fly
+ * (log-mel -> SpecAugment -> global_mvn), the model's forward, loss and backward on a compute
+ * backend, gradient averaging across ranks (ddp buckets or fsdp shards), clipping, Adam/AdamW,
+ * the learning-rate schedule, ESPnet3's NaN guard, validation (loss and greedy CER) every
+ * val_every epochs, checkpoints at each epoch end (top-k, `last`, k-best averaging), TensorBoard
+ * events and metrics.csv. A rerun resumes from `last`; everything random is derived from (seed,
+ * epoch, batch), so a resumed run computes what an uninterrupted one does.
+ *
+ * Several ranks (ddp): rank 0's parameters and state are broadcast at the start; rank r trains on
+ * batches r, r + W, ... of the epoch (global position k * W + r seeds its randomness, so W ranks
+ * with one batch each compute what one rank accumulating W batches does); gradients are averaged
+ * in buckets after the backward pass; every rank then takes the same step on the same bits. fsdp:
+ * gradients are reduce-scattered, each rank keeps the Adam moments of its chunk of the parameters
+ * and updates that chunk, then the parameters are all-gathered. Validation batches are striped over
+ * the ranks and their sums gathered. Rank 0 alone writes checkpoints, metrics and events.
+ *
+ * The stage maps the config into trainer_opts; the blocks that other rooms map themselves (data,
+ * model, optimizer, scheduler, init, dataloader) are read from opts->cfg. */
+#ifndef ESPNET3_TRAIN_TRAINER_H
+#define ESPNET3_TRAIN_TRAINER_H
+
+#include <stdint.h>
+
+#include "core/base/log.h"
+#include "core/config/config_types.h"
+#include "core/dist/dist_env.h"
+#include "core/nn/model.h"
+
+typedef struct trainer_opts {
+    const training_cfg *cfg;  /* data, model dims, optimizer, scheduler, init, dataloader, checkpoints */
+    const dist_env *env;      /* this process's rank and world (core/dist) */
+    const char *run_id;       /* identifies the run for ranks started by separate commands */
+    const char *backend_kind; /* "cpu" | "cuda" (backend_kind_for(trainer.accelerator)) */
+    int device;               /* GPU of this rank (its local rank) */
+    int threads;              /* CPU threads of this rank */
+    int fsdp;                 /* strategy fsdp (with more than one rank) */
+    int sharded_train;        /* the train dataloader comes in total_shards shards (one per rank and epoch) */
+    model_rates rates;        /* dropout rates and CTC's zero_infinity */
+    int64_t max_epochs;       /* > 0 */
+    int64_t val_every;        /* check_val_every_n_epoch, > 0 */
+    int64_t accumulate;       /* accumulate_grad_batches, > 0 */
+    int64_t log_every;        /* log_every_n_steps, > 0 */
+    double clip;              /* gradient_clip_val; 0: no clipping */
+    double limit_train, limit_val; /* limit_*_batches (0 or 1.0: all; < 1: a fraction; else a count) */
+    double dist_timeout;      /* seconds any wait for another rank may take */
+    const char *tb_dir;       /* TensorBoard event folder */
+    const char *csv_path;     /* metrics.csv */
+} trainer_opts;
+
+/* Trains until max_epochs (resuming from exp_dir's `last` checkpoint), then writes the k-best
+ * average. Joins and leaves the distributed run itself. */
+int trainer_run(const trainer_opts *o, esp_err *err);
+
+#endif

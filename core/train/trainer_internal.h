@@ -1,0 +1,68 @@
+/* The trainer's state, shared by its files: trainer.c (setup, the epoch loop), train_epoch.c (one
+ * epoch of steps), train_state.c (checkpoints, resume, rank agreement), validate.c and
+ * train_comm.c (collectives on host values). Not for use outside core/train/. */
+#ifndef ESPNET3_TRAIN_TRAINER_INTERNAL_H
+#define ESPNET3_TRAIN_TRAINER_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/compute/backend.h"
+#include "core/decode/ctc_decode.h"
+#include "core/dist/dist.h"
+#include "core/formats/metrics_csv.h"
+#include "core/formats/tb_events.h"
+#include "core/nn/model.h"
+#include "core/train/checkpoint.h"
+#include "core/train/optim.h"
+#include "core/train/scheduler.h"
+#include "core/train/train_data.h"
+#include "core/train/trainer.h"
+
+typedef struct trainer {
+    const trainer_opts *o;
+    const training_cfg *cfg;
+    backend *be;
+    asr_model model;
+    split_data train, valid;
+    optim_opts oo;
+    adam_state opt;
+    lr_scheduler sched;
+    nan_guard guard;
+    ckpt_manager ckpt;
+    tb_writer tb;
+    metrics_csv csv;
+    err_calc ec;
+    int64_t epoch, step;
+    float *dev_feats; /* the batch's features on the device */
+    size_t dev_cap;
+    float *dev_scratch; /* device staging of host values for the collectives (train_comm.c) */
+    size_t scratch_cap;
+    dist_ctx dist;
+    int rank, world, fsdp;
+    size_t shard_lo, shard_hi; /* fsdp: this rank's chunk of the flat parameters */
+    double audio_total;        /* seconds of audio trained on by all ranks, this epoch */
+    int64_t first_epoch;       /* of this run (after resuming) */
+} trainer;
+
+/* train_epoch.c */
+int train_epoch(trainer *t, esp_err *err);
+const float *trainer_to_device(trainer *t, const asr_batch *b);
+void trainer_log_metrics(trainer *t, const metric *m, size_t n);
+
+/* validate.c: mean batch loss and greedy CER over the valid split. */
+int validate(trainer *t, double *loss_out, double *cer_out, esp_err *err);
+
+/* train_state.c */
+int save_checkpoint(trainer *t, const metric *metrics, size_t n_metrics, esp_err *err);
+int resume(trainer *t, esp_err *err);
+int sync_from_rank0(trainer *t, esp_err *err);
+int check_ranks_agree(trainer *t, esp_err *err);
+
+/* train_comm.c: collectives on host values (counters, sums, hashes). The comm works on the
+ * backend's memory, so they travel through a device buffer (a plain copy on the CPU). */
+int host_all_gather(trainer *t, void *buf, size_t bytes, esp_err *err);
+int host_all_reduce(trainer *t, float *buf, size_t n, comm_op op, esp_err *err);
+int host_broadcast(trainer *t, void *buf, size_t bytes, esp_err *err);
+
+#endif
