@@ -10,7 +10,7 @@ int launch_stage_ranks(const stage_def *s, const cli_args *a, int argc, char **a
                        int *rc, esp_err *err)
 {
     int flags = a->nproc_per_node >= 0 || a->nnodes >= 0 || a->node_rank >= 0 || a->master_addr || a->master_port >= 0;
-    if (s->run != stage_train) return 0;
+    if (!(s->flags & STAGE_SPAWNS_RANKS)) return 0;
     const dist_env *env = dist_process_env(err);
     if (!env) return -1;
     /* A launcher that started one task (`srun -n 1`) leaves the node's ranks to us. */

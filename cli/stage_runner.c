@@ -5,9 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/dist/dist.h"
 #include "core/base/fsio.h"
 #include "core/base/progress.h"
+#include "core/compute/backend.h"
+#include "core/config/yamltree.h"
+#include "core/dist/dist.h"
 #include "core/runner/runner.h"
 
 static void available_list(char *buf, size_t n)
@@ -70,6 +72,23 @@ static int missing_config(const stage_def *s, esp_err *err)
                     s->needs == NEEDS_TRAINING ? "training" : s->needs == NEEDS_INFERENCE ? "inference" : "metrics", opt);
 }
 
+/* A stage that computes must be able to open the backend its config names, before any stage runs
+ * (trainer.accelerator: gpu on a machine without one fails here, not after stages 1-3). */
+static int check_accelerator(const stage_def *s, const esp_configs *cfgs, esp_err *err)
+{
+    if (!(s->flags & STAGE_NEEDS_BACKEND)) return 0;
+    const char *key;
+    const esp_config *cfg;
+    const char *acc = stage_accelerator(s, cfgs, &key, &cfg);
+    esp_err why;
+    if (backend_kind_for(acc, &why)) return 0;
+    const ynode *n = cfg ? yt_get_path(cfg->tree, key) : NULL;
+    char where[512];
+    if (n) ymark_str(n->mark, where, sizeof where);
+    else snprintf(where, sizeof where, "%s", cfg ? cfg->path : "config");
+    return esp_fail(err, "%s: %s: %s", where, key, why.msg);
+}
+
 int check_stage_configs(const cli_args *a, const stage_def **sel, int n, const esp_configs *cfgs, esp_err *err)
 {
     int named_all = 0;
@@ -84,6 +103,8 @@ int check_stage_configs(const cli_args *a, const stage_def **sel, int n, const e
         else skipped[n_skipped++] = sel[i];
     }
     if (kept == 0 && n > 0) return missing_config(skipped[0], err);
+    for (int i = 0; i < kept; i++)
+        if (check_accelerator(sel[i], cfgs, err) != 0) return -1;
     for (int i = 0; i < n_skipped; i++)
         log_info("skipping stage %s: no %s config given", skipped[i]->name,
                  skipped[i]->needs == NEEDS_TRAINING    ? "training"
@@ -151,8 +172,8 @@ static int run_stage_other_rank(const stage_def *s, const esp_configs *cfgs, int
 
 int run_stage(const stage_def *s, const esp_configs *cfgs, esp_err *err)
 {
-    const dist_env *env = s->run == stage_train ? dist_process_env(err) : NULL;
-    if (s->run == stage_train && !env) return -1;
+    const dist_env *env = s->flags & STAGE_SPAWNS_RANKS ? dist_process_env(err) : NULL;
+    if ((s->flags & STAGE_SPAWNS_RANKS) && !env) return -1;
     if (env && env->rank > 0) return run_stage_other_rank(s, cfgs, env->rank, err);
     char *dir = s->output_dir(cfgs);
     if (mkdir_p(dir, err) != 0 || rotate_log(dir, s->name, err) != 0) {

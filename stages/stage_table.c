@@ -55,17 +55,18 @@ static char *model_pack_dir_of(const esp_configs *c)
 
 /* Only stages this build implements are listed; numbers keep DESIGN.md's table. */
 const stage_def stage_table[] = {
-    {1, "create_dataset", NULL, NEEDS_TRAINING, "build the recipe's dataset and manifests", stage_create_dataset,
+    {1, "create_dataset", NULL, NEEDS_TRAINING, 0, "build the recipe's dataset and manifests", stage_create_dataset,
      data_dir_of},
-    {2, "train_tokenizer", NULL, NEEDS_TRAINING, "build the token list", stage_train_tokenizer, tokenizer_dir_of},
-    {3, "collect_stats", NULL, NEEDS_TRAINING, "feature shapes and global mean/variance sums", stage_collect_stats,
+    {2, "train_tokenizer", NULL, NEEDS_TRAINING, 0, "build the token list", stage_train_tokenizer, tokenizer_dir_of},
+    {3, "collect_stats", NULL, NEEDS_TRAINING, 0, "feature shapes and global mean/variance sums", stage_collect_stats,
      stats_dir_of},
-    {5, "train", NULL, NEEDS_TRAINING, "train the model (CPU; one rank or several: ddp, fsdp)", stage_train, exp_dir_of},
-    {6, "infer", "decode", NEEDS_INFERENCE, "decode the test sets (greedy or prefix beam CTC)", stage_infer,
+    {5, "train", NULL, NEEDS_TRAINING, STAGE_SPAWNS_RANKS | STAGE_NEEDS_BACKEND,
+     "train the model (one rank or several: ddp, fsdp)", stage_train, exp_dir_of},
+    {6, "infer", "decode", NEEDS_INFERENCE, STAGE_NEEDS_BACKEND, "decode the test sets (greedy or prefix beam CTC)", stage_infer,
      inference_dir_of},
-    {7, "measure", "score", NEEDS_METRICS, "WER/CER of each test set's hypotheses, as sclite scores them",
+    {7, "measure", "score", NEEDS_METRICS, 0, "WER/CER of each test set's hypotheses, as sclite scores them",
      stage_measure, metrics_inference_dir_of},
-    {8, "pack_model", NULL, NEEDS_INFERENCE, "self-contained model directory ${exp_dir}/model_pack", stage_pack_model,
+    {8, "pack_model", NULL, NEEDS_INFERENCE, 0, "self-contained model directory ${exp_dir}/model_pack", stage_pack_model,
      model_pack_dir_of},
 };
 const int stage_count = (int)(sizeof stage_table / sizeof *stage_table);
@@ -84,4 +85,16 @@ const stage_def *stage_by_number(int number)
     for (int i = 0; i < stage_count; i++)
         if (stage_table[i].number == number) return &stage_table[i];
     return NULL;
+}
+
+const char *stage_accelerator(const stage_def *s, const esp_configs *c, const char **key, const esp_config **cfg)
+{
+    if (s->needs == NEEDS_TRAINING) {
+        const training_cfg *t = training_of(c);
+        *key = "trainer.accelerator", *cfg = c->training;
+        return t && t->trainer ? t->trainer->accelerator : NULL;
+    }
+    const inference_cfg *i = inference_of(c);
+    *key = "model.device", *cfg = c->inference;
+    return i && i->model ? i->model->device : NULL;
 }

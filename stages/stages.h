@@ -20,11 +20,20 @@ typedef struct stage_ctx {
 
 typedef int (*stage_fn)(const stage_ctx *ctx, esp_err *err);
 
+/* Properties of a stage that the CLI acts on. */
+enum stage_flags {
+    STAGE_SPAWNS_RANKS = 1 << 0,  /* runs as trainer.devices x trainer.num_nodes ranks: the CLI launches
+                                   * the local ones (cli/launch.c), rank 0 owns the stage log */
+    STAGE_NEEDS_BACKEND = 1 << 1, /* computes on a backend: the accelerator it names is checked before
+                                   * any stage runs (stage_accelerator) */
+};
+
 typedef struct stage_def {
     int number;
     const char *name;
     const char *alias;          /* decode for infer, score for measure; NULL if none */
     stage_config_kind needs;
+    unsigned flags;             /* enum stage_flags */
     const char *summary;        /* one line for --help and --dry_run */
     stage_fn run;               /* NULL: reserved number, never selected */
     /* Output folder of the stage (its <stage>.log goes there); caller frees. */
@@ -36,6 +45,11 @@ extern const int stage_count;
 
 const stage_def *stage_by_name(const char *name); /* name or alias */
 const stage_def *stage_by_number(int number);
+
+/* For a STAGE_NEEDS_BACKEND stage: the accelerator its config asks for (trainer.accelerator for
+ * training, the inference model's `device`), NULL when unset; *key names the key and *cfg the config
+ * it came from, for messages. */
+const char *stage_accelerator(const stage_def *s, const esp_configs *c, const char **key, const esp_config **cfg);
 
 /* Stage functions, one file each. */
 int stage_create_dataset(const stage_ctx *ctx, esp_err *err);

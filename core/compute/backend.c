@@ -14,9 +14,9 @@
 static const char *cuda_unavailable(void)
 {
 #ifdef ESPNET3_CUDA
-    return "this espnet3 has no CUDA backend yet: the CUDA build only probes devices (train and decode on cpu)";
+    return "this espnet3 has no CUDA backend yet: its CUDA build only probes devices (use cpu)";
 #else
-    return "this espnet3 was built without CUDA (build it with make CUDA=1)";
+    return "this espnet3 was built without CUDA (build it with make CUDA=1, or use cpu)";
 #endif
 }
 
@@ -52,9 +52,9 @@ const char *backend_kind_for(const char *accelerator, esp_err *err)
     if (strcmp(accelerator, "gpu") == 0 || strcmp(accelerator, "cuda") == 0) {
         const char *why = cuda_unavailable();
         if (!why) return "cuda";
-        esp_fail(err, "accelerator %s: %s (or use cpu)", accelerator, why);
+        esp_fail(err, "%s: %s", accelerator, why);
         return NULL;
     }
-    esp_fail(err, "accelerator %s: unknown (auto, cpu, gpu or cuda)", accelerator);
+    esp_fail(err, "%s: unknown accelerator (auto, cpu, gpu or cuda)", accelerator);
     return NULL;
 }

@@ -371,6 +371,39 @@ Test(cli, config_error_is_one_line_exit_1)
     cr_assert_eq(count_lines(r->err), 1, "stderr:\n%s", r->err);
 }
 
+Test(cli, accelerator_without_its_backend_fails_before_any_stage)
+{
+    const char *cfg = tiny_copy();
+    /* The user's file names the accelerator: the error points at its line and column. */
+    test_write_text(tpath("conf/gpu.yaml"), "defaults:\n  - training_tiny\n  - _self_\ntrainer:\n  accelerator: gpu\n");
+    (void)cfg;
+    const result *r = RUN("--config", tpath("conf/gpu.yaml"), "--template_dir", template_dir(), "--stage", "1",
+                          "--stop_stage", "5");
+    cr_assert_eq(r->status, 1);
+    char want[1024];
+    snprintf(want, sizeof want, "espnet3: error: %s:5:16: trainer.accelerator: gpu: ", tpath("conf/gpu.yaml"));
+    cr_assert(strncmp(r->err, want, strlen(want)) == 0, "stderr:\n%s", r->err);
+    cr_assert_eq(count_lines(r->err), 1, "stderr:\n%s", r->err);
+    cr_assert(!path_exists(tpath("data_tiny")), "stage 1 ran before the accelerator was checked");
+    /* The inference config's device key likewise, also under --dry_run. */
+    r = RUN("--inference_config", test_path(test_root_dir(), "recipes/espeak_fortunes/conf/inference_tiny.yaml"),
+            "--stage", "6", "--dry_run", "model.device=cuda");
+    cr_assert_eq(r->status, 1);
+    assert_has(r->err, "model.device: cuda: ");
+    /* cpu and auto open the CPU backend here. */
+    r = RUN("--config", cfg, "--template_dir", template_dir(), "--stage", "5", "--dry_run", "trainer.accelerator=cpu");
+    cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
+}
+
+Test(cli, stage_flags_mark_the_training_stage)
+{
+    for (int i = 0; i < stage_count; i++) {
+        const stage_def *s = &stage_table[i];
+        cr_assert_eq(!!(s->flags & STAGE_SPAWNS_RANKS), s->number == 5, "stage %s", s->name);
+        cr_assert_eq(!!(s->flags & STAGE_NEEDS_BACKEND), s->number == 5 || s->number == 6, "stage %s", s->name);
+    }
+}
+
 Test(cli, override_error_exits_1)
 {
     const char *cfg = tiny_copy();
