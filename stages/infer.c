@@ -2,58 +2,46 @@
  * Transformer-CTC model, through the runner (parallel:), and writes ESPnet3's
  * ${inference_dir}/<test>/hyp.scp and ref.scp (`utt_id text`, manifest order).
  *
- * Each worker's provider loads the model once (asr_train_config -> sizes, frontend, global_mvn
- * stats, token list; asr_model_file -> weights) and takes consecutive utterances batch_size at a
- * time (audio read and features computed together; no dropout, no SpecAugment). The encoder runs
- * once per utterance at its own length: OpenBLAS rounds a GEMM row differently for other row
- * counts, so a padded batch would change the log-probs' last bits with batch_size, and on this
- * CPU it is slower anyway (padding and longer attention rows). Each worker computes on the same
- * number of threads whatever n_workers is (1, or OMP_NUM_THREADS), so hyp.scp is byte-identical
- * for any batch_size and n_workers. beam_size 1 is greedy CTC; more is the CTC prefix beam search
- * with ESPnet's `penalty` as length bonus. */
+ * The decoding itself is core/decode/speech2text.h; this stage turns the config into its options,
+ * creates the backend, and runs the test set through the runner: each worker's provider opens the
+ * decoder once and takes consecutive utterances batch_size at a time (shards are whole batches).
+ * Each worker computes on the same number of threads whatever n_workers is (1, or
+ * OMP_NUM_THREADS), and the decoder runs one forward per utterance, so hyp.scp is byte-identical
+ * for any batch_size and n_workers. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/data/asr_data.h"
-#include "core/compute/backend.h"
-#include "core/decode/ctc_decode.h"
-#include "core/decode/ctc_prefix_beam.h"
 #include "core/base/fsio.h"
 #include "core/base/hash.h"
-#include "core/nn/model.h"
-#include "core/nn/model_files.h"
 #include "core/base/progress.h"
+#include "core/compute/backend.h"
+#include "core/data/frontend.h"
+#include "core/decode/speech2text.h"
+#include "core/formats/manifest.h"
+#include "core/nn/model_files.h"
 #include "core/runner/runner.h"
 #include "stages/stages.h"
 
 typedef struct decode_opts {
-    int beam_size;
-    double penalty;
+    s2t_opts s2t;
     int batch_size;
-    int threads;          /* per worker */
+    int threads;              /* per worker */
+    const char *backend_kind; /* from model.device (backend_kind_for); a GPU worker sees its device as 0 */
 } decode_opts;
 
 /* What every worker needs to build its decoder (paths, so a worker can be any process). */
 typedef struct infer_job {
     const model_files *mf;
-    const char *manifest_path;
-    const manifest *m;    /* the parent's copy: ids and references */
+    const manifest *m;    /* ids, audio paths and references */
     decode_opts opts;
 } infer_job;
 
 typedef struct infer_env {
     const infer_job *job;
-    asr_data data;
     backend *be;
-    asr_model model;
-    ctc_beam *beam;
-    err_calc ec;
-    float *dev_feats, *host_logp;
-    size_t dev_cap, host_cap;
-    int *ids;
-    size_t ids_cap;
+    speech2text *s2t;
     /* The last decoded batch: items [lo, hi), one result record each. */
     size_t lo, hi;
     runner_buf *results;
@@ -65,33 +53,20 @@ static void release(void *p)
     if (!env) return;
     for (size_t i = env->lo; i < env->hi; i++) runner_buf_free(&env->results[i - env->lo]);
     free(env->results);
-    if (env->be) {
-        env->be->free(env->be, env->dev_feats);
-        asr_model_free(&env->model);
-        backend_close(env->be);
-    }
-    asr_data_close(&env->data);
-    ctc_beam_free(env->beam);
-    free(env->host_logp);
-    free(env->ids);
+    speech2text_close(env->s2t); /* before the backend it borrows */
+    backend_close(env->be);
     free(env);
 }
 
-/* Builds a decoder from the files alone: data pipeline, backend, model, weights. */
+/* Builds a decoder from the files alone: backend, then model, weights and features. */
 static void *provide(void *arg, esp_err *err)
 {
     const infer_job *job = arg;
-    const training_cfg *tc = model_files_training(job->mf);
     infer_env *env = xcalloc(1, sizeof *env);
     env->job = job;
-    if (asr_data_open_files(&env->data, tc->model, job->manifest_path, job->mf->tokens, 0, err) != 0) goto fail;
-    model_dims dims;
-    if (model_dims_from_cfg(&dims, tc->model, env->data.fo.n_mels, (int)env->data.tokens.n, err) != 0) goto fail;
-    if (!(env->be = backend_open("cpu", 0, job->opts.threads, err))) goto fail;
-    asr_model_init_inference(&env->model, env->be, &dims);
-    if (asr_model_load_weights(&env->model, job->mf->weights, err) != 0) goto fail;
-    env->beam = ctc_beam_new();
-    err_calc_init(&env->ec, &env->data.tokens);
+    if (!(env->be = backend_open(job->opts.backend_kind, 0, job->opts.threads, err))) goto fail;
+    env->s2t = speech2text_open(env->be, job->mf, &job->opts.s2t, err);
+    if (!env->s2t) goto fail;
     env->results = xcalloc((size_t)job->opts.batch_size, sizeof *env->results);
     return env;
 fail:
@@ -107,52 +82,21 @@ static int decode_batch(infer_env *env, size_t lo, size_t hi, esp_err *err)
     for (size_t i = env->lo; i < env->hi; i++) runner_buf_free(&env->results[i - env->lo]);
     env->lo = env->hi = 0;
     int n = (int)(hi - lo);
-    size_t *items = xmalloc((size_t)n * sizeof *items);
-    for (int i = 0; i < n; i++) items[i] = lo + (size_t)i;
-    asr_batch ab;
-    int rc = asr_batch_load(&ab, &env->data, items, n, 0, err);
-    free(items);
-    if (rc != 0) return -1;
-    backend *be = env->be;
-    asr_model *m = &env->model;
-    int V = m->dims.vocab;
-    const decode_opts *o = &env->job->opts;
-    ctc_beam_opts bo = {.beam_size = o->beam_size, .penalty = o->penalty};
-    for (int i = 0; i < ab.B; i++) {
-        /* One forward per utterance at its own length: the same matrix shapes whatever batch it
-         * came in, so the same bits (OpenBLAS rounds a GEMM row differently for other row counts). */
-        int T = ab.feat_lens[i];
-        size_t nf = (size_t)T * (size_t)ab.D;
-        if (nf > env->dev_cap) {
-            be->free(be, env->dev_feats);
-            env->dev_feats = be->alloc(be, nf * sizeof(float));
-            env->dev_cap = nf;
-        }
-        be->copy(be, env->dev_feats, ab.feats + (size_t)i * ab.Tmax * ab.D, nf * sizeof(float), BACKEND_HOST_TO_DEVICE);
-        asr_model_forward(m, env->dev_feats, &T, 1, T, 0, 0);
-        int hlen = m->hlens[0];
-        size_t nl = (size_t)hlen * (size_t)V;
-        if (nl + 1 > env->host_cap) {
-            env->host_cap = nl + 1;
-            env->host_logp = xrealloc(env->host_logp, env->host_cap * sizeof *env->host_logp);
-        }
-        be->copy(be, env->host_logp, m->logp, nl * sizeof(float), BACKEND_DEVICE_TO_HOST);
-        be->synchronize(be);
-        if ((size_t)hlen + 1 > env->ids_cap) {
-            env->ids_cap = (size_t)hlen + 1;
-            env->ids = xrealloc(env->ids, env->ids_cap * sizeof *env->ids);
-        }
-        int nh = o->beam_size <= 1 ? ctc_greedy_decode(env->ids, env->host_logp, hlen, V)
-                                   : ctc_prefix_beam_search(env->beam, env->host_logp, hlen, V, &bo, env->ids, NULL);
-        char *text = token_ids_to_text(&env->ec, env->ids, (size_t)nh);
-        uint32_t frames = (uint32_t)T;
+    const char **paths = xmalloc((size_t)n * sizeof *paths);
+    for (int i = 0; i < n; i++) paths[i] = env->job->m->items[lo + (size_t)i].wav;
+    s2t_hyp *hyps = xcalloc((size_t)n, sizeof *hyps);
+    int rc = speech2text_decode_files(env->s2t, paths, n, hyps, err);
+    for (int i = 0; i < n && rc == 0; i++) {
+        uint32_t frames = (uint32_t)hyps[i].frames;
         runner_buf *out = &env->results[i];
         out->len = 0;
         runner_buf_append(out, &frames, sizeof frames);
-        runner_buf_append(out, text, strlen(text));
-        free(text);
+        runner_buf_append(out, hyps[i].text, strlen(hyps[i].text));
+        s2t_hyp_free(&hyps[i]);
     }
-    asr_batch_free(&ab);
+    free(hyps);
+    free(paths);
+    if (rc != 0) return -1;
     env->lo = lo, env->hi = hi;
     return 0;
 }
@@ -239,8 +183,8 @@ static int decode_set(const inference_cfg *icfg, const model_files *mf, const de
     if (mf->stats) h = hash_file(h, mf->stats, err, &failed);
     h = hash_file(h, mf->train_config_path, err, &failed);
     if (failed) goto out;
-    sig = xasprintf("infer %016" PRIx64 " beam %d penalty %.17g", h, o->beam_size, o->penalty);
-    infer_job job = {.mf = mf, .manifest_path = manifest_path, .m = &m, .opts = *o};
+    sig = xasprintf("infer %016" PRIx64 " beam %d penalty %.17g", h, o->s2t.beam_size, o->s2t.penalty);
+    infer_job job = {.mf = mf, .m = &m, .opts = *o};
     size_t n_workers = icfg->parallel && icfg->parallel->n_workers > 0 ? (size_t)icfg->parallel->n_workers : 1;
     label = xasprintf("infer %s", test);
     /* The runner chooses whole batches per shard and keeps an earlier run's choice, so a rerun
@@ -249,8 +193,8 @@ static int decode_set(const inference_cfg *icfg, const model_files *mf, const de
                      .signature = sig, .provide = provide, .release = release, .forward = forward,
                      .item_name = item_name, .arg = &job};
     log_info("infer: %s: %zu utterances, %s (beam_size %d%s), batch_size %d, %zu worker(s) x %d thread(s) each", test,
-             m.n, o->beam_size <= 1 ? "greedy CTC" : "CTC prefix beam search", o->beam_size,
-             o->penalty != 0 ? ", penalty set" : "", o->batch_size, n_workers, o->threads);
+             m.n, o->s2t.beam_size <= 1 ? "greedy CTC" : "CTC prefix beam search", o->s2t.beam_size,
+             o->s2t.penalty != 0 ? ", penalty set" : "", o->batch_size, n_workers, o->threads);
     double t0 = now_seconds();
     int run_rc = runner_run(&rj, icfg->parallel, err);
     if (run_rc == RUNNER_PENDING) { /* SLURM jobs decode it (async mode); a rerun merges */
@@ -301,13 +245,13 @@ static int worker_threads(void)
 static int decode_opts_from_cfg(decode_opts *o, const inference_cfg *icfg, const char *file, esp_err *err)
 {
     const infer_model_cfg *mc = icfg->model;
-    o->beam_size = mc->beam_size > 0 ? (int)mc->beam_size : 1;
+    o->s2t.beam_size = mc->beam_size > 0 ? (int)mc->beam_size : 1;
     if (mc->beam_size < 0 || mc->beam_size > 10000)
         return esp_fail(err, "%s: model.beam_size: %" PRId64 " (use 1 for greedy, up to 10000)", file, mc->beam_size);
     if (mc->batch_size < 0)
         return esp_fail(err, "%s: model.batch_size: %" PRId64 " (use 1 or more)", file, mc->batch_size);
     o->batch_size = mc->batch_size > 0 ? (int)(mc->batch_size < 4096 ? mc->batch_size : 4096) : 1;
-    o->penalty = mc->penalty;
+    o->s2t.penalty = mc->penalty;
     o->threads = worker_threads();
     if (mc->ctc_weight != 0 && mc->ctc_weight != 1.0)
         log_warn("%s: model.ctc_weight: %g needs an attention decoder, which this CTC model does not have; "
@@ -316,8 +260,9 @@ static int decode_opts_from_cfg(decode_opts *o, const inference_cfg *icfg, const
         log_warn("%s: model.lm_weight: %g: no language model is supported; ignored", file, mc->lm_weight);
     if (mc->nbest > 1)
         log_warn("%s: model.nbest: %" PRId64 ": only the best hypothesis is written (hyp.scp)", file, mc->nbest);
-    if (mc->device && strcmp(mc->device, "cpu"))
-        log_warn("%s: model.device: %s: this build decodes on the CPU", file, mc->device);
+    esp_err why;
+    if (!(o->backend_kind = backend_kind_for(mc->device, &why)))
+        return esp_fail(err, "%s: model.device: %s", file, why.msg);
     return 0;
 }
 

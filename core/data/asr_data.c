@@ -53,9 +53,10 @@ int asr_data_open_files(asr_data *d, const model_cfg *m, const char *mpath, cons
 {
     memset(d, 0, sizeof *d);
     int rc = -1;
-    if (!path_exists(mpath)) esp_fail(err, "%s: no manifest (run create_dataset, stage 1, first)", mpath);
+    if (mpath && !path_exists(mpath)) esp_fail(err, "%s: no manifest (run create_dataset, stage 1, first)", mpath);
     else if (!path_exists(tpath)) esp_fail(err, "%s: no token list (run train_tokenizer, stage 2, first)", tpath);
-    else if (manifest_read_tsv(mpath, &d->m, err) == 0 && token_list_read(tpath, &d->tokens, err) == 0) rc = 0;
+    else if ((!mpath || manifest_read_tsv(mpath, &d->m, err) == 0) && token_list_read(tpath, &d->tokens, err) == 0)
+        rc = 0;
     if (rc != 0) goto fail;
 
     frontend_opts_from_cfg(m ? m->frontend_conf : NULL, &d->fo);
@@ -88,6 +89,28 @@ void asr_data_close(asr_data *d)
     memset(d, 0, sizeof *d);
 }
 
+int asr_data_read_wav(const asr_data *d, const char *path, float **wav, size_t *n, esp_err *err)
+{
+    if (audio_read(path, d->fo.fs, FS_KEY, wav, n, err) != 0) return -1;
+    if (*n >= frontend_min_samples(d->fe)) return 0;
+    esp_fail(err, "%s: %zu samples is shorter than the STFT needs (%zu)", path, *n, frontend_min_samples(d->fe));
+    free(*wav);
+    *wav = NULL;
+    return -1;
+}
+
+/* The one feature pipeline of training and decoding: log-mel, SpecAugment (aug non-NULL), normalization. */
+static void featurize(asr_data *d, float *x, const float *wav, size_t n, rng *aug)
+{
+    size_t T = frontend_num_frames(d->fe, n);
+    frontend_logmel(x, d->fe, wav, n);
+    if (aug) specaug_apply(x, T, d->fo.n_mels, &d->sa, aug);
+    if (d->norm == NORM_GLOBAL) global_mvn_apply(x, &d->gmvn, T, T);
+    else if (d->norm == NORM_UTTERANCE) utterance_mvn_apply(x, T, T, d->fo.n_mels, d->utt_norm_means, d->utt_norm_vars);
+}
+
+void asr_data_featurize(asr_data *d, float *x, const float *wav, size_t n) { featurize(d, x, wav, n, NULL); }
+
 void asr_batch_free(asr_batch *b)
 {
     free(b->feats);
@@ -114,10 +137,7 @@ int asr_batch_load(asr_batch *b, asr_data *d, const size_t *items, int n, uint64
     for (int i = 0; i < n && rc == 0; i++) {
         const manifest_entry *e = &d->m.items[items[i]];
         b->utts[i] = e->utt;
-        if (audio_read(e->wav, d->fo.fs, FS_KEY, &wav[i], &ns[i], err) != 0) rc = -1;
-        else if (ns[i] < frontend_min_samples(d->fe))
-            rc = esp_fail(err, "%s: %zu samples is shorter than the STFT needs (%zu)", e->wav, ns[i],
-                          frontend_min_samples(d->fe));
+        if (asr_data_read_wav(d, e->wav, &wav[i], &ns[i], err) != 0) rc = -1;
         else if (char_tokenize(&d->tokens, e->text, &ids[i], &nids[i], err) != 0) rc = -1;
         if (rc == 0) {
             b->feat_lens[i] = (int)frontend_num_frames(d->fe, ns[i]);
@@ -132,16 +152,9 @@ int asr_batch_load(asr_batch *b, asr_data *d, const size_t *items, int n, uint64
         b->labels = xmalloc(((size_t)n * b->Lmax + 1) * sizeof *b->labels);
         for (size_t k = 0; k < (size_t)n * b->Lmax; k++) b->labels[k] = -1;
         for (int i = 0; i < n; i++) {
-            float *x = b->feats + (size_t)i * b->Tmax * D;
-            size_t T = (size_t)b->feat_lens[i];
-            frontend_logmel(x, d->fe, wav[i], ns[i]);
-            if (d->specaug_on) {
-                rng r;
-                rng_init(&r, rng_derive(aug_seed, 0x5A, items[i])); /* same draw on resume */
-                specaug_apply(x, T, b->D, &d->sa, &r);
-            }
-            if (d->norm == NORM_GLOBAL) global_mvn_apply(x, &d->gmvn, T, T);
-            else if (d->norm == NORM_UTTERANCE) utterance_mvn_apply(x, T, T, b->D, d->utt_norm_means, d->utt_norm_vars);
+            rng r;
+            rng_init(&r, rng_derive(aug_seed, 0x5A, items[i])); /* same draw on resume */
+            featurize(d, b->feats + (size_t)i * b->Tmax * D, wav[i], ns[i], d->specaug_on ? &r : NULL);
             for (size_t k = 0; k < nids[i]; k++) b->labels[(size_t)i * b->Lmax + k] = (int)ids[i][k];
         }
     }

@@ -33,10 +33,17 @@ typedef struct asr_data {
  * normalization settings; the token list comes from ${tokenizer.save_path}/tokens.txt. */
 int asr_data_open(asr_data *d, const training_cfg *cfg, const char *split, int train, esp_err *err);
 /* The same from explicit files: a .tsv manifest and a tokens.txt, with the model's frontend and
- * normalization (m may be NULL: defaults, no normalization). Decoding opens test sets this way. */
+ * normalization (m may be NULL: defaults, no normalization). manifest_path NULL opens no manifest
+ * (d->m stays empty): the token list and the features of waveforms alone, as decoding needs. */
 int asr_data_open_files(asr_data *d, const model_cfg *m, const char *manifest_path, const char *tokens_path,
                         int train, esp_err *err);
 void asr_data_close(asr_data *d);
+
+/* Reads one audio file at the frontend's rate; one too short for the STFT is an error naming it. */
+int asr_data_read_wav(const asr_data *d, const char *path, float **wav, size_t *n, esp_err *err);
+/* Features of one waveform for decoding: log-mel, then normalization; never SpecAugment. x gets
+ * frontend_num_frames(d->fe, n) rows of d->fo.n_mels; n comes from asr_data_read_wav (long enough). */
+void asr_data_featurize(asr_data *d, float *x, const float *wav, size_t n);
 
 typedef struct asr_batch {
     int B, D;
