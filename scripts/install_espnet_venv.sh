@@ -17,7 +17,13 @@ fi
 if ! "$PY" -c "import espnet, torch, torchaudio; assert torch.__version__.startswith('2.11.0')" 2>/dev/null; then
   echo "install_espnet_venv.sh: installing espnet 202511, torch 2.11.0, torchaudio into $VENV" >&2
   "$PY" -m pip install -q --upgrade pip
-  "$PY" -m pip install -q torch==2.11.0 torchaudio==2.11.0 espnet==202511 sentencepiece
+  "$PY" -m pip install -q torch==2.11.0 torchaudio==2.11.0
+  # espnet's own requirements list ci_sdr, which pulls a git URL that pip refuses from PyPI; the
+  # ASR modules need none of the speech-enhancement/TTS packages, so install the rest by name.
+  "$PY" -m pip install -q --no-deps espnet==202511
+  "$PY" -m pip install -q "setuptools<74" packaging "configargparse>=1.2.1" typeguard humanfriendly scipy \
+    filelock "librosa>=0.10.2" "PyYAML>=5.1.2" soundfile h5py kaldiio torch_complex nltk "numpy>=2" protobuf \
+    hydra-core opt-einsum lightning sentencepiece==0.2.0 editdistance "importlib-metadata<5"
 fi
 "$PY" -c "import espnet, torch, torchaudio, sentencepiece" || {
   echo "install_espnet_venv.sh: $PY cannot import espnet, torch, torchaudio, sentencepiece" >&2; exit 1; }
