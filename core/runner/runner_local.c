@@ -11,7 +11,7 @@
  * a worker behaving: a worker that dies has its shard requeued first (and a fresh worker forked);
  * RUNNER_MAX_CRASHES deaths on one item fail the run naming it. On failure the others get
  * SIGTERM (SIGKILL after KILL_AFTER_S) and are reaped before runner_run returns. */
-#include "core/runner/runner_internal.h"
+#include "core/runner/runner_env.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +29,7 @@
 
 #include "core/base/progress.h"
 #include "core/base/sockio.h"
+#include "core/runner/runner_shard.h"
 
 enum { MSG_REQ = 1, MSG_ITEM, MSG_DONE, MSG_ERR };
 enum { MAX_MSG = 8192 };
