@@ -499,4 +499,3 @@ int store_barrier(dist_store *s, const char *key, esp_err *err)
 
 const char *store_local_addr(const dist_store *s) { return s->local_addr; }
 const char *store_host(const dist_store *s) { return s->host; }
-double store_timeout(const dist_store *s) { return s->timeout; }
