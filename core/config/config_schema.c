@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/edit_distance.h"
+
 /* ---- libcyaml schemas ------------------------------------------------------------------ */
 
 #define OPT (CYAML_FLAG_OPTIONAL)
@@ -440,28 +442,6 @@ const target_entry *target_lookup(const char *section, const char *name)
     for (const target_entry *t = target_registry; t->section; t++)
         if (path_match(t->section, section) && !strcmp(t->name, name)) return t;
     return NULL;
-}
-
-int str_edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    int *row = xmalloc((lb + 1) * sizeof *row);
-    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
-    for (size_t i = 1; i <= la; i++) {
-        int diag = row[0];
-        row[0] = (int)i;
-        for (size_t j = 1; j <= lb; j++) {
-            int up = row[j];
-            int best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best) best = up + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    int d = row[lb];
-    free(row);
-    return d;
 }
 
 /* ---- the walk ---------------------------------------------------------------------------- */

@@ -6,6 +6,7 @@
 
 #include <cyaml/cyaml.h>
 
+#include "core/base/edit_distance.h" /* cli/options.c finds str_edit_distance through here */
 #include "core/config/config.h"
 
 const cyaml_schema_value_t *config_schema(config_kind kind);
@@ -23,8 +24,5 @@ typedef struct target_entry {
 } target_entry;
 extern const target_entry target_registry[];
 const target_entry *target_lookup(const char *section, const char *name);
-
-/* Levenshtein distance, for suggestions. */
-int str_edit_distance(const char *a, const char *b);
 
 #endif

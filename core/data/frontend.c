@@ -187,11 +187,6 @@ void frontend_free(frontend *f)
     free(f);
 }
 
-const frontend_opts *frontend_get_opts(const frontend *f)
-{
-    return &f->o;
-}
-
 size_t frontend_num_frames(const frontend *f, size_t n_samples)
 {
     return n_samples / (size_t)f->o.hop_length + 1;

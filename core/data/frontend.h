@@ -39,7 +39,6 @@ int frontend_opts_check(const frontend_opts *o, esp_err *err);
 /* o must have passed frontend_opts_check. */
 frontend *frontend_new(const frontend_opts *o);
 void frontend_free(frontend *f);
-const frontend_opts *frontend_get_opts(const frontend *f);
 
 /* Frames for n_samples of audio: n_samples / hop_length + 1. */
 size_t frontend_num_frames(const frontend *f, size_t n_samples);

@@ -1,10 +1,11 @@
-/* Greedy CTC decoding, Levenshtein distance, CER and WER as ESPnet's ErrorCalculator. */
+/* Greedy CTC decoding, CER and WER as ESPnet's ErrorCalculator (see ctc_decode.h). */
 #include "core/decode/ctc_decode.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/edit_distance.h"
 #include "core/base/log.h"
 
 int ctc_greedy_decode(int *out, const float *logp, int hlen, int V)
@@ -19,28 +20,6 @@ int ctc_greedy_decode(int *out, const float *logp, int hlen, int V)
         prev = best;
     }
     return n;
-}
-
-size_t edit_distance(const int *a, size_t na, const int *b, size_t nb)
-{
-    /* One row of the DP table: row[j] = distance between a[:i] and b[:j]. */
-    size_t *row = xmalloc((nb + 1) * sizeof *row);
-    for (size_t j = 0; j <= nb; j++) row[j] = j;
-    for (size_t i = 1; i <= na; i++) {
-        size_t diag = row[0];  /* d(i-1, j-1) */
-        row[0] = i;
-        for (size_t j = 1; j <= nb; j++) {
-            size_t up = row[j];  /* d(i-1, j) */
-            size_t best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best) best = up + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    size_t d = row[nb];
-    free(row);
-    return d;
 }
 
 void err_calc_init(err_calc *ec, const token_list *tl)

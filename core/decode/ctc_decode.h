@@ -1,6 +1,7 @@
-/* Greedy CTC decoding and the error rates of validation and scoring: Levenshtein distance over
- * id sequences, CER and WER between token id sequences as ESPnet's ErrorCalculator computes them
- * (espnet/nets/e2e_asr_common.py).
+/* Greedy CTC decoding and the error rates of validation: CER and WER between token id sequences
+ * as ESPnet's ErrorCalculator computes them (espnet/nets/e2e_asr_common.py), over the Levenshtein
+ * distance of core/base/edit_distance.h. Stage 7 scores with sclite's alignment instead
+ * (core/decode/score.h).
  *
  * CER (ErrorCalculator.calculate_cer_ctc, the valid/cer_ctc of ESPnet2's CTC models): blank and
  * <space> ids are dropped, the remaining token strings are joined, and the edit distance is taken
@@ -26,9 +27,6 @@
  * the first maximum wins, as torch.argmax), repeats collapsed, blanks (0) dropped. out needs
  * room for hlen ids; returns how many were written. */
 int ctc_greedy_decode(int *out, const float *logp, int hlen, int V);
-
-/* Levenshtein distance with unit costs (insertion, deletion, substitution). */
-size_t edit_distance(const int *a, size_t na, const int *b, size_t nb);
 
 /* Edits against reference length, summed over utterances. */
 typedef struct err_counts {

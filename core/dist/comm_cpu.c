@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -32,6 +31,7 @@
 #include "core/dist/dist_store.h"
 #include "core/base/hash.h"
 #include "core/base/progress.h"
+#include "core/base/sockio.h"
 
 #define RING_BYTES ((size_t)4 << 20)
 #define TCP_STAGE ((size_t)1 << 20)
@@ -388,13 +388,7 @@ static int tcp_connect_next(comm_cpu *c, dist_store *st, uint64_t run, esp_err *
     char *colon = strrchr(addr, ':');
     ESP_CHECK(colon);
     *colon = '\0';
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
-    int fd = -1;
-    if (getaddrinfo(addr, colon + 1, &hints, &res) == 0 && res) {
-        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) != 0) close(fd), fd = -1;
-        freeaddrinfo(res);
-    }
+    int fd = sock_connect(addr, colon + 1);
     if (fd < 0) {
         esp_fail(err, "comm: cannot connect to rank %d at %s:%s: %s", c->out.peer, addr, colon + 1, strerror(errno));
         free(addr);
@@ -402,7 +396,7 @@ static int tcp_connect_next(comm_cpu *c, dist_store *st, uint64_t run, esp_err *
     }
     free(addr);
     peer_hello h = {.run = run, .rank = c->base.rank};
-    if (send(fd, &h, sizeof h, MSG_NOSIGNAL) != (ssize_t)sizeof h) {
+    if (sock_send_all(fd, &h, sizeof h) != 0) {
         close(fd);
         return esp_fail(err, "comm: rank %d dropped the connection", c->out.peer);
     }
@@ -424,7 +418,7 @@ static int tcp_accept_prev(comm_cpu *c, int lfd, uint64_t run, esp_err *err)
         peer_hello h;
         struct timeval tv = {5, 0};
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        if (recv(fd, &h, sizeof h, MSG_WAITALL) == (ssize_t)sizeof h && h.run == run && h.rank == c->in.peer) {
+        if (sock_recv_all(fd, &h, sizeof h) == 0 && h.run == run && h.rank == c->in.peer) {
             tv.tv_sec = 0;
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
             tune_socket(fd);

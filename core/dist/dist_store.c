@@ -6,7 +6,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -19,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/base/progress.h"
+#include "core/base/sockio.h"
 
 enum { OP_HELLO = 1, OP_SET, OP_GET, OP_ADD, OP_CHECK };
 #define MAX_MSG (64u << 20)
@@ -55,18 +55,6 @@ struct dist_store {
 
 /* ---- framing ---------------------------------------------------------------------------------- */
 
-static int write_all(int fd, const void *buf, size_t n)
-{
-    const char *p = buf;
-    while (n) {
-        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return -1;
-        p += k, n -= (size_t)k;
-    }
-    return 0;
-}
-
 static void put_u32(char *p, uint32_t v)
 {
     for (int i = 0; i < 4; i++) p[i] = (char)(v >> (8 * i));
@@ -84,7 +72,7 @@ static int send_reply(int fd, int status, const void *val, size_t n)
     char hdr[5];
     put_u32(hdr, (uint32_t)(n + 1));
     hdr[4] = (char)status;
-    return write_all(fd, hdr, 5) || (n && write_all(fd, val, n)) ? -1 : 0;
+    return sock_send_all(fd, hdr, 5) || (n && sock_send_all(fd, val, n)) ? -1 : 0;
 }
 
 /* ---- server ----------------------------------------------------------------------------------- */
@@ -291,21 +279,6 @@ static int start_server(dist_store *s, esp_err *err)
 
 /* ---- client ----------------------------------------------------------------------------------- */
 
-static int connect_once(const char *host, int port)
-{
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
-    char ps[16];
-    snprintf(ps, sizeof ps, "%d", port);
-    if (getaddrinfo(host, ps, &hints, &res) != 0 || !res) return -2;
-    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) != 0) {
-        close(fd);
-        fd = -1;
-    }
-    freeaddrinfo(res);
-    return fd;
-}
-
 /* Reads one reply before the deadline: 0 ok, 1 refused, -1 connection lost, -2 timed out. */
 static int read_reply(dist_store *s, char **val, size_t *n, double deadline)
 {
@@ -361,7 +334,7 @@ static int request(dist_store *s, int op, const char *key, const void *val, size
     memcpy(msg + 9, key, kl);
     put_u32(msg + 9 + kl, (uint32_t)vn);
     if (vn) memcpy(msg + 13 + kl, val, vn);
-    int rc = write_all(s->fd, msg, 4 + len);
+    int rc = sock_send_all(s->fd, msg, 4 + len);
     free(msg);
     return rc;
 }
@@ -398,7 +371,9 @@ dist_store *store_open(const char *host, int port, int serve, const char *run_id
         return NULL;
     }
     double deadline = now_seconds() + timeout_s;
-    while ((s->fd = connect_once(host, port)) < 0) {
+    char port_str[16];
+    snprintf(port_str, sizeof port_str, "%d", port);
+    while ((s->fd = sock_connect(host, port_str)) < 0) {
         if (s->fd == -2) {
             esp_fail(err, "store: cannot resolve the master address '%s' (set MASTER_ADDR / --master_addr to an address of rank 0's host)", host);
             store_close(s);
@@ -524,4 +499,3 @@ int store_barrier(dist_store *s, const char *key, esp_err *err)
 
 const char *store_local_addr(const dist_store *s) { return s->local_addr; }
 const char *store_host(const dist_store *s) { return s->host; }
-double store_timeout(const dist_store *s) { return s->timeout; }

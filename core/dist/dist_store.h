@@ -36,6 +36,5 @@ int store_barrier(dist_store *s, const char *key, esp_err *err);
 const char *store_local_addr(const dist_store *s);
 /* The master address this store was opened with. */
 const char *store_host(const dist_store *s);
-double store_timeout(const dist_store *s);
 
 #endif

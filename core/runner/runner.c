@@ -1,15 +1,11 @@
-/* Runner front end: the env table, the work_dir (signature, stale and finished shards), the shard
- * file format and the ordered iteration over results. The environments live in runner_<env>.c.
- *
- * Shard file <work_dir>/shard.<k> (integers are u64 little-endian):
- *   "ESP3SHD1" first count   then per item: idx len <len bytes>   then end of file.
- * It is written to shard.<k>.tmp.<pid> and renamed, so a shard that exists is complete. */
-#include "core/runner/runner_internal.h"
+/* Runner front end: the env table, the work_dir (lock, signature, stale and finished shards),
+ * slurm worker mode and the ordered iteration over results. The environments live in
+ * runner_<env>.c; the shard file format in runner_shard.c. */
+#include "core/runner/runner.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,9 +14,23 @@
 #include <unistd.h>
 
 #include "core/base/fsio.h"
+#include "core/runner/runner_env.h"
+#include "core/runner/runner_proc.h"
+#include "core/runner/runner_shard.h"
 
-static const char shard_magic[8] = {'E', 'S', 'P', '3', 'S', 'H', 'D', '1'};
 static const char sig_name[] = "runner.sig";
+
+/* An environment: how many workers it resolves when the default (n_workers, absent = 1) does
+ * not fit (may be NULL), and whether its workers outlive the driver (cluster jobs: their temp
+ * files are not the driver's to remove, and a work_dir that changes job calls forget() first to
+ * stop them). */
+typedef struct runner_env {
+    const char *name;
+    int (*run)(const runner_plan *plan, esp_err *err);
+    int (*workers)(const parallel_cfg *par, int *n_workers, esp_err *err);
+    int detached;
+    void (*forget)(const char *work_dir);
+} runner_env;
 
 /* Every env a config may name. */
 static const runner_env envs[] = {
@@ -30,138 +40,7 @@ static const runner_env envs[] = {
 };
 enum { N_ENVS = sizeof envs / sizeof envs[0] };
 
-/* ---- runner_buf --------------------------------------------------------------------------- */
-
-static void buf_reserve(runner_buf *b, size_t need)
-{
-    if (need <= b->cap) return;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < need) cap *= 2;
-    b->data = xrealloc(b->data, cap);
-    b->cap = cap;
-}
-
-void runner_buf_append(runner_buf *b, const void *data, size_t len)
-{
-    buf_reserve(b, b->len + len);
-    if (len) memcpy(b->data + b->len, data, len);
-    b->len += len;
-}
-
-void runner_buf_printf(runner_buf *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    ESP_CHECK(n >= 0);
-    buf_reserve(b, b->len + (size_t)n + 1); /* vsnprintf's NUL is written but not kept */
-    va_start(ap, fmt);
-    vsnprintf((char *)b->data + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
-
-void runner_buf_free(runner_buf *b)
-{
-    free(b->data);
-    b->data = NULL;
-    b->len = b->cap = 0;
-}
-
-/* ---- the process's command line, stage and pending work ------------------------------------ */
-
-static struct {
-    int argc;
-    char **argv;
-    char *stage;
-    int n_pending;
-    char *pending_jobs;
-    int worker_matched; /* a slurm worker found the runner_job it was started for */
-} proc;
-
-static void free_proc(void)
-{
-    for (int i = 0; i < proc.argc; i++) free(proc.argv[i]);
-    free(proc.argv);
-    free(proc.stage);
-    free(proc.pending_jobs);
-}
-
-void runner_set_command(int argc, char *const argv[])
-{
-    if (!proc.argv && !proc.stage && !proc.pending_jobs) atexit(free_proc);
-    for (int i = 0; i < proc.argc; i++) free(proc.argv[i]);
-    free(proc.argv);
-    proc.argc = argc;
-    proc.argv = xcalloc((size_t)argc + 1, sizeof *proc.argv);
-    for (int i = 0; i < argc; i++) proc.argv[i] = xstrdup(argv[i]);
-}
-
-void runner_set_stage(const char *name)
-{
-    if (!proc.argv && !proc.stage && !proc.pending_jobs) atexit(free_proc);
-    free(proc.stage);
-    proc.stage = name ? xstrdup(name) : NULL;
-}
-
-char *const *runner_command(int *argc)
-{
-    *argc = proc.argc;
-    return proc.argv;
-}
-
-const char *runner_stage(void) { return proc.stage; }
-
-void runner_note_pending(const char *job_ids)
-{
-    if (!proc.argv && !proc.stage && !proc.pending_jobs) atexit(free_proc);
-    proc.n_pending++;
-    if (!job_ids || !*job_ids) return;
-    char *all = proc.pending_jobs && *proc.pending_jobs ? xasprintf("%s, %s", proc.pending_jobs, job_ids)
-                                                        : xstrdup(job_ids);
-    free(proc.pending_jobs);
-    proc.pending_jobs = all;
-}
-
-int runner_pending_count(void) { return proc.n_pending; }
-int runner_worker_found_job(void) { return proc.worker_matched; }
-const char *runner_pending_jobs(void) { return proc.pending_jobs ? proc.pending_jobs : ""; }
-
 /* ---- helpers ------------------------------------------------------------------------------ */
-
-static void put_u64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get_u64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-void runner_shard_range(const runner_plan *plan, size_t k, size_t *first, size_t *count)
-{
-    size_t n = plan->job->n_items;
-    *first = k * plan->chunk_size;
-    *count = n - *first < plan->chunk_size ? n - *first : plan->chunk_size;
-}
-
-char *runner_shard_path(const char *work_dir, size_t k)
-{
-    return xasprintf("%s/shard.%zu", work_dir, k);
-}
-
-const char *runner_item_name(const runner_job *job, size_t idx)
-{
-    static char buf[64];
-    const char *name = job->item_name ? job->item_name(idx, job->arg) : NULL;
-    if (name) return name;
-    snprintf(buf, sizeof buf, "item %zu", idx);
-    return buf;
-}
 
 /* "shard.<digits>" -> 1 (finished shard); "shard.<digits>.tmp.<anything>" -> 2 (leftover temp). */
 static int shard_file_kind(const char *name)
@@ -253,30 +132,6 @@ static int resolve_env(const parallel_cfg *par, const runner_env **env, int *n_w
     return 0;
 }
 
-/* A finished shard whose header does not describe its items is from elsewhere: redo it. */
-static int shard_header_ok(const char *path, size_t first, size_t count);
-
-int runner_shard_done(const runner_plan *plan, size_t k)
-{
-    size_t first, count;
-    runner_shard_range(plan, k, &first, &count);
-    char *path = runner_shard_path(plan->job->work_dir, k);
-    int ok = shard_header_ok(path, first, count);
-    free(path);
-    return ok;
-}
-
-static int shard_header_ok(const char *path, size_t first, size_t count)
-{
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return 0;
-    unsigned char h[24];
-    int ok = fread(h, 1, sizeof h, fp) == sizeof h && memcmp(h, shard_magic, 8) == 0 && get_u64(h + 8) == first &&
-             get_u64(h + 16) == count;
-    fclose(fp);
-    return ok;
-}
-
 static int run_locked(const runner_job *job, const runner_env *env, const parallel_cfg *par, int n_workers,
                       esp_err *err);
 
@@ -350,7 +205,7 @@ static int run_locked(const runner_job *job, const runner_env *env, const parall
         runner_shard_range(&plan, k, &first, &count);
         if (!path_exists(path)) {
             plan.pending[plan.n_pending++] = k;
-        } else if (!shard_header_ok(path, first, count)) {
+        } else if (!runner_shard_done(&plan, k)) {
             log_warn("%s: %s does not hold items %zu-%zu; redoing it", name, path, first, first + count - 1);
             unlink(path);
             plan.pending[plan.n_pending++] = k;
@@ -382,7 +237,7 @@ static int run_worker(const runner_job *job, esp_err *err)
     char *mine = path_absolute(job->work_dir);
     int rc = RUNNER_PENDING;
     if (strcmp(mine, target) == 0) {
-        proc.worker_matched = 1;
+        runner_note_worker_found();
         const char *name = job->name ? job->name : "runner";
         job_sig have = {0};
         if (!read_sig(job->work_dir, &have) || have.n_items != job->n_items ||
@@ -412,49 +267,6 @@ static int run_worker(const runner_job *job, esp_err *err)
     return rc;
 }
 
-/* ---- the worker side: one shard ----------------------------------------------------------- */
-
-int runner_write_shard(const runner_plan *plan, size_t k, void *env, void (*before_item)(size_t idx, void *ctx),
-                       void *ctx, esp_err *err)
-{
-    const runner_job *job = plan->job;
-    size_t first, count;
-    runner_shard_range(plan, k, &first, &count);
-    char *path = runner_shard_path(job->work_dir, k);
-    atomic_file af;
-    if (atomic_open(&af, path, err) != 0) {
-        free(path);
-        return -1;
-    }
-    unsigned char h[24];
-    memcpy(h, shard_magic, 8);
-    put_u64(h + 8, first);
-    put_u64(h + 16, count);
-    fwrite(h, 1, sizeof h, af.fp);
-    runner_buf out = {0};
-    int rc = 0;
-    for (size_t idx = first; idx < first + count; idx++) {
-        if (before_item) before_item(idx, ctx);
-        out.len = 0;
-        esp_err e;
-        strcpy(e.msg, "forward failed");
-        if (job->forward(idx, env, &out, &e) != 0) {
-            rc = esp_fail(err, "%s: %s", runner_item_name(job, idx), e.msg);
-            break;
-        }
-        put_u64(h, idx);
-        put_u64(h + 8, out.len);
-        fwrite(h, 1, 16, af.fp);
-        if (out.len) fwrite(out.data, 1, out.len, af.fp);
-    }
-    runner_buf_free(&out);
-    if (rc == 0 && ferror(af.fp)) rc = esp_fail(err, "%s: write failed: %s (check free disk space)", path, strerror(errno));
-    if (rc == 0) rc = atomic_commit(&af, err);
-    else atomic_abort(&af);
-    free(path);
-    return rc;
-}
-
 /* ---- ordered iteration -------------------------------------------------------------------- */
 
 int runner_for_each(const runner_job *job, int (*fn)(size_t idx, const void *data, size_t len, void *ctx),
@@ -479,21 +291,19 @@ int runner_for_each(const runner_job *job, int (*fn)(size_t idx, const void *dat
         runner_shard_range(&plan, k, &first, &count);
         char *path = runner_shard_path(job->work_dir, k);
         FILE *fp = fopen(path, "rb");
-        unsigned char h[24];
         if (!fp) {
             rc = esp_fail(err, "%s: %s: %s (the run did not finish; run it again)", name, path, strerror(errno));
-        } else if (fread(h, 1, 24, fp) != 24 || memcmp(h, shard_magic, 8) != 0 || get_u64(h + 8) != first ||
-                   get_u64(h + 16) != count) {
+        } else if (!runner_shard_read_header(fp, first, count)) {
             rc = esp_fail(err, "%s: %s: not a shard of items %zu-%zu (remove %s and run again)", name, path, first,
                           first + count - 1, job->work_dir);
         }
         for (size_t idx = first; rc == 0 && idx < first + count; idx++) {
-            if (fread(h, 1, 16, fp) != 16 || get_u64(h) != idx) {
+            uint64_t at, len;
+            if (!runner_shard_read_item(fp, &at, &len) || at != idx) {
                 rc = esp_fail(err, "%s: %s: item %zu missing or out of order (remove %s and run again)", name, path,
                               idx, job->work_dir);
                 break;
             }
-            uint64_t len = get_u64(h + 8);
             if (len > cap) {
                 cap = (size_t)len;
                 data = xrealloc(data, cap);

@@ -2,7 +2,7 @@
  * LocalCUDACluster): worker slot i runs with CUDA_VISIBLE_DEVICES set to the i-th visible device.
  * n_workers absent = one per GPU; more workers than GPUs is ESPnet3's error
  * "n_workers=X > num_gpus=Y"; fewer is a warning (some GPUs idle). */
-#include "core/runner/runner_internal.h"
+#include "core/runner/runner_env.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -11,7 +11,7 @@
  * a worker behaving: a worker that dies has its shard requeued first (and a fresh worker forked);
  * RUNNER_MAX_CRASHES deaths on one item fail the run naming it. On failure the others get
  * SIGTERM (SIGKILL after KILL_AFTER_S) and are reaped before runner_run returns. */
-#include "core/runner/runner_internal.h"
+#include "core/runner/runner_env.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +28,8 @@
 #include <unistd.h>
 
 #include "core/base/progress.h"
+#include "core/base/sockio.h"
+#include "core/runner/runner_shard.h"
 
 enum { MSG_REQ = 1, MSG_ITEM, MSG_DONE, MSG_ERR };
 enum { MAX_MSG = 8192 };
@@ -42,23 +44,10 @@ typedef struct msg_hdr {
 
 /* ---- worker ------------------------------------------------------------------------------- */
 
-static int send_all(int fd, const void *data, size_t len)
-{
-    const char *p = data;
-    while (len) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 static void worker_send(int fd, uint32_t type, uint64_t arg, const char *text)
 {
     msg_hdr h = {type, text ? (uint32_t)strnlen(text, MAX_MSG) : 0, arg};
-    if (send_all(fd, &h, sizeof h) != 0 || (h.len && send_all(fd, text, h.len) != 0))
+    if (sock_send_all(fd, &h, sizeof h) != 0 || (h.len && sock_send_all(fd, text, h.len) != 0))
         _exit(4); /* the parent is gone: nobody wants our results */
 }
 
@@ -84,13 +73,7 @@ static _Noreturn void worker_main(const runner_plan *plan, int fd)
     for (;;) {
         worker_send(fd, MSG_REQ, 0, NULL);
         uint64_t k;
-        size_t got = 0;
-        while (got < sizeof k) {
-            ssize_t n = recv(fd, (char *)&k + got, sizeof k - got, 0);
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) _exit(4);
-            got += (size_t)n;
-        }
+        if (sock_recv_all(fd, &k, sizeof k) != 0) _exit(4);
         if (k == REPLY_STOP) break;
         if (runner_write_shard(plan, (size_t)k, env, report_item, &fd, &e) != 0) {
             worker_send(fd, MSG_ERR, k, e.msg);

@@ -18,7 +18,7 @@
  * $ESPNET3_SLURM_POLL_S) until the tasks end, fails naming a task that ended with shards
  * unfinished and its log, and otherwise returns 0 so the caller merges. Async mode
  * (parallel.async_mode) returns RUNNER_PENDING right after submitting. */
-#include "core/runner/runner_internal.h"
+#include "core/runner/runner_env.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -36,6 +36,8 @@
 #include "core/base/fsio.h"
 #include "core/base/proc.h"
 #include "core/base/progress.h"
+#include "core/runner/runner_proc.h"
+#include "core/runner/runner_shard.h"
 
 
 #define ENV_STAGE "ESPNET3_RUNNER_STAGE"

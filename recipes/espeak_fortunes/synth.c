@@ -33,11 +33,6 @@ int synth_engine_parse(const char *name, synth_engine *out, esp_err *err)
     return esp_fail(err, "synthesizer %s is not supported (use espeak-ng or flite)", name);
 }
 
-const char *synth_engine_name(synth_engine engine)
-{
-    return engines[engine].program;
-}
-
 int synth_check_installed(synth_engine engine, esp_err *err)
 {
     if (which(engines[engine].program)) return 0;

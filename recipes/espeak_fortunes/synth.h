@@ -19,7 +19,6 @@ typedef struct synth_params {
 
 /* "espeak-ng" or "flite"; an unknown name is an error listing both. */
 int synth_engine_parse(const char *name, synth_engine *out, esp_err *err);
-const char *synth_engine_name(synth_engine engine);
 /* Fails with the Debian package to install when the program is not on PATH. */
 int synth_check_installed(synth_engine engine, esp_err *err);
 

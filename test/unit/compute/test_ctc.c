@@ -1,8 +1,8 @@
 /* CTC loss: hand-computed cases, central finite differences (float64) of the loss w.r.t. the
  * logits through log_softmax, parity with torch's ctc_loss on fixtures made by
  * scripts/make_ctc_fixtures.py (loss, per-utterance losses, gradient; zero_infinity; padding),
- * label layouts and threads. CTC decoding: greedy decode, edit distance, CER and WER as ESPnet's
- * ErrorCalculator on hand-computed cases. */
+ * label layouts and threads. CTC decoding: greedy decode, CER and WER as ESPnet's ErrorCalculator
+ * on hand-computed cases (the edit distance itself: test/unit/base/test_edit_distance.c). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdint.h>
@@ -455,28 +455,6 @@ Test(ctc_decode, greedy_collapses_repeats_and_drops_blanks)
     float tie[V] = {-1.0f, -0.5f, -0.5f, -2.0f};
     cr_assert_eq(ctc_greedy_decode(out, tie, 1, V), 1);
     cr_assert_eq(out[0], 1);
-}
-
-static size_t ed_str(const char *a, const char *b)
-{
-    int x[64], y[64];
-    size_t na = strlen(a), nb = strlen(b);
-    for (size_t i = 0; i < na; i++) x[i] = a[i];
-    for (size_t i = 0; i < nb; i++) y[i] = b[i];
-    return edit_distance(x, na, y, nb);
-}
-
-Test(ctc_decode, edit_distance_hand_computed)
-{
-    cr_assert_eq(ed_str("kitten", "sitting"), 3);
-    cr_assert_eq(ed_str("sitting", "kitten"), 3);
-    cr_assert_eq(ed_str("", "abc"), 3);
-    cr_assert_eq(ed_str("abc", ""), 3);
-    cr_assert_eq(ed_str("", ""), 0);
-    cr_assert_eq(ed_str("flaw", "lawn"), 2);
-    cr_assert_eq(ed_str("abcdef", "abcdef"), 0);
-    cr_assert_eq(ed_str("abc", "cab"), 2);
-    cr_assert_eq(ed_str("intention", "execution"), 5);
 }
 
 /* 0 <blank>, 1 <unk>, 2 <space>, 3 A, 4 B, 5 C, 6 é, 7 <sos/eos> */

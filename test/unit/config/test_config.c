@@ -789,14 +789,6 @@ Test(config, targets)
         target_lookup("dataloader.train.iter_factory", "espnet2.iterators.sequence_iter_factory.SequenceIterFactory"));
 }
 
-Test(config, edit_distance_basics)
-{
-    cr_assert_eq(str_edit_distance("", ""), 0);
-    cr_assert_eq(str_edit_distance("max_epoch", "max_epochs"), 1);
-    cr_assert_eq(str_edit_distance("kitten", "sitting"), 3);
-    cr_assert_eq(str_edit_distance("abc", ""), 3);
-}
-
 /* ---- the ESPnet3 documentation's YAML blocks ------------------------------------------------ */
 
 Test(config, docs_trainer_block)

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "core/runner/runner_internal.h"
+#include "core/runner/runner_env.h"
 #include "test/unit/slurm_test_cluster.h"
 
 /* The tiny recipe's stages through the binary, data under workdir, stats under <workdir>/<stats>. */
