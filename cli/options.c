@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/config/config_schema.h" /* edit_distance for suggestions */
+#include "core/base/edit_distance.h"
 #include "stages/stages.h"
 
 typedef enum opt_type { OPT_FLAG, OPT_INT, OPT_PATH, OPT_NAMES } opt_type;

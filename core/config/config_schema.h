@@ -6,7 +6,7 @@
 
 #include <cyaml/cyaml.h>
 
-#include "core/base/edit_distance.h" /* cli/options.c finds str_edit_distance through here */
+#include "core/base/edit_distance.h"
 #include "core/config/config.h"
 
 const cyaml_schema_value_t *config_schema(config_kind kind);
