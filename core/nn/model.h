@@ -25,7 +25,7 @@ typedef struct model_rates {
     int ctc_keep_inf;    /* ctc_conf.zero_infinity false: impossible alignments give inf/NaN */
 } model_rates;
 
-typedef struct block_acts block_acts;
+typedef struct encoder_acts encoder_acts; /* the encoder's own activations (core/nn/encoder_*.c) */
 
 typedef struct asr_model {
     model_dims dims;
@@ -41,12 +41,13 @@ typedef struct asr_model {
     int train;
     int inference;           /* made by asr_model_init_inference: no gradients, one block workspace */
     uint64_t seed;
-    size_t cap_rows, cap_in, cap_c1, cap_c2;
+    size_t cap_rows, cap_c1, cap_c2;
     float *x, *c1, *c2, *wout_fc, *e, *h0; /* c1, c2 channels last; wout_fc: see model.c */
-    block_acts *blocks;
-    float *hf, *lnf, *meanf, *rstdf, *zd, *logp;
+    encoder_acts *enc;       /* the blocks between h0 and the head */
+    const float *h_enc;      /* the last block's output */
+    float *lnf, *meanf, *rstdf, *zd, *logp;
     /* Backward work. */
-    float *dh, *dtmp, *dq, *dk, *dv, *datt, *dff, *dln, *dwout_fc, *dc2, *dc1, *dlogp;
+    float *dh, *dtmp, *dwout_fc, *dc2, *dc1, *dlogp;
     /* The labels of the last loss (host), for the backward. */
     const int *labels, *label_lens;
     int label_stride;

@@ -1,0 +1,48 @@
+/* The encoder block stacks behind asr_model (private to core/nn): model.c runs the embedding
+ * (Conv2dSubsampling and the positional scaling) and the head (after_norm, CTC); an encoder runs
+ * its blocks between them, with activations it owns (m->enc). One implementation per file:
+ * core/nn/encoder_transformer.c, core/nn/encoder_conformer.c. */
+#ifndef ESPNET3_NN_ENCODER_H
+#define ESPNET3_NN_ENCODER_H
+
+#include <stdint.h>
+
+#include "core/nn/model.h"
+
+/* Dropout sites: each has its own stream so masks are independent and reproducible. A block has
+ * ten streams (site 0..9); the transformer's numbers are the ones its checkpoints were made with. */
+enum { STREAM_POS = 1, STREAM_CTC = 2, STREAM_BLOCK0 = 100 };
+static inline uint64_t block_stream(int l, int site) { return STREAM_BLOCK0 + 10 * (uint64_t)l + (uint64_t)site; }
+
+/* The device pointer of parameter "<fmt % l>.<leaf>" in base (m->params or m->grads); aborts when
+ * the table has no such entry. */
+float *model_param(const asr_model *m, float *base, const char *fmt, int l, const char *leaf);
+#define P(fmt, l, leaf) model_param(m, m->params, fmt, l, leaf)
+#define G(fmt, l, leaf) model_param(m, m->grads, fmt, l, leaf)
+
+/* The dropout rates of the current forward (0 outside training). */
+typedef struct enc_rates {
+    float pd, pp, pa;  /* dropout_rate, positional_dropout_rate, attention_dropout_rate */
+} enc_rates;
+
+static inline enc_rates enc_rates_of(const asr_model *m)
+{
+    int t = m->train;
+    return (enc_rates){t ? m->rates.dropout : 0, t ? m->rates.pos_dropout : 0, t ? m->rates.att_dropout : 0};
+}
+
+typedef struct encoder_impl {
+    /* Grows the activations for N = B x T2 rows (they are only ever enlarged), with backward work
+     * unless m->inference. */
+    void (*ensure)(asr_model *m, int B, int T2);
+    void (*release)(asr_model *m); /* frees the activations (m->enc stays) */
+    void (*destroy)(asr_model *m); /* release, then m->enc itself */
+    /* m->h0 (B, T2, d) through the blocks; returns the last block's output. */
+    const float *(*forward)(asr_model *m);
+    /* On entry m->dh holds the gradient of the forward's output; on return that of m->h0. */
+    void (*backward)(asr_model *m);
+} encoder_impl;
+
+extern const encoder_impl encoder_transformer;
+
+#endif
