@@ -83,6 +83,33 @@ struct backend {
     void (*dropout_backward)(backend *be, float *dx, const float *dy, size_t n, float p,
                              uint64_t seed, uint64_t stream);
 
+    /* ---- Conformer layers (see core/compute/ops_conformer_decl.h) */
+    void (*swish_forward)(backend *be, float *y, const float *x, size_t n);
+    void (*swish_backward)(backend *be, float *dx, const float *dy, const float *x, size_t n);
+    void (*glu_forward)(backend *be, float *y, const float *x, int n, int c);
+    void (*glu_backward)(backend *be, float *dx, const float *dy, const float *x, int n, int c);
+    void (*dwconv1d_forward)(backend *be, float *y, const float *x, const float *w, const float *b,
+                             int nb, int t, int c, int k);
+    void (*dwconv1d_backward)(backend *be, float *dx, float *dw, float *db, const float *dy,
+                              const float *x, const float *w, int nb, int t, int c, int k);
+    void (*batchnorm_forward)(backend *be, float *y, float *mean, float *rstd, const float *x,
+                              const float *w, const float *b, float *run_mean, float *run_var,
+                              float *run_count, int n, int c, double eps, double momentum,
+                              int train);
+    void (*batchnorm_backward)(backend *be, float *dx, float *dw, float *db, const float *dy,
+                               const float *x, const float *w, const float *mean,
+                               const float *rstd, int n, int c);
+    void (*relpos_encoding)(backend *be, float *pe, int t, int d);
+    void (*relattn_forward)(backend *be, float *y, float *att, const float *q, const float *k,
+                            const float *v, int ld, const float *p, const float *u,
+                            const float *vb, const int *lens, int nb, int t, int h, int hd,
+                            float pdrop, uint64_t seed, uint64_t stream);
+    void (*relattn_backward)(backend *be, float *dq, float *dk, float *dv, float *dp, float *du,
+                             float *dvb, const float *dy, const float *att, const float *q,
+                             const float *k, const float *v, int ld, const float *p,
+                             const float *u, const float *vb, const int *lens, int nb, int t,
+                             int h, int hd, float pdrop, uint64_t seed, uint64_t stream);
+
     /* ---- CTC loss (core/compute/ctc.h, blank 0): logp (B, T, V) log-probabilities on the device;
      * hlens, labels (padded rows of `stride`) and label_lens on the host. The forward returns
      * sum(losses) / B and fills losses (host, B; may be NULL); it keeps its workspace in the

@@ -218,6 +218,88 @@ static void cpu_dropout_backward(backend *be, float *dx, const float *dy, size_t
     ops_dropout_backward_f32(dx, dy, n, p, seed, stream);
 }
 
+/* ---- Conformer layers */
+
+static void cpu_swish_forward(backend *be, float *y, const float *x, size_t n)
+{
+    (void)be;
+    ops_swish_forward_f32(y, x, n);
+}
+
+static void cpu_swish_backward(backend *be, float *dx, const float *dy, const float *x, size_t n)
+{
+    (void)be;
+    ops_swish_backward_f32(dx, dy, x, n);
+}
+
+static void cpu_glu_forward(backend *be, float *y, const float *x, int n, int c)
+{
+    (void)be;
+    ops_glu_forward_f32(y, x, n, c);
+}
+
+static void cpu_glu_backward(backend *be, float *dx, const float *dy, const float *x, int n, int c)
+{
+    (void)be;
+    ops_glu_backward_f32(dx, dy, x, n, c);
+}
+
+static void cpu_dwconv1d_forward(backend *be, float *y, const float *x, const float *w, const float *b,
+                                 int nb, int t, int c, int k)
+{
+    (void)be;
+    ops_dwconv1d_forward_f32(y, x, w, b, nb, t, c, k);
+}
+
+static void cpu_dwconv1d_backward(backend *be, float *dx, float *dw, float *db, const float *dy,
+                                  const float *x, const float *w, int nb, int t, int c, int k)
+{
+    (void)be;
+    ops_dwconv1d_backward_f32(dx, dw, db, dy, x, w, nb, t, c, k);
+}
+
+static void cpu_batchnorm_forward(backend *be, float *y, float *mean, float *rstd, const float *x,
+                                  const float *w, const float *b, float *run_mean, float *run_var,
+                                  float *run_count, int n, int c, double eps, double momentum, int train)
+{
+    (void)be;
+    ops_batchnorm_forward_f32(y, mean, rstd, x, w, b, run_mean, run_var, run_count, n, c, eps, momentum, train);
+}
+
+static void cpu_batchnorm_backward(backend *be, float *dx, float *dw, float *db, const float *dy,
+                                   const float *x, const float *w, const float *mean, const float *rstd,
+                                   int n, int c)
+{
+    (void)be;
+    ops_batchnorm_backward_f32(dx, dw, db, dy, x, w, mean, rstd, n, c);
+}
+
+static void cpu_relpos_encoding(backend *be, float *pe, int t, int d)
+{
+    (void)be;
+    ops_relpos_encoding_f32(pe, t, d);
+}
+
+static void cpu_relattn_forward(backend *be, float *y, float *att, const float *q, const float *k,
+                                const float *v, int ld, const float *p, const float *u, const float *vb,
+                                const int *lens, int nb, int t, int h, int hd, float pdrop, uint64_t seed,
+                                uint64_t stream)
+{
+    float *s = scratch(be, ops_relattn_forward_scratch(t, hd, pdrop));
+    ops_relattn_forward_f32(y, att, q, k, v, ld, p, u, vb, lens, nb, t, h, hd, pdrop, seed, stream, s);
+}
+
+static void cpu_relattn_backward(backend *be, float *dq, float *dk, float *dv, float *dp, float *du,
+                                 float *dvb, const float *dy, const float *att, const float *q,
+                                 const float *k, const float *v, int ld, const float *p, const float *u,
+                                 const float *vb, const int *lens, int nb, int t, int h, int hd,
+                                 float pdrop, uint64_t seed, uint64_t stream)
+{
+    float *s = scratch(be, ops_relattn_backward_scratch(t, hd));
+    ops_relattn_backward_f32(dq, dk, dv, dp, du, dvb, dy, att, q, k, v, ld, p, u, vb, lens, nb, t, h, hd,
+                             pdrop, seed, stream, s);
+}
+
 static double cpu_sum(backend *be, const float *x, size_t n)
 {
     (void)be;
@@ -305,6 +387,17 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
         .log_softmax_backward = cpu_log_softmax_backward,
         .dropout_forward = cpu_dropout_forward,
         .dropout_backward = cpu_dropout_backward,
+        .swish_forward = cpu_swish_forward,
+        .swish_backward = cpu_swish_backward,
+        .glu_forward = cpu_glu_forward,
+        .glu_backward = cpu_glu_backward,
+        .dwconv1d_forward = cpu_dwconv1d_forward,
+        .dwconv1d_backward = cpu_dwconv1d_backward,
+        .batchnorm_forward = cpu_batchnorm_forward,
+        .batchnorm_backward = cpu_batchnorm_backward,
+        .relpos_encoding = cpu_relpos_encoding,
+        .relattn_forward = cpu_relattn_forward,
+        .relattn_backward = cpu_relattn_backward,
         .sum = cpu_sum,
         .sum_squares = cpu_sum_squares,
         .clip_grad_norm = cpu_clip_grad_norm,

@@ -72,4 +72,58 @@ static inline KM_HD float clip_grad_coef(double total_norm, double max_norm)
  * block order: the value does not depend on how blocks go to threads (or GPU thread blocks). */
 enum { SUM_SQUARES_BLOCK = 4096 };
 
+/* ---- Conformer: activations, GLU, BatchNorm, relative positions --------------------------------
+ * One definition for float (_f32, what the backends run) and double (_f64, the finite-difference
+ * tests): KM_REAL_MATH(T, S, EXP, SQRT) makes km_<name>_<S> for the element type T. */
+
+/* Column of the rel_shift'ed score (query i, key j) in the (t x 2t-1) product with the relative
+ * encoding, whose row k holds relative position t - 1 - k (ESPnet's rel_shift: i - j). */
+static inline KM_HD int km_rel_shift_col(int i, int j, int t) { return t - 1 - i + j; }
+
+#define KM_REAL_MATH(T, S, EXP, SQRT)                                                              \
+    static inline KM_HD T km_sigmoid_##S(T x) { return (T)1 / ((T)1 + EXP(-x)); }                  \
+    /* Swish (SiLU): x * sigmoid(x), as ESPnet's Swish module computes it. */                      \
+    static inline KM_HD T km_swish_##S(T x) { return x * km_sigmoid_##S(x); }                      \
+    /* d swish / dx = s (1 + x (1 - s)), times the output gradient. */                              \
+    static inline KM_HD T km_swish_grad_##S(T x, T dy)                                              \
+    {                                                                                              \
+        T s = km_sigmoid_##S(x);                                                                   \
+        return dy * (s * ((T)1 + x * ((T)1 - s)));                                                 \
+    }                                                                                              \
+    /* GLU over channels: out = a * sigmoid(b) (a the first half, b the second). */                \
+    static inline KM_HD T km_glu_##S(T a, T b) { return a * km_sigmoid_##S(b); }                   \
+    static inline KM_HD void km_glu_grad_##S(T a, T b, T dy, T *da, T *db)                        \
+    {                                                                                              \
+        T s = km_sigmoid_##S(b);                                                                   \
+        *da = dy * s;                                                                              \
+        *db = dy * a * s * ((T)1 - s);                                                             \
+    }                                                                                              \
+    /* BatchNorm per channel as torch's CPU kernel: y = x * alpha + beta with alpha = rstd * w,   \
+     * beta = b - mean * alpha; rstd = 1 / sqrt(var + eps) (biased batch variance in training,    \
+     * running_var in eval). */                                                                    \
+    static inline KM_HD T km_bn_rstd_##S(double var, double eps) { return (T)(1.0 / SQRT(var + eps)); } \
+    static inline KM_HD T km_bn_apply_##S(T x, T alpha, T beta) { return x * alpha + beta; }       \
+    /* running = momentum * batch + (1 - momentum) * running, in double as torch's CPU update;    \
+     * the variance's batch value is the unbiased one, var_sum / (n - 1). */                       \
+    static inline KM_HD T km_bn_running_##S(T running, double batch, double momentum)             \
+    {                                                                                              \
+        return (T)(momentum * batch + (1 - momentum) * (double)running);                           \
+    }                                                                                              \
+    /* Training-mode input gradient (torch's form): dx = (dy - mean(dy) - xc * k) * rstd * w,    \
+     * xc = x - mean, k = sum(xc * dy) * rstd^2 / n. */                                            \
+    static inline KM_HD T km_bn_dx_##S(T dy, T xc, T mean_dy, T k, T rstd_w)                       \
+    {                                                                                              \
+        return (dy - mean_dy - xc * k) * rstd_w;                                                   \
+    }                                                                                              \
+    /* Sinusoid argument of position pos (negative allowed) at pair i of a d-dim encoding:        \
+     * pos * exp(2i * -(ln 10000 / d)), as torch computes it in the element type. */               \
+    static inline KM_HD T km_pe_angle_##S(int pos, int i, int d)                                   \
+    {                                                                                              \
+        T div = EXP((T)(2 * i) * (T)(-9.210340371976184 / d));                                     \
+        return (T)pos * div;                                                                       \
+    }
+
+KM_REAL_MATH(float, f32, expf, sqrt)
+KM_REAL_MATH(double, f64, exp, sqrt)
+
 #endif

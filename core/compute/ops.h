@@ -1,4 +1,4 @@
-/* Compute ops of the Transformer-CTC encoder on the CPU, forward and backward, written once
+/* Compute ops of the Transformer and Conformer encoders on the CPU, forward and backward, written once
  * (core/compute/ops_impl.h) and instantiated twice: `_f32` (float, production, core/compute/ops_f32.c) and `_f64`
  * (double, for finite-difference tests, core/compute/ops_f64.c). The prototypes are in core/compute/ops_decl.h,
  * expanded here once per type: ops_linear_forward_f32(...), ops_linear_forward_f64(...), ...
@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "core/compute/conv_winograd.h"
+#include "core/compute/kernel_math.h"
 
 /* Output length of one Conv2d(kernel 3, stride 2, no padding) along a dimension: torch's
  * (n - 3) // 2 + 1 (= (n - 1) // 2), 0 when the input is shorter than the kernel. */
@@ -67,15 +68,32 @@ static inline size_t ops_attention_backward_scratch(int t)
     return 2 * (size_t)t * (size_t)t;
 }
 
+/* Scratch (elements) for relattn_forward: the biased queries (2 x t x hd), the position scores
+ * (t x 2t-1) and, with dropout, the dropped probabilities (t x t); relattn_backward: the biased
+ * queries and one query gradient (3 x t x hd), two t x t matrices and the position scores'
+ * gradient (t x 2t-1). */
+static inline size_t ops_relattn_forward_scratch(int t, int hd, float p)
+{
+    size_t tt = (size_t)t;
+    return 2 * tt * (size_t)hd + tt * (2 * tt - 1) + (p > 0 ? tt * tt : 0);
+}
+static inline size_t ops_relattn_backward_scratch(int t, int hd)
+{
+    size_t tt = (size_t)t;
+    return 3 * tt * (size_t)hd + 2 * tt * tt + tt * (2 * tt - 1);
+}
+
 #define OPS_DECL_T float
 #define OPS_DECL_FN(name) ops_##name##_f32
 #include "core/compute/ops_decl.h"
+#include "core/compute/ops_conformer_decl.h"
 #undef OPS_DECL_T
 #undef OPS_DECL_FN
 
 #define OPS_DECL_T double
 #define OPS_DECL_FN(name) ops_##name##_f64
 #include "core/compute/ops_decl.h"
+#include "core/compute/ops_conformer_decl.h"
 #undef OPS_DECL_T
 #undef OPS_DECL_FN
 

@@ -1,5 +1,10 @@
 /* The double instantiation of the encoder ops (finite-difference tests; see core/compute/ops.h). */
 #define real double
 #define OPS_FN(name) ops_##name##_f64
+#define KM(name) km_##name##_f64
 #define GEMM cblas_dgemm
 #include "core/compute/ops_impl.h"
+#include "core/compute/ops_act_impl.h"
+#include "core/compute/ops_conv1d_impl.h"
+#include "core/compute/ops_norm_impl.h"
+#include "core/compute/ops_relattn_impl.h"

@@ -1,0 +1,160 @@
+/* The relative positional encoding and the rel-pos multi-head attention of ESPnet's Conformer
+ * (core/compute/ops_conformer_decl.h), instantiated by core/compute/ops_f32.c and
+ * core/compute/ops_f64.c after core/compute/ops_impl.h (GEMM, dropout_apply). Per utterance and
+ * head, the position term is one GEMM against all 2t - 1 relative positions, read back through
+ * rel_shift's index (km_rel_shift_col); its gradient is scattered the same way and goes back
+ * through two GEMMs. */
+
+void OPS_FN(relpos_encoding)(real *pe, int t, int d)
+{
+    ESP_CHECK(d % 2 == 0);
+    for (int r = 0; r < 2 * t - 1; r++)
+        for (int i = 0; i < d / 2; i++) {
+            real a = KM(pe_angle)(t - 1 - r, i, d);
+            pe[(size_t)r * d + 2 * i] = sin(a);
+            pe[(size_t)r * d + 2 * i + 1] = cos(a);
+        }
+}
+
+/* qu = Q + u and qv = Q + vb for one head (t x hd, contiguous). */
+static void relattn_biased_queries(real *qu, real *qv, const real *q, int ld, const real *u, const real *vb,
+                                   int t, int hd)
+{
+    for (int i = 0; i < t; i++)
+        for (int e = 0; e < hd; e++) {
+            real x = q[(size_t)i * ld + e];
+            qu[(size_t)i * hd + e] = x + u[e];
+            qv[(size_t)i * hd + e] = x + vb[e];
+        }
+}
+
+void OPS_FN(relattn_forward)(real *y, real *att, const real *q, const real *k, const real *v, int ld,
+                             const real *p, const real *u, const real *vb, const int *lens, int nb, int t,
+                             int h, int hd, float pdrop, uint64_t seed, uint64_t stream, real *scratch)
+{
+    int d = h * hd, tp = 2 * t - 1;
+    real sq = (real)sqrt((double)hd);
+    real *qu = scratch, *qv = qu + (size_t)t * hd, *bd = qv + (size_t)t * hd, *drop = bd + (size_t)t * tp;
+    for (int b = 0; b < nb; b++) {
+        int len = lens[b];
+        ESP_CHECK(len >= 0 && len <= t);
+        for (int j = 0; j < h; j++) {
+            size_t in_off = (size_t)b * t * ld + (size_t)j * hd;
+            const real *qb = q + in_off, *kb = k + in_off, *vbb = v + in_off;
+            real *a = att + ((size_t)b * h + j) * t * t;
+            real *yb = y + (size_t)b * t * d + (size_t)j * hd;
+            if (len == 0) {
+                memset(a, 0, (size_t)t * t * sizeof(real));
+                for (int i = 0; i < t; i++) memset(yb + (size_t)i * d, 0, (size_t)hd * sizeof(real));
+                continue;
+            }
+            relattn_biased_queries(qu, qv, qb, ld, u + (size_t)j * hd, vb + (size_t)j * hd, t, hd);
+            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, t, len, hd, 1, qu, hd, kb, ld, 0, a, t);          /* matrix_ac */
+            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, t, tp, hd, 1, qv, hd, p + (size_t)j * hd, d, 0, bd, tp); /* matrix_bd */
+            for (int i = 0; i < t; i++) {
+                real *ar = a + (size_t)i * t, mx = 0, s = 0;
+                const real *br = bd + (size_t)i * tp;
+                for (int c = 0; c < len; c++) {
+                    ar[c] = (ar[c] + br[km_rel_shift_col(i, c, t)]) / sq;
+                    mx = c == 0 || ar[c] > mx ? ar[c] : mx;
+                }
+                for (int c = 0; c < len; c++) {
+                    ar[c] = exp(ar[c] - mx);
+                    s += ar[c];
+                }
+                real is = 1 / s;
+                for (int c = 0; c < len; c++) ar[c] *= is;
+                for (int c = len; c < t; c++) ar[c] = 0;
+            }
+            const real *pa = a;
+            if (pdrop > 0) {
+                if (pdrop >= 1)
+                    memset(drop, 0, (size_t)t * t * sizeof(real));
+                else
+                    dropout_apply(drop, a, (size_t)t * t, ((size_t)b * h + j) * t * t, pdrop, seed, stream);
+                pa = drop;
+            }
+            GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, hd, len, 1, pa, t, vbb, ld, 0, yb, d);
+        }
+    }
+}
+
+/* dS (t x len at stride t) of one head from dP: dropout's mask, then the softmax backward. */
+static void relattn_score_grad(real *dpa, const real *a, int t, int len, size_t base, float pdrop, uint64_t seed,
+                               uint64_t stream)
+{
+    if (pdrop >= 1) {
+        memset(dpa, 0, (size_t)t * t * sizeof(real));
+    } else if (pdrop > 0) {
+        for (int i = 0; i < t; i++)
+            dropout_apply(dpa + (size_t)i * t, dpa + (size_t)i * t, (size_t)len, base + (size_t)i * t, pdrop, seed,
+                          stream);
+    }
+    for (int i = 0; i < t; i++) {
+        const real *ar = a + (size_t)i * t;
+        real *gr = dpa + (size_t)i * t, s = 0;
+        for (int c = 0; c < len; c++) s += ar[c] * gr[c];
+        for (int c = 0; c < len; c++) gr[c] = ar[c] * (gr[c] - s);
+    }
+}
+
+void OPS_FN(relattn_backward)(real *dq, real *dk, real *dv, real *dp, real *du, real *dvb, const real *dy,
+                              const real *att, const real *q, const real *k, const real *v, int ld, const real *p,
+                              const real *u, const real *vb, const int *lens, int nb, int t, int h, int hd,
+                              float pdrop, uint64_t seed, uint64_t stream, real *scratch)
+{
+    /* With S' = dS / sqrt(hd): dQ = S' K + B' P, dK = S'^T (Q + u), du = sum_i (S' K)_i,
+     * dvb = sum_i (B' P)_i, dP += B'^T (Q + vb), where B' is S' scattered to rel_shift's columns. */
+    int d = h * hd, tp = 2 * t - 1;
+    real sc = (real)(1.0 / sqrt((double)hd));
+    real *qu = scratch, *qv = qu + (size_t)t * hd, *dqv = qv + (size_t)t * hd, *dpa = dqv + (size_t)t * hd;
+    real *pd = dpa + (size_t)t * t, *dbd = pd + (size_t)t * t;
+    memset(dp, 0, (size_t)tp * d * sizeof(real));
+    for (int b = 0; b < nb; b++) {
+        int len = lens[b];
+        ESP_CHECK(len >= 0 && len <= t);
+        for (int j = 0; j < h; j++) {
+            size_t in_off = (size_t)b * t * ld + (size_t)j * hd;
+            const real *qb = q + in_off, *kb = k + in_off, *vbb = v + in_off;
+            real *dqb = dq + in_off, *dkb = dk + in_off, *dvbb = dv + in_off;
+            const real *a = att + ((size_t)b * h + j) * t * t;
+            const real *dyb = dy + (size_t)b * t * d + (size_t)j * hd;
+            for (int i = len; i < t; i++) {
+                memset(dkb + (size_t)i * ld, 0, (size_t)hd * sizeof(real));
+                memset(dvbb + (size_t)i * ld, 0, (size_t)hd * sizeof(real));
+            }
+            if (len == 0) {
+                for (int i = 0; i < t; i++) memset(dqb + (size_t)i * ld, 0, (size_t)hd * sizeof(real));
+                continue;
+            }
+            size_t base = ((size_t)b * h + j) * t * t;
+            const real *pa = a;
+            if (pdrop > 0) {
+                if (pdrop >= 1)
+                    memset(pd, 0, (size_t)t * t * sizeof(real));
+                else
+                    dropout_apply(pd, a, (size_t)t * t, base, pdrop, seed, stream);
+                pa = pd;
+            }
+            GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, len, hd, t, 1, pa, t, dyb, d, 0, dvbb, ld);
+            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, t, len, hd, 1, dyb, d, vbb, ld, 0, dpa, t);
+            relattn_score_grad(dpa, a, t, len, base, pdrop, seed, stream);
+            relattn_biased_queries(qu, qv, qb, ld, u + (size_t)j * hd, vb + (size_t)j * hd, t, hd);
+            GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, hd, len, sc, dpa, t, kb, ld, 0, dqb, ld);
+            GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, len, hd, t, sc, dpa, t, qu, hd, 0, dkb, ld);
+            memset(dbd, 0, (size_t)t * tp * sizeof(real));
+            for (int i = 0; i < t; i++)
+                for (int c = 0; c < len; c++) dbd[(size_t)i * tp + km_rel_shift_col(i, c, t)] = dpa[(size_t)i * t + c];
+            GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, hd, tp, sc, dbd, tp, p + (size_t)j * hd, d, 0, dqv, hd);
+            GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, tp, hd, t, sc, dbd, tp, qv, hd, 1, dp + (size_t)j * hd, d);
+            real *duj = du + (size_t)j * hd, *dvj = dvb + (size_t)j * hd;
+            for (int i = 0; i < t; i++)
+                for (int e = 0; e < hd; e++) {
+                    real gq = dqb[(size_t)i * ld + e], gv = dqv[(size_t)i * hd + e];
+                    duj[e] += gq;
+                    dvj[e] += gv;
+                    dqb[(size_t)i * ld + e] = gq + gv;
+                }
+        }
+    }
+}
