@@ -173,6 +173,11 @@ static const cyaml_schema_field_t normalize_conf_fields[] = {
     BOOL("norm_vars", normalize_conf_cfg, norm_vars),
     CYAML_FIELD_END};
 
+/* Optional scalars read into pointers: NULL tells "left out" from a value equal to 0. */
+#define INT_P(key, type, member) CYAML_FIELD_INT_PTR(key, OPT_PTR, type, member)
+#define FLT_P(key, type, member) CYAML_FIELD_FLOAT_PTR(key, OPT_PTR, type, member)
+#define BOOL_P(key, type, member) CYAML_FIELD_BOOL_PTR(key, OPT_PTR, type, member)
+
 static const cyaml_schema_field_t encoder_conf_fields[] = {
     INT("output_size", encoder_conf_cfg, output_size),
     INT("attention_heads", encoder_conf_cfg, attention_heads),
@@ -183,6 +188,26 @@ static const cyaml_schema_field_t encoder_conf_fields[] = {
     FLT("attention_dropout_rate", encoder_conf_cfg, attention_dropout_rate),
     STR("input_layer", encoder_conf_cfg, input_layer),
     BOOL("normalize_before", encoder_conf_cfg, normalize_before),
+    BOOL_P("concat_after", encoder_conf_cfg, concat_after),
+    STR("positionwise_layer_type", encoder_conf_cfg, positionwise_layer_type),
+    INT_P("positionwise_conv_kernel_size", encoder_conf_cfg, positionwise_conv_kernel_size),
+    STR("pos_enc_layer_type", encoder_conf_cfg, pos_enc_layer_type),
+    INT_P("padding_idx", encoder_conf_cfg, padding_idx),
+    SEQ("interctc_layer_idx", encoder_conf_cfg, interctc_layer_idx, &int_entry),
+    BOOL_P("interctc_use_conditioning", encoder_conf_cfg, interctc_use_conditioning),
+    FLT_P("layer_drop_rate", encoder_conf_cfg, layer_drop_rate),
+    BOOL_P("qk_norm", encoder_conf_cfg, qk_norm),
+    BOOL_P("use_flash_attn", encoder_conf_cfg, use_flash_attn),
+    BOOL_P("macaron_style", encoder_conf_cfg, macaron_style),
+    STR("rel_pos_type", encoder_conf_cfg, rel_pos_type),
+    STR("selfattention_layer_type", encoder_conf_cfg, selfattention_layer_type),
+    STR("activation_type", encoder_conf_cfg, activation_type),
+    BOOL_P("use_cnn_module", encoder_conf_cfg, use_cnn_module),
+    BOOL_P("zero_triu", encoder_conf_cfg, zero_triu),
+    INT_P("cnn_module_kernel", encoder_conf_cfg, cnn_module_kernel),
+    BOOL_P("ctc_trim", encoder_conf_cfg, ctc_trim),
+    FLT_P("stochastic_depth_rate", encoder_conf_cfg, stochastic_depth_rate),
+    INT_P("max_pos_emb_len", encoder_conf_cfg, max_pos_emb_len),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t ctc_conf_fields[] = {
@@ -350,8 +375,13 @@ static const allowed_rule allowed_rules[] = {
     {"model.frontend", "default"},
     {"model.specaug", "specaug"},
     {"model.normalize", "global_mvn|utterance_mvn"},
-    {"model.encoder", "transformer"},
+    {"model.encoder", "transformer|conformer"},
     {"model.encoder_conf.input_layer", "conv2d"},
+    {"model.encoder_conf.positionwise_layer_type", "linear"},
+    {"model.encoder_conf.pos_enc_layer_type", "abs_pos|rel_pos"},
+    {"model.encoder_conf.rel_pos_type", "latest|legacy"},
+    {"model.encoder_conf.selfattention_layer_type", "selfattn|rel_selfattn"},
+    {"model.encoder_conf.activation_type", "swish|relu"},
     {"model.specaug_conf.time_warp_mode", "bicubic|bilinear|linear"},
 };
 
@@ -403,11 +433,7 @@ static const char *const unimplemented_keys[] = {
     "model.frontend_conf.window", "model.frontend_conf.center", "model.frontend_conf.normalized",
     "model.frontend_conf.onesided", "model.frontend_conf.htk", "model.frontend_conf.apply_stft",
     "model.frontend_conf.frontend_conf",
-    "model.encoder_conf.pos_enc_class", "model.encoder_conf.positionwise_layer_type",
-    "model.encoder_conf.positionwise_conv_kernel_size", "model.encoder_conf.concat_after",
-    "model.encoder_conf.padding_idx", "model.encoder_conf.interctc_layer_idx",
-    "model.encoder_conf.interctc_use_conditioning", "model.encoder_conf.layer_drop_rate",
-    "model.encoder_conf.qk_norm", "model.encoder_conf.use_flash_attn",
+    "model.encoder_conf.pos_enc_class",
     "model.ctc_conf.ctc_type", "model.ctc_conf.brctc_risk_strategy", "model.ctc_conf.brctc_group_strategy",
     "model.ctc_conf.brctc_risk_factor",
     "model.specaug_conf.replace_with_zero",

@@ -168,6 +168,30 @@ typedef struct encoder_conf_cfg {
     double attention_dropout_rate;
     char *input_layer;
     int normalize_before;
+    /* ESPnet2's other encoder keys: NULL when the config leaves them out (ESPnet2's default). Both
+     * encoders take these; core/nn/encoder_conf.c accepts the values that leave the model as
+     * implemented (e.g. concat_after false, interctc_layer_idx []) and refuses the others. */
+    int *concat_after;
+    char *positionwise_layer_type;
+    int64_t *positionwise_conv_kernel_size;
+    char *pos_enc_layer_type;
+    int64_t *padding_idx;
+    int64_t *interctc_layer_idx; unsigned n_interctc_layer_idx;
+    int *interctc_use_conditioning;
+    double *layer_drop_rate;
+    int *qk_norm;
+    int *use_flash_attn;
+    /* ConformerEncoder only (an error under `encoder: transformer`, as ESPnet2's TypeError). */
+    int *macaron_style;
+    char *rel_pos_type;
+    char *selfattention_layer_type;
+    char *activation_type;
+    int *use_cnn_module;
+    int *zero_triu;
+    int64_t *cnn_module_kernel;
+    int *ctc_trim;
+    double *stochastic_depth_rate;
+    int64_t *max_pos_emb_len;
 } encoder_conf_cfg;
 
 typedef struct ctc_conf_cfg {

@@ -11,7 +11,7 @@
 
 /* Dropout sites: each has its own stream so masks are independent and reproducible. A block has
  * ten streams (site 0..9); the transformer's numbers are the ones its checkpoints were made with. */
-enum { STREAM_POS = 1, STREAM_CTC = 2, STREAM_BLOCK0 = 100 };
+enum { STREAM_POS = 1, STREAM_CTC = 2, STREAM_POS_EMB = 3, STREAM_BLOCK0 = 100 };
 static inline uint64_t block_stream(int l, int site) { return STREAM_BLOCK0 + 10 * (uint64_t)l + (uint64_t)site; }
 
 /* The device pointer of parameter "<fmt % l>.<leaf>" in base (m->params or m->grads); aborts when
@@ -44,5 +44,6 @@ typedef struct encoder_impl {
 } encoder_impl;
 
 extern const encoder_impl encoder_transformer;
+extern const encoder_impl encoder_conformer;
 
 #endif

@@ -10,8 +10,19 @@
 
 static const encoder_impl *encoder_of(const asr_model *m)
 {
-    (void)m;
-    return &encoder_transformer;
+    return m->dims.encoder == ENC_CONFORMER ? &encoder_conformer : &encoder_transformer;
+}
+
+/* The buffers' initial values (running_var 1, ...) onto the device, after the parameters. */
+static void init_buffers(asr_model *m)
+{
+    const param_table *t = &m->table;
+    if (t->state_total == t->total) return;
+    float *host = xcalloc(t->state_total, sizeof *host);
+    param_buffers_init(host, t);
+    m->be->copy(m->be, m->params + t->total, host + t->total, (t->state_total - t->total) * sizeof(float),
+                BACKEND_HOST_TO_DEVICE);
+    free(host);
 }
 
 /* ---- parameters by name ------------------------------------------------------------------ */
@@ -38,8 +49,9 @@ void asr_model_init(asr_model *m, backend *be, const model_dims *d, const model_
     m->rates = *r;
     m->be = be;
     param_table_build(&m->table, d);
-    m->params = be->alloc(be, m->table.total * sizeof(float));
+    m->params = be->alloc(be, m->table.state_total * sizeof(float));
     m->grads = be->alloc(be, m->table.total * sizeof(float));
+    init_buffers(m);
 }
 
 void asr_model_init_inference(asr_model *m, backend *be, const model_dims *d)
@@ -49,7 +61,8 @@ void asr_model_init_inference(asr_model *m, backend *be, const model_dims *d)
     m->be = be;
     m->inference = 1;
     param_table_build(&m->table, d);
-    m->params = be->alloc(be, m->table.total * sizeof(float));
+    m->params = be->alloc(be, m->table.state_total * sizeof(float));
+    init_buffers(m);
 }
 
 /* The embedding's and the head's buffers (the encoder frees its own). */
@@ -86,6 +99,17 @@ void asr_model_params_to_host(const asr_model *m, float *host)
 void asr_model_params_from_host(asr_model *m, const float *host)
 {
     m->be->copy(m->be, m->params, host, m->table.total * sizeof(float), BACKEND_HOST_TO_DEVICE);
+}
+
+void asr_model_state_to_host(const asr_model *m, float *host)
+{
+    m->be->synchronize(m->be);
+    m->be->copy(m->be, host, m->params, m->table.state_total * sizeof(float), BACKEND_DEVICE_TO_HOST);
+}
+
+void asr_model_state_from_host(asr_model *m, const float *host)
+{
+    m->be->copy(m->be, m->params, host, m->table.state_total * sizeof(float), BACKEND_HOST_TO_DEVICE);
 }
 
 void asr_model_zero_grad(asr_model *m)
@@ -146,7 +170,10 @@ void asr_model_forward(asr_model *m, const float *feats, const int *feat_lens, i
                        B, D, D, m->T1, m->F1, 1);
     be->swap12(be, m->wout_fc, P("encoder.embed.out", 0, "weight"), D, D, d->f2, 1);
     be->linear_forward(be, m->e, m->c2, m->wout_fc, P("encoder.embed.out", 0, "bias"), N, D * d->f2, D);
-    be->posenc_forward(be, m->h0, m->e, sqrt((double)D), B, m->T2, D);
+    if (d->encoder == ENC_CONFORMER && d->rel_pos) /* RelPositionalEncoding: positions go to the attention */
+        be->scale(be, m->h0, m->e, sqrt((double)D), (size_t)N * D);
+    else
+        be->posenc_forward(be, m->h0, m->e, sqrt((double)D), B, m->T2, D);
     be->dropout_forward(be, m->h0, m->h0, (size_t)N * D, pp, seed, STREAM_POS);
 
     m->h_enc = encoder_of(m)->forward(m);
@@ -187,7 +214,7 @@ void asr_model_backward(asr_model *m, float dloss)
                            m->rstdf, N, D, 0);
 
     encoder_of(m)->backward(m);
-    /* Embedding: h0 = drop(e * sqrt(d) + pe). */
+    /* Embedding: h0 = drop(e * sqrt(d) (+ pe)). */
     be->dropout_backward(be, m->dh, m->dh, (size_t)N * D, pp, seed, STREAM_POS);
     be->scale(be, m->dh, m->dh, sqrt((double)D), (size_t)N * D);
     /* embed.out's weight gradient accumulates in the (f, c) column order of wout_fc, then goes back. */

@@ -1,13 +1,16 @@
-/* ESPnet2's Transformer-CTC ASR model on a compute backend, forward and backward by hand:
+/* ESPnet2's Transformer-CTC or Conformer-CTC ASR model on a compute backend, forward and backward
+ * by hand:
  *   feats (B, T, idim), already normalized
  *   -> Conv2dSubsampling: Conv2d(1, d, 3, 2) + ReLU, Conv2d(d, d, 3, 2) + ReLU, Linear(d * f2, d),
- *      x * sqrt(d) + sinusoidal PE, dropout(positional_dropout_rate)
- *   -> num_blocks pre-LN blocks: x += dropout(MHA(LN(x))); x += dropout(W2(dropout(ReLU(W1(LN(x))))))
+ *      x * sqrt(d) (+ sinusoidal PE, except with the Conformer's relative positions),
+ *      dropout(positional_dropout_rate)
+ *   -> num_blocks pre-LN blocks (core/nn/encoder_transformer.c, core/nn/encoder_conformer.c)
  *   -> after_norm LayerNorm -> dropout(ctc_conf.dropout_rate) -> ctc_lo -> log_softmax
  *   -> CTC loss (blank 0, sum over the batch / B, zero_infinity).
  * Encoder output lengths use the exact conv formula ((L - 1) // 2 - 1) // 2 per utterance, so
  * results do not depend on batch padding (ESPnet2 slices the padded mask instead; both agree at
- * batch size 1). Parameters and gradients are flat buffers laid out by core/nn/model_params.h. */
+ * batch size 1). Parameters and gradients are flat buffers laid out by core/nn/model_params.h;
+ * the Conformer's BatchNorm buffers follow the parameters in m->params (not in m->grads). */
 #ifndef ESPNET3_MODEL_H
 #define ESPNET3_MODEL_H
 
@@ -32,7 +35,7 @@ typedef struct asr_model {
     param_table table;
     model_rates rates;
     backend *be;
-    float *params;           /* device, table.total floats */
+    float *params;           /* device, table.state_total floats: parameters, then buffers */
     float *grads;            /* device, accumulated by backward; zero with asr_model_zero_grad */
 
     /* Activations of the last forward (device), sized for the largest batch seen. */
@@ -53,7 +56,8 @@ typedef struct asr_model {
     int label_stride;
 } asr_model;
 
-/* Allocates parameters and gradients on the backend (zeroed; initialize with param_init or load). */
+/* Allocates parameters and gradients on the backend (parameters zeroed: initialize with param_init
+ * or load; buffers at torch's initial values). */
 void asr_model_init(asr_model *m, backend *be, const model_dims *d, const model_rates *r);
 /* For decoding only: no gradient buffers and no backward work; all blocks share one set of
  * activation buffers (a block's input is consumed before its output is written), so memory does
@@ -64,10 +68,15 @@ void asr_model_free(asr_model *m);
  * through be->copy: for initialization, checkpoints and hashes. */
 void asr_model_params_to_host(const asr_model *m, float *host);
 void asr_model_params_from_host(asr_model *m, const float *host);
+/* Parameters and buffers (table.state_total floats): what model files and checkpoints hold. */
+void asr_model_state_to_host(const asr_model *m, float *host);
+void asr_model_state_from_host(asr_model *m, const float *host);
 void asr_model_zero_grad(asr_model *m);
 
 /* Forward to log-probabilities (device m->logp, B x T2 x vocab) and encoder lengths m->hlens.
- * feats is a device buffer (B, T, idim); train enables dropout with masks from `seed`. */
+ * feats is a device buffer (B, T, idim); train enables dropout with masks from `seed` and the
+ * Conformer's BatchNorm training mode (batch statistics, running statistics updated); train 0 is
+ * eval mode (running statistics). */
 void asr_model_forward(asr_model *m, const float *feats, const int *feat_lens, int B, int T, int train,
                        uint64_t seed);
 /* CTC loss of the last forward: labels (B x stride, host), per-utterance losses (may be NULL).

@@ -130,12 +130,45 @@ static void shape_text(char *buf, size_t n, const int64_t *shape, int ndim)
         used += (size_t)snprintf(buf + used, n - used, "%s%lld", d ? "," : "", (long long)shape[d]);
 }
 
+void model_state_tensors(const param_table *t, const float *state, int64_t *counts, st_tensor *out)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        const param_info *p = &t->items[i];
+        out[i] = (st_tensor){.name = p->name, .dtype = ST_F32, .ndim = p->ndim, .data = state + p->offset};
+        for (int k = 0; k < p->ndim; k++) out[i].shape[k] = p->shape[k];
+        if (p->kind == PARAM_COUNTER) {
+            counts[i] = (int64_t)state[p->offset];
+            out[i].dtype = ST_I64, out[i].data = &counts[i];
+        }
+    }
+}
+
+int model_tensor_get(const st_file *f, const char *name, const param_info *p, float *dst, esp_err *err)
+{
+    if (p->kind != PARAM_COUNTER) {
+        const float *v;
+        if (st_get_f32(f, name, p->ndim, p->shape, &v, err) != 0) return -1;
+        memcpy(dst, v, p->count * sizeof *v);
+        return 0;
+    }
+    const st_tensor *t = st_get(f, name);
+    if (!t) return esp_fail(err, "%s: no tensor '%s' (was the file written for another model?)", f->path, name);
+    if (st_numel(t) != 1 || (t->dtype != ST_I64 && t->dtype != ST_I32 && t->dtype != ST_F32))
+        return esp_fail(err, "%s: tensor '%s' is %s of %lld values, expected one integer (a BatchNorm counter)", f->path,
+                        name, st_dtype_name(t->dtype), (long long)st_numel(t));
+    dst[0] = t->dtype == ST_I64   ? (float)*(const int64_t *)t->data
+             : t->dtype == ST_I32 ? (float)*(const int32_t *)t->data
+                                  : *(const float *)t->data;
+    return 0;
+}
+
 int asr_model_load_weights(asr_model *m, const char *path, esp_err *err)
 {
     st_file sf;
     if (st_read(path, &sf, err) != 0) return -1;
     const param_table *pt = &m->table;
     unsigned char *seen = xcalloc(pt->n ? pt->n : 1, 1);
+    float *host = xcalloc(pt->state_total ? pt->state_total : 1, sizeof *host);
     size_t skipped = 0;
     const char *first_skipped = NULL;
     int rc = 0;
@@ -152,6 +185,10 @@ int asr_model_load_weights(asr_model *m, const char *path, esp_err *err)
             break;
         }
         seen[k] = 1;
+        if (p->kind == PARAM_COUNTER) {
+            rc = model_tensor_get(&sf, t->name, p, host + p->offset, err);
+            continue;
+        }
         int same = t->dtype == ST_F32 && t->ndim == p->ndim;
         for (int d = 0; same && d < p->ndim; d++) same = t->shape[d] == p->shape[d];
         if (!same) {
@@ -163,15 +200,17 @@ int asr_model_load_weights(asr_model *m, const char *path, esp_err *err)
                           path, t->name, st_dtype_name(t->dtype), got, want);
             break;
         }
-        m->be->copy(m->be, m->params + p->offset, t->data, p->count * sizeof(float), BACKEND_HOST_TO_DEVICE);
+        memcpy(host + p->offset, t->data, p->count * sizeof(float));
     }
     for (size_t k = 0; k < pt->n && rc == 0; k++)
         if (!seen[k])
             rc = esp_fail(err, "%s: no tensor %s (not a model of this architecture, or a trainer-state file)", path,
                           pt->items[k].name);
+    if (rc == 0) asr_model_state_from_host(m, host);
     if (rc == 0 && skipped)
         log_warn("%s: %zu tensors that this CTC model does not have were skipped (first: %s)", path, skipped,
                  first_skipped);
+    free(host);
     free(seen);
     st_close(&sf);
     return rc;

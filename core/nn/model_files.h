@@ -15,6 +15,7 @@
 
 #include "core/config/config.h"
 #include "core/base/log.h"
+#include "core/formats/safetensors.h"
 #include "core/nn/model.h"
 
 typedef struct model_files {
@@ -38,8 +39,18 @@ int model_file_resolve(const char *given, const char *exp_dir, char **out, esp_e
 int model_files_locate(model_files *f, const inference_cfg *icfg, const char *cfg_file, esp_err *err);
 void model_files_free(model_files *f);
 
+/* The tensors of a model state (table.state_total host floats, core/nn/model_params.h's layout) for
+ * a safetensors file, one per table entry into out (table.n): parameters and BatchNorm buffers as
+ * F32, num_batches_tracked as an I64 scalar (its value kept in counts, table.n entries), as
+ * ESPnet's state dict has them. */
+void model_state_tensors(const param_table *t, const float *state, int64_t *counts, st_tensor *out);
+/* Entry p's value from tensor `name` of f into dst (p->count floats): F32 of p's shape, or for a
+ * counter an integer or float scalar. Errors name the file, the tensor and what was found. */
+int model_tensor_get(const st_file *f, const char *name, const param_info *p, float *dst, esp_err *err);
+
 /* Copies the weights of a safetensors file into m->params. Names may carry ESPnet3's "model."
- * prefix; every parameter must be present once with its shape and dtype F32. Tensors that are not
+ * prefix; every parameter and buffer must be present once with its shape and dtype F32 (counters:
+ * an integer scalar). Tensors that are not
  * parameters of this model (e.g. an attention decoder's) are skipped with one warning. */
 int asr_model_load_weights(asr_model *m, const char *path, esp_err *err);
 

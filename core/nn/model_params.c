@@ -10,12 +10,14 @@
 int model_dims_from_cfg(model_dims *out, const model_cfg *m, int idim, int vocab, esp_err *err)
 {
     const encoder_conf_cfg *e = m ? m->encoder_conf : NULL;
+    *out = (model_dims){0};
     out->idim = idim;
     out->d = e && e->output_size ? (int)e->output_size : 256;
     out->heads = e && e->attention_heads ? (int)e->attention_heads : 4;
     out->ff = e && e->linear_units ? (int)e->linear_units : 2048;
     out->blocks = e && e->num_blocks ? (int)e->num_blocks : 6;
     out->vocab = vocab;
+    if (encoder_dims_from_cfg(out, m, err) != 0) return -1;
     if (out->d <= 0 || out->heads <= 0 || out->d % out->heads)
         return esp_fail(err, "model.encoder_conf: output_size %d must be a positive multiple of attention_heads %d",
                         out->d, out->heads);
@@ -27,16 +29,28 @@ int model_dims_from_cfg(model_dims *out, const model_cfg *m, int idim, int vocab
     return 0;
 }
 
-static void add(param_table *t, const char *name, int ndim, const int64_t *shape, int is_ln)
+/* Offsets are given by layout() once the table is complete: trained parameters first. */
+static param_info *add(param_table *t, const char *name, int ndim, const int64_t *shape, int is_ln)
 {
     param_info *p = &t->items[t->n++];
-    snprintf(p->name, sizeof p->name, "%s", name);
+    size_t len = strlen(name);
+    ESP_CHECK(len < sizeof p->name);
+    memcpy(p->name, name, len + 1);
     p->ndim = ndim;
     p->count = 1;
     for (int i = 0; i < ndim; i++) p->shape[i] = shape[i], p->count *= (size_t)shape[i];
-    p->offset = t->total;
     p->is_layernorm = is_ln;
-    t->total += p->count;
+    return p;
+}
+
+static void layout(param_table *t)
+{
+    t->total = 0;
+    for (size_t i = 0; i < t->n; i++)
+        if (t->items[i].kind == PARAM_TRAINED) t->items[i].offset = t->total, t->total += t->items[i].count;
+    t->state_total = t->total;
+    for (size_t i = 0; i < t->n; i++)
+        if (t->items[i].kind != PARAM_TRAINED) t->items[i].offset = t->state_total, t->state_total += t->items[i].count;
 }
 
 #define ADD(t, name, ln, ...)                                                      \
@@ -63,9 +77,107 @@ static void add_norm(param_table *t, const char *prefix, int64_t d)
     ADD(t, n, 1, d);
 }
 
+/* ---- the Conformer's blocks (ESPnet2 EncoderLayer's state-dict order) --------------------- */
+
+static void add_bias_free_linear(param_table *t, const char *prefix, int64_t out, int64_t in)
+{
+    char n[128];
+    snprintf(n, sizeof n, "%s.weight", prefix);
+    ADD(t, n, 0, out, in);
+}
+
+/* Conv1d with kernel k: weight (out, in / groups, k), bias (out). */
+static void add_conv1d(param_table *t, const char *prefix, int64_t out, int64_t in, int64_t k)
+{
+    char n[128];
+    snprintf(n, sizeof n, "%s.weight", prefix);
+    ADD(t, n, 0, out, in, k);
+    snprintf(n, sizeof n, "%s.bias", prefix);
+    ADD(t, n, 0, out);
+}
+
+static void add_batchnorm(param_table *t, const char *prefix, int64_t c)
+{
+    char n[128];
+    add_norm(t, prefix, c);
+    snprintf(n, sizeof n, "%s.running_mean", prefix);
+    param_info *p = add(t, n, 1, &c, 0);
+    p->kind = PARAM_BUFFER;
+    snprintf(n, sizeof n, "%s.running_var", prefix);
+    p = add(t, n, 1, &c, 0);
+    p->kind = PARAM_BUFFER;
+    snprintf(n, sizeof n, "%s.num_batches_tracked", prefix);
+    p = add(t, n, 0, NULL, 0);
+    p->kind = PARAM_COUNTER;
+}
+
+static void add_conformer_block(param_table *t, const model_dims *d, int b)
+{
+    char p[96];
+    int64_t D = d->d, hd = d->d / d->heads;
+    static const char *const att[] = {"linear_q", "linear_k", "linear_v", "linear_out"};
+    if (d->rel_pos) {
+        static const char *const pb[] = {"pos_bias_u", "pos_bias_v"};
+        for (int i = 0; i < 2; i++) {
+            snprintf(p, sizeof p, "encoder.encoders.%d.self_attn.%s", b, pb[i]);
+            const int64_t shape[] = {d->heads, hd};
+            add(t, p, 2, shape, 0)->is_pos_bias = 1;
+        }
+    }
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "encoder.encoders.%d.self_attn.%s", b, att[i]);
+        add_linear(t, p, D, D);
+    }
+    if (d->rel_pos) {
+        snprintf(p, sizeof p, "encoder.encoders.%d.self_attn.linear_pos", b);
+        add_bias_free_linear(t, p, D, D);
+    }
+    static const char *const ffs[] = {"feed_forward", "feed_forward_macaron"};
+    for (int i = 0; i < (d->macaron ? 2 : 1); i++) {
+        snprintf(p, sizeof p, "encoder.encoders.%d.%s.w_1", b, ffs[i]);
+        add_linear(t, p, d->ff, D);
+        snprintf(p, sizeof p, "encoder.encoders.%d.%s.w_2", b, ffs[i]);
+        add_linear(t, p, D, d->ff);
+    }
+    if (d->use_cnn) {
+        snprintf(p, sizeof p, "encoder.encoders.%d.conv_module.pointwise_conv1", b);
+        add_conv1d(t, p, 2 * D, D, 1);
+        snprintf(p, sizeof p, "encoder.encoders.%d.conv_module.depthwise_conv", b);
+        add_conv1d(t, p, D, 1, d->cnn_kernel);
+        snprintf(p, sizeof p, "encoder.encoders.%d.conv_module.norm", b);
+        add_batchnorm(t, p, D);
+        snprintf(p, sizeof p, "encoder.encoders.%d.conv_module.pointwise_conv2", b);
+        add_conv1d(t, p, D, D, 1);
+    }
+    static const char *const norms[] = {"norm_ff", "norm_mha", "norm_ff_macaron", "norm_conv", "norm_final"};
+    for (int i = 0; i < 5; i++) {
+        if ((i == 2 && !d->macaron) || (i >= 3 && !d->use_cnn)) continue;
+        snprintf(p, sizeof p, "encoder.encoders.%d.%s", b, norms[i]);
+        add_norm(t, p, D);
+    }
+}
+
+static void add_transformer_block(param_table *t, const model_dims *d, int b)
+{
+    char p[96];
+    static const char *const att[] = {"linear_q", "linear_k", "linear_v", "linear_out"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "encoder.encoders.%d.self_attn.%s", b, att[i]);
+        add_linear(t, p, d->d, d->d);
+    }
+    snprintf(p, sizeof p, "encoder.encoders.%d.feed_forward.w_1", b);
+    add_linear(t, p, d->ff, d->d);
+    snprintf(p, sizeof p, "encoder.encoders.%d.feed_forward.w_2", b);
+    add_linear(t, p, d->d, d->ff);
+    snprintf(p, sizeof p, "encoder.encoders.%d.norm1", b);
+    add_norm(t, p, d->d);
+    snprintf(p, sizeof p, "encoder.encoders.%d.norm2", b);
+    add_norm(t, p, d->d);
+}
+
 void param_table_build(param_table *t, const model_dims *d)
 {
-    size_t cap = 8 + (size_t)d->blocks * 16 + 8;
+    size_t cap = 8 + (size_t)d->blocks * 48 + 8;
     t->items = xcalloc(cap, sizeof *t->items);
     t->n = 0;
     t->total = 0;
@@ -75,24 +187,15 @@ void param_table_build(param_table *t, const model_dims *d)
     ADD(t, "encoder.embed.conv.2.bias", 0, d->d);
     add_linear(t, "encoder.embed.out", d->d, (int64_t)d->d * d->f2);
     for (int b = 0; b < d->blocks; b++) {
-        char p[96];
-        static const char *const att[] = {"linear_q", "linear_k", "linear_v", "linear_out"};
-        for (int i = 0; i < 4; i++) {
-            snprintf(p, sizeof p, "encoder.encoders.%d.self_attn.%s", b, att[i]);
-            add_linear(t, p, d->d, d->d);
-        }
-        snprintf(p, sizeof p, "encoder.encoders.%d.feed_forward.w_1", b);
-        add_linear(t, p, d->ff, d->d);
-        snprintf(p, sizeof p, "encoder.encoders.%d.feed_forward.w_2", b);
-        add_linear(t, p, d->d, d->ff);
-        snprintf(p, sizeof p, "encoder.encoders.%d.norm1", b);
-        add_norm(t, p, d->d);
-        snprintf(p, sizeof p, "encoder.encoders.%d.norm2", b);
-        add_norm(t, p, d->d);
+        if (d->encoder == ENC_CONFORMER)
+            add_conformer_block(t, d, b);
+        else
+            add_transformer_block(t, d, b);
     }
     add_norm(t, "encoder.after_norm", d->d);
     add_linear(t, "ctc.ctc_lo", d->vocab, d->d);
     ESP_CHECK(t->n <= cap);
+    layout(t);
 }
 
 void param_table_free(param_table *t)
@@ -154,6 +257,7 @@ int param_init(float *params, const param_table *t, const char *init, uint64_t s
                               "kaiming_normal, or none for PyTorch defaults)", init);
     for (size_t i = 0; i < t->n; i++) {
         const param_info *p = &t->items[i];
+        if (p->kind != PARAM_TRAINED) continue; /* buffers: param_buffers_init */
         float *w = params + p->offset;
         rng r;
         rng_init(&r, rng_derive(seed, 0x1417, i)); /* one stream per tensor: order-independent */
@@ -183,10 +287,23 @@ int param_init(float *params, const param_table *t, const char *init, uint64_t s
             case XAVIER_N: v = normal01(&r) * sqrt(2.0 / (fi + fo)); break;
             case KAIMING_U: v = (2 * uniform01(&r) - 1) * sqrt(6.0 / fi); break; /* gain sqrt(2) for relu */
             case KAIMING_N: v = normal01(&r) * sqrt(2.0 / fi); break;
-            default: v = (2 * uniform01(&r) - 1) / sqrt(fi); break; /* kaiming_uniform(a=sqrt(5)) */
+            default: /* RelPositionMultiHeadedAttention draws its pos_bias with xavier_uniform */
+                v = p->is_pos_bias ? (2 * uniform01(&r) - 1) * sqrt(6.0 / (fi + fo))
+                                   : (2 * uniform01(&r) - 1) / sqrt(fi); /* kaiming_uniform(a=sqrt(5)) */
+                break;
             }
             w[k] = (float)v;
         }
     }
     return 0;
+}
+
+void param_buffers_init(float *state, const param_table *t)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        const param_info *p = &t->items[i];
+        if (p->kind == PARAM_TRAINED) continue;
+        float v = strstr(p->name, ".running_var") ? 1.0f : 0.0f;
+        for (size_t k = 0; k < p->count; k++) state[p->offset + k] = v;
+    }
 }

@@ -1,4 +1,4 @@
-/* The parameters of ESPnet2's Transformer-CTC ASR model as one flat float buffer with a size
+/* The parameters of ESPnet2's Transformer/Conformer-CTC ASR model as one flat float buffer with a size
  * table (llm.c style): every tensor has its ESPnet2 state-dict name, shape and offset, so
  * checkpoints map one to one, and gradients / optimizer moments are flat buffers of the same
  * layout. */
@@ -11,7 +11,12 @@
 #include "core/config/config_types.h"
 #include "core/base/log.h"
 
-/* Sizes of the model (ESPnet2 encoder_conf names). */
+/* model.encoder: ESPnet2's TransformerEncoder (the zero value) or ConformerEncoder. */
+typedef enum encoder_kind { ENC_TRANSFORMER = 0, ENC_CONFORMER = 1 } encoder_kind;
+/* encoder_conf.activation_type of the Conformer (feed-forward and convolution module). */
+typedef enum encoder_act { ACT_SWISH = 0, ACT_RELU = 1 } encoder_act;
+
+/* Sizes and structure of the model (ESPnet2 encoder_conf names). */
 typedef struct model_dims {
     int idim;            /* feature dimension (n_mels) */
     int d;               /* encoder_conf.output_size */
@@ -20,26 +25,49 @@ typedef struct model_dims {
     int blocks;          /* encoder_conf.num_blocks */
     int vocab;           /* len(token_list), <sos/eos> included */
     int f2;              /* feature bins after two stride-2 3x3 convs: ((idim - 1) / 2 - 1) / 2 */
+    /* The Conformer's structure (ignored by the transformer). */
+    int encoder;         /* encoder_kind */
+    int macaron;         /* macaron_style: a half-step feed-forward before the attention */
+    int rel_pos;         /* pos_enc_layer_type rel_pos + rel_selfattn (1) or abs_pos + selfattn (0) */
+    int use_cnn;         /* use_cnn_module */
+    int cnn_kernel;      /* cnn_module_kernel (odd) */
+    int act;             /* activation_type: encoder_act */
 } model_dims;
 
-/* Fills dims from the config with ESPnet2's TransformerEncoder defaults (256, 4, 2048, 6). */
+/* Fills dims from the config with ESPnet2's encoder defaults (256, 4, 2048, 6; the Conformer's in
+ * core/nn/encoder_conf.c). */
 int model_dims_from_cfg(model_dims *out, const model_cfg *m, int idim, int vocab, esp_err *err);
+/* The encoder part: model.encoder and the encoder_conf keys beyond the sizes, checked against what
+ * is implemented (messages name the key as model.encoder_conf.<key>). dims may be NULL (check only). */
+int encoder_dims_from_cfg(model_dims *out, const model_cfg *m, esp_err *err);
 
 enum { MODEL_MAX_NDIM = 4 };
 
+/* A state-dict entry: a trained parameter or a buffer (BatchNorm's running statistics). */
+typedef enum param_kind {
+    PARAM_TRAINED = 0,
+    PARAM_BUFFER,        /* running_mean / running_var: float, not trained */
+    PARAM_COUNTER,       /* num_batches_tracked: int64 in files, a float (exact to 2^24) here */
+} param_kind;
+
 typedef struct param_info {
     char name[96];       /* ESPnet2 state-dict name */
-    int ndim;
+    int ndim;            /* 0 for a scalar (the counter) */
     int64_t shape[MODEL_MAX_NDIM];
     size_t offset;       /* in floats, into the flat buffer */
     size_t count;
-    int is_layernorm;    /* LayerNorm weight/bias: reset to 1/0 by every init scheme */
+    int is_layernorm;    /* LayerNorm / BatchNorm weight and bias: reset to 1/0 by every init scheme */
+    int is_pos_bias;     /* pos_bias_u / pos_bias_v: xavier_uniform under PyTorch's defaults */
+    int kind;            /* param_kind */
 } param_info;
 
+/* The flat layout: every trained parameter first (total floats, in table order: gradients and
+ * optimizer moments have this layout), then the buffers (up to state_total), also in table order. */
 typedef struct param_table {
     param_info *items;
     size_t n;
-    size_t total;        /* floats in the flat buffer */
+    size_t total;        /* floats of the trained parameters */
+    size_t state_total;  /* floats with the buffers (= total without BatchNorm) */
 } param_table;
 
 void param_table_build(param_table *t, const model_dims *d);
@@ -52,5 +80,8 @@ const param_info *param_find_alias(const param_table *t, const char *name);
  * "xavier_normal", "kaiming_uniform", "kaiming_normal" as espnet2.torch_utils.initialize
  * (weights with more than one dimension, biases zero, LayerNorm reset to 1/0). Seeded. */
 int param_init(float *params, const param_table *t, const char *init, uint64_t seed, esp_err *err);
+/* The buffers' initial values into state (state_total floats; entries below total untouched):
+ * running_mean 0, running_var 1, num_batches_tracked 0, as torch's BatchNorm1d. */
+void param_buffers_init(float *state, const param_table *t);
 
 #endif

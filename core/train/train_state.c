@@ -1,12 +1,15 @@
 /* The trainer's state across processes and time: checkpoints (rank 0 writes; fsdp gathers the
  * moments from every rank first), resume from `last`, rank 0's state on every rank at the start,
- * and the check that every rank holds the same parameters. Parameters and moments live on the
+ * and the check that every rank holds the same parameters. BatchNorm buffers (the Conformer's
+ * running statistics) are model state but not parameters: each rank updates its own from its own
+ * batches, rank 0's are the ones checkpoints keep and the ones every rank validates with. Parameters and moments live on the
  * backend; they reach the host only through be->copy. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/base/hash.h"
+#include "core/nn/model_files.h"
 #include "core/train/trainer_internal.h"
 
 static size_t n_params(const trainer *t)
@@ -60,14 +63,12 @@ int save_checkpoint(trainer *t, const metric *metrics, size_t n_metrics, esp_err
         if (t->fsdp) free(m1), free(m2);
         return 0;
     }
-    float *params = host_floats(pt->total);
-    asr_model_params_to_host(&t->model, params);
+    /* Parameters and BatchNorm buffers (rank 0's running statistics). */
+    float *params = host_floats(pt->state_total);
+    asr_model_state_to_host(&t->model, params);
     st_tensor *model = xcalloc(pt->n ? pt->n : 1, sizeof *model);
-    for (size_t i = 0; i < pt->n; i++) {
-        const param_info *p = &pt->items[i];
-        model[i] = (st_tensor){.name = p->name, .dtype = ST_F32, .ndim = p->ndim, .data = params + p->offset};
-        for (int k = 0; k < p->ndim; k++) model[i].shape[k] = p->shape[k];
-    }
+    int64_t *counts = xcalloc(pt->n ? pt->n : 1, sizeof *counts);
+    model_state_tensors(pt, params, counts, model);
     st_tensor state[2] = {
         {.name = "optimizer.exp_avg", .dtype = ST_F32, .ndim = 1, .shape = {(int64_t)pt->total}, .data = m1},
         {.name = "optimizer.exp_avg_sq", .dtype = ST_F32, .ndim = 1, .shape = {(int64_t)pt->total}, .data = m2},
@@ -79,6 +80,7 @@ int save_checkpoint(trainer *t, const metric *metrics, size_t n_metrics, esp_err
                       .counters = counters, .n_counters = sizeof counters / sizeof *counters};
     int rc = ckpt_save(&t->ckpt, &info, model, pt->n, state, 2, err);
     free(model);
+    free(counts);
     free(params);
     free(m1), free(m2);
     return rc;
@@ -90,20 +92,16 @@ int resume(trainer *t, esp_err *err)
     int rc = ckpt_load_last(&t->ckpt, &c, err);
     if (rc != 0) return rc < 0 ? -1 : 0;
     const param_table *pt = &t->model.table;
-    float *params = host_floats(pt->total);
-    asr_model_params_to_host(&t->model, params);
-    for (size_t i = 0; i < pt->n && rc == 0; i++) {
-        const float *v;
-        if (st_get_f32(&c.model, pt->items[i].name, pt->items[i].ndim, pt->items[i].shape, &v, err) != 0) rc = -1;
-        else memcpy(params + pt->items[i].offset, v, pt->items[i].count * sizeof(float));
-    }
+    float *params = host_floats(pt->state_total);
+    for (size_t i = 0; i < pt->n && rc == 0; i++)
+        if (model_tensor_get(&c.model, pt->items[i].name, &pt->items[i], params + pt->items[i].offset, err) != 0) rc = -1;
     const float *m1, *m2;
     int64_t total = (int64_t)pt->total;
     if (rc == 0 && (st_get_f32(&c.state, "optimizer.exp_avg", 1, &total, &m1, err) != 0 ||
                     st_get_f32(&c.state, "optimizer.exp_avg_sq", 1, &total, &m2, err) != 0))
         rc = -1;
     if (rc == 0) {
-        asr_model_params_from_host(&t->model, params);
+        asr_model_state_from_host(&t->model, params);
         t->be->copy(t->be, t->opt.exp_avg, m1, pt->total * sizeof(float), BACKEND_HOST_TO_DEVICE);
         t->be->copy(t->be, t->opt.exp_avg_sq, m2, pt->total * sizeof(float), BACKEND_HOST_TO_DEVICE);
         t->opt.step = ckpt_counter_get(&c, "optimizer.step", 0);
@@ -116,6 +114,14 @@ int resume(trainer *t, esp_err *err)
     free(params);
     ckpt_loaded_free(&c);
     return rc;
+}
+
+int sync_buffers_from_rank0(trainer *t, esp_err *err)
+{
+    const param_table *pt = &t->model.table;
+    if (t->world == 1 || pt->state_total == pt->total) return 0;
+    return comm_broadcast(t->dist.comm, t->model.params + pt->total, (pt->state_total - pt->total) * sizeof(float), 0,
+                          err);
 }
 
 /* fsdp: keep only this rank's chunk of the optimizer state. */
@@ -140,9 +146,10 @@ int sync_from_rank0(trainer *t, esp_err *err)
     if (t->world == 1) return 0;
     int64_t c[5] = {t->epoch, t->step, t->opt.step, t->sched.last_epoch, t->guard.countdown};
     comm *cm = t->dist.comm;
-    size_t bytes = n_params(t) * sizeof(float);
-    /* Device buffers go to the comm as they are: it works on the backend's memory. */
-    if (host_broadcast(t, c, sizeof c, err) != 0 || comm_broadcast(cm, t->model.params, bytes, 0, err) != 0 ||
+    size_t bytes = n_params(t) * sizeof(float), state_bytes = t->model.table.state_total * sizeof(float);
+    /* Device buffers go to the comm as they are: it works on the backend's memory. The parameters
+     * go with the BatchNorm buffers behind them. */
+    if (host_broadcast(t, c, sizeof c, err) != 0 || comm_broadcast(cm, t->model.params, state_bytes, 0, err) != 0 ||
         comm_broadcast(cm, t->opt.exp_avg, bytes, 0, err) != 0 || comm_broadcast(cm, t->opt.exp_avg_sq, bytes, 0, err) != 0 ||
         (t->opt.max_exp_avg_sq && comm_broadcast(cm, t->opt.max_exp_avg_sq, bytes, 0, err) != 0))
         return -1;

@@ -57,6 +57,8 @@ int validate(trainer *t, double *loss_out, double *cer_out, esp_err *err);
 int save_checkpoint(trainer *t, const metric *metrics, size_t n_metrics, esp_err *err);
 int resume(trainer *t, esp_err *err);
 int sync_from_rank0(trainer *t, esp_err *err);
+/* Rank 0's BatchNorm running statistics onto every rank (no-op with one rank or no buffers). */
+int sync_buffers_from_rank0(trainer *t, esp_err *err);
 int check_ranks_agree(trainer *t, esp_err *err);
 
 /* train_comm.c: collectives on host values (counters, sums, hashes). The comm works on the

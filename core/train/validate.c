@@ -36,8 +36,9 @@ int validate(trainer *t, double *loss_out, double *cer_out, esp_err *err)
     double loss_sum = 0;
     size_t utts = 0;
     err_counts cer = {0};
-    int rc = 0;
-    for (size_t b = (size_t)t->rank; b < nb; b += (size_t)t->world) {
+    /* Eval-mode BatchNorm uses running statistics; every rank takes rank 0's, the saved ones. */
+    int rc = sync_buffers_from_rank0(t, err);
+    for (size_t b = (size_t)t->rank; rc == 0 && b < nb; b += (size_t)t->world) {
         size_t n = split_batch_items(s, &s->batches, b, items);
         asr_batch ab;
         if (asr_batch_load(&ab, &s->data, items, (int)n, 0, err) != 0) {

@@ -1,0 +1,394 @@
+/* ESPnet2's ConformerEncoder blocks (espnet.nets.pytorch_backend.conformer.encoder_layer, pre-LN,
+ * no stochastic depth, no concat_after), forward and backward on the backend:
+ *   macaron_style:  x += 0.5 * drop(FF_mac(LN(x)))
+ *                   x += drop(MHA(LN(x)))           rel-pos MHA (pos_bias_u/v, linear_pos) or plain
+ *   use_cnn_module: x += drop(Conv(LN(x)))          pointwise_conv1 -> GLU -> depthwise Conv1d ->
+ *                                                   BatchNorm1d -> act -> pointwise_conv2
+ *                   x += s * drop(FF(LN(x)))        s = 0.5 with macaron_style, else 1
+ *   use_cnn_module: x = LN_final(x)
+ * FF(x) = w_2(drop(act(w_1(x)))), act swish or relu (activation_type). As ESPnet's
+ * ConvolutionModule, the convolution and BatchNorm see every frame of the padded batch: BatchNorm's
+ * statistics are over all B x T rows, padding included, and the depthwise conv reads padded frames
+ * next to an utterance's end. The relative encoding (2 T - 1 positions) is computed once per
+ * forward and shared by the blocks, with its own positional dropout. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/nn/encoder.h"
+
+enum {
+    SITE_ATT = 0, SITE_ATT_OUT = 1, SITE_FF_IN = 2, SITE_FF_OUT = 3, SITE_FFM_IN = 4, SITE_FFM_OUT = 5,
+    SITE_CONV_OUT = 6,
+};
+
+#define BN_EPS 1e-5      /* torch.nn.BatchNorm1d's defaults */
+#define BN_MOMENTUM 0.1
+
+typedef struct cblock {
+    float *ln_m, *mean_m, *rstd_m, *fm_pre, *fm_act, *h_m;                  /* macaron feed-forward */
+    float *ln_a, *mean_a, *rstd_a, *q, *k, *v, *pl, *att, *atty, *h_a;      /* self-attention */
+    float *ln_c, *mean_c, *rstd_c, *pw1, *glu, *dwo, *bn_mean, *bn_rstd, *bn, *cact, *h_c; /* conv */
+    float *ln_f, *mean_f, *rstd_f, *f_pre, *f_act, *h_f;                    /* feed-forward */
+    float *mean_o, *rstd_o, *h_out;                                          /* norm_final */
+} cblock;
+
+struct encoder_acts {
+    cblock *blocks;
+    float *pos;                   /* the relative encoding after dropout (2 T2 - 1, d) */
+    size_t cap_rows, cap_att, cap_pos;
+    /* Backward work. */
+    float *dq, *dk, *dv, *datt, *dff, *dln, *dp, *d2, *dc, *dc2;
+};
+
+/* One block's buffers with their sizes in floats, for allocation and release alike. */
+enum { CB_MAX = 40 };
+static int block_buffers(cblock *b, float ***p, size_t *n, const model_dims *d, size_t rows, size_t att, size_t prows)
+{
+    size_t D = (size_t)d->d, FF = (size_t)d->ff;
+    int k = 0;
+#define BUF(field, count) (p[k] = &b->field, n[k++] = (count))
+    BUF(ln_a, rows * D), BUF(mean_a, rows), BUF(rstd_a, rows), BUF(q, rows * D), BUF(k, rows * D);
+    BUF(v, rows * D), BUF(att, att), BUF(atty, rows * D), BUF(h_a, rows * D);
+    BUF(ln_f, rows * D), BUF(mean_f, rows), BUF(rstd_f, rows), BUF(f_pre, rows * FF), BUF(f_act, rows * FF);
+    BUF(h_f, rows * D);
+    if (d->rel_pos) BUF(pl, prows * D);
+    if (d->macaron) {
+        BUF(ln_m, rows * D), BUF(mean_m, rows), BUF(rstd_m, rows), BUF(fm_pre, rows * FF), BUF(fm_act, rows * FF);
+        BUF(h_m, rows * D);
+    }
+    if (d->use_cnn) {
+        BUF(ln_c, rows * D), BUF(mean_c, rows), BUF(rstd_c, rows), BUF(pw1, rows * 2 * D), BUF(glu, rows * D);
+        BUF(dwo, rows * D), BUF(bn_mean, D), BUF(bn_rstd, D), BUF(bn, rows * D), BUF(cact, rows * D);
+        BUF(h_c, rows * D), BUF(mean_o, rows), BUF(rstd_o, rows), BUF(h_out, rows * D);
+    }
+#undef BUF
+    ESP_CHECK(k <= CB_MAX);
+    return k;
+}
+
+static encoder_acts *acts(asr_model *m)
+{
+    if (!m->enc) {
+        m->enc = xcalloc(1, sizeof *m->enc);
+        m->enc->blocks = xcalloc((size_t)m->dims.blocks, sizeof *m->enc->blocks);
+    }
+    return m->enc;
+}
+
+static void release(asr_model *m)
+{
+    encoder_acts *e = m->enc;
+    if (!e) return;
+    backend *be = m->be;
+    float **work[] = {&e->pos, &e->dq, &e->dk, &e->dv, &e->datt, &e->dff, &e->dln, &e->dp, &e->d2, &e->dc, &e->dc2};
+    for (size_t i = 0; i < sizeof work / sizeof *work; i++) {
+        be->free(be, *work[i]);
+        *work[i] = NULL;
+    }
+    for (int l = 0; l < m->dims.blocks; l++) {
+        cblock *b = &e->blocks[l];
+        if (!(m->inference && l > 0)) { /* later blocks alias blocks[0] when decoding */
+            float **p[CB_MAX];
+            size_t n[CB_MAX];
+            int k = block_buffers(b, p, n, &m->dims, 0, 0, 0);
+            for (int i = 0; i < k; i++) be->free(be, *p[i]);
+        }
+        memset(b, 0, sizeof *b);
+    }
+    e->cap_rows = e->cap_att = e->cap_pos = 0;
+}
+
+static void destroy(asr_model *m)
+{
+    release(m);
+    if (m->enc) free(m->enc->blocks);
+    free(m->enc);
+    m->enc = NULL;
+}
+
+static void ensure(asr_model *m, int B, int T2)
+{
+    const model_dims *d = &m->dims;
+    encoder_acts *e = acts(m);
+    size_t rows = (size_t)B * (size_t)T2, att = (size_t)B * d->heads * (size_t)T2 * T2;
+    size_t prows = T2 > 0 ? 2 * (size_t)T2 - 1 : 0;
+    if (rows <= e->cap_rows && att <= e->cap_att && prows <= e->cap_pos) return;
+    release(m);
+    backend *be = m->be;
+    size_t D = (size_t)d->d, FF = (size_t)d->ff;
+#define A(n) be->alloc(be, (n) * sizeof(float) + 64)
+    for (int l = 0; l < d->blocks; l++) {
+        if (m->inference && l > 0) {
+            e->blocks[l] = e->blocks[0];
+            continue;
+        }
+        float **p[CB_MAX];
+        size_t n[CB_MAX];
+        int k = block_buffers(&e->blocks[l], p, n, d, rows, att, prows);
+        for (int i = 0; i < k; i++) *p[i] = A(n[i]);
+    }
+    e->pos = A(prows * D);
+    e->cap_rows = rows, e->cap_att = att, e->cap_pos = prows;
+    if (m->inference) return;
+    e->dq = A(rows * D), e->dk = A(rows * D), e->dv = A(rows * D), e->datt = A(rows * D);
+    e->dff = A(rows * FF), e->dln = A(rows * D), e->dp = A(prows * D);
+    e->d2 = A(rows * 2 * D), e->dc = A(rows * D), e->dc2 = A(rows * D);
+#undef A
+}
+
+/* ---- pieces ------------------------------------------------------------------------------- */
+
+#define BLK "encoder.encoders.%d."
+#define BLK_FMT "encoder.encoders.%%d." /* the same, as a snprintf format that leaves %d in place */
+
+static void act_forward(asr_model *m, float *y, const float *x, size_t n)
+{
+    if (m->dims.act == ACT_RELU)
+        m->be->relu_forward(m->be, y, x, n);
+    else
+        m->be->swish_forward(m->be, y, x, n);
+}
+
+/* From the activation's input: relu's test x > 0 is its output's. */
+static void act_backward(asr_model *m, float *dx, const float *dy, const float *x, size_t n)
+{
+    if (m->dims.act == ACT_RELU)
+        m->be->relu_backward(m->be, dx, dy, x, n);
+    else
+        m->be->swish_backward(m->be, dx, dy, x, n);
+}
+
+/* out = x + scale * drop(w_2(drop(act(w_1(LN(x)))))) for module ff (feed_forward[_macaron]). */
+static void ff_forward(asr_model *m, int l, const char *ff, const char *norm, float *ln, float *mean, float *rstd,
+                       float *pre, float *post, const float *x, float *out, int site_in, int site_out)
+{
+    const model_dims *d = &m->dims;
+    backend *be = m->be;
+    int N = m->B * m->T2, D = d->d;
+    enc_rates r = enc_rates_of(m);
+    char w1[96], w2[96], nm[96];
+    snprintf(w1, sizeof w1, BLK_FMT "%s.w_1", ff), snprintf(w2, sizeof w2, BLK_FMT "%s.w_2", ff);
+    snprintf(nm, sizeof nm, BLK_FMT "%s", norm);
+    be->layernorm_forward(be, ln, mean, rstd, x, P(nm, l, "weight"), P(nm, l, "bias"), N, D, 1e-12);
+    be->linear_forward(be, pre, ln, P(w1, l, "weight"), P(w1, l, "bias"), N, D, d->ff);
+    act_forward(m, post, pre, (size_t)N * d->ff);
+    be->dropout_forward(be, post, post, (size_t)N * d->ff, r.pd, m->seed, block_stream(l, site_in));
+    be->linear_forward(be, m->dtmp, post, P(w2, l, "weight"), P(w2, l, "bias"), N, d->ff, D);
+    be->dropout_forward(be, m->dtmp, m->dtmp, (size_t)N * D, r.pd, m->seed, block_stream(l, site_out));
+    if (d->macaron) be->scale(be, m->dtmp, m->dtmp, 0.5, (size_t)N * D);
+    be->add(be, out, x, m->dtmp, (size_t)N * D);
+}
+
+/* The backward of ff_forward: m->dh (the gradient of out) gains the branch's gradient of x. */
+static void ff_backward(asr_model *m, int l, const char *ff, const char *norm, const float *ln, const float *mean,
+                        const float *rstd, const float *pre, const float *post, const float *x, int site_in,
+                        int site_out)
+{
+    const model_dims *d = &m->dims;
+    backend *be = m->be;
+    encoder_acts *e = m->enc;
+    int N = m->B * m->T2, D = d->d, FF = d->ff;
+    enc_rates r = enc_rates_of(m);
+    char w1[96], w2[96], nm[96];
+    snprintf(w1, sizeof w1, BLK_FMT "%s.w_1", ff), snprintf(w2, sizeof w2, BLK_FMT "%s.w_2", ff);
+    snprintf(nm, sizeof nm, BLK_FMT "%s", norm);
+    be->dropout_backward(be, m->dtmp, m->dh, (size_t)N * D, r.pd, m->seed, block_stream(l, site_out));
+    if (d->macaron) be->scale(be, m->dtmp, m->dtmp, 0.5, (size_t)N * D);
+    be->linear_backward(be, e->dff, G(w2, l, "weight"), G(w2, l, "bias"), m->dtmp, post, P(w2, l, "weight"), N, FF,
+                        D, 0);
+    be->dropout_backward(be, e->dff, e->dff, (size_t)N * FF, r.pd, m->seed, block_stream(l, site_in));
+    act_backward(m, e->dff, e->dff, pre, (size_t)N * FF);
+    be->linear_backward(be, e->dln, G(w1, l, "weight"), G(w1, l, "bias"), e->dff, ln, P(w1, l, "weight"), N, D, FF, 0);
+    be->layernorm_backward(be, m->dh, G(nm, l, "weight"), G(nm, l, "bias"), e->dln, x, P(nm, l, "weight"), mean, rstd,
+                           N, D, 1);
+}
+
+/* h_a = x + drop(linear_out(MHA(LN(x)))), relative or absolute positions. */
+static void mha_forward(asr_model *m, int l, cblock *b, const float *x)
+{
+    const model_dims *d = &m->dims;
+    backend *be = m->be;
+    int N = m->B * m->T2, D = d->d, T2 = m->T2;
+    enc_rates r = enc_rates_of(m);
+    be->layernorm_forward(be, b->ln_a, b->mean_a, b->rstd_a, x, P(BLK "norm_mha", l, "weight"),
+                          P(BLK "norm_mha", l, "bias"), N, D, 1e-12);
+    be->linear_forward(be, b->q, b->ln_a, P(BLK "self_attn.linear_q", l, "weight"), P(BLK "self_attn.linear_q", l, "bias"),
+                       N, D, D);
+    be->linear_forward(be, b->k, b->ln_a, P(BLK "self_attn.linear_k", l, "weight"), P(BLK "self_attn.linear_k", l, "bias"),
+                       N, D, D);
+    be->linear_forward(be, b->v, b->ln_a, P(BLK "self_attn.linear_v", l, "weight"), P(BLK "self_attn.linear_v", l, "bias"),
+                       N, D, D);
+    if (d->rel_pos) {
+        be->linear_forward(be, b->pl, m->enc->pos, P(BLK "self_attn.linear_pos", l, "weight"), NULL, 2 * T2 - 1, D, D);
+        be->relattn_forward(be, b->atty, b->att, b->q, b->k, b->v, D, b->pl, P(BLK "self_attn", l, "pos_bias_u"),
+                            P(BLK "self_attn", l, "pos_bias_v"), m->hlens, m->B, T2, d->heads, D / d->heads, r.pa,
+                            m->seed, block_stream(l, SITE_ATT));
+    } else {
+        be->attention_forward(be, b->atty, b->att, b->q, b->k, b->v, D, m->hlens, m->B, T2, d->heads, D / d->heads,
+                              r.pa, m->seed, block_stream(l, SITE_ATT));
+    }
+    be->linear_forward(be, m->dtmp, b->atty, P(BLK "self_attn.linear_out", l, "weight"),
+                       P(BLK "self_attn.linear_out", l, "bias"), N, D, D);
+    be->dropout_forward(be, m->dtmp, m->dtmp, (size_t)N * D, r.pd, m->seed, block_stream(l, SITE_ATT_OUT));
+    be->add(be, b->h_a, x, m->dtmp, (size_t)N * D);
+}
+
+static void mha_backward(asr_model *m, int l, const cblock *b, const float *x)
+{
+    const model_dims *d = &m->dims;
+    backend *be = m->be;
+    encoder_acts *e = m->enc;
+    int N = m->B * m->T2, D = d->d, T2 = m->T2;
+    enc_rates r = enc_rates_of(m);
+    be->dropout_backward(be, m->dtmp, m->dh, (size_t)N * D, r.pd, m->seed, block_stream(l, SITE_ATT_OUT));
+    be->linear_backward(be, e->datt, G(BLK "self_attn.linear_out", l, "weight"), G(BLK "self_attn.linear_out", l, "bias"),
+                        m->dtmp, b->atty, P(BLK "self_attn.linear_out", l, "weight"), N, D, D, 0);
+    if (d->rel_pos) {
+        be->relattn_backward(be, e->dq, e->dk, e->dv, e->dp, G(BLK "self_attn", l, "pos_bias_u"),
+                             G(BLK "self_attn", l, "pos_bias_v"), e->datt, b->att, b->q, b->k, b->v, D, b->pl,
+                             P(BLK "self_attn", l, "pos_bias_u"), P(BLK "self_attn", l, "pos_bias_v"), m->hlens, m->B,
+                             T2, d->heads, D / d->heads, r.pa, m->seed, block_stream(l, SITE_ATT));
+        /* The encoding is no parameter's function: only linear_pos' weight gets a gradient. */
+        be->linear_backward(be, NULL, G(BLK "self_attn.linear_pos", l, "weight"), NULL, e->dp, e->pos,
+                            P(BLK "self_attn.linear_pos", l, "weight"), 2 * T2 - 1, D, D, 0);
+    } else {
+        be->attention_backward(be, e->dq, e->dk, e->dv, e->datt, b->att, b->q, b->k, b->v, D, m->hlens, m->B, T2,
+                               d->heads, D / d->heads, r.pa, m->seed, block_stream(l, SITE_ATT));
+    }
+    static const char *const proj[] = {BLK "self_attn.linear_q", BLK "self_attn.linear_k", BLK "self_attn.linear_v"};
+    const float *dproj[] = {e->dq, e->dk, e->dv};
+    for (int i = 0; i < 3; i++)
+        be->linear_backward(be, e->dln, G(proj[i], l, "weight"), G(proj[i], l, "bias"), dproj[i], b->ln_a,
+                            P(proj[i], l, "weight"), N, D, D, i > 0);
+    be->layernorm_backward(be, m->dh, G(BLK "norm_mha", l, "weight"), G(BLK "norm_mha", l, "bias"), e->dln, x,
+                           P(BLK "norm_mha", l, "weight"), b->mean_a, b->rstd_a, N, D, 1);
+}
+
+/* h_c = x + drop(pointwise_conv2(act(BN(depthwise(GLU(pointwise_conv1(LN(x)))))))). */
+static void conv_forward(asr_model *m, int l, cblock *b, const float *x)
+{
+    const model_dims *d = &m->dims;
+    backend *be = m->be;
+    int N = m->B * m->T2, D = d->d;
+    enc_rates r = enc_rates_of(m);
+    be->layernorm_forward(be, b->ln_c, b->mean_c, b->rstd_c, x, P(BLK "norm_conv", l, "weight"),
+                          P(BLK "norm_conv", l, "bias"), N, D, 1e-12);
+    be->linear_forward(be, b->pw1, b->ln_c, P(BLK "conv_module.pointwise_conv1", l, "weight"),
+                       P(BLK "conv_module.pointwise_conv1", l, "bias"), N, D, 2 * D);
+    be->glu_forward(be, b->glu, b->pw1, N, D);
+    be->dwconv1d_forward(be, b->dwo, b->glu, P(BLK "conv_module.depthwise_conv", l, "weight"),
+                         P(BLK "conv_module.depthwise_conv", l, "bias"), m->B, m->T2, D, d->cnn_kernel);
+    be->batchnorm_forward(be, b->bn, b->bn_mean, b->bn_rstd, b->dwo, P(BLK "conv_module.norm", l, "weight"),
+                          P(BLK "conv_module.norm", l, "bias"), P(BLK "conv_module.norm", l, "running_mean"),
+                          P(BLK "conv_module.norm", l, "running_var"), P(BLK "conv_module.norm", l, "num_batches_tracked"),
+                          N, D, BN_EPS, BN_MOMENTUM, m->train);
+    act_forward(m, b->cact, b->bn, (size_t)N * D);
+    be->linear_forward(be, m->dtmp, b->cact, P(BLK "conv_module.pointwise_conv2", l, "weight"),
+                       P(BLK "conv_module.pointwise_conv2", l, "bias"), N, D, D);
+    be->dropout_forward(be, m->dtmp, m->dtmp, (size_t)N * D, r.pd, m->seed, block_stream(l, SITE_CONV_OUT));
+    be->add(be, b->h_c, x, m->dtmp, (size_t)N * D);
+}
+
+static void conv_backward(asr_model *m, int l, const cblock *b, const float *x)
+{
+    const model_dims *d = &m->dims;
+    backend *be = m->be;
+    encoder_acts *e = m->enc;
+    int N = m->B * m->T2, D = d->d;
+    enc_rates r = enc_rates_of(m);
+    be->dropout_backward(be, m->dtmp, m->dh, (size_t)N * D, r.pd, m->seed, block_stream(l, SITE_CONV_OUT));
+    be->linear_backward(be, e->dc, G(BLK "conv_module.pointwise_conv2", l, "weight"),
+                        G(BLK "conv_module.pointwise_conv2", l, "bias"), m->dtmp, b->cact,
+                        P(BLK "conv_module.pointwise_conv2", l, "weight"), N, D, D, 0);
+    act_backward(m, e->dc, e->dc, b->bn, (size_t)N * D);
+    be->batchnorm_backward(be, e->dc2, G(BLK "conv_module.norm", l, "weight"), G(BLK "conv_module.norm", l, "bias"),
+                           e->dc, b->dwo, P(BLK "conv_module.norm", l, "weight"), b->bn_mean, b->bn_rstd, N, D);
+    be->dwconv1d_backward(be, e->dc, G(BLK "conv_module.depthwise_conv", l, "weight"),
+                          G(BLK "conv_module.depthwise_conv", l, "bias"), e->dc2, b->glu,
+                          P(BLK "conv_module.depthwise_conv", l, "weight"), m->B, m->T2, D, d->cnn_kernel);
+    be->glu_backward(be, e->d2, e->dc, b->pw1, N, D);
+    be->linear_backward(be, e->dln, G(BLK "conv_module.pointwise_conv1", l, "weight"),
+                        G(BLK "conv_module.pointwise_conv1", l, "bias"), e->d2, b->ln_c,
+                        P(BLK "conv_module.pointwise_conv1", l, "weight"), N, D, 2 * D, 0);
+    be->layernorm_backward(be, m->dh, G(BLK "norm_conv", l, "weight"), G(BLK "norm_conv", l, "bias"), e->dln, x,
+                           P(BLK "norm_conv", l, "weight"), b->mean_c, b->rstd_c, N, D, 1);
+}
+
+/* ---- blocks ------------------------------------------------------------------------------- */
+
+static const float *block_output(const asr_model *m, int l)
+{
+    const cblock *b = &m->enc->blocks[l];
+    return m->dims.use_cnn ? b->h_out : b->h_f;
+}
+
+static const float *block_input(const asr_model *m, int l) { return l == 0 ? m->h0 : block_output(m, l - 1); }
+
+static const float *forward(asr_model *m)
+{
+    const model_dims *d = &m->dims;
+    backend *be = m->be;
+    encoder_acts *e = m->enc;
+    int N = m->B * m->T2, D = d->d;
+    if (d->rel_pos && m->T2 > 0) {
+        size_t np = (size_t)(2 * m->T2 - 1) * D;
+        be->relpos_encoding(be, e->pos, m->T2, D);
+        be->dropout_forward(be, e->pos, e->pos, np, enc_rates_of(m).pp, m->seed, STREAM_POS_EMB);
+    }
+    for (int l = 0; l < d->blocks; l++) {
+        cblock *b = &e->blocks[l];
+        const float *x = block_input(m, l);
+        if (d->macaron) {
+            ff_forward(m, l, "feed_forward_macaron", "norm_ff_macaron", b->ln_m, b->mean_m, b->rstd_m, b->fm_pre,
+                       b->fm_act, x, b->h_m, SITE_FFM_IN, SITE_FFM_OUT);
+            x = b->h_m;
+        }
+        mha_forward(m, l, b, x);
+        x = b->h_a;
+        if (d->use_cnn) {
+            conv_forward(m, l, b, x);
+            x = b->h_c;
+        }
+        ff_forward(m, l, "feed_forward", "norm_ff", b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, x, b->h_f,
+                   SITE_FF_IN, SITE_FF_OUT);
+        if (d->use_cnn)
+            be->layernorm_forward(be, b->h_out, b->mean_o, b->rstd_o, b->h_f, P(BLK "norm_final", l, "weight"),
+                                  P(BLK "norm_final", l, "bias"), N, D, 1e-12);
+    }
+    return block_output(m, d->blocks - 1);
+}
+
+static void backward(asr_model *m)
+{
+    const model_dims *d = &m->dims;
+    backend *be = m->be;
+    encoder_acts *e = m->enc;
+    int N = m->B * m->T2, D = d->d;
+    /* BatchNorm's backward is the training mode's (batch statistics): the forward must have been one. */
+    ESP_CHECK(m->train || !d->use_cnn);
+    for (int l = d->blocks - 1; l >= 0; l--) {
+        const cblock *b = &e->blocks[l];
+        const float *x0 = block_input(m, l), *xa = d->macaron ? b->h_m : x0, *xc = d->use_cnn ? b->h_c : b->h_a;
+        if (d->use_cnn) {
+            be->layernorm_backward(be, e->dln, G(BLK "norm_final", l, "weight"), G(BLK "norm_final", l, "bias"), m->dh,
+                                   b->h_f, P(BLK "norm_final", l, "weight"), b->mean_o, b->rstd_o, N, D, 0);
+            be->copy(be, m->dh, e->dln, (size_t)N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
+        }
+        ff_backward(m, l, "feed_forward", "norm_ff", b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, xc, SITE_FF_IN,
+                    SITE_FF_OUT);
+        if (d->use_cnn) conv_backward(m, l, b, b->h_a);
+        mha_backward(m, l, b, xa);
+        if (d->macaron)
+            ff_backward(m, l, "feed_forward_macaron", "norm_ff_macaron", b->ln_m, b->mean_m, b->rstd_m, b->fm_pre,
+                        b->fm_act, x0, SITE_FFM_IN, SITE_FFM_OUT);
+    }
+}
+
+const encoder_impl encoder_conformer = {
+    .ensure = ensure,
+    .release = release,
+    .destroy = destroy,
+    .forward = forward,
+    .backward = backward,
+};

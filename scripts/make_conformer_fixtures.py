@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Writes the ESPnet parity fixtures of the Conformer encoder (test/fixtures/conformer/<case>.npz).
+
+Each case builds the real ESPnet2 ConformerEncoder and CTC (ESPnet 202511, torch 2.11) at a small
+size with seeded weights (LayerNorm and BatchNorm affine parameters moved off 1/0 so their
+gradients are not degenerate), dropout off, and runs a padded batch of 2 utterances:
+
+  training mode  encoder output, CTC log-probs, CTC loss, every parameter's gradient, and the
+                 BatchNorm buffers after that one forward (momentum 0.1, num_batches_tracked 1);
+  eval mode      encoder output and log-probs with those running statistics.
+
+Arrays: param.<name> (the state dict before the forward, ESPnet's names, buffers included),
+grad.<name>, after.<name> (buffers after the training forward), in.feats (already normalized),
+in.lens, in.ys (padded with -1), in.ylens, out.enc, out.logp, out.hlens, out.loss, eval.enc,
+eval.logp; float32 (num_batches_tracked int64), written with np.savez.
+
+One deviation from ESPnet, the one espnet3 documents (README, Training): ESPnet's
+Conv2dSubsampling slices the padded mask (mask[:, :, :-2:2][:, :, :-2:2]), which gives a padded
+utterance 2 frames more than the exact conv formula ((L - 1) // 2 - 1) // 2 that espnet3 uses.
+The fixture patches that one line to the exact formula, so attention masks and CTC lengths are
+espnet3's; everything else runs as ESPnet has it. Run with the ESPnet venv:
+
+    /opt/espnet3-venv/bin/python scripts/make_conformer_fixtures.py [OUTDIR]
+"""
+import argparse
+import os
+
+import numpy as np
+import torch
+
+from espnet2.asr.ctc import CTC
+from espnet2.asr.encoder.conformer_encoder import ConformerEncoder
+from espnet.nets.pytorch_backend.transformer import subsampling
+
+# name: (idim, encoder_conf, vocab, frames per utterance, labels per utterance)
+CASES = {
+    # The Conformer of ESPnet2's recipes, small: macaron, rel-pos attention, swish, conv module.
+    'main': (80, dict(output_size=32, attention_heads=4, linear_units=64, num_blocks=2, macaron_style=True,
+                      rel_pos_type='latest', pos_enc_layer_type='rel_pos', selfattention_layer_type='rel_selfattn',
+                      activation_type='swish', use_cnn_module=True, cnn_module_kernel=7),
+             31, (100, 77), (10, 7)),
+    # Absolute positions with plain attention, relu, no macaron; the conv module with relu.
+    'abs_relu': (20, dict(output_size=16, attention_heads=2, linear_units=24, num_blocks=1, macaron_style=False,
+                          rel_pos_type='latest', pos_enc_layer_type='abs_pos', selfattention_layer_type='selfattn',
+                          activation_type='relu', use_cnn_module=True, cnn_module_kernel=5),
+                 9, (40, 29), (5, 3)),
+    # Relative positions without the conv module (no BatchNorm, no norm_final), macaron.
+    'no_cnn': (20, dict(output_size=16, attention_heads=2, linear_units=24, num_blocks=1, macaron_style=True,
+                        rel_pos_type='latest', pos_enc_layer_type='rel_pos', selfattention_layer_type='rel_selfattn',
+                        activation_type='swish', use_cnn_module=False, cnn_module_kernel=31),
+               9, (40, 29), (5, 3)),
+}
+
+
+def exact_mask_subsampling():
+    """Conv2dSubsampling.forward with espnet3's exact output lengths instead of the sliced mask."""
+    orig = subsampling.Conv2dSubsampling.forward
+
+    def forward(self, x, x_mask):
+        y, _ = orig(self, x, None)
+        lens = x_mask.sum(-1).reshape(-1)
+        out = torch.div(torch.div(lens - 1, 2, rounding_mode='floor') - 1, 2, rounding_mode='floor')
+        t2 = (y[0] if isinstance(y, tuple) else y).size(1)
+        return y, (torch.arange(t2)[None, :] < out[:, None])[:, None, :]
+
+    subsampling.Conv2dSubsampling.forward = forward
+
+
+def make_case(name, idim, conf, vocab, lens, ylens):
+    torch.manual_seed(0)
+    enc = ConformerEncoder(idim, dropout_rate=0.0, positional_dropout_rate=0.0, attention_dropout_rate=0.0,
+                           input_layer='conv2d', normalize_before=True, **conf)
+    ctc = CTC(vocab, conf['output_size'], dropout_rate=0.0, ctc_type='builtin', reduce=True)
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for mod in enc.modules():
+            if isinstance(mod, (torch.nn.LayerNorm, torch.nn.BatchNorm1d)):
+                mod.weight.copy_(1 + 0.2 * torch.randn(mod.weight.shape, generator=g))
+                mod.bias.copy_(0.2 * torch.randn(mod.bias.shape, generator=g))
+    state = {'encoder.' + k: v.detach().clone() for k, v in enc.state_dict().items()}
+    state.update({'ctc.' + k: v.detach().clone() for k, v in ctc.state_dict().items()})
+
+    B, T = 2, max(lens)
+    feats = torch.randn(B, T, idim, generator=g)
+    ilens = torch.tensor(lens)
+    ys = torch.full((B, max(ylens)), -1, dtype=torch.long)
+    for b, n in enumerate(ylens):
+        ys[b, :n] = torch.randint(1, vocab - 1, (n,), generator=g)  # never blank or <sos/eos>
+    ylens_t = torch.tensor(ylens)
+
+    enc.train(), ctc.train()
+    hs, hlens, _ = enc(feats, ilens)
+    loss = ctc(hs, hlens, ys, ylens_t)
+    logp = ctc.log_softmax(hs)
+    loss.backward()
+    after = {'encoder.' + k: v.detach().clone() for k, v in enc.state_dict().items() if 'norm.running' in k
+             or 'num_batches_tracked' in k}
+
+    enc.eval(), ctc.eval()
+    with torch.no_grad():
+        hs_e, _, _ = enc(feats, ilens)
+        logp_e = ctc.log_softmax(hs_e)
+
+    arrays = {}
+    for k, v in state.items():
+        arrays['param.' + k] = v.numpy() if v.dtype == torch.int64 else v.float().numpy()
+    for k, p in list(enc.named_parameters()):
+        arrays['grad.encoder.' + k] = p.grad.float().numpy()
+    for k, p in list(ctc.named_parameters()):
+        arrays['grad.ctc.' + k] = p.grad.float().numpy()
+    for k, v in after.items():
+        arrays['after.' + k] = v.numpy() if v.dtype == torch.int64 else v.float().numpy()
+    arrays.update({
+        'in.feats': feats.float().numpy(), 'in.lens': ilens.float().numpy(), 'in.ys': ys.float().numpy(),
+        'in.ylens': ylens_t.float().numpy(), 'out.enc': hs.detach().float().numpy(),
+        'out.logp': logp.detach().float().numpy(), 'out.hlens': hlens.float().numpy(),
+        'out.loss': loss.detach().reshape(1).float().numpy(), 'eval.enc': hs_e.float().numpy(),
+        'eval.logp': logp_e.float().numpy(),
+    })
+    return arrays, loss.item(), hlens.tolist()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('out', nargs='?', default='test/fixtures/conformer')
+    a = ap.parse_args()
+    exact_mask_subsampling()
+    torch.set_num_threads(1)
+    os.makedirs(a.out, exist_ok=True)
+    for name, (idim, conf, vocab, lens, ylens) in CASES.items():
+        arrays, loss, hlens = make_case(name, idim, conf, vocab, lens, ylens)
+        path = os.path.join(a.out, name + '.npz')
+        np.savez(path, **arrays)
+        print(f'{path}: {len(arrays)} arrays, {os.path.getsize(path) / 1024:.0f} KiB; loss {loss:.6f}, hlens {hlens}')
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,264 @@
+/* The Conformer-CTC model against the real ESPnet (fixtures by scripts/make_conformer_fixtures.py:
+ * ESPnet2's ConformerEncoder + CTC, seeded weights, a padded batch of 2, dropout off): encoder
+ * output, log-probs, CTC loss and every parameter gradient of a training-mode forward/backward,
+ * BatchNorm's running statistics after it, and the eval-mode outputs with them; all within a
+ * relative 1e-4 (max |a - b| / max |b| per tensor). Also: the decoding model (one shared block
+ * workspace) computes the same bits as the training model in eval mode. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/compute/backend.h"
+#include "core/formats/npz.h"
+#include "core/nn/model.h"
+#include "test/unit/test_util.h"
+
+#define TOL 1e-4
+
+typedef struct fixture_case {
+    const char *name;
+    model_dims dims;
+} fixture_case;
+
+static model_dims conformer_dims(int idim, int d, int heads, int ff, int blocks, int vocab, int macaron, int rel_pos,
+                                 int use_cnn, int kernel, int act)
+{
+    model_dims m = {.idim = idim, .d = d, .heads = heads, .ff = ff, .blocks = blocks, .vocab = vocab,
+                    .encoder = ENC_CONFORMER, .macaron = macaron, .rel_pos = rel_pos, .use_cnn = use_cnn,
+                    .cnn_kernel = kernel, .act = act};
+    m.f2 = ((idim - 1) / 2 - 1) / 2;
+    return m;
+}
+
+static fixture_case case_of(const char *name)
+{
+    if (!strcmp(name, "main")) return (fixture_case){name, conformer_dims(80, 32, 4, 64, 2, 31, 1, 1, 1, 7, ACT_SWISH)};
+    if (!strcmp(name, "abs_relu")) return (fixture_case){name, conformer_dims(20, 16, 2, 24, 1, 9, 0, 0, 1, 5, ACT_RELU)};
+    return (fixture_case){name, conformer_dims(20, 16, 2, 24, 1, 9, 1, 1, 0, 31, ACT_SWISH)};
+}
+
+static const npy_array *get(const npz_file *f, const char *name)
+{
+    const npy_array *a = npz_get(f, name);
+    cr_assert_not_null(a, "fixture has no array %s", name);
+    return a;
+}
+
+/* The fixture's float array as floats (int64 ones converted). */
+static float *floats(const npy_array *a)
+{
+    float *v = malloc((a->count ? a->count : 1) * sizeof *v);
+    for (size_t i = 0; i < a->count; i++)
+        v[i] = a->dtype == NPY_F32 ? ((const float *)a->data)[i]
+               : a->dtype == NPY_I64 ? (float)((const int64_t *)a->data)[i]
+                                     : (float)((const double *)a->data)[i];
+    return v;
+}
+
+static double rel_err(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) num = fmax(num, fabs((double)a[i] - b[i])), den = fmax(den, fabs((double)b[i]));
+    return den > 0 ? num / den : num;
+}
+
+/* Compares n floats with fixture array `name`; returns the error and tracks the worst. */
+static double compare(const npz_file *f, const char *name, const float *ours, size_t n, double *worst)
+{
+    const npy_array *a = get(f, name);
+    cr_assert_eq(a->count, n, "%s: %zu values in the fixture, %zu here", name, a->count, n);
+    float *ref = floats(a);
+    double e = rel_err(ours, ref, n);
+    free(ref);
+    *worst = fmax(*worst, e);
+    cr_expect_lt(e, TOL, "%s differs: %g", name, e);
+    return e;
+}
+
+/* Every param.<name> of the fixture into the model's state; every table entry must be set once. */
+static void load_state(asr_model *m, const npz_file *f)
+{
+    const param_table *t = &m->table;
+    float *state = calloc(t->state_total, sizeof *state);
+    unsigned char *seen = calloc(t->n, 1);
+    for (size_t i = 0; i < f->n; i++) {
+        const npy_array *a = &f->arrays[i];
+        if (strncmp(a->name, "param.", 6)) continue;
+        const param_info *p = param_find_alias(t, a->name + 6);
+        cr_assert_not_null(p, "no entry for ESPnet's %s", a->name + 6);
+        cr_assert_eq(a->count, p->count, "%s", p->name);
+        cr_assert_eq(a->dtype == NPY_I64, p->kind == PARAM_COUNTER, "%s: dtype", p->name);
+        float *v = floats(a);
+        memcpy(state + p->offset, v, p->count * sizeof *v);
+        free(v);
+        seen[p - t->items]++;
+    }
+    for (size_t k = 0; k < t->n; k++) cr_assert_eq(seen[k], 1, "%s set %d times", t->items[k].name, seen[k]);
+    asr_model_state_from_host(m, state);
+    free(state), free(seen);
+}
+
+typedef struct batch {
+    float *feats;
+    int lens[2], ylens[2], labels[64], stride, T;
+} batch;
+
+static void load_batch(batch *b, const npz_file *f, int idim)
+{
+    const npy_array *fe = get(f, "in.feats"), *ys = get(f, "in.ys");
+    b->feats = floats(fe);
+    b->T = (int)fe->shape[1];
+    cr_assert_eq((int)fe->shape[2], idim);
+    float *l = floats(get(f, "in.lens")), *yl = floats(get(f, "in.ylens")), *y = floats(ys);
+    b->stride = (int)ys->shape[1];
+    for (int i = 0; i < 2; i++) b->lens[i] = (int)l[i], b->ylens[i] = (int)yl[i];
+    for (size_t i = 0; i < ys->count && i < 64; i++) b->labels[i] = y[i] < 0 ? 0 : (int)y[i];
+    free(l), free(yl), free(y);
+}
+
+static void check_case(const char *name)
+{
+    fixture_case c = case_of(name);
+    char path[512];
+    snprintf(path, sizeof path, "%s/test/fixtures/conformer/%s.npz", test_root_dir(), name);
+    npz_file f;
+    esp_err err;
+    cr_assert_eq(npz_read(path, &f, &err), 0, "%s", err.msg);
+    backend *be = backend_open("cpu", 0, 1, &err);
+    cr_assert_not_null(be, "%s", err.msg);
+    asr_model m;
+    model_rates rates = {0};
+    asr_model_init(&m, be, &c.dims, &rates);
+    load_state(&m, &f);
+    batch b;
+    load_batch(&b, &f, c.dims.idim);
+    double worst_out = 0, worst_grad = 0, e;
+
+    /* Training mode: batch statistics, running statistics updated once. */
+    asr_model_zero_grad(&m);
+    asr_model_forward(&m, b.feats, b.lens, 2, b.T, 1, 0);
+    float *hl = floats(get(&f, "out.hlens"));
+    cr_assert(m.hlens[0] == (int)hl[0] && m.hlens[1] == (int)hl[1], "hlens %d %d vs %g %g", m.hlens[0], m.hlens[1],
+              hl[0], hl[1]);
+    free(hl);
+    size_t nh = (size_t)2 * m.T2 * c.dims.d, nl = (size_t)2 * m.T2 * c.dims.vocab;
+    e = compare(&f, "out.enc", m.lnf, nh, &worst_out);
+    cr_log_info("%s: encoder output (training mode) rel err %.3g", name, e);
+    e = compare(&f, "out.logp", m.logp, nl, &worst_out);
+    cr_log_info("%s: log-probs (training mode) rel err %.3g", name, e);
+    double loss = asr_model_loss(&m, b.labels, b.ylens, b.stride, NULL);
+    float *ref_loss = floats(get(&f, "out.loss"));
+    double le = fabs(loss - ref_loss[0]) / fabs(ref_loss[0]);
+    cr_log_info("%s: CTC loss %.6f vs ESPnet %.6f, rel err %.3g", name, loss, ref_loss[0], le);
+    cr_expect_lt(le, TOL, "loss %f vs %f", loss, ref_loss[0]);
+    free(ref_loss);
+
+    asr_model_backward(&m, 1.0f);
+    const param_table *t = &m.table;
+    size_t n_grads = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        const param_info *p = &t->items[i];
+        if (p->kind != PARAM_TRAINED) continue;
+        char gname[160];
+        /* The fixture's names are ESPnet's: embed.out is Sequential's first module there. */
+        const char *esp = strncmp(p->name, "encoder.embed.out.", 18) ? p->name : NULL;
+        char alt[128];
+        if (!esp) snprintf(alt, sizeof alt, "encoder.embed.out.0.%s", p->name + 18), esp = alt;
+        snprintf(gname, sizeof gname, "grad.%s", esp);
+        /* A bias that softmax (linear_k) or BatchNorm's mean (depthwise_conv) cancels has a true
+         * gradient of 0: both sides hold rounding noise, so it is compared absolutely. */
+        if (strstr(p->name, "linear_k.bias") || strstr(p->name, "depthwise_conv.bias")) {
+            double w = 0;
+            for (size_t k = 0; k < p->count; k++) w = fmax(w, fabs(m.grads[p->offset + k]));
+            cr_expect_lt(w, 1e-5, "gradient of %s should vanish: %g", p->name, w);
+        } else {
+            compare(&f, gname, m.grads + p->offset, p->count, &worst_grad);
+        }
+        n_grads++;
+    }
+    cr_log_info("%s: %zu parameter gradients, worst rel err %.3g", name, n_grads, worst_grad);
+
+    /* BatchNorm's buffers after the one training forward. */
+    float *state = calloc(t->state_total, sizeof *state);
+    asr_model_state_to_host(&m, state);
+    double worst_buf = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        const param_info *p = &t->items[i];
+        if (p->kind == PARAM_TRAINED) continue;
+        char an[160];
+        snprintf(an, sizeof an, "after.%s", p->name);
+        compare(&f, an, state + p->offset, p->count, &worst_buf);
+        if (p->kind == PARAM_COUNTER) cr_expect_eq(state[p->offset], 1.0f, "%s", p->name);
+    }
+    cr_log_info("%s: BatchNorm running statistics after one step, worst rel err %.3g", name, worst_buf);
+
+    /* Eval mode: the running statistics. */
+    asr_model_forward(&m, b.feats, b.lens, 2, b.T, 0, 0);
+    double worst_eval = 0;
+    compare(&f, "eval.enc", m.lnf, nh, &worst_eval);
+    compare(&f, "eval.logp", m.logp, nl, &worst_eval);
+    cr_log_info("%s: eval-mode encoder output and log-probs, worst rel err %.3g", name, worst_eval);
+    float *state2 = calloc(t->state_total, sizeof *state2);
+    asr_model_state_to_host(&m, state2);
+    cr_assert(!memcmp(state, state2, t->state_total * sizeof *state), "eval mode changed the buffers");
+    free(state), free(state2), free(b.feats);
+    asr_model_free(&m);
+    backend_close(be);
+    npz_free(&f);
+}
+
+Test(conformer, main_matches_espnet)
+{
+    check_case("main");
+}
+
+Test(conformer, abs_pos_relu_matches_espnet)
+{
+    check_case("abs_relu");
+}
+
+Test(conformer, no_cnn_module_matches_espnet)
+{
+    check_case("no_cnn");
+}
+
+/* The decoding model shares one block workspace; per utterance at batch size 1 its eval-mode
+ * log-probs are the training model's to the bit. */
+static void inference_case(const char *name)
+{
+    fixture_case c = case_of(name);
+    char path[512];
+    snprintf(path, sizeof path, "%s/test/fixtures/conformer/%s.npz", test_root_dir(), name);
+    npz_file f;
+    esp_err err;
+    cr_assert_eq(npz_read(path, &f, &err), 0, "%s", err.msg);
+    backend *be = backend_open("cpu", 0, 1, &err);
+    cr_assert_not_null(be, "%s", err.msg);
+    asr_model tm, im;
+    model_rates rates = {0};
+    asr_model_init(&tm, be, &c.dims, &rates);
+    asr_model_init_inference(&im, be, &c.dims);
+    load_state(&tm, &f);
+    load_state(&im, &f);
+    batch b;
+    load_batch(&b, &f, c.dims.idim);
+    for (int u = 0; u < 2; u++) {
+        const float *x = b.feats + (size_t)u * b.T * c.dims.idim;
+        asr_model_forward(&tm, x, &b.lens[u], 1, b.lens[u], 0, 0);
+        asr_model_forward(&im, x, &b.lens[u], 1, b.lens[u], 0, 0);
+        size_t n = (size_t)tm.T2 * c.dims.vocab;
+        cr_assert(!memcmp(tm.logp, im.logp, n * sizeof(float)), "%s utterance %d", name, u);
+    }
+    free(b.feats);
+    asr_model_free(&tm), asr_model_free(&im);
+    backend_close(be);
+    npz_free(&f);
+}
+
+Test(conformer, decoding_model_computes_the_same_bits)
+{
+    inference_case("main");
+    inference_case("no_cnn");
+}
