@@ -13,6 +13,7 @@
 #include "core/compute/backend.h"
 #include "core/data/sampler.h"
 #include "core/dist/dist.h"
+#include "core/nn/model_params.h"
 #include "core/train/trainer.h"
 #include "stages/stages.h"
 
@@ -33,6 +34,8 @@ static int check_unused_keys(const training_cfg *cfg, const char *file, esp_err 
     if (m && m->encoder_conf && !m->encoder_conf->normalize_before)
         return esp_fail(err, "%s: model.encoder_conf.normalize_before: false (post-LN blocks) is not supported (use true)",
                         file);
+    esp_err why; /* the encoder keys, before any data is read */
+    if (encoder_dims_from_cfg(NULL, m, &why) != 0) return esp_fail(err, "%s: %s", file, why.msg);
     if (tc->max_steps > 0)
         log_warn("%s: trainer.max_steps: not implemented yet; training stops at trainer.max_epochs", file);
     if (tc->val_check_interval > 0 && tc->val_check_interval != 1.0)

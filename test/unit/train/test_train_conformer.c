@@ -1,0 +1,176 @@
+/* The Conformer encoder through the binary on the tiny recipe (training_tiny_conformer.yaml):
+ * stages 1-6 (train, then decode with eval-mode BatchNorm), bit-identical resume with the
+ * BatchNorm buffers in the checkpoints, two ddp ranks (rank 0's running statistics saved; resume
+ * identical there too), and the encoder_conf keys that are refused or warned about. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/formats/safetensors.h"
+#include "test/unit/test_util.h"
+
+static char dir[64];
+
+#define CONF "recipes/espeak_fortunes/conf/"
+
+static char *command(const char *exp, const char *extra)
+{
+    static char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && OMP_NUM_THREADS=1 timeout 300 '%s' -q --config " CONF "training_tiny_conformer.yaml "
+             "data_dir=%s/data dataset_dir=%s/dl stats_dir=%s/stats exp_dir=%s/%s %s",
+             test_root_dir(), test_bin_path(), dir, dir, dir, dir, exp, extra);
+    return cmd;
+}
+
+static int run(const char *exp, const char *extra) { return test_sh("%s >>%s/log 2>&1", command(exp, extra), dir); }
+
+static char *slurp(const char *rel) { return test_slurp_or_empty(test_path(dir, rel)); }
+
+static int exists(const char *rel) { return test_exists(test_path(dir, rel)); }
+
+static int same_file(const char *a, const char *b) { return test_same_file(test_path(dir, a), test_path(dir, b)); }
+
+static void truncate_log(void)
+{
+    FILE *fp = fopen(test_path(dir, "log"), "w");
+    if (fp) fclose(fp);
+}
+
+/* Stages 1-3 once per test. */
+static void setup(void)
+{
+    test_tmpdir_make(dir, sizeof dir, "conformer");
+    cr_assert_eq(run("exp0", "--stage 1 --stop_stage 3"), 0, "stages 1-3 failed:\n%s", slurp("log"));
+}
+
+static void teardown(void) { test_tmpdir_remove(dir); }
+
+TestSuite(conformer_train, .init = setup, .fini = teardown);
+
+/* num_batches_tracked of block 0's BatchNorm in a model file (an I64 scalar, as ESPnet has it), and
+ * whether its running_var moved from 1. */
+static long long batches_tracked(const char *rel, int *var_moved)
+{
+    st_file f;
+    esp_err err;
+    cr_assert_eq(st_read(test_path(dir, rel), &f, &err), 0, "%s", err.msg);
+    const st_tensor *c = st_get(&f, "encoder.encoders.0.conv_module.norm.num_batches_tracked");
+    const st_tensor *v = st_get(&f, "encoder.encoders.0.conv_module.norm.running_var");
+    cr_assert(c && v, "no BatchNorm buffers in %s", rel);
+    cr_assert(c->dtype == ST_I64 && c->ndim == 0, "num_batches_tracked is %s with %d dims", st_dtype_name(c->dtype),
+              c->ndim);
+    long long n = *(const int64_t *)c->data;
+    *var_moved = 0;
+    for (int64_t i = 0; i < st_numel(v); i++) *var_moved |= ((const float *)v->data)[i] != 1.0f;
+    st_close(&f);
+    return n;
+}
+
+Test(conformer_train, stages_1_to_6_train_and_decode)
+{
+    char extra[1024];
+    snprintf(extra, sizeof extra,
+             "--inference_config " CONF "inference_tiny_conformer.yaml --stage 1 --stop_stage 6 trainer.max_epochs=2 "
+             "dataloader.train.iter_factory.batches.batch_bins=80000");
+    cr_assert_eq(run("full", extra), 0, "%s", slurp("log"));
+    char *hyp = slurp("full/inference/test/hyp.scp");
+    int lines = 0;
+    for (char *p = hyp; *p; p++) lines += *p == '\n';
+    cr_assert_eq(lines, 6, "hyp.scp:\n%s", hyp);
+    free(hyp);
+    char *cfg = slurp("full/config.yaml");
+    cr_assert(strstr(cfg, "encoder: conformer") && strstr(cfg, "macaron_style: true"), "%s", cfg);
+    free(cfg);
+    /* One BatchNorm update per training batch: 5 batches in each of the 2 epochs. */
+    int moved;
+    cr_assert_eq(batches_tracked("full/checkpoints/epoch=2-step=10/model.safetensors", &moved), 10);
+    cr_assert(moved, "running_var never moved from 1");
+    /* The k-best average keeps the newest checkpoint's counter and averages the statistics. */
+    cr_assert_eq(batches_tracked("full/valid.loss.ave_2best.safetensors", &moved), 10);
+}
+
+Test(conformer_train, resumes_bit_identically)
+{
+    const char *common = "--stages train dataloader.train.iter_factory.batches.batch_bins=80000";
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s trainer.max_epochs=3", common);
+    snprintf(b, sizeof b, "%s trainer.max_epochs=1", common);
+    cr_assert_eq(run("full", a), 0, "%s", slurp("log"));
+    cr_assert_eq(run("split", b), 0, "%s", slurp("log"));
+    cr_assert_eq(run("split", a), 0, "%s", slurp("log"));
+    cr_assert(same_file("full/checkpoints/epoch=3-step=15/model.safetensors",
+                        "split/checkpoints/epoch=3-step=15/model.safetensors"),
+              "resumed run differs from the uninterrupted one");
+    cr_assert(same_file("full/checkpoints/epoch=3-step=15/trainer_state.safetensors",
+                        "split/checkpoints/epoch=3-step=15/trainer_state.safetensors"));
+    cr_assert(same_file("full/valid.loss.ave_3best.safetensors", "split/valid.loss.ave_3best.safetensors"));
+    /* Validation (eval-mode BatchNorm with the resumed running statistics) gives the same numbers. */
+    cr_assert(same_file("full/metrics.csv", "split/metrics.csv"), "metrics differ after the resume");
+    int moved;
+    cr_assert_eq(batches_tracked("split/checkpoints/epoch=3-step=15/model.safetensors", &moved), 15);
+}
+
+Test(conformer_train, ddp_two_ranks_save_rank_0s_statistics_and_resume)
+{
+    const char *common = "--stages train trainer.devices=2 dataloader.train.iter_factory.shuffle=false "
+                         "dataloader.train.iter_factory.batches.batch_bins=40000";
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s trainer.max_epochs=2", common);
+    snprintf(b, sizeof b, "%s trainer.max_epochs=1", common);
+    cr_assert_eq(run("ddp", a), 0, "%s", slurp("log"));
+    char *tl = slurp("ddp/train.log");
+    cr_assert(strstr(tl, "train: epoch 2: parameters identical on all 2 ranks"), "%s", tl);
+    free(tl);
+    /* 9 batches, 8 of them split over 2 ranks: rank 0 ran 4 per epoch. */
+    int moved;
+    cr_assert_eq(batches_tracked("ddp/checkpoints/epoch=2-step=8/model.safetensors", &moved), 8);
+    cr_assert_eq(run("ddp_split", b), 0, "%s", slurp("log"));
+    cr_assert_eq(run("ddp_split", a), 0, "%s", slurp("log"));
+    cr_assert(same_file("ddp/checkpoints/epoch=2-step=8/model.safetensors",
+                        "ddp_split/checkpoints/epoch=2-step=8/model.safetensors"),
+              "resumed ddp run differs from the uninterrupted one");
+    /* Both validate with rank 0's statistics (broadcast before each validation). */
+    cr_assert(same_file("ddp/metrics.csv", "ddp_split/metrics.csv"), "metrics differ after the resume");
+}
+
+Test(conformer_train, encoder_keys_are_checked)
+{
+    static const struct {
+        const char *override, *message;
+    } bad[] = {
+        {"model.encoder_conf.rel_pos_type=legacy", "model.encoder_conf.rel_pos_type: legacy (LegacyRelPositionalEncoding)"},
+        {"~model.encoder_conf.rel_pos_type", "rel_pos_type: legacy, ESPnet2's default, (LegacyRelPositionalEncoding)"},
+        {"model.encoder=transformer", "model.encoder_conf.macaron_style: a ConformerEncoder key"},
+        {"model.encoder_conf.interctc_layer_idx=[1]", "interctc_layer_idx: intermediate CTC is not supported yet"},
+        {"model.encoder_conf.activation_type=tanh", "'tanh' is not supported (supported: swish, relu)"},
+        {"model.encoder_conf.zero_triu=true", "zero_triu: true is not supported"},
+        {"+model.encoder_conf.stochastic_depth_rate=0.1", "stochastic_depth_rate: 0.1 is not supported"},
+        {"+model.encoder_conf.layer_drop_rate=0.1", "layer_drop_rate: 0.1 is not supported"},
+        {"model.encoder_conf.cnn_module_kernel=6", "cnn_module_kernel: 6 must be odd"},
+        {"model.encoder_conf.selfattention_layer_type=selfattn", "rel_pos needs selfattention_layer_type rel_selfattn"},
+        {"+model.encoder_conf.positionwise_layer_type=conv1d", "'conv1d' is not supported (supported: linear)"},
+        {"model.encoder=branchformer", "'branchformer' is not supported (supported: transformer, conformer)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        truncate_log();
+        char extra[512];
+        snprintf(extra, sizeof extra, "--stages train trainer.max_epochs=1 %s", bad[i].override);
+        cr_assert_eq(run("bad", extra), 1, "%s was accepted:\n%s", bad[i].override, slurp("log"));
+        char *log = slurp("log");
+        cr_assert(strstr(log, bad[i].message), "%s: expected '%s' in:\n%s", bad[i].override, bad[i].message, log);
+        free(log);
+        cr_assert_not(exists("bad/checkpoints"), "%s: training started", bad[i].override);
+    }
+    /* ESPnet2's defaults and keys without effect on this model are accepted; sync_batchnorm warns. */
+    truncate_log();
+    cr_assert_eq(run("ok", "--stages train trainer.max_epochs=1 +trainer.sync_batchnorm=true "
+                           "+model.encoder_conf.interctc_layer_idx=[] +model.encoder_conf.padding_idx=-1 "
+                           "+model.encoder_conf.use_flash_attn=true +model.encoder_conf.max_pos_emb_len=5000 "
+                           "+model.encoder_conf.concat_after=false +model.encoder_conf.positionwise_conv_kernel_size=3"),
+                 0, "%s", slurp("log"));
+    char *log = slurp("log");
+    cr_assert(strstr(log, "trainer.sync_batchnorm: accepted for ESPnet3 compatibility but not implemented"), "%s", log);
+    free(log);
+}
