@@ -147,7 +147,7 @@ static int write_readme(const char *staging, const model_files *mf, const infere
     const encoder_conf_cfg *ec = t->model ? t->model->encoder_conf : NULL;
     char *text = xasprintf(
         "# Packed espnet3 model\n\n"
-        "A Transformer-CTC ASR model (ESPnet2 parameter names, safetensors) with everything decoding needs.\n\n"
+        "A %s-CTC ASR model (ESPnet2 parameter names, safetensors) with everything decoding needs.\n\n"
         "- weights: `model.safetensors` (%zu parameters; from `%s`)\n"
         "- encoder: num_blocks %lld, output_size %lld, attention_heads %lld, linear_units %lld\n"
         "- configs: `conf/config.yaml` (training), `conf/inference.yaml` (decoding: beam_size %lld)\n"
@@ -161,6 +161,7 @@ static int write_readme(const char *staging, const model_files *mf, const infere
         "moved or copied; `data_dir` is the absolute path of the original test data (override it with\n"
         "`data_dir=...`), and outputs go to `model_pack/inference/<test>/hyp.scp` unless `inference_dir=...`\n"
         "is given.\n",
+        t->model && t->model->encoder && !strcmp(t->model->encoder, "conformer") ? "Conformer" : "Transformer",
         n_params, mf->weights, ec ? (long long)ec->num_blocks : 6LL, ec ? (long long)ec->output_size : 256LL,
         ec ? (long long)ec->attention_heads : 4LL, ec ? (long long)ec->linear_units : 2048LL,
         ic->model ? (long long)ic->model->beam_size : 0LL,
