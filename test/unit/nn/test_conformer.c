@@ -262,3 +262,123 @@ Test(conformer, decoding_model_computes_the_same_bits)
     inference_case("main");
     inference_case("no_cnn");
 }
+
+/* The table holds ESPnet's state dict: the same names (embed.out aside: ESPnet's Sequential index
+ * is an alias), shapes and order; trained parameters first in the flat layout, buffers after. */
+Test(conformer, table_is_espnets_state_dict)
+{
+    static const char *const names[] = {"main", "abs_relu", "no_cnn"};
+    for (int c = 0; c < 3; c++) {
+        fixture_case fc = case_of(names[c]);
+        char path[512];
+        snprintf(path, sizeof path, "%s/test/fixtures/conformer/%s.npz", test_root_dir(), names[c]);
+        npz_file f;
+        esp_err err;
+        cr_assert_eq(npz_read(path, &f, &err), 0, "%s", err.msg);
+        param_table t;
+        param_table_build(&t, &fc.dims);
+        size_t k = 0;
+        for (size_t i = 0; i < f.n; i++) {
+            const npy_array *a = &f.arrays[i];
+            if (strncmp(a->name, "param.", 6)) continue;
+            cr_assert(k < t.n, "%s: more fixture tensors than table entries", names[c]);
+            cr_assert_eq(param_find_alias(&t, a->name + 6), &t.items[k], "%s: entry %zu is %s, ESPnet has %s", names[c],
+                         k, t.items[k].name, a->name + 6);
+            cr_assert_eq(a->ndim, t.items[k].ndim, "%s", a->name);
+            for (int d = 0; d < a->ndim; d++) cr_assert_eq((int64_t)a->shape[d], t.items[k].shape[d], "%s", a->name);
+            k++;
+        }
+        cr_assert_eq(k, t.n, "%s: table has %zu entries, ESPnet %zu", names[c], t.n, k);
+        size_t trained = 0, state = 0;
+        for (size_t i = 0; i < t.n; i++)
+            if (t.items[i].kind == PARAM_TRAINED) {
+                cr_assert_eq(t.items[i].offset, trained);
+                trained += t.items[i].count;
+            }
+        state = trained;
+        for (size_t i = 0; i < t.n; i++)
+            if (t.items[i].kind != PARAM_TRAINED) {
+                cr_assert_eq(t.items[i].offset, state);
+                state += t.items[i].count;
+            }
+        cr_assert(t.total == trained && t.state_total == state);
+        cr_assert_eq(state - trained, fc.dims.use_cnn ? (size_t)fc.dims.blocks * (2 * fc.dims.d + 1) : 0u);
+        param_table_free(&t);
+        npz_free(&f);
+    }
+}
+
+/* Initialization: BatchNorm's affine parameters 1/0 under every scheme, pos_bias_u/v from
+ * xavier_uniform under PyTorch's defaults (as RelPositionMultiHeadedAttention draws them), and the
+ * buffers at torch's initial values, untouched by param_init. */
+Test(conformer, init_of_batchnorm_pos_bias_and_buffers)
+{
+    model_dims d = case_of("main").dims;
+    param_table t;
+    param_table_build(&t, &d);
+    float *w = calloc(t.state_total, sizeof *w);
+    for (size_t i = t.total; i < t.state_total; i++) w[i] = 7;
+    const char *schemes[] = {NULL, "xavier_uniform", "kaiming_normal"};
+    esp_err err;
+    for (int s = 0; s < 3; s++) {
+        cr_assert_eq(param_init(w, &t, schemes[s], 5, &err), 0, "%s", err.msg);
+        const param_info *bw = param_find(&t, "encoder.encoders.1.conv_module.norm.weight");
+        const param_info *bb = param_find(&t, "encoder.encoders.1.conv_module.norm.bias");
+        for (size_t k = 0; k < bw->count; k++) cr_assert(w[bw->offset + k] == 1 && w[bb->offset + k] == 0);
+        for (size_t i = t.total; i < t.state_total; i++) cr_assert_eq(w[i], 7, "param_init wrote a buffer");
+    }
+    cr_assert_eq(param_init(w, &t, NULL, 5, &err), 0);
+    const param_info *u = param_find(&t, "encoder.encoders.0.self_attn.pos_bias_u");
+    double bound = sqrt(6.0 / (8 + 4)), mx = 0; /* (heads 4, d_k 8) */
+    for (size_t k = 0; k < u->count; k++) mx = fmax(mx, fabs(w[u->offset + k]));
+    cr_assert(mx <= bound && mx > 0.8 * bound, "pos_bias_u max %g, xavier bound %g", mx, bound);
+    param_buffers_init(w, &t);
+    const param_info *rv = param_find(&t, "encoder.encoders.0.conv_module.norm.running_var");
+    const param_info *rm = param_find(&t, "encoder.encoders.0.conv_module.norm.running_mean");
+    const param_info *nb = param_find(&t, "encoder.encoders.0.conv_module.norm.num_batches_tracked");
+    cr_assert(rv->kind == PARAM_BUFFER && rm->kind == PARAM_BUFFER && nb->kind == PARAM_COUNTER && nb->ndim == 0);
+    for (size_t k = 0; k < rv->count; k++) cr_assert(w[rv->offset + k] == 1 && w[rm->offset + k] == 0);
+    cr_assert_eq(w[nb->offset], 0);
+    free(w);
+    param_table_free(&t);
+}
+
+/* encoder_conf -> dims: ESPnet2's ConformerEncoder defaults, and the values refused. */
+Test(conformer, encoder_conf_defaults_and_refusals)
+{
+    char *latest = "latest", *conformer = "conformer", *transformer = "transformer", *relu = "relu", *abs = "abs_pos";
+    char *selfattn = "selfattn";
+    encoder_conf_cfg e = {.rel_pos_type = latest};
+    model_cfg m = {.encoder = conformer, .encoder_conf = &e};
+    model_dims d;
+    esp_err err;
+    cr_assert_eq(model_dims_from_cfg(&d, &m, 80, 30, &err), 0, "%s", err.msg);
+    cr_assert(d.encoder == ENC_CONFORMER && d.d == 256 && d.heads == 4 && d.ff == 2048 && d.blocks == 6);
+    cr_assert(!d.macaron && d.rel_pos && d.use_cnn && d.cnn_kernel == 31 && d.act == ACT_SWISH);
+    int yes = 1, no = 0;
+    int64_t k = 15, bad_k = 4, idx[] = {3};
+    double rate = 0.1;
+    e.macaron_style = &yes, e.use_cnn_module = &no, e.cnn_module_kernel = &k, e.activation_type = relu;
+    e.pos_enc_layer_type = abs, e.selfattention_layer_type = selfattn;
+    cr_assert_eq(model_dims_from_cfg(&d, &m, 80, 30, &err), 0, "%s", err.msg);
+    cr_assert(d.macaron && !d.rel_pos && !d.use_cnn && d.cnn_kernel == 15 && d.act == ACT_RELU);
+    e = (encoder_conf_cfg){0}; /* rel_pos_type left out: ESPnet2's legacy */
+    cr_assert_eq(model_dims_from_cfg(&d, &m, 80, 30, &err), -1);
+    cr_assert(strstr(err.msg, "rel_pos_type: legacy, ESPnet2's default,"), "%s", err.msg);
+    e = (encoder_conf_cfg){.rel_pos_type = latest, .cnn_module_kernel = &bad_k};
+    cr_assert_eq(model_dims_from_cfg(&d, &m, 80, 30, &err), -1);
+    e = (encoder_conf_cfg){.rel_pos_type = latest, .interctc_layer_idx = idx, .n_interctc_layer_idx = 1};
+    cr_assert_eq(model_dims_from_cfg(&d, &m, 80, 30, &err), -1);
+    e = (encoder_conf_cfg){.rel_pos_type = latest, .stochastic_depth_rate = &rate};
+    cr_assert_eq(model_dims_from_cfg(&d, &m, 80, 30, &err), -1);
+    e = (encoder_conf_cfg){.rel_pos_type = latest, .zero_triu = &yes};
+    cr_assert_eq(model_dims_from_cfg(&d, &m, 80, 30, &err), -1);
+    /* The transformer refuses the Conformer's keys, takes the shared ones at their defaults. */
+    m.encoder = transformer;
+    e = (encoder_conf_cfg){.concat_after = &no, .use_flash_attn = &yes, .pos_enc_layer_type = abs};
+    cr_assert_eq(model_dims_from_cfg(&d, &m, 80, 30, &err), 0, "%s", err.msg);
+    cr_assert_eq(d.encoder, ENC_TRANSFORMER);
+    e.cnn_module_kernel = &k;
+    cr_assert_eq(model_dims_from_cfg(&d, &m, 80, 30, &err), -1);
+    cr_assert(strstr(err.msg, "model.encoder_conf.cnn_module_kernel: a ConformerEncoder key"), "%s", err.msg);
+}
