@@ -158,6 +158,7 @@ static void check_case(const char *name)
     asr_model_backward(&m, 1.0f);
     const param_table *t = &m.table;
     size_t n_grads = 0;
+    const char *worst_name = "";
     for (size_t i = 0; i < t->n; i++) {
         const param_info *p = &t->items[i];
         if (p->kind != PARAM_TRAINED) continue;
@@ -174,11 +175,13 @@ static void check_case(const char *name)
             for (size_t k = 0; k < p->count; k++) w = fmax(w, fabs(m.grads[p->offset + k]));
             cr_expect_lt(w, 1e-5, "gradient of %s should vanish: %g", p->name, w);
         } else {
+            double before = worst_grad;
             compare(&f, gname, m.grads + p->offset, p->count, &worst_grad);
+            if (worst_grad > before) worst_name = p->name;
         }
         n_grads++;
     }
-    cr_log_info("%s: %zu parameter gradients, worst rel err %.3g", name, n_grads, worst_grad);
+    cr_log_info("%s: %zu parameter gradients, worst rel err %.3g (%s)", name, n_grads, worst_grad, worst_name);
 
     /* BatchNorm's buffers after the one training forward. */
     float *state = calloc(t->state_total, sizeof *state);
