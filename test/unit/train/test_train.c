@@ -126,16 +126,46 @@ Test(train, validation_loss_falls)
 
 Test(train, keys_not_acted_on_are_announced_and_post_ln_refused)
 {
-    cr_assert_eq(run("warn", "--stages train trainer.max_epochs=1 trainer.max_steps=5 trainer.precision=bf16-mixed "
+    cr_assert_eq(run("warn", "--stages train trainer.max_epochs=1 trainer.precision=bf16-mixed "
                              "+model.model_conf.ctc_weight=0.3"),
                  0, "%s", slurp("log"));
     char *log = slurp("log");
-    cr_assert(strstr(log, "trainer.max_steps: not implemented yet"), "%s", log);
     cr_assert(strstr(log, "trainer.precision: bf16-mixed is for GPUs"), "%s", log);
     cr_assert(strstr(log, "model.model_conf.ctc_weight: 0.3 asks for an attention decoder"), "%s", log);
     free(log);
     cr_assert_eq(run("postln", "--stages train model.encoder_conf.normalize_before=false"), 1);
     log = slurp("log");
     cr_assert(strstr(log, "model.encoder_conf.normalize_before: false (post-LN blocks) is not supported"), "%s", log);
+    free(log);
+}
+
+Test(train, max_steps_ends_training_mid_epoch_and_max_epochs_minus_one_needs_it)
+{
+    /* 5 batches per epoch: 7 steps end in epoch 2, which validates and checkpoints as any epoch end. */
+    const char *small = "dataloader.train.iter_factory.batches.batch_bins=80000";
+    char extra[512];
+    snprintf(extra, sizeof extra, "--stages train trainer.max_epochs=-1 trainer.max_steps=7 %s", small);
+    cr_assert_eq(run("steps", extra), 0, "%s", slurp("log"));
+    cr_assert(exists("steps/checkpoints/epoch=1-step=5/model.safetensors"), "%s", slurp("log"));
+    cr_assert(exists("steps/checkpoints/epoch=2-step=7/model.safetensors"), "%s", slurp("log"));
+    cr_assert(!exists("steps/checkpoints/epoch=3-step=10"));
+    char *log = slurp("steps/train.log");
+    cr_assert(strstr(log, "no epoch limit (trainer.max_epochs -1): training stops after 7 optimizer steps"), "%s", log);
+    free(log);
+    /* A rerun finds the steps done. */
+    cr_assert_eq(run("steps", extra), 0, "%s", slurp("log"));
+    log = slurp("steps/train.log");
+    cr_assert(strstr(log, "already trained 7 steps (trainer.max_steps 7)"), "%s", log);
+    free(log);
+    /* max_steps also ends a run that has an epoch limit. */
+    snprintf(extra, sizeof extra, "--stages train trainer.max_epochs=5 trainer.max_steps=3 %s", small);
+    cr_assert_eq(run("both", extra), 0, "%s", slurp("log"));
+    cr_assert(exists("both/checkpoints/epoch=1-step=3/model.safetensors"), "%s", slurp("log"));
+    cr_assert(!exists("both/checkpoints/epoch=2-step=5"));
+    /* No epoch limit and no step limit would never end. */
+    cr_assert_eq(run("forever", "--stages train trainer.max_epochs=-1"), 1);
+    log = slurp("log");
+    cr_assert(strstr(log, "trainer.max_epochs: -1 (no epoch limit) without trainer.max_steps would train forever"),
+              "%s", log);
     free(log);
 }
