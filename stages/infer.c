@@ -101,14 +101,14 @@ static int decode_batch(infer_env *env, size_t lo, size_t hi, esp_err *err)
     return 0;
 }
 
-/* Items come in shard order and shards are whole batches: decode the batch of idx on its first item. */
+/* The decoder runs one forward per utterance, so each item is decoded on its own call: an
+ * unreadable file fails the call of its own utterance, which the runner names (shards stay whole
+ * batches, so a rerun with another batch_size finds them). */
 static int forward(size_t idx, void *p, runner_buf *out, esp_err *err)
 {
     infer_env *env = p;
     if (idx < env->lo || idx >= env->hi) {
-        size_t bs = (size_t)env->job->opts.batch_size, lo = idx - idx % bs, hi = lo + bs;
-        if (hi > env->job->m->n) hi = env->job->m->n;
-        if (decode_batch(env, lo, hi, err) != 0) return -1;
+        if (decode_batch(env, idx, idx + 1, err) != 0) return -1;
     }
     const runner_buf *r = &env->results[idx - env->lo];
     runner_buf_append(out, r->data, r->len);

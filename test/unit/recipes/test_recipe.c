@@ -162,6 +162,23 @@ Test(recipe, stages_1_5_build_manifests_tokens_stats_logs_and_skip_when_built)
     cr_assert_str_eq(hyp_b1, hyp);
     free(hyp_b1);
 
+    /* An unreadable audio file in the middle of a batch (batch_size 4): the error names its own
+     * utterance, not the first one of the batch. */
+    {
+        char *m = slurp("%s/data/manifest/%s", "test.tsv");
+        const char *third = strchr(strchr(m, '\n') + 1, '\n') + 1;
+        char utt[256], wav[512];
+        cr_assert_eq(sscanf(third, "%255[^\t]\t%511[^\t]", utt, wav), 2);
+        cr_assert_eq(test_sh("cp '%s' '%s/saved.wav' && head -c 30 '%s/saved.wav' > '%s'", wav, workdir, workdir, wav), 0);
+        cr_assert_eq(run_infer("--stages infer 'inference_dir=${exp_dir}/inf_bad'", "infer_bad"), 1);
+        char *e = slurp("%s/%s.err", "infer_bad");
+        char want[1024];
+        snprintf(want, sizeof want, "infer test: %s: %s: cannot read audio", utt, wav);
+        cr_assert(strstr(e, want), "want '%s' in:\n%s", want, e);
+        cr_assert_eq(test_sh("cp '%s/saved.wav' '%s'", workdir, wav), 0);
+        free(e), free(m);
+    }
+
     /* A model file that is not there: one error line naming what was tried, exit 1. */
     cr_assert_eq(run_infer("--stages infer model.asr_model_file=valid.acc.best.pth", "nomodel"), 1);
     char *nm = slurp("%s/%s.err", "nomodel");
