@@ -4,7 +4,8 @@
  *
  * The decoding itself is core/decode/speech2text.h; this stage turns the config into its options,
  * creates the backend, and runs the test set through the runner: each worker's provider opens the
- * decoder once and takes consecutive utterances batch_size at a time (shards are whole batches).
+ * decoder once and decodes its utterances one runner call each (shards are whole batch_size
+ * batches, so a rerun with the same batch_size keeps finished shards).
  * Each worker computes on the same number of threads whatever n_workers is (1, or
  * OMP_NUM_THREADS), and the decoder runs one forward per utterance, so hyp.scp is byte-identical
  * for any batch_size and n_workers. */
