@@ -1,7 +1,9 @@
 /* Speech2Text, the decoder stage 6 runs: an utterance decodes the same from its file, its samples
  * and its features; the hypothesis is the CTC search (greedy, prefix beam) over the model's
  * log-probabilities as a host forward gives them, read only from the host copy made after the
- * backend synchronized; errors name the file and leave no hypothesis behind. */
+ * backend synchronized; errors name the file and leave no hypothesis behind. ctc_weight below 1
+ * is the joint search: an error without an attention decoder, beam_search's n-best (blanks
+ * dropped) with a stand-in decoder; the prefix beam's n-best is its final beam. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <sndfile.h>
