@@ -277,6 +277,8 @@ static const cyaml_schema_field_t infer_model_fields[] = {
     FLT("ctc_weight", infer_model_cfg, ctc_weight),
     FLT("lm_weight", infer_model_cfg, lm_weight),
     INT("nbest", infer_model_cfg, nbest),
+    FLT("maxlenratio", infer_model_cfg, maxlenratio),
+    FLT("minlenratio", infer_model_cfg, minlenratio),
     INT("batch_size", infer_model_cfg, batch_size),
     CYAML_FIELD_END};
 
@@ -416,7 +418,7 @@ static const char *const unimplemented_keys[] = {
     "optimizer.fused",
     "tokenizer.text_builder", "tokenizer.user_defined_symbols", "tokenizer.input_sentence_size", "tokenizer.shuffle_input_sentence",
     "tokenizer.split_digits", "tokenizer.byte_fallback",
-    "model.maxlenratio", "model.minlenratio", "model.lm_train_config", "model.lm_file", "model.ngram_weight",
+    "model.lm_train_config", "model.lm_file", "model.ngram_weight",
     "model.ngram_file", "model.ngram_scorer", "model.token_type", "model.bpemodel", "model.quantize_asr_model",
     "model.dtype", "model.normalize_length", "model.streaming",
     "optimizers", "schedulers", "upload", "hf_repo", "git_info", "log_level", "write_requirements",

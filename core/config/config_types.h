@@ -252,11 +252,13 @@ typedef struct infer_model_cfg {
     char *asr_model_file;    /* weights: a .safetensors file, a checkpoint directory, or the
                               * ESPnet-style name of one (valid.loss.ave_3best[.pth], last[.ckpt]) */
     char *device;
-    int64_t beam_size;       /* 1: greedy CTC; more: CTC prefix beam search */
+    int64_t beam_size;       /* ctc_weight 1.0: 1 greedy CTC, more CTC prefix beam search; else the joint beam */
     double penalty;          /* ESPnet's insertion penalty: a length bonus per output token */
-    double ctc_weight;       /* CTC-only model: 1.0 (anything else warns) */
+    double ctc_weight;       /* 1.0: CTC only; below: joint CTC/attention search (needs an attention decoder) */
     double lm_weight;
-    int64_t nbest;
+    int64_t nbest;           /* > 1: also {n}best_recog/ (text, token, token_int, score) for n = 1..nbest */
+    double maxlenratio;      /* joint search: 0 = maxlen T with end detection; > 0 ratio of T; < 0 fixed */
+    double minlenratio;      /* joint search: >= 0 ratio of T; < 0 fixed */
     int64_t batch_size;      /* utterances per forward pass */
 } infer_model_cfg;
 

@@ -209,8 +209,9 @@ Test(config, inference_and_metrics_templates_load)
     assert_has(err.msg, "config file not found (check --inference_config)");
 }
 
-/* Decoding keys: the template's defaults (weights stage 5 writes, CTC only), ESPnet's `penalty`,
- * Speech2Text keys this build does not use warn, a typo is an error with a suggestion. */
+/* Decoding keys: the template's defaults (weights stage 5 writes, CTC only, nbest 1), ESPnet's
+ * `penalty` and `maxlenratio`, Speech2Text keys this build does not use warn, a typo is an error
+ * with a suggestion. */
 Test(config, inference_model_keys)
 {
     char tdir[1024];
@@ -218,7 +219,8 @@ Test(config, inference_model_keys)
     config_load_opts o = {.template_dir = tdir};
     esp_config *cfg;
     esp_err err;
-    const char *inf = fixture("decode.yaml", "model:\n  beam_size: 5\n  penalty: 0.5\n  maxlenratio: 0.0\n");
+    const char *inf = fixture("decode.yaml", "model:\n  beam_size: 5\n  penalty: 0.5\n  maxlenratio: 0.3\n"
+                                             "  lm_file: lm.pth\n");
     capture_begin();
     int rc = config_load(CONFIG_INFERENCE, inf, &o, &cfg, &err);
     const char *warned = capture_end();
@@ -229,7 +231,11 @@ Test(config, inference_model_keys)
     cr_assert_float_eq(m->ctc_weight, 1.0, 1e-12);
     cr_assert(strstr(m->asr_model_file, "/valid.loss.ave.safetensors"), "%s", m->asr_model_file);
     cr_assert(strstr(m->asr_train_config, "/config.yaml"), "%s", m->asr_train_config);
-    assert_has(warned, "model.maxlenratio");
+    cr_assert_float_eq(m->maxlenratio, 0.3, 1e-12);
+    cr_assert_float_eq(m->minlenratio, 0.0, 1e-12);
+    cr_assert_eq(m->nbest, 1);
+    cr_assert_null(strstr(warned, "maxlenratio"), "%s", warned);
+    assert_has(warned, "model.lm_file");
     config_free(cfg);
 
     inf = fixture("decode2.yaml", "model:\n  beam_sise: 5\n");
