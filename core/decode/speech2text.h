@@ -31,7 +31,7 @@ typedef struct s2t_opts {
 typedef struct s2t_hyp {
     int *ids;        /* token ids, blanks removed and repeats merged */
     size_t n_ids;
-    char *text;      /* ESPnet's char detokenization: tokens joined, <space> as a space */
+    char *text;      /* the tokenizer's detokenization (ESPnet's tokens2text: char, word or bpe) */
     int frames;      /* feature frames of the utterance (samples / hop_length + 1) */
 } s2t_hyp;
 
