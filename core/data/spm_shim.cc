@@ -6,10 +6,12 @@
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -81,13 +83,35 @@ std::string number(double v)
     return buf;
 }
 
+// The model file, and the vocabulary as spm_train writes it (Trainer's SaveVocab: every piece and
+// its score through std::ostream).
+int write_files(const std::string &proto, const char *model_path, const char *vocab_path, char *err, size_t errlen)
+{
+    sentencepiece::SentencePieceProcessor sp;
+    auto st = sp.LoadFromSerializedProto(proto);
+    if (!st.ok()) {
+        put_status(st, err, errlen);
+        return -1;
+    }
+    std::ofstream model(model_path, std::ios::binary);
+    model.write(proto.data(), static_cast<std::streamsize>(proto.size()));
+    model.close();
+    std::ofstream vocab(vocab_path, std::ios::binary);
+    for (int i = 0; i < sp.GetPieceSize(); i++) vocab << sp.IdToPiece(i) << "\t" << sp.GetScore(i) << "\n";
+    vocab.close();
+    if (model.fail() || vocab.fail()) {
+        std::snprintf(err, errlen, "cannot write %s or %s: %s", model_path, vocab_path, std::strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 } // namespace
 
 extern "C" int spm_train(const spm_train_opts *o, char *err, size_t errlen)
 {
     try {
         std::unordered_map<std::string, std::string> kw = {
-            {"model_prefix", o->model_prefix},
             {"model_type", o->model_type},
             {"vocab_size", std::to_string(o->vocab_size)},
             {"character_coverage", number(o->character_coverage)},
@@ -103,9 +127,13 @@ extern "C" int spm_train(const spm_train_opts *o, char *err, size_t errlen)
             kw["user_defined_symbols"] = uds;
         }
         array_iterator it(o->sentences, o->n_sentences);
-        auto st = sentencepiece::SentencePieceTrainer::Train(kw, &it);
-        if (st.ok()) return 0;
-        put_status(st, err, errlen);
+        std::string proto;
+        auto st = sentencepiece::SentencePieceTrainer::Train(kw, &it, &proto);
+        if (!st.ok()) {
+            put_status(st, err, errlen);
+            return -1;
+        }
+        return write_files(proto, o->model_path, o->vocab_path, err, errlen);
     } catch (const std::exception &e) {
         put_error(e.what(), err, errlen);
     }

@@ -15,7 +15,10 @@ extern "C" {
 typedef struct spm_train_opts {
     const char *const *sentences; /* the training text, one sentence per entry */
     size_t n_sentences;
-    const char *model_prefix;     /* writes <model_prefix>.model and <model_prefix>.vocab */
+    const char *model_path;       /* where the .model and .vocab files go (the model's trainer spec
+                                   * keeps no model_prefix: the files do not depend on where they
+                                   * were trained) */
+    const char *vocab_path;
     const char *model_type;       /* bpe | unigram | char | word */
     long vocab_size;
     double character_coverage;
@@ -24,7 +27,8 @@ typedef struct spm_train_opts {
     long long input_sentence_size;
 } spm_train_opts;
 
-/* Trains and writes the model; 0, or -1 with SentencePiece's message (one line) in err. */
+/* Trains and writes the model and its vocabulary (spm_train's <prefix>.vocab: piece<TAB>score
+ * lines); 0, or -1 with SentencePiece's message (one line) in err. */
 int spm_train(const spm_train_opts *o, char *err, size_t errlen);
 
 typedef struct spm_model spm_model;

@@ -63,10 +63,12 @@ int spm_train_tokenizer(const spm_train_cfg *c, const char *const *texts, size_t
 {
     if (mkdir_p(save_path, err) != 0) return -1;
     char *prefix = xasprintf("%s/.%s.tmp.%ld", save_path, c->model_type, (long)getpid());
+    char *model_path = xasprintf("%s.model", prefix), *vocab_path = xasprintf("%s.vocab", prefix);
     spm_train_opts o = {
         .sentences = texts,
         .n_sentences = n_texts,
-        .model_prefix = prefix,
+        .model_path = model_path,
+        .vocab_path = vocab_path,
         .model_type = c->model_type,
         .vocab_size = c->vocab_size,
         .character_coverage = c->character_coverage > 0 ? c->character_coverage : 1.0,
@@ -83,11 +85,11 @@ int spm_train_tokenizer(const spm_train_cfg *c, const char *const *texts, size_t
                  text_file, c->model_type, c->vocab_size, msg);
         goto out;
     }
-    char *model_path = xasprintf("%s.model", prefix);
     m = spm_load(model_path, msg, sizeof msg);
-    if (!m) esp_fail(err, "%s: the model SentencePiece just trained does not load: %s", model_path, msg);
-    free(model_path);
-    if (!m) goto out;
+    if (!m) {
+        esp_fail(err, "%s: the model SentencePiece just trained does not load: %s", model_path, msg);
+        goto out;
+    }
     token_list tl;
     list_of_model(m, &tl);
     char *tokens_path = path_join(save_path, "tokens.txt");
@@ -103,6 +105,8 @@ out:
     if (m) spm_free(m);
     remove_tmp(prefix);
     free(prefix);
+    free(model_path);
+    free(vocab_path);
     return rc;
 }
 

@@ -109,12 +109,17 @@ static char *ours_on_heldout(const token_list *tl)
     return out;
 }
 
-/* Python's sentencepiece loads <dir>/<type>.model; tokens.txt is ESPnet's list of it; the held-out
- * lines as ESPnet maps them (EncodeAsPieces, TokenIDConverter with <unk>, DecodePieces of the
- * token strings) go to <dir>/py.txt. */
+/* Python's sentencepiece loads <dir>/<type>.model; tokens.txt is ESPnet's list of it; the model
+ * ESPnet3's train_sentencepiece trains on the same text has the same vocabulary (pieces and
+ * scores, byte for byte); the held-out lines as ESPnet maps them (EncodeAsPieces,
+ * TokenIDConverter with <unk>, DecodePieces of the token strings) go to <dir>/py.txt. */
 static const char *python_check =
     "import sentencepiece as spm\n"
-    "d, t, heldout = '%s', '%s', '%s'\n"
+    "d, t, heldout, train, vocab_size, uds = '%s', '%s', '%s', '%s', %ld, [%s]\n"
+    "spm.SentencePieceTrainer.Train(input=train, model_prefix=f'{d}/py', model_type=t, vocab_size=vocab_size,\n"
+    "                               character_coverage=1.0, user_defined_symbols=uds,\n"
+    "                               input_sentence_size=100000000, minloglevel=2)\n"
+    "assert open(f'{d}/py.vocab', 'rb').read() == open(f'{d}/{t}.vocab', 'rb').read(), 'not the vocab of ESPnet3'\n"
     "sp = spm.SentencePieceProcessor()\n"
     "sp.load(f'{d}/{t}.model')\n"
     "toks = open(f'{d}/tokens.txt', encoding='utf-8').read().split('\\n')[:-1]\n"
@@ -128,10 +133,11 @@ static const char *python_check =
     "        text = sp.decode_pieces([toks[i] for i in ids])\n"
     "        out.write(' '.join(map(str, ids)) + '\\t' + text + '\\n')\n";
 
-static void check_with_python(const char *dir, const char *type)
+/* uds: the user_defined_symbols as a Python list's items ("'<a>', '<b>'"). */
+static void check_with_python(const char *dir, const char *type, long vocab_size, const char *uds)
 {
     char code[4096];
-    snprintf(code, sizeof code, python_check, dir, type, fixture("heldout.txt"));
+    snprintf(code, sizeof code, python_check, dir, type, fixture("heldout.txt"), fixture("train.txt"), vocab_size, uds);
     cr_assert_eq(test_run_python(tmpdir, code), 0, "python's sentencepiece disagrees (see above)");
     token_list tl;
     open_list(dir, type, &tl);
@@ -184,7 +190,7 @@ Test(tokenizer_spm, bpe_30_writes_espnet3_files_and_python_agrees_on_heldout_tex
     cr_expect_str_eq(tl.tokens[1], "<unk>");
     cr_expect_str_eq(tl.tokens[29], "<sos/eos>");
     token_list_free(&tl);
-    check_with_python("bpe_30", "bpe");
+    check_with_python("bpe_30", "bpe", 30, "");
 }
 
 Test(tokenizer_spm, unigram_writes_unigram_model_and_python_agrees_on_heldout_text)
@@ -194,7 +200,7 @@ Test(tokenizer_spm, unigram_writes_unigram_model_and_python_agrees_on_heldout_te
     char *files = listing(test_path(tmpdir, "unigram_40"));
     cr_expect_str_eq(files, "tokens.txt unigram.model unigram.vocab");
     free(files);
-    check_with_python("unigram_40", "unigram");
+    check_with_python("unigram_40", "unigram", 40, "");
 }
 
 Test(tokenizer_spm, encode_decode_round_trip_on_the_training_text)
@@ -281,7 +287,7 @@ Test(tokenizer_spm, user_defined_symbols_come_first_and_stay_whole)
     cr_expect_eq(laugh, 1);
     free(ids);
     token_list_free(&tl);
-    check_with_python("bpe_uds", "bpe");
+    check_with_python("bpe_uds", "bpe", 32, "'<noise>', '<laugh>'");
 }
 
 Test(tokenizer_spm, a_vocab_size_the_text_cannot_support_is_one_line_and_leaves_the_old_files)
