@@ -329,3 +329,23 @@ Test(tokenizer_spm, unreadable_or_missing_model_is_one_line_naming_the_file)
     cr_expect_null(tl.spm);
     cr_expect_eq(tl.type, TOKEN_TYPE_CHAR);
 }
+
+Test(tokenizer_spm, training_again_writes_the_same_files)
+{
+    esp_err err;
+    const char *types[] = {"bpe", "unigram"};
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(train(types[i], 40, NULL, 0, "a", &err), 0, "%s", err.msg);
+        cr_assert_eq(train(types[i], 40, NULL, 0, "b", &err), 0, "%s", err.msg);
+        const char *files[] = {"model", "vocab"};
+        for (int f = 0; f < 2; f++) {
+            char a[64], b[64];
+            snprintf(a, sizeof a, "a/%s.%s", types[i], files[f]);
+            snprintf(b, sizeof b, "b/%s.%s", types[i], files[f]);
+            char pa[PATH_MAX];
+            snprintf(pa, sizeof pa, "%s", test_path(tmpdir, a));
+            cr_expect(test_same_file(pa, test_path(tmpdir, b)), "%s differs from %s", a, b);
+        }
+        cr_expect(test_same_file(test_path(tmpdir, "a/tokens.txt"), test_path(tmpdir, "b/tokens.txt")));
+    }
+}
