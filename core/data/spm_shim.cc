@@ -101,7 +101,7 @@ int write_files(const std::string &proto, const char *model_path, const char *vo
     vocab.close();
     if (model.fail() || vocab.fail()) {
         std::snprintf(err, errlen, "cannot write %s or %s: %s", model_path, vocab_path, std::strerror(errno));
-        return -1;
+        return -2;
     }
     return 0;
 }

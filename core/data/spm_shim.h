@@ -28,7 +28,8 @@ typedef struct spm_train_opts {
 } spm_train_opts;
 
 /* Trains and writes the model and its vocabulary (spm_train's <prefix>.vocab: piece<TAB>score
- * lines); 0, or -1 with SentencePiece's message (one line) in err. */
+ * lines); 0, or -1 with SentencePiece's message (one line) in err, or -2 when a file could not be
+ * written (the message names it). */
 int spm_train(const spm_train_opts *o, char *err, size_t errlen);
 
 typedef struct spm_model spm_model;

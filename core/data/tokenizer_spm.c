@@ -79,7 +79,12 @@ int spm_train_tokenizer(const spm_train_cfg *c, const char *const *texts, size_t
     char msg[1024] = "";
     int rc = -1;
     spm_model *m = NULL;
-    if (spm_train(&o, msg, sizeof msg) != 0) {
+    int trained = spm_train(&o, msg, sizeof msg);
+    if (trained == -2) {
+        esp_fail(err, "%s (check the disk and the permissions of tokenizer.save_path)", msg);
+        goto out;
+    }
+    if (trained != 0) {
         esp_fail(err, "%s: SentencePiece cannot train a %s model of tokenizer.vocab_size %ld: %s (change "
                       "tokenizer.vocab_size or character_coverage, or train on more text)",
                  text_file, c->model_type, c->vocab_size, msg);
