@@ -3,6 +3,7 @@
 # `make fuzz` runs the config loader fuzzer for FUZZ_SECONDS.
 
 CC       ?= gcc
+CXX      ?= g++
 NVCC     ?= nvcc
 CUDA_HOME ?= /usr/local/cuda
 FUZZ_SECONDS ?= 60
@@ -12,6 +13,9 @@ CSTD     := -std=c11 -D_GNU_SOURCE
 OPT      ?= -O2 -g
 CFLAGS   += $(CSTD) $(OPT) -fopenmp-simd -fno-math-errno $(WARN) -MMD -MP -I.
 LDLIBS   += -lcyaml -lyaml -lsndfile -lsamplerate -lfftw3f -lopenblas -ljansson -lz -lm -lpthread
+# SentencePiece (C++) behind core/data/spm_shim.cc: the tokenizer's bpe/unigram models.
+CXXFLAGS += -std=c++17 $(OPT) $(WARN) -MMD -MP -I.
+LDLIBS   += -lsentencepiece -lsentencepiece_train -lstdc++
 
 BUILD    := build
 SANFLAGS :=
@@ -51,14 +55,16 @@ NVCCFLAGS ?= -O2 -std=c++17 -Xcompiler -Wall,-Wextra,-Werror -I. \
 endif
 
 CFLAGS   += $(SANFLAGS)
+CXXFLAGS += $(SANFLAGS)
 LDFLAGS  += $(SANFLAGS)
 
 APP_SRCS  := $(wildcard core/*/*.c stages/*.c recipes/*.c recipes/*/*.c)
+CXX_SRCS  := $(wildcard core/*/*.cc)
 MAIN_SRCS := $(wildcard cli/*.c)
 CUDA_SRCS := $(if $(filter 1,$(CUDA)),$(wildcard cuda/*.cu))
 TEST_SRCS := $(wildcard test/unit/*.c test/unit/*/*.c)
 
-APP_OBJS  := $(APP_SRCS:%.c=$(BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
+APP_OBJS  := $(APP_SRCS:%.c=$(BUILD)/%.o) $(CXX_SRCS:%.cc=$(BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
 MAIN_OBJS := $(MAIN_SRCS:%.c=$(BUILD)/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
 # The tests link everything but main().
@@ -78,6 +84,10 @@ $(BIN): $(APP_OBJS) $(MAIN_OBJS)
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/%.o: %.cc
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -c -o $@ $<
 
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
