@@ -2,6 +2,7 @@
 
 #include "core/base/fsio.h"
 #include "core/base/hash.h"
+#include "core/formats/text_file.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -139,7 +140,7 @@ int token_list_read(const char *path, token_list *out, esp_err *err)
 {
     out->tokens = NULL;
     out->n = 0;
-    char *buf = read_file(path, NULL, err);
+    char *buf = text_file_read(path, "a token list", NULL, err);
     if (!buf) return -1;
     token_ctx c = {.path = path, .out = out};
     int rc = for_each_line(buf, token_line, &c, err);
