@@ -222,6 +222,10 @@ int npz_read(const char *path, npz_file *out, esp_err *err)
         goto done;
     }
     size_t count = get16(buf + eocd + 10), cd = get32(buf + eocd + 16);
+    if (count > eocd / 46) { /* each entry takes 46 bytes or more before the end record */
+        rc = esp_fail(err, "%s: zip directory claims %zu entries in %zu bytes (corrupt file)", path, count, eocd);
+        goto done;
+    }
     out->arrays = xcalloc(count, sizeof *out->arrays);
     for (size_t k = 0; k < count; k++) {
         if (cd + 46 > len || get32(buf + cd) != 0x02014b50) {

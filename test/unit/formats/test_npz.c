@@ -213,3 +213,18 @@ Test(npz, an_entry_name_with_a_nul_byte_is_an_error)
     cr_assert_str_eq(f.arrays[0].name, "");
     npz_free(&f);
 }
+
+/* An end record claiming 65535 entries in a 22-byte file got a table of 65535 arrays first. */
+Test(npz, a_directory_claiming_more_entries_than_fit_is_an_error)
+{
+    unsigned char end[22] = {0};
+    le32(end, 0x06054b50);
+    le16(end + 8, 0xffff);
+    le16(end + 10, 0xffff);
+    char path[256];
+    snprintf(path, sizeof path, "%s/claims.npz", dir);
+    FILE *fp = fopen(path, "wb");
+    fwrite(end, 1, 22, fp);
+    fclose(fp);
+    expect_npz_error(path, "zip directory claims 65535 entries in 0 bytes");
+}
