@@ -1,6 +1,7 @@
 # espnet3 build. `make` builds ./espnet3 for CPUs; `make CUDA=1` adds cuda/ (nvcc);
 # `make check` checks the layer rules and runs every test; `make asan` runs them under AddressSanitizer + UBSan;
-# `make fuzz` runs the config loader fuzzer for FUZZ_SECONDS.
+# `make fuzz` runs the config loader fuzzer for FUZZ_SECONDS, then each file reader's fuzzer for
+# FUZZ_READER_SECONDS; `make fuzz-long` runs them all for FUZZ_LONG_SECONDS each (test/fuzz/fuzz.mk).
 
 CC       ?= gcc
 CXX      ?= g++
@@ -74,7 +75,7 @@ CLI_LIB_OBJS := $(filter-out $(BUILD)/cli/main.o,$(MAIN_OBJS))
 BIN      := $(BUILD)/espnet3
 TEST_BIN := $(BUILD)/espnet3_tests
 
-.PHONY: all check asan fuzz clean deps print-ldlibs print-objs layers
+.PHONY: all check asan fuzz fuzz-long clean deps print-ldlibs print-objs layers
 all: $(BIN)
 	@cmp -s $(BIN) espnet3 || cp -f $(BIN) espnet3
 
@@ -113,6 +114,9 @@ asan: deps
 
 fuzz: deps
 	@$(MAKE) --no-print-directory -f test/fuzz/fuzz.mk FUZZ_SECONDS=$(FUZZ_SECONDS)
+
+fuzz-long: deps
+	@$(MAKE) --no-print-directory -f test/fuzz/fuzz.mk fuzz-long
 
 clean:
 	rm -rf build build-asan build-cuda build-asan-cuda build-fuzz espnet3

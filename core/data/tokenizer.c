@@ -3,6 +3,7 @@
 #include "core/base/fsio.h"
 #include "core/base/hash.h"
 #include "core/data/spm_shim.h"
+#include "core/formats/text_file.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -164,7 +165,7 @@ static int token_line(void *vctx, char *line, size_t lineno, esp_err *err)
 int token_list_read(const char *path, token_list *out, esp_err *err)
 {
     memset(out, 0, sizeof *out);
-    char *buf = read_file(path, NULL, err);
+    char *buf = text_file_read(path, "a token list", NULL, err);
     if (!buf) return -1;
     token_ctx c = {.path = path, .out = out};
     int rc = for_each_line(buf, token_line, &c, err);

@@ -274,3 +274,19 @@ Test(tokenizer, stage_errors_name_the_key_or_the_file, .init = setup, .fini = te
     free(save);
     free(f.training.data_dir);
 }
+
+/* A NUL byte ended the list there (issue 16): the tokens after it were dropped without a word,
+ * and the model's output size no longer matched its token list. */
+Test(tokenizer, read_rejects_a_nul_byte_naming_the_line, .init = setup, .fini = teardown)
+{
+    char *path = tmp_path("nul.txt");
+    FILE *fp = fopen(path, "wb");
+    cr_assert_not_null(fp);
+    fwrite("<blank>\n<unk>\nA\0B\nC\n", 1, 20, fp);
+    fclose(fp);
+    token_list tl;
+    esp_err err;
+    cr_assert_neq(token_list_read(path, &tl, &err), 0);
+    cr_expect(strstr(err.msg, "nul.txt:3: holds a NUL byte (a token list is text"), "%s", err.msg);
+    free(path);
+}
