@@ -144,9 +144,9 @@ static __global__ void ctc_grad_kernel(float *dlogits, const double *alpha_all, 
         const float *row = lp + (size_t)t * d.V;
         float *grow = g + (size_t)t * d.V;
         ctc_beta_row(cur, next, row, lab, L, S, t, Tb);
-        __syncthreads();
         // term[s] = alpha beta / y of state s (a probability); 0 where the path cannot pass, which
-        // adds nothing to a sum that starts at +0, as the CPU's skip.
+        // adds nothing to a sum that starts at +0, as the CPU's skip. No barrier before it: each
+        // thread reads the states it wrote (the same s = tid, tid + nt, ...).
         const double *at = alpha + (size_t)t * d.smax;
         for (int s = tid; s < S; s += nt) {
             double lab_lp = at[s] + cur[s];

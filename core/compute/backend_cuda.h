@@ -16,7 +16,9 @@ extern "C" {
  * visible or `device` is out of range; any later CUDA or cuBLAS failure exits with file:line and
  * the library's error string. `threads` is not used (the host side of every op is serial).
  * It initialises CUDA in the calling process: a process that opens it must not fork() workers
- * that use CUDA afterwards. Release with be->destroy(be). */
+ * that use CUDA afterwards. CUDA's current device belongs to the host thread: use the backend
+ * from the thread that opened it (or one that selected the same device). Release with
+ * be->destroy(be). */
 int backend_cuda_init(backend *be, int device, int threads, esp_err *err);
 
 #ifdef __cplusplus
