@@ -86,6 +86,15 @@ int *cu_upload_ints(backend *be, const int *host, size_t n, size_t at);
 
 enum { CU_THREADS = 256 };
 
+// Work split sizes. scripts/cuda_emu/run shrinks them so that test_backend_ops' small shapes take
+// the multi-chunk paths too.
+#ifndef CU_CONV_CHUNK_FLOATS
+#define CU_CONV_CHUNK_FLOATS (1 << 26) // conv2d: patch-matrix floats per chunk of batch items (256 MB)
+#endif
+#ifndef CU_COLSUM_MIN_ROWS
+#define CU_COLSUM_MIN_ROWS 256 // column sums: rows per partial sum, at least (at most 128 partials)
+#endif
+
 // Blocks of CU_THREADS for a grid-stride loop over n elements: enough to fill the device, never
 // more than the elements need.
 static inline unsigned cu_blocks(backend *be, size_t n)

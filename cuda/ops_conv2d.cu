@@ -8,9 +8,6 @@
 
 #include "core/compute/ops.h" // ops_conv_out_len
 
-// Items per chunk bound the patch matrix to about this many floats (256 MB).
-enum { CONV_CHUNK_FLOATS = 1 << 26 };
-
 typedef struct conv_geom {
     int ic, oc, h, wd, oh, ow;
     size_t p, kk; // output positions per item, patch length
@@ -27,7 +24,7 @@ static conv_geom geom_of(int ic, int oc, int h, int wd)
 
 static int chunk_items(const conv_geom &g, int nb)
 {
-    size_t per = g.p * g.kk, cb = per ? CONV_CHUNK_FLOATS / per : nb;
+    size_t per = g.p * g.kk, cb = per ? (size_t)CU_CONV_CHUNK_FLOATS / per : nb;
     if (cb < 1) cb = 1;
     return cb < (size_t)nb ? (int)cb : nb;
 }

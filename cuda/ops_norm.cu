@@ -48,7 +48,7 @@ static __global__ void layernorm_dx_kernel(float *dx, const float *dy, const flo
     }
 }
 
-enum { LN_TX = 32, LN_TY = 8, LN_MAX_CHUNKS = 128, LN_MIN_ROWS = 256 };
+enum { LN_TX = 32, LN_TY = 8, LN_MAX_CHUNKS = 128 };
 
 // partial[k][col] = sum over chunk k's rows of dy * xh, partial[chunks + k][col] = of dy.
 static __global__ void layernorm_dwdb_partial_kernel(float *partial, const float *dy, const float *x,
@@ -108,7 +108,7 @@ void cu_layernorm_backward(backend *be, float *dx, float *dw, float *db, const f
     layernorm_dx_kernel<<<(n + LN_WARPS - 1) / LN_WARPS, block, 0, cu_stream(be)>>>(dx, dy, x, w, mean, rstd, n, c,
                                                                                      acc);
     KERNEL_CHECK();
-    int chunks = (n + LN_MIN_ROWS - 1) / LN_MIN_ROWS;
+    int chunks = (n + CU_COLSUM_MIN_ROWS - 1) / CU_COLSUM_MIN_ROWS;
     if (chunks > LN_MAX_CHUNKS) chunks = LN_MAX_CHUNKS;
     int rows_per = (n + chunks - 1) / chunks;
     float *part = (float *)cu_grow(be, &cu_of(be)->partial, 2 * (size_t)chunks * c * sizeof(float));

@@ -64,7 +64,7 @@ double cu_sum(backend *be, const float *x, size_t n)
 // of rows each into a partial row; a second kernel adds the partial rows in chunk order. No
 // atomics: the result does not depend on scheduling.
 
-enum { CS_TX = 32, CS_TY = 8, CS_MAX_CHUNKS = 128, CS_MIN_ROWS = 256 };
+enum { CS_TX = 32, CS_TY = 8, CS_MAX_CHUNKS = 128 };
 
 static __global__ void colsum_partial_kernel(float *partial, const float *x, int rows, int cols, int rows_per)
 {
@@ -96,7 +96,7 @@ static __global__ void colsum_finish_kernel(float *out, const float *partial, in
 void cu_colsum_add(backend *be, float *out, const float *x, int rows, int cols)
 {
     if (rows <= 0 || cols <= 0) return;
-    int chunks = (rows + CS_MIN_ROWS - 1) / CS_MIN_ROWS;
+    int chunks = (rows + CU_COLSUM_MIN_ROWS - 1) / CU_COLSUM_MIN_ROWS;
     if (chunks > CS_MAX_CHUNKS) chunks = CS_MAX_CHUNKS;
     int rows_per = (rows + chunks - 1) / chunks;
     float *part = (float *)cu_grow(be, &cu_of(be)->partial, (size_t)chunks * cols * sizeof(float));
