@@ -77,7 +77,7 @@ CLI_LIB_OBJS := $(filter-out $(BUILD)/cli/main.o,$(MAIN_OBJS))
 BIN      := $(BUILD)/espnet3
 TEST_BIN := $(BUILD)/espnet3_tests
 
-.PHONY: all check asan fuzz clean deps print-ldlibs print-objs print-nvcc layers
+.PHONY: all check asan fuzz clean deps print-ldlibs print-objs print-nvcc layers cuda-check
 all: $(BIN)
 	@cmp -s $(BIN) espnet3 || cp -f $(BIN) espnet3
 
@@ -106,6 +106,19 @@ layers:
 check: deps layers
 	@$(MAKE) --no-print-directory $(BIN) $(TEST_BIN)
 	ESPNET3_BIN=$(abspath $(BIN)) ESPNET3_ROOT=$(CURDIR) $(TEST_BIN) $(TEST_ARGS)
+
+# The CUDA checks (make CUDA=1 cuda-check; .ci/run runs them after the CUDA build): ptxas'
+# registers and spills per kernel, the CUDA build's test_backend_ops (cuda against ref64 where a
+# GPU is visible, reported as skipped elsewhere), and the kernels on the CPU emulation.
+ifeq ($(CUDA),1)
+cuda-check: $(BIN) $(TEST_BIN)
+	python3 scripts/check_cuda_resources.py
+	$(TEST_BIN) --filter 'backend_ops/*'
+	EMU_ASAN=1 scripts/cuda_emu/run
+else
+cuda-check:
+	@echo "make cuda-check: needs CUDA=1 (make CUDA=1 cuda-check)" >&2; exit 2
+endif
 
 asan: deps
 	@$(MAKE) --no-print-directory SAN=1 check
