@@ -48,11 +48,20 @@ HAVE_CUDART := $(call probe,#include <cuda_runtime.h>,-I$(CUDA_HOME)/include -L$
 ifneq ($(HAVE_CUDART),1)
 $(error CUDA=1 but a probe program does not link against $(CUDA_HOME)/lib64/libcudart (set CUDA_HOME))
 endif
+HAVE_CUBLAS := $(call probe,#include <cublas_v2.h>,-I$(CUDA_HOME)/include -L$(CUDA_HOME)/lib64 -lcublas -lcudart)
+ifneq ($(HAVE_CUBLAS),1)
+$(error CUDA=1 but a probe program does not link against $(CUDA_HOME)/lib64/libcublas (install cuBLAS or set CUDA_HOME))
+endif
 BUILD    := $(BUILD)-cuda
 CFLAGS   += -DESPNET3_CUDA=1 -I$(CUDA_HOME)/include
-LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
-NVCCFLAGS ?= -O2 -std=c++17 -Xcompiler -Wall,-Wextra,-Werror -I. \
-             -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+# nvcc's host code (kernel registration, guarded statics) needs the C++ runtime: the link is gcc's.
+LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+# The architectures every kernel is built for (scripts/check_cuda_resources.sh checks each).
+CUDA_ARCHS ?= 80 90
+# -fmad=false: kernels round every multiply and add as the C code does (C11 does not contract
+# a * b + c into an FMA either), so ops built from kernel_math.h keep the CPU's bits.
+NVCCFLAGS ?= -O2 -std=c++17 -fmad=false -Xcompiler -Wall,-Wextra,-Werror -Werror all-warnings -I. \
+             $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
 endif
 
 CFLAGS   += $(SANFLAGS)
@@ -75,7 +84,7 @@ CLI_LIB_OBJS := $(filter-out $(BUILD)/cli/main.o,$(MAIN_OBJS))
 BIN      := $(BUILD)/espnet3
 TEST_BIN := $(BUILD)/espnet3_tests
 
-.PHONY: all check asan fuzz fuzz-long clean deps print-ldlibs print-objs layers
+.PHONY: all check asan fuzz fuzz-long clean deps print-ldlibs print-objs print-nvcc layers cuda-check
 all: $(BIN)
 	@cmp -s $(BIN) espnet3 || cp -f $(BIN) espnet3
 
@@ -92,7 +101,7 @@ $(BUILD)/%.o: %.cc
 
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c -o $@ $<
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -c -o $@ $<
 
 $(TEST_BIN): $(TEST_OBJS) $(APP_OBJS) $(CLI_LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcriterion
@@ -108,6 +117,19 @@ layers:
 check: deps layers
 	@$(MAKE) --no-print-directory $(BIN) $(TEST_BIN)
 	ESPNET3_BIN=$(abspath $(BIN)) ESPNET3_ROOT=$(CURDIR) $(TEST_BIN) $(TEST_ARGS)
+
+# The CUDA checks (make CUDA=1 cuda-check; .ci/run runs them after the CUDA build): ptxas'
+# registers and spills per kernel, the CUDA build's test_backend_ops (cuda against ref64 where a
+# GPU is visible, reported as skipped elsewhere), and the kernels on the CPU emulation.
+ifeq ($(CUDA),1)
+cuda-check: $(BIN) $(TEST_BIN)
+	python3 scripts/check_cuda_resources.py
+	$(TEST_BIN) --filter 'backend_ops/*'
+	EMU_ASAN=1 scripts/cuda_emu/run
+else
+cuda-check:
+	@echo "make cuda-check: needs CUDA=1 (make CUDA=1 cuda-check)" >&2; exit 2
+endif
 
 asan: deps
 	@$(MAKE) --no-print-directory SAN=1 check
@@ -130,3 +152,9 @@ print-ldlibs:
 
 print-objs:
 	@echo $(APP_OBJS)
+
+# nvcc, its flags and the architectures of `make CUDA=1`, for scripts/check_cuda_resources.sh.
+print-nvcc:
+	@echo 'NVCC=$(NVCC)'
+	@echo 'NVCCFLAGS=$(NVCCFLAGS)'
+	@echo 'CUDA_ARCHS=$(CUDA_ARCHS)'

@@ -8,7 +8,9 @@
  *            float interface, every op computed by the double instantiation (_f64) and rounded
  *            back to float, so test_backend_ops (test/unit/compute/test_backend_ops.c) compares
  *            any backend against it op by op;
- *   "cuda"   later (cuda/).
+ *   "cuda"   cuda/backend_cuda.cu in a binary built with CUDA=1: device buffers from cudaMalloc,
+ *            every op on one stream (cuBLAS for the GEMMs, kernels in cuda/ops_*.cu); copies to
+ *            and from the host synchronize.
  * The compute entries are listed as data in core/compute/backend_ops.h (backend_op), and
  * be->supports says which of them a backend implements.
  *
