@@ -19,11 +19,10 @@
 #include "core/compute/backend_cuda.h"
 #include "core/compute/cuda_api.h"
 
-/* Visible CUDA devices, asked once per process in a child process: CUDA must not be initialised
- * in a process that forks workers or ranks afterwards, and backend_kind_for runs in the CLI before
- * it launches them (core/runner/runner_gpu.c probes the same way). Opening the backend does
+/* Asked in a child process: CUDA must not be initialised in a process that forks workers or ranks
+ * afterwards, and backend_kind_for runs in the CLI before it launches them. Opening the backend does
  * initialise CUDA, in the process that computes on it (a rank, a decoding worker). */
-static int cuda_visible(void)
+int backend_cuda_devices(void)
 {
     static int probed, count;
     if (probed) return count;
@@ -45,13 +44,18 @@ static int cuda_visible(void)
         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
     return count;
 }
+#else
+int backend_cuda_devices(void)
+{
+    return 0;
+}
 #endif
 
 /* Why "cuda" cannot be chosen here; NULL when it can. */
 static const char *cuda_unavailable(void)
 {
 #ifdef ESPNET3_CUDA
-    return cuda_visible() > 0 ? NULL : "no CUDA device is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES, or use cpu)";
+    return backend_cuda_devices() > 0 ? NULL : "no CUDA device is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES, or use cpu)";
 #else
     return "this espnet3 was built without CUDA (build it with make CUDA=1, or use cpu)";
 #endif
@@ -102,7 +106,9 @@ void backend_close(backend *be)
 
 const char *backend_kind_for(const char *accelerator, esp_err *err)
 {
-    if (!accelerator || strcmp(accelerator, "auto") == 0) return cuda_unavailable() ? "cpu" : "cuda";
+    /* auto stays on the CPU until the CUDA backend has run on a GPU (README, "GPU"): an explicit
+     * gpu/cuda asks for it knowingly. */
+    if (!accelerator || strcmp(accelerator, "auto") == 0) return "cpu";
     if (strcmp(accelerator, "cpu") == 0) return "cpu";
     if (strcmp(accelerator, "gpu") == 0 || strcmp(accelerator, "cuda") == 0) {
         const char *why = cuda_unavailable();

@@ -132,8 +132,14 @@ backend *backend_open(const char *kind, int device, int threads, esp_err *err);
 void backend_close(backend *be);
 
 /* The backend kind for Lightning's trainer.accelerator / ESPnet's inference `device`: cpu ->
- * "cpu"; gpu, cuda -> "cuda" (an error without a usable CUDA device or backend); auto -> "cuda"
- * where that works, else "cpu". NULL with err set for anything else. */
+ * "cpu"; gpu, cuda -> "cuda" (an error without a CUDA build or a visible device); auto -> "cpu"
+ * for now (Lightning would take a GPU: ours waits until the CUDA backend has run on one). NULL
+ * with err set for anything else. */
 const char *backend_kind_for(const char *accelerator, esp_err *err);
+
+/* CUDA devices this process would see (after CUDA_VISIBLE_DEVICES), probed once per process in a
+ * child process so that CUDA is never initialised where workers or ranks are forked later; 0 in a
+ * build without CUDA. */
+int backend_cuda_devices(void);
 
 #endif
