@@ -132,7 +132,7 @@ Test(train, keys_not_acted_on_are_announced_and_post_ln_refused)
     char *log = slurp("log");
     cr_assert(strstr(log, "trainer.max_steps: not implemented yet"), "%s", log);
     cr_assert(strstr(log, "trainer.precision: bf16-mixed is for GPUs"), "%s", log);
-    cr_assert(strstr(log, "model.model_conf.ctc_weight: 0.3 asks for an attention decoder"), "%s", log);
+    cr_assert(strstr(log, "model.model_conf.ctc_weight: 0.3 asks for an attention decoder, but model.decoder is not set"), "%s", log);
     free(log);
     cr_assert_eq(run("postln", "--stages train model.encoder_conf.normalize_before=false"), 1);
     log = slurp("log");
