@@ -68,7 +68,7 @@ CLI_LIB_OBJS := $(filter-out $(BUILD)/cli/main.o,$(MAIN_OBJS))
 BIN      := $(BUILD)/espnet3
 TEST_BIN := $(BUILD)/espnet3_tests
 
-.PHONY: all check asan fuzz clean deps print-ldlibs layers
+.PHONY: all check asan fuzz clean deps print-ldlibs print-objs layers
 all: $(BIN)
 	@cmp -s $(BIN) espnet3 || cp -f $(BIN) espnet3
 
@@ -109,6 +109,10 @@ clean:
 
 -include $(APP_OBJS:.o=.d) $(MAIN_OBJS:.o=.d) $(TEST_OBJS:.o=.d)
 
-# The link libraries of this build, for scripts that link against its objects (scripts/bench/).
+# The link libraries and the objects of this build (not a stale .o of a moved file), for scripts
+# that link against them (scripts/bench/).
 print-ldlibs:
 	@echo $(LDLIBS)
+
+print-objs:
+	@echo $(APP_OBJS)

@@ -1,12 +1,14 @@
 /* backend_open: the one place that names a backend kind. A binary built without CUDA knows "cpu"
- * only; with CUDA=1 it can see devices (core/compute/cuda_api.h) but has no CUDA backend yet, so
- * "cuda" is refused with a line that says why rather than silently running on the CPU. */
+ * and the test/reference backend "ref64" (never picked by backend_kind_for: no accelerator name
+ * maps to it); with CUDA=1 it can see devices (core/compute/cuda_api.h) but has no CUDA backend
+ * yet, so "cuda" is refused with a line that says why rather than silently running on the CPU. */
 #include "core/compute/backend.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/compute/backend_cpu.h"
+#include "core/compute/backend_ref64.h"
 
 /* Why "cuda" cannot open here; NULL when it can. Nothing here initialises CUDA: the CUDA build
  * has no backend to open yet, and probing devices in a process that forks workers later breaks
@@ -22,9 +24,12 @@ static const char *cuda_unavailable(void)
 
 backend *backend_open(const char *kind, int device, int threads, esp_err *err)
 {
-    if (!kind || strcmp(kind, "cpu") == 0) {
+    int (*init)(backend *, int, esp_err *) = NULL;
+    if (!kind || strcmp(kind, "cpu") == 0) init = backend_cpu_init;
+    else if (strcmp(kind, "ref64") == 0) init = backend_ref64_init;
+    if (init) {
         backend *be = xcalloc(1, sizeof *be);
-        if (backend_cpu_init(be, threads, err) != 0) {
+        if (init(be, threads, err) != 0) {
             free(be);
             return NULL;
         }
@@ -34,7 +39,7 @@ backend *backend_open(const char *kind, int device, int threads, esp_err *err)
         esp_fail(err, "backend cuda (device %d): %s", device, cuda_unavailable());
         return NULL;
     }
-    esp_fail(err, "backend %s: unknown kind (cpu or cuda)", kind);
+    esp_fail(err, "backend %s: unknown kind (cpu, cuda, or ref64 for tests)", kind);
     return NULL;
 }
 

@@ -1,17 +1,87 @@
 /* Per-element math shared by the CPU ops and the CUDA kernels: `static inline` functions that
  * compile as C11 and as CUDA (__host__ __device__), so the CPU tests exercise the arithmetic the
- * GPU runs. Nothing here allocates, loops over buffers or sees a backend. */
+ * GPU runs. Nothing here allocates, loops over buffers or sees a backend. The CPU ops
+ * (core/compute/ops_impl.h, core/compute/ops_step.c) call these functions; a kernel that calls
+ * them too computes the same bits wherever the operations are single IEEE operations.
+ *
+ *   activations   act_relu, act_sigmoid, act_silu, act_glu and their gradients, per type
+ *                 (core/compute/kernel_math_act.h: _f32 and _f64)
+ *   dropout       the counter-based mask: dropout_key, dropout_bits, dropout_threshold,
+ *                 dropout_r16; the kept values' scale dropout_keep_scale
+ *   attention     attn_row_keys (the key padding and causal masks of a query row)
+ *   label smooth. label_smoothing_prob, kl_div_term, label_smoothing_grad
+ *   Adam / AdamW  adam_update_one
+ *   clipping      clip_grad_coef, SUM_SQUARES_BLOCK */
 #ifndef ESPNET3_COMPUTE_KERNEL_MATH_H
 #define ESPNET3_COMPUTE_KERNEL_MATH_H
 
 #include <math.h>
 #include <stdint.h>
 
+#include "core/base/rng.h"
+
+/* `static inline KM_HD`: nvcc refuses __forceinline__ next to `inline` ("duplicate specifier"),
+ * and `inline` is all a device function needs to be inlined. */
 #ifdef __CUDACC__
-#define KM_HD __host__ __device__ __forceinline__
+#define KM_HD __host__ __device__
 #else
 #define KM_HD
 #endif
+
+/* ---- activations ------------------------------------------------------------------------------ */
+
+#define KM_T float
+#define KM_FN(name) name##_f32
+#define KM_EXP expf
+#include "core/compute/kernel_math_act.h"
+#undef KM_T
+#undef KM_FN
+#undef KM_EXP
+
+#define KM_T double
+#define KM_FN(name) name##_f64
+#define KM_EXP exp
+#include "core/compute/kernel_math_act.h"
+#undef KM_T
+#undef KM_FN
+#undef KM_EXP
+
+/* ---- dropout ---------------------------------------------------------------------------------- */
+
+/* The mask of dropout (core/compute/ops_decl.h) for a (seed, stream): element e is kept iff its
+ * 16 random bits dropout_r16(key, e) are >= dropout_threshold(p), key = dropout_key(seed, stream).
+ * Four elements share one 64-bit draw: draw d = e / 4 is output d of splitmix64 started at key
+ * (core/base/rng.h), element e takes its bits [16 * (e % 4), 16 * (e % 4) + 16). A kernel calls
+ * dropout_r16 per element; the CPU loop calls dropout_bits once per four. */
+static inline KM_HD uint64_t dropout_key(uint64_t seed, uint64_t stream)
+{
+    return rng_derive(seed, stream, 0);
+}
+
+/* Draw `ctr` of the mask: what splitmix64_next(&s) returns for s = key + ctr * RNG_GOLDEN_GAMMA. */
+static inline KM_HD uint64_t dropout_bits(uint64_t key, uint64_t ctr)
+{
+    return rng_mix64(key + (ctr + 1) * RNG_GOLDEN_GAMMA);
+}
+
+/* The keep threshold on 16 random bits: round(p * 2^16); p in (0, 1). 65536 drops everything. */
+static inline KM_HD uint32_t dropout_threshold(float p)
+{
+    return (uint32_t)((double)p * 65536.0 + 0.5);
+}
+
+/* Element e's 16 random bits. */
+static inline KM_HD uint32_t dropout_r16(uint64_t key, uint64_t e)
+{
+    return (uint32_t)(dropout_bits(key, e >> 2) >> (16 * (e & 3))) & 0xffffu;
+}
+
+/* Kept values are multiplied by 1 / (1 - p), computed in double and rounded once to the element
+ * type; p in (0, 1). */
+static inline KM_HD double dropout_keep_scale(float p)
+{
+    return 1.0 / (1.0 - (double)p);
+}
 
 /* ---- Adam / AdamW ----------------------------------------------------------------------------- */
 

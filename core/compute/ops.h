@@ -1,8 +1,11 @@
 /* Compute ops of the ASR model (encoder, CTC head, attention decoder) on the CPU, forward and
  * backward, written once (core/compute/ops_impl.h; the embedding and the label-smoothing loss in
- * ops_embed_impl.h and ops_loss_impl.h) and instantiated twice: `_f32` (float, production, core/compute/ops_f32.c) and `_f64`
- * (double, for finite-difference tests, core/compute/ops_f64.c). The prototypes are in core/compute/ops_decl.h,
- * expanded here once per type: ops_linear_forward_f32(...), ops_linear_forward_f64(...), ...
+ * ops_embed_impl.h and ops_loss_impl.h) and instantiated twice: `_f32` (float: the CPU backend,
+ * core/compute/ops_f32.c) and `_f64` (double: the float64 reference backend
+ * core/compute/backend_ref64.c and the finite-difference tests, core/compute/ops_f64.c). The
+ * prototypes are in core/compute/ops_decl.h, expanded here once per type:
+ * ops_linear_forward_f32(...), ops_linear_forward_f64(...), ... Model and trainer code does not
+ * call them: it calls the backend (core/compute/backend.h).
  *
  * Conventions (every op):
  * - Row-major flat buffers, outputs first; PyTorch weight layouts (Linear W[out][in],

@@ -32,7 +32,7 @@ void OPS_DECL_FN(conv2d_backward)(OPS_DECL_T *dx, OPS_DECL_T *dw, OPS_DECL_T *db
  * reorder the columns of embed.out's weight from torch's (c, f) to the conv output's (f, c). */
 void OPS_DECL_FN(swap12)(OPS_DECL_T *y, const OPS_DECL_T *x, int nb, int d1, int d2, int d3);
 
-/* ---- ReLU: y = max(x, 0), in place allowed. Backward from the output: dx = dy * (y > 0), in place
+/* ---- ReLU (act_relu / act_relu_grad of core/compute/kernel_math.h): y = max(x, 0), in place allowed. Backward from the output: dx = dy * (y > 0), in place
  * allowed (dx == dy). A dropout applied in place on y afterwards does not break it: where dropout
  * zeroed y, dy is zero too. */
 void OPS_DECL_FN(relu_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, size_t n);
@@ -51,10 +51,9 @@ void OPS_DECL_FN(layernorm_backward)(OPS_DECL_T *dx, OPS_DECL_T *dw, OPS_DECL_T 
                                      int acc);
 
 /* ---- Elementwise: y = a + b (residual add; y may alias a or b; its backward is the identity),
- * y = x * s (y may alias x; its own backward with the same s), y += x * s (axpy). ---- */
+ * y = x * (type)s (y may alias x; its own backward with the same s). ---- */
 void OPS_DECL_FN(add)(OPS_DECL_T *y, const OPS_DECL_T *a, const OPS_DECL_T *b, size_t n);
 void OPS_DECL_FN(scale)(OPS_DECL_T *y, const OPS_DECL_T *x, double s, size_t n);
-void OPS_DECL_FN(axpy)(OPS_DECL_T *y, const OPS_DECL_T *x, double s, size_t n);
 
 /* ---- Sinusoidal positional encoding: y (nb, t, d) = x * xscale + pe[t] (y may alias x), with
  * pe[t][2i] = sin(t * div_i), pe[t][2i+1] = cos(t * div_i), div_i = exp(-(2i) ln(10000) / d),
@@ -108,9 +107,9 @@ void OPS_DECL_FN(log_softmax_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, int n,
 void OPS_DECL_FN(log_softmax_backward)(OPS_DECL_T *dx, const OPS_DECL_T *dy, const OPS_DECL_T *y,
                                        int n, int v);
 
-/* ---- Dropout with a counter-based mask: element i is kept iff its 16 random bits (bits
- * 16 * (i % 4) .. +15 of splitmix64 output i / 4 from the key rng_derive(seed, stream, 0)) are
- * >= round(p * 2^16); kept values scale by 1 / (1 - p). The same (seed, stream) gives the same
+/* ---- Dropout with a counter-based mask (core/compute/kernel_math.h): element i is kept iff its
+ * 16 random bits (bits 16 * (i % 4) .. +15 of splitmix64 output i / 4 from the key
+ * rng_derive(seed, stream, 0)) are >= round(p * 2^16); kept values scale by 1 / (1 - p). The same (seed, stream) gives the same
  * mask on any thread count and after a resume; p <= 0 is the identity, p >= 1 gives zeros. The
  * backward regenerates the mask; both allow in place. ---- */
 void OPS_DECL_FN(dropout_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, size_t n, float p,
@@ -118,13 +117,15 @@ void OPS_DECL_FN(dropout_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, size_t n, 
 void OPS_DECL_FN(dropout_backward)(OPS_DECL_T *dx, const OPS_DECL_T *dy, size_t n, float p,
                                    uint64_t seed, uint64_t stream);
 
-/* ---- Reductions (accumulated in double) and gradient clipping ---- */
+/* ---- Reductions (accumulated in double, in index order) and gradient clipping. The CPU backend
+ * uses sum (_f32); its sum_squares and clip_grad_norm are the blocked, threaded ones of
+ * core/compute/ops_step.h with torch's float clipping factor (clip_grad_coef), so these two serve
+ * the float64 reference backend (_f64) and the tests. ---- */
 double OPS_DECL_FN(sum)(const OPS_DECL_T *x, size_t n);
-double OPS_DECL_FN(mean)(const OPS_DECL_T *x, size_t n);
 double OPS_DECL_FN(sum_squares)(const OPS_DECL_T *x, size_t n);
-/* torch.nn.utils.clip_grad_norm_(norm_type 2): returns the global L2 norm of g and, when it is
- * finite and max_norm / (norm + 1e-6) < 1, scales g by that factor. A non-finite norm leaves g
- * as is (the caller skips the step). */
+/* torch.nn.utils.clip_grad_norm_(norm_type 2) in the instantiated type: returns the global L2
+ * norm of g and, when it is finite and max_norm / (norm + 1e-6) < 1 (computed in double), scales
+ * g by that factor. A non-finite norm leaves g as is (the caller skips the step). */
 double OPS_DECL_FN(clip_grad_norm)(OPS_DECL_T *g, size_t n, double max_norm);
 
 /* ---- Embedding (torch.nn.Embedding, no padding_idx): y[r] = w[ids[r]] for r < n, w (v, d);

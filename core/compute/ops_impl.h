@@ -2,9 +2,13 @@
  * to include elsewhere: core/compute/ops_f32.c and core/compute/ops_f64.c each define
  *   real      the element type (float | double)
  *   OPS_FN    the name of an op for that type (ops_<name>_f32 | ops_<name>_f64)
+ *   ACT       the name of a per-element activation of core/compute/kernel_math.h for that type
+ *             (act_<name>_f32 | act_<name>_f64)
  *   GEMM      cblas_sgemm | cblas_dgemm
  * and then include this file once. Math functions come from <tgmath.h>, so exp/sqrt/sin/... run
- * in the instantiated precision (float math for float, as torch computes in float32). */
+ * in the instantiated precision (float math for float, as torch computes in float32). Per-element
+ * math that a GPU kernel needs too (activations, the dropout mask) comes from
+ * core/compute/kernel_math.h. */
 #include <cblas.h>
 #include <stdint.h>
 #include <string.h>
@@ -16,7 +20,6 @@
 #include "core/base/log.h"
 #include "core/compute/kernel_math.h"
 #include "core/compute/ops.h"
-#include "core/base/rng.h"
 
 /* GCC's -O2 vectorizes only loops whose trip count needs no epilogue ("very-cheap" cost model);
  * these loops run over rows of any length, so let the vectorizer weigh them properly. */
@@ -243,19 +246,13 @@ void OPS_FN(swap12)(real *y, const real *x, int nb, int d1, int d2, int d3)
 void OPS_FN(relu_forward)(real *y, const real *x, size_t n)
 {
 #pragma omp simd
-    for (size_t i = 0; i < n; i++) {
-        real v = x[i];
-        y[i] = v > 0 ? v : 0;
-    }
+    for (size_t i = 0; i < n; i++) y[i] = ACT(relu)(x[i]);
 }
 
 void OPS_FN(relu_backward)(real *dx, const real *dy, const real *y, size_t n)
 {
 #pragma omp simd
-    for (size_t i = 0; i < n; i++) {
-        real g = dy[i]; /* read unconditionally: a select, not a branch, so it vectorizes */
-        dx[i] = y[i] > 0 ? g : 0;
-    }
+    for (size_t i = 0; i < n; i++) dx[i] = ACT(relu_grad)(dy[i], y[i]);
 }
 
 void OPS_FN(add)(real *y, const real *a, const real *b, size_t n)
@@ -269,13 +266,6 @@ void OPS_FN(scale)(real *y, const real *x, double s, size_t n)
     real sr = (real)s;
 #pragma omp simd
     for (size_t i = 0; i < n; i++) y[i] = x[i] * sr;
-}
-
-void OPS_FN(axpy)(real *y, const real *x, double s, size_t n)
-{
-    real sr = (real)s;
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) y[i] += x[i] * sr;
 }
 
 void OPS_FN(posenc_forward)(real *y, const real *x, double xscale, int nb, int t, int d)
@@ -344,32 +334,15 @@ void OPS_FN(layernorm_backward)(real *dx, real *dw, real *db, const real *dy, co
 
 /* -------------------------------------------------------------------- dropout */
 
-/* The mask's random bits: output `ctr` of splitmix64 started at `key`, i.e. what
- * splitmix64_next(&s) returns for s = key + ctr * gamma (core/base/rng.c), written out here so the
- * per-element loop inlines it. */
-static inline uint64_t dropout_bits(uint64_t key, uint64_t ctr)
-{
-    uint64_t z = key + (ctr + 1) * 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-/* The keep threshold on 16 random bits: round(p * 2^16); p in (0, 1). 65536 drops everything. */
-static uint32_t dropout_threshold(float p)
-{
-    return (uint32_t)((double)p * 65536.0 + 0.5);
-}
-
-/* y[i] = x[i] * keep(base + i) / (1 - p) for i < n; 0 < p < 1. Element e is kept iff the 16 bits
- * [16 * (e % 4), 16 * (e % 4) + 16) of dropout_bits(key, e / 4) are >= the threshold: four
- * elements per 64-bit draw. */
+/* y[i] = x[i] * keep(base + i) / (1 - p) for i < n; 0 < p < 1, with the mask of
+ * core/compute/kernel_math.h (element e kept iff dropout_r16(key, e) >= the threshold), drawn
+ * four elements per 64-bit dropout_bits. */
 static void dropout_apply(real *y, const real *x, size_t n, size_t base, float p, uint64_t seed,
                           uint64_t stream)
 {
-    uint64_t key = rng_derive(seed, stream, 0);
+    uint64_t key = dropout_key(seed, stream);
     uint32_t thr = dropout_threshold(p);
-    real keep_scale = (real)(1.0 / (1.0 - (double)p));
+    real keep_scale = (real)dropout_keep_scale(p);
     /* Draws go to a small buffer of 16-bit values first (scalar: 64-bit multiplies), then one
      * vectorizable pass applies them: mask * scale is 0 or 1 / (1 - p), not a branch (random
      * branches mispredict; NaN stays NaN as in torch). */
@@ -583,11 +556,6 @@ double OPS_FN(sum)(const real *x, size_t n)
     return s;
 }
 
-double OPS_FN(mean)(const real *x, size_t n)
-{
-    return n ? OPS_FN(sum)(x, n) / (double)n : 0.0;
-}
-
 double OPS_FN(sum_squares)(const real *x, size_t n)
 {
     double s = 0;
@@ -608,4 +576,3 @@ double OPS_FN(clip_grad_norm)(real *g, size_t n, double max_norm)
 #undef ROWMAJOR
 #undef NT
 #undef TR
-#undef DROPOUT_GAMMA
