@@ -40,6 +40,13 @@ speech2text *speech2text_open(backend *be, const model_files *mf, const s2t_opts
     if (asr_data_open_files(&s->data, tc->model, NULL, mf->tokens, 0, err) != 0) goto fail;
     model_dims dims;
     if (model_dims_from_cfg(&dims, tc->model, s->data.fo.n_mels, (int)s->data.tokens.n, err) != 0) goto fail;
+    /* A hybrid model's decoder weights load with the rest; CTC decoding does not use them. */
+    if (dims.no_ctc) {
+        esp_fail(err, "%s: model.model_conf.ctc_weight 0: the model has no CTC branch (ctc.ctc_lo), which CTC "
+                      "decoding needs (decode with the joint CTC/attention beam search)",
+                 mf->train_config_path);
+        goto fail;
+    }
     asr_model_init_inference(&s->model, be, &dims);
     s->have_model = 1;
     if (asr_model_load_weights(&s->model, mf->weights, err) != 0) goto fail;
