@@ -340,3 +340,115 @@ Test(decoder, batch_score_matches_espnet_at_once_step_by_step_and_per_utterance)
     asr_model_free(&m);
     backend_close(be);
 }
+
+/* ---- the parameter table and initialization ----------------------------------------------------- */
+
+/* The decoder's tensors come after ctc.ctc_lo, so a CTC model's tensors keep their places and
+ * their initial values (init draws one stream per table index); ESPnet2's initialize() gives the
+ * embedding N(0, 1) under every scheme (nn.Embedding.reset_parameters), the rest as the encoder's. */
+Test(decoder, table_appends_the_decoder_and_init_follows_espnet2)
+{
+    model_dims ctc = fixture_dims(0), hyb = fixture_dims(0);
+    ctc.dec_blocks = ctc.dec_heads = ctc.dec_ff = 0;
+    hyb.vocab = ctc.vocab = 300; /* enough embedding values for the moments below */
+    param_table tc, th;
+    param_table_build(&tc, &ctc);
+    param_table_build(&th, &hyb);
+    cr_assert_eq(th.n, tc.n + 5 + 26 * 2);
+    for (size_t i = 0; i < tc.n; i++)
+        cr_assert(!strcmp(tc.items[i].name, th.items[i].name) && tc.items[i].offset == th.items[i].offset);
+    cr_assert_str_eq(th.items[tc.n].name, "decoder.embed.0.weight");
+    cr_assert_str_eq(th.items[th.n - 1].name, "decoder.decoders.1.norm3.bias");
+    esp_err err;
+    for (int scheme = 0; scheme < 2; scheme++) {
+        const char *init = scheme ? "xavier_uniform" : NULL;
+        float *a = calloc(tc.total, sizeof *a), *b = calloc(th.total, sizeof *b);
+        cr_assert_eq(param_init(a, &tc, init, 7, &err), 0);
+        cr_assert_eq(param_init(b, &th, init, 7, &err), 0);
+        cr_assert(!memcmp(a, b, tc.total * sizeof *a), "the CTC model's initial values moved");
+        const param_info *e = param_find(&th, "decoder.embed.0.weight");
+        double s = 0, s2 = 0;
+        for (size_t k = 0; k < e->count; k++) s += b[e->offset + k], s2 += (double)b[e->offset + k] * b[e->offset + k];
+        double mean = s / (double)e->count, var = s2 / (double)e->count - mean * mean;
+        cr_assert(fabs(mean) < 0.02 && fabs(var - 1) < 0.03, "embedding mean %g var %g", mean, var);
+        if (scheme) {
+            const param_info *w = param_find(&th, "decoder.decoders.1.src_attn.linear_v.weight");
+            double bound = sqrt(6.0 / (32 + 32)), mx = 0;
+            for (size_t k = 0; k < w->count; k++) mx = fmax(mx, fabs(b[w->offset + k]));
+            cr_assert(mx <= bound && mx > 0.9 * bound, "xavier bound %g, max %g", bound, mx);
+            cr_assert_eq(b[param_find(&th, "decoder.output_layer.bias")->offset], 0.0f);
+        }
+        cr_assert_eq(b[param_find(&th, "decoder.decoders.0.norm2.weight")->offset], 1.0f);
+        cr_assert_eq(b[param_find(&th, "decoder.after_norm.bias")->offset], 0.0f);
+        free(a), free(b);
+    }
+    param_table_free(&tc);
+    param_table_free(&th);
+}
+
+/* Dropout everywhere (the masks fixed by the seed): each group of parameters' gradient against a
+ * central difference of the loss along that gradient, in float (catches a mask that the backward
+ * regenerates differently from the forward, or a branch whose gradient goes astray). */
+static double loss_at(asr_model *m, const batch_in *b)
+{
+    asr_model_forward(m, b->feats, b->lens, 2, b->T, 1, 99);
+    return asr_model_loss(m, b->labels, b->ylens, b->stride, NULL);
+}
+
+Test(decoder, gradient_with_dropout_matches_directional_differences)
+{
+    backend *be;
+    esp_err err;
+    cr_assert((be = backend_open("cpu", 0, 1, &err)) != NULL, "%s", err.msg);
+    pack w = load_pack("weights"), c = load_pack("ctc03");
+    model_dims d = fixture_dims(0);
+    model_rates rates = {.dropout = 0.1f, .pos_dropout = 0.1f, .att_dropout = 0.1f, .ctc_dropout = 0.1f,
+                         .dec_dropout = 0.2f, .dec_pos_dropout = 0.15f, .dec_self_att_dropout = 0.1f,
+                         .dec_src_att_dropout = 0.25f, .ctc_weight = 0.3f, .lsm_weight = 0.1f};
+    asr_model m;
+    asr_model_init(&m, be, &d, &rates);
+    load_weights(&m, &w, 1);
+    batch_in b = load_batch(&c);
+    asr_model_zero_grad(&m);
+    loss_at(&m, &b);
+    asr_model_backward(&m, 1.0f);
+    size_t n = m.table.total;
+    float *p0 = malloc(n * sizeof *p0), *g = malloc(n * sizeof *g);
+    memcpy(p0, m.params, n * sizeof *p0);
+    memcpy(g, m.grads, n * sizeof *g);
+    static const char *const groups[] = {
+        "decoder.embed.", "decoder.decoders.0.self_attn.", "decoder.decoders.0.src_attn.linear_q",
+        "decoder.decoders.0.src_attn.linear_v", "decoder.decoders.0.feed_forward.", "decoder.decoders.0.norm",
+        "decoder.decoders.1.self_attn.linear_v", "decoder.decoders.1.src_attn.linear_out",
+        "decoder.decoders.1.feed_forward.w_1", "decoder.after_norm.", "decoder.output_layer.",
+        "encoder.after_norm.", "encoder.encoders.1.feed_forward.", "ctc.ctc_lo."};
+    double worst = 0;
+    for (size_t k = 0; k < sizeof groups / sizeof *groups; k++) {
+        double g2 = 0;
+        for (size_t i = 0; i < m.table.n; i++) {
+            const param_info *p = &m.table.items[i];
+            if (strncmp(p->name, groups[k], strlen(groups[k])) || strstr(p->name, "linear_k.bias")) continue;
+            for (size_t e = 0; e < p->count; e++) g2 += (double)g[p->offset + e] * g[p->offset + e];
+        }
+        double gn = sqrt(g2), eps = 0.01 / gn, l[2];
+        if (eps > 0.02) eps = 0.02;
+        for (int s = 0; s < 2; s++) {
+            memcpy(m.params, p0, n * sizeof *p0);
+            for (size_t i = 0; i < m.table.n; i++) {
+                const param_info *p = &m.table.items[i];
+                if (strncmp(p->name, groups[k], strlen(groups[k])) || strstr(p->name, "linear_k.bias")) continue;
+                for (size_t e = 0; e < p->count; e++)
+                    m.params[p->offset + e] = p0[p->offset + e] + (float)((s ? -eps : eps) * g[p->offset + e] / gn);
+            }
+            l[s] = loss_at(&m, &b);
+        }
+        double fd = (l[0] - l[1]) / (2 * eps), e = fabs(fd - gn) / gn;
+        worst = fmax(worst, e);
+        cr_expect_lt(e, 5e-3, "%s: directional difference %g vs |grad| %g", groups[k], fd, gn);
+    }
+    cr_log_info("dropout on: worst directional-difference rel err %.2g", worst);
+    free(p0), free(g), free(b.feats);
+    pack_free(&w), pack_free(&c);
+    asr_model_free(&m);
+    backend_close(be);
+}
