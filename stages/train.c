@@ -34,8 +34,6 @@ static int check_unused_keys(const training_cfg *cfg, const char *file, esp_err 
     if (m && m->encoder_conf && !m->encoder_conf->normalize_before)
         return esp_fail(err, "%s: model.encoder_conf.normalize_before: false (post-LN blocks) is not supported (use true)",
                         file);
-    if (tc->max_steps > 0)
-        log_warn("%s: trainer.max_steps: not implemented yet; training stops at trainer.max_epochs", file);
     if (tc->val_check_interval > 0 && tc->val_check_interval != 1.0)
         log_warn("%s: trainer.val_check_interval: not implemented yet; validation runs at epoch ends "
                  "(trainer.check_val_every_n_epoch)", file);
@@ -109,6 +107,11 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
     const dist_env *env = dist_process_env(err);
     if (!env || check_config(cfg, file, env, err) != 0) return -1;
     const trainer_cfg *tc = cfg->trainer;
+    if (tc->max_epochs == -1 && tc->max_steps <= 0)
+        return esp_fail(err, "%s: trainer.max_epochs: -1 (no epoch limit) without trainer.max_steps would train "
+                             "forever (set max_steps, or max_epochs >= 1)", file);
+    if (tc->max_epochs == -1) log_info("train: no epoch limit (trainer.max_epochs -1): training stops after %" PRId64
+                                       " optimizer steps (trainer.max_steps)", tc->max_steps);
     int sharded[2];
     for (int k = 0; k < 2; k++) {
         const loader_split_cfg *lc = k ? cfg->dataloader->valid : cfg->dataloader->train;
@@ -136,7 +139,10 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
         .fsdp = tc->strategy && !strcmp(tc->strategy, "fsdp"),
         .sharded_train = sharded[0],
         .rates = rates_from_cfg(cfg->model),
-        .max_epochs = tc->max_epochs > 0 ? tc->max_epochs : 1000, /* Lightning's default */
+        /* The config layer resolved Lightning's meaning: >= 1, or -1 for no epoch limit (then
+         * max_steps, when set, ends training). */
+        .max_epochs = tc->max_epochs == -1 ? INT64_MAX : tc->max_epochs,
+        .max_steps = tc->max_steps > 0 ? tc->max_steps : 0,
         .val_every = tc->check_val_every_n_epoch > 0 ? tc->check_val_every_n_epoch : 1,
         .accumulate = tc->accumulate_grad_batches > 0 ? tc->accumulate_grad_batches : 1,
         .log_every = tc->log_every_n_steps > 0 ? tc->log_every_n_steps : 50,

@@ -1,6 +1,7 @@
 /* Typed views of the resolved configs, filled by libcyaml from the schemas in config_schema.c.
  * Field names are ESPnet3's keys. A field that the YAML leaves out is 0 / NULL; defaults come
- * from the template configs in conf/ and from config_apply_defaults(). */
+ * from the template configs in conf/ and from config_values.c, which also refuses a 0 written
+ * where 0 means nothing (so 0 in a field below means "left out"). */
 #ifndef ESPNET3_CONFIG_TYPES_H
 #define ESPNET3_CONFIG_TYPES_H
 
@@ -59,8 +60,10 @@ typedef struct trainer_cfg {
     double gradient_clip_val;
     char *gradient_clip_algorithm;
     int64_t accumulate_grad_batches;
-    int64_t max_epochs;
-    int64_t max_steps;
+    int64_t max_epochs;  /* >= 1, or -1: no epoch limit (Lightning). Never 0 when the trainer block
+                          * exists: left out or null, config_values.c writes Lightning's 1000 (or
+                          * -1 when max_steps is set) */
+    int64_t max_steps;   /* >= 1, or -1 / 0 (left out): no step limit */
     int64_t log_every_n_steps;
     int64_t check_val_every_n_epoch;
     double limit_train_batches;
@@ -266,11 +269,13 @@ typedef struct infer_model_cfg {
     char *asr_model_file;    /* weights: a .safetensors file, a checkpoint directory, or the
                               * ESPnet-style name of one (valid.loss.ave_3best[.pth], last[.ckpt]) */
     char *device;
-    int64_t beam_size;       /* 1: greedy CTC; more: CTC prefix beam search */
+    int64_t beam_size;       /* ctc_weight 1.0: 1 greedy CTC, more CTC prefix beam search; else the joint beam */
     double penalty;          /* ESPnet's insertion penalty: a length bonus per output token */
-    double ctc_weight;       /* CTC-only model: 1.0 (anything else warns) */
+    double ctc_weight;       /* 1.0: CTC only; below: joint CTC/attention search (needs an attention decoder) */
     double lm_weight;
-    int64_t nbest;
+    int64_t nbest;           /* > 1: also {n}best_recog/ (text, token, token_int, score) for n = 1..nbest */
+    double maxlenratio;      /* joint search: 0 = maxlen T with end detection; > 0 ratio of T; < 0 fixed */
+    double minlenratio;      /* joint search: >= 0 ratio of T; < 0 fixed */
     int64_t batch_size;      /* utterances per forward pass */
 } infer_model_cfg;
 

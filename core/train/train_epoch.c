@@ -264,6 +264,9 @@ int train_epoch(trainer *t, esp_err *err)
         snprintf(label, sizeof label, "train epoch %" PRId64 " step %" PRId64 " loss %.2f lr %.2e %.0f audio-s/s",
                  t->epoch + 1, t->step, loss, lr, rate);
         if (t->rank == 0) progress_update(&pr, k + 1);
+        /* Lightning's max_steps: the epoch ends with the step that reaches it (every rank steps
+         * together, so all stop here). */
+        if (t->o->max_steps > 0 && t->step >= t->o->max_steps) break;
     }
     if (rc == 0 && t->rank == 0) progress_finish(&pr);
     free(items);

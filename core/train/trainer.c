@@ -7,14 +7,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int steps_done(const trainer *t)
+{
+    return t->o->max_steps > 0 && t->step >= t->o->max_steps;
+}
+
 static int run_training(trainer *t, esp_err *err)
 {
     const trainer_opts *o = t->o;
-    if (t->epoch >= o->max_epochs) {
-        log_info("train: already trained %" PRId64 " epochs (trainer.max_epochs %" PRId64 ")", t->epoch, o->max_epochs);
+    if (t->epoch >= o->max_epochs || steps_done(t)) {
+        if (steps_done(t))
+            log_info("train: already trained %" PRId64 " steps (trainer.max_steps %" PRId64 ")", t->step, o->max_steps);
+        else
+            log_info("train: already trained %" PRId64 " epochs (trainer.max_epochs %" PRId64 ")", t->epoch,
+                     o->max_epochs);
         return t->rank == 0 ? ckpt_average(&t->ckpt, err) : 0;
     }
-    while (t->epoch < o->max_epochs) {
+    while (t->epoch < o->max_epochs && !steps_done(t)) {
         if (train_epoch(t, err) != 0) return -1;
         t->epoch++;
         if (check_ranks_agree(t, err) != 0) return -1;
