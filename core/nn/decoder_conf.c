@@ -14,6 +14,11 @@ int decoder_in_cfg(const model_cfg *m)
     return m && m->decoder && !strcmp(m->decoder, "transformer") && ctc_weight_of(m) < 1.0;
 }
 
+int ctc_in_cfg(const model_cfg *m)
+{
+    return !(m && m->decoder && !strcmp(m->decoder, "transformer") && ctc_weight_of(m) == 0.0);
+}
+
 int decoder_dims_from_cfg(model_dims *dims, const model_cfg *m, esp_err *err)
 {
     dims->dec_blocks = dims->dec_heads = dims->dec_ff = 0;

@@ -27,5 +27,7 @@ void decoder_rates_from_cfg(model_rates *r, const model_cfg *m);
 
 /* Whether the config trains an attention decoder (model.decoder transformer and ctc_weight < 1). */
 int decoder_in_cfg(const model_cfg *m);
+/* Whether it trains a CTC branch (all but a decoder with ctc_weight 0). */
+int ctc_in_cfg(const model_cfg *m);
 
 #endif

@@ -1,7 +1,8 @@
 /* The joint CTC/attention model through the binary on the tiny recipe
  * (recipes/espeak_fortunes/conf/training_tiny_hybrid.yaml): stages 1-5, the metrics, checkpoints
- * with the decoder, selection by valid/acc, bit-identical resume, greedy CTC and prefix-beam
- * decoding of the hybrid model, ctc_weight 0 (no CTC branch) and a monitor nothing reports. */
+ * with the decoder, selection by valid/acc, bit-identical resume, greedy CTC, prefix-beam and joint
+ * CTC/attention decoding of the hybrid model, ctc_weight 0 (no CTC branch; attention-only
+ * decoding) and a monitor nothing reports. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,10 +67,16 @@ Test(train_hybrid, recipe_stages_1_5_then_ctc_decoding_of_the_hybrid_model)
     char *hyp = slurp("exp/inference/test/hyp.scp");
     cr_assert_eq(count_lines(hyp), 6, "%s", hyp);
     free(hyp);
-    char beam[128];
+    char beam[256];
     snprintf(beam, sizeof beam, "model.beam_size=4 inference_dir=%s/exp/inference_beam", dir);
     cr_assert_eq(infer("exp", beam), 0, "%s", slurp("log"));
     hyp = slurp("exp/inference_beam/test/hyp.scp");
+    cr_assert_eq(count_lines(hyp), 6, "%s", hyp);
+    free(hyp);
+    /* And the joint CTC/attention search with the model's decoder (decoder_score_batch). */
+    snprintf(beam, sizeof beam, "model.beam_size=3 model.ctc_weight=0.3 inference_dir=%s/exp/inference_joint", dir);
+    cr_assert_eq(infer("exp", beam), 0, "%s", slurp("log"));
+    hyp = slurp("exp/inference_joint/test/hyp.scp");
     cr_assert_eq(count_lines(hyp), 6, "%s", hyp);
     free(hyp);
 }
@@ -104,8 +111,14 @@ Test(train_hybrid, ctc_weight_0_and_an_unreported_monitor)
     free(csv);
     cr_assert_eq(infer("att", "model.beam_size=1"), 1);
     char *log = slurp("log");
-    cr_assert(strstr(log, "model.model_conf.ctc_weight 0: the model has no CTC branch"), "%s", log);
+    cr_assert(strstr(log, "model.ctc_weight 1: the model has no CTC branch (trained with model_conf.ctc_weight 0"), "%s",
+              log);
     free(log);
+    /* The attention-only search (ctc_weight 0) decodes it. */
+    cr_assert_eq(infer("att", "model.beam_size=2 model.ctc_weight=0.0"), 0, "%s", slurp("log"));
+    char *hyp = slurp("att/inference/test/hyp.scp");
+    cr_assert_eq(count_lines(hyp), 6, "%s", hyp);
+    free(hyp);
 
     cr_assert_eq(run_cfg("training_tiny", "ctc", "--stages train trainer.max_epochs=1 "
                                                  "best_model_criterion=[[valid/acc,1,max]]"),
