@@ -44,9 +44,9 @@ static int check_unused_keys(const training_cfg *cfg, const char *file, esp_err 
                  tc->precision);
     int has_decoder = m && m->decoder && !strcmp(m->decoder, "transformer");
     if (!has_decoder && m && m->model_conf && m->model_conf->ctc_weight > 0 && m->model_conf->ctc_weight != 1.0)
-        log_warn("%s: model.model_conf.ctc_weight: %g asks for an attention decoder, but model.decoder is not set; "
-                 "training is CTC only (ctc_weight 1.0; set model.decoder: transformer for joint CTC/attention)",
-                 file, m->model_conf->ctc_weight);
+        log_warn("%s: model.model_conf.ctc_weight: %g asks for an attention decoder, but model.decoder is not "
+                 "transformer; training is CTC only (ctc_weight 1.0; set model.decoder: transformer for joint "
+                 "CTC/attention)", file, m->model_conf->ctc_weight);
     if (!decoder_in_cfg(m) && m && m->model_conf && m->model_conf->lsm_weight > 0)
         log_warn("%s: model.model_conf.lsm_weight: label smoothing applies to the attention decoder; ignored by CTC",
                  file);

@@ -137,7 +137,8 @@ Test(config_decoder, defaults_and_the_two_ends_of_ctc_weight)
                "cfg.yaml:4:17: model.model_conf.ctc_weight: must be in [0, 1], got 1.5");
     assert_has(load_error("model:\n  decoder_conf:\n    src_attention_dropout_rate: 1\n"),
                "model.decoder_conf.src_attention_dropout_rate: must be in [0, 1)");
-    assert_has(load_error("model:\n  decoder_conf:\n    num_blocks: 0\n"), "model.decoder_conf.num_blocks: must be >= 1");
+    assert_has(load_error("model:\n  decoder_conf:\n    num_blocks: 0\n"),
+               "model.decoder_conf.num_blocks: must be >= 1");
 }
 
 /* What ESPnet2 has and espnet3 does not: an error at the key's line with what is supported. */
@@ -146,7 +147,8 @@ Test(config_decoder, unsupported_variants_fail_with_file_line_col)
     static const struct {
         const char *yaml, *want;
     } cases[] = {
-        {"model:\n  decoder: rnn\n", "cfg.yaml:2:12: model.decoder: 'rnn' is not supported (supported: transformer, none)"},
+        {"model:\n  decoder: rnn\n",
+         "cfg.yaml:2:12: model.decoder: 'rnn' is not supported (supported: transformer, none)"},
         {"model:\n  decoder_conf:\n    input_layer: linear\n",
          "cfg.yaml:3:18: model.decoder_conf.input_layer: 'linear' is not supported (supported: embed)"},
         {"model:\n  decoder_conf:\n    concat_after: true\n",
@@ -158,9 +160,11 @@ Test(config_decoder, unsupported_variants_fail_with_file_line_col)
         {"model:\n  decoder_conf:\n    use_output_layer: false\n",
          "model.decoder_conf.use_output_layer: 'false' is not supported (supported: true)"},
         {"model:\n  decoder_conf:\n    qk_norm: true\n", "model.decoder_conf.qk_norm: 'true' is not supported"},
-        {"model:\n  decoder_conf:\n    num_block: 2\n", "model.decoder_conf.num_block: unknown key (did you mean num_blocks?)"},
+        {"model:\n  decoder_conf:\n    num_block: 2\n",
+         "model.decoder_conf.num_block: unknown key (did you mean num_blocks?)"},
         {"model:\n  decoder_conf:\n    num_blocks: two\n", "model.decoder_conf.num_blocks: expected an integer"},
-        {"model:\n  model_conf:\n    lsm_weigth: 0.1\n", "model.model_conf.lsm_weigth: unknown key (did you mean lsm_weight?)"},
+        {"model:\n  model_conf:\n    lsm_weigth: 0.1\n",
+         "model.model_conf.lsm_weigth: unknown key (did you mean lsm_weight?)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) assert_has(load_error(cases[i].yaml), cases[i].want);
     /* layer_drop_rate 0 in any spelling is fine. */

@@ -330,7 +330,8 @@ Test(decoder, batch_score_matches_espnet_at_once_step_by_step_and_per_utterance)
     float changed[12], again[12];
     for (size_t i = 0; i < nh; i++) hs2[i] *= 1.5f;
     decoder_score_batch(&m, hs2, f.T, p1, &f.len[2], 1, changed);
-    cr_assert(rel_err(changed, must(&f.s, "logp.2", NULL), 12, 1.0) > 1e-3, "a changed utterance must not hit the cache");
+    cr_assert(rel_err(changed, must(&f.s, "logp.2", NULL), 12, 1.0) > 1e-3,
+              "a changed utterance must not hit the cache");
     worst = fmax(worst, score_and_check(&m, hs, &f, &all[2], 1, NULL));
     decoder_score_batch(&m, hs2, f.T, p1, &f.len[2], 1, again);
     cr_assert_lt(rel_err(again, changed, 12, 1.0), 1e-6);

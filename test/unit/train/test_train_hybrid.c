@@ -111,8 +111,8 @@ Test(train_hybrid, ctc_weight_0_and_an_unreported_monitor)
     free(csv);
     cr_assert_eq(infer("att", "model.beam_size=1"), 1);
     char *log = slurp("log");
-    cr_assert(strstr(log, "model.ctc_weight 1: the model has no CTC branch (trained with model_conf.ctc_weight 0"), "%s",
-              log);
+    cr_assert(strstr(log, "model.ctc_weight 1: the model has no CTC branch (trained with model_conf.ctc_weight 0"),
+              "%s", log);
     free(log);
     /* The attention-only search (ctc_weight 0) decodes it. */
     cr_assert_eq(infer("att", "model.beam_size=2 model.ctc_weight=0.0"), 0, "%s", slurp("log"));
