@@ -1,8 +1,10 @@
 # espnet3 build. `make` builds ./espnet3 for CPUs; `make CUDA=1` adds cuda/ (nvcc);
 # `make check` checks the layer rules and runs every test; `make asan` runs them under AddressSanitizer + UBSan;
-# `make fuzz` runs the config loader fuzzer for FUZZ_SECONDS.
+# `make fuzz` runs the config loader fuzzer for FUZZ_SECONDS, then each file reader's fuzzer for
+# FUZZ_READER_SECONDS; `make fuzz-long` runs them all for FUZZ_LONG_SECONDS each (test/fuzz/fuzz.mk).
 
 CC       ?= gcc
+CXX      ?= g++
 NVCC     ?= nvcc
 CUDA_HOME ?= /usr/local/cuda
 FUZZ_SECONDS ?= 60
@@ -12,6 +14,9 @@ CSTD     := -std=c11 -D_GNU_SOURCE
 OPT      ?= -O2 -g
 CFLAGS   += $(CSTD) $(OPT) -fopenmp-simd -fno-math-errno $(WARN) -MMD -MP -I.
 LDLIBS   += -lcyaml -lyaml -lsndfile -lsamplerate -lfftw3f -lopenblas -ljansson -lz -lm -lpthread
+# SentencePiece (C++) behind core/data/spm_shim.cc: the tokenizer's bpe/unigram models.
+CXXFLAGS += -std=c++17 $(OPT) $(WARN) -MMD -MP -I.
+LDLIBS   += -lsentencepiece -lsentencepiece_train -lstdc++
 
 BUILD    := build
 SANFLAGS :=
@@ -51,14 +56,16 @@ NVCCFLAGS ?= -O2 -std=c++17 -Xcompiler -Wall,-Wextra,-Werror -I. \
 endif
 
 CFLAGS   += $(SANFLAGS)
+CXXFLAGS += $(SANFLAGS)
 LDFLAGS  += $(SANFLAGS)
 
 APP_SRCS  := $(wildcard core/*/*.c stages/*.c recipes/*.c recipes/*/*.c)
+CXX_SRCS  := $(wildcard core/*/*.cc)
 MAIN_SRCS := $(wildcard cli/*.c)
 CUDA_SRCS := $(if $(filter 1,$(CUDA)),$(wildcard cuda/*.cu))
 TEST_SRCS := $(wildcard test/unit/*.c test/unit/*/*.c)
 
-APP_OBJS  := $(APP_SRCS:%.c=$(BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
+APP_OBJS  := $(APP_SRCS:%.c=$(BUILD)/%.o) $(CXX_SRCS:%.cc=$(BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
 MAIN_OBJS := $(MAIN_SRCS:%.c=$(BUILD)/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
 # The tests link everything but main().
@@ -68,7 +75,7 @@ CLI_LIB_OBJS := $(filter-out $(BUILD)/cli/main.o,$(MAIN_OBJS))
 BIN      := $(BUILD)/espnet3
 TEST_BIN := $(BUILD)/espnet3_tests
 
-.PHONY: all check asan fuzz clean deps print-ldlibs print-objs layers
+.PHONY: all check asan fuzz fuzz-long clean deps print-ldlibs print-objs layers
 all: $(BIN)
 	@cmp -s $(BIN) espnet3 || cp -f $(BIN) espnet3
 
@@ -78,6 +85,10 @@ $(BIN): $(APP_OBJS) $(MAIN_OBJS)
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/%.o: %.cc
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -c -o $@ $<
 
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
@@ -103,6 +114,9 @@ asan: deps
 
 fuzz: deps
 	@$(MAKE) --no-print-directory -f test/fuzz/fuzz.mk FUZZ_SECONDS=$(FUZZ_SECONDS)
+
+fuzz-long: deps
+	@$(MAKE) --no-print-directory -f test/fuzz/fuzz.mk fuzz-long
 
 clean:
 	rm -rf build build-asan build-cuda build-asan-cuda build-fuzz espnet3

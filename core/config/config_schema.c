@@ -54,6 +54,7 @@ static const cyaml_schema_field_t tokenizer_fields[] = {
     STR("model_type", tokenizer_cfg, model_type),
     INT("vocab_size", tokenizer_cfg, vocab_size),
     FLT("character_coverage", tokenizer_cfg, character_coverage),
+    SEQ("user_defined_symbols", tokenizer_cfg, user_defined_symbols, &string_entry),
     STR("save_path", tokenizer_cfg, save_path),
     STR("text", tokenizer_cfg, text),
     CYAML_FIELD_END};
@@ -278,6 +279,8 @@ static const cyaml_schema_field_t training_fields[] = {
     MAP("scheduler", training_cfg, scheduler, scheduler_fields),
     STR("scheduler_interval", training_cfg, scheduler_interval),
     SEQ("best_model_criterion", training_cfg, best_model_criterion, &criterion_entry),
+    STR("token_type", training_cfg, token_type),
+    STR("bpemodel", training_cfg, bpemodel),
     IGNORED("fit"),
     CYAML_FIELD_END};
 
@@ -298,6 +301,8 @@ static const cyaml_schema_field_t infer_model_fields[] = {
     FLT("maxlenratio", infer_model_cfg, maxlenratio),
     FLT("minlenratio", infer_model_cfg, minlenratio),
     INT("batch_size", infer_model_cfg, batch_size),
+    STR("token_type", infer_model_cfg, token_type),
+    STR("bpemodel", infer_model_cfg, bpemodel),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t inference_fields[] = {
@@ -366,6 +371,8 @@ static const allowed_rule allowed_rules[] = {
     {"scheduler_interval", "step|epoch"},
     {"best_model_criterion[].mode", "min|max"},
     {"tokenizer.model_type", "char|bpe|unigram|word"},
+    {"token_type", "char|bpe|word"},
+    {"model.token_type", "char|bpe|word"},
     {"init", "xavier_uniform|xavier_normal|kaiming_uniform|kaiming_normal|chainer"},
     {"create_dataset.synthesizer", "espeak-ng|flite"},
     {"model.frontend", "default"},
@@ -444,10 +451,10 @@ static const char *const unimplemented_keys[] = {
     "model.specaug_conf.replace_with_zero",
     "optimizer.foreach", "optimizer.maximize", "optimizer.capturable", "optimizer.differentiable",
     "optimizer.fused",
-    "tokenizer.text_builder", "tokenizer.user_defined_symbols", "tokenizer.input_sentence_size", "tokenizer.shuffle_input_sentence",
+    "tokenizer.text_builder", "tokenizer.input_sentence_size", "tokenizer.shuffle_input_sentence",
     "tokenizer.split_digits", "tokenizer.byte_fallback",
     "model.lm_train_config", "model.lm_file", "model.ngram_weight",
-    "model.ngram_file", "model.ngram_scorer", "model.token_type", "model.bpemodel", "model.quantize_asr_model",
+    "model.ngram_file", "model.ngram_scorer", "model.quantize_asr_model",
     "model.dtype", "model.normalize_length", "model.streaming",
     "optimizers", "schedulers", "upload", "hf_repo", "git_info", "log_level", "write_requirements",
     NULL,

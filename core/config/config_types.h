@@ -33,10 +33,11 @@ typedef struct create_dataset_cfg {
 } create_dataset_cfg;
 
 typedef struct tokenizer_cfg {
-    char *model_type;    /* char (bpe comes later) */
-    int64_t vocab_size;
-    double character_coverage;
-    char *save_path;
+    char *model_type;    /* char | word | bpe | unigram (bpe/unigram: a SentencePiece model) */
+    int64_t vocab_size;  /* bpe/unigram: pieces with <unk>, <s>, </s>; word: tokens.txt entries (0: all) */
+    double character_coverage; /* SentencePiece's (0: 1.0, as ESPnet3 and ESPnet2's asr.sh) */
+    char **user_defined_symbols; unsigned n_user_defined_symbols; /* SentencePiece's, kept whole */
+    char *save_path;     /* tokens.txt, and <model_type>.model/.vocab for bpe/unigram */
     char *text;          /* manifest whose text column trains the tokenizer (default: train.tsv) */
 } tokenizer_cfg;
 
@@ -260,6 +261,8 @@ typedef struct training_cfg {
     scheduler_cfg *scheduler;
     char *scheduler_interval; /* step | epoch */
     criterion_cfg *best_model_criterion; unsigned n_best_model_criterion;
+    char *token_type;    /* ESPnet2's config.yaml keys: char | word | bpe, and the bpe model; */
+    char *bpemodel;      /* they override the tokenizer block (core/data/tokenizer_spec.c) */
 } training_cfg;
 
 /* The inference config (--inference_config), ESPnet3's inference.yaml keys. */
@@ -277,6 +280,8 @@ typedef struct infer_model_cfg {
     double maxlenratio;      /* joint search: 0 = maxlen T with end detection; > 0 ratio of T; < 0 fixed */
     double minlenratio;      /* joint search: >= 0 ratio of T; < 0 fixed */
     int64_t batch_size;      /* utterances per forward pass */
+    char *token_type;        /* Speech2Text's: override the training config's tokenizer */
+    char *bpemodel;
 } infer_model_cfg;
 
 typedef struct inference_cfg {

@@ -53,7 +53,7 @@ typedef struct s2t_opts {
 typedef struct s2t_hyp {
     int *ids;        /* token ids: no blanks (ESPnet drops id 0), no <sos>/<eos> */
     size_t n_ids;
-    char *text;      /* ESPnet's char detokenization: tokens joined, <space> as a space */
+    char *text;      /* the tokenizer's detokenization (ESPnet's tokens2text: char, word or bpe) */
     double score;    /* joint search: ESPnet's hyp.score; prefix beam: log p(prefix) + penalty * len;
                       * greedy: the log-probability of the best path */
     int frames;      /* feature frames of the utterance (samples / hop_length + 1) */

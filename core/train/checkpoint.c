@@ -52,7 +52,10 @@ static void remove_checkpoint(const ckpt_manager *m, const char *name)
     free(dst);
 }
 
-static int is_ckpt_name(const char *s) { return strncmp(s, "epoch=", 6) == 0 && strstr(s, "-step=") != NULL; }
+static int is_ckpt_name(const char *s)
+{
+    return strncmp(s, "epoch=", 6) == 0 && strstr(s, "-step=") != NULL && !strchr(s, '/');
+}
 
 /* ---- tables ---------------------------------------------------------------------------- */
 
@@ -185,6 +188,13 @@ static json_t *load_state_json(const char *dir, esp_err *err)
         esp_fail(err, "%s: not an espnet3 trainer state (expected format \"" STATE_FORMAT "\", epoch, step)", path);
         json_decref(root);
         root = NULL;
+    } else if (json_integer_value(json_object_get(root, "epoch")) < 0 ||
+               json_integer_value(json_object_get(root, "step")) < 0) {
+        esp_fail(err, "%s: epoch %" JSON_INTEGER_FORMAT " and step %" JSON_INTEGER_FORMAT " must be >= 0 (corrupt file)",
+                 path, json_integer_value(json_object_get(root, "epoch")),
+                 json_integer_value(json_object_get(root, "step")));
+        json_decref(root);
+        root = NULL;
     }
     free(path);
     return root;
@@ -225,6 +235,12 @@ static void restore_tables(ckpt_manager *m, json_t *root)
                 const char *dir = json_string_value(json_object_get(e, "dir"));
                 double v;
                 if (!dir || metric_from_json(json_object_get(e, "value"), &v) != 0) continue;
+                if (!is_ckpt_name(dir)) {
+                    /* Only a directory under checkpoints/ may be ranked, averaged or pruned. */
+                    log_warn("%s/%s/" JSON_FILE ": best-k entry '%s' for %s is not a checkpoint name; ranking goes "
+                             "on without it", m->ckpt_dir, m->last, dir, t->monitor);
+                    continue;
+                }
                 esp_err ignored;
                 json_t *other = load_complete(m, dir, &ignored);
                 if (!other) {
@@ -480,6 +496,23 @@ int64_t ckpt_counter_get(const ckpt_loaded *c, const char *name, int64_t dflt)
     return dflt;
 }
 
+/* 1 to 16 hex digits after an optional "0x" (state_json writes "0x" and 16). */
+static int parse_hex64(const char *s, uint64_t *out)
+{
+    if (!s) return 0;
+    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) s += 2;
+    if (!s[0] || strlen(s) > 16) return 0;
+    uint64_t v = 0;
+    for (const char *p = s; *p; p++) {
+        int d = *p >= '0' && *p <= '9' ? *p - '0' : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10
+              : *p >= 'A' && *p <= 'F' ? *p - 'A' + 10 : -1;
+        if (d < 0) return 0;
+        v = v << 4 | (uint64_t)d;
+    }
+    *out = v;
+    return 1;
+}
+
 int ckpt_load_last(const ckpt_manager *m, ckpt_loaded *out, esp_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -499,7 +532,11 @@ int ckpt_load_last(const ckpt_manager *m, ckpt_loaded *out, esp_err *err)
     json_object_foreach(metrics, key, v)
     {
         metric *mt = &out->metrics[out->n_metrics];
-        if (metric_from_json(v, &mt->value) != 0) continue;
+        if (metric_from_json(v, &mt->value) != 0) {
+            esp_fail(err, "%s/" JSON_FILE ": metrics.%s is not a number (corrupt file)", out->dir, key);
+            json_decref(root);
+            goto fail;
+        }
         mt->name = xstrdup(key);
         mt->is_int = json_is_integer(v);
         out->n_metrics++;
@@ -510,10 +547,8 @@ int ckpt_load_last(const ckpt_manager *m, ckpt_loaded *out, esp_err *err)
     json_array_foreach(rng, i, v)
     {
         const char *s = json_string_value(v);
-        char *end = NULL;
-        if (s) out->rng[i] = strtoull(s, &end, 16);
-        if (!s || !end || *end) {
-            esp_fail(err, "%s/" JSON_FILE ": rng[%zu] is not a hex string", out->dir, i);
+        if (!parse_hex64(s, &out->rng[i])) {
+            esp_fail(err, "%s/" JSON_FILE ": rng[%zu] is not a hex string of at most 16 digits", out->dir, i);
             json_decref(root);
             goto fail;
         }
@@ -523,7 +558,11 @@ int ckpt_load_last(const ckpt_manager *m, ckpt_loaded *out, esp_err *err)
     out->counters = xcalloc(json_object_size(counters) + 1, sizeof *out->counters);
     json_object_foreach(counters, key, v)
     {
-        if (!json_is_integer(v)) continue;
+        if (!json_is_integer(v)) {
+            esp_fail(err, "%s/" JSON_FILE ": counters.%s is not an integer (corrupt file)", out->dir, key);
+            json_decref(root);
+            goto fail;
+        }
         out->counters[out->n_counters].name = xstrdup(key);
         out->counters[out->n_counters++].value = json_integer_value(v);
     }
