@@ -13,6 +13,7 @@
 #include "core/compute/backend.h"
 #include "core/data/sampler.h"
 #include "core/dist/dist.h"
+#include "core/nn/decoder_conf.h"
 #include "core/train/trainer.h"
 #include "stages/stages.h"
 
@@ -41,10 +42,12 @@ static int check_unused_keys(const training_cfg *cfg, const char *file, esp_err 
     if (tc->precision && strcmp(tc->precision, "32") && strcmp(tc->precision, "32-true"))
         log_warn("%s: trainer.precision: %s is for GPUs (the CUDA backend); the CPU trains in float32", file,
                  tc->precision);
-    if (m && m->model_conf && m->model_conf->ctc_weight > 0 && m->model_conf->ctc_weight != 1.0)
-        log_warn("%s: model.model_conf.ctc_weight: %g asks for an attention decoder, which espnet3 does not have; "
-                 "training is CTC only (ctc_weight 1.0)", file, m->model_conf->ctc_weight);
-    if (m && m->model_conf && m->model_conf->lsm_weight > 0)
+    int has_decoder = m && m->decoder && !strcmp(m->decoder, "transformer");
+    if (!has_decoder && m && m->model_conf && m->model_conf->ctc_weight > 0 && m->model_conf->ctc_weight != 1.0)
+        log_warn("%s: model.model_conf.ctc_weight: %g asks for an attention decoder, but model.decoder is not "
+                 "transformer; training is CTC only (ctc_weight 1.0; set model.decoder: transformer for joint "
+                 "CTC/attention)", file, m->model_conf->ctc_weight);
+    if (!decoder_in_cfg(m) && m && m->model_conf && m->model_conf->lsm_weight > 0)
         log_warn("%s: model.model_conf.lsm_weight: label smoothing applies to the attention decoder; ignored by CTC",
                  file);
     if (m && m->token_list && cfg->tokenizer && cfg->tokenizer->save_path) {
@@ -68,11 +71,13 @@ static model_rates rates_from_cfg(const model_cfg *m)
 {
     const encoder_conf_cfg *ec = m ? m->encoder_conf : NULL;
     const ctc_conf_cfg *cc = m ? m->ctc_conf : NULL;
-    return (model_rates){.dropout = ec ? (float)ec->dropout_rate : 0.1f,
-                         .pos_dropout = ec ? (float)ec->positional_dropout_rate : 0.1f,
-                         .att_dropout = ec ? (float)ec->attention_dropout_rate : 0.0f,
-                         .ctc_dropout = cc ? (float)cc->dropout_rate : 0,
-                         .ctc_keep_inf = cc && !cc->zero_infinity};
+    model_rates r = {.dropout = ec ? (float)ec->dropout_rate : 0.1f,
+                     .pos_dropout = ec ? (float)ec->positional_dropout_rate : 0.1f,
+                     .att_dropout = ec ? (float)ec->attention_dropout_rate : 0.0f,
+                     .ctc_dropout = cc ? (float)cc->dropout_rate : 0,
+                     .ctc_keep_inf = cc && !cc->zero_infinity};
+    decoder_rates_from_cfg(&r, m);
+    return r;
 }
 
 /* The checks that need no data: required blocks, the launch's world size, unsupported keys. */

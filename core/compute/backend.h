@@ -96,6 +96,27 @@ struct backend {
     void (*dropout_backward)(backend *be, float *dx, const float *dy, size_t n, float p,
                              uint64_t seed, uint64_t stream);
 
+    /* ---- attention decoder (core/compute/ops_decl.h): attention with query and key lengths of
+     * their own and an optional causal mask; the token embedding; ESPnet's label-smoothing loss
+     * on device log-probabilities (targets on the host; the forward returns the host sum and the
+     * argmax hits; the backward writes the gradient of the logits). */
+    void (*mha_forward)(backend *be, float *y, float *att, const float *q, int ldq, const float *k,
+                        const float *v, int ldkv, const int *lens, int nb, int tq, int tk,
+                        int causal, int h, int hd, float p, uint64_t seed, uint64_t stream);
+    void (*mha_backward)(backend *be, float *dq, float *dk, float *dv, const float *dy,
+                         const float *att, const float *q, int ldq, const float *k, const float *v,
+                         int ldkv, const int *lens, int nb, int tq, int tk, int h, int hd, float p,
+                         uint64_t seed, uint64_t stream);
+    void (*embedding_forward)(backend *be, float *y, const float *w, const int *ids, int n, int v,
+                              int d);
+    void (*embedding_backward)(backend *be, float *dw, const float *dy, const int *ids, int n,
+                               int v, int d);
+    double (*label_smoothing_forward)(backend *be, const float *logp, const int *target, int n,
+                                      int v, double smoothing, int64_t *correct);
+    void (*label_smoothing_backward)(backend *be, float *dlogits, const float *logp,
+                                     const int *target, int n, int v, double smoothing,
+                                     double scale);
+
     /* ---- CTC loss (core/compute/ctc.h, blank 0): logp (B, T, V) log-probabilities on the device;
      * hlens, labels (padded rows of `stride`) and label_lens on the host. The forward returns
      * sum(losses) / B and fills losses (host, B; may be NULL); it keeps its workspace in the

@@ -359,6 +359,83 @@ static void ref_dropout_backward(backend *be, float *dx, const float *dy, size_t
     tmp_release(be);
 }
 
+/* ---- the attention decoder's ops */
+
+static void ref_mha_forward(backend *be, float *y, float *att, const float *q, int ldq,
+                            const float *k, const float *v, int ldkv, const int *lens, int nb,
+                            int tq, int tk, int causal, int h, int hd, float p, uint64_t seed,
+                            uint64_t stream)
+{
+    int d = h * hd;
+    size_t eq = extent(nb * tq, d, ldq), ekv = extent(nb * tk, d, ldkv);
+    size_t ny = (size_t)nb * tq * d, na = (size_t)nb * h * tq * tk;
+    double *yd = tmp_zeros(be, ny), *ad = tmp_zeros(be, na);
+    ops_mha_forward_f64(yd, ad, wide(be, q, eq), ldq, wide(be, k, ekv), wide(be, v, ekv), ldkv, lens,
+                        nb, tq, tk, causal, h, hd, p, seed, stream,
+                        scratch(be, ops_mha_forward_scratch(tq, tk, p) + 1));
+    narrow(y, yd, ny);
+    narrow(att, ad, na);
+    tmp_release(be);
+}
+
+static void ref_mha_backward(backend *be, float *dq, float *dk, float *dv, const float *dy,
+                             const float *att, const float *q, int ldq, const float *k,
+                             const float *v, int ldkv, const int *lens, int nb, int tq, int tk,
+                             int h, int hd, float p, uint64_t seed, uint64_t stream)
+{
+    int d = h * hd;
+    size_t eq = extent(nb * tq, d, ldq), ekv = extent(nb * tk, d, ldkv);
+    size_t ny = (size_t)nb * tq * d, na = (size_t)nb * h * tq * tk;
+    double *dqd = tmp_zeros(be, eq), *dkd = tmp_zeros(be, ekv), *dvd = tmp_zeros(be, ekv);
+    ops_mha_backward_f64(dqd, dkd, dvd, wide(be, dy, ny), wide(be, att, na), wide(be, q, eq), ldq,
+                         wide(be, k, ekv), wide(be, v, ekv), ldkv, lens, nb, tq, tk, h, hd, p, seed,
+                         stream, scratch(be, ops_mha_backward_scratch(tq, tk)));
+    narrow_rows(dq, dqd, nb * tq, d, ldq);
+    narrow_rows(dk, dkd, nb * tk, d, ldkv);
+    narrow_rows(dv, dvd, nb * tk, d, ldkv);
+    tmp_release(be);
+}
+
+static void ref_embedding_forward(backend *be, float *y, const float *w, const int *ids, int n,
+                                  int v, int d)
+{
+    size_t ny = (size_t)n * d;
+    double *yd = tmp_zeros(be, ny);
+    ops_embedding_forward_f64(yd, wide(be, w, (size_t)v * d), ids, n, v, d);
+    narrow(y, yd, ny);
+    tmp_release(be);
+}
+
+static void ref_embedding_backward(backend *be, float *dw, const float *dy, const int *ids, int n,
+                                   int v, int d)
+{
+    size_t nw = (size_t)v * d;
+    double *dwd = wide(be, dw, nw);
+    ops_embedding_backward_f64(dwd, wide(be, dy, (size_t)n * d), ids, n, v, d);
+    narrow(dw, dwd, nw);
+    tmp_release(be);
+}
+
+static double ref_label_smoothing_forward(backend *be, const float *logp, const int *target, int n,
+                                          int v, double smoothing, int64_t *correct)
+{
+    double s = ops_label_smoothing_forward_f64(wide(be, logp, (size_t)n * v), target, n, v,
+                                               smoothing, correct);
+    tmp_release(be);
+    return s;
+}
+
+static void ref_label_smoothing_backward(backend *be, float *dlogits, const float *logp,
+                                         const int *target, int n, int v, double smoothing,
+                                         double scale)
+{
+    size_t nx = (size_t)n * v;
+    double *g = tmp_zeros(be, nx);
+    ops_label_smoothing_backward_f64(g, wide(be, logp, nx), target, n, v, smoothing, scale);
+    narrow(dlogits, g, nx);
+    tmp_release(be);
+}
+
 /* ---- the step's loss, optimizer and reductions */
 
 static double ref_ctc_loss_forward(backend *be, double *losses, const float *logp, const int *hlens,
@@ -481,6 +558,12 @@ int backend_ref64_init(backend *be, int threads, esp_err *err)
         .log_softmax_backward = ref_log_softmax_backward,
         .dropout_forward = ref_dropout_forward,
         .dropout_backward = ref_dropout_backward,
+        .mha_forward = ref_mha_forward,
+        .mha_backward = ref_mha_backward,
+        .embedding_forward = ref_embedding_forward,
+        .embedding_backward = ref_embedding_backward,
+        .label_smoothing_forward = ref_label_smoothing_forward,
+        .label_smoothing_backward = ref_label_smoothing_backward,
         .sum = ref_sum,
         .sum_squares = ref_sum_squares,
         .clip_grad_norm = ref_clip_grad_norm,

@@ -8,6 +8,8 @@
  *                 (core/compute/kernel_math_act.h: _f32 and _f64)
  *   dropout       the counter-based mask: dropout_key, dropout_bits, dropout_threshold,
  *                 dropout_r16; the kept values' scale dropout_keep_scale
+ *   attention     attn_row_keys (the key padding and causal masks of a query row)
+ *   label smooth. label_smoothing_prob, kl_div_term, label_smoothing_grad
  *   Adam / AdamW  adam_update_one
  *   clipping      clip_grad_coef, SUM_SQUARES_BLOCK */
 #ifndef ESPNET3_COMPUTE_KERNEL_MATH_H
@@ -119,6 +121,39 @@ static inline KM_HD void adam_update_one(float *p, float *m, float *v, float *vm
     *p = param + (c->neg_step_size * mm) / denom;              /* param.addcdiv_(m, denom, -step_size) */
     *m = mm;
     *v = vv;
+}
+
+/* ---- attention masks --------------------------------------------------------------------------- */
+
+/* The keys query row i of an attention head sees: the first `len` (the key padding mask), and
+ * with `causal` only those at or before the query's own position (ESPnet's subsequent_mask &
+ * target mask). */
+static inline KM_HD int attn_row_keys(int len, int causal, int i)
+{
+    return causal && i + 1 < len ? i + 1 : len;
+}
+
+/* ---- label smoothing (ESPnet's LabelSmoothingLoss) ------------------------------------------------ */
+
+/* The smoothed target distribution of a row whose label is `target`: confidence 1 - smoothing
+ * there and smoothing / (v - 1) on every other class (true_dist.fill_ then scatter_). */
+static inline KM_HD double label_smoothing_prob(int c, int target, double smoothing, int v)
+{
+    return c == target ? 1.0 - smoothing : smoothing / (double)(v - 1);
+}
+
+/* One element of KLDivLoss(reduction="none")(logp, t) = t * (log t - logp), 0 where t is 0 (torch
+ * uses xlogy). */
+static inline KM_HD double kl_div_term(double t, double logp)
+{
+    return t > 0 ? t * (log(t) - logp) : 0.0;
+}
+
+/* The gradient of scale * sum_c kl_div_term(t_c, logp_c) with respect to the logits under
+ * logp = log_softmax(logits), for one element: scale * (softmax - t) (the t's of a row sum to 1). */
+static inline KM_HD double label_smoothing_grad(double logp, double t, double scale)
+{
+    return scale * (exp(logp) - t);
 }
 
 /* ---- gradient clipping ------------------------------------------------------------------------ */

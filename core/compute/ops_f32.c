@@ -1,6 +1,8 @@
-/* The float instantiation of the encoder ops (production; see core/compute/ops.h). */
+/* The float instantiation of the ops (production; see core/compute/ops.h). */
 #define real float
 #define OPS_FN(name) ops_##name##_f32
 #define ACT(name) act_##name##_f32
 #define GEMM cblas_sgemm
 #include "core/compute/ops_impl.h"
+#include "core/compute/ops_embed_impl.h"
+#include "core/compute/ops_loss_impl.h"

@@ -1,6 +1,8 @@
-/* The double instantiation of the encoder ops (finite-difference tests; see core/compute/ops.h). */
+/* The double instantiation of the ops (finite-difference tests; see core/compute/ops.h). */
 #define real double
 #define OPS_FN(name) ops_##name##_f64
 #define ACT(name) act_##name##_f64
 #define GEMM cblas_dgemm
 #include "core/compute/ops_impl.h"
+#include "core/compute/ops_embed_impl.h"
+#include "core/compute/ops_loss_impl.h"

@@ -391,52 +391,127 @@ void OPS_FN(dropout_backward)(real *dx, const real *dy, size_t n, float p, uint6
 
 /* -------------------------------------------------------------------- attention */
 
-void OPS_FN(attention_forward)(real *y, real *att, const real *q, const real *k, const real *v,
-                               int ld, const int *lens, int nb, int t, int h, int hd, float p,
-                               uint64_t seed, uint64_t stream, real *scratch)
+void OPS_FN(mha_forward)(real *y, real *att, const real *q, int ldq, const real *k, const real *v,
+                         int ldkv, const int *lens, int nb, int tq, int tk, int causal, int h,
+                         int hd, float p, uint64_t seed, uint64_t stream, real *scratch)
 {
-    /* Per utterance b and head j, with L = lens[b], Q/K/V the head's (t x hd) slices:
-     *   A = softmax_rows(Q K[:L]^T / sqrt(hd)) (t x L, rest 0);  Y = drop(A) V[:L]. */
+    /* Per utterance b and head j, with L = lens[b], Q (tq x hd) and K/V (tk x hd) the head's
+     * slices and n_i the keys row i sees (attn_row_keys, core/compute/kernel_math.h):
+     *   A[i] = softmax(Q[i] K[:n_i]^T / sqrt(hd)) (rest 0);  Y = drop(A) V[:L]. */
     int d = h * hd;
     real sc = (real)(1.0 / sqrt((double)hd));
+    size_t tt = (size_t)tq * tk;
     for (int b = 0; b < nb; b++) {
         int len = lens[b];
-        ESP_CHECK(len >= 0 && len <= t);
+        ESP_CHECK(len >= 0 && len <= tk);
         for (int j = 0; j < h; j++) {
-            size_t in_off = (size_t)b * t * ld + (size_t)j * hd;
-            const real *qb = q + in_off, *kb = k + in_off, *vb = v + in_off;
-            real *a = att + ((size_t)b * h + j) * t * t;
-            real *yb = y + (size_t)b * t * d + (size_t)j * hd;
+            size_t kv_off = (size_t)b * tk * ldkv + (size_t)j * hd;
+            const real *qb = q + (size_t)b * tq * ldq + (size_t)j * hd, *kb = k + kv_off, *vb = v + kv_off;
+            real *a = att + ((size_t)b * h + j) * tt;
+            real *yb = y + (size_t)b * tq * d + (size_t)j * hd;
             if (len == 0) {
-                memset(a, 0, (size_t)t * t * sizeof(real));
-                for (int i = 0; i < t; i++)
+                memset(a, 0, tt * sizeof(real));
+                for (int i = 0; i < tq; i++)
                     memset(yb + (size_t)i * d, 0, (size_t)hd * sizeof(real));
                 continue;
             }
-            GEMM(ROWMAJOR, NT, TR, t, len, hd, sc, qb, ld, kb, ld, 0, a, t);
-            for (int i = 0; i < t; i++) {
-                real *ar = a + (size_t)i * t, mx = ar[0], s = 0;
-                for (int c = 1; c < len; c++) mx = ar[c] > mx ? ar[c] : mx;
-                for (int c = 0; c < len; c++) {
+            GEMM(ROWMAJOR, NT, TR, tq, len, hd, sc, qb, ldq, kb, ldkv, 0, a, tk);
+            for (int i = 0; i < tq; i++) {
+                int n = attn_row_keys(len, causal, i);
+                real *ar = a + (size_t)i * tk, mx = ar[0], s = 0;
+                for (int c = 1; c < n; c++) mx = ar[c] > mx ? ar[c] : mx;
+                for (int c = 0; c < n; c++) {
                     ar[c] = exp(ar[c] - mx);
                     s += ar[c];
                 }
                 real is = 1 / s;
-                for (int c = 0; c < len; c++) ar[c] *= is;
-                for (int c = len; c < t; c++) ar[c] = 0;
+                for (int c = 0; c < n; c++) ar[c] *= is;
+                for (int c = n; c < tk; c++) ar[c] = 0;
             }
             const real *pa = a;
             if (p > 0) {
                 if (p >= 1)
-                    memset(scratch, 0, (size_t)t * t * sizeof(real));
+                    memset(scratch, 0, tt * sizeof(real));
                 else
-                    dropout_apply(scratch, a, (size_t)t * t, ((size_t)b * h + j) * t * t, p, seed,
-                                  stream);
+                    dropout_apply(scratch, a, tt, ((size_t)b * h + j) * tt, p, seed, stream);
                 pa = scratch;
             }
-            GEMM(ROWMAJOR, NT, NT, t, hd, len, 1, pa, t, vb, ld, 0, yb, d);
+            GEMM(ROWMAJOR, NT, NT, tq, hd, len, 1, pa, tk, vb, ldkv, 0, yb, d);
         }
     }
+}
+
+void OPS_FN(mha_backward)(real *dq, real *dk, real *dv, const real *dy, const real *att,
+                          const real *q, int ldq, const real *k, const real *v, int ldkv,
+                          const int *lens, int nb, int tq, int tk, int h, int hd, float p,
+                          uint64_t seed, uint64_t stream, real *scratch)
+{
+    /* With P = drop(A): dV = P^T dY; dP = dY V^T; dA = drop'(dP);
+     * dS = A * (dA - rowsum(A * dA)); dQ = dS K / sqrt(hd); dK = dS^T Q / sqrt(hd).
+     * A is 0 wherever a key was masked (padding or causal), so dS is too: no mask needed here. */
+    int d = h * hd;
+    real sc = (real)(1.0 / sqrt((double)hd));
+    size_t tt = (size_t)tq * tk;
+    real *dp = scratch, *pd = scratch + tt;
+    for (int b = 0; b < nb; b++) {
+        int len = lens[b];
+        ESP_CHECK(len >= 0 && len <= tk);
+        for (int j = 0; j < h; j++) {
+            size_t q_off = (size_t)b * tq * ldq + (size_t)j * hd;
+            size_t kv_off = (size_t)b * tk * ldkv + (size_t)j * hd;
+            const real *qb = q + q_off, *kb = k + kv_off, *vb = v + kv_off;
+            real *dqb = dq + q_off, *dkb = dk + kv_off, *dvb = dv + kv_off;
+            const real *a = att + ((size_t)b * h + j) * tt;
+            const real *dyb = dy + (size_t)b * tq * d + (size_t)j * hd;
+            /* Masked key rows of dk/dv (and every row when len == 0) get 0. */
+            for (int i = len; i < tk; i++) {
+                memset(dkb + (size_t)i * ldkv, 0, (size_t)hd * sizeof(real));
+                memset(dvb + (size_t)i * ldkv, 0, (size_t)hd * sizeof(real));
+            }
+            if (len == 0) {
+                for (int i = 0; i < tq; i++)
+                    memset(dqb + (size_t)i * ldq, 0, (size_t)hd * sizeof(real));
+                continue;
+            }
+            size_t base = ((size_t)b * h + j) * tt;
+            const real *pa = a;
+            if (p > 0) {
+                if (p >= 1)
+                    memset(pd, 0, tt * sizeof(real));
+                else
+                    dropout_apply(pd, a, tt, base, p, seed, stream);
+                pa = pd;
+            }
+            GEMM(ROWMAJOR, TR, NT, len, hd, tq, 1, pa, tk, dyb, d, 0, dvb, ldkv);
+            GEMM(ROWMAJOR, NT, TR, tq, len, hd, 1, dyb, d, vb, ldkv, 0, dp, tk);
+            if (p > 0) {
+                /* drop'(dP): the same mask and scale, over the len valid columns of each row. */
+                if (p >= 1)
+                    memset(dp, 0, tt * sizeof(real));
+                else
+                    for (int i = 0; i < tq; i++)
+                        dropout_apply(dp + (size_t)i * tk, dp + (size_t)i * tk, (size_t)len,
+                                      base + (size_t)i * tk, p, seed, stream);
+            }
+            for (int i = 0; i < tq; i++) {
+                const real *ar = a + (size_t)i * tk;
+                real *gr = dp + (size_t)i * tk, s = 0;
+                for (int c = 0; c < len; c++) s += ar[c] * gr[c];
+                for (int c = 0; c < len; c++) gr[c] = ar[c] * (gr[c] - s);
+            }
+            GEMM(ROWMAJOR, NT, NT, tq, hd, len, sc, dp, tk, kb, ldkv, 0, dqb, ldq);
+            GEMM(ROWMAJOR, TR, NT, len, hd, tq, sc, dp, tk, qb, ldq, 0, dkb, ldkv);
+        }
+    }
+}
+
+/* The encoder's self-attention: queries and keys are the same t frames, no causal mask. */
+void OPS_FN(attention_forward)(real *y, real *att, const real *q, const real *k, const real *v,
+                               int ld, const int *lens, int nb, int t, int h, int hd, float p,
+                               uint64_t seed, uint64_t stream, real *scratch)
+{
+    OPS_FN(mha_forward)(y, att, q, ld, k, v, ld, lens, nb, t, t, 0, h, hd, p, seed, stream,
+                        scratch);
 }
 
 void OPS_FN(attention_backward)(real *dq, real *dk, real *dv, const real *dy, const real *att,
@@ -444,60 +519,8 @@ void OPS_FN(attention_backward)(real *dq, real *dk, real *dv, const real *dy, co
                                 const int *lens, int nb, int t, int h, int hd, float p,
                                 uint64_t seed, uint64_t stream, real *scratch)
 {
-    /* With P = drop(A): dV = P^T dY; dP = dY V^T; dA = drop'(dP);
-     * dS = A * (dA - rowsum(A * dA)); dQ = dS K / sqrt(hd); dK = dS^T Q / sqrt(hd). */
-    int d = h * hd;
-    real sc = (real)(1.0 / sqrt((double)hd));
-    real *dp = scratch, *pd = scratch + (size_t)t * t;
-    for (int b = 0; b < nb; b++) {
-        int len = lens[b];
-        ESP_CHECK(len >= 0 && len <= t);
-        for (int j = 0; j < h; j++) {
-            size_t in_off = (size_t)b * t * ld + (size_t)j * hd;
-            const real *qb = q + in_off, *kb = k + in_off, *vb = v + in_off;
-            real *dqb = dq + in_off, *dkb = dk + in_off, *dvb = dv + in_off;
-            const real *a = att + ((size_t)b * h + j) * t * t;
-            const real *dyb = dy + (size_t)b * t * d + (size_t)j * hd;
-            /* Masked key rows of dk/dv (and every row when len == 0) get 0. */
-            for (int i = len; i < t; i++) {
-                memset(dkb + (size_t)i * ld, 0, (size_t)hd * sizeof(real));
-                memset(dvb + (size_t)i * ld, 0, (size_t)hd * sizeof(real));
-            }
-            if (len == 0) {
-                for (int i = 0; i < t; i++)
-                    memset(dqb + (size_t)i * ld, 0, (size_t)hd * sizeof(real));
-                continue;
-            }
-            size_t base = ((size_t)b * h + j) * t * t;
-            const real *pa = a;
-            if (p > 0) {
-                if (p >= 1)
-                    memset(pd, 0, (size_t)t * t * sizeof(real));
-                else
-                    dropout_apply(pd, a, (size_t)t * t, base, p, seed, stream);
-                pa = pd;
-            }
-            GEMM(ROWMAJOR, TR, NT, len, hd, t, 1, pa, t, dyb, d, 0, dvb, ld);
-            GEMM(ROWMAJOR, NT, TR, t, len, hd, 1, dyb, d, vb, ld, 0, dp, t);
-            if (p > 0) {
-                /* drop'(dP): the same mask and scale, over the len valid columns of each row. */
-                if (p >= 1)
-                    memset(dp, 0, (size_t)t * t * sizeof(real));
-                else
-                    for (int i = 0; i < t; i++)
-                        dropout_apply(dp + (size_t)i * t, dp + (size_t)i * t, (size_t)len,
-                                      base + (size_t)i * t, p, seed, stream);
-            }
-            for (int i = 0; i < t; i++) {
-                const real *ar = a + (size_t)i * t;
-                real *gr = dp + (size_t)i * t, s = 0;
-                for (int c = 0; c < len; c++) s += ar[c] * gr[c];
-                for (int c = 0; c < len; c++) gr[c] = ar[c] * (gr[c] - s);
-            }
-            GEMM(ROWMAJOR, NT, NT, t, hd, len, sc, dp, t, kb, ld, 0, dqb, ld);
-            GEMM(ROWMAJOR, TR, NT, len, hd, t, sc, dp, t, qb, ld, 0, dkb, ld);
-        }
-    }
+    OPS_FN(mha_backward)(dq, dk, dv, dy, att, q, ld, k, v, ld, lens, nb, t, t, h, hd, p, seed,
+                         stream, scratch);
 }
 
 /* -------------------------------------------------------------------- log_softmax */

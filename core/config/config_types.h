@@ -174,6 +174,23 @@ typedef struct encoder_conf_cfg {
     int normalize_before;
 } encoder_conf_cfg;
 
+/* ESPnet2's TransformerDecoder keys (espnet2/asr/decoder/transformer_decoder.py). */
+typedef struct decoder_conf_cfg {
+    int64_t attention_heads;
+    int64_t linear_units;
+    int64_t num_blocks;
+    double dropout_rate;
+    double positional_dropout_rate;
+    double self_attention_dropout_rate;
+    double src_attention_dropout_rate;
+    char *input_layer;         /* embed */
+    int use_output_layer;      /* true */
+    int normalize_before;      /* true */
+    int concat_after;          /* false */
+    double layer_drop_rate;    /* 0 */
+    int qk_norm;               /* false */
+} decoder_conf_cfg;
+
 typedef struct ctc_conf_cfg {
     double dropout_rate;
     int reduce;
@@ -182,7 +199,7 @@ typedef struct ctc_conf_cfg {
 } ctc_conf_cfg;
 
 typedef struct model_conf_cfg {
-    double ctc_weight;
+    double ctc_weight;         /* with a decoder, written as 0.5 (ESPnet2's default) when left out */
     double lsm_weight;
     int length_normalized_loss;
 } model_conf_cfg;
@@ -195,7 +212,7 @@ typedef struct model_cfg {
     char *specaug;             specaug_conf_cfg *specaug_conf;
     char *normalize;           normalize_conf_cfg *normalize_conf;
     char *encoder;             encoder_conf_cfg *encoder_conf;
-    char *decoder;
+    char *decoder;             decoder_conf_cfg *decoder_conf;
     ctc_conf_cfg *ctc_conf;
     model_conf_cfg *model_conf;
 } model_cfg;

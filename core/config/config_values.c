@@ -108,6 +108,13 @@ static const num_rule num_rules[] = {
     DROPOUT("model.encoder_conf.positional_dropout_rate"),
     DROPOUT("model.encoder_conf.attention_dropout_rate"),
     DROPOUT("model.ctc_conf.dropout_rate"),
+    {"model.decoder_conf.attention_heads", 1, INF, 0, ">= 1", "leave it out for 4"},
+    {"model.decoder_conf.linear_units", 1, INF, 0, ">= 1", "leave it out for 2048"},
+    {"model.decoder_conf.num_blocks", 1, INF, 0, ">= 1", "leave it out for 6"},
+    DROPOUT("model.decoder_conf.dropout_rate"),
+    DROPOUT("model.decoder_conf.positional_dropout_rate"),
+    DROPOUT("model.decoder_conf.self_attention_dropout_rate"),
+    DROPOUT("model.decoder_conf.src_attention_dropout_rate"),
     {"model.model_conf.ctc_weight", 0, 1, 0, "in [0, 1]", "1.0 for a CTC-only model"},
     {"model.model_conf.lsm_weight", 0, 1, HI_OPEN, "in [0, 1)", "0: no label smoothing"},
     /* optimizer and scheduler */
@@ -156,7 +163,7 @@ int config_check_number(const ynode *n, const char *schema_path, const char *pat
 
 /* ---- defaults written into the tree ---------------------------------------------------------- */
 
-/* Switches whose ESPnet2 default is true: an absent key would read as 0 in the typed struct, so
+/* Keys whose ESPnet2 default is not 0 / false: an absent key would read as 0 in the typed struct, so
  * the default is written into the tree when the block exists (an absent block means defaults). */
 static const struct {
     const char *map_path, *key, *value;
@@ -168,7 +175,27 @@ static const struct {
     {"model.ctc_conf", "zero_infinity", "true"},
     {"model.encoder_conf", "normalize_before", "true"},
     {"model.ctc_conf", "reduce", "true"},
+    {"model.decoder_conf", "use_output_layer", "true"},
+    {"model.decoder_conf", "normalize_before", "true"},
+    {"model.decoder_conf", "dropout_rate", "0.1"},
+    {"model.decoder_conf", "positional_dropout_rate", "0.1"},
 };
+
+/* model_conf.ctc_weight defaults to 0.5 in ESPnet2's ESPnetASRModel; it matters only with an
+ * attention decoder (without one, training is CTC only), so only then is the default written. */
+static void fill_ctc_weight(ynode *root)
+{
+    ynode *dec = yt_get_path(root, "model.decoder");
+    if (!dec || dec->kind != YN_SCALAR || strcmp(dec->str, "transformer") != 0) return;
+    ynode *model = yt_get_path(root, "model");
+    ynode *mc = yt_map_get(model, "model_conf");
+    if (!mc) {
+        yt_map_set(model, "model_conf", model->mark, yt_map(model->mark));
+        mc = yt_map_get(model, "model_conf");
+    }
+    if (mc->kind == YN_MAP && !yt_map_get(mc, "ctc_weight"))
+        yt_map_set(mc, "ctc_weight", mc->mark, yt_scalar("0.5", 0, mc->mark));
+}
 
 void config_fill_defaults(config_kind kind, ynode *root)
 {
@@ -185,6 +212,7 @@ void config_fill_defaults(config_kind kind, ynode *root)
         int utt = kind_node && kind_node->kind == YN_SCALAR && !strcmp(kind_node->str, "utterance_mvn");
         yt_map_set(nc, "norm_vars", nc->mark, yt_scalar(utt ? "false" : "true", 0, nc->mark));
     }
+    fill_ctc_weight(root);
 }
 
 

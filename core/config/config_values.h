@@ -8,7 +8,8 @@
  * - Lightning's meanings of trainer.max_epochs, written into the tree and logged:
  *   absent or null -> 1000 (Lightning's default) when trainer.max_steps is unset, -1 otherwise;
  *   -1 stays -1: no epoch limit, training runs until max_steps or until it is stopped;
- * - ESPnet2's switches that default to true, written into blocks that leave them out. */
+ * - ESPnet2's defaults that are not 0 / false (switches that default to true, the decoder's dropout
+ *   rates, model_conf.ctc_weight 0.5 with a decoder), written into blocks that leave them out. */
 #ifndef ESPNET3_CONFIG_VALUES_H
 #define ESPNET3_CONFIG_VALUES_H
 

@@ -9,6 +9,8 @@
 #include "core/data/asr_data.h"
 #include "core/decode/ctc_decode.h"
 #include "core/decode/ctc_prefix_beam.h"
+#include "core/nn/decoder_conf.h"
+#include "core/nn/decoder_transformer.h"
 #include "core/nn/model.h"
 
 /* The attention decoder's contract with core/nn (decoder_score_batch): for n_hyps prefixes, each
@@ -44,19 +46,16 @@ void s2t_hyp_free(s2t_hyp *h)
     memset(h, 0, sizeof *h);
 }
 
-/* The model's attention decoder. None yet: core/nn has no decoder. When decoder_score_batch lands,
- * return it for a model that has one (asr_model knows), and has_attention_decoder says yes for
- * the training configs it loads (model.decoder: transformer). */
+/* The model's attention decoder (core/nn/decoder_transformer.h), for a model that has one. */
 static s2t_decoder_fn model_decoder(const asr_model *m)
 {
-    (void)m;
-    return NULL;
+    return m->dec ? decoder_score_batch : NULL;
 }
 
+/* The training config's model.decoder: transformer with model_conf.ctc_weight < 1. */
 static int has_attention_decoder(const model_cfg *mc)
 {
-    (void)mc;
-    return 0;
+    return decoder_in_cfg(mc);
 }
 
 /* The model's decoder as the search's scorer, on the encoder output of the current utterance
@@ -77,8 +76,12 @@ int speech2text_check(const model_files *mf, const s2t_opts *o, esp_err *err)
 {
     if (!(o->ctc_weight >= 0.0 && o->ctc_weight <= 1.0))
         return esp_fail(err, "ctc_weight %g: use a weight in [0, 1] (1.0: CTC only)", o->ctc_weight);
-    if (o->ctc_weight < 1.0 && !o->attention && !has_attention_decoder(model_files_training(mf)->model))
-        return no_decoder(err, o->ctc_weight);
+    const model_cfg *mc = model_files_training(mf)->model;
+    if (o->ctc_weight < 1.0 && !o->attention && !has_attention_decoder(mc)) return no_decoder(err, o->ctc_weight);
+    if (o->ctc_weight > 0.0 && !ctc_in_cfg(mc))
+        return esp_fail(err, "ctc_weight %g: the model has no CTC branch (trained with model_conf.ctc_weight 0, "
+                             "ESPnet2 then has no ctc module): use ctc_weight 0.0 (attention only)",
+                        o->ctc_weight);
     return 0;
 }
 
@@ -93,6 +96,7 @@ speech2text *speech2text_open(backend *be, const model_files *mf, const s2t_opts
     if (token_list_set_type(&s->data.tokens, mf->token_type, mf->bpemodel, err) != 0) goto fail;
     model_dims dims;
     if (model_dims_from_cfg(&dims, tc->model, s->data.fo.n_mels, (int)s->data.tokens.n, err) != 0) goto fail;
+    /* A hybrid model's decoder weights load with the rest; CTC-only decoding does not use them. */
     asr_model_init_inference(&s->model, be, &dims);
     s->have_model = 1;
     if (asr_model_load_weights(&s->model, mf->weights, err) != 0) goto fail;
@@ -152,7 +156,8 @@ static int encode(speech2text *s, const float *feats, int T)
     /* m->logp is device memory: wait for the forward, copy, and wait for the copy before the
      * search reads it (a no-op on the synchronous CPU backend). */
     be->synchronize(be);
-    be->copy(be, s->host_logp, m->logp, nl * sizeof(float), BACKEND_DEVICE_TO_HOST);
+    if (!m->dims.no_ctc) /* without a CTC branch (attention-only search) there are none */
+        be->copy(be, s->host_logp, m->logp, nl * sizeof(float), BACKEND_DEVICE_TO_HOST);
     be->synchronize(be);
     return hlen;
 }

@@ -15,9 +15,11 @@
  *       ESPnet runs its label-synchronous BeamSearch here instead (beam_search.h can, at about 50x
  *       the time): README, "Where results can differ from ESPnet".
  *   below 1.0: ESPnet's joint CTC/attention BatchBeamSearch (beam_search.h), exactly, with the
- *       model's attention decoder as scorer: all running hypotheses in one decoder call per step.
- *       A model without an attention decoder is an error at open (none can be run yet: core/nn has
- *       no decoder), unless opts.attention stands in for it.
+ *       model's attention decoder as scorer (decoder_score_batch, core/nn/decoder_transformer.h):
+ *       all running hypotheses in one decoder call per step. A model without an attention decoder
+ *       (its training config: model.decoder transformer, model_conf.ctc_weight < 1) is an error at
+ *       open, unless opts.attention stands in for it; so is ctc_weight above 0 for a model trained
+ *       without a CTC branch (model_conf.ctc_weight 0).
  *
  * The backend is the caller's: it is created before speech2text_open and destroyed after
  * speech2text_close. The log-probabilities are copied to the host before any search reads them,

@@ -20,9 +20,16 @@ typedef struct model_dims {
     int blocks;          /* encoder_conf.num_blocks */
     int vocab;           /* len(token_list), <sos/eos> included */
     int f2;              /* feature bins after two stride-2 3x3 convs: ((idim - 1) / 2 - 1) / 2 */
+    /* The attention decoder (model.decoder: transformer, decoder_conf) and the branches of the
+     * joint loss; see core/nn/decoder_conf.h. dec_blocks 0: no decoder (CTC only, ctc_weight 1). */
+    int dec_blocks;      /* decoder_conf.num_blocks */
+    int dec_heads;       /* decoder_conf.attention_heads */
+    int dec_ff;          /* decoder_conf.linear_units */
+    int no_ctc;          /* model_conf.ctc_weight 0: no CTC branch (ESPnet2 then has no ctc module) */
 } model_dims;
 
-/* Fills dims from the config with ESPnet2's TransformerEncoder defaults (256, 4, 2048, 6). */
+/* Fills dims from the config with ESPnet2's TransformerEncoder defaults (256, 4, 2048, 6), and the
+ * decoder's from model.decoder / decoder_conf / model_conf.ctc_weight (decoder_dims_from_cfg). */
 int model_dims_from_cfg(model_dims *out, const model_cfg *m, int idim, int vocab, esp_err *err);
 
 enum { MODEL_MAX_NDIM = 4 };
@@ -34,6 +41,7 @@ typedef struct param_info {
     size_t offset;       /* in floats, into the flat buffer */
     size_t count;
     int is_layernorm;    /* LayerNorm weight/bias: reset to 1/0 by every init scheme */
+    int is_embedding;    /* nn.Embedding weight: N(0, 1) under every init scheme (reset_parameters) */
 } param_info;
 
 typedef struct param_table {
@@ -50,7 +58,8 @@ const param_info *param_find_alias(const param_table *t, const char *name);
 
 /* Initializes the flat buffer: init NULL = PyTorch module defaults; "xavier_uniform",
  * "xavier_normal", "kaiming_uniform", "kaiming_normal" as espnet2.torch_utils.initialize
- * (weights with more than one dimension, biases zero, LayerNorm reset to 1/0). Seeded. */
+ * (weights with more than one dimension, biases zero, LayerNorm reset to 1/0, Embedding reset to
+ * N(0, 1)). Seeded. */
 int param_init(float *params, const param_table *t, const char *init, uint64_t seed, esp_err *err);
 
 #endif

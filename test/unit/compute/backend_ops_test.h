@@ -44,6 +44,8 @@ extern const tb_case tb_cases_layers[];
 extern const int tb_ncases_layers;
 extern const tb_case tb_cases_step[];
 extern const int tb_ncases_step;
+extern const tb_case tb_cases_decoder[];
+extern const int tb_ncases_decoder;
 
 /* ---- for the cases */
 
