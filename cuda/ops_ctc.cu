@@ -8,38 +8,12 @@
 #include <stdlib.h>
 
 #include "cuda/cuda_common.cuh"
+#include "core/compute/kernel_math.h"
 
 enum { CTC_THREADS = 256 };
 
-// ---- the recursions' arithmetic (core/compute/ctc.c)
-
-// log(exp(a) + exp(b) + exp(c)); all -inf gives -inf; a NaN input gives NaN.
-static __device__ double log_add3(double a, double b, double c)
-{
-    double m = a > b ? a : b;
-    m = m > c ? m : c;
-    if (m == -INFINITY) return a + b + c;
-    return m + log(exp(a - m) + exp(b - m) + exp(c - m));
-}
-
-static __device__ double log_add(double a, double b)
-{
-    double m = a > b ? a : b;
-    if (m == -INFINITY) return a + b;
-    return m + log(exp(a - m) + exp(b - m));
-}
-
-// l'(s): blank (0) at even states, the label at odd ones.
-static __device__ int ext_label(const int *lab, int s)
-{
-    return (s & 1) ? lab[s >> 1] : 0;
-}
-
-// State s may also come from s-2 unless it is a blank or repeats l'(s-2).
-static __device__ int can_skip(const int *lab, int s)
-{
-    return (s & 1) && s >= 3 && lab[s >> 1] != lab[(s >> 1) - 1];
-}
+// ---- the recursions' arithmetic is core/compute/kernel_math.h's (ctc_log_add3, ctc_ext_label, ...),
+// shared with core/compute/ctc.c
 
 // The device copies of a batch's lengths and labels: hlens (B), ylens (B), labels (B, maxl).
 typedef struct ctc_dev {
@@ -73,17 +47,17 @@ static __global__ void ctc_alpha_kernel(double *alpha_all, double *nll, const fl
         int lo = max(0, S - 2 * (Tb - t)), hi = min(S - 1, 2 * t + 1);
         for (int s = lo + tid; s <= hi; s += nt) {
             double a;
-            if (can_skip(lab, s)) a = log_add3(prev[s], prev[s - 1], prev[s - 2]);
-            else if (s >= 1) a = log_add(prev[s], prev[s - 1]);
+            if (ctc_can_skip(lab, s)) a = ctc_log_add3(prev[s], prev[s - 1], prev[s - 2]);
+            else if (s >= 1) a = ctc_log_add(prev[s], prev[s - 1]);
             else a = prev[s];
-            cur[s] = a + (double)row[ext_label(lab, s)];
+            cur[s] = a + (double)row[ctc_ext_label(lab, s)];
         }
         __syncthreads();
     }
     if (tid == 0) {
         const double *last = alpha + (size_t)(Tb - 1) * d.smax;
         double ll = last[S - 1];
-        if (L > 0) ll = log_add(ll, last[S - 2]);
+        if (L > 0) ll = ctc_log_add(ll, last[S - 2]);
         nll[b] = -ll;
     }
 }
@@ -107,10 +81,10 @@ static __device__ void ctc_beta_row(double *cur, const double *next, const float
             else if (L > 0 && s == S - 2) v = row[lab[L - 1]];
         } else if (s >= S - 2 * (Tb - t) && s <= 2 * t + 1) {
             double bsum;
-            if (s + 2 < S && can_skip(lab, s + 2)) bsum = log_add3(next[s], next[s + 1], next[s + 2]);
-            else if (s + 1 < S) bsum = log_add(next[s], next[s + 1]);
+            if (s + 2 < S && ctc_can_skip(lab, s + 2)) bsum = ctc_log_add3(next[s], next[s + 1], next[s + 2]);
+            else if (s + 1 < S) bsum = ctc_log_add(next[s], next[s + 1]);
             else bsum = next[s];
-            v = bsum + (double)row[ext_label(lab, s)];
+            v = bsum + (double)row[ctc_ext_label(lab, s)];
         }
         cur[s] = v;
     }
@@ -150,7 +124,7 @@ static __global__ void ctc_grad_kernel(float *dlogits, const double *alpha_all, 
         const double *at = alpha + (size_t)t * d.smax;
         for (int s = tid; s < S; s += nt) {
             double lab_lp = at[s] + cur[s];
-            term[s] = lab_lp == -INFINITY ? 0.0 : exp(lab_lp - (double)row[ext_label(lab, s)] + nll);
+            term[s] = lab_lp == -INFINITY ? 0.0 : exp(lab_lp - (double)row[ctc_ext_label(lab, s)] + nll);
         }
         // Every entry as if its posterior were 0 (exp(logp) - 0 is exp(logp)); the entries of the
         // blank and the labels are rewritten below, after the barrier.

@@ -28,6 +28,37 @@
 #define KM_HD
 #endif
 
+/* ---- CTC recursions (core/compute/ctc.c, cuda/ops_ctc.cu) ---------------------------------------- */
+
+/* log(exp(a) + exp(b) + exp(c)) with one log; all -inf gives -inf (a plain max shift would give
+ * NaN there), and a NaN input gives NaN (the max skips NaN, so the sums carry it). */
+static inline KM_HD double ctc_log_add3(double a, double b, double c)
+{
+    double m = a > b ? a : b;
+    m = m > c ? m : c;
+    if (m == -INFINITY) return a + b + c;
+    return m + log(exp(a - m) + exp(b - m) + exp(c - m));
+}
+
+static inline KM_HD double ctc_log_add(double a, double b)
+{
+    double m = a > b ? a : b;
+    if (m == -INFINITY) return a + b;
+    return m + log(exp(a - m) + exp(b - m));
+}
+
+/* l'(s) of the extended label sequence: blank (0) at even states, the label at odd ones. */
+static inline KM_HD int ctc_ext_label(const int *lab, int s)
+{
+    return (s & 1) ? lab[s >> 1] : 0;
+}
+
+/* State s may also come from s-2 (skipping a blank) unless it is a blank or repeats l'(s-2). */
+static inline KM_HD int ctc_can_skip(const int *lab, int s)
+{
+    return (s & 1) && s >= 3 && lab[s >> 1] != lab[(s >> 1) - 1];
+}
+
 /* ---- activations ------------------------------------------------------------------------------ */
 
 #define KM_T float
