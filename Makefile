@@ -1,8 +1,10 @@
 # espnet3 build. `make` builds ./espnet3 for CPUs; `make CUDA=1` adds cuda/ (nvcc);
 # `make check` checks the layer rules and runs every test; `make asan` runs them under AddressSanitizer + UBSan;
-# `make fuzz` runs the config loader fuzzer for FUZZ_SECONDS.
+# `make fuzz` runs the config loader fuzzer for FUZZ_SECONDS, then each file reader's fuzzer for
+# FUZZ_READER_SECONDS; `make fuzz-long` runs them all for FUZZ_LONG_SECONDS each (test/fuzz/fuzz.mk).
 
 CC       ?= gcc
+CXX      ?= g++
 NVCC     ?= nvcc
 CUDA_HOME ?= /usr/local/cuda
 FUZZ_SECONDS ?= 60
@@ -12,6 +14,9 @@ CSTD     := -std=c11 -D_GNU_SOURCE
 OPT      ?= -O2 -g
 CFLAGS   += $(CSTD) $(OPT) -fopenmp-simd -fno-math-errno $(WARN) -MMD -MP -I.
 LDLIBS   += -lcyaml -lyaml -lsndfile -lsamplerate -lfftw3f -lopenblas -ljansson -lz -lm -lpthread
+# SentencePiece (C++) behind core/data/spm_shim.cc: the tokenizer's bpe/unigram models.
+CXXFLAGS += -std=c++17 $(OPT) $(WARN) -MMD -MP -I.
+LDLIBS   += -lsentencepiece -lsentencepiece_train -lstdc++
 
 BUILD    := build
 SANFLAGS :=
@@ -43,22 +48,33 @@ HAVE_CUDART := $(call probe,#include <cuda_runtime.h>,-I$(CUDA_HOME)/include -L$
 ifneq ($(HAVE_CUDART),1)
 $(error CUDA=1 but a probe program does not link against $(CUDA_HOME)/lib64/libcudart (set CUDA_HOME))
 endif
+HAVE_CUBLAS := $(call probe,#include <cublas_v2.h>,-I$(CUDA_HOME)/include -L$(CUDA_HOME)/lib64 -lcublas -lcudart)
+ifneq ($(HAVE_CUBLAS),1)
+$(error CUDA=1 but a probe program does not link against $(CUDA_HOME)/lib64/libcublas (install cuBLAS or set CUDA_HOME))
+endif
 BUILD    := $(BUILD)-cuda
 CFLAGS   += -DESPNET3_CUDA=1 -I$(CUDA_HOME)/include
-LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
-NVCCFLAGS ?= -O2 -std=c++17 -Xcompiler -Wall,-Wextra,-Werror -I. \
-             -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+# nvcc's host code (kernel registration, guarded statics) needs the C++ runtime: the link is gcc's.
+LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+# The architectures every kernel is built for (scripts/check_cuda_resources.sh checks each).
+CUDA_ARCHS ?= 80 90
+# -fmad=false: kernels round every multiply and add as the C code does (C11 does not contract
+# a * b + c into an FMA either), so ops built from kernel_math.h keep the CPU's bits.
+NVCCFLAGS ?= -O2 -std=c++17 -fmad=false -Xcompiler -Wall,-Wextra,-Werror -Werror all-warnings -I. \
+             $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
 endif
 
 CFLAGS   += $(SANFLAGS)
+CXXFLAGS += $(SANFLAGS)
 LDFLAGS  += $(SANFLAGS)
 
 APP_SRCS  := $(wildcard core/*/*.c stages/*.c recipes/*.c recipes/*/*.c)
+CXX_SRCS  := $(wildcard core/*/*.cc)
 MAIN_SRCS := $(wildcard cli/*.c)
 CUDA_SRCS := $(if $(filter 1,$(CUDA)),$(wildcard cuda/*.cu))
 TEST_SRCS := $(wildcard test/unit/*.c test/unit/*/*.c)
 
-APP_OBJS  := $(APP_SRCS:%.c=$(BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
+APP_OBJS  := $(APP_SRCS:%.c=$(BUILD)/%.o) $(CXX_SRCS:%.cc=$(BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
 MAIN_OBJS := $(MAIN_SRCS:%.c=$(BUILD)/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
 # The tests link everything but main().
@@ -68,7 +84,7 @@ CLI_LIB_OBJS := $(filter-out $(BUILD)/cli/main.o,$(MAIN_OBJS))
 BIN      := $(BUILD)/espnet3
 TEST_BIN := $(BUILD)/espnet3_tests
 
-.PHONY: all check asan fuzz clean deps print-ldlibs layers
+.PHONY: all check asan fuzz fuzz-long clean deps print-ldlibs print-objs print-nvcc layers cuda-check
 all: $(BIN)
 	@cmp -s $(BIN) espnet3 || cp -f $(BIN) espnet3
 
@@ -79,9 +95,13 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
+$(BUILD)/%.o: %.cc
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -c -o $@ $<
+
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c -o $@ $<
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -c -o $@ $<
 
 $(TEST_BIN): $(TEST_OBJS) $(APP_OBJS) $(CLI_LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcriterion
@@ -98,17 +118,43 @@ check: deps layers
 	@$(MAKE) --no-print-directory $(BIN) $(TEST_BIN)
 	ESPNET3_BIN=$(abspath $(BIN)) ESPNET3_ROOT=$(CURDIR) $(TEST_BIN) $(TEST_ARGS)
 
+# The CUDA checks (make CUDA=1 cuda-check; .ci/run runs them after the CUDA build): ptxas'
+# registers and spills per kernel, the CUDA build's test_backend_ops (cuda against ref64 where a
+# GPU is visible, reported as skipped elsewhere), and the kernels on the CPU emulation.
+ifeq ($(CUDA),1)
+cuda-check: $(BIN) $(TEST_BIN)
+	python3 scripts/check_cuda_resources.py
+	$(TEST_BIN) --filter 'backend_ops/*'
+	EMU_ASAN=1 scripts/cuda_emu/run
+else
+cuda-check:
+	@echo "make cuda-check: needs CUDA=1 (make CUDA=1 cuda-check)" >&2; exit 2
+endif
+
 asan: deps
 	@$(MAKE) --no-print-directory SAN=1 check
 
 fuzz: deps
 	@$(MAKE) --no-print-directory -f test/fuzz/fuzz.mk FUZZ_SECONDS=$(FUZZ_SECONDS)
 
+fuzz-long: deps
+	@$(MAKE) --no-print-directory -f test/fuzz/fuzz.mk fuzz-long
+
 clean:
 	rm -rf build build-asan build-cuda build-asan-cuda build-fuzz espnet3
 
 -include $(APP_OBJS:.o=.d) $(MAIN_OBJS:.o=.d) $(TEST_OBJS:.o=.d)
 
-# The link libraries of this build, for scripts that link against its objects (scripts/bench/).
+# The link libraries and the objects of this build (not a stale .o of a moved file), for scripts
+# that link against them (scripts/bench/).
 print-ldlibs:
 	@echo $(LDLIBS)
+
+print-objs:
+	@echo $(APP_OBJS)
+
+# nvcc, its flags and the architectures of `make CUDA=1`, for scripts/check_cuda_resources.sh.
+print-nvcc:
+	@echo 'NVCC=$(NVCC)'
+	@echo 'NVCCFLAGS=$(NVCCFLAGS)'
+	@echo 'CUDA_ARCHS=$(CUDA_ARCHS)'

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/dirlock.h"
 #include "core/base/fsio.h"
 #include "core/base/progress.h"
 #include "core/compute/backend.h"
@@ -176,7 +177,13 @@ int run_stage(const stage_def *s, const esp_configs *cfgs, esp_err *err)
     if ((s->flags & STAGE_SPAWNS_RANKS) && !env) return -1;
     if (env && env->rank > 0) return run_stage_other_rank(s, cfgs, env->rank, err);
     char *dir = s->output_dir(cfgs);
-    if (mkdir_p(dir, err) != 0 || rotate_log(dir, s->name, err) != 0) {
+    /* One run per output folder: the lock comes before anything is written (log rotation too). */
+    dir_lock lock = {.fd = -1};
+    char *what = xasprintf("stage %s", s->name);
+    int locked = mkdir_p(dir, err) == 0 && dir_lock_take(&lock, dir, what, err) == 0;
+    free(what);
+    if (!locked || rotate_log(dir, s->name, err) != 0) {
+        dir_lock_release(&lock);
         free(dir);
         return -1;
     }
@@ -184,6 +191,7 @@ int run_stage(const stage_def *s, const esp_configs *cfgs, esp_err *err)
     FILE *log_fp = fopen(log_path, "w");
     if (!log_fp) {
         esp_fail(err, "%s: cannot write the stage log: %s", log_path, strerror(errno));
+        dir_lock_release(&lock);
         free(log_path);
         free(dir);
         return -1;
@@ -217,6 +225,7 @@ int run_stage(const stage_def *s, const esp_configs *cfgs, esp_err *err)
     }
     log_set_file(NULL);
     fclose(log_fp);
+    dir_lock_release(&lock);
     free(log_path);
     free(dir);
     return rc;

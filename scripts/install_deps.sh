@@ -11,12 +11,14 @@ packages=(
   libfftw3-dev zlib1g-dev       # STFT; .npz (zip) files
   libopenblas-dev               # sgemm for the CPU backend
   libjansson-dev                # JSON: safetensors headers, trainer state
+  g++ libsentencepiece-dev      # SentencePiece tokenizers (bpe, unigram) behind core/data/spm_shim.cc
   libpmix-dev pkg-config        # ranks of `srun --mpi=pmix` steps (optional: probed by the Makefile)
   # tests
   libcriterion-dev              # unit/integration test framework
   clang libclang-rt-14-dev      # libFuzzer + sanitizer runtimes for `make fuzz`
   python3-numpy                 # checks that numpy reads our .npz / safetensors files
   python3-protobuf              # decodes our TensorBoard event records in a test
+  python3-sentencepiece         # checks that Python's sentencepiece reads our models the same way
   sctk                          # sclite: the scoring test checks our alignments against it
   # the local SLURM cluster of the runner tests (scripts/slurm_local.sh); libpmix-dev also
   # because srun --mpi=pmix dlopen()s the unversioned libpmix.so

@@ -1,10 +1,13 @@
 /* Stage 6 infer (alias decode): decodes every test set of the inference config with the trained
- * Transformer-CTC model, through the runner (parallel:), and writes ESPnet3's
- * ${inference_dir}/<test>/hyp.scp and ref.scp (`utt_id text`, manifest order).
+ * model, through the runner (parallel:), and writes ESPnet3's ${inference_dir}/<test>/hyp.scp and
+ * ref.scp (`utt_id text`, manifest order); with model.nbest > 1 also ESPnet2's n-best layout
+ * (espnet2/bin/asr_inference.py): <test>/{n}best_recog/text, token, token_int and score for
+ * n = 1..nbest, `utt_id value` lines, an utterance listed in as many as it has hypotheses.
  *
  * The decoding itself is core/decode/speech2text.h; this stage turns the config into its options,
  * creates the backend, and runs the test set through the runner: each worker's provider opens the
- * decoder once and takes consecutive utterances batch_size at a time (shards are whole batches).
+ * decoder once and decodes its utterances one runner call each (shards are whole batch_size
+ * batches, so a rerun with the same batch_size keeps finished shards).
  * Each worker computes on the same number of threads whatever n_workers is (1, or
  * OMP_NUM_THREADS), and the decoder runs one forward per utterance, so hyp.scp is byte-identical
  * for any batch_size and n_workers. */
@@ -76,7 +79,32 @@ fail:
 
 static const char *item_name(size_t idx, void *arg) { return ((infer_job *)arg)->m->items[idx].utt; }
 
-/* Result record of one utterance: u32 feature frames, then the hypothesis text. */
+/* Appends a u32 length and the bytes. */
+static void put_str(runner_buf *out, const char *p, size_t n)
+{
+    uint32_t len = (uint32_t)n;
+    runner_buf_append(out, &len, sizeof len);
+    runner_buf_append(out, p, n);
+}
+
+/* One hypothesis of a result record: f64 score, u32 count + i32 ids, text, tokens (space-joined). */
+static void put_hyp(runner_buf *out, const s2t_hyp *h, const token_list *tl)
+{
+    uint32_t n = (uint32_t)h->n_ids;
+    runner_buf_append(out, &h->score, sizeof h->score);
+    runner_buf_append(out, &n, sizeof n);
+    for (uint32_t k = 0; k < n; k++) {
+        int32_t id = h->ids[k];
+        runner_buf_append(out, &id, sizeof id);
+    }
+    put_str(out, h->text, strlen(h->text));
+    runner_buf tok = {0};
+    for (uint32_t k = 0; k < n; k++) runner_buf_printf(&tok, "%s%s", k ? " " : "", tl->tokens[h->ids[k]]);
+    put_str(out, (const char *)tok.data, tok.len);
+    runner_buf_free(&tok);
+}
+
+/* Result record of one utterance: u32 feature frames, u32 hypotheses found, then each (put_hyp). */
 static int decode_batch(infer_env *env, size_t lo, size_t hi, esp_err *err)
 {
     for (size_t i = env->lo; i < env->hi; i++) runner_buf_free(&env->results[i - env->lo]);
@@ -86,12 +114,13 @@ static int decode_batch(infer_env *env, size_t lo, size_t hi, esp_err *err)
     for (int i = 0; i < n; i++) paths[i] = env->job->m->items[lo + (size_t)i].wav;
     s2t_hyp *hyps = xcalloc((size_t)n, sizeof *hyps);
     int rc = speech2text_decode_files(env->s2t, paths, n, hyps, err);
+    const token_list *tl = speech2text_tokens(env->s2t);
     for (int i = 0; i < n && rc == 0; i++) {
-        uint32_t frames = (uint32_t)hyps[i].frames;
+        uint32_t head[2] = {(uint32_t)hyps[i].frames, (uint32_t)hyps[i].n_found};
         runner_buf *out = &env->results[i];
         out->len = 0;
-        runner_buf_append(out, &frames, sizeof frames);
-        runner_buf_append(out, hyps[i].text, strlen(hyps[i].text));
+        runner_buf_append(out, head, sizeof head);
+        for (int k = 0; k < hyps[i].n_found; k++) put_hyp(out, k == 0 ? &hyps[i] : &hyps[i].alt[k - 1], tl);
         s2t_hyp_free(&hyps[i]);
     }
     free(hyps);
@@ -101,36 +130,111 @@ static int decode_batch(infer_env *env, size_t lo, size_t hi, esp_err *err)
     return 0;
 }
 
-/* Items come in shard order and shards are whole batches: decode the batch of idx on its first item. */
+/* The decoder runs one forward per utterance, so each item is decoded on its own call: an
+ * unreadable file fails the call of its own utterance, which the runner names (shards stay whole
+ * batches, so a rerun with another batch_size finds them). */
 static int forward(size_t idx, void *p, runner_buf *out, esp_err *err)
 {
     infer_env *env = p;
     if (idx < env->lo || idx >= env->hi) {
-        size_t bs = (size_t)env->job->opts.batch_size, lo = idx - idx % bs, hi = lo + bs;
-        if (hi > env->job->m->n) hi = env->job->m->n;
-        if (decode_batch(env, lo, hi, err) != 0) return -1;
+        if (decode_batch(env, idx, idx + 1, err) != 0) return -1;
     }
     const runner_buf *r = &env->results[idx - env->lo];
     runner_buf_append(out, r->data, r->len);
     return 0;
 }
 
+/* The n-best files of one rank n: {n}best_recog/text, token, token_int, score. */
+enum { NB_TEXT, NB_TOKEN, NB_TOKEN_INT, NB_SCORE, NB_FILES };
+static const char *const nb_names[NB_FILES] = {"text", "token", "token_int", "score"};
+
 typedef struct merge_ctx {
     const manifest *m;
     FILE *hyp;
+    int nbest;            /* > 1: n-best files are filled */
+    runner_buf *nb;       /* nbest x NB_FILES contents */
     double frames;
     esp_err *err;
 } merge_ctx;
 
+/* A reader over one result record; every read checks the bounds. */
+typedef struct rec_reader {
+    const unsigned char *p, *end;
+} rec_reader;
+
+static int rd(rec_reader *r, void *dst, size_t n)
+{
+    if ((size_t)(r->end - r->p) < n) return -1;
+    memcpy(dst, r->p, n);
+    r->p += n;
+    return 0;
+}
+
+static int rd_str(rec_reader *r, const char **s, uint32_t *len)
+{
+    if (rd(r, len, sizeof *len) != 0 || (size_t)(r->end - r->p) < *len) return -1;
+    *s = (const char *)r->p;
+    r->p += *len;
+    return 0;
+}
+
+/* Reads hypothesis k of a record: hyp.scp gets the best text, rank k + 1's n-best files the rest. */
+static int merge_hyp(merge_ctx *c, rec_reader *r, const char *utt, int k)
+{
+    double score;
+    uint32_t n, tlen, klen;
+    const char *text, *tok;
+    if (rd(r, &score, sizeof score) != 0 || rd(r, &n, sizeof n) != 0) return -1;
+    const unsigned char *ids = r->p;
+    if ((size_t)(r->end - r->p) / sizeof(int32_t) < n) return -1;
+    r->p += (size_t)n * sizeof(int32_t);
+    if (rd_str(r, &text, &tlen) != 0 || rd_str(r, &tok, &klen) != 0) return -1;
+    if (k == 0) fprintf(c->hyp, "%s %.*s\n", utt, (int)tlen, text);
+    if (c->nbest <= 1 || k >= c->nbest) return 0;
+    runner_buf *f = c->nb + (size_t)k * NB_FILES;
+    runner_buf_printf(&f[NB_TEXT], "%s %.*s\n", utt, (int)tlen, text);
+    runner_buf_printf(&f[NB_TOKEN], "%s %.*s\n", utt, (int)klen, tok);
+    runner_buf_printf(&f[NB_TOKEN_INT], "%s", utt);
+    for (uint32_t j = 0; j < n; j++) {
+        int32_t id;
+        memcpy(&id, ids + (size_t)j * sizeof id, sizeof id);
+        runner_buf_printf(&f[NB_TOKEN_INT], " %d", (int)id);
+    }
+    runner_buf_printf(&f[NB_TOKEN_INT], "%s\n", n ? "" : " ");
+    runner_buf_printf(&f[NB_SCORE], "%s %.9g\n", utt, score);
+    return 0;
+}
+
 static int merge_one(size_t idx, const void *data, size_t len, void *p)
 {
     merge_ctx *c = p;
-    if (len < sizeof(uint32_t)) return esp_fail(c->err, "infer: result of %s is truncated", c->m->items[idx].utt);
-    uint32_t frames;
-    memcpy(&frames, data, sizeof frames);
-    c->frames += frames;
-    fprintf(c->hyp, "%s %.*s\n", c->m->items[idx].utt, (int)(len - sizeof frames), (const char *)data + sizeof frames);
+    const char *utt = c->m->items[idx].utt;
+    rec_reader r = {data, (const unsigned char *)data + len};
+    uint32_t head[2];
+    if (rd(&r, head, sizeof head) != 0) return esp_fail(c->err, "infer: result of %s is truncated", utt);
+    c->frames += head[0];
+    if (head[1] == 0) fprintf(c->hyp, "%s \n", utt); /* the search ended no hypothesis */
+    for (uint32_t k = 0; k < head[1]; k++)
+        if (merge_hyp(c, &r, utt, (int)k) != 0) return esp_fail(c->err, "infer: result of %s is truncated", utt);
     return 0;
+}
+
+/* Writes <out_dir>/{n}best_recog/<file> for n = 1..nbest. */
+static int write_nbest(const char *out_dir, const merge_ctx *c, esp_err *err)
+{
+    int rc = 0;
+    for (int k = 0; k < c->nbest && rc == 0; k++) {
+        char *dir = xasprintf("%s/%dbest_recog", out_dir, k + 1);
+        rc = mkdir_p(dir, err);
+        for (int f = 0; f < NB_FILES && rc == 0; f++) {
+            char *path = xasprintf("%s/%s", dir, nb_names[f]);
+            const runner_buf *b = &c->nb[(size_t)k * NB_FILES + (size_t)f];
+            rc = atomic_write_file(path, b->data ? (const void *)b->data : "", b->len, err);
+            free(path);
+        }
+        free(dir);
+    }
+    return rc;
 }
 
 static int write_ref(const char *path, const manifest *m, esp_err *err)
@@ -139,6 +243,33 @@ static int write_ref(const char *path, const manifest *m, esp_err *err)
     if (atomic_open(&af, path, err) != 0) return -1;
     for (size_t i = 0; i < m->n; i++) fprintf(af.fp, "%s %s\n", m->items[i].utt, m->items[i].text);
     return atomic_commit(&af, err);
+}
+
+/* hyp.scp (and with nbest > 1 the n-best files) from the runner's results; *frames gets their sum. */
+static int merge_results(const runner_job *rj, const manifest *m, const char *out_dir, int nbest, double *frames,
+                         esp_err *err)
+{
+    char *hyp_path = xasprintf("%s/hyp.scp", out_dir);
+    atomic_file hyp;
+    int rc = atomic_open(&hyp, hyp_path, err);
+    free(hyp_path);
+    if (rc != 0) return -1;
+    merge_ctx mc = {.m = m, .hyp = hyp.fp, .nbest = nbest, .err = err};
+    if (nbest > 1) mc.nb = xcalloc((size_t)nbest * NB_FILES, sizeof *mc.nb);
+    rc = runner_for_each(rj, merge_one, &mc, err);
+    if (rc != 0) atomic_abort(&hyp);
+    else rc = atomic_commit(&hyp, err);
+    if (rc == 0 && nbest > 1) rc = write_nbest(out_dir, &mc, err);
+    for (size_t k = 0; mc.nb && k < (size_t)nbest * NB_FILES; k++) runner_buf_free(&mc.nb[k]);
+    free(mc.nb);
+    *frames = mc.frames;
+    return rc;
+}
+
+static const char *search_name(const s2t_opts *o)
+{
+    if (o->ctc_weight < 1.0) return "joint CTC/attention beam search";
+    return o->beam_size <= 1 ? "greedy CTC" : "CTC prefix beam search";
 }
 
 static uint64_t hash_file(uint64_t h, const char *path, esp_err *err, int *failed)
@@ -160,7 +291,7 @@ static int decode_set(const inference_cfg *icfg, const model_files *mf, const de
     char *manifest_path = xasprintf("%s/manifest/%s.tsv", icfg->data_dir, test);
     char *out_dir = xasprintf("%s/%s", icfg->inference_dir, test);
     char *work_dir = xasprintf("%s/.runner", out_dir);
-    char *hyp_path = xasprintf("%s/hyp.scp", out_dir), *ref_path = xasprintf("%s/ref.scp", out_dir);
+    char *ref_path = xasprintf("%s/ref.scp", out_dir);
     manifest m = {0};
     char *sig = NULL, *label = NULL;
     int rc = -1;
@@ -183,7 +314,11 @@ static int decode_set(const inference_cfg *icfg, const model_files *mf, const de
     if (mf->stats) h = hash_file(h, mf->stats, err, &failed);
     h = hash_file(h, mf->train_config_path, err, &failed);
     if (failed) goto out;
-    sig = xasprintf("infer %016" PRIx64 " beam %d penalty %.17g", h, o->s2t.beam_size, o->s2t.penalty);
+    /* "infer2": results are n-best records since the joint search (older shards do not match). */
+    const s2t_opts *so = &o->s2t;
+    sig = xasprintf("infer2 %016" PRIx64 " beam %d penalty %.17g ctc_weight %.17g nbest %d maxlenratio %.17g "
+                    "minlenratio %.17g", h, so->beam_size, so->penalty, so->ctc_weight, so->nbest, so->maxlenratio,
+                    so->minlenratio);
     infer_job job = {.mf = mf, .m = &m, .opts = *o};
     size_t n_workers = icfg->parallel && icfg->parallel->n_workers > 0 ? (size_t)icfg->parallel->n_workers : 1;
     label = xasprintf("infer %s", test);
@@ -192,9 +327,9 @@ static int decode_set(const inference_cfg *icfg, const model_files *mf, const de
     runner_job rj = {.name = label, .n_items = m.n, .chunk_multiple = (size_t)o->batch_size, .work_dir = work_dir,
                      .signature = sig, .provide = provide, .release = release, .forward = forward,
                      .item_name = item_name, .arg = &job};
-    log_info("infer: %s: %zu utterances, %s (beam_size %d%s), batch_size %d, %zu worker(s) x %d thread(s) each", test,
-             m.n, o->s2t.beam_size <= 1 ? "greedy CTC" : "CTC prefix beam search", o->s2t.beam_size,
-             o->s2t.penalty != 0 ? ", penalty set" : "", o->batch_size, n_workers, o->threads);
+    log_info("infer: %s: %zu utterances, %s (beam_size %d%s, nbest %d), batch_size %d, %zu worker(s) x %d thread(s) "
+             "each", test, m.n, search_name(so), so->beam_size, so->penalty != 0 ? ", penalty set" : "", so->nbest,
+             o->batch_size, n_workers, o->threads);
     double t0 = now_seconds();
     int run_rc = runner_run(&rj, icfg->parallel, err);
     if (run_rc == RUNNER_PENDING) { /* SLURM jobs decode it (async mode); a rerun merges */
@@ -202,29 +337,21 @@ static int decode_set(const inference_cfg *icfg, const model_files *mf, const de
         goto out;
     }
     if (run_rc != 0) goto out;
-    double wall = now_seconds() - t0;
-    atomic_file hyp;
-    if (atomic_open(&hyp, hyp_path, err) != 0) goto out;
-    merge_ctx mc = {.m = &m, .hyp = hyp.fp, .err = err};
-    if (runner_for_each(&rj, merge_one, &mc, err) != 0) {
-        atomic_abort(&hyp);
-        goto out;
-    }
-    if (atomic_commit(&hyp, err) != 0 || write_ref(ref_path, &m, err) != 0) goto out;
+    double wall = now_seconds() - t0, frames;
+    if (merge_results(&rj, &m, out_dir, so->nbest, &frames, err) != 0 || write_ref(ref_path, &m, err) != 0) goto out;
     /* Audio seconds from the frame count: frames = samples / hop + 1. */
     const model_cfg *mcfg = model_files_training(mf)->model;
     frontend_opts fo;
     frontend_opts_from_cfg(mcfg ? mcfg->frontend_conf : NULL, &fo);
-    double audio = (mc.frames - (double)m.n) * fo.hop_length / fo.fs;
+    double audio = (frames - (double)m.n) * fo.hop_length / fo.fs;
     log_info("infer: %s: %zu utterances, %.1f s of audio in %.2f s (RTF %.4f, %.1f utt/s) -> %s", test, m.n, audio,
-             wall, audio > 0 ? wall / audio : 0.0, wall > 0 ? (double)m.n / wall : 0.0, hyp_path);
+             wall, audio > 0 ? wall / audio : 0.0, wall > 0 ? (double)m.n / wall : 0.0, out_dir);
     rc = 0;
 out:
     manifest_free(&m);
     free(manifest_path);
     free(out_dir);
     free(work_dir);
-    free(hyp_path);
     free(ref_path);
     free(sig);
     free(label);
@@ -241,25 +368,31 @@ static int worker_threads(void)
     return n > 0 ? n : 1;
 }
 
-/* Decoding options with ESPnet's meaning; keys this CTC-only model cannot honour are named once. */
+/* Decoding options with ESPnet's meaning; keys this build cannot honour are named once. */
 static int decode_opts_from_cfg(decode_opts *o, const inference_cfg *icfg, const char *file, esp_err *err)
 {
     const infer_model_cfg *mc = icfg->model;
+    memset(o, 0, sizeof *o);
     o->s2t.beam_size = mc->beam_size > 0 ? (int)mc->beam_size : 1;
     if (mc->beam_size < 0 || mc->beam_size > 10000)
         return esp_fail(err, "%s: model.beam_size: %" PRId64 " (use 1 for greedy, up to 10000)", file, mc->beam_size);
     if (mc->batch_size < 0)
         return esp_fail(err, "%s: model.batch_size: %" PRId64 " (use 1 or more)", file, mc->batch_size);
+    if (mc->nbest < 0 || mc->nbest > 1000)
+        return esp_fail(err, "%s: model.nbest: %" PRId64 " (use 1 to 1000)", file, mc->nbest);
+    if (!(mc->ctc_weight >= 0.0 && mc->ctc_weight <= 1.0))
+        return esp_fail(err, "%s: model.ctc_weight: %g (use a weight in [0, 1]; 1.0 = CTC only)", file, mc->ctc_weight);
     o->batch_size = mc->batch_size > 0 ? (int)(mc->batch_size < 4096 ? mc->batch_size : 4096) : 1;
     o->s2t.penalty = mc->penalty;
+    o->s2t.ctc_weight = mc->ctc_weight;
+    o->s2t.nbest = mc->nbest > 1 ? (int)mc->nbest : 1;
+    o->s2t.maxlenratio = mc->maxlenratio;
+    o->s2t.minlenratio = mc->minlenratio;
     o->threads = worker_threads();
-    if (mc->ctc_weight != 0 && mc->ctc_weight != 1.0)
-        log_warn("%s: model.ctc_weight: %g needs an attention decoder, which this CTC model does not have; "
-                 "decoding is CTC only (ctc_weight 1.0)", file, mc->ctc_weight);
     if (mc->lm_weight > 0)
         log_warn("%s: model.lm_weight: %g: no language model is supported; ignored", file, mc->lm_weight);
-    if (mc->nbest > 1)
-        log_warn("%s: model.nbest: %" PRId64 ": only the best hypothesis is written (hyp.scp)", file, mc->nbest);
+    if (mc->ctc_weight == 1.0 && (mc->maxlenratio != 0 || mc->minlenratio != 0))
+        log_warn("%s: model.maxlenratio/minlenratio: the CTC-only searches (ctc_weight 1.0) do not use them", file);
     esp_err why;
     if (!(o->backend_kind = backend_kind_for(mc->device, &why)))
         return esp_fail(err, "%s: model.device: %s", file, why.msg);
@@ -279,6 +412,12 @@ int stage_infer(const stage_ctx *ctx, esp_err *err)
     if (decode_opts_from_cfg(&o, icfg, file, err) != 0) return -1;
     model_files mf;
     if (model_files_locate(&mf, icfg, file, err) != 0) return -1;
+    /* Before any worker starts: a joint search needs the model's attention decoder. */
+    esp_err why;
+    if (speech2text_check(&mf, &o.s2t, &why) != 0) {
+        model_files_free(&mf);
+        return esp_fail(err, "%s: model.%s", file, why.msg);
+    }
     log_info("infer: model %s (config %s)", mf.weights, mf.train_config_path);
     int rc = 0;
     for (unsigned i = 0; i < icfg->n_test_sets && rc == 0; i++) rc = decode_set(icfg, &mf, &o, icfg->test_sets[i], err);

@@ -13,6 +13,7 @@
 #include "core/compute/backend.h"
 #include "core/data/sampler.h"
 #include "core/dist/dist.h"
+#include "core/nn/decoder_conf.h"
 #include "core/nn/model_params.h"
 #include "core/train/trainer.h"
 #include "stages/stages.h"
@@ -36,8 +37,6 @@ static int check_unused_keys(const training_cfg *cfg, const char *file, esp_err 
                         file);
     esp_err why; /* the encoder keys, before any data is read */
     if (encoder_dims_from_cfg(NULL, m, &why) != 0) return esp_fail(err, "%s: %s", file, why.msg);
-    if (tc->max_steps > 0)
-        log_warn("%s: trainer.max_steps: not implemented yet; training stops at trainer.max_epochs", file);
     if (tc->val_check_interval > 0 && tc->val_check_interval != 1.0)
         log_warn("%s: trainer.val_check_interval: not implemented yet; validation runs at epoch ends "
                  "(trainer.check_val_every_n_epoch)", file);
@@ -46,10 +45,12 @@ static int check_unused_keys(const training_cfg *cfg, const char *file, esp_err 
     if (tc->precision && strcmp(tc->precision, "32") && strcmp(tc->precision, "32-true"))
         log_warn("%s: trainer.precision: %s is for GPUs (the CUDA backend); the CPU trains in float32", file,
                  tc->precision);
-    if (m && m->model_conf && m->model_conf->ctc_weight > 0 && m->model_conf->ctc_weight != 1.0)
-        log_warn("%s: model.model_conf.ctc_weight: %g asks for an attention decoder, which espnet3 does not have; "
-                 "training is CTC only (ctc_weight 1.0)", file, m->model_conf->ctc_weight);
-    if (m && m->model_conf && m->model_conf->lsm_weight > 0)
+    int has_decoder = m && m->decoder && !strcmp(m->decoder, "transformer");
+    if (!has_decoder && m && m->model_conf && m->model_conf->ctc_weight > 0 && m->model_conf->ctc_weight != 1.0)
+        log_warn("%s: model.model_conf.ctc_weight: %g asks for an attention decoder, but model.decoder is not "
+                 "transformer; training is CTC only (ctc_weight 1.0; set model.decoder: transformer for joint "
+                 "CTC/attention)", file, m->model_conf->ctc_weight);
+    if (!decoder_in_cfg(m) && m && m->model_conf && m->model_conf->lsm_weight > 0)
         log_warn("%s: model.model_conf.lsm_weight: label smoothing applies to the attention decoder; ignored by CTC",
                  file);
     if (m && m->token_list && cfg->tokenizer && cfg->tokenizer->save_path) {
@@ -73,11 +74,13 @@ static model_rates rates_from_cfg(const model_cfg *m)
 {
     const encoder_conf_cfg *ec = m ? m->encoder_conf : NULL;
     const ctc_conf_cfg *cc = m ? m->ctc_conf : NULL;
-    return (model_rates){.dropout = ec ? (float)ec->dropout_rate : 0.1f,
-                         .pos_dropout = ec ? (float)ec->positional_dropout_rate : 0.1f,
-                         .att_dropout = ec ? (float)ec->attention_dropout_rate : 0.0f,
-                         .ctc_dropout = cc ? (float)cc->dropout_rate : 0,
-                         .ctc_keep_inf = cc && !cc->zero_infinity};
+    model_rates r = {.dropout = ec ? (float)ec->dropout_rate : 0.1f,
+                     .pos_dropout = ec ? (float)ec->positional_dropout_rate : 0.1f,
+                     .att_dropout = ec ? (float)ec->attention_dropout_rate : 0.0f,
+                     .ctc_dropout = cc ? (float)cc->dropout_rate : 0,
+                     .ctc_keep_inf = cc && !cc->zero_infinity};
+    decoder_rates_from_cfg(&r, m);
+    return r;
 }
 
 /* The checks that need no data: required blocks, the launch's world size, unsupported keys. */
@@ -107,6 +110,11 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
     const dist_env *env = dist_process_env(err);
     if (!env || check_config(cfg, file, env, err) != 0) return -1;
     const trainer_cfg *tc = cfg->trainer;
+    if (tc->max_epochs == -1 && tc->max_steps <= 0)
+        return esp_fail(err, "%s: trainer.max_epochs: -1 (no epoch limit) without trainer.max_steps would train "
+                             "forever (set max_steps, or max_epochs >= 1)", file);
+    if (tc->max_epochs == -1) log_info("train: no epoch limit (trainer.max_epochs -1): training stops after %" PRId64
+                                       " optimizer steps (trainer.max_steps)", tc->max_steps);
     int sharded[2];
     for (int k = 0; k < 2; k++) {
         const loader_split_cfg *lc = k ? cfg->dataloader->valid : cfg->dataloader->train;
@@ -134,7 +142,10 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
         .fsdp = tc->strategy && !strcmp(tc->strategy, "fsdp"),
         .sharded_train = sharded[0],
         .rates = rates_from_cfg(cfg->model),
-        .max_epochs = tc->max_epochs > 0 ? tc->max_epochs : 1000, /* Lightning's default */
+        /* The config layer resolved Lightning's meaning: >= 1, or -1 for no epoch limit (then
+         * max_steps, when set, ends training). */
+        .max_epochs = tc->max_epochs == -1 ? INT64_MAX : tc->max_epochs,
+        .max_steps = tc->max_steps > 0 ? tc->max_steps : 0,
         .val_every = tc->check_val_every_n_epoch > 0 ? tc->check_val_every_n_epoch : 1,
         .accumulate = tc->accumulate_grad_batches > 0 ? tc->accumulate_grad_batches : 1,
         .log_every = tc->log_every_n_steps > 0 ? tc->log_every_n_steps : 50,

@@ -1,32 +1,9 @@
+/* The sequential generator and its helpers, on the splitmix64 of core/base/rng.h. */
 #include "core/base/rng.h"
 #include "core/base/log.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-/* splitmix64 (Steele, Lea, Flood 2014): a Weyl sequence passed through a 64-bit finalizer. */
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-#define GOLDEN_GAMMA 0x9e3779b97f4a7c15ULL
-
-uint64_t splitmix64_next(uint64_t *state)
-{
-    *state += GOLDEN_GAMMA;
-    return mix64(*state);
-}
-
-uint64_t rng_derive(uint64_t seed, uint64_t stream, uint64_t index)
-{
-    /* Chained mixing, so (seed, stream, index) triples that differ anywhere give unrelated values. */
-    uint64_t h = mix64(seed + GOLDEN_GAMMA);
-    h = mix64(h ^ (stream + 2 * GOLDEN_GAMMA));
-    return mix64(h ^ (index + 3 * GOLDEN_GAMMA));
-}
 
 void rng_init(rng *r, uint64_t seed)
 {

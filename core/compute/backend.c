@@ -1,40 +1,99 @@
 /* backend_open: the one place that names a backend kind. A binary built without CUDA knows "cpu"
- * only; with CUDA=1 it can see devices (core/compute/cuda_api.h) but has no CUDA backend yet, so
- * "cuda" is refused with a line that says why rather than silently running on the CPU. */
+ * and the test/reference backend "ref64" (never picked by backend_kind_for: no accelerator name
+ * maps to it); one built with CUDA=1 also opens "cuda" (cuda/backend_cuda.cu, through the
+ * constructor declared in core/compute/backend_cuda.h). */
 #include "core/compute/backend.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/compute/backend_cpu.h"
+#include "core/compute/backend_ref64.h"
 
-/* Why "cuda" cannot open here; NULL when it can. Nothing here initialises CUDA: the CUDA build
- * has no backend to open yet, and probing devices in a process that forks workers later breaks
- * them (core/runner/runner_gpu.c probes in a child). */
+#ifdef ESPNET3_CUDA
+#include <errno.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/compute/backend_cuda.h"
+#include "core/compute/cuda_api.h"
+
+/* Asked in a child process: CUDA must not be initialised in a process that forks workers or ranks
+ * afterwards, and backend_kind_for runs in the CLI before it launches them. Opening the backend does
+ * initialise CUDA, in the process that computes on it (a rank, a decoding worker). */
+int backend_cuda_devices(void)
+{
+    static int probed, count;
+    if (probed) return count;
+    probed = 1;
+    int fd[2];
+    if (pipe(fd) != 0) return count = 0;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        int n = cuda_device_count();
+        ssize_t w = write(fd[1], &n, sizeof n);
+        _exit(w == (ssize_t)sizeof n ? 0 : 1);
+    }
+    close(fd[1]);
+    if (pid < 0 || read(fd[0], &count, sizeof count) != (ssize_t)sizeof count) count = 0;
+    close(fd[0]);
+    if (pid > 0)
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+    return count;
+}
+#else
+int backend_cuda_devices(void)
+{
+    return 0;
+}
+#endif
+
+/* Why "cuda" cannot be chosen here; NULL when it can. */
 static const char *cuda_unavailable(void)
 {
 #ifdef ESPNET3_CUDA
-    return "this espnet3 has no CUDA backend yet: its CUDA build only probes devices (use cpu)";
+    return backend_cuda_devices() > 0 ? NULL : "no CUDA device is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES, or use cpu)";
 #else
     return "this espnet3 was built without CUDA (build it with make CUDA=1, or use cpu)";
 #endif
 }
 
+static backend *open_cuda(int device, int threads, esp_err *err)
+{
+#ifdef ESPNET3_CUDA
+    backend *be = xcalloc(1, sizeof *be);
+    esp_err why;
+    if (backend_cuda_init(be, device, threads, &why) != 0) {
+        free(be);
+        esp_fail(err, "backend cuda (device %d): %s", device, why.msg);
+        return NULL;
+    }
+    return be;
+#else
+    (void)threads;
+    esp_fail(err, "backend cuda (device %d): %s", device, cuda_unavailable());
+    return NULL;
+#endif
+}
+
 backend *backend_open(const char *kind, int device, int threads, esp_err *err)
 {
-    if (!kind || strcmp(kind, "cpu") == 0) {
+    int (*init)(backend *, int, esp_err *) = NULL;
+    if (!kind || strcmp(kind, "cpu") == 0) init = backend_cpu_init;
+    else if (strcmp(kind, "ref64") == 0) init = backend_ref64_init;
+    if (init) {
         backend *be = xcalloc(1, sizeof *be);
-        if (backend_cpu_init(be, threads, err) != 0) {
+        if (init(be, threads, err) != 0) {
             free(be);
             return NULL;
         }
         return be;
     }
-    if (strcmp(kind, "cuda") == 0) {
-        esp_fail(err, "backend cuda (device %d): %s", device, cuda_unavailable());
-        return NULL;
-    }
-    esp_fail(err, "backend %s: unknown kind (cpu or cuda)", kind);
+    if (strcmp(kind, "cuda") == 0) return open_cuda(device, threads, err);
+    esp_fail(err, "backend %s: unknown kind (cpu, cuda, or ref64 for tests)", kind);
     return NULL;
 }
 
@@ -47,7 +106,9 @@ void backend_close(backend *be)
 
 const char *backend_kind_for(const char *accelerator, esp_err *err)
 {
-    if (!accelerator || strcmp(accelerator, "auto") == 0) return cuda_unavailable() ? "cpu" : "cuda";
+    /* auto stays on the CPU until the CUDA backend has run on a GPU (README, "GPU"): an explicit
+     * gpu/cuda asks for it knowingly. */
+    if (!accelerator || strcmp(accelerator, "auto") == 0) return "cpu";
     if (strcmp(accelerator, "cpu") == 0) return "cpu";
     if (strcmp(accelerator, "gpu") == 0 || strcmp(accelerator, "cuda") == 0) {
         const char *why = cuda_unavailable();

@@ -1,9 +1,18 @@
 /* The compute backend: device memory and every op of a training step on device float buffers
  * (layers, losses, the optimizer update, reductions), as a struct of function pointers. Model and
  * trainer code is written once against it; host code reads or writes device buffers only through
- * be->copy. backend_open() (core/compute/backend.c) is the one place that names a kind: "cpu"
- * (core/compute/backend_cpu.c: the float instantiation of core/compute/ops.h, OpenBLAS), "cuda"
- * later (cuda/).
+ * be->copy. backend_open() (core/compute/backend.c) is the one place that names a kind:
+ *   "cpu"    core/compute/backend_cpu.c: the float instantiation of core/compute/ops.h (OpenBLAS)
+ *            and the threaded step ops of core/compute/ops_step.h; what training runs on;
+ *   "ref64"  core/compute/backend_ref64.c: a test/reference backend, not for training: the same
+ *            float interface, every op computed by the double instantiation (_f64) and rounded
+ *            back to float, so test_backend_ops (test/unit/compute/test_backend_ops.c) compares
+ *            any backend against it op by op;
+ *   "cuda"   cuda/backend_cuda.cu in a binary built with CUDA=1: device buffers from cudaMalloc,
+ *            every op on one stream (cuBLAS for the GEMMs, kernels in cuda/ops_*.cu); copies to
+ *            and from the host synchronize.
+ * The compute entries are listed as data in core/compute/backend_ops.h (backend_op), and
+ * be->supports says which of them a backend implements.
  *
  * Every op has the semantics, argument order and layouts of its ops_<name>_f32 counterpart in
  * core/compute/ops_decl.h (outputs first; parameter gradients accumulate; `acc` on the input gradients of
@@ -18,6 +27,7 @@
 #include <stdint.h>
 
 #include "core/base/log.h"
+#include "core/compute/backend_ops.h"
 #include "core/compute/kernel_math.h"
 
 typedef enum backend_copy_kind {
@@ -28,7 +38,7 @@ typedef enum backend_copy_kind {
 
 typedef struct backend backend;
 struct backend {
-    const char *name; /* "cpu", "cuda" */
+    const char *name; /* "cpu", "ref64", "cuda" */
     void *impl;       /* the backend's private state */
 
     /* ---- memory: bytes, 64-byte aligned, zero-filled; alloc exits with an error when out of
@@ -40,6 +50,9 @@ struct backend {
     void (*synchronize)(backend *be);
     /* Frees the backend's state (not the buffers it handed out). */
     void (*destroy)(backend *be);
+    /* 1 when the backend implements op (every compute entry below is one backend_op), 0 when its
+     * entry must not be called. The cpu and ref64 backends support every op. */
+    int (*supports)(backend *be, backend_op op);
 
     /* ---- GEMM, row-major: c (m x n) = alpha * op(a) op(b) + beta * c, op = transpose when
      * ta / tb is non-zero; lda, ldb, ldc are the row strides of the stored matrices. */
@@ -82,6 +95,27 @@ struct backend {
                             uint64_t stream);
     void (*dropout_backward)(backend *be, float *dx, const float *dy, size_t n, float p,
                              uint64_t seed, uint64_t stream);
+
+    /* ---- attention decoder (core/compute/ops_decl.h): attention with query and key lengths of
+     * their own and an optional causal mask; the token embedding; ESPnet's label-smoothing loss
+     * on device log-probabilities (targets on the host; the forward returns the host sum and the
+     * argmax hits; the backward writes the gradient of the logits). */
+    void (*mha_forward)(backend *be, float *y, float *att, const float *q, int ldq, const float *k,
+                        const float *v, int ldkv, const int *lens, int nb, int tq, int tk,
+                        int causal, int h, int hd, float p, uint64_t seed, uint64_t stream);
+    void (*mha_backward)(backend *be, float *dq, float *dk, float *dv, const float *dy,
+                         const float *att, const float *q, int ldq, const float *k, const float *v,
+                         int ldkv, const int *lens, int nb, int tq, int tk, int h, int hd, float p,
+                         uint64_t seed, uint64_t stream);
+    void (*embedding_forward)(backend *be, float *y, const float *w, const int *ids, int n, int v,
+                              int d);
+    void (*embedding_backward)(backend *be, float *dw, const float *dy, const int *ids, int n,
+                               int v, int d);
+    double (*label_smoothing_forward)(backend *be, const float *logp, const int *target, int n,
+                                      int v, double smoothing, int64_t *correct);
+    void (*label_smoothing_backward)(backend *be, float *dlogits, const float *logp,
+                                     const int *target, int n, int v, double smoothing,
+                                     double scale);
 
     /* ---- Conformer layers (see core/compute/ops_conformer_decl.h) */
     void (*swish_forward)(backend *be, float *y, const float *x, size_t n);
@@ -137,16 +171,23 @@ struct backend {
     double (*clip_grad_norm)(backend *be, float *g, size_t n, double max_norm);
 };
 
-/* Opens a backend of `kind` ("cpu", or "cuda" in a binary built with CUDA=1) on GPU `device`
- * (cuda; ignored by cpu) computing with `threads` CPU threads (>= 1; the CPU backend sets
- * OpenBLAS' process-wide thread count, so the last one opened wins). NULL with err set when the
- * kind is unknown or unavailable here. Release with backend_close. */
+/* Opens a backend of `kind` ("cpu", "ref64" for tests, or "cuda" in a binary built with CUDA=1)
+ * on GPU `device` (cuda; ignored by cpu and ref64) computing with `threads` CPU threads (>= 1;
+ * the CPU backend sets OpenBLAS' process-wide thread count, so the last one opened wins; ref64
+ * leaves it). NULL with err set when the kind is unknown or unavailable here. Release with
+ * backend_close. */
 backend *backend_open(const char *kind, int device, int threads, esp_err *err);
 void backend_close(backend *be);
 
 /* The backend kind for Lightning's trainer.accelerator / ESPnet's inference `device`: cpu ->
- * "cpu"; gpu, cuda -> "cuda" (an error without a usable CUDA device or backend); auto -> "cuda"
- * where that works, else "cpu". NULL with err set for anything else. */
+ * "cpu"; gpu, cuda -> "cuda" (an error without a CUDA build or a visible device); auto -> "cpu"
+ * for now (Lightning would take a GPU: ours waits until the CUDA backend has run on one). NULL
+ * with err set for anything else. */
 const char *backend_kind_for(const char *accelerator, esp_err *err);
+
+/* CUDA devices this process would see (after CUDA_VISIBLE_DEVICES), probed once per process in a
+ * child process so that CUDA is never initialised where workers or ranks are forked later; 0 in a
+ * build without CUDA. */
+int backend_cuda_devices(void);
 
 #endif

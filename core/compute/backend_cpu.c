@@ -82,6 +82,12 @@ static void cpu_destroy(backend *be)
     be->impl = NULL;
 }
 
+static int cpu_supports(backend *be, backend_op op)
+{
+    (void)be;
+    return (unsigned)op < BACKEND_OP_COUNT; /* all of them */
+}
+
 /* ---- ops: the f32 instantiation, with the backend's scratch */
 
 static void cpu_gemm(backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a,
@@ -319,6 +325,58 @@ static double cpu_clip_grad_norm(backend *be, float *g, size_t n, double max_nor
     return norm;
 }
 
+/* ---- the attention decoder's ops */
+
+static void cpu_mha_forward(backend *be, float *y, float *att, const float *q, int ldq,
+                            const float *k, const float *v, int ldkv, const int *lens, int nb,
+                            int tq, int tk, int causal, int h, int hd, float p, uint64_t seed,
+                            uint64_t stream)
+{
+    size_t n = ops_mha_forward_scratch(tq, tk, p);
+    float *s = n ? scratch(be, n) : NULL;
+    ops_mha_forward_f32(y, att, q, ldq, k, v, ldkv, lens, nb, tq, tk, causal, h, hd, p, seed,
+                        stream, s);
+}
+
+static void cpu_mha_backward(backend *be, float *dq, float *dk, float *dv, const float *dy,
+                             const float *att, const float *q, int ldq, const float *k,
+                             const float *v, int ldkv, const int *lens, int nb, int tq, int tk,
+                             int h, int hd, float p, uint64_t seed, uint64_t stream)
+{
+    float *s = scratch(be, ops_mha_backward_scratch(tq, tk));
+    ops_mha_backward_f32(dq, dk, dv, dy, att, q, ldq, k, v, ldkv, lens, nb, tq, tk, h, hd, p, seed,
+                         stream, s);
+}
+
+static void cpu_embedding_forward(backend *be, float *y, const float *w, const int *ids, int n,
+                                  int v, int d)
+{
+    (void)be;
+    ops_embedding_forward_f32(y, w, ids, n, v, d);
+}
+
+static void cpu_embedding_backward(backend *be, float *dw, const float *dy, const int *ids, int n,
+                                   int v, int d)
+{
+    (void)be;
+    ops_embedding_backward_f32(dw, dy, ids, n, v, d);
+}
+
+static double cpu_label_smoothing_forward(backend *be, const float *logp, const int *target, int n,
+                                          int v, double smoothing, int64_t *correct)
+{
+    (void)be;
+    return ops_label_smoothing_forward_f32(logp, target, n, v, smoothing, correct);
+}
+
+static void cpu_label_smoothing_backward(backend *be, float *dlogits, const float *logp,
+                                         const int *target, int n, int v, double smoothing,
+                                         double scale)
+{
+    (void)be;
+    ops_label_smoothing_backward_f32(dlogits, logp, target, n, v, smoothing, scale);
+}
+
 /* ---- the step's loss and optimizer */
 
 static double cpu_ctc_loss_forward(backend *be, double *losses, const float *logp, const int *hlens,
@@ -368,6 +426,7 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
         .fill = cpu_fill,
         .synchronize = cpu_synchronize,
         .destroy = cpu_destroy,
+        .supports = cpu_supports,
         .gemm = cpu_gemm,
         .linear_forward = cpu_linear_forward,
         .linear_backward = cpu_linear_backward,
@@ -401,6 +460,12 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
         .sum = cpu_sum,
         .sum_squares = cpu_sum_squares,
         .clip_grad_norm = cpu_clip_grad_norm,
+        .mha_forward = cpu_mha_forward,
+        .mha_backward = cpu_mha_backward,
+        .embedding_forward = cpu_embedding_forward,
+        .embedding_backward = cpu_embedding_backward,
+        .label_smoothing_forward = cpu_label_smoothing_forward,
+        .label_smoothing_backward = cpu_label_smoothing_backward,
         .ctc_loss_forward = cpu_ctc_loss_forward,
         .ctc_loss_backward = cpu_ctc_loss_backward,
         .adam_update = cpu_adam_update,

@@ -11,23 +11,7 @@
 #include <stdlib.h>
 
 #include "core/base/log.h"
-
-/* log(exp(a) + exp(b) + exp(c)) with one log; all -inf gives -inf (a plain max shift would give
- * NaN there), and a NaN input gives NaN (the max skips NaN, so the sums carry it). */
-static inline double log_add3(double a, double b, double c)
-{
-    double m = a > b ? a : b;
-    m = m > c ? m : c;
-    if (m == -INFINITY) return a + b + c;
-    return m + log(exp(a - m) + exp(b - m) + exp(c - m));
-}
-
-static inline double log_add(double a, double b)
-{
-    double m = a > b ? a : b;
-    if (m == -INFINITY) return a + b;
-    return m + log(exp(a - m) + exp(b - m));
-}
+#include "core/compute/kernel_math.h"
 
 /* The log-probs (or gradient) in either precision: float in training, double for the
  * finite-difference tests. The branch is the same for a whole call, so it costs nothing next to
@@ -69,18 +53,6 @@ static const int *labels_of(const ctc_labels *y, int b)
     size_t off = 0;
     for (int i = 0; i < b; i++) off += (size_t)y->lens[i];
     return y->ids + off;
-}
-
-/* l'(s): blank (0) at even states, the label at odd ones. */
-static inline int ext_label(const int *lab, int s)
-{
-    return (s & 1) ? lab[s >> 1] : 0;
-}
-
-/* State s may also come from s-2 (skipping a blank) unless it is a blank or repeats l'(s-2). */
-static inline int can_skip(const int *lab, int s)
-{
-    return (s & 1) && s >= 3 && lab[s >> 1] != lab[(s >> 1) - 1];
 }
 
 int ctc_max_label_len(const ctc_labels *y, int B)
@@ -144,15 +116,15 @@ static double forward_one(double *alpha, lp_in lp, int Tb, const int *lab, int L
         if (hi > S - 1) hi = S - 1;
         for (int s = lo; s <= hi; s++) {
             double a;
-            if (can_skip(lab, s)) a = log_add3(prev[s], prev[s - 1], prev[s - 2]);
-            else if (s >= 1) a = log_add(prev[s], prev[s - 1]);
+            if (ctc_can_skip(lab, s)) a = ctc_log_add3(prev[s], prev[s - 1], prev[s - 2]);
+            else if (s >= 1) a = ctc_log_add(prev[s], prev[s - 1]);
             else a = prev[s];
-            cur[s] = a + lp_at(lp, row + (size_t)ext_label(lab, s));
+            cur[s] = a + lp_at(lp, row + (size_t)ctc_ext_label(lab, s));
         }
     }
     const double *last = alpha + (size_t)(Tb - 1) * Smax;
     double ll = last[S - 1];
-    if (L > 0) ll = log_add(ll, last[S - 2]);
+    if (L > 0) ll = ctc_log_add(ll, last[S - 2]);
     return -ll;
 }
 
@@ -195,13 +167,13 @@ static void backward_one(lp_out g, const double *alpha, lp_in lp, int Tb, int T,
             if (hi > S - 1) hi = S - 1;
             for (int s = lo; s <= hi; s++) {
                 double bsum;
-                if (s + 2 < S && can_skip(lab, s + 2))
-                    bsum = log_add3(next[s], next[s + 1], next[s + 2]);
+                if (s + 2 < S && ctc_can_skip(lab, s + 2))
+                    bsum = ctc_log_add3(next[s], next[s + 1], next[s + 2]);
                 else if (s + 1 < S)
-                    bsum = log_add(next[s], next[s + 1]);
+                    bsum = ctc_log_add(next[s], next[s + 1]);
                 else
                     bsum = next[s];
-                cur[s] = bsum + lp_at(lp, row + (size_t)ext_label(lab, s));
+                cur[s] = bsum + lp_at(lp, row + (size_t)ctc_ext_label(lab, s));
             }
         }
         /* gamma_t(c) = sum_s exp(alpha + beta - logp_t(c) + nll): each term is a probability,
@@ -211,7 +183,7 @@ static void backward_one(lp_out g, const double *alpha, lp_in lp, int Tb, int T,
         for (int s = 0; s < S; s++) {
             double lab_lp = at[s] + cur[s];
             if (lab_lp == -INFINITY) continue;
-            int c = ext_label(lab, s);
+            int c = ctc_ext_label(lab, s);
             gamma[c] += exp(lab_lp - lp_at(lp, row + (size_t)c) + nll);
         }
         if (kind == CTC_GRAD_TORCH)

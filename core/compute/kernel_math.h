@@ -1,17 +1,120 @@
 /* Per-element math shared by the CPU ops and the CUDA kernels: `static inline` functions that
  * compile as C11 and as CUDA (__host__ __device__), so the CPU tests exercise the arithmetic the
- * GPU runs. Nothing here allocates, loops over buffers or sees a backend. */
+ * GPU runs. Nothing here allocates, loops over buffers or sees a backend. The CPU ops
+ * (core/compute/ops_impl.h, core/compute/ops_step.c) call these functions; a kernel that calls
+ * them too computes the same bits wherever the operations are single IEEE operations.
+ *
+ *   activations   act_relu, act_sigmoid, act_silu, act_swish, act_glu and their gradients, per type
+ *                 (core/compute/kernel_math_act.h: _f32 and _f64)
+ *   dropout       the counter-based mask: dropout_key, dropout_bits, dropout_threshold,
+ *                 dropout_r16; the kept values' scale dropout_keep_scale
+ *   attention     attn_row_keys (the key padding and causal masks of a query row)
+ *   label smooth. label_smoothing_prob, kl_div_term, label_smoothing_grad
+ *   Conformer     relpos_shift_col; per type (core/compute/kernel_math_conformer.h): bn_rstd,
+ *                 bn_apply, bn_running, bn_dx (BatchNorm), relpos_angle (relative encoding)
+ *   Adam / AdamW  adam_update_one
+ *   clipping      clip_grad_coef, SUM_SQUARES_BLOCK */
 #ifndef ESPNET3_COMPUTE_KERNEL_MATH_H
 #define ESPNET3_COMPUTE_KERNEL_MATH_H
 
 #include <math.h>
 #include <stdint.h>
 
+#include "core/base/rng.h"
+
+/* `static inline KM_HD`: nvcc refuses __forceinline__ next to `inline` ("duplicate specifier"),
+ * and `inline` is all a device function needs to be inlined. */
 #ifdef __CUDACC__
-#define KM_HD __host__ __device__ __forceinline__
+#define KM_HD __host__ __device__
 #else
 #define KM_HD
 #endif
+
+/* ---- CTC recursions (core/compute/ctc.c, cuda/ops_ctc.cu) ---------------------------------------- */
+
+/* log(exp(a) + exp(b) + exp(c)) with one log; all -inf gives -inf (a plain max shift would give
+ * NaN there), and a NaN input gives NaN (the max skips NaN, so the sums carry it). */
+static inline KM_HD double ctc_log_add3(double a, double b, double c)
+{
+    double m = a > b ? a : b;
+    m = m > c ? m : c;
+    if (m == -INFINITY) return a + b + c;
+    return m + log(exp(a - m) + exp(b - m) + exp(c - m));
+}
+
+static inline KM_HD double ctc_log_add(double a, double b)
+{
+    double m = a > b ? a : b;
+    if (m == -INFINITY) return a + b;
+    return m + log(exp(a - m) + exp(b - m));
+}
+
+/* l'(s) of the extended label sequence: blank (0) at even states, the label at odd ones. */
+static inline KM_HD int ctc_ext_label(const int *lab, int s)
+{
+    return (s & 1) ? lab[s >> 1] : 0;
+}
+
+/* State s may also come from s-2 (skipping a blank) unless it is a blank or repeats l'(s-2). */
+static inline KM_HD int ctc_can_skip(const int *lab, int s)
+{
+    return (s & 1) && s >= 3 && lab[s >> 1] != lab[(s >> 1) - 1];
+}
+
+/* ---- activations ------------------------------------------------------------------------------ */
+
+#define KM_T float
+#define KM_FN(name) name##_f32
+#define KM_EXP expf
+#include "core/compute/kernel_math_act.h"
+#undef KM_T
+#undef KM_FN
+#undef KM_EXP
+
+#define KM_T double
+#define KM_FN(name) name##_f64
+#define KM_EXP exp
+#include "core/compute/kernel_math_act.h"
+#undef KM_T
+#undef KM_FN
+#undef KM_EXP
+
+/* ---- dropout ---------------------------------------------------------------------------------- */
+
+/* The mask of dropout (core/compute/ops_decl.h) for a (seed, stream): element e is kept iff its
+ * 16 random bits dropout_r16(key, e) are >= dropout_threshold(p), key = dropout_key(seed, stream).
+ * Four elements share one 64-bit draw: draw d = e / 4 is output d of splitmix64 started at key
+ * (core/base/rng.h), element e takes its bits [16 * (e % 4), 16 * (e % 4) + 16). A kernel calls
+ * dropout_r16 per element; the CPU loop calls dropout_bits once per four. */
+static inline KM_HD uint64_t dropout_key(uint64_t seed, uint64_t stream)
+{
+    return rng_derive(seed, stream, 0);
+}
+
+/* Draw `ctr` of the mask: what splitmix64_next(&s) returns for s = key + ctr * RNG_GOLDEN_GAMMA. */
+static inline KM_HD uint64_t dropout_bits(uint64_t key, uint64_t ctr)
+{
+    return rng_mix64(key + (ctr + 1) * RNG_GOLDEN_GAMMA);
+}
+
+/* The keep threshold on 16 random bits: round(p * 2^16); p in (0, 1). 65536 drops everything. */
+static inline KM_HD uint32_t dropout_threshold(float p)
+{
+    return (uint32_t)((double)p * 65536.0 + 0.5);
+}
+
+/* Element e's 16 random bits. */
+static inline KM_HD uint32_t dropout_r16(uint64_t key, uint64_t e)
+{
+    return (uint32_t)(dropout_bits(key, e >> 2) >> (16 * (e & 3))) & 0xffffu;
+}
+
+/* Kept values are multiplied by 1 / (1 - p), computed in double and rounded once to the element
+ * type; p in (0, 1). */
+static inline KM_HD double dropout_keep_scale(float p)
+{
+    return 1.0 / (1.0 - (double)p);
+}
 
 /* ---- Adam / AdamW ----------------------------------------------------------------------------- */
 
@@ -53,6 +156,39 @@ static inline KM_HD void adam_update_one(float *p, float *m, float *v, float *vm
     *v = vv;
 }
 
+/* ---- attention masks --------------------------------------------------------------------------- */
+
+/* The keys query row i of an attention head sees: the first `len` (the key padding mask), and
+ * with `causal` only those at or before the query's own position (ESPnet's subsequent_mask &
+ * target mask). */
+static inline KM_HD int attn_row_keys(int len, int causal, int i)
+{
+    return causal && i + 1 < len ? i + 1 : len;
+}
+
+/* ---- label smoothing (ESPnet's LabelSmoothingLoss) ------------------------------------------------ */
+
+/* The smoothed target distribution of a row whose label is `target`: confidence 1 - smoothing
+ * there and smoothing / (v - 1) on every other class (true_dist.fill_ then scatter_). */
+static inline KM_HD double label_smoothing_prob(int c, int target, double smoothing, int v)
+{
+    return c == target ? 1.0 - smoothing : smoothing / (double)(v - 1);
+}
+
+/* One element of KLDivLoss(reduction="none")(logp, t) = t * (log t - logp), 0 where t is 0 (torch
+ * uses xlogy). */
+static inline KM_HD double kl_div_term(double t, double logp)
+{
+    return t > 0 ? t * (log(t) - logp) : 0.0;
+}
+
+/* The gradient of scale * sum_c kl_div_term(t_c, logp_c) with respect to the logits under
+ * logp = log_softmax(logits), for one element: scale * (softmax - t) (the t's of a row sum to 1). */
+static inline KM_HD double label_smoothing_grad(double logp, double t, double scale)
+{
+    return scale * (exp(logp) - t);
+}
+
 /* ---- gradient clipping ------------------------------------------------------------------------ */
 
 /* torch.nn.utils.clip_grad_norm_'s factor for a total L2 norm: clip_coef = max_norm /
@@ -72,58 +208,26 @@ static inline KM_HD float clip_grad_coef(double total_norm, double max_norm)
  * block order: the value does not depend on how blocks go to threads (or GPU thread blocks). */
 enum { SUM_SQUARES_BLOCK = 4096 };
 
-/* ---- Conformer: activations, GLU, BatchNorm, relative positions --------------------------------
- * One definition for float (_f32, what the backends run) and double (_f64, the finite-difference
- * tests): KM_REAL_MATH(T, S, EXP, SQRT) makes km_<name>_<S> for the element type T. */
+/* ---- Conformer: BatchNorm and relative positions --------------------------------------------- */
 
 /* Column of the rel_shift'ed score (query i, key j) in the (t x 2t-1) product with the relative
  * encoding, whose row k holds relative position t - 1 - k (ESPnet's rel_shift: i - j). */
-static inline KM_HD int km_rel_shift_col(int i, int j, int t) { return t - 1 - i + j; }
+static inline KM_HD int relpos_shift_col(int i, int j, int t) { return t - 1 - i + j; }
 
-#define KM_REAL_MATH(T, S, EXP, SQRT)                                                              \
-    static inline KM_HD T km_sigmoid_##S(T x) { return (T)1 / ((T)1 + EXP(-x)); }                  \
-    /* Swish (SiLU): x * sigmoid(x), as ESPnet's Swish module computes it. */                      \
-    static inline KM_HD T km_swish_##S(T x) { return x * km_sigmoid_##S(x); }                      \
-    /* d swish / dx = s (1 + x (1 - s)), times the output gradient. */                              \
-    static inline KM_HD T km_swish_grad_##S(T x, T dy)                                              \
-    {                                                                                              \
-        T s = km_sigmoid_##S(x);                                                                   \
-        return dy * (s * ((T)1 + x * ((T)1 - s)));                                                 \
-    }                                                                                              \
-    /* GLU over channels: out = a * sigmoid(b) (a the first half, b the second). */                \
-    static inline KM_HD T km_glu_##S(T a, T b) { return a * km_sigmoid_##S(b); }                   \
-    static inline KM_HD void km_glu_grad_##S(T a, T b, T dy, T *da, T *db)                        \
-    {                                                                                              \
-        T s = km_sigmoid_##S(b);                                                                   \
-        *da = dy * s;                                                                              \
-        *db = dy * a * s * ((T)1 - s);                                                             \
-    }                                                                                              \
-    /* BatchNorm per channel as torch's CPU kernel: y = x * alpha + beta with alpha = rstd * w,   \
-     * beta = b - mean * alpha; rstd = 1 / sqrt(var + eps) (biased batch variance in training,    \
-     * running_var in eval). */                                                                    \
-    static inline KM_HD T km_bn_rstd_##S(double var, double eps) { return (T)(1.0 / SQRT(var + eps)); } \
-    static inline KM_HD T km_bn_apply_##S(T x, T alpha, T beta) { return x * alpha + beta; }       \
-    /* running = momentum * batch + (1 - momentum) * running, in double as torch's CPU update;    \
-     * the variance's batch value is the unbiased one, var_sum / (n - 1). */                       \
-    static inline KM_HD T km_bn_running_##S(T running, double batch, double momentum)             \
-    {                                                                                              \
-        return (T)(momentum * batch + (1 - momentum) * (double)running);                           \
-    }                                                                                              \
-    /* Training-mode input gradient (torch's form): dx = (dy - mean(dy) - xc * k) * rstd * w,    \
-     * xc = x - mean, k = sum(xc * dy) * rstd^2 / n. */                                            \
-    static inline KM_HD T km_bn_dx_##S(T dy, T xc, T mean_dy, T k, T rstd_w)                       \
-    {                                                                                              \
-        return (dy - mean_dy - xc * k) * rstd_w;                                                   \
-    }                                                                                              \
-    /* Sinusoid argument of position pos (negative allowed) at pair i of a d-dim encoding:        \
-     * pos * exp(2i * -(ln 10000 / d)), as torch computes it in the element type. */               \
-    static inline KM_HD T km_pe_angle_##S(int pos, int i, int d)                                   \
-    {                                                                                              \
-        T div = EXP((T)(2 * i) * (T)(-9.210340371976184 / d));                                     \
-        return (T)pos * div;                                                                       \
-    }
+#define KM_T float
+#define KM_FN(name) name##_f32
+#define KM_EXP expf
+#include "core/compute/kernel_math_conformer.h"
+#undef KM_T
+#undef KM_FN
+#undef KM_EXP
 
-KM_REAL_MATH(float, f32, expf, sqrt)
-KM_REAL_MATH(double, f64, exp, sqrt)
+#define KM_T double
+#define KM_FN(name) name##_f64
+#define KM_EXP exp
+#include "core/compute/kernel_math_conformer.h"
+#undef KM_T
+#undef KM_FN
+#undef KM_EXP
 
 #endif

@@ -1,7 +1,12 @@
-/* Compute ops of the Transformer and Conformer encoders on the CPU, forward and backward, written once
- * (core/compute/ops_impl.h) and instantiated twice: `_f32` (float, production, core/compute/ops_f32.c) and `_f64`
- * (double, for finite-difference tests, core/compute/ops_f64.c). The prototypes are in core/compute/ops_decl.h,
- * expanded here once per type: ops_linear_forward_f32(...), ops_linear_forward_f64(...), ...
+/* Compute ops of the ASR model (encoder, CTC head, attention decoder) on the CPU, forward and
+ * backward, written once (core/compute/ops_impl.h; the embedding and the label-smoothing loss in
+ * ops_embed_impl.h and ops_loss_impl.h; the Conformer's in ops_act_impl.h, ops_conv1d_impl.h,
+ * ops_norm_impl.h and ops_relattn_impl.h, declared in ops_conformer_decl.h) and instantiated
+ * twice: `_f32` (float: the CPU backend, core/compute/ops_f32.c) and `_f64` (double: the float64 reference backend
+ * core/compute/backend_ref64.c and the finite-difference tests, core/compute/ops_f64.c). The
+ * prototypes are in core/compute/ops_decl.h, expanded here once per type:
+ * ops_linear_forward_f32(...), ops_linear_forward_f64(...), ... Model and trainer code does not
+ * call them: it calls the backend (core/compute/backend.h).
  *
  * Conventions (every op):
  * - Row-major flat buffers, outputs first; PyTorch weight layouts (Linear W[out][in],
@@ -57,15 +62,23 @@ static inline size_t ops_conv2d_backward_scratch(int ic, int oc, int h, int w)
     return 2 * kk * (size_t)oc + p * (kk + (size_t)oc);
 }
 
-/* Scratch (elements) for attention_forward (the dropped probabilities of one head; 0 without
- * dropout) and attention_backward (two T x T matrices). */
+/* Scratch (elements) for mha_forward (the dropped probabilities of one head; 0 without dropout)
+ * and mha_backward (two tq x tk matrices); attention_* are mha with tq = tk = t. */
+static inline size_t ops_mha_forward_scratch(int tq, int tk, float p)
+{
+    return p > 0 ? (size_t)tq * (size_t)tk : 0;
+}
+static inline size_t ops_mha_backward_scratch(int tq, int tk)
+{
+    return 2 * (size_t)tq * (size_t)tk;
+}
 static inline size_t ops_attention_forward_scratch(int t, float p)
 {
-    return p > 0 ? (size_t)t * (size_t)t : 0;
+    return ops_mha_forward_scratch(t, t, p);
 }
 static inline size_t ops_attention_backward_scratch(int t)
 {
-    return 2 * (size_t)t * (size_t)t;
+    return ops_mha_backward_scratch(t, t);
 }
 
 /* Scratch (elements) for relattn_forward: the biased queries (2 x t x hd), the position scores

@@ -52,7 +52,7 @@ void OPS_DECL_FN(relpos_encoding)(OPS_DECL_T *pe, int t, int d);
  * slices and P the head's columns of p ((2t - 1) rows of h*hd at row stride h*hd: linear_pos of
  * the relative encoding, shared by the batch), u / vb that head's row of pos_bias_u / pos_bias_v
  * (h, hd):
- *   S[i][j] = ((Q_i + u) . K_j + (Q_i + vb) . P[km_rel_shift_col(i, j, t)]) / sqrt(hd)
+ *   S[i][j] = ((Q_i + u) . K_j + (Q_i + vb) . P[relpos_shift_col(i, j, t)]) / sqrt(hd)
  * then masking, softmax, dropout, y, att and the scratch rules as attention_forward.
  * scratch: ops_relattn_forward_scratch(t, hd, p) / ops_relattn_backward_scratch(t, hd). */
 void OPS_DECL_FN(relattn_forward)(OPS_DECL_T *y, OPS_DECL_T *att, const OPS_DECL_T *q,

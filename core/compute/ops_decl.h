@@ -32,7 +32,7 @@ void OPS_DECL_FN(conv2d_backward)(OPS_DECL_T *dx, OPS_DECL_T *dw, OPS_DECL_T *db
  * reorder the columns of embed.out's weight from torch's (c, f) to the conv output's (f, c). */
 void OPS_DECL_FN(swap12)(OPS_DECL_T *y, const OPS_DECL_T *x, int nb, int d1, int d2, int d3);
 
-/* ---- ReLU: y = max(x, 0), in place allowed. Backward from the output: dx = dy * (y > 0), in place
+/* ---- ReLU (act_relu / act_relu_grad of core/compute/kernel_math.h): y = max(x, 0), in place allowed. Backward from the output: dx = dy * (y > 0), in place
  * allowed (dx == dy). A dropout applied in place on y afterwards does not break it: where dropout
  * zeroed y, dy is zero too. */
 void OPS_DECL_FN(relu_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, size_t n);
@@ -51,10 +51,9 @@ void OPS_DECL_FN(layernorm_backward)(OPS_DECL_T *dx, OPS_DECL_T *dw, OPS_DECL_T 
                                      int acc);
 
 /* ---- Elementwise: y = a + b (residual add; y may alias a or b; its backward is the identity),
- * y = x * s (y may alias x; its own backward with the same s), y += x * s (axpy). ---- */
+ * y = x * (type)s (y may alias x; its own backward with the same s). ---- */
 void OPS_DECL_FN(add)(OPS_DECL_T *y, const OPS_DECL_T *a, const OPS_DECL_T *b, size_t n);
 void OPS_DECL_FN(scale)(OPS_DECL_T *y, const OPS_DECL_T *x, double s, size_t n);
-void OPS_DECL_FN(axpy)(OPS_DECL_T *y, const OPS_DECL_T *x, double s, size_t n);
 
 /* ---- Sinusoidal positional encoding: y (nb, t, d) = x * xscale + pe[t] (y may alias x), with
  * pe[t][2i] = sin(t * div_i), pe[t][2i+1] = cos(t * div_i), div_i = exp(-(2i) ln(10000) / d),
@@ -63,22 +62,38 @@ void OPS_DECL_FN(axpy)(OPS_DECL_T *y, const OPS_DECL_T *x, double s, size_t n);
 void OPS_DECL_FN(posenc_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, double xscale, int nb, int t,
                                  int d);
 
-/* ---- Multi-head self-attention core (between the q/k/v projections and the output projection).
- * q, k, v: rows (nb, t) of h*hd columns at row stride ld (ld = h*hd for separate buffers, 3*h*hd
- * for one fused (nb, t, 3d) qkv buffer); head j owns columns [j*hd, (j+1)*hd).
- * lens[nb] (host ints, 0 <= lens[b] <= t): keys j >= lens[b] are masked (weight 0, as torch's
- * masked_fill(-inf) -> softmax -> masked_fill(0)); every query row, padded ones included, is
- * computed as in torch. An utterance with lens[b] == 0 gets all-zero weights and outputs.
- * y (nb, t, h*hd) contiguous, heads concatenated (= y.transpose(1, 2).reshape(B, T, d)).
- * att (nb, h, t, t): softmax(q k^T / sqrt(hd)) before dropout, zeros at masked keys; keep it for
+/* ---- Multi-head attention core (between the q/k/v projections and the output projection),
+ * queries and keys of different lengths, e.g. the decoder's source attention over the encoder
+ * output. q: rows (nb, tq) at row stride ldq; k, v: rows (nb, tk) at row stride ldkv (h*hd for
+ * separate buffers, 3*h*hd for one fused (nb, t, 3d) qkv buffer); head j owns columns
+ * [j*hd, (j+1)*hd). lens[nb] (host ints, 0 <= lens[b] <= tk): keys j >= lens[b] are masked
+ * (weight 0, as torch's masked_fill -> softmax -> masked_fill(0)); causal != 0 also masks the keys
+ * after the query's position (key j > query i; ESPnet's subsequent_mask & target mask, tq == tk).
+ * Every query row, padded ones included, is computed as in torch. An utterance with lens[b] == 0
+ * gets all-zero weights and outputs.
+ * y (nb, tq, h*hd) contiguous, heads concatenated (= y.transpose(1, 2).reshape(B, T, d)).
+ * att (nb, h, tq, tk): softmax(q k^T / sqrt(hd)) before dropout, zeros at masked keys; keep it for
  * the backward. p > 0 drops attention weights (inverted scaling) with the mask of
  * dropout_forward over att's element index in (seed, stream); the backward regenerates it.
+ * scratch: ops_mha_forward_scratch(tq, tk, p) / ops_mha_backward_scratch(tq, tk). */
+void OPS_DECL_FN(mha_forward)(OPS_DECL_T *y, OPS_DECL_T *att, const OPS_DECL_T *q, int ldq,
+                              const OPS_DECL_T *k, const OPS_DECL_T *v, int ldkv, const int *lens,
+                              int nb, int tq, int tk, int causal, int h, int hd, float p,
+                              uint64_t seed, uint64_t stream, OPS_DECL_T *scratch);
+/* dq (stride ldq), dk, dv (stride ldkv) overwritten; masked key rows get 0. The causal mask needs
+ * no flag here: it is in att. */
+void OPS_DECL_FN(mha_backward)(OPS_DECL_T *dq, OPS_DECL_T *dk, OPS_DECL_T *dv,
+                               const OPS_DECL_T *dy, const OPS_DECL_T *att, const OPS_DECL_T *q,
+                               int ldq, const OPS_DECL_T *k, const OPS_DECL_T *v, int ldkv,
+                               const int *lens, int nb, int tq, int tk, int h, int hd, float p,
+                               uint64_t seed, uint64_t stream, OPS_DECL_T *scratch);
+
+/* ---- The encoder's self-attention: mha with tq = tk = t, ldq = ldkv = ld, no causal mask.
  * scratch: ops_attention_forward_scratch(t, p) / ops_attention_backward_scratch(t). */
 void OPS_DECL_FN(attention_forward)(OPS_DECL_T *y, OPS_DECL_T *att, const OPS_DECL_T *q,
                                     const OPS_DECL_T *k, const OPS_DECL_T *v, int ld,
                                     const int *lens, int nb, int t, int h, int hd, float p,
                                     uint64_t seed, uint64_t stream, OPS_DECL_T *scratch);
-/* dq, dk, dv overwritten (same layout and stride ld as q, k, v; masked key rows get 0). */
 void OPS_DECL_FN(attention_backward)(OPS_DECL_T *dq, OPS_DECL_T *dk, OPS_DECL_T *dv,
                                      const OPS_DECL_T *dy, const OPS_DECL_T *att,
                                      const OPS_DECL_T *q, const OPS_DECL_T *k, const OPS_DECL_T *v,
@@ -92,9 +107,9 @@ void OPS_DECL_FN(log_softmax_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, int n,
 void OPS_DECL_FN(log_softmax_backward)(OPS_DECL_T *dx, const OPS_DECL_T *dy, const OPS_DECL_T *y,
                                        int n, int v);
 
-/* ---- Dropout with a counter-based mask: element i is kept iff its 16 random bits (bits
- * 16 * (i % 4) .. +15 of splitmix64 output i / 4 from the key rng_derive(seed, stream, 0)) are
- * >= round(p * 2^16); kept values scale by 1 / (1 - p). The same (seed, stream) gives the same
+/* ---- Dropout with a counter-based mask (core/compute/kernel_math.h): element i is kept iff its
+ * 16 random bits (bits 16 * (i % 4) .. +15 of splitmix64 output i / 4 from the key
+ * rng_derive(seed, stream, 0)) are >= round(p * 2^16); kept values scale by 1 / (1 - p). The same (seed, stream) gives the same
  * mask on any thread count and after a resume; p <= 0 is the identity, p >= 1 gives zeros. The
  * backward regenerates the mask; both allow in place. ---- */
 void OPS_DECL_FN(dropout_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, size_t n, float p,
@@ -102,11 +117,34 @@ void OPS_DECL_FN(dropout_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, size_t n, 
 void OPS_DECL_FN(dropout_backward)(OPS_DECL_T *dx, const OPS_DECL_T *dy, size_t n, float p,
                                    uint64_t seed, uint64_t stream);
 
-/* ---- Reductions (accumulated in double) and gradient clipping ---- */
+/* ---- Reductions (accumulated in double, in index order) and gradient clipping. The CPU backend
+ * uses sum (_f32); its sum_squares and clip_grad_norm are the blocked, threaded ones of
+ * core/compute/ops_step.h with torch's float clipping factor (clip_grad_coef), so these two serve
+ * the float64 reference backend (_f64) and the tests. ---- */
 double OPS_DECL_FN(sum)(const OPS_DECL_T *x, size_t n);
-double OPS_DECL_FN(mean)(const OPS_DECL_T *x, size_t n);
 double OPS_DECL_FN(sum_squares)(const OPS_DECL_T *x, size_t n);
-/* torch.nn.utils.clip_grad_norm_(norm_type 2): returns the global L2 norm of g and, when it is
- * finite and max_norm / (norm + 1e-6) < 1, scales g by that factor. A non-finite norm leaves g
- * as is (the caller skips the step). */
+/* torch.nn.utils.clip_grad_norm_(norm_type 2) in the instantiated type: returns the global L2
+ * norm of g and, when it is finite and max_norm / (norm + 1e-6) < 1 (computed in double), scales
+ * g by that factor. A non-finite norm leaves g as is (the caller skips the step). */
 double OPS_DECL_FN(clip_grad_norm)(OPS_DECL_T *g, size_t n, double max_norm);
+
+/* ---- Embedding (torch.nn.Embedding, no padding_idx): y[r] = w[ids[r]] for r < n, w (v, d);
+ * ids on the host, each in [0, v). The backward adds dy[r] into dw[ids[r]] (rows in order). */
+void OPS_DECL_FN(embedding_forward)(OPS_DECL_T *y, const OPS_DECL_T *w, const int *ids, int n,
+                                    int v, int d);
+void OPS_DECL_FN(embedding_backward)(OPS_DECL_T *dw, const OPS_DECL_T *dy, const int *ids, int n,
+                                     int v, int d);
+
+/* ---- ESPnet's LabelSmoothingLoss on log-probabilities logp (n, v) (= log_softmax of the logits):
+ * the KL divergence sum_c t_c (log t_c - logp_c) from the smoothed target distribution t (1 -
+ * smoothing at the label, smoothing / (v - 1) elsewhere), summed over the rows whose target (host,
+ * n ints) is >= 0; rows with a negative target (ignore_id -1) count nothing. The caller divides by
+ * the batch size or the token count (normalize_length). correct (may be NULL): how many counted
+ * rows have their label as the first maximum of logp (th_accuracy's numerator). */
+double OPS_DECL_FN(label_smoothing_forward)(const OPS_DECL_T *logp, const int *target, int n, int v,
+                                            double smoothing, int64_t *correct);
+/* The gradient of scale * (the forward's sum) with respect to the logits (the log_softmax
+ * backward folded in): scale * (exp(logp) - t) on counted rows, 0 on the others; overwrites. */
+void OPS_DECL_FN(label_smoothing_backward)(OPS_DECL_T *dlogits, const OPS_DECL_T *logp,
+                                           const int *target, int n, int v, double smoothing,
+                                           double scale);

@@ -1,9 +1,12 @@
-/* The float instantiation of the encoder ops (production; see core/compute/ops.h). */
+/* The float instantiation of the ops (production; see core/compute/ops.h). */
 #define real float
 #define OPS_FN(name) ops_##name##_f32
-#define KM(name) km_##name##_f32
+#define ACT(name) act_##name##_f32
+#define KM(name) name##_f32
 #define GEMM cblas_sgemm
 #include "core/compute/ops_impl.h"
+#include "core/compute/ops_embed_impl.h"
+#include "core/compute/ops_loss_impl.h"
 #include "core/compute/ops_act_impl.h"
 #include "core/compute/ops_conv1d_impl.h"
 #include "core/compute/ops_norm_impl.h"

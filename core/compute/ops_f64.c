@@ -1,9 +1,12 @@
-/* The double instantiation of the encoder ops (finite-difference tests; see core/compute/ops.h). */
+/* The double instantiation of the ops (finite-difference tests; see core/compute/ops.h). */
 #define real double
 #define OPS_FN(name) ops_##name##_f64
-#define KM(name) km_##name##_f64
+#define ACT(name) act_##name##_f64
+#define KM(name) name##_f64
 #define GEMM cblas_dgemm
 #include "core/compute/ops_impl.h"
+#include "core/compute/ops_embed_impl.h"
+#include "core/compute/ops_loss_impl.h"
 #include "core/compute/ops_act_impl.h"
 #include "core/compute/ops_conv1d_impl.h"
 #include "core/compute/ops_norm_impl.h"

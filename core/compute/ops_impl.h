@@ -2,9 +2,13 @@
  * to include elsewhere: core/compute/ops_f32.c and core/compute/ops_f64.c each define
  *   real      the element type (float | double)
  *   OPS_FN    the name of an op for that type (ops_<name>_f32 | ops_<name>_f64)
+ *   ACT       the name of a per-element activation of core/compute/kernel_math.h for that type
+ *             (act_<name>_f32 | act_<name>_f64)
  *   GEMM      cblas_sgemm | cblas_dgemm
  * and then include this file once. Math functions come from <tgmath.h>, so exp/sqrt/sin/... run
- * in the instantiated precision (float math for float, as torch computes in float32). */
+ * in the instantiated precision (float math for float, as torch computes in float32). Per-element
+ * math that a GPU kernel needs too (activations, the dropout mask) comes from
+ * core/compute/kernel_math.h. */
 #include <cblas.h>
 #include <stdint.h>
 #include <string.h>
@@ -14,8 +18,8 @@
 #include <tgmath.h>
 
 #include "core/base/log.h"
+#include "core/compute/kernel_math.h"
 #include "core/compute/ops.h"
-#include "core/base/rng.h"
 
 /* GCC's -O2 vectorizes only loops whose trip count needs no epilogue ("very-cheap" cost model);
  * these loops run over rows of any length, so let the vectorizer weigh them properly. */
@@ -242,19 +246,13 @@ void OPS_FN(swap12)(real *y, const real *x, int nb, int d1, int d2, int d3)
 void OPS_FN(relu_forward)(real *y, const real *x, size_t n)
 {
 #pragma omp simd
-    for (size_t i = 0; i < n; i++) {
-        real v = x[i];
-        y[i] = v > 0 ? v : 0;
-    }
+    for (size_t i = 0; i < n; i++) y[i] = ACT(relu)(x[i]);
 }
 
 void OPS_FN(relu_backward)(real *dx, const real *dy, const real *y, size_t n)
 {
 #pragma omp simd
-    for (size_t i = 0; i < n; i++) {
-        real g = dy[i]; /* read unconditionally: a select, not a branch, so it vectorizes */
-        dx[i] = y[i] > 0 ? g : 0;
-    }
+    for (size_t i = 0; i < n; i++) dx[i] = ACT(relu_grad)(dy[i], y[i]);
 }
 
 void OPS_FN(add)(real *y, const real *a, const real *b, size_t n)
@@ -268,13 +266,6 @@ void OPS_FN(scale)(real *y, const real *x, double s, size_t n)
     real sr = (real)s;
 #pragma omp simd
     for (size_t i = 0; i < n; i++) y[i] = x[i] * sr;
-}
-
-void OPS_FN(axpy)(real *y, const real *x, double s, size_t n)
-{
-    real sr = (real)s;
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) y[i] += x[i] * sr;
 }
 
 void OPS_FN(posenc_forward)(real *y, const real *x, double xscale, int nb, int t, int d)
@@ -343,32 +334,15 @@ void OPS_FN(layernorm_backward)(real *dx, real *dw, real *db, const real *dy, co
 
 /* -------------------------------------------------------------------- dropout */
 
-/* The mask's random bits: output `ctr` of splitmix64 started at `key`, i.e. what
- * splitmix64_next(&s) returns for s = key + ctr * gamma (core/base/rng.c), written out here so the
- * per-element loop inlines it. */
-static inline uint64_t dropout_bits(uint64_t key, uint64_t ctr)
-{
-    uint64_t z = key + (ctr + 1) * 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-/* The keep threshold on 16 random bits: round(p * 2^16); p in (0, 1). 65536 drops everything. */
-static uint32_t dropout_threshold(float p)
-{
-    return (uint32_t)((double)p * 65536.0 + 0.5);
-}
-
-/* y[i] = x[i] * keep(base + i) / (1 - p) for i < n; 0 < p < 1. Element e is kept iff the 16 bits
- * [16 * (e % 4), 16 * (e % 4) + 16) of dropout_bits(key, e / 4) are >= the threshold: four
- * elements per 64-bit draw. */
+/* y[i] = x[i] * keep(base + i) / (1 - p) for i < n; 0 < p < 1, with the mask of
+ * core/compute/kernel_math.h (element e kept iff dropout_r16(key, e) >= the threshold), drawn
+ * four elements per 64-bit dropout_bits. */
 static void dropout_apply(real *y, const real *x, size_t n, size_t base, float p, uint64_t seed,
                           uint64_t stream)
 {
-    uint64_t key = rng_derive(seed, stream, 0);
+    uint64_t key = dropout_key(seed, stream);
     uint32_t thr = dropout_threshold(p);
-    real keep_scale = (real)(1.0 / (1.0 - (double)p));
+    real keep_scale = (real)dropout_keep_scale(p);
     /* Draws go to a small buffer of 16-bit values first (scalar: 64-bit multiplies), then one
      * vectorizable pass applies them: mask * scale is 0 or 1 / (1 - p), not a branch (random
      * branches mispredict; NaN stays NaN as in torch). */
@@ -417,52 +391,127 @@ void OPS_FN(dropout_backward)(real *dx, const real *dy, size_t n, float p, uint6
 
 /* -------------------------------------------------------------------- attention */
 
-void OPS_FN(attention_forward)(real *y, real *att, const real *q, const real *k, const real *v,
-                               int ld, const int *lens, int nb, int t, int h, int hd, float p,
-                               uint64_t seed, uint64_t stream, real *scratch)
+void OPS_FN(mha_forward)(real *y, real *att, const real *q, int ldq, const real *k, const real *v,
+                         int ldkv, const int *lens, int nb, int tq, int tk, int causal, int h,
+                         int hd, float p, uint64_t seed, uint64_t stream, real *scratch)
 {
-    /* Per utterance b and head j, with L = lens[b], Q/K/V the head's (t x hd) slices:
-     *   A = softmax_rows(Q K[:L]^T / sqrt(hd)) (t x L, rest 0);  Y = drop(A) V[:L]. */
+    /* Per utterance b and head j, with L = lens[b], Q (tq x hd) and K/V (tk x hd) the head's
+     * slices and n_i the keys row i sees (attn_row_keys, core/compute/kernel_math.h):
+     *   A[i] = softmax(Q[i] K[:n_i]^T / sqrt(hd)) (rest 0);  Y = drop(A) V[:L]. */
     int d = h * hd;
     real sc = (real)(1.0 / sqrt((double)hd));
+    size_t tt = (size_t)tq * tk;
     for (int b = 0; b < nb; b++) {
         int len = lens[b];
-        ESP_CHECK(len >= 0 && len <= t);
+        ESP_CHECK(len >= 0 && len <= tk);
         for (int j = 0; j < h; j++) {
-            size_t in_off = (size_t)b * t * ld + (size_t)j * hd;
-            const real *qb = q + in_off, *kb = k + in_off, *vb = v + in_off;
-            real *a = att + ((size_t)b * h + j) * t * t;
-            real *yb = y + (size_t)b * t * d + (size_t)j * hd;
+            size_t kv_off = (size_t)b * tk * ldkv + (size_t)j * hd;
+            const real *qb = q + (size_t)b * tq * ldq + (size_t)j * hd, *kb = k + kv_off, *vb = v + kv_off;
+            real *a = att + ((size_t)b * h + j) * tt;
+            real *yb = y + (size_t)b * tq * d + (size_t)j * hd;
             if (len == 0) {
-                memset(a, 0, (size_t)t * t * sizeof(real));
-                for (int i = 0; i < t; i++)
+                memset(a, 0, tt * sizeof(real));
+                for (int i = 0; i < tq; i++)
                     memset(yb + (size_t)i * d, 0, (size_t)hd * sizeof(real));
                 continue;
             }
-            GEMM(ROWMAJOR, NT, TR, t, len, hd, sc, qb, ld, kb, ld, 0, a, t);
-            for (int i = 0; i < t; i++) {
-                real *ar = a + (size_t)i * t, mx = ar[0], s = 0;
-                for (int c = 1; c < len; c++) mx = ar[c] > mx ? ar[c] : mx;
-                for (int c = 0; c < len; c++) {
+            GEMM(ROWMAJOR, NT, TR, tq, len, hd, sc, qb, ldq, kb, ldkv, 0, a, tk);
+            for (int i = 0; i < tq; i++) {
+                int n = attn_row_keys(len, causal, i);
+                real *ar = a + (size_t)i * tk, mx = ar[0], s = 0;
+                for (int c = 1; c < n; c++) mx = ar[c] > mx ? ar[c] : mx;
+                for (int c = 0; c < n; c++) {
                     ar[c] = exp(ar[c] - mx);
                     s += ar[c];
                 }
                 real is = 1 / s;
-                for (int c = 0; c < len; c++) ar[c] *= is;
-                for (int c = len; c < t; c++) ar[c] = 0;
+                for (int c = 0; c < n; c++) ar[c] *= is;
+                for (int c = n; c < tk; c++) ar[c] = 0;
             }
             const real *pa = a;
             if (p > 0) {
                 if (p >= 1)
-                    memset(scratch, 0, (size_t)t * t * sizeof(real));
+                    memset(scratch, 0, tt * sizeof(real));
                 else
-                    dropout_apply(scratch, a, (size_t)t * t, ((size_t)b * h + j) * t * t, p, seed,
-                                  stream);
+                    dropout_apply(scratch, a, tt, ((size_t)b * h + j) * tt, p, seed, stream);
                 pa = scratch;
             }
-            GEMM(ROWMAJOR, NT, NT, t, hd, len, 1, pa, t, vb, ld, 0, yb, d);
+            GEMM(ROWMAJOR, NT, NT, tq, hd, len, 1, pa, tk, vb, ldkv, 0, yb, d);
         }
     }
+}
+
+void OPS_FN(mha_backward)(real *dq, real *dk, real *dv, const real *dy, const real *att,
+                          const real *q, int ldq, const real *k, const real *v, int ldkv,
+                          const int *lens, int nb, int tq, int tk, int h, int hd, float p,
+                          uint64_t seed, uint64_t stream, real *scratch)
+{
+    /* With P = drop(A): dV = P^T dY; dP = dY V^T; dA = drop'(dP);
+     * dS = A * (dA - rowsum(A * dA)); dQ = dS K / sqrt(hd); dK = dS^T Q / sqrt(hd).
+     * A is 0 wherever a key was masked (padding or causal), so dS is too: no mask needed here. */
+    int d = h * hd;
+    real sc = (real)(1.0 / sqrt((double)hd));
+    size_t tt = (size_t)tq * tk;
+    real *dp = scratch, *pd = scratch + tt;
+    for (int b = 0; b < nb; b++) {
+        int len = lens[b];
+        ESP_CHECK(len >= 0 && len <= tk);
+        for (int j = 0; j < h; j++) {
+            size_t q_off = (size_t)b * tq * ldq + (size_t)j * hd;
+            size_t kv_off = (size_t)b * tk * ldkv + (size_t)j * hd;
+            const real *qb = q + q_off, *kb = k + kv_off, *vb = v + kv_off;
+            real *dqb = dq + q_off, *dkb = dk + kv_off, *dvb = dv + kv_off;
+            const real *a = att + ((size_t)b * h + j) * tt;
+            const real *dyb = dy + (size_t)b * tq * d + (size_t)j * hd;
+            /* Masked key rows of dk/dv (and every row when len == 0) get 0. */
+            for (int i = len; i < tk; i++) {
+                memset(dkb + (size_t)i * ldkv, 0, (size_t)hd * sizeof(real));
+                memset(dvb + (size_t)i * ldkv, 0, (size_t)hd * sizeof(real));
+            }
+            if (len == 0) {
+                for (int i = 0; i < tq; i++)
+                    memset(dqb + (size_t)i * ldq, 0, (size_t)hd * sizeof(real));
+                continue;
+            }
+            size_t base = ((size_t)b * h + j) * tt;
+            const real *pa = a;
+            if (p > 0) {
+                if (p >= 1)
+                    memset(pd, 0, tt * sizeof(real));
+                else
+                    dropout_apply(pd, a, tt, base, p, seed, stream);
+                pa = pd;
+            }
+            GEMM(ROWMAJOR, TR, NT, len, hd, tq, 1, pa, tk, dyb, d, 0, dvb, ldkv);
+            GEMM(ROWMAJOR, NT, TR, tq, len, hd, 1, dyb, d, vb, ldkv, 0, dp, tk);
+            if (p > 0) {
+                /* drop'(dP): the same mask and scale, over the len valid columns of each row. */
+                if (p >= 1)
+                    memset(dp, 0, tt * sizeof(real));
+                else
+                    for (int i = 0; i < tq; i++)
+                        dropout_apply(dp + (size_t)i * tk, dp + (size_t)i * tk, (size_t)len,
+                                      base + (size_t)i * tk, p, seed, stream);
+            }
+            for (int i = 0; i < tq; i++) {
+                const real *ar = a + (size_t)i * tk;
+                real *gr = dp + (size_t)i * tk, s = 0;
+                for (int c = 0; c < len; c++) s += ar[c] * gr[c];
+                for (int c = 0; c < len; c++) gr[c] = ar[c] * (gr[c] - s);
+            }
+            GEMM(ROWMAJOR, NT, NT, tq, hd, len, sc, dp, tk, kb, ldkv, 0, dqb, ldq);
+            GEMM(ROWMAJOR, TR, NT, len, hd, tq, sc, dp, tk, qb, ldq, 0, dkb, ldkv);
+        }
+    }
+}
+
+/* The encoder's self-attention: queries and keys are the same t frames, no causal mask. */
+void OPS_FN(attention_forward)(real *y, real *att, const real *q, const real *k, const real *v,
+                               int ld, const int *lens, int nb, int t, int h, int hd, float p,
+                               uint64_t seed, uint64_t stream, real *scratch)
+{
+    OPS_FN(mha_forward)(y, att, q, ld, k, v, ld, lens, nb, t, t, 0, h, hd, p, seed, stream,
+                        scratch);
 }
 
 void OPS_FN(attention_backward)(real *dq, real *dk, real *dv, const real *dy, const real *att,
@@ -470,60 +519,8 @@ void OPS_FN(attention_backward)(real *dq, real *dk, real *dv, const real *dy, co
                                 const int *lens, int nb, int t, int h, int hd, float p,
                                 uint64_t seed, uint64_t stream, real *scratch)
 {
-    /* With P = drop(A): dV = P^T dY; dP = dY V^T; dA = drop'(dP);
-     * dS = A * (dA - rowsum(A * dA)); dQ = dS K / sqrt(hd); dK = dS^T Q / sqrt(hd). */
-    int d = h * hd;
-    real sc = (real)(1.0 / sqrt((double)hd));
-    real *dp = scratch, *pd = scratch + (size_t)t * t;
-    for (int b = 0; b < nb; b++) {
-        int len = lens[b];
-        ESP_CHECK(len >= 0 && len <= t);
-        for (int j = 0; j < h; j++) {
-            size_t in_off = (size_t)b * t * ld + (size_t)j * hd;
-            const real *qb = q + in_off, *kb = k + in_off, *vb = v + in_off;
-            real *dqb = dq + in_off, *dkb = dk + in_off, *dvb = dv + in_off;
-            const real *a = att + ((size_t)b * h + j) * t * t;
-            const real *dyb = dy + (size_t)b * t * d + (size_t)j * hd;
-            /* Masked key rows of dk/dv (and every row when len == 0) get 0. */
-            for (int i = len; i < t; i++) {
-                memset(dkb + (size_t)i * ld, 0, (size_t)hd * sizeof(real));
-                memset(dvb + (size_t)i * ld, 0, (size_t)hd * sizeof(real));
-            }
-            if (len == 0) {
-                for (int i = 0; i < t; i++)
-                    memset(dqb + (size_t)i * ld, 0, (size_t)hd * sizeof(real));
-                continue;
-            }
-            size_t base = ((size_t)b * h + j) * t * t;
-            const real *pa = a;
-            if (p > 0) {
-                if (p >= 1)
-                    memset(pd, 0, (size_t)t * t * sizeof(real));
-                else
-                    dropout_apply(pd, a, (size_t)t * t, base, p, seed, stream);
-                pa = pd;
-            }
-            GEMM(ROWMAJOR, TR, NT, len, hd, t, 1, pa, t, dyb, d, 0, dvb, ld);
-            GEMM(ROWMAJOR, NT, TR, t, len, hd, 1, dyb, d, vb, ld, 0, dp, t);
-            if (p > 0) {
-                /* drop'(dP): the same mask and scale, over the len valid columns of each row. */
-                if (p >= 1)
-                    memset(dp, 0, (size_t)t * t * sizeof(real));
-                else
-                    for (int i = 0; i < t; i++)
-                        dropout_apply(dp + (size_t)i * t, dp + (size_t)i * t, (size_t)len,
-                                      base + (size_t)i * t, p, seed, stream);
-            }
-            for (int i = 0; i < t; i++) {
-                const real *ar = a + (size_t)i * t;
-                real *gr = dp + (size_t)i * t, s = 0;
-                for (int c = 0; c < len; c++) s += ar[c] * gr[c];
-                for (int c = 0; c < len; c++) gr[c] = ar[c] * (gr[c] - s);
-            }
-            GEMM(ROWMAJOR, NT, NT, t, hd, len, sc, dp, t, kb, ld, 0, dqb, ld);
-            GEMM(ROWMAJOR, TR, NT, len, hd, t, sc, dp, t, qb, ld, 0, dkb, ld);
-        }
-    }
+    OPS_FN(mha_backward)(dq, dk, dv, dy, att, q, ld, k, v, ld, lens, nb, t, t, h, hd, p, seed,
+                         stream, scratch);
 }
 
 /* -------------------------------------------------------------------- log_softmax */
@@ -559,11 +556,6 @@ double OPS_FN(sum)(const real *x, size_t n)
     return s;
 }
 
-double OPS_FN(mean)(const real *x, size_t n)
-{
-    return n ? OPS_FN(sum)(x, n) / (double)n : 0.0;
-}
-
 double OPS_FN(sum_squares)(const real *x, size_t n)
 {
     double s = 0;
@@ -584,4 +576,3 @@ double OPS_FN(clip_grad_norm)(real *g, size_t n, double max_norm)
 #undef ROWMAJOR
 #undef NT
 #undef TR
-#undef DROPOUT_GAMMA

@@ -2,7 +2,7 @@
  * (core/compute/ops_conformer_decl.h), instantiated by core/compute/ops_f32.c and
  * core/compute/ops_f64.c after core/compute/ops_impl.h (GEMM, dropout_apply). Per utterance and
  * head, the position term is one GEMM against all 2t - 1 relative positions, read back through
- * rel_shift's index (km_rel_shift_col); its gradient is scattered the same way and goes back
+ * rel_shift's index (relpos_shift_col); its gradient is scattered the same way and goes back
  * through two GEMMs. */
 
 void OPS_FN(relpos_encoding)(real *pe, int t, int d)
@@ -10,7 +10,7 @@ void OPS_FN(relpos_encoding)(real *pe, int t, int d)
     ESP_CHECK(d % 2 == 0);
     for (int r = 0; r < 2 * t - 1; r++)
         for (int i = 0; i < d / 2; i++) {
-            real a = KM(pe_angle)(t - 1 - r, i, d);
+            real a = KM(relpos_angle)(t - 1 - r, i, d);
             pe[(size_t)r * d + 2 * i] = sin(a);
             pe[(size_t)r * d + 2 * i + 1] = cos(a);
         }
@@ -55,7 +55,7 @@ void OPS_FN(relattn_forward)(real *y, real *att, const real *q, const real *k, c
                 real *ar = a + (size_t)i * t, mx = 0, s = 0;
                 const real *br = bd + (size_t)i * tp;
                 for (int c = 0; c < len; c++) {
-                    ar[c] = (ar[c] + br[km_rel_shift_col(i, c, t)]) / sq;
+                    ar[c] = (ar[c] + br[relpos_shift_col(i, c, t)]) / sq;
                     mx = c == 0 || ar[c] > mx ? ar[c] : mx;
                 }
                 for (int c = 0; c < len; c++) {
@@ -144,7 +144,7 @@ void OPS_FN(relattn_backward)(real *dq, real *dk, real *dv, real *dp, real *du, 
             GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, len, hd, t, sc, dpa, t, qu, hd, 0, dkb, ld);
             memset(dbd, 0, (size_t)t * tp * sizeof(real));
             for (int i = 0; i < t; i++)
-                for (int c = 0; c < len; c++) dbd[(size_t)i * tp + km_rel_shift_col(i, c, t)] = dpa[(size_t)i * t + c];
+                for (int c = 0; c < len; c++) dbd[(size_t)i * tp + relpos_shift_col(i, c, t)] = dpa[(size_t)i * t + c];
             GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, hd, tp, sc, dbd, tp, p + (size_t)j * hd, d, 0, dqv, hd);
             GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, tp, hd, t, sc, dbd, tp, qv, hd, 1, dp + (size_t)j * hd, d);
             real *duj = du + (size_t)j * hd, *dvj = dvb + (size_t)j * hd;

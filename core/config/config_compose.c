@@ -5,8 +5,14 @@
 #include <string.h>
 
 #include "core/base/fsio.h"
+#include "core/config/config_limits.h"
 
-#define MAX_INCLUDE_DEPTH 16
+/* What loading one config (its file and every file its defaults lists name) has used so far. */
+typedef struct load_ctx {
+    const char *chain[CFG_MAX_DEFAULTS_DEPTH + 1]; /* files being loaded, outermost first */
+    int files;                                     /* files loaded in all */
+    esp_err *err;
+} load_ctx;
 
 static int has_global_package(const char *path)
 {
@@ -33,11 +39,23 @@ static char *with_yaml_ext(const char *name)
 }
 
 /* Places `sub` under the dotted/slashed package path inside dst (merging). */
-static void merge_at_package(ynode *dst, const char *package, const ynode *sub, ymark mark)
+static int merge_at_package(ynode *dst, const char *package, const ynode *sub, ymark mark, esp_err *err)
 {
     char *pkg = xstrdup(package);
-    for (char *c = pkg; *c; c++)
+    int levels = 1;
+    for (char *c = pkg; *c; c++) {
         if (*c == '/') *c = '.';
+        levels += *c == '.';
+    }
+    size_t bytes;
+    int height;
+    yt_measure(sub, &bytes, &height);
+    if (levels + height > CFG_MAX_TREE_DEPTH) {
+        char where[512];
+        free(pkg);
+        return esp_fail(err, "%s: group '%s' puts its values %d levels deep (a config nests at most %d levels)",
+                        ymark_str(mark, where, sizeof where), package, levels + height, CFG_MAX_TREE_DEPTH);
+    }
     ynode *cur = dst;
     char *save = NULL;
     for (char *part = strtok_r(pkg, ".", &save); part; part = strtok_r(NULL, ".", &save)) {
@@ -50,9 +68,10 @@ static void merge_at_package(ynode *dst, const char *package, const ynode *sub, 
     }
     if (sub->kind == YN_MAP) yt_merge(cur, sub);
     free(pkg);
+    return 0;
 }
 
-static ynode *load_rec(const char *path, int depth, const char **chain, esp_err *err);
+static ynode *load_rec(load_ctx *c, const char *path, int depth, const ymark *from);
 
 typedef struct default_entry {
     char *group; /* NULL for a plain `- name` */
@@ -67,11 +86,22 @@ static int read_defaults(const ynode *list, default_entry **out, size_t *n_out, 
     if (list->kind != YN_SEQ)
         return esp_fail(err, "%s: defaults must be a list (e.g. `defaults: [trainer: default, _self_]`)",
                         ymark_str(list->mark, where, sizeof where));
+    /* Each entry loads a file (or merges the file's own keys): bounded like the files. */
+    if (list->n > CFG_MAX_DEFAULTS_FILES)
+        return esp_fail(err, "%s: the defaults list has %zu entries (at most %d files load for one config)",
+                        ymark_str(list->mark, where, sizeof where), list->n, CFG_MAX_DEFAULTS_FILES);
     default_entry *ents = xcalloc(list->n + 1, sizeof *ents);
     size_t n = 0;
+    int self_seen = 0;
     for (size_t i = 0; i < list->n; i++) {
         const ynode *it = list->items[i];
         default_entry e = {.mark = it->mark};
+        if (it->kind == YN_SCALAR && !yt_is_null(it) && !strcmp(it->str, "_self_") && self_seen++) {
+            for (size_t k = 0; k < n; k++) free(ents[k].group), free(ents[k].name);
+            free(ents);
+            return esp_fail(err, "%s: _self_ is listed twice in defaults (list it once, as Hydra requires)",
+                            ymark_str(it->mark, where, sizeof where));
+        }
         if (it->kind == YN_SCALAR && !yt_is_null(it)) {
             if (!strcmp(it->str, "_self_")) e.is_self = 1;
             else e.name = xstrdup(it->str);
@@ -110,38 +140,99 @@ static int read_defaults(const ynode *list, default_entry **out, size_t *n_out, 
     return 0;
 }
 
-static ynode *load_rec(const char *path, int depth, const char **chain, esp_err *err)
+static int fail_include_depth(load_ctx *c, const char *path, const ymark *from, int depth)
 {
+    char where[512], chain[2048];
+    size_t used = 0;
+    chain[0] = '\0';
+    for (int k = 0; k < depth && used < sizeof chain; k++)
+        used += (size_t)snprintf(chain + used, sizeof chain - used, "%s -> ", c->chain[k]);
+    if (used < sizeof chain) snprintf(chain + used, sizeof chain - used, "%s", path);
+    return esp_fail(c->err, "%s: defaults nest deeper than %d levels: %s (include the inner files from fewer levels)",
+                    ymark_str(*from, where, sizeof where), CFG_MAX_DEFAULTS_DEPTH, chain);
+}
+
+/* Checks made before a file is read: include loops, depth, count. */
+static int may_load(load_ctx *c, const char *path, int depth, const ymark *from)
+{
+    char where[512];
     for (int i = 0; i < depth; i++) {
-        if (!strcmp(chain[i], path)) {
+        if (!strcmp(c->chain[i], path)) {
             char buf[2048];
             size_t used = 0;
-            for (int k = 0; k < depth; k++) used += (size_t)snprintf(buf + used, sizeof buf - used, "%s -> ", chain[k]);
-            snprintf(buf + used, sizeof buf - used, "%s", path);
-            esp_fail(err, "%s: defaults include themselves: %s (remove one entry of the loop)", path, buf);
-            return NULL;
+            buf[0] = '\0';
+            for (int k = 0; k < depth && used < sizeof buf; k++)
+                used += (size_t)snprintf(buf + used, sizeof buf - used, "%s -> ", c->chain[k]);
+            if (used < sizeof buf) snprintf(buf + used, sizeof buf - used, "%s", path);
+            return esp_fail(c->err, "%s: defaults include themselves: %s (remove one entry of the loop)", path, buf);
         }
     }
-    if (depth >= MAX_INCLUDE_DEPTH) {
-        esp_fail(err, "%s: defaults nest deeper than %d files", path, MAX_INCLUDE_DEPTH);
-        return NULL;
+    if (depth > CFG_MAX_DEFAULTS_DEPTH) return fail_include_depth(c, path, from, depth);
+    if (++c->files > CFG_MAX_DEFAULTS_FILES)
+        return esp_fail(c->err, "%s: defaults load more than %d files for one config (files that include the "
+                        "same files many times multiply; include each once)",
+                        from ? ymark_str(*from, where, sizeof where) : path, CFG_MAX_DEFAULTS_FILES);
+    return 0;
+}
+
+/* Merges the file a defaults entry names into out. */
+static int load_entry(load_ctx *c, ynode *out, const default_entry *e, const char *dir, int depth)
+{
+    char where[512];
+    char *rel = e->group ? xasprintf("%s/%s", e->group, e->name) : xstrdup(e->name);
+    char *file = with_yaml_ext(rel);
+    char *full = path_join(dir, file);
+    int rc = 0;
+    if (!path_exists(full)) {
+        rc = esp_fail(c->err, "%s: defaults entry '%s' names %s, which does not exist (check the name and its folder)",
+                      ymark_str(e->mark, where, sizeof where), rel, full);
+    } else {
+        ynode *sub = load_rec(c, full, depth + 1, &e->mark);
+        if (!sub) rc = -1;
+        else if (e->group && !has_global_package(full)) rc = merge_at_package(out, e->group, sub, e->mark, c->err);
+        else yt_merge(out, sub);
+        yt_free(sub);
     }
-    chain[depth] = path;
-    ynode *self = yt_parse_file(path, err);
+    free(rel);
+    free(file);
+    free(full);
+    return rc;
+}
+
+/* Reads path; the top file (depth 0) must hold keys: an empty one is a mistake, not a config. */
+static ynode *read_config_file(load_ctx *c, const char *path, int depth)
+{
+    int empty;
+    ynode *self = yt_parse_file_doc(path, &empty, c->err);
     if (!self) return NULL;
     char where[512];
+    if (empty && depth == 0) {
+        esp_fail(c->err, "%s: the config file is empty (no YAML document, only comments, or null; write its keys, "
+                 "or `{}` to take the template as it is)", path);
+        yt_free(self);
+        return NULL;
+    }
     if (self->kind != YN_MAP) {
-        esp_fail(err, "%s: a config file must be a mapping of keys, found %s",
+        esp_fail(c->err, "%s: a config file must be a mapping of keys, found %s",
                  ymark_str(self->mark, where, sizeof where), yt_kind_name(self));
         yt_free(self);
         return NULL;
     }
+    return self;
+}
+
+static ynode *load_rec(load_ctx *c, const char *path, int depth, const ymark *from)
+{
+    if (may_load(c, path, depth, from) != 0) return NULL;
+    c->chain[depth] = path;
+    ynode *self = read_config_file(c, path, depth);
+    if (!self) return NULL;
     ynode *defaults = yt_map_get(self, "defaults");
     if (!defaults) return self;
 
     default_entry *ents = NULL;
     size_t n = 0;
-    if (read_defaults(defaults, &ents, &n, err) != 0) {
+    if (read_defaults(defaults, &ents, &n, c->err) != 0) {
         yt_free(self);
         return NULL;
     }
@@ -153,30 +244,8 @@ static ynode *load_rec(const char *path, int depth, const char **chain, esp_err 
     char *dir = path_dirname(path);
     int failed = 0;
     for (size_t i = 0; i < n && !failed; i++) {
-        default_entry *e = &ents[i];
-        if (e->is_self) {
-            yt_merge(out, own);
-            continue;
-        }
-        char *rel = e->group ? xasprintf("%s/%s", e->group, e->name) : xstrdup(e->name);
-        char *file = with_yaml_ext(rel);
-        char *full = path_join(dir, file);
-        if (!path_exists(full)) {
-            esp_fail(err, "%s: defaults entry '%s' names %s, which does not exist (check the name and its folder)",
-                     ymark_str(e->mark, where, sizeof where), rel, full);
-            failed = 1;
-        } else {
-            ynode *sub = load_rec(full, depth + 1, chain, err);
-            if (!sub) failed = 1;
-            else {
-                if (e->group && !has_global_package(full)) merge_at_package(out, e->group, sub, e->mark);
-                else yt_merge(out, sub);
-                yt_free(sub);
-            }
-        }
-        free(rel);
-        free(file);
-        free(full);
+        if (ents[i].is_self) yt_merge(out, own);
+        else failed = load_entry(c, out, &ents[i], dir, depth) != 0;
     }
     /* Hydra appends _self_ last when the list does not name it: the file overrides its defaults. */
     if (!failed && !self_listed) yt_merge(out, own);
@@ -194,8 +263,8 @@ static ynode *load_rec(const char *path, int depth, const char **chain, esp_err 
 
 ynode *config_load_file(const char *path, esp_err *err)
 {
-    const char *chain[MAX_INCLUDE_DEPTH];
-    return load_rec(path, 0, chain, err);
+    load_ctx c = {.err = err};
+    return load_rec(&c, path, 0, NULL);
 }
 
 /* The YAML value of an override's right-hand side. */
@@ -247,6 +316,13 @@ int config_apply_override(ynode *root, const char *override, esp_err *err)
     } else {
         *eq = '\0';
     }
+    int levels = 1;
+    for (const char *c = key; *c; c++) levels += *c == '.';
+    if (levels > CFG_MAX_TREE_DEPTH) {
+        free(o);
+        return esp_fail(err, "override '%.60s...': the key has %d levels (a config nests at most %d)", override, levels,
+                        CFG_MAX_TREE_DEPTH);
+    }
     /* Walk to the parent map, creating maps on the way. */
     ynode *cur = root;
     char *save = NULL, *part = strtok_r(key, ".", &save);
@@ -259,8 +335,15 @@ int config_apply_override(ynode *root, const char *override, esp_err *err)
                     rc = esp_fail(err, "override '%s': there is no key '%s' to delete", override, part);
             } else {
                 ynode *v = override_value(eq + 1, mark, err);
+                size_t bytes;
+                int height = 0;
+                if (v) yt_measure(v, &bytes, &height);
                 if (!v) rc = -1;
-                else yt_map_set(cur, part, mark, v);
+                else if (levels + height > CFG_MAX_TREE_DEPTH) {
+                    rc = esp_fail(err, "override '%.60s...': the value would sit %d levels deep (a config nests at "
+                                  "most %d)", override, levels + height, CFG_MAX_TREE_DEPTH);
+                    yt_free(v);
+                } else yt_map_set(cur, part, mark, v);
             }
             break;
         }

@@ -1,23 +1,22 @@
+/* Interpolation over a composed tree. Every value is resolved once and the result is kept in
+ * place (memoized), so the work is linear in the size of the config:
+ * - the tree is walked with an explicit stack;
+ * - a value that is exactly one reference (a: ${b}, b: ${c}, ...) is followed as a chain without
+ *   recursion: the chain is collected, then resolved from its far end;
+ * - anything else (a reference inside a string, an argument, arithmetic) recurses, bounded by the
+ *   limits of config_limits.h, each checked before the recursion it guards. */
 #include "core/config/config_interp.h"
 
 #include <ctype.h>
-#include <errno.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/base/fsio.h"
-
-#define MAX_DEPTH 64
-
-typedef struct interp {
-    ynode *root;
-    const interp_opts *opts;
-    esp_err *err;
-    char *stack[MAX_DEPTH]; /* paths being resolved, for cycle detection and error chains */
-    int depth;
-} interp;
+#include "core/config/config_expr.h"
+#include "core/config/config_interp_internal.h"
+#include "core/config/config_limits.h"
 
 /* ---- small string builder ----------------------------------------------------------- */
 
@@ -38,18 +37,21 @@ static void sb_putn(sbuf *b, const char *s, size_t n)
 }
 static void sb_puts(sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
 
-/* "a -> b -> c" of the stack, for error messages. */
-static void chain_str(const interp *in, const char *last, char *buf, size_t n)
+/* ---- errors and limits ------------------------------------------------------------------- */
+
+/* Long texts in messages are cut; the position in the file shows the rest. */
+#define SHOWN 60
+
+void interp_chain_str(const interp *in, const char *last, char *buf, size_t n)
 {
     size_t used = 0;
     buf[0] = '\0';
-    for (int i = 0; i < in->depth && used < n; i++)
+    for (size_t i = 0; i < in->depth && used < n; i++)
         used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? " -> " : "", in->stack[i]);
     if (last && used < n) snprintf(buf + used, n - used, "%s%s", in->depth ? " -> " : "", last);
 }
 
-static int fail_at(interp *in, const ynode *at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail_at(interp *in, const ynode *at, const char *fmt, ...)
+int interp_fail(interp *in, const ynode *at, const char *fmt, ...)
 {
     char where[512], what[1200];
     va_list ap;
@@ -58,6 +60,49 @@ static int fail_at(interp *in, const ynode *at, const char *fmt, ...)
     va_end(ap);
     return esp_fail(in->err, "%s: %s", ymark_str(at->mark, where, sizeof where), what);
 }
+
+/* The error helpers that print a chain keep its buffer off the stack frames of the recursion. */
+__attribute__((noinline)) static int fail_with_chain(interp *in, const ynode *at, const char *last, const char *what,
+                                                     const char *hint)
+{
+    char chain[1024];
+    interp_chain_str(in, last, chain, sizeof chain);
+    return interp_fail(in, at, "%s: %s (%s)", what, chain, hint);
+}
+
+__attribute__((noinline)) static void fail_missing(interp *in, const ynode *at, const char *abs, const char *ref)
+{
+    char chain[1024];
+    interp_chain_str(in, NULL, chain, sizeof chain);
+    interp_fail(in, at, "missing key '%.200s' in ${%.200s} (resolving %s; check the key exists)", abs, ref, chain);
+}
+
+int interp_spend(interp *in, const ynode *at, size_t bytes)
+{
+    if (bytes <= CFG_MAX_EXPANDED_BYTES - in->expanded) {
+        in->expanded += bytes;
+        return 0;
+    }
+    return interp_fail(in, at,
+                       "interpolation expands the config beyond %u MiB (the limit of text and values references "
+                       "produce; look for values that repeat references to each other)",
+                       CFG_MAX_EXPANDED_BYTES >> 20);
+}
+
+/* One more key being resolved: its path goes on the stack (bounded by CFG_MAX_REF_CHAIN). */
+static int push(interp *in, const ynode *at, const char *path)
+{
+    if (in->depth >= CFG_MAX_REF_CHAIN)
+        return interp_fail(in, at, "reference chain longer than %d keys (resolve through fewer keys)", CFG_MAX_REF_CHAIN);
+    if (in->depth == in->cap) {
+        in->cap = in->cap ? in->cap * 2 : 64;
+        in->stack = xrealloc(in->stack, in->cap * sizeof *in->stack);
+    }
+    in->stack[in->depth++] = xstrdup(path);
+    return 0;
+}
+
+static void pop(interp *in) { free(in->stack[--in->depth]); }
 
 /* ---- paths ------------------------------------------------------------------------------ */
 
@@ -68,8 +113,7 @@ static char *child_path(const char *parent, const ynode *container, size_t i)
     return xasprintf("%s[%zu]", parent, i);
 }
 
-/* Absolute path for a reference written in the value at `here` (relative refs start with dots). */
-static char *absolute_ref(const char *here, const char *ref)
+char *interp_absolute_ref(const char *here, const char *ref)
 {
     if (ref[0] != '.') return xstrdup(ref);
     /* One dot is the container of `here`; each further dot goes one level up. */
@@ -92,152 +136,13 @@ static char *absolute_ref(const char *here, const char *ref)
     return out;
 }
 
-/* ---- resolution --------------------------------------------------------------------- */
-
-static int resolve_subtree(interp *in, ynode *n, const char *path);
-static ynode *eval_string(interp *in, ynode *at, const char *path, const char *s, int *whole);
-
-/* Finds the node a reference names and makes sure it is resolved. */
-static ynode *lookup(interp *in, ynode *at, const char *here, const char *ref)
+/* Levels below the top of the value at path (0 for the top itself). */
+static int path_levels(const char *path)
 {
-    char *abs = absolute_ref(here, ref);
-    ynode *target = yt_get_path(in->root, abs);
-    if (!target) {
-        char chain[1024];
-        chain_str(in, NULL, chain, sizeof chain);
-        fail_at(in, at, "missing key '%s' in ${%s} (resolving %s; check the key exists)", abs, ref, chain);
-        free(abs);
-        return NULL;
-    }
-    if (resolve_subtree(in, target, abs) != 0) target = NULL;
-    free(abs);
-    return target;
-}
-
-/* Integer arithmetic: + - * / % with parentheses; names are config paths holding integers. */
-typedef struct expr {
-    interp *in;
-    ynode *at;
-    const char *here;
-    const char *src;
-    const char *p;
-    int failed;
-} expr;
-
-static int64_t expr_sum(expr *e);
-
-static void skip_ws(expr *e)
-{
-    while (isspace((unsigned char)*e->p)) e->p++;
-}
-
-/* Results must fit in 64 bits (signed overflow would be undefined behaviour). */
-static int64_t overflowed(expr *e)
-{
-    if (!e->failed) fail_at(e->in, e->at, "integer overflow in ${%s} (results must fit in 64 bits)", e->src);
-    e->failed = 1;
-    return 0;
-}
-
-static int64_t expr_atom(expr *e)
-{
-    skip_ws(e);
-    if (e->failed) return 0;
-    if (*e->p == '(') {
-        e->p++;
-        int64_t v = expr_sum(e);
-        skip_ws(e);
-        if (*e->p != ')') {
-            if (!e->failed) fail_at(e->in, e->at, "missing ')' in ${%s}", e->src);
-            e->failed = 1;
-            return 0;
-        }
-        e->p++;
-        return v;
-    }
-    if (*e->p == '-') {
-        e->p++;
-        int64_t v = expr_atom(e);
-        if (v == INT64_MIN) return overflowed(e);
-        return -v;
-    }
-    if (isdigit((unsigned char)*e->p)) {
-        char *end;
-        errno = 0;
-        long long v = strtoll(e->p, &end, 10);
-        e->p = end;
-        if (errno == ERANGE) return overflowed(e);
-        return v;
-    }
-    if (isalpha((unsigned char)*e->p) || *e->p == '_' || *e->p == '.') {
-        const char *start = e->p;
-        while (*e->p && (isalnum((unsigned char)*e->p) || strchr("_.[]", *e->p))) e->p++;
-        char *name = xstrndup(start, (size_t)(e->p - start));
-        ynode *v = lookup(e->in, e->at, e->here, name);
-        int64_t out = 0;
-        if (!v) e->failed = 1;
-        else if (!yt_as_int(v, &out)) {
-            char where[512];
-            fail_at(e->in, e->at, "'%s' in ${%s} is %s ('%s' at %s), arithmetic needs integers", name, e->src,
-                    yt_kind_name(v), v->kind == YN_SCALAR ? v->str : "...", ymark_str(v->mark, where, sizeof where));
-            e->failed = 1;
-        }
-        free(name);
-        return out;
-    }
-    fail_at(e->in, e->at, "cannot read '%s' in ${%s} (expected a number, a key or '(')", e->p, e->src);
-    e->failed = 1;
-    return 0;
-}
-
-/* Floor division and modulo, as Python computes them. */
-static int64_t floor_div(int64_t a, int64_t b)
-{
-    int64_t q = a / b;
-    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
-static int64_t expr_product(expr *e)
-{
-    int64_t v = expr_atom(e);
-    for (;;) {
-        skip_ws(e);
-        char op = *e->p;
-        if (e->failed || (op != '*' && op != '/' && op != '%')) return v;
-        e->p++;
-        if (op == '/' && *e->p == '/') e->p++; /* "//" reads as integer division too */
-        int64_t r = expr_atom(e);
-        if (e->failed) return 0;
-        if (op == '*') {
-            if (__builtin_mul_overflow(v, r, &v)) return overflowed(e);
-        } else if (r == 0) {
-            fail_at(e->in, e->at, "division by zero in ${%s}", e->src);
-            e->failed = 1;
-            return 0;
-        } else if (r == -1) { /* INT64_MIN / -1 traps */
-            if (op == '%') v = 0;
-            else if (v == INT64_MIN) return overflowed(e);
-            else v = -v;
-        } else if (op == '/') v = floor_div(v, r);
-        else {
-            int64_t m = v % r; /* Python's modulo takes the divisor's sign */
-            v = (m != 0 && ((m < 0) != (r < 0))) ? m + r : m;
-        }
-    }
-}
-
-static int64_t expr_sum(expr *e)
-{
-    int64_t v = expr_product(e);
-    for (;;) {
-        skip_ws(e);
-        char op = *e->p;
-        if (e->failed || (op != '+' && op != '-')) return v;
-        e->p++;
-        int64_t r = expr_product(e);
-        if (e->failed) return 0;
-        if (op == '+' ? __builtin_add_overflow(v, r, &v) : __builtin_sub_overflow(v, r, &v)) return overflowed(e);
-    }
+    if (!*path) return 0;
+    int n = 1;
+    for (const char *p = path; *p; p++) n += *p == '.' || *p == '[';
+    return n;
 }
 
 static int is_ref_path(const char *s)
@@ -248,149 +153,151 @@ static int is_ref_path(const char *s)
     return 1;
 }
 
-/* Splits resolver arguments on top-level commas (not inside ${...} or quotes). */
-static int split_args(const char *s, char ***out)
+/* The key of a value that is exactly one plain reference "${key}" (NULL for anything else). */
+static char *plain_ref(const char *s)
 {
-    int n = 0, depth = 0;
-    char quote = 0;
-    char **args = NULL;
-    const char *start = s;
-    for (const char *p = s;; p++) {
-        if (quote) {
-            if (*p == quote) quote = 0;
-            else if (!*p) quote = 0;
-        } else if (*p == '\'' || *p == '"') quote = *p;
-        else if (p[0] == '$' && p[1] == '{') depth++;
-        else if (*p == '}' && depth) depth--;
-        if (!*p || (*p == ',' && !depth && !quote)) {
-            const char *a = start, *b = p;
-            while (a < b && isspace((unsigned char)*a)) a++;
-            while (b > a && isspace((unsigned char)b[-1])) b--;
-            if (b - a >= 2 && (*a == '\'' || *a == '"') && b[-1] == *a) a++, b--;
-            args = xrealloc(args, (size_t)(n + 1) * sizeof *args);
-            args[n++] = xstrndup(a, (size_t)(b - a));
-            start = p + 1;
-            if (!*p) break;
-        }
-    }
-    *out = args;
-    return n;
-}
-
-static void free_args(char **args, int n)
-{
-    for (int i = 0; i < n; i++) free(args[i]);
-    free(args);
-}
-
-/* Interpolates an argument text (arguments may hold references themselves). */
-static char *arg_text(interp *in, ynode *at, const char *here, const char *arg)
-{
-    int whole = 0;
-    ynode *v = eval_string(in, at, here, arg, &whole);
-    if (!v) return NULL;
-    if (v->kind != YN_SCALAR) {
-        fail_at(in, at, "resolver argument '%s' is %s, expected a string", arg, yt_kind_name(v));
-        yt_free(v);
+    if (s[0] != '$' || s[1] != '{') return NULL;
+    const char *close = strchr(s + 2, '}');
+    if (!close || close[1] || strstr(s + 2, "${")) return NULL;
+    const char *a = s + 2, *b = close;
+    while (a < b && isspace((unsigned char)*a)) a++;
+    while (b > a && isspace((unsigned char)b[-1])) b--;
+    char *key = xstrndup(a, (size_t)(b - a));
+    if (!is_ref_path(key)) {
+        free(key);
         return NULL;
     }
-    char *s = xstrdup(v->str);
-    yt_free(v);
-    return s;
+    return key;
 }
 
-static ynode *call_resolver(interp *in, ynode *at, const char *here, const char *name, const char *argstr)
+/* ---- resolution --------------------------------------------------------------------- */
+
+static int resolve_scalar(interp *in, ynode *n, const char *path);
+static int resolve_subtree(interp *in, ynode *n, const char *path);
+
+typedef struct chain_link {
+    ynode *node;
+    char *path;
+} chain_link;
+
+/* Resolves t, the start of a possible chain of plain references: the chain is collected first
+ * (each link on the stack, marked as in progress), then resolved from its far end, where every
+ * link's target is already resolved, so no link recurses into the next. */
+static int resolve_chain(interp *in, ynode *t, const char *path)
 {
-    char **args;
-    int n = *argstr ? split_args(argstr, &args) : (args = NULL, 0);
-    ynode *out = NULL;
-    char *a0 = n > 0 ? arg_text(in, at, here, args[0]) : NULL;
-    if (n > 0 && !a0) goto done;
-    if (!strcmp(name, "self_name")) {
-        out = yt_scalar(in->opts->self_name ? in->opts->self_name : "", 0, at->mark);
-    } else if (!strcmp(name, "config_path")) {
-        if (n != 1) {
-            fail_at(in, at, "${config_path:...} takes one path relative to the config file");
-            goto done;
+    chain_link *links = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    ynode *cur = t;
+    char *cur_path = xstrdup(path);
+    for (;;) {
+        if (push(in, cur, cur_path) != 0) {
+            free(cur_path);
+            rc = -1;
+            break;
         }
-        char *dir = path_dirname(at->mark.file ? at->mark.file : ".");
-        char *joined = path_join(dir, a0);
-        char *p = path_normalize(joined);
-        out = yt_scalar(p, 0, at->mark);
-        free(p);
-        free(joined);
-        free(dir);
-    } else if (!strcmp(name, "load_line")) {
-        if (n != 1) {
-            fail_at(in, at, "${load_line:...} takes one file name");
-            goto done;
+        if (n == cap) links = xrealloc(links, (cap = cap ? 2 * cap : 16) * sizeof *links);
+        links[n++] = (chain_link){cur, cur_path};
+        cur->resolving = 1;
+        char *ref = plain_ref(cur->str);
+        if (!ref) break;
+        char *next_path = interp_absolute_ref(cur_path, ref);
+        free(ref);
+        ynode *next = yt_get_path(in->root, next_path);
+        /* Missing keys, cycles and other values are left to resolve_scalar, which reports them. */
+        if (!next || next->kind != YN_SCALAR || next->resolved || next->resolving) {
+            free(next_path);
+            break;
         }
-        esp_err ferr;
-        char *text = read_file(a0, NULL, &ferr);
-        if (!text) {
-            char chain[1024];
-            chain_str(in, NULL, chain, sizeof chain);
-            fail_at(in, at, "${load_line:%s}: cannot read %s (resolving %s; create it first or fix the path)", args[0],
-                    a0, chain);
-            goto done;
-        }
-        if (!utf8_valid(text)) {
-            fail_at(in, at, "${load_line:%s}: %s is not UTF-8 text", args[0], a0);
-            free(text);
-            goto done;
-        }
-        out = yt_seq(at->mark);
-        char *save = NULL;
-        for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-            size_t len = strlen(line);
-            if (len && line[len - 1] == '\r') line[--len] = '\0';
-            if (len) yt_seq_push(out, yt_scalar(line, 1, at->mark));
-        }
-        free(text);
-    } else if (!strcmp(name, "oc.env")) {
-        if (n < 1 || n > 2) {
-            fail_at(in, at, "${oc.env:NAME,default} takes a variable name and an optional default");
-            goto done;
-        }
-        const char *val = getenv(a0);
-        if (val && !utf8_valid(val)) fail_at(in, at, "environment variable %s is not UTF-8 text", a0);
-        else if (val) out = yt_scalar(val, 0, at->mark);
-        else if (n == 2) {
-            char *def = arg_text(in, at, here, args[1]);
-            if (!def) goto done;
-            out = yt_scalar(def, 0, at->mark);
-            free(def);
-        } else {
-            fail_at(in, at, "environment variable %s is not set (set it, or give a default: ${oc.env:%s,default})", a0,
-                    a0);
-        }
-    } else if (!strcmp(name, "oc.select")) {
-        if (n < 1 || n > 2) {
-            fail_at(in, at, "${oc.select:key,default} takes a key and an optional default");
-            goto done;
-        }
-        char *abs = absolute_ref(here, a0);
-        ynode *t = yt_get_path(in->root, abs);
-        free(abs);
-        if (t) {
-            ynode *r = lookup(in, at, here, a0);
-            if (r) out = yt_copy(r);
-        } else if (n == 2) {
-            int whole;
-            out = eval_string(in, at, here, args[1], &whole);
-        } else {
-            out = yt_scalar("", 0, at->mark);
-        }
-    } else {
-        fail_at(in, at, "unknown resolver '%s' (known: self_name, config_path, load_line, oc.env, oc.select)", name);
+        cur = next;
+        cur_path = next_path;
     }
-done:
-    free(a0);
-    free_args(args, n);
-    return out;
+    size_t i = n;
+    while (rc == 0 && i-- > 0) {
+        links[i].node->resolving = 0;
+        pop(in); /* resolve_scalar puts it back while it works on it */
+        rc = resolve_scalar(in, links[i].node, links[i].path);
+    }
+    for (size_t k = 0; k < n; k++) {
+        links[k].node->resolving = 0;
+        free(links[k].path);
+    }
+    free(links);
+    return rc;
 }
 
-/* Evaluates the inside of one ${...}. */
+/* Makes sure the value at path (a key a reference named) is resolved. */
+static int resolve_node(interp *in, ynode *t, const char *path)
+{
+    if (t->kind != YN_SCALAR) return resolve_subtree(in, t, path);
+    if (t->resolved) return 0;
+    if (t->resolving) return fail_with_chain(in, t, path, "interpolation cycle", "break the loop");
+    if (!strstr(t->str, "${")) {
+        t->resolved = 1;
+        return 0;
+    }
+    return resolve_chain(in, t, path);
+}
+
+ynode *interp_lookup(interp *in, ynode *at, const char *here, const char *ref)
+{
+    char *abs = interp_absolute_ref(here, ref);
+    ynode *target = yt_get_path(in->root, abs);
+    if (!target) fail_missing(in, at, abs, ref);
+    else if (resolve_node(in, target, abs) != 0) target = NULL;
+    free(abs);
+    return target;
+}
+
+ynode *interp_copy(interp *in, const ynode *at, const char *here, const ynode *t)
+{
+    size_t bytes;
+    int height;
+    yt_measure(t, &bytes, &height);
+    if (height && path_levels(here) + height > CFG_MAX_TREE_DEPTH) {
+        interp_fail(in, at, "this reference puts a value %d levels deep (a config nests at most %d levels; "
+                    "reference a smaller part)", path_levels(here) + height, CFG_MAX_TREE_DEPTH);
+        return NULL;
+    }
+    /* Each ${...} written makes one value, so only what it holds can grow: its text and the values
+     * inside a copied mapping or list. */
+    if (interp_spend(in, at, bytes - YT_NODE_COST) != 0) return NULL;
+    return yt_copy(t);
+}
+
+typedef struct name_ctx {
+    interp *in;
+    ynode *at;
+    const char *here;
+    const char *src;
+} name_ctx;
+
+/* Keys in arithmetic: their values must be integers. */
+static int expr_name(void *ctx, const char *name, int64_t *out)
+{
+    name_ctx *c = ctx;
+    ynode *v = interp_lookup(c->in, c->at, c->here, name);
+    if (!v) return -1;
+    if (yt_as_int(v, out)) return 0;
+    char where[512];
+    return interp_fail(c->in, c->at, "'%.200s' in ${%.*s%s} is %s ('%.200s' at %s), arithmetic needs integers", name,
+                       SHOWN, c->src, strlen(c->src) > SHOWN ? "..." : "", yt_kind_name(v),
+                       v->kind == YN_SCALAR ? v->str : "...", ymark_str(v->mark, where, sizeof where));
+}
+
+static ynode *eval_arithmetic(interp *in, ynode *at, const char *here, const char *src)
+{
+    name_ctx ctx = {in, at, here, src};
+    expr_env env = {.name = expr_name, .ctx = &ctx, .at = at->mark, .budget_used = &in->eval,
+                    .budget_max = CFG_MAX_EVAL_DEPTH, .err = in->err};
+    int64_t v;
+    if (expr_eval(&env, src, &v) != 0) return NULL;
+    char num[32];
+    snprintf(num, sizeof num, "%lld", (long long)v);
+    return yt_scalar(num, 0, at->mark);
+}
+
+/* Evaluates the inside of one ${...}: a resolver, a reference or arithmetic. */
 static ynode *eval_inner(interp *in, ynode *at, const char *here, const char *inner)
 {
     const char *p = inner;
@@ -399,47 +306,48 @@ static ynode *eval_inner(interp *in, ynode *at, const char *here, const char *in
     while (isalnum((unsigned char)*q) || *q == '_' || *q == '.') q++;
     if (*q == ':' && q > p && p[0] != '.') {
         char *name = xstrndup(p, (size_t)(q - p));
-        ynode *v = call_resolver(in, at, here, name, q + 1);
+        ynode *v = interp_call_resolver(in, at, here, name, q + 1);
         free(name);
         return v;
     }
     char *trimmed = xstrdup(p);
     for (size_t k = strlen(trimmed); k && isspace((unsigned char)trimmed[k - 1]);) trimmed[--k] = '\0';
     ynode *out = NULL;
-    char *abs = absolute_ref(here, trimmed);
-    int has_key = yt_get_path(in->root, abs) != NULL;
-    free(abs);
-    if (is_ref_path(trimmed) && (has_key || !strpbrk(trimmed, "-") || trimmed[0] == '.')) {
-        ynode *t = lookup(in, at, here, trimmed);
-        if (t) {
-            out = yt_copy(t);
-            if (!out->via.line) out->via = at->mark;
-        }
+    char *abs = interp_absolute_ref(here, trimmed);
+    ynode *t = yt_get_path(in->root, abs);
+    /* A key with '-' in its name is a reference when the key exists, else arithmetic (a-b). */
+    if (is_ref_path(trimmed) && (t || !strpbrk(trimmed, "-") || trimmed[0] == '.')) {
+        if (!t) fail_missing(in, at, abs, trimmed);
+        else if (resolve_node(in, t, abs) == 0) out = interp_copy(in, at, here, t);
+        if (out && !out->via.line) out->via = at->mark;
     } else {
-        expr e = {.in = in, .at = at, .here = here, .src = trimmed, .p = trimmed};
-        int64_t v = expr_sum(&e);
-        skip_ws(&e);
-        if (!e.failed && *e.p) {
-            fail_at(in, at, "cannot read '%s' in ${%s} (integer arithmetic takes + - * / %% and parentheses)", e.p,
-                    trimmed);
-            e.failed = 1;
-        }
-        if (!e.failed) {
-            char num[32];
-            snprintf(num, sizeof num, "%lld", (long long)v);
-            out = yt_scalar(num, 0, at->mark);
-        }
+        out = eval_arithmetic(in, at, here, trimmed);
     }
+    free(abs);
     free(trimmed);
     return out;
 }
 
-/* Evaluates a string that may hold ${...}; *whole is set when it was exactly one reference. */
-static ynode *eval_string(interp *in, ynode *at, const char *here, const char *s, int *whole)
+/* The end of the ${...} that starts at p (just past its '}'), or NULL when it is not closed.
+ * *nest gets how deep ${...} nest inside it. */
+static const char *match_brace(const char *p, int *nest)
+{
+    int depth = 1, max = 1;
+    const char *q = p + 2;
+    for (; *q && depth; q++) {
+        if (q[0] == '$' && q[1] == '{') {
+            if (++depth > max) max = depth;
+            q++;
+        } else if (*q == '}') depth--;
+    }
+    *nest = max;
+    return depth ? NULL : q;
+}
+
+static ynode *eval_string_body(interp *in, ynode *at, const char *here, const char *s, int *whole)
 {
     sbuf out = {0};
     int pieces = 0;
-    ynode *single = NULL;
     *whole = 0;
     for (const char *p = s; *p;) {
         if (p[0] == '\\' && p[1] == '$' && p[2] == '{') {
@@ -454,70 +362,62 @@ static ynode *eval_string(interp *in, ynode *at, const char *here, const char *s
             pieces++;
             continue;
         }
-        /* Find the matching close brace, allowing nested ${...}. */
-        int depth = 1;
-        const char *q = p + 2;
-        for (; *q && depth; q++) {
-            if (q[0] == '$' && q[1] == '{') depth++, q++;
-            else if (*q == '}') depth--;
+        int nest;
+        const char *q = match_brace(p, &nest);
+        if (!q) {
+            interp_fail(in, at, "unclosed '${' in '%.*s%s' (add the closing '}')", SHOWN, s, strlen(s) > SHOWN ? "..." : "");
+            goto fail;
         }
-        if (depth) {
-            fail_at(in, at, "unclosed '${' in '%s' (add the closing '}')", s);
-            free(out.s);
-            yt_free(single);
-            return NULL;
+        if (nest > CFG_MAX_INTERP_NESTING) {
+            interp_fail(in, at, "${...} nests deeper than %d levels in '%.*s...' (move inner values to keys of their own)",
+                        CFG_MAX_INTERP_NESTING, SHOWN, p);
+            goto fail;
         }
         char *inner = xstrndup(p + 2, (size_t)(q - 1 - (p + 2)));
         ynode *v = eval_inner(in, at, here, inner);
         free(inner);
-        if (!v) {
+        if (!v) goto fail;
+        if (p == s && !*q && pieces == 0) { /* exactly one ${...}: the value keeps its type */
             free(out.s);
-            yt_free(single);
-            return NULL;
+            *whole = 1;
+            return v;
         }
-        int is_whole = p == s && !*q && pieces == 0;
-        if (is_whole) {
-            single = v;
-        } else {
-            if (v->kind != YN_SCALAR) {
-                fail_at(in, at, "'%s' puts %s into a string (reference a single value instead)", s, yt_kind_name(v));
-                yt_free(v);
-                free(out.s);
-                return NULL;
-            }
-            sb_puts(&out, v->str);
+        if (v->kind != YN_SCALAR) {
+            interp_fail(in, at, "'%.*s%s' puts %s into a string (reference a single value instead)", SHOWN, s,
+                        strlen(s) > SHOWN ? "..." : "", yt_kind_name(v));
             yt_free(v);
+            goto fail;
         }
+        size_t len = strlen(v->str);
+        int ok = interp_spend(in, at, len) == 0;
+        if (ok) sb_putn(&out, v->str, len);
+        yt_free(v);
+        if (!ok) goto fail;
         pieces++;
         p = q;
-    }
-    if (single) {
-        *whole = 1;
-        free(out.s);
-        return single;
     }
     ynode *r = yt_scalar(out.s ? out.s : "", 0, at->mark);
     free(out.s);
     return r;
+fail:
+    free(out.s);
+    return NULL;
 }
 
-static int push(interp *in, ynode *at, const char *path)
+ynode *interp_eval_string(interp *in, ynode *at, const char *here, const char *s, int *whole)
 {
-    for (int i = 0; i < in->depth; i++) {
-        if (strcmp(in->stack[i], path) == 0) {
-            char chain[1024];
-            chain_str(in, path, chain, sizeof chain);
-            return fail_at(in, at, "interpolation cycle: %s (break the loop)", chain);
-        }
+    if (in->eval >= CFG_MAX_EVAL_DEPTH) {
+        interp_fail(in, at, "interpolation nests deeper than %d levels (references, ${...} and parentheses together; "
+                    "simplify the value)", CFG_MAX_EVAL_DEPTH);
+        return NULL;
     }
-    if (in->depth == MAX_DEPTH) return fail_at(in, at, "interpolation nests deeper than %d references", MAX_DEPTH);
-    in->stack[in->depth++] = xstrdup(path);
-    return 0;
+    in->eval++;
+    ynode *v = eval_string_body(in, at, here, s, whole);
+    in->eval--;
+    return v;
 }
 
-static void pop(interp *in) { free(in->stack[--in->depth]); }
-
-/* Resolves one scalar in place. */
+/* Resolves one scalar in place (its node stays: parents hold the pointer). */
 static int resolve_scalar(interp *in, ynode *n, const char *path)
 {
     if (n->resolved) return 0;
@@ -525,42 +425,68 @@ static int resolve_scalar(interp *in, ynode *n, const char *path)
         n->resolved = 1;
         return 0;
     }
+    if (n->resolving) return fail_with_chain(in, n, path, "interpolation cycle", "break the loop");
+    if (in->nesting >= CFG_MAX_REF_NESTING) {
+        char what[96];
+        snprintf(what, sizeof what, "references nest deeper than %d values", CFG_MAX_REF_NESTING);
+        return fail_with_chain(in, n, path, what, "write one of the values out instead of building it from others");
+    }
     if (push(in, n, path) != 0) return -1;
+    n->resolving = 1;
+    in->nesting++;
     int whole;
-    ynode *v = eval_string(in, n, path, n->str, &whole);
+    ynode *v = interp_eval_string(in, n, path, n->str, &whole);
+    in->nesting--;
+    n->resolving = 0;
     pop(in);
     if (!v) return -1;
-    /* Replace n's contents with v's, keeping the node (parents hold the pointer). */
-    ymark via = whole ? (v->via.line ? v->via : n->mark) : (ymark){0};
-    free(n->str);
-    n->kind = v->kind;
-    n->str = v->str;
-    n->quoted = whole ? v->quoted : 0;
-    n->n = v->n;
-    n->cap = v->cap;
-    n->keys = v->keys;
-    n->key_marks = v->key_marks;
-    n->items = v->items;
+    ymark mark = v->mark, via = whole ? (v->via.line ? v->via : n->mark) : (ymark){0};
+    int quoted = whole ? v->quoted : 0;
+    yt_take(n, v);
+    n->quoted = quoted;
     if (whole) {
-        n->mark = v->mark;
+        n->mark = mark;
         n->via = via;
     }
-    free(v);
-    n->resolved = 1;
-    if (n->kind != YN_SCALAR) return resolve_subtree(in, n, path);
+    n->resolved = 1; /* a mapping or list came resolved: copies of resolved values, or load_line's lines */
     return 0;
 }
 
+typedef struct walk_item {
+    ynode *node;
+    char *path;
+    size_t next; /* next child to visit */
+} walk_item;
+
+/* Resolves every scalar under n, walking with an explicit stack (depth never recurses). */
 static int resolve_subtree(interp *in, ynode *n, const char *path)
 {
     if (n->kind == YN_SCALAR) return resolve_scalar(in, n, path);
-    for (size_t i = 0; i < n->n; i++) {
-        char *cp = child_path(path, n, i);
-        int rc = resolve_subtree(in, n->items[i], cp);
-        free(cp);
-        if (rc != 0) return -1;
+    walk_item *w = xmalloc(16 * sizeof *w);
+    size_t sp = 0, cap = 16;
+    w[sp++] = (walk_item){n, xstrdup(path), 0};
+    int rc = 0;
+    while (sp && rc == 0) {
+        walk_item *top = &w[sp - 1];
+        if (top->next >= top->node->n) {
+            free(top->path);
+            sp--;
+            continue;
+        }
+        size_t i = top->next++;
+        ynode *c = top->node->items[i];
+        char *cp = child_path(top->path, top->node, i);
+        if (c->kind == YN_SCALAR) {
+            rc = resolve_scalar(in, c, cp);
+            free(cp);
+            continue;
+        }
+        if (sp == cap) w = xrealloc(w, (cap *= 2) * sizeof *w);
+        w[sp++] = (walk_item){c, cp, 0};
     }
-    return 0;
+    while (sp) free(w[--sp].path);
+    free(w);
+    return rc;
 }
 
 int config_interpolate(ynode *root, const interp_opts *opts, esp_err *err)
@@ -568,5 +494,6 @@ int config_interpolate(ynode *root, const interp_opts *opts, esp_err *err)
     interp in = {.root = root, .opts = opts, .err = err};
     int rc = resolve_subtree(&in, root, "");
     while (in.depth) pop(&in);
+    free(in.stack);
     return rc;
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/base/edit_distance.h"
+#include "core/config/config_values.h"
 
 /* ---- libcyaml schemas ------------------------------------------------------------------ */
 
@@ -53,6 +54,7 @@ static const cyaml_schema_field_t tokenizer_fields[] = {
     STR("model_type", tokenizer_cfg, model_type),
     INT("vocab_size", tokenizer_cfg, vocab_size),
     FLT("character_coverage", tokenizer_cfg, character_coverage),
+    SEQ("user_defined_symbols", tokenizer_cfg, user_defined_symbols, &string_entry),
     STR("save_path", tokenizer_cfg, save_path),
     STR("text", tokenizer_cfg, text),
     CYAML_FIELD_END};
@@ -210,6 +212,22 @@ static const cyaml_schema_field_t encoder_conf_fields[] = {
     INT_P("max_pos_emb_len", encoder_conf_cfg, max_pos_emb_len),
     CYAML_FIELD_END};
 
+static const cyaml_schema_field_t decoder_conf_fields[] = {
+    INT("attention_heads", decoder_conf_cfg, attention_heads),
+    INT("linear_units", decoder_conf_cfg, linear_units),
+    INT("num_blocks", decoder_conf_cfg, num_blocks),
+    FLT("dropout_rate", decoder_conf_cfg, dropout_rate),
+    FLT("positional_dropout_rate", decoder_conf_cfg, positional_dropout_rate),
+    FLT("self_attention_dropout_rate", decoder_conf_cfg, self_attention_dropout_rate),
+    FLT("src_attention_dropout_rate", decoder_conf_cfg, src_attention_dropout_rate),
+    STR("input_layer", decoder_conf_cfg, input_layer),
+    BOOL("use_output_layer", decoder_conf_cfg, use_output_layer),
+    BOOL("normalize_before", decoder_conf_cfg, normalize_before),
+    BOOL("concat_after", decoder_conf_cfg, concat_after),
+    FLT("layer_drop_rate", decoder_conf_cfg, layer_drop_rate),
+    BOOL("qk_norm", decoder_conf_cfg, qk_norm),
+    CYAML_FIELD_END};
+
 static const cyaml_schema_field_t ctc_conf_fields[] = {
     FLT("dropout_rate", ctc_conf_cfg, dropout_rate),
     BOOL("reduce", ctc_conf_cfg, reduce),
@@ -235,6 +253,8 @@ static const cyaml_schema_field_t model_fields[] = {
     MAP("normalize_conf", model_cfg, normalize_conf, normalize_conf_fields),
     STR("encoder", model_cfg, encoder),
     MAP("encoder_conf", model_cfg, encoder_conf, encoder_conf_fields),
+    STR("decoder", model_cfg, decoder),
+    MAP("decoder_conf", model_cfg, decoder_conf, decoder_conf_fields),
     MAP("ctc_conf", model_cfg, ctc_conf, ctc_conf_fields),
     MAP("model_conf", model_cfg, model_conf, model_conf_fields),
     CYAML_FIELD_END};
@@ -284,6 +304,8 @@ static const cyaml_schema_field_t training_fields[] = {
     MAP("scheduler", training_cfg, scheduler, scheduler_fields),
     STR("scheduler_interval", training_cfg, scheduler_interval),
     SEQ("best_model_criterion", training_cfg, best_model_criterion, &criterion_entry),
+    STR("token_type", training_cfg, token_type),
+    STR("bpemodel", training_cfg, bpemodel),
     IGNORED("fit"),
     CYAML_FIELD_END};
 
@@ -301,7 +323,11 @@ static const cyaml_schema_field_t infer_model_fields[] = {
     FLT("ctc_weight", infer_model_cfg, ctc_weight),
     FLT("lm_weight", infer_model_cfg, lm_weight),
     INT("nbest", infer_model_cfg, nbest),
+    FLT("maxlenratio", infer_model_cfg, maxlenratio),
+    FLT("minlenratio", infer_model_cfg, minlenratio),
     INT("batch_size", infer_model_cfg, batch_size),
+    STR("token_type", infer_model_cfg, token_type),
+    STR("bpemodel", infer_model_cfg, bpemodel),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t inference_fields[] = {
@@ -370,6 +396,8 @@ static const allowed_rule allowed_rules[] = {
     {"scheduler_interval", "step|epoch"},
     {"best_model_criterion[].mode", "min|max"},
     {"tokenizer.model_type", "char|bpe|unigram|word"},
+    {"token_type", "char|bpe|word"},
+    {"model.token_type", "char|bpe|word"},
     {"init", "xavier_uniform|xavier_normal|kaiming_uniform|kaiming_normal|chainer"},
     {"create_dataset.synthesizer", "espeak-ng|flite"},
     {"model.frontend", "default"},
@@ -382,6 +410,20 @@ static const allowed_rule allowed_rules[] = {
     {"model.encoder_conf.rel_pos_type", "latest|legacy"},
     {"model.encoder_conf.selfattention_layer_type", "selfattn|rel_selfattn"},
     {"model.encoder_conf.activation_type", "swish|relu"},
+    /* ESPnet2 encoder variants espnet3 does not have (the numbers: core/nn/encoder_conf.c). */
+    {"model.encoder_conf.concat_after", "false"},
+    {"model.encoder_conf.qk_norm", "false"},
+    {"model.encoder_conf.zero_triu", "false"},
+    {"model.encoder_conf.ctc_trim", "false"},
+    {"model.decoder", "transformer|none"},
+    {"model.decoder_conf.input_layer", "embed"},
+    /* The decoder's variants ESPnet2 has but espnet3 does not (bools and numbers are matched in
+     * their normalized spelling). */
+    {"model.decoder_conf.use_output_layer", "true"},
+    {"model.decoder_conf.normalize_before", "true"},
+    {"model.decoder_conf.concat_after", "false"},
+    {"model.decoder_conf.layer_drop_rate", "0"},
+    {"model.decoder_conf.qk_norm", "false"},
     {"model.specaug_conf.time_warp_mode", "bicubic|bilinear|linear"},
 };
 
@@ -425,7 +467,8 @@ static const char *const unimplemented_keys[] = {
     "dataloader.*.iter_factory.batches.drop_last", "dataloader.*.iter_factory.batches.padding",
     "dataloader.*.iter_factory.batches.sort_in_batch", "dataloader.*.iter_factory.batches.sort_batch",
     "dataset.preprocessor",
-    "model.decoder", "model.decoder_conf", "model.preencoder", "model.preencoder_conf", "model.postencoder",
+    "model.decoder_conf.pos_enc_class", "model.decoder_conf.use_flash_attn",
+    "model.decoder_conf.gradient_checkpoint_layers", "model.preencoder", "model.preencoder_conf", "model.postencoder",
     "model.postencoder_conf", "model.joint_net_conf", "model.aux_ctc", "model.extract_feats_in_collect_stats",
     "model.model_conf.report_cer", "model.model_conf.report_wer", "model.model_conf.sym_space",
     "model.model_conf.sym_blank", "model.model_conf.ignore_id", "model.model_conf.interctc_weight",
@@ -439,17 +482,17 @@ static const char *const unimplemented_keys[] = {
     "model.specaug_conf.replace_with_zero",
     "optimizer.foreach", "optimizer.maximize", "optimizer.capturable", "optimizer.differentiable",
     "optimizer.fused",
-    "tokenizer.text_builder", "tokenizer.user_defined_symbols", "tokenizer.input_sentence_size", "tokenizer.shuffle_input_sentence",
+    "tokenizer.text_builder", "tokenizer.input_sentence_size", "tokenizer.shuffle_input_sentence",
     "tokenizer.split_digits", "tokenizer.byte_fallback",
-    "model.maxlenratio", "model.minlenratio", "model.lm_train_config", "model.lm_file", "model.ngram_weight",
-    "model.ngram_file", "model.ngram_scorer", "model.token_type", "model.bpemodel", "model.quantize_asr_model",
+    "model.lm_train_config", "model.lm_file", "model.ngram_weight",
+    "model.ngram_file", "model.ngram_scorer", "model.quantize_asr_model",
     "model.dtype", "model.normalize_length", "model.streaming",
     "optimizers", "schedulers", "upload", "hf_repo", "git_info", "log_level", "write_requirements",
     NULL,
 };
 
 /* Matches a rule path against a concrete schema path ('*' stands for one component). */
-static int path_match(const char *pat, const char *path)
+int config_path_match(const char *pat, const char *path)
 {
     while (*pat && *path) {
         if (*pat == '*') {
@@ -466,7 +509,7 @@ static int path_match(const char *pat, const char *path)
 const target_entry *target_lookup(const char *section, const char *name)
 {
     for (const target_entry *t = target_registry; t->section; t++)
-        if (path_match(t->section, section) && !strcmp(t->name, name)) return t;
+        if (config_path_match(t->section, section) && !strcmp(t->name, name)) return t;
     return NULL;
 }
 
@@ -476,9 +519,7 @@ typedef struct walker {
     esp_err *err;
 } walker;
 
-static int fail_node(walker *w, const ynode *n, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail_node(walker *w, const ynode *n, const char *path, const char *fmt, ...)
+int config_fail_node(esp_err *err, const ynode *n, const char *path, const char *fmt, ...)
 {
     char where[512], via[600] = "", what[1200];
     va_list ap;
@@ -489,7 +530,7 @@ static int fail_node(walker *w, const ynode *n, const char *path, const char *fm
         char vm[512];
         snprintf(via, sizeof via, " (via the interpolation at %s)", ymark_str(n->via, vm, sizeof vm));
     }
-    return esp_fail(w->err, "%s: %s: %s%s", ymark_str(n->mark, where, sizeof where), path, what, via);
+    return esp_fail(err, "%s: %s: %s%s", ymark_str(n->mark, where, sizeof where), path, what, via);
 }
 
 /* Printable form of a path: schema "[]" becomes the concrete index. */
@@ -503,7 +544,7 @@ static const char *scalar_text(const ynode *n) { return n->kind == YN_SCALAR ? n
 static int check_allowed(walker *w, const ynode *n, const char *schema_path, const char *path)
 {
     for (size_t i = 0; i < sizeof allowed_rules / sizeof *allowed_rules; i++) {
-        if (!path_match(allowed_rules[i].path, schema_path)) continue;
+        if (!config_path_match(allowed_rules[i].path, schema_path)) continue;
         const char *vals = allowed_rules[i].values;
         size_t len = strlen(n->str);
         for (const char *p = vals; *p;) {
@@ -519,7 +560,7 @@ static int check_allowed(walker *w, const ynode *n, const char *schema_path, con
             else list[used++] = *c;
         }
         list[used] = '\0';
-        return fail_node(w, n, path, "'%s' is not supported (supported: %s)", n->str, list);
+        return config_fail_node(w->err, n, path, "'%s' is not supported (supported: %s)", n->str, list);
     }
     return 0;
 }
@@ -531,15 +572,15 @@ static int check_target(walker *w, const ynode *n, const char *section_schema_pa
     size_t used = 0;
     list[0] = '\0';
     for (const target_entry *t = target_registry; t->section; t++)
-        if (path_match(t->section, section_schema_path) && used < sizeof list)
+        if (config_path_match(t->section, section_schema_path) && used < sizeof list)
             used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", t->name);
-    return fail_node(w, n, path, "unknown _target_ '%s' (supported: %s)", n->str, used ? list : "none here");
+    return config_fail_node(w->err, n, path, "unknown _target_ '%s' (supported: %s)", n->str, used ? list : "none here");
 }
 
 static int is_unimplemented(const char *schema_path)
 {
     for (const char *const *k = unimplemented_keys; *k; k++)
-        if (path_match(*k, schema_path)) return 1;
+        if (config_path_match(*k, schema_path)) return 1;
     return 0;
 }
 
@@ -574,7 +615,7 @@ static int walk_mapping(walker *w, ynode *n, const cyaml_schema_field_t *fields,
                         const char *path)
 {
     if (n->kind != YN_MAP)
-        return fail_node(w, n, path, "expected a mapping of keys, got %s '%s'", yt_kind_name(n), scalar_text(n));
+        return config_fail_node(w->err, n, path, "expected a mapping of keys, got %s '%s'", yt_kind_name(n), scalar_text(n));
     for (size_t i = 0; i < n->n;) {
         const char *key = n->keys[i];
         ynode *val = n->items[i];
@@ -600,7 +641,7 @@ static int walk_mapping(walker *w, ynode *n, const cyaml_schema_field_t *fields,
         } else if (yt_is_null(val) && f->value.type != CYAML_IGNORE) {
             drop = 1; /* an empty value leaves the field unset */
         } else if (!strcmp(key, "_target_")) {
-            if (val->kind != YN_SCALAR) rc = fail_node(w, val, p, "_target_ must be a class name string");
+            if (val->kind != YN_SCALAR) rc = config_fail_node(w->err, val, p, "_target_ must be a class name string");
             else rc = check_target(w, val, schema_path, p);
         } else if (f->value.type != CYAML_IGNORE) {
             rc = walk_value(w, val, &f->value, sp, p);
@@ -625,7 +666,7 @@ static int expand_criterion(walker *w, ynode *n, const char *path)
 {
     if (n->kind != YN_SEQ) return 0;
     if (n->n != 3)
-        return fail_node(w, n, path, "expected [monitor, nbest, mode] such as [valid/loss, 3, min], got %zu items", n->n);
+        return config_fail_node(w->err, n, path, "expected [monitor, nbest, mode] such as [valid/loss, 3, min], got %zu items", n->n);
     static const char *names[] = {"monitor", "nbest", "mode"};
     ynode *m = yt_map(n->mark);
     for (size_t i = 0; i < 3; i++) yt_map_set(m, names[i], n->items[i]->mark, yt_copy(n->items[i]));
@@ -644,26 +685,32 @@ static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *s, const 
     switch (s->type) {
     case CYAML_INT:
     case CYAML_UINT:
-        if (!yt_as_int(n, &iv)) return fail_node(w, n, path, "expected an integer, got %s '%s'", yt_kind_name(n), scalar_text(n));
-        if (s->type == CYAML_UINT && iv < 0) return fail_node(w, n, path, "expected a non-negative integer, got %lld", (long long)iv);
+        if (!yt_as_int(n, &iv)) return config_fail_node(w->err, n, path, "expected an integer, got %s '%s'", yt_kind_name(n), scalar_text(n));
+        if (s->type == CYAML_UINT && iv < 0) return config_fail_node(w->err, n, path, "expected a non-negative integer, got %lld", (long long)iv);
+        if (config_check_number(n, schema_path, path, (double)iv, w->err) != 0) return -1;
         /* Rewrite in plain decimal so libcyaml reads the value we validated (not "010" as octal). */
         free(n->str);
         n->str = xasprintf("%lld", (long long)iv);
         return 0;
     case CYAML_FLOAT:
-        if (!yt_as_float(n, &dv)) return fail_node(w, n, path, "expected a number, got %s '%s'", yt_kind_name(n), scalar_text(n));
-        if (!isfinite(dv)) return fail_node(w, n, path, "expected a finite number, got '%s'", n->str);
+        if (!yt_as_float(n, &dv)) return config_fail_node(w->err, n, path, "expected a number, got %s '%s'", yt_kind_name(n), scalar_text(n));
+        if (!isfinite(dv)) return config_fail_node(w->err, n, path, "expected a finite number, got '%s'", n->str);
+        if (config_check_number(n, schema_path, path, dv, w->err) != 0) return -1;
+        /* Rules see the short form ("0", "0.1"); libcyaml the exact one (its strtod does not read "1_0"). */
         free(n->str);
-        n->str = xasprintf("%.17g", dv); /* libcyaml's strtod does not read "1_0" */
+        n->str = xasprintf("%g", dv);
+        if (check_allowed(w, n, schema_path, path) != 0) return -1;
+        free(n->str);
+        n->str = xasprintf("%.17g", dv);
         return 0;
     case CYAML_BOOL:
-        if (!yt_as_bool(n, &bv)) return fail_node(w, n, path, "expected true or false, got %s '%s'", yt_kind_name(n), scalar_text(n));
+        if (!yt_as_bool(n, &bv)) return config_fail_node(w->err, n, path, "expected true or false, got %s '%s'", yt_kind_name(n), scalar_text(n));
         /* libcyaml reads only true/false/yes/no/on/off spelled in lower case: normalise. */
         free(n->str);
         n->str = xstrdup(bv ? "true" : "false");
-        return 0;
+        return check_allowed(w, n, schema_path, path);
     case CYAML_STRING:
-        if (n->kind != YN_SCALAR) return fail_node(w, n, path, "expected a string, got %s", yt_kind_name(n));
+        if (n->kind != YN_SCALAR) return config_fail_node(w->err, n, path, "expected a string, got %s", yt_kind_name(n));
         return check_allowed(w, n, schema_path, path);
     case CYAML_MAPPING:
         if (!strcmp(schema_path, "best_model_criterion[]") && expand_criterion(w, n, path) != 0) return -1;
@@ -680,11 +727,11 @@ static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *s, const 
             n->via = item->via;
             yt_seq_push(n, item);
         }
-        if (n->kind != YN_SEQ) return fail_node(w, n, path, "expected a list, got %s '%s'", yt_kind_name(n), scalar_text(n));
+        if (n->kind != YN_SEQ) return config_fail_node(w->err, n, path, "expected a list, got %s '%s'", yt_kind_name(n), scalar_text(n));
         if (n->n < s->sequence.min || n->n > s->sequence.max) {
             if (s->sequence.min == s->sequence.max)
-                return fail_node(w, n, path, "expected a list of %u values, got %zu", s->sequence.min, n->n);
-            return fail_node(w, n, path, "expected at least %u values, got %zu", s->sequence.min, n->n);
+                return config_fail_node(w->err, n, path, "expected a list of %u values, got %zu", s->sequence.min, n->n);
+            return config_fail_node(w->err, n, path, "expected at least %u values, got %zu", s->sequence.min, n->n);
         }
         char *sp = xasprintf("%s[]", schema_path);
         for (size_t i = 0; i < n->n; i++) {
@@ -707,43 +754,12 @@ static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *s, const 
     return 0;
 }
 
-/* Switches whose ESPnet2 default is true: an absent key would read as 0 in the typed struct, so
- * the default is written into the tree when the block exists (an absent block means defaults). */
-static const struct {
-    const char *map_path, *key, *value;
-} default_true[] = {
-    {"model.specaug_conf", "apply_time_warp", "true"},
-    {"model.specaug_conf", "apply_freq_mask", "true"},
-    {"model.specaug_conf", "apply_time_mask", "true"},
-    {"model.normalize_conf", "norm_means", "true"},
-    {"model.ctc_conf", "zero_infinity", "true"},
-    {"model.encoder_conf", "normalize_before", "true"},
-    {"model.ctc_conf", "reduce", "true"},
-};
-
-static void fill_defaults(config_kind kind, ynode *root)
-{
-    if (kind != CONFIG_TRAINING) return;
-    for (size_t i = 0; i < sizeof default_true / sizeof *default_true; i++) {
-        ynode *m = yt_get_path(root, default_true[i].map_path);
-        if (m && m->kind == YN_MAP && !yt_map_get(m, default_true[i].key))
-            yt_map_set(m, default_true[i].key, m->mark, yt_scalar(default_true[i].value, 0, m->mark));
-    }
-    /* norm_vars: true for global_mvn, false for utterance_mvn (ESPnet2's two classes differ). */
-    ynode *nc = yt_get_path(root, "model.normalize_conf");
-    if (nc && nc->kind == YN_MAP && !yt_map_get(nc, "norm_vars")) {
-        ynode *kind_node = yt_get_path(root, "model.normalize");
-        int utt = kind_node && kind_node->kind == YN_SCALAR && !strcmp(kind_node->str, "utterance_mvn");
-        yt_map_set(nc, "norm_vars", nc->mark, yt_scalar(utt ? "false" : "true", 0, nc->mark));
-    }
-}
-
 int config_validate(config_kind kind, ynode *root, esp_err *err)
 {
     walker w = {.err = err};
     /* Keys that only steer composition are gone by now; `defaults` may remain in a template. */
     yt_map_remove(root, "defaults");
     if (walk_mapping(&w, root, config_schema(kind)->mapping.fields, "", "") != 0) return -1;
-    fill_defaults(kind, root);
-    return 0;
+    config_fill_defaults(kind, root);
+    return config_check_values(kind, root, err);
 }

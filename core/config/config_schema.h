@@ -25,4 +25,12 @@ typedef struct target_entry {
 extern const target_entry target_registry[];
 const target_entry *target_lookup(const char *section, const char *name);
 
+/* Matches a schema path pattern ('*' stands for one component, "[]" for a list item) against a
+ * concrete schema path. */
+int config_path_match(const char *pat, const char *path);
+/* "<file>:<line>:<col>: <path>: <what>", plus the interpolation that brought the value when one
+ * did; returns -1. */
+int config_fail_node(esp_err *err, const ynode *n, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 #endif

@@ -1,6 +1,7 @@
 /* Typed views of the resolved configs, filled by libcyaml from the schemas in config_schema.c.
  * Field names are ESPnet3's keys. A field that the YAML leaves out is 0 / NULL; defaults come
- * from the template configs in conf/ and from config_apply_defaults(). */
+ * from the template configs in conf/ and from config_values.c, which also refuses a 0 written
+ * where 0 means nothing (so 0 in a field below means "left out"). */
 #ifndef ESPNET3_CONFIG_TYPES_H
 #define ESPNET3_CONFIG_TYPES_H
 
@@ -32,10 +33,11 @@ typedef struct create_dataset_cfg {
 } create_dataset_cfg;
 
 typedef struct tokenizer_cfg {
-    char *model_type;    /* char (bpe comes later) */
-    int64_t vocab_size;
-    double character_coverage;
-    char *save_path;
+    char *model_type;    /* char | word | bpe | unigram (bpe/unigram: a SentencePiece model) */
+    int64_t vocab_size;  /* bpe/unigram: pieces with <unk>, <s>, </s>; word: tokens.txt entries (0: all) */
+    double character_coverage; /* SentencePiece's (0: 1.0, as ESPnet3 and ESPnet2's asr.sh) */
+    char **user_defined_symbols; unsigned n_user_defined_symbols; /* SentencePiece's, kept whole */
+    char *save_path;     /* tokens.txt, and <model_type>.model/.vocab for bpe/unigram */
     char *text;          /* manifest whose text column trains the tokenizer (default: train.tsv) */
 } tokenizer_cfg;
 
@@ -59,8 +61,10 @@ typedef struct trainer_cfg {
     double gradient_clip_val;
     char *gradient_clip_algorithm;
     int64_t accumulate_grad_batches;
-    int64_t max_epochs;
-    int64_t max_steps;
+    int64_t max_epochs;  /* >= 1, or -1: no epoch limit (Lightning). Never 0 when the trainer block
+                          * exists: left out or null, config_values.c writes Lightning's 1000 (or
+                          * -1 when max_steps is set) */
+    int64_t max_steps;   /* >= 1, or -1 / 0 (left out): no step limit */
     int64_t log_every_n_steps;
     int64_t check_val_every_n_epoch;
     double limit_train_batches;
@@ -194,6 +198,23 @@ typedef struct encoder_conf_cfg {
     int64_t *max_pos_emb_len;
 } encoder_conf_cfg;
 
+/* ESPnet2's TransformerDecoder keys (espnet2/asr/decoder/transformer_decoder.py). */
+typedef struct decoder_conf_cfg {
+    int64_t attention_heads;
+    int64_t linear_units;
+    int64_t num_blocks;
+    double dropout_rate;
+    double positional_dropout_rate;
+    double self_attention_dropout_rate;
+    double src_attention_dropout_rate;
+    char *input_layer;         /* embed */
+    int use_output_layer;      /* true */
+    int normalize_before;      /* true */
+    int concat_after;          /* false */
+    double layer_drop_rate;    /* 0 */
+    int qk_norm;               /* false */
+} decoder_conf_cfg;
+
 typedef struct ctc_conf_cfg {
     double dropout_rate;
     int reduce;
@@ -202,7 +223,7 @@ typedef struct ctc_conf_cfg {
 } ctc_conf_cfg;
 
 typedef struct model_conf_cfg {
-    double ctc_weight;
+    double ctc_weight;         /* with a decoder, written as 0.5 (ESPnet2's default) when left out */
     double lsm_weight;
     int length_normalized_loss;
 } model_conf_cfg;
@@ -215,7 +236,7 @@ typedef struct model_cfg {
     char *specaug;             specaug_conf_cfg *specaug_conf;
     char *normalize;           normalize_conf_cfg *normalize_conf;
     char *encoder;             encoder_conf_cfg *encoder_conf;
-    char *decoder;
+    char *decoder;             decoder_conf_cfg *decoder_conf;
     ctc_conf_cfg *ctc_conf;
     model_conf_cfg *model_conf;
 } model_cfg;
@@ -264,6 +285,8 @@ typedef struct training_cfg {
     scheduler_cfg *scheduler;
     char *scheduler_interval; /* step | epoch */
     criterion_cfg *best_model_criterion; unsigned n_best_model_criterion;
+    char *token_type;    /* ESPnet2's config.yaml keys: char | word | bpe, and the bpe model; */
+    char *bpemodel;      /* they override the tokenizer block (core/data/tokenizer_spec.c) */
 } training_cfg;
 
 /* The inference config (--inference_config), ESPnet3's inference.yaml keys. */
@@ -273,12 +296,16 @@ typedef struct infer_model_cfg {
     char *asr_model_file;    /* weights: a .safetensors file, a checkpoint directory, or the
                               * ESPnet-style name of one (valid.loss.ave_3best[.pth], last[.ckpt]) */
     char *device;
-    int64_t beam_size;       /* 1: greedy CTC; more: CTC prefix beam search */
+    int64_t beam_size;       /* ctc_weight 1.0: 1 greedy CTC, more CTC prefix beam search; else the joint beam */
     double penalty;          /* ESPnet's insertion penalty: a length bonus per output token */
-    double ctc_weight;       /* CTC-only model: 1.0 (anything else warns) */
+    double ctc_weight;       /* 1.0: CTC only; below: joint CTC/attention search (needs an attention decoder) */
     double lm_weight;
-    int64_t nbest;
+    int64_t nbest;           /* > 1: also {n}best_recog/ (text, token, token_int, score) for n = 1..nbest */
+    double maxlenratio;      /* joint search: 0 = maxlen T with end detection; > 0 ratio of T; < 0 fixed */
+    double minlenratio;      /* joint search: >= 0 ratio of T; < 0 fixed */
     int64_t batch_size;      /* utterances per forward pass */
+    char *token_type;        /* Speech2Text's: override the training config's tokenizer */
+    char *bpemodel;
 } infer_model_cfg;
 
 typedef struct inference_cfg {

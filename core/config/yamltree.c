@@ -9,6 +9,8 @@
 #include <yaml.h>
 
 #include "core/base/fsio.h"
+#include "core/config/config_limits.h"
+#include "core/config/yindex.h"
 
 /* ---- interned file names ------------------------------------------------------------- */
 
@@ -51,9 +53,36 @@ ynode *yt_scalar(const char *s, int quoted, ymark mark)
 ynode *yt_map(ymark mark) { return node_new(YN_MAP, mark); }
 ynode *yt_seq(ymark mark) { return node_new(YN_SEQ, mark); }
 
-void yt_free(ynode *n)
+/* ---- the key index of large mappings ---------------------------------------------------- */
+
+/* Mappings with this many keys get a hash index; smaller ones are scanned. */
+#define INDEX_MIN_KEYS 16
+
+static const char *map_key_at(const void *map, size_t pos) { return ((const ynode *)map)->keys[pos]; }
+
+static void index_drop(ynode *n)
 {
-    if (!n) return;
+    if (!n->index) return;
+    yindex_free(n->index);
+    free(n->index);
+    n->index = NULL;
+}
+
+/* After keys were added at the end (or moved): keep the index in step, creating it when the
+ * mapping has become large. */
+static void index_update(ynode *map, size_t first_new)
+{
+    if (map->n < INDEX_MIN_KEYS) return;
+    if (!map->index) {
+        map->index = xcalloc(1, sizeof *map->index);
+        first_new = 0;
+    }
+    for (size_t p = first_new; p < map->n; p++) yindex_put(map->index, map->keys[p], p, map_key_at, map);
+}
+
+/* Frees the value of n (text, children, index) but not n itself. */
+static void free_value(ynode *n)
+{
     for (size_t i = 0; i < n->n; i++) {
         yt_free(n->items[i]);
         if (n->keys) free(n->keys[i]);
@@ -62,7 +91,45 @@ void yt_free(ynode *n)
     free(n->keys);
     free(n->key_marks);
     free(n->str);
+    index_drop(n);
+}
+
+void yt_free(ynode *n)
+{
+    if (!n) return;
+    free_value(n);
     free(n);
+}
+
+void yt_take(ynode *dst, ynode *src)
+{
+    free_value(dst);
+    dst->kind = src->kind;
+    dst->str = src->str;
+    dst->quoted = src->quoted;
+    dst->n = src->n;
+    dst->cap = src->cap;
+    dst->keys = src->keys;
+    dst->key_marks = src->key_marks;
+    dst->items = src->items;
+    dst->index = src->index;
+    free(src);
+}
+
+void yt_measure(const ynode *n, size_t *bytes, int *height)
+{
+    size_t b = YT_NODE_COST + (n->str ? strlen(n->str) : 0);
+    int h = 0;
+    for (size_t i = 0; i < n->n; i++) {
+        size_t cb;
+        int ch;
+        yt_measure(n->items[i], &cb, &ch);
+        b += cb + (n->keys ? strlen(n->keys[i]) : 0);
+        if (ch + 1 > h) h = ch + 1;
+    }
+    if (n->kind != YN_SCALAR && h == 0) h = 1;
+    *bytes = b;
+    *height = h;
 }
 
 static void grow(ynode *n)
@@ -93,12 +160,14 @@ ynode *yt_copy(const ynode *src)
         }
         n->n++;
     }
+    if (n->kind == YN_MAP) index_update(n, 0);
     return n;
 }
 
 ptrdiff_t yt_map_index(const ynode *map, const char *key)
 {
     if (!map || map->kind != YN_MAP) return -1;
+    if (map->index) return yindex_find(map->index, key, map_key_at, map);
     for (size_t i = 0; i < map->n; i++)
         if (strcmp(map->keys[i], key) == 0) return (ptrdiff_t)i;
     return -1;
@@ -110,6 +179,16 @@ ynode *yt_map_get(const ynode *map, const char *key)
     return i < 0 ? NULL : map->items[i];
 }
 
+/* Appends a key the map does not have yet, taking ownership of key and value. */
+static void map_append(ynode *map, char *key, ymark key_mark, ynode *value)
+{
+    grow(map);
+    map->keys[map->n] = key;
+    map->key_marks[map->n] = key_mark;
+    map->items[map->n++] = value;
+    index_update(map, map->n - 1);
+}
+
 void yt_map_set(ynode *map, const char *key, ymark key_mark, ynode *value)
 {
     ESP_CHECK(map->kind == YN_MAP);
@@ -119,10 +198,7 @@ void yt_map_set(ynode *map, const char *key, ymark key_mark, ynode *value)
         map->items[i] = value;
         return;
     }
-    grow(map);
-    map->keys[map->n] = xstrdup(key);
-    map->key_marks[map->n] = key_mark;
-    map->items[map->n++] = value;
+    map_append(map, xstrdup(key), key_mark, value);
 }
 
 int yt_map_remove(ynode *map, const char *key)
@@ -136,6 +212,7 @@ int yt_map_remove(ynode *map, const char *key)
     memmove(&map->keys[i], &map->keys[i + 1], rest * sizeof *map->keys);
     memmove(&map->key_marks[i], &map->key_marks[i + 1], rest * sizeof *map->key_marks);
     map->n--;
+    if (map->index) yindex_rebuild(map->index, map->n, map_key_at, map);
     return 1;
 }
 
@@ -190,9 +267,11 @@ ynode *yt_get_path(const ynode *root, const char *path)
             size_t idx = (size_t)strtoul(p, NULL, 10);
             cur = idx < cur->n ? cur->items[idx] : NULL;
         } else if (cur->kind == YN_MAP) {
-            char *key = xstrndup(p, len);
+            char small[128];
+            char *key = len < sizeof small ? memcpy(small, p, len) : xstrndup(p, len);
+            key[len] = '\0';
             cur = yt_map_get(cur, key);
-            free(key);
+            if (key != small) free(key);
         } else {
             return NULL;
         }
@@ -301,12 +380,11 @@ typedef struct parse_state {
     const char *file;
     anchor *anchors;
     size_t n_anchors;
-    size_t alias_nodes; /* nodes copied for aliases so far */
+    yindex anchor_index; /* name -> latest anchor of that name */
+    size_t alias_nodes;  /* values copied for aliases so far */
+    size_t alias_bytes;  /* and the text they hold */
     esp_err *err;
 } parse_state;
-
-/* Aliases copy their anchor; a bound stops "billion laughs" documents from exhausting memory. */
-#define MAX_ALIAS_NODES 1000000
 
 static size_t count_nodes(const ynode *n)
 {
@@ -332,20 +410,53 @@ static int parser_error(parse_state *ps)
                     ymark_str(m, where, sizeof where), p->problem ? p->problem : "unknown problem");
 }
 
+static const char *anchor_name_at(const void *ps, size_t pos) { return ((const parse_state *)ps)->anchors[pos].name; }
+
 static void remember_anchor(parse_state *ps, const yaml_char_t *name, ynode *node)
 {
     if (!name) return;
     ps->anchors = xrealloc(ps->anchors, (ps->n_anchors + 1) * sizeof *ps->anchors);
     ps->anchors[ps->n_anchors].name = xstrdup((const char *)name);
-    ps->anchors[ps->n_anchors++].node = node;
+    ps->anchors[ps->n_anchors].node = node;
+    yindex_put(&ps->anchor_index, (const char *)name, ps->n_anchors++, anchor_name_at, ps);
+}
+
+/* Aliases copy their anchor: bounds on what they copy stop "billion laughs" documents. */
+static ynode *expand_alias(parse_state *ps, const yaml_event_t *ev)
+{
+    char where[512];
+    ptrdiff_t i = yindex_find(&ps->anchor_index, (const char *)ev->data.alias.anchor, anchor_name_at, ps);
+    if (i < 0) {
+        esp_fail(ps->err, "%s: unknown alias *%s (define the &anchor before using it)",
+                 ymark_str(mark_of(ps, ev->start_mark), where, sizeof where), ev->data.alias.anchor);
+        return NULL;
+    }
+    const ynode *a = ps->anchors[i].node;
+    size_t nodes = count_nodes(a), bytes;
+    int height;
+    yt_measure(a, &bytes, &height);
+    ps->alias_nodes += nodes;
+    ps->alias_bytes += bytes - nodes * YT_NODE_COST;
+    if (ps->alias_nodes > CFG_MAX_ALIAS_NODES) {
+        esp_fail(ps->err, "%s: aliases expand to more than %d values (is this a config file?)",
+                 ymark_str(mark_of(ps, ev->start_mark), where, sizeof where), CFG_MAX_ALIAS_NODES);
+        return NULL;
+    }
+    if (ps->alias_bytes > CFG_MAX_ALIAS_BYTES) {
+        esp_fail(ps->err, "%s: aliases expand to more than %u MiB of text (is this a config file?)",
+                 ymark_str(mark_of(ps, ev->start_mark), where, sizeof where), CFG_MAX_ALIAS_BYTES >> 20);
+        return NULL;
+    }
+    return yt_copy(a);
 }
 
 /* Reads the node that starts with event ev (already pulled). Returns NULL on error. */
 static ynode *parse_node(parse_state *ps, yaml_event_t *ev, int depth)
 {
     char where[512];
-    if (depth > 256) {
-        esp_fail(ps->err, "%s: YAML nests deeper than 256 levels", ymark_str(mark_of(ps, ev->start_mark), where, sizeof where));
+    if (depth > CFG_MAX_TREE_DEPTH) {
+        esp_fail(ps->err, "%s: YAML nests deeper than %d levels (is this a config file?)",
+                 ymark_str(mark_of(ps, ev->start_mark), where, sizeof where), CFG_MAX_TREE_DEPTH);
         return NULL;
     }
     switch (ev->type) {
@@ -355,22 +466,8 @@ static ynode *parse_node(parse_state *ps, yaml_event_t *ev, int depth)
         remember_anchor(ps, ev->data.scalar.anchor, n);
         return n;
     }
-    case YAML_ALIAS_EVENT: {
-        for (size_t i = ps->n_anchors; i-- > 0;) {
-            if (!strcmp(ps->anchors[i].name, (const char *)ev->data.alias.anchor)) {
-                ps->alias_nodes += count_nodes(ps->anchors[i].node);
-                if (ps->alias_nodes > MAX_ALIAS_NODES) {
-                    esp_fail(ps->err, "%s: aliases expand to more than %d values (is this a config file?)",
-                             ymark_str(mark_of(ps, ev->start_mark), where, sizeof where), MAX_ALIAS_NODES);
-                    return NULL;
-                }
-                return yt_copy(ps->anchors[i].node);
-            }
-        }
-        esp_fail(ps->err, "%s: unknown alias *%s (define the &anchor before using it)",
-                 ymark_str(mark_of(ps, ev->start_mark), where, sizeof where), ev->data.alias.anchor);
-        return NULL;
-    }
+    case YAML_ALIAS_EVENT:
+        return expand_alias(ps, ev);
     case YAML_SEQUENCE_START_EVENT: {
         ynode *seq = yt_seq(mark_of(ps, ev->start_mark));
         yaml_char_t *anchor_name = ev->data.sequence_start.anchor ? (yaml_char_t *)xstrdup((char *)ev->data.sequence_start.anchor) : NULL;
@@ -438,8 +535,7 @@ static ynode *parse_node(parse_state *ps, yaml_event_t *ev, int depth)
                 free(key);
                 goto fail;
             }
-            yt_map_set(map, key, km, val);
-            free(key);
+            map_append(map, key, km, val); /* not there: checked above */
         }
         remember_anchor(ps, anchor_name, map);
         free(anchor_name);
@@ -455,8 +551,9 @@ static ynode *parse_node(parse_state *ps, yaml_event_t *ev, int depth)
     }
 }
 
-ynode *yt_parse_string(const char *text, size_t len, const char *name, esp_err *err)
+static ynode *parse_text(const char *text, size_t len, const char *name, int *empty, esp_err *err)
 {
+    *empty = 0;
     parse_state ps = {.file = intern(name), .err = err};
     yaml_parser_initialize(&ps.parser);
     yaml_parser_set_input_string(&ps.parser, (const unsigned char *)text, len);
@@ -498,19 +595,34 @@ ynode *yt_parse_string(const char *text, size_t len, const char *name, esp_err *
     yaml_parser_delete(&ps.parser);
     for (size_t i = 0; i < ps.n_anchors; i++) free(ps.anchors[i].name);
     free(ps.anchors);
+    yindex_free(&ps.anchor_index);
     if (failed) {
         yt_free(root);
         return NULL;
     }
     if (!root || yt_is_null(root)) {
         yt_free(root);
+        *empty = 1;
         return yt_map((ymark){ps.file, 1, 1}); /* an empty file is an empty mapping */
     }
     return root;
 }
 
+ynode *yt_parse_string(const char *text, size_t len, const char *name, esp_err *err)
+{
+    int empty;
+    return parse_text(text, len, name, &empty, err);
+}
+
 ynode *yt_parse_file(const char *path, esp_err *err)
 {
+    int empty;
+    return yt_parse_file_doc(path, &empty, err);
+}
+
+ynode *yt_parse_file_doc(const char *path, int *empty, esp_err *err)
+{
+    *empty = 0;
     size_t len;
     esp_err rerr;
     char *text = read_file(path, &len, &rerr);
@@ -518,110 +630,7 @@ ynode *yt_parse_file(const char *path, esp_err *err)
         esp_fail(err, "%s: cannot read config: %s", path, strerror(errno));
         return NULL;
     }
-    ynode *root = yt_parse_string(text, len, path, err);
+    ynode *root = parse_text(text, len, path, empty, err);
     free(text);
     return root;
-}
-
-/* ---- emitting ------------------------------------------------------------------------ */
-
-typedef struct out_buf {
-    char *data;
-    size_t len, cap;
-} out_buf;
-
-static int write_handler(void *ctx, unsigned char *buffer, size_t size)
-{
-    out_buf *b = ctx;
-    if (b->len + size + 1 > b->cap) {
-        while (b->len + size + 1 > b->cap) b->cap = b->cap ? b->cap * 2 : 4096;
-        b->data = xrealloc(b->data, b->cap);
-    }
-    memcpy(b->data + b->len, buffer, size);
-    b->len += size;
-    b->data[b->len] = '\0';
-    return 1;
-}
-
-static int emit_scalar(yaml_emitter_t *em, const char *s, int quoted, int escape)
-{
-    char *escaped = NULL;
-    if (escape && strstr(s, "${")) {
-        size_t n = 0;
-        escaped = xmalloc(strlen(s) * 2 + 1);
-        for (const char *p = s; *p; p++) {
-            if (p[0] == '$' && p[1] == '{') escaped[n++] = '\\';
-            escaped[n++] = *p;
-        }
-        escaped[n] = '\0';
-        s = escaped;
-    }
-    yaml_event_t ev;
-    yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)s, (int)strlen(s), !quoted, 1,
-                                 quoted ? YAML_DOUBLE_QUOTED_SCALAR_STYLE : YAML_ANY_SCALAR_STYLE);
-    int ok = yaml_emitter_emit(em, &ev);
-    free(escaped);
-    return ok;
-}
-
-static int emit_node(yaml_emitter_t *em, const ynode *n, int escape)
-{
-    yaml_event_t ev;
-    if (n->kind == YN_SCALAR) return emit_scalar(em, n->str, n->quoted, escape && n->resolved);
-    if (n->kind == YN_SEQ) {
-        yaml_sequence_start_event_initialize(&ev, NULL, NULL, 1, YAML_ANY_SEQUENCE_STYLE);
-        if (!yaml_emitter_emit(em, &ev)) return 0;
-        for (size_t i = 0; i < n->n; i++)
-            if (!emit_node(em, n->items[i], escape)) return 0;
-        yaml_sequence_end_event_initialize(&ev);
-        return yaml_emitter_emit(em, &ev);
-    }
-    yaml_mapping_start_event_initialize(&ev, NULL, NULL, 1, YAML_ANY_MAPPING_STYLE);
-    if (!yaml_emitter_emit(em, &ev)) return 0;
-    for (size_t i = 0; i < n->n; i++) {
-        if (!emit_scalar(em, n->keys[i], 0, 0) || !emit_node(em, n->items[i], escape)) return 0;
-    }
-    yaml_mapping_end_event_initialize(&ev);
-    return yaml_emitter_emit(em, &ev);
-}
-
-static char *emit_tree(const ynode *root, size_t *len_out, int escape)
-{
-    yaml_emitter_t em;
-    yaml_event_t ev;
-    out_buf b = {0};
-    yaml_emitter_initialize(&em);
-    yaml_emitter_set_output(&em, write_handler, &b);
-    yaml_emitter_set_unicode(&em, 1);
-    yaml_emitter_set_width(&em, 100);
-    yaml_stream_start_event_initialize(&ev, YAML_UTF8_ENCODING);
-    int ok = yaml_emitter_emit(&em, &ev);
-    yaml_document_start_event_initialize(&ev, NULL, NULL, NULL, 1);
-    ok = ok && yaml_emitter_emit(&em, &ev);
-    ok = ok && emit_node(&em, root, escape);
-    yaml_document_end_event_initialize(&ev, 1);
-    ok = ok && yaml_emitter_emit(&em, &ev);
-    yaml_stream_end_event_initialize(&ev);
-    ok = ok && yaml_emitter_emit(&em, &ev);
-    ESP_CHECK(ok); /* the tree holds only valid UTF-8 scalars we read with libyaml */
-    yaml_emitter_delete(&em);
-    if (!b.data) b.data = xstrdup("");
-    if (len_out) *len_out = b.len;
-    return b.data;
-}
-
-char *yt_emit(const ynode *root, size_t *len_out) { return emit_tree(root, len_out, 0); }
-char *yt_emit_config(const ynode *root, size_t *len_out) { return emit_tree(root, len_out, 1); }
-
-int utf8_valid(const char *s)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
-        int extra = *p < 0x80 ? 0 : (*p & 0xE0) == 0xC0 ? 1 : (*p & 0xF0) == 0xE0 ? 2 : (*p & 0xF8) == 0xF0 ? 3 : -1;
-        if (extra < 0 || (extra == 1 && *p < 0xC2)) return 0;
-        p++;
-        for (int i = 0; i < extra; i++, p++)
-            if ((*p & 0xC0) != 0x80) return 0;
-    }
-    return 1;
 }

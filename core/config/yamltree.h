@@ -20,10 +20,12 @@ typedef struct ynode {
     char *str;            /* scalar text */
     int quoted;           /* written quoted or as a block scalar: always a string */
     int resolved;         /* interpolation already applied (its text may hold a literal "${") */
+    int resolving;        /* interpolation in progress (cycle detection; never copied) */
     size_t n, cap;        /* children */
     char **keys;          /* map keys (n of them) */
     ymark *key_marks;     /* where each map key was written */
     struct ynode **items; /* map values or sequence items */
+    struct yindex *index; /* hash index of the keys of a large mapping (NULL: scan the keys) */
     ymark mark;           /* where this value was written */
     ymark via;            /* where an interpolation brought it in from (line 0: none) */
 } ynode;
@@ -32,6 +34,9 @@ typedef struct ynode {
 const char *intern(const char *s);
 
 ynode *yt_parse_file(const char *path, esp_err *err);
+/* The same, and *empty tells whether the file held no document or a null one (an empty file,
+ * only comments, `~`): both parse as an empty mapping. */
+ynode *yt_parse_file_doc(const char *path, int *empty, esp_err *err);
 ynode *yt_parse_string(const char *text, size_t len, const char *name, esp_err *err);
 
 ynode *yt_scalar(const char *s, int quoted, ymark mark);
@@ -39,6 +44,13 @@ ynode *yt_map(ymark mark);
 ynode *yt_seq(ymark mark);
 void yt_free(ynode *n);
 ynode *yt_copy(const ynode *n);
+/* Moves src's value (kind, text, children) into dst, whose own value is freed; dst keeps its
+ * marks and flags, src's shell is freed. Parents of dst keep their pointer. */
+void yt_take(ynode *dst, ynode *src);
+/* What copying n costs: bytes of text (scalars and keys) plus YT_NODE_COST per value (about what
+ * a node takes in memory), and how many levels of mappings and lists it has (0 for a scalar). */
+#define YT_NODE_COST 128
+void yt_measure(const ynode *n, size_t *bytes, int *height);
 
 ynode *yt_map_get(const ynode *map, const char *key);
 ptrdiff_t yt_map_index(const ynode *map, const char *key);

@@ -39,12 +39,20 @@ int asr_data_open(asr_data *d, const training_cfg *cfg, const char *split, int t
 {
     memset(d, 0, sizeof *d);
     if (!cfg->data_dir) return esp_fail(err, "data_dir: missing");
-    if (!cfg->tokenizer || !cfg->tokenizer->save_path) return esp_fail(err, "tokenizer.save_path: missing");
+    tokenizer_spec ts;
+    if (tokenizer_spec_resolve(&ts, cfg->tokenizer, cfg->token_type, cfg->bpemodel, "training config", err) != 0)
+        return -1;
     char *mpath = xasprintf("%s/manifest/%s.tsv", cfg->data_dir, split);
-    char *tpath = xasprintf("%s/tokens.txt", cfg->tokenizer->save_path);
-    int rc = asr_data_open_files(d, cfg->model, mpath, tpath, train, err);
+    int rc = asr_data_open_files(d, cfg->model, mpath, ts.tokens_path, train, err);
+    if (rc == 0 && (rc = token_list_set_type(&d->tokens, ts.type, ts.model_path, err)) != 0) asr_data_close(d);
+    if (rc == 0) { /* labels map unknown text to <unk>: say so once per split, not per batch */
+        const char **texts = xmalloc((d->m.n ? d->m.n : 1) * sizeof *texts);
+        for (size_t i = 0; i < d->m.n; i++) texts[i] = d->m.items[i].text;
+        tokens_warn_unknown(&d->tokens, texts, d->m.n, mpath);
+        free(texts);
+    }
     free(mpath);
-    free(tpath);
+    tokenizer_spec_free(&ts);
     return rc;
 }
 
@@ -138,7 +146,7 @@ int asr_batch_load(asr_batch *b, asr_data *d, const size_t *items, int n, uint64
         const manifest_entry *e = &d->m.items[items[i]];
         b->utts[i] = e->utt;
         if (asr_data_read_wav(d, e->wav, &wav[i], &ns[i], err) != 0) rc = -1;
-        else if (char_tokenize(&d->tokens, e->text, &ids[i], &nids[i], err) != 0) rc = -1;
+        else if (text_to_ids(&d->tokens, e->text, &ids[i], &nids[i], NULL, err) != 0) rc = -1;
         if (rc == 0) {
             b->feat_lens[i] = (int)frontend_num_frames(d->fe, ns[i]);
             b->label_lens[i] = (int)nids[i];

@@ -30,11 +30,14 @@ typedef struct asr_data {
 } asr_data;
 
 /* Opens ${data_dir}/manifest/<split>.tsv with the model's frontend, SpecAugment (train only) and
- * normalization settings; the token list comes from ${tokenizer.save_path}/tokens.txt. */
+ * normalization settings; the token list comes from ${tokenizer.save_path}/tokens.txt and maps text
+ * as the config's tokenizer does (tokenizer_spec_resolve); transcripts with text outside it get one
+ * warning (their labels hold <unk>). */
 int asr_data_open(asr_data *d, const training_cfg *cfg, const char *split, int train, esp_err *err);
 /* The same from explicit files: a .tsv manifest and a tokens.txt, with the model's frontend and
  * normalization (m may be NULL: defaults, no normalization). manifest_path NULL opens no manifest
- * (d->m stays empty): the token list and the features of waveforms alone, as decoding needs. */
+ * (d->m stays empty): the token list and the features of waveforms alone, as decoding needs. The
+ * list maps text as char until token_list_set_type(&d->tokens, ...) says otherwise. */
 int asr_data_open_files(asr_data *d, const model_cfg *m, const char *manifest_path, const char *tokens_path,
                         int train, esp_err *err);
 void asr_data_close(asr_data *d);

@@ -1,7 +1,50 @@
 #include "core/data/audio.h"
 
+#include <inttypes.h>
 #include <sndfile.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+/* The first buffer holds at most this many samples, whatever the header claims: a hostile header
+ * must not make us allocate before the data is there (the buffer grows as samples arrive). */
+#define FIRST_CHUNK (1u << 20)
+
+static uint32_t get32(const unsigned char *p, int big_endian)
+{
+    return big_endian ? (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]
+                      : p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* libsndfile quietly shortens a WAV whose data chunk runs past the end of the file to what is
+ * there. Finds the data chunk's declared size and the bytes the file holds after its start; 1 when
+ * the declared size does not fit. 0 and 0xffffffff (the sizes streaming writers leave) mean "to the
+ * end of the file" and always fit. */
+static int wav_data_truncated(const char *path, uint32_t *declared, long *present)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return 0;
+    unsigned char h[12];
+    int truncated = 0;
+    if (fread(h, 1, 12, fp) == 12 && (!memcmp(h, "RIFF", 4) || !memcmp(h, "RIFX", 4)) && !memcmp(h + 8, "WAVE", 4) &&
+        fseek(fp, 0, SEEK_END) == 0) {
+        int big = h[3] == 'X';
+        long size = ftell(fp), pos = 12;
+        while (pos >= 0 && size - pos >= 8 && fseek(fp, pos, SEEK_SET) == 0 && fread(h, 1, 8, fp) == 8) {
+            uint32_t len = get32(h + 4, big);
+            if (!memcmp(h, "data", 4)) {
+                *declared = len;
+                *present = size - pos - 8;
+                truncated = len != 0 && len != UINT32_MAX && (long)len > *present;
+                break;
+            }
+            pos += 8 + (long)len + (len & 1);
+        }
+    }
+    fclose(fp);
+    return truncated;
+}
 
 int audio_read(const char *path, int expected_fs, const char *fs_key, float **samples, size_t *n,
                esp_err *err)
@@ -22,22 +65,34 @@ int audio_read_fs(const char *path, int expected_fs, const char *fs_key, float *
         return esp_fail(err, "%s: %d channels, but espnet3 reads mono audio (downmix it, e.g. "
                              "`sox in.wav -c 1 out.wav`)", path, info.channels);
     }
+    if (info.samplerate <= 0) {
+        sf_close(sf);
+        return esp_fail(err, "%s: sample rate %d Hz in the header (corrupt file?)", path, info.samplerate);
+    }
     if (expected_fs > 0 && info.samplerate != expected_fs) {
         sf_close(sf);
         return esp_fail(err, "%s: sample rate %d Hz, but %s is %d (resample the audio or set %s)", path,
                         info.samplerate, fs_key ? fs_key : "fs", expected_fs, fs_key ? fs_key : "fs");
     }
+    int major = info.format & SF_FORMAT_TYPEMASK;
+    uint32_t declared;
+    long present;
+    if ((major == SF_FORMAT_WAV || major == SF_FORMAT_WAVEX) && wav_data_truncated(path, &declared, &present)) {
+        sf_close(sf);
+        return esp_fail(err, "%s: truncated WAV: the header declares %" PRIu32 " bytes of audio data, the file "
+                             "holds %ld (re-copy or re-create the file)", path, declared, present);
+    }
     if (fs_out) *fs_out = info.samplerate;
     /* libsndfile's float reads normalize integer PCM by 1/2^(bits-1), as soundfile does; float
      * files come back unchanged. */
     sf_command(sf, SFC_SET_NORM_FLOAT, NULL, SF_TRUE);
-    size_t cap = info.frames > 0 ? (size_t)info.frames : 0;
-    float *buf = xmalloc((cap ? cap : 1) * sizeof *buf);
+    size_t cap = info.frames <= 0 ? 16384 : info.frames < FIRST_CHUNK ? (size_t)info.frames : FIRST_CHUNK;
+    float *buf = xmalloc(cap * sizeof *buf);
     size_t got = 0;
     for (;;) {
         if (got == cap) {
             /* Frame counts can be unknown or wrong (streamed or truncated files): grow as needed. */
-            cap = cap ? cap * 2 : 16384;
+            cap *= 2;
             buf = xrealloc(buf, cap * sizeof *buf);
         }
         sf_count_t r = sf_readf_float(sf, buf + got, (sf_count_t)(cap - got));
@@ -45,13 +100,15 @@ int audio_read_fs(const char *path, int expected_fs, const char *fs_key, float *
         got += (size_t)r;
     }
     int rc = sf_error(sf);
-    if (rc != SF_ERR_NO_ERROR) {
-        esp_fail(err, "%s: cannot decode audio: %s", path, sf_error_number(rc));
-        sf_close(sf);
+    if (rc != SF_ERR_NO_ERROR) esp_fail(err, "%s: cannot decode audio: %s", path, sf_error_number(rc));
+    else if (info.frames > 0 && info.frames != SF_COUNT_MAX && (sf_count_t)got < info.frames)
+        rc = esp_fail(err, "%s: truncated or corrupt audio: the header promises %lld samples, %zu could be decoded",
+                      path, (long long)info.frames, got);
+    sf_close(sf);
+    if (rc != 0) {
         free(buf);
         return -1;
     }
-    sf_close(sf);
     *samples = buf;
     *n = got;
     return 0;

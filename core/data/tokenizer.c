@@ -2,6 +2,8 @@
 
 #include "core/base/fsio.h"
 #include "core/base/hash.h"
+#include "core/data/spm_shim.h"
+#include "core/formats/text_file.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -80,6 +82,7 @@ void char_token_list_build(const char *const *texts, size_t n_texts, token_list 
     qsort(chars, n, sizeof *chars, cmp_by_count);
     free(t.slots);
 
+    memset(out, 0, sizeof *out);
     out->n = n + 3;
     out->tokens = xmalloc(out->n * sizeof *out->tokens);
     out->tokens[0] = xstrdup(TOKEN_BLANK);
@@ -88,6 +91,7 @@ void char_token_list_build(const char *const *texts, size_t n_texts, token_list 
         out->tokens[2 + i] = xstrdup(strcmp(chars[i].ch, " ") == 0 ? TOKEN_SPACE : chars[i].ch);
     out->tokens[n + 2] = xstrdup(TOKEN_SOS_EOS);
     free(chars);
+    token_list_index(out);
 }
 
 int token_list_write(const char *path, const token_list *tl, esp_err *err)
@@ -100,17 +104,40 @@ int token_list_write(const char *path, const token_list *tl, esp_err *err)
 
 long token_list_find(const token_list *tl, const char *token)
 {
+    if (tl->index) {
+        size_t mask = tl->index_cap - 1;
+        for (size_t j = fnv1a64_str(token) & mask; tl->index[j] >= 0; j = (j + 1) & mask)
+            if (strcmp(tl->tokens[tl->index[j]], token) == 0) return tl->index[j];
+        return -1;
+    }
     for (size_t i = 0; i < tl->n; i++)
         if (strcmp(tl->tokens[i], token) == 0) return (long)i;
     return -1;
+}
+
+void token_list_index(token_list *tl)
+{
+    size_t cap = 16;
+    while (cap < 2 * tl->n) cap *= 2;
+    free(tl->index);
+    tl->index = xmalloc(cap * sizeof *tl->index);
+    tl->index_cap = cap;
+    for (size_t j = 0; j < cap; j++) tl->index[j] = -1;
+    for (size_t i = 0; i < tl->n; i++) { /* a repeat lands after the first: lookups find the first */
+        size_t j = fnv1a64_str(tl->tokens[i]) & (cap - 1);
+        while (tl->index[j] >= 0) j = (j + 1) & (cap - 1);
+        tl->index[j] = (long)i;
+    }
 }
 
 void token_list_free(token_list *tl)
 {
     for (size_t i = 0; i < tl->n; i++) free(tl->tokens[i]);
     free(tl->tokens);
-    tl->tokens = NULL;
-    tl->n = 0;
+    if (tl->spm) spm_free(tl->spm);
+    free(tl->piece_token);
+    free(tl->index);
+    memset(tl, 0, sizeof *tl);
 }
 
 typedef struct token_ctx {
@@ -137,15 +164,15 @@ static int token_line(void *vctx, char *line, size_t lineno, esp_err *err)
 
 int token_list_read(const char *path, token_list *out, esp_err *err)
 {
-    out->tokens = NULL;
-    out->n = 0;
-    char *buf = read_file(path, NULL, err);
+    memset(out, 0, sizeof *out);
+    char *buf = text_file_read(path, "a token list", NULL, err);
     if (!buf) return -1;
     token_ctx c = {.path = path, .out = out};
     int rc = for_each_line(buf, token_line, &c, err);
     free(buf);
     if (rc == 0 && out->n == 0) rc = esp_fail(err, "%s: holds no tokens (run stage train_tokenizer)", path);
     if (rc != 0) token_list_free(out);
+    else token_list_index(out);
     return rc;
 }
 

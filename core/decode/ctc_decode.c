@@ -89,25 +89,7 @@ void cer_add(err_counts *acc, const err_calc *ec, const int *hyp, size_t nhyp, c
     free(r);
 }
 
-char *token_ids_to_text(const err_calc *ec, const int *ids, size_t n)
-{
-    size_t len = 0;
-    for (size_t i = 0; i < n; i++) len += strlen(token_str(ec, ids[i]));
-    char *s = xmalloc(len + 1), *p = s;
-    for (size_t i = 0; i < n; i++) {
-        if (ids[i] == ec->blank) continue;
-        if (ids[i] == ec->space) {
-            *p++ = ' ';
-            continue;
-        }
-        const char *tok = token_str(ec, ids[i]);
-        size_t l = strlen(tok);
-        memcpy(p, tok, l);
-        p += l;
-    }
-    *p = '\0';
-    return s;
-}
+char *token_ids_to_text(const err_calc *ec, const int *ids, size_t n) { return ids_to_text(ec->tl, ids, n); }
 
 #define WS " \t\n\r\f\v"
 

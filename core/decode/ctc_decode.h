@@ -52,8 +52,9 @@ void wer_add(err_counts *acc, const err_calc *ec, const int *hyp, size_t nhyp, c
 /* edits / ref_len; NaN when nothing was counted (ESPnet's None). */
 double err_rate(const err_counts *acc);
 
-/* Text of a token id sequence: token strings joined, <space> as ' ', blanks dropped (ESPnet's
- * convert_to_char). Caller frees. */
+/* Text of a token id sequence as the list's tokenizer gives it (ids_to_text, tokenizer.h): for
+ * char, token strings joined, <space> as ' ', blanks dropped (ESPnet's convert_to_char); for bpe,
+ * SentencePiece's DecodePieces. Caller frees. */
 char *token_ids_to_text(const err_calc *ec, const int *ids, size_t n);
 
 #endif

@@ -228,7 +228,13 @@ int ctc_prefix_beam_search(ctc_beam *w, const float *logp, int hlen, int V, cons
         }
         w->n_beam = n_top;
     }
-    const hyp *best = &w->beam[0];
-    if (score) *score = log_add(best->pb, best->pnb) + o->penalty * w->len[best->node];
-    return spell(w, best->node, -1, out);
+    return ctc_prefix_beam_nth(w, 0, o, out, score);
+}
+
+int ctc_prefix_beam_nth(ctc_beam *w, int k, const ctc_beam_opts *o, int *out, double *score)
+{
+    if (k < 0 || (size_t)k >= w->n_beam) return -1;
+    const hyp *h = &w->beam[k];
+    if (score) *score = log_add(h->pb, h->pnb) + o->penalty * w->len[h->node];
+    return spell(w, h->node, -1, out);
 }

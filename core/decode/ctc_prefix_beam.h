@@ -31,4 +31,9 @@ void ctc_beam_free(ctc_beam *w);
 int ctc_prefix_beam_search(ctc_beam *w, const float *logp, int hlen, int V, const ctc_beam_opts *o, int *out,
                            double *score);
 
+/* The n-best of the last search: the k-th prefix of its final beam (k = 0 is what the search
+ * returned; the beam is in rank order), written to out as above; returns its length, or -1 when
+ * the beam holds k or fewer prefixes. o must be the options of that search. */
+int ctc_prefix_beam_nth(ctc_beam *w, int k, const ctc_beam_opts *o, int *out, double *score);
+
 #endif

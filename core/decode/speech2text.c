@@ -1,14 +1,23 @@
-/* Speech2Text: model files -> decoder; waveform -> features -> encoder -> CTC search -> text.
+/* Speech2Text: model files -> decoder; waveform -> features -> encoder -> search -> text.
  * See speech2text.h. */
 #include "core/decode/speech2text.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/data/asr_data.h"
 #include "core/decode/ctc_decode.h"
 #include "core/decode/ctc_prefix_beam.h"
+#include "core/nn/decoder_conf.h"
+#include "core/nn/decoder_transformer.h"
 #include "core/nn/model.h"
+
+/* The attention decoder's contract with core/nn (decoder_score_batch): for n_hyps prefixes, each
+ * starting with <sos>, the next-token log-softmax (n_hyps x vocab, host) given the encoder output
+ * hs_dev (T x d, device) of one utterance. */
+typedef void (*s2t_decoder_fn)(const asr_model *m, const float *hs_dev, int T, const int *const *prefixes,
+                               const int *lens, int n_hyps, float *logp_host);
 
 struct speech2text {
     s2t_opts opts;
@@ -17,6 +26,10 @@ struct speech2text {
     asr_model model;
     int have_model;
     ctc_beam *beam;
+    beam_search *bs;
+    bs_scorer att;          /* the joint search's decoder: the model's, or opts.attention */
+    s2t_decoder_fn decoder; /* the model's, when att calls it */
+    int hlen;               /* encoder frames of the utterance being decoded */
     err_calc ec;
     /* Work buffers, grown to the longest utterance seen. */
     float *host_feats, *dev_feats, *host_logp;
@@ -26,24 +39,77 @@ struct speech2text {
 void s2t_hyp_free(s2t_hyp *h)
 {
     if (!h) return;
+    for (int k = 0; h->alt && k + 1 < h->n_found; k++) s2t_hyp_free(&h->alt[k]);
+    free(h->alt);
     free(h->ids);
     free(h->text);
     memset(h, 0, sizeof *h);
 }
 
+/* The model's attention decoder (core/nn/decoder_transformer.h), for a model that has one. */
+static s2t_decoder_fn model_decoder(const asr_model *m)
+{
+    return m->dec ? decoder_score_batch : NULL;
+}
+
+/* The training config's model.decoder: transformer with model_conf.ctc_weight < 1. */
+static int has_attention_decoder(const model_cfg *mc)
+{
+    return decoder_in_cfg(mc);
+}
+
+/* The model's decoder as the search's scorer, on the encoder output of the current utterance
+ * (m->lnf: after_norm, the input of ctc_lo, B = 1). */
+static void decoder_score(void *ctx, const int *const *prefixes, const int *lens, int n, float *logp)
+{
+    speech2text *s = ctx;
+    s->decoder(&s->model, s->model.lnf, s->hlen, prefixes, lens, n, logp);
+}
+
+static int no_decoder(esp_err *err, double ctc_weight)
+{
+    return esp_fail(err, "ctc_weight %g: model has no attention decoder (decoder: transformer): use ctc_weight 1.0",
+                    ctc_weight);
+}
+
+int speech2text_check(const model_files *mf, const s2t_opts *o, esp_err *err)
+{
+    if (!(o->ctc_weight >= 0.0 && o->ctc_weight <= 1.0))
+        return esp_fail(err, "ctc_weight %g: use a weight in [0, 1] (1.0: CTC only)", o->ctc_weight);
+    const model_cfg *mc = model_files_training(mf)->model;
+    if (o->ctc_weight < 1.0 && !o->attention && !has_attention_decoder(mc)) return no_decoder(err, o->ctc_weight);
+    if (o->ctc_weight > 0.0 && !ctc_in_cfg(mc))
+        return esp_fail(err, "ctc_weight %g: the model has no CTC branch (trained with model_conf.ctc_weight 0, "
+                             "ESPnet2 then has no ctc module): use ctc_weight 0.0 (attention only)",
+                        o->ctc_weight);
+    return 0;
+}
+
 speech2text *speech2text_open(backend *be, const model_files *mf, const s2t_opts *o, esp_err *err)
 {
     const training_cfg *tc = model_files_training(mf);
+    if (speech2text_check(mf, o, err) != 0) return NULL;
     speech2text *s = xcalloc(1, sizeof *s);
     s->opts = *o;
     s->be = be;
     if (asr_data_open_files(&s->data, tc->model, NULL, mf->tokens, 0, err) != 0) goto fail;
+    if (token_list_set_type(&s->data.tokens, mf->token_type, mf->bpemodel, err) != 0) goto fail;
     model_dims dims;
     if (model_dims_from_cfg(&dims, tc->model, s->data.fo.n_mels, (int)s->data.tokens.n, err) != 0) goto fail;
+    /* A hybrid model's decoder weights load with the rest; CTC-only decoding does not use them. */
     asr_model_init_inference(&s->model, be, &dims);
     s->have_model = 1;
     if (asr_model_load_weights(&s->model, mf->weights, err) != 0) goto fail;
     s->beam = ctc_beam_new();
+    s->bs = beam_search_new();
+    if (o->attention) {
+        s->att = *o->attention;
+    } else if ((s->decoder = model_decoder(&s->model))) {
+        s->att = (bs_scorer){.score = decoder_score, .ctx = s};
+    } else if (o->ctc_weight < 1.0) {
+        no_decoder(err, o->ctc_weight);
+        goto fail;
+    }
     err_calc_init(&s->ec, &s->data.tokens);
     return s;
 fail:
@@ -60,6 +126,7 @@ void speech2text_close(speech2text *s)
     }
     asr_data_close(&s->data);
     ctc_beam_free(s->beam);
+    beam_search_free(s->bs);
     free(s->host_feats);
     free(s->host_logp);
     free(s);
@@ -89,27 +156,85 @@ static int encode(speech2text *s, const float *feats, int T)
     /* m->logp is device memory: wait for the forward, copy, and wait for the copy before the
      * search reads it (a no-op on the synchronous CPU backend). */
     be->synchronize(be);
-    be->copy(be, s->host_logp, m->logp, nl * sizeof(float), BACKEND_DEVICE_TO_HOST);
+    if (!m->dims.no_ctc) /* without a CTC branch (attention-only search) there are none */
+        be->copy(be, s->host_logp, m->logp, nl * sizeof(float), BACKEND_DEVICE_TO_HOST);
     be->synchronize(be);
     return hlen;
+}
+
+/* One hypothesis: ids without blanks (ESPnet drops id 0 from token_int), text, score. */
+static void set_hyp(const speech2text *s, s2t_hyp *h, const int *ids, int n, double score, int frames)
+{
+    h->ids = xmalloc(((size_t)n + 1) * sizeof *h->ids);
+    h->n_ids = 0;
+    for (int k = 0; k < n; k++)
+        if (ids[k] != 0) h->ids[h->n_ids++] = ids[k];
+    h->text = token_ids_to_text(&s->ec, h->ids, h->n_ids);
+    h->score = score;
+    h->frames = frames;
+}
+
+/* Room for the 2nd .. n-th best. */
+static void alloc_alt(s2t_hyp *out, int n_found)
+{
+    out->n_found = n_found;
+    if (n_found > 1) out->alt = xcalloc((size_t)n_found - 1, sizeof *out->alt);
+}
+
+static int nbest_of(const s2t_opts *o) { return o->nbest > 1 ? o->nbest : 1; }
+
+static void decode_joint(speech2text *s, int hlen, int frames, s2t_hyp *out)
+{
+    const s2t_opts *o = &s->opts;
+    beam_search_opts bo = {.beam_size = o->beam_size > 1 ? o->beam_size : 1, .nbest = nbest_of(o),
+                           .ctc_weight = o->ctc_weight, .penalty = o->penalty, .maxlenratio = o->maxlenratio,
+                           .minlenratio = o->minlenratio};
+    bs_nbest nb;
+    s->hlen = hlen;
+    beam_search_run(s->bs, s->host_logp, hlen, s->model.dims.vocab, &s->att, &bo, &nb);
+    alloc_alt(out, nb.n);
+    for (int k = 0; k < nb.n; k++)
+        set_hyp(s, k == 0 ? out : &out->alt[k - 1], nb.hyps[k].ids, nb.hyps[k].n_ids, nb.hyps[k].score, frames);
+    if (nb.n == 0) set_hyp(s, out, NULL, 0, -INFINITY, frames);
+    bs_nbest_free(&nb);
+}
+
+static void decode_ctc(speech2text *s, int hlen, int frames, s2t_hyp *out)
+{
+    int V = s->model.dims.vocab, *ids = xmalloc(((size_t)hlen + 1) * sizeof *ids);
+    if (s->opts.beam_size <= 1) {
+        int n = ctc_greedy_decode(ids, s->host_logp, hlen, V);
+        double best = 0.0;
+        for (int t = 0; t < hlen; t++) {
+            const float *row = s->host_logp + (size_t)t * V;
+            float m = row[0];
+            for (int c = 1; c < V; c++) m = row[c] > m ? row[c] : m;
+            best += m;
+        }
+        alloc_alt(out, 1);
+        set_hyp(s, out, ids, n, best, frames);
+    } else {
+        ctc_beam_opts bo = {.beam_size = s->opts.beam_size, .penalty = s->opts.penalty};
+        double score;
+        int n = ctc_prefix_beam_search(s->beam, s->host_logp, hlen, V, &bo, ids, &score), found = 1;
+        set_hyp(s, out, ids, n, score, frames);
+        int want = nbest_of(&s->opts);
+        while (found < want && ctc_prefix_beam_nth(s->beam, found, &bo, ids, NULL) >= 0) found++;
+        alloc_alt(out, found);
+        for (int k = 1; k < found; k++) {
+            n = ctc_prefix_beam_nth(s->beam, k, &bo, ids, &score);
+            set_hyp(s, &out->alt[k - 1], ids, n, score, frames);
+        }
+    }
+    free(ids);
 }
 
 void speech2text_decode_feats(speech2text *s, const float *feats, int T, s2t_hyp *out)
 {
     memset(out, 0, sizeof *out);
     int hlen = encode(s, feats, T);
-    int V = s->model.dims.vocab;
-    out->ids = xmalloc(((size_t)hlen + 1) * sizeof *out->ids);
-    int nh;
-    if (s->opts.beam_size <= 1) {
-        nh = ctc_greedy_decode(out->ids, s->host_logp, hlen, V);
-    } else {
-        ctc_beam_opts bo = {.beam_size = s->opts.beam_size, .penalty = s->opts.penalty};
-        nh = ctc_prefix_beam_search(s->beam, s->host_logp, hlen, V, &bo, out->ids, NULL);
-    }
-    out->n_ids = (size_t)nh;
-    out->text = token_ids_to_text(&s->ec, out->ids, out->n_ids);
-    out->frames = T;
+    if (s->opts.ctc_weight < 1.0) decode_joint(s, hlen, T, out);
+    else decode_ctc(s, hlen, T, out);
 }
 
 int speech2text_decode_wav(speech2text *s, const float *wav, size_t n, s2t_hyp *out, esp_err *err)

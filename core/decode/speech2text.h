@@ -6,8 +6,20 @@
  * Each utterance runs through the encoder alone, at its own length: OpenBLAS rounds a GEMM row
  * differently for other row counts, so a padded batch would change the log-probs' last bits with
  * the batch it came in; one forward per utterance gives the same hypothesis in any batch (and is
- * faster on a CPU). beam_size 1 is greedy CTC (ctc_decode.h), more the CTC prefix beam search
- * (ctc_prefix_beam.h) with ESPnet's `penalty` as length bonus.
+ * faster on a CPU).
+ *
+ * The search, by ctc_weight (ESPnet's Speech2Text weights: decoder 1 - ctc_weight, ctc ctc_weight,
+ * length_bonus penalty):
+ *   1.0 (CTC only): beam_size 1 is greedy CTC (ctc_decode.h), more the frame-synchronous CTC prefix
+ *       beam search (ctc_prefix_beam.h) with `penalty` as length bonus; its n-best is its final beam.
+ *       ESPnet runs its label-synchronous BeamSearch here instead (beam_search.h can, at about 50x
+ *       the time): README, "Where results can differ from ESPnet".
+ *   below 1.0: ESPnet's joint CTC/attention BatchBeamSearch (beam_search.h), exactly, with the
+ *       model's attention decoder as scorer (decoder_score_batch, core/nn/decoder_transformer.h):
+ *       all running hypotheses in one decoder call per step. A model without an attention decoder
+ *       (its training config: model.decoder transformer, model_conf.ctc_weight < 1) is an error at
+ *       open, unless opts.attention stands in for it; so is ctc_weight above 0 for a model trained
+ *       without a CTC branch (model_conf.ctc_weight 0).
  *
  * The backend is the caller's: it is created before speech2text_open and destroyed after
  * speech2text_close. The log-probabilities are copied to the host before any search reads them,
@@ -19,28 +31,48 @@
 
 #include "core/base/log.h"
 #include "core/compute/backend.h"
+#include "core/decode/beam_search.h"
 #include "core/data/tokenizer.h"
 #include "core/nn/model_files.h"
 
 typedef struct s2t_opts {
-    int beam_size;   /* 1 (or less) = greedy CTC; more = CTC prefix beam search */
-    double penalty;  /* beam search: added per output token (ESPnet's length bonus); 0 = none */
+    int beam_size;       /* 1 (or less) = greedy CTC when ctc_weight is 1; beam otherwise */
+    double penalty;      /* ESPnet's length bonus per output token (eos included in the joint search); 0 = none */
+    double ctc_weight;   /* 1.0: CTC only; [0, 1): joint search with the attention decoder */
+    int nbest;           /* hypotheses kept per utterance (1 or less: the best only) */
+    double maxlenratio;  /* joint search (ESPnet's meaning): 0 = maxlen T with end detection, > 0 ratio, < 0 fixed */
+    double minlenratio;
+    const bs_scorer *attention; /* NULL: the model's attention decoder; else used in its place (tests,
+                                 * a decoder from elsewhere); borrowed */
 } s2t_opts;
 
-/* The 1-best hypothesis of one utterance. */
+/* Greedy CTC, 1-best: the options a caller that sets nothing else wants. */
+#define S2T_OPTS_DEFAULT {.beam_size = 1, .ctc_weight = 1.0, .nbest = 1}
+
+/* The hypotheses of one utterance, best first: this struct holds the best, alt the others. */
 typedef struct s2t_hyp {
-    int *ids;        /* token ids, blanks removed and repeats merged */
+    int *ids;        /* token ids: no blanks (ESPnet drops id 0), no <sos>/<eos> */
     size_t n_ids;
-    char *text;      /* ESPnet's char detokenization: tokens joined, <space> as a space */
+    char *text;      /* the tokenizer's detokenization (ESPnet's tokens2text: char, word or bpe) */
+    double score;    /* joint search: ESPnet's hyp.score; prefix beam: log p(prefix) + penalty * len;
+                      * greedy: the log-probability of the best path */
     int frames;      /* feature frames of the utterance (samples / hop_length + 1) */
+    int n_found;     /* hypotheses found, at most nbest: this one and alt[0 .. n_found - 1). 0: the joint
+                      * search ended none (ESPnet returns an empty n-best): no ids, text "" */
+    struct s2t_hyp *alt;
 } s2t_hyp;
 
 void s2t_hyp_free(s2t_hyp *h);
 
 typedef struct speech2text speech2text;
 
+/* Checks what opts ask of the model named by mf without loading it (ctc_weight below 1 needs an
+ * attention decoder): for callers that want the error before any work. */
+int speech2text_check(const model_files *mf, const s2t_opts *o, esp_err *err);
+
 /* Loads the token list, frontend and normalization named by mf's training config and the weights
- * mf->weights onto be (borrowed: it must outlive the speech2text). NULL with err on failure. */
+ * mf->weights onto be (borrowed: it must outlive the speech2text). NULL with err on failure,
+ * speech2text_check's errors included. */
 speech2text *speech2text_open(backend *be, const model_files *mf, const s2t_opts *o, esp_err *err);
 void speech2text_close(speech2text *s);
 

@@ -1,5 +1,6 @@
 #include "core/formats/manifest.h"
 #include "core/base/fsio.h"
+#include "core/formats/text_file.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,8 @@ int manifest_write_tsv(const char *path, const manifest *m, esp_err *err)
 typedef struct tsv_ctx {
     const char *path;
     manifest *m;
+    size_t *lines; /* the line of each entry */
+    size_t lines_cap;
 } tsv_ctx;
 
 static int tsv_line(void *vctx, char *line, size_t lineno, esp_err *err)
@@ -82,39 +85,55 @@ static int tsv_line(void *vctx, char *line, size_t lineno, esp_err *err)
     *text++ = '\0';
     if (!line[0] || !wav[0])
         return esp_fail(err, "%s:%zu: empty utterance id or wav path", c->path, lineno);
+    /* What manifest_write_tsv and the Kaldi files refuse, and the line ends a reader may split at. */
+    if (strpbrk(line, " \r\v\f"))
+        return esp_fail(err, "%s:%zu: utterance id '%s' holds whitespace", c->path, lineno, line);
+    if (strchr(wav, '\r') || strchr(text, '\r'))
+        return esp_fail(err, "%s:%zu: utterance %s: a carriage return inside the line", c->path, lineno, line);
+    if (c->m->n == c->lines_cap) {
+        c->lines_cap = c->lines_cap ? 2 * c->lines_cap : 64;
+        c->lines = xrealloc(c->lines, c->lines_cap * sizeof *c->lines);
+    }
+    c->lines[c->m->n] = lineno;
     manifest_add(c->m, line, wav, text, NULL);
     return 0;
 }
 
-static int cmp_str_ptr(const void *a, const void *b)
+static int cmp_utt_index(const void *a, const void *b, void *m)
 {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
+    const manifest_entry *e = ((const manifest *)m)->items;
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    int c = strcmp(e[x].utt, e[y].utt);
+    return c ? c : (x > y) - (x < y);
 }
 
-static const char *find_duplicate(const manifest *m)
+/* An utterance id given twice: an error naming both lines. */
+static int check_unique(const char *path, const manifest *m, const size_t *lines, esp_err *err)
 {
-    if (m->n < 2) return NULL;
-    /* Sorting pointers keeps the manifest's own order intact. */
-    const char **ids = xmalloc(m->n * sizeof *ids);
-    for (size_t i = 0; i < m->n; i++) ids[i] = m->items[i].utt;
-    qsort(ids, m->n, sizeof *ids, cmp_str_ptr);
-    const char *dup = NULL;
-    for (size_t i = 1; i < m->n && !dup; i++)
-        if (strcmp(ids[i - 1], ids[i]) == 0) dup = ids[i];
-    free(ids);
-    return dup;
+    size_t *ix = xmalloc((m->n ? m->n : 1) * sizeof *ix);
+    for (size_t i = 0; i < m->n; i++) ix[i] = i;
+    qsort_r(ix, m->n, sizeof *ix, cmp_utt_index, (void *)m);
+    int rc = 0;
+    for (size_t k = 1; k < m->n && rc == 0; k++)
+        if (strcmp(m->items[ix[k - 1]].utt, m->items[ix[k]].utt) == 0)
+            rc = esp_fail(err, "%s:%zu: utterance id %s appears again (first on line %zu)", path, lines[ix[k]],
+                          m->items[ix[k]].utt, lines[ix[k - 1]]);
+    free(ix);
+    return rc;
 }
 
 int manifest_read_tsv(const char *path, manifest *out, esp_err *err)
 {
     memset(out, 0, sizeof *out);
-    char *buf = read_file(path, NULL, err);
+    char *buf = text_file_read(path, "a manifest", NULL, err);
     if (!buf) return -1;
-    tsv_ctx c = {path, out};
+    tsv_ctx c = {.path = path, .m = out};
     int rc = for_each_line(buf, tsv_line, &c, err);
     free(buf);
-    const char *dup = rc == 0 ? find_duplicate(out) : NULL;
-    if (dup) rc = esp_fail(err, "%s: utterance id %s appears more than once", path, dup);
+    if (rc == 0) rc = check_unique(path, out, c.lines, err);
+    free(c.lines);
+    if (rc == 0 && out->n == 0)
+        rc = esp_fail(err, "%s: no utterances (an empty manifest; rerun create_dataset, stage 1)", path);
     if (rc != 0) manifest_free(out);
     return rc;
 }
@@ -157,10 +176,12 @@ int manifest_write_kaldi_dir(const char *dir, const manifest *m, esp_err *err)
     return rc;
 }
 
-/* A Kaldi "key rest-of-line" table. */
+/* A Kaldi "key rest-of-line" table, with each row's line and the rows sorted by key. */
 typedef struct kv_table {
     char **keys, **vals;
+    size_t *lines;
     size_t n, cap;
+    size_t *order;     /* rows sorted by key, for kv_lookup */
     const char *path;
 } kv_table;
 
@@ -175,9 +196,11 @@ static int kv_line(void *vctx, char *line, size_t lineno, esp_err *err)
         t->cap = t->cap ? 2 * t->cap : 64;
         t->keys = xrealloc(t->keys, t->cap * sizeof *t->keys);
         t->vals = xrealloc(t->vals, t->cap * sizeof *t->vals);
+        t->lines = xrealloc(t->lines, t->cap * sizeof *t->lines);
     }
     t->keys[t->n] = sp ? xstrndup(line, (size_t)(sp - line)) : xstrdup(line);
     t->vals[t->n] = xstrdup(sp ? sp + 1 : "");
+    t->lines[t->n] = lineno;
     t->n++;
     return 0;
 }
@@ -190,52 +213,55 @@ static void kv_free(kv_table *t)
     }
     free(t->keys);
     free(t->vals);
+    free(t->lines);
+    free(t->order);
+    memset(t, 0, sizeof *t);
 }
 
+static int cmp_order(const void *a, const void *b, void *table)
+{
+    const kv_table *t = table;
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    int c = strcmp(t->keys[x], t->keys[y]);
+    return c ? c : (x > y) - (x < y);
+}
+
+/* Reads <dir>/<name>; a key given twice is an error naming both lines. */
 static int kv_read(const char *dir, const char *name, kv_table *t, esp_err *err)
 {
     memset(t, 0, sizeof *t);
     char *path = path_join(dir, name);
-    char *buf = read_file(path, NULL, err);
+    char *buf = text_file_read(path, "a Kaldi data file", NULL, err);
     int rc = -1;
     if (buf) {
         t->path = path;
         rc = for_each_line(buf, kv_line, t, err);
-        t->path = NULL;
         free(buf);
     }
+    if (rc == 0) {
+        t->order = xmalloc((t->n ? t->n : 1) * sizeof *t->order);
+        for (size_t i = 0; i < t->n; i++) t->order[i] = i;
+        qsort_r(t->order, t->n, sizeof *t->order, cmp_order, t);
+        for (size_t k = 1; k < t->n && rc == 0; k++) {
+            size_t a = t->order[k - 1], b = t->order[k];
+            if (strcmp(t->keys[a], t->keys[b]) == 0)
+                rc = esp_fail(err, "%s:%zu: utterance %s appears again (first on line %zu)", path, t->lines[b],
+                              t->keys[b], t->lines[a]);
+        }
+    }
+    t->path = NULL;
     free(path);
     if (rc != 0) kv_free(t);
     return rc;
 }
 
-/* Lookup by key through a sorted permutation of a table's rows. */
-typedef struct kv_index {
-    const kv_table *t;
-    size_t *order;
-} kv_index;
-
-static int cmp_order(const void *a, const void *b, void *table)
+static const char *kv_lookup(const kv_table *t, const char *key)
 {
-    const kv_table *t = table;
-    return strcmp(t->keys[*(const size_t *)a], t->keys[*(const size_t *)b]);
-}
-
-static void kv_index_build(kv_index *ix, const kv_table *t)
-{
-    ix->t = t;
-    ix->order = xmalloc((t->n ? t->n : 1) * sizeof *ix->order);
-    for (size_t i = 0; i < t->n; i++) ix->order[i] = i;
-    qsort_r(ix->order, t->n, sizeof *ix->order, cmp_order, (void *)t);
-}
-
-static const char *kv_lookup(const kv_index *ix, const char *key)
-{
-    size_t lo = 0, hi = ix->t->n;
+    size_t lo = 0, hi = t->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(ix->t->keys[ix->order[mid]], key);
-        if (c == 0) return ix->t->vals[ix->order[mid]];
+        int c = strcmp(t->keys[t->order[mid]], key);
+        if (c == 0) return t->vals[t->order[mid]];
         if (c < 0) lo = mid + 1;
         else hi = mid;
     }
@@ -259,22 +285,19 @@ int manifest_read_kaldi_dir(const char *dir, manifest *out, esp_err *err)
         kv_free(&text);
         return -1;
     }
-    kv_index text_ix, spk_ix;
-    kv_index_build(&text_ix, &text);
-    kv_index_build(&spk_ix, &spk);
     int rc = 0;
+    if (wav.n == 0) rc = esp_fail(err, "%s/wav.scp: no utterances (an empty data dir)", dir);
     for (size_t i = 0; i < wav.n && rc == 0; i++) {
-        const char *t = kv_lookup(&text_ix, wav.keys[i]);
-        const char *s = have_spk ? kv_lookup(&spk_ix, wav.keys[i]) : NULL;
-        if (!t) rc = esp_fail(err, "%s/text: no transcript for utterance %s (listed in wav.scp)", dir, wav.keys[i]);
+        const char *t = kv_lookup(&text, wav.keys[i]);
+        const char *s = have_spk ? kv_lookup(&spk, wav.keys[i]) : NULL;
+        if (!wav.vals[i][0])
+            rc = esp_fail(err, "%s/wav.scp:%zu: utterance %s has no audio path", dir, wav.lines[i], wav.keys[i]);
+        else if (!t)
+            rc = esp_fail(err, "%s/text: no transcript for utterance %s (listed in wav.scp)", dir, wav.keys[i]);
         else if (have_spk && !s)
             rc = esp_fail(err, "%s/utt2spk: no speaker for utterance %s (listed in wav.scp)", dir, wav.keys[i]);
         else manifest_add(out, wav.keys[i], wav.vals[i], t, s);
     }
-    const char *dup = rc == 0 ? find_duplicate(out) : NULL;
-    if (dup) rc = esp_fail(err, "%s/wav.scp: utterance id %s appears more than once", dir, dup);
-    free(text_ix.order);
-    free(spk_ix.order);
     kv_free(&wav);
     kv_free(&text);
     kv_free(&spk);

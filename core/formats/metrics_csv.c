@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/base/fsio.h"
+#include "core/formats/text_file.h"
 
 /* ---- numbers as Python prints them ---------------------------------------------------- */
 
@@ -99,28 +100,37 @@ static void rows_free(csv_rows *r)
     memset(r, 0, sizeof *r);
 }
 
-/* RFC 4180 as Python's csv reads it: quoted cells may hold commas, quotes ("") and line ends. */
-static void parse_csv(const char *s, size_t len, csv_rows *out)
+/* RFC 4180 as Python's csv reads it: quoted cells may hold commas, quotes ("") and line ends.
+ * Returns 0, or the line where a quoted cell starts that the file never closes (a damaged file:
+ * rows are written whole, so the rest of the file would silently become one cell). */
+static size_t parse_csv(const char *s, size_t len, csv_rows *out)
 {
     memset(out, 0, sizeof *out);
-    size_t i = 0;
-    while (i < len) {
+    size_t i = 0, open_line = 0;
+    while (i < len && !open_line) {
         char **cells = NULL;
         size_t nc = 0;
         for (;;) {
             size_t cap = 16, n = 0;
             char *cell = xmalloc(cap);
             if (i < len && s[i] == '"') {
+                size_t start = i;
+                int closed = 0;
                 for (i++; i < len; i++) {
                     if (s[i] == '"') {
                         if (i + 1 < len && s[i + 1] == '"') i++;
                         else {
                             i++;
+                            closed = 1;
                             break;
                         }
                     }
                     if (n + 1 >= cap) cell = xrealloc(cell, cap *= 2);
                     cell[n++] = s[i];
+                }
+                if (!closed) {
+                    open_line = 1;
+                    for (size_t k = 0; k < start; k++) open_line += s[k] == '\n';
                 }
             }
             for (; i < len && s[i] != ',' && s[i] != '\n' && s[i] != '\r'; i++) {
@@ -143,6 +153,22 @@ static void parse_csv(const char *s, size_t len, csv_rows *out)
         out->cells[out->n] = cells;
         out->n_cells[out->n++] = nc;
     }
+    return open_line;
+}
+
+/* Reads and parses the file; a NUL byte or an unclosed quote is an error naming file:line. */
+static int read_csv(const char *path, csv_rows *rows, esp_err *err)
+{
+    memset(rows, 0, sizeof *rows);
+    size_t len;
+    char *text = text_file_read(path, "metrics.csv", &len, err);
+    if (!text) return -1;
+    size_t open_line = parse_csv(text, len, rows);
+    free(text);
+    if (!open_line) return 0;
+    rows_free(rows);
+    return esp_fail(err, "%s:%zu: a quoted cell that never ends (a damaged metrics.csv? move it away)", path,
+                    open_line);
 }
 
 /* Appends a cell, quoted the way csv.QUOTE_MINIMAL does. */
@@ -233,15 +259,11 @@ int metrics_csv_open(metrics_csv *m, const char *path, int64_t resume_step, esp_
     if (rc != 0) return -1;
     m->path = xstrdup(path);
     if (!path_exists(path)) return 0;
-    size_t len;
-    char *text = read_file(path, &len, err);
-    if (!text) {
+    csv_rows rows;
+    if (read_csv(path, &rows, err) != 0) {
         metrics_csv_close(m);
         return -1;
     }
-    csv_rows rows;
-    parse_csv(text, len, &rows);
-    free(text);
     if (rows.n > 0) {
         char **keys = xmalloc((rows.n_cells[0] + 1) * sizeof *keys);
         for (size_t k = 0; k < rows.n_cells[0]; k++) keys[k] = xstrdup(rows.cells[0][k]);
@@ -295,15 +317,7 @@ int metrics_csv_log(metrics_csv *m, int64_t step, const metric *vals, size_t n, 
     if (n_new != m->n_keys || !path_exists(m->path)) {
         /* New columns (or no file yet): rewrite everything under the wider header, atomically. */
         csv_rows rows = {0};
-        if (path_exists(m->path)) {
-            size_t flen;
-            char *text = read_file(m->path, &flen, err);
-            if (!text) rc = -1;
-            else {
-                parse_csv(text, flen, &rows);
-                free(text);
-            }
-        }
+        if (path_exists(m->path)) rc = read_csv(m->path, &rows, err);
         char **old_keys = m->keys;
         size_t n_old = m->n_keys;
         m->keys = keys;

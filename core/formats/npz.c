@@ -1,5 +1,6 @@
 #include "core/formats/npz.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,16 @@ static unsigned char *npy_encode(const npy_array *a, size_t *len_out)
     return buf;
 }
 
+/* The quoted value after `key` in an .npy header dict ('<f4' of 'descr': '<f4'), or NULL. */
+static const char *dict_value(const char *h, const char *key)
+{
+    const char *v = strstr(h, key);
+    if (!v) return NULL;
+    v += strlen(key);
+    while (*v == ' ') v++;
+    return v;
+}
+
 static int npy_decode(const unsigned char *buf, size_t len, npy_array *a, const char *where, esp_err *err)
 {
     if (len < 10 || memcmp(buf, "\x93NUMPY", 6) != 0) return esp_fail(err, "%s: not a .npy array", where);
@@ -44,44 +55,62 @@ static int npy_decode(const unsigned char *buf, size_t len, npy_array *a, const 
     else if (len >= 12) hlen = buf[8] | (size_t)buf[9] << 8 | (size_t)buf[10] << 16 | (size_t)buf[11] << 24, off = 12;
     else return esp_fail(err, "%s: truncated .npy header", where);
     if (off + hlen > len) return esp_fail(err, "%s: truncated .npy header", where);
+    if (memchr(buf + off, '\0', hlen)) return esp_fail(err, "%s: .npy header holds a NUL byte", where);
     char *h = xstrndup((const char *)buf + off, hlen);
     int rc = 0;
-    const char *d = strstr(h, "'descr':");
-    const char *s = strstr(h, "'shape':");
-    if (!d || !s || strstr(h, "'fortran_order': True")) {
-        rc = esp_fail(err, "%s: unsupported .npy header %s", where, h);
+    const char *d = dict_value(h, "'descr':");
+    const char *s = dict_value(h, "'shape':");
+    const char *fo = dict_value(h, "'fortran_order':");
+    if (!d || !s || !fo || strncmp(fo, "False", 5) != 0) {
+        rc = esp_fail(err, "%s: unsupported .npy header %s (expected descr, fortran_order False and shape)", where, h);
         goto out;
     }
-    if (strstr(d, "'<f4'")) a->dtype = NPY_F32;
-    else if (strstr(d, "'<f8'")) a->dtype = NPY_F64;
-    else if (strstr(d, "'<i8'")) a->dtype = NPY_I64;
+    if (!strncmp(d, "'<f4'", 5)) a->dtype = NPY_F32;
+    else if (!strncmp(d, "'<f8'", 5)) a->dtype = NPY_F64;
+    else if (!strncmp(d, "'<i8'", 5)) a->dtype = NPY_I64;
     else {
         rc = esp_fail(err, "%s: unsupported dtype in %s (expected <f4, <f8 or <i8)", where, h);
         goto out;
     }
-    const char *p = strchr(s, '(');
+    /* A tuple of decimal integers: (), (3,), (2, 3). */
+    if (*s != '(') {
+        rc = esp_fail(err, "%s: shape is not a tuple in %s", where, h);
+        goto out;
+    }
     a->ndim = 0;
     a->count = 1;
-    for (p = p ? p + 1 : NULL; p && *p && *p != ')';) {
-        char *end;
-        unsigned long long v = strtoull(p, &end, 10);
-        if (end == p) {
-            p++;
-            continue;
+    size_t limit = (len - off - hlen) / dtype_size(a->dtype); /* the elements the data can hold */
+    for (const char *p = s + 1;;) {
+        while (*p == ' ') p++;
+        if (*p == ')') break;
+        if (*p < '0' || *p > '9') {
+            rc = esp_fail(err, "%s: shape is not a tuple of non-negative integers in %s", where, h);
+            goto out;
+        }
+        size_t v = 0;
+        for (; *p >= '0' && *p <= '9'; p++) {
+            if (v > (SIZE_MAX - 9) / 10) v = SIZE_MAX; /* saturate: fails the size check below */
+            else v = v * 10 + (size_t)(*p - '0');
         }
         if (a->ndim == 4) {
             rc = esp_fail(err, "%s: more than 4 dimensions", where);
             goto out;
         }
-        a->shape[a->ndim++] = (size_t)v;
-        a->count *= (size_t)v;
-        p = end;
+        a->shape[a->ndim++] = v;
+        /* Multiply without overflow: a count over what the data holds fails the size check. */
+        a->count = v == 0 || a->count == 0 ? 0 : a->count > limit / v + 1 ? limit + 1 : a->count * v;
+        while (*p == ' ') p++;
+        if (*p == ',') p++;
+        else if (*p != ')') {
+            rc = esp_fail(err, "%s: shape is not a tuple of non-negative integers in %s", where, h);
+            goto out;
+        }
     }
-    size_t need = a->count * dtype_size(a->dtype);
-    if (off + hlen + need != len) {
-        rc = esp_fail(err, "%s: data size %zu does not match shape (%zu bytes)", where, len - off - hlen, need);
+    if (a->count > limit || (len - off - hlen) != a->count * dtype_size(a->dtype)) {
+        rc = esp_fail(err, "%s: %zu bytes of data do not match the shape in %s", where, len - off - hlen, h);
         goto out;
     }
+    size_t need = a->count * dtype_size(a->dtype);
     a->data = xmalloc(need ? need : 1);
     memcpy(a->data, buf + off + hlen, need);
 out:
@@ -171,6 +200,9 @@ static int inflate_raw(const unsigned char *in, size_t in_len, unsigned char *ou
     return rc == Z_STREAM_END && zs.total_out == out_len ? 0 : -1;
 }
 
+/* Deflate turns one byte into at most 258 * 8 / 2 = 1032 (a length-258 match per 2 bits). */
+#define MAX_INFLATE_RATIO 1032u
+
 int npz_read(const char *path, npz_file *out, esp_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -190,6 +222,10 @@ int npz_read(const char *path, npz_file *out, esp_err *err)
         goto done;
     }
     size_t count = get16(buf + eocd + 10), cd = get32(buf + eocd + 16);
+    if (count > eocd / 46) { /* each entry takes 46 bytes or more before the end record */
+        rc = esp_fail(err, "%s: zip directory claims %zu entries in %zu bytes (corrupt file)", path, count, eocd);
+        goto done;
+    }
     out->arrays = xcalloc(count, sizeof *out->arrays);
     for (size_t k = 0; k < count; k++) {
         if (cd + 46 > len || get32(buf + cd) != 0x02014b50) {
@@ -205,11 +241,22 @@ int npz_read(const char *path, npz_file *out, esp_err *err)
             rc = esp_fail(err, "%s: corrupt zip directory", path);
             goto done;
         }
+        if (memchr(buf + cd + 46, '\0', nlen)) {
+            rc = esp_fail(err, "%s: zip entry %zu has a NUL byte in its name (corrupt file)", path, k);
+            goto done;
+        }
         char *name = xstrndup((const char *)buf + cd + 46, nlen);
         size_t data_off = loff + 30 + get16(buf + loff + 26) + get16(buf + loff + 28);
         char *where = xasprintf("%s: %s", path, name);
         if (data_off + csize > len || (method != 0 && method != 8)) {
             rc = esp_fail(err, "%s: unsupported or truncated zip entry", where);
+        } else if (method == 0 && usize != csize) {
+            rc = esp_fail(err, "%s: stored zip entry of %zu bytes claims %zu uncompressed (corrupt file)", where,
+                          csize, usize);
+        } else if (method == 8 && usize > MAX_INFLATE_RATIO * csize + 64) {
+            /* Checked before allocating: the claim can be 4 GiB in a file of a few bytes. */
+            rc = esp_fail(err, "%s: zip entry claims %zu bytes from %zu compressed, more than deflate can "
+                               "produce (corrupt file)", where, usize, csize);
         } else {
             unsigned char *data = xmalloc(usize ? usize : 1);
             if (method == 0) memcpy(data, buf + data_off, usize);
@@ -219,7 +266,7 @@ int npz_read(const char *path, npz_file *out, esp_err *err)
             if (rc == 0) rc = npy_decode(data, usize, a, where, err);
             if (rc == 0) {
                 size_t nl = strlen(name);
-                a->name = nl > 4 && !strcmp(name + nl - 4, ".npy") ? xstrndup(name, nl - 4) : xstrdup(name);
+                a->name = nl >= 4 && !strcmp(name + nl - 4, ".npy") ? xstrndup(name, nl - 4) : xstrdup(name);
                 out->n++;
             }
             free(data);

@@ -323,13 +323,25 @@ int st_read(const char *path, st_file *out, esp_err *err)
         if (end > max_end) max_end = end;
     }
     json_decref(root);
-    /* As the Python loader: the tensors must tile the data exactly (catches truncation and overlap). */
+    /* As the Python loader: the tensors must tile the data exactly, each starting where the one
+     * before it ends (catches truncation, gaps and overlap). */
+    qsort(out->tensors, out->n, sizeof *out->tensors, tensor_order);
+    const unsigned char *next = data;
+    for (size_t i = 0; i < out->n; i++) {
+        const unsigned char *at = out->tensors[i].data;
+        if (at != next) {
+            esp_fail(err, "%s: tensor '%s' starts at byte %zu of the data, but the tensor before it ends at %zu "
+                          "(overlapping or gapped data_offsets: corrupt file)",
+                     path, out->tensors[i].name, (size_t)(at - data), (size_t)(next - data));
+            goto fail;
+        }
+        next += st_nbytes(&out->tensors[i]);
+    }
     if (covered != data_len || max_end != data_len) {
         esp_fail(err, "%s: tensors cover %" PRIu64 " bytes but the file holds %zu after the header "
                       "(truncated or corrupt file)", path, covered, data_len);
         goto fail;
     }
-    qsort(out->tensors, out->n, sizeof *out->tensors, tensor_order);
     for (size_t i = 0; i < out->n; i++) align_tensor(out, &out->tensors[i]);
     return 0;
 fail_json:

@@ -152,6 +152,8 @@ int shape_table_parse(shape_table *t, const char *path, const char *text, size_t
         t->off = offs.p ? offs.p : xmalloc(sizeof(size_t));
         t->ndim = nd.p ? nd.p : xmalloc(sizeof(unsigned));
     }
+    if (rc == 0 && t->n == 0)
+        rc = esp_fail(err, "%s: no utterances (an empty shape file; rerun collect_stats, stage 3)", path);
     if (rc == 0) {
         ptrdiff_t dup = index_keys(t);
         if (dup >= 0) {

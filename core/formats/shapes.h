@@ -2,7 +2,7 @@
  * text_shape.char "uid L,V"), the first number being the length the samplers sort by.
  * Read as ESPnet2's load_num_sequence_text(..., "csv_int"): a blank line, a line with one column,
  * a duplicated uid or a value that is not a comma-separated list of integers is an error naming
- * file:line. */
+ * file:line; a file without utterances is an error naming the file. */
 #ifndef ESPNET3_SHAPES_H
 #define ESPNET3_SHAPES_H
 

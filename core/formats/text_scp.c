@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/base/fsio.h"
+#include "core/formats/text_file.h"
 
 static int by_id_cmp(const void *a, const void *b, void *items)
 {
@@ -39,13 +40,8 @@ static int scp_line(void *vctx, char *line, size_t lineno, esp_err *err)
 int text_scp_read(const char *path, text_scp *out, esp_err *err)
 {
     memset(out, 0, sizeof *out);
-    size_t len;
-    char *buf = read_file(path, &len, err);
+    char *buf = text_file_read(path, "a `utt_id text` list", NULL, err);
     if (!buf) return -1;
-    if (memchr(buf, '\0', len)) {
-        free(buf);
-        return esp_fail(err, "%s: holds a NUL byte (expected text lines `utt_id text`)", path);
-    }
     scp_ctx c = {.out = out};
     for_each_line(buf, scp_line, &c, err); /* scp_line never fails */
     free(buf);

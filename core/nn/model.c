@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/compute/ops.h"
+#include "core/nn/decoder_transformer.h"
 #include "core/nn/encoder.h"
 
 static const encoder_impl *encoder_of(const asr_model *m)
@@ -52,6 +53,7 @@ void asr_model_init(asr_model *m, backend *be, const model_dims *d, const model_
     m->params = be->alloc(be, m->table.state_total * sizeof(float));
     m->grads = be->alloc(be, m->table.total * sizeof(float));
     init_buffers(m);
+    if (d->dec_blocks > 0) m->dec = decoder_new(m);
 }
 
 void asr_model_init_inference(asr_model *m, backend *be, const model_dims *d)
@@ -63,6 +65,7 @@ void asr_model_init_inference(asr_model *m, backend *be, const model_dims *d)
     param_table_build(&m->table, d);
     m->params = be->alloc(be, m->table.state_total * sizeof(float));
     init_buffers(m);
+    if (d->dec_blocks > 0) m->dec = decoder_new(m);
 }
 
 /* The embedding's and the head's buffers (the encoder frees its own). */
@@ -83,6 +86,7 @@ void asr_model_free(asr_model *m)
     if (!m->be) return;
     free_head_acts(m);
     encoder_of(m)->destroy(m);
+    decoder_free(m->be, m->dec);
     m->be->free(m->be, m->params);
     m->be->free(m->be, m->grads);
     free(m->hlens);
@@ -179,6 +183,7 @@ void asr_model_forward(asr_model *m, const float *feats, const int *feat_lens, i
     m->h_enc = encoder_of(m)->forward(m);
     be->layernorm_forward(be, m->lnf, m->meanf, m->rstdf, m->h_enc, P("encoder.after_norm", 0, "weight"),
                           P("encoder.after_norm", 0, "bias"), N, D, 1e-12);
+    if (d->no_ctc) return; /* the decoder reads m->lnf in asr_model_loss */
     be->dropout_forward(be, m->zd, m->lnf, (size_t)N * D, pc, seed, STREAM_CTC);
     be->linear_forward(be, m->logp, m->zd, P("ctc.ctc_lo", 0, "weight"), P("ctc.ctc_lo", 0, "bias"), N, D,
                        d->vocab);
@@ -188,8 +193,18 @@ void asr_model_forward(asr_model *m, const float *feats, const int *feat_lens, i
 double asr_model_loss(asr_model *m, const int *labels, const int *label_lens, int stride, double *losses)
 {
     m->labels = labels, m->label_lens = label_lens, m->label_stride = stride;
-    return m->be->ctc_loss_forward(m->be, losses, m->logp, m->hlens, labels, label_lens, stride, m->B, m->T2,
-                                   m->dims.vocab, !m->rates.ctc_keep_inf);
+    m->loss_ctc = m->loss_att = NAN;
+    m->att_correct = m->att_tokens = 0;
+    if (!m->dims.no_ctc)
+        m->loss_ctc = m->be->ctc_loss_forward(m->be, losses, m->logp, m->hlens, labels, label_lens, stride, m->B,
+                                              m->T2, m->dims.vocab, !m->rates.ctc_keep_inf);
+    if (!m->dec) return m->loss_ctc;
+    /* ESPnetASRModel: the decoder on the encoder output (after after_norm, before CTC's dropout). */
+    m->loss_att = decoder_loss(m, m->lnf, m->hlens, m->B, m->T2, labels, label_lens, stride, m->train, m->seed,
+                               &m->att_correct, &m->att_tokens);
+    if (m->dims.no_ctc) return m->loss_att;
+    double w = m->rates.ctc_weight;
+    return w * m->loss_ctc + (1 - w) * m->loss_att;
 }
 
 /* ---- backward -------------------------------------------------------------------------------- */
@@ -203,12 +218,17 @@ void asr_model_backward(asr_model *m, float dloss)
     uint64_t seed = m->seed;
     float pp = m->train ? m->rates.pos_dropout : 0, pc = m->train ? m->rates.ctc_dropout : 0;
 
-    /* The backend's CTC backward gives the gradient of the logits: the log_softmax backward is folded in. */
-    be->ctc_loss_backward(be, m->dlogp, m->logp, m->hlens, m->labels, m->label_lens, m->label_stride, B, m->T2,
-                          d->vocab, !m->rates.ctc_keep_inf, dloss);
-    be->linear_backward(be, m->dtmp, G("ctc.ctc_lo", 0, "weight"), G("ctc.ctc_lo", 0, "bias"), m->dlogp,
-                        m->zd, P("ctc.ctc_lo", 0, "weight"), N, D, d->vocab, 0);
-    be->dropout_backward(be, m->dtmp, m->dtmp, (size_t)N * D, pc, seed, STREAM_CTC);
+    /* m->dtmp gets the gradient of the encoder output from the CTC branch, then the decoder's. */
+    float w = m->rates.ctc_weight;
+    if (!d->no_ctc) {
+        /* The backend's CTC backward gives the gradient of the logits: the log_softmax backward is folded in. */
+        be->ctc_loss_backward(be, m->dlogp, m->logp, m->hlens, m->labels, m->label_lens, m->label_stride, B, m->T2,
+                              d->vocab, !m->rates.ctc_keep_inf, m->dec ? dloss * w : dloss);
+        be->linear_backward(be, m->dtmp, G("ctc.ctc_lo", 0, "weight"), G("ctc.ctc_lo", 0, "bias"), m->dlogp,
+                            m->zd, P("ctc.ctc_lo", 0, "weight"), N, D, d->vocab, 0);
+        be->dropout_backward(be, m->dtmp, m->dtmp, (size_t)N * D, pc, seed, STREAM_CTC);
+    }
+    if (m->dec) decoder_backward(m, m->dtmp, !d->no_ctc, d->no_ctc ? dloss : dloss * (1 - w));
     be->layernorm_backward(be, m->dh, G("encoder.after_norm", 0, "weight"), G("encoder.after_norm", 0, "bias"),
                            m->dtmp, m->h_enc, P("encoder.after_norm", 0, "weight"), m->meanf,
                            m->rstdf, N, D, 0);

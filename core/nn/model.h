@@ -7,6 +7,9 @@
  *   -> num_blocks pre-LN blocks (core/nn/encoder_transformer.c, core/nn/encoder_conformer.c)
  *   -> after_norm LayerNorm -> dropout(ctc_conf.dropout_rate) -> ctc_lo -> log_softmax
  *   -> CTC loss (blank 0, sum over the batch / B, zero_infinity).
+ * With model.decoder: transformer, the encoder output (after after_norm) also feeds ESPnet2's
+ * TransformerDecoder (core/nn/decoder_transformer.h) and the loss is ESPnetASRModel's joint
+ * CTC/attention loss.
  * Encoder output lengths use the exact conv formula ((L - 1) // 2 - 1) // 2 per utterance, so
  * results do not depend on batch padding (ESPnet2 slices the padded mask instead; both agree at
  * batch size 1). Parameters and gradients are flat buffers laid out by core/nn/model_params.h;
@@ -26,9 +29,16 @@ typedef struct model_rates {
     float att_dropout;   /* encoder_conf.attention_dropout_rate */
     float ctc_dropout;   /* ctc_conf.dropout_rate */
     int ctc_keep_inf;    /* ctc_conf.zero_infinity false: impossible alignments give inf/NaN */
+    /* The attention decoder's rates (decoder_conf) and the joint loss (model_conf); read only by a
+     * model with a decoder (dims.dec_blocks > 0). See core/nn/decoder_conf.h. */
+    float dec_dropout, dec_pos_dropout, dec_self_att_dropout, dec_src_att_dropout;
+    float ctc_weight;    /* loss = ctc_weight * loss_ctc + (1 - ctc_weight) * loss_att */
+    float lsm_weight;    /* label smoothing of loss_att */
+    int length_normalized_loss; /* loss_att / tokens instead of / batch size */
 } model_rates;
 
 typedef struct encoder_acts encoder_acts; /* the encoder's own activations (core/nn/encoder_*.c) */
+typedef struct decoder_acts decoder_acts;
 
 typedef struct asr_model {
     model_dims dims;
@@ -54,6 +64,12 @@ typedef struct asr_model {
     /* The labels of the last loss (host), for the backward. */
     const int *labels, *label_lens;
     int label_stride;
+    /* The attention decoder (core/nn/decoder_transformer.h; NULL without one) and the branches of
+     * the last loss: loss_ctc / loss_att are NAN for a branch the model does not have;
+     * att_correct / att_tokens are th_accuracy's numerator and denominator. */
+    decoder_acts *dec;
+    double loss_ctc, loss_att;
+    int64_t att_correct, att_tokens;
 } asr_model;
 
 /* Allocates parameters and gradients on the backend (parameters zeroed: initialize with param_init
@@ -79,10 +95,14 @@ void asr_model_zero_grad(asr_model *m);
  * eval mode (running statistics). */
 void asr_model_forward(asr_model *m, const float *feats, const int *feat_lens, int B, int T, int train,
                        uint64_t seed);
-/* CTC loss of the last forward: labels (B x stride, host), per-utterance losses (may be NULL).
- * Returns the batch loss (sum / B). */
+/* The loss of the last forward: labels (B x stride, host, padded with -1), per-utterance CTC
+ * losses (may be NULL). CTC only: the CTC loss (sum / B). With a decoder (ESPnetASRModel): the
+ * decoder runs on the encoder output with <sos> + labels, and the result is ctc_weight *
+ * loss_ctc + (1 - ctc_weight) * loss_att (loss_att alone without a CTC branch); m->loss_ctc,
+ * loss_att, att_correct and att_tokens hold the parts. */
 double asr_model_loss(asr_model *m, const int *labels, const int *label_lens, int stride, double *losses);
-/* Backward of the last forward + loss; gradients accumulate into m->grads (scaled by dloss). */
+/* Backward of the last forward + loss; gradients accumulate into m->grads (scaled by dloss). The
+ * decoder's gradient of the encoder output joins the CTC branch's before encoder.after_norm. */
 void asr_model_backward(asr_model *m, float dloss);
 
 #endif

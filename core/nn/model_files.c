@@ -82,13 +82,19 @@ int model_files_locate(model_files *f, const inference_cfg *icfg, const char *cf
     if (config_load(CONFIG_TRAINING, f->train_config_path, &lo, &f->train_cfg, err) != 0) goto fail;
     if (model_file_resolve(mc->asr_model_file, icfg->exp_dir, &f->weights, err) != 0) goto fail;
     const training_cfg *t = model_files_training(f);
-    if (!t->tokenizer || !t->tokenizer->save_path) {
-        esp_fail(err, "%s: tokenizer.save_path: missing (the token list of the model)", f->train_config_path);
+    /* The tokenizer as ESPnet's Speech2Text picks it: its token_type/bpemodel over the training config's. */
+    tokenizer_spec ts;
+    if (tokenizer_spec_resolve(&ts, t->tokenizer, mc->token_type ? mc->token_type : t->token_type,
+                               mc->bpemodel ? mc->bpemodel : t->bpemodel, f->train_config_path, err) != 0)
         goto fail;
-    }
-    f->tokens = xasprintf("%s/tokens.txt", t->tokenizer->save_path);
+    f->tokens = ts.tokens_path, f->token_type = ts.type, f->bpemodel = ts.model_path;
     if (!path_exists(f->tokens)) {
         esp_fail(err, "%s: no token list (named by tokenizer.save_path in %s)", f->tokens, f->train_config_path);
+        goto fail;
+    }
+    if (f->bpemodel && !path_exists(f->bpemodel)) {
+        esp_fail(err, "%s: no SentencePiece model (named by %s; run train_tokenizer, stage 2)", f->bpemodel,
+                 mc->bpemodel ? cfg_file : f->train_config_path);
         goto fail;
     }
     const model_cfg *m = t->model;
@@ -117,6 +123,7 @@ void model_files_free(model_files *f)
     free(f->train_config_path);
     free(f->weights);
     free(f->tokens);
+    free(f->bpemodel);
     free(f->stats);
     memset(f, 0, sizeof *f);
 }

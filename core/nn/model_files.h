@@ -17,12 +17,15 @@
 #include "core/base/log.h"
 #include "core/formats/safetensors.h"
 #include "core/nn/model.h"
+#include "core/data/tokenizer.h"
 
 typedef struct model_files {
     esp_config *train_cfg;   /* the loaded training config (typed: training_cfg) */
     char *train_config_path;
     char *weights;           /* resolved .safetensors path */
     char *tokens;            /* ${tokenizer.save_path}/tokens.txt of the training config */
+    token_type token_type;   /* how the tokens map to text (tokenizer_spec_resolve) */
+    char *bpemodel;          /* TOKEN_TYPE_BPE: the SentencePiece model, else NULL */
     char *stats;             /* model.normalize_conf.stats_file (global_mvn), else NULL */
 } model_files;
 

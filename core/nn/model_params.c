@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/base/rng.h"
+#include "core/nn/decoder_conf.h"
 
 int model_dims_from_cfg(model_dims *out, const model_cfg *m, int idim, int vocab, esp_err *err)
 {
@@ -26,13 +27,14 @@ int model_dims_from_cfg(model_dims *out, const model_cfg *m, int idim, int vocab
     if (idim < 7) return esp_fail(err, "model.frontend_conf.n_mels: %d is too small for conv2d subsampling (>= 7)", idim);
     if (vocab < 2) return esp_fail(err, "token list has %d tokens; the CTC layer needs at least 2", vocab);
     out->f2 = ((idim - 1) / 2 - 1) / 2;
-    return 0;
+    return decoder_dims_from_cfg(out, m, err);
 }
 
 /* Offsets are given by layout() once the table is complete: trained parameters first. */
 static param_info *add(param_table *t, const char *name, int ndim, const int64_t *shape, int is_ln)
 {
     param_info *p = &t->items[t->n++];
+    memset(p, 0, sizeof *p);
     size_t len = strlen(name);
     ESP_CHECK(len < sizeof p->name);
     memcpy(p->name, name, len + 1);
@@ -175,9 +177,37 @@ static void add_transformer_block(param_table *t, const model_dims *d, int b)
     add_norm(t, p, d->d);
 }
 
+/* The attention decoder, in the order of ESPnet2's state dict (embed, after_norm, output_layer,
+ * then the blocks: self_attn, src_attn, feed_forward, norm1-3). */
+static void add_decoder(param_table *t, const model_dims *d)
+{
+    ADD(t, "decoder.embed.0.weight", 0, d->vocab, d->d);
+    t->items[t->n - 1].is_embedding = 1;
+    add_norm(t, "decoder.after_norm", d->d);
+    add_linear(t, "decoder.output_layer", d->vocab, d->d);
+    for (int b = 0; b < d->dec_blocks; b++) {
+        char p[96];
+        static const char *const att[] = {"self_attn", "src_attn"};
+        static const char *const lin[] = {"linear_q", "linear_k", "linear_v", "linear_out"};
+        for (int a = 0; a < 2; a++)
+            for (int i = 0; i < 4; i++) {
+                snprintf(p, sizeof p, "decoder.decoders.%d.%s.%s", b, att[a], lin[i]);
+                add_linear(t, p, d->d, d->d);
+            }
+        snprintf(p, sizeof p, "decoder.decoders.%d.feed_forward.w_1", b);
+        add_linear(t, p, d->dec_ff, d->d);
+        snprintf(p, sizeof p, "decoder.decoders.%d.feed_forward.w_2", b);
+        add_linear(t, p, d->d, d->dec_ff);
+        for (int i = 1; i <= 3; i++) {
+            snprintf(p, sizeof p, "decoder.decoders.%d.norm%d", b, i);
+            add_norm(t, p, d->d);
+        }
+    }
+}
+
 void param_table_build(param_table *t, const model_dims *d)
 {
-    size_t cap = 8 + (size_t)d->blocks * 48 + 8;
+    size_t cap = 8 + (size_t)d->blocks * 48 + 8 + 8 + (size_t)d->dec_blocks * 26;
     t->items = xcalloc(cap, sizeof *t->items);
     t->n = 0;
     t->total = 0;
@@ -193,7 +223,8 @@ void param_table_build(param_table *t, const model_dims *d)
             add_transformer_block(t, d, b);
     }
     add_norm(t, "encoder.after_norm", d->d);
-    add_linear(t, "ctc.ctc_lo", d->vocab, d->d);
+    if (!d->no_ctc) add_linear(t, "ctc.ctc_lo", d->vocab, d->d);
+    if (d->dec_blocks > 0) add_decoder(t, d);
     ESP_CHECK(t->n <= cap);
     layout(t);
 }
@@ -261,6 +292,10 @@ int param_init(float *params, const param_table *t, const char *init, uint64_t s
         float *w = params + p->offset;
         rng r;
         rng_init(&r, rng_derive(seed, 0x1417, i)); /* one stream per tensor: order-independent */
+        if (p->is_embedding) { /* torch.nn.Embedding.reset_parameters: normal_(0, 1) */
+            for (size_t k = 0; k < p->count; k++) w[k] = (float)normal01(&r);
+            continue;
+        }
         if (p->is_layernorm) {
             int is_weight = strstr(p->name, ".weight") != NULL;
             for (size_t k = 0; k < p->count; k++) w[k] = is_weight ? 1.0f : 0.0f;

@@ -32,10 +32,17 @@ typedef struct model_dims {
     int use_cnn;         /* use_cnn_module */
     int cnn_kernel;      /* cnn_module_kernel (odd) */
     int act;             /* activation_type: encoder_act */
+    /* The attention decoder (model.decoder: transformer, decoder_conf) and the branches of the
+     * joint loss; see core/nn/decoder_conf.h. dec_blocks 0: no decoder (CTC only, ctc_weight 1). */
+    int dec_blocks;      /* decoder_conf.num_blocks */
+    int dec_heads;       /* decoder_conf.attention_heads */
+    int dec_ff;          /* decoder_conf.linear_units */
+    int no_ctc;          /* model_conf.ctc_weight 0: no CTC branch (ESPnet2 then has no ctc module) */
 } model_dims;
 
 /* Fills dims from the config with ESPnet2's encoder defaults (256, 4, 2048, 6; the Conformer's in
- * core/nn/encoder_conf.c). */
+ * core/nn/encoder_conf.c), and the decoder's from model.decoder / decoder_conf /
+ * model_conf.ctc_weight (decoder_dims_from_cfg). */
 int model_dims_from_cfg(model_dims *out, const model_cfg *m, int idim, int vocab, esp_err *err);
 /* The encoder part: model.encoder and the encoder_conf keys beyond the sizes, checked against what
  * is implemented (messages name the key as model.encoder_conf.<key>). dims may be NULL (check only). */
@@ -57,6 +64,7 @@ typedef struct param_info {
     size_t offset;       /* in floats, into the flat buffer */
     size_t count;
     int is_layernorm;    /* LayerNorm / BatchNorm weight and bias: reset to 1/0 by every init scheme */
+    int is_embedding;    /* nn.Embedding weight: N(0, 1) under every init scheme (reset_parameters) */
     int is_pos_bias;     /* pos_bias_u / pos_bias_v: xavier_uniform under PyTorch's defaults */
     int kind;            /* param_kind */
 } param_info;
@@ -78,7 +86,8 @@ const param_info *param_find_alias(const param_table *t, const char *name);
 
 /* Initializes the flat buffer: init NULL = PyTorch module defaults; "xavier_uniform",
  * "xavier_normal", "kaiming_uniform", "kaiming_normal" as espnet2.torch_utils.initialize
- * (weights with more than one dimension, biases zero, LayerNorm reset to 1/0). Seeded. */
+ * (weights with more than one dimension, biases zero, LayerNorm reset to 1/0, Embedding reset to
+ * N(0, 1)). Seeded. */
 int param_init(float *params, const param_table *t, const char *init, uint64_t seed, esp_err *err);
 /* The buffers' initial values into state (state_total floats; entries below total untouched):
  * running_mean 0, running_var 1, num_batches_tracked 0, as torch's BatchNorm1d. */

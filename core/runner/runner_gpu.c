@@ -11,9 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#ifdef ESPNET3_CUDA
-#include "core/compute/cuda_api.h"
-#endif
+#include "core/compute/backend.h"
 
 static struct {
     int probed, count;
@@ -26,31 +24,11 @@ static void free_gpus(void)
     free(gpus.ids);
 }
 
-/* The device count the CUDA runtime reports, asked in a child process: CUDA must not be
- * initialised in a process that forks workers afterwards. 0 in a build without CUDA. */
+/* The device count the CUDA runtime reports (probed in a child process by the compute room: CUDA
+ * must not be initialised in a process that forks workers afterwards); 0 without CUDA. */
 static int device_count(void)
 {
-#ifdef ESPNET3_CUDA
-    int fd[2];
-    if (pipe(fd) != 0) return 0;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(fd[0]);
-        int n = cuda_device_count();
-        ssize_t w = write(fd[1], &n, sizeof n);
-        _exit(w == (ssize_t)sizeof n ? 0 : 1);
-    }
-    close(fd[1]);
-    int n = 0;
-    if (pid < 0 || read(fd[0], &n, sizeof n) != (ssize_t)sizeof n) n = 0;
-    close(fd[0]);
-    if (pid > 0)
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
-    return n;
-#else
-    return 0;
-#endif
+    return backend_cuda_devices();
 }
 
 /* Visible devices, once per process: CUDA_VISIBLE_DEVICES's entries when it is set (so UUIDs

@@ -52,7 +52,10 @@ static void remove_checkpoint(const ckpt_manager *m, const char *name)
     free(dst);
 }
 
-static int is_ckpt_name(const char *s) { return strncmp(s, "epoch=", 6) == 0 && strstr(s, "-step=") != NULL; }
+static int is_ckpt_name(const char *s)
+{
+    return strncmp(s, "epoch=", 6) == 0 && strstr(s, "-step=") != NULL && !strchr(s, '/');
+}
 
 /* ---- tables ---------------------------------------------------------------------------- */
 
@@ -185,6 +188,13 @@ static json_t *load_state_json(const char *dir, esp_err *err)
         esp_fail(err, "%s: not an espnet3 trainer state (expected format \"" STATE_FORMAT "\", epoch, step)", path);
         json_decref(root);
         root = NULL;
+    } else if (json_integer_value(json_object_get(root, "epoch")) < 0 ||
+               json_integer_value(json_object_get(root, "step")) < 0) {
+        esp_fail(err, "%s: epoch %" JSON_INTEGER_FORMAT " and step %" JSON_INTEGER_FORMAT " must be >= 0 (corrupt file)",
+                 path, json_integer_value(json_object_get(root, "epoch")),
+                 json_integer_value(json_object_get(root, "step")));
+        json_decref(root);
+        root = NULL;
     }
     free(path);
     return root;
@@ -225,6 +235,12 @@ static void restore_tables(ckpt_manager *m, json_t *root)
                 const char *dir = json_string_value(json_object_get(e, "dir"));
                 double v;
                 if (!dir || metric_from_json(json_object_get(e, "value"), &v) != 0) continue;
+                if (!is_ckpt_name(dir)) {
+                    /* Only a directory under checkpoints/ may be ranked, averaged or pruned. */
+                    log_warn("%s/%s/" JSON_FILE ": best-k entry '%s' for %s is not a checkpoint name; ranking goes "
+                             "on without it", m->ckpt_dir, m->last, dir, t->monitor);
+                    continue;
+                }
                 esp_err ignored;
                 json_t *other = load_complete(m, dir, &ignored);
                 if (!other) {
@@ -480,6 +496,23 @@ int64_t ckpt_counter_get(const ckpt_loaded *c, const char *name, int64_t dflt)
     return dflt;
 }
 
+/* 1 to 16 hex digits after an optional "0x" (state_json writes "0x" and 16). */
+static int parse_hex64(const char *s, uint64_t *out)
+{
+    if (!s) return 0;
+    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) s += 2;
+    if (!s[0] || strlen(s) > 16) return 0;
+    uint64_t v = 0;
+    for (const char *p = s; *p; p++) {
+        int d = *p >= '0' && *p <= '9' ? *p - '0' : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10
+              : *p >= 'A' && *p <= 'F' ? *p - 'A' + 10 : -1;
+        if (d < 0) return 0;
+        v = v << 4 | (uint64_t)d;
+    }
+    *out = v;
+    return 1;
+}
+
 int ckpt_load_last(const ckpt_manager *m, ckpt_loaded *out, esp_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -499,7 +532,11 @@ int ckpt_load_last(const ckpt_manager *m, ckpt_loaded *out, esp_err *err)
     json_object_foreach(metrics, key, v)
     {
         metric *mt = &out->metrics[out->n_metrics];
-        if (metric_from_json(v, &mt->value) != 0) continue;
+        if (metric_from_json(v, &mt->value) != 0) {
+            esp_fail(err, "%s/" JSON_FILE ": metrics.%s is not a number (corrupt file)", out->dir, key);
+            json_decref(root);
+            goto fail;
+        }
         mt->name = xstrdup(key);
         mt->is_int = json_is_integer(v);
         out->n_metrics++;
@@ -510,10 +547,8 @@ int ckpt_load_last(const ckpt_manager *m, ckpt_loaded *out, esp_err *err)
     json_array_foreach(rng, i, v)
     {
         const char *s = json_string_value(v);
-        char *end = NULL;
-        if (s) out->rng[i] = strtoull(s, &end, 16);
-        if (!s || !end || *end) {
-            esp_fail(err, "%s/" JSON_FILE ": rng[%zu] is not a hex string", out->dir, i);
+        if (!parse_hex64(s, &out->rng[i])) {
+            esp_fail(err, "%s/" JSON_FILE ": rng[%zu] is not a hex string of at most 16 digits", out->dir, i);
             json_decref(root);
             goto fail;
         }
@@ -523,7 +558,11 @@ int ckpt_load_last(const ckpt_manager *m, ckpt_loaded *out, esp_err *err)
     out->counters = xcalloc(json_object_size(counters) + 1, sizeof *out->counters);
     json_object_foreach(counters, key, v)
     {
-        if (!json_is_integer(v)) continue;
+        if (!json_is_integer(v)) {
+            esp_fail(err, "%s/" JSON_FILE ": counters.%s is not an integer (corrupt file)", out->dir, key);
+            json_decref(root);
+            goto fail;
+        }
         out->counters[out->n_counters].name = xstrdup(key);
         out->counters[out->n_counters++].value = json_integer_value(v);
     }
@@ -543,99 +582,7 @@ fail:
     return -1;
 }
 
-/* ---- averaging ------------------------------------------------------------------------- */
-
-char *ckpt_monitor_file_name(const char *monitor)
-{
-    char *s = xstrdup(monitor);
-    for (char *c = s; *c; c++)
-        if (*c == '/') *c = '.';
-    return s;
-}
-
-static int same_shape(const st_tensor *a, const st_tensor *b)
-{
-    if (a->ndim != b->ndim || a->dtype != b->dtype) return 0;
-    for (int d = 0; d < a->ndim; d++)
-        if (a->shape[d] != b->shape[d]) return 0;
-    return 1;
-}
-
-int ckpt_average_files(const char *out_path, const char *const *inputs, size_t n, size_t newest, esp_err *err)
-{
-    ESP_CHECK(n > 0 && newest < n);
-    st_file *files = xcalloc(n, sizeof *files);
-    st_tensor *out = NULL;
-    void **bufs = NULL;
-    size_t n_out = 0;
-    int rc = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) rc = st_read(inputs[i], &files[i], err);
-    if (rc != 0) goto done;
-    const st_file *ref = &files[0];
-    for (size_t i = 1; i < n && rc == 0; i++) {
-        if (files[i].n != ref->n) {
-            rc = esp_fail(err, "%s: %zu tensors, but %s has %zu (checkpoints of different models?)", inputs[i],
-                          files[i].n, inputs[0], ref->n);
-            break;
-        }
-        for (size_t t = 0; t < ref->n; t++) {
-            const st_tensor *o = st_get(&files[i], ref->tensors[t].name);
-            if (!o) {
-                rc = esp_fail(err, "%s: no tensor '%s' (present in %s)", inputs[i], ref->tensors[t].name, inputs[0]);
-                break;
-            }
-            if (!same_shape(o, &ref->tensors[t])) {
-                rc = esp_fail(err, "%s: tensor '%s' differs in dtype or shape from %s", inputs[i], o->name, inputs[0]);
-                break;
-            }
-        }
-    }
-    if (rc != 0) goto done;
-    out = xcalloc(ref->n + 1, sizeof *out);
-    bufs = xcalloc(ref->n + 1, sizeof *bufs);
-    for (size_t t = 0; t < ref->n; t++) {
-        const st_tensor *r = &ref->tensors[t];
-        out[n_out] = *r;
-        int64_t cnt = st_numel(r);
-        if (r->dtype == ST_F32 || r->dtype == ST_F64) {
-            double *acc = xcalloc((size_t)cnt + 1, sizeof *acc);
-            for (size_t i = 0; i < n; i++) {
-                const st_tensor *x = st_get(&files[i], r->name);
-                for (int64_t e = 0; e < cnt; e++)
-                    acc[e] += r->dtype == ST_F32 ? (double)((const float *)x->data)[e] : ((const double *)x->data)[e];
-            }
-            if (r->dtype == ST_F32) {
-                float *o = xmalloc((size_t)cnt * sizeof *o + 1);
-                for (int64_t e = 0; e < cnt; e++) o[e] = (float)(acc[e] / (double)n);
-                free(acc);
-                bufs[n_out] = o;
-            } else {
-                for (int64_t e = 0; e < cnt; e++) acc[e] /= (double)n;
-                bufs[n_out] = acc;
-            }
-            out[n_out].data = bufs[n_out];
-        } else if (r->dtype == ST_F16 || r->dtype == ST_BF16) {
-            rc = esp_fail(err, "%s: tensor '%s' is %s; averaging supports F32 and F64 weights", inputs[0], r->name,
-                          st_dtype_name(r->dtype));
-            goto done;
-        } else {
-            /* Integer buffers (counters such as num_batches_tracked) are not means: the newest one's. */
-            out[n_out].data = st_get(&files[newest], r->name)->data;
-        }
-        n_out++;
-    }
-    char count[32];
-    snprintf(count, sizeof count, "%zu", n);
-    const st_kv meta[] = {{"format", "pt"}, {"averaged_models", count}};
-    rc = st_write(out_path, out, n_out, meta, 2, err);
-done:
-    for (size_t i = 0; i < n_out; i++) free(bufs[i]);
-    free(bufs);
-    free(out);
-    for (size_t i = 0; i < n; i++) st_close(&files[i]);
-    free(files);
-    return rc;
-}
+/* ---- averaging (the file arithmetic is core/train/checkpoint_average.c) ------------------ */
 
 int ckpt_average(const ckpt_manager *m, esp_err *err)
 {

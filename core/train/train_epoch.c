@@ -110,9 +110,13 @@ static size_t *epoch_plan(trainer *t, const batch_list **bl, size_t *nplan, esp_
     return plan;
 }
 
+/* The joint loss's parts of a micro-batch (an attention decoder's model): loss_ctc, loss_att, acc. */
+enum { PART_CTC, PART_ATT, PART_ACC, PARTS };
+
 /* Sums of the micro-batches since the last step, and of the steps since the last log line. */
 typedef struct step_acc {
     double audio_s, loss_acc, step_loss;
+    double step_part[PARTS], part_acc[PARTS];
     int64_t micro, loss_n, step_n;
     int step_invalid;
 } step_acc;
@@ -134,6 +138,12 @@ static int micro_batch(trainer *t, const batch_list *bl, size_t batch, size_t k,
     if (!*invalid) {
         asr_model_backward(&t->model, (float)(1.0 / (double)t->o->accumulate));
         a->step_loss += *loss, a->step_n++;
+        const asr_model *m = &t->model;
+        if (m->dec) {
+            a->step_part[PART_CTC] += m->dims.no_ctc ? 0 : m->loss_ctc;
+            a->step_part[PART_ATT] += m->loss_att;
+            a->step_part[PART_ACC] += (double)m->att_correct / (double)m->att_tokens;
+        }
     }
     a->step_invalid |= *invalid;
     a->micro++;
@@ -147,17 +157,22 @@ static int take_step(trainer *t, size_t k, step_acc *a, guard_verdict *v, double
 {
     int invalid;
     if (t->world > 1) {
-        float red[4] = {(float)a->step_invalid, (float)a->step_loss, (float)a->step_n, (float)a->audio_s};
-        if (host_all_reduce(t, red, 4, COMM_SUM, err) != 0) return -1;
+        float red[4 + PARTS] = {(float)a->step_invalid, (float)a->step_loss, (float)a->step_n, (float)a->audio_s};
+        for (int i = 0; i < PARTS; i++) red[4 + i] = (float)a->step_part[i];
+        /* A CTC-only model keeps its four values (the decoder's parts are zeros it does not send). */
+        if (host_all_reduce(t, red, t->model.dec ? 4 + PARTS : 4, COMM_SUM, err) != 0) return -1;
         invalid = red[0] > 0 ? NAN_GUARD_LOSS : NAN_GUARD_OK;
         a->loss_acc += red[1], a->loss_n += (int64_t)red[2];
         t->audio_total += red[3];
+        for (int i = 0; i < PARTS; i++) a->part_acc[i] += red[4 + i];
     } else {
         invalid = a->step_invalid;
         a->loss_acc += a->step_loss, a->loss_n += a->step_n;
         t->audio_total += a->audio_s;
+        for (int i = 0; i < PARTS; i++) a->part_acc[i] += a->step_part[i];
     }
     a->step_invalid = 0, a->step_loss = 0, a->step_n = 0, a->audio_s = 0;
+    memset(a->step_part, 0, sizeof a->step_part);
     *norm = NAN;
     if (!invalid && reduce_gradients(t, norm, err) != 0) return -1;
     if (!invalid && !isfinite(*norm)) invalid = NAN_GUARD_GRAD;
@@ -171,6 +186,31 @@ static int take_step(trainer *t, size_t k, step_acc *a, guard_verdict *v, double
     scheduler_on_step_end(&t->sched);
     asr_model_zero_grad(&t->model);
     return 0;
+}
+
+/* The train/ metrics of the steps since the last log line (with a decoder also loss_ctc,
+ * loss_att and acc, means over the micro-batches as train/loss). */
+static void log_step(trainer *t, step_acc *a, double lr, double norm, double rate)
+{
+    double n = a->loss_n ? (double)a->loss_n : NAN;
+    metric m[7] = {{"train/loss", a->loss_acc / n, 0},
+                   {"train/lr", lr, 0},
+                   {"train/grad_norm", norm, 0},
+                   {"epoch", (double)t->epoch, 1}};
+    size_t nm = 4;
+    char parts[96] = "";
+    if (t->model.dec) {
+        m[nm++] = (metric){"train/loss_att", a->part_acc[PART_ATT] / n, 0};
+        m[nm++] = (metric){"train/acc", a->part_acc[PART_ACC] / n, 0};
+        if (!t->model.dims.no_ctc) m[nm++] = (metric){"train/loss_ctc", a->part_acc[PART_CTC] / n, 0};
+        snprintf(parts, sizeof parts, " (ctc %.3f att %.3f acc %.3f)", t->model.dims.no_ctc ? NAN : m[6].value,
+                 m[4].value, m[5].value);
+    }
+    trainer_log_metrics(t, m, nm);
+    log_info("epoch %" PRId64 " step %" PRId64 " loss %.3f%s lr %.3g grad_norm %.3g %.1f audio-s/s", t->epoch + 1,
+             t->step, m[0].value, parts, lr, norm, rate);
+    a->loss_acc = 0, a->loss_n = 0;
+    memset(a->part_acc, 0, sizeof a->part_acc);
 }
 
 int train_epoch(trainer *t, esp_err *err)
@@ -219,20 +259,14 @@ int train_epoch(trainer *t, esp_err *err)
             break;
         }
         double el = now_seconds() - t0, rate = el > 0 ? t->audio_total / el : 0;
-        if (v == GUARD_STEP && t->step % t->o->log_every == 0) {
-            metric m[] = {{"train/loss", a.loss_n ? a.loss_acc / (double)a.loss_n : NAN, 0},
-                          {"train/lr", lr, 0},
-                          {"train/grad_norm", norm, 0},
-                          {"epoch", (double)t->epoch, 1}};
-            trainer_log_metrics(t, m, 4);
-            log_info("epoch %" PRId64 " step %" PRId64 " loss %.3f lr %.3g grad_norm %.3g %.1f audio-s/s",
-                     t->epoch + 1, t->step, m[0].value, lr, norm, rate);
-            a.loss_acc = 0, a.loss_n = 0;
-        }
+        if (v == GUARD_STEP && t->step % t->o->log_every == 0) log_step(t, &a, lr, norm, rate);
         /* The progress line carries the latest numbers (progress keeps a pointer to label). */
         snprintf(label, sizeof label, "train epoch %" PRId64 " step %" PRId64 " loss %.2f lr %.2e %.0f audio-s/s",
                  t->epoch + 1, t->step, loss, lr, rate);
         if (t->rank == 0) progress_update(&pr, k + 1);
+        /* Lightning's max_steps: the epoch ends with the step that reaches it (every rank steps
+         * together, so all stop here). */
+        if (t->o->max_steps > 0 && t->step >= t->o->max_steps) break;
     }
     if (rc == 0 && t->rank == 0) progress_finish(&pr);
     free(items);

@@ -3,29 +3,40 @@
 #include "core/train/trainer_internal.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static int steps_done(const trainer *t)
+{
+    return t->o->max_steps > 0 && t->step >= t->o->max_steps;
+}
 
 static int run_training(trainer *t, esp_err *err)
 {
     const trainer_opts *o = t->o;
-    if (t->epoch >= o->max_epochs) {
-        log_info("train: already trained %" PRId64 " epochs (trainer.max_epochs %" PRId64 ")", t->epoch, o->max_epochs);
+    if (t->epoch >= o->max_epochs || steps_done(t)) {
+        if (steps_done(t))
+            log_info("train: already trained %" PRId64 " steps (trainer.max_steps %" PRId64 ")", t->step, o->max_steps);
+        else
+            log_info("train: already trained %" PRId64 " epochs (trainer.max_epochs %" PRId64 ")", t->epoch,
+                     o->max_epochs);
         return t->rank == 0 ? ckpt_average(&t->ckpt, err) : 0;
     }
-    while (t->epoch < o->max_epochs) {
+    while (t->epoch < o->max_epochs && !steps_done(t)) {
         if (train_epoch(t, err) != 0) return -1;
         t->epoch++;
         if (check_ranks_agree(t, err) != 0) return -1;
         if (t->sched.interval == SCHED_PER_EPOCH) scheduler_on_epoch_end(&t->sched);
-        metric m[3];
+        metric m[VALID_METRICS_MAX + 1];
         size_t nm = 0;
         if (t->epoch % o->val_every == 0) {
-            double vloss, vcer;
-            if (validate(t, &vloss, &vcer, err) != 0) return -1;
-            m[nm++] = (metric){"valid/loss", vloss, 0};
-            m[nm++] = (metric){"valid/cer", vcer, 0};
-            log_info("epoch %" PRId64 ": valid/loss %.3f valid/cer %.4f", t->epoch, vloss, vcer);
+            if (validate(t, m, &nm, err) != 0) return -1;
+            char line[256];
+            size_t used = 0;
+            for (size_t i = 0; i < nm && used < sizeof line; i++)
+                used += (size_t)snprintf(line + used, sizeof line - used, " %s %.4f", m[i].name, m[i].value);
+            log_info("epoch %" PRId64 ":%s", t->epoch, line);
         }
         m[nm++] = (metric){"epoch", (double)(t->epoch - 1), 1};
         trainer_log_metrics(t, m, nm);
@@ -49,12 +60,32 @@ static int open_model(trainer *t, esp_err *err)
     return rc;
 }
 
+/* A best_model_criterion monitor that validation never reports keeps no checkpoint: say so. */
+static void check_monitors(const trainer *t)
+{
+    metric v[VALID_METRICS_MAX];
+    size_t n = validation_metrics(&t->model, v);
+    for (size_t i = 0; i < t->cfg->n_best_model_criterion; i++) {
+        const char *mon = t->cfg->best_model_criterion[i].monitor;
+        size_t k = 0;
+        while (k < n && strcmp(v[k].name, mon) != 0) k++;
+        if (k < n) continue;
+        char have[160];
+        size_t used = 0;
+        for (k = 0; k < n && used < sizeof have; k++)
+            used += (size_t)snprintf(have + used, sizeof have - used, "%s%s", k ? ", " : "", v[k].name);
+        log_warn("best_model_criterion[%zu]: %s is not reported by this model's validation (%s); no checkpoint is "
+                 "kept or averaged for it", i, mon ? mon : "", have);
+    }
+}
+
 /* Rank 0 opens the experiment's logs and trains; the other ranks train without them. */
 static int train_with_logs(trainer *t, esp_err *err)
 {
     if (t->rank != 0) return run_training(t, err);
     int rc = -1;
     if (tb_open(&t->tb, t->o->tb_dir, t->step, err) != 0) return -1;
+    check_monitors(t);
     if (metrics_csv_open(&t->csv, t->o->csv_path, t->step, err) == 0) {
         log_info("train: %zu parameters, %zu train / %zu valid batches, %s backend, %d threads, exp_dir %s",
                  t->model.table.total, t->train.batches.n, t->valid.batches.n, t->be->name, t->o->threads,

@@ -36,7 +36,8 @@ typedef struct trainer_opts {
     int fsdp;                 /* strategy fsdp (with more than one rank) */
     int sharded_train;        /* the train dataloader comes in total_shards shards (one per rank and epoch) */
     model_rates rates;        /* dropout rates and CTC's zero_infinity */
-    int64_t max_epochs;       /* > 0 */
+    int64_t max_epochs;       /* > 0 (INT64_MAX: no epoch limit) */
+    int64_t max_steps;        /* optimizer steps after which training ends (Lightning's max_steps); 0: none */
     int64_t val_every;        /* check_val_every_n_epoch, > 0 */
     int64_t accumulate;       /* accumulate_grad_batches, > 0 */
     int64_t log_every;        /* log_every_n_steps, > 0 */
@@ -47,8 +48,9 @@ typedef struct trainer_opts {
     const char *csv_path;     /* metrics.csv */
 } trainer_opts;
 
-/* Trains until max_epochs (resuming from exp_dir's `last` checkpoint), then writes the k-best
- * average. Joins and leaves the distributed run itself. */
+/* Trains until max_epochs, or max_steps optimizer steps (the epoch that reaches them ends there,
+ * with its validation and checkpoint as at any epoch end), resuming from exp_dir's `last`
+ * checkpoint, then writes the k-best average. Joins and leaves the distributed run itself. */
 int trainer_run(const trainer_opts *o, esp_err *err);
 
 #endif

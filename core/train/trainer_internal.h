@@ -50,8 +50,12 @@ int train_epoch(trainer *t, esp_err *err);
 const float *trainer_to_device(trainer *t, const asr_batch *b);
 void trainer_log_metrics(trainer *t, const metric *m, size_t n);
 
-/* validate.c: mean batch loss and greedy CER over the valid split. */
-int validate(trainer *t, double *loss_out, double *cer_out, esp_err *err);
+/* validate.c: the validation metrics of this model (names; values NAN) into out (up to
+ * VALID_METRICS_MAX); validate fills them over the valid split: valid/loss and valid/cer (greedy
+ * CTC; not without a CTC branch), with a decoder valid/acc, valid/loss_ctc and valid/loss_att. */
+enum { VALID_METRICS_MAX = 5 };
+size_t validation_metrics(const asr_model *m, metric *out);
+int validate(trainer *t, metric *out, size_t *n_out, esp_err *err);
 
 /* train_state.c */
 int save_checkpoint(trainer *t, const metric *metrics, size_t n_metrics, esp_err *err);

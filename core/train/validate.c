@@ -1,5 +1,6 @@
-/* Validation: the mean loss and the greedy CER of the valid split, its batches striped over the
- * ranks. The log-probabilities are copied to the host for the greedy decode. */
+/* Validation: the mean loss and the greedy-CTC CER of the valid split, with an attention decoder
+ * also loss_ctc, loss_att and acc (ESPnet's th_accuracy); its batches striped over the ranks. The
+ * log-probabilities are copied to the host for the greedy decode. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,16 +27,48 @@ static void batch_cer(trainer *t, const asr_batch *ab, float **host_logp, size_t
     free(hyp);
 }
 
-int validate(trainer *t, double *loss_out, double *cer_out, esp_err *err)
+/* The batch-size-weighted sums of one rank, in this order (ESPnet's reporter weights every
+ * batch's stats by its batch size): loss, loss_ctc, loss_att, acc, utterances, CER edits, CER
+ * reference length. */
+enum { V_LOSS, V_CTC, V_ATT, V_ACC, V_UTTS, V_EDITS, V_REF, V_COUNT };
+
+/* Every rank's sums, gathered as doubles and added in rank order: the same bits everywhere. */
+static int sum_over_ranks(trainer *t, double *v, esp_err *err)
+{
+    if (t->world == 1) return 0;
+    double *all = xcalloc((size_t)t->world * V_COUNT, sizeof *all);
+    memcpy(all + (size_t)t->rank * V_COUNT, v, V_COUNT * sizeof *v);
+    int rc = host_all_gather(t, all, (size_t)t->world * V_COUNT * sizeof *all, err);
+    for (int k = 0; k < V_COUNT; k++) {
+        v[k] = 0;
+        for (int r = 0; r < t->world; r++) v[k] += all[r * V_COUNT + k];
+    }
+    free(all);
+    return rc;
+}
+
+size_t validation_metrics(const asr_model *m, metric *out)
+{
+    size_t n = 0;
+    out[n++] = (metric){"valid/loss", NAN, 0};
+    if (!m->dims.no_ctc) out[n++] = (metric){"valid/cer", NAN, 0};
+    if (m->dec) {
+        out[n++] = (metric){"valid/acc", NAN, 0};
+        if (!m->dims.no_ctc) out[n++] = (metric){"valid/loss_ctc", NAN, 0};
+        out[n++] = (metric){"valid/loss_att", NAN, 0};
+    }
+    return n;
+}
+
+int validate(trainer *t, metric *out, size_t *n_out, esp_err *err)
 {
     split_data *s = &t->valid;
+    asr_model *m = &t->model;
     size_t nb = limit_batches(t->o->limit_val, s->batches.n);
     size_t *items = xmalloc((s->keys.n + 1) * sizeof *items);
     float *host_logp = NULL;
     size_t cap = 0;
-    double loss_sum = 0;
-    size_t utts = 0;
-    err_counts cer = {0};
+    double v[V_COUNT] = {0};
     /* Eval-mode BatchNorm uses running statistics; every rank takes rank 0's, the saved ones. */
     int rc = sync_buffers_from_rank0(t, err);
     for (size_t b = (size_t)t->rank; rc == 0 && b < nb; b += (size_t)t->world) {
@@ -45,34 +78,33 @@ int validate(trainer *t, double *loss_out, double *cer_out, esp_err *err)
             rc = -1;
             break;
         }
-        asr_model *m = &t->model;
         asr_model_forward(m, trainer_to_device(t, &ab), ab.feat_lens, ab.B, (int)ab.Tmax, 0, 0);
         double loss = asr_model_loss(m, ab.labels, ab.label_lens, (int)ab.Lmax, NULL);
-        loss_sum += loss * (double)n;
-        utts += n;
-        batch_cer(t, &ab, &host_logp, &cap, &cer);
+        v[V_LOSS] += loss * (double)n;
+        v[V_UTTS] += (double)n;
+        if (m->dec) {
+            if (!m->dims.no_ctc) v[V_CTC] += m->loss_ctc * (double)n;
+            v[V_ATT] += m->loss_att * (double)n;
+            v[V_ACC] += (double)m->att_correct / (double)m->att_tokens * (double)n;
+        }
+        if (!m->dims.no_ctc) {
+            err_counts cer = {0};
+            batch_cer(t, &ab, &host_logp, &cap, &cer);
+            v[V_EDITS] += (double)cer.edits, v[V_REF] += (double)cer.ref_len;
+        }
         asr_batch_free(&ab);
     }
     free(items);
     free(host_logp);
-    if (rc != 0) return -1;
-    if (t->world > 1) {
-        /* Every rank's sums, gathered as doubles and added in rank order: the same bits everywhere. */
-        double mine[4] = {loss_sum, (double)utts, (double)cer.edits, (double)cer.ref_len};
-        double *all = xcalloc((size_t)t->world * 4, sizeof *all);
-        memcpy(all + (size_t)t->rank * 4, mine, sizeof mine);
-        rc = host_all_gather(t, all, (size_t)t->world * 4 * sizeof *all, err);
-        loss_sum = 0, utts = 0, cer.edits = 0, cer.ref_len = 0;
-        for (int r = 0; r < t->world; r++) {
-            loss_sum += all[r * 4];
-            utts += (size_t)all[r * 4 + 1];
-            cer.edits += (size_t)all[r * 4 + 2];
-            cer.ref_len += (size_t)all[r * 4 + 3];
-        }
-        free(all);
-        if (rc != 0) return -1;
+    if (rc != 0 || sum_over_ranks(t, v, err) != 0) return -1;
+    double u = v[V_UTTS];
+    err_counts cer = {.edits = (size_t)v[V_EDITS], .ref_len = (size_t)v[V_REF]};
+    *n_out = validation_metrics(m, out);
+    for (size_t i = 0; i < *n_out; i++) {
+        const char *k = out[i].name;
+        double x = !strcmp(k, "valid/loss") ? v[V_LOSS] : !strcmp(k, "valid/loss_ctc") ? v[V_CTC]
+                 : !strcmp(k, "valid/loss_att") ? v[V_ATT] : !strcmp(k, "valid/acc") ? v[V_ACC] : NAN;
+        out[i].value = !strcmp(k, "valid/cer") ? err_rate(&cer) : u ? x / u : NAN;
     }
-    *loss_out = utts ? loss_sum / (double)utts : NAN;
-    *cer_out = err_rate(&cer);
     return 0;
 }

@@ -59,7 +59,10 @@ int main(int argc, char **argv)
     model_rates rates = {.dropout = 0.1f, .pos_dropout = 0.1f, .att_dropout = 0.0f};
     asr_model m;
     asr_model_init(&m, be, &d, &rates);
-    if (param_init(m.params, &m.table, NULL, 0, &err) != 0) esp_die_err(&err);
+    float *host = malloc(m.table.total * sizeof *host);
+    if (param_init(host, &m.table, NULL, 0, &err) != 0) esp_die_err(&err);
+    asr_model_params_from_host(&m, host);
+    free(host);
     float *feats = malloc((size_t)B * T * 80 * sizeof *feats);
     rng r;
     rng_init(&r, 1);
@@ -67,17 +70,19 @@ int main(int argc, char **argv)
     int lens[B], labels[B * L], ylens[B];
     for (int b = 0; b < B; b++) lens[b] = T, ylens[b] = L;
     for (int i = 0; i < B * L; i++) labels[i] = (int)rng_uniform_int(&r, 2, 29);
+    float *dev_feats = be->alloc(be, (size_t)B * T * 80 * sizeof *feats);
+    be->copy(be, dev_feats, feats, (size_t)B * T * 80 * sizeof *feats, BACKEND_HOST_TO_DEVICE);
     optim_opts o = optim_opts_default(OPTIM_ADAM);
     adam_state st;
-    adam_state_init(&st, m.table.total, 0);
+    adam_state_init(&st, be, m.table.total, 0);
     double *ms = malloc((size_t)steps * sizeof *ms), loss = 0;
     for (int i = 0; i < warmup + steps; i++) {
         double t0 = now_seconds();
         asr_model_zero_grad(&m);
-        asr_model_forward(&m, feats, lens, B, T, 1, (uint64_t)i);
+        asr_model_forward(&m, dev_feats, lens, B, T, 1, (uint64_t)i);
         loss = asr_model_loss(&m, labels, ylens, L, NULL);
         asr_model_backward(&m, 1.0f);
-        adam_step(m.params, &st, m.grads, &o, 1e-3, threads);
+        adam_step(m.params, &st, m.grads, &o, 1e-3);
         double t = now_seconds() - t0;
         if (i >= warmup) ms[i - warmup] = t * 1e3;
     }
@@ -87,6 +92,7 @@ int main(int argc, char **argv)
     printf("ms %.1f min %.1f loss %.3f maxrss_mb %.0f params %zu\n", ms[steps / 2], ms[0], loss, ru.ru_maxrss / 1024.0,
            m.table.total);
     adam_state_free(&st);
+    be->free(be, dev_feats);
     asr_model_free(&m);
     backend_close(be);
     free(feats);

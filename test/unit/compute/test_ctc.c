@@ -459,7 +459,7 @@ Test(ctc_decode, greedy_collapses_repeats_and_drops_blanks)
 
 /* 0 <blank>, 1 <unk>, 2 <space>, 3 A, 4 B, 5 C, 6 é, 7 <sos/eos> */
 static char *toks[] = {"<blank>", "<unk>", "<space>", "A", "B", "C", "\xc3\xa9", "<sos/eos>"};
-static const token_list tl = {toks, 8};
+static const token_list tl = {.tokens = toks, .n = 8};
 
 Test(ctc_decode, cer_as_espnet_error_calculator)
 {

@@ -333,7 +333,7 @@ Test(ops_conformer, rel_shift_index_is_espnets)
         for (int i = 0; i < t * w; i++) x[i] = i + 1;
         rel_shift_ref(out, x, t);
         for (int i = 0; i < t; i++)
-            for (int j = 0; j < t; j++) cr_assert_eq(out[i * t + j], x[i * w + km_rel_shift_col(i, j, t)], "t %d", t);
+            for (int j = 0; j < t; j++) cr_assert_eq(out[i * t + j], x[i * w + relpos_shift_col(i, j, t)], "t %d", t);
     }
 }
 

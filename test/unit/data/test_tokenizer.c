@@ -134,26 +134,159 @@ Test(tokenizer, stage_writes_espnet2_layout_from_manifest, .init = setup, .fini 
     free(data_dir);
 }
 
-Test(tokenizer, stage_rejects_bpe_and_missing_keys, .init = setup, .fini = teardown)
+/* A manifest at <tmpdir>/data/manifest/train.tsv with these texts; returns data_dir (caller frees). */
+static char *write_manifest(const char *const *texts, size_t n)
+{
+    char *data_dir = tmp_path("data");
+    char *train = tmp_path("data/manifest/train.tsv");
+    char body[4096] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < n; i++)
+        used += (size_t)snprintf(body + used, sizeof body - used, "u%zu\t/w%zu.wav\t%s\n", i, i, texts[i]);
+    test_write_text_mkdirs(train, body);
+    free(train);
+    return data_dir;
+}
+
+Test(tokenizer, stage_trains_bpe_into_save_path_as_espnet3, .init = setup, .fini = teardown)
+{
+    const char *texts[] = {"THE CAT SAT ON THE MAT", "THE DOG SAT ON THE LOG", "A CAT AND A DOG"};
+    fake_configs f;
+    fake_init(&f);
+    esp_err err;
+    f.training.data_dir = write_manifest(texts, 3);
+    f.tokenizer.model_type = "bpe";
+    f.tokenizer.vocab_size = 20;
+    f.tokenizer.save_path = tmp_path("data/bpe_20");
+    cr_assert_eq(stage_train_tokenizer(&f.ctx, &err), 0, "%s", err.msg);
+    const char *names[] = {"bpe.model", "bpe.vocab", "tokens.txt"};
+    for (int i = 0; i < 3; i++) cr_expect(test_exists(test_path(f.tokenizer.save_path, names[i])), "%s", names[i]);
+    token_list tl;
+    cr_assert_eq(token_list_read(test_path(f.tokenizer.save_path, "tokens.txt"), &tl, &err), 0, "%s", err.msg);
+    cr_expect_eq(tl.n, 20);
+    token_list_free(&tl);
+
+    /* The labels side: the training config's tokenizer block names the model. */
+    tokenizer_spec ts;
+    cr_assert_eq(tokenizer_spec_resolve(&ts, &f.tokenizer, NULL, NULL, "train.yaml", &err), 0, "%s", err.msg);
+    cr_expect_eq(ts.type, TOKEN_TYPE_BPE);
+    cr_expect_str_eq(ts.model_path, test_path(f.tokenizer.save_path, "bpe.model"));
+    cr_expect_str_eq(ts.tokens_path, test_path(f.tokenizer.save_path, "tokens.txt"));
+    tokenizer_spec_free(&ts);
+    free(f.tokenizer.save_path);
+    free(f.training.data_dir);
+}
+
+Test(tokenizer, word_lists_as_espnet2_tokenize_text, .init = setup, .fini = teardown)
+{
+    /* counts: THE 3, CAT 2, SAT 2, A 1, DOG 1; ties in order of first appearance */
+    const char *texts[] = {"THE CAT  SAT", "\tTHE SAT CAT A", "THE DOG"};
+    token_list tl;
+    word_token_list_build(texts, 3, 0, &tl);
+    const char *want[] = {"<blank>", "<unk>", "THE", "CAT", "SAT", "A", "DOG", "<sos/eos>"};
+    cr_assert_eq(tl.n, 8);
+    for (size_t i = 0; i < tl.n; i++) cr_expect_str_eq(tl.tokens[i], want[i], "token %zu", i);
+    long *ids;
+    size_t n, unk;
+    esp_err err;
+    cr_assert_eq(text_to_ids(&tl, " THE BIRD  SAT ", &ids, &n, &unk, &err), 0, "%s", err.msg);
+    cr_assert_eq(n, 3);
+    cr_expect_eq(ids[0], 2);
+    cr_expect_eq(ids[1], 1);
+    cr_expect_eq(ids[2], 4);
+    cr_expect_eq(unk, 1);
+    int back[] = {0, 2, 1, 0, 4, 0};
+    char *text = ids_to_text(&tl, back, 6);
+    cr_expect_str_eq(text, "THE <unk> SAT");
+    free(text);
+    free(ids);
+    token_list_free(&tl);
+    word_token_list_build(texts, 3, 5, &tl); /* vocab_size 5: <blank> <unk> THE CAT <sos/eos> */
+    cr_assert_eq(tl.n, 5);
+    cr_expect_str_eq(tl.tokens[3], "CAT");
+    cr_expect_str_eq(tl.tokens[4], "<sos/eos>");
+    token_list_free(&tl);
+}
+
+Test(tokenizer, spec_follows_espnet_token_type_and_bpemodel_over_the_tokenizer_block)
+{
+    tokenizer_cfg tc = {.model_type = "unigram", .save_path = "data/unigram_50"};
+    tokenizer_spec ts;
+    esp_err err;
+    cr_assert_eq(tokenizer_spec_resolve(&ts, &tc, NULL, NULL, "t.yaml", &err), 0, "%s", err.msg);
+    cr_expect_eq(ts.type, TOKEN_TYPE_BPE);
+    cr_expect_str_eq(ts.model_path, "data/unigram_50/unigram.model");
+    tokenizer_spec_free(&ts);
+    cr_assert_eq(tokenizer_spec_resolve(&ts, &tc, NULL, "other/bpe.model", "t.yaml", &err), 0, "%s", err.msg);
+    cr_expect_str_eq(ts.model_path, "other/bpe.model");
+    tokenizer_spec_free(&ts);
+    cr_assert_eq(tokenizer_spec_resolve(&ts, &tc, "char", NULL, "t.yaml", &err), 0, "%s", err.msg);
+    cr_expect_eq(ts.type, TOKEN_TYPE_CHAR);
+    cr_expect_null(ts.model_path);
+    tokenizer_spec_free(&ts);
+    tc.model_type = "char";
+    cr_assert_eq(tokenizer_spec_resolve(&ts, &tc, NULL, "m/bpe.model", "t.yaml", &err), 0, "%s", err.msg);
+    cr_expect_eq(ts.type, TOKEN_TYPE_BPE); /* a bpemodel alone means bpe */
+    tokenizer_spec_free(&ts);
+    cr_assert_neq(tokenizer_spec_resolve(&ts, &tc, "bpe", NULL, "t.yaml", &err), 0);
+    cr_expect(strstr(err.msg, "t.yaml: token_type bpe needs a SentencePiece model, and tokenizer.model_type is char"),
+              "%s", err.msg);
+    tc.model_type = "word";
+    cr_assert_eq(tokenizer_spec_resolve(&ts, &tc, NULL, NULL, "t.yaml", &err), 0, "%s", err.msg);
+    cr_expect_eq(ts.type, TOKEN_TYPE_WORD);
+    tokenizer_spec_free(&ts);
+}
+
+Test(tokenizer, stage_errors_name_the_key_or_the_file, .init = setup, .fini = teardown)
 {
     fake_configs f;
     fake_init(&f);
     esp_err err;
     f.tokenizer.model_type = "bpe";
-    f.tokenizer.save_path = "unused";
+    f.tokenizer.save_path = tmp_path("tok");
     f.training.data_dir = "unused";
     cr_assert_neq(stage_train_tokenizer(&f.ctx, &err), 0);
-    cr_expect(strstr(err.msg, "tokenizer.model_type: bpe is not supported yet (use char)"), "%s", err.msg);
+    cr_expect(strstr(err.msg, "train.yaml: tokenizer.vocab_size: missing (a bpe model needs its number of pieces"),
+              "%s", err.msg);
 
     f.tokenizer.model_type = "char";
+    char *save = f.tokenizer.save_path;
     f.tokenizer.save_path = NULL;
     cr_assert_neq(stage_train_tokenizer(&f.ctx, &err), 0);
     cr_expect(strstr(err.msg, "tokenizer.save_path: missing"), "%s", err.msg);
 
-    f.tokenizer.save_path = tmp_path("tok");
+    f.tokenizer.save_path = save;
     f.training.data_dir = tmp_path("nodata");
     cr_assert_neq(stage_train_tokenizer(&f.ctx, &err), 0);
     cr_expect(strstr(err.msg, "manifest/train.tsv: cannot read"), "%s", err.msg);
-    free(f.tokenizer.save_path);
     free(f.training.data_dir);
+
+    /* Transcripts without text: one line naming the manifest, and nothing written. */
+    const char *empty[] = {"", " "};
+    f.training.data_dir = write_manifest(empty, 2);
+    f.tokenizer.model_type = "unigram";
+    f.tokenizer.vocab_size = 30;
+    cr_assert_neq(stage_train_tokenizer(&f.ctx, &err), 0);
+    cr_expect(strstr(err.msg, "data/manifest/train.tsv: no transcript text to train the tokenizer on (2 "
+                              "utterances, every text empty"),
+              "%s", err.msg);
+    cr_expect(!test_exists(save));
+    free(save);
+    free(f.training.data_dir);
+}
+
+/* A NUL byte ended the list there (issue 16): the tokens after it were dropped without a word,
+ * and the model's output size no longer matched its token list. */
+Test(tokenizer, read_rejects_a_nul_byte_naming_the_line, .init = setup, .fini = teardown)
+{
+    char *path = tmp_path("nul.txt");
+    FILE *fp = fopen(path, "wb");
+    cr_assert_not_null(fp);
+    fwrite("<blank>\n<unk>\nA\0B\nC\n", 1, 20, fp);
+    fclose(fp);
+    token_list tl;
+    esp_err err;
+    cr_assert_neq(token_list_read(path, &tl, &err), 0);
+    cr_expect(strstr(err.msg, "nul.txt:3: holds a NUL byte (a token list is text"), "%s", err.msg);
+    free(path);
 }

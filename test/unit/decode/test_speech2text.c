@@ -1,7 +1,9 @@
 /* Speech2Text, the decoder stage 6 runs: an utterance decodes the same from its file, its samples
  * and its features; the hypothesis is the CTC search (greedy, prefix beam) over the model's
  * log-probabilities as a host forward gives them, read only from the host copy made after the
- * backend synchronized; errors name the file and leave no hypothesis behind. */
+ * backend synchronized; errors name the file and leave no hypothesis behind. ctc_weight below 1
+ * is the joint search: an error without an attention decoder, beam_search's n-best (blanks
+ * dropped) with a stand-in decoder; the prefix beam's n-best is its final beam. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <sndfile.h>
@@ -14,6 +16,7 @@
 #include "core/data/asr_data.h"
 #include "core/decode/ctc_decode.h"
 #include "core/decode/ctc_prefix_beam.h"
+#include "core/decode/beam_search.h"
 #include "core/decode/speech2text.h"
 #include "core/formats/safetensors.h"
 #include "core/nn/model.h"
@@ -117,44 +120,55 @@ static void rec_init(void)
     n_events = 0;
 }
 
-/* What the decoder must find: the search over a plain host forward of the same features. */
-static void reference(const char *wav_name, int beam_size, int **ids, int *n_ids, char **text, int *frames)
+/* The CTC log-probabilities of a plain host forward of a file's features (hlen x vocab). */
+static float *host_logp(const char *wav_name, int *hlen, int *frames, asr_data *d)
 {
     esp_err err;
-    asr_data d;
-    cr_assert_eq(asr_data_open_files(&d, &mc, NULL, tokens_path, 0, &err), 0, "%s", err.msg);
+    cr_assert_eq(asr_data_open_files(d, &mc, NULL, tokens_path, 0, &err), 0, "%s", err.msg);
     float *wav;
     size_t n;
-    cr_assert_eq(asr_data_read_wav(&d, test_path(dir, wav_name), &wav, &n, &err), 0, "%s", err.msg);
-    int T = (int)frontend_num_frames(d.fe, n);
-    float *x = malloc((size_t)T * d.fo.n_mels * sizeof *x);
-    asr_data_featurize(&d, x, wav, n);
+    cr_assert_eq(asr_data_read_wav(d, test_path(dir, wav_name), &wav, &n, &err), 0, "%s", err.msg);
+    int T = (int)frontend_num_frames(d->fe, n);
+    float *x = malloc((size_t)T * d->fo.n_mels * sizeof *x);
+    asr_data_featurize(d, x, wav, n);
     backend be;
     cr_assert_eq(backend_cpu_init(&be, 1, &err), 0);
     model_dims dims;
-    cr_assert_eq(model_dims_from_cfg(&dims, &mc, d.fo.n_mels, (int)d.tokens.n, &err), 0);
+    cr_assert_eq(model_dims_from_cfg(&dims, &mc, d->fo.n_mels, (int)d->tokens.n, &err), 0);
     asr_model m;
     asr_model_init_inference(&m, &be, &dims);
     cr_assert_eq(asr_model_load_weights(&m, weights_path, &err), 0, "%s", err.msg);
     asr_model_forward(&m, x, &T, 1, T, 0, 0); /* the CPU backend's buffers are host memory */
-    int hlen = m.hlens[0];
-    *ids = malloc(((size_t)hlen + 1) * sizeof **ids);
-    if (beam_size <= 1) {
-        *n_ids = ctc_greedy_decode(*ids, m.logp, hlen, dims.vocab);
-    } else {
-        ctc_beam *w = ctc_beam_new();
-        ctc_beam_opts bo = {.beam_size = beam_size};
-        *n_ids = ctc_prefix_beam_search(w, m.logp, hlen, dims.vocab, &bo, *ids, NULL);
-        ctc_beam_free(w);
-    }
-    err_calc ec;
-    err_calc_init(&ec, &d.tokens);
-    *text = token_ids_to_text(&ec, *ids, (size_t)*n_ids);
+    *hlen = m.hlens[0];
+    float *lp = malloc(((size_t)*hlen * dims.vocab + 1) * sizeof *lp);
+    memcpy(lp, m.logp, (size_t)*hlen * dims.vocab * sizeof *lp);
     *frames = T;
     asr_model_free(&m);
     be.destroy(&be);
     free(x);
     free(wav);
+    return lp;
+}
+
+/* What the decoder must find: the search over a plain host forward of the same features. */
+static void reference(const char *wav_name, int beam_size, int **ids, int *n_ids, char **text, int *frames)
+{
+    asr_data d;
+    int hlen, V = 7;
+    float *lp = host_logp(wav_name, &hlen, frames, &d);
+    *ids = malloc(((size_t)hlen + 1) * sizeof **ids);
+    if (beam_size <= 1) {
+        *n_ids = ctc_greedy_decode(*ids, lp, hlen, V);
+    } else {
+        ctc_beam *w = ctc_beam_new();
+        ctc_beam_opts bo = {.beam_size = beam_size};
+        *n_ids = ctc_prefix_beam_search(w, lp, hlen, V, &bo, *ids, NULL);
+        ctc_beam_free(w);
+    }
+    err_calc ec;
+    err_calc_init(&ec, &d.tokens);
+    *text = token_ids_to_text(&ec, *ids, (size_t)*n_ids);
+    free(lp);
     asr_data_close(&d);
 }
 
@@ -175,7 +189,7 @@ static void decode_both_files(int beam_size)
 {
     rec_init();
     esp_err err;
-    s2t_opts o = {.beam_size = beam_size};
+    s2t_opts o = {.beam_size = beam_size, .ctc_weight = 1.0};
     speech2text *s = speech2text_open(&rec, &mf, &o, &err);
     cr_assert_not_null(s, "%s", err.msg);
     cr_assert_eq(speech2text_tokens(s)->n, 7);
@@ -209,7 +223,7 @@ Test(speech2text, file_samples_and_features_decode_alike)
     esp_err err;
     backend be;
     cr_assert_eq(backend_cpu_init(&be, 1, &err), 0);
-    s2t_opts o = {.beam_size = 2};
+    s2t_opts o = {.beam_size = 2, .ctc_weight = 1.0};
     speech2text *s = speech2text_open(&be, &mf, &o, &err);
     cr_assert_not_null(s, "%s", err.msg);
     asr_data d;
@@ -246,7 +260,7 @@ Test(speech2text, errors_name_the_file_and_leave_no_hypothesis)
     esp_err err;
     backend be;
     cr_assert_eq(backend_cpu_init(&be, 1, &err), 0);
-    s2t_opts o = {.beam_size = 1};
+    s2t_opts o = S2T_OPTS_DEFAULT;
     speech2text *s = speech2text_open(&be, &mf, &o, &err);
     cr_assert_not_null(s, "%s", err.msg);
     const char *paths[2] = {test_path(dir, "a.wav"), test_path(dir, "short.wav")};
@@ -269,5 +283,129 @@ Test(speech2text, errors_name_the_file_and_leave_no_hypothesis)
     cr_assert_null(speech2text_open(&be, &mf, &o, &err));
     cr_assert(strstr(err.msg, "encoder.encoders.2"), "%s", err.msg);
     enc.num_blocks = 2;
+    be.destroy(&be);
+}
+
+/* ---- the joint CTC/attention search ---- */
+
+/* A stand-in attention decoder: a fixed distribution per last token (blank unlikely), and it checks
+ * the prefixes it is given. */
+static int stand_in_calls;
+static void stand_in(void *ctx, const int *const *prefixes, const int *lens, int n, float *logp)
+{
+    (void)ctx;
+    stand_in_calls++;
+    for (int i = 0; i < n; i++) {
+        cr_assert(lens[i] >= 1 && prefixes[i][0] == 6, "every prefix starts with <sos>");
+        int last = prefixes[i][lens[i] - 1];
+        double z[7], m = -INFINITY, sum = 0;
+        for (int c = 0; c < 7; c++) z[c] = c == 0 ? -4.0 : sin(1.7 * c + 2.3 * last) * 2.0, m = fmax(m, z[c]);
+        for (int c = 0; c < 7; c++) sum += exp(z[c] - m);
+        for (int c = 0; c < 7; c++) logp[i * 7 + c] = (float)(z[c] - m - log(sum));
+    }
+}
+
+Test(speech2text, joint_search_needs_an_attention_decoder)
+{
+    esp_err err;
+    backend be;
+    cr_assert_eq(backend_cpu_init(&be, 1, &err), 0);
+    s2t_opts o = {.beam_size = 4, .ctc_weight = 0.5, .nbest = 1};
+    cr_assert_neq(speech2text_check(&mf, &o, &err), 0);
+    cr_assert(strstr(err.msg, "model has no attention decoder (decoder: transformer): use ctc_weight 1.0"), "%s",
+              err.msg);
+    cr_assert_null(speech2text_open(&be, &mf, &o, &err));
+    cr_assert(strstr(err.msg, "ctc_weight 0.5: model has no attention decoder (decoder: transformer): use ctc_weight 1.0"),
+              "%s", err.msg);
+    o.ctc_weight = 0.0;
+    cr_assert_null(speech2text_open(&be, &mf, &o, &err));
+    cr_assert(strstr(err.msg, "model has no attention decoder"), "%s", err.msg);
+    o.ctc_weight = 1.5;
+    cr_assert_null(speech2text_open(&be, &mf, &o, &err));
+    cr_assert(strstr(err.msg, "ctc_weight 1.5: use a weight in [0, 1]"), "%s", err.msg);
+    o.ctc_weight = 1.0;
+    cr_assert_eq(speech2text_check(&mf, &o, &err), 0, "CTC only needs no decoder");
+    be.destroy(&be);
+}
+
+/* With a decoder in place, the joint path is beam_search over the host log-probs: same n-best,
+ * blanks dropped from the ids, text from the ids, one decoder call per step. */
+Test(speech2text, joint_search_with_a_stand_in_decoder)
+{
+    esp_err err;
+    backend be;
+    cr_assert_eq(backend_cpu_init(&be, 1, &err), 0);
+    bs_scorer att = {.score = stand_in};
+    s2t_opts o = {.beam_size = 3, .ctc_weight = 0.3, .penalty = 0.2, .nbest = 3, .attention = &att};
+    speech2text *s = speech2text_open(&be, &mf, &o, &err);
+    cr_assert_not_null(s, "%s", err.msg);
+    const char *path = test_path(dir, "b.wav");
+    s2t_hyp h;
+    stand_in_calls = 0;
+    cr_assert_eq(speech2text_decode_files(s, &path, 1, &h, &err), 0, "%s", err.msg);
+    int calls = stand_in_calls;
+
+    asr_data d;
+    int hlen, frames;
+    float *lp = host_logp("b.wav", &hlen, &frames, &d);
+    beam_search *w = beam_search_new();
+    beam_search_opts bo = {.beam_size = 3, .nbest = 3, .ctc_weight = 0.3, .penalty = 0.2};
+    bs_nbest nb;
+    stand_in_calls = 0;
+    beam_search_run(w, lp, hlen, 7, &att, &bo, &nb);
+    cr_assert_eq(calls, stand_in_calls, "one decoder call per step");
+    cr_assert_gt(nb.n, 1);
+    cr_assert_eq(h.n_found, nb.n);
+    err_calc ec;
+    err_calc_init(&ec, &d.tokens);
+    for (int k = 0; k < nb.n; k++) {
+        const s2t_hyp *g = k == 0 ? &h : &h.alt[k - 1];
+        int want[256], n = 0;
+        for (int j = 0; j < nb.hyps[k].n_ids; j++)
+            if (nb.hyps[k].ids[j] != 0) want[n++] = nb.hyps[k].ids[j];
+        cr_assert_eq(g->n_ids, (size_t)n, "hyp %d", k);
+        cr_assert(n == 0 || memcmp(g->ids, want, (size_t)n * sizeof(int)) == 0, "hyp %d", k);
+        cr_assert_eq(g->score, nb.hyps[k].score, "hyp %d", k);
+        char *text = token_ids_to_text(&ec, want, (size_t)n);
+        cr_assert_str_eq(g->text, text);
+        free(text);
+        cr_assert_eq(g->frames, frames);
+        if (k > 0) cr_assert_geq(h.score, g->score);
+    }
+    bs_nbest_free(&nb);
+    beam_search_free(w);
+    free(lp);
+    asr_data_close(&d);
+    s2t_hyp_free(&h);
+    speech2text_close(s);
+    be.destroy(&be);
+}
+
+/* CTC only: nbest does not change the best (the frame-synchronous search), and the others are its
+ * final beam in rank order. */
+Test(speech2text, prefix_beam_nbest_is_its_final_beam)
+{
+    esp_err err;
+    backend be;
+    cr_assert_eq(backend_cpu_init(&be, 1, &err), 0);
+    s2t_opts o1 = {.beam_size = 4, .ctc_weight = 1.0, .nbest = 1}, o3 = o1;
+    o3.nbest = 3;
+    speech2text *s1 = speech2text_open(&be, &mf, &o1, &err), *s3 = speech2text_open(&be, &mf, &o3, &err);
+    cr_assert(s1 && s3, "%s", err.msg);
+    const char *path = test_path(dir, "a.wav");
+    s2t_hyp h1, h3;
+    cr_assert_eq(speech2text_decode_files(s1, &path, 1, &h1, &err), 0, "%s", err.msg);
+    cr_assert_eq(speech2text_decode_files(s3, &path, 1, &h3, &err), 0, "%s", err.msg);
+    cr_assert_eq(h1.n_found, 1);
+    cr_assert_null(h1.alt);
+    cr_assert_eq(h3.n_found, 3);
+    cr_assert_str_eq(h1.text, h3.text);
+    cr_assert_eq(h1.score, h3.score);
+    for (int k = 0; k < 2; k++) {
+        cr_assert_geq(k == 0 ? h3.score : h3.alt[k - 1].score, h3.alt[k].score);
+        cr_assert(strcmp(h3.alt[k].text, h3.text) != 0 || h3.alt[k].n_ids != h3.n_ids, "alternatives differ");
+    }
+    s2t_hyp_free(&h1), s2t_hyp_free(&h3);
+    speech2text_close(s1), speech2text_close(s3);
     be.destroy(&be);
 }

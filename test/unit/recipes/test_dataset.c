@@ -186,7 +186,7 @@ Test(manifest, read_errors_name_file_and_line, .init = setup, .fini = teardown)
     cr_expect(strstr(err.msg, "bad.tsv:2: expected 3 tab-separated fields"), "%s", err.msg);
     test_write_text(tsv, "u1\t/a.wav\tA\nu1\t/b.wav\tB\n");
     cr_assert_neq(manifest_read_tsv(tsv, &m, &err), 0);
-    cr_expect(strstr(err.msg, "utterance id u1 appears more than once"), "%s", err.msg);
+    cr_expect(strstr(err.msg, "bad.tsv:2: utterance id u1 appears again (first on line 1)"), "%s", err.msg);
     free(tsv);
 }
 

@@ -162,6 +162,45 @@ Test(recipe, stages_1_5_build_manifests_tokens_stats_logs_and_skip_when_built)
     cr_assert_str_eq(hyp_b1, hyp);
     free(hyp_b1);
 
+    /* An unreadable audio file in the middle of a batch (batch_size 4): the error names its own
+     * utterance, not the first one of the batch. */
+    {
+        char *m = slurp("%s/data/manifest/%s", "test.tsv");
+        const char *third = strchr(strchr(m, '\n') + 1, '\n') + 1;
+        char utt[256], wav[512];
+        cr_assert_eq(sscanf(third, "%255[^\t]\t%511[^\t]", utt, wav), 2);
+        cr_assert_eq(test_sh("cp '%s' '%s/saved.wav' && head -c 30 '%s/saved.wav' > '%s'", wav, workdir, workdir, wav), 0);
+        cr_assert_eq(run_infer("--stages infer 'inference_dir=${exp_dir}/inf_bad'", "infer_bad"), 1);
+        char *e = slurp("%s/%s.err", "infer_bad");
+        char want[1024];
+        snprintf(want, sizeof want, "infer test: %s: %s: cannot read audio", utt, wav);
+        cr_assert(strstr(e, want), "want '%s' in:\n%s", want, e);
+        cr_assert_eq(test_sh("cp '%s/saved.wav' '%s'", workdir, wav), 0);
+        free(e), free(m);
+    }
+
+    /* nbest 3: the same hyp.scp, and ESPnet2's n-best layout beside it (the prefix beam's final beam). */
+    cr_assert_eq(run_infer("--stages infer model.nbest=3 'inference_dir=${exp_dir}/inf_nb'", "infer_nb"), 0, "%s",
+                 slurp("%s/%s.err", "infer_nb"));
+    char *hyp_nb = slurp("%s/exp/inf_nb/test/%s", "hyp.scp"), *best1 = slurp("%s/exp/inf_nb/test/%s", "1best_recog/text");
+    cr_assert_str_eq(hyp_nb, hyp);
+    cr_assert_str_eq(best1, hyp);
+    free(hyp_nb), free(best1);
+    const char *nb_files[] = {"2best_recog/text", "3best_recog/token", "3best_recog/token_int", "1best_recog/score"};
+    for (int i = 0; i < 4; i++) {
+        char *f = slurp("%s/exp/inf_nb/test/%s", nb_files[i]);
+        cr_assert_not_null(f, "%s", nb_files[i]);
+        cr_assert_eq(count_lines(f), 6, "%s", nb_files[i]);
+        cr_assert_eq(strncmp(f, man, strcspn(man, "\t")), 0, "%s: first utterance first", nb_files[i]);
+        free(f);
+    }
+    /* The joint search needs an attention decoder, which this model has not: one error line before decoding. */
+    cr_assert_eq(run_infer("--stages infer model.ctc_weight=0.5 'inference_dir=${exp_dir}/inf_joint'", "joint"), 1);
+    char *je = slurp("%s/%s.err", "joint");
+    cr_assert(strstr(je, "model.ctc_weight 0.5: model has no attention decoder (decoder: transformer): use ctc_weight "
+                         "1.0"), "%s", je);
+    free(je);
+
     /* A model file that is not there: one error line naming what was tried, exit 1. */
     cr_assert_eq(run_infer("--stages infer model.asr_model_file=valid.acc.best.pth", "nomodel"), 1);
     char *nm = slurp("%s/%s.err", "nomodel");

@@ -44,6 +44,23 @@ static void teardown(void) { test_tmpdir_remove(dir); }
 
 TestSuite(train, .init = setup, .fini = teardown);
 
+/* SIGKILL to the process that holds an experiment's lock (the espnet3 process itself: `timeout`
+ * runs it in a process group of its own, out of reach of a kill of the shell's group). */
+static void kill_lock_owner(const char *exp)
+{
+    char rel[128];
+    snprintf(rel, sizeof rel, "%s/.espnet3.lock", exp);
+    char *line = slurp(rel);
+    long owner = 0;
+    cr_assert(sscanf(line, "pid %ld", &owner) == 1 && owner > 0, "no owner in %s: '%s'", rel, line);
+    free(line);
+    kill((pid_t)owner, SIGKILL);
+    for (int i = 0; i < 5000 && kill((pid_t)owner, 0) == 0; i++) {
+        struct timespec nap = {0, 1000000};
+        nanosleep(&nap, NULL);
+    }
+}
+
 Test(train, writes_checkpoints_logs_and_resumes_bit_identically)
 {
     cr_assert_eq(run("full", "--stages train trainer.max_epochs=3"), 0, "%s", slurp("log"));
@@ -90,6 +107,7 @@ Test(train, sigkill_mid_epoch_then_rerun_ends_with_the_same_weights)
     int waited = 0, killed = 0;
     for (; waited < 120000; waited += 2) {
         if (exists("killed/checkpoints/epoch=2-step=2/model.safetensors")) {
+            kill_lock_owner("killed");
             kill(-pid, SIGKILL);
             killed = 1;
             break;
@@ -102,6 +120,11 @@ Test(train, sigkill_mid_epoch_then_rerun_ends_with_the_same_weights)
     cr_assert(killed, "the run ended before it could be killed");
     cr_assert_not(exists("killed/checkpoints/epoch=4-step=4/model.safetensors"));
     cr_assert_eq(run("killed", "--stages train trainer.max_epochs=4"), 0, "%s", slurp("log"));
+    /* The killed run's lock file stayed behind with its owner's line: the rerun says whose it took over. */
+    char *tlog = slurp("log");
+    cr_assert(strstr(tlog, "taking over the lock of a run that is no longer alive (pid "), "%s", tlog);
+    free(tlog);
+    cr_assert_not(exists("killed/.espnet3.lock"), "the lock file outlived a clean run");
     cr_assert(same_file("full/checkpoints/epoch=4-step=4/model.safetensors",
                         "killed/checkpoints/epoch=4-step=4/model.safetensors"),
               "run killed and resumed differs from the uninterrupted one");
@@ -126,16 +149,82 @@ Test(train, validation_loss_falls)
 
 Test(train, keys_not_acted_on_are_announced_and_post_ln_refused)
 {
-    cr_assert_eq(run("warn", "--stages train trainer.max_epochs=1 trainer.max_steps=5 trainer.precision=bf16-mixed "
+    cr_assert_eq(run("warn", "--stages train trainer.max_epochs=1 trainer.precision=bf16-mixed "
                              "+model.model_conf.ctc_weight=0.3"),
                  0, "%s", slurp("log"));
     char *log = slurp("log");
-    cr_assert(strstr(log, "trainer.max_steps: not implemented yet"), "%s", log);
     cr_assert(strstr(log, "trainer.precision: bf16-mixed is for GPUs"), "%s", log);
-    cr_assert(strstr(log, "model.model_conf.ctc_weight: 0.3 asks for an attention decoder"), "%s", log);
+    cr_assert(strstr(log, "model.model_conf.ctc_weight: 0.3 asks for an attention decoder, but model.decoder is not "
+                          "transformer"),
+              "%s", log);
     free(log);
     cr_assert_eq(run("postln", "--stages train model.encoder_conf.normalize_before=false"), 1);
     log = slurp("log");
     cr_assert(strstr(log, "model.encoder_conf.normalize_before: false (post-LN blocks) is not supported"), "%s", log);
     free(log);
+}
+
+Test(train, max_steps_ends_training_mid_epoch_and_max_epochs_minus_one_needs_it)
+{
+    /* 5 batches per epoch: 7 steps end in epoch 2, which validates and checkpoints as any epoch end. */
+    const char *small = "dataloader.train.iter_factory.batches.batch_bins=80000";
+    char extra[512];
+    snprintf(extra, sizeof extra, "--stages train trainer.max_epochs=-1 trainer.max_steps=7 %s", small);
+    cr_assert_eq(run("steps", extra), 0, "%s", slurp("log"));
+    cr_assert(exists("steps/checkpoints/epoch=1-step=5/model.safetensors"), "%s", slurp("log"));
+    cr_assert(exists("steps/checkpoints/epoch=2-step=7/model.safetensors"), "%s", slurp("log"));
+    cr_assert(!exists("steps/checkpoints/epoch=3-step=10"));
+    char *log = slurp("steps/train.log");
+    cr_assert(strstr(log, "no epoch limit (trainer.max_epochs -1): training stops after 7 optimizer steps"), "%s", log);
+    free(log);
+    /* A rerun finds the steps done. */
+    cr_assert_eq(run("steps", extra), 0, "%s", slurp("log"));
+    log = slurp("steps/train.log");
+    cr_assert(strstr(log, "already trained 7 steps (trainer.max_steps 7)"), "%s", log);
+    free(log);
+    /* max_steps also ends a run that has an epoch limit. */
+    snprintf(extra, sizeof extra, "--stages train trainer.max_epochs=5 trainer.max_steps=3 %s", small);
+    cr_assert_eq(run("both", extra), 0, "%s", slurp("log"));
+    cr_assert(exists("both/checkpoints/epoch=1-step=3/model.safetensors"), "%s", slurp("log"));
+    cr_assert(!exists("both/checkpoints/epoch=2-step=5"));
+    /* No epoch limit and no step limit would never end. */
+    cr_assert_eq(run("forever", "--stages train trainer.max_epochs=-1"), 1);
+    log = slurp("log");
+    cr_assert(strstr(log, "trainer.max_epochs: -1 (no epoch limit) without trainer.max_steps would train forever"),
+              "%s", log);
+    free(log);
+}
+
+Test(train, second_run_on_a_live_experiment_is_refused_and_changes_nothing)
+{
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        setpgid(0, 0);
+        char cmd[4600];
+        snprintf(cmd, sizeof cmd, "%s >/dev/null 2>&1", command("busy", "--stages train trainer.max_epochs=500"));
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    struct timespec nap = {0, 2000000};
+    int ready = 0;
+    for (int waited = 0; waited < 60000 && !ready; waited += 2) {
+        ready = exists("busy/checkpoints/epoch=1-step=1/model.safetensors");
+        if (!ready) nanosleep(&nap, NULL);
+    }
+    cr_assert(ready, "the first run did not start training:\n%s", slurp("log"));
+    char *csv_before = slurp("busy/metrics.csv");
+    int status = run("busy", "--stages train trainer.max_epochs=500");
+    char *log = slurp("log");
+    kill_lock_owner("busy");
+    kill(-pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    cr_assert_eq(status, 1, "%s", log);
+    cr_assert(strstr(log, "/busy: in use by another espnet3 run (pid "), "%s", log);
+    cr_assert(strstr(log, ", stage train) (wait for it to finish or stop it; nothing was changed)"), "%s", log);
+    cr_assert_not(exists("busy/train1.log"), "the refused run rotated the stage log");
+    char *csv_after = slurp("busy/metrics.csv");
+    /* The refused run wrote no row (the first one may have logged more since: compare the prefix). */
+    cr_assert(!strncmp(csv_before, csv_after, strlen(csv_before)));
+    free(csv_before), free(csv_after), free(log);
 }

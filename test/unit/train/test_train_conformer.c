@@ -145,7 +145,7 @@ Test(conformer_train, encoder_keys_are_checked)
         {"model.encoder=transformer", "model.encoder_conf.macaron_style: a ConformerEncoder key"},
         {"model.encoder_conf.interctc_layer_idx=[1]", "interctc_layer_idx: intermediate CTC is not supported yet"},
         {"model.encoder_conf.activation_type=tanh", "'tanh' is not supported (supported: swish, relu)"},
-        {"model.encoder_conf.zero_triu=true", "zero_triu: true is not supported"},
+        {"model.encoder_conf.zero_triu=true", "model.encoder_conf.zero_triu: 'true' is not supported (supported: false)"},
         {"+model.encoder_conf.stochastic_depth_rate=0.1", "stochastic_depth_rate: 0.1 is not supported"},
         {"+model.encoder_conf.layer_drop_rate=0.1", "layer_drop_rate: 0.1 is not supported"},
         {"model.encoder_conf.cnn_module_kernel=6", "cnn_module_kernel: 6 must be odd"},

@@ -1,0 +1,575 @@
+/* The float64 reference backend ("ref64"): a test/reference backend, not for training. It has the
+ * float interface of core/compute/backend.h, and every op widens its float inputs to double, runs
+ * the double instantiation of the same op (ops_<name>_f64 of core/compute/ops.h,
+ * ctc_loss_*_f64 of core/compute/ctc.h, cblas_dgemm) and rounds its outputs back to float. The
+ * Adam update evaluates adam_update_one's formula in double. test_backend_ops
+ * (test/unit/compute/test_backend_ops.c) compares every other backend against it.
+ *
+ * Buffers are host memory (as the CPU backend's). Outputs that an op accumulates into (parameter
+ * gradients, dx with acc, gemm's c with beta != 0) are widened before the op; outputs it
+ * overwrites start from zeros. Every input is widened before any output is written, so the
+ * in-place uses the interface allows (y == x, dx == dy) work. Strided rows (gemm's ld, attention's
+ * q/k/v stride) are converted over their whole extent and only the rows' own columns are written
+ * back, so q, k, v (or dq, dk, dv) may be column blocks of one fused buffer. */
+#include "core/compute/backend_ref64.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/compute/ctc.h"
+#include "core/compute/ops.h"
+
+enum { REF_TMP_MAX = 16 };
+
+typedef struct ref_impl {
+    int threads;     /* the CTC loss' threads */
+    double *scratch; /* the _f64 ops' scratch, grown on demand */
+    size_t scratch_n;
+    double *ctc_work; /* the CTC forward's workspace, read by the backward of the same batch */
+    size_t ctc_cap;
+    double *tmp[REF_TMP_MAX]; /* the double copies of the running op, freed when it returns */
+    int ntmp;
+} ref_impl;
+
+/* ---- double copies of one op's buffers */
+
+static double *tmp_zeros(backend *be, size_t n)
+{
+    ref_impl *r = be->impl;
+    ESP_CHECK(r->ntmp < REF_TMP_MAX);
+    return r->tmp[r->ntmp++] = xcalloc(n ? n : 1, sizeof(double));
+}
+
+static void tmp_release(backend *be)
+{
+    ref_impl *r = be->impl;
+    while (r->ntmp > 0) free(r->tmp[--r->ntmp]);
+}
+
+/* x widened to double (NULL stays NULL). */
+static double *wide(backend *be, const float *x, size_t n)
+{
+    if (!x) return NULL;
+    double *d = tmp_zeros(be, n);
+    for (size_t i = 0; i < n; i++) d[i] = (double)x[i];
+    return d;
+}
+
+/* d rounded back into y (nothing when y is NULL). */
+static void narrow(float *y, const double *d, size_t n)
+{
+    if (!y) return;
+    for (size_t i = 0; i < n; i++) y[i] = (float)d[i];
+}
+
+/* Elements spanned by `rows` rows of `cols` values at row stride ld. */
+static size_t extent(int rows, int cols, int ld)
+{
+    return rows > 0 && cols > 0 ? (size_t)(rows - 1) * (size_t)ld + (size_t)cols : 0;
+}
+
+/* narrow() of the rows' own columns only: the gaps between them are not this op's output. */
+static void narrow_rows(float *y, const double *d, int rows, int cols, int ld)
+{
+    for (int r = 0; r < rows; r++) narrow(y + (size_t)r * ld, d + (size_t)r * ld, (size_t)cols);
+}
+
+static double *scratch(backend *be, size_t n)
+{
+    ref_impl *r = be->impl;
+    if (n > r->scratch_n) {
+        free(r->scratch);
+        r->scratch = xcalloc(n, sizeof(double));
+        r->scratch_n = n;
+    }
+    return r->scratch;
+}
+
+/* ---- memory: host memory, as the CPU backend's */
+
+static void *ref_alloc(backend *be, size_t bytes)
+{
+    (void)be;
+    void *p = NULL;
+    size_t n = bytes ? (bytes + 63) / 64 * 64 : 64;
+    if (posix_memalign(&p, 64, n) != 0)
+        esp_die("ref64 backend: out of memory allocating %zu bytes", bytes);
+    memset(p, 0, n);
+    return p;
+}
+
+static void ref_free(backend *be, void *p)
+{
+    (void)be;
+    free(p);
+}
+
+static void ref_copy(backend *be, void *dst, const void *src, size_t bytes, backend_copy_kind kind)
+{
+    (void)be, (void)kind;
+    if (bytes) memmove(dst, src, bytes);
+}
+
+static void ref_fill(backend *be, void *p, int byte, size_t bytes)
+{
+    (void)be;
+    if (bytes) memset(p, byte, bytes);
+}
+
+static void ref_synchronize(backend *be)
+{
+    (void)be;
+}
+
+static void ref_destroy(backend *be)
+{
+    ref_impl *r = be->impl;
+    if (!r) return;
+    tmp_release(be);
+    free(r->scratch);
+    free(r->ctc_work);
+    free(r);
+    be->impl = NULL;
+}
+
+static int ref_supports(backend *be, backend_op op)
+{
+    (void)be;
+    return (unsigned)op < BACKEND_OP_COUNT; /* all of them */
+}
+
+/* ---- GEMM and layers */
+
+static void ref_gemm(backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a,
+                     int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+    if (m <= 0 || n <= 0) return;
+    size_t ec = extent(m, n, ldc);
+    double *ad = wide(be, a, extent(ta ? k : m, ta ? m : k, lda));
+    double *bd = wide(be, b, extent(tb ? n : k, tb ? k : n, ldb));
+    double *cd = beta != 0 ? wide(be, c, ec) : tmp_zeros(be, ec); /* beta 0: c is not read */
+    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+                k, alpha, ad, lda, bd, ldb, beta, cd, ldc);
+    narrow_rows(c, cd, m, n, ldc);
+    tmp_release(be);
+}
+
+static void ref_linear_forward(backend *be, float *y, const float *x, const float *w,
+                               const float *b, int n, int ic, int oc)
+{
+    size_t ny = (size_t)n * oc;
+    double *yd = tmp_zeros(be, ny);
+    ops_linear_forward_f64(yd, wide(be, x, (size_t)n * ic), wide(be, w, (size_t)oc * ic),
+                           wide(be, b, (size_t)oc), n, ic, oc);
+    narrow(y, yd, ny);
+    tmp_release(be);
+}
+
+static void ref_linear_backward(backend *be, float *dx, float *dw, float *db, const float *dy,
+                                const float *x, const float *w, int n, int ic, int oc, int acc)
+{
+    size_t nx = (size_t)n * ic, nw = (size_t)oc * ic;
+    double *dxd = dx ? (acc ? wide(be, dx, nx) : tmp_zeros(be, nx)) : NULL;
+    double *dwd = wide(be, dw, nw), *dbd = wide(be, db, (size_t)oc);
+    ops_linear_backward_f64(dxd, dwd, dbd, wide(be, dy, (size_t)n * oc), wide(be, x, nx),
+                            wide(be, w, nw), n, ic, oc, acc);
+    narrow(dx, dxd, nx);
+    narrow(dw, dwd, nw);
+    narrow(db, dbd, (size_t)oc);
+    tmp_release(be);
+}
+
+static void ref_conv2d_forward(backend *be, float *y, const float *x, const float *w,
+                               const float *b, int nb, int ic, int oc, int h, int wd, int relu)
+{
+    size_t ny = (size_t)nb * ops_conv_out_len(h) * ops_conv_out_len(wd) * oc;
+    double *yd = tmp_zeros(be, ny);
+    ops_conv2d_forward_f64(yd, wide(be, x, (size_t)nb * h * wd * ic), wide(be, w, (size_t)oc * ic * 9),
+                           wide(be, b, (size_t)oc), nb, ic, oc, h, wd, relu,
+                           scratch(be, ops_conv2d_forward_scratch(ic, oc, h, wd)));
+    narrow(y, yd, ny);
+    tmp_release(be);
+}
+
+static void ref_conv2d_backward(backend *be, float *dx, float *dw, float *db, const float *dy,
+                                const float *x, const float *w, const float *y, int nb, int ic,
+                                int oc, int h, int wd, int acc)
+{
+    size_t nx = (size_t)nb * h * wd * ic, nw = (size_t)oc * ic * 9;
+    size_t ny = (size_t)nb * ops_conv_out_len(h) * ops_conv_out_len(wd) * oc;
+    double *dxd = dx ? (acc ? wide(be, dx, nx) : tmp_zeros(be, nx)) : NULL;
+    double *dwd = wide(be, dw, nw), *dbd = wide(be, db, (size_t)oc);
+    ops_conv2d_backward_f64(dxd, dwd, dbd, wide(be, dy, ny), wide(be, x, nx), wide(be, w, nw),
+                            wide(be, y, ny), nb, ic, oc, h, wd, acc,
+                            scratch(be, ops_conv2d_backward_scratch(ic, oc, h, wd)));
+    narrow(dx, dxd, nx);
+    narrow(dw, dwd, nw);
+    narrow(db, dbd, (size_t)oc);
+    tmp_release(be);
+}
+
+static void ref_swap12(backend *be, float *y, const float *x, int nb, int d1, int d2, int d3)
+{
+    size_t n = (size_t)nb * d1 * d2 * d3;
+    double *yd = tmp_zeros(be, n);
+    ops_swap12_f64(yd, wide(be, x, n), nb, d1, d2, d3);
+    narrow(y, yd, n);
+    tmp_release(be);
+}
+
+static void ref_relu_forward(backend *be, float *y, const float *x, size_t n)
+{
+    double *yd = tmp_zeros(be, n);
+    ops_relu_forward_f64(yd, wide(be, x, n), n);
+    narrow(y, yd, n);
+    tmp_release(be);
+}
+
+static void ref_relu_backward(backend *be, float *dx, const float *dy, const float *y, size_t n)
+{
+    double *dxd = tmp_zeros(be, n);
+    ops_relu_backward_f64(dxd, wide(be, dy, n), wide(be, y, n), n);
+    narrow(dx, dxd, n);
+    tmp_release(be);
+}
+
+static void ref_layernorm_forward(backend *be, float *y, float *mean, float *rstd, const float *x,
+                                  const float *w, const float *b, int n, int c, double eps)
+{
+    size_t nx = (size_t)n * c;
+    double *yd = tmp_zeros(be, nx), *md = tmp_zeros(be, (size_t)n), *rd = tmp_zeros(be, (size_t)n);
+    ops_layernorm_forward_f64(yd, md, rd, wide(be, x, nx), wide(be, w, (size_t)c),
+                              wide(be, b, (size_t)c), n, c, eps);
+    narrow(y, yd, nx);
+    narrow(mean, md, (size_t)n);
+    narrow(rstd, rd, (size_t)n);
+    tmp_release(be);
+}
+
+static void ref_layernorm_backward(backend *be, float *dx, float *dw, float *db, const float *dy,
+                                   const float *x, const float *w, const float *mean,
+                                   const float *rstd, int n, int c, int acc)
+{
+    size_t nx = (size_t)n * c;
+    double *dxd = acc ? wide(be, dx, nx) : tmp_zeros(be, nx);
+    double *dwd = wide(be, dw, (size_t)c), *dbd = wide(be, db, (size_t)c);
+    ops_layernorm_backward_f64(dxd, dwd, dbd, wide(be, dy, nx), wide(be, x, nx),
+                               wide(be, w, (size_t)c), wide(be, mean, (size_t)n),
+                               wide(be, rstd, (size_t)n), n, c, acc);
+    narrow(dx, dxd, nx);
+    narrow(dw, dwd, (size_t)c);
+    narrow(db, dbd, (size_t)c);
+    tmp_release(be);
+}
+
+static void ref_add(backend *be, float *y, const float *a, const float *b, size_t n)
+{
+    double *yd = tmp_zeros(be, n);
+    ops_add_f64(yd, wide(be, a, n), wide(be, b, n), n);
+    narrow(y, yd, n);
+    tmp_release(be);
+}
+
+static void ref_scale(backend *be, float *y, const float *x, double s, size_t n)
+{
+    double *yd = tmp_zeros(be, n);
+    ops_scale_f64(yd, wide(be, x, n), s, n);
+    narrow(y, yd, n);
+    tmp_release(be);
+}
+
+static void ref_posenc_forward(backend *be, float *y, const float *x, double xscale, int nb, int t,
+                               int d)
+{
+    size_t n = (size_t)nb * t * d;
+    double *yd = tmp_zeros(be, n);
+    ops_posenc_forward_f64(yd, wide(be, x, n), xscale, nb, t, d);
+    narrow(y, yd, n);
+    tmp_release(be);
+}
+
+static void ref_attention_forward(backend *be, float *y, float *att, const float *q, const float *k,
+                                  const float *v, int ld, const int *lens, int nb, int t, int h,
+                                  int hd, float p, uint64_t seed, uint64_t stream)
+{
+    int d = h * hd;
+    size_t e = extent(nb * t, d, ld), ny = (size_t)nb * t * d, na = (size_t)nb * h * t * t;
+    double *yd = tmp_zeros(be, ny), *ad = tmp_zeros(be, na);
+    ops_attention_forward_f64(yd, ad, wide(be, q, e), wide(be, k, e), wide(be, v, e), ld, lens, nb,
+                              t, h, hd, p, seed, stream,
+                              scratch(be, ops_attention_forward_scratch(t, p) + 1));
+    narrow(y, yd, ny);
+    narrow(att, ad, na);
+    tmp_release(be);
+}
+
+static void ref_attention_backward(backend *be, float *dq, float *dk, float *dv, const float *dy,
+                                   const float *att, const float *q, const float *k, const float *v,
+                                   int ld, const int *lens, int nb, int t, int h, int hd, float p,
+                                   uint64_t seed, uint64_t stream)
+{
+    int d = h * hd, rows = nb * t;
+    size_t e = extent(rows, d, ld), ny = (size_t)rows * d, na = (size_t)nb * h * t * t;
+    double *dqd = tmp_zeros(be, e), *dkd = tmp_zeros(be, e), *dvd = tmp_zeros(be, e);
+    ops_attention_backward_f64(dqd, dkd, dvd, wide(be, dy, ny), wide(be, att, na), wide(be, q, e),
+                               wide(be, k, e), wide(be, v, e), ld, lens, nb, t, h, hd, p, seed,
+                               stream, scratch(be, ops_attention_backward_scratch(t)));
+    narrow_rows(dq, dqd, rows, d, ld);
+    narrow_rows(dk, dkd, rows, d, ld);
+    narrow_rows(dv, dvd, rows, d, ld);
+    tmp_release(be);
+}
+
+static void ref_log_softmax_forward(backend *be, float *y, const float *x, int n, int v)
+{
+    size_t nx = (size_t)n * v;
+    double *yd = tmp_zeros(be, nx);
+    ops_log_softmax_forward_f64(yd, wide(be, x, nx), n, v);
+    narrow(y, yd, nx);
+    tmp_release(be);
+}
+
+static void ref_log_softmax_backward(backend *be, float *dx, const float *dy, const float *y, int n,
+                                     int v)
+{
+    size_t nx = (size_t)n * v;
+    double *dxd = tmp_zeros(be, nx);
+    ops_log_softmax_backward_f64(dxd, wide(be, dy, nx), wide(be, y, nx), n, v);
+    narrow(dx, dxd, nx);
+    tmp_release(be);
+}
+
+static void ref_dropout_forward(backend *be, float *y, const float *x, size_t n, float p,
+                                uint64_t seed, uint64_t stream)
+{
+    double *yd = tmp_zeros(be, n);
+    ops_dropout_forward_f64(yd, wide(be, x, n), n, p, seed, stream);
+    narrow(y, yd, n);
+    tmp_release(be);
+}
+
+static void ref_dropout_backward(backend *be, float *dx, const float *dy, size_t n, float p,
+                                 uint64_t seed, uint64_t stream)
+{
+    double *dxd = tmp_zeros(be, n);
+    ops_dropout_backward_f64(dxd, wide(be, dy, n), n, p, seed, stream);
+    narrow(dx, dxd, n);
+    tmp_release(be);
+}
+
+/* ---- the attention decoder's ops */
+
+static void ref_mha_forward(backend *be, float *y, float *att, const float *q, int ldq,
+                            const float *k, const float *v, int ldkv, const int *lens, int nb,
+                            int tq, int tk, int causal, int h, int hd, float p, uint64_t seed,
+                            uint64_t stream)
+{
+    int d = h * hd;
+    size_t eq = extent(nb * tq, d, ldq), ekv = extent(nb * tk, d, ldkv);
+    size_t ny = (size_t)nb * tq * d, na = (size_t)nb * h * tq * tk;
+    double *yd = tmp_zeros(be, ny), *ad = tmp_zeros(be, na);
+    ops_mha_forward_f64(yd, ad, wide(be, q, eq), ldq, wide(be, k, ekv), wide(be, v, ekv), ldkv, lens,
+                        nb, tq, tk, causal, h, hd, p, seed, stream,
+                        scratch(be, ops_mha_forward_scratch(tq, tk, p) + 1));
+    narrow(y, yd, ny);
+    narrow(att, ad, na);
+    tmp_release(be);
+}
+
+static void ref_mha_backward(backend *be, float *dq, float *dk, float *dv, const float *dy,
+                             const float *att, const float *q, int ldq, const float *k,
+                             const float *v, int ldkv, const int *lens, int nb, int tq, int tk,
+                             int h, int hd, float p, uint64_t seed, uint64_t stream)
+{
+    int d = h * hd;
+    size_t eq = extent(nb * tq, d, ldq), ekv = extent(nb * tk, d, ldkv);
+    size_t ny = (size_t)nb * tq * d, na = (size_t)nb * h * tq * tk;
+    double *dqd = tmp_zeros(be, eq), *dkd = tmp_zeros(be, ekv), *dvd = tmp_zeros(be, ekv);
+    ops_mha_backward_f64(dqd, dkd, dvd, wide(be, dy, ny), wide(be, att, na), wide(be, q, eq), ldq,
+                         wide(be, k, ekv), wide(be, v, ekv), ldkv, lens, nb, tq, tk, h, hd, p, seed,
+                         stream, scratch(be, ops_mha_backward_scratch(tq, tk)));
+    narrow_rows(dq, dqd, nb * tq, d, ldq);
+    narrow_rows(dk, dkd, nb * tk, d, ldkv);
+    narrow_rows(dv, dvd, nb * tk, d, ldkv);
+    tmp_release(be);
+}
+
+static void ref_embedding_forward(backend *be, float *y, const float *w, const int *ids, int n,
+                                  int v, int d)
+{
+    size_t ny = (size_t)n * d;
+    double *yd = tmp_zeros(be, ny);
+    ops_embedding_forward_f64(yd, wide(be, w, (size_t)v * d), ids, n, v, d);
+    narrow(y, yd, ny);
+    tmp_release(be);
+}
+
+static void ref_embedding_backward(backend *be, float *dw, const float *dy, const int *ids, int n,
+                                   int v, int d)
+{
+    size_t nw = (size_t)v * d;
+    double *dwd = wide(be, dw, nw);
+    ops_embedding_backward_f64(dwd, wide(be, dy, (size_t)n * d), ids, n, v, d);
+    narrow(dw, dwd, nw);
+    tmp_release(be);
+}
+
+static double ref_label_smoothing_forward(backend *be, const float *logp, const int *target, int n,
+                                          int v, double smoothing, int64_t *correct)
+{
+    double s = ops_label_smoothing_forward_f64(wide(be, logp, (size_t)n * v), target, n, v,
+                                               smoothing, correct);
+    tmp_release(be);
+    return s;
+}
+
+static void ref_label_smoothing_backward(backend *be, float *dlogits, const float *logp,
+                                         const int *target, int n, int v, double smoothing,
+                                         double scale)
+{
+    size_t nx = (size_t)n * v;
+    double *g = tmp_zeros(be, nx);
+    ops_label_smoothing_backward_f64(g, wide(be, logp, nx), target, n, v, smoothing, scale);
+    narrow(dlogits, g, nx);
+    tmp_release(be);
+}
+
+/* ---- the step's loss, optimizer and reductions */
+
+static double ref_ctc_loss_forward(backend *be, double *losses, const float *logp, const int *hlens,
+                                   const int *labels, const int *label_lens, int stride, int B,
+                                   int T, int V, int zero_infinity)
+{
+    ref_impl *r = be->impl;
+    ctc_labels y = {.ids = labels, .lens = label_lens, .stride = stride};
+    size_t need = ctc_workspace_size(B, T, ctc_max_label_len(&y, B));
+    if (need > r->ctc_cap) {
+        r->ctc_work = xrealloc(r->ctc_work, need * sizeof *r->ctc_work);
+        r->ctc_cap = need;
+    }
+    double loss = ctc_loss_forward_f64(losses, r->ctc_work, wide(be, logp, (size_t)B * T * V),
+                                       hlens, &y, B, T, V, zero_infinity, r->threads);
+    tmp_release(be);
+    return loss;
+}
+
+static void ref_ctc_loss_backward(backend *be, float *dlogits, const float *logp, const int *hlens,
+                                  const int *labels, const int *label_lens, int stride, int B,
+                                  int T, int V, int zero_infinity, float dloss)
+{
+    ref_impl *r = be->impl;
+    ESP_CHECK(r->ctc_work != NULL); /* the forward of this batch ran */
+    ctc_labels y = {.ids = labels, .lens = label_lens, .stride = stride};
+    size_t n = (size_t)B * T * V;
+    double *g = tmp_zeros(be, n);
+    ctc_loss_backward_f64(g, r->ctc_work, wide(be, logp, n), hlens, &y, B, T, V, zero_infinity,
+                          (double)dloss, CTC_GRAD_TORCH, r->threads);
+    narrow(dlogits, g, n);
+    tmp_release(be);
+}
+
+/* adam_update_one (core/compute/kernel_math.h) evaluated in double: the same formula and order,
+ * the coefficients widened, one rounding to float per stored value. */
+static void adam_one_f64(float *p, float *m, float *v, float *vmax, float g, const adam_coefs *c)
+{
+    double param = *p, gd = g;
+    gd = c->l2 != 0.0f ? fma(param, c->l2, gd) : gd;
+    param = param * c->decay;
+    double mm = fma(gd, c->one_minus_beta1, (double)*m * c->beta1);
+    double vv = fma((double)c->one_minus_beta2 * gd, gd, (double)*v * c->beta2);
+    double vd = vv;
+    if (vmax) {
+        double a = *vmax;
+        vd = a > vv ? a : vv;
+        vd = a != a ? a : vd;
+        *vmax = (float)vd;
+    }
+    double denom = sqrt(vd) / c->bc2_sqrt + c->eps;
+    *p = (float)(param + ((double)c->neg_step_size * mm) / denom);
+    *m = (float)mm;
+    *v = (float)vv;
+}
+
+static void ref_adam_update(backend *be, float *params, float *exp_avg, float *exp_avg_sq,
+                            float *max_exp_avg_sq, const float *grads, size_t n, const adam_coefs *c)
+{
+    (void)be;
+    for (size_t i = 0; i < n; i++)
+        adam_one_f64(&params[i], &exp_avg[i], &exp_avg_sq[i],
+                     max_exp_avg_sq ? &max_exp_avg_sq[i] : NULL, grads[i], c);
+}
+
+static double ref_sum(backend *be, const float *x, size_t n)
+{
+    double s = ops_sum_f64(wide(be, x, n), n);
+    tmp_release(be);
+    return s;
+}
+
+static double ref_sum_squares(backend *be, const float *x, size_t n)
+{
+    double s = ops_sum_squares_f64(wide(be, x, n), n);
+    tmp_release(be);
+    return s;
+}
+
+static double ref_clip_grad_norm(backend *be, float *g, size_t n, double max_norm)
+{
+    double *gd = wide(be, g, n);
+    double norm = ops_clip_grad_norm_f64(gd, n, max_norm);
+    narrow(g, gd, n);
+    tmp_release(be);
+    return norm;
+}
+
+int backend_ref64_init(backend *be, int threads, esp_err *err)
+{
+    if (threads < 1) return esp_fail(err, "ref64 backend: %d threads (use 1 or more)", threads);
+    ref_impl *impl = xcalloc(1, sizeof(ref_impl));
+    impl->threads = threads;
+    *be = (backend){
+        .name = "ref64",
+        .impl = impl,
+        .alloc = ref_alloc,
+        .free = ref_free,
+        .copy = ref_copy,
+        .fill = ref_fill,
+        .synchronize = ref_synchronize,
+        .destroy = ref_destroy,
+        .supports = ref_supports,
+        .gemm = ref_gemm,
+        .linear_forward = ref_linear_forward,
+        .linear_backward = ref_linear_backward,
+        .conv2d_forward = ref_conv2d_forward,
+        .conv2d_backward = ref_conv2d_backward,
+        .swap12 = ref_swap12,
+        .relu_forward = ref_relu_forward,
+        .relu_backward = ref_relu_backward,
+        .layernorm_forward = ref_layernorm_forward,
+        .layernorm_backward = ref_layernorm_backward,
+        .add = ref_add,
+        .scale = ref_scale,
+        .posenc_forward = ref_posenc_forward,
+        .attention_forward = ref_attention_forward,
+        .attention_backward = ref_attention_backward,
+        .log_softmax_forward = ref_log_softmax_forward,
+        .log_softmax_backward = ref_log_softmax_backward,
+        .dropout_forward = ref_dropout_forward,
+        .dropout_backward = ref_dropout_backward,
+        .mha_forward = ref_mha_forward,
+        .mha_backward = ref_mha_backward,
+        .embedding_forward = ref_embedding_forward,
+        .embedding_backward = ref_embedding_backward,
+        .label_smoothing_forward = ref_label_smoothing_forward,
+        .label_smoothing_backward = ref_label_smoothing_backward,
+        .sum = ref_sum,
+        .sum_squares = ref_sum_squares,
+        .clip_grad_norm = ref_clip_grad_norm,
+        .ctc_loss_forward = ref_ctc_loss_forward,
+        .ctc_loss_backward = ref_ctc_loss_backward,
+        .adam_update = ref_adam_update,
+    };
+    return 0;
+}

@@ -1,0 +1,63 @@
+/* Activations, per element, for one type: included by core/compute/kernel_math.h once per type
+ * with KM_T (float | double), KM_FN(name) (name_f32 | name_f64) and KM_EXP (expf | exp) defined;
+ * no include guard on purpose. Every function is `static inline KM_HD` (C11 and CUDA).
+ *
+ *   act_relu(x)                  max(x, 0)
+ *   act_relu_grad(dy, y)         dy where the OUTPUT y > 0, else 0 (the backward reads the output)
+ *   act_sigmoid(x)               1 / (1 + exp(-x))
+ *   act_silu(x)                  SiLU / Swish: x * sigmoid(x), computed as torch's CPU kernel does,
+ *                                x / (1 + exp(-x))
+ *   act_swish(x)                 ESPnet's Swish module (the Conformer's activation): x * sigmoid(x),
+ *                                two roundings as its two torch ops (act_silu's value to an ulp)
+ *   act_silu_grad(dy, x)         dy * s * (1 + x * (1 - s)), s = sigmoid(x) (torch's silu_backward;
+ *                                reads the INPUT x)
+ *   act_glu(a, b)                GLU on one pair: a * sigmoid(b), where torch's glu(x, dim) splits x
+ *                                in halves a (first) and b (second) along dim
+ *   act_glu_grad(dy, a, b, da, db)  *da = dy * s, *db = dy * a * s * (1 - s), s = sigmoid(b)
+ *
+ * Large |x| saturates without NaN: exp(-x) overflows to inf and the quotients go to 0 (SiLU of a
+ * very negative x is -0). A NaN input gives NaN. */
+
+static inline KM_HD KM_T KM_FN(act_relu)(KM_T x)
+{
+    return x > 0 ? x : (KM_T)0;
+}
+
+/* A select on y, not a branch on dy: dy is read unconditionally so loops vectorize. */
+static inline KM_HD KM_T KM_FN(act_relu_grad)(KM_T dy, KM_T y)
+{
+    return y > 0 ? dy : (KM_T)0;
+}
+
+static inline KM_HD KM_T KM_FN(act_sigmoid)(KM_T x)
+{
+    return (KM_T)1 / ((KM_T)1 + KM_EXP(-x));
+}
+
+static inline KM_HD KM_T KM_FN(act_silu)(KM_T x)
+{
+    return x / ((KM_T)1 + KM_EXP(-x));
+}
+
+static inline KM_HD KM_T KM_FN(act_swish)(KM_T x)
+{
+    return x * KM_FN(act_sigmoid)(x);
+}
+
+static inline KM_HD KM_T KM_FN(act_silu_grad)(KM_T dy, KM_T x)
+{
+    KM_T s = KM_FN(act_sigmoid)(x);
+    return dy * s * ((KM_T)1 + x * ((KM_T)1 - s));
+}
+
+static inline KM_HD KM_T KM_FN(act_glu)(KM_T a, KM_T b)
+{
+    return a * KM_FN(act_sigmoid)(b);
+}
+
+static inline KM_HD void KM_FN(act_glu_grad)(KM_T dy, KM_T a, KM_T b, KM_T *da, KM_T *db)
+{
+    KM_T s = KM_FN(act_sigmoid)(b);
+    *da = dy * s;
+    *db = dy * a * s * ((KM_T)1 - s);
+}

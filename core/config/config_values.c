@@ -1,0 +1,386 @@
+#include "core/config/config_values.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/config/config_schema.h"
+
+/* ---- ranges of numbers --------------------------------------------------------------------- */
+
+enum {
+    LO_OPEN = 1,   /* lo itself is not allowed */
+    HI_OPEN = 2,   /* hi itself is not allowed */
+    MINUS_ONE = 4, /* -1 is allowed too (Lightning's "no limit") */
+    EVEN = 8,      /* an even number */
+    /* Lightning's int-or-float keys: a float in (0, 1] is a fraction, an integer >= 2 a count of
+     * batches. The typed field is a double, where 1 and 1.0 read the same: the integer 1 (one batch
+     * in Lightning) is refused rather than read as all batches. */
+    COUNT_OR_FRACTION = 16,
+};
+
+typedef struct num_rule {
+    const char *path; /* schema path: '*' one component, "[]" a list item */
+    double lo, hi;
+    unsigned flags;
+    const char *need; /* what the value must be, as printed */
+    const char *hint;
+} num_rule;
+
+#define INF HUGE_VAL
+#define DROPOUT(p) {p, 0, 1, HI_OPEN, "in [0, 1)", "0: no dropout"}
+
+static const num_rule num_rules[] = {
+    /* training: top level */
+    {"num_device", 1, INF, 0, ">= 1", "devices per node, passed on by ${num_device}; leave it out for 1"},
+    {"num_nodes", 1, INF, 0, ">= 1", "leave it out for 1"},
+    {"seed", 0, 4294967295.0, 0, "in [0, 4294967295]", "numpy's RandomState, which orders the batches, takes 32-bit seeds"},
+    /* create_dataset */
+    {"create_dataset.num_train", 1, INF, 0, ">= 1", "utterances to make; leave it out for the recipe's default"},
+    {"create_dataset.num_valid", 1, INF, 0, ">= 1", "utterances to make; leave it out for the recipe's default"},
+    {"create_dataset.num_test", 1, INF, 0, ">= 1", "utterances to make; leave it out for the recipe's default"},
+    {"create_dataset.min_words", 1, INF, 0, ">= 1", "leave it out for the recipe's default"},
+    {"create_dataset.max_words", 1, INF, 0, ">= 1", "leave it out for the recipe's default"},
+    {"create_dataset.fs", 1000, 192000, 0, "a sample rate in [1000, 192000] Hz", "leave it out for 16000"},
+    {"create_dataset.nj", 1, 1024, 0, "in [1, 1024]", "parallel processes; leave it out for one per CPU"},
+    {"create_dataset.speed_range[]", 1, INF, 0, ">= 1", "words per minute"},
+    {"create_dataset.pitch_range[]", 0, 99, 0, "in [0, 99]", "espeak-ng's pitch scale"},
+    /* tokenizer */
+    {"tokenizer.vocab_size", 1, INF, 0, ">= 1", "leave it out for the size the text gives"},
+    {"tokenizer.character_coverage", 0, 1, LO_OPEN, "in (0, 1]", "the fraction of characters the model covers"},
+    /* trainer (Lightning's Trainer arguments) */
+    {"trainer.devices", 1, INF, 0, ">= 1",
+     "devices per node: write the count (Lightning's -1, all devices, is not supported); leave it out for 1"},
+    {"trainer.num_nodes", 1, INF, 0, ">= 1", "leave it out for 1"},
+    {"trainer.gradient_clip_val", 0, INF, 0, ">= 0", "0 or null: no clipping"},
+    {"trainer.accumulate_grad_batches", 1, INF, 0, ">= 1", "1: one optimizer step per batch"},
+    {"trainer.max_epochs", 1, INF, MINUS_ONE, "-1 (no limit) or >= 1", "leave it out or null for Lightning's 1000"},
+    {"trainer.max_steps", 1, INF, MINUS_ONE, "-1 (no limit) or >= 1", "leave it out for no step limit"},
+    {"trainer.log_every_n_steps", 1, INF, 0, ">= 1", "leave it out for Lightning's 50"},
+    {"trainer.check_val_every_n_epoch", 1, INF, 0, ">= 1", "leave it out for 1"},
+    {"trainer.limit_train_batches", 0, INF, LO_OPEN | COUNT_OR_FRACTION,
+     "a fraction in (0, 1] or a number of batches >= 2", "leave it out or write 1.0 for all batches"},
+    {"trainer.limit_val_batches", 0, INF, LO_OPEN | COUNT_OR_FRACTION,
+     "a fraction in (0, 1] or a number of batches >= 2",
+     "leave it out or write 1.0 for all batches; 0 (no validation) is not supported"},
+    {"trainer.val_check_interval", 0, INF, LO_OPEN | COUNT_OR_FRACTION,
+     "a fraction of an epoch in (0, 1] or a number of batches >= 2", "leave it out for once per epoch"},
+    {"trainer.num_sanity_val_steps", -1, INF, 0, ">= -1", "-1: all validation batches, 0: none"},
+    {"trainer.dist_timeout", 0, INF, LO_OPEN, "> 0 seconds", "leave it out for 300"},
+    /* parallel (all three kinds) */
+    {"parallel.n_workers", 1, INF, 0, ">= 1", "leave it out for 1"},
+    {"parallel.options.cores", 1, INF, 0, ">= 1", "CPU cores per SLURM job"},
+    {"parallel.options.processes", 1, INF, 0, ">= 1", "worker processes per SLURM job; leave it out for 1"},
+    {"parallel.options.death_timeout", 1, INF, 0, ">= 1 seconds", "leave it out: it has no effect here"},
+    /* dataloader */
+    {"dataloader.*.num_shards", 1, INF, 0, ">= 1", "leave it out for 1"},
+    {"dataloader.*.total_shards", 1, INF, 0, ">= 1", "leave it out or null for no sharding"},
+    {"dataloader.*.dist_world_size", 1, INF, 0, ">= 1", "the number of ranks the shards are made for"},
+    {"dataloader.*.iter_factory.num_workers", 0, INF, 0, ">= 0", "0: data are loaded in the training process"},
+    {"dataloader.*.iter_factory.batches.batch_size", 1, INF, 0, ">= 1", "utterances per batch (types sorted, unsorted)"},
+    {"dataloader.*.iter_factory.batches.batch_bins", 1, INF, 0, ">= 1",
+     "feature values per batch (types numel, length), e.g. 1000000"},
+    /* model (training) */
+    {"model.vocab_size", 1, INF, 0, ">= 1", "leave it out: the token list gives the size"},
+    {"model.frontend_conf.fs", 1, INF, 0, "a sample rate >= 1 Hz", "leave it out for 16000"},
+    {"model.frontend_conf.n_fft", 2, 65536, EVEN, "even and in [2, 65536]", "leave it out for 512"},
+    {"model.frontend_conf.win_length", 1, INF, 0, ">= 1", "leave it out for n_fft"},
+    {"model.frontend_conf.hop_length", 1, INF, 0, ">= 1", "leave it out for 128"},
+    {"model.frontend_conf.n_mels", 1, 4096, 0, "in [1, 4096]", "leave it out for 80"},
+    {"model.frontend_conf.fmin", 0, INF, 0, ">= 0 Hz", "leave it out for 0"},
+    {"model.frontend_conf.fmax", 0, INF, LO_OPEN, "> 0 Hz", "leave it out or null for fs/2"},
+    {"model.specaug_conf.time_warp_window", 1, 100000, 0, "in [1, 100000]",
+     "apply_time_warp: false turns warping off; leave it out for 5"},
+    {"model.specaug_conf.num_freq_mask", 1, 1000, 0, "in [1, 1000]",
+     "apply_freq_mask: false turns frequency masks off; leave it out for 2"},
+    {"model.specaug_conf.num_time_mask", 1, 1000, 0, "in [1, 1000]",
+     "apply_time_mask: false turns time masks off; leave it out for 2"},
+    {"model.specaug_conf.freq_mask_width_range[]", 0, 1000000, 0, "in [0, 1000000]", "widths in frequency bins"},
+    {"model.specaug_conf.time_mask_width_range[]", 0, 1000000, 0, "in [0, 1000000]", "widths in frames"},
+    {"model.specaug_conf.time_mask_width_ratio_range[]", 0, 1, 0, "in [0, 1]", "fractions of the utterance length"},
+    {"model.encoder_conf.output_size", 1, INF, 0, ">= 1", "leave it out for 256"},
+    {"model.encoder_conf.attention_heads", 1, INF, 0, ">= 1", "leave it out for 4"},
+    {"model.encoder_conf.linear_units", 1, INF, 0, ">= 1", "leave it out for 2048"},
+    {"model.encoder_conf.num_blocks", 1, INF, 0, ">= 1", "leave it out for 6"},
+    DROPOUT("model.encoder_conf.dropout_rate"),
+    DROPOUT("model.encoder_conf.positional_dropout_rate"),
+    DROPOUT("model.encoder_conf.attention_dropout_rate"),
+    DROPOUT("model.ctc_conf.dropout_rate"),
+    {"model.decoder_conf.attention_heads", 1, INF, 0, ">= 1", "leave it out for 4"},
+    {"model.decoder_conf.linear_units", 1, INF, 0, ">= 1", "leave it out for 2048"},
+    {"model.decoder_conf.num_blocks", 1, INF, 0, ">= 1", "leave it out for 6"},
+    DROPOUT("model.decoder_conf.dropout_rate"),
+    DROPOUT("model.decoder_conf.positional_dropout_rate"),
+    DROPOUT("model.decoder_conf.self_attention_dropout_rate"),
+    DROPOUT("model.decoder_conf.src_attention_dropout_rate"),
+    {"model.model_conf.ctc_weight", 0, 1, 0, "in [0, 1]", "1.0 for a CTC-only model"},
+    {"model.model_conf.lsm_weight", 0, 1, HI_OPEN, "in [0, 1)", "0: no label smoothing"},
+    /* optimizer and scheduler */
+    {"optimizer.lr", 0, INF, LO_OPEN, "> 0", "leave it out for 0.001"},
+    {"optimizer.betas[]", 0, 1, HI_OPEN, "in [0, 1)", "torch checks the same"},
+    {"optimizer.eps", 0, INF, LO_OPEN, "> 0", "leave it out for 1e-8"},
+    {"optimizer.weight_decay", 0, INF, 0, ">= 0", "0: no weight decay"},
+    {"scheduler.warmup_steps", 1, INF, 0, ">= 1", "WarmupLR divides by it; leave it out for 25000"},
+    {"best_model_criterion[].nbest", 1, INF, 0, ">= 1", "how many best checkpoints to average"},
+    /* inference: model is Speech2Text's arguments */
+    {"model.beam_size", 1, 10000, 0, "in [1, 10000]", "1: greedy CTC"},
+    {"model.batch_size", 1, 4096, 0, "in [1, 4096]", "utterances per forward pass; leave it out for 1"},
+    {"model.nbest", 1, INF, 0, ">= 1", "leave it out for 1"},
+    {"model.ctc_weight", 0, 1, 0, "in [0, 1]", "1.0 for a CTC-only model"},
+    {"model.lm_weight", 0, INF, 0, ">= 0", "0: no language model"},
+};
+
+static int in_range(const num_rule *r, const ynode *n, double v)
+{
+    if ((r->flags & MINUS_ONE) && v == -1) return 1;
+    if (v < r->lo || v > r->hi || ((r->flags & LO_OPEN) && v == r->lo) || ((r->flags & HI_OPEN) && v == r->hi))
+        return 0;
+    if ((r->flags & EVEN) && fmod(v, 2) != 0) return 0;
+    if (r->flags & COUNT_OR_FRACTION) {
+        int written_int = yt_as_int(n, NULL);
+        if (written_int && v == 1) return 0; /* one batch or all? */
+        if (v > 1 && v != floor(v)) return 0; /* a fraction above 1 */
+    }
+    return 1;
+}
+
+int config_check_number(const ynode *n, const char *schema_path, const char *path, double v, esp_err *err)
+{
+    for (size_t i = 0; i < sizeof num_rules / sizeof *num_rules; i++) {
+        const num_rule *r = &num_rules[i];
+        if (!config_path_match(r->path, schema_path) || in_range(r, n, v)) continue;
+        if ((r->flags & COUNT_OR_FRACTION) && v == 1)
+            return config_fail_node(err, n, path,
+                                    "must be %s, got the integer 1 (Lightning reads it as one batch, espnet3 would "
+                                    "read it as all: write 1.0 for all batches, or a count >= 2)",
+                                    r->need);
+        return config_fail_node(err, n, path, "must be %s, got %s (%s)", r->need, n->str, r->hint);
+    }
+    return 0;
+}
+
+/* ---- defaults written into the tree ---------------------------------------------------------- */
+
+/* Keys whose ESPnet2 default is not 0 / false: an absent key would read as 0 in the typed struct, so
+ * the default is written into the tree when the block exists (an absent block means defaults). */
+static const struct {
+    const char *map_path, *key, *value;
+} default_true[] = {
+    {"model.specaug_conf", "apply_time_warp", "true"},
+    {"model.specaug_conf", "apply_freq_mask", "true"},
+    {"model.specaug_conf", "apply_time_mask", "true"},
+    {"model.normalize_conf", "norm_means", "true"},
+    {"model.ctc_conf", "zero_infinity", "true"},
+    {"model.encoder_conf", "normalize_before", "true"},
+    {"model.ctc_conf", "reduce", "true"},
+    {"model.decoder_conf", "use_output_layer", "true"},
+    {"model.decoder_conf", "normalize_before", "true"},
+    {"model.decoder_conf", "dropout_rate", "0.1"},
+    {"model.decoder_conf", "positional_dropout_rate", "0.1"},
+};
+
+/* model_conf.ctc_weight defaults to 0.5 in ESPnet2's ESPnetASRModel; it matters only with an
+ * attention decoder (without one, training is CTC only), so only then is the default written. */
+static void fill_ctc_weight(ynode *root)
+{
+    ynode *dec = yt_get_path(root, "model.decoder");
+    if (!dec || dec->kind != YN_SCALAR || strcmp(dec->str, "transformer") != 0) return;
+    ynode *model = yt_get_path(root, "model");
+    ynode *mc = yt_map_get(model, "model_conf");
+    if (!mc) {
+        yt_map_set(model, "model_conf", model->mark, yt_map(model->mark));
+        mc = yt_map_get(model, "model_conf");
+    }
+    if (mc->kind == YN_MAP && !yt_map_get(mc, "ctc_weight"))
+        yt_map_set(mc, "ctc_weight", mc->mark, yt_scalar("0.5", 0, mc->mark));
+}
+
+void config_fill_defaults(config_kind kind, ynode *root)
+{
+    if (kind != CONFIG_TRAINING) return;
+    for (size_t i = 0; i < sizeof default_true / sizeof *default_true; i++) {
+        ynode *m = yt_get_path(root, default_true[i].map_path);
+        if (m && m->kind == YN_MAP && !yt_map_get(m, default_true[i].key))
+            yt_map_set(m, default_true[i].key, m->mark, yt_scalar(default_true[i].value, 0, m->mark));
+    }
+    /* norm_vars: true for global_mvn, false for utterance_mvn (ESPnet2's two classes differ). */
+    ynode *nc = yt_get_path(root, "model.normalize_conf");
+    if (nc && nc->kind == YN_MAP && !yt_map_get(nc, "norm_vars")) {
+        ynode *kind_node = yt_get_path(root, "model.normalize");
+        int utt = kind_node && kind_node->kind == YN_SCALAR && !strcmp(kind_node->str, "utterance_mvn");
+        yt_map_set(nc, "norm_vars", nc->mark, yt_scalar(utt ? "false" : "true", 0, nc->mark));
+    }
+    fill_ctc_weight(root);
+}
+
+
+/* ---- rules between keys ------------------------------------------------------------------------ */
+
+/* The number under key in map m, or 0 when it is not there. */
+static int num_in(const ynode *m, const char *key, double *v, const ynode **node)
+{
+    const ynode *n = m ? yt_map_get(m, key) : NULL;
+    if (node) *node = n;
+    return n && yt_as_float(n, v);
+}
+
+static char *key_path(const char *map_path, const char *key) { return xasprintf("%s.%s", map_path, key); }
+
+/* A fail for the value under key in the map at map_path. */
+static int fail_key(esp_err *err, const ynode *n, const char *map_path, const char *key, const char *what)
+{
+    char *p = key_path(map_path, key);
+    int rc = config_fail_node(err, n, p, "%s", what);
+    free(p);
+    return rc;
+}
+
+/* The samplers of core/data/sampler.c: numel and length fill batches up to batch_bins feature
+ * values, sorted and unsorted split into batches of batch_size utterances; all read shape files. */
+static int check_batches(const ynode *root, const char *split, esp_err *err)
+{
+    char path[96], what[400];
+    snprintf(path, sizeof path, "dataloader.%s.iter_factory.batches", split);
+    const ynode *b = yt_get_path(root, path);
+    if (!b || b->kind != YN_MAP) return 0;
+    const ynode *type = yt_map_get(b, "type");
+    const char *t = type ? type->str : "numel";
+    int bins = !strcmp(t, "numel") || !strcmp(t, "length");
+    const char *need = bins ? "batch_bins" : "batch_size";
+    if (!yt_map_get(b, need)) {
+        snprintf(what, sizeof what, "%s batches%s need %s (%s)", t, type ? "" : " (the default type)", need,
+                 bins ? "feature values per batch, e.g. 1000000; or type sorted with batch_size"
+                      : "utterances per batch, e.g. 16; or type numel with batch_bins");
+        return type ? fail_key(err, type, path, "type", what) : config_fail_node(err, b, path, "%s", what);
+    }
+    const ynode *sf = yt_map_get(b, "shape_files");
+    snprintf(what, sizeof what, "list the shape files that stage 3 writes, e.g. ${stats_dir}/%s/feats_shape", split);
+    if (!sf) return config_fail_node(err, b, path, "shape_files is missing (%s)", what);
+    if (sf->n == 0) {
+        char *p = key_path(path, "shape_files");
+        config_fail_node(err, sf, p, "the list is empty (%s)", what);
+        free(p);
+        return -1;
+    }
+    return 0;
+}
+
+/* What core/data/frontend.c checks when stage 3 starts, with ESPnet2's defaults for left-out keys. */
+static int check_frontend(const ynode *root, esp_err *err)
+{
+    const char *P = "model.frontend_conf";
+    const ynode *fc = yt_get_path(root, P), *n;
+    if (!fc || fc->kind != YN_MAP) return 0;
+    double fs = 16000, n_fft = 512, win, fmin = 0, fmax, n_mels;
+    char what[200];
+    num_in(fc, "fs", &fs, NULL);
+    num_in(fc, "n_fft", &n_fft, NULL);
+    num_in(fc, "fmin", &fmin, NULL);
+    if (num_in(fc, "win_length", &win, &n) && win > n_fft) {
+        snprintf(what, sizeof what, "%g is above n_fft = %g (the window must fit in the FFT frame; leave it out for n_fft)",
+                 win, n_fft);
+        return fail_key(err, n, P, "win_length", what);
+    }
+    if (num_in(fc, "fmax", &fmax, &n) && (fmax <= fmin || fmax > fs / 2)) {
+        snprintf(what, sizeof what, "%g is not in (fmin = %g, fs/2 = %g] (leave it out for fs/2)", fmax, fmin, fs / 2);
+        return fail_key(err, n, P, "fmax", what);
+    }
+    if (num_in(fc, "fmin", &fmin, &n) && fmin >= fs / 2) {
+        snprintf(what, sizeof what, "%g is not below fs/2 = %g (leave it out for 0)", fmin, fs / 2);
+        return fail_key(err, n, P, "fmin", what);
+    }
+    if (num_in(fc, "n_mels", &n_mels, &n) && n_mels < 7)
+        return fail_key(err, n, P, "n_mels", "is below 7, the least the encoder's conv2d input layer can subsample "
+                                             "(leave it out for 80)");
+    return 0;
+}
+
+/* What core/nn/model_params.c and core/data/specaug.c check when the model is built. */
+static int check_model(const ynode *root, esp_err *err)
+{
+    const ynode *enc = yt_get_path(root, "model.encoder_conf"), *n;
+    double d = 256, heads = 4;
+    char what[200];
+    int has_d = num_in(enc, "output_size", &d, &n), has_h = num_in(enc, "attention_heads", &heads, NULL);
+    if ((has_d || has_h) && fmod(d, heads) != 0) {
+        snprintf(what, sizeof what, "%g is not a multiple of attention_heads = %g (each head takes output_size / "
+                 "attention_heads)", d, heads);
+        return fail_key(err, has_d ? n : yt_map_get(enc, "attention_heads"), "model.encoder_conf", "output_size", what);
+    }
+    const char *S = "model.specaug_conf";
+    const ynode *sc = yt_get_path(root, S);
+    if (!sc || sc->kind != YN_MAP) return 0;
+    static const char *const ranges[] = {"freq_mask_width_range", "time_mask_width_range", "time_mask_width_ratio_range"};
+    for (int i = 0; i < 3; i++) {
+        const ynode *r = yt_map_get(sc, ranges[i]);
+        double lo, hi;
+        if (r && r->n == 2 && yt_as_float(r->items[0], &lo) && yt_as_float(r->items[1], &hi) && !(lo < hi)) {
+            snprintf(what, sizeof what, "[%g, %g] is not a range [lo, hi) with lo < hi (widths are drawn from it)", lo, hi);
+            return fail_key(err, r, S, ranges[i], what);
+        }
+    }
+    const ynode *both = yt_map_get(sc, "time_mask_width_ratio_range"), *on = yt_map_get(sc, "apply_time_mask");
+    int apply = 1;
+    if (both && yt_map_get(sc, "time_mask_width_range") && (!on || (yt_as_bool(on, &apply) && apply)))
+        return fail_key(err, both, S, "time_mask_width_ratio_range",
+                        "is set together with time_mask_width_range (keep one of the two)");
+    return 0;
+}
+
+static int check_create_dataset(const ynode *root, esp_err *err)
+{
+    const char *C = "create_dataset";
+    const ynode *cd = yt_get_path(root, C), *n;
+    if (!cd || cd->kind != YN_MAP) return 0;
+    double lo, hi;
+    char what[200];
+    if (num_in(cd, "min_words", &lo, &n) && num_in(cd, "max_words", &hi, NULL) && lo > hi) {
+        snprintf(what, sizeof what, "%g is above max_words = %g (lower min_words or raise max_words)", lo, hi);
+        return fail_key(err, n, C, "min_words", what);
+    }
+    static const char *const ranges[] = {"speed_range", "pitch_range"};
+    for (int i = 0; i < 2; i++) {
+        const ynode *r = yt_map_get(cd, ranges[i]);
+        if (r && r->n == 2 && yt_as_float(r->items[0], &lo) && yt_as_float(r->items[1], &hi) && lo > hi) {
+            snprintf(what, sizeof what, "low %g is above high %g (write it as [low, high])", lo, hi);
+            return fail_key(err, r, C, ranges[i], what);
+        }
+    }
+    return 0;
+}
+
+/* Lightning's max_epochs: None becomes 1000 when max_steps is unset (-1), -1 (no limit) when it is
+ * set; -1 means no limit. The result is written into the tree so that the trainer and the
+ * resolved config.yaml hold the number Lightning would use. */
+static void lightning_max_epochs(ynode *root)
+{
+    ynode *t = yt_get_path(root, "trainer");
+    if (!t || t->kind != YN_MAP) return;
+    const ynode *me = yt_map_get(t, "max_epochs"), *ms = yt_map_get(t, "max_steps");
+    int64_t epochs = 0, steps = -1;
+    if (ms) yt_as_int(ms, &steps);
+    char where[512];
+    if (!me) {
+        yt_map_set(t, "max_epochs", t->mark, yt_scalar(steps == -1 ? "1000" : "-1", 0, t->mark));
+        if (steps == -1)
+            log_info("%s: trainer.max_epochs: not set: Lightning's default, 1000 epochs", ymark_str(t->mark, where, sizeof where));
+        else
+            log_info("%s: trainer.max_epochs: not set and trainer.max_steps is %lld: no epoch limit (Lightning); "
+                     "training stops at max_steps", ymark_str(t->mark, where, sizeof where), (long long)steps);
+    } else if (yt_as_int(me, &epochs) && epochs == -1) {
+        log_info("%s: trainer.max_epochs: -1: no epoch limit (Lightning); training runs until %s",
+                 ymark_str(me->mark, where, sizeof where),
+                 steps == -1 ? "it is stopped (trainer.max_steps is not set)" : "trainer.max_steps");
+    }
+}
+
+int config_check_values(config_kind kind, ynode *root, esp_err *err)
+{
+    if (kind != CONFIG_TRAINING) return 0;
+    if (check_batches(root, "train", err) != 0 || check_batches(root, "valid", err) != 0) return -1;
+    if (check_frontend(root, err) != 0 || check_model(root, err) != 0 || check_create_dataset(root, err) != 0) return -1;
+    lightning_max_epochs(root);
+    return 0;
+}

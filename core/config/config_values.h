@@ -1,0 +1,25 @@
+/* The value rules of the configs, checked when a config is loaded (before any stage runs), with
+ * errors "<file>:<line>:<col>: <key>: <what> (<hint>)":
+ * - ranges of numbers (trainer.devices >= 1, dropout rates in [0, 1), ...). The typed structs read
+ *   a key that was left out as 0 and the stages then use their default, so a value WRITTEN as 0
+ *   where 0 means nothing is an error here (it would silently mean "default"), while a key left
+ *   out (or null) keeps its default;
+ * - rules between keys (the batch type and batch_size / batch_bins, win_length <= n_fft, ...);
+ * - Lightning's meanings of trainer.max_epochs, written into the tree and logged:
+ *   absent or null -> 1000 (Lightning's default) when trainer.max_steps is unset, -1 otherwise;
+ *   -1 stays -1: no epoch limit, training runs until max_steps or until it is stopped;
+ * - ESPnet2's defaults that are not 0 / false (switches that default to true, the decoder's dropout
+ *   rates, model_conf.ctc_weight 0.5 with a decoder), written into blocks that leave them out. */
+#ifndef ESPNET3_CONFIG_VALUES_H
+#define ESPNET3_CONFIG_VALUES_H
+
+#include "core/config/config.h"
+
+/* The range rule of the number n (already typed as v) at schema_path, if there is one. */
+int config_check_number(const ynode *n, const char *schema_path, const char *path, double v, esp_err *err);
+/* ESPnet2's true-by-default switches (model.specaug_conf.apply_time_warp, ...). */
+void config_fill_defaults(config_kind kind, ynode *root);
+/* Rules between keys and Lightning's max_epochs, on the validated tree. */
+int config_check_values(config_kind kind, ynode *root, esp_err *err);
+
+#endif

@@ -1,0 +1,326 @@
+/* ESPnet's BatchBeamSearch with decoder, CTC prefix and length bonus scorers; see beam_search.h.
+ * Running hypotheses own their prefix and CTC state buffers (carved from two pools, one for the
+ * beam and one for the next beam); slots are swapped, never copied, so no buffer is shared. */
+#include "core/decode/beam_search.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/base/log.h"
+#include "core/decode/beam_search_topk.h"
+#include "core/decode/ctc_prefix_score.h"
+
+#define END_DETECT_M 3
+#define END_DETECT_D (-10.0) /* np.log(1 * np.exp(-10)) */
+
+typedef struct hyp {
+    int *yseq;         /* <sos> first */
+    int len;
+    double score, dec, ctc, lb;
+    double *r;         /* CTC state: T x 2 */
+    double psi;        /* CTC prefix log-probability of yseq (ESPnet's s_prev) */
+} hyp;
+
+typedef struct ended {
+    bs_hyp h;
+    int yseq_len;      /* with <sos> and <eos>, as end_detect counts */
+    int order;         /* when it ended: ties keep this order (Python's stable sort) */
+} ended;
+
+/* What one search needs besides the workspace. */
+typedef struct run_ctx {
+    ctc_prefix_scorer cps;
+    const bs_scorer *att;
+    int V, beam, pre_beam;  /* pre_beam 0: CTC scores the whole vocabulary */
+    int dec_on, ctc_on, lb_on;
+    double w_dec, w_ctc, w_lb;
+    int maxlen, minlen;
+} run_ctx;
+
+struct beam_search {
+    hyp *run, *next;
+    int *yseq_pool;
+    double *r_pool;
+    size_t cap_beam, cap_len, cap_T;
+    float *att;                      /* beam x V */
+    double *wsc, *psi, *work;        /* beam x V, beam x V, T + 2V */
+    int *pre, *top;                  /* beam x pre_beam, beam */
+    size_t cap_bv, cap_work, cap_pre;
+    const int **prefixes;
+    int *lens;
+    ended *ended;
+    size_t n_ended, cap_ended;
+};
+
+beam_search *beam_search_new(void) { return xcalloc(1, sizeof(beam_search)); }
+
+static void clear_ended(beam_search *w)
+{
+    for (size_t k = 0; k < w->n_ended; k++) free(w->ended[k].h.ids);
+    w->n_ended = 0;
+}
+
+void beam_search_free(beam_search *w)
+{
+    if (!w) return;
+    clear_ended(w);
+    free(w->run), free(w->next), free(w->yseq_pool), free(w->r_pool);
+    free(w->att), free(w->wsc), free(w->psi), free(w->work), free(w->pre), free(w->top);
+    free(w->prefixes), free(w->lens), free(w->ended);
+    free(w);
+}
+
+void bs_nbest_free(bs_nbest *nb)
+{
+    if (!nb) return;
+    for (int k = 0; k < nb->n; k++) free(nb->hyps[k].ids);
+    free(nb->hyps);
+    nb->hyps = NULL;
+    nb->n = 0;
+}
+
+/* Grows the buffers to beam B, prefixes of up to L ids, T frames, V tokens, pre-beam P. */
+static void reserve(beam_search *w, size_t B, size_t L, size_t T, size_t V, size_t P)
+{
+    if (B > w->cap_beam || L > w->cap_len || T > w->cap_T) {
+        w->cap_beam = B > w->cap_beam ? B : w->cap_beam;
+        w->cap_len = L > w->cap_len ? L : w->cap_len;
+        w->cap_T = T > w->cap_T ? T : w->cap_T;
+        size_t nb = 2 * w->cap_beam;
+        free(w->yseq_pool), free(w->r_pool);
+        w->yseq_pool = xmalloc(nb * w->cap_len * sizeof *w->yseq_pool);
+        w->r_pool = xmalloc(nb * (2 * w->cap_T + 1) * sizeof *w->r_pool);
+        w->run = xrealloc(w->run, w->cap_beam * sizeof *w->run);
+        w->next = xrealloc(w->next, w->cap_beam * sizeof *w->next);
+        for (size_t k = 0; k < nb; k++) {
+            hyp *h = k < w->cap_beam ? &w->run[k] : &w->next[k - w->cap_beam];
+            h->yseq = w->yseq_pool + k * w->cap_len;
+            h->r = w->r_pool + k * (2 * w->cap_T + 1);
+        }
+        w->prefixes = xrealloc(w->prefixes, w->cap_beam * sizeof *w->prefixes);
+        w->lens = xrealloc(w->lens, w->cap_beam * sizeof *w->lens);
+        w->top = xrealloc(w->top, w->cap_beam * sizeof *w->top);
+    }
+    if (B * V > w->cap_bv) {
+        w->cap_bv = B * V;
+        w->att = xrealloc(w->att, w->cap_bv * sizeof *w->att);
+        w->wsc = xrealloc(w->wsc, w->cap_bv * sizeof *w->wsc);
+        w->psi = xrealloc(w->psi, w->cap_bv * sizeof *w->psi);
+    }
+    if (T + 2 * V > w->cap_work) {
+        w->cap_work = T + 2 * V;
+        w->work = xrealloc(w->work, w->cap_work * sizeof *w->work);
+    }
+    if (B * P > w->cap_pre) {
+        w->cap_pre = B * P;
+        w->pre = xrealloc(w->pre, w->cap_pre * sizeof *w->pre);
+    }
+}
+
+static void swap_hyp(hyp *a, hyp *b)
+{
+    hyp t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* The decoder's log-probs of every running prefix, max_batch prefixes per call. */
+static void score_decoder(beam_search *w, const run_ctx *c, int n)
+{
+    for (int i = 0; i < n; i++) w->prefixes[i] = w->run[i].yseq, w->lens[i] = w->run[i].len;
+    int chunk = c->att->max_batch > 0 ? c->att->max_batch : n;
+    for (int i0 = 0; i0 < n; i0 += chunk) {
+        int m = n - i0 < chunk ? n - i0 : chunk;
+        c->att->score(c->att->ctx, w->prefixes + i0, w->lens + i0, m, w->att + (size_t)i0 * c->V);
+    }
+}
+
+/* Weighted scores of every (hypothesis, token) of the beam into w->wsc, as BatchBeamSearch.search
+ * sums them: full scorers, then the CTC partial scores, then the hypothesis' score. */
+static void score_step(beam_search *w, const run_ctx *c, int n)
+{
+    const int V = c->V, P = c->pre_beam;
+    if (c->dec_on) score_decoder(w, c, n);
+    for (int i = 0; i < n; i++) {
+        const hyp *h = &w->run[i];
+        double *ws = w->wsc + (size_t)i * V;
+        const float *att = w->att + (size_t)i * V;
+        for (int v = 0; v < V; v++) {
+            double s = c->dec_on ? c->w_dec * att[v] : 0.0;
+            ws[v] = c->lb_on ? s + c->w_lb : s;
+        }
+        if (c->ctc_on) {
+            int *ids = NULL;
+            if (P > 0) {
+                ids = w->pre + (size_t)i * P;
+                bs_topk(ws, V, P, ids);
+            }
+            double *psi = w->psi + (size_t)i * V;
+            ctc_prefix_psi(&c->cps, h->r, h->yseq[h->len - 1], h->len - 1, ids, P, psi, w->work);
+            for (int v = 0; v < V; v++) ws[v] += c->w_ctc * (psi[v] - h->psi);
+        }
+        for (int v = 0; v < V; v++) ws[v] += h->score;
+    }
+}
+
+/* The CTC state column ESPnet keeps for token v of hypothesis i: v's own, or, for a token the
+ * pre-beam left out, the last pre-beam column (its scoring_idmap gives -1 there). */
+static int ctc_state_column(const beam_search *w, const run_ctx *c, int i, int v)
+{
+    if (c->pre_beam == 0) return v;
+    const int *ids = w->pre + (size_t)i * c->pre_beam;
+    for (int k = 0; k < c->pre_beam; k++)
+        if (ids[k] == v) return v;
+    return ids[c->pre_beam - 1];
+}
+
+/* One step: scores, the beam_size best extensions into w->next; returns how many. */
+static int search_step(beam_search *w, const run_ctx *c, int n, int last_step)
+{
+    const int V = c->V;
+    score_step(w, c, n);
+    int k = (size_t)n * V < (size_t)c->beam ? n * V : c->beam;
+    bs_topk(w->wsc, n * V, k, w->top);
+    for (int j = 0; j < k; j++) {
+        int i = w->top[j] / V, v = w->top[j] % V;
+        const hyp *h = &w->run[i];
+        hyp *g = &w->next[j];
+        memcpy(g->yseq, h->yseq, (size_t)h->len * sizeof *g->yseq);
+        g->yseq[h->len] = v;
+        g->len = h->len + 1;
+        g->score = w->wsc[w->top[j]];
+        g->dec = h->dec + (c->dec_on ? w->att[w->top[j]] : 0.0);
+        g->lb = h->lb + (c->lb_on ? 1.0 : 0.0);
+        g->ctc = h->ctc;
+        g->psi = h->psi;
+        if (c->ctc_on) {
+            double p = w->psi[w->top[j]];
+            g->ctc = h->ctc + (p - h->psi);
+            g->psi = p;
+            /* An ended or last-step hypothesis never extends again: its state is not needed. */
+            if (v != c->cps.eos && !last_step)
+                ctc_prefix_extend(&c->cps, h->r, h->yseq[h->len - 1], h->len - 1, ctc_state_column(w, c, i, v),
+                                  g->r);
+        }
+    }
+    return k;
+}
+
+static void push_ended(beam_search *w, const hyp *h)
+{
+    if (w->n_ended == w->cap_ended) {
+        w->cap_ended = w->cap_ended ? 2 * w->cap_ended : 64;
+        w->ended = xrealloc(w->ended, w->cap_ended * sizeof *w->ended);
+    }
+    ended *e = &w->ended[w->n_ended];
+    int n = h->len - 2;
+    e->h = (bs_hyp){.ids = xmalloc(((size_t)n + 1) * sizeof(int)), .n_ids = n, .score = h->score,
+                    .decoder = h->dec, .ctc = h->ctc, .length_bonus = h->lb};
+    memcpy(e->h.ids, h->yseq + 1, (size_t)n * sizeof(int));
+    e->yseq_len = h->len;
+    e->order = (int)w->n_ended++;
+}
+
+/* BatchBeamSearch.post_process: eos at the last step, ended hypotheses out of the beam (into the
+ * ended list from step minlen on). The next beam becomes the running one; returns its size. */
+static int post_process(beam_search *w, const run_ctx *c, int n, int i)
+{
+    int eos = c->cps.eos, kept = 0;
+    for (int j = 0; j < n; j++) {
+        hyp *h = &w->next[j];
+        if (i == c->maxlen - 1) h->yseq[h->len++] = eos;
+        if (h->yseq[h->len - 1] == eos) {
+            if (i >= c->minlen) push_ended(w, h);
+        } else {
+            swap_hyp(&w->run[kept++], h);
+        }
+    }
+    return kept;
+}
+
+/* espnet/nets/e2e_asr_common.py end_detect: for each of the last M lengths, the best ended
+ * hypothesis of that length is more than |D_end| below the best overall. */
+static int end_detect(const beam_search *w, int i)
+{
+    if (w->n_ended == 0) return 0;
+    double best = -INFINITY;
+    for (size_t k = 0; k < w->n_ended; k++) best = w->ended[k].h.score > best ? w->ended[k].h.score : best;
+    int count = 0;
+    for (int m = 0; m < END_DETECT_M; m++) {
+        double same = -INFINITY;
+        int found = 0;
+        for (size_t k = 0; k < w->n_ended; k++) {
+            if (w->ended[k].yseq_len != i - m) continue;
+            same = !found || w->ended[k].h.score > same ? w->ended[k].h.score : same;
+            found = 1;
+        }
+        if (found && same - best < END_DETECT_D) count++;
+    }
+    return count == END_DETECT_M;
+}
+
+/* BeamSearch.forward's loop for one minlen; the ended list holds what it found. */
+static void search(beam_search *w, const run_ctx *c, double maxlenratio)
+{
+    clear_ended(w);
+    hyp *h0 = &w->run[0];
+    h0->yseq[0] = c->cps.eos; /* <sos> = <eos> */
+    h0->len = 1;
+    h0->score = h0->dec = h0->ctc = h0->lb = h0->psi = 0.0;
+    if (c->ctc_on) ctc_prefix_init_state(&c->cps, h0->r);
+    int n = 1;
+    for (int i = 0; i < c->maxlen; i++) {
+        int k = search_step(w, c, n, i == c->maxlen - 1);
+        n = post_process(w, c, k, i);
+        if (maxlenratio == 0.0 && end_detect(w, i)) break;
+        if (n == 0) break;
+    }
+}
+
+static int by_score(const void *pa, const void *pb)
+{
+    const ended *a = pa, *b = pb;
+    if (a->h.score != b->h.score) return a->h.score > b->h.score ? -1 : 1;
+    return (a->order > b->order) - (a->order < b->order);
+}
+
+static int max_len(double maxlenratio, int T)
+{
+    if (maxlenratio == 0) return T;
+    if (maxlenratio < 0) return (int)(-maxlenratio) ;
+    int m = (int)(maxlenratio * T);
+    return m > 1 ? m : 1;
+}
+
+void beam_search_run(beam_search *w, const float *ctc_logp, int T, int V, const bs_scorer *att,
+                     const beam_search_opts *o, bs_nbest *out)
+{
+    ESP_CHECK(o->beam_size >= 1 && o->nbest >= 1 && V >= 2 && T >= 0);
+    ESP_CHECK(o->ctc_weight >= 0.0 && o->ctc_weight <= 1.0);
+    run_ctx c = {.cps = {.logp = ctc_logp, .T = T, .V = V, .blank = 0, .eos = V - 1}, .att = att, .V = V,
+                 .beam = o->beam_size, .w_dec = 1.0 - o->ctc_weight, .w_ctc = o->ctc_weight, .w_lb = o->penalty};
+    c.dec_on = c.w_dec != 0.0, c.ctc_on = c.w_ctc != 0.0, c.lb_on = c.w_lb != 0.0;
+    ESP_CHECK(!c.dec_on || (att && att->score));
+    ESP_CHECK(!c.ctc_on || ctc_logp);
+    int pre = (int)(1.5 * o->beam_size);
+    c.pre_beam = c.ctc_on && c.dec_on && pre < V ? pre : 0;
+    c.maxlen = max_len(o->maxlenratio, T);
+    reserve(w, (size_t)o->beam_size, (size_t)c.maxlen + 2, (size_t)T, (size_t)V, (size_t)c.pre_beam);
+    double minlenratio = o->minlenratio;
+    for (;;) {
+        c.minlen = minlenratio < 0 ? (int)(-minlenratio) : (int)(minlenratio * T);
+        search(w, &c, o->maxlenratio);
+        /* None ended: ESPnet tries again with a smaller minlenratio, down to below 0.1. */
+        if (w->n_ended > 0 || minlenratio < 0.1) break;
+        minlenratio = minlenratio - 0.1 > 0.0 ? minlenratio - 0.1 : 0.0;
+    }
+    qsort(w->ended, w->n_ended, sizeof *w->ended, by_score);
+    out->n = (int)(w->n_ended < (size_t)o->nbest ? w->n_ended : (size_t)o->nbest);
+    out->hyps = xcalloc((size_t)out->n + 1, sizeof *out->hyps);
+    for (int k = 0; k < out->n; k++) {
+        out->hyps[k] = w->ended[k].h;
+        w->ended[k].h.ids = NULL; /* moved */
+    }
+    clear_ended(w);
+}

@@ -1,0 +1,318 @@
+/* The beam search's decoder step (decoder_score_batch, see decoder_transformer.h): ESPnet's
+ * TransformerDecoder.batch_score with keys and values cached.
+ *
+ * Caches (device): the source attention's keys/values of the utterance per layer (T x d each),
+ * and the self-attention's keys/values of every prefix the previous call scored, per layer, as
+ * blocks of `stride` positions. A prefix is "fast" when a block of the previous call holds its
+ * first len - 1 positions (its parent, or itself): only its last position is computed, one query
+ * row per hypothesis against its block. Any other prefix is "slow": all its positions run as a
+ * causal teacher-forced pass. Both groups write their keys/values into this call's blocks (the
+ * next call's cache) and their last rows go through after_norm, output_layer and log_softmax. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/nn/decoder_internal.h"
+#include "core/nn/decoder_transformer.h"
+
+typedef struct kv_blocks {
+    float *k, *v;   /* nl x n x stride x d */
+    int n, stride;  /* blocks and positions per block (capacity) */
+    int *tokens;    /* host: the prefix of each block (n x stride), its length in lens */
+    int *lens;
+    int used;       /* blocks holding a scored prefix */
+} kv_blocks;
+
+struct dec_score {
+    /* The utterance the source caches belong to. */
+    const float *hs;
+    int T;
+    double sum, sumsq;
+    float *km, *vm; /* nl x T x d */
+    size_t cap_mem;
+    kv_blocks kv[2]; /* the previous call's blocks and this call's */
+    int prev;
+    float *pe;      /* sinusoidal table, pe_len x d */
+    int pe_len;
+    /* Work of one group: rows R = hypotheses x query rows. */
+    size_t cap_rows, cap_self, cap_src, cap_hyps;
+    float *x, *ln, *q, *k, *v, *y, *tmp, *f1, *mean, *rstd, *att, *last, *logits;
+};
+
+static void kv_free(backend *be, kv_blocks *b)
+{
+    be->free(be, b->k);
+    be->free(be, b->v);
+    free(b->tokens);
+    free(b->lens);
+    memset(b, 0, sizeof *b);
+}
+
+static void free_work(backend *be, dec_score *s)
+{
+    float **w[] = {&s->x, &s->ln, &s->q, &s->k, &s->v, &s->y, &s->tmp, &s->f1, &s->mean, &s->rstd, &s->att,
+                   &s->last, &s->logits};
+    for (size_t i = 0; i < sizeof w / sizeof *w; i++) be->free(be, *w[i]), *w[i] = NULL;
+    s->cap_rows = s->cap_self = s->cap_src = s->cap_hyps = 0;
+}
+
+void dec_score_free(backend *be, dec_score *s)
+{
+    if (!s) return;
+    free_work(be, s);
+    kv_free(be, &s->kv[0]);
+    kv_free(be, &s->kv[1]);
+    be->free(be, s->km);
+    be->free(be, s->vm);
+    be->free(be, s->pe);
+    free(s);
+}
+
+#define ALLOC(n) be->alloc(be, (n) * sizeof(float) + 64)
+
+static void ensure_work(backend *be, const decoder_acts *a, dec_score *s, size_t rows, size_t self, size_t src,
+                        size_t hyps)
+{
+    if (rows <= s->cap_rows && self <= s->cap_self && src <= s->cap_src && hyps <= s->cap_hyps) return;
+    free_work(be, s);
+    size_t D = (size_t)a->d;
+    s->x = ALLOC(rows * D), s->ln = ALLOC(rows * D), s->q = ALLOC(rows * D), s->k = ALLOC(rows * D);
+    s->v = ALLOC(rows * D), s->y = ALLOC(rows * D), s->tmp = ALLOC(rows * D), s->f1 = ALLOC(rows * a->ff);
+    s->mean = ALLOC(rows), s->rstd = ALLOC(rows);
+    s->att = ALLOC(self > src ? self : src);
+    s->last = ALLOC(hyps * D * 2), s->logits = ALLOC(hyps * a->vocab);
+    s->cap_rows = rows, s->cap_self = self, s->cap_src = src, s->cap_hyps = hyps;
+}
+
+/* This call's blocks: at least n of `stride` positions (the previous call's stay untouched). */
+static void ensure_blocks(backend *be, const decoder_acts *a, kv_blocks *b, int n, int stride)
+{
+    if (n <= b->n && stride <= b->stride) return;
+    kv_free(be, b);
+    b->n = n, b->stride = stride + 8; /* room for a few more steps before the next growth */
+    size_t floats = (size_t)a->nl * b->n * b->stride * a->d;
+    b->k = ALLOC(floats), b->v = ALLOC(floats);
+    b->tokens = xcalloc((size_t)b->n * b->stride, sizeof *b->tokens);
+    b->lens = xcalloc((size_t)b->n, sizeof *b->lens);
+}
+
+static float *block_k(const decoder_acts *a, const kv_blocks *b, int l, int blk)
+{
+    return b->k + (((size_t)l * b->n + blk) * b->stride) * a->d;
+}
+static float *block_v(const decoder_acts *a, const kv_blocks *b, int l, int blk)
+{
+    return b->v + (((size_t)l * b->n + blk) * b->stride) * a->d;
+}
+
+/* The utterance's source keys/values per layer; a new utterance empties the prefix cache. */
+static void prepare_utterance(const asr_model *m, dec_score *s, const float *hs, int T)
+{
+    backend *be = m->be;
+    const decoder_acts *a = m->dec;
+    size_t n = (size_t)T * a->d;
+    double sum = be->sum(be, hs, n), sumsq = be->sum_squares(be, hs, n);
+    if (s->km && s->hs == hs && s->T == T && s->sum == sum && s->sumsq == sumsq) return;
+    if (n * a->nl > s->cap_mem) {
+        be->free(be, s->km), be->free(be, s->vm);
+        s->km = ALLOC(n * a->nl), s->vm = ALLOC(n * a->nl);
+        s->cap_mem = n * a->nl;
+    }
+    for (int l = 0; l < a->nl; l++) {
+        be->linear_forward(be, s->km + l * n, hs, dec_p(m->params, a, l, DP_SRC_K_W),
+                           dec_p(m->params, a, l, DP_SRC_K_B), T, a->d, a->d);
+        be->linear_forward(be, s->vm + l * n, hs, dec_p(m->params, a, l, DP_SRC_V_W),
+                           dec_p(m->params, a, l, DP_SRC_V_B), T, a->d, a->d);
+    }
+    s->hs = hs, s->T = T, s->sum = sum, s->sumsq = sumsq;
+    s->kv[0].used = s->kv[1].used = 0;
+}
+
+/* The positional table pe[0..len) (posenc over zeros with scale 1 is exactly pe). */
+static void ensure_pe(backend *be, const decoder_acts *a, dec_score *s, int len)
+{
+    if (len <= s->pe_len) return;
+    be->free(be, s->pe);
+    int n = len + 64;
+    s->pe = ALLOC((size_t)n * a->d);
+    be->posenc_forward(be, s->pe, s->pe, 1.0, 1, n, a->d);
+    s->pe_len = n;
+}
+
+/* A block of the previous call holding the first len - 1 positions of p, or -1. */
+static int find_parent(const kv_blocks *b, const int *p, int len)
+{
+    if (len < 2) return -1;
+    for (int e = 0; e < b->used; e++)
+        if (b->lens[e] >= len - 1 && !memcmp(b->tokens + (size_t)e * b->stride, p, (size_t)(len - 1) * sizeof *p))
+            return e;
+    return -1;
+}
+
+/* A group of hypotheses scored together: blocks [first, first + n) of this call's kv, tq query
+ * rows per hypothesis (1: fast, the last position only; else slow, positions 0..tq-1 causally). */
+typedef struct group {
+    int first, n, tq;
+    const int *lens; /* n prefix lengths */
+} group;
+
+/* The blocks of one layer: queries (rows g->n * tq of s->x) against this call's kv blocks, the
+ * source attention against the utterance; s->x is updated in place (the residual stream). */
+static void group_layer(const asr_model *m, dec_score *s, const kv_blocks *kv, const group *g, int l)
+{
+    backend *be = m->be;
+    const decoder_acts *a = m->dec;
+    int R = g->n * g->tq, D = a->d, H = a->heads, T = s->T;
+    const int len_T[1] = {T};
+#define W(p) dec_p(m->params, a, l, p)
+    be->layernorm_forward(be, s->ln, s->mean, s->rstd, s->x, W(DP_N1_W), W(DP_N1_B), R, D, 1e-12);
+    be->linear_forward(be, s->q, s->ln, W(DP_SA_Q_W), W(DP_SA_Q_B), R, D, D);
+    be->linear_forward(be, s->k, s->ln, W(DP_SA_K_W), W(DP_SA_K_B), R, D, D);
+    be->linear_forward(be, s->v, s->ln, W(DP_SA_V_W), W(DP_SA_V_B), R, D, D);
+    /* The new rows' keys/values into the blocks: the last position (fast) or all (slow). */
+    for (int i = 0; i < g->n; i++) {
+        int pos0 = g->tq == 1 ? g->lens[i] - 1 : 0, rows = g->tq == 1 ? 1 : g->lens[i];
+        size_t src = (size_t)i * g->tq * D, dst = (size_t)pos0 * D, bytes = (size_t)rows * D * sizeof(float);
+        be->copy(be, block_k(a, kv, l, g->first + i) + dst, s->k + src, bytes, BACKEND_DEVICE_TO_DEVICE);
+        be->copy(be, block_v(a, kv, l, g->first + i) + dst, s->v + src, bytes, BACKEND_DEVICE_TO_DEVICE);
+    }
+    be->mha_forward(be, s->y, s->att, s->q, D, block_k(a, kv, l, g->first), block_v(a, kv, l, g->first), D, g->lens,
+                    g->n, g->tq, kv->stride, g->tq > 1, H, D / H, 0, 0, 0);
+    be->linear_forward(be, s->tmp, s->y, W(DP_SA_O_W), W(DP_SA_O_B), R, D, D);
+    be->add(be, s->x, s->x, s->tmp, (size_t)R * D);
+    /* Source attention: every query row of the group against the utterance (one batch item). */
+    be->layernorm_forward(be, s->ln, s->mean, s->rstd, s->x, W(DP_N2_W), W(DP_N2_B), R, D, 1e-12);
+    be->linear_forward(be, s->q, s->ln, W(DP_SRC_Q_W), W(DP_SRC_Q_B), R, D, D);
+    size_t mo = (size_t)l * T * D;
+    be->mha_forward(be, s->y, s->att, s->q, D, s->km + mo, s->vm + mo, D, len_T, 1, R, T, 0, H, D / H, 0, 0, 0);
+    be->linear_forward(be, s->tmp, s->y, W(DP_SRC_O_W), W(DP_SRC_O_B), R, D, D);
+    be->add(be, s->x, s->x, s->tmp, (size_t)R * D);
+    /* Feed-forward. */
+    be->layernorm_forward(be, s->ln, s->mean, s->rstd, s->x, W(DP_N3_W), W(DP_N3_B), R, D, 1e-12);
+    be->linear_forward(be, s->f1, s->ln, W(DP_FF1_W), W(DP_FF1_B), R, D, a->ff);
+    be->relu_forward(be, s->f1, s->f1, (size_t)R * a->ff);
+    be->linear_forward(be, s->tmp, s->f1, W(DP_FF2_W), W(DP_FF2_B), R, a->ff, D);
+    be->add(be, s->x, s->x, s->tmp, (size_t)R * D);
+#undef W
+}
+
+/* The embedded inputs of a group into s->x: the last token at position len - 1 (fast), or every
+ * position of the prefix padded with <eos> to tq (slow), as x * sqrt(d) + pe. */
+static void group_embed(const asr_model *m, dec_score *s, const group *g, const int *const *pfx, int *ids)
+{
+    backend *be = m->be;
+    const decoder_acts *a = m->dec;
+    int D = a->d, V = a->vocab;
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->tq; j++) {
+            int pos = g->tq == 1 ? g->lens[i] - 1 : j;
+            ids[i * g->tq + j] = pos < g->lens[i] ? pfx[i][pos] : V - 1;
+        }
+    int R = g->n * g->tq;
+    be->embedding_forward(be, s->x, m->params + a->embed, ids, R, V, D);
+    if (g->tq > 1) {
+        be->posenc_forward(be, s->x, s->x, sqrt((double)D), g->n, g->tq, D);
+        return;
+    }
+    be->scale(be, s->x, s->x, sqrt((double)D), (size_t)R * D);
+    for (int i = 0; i < g->n; i++)
+        be->add(be, s->x + (size_t)i * D, s->x + (size_t)i * D, s->pe + (size_t)(g->lens[i] - 1) * D, (size_t)D);
+}
+
+/* Runs a group and gathers each hypothesis' last row into s->last (rows out_row[i]). */
+static void run_group(const asr_model *m, dec_score *s, const kv_blocks *kv, const group *g,
+                      const int *const *pfx, int *ids, const int *out_row)
+{
+    if (g->n == 0) return;
+    const decoder_acts *a = m->dec;
+    backend *be = m->be;
+    group_embed(m, s, g, pfx, ids);
+    for (int l = 0; l < a->nl; l++) group_layer(m, s, kv, g, l);
+    for (int i = 0; i < g->n; i++) {
+        size_t row = (size_t)i * g->tq + (g->tq == 1 ? 0 : (size_t)g->lens[i] - 1);
+        be->copy(be, s->last + (size_t)out_row[i] * a->d, s->x + row * a->d, (size_t)a->d * sizeof(float),
+                 BACKEND_DEVICE_TO_DEVICE);
+    }
+}
+
+/* Sorts the hypotheses into fast (a parent block found; its rows copied into this call's block)
+ * and slow ones; fills order (block -> hypothesis), the groups' lens and this call's records. */
+static void plan_blocks(const asr_model *m, dec_score *s, const int *const *pfx, const int *lens, int n,
+                        int *order, int *glens, group *fast, group *slow)
+{
+    const decoder_acts *a = m->dec;
+    kv_blocks *prev = &s->kv[s->prev], *cur = &s->kv[!s->prev];
+    int *parent = xmalloc((size_t)n * sizeof *parent);
+    int nf = 0, maxlen = 1;
+    for (int i = 0; i < n; i++) {
+        parent[i] = find_parent(prev, pfx[i], lens[i]);
+        nf += parent[i] >= 0;
+        maxlen = lens[i] > maxlen ? lens[i] : maxlen;
+    }
+    ensure_blocks(m->be, a, cur, n, maxlen);
+    int f = 0, sl = nf;
+    for (int i = 0; i < n; i++) order[parent[i] >= 0 ? f++ : sl++] = i;
+    for (int blk = 0; blk < n; blk++) {
+        int i = order[blk], p = parent[i];
+        glens[blk] = lens[i];
+        cur->lens[blk] = lens[i];
+        memcpy(cur->tokens + (size_t)blk * cur->stride, pfx[i], (size_t)lens[i] * sizeof *pfx[i]);
+        if (p < 0) continue;
+        size_t bytes = (size_t)(lens[i] - 1) * a->d * sizeof(float);
+        for (int l = 0; l < a->nl; l++) {
+            m->be->copy(m->be, block_k(a, cur, l, blk), block_k(a, prev, l, p), bytes, BACKEND_DEVICE_TO_DEVICE);
+            m->be->copy(m->be, block_v(a, cur, l, blk), block_v(a, prev, l, p), bytes, BACKEND_DEVICE_TO_DEVICE);
+        }
+    }
+    cur->used = n;
+    int slow_len = 1;
+    for (int blk = nf; blk < n; blk++) slow_len = glens[blk] > slow_len ? glens[blk] : slow_len;
+    *fast = (group){.first = 0, .n = nf, .tq = 1, .lens = glens};
+    *slow = (group){.first = nf, .n = n - nf, .tq = slow_len, .lens = glens + nf};
+    free(parent);
+}
+
+void decoder_score_batch(const asr_model *m, const float *hs_dev, int T, const int *const *prefixes, const int *lens,
+                         int n_hyps, float *logp_host)
+{
+    decoder_acts *a = m->dec;
+    ESP_CHECK(a != NULL && T > 0 && n_hyps >= 0);
+    if (n_hyps == 0) return;
+    backend *be = m->be;
+    if (!a->score) a->score = xcalloc(1, sizeof *a->score);
+    dec_score *s = a->score;
+    int maxlen = 1;
+    for (int i = 0; i < n_hyps; i++) {
+        ESP_CHECK(lens[i] >= 1 && prefixes[i][0] == a->vocab - 1); /* <sos> first */
+        maxlen = lens[i] > maxlen ? lens[i] : maxlen;
+    }
+    prepare_utterance(m, s, hs_dev, T);
+    ensure_pe(be, a, s, maxlen);
+    int *order = xmalloc((size_t)n_hyps * sizeof *order), *glens = xmalloc((size_t)n_hyps * sizeof *glens);
+    group fast, slow;
+    plan_blocks(m, s, prefixes, lens, n_hyps, order, glens, &fast, &slow);
+    const kv_blocks *cur = &s->kv[!s->prev];
+    size_t rows = (size_t)slow.n * slow.tq;
+    if (rows < (size_t)n_hyps) rows = (size_t)n_hyps; /* the last rows' layernorm uses mean/rstd too */
+    size_t self = (size_t)n_hyps * a->heads * (size_t)(slow.n ? slow.tq : 1) * cur->stride;
+    ensure_work(be, a, s, rows, self, rows * a->heads * (size_t)T, (size_t)n_hyps);
+
+    const int **pfx = xmalloc((size_t)n_hyps * sizeof *pfx);
+    int *ids = xmalloc(rows * sizeof *ids), *out_row = xmalloc((size_t)n_hyps * sizeof *out_row);
+    for (int blk = 0; blk < n_hyps; blk++) pfx[blk] = prefixes[order[blk]], out_row[blk] = order[blk];
+    run_group(m, s, cur, &fast, pfx, ids, out_row);
+    run_group(m, s, cur, &slow, pfx + fast.n, ids, out_row + fast.n);
+
+    /* after_norm -> output_layer -> log_softmax on the last rows, in the caller's order. */
+    int D = a->d, V = a->vocab;
+    float *ln = s->last + (size_t)n_hyps * D;
+    be->layernorm_forward(be, ln, s->mean, s->rstd, s->last, m->params + a->after_w, m->params + a->after_b, n_hyps, D,
+                          1e-12);
+    be->linear_forward(be, s->logits, ln, m->params + a->out_w, m->params + a->out_b, n_hyps, D, V);
+    be->log_softmax_forward(be, s->logits, s->logits, n_hyps, V);
+    be->synchronize(be);
+    be->copy(be, logp_host, s->logits, (size_t)n_hyps * V * sizeof(float), BACKEND_DEVICE_TO_HOST);
+    be->synchronize(be);
+    s->prev = !s->prev;
+    free(order), free(glens), free(pfx), free(ids), free(out_row);
+}

@@ -1,0 +1,284 @@
+/* ESPnet2's TransformerDecoder: parameters, the teacher-forced forward, the label-smoothing loss
+ * and the backward. See decoder_transformer.h; the beam-search step is in decoder_score.c. */
+#include "core/nn/decoder_transformer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/nn/decoder_internal.h"
+
+/* Dropout sites of the decoder: streams apart from the encoder's (core/nn/model.c uses 1, 2 and
+ * 100 + 10 * block + site). */
+enum { DSTREAM_POS = 50000, DSTREAM_BLOCK0 = 50016 };
+enum { DS_SELF = 0, DS_SELF_OUT, DS_SRC, DS_SRC_OUT, DS_FF_IN, DS_FF_OUT };
+static uint64_t dstream(int l, int site) { return DSTREAM_BLOCK0 + 16 * (uint64_t)l + (uint64_t)site; }
+
+static const char *const dec_param_names[DP_COUNT] = {
+    "self_attn.linear_q.weight", "self_attn.linear_q.bias", "self_attn.linear_k.weight", "self_attn.linear_k.bias",
+    "self_attn.linear_v.weight", "self_attn.linear_v.bias", "self_attn.linear_out.weight", "self_attn.linear_out.bias",
+    "src_attn.linear_q.weight", "src_attn.linear_q.bias", "src_attn.linear_k.weight", "src_attn.linear_k.bias",
+    "src_attn.linear_v.weight", "src_attn.linear_v.bias", "src_attn.linear_out.weight", "src_attn.linear_out.bias",
+    "feed_forward.w_1.weight", "feed_forward.w_1.bias", "feed_forward.w_2.weight", "feed_forward.w_2.bias",
+    "norm1.weight", "norm1.bias", "norm2.weight", "norm2.bias", "norm3.weight", "norm3.bias",
+};
+
+static size_t offset_of(const asr_model *m, const char *name)
+{
+    const param_info *p = param_find(&m->table, name);
+    if (!p) {
+        fprintf(stderr, "espnet3: internal error: no parameter %s\n", name);
+        ESP_CHECK(p != NULL);
+    }
+    return p->offset;
+}
+
+decoder_acts *decoder_new(const asr_model *m)
+{
+    const model_dims *d = &m->dims;
+    ESP_CHECK(d->dec_blocks > 0 && d->dec_heads > 0 && d->d % d->dec_heads == 0);
+    decoder_acts *a = xcalloc(1, sizeof *a);
+    a->nl = d->dec_blocks, a->d = d->d, a->heads = d->dec_heads, a->ff = d->dec_ff, a->vocab = d->vocab;
+    a->embed = offset_of(m, "decoder.embed.0.weight");
+    a->after_w = offset_of(m, "decoder.after_norm.weight");
+    a->after_b = offset_of(m, "decoder.after_norm.bias");
+    a->out_w = offset_of(m, "decoder.output_layer.weight");
+    a->out_b = offset_of(m, "decoder.output_layer.bias");
+    a->lay = xcalloc((size_t)a->nl, sizeof *a->lay);
+    a->layers = xcalloc((size_t)a->nl, sizeof *a->layers);
+    for (int l = 0; l < a->nl; l++)
+        for (int p = 0; p < DP_COUNT; p++) {
+            char name[128];
+            snprintf(name, sizeof name, "decoder.decoders.%d.%s", l, dec_param_names[p]);
+            a->lay[l][p] = offset_of(m, name);
+        }
+    return a;
+}
+
+static void free_acts(backend *be, decoder_acts *a)
+{
+    float **all[] = {&a->x, &a->h0, &a->lnf, &a->meanf, &a->rstdf, &a->logp, &a->dh, &a->dtmp, &a->dq, &a->dk,
+                     &a->dv, &a->datt, &a->dff, &a->dln, &a->dlogits, &a->dkm, &a->dvm};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) be->free(be, *all[i]), *all[i] = NULL;
+    for (int l = 0; l < a->nl; l++) {
+        dec_layer *y = &a->layers[l];
+        float **ls[] = {&y->ln1, &y->mean1, &y->rstd1, &y->q1, &y->k1, &y->v1, &y->att1, &y->y1, &y->h1,
+                        &y->ln2, &y->mean2, &y->rstd2, &y->q2, &y->km, &y->vm, &y->att2, &y->y2, &y->h2,
+                        &y->ln3, &y->mean3, &y->rstd3, &y->f1, &y->h_out};
+        for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) be->free(be, *ls[i]), *ls[i] = NULL;
+    }
+    a->cap_rows = a->cap_mem = a->cap_self = a->cap_src = 0;
+}
+
+void decoder_free(backend *be, decoder_acts *a)
+{
+    if (!a) return;
+    free_acts(be, a);
+    dec_score_free(be, a->score);
+    free(a->lay);
+    free(a->layers);
+    free(a->ids_in);
+    free(a->ys_out);
+    free(a->lens_in);
+    free(a);
+}
+
+/* Grows the teacher-forced activations for B x L targets over B x T memory frames (only ever
+ * enlarged); `grads` adds the backward's work buffers. */
+static void ensure_acts(backend *be, decoder_acts *a, int B, int L, int T, int grads)
+{
+    size_t rows = (size_t)B * L, mem = (size_t)B * T, D = (size_t)a->d, FF = (size_t)a->ff, V = (size_t)a->vocab;
+    size_t self = (size_t)B * a->heads * L * L, src = (size_t)B * a->heads * L * T;
+    int have_grads = a->dh != NULL;
+    if (rows <= a->cap_rows && mem <= a->cap_mem && self <= a->cap_self && src <= a->cap_src &&
+        (have_grads || !grads))
+        return;
+    free_acts(be, a);
+#define A(n) be->alloc(be, (n) * sizeof(float) + 64)
+    a->x = A(rows * D), a->h0 = A(rows * D);
+    for (int l = 0; l < a->nl; l++) {
+        dec_layer *y = &a->layers[l];
+        y->ln1 = A(rows * D), y->mean1 = A(rows), y->rstd1 = A(rows);
+        y->q1 = A(rows * D), y->k1 = A(rows * D), y->v1 = A(rows * D);
+        y->att1 = A(self), y->y1 = A(rows * D), y->h1 = A(rows * D);
+        y->ln2 = A(rows * D), y->mean2 = A(rows), y->rstd2 = A(rows);
+        y->q2 = A(rows * D), y->km = A(mem * D), y->vm = A(mem * D);
+        y->att2 = A(src), y->y2 = A(rows * D), y->h2 = A(rows * D);
+        y->ln3 = A(rows * D), y->mean3 = A(rows), y->rstd3 = A(rows);
+        y->f1 = A(rows * FF), y->h_out = A(rows * D);
+    }
+    a->lnf = A(rows * D), a->meanf = A(rows), a->rstdf = A(rows), a->logp = A(rows * V);
+    a->dtmp = A(rows * D); /* the forward's branch output too */
+    if (grads || have_grads) {
+        a->dh = A(rows * D), a->dq = A(rows * D), a->dk = A(rows * D), a->dv = A(rows * D);
+        a->datt = A(rows * D), a->dff = A(rows * FF), a->dln = A(rows * D), a->dlogits = A(rows * V);
+        a->dkm = A(mem * D), a->dvm = A(mem * D);
+    }
+#undef A
+    a->cap_rows = rows, a->cap_mem = mem, a->cap_self = self, a->cap_src = src;
+}
+
+/* add_sos_eos: ys_in = <sos> + ys padded with <eos>, ys_out = ys + <eos> padded with -1, over
+ * L = max(label_lens) + 1 positions. Returns the number of target tokens (sum of L_b + 1). */
+static int64_t make_targets(decoder_acts *a, const int *labels, const int *label_lens, int stride, int B)
+{
+    int lmax = 0, sos = a->vocab - 1, eos = a->vocab - 1;
+    for (int b = 0; b < B; b++) lmax = label_lens[b] > lmax ? label_lens[b] : lmax;
+    int L = lmax + 1;
+    size_t n = (size_t)B * L;
+    a->ids_in = xrealloc(a->ids_in, n * sizeof *a->ids_in);
+    a->ys_out = xrealloc(a->ys_out, n * sizeof *a->ys_out);
+    a->lens_in = xrealloc(a->lens_in, (size_t)B * sizeof *a->lens_in);
+    int64_t tokens = 0;
+    for (int b = 0; b < B; b++) {
+        int yl = label_lens[b];
+        ESP_CHECK(yl >= 0 && yl <= stride);
+        int *in = a->ids_in + (size_t)b * L, *out = a->ys_out + (size_t)b * L;
+        const int *y = labels + (size_t)b * stride;
+        in[0] = sos;
+        for (int i = 0; i < yl; i++) {
+            ESP_CHECK(y[i] >= 0 && y[i] < a->vocab);
+            in[i + 1] = y[i], out[i] = y[i];
+        }
+        out[yl] = eos;
+        for (int i = yl + 1; i < L; i++) in[i] = eos, out[i] = -1;
+        a->lens_in[b] = yl + 1;
+        tokens += yl + 1;
+    }
+    a->B = B, a->L = L;
+    return tokens;
+}
+
+/* One pre-LN block, teacher forced: N = B * L rows of x_in; memory rows B x T. */
+static void block_forward(asr_model *m, decoder_acts *a, int l, const float *x_in, float pd, float ps, float pc)
+{
+    backend *be = m->be;
+    dec_layer *y = &a->layers[l];
+    int B = a->B, L = a->L, T = a->T, N = B * L, D = a->d, H = a->heads, M = B * T;
+    uint64_t seed = a->seed;
+#define W(p) dec_p(m->params, a, l, p)
+    be->layernorm_forward(be, y->ln1, y->mean1, y->rstd1, x_in, W(DP_N1_W), W(DP_N1_B), N, D, 1e-12);
+    be->linear_forward(be, y->q1, y->ln1, W(DP_SA_Q_W), W(DP_SA_Q_B), N, D, D);
+    be->linear_forward(be, y->k1, y->ln1, W(DP_SA_K_W), W(DP_SA_K_B), N, D, D);
+    be->linear_forward(be, y->v1, y->ln1, W(DP_SA_V_W), W(DP_SA_V_B), N, D, D);
+    be->mha_forward(be, y->y1, y->att1, y->q1, D, y->k1, y->v1, D, a->lens_in, B, L, L, 1, H, D / H, ps, seed,
+                    dstream(l, DS_SELF));
+    be->linear_forward(be, a->dtmp, y->y1, W(DP_SA_O_W), W(DP_SA_O_B), N, D, D);
+    be->dropout_forward(be, a->dtmp, a->dtmp, (size_t)N * D, pd, seed, dstream(l, DS_SELF_OUT));
+    be->add(be, y->h1, x_in, a->dtmp, (size_t)N * D);
+
+    be->layernorm_forward(be, y->ln2, y->mean2, y->rstd2, y->h1, W(DP_N2_W), W(DP_N2_B), N, D, 1e-12);
+    be->linear_forward(be, y->q2, y->ln2, W(DP_SRC_Q_W), W(DP_SRC_Q_B), N, D, D);
+    be->linear_forward(be, y->km, a->mem, W(DP_SRC_K_W), W(DP_SRC_K_B), M, D, D);
+    be->linear_forward(be, y->vm, a->mem, W(DP_SRC_V_W), W(DP_SRC_V_B), M, D, D);
+    be->mha_forward(be, y->y2, y->att2, y->q2, D, y->km, y->vm, D, a->hlens, B, L, T, 0, H, D / H, pc, seed,
+                    dstream(l, DS_SRC));
+    be->linear_forward(be, a->dtmp, y->y2, W(DP_SRC_O_W), W(DP_SRC_O_B), N, D, D);
+    be->dropout_forward(be, a->dtmp, a->dtmp, (size_t)N * D, pd, seed, dstream(l, DS_SRC_OUT));
+    be->add(be, y->h2, y->h1, a->dtmp, (size_t)N * D);
+
+    be->layernorm_forward(be, y->ln3, y->mean3, y->rstd3, y->h2, W(DP_N3_W), W(DP_N3_B), N, D, 1e-12);
+    be->linear_forward(be, y->f1, y->ln3, W(DP_FF1_W), W(DP_FF1_B), N, D, a->ff);
+    be->relu_forward(be, y->f1, y->f1, (size_t)N * a->ff);
+    be->dropout_forward(be, y->f1, y->f1, (size_t)N * a->ff, pd, seed, dstream(l, DS_FF_IN));
+    be->linear_forward(be, a->dtmp, y->f1, W(DP_FF2_W), W(DP_FF2_B), N, a->ff, D);
+    be->dropout_forward(be, a->dtmp, a->dtmp, (size_t)N * D, pd, seed, dstream(l, DS_FF_OUT));
+    be->add(be, y->h_out, y->h2, a->dtmp, (size_t)N * D);
+#undef W
+}
+
+static const float *block_input(const decoder_acts *a, int l) { return l == 0 ? a->h0 : a->layers[l - 1].h_out; }
+
+double decoder_loss(asr_model *m, const float *hs, const int *hlens, int B, int T, const int *labels,
+                    const int *label_lens, int stride, int train, uint64_t seed, int64_t *correct, int64_t *tokens)
+{
+    decoder_acts *a = m->dec;
+    backend *be = m->be;
+    const model_rates *r = &m->rates;
+    int64_t ntok = make_targets(a, labels, label_lens, stride, B);
+    ensure_acts(be, a, B, a->L, T, !m->inference);
+    a->T = T, a->hlens = hlens, a->mem = hs, a->train = train, a->seed = seed;
+    int N = B * a->L, D = a->d, V = a->vocab;
+    float pp = train ? r->dec_pos_dropout : 0, pd = train ? r->dec_dropout : 0;
+    float ps = train ? r->dec_self_att_dropout : 0, pc = train ? r->dec_src_att_dropout : 0;
+
+    be->embedding_forward(be, a->x, m->params + a->embed, a->ids_in, N, V, D);
+    be->posenc_forward(be, a->h0, a->x, sqrt((double)D), B, a->L, D);
+    be->dropout_forward(be, a->h0, a->h0, (size_t)N * D, pp, seed, DSTREAM_POS);
+    for (int l = 0; l < a->nl; l++) block_forward(m, a, l, block_input(a, l), pd, ps, pc);
+    be->layernorm_forward(be, a->lnf, a->meanf, a->rstdf, block_input(a, a->nl), m->params + a->after_w,
+                          m->params + a->after_b, N, D, 1e-12);
+    be->linear_forward(be, a->logp, a->lnf, m->params + a->out_w, m->params + a->out_b, N, D, V);
+    be->log_softmax_forward(be, a->logp, a->logp, N, V);
+
+    int64_t hits = 0;
+    double sum = be->label_smoothing_forward(be, a->logp, a->ys_out, N, V, r->lsm_weight, &hits);
+    a->denom = r->length_normalized_loss ? (double)ntok : (double)B;
+    *correct = hits, *tokens = ntok;
+    return sum / a->denom;
+}
+
+/* Backward of block l: a->dh holds the gradient of its output on entry, of its input on return;
+ * the memory's gradient adds into dmem (the first write overwrites when *dmem_acc is 0). */
+static void block_backward(asr_model *m, decoder_acts *a, int l, const float *x_in, float *dmem, int *dmem_acc,
+                           float pd, float ps, float pc)
+{
+    backend *be = m->be;
+    dec_layer *y = &a->layers[l];
+    int B = a->B, L = a->L, T = a->T, N = B * L, D = a->d, H = a->heads, FF = a->ff, M = B * T;
+    uint64_t seed = a->seed;
+#define W(p) dec_p(m->params, a, l, p)
+#define G(p) dec_p(m->grads, a, l, p)
+    /* Feed-forward: h_out = h2 + drop(w2(drop(relu(w1(ln3(h2)))))). */
+    be->dropout_backward(be, a->dtmp, a->dh, (size_t)N * D, pd, seed, dstream(l, DS_FF_OUT));
+    be->linear_backward(be, a->dff, G(DP_FF2_W), G(DP_FF2_B), a->dtmp, y->f1, W(DP_FF2_W), N, FF, D, 0);
+    be->dropout_backward(be, a->dff, a->dff, (size_t)N * FF, pd, seed, dstream(l, DS_FF_IN));
+    be->relu_backward(be, a->dff, a->dff, y->f1, (size_t)N * FF);
+    be->linear_backward(be, a->dln, G(DP_FF1_W), G(DP_FF1_B), a->dff, y->ln3, W(DP_FF1_W), N, D, FF, 0);
+    be->layernorm_backward(be, a->dh, G(DP_N3_W), G(DP_N3_B), a->dln, y->h2, W(DP_N3_W), y->mean3, y->rstd3, N, D, 1);
+    /* Source attention: h2 = h1 + drop(out(att(q(ln2(h1)), k(mem), v(mem)))). */
+    be->dropout_backward(be, a->dtmp, a->dh, (size_t)N * D, pd, seed, dstream(l, DS_SRC_OUT));
+    be->linear_backward(be, a->datt, G(DP_SRC_O_W), G(DP_SRC_O_B), a->dtmp, y->y2, W(DP_SRC_O_W), N, D, D, 0);
+    be->mha_backward(be, a->dq, a->dkm, a->dvm, a->datt, y->att2, y->q2, D, y->km, y->vm, D, a->hlens, B, L, T, H,
+                     D / H, pc, seed, dstream(l, DS_SRC));
+    be->linear_backward(be, a->dln, G(DP_SRC_Q_W), G(DP_SRC_Q_B), a->dq, y->ln2, W(DP_SRC_Q_W), N, D, D, 0);
+    be->linear_backward(be, dmem, G(DP_SRC_K_W), G(DP_SRC_K_B), a->dkm, a->mem, W(DP_SRC_K_W), M, D, D, *dmem_acc);
+    be->linear_backward(be, dmem, G(DP_SRC_V_W), G(DP_SRC_V_B), a->dvm, a->mem, W(DP_SRC_V_W), M, D, D, 1);
+    *dmem_acc = 1;
+    be->layernorm_backward(be, a->dh, G(DP_N2_W), G(DP_N2_B), a->dln, y->h1, W(DP_N2_W), y->mean2, y->rstd2, N, D, 1);
+    /* Self-attention: h1 = x + drop(out(att(q, k, v of ln1(x)))), causal. */
+    be->dropout_backward(be, a->dtmp, a->dh, (size_t)N * D, pd, seed, dstream(l, DS_SELF_OUT));
+    be->linear_backward(be, a->datt, G(DP_SA_O_W), G(DP_SA_O_B), a->dtmp, y->y1, W(DP_SA_O_W), N, D, D, 0);
+    be->mha_backward(be, a->dq, a->dk, a->dv, a->datt, y->att1, y->q1, D, y->k1, y->v1, D, a->lens_in, B, L, L, H,
+                     D / H, ps, seed, dstream(l, DS_SELF));
+    be->linear_backward(be, a->dln, G(DP_SA_Q_W), G(DP_SA_Q_B), a->dq, y->ln1, W(DP_SA_Q_W), N, D, D, 0);
+    be->linear_backward(be, a->dln, G(DP_SA_K_W), G(DP_SA_K_B), a->dk, y->ln1, W(DP_SA_K_W), N, D, D, 1);
+    be->linear_backward(be, a->dln, G(DP_SA_V_W), G(DP_SA_V_B), a->dv, y->ln1, W(DP_SA_V_W), N, D, D, 1);
+    be->layernorm_backward(be, a->dh, G(DP_N1_W), G(DP_N1_B), a->dln, x_in, W(DP_N1_W), y->mean1, y->rstd1, N, D, 1);
+#undef W
+#undef G
+}
+
+void decoder_backward(asr_model *m, float *dhs, int acc, float scale)
+{
+    ESP_CHECK(!m->inference);
+    decoder_acts *a = m->dec;
+    backend *be = m->be;
+    const model_rates *r = &m->rates;
+    int N = a->B * a->L, D = a->d, V = a->vocab, train = a->train;
+    float pp = train ? r->dec_pos_dropout : 0, pd = train ? r->dec_dropout : 0;
+    float ps = train ? r->dec_self_att_dropout : 0, pc = train ? r->dec_src_att_dropout : 0;
+
+    /* The loss is sum / denom: the backend's backward gives the gradient of the logits. */
+    be->label_smoothing_backward(be, a->dlogits, a->logp, a->ys_out, N, V, r->lsm_weight, scale / a->denom);
+    be->linear_backward(be, a->dtmp, m->grads + a->out_w, m->grads + a->out_b, a->dlogits, a->lnf,
+                        m->params + a->out_w, N, D, V, 0);
+    be->layernorm_backward(be, a->dh, m->grads + a->after_w, m->grads + a->after_b, a->dtmp, block_input(a, a->nl),
+                           m->params + a->after_w, a->meanf, a->rstdf, N, D, 0);
+    for (int l = a->nl - 1; l >= 0; l--) block_backward(m, a, l, block_input(a, l), dhs, &acc, pd, ps, pc);
+    /* Embedding: h0 = drop(x * sqrt(d) + pe). */
+    be->dropout_backward(be, a->dh, a->dh, (size_t)N * D, pp, a->seed, DSTREAM_POS);
+    be->scale(be, a->dh, a->dh, sqrt((double)D), (size_t)N * D);
+    be->embedding_backward(be, m->grads + a->embed, a->dh, a->ids_in, N, V, D);
+}

@@ -1,0 +1,58 @@
+/* ESPnet2's TransformerDecoder (espnet2/asr/decoder/transformer_decoder.py) on a compute backend,
+ * forward and backward by hand, parameters in the model's flat buffer under ESPnet2's names
+ * (decoder.embed.0, decoder.decoders.N.{self_attn, src_attn, feed_forward, norm1-3},
+ * decoder.after_norm, decoder.output_layer; core/nn/model_params.c):
+ *   ys_in = <sos> + ys (padded with <eos>), ys_out = ys + <eos> (padded with -1), sos = eos =
+ *   vocab - 1 (<sos/eos>, the last token), as add_sos_eos
+ *   -> Embedding, x * sqrt(d) + sinusoidal PE, dropout(positional_dropout_rate)
+ *   -> num_blocks pre-LN blocks:
+ *        x += dropout(self_attn(LN1(x)))    causal mask & target padding mask, self_attention_dropout_rate
+ *        x += dropout(src_attn(LN2(x), hs)) keys/values from the encoder output, masked by its lengths
+ *        x += dropout(W2(dropout(ReLU(W1(LN3(x))))))
+ *   -> after_norm (eps 1e-12) -> output_layer -> log_softmax
+ *   -> LabelSmoothingLoss(vocab, padding -1, lsm_weight, length_normalized_loss): the KL divergence
+ *      from the smoothed targets summed over non-padding tokens, / batch size (or / tokens).
+ * The model (core/nn/model.c) calls these from its loss and backward; decoder_score_batch is the
+ * step the joint CTC/attention beam search calls. */
+#ifndef ESPNET3_NN_DECODER_TRANSFORMER_H
+#define ESPNET3_NN_DECODER_TRANSFORMER_H
+
+#include <stdint.h>
+
+#include "core/nn/model.h"
+
+/* The decoder's state for m (m->dims.dec_blocks > 0): parameter offsets now, activations on
+ * first use. Freed by decoder_free (asr_model_free calls it). */
+decoder_acts *decoder_new(const asr_model *m);
+void decoder_free(backend *be, decoder_acts *a);
+
+/* Teacher-forced forward and loss on the encoder output hs (device, B x T x d, lengths hlens on
+ * the host) for labels (host, B x stride, padded with -1). train enables dropout with masks from
+ * seed. Returns loss_att; *correct and *tokens get th_accuracy's counts. Keeps what the backward
+ * needs (hs and hlens must stay until then). */
+double decoder_loss(asr_model *m, const float *hs, const int *hlens, int B, int T, const int *labels,
+                    const int *label_lens, int stride, int train, uint64_t seed, int64_t *correct,
+                    int64_t *tokens);
+
+/* Backward of the last decoder_loss scaled by `scale` (dloss * (1 - ctc_weight)): parameter
+ * gradients accumulate into m->grads; the gradient of hs goes into dhs (device, B x T x d;
+ * acc 0 overwrites, 1 adds to what the CTC branch left there). */
+void decoder_backward(asr_model *m, float *dhs, int acc, float scale);
+
+/* One step of the beam search (ESPnet's TransformerDecoder.batch_score, eval mode, no dropout):
+ * for each of n_hyps prefixes (host arrays of lens[i] >= 1 token ids, each starting with <sos>),
+ * the log_softmax of the decoder's output at the prefix's last position given the encoder output
+ * hs_dev of ONE utterance (T x d, on the device), copied to logp_host (n_hyps x vocab, row i for
+ * prefix i). Works on models from asr_model_init and asr_model_init_inference.
+ *
+ * Keys and values are cached inside m: the source attention's per layer for the utterance, the
+ * self-attention's per layer for every prefix scored by the previous call. A prefix whose parent
+ * (itself minus its last token) or itself was scored by the previous call costs one new position;
+ * any other prefix is computed whole. The utterance is recognized by hs_dev, T and the sum and sum
+ * of squares of its values; a different one empties the cache. Results do not depend on what is
+ * cached beyond float rounding (GEMMs of other shapes). The parameters must not change while
+ * one utterance is being searched. */
+void decoder_score_batch(const asr_model *m, const float *hs_dev, int T, const int *const *prefixes,
+                         const int *lens, int n_hyps, float *logp_host);
+
+#endif

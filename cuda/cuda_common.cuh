@@ -1,0 +1,200 @@
+// What the files of the CUDA backend share (cuda/backend_cuda.cu and cuda/ops_*.cu): the C
+// headers it sees, the error-checking macros, the backend's private state, launch sizes, the
+// helpers one op family lends another (GEMM, column sums, blocked sums, the dropout mask) and the
+// backend entries each ops file defines. Nothing outside cuda/ includes it.
+#ifndef ESPNET3_CUDA_COMMON_CUH
+#define ESPNET3_CUDA_COMMON_CUH
+
+// The C headers below are C: their functions have C linkage. The system headers they include go
+// first, outside the extern "C" block (C++'s <math.h> declares templates). C11's _Noreturn is
+// C++'s [[noreturn]].
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#define _Noreturn [[noreturn]]
+extern "C" {
+#include "core/base/log.h"
+#include "core/compute/backend_ops.h"
+}
+#undef _Noreturn
+#include "core/compute/backend_cuda.h"
+
+// ---- errors: every CUDA runtime and cuBLAS call and every launch goes through one of these; a
+// failure exits with file:line, the call and the library's own error name and string.
+[[noreturn]] void cu_fail(const char *file, int line, const char *call, const char *name, const char *what);
+#define CUDA_CHECK(call)                                                                        \
+    do {                                                                                        \
+        cudaError_t cu_e_ = (call);                                                             \
+        if (cu_e_ != cudaSuccess)                                                               \
+            cu_fail(__FILE__, __LINE__, #call, cudaGetErrorName(cu_e_), cudaGetErrorString(cu_e_)); \
+    } while (0)
+#define CUBLAS_CHECK(call)                                                                      \
+    do {                                                                                        \
+        cublasStatus_t cu_s_ = (call);                                                          \
+        if (cu_s_ != CUBLAS_STATUS_SUCCESS)                                                     \
+            cu_fail(__FILE__, __LINE__, #call, cublasGetStatusName(cu_s_), cublasGetStatusString(cu_s_)); \
+    } while (0)
+// After every <<<...>>>: a bad launch configuration is reported here; faults inside a kernel
+// surface at the next synchronizing call, which is checked too.
+#define KERNEL_CHECK() CUDA_CHECK(cudaGetLastError())
+
+// ---- the backend's state
+
+// A device buffer the backend owns, grown on demand (never shrunk until destroy).
+typedef struct cu_buf {
+    void *p;
+    size_t bytes;
+} cu_buf;
+
+typedef struct cu_impl {
+    int device;
+    int sms;              // multiprocessors, for grid sizes
+    cudaStream_t stream;  // every op and copy of this backend runs on it, in order
+    cublasHandle_t blas;  // bound to stream
+    cu_buf scratch;       // per-op temporaries (one op runs at a time)
+    cu_buf ints;          // host int arrays an op needs on the device (lens, labels)
+    cu_buf partial;       // partial sums of the reductions
+    // The CTC forward's workspace, read by the backward of the same batch.
+    cu_buf ctc_alpha, ctc_nll;
+    int ctc_ready;
+} cu_impl;
+
+static inline cu_impl *cu_of(backend *be)
+{
+    return (cu_impl *)be->impl;
+}
+static inline cudaStream_t cu_stream(backend *be)
+{
+    return cu_of(be)->stream;
+}
+
+// At least `bytes` of the buffer (its old contents are lost when it grows).
+void *cu_grow(backend *be, cu_buf *b, size_t bytes);
+// The scratch buffer, at least `bytes`.
+void *cu_scratch(backend *be, size_t bytes);
+// Copies n host ints to the backend's int buffer at element offset `at` (the caller lays out
+// several arrays in one buffer; grow it first with cu_grow(be, &impl->ints, ...)). Returns the
+// device address.
+int *cu_upload_ints(backend *be, const int *host, size_t n, size_t at);
+
+// ---- launch sizes
+
+enum { CU_THREADS = 256 };
+
+// Work split sizes. scripts/cuda_emu/run shrinks them so that test_backend_ops' small shapes take
+// the multi-chunk paths too.
+#ifndef CU_CONV_CHUNK_FLOATS
+#define CU_CONV_CHUNK_FLOATS (1 << 26) // conv2d: patch-matrix floats per chunk of batch items (256 MB)
+#endif
+#ifndef CU_COLSUM_MIN_ROWS
+#define CU_COLSUM_MIN_ROWS 256 // column sums: rows per partial sum, at least (at most 128 partials)
+#endif
+
+// Blocks of CU_THREADS for a grid-stride loop over n elements: enough to fill the device, never
+// more than the elements need.
+static inline unsigned cu_blocks(backend *be, size_t n)
+{
+    size_t want = (n + CU_THREADS - 1) / CU_THREADS, cap = (size_t)cu_of(be)->sms * 32;
+    if (want > cap) want = cap;
+    return want ? (unsigned)want : 1u;
+}
+
+#define CU_GRID_STRIDE(i, n) \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+// Sum and max of v over the 32 lanes of a warp; every lane gets the result. The max keeps v where
+// the other lane's value is not greater (NaN never wins), as the CPU's `a > m ? a : m` loops do.
+static __device__ inline float cu_warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+static __device__ inline float cu_warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        float u = __shfl_xor_sync(0xffffffffu, v, o);
+        v = u > v ? u : v;
+    }
+    return v;
+}
+
+// ---- helpers across families
+
+// Row-major GEMM (the backend's gemm semantics) on the backend's stream; k == 0 scales c by beta.
+void cu_gemm_rm(backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                const float *b, int ldb, float beta, float *c, int ldc);
+// `count` row-major GEMMs at element strides sa, sb, sc (one cuBLAS strided-batched call).
+void cu_gemm_rm_batched(backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                        long long sa, const float *b, int ldb, long long sb, float beta, float *c, int ldc,
+                        long long sc, int count);
+// out[c] += sum over rows r of x[r * cols + c] (float, deterministic order).
+void cu_colsum_add(backend *be, float *out, const float *x, int rows, int cols);
+// Sum (square 0) or sum of squares (square 1) of x in double: blocks of SUM_SQUARES_BLOCK elements
+// summed in index order, then the block sums in block order on the host, as the CPU does.
+double cu_blocked_sum(backend *be, const float *x, size_t n, int square);
+// y[i] = x[i] * keep(base + i) * 1/(1-p) for i < n, the dropout mask of (seed, stream) at element
+// indices base..base+n-1; 0 < p < 1; in place allowed.
+void cu_dropout_apply(backend *be, float *y, const float *x, size_t n, size_t base, float p, uint64_t seed,
+                      uint64_t stream);
+// y = x * (float)s (in place allowed).
+void cu_scale_f(backend *be, float *y, const float *x, float s, size_t n);
+
+// ---- the backend entries, one family per file (signatures of core/compute/backend.h)
+
+// cuda/ops_gemm.cu
+void cu_gemm(backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+             const float *b, int ldb, float beta, float *c, int ldc);
+void cu_linear_forward(backend *be, float *y, const float *x, const float *w, const float *b, int n, int ic,
+                       int oc);
+void cu_linear_backward(backend *be, float *dx, float *dw, float *db, const float *dy, const float *x,
+                        const float *w, int n, int ic, int oc, int acc);
+// cuda/ops_conv2d.cu
+void cu_conv2d_forward(backend *be, float *y, const float *x, const float *w, const float *b, int nb, int ic,
+                       int oc, int h, int wd, int relu);
+void cu_conv2d_backward(backend *be, float *dx, float *dw, float *db, const float *dy, const float *x,
+                        const float *w, const float *y, int nb, int ic, int oc, int h, int wd, int acc);
+// cuda/ops_elementwise.cu
+void cu_swap12(backend *be, float *y, const float *x, int nb, int d1, int d2, int d3);
+void cu_relu_forward(backend *be, float *y, const float *x, size_t n);
+void cu_relu_backward(backend *be, float *dx, const float *dy, const float *y, size_t n);
+void cu_add(backend *be, float *y, const float *a, const float *b, size_t n);
+void cu_posenc_forward(backend *be, float *y, const float *x, double xscale, int nb, int t, int d);
+// cuda/ops_norm.cu
+void cu_layernorm_forward(backend *be, float *y, float *mean, float *rstd, const float *x, const float *w,
+                          const float *b, int n, int c, double eps);
+void cu_layernorm_backward(backend *be, float *dx, float *dw, float *db, const float *dy, const float *x,
+                           const float *w, const float *mean, const float *rstd, int n, int c, int acc);
+// cuda/ops_attention.cu
+void cu_attention_forward(backend *be, float *y, float *att, const float *q, const float *k, const float *v,
+                          int ld, const int *lens, int nb, int t, int h, int hd, float p, uint64_t seed,
+                          uint64_t stream);
+void cu_attention_backward(backend *be, float *dq, float *dk, float *dv, const float *dy, const float *att,
+                           const float *q, const float *k, const float *v, int ld, const int *lens, int nb, int t,
+                           int h, int hd, float p, uint64_t seed, uint64_t stream);
+// cuda/ops_softmax.cu
+void cu_log_softmax_forward(backend *be, float *y, const float *x, int n, int v);
+void cu_log_softmax_backward(backend *be, float *dx, const float *dy, const float *y, int n, int v);
+// cuda/ops_dropout.cu
+void cu_dropout_forward(backend *be, float *y, const float *x, size_t n, float p, uint64_t seed, uint64_t stream);
+void cu_dropout_backward(backend *be, float *dx, const float *dy, size_t n, float p, uint64_t seed,
+                         uint64_t stream);
+// cuda/ops_ctc.cu
+double cu_ctc_loss_forward(backend *be, double *losses, const float *logp, const int *hlens, const int *labels,
+                           const int *label_lens, int stride, int B, int T, int V, int zero_infinity);
+void cu_ctc_loss_backward(backend *be, float *dlogits, const float *logp, const int *hlens, const int *labels,
+                          const int *label_lens, int stride, int B, int T, int V, int zero_infinity, float dloss);
+// cuda/ops_step.cu
+void cu_adam_update(backend *be, float *params, float *exp_avg, float *exp_avg_sq, float *max_exp_avg_sq,
+                    const float *grads, size_t n, const adam_coefs *c);
+void cu_scale(backend *be, float *y, const float *x, double s, size_t n);
+double cu_sum_squares(backend *be, const float *x, size_t n);
+double cu_clip_grad_norm(backend *be, float *g, size_t n, double max_norm);
+// cuda/ops_reduce.cu
+double cu_sum(backend *be, const float *x, size_t n);
+
+#endif

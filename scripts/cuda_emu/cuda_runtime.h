@@ -1,0 +1,80 @@
+// The CUDA runtime as scripts/cuda_emu/run compiles cuda/*.cu on the CPU (g++, no GPU): the subset
+// of the runtime API the backend calls, dim3 and the thread indices, and kernel launches, which
+// the run script rewrites from `k<<<grid, block, smem, stream>>>(args)` to
+// `emu_launch(emu_cfg(grid, block, smem, stream), k, args)`. Blocks run one after another; the
+// threads of a block run as fibers (emu.cpp) that meet at __syncthreads, __syncwarp and
+// __shfl_xor_sync. It checks what kernels compute (indices, masks, barriers, reductions), not how
+// fast, and it models no concurrency between blocks.
+#ifndef ESPNET3_CUDA_EMU_RUNTIME_H
+#define ESPNET3_CUDA_EMU_RUNTIME_H
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <algorithm>
+using std::max;
+using std::min;
+
+#define __global__
+#define __device__
+#define __host__
+#define __shared__ static
+#define __launch_bounds__(...)
+
+struct dim3 {
+    unsigned x, y, z;
+    dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+extern dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+typedef int cudaError_t;
+enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInvalidValue = 1 };
+typedef struct emu_stream *cudaStream_t;
+enum { cudaStreamNonBlocking = 1 };
+typedef enum cudaMemcpyKind { cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3 } cudaMemcpyKind;
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
+
+cudaError_t cudaMalloc(void **p, size_t n);
+cudaError_t cudaFree(void *p);
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, cudaStream_t st);
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t st);
+cudaError_t cudaMemset2DAsync(void *p, size_t pitch, int v, size_t w, size_t h, cudaStream_t st);
+cudaError_t cudaStreamSynchronize(cudaStream_t);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *, unsigned);
+cudaError_t cudaStreamDestroy(cudaStream_t);
+cudaError_t cudaSetDevice(int);
+cudaError_t cudaGetDeviceCount(int *);
+cudaError_t cudaDeviceGetAttribute(int *, cudaDeviceAttr, int);
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaMemGetInfo(size_t *, size_t *);
+cudaError_t cudaRuntimeGetVersion(int *);
+cudaError_t cudaDriverGetVersion(int *);
+const char *cudaGetErrorName(cudaError_t);
+const char *cudaGetErrorString(cudaError_t);
+
+void __syncthreads(void);
+void __syncwarp(unsigned mask = 0xffffffffu);
+float __shfl_xor_sync(unsigned mask, float v, int lane_mask);
+static inline double __dadd_rn(double a, double b) { return a + b; }
+static inline double __dmul_rn(double a, double b) { return a * b; }
+
+struct emu_cfg {
+    dim3 grid, block;
+    emu_cfg(dim3 g, dim3 b, size_t = 0, cudaStream_t = nullptr) : grid(g), block(b) {}
+};
+void emu_run(const emu_cfg &c, const std::function<void()> &body);
+#include <type_traits>
+template <class T, class U> T emu_conv(U u)
+{
+    if constexpr (std::is_pointer<T>::value && std::is_integral<U>::value) return nullptr; // NULL
+    else return u;
+}
+template <class... P, class... A>
+void emu_launch(const emu_cfg &c, void (*k)(P...), A... a)
+{
+    emu_run(c, [&]() { k(emu_conv<P>(a)...); });
+}
+
+#endif

@@ -1,0 +1,196 @@
+// The CPU emulation behind scripts/cuda_emu/cuda_runtime.h and cublas_v2.h: a fiber scheduler for
+// kernel launches, the runtime calls on host memory, and a reference sgemm.
+//
+// A block's threads are ucontext fibers run in turn, each until it waits at a barrier or returns;
+// when every live thread of a warp waits at __syncwarp (or a shuffle), or every live thread of
+// the block at __syncthreads, they go on. Threads that returned count as arrived. A block whose
+// threads wait at different barriers is a deadlock: the run aborts. EMU_REVERSE=1 runs the
+// threads in descending order, so a missing barrier shows whichever thread reads first.
+#include "cublas_v2.h"
+#include <cstdio>
+#include <ucontext.h>
+#include <vector>
+
+dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+// ---- fibers
+enum { RUN = 0, AT_BLOCK = 1, AT_WARP = 2, DONE = 3 };
+struct fiber {
+    ucontext_t ctx;
+    dim3 tid;
+    int state;
+    std::vector<char> stack;
+};
+static std::vector<fiber> fibers;
+static ucontext_t sched;
+static int cur;
+static const std::function<void()> *body_fn;
+static float shfl_slot[1024];
+static int reverse_order = -1;
+
+static int lin(const dim3 &t) { return (int)(t.x + t.y * blockDim.x + t.z * blockDim.x * blockDim.y); }
+
+static void entry(void)
+{
+    (*body_fn)();
+    fibers[cur].state = DONE;
+    swapcontext(&fibers[cur].ctx, &sched);
+}
+
+static void wait_at(int st)
+{
+    fibers[cur].state = st;
+    swapcontext(&fibers[cur].ctx, &sched);
+    threadIdx = fibers[cur].tid;
+}
+
+void __syncthreads(void) { wait_at(AT_BLOCK); }
+void __syncwarp(unsigned) { wait_at(AT_WARP); }
+float __shfl_xor_sync(unsigned, float v, int o)
+{
+    int l = lin(threadIdx);
+    shfl_slot[l] = v;
+    wait_at(AT_WARP);
+    float r = shfl_slot[(l & ~31) | ((l & 31) ^ o)];
+    wait_at(AT_WARP);
+    return r;
+}
+
+void emu_run(const emu_cfg &c, const std::function<void()> &body)
+{
+    if (reverse_order < 0) reverse_order = getenv("EMU_REVERSE") && atoi(getenv("EMU_REVERSE")) != 0;
+    int nt = (int)(c.block.x * c.block.y * c.block.z);
+    if (nt <= 0 || nt > 1024 || c.grid.x == 0 || c.grid.y == 0 || c.grid.z == 0) {
+        fprintf(stderr, "emu: bad launch grid %u,%u,%u block %u,%u,%u\n", c.grid.x, c.grid.y, c.grid.z, c.block.x,
+                c.block.y, c.block.z);
+        abort();
+    }
+    gridDim = c.grid, blockDim = c.block;
+    body_fn = &body;
+    if ((int)fibers.size() < nt) fibers.resize(nt);
+    for (unsigned bz = 0; bz < c.grid.z; bz++)
+        for (unsigned by = 0; by < c.grid.y; by++)
+            for (unsigned bx = 0; bx < c.grid.x; bx++) {
+                blockIdx = dim3(bx, by, bz);
+                for (int i = 0; i < nt; i++) {
+                    fiber &f = fibers[i];
+                    f.tid = dim3(i % c.block.x, i / c.block.x % c.block.y, i / (c.block.x * c.block.y));
+                    f.state = RUN;
+                    if (f.stack.empty()) f.stack.resize(1 << 16);
+                    getcontext(&f.ctx);
+                    f.ctx.uc_stack.ss_sp = f.stack.data();
+                    f.ctx.uc_stack.ss_size = f.stack.size();
+                    f.ctx.uc_link = nullptr;
+                    makecontext(&f.ctx, entry, 0);
+                }
+                for (;;) {
+                    for (int k = 0; k < nt; k++) {
+                        int i = reverse_order ? nt - 1 - k : k;
+                        if (fibers[i].state == RUN) {
+                            cur = i;
+                            threadIdx = fibers[i].tid;
+                            swapcontext(&sched, &fibers[i].ctx);
+                        }
+                    }
+                    int live = 0, at_block = 0, released = 0;
+                    for (int i = 0; i < nt; i++) live += fibers[i].state != DONE, at_block += fibers[i].state == AT_BLOCK;
+                    if (!live) break;
+                    for (int w = 0; w * 32 < nt; w++) { // a warp barrier: every live lane of the warp there
+                        int lw = 0, aw = 0;
+                        for (int i = w * 32; i < nt && i < w * 32 + 32; i++)
+                            lw += fibers[i].state != DONE, aw += fibers[i].state == AT_WARP;
+                        if (aw && aw == lw) {
+                            for (int i = w * 32; i < nt && i < w * 32 + 32; i++) fibers[i].state = RUN;
+                            released = 1;
+                        }
+                    }
+                    if (!released && at_block == live) {
+                        for (int i = 0; i < nt; i++)
+                            if (fibers[i].state == AT_BLOCK) fibers[i].state = RUN;
+                        released = 1;
+                    }
+                    if (!released) {
+                        fprintf(stderr, "emu: deadlock in block %u,%u: %d live, %d at __syncthreads\n", bx, by, live,
+                                at_block);
+                        abort();
+                    }
+                }
+            }
+}
+
+// ---- runtime: device memory is host memory; every call is synchronous
+struct emu_stream { int x; };
+cudaError_t cudaMalloc(void **p, size_t n)
+{
+    // The exact size (malloc's alignment is enough here), so AddressSanitizer sees overruns.
+    *p = malloc(n ? n : 1);
+    if (*p) memset(*p, 0xA5, n); // not zeros: device memory starts as garbage
+    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t) { memmove(d, s, n); return cudaSuccess; }
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { memset(p, v, n); return cudaSuccess; }
+cudaError_t cudaMemset2DAsync(void *p, size_t pitch, int v, size_t w, size_t h, cudaStream_t)
+{
+    if (pitch < w) return cudaErrorInvalidValue;
+    for (size_t r = 0; r < h; r++) memset((char *)p + r * pitch, v, w);
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) { *s = new emu_stream(); return cudaSuccess; }
+cudaError_t cudaStreamDestroy(cudaStream_t s) { delete s; return cudaSuccess; }
+cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
+cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr, int) { *v = 2; return cudaSuccess; }
+cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+cudaError_t cudaMemGetInfo(size_t *f, size_t *t) { *f = *t = 0; return cudaSuccess; }
+cudaError_t cudaRuntimeGetVersion(int *v) { *v = 0; return cudaSuccess; }
+cudaError_t cudaDriverGetVersion(int *v) { *v = 0; return cudaSuccess; }
+const char *cudaGetErrorName(cudaError_t) { return "emu"; }
+const char *cudaGetErrorString(cudaError_t) { return "emu error"; }
+
+// ---- cuBLAS: column-major as documented; invalid arguments are reported as cuBLAS reports them
+struct emu_blas { int x; };
+cublasStatus_t cublasCreate(cublasHandle_t *h) { *h = new emu_blas(); return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasDestroy(cublasHandle_t h) { delete h; return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetPointerMode(cublasHandle_t, cublasPointerMode_t) { return CUBLAS_STATUS_SUCCESS; }
+const char *cublasGetStatusName(cublasStatus_t) { return "CUBLAS_STATUS_INVALID_VALUE"; }
+const char *cublasGetStatusString(cublasStatus_t) { return "invalid value"; }
+
+cublasStatus_t cublasSgemm(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                           const float *alpha, const float *a, int lda, const float *b, int ldb, const float *beta,
+                           float *c, int ldc)
+{
+    if (m < 0 || n < 0 || k < 0 || lda < std::max(1, ta == CUBLAS_OP_N ? m : k) ||
+        ldb < std::max(1, tb == CUBLAS_OP_N ? k : n) || ldc < std::max(1, m)) {
+        fprintf(stderr, "emu cublasSgemm: invalid m %d n %d k %d lda %d ldb %d ldc %d ta %d tb %d\n", m, n, k, lda, ldb,
+                ldc, ta, tb);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            double s = 0;
+            for (int l = 0; l < k; l++) {
+                float av = ta == CUBLAS_OP_N ? a[i + (size_t)l * lda] : a[l + (size_t)i * lda];
+                float bv = tb == CUBLAS_OP_N ? b[l + (size_t)j * ldb] : b[j + (size_t)l * ldb];
+                s += (double)av * bv;
+            }
+            float *cp = c + i + (size_t)j * ldc;
+            *cp = (float)(*alpha * s + (*beta == 0 ? 0.0 : (double)*beta * *cp));
+        }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                         int k, const float *alpha, const float *a, int lda, long long sa,
+                                         const float *b, int ldb, long long sb, const float *beta, float *c, int ldc,
+                                         long long sc, int count)
+{
+    for (int i = 0; i < count; i++) {
+        cublasStatus_t s = cublasSgemm(h, ta, tb, m, n, k, alpha, a + i * sa, lda, b + i * sb, ldb, beta, c + i * sc, ldc);
+        if (s) return s;
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}

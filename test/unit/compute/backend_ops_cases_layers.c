@@ -1,0 +1,410 @@
+/* test_backend_ops cases of the layer ops (backend_ops_test.h): gemm, linear, conv2d, swap12,
+ * ReLU, layernorm, add, scale, posenc, attention, log_softmax, dropout, forward and backward.
+ * Shapes include odd sizes, padded leading dimensions, in-place calls, accumulating gradients,
+ * padded attention keys (an utterance of length 0 too) and dropout with p > 0. */
+#include <math.h>
+#include <stddef.h>
+
+#include "core/compute/ops.h"
+#include "test/unit/compute/backend_ops_test.h"
+
+#define LEN(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* ------------------------------------------------------------------ gemm */
+
+static const struct {
+    int ta, tb, m, n, k, pad; /* pad: extra columns of every leading dimension */
+    float alpha, beta;
+} GEMM_S[] = {
+    {0, 0, 5, 7, 3, 0, 1, 0},
+    {1, 0, 13, 9, 17, 3, 0.7f, 0.5f},
+    {0, 1, 8, 1, 257, 1, -1, 1},
+    {1, 1, 1, 11, 64, 2, 1.3f, 0},
+};
+
+static void gemm_run(tb_run *r, int s)
+{
+    int ta = GEMM_S[s].ta, tb = GEMM_S[s].tb, m = GEMM_S[s].m, n = GEMM_S[s].n, k = GEMM_S[s].k;
+    int lda = (ta ? m : k) + GEMM_S[s].pad, ldb = (tb ? k : n) + GEMM_S[s].pad, ldc = n + GEMM_S[s].pad;
+    tb_shape(r, "ta %d tb %d m %d n %d k %d lda %d ldb %d ldc %d", ta, tb, m, n, k, lda, ldb, ldc);
+    float *a = tb_rand(r, (size_t)(ta ? k : m) * lda, -1, 1);
+    float *b = tb_rand(r, (size_t)(tb ? n : k) * ldb, -1, 1);
+    float *c = tb_rand(r, (size_t)m * ldc, -1, 1);
+    backend *be = tb_be(r);
+    be->gemm(be, ta, tb, m, n, k, GEMM_S[s].alpha, a, lda, b, ldb, GEMM_S[s].beta, c, ldc);
+    tb_out(r, "c", c, (size_t)m * ldc);
+}
+
+/* ------------------------------------------------------------------ linear */
+
+static const struct {
+    int n, ic, oc, bias, dx, acc;
+} LIN_S[] = {
+    {7, 5, 3, 1, 1, 0},
+    {33, 64, 17, 0, 1, 1},
+    {1, 1, 1, 1, 1, 0},
+    {5, 3, 9, 1, 0, 0},
+};
+
+static void linear_forward_run(tb_run *r, int s)
+{
+    int n = LIN_S[s].n, ic = LIN_S[s].ic, oc = LIN_S[s].oc;
+    tb_shape(r, "n %d ic %d oc %d bias %d", n, ic, oc, LIN_S[s].bias);
+    float *x = tb_rand(r, (size_t)n * ic, -1, 1), *w = tb_rand(r, (size_t)oc * ic, -0.5, 0.5);
+    float *b = LIN_S[s].bias ? tb_rand(r, (size_t)oc, -0.5, 0.5) : NULL;
+    float *y = tb_rand(r, (size_t)n * oc, -9, 9); /* overwritten */
+    backend *be = tb_be(r);
+    be->linear_forward(be, y, x, w, b, n, ic, oc);
+    tb_out(r, "y", y, (size_t)n * oc);
+}
+
+static void linear_backward_run(tb_run *r, int s)
+{
+    int n = LIN_S[s].n, ic = LIN_S[s].ic, oc = LIN_S[s].oc, acc = LIN_S[s].acc;
+    tb_shape(r, "n %d ic %d oc %d bias %d dx %d acc %d", n, ic, oc, LIN_S[s].bias, LIN_S[s].dx, acc);
+    float *dy = tb_rand(r, (size_t)n * oc, -1, 1), *x = tb_rand(r, (size_t)n * ic, -1, 1);
+    float *w = tb_rand(r, (size_t)oc * ic, -0.5, 0.5);
+    float *dx = LIN_S[s].dx ? tb_rand(r, (size_t)n * ic, -1, 1) : NULL;
+    float *dw = tb_rand(r, (size_t)oc * ic, -1, 1); /* parameter gradients accumulate */
+    float *db = LIN_S[s].bias ? tb_rand(r, (size_t)oc, -1, 1) : NULL;
+    backend *be = tb_be(r);
+    be->linear_backward(be, dx, dw, db, dy, x, w, n, ic, oc, acc);
+    if (dx) tb_out(r, "dx", dx, (size_t)n * ic);
+    tb_out(r, "dw", dw, (size_t)oc * ic);
+    if (db) tb_out(r, "db", db, (size_t)oc);
+}
+
+/* ------------------------------------------------------------------ conv2d */
+
+static const struct {
+    int nb, ic, oc, h, w, relu, bias, dx, acc;
+} CONV_S[] = {
+    {2, 1, 5, 11, 9, 1, 1, 0, 0},  /* the first conv: one input channel, ReLU, no dx */
+    {1, 3, 4, 13, 15, 0, 0, 1, 0}, /* Winograd, no bias, no ReLU */
+    {2, 8, 6, 19, 10, 1, 1, 1, 1}, /* Winograd, even width, dx accumulates */
+    {3, 4, 2, 3, 5, 0, 1, 1, 0},   /* one output row */
+    {1, 1, 3, 7, 8, 0, 1, 1, 1},   /* one input channel with dx */
+};
+
+static size_t conv_ny(int s)
+{
+    return (size_t)CONV_S[s].nb * ops_conv_out_len(CONV_S[s].h) * ops_conv_out_len(CONV_S[s].w) * CONV_S[s].oc;
+}
+
+static void conv2d_forward_run(tb_run *r, int s)
+{
+    int nb = CONV_S[s].nb, ic = CONV_S[s].ic, oc = CONV_S[s].oc, h = CONV_S[s].h, wd = CONV_S[s].w;
+    tb_shape(r, "nb %d ic %d oc %d h %d w %d relu %d bias %d", nb, ic, oc, h, wd, CONV_S[s].relu,
+             CONV_S[s].bias);
+    float *x = tb_rand(r, (size_t)nb * h * wd * ic, -1, 1), *w = tb_rand(r, (size_t)oc * ic * 9, -0.5, 0.5);
+    float *b = CONV_S[s].bias ? tb_rand(r, (size_t)oc, -0.5, 0.5) : NULL;
+    float *y = tb_rand(r, conv_ny(s), -9, 9);
+    backend *be = tb_be(r);
+    be->conv2d_forward(be, y, x, w, b, nb, ic, oc, h, wd, CONV_S[s].relu);
+    tb_out(r, "y", y, conv_ny(s));
+}
+
+static void conv2d_backward_run(tb_run *r, int s)
+{
+    int nb = CONV_S[s].nb, ic = CONV_S[s].ic, oc = CONV_S[s].oc, h = CONV_S[s].h, wd = CONV_S[s].w;
+    tb_shape(r, "nb %d ic %d oc %d h %d w %d relu %d bias %d dx %d acc %d", nb, ic, oc, h, wd,
+             CONV_S[s].relu, CONV_S[s].bias, CONV_S[s].dx, CONV_S[s].acc);
+    size_t nx = (size_t)nb * h * wd * ic, nw = (size_t)oc * ic * 9;
+    float *dy = tb_rand(r, conv_ny(s), -1, 1), *x = tb_rand(r, nx, -1, 1), *w = tb_rand(r, nw, -0.5, 0.5);
+    float *y = CONV_S[s].relu ? tb_rand(r, conv_ny(s), -1, 1) : NULL; /* the ReLU mask: y > 0 */
+    float *dx = CONV_S[s].dx ? tb_rand(r, nx, -1, 1) : NULL;
+    float *dw = tb_rand(r, nw, -1, 1), *db = CONV_S[s].bias ? tb_rand(r, (size_t)oc, -1, 1) : NULL;
+    backend *be = tb_be(r);
+    be->conv2d_backward(be, dx, dw, db, dy, x, w, y, nb, ic, oc, h, wd, CONV_S[s].acc);
+    if (dx) tb_out(r, "dx", dx, nx);
+    tb_out(r, "dw", dw, nw);
+    if (db) tb_out(r, "db", db, (size_t)oc);
+}
+
+/* ------------------------------------------------------------------ swap12, relu, add, scale */
+
+static const struct {
+    int nb, d1, d2, d3;
+} SWAP_S[] = {{2, 3, 5, 1}, {3, 4, 2, 7}, {1, 1, 9, 2}};
+
+static void swap12_run(tb_run *r, int s)
+{
+    int nb = SWAP_S[s].nb, d1 = SWAP_S[s].d1, d2 = SWAP_S[s].d2, d3 = SWAP_S[s].d3;
+    size_t n = (size_t)nb * d1 * d2 * d3;
+    tb_shape(r, "nb %d d1 %d d2 %d d3 %d", nb, d1, d2, d3);
+    float *x = tb_rand(r, n, -1, 1), *y = tb_rand(r, n, -9, 9);
+    backend *be = tb_be(r);
+    be->swap12(be, y, x, nb, d1, d2, d3);
+    tb_out_exact(r, "y", y, n);
+}
+
+/* n, and where the output goes: 0 its own buffer, 1 in place on the first input, 2 on the second
+ * (on the only one for ops with one input). */
+static const struct {
+    size_t n;
+    int inplace;
+    double s;
+} EW_S[] = {{1, 0, -0.37}, {1001, 1, 0.5}, {4097, 2, 16}, {64, 0, 1.0 / 3}};
+
+static float *ew_out(tb_run *r, int s, float *a, float *b)
+{
+    if (EW_S[s].inplace) return EW_S[s].inplace == 2 && b ? b : a;
+    return tb_rand(r, EW_S[s].n, -9, 9);
+}
+
+static void relu_forward_run(tb_run *r, int s)
+{
+    size_t n = EW_S[s].n;
+    tb_shape(r, "n %zu in place %d", n, EW_S[s].inplace);
+    float *x = tb_rand(r, n, -1, 1), *y = ew_out(r, s, x, NULL);
+    tb_be(r)->relu_forward(tb_be(r), y, x, n);
+    tb_out_exact(r, "y", y, n);
+}
+
+static void relu_backward_run(tb_run *r, int s)
+{
+    size_t n = EW_S[s].n;
+    tb_shape(r, "n %zu in place %d", n, EW_S[s].inplace);
+    float *dy = tb_rand(r, n, -1, 1), *y = tb_rand(r, n, -1, 1), *dx = ew_out(r, s, dy, NULL);
+    tb_be(r)->relu_backward(tb_be(r), dx, dy, y, n);
+    tb_out_exact(r, "dx", dx, n);
+}
+
+static void add_run(tb_run *r, int s)
+{
+    size_t n = EW_S[s].n;
+    tb_shape(r, "n %zu in place %d", n, EW_S[s].inplace);
+    float *a = tb_rand(r, n, -1, 1), *b = tb_rand(r, n, -100, 100), *y = ew_out(r, s, a, b);
+    tb_be(r)->add(tb_be(r), y, a, b, n);
+    tb_out_exact(r, "y", y, n); /* one rounding of the exact sum */
+}
+
+static void scale_run(tb_run *r, int s)
+{
+    size_t n = EW_S[s].n;
+    tb_shape(r, "n %zu s %g in place %d", n, EW_S[s].s, EW_S[s].inplace);
+    float *x = tb_rand(r, n, -1, 1), *y = ew_out(r, s, x, NULL);
+    tb_be(r)->scale(tb_be(r), y, x, EW_S[s].s, n);
+    tb_out(r, "y", y, n);
+}
+
+/* ------------------------------------------------------------------ layernorm */
+
+static const struct {
+    int n, c, acc;
+    double eps, offset;
+} LN_S[] = {
+    {5, 7, 0, 1e-12, 0},
+    {3, 256, 1, 1e-5, 3},
+    {17, 33, 0, 1e-12, -2},
+    {2, 1, 1, 1e-12, 0}, /* one column: zero variance */
+};
+
+static void layernorm_forward_run(tb_run *r, int s)
+{
+    int n = LN_S[s].n, c = LN_S[s].c;
+    tb_shape(r, "n %d c %d eps %g", n, c, LN_S[s].eps);
+    float *x = tb_rand(r, (size_t)n * c, LN_S[s].offset - 1, LN_S[s].offset + 1);
+    float *w = tb_rand(r, (size_t)c, 0.5, 1.5), *b = tb_rand(r, (size_t)c, -0.5, 0.5);
+    float *y = tb_rand(r, (size_t)n * c, -9, 9), *mean = tb_zeros(r, (size_t)n), *rstd = tb_zeros(r, (size_t)n);
+    tb_be(r)->layernorm_forward(tb_be(r), y, mean, rstd, x, w, b, n, c, LN_S[s].eps);
+    tb_out(r, "y", y, (size_t)n * c);
+    tb_out(r, "mean", mean, (size_t)n);
+    tb_out(r, "rstd", rstd, (size_t)n);
+}
+
+static void layernorm_backward_run(tb_run *r, int s)
+{
+    int n = LN_S[s].n, c = LN_S[s].c;
+    tb_shape(r, "n %d c %d acc %d", n, c, LN_S[s].acc);
+    float *xh = tb_host_rand(r, (size_t)n * c, LN_S[s].offset - 1, LN_S[s].offset + 1);
+    float *mh = tb_host(r, (size_t)n * sizeof(float)), *rh = tb_host(r, (size_t)n * sizeof(float));
+    for (int i = 0; i < n; i++) { /* the statistics the forward saves */
+        double m = 0, v = 0;
+        for (int j = 0; j < c; j++) m += xh[(size_t)i * c + j] / (double)c;
+        for (int j = 0; j < c; j++) v += pow(xh[(size_t)i * c + j] - m, 2) / c;
+        mh[i] = (float)m, rh[i] = (float)(1 / sqrt(v + LN_S[s].eps));
+    }
+    float *x = tb_upload(r, xh, (size_t)n * c), *mean = tb_upload(r, mh, (size_t)n);
+    float *rstd = tb_upload(r, rh, (size_t)n), *dy = tb_rand(r, (size_t)n * c, -1, 1);
+    float *w = tb_rand(r, (size_t)c, 0.5, 1.5), *dx = tb_rand(r, (size_t)n * c, -1, 1);
+    float *dw = tb_rand(r, (size_t)c, -1, 1), *db = tb_rand(r, (size_t)c, -1, 1);
+    tb_be(r)->layernorm_backward(tb_be(r), dx, dw, db, dy, x, w, mean, rstd, n, c, LN_S[s].acc);
+    tb_out(r, "dx", dx, (size_t)n * c);
+    tb_out(r, "dw", dw, (size_t)c);
+    tb_out(r, "db", db, (size_t)c);
+}
+
+/* ------------------------------------------------------------------ posenc */
+
+static const struct {
+    int nb, t, d, inplace;
+    double xscale;
+} PE_S[] = {{2, 9, 6, 0, 2.449489742783178}, {1, 100, 64, 1, 8}, {3, 1, 2, 0, 1}, {2, 101, 256, 0, 16}};
+
+static void posenc_forward_run(tb_run *r, int s)
+{
+    int nb = PE_S[s].nb, t = PE_S[s].t, d = PE_S[s].d;
+    size_t n = (size_t)nb * t * d;
+    tb_shape(r, "nb %d t %d d %d xscale %g in place %d", nb, t, d, PE_S[s].xscale, PE_S[s].inplace);
+    float *x = tb_rand(r, n, -1, 1), *y = PE_S[s].inplace ? x : tb_rand(r, n, -9, 9);
+    tb_be(r)->posenc_forward(tb_be(r), y, x, PE_S[s].xscale, nb, t, d);
+    tb_out(r, "y", y, n);
+}
+
+/* ------------------------------------------------------------------ log_softmax */
+
+static const struct {
+    int n, v, inplace;
+    double range;
+} LS_S[] = {{4, 7, 0, 3}, {3, 1000, 0, 10}, {5, 33, 1, 50}, {2, 1, 0, 1}};
+
+static void log_softmax_forward_run(tb_run *r, int s)
+{
+    int n = LS_S[s].n, v = LS_S[s].v;
+    tb_shape(r, "n %d v %d range %g in place %d", n, v, LS_S[s].range, LS_S[s].inplace);
+    float *x = tb_rand(r, (size_t)n * v, -LS_S[s].range, LS_S[s].range);
+    float *y = LS_S[s].inplace ? x : tb_rand(r, (size_t)n * v, -9, 9);
+    tb_be(r)->log_softmax_forward(tb_be(r), y, x, n, v);
+    tb_out(r, "y", y, (size_t)n * v);
+}
+
+static void log_softmax_backward_run(tb_run *r, int s)
+{
+    int n = LS_S[s].n, v = LS_S[s].v;
+    tb_shape(r, "n %d v %d in place %d", n, v, LS_S[s].inplace);
+    float *y = tb_upload(r, tb_host_logp(r, n, v, LS_S[s].range), (size_t)n * v);
+    float *dy = tb_rand(r, (size_t)n * v, -1, 1), *dx = LS_S[s].inplace ? dy : tb_rand(r, (size_t)n * v, -9, 9);
+    tb_be(r)->log_softmax_backward(tb_be(r), dx, dy, y, n, v);
+    tb_out(r, "dx", dx, (size_t)n * v);
+}
+
+/* ------------------------------------------------------------------ dropout */
+
+static const struct {
+    size_t n;
+    float p;
+    int inplace;
+} DROP_S[] = {{1001, 0.1f, 0}, {4099, 0.5f, 1}, {17, 0, 0}, {9, 1, 0}, {100003, 0.3f, 0}};
+
+static void dropout_run(tb_run *r, int s, int backward)
+{
+    size_t n = DROP_S[s].n;
+    uint64_t seed = tb_bits(r), stream = tb_bits(r);
+    tb_shape(r, "n %zu p %g in place %d", n, DROP_S[s].p, DROP_S[s].inplace);
+    float *x = tb_rand(r, n, 0.5, 2), *y = DROP_S[s].inplace ? x : tb_rand(r, n, -9, 9);
+    backend *be = tb_be(r);
+    if (backward)
+        be->dropout_backward(be, y, x, n, DROP_S[s].p, seed, stream);
+    else
+        be->dropout_forward(be, y, x, n, DROP_S[s].p, seed, stream);
+    tb_out(r, backward ? "dx" : "y", y, n);
+    tb_out_mask(r, "mask", y, n); /* the kept elements: the same bits on every backend */
+}
+
+static void dropout_forward_run(tb_run *r, int s)
+{
+    dropout_run(r, s, 0);
+}
+
+static void dropout_backward_run(tb_run *r, int s)
+{
+    dropout_run(r, s, 1);
+}
+
+/* ------------------------------------------------------------------ attention */
+
+static const struct {
+    int nb, t, h, hd, fused;
+    float p;
+    int lens[3];
+} ATT_S[] = {
+    {3, 6, 2, 3, 1, 0, {6, 4, 1}},     /* fused qkv (ld 3d), padded keys */
+    {3, 5, 2, 4, 0, 0.25f, {5, 3, 0}}, /* separate q, k, v; dropout; an empty utterance */
+    {2, 17, 4, 8, 1, 0.1f, {17, 9}},
+    {1, 7, 1, 5, 0, 0, {7}},
+};
+
+/* q, k, v: one fused (rows, 3d) buffer or three (rows, d) ones; returns ld. */
+static int att_inputs(tb_run *r, int s, float **q, float **k, float **v)
+{
+    int d = ATT_S[s].h * ATT_S[s].hd;
+    size_t rows = (size_t)ATT_S[s].nb * ATT_S[s].t;
+    if (ATT_S[s].fused) {
+        *q = tb_rand(r, rows * 3 * d, -1.5, 1.5), *k = *q + d, *v = *q + 2 * d;
+        return 3 * d;
+    }
+    *q = tb_rand(r, rows * d, -1.5, 1.5), *k = tb_rand(r, rows * d, -1.5, 1.5), *v = tb_rand(r, rows * d, -1.5, 1.5);
+    return d;
+}
+
+static void attention_forward_run(tb_run *r, int s)
+{
+    int nb = ATT_S[s].nb, t = ATT_S[s].t, h = ATT_S[s].h, hd = ATT_S[s].hd;
+    uint64_t seed = tb_bits(r), stream = tb_bits(r);
+    tb_shape(r, "nb %d t %d h %d hd %d fused %d p %g", nb, t, h, hd, ATT_S[s].fused, ATT_S[s].p);
+    float *q, *k, *v;
+    int ld = att_inputs(r, s, &q, &k, &v);
+    size_t ny = (size_t)nb * t * h * hd, na = (size_t)nb * h * t * t;
+    float *y = tb_rand(r, ny, -9, 9), *att = tb_rand(r, na, -9, 9);
+    tb_be(r)->attention_forward(tb_be(r), y, att, q, k, v, ld, ATT_S[s].lens, nb, t, h, hd, ATT_S[s].p, seed,
+                                stream);
+    tb_out(r, "y", y, ny);
+    tb_out(r, "att", att, na);
+}
+
+static void attention_backward_run(tb_run *r, int s)
+{
+    int nb = ATT_S[s].nb, t = ATT_S[s].t, h = ATT_S[s].h, hd = ATT_S[s].hd, d = h * hd;
+    uint64_t seed = tb_bits(r), stream = tb_bits(r);
+    tb_shape(r, "nb %d t %d h %d hd %d fused %d p %g", nb, t, h, hd, ATT_S[s].fused, ATT_S[s].p);
+    float *q, *k, *v;
+    int ld = att_inputs(r, s, &q, &k, &v);
+    /* Saved weights as the forward leaves them: rows that sum to 1 over the valid keys, 0 after. */
+    size_t na = (size_t)nb * h * t * t, ny = (size_t)nb * t * d;
+    float *ah = tb_host(r, na * sizeof(float));
+    for (int b = 0; b < nb; b++)
+        for (size_t row = 0; row < (size_t)h * t; row++) {
+            float *a = ah + ((size_t)b * h * t + row) * t;
+            double sum = 0;
+            for (int c = 0; c < ATT_S[s].lens[b]; c++) sum += a[c] = (float)tb_uniform(r, 0.1, 1);
+            for (int c = 0; c < ATT_S[s].lens[b]; c++) a[c] = (float)(a[c] / sum);
+        }
+    float *att = tb_upload(r, ah, na), *dy = tb_rand(r, ny, -1, 1);
+    float *dq, *dk, *dv;
+    att_inputs(r, s, &dq, &dk, &dv); /* random: the backward overwrites every element */
+    tb_be(r)->attention_backward(tb_be(r), dq, dk, dv, dy, att, q, k, v, ld, ATT_S[s].lens, nb, t, h, hd,
+                                 ATT_S[s].p, seed, stream);
+    if (ATT_S[s].fused) {
+        tb_out(r, "dqkv", dq, 3 * ny);
+    } else {
+        tb_out(r, "dq", dq, ny);
+        tb_out(r, "dk", dk, ny);
+        tb_out(r, "dv", dv, ny);
+    }
+}
+
+/* ------------------------------------------------------------------ the table */
+
+const tb_case tb_cases_layers[] = {
+    {BACKEND_OP_GEMM, LEN(GEMM_S), TOL_ACC, gemm_run},
+    {BACKEND_OP_LINEAR_FORWARD, LEN(LIN_S), TOL_ACC, linear_forward_run},
+    {BACKEND_OP_LINEAR_BACKWARD, LEN(LIN_S), TOL_ACC, linear_backward_run},
+    {BACKEND_OP_CONV2D_FORWARD, LEN(CONV_S), TOL_ACC, conv2d_forward_run},
+    {BACKEND_OP_CONV2D_BACKWARD, LEN(CONV_S), TOL_ACC, conv2d_backward_run},
+    {BACKEND_OP_SWAP12, LEN(SWAP_S), 0, swap12_run},
+    {BACKEND_OP_RELU_FORWARD, LEN(EW_S), 0, relu_forward_run},
+    {BACKEND_OP_RELU_BACKWARD, LEN(EW_S), 0, relu_backward_run},
+    {BACKEND_OP_LAYERNORM_FORWARD, LEN(LN_S), TOL_ACC, layernorm_forward_run},
+    {BACKEND_OP_LAYERNORM_BACKWARD, LEN(LN_S), TOL_ACC, layernorm_backward_run},
+    {BACKEND_OP_ADD, LEN(EW_S), 0, add_run},
+    {BACKEND_OP_SCALE, LEN(EW_S), TOL_ELEM, scale_run},
+    {BACKEND_OP_POSENC_FORWARD, LEN(PE_S), TOL_ACC, posenc_forward_run},
+    {BACKEND_OP_ATTENTION_FORWARD, LEN(ATT_S), TOL_ACC, attention_forward_run},
+    {BACKEND_OP_ATTENTION_BACKWARD, LEN(ATT_S), TOL_ACC, attention_backward_run},
+    {BACKEND_OP_LOG_SOFTMAX_FORWARD, LEN(LS_S), TOL_ACC, log_softmax_forward_run},
+    {BACKEND_OP_LOG_SOFTMAX_BACKWARD, LEN(LS_S), TOL_ACC, log_softmax_backward_run},
+    {BACKEND_OP_DROPOUT_FORWARD, LEN(DROP_S), TOL_ELEM, dropout_forward_run},
+    {BACKEND_OP_DROPOUT_BACKWARD, LEN(DROP_S), TOL_ELEM, dropout_backward_run},
+};
+const int tb_ncases_layers = LEN(tb_cases_layers);

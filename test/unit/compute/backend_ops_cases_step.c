@@ -1,0 +1,167 @@
+/* test_backend_ops cases of the training step's own ops (backend_ops_test.h): the CTC loss
+ * (labels with repeats, an empty label sequence, an impossible alignment with and without
+ * zero_infinity: +inf losses and NaN gradients must match), Adam/AdamW (amsgrad on and off, a size
+ * that splits over threads), sum, sum of squares and gradient clipping (clipping, not clipping,
+ * a NaN norm). */
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "test/unit/compute/backend_ops_test.h"
+
+#define LEN(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* ------------------------------------------------------------------ CTC */
+
+enum { CTC_MAXB = 3, CTC_MAXL = 8 };
+
+static const struct {
+    int B, T, V, stride, zero_infinity;
+    float dloss;
+    int hlens[CTC_MAXB], ylens[CTC_MAXB], labels[CTC_MAXB][CTC_MAXL];
+} CTC_S[] = {
+    /* repeats (1 1, 4 4 4) need blanks between them; padding frames past hlens */
+    {3, 12, 6, 5, 1, 1.0f, {12, 10, 3}, {3, 5, 1}, {{1, 1, 2}, {3, 4, 4, 4, 5}, {2}}},
+    /* 1 1 1 1 needs 7 frames, has 6: impossible, zeroed by zero_infinity */
+    {2, 6, 4, 4, 1, 0.5f, {6, 6}, {4, 2}, {{1, 1, 1, 1}, {2, 3}}},
+    /* the same without zero_infinity: loss +inf, gradient NaN on its valid frames */
+    {2, 6, 4, 4, 0, 1.0f, {6, 5}, {4, 2}, {{1, 1, 1, 1}, {2, 3}}},
+    /* an empty label sequence (all blanks) and a larger vocabulary */
+    {2, 30, 33, 8, 1, 2.0f, {30, 17}, {0, 8}, {{0}, {5, 9, 9, 32, 1, 1, 7, 20}}},
+};
+
+typedef struct ctc_in {
+    float *logp; /* backend */
+    int *labels; /* host, padded rows of `stride` */
+} ctc_in;
+
+static ctc_in ctc_inputs(tb_run *r, int s)
+{
+    int B = CTC_S[s].B, T = CTC_S[s].T, V = CTC_S[s].V, stride = CTC_S[s].stride;
+    tb_shape(r, "B %d T %d V %d zero_infinity %d", B, T, V, CTC_S[s].zero_infinity);
+    ctc_in in;
+    in.logp = tb_upload(r, tb_host_logp(r, B * T, V, 3), (size_t)B * T * V);
+    in.labels = tb_host(r, (size_t)B * stride * sizeof(int));
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < stride; i++)
+            in.labels[b * stride + i] = i < CTC_S[s].ylens[b] ? CTC_S[s].labels[b][i] : -1; /* never read */
+    return in;
+}
+
+static double ctc_forward(tb_run *r, int s, const ctc_in *in, double *losses)
+{
+    backend *be = tb_be(r);
+    return be->ctc_loss_forward(be, losses, in->logp, CTC_S[s].hlens, in->labels, CTC_S[s].ylens,
+                                CTC_S[s].stride, CTC_S[s].B, CTC_S[s].T, CTC_S[s].V, CTC_S[s].zero_infinity);
+}
+
+static void ctc_loss_forward_run(tb_run *r, int s)
+{
+    ctc_in in = ctc_inputs(r, s);
+    double losses[CTC_MAXB];
+    double loss = ctc_forward(r, s, &in, losses);
+    tb_out_host(r, "loss", &loss, 1);
+    tb_out_host(r, "losses", losses, (size_t)CTC_S[s].B);
+}
+
+static void ctc_loss_backward_run(tb_run *r, int s)
+{
+    ctc_in in = ctc_inputs(r, s);
+    size_t n = (size_t)CTC_S[s].B * CTC_S[s].T * CTC_S[s].V;
+    ctc_forward(r, s, &in, NULL); /* the backward reads the forward's workspace */
+    float *dlogits = tb_rand(r, n, -9, 9); /* overwritten, padding frames included */
+    backend *be = tb_be(r);
+    be->ctc_loss_backward(be, dlogits, in.logp, CTC_S[s].hlens, in.labels, CTC_S[s].ylens, CTC_S[s].stride,
+                          CTC_S[s].B, CTC_S[s].T, CTC_S[s].V, CTC_S[s].zero_infinity, CTC_S[s].dloss);
+    tb_out(r, "dlogits", dlogits, n);
+}
+
+/* ------------------------------------------------------------------ Adam */
+
+static const struct {
+    size_t n;
+    int amsgrad, adamw;
+    double step, weight_decay;
+} ADAM_S[] = {
+    {1001, 0, 1, 1, 0.01},    /* AdamW, first step */
+    {4099, 1, 0, 7, 0.01},    /* Adam with L2, amsgrad */
+    {70001, 0, 0, 1000, 0},   /* several threads' ranges */
+    {33, 1, 1, 3, 0.1},
+};
+
+static void adam_update_run(tb_run *r, int s)
+{
+    size_t n = ADAM_S[s].n;
+    double lr = 1e-3, b1 = 0.9, b2 = 0.999, wd = ADAM_S[s].weight_decay, step = ADAM_S[s].step;
+    tb_shape(r, "n %zu amsgrad %d adamw %d step %g weight_decay %g", n, ADAM_S[s].amsgrad, ADAM_S[s].adamw,
+             step, wd);
+    /* The coefficients as core/train/optim.c's adam_coefs_for makes them. */
+    adam_coefs c = {
+        .beta1 = (float)b1,
+        .one_minus_beta1 = (float)(1 - b1),
+        .beta2 = (float)b2,
+        .one_minus_beta2 = (float)(1 - b2),
+        .l2 = ADAM_S[s].adamw ? 0.0f : (float)wd,
+        .decay = ADAM_S[s].adamw ? (float)(1 - lr * wd) : 1.0f,
+        .bc2_sqrt = (float)sqrt(1 - pow(b2, step)),
+        .eps = 1e-8f,
+        .neg_step_size = (float)(-lr / (1 - pow(b1, step))),
+    };
+    float *p = tb_rand(r, n, -1, 1), *m = tb_rand(r, n, -0.01, 0.01), *v = tb_rand(r, n, 0, 1e-4);
+    float *vmax = ADAM_S[s].amsgrad ? tb_rand(r, n, 0, 2e-4) : NULL, *g = tb_rand(r, n, -0.1, 0.1);
+    tb_be(r)->adam_update(tb_be(r), p, m, v, vmax, g, n, &c);
+    tb_out(r, "param", p, n);
+    tb_out(r, "exp_avg", m, n);
+    tb_out(r, "exp_avg_sq", v, n);
+    if (vmax) tb_out(r, "max_exp_avg_sq", vmax, n);
+}
+
+/* ------------------------------------------------------------------ reductions, clipping */
+
+static const size_t SUM_S[] = {0, 1, 4096, 4097, 100001};
+
+static void sum_run(tb_run *r, int s)
+{
+    tb_shape(r, "n %zu", SUM_S[s]);
+    float *x = tb_rand(r, SUM_S[s], -1, 2);
+    double v = tb_be(r)->sum(tb_be(r), x, SUM_S[s]);
+    tb_out_host(r, "sum", &v, 1);
+}
+
+static void sum_squares_run(tb_run *r, int s)
+{
+    tb_shape(r, "n %zu", SUM_S[s]);
+    float *x = tb_rand(r, SUM_S[s], -1, 1);
+    double v = tb_be(r)->sum_squares(tb_be(r), x, SUM_S[s]);
+    tb_out_host(r, "sum_squares", &v, 1);
+}
+
+static const struct {
+    size_t n;
+    double max_norm;
+    int nan_at; /* -1: none */
+} CLIP_S[] = {{1001, 0.5, -1}, {70001, 1e6, -1}, {5, 1, 2}, {4097, 3, -1}};
+
+static void clip_grad_norm_run(tb_run *r, int s)
+{
+    size_t n = CLIP_S[s].n;
+    tb_shape(r, "n %zu max_norm %g nan at %d", n, CLIP_S[s].max_norm, CLIP_S[s].nan_at);
+    float *gh = tb_host_rand(r, n, -0.1, 0.1);
+    if (CLIP_S[s].nan_at >= 0) gh[CLIP_S[s].nan_at] = NAN;
+    float *g = tb_upload(r, gh, n);
+    double norm = tb_be(r)->clip_grad_norm(tb_be(r), g, n, CLIP_S[s].max_norm);
+    tb_out_host(r, "norm", &norm, 1);
+    tb_out(r, "g", g, n);
+}
+
+/* ------------------------------------------------------------------ the table */
+
+const tb_case tb_cases_step[] = {
+    {BACKEND_OP_CTC_LOSS_FORWARD, LEN(CTC_S), TOL_ELEM, ctc_loss_forward_run},
+    {BACKEND_OP_CTC_LOSS_BACKWARD, LEN(CTC_S), TOL_ACC, ctc_loss_backward_run},
+    {BACKEND_OP_ADAM_UPDATE, LEN(ADAM_S), TOL_ELEM, adam_update_run},
+    {BACKEND_OP_SUM, LEN(SUM_S), TOL_DOUBLE, sum_run},
+    {BACKEND_OP_SUM_SQUARES, LEN(SUM_S), TOL_DOUBLE, sum_squares_run},
+    {BACKEND_OP_CLIP_GRAD_NORM, LEN(CLIP_S), TOL_ELEM, clip_grad_norm_run},
+};
+const int tb_ncases_step = LEN(tb_cases_step);

@@ -1,0 +1,299 @@
+/* Values checked when a config is loaded (core/config/config_values.c): ranges, 0 written where
+ * 0 means nothing, rules between keys and Lightning's max_epochs. Bad values are one error line
+ * "<file>:<line>:<col>: <key>: ..." and exit status 1 from the binary, before any stage runs. */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/config/config.h"
+#include "core/base/fsio.h"
+#include "test/unit/config/config_test_util.h"
+#include "test/unit/test_util.h"
+
+static char tmp[256];
+
+static void setup(void)
+{
+    test_tmpdir_make(tmp, sizeof tmp, "config_values");
+    log_set_quiet(1);
+}
+
+static void teardown(void) { test_tmpdir_remove(tmp); }
+
+TestSuite(config_values, .init = setup, .fini = teardown);
+
+static const char *tpath(const char *rel) { return test_path(tmp, rel); }
+
+#define assert_has(msg, ...)                                                                      \
+    do {                                                                                          \
+        char piece_[1024];                                                                        \
+        snprintf(piece_, sizeof piece_, __VA_ARGS__);                                             \
+        cr_assert(strstr((msg), piece_) != NULL, "message:\n  %s\nlacks:\n  %s", (msg), piece_); \
+    } while (0)
+
+typedef struct bad_case {
+    const char *yaml;   /* the recipe config, merged over conf/<kind>.yaml */
+    const char *expect; /* after "<file>:" in the error line */
+} bad_case;
+
+/* Runs the binary on each case; each must exit 1 with exactly one line on stderr:
+ * "espnet3: error: <file>:<expect>". */
+static void expect_errors(const char *option, const bad_case *cases, size_t n)
+{
+    char tdir[1024];
+    snprintf(tdir, sizeof tdir, "%s/conf", test_root_dir());
+    for (size_t i = 0; i < n; i++) {
+        const char *path = tpath("bad.yaml");
+        test_write_text(path, cases[i].yaml);
+        const bin_run *r = CFG_RUN(tmp, option, path, "--template_dir", tdir, "--dry_run", "--quiet");
+        cr_assert_eq(r->status, 1, "case %zu (%s): exit %d, stderr:\n%s", i, cases[i].expect, r->status, r->err);
+        cr_assert_eq(cfg_count_lines(r->err), 1, "case %zu: stderr:\n%s", i, r->err);
+        assert_has(r->err, "espnet3: error: %s:%s", path, cases[i].expect);
+    }
+}
+
+/* ---- ranges ------------------------------------------------------------------------------- */
+
+Test(config_values, training_ranges_and_zero_are_errors_with_position)
+{
+    static const bad_case cases[] = {
+        {"trainer:\n  devices: 0\n", "2:12: trainer.devices: must be >= 1, got 0 (devices per node"},
+        {"trainer:\n  devices: -1\n", "2:12: trainer.devices: must be >= 1, got -1 ("},
+        {"trainer:\n  accumulate_grad_batches: 0\n", "2:28: trainer.accumulate_grad_batches: must be >= 1, got 0"},
+        {"trainer:\n  gradient_clip_val: -1\n", "2:22: trainer.gradient_clip_val: must be >= 0, got -1 (0 or null: no clipping)"},
+        {"trainer:\n  max_epochs: 0\n", "2:15: trainer.max_epochs: must be -1 (no limit) or >= 1, got 0"},
+        {"trainer:\n  max_epochs: -2\n", "2:15: trainer.max_epochs: must be -1 (no limit) or >= 1, got -2"},
+        {"trainer:\n  max_steps: 0\n", "2:14: trainer.max_steps: must be -1 (no limit) or >= 1, got 0"},
+        {"trainer:\n  num_nodes: 0\n", "2:14: trainer.num_nodes: must be >= 1"},
+        {"trainer:\n  log_every_n_steps: 0\n", "2:22: trainer.log_every_n_steps: must be >= 1"},
+        {"trainer:\n  check_val_every_n_epoch: 0\n", "2:28: trainer.check_val_every_n_epoch: must be >= 1"},
+        {"trainer:\n  limit_train_batches: 0\n", "2:24: trainer.limit_train_batches: must be a fraction in (0, 1]"},
+        {"trainer:\n  limit_train_batches: 1\n", "2:24: trainer.limit_train_batches: must be a fraction in (0, 1] or a "
+                                                "number of batches >= 2, got the integer 1 (Lightning reads it as one batch"},
+        {"trainer:\n  limit_val_batches: 2.5\n", "2:22: trainer.limit_val_batches: must be a fraction in (0, 1]"},
+        {"trainer:\n  dist_timeout: 0\n", "2:17: trainer.dist_timeout: must be > 0 seconds, got 0"},
+        {"num_device: 0\n", "1:13: num_device: must be >= 1, got 0"},
+        {"seed: -1\n", "1:7: seed: must be in [0, 4294967295], got -1"},
+        {"parallel:\n  n_workers: 0\n", "2:14: parallel.n_workers: must be >= 1, got 0 (leave it out for 1)"},
+        {"model:\n  frontend_conf:\n    n_fft: 0\n", "3:12: model.frontend_conf.n_fft: must be even and in [2, 65536], got 0"},
+        {"model:\n  frontend_conf:\n    n_fft: 511\n", "3:12: model.frontend_conf.n_fft: must be even"},
+        {"model:\n  frontend_conf:\n    hop_length: 0\n", "3:17: model.frontend_conf.hop_length: must be >= 1"},
+        {"model:\n  frontend_conf:\n    fmax: 0\n", "3:11: model.frontend_conf.fmax: must be > 0 Hz, got 0 (leave it out or null"},
+        {"model:\n  encoder_conf:\n    num_blocks: 0\n", "3:17: model.encoder_conf.num_blocks: must be >= 1, got 0"},
+        {"model:\n  encoder_conf:\n    dropout_rate: 1.0\n", "3:19: model.encoder_conf.dropout_rate: must be in [0, 1)"},
+        {"model:\n  specaug_conf:\n    num_time_mask: 0\n",
+         "3:20: model.specaug_conf.num_time_mask: must be in [1, 1000], got 0 (apply_time_mask: false turns time masks off"},
+        {"optimizer:\n  lr: 0\n", "2:7: optimizer.lr: must be > 0, got 0"},
+        {"optimizer:\n  eps: 0\n", "2:8: optimizer.eps: must be > 0"},
+        {"optimizer:\n  betas: [0.9, 1.5]\n", "2:16: optimizer.betas[1]: must be in [0, 1), got 1.5"},
+        {"scheduler:\n  warmup_steps: 0\n", "2:17: scheduler.warmup_steps: must be >= 1"},
+        {"best_model_criterion:\n  - [valid/loss, 0, min]\n", "2:18: best_model_criterion[0].nbest: must be >= 1, got 0"},
+        {"create_dataset:\n  num_test: 0\n", "2:13: create_dataset.num_test: must be >= 1, got 0"},
+        {"create_dataset:\n  nj: 0\n", "2:7: create_dataset.nj: must be in [1, 1024], got 0"},
+    };
+    expect_errors("--config", cases, sizeof cases / sizeof *cases);
+}
+
+Test(config_values, dataloader_batch_rules)
+{
+    static const bad_case cases[] = {
+        /* A negative batch_size is an error whatever the type (the default type, numel, ignores it). */
+        {"dataloader:\n  train:\n    iter_factory:\n      batches:\n        batch_size: -1\n",
+         "5:21: dataloader.train.iter_factory.batches.batch_size: must be >= 1, got -1"},
+        {"dataloader:\n  train:\n    iter_factory:\n      batches:\n        batch_size: 0\n",
+         "5:21: dataloader.train.iter_factory.batches.batch_size: must be >= 1, got 0"},
+        {"dataloader:\n  train:\n    iter_factory:\n      batches:\n        batch_bins: 0\n",
+         "5:21: dataloader.train.iter_factory.batches.batch_bins: must be >= 1, got 0"},
+        {"dataloader:\n  train:\n    iter_factory:\n      batches:\n        type: sorted\n        batch_size: null\n",
+         "5:15: dataloader.train.iter_factory.batches.type: sorted batches need batch_size (utterances per batch"},
+        {"dataloader:\n  train:\n    iter_factory:\n      batches:\n        type: numel\n        batch_bins: ~\n",
+         "5:15: dataloader.train.iter_factory.batches.type: numel batches need batch_bins (feature values per batch"},
+        {"dataloader:\n  train:\n    iter_factory:\n      batches:\n        shape_files: []\n",
+         "5:22: dataloader.train.iter_factory.batches.shape_files: the list is empty (list the shape files that stage 3 "
+         "writes, e.g. ${stats_dir}/train/feats_shape)"},
+        {"dataloader:\n  train:\n    iter_factory:\n      batches:\n        type: folded\n",
+         "5:15: dataloader.train.iter_factory.batches.type: 'folded' is not supported (supported: numel, length, sorted, "
+         "unsorted)"},
+        {"dataloader:\n  train:\n    total_shards: 0\n", "3:19: dataloader.train.total_shards: must be >= 1, got 0"},
+    };
+    expect_errors("--config", cases, sizeof cases / sizeof *cases);
+
+    /* Without a type (nor the template's numel), numel's rule applies. */
+    const char *path = tpath("notype.yaml");
+    test_write_text(path, "dataloader:\n  train:\n    iter_factory:\n      batches:\n        batch_size: 8\n"
+                          "        shape_files: [x]\n");
+    esp_config *cfg;
+    esp_err err;
+    cr_assert_neq(cfg_load(CONFIG_TRAINING, path, 0, NULL, 0, &cfg, &err), 0);
+    assert_has(err.msg, "%s:5:9: dataloader.train.iter_factory.batches: numel batches (the default type) need batch_bins",
+               path);
+}
+
+Test(config_values, rules_between_keys)
+{
+    static const bad_case cases[] = {
+        {"model:\n  frontend_conf:\n    n_fft: 256\n    win_length: 400\n",
+         "4:17: model.frontend_conf.win_length: 400 is above n_fft = 256"},
+        {"model:\n  frontend_conf:\n    fs: 8000\n    fmax: 6000\n",
+         "4:11: model.frontend_conf.fmax: 6000 is not in (fmin = 0, fs/2 = 4000]"},
+        {"model:\n  frontend_conf:\n    n_mels: 4\n", "3:13: model.frontend_conf.n_mels: is below 7"},
+        {"model:\n  encoder_conf:\n    output_size: 100\n    attention_heads: 3\n",
+         "3:18: model.encoder_conf.output_size: 100 is not a multiple of attention_heads = 3"},
+        {"model:\n  specaug_conf:\n    freq_mask_width_range: [5, 5]\n",
+         "3:28: model.specaug_conf.freq_mask_width_range: [5, 5] is not a range [lo, hi) with lo < hi"},
+        {"create_dataset:\n  min_words: 9\n  max_words: 3\n", "2:14: create_dataset.min_words: 9 is above max_words = 3"},
+        {"create_dataset:\n  pitch_range: [70, 30]\n", "2:16: create_dataset.pitch_range: low 70 is above high 30"},
+    };
+    expect_errors("--config", cases, sizeof cases / sizeof *cases);
+}
+
+Test(config_values, inference_and_metrics_ranges)
+{
+    static const bad_case inference[] = {
+        {"model:\n  batch_size: 0\n", "2:15: model.batch_size: must be in [1, 4096], got 0"},
+        {"model:\n  batch_size: 5000\n", "2:15: model.batch_size: must be in [1, 4096], got 5000"},
+        {"model:\n  beam_size: 0\n", "2:14: model.beam_size: must be in [1, 10000], got 0 (1: greedy CTC)"},
+        {"model:\n  nbest: 0\n", "2:10: model.nbest: must be >= 1"},
+        {"parallel:\n  n_workers: 0\n", "2:14: parallel.n_workers: must be >= 1, got 0"},
+    };
+    expect_errors("--inference_config", inference, sizeof inference / sizeof *inference);
+    static const bad_case metrics[] = {
+        {"parallel:\n  n_workers: -3\n", "2:14: parallel.n_workers: must be >= 1, got -3"},
+    };
+    expect_errors("--metrics_config", metrics, 1);
+}
+
+Test(config_values, value_through_interpolation_names_both_places)
+{
+    static const bad_case cases[] = {
+        {"dataset:\n  zero: 0\ntrainer:\n  devices: ${dataset.zero}\n", "2:9: trainer.devices: must be >= 1, got 0 ("},
+    };
+    expect_errors("--config", cases, 1);
+    const bin_run *r = cfg_run_bin(tmp, (const char *const[]){"--config", tpath("bad.yaml"), "--dry_run", NULL});
+    assert_has(r->err, "(via the interpolation at %s:4:12)", tpath("bad.yaml"));
+}
+
+/* ---- absent keys keep their defaults --------------------------------------------------------- */
+
+Test(config_values, absent_keys_keep_defaults)
+{
+    const char *path = tpath("ok.yaml");
+    test_write_text(path, "trainer:\n  max_epochs: 3\nparallel:\n  env: local\n");
+    esp_config *cfg;
+    esp_err err;
+    /* Without the template the fields stay unset (0): the stages use their defaults. */
+    cr_assert_eq(cfg_load(CONFIG_TRAINING, path, 0, NULL, 0, &cfg, &err), 0, "%s", err.msg);
+    const training_cfg *t = cfg->typed;
+    cr_assert_eq(t->trainer->devices, 0);
+    cr_assert_eq(t->trainer->accumulate_grad_batches, 0);
+    cr_assert_eq(t->parallel->n_workers, 0);
+    config_free(cfg);
+    /* With it, the template's values. */
+    cr_assert_eq(cfg_load(CONFIG_TRAINING, path, 1, NULL, 0, &cfg, &err), 0, "%s", err.msg);
+    t = cfg->typed;
+    cr_assert_eq(t->trainer->devices, 1);
+    cr_assert_eq(t->trainer->accumulate_grad_batches, 1);
+    cr_assert_eq(t->trainer->max_epochs, 3);
+    cr_assert_eq(t->parallel->n_workers, 1);
+    config_free(cfg);
+    /* Values that mean something at 0 are accepted. */
+    test_write_text(path, "trainer:\n  gradient_clip_val: 0\n  num_sanity_val_steps: 0\noptimizer:\n  weight_decay: 0\n"
+                          "dataloader:\n  train:\n    iter_factory:\n      num_workers: 0\n");
+    cr_assert_eq(cfg_load(CONFIG_TRAINING, path, 1, NULL, 0, &cfg, &err), 0, "%s", err.msg);
+    config_free(cfg);
+    /* sorted batches with batch_size (batch_bins left from the template is unused). */
+    test_write_text(path, "dataloader:\n  train:\n    iter_factory:\n      batches:\n        type: unsorted\n"
+                          "        batch_size: 4\n");
+    cr_assert_eq(cfg_load(CONFIG_TRAINING, path, 1, NULL, 0, &cfg, &err), 0, "%s", err.msg);
+    config_free(cfg);
+}
+
+/* ---- Lightning's max_epochs ------------------------------------------------------------------- */
+
+static int saved_stderr = -1;
+static void capture_begin(void)
+{
+    fflush(stderr);
+    saved_stderr = dup(2);
+    int fd = open(tpath("stderr.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    cr_assert(fd >= 0);
+    dup2(fd, 2);
+    close(fd);
+    log_set_quiet(0);
+}
+static const char *capture_end(void)
+{
+    static char buf[1 << 14];
+    fflush(stderr);
+    dup2(saved_stderr, 2);
+    close(saved_stderr);
+    log_set_quiet(1);
+    char *text = test_slurp(tpath("stderr.txt"));
+    snprintf(buf, sizeof buf, "%s", text);
+    free(text);
+    return buf;
+}
+
+/* Loads text over the template; returns trainer.max_epochs and what the load logged. */
+static int64_t max_epochs_of(const char *text, const char **logged)
+{
+    const char *path = tpath("epochs.yaml");
+    test_write_text(path, text);
+    esp_config *cfg;
+    esp_err err;
+    capture_begin();
+    int rc = cfg_load(CONFIG_TRAINING, path, 1, NULL, 0, &cfg, &err);
+    *logged = capture_end();
+    cr_assert_eq(rc, 0, "%s", err.msg);
+    int64_t v = ((const training_cfg *)cfg->typed)->trainer->max_epochs;
+    /* The resolved config says the same as the typed view. */
+    const ynode *n = yt_get_path(cfg->tree, "trainer.max_epochs");
+    cr_assert_not_null(n);
+    char num[32];
+    snprintf(num, sizeof num, "%lld", (long long)v);
+    cr_assert_str_eq(n->str, num);
+    config_free(cfg);
+    return v;
+}
+
+Test(config_values, lightning_max_epochs_meanings)
+{
+    const char *log;
+    cr_assert_eq(max_epochs_of("trainer:\n  max_epochs: 4\n", &log), 4);
+    cr_assert_null(strstr(log, "max_epochs"), "%s", log);
+
+    /* null (or left out): Lightning's default of 1000 epochs while max_steps is unset. */
+    cr_assert_eq(max_epochs_of("trainer:\n  max_epochs: null\n", &log), 1000);
+    assert_has(log, "trainer.max_epochs: not set: Lightning's default, 1000 epochs");
+    cr_assert_eq(max_epochs_of("trainer:\n  max_epochs: null\n  max_steps: -1\n", &log), 1000);
+
+    /* null with max_steps set: no epoch limit (-1); max_steps ends training. */
+    cr_assert_eq(max_epochs_of("trainer:\n  max_epochs: ~\n  max_steps: 500\n", &log), -1);
+    assert_has(log, "trainer.max_epochs: not set and trainer.max_steps is 500: no epoch limit (Lightning)");
+
+    /* -1: train without an epoch limit (until max_steps, or until stopped). */
+    cr_assert_eq(max_epochs_of("trainer:\n  max_epochs: -1\n", &log), -1);
+    assert_has(log, "%s:2:15: trainer.max_epochs: -1: no epoch limit (Lightning); training runs until it is stopped",
+               tpath("epochs.yaml"));
+    cr_assert_eq(max_epochs_of("trainer:\n  max_epochs: -1\n  max_steps: 100\n", &log), -1);
+    assert_has(log, "training runs until trainer.max_steps");
+}
+
+/* ---- before any stage runs -------------------------------------------------------------------- */
+
+Test(config_values, bad_values_stop_before_any_stage)
+{
+    char tdir[1024];
+    snprintf(tdir, sizeof tdir, "%s/conf", test_root_dir());
+    const char *path = tpath("conf/bad.yaml");
+    test_write_text_mkdirs(path, "recipe_dir: ${config_path:..}\ndataloader:\n  train:\n    iter_factory:\n"
+                                 "      batches:\n        type: sorted\n        batch_size: 0\n");
+    const bin_run *r = CFG_RUN(tmp, "--config", path, "--template_dir", tdir, "--stages", "train", "--quiet");
+    cr_assert_eq(r->status, 1, "stderr:\n%s", r->err);
+    cr_assert_eq(cfg_count_lines(r->err), 1, "stderr:\n%s", r->err);
+    assert_has(r->err, "espnet3: error: %s:7:21: dataloader.train.iter_factory.batches.batch_size: must be >= 1", path);
+    cr_assert(!test_exists(tpath("exp")), "the experiment folder was created");
+}
