@@ -18,74 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/compute/backend_ref64_internal.h"
 #include "core/compute/ctc.h"
 #include "core/compute/ops.h"
-
-enum { REF_TMP_MAX = 16 };
-
-typedef struct ref_impl {
-    int threads;     /* the CTC loss' threads */
-    double *scratch; /* the _f64 ops' scratch, grown on demand */
-    size_t scratch_n;
-    double *ctc_work; /* the CTC forward's workspace, read by the backward of the same batch */
-    size_t ctc_cap;
-    double *tmp[REF_TMP_MAX]; /* the double copies of the running op, freed when it returns */
-    int ntmp;
-} ref_impl;
-
-/* ---- double copies of one op's buffers */
-
-static double *tmp_zeros(backend *be, size_t n)
-{
-    ref_impl *r = be->impl;
-    ESP_CHECK(r->ntmp < REF_TMP_MAX);
-    return r->tmp[r->ntmp++] = xcalloc(n ? n : 1, sizeof(double));
-}
-
-static void tmp_release(backend *be)
-{
-    ref_impl *r = be->impl;
-    while (r->ntmp > 0) free(r->tmp[--r->ntmp]);
-}
-
-/* x widened to double (NULL stays NULL). */
-static double *wide(backend *be, const float *x, size_t n)
-{
-    if (!x) return NULL;
-    double *d = tmp_zeros(be, n);
-    for (size_t i = 0; i < n; i++) d[i] = (double)x[i];
-    return d;
-}
-
-/* d rounded back into y (nothing when y is NULL). */
-static void narrow(float *y, const double *d, size_t n)
-{
-    if (!y) return;
-    for (size_t i = 0; i < n; i++) y[i] = (float)d[i];
-}
-
-/* Elements spanned by `rows` rows of `cols` values at row stride ld. */
-static size_t extent(int rows, int cols, int ld)
-{
-    return rows > 0 && cols > 0 ? (size_t)(rows - 1) * (size_t)ld + (size_t)cols : 0;
-}
-
-/* narrow() of the rows' own columns only: the gaps between them are not this op's output. */
-static void narrow_rows(float *y, const double *d, int rows, int cols, int ld)
-{
-    for (int r = 0; r < rows; r++) narrow(y + (size_t)r * ld, d + (size_t)r * ld, (size_t)cols);
-}
-
-static double *scratch(backend *be, size_t n)
-{
-    ref_impl *r = be->impl;
-    if (n > r->scratch_n) {
-        free(r->scratch);
-        r->scratch = xcalloc(n, sizeof(double));
-        r->scratch_n = n;
-    }
-    return r->scratch;
-}
 
 /* ---- memory: host memory, as the CPU backend's */
 
@@ -571,5 +506,6 @@ int backend_ref64_init(backend *be, int threads, esp_err *err)
         .ctc_loss_backward = ref_ctc_loss_backward,
         .adam_update = ref_adam_update,
     };
+    backend_ref64_conformer_ops(be);
     return 0;
 }

@@ -46,6 +46,8 @@ extern const tb_case tb_cases_step[];
 extern const int tb_ncases_step;
 extern const tb_case tb_cases_decoder[];
 extern const int tb_ncases_decoder;
+extern const tb_case tb_cases_conformer[];
+extern const int tb_ncases_conformer;
 
 /* ---- for the cases */
 

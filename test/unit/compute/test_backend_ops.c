@@ -166,6 +166,8 @@ static const tb_case *case_for(backend_op op)
         if (tb_cases_step[i].op == op) found = &tb_cases_step[i];
     for (int i = 0; i < tb_ncases_decoder; i++)
         if (tb_cases_decoder[i].op == op) found = &tb_cases_decoder[i];
+    for (int i = 0; i < tb_ncases_conformer; i++)
+        if (tb_cases_conformer[i].op == op) found = &tb_cases_conformer[i];
     return found;
 }
 
@@ -323,6 +325,7 @@ Test(backend_ops, op_names)
         for (int i = 0; i < tb_ncases_layers; i++) n += (int)tb_cases_layers[i].op == op;
         for (int i = 0; i < tb_ncases_step; i++) n += (int)tb_cases_step[i].op == op;
         for (int i = 0; i < tb_ncases_decoder; i++) n += (int)tb_cases_decoder[i].op == op;
+        for (int i = 0; i < tb_ncases_conformer; i++) n += (int)tb_cases_conformer[i].op == op;
         cr_assert(n <= 1, "op %s has %d cases", backend_op_name((backend_op)op), n);
     }
 }

@@ -1,0 +1,228 @@
+/* test_backend_ops cases of the Conformer's ops (backend_ops_test.h): swish (in place too), GLU,
+ * the depthwise Conv1d (kernels longer than the sequence, no bias), BatchNorm in training mode
+ * (with and without running statistics, more channels than one block) and eval mode, the relative
+ * encoding and the rel-pos attention (padded row strides, padded and empty key sets, dropout). */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "test/unit/compute/backend_ops_test.h"
+
+#define LEN(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* ------------------------------------------------------------------ swish, GLU */
+
+static const struct {
+    int n, in_place;
+} SWISH_S[] = {{7, 0}, {1000, 1}, {1, 0}};
+
+static void swish_forward_run(tb_run *r, int s)
+{
+    size_t n = (size_t)SWISH_S[s].n;
+    tb_shape(r, "n %zu in_place %d", n, SWISH_S[s].in_place);
+    float *x = tb_rand(r, n, -8, 8), *y = SWISH_S[s].in_place ? x : tb_rand(r, n, -9, 9);
+    tb_be(r)->swish_forward(tb_be(r), y, x, n);
+    tb_out(r, "y", y, n);
+}
+
+static void swish_backward_run(tb_run *r, int s)
+{
+    size_t n = (size_t)SWISH_S[s].n;
+    tb_shape(r, "n %zu in_place %d", n, SWISH_S[s].in_place);
+    float *x = tb_rand(r, n, -8, 8), *dy = tb_rand(r, n, -1, 1), *dx = SWISH_S[s].in_place ? dy : tb_rand(r, n, -9, 9);
+    tb_be(r)->swish_backward(tb_be(r), dx, dy, x, n);
+    tb_out(r, "dx", dx, n);
+}
+
+static const struct {
+    int n, c;
+} GLU_S[] = {{5, 3}, {33, 17}, {1, 1}};
+
+static void glu_forward_run(tb_run *r, int s)
+{
+    int n = GLU_S[s].n, c = GLU_S[s].c;
+    tb_shape(r, "n %d c %d", n, c);
+    float *x = tb_rand(r, (size_t)n * 2 * c, -6, 6), *y = tb_rand(r, (size_t)n * c, -9, 9);
+    tb_be(r)->glu_forward(tb_be(r), y, x, n, c);
+    tb_out(r, "y", y, (size_t)n * c);
+}
+
+static void glu_backward_run(tb_run *r, int s)
+{
+    int n = GLU_S[s].n, c = GLU_S[s].c;
+    tb_shape(r, "n %d c %d", n, c);
+    float *x = tb_rand(r, (size_t)n * 2 * c, -6, 6), *dy = tb_rand(r, (size_t)n * c, -1, 1);
+    float *dx = tb_rand(r, (size_t)n * 2 * c, -9, 9); /* overwritten */
+    tb_be(r)->glu_backward(tb_be(r), dx, dy, x, n, c);
+    tb_out(r, "dx", dx, (size_t)n * 2 * c);
+}
+
+/* ------------------------------------------------------------------ depthwise conv1d */
+
+static const struct {
+    int nb, t, c, k, bias;
+} DW_S[] = {{2, 9, 3, 5, 1}, {1, 2, 4, 7, 1}, {3, 17, 33, 15, 0}, {1, 5, 2, 1, 1}};
+
+static void dwconv1d_forward_run(tb_run *r, int s)
+{
+    int nb = DW_S[s].nb, t = DW_S[s].t, c = DW_S[s].c, k = DW_S[s].k;
+    size_t nx = (size_t)nb * t * c;
+    tb_shape(r, "nb %d t %d c %d k %d bias %d", nb, t, c, k, DW_S[s].bias);
+    float *x = tb_rand(r, nx, -1, 1), *w = tb_rand(r, (size_t)c * k, -0.5, 0.5);
+    float *b = DW_S[s].bias ? tb_rand(r, (size_t)c, -0.5, 0.5) : NULL, *y = tb_rand(r, nx, -9, 9);
+    tb_be(r)->dwconv1d_forward(tb_be(r), y, x, w, b, nb, t, c, k);
+    tb_out(r, "y", y, nx);
+}
+
+static void dwconv1d_backward_run(tb_run *r, int s)
+{
+    int nb = DW_S[s].nb, t = DW_S[s].t, c = DW_S[s].c, k = DW_S[s].k;
+    size_t nx = (size_t)nb * t * c, nw = (size_t)c * k;
+    tb_shape(r, "nb %d t %d c %d k %d bias %d", nb, t, c, k, DW_S[s].bias);
+    float *dy = tb_rand(r, nx, -1, 1), *x = tb_rand(r, nx, -1, 1), *w = tb_rand(r, nw, -0.5, 0.5);
+    float *dx = tb_rand(r, nx, -9, 9), *dw = tb_rand(r, nw, -1, 1); /* dx overwritten, dw accumulates */
+    float *db = DW_S[s].bias ? tb_rand(r, (size_t)c, -1, 1) : NULL;
+    tb_be(r)->dwconv1d_backward(tb_be(r), dx, dw, db, dy, x, w, nb, t, c, k);
+    tb_out(r, "dx", dx, nx);
+    tb_out(r, "dw", dw, nw);
+    if (db) tb_out(r, "db", db, (size_t)c);
+}
+
+/* ------------------------------------------------------------------ batchnorm */
+
+static const struct {
+    int n, c, train, running;
+} BN_S[] = {{9, 5, 1, 1}, {40, 70, 1, 1}, {3, 2, 0, 1}, {16, 130, 1, 0}};
+
+static void batchnorm_forward_run(tb_run *r, int s)
+{
+    int n = BN_S[s].n, c = BN_S[s].c, train = BN_S[s].train;
+    size_t nx = (size_t)n * c, cc = (size_t)c;
+    tb_shape(r, "n %d c %d train %d running %d", n, c, train, BN_S[s].running);
+    float *x = tb_rand(r, nx, -2, 3), *w = tb_rand(r, cc, 0.5, 1.5), *b = tb_rand(r, cc, -0.5, 0.5);
+    float *y = tb_rand(r, nx, -9, 9), *mean = tb_rand(r, cc, -9, 9), *rstd = tb_rand(r, cc, -9, 9);
+    float *rm = BN_S[s].running ? tb_rand(r, cc, -1, 1) : NULL, *rv = BN_S[s].running ? tb_rand(r, cc, 0.5, 2) : NULL;
+    float count_h = 41, *count = BN_S[s].running ? tb_upload(r, &count_h, 1) : NULL;
+    tb_be(r)->batchnorm_forward(tb_be(r), y, train ? mean : NULL, train ? rstd : NULL, x, w, b, rm, rv, count, n, c,
+                                1e-5, 0.1, train);
+    tb_out(r, "y", y, nx);
+    if (train) tb_out(r, "mean", mean, cc), tb_out(r, "rstd", rstd, cc);
+    if (rm) tb_out(r, "running_mean", rm, cc), tb_out(r, "running_var", rv, cc), tb_out_exact(r, "count", count, 1);
+}
+
+static void batchnorm_backward_run(tb_run *r, int s)
+{
+    int n = BN_S[s].n, c = BN_S[s].c;
+    size_t nx = (size_t)n * c, cc = (size_t)c;
+    tb_shape(r, "n %d c %d", n, c);
+    float *dy = tb_rand(r, nx, -1, 1), *x = tb_rand(r, nx, -2, 3), *w = tb_rand(r, cc, 0.5, 1.5);
+    float *mean = tb_rand(r, cc, -0.5, 1), *rstd = tb_rand(r, cc, 0.5, 2);
+    float *dx = tb_rand(r, nx, -9, 9), *dw = tb_rand(r, cc, -1, 1), *db = tb_rand(r, cc, -1, 1);
+    tb_be(r)->batchnorm_backward(tb_be(r), dx, dw, db, dy, x, w, mean, rstd, n, c);
+    tb_out(r, "dx", dx, nx);
+    tb_out(r, "dw", dw, cc);
+    tb_out(r, "db", db, cc);
+}
+
+/* ------------------------------------------------------------------ relative positions */
+
+static const struct {
+    int t, d;
+} RELPOS_S[] = {{1, 2}, {5, 8}, {37, 16}};
+
+static void relpos_encoding_run(tb_run *r, int s)
+{
+    int t = RELPOS_S[s].t, d = RELPOS_S[s].d;
+    size_t n = (size_t)(2 * t - 1) * d;
+    tb_shape(r, "t %d d %d", t, d);
+    float *pe = tb_rand(r, n, -9, 9);
+    tb_be(r)->relpos_encoding(tb_be(r), pe, t, d);
+    tb_out(r, "pe", pe, n);
+}
+
+static const struct {
+    int nb, t, h, hd, pad; /* pad: extra columns of the q/k/v row stride */
+    float p;
+    int lens[3];
+} RA_S[] = {
+    {2, 5, 2, 3, 0, 0, {5, 3}},
+    {2, 6, 4, 2, 1, 0.25f, {6, 2}},   /* dropout, strided rows */
+    {3, 4, 1, 5, 2, 0.1f, {4, 0, 1}}, /* an empty utterance */
+    {1, 1, 2, 3, 0, 0, {1}},
+};
+
+/* Random q, k, v (or their gradients) at row stride ld; the relative encoding's projection p. */
+static int ra_inputs(tb_run *r, int s, float **q, float **k, float **v, double lo, double hi)
+{
+    int d = RA_S[s].h * RA_S[s].hd, ld = d + RA_S[s].pad;
+    size_t n = (size_t)RA_S[s].nb * RA_S[s].t * ld;
+    *q = tb_rand(r, n, lo, hi), *k = tb_rand(r, n, lo, hi), *v = tb_rand(r, n, lo, hi);
+    return ld;
+}
+
+static void relattn_forward_run(tb_run *r, int s)
+{
+    int nb = RA_S[s].nb, t = RA_S[s].t, h = RA_S[s].h, hd = RA_S[s].hd, d = h * hd;
+    uint64_t seed = tb_bits(r), stream = tb_bits(r);
+    tb_shape(r, "nb %d t %d h %d hd %d pad %d p %g", nb, t, h, hd, RA_S[s].pad, RA_S[s].p);
+    float *q, *k, *v;
+    int ld = ra_inputs(r, s, &q, &k, &v, -1.5, 1.5);
+    float *p = tb_rand(r, (size_t)(2 * t - 1) * d, -1, 1), *u = tb_rand(r, (size_t)d, -0.5, 0.5);
+    float *vb = tb_rand(r, (size_t)d, -0.5, 0.5);
+    size_t ny = (size_t)nb * t * d, na = (size_t)nb * h * t * t;
+    float *y = tb_rand(r, ny, -9, 9), *att = tb_rand(r, na, -9, 9);
+    tb_be(r)->relattn_forward(tb_be(r), y, att, q, k, v, ld, p, u, vb, RA_S[s].lens, nb, t, h, hd, RA_S[s].p, seed,
+                              stream);
+    tb_out(r, "y", y, ny);
+    tb_out(r, "att", att, na);
+}
+
+static void relattn_backward_run(tb_run *r, int s)
+{
+    int nb = RA_S[s].nb, t = RA_S[s].t, h = RA_S[s].h, hd = RA_S[s].hd, d = h * hd;
+    uint64_t seed = tb_bits(r), stream = tb_bits(r);
+    tb_shape(r, "nb %d t %d h %d hd %d pad %d p %g", nb, t, h, hd, RA_S[s].pad, RA_S[s].p);
+    float *q, *k, *v, *dq, *dk, *dv;
+    int ld = ra_inputs(r, s, &q, &k, &v, -1.5, 1.5);
+    size_t np = (size_t)(2 * t - 1) * d, ny = (size_t)nb * t * d, na = (size_t)nb * h * t * t;
+    float *p = tb_rand(r, np, -1, 1), *u = tb_rand(r, (size_t)d, -0.5, 0.5), *vb = tb_rand(r, (size_t)d, -0.5, 0.5);
+    /* Saved weights as the forward leaves them: rows that sum to 1 over the valid keys, 0 after. */
+    float *ah = tb_host(r, na * sizeof(float));
+    for (int b = 0; b < nb; b++)
+        for (size_t row = 0; row < (size_t)h * t; row++) {
+            float *a = ah + ((size_t)b * h * t + row) * t;
+            double sum = 0;
+            for (int c = 0; c < RA_S[s].lens[b]; c++) sum += a[c] = (float)tb_uniform(r, 0.1, 1);
+            for (int c = 0; c < RA_S[s].lens[b]; c++) a[c] = (float)(a[c] / sum);
+        }
+    float *att = tb_upload(r, ah, na), *dy = tb_rand(r, ny, -1, 1);
+    /* Random: dq, dk, dv and dp are overwritten (the row gaps must come back untouched); the
+     * pos_bias gradients accumulate. */
+    ra_inputs(r, s, &dq, &dk, &dv, -1, 1);
+    float *dp = tb_rand(r, np, -9, 9), *du = tb_rand(r, (size_t)d, -1, 1), *dvb = tb_rand(r, (size_t)d, -1, 1);
+    tb_be(r)->relattn_backward(tb_be(r), dq, dk, dv, dp, du, dvb, dy, att, q, k, v, ld, p, u, vb, RA_S[s].lens, nb, t,
+                               h, hd, RA_S[s].p, seed, stream);
+    size_t nq = (size_t)nb * t * ld;
+    tb_out(r, "dq", dq, nq);
+    tb_out(r, "dk", dk, nq);
+    tb_out(r, "dv", dv, nq);
+    tb_out(r, "dp", dp, np);
+    tb_out(r, "dpos_bias_u", du, (size_t)d);
+    tb_out(r, "dpos_bias_v", dvb, (size_t)d);
+}
+
+/* ------------------------------------------------------------------ the table */
+
+const tb_case tb_cases_conformer[] = {
+    {BACKEND_OP_SWISH_FORWARD, LEN(SWISH_S), TOL_ELEM, swish_forward_run},
+    {BACKEND_OP_SWISH_BACKWARD, LEN(SWISH_S), TOL_ELEM, swish_backward_run},
+    {BACKEND_OP_GLU_FORWARD, LEN(GLU_S), TOL_ELEM, glu_forward_run},
+    {BACKEND_OP_GLU_BACKWARD, LEN(GLU_S), TOL_ELEM, glu_backward_run},
+    {BACKEND_OP_DWCONV1D_FORWARD, LEN(DW_S), TOL_ACC, dwconv1d_forward_run},
+    {BACKEND_OP_DWCONV1D_BACKWARD, LEN(DW_S), TOL_ACC, dwconv1d_backward_run},
+    {BACKEND_OP_BATCHNORM_FORWARD, LEN(BN_S), TOL_ACC, batchnorm_forward_run},
+    {BACKEND_OP_BATCHNORM_BACKWARD, LEN(BN_S), TOL_ACC, batchnorm_backward_run},
+    {BACKEND_OP_RELPOS_ENCODING, LEN(RELPOS_S), TOL_ACC, relpos_encoding_run},
+    {BACKEND_OP_RELATTN_FORWARD, LEN(RA_S), TOL_ACC, relattn_forward_run},
+    {BACKEND_OP_RELATTN_BACKWARD, LEN(RA_S), TOL_ACC, relattn_backward_run},
+};
+const int tb_ncases_conformer = LEN(tb_cases_conformer);
