@@ -143,6 +143,19 @@ void cu_dropout_apply(backend *be, float *y, const float *x, size_t n, size_t ba
                       uint64_t stream);
 // y = x * (float)s (in place allowed).
 void cu_scale_f(backend *be, float *y, const float *x, float s, size_t n);
+// The attention's helpers (cuda/ops_attention.cu), for the rel-pos attention too. cu_att_lens:
+// lens checked (0 <= lens[b] <= tk) and copied to the device. cu_att_dropped: drop(att) over the
+// whole buffer of n elements (att itself for p <= 0, else into scratch, dropout_forward's mask at
+// att's element index). cu_zero_rows: rows [from, from + rows) of the first d columns of a matrix
+// of row stride ld set to 0. cu_att_softmax_backward: dp (nb * h * tq rows of tk) holds dA and gets
+// dS = A * (drop'(dA) - rowsum(A * drop'(dA))) over each row's lens[b] keys (rows of empty
+// utterances left alone); dlens on the device.
+const int *cu_att_lens(backend *be, const int *lens, int nb, int tk);
+const float *cu_att_dropped(backend *be, float *scratch, const float *att, size_t n, float p, uint64_t seed,
+                            uint64_t stream);
+void cu_zero_rows(backend *be, float *m, int ld, int d, size_t from, size_t rows);
+void cu_att_softmax_backward(backend *be, float *dp, const float *att, const int *dlens, int nb, int h, int tq,
+                             int tk, float p, uint64_t seed, uint64_t stream);
 
 // ---- the backend entries, one family per file (signatures of core/compute/backend.h)
 
@@ -182,6 +195,31 @@ void cu_attention_forward(backend *be, float *y, float *att, const float *q, con
 void cu_attention_backward(backend *be, float *dq, float *dk, float *dv, const float *dy, const float *att,
                            const float *q, const float *k, const float *v, int ld, const int *lens, int nb, int t,
                            int h, int hd, float p, uint64_t seed, uint64_t stream);
+// cuda/ops_relattn.cu
+void cu_relpos_encoding(backend *be, float *pe, int t, int d);
+void cu_relattn_forward(backend *be, float *y, float *att, const float *q, const float *k, const float *v, int ld,
+                        const float *p, const float *u, const float *vb, const int *lens, int nb, int t, int h,
+                        int hd, float pdrop, uint64_t seed, uint64_t stream);
+void cu_relattn_backward(backend *be, float *dq, float *dk, float *dv, float *dp, float *du, float *dvb,
+                         const float *dy, const float *att, const float *q, const float *k, const float *v, int ld,
+                         const float *p, const float *u, const float *vb, const int *lens, int nb, int t, int h,
+                         int hd, float pdrop, uint64_t seed, uint64_t stream);
+// cuda/ops_act.cu
+void cu_swish_forward(backend *be, float *y, const float *x, size_t n);
+void cu_swish_backward(backend *be, float *dx, const float *dy, const float *x, size_t n);
+void cu_glu_forward(backend *be, float *y, const float *x, int n, int c);
+void cu_glu_backward(backend *be, float *dx, const float *dy, const float *x, int n, int c);
+// cuda/ops_conv1d.cu
+void cu_dwconv1d_forward(backend *be, float *y, const float *x, const float *w, const float *b, int nb, int t,
+                         int c, int k);
+void cu_dwconv1d_backward(backend *be, float *dx, float *dw, float *db, const float *dy, const float *x,
+                          const float *w, int nb, int t, int c, int k);
+// cuda/ops_batchnorm.cu
+void cu_batchnorm_forward(backend *be, float *y, float *mean, float *rstd, const float *x, const float *w,
+                          const float *b, float *run_mean, float *run_var, float *run_count, int n, int c,
+                          double eps, double momentum, int train);
+void cu_batchnorm_backward(backend *be, float *dx, float *dw, float *db, const float *dy, const float *x,
+                           const float *w, const float *mean, const float *rstd, int n, int c);
 // cuda/ops_softmax.cu
 void cu_log_softmax_forward(backend *be, float *y, const float *x, int n, int v);
 void cu_log_softmax_backward(backend *be, float *dx, const float *dy, const float *y, int n, int v);

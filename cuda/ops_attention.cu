@@ -69,7 +69,7 @@ static __global__ void att_softmax_backward_kernel(float *dp, const float *att, 
 }
 
 // lens checked as the CPU does (0 <= lens[b] <= tk) and copied to the device.
-static const int *att_lens(backend *be, const int *lens, int nb, int tk)
+const int *cu_att_lens(backend *be, const int *lens, int nb, int tk)
 {
     for (int b = 0; b < nb; b++) ESP_CHECK(lens[b] >= 0 && lens[b] <= tk);
     cu_grow(be, &cu_of(be)->ints, (size_t)nb * sizeof(int));
@@ -77,7 +77,7 @@ static const int *att_lens(backend *be, const int *lens, int nb, int tk)
 }
 
 // P = drop(A) for the whole att buffer: att itself without dropout, else a scratch copy.
-static const float *att_dropped(backend *be, float *scratch, const float *att, size_t n, float p, uint64_t seed,
+const float *cu_att_dropped(backend *be, float *scratch, const float *att, size_t n, float p, uint64_t seed,
                                 uint64_t stream)
 {
     if (p <= 0) return att;
@@ -95,11 +95,22 @@ static unsigned att_row_blocks(size_t rows)
 
 // `rows` rows of the d = h * hd head columns of a matrix of row stride ld, from row `from`, set to 0
 // (the columns past d, a fused buffer's other projections or padding, are left alone).
-static void zero_rows(backend *be, float *m, int ld, int d, size_t from, size_t rows)
+void cu_zero_rows(backend *be, float *m, int ld, int d, size_t from, size_t rows)
 {
     if (rows == 0) return;
     CUDA_CHECK(cudaMemset2DAsync(m + from * ld, (size_t)ld * sizeof(float), 0, (size_t)d * sizeof(float), rows,
                                  cu_stream(be)));
+}
+
+void cu_att_softmax_backward(backend *be, float *dp, const float *att, const int *dlens, int nb, int h, int tq,
+                             int tk, float p, uint64_t seed, uint64_t stream)
+{
+    size_t rows = (size_t)nb * h * tq;
+    float keep = p > 0 && p < 1 ? (float)dropout_keep_scale(p) : 0.0f;
+    uint32_t thr = p > 0 && p < 1 ? dropout_threshold(p) : 0;
+    att_softmax_backward_kernel<<<att_row_blocks(rows), dim3(32, ATT_WARPS), 0, cu_stream(be)>>>(
+        dp, att, dlens, rows, att_shape{h, tq, tk, 0}, p, dropout_key(seed, stream), thr, keep);
+    KERNEL_CHECK();
 }
 
 void cu_mha_forward(backend *be, float *y, float *att, const float *q, int ldq, const float *k, const float *v,
@@ -110,11 +121,11 @@ void cu_mha_forward(backend *be, float *y, float *att, const float *q, int ldq, 
     const int d = h * hd;
     const float sc = (float)(1.0 / sqrt((double)hd));
     const size_t tt = (size_t)tq * tk, na = (size_t)nb * h * tt, rows = (size_t)nb * h * tq;
-    const int *dlens = att_lens(be, lens, nb, tk);
+    const int *dlens = cu_att_lens(be, lens, nb, tk);
     cudaStream_t st = cu_stream(be);
     for (int b = 0; b < nb; b++) { // S = Q K[:L]^T / sqrt(hd), the heads batched
         if (lens[b] == 0)
-            zero_rows(be, y, d, d, (size_t)b * tq, (size_t)tq);
+            cu_zero_rows(be, y, d, d, (size_t)b * tq, (size_t)tq);
         else
             cu_gemm_rm_batched(be, 0, 1, tq, lens[b], hd, sc, q + (size_t)b * tq * ldq, ldq, hd,
                                k + (size_t)b * tk * ldkv, ldkv, hd, 0.0f, att + b * h * tt, tk, (long long)tt, h);
@@ -122,7 +133,7 @@ void cu_mha_forward(backend *be, float *y, float *att, const float *q, int ldq, 
     att_softmax_kernel<<<att_row_blocks(rows), dim3(32, ATT_WARPS), 0, st>>>(att, dlens, rows,
                                                                             att_shape{h, tq, tk, causal});
     KERNEL_CHECK();
-    const float *pa = att_dropped(be, p > 0 ? (float *)cu_scratch(be, na * sizeof(float)) : NULL, att, na, p, seed,
+    const float *pa = cu_att_dropped(be, p > 0 ? (float *)cu_scratch(be, na * sizeof(float)) : NULL, att, na, p, seed,
                                   stream);
     for (int b = 0; b < nb; b++) // Y = P[:, :L] V[:L]
         if (lens[b] > 0)
@@ -137,18 +148,17 @@ void cu_mha_backward(backend *be, float *dq, float *dk, float *dv, const float *
     if (nb <= 0 || tq <= 0 || tk <= 0 || h <= 0) return;
     const int d = h * hd;
     const float sc = (float)(1.0 / sqrt((double)hd));
-    const size_t tt = (size_t)tq * tk, na = (size_t)nb * h * tt, rows = (size_t)nb * h * tq;
-    const int *dlens = att_lens(be, lens, nb, tk);
-    cudaStream_t st = cu_stream(be);
+    const size_t tt = (size_t)tq * tk, na = (size_t)nb * h * tt;
+    const int *dlens = cu_att_lens(be, lens, nb, tk);
     float *dp = (float *)cu_scratch(be, (p > 0 ? 2 : 1) * na * sizeof(float));
-    const float *pa = att_dropped(be, dp + na, att, na, p, seed, stream);
+    const float *pa = cu_att_dropped(be, dp + na, att, na, p, seed, stream);
     for (int b = 0; b < nb; b++) {
         int len = lens[b];
         // Masked key rows (every row when len == 0) get 0.
-        zero_rows(be, dk, ldkv, d, (size_t)b * tk + len, (size_t)(tk - len));
-        zero_rows(be, dv, ldkv, d, (size_t)b * tk + len, (size_t)(tk - len));
+        cu_zero_rows(be, dk, ldkv, d, (size_t)b * tk + len, (size_t)(tk - len));
+        cu_zero_rows(be, dv, ldkv, d, (size_t)b * tk + len, (size_t)(tk - len));
         if (len == 0) {
-            zero_rows(be, dq, ldq, d, (size_t)b * tq, (size_t)tq);
+            cu_zero_rows(be, dq, ldq, d, (size_t)b * tq, (size_t)tq);
             continue;
         }
         size_t kv = (size_t)b * tk * ldkv, out = (size_t)b * tq * d;
@@ -158,11 +168,7 @@ void cu_mha_backward(backend *be, float *dq, float *dk, float *dv, const float *
         cu_gemm_rm_batched(be, 0, 1, tq, len, hd, 1.0f, dy + out, d, hd, v + kv, ldkv, hd, 0.0f, dp + b * h * tt, tk,
                            (long long)tt, h);
     }
-    float keep = p > 0 && p < 1 ? (float)dropout_keep_scale(p) : 0.0f;
-    uint32_t thr = p > 0 && p < 1 ? dropout_threshold(p) : 0;
-    att_softmax_backward_kernel<<<att_row_blocks(rows), dim3(32, ATT_WARPS), 0, st>>>(
-        dp, att, dlens, rows, att_shape{h, tq, tk, 0}, p, dropout_key(seed, stream), thr, keep);
-    KERNEL_CHECK();
+    cu_att_softmax_backward(be, dp, att, dlens, nb, h, tq, tk, p, seed, stream);
     for (int b = 0; b < nb; b++) { // dQ = dS[:, :L] K[:L] / sqrt(hd);  dK[:L] = dS[:, :L]^T Q / sqrt(hd)
         int len = lens[b];
         if (len == 0) continue;
