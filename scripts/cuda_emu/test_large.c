@@ -227,3 +227,111 @@ Test(cuda_emu, label_smoothing_matches_the_cpu)
     backend_close(cpu);
     backend_close(cu);
 }
+
+/* ---- the Conformer's ops. Bit for bit where the CUDA backend promises the CPU's bits: swish,
+ * GLU (per element; CUDA's expf differs on hardware, the emulation uses the host's), the depthwise
+ * conv1d (per-element and per-weight ownership in the CPU's order; dw and db accumulated twice),
+ * BatchNorm (per-channel sums in double in row order: y, mean, rstd, the running statistics,
+ * the count, eval mode, the backward) and relpos_encoding; the rel-pos attention within float
+ * rounding of the CPU (GEMM and softmax sums in another order). */
+
+/* Both backends' copies of one host array. */
+typedef struct pair {
+    float *d[2];
+    size_t n;
+} pair;
+
+static pair pair_up(backend *bes[2], const float *h, size_t n)
+{
+    pair p = {{upload(bes[0], h, n), upload(bes[1], h, n)}, n};
+    return p;
+}
+
+static pair pair_rand(backend *bes[2], size_t n, uint64_t seed, double lo, double hi)
+{
+    float *h = host_rand(n, seed, lo, hi);
+    pair p = pair_up(bes, h, n);
+    free(h);
+    return p;
+}
+
+static void pair_same(backend *bes[2], pair p, const char *what)
+{
+    expect_same_bits(bes[0], p.d[0], bes[1], p.d[1], p.n, what);
+}
+
+static void pair_free(backend *bes[2], pair p)
+{
+    for (int b = 0; b < 2; b++) bes[b]->free(bes[b], p.d[b]);
+}
+
+Test(cuda_emu, swish_glu_dwconv1d_have_the_cpu_bits)
+{
+    enum { NB = 3, T = 700, C = 96, K = 31 };
+    size_t n = (size_t)NB * T * C;
+    backend *bes[2] = {open_kind("cpu"), open_kind("cuda")};
+    pair x = pair_rand(bes, n, 20, -12, 12), dy = pair_rand(bes, n, 21, -1, 1), y = pair_rand(bes, n, 22, 0, 1);
+    pair w = pair_rand(bes, (size_t)C * K, 23, -1, 1), bias = pair_rand(bes, C, 24, -1, 1);
+    pair dw = pair_rand(bes, (size_t)C * K, 25, -1, 1), db = pair_rand(bes, C, 26, -1, 1);
+    for (int b = 0; b < 2; b++) bes[b]->swish_forward(bes[b], y.d[b], x.d[b], n);
+    pair_same(bes, y, "swish_forward");
+    for (int b = 0; b < 2; b++) bes[b]->swish_backward(bes[b], y.d[b], dy.d[b], x.d[b], n);
+    pair_same(bes, y, "swish_backward");
+    for (int b = 0; b < 2; b++) bes[b]->glu_forward(bes[b], y.d[b], x.d[b], NB * T / 2, C);
+    expect_same_bits(bes[0], y.d[0], bes[1], y.d[1], n / 2, "glu_forward");
+    for (int b = 0; b < 2; b++) bes[b]->glu_backward(bes[b], y.d[b], dy.d[b], x.d[b], NB * T / 2, C);
+    pair_same(bes, y, "glu_backward");
+    for (int b = 0; b < 2; b++) bes[b]->dwconv1d_forward(bes[b], y.d[b], x.d[b], w.d[b], bias.d[b], NB, T, C, K);
+    pair_same(bes, y, "dwconv1d_forward");
+    for (int b = 0; b < 2; b++)
+        for (int k = 0; k < 2; k++)
+            bes[b]->dwconv1d_backward(bes[b], y.d[b], dw.d[b], db.d[b], dy.d[b], x.d[b], w.d[b], NB, T, C, K);
+    pair_same(bes, y, "dwconv1d_backward dx");
+    pair_same(bes, dw, "dwconv1d_backward dw");
+    pair_same(bes, db, "dwconv1d_backward db");
+    pair all[] = {x, dy, y, w, bias, dw, db};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(bes, all[i]);
+    backend_close(bes[0]);
+    backend_close(bes[1]);
+}
+
+Test(cuda_emu, batchnorm_and_relpos_have_the_cpu_bits)
+{
+    enum { BN = 5000, BC = 300, RT = 600, RD = 256 };
+    size_t n = (size_t)BN * BC;
+    backend *bes[2] = {open_kind("cpu"), open_kind("cuda")};
+    pair x = pair_rand(bes, n, 30, -3, 5), dy = pair_rand(bes, n, 31, -1, 1), y = pair_rand(bes, n, 32, 0, 1);
+    pair w = pair_rand(bes, BC, 33, 0.5, 1.5), bias = pair_rand(bes, BC, 34, -1, 1);
+    pair mean = pair_rand(bes, BC, 35, 0, 1), rstd = pair_rand(bes, BC, 36, 0, 1);
+    pair rm = pair_rand(bes, BC, 37, -1, 1), rv = pair_rand(bes, BC, 38, 0.5, 2);
+    pair dw = pair_rand(bes, BC, 39, -1, 1), db = pair_rand(bes, BC, 40, -1, 1);
+    float cnt = 7;
+    pair count = pair_up(bes, &cnt, 1);
+    for (int b = 0; b < 2; b++)
+        bes[b]->batchnorm_forward(bes[b], y.d[b], mean.d[b], rstd.d[b], x.d[b], w.d[b], bias.d[b], rm.d[b], rv.d[b],
+                                  count.d[b], BN, BC, 1e-5, 0.1, 1);
+    pair_same(bes, y, "batchnorm_forward (train) y");
+    pair_same(bes, mean, "batchnorm_forward mean");
+    pair_same(bes, rstd, "batchnorm_forward rstd");
+    pair_same(bes, rm, "batchnorm_forward running mean");
+    pair_same(bes, rv, "batchnorm_forward running var");
+    pair_same(bes, count, "batchnorm_forward count");
+    for (int b = 0; b < 2; b++)
+        bes[b]->batchnorm_backward(bes[b], x.d[b], dw.d[b], db.d[b], dy.d[b], y.d[b], w.d[b], mean.d[b], rstd.d[b],
+                                   BN, BC);
+    pair_same(bes, x, "batchnorm_backward dx");
+    pair_same(bes, dw, "batchnorm_backward dw");
+    pair_same(bes, db, "batchnorm_backward db");
+    for (int b = 0; b < 2; b++)
+        bes[b]->batchnorm_forward(bes[b], y.d[b], NULL, NULL, dy.d[b], w.d[b], bias.d[b], rm.d[b], rv.d[b], NULL, BN,
+                                  BC, 1e-5, 0.1, 0);
+    pair_same(bes, y, "batchnorm_forward (eval) y");
+    size_t np = (size_t)(2 * RT - 1) * RD;
+    pair pe = {{bes[0]->alloc(bes[0], np * sizeof(float)), bes[1]->alloc(bes[1], np * sizeof(float))}, np};
+    for (int b = 0; b < 2; b++) bes[b]->relpos_encoding(bes[b], pe.d[b], RT, RD);
+    pair_same(bes, pe, "relpos_encoding");
+    pair all[] = {x, dy, y, w, bias, mean, rstd, rm, rv, dw, db, count, pe};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(bes, all[i]);
+    backend_close(bes[0]);
+    backend_close(bes[1]);
+}
