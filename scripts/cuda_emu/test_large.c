@@ -335,3 +335,51 @@ Test(cuda_emu, batchnorm_and_relpos_have_the_cpu_bits)
     backend_close(bes[0]);
     backend_close(bes[1]);
 }
+
+/* The rel-pos attention at t = 70 (three keys per lane, 139 relative positions), lens {70, 33, 0},
+ * dropout 0.1: within float rounding of the CPU (NMSE below 1e-10), the backward's du / dvb
+ * accumulated onto their old values. */
+static void expect_close(backend *bes[2], pair p, const char *what)
+{
+    float *h[2];
+    for (int b = 0; b < 2; b++) {
+        h[b] = malloc(p.n * sizeof(float));
+        cr_assert(h[b]);
+        bes[b]->synchronize(bes[b]);
+        bes[b]->copy(bes[b], h[b], p.d[b], p.n * sizeof(float), BACKEND_DEVICE_TO_HOST);
+    }
+    double e = 0, s = 0;
+    for (size_t i = 0; i < p.n; i++) e += ((double)h[1][i] - h[0][i]) * ((double)h[1][i] - h[0][i]), s += (double)h[0][i] * h[0][i];
+    cr_expect(e <= 1e-10 * s, "%s: NMSE %.3g against the CPU", what, s > 0 ? e / s : e);
+    free(h[0]);
+    free(h[1]);
+}
+
+Test(cuda_emu, relattn_matches_the_cpu)
+{
+    enum { NB = 3, T = 70, H = 4, HD = 16, D = H * HD, LD = 3 * D, TP = 2 * T - 1 };
+    int lens[NB] = {70, 33, 0};
+    backend *bes[2] = {open_kind("cpu"), open_kind("cuda")};
+    size_t nq = (size_t)NB * T * LD, ny = (size_t)NB * T * D, na = (size_t)NB * H * T * T;
+    pair qkv = pair_rand(bes, nq, 50, -1, 1), dqkv = pair_rand(bes, nq, 51, -1, 1), p = pair_rand(bes, (size_t)TP * D, 52, -1, 1);
+    pair u = pair_rand(bes, D, 53, -0.5, 0.5), vb = pair_rand(bes, D, 54, -0.5, 0.5), dy = pair_rand(bes, ny, 55, -1, 1);
+    pair y = pair_rand(bes, ny, 56, 0, 1), att = pair_rand(bes, na, 57, 0, 1), dp = pair_rand(bes, (size_t)TP * D, 58, 0, 1);
+    pair du = pair_rand(bes, D, 59, -1, 1), dvb = pair_rand(bes, D, 60, -1, 1);
+    for (int b = 0; b < 2; b++) {
+        float *q = qkv.d[b], *dq = dqkv.d[b];
+        bes[b]->relattn_forward(bes[b], y.d[b], att.d[b], q, q + D, q + 2 * D, LD, p.d[b], u.d[b], vb.d[b], lens, NB, T,
+                                H, HD, 0.1f, 99, 3);
+        bes[b]->relattn_backward(bes[b], dq, dq + D, dq + 2 * D, dp.d[b], du.d[b], dvb.d[b], dy.d[b], att.d[b], q, q + D,
+                                 q + 2 * D, LD, p.d[b], u.d[b], vb.d[b], lens, NB, T, H, HD, 0.1f, 99, 3);
+    }
+    expect_close(bes, y, "relattn_forward y");
+    expect_close(bes, att, "relattn_forward att");
+    expect_close(bes, dqkv, "relattn_backward dq dk dv");
+    expect_close(bes, dp, "relattn_backward dp");
+    expect_close(bes, du, "relattn_backward du");
+    expect_close(bes, dvb, "relattn_backward dvb");
+    pair all[] = {qkv, dqkv, p, u, vb, dy, y, att, dp, du, dvb};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(bes, all[i]);
+    backend_close(bes[0]);
+    backend_close(bes[1]);
+}
