@@ -3,7 +3,7 @@
  * blocks (sums over more than 32 blocks of SUM_SQUARES_BLOCK, a million dropout elements, Adam
  * over many blocks), and bit for bit where the backends promise the CPU's bits: sum_squares,
  * clip_grad_norm, Adam, dropout, scale and the embedding; the label-smoothing loss at a vocabulary
- * of 700 and its argmax's edge cases (ties, NaN, -inf). */
+ * of 700 and its argmax's edge cases (ties, NaN, -inf); the Conformer's ops (at the end). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
