@@ -130,6 +130,12 @@ static constexpr int cu_has(const backend &b, backend_op op)
     case BACKEND_OP_LOG_SOFTMAX_BACKWARD: return b.log_softmax_backward != nullptr;
     case BACKEND_OP_DROPOUT_FORWARD: return b.dropout_forward != nullptr;
     case BACKEND_OP_DROPOUT_BACKWARD: return b.dropout_backward != nullptr;
+    case BACKEND_OP_MHA_FORWARD: return b.mha_forward != nullptr;
+    case BACKEND_OP_MHA_BACKWARD: return b.mha_backward != nullptr;
+    case BACKEND_OP_EMBEDDING_FORWARD: return b.embedding_forward != nullptr;
+    case BACKEND_OP_EMBEDDING_BACKWARD: return b.embedding_backward != nullptr;
+    case BACKEND_OP_LABEL_SMOOTHING_FORWARD: return b.label_smoothing_forward != nullptr;
+    case BACKEND_OP_LABEL_SMOOTHING_BACKWARD: return b.label_smoothing_backward != nullptr;
     case BACKEND_OP_CTC_LOSS_FORWARD: return b.ctc_loss_forward != nullptr;
     case BACKEND_OP_CTC_LOSS_BACKWARD: return b.ctc_loss_backward != nullptr;
     case BACKEND_OP_ADAM_UPDATE: return b.adam_update != nullptr;
@@ -164,6 +170,12 @@ static constexpr backend cu_ops()
     b.log_softmax_backward = cu_log_softmax_backward;
     b.dropout_forward = cu_dropout_forward;
     b.dropout_backward = cu_dropout_backward;
+    b.mha_forward = cu_mha_forward;
+    b.mha_backward = cu_mha_backward;
+    b.embedding_forward = cu_embedding_forward;
+    b.embedding_backward = cu_embedding_backward;
+    b.label_smoothing_forward = cu_label_smoothing_forward;
+    b.label_smoothing_backward = cu_label_smoothing_backward;
     b.ctc_loss_forward = cu_ctc_loss_forward;
     b.ctc_loss_backward = cu_ctc_loss_backward;
     b.adam_update = cu_adam_update;

@@ -170,6 +170,12 @@ void cu_layernorm_forward(backend *be, float *y, float *mean, float *rstd, const
 void cu_layernorm_backward(backend *be, float *dx, float *dw, float *db, const float *dy, const float *x,
                            const float *w, const float *mean, const float *rstd, int n, int c, int acc);
 // cuda/ops_attention.cu
+void cu_mha_forward(backend *be, float *y, float *att, const float *q, int ldq, const float *k, const float *v,
+                    int ldkv, const int *lens, int nb, int tq, int tk, int causal, int h, int hd, float p,
+                    uint64_t seed, uint64_t stream);
+void cu_mha_backward(backend *be, float *dq, float *dk, float *dv, const float *dy, const float *att, const float *q,
+                     int ldq, const float *k, const float *v, int ldkv, const int *lens, int nb, int tq, int tk,
+                     int h, int hd, float p, uint64_t seed, uint64_t stream);
 void cu_attention_forward(backend *be, float *y, float *att, const float *q, const float *k, const float *v,
                           int ld, const int *lens, int nb, int t, int h, int hd, float p, uint64_t seed,
                           uint64_t stream);
@@ -183,6 +189,14 @@ void cu_log_softmax_backward(backend *be, float *dx, const float *dy, const floa
 void cu_dropout_forward(backend *be, float *y, const float *x, size_t n, float p, uint64_t seed, uint64_t stream);
 void cu_dropout_backward(backend *be, float *dx, const float *dy, size_t n, float p, uint64_t seed,
                          uint64_t stream);
+// cuda/ops_embedding.cu
+void cu_embedding_forward(backend *be, float *y, const float *w, const int *ids, int n, int v, int d);
+void cu_embedding_backward(backend *be, float *dw, const float *dy, const int *ids, int n, int v, int d);
+// cuda/ops_label_smoothing.cu
+double cu_label_smoothing_forward(backend *be, const float *logp, const int *target, int n, int v, double smoothing,
+                                  int64_t *correct);
+void cu_label_smoothing_backward(backend *be, float *dlogits, const float *logp, const int *target, int n, int v,
+                                 double smoothing, double scale);
 // cuda/ops_ctc.cu
 double cu_ctc_loss_forward(backend *be, double *losses, const float *logp, const int *hlens, const int *labels,
                            const int *label_lens, int stride, int B, int T, int V, int zero_infinity);

@@ -57,6 +57,8 @@ const char *cudaGetErrorString(cudaError_t);
 void __syncthreads(void);
 void __syncwarp(unsigned mask = 0xffffffffu);
 float __shfl_xor_sync(unsigned mask, float v, int lane_mask);
+double __shfl_xor_sync(unsigned mask, double v, int lane_mask);
+int __shfl_xor_sync(unsigned mask, int v, int lane_mask);
 static inline double __dadd_rn(double a, double b) { return a + b; }
 static inline double __dmul_rn(double a, double b) { return a * b; }
 

@@ -25,7 +25,7 @@ static std::vector<fiber> fibers;
 static ucontext_t sched;
 static int cur;
 static const std::function<void()> *body_fn;
-static float shfl_slot[1024];
+static unsigned char shfl_slot[1024][8]; // one value per thread, up to 8 bytes
 static int reverse_order = -1;
 
 static int lin(const dim3 &t) { return (int)(t.x + t.y * blockDim.x + t.z * blockDim.x * blockDim.y); }
@@ -46,15 +46,21 @@ static void wait_at(int st)
 
 void __syncthreads(void) { wait_at(AT_BLOCK); }
 void __syncwarp(unsigned) { wait_at(AT_WARP); }
-float __shfl_xor_sync(unsigned, float v, int o)
+// Every lane posts its value, the warp meets, each reads its partner's, the warp meets again.
+template <class T> static T shfl_xor(T v, int o)
 {
+    static_assert(sizeof(T) <= sizeof shfl_slot[0], "shuffle of a value wider than 8 bytes");
     int l = lin(threadIdx);
-    shfl_slot[l] = v;
+    memcpy(shfl_slot[l], &v, sizeof v);
     wait_at(AT_WARP);
-    float r = shfl_slot[(l & ~31) | ((l & 31) ^ o)];
+    T r;
+    memcpy(&r, shfl_slot[(l & ~31) | ((l & 31) ^ o)], sizeof r);
     wait_at(AT_WARP);
     return r;
 }
+float __shfl_xor_sync(unsigned, float v, int o) { return shfl_xor(v, o); }
+double __shfl_xor_sync(unsigned, double v, int o) { return shfl_xor(v, o); }
+int __shfl_xor_sync(unsigned, int v, int o) { return shfl_xor(v, o); }
 
 void emu_run(const emu_cfg &c, const std::function<void()> &body)
 {
