@@ -1,0 +1,402 @@
+/* Validation of a composed, resolved config tree against the schemas of core/config/config_schema.c
+ * before libcyaml loads it: the rules beyond types (allowed string values, the `_target_`
+ * registry, ESPnet3/Lightning keys accepted with one warning), then the walk that checks every key
+ * with file:line:col, suggests the closest known key for an unknown one, and hands the typed values
+ * to core/config/config_values.c for ranges and cross-key rules. */
+#include "core/config/config_schema.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/base/edit_distance.h"
+#include "core/config/config_values.h"
+
+/* ---- rules beyond types ---------------------------------------------------------------- */
+
+/* Paths use '*' for one component and "[]" for a list item. */
+typedef struct allowed_rule {
+    const char *path;
+    const char *values; /* '|' separated */
+} allowed_rule;
+
+static const allowed_rule allowed_rules[] = {
+    {"trainer.accelerator", "auto|cpu|gpu|cuda"},
+    {"trainer.strategy", "auto|ddp|ddp_find_unused_parameters_true|fsdp"},
+    {"trainer.precision", "32|32-true|16-mixed|bf16-mixed"},
+    {"trainer.gradient_clip_algorithm", "norm"},
+    {"parallel.env", "local|local_gpu|slurm"},
+    {"dataloader.*.iter_factory.batches.type", "numel|length|sorted|unsorted"},
+    {"scheduler_interval", "step|epoch"},
+    {"best_model_criterion[].mode", "min|max"},
+    {"tokenizer.model_type", "char|bpe|unigram|word"},
+    {"token_type", "char|bpe|word"},
+    {"model.token_type", "char|bpe|word"},
+    {"init", "xavier_uniform|xavier_normal|kaiming_uniform|kaiming_normal|chainer"},
+    {"create_dataset.synthesizer", "espeak-ng|flite"},
+    {"model.frontend", "default"},
+    {"model.specaug", "specaug"},
+    {"model.normalize", "global_mvn|utterance_mvn"},
+    {"model.encoder", "transformer|conformer"},
+    {"model.encoder_conf.input_layer", "conv2d"},
+    {"model.encoder_conf.positionwise_layer_type", "linear"},
+    {"model.encoder_conf.pos_enc_layer_type", "abs_pos|rel_pos"},
+    {"model.encoder_conf.rel_pos_type", "latest|legacy"},
+    {"model.encoder_conf.selfattention_layer_type", "selfattn|rel_selfattn"},
+    {"model.encoder_conf.activation_type", "swish|relu"},
+    /* ESPnet2 encoder variants espnet3 does not have (the numbers: core/nn/encoder_conf.c). */
+    {"model.encoder_conf.concat_after", "false"},
+    {"model.encoder_conf.qk_norm", "false"},
+    {"model.encoder_conf.zero_triu", "false"},
+    {"model.encoder_conf.ctc_trim", "false"},
+    {"model.decoder", "transformer|none"},
+    {"model.decoder_conf.input_layer", "embed"},
+    /* The decoder's variants ESPnet2 has but espnet3 does not (bools and numbers are matched in
+     * their normalized spelling). */
+    {"model.decoder_conf.use_output_layer", "true"},
+    {"model.decoder_conf.normalize_before", "true"},
+    {"model.decoder_conf.concat_after", "false"},
+    {"model.decoder_conf.layer_drop_rate", "0"},
+    {"model.decoder_conf.qk_norm", "false"},
+    {"model.specaug_conf.time_warp_mode", "bicubic|bilinear|linear"},
+};
+
+const target_entry target_registry[] = {
+    {"optimizer", "torch.optim.Adam", "Adam"},
+    {"optimizer", "torch.optim.AdamW", "AdamW"},
+    {"scheduler", "espnet2.schedulers.warmup_lr.WarmupLR", "WarmupLR"},
+    {"trainer.logger[]", "lightning.pytorch.loggers.TensorBoardLogger", "TensorBoard event files"},
+    {"trainer.logger[]", "pytorch_lightning.loggers.TensorBoardLogger", "TensorBoard event files"},
+    {"trainer.logger[]", "lightning.pytorch.loggers.CSVLogger", "CSV metrics"},
+    {"dataloader.*.iter_factory", "espnet2.iterators.sequence_iter_factory.SequenceIterFactory", "sequence batches"},
+    {"dataloader.collate_fn", "espnet2.train.collate_fn.CommonCollateFn", "padding collate"},
+    {"dataloader.*.iter_factory.collate_fn", "espnet2.train.collate_fn.CommonCollateFn", "padding collate"},
+    {"model", "espnet2.asr.espnet_model.ESPnetASRModel", "CTC ASR model"},
+    {"model", "espnet2.bin.asr_inference.Speech2Text", "CTC decoding"},
+    {"provider", "espnet3.systems.base.inference_provider.InferenceProvider", "inference provider"},
+    {"runner", "espnet3.systems.base.inference_runner.InferenceRunner", "inference runner"},
+    {"metrics[]", "espnet3.systems.asr.metrics.wer.WER", "WER"},
+    {"metrics[]", "espnet3.systems.asr.metrics.cer.CER", "CER"},
+    {NULL, NULL, NULL},
+};
+
+/* ESPnet3 / Lightning / ESPnet2 keys we accept but do not implement: one warning each. */
+static const char *const unimplemented_keys[] = {
+    "trainer.sync_batchnorm", "trainer.benchmark", "trainer.profiler", "trainer.callbacks",
+    "trainer.enable_checkpointing", "trainer.enable_model_summary", "trainer.default_root_dir",
+    "trainer.fast_dev_run", "trainer.min_epochs", "trainer.min_steps", "trainer.max_time",
+    "trainer.overfit_batches", "trainer.reload_dataloaders_every_n_epochs", "trainer.use_distributed_sampler",
+    "trainer.detect_anomaly", "trainer.barebones", "trainer.plugins", "trainer.inference_mode",
+    "trainer.limit_test_batches", "trainer.limit_predict_batches", "trainer.log_every_n_steps_val",
+    "trainer.logger[].version", "trainer.logger[].log_graph", "trainer.logger[].default_hp_metric",
+    "trainer.logger[].prefix", "trainer.logger[].entity", "trainer.logger[].tags",
+    "parallel.options.interface", "parallel.options.local_directory", "parallel.options.scheduler_options",
+    "parallel.options.worker_extra_args", "parallel.options.python", "parallel.options.shebang",
+    "parallel.options.job_directives_skip", "parallel.options.job_cpu", "parallel.options.job_mem",
+    "parallel.options.name", "parallel.options.nanny", "parallel.options.silence_logs",
+    "parallel.options.env_extra", "parallel.options.job_name",
+    "dataloader.*.iter_factory.num_iters_per_epoch", "dataloader.*.iter_factory.pin_memory",
+    "dataloader.*.iter_factory.persistent_workers", "dataloader.*.iter_factory.seed",
+    "dataloader.*.iter_factory.batches.fold_lengths", "dataloader.*.iter_factory.batches.min_batch_size",
+    "dataloader.*.iter_factory.batches.drop_last", "dataloader.*.iter_factory.batches.padding",
+    "dataloader.*.iter_factory.batches.sort_in_batch", "dataloader.*.iter_factory.batches.sort_batch",
+    "dataset.preprocessor",
+    "model.decoder_conf.pos_enc_class", "model.decoder_conf.use_flash_attn",
+    "model.decoder_conf.gradient_checkpoint_layers", "model.preencoder", "model.preencoder_conf", "model.postencoder",
+    "model.postencoder_conf", "model.joint_net_conf", "model.aux_ctc", "model.extract_feats_in_collect_stats",
+    "model.model_conf.report_cer", "model.model_conf.report_wer", "model.model_conf.sym_space",
+    "model.model_conf.sym_blank", "model.model_conf.ignore_id", "model.model_conf.interctc_weight",
+    "model.model_conf.transducer_multi_blank_durations", "model.model_conf.sym_sos", "model.model_conf.sym_eos",
+    "model.frontend_conf.window", "model.frontend_conf.center", "model.frontend_conf.normalized",
+    "model.frontend_conf.onesided", "model.frontend_conf.htk", "model.frontend_conf.apply_stft",
+    "model.frontend_conf.frontend_conf",
+    "model.encoder_conf.pos_enc_class",
+    "model.ctc_conf.ctc_type", "model.ctc_conf.brctc_risk_strategy", "model.ctc_conf.brctc_group_strategy",
+    "model.ctc_conf.brctc_risk_factor",
+    "model.specaug_conf.replace_with_zero",
+    "optimizer.foreach", "optimizer.maximize", "optimizer.capturable", "optimizer.differentiable",
+    "optimizer.fused",
+    "tokenizer.text_builder", "tokenizer.input_sentence_size", "tokenizer.shuffle_input_sentence",
+    "tokenizer.split_digits", "tokenizer.byte_fallback",
+    "model.lm_train_config", "model.lm_file", "model.ngram_weight",
+    "model.ngram_file", "model.ngram_scorer", "model.quantize_asr_model",
+    "model.dtype", "model.normalize_length", "model.streaming",
+    "optimizers", "schedulers", "upload", "hf_repo", "git_info", "log_level", "write_requirements",
+    NULL,
+};
+
+/* Matches a rule path against a concrete schema path ('*' stands for one component). */
+int config_path_match(const char *pat, const char *path)
+{
+    while (*pat && *path) {
+        if (*pat == '*') {
+            pat++;
+            while (*path && *path != '.' && *path != '[') path++;
+            continue;
+        }
+        if (*pat != *path) return 0;
+        pat++, path++;
+    }
+    return !*pat && !*path;
+}
+
+const target_entry *target_lookup(const char *section, const char *name)
+{
+    for (const target_entry *t = target_registry; t->section; t++)
+        if (config_path_match(t->section, section) && !strcmp(t->name, name)) return t;
+    return NULL;
+}
+
+/* ---- the walk ---------------------------------------------------------------------------- */
+
+typedef struct walker {
+    esp_err *err;
+} walker;
+
+int config_fail_node(esp_err *err, const ynode *n, const char *path, const char *fmt, ...)
+{
+    char where[512], via[600] = "", what[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (n->via.line) {
+        char vm[512];
+        snprintf(via, sizeof via, " (via the interpolation at %s)", ymark_str(n->via, vm, sizeof vm));
+    }
+    return esp_fail(err, "%s: %s: %s%s", ymark_str(n->mark, where, sizeof where), path, what, via);
+}
+
+/* Printable form of a path: schema "[]" becomes the concrete index. */
+static char *join_path(const char *parent, const char *key)
+{
+    return *parent ? xasprintf("%s.%s", parent, key) : xstrdup(key);
+}
+
+static const char *scalar_text(const ynode *n) { return n->kind == YN_SCALAR ? n->str : "..."; }
+
+static int check_allowed(walker *w, const ynode *n, const char *schema_path, const char *path)
+{
+    for (size_t i = 0; i < sizeof allowed_rules / sizeof *allowed_rules; i++) {
+        if (!config_path_match(allowed_rules[i].path, schema_path)) continue;
+        const char *vals = allowed_rules[i].values;
+        size_t len = strlen(n->str);
+        for (const char *p = vals; *p;) {
+            const char *bar = strchr(p, '|');
+            size_t l = bar ? (size_t)(bar - p) : strlen(p);
+            if (l == len && !strncmp(p, n->str, l)) return 0;
+            p += l + (bar ? 1 : 0);
+        }
+        char list[512];
+        size_t used = 0;
+        for (const char *c = vals; *c && used + 3 < sizeof list; c++) {
+            if (*c == '|') list[used++] = ',', list[used++] = ' ';
+            else list[used++] = *c;
+        }
+        list[used] = '\0';
+        return config_fail_node(w->err, n, path, "'%s' is not supported (supported: %s)", n->str, list);
+    }
+    return 0;
+}
+
+static int check_target(walker *w, const ynode *n, const char *section_schema_path, const char *path)
+{
+    if (target_lookup(section_schema_path, n->str)) return 0;
+    char list[1024];
+    size_t used = 0;
+    list[0] = '\0';
+    for (const target_entry *t = target_registry; t->section; t++)
+        if (config_path_match(t->section, section_schema_path) && used < sizeof list)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", t->name);
+    return config_fail_node(w->err, n, path, "unknown _target_ '%s' (supported: %s)", n->str, used ? list : "none here");
+}
+
+static int is_unimplemented(const char *schema_path)
+{
+    for (const char *const *k = unimplemented_keys; *k; k++)
+        if (config_path_match(*k, schema_path)) return 1;
+    return 0;
+}
+
+/* Closest known key under this mapping, or NULL. */
+static const char *suggest(const cyaml_schema_field_t *fields, const char *parent_schema, const char *key)
+{
+    const char *best = NULL;
+    int best_d = 1 << 30;
+    for (const cyaml_schema_field_t *f = fields; f->key; f++) {
+        int d = str_edit_distance(key, f->key);
+        if (d < best_d) best_d = d, best = f->key;
+    }
+    /* Unimplemented keys under the same parent are also real keys a user may have meant. */
+    size_t plen = strlen(parent_schema);
+    for (const char *const *k = unimplemented_keys; *k; k++) {
+        const char *tail = strrchr(*k, '.');
+        tail = tail ? tail + 1 : *k;
+        size_t head = (size_t)(tail - *k);
+        if (head ? !(head - 1 == plen && !strncmp(*k, parent_schema, plen)) : plen != 0) continue;
+        int d = str_edit_distance(key, tail);
+        if (d < best_d) best_d = d, best = tail;
+    }
+    int limit = (int)strlen(key) / 3;
+    if (limit < 2) limit = 2;
+    return best_d <= limit ? best : NULL;
+}
+
+static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *schema, const char *schema_path,
+                      const char *path);
+
+static int walk_mapping(walker *w, ynode *n, const cyaml_schema_field_t *fields, const char *schema_path,
+                        const char *path)
+{
+    if (n->kind != YN_MAP)
+        return config_fail_node(w->err, n, path, "expected a mapping of keys, got %s '%s'", yt_kind_name(n), scalar_text(n));
+    for (size_t i = 0; i < n->n;) {
+        const char *key = n->keys[i];
+        ynode *val = n->items[i];
+        char *sp = join_path(schema_path, key);
+        char *p = join_path(path, key);
+        const cyaml_schema_field_t *f = NULL;
+        for (const cyaml_schema_field_t *c = fields; c->key; c++)
+            if (!strcmp(c->key, key)) f = c;
+        int rc = 0, drop = 0;
+        if (!f) {
+            char where[512];
+            ymark km = n->key_marks[i];
+            if (is_unimplemented(sp)) {
+                log_warn("%s: %s: accepted for ESPnet3 compatibility but not implemented by espnet3; ignored",
+                         ymark_str(km, where, sizeof where), p);
+                drop = 1;
+            } else {
+                const char *s = suggest(fields, schema_path, key);
+                if (s) rc = esp_fail(w->err, "%s: %s: unknown key (did you mean %s?)", ymark_str(km, where, sizeof where), p, s);
+                else rc = esp_fail(w->err, "%s: %s: unknown key (see the README's config reference for the keys of %s)",
+                                   ymark_str(km, where, sizeof where), p, *path ? path : "the top level");
+            }
+        } else if (yt_is_null(val) && f->value.type != CYAML_IGNORE) {
+            drop = 1; /* an empty value leaves the field unset */
+        } else if (!strcmp(key, "_target_")) {
+            if (val->kind != YN_SCALAR) rc = config_fail_node(w->err, val, p, "_target_ must be a class name string");
+            else rc = check_target(w, val, schema_path, p);
+        } else if (f->value.type != CYAML_IGNORE) {
+            rc = walk_value(w, val, &f->value, sp, p);
+        } else if (!(val->kind != YN_SCALAR && val->n == 0)) {
+            /* Free-form ESPnet3 blocks (dataset:, fit:) are kept in config.yaml; say they are unused. */
+            char where[512];
+            log_warn("%s: %s: kept in the resolved config but not used by espnet3 (it reads "
+                     "${data_dir}/manifest/<split>.tsv and runs its own trainer)",
+                     ymark_str(n->key_marks[i], where, sizeof where), p);
+        }
+        free(sp);
+        free(p);
+        if (rc != 0) return -1;
+        if (drop) yt_map_remove(n, key);
+        else i++;
+    }
+    return 0;
+}
+
+/* ESPnet's `[monitor, nbest, mode]` triples become mappings for the schema. */
+static int expand_criterion(walker *w, ynode *n, const char *path)
+{
+    if (n->kind != YN_SEQ) return 0;
+    if (n->n != 3)
+        return config_fail_node(w->err, n, path, "expected [monitor, nbest, mode] such as [valid/loss, 3, min], got %zu items", n->n);
+    static const char *names[] = {"monitor", "nbest", "mode"};
+    ynode *m = yt_map(n->mark);
+    for (size_t i = 0; i < 3; i++) yt_map_set(m, names[i], n->items[i]->mark, yt_copy(n->items[i]));
+    for (size_t i = 0; i < n->n; i++) yt_free(n->items[i]);
+    free(n->items);
+    *n = *m;
+    free(m);
+    return 0;
+}
+
+static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *s, const char *schema_path, const char *path)
+{
+    int64_t iv;
+    double dv;
+    int bv;
+    switch (s->type) {
+    case CYAML_INT:
+    case CYAML_UINT:
+        if (!yt_as_int(n, &iv)) return config_fail_node(w->err, n, path, "expected an integer, got %s '%s'", yt_kind_name(n), scalar_text(n));
+        if (s->type == CYAML_UINT && iv < 0) return config_fail_node(w->err, n, path, "expected a non-negative integer, got %lld", (long long)iv);
+        if (config_check_number(n, schema_path, path, (double)iv, w->err) != 0) return -1;
+        /* Rewrite in plain decimal so libcyaml reads the value we validated (not "010" as octal). */
+        free(n->str);
+        n->str = xasprintf("%lld", (long long)iv);
+        return 0;
+    case CYAML_FLOAT:
+        if (!yt_as_float(n, &dv)) return config_fail_node(w->err, n, path, "expected a number, got %s '%s'", yt_kind_name(n), scalar_text(n));
+        if (!isfinite(dv)) return config_fail_node(w->err, n, path, "expected a finite number, got '%s'", n->str);
+        if (config_check_number(n, schema_path, path, dv, w->err) != 0) return -1;
+        /* Rules see the short form ("0", "0.1"); libcyaml the exact one (its strtod does not read "1_0"). */
+        free(n->str);
+        n->str = xasprintf("%g", dv);
+        if (check_allowed(w, n, schema_path, path) != 0) return -1;
+        free(n->str);
+        n->str = xasprintf("%.17g", dv);
+        return 0;
+    case CYAML_BOOL:
+        if (!yt_as_bool(n, &bv)) return config_fail_node(w->err, n, path, "expected true or false, got %s '%s'", yt_kind_name(n), scalar_text(n));
+        /* libcyaml reads only true/false/yes/no/on/off spelled in lower case: normalise. */
+        free(n->str);
+        n->str = xstrdup(bv ? "true" : "false");
+        return check_allowed(w, n, schema_path, path);
+    case CYAML_STRING:
+        if (n->kind != YN_SCALAR) return config_fail_node(w->err, n, path, "expected a string, got %s", yt_kind_name(n));
+        return check_allowed(w, n, schema_path, path);
+    case CYAML_MAPPING:
+        if (!strcmp(schema_path, "best_model_criterion[]") && expand_criterion(w, n, path) != 0) return -1;
+        return walk_mapping(w, n, s->mapping.fields, schema_path, path);
+    case CYAML_SEQUENCE:
+    case CYAML_SEQUENCE_FIXED: {
+        /* A single mapping where a list of mappings is expected is a list of one (Lightning's logger). */
+        if (n->kind == YN_MAP && s->sequence.entry->type == CYAML_MAPPING) {
+            ynode *item = xcalloc(1, sizeof *item);
+            *item = *n;
+            memset(n, 0, sizeof *n);
+            n->kind = YN_SEQ;
+            n->mark = item->mark;
+            n->via = item->via;
+            yt_seq_push(n, item);
+        }
+        if (n->kind != YN_SEQ) return config_fail_node(w->err, n, path, "expected a list, got %s '%s'", yt_kind_name(n), scalar_text(n));
+        if (n->n < s->sequence.min || n->n > s->sequence.max) {
+            if (s->sequence.min == s->sequence.max)
+                return config_fail_node(w->err, n, path, "expected a list of %u values, got %zu", s->sequence.min, n->n);
+            return config_fail_node(w->err, n, path, "expected at least %u values, got %zu", s->sequence.min, n->n);
+        }
+        char *sp = xasprintf("%s[]", schema_path);
+        for (size_t i = 0; i < n->n; i++) {
+            char *p = xasprintf("%s[%zu]", path, i);
+            int rc = walk_value(w, n->items[i], s->sequence.entry, sp, p);
+            free(p);
+            if (rc != 0) {
+                free(sp);
+                return -1;
+            }
+        }
+        free(sp);
+        return 0;
+    }
+    case CYAML_IGNORE:
+        return 0;
+    default:
+        ESP_CHECK(!"schema type the validator does not know");
+    }
+    return 0;
+}
+
+int config_validate(config_kind kind, ynode *root, esp_err *err)
+{
+    walker w = {.err = err};
+    /* Keys that only steer composition are gone by now; `defaults` may remain in a template. */
+    yt_map_remove(root, "defaults");
+    if (walk_mapping(&w, root, config_schema(kind)->mapping.fields, "", "") != 0) return -1;
+    config_fill_defaults(kind, root);
+    return config_check_values(kind, root, err);
+}
