@@ -28,7 +28,7 @@ FUZZ_FLAGS   := -rss_limit_mb=2048 -malloc_limit_mb=512 -timeout=10 -close_fd_ma
 FUZZ_READERS := safetensors trainer_state npz tokens manifest kaldi_dir shapes audio metrics_csv text_scp
 # The readers and what they need, compiled once (instrumented) and linked into every target.
 FUZZ_LIB_SRCS := $(wildcard core/base/*.c core/formats/*.c) core/data/audio.c core/data/tokenizer.c \
-                 core/train/checkpoint.c test/fuzz/fuzz_util.c
+                 core/train/checkpoint.c core/train/checkpoint_average.c test/fuzz/fuzz_util.c
 # The tokenizer reaches SentencePiece (C++) through its shim, compiled with the same instrumentation
 # (less UBSan's vptr check, whose runtime only a C++ link brings).
 FUZZ_CXX      ?= clang++
