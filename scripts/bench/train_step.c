@@ -1,7 +1,14 @@
-/* Driver of scripts/bench/train_step: times one training step (forward + CTC loss + backward +
- * Adam) of the reference model (d 256, 4 heads, FF 1024, 6 blocks, vocab 30) on a batch of
- * 16 x 400 frames x 80 dims with 50 labels, dropout 0.1 as the reference's train mode.
- *   train_step THREADS STEPS WARMUP   -> prints "ms <median> min <min> loss <last> ..."
+/* Driver of scripts/bench/train_step: times one training step (forward + loss + backward + Adam)
+ * on a batch of 16 x 400 frames x 80 dims with 50 labels, dropout 0.1 as the references' train
+ * mode. MODEL (default transformer):
+ *   transformer: the reference model (Transformer encoder d 256, 4 heads, FF 1024, 6 blocks,
+ *                conv2d subsampling) + CTC, vocab 30
+ *   conformer:   ConformerEncoder (d 256, 4 heads, FF 1024, 6 blocks, kernel 31, rel_pos latest,
+ *                macaron, swish) + CTC, vocab 30 (scripts/bench/espnet_step.py --model conformer)
+ *   hybrid:      the transformer encoder + a 3-block TransformerDecoder (4 heads, FF 1024), joint
+ *                loss ctc_weight 0.3, lsm_weight 0.1 (espnet_step.py --model hybrid); labels
+ *                2..28 so that none is <sos/eos> (29)
+ *   train_step [--model MODEL] THREADS STEPS WARMUP -> prints "ms <median> min <min> loss <last> ..."
  *   train_step --sgemm THREADS         -> prints "gflops <best>": the machine's sgemm rate through
  *                                         the backend (2048^3, best of 5 after a warm-up), the
  *                                         peak the step's GFLOP/s are compared with */
@@ -48,15 +55,31 @@ static int sgemm_peak(int threads)
 int main(int argc, char **argv)
 {
     if (argc > 2 && strcmp(argv[1], "--sgemm") == 0) return sgemm_peak(atoi(argv[2]));
+    const char *kind = "transformer";
+    if (argc > 2 && strcmp(argv[1], "--model") == 0) kind = argv[2], argv += 2, argc -= 2;
+    int conformer = strcmp(kind, "conformer") == 0, hybrid = strcmp(kind, "hybrid") == 0;
+    if (!conformer && !hybrid && strcmp(kind, "transformer") != 0) {
+        fprintf(stderr, "train_step: unknown model %s (transformer, conformer or hybrid)\n", kind);
+        return 2;
+    }
     int threads = argc > 1 ? atoi(argv[1]) : 1, steps = argc > 2 ? atoi(argv[2]) : 10;
     int warmup = argc > 3 ? atoi(argv[3]) : 3;
     enum { B = 16, T = 400, L = 50 };
     model_dims d = {.idim = 80, .d = 256, .heads = 4, .ff = 1024, .blocks = 6, .vocab = 30};
     d.f2 = ((d.idim - 1) / 2 - 1) / 2;
+    if (conformer) {
+        d.encoder = ENC_CONFORMER, d.macaron = 1, d.rel_pos = 1, d.use_cnn = 1, d.cnn_kernel = 31;
+        d.act = ACT_SWISH;
+    }
+    if (hybrid) d.dec_blocks = 3, d.dec_heads = 4, d.dec_ff = 1024;
     backend *be;
     esp_err err;
     if (!(be = backend_open("cpu", 0, threads, &err))) esp_die_err(&err);
-    model_rates rates = {.dropout = 0.1f, .pos_dropout = 0.1f, .att_dropout = 0.0f};
+    model_rates rates = {.dropout = 0.1f, .pos_dropout = 0.1f, .att_dropout = 0.0f, .ctc_weight = 1.0f};
+    if (hybrid) {
+        rates.dec_dropout = 0.1f, rates.dec_pos_dropout = 0.1f;
+        rates.ctc_weight = 0.3f, rates.lsm_weight = 0.1f, rates.length_normalized_loss = 0;
+    }
     asr_model m;
     asr_model_init(&m, be, &d, &rates);
     float *host = malloc(m.table.total * sizeof *host);
@@ -69,7 +92,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < (size_t)B * T * 80; i++) feats[i] = (float)((double)(rng_next(&r) >> 11) / 9007199254740992.0 * 2 - 1);
     int lens[B], labels[B * L], ylens[B];
     for (int b = 0; b < B; b++) lens[b] = T, ylens[b] = L;
-    for (int i = 0; i < B * L; i++) labels[i] = (int)rng_uniform_int(&r, 2, 29);
+    for (int i = 0; i < B * L; i++) labels[i] = (int)rng_uniform_int(&r, 2, conformer || hybrid ? 28 : 29);
     float *dev_feats = be->alloc(be, (size_t)B * T * 80 * sizeof *feats);
     be->copy(be, dev_feats, feats, (size_t)B * T * 80 * sizeof *feats, BACKEND_HOST_TO_DEVICE);
     optim_opts o = optim_opts_default(OPTIM_ADAM);
@@ -89,8 +112,8 @@ int main(int argc, char **argv)
     qsort(ms, (size_t)steps, sizeof *ms, cmp);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("ms %.1f min %.1f loss %.3f maxrss_mb %.0f params %zu\n", ms[steps / 2], ms[0], loss, ru.ru_maxrss / 1024.0,
-           m.table.total);
+    printf("ms %.1f min %.1f loss %.3f maxrss_mb %.0f params %zu model %s\n", ms[steps / 2], ms[0], loss,
+           ru.ru_maxrss / 1024.0, m.table.total, kind);
     adam_state_free(&st);
     be->free(be, dev_feats);
     asr_model_free(&m);
