@@ -313,6 +313,9 @@ static int decode_set(const inference_cfg *icfg, const model_files *mf, const de
     h = hash_file(h, mf->tokens, err, &failed);
     if (mf->stats) h = hash_file(h, mf->stats, err, &failed);
     h = hash_file(h, mf->train_config_path, err, &failed);
+    /* The text of a hypothesis also depends on how tokens become text (token_type, bpemodel). */
+    if (mf->bpemodel) h = hash_file(h, mf->bpemodel, err, &failed);
+    h = fnv1a64_bytes(h, &mf->token_type, sizeof mf->token_type);
     if (failed) goto out;
     /* "infer2": results are n-best records since the joint search (older shards do not match). */
     const s2t_opts *so = &o->s2t;

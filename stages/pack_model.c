@@ -63,6 +63,21 @@ static int write_tree(const ynode *tree, const char *path, const char *header, e
     return rc;
 }
 
+static const char *last_component(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* A config that names the SentencePiece model (ESPnet's bpemodel key) names the pack's copy. */
+static void set_bpemodel(ynode *t, const char *key, const model_files *mf)
+{
+    if (!mf->bpemodel || !yt_get_path(t, key)) return;
+    char *v = xasprintf("${config_path:../tokens/%s}", last_component(mf->bpemodel));
+    set_key(t, key, v);
+    free(v);
+}
+
 static int write_configs(const char *staging, const esp_config *inference, const model_files *mf, esp_err *err)
 {
     char *conf = xasprintf("%s/conf", staging);
@@ -73,6 +88,7 @@ static int write_configs(const char *staging, const esp_config *inference, const
         set_key(t, "tokenizer.save_path", "${config_path:../tokens}");
         if (mf->stats) set_key(t, "model.normalize_conf.stats_file", "${config_path:../stats/feats_stats.npz}");
         if (yt_get_path(t, "model.token_list")) set_key(t, "model.token_list", "${config_path:../tokens/tokens.txt}");
+        set_bpemodel(t, "bpemodel", mf);
         char *p = xasprintf("%s/config.yaml", conf);
         rc = write_tree(t, p,
                         "# Training config of the packed model (pack_model): token list and statistics point into\n"
@@ -88,6 +104,7 @@ static int write_configs(const char *staging, const esp_config *inference, const
         set_key(t, "inference_dir", "${config_path:../inference}");
         set_key(t, "model.asr_train_config", "${config_path:config.yaml}");
         set_key(t, "model.asr_model_file", "${config_path:../model.safetensors}");
+        set_bpemodel(t, "model.bpemodel", mf);
         /* The test data stay where they are: absolute paths work from wherever the pack goes. */
         if (ic->data_dir) {
             char *abs = path_absolute(ic->data_dir);
@@ -216,6 +233,11 @@ int stage_pack_model(const stage_ctx *ctx, esp_err *err)
         }
     }
     if (rc == 0) rc = copy_file(mf.tokens, tk, err);
+    /* A SentencePiece model goes beside tokens.txt under the name stage 2 gave it, so the packed
+     * training config's tokenizer block finds it there. */
+    char *bpe = mf.bpemodel ? xasprintf("%s/%s", tok_dir, last_component(mf.bpemodel)) : NULL;
+    if (rc == 0 && bpe) rc = copy_file(mf.bpemodel, bpe, err);
+    free(bpe);
     if (rc == 0 && mf.stats) rc = mkdir_p(stats_dir, err);
     if (rc == 0 && mf.stats) rc = copy_file(mf.stats, st, err);
     if (rc == 0) rc = write_configs(staging, inf, &mf, err);

@@ -76,6 +76,29 @@ Test(tokenizer_recipe, bpe_30_through_stages_1_to_6_gives_detokenized_hyps)
              inf, workdir, workdir);
     cr_assert_eq(run(args, "named"), 0, "%s", slurp("named.err"));
     cr_assert_eq(test_run_python(workdir, python_check), 0, "hyp.scp is not SentencePiece's detokenization");
+
+    /* Decoding again into the same inference_dir with another token_type redoes the shards: the
+     * finished ones hold text of the other detokenization. */
+    char *before = slurp("exp/inference/test/hyp.scp");
+    snprintf(args, sizeof args, "%s model.token_type=char", inf);
+    cr_assert_eq(run(args, "char_again"), 0, "%s", slurp("char_again.err"));
+    char *again = slurp("exp/inference/test/hyp.scp"), *raw = slurp("inf_char/test/hyp.scp");
+    cr_assert_str_eq(again, raw, "finished shards of the bpe decoding were reused for token_type char");
+    free(again), free(raw);
+
+    /* The packed model carries its SentencePiece model and decodes from the pack alone. */
+    cr_assert_eq(run("--inference_config recipes/espeak_fortunes/conf/inference_tiny.yaml --stages pack_model", "pack"),
+                 0, "%s", slurp("pack.err"));
+    cr_assert(test_exists(test_path(workdir, "exp/model_pack/tokens/bpe.model")));
+    cr_assert_eq(test_sh("mv '%s/exp/model_pack' '%s/pack' && mv '%s/data' '%s/data_gone'", workdir, workdir, workdir,
+                         workdir), 0);
+    cr_assert_eq(test_sh("cd '%s' && timeout 300 '%s' --inference_config '%s/pack/conf/inference.yaml' --stages infer "
+                         "data_dir=%s/data_gone 'inference_dir=%s/inf_pack' >%s/packed.out 2>%s/packed.err",
+                         workdir, test_bin_path(), workdir, workdir, workdir, workdir, workdir),
+                 0, "%s", slurp("packed.err"));
+    char *from_pack = slurp("inf_pack/test/hyp.scp");
+    cr_assert_str_eq(from_pack, before, "decoding from the pack gives other hypotheses");
+    free(from_pack), free(before);
 }
 
 Test(tokenizer_recipe, a_vocab_size_the_text_cannot_support_is_one_error_line_naming_the_text)
