@@ -201,7 +201,6 @@ static const cyaml_schema_field_t encoder_conf_fields[] = {
     BOOL_P("interctc_use_conditioning", encoder_conf_cfg, interctc_use_conditioning),
     FLT_P("layer_drop_rate", encoder_conf_cfg, layer_drop_rate),
     BOOL_P("qk_norm", encoder_conf_cfg, qk_norm),
-    BOOL_P("use_flash_attn", encoder_conf_cfg, use_flash_attn),
     BOOL_P("macaron_style", encoder_conf_cfg, macaron_style),
     STR("rel_pos_type", encoder_conf_cfg, rel_pos_type),
     STR("selfattention_layer_type", encoder_conf_cfg, selfattention_layer_type),

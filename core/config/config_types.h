@@ -184,7 +184,6 @@ typedef struct encoder_conf_cfg {
     int *interctc_use_conditioning;
     double *layer_drop_rate;
     int *qk_norm;
-    int *use_flash_attn;
     /* ConformerEncoder only (an error under `encoder: transformer`, as ESPnet2's TypeError). */
     int *macaron_style;
     char *rel_pos_type;

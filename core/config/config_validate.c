@@ -104,7 +104,7 @@ static const char *const unimplemented_keys[] = {
     "dataloader.*.iter_factory.batches.drop_last", "dataloader.*.iter_factory.batches.padding",
     "dataloader.*.iter_factory.batches.sort_in_batch", "dataloader.*.iter_factory.batches.sort_batch",
     "dataset.preprocessor",
-    "model.decoder_conf.pos_enc_class", "model.decoder_conf.use_flash_attn",
+    "model.decoder_conf.pos_enc_class", "model.decoder_conf.use_flash_attn", "model.encoder_conf.use_flash_attn",
     "model.decoder_conf.gradient_checkpoint_layers", "model.preencoder", "model.preencoder_conf", "model.postencoder",
     "model.postencoder_conf", "model.joint_net_conf", "model.aux_ctc", "model.extract_feats_in_collect_stats",
     "model.model_conf.report_cer", "model.model_conf.report_wer", "model.model_conf.sym_space",

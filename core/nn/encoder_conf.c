@@ -35,7 +35,8 @@ static int check_common(const encoder_conf_cfg *e, esp_err *err)
         return esp_fail(err, "model.encoder_conf.qk_norm: true is not supported (use false)");
     /* positionwise_layer_type is linear (the schema's rule), which ignores positionwise_conv_kernel_size;
      * padding_idx only matters for input_layer embed, interctc_use_conditioning only with
-     * interctc_layer_idx, use_flash_attn only picks a kernel: accepted as they leave this model. */
+     * interctc_layer_idx: accepted as they leave this model. use_flash_attn warns (config_validate.c),
+     * as the decoder's does. */
     return 0;
 }
 

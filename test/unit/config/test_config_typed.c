@@ -148,6 +148,21 @@ Test(config, unimplemented_key_warns_once_and_is_dropped)
     config_free(cfg);
 }
 
+Test(config, flash_attention_switches_warn_in_encoder_and_decoder)
+{
+    esp_config *cfg;
+    esp_err err;
+    const char *path = fixture("cfg.yaml", "model:\n  encoder_conf:\n    use_flash_attn: true\n"
+                                           "  decoder_conf:\n    use_flash_attn: true\n");
+    capture_begin();
+    int rc = load_file(path, NULL, 0, &cfg, &err);
+    const char *out = capture_end();
+    cr_assert_eq(rc, 0, "%s", err.msg);
+    cr_assert_eq(count_lines_with(out, "model.encoder_conf.use_flash_attn"), 1, "stderr:\n%s", out);
+    cr_assert_eq(count_lines_with(out, "model.decoder_conf.use_flash_attn"), 1, "stderr:\n%s", out);
+    config_free(cfg);
+}
+
 Test(config, unknown_key_suggests_closest)
 {
     const char *msg = load_error("trainer:\n  max_epoch: 3\n");

@@ -378,7 +378,7 @@ Test(conformer, encoder_conf_defaults_and_refusals)
     cr_assert_eq(model_dims_from_cfg(&d, &m, 80, 30, &err), -1);
     /* The transformer refuses the Conformer's keys, takes the shared ones at their defaults. */
     m.encoder = transformer;
-    e = (encoder_conf_cfg){.concat_after = &no, .use_flash_attn = &yes, .pos_enc_layer_type = abs};
+    e = (encoder_conf_cfg){.concat_after = &no, .pos_enc_layer_type = abs};
     cr_assert_eq(model_dims_from_cfg(&d, &m, 80, 30, &err), 0, "%s", err.msg);
     cr_assert_eq(d.encoder, ENC_TRANSFORMER);
     e.cnn_module_kernel = &k;
