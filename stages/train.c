@@ -11,6 +11,7 @@
 #include "core/base/fsio.h"
 #include "core/base/hash.h"
 #include "core/compute/backend.h"
+#include "core/data/augment_conf.h"
 #include "core/data/sampler.h"
 #include "core/dist/dist.h"
 #include "core/nn/decoder_conf.h"
@@ -156,7 +157,19 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
         .tb_dir = tb_dir,
         .csv_path = csv,
     };
-    int rc = trainer_run(&o, err);
+    augment_conf aug;
+    int rc = augment_conf_from_tree(ctx->configs->training->tree, &aug, err);
+    if (rc == 0 && aug.n) {
+        if (aug.prob > 0)
+            log_info("train: waveform augmentation of the training split: %zu data_aug_effects entries, %d to %d per "
+                     "utterance, data_aug_prob %g", aug.n, aug.num[0], aug.num[1], aug.prob);
+        else
+            log_warn("%s: dataset.preprocessor.data_aug_effects: data_aug_prob is 0 (ESPnet's default), so no "
+                     "utterance is augmented (set data_aug_prob, e.g. 1.0)", file);
+        o.augment = &aug;
+    }
+    if (rc == 0) rc = trainer_run(&o, err);
+    augment_conf_free(&aug);
     free(run_id), free(tb_dir), free(csv);
     return rc;
 }

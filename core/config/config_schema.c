@@ -305,6 +305,7 @@ static const cyaml_schema_field_t training_fields[] = {
     MAP("scheduler", training_cfg, scheduler, scheduler_fields),
     STR("scheduler_interval", training_cfg, scheduler_interval),
     SEQ("best_model_criterion", training_cfg, best_model_criterion, &criterion_entry),
+    SEQ("speed_perturb_factors", training_cfg, speed_perturb_factors, &float_entry),
     STR("token_type", training_cfg, token_type),
     STR("bpemodel", training_cfg, bpemodel),
     IGNORED("fit"),

@@ -284,6 +284,7 @@ typedef struct training_cfg {
     scheduler_cfg *scheduler;
     char *scheduler_interval; /* step | epoch */
     criterion_cfg *best_model_criterion; unsigned n_best_model_criterion;
+    double *speed_perturb_factors; unsigned n_speed_perturb_factors; /* ESPnet2 asr.sh's 3-way copies */
     char *token_type;    /* ESPnet2's config.yaml keys: char | word | bpe, and the bpe model; */
     char *bpemodel;      /* they override the tokenizer block (core/data/tokenizer_spec.c) */
 } training_cfg;

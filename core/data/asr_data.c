@@ -5,6 +5,7 @@
 
 #include "core/data/audio.h"
 #include "core/data/augment_conf.h"
+#include "core/data/speed_perturb.h"
 #include "core/base/fsio.h"
 #include "core/formats/npz.h"
 #include "core/base/rng.h"
@@ -43,8 +44,12 @@ int asr_data_open(asr_data *d, const training_cfg *cfg, const char *split, int t
     tokenizer_spec ts;
     if (tokenizer_spec_resolve(&ts, cfg->tokenizer, cfg->token_type, cfg->bpemodel, "training config", err) != 0)
         return -1;
-    char *mpath = xasprintf("%s/manifest/%s.tsv", cfg->data_dir, split);
-    int rc = asr_data_open_files(d, cfg->model, mpath, ts.tokens_path, train, err);
+    char *mpath = split_manifest_path(cfg, split); /* train_sp.tsv with speed_perturb_factors */
+    int rc;
+    if (strstr(mpath, "/train_sp.tsv") && !path_exists(mpath))
+        rc = esp_fail(err, "%s: no speed-perturbed manifest (speed_perturb_factors is set: run collect_stats, stage 3, "
+                           "which makes it)", mpath);
+    else rc = asr_data_open_files(d, cfg->model, mpath, ts.tokens_path, train, err);
     if (rc == 0 && (rc = token_list_set_type(&d->tokens, ts.type, ts.model_path, err)) != 0) asr_data_close(d);
     if (rc == 0) { /* labels map unknown text to <unk>: say so once per split, not per batch */
         const char **texts = xmalloc((d->m.n ? d->m.n : 1) * sizeof *texts);
