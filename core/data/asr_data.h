@@ -1,5 +1,6 @@
 /* Training/validation data for the ASR model: a split's manifest turned into padded batches of
- * features and labels, computed as ESPnet2's encode() does: frontend (log-mel) -> SpecAugment
+ * features and labels, computed as ESPnet2's preprocessor and encode() do: waveform augmentation
+ * (training only, when asr_data_set_augment turned it on) -> frontend (log-mel) -> SpecAugment
  * (training only) -> normalization (global_mvn from feats_stats.npz, or utterance_mvn). */
 #ifndef ESPNET3_ASR_DATA_H
 #define ESPNET3_ASR_DATA_H
