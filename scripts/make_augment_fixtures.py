@@ -4,7 +4,8 @@
 A short test signal (0.1 s at 16 kHz: three tones, a chirp and seeded noise, peak 0.9) goes
 through ESPnet2's own effect functions (espnet2/layers/augmentation.py's effects_dict, which call
 torchaudio.functional: the biquad filters, contrast, resample, lfilter...) with fixed arguments,
-in float32 as ESPnet's preprocessor runs them. Written: input.f32 and one <case>.f32 per case
+in float32 as ESPnet's preprocessor runs them (corrupt_phase with scale 0: its noise is torch's
+randn, so only the STFT round trip is compared). Written: input.f32 and one <case>.f32 per case
 (raw little-endian float32) and cases.yaml, whose `effect` entries are written as ESPnet3's
 data_aug_effects entries are ([weight, name, {args}]), so test/unit/data/test_augment.c reads them
 with our config parser.
@@ -47,6 +48,15 @@ CASES = [
     ("clipping_10_80", "clipping", {"min_quantile": 0.1, "max_quantile": 0.8}),
     ("polarity_inverse", "polarity_inverse", {}),
     ("reverse", "reverse", {}),
+    ("time_stretch_0.9", "time_stretch", {"factor": 0.9}),
+    ("time_stretch_1.1", "time_stretch", {"factor": 1.1}),
+    ("time_stretch_1.3", "time_stretch", {"factor": 1.3}),
+    ("time_stretch_win", "time_stretch", {"factor": 0.8, "win_length": 400, "hop_length": 0.01}),
+    ("time_stretch_rect", "time_stretch", {"factor": 1.2, "window": None}),
+    ("pitch_shift_2", "pitch_shift", {"n_steps": 2}),
+    ("pitch_shift_-3", "pitch_shift", {"n_steps": -3}),
+    ("pitch_shift_q", "pitch_shift", {"n_steps": 1.5, "bins_per_octave": 24}),
+    ("corrupt_phase_0", "corrupt_phase", {"scale": 0.0}),
 ]
 
 

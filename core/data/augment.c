@@ -21,6 +21,9 @@ static const char *const kind_names[AUG_KIND_COUNT] = {
     [AUG_CLIPPING] = "clipping",
     [AUG_POLARITY_INVERSE] = "polarity_inverse",
     [AUG_REVERSE] = "reverse",
+    [AUG_TIME_STRETCH] = "time_stretch",
+    [AUG_PITCH_SHIFT] = "pitch_shift",
+    [AUG_CORRUPT_PHASE] = "corrupt_phase",
 };
 
 const char *aug_kind_name(aug_kind k) { return k < AUG_KIND_COUNT ? kind_names[k] : "?"; }
@@ -48,8 +51,12 @@ void aug_effect_default(aug_effect *e, aug_kind k)
     case AUG_PREEMPHASIS:
     case AUG_DEEMPHASIS: e->coeff = 0.97; break;
     case AUG_CLIPPING: e->qmin = 0.0, e->qmax = 0.9; break;
+    case AUG_TIME_STRETCH: e->factor = 1.0; break;
+    case AUG_PITCH_SHIFT: e->bins_per_octave = 12; break;
+    case AUG_CORRUPT_PHASE: e->scale = 0.5; break;
     default: break;
     }
+    e->n_fft_s = 0.032, e->hop_s = 0.008; /* ESPnet's STFT defaults (used by the STFT effects) */
 }
 
 /* ---- filters ----------------------------------------------------------------------------- */
@@ -100,6 +107,25 @@ static int64_t gcd64(int64_t a, int64_t b)
     return a;
 }
 
+/* The kernel of torchaudio's _get_sinc_resample_kernel (sinc_interp_hann) at output phase k and
+ * padded input tap m, rounded to float as torch stores it. */
+typedef struct rs_kernel {
+    int64_t orig, nf, width, klen;
+    double base;
+    int lw;
+} rs_kernel;
+
+static float kernel_tap(const rs_kernel *q, int64_t k, int64_t m)
+{
+    double t = (-(double)k / (double)q->nf + (double)(m - q->width) / (double)q->orig) * q->base;
+    t = fmin((double)q->lw, fmax(-(double)q->lw, t));
+    double w = cos(t * M_PI / q->lw / 2);
+    w *= w;
+    t *= M_PI;
+    double s = t == 0 ? 1.0 : sin(t) / t;
+    return (float)(s * w * (q->base / (double)q->orig));
+}
+
 float *aug_resample(const float *x, size_t n, int orig_in, int new_in, size_t *n_out)
 {
     ESP_CHECK(orig_in > 0 && new_in > 0);
@@ -109,38 +135,38 @@ float *aug_resample(const float *x, size_t n, int orig_in, int new_in, size_t *n
         *n_out = n;
         return y;
     }
-    int64_t g = gcd64(orig_in, new_in), orig = orig_in / g, nf = new_in / g;
-    const int lw = 6;
-    double base = (double)(orig < nf ? orig : nf) * 0.99;
-    int64_t width = (int64_t)ceil(lw * (double)orig / base);
-    int64_t klen = 2 * width + orig;
-    /* kernel[k][m]: output phase k from input tap m (padded index), as _get_sinc_resample_kernel. */
-    float *kern = xmalloc((size_t)(nf * klen) * sizeof *kern);
-    for (int64_t k = 0; k < nf; k++) {
-        for (int64_t m = 0; m < klen; m++) {
-            double t = (-(double)k / (double)nf + (double)(m - width) / (double)orig) * base;
-            t = fmin((double)lw, fmax(-(double)lw, t));
-            double w = cos(t * M_PI / lw / 2);
-            w *= w;
-            t *= M_PI;
-            double s = t == 0 ? 1.0 : sin(t) / t;
-            kern[k * klen + m] = (float)(s * w * (base / (double)orig));
-        }
+    int64_t g = gcd64(orig_in, new_in);
+    rs_kernel q = {.orig = orig_in / g, .nf = new_in / g, .lw = 6};
+    q.base = (double)(q.orig < q.nf ? q.orig : q.nf) * 0.99;
+    q.width = (int64_t)ceil(q.lw * (double)q.orig / q.base);
+    q.klen = 2 * q.width + q.orig;
+    /* Small kernels (speed_perturb's 9 -> 10) are tabulated; large ones (pitch_shift's 17959 ->
+     * 16000, which torch tabulates in full) are computed where the window is not zero. */
+    float *kern = NULL;
+    if (q.nf * q.klen <= (1 << 20)) {
+        kern = xmalloc((size_t)(q.nf * q.klen) * sizeof *kern);
+        for (int64_t k = 0; k < q.nf; k++)
+            for (int64_t m = 0; m < q.klen; m++) kern[k * q.klen + m] = kernel_tap(&q, k, m);
     }
-    /* Output frame f, phase k: sum_m kern[k][m] * xpad[f * orig + m], xpad[p] = x[p - width]. */
-    size_t target = (size_t)ceil((double)nf * (double)n / (double)orig);
-    size_t frames = n / (size_t)orig + 1;
-    size_t total = frames * (size_t)nf;
+    /* Output frame f, phase k: sum_m kernel[k][m] * xpad[f * orig + m], xpad[p] = x[p - width]. */
+    size_t target = (size_t)ceil((double)q.nf * (double)n / (double)q.orig);
+    size_t total = (n / (size_t)q.orig + 1) * (size_t)q.nf;
     if (target > total) target = total;
     float *y = xmalloc((target ? target : 1) * sizeof *y);
     for (size_t o = 0; o < target; o++) {
-        int64_t f = (int64_t)(o / (size_t)nf), k = (int64_t)(o % (size_t)nf);
-        const float *kr = kern + k * klen;
-        double acc = 0;
-        int64_t p0 = f * orig - width; /* x index of tap 0 */
-        int64_t m_lo = p0 < 0 ? -p0 : 0, m_hi = klen;
+        int64_t f = (int64_t)(o / (size_t)q.nf), k = (int64_t)(o % (size_t)q.nf);
+        int64_t p0 = f * q.orig - q.width; /* x index of tap 0 */
+        int64_t m_lo = p0 < 0 ? -p0 : 0, m_hi = q.klen;
         if (p0 + m_hi > (int64_t)n) m_hi = (int64_t)n - p0;
-        for (int64_t m = m_lo; m < m_hi; m++) acc += (double)kr[m] * x[p0 + m];
+        if (!kern) { /* |t| < lw only: (m - width) / orig within k / nf +- lw / base */
+            double c = (double)q.width + (double)q.orig * (double)k / (double)q.nf, h = (double)q.orig * q.lw / q.base;
+            int64_t a = (int64_t)floor(c - h) - 1, b = (int64_t)ceil(c + h) + 2;
+            if (a > m_lo) m_lo = a;
+            if (b < m_hi) m_hi = b;
+        }
+        double acc = 0;
+        for (int64_t m = m_lo; m < m_hi; m++)
+            acc += (double)(kern ? kern[k * q.klen + m] : kernel_tap(&q, k, m)) * x[p0 + m];
         y[o] = (float)acc;
     }
     free(kern);
@@ -180,11 +206,12 @@ int aug_speed_rates(double factor, int fs, int *orig, int *new_freq)
     int64_t g = gcd64(src, fs);
     if (orig) *orig = (int)(src / g);
     if (new_freq) *new_freq = (int)(fs / g);
-    return src / g > AUG_MAX_RATE_TERM || fs / g > AUG_MAX_RATE_TERM ? -1 : 0;
+    return 0;
 }
 
-float *aug_effect_apply(const aug_effect *e, const float *x, size_t n, int fs, size_t *n_out)
+float *aug_effect_apply(const aug_effect *e, const float *x, size_t n, int fs, rng *r, size_t *n_out)
 {
+    if (e->kind >= AUG_TIME_STRETCH) return aug_stft_effect(e, x, n, fs, r, n_out);
     if (e->kind == AUG_SPEED_PERTURB) {
         int src, dst;
         ESP_CHECK(aug_speed_rates(e->factor, fs, &src, &dst) == 0); /* augment_conf_check_fs */
@@ -308,7 +335,7 @@ float *augment_apply(const augment_conf *c, const float *x, size_t n, int fs, rn
         size_t which = 0;
         if (en->group) aug_weighted_sample(r, en->weights, en->n, 1, &which);
         size_t m;
-        float *next = aug_effect_apply(&en->effects[which], cur, len, fs, &m);
+        float *next = aug_effect_apply(&en->effects[which], cur, len, fs, r, &m);
         free(cur);
         cur = next, len = m;
     }

@@ -30,6 +30,10 @@ typedef enum aug_kind {
     AUG_CLIPPING,         /* clamp to the min_quantile (0) and max_quantile (0.9) quantiles */
     AUG_POLARITY_INVERSE, /* -x */
     AUG_REVERSE,          /* x backwards */
+    /* Through an STFT (n_fft 0.032 s, hop_length 0.008 s, win_length = n_fft, Hann window): */
+    AUG_TIME_STRETCH,     /* phase vocoder: length n / factor, pitch kept */
+    AUG_PITCH_SHIFT,      /* torchaudio's pitch_shift(n_steps, bins_per_octave = 12): length kept */
+    AUG_CORRUPT_PHASE,    /* Gaussian noise (scale 0.5) on the STFT phase */
     AUG_KIND_COUNT
 } aug_kind;
 
@@ -44,12 +48,16 @@ typedef struct aug_effect {
     double factor;        /* speed_perturb */
     double coeff;         /* pre/deemphasis */
     double qmin, qmax;    /* clipping's quantiles */
+    double n_fft_s, hop_s; /* STFT effects: seconds (hop_s 0: n_fft / 4) */
+    double win_samples;   /* samples, as ESPnet's code uses win_length (its docstring says seconds); 0: n_fft */
+    int window_none;      /* window: null (rectangular) instead of "hann" */
+    double n_steps, bins_per_octave; /* pitch_shift */
+    double scale;         /* corrupt_phase's noise */
     ymark mark;           /* where the config wrote it (errors) */
 } aug_effect;
 
 /* speed_perturb's resampling: int(factor * fs) -> fs, divided by their gcd (orig, new may be
- * NULL). -1 when either term exceeds AUG_MAX_RATE_TERM (the kernel is new x orig taps). */
-#define AUG_MAX_RATE_TERM 1000
+ * NULL); -1 when int(factor * fs) is not positive. */
 int aug_speed_rates(double factor, int fs, int *orig, int *new_freq);
 
 /* ESPnet's name of a kind ("lowpass", "speed_perturb", ...); AUG_KIND_COUNT when unknown. */
@@ -58,8 +66,12 @@ aug_kind aug_kind_from_name(const char *name);
 /* The kind's defaults (ESPnet's keyword defaults; speed_perturb's factor has none: 1). */
 void aug_effect_default(aug_effect *e, aug_kind k);
 
-/* Applies e to x (n samples at fs Hz): a new array of *n_out samples (caller frees). */
-float *aug_effect_apply(const aug_effect *e, const float *x, size_t n, int fs, size_t *n_out);
+/* Applies e to x (n samples at fs Hz): a new array of *n_out samples (caller frees). r: the
+ * utterance's generator (corrupt_phase draws its noise from it; the others draw nothing). */
+float *aug_effect_apply(const aug_effect *e, const float *x, size_t n, int fs, rng *r, size_t *n_out);
+/* time_stretch, pitch_shift, corrupt_phase (core/data/augment_stft.c). An input not longer than
+ * n_fft / 2 (too short for torch.stft's reflect padding) comes back unchanged. */
+float *aug_stft_effect(const aug_effect *e, const float *x, size_t n, int fs, rng *r, size_t *n_out);
 
 /* The parts, for tests. */
 /* Biquad coefficients of a filter kind as torchaudio designs them (b[3], a[3], not normalized). */

@@ -11,7 +11,7 @@
 static const char *fail_hint_kinds(void)
 {
     return "lowpass, highpass, bandpass, bandreject, equalization, contrast, speed_perturb, preemphasis, "
-           "deemphasis, clipping, polarity_inverse, reverse";
+           "deemphasis, clipping, polarity_inverse, reverse, time_stretch, pitch_shift, corrupt_phase";
 }
 
 /* A number in [lo, hi] (lo_open / hi_open: the bound itself excluded). */
@@ -39,6 +39,7 @@ typedef struct arg_rule {
 } arg_rule;
 
 #define K(k) (1 << (k))
+#define STFTS (K(AUG_TIME_STRETCH) | K(AUG_PITCH_SHIFT) | K(AUG_CORRUPT_PHASE))
 #define FILTERS (K(AUG_LOWPASS) | K(AUG_HIGHPASS) | K(AUG_BANDPASS) | K(AUG_BANDREJECT) | K(AUG_EQUALIZATION))
 static const arg_rule arg_rules[] = {
     {"cutoff_freq", K(AUG_LOWPASS) | K(AUG_HIGHPASS), 0, 1e6, 1, 0, 0, offsetof(aug_effect, freq)},
@@ -48,15 +49,21 @@ static const arg_rule arg_rules[] = {
     {"gain", K(AUG_EQUALIZATION), -AUG_MAX_GAIN_DB, AUG_MAX_GAIN_DB, 0, 0, 0, offsetof(aug_effect, gain)},
     {"const_skirt_gain", K(AUG_BANDPASS), 0, 1, 0, 0, 1, offsetof(aug_effect, const_skirt_gain)},
     {"enhancement_amount", K(AUG_CONTRAST), 0, 100, 0, 0, 0, offsetof(aug_effect, amount)},
-    {"factor", K(AUG_SPEED_PERTURB), AUG_MIN_SPEED, AUG_MAX_SPEED, 0, 0, 0, offsetof(aug_effect, factor)},
+    {"factor", K(AUG_SPEED_PERTURB) | K(AUG_TIME_STRETCH), AUG_MIN_SPEED, AUG_MAX_SPEED, 0, 0, 0,
+     offsetof(aug_effect, factor)},
+    {"n_fft", STFTS, 0.001, 0.5, 0, 0, 0, offsetof(aug_effect, n_fft_s)},
+    {"win_length", STFTS, 1, 1e5, 0, 0, 0, offsetof(aug_effect, win_samples)},
+    {"hop_length", STFTS, 0.0005, 0.5, 0, 0, 0, offsetof(aug_effect, hop_s)},
+    {"n_steps", K(AUG_PITCH_SHIFT), -24, 24, 0, 0, 0, offsetof(aug_effect, n_steps)},
+    {"bins_per_octave", K(AUG_PITCH_SHIFT), 1, 96, 0, 0, 0, offsetof(aug_effect, bins_per_octave)},
+    {"scale", K(AUG_CORRUPT_PHASE), 0, 10, 0, 0, 0, offsetof(aug_effect, scale)},
     {"coeff", K(AUG_PREEMPHASIS) | K(AUG_DEEMPHASIS), 0, 1, 0, 0, 0, offsetof(aug_effect, coeff)},
     {"min_quantile", K(AUG_CLIPPING), 0, 1, 0, 0, 0, offsetof(aug_effect, qmin)},
     {"max_quantile", K(AUG_CLIPPING), 0, 1, 0, 0, 0, offsetof(aug_effect, qmax)},
 };
 
 /* ESPnet's effects that are not here: a clear refusal rather than an unknown name. */
-static const char *const unsupported[] = {"pitch_shift", "time_stretch", "corrupt_phase", "bandwidth_limitation",
-                                          "codecs", NULL};
+static const char *const unsupported[] = {"bandwidth_limitation", "codecs", NULL};
 
 static int parse_args(const ynode *args, const char *path, aug_effect *e, esp_err *err)
 {
@@ -67,6 +74,20 @@ static int parse_args(const ynode *args, const char *path, aug_effect *e, esp_er
         char *p = xasprintf("%s.%s", path, key);
         int rc = 0;
         if (!strcmp(key, "sample_rate")) { /* ESPnet drops it: the preprocessor's fs is used */
+            free(p);
+            continue;
+        }
+        if (!strcmp(key, "window") && (K(e->kind) & STFTS)) { /* torch.<window>_window, or none */
+            if (yt_is_null(v)) e->window_none = 1;
+            else if (v->kind != YN_SCALAR || strcmp(v->str, "hann"))
+                rc = config_fail_node(err, v, p, "only \"hann\" or null is supported, got '%s'",
+                                      v->kind == YN_SCALAR ? v->str : "...");
+            free(p);
+            if (rc != 0) return -1;
+            continue;
+        }
+        if ((!strcmp(key, "win_length") || !strcmp(key, "hop_length")) && (K(e->kind) & STFTS) && yt_is_null(v)) {
+            if (!strcmp(key, "hop_length")) e->hop_s = 0; /* None: n_fft / 4; win_length None: n_fft */
             free(p);
             continue;
         }
@@ -83,13 +104,21 @@ static int parse_args(const ynode *args, const char *path, aug_effect *e, esp_er
             else *(int *)((char *)e + r->offset) = b;
         } else {
             rc = get_number(v, p, r->lo, r->lo_open, r->hi, r->hi_open, (double *)((char *)e + r->offset), err);
-            if (!strcmp(key, "factor")) have_factor = 1;
+            if (!strcmp(key, "factor") || !strcmp(key, "n_steps")) have_factor = 1;
         }
         free(p);
         if (rc != 0) return -1;
     }
-    if (e->kind == AUG_SPEED_PERTURB && !have_factor)
-        return config_fail_node(err, args, path, "speed_perturb needs a factor (e.g. {\"factor\": 0.9})");
+    if ((e->kind == AUG_SPEED_PERTURB || e->kind == AUG_TIME_STRETCH) && !have_factor)
+        return config_fail_node(err, args, path, "%s needs a factor (e.g. {\"factor\": 0.9})", aug_kind_name(e->kind));
+    if (e->kind == AUG_PITCH_SHIFT && !have_factor)
+        return config_fail_node(err, args, path, "pitch_shift needs n_steps (e.g. {\"n_steps\": 2})");
+    if (e->kind == AUG_PITCH_SHIFT && fabs(e->n_steps / e->bins_per_octave) > 2)
+        return config_fail_node(err, args, path, "n_steps %g / bins_per_octave %g is more than two octaves",
+                                e->n_steps, e->bins_per_octave);
+    if ((K(e->kind) & STFTS) && e->win_samples != floor(e->win_samples))
+        return config_fail_node(err, args, path, "win_length %g: ESPnet uses it as a number of samples (an integer)",
+                                e->win_samples);
     if (e->kind == AUG_CLIPPING && e->qmin > e->qmax)
         return config_fail_node(err, args, path, "min_quantile %g is above max_quantile %g", e->qmin, e->qmax);
     return 0;
@@ -129,8 +158,9 @@ int augment_effect_parse(const ynode *item, const char *path, double *weight, au
     if (args && yt_is_null(args)) args = NULL;
     if (args && args->kind != YN_MAP) rc = config_fail_node(err, args, ap, "expected a mapping of arguments, got %s",
                                                             yt_kind_name(args));
-    else if (!args && k == AUG_SPEED_PERTURB)
-        rc = config_fail_node(err, item, path, "speed_perturb needs a factor (e.g. {\"factor\": 0.9})");
+    else if (!args && (k == AUG_SPEED_PERTURB || k == AUG_TIME_STRETCH || k == AUG_PITCH_SHIFT))
+        rc = config_fail_node(err, item, path, "%s needs arguments (e.g. {\"%s\": %s})", aug_kind_name(k),
+                              k == AUG_PITCH_SHIFT ? "n_steps" : "factor", k == AUG_PITCH_SHIFT ? "2" : "0.9");
     else rc = parse_args(args, ap, e, err);
     free(ap);
     return rc;
@@ -251,10 +281,17 @@ int augment_conf_check_fs(const augment_conf *c, int fs, const char *fs_key, esp
                                      "(lower it)", ymark_str(e->mark, where, sizeof where), aug_kind_name(e->kind), e->freq,
                                 fs / 2.0, fs_key, fs);
             if (e->kind == AUG_SPEED_PERTURB && aug_speed_rates(e->factor, fs, NULL, NULL) != 0)
-                return esp_fail(err, "%s: speed_perturb: factor %g at %s %d resamples %d -> %d Hz, whose ratio "
-                                     "reduces to more than %d/%d (the kernel would be too large; use a factor with "
-                                     "fewer digits, e.g. 0.9)", ymark_str(e->mark, where, sizeof where), e->factor,
-                                fs_key, fs, (int)(e->factor * fs), fs, AUG_MAX_RATE_TERM, AUG_MAX_RATE_TERM);
+                return esp_fail(err, "%s: speed_perturb: factor %g gives no sample rate at %s %d",
+                                ymark_str(e->mark, where, sizeof where), e->factor, fs_key, fs);
+            if (e->kind >= AUG_TIME_STRETCH) {
+                int n_fft = (int)(fs * e->n_fft_s), hop = e->hop_s > 0 ? (int)(fs * e->hop_s) : n_fft / 4;
+                int win = e->win_samples > 0 ? (int)e->win_samples : n_fft;
+                if (n_fft < 2 || hop < 1 || win < 1 || win > n_fft || hop > win)
+                    return esp_fail(err, "%s: %s: at %s %d the STFT has n_fft %d, win_length %d, hop_length %d "
+                                         "samples (make them at least 2, 1, 1 with hop_length <= win_length <= n_fft)",
+                                    ymark_str(e->mark, where, sizeof where), aug_kind_name(e->kind), fs_key, fs, n_fft,
+                                    win, hop);
+            }
         }
     }
     return 0;

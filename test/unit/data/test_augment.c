@@ -61,7 +61,9 @@ Test(augment, effects_match_torchaudio_fixtures)
         size_t ref_n;
         float *ref = read_f32(test_path(dir, file), &ref_n);
         size_t m;
-        float *y = aug_effect_apply(&e, x, n, (int)fs, &m);
+        rng r;
+        rng_init(&r, 1); /* corrupt_phase's cases have scale 0: no noise */
+        float *y = aug_effect_apply(&e, x, n, (int)fs, &r, &m);
         cr_assert_eq(m, (size_t)want_n, "%s: %zu samples, torchaudio %" PRId64, name, m, want_n);
         cr_assert_eq(m, ref_n);
         double maxerr = 0;
@@ -98,8 +100,11 @@ Test(augment, resample_lengths_as_torchaudio)
     y = aug_resample(x, 1000, 9, 10, &m);
     for (size_t i = 100; i < 1000; i++) cr_assert_float_eq(y[i], 0.5f, 5e-3);
     free(y);
-    /* 0.9374 * 16000 = 14998 -> 7499/8000: too large a kernel, refused. */
-    cr_assert_eq(aug_speed_rates(0.9374, 16000, NULL, NULL), -1);
+    /* pitch_shift's 17959 -> 16000 (gcd 1): computed without tabulating the 16000 x 17973 kernel. */
+    y = aug_resample(x, 1000, 17959, 16000, &m);
+    cr_assert_eq(m, 891u);
+    for (size_t i = 100; i < 800; i++) cr_assert_float_eq(y[i], 0.5f, 5e-3);
+    free(y);
 }
 
 static const char *MINI_AN4 =
@@ -163,7 +168,12 @@ Test(augment, config_errors_name_file_line_col)
         {"[[0.1, \"lowpass\", {\"Q\": 101}]]", "", "Q: 101 is out of range (allowed: (0, 100])"},
         {"[[0, \"reverse\", {}]]", "", "data_aug_effects[0][0]: 0 is out of range"},
         {"[[-1, \"reverse\", {}]]", "", "data_aug_effects[0][0]: -1 is out of range"},
-        {"[[0.1, \"pitch_shift\", {\"n_steps\": 2}]]", "", "'pitch_shift' is not implemented by espnet3"},
+        {"[[0.1, \"bandwidth_limitation\", {}]]", "", "'bandwidth_limitation' is not implemented by espnet3"},
+        {"[[0.1, \"pitch_shift\", {\"bins_per_octave\": 12}]]", "", "pitch_shift needs n_steps"},
+        {"[[0.1, \"time_stretch\", {\"window\": \"hamming\"}]]", "", "only \"hann\" or null is supported"},
+        {"[[0.1, \"time_stretch\", {\"factor\": 1.1, \"win_length\": 400.5}]]", "", "win_length 400.5: ESPnet uses it as a number of samples"},
+        {"[[0.1, \"corrupt_phase\", {\"scale\": 11}]]", "", "scale: 11 is out of range"},
+        {"[[0.1, \"pitch_shift\", {\"n_steps\": -24, \"bins_per_octave\": 1}]]", "", "is more than two octaves"},
         {"[[0.1, \"reverb\", {}]]", "", "unknown effect 'reverb'"},
         {"[[0.1, \"contrast\", {\"enhancement_amount\": 150}]]", "", "enhancement_amount: 150 is out of range"},
         {"[[0.1, \"contrast\", {\"cutoff_freq\": 1}]]", "", "contrast takes no argument 'cutoff_freq'"},
@@ -383,4 +393,38 @@ Test(augment_data, keyed_by_seed_epoch_utterance_not_batch_or_rank)
     cr_assert(strstr(err.msg, "training data only"), "%s", err.msg);
     asr_data_close(&d1);
     augment_conf_free(&c);
+}
+
+/* corrupt_phase's noise comes from the utterance's generator: the same draws give the same
+ * waveform, other draws another; time_stretch's length is round(n / factor); an input too short
+ * for torch.stft's reflect padding comes back as it is. */
+Test(augment, stft_effects_noise_length_and_short_input)
+{
+    size_t n = 3000;
+    float *x = xmalloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++) x[i] = (float)(0.4 * sin(0.03 * (double)i) + 0.1 * sin(0.7 * (double)i));
+    aug_effect e;
+    aug_effect_default(&e, AUG_CORRUPT_PHASE);
+    rng r1, r2, r3;
+    rng_init(&r1, 9), rng_init(&r2, 9), rng_init(&r3, 10);
+    size_t m1, m2, m3;
+    float *a = aug_effect_apply(&e, x, n, 16000, &r1, &m1), *b = aug_effect_apply(&e, x, n, 16000, &r2, &m2);
+    float *c = aug_effect_apply(&e, x, n, 16000, &r3, &m3);
+    cr_assert_eq(m1, n);
+    cr_assert_eq(memcmp(a, b, n * sizeof *a), 0);
+    cr_assert_neq(memcmp(a, c, n * sizeof *a), 0);
+    double diff = 0;
+    for (size_t i = 0; i < n; i++) diff = fmax(diff, fabs((double)a[i] - x[i]));
+    cr_assert(diff > 0.01, "scale 0.5 changed the waveform by only %g", diff);
+    free(a), free(b), free(c);
+    aug_effect_default(&e, AUG_TIME_STRETCH);
+    e.factor = 1.25;
+    a = aug_effect_apply(&e, x, n, 16000, &r1, &m1);
+    cr_assert_eq(m1, 2400u);
+    free(a);
+    a = aug_effect_apply(&e, x, 256, 16000, &r1, &m1); /* 256 = n_fft / 2 samples */
+    cr_assert_eq(m1, 256u);
+    cr_assert_eq(memcmp(a, x, 256 * sizeof *a), 0);
+    free(a);
+    free(x);
 }
