@@ -158,7 +158,14 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
         .csv_path = csv,
     };
     augment_conf aug;
-    int rc = augment_conf_from_tree(ctx->configs->training->tree, &aug, err);
+    double spf[AUG_MAX_SPEED_FACTORS];
+    size_t nspf; /* speed_perturb_factors: checked here too, as this stage reads train_sp.tsv */
+    int rc = speed_perturb_factors_from_tree(ctx->configs->training->tree, spf, &nspf, err);
+    if (rc != 0) {
+        free(run_id), free(tb_dir), free(csv);
+        return -1;
+    }
+    rc = augment_conf_from_tree(ctx->configs->training->tree, &aug, err);
     if (rc == 0 && aug.n) {
         if (aug.prob > 0)
             log_info("train: waveform augmentation of the training split: %zu data_aug_effects entries, %d to %d per "

@@ -178,4 +178,9 @@ Test(train_augment, speed_perturb_factors_copies_counted_reused_and_trained_on)
     log = slurp("log");
     cr_assert(strstr(log, "speed_perturb_factors[1]: 3 is out of range (allowed: [0.5, 2])"), "%s", log);
     free(log);
+    truncate_log();
+    cr_assert_neq(run("sp", "--stages train 'speed_perturb_factors=[0.9, 0.9]'"), 0);
+    log = slurp("log");
+    cr_assert(strstr(log, "speed_perturb_factors[1]: factor 0.9 is listed twice"), "%s", log);
+    free(log);
 }
