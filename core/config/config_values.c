@@ -103,7 +103,10 @@ static const num_rule num_rules[] = {
     {"model.encoder_conf.output_size", 1, INF, 0, ">= 1", "leave it out for 256"},
     {"model.encoder_conf.attention_heads", 1, INF, 0, ">= 1", "leave it out for 4"},
     {"model.encoder_conf.linear_units", 1, INF, 0, ">= 1", "leave it out for 2048"},
-    {"model.encoder_conf.num_blocks", 1, INF, 0, ">= 1", "leave it out for 6"},
+    {"model.encoder_conf.num_blocks", 1, INF, 0, ">= 1", "leave it out for 6 (e_branchformer: 12)"},
+    {"model.encoder_conf.cgmlp_linear_units", 2, INF, EVEN, "even and >= 2", "the gating unit splits it in halves; "
+     "leave it out for 2048"},
+    {"model.encoder_conf.layer_drop_rate", 0, 1, 0, "in [0, 1]", "0: every block runs"},
     DROPOUT("model.encoder_conf.dropout_rate"),
     DROPOUT("model.encoder_conf.positional_dropout_rate"),
     DROPOUT("model.encoder_conf.attention_dropout_rate"),
