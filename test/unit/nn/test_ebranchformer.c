@@ -296,3 +296,151 @@ Test(ebranchformer, table_is_espnets_state_dict)
         npz_free(&f);
     }
 }
+
+/* layer_drop_rate: in training, block l is dropped when the batch seed's draw for l is below the
+ * rate; a dropped block is the identity (its parameters get no gradient), eval never drops, and
+ * the same seed drops the same blocks. Rate 1 drops them all: the encoder output is the embedding's. */
+Test(ebranchformer, layer_drop_is_seeded_by_the_batch_and_skips_whole_blocks)
+{
+    fixture_case c = case_of("ffn_relu");
+    char path[512];
+    fixture_path(path, sizeof path, c.name);
+    npz_file f;
+    esp_err err;
+    cr_assert_eq(npz_read(path, &f, &err), 0, "%s", err.msg);
+    backend *be = backend_open("cpu", 0, 1, &err);
+    cr_assert_not_null(be, "%s", err.msg);
+    asr_model m;
+    model_rates rates = {.ctc_weight = 1, .layer_drop = 1.0f};
+    asr_model_init(&m, be, &c.dims, &rates);
+    load_state(&m, &f);
+    batch b;
+    load_batch(&b, &f, c.dims.idim);
+    asr_model_forward(&m, b.feats, b.lens, 2, b.T, 1, 7);
+    cr_assert_eq(m.h_enc, m.h0, "rate 1: every block dropped");
+    asr_model_forward(&m, b.feats, b.lens, 2, b.T, 0, 7);
+    cr_assert_neq(m.h_enc, m.h0, "eval mode drops nothing");
+
+    /* Rate 0.5 over seeds: both blocks run, one, or none, about as often as the draws say; the
+     * dropped blocks' parameters get no gradient, the others do. */
+    m.rates.layer_drop = 0.5f;
+    size_t nl = (size_t)2 * m.T2 * c.dims.vocab;
+    float *first = malloc(nl * sizeof *first);
+    int seen[4] = {0}, drops = 0;
+    for (uint64_t seed = 0; seed < 24; seed++) {
+        asr_model_zero_grad(&m);
+        asr_model_forward(&m, b.feats, b.lens, 2, b.T, 1, seed);
+        memcpy(first, m.logp, nl * sizeof *first);
+        asr_model_loss(&m, b.labels, b.ylens, b.stride, NULL);
+        asr_model_backward(&m, 1.0f);
+        int mask = 0;
+        for (int l = 0; l < 2; l++) {
+            char name[96];
+            snprintf(name, sizeof name, "encoder.encoders.%d.merge_proj.weight", l);
+            const param_info *p = param_find(&m.table, name);
+            double g = 0;
+            for (size_t k = 0; k < p->count; k++) g = fmax(g, fabs(m.grads[p->offset + k]));
+            if (g == 0) mask |= 1 << l, drops++;
+        }
+        seen[mask]++;
+        asr_model_forward(&m, b.feats, b.lens, 2, b.T, 1, seed);
+        cr_assert(!memcmp(first, m.logp, nl * sizeof *first), "seed %llu: another draw", (unsigned long long)seed);
+    }
+    cr_log_info("layer drop 0.5, 24 batches x 2 blocks: %d dropped; none %d, block 0 %d, block 1 %d, both %d", drops,
+                seen[0], seen[1], seen[2], seen[3]);
+    cr_assert(drops > 12 && drops < 36, "%d of 48 blocks dropped at rate 0.5", drops);
+    for (int k = 0; k < 4; k++) cr_assert(seen[k] > 0, "pattern %d never drawn", k);
+    free(first), free(b.feats);
+    asr_model_free(&m);
+    backend_close(be);
+    npz_free(&f);
+}
+
+/* encoder_conf -> dims: EBranchformerEncoder's defaults (rel_pos latest, 12 blocks, cgMLP 2048 /
+ * 31, identity gate, no FFN, merge kernel 3), its keys, and the refusals. */
+Test(ebranchformer, encoder_conf_defaults_and_refusals)
+{
+    char *ebf = "e_branchformer", *conformer = "conformer", *legacy = "legacy", *relu = "relu", *swish = "swish";
+    char *abs = "abs_pos", *selfattn = "selfattn", *rel = "rel_selfattn";
+    encoder_conf_cfg e = {0};
+    model_cfg m = {.encoder = ebf, .encoder_conf = &e};
+    model_dims d;
+    esp_err err;
+    cr_assert_eq(model_dims_from_cfg(&d, &m, 80, 30, &err), 0, "%s", err.msg);
+    cr_assert(d.encoder == ENC_EBRANCHFORMER && d.d == 256 && d.heads == 4 && d.ff == 2048 && d.blocks == 12);
+    cr_assert(d.rel_pos && !d.use_ffn && !d.macaron && d.act == ACT_SWISH && d.cgmlp_units == 2048);
+    cr_assert(d.cgmlp_kernel == 31 && !d.linear_after_conv && d.gate_act == ACT_IDENTITY && d.merge_kernel == 3);
+    int yes = 1, no = 0;
+    int64_t units = 1024, k31 = 31, k6 = 6, odd_units = 7, blocks = 4, idx[] = {1};
+    e = (encoder_conf_cfg){.num_blocks = blocks, .cgmlp_linear_units = &units, .merge_conv_kernel = &k31,
+                           .use_ffn = &yes, .macaron_ffn = &yes, .ffn_activation_type = relu, .gate_activation = swish,
+                           .use_linear_after_conv = &yes, .pos_enc_layer_type = abs, .attention_layer_type = selfattn,
+                           .zero_triu = &no};
+    cr_assert_eq(model_dims_from_cfg(&d, &m, 80, 30, &err), 0, "%s", err.msg);
+    cr_assert(d.blocks == 4 && d.cgmlp_units == 1024 && d.merge_kernel == 31 && d.use_ffn && d.macaron);
+    cr_assert(d.act == ACT_RELU && d.gate_act == ACT_SWISH && d.linear_after_conv && !d.rel_pos);
+    static const char *const refused[] = {"rel_pos_type: legacy", "needs attention_layer_type rel_selfattn",
+                                          "cgmlp_conv_kernel: 6", "cgmlp_linear_units: 7", "zero_triu: true",
+                                          "interctc_layer_idx", "macaron_style: not a key of EBranchformerEncoder",
+                                          "concat_after: not a key"};
+    for (int i = 0; i < 8; i++) {
+        e = (encoder_conf_cfg){0};
+        if (i == 0) e.rel_pos_type = legacy;
+        if (i == 1) e.attention_layer_type = selfattn;
+        if (i == 2) e.cgmlp_conv_kernel = &k6;
+        if (i == 3) e.cgmlp_linear_units = &odd_units;
+        if (i == 4) e.zero_triu = &yes;
+        if (i == 5) e.interctc_layer_idx = idx, e.n_interctc_layer_idx = 1;
+        if (i == 6) e.macaron_style = &yes;
+        if (i == 7) e.concat_after = &no;
+        cr_assert_eq(model_dims_from_cfg(&d, &m, 80, 30, &err), -1, "%s accepted", refused[i]);
+        cr_assert(strstr(err.msg, refused[i]), "%s: %s", refused[i], err.msg);
+    }
+    /* The other encoders refuse the E-Branchformer's keys; rel_selfattn is its attention_layer_type only. */
+    m.encoder = conformer;
+    e = (encoder_conf_cfg){.rel_pos_type = "latest", .attention_layer_type = rel};
+    cr_assert_eq(model_dims_from_cfg(&d, &m, 80, 30, &err), -1);
+    cr_assert(strstr(err.msg, "attention_layer_type: an EBranchformerEncoder key, which the conformer"), "%s", err.msg);
+    m.encoder = NULL;
+    e = (encoder_conf_cfg){.use_ffn = &no};
+    cr_assert_eq(model_dims_from_cfg(&d, &m, 80, 30, &err), -1);
+    cr_assert(strstr(err.msg, "use_ffn: an EBranchformerEncoder key, which the transformer"), "%s", err.msg);
+}
+
+/* Initialization: under an init scheme ESPnet's initialize() ends with the gating unit's
+ * espnet_initialization_fn (conv and linear weights N(0, 1e-6), biases 1); PyTorch's defaults
+ * (init none, LibriSpeech-100's) leave them as torch's Conv1d / Linear draws. */
+Test(ebranchformer, init_of_the_gating_unit)
+{
+    model_dims d = case_of("abs_lin").dims;
+    param_table t;
+    param_table_build(&t, &d);
+    float *w = calloc(t.total, sizeof *w);
+    esp_err err;
+    static const char *const leaves[] = {"conv", "linear"};
+    for (int s = 0; s < 2; s++) {
+        cr_assert_eq(param_init(w, &t, s ? "xavier_uniform" : NULL, 5, &err), 0, "%s", err.msg);
+        for (int i = 0; i < 2; i++) {
+            char wn[96], bn[96];
+            snprintf(wn, sizeof wn, "encoder.encoders.0.cgmlp.csgu.%s.weight", leaves[i]);
+            snprintf(bn, sizeof bn, "encoder.encoders.0.cgmlp.csgu.%s.bias", leaves[i]);
+            const param_info *pw = param_find(&t, wn), *pb = param_find(&t, bn);
+            cr_assert(pw && pb && pw->is_csgu && pb->is_csgu, "%s", wn);
+            double mx = 0, sum = 0;
+            for (size_t k = 0; k < pw->count; k++) mx = fmax(mx, fabs(w[pw->offset + k]));
+            for (size_t k = 0; k < pb->count; k++) sum += w[pb->offset + k];
+            if (s) {
+                cr_assert(mx > 0 && mx < 1e-5, "%s: max %g, want N(0, 1e-6)", wn, mx);
+                cr_assert_eq(sum, (double)pb->count, "%s: biases 1", bn);
+            } else {
+                cr_assert(mx > 0.05, "%s: max %g, want torch's uniform bound", wn, mx);
+                cr_assert(fabs(sum) < (double)pb->count, "%s", bn);
+            }
+        }
+    }
+    /* The other weights keep the scheme's draw (xavier_uniform, zero biases). */
+    const param_info *p = param_find(&t, "encoder.encoders.0.cgmlp.channel_proj1.0.bias");
+    for (size_t k = 0; k < p->count; k++) cr_assert_eq(w[p->offset + k], 0.0f);
+    free(w);
+    param_table_free(&t);
+}
