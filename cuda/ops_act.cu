@@ -1,9 +1,9 @@
 // The Conformer's activations (core/compute/ops_conformer_decl.h): Swish (ESPnet's x * sigmoid(x))
-// and GLU over the channels, forward and backward; the E-Branchformer's cgMLP: GELU (act_gelu,
-// act_gelu_grad: CUDA's erff and expf) and the gating product (one rounding: the CPU's bits). One thread per element, the per-element math of
-// core/compute/kernel_math_act.h (act_swish, act_silu_grad, act_glu, act_glu_grad), as the CPU's
-// loops: no sums, so the results differ from the CPU's only where CUDA's expf does (the CPU's bits
-// under scripts/cuda_emu, which uses the host's libm).
+// and GLU over the channels, forward and backward; the E-Branchformer's cgMLP: GELU and the gating
+// product. One thread per element, the per-element math of core/compute/kernel_math_act.h
+// (act_swish, act_silu_grad, act_glu, act_glu_grad, act_gelu, act_gelu_grad), as the CPU's loops:
+// no sums, so the results differ from the CPU's only where CUDA's expf / erfcf do (the CPU's bits
+// under scripts/cuda_emu, which uses the host's libm); the product is one rounding, the CPU's bits.
 #include "cuda/cuda_common.cuh"
 
 static __global__ void swish_forward_kernel(float *y, const float *x, size_t n)

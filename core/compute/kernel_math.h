@@ -66,22 +66,22 @@ static inline KM_HD int ctc_can_skip(const int *lab, int s)
 #define KM_T float
 #define KM_FN(name) name##_f32
 #define KM_EXP expf
-#define KM_ERF erff
+#define KM_ERFC erfcf
 #include "core/compute/kernel_math_act.h"
 #undef KM_T
 #undef KM_FN
 #undef KM_EXP
-#undef KM_ERF
+#undef KM_ERFC
 
 #define KM_T double
 #define KM_FN(name) name##_f64
 #define KM_EXP exp
-#define KM_ERF erf
+#define KM_ERFC erfc
 #include "core/compute/kernel_math_act.h"
 #undef KM_T
 #undef KM_FN
 #undef KM_EXP
-#undef KM_ERF
+#undef KM_ERFC
 
 /* ---- dropout ---------------------------------------------------------------------------------- */
 

@@ -270,8 +270,9 @@ const tb_case tb_cases_conformer[] = {
     {BACKEND_OP_RELPOS_ENCODING, LEN(RELPOS_S), TOL_ACC, relpos_encoding_run},
     {BACKEND_OP_RELATTN_FORWARD, LEN(RA_S), TOL_ACC, relattn_forward_run},
     {BACKEND_OP_RELATTN_BACKWARD, LEN(RA_S), TOL_ACC, relattn_backward_run},
-    {BACKEND_OP_GELU_FORWARD, LEN(GELU_S), TOL_ELEM, gelu_forward_run},
-    {BACKEND_OP_GELU_BACKWARD, LEN(GELU_S), TOL_ELEM, gelu_backward_run},
+    /* erfc's relative condition number grows as 2 z^2 in the tail: float libm tolerance. */
+    {BACKEND_OP_GELU_FORWARD, LEN(GELU_S), TOL_ACC, gelu_forward_run},
+    {BACKEND_OP_GELU_BACKWARD, LEN(GELU_S), TOL_ACC, gelu_backward_run},
     {BACKEND_OP_MUL_FORWARD, LEN(GELU_S), TOL_ELEM, mul_forward_run},
     {BACKEND_OP_MUL_BACKWARD, LEN(GELU_S), TOL_ELEM, mul_backward_run},
 };

@@ -227,6 +227,17 @@ Test(ops_conformer, gelu_and_mul)
     ops_gelu_backward_f64(dx, dy, x, 5);
     cr_assert(y[0] == 0 && fabs(y[1]) < 1e-20 && y[2] == 0 && y[3] == 10 && y[4] == 40);
     cr_assert(dx[0] == 0 && dx[2] == 0.5 && dx[3] == 1 && dx[4] == 1);
+    /* In float the lower tail keeps its relative accuracy (erfc, not 1 + erf, which cancels to 0). */
+    float fx[] = {-9, -7, -5.5f}, fy[3], fdx[3], fdy[3] = {1, 1, 1};
+    double dxd[3] = {-9, -7, -5.5}, yd[3], gd[3];
+    ops_gelu_forward_f32(fy, fx, 3);
+    ops_gelu_backward_f32(fdx, fdy, fx, 3);
+    ops_gelu_forward_f64(yd, dxd, 3);
+    ops_gelu_backward_f64(gd, dy, dxd, 3);
+    for (int i = 0; i < 3; i++) {
+        cr_assert(fy[i] < 0 && fabs(fy[i] - yd[i]) < 1e-5 * fabs(yd[i]), "gelu(%g): %g vs %g", fx[i], fy[i], yd[i]);
+        cr_assert(fabs(fdx[i] - gd[i]) < 1e-5 * fabs(gd[i]), "gelu'(%g): %g vs %g", fx[i], fdx[i], gd[i]);
+    }
 }
 
 /* ------------------------------------------------------------------ depthwise conv1d */
