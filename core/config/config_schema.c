@@ -191,7 +191,7 @@ static const cyaml_schema_field_t encoder_conf_fields[] = {
     FLT("positional_dropout_rate", encoder_conf_cfg, positional_dropout_rate),
     FLT("attention_dropout_rate", encoder_conf_cfg, attention_dropout_rate),
     STR("input_layer", encoder_conf_cfg, input_layer),
-    BOOL("normalize_before", encoder_conf_cfg, normalize_before),
+    BOOL_P("normalize_before", encoder_conf_cfg, normalize_before),
     BOOL_P("concat_after", encoder_conf_cfg, concat_after),
     STR("positionwise_layer_type", encoder_conf_cfg, positionwise_layer_type),
     INT_P("positionwise_conv_kernel_size", encoder_conf_cfg, positionwise_conv_kernel_size),

@@ -171,7 +171,7 @@ typedef struct encoder_conf_cfg {
     double positional_dropout_rate;
     double attention_dropout_rate;
     char *input_layer;
-    int normalize_before;
+    int *normalize_before;     /* NULL: left out (true, the transformer's and conformer's default) */
     /* ESPnet2's other encoder keys: NULL when the config leaves them out (ESPnet2's default). Both
      * encoders take these; core/nn/encoder_conf.c accepts the values that leave the model as
      * implemented (e.g. concat_after false, interctc_layer_idx []) and refuses the others. */

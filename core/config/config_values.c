@@ -176,7 +176,6 @@ static const struct {
     {"model.specaug_conf", "apply_time_mask", "true"},
     {"model.normalize_conf", "norm_means", "true"},
     {"model.ctc_conf", "zero_infinity", "true"},
-    {"model.encoder_conf", "normalize_before", "true"},
     {"model.ctc_conf", "reduce", "true"},
     {"model.decoder_conf", "use_output_layer", "true"},
     {"model.decoder_conf", "normalize_before", "true"},

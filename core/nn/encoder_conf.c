@@ -119,8 +119,8 @@ static int conformer_dims(model_dims *out, const encoder_conf_cfg *e, esp_err *e
 }
 
 /* EBranchformerEncoder: rel_pos_type defaults to latest there, num_blocks to 12; the keys it does
- * not take (ConformerEncoder's, normalize_before, concat_after, positionwise_conv_kernel_size)
- * are errors as its TypeError. */
+ * not take (ConformerEncoder's, concat_after, positionwise_conv_kernel_size) are errors as its
+ * TypeError (normalize_before: true, which the recipes' base config writes, warns in stage 5). */
 static int ebranchformer_dims(model_dims *out, const encoder_conf_cfg *e, esp_err *err)
 {
     const char *key = e ? conformer_only_key(e, 0) : NULL;

@@ -191,5 +191,7 @@ Test(ebranchformer_train, encoder_keys_are_checked)
     cr_assert(strstr(log, "model.encoder_conf.gradient_checkpoint_layers: accepted for ESPnet3 compatibility but not "
                           "implemented"),
               "%s", log);
+    /* The tiny recipe's base config writes normalize_before: true, which EBranchformerEncoder does not take. */
+    cr_assert(strstr(log, "model.encoder_conf.normalize_before: not a key of EBranchformerEncoder"), "%s", log);
     free(log);
 }
