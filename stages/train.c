@@ -33,9 +33,13 @@ static int check_unused_keys(const training_cfg *cfg, const char *file, esp_err 
 {
     const trainer_cfg *tc = cfg->trainer;
     const model_cfg *m = cfg->model;
-    if (m && m->encoder_conf && !m->encoder_conf->normalize_before)
+    const int *pre_ln = m && m->encoder_conf ? m->encoder_conf->normalize_before : NULL;
+    if (pre_ln && !*pre_ln)
         return esp_fail(err, "%s: model.encoder_conf.normalize_before: false (post-LN blocks) is not supported (use true)",
                         file);
+    if (pre_ln && m->encoder && !strcmp(m->encoder, "e_branchformer"))
+        log_warn("%s: model.encoder_conf.normalize_before: not a key of EBranchformerEncoder (ESPnet2 would raise a "
+                 "TypeError; its blocks are pre-LN, as true says): ignored", file);
     esp_err why; /* the encoder keys, before any data is read */
     if (encoder_dims_from_cfg(NULL, m, &why) != 0) return esp_fail(err, "%s: %s", file, why.msg);
     if (tc->val_check_interval > 0 && tc->val_check_interval != 1.0)
@@ -79,6 +83,7 @@ static model_rates rates_from_cfg(const model_cfg *m)
                      .pos_dropout = ec ? (float)ec->positional_dropout_rate : 0.1f,
                      .att_dropout = ec ? (float)ec->attention_dropout_rate : 0.0f,
                      .ctc_dropout = cc ? (float)cc->dropout_rate : 0,
+                     .layer_drop = ec && ec->layer_drop_rate ? (float)*ec->layer_drop_rate : 0.0f,
                      .ctc_keep_inf = cc && !cc->zero_infinity};
     decoder_rates_from_cfg(&r, m);
     return r;
