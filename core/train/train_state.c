@@ -5,6 +5,7 @@
  * batches, rank 0's are the ones checkpoints keep and the ones every rank validates with. Parameters and moments live on the
  * backend; they reach the host only through be->copy. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,17 +93,26 @@ int save_checkpoint(trainer *t, const metric *metrics, size_t n_metrics, esp_err
 }
 
 /* 16-mixed: the scaler as the checkpoint left it; a checkpoint without one (a run in another
- * precision) leaves the initial scale. */
-static void resume_scaler(trainer *t, const ckpt_loaded *c)
+ * precision) leaves the initial scale. A scale that is not a positive finite float, or a negative
+ * tracker, makes the checkpoint unusable. */
+static int resume_scaler(trainer *t, const ckpt_loaded *c, esp_err *err)
 {
-    if (!t->scaler.enabled) return;
+    if (!t->scaler.enabled) return 0;
     const st_tensor *s = st_get(&c->state, "grad_scaler.scale");
-    if (!s || s->dtype != ST_F32 || st_numel(s) != 1) {
+    if (!s) {
         log_info("train: %s has no loss scaler state: 16-mixed starts at scale %g", c->dir, (double)t->scaler.scale);
-        return;
+        return 0;
     }
-    memcpy(&t->scaler.scale, s->data, sizeof(float));
-    t->scaler.growth_tracker = ckpt_counter_get(c, "grad_scaler.growth_tracker", 0);
+    float scale = 0;
+    if (s->dtype == ST_F32 && st_numel(s) == 1) memcpy(&scale, s->data, sizeof scale);
+    int64_t tracker = ckpt_counter_get(c, "grad_scaler.growth_tracker", 0);
+    if (!(scale > 0 && isfinite(scale)) || tracker < 0)
+        return esp_fail(err, "%s: grad_scaler.scale %g / growth_tracker %" PRId64 " is not a loss scaler's state "
+                             "(a positive finite F32 scale of one element, a tracker >= 0)", c->dir, (double)scale,
+                        tracker);
+    t->scaler.scale = scale;
+    t->scaler.growth_tracker = tracker;
+    return 0;
 }
 
 int resume(trainer *t, esp_err *err)
@@ -119,6 +129,7 @@ int resume(trainer *t, esp_err *err)
     if (rc == 0 && (st_get_f32(&c.state, "optimizer.exp_avg", 1, &total, &m1, err) != 0 ||
                     st_get_f32(&c.state, "optimizer.exp_avg_sq", 1, &total, &m2, err) != 0))
         rc = -1;
+    if (rc == 0 && resume_scaler(t, &c, err) != 0) rc = -1;
     if (rc == 0) {
         asr_model_state_from_host(&t->model, params);
         t->be->copy(t->be, t->opt.exp_avg, m1, pt->total * sizeof(float), BACKEND_HOST_TO_DEVICE);
@@ -126,7 +137,6 @@ int resume(trainer *t, esp_err *err)
         t->opt.step = ckpt_counter_get(&c, "optimizer.step", 0);
         t->sched.last_epoch = ckpt_counter_get(&c, "scheduler.last_epoch", t->sched.last_epoch);
         t->guard.countdown = ckpt_counter_get(&c, "nan_guard.countdown", 0);
-        resume_scaler(t, &c);
         t->epoch = c.epoch;
         t->step = c.step;
         log_info("train: resuming from %s (epoch %" PRId64 ", step %" PRId64 ")", c.dir, c.epoch, c.step);

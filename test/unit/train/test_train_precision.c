@@ -3,6 +3,7 @@
  * something other than 32 (the GEMMs' inputs are rounded), resume bit-identically (16-mixed's
  * loss scaler state travels in trainer_state.safetensors), and say what they do on the CPU. */
 #include <criterion/criterion.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,4 +107,27 @@ Test(train_precision, fp16_overflow_skips_steps_backs_off_and_resumes_bit_identi
               "resumed 16-mixed run differs from the uninterrupted one");
     cr_assert(same_file("h/" CKPT8 "trainer_state.safetensors", "h_split/" CKPT8 "trainer_state.safetensors"));
     cr_assert(same_file("h/" CKPT8 "trainer_state.json", "h_split/" CKPT8 "trainer_state.json"));
+
+    /* A checkpoint whose scale is not a positive finite number is refused on resume. */
+    const char *path = test_path(dir, "h_split/" CKPT8 "trainer_state.safetensors");
+    FILE *f = fopen(path, "r+b");
+    cr_assert(f);
+    uint64_t hlen;
+    cr_assert_eq(fread(&hlen, 8, 1, f), 1);
+    char *hdr = calloc(hlen + 1, 1);
+    cr_assert_eq(fread(hdr, 1, hlen, f), hlen);
+    char *e = strstr(hdr, "\"grad_scaler.scale\"");
+    cr_assert(e);
+    char *o = strstr(e, "\"data_offsets\"");
+    cr_assert(o);
+    long begin = strtol(strchr(o, '[') + 1, NULL, 10);
+    float bad = -2.0f;
+    cr_assert_eq(fseek(f, (long)(8 + hlen) + begin, SEEK_SET), 0);
+    cr_assert_eq(fwrite(&bad, sizeof bad, 1, f), 1);
+    fclose(f);
+    free(hdr);
+    cr_assert_neq(run("h_split", "--stages train trainer.max_epochs=9 trainer.precision=16-mixed"), 0);
+    char *refused = slurp("log");
+    cr_assert(strstr(refused, "grad_scaler.scale -2 / growth_tracker"), "%s", refused);
+    free(refused);
 }
