@@ -130,7 +130,9 @@ static void check_backend(backend *be, backend *ref, backend *cpu)
     }
 }
 
-Test(backend_ops, gemm_precision, .timeout = 300)
+TestSuite(backend_precision);
+
+Test(backend_precision, gemm, .timeout = 300)
 {
     const char *env = getenv("ESPNET3_TEST_BACKENDS");
     int explicit_list = env && *env;
