@@ -18,6 +18,16 @@
 #include "core/train/trainer.h"
 #include "stages/stages.h"
 
+/* Lightning's limit_*_batches as written (checked at load): an integer is a count of batches
+ * (passed on as -count, 1 meaning one batch), a float a fraction (1.0: all). NULL: all. */
+static double limit_of(const char *s)
+{
+    if (!s) return 0;
+    double v = strtod(s, NULL);
+    int written_int = !strpbrk(s, ".eEnN");
+    return written_int ? -v : v;
+}
+
 static int cpu_threads(void)
 {
     const char *omp = getenv("OMP_NUM_THREADS");
@@ -150,8 +160,8 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
         .accumulate = tc->accumulate_grad_batches > 0 ? tc->accumulate_grad_batches : 1,
         .log_every = tc->log_every_n_steps > 0 ? tc->log_every_n_steps : 50,
         .clip = tc->gradient_clip_val,
-        .limit_train = tc->limit_train_batches,
-        .limit_val = tc->limit_val_batches,
+        .limit_train = limit_of(tc->limit_train_batches),
+        .limit_val = limit_of(tc->limit_val_batches),
         .dist_timeout = tc->dist_timeout,
         .tb_dir = tb_dir,
         .csv_path = csv,

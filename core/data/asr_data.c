@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/data/audio.h"
+#include "core/data/dataset_src.h"
 #include "core/base/fsio.h"
 #include "core/formats/npz.h"
 #include "core/base/rng.h"
@@ -42,8 +43,15 @@ int asr_data_open(asr_data *d, const training_cfg *cfg, const char *split, int t
     tokenizer_spec ts;
     if (tokenizer_spec_resolve(&ts, cfg->tokenizer, cfg->token_type, cfg->bpemodel, "training config", err) != 0)
         return -1;
-    char *mpath = xasprintf("%s/manifest/%s.tsv", cfg->data_dir, split);
-    int rc = asr_data_open_files(d, cfg->model, mpath, ts.tokens_path, train, err);
+    manifest m;
+    char *mpath = NULL;
+    int rc = dataset_split_load(cfg, split, &m, &mpath, err);
+    if (rc == 0) {
+        rc = asr_data_open_files(d, cfg->model, NULL, ts.tokens_path, train, err);
+        if (rc == 0) d->m = m;
+        else manifest_free(&m);
+    }
+    if (rc == 0) d->resample = cfg->dataset && cfg->dataset->resample;
     if (rc == 0 && (rc = token_list_set_type(&d->tokens, ts.type, ts.model_path, err)) != 0) asr_data_close(d);
     if (rc == 0) { /* labels map unknown text to <unk>: say so once per split, not per batch */
         const char **texts = xmalloc((d->m.n ? d->m.n : 1) * sizeof *texts);
@@ -99,7 +107,7 @@ void asr_data_close(asr_data *d)
 
 int asr_data_read_wav(const asr_data *d, const char *path, float **wav, size_t *n, esp_err *err)
 {
-    if (audio_read(path, d->fo.fs, FS_KEY, wav, n, err) != 0) return -1;
+    if (audio_read_resampled(path, d->fo.fs, FS_KEY, d->resample, wav, n, err) != 0) return -1;
     if (*n >= frontend_min_samples(d->fe)) return 0;
     esp_fail(err, "%s: %zu samples is shorter than the STFT needs (%zu)", path, *n, frontend_min_samples(d->fe));
     free(*wav);

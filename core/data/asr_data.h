@@ -27,9 +27,10 @@ typedef struct asr_data {
     norm_kind norm;
     global_mvn gmvn;
     int utt_norm_means, utt_norm_vars;
+    int resample;            /* dataset.resample: audio at another rate is resampled to fo.fs */
 } asr_data;
 
-/* Opens ${data_dir}/manifest/<split>.tsv with the model's frontend, SpecAugment (train only) and
+/* Opens the split (dataset.<split>'s sources, else ${data_dir}/manifest/<split>.tsv: core/data/dataset_src.h) with the model's frontend, SpecAugment (train only) and
  * normalization settings; the token list comes from ${tokenizer.save_path}/tokens.txt and maps text
  * as the config's tokenizer does (tokenizer_spec_resolve); transcripts with text outside it get one
  * warning (their labels hold <unk>). */

@@ -1,6 +1,7 @@
 #include "core/data/audio.h"
 
 #include <inttypes.h>
+#include <samplerate.h>
 #include <sndfile.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -71,8 +72,8 @@ int audio_read_fs(const char *path, int expected_fs, const char *fs_key, float *
     }
     if (expected_fs > 0 && info.samplerate != expected_fs) {
         sf_close(sf);
-        return esp_fail(err, "%s: sample rate %d Hz, but %s is %d (resample the audio or set %s)", path,
-                        info.samplerate, fs_key ? fs_key : "fs", expected_fs, fs_key ? fs_key : "fs");
+        return esp_fail(err, "%s: sample rate %d Hz, but %s is %d (resample the audio, set dataset.resample: true, "
+                        "or set %s)", path, info.samplerate, fs_key ? fs_key : "fs", expected_fs, fs_key ? fs_key : "fs");
     }
     int major = info.format & SF_FORMAT_TYPEMASK;
     uint32_t declared;
@@ -111,5 +112,30 @@ int audio_read_fs(const char *path, int expected_fs, const char *fs_key, float *
     }
     *samples = buf;
     *n = got;
+    return 0;
+}
+
+int audio_read_resampled(const char *path, int expected_fs, const char *fs_key, int resample, float **samples,
+                         size_t *n, esp_err *err)
+{
+    if (!resample || expected_fs <= 0) return audio_read(path, expected_fs, fs_key, samples, n, err);
+    int fs;
+    if (audio_read_fs(path, 0, fs_key, samples, n, &fs, err) != 0) return -1;
+    if (fs == expected_fs || *n == 0) return 0;
+    double ratio = (double)expected_fs / fs;
+    size_t cap = (size_t)((double)*n * ratio) + 16;
+    float *out = xmalloc(cap * sizeof *out);
+    SRC_DATA d = {.data_in = *samples, .data_out = out, .input_frames = (long)*n, .output_frames = (long)cap,
+                  .src_ratio = ratio};
+    int rc = src_simple(&d, SRC_SINC_BEST_QUALITY, 1);
+    free(*samples);
+    *samples = NULL;
+    if (rc != 0) {
+        free(out);
+        *n = 0;
+        return esp_fail(err, "%s: cannot resample %d Hz to %d Hz: %s", path, fs, expected_fs, src_strerror(rc));
+    }
+    *samples = out;
+    *n = (size_t)d.output_frames_gen;
     return 0;
 }

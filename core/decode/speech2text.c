@@ -93,6 +93,7 @@ speech2text *speech2text_open(backend *be, const model_files *mf, const s2t_opts
     s->opts = *o;
     s->be = be;
     if (asr_data_open_files(&s->data, tc->model, NULL, mf->tokens, 0, err) != 0) goto fail;
+    s->data.resample = o->resample;
     if (token_list_set_type(&s->data.tokens, mf->token_type, mf->bpemodel, err) != 0) goto fail;
     model_dims dims;
     if (model_dims_from_cfg(&dims, tc->model, s->data.fo.n_mels, (int)s->data.tokens.n, err) != 0) goto fail;

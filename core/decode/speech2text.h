@@ -44,6 +44,7 @@ typedef struct s2t_opts {
     double minlenratio;
     const bs_scorer *attention; /* NULL: the model's attention decoder; else used in its place (tests,
                                  * a decoder from elsewhere); borrowed */
+    int resample;        /* dataset.resample: audio at another rate is resampled to the model's fs */
 } s2t_opts;
 
 /* Greedy CTC, 1-best: the options a caller that sets nothing else wants. */

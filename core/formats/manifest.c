@@ -290,8 +290,14 @@ int manifest_read_kaldi_dir(const char *dir, manifest *out, esp_err *err)
     for (size_t i = 0; i < wav.n && rc == 0; i++) {
         const char *t = kv_lookup(&text, wav.keys[i]);
         const char *s = have_spk ? kv_lookup(&spk, wav.keys[i]) : NULL;
+        size_t vl = strlen(wav.vals[i]);
+        while (vl && (wav.vals[i][vl - 1] == ' ' || wav.vals[i][vl - 1] == '\r')) wav.vals[i][--vl] = '\0';
         if (!wav.vals[i][0])
             rc = esp_fail(err, "%s/wav.scp:%zu: utterance %s has no audio path", dir, wav.lines[i], wav.keys[i]);
+        else if (wav.vals[i][vl - 1] == '|' || wav.vals[i][0] == '|')
+            rc = esp_fail(err, "%s/wav.scp:%zu: utterance %s: '%s' is a command pipe; espnet3 reads audio files only "
+                          "(run the command once into a .wav or .flac and list that file)", dir, wav.lines[i],
+                          wav.keys[i], wav.vals[i]);
         else if (!t)
             rc = esp_fail(err, "%s/text: no transcript for utterance %s (listed in wav.scp)", dir, wav.keys[i]);
         else if (have_spk && !s)

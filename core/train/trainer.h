@@ -42,7 +42,8 @@ typedef struct trainer_opts {
     int64_t accumulate;       /* accumulate_grad_batches, > 0 */
     int64_t log_every;        /* log_every_n_steps, > 0 */
     double clip;              /* gradient_clip_val; 0: no clipping */
-    double limit_train, limit_val; /* limit_*_batches (0 or 1.0: all; < 1: a fraction; else a count) */
+    double limit_train, limit_val; /* limit_*_batches (0 or 1.0: all; (0, 1): a fraction; > 1: a count;
+                                    * < 0: a count of -limit, how an integer written in the config arrives) */
     double dist_timeout;      /* seconds any wait for another rank may take */
     const char *tb_dir;       /* TensorBoard event folder */
     const char *csv_path;     /* metrics.csv */
