@@ -272,6 +272,12 @@ int manifest_read_kaldi_dir(const char *dir, manifest *out, esp_err *err)
 {
     memset(out, 0, sizeof *out);
     kv_table wav, text, spk = {0};
+    char *seg_path = path_join(dir, "segments");
+    int have_seg = path_exists(seg_path);
+    free(seg_path);
+    if (have_seg)
+        return esp_fail(err, "%s/segments: Kaldi segments are not read by espnet3 yet (cut the recordings into one "
+                        "file per utterance, e.g. with Kaldi's extract-segments, and list those in wav.scp)", dir);
     if (kv_read(dir, "wav.scp", &wav, err) != 0) return -1;
     if (kv_read(dir, "text", &text, err) != 0) {
         kv_free(&wav);

@@ -34,7 +34,8 @@ int manifest_read_tsv(const char *path, manifest *out, esp_err *err);
  * entry needs a speaker id. Creates dir. */
 int manifest_write_kaldi_dir(const char *dir, const manifest *m, esp_err *err);
 /* Reads <dir>/wav.scp and <dir>/text (and utt2spk when present), joined on utt id, in wav.scp's
- * order; an utterance missing from text is an error naming it. */
+ * order; an utterance missing from text is an error naming it. wav.scp values are audio paths: a
+ * command pipe (`sox ... |`) is an error naming its line, and so is a `segments` file (not read yet). */
 int manifest_read_kaldi_dir(const char *dir, manifest *out, esp_err *err);
 
 #endif
