@@ -61,7 +61,8 @@ static int forward(size_t idx, void *p, runner_buf *out, esp_err *err)
     const manifest_entry *e = &env->job->m->items[idx];
     float *x;
     size_t n;
-    if (audio_read_resampled(e->wav, env->job->opts.fs, FS_KEY, env->job->resample, &x, &n, err) != 0) return -1;
+    if (audio_read_span(e->wav, env->job->opts.fs, FS_KEY, env->job->resample, e->start, e->end, &x, &n, err) != 0)
+        return -1;
     if (n < frontend_min_samples(env->fe)) {
         free(x);
         return esp_fail(err, "%s: %zu samples is shorter than the STFT needs (%zu; n_fft/2+1)", e->wav, n,
@@ -166,6 +167,7 @@ static int collect_split(const training_cfg *cfg, const char *split, const token
         h = fnv1a64_bytes(h, e->utt, strlen(e->utt) + 1);
         h = fnv1a64_bytes(h, e->wav, strlen(e->wav) + 1);
         h = fnv1a64_bytes(h, e->text, strlen(e->text) + 1);
+        if (e->end > 0) h = fnv1a64_bytes(fnv1a64_bytes(h, &e->start, sizeof e->start), &e->end, sizeof e->end);
     }
     char *sig = xasprintf("manifest %016" PRIx64 " fs %d n_fft %d win %d hop %d mels %d fmin %g fmax %g%s", h,
                           job.opts.fs, job.opts.n_fft, job.opts.win_length, job.opts.hop_length, job.opts.n_mels,

@@ -112,9 +112,16 @@ static int decode_batch(infer_env *env, size_t lo, size_t hi, esp_err *err)
     env->lo = env->hi = 0;
     int n = (int)(hi - lo);
     const char **paths = xmalloc((size_t)n * sizeof *paths);
-    for (int i = 0; i < n; i++) paths[i] = env->job->m->items[lo + (size_t)i].wav;
+    double *spans = xmalloc(2 * (size_t)n * sizeof *spans); /* Kaldi segments: starts, then ends */
+    for (int i = 0; i < n; i++) {
+        const manifest_entry *e = &env->job->m->items[lo + (size_t)i];
+        paths[i] = e->wav;
+        spans[i] = e->start;
+        spans[n + i] = e->end;
+    }
     s2t_hyp *hyps = xcalloc((size_t)n, sizeof *hyps);
-    int rc = speech2text_decode_files(env->s2t, paths, n, hyps, err);
+    int rc = speech2text_decode_spans(env->s2t, paths, spans, spans + n, n, hyps, err);
+    free(spans);
     const token_list *tl = speech2text_tokens(env->s2t);
     for (int i = 0; i < n && rc == 0; i++) {
         uint32_t head[2] = {(uint32_t)hyps[i].frames, (uint32_t)hyps[i].n_found};
@@ -309,6 +316,9 @@ static int decode_set(const inference_cfg *icfg, const model_files *mf, const de
         h = fnv1a64_bytes(h, m.items[i].utt, strlen(m.items[i].utt) + 1);
         h = fnv1a64_bytes(h, m.items[i].wav, strlen(m.items[i].wav) + 1);
         h = fnv1a64_bytes(h, m.items[i].text, strlen(m.items[i].text) + 1);
+        if (m.items[i].end > 0)
+            h = fnv1a64_bytes(fnv1a64_bytes(h, &m.items[i].start, sizeof m.items[i].start), &m.items[i].end,
+                              sizeof m.items[i].end);
     }
     h = hash_file(h, mf->weights, err, &failed);
     h = hash_file(h, mf->tokens, err, &failed);

@@ -107,7 +107,13 @@ void asr_data_close(asr_data *d)
 
 int asr_data_read_wav(const asr_data *d, const char *path, float **wav, size_t *n, esp_err *err)
 {
-    if (audio_read_resampled(path, d->fo.fs, FS_KEY, d->resample, wav, n, err) != 0) return -1;
+    return asr_data_read_span(d, path, 0, 0, wav, n, err);
+}
+
+int asr_data_read_span(const asr_data *d, const char *path, double start, double end, float **wav, size_t *n,
+                       esp_err *err)
+{
+    if (audio_read_span(path, d->fo.fs, FS_KEY, d->resample, start, end, wav, n, err) != 0) return -1;
     if (*n >= frontend_min_samples(d->fe)) return 0;
     esp_fail(err, "%s: %zu samples is shorter than the STFT needs (%zu)", path, *n, frontend_min_samples(d->fe));
     free(*wav);
@@ -153,7 +159,7 @@ int asr_batch_load(asr_batch *b, asr_data *d, const size_t *items, int n, uint64
     for (int i = 0; i < n && rc == 0; i++) {
         const manifest_entry *e = &d->m.items[items[i]];
         b->utts[i] = e->utt;
-        if (asr_data_read_wav(d, e->wav, &wav[i], &ns[i], err) != 0) rc = -1;
+        if (asr_data_read_span(d, e->wav, e->start, e->end, &wav[i], &ns[i], err) != 0) rc = -1;
         else if (text_to_ids(&d->tokens, e->text, &ids[i], &nids[i], NULL, err) != 0) rc = -1;
         if (rc == 0) {
             b->feat_lens[i] = (int)frontend_num_frames(d->fe, ns[i]);

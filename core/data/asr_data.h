@@ -45,6 +45,9 @@ void asr_data_close(asr_data *d);
 
 /* Reads one audio file at the frontend's rate; one too short for the STFT is an error naming it. */
 int asr_data_read_wav(const asr_data *d, const char *path, float **wav, size_t *n, esp_err *err);
+/* The same for [start, end) seconds of it (a Kaldi segment; end 0: all of it). */
+int asr_data_read_span(const asr_data *d, const char *path, double start, double end, float **wav, size_t *n,
+                       esp_err *err);
 /* Features of one waveform for decoding: log-mel, then normalization; never SpecAugment. x gets
  * frontend_num_frames(d->fe, n) rows of d->fo.n_mels; n comes from asr_data_read_wav (long enough). */
 void asr_data_featurize(asr_data *d, float *x, const float *wav, size_t n);

@@ -94,7 +94,7 @@ int dataset_refs_load(const dataset_ref_cfg *refs, unsigned n, const char *data_
             for (size_t i = 0; i < part.n; i++) {
                 const manifest_entry *e = &part.items[i];
                 source_of[out->n] = k;
-                manifest_add(out, e->utt, e->wav, e->text, e->spk);
+                manifest_add_span(out, e->utt, e->wav, e->text, e->spk, e->start, e->end);
             }
             manifest_free(&part);
         }

@@ -88,5 +88,8 @@ int speech2text_decode_wav(speech2text *s, const float *wav, size_t n, s2t_hyp *
 /* Decodes n audio files in order into out[0..n). On an error (unreadable file, wrong rate, too
  * short) nothing is left in out and err names the file. */
 int speech2text_decode_files(speech2text *s, const char *const *paths, int n, s2t_hyp *out, esp_err *err);
+/* The same for spans of the files: [starts[i], ends[i]) seconds (Kaldi segments; ends[i] 0: all). */
+int speech2text_decode_spans(speech2text *s, const char *const *paths, const double *starts, const double *ends, int n,
+                             s2t_hyp *out, esp_err *err);
 
 #endif

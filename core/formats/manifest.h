@@ -11,6 +11,7 @@ typedef struct manifest_entry {
     char *wav;  /* path to the audio file */
     char *text; /* transcript; may be "" */
     char *spk;  /* speaker id; NULL when the source had none (a .tsv manifest) */
+    double start, end; /* Kaldi segments: the utterance is [start, end) seconds of wav; end 0: all of it */
 } manifest_entry;
 
 typedef struct manifest {
@@ -20,6 +21,9 @@ typedef struct manifest {
 
 /* Appends a copy of the fields (spk may be NULL). */
 void manifest_add(manifest *m, const char *utt, const char *wav, const char *text, const char *spk);
+/* The same for a Kaldi segment: [start, end) seconds of the recording wav (end > start >= 0). */
+void manifest_add_span(manifest *m, const char *utt, const char *wav, const char *text, const char *spk, double start,
+                       double end);
 /* Sorts by utterance id (byte order, as Kaldi's LC_ALL=C sort). */
 void manifest_sort(manifest *m);
 void manifest_free(manifest *m);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/base/fsio.h"
+#include "core/data/audio.h"
 #include "core/data/dataset_src.h"
 #include "core/formats/corpus.h"
 #include "core/formats/manifest.h"
@@ -174,10 +175,54 @@ Test(corpora, kaldi_wav_scp_pipe_is_refused_with_its_line)
     cr_assert_eq(manifest_read_kaldi_dir(dir, &m, &err), 0, "%s", err.msg);
     cr_assert_eq(m.n, 2);
     manifest_free(&m);
-    /* segments would change which audio an id means: refused, not ignored */
-    test_write_text(test_path(dir, "segments"), "u1 rec1 0.0 1.5\n");
+}
+
+/* A Kaldi dir with segments: utterances are spans of recordings, read as such through the
+ * dataset block, collect_stats' reader and the decoder's. */
+Test(corpora, kaldi_segments_are_spans_of_recordings)
+{
+    char dir[512], flac[512];
+    snprintf(dir, sizeof dir, "%s/kaldi", workdir);
+    snprintf(flac, sizeof flac, "%s/rec1.flac", workdir);
+    write_flac(flac, 3, 2.0);
+    char scp[700];
+    snprintf(scp, sizeof scp, "rec1 %s\n", flac);
+    test_write_text_mkdirs(test_path(dir, "wav.scp"), scp);
+    test_write_text(test_path(dir, "segments"), "a rec1 0.0 0.5\nb rec1 0.5 1.75\nc rec1 1.5 -1\n");
+    test_write_text(test_path(dir, "text"), "a ONE\nb TWO\nc THREE\n");
+    test_write_text(test_path(dir, "utt2spk"), "a s\nb s\nc s\n");
+    manifest m;
+    esp_err err;
+    cr_assert_eq(manifest_read_kaldi_dir(dir, &m, &err), 0, "%s", err.msg);
+    cr_assert_eq(m.n, 3);
+    cr_assert_str_eq(m.items[1].utt, "b");
+    cr_assert_str_eq(m.items[1].wav, flac);
+    cr_assert_float_eq(m.items[1].start, 0.5, 1e-12);
+    cr_assert_float_eq(m.items[1].end, 1.75, 1e-12);
+    float *x, *whole;
+    size_t n, nw;
+    cr_assert_eq(audio_read_span(flac, 16000, "fs", 0, m.items[1].start, m.items[1].end, &x, &n, &err), 0, "%s", err.msg);
+    cr_assert_eq(n, 20000);
+    cr_assert_eq(audio_read(flac, 16000, "fs", &whole, &nw, &err), 0, "%s", err.msg);
+    cr_assert_eq(memcmp(x, whole + 8000, n * sizeof *x), 0, "the span is the recording's samples 8000..28000");
+    free(x);
+    cr_assert_eq(audio_read_span(flac, 16000, "fs", 0, m.items[2].start, m.items[2].end, &x, &n, &err), 0, "%s", err.msg);
+    cr_assert_eq(n, nw - 24000, "end -1: to the end of the recording");
+    free(x);
+    free(whole);
+    cr_assert_eq(audio_read_span(flac, 16000, "fs", 0, 1.0, 3.0, &x, &n, &err), -1);
+    cr_assert(strstr(err.msg, "rec1.flac: segment 1.000-3.000 s runs past the end of the audio (2.000 s)"), "%s", err.msg);
+    manifest_free(&m);
+    /* bad lines name the file and line */
+    test_write_text(test_path(dir, "segments"), "a rec1 0.0 0.5\nb rec1 0.9 0.2\n");
     cr_assert_eq(manifest_read_kaldi_dir(dir, &m, &err), -1);
-    cr_assert(strstr(err.msg, "kaldi/segments: Kaldi segments are not read by espnet3 yet"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "kaldi/segments:2: expected '<utt> <recording> <start> <end>'"), "%s", err.msg);
+    test_write_text(test_path(dir, "segments"), "a rec2 0.0 0.5\n");
+    cr_assert_eq(manifest_read_kaldi_dir(dir, &m, &err), -1);
+    cr_assert(strstr(err.msg, "kaldi/segments:1: recording rec2 is not in wav.scp"), "%s", err.msg);
+    test_write_text(test_path(dir, "segments"), "a rec1 0.0 0.5\nz rec1 0.5 1.0\n");
+    cr_assert_eq(manifest_read_kaldi_dir(dir, &m, &err), -1);
+    cr_assert(strstr(err.msg, "kaldi/text: no transcript for utterance z (listed in segments)"), "%s", err.msg);
 }
 
 /* dataset.valid as two sources: concatenated in order; a shared id is an error naming both. */
@@ -272,6 +317,29 @@ Test(corpora, mini_an4_recipe_runs_stages_1_to_8_from_espnet3_configs)
     free(res);
     cr_assert(test_exists(test_path(workdir, "exp/model_pack")));
     cr_assert(test_exists(test_path(workdir, "downloads/an4/LICENSE")));
+
+    /* Another test set from the command line: a Kaldi dir whose segments cut one AN4 SPHERE file. */
+    char kdir[512], line[1024];
+    snprintf(kdir, sizeof kdir, "%s/kseg", workdir);
+    snprintf(line, sizeof line, "rec %s/downloads/an4/wav/an4test_clstk/fcaw/cen8-fcaw-b.sph\n", workdir);
+    test_write_text_mkdirs(test_path(kdir, "wav.scp"), line);
+    test_write_text(test_path(kdir, "segments"), "s1 rec 0.0 1.2\ns2 rec 1.2 -1\n");
+    test_write_text(test_path(kdir, "text"), "s1 ELEVEN TWENTY\ns2 SEVEN FIFTY SEVEN\n");
+    rc = test_sh("cd '%s/recipes/mini_an4' && timeout 120 '%s' --training_config conf/training.yaml "
+                 "--inference_config conf/inference.yaml --stages infer data_dir=%s/data stats_dir=%s/stats "
+                 "exp_dir=%s/exp 'dataset.test=[{name: kseg, data_src: kaldi, data_src_args: {path: %s}}]' "
+                 ">%s/seg.out 2>%s/seg.err",
+                 test_root_dir(), test_bin_path(), workdir, workdir, workdir, kdir, workdir, workdir);
+    log = test_slurp_or_empty(test_path(workdir, "seg.err"));
+    cr_assert_eq(rc, 0, "%s", log);
+    cr_assert(strstr(log, "infer: kseg: 2 utterances, "), "%s", log);
+    free(log);
+    char *hyp = test_slurp(test_path(workdir, "exp/inference/kseg/hyp.scp"));
+    cr_assert_eq(count_lines(hyp), 2, "%s", hyp);
+    free(hyp);
+    ref = test_slurp(test_path(workdir, "exp/inference/kseg/ref.scp"));
+    cr_assert_str_eq(ref, "s1 ELEVEN TWENTY\ns2 SEVEN FIFTY SEVEN\n");
+    free(ref);
 }
 
 /* ESPnet3's librispeech_100 configs on a miniature LibriSpeech tree (FLAC), tiny model. The
