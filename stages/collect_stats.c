@@ -244,7 +244,9 @@ int stage_collect_stats(const stage_ctx *ctx, esp_err *err)
     /* text_shape.<token_type> counts the tokens the training labels will have (ESPnet's name:
      * text_shape.char, text_shape.word, text_shape.bpe). */
     tokenizer_spec ts;
-    if (tokenizer_spec_resolve(&ts, cfg->tokenizer, cfg->token_type, cfg->bpemodel, file, err) != 0) return -1;
+    if (dataset_check_preprocessor(cfg, file, err) != 0) return -1;
+    if (tokenizer_spec_resolve(&ts, cfg->tokenizer, dataset_token_type(cfg), dataset_bpemodel(cfg), file, err) != 0)
+        return -1;
     token_list tl = {0};
     int rc;
     if (!path_exists(ts.tokens_path))

@@ -11,6 +11,7 @@
 #include "core/base/fsio.h"
 #include "core/base/hash.h"
 #include "core/compute/backend.h"
+#include "core/data/dataset_src.h"
 #include "core/data/sampler.h"
 #include "core/dist/dist.h"
 #include "core/nn/decoder_conf.h"
@@ -100,6 +101,7 @@ static int check_config(const training_cfg *cfg, const char *file, const dist_en
     if (!cfg->trainer) return esp_fail(err, "%s: trainer: missing (the template conf/training.yaml sets it)", file);
     if (!cfg->dataloader || !cfg->dataloader->train || !cfg->dataloader->valid)
         return esp_fail(err, "%s: dataloader.train and dataloader.valid: missing", file);
+    if (dataset_check_preprocessor(cfg, file, err) != 0) return -1;
     const trainer_cfg *tc = cfg->trainer;
     int64_t devices = tc->devices > 0 ? tc->devices : 1, nodes = tc->num_nodes > 0 ? tc->num_nodes : 1;
     if (devices * nodes != env->world_size)

@@ -41,7 +41,8 @@ int asr_data_open(asr_data *d, const training_cfg *cfg, const char *split, int t
     memset(d, 0, sizeof *d);
     if (!cfg->data_dir) return esp_fail(err, "data_dir: missing");
     tokenizer_spec ts;
-    if (tokenizer_spec_resolve(&ts, cfg->tokenizer, cfg->token_type, cfg->bpemodel, "training config", err) != 0)
+    if (tokenizer_spec_resolve(&ts, cfg->tokenizer, dataset_token_type(cfg), dataset_bpemodel(cfg), "training config",
+                               err) != 0)
         return -1;
     manifest m;
     char *mpath = NULL;

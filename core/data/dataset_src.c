@@ -191,3 +191,28 @@ int dataset_test_load(const inference_cfg *icfg, const char *name, manifest *out
     else free(path);
     return rc;
 }
+
+const char *dataset_token_type(const training_cfg *cfg)
+{
+    if (cfg->token_type) return cfg->token_type;
+    return cfg->dataset && cfg->dataset->preprocessor ? cfg->dataset->preprocessor->token_type : NULL;
+}
+
+const char *dataset_bpemodel(const training_cfg *cfg)
+{
+    if (cfg->bpemodel) return cfg->bpemodel;
+    return cfg->dataset && cfg->dataset->preprocessor ? cfg->dataset->preprocessor->bpemodel : NULL;
+}
+
+int dataset_check_preprocessor(const training_cfg *cfg, const char *file, esp_err *err)
+{
+    const preprocessor_cfg *p = cfg->dataset ? cfg->dataset->preprocessor : NULL;
+    if (!p || p->fs <= 0) return 0;
+    int64_t fs = cfg->model && cfg->model->frontend_conf && cfg->model->frontend_conf->fs > 0
+                     ? cfg->model->frontend_conf->fs : 16000;
+    if (p->fs != fs)
+        return esp_fail(err, "%s: dataset.preprocessor.fs is %lld but model.frontend_conf.fs is %lld (espnet3 reads "
+                        "audio at the frontend's rate: make them equal; dataset.resample: true converts other rates)",
+                        file, (long long)p->fs, (long long)fs);
+    return 0;
+}

@@ -28,4 +28,12 @@ unsigned dataset_test_names(const dataset_cfg *ds, char **test_sets, unsigned n_
  * else ${data_dir}/manifest/<name>.tsv. */
 int dataset_test_load(const inference_cfg *icfg, const char *name, manifest *out, char **desc, esp_err *err);
 
+/* ESPnet2's preprocessor settings as espnet3 maps them: the training config's top-level token_type
+ * / bpemodel, else dataset.preprocessor's (NULL: neither; the tokenizer block decides). */
+const char *dataset_token_type(const training_cfg *cfg);
+const char *dataset_bpemodel(const training_cfg *cfg);
+/* dataset.preprocessor.fs must be the frontend's rate (model.frontend_conf.fs, default 16000):
+ * espnet3 has one rate per model. file names the config in the error. */
+int dataset_check_preprocessor(const training_cfg *cfg, const char *file, esp_err *err);
+
 #endif

@@ -407,3 +407,17 @@ Test(corpora, librispeech_100_says_which_splits_are_missing)
     cr_assert(!test_exists(test_path(workdir, "data/manifest")), "nothing written");
     free(log);
 }
+
+/* dataset.preprocessor.fs is mapped to the frontend's rate: another value is an error naming both. */
+Test(corpora, preprocessor_fs_must_match_the_frontend)
+{
+    int rc = test_sh("cd '%s/recipes/mini_an4' && '%s' --training_config conf/training.yaml --stages collect_stats "
+                     "data_dir=%s/data stats_dir=%s/stats dataset.preprocessor.fs=8000 >%s/run.out 2>%s/run.err",
+                     test_root_dir(), test_bin_path(), workdir, workdir, workdir, workdir);
+    char *log = test_slurp_or_empty(test_path(workdir, "run.err"));
+    cr_assert_eq(rc, 1, "%d %s", rc, log);
+    cr_assert(strstr(log, "conf/training.yaml: dataset.preprocessor.fs is 8000 but model.frontend_conf.fs is 16000"),
+              "%s", log);
+    cr_assert(!test_exists(test_path(workdir, "stats/train")), "no statistics written");
+    free(log);
+}
