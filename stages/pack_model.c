@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/data/dataset_src.h"
 #include "core/base/fsio.h"
 #include "core/nn/model_files.h"
 #include "core/formats/safetensors.h"
@@ -138,9 +139,11 @@ static int copy_metrics(const char *staging, const inference_cfg *ic, size_t *n_
     static const char *const scored[] = {"metrics.json", "result.txt", "results.md"};
     for (size_t k = 0; k < 3; k++) {
         srcs[n] = xasprintf("%s/%s", ic->inference_dir, scored[k]), dsts[n++] = xstrdup(scored[k]);
-        for (unsigned i = 0; i < ic->n_test_sets && n + 1 < 64; i++)
-            srcs[n] = xasprintf("%s/%s/%s", ic->inference_dir, ic->test_sets[i], scored[k]),
-            dsts[n++] = xasprintf("%s.%s", ic->test_sets[i], scored[k]);
+        const char *tests[16];
+        unsigned n_tests = dataset_test_names(ic->dataset, ic->test_sets, ic->n_test_sets, tests, 16);
+        for (unsigned i = 0; i < n_tests && n + 1 < 64; i++)
+            srcs[n] = xasprintf("%s/%s/%s", ic->inference_dir, tests[i], scored[k]),
+            dsts[n++] = xasprintf("%s.%s", tests[i], scored[k]);
     }
     for (size_t i = 0; i < n; i++) {
         if (rc == 0 && ic->exp_dir && path_exists(srcs[i]) && !is_dir(srcs[i])) {
