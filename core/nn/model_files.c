@@ -152,6 +152,9 @@ void model_state_tensors(const param_table *t, const float *state, int64_t *coun
 
 int model_tensor_get(const st_file *f, const char *name, const param_info *p, float *dst, esp_err *err)
 {
+    char legacy[128];
+    if (!st_get(f, name) && param_legacy_name(name, legacy, sizeof legacy) && st_get(f, legacy))
+        name = legacy; /* a checkpoint written before espnet3 used ESPnet's names */
     if (p->kind != PARAM_COUNTER) {
         const float *v;
         if (st_get_f32(f, name, p->ndim, p->shape, &v, err) != 0) return -1;
