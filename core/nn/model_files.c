@@ -6,6 +6,7 @@
 
 #include "core/base/fsio.h"
 #include "core/formats/safetensors.h"
+#include "core/formats/torch_zip.h"
 
 static const char *const espnet_exts[] = {".pth", ".ckpt", ".pt"};
 
@@ -172,10 +173,24 @@ int model_tensor_get(const st_file *f, const char *name, const param_info *p, fl
     return 0;
 }
 
+int model_weights_open(const char *path, st_file *out, esp_err *err)
+{
+    return pt_is_zip_file(path) ? pt_read(path, out, err) : st_read(path, out, err);
+}
+
+/* Tensors of ESPnet's model that espnet3 computes itself: the frontend's mel matrix (ours is
+ * librosa's too) and GlobalMVN's buffers (ours come from normalize_conf.stats_file, as ESPnet's). */
+static int espnet_buffer(const char *name)
+{
+    if (!strncmp(name, "model.", 6)) name += 6;
+    return !strcmp(name, "frontend.logmel.melmat") || !strcmp(name, "normalize.mean") ||
+           !strcmp(name, "normalize.std");
+}
+
 int asr_model_load_weights(asr_model *m, const char *path, esp_err *err)
 {
     st_file sf;
-    if (st_read(path, &sf, err) != 0) return -1;
+    if (model_weights_open(path, &sf, err) != 0) return -1;
     const param_table *pt = &m->table;
     unsigned char *seen = xcalloc(pt->n ? pt->n : 1, 1);
     float *host = xcalloc(pt->state_total ? pt->state_total : 1, sizeof *host);
@@ -185,6 +200,7 @@ int asr_model_load_weights(asr_model *m, const char *path, esp_err *err)
     for (size_t i = 0; i < sf.n && rc == 0; i++) {
         const st_tensor *t = &sf.tensors[i];
         const param_info *p = param_find_alias(pt, t->name);
+        if (!p && espnet_buffer(t->name)) continue;
         if (!p) {
             if (!skipped++) first_skipped = t->name;
             continue;

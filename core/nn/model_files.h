@@ -22,7 +22,7 @@
 typedef struct model_files {
     esp_config *train_cfg;   /* the loaded training config (typed: training_cfg) */
     char *train_config_path;
-    char *weights;           /* resolved .safetensors path */
+    char *weights;           /* resolved weights: .safetensors, or a PyTorch .pth / .ckpt */
     char *tokens;            /* ${tokenizer.save_path}/tokens.txt of the training config */
     token_type token_type;   /* how the tokens map to text (tokenizer_spec_resolve) */
     char *bpemodel;          /* TOKEN_TYPE_BPE: the SentencePiece model, else NULL */
@@ -51,7 +51,11 @@ void model_state_tensors(const param_table *t, const float *state, int64_t *coun
  * counter an integer or float scalar. Errors name the file, the tensor and what was found. */
 int model_tensor_get(const st_file *f, const char *name, const param_info *p, float *dst, esp_err *err);
 
-/* Copies the weights of a safetensors file into m->params. Names may carry ESPnet3's "model."
+/* Opens a weights file: a PyTorch checkpoint (.pth state dict, Lightning .ckpt; core/formats/
+ * torch_zip.h) when it is a zip, else safetensors. */
+int model_weights_open(const char *path, st_file *out, esp_err *err);
+
+/* Copies the weights of a safetensors file or PyTorch checkpoint into m->params. Names may carry ESPnet3's "model."
  * prefix; every parameter and buffer must be present once with its shape and dtype F32 (counters:
  * an integer scalar). Tensors that are not
  * parameters of this model (e.g. an attention decoder's) are skipped with one warning. */
