@@ -7,6 +7,7 @@
 #include "core/base/fsio.h"
 #include "core/formats/safetensors.h"
 #include "core/formats/torch_zip.h"
+#include "core/nn/espnet2_config.h"
 
 static const char *const espnet_exts[] = {".pth", ".ckpt", ".pt"};
 
@@ -78,9 +79,15 @@ int model_files_locate(model_files *f, const inference_cfg *icfg, const char *cf
         return esp_fail(err, "%s: model.asr_train_config: %s does not exist (run train, stage 5, first)", cfg_file,
                         mc->asr_train_config);
     f->train_config_path = xstrdup(mc->asr_train_config);
+    /* An ESPnet2 config.yaml is read through espnet3's form of it (core/nn/espnet2_config.h). */
+    char *converted = NULL;
+    int is_espnet2 = espnet2_config_convert(f->train_config_path, &f->converted_dir, &converted, err);
+    if (is_espnet2 < 0) goto fail;
     /* The file is a resolved config: no template goes under it. */
     config_load_opts lo = {0};
-    if (config_load(CONFIG_TRAINING, f->train_config_path, &lo, &f->train_cfg, err) != 0) goto fail;
+    int lrc = config_load(CONFIG_TRAINING, is_espnet2 ? converted : f->train_config_path, &lo, &f->train_cfg, err);
+    free(converted);
+    if (lrc != 0) goto fail;
     if (model_file_resolve(mc->asr_model_file, icfg->exp_dir, &f->weights, err) != 0) goto fail;
     const training_cfg *t = model_files_training(f);
     /* The tokenizer as ESPnet's Speech2Text picks it: its token_type/bpemodel over the training config's. */
@@ -121,6 +128,8 @@ fail:
 void model_files_free(model_files *f)
 {
     if (f->train_cfg) config_free(f->train_cfg);
+    if (f->converted_dir) remove_tree(f->converted_dir);
+    free(f->converted_dir);
     free(f->train_config_path);
     free(f->weights);
     free(f->tokens);

@@ -27,6 +27,7 @@ typedef struct model_files {
     token_type token_type;   /* how the tokens map to text (tokenizer_spec_resolve) */
     char *bpemodel;          /* TOKEN_TYPE_BPE: the SentencePiece model, else NULL */
     char *stats;             /* model.normalize_conf.stats_file (global_mvn), else NULL */
+    char *converted_dir;     /* an ESPnet2 asr_train_config: espnet3's reading of it (removed by free) */
 } model_files;
 
 static inline const training_cfg *model_files_training(const model_files *f)
@@ -37,7 +38,7 @@ static inline const training_cfg *model_files_training(const model_files *f)
 /* Resolves asr_model_file as described above; the error lists the paths tried. */
 int model_file_resolve(const char *given, const char *exp_dir, char **out, esp_err *err);
 
-/* Loads asr_train_config and resolves the other files of an inference config's `model:` block
+/* Loads asr_train_config (espnet3's, or ESPnet2's config.yaml: core/nn/espnet2_config.h) and resolves the other files of an inference config's `model:` block
  * (cfg_file names the inference config in messages). Checks that each exists. */
 int model_files_locate(model_files *f, const inference_cfg *icfg, const char *cfg_file, esp_err *err);
 void model_files_free(model_files *f);
