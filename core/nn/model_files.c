@@ -250,3 +250,81 @@ int asr_model_load_weights(asr_model *m, const char *path, esp_err *err)
     st_close(&sf);
     return rc;
 }
+
+/* ---- init_param ------------------------------------------------------------------------------ */
+
+static int starts_with_any(const char *name, const char *list)
+{
+    if (!list || !*list) return 0;
+    const char *p = list;
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n && !strncmp(name, p, n)) return 1;
+        if (!e) break;
+        p = e + 1;
+    }
+    return 0;
+}
+
+int model_init_param(const param_table *t, float *state, const char *spec, int ignore_mismatch, size_t *n_loaded,
+                     esp_err *err)
+{
+    *n_loaded = 0;
+    char *buf = xstrdup(spec), *parts[4] = {buf, NULL, NULL, NULL};
+    for (int i = 1; i < 4; i++) {
+        char *c = parts[i - 1] ? strchr(parts[i - 1], ':') : NULL;
+        if (!c) break;
+        *c = '\0';
+        parts[i] = c + 1;
+    }
+    const char *path = parts[0], *src = parts[1] && *parts[1] ? parts[1] : NULL,
+               *dst = parts[2] && *parts[2] ? parts[2] : NULL, *excl = parts[3];
+    st_file f;
+    if (model_weights_open(path, &f, err) != 0) {
+        free(buf);
+        return -1;
+    }
+    int rc = 0;
+    size_t sl = src ? strlen(src) : 0;
+    for (size_t i = 0; i < f.n && rc == 0; i++) {
+        const st_tensor *x = &f.tensors[i];
+        if (starts_with_any(x->name, excl)) continue;
+        const char *nm = x->name;
+        if (src) {
+            if (strncmp(nm, src, sl) || nm[sl] != '.') continue;
+            nm += sl + 1;
+        }
+        char full[256];
+        snprintf(full, sizeof full, "%s%s%s", dst ? dst : "", dst ? "." : "", nm);
+        const param_info *p = param_find_alias(t, full);
+        if (!p && espnet_buffer(full)) continue;
+        if (!p) {
+            rc = esp_fail(err, "init_param %s: %s: tensor %s is not a parameter of this model (as %s; select with "
+                               "src_key / dst_key or drop it with exclude: path:src_key:dst_key:exclude)",
+                          spec, path, x->name, full);
+            break;
+        }
+        int same = x->ndim == p->ndim && (x->dtype == ST_F32 || (p->kind == PARAM_COUNTER && x->dtype == ST_I64));
+        for (int d = 0; same && d < p->ndim; d++) same = x->shape[d] == p->shape[d];
+        if (!same) {
+            if (ignore_mismatch) {
+                log_warn("init_param %s: %s has another shape or dtype than %s; kept as initialized "
+                         "(ignore_init_mismatch)", spec, x->name, p->name);
+                continue;
+            }
+            char want[64], got[64];
+            shape_text(want, sizeof want, p->shape, p->ndim);
+            shape_text(got, sizeof got, x->shape, x->ndim);
+            rc = esp_fail(err, "init_param %s: %s: tensor %s is %s [%s], the model's %s is [%s] "
+                               "(ignore_init_mismatch: true skips it)",
+                          spec, path, x->name, st_dtype_name(x->dtype), got, p->name, want);
+            break;
+        }
+        rc = model_tensor_get(&f, x->name, p, state + p->offset, err);
+        if (rc == 0) (*n_loaded)++;
+    }
+    st_close(&f);
+    free(buf);
+    return rc;
+}

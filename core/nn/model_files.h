@@ -62,4 +62,15 @@ int model_weights_open(const char *path, st_file *out, esp_err *err);
  * parameters of this model (e.g. an attention decoder's) are skipped with one warning. */
 int asr_model_load_weights(asr_model *m, const char *path, esp_err *err);
 
+/* ESPnet's init_param entry "path[:src_key[:dst_key[:exclude,...]]]" (load_pretrained_model) into a
+ * model state (t->state_total host floats): the file's tensors (safetensors, .pth, Lightning .ckpt)
+ * whose names start with an exclude prefix are dropped; with src_key only those under "src_key."
+ * are kept, that prefix removed; with dst_key the rest is "dst_key."-prefixed. Each remaining
+ * tensor must be a parameter or buffer of the model (names as param_find_alias reads them; ESPnet's
+ * frontend / normalize buffers are skipped) with its shape, else an error naming it; with
+ * ignore_mismatch (ESPnet's ignore_init_mismatch) shape mismatches are skipped with a warning.
+ * *n_loaded gets the number of tensors taken. */
+int model_init_param(const param_table *t, float *state, const char *spec, int ignore_mismatch, size_t *n_loaded,
+                     esp_err *err);
+
 #endif

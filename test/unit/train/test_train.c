@@ -121,6 +121,16 @@ Test(train, resumes_from_checkpoints_with_the_older_names)
     model = slurp("full/valid.loss.ave_3best.safetensors");
     cr_assert(strstr(model + 8, "\"encoder.embed.out.0.weight\""), "ESPnet's name is written");
     free(model);
+
+    /* ESPnet's init_param (path:src_key:dst_key:exclude) starts another run from such a file. */
+    char extra[512];
+    snprintf(extra, sizeof extra,
+             "--stages train trainer.max_epochs=1 'init_param=[%s/old/checkpoints/epoch=1-step=1/model.safetensors:::ctc]'",
+             dir);
+    cr_assert_eq(run("ft", extra), 0, "%s", slurp("log"));
+    char *log = slurp("ft/train.log");
+    cr_assert(strstr(log, "model.safetensors:::ctc: ") && strstr(log, " tensors"), "%s", log);
+    free(log);
 }
 
 Test(train, sigkill_mid_epoch_then_rerun_ends_with_the_same_weights)
