@@ -17,7 +17,7 @@ int pt_is_zip_file(const char *path)
     unsigned char m[4] = {0};
     size_t got = fread(m, 1, 4, fp);
     fclose(fp);
-    return got == 4 && !memcmp(m, "PK\3\4", 4);
+    return got == 4 && (!memcmp(m, "PK\3\4", 4) || !memcmp(m, "PK\5\6", 4)); /* an entry, or an empty zip */
 }
 
 typedef struct zreader {

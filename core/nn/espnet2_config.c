@@ -6,6 +6,7 @@
 
 #include "core/base/fsio.h"
 #include "core/config/yamltree.h"
+#include "core/formats/zip_unpack.h"
 
 static ynode *scalar(const char *s, int quoted) { return yt_scalar(s, quoted, (ymark){0}); }
 
@@ -70,6 +71,53 @@ static int write_tokens(const ynode *tl, const char *config, const char *dst, es
     return rc;
 }
 
+static char *new_tmp_dir(const char *tag, esp_err *err)
+{
+    const char *td = getenv("TMPDIR");
+    char *dir = xasprintf("%s/espnet3_%s_XXXXXX", td && *td ? td : "/tmp", tag);
+    if (!mkdtemp(dir)) {
+        esp_fail(err, "%s: cannot make a temporary folder", dir);
+        free(dir);
+        return NULL;
+    }
+    return dir;
+}
+
+int espnet2_pack_unpack(const char *zip, char **out_dir, char **out_config, char **out_model, esp_err *err)
+{
+    *out_dir = *out_config = *out_model = NULL;
+    int has = zip_has_entry(zip, "meta.yaml", err);
+    if (has < 0) return -1;
+    if (!has) return esp_fail(err, "%s: no meta.yaml in the zip (not an ESPnet2 packed model)", zip);
+    char *dir = new_tmp_dir("espnet2_pack", err);
+    if (!dir) return -1;
+    /* a packed model is its weights, config, stats and tokenizer: 64 GiB bounds a hostile zip */
+    int rc = zip_unpack(zip, dir, (uint64_t)64 << 30, err);
+    char *meta = xasprintf("%s/meta.yaml", dir);
+    ynode *m = rc ? NULL : yt_parse_file(meta, err);
+    if (rc == 0 && !m) rc = -1;
+    const ynode *c = m ? yt_get_path(m, "yaml_files.asr_train_config") : NULL;
+    const ynode *w = m ? yt_get_path(m, "files.asr_model_file") : NULL;
+    if (rc == 0 && (!c || c->kind != YN_SCALAR || !w || w->kind != YN_SCALAR))
+        rc = esp_fail(err, "%s: meta.yaml names no yaml_files.asr_train_config and files.asr_model_file", zip);
+    if (rc == 0) {
+        *out_config = xasprintf("%s/%s", dir, c->str);
+        *out_model = xasprintf("%s/%s", dir, w->str);
+        if (!path_exists(*out_config) || !path_exists(*out_model))
+            rc = esp_fail(err, "%s: meta.yaml names %s and %s, which the zip does not hold", zip, c->str, w->str);
+    }
+    if (m) yt_free(m);
+    free(meta);
+    if (rc != 0) {
+        remove_tree(dir);
+        free(dir), free(*out_config), free(*out_model);
+        *out_config = *out_model = NULL;
+        return -1;
+    }
+    *out_dir = dir;
+    return 0;
+}
+
 int espnet2_config_convert(const char *path, char **out_dir, char **out_config, esp_err *err)
 {
     *out_dir = *out_config = NULL;
@@ -97,11 +145,13 @@ int espnet2_config_convert(const char *path, char **out_dir, char **out_config, 
         free(p);
     }
     yt_map_set(cfg, "model", (ymark){0}, m);
-    char tmpl[] = "/tmp/espnet3_espnet2_config_XXXXXX";
-    const char *td = getenv("TMPDIR");
-    char *dir_tmpl = td && *td ? xasprintf("%s/espnet3_espnet2_config_XXXXXX", td) : xstrdup(tmpl);
+    char *dir_tmpl = new_tmp_dir("espnet2_config", err);
+    if (!dir_tmpl) {
+        yt_free(cfg);
+        yt_free(root);
+        return -1;
+    }
     int rc = 0;
-    if (!mkdtemp(dir_tmpl)) rc = esp_fail(err, "%s: cannot make a folder for the converted ESPnet2 config", dir_tmpl);
     char *tok_dir = xasprintf("%s/tokens", dir_tmpl), *tok = xasprintf("%s/tokens.txt", tok_dir);
     if (rc == 0) rc = mkdir_p(tok_dir, err);
     if (rc == 0) rc = write_tokens(tl, path, tok, err);

@@ -15,4 +15,9 @@
  * (remove_tree it when done) and *out_config the espnet3 config in it. -1: error. */
 int espnet2_config_convert(const char *path, char **out_dir, char **out_config, esp_err *err);
 
+/* An ESPnet2 packed model zip (meta.yaml naming yaml_files.asr_train_config and
+ * files.asr_model_file): unpacked into a new folder *out_dir (remove_tree it when done);
+ * *out_config and *out_model are the unpacked config and weights. */
+int espnet2_pack_unpack(const char *zip, char **out_dir, char **out_config, char **out_model, esp_err *err);
+
 #endif

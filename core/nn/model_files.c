@@ -72,13 +72,23 @@ int model_files_locate(model_files *f, const inference_cfg *icfg, const char *cf
     if (!mc || !mc->asr_train_config)
         return esp_fail(err, "%s: model.asr_train_config: missing (the config.yaml that train wrote in exp_dir)",
                         cfg_file);
-    if (!mc->asr_model_file)
-        return esp_fail(err, "%s: model.asr_model_file: missing (e.g. ${exp_dir}/valid.loss.ave.safetensors)",
-                        cfg_file);
     if (!path_exists(mc->asr_train_config))
         return esp_fail(err, "%s: model.asr_train_config: %s does not exist (run train, stage 5, first)", cfg_file,
                         mc->asr_train_config);
-    f->train_config_path = xstrdup(mc->asr_train_config);
+    /* An ESPnet2 packed model zip: its config and (unless another is named) its weights. */
+    const char *model_file = mc->asr_model_file;
+    char *packed_model = NULL;
+    if (pt_is_zip_file(mc->asr_train_config)) {
+        if (espnet2_pack_unpack(mc->asr_train_config, &f->unpacked_dir, &f->train_config_path, &packed_model, err))
+            goto fail;
+        if (!model_file || !strcmp(model_file, mc->asr_train_config)) model_file = packed_model;
+    } else {
+        f->train_config_path = xstrdup(mc->asr_train_config);
+    }
+    if (!model_file) {
+        esp_fail(err, "%s: model.asr_model_file: missing (e.g. ${exp_dir}/valid.loss.ave.safetensors)", cfg_file);
+        goto fail;
+    }
     /* An ESPnet2 config.yaml is read through espnet3's form of it (core/nn/espnet2_config.h). */
     char *converted = NULL;
     int is_espnet2 = espnet2_config_convert(f->train_config_path, &f->converted_dir, &converted, err);
@@ -88,7 +98,10 @@ int model_files_locate(model_files *f, const inference_cfg *icfg, const char *cf
     int lrc = config_load(CONFIG_TRAINING, is_espnet2 ? converted : f->train_config_path, &lo, &f->train_cfg, err);
     free(converted);
     if (lrc != 0) goto fail;
-    if (model_file_resolve(mc->asr_model_file, icfg->exp_dir, &f->weights, err) != 0) goto fail;
+    lrc = model_file_resolve(model_file, icfg->exp_dir, &f->weights, err);
+    free(packed_model);
+    packed_model = NULL;
+    if (lrc != 0) goto fail;
     const training_cfg *t = model_files_training(f);
     /* The tokenizer as ESPnet's Speech2Text picks it: its token_type/bpemodel over the training config's. */
     tokenizer_spec ts;
@@ -121,6 +134,7 @@ int model_files_locate(model_files *f, const inference_cfg *icfg, const char *cf
     }
     return 0;
 fail:
+    free(packed_model);
     model_files_free(f);
     return -1;
 }
@@ -129,7 +143,9 @@ void model_files_free(model_files *f)
 {
     if (f->train_cfg) config_free(f->train_cfg);
     if (f->converted_dir) remove_tree(f->converted_dir);
+    if (f->unpacked_dir) remove_tree(f->unpacked_dir);
     free(f->converted_dir);
+    free(f->unpacked_dir);
     free(f->train_config_path);
     free(f->weights);
     free(f->tokens);

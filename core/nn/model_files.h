@@ -28,6 +28,7 @@ typedef struct model_files {
     char *bpemodel;          /* TOKEN_TYPE_BPE: the SentencePiece model, else NULL */
     char *stats;             /* model.normalize_conf.stats_file (global_mvn), else NULL */
     char *converted_dir;     /* an ESPnet2 asr_train_config: espnet3's reading of it (removed by free) */
+    char *unpacked_dir;      /* an ESPnet2 packed model zip as asr_train_config: unpacked (removed by free) */
 } model_files;
 
 static inline const training_cfg *model_files_training(const model_files *f)
@@ -38,7 +39,8 @@ static inline const training_cfg *model_files_training(const model_files *f)
 /* Resolves asr_model_file as described above; the error lists the paths tried. */
 int model_file_resolve(const char *given, const char *exp_dir, char **out, esp_err *err);
 
-/* Loads asr_train_config (espnet3's, or ESPnet2's config.yaml: core/nn/espnet2_config.h) and resolves the other files of an inference config's `model:` block
+/* Loads asr_train_config (espnet3's, or ESPnet2's config.yaml or packed model zip, whose weights are
+ * used when asr_model_file is absent or names the zip too: core/nn/espnet2_config.h) and resolves the other files of an inference config's `model:` block
  * (cfg_file names the inference config in messages). Checks that each exists. */
 int model_files_locate(model_files *f, const inference_cfg *icfg, const char *cfg_file, esp_err *err);
 void model_files_free(model_files *f);

@@ -25,12 +25,14 @@ static const char *fx(const char *rel)
 
 /* Every hyps.txt line of `model`: espnet3's decode with the same beam and ctc_weight gives ESPnet's
  * token ids and text. */
-static void decode_like_espnet(const char *model, const char *pth)
+static void decode_like_espnet(const char *model, const char *pth, const char *zip)
 {
     char cfg_path[600], model_path[700];
     snprintf(cfg_path, sizeof cfg_path, "%s", fx(model));
     snprintf(model_path, sizeof model_path, "%s/%s", cfg_path, pth);
     strncat(cfg_path, "/exp/asr_train/config.yaml", sizeof cfg_path - strlen(cfg_path) - 1);
+    if (zip) /* an ESPnet2 packed model: both keys name the zip */
+        snprintf(cfg_path, sizeof cfg_path, "%s", zip), snprintf(model_path, sizeof model_path, "%s", zip);
     char *hyps = test_slurp(fx("hyps.txt"));
     size_t checked = 0;
     for (int beam = 1; beam <= 4; beam += 3) {
@@ -81,10 +83,47 @@ static void decode_like_espnet(const char *model, const char *pth)
 
 Test(interop, espnet_trained_model_decodes_to_espnets_hypotheses)
 {
-    decode_like_espnet("espnet_model", "exp/asr_train/valid.acc.ave.pth");
+    decode_like_espnet("espnet_model", "exp/asr_train/valid.acc.ave.pth", NULL);
+}
+
+/* The same model as ESPnet's pack zips it (meta.yaml at the root, deflated entries). */
+Test(interop, espnet2_packed_model_zip_decodes_alike)
+{
+    char dir[64];
+    test_tmpdir_make(dir, sizeof dir, "interop_zip");
+    char code[1024], *root = realpath(fx("espnet_model"), NULL);
+    cr_assert_not_null(root);
+    snprintf(code, sizeof code,
+             "import os, zipfile\n"
+             "root = '%s'\n"
+             "with zipfile.ZipFile('model.zip', 'w', zipfile.ZIP_DEFLATED) as z:\n"
+             "    for d, _, fs in os.walk(root):\n"
+             "        for f in fs:\n"
+             "            p = os.path.join(d, f); z.write(p, os.path.relpath(p, root))\n",
+             root);
+    free(root);
+    cr_assert_eq(test_run_python(dir, code), 0);
+    decode_like_espnet("espnet_model", NULL, test_path(dir, "model.zip"));
+    /* a zip whose entry escapes the folder is refused, naming it */
+    snprintf(code, sizeof code,
+             "import zipfile\n"
+             "with zipfile.ZipFile('evil.zip', 'w') as z:\n"
+             "    z.writestr('meta.yaml', 'files: {}')\n"
+             "    z.writestr('../escape.txt', 'x')\n");
+    cr_assert_eq(test_run_python(dir, code), 0);
+    char zp[256];
+    snprintf(zp, sizeof zp, "%s", test_path(dir, "evil.zip"));
+    infer_model_cfg mc = {.asr_train_config = zp, .asr_model_file = zp};
+    inference_cfg ic = {.model = &mc};
+    model_files mf;
+    esp_err err = {{0}};
+    cr_assert_neq(model_files_locate(&mf, &ic, "inference.yaml", &err), 0);
+    cr_assert(strstr(err.msg, "entry '../escape.txt': not a plain relative path"), "%s", err.msg);
+    cr_assert_not(test_exists(test_path(dir, "escape.txt")));
+    test_tmpdir_remove(dir);
 }
 
 Test(interop, espnet3_packed_model_decodes_in_espnet_as_in_espnet3)
 {
-    decode_like_espnet("espnet3_model", "exp/asr_train/valid.loss.ave.pth");
+    decode_like_espnet("espnet3_model", "exp/asr_train/valid.loss.ave.pth", NULL);
 }
