@@ -16,6 +16,8 @@
 #define ESP_MODEL "exp/asr_train/valid.loss.ave.pth"
 #define ESP_STATS "exp/asr_stats/train/feats_stats.npz"
 
+static const char *base_name(const char *p) { return strrchr(p, '/') ? strrchr(p, '/') + 1 : p; }
+
 static ynode *scalar(const char *s) { return yt_scalar(s, 0, (ymark){0}); }
 
 static void put(ynode *map, const char *key, ynode *v) { yt_map_set(map, key, (ymark){0}, v); }
@@ -58,8 +60,9 @@ static ynode *espnet_config(const model_files *mf, const token_list *tl, int has
     ynode *toks = yt_seq((ymark){0});
     for (size_t i = 0; i < tl->n; i++) yt_seq_push(toks, yt_scalar(tl->tokens[i], 1, (ymark){0}));
     put(cfg, "token_list", toks);
-    put(cfg, "token_type", scalar(mf->token_type == TOKEN_TYPE_BPE ? "bpe" : mf->token_type == TOKEN_TYPE_WORD ? "word" : "char"));
-    char *bpe = mf->bpemodel ? xasprintf("data/token_list/%s", strrchr(mf->bpemodel, '/') ? strrchr(mf->bpemodel, '/') + 1 : mf->bpemodel) : NULL;
+    const char *tt = mf->token_type == TOKEN_TYPE_BPE ? "bpe" : mf->token_type == TOKEN_TYPE_WORD ? "word" : "char";
+    put(cfg, "token_type", scalar(tt));
+    char *bpe = mf->bpemodel ? xasprintf("data/token_list/%s", base_name(mf->bpemodel)) : NULL;
     put(cfg, "bpemodel", bpe ? yt_scalar(bpe, 1, (ymark){0}) : scalar("null"));
     free(bpe);
     static const char *const nulls[] = {"input_size", "init", "preencoder", "postencoder", "non_linguistic_symbols",
@@ -121,8 +124,9 @@ static int write_state_dict(const char *path, const model_files *mf, const st_fi
                 double var = sq[i] / cnt[0] - mean[i] * mean[i];
                 std[i] = sqrt(var > 1e-20 ? var : 1e-20);
             }
-            ts[n++] = (st_tensor){.name = "normalize.mean", .dtype = ST_F64, .ndim = 1, .shape = {(int64_t)ns}, .data = mean};
-            ts[n++] = (st_tensor){.name = "normalize.std", .dtype = ST_F64, .ndim = 1, .shape = {(int64_t)ns}, .data = std};
+            const int64_t dim = (int64_t)ns;
+            ts[n++] = (st_tensor){.name = "normalize.mean", .dtype = ST_F64, .ndim = 1, .shape = {dim}, .data = mean};
+            ts[n++] = (st_tensor){.name = "normalize.std", .dtype = ST_F64, .ndim = 1, .shape = {dim}, .data = std};
         }
         free(sum), free(sq), free(cnt);
     }
@@ -171,14 +175,13 @@ int pack_espnet(const char *root, const model_files *mf, const st_file *weights,
     if (rc == 0) rc = write_state_dict(pth, mf, weights, err);
     if (rc == 0 && mf->stats) rc = copy_to(mf->stats, root, ESP_STATS, err);
     if (rc == 0 && mf->bpemodel) {
-        const char *base = strrchr(mf->bpemodel, '/') ? strrchr(mf->bpemodel, '/') + 1 : mf->bpemodel;
-        char *rel = xasprintf("data/token_list/%s", base);
+        char *rel = xasprintf("data/token_list/%s", base_name(mf->bpemodel));
         rc = copy_to(mf->bpemodel, root, rel, err);
         free(rel);
     }
     if (rc == 0) { /* what espnet2.main_funcs.pack_funcs.pack writes */
-        static const char meta[] = "files:\n  asr_model_file: " ESP_MODEL "\nyaml_files:\n  asr_train_config: " ESP_CONFIG
-                                   "\n";
+        static const char meta[] = "files:\n  asr_model_file: " ESP_MODEL "\n"
+                                   "yaml_files:\n  asr_train_config: " ESP_CONFIG "\n";
         char *p = xasprintf("%s/meta.yaml", root);
         rc = atomic_write_file(p, meta, sizeof meta - 1, err);
         free(p);

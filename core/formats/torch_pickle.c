@@ -225,7 +225,8 @@ static int op_persid(vm *m)
     int t;
     if (pop(m, &t) != 0) return -1;
     const pv *p = &m->vals[t];
-    if (p->kind != PV_TUPLE || p->n != 5) return fail(m, "BINPERSID of something other than a storage reference%s%s", "", "");
+    if (p->kind != PV_TUPLE || p->n != 5)
+        return fail(m, "BINPERSID of something other than a storage reference%s%s", "", "");
     const pv *tag = &m->vals[p->items[0]], *cls = &m->vals[p->items[1]], *key = &m->vals[p->items[2]],
              *numel = &m->vals[p->items[4]];
     if (tag->kind != PV_STR || strcmp(tag->s, "storage") || cls->kind != PV_GLOBAL || cls->i != G_STORAGE ||
@@ -422,7 +423,8 @@ static int step(vm *m, int *done)
     case 'e': {
         if (!m->nm) return fail(m, "APPENDS without MARK%s%s", "", "");
         size_t base = m->marks[--m->nm];
-        if (base == 0 || m->vals[m->stack[base - 1]].kind != PV_LIST) return fail(m, "APPENDS without a list%s%s", "", "");
+        if (base == 0 || m->vals[m->stack[base - 1]].kind != PV_LIST)
+            return fail(m, "APPENDS without a list%s%s", "", "");
         for (size_t i = base; i < m->ns; i++) add_item(m, m->stack[base - 1], m->stack[i]);
         m->ns = base;
         return 0;
@@ -459,16 +461,19 @@ static int64_t checked_extent(const pv_tensor *t)
 static int collect(vm *m, int root, pt_views *out)
 {
     const pv *d = &m->vals[root];
-    if (d->kind != PV_DICT) return esp_fail(m->err, "%s: the pickle holds a %s, not a state dict", m->what, kind_names[d->kind]);
+    if (d->kind != PV_DICT)
+        return esp_fail(m->err, "%s: the pickle holds a %s, not a state dict", m->what, kind_names[d->kind]);
     const pv *inner = dict_get(m, d, "state_dict"); /* Lightning */
     if (!inner) inner = dict_get(m, d, "model"); /* ESPnet2's trainer checkpoint.pth */
     if (inner && inner->kind == PV_DICT) d = inner;
     out->v = xcalloc(d->n / 2 + 1, sizeof *out->v);
     for (size_t i = 0; i + 1 < d->n; i += 2) {
         const pv *k = &m->vals[d->items[i]], *tv = &m->vals[d->items[i + 1]];
-        if (k->kind != PV_STR) return esp_fail(m->err, "%s: a state-dict key is a %s, not a str", m->what, kind_names[k->kind]);
+        if (k->kind != PV_STR)
+            return esp_fail(m->err, "%s: a state-dict key is a %s, not a str", m->what, kind_names[k->kind]);
         if (tv->kind != PV_TENSOR)
-            return esp_fail(m->err, "%s: state-dict entry '%s' is a %s, not a tensor", m->what, k->s, kind_names[tv->kind]);
+            return esp_fail(m->err, "%s: state-dict entry '%s' is a %s, not a tensor", m->what, k->s,
+                            kind_names[tv->kind]);
         const pv_tensor *t = &m->tens[tv->i];
         const pv *st = &m->vals[t->storage];
         int64_t ext = checked_extent(t);

@@ -146,7 +146,8 @@ static int load_views(zreader *z, const pt_views *vw, size_t file_len, st_file *
         for (int d = 0; d < v->ndim; d++) overflow |= __builtin_mul_overflow(numel, v->shape[d], &numel);
         if (overflow || numel > (v->storage_numel > 0 ? v->storage_numel : 1) ||
             (uint64_t)v->storage_numel > (uint64_t)file_len / pt_dtype_size(v->dtype)) {
-            rc = esp_fail(err, "%s: tensor '%s' has more elements than its storage or the file holds", z->what, v->name);
+            rc = esp_fail(err, "%s: tensor '%s' has more elements than its storage or the file holds", z->what,
+                          v->name);
             break;
         }
         size_t k = 0;
