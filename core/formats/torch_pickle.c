@@ -328,11 +328,16 @@ static int op_build(vm *m)
     return 0;
 }
 
+/* Values a pickle may create: a large model's state dict with optimizer states needs well under a
+ * million; the cap bounds what a hostile pickle makes us allocate (~56 bytes each). */
+enum { MAX_VALUES = 4 << 20 };
+
 static int step(vm *m, int *done)
 {
     const unsigned char *a = NULL;
     int v = 0, w = 0;
     m->op_pos = m->pos;
+    if (m->nv >= MAX_VALUES) return fail(m, "more values than a state dict holds%s%s", "", "");
     unsigned char op = m->p[m->pos++];
     switch (op) {
     case 0x80: /* PROTO */

@@ -8,7 +8,7 @@
 #include "core/base/fsio.h"
 #include "core/formats/torch_pickle.h"
 
-enum { PKL_MAX = 64 << 20 }; /* a state dict's pickle is ~100 bytes per tensor */
+enum { PKL_MAX = 32 << 20 }; /* a state dict's pickle is ~100 bytes per tensor (ESPnet models: < 1 MB) */
 
 int pt_is_zip_file(const char *path)
 {
