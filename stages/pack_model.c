@@ -190,7 +190,10 @@ static int write_readme(const char *staging, const model_files *mf, const infere
         "from espnet2.bin.asr_inference import Speech2Text\n"
         "s2t = Speech2Text(\"exp/asr_train/config.yaml\", \"exp/asr_train/valid.loss.ave.pth\")\n"
         "```\n",
-        t->model && t->model->encoder && !strcmp(t->model->encoder, "conformer") ? "Conformer" : "Transformer",
+        !t->model || !t->model->encoder                  ? "Transformer"
+        : !strcmp(t->model->encoder, "conformer")        ? "Conformer"
+        : !strcmp(t->model->encoder, "e_branchformer")   ? "E-Branchformer"
+                                                         : "Transformer",
         n_params, mf->weights, ec ? (long long)ec->num_blocks : 6LL, ec ? (long long)ec->output_size : 256LL,
         ec ? (long long)ec->attention_heads : 4LL, ec ? (long long)ec->linear_units : 2048LL,
         ic->model ? (long long)ic->model->beam_size : 0LL,
