@@ -183,8 +183,8 @@ void asr_model_forward(asr_model *m, const float *feats, const int *feat_lens, i
                        B, 1, D, T, d->idim, 1);
     be->conv2d_forward(be, m->c2, m->c1, P("encoder.embed.conv.%d", 2, "weight"), P("encoder.embed.conv.%d", 2, "bias"),
                        B, D, D, m->T1, m->F1, 1);
-    be->swap12(be, m->wout_fc, P("encoder.embed.out", 0, "weight"), D, D, d->f2, 1);
-    be->linear_forward(be, m->e, m->c2, m->wout_fc, P("encoder.embed.out", 0, "bias"), N, D * d->f2, D);
+    be->swap12(be, m->wout_fc, P("encoder.embed.out.%d", 0, "weight"), D, D, d->f2, 1);
+    be->linear_forward(be, m->e, m->c2, m->wout_fc, P("encoder.embed.out.%d", 0, "bias"), N, D * d->f2, D);
     if (d->encoder != ENC_TRANSFORMER && d->rel_pos) /* RelPositionalEncoding: positions go to the attention */
         be->scale(be, m->h0, m->e, sqrt((double)D), (size_t)N * D);
     else
@@ -249,10 +249,10 @@ void asr_model_backward(asr_model *m, float dloss)
     be->dropout_backward(be, m->dh, m->dh, (size_t)N * D, pp, seed, STREAM_POS);
     be->scale(be, m->dh, m->dh, sqrt((double)D), (size_t)N * D);
     /* embed.out's weight gradient accumulates in the (f, c) column order of wout_fc, then goes back. */
-    be->swap12(be, m->dwout_fc, G("encoder.embed.out", 0, "weight"), D, D, d->f2, 1);
-    be->linear_backward(be, m->dc2, m->dwout_fc, G("encoder.embed.out", 0, "bias"), m->dh, m->c2, m->wout_fc, N,
+    be->swap12(be, m->dwout_fc, G("encoder.embed.out.%d", 0, "weight"), D, D, d->f2, 1);
+    be->linear_backward(be, m->dc2, m->dwout_fc, G("encoder.embed.out.%d", 0, "bias"), m->dh, m->c2, m->wout_fc, N,
                         D * d->f2, D, 0);
-    be->swap12(be, G("encoder.embed.out", 0, "weight"), m->dwout_fc, D, d->f2, D, 1);
+    be->swap12(be, G("encoder.embed.out.%d", 0, "weight"), m->dwout_fc, D, d->f2, D, 1);
     be->conv2d_backward(be, m->dc1, G("encoder.embed.conv.%d", 2, "weight"), G("encoder.embed.conv.%d", 2, "bias"),
                         m->dc2, m->c1, P("encoder.embed.conv.%d", 2, "weight"), m->c2, B, D, D, m->T1, m->F1, 0);
     be->conv2d_backward(be, NULL, G("encoder.embed.conv.%d", 0, "weight"), G("encoder.embed.conv.%d", 0, "bias"), m->dc1,
