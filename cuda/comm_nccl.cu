@@ -1,7 +1,7 @@
 // The NCCL comm (dist_join(..., "nccl", ...)): the collectives of core/dist/comm.h on device
 // buffers of the CUDA backend, on the comm's own stream.
 //
-// Setup: cudaSetDevice(local_rank), rank 0's ncclGetUniqueId published through the run's store
+// Setup: cudaSetDevice(the rank's GPU: dist_local_device, the backend's too), rank 0's ncclGetUniqueId published through the run's store
 // (store_share_blob; every other rank waits for it there), then a non-blocking
 // ncclCommInitRankConfig, polled like every collective below. Ordering with the backend: a
 // collective first makes the comm's stream wait for an event recorded on the attached backend's
@@ -24,6 +24,7 @@
 extern "C" {
 #include "core/base/progress.h"
 #include "core/dist/comm.h"
+#include "core/dist/dist_env.h"
 #include "core/dist/dist_store.h"
 }
 #include "core/dist/comm_nccl.h"
@@ -318,19 +319,20 @@ static int init_comm(nccl_comm *c, int world, const ncclUniqueId &id, esp_err *e
     return settle(c, NULL, "ncclCommInitRankConfig", err);
 }
 
-extern "C" comm *comm_nccl_create(dist_store *store, int rank, int world, int local_rank, double timeout_s,
-                                  esp_err *err)
+extern "C" comm *comm_nccl_create(dist_store *store, const dist_env *env, double timeout_s, esp_err *err)
 {
-    int devices = 0;
+    int devices = 0, rank = env->rank, world = env->world_size;
     cudaError_t e = cudaGetDeviceCount(&devices);
     if (e != cudaSuccess || devices <= 0) {
         esp_fail(err, "comm nccl: rank %d: no CUDA device is visible (%s)", rank,
                  e != cudaSuccess ? cudaGetErrorString(e) : "check nvidia-smi and CUDA_VISIBLE_DEVICES");
         return NULL;
     }
-    if (local_rank < 0 || local_rank >= devices) {
-        esp_fail(err, "comm nccl: rank %d is local rank %d but this node shows %d GPU%s (trainer.devices must not "
-                      "exceed the GPUs of a node)", rank, local_rank, devices, devices == 1 ? "" : "s");
+    int local_rank = dist_local_device(env, devices);
+    if (local_rank < 0) {
+        esp_fail(err, "comm nccl: rank %d is local rank %d of %d on its node, which shows %d GPU%s (trainer.devices "
+                      "must not exceed the GPUs of a node)", rank, env->local_rank, env->local_world_size, devices,
+                 devices == 1 ? "" : "s");
         return NULL;
     }
     CUDA_CHECK(cudaSetDevice(local_rank)); // before ncclCommInitRank: the communicator binds this device

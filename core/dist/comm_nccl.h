@@ -6,6 +6,7 @@
 #define ESPNET3_DIST_COMM_NCCL_H
 
 #include "core/dist/comm.h"
+#include "core/dist/dist_env.h"
 #include "core/dist/dist_store.h"
 
 #ifdef __cplusplus
@@ -16,12 +17,12 @@ extern "C" {
 #define COMM_NCCL_ID_KEY "comm/nccl_id"
 #define COMM_NCCL_ID_BYTES 128
 
-/* cudaSetDevice(local_rank), then rank 0's ncclGetUniqueId through the store, then
+/* cudaSetDevice(dist_local_device(env, visible GPUs)), the backend's device, then rank 0's ncclGetUniqueId through the store, then
  * ncclCommInitRank (non-blocking, so a rank that never comes ends the wait after timeout_s) and
  * the comm's own stream. Collectives take device buffers of the CUDA backend on this device.
  * A collective that does not finish within timeout_s, or a rank whose store connection ends
  * (store_dead_rank), aborts the communicator (ncclCommAbort) and fails naming the cause. */
-comm *comm_nccl_create(dist_store *store, int rank, int world, int local_rank, double timeout_s, esp_err *err);
+comm *comm_nccl_create(dist_store *store, const dist_env *env, double timeout_s, esp_err *err);
 
 #ifdef __cplusplus
 }

@@ -64,7 +64,7 @@ int dist_join(dist_ctx *d, const dist_env *env, const char *run_id_fallback, con
     char key[512];
     node_key(key, sizeof key, env->node_rank);
 #ifdef ESPNET3_CUDA
-    if (nccl) d->comm = comm_nccl_create(d->store, d->rank, d->world, env->local_rank, d->timeout, err);
+    if (nccl) d->comm = comm_nccl_create(d->store, env, d->timeout, err);
     else
 #endif
         d->comm = comm_cpu_create(d->store, d->rank, d->world, key, run, d->timeout, err);

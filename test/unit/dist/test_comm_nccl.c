@@ -141,6 +141,24 @@ Test(comm_id, every_rank_alive_reports_none)
     store_close(s);
 }
 
+Test(comm_id, each_rank_picks_its_gpu_or_none)
+{
+    dist_env e = {.source = DIST_TORCHRUN, .rank = 3, .world_size = 8, .local_rank = 3, .local_world_size = 4};
+    cr_assert_eq(dist_local_device(&e, 4), 3, "ranks of a node share its GPUs: local rank = device");
+    cr_assert_eq(dist_local_device(&e, 8), 3);
+    cr_assert_eq(dist_local_device(&e, 2), -1, "4 ranks, 2 GPUs");
+    cr_assert_eq(dist_local_device(&e, 1), -1, "4 ranks our launcher started, 1 GPU");
+    cr_assert_eq(dist_local_device(&e, 0), -1);
+    e.source = DIST_SLURM;
+    cr_assert_eq(dist_local_device(&e, 1), 0, "srun gave each task its own GPU");
+    cr_assert_eq(dist_local_device(&e, 2), -1);
+    e.source = DIST_PMIX;
+    cr_assert_eq(dist_local_device(&e, 1), 0);
+    dist_env one = {.source = DIST_NONE, .world_size = 1, .local_world_size = 1};
+    cr_assert_eq(dist_local_device(&one, 1), 0);
+    cr_assert_eq(dist_local_device(&one, 0), -1);
+}
+
 #ifndef ESPNET3_CUDA
 Test(comm_id, nccl_in_a_build_without_cuda_is_one_clear_error)
 {
