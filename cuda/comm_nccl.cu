@@ -42,6 +42,7 @@ typedef struct nccl_comm {
     dist_store *store;
     double timeout;
     int pending;            // all-reduces started since the last wait
+    int closing;            // in destroy: the store's liveness no longer says anything
     float *one;             // a float of device memory for the barrier
 } nccl_comm;
 
@@ -77,7 +78,8 @@ static double poll_nap(double waited)
 
 // Waits until `ev` has completed (ev NULL: until the communicator's pending operation, a
 // non-blocking init or group, is through). Fails on NCCL's asynchronous error, a rank whose store
-// connection ended, or the timeout; each of them aborts the communicator.
+// connection ended (unless c->closing: at the end of a run the ranks leave the store one by one),
+// or the timeout; each of them aborts the communicator.
 static int settle(nccl_comm *c, cudaEvent_t ev, const char *what, esp_err *err)
 {
     double t0 = now_seconds(), last_check = t0;
@@ -97,7 +99,7 @@ static int settle(nccl_comm *c, cudaEvent_t ev, const char *what, esp_err *err)
             if (q != cudaErrorNotReady) CUDA_CHECK(q);
         }
         double now = now_seconds();
-        if (now - last_check > 0.1) {
+        if (!c->closing && now - last_check > 0.1) {
             last_check = now;
             int dead = -1;
             esp_err e2;
@@ -274,6 +276,7 @@ static void nc_attach(comm *cc, void *be)
 
 static int close_comm(nccl_comm *c, esp_err *err)
 {
+    c->closing = 1;
     NCCL_TRY(c, ncclCommFinalize(c->nc), err);
     if (settle(c, NULL, "ncclCommFinalize", err) != 0) return -1;
     c->live = 0;
