@@ -5,7 +5,7 @@
 
 size_t grad_bucket_floats(size_t n)
 {
-    size_t lo = (size_t)1 << 16, hi = (size_t)4 << 20, b = n / 8;
+    size_t lo = (size_t)1 << 12, hi = (size_t)4 << 20, b = n / 8;
     return b < lo ? lo : b > hi ? hi : b;
 }
 

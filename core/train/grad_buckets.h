@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include "core/dist/comm.h"
 
-/* Floats per bucket for n gradient floats: an eighth of them, at least 64 Ki and at most 4 Mi
+/* Floats per bucket for n gradient floats: an eighth of them, at least 4 Ki and at most 4 Mi
  * (16 MB, near torch DDP's 25 MB cap), so small models overlap too. Bucket boundaries do not
  * change a bit of the result: the all-reduce is element by element. */
 size_t grad_bucket_floats(size_t n);
