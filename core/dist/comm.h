@@ -30,7 +30,8 @@ typedef struct comm_vtbl {
     int (*all_reduce_start)(comm *c, float *buf, size_t n, comm_op op, esp_err *err);
     int (*wait)(comm *c, esp_err *err);
     /* Optional: the backend whose buffers this comm reduces (a `backend *`; core/dist does not
-     * see core/compute), so a device comm orders its collectives after that backend's work. */
+     * see core/compute), so a device comm orders its collectives after that backend's work;
+     * NULL detaches (call it before that backend closes). */
     void (*attach)(comm *c, void *backend);
 } comm_vtbl;
 

@@ -158,6 +158,7 @@ int trainer_run(const trainer_opts *o, esp_err *err)
     if (t->be) {
         comm_attach(t->dist.comm, t->be); /* a device comm orders its collectives after the backend's work */
         rc = train_on_backend(t, err);
+        comm_attach(t->dist.comm, NULL);
         backend_close(t->be);
     }
     /* The last barrier keeps rank 0's store up until every rank is done with it. */

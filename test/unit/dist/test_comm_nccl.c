@@ -311,7 +311,9 @@ static int rank_main(int rank, int port)
         }
     be->free(be, g);
     free(h);
+    comm_attach(d.comm, NULL);
     backend_close(be);
+    EXPECT(comm_barrier(d.comm, &err) == 0, "barrier after the backend closed: %s", err.msg);
     EXPECT(dist_leave(&d, &err) == 0, "leave: %s", err.msg);
     return fails ? 1 : 0;
 }
@@ -377,6 +379,7 @@ static int dead_main(int rank, int port)
     /* The communicator is aborted: later calls fail at once, and closing works. */
     if (ok && comm_all_reduce(d.comm, g, 1000, COMM_SUM, &err) == 0) ok = 0;
     be->free(be, g);
+    comm_attach(d.comm, NULL);
     backend_close(be);
     dist_abort(&d);
     return ok ? 0 : 1;
