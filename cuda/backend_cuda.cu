@@ -96,7 +96,7 @@ static void cu_destroy(backend *be)
     if (!c) return;
     CUDA_CHECK(cudaSetDevice(c->device));
     CUDA_CHECK(cudaStreamSynchronize(c->stream));
-    cu_buf *bufs[] = {&c->scratch, &c->ints, &c->partial, &c->ctc_alpha, &c->ctc_nll};
+    cu_buf *bufs[] = {&c->scratch, &c->ints, &c->partial, &c->ctc_alpha, &c->ctc_nll, &c->half_a, &c->half_b};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cu_free(be, bufs[i]->p);
     CUBLAS_CHECK(cublasDestroy(c->blas));
     CUDA_CHECK(cudaStreamDestroy(c->stream));
@@ -147,12 +147,17 @@ static constexpr int cu_has(const backend &b, backend_op op)
     case BACKEND_OP_RELPOS_ENCODING: return b.relpos_encoding != nullptr;
     case BACKEND_OP_RELATTN_FORWARD: return b.relattn_forward != nullptr;
     case BACKEND_OP_RELATTN_BACKWARD: return b.relattn_backward != nullptr;
+    case BACKEND_OP_GELU_FORWARD: return b.gelu_forward != nullptr;
+    case BACKEND_OP_GELU_BACKWARD: return b.gelu_backward != nullptr;
+    case BACKEND_OP_MUL_FORWARD: return b.mul_forward != nullptr;
+    case BACKEND_OP_MUL_BACKWARD: return b.mul_backward != nullptr;
     case BACKEND_OP_CTC_LOSS_FORWARD: return b.ctc_loss_forward != nullptr;
     case BACKEND_OP_CTC_LOSS_BACKWARD: return b.ctc_loss_backward != nullptr;
     case BACKEND_OP_ADAM_UPDATE: return b.adam_update != nullptr;
     case BACKEND_OP_SUM: return b.sum != nullptr;
     case BACKEND_OP_SUM_SQUARES: return b.sum_squares != nullptr;
     case BACKEND_OP_CLIP_GRAD_NORM: return b.clip_grad_norm != nullptr;
+    case BACKEND_OP_UNSCALE_GRADS: return b.unscale_grads != nullptr;
     case BACKEND_OP_COUNT: break;
     }
     return 0;
@@ -198,12 +203,18 @@ static constexpr backend cu_ops()
     b.relpos_encoding = cu_relpos_encoding;
     b.relattn_forward = cu_relattn_forward;
     b.relattn_backward = cu_relattn_backward;
+    b.gelu_forward = cu_gelu_forward;
+    b.gelu_backward = cu_gelu_backward;
+    b.mul_forward = cu_mul_forward;
+    b.mul_backward = cu_mul_backward;
     b.ctc_loss_forward = cu_ctc_loss_forward;
     b.ctc_loss_backward = cu_ctc_loss_backward;
     b.adam_update = cu_adam_update;
     b.sum = cu_sum;
     b.sum_squares = cu_sum_squares;
     b.clip_grad_norm = cu_clip_grad_norm;
+    b.unscale_grads = cu_unscale_grads;
+    b.set_gemm_precision = cu_set_gemm_precision;
     return b;
 }
 
@@ -244,7 +255,8 @@ int backend_cuda_init(backend *be, int device, int threads, esp_err *err)
     CUBLAS_CHECK(cublasCreate(&c->blas));
     CUBLAS_CHECK(cublasSetStream(c->blas, c->stream));
     // FP32 GEMMs stay FP32: the default math mode never trades mantissa bits (TF32 would, and miss
-    // the float tolerances test_backend_ops holds every backend to; precision modes come later).
+    // the float tolerances test_backend_ops holds every backend to). Mixed precision is explicit:
+    // be->set_gemm_precision makes the GEMMs cublasGemmEx on 16-bit copies (cuda/ops_precision.cu).
     CUBLAS_CHECK(cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
     CUBLAS_CHECK(cublasSetPointerMode(c->blas, CUBLAS_POINTER_MODE_HOST));
     *be = cu_ops();

@@ -11,6 +11,7 @@
 #include "core/base/fsio.h"
 #include "core/base/hash.h"
 #include "core/compute/backend.h"
+#include "core/data/augment_conf.h"
 #include "core/data/sampler.h"
 #include "core/dist/dist.h"
 #include "core/nn/decoder_conf.h"
@@ -32,9 +33,13 @@ static int check_unused_keys(const training_cfg *cfg, const char *file, esp_err 
 {
     const trainer_cfg *tc = cfg->trainer;
     const model_cfg *m = cfg->model;
-    if (m && m->encoder_conf && !m->encoder_conf->normalize_before)
+    const int *pre_ln = m && m->encoder_conf ? m->encoder_conf->normalize_before : NULL;
+    if (pre_ln && !*pre_ln)
         return esp_fail(err, "%s: model.encoder_conf.normalize_before: false (post-LN blocks) is not supported (use true)",
                         file);
+    if (pre_ln && m->encoder && !strcmp(m->encoder, "e_branchformer"))
+        log_warn("%s: model.encoder_conf.normalize_before: not a key of EBranchformerEncoder (ESPnet2 would raise a "
+                 "TypeError; its blocks are pre-LN, as true says): ignored", file);
     esp_err why; /* the encoder keys, before any data is read */
     if (encoder_dims_from_cfg(NULL, m, &why) != 0) return esp_fail(err, "%s: %s", file, why.msg);
     if (tc->val_check_interval > 0 && tc->val_check_interval != 1.0)
@@ -42,9 +47,6 @@ static int check_unused_keys(const training_cfg *cfg, const char *file, esp_err 
                  "(trainer.check_val_every_n_epoch)", file);
     if (tc->num_sanity_val_steps > 0)
         log_warn("%s: trainer.num_sanity_val_steps: not implemented; no sanity validation runs", file);
-    if (tc->precision && strcmp(tc->precision, "32") && strcmp(tc->precision, "32-true"))
-        log_warn("%s: trainer.precision: %s is for GPUs (the CUDA backend); the CPU trains in float32", file,
-                 tc->precision);
     int has_decoder = m && m->decoder && !strcmp(m->decoder, "transformer");
     if (!has_decoder && m && m->model_conf && m->model_conf->ctc_weight > 0 && m->model_conf->ctc_weight != 1.0)
         log_warn("%s: model.model_conf.ctc_weight: %g asks for an attention decoder, but model.decoder is not "
@@ -78,6 +80,7 @@ static model_rates rates_from_cfg(const model_cfg *m)
                      .pos_dropout = ec ? (float)ec->positional_dropout_rate : 0.1f,
                      .att_dropout = ec ? (float)ec->attention_dropout_rate : 0.0f,
                      .ctc_dropout = cc ? (float)cc->dropout_rate : 0,
+                     .layer_drop = ec && ec->layer_drop_rate ? (float)*ec->layer_drop_rate : 0.0f,
                      .ctc_keep_inf = cc && !cc->zero_infinity};
     decoder_rates_from_cfg(&r, m);
     return r;
@@ -101,6 +104,30 @@ static int check_config(const training_cfg *cfg, const char *file, const dist_en
     if (cfg->model && cfg->model->ctc_conf && !cfg->model->ctc_conf->reduce)
         return esp_fail(err, "%s: model.ctc_conf.reduce: false (a summed loss) is not supported (use true)", file);
     return 0;
+}
+
+/* trainer.precision (the config layer allows 32, 32-true, bf16-mixed, 16-mixed). Both mixed
+ * modes run on the CPU too, emulated: GEMM inputs rounded to 16 bits, float32 accumulation
+ * (core/compute/ops_precision.h), as torch.autocast runs bf16-mixed on a CPU. For 16-mixed
+ * Lightning would switch a CPU run to bf16-mixed; espnet3 keeps fp16 with its loss scaler, so a
+ * CPU run computes what the GPU run would, and says so. */
+static amp_precision precision_from_cfg(const trainer_cfg *tc, const char *kind, const char *file)
+{
+    const char *p = tc->precision;
+    if (!p || !strcmp(p, "32") || !strcmp(p, "32-true")) return AMP_FP32;
+    int cpu = !strcmp(kind, "cpu");
+    if (!strcmp(p, "bf16-mixed")) {
+        if (cpu)
+            log_info("%s: trainer.precision: bf16-mixed on the CPU: GEMM inputs rounded to bfloat16, float32 "
+                     "accumulation, everything else float32 (torch.autocast's CPU semantics; slower than 32 here, "
+                     "the CPU has no bfloat16 GEMM)", file);
+        return AMP_BF16;
+    }
+    if (cpu)
+        log_warn("%s: trainer.precision: 16-mixed on the CPU is emulated (GEMM inputs rounded to float16, dynamic "
+                 "loss scaling) to compute what a GPU run would; Lightning would switch a CPU run to bf16-mixed "
+                 "(write bf16-mixed for that)", file);
+    return AMP_FP16;
 }
 
 int stage_train(const stage_ctx *ctx, esp_err *err)
@@ -161,13 +188,33 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
         .accumulate = tc->accumulate_grad_batches > 0 ? tc->accumulate_grad_batches : 1,
         .log_every = tc->log_every_n_steps > 0 ? tc->log_every_n_steps : 50,
         .clip = tc->gradient_clip_val,
+        .precision = precision_from_cfg(tc, kind, file),
         .limit_train = tc->limit_train_batches,
         .limit_val = tc->limit_val_batches,
         .dist_timeout = tc->dist_timeout,
         .tb_dir = tb_dir,
         .csv_path = csv,
     };
-    int rc = trainer_run(&o, err);
+    augment_conf aug;
+    double spf[AUG_MAX_SPEED_FACTORS];
+    size_t nspf; /* speed_perturb_factors: checked here too, as this stage reads train_sp.tsv */
+    int rc = speed_perturb_factors_from_tree(ctx->configs->training->tree, spf, &nspf, err);
+    if (rc != 0) {
+        free(run_id), free(tb_dir), free(csv);
+        return -1;
+    }
+    rc = augment_conf_from_tree(ctx->configs->training->tree, &aug, err);
+    if (rc == 0 && aug.n) {
+        if (aug.prob > 0)
+            log_info("train: waveform augmentation of the training split: %zu data_aug_effects entries, %d to %d per "
+                     "utterance, data_aug_prob %g", aug.n, aug.num[0], aug.num[1], aug.prob);
+        else
+            log_warn("%s: dataset.preprocessor.data_aug_effects: data_aug_prob is 0 (ESPnet's default), so no "
+                     "utterance is augmented (set data_aug_prob, e.g. 1.0)", file);
+        o.augment = &aug;
+    }
+    if (rc == 0) rc = trainer_run(&o, err);
+    augment_conf_free(&aug);
     free(run_id), free(tb_dir), free(csv);
     return rc;
 }

@@ -38,12 +38,17 @@ static const char *const op_names[] = {
     "relpos_encoding",
     "relattn_forward",
     "relattn_backward",
+    "gelu_forward",
+    "gelu_backward",
+    "mul_forward",
+    "mul_backward",
     "ctc_loss_forward",
     "ctc_loss_backward",
     "adam_update",
     "sum",
     "sum_squares",
     "clip_grad_norm",
+    "unscale_grads",
 };
 
 _Static_assert(sizeof op_names / sizeof op_names[0] == BACKEND_OP_COUNT,

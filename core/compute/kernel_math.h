@@ -4,7 +4,7 @@
  * (core/compute/ops_impl.h, core/compute/ops_step.c) call these functions; a kernel that calls
  * them too computes the same bits wherever the operations are single IEEE operations.
  *
- *   activations   act_relu, act_sigmoid, act_silu, act_swish, act_glu and their gradients, per type
+ *   activations   act_relu, act_sigmoid, act_silu, act_swish, act_glu, act_gelu and their gradients, per type
  *                 (core/compute/kernel_math_act.h: _f32 and _f64)
  *   dropout       the counter-based mask: dropout_key, dropout_bits, dropout_threshold,
  *                 dropout_r16; the kept values' scale dropout_keep_scale
@@ -13,7 +13,8 @@
  *   Conformer     relpos_shift_col; per type (core/compute/kernel_math_conformer.h): bn_rstd,
  *                 bn_apply, bn_running, bn_dx (BatchNorm), relpos_angle (relative encoding)
  *   Adam / AdamW  adam_update_one
- *   clipping      clip_grad_coef, SUM_SQUARES_BLOCK */
+ *   clipping      clip_grad_coef, SUM_SQUARES_BLOCK
+ *   mixed prec.   core/compute/kernel_math_amp.h: bfloat16 / half rounding, the loss scaler's unscale */
 #ifndef ESPNET3_COMPUTE_KERNEL_MATH_H
 #define ESPNET3_COMPUTE_KERNEL_MATH_H
 
@@ -66,18 +67,22 @@ static inline KM_HD int ctc_can_skip(const int *lab, int s)
 #define KM_T float
 #define KM_FN(name) name##_f32
 #define KM_EXP expf
+#define KM_ERFC erfcf
 #include "core/compute/kernel_math_act.h"
 #undef KM_T
 #undef KM_FN
 #undef KM_EXP
+#undef KM_ERFC
 
 #define KM_T double
 #define KM_FN(name) name##_f64
 #define KM_EXP exp
+#define KM_ERFC erfc
 #include "core/compute/kernel_math_act.h"
 #undef KM_T
 #undef KM_FN
 #undef KM_EXP
+#undef KM_ERFC
 
 /* ---- dropout ---------------------------------------------------------------------------------- */
 
@@ -229,5 +234,7 @@ static inline KM_HD int relpos_shift_col(int i, int j, int t) { return t - 1 - i
 #undef KM_T
 #undef KM_FN
 #undef KM_EXP
+
+#include "core/compute/kernel_math_amp.h"
 
 #endif

@@ -11,7 +11,11 @@
 
 static const encoder_impl *encoder_of(const asr_model *m)
 {
-    return m->dims.encoder == ENC_CONFORMER ? &encoder_conformer : &encoder_transformer;
+    switch (m->dims.encoder) {
+    case ENC_CONFORMER: return &encoder_conformer;
+    case ENC_EBRANCHFORMER: return &encoder_ebranchformer;
+    default: return &encoder_transformer;
+    }
 }
 
 /* The buffers' initial values (running_var 1, ...) onto the device, after the parameters. */
@@ -149,6 +153,13 @@ static void ensure_acts(asr_model *m, int B, int T)
 #undef A
 }
 
+void asr_model_reserve(asr_model *m, int B, int T, int Lmax)
+{
+    ensure_acts(m, B, T);
+    int T2 = ops_conv_out_len(ops_conv_out_len(T));
+    if (m->dec) decoder_reserve(m, B, Lmax + 1, T2);
+}
+
 /* ---- forward --------------------------------------------------------------------------------- */
 
 void asr_model_forward(asr_model *m, const float *feats, const int *feat_lens, int B, int T, int train, uint64_t seed)
@@ -174,7 +185,7 @@ void asr_model_forward(asr_model *m, const float *feats, const int *feat_lens, i
                        B, D, D, m->T1, m->F1, 1);
     be->swap12(be, m->wout_fc, P("encoder.embed.out", 0, "weight"), D, D, d->f2, 1);
     be->linear_forward(be, m->e, m->c2, m->wout_fc, P("encoder.embed.out", 0, "bias"), N, D * d->f2, D);
-    if (d->encoder == ENC_CONFORMER && d->rel_pos) /* RelPositionalEncoding: positions go to the attention */
+    if (d->encoder != ENC_TRANSFORMER && d->rel_pos) /* RelPositionalEncoding: positions go to the attention */
         be->scale(be, m->h0, m->e, sqrt((double)D), (size_t)N * D);
     else
         be->posenc_forward(be, m->h0, m->e, sqrt((double)D), B, m->T2, D);

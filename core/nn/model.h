@@ -28,6 +28,7 @@ typedef struct model_rates {
     float pos_dropout;   /* encoder_conf.positional_dropout_rate */
     float att_dropout;   /* encoder_conf.attention_dropout_rate */
     float ctc_dropout;   /* ctc_conf.dropout_rate */
+    float layer_drop;    /* encoder_conf.layer_drop_rate (the E-Branchformer's stochastic depth) */
     int ctc_keep_inf;    /* ctc_conf.zero_infinity false: impossible alignments give inf/NaN */
     /* The attention decoder's rates (decoder_conf) and the joint loss (model_conf); read only by a
      * model with a decoder (dims.dec_blocks > 0). See core/nn/decoder_conf.h. */
@@ -97,6 +98,10 @@ void asr_model_state_from_host(asr_model *m, const float *host);
 void asr_model_zero_grad(asr_model *m);
 /* For the encoders' backward: block l's gradients are final (reports them to m->grads_final). */
 void asr_model_block_grads_final(asr_model *m, int l);
+/* Allocates now the activations a forward, loss and backward of B utterances of T frames with
+ * label sequences of at most Lmax tokens needs (the forward grows them on demand otherwise);
+ * core/nn/model_plan.c plans an arena with it. */
+void asr_model_reserve(asr_model *m, int B, int T, int Lmax);
 
 /* Forward to log-probabilities (device m->logp, B x T2 x vocab) and encoder lengths m->hlens.
  * feats is a device buffer (B, T, idim); train enables dropout with masks from `seed` and the

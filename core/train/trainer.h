@@ -23,7 +23,9 @@
 #include <stdint.h>
 
 #include "core/base/log.h"
+#include "core/compute/kernel_math.h"
 #include "core/config/config_types.h"
+#include "core/data/augment.h"
 #include "core/dist/dist_env.h"
 #include "core/nn/model.h"
 
@@ -43,10 +45,15 @@ typedef struct trainer_opts {
     int64_t accumulate;       /* accumulate_grad_batches, > 0 */
     int64_t log_every;        /* log_every_n_steps, > 0 */
     double clip;              /* gradient_clip_val; 0: no clipping */
+    amp_precision precision;  /* trainer.precision: 32 -> AMP_FP32; bf16-mixed -> AMP_BF16 (GEMM inputs in
+                               * bfloat16); 16-mixed -> AMP_FP16 (GEMM inputs in half, with the loss
+                               * scaler of core/train/grad_scaler.h). Master weights, gradients and Adam's
+                               * moments stay float32 either way. */
     double limit_train, limit_val; /* limit_*_batches (0 or 1.0: all; < 1: a fraction; else a count) */
     double dist_timeout;      /* seconds any wait for another rank may take */
     const char *tb_dir;       /* TensorBoard event folder */
     const char *csv_path;     /* metrics.csv */
+    const augment_conf *augment; /* waveform augmentation of the training split (NULL or n 0: none) */
 } trainer_opts;
 
 /* Trains until max_epochs, or max_steps optimizer steps (the epoch that reaches them ends there,
