@@ -3,9 +3,8 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define CPU_RELAX() _mm_pause()
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#define CPU_RELAX() __builtin_ia32_pause()
 #else
 #define CPU_RELAX() ((void)0)
 #endif

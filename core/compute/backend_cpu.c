@@ -46,9 +46,20 @@ static float *scratch(backend *be, size_t n)
 /* Elements (or row elements) below which a part is not worth waking a thread for. */
 enum { MT_MIN = 1 << 14 };
 
-static void blas_serial(const backend *be, int on)
+/* Sets OpenBLAS to one thread around a split loop that calls GEMMs; returns what to restore (0:
+ * nothing). */
+static int blas_serial_begin(const backend *be)
 {
-    if (threads_of(be) > 1) openblas_set_num_threads(on ? 1 : threads_of(be));
+    if (threads_of(be) <= 1) return 0;
+    int prev = openblas_get_num_threads();
+    if (prev <= 1) return 0;
+    openblas_set_num_threads(1);
+    return prev;
+}
+
+static void blas_serial_end(int prev)
+{
+    if (prev > 1) openblas_set_num_threads(prev);
 }
 
 /* One job type for the elementwise and row-wise passes split here over the existing ops. */
@@ -257,9 +268,9 @@ static void cpu_attention_forward(backend *be, float *y, float *att, const float
 {
     size_t n = ops_attention_forward_scratch(t, p) * (size_t)threads_of(be);
     float *s = n ? scratch(be, n) : NULL;
-    blas_serial(be, 1);
+    int blas = blas_serial_begin(be);
     ops_mha_forward_mt_f32(y, att, q, ld, k, v, ld, lens, nb, t, t, 0, h, hd, p, seed, stream, s, threads_of(be));
-    blas_serial(be, 0);
+    blas_serial_end(blas);
 }
 
 static void cpu_attention_backward(backend *be, float *dq, float *dk, float *dv, const float *dy,
@@ -268,10 +279,10 @@ static void cpu_attention_backward(backend *be, float *dq, float *dk, float *dv,
                                    uint64_t seed, uint64_t stream)
 {
     float *s = scratch(be, ops_attention_backward_scratch(t) * (size_t)threads_of(be));
-    blas_serial(be, 1);
+    int blas = blas_serial_begin(be);
     ops_mha_backward_mt_f32(dq, dk, dv, dy, att, q, ld, k, v, ld, lens, nb, t, t, h, hd, p, seed, stream, s,
                             threads_of(be));
-    blas_serial(be, 0);
+    blas_serial_end(blas);
 }
 
 static void cpu_log_softmax_forward(backend *be, float *y, const float *x, int n, int v)
@@ -367,10 +378,10 @@ static void cpu_relattn_forward(backend *be, float *y, float *att, const float *
                                 uint64_t stream)
 {
     float *s = scratch(be, ops_relattn_forward_scratch(t, hd, pdrop) * (size_t)threads_of(be));
-    blas_serial(be, 1);
+    int blas = blas_serial_begin(be);
     ops_relattn_forward_mt_f32(y, att, q, k, v, ld, p, u, vb, lens, nb, t, h, hd, pdrop, seed, stream, s,
                                threads_of(be));
-    blas_serial(be, 0);
+    blas_serial_end(blas);
 }
 
 static void cpu_relattn_backward(backend *be, float *dq, float *dk, float *dv, float *dp, float *du,
@@ -380,10 +391,10 @@ static void cpu_relattn_backward(backend *be, float *dq, float *dk, float *dv, f
                                  float pdrop, uint64_t seed, uint64_t stream)
 {
     float *s = scratch(be, ops_relattn_backward_scratch(t, hd) * (size_t)threads_of(be));
-    blas_serial(be, 1);
+    int blas = blas_serial_begin(be);
     ops_relattn_backward_mt_f32(dq, dk, dv, dp, du, dvb, dy, att, q, k, v, ld, p, u, vb, lens, nb, t, h, hd, pdrop,
                                 seed, stream, s, threads_of(be));
-    blas_serial(be, 0);
+    blas_serial_end(blas);
 }
 
 static double cpu_sum(backend *be, const float *x, size_t n)
@@ -414,10 +425,10 @@ static void cpu_mha_forward(backend *be, float *y, float *att, const float *q, i
 {
     size_t n = ops_mha_forward_scratch(tq, tk, p) * (size_t)threads_of(be);
     float *s = n ? scratch(be, n) : NULL;
-    blas_serial(be, 1);
+    int blas = blas_serial_begin(be);
     ops_mha_forward_mt_f32(y, att, q, ldq, k, v, ldkv, lens, nb, tq, tk, causal, h, hd, p, seed, stream, s,
                            threads_of(be));
-    blas_serial(be, 0);
+    blas_serial_end(blas);
 }
 
 static void cpu_mha_backward(backend *be, float *dq, float *dk, float *dv, const float *dy,
@@ -426,10 +437,10 @@ static void cpu_mha_backward(backend *be, float *dq, float *dk, float *dv, const
                              int h, int hd, float p, uint64_t seed, uint64_t stream)
 {
     float *s = scratch(be, ops_mha_backward_scratch(tq, tk) * (size_t)threads_of(be));
-    blas_serial(be, 1);
+    int blas = blas_serial_begin(be);
     ops_mha_backward_mt_f32(dq, dk, dv, dy, att, q, ldq, k, v, ldkv, lens, nb, tq, tk, h, hd, p, seed, stream, s,
                             threads_of(be));
-    blas_serial(be, 0);
+    blas_serial_end(blas);
 }
 
 static void cpu_embedding_forward(backend *be, float *y, const float *w, const int *ids, int n,
