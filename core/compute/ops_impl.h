@@ -258,6 +258,48 @@ void OPS_FN(conv2d_forward)(real *y, const real *x, const real *w, const real *b
     OPS_FN(conv2d_forward_mt)(y, x, w, b, nb, ic, oc, h, wd, relu, scratch, 1);
 }
 
+/* The direct backward's passes over one item on threads: the ReLU mask of positions, the bias
+ * gradient of channels (positions in order), the patches of output rows. */
+typedef struct OPS_FN(c1b_job) {
+    real *out, *db;
+    const real *g, *y, *x;
+    int c, wd, ow;
+    size_t p;
+} OPS_FN(c1b_job);
+
+static void OPS_FN(c1b_mask_part)(void *ctx, size_t lo, size_t hi, int part)
+{
+    (void)part;
+    const OPS_FN(c1b_job) *j = ctx;
+    size_t o_n = (size_t)j->c;
+    for (size_t i = lo; i < hi; i++) {
+        const real *gi = j->g + i * o_n, *yi = j->y + i * o_n;
+        real *restrict mi = j->out + i * o_n;
+#pragma omp simd
+        for (size_t o = 0; o < o_n; o++) mi[o] = yi[o] > 0 ? gi[o] : 0;
+    }
+}
+
+static void OPS_FN(c1b_bias_part)(void *ctx, size_t lo, size_t hi, int part)
+{
+    (void)part;
+    const OPS_FN(c1b_job) *j = ctx;
+    size_t o_n = (size_t)j->c;
+    real *restrict db = j->db;
+    for (size_t i = 0; i < j->p; i++) {
+        const real *gi = j->g + i * o_n;
+        for (size_t o = lo; o < hi; o++) db[o] += gi[o];
+    }
+}
+
+static void OPS_FN(c1b_gather_part)(void *ctx, size_t lo, size_t hi, int part)
+{
+    (void)part;
+    const OPS_FN(c1b_job) *j = ctx;
+    size_t kk = (size_t)9 * j->c;
+    conv_gather_patches(j->out + lo * j->ow * kk, j->x + lo * 2 * j->wd * j->c, j->c, j->wd, (int)(hi - lo), j->ow);
+}
+
 void OPS_FN(conv2d_backward_mt)(real *dx, real *dw, real *db, const real *dy, const real *x,
                                 const real *w, const real *y, int nb, int ic, int oc, int h, int wd,
                                 int acc, real *scratch, int threads)
@@ -274,12 +316,22 @@ void OPS_FN(conv2d_backward_mt)(real *dx, real *dw, real *db, const real *dy, co
         return;
     }
     real *wp = scratch, *dwp = wp + kk * o_n, *col = dwp + kk * o_n, *gm = col + p * kk;
+    int split = parallel_parts_count(p * o_n, OPS_MT_MIN_ELEMS, threads) > 1;
     if (dx) conv_pack_weight(wp, w, ic, oc);
     if (dw) memset(dwp, 0, kk * o_n * sizeof(real));
     for (int n = 0; n < nb; n++) {
         const real *g = dy + (size_t)n * p * o_n, *yn = y ? y + (size_t)n * p * o_n : NULL;
         const real *xn = x + (size_t)n * h * wd * ic;
-        if (yn || db) { /* mask and bias gradient in one pass */
+        if (split && yn) { /* on threads: the mask split by positions, the bias gradient by channels */
+            OPS_FN(c1b_job) j = {gm, db, g, yn, xn, (int)o_n, wd, ow, p};
+            parallel_parts(p, 64, threads, OPS_FN(c1b_mask_part), &j);
+            g = gm;
+        }
+        if (split && db) {
+            OPS_FN(c1b_job) j = {NULL, db, g, yn, xn, (int)o_n, wd, ow, p};
+            parallel_parts(o_n, 16, threads, OPS_FN(c1b_bias_part), &j);
+        }
+        if (!split && (yn || db)) { /* mask and bias gradient in one pass */
             for (size_t i = 0; i < p; i++) {
                 const real *gi = g + i * o_n, *yi = yn ? yn + i * o_n : NULL;
                 real *restrict mi = gm + i * o_n;
@@ -303,7 +355,12 @@ void OPS_FN(conv2d_backward_mt)(real *dx, real *dw, real *db, const real *dy, co
             }
             g = gm;
         }
-        if (dw || dx) conv_gather_patches(col, xn, ic, wd, oh, ow);
+        if (split && (dw || dx)) {
+            OPS_FN(c1b_job) j = {col, NULL, NULL, NULL, xn, ic, wd, ow, p};
+            parallel_parts((size_t)oh, 4, threads, OPS_FN(c1b_gather_part), &j);
+        } else if (dw || dx) {
+            conv_gather_patches(col, xn, ic, wd, oh, ow);
+        }
         if (dw) GEMM(ROWMAJOR, TR, NT, (int)kk, oc, (int)p, 1, col, (int)kk, g, oc, 1, dwp, oc);
         if (dx) {
             GEMM(ROWMAJOR, NT, TR, (int)p, (int)kk, oc, 1, g, oc, wp, oc, 0, col, (int)kk);

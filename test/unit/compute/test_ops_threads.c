@@ -76,11 +76,17 @@ static void scen_conv2d(backend *be, outs *o)
     out_add(o, y, ny), out_add(o, dx, nx), out_add(o, dw, nw), out_add(o, db, OC);
     be->conv2d_backward(be, dx, dw, db, dy, x, w, NULL, NB, IC, OC, H, W, 0);
     out_add(o, dx, nx), out_add(o, dw, nw), out_add(o, db, OC);
-    /* one input channel: the direct form */
-    float *x1 = rnd((size_t)NB * H * W, -1, 1), *w1 = rnd((size_t)OC * 9, -1, 1), *dw1 = zeros((size_t)OC * 9);
-    be->conv2d_forward(be, y, x1, w1, b, NB, 1, OC, H, W, 1);
-    be->conv2d_backward(be, NULL, dw1, db, dy, x1, w1, y, NB, 1, OC, H, W, 0);
-    out_add(o, y, ny), out_add(o, dw1, (size_t)OC * 9), out_add(o, db, OC);
+    /* one input channel: the direct form, its bias gradient with and without the ReLU mask */
+    enum { H1 = 81, W1 = 41, OC1 = 64 };
+    size_t ny1 = (size_t)NB * 40 * 20 * OC1;
+    float *x1 = rnd((size_t)NB * H1 * W1, -1, 1), *w1 = rnd((size_t)OC1 * 9, -1, 1), *dw1 = zeros((size_t)OC1 * 9);
+    float *b1 = rnd(OC1, -0.1f, 0.1f), *y1 = zeros(ny1), *dy1 = rnd(ny1, -1, 1), *db1 = zeros(OC1);
+    be->conv2d_forward(be, y1, x1, w1, b1, NB, 1, OC1, H1, W1, 1);
+    be->conv2d_backward(be, NULL, dw1, db1, dy1, x1, w1, y1, NB, 1, OC1, H1, W1, 0);
+    out_add(o, y1, ny1), out_add(o, dw1, (size_t)OC1 * 9), out_add(o, db1, OC1);
+    be->conv2d_backward(be, NULL, dw1, db1, dy1, x1, w1, NULL, NB, 1, OC1, H1, W1, 0);
+    out_add(o, dw1, (size_t)OC1 * 9), out_add(o, db1, OC1);
+    free(b1), free(y1), free(dy1), free(db1);
     free(x), free(w), free(b), free(y), free(dy), free(dx), free(dw), free(db), free(x1), free(w1), free(dw1);
 }
 
