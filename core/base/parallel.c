@@ -11,10 +11,10 @@
 
 enum {
     MAX_THREADS = 256,
-    /* Pause iterations a worker waits for the next loop before it sleeps (~10-50 us): loops that
+    /* Pause iterations a worker waits for the next loop before it sleeps (~10-30 us): loops that
      * follow each other closely (the elementwise passes of a step) find it awake, and between them
      * it leaves the core to OpenBLAS' threads. */
-    WORKER_SPIN = 2000,
+    WORKER_SPIN = 1000,
 };
 
 /* The pool: workers 1 .. started - 1 (worker i runs part i); the caller runs part 0. A loop is

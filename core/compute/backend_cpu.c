@@ -44,7 +44,7 @@ static float *scratch(backend *be, size_t n)
  * them with OpenBLAS on one thread, so the two never oversubscribe the cores. */
 
 /* Elements (or row elements) below which a part is not worth waking a thread for. */
-enum { MT_MIN = 1 << 14 };
+enum { MT_MIN = 1 << 15 };
 
 /* Sets OpenBLAS to one thread around a split loop that calls GEMMs; returns what to restore (0:
  * nothing). */

@@ -39,7 +39,7 @@
 
 /* Elements below which a part of an elementwise loop is not worth a thread. */
 #ifndef OPS_MT_MIN_ELEMS
-#define OPS_MT_MIN_ELEMS ((size_t)1 << 14)
+#define OPS_MT_MIN_ELEMS ((size_t)1 << 15)
 #endif
 
 typedef struct OPS_FN(zero_job) {

@@ -121,7 +121,7 @@ static void scen_linear_norm(backend *be, outs *o)
 
 static void scen_elementwise(backend *be, outs *o)
 {
-    enum { N = 70001, R = 2000, V = 30 };
+    enum { N = 200003, R = 5000, V = 30 };
     float *x = rnd(N, -3, 3), *a = rnd(N, -1, 1), *y = zeros(N), *dx = zeros(N);
     be->relu_forward(be, y, x, N), out_add(o, y, N);
     be->relu_backward(be, dx, a, y, N), out_add(o, dx, N);
