@@ -46,11 +46,11 @@ static float *scratch(backend *be, size_t n)
 /* Elements (or row elements) below which a part is not worth waking a thread for. */
 enum { MT_MIN = 1 << 15 };
 
-/* Sets OpenBLAS to one thread around a split loop that calls GEMMs; returns what to restore (0:
- * nothing). */
-static int blas_serial_begin(const backend *be)
+/* Sets OpenBLAS to one thread around a loop of `units` parts that calls GEMMs, when it is split;
+ * returns what to restore (0: nothing). */
+static int blas_serial_begin(const backend *be, size_t units)
 {
-    if (threads_of(be) <= 1) return 0;
+    if (parallel_parts_count(units, 1, threads_of(be)) <= 1) return 0; /* no split: OpenBLAS keeps its threads */
     int prev = openblas_get_num_threads();
     if (prev <= 1) return 0;
     openblas_set_num_threads(1);
@@ -268,7 +268,7 @@ static void cpu_attention_forward(backend *be, float *y, float *att, const float
 {
     size_t n = ops_attention_forward_scratch(t, p) * (size_t)threads_of(be);
     float *s = n ? scratch(be, n) : NULL;
-    int blas = blas_serial_begin(be);
+    int blas = blas_serial_begin(be, (size_t)nb * h);
     ops_mha_forward_mt_f32(y, att, q, ld, k, v, ld, lens, nb, t, t, 0, h, hd, p, seed, stream, s, threads_of(be));
     blas_serial_end(blas);
 }
@@ -279,7 +279,7 @@ static void cpu_attention_backward(backend *be, float *dq, float *dk, float *dv,
                                    uint64_t seed, uint64_t stream)
 {
     float *s = scratch(be, ops_attention_backward_scratch(t) * (size_t)threads_of(be));
-    int blas = blas_serial_begin(be);
+    int blas = blas_serial_begin(be, (size_t)nb * h);
     ops_mha_backward_mt_f32(dq, dk, dv, dy, att, q, ld, k, v, ld, lens, nb, t, t, h, hd, p, seed, stream, s,
                             threads_of(be));
     blas_serial_end(blas);
@@ -378,7 +378,7 @@ static void cpu_relattn_forward(backend *be, float *y, float *att, const float *
                                 uint64_t stream)
 {
     float *s = scratch(be, ops_relattn_forward_scratch(t, hd, pdrop) * (size_t)threads_of(be));
-    int blas = blas_serial_begin(be);
+    int blas = blas_serial_begin(be, (size_t)nb * h);
     ops_relattn_forward_mt_f32(y, att, q, k, v, ld, p, u, vb, lens, nb, t, h, hd, pdrop, seed, stream, s,
                                threads_of(be));
     blas_serial_end(blas);
@@ -391,7 +391,7 @@ static void cpu_relattn_backward(backend *be, float *dq, float *dk, float *dv, f
                                  float pdrop, uint64_t seed, uint64_t stream)
 {
     float *s = scratch(be, ops_relattn_backward_scratch(t, hd) * (size_t)threads_of(be));
-    int blas = blas_serial_begin(be);
+    int blas = blas_serial_begin(be, (size_t)h);
     ops_relattn_backward_mt_f32(dq, dk, dv, dp, du, dvb, dy, att, q, k, v, ld, p, u, vb, lens, nb, t, h, hd, pdrop,
                                 seed, stream, s, threads_of(be));
     blas_serial_end(blas);
@@ -425,7 +425,7 @@ static void cpu_mha_forward(backend *be, float *y, float *att, const float *q, i
 {
     size_t n = ops_mha_forward_scratch(tq, tk, p) * (size_t)threads_of(be);
     float *s = n ? scratch(be, n) : NULL;
-    int blas = blas_serial_begin(be);
+    int blas = blas_serial_begin(be, (size_t)nb * h);
     ops_mha_forward_mt_f32(y, att, q, ldq, k, v, ldkv, lens, nb, tq, tk, causal, h, hd, p, seed, stream, s,
                            threads_of(be));
     blas_serial_end(blas);
@@ -437,7 +437,7 @@ static void cpu_mha_backward(backend *be, float *dq, float *dk, float *dv, const
                              int h, int hd, float p, uint64_t seed, uint64_t stream)
 {
     float *s = scratch(be, ops_mha_backward_scratch(tq, tk) * (size_t)threads_of(be));
-    int blas = blas_serial_begin(be);
+    int blas = blas_serial_begin(be, (size_t)nb * h);
     ops_mha_backward_mt_f32(dq, dk, dv, dy, att, q, ldq, k, v, ldkv, lens, nb, tq, tk, h, hd, p, seed, stream, s,
                             threads_of(be));
     blas_serial_end(blas);
