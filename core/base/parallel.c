@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #define CPU_RELAX() __builtin_ia32_pause()
 #else
@@ -15,33 +16,52 @@ enum {
      * follow each other closely (the elementwise passes of a step) find it awake, and between them
      * it leaves the core to OpenBLAS' threads. */
     WORKER_SPIN = 1000,
+    GEN_PARTS_BITS = 16,
 };
 
-/* The pool: workers 1 .. started - 1 (worker i runs part i); the caller runs part 0. A loop is
- * published by bumping `gen`, whose low 16 bits hold the loop's part count (so a worker reads the
- * other fields only when it has a part: they cannot change before it is done); each worker with a
- * part decrements `pending` when done. */
+/* The pool: workers 1 .. started - 1; the caller is slot 0. A loop is published by bumping `gen`,
+ * whose low 16 bits hold its part count. Parts are claimed one at a time from `claim` (the loop's
+ * generation in the high 32 bits, the next part in the low 32) by the caller and by the workers
+ * whose slot is below the part count, so a worker that is asleep or descheduled never holds the
+ * caller up: the caller runs what nobody claimed and waits only for parts already running. A
+ * worker reads the loop's fields only after it claimed a part of that generation, and the caller
+ * does not return before every part is done, so the fields cannot change under it. */
 static struct {
     pthread_mutex_t busy; /* held by the loop running on the pool */
     pthread_mutex_t lock; /* guards the sleep / wake-up of workers */
     pthread_cond_t wake;
     int started; /* threads (the caller included) the pool can run: workers + 1 */
     _Atomic unsigned long gen;
-    _Atomic int pending;
+    _Atomic uint64_t claim;
+    _Atomic int done;
     /* the current loop, written before gen is bumped */
     part_fn fn;
     void *ctx;
     size_t n;
     int atfork;
-} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 1, 0, 0, 0, 0, 0, 0};
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 1, 0, 0, 0, 0, 0, 0, 0};
 
-enum { GEN_PARTS_BITS = 16 };
 static unsigned long start_gen[MAX_THREADS];
 
-static void run_part(part_fn fn, void *ctx, size_t n, int parts, int i)
+static void run_part(part_fn fn, void *ctx, size_t n, int parts, int i, int slot)
 {
     size_t lo = n * (size_t)i / (size_t)parts, hi = n * (size_t)(i + 1) / (size_t)parts;
-    fn(ctx, lo, hi, i);
+    fn(ctx, lo, hi, slot);
+}
+
+/* Claims and runs parts of loop generation g (parts of them) on `slot` until none is left. */
+static void run_claims(unsigned long g, int parts, int slot)
+{
+    uint64_t tag = (uint64_t)(g >> GEN_PARTS_BITS) & 0xffffffffu;
+    for (;;) {
+        uint64_t c = atomic_load_explicit(&pool.claim, memory_order_acquire);
+        if (c >> 32 != tag || (int)(c & 0xffffffffu) >= parts) return;
+        if (!atomic_compare_exchange_weak_explicit(&pool.claim, &c, c + 1, memory_order_acq_rel,
+                                                   memory_order_relaxed))
+            continue;
+        run_part(pool.fn, pool.ctx, pool.n, parts, (int)(c & 0xffffffffu), slot);
+        atomic_fetch_add_explicit(&pool.done, 1, memory_order_release);
+    }
 }
 
 static void *worker_main(void *arg)
@@ -62,10 +82,7 @@ static void *worker_main(void *arg)
         }
         seen = g;
         int parts = (int)(g & ((1ul << GEN_PARTS_BITS) - 1));
-        if (me < parts) {
-            run_part(pool.fn, pool.ctx, pool.n, parts, me);
-            atomic_fetch_sub_explicit(&pool.pending, 1, memory_order_release);
-        }
+        if (me < parts) run_claims(g, parts, me);
     }
     return NULL;
 }
@@ -114,20 +131,21 @@ void parallel_parts(size_t n, size_t min_per_thread, int threads, part_fn fn, vo
     int t = parallel_parts_count(n, min_per_thread, threads);
     if (t <= 1 || pthread_mutex_trylock(&pool.busy) != 0) {
         /* serial: the same parts, one after the other */
-        for (int i = 0; i < t; i++) run_part(fn, ctx, n, t, i);
+        for (int i = 0; i < t; i++) run_part(fn, ctx, n, t, i, 0);
         return;
     }
     grow(t);
-    if (t > pool.started) t = pool.started; /* a worker could not be started: fewer parts */
     pool.fn = fn, pool.ctx = ctx, pool.n = n;
-    atomic_store(&pool.pending, t - 1);
+    atomic_store(&pool.done, 0);
+    unsigned long g = ((atomic_load(&pool.gen) >> GEN_PARTS_BITS) + 1) << GEN_PARTS_BITS | (unsigned long)t;
+    atomic_store(&pool.claim, ((uint64_t)(g >> GEN_PARTS_BITS) & 0xffffffffu) << 32);
     pthread_mutex_lock(&pool.lock);
-    unsigned long g = atomic_load(&pool.gen);
-    atomic_store(&pool.gen, ((g >> GEN_PARTS_BITS) + 1) << GEN_PARTS_BITS | (unsigned long)t);
+    atomic_store(&pool.gen, g);
     pthread_cond_broadcast(&pool.wake);
     pthread_mutex_unlock(&pool.lock);
-    run_part(fn, ctx, n, t, 0);
-    for (int spin = 0; atomic_load_explicit(&pool.pending, memory_order_acquire) > 0; spin++) {
+    run_claims(g, t, 0);
+    /* every part is claimed: wait for the ones other threads are running */
+    for (int spin = 0; atomic_load_explicit(&pool.done, memory_order_acquire) < t; spin++) {
         if (spin < 4000)
             CPU_RELAX();
         else
@@ -141,9 +159,9 @@ typedef struct ranges_ctx {
     void *ctx;
 } ranges_ctx;
 
-static void ranges_part(void *ctx, size_t lo, size_t hi, int part)
+static void ranges_part(void *ctx, size_t lo, size_t hi, int slot)
 {
-    (void)part;
+    (void)slot;
     ranges_ctx *r = ctx;
     r->fn(r->ctx, lo, hi);
 }
