@@ -116,6 +116,8 @@ static constexpr int cu_has(const backend &b, backend_op op)
     case BACKEND_OP_LINEAR_BACKWARD: return b.linear_backward != nullptr;
     case BACKEND_OP_CONV2D_FORWARD: return b.conv2d_forward != nullptr;
     case BACKEND_OP_CONV2D_BACKWARD: return b.conv2d_backward != nullptr;
+    case BACKEND_OP_CONV2D_GEN_FORWARD: return b.conv2d_gen_forward != nullptr;
+    case BACKEND_OP_CONV2D_GEN_BACKWARD: return b.conv2d_gen_backward != nullptr;
     case BACKEND_OP_SWAP12: return b.swap12 != nullptr;
     case BACKEND_OP_RELU_FORWARD: return b.relu_forward != nullptr;
     case BACKEND_OP_RELU_BACKWARD: return b.relu_backward != nullptr;
@@ -167,6 +169,8 @@ static constexpr backend cu_ops()
     b.linear_backward = cu_linear_backward;
     b.conv2d_forward = cu_conv2d_forward;
     b.conv2d_backward = cu_conv2d_backward;
+    b.conv2d_gen_forward = cu_conv2d_gen_forward;
+    b.conv2d_gen_backward = cu_conv2d_gen_backward;
     b.swap12 = cu_swap12;
     b.relu_forward = cu_relu_forward;
     b.relu_backward = cu_relu_backward;

@@ -69,6 +69,12 @@ struct backend {
     void (*conv2d_backward)(backend *be, float *dx, float *dw, float *db, const float *dy,
                             const float *x, const float *w, const float *y, int nb, int ic, int oc,
                             int h, int wd, int acc);
+    void (*conv2d_gen_forward)(backend *be, float *y, const float *x, const float *w,
+                               const float *b, int nb, int ic, int oc, int h, int wd, int kh, int kw,
+                               int sh, int sw, int relu);
+    void (*conv2d_gen_backward)(backend *be, float *dx, float *dw, float *db, const float *dy,
+                                const float *x, const float *w, const float *y, int nb, int ic,
+                                int oc, int h, int wd, int kh, int kw, int sh, int sw, int acc);
     void (*swap12)(backend *be, float *y, const float *x, int nb, int d1, int d2, int d3);
     void (*relu_forward)(backend *be, float *y, const float *x, size_t n);
     void (*relu_backward)(backend *be, float *dx, const float *dy, const float *y, size_t n);

@@ -127,6 +127,22 @@ static void cpu_conv2d_backward(backend *be, float *dx, float *dw, float *db, co
     ops_conv2d_backward_f32(dx, dw, db, dy, x, w, y, nb, ic, oc, h, wd, acc, s);
 }
 
+static void cpu_conv2d_gen_forward(backend *be, float *y, const float *x, const float *w,
+                                   const float *b, int nb, int ic, int oc, int h, int wd, int kh,
+                                   int kw, int sh, int sw, int relu)
+{
+    float *s = scratch(be, ops_conv2d_gen_forward_scratch(ic, oc, h, wd, kh, kw, sh, sw));
+    ops_conv2d_gen_forward_f32(y, x, w, b, nb, ic, oc, h, wd, kh, kw, sh, sw, relu, s);
+}
+
+static void cpu_conv2d_gen_backward(backend *be, float *dx, float *dw, float *db, const float *dy,
+                                    const float *x, const float *w, const float *y, int nb, int ic,
+                                    int oc, int h, int wd, int kh, int kw, int sh, int sw, int acc)
+{
+    float *s = scratch(be, ops_conv2d_gen_backward_scratch(ic, oc, h, wd, kh, kw, sh, sw));
+    ops_conv2d_gen_backward_f32(dx, dw, db, dy, x, w, y, nb, ic, oc, h, wd, kh, kw, sh, sw, acc, s);
+}
+
 static void cpu_swap12(backend *be, float *y, const float *x, int nb, int d1, int d2, int d3)
 {
     (void)be;
@@ -432,6 +448,8 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
         .linear_backward = cpu_linear_backward,
         .conv2d_forward = cpu_conv2d_forward,
         .conv2d_backward = cpu_conv2d_backward,
+        .conv2d_gen_forward = cpu_conv2d_gen_forward,
+        .conv2d_gen_backward = cpu_conv2d_gen_backward,
         .swap12 = cpu_swap12,
         .relu_forward = cpu_relu_forward,
         .relu_backward = cpu_relu_backward,

@@ -7,6 +7,8 @@ static const char *const op_names[] = {
     "linear_backward",
     "conv2d_forward",
     "conv2d_backward",
+    "conv2d_gen_forward",
+    "conv2d_gen_backward",
     "swap12",
     "relu_forward",
     "relu_backward",

@@ -175,6 +175,7 @@ static const cyaml_schema_field_t normalize_conf_fields[] = {
     STR("stats_file", normalize_conf_cfg, stats_file),
     BOOL("norm_means", normalize_conf_cfg, norm_means),
     BOOL("norm_vars", normalize_conf_cfg, norm_vars),
+    FLT("eps", normalize_conf_cfg, eps),
     CYAML_FIELD_END};
 
 /* Optional scalars read into pointers: NULL tells "left out" from a value equal to 0. */

@@ -160,6 +160,7 @@ typedef struct normalize_conf_cfg {
     char *stats_file;
     int norm_means;
     int norm_vars;
+    double eps;          /* > 0; 0 (left out): ESPnet2's 1e-20 */
 } normalize_conf_cfg;
 
 typedef struct encoder_conf_cfg {

@@ -27,6 +27,7 @@ typedef struct asr_data {
     norm_kind norm;
     global_mvn gmvn;
     int utt_norm_means, utt_norm_vars;
+    double norm_eps;         /* normalize_conf.eps (both kinds) */
 } asr_data;
 
 /* Opens ${data_dir}/manifest/<split>.tsv with the model's frontend, SpecAugment (train only) and
