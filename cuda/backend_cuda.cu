@@ -146,6 +146,8 @@ static constexpr int cu_has(const backend &b, backend_op op)
     case BACKEND_OP_DWCONV1D_BACKWARD: return b.dwconv1d_backward != nullptr;
     case BACKEND_OP_BATCHNORM_FORWARD: return b.batchnorm_forward != nullptr;
     case BACKEND_OP_BATCHNORM_BACKWARD: return b.batchnorm_backward != nullptr;
+    case BACKEND_OP_BATCHNORM_STATS: return b.batchnorm_stats != nullptr;
+    case BACKEND_OP_BATCHNORM_BACKWARD_GLOBAL: return b.batchnorm_backward_global != nullptr;
     case BACKEND_OP_RELPOS_ENCODING: return b.relpos_encoding != nullptr;
     case BACKEND_OP_RELATTN_FORWARD: return b.relattn_forward != nullptr;
     case BACKEND_OP_RELATTN_BACKWARD: return b.relattn_backward != nullptr;
@@ -199,6 +201,8 @@ static constexpr backend cu_ops()
     b.dwconv1d_backward = cu_dwconv1d_backward;
     b.batchnorm_forward = cu_batchnorm_forward;
     b.batchnorm_backward = cu_batchnorm_backward;
+    b.batchnorm_stats = cu_batchnorm_stats;
+    b.batchnorm_backward_global = cu_batchnorm_backward_global;
     b.relpos_encoding = cu_relpos_encoding;
     b.relattn_forward = cu_relattn_forward;
     b.relattn_backward = cu_relattn_backward;

@@ -226,6 +226,10 @@ void cu_batchnorm_forward(backend *be, float *y, float *mean, float *rstd, const
                           double eps, double momentum, int train);
 void cu_batchnorm_backward(backend *be, float *dx, float *dw, float *db, const float *dy, const float *x,
                            const float *w, const float *mean, const float *rstd, int n, int c);
+void cu_batchnorm_stats(backend *be, float *out, const float *x, const float *dy, const float *mean, int n, int c);
+void cu_batchnorm_backward_global(backend *be, float *dx, float *dw, float *db, const float *dy, const float *x,
+                                  const float *w, const float *mean, const float *rstd, const float *l, const float *g,
+                                  double count, int n, int c);
 // cuda/ops_softmax.cu
 void cu_log_softmax_forward(backend *be, float *y, const float *x, int n, int v);
 void cu_log_softmax_backward(backend *be, float *dx, const float *dy, const float *y, int n, int v);

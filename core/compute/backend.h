@@ -139,6 +139,12 @@ struct backend {
     void (*batchnorm_backward)(backend *be, float *dx, float *dw, float *db, const float *dy,
                                const float *x, const float *w, const float *mean,
                                const float *rstd, int n, int c);
+    void (*batchnorm_stats)(backend *be, float *out, const float *x, const float *dy,
+                            const float *mean, int n, int c);
+    void (*batchnorm_backward_global)(backend *be, float *dx, float *dw, float *db, const float *dy,
+                                      const float *x, const float *w, const float *mean,
+                                      const float *rstd, const float *l, const float *g,
+                                      double count, int n, int c);
     void (*relpos_encoding)(backend *be, float *pe, int t, int d);
     void (*relattn_forward)(backend *be, float *y, float *att, const float *q, const float *k,
                             const float *v, int ld, const float *p, const float *u,

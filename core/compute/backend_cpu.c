@@ -296,6 +296,21 @@ static void cpu_batchnorm_backward(backend *be, float *dx, float *dw, float *db,
     ops_batchnorm_backward_f32(dx, dw, db, dy, x, w, mean, rstd, n, c);
 }
 
+static void cpu_batchnorm_stats(backend *be, float *out, const float *x, const float *dy, const float *mean, int n,
+                                int c)
+{
+    (void)be;
+    ops_batchnorm_stats_f32(out, x, dy, mean, n, c);
+}
+
+static void cpu_batchnorm_backward_global(backend *be, float *dx, float *dw, float *db, const float *dy,
+                                          const float *x, const float *w, const float *mean, const float *rstd,
+                                          const float *l, const float *g, double count, int n, int c)
+{
+    (void)be;
+    ops_batchnorm_backward_global_f32(dx, dw, db, dy, x, w, mean, rstd, l, g, count, n, c);
+}
+
 static void cpu_relpos_encoding(backend *be, float *pe, int t, int d)
 {
     (void)be;
@@ -472,6 +487,8 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
         .dwconv1d_backward = cpu_dwconv1d_backward,
         .batchnorm_forward = cpu_batchnorm_forward,
         .batchnorm_backward = cpu_batchnorm_backward,
+        .batchnorm_stats = cpu_batchnorm_stats,
+        .batchnorm_backward_global = cpu_batchnorm_backward_global,
         .relpos_encoding = cpu_relpos_encoding,
         .relattn_forward = cpu_relattn_forward,
         .relattn_backward = cpu_relattn_backward,

@@ -37,6 +37,8 @@ static const char *const op_names[] = {
     "dwconv1d_backward",
     "batchnorm_forward",
     "batchnorm_backward",
+    "batchnorm_stats",
+    "batchnorm_backward_global",
     "relpos_encoding",
     "relattn_forward",
     "relattn_backward",

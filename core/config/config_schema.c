@@ -75,6 +75,7 @@ static const cyaml_schema_field_t trainer_fields[] = {
     INT("num_nodes", trainer_cfg, num_nodes),
     STR("strategy", trainer_cfg, strategy),
     STR("precision", trainer_cfg, precision),
+    BOOL("sync_batchnorm", trainer_cfg, sync_batchnorm),
     FLT("gradient_clip_val", trainer_cfg, gradient_clip_val),
     STR("gradient_clip_algorithm", trainer_cfg, gradient_clip_algorithm),
     INT("accumulate_grad_batches", trainer_cfg, accumulate_grad_batches),

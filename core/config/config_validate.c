@@ -86,7 +86,7 @@ const target_entry target_registry[] = {
 
 /* ESPnet3 / Lightning / ESPnet2 keys we accept but do not implement: one warning each. */
 static const char *const unimplemented_keys[] = {
-    "trainer.sync_batchnorm", "trainer.benchmark", "trainer.profiler", "trainer.callbacks",
+    "trainer.benchmark", "trainer.profiler", "trainer.callbacks",
     "trainer.enable_checkpointing", "trainer.enable_model_summary", "trainer.default_root_dir",
     "trainer.fast_dev_run", "trainer.min_epochs", "trainer.min_steps", "trainer.max_time",
     "trainer.overfit_batches", "trainer.reload_dataloaders_every_n_epochs", "trainer.use_distributed_sampler",

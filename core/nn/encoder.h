@@ -52,6 +52,13 @@ void embed_free(asr_model *m);
 void embed_forward(asr_model *m);
 void embed_backward(asr_model *m);
 
+/* BatchNorm1d in training mode with statistics over every rank's rows (m->sync set; core/nn/
+ * encoder_syncbn.c): the arguments of be->batchnorm_forward / batchnorm_backward. */
+void syncbn_forward(asr_model *m, float *y, float *mean, float *rstd, const float *x, const float *w, const float *b,
+                    float *run_mean, float *run_var, float *run_count, int n, int c, double eps, double momentum);
+void syncbn_backward(asr_model *m, float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
+                     const float *mean, const float *rstd, int n, int c);
+
 extern const encoder_impl encoder_transformer;
 extern const encoder_impl encoder_conformer;
 

@@ -87,6 +87,7 @@ void asr_model_free(asr_model *m)
     free_head_acts(m);
     encoder_of(m)->destroy(m);
     decoder_free(m->be, m->dec);
+    m->be->free(m->be, m->sync_dev);
     m->be->free(m->be, m->params);
     m->be->free(m->be, m->grads);
     free(m->hlens);

@@ -39,6 +39,14 @@ typedef struct model_rates {
     int length_normalized_loss; /* loss_att / tokens instead of / batch size */
 } model_rates;
 
+/* trainer.sync_batchnorm (torch's SyncBatchNorm): all_reduce sums n host floats over every rank in
+ * place (every rank calls it in the same order); it exits on a communication failure. Set by the
+ * trainer with more than one rank; NULL: each rank normalizes with its own batch's statistics. */
+typedef struct bn_sync {
+    void (*all_reduce)(void *ctx, float *host, size_t n);
+    void *ctx;
+} bn_sync;
+
 typedef struct encoder_acts encoder_acts; /* the encoder's own activations (core/nn/encoder_*.c) */
 typedef struct decoder_acts decoder_acts;
 
@@ -74,6 +82,11 @@ typedef struct asr_model {
      * the last loss: loss_ctc / loss_att are NAN for a branch the model does not have;
      * att_correct / att_tokens are th_accuracy's numerator and denominator. */
     decoder_acts *dec;
+    /* trainer.sync_batchnorm (core/nn/encoder_syncbn.c): the hook, a device scratch of 4 x d floats
+     * and the rows of the last synchronized forward over all ranks. */
+    bn_sync sync;
+    float *sync_dev;
+    double sync_count;
     double loss_ctc, loss_att;
     int64_t att_correct, att_tokens;
 } asr_model;

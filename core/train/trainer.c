@@ -53,6 +53,7 @@ static int open_model(trainer *t, esp_err *err)
     if (model_dims_from_cfg(&dims, cfg->model, t->train.data.fo.n_mels, (int)t->train.data.tokens.n, err) != 0)
         return -1;
     asr_model_init(&t->model, t->be, &dims, &t->o->rates);
+    if (t->o->sync_batchnorm && t->world > 1) t->model.sync = (bn_sync){bn_all_reduce, t};
     float *host = xcalloc(t->model.table.total ? t->model.table.total : 1, sizeof *host);
     int rc = param_init(host, &t->model.table, cfg->init, (uint64_t)cfg->seed, err);
     if (rc == 0) asr_model_params_from_host(&t->model, host);

@@ -135,6 +135,30 @@ Test(conformer_train, ddp_two_ranks_save_rank_0s_statistics_and_resume)
     cr_assert(same_file("ddp/metrics.csv", "ddp_split/metrics.csv"), "metrics differ after the resume");
 }
 
+/* trainer.sync_batchnorm: two ranks normalize with the statistics of both ranks' batches (core/nn/
+ * encoder_syncbn.c; the math against one rank on the whole batch is test/unit/nn/test_syncbn.c). The
+ * ranks stay identical (the trainer checks every epoch), the statistics update once per step, and
+ * the result differs from the unsynchronized run of the same batches. */
+Test(conformer_train, ddp_sync_batchnorm_two_ranks)
+{
+    const char *common = "--stages train trainer.devices=2 dataloader.train.iter_factory.shuffle=false "
+                         "dataloader.train.iter_factory.batches.batch_bins=40000 trainer.max_epochs=1";
+    char a[512];
+    snprintf(a, sizeof a, "%s trainer.sync_batchnorm=true", common);
+    cr_assert_eq(run("sync", a), 0, "%s", slurp("log"));
+    char *tl = slurp("sync/train.log");
+    cr_assert(strstr(tl, "train: epoch 1: parameters identical on all 2 ranks"), "%s", tl);
+    cr_assert(!strstr(tl, "sync_batchnorm"), "sync_batchnorm should be implemented, not warned about:\n%s", tl);
+    free(tl);
+    int moved;
+    cr_assert_eq(batches_tracked("sync/checkpoints/epoch=1-step=4/model.safetensors", &moved), 4);
+    cr_assert(moved);
+    cr_assert_eq(run("nosync", common), 0, "%s", slurp("log"));
+    cr_assert(!same_file("sync/checkpoints/epoch=1-step=4/model.safetensors",
+                         "nosync/checkpoints/epoch=1-step=4/model.safetensors"),
+              "sync_batchnorm changed nothing");
+}
+
 Test(conformer_train, encoder_keys_are_checked)
 {
     static const struct {
