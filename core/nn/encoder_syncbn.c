@@ -41,6 +41,13 @@ void syncbn_forward(asr_model *m, float *y, float *mean, float *rstd, const floa
     m->sync.all_reduce(m->sync.ctx, h, C + 1);
     double count = h[C];
     m->sync_count = count;
+    if (count <= 0) { /* no rows on any rank (every rank sees it): nothing to normalize or update */
+        for (size_t i = 0; i < 2 * C; i++) hm[i] = 0;
+        up(m, mean, hm, C);
+        up(m, rstd, hv, C);
+        free(h);
+        return;
+    }
     for (size_t i = 0; i < C; i++) hm[i] = (float)((double)h[i] / count);
     up(m, mean, hm, C);
     be->batchnorm_stats(be, sums, x, NULL, mean, n, c);
