@@ -151,6 +151,10 @@ static constexpr int cu_has(const backend &b, backend_op op)
     case BACKEND_OP_RELPOS_ENCODING: return b.relpos_encoding != nullptr;
     case BACKEND_OP_RELATTN_FORWARD: return b.relattn_forward != nullptr;
     case BACKEND_OP_RELATTN_BACKWARD: return b.relattn_backward != nullptr;
+    case BACKEND_OP_GELU_FORWARD: return b.gelu_forward != nullptr;
+    case BACKEND_OP_GELU_BACKWARD: return b.gelu_backward != nullptr;
+    case BACKEND_OP_MUL_FORWARD: return b.mul_forward != nullptr;
+    case BACKEND_OP_MUL_BACKWARD: return b.mul_backward != nullptr;
     case BACKEND_OP_CTC_LOSS_FORWARD: return b.ctc_loss_forward != nullptr;
     case BACKEND_OP_CTC_LOSS_BACKWARD: return b.ctc_loss_backward != nullptr;
     case BACKEND_OP_ADAM_UPDATE: return b.adam_update != nullptr;
@@ -206,6 +210,10 @@ static constexpr backend cu_ops()
     b.relpos_encoding = cu_relpos_encoding;
     b.relattn_forward = cu_relattn_forward;
     b.relattn_backward = cu_relattn_backward;
+    b.gelu_forward = cu_gelu_forward;
+    b.gelu_backward = cu_gelu_backward;
+    b.mul_forward = cu_mul_forward;
+    b.mul_backward = cu_mul_backward;
     b.ctc_loss_forward = cu_ctc_loss_forward;
     b.ctc_loss_backward = cu_ctc_loss_backward;
     b.adam_update = cu_adam_update;

@@ -215,6 +215,10 @@ void cu_swish_forward(backend *be, float *y, const float *x, size_t n);
 void cu_swish_backward(backend *be, float *dx, const float *dy, const float *x, size_t n);
 void cu_glu_forward(backend *be, float *y, const float *x, int n, int c);
 void cu_glu_backward(backend *be, float *dx, const float *dy, const float *x, int n, int c);
+void cu_gelu_forward(backend *be, float *y, const float *x, size_t n);
+void cu_gelu_backward(backend *be, float *dx, const float *dy, const float *x, size_t n);
+void cu_mul_forward(backend *be, float *y, const float *a, const float *b, size_t n);
+void cu_mul_backward(backend *be, float *da, float *db, const float *dy, const float *a, const float *b, size_t n);
 // cuda/ops_conv1d.cu
 void cu_dwconv1d_forward(backend *be, float *y, const float *x, const float *w, const float *b, int nb, int t,
                          int c, int k);

@@ -2,7 +2,7 @@
 """Writes the ESPnet parity fixtures of the encoder input layers and utterance_mvn
 (test/fixtures/input_layer/<case>.npz) with the real ESPnet 202511 / torch 2.11.
 
-Each encoder case builds ESPnet2's own TransformerEncoder or ConformerEncoder with an
+Each encoder case builds ESPnet2's own TransformerEncoder, ConformerEncoder or EBranchformerEncoder with an
 `input_layer` (Conv2dSubsampling2/6/8, Conv1dSubsampling2, linear, None) at a small size with
 seeded weights (LayerNorm/BatchNorm affine parameters moved off 1/0), dropout off, plus CTC, and
 runs a padded batch of 2 utterances in training mode: encoder output, CTC log-probs, CTC loss and
@@ -30,6 +30,7 @@ import torch
 
 from espnet2.asr.ctc import CTC
 from espnet2.asr.encoder.conformer_encoder import ConformerEncoder
+from espnet2.asr.encoder.e_branchformer_encoder import EBranchformerEncoder
 from espnet2.asr.encoder.transformer_encoder import TransformerEncoder
 from espnet2.layers.utterance_mvn import utterance_mvn
 from espnet.nets.pytorch_backend.transformer import subsampling
@@ -39,6 +40,11 @@ CONFORMER = dict(macaron_style=True, rel_pos_type='latest', activation_type='swi
                  cnn_module_kernel=5)
 REL = dict(pos_enc_layer_type='rel_pos', selfattention_layer_type='rel_selfattn')
 ABS = dict(pos_enc_layer_type='abs_pos', selfattention_layer_type='selfattn')
+EBF = dict(rel_pos_type='latest', cgmlp_linear_units=24, cgmlp_conv_kernel=5, use_linear_after_conv=False,
+           gate_activation='identity', use_ffn=True, macaron_ffn=True, ffn_activation_type='swish', merge_conv_kernel=3,
+           use_flash_attn=False)
+EREL = dict(pos_enc_layer_type='rel_pos', attention_layer_type='rel_selfattn')
+EABS = dict(pos_enc_layer_type='abs_pos', attention_layer_type='selfattn')
 
 # name: (encoder class, idim, input_layer, extra encoder args, frames per utterance)
 CASES = {
@@ -56,6 +62,11 @@ CASES = {
     'c_linear_abs': ('conformer', 20, 'linear', dict(CONFORMER, **ABS), (17, 12)),
     'c_none_rel': ('conformer', 16, None, dict(CONFORMER, **REL), (17, 12)),
     'c_none_abs': ('conformer', 16, None, dict(CONFORMER, **ABS), (17, 12)),
+    'e_conv1d2_rel': ('e_branchformer', 20, 'conv1d2', dict(EBF, **EREL), (30, 23)),
+    'e_conv2d6_rel': ('e_branchformer', 20, 'conv2d6', dict(EBF, **EREL), (50, 37)),
+    'e_linear_rel': ('e_branchformer', 20, 'linear', dict(EBF, **EREL), (17, 12)),
+    'e_none_rel': ('e_branchformer', 16, None, dict(EBF, **EREL), (17, 12)),
+    'e_none_linear_abs': ('e_branchformer', 20, None, dict(EBF, **EABS), (17, 12)),
 }
 
 # The convs of each subsampling class: (kernel, stride) along time.
@@ -88,8 +99,11 @@ def make_case(kind, idim, layer, extra, lens):
                   positional_dropout_rate=0.0, attention_dropout_rate=0.0, input_layer=layer, normalize_before=True)
     if kind == 'transformer':
         enc = TransformerEncoder(idim, **common, **extra)
-    else:
+    elif kind == 'conformer':
         enc = ConformerEncoder(idim, **common, **extra)
+    else:
+        del common['normalize_before']  # EBranchformerEncoder has no such key (always pre-LN)
+        enc = EBranchformerEncoder(idim, **common, **extra)
     ctc = CTC(VOCAB, 16, dropout_rate=0.0, ctc_type='builtin', reduce=True)
     g = torch.Generator().manual_seed(3)
     with torch.no_grad():

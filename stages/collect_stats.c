@@ -6,9 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/data/audio.h"
+#include "core/data/augment_conf.h"
 #include "core/data/frontend.h"
+#include "core/data/speed_perturb.h"
 #include "core/base/fsio.h"
 #include "core/base/hash.h"
 #include "core/base/log.h"
@@ -146,7 +149,7 @@ static int write_text_shape(const char *path, const manifest *m, const token_lis
 
 static int collect_split(const training_cfg *cfg, const char *split, const token_list *tl, esp_err *err)
 {
-    char *manifest_path = xasprintf("%s/manifest/%s.tsv", cfg->data_dir, split);
+    char *manifest_path = split_manifest_path(cfg, split); /* train_sp.tsv with speed_perturb_factors */
     char *out_dir = xasprintf("%s/%s", cfg->stats_dir, split);
     char *work_dir = xasprintf("%s/.runner", out_dir);
     manifest m = {0};
@@ -245,6 +248,18 @@ int stage_collect_stats(const stage_ctx *ctx, esp_err *err)
     if (!path_exists(tokens)) rc = esp_fail(err, "%s: no token list (run train_tokenizer, stage 2, first)", tokens);
     else rc = token_list_read(tokens, &tl, err);
     free(tokens);
+    /* ESPnet2's asr.sh makes the speed-perturbed training set after data preparation: here, once,
+     * before its shapes are collected (a rerun reuses the copies). */
+    if (rc == 0 && cfg->n_speed_perturb_factors) {
+        double f[AUG_MAX_SPEED_FACTORS];
+        size_t nf;
+        frontend_opts fo;
+        frontend_opts_from_cfg(cfg->model ? cfg->model->frontend_conf : NULL, &fo);
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        if (speed_perturb_factors_from_tree(ctx->configs->training->tree, f, &nf, err) != 0 ||
+            speed_perturb_prepare(cfg, fo.fs, cpus > 0 ? (int)cpus : 1, err) != 0)
+            rc = -1;
+    }
     static const char *const splits[] = {"train", "valid"};
     for (size_t i = 0; i < 2 && rc == 0; i++) rc = collect_split(cfg, splits[i], &tl, err);
     token_list_free(&tl);

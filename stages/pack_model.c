@@ -178,7 +178,10 @@ static int write_readme(const char *staging, const model_files *mf, const infere
         "moved or copied; `data_dir` is the absolute path of the original test data (override it with\n"
         "`data_dir=...`), and outputs go to `model_pack/inference/<test>/hyp.scp` unless `inference_dir=...`\n"
         "is given.\n",
-        t->model && t->model->encoder && !strcmp(t->model->encoder, "conformer") ? "Conformer" : "Transformer",
+        !t->model || !t->model->encoder                  ? "Transformer"
+        : !strcmp(t->model->encoder, "conformer")        ? "Conformer"
+        : !strcmp(t->model->encoder, "e_branchformer")   ? "E-Branchformer"
+                                                         : "Transformer",
         n_params, mf->weights, ec ? (long long)ec->num_blocks : 6LL, ec ? (long long)ec->output_size : 256LL,
         ec ? (long long)ec->attention_heads : 4LL, ec ? (long long)ec->linear_units : 2048LL,
         ic->model ? (long long)ic->model->beam_size : 0LL,

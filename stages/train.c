@@ -11,6 +11,7 @@
 #include "core/base/fsio.h"
 #include "core/base/hash.h"
 #include "core/compute/backend.h"
+#include "core/data/augment_conf.h"
 #include "core/data/sampler.h"
 #include "core/dist/dist.h"
 #include "core/nn/decoder_conf.h"
@@ -32,9 +33,13 @@ static int check_unused_keys(const training_cfg *cfg, const char *file, esp_err 
 {
     const trainer_cfg *tc = cfg->trainer;
     const model_cfg *m = cfg->model;
-    if (m && m->encoder_conf && !m->encoder_conf->normalize_before)
+    const int *pre_ln = m && m->encoder_conf ? m->encoder_conf->normalize_before : NULL;
+    if (pre_ln && !*pre_ln)
         return esp_fail(err, "%s: model.encoder_conf.normalize_before: false (post-LN blocks) is not supported (use true)",
                         file);
+    if (pre_ln && m->encoder && !strcmp(m->encoder, "e_branchformer"))
+        log_warn("%s: model.encoder_conf.normalize_before: not a key of EBranchformerEncoder (ESPnet2 would raise a "
+                 "TypeError; its blocks are pre-LN, as true says): ignored", file);
     esp_err why; /* the encoder keys, before any data is read */
     if (encoder_dims_from_cfg(NULL, m, &why) != 0) return esp_fail(err, "%s: %s", file, why.msg);
     if (tc->val_check_interval > 0 && tc->val_check_interval != 1.0)
@@ -78,6 +83,7 @@ static model_rates rates_from_cfg(const model_cfg *m)
                      .pos_dropout = ec ? (float)ec->positional_dropout_rate : 0.1f,
                      .att_dropout = ec ? (float)ec->attention_dropout_rate : 0.0f,
                      .ctc_dropout = cc ? (float)cc->dropout_rate : 0,
+                     .layer_drop = ec && ec->layer_drop_rate ? (float)*ec->layer_drop_rate : 0.0f,
                      .ctc_keep_inf = cc && !cc->zero_infinity};
     decoder_rates_from_cfg(&r, m);
     return r;
@@ -157,7 +163,26 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
         .tb_dir = tb_dir,
         .csv_path = csv,
     };
-    int rc = trainer_run(&o, err);
+    augment_conf aug;
+    double spf[AUG_MAX_SPEED_FACTORS];
+    size_t nspf; /* speed_perturb_factors: checked here too, as this stage reads train_sp.tsv */
+    int rc = speed_perturb_factors_from_tree(ctx->configs->training->tree, spf, &nspf, err);
+    if (rc != 0) {
+        free(run_id), free(tb_dir), free(csv);
+        return -1;
+    }
+    rc = augment_conf_from_tree(ctx->configs->training->tree, &aug, err);
+    if (rc == 0 && aug.n) {
+        if (aug.prob > 0)
+            log_info("train: waveform augmentation of the training split: %zu data_aug_effects entries, %d to %d per "
+                     "utterance, data_aug_prob %g", aug.n, aug.num[0], aug.num[1], aug.prob);
+        else
+            log_warn("%s: dataset.preprocessor.data_aug_effects: data_aug_prob is 0 (ESPnet's default), so no "
+                     "utterance is augmented (set data_aug_prob, e.g. 1.0)", file);
+        o.augment = &aug;
+    }
+    if (rc == 0) rc = trainer_run(&o, err);
+    augment_conf_free(&aug);
     free(run_id), free(tb_dir), free(csv);
     return rc;
 }

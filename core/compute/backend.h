@@ -156,6 +156,14 @@ struct backend {
                              const float *u, const float *vb, const int *lens, int nb, int t,
                              int h, int hd, float pdrop, uint64_t seed, uint64_t stream);
 
+    /* ---- E-Branchformer layers (see core/compute/ops_conformer_decl.h): the cgMLP's GELU and
+     * gating product */
+    void (*gelu_forward)(backend *be, float *y, const float *x, size_t n);
+    void (*gelu_backward)(backend *be, float *dx, const float *dy, const float *x, size_t n);
+    void (*mul_forward)(backend *be, float *y, const float *a, const float *b, size_t n);
+    void (*mul_backward)(backend *be, float *da, float *db, const float *dy, const float *a,
+                         const float *b, size_t n);
+
     /* ---- CTC loss (core/compute/ctc.h, blank 0): logp (B, T, V) log-probabilities on the device;
      * hlens, labels (padded rows of `stride`) and label_lens on the host. The forward returns
      * sum(losses) / B and fills losses (host, B; may be NULL); it keeps its workspace in the

@@ -337,6 +337,33 @@ static void cpu_relattn_backward(backend *be, float *dq, float *dk, float *dv, f
                              pdrop, seed, stream, s);
 }
 
+/* ---- E-Branchformer layers */
+
+static void cpu_gelu_forward(backend *be, float *y, const float *x, size_t n)
+{
+    (void)be;
+    ops_gelu_forward_f32(y, x, n);
+}
+
+static void cpu_gelu_backward(backend *be, float *dx, const float *dy, const float *x, size_t n)
+{
+    (void)be;
+    ops_gelu_backward_f32(dx, dy, x, n);
+}
+
+static void cpu_mul_forward(backend *be, float *y, const float *a, const float *b, size_t n)
+{
+    (void)be;
+    ops_mul_forward_f32(y, a, b, n);
+}
+
+static void cpu_mul_backward(backend *be, float *da, float *db, const float *dy, const float *a, const float *b,
+                             size_t n)
+{
+    (void)be;
+    ops_mul_backward_f32(da, db, dy, a, b, n);
+}
+
 static double cpu_sum(backend *be, const float *x, size_t n)
 {
     (void)be;
@@ -492,6 +519,10 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
         .relpos_encoding = cpu_relpos_encoding,
         .relattn_forward = cpu_relattn_forward,
         .relattn_backward = cpu_relattn_backward,
+        .gelu_forward = cpu_gelu_forward,
+        .gelu_backward = cpu_gelu_backward,
+        .mul_forward = cpu_mul_forward,
+        .mul_backward = cpu_mul_backward,
         .sum = cpu_sum,
         .sum_squares = cpu_sum_squares,
         .clip_grad_norm = cpu_clip_grad_norm,

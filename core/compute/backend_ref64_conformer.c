@@ -1,4 +1,4 @@
-/* The Conformer's ops in the float64 reference backend (core/compute/backend_ref64.c): each widens
+/* The Conformer's and the E-Branchformer's ops in the float64 reference backend (core/compute/backend_ref64.c): each widens
  * its float inputs to double, runs the _f64 op of core/compute/ops_conformer_decl.h and rounds its
  * outputs back; accumulated outputs (parameter gradients, BatchNorm's running statistics) are
  * widened first, overwritten ones start from zeros. */
@@ -165,6 +165,42 @@ static void ref_relattn_backward(backend *be, float *dq, float *dk, float *dv, f
     tmp_release(be);
 }
 
+/* ---- the E-Branchformer's cgMLP */
+
+static void ref_gelu_forward(backend *be, float *y, const float *x, size_t n)
+{
+    double *yd = tmp_zeros(be, n);
+    ops_gelu_forward_f64(yd, wide(be, x, n), n);
+    narrow(y, yd, n);
+    tmp_release(be);
+}
+
+static void ref_gelu_backward(backend *be, float *dx, const float *dy, const float *x, size_t n)
+{
+    double *dxd = tmp_zeros(be, n);
+    ops_gelu_backward_f64(dxd, wide(be, dy, n), wide(be, x, n), n);
+    narrow(dx, dxd, n);
+    tmp_release(be);
+}
+
+static void ref_mul_forward(backend *be, float *y, const float *a, const float *b, size_t n)
+{
+    double *yd = tmp_zeros(be, n);
+    ops_mul_forward_f64(yd, wide(be, a, n), wide(be, b, n), n);
+    narrow(y, yd, n);
+    tmp_release(be);
+}
+
+static void ref_mul_backward(backend *be, float *da, float *db, const float *dy, const float *a, const float *b,
+                             size_t n)
+{
+    double *dad = tmp_zeros(be, n), *dbd = tmp_zeros(be, n);
+    ops_mul_backward_f64(dad, dbd, wide(be, dy, n), wide(be, a, n), wide(be, b, n), n);
+    narrow(da, dad, n);
+    narrow(db, dbd, n);
+    tmp_release(be);
+}
+
 void backend_ref64_conformer_ops(backend *be)
 {
     be->swish_forward = ref_swish_forward;
@@ -180,4 +216,8 @@ void backend_ref64_conformer_ops(backend *be)
     be->relpos_encoding = ref_relpos_encoding;
     be->relattn_forward = ref_relattn_forward;
     be->relattn_backward = ref_relattn_backward;
+    be->gelu_forward = ref_gelu_forward;
+    be->gelu_backward = ref_gelu_backward;
+    be->mul_forward = ref_mul_forward;
+    be->mul_backward = ref_mul_backward;
 }

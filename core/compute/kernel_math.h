@@ -4,7 +4,7 @@
  * (core/compute/ops_impl.h, core/compute/ops_step.c) call these functions; a kernel that calls
  * them too computes the same bits wherever the operations are single IEEE operations.
  *
- *   activations   act_relu, act_sigmoid, act_silu, act_swish, act_glu and their gradients, per type
+ *   activations   act_relu, act_sigmoid, act_silu, act_swish, act_glu, act_gelu and their gradients, per type
  *                 (core/compute/kernel_math_act.h: _f32 and _f64)
  *   dropout       the counter-based mask: dropout_key, dropout_bits, dropout_threshold,
  *                 dropout_r16; the kept values' scale dropout_keep_scale
@@ -66,18 +66,22 @@ static inline KM_HD int ctc_can_skip(const int *lab, int s)
 #define KM_T float
 #define KM_FN(name) name##_f32
 #define KM_EXP expf
+#define KM_ERFC erfcf
 #include "core/compute/kernel_math_act.h"
 #undef KM_T
 #undef KM_FN
 #undef KM_EXP
+#undef KM_ERFC
 
 #define KM_T double
 #define KM_FN(name) name##_f64
 #define KM_EXP exp
+#define KM_ERFC erfc
 #include "core/compute/kernel_math_act.h"
 #undef KM_T
 #undef KM_FN
 #undef KM_EXP
+#undef KM_ERFC
 
 /* ---- dropout ---------------------------------------------------------------------------------- */
 

@@ -1,5 +1,6 @@
 /* Activations, per element, for one type: included by core/compute/kernel_math.h once per type
- * with KM_T (float | double), KM_FN(name) (name_f32 | name_f64) and KM_EXP (expf | exp) defined;
+ * with KM_T (float | double), KM_FN(name) (name_f32 | name_f64), KM_EXP (expf | exp) and KM_ERFC
+ * (erfcf | erfc) defined;
  * no include guard on purpose. Every function is `static inline KM_HD` (C11 and CUDA).
  *
  *   act_relu(x)                  max(x, 0)
@@ -14,6 +15,11 @@
  *   act_glu(a, b)                GLU on one pair: a * sigmoid(b), where torch's glu(x, dim) splits x
  *                                in halves a (first) and b (second) along dim
  *   act_glu_grad(dy, a, b, da, db)  *da = dy * s, *db = dy * a * s * (1 - s), s = sigmoid(b)
+ *   act_gelu(x)                  torch.nn.GELU() (approximate 'none', the E-Branchformer's cgMLP):
+ *                                x * Phi(x), Phi(x) = 0.5 * erfc(-x / sqrt(2)) the normal CDF; torch
+ *                                writes 0.5 * (1 + erf(x / sqrt(2))), which in float cancels to 0 below
+ *                                x = -5.5 (values under 1e-7 there: the same to float's resolution)
+ *   act_gelu_grad(dy, x)         dy * (Phi(x) + x * phi(x)), phi the normal density (reads the INPUT x)
  *
  * Large |x| saturates without NaN: exp(-x) overflows to inf and the quotients go to 0 (SiLU of a
  * very negative x is -0). A NaN input gives NaN. */
@@ -60,4 +66,16 @@ static inline KM_HD void KM_FN(act_glu_grad)(KM_T dy, KM_T a, KM_T b, KM_T *da, 
     KM_T s = KM_FN(act_sigmoid)(b);
     *da = dy * s;
     *db = dy * a * s * ((KM_T)1 - s);
+}
+
+static inline KM_HD KM_T KM_FN(act_gelu)(KM_T x)
+{
+    return x * (KM_T)0.5 * KM_ERFC(-x * (KM_T)0.70710678118654752440);
+}
+
+static inline KM_HD KM_T KM_FN(act_gelu_grad)(KM_T dy, KM_T x)
+{
+    KM_T cdf = (KM_T)0.5 * KM_ERFC(-x * (KM_T)0.70710678118654752440);
+    KM_T pdf = KM_EXP((KM_T)-0.5 * x * x) * (KM_T)0.39894228040143267794; /* 1 / sqrt(2 pi) */
+    return dy * (cdf + x * pdf);
 }

@@ -88,3 +88,15 @@ void OPS_DECL_FN(relattn_backward)(OPS_DECL_T *dq, OPS_DECL_T *dk, OPS_DECL_T *d
                                    const OPS_DECL_T *u, const OPS_DECL_T *vb, const int *lens,
                                    int nb, int t, int h, int hd, float pdrop, uint64_t seed,
                                    uint64_t stream, OPS_DECL_T *scratch);
+
+/* ---- The E-Branchformer's cgMLP (espnet2/asr/layers/cgmlp.py).
+ * GELU (torch.nn.GELU, exact erf form): y = x * Phi(x) (y may alias x); the backward reads the
+ * input: dx = dy * (Phi(x) + x * phi(x)) (dx may alias dy, not x). */
+void OPS_DECL_FN(gelu_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, size_t n);
+void OPS_DECL_FN(gelu_backward)(OPS_DECL_T *dx, const OPS_DECL_T *dy, const OPS_DECL_T *x,
+                                size_t n);
+/* Elementwise product (the spatial gating unit's x_r * x_g): y = a * b (y may alias a or b). The
+ * backward overwrites da = dy * b and db = dy * a (either may alias dy; not a or b). */
+void OPS_DECL_FN(mul_forward)(OPS_DECL_T *y, const OPS_DECL_T *a, const OPS_DECL_T *b, size_t n);
+void OPS_DECL_FN(mul_backward)(OPS_DECL_T *da, OPS_DECL_T *db, const OPS_DECL_T *dy,
+                               const OPS_DECL_T *a, const OPS_DECL_T *b, size_t n);

@@ -193,7 +193,7 @@ static const cyaml_schema_field_t encoder_conf_fields[] = {
     FLT("positional_dropout_rate", encoder_conf_cfg, positional_dropout_rate),
     FLT("attention_dropout_rate", encoder_conf_cfg, attention_dropout_rate),
     STR("input_layer", encoder_conf_cfg, input_layer),
-    BOOL("normalize_before", encoder_conf_cfg, normalize_before),
+    BOOL_P("normalize_before", encoder_conf_cfg, normalize_before),
     BOOL_P("concat_after", encoder_conf_cfg, concat_after),
     STR("positionwise_layer_type", encoder_conf_cfg, positionwise_layer_type),
     INT_P("positionwise_conv_kernel_size", encoder_conf_cfg, positionwise_conv_kernel_size),
@@ -213,6 +213,15 @@ static const cyaml_schema_field_t encoder_conf_fields[] = {
     BOOL_P("ctc_trim", encoder_conf_cfg, ctc_trim),
     FLT_P("stochastic_depth_rate", encoder_conf_cfg, stochastic_depth_rate),
     INT_P("max_pos_emb_len", encoder_conf_cfg, max_pos_emb_len),
+    STR("attention_layer_type", encoder_conf_cfg, attention_layer_type),
+    INT_P("cgmlp_linear_units", encoder_conf_cfg, cgmlp_linear_units),
+    INT_P("cgmlp_conv_kernel", encoder_conf_cfg, cgmlp_conv_kernel),
+    BOOL_P("use_linear_after_conv", encoder_conf_cfg, use_linear_after_conv),
+    STR("gate_activation", encoder_conf_cfg, gate_activation),
+    BOOL_P("use_ffn", encoder_conf_cfg, use_ffn),
+    BOOL_P("macaron_ffn", encoder_conf_cfg, macaron_ffn),
+    STR("ffn_activation_type", encoder_conf_cfg, ffn_activation_type),
+    INT_P("merge_conv_kernel", encoder_conf_cfg, merge_conv_kernel),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t decoder_conf_fields[] = {
@@ -307,6 +316,7 @@ static const cyaml_schema_field_t training_fields[] = {
     MAP("scheduler", training_cfg, scheduler, scheduler_fields),
     STR("scheduler_interval", training_cfg, scheduler_interval),
     SEQ("best_model_criterion", training_cfg, best_model_criterion, &criterion_entry),
+    SEQ("speed_perturb_factors", training_cfg, speed_perturb_factors, &float_entry),
     STR("token_type", training_cfg, token_type),
     STR("bpemodel", training_cfg, bpemodel),
     IGNORED("fit"),

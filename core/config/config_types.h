@@ -173,7 +173,7 @@ typedef struct encoder_conf_cfg {
     double positional_dropout_rate;
     double attention_dropout_rate;
     char *input_layer;
-    int normalize_before;
+    int *normalize_before;     /* NULL: left out (true, the transformer's and conformer's default) */
     /* ESPnet2's other encoder keys: NULL when the config leaves them out (ESPnet2's default). Both
      * encoders take these; core/nn/encoder_conf.c accepts the values that leave the model as
      * implemented (e.g. concat_after false, interctc_layer_idx []) and refuses the others. */
@@ -186,7 +186,8 @@ typedef struct encoder_conf_cfg {
     int *interctc_use_conditioning;
     double *layer_drop_rate;
     int *qk_norm;
-    /* ConformerEncoder only (an error under `encoder: transformer`, as ESPnet2's TypeError). */
+    /* ConformerEncoder only (an error under `encoder: transformer`, as ESPnet2's TypeError; the
+     * E-Branchformer takes rel_pos_type, zero_triu and max_pos_emb_len). */
     int *macaron_style;
     char *rel_pos_type;
     char *selfattention_layer_type;
@@ -197,6 +198,17 @@ typedef struct encoder_conf_cfg {
     int *ctc_trim;
     double *stochastic_depth_rate;
     int64_t *max_pos_emb_len;
+    /* EBranchformerEncoder only (rel_pos_type, zero_triu and max_pos_emb_len above are its keys too;
+     * an error under the other encoders). */
+    char *attention_layer_type;
+    int64_t *cgmlp_linear_units;
+    int64_t *cgmlp_conv_kernel;
+    int *use_linear_after_conv;
+    char *gate_activation;
+    int *use_ffn;
+    int *macaron_ffn;
+    char *ffn_activation_type;
+    int64_t *merge_conv_kernel;
 } encoder_conf_cfg;
 
 /* ESPnet2's TransformerDecoder keys (espnet2/asr/decoder/transformer_decoder.py). */
@@ -286,6 +298,7 @@ typedef struct training_cfg {
     scheduler_cfg *scheduler;
     char *scheduler_interval; /* step | epoch */
     criterion_cfg *best_model_criterion; unsigned n_best_model_criterion;
+    double *speed_perturb_factors; unsigned n_speed_perturb_factors; /* ESPnet2 asr.sh's 3-way copies */
     char *token_type;    /* ESPnet2's config.yaml keys: char | word | bpe, and the bpe model; */
     char *bpemodel;      /* they override the tokenizer block (core/data/tokenizer_spec.c) */
 } training_cfg;

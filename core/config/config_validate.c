@@ -40,7 +40,7 @@ static const allowed_rule allowed_rules[] = {
     {"model.frontend", "default"},
     {"model.specaug", "specaug"},
     {"model.normalize", "global_mvn|utterance_mvn"},
-    {"model.encoder", "transformer|conformer"},
+    {"model.encoder", "transformer|conformer|e_branchformer"},
     /* embed is refused with its reason by core/config/config_values.c. */
     {"model.encoder_conf.input_layer", "conv2d|conv2d2|conv2d6|conv2d8|conv1d2|linear|embed|null"},
     {"model.encoder_conf.positionwise_layer_type", "linear"},
@@ -48,6 +48,9 @@ static const allowed_rule allowed_rules[] = {
     {"model.encoder_conf.rel_pos_type", "latest|legacy"},
     {"model.encoder_conf.selfattention_layer_type", "selfattn|rel_selfattn"},
     {"model.encoder_conf.activation_type", "swish|relu"},
+    {"model.encoder_conf.attention_layer_type", "selfattn|rel_selfattn"},
+    {"model.encoder_conf.gate_activation", "identity|swish|relu"},
+    {"model.encoder_conf.ffn_activation_type", "swish|relu"},
     /* ESPnet2 encoder variants espnet3 does not have (the numbers: core/nn/encoder_conf.c). */
     {"model.encoder_conf.concat_after", "false"},
     {"model.encoder_conf.qk_norm", "false"},
@@ -114,7 +117,7 @@ static const char *const unimplemented_keys[] = {
     "model.frontend_conf.window", "model.frontend_conf.center", "model.frontend_conf.normalized",
     "model.frontend_conf.onesided", "model.frontend_conf.htk", "model.frontend_conf.apply_stft",
     "model.frontend_conf.frontend_conf",
-    "model.encoder_conf.pos_enc_class",
+    "model.encoder_conf.pos_enc_class", "model.encoder_conf.gradient_checkpoint_layers",
     "model.ctc_conf.ctc_type", "model.ctc_conf.brctc_risk_strategy", "model.ctc_conf.brctc_group_strategy",
     "model.ctc_conf.brctc_risk_factor",
     "model.specaug_conf.replace_with_zero",

@@ -104,7 +104,10 @@ static const num_rule num_rules[] = {
     {"model.encoder_conf.output_size", 1, INF, 0, ">= 1", "leave it out for 256"},
     {"model.encoder_conf.attention_heads", 1, INF, 0, ">= 1", "leave it out for 4"},
     {"model.encoder_conf.linear_units", 1, INF, 0, ">= 1", "leave it out for 2048"},
-    {"model.encoder_conf.num_blocks", 1, INF, 0, ">= 1", "leave it out for 6"},
+    {"model.encoder_conf.num_blocks", 1, INF, 0, ">= 1", "leave it out for 6 (e_branchformer: 12)"},
+    {"model.encoder_conf.cgmlp_linear_units", 2, INF, EVEN, "even and >= 2", "the gating unit splits it in halves; "
+     "leave it out for 2048"},
+    {"model.encoder_conf.layer_drop_rate", 0, 1, 0, "in [0, 1]", "0: every block runs"},
     DROPOUT("model.encoder_conf.dropout_rate"),
     DROPOUT("model.encoder_conf.positional_dropout_rate"),
     DROPOUT("model.encoder_conf.attention_dropout_rate"),
@@ -174,7 +177,6 @@ static const struct {
     {"model.specaug_conf", "apply_time_mask", "true"},
     {"model.normalize_conf", "norm_means", "true"},
     {"model.ctc_conf", "zero_infinity", "true"},
-    {"model.encoder_conf", "normalize_before", "true"},
     {"model.ctc_conf", "reduce", "true"},
     {"model.decoder_conf", "use_output_layer", "true"},
     {"model.decoder_conf", "normalize_before", "true"},
@@ -304,6 +306,9 @@ static int check_input_layer(const ynode *root, esp_err *err)
     const ynode *kind = yt_get_path(root, "model.encoder"), *nm = yt_get_path(root, "model.frontend_conf.n_mels");
     const char *layer = il ? il->str : "conv2d";
     int conformer = kind && kind->kind == YN_SCALAR && !strcmp(kind->str, "conformer");
+    int ebf = kind && kind->kind == YN_SCALAR && !strcmp(kind->str, "e_branchformer");
+    const ynode *pe = enc && enc->kind == YN_MAP ? yt_map_get(enc, "pos_enc_layer_type") : NULL;
+    int rel_pos = pe ? pe->kind == YN_SCALAR && !strcmp(pe->str, "rel_pos") : ebf; /* e_branchformer's default */
     double n_mels = 80, d = 256;
     if (nm) yt_as_float(nm, &n_mels);
     num_in(enc, "output_size", &d, NULL);
@@ -319,6 +324,12 @@ static int check_input_layer(const ynode *root, esp_err *err)
     if (!strcmp(layer, "null") && conformer && n_mels != d) {
         snprintf(what, sizeof what, "null (the positional encoding alone) needs the feature dimension (n_mels = %g) "
                  "to equal output_size = %g", n_mels, d);
+        return fail_key(err, il, E, "input_layer", what);
+    }
+    if (!strcmp(layer, "null") && ebf && rel_pos && n_mels != d) {
+        snprintf(what, sizeof what, "null with n_mels = %g != output_size = %g is a plain Linear without the relative "
+                 "positions rel_pos attention needs (ESPnet2 fails on it): use abs_pos, or n_mels = output_size",
+                 n_mels, d);
         return fail_key(err, il, E, "input_layer", what);
     }
     int least = !strcmp(layer, "conv2d6") ? 11 : !strcmp(layer, "conv2d8") ? 15

@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "core/data/audio.h"
+#include "core/data/augment_conf.h"
+#include "core/data/speed_perturb.h"
 #include "core/base/fsio.h"
 #include "core/formats/npz.h"
 #include "core/base/rng.h"
@@ -42,8 +44,12 @@ int asr_data_open(asr_data *d, const training_cfg *cfg, const char *split, int t
     tokenizer_spec ts;
     if (tokenizer_spec_resolve(&ts, cfg->tokenizer, cfg->token_type, cfg->bpemodel, "training config", err) != 0)
         return -1;
-    char *mpath = xasprintf("%s/manifest/%s.tsv", cfg->data_dir, split);
-    int rc = asr_data_open_files(d, cfg->model, mpath, ts.tokens_path, train, err);
+    char *mpath = split_manifest_path(cfg, split); /* train_sp.tsv with speed_perturb_factors */
+    int rc;
+    if (strstr(mpath, "/train_sp.tsv") && !path_exists(mpath))
+        rc = esp_fail(err, "%s: no speed-perturbed manifest (speed_perturb_factors is set: run collect_stats, stage 3, "
+                           "which makes it)", mpath);
+    else rc = asr_data_open_files(d, cfg->model, mpath, ts.tokens_path, train, err);
     if (rc == 0 && (rc = token_list_set_type(&d->tokens, ts.type, ts.model_path, err)) != 0) asr_data_close(d);
     if (rc == 0) { /* labels map unknown text to <unk>: say so once per split, not per batch */
         const char **texts = xmalloc((d->m.n ? d->m.n : 1) * sizeof *texts);
@@ -70,6 +76,7 @@ int asr_data_open_files(asr_data *d, const model_cfg *m, const char *mpath, cons
     frontend_opts_from_cfg(m ? m->frontend_conf : NULL, &d->fo);
     if (frontend_opts_check(&d->fo, err) != 0) goto fail;
     d->fe = frontend_new(&d->fo);
+    d->train = train;
     if (train && m && m->specaug) {
         if (specaug_opts_from_cfg(m->specaug_conf, &d->sa, err) != 0) goto fail;
         d->specaug_on = 1;
@@ -95,7 +102,41 @@ void asr_data_close(asr_data *d)
     token_list_free(&d->tokens);
     frontend_free(d->fe);
     if (d->norm == NORM_GLOBAL) global_mvn_free(&d->gmvn);
+    augment_conf_free(&d->aug);
     memset(d, 0, sizeof *d);
+}
+
+int asr_data_set_augment(asr_data *d, const augment_conf *c, uint64_t seed, esp_err *err)
+{
+    if (!d->train) return esp_fail(err, "data augmentation is for training data only");
+    if (augment_conf_check_fs(c, d->fo.fs, FS_KEY, err) != 0) return -1;
+    augment_conf_free(&d->aug);
+    augment_conf_copy(&d->aug, c);
+    d->aug_on = c->n > 0 && c->prob > 0;
+    d->aug_seed = seed;
+    return 0;
+}
+
+void asr_data_set_epoch(asr_data *d, int64_t epoch) { d->aug_epoch = epoch; }
+
+/* The training waveform's augmentation, drawn from (seed, epoch, utterance id) alone. A result
+ * shorter than the STFT needs is padded with zeros to that length. */
+static void augment_wav(const asr_data *d, const char *utt, float **wav, size_t *n)
+{
+    rng r;
+    rng_init(&r, augment_utt_seed(d->aug_seed, d->aug_epoch, utt));
+    size_t m;
+    float *y = augment_apply(&d->aug, *wav, *n, d->fo.fs, &r, &m);
+    if (!y) return;
+    size_t min = frontend_min_samples(d->fe);
+    if (m < min) {
+        y = xrealloc(y, min * sizeof *y);
+        memset(y + m, 0, (min - m) * sizeof *y);
+        m = min;
+    }
+    free(*wav);
+    *wav = y;
+    *n = m;
 }
 
 int asr_data_read_wav(const asr_data *d, const char *path, float **wav, size_t *n, esp_err *err)
@@ -154,6 +195,7 @@ int asr_batch_load(asr_batch *b, asr_data *d, const size_t *items, int n, uint64
         b->utts[i] = e->utt;
         if (asr_data_read_wav(d, e->wav, &wav[i], &ns[i], err) != 0) rc = -1;
         else if (text_to_ids(&d->tokens, e->text, &ids[i], &nids[i], NULL, err) != 0) rc = -1;
+        if (rc == 0 && d->aug_on) augment_wav(d, e->utt, &wav[i], &ns[i]); /* before the frontend, as ESPnet */
         if (rc == 0) {
             b->feat_lens[i] = (int)frontend_num_frames(d->fe, ns[i]);
             b->label_lens[i] = (int)nids[i];

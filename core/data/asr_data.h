@@ -1,5 +1,6 @@
 /* Training/validation data for the ASR model: a split's manifest turned into padded batches of
- * features and labels, computed as ESPnet2's encode() does: frontend (log-mel) -> SpecAugment
+ * features and labels, computed as ESPnet2's preprocessor and encode() do: waveform augmentation
+ * (training only, when asr_data_set_augment turned it on) -> frontend (log-mel) -> SpecAugment
  * (training only) -> normalization (global_mvn from feats_stats.npz, or utterance_mvn). */
 #ifndef ESPNET3_ASR_DATA_H
 #define ESPNET3_ASR_DATA_H
@@ -8,6 +9,7 @@
 #include <stdint.h>
 
 #include "core/config/config_types.h"
+#include "core/data/augment.h"
 #include "core/data/frontend.h"
 #include "core/base/log.h"
 #include "core/formats/manifest.h"
@@ -28,6 +30,11 @@ typedef struct asr_data {
     global_mvn gmvn;
     int utt_norm_means, utt_norm_vars;
     double norm_eps;         /* normalize_conf.eps (both kinds) */
+    int train;               /* opened as training data */
+    int aug_on;              /* waveform augmentation (asr_data_set_augment) */
+    augment_conf aug;
+    uint64_t aug_seed;
+    int64_t aug_epoch;
 } asr_data;
 
 /* Opens ${data_dir}/manifest/<split>.tsv with the model's frontend, SpecAugment (train only) and
@@ -42,6 +49,14 @@ int asr_data_open(asr_data *d, const training_cfg *cfg, const char *split, int t
 int asr_data_open_files(asr_data *d, const model_cfg *m, const char *manifest_path, const char *tokens_path,
                         int train, esp_err *err);
 void asr_data_close(asr_data *d);
+
+/* Turns on ESPnet2's waveform augmentation (dataset.preprocessor.data_aug_*, core/data/augment.h)
+ * for this split, before the frontend: a copy of c is kept. Only for training data (an error
+ * otherwise); c's frequencies are checked against the frontend's rate. Each utterance's draws come
+ * from (seed, the epoch of asr_data_set_epoch, its id), whatever batch, rank or worker loads it. */
+int asr_data_set_augment(asr_data *d, const augment_conf *c, uint64_t seed, esp_err *err);
+/* The epoch (from 0) the next batches belong to. */
+void asr_data_set_epoch(asr_data *d, int64_t epoch);
 
 /* Reads one audio file at the frontend's rate; one too short for the STFT is an error naming it. */
 int asr_data_read_wav(const asr_data *d, const char *path, float **wav, size_t *n, esp_err *err);

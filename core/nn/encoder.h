@@ -1,7 +1,7 @@
 /* The encoder block stacks behind asr_model (private to core/nn): model.c runs the embedding
  * (Conv2dSubsampling and the positional scaling) and the head (after_norm, CTC); an encoder runs
  * its blocks between them, with activations it owns (m->enc). One implementation per file:
- * core/nn/encoder_transformer.c, core/nn/encoder_conformer.c. */
+ * core/nn/encoder_transformer.c, core/nn/encoder_conformer.c, core/nn/encoder_ebranchformer.c. */
 #ifndef ESPNET3_NN_ENCODER_H
 #define ESPNET3_NN_ENCODER_H
 
@@ -11,7 +11,9 @@
 
 /* Dropout sites: each has its own stream so masks are independent and reproducible. A block has
  * ten streams (site 0..9); the transformer's numbers are the ones its checkpoints were made with. */
-enum { STREAM_POS = 1, STREAM_CTC = 2, STREAM_POS_EMB = 3, STREAM_EMBED = 4, STREAM_BLOCK0 = 100 };
+enum {
+    STREAM_POS = 1, STREAM_CTC = 2, STREAM_POS_EMB = 3, STREAM_LAYER_DROP = 4, STREAM_EMBED = 5, STREAM_BLOCK0 = 100
+};
 static inline uint64_t block_stream(int l, int site) { return STREAM_BLOCK0 + 10 * (uint64_t)l + (uint64_t)site; }
 
 /* The device pointer of parameter "<fmt % l>.<leaf>" in base (m->params or m->grads); aborts when
@@ -61,5 +63,6 @@ void syncbn_backward(asr_model *m, float *dx, float *dw, float *db, const float 
 
 extern const encoder_impl encoder_transformer;
 extern const encoder_impl encoder_conformer;
+extern const encoder_impl encoder_ebranchformer;
 
 #endif

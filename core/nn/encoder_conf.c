@@ -1,25 +1,71 @@
-/* model.encoder and encoder_conf's structural keys -> model_dims: ESPnet2's TransformerEncoder and
- * ConformerEncoder arguments with their defaults. A key is implemented, or accepted where its
+/* model.encoder and encoder_conf's structural keys -> model_dims: ESPnet2's TransformerEncoder,
+ * ConformerEncoder and EBranchformerEncoder arguments with their defaults. A key is implemented, or accepted where its
  * value gives the model as implemented (ESPnet2's default, or a key without effect on it), or
  * refused here: never ignored. The sizes and rates are read by model_dims_from_cfg and stage 5. */
 #include <string.h>
 
 #include "core/nn/model_params.h"
 
-/* The keys only ConformerEncoder.__init__ takes: TransformerEncoder would raise a TypeError. */
-static const char *conformer_only_key(const encoder_conf_cfg *e)
+/* The keys only ConformerEncoder.__init__ takes: TransformerEncoder would raise a TypeError. The
+ * E-Branchformer shares rel_pos_type, zero_triu and max_pos_emb_len (shared = 0 leaves them out). */
+static const char *conformer_only_key(const encoder_conf_cfg *e, int shared)
 {
     if (e->macaron_style) return "macaron_style";
-    if (e->rel_pos_type) return "rel_pos_type";
+    if (shared && e->rel_pos_type) return "rel_pos_type";
     if (e->selfattention_layer_type) return "selfattention_layer_type";
     if (e->activation_type) return "activation_type";
     if (e->use_cnn_module) return "use_cnn_module";
-    if (e->zero_triu) return "zero_triu";
+    if (shared && e->zero_triu) return "zero_triu";
     if (e->cnn_module_kernel) return "cnn_module_kernel";
     if (e->ctc_trim) return "ctc_trim";
     if (e->stochastic_depth_rate) return "stochastic_depth_rate";
-    if (e->max_pos_emb_len) return "max_pos_emb_len";
+    if (shared && e->max_pos_emb_len) return "max_pos_emb_len";
     return NULL;
+}
+
+/* The keys only EBranchformerEncoder.__init__ takes (rel_pos_type, zero_triu, max_pos_emb_len aside). */
+static const char *ebranchformer_only_key(const encoder_conf_cfg *e)
+{
+    if (e->attention_layer_type) return "attention_layer_type";
+    if (e->cgmlp_linear_units) return "cgmlp_linear_units";
+    if (e->cgmlp_conv_kernel) return "cgmlp_conv_kernel";
+    if (e->use_linear_after_conv) return "use_linear_after_conv";
+    if (e->gate_activation) return "gate_activation";
+    if (e->use_ffn) return "use_ffn";
+    if (e->macaron_ffn) return "macaron_ffn";
+    if (e->ffn_activation_type) return "ffn_activation_type";
+    if (e->merge_conv_kernel) return "merge_conv_kernel";
+    return NULL;
+}
+
+/* An odd kernel size in [1, 1023] ('SAME' padding), or the default when the key is left out. */
+static int odd_kernel(const int64_t *v, int64_t dflt, const char *key, int *out, esp_err *err)
+{
+    int64_t k = v ? *v : dflt;
+    if (k < 1 || k % 2 == 0 || k > 1023)
+        return esp_fail(err, "model.encoder_conf.%s: %lld must be odd and positive ('SAME' padding)", key,
+                        (long long)k);
+    *out = (int)k;
+    return 0;
+}
+
+/* The attention of both relative-position encoders: pos_enc_layer_type rel_pos with the relative
+ * attention (rel_selfattn) or abs_pos with plain attention (selfattn); att_key names the key. */
+static int attention_kind(const char *pos, const char *att, const char *rel, int rel_given, const char *att_key,
+                          int *rel_pos, esp_err *err)
+{
+    *rel_pos = !strcmp(pos, "rel_pos");
+    if (*rel_pos && strcmp(att, "rel_selfattn"))
+        return esp_fail(err, "model.encoder_conf: pos_enc_layer_type rel_pos needs %s rel_selfattn, not %s (ESPnet2 "
+                             "asserts the same)", att_key, att);
+    if (!*rel_pos && strcmp(att, "selfattn"))
+        return esp_fail(err, "model.encoder_conf: pos_enc_layer_type %s needs %s selfattn, not %s (ESPnet2 asserts "
+                             "the same)", pos, att_key, att);
+    if (*rel_pos && !strcmp(rel, "legacy"))
+        return esp_fail(err, "model.encoder_conf.rel_pos_type: legacy%s (LegacyRelPositionalEncoding) is not "
+                             "supported (set rel_pos_type: latest, as ESPnet2's Conformer recipes do)",
+                        rel_given ? "" : ", ESPnet2's default,");
+    return 0;
 }
 
 /* Keys both encoders take whose values other than ESPnet2's default change the model. */
@@ -29,8 +75,6 @@ static int check_common(const encoder_conf_cfg *e, esp_err *err)
         return esp_fail(err, "model.encoder_conf.concat_after: true is not supported (use false: x + att(x))");
     if (e->n_interctc_layer_idx)
         return esp_fail(err, "model.encoder_conf.interctc_layer_idx: intermediate CTC is not supported yet (use [])");
-    if (e->layer_drop_rate && *e->layer_drop_rate != 0)
-        return esp_fail(err, "model.encoder_conf.layer_drop_rate: %g is not supported (use 0.0)", *e->layer_drop_rate);
     if (e->qk_norm && *e->qk_norm)
         return esp_fail(err, "model.encoder_conf.qk_norm: true is not supported (use false)");
     /* positionwise_layer_type is linear (the schema's rule), which ignores positionwise_conv_kernel_size;
@@ -45,17 +89,12 @@ static int conformer_dims(model_dims *out, const encoder_conf_cfg *e, esp_err *e
     const char *pos = e && e->pos_enc_layer_type ? e->pos_enc_layer_type : "rel_pos";
     const char *att = e && e->selfattention_layer_type ? e->selfattention_layer_type : "rel_selfattn";
     const char *rel = e && e->rel_pos_type ? e->rel_pos_type : "legacy";
-    int rel_pos = !strcmp(pos, "rel_pos");
-    if (rel_pos && strcmp(att, "rel_selfattn"))
-        return esp_fail(err, "model.encoder_conf: pos_enc_layer_type rel_pos needs selfattention_layer_type "
-                             "rel_selfattn, not %s (ESPnet2 asserts the same)", att);
-    if (!rel_pos && strcmp(att, "selfattn"))
-        return esp_fail(err, "model.encoder_conf: pos_enc_layer_type %s needs selfattention_layer_type selfattn, not %s "
-                             "(ESPnet2 asserts the same)", pos, att);
-    if (rel_pos && !strcmp(rel, "legacy"))
-        return esp_fail(err, "model.encoder_conf.rel_pos_type: legacy%s (LegacyRelPositionalEncoding) is not "
-                             "supported (set rel_pos_type: latest, as ESPnet2's Conformer recipes do)",
-                        e && e->rel_pos_type ? "" : ", ESPnet2's default,");
+    int rel_pos;
+    if (attention_kind(pos, att, rel, e && e->rel_pos_type, "selfattention_layer_type", &rel_pos, err) != 0)
+        return -1;
+    if (e && e->layer_drop_rate && *e->layer_drop_rate != 0)
+        return esp_fail(err, "model.encoder_conf.layer_drop_rate: %g is not supported by the conformer (use 0.0; "
+                             "e_branchformer has it)", *e->layer_drop_rate);
     if (e && e->zero_triu && *e->zero_triu)
         return esp_fail(err, "model.encoder_conf.zero_triu: true is not supported (use false)");
     if (e && e->ctc_trim && *e->ctc_trim)
@@ -63,10 +102,8 @@ static int conformer_dims(model_dims *out, const encoder_conf_cfg *e, esp_err *e
     if (e && e->stochastic_depth_rate && *e->stochastic_depth_rate != 0)
         return esp_fail(err, "model.encoder_conf.stochastic_depth_rate: %g is not supported (use 0.0)",
                         *e->stochastic_depth_rate);
-    int64_t k = e && e->cnn_module_kernel ? *e->cnn_module_kernel : 31;
-    if (k < 1 || k % 2 == 0 || k > 1023)
-        return esp_fail(err, "model.encoder_conf.cnn_module_kernel: %lld must be odd and positive ('SAME' padding)",
-                        (long long)k);
+    int k = 0;
+    if (odd_kernel(e ? e->cnn_module_kernel : NULL, 31, "cnn_module_kernel", &k, err) != 0) return -1;
     if (e && e->max_pos_emb_len && *e->max_pos_emb_len < 1)
         return esp_fail(err, "model.encoder_conf.max_pos_emb_len: %lld must be positive", (long long)*e->max_pos_emb_len);
     /* max_pos_emb_len only sizes ESPnet's first table, which grows with the input: no effect. */
@@ -75,7 +112,7 @@ static int conformer_dims(model_dims *out, const encoder_conf_cfg *e, esp_err *e
         out->macaron = e && e->macaron_style ? *e->macaron_style : 0;
         out->rel_pos = rel_pos;
         out->use_cnn = e && e->use_cnn_module ? *e->use_cnn_module : 1;
-        out->cnn_kernel = (int)k;
+        out->cnn_kernel = k;
         out->act = e && e->activation_type && !strcmp(e->activation_type, "relu") ? ACT_RELU : ACT_SWISH;
     }
     return 0;
@@ -97,18 +134,78 @@ static int input_layer_of(const encoder_conf_cfg *e, int conformer, int *kind, e
     return 0;
 }
 
+/* EBranchformerEncoder: rel_pos_type defaults to latest there, num_blocks to 12; the keys it does
+ * not take (ConformerEncoder's, concat_after, positionwise_conv_kernel_size) are errors as its
+ * TypeError (normalize_before: true, which the recipes' base config writes, warns in stage 5). */
+static int ebranchformer_dims(model_dims *out, const encoder_conf_cfg *e, esp_err *err)
+{
+    const char *key = e ? conformer_only_key(e, 0) : NULL;
+    if (!key && e && e->concat_after) key = "concat_after";
+    if (!key && e && e->positionwise_conv_kernel_size) key = "positionwise_conv_kernel_size";
+    if (key)
+        return esp_fail(err, "model.encoder_conf.%s: not a key of EBranchformerEncoder, which would raise a "
+                             "TypeError (remove it; e_branchformer keys: attention_layer_type, cgmlp_linear_units, "
+                             "cgmlp_conv_kernel, use_linear_after_conv, gate_activation, use_ffn, macaron_ffn, "
+                             "ffn_activation_type, merge_conv_kernel, ...)", key);
+    const char *pos = e && e->pos_enc_layer_type ? e->pos_enc_layer_type : "rel_pos";
+    const char *att = e && e->attention_layer_type ? e->attention_layer_type : "rel_selfattn";
+    const char *rel = e && e->rel_pos_type ? e->rel_pos_type : "latest";
+    int rel_pos;
+    if (attention_kind(pos, att, rel, 1, "attention_layer_type", &rel_pos, err) != 0) return -1;
+    if (e && e->zero_triu && *e->zero_triu)
+        return esp_fail(err, "model.encoder_conf.zero_triu: true is not supported (use false)");
+    int64_t units = e && e->cgmlp_linear_units ? *e->cgmlp_linear_units : 2048;
+    if (units < 2 || units % 2)
+        return esp_fail(err, "model.encoder_conf.cgmlp_linear_units: %lld must be even and >= 2 (the gating unit "
+                             "splits it in halves)", (long long)units);
+    int ck = 0, mk = 0;
+    if (odd_kernel(e ? e->cgmlp_conv_kernel : NULL, 31, "cgmlp_conv_kernel", &ck, err) != 0 ||
+        odd_kernel(e ? e->merge_conv_kernel : NULL, 3, "merge_conv_kernel", &mk, err) != 0)
+        return -1;
+    if (e && e->max_pos_emb_len && *e->max_pos_emb_len < 1)
+        return esp_fail(err, "model.encoder_conf.max_pos_emb_len: %lld must be positive", (long long)*e->max_pos_emb_len);
+    /* positionwise_layer_type is linear (the schema's rule); max_pos_emb_len only sizes ESPnet's first
+     * table (no effect); layer_drop_rate is a training rate (stage 5 reads it). */
+    if (out) {
+        out->encoder = ENC_EBRANCHFORMER;
+        if (!e || !e->num_blocks) out->blocks = 12;
+        out->rel_pos = rel_pos;
+        out->use_ffn = e && e->use_ffn ? *e->use_ffn : 0;
+        out->macaron = e && e->macaron_ffn ? *e->macaron_ffn : 0;
+        out->act = e && e->ffn_activation_type && !strcmp(e->ffn_activation_type, "relu") ? ACT_RELU : ACT_SWISH;
+        out->cgmlp_units = (int)units;
+        out->cgmlp_kernel = ck;
+        out->linear_after_conv = e && e->use_linear_after_conv ? *e->use_linear_after_conv : 0;
+        const char *g = e && e->gate_activation ? e->gate_activation : "identity";
+        out->gate_act = !strcmp(g, "relu") ? ACT_RELU : !strcmp(g, "swish") ? ACT_SWISH : ACT_IDENTITY;
+        out->merge_kernel = mk;
+    }
+    return 0;
+}
+
 int encoder_dims_from_cfg(model_dims *out, const model_cfg *m, esp_err *err)
 {
     const encoder_conf_cfg *e = m ? m->encoder_conf : NULL;
     int conformer = m && m->encoder && !strcmp(m->encoder, "conformer");
-    if (m && m->encoder && !conformer && strcmp(m->encoder, "transformer"))
-        return esp_fail(err, "model.encoder: '%s' is not supported (supported: transformer, conformer)", m->encoder);
+    int ebf = m && m->encoder && !strcmp(m->encoder, "e_branchformer");
+    if (m && m->encoder && !conformer && !ebf && strcmp(m->encoder, "transformer"))
+        return esp_fail(err, "model.encoder: '%s' is not supported (supported: transformer, conformer, e_branchformer)",
+                        m->encoder);
     if (e && check_common(e, err) != 0) return -1;
     int kind = -1;
     if (input_layer_of(e, conformer, &kind, err) != 0) return -1;
     if (out) out->input_layer = kind;
+    if (ebf) return ebranchformer_dims(out, e, err);
+    const char *key = e ? ebranchformer_only_key(e) : NULL;
+    if (key)
+        return esp_fail(err, "model.encoder_conf.%s: an EBranchformerEncoder key, which the %s encoder does not take "
+                             "(set model.encoder: e_branchformer, or remove it)", key,
+                        conformer ? "conformer" : "transformer");
     if (conformer) return conformer_dims(out, e, err);
-    const char *key = e ? conformer_only_key(e) : NULL;
+    if (e && e->layer_drop_rate && *e->layer_drop_rate != 0)
+        return esp_fail(err, "model.encoder_conf.layer_drop_rate: %g is not supported by the transformer (use 0.0; "
+                             "e_branchformer has it)", *e->layer_drop_rate);
+    key = e ? conformer_only_key(e, 1) : NULL;
     if (key)
         return esp_fail(err, "model.encoder_conf.%s: a ConformerEncoder key, which the transformer encoder does not "
                              "take (set model.encoder: conformer, or remove it)", key);

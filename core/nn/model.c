@@ -11,7 +11,11 @@
 
 static const encoder_impl *encoder_of(const asr_model *m)
 {
-    return m->dims.encoder == ENC_CONFORMER ? &encoder_conformer : &encoder_transformer;
+    switch (m->dims.encoder) {
+    case ENC_CONFORMER: return &encoder_conformer;
+    case ENC_EBRANCHFORMER: return &encoder_ebranchformer;
+    default: return &encoder_transformer;
+    }
 }
 
 /* The buffers' initial values (running_var 1, ...) onto the device, after the parameters. */

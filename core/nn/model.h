@@ -30,6 +30,7 @@ typedef struct model_rates {
     float pos_dropout;   /* encoder_conf.positional_dropout_rate */
     float att_dropout;   /* encoder_conf.attention_dropout_rate */
     float ctc_dropout;   /* ctc_conf.dropout_rate */
+    float layer_drop;    /* encoder_conf.layer_drop_rate (the E-Branchformer's stochastic depth) */
     int ctc_keep_inf;    /* ctc_conf.zero_infinity false: impossible alignments give inf/NaN */
     /* The attention decoder's rates (decoder_conf) and the joint loss (model_conf); read only by a
      * model with a decoder (dims.dec_blocks > 0). See core/nn/decoder_conf.h. */

@@ -6,9 +6,10 @@
  *          ReLU, Linear(d, d)
  *   linear   Linear(idim, d), LayerNorm (eps 1e-5), Dropout(dropout_rate), ReLU (transformer only)
  *   null     transformer: nothing (idim = d) or a plain Linear(idim, d), and no positional stage;
- *            conformer: the positional stage alone (idim = d)
- * then the positional stage: x * sqrt(d) + PE (abs_pos), or x * sqrt(d) with the Conformer's
- * relative positions (rel_pos: the encoder adds them in attention), dropout(positional_dropout_rate).
+ *            conformer: the positional stage alone (idim = d); e_branchformer: the positional
+ *            stage alone (idim = d) or a plain Linear(idim, d) without it
+ * then the positional stage: x * sqrt(d) + PE (abs_pos), or x * sqrt(d) with relative positions
+ * (rel_pos: the encoder adds them in attention), dropout(positional_dropout_rate).
  * The 3x3 stride-2 convs run on conv2d_* (Winograd for d channels), the others on conv2d_gen_*.
  * Conv outputs are channels last: a frame's features are (f2, d) f-major where torch flattens
  * (d, f2), so the out Linear uses its weight with the columns reordered to (f, c) (wout_fc). */
@@ -72,10 +73,12 @@ void embed_alloc(asr_model *m, int B, int T)
 #undef A
 }
 
-/* The positional stage: h0 = drop(x * sqrt(d) (+ pe)). */
+/* The positional stage: h0 = drop(x * sqrt(d) (+ pe)); all but input_layer null's plain cases. */
 static int has_pos_stage(const asr_model *m)
 {
-    return !(m->dims.input_layer == IN_NONE && m->dims.encoder != ENC_CONFORMER);
+    const model_dims *d = &m->dims;
+    if (d->input_layer != IN_NONE) return 1;
+    return d->encoder == ENC_CONFORMER || (d->encoder == ENC_EBRANCHFORMER && d->idim == d->d);
 }
 
 static void conv_stack_forward(asr_model *m)
@@ -144,9 +147,9 @@ void embed_forward(asr_model *m)
         be->layernorm_forward(be, m->eln, m->emean, m->erstd, m->e, P("encoder.embed.%d", 1, "weight"),
                               P("encoder.embed.%d", 1, "bias"), N, D, 1e-5);
         be->dropout_forward(be, m->eact, m->eln, (size_t)N * D, r.pd, m->seed, STREAM_EMBED);
-        if (d->encoder != ENC_CONFORMER) be->relu_forward(be, m->eact, m->eact, (size_t)N * D);
+        if (d->encoder == ENC_TRANSFORMER) be->relu_forward(be, m->eact, m->eact, (size_t)N * D);
         pin = m->eact;
-    } else if (!has_pos_stage(m)) { /* transformer, input_layer null */
+    } else if (!has_pos_stage(m)) { /* input_layer null without a positional stage */
         if (d->idim == D)
             be->copy(be, m->h0, m->x, (size_t)N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
         else
@@ -154,7 +157,7 @@ void embed_forward(asr_model *m)
                                d->idim, D);
         return;
     }
-    if (d->encoder == ENC_CONFORMER && d->rel_pos) /* RelPositionalEncoding: positions go to the attention */
+    if (d->encoder != ENC_TRANSFORMER && d->rel_pos) /* RelPositionalEncoding: positions go to the attention */
         be->scale(be, m->h0, pin, sqrt((double)D), (size_t)N * D);
     else
         be->posenc_forward(be, m->h0, pin, sqrt((double)D), m->B, m->T2, D);
@@ -179,7 +182,7 @@ void embed_backward(asr_model *m)
     if (m->nconv > 0) {
         conv_stack_backward(m, m->dh);
     } else if (d->input_layer == IN_LINEAR) {
-        if (d->encoder != ENC_CONFORMER) be->relu_backward(be, m->dh, m->dh, m->eact, (size_t)N * D);
+        if (d->encoder == ENC_TRANSFORMER) be->relu_backward(be, m->dh, m->dh, m->eact, (size_t)N * D);
         be->dropout_backward(be, m->dh, m->dh, (size_t)N * D, r.pd, m->seed, STREAM_EMBED);
         be->layernorm_backward(be, m->dtmp, G("encoder.embed.%d", 1, "weight"), G("encoder.embed.%d", 1, "bias"), m->dh,
                                m->e, P("encoder.embed.%d", 1, "weight"), m->emean, m->erstd, N, D, 0);

@@ -74,6 +74,10 @@ int model_dims_from_cfg(model_dims *out, const model_cfg *m, int idim, int vocab
     if (kind == IN_NONE && out->encoder == ENC_CONFORMER && idim != out->d)
         return esp_fail(err, "model.encoder_conf.input_layer: null (the positional encoding alone) needs the feature "
                              "dimension %d to equal output_size %d", idim, out->d);
+    if (kind == IN_NONE && out->encoder == ENC_EBRANCHFORMER && idim != out->d && out->rel_pos)
+        return esp_fail(err, "model.encoder_conf.input_layer: null with feature dimension %d != output_size %d is a "
+                             "plain Linear without the relative positions rel_pos attention needs (ESPnet2 fails on "
+                             "it): use abs_pos, or n_mels = output_size", idim, out->d);
     if (vocab < 2) return esp_fail(err, "token list has %d tokens; the CTC layer needs at least 2", vocab);
     out->f2 = input_layer_out_bins(kind, idim);
     return decoder_dims_from_cfg(out, m, err);
@@ -208,6 +212,63 @@ static void add_conformer_block(param_table *t, const model_dims *d, int b)
     }
 }
 
+/* ESPnet2's EBranchformerEncoderLayer in its state-dict order: attn, cgmlp (channel_proj1.0, the
+ * gating unit's norm, conv and optional linear, channel_proj2), feed_forward(_macaron), the norms,
+ * depthwise_conv_fusion, merge_proj. */
+static void add_ebranchformer_block(param_table *t, const model_dims *d, int b)
+{
+    char p[96];
+    int64_t D = d->d, hd = d->d / d->heads, U = d->cgmlp_units, H = d->cgmlp_units / 2;
+    static const char *const att[] = {"linear_q", "linear_k", "linear_v", "linear_out"};
+    if (d->rel_pos) {
+        static const char *const pb[] = {"pos_bias_u", "pos_bias_v"};
+        for (int i = 0; i < 2; i++) {
+            snprintf(p, sizeof p, "encoder.encoders.%d.attn.%s", b, pb[i]);
+            const int64_t shape[] = {d->heads, hd};
+            add(t, p, 2, shape, 0)->is_pos_bias = 1;
+        }
+    }
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "encoder.encoders.%d.attn.%s", b, att[i]);
+        add_linear(t, p, D, D);
+    }
+    if (d->rel_pos) {
+        snprintf(p, sizeof p, "encoder.encoders.%d.attn.linear_pos", b);
+        add_bias_free_linear(t, p, D, D);
+    }
+    snprintf(p, sizeof p, "encoder.encoders.%d.cgmlp.channel_proj1.0", b);
+    add_linear(t, p, U, D);
+    snprintf(p, sizeof p, "encoder.encoders.%d.cgmlp.csgu.norm", b);
+    add_norm(t, p, H);
+    snprintf(p, sizeof p, "encoder.encoders.%d.cgmlp.csgu.conv", b);
+    add_conv1d(t, p, H, 1, d->cgmlp_kernel);
+    t->items[t->n - 1].is_csgu = t->items[t->n - 2].is_csgu = 1;
+    if (d->linear_after_conv) {
+        snprintf(p, sizeof p, "encoder.encoders.%d.cgmlp.csgu.linear", b);
+        add_linear(t, p, H, H);
+        t->items[t->n - 1].is_csgu = t->items[t->n - 2].is_csgu = 1;
+    }
+    snprintf(p, sizeof p, "encoder.encoders.%d.cgmlp.channel_proj2", b);
+    add_linear(t, p, D, H);
+    static const char *const ffs[] = {"feed_forward", "feed_forward_macaron"};
+    for (int i = 0; d->use_ffn && i < (d->macaron ? 2 : 1); i++) {
+        snprintf(p, sizeof p, "encoder.encoders.%d.%s.w_1", b, ffs[i]);
+        add_linear(t, p, d->ff, D);
+        snprintf(p, sizeof p, "encoder.encoders.%d.%s.w_2", b, ffs[i]);
+        add_linear(t, p, D, d->ff);
+    }
+    static const char *const norms[] = {"norm_ff", "norm_ff_macaron", "norm_mha", "norm_mlp", "norm_final"};
+    for (int i = 0; i < 5; i++) {
+        if ((i == 0 && !d->use_ffn) || (i == 1 && !(d->use_ffn && d->macaron))) continue;
+        snprintf(p, sizeof p, "encoder.encoders.%d.%s", b, norms[i]);
+        add_norm(t, p, D);
+    }
+    snprintf(p, sizeof p, "encoder.encoders.%d.depthwise_conv_fusion", b);
+    add_conv1d(t, p, 2 * D, 1, d->merge_kernel);
+    snprintf(p, sizeof p, "encoder.encoders.%d.merge_proj", b);
+    add_linear(t, p, D, 2 * D);
+}
+
 static void add_transformer_block(param_table *t, const model_dims *d, int b)
 {
     char p[96];
@@ -275,7 +336,7 @@ static void add_input_layer(param_table *t, const model_dims *d)
         add_linear(t, "encoder.embed.0", d->d, d->idim);
         add_norm(t, "encoder.embed.1", d->d);
     }
-    if (d->input_layer == IN_NONE && d->encoder != ENC_CONFORMER && d->idim != d->d)
+    if (d->input_layer == IN_NONE && d->encoder != ENC_CONFORMER && d->idim != d->d) /* a plain Linear */
         add_linear(t, "encoder.embed", d->d, d->idim);
 }
 
@@ -289,6 +350,8 @@ void param_table_build(param_table *t, const model_dims *d)
     for (int b = 0; b < d->blocks; b++) {
         if (d->encoder == ENC_CONFORMER)
             add_conformer_block(t, d, b);
+        else if (d->encoder == ENC_EBRANCHFORMER)
+            add_ebranchformer_block(t, d, b);
         else
             add_transformer_block(t, d, b);
     }
@@ -364,6 +427,11 @@ int param_init(float *params, const param_table *t, const char *init, uint64_t s
         rng_init(&r, rng_derive(seed, 0x1417, i)); /* one stream per tensor: order-independent */
         if (p->is_embedding) { /* torch.nn.Embedding.reset_parameters: normal_(0, 1) */
             for (size_t k = 0; k < p->count; k++) w[k] = (float)normal01(&r);
+            continue;
+        }
+        if (p->is_csgu && scheme != TORCH_DEFAULT) { /* ConvolutionalSpatialGatingUnit.espnet_initialization_fn */
+            int is_weight = p->ndim > 1;
+            for (size_t k = 0; k < p->count; k++) w[k] = is_weight ? (float)(1e-6 * normal01(&r)) : 1.0f;
             continue;
         }
         if (p->is_layernorm) {

@@ -11,10 +11,12 @@
 #include "core/config/config_types.h"
 #include "core/base/log.h"
 
-/* model.encoder: ESPnet2's TransformerEncoder (the zero value) or ConformerEncoder. */
-typedef enum encoder_kind { ENC_TRANSFORMER = 0, ENC_CONFORMER = 1 } encoder_kind;
-/* encoder_conf.activation_type of the Conformer (feed-forward and convolution module). */
-typedef enum encoder_act { ACT_SWISH = 0, ACT_RELU = 1 } encoder_act;
+/* model.encoder: ESPnet2's TransformerEncoder (the zero value), ConformerEncoder or
+ * EBranchformerEncoder. */
+typedef enum encoder_kind { ENC_TRANSFORMER = 0, ENC_CONFORMER = 1, ENC_EBRANCHFORMER = 2 } encoder_kind;
+/* encoder_conf.activation_type of the Conformer (feed-forward and convolution module), the
+ * E-Branchformer's ffn_activation_type and gate_activation (identity: the gate's only). */
+typedef enum encoder_act { ACT_SWISH = 0, ACT_RELU = 1, ACT_IDENTITY = 2 } encoder_act;
 
 /* encoder_conf.input_layer (ESPnet2's TransformerEncoder / ConformerEncoder): Conv2dSubsampling
  * (x4, the zero value), Conv2dSubsampling2 / 6 / 8, Conv1dSubsampling2 (transformer only), linear
@@ -64,6 +66,14 @@ typedef struct model_dims {
     int use_cnn;         /* use_cnn_module */
     int cnn_kernel;      /* cnn_module_kernel (odd) */
     int act;             /* activation_type: encoder_act */
+    /* The E-Branchformer's structure (rel_pos, macaron and act above are shared: macaron is
+     * macaron_ffn, act ffn_activation_type). */
+    int use_ffn;         /* use_ffn: the feed-forward module(s) */
+    int cgmlp_units;     /* cgmlp_linear_units (even: the gating unit splits it in halves) */
+    int cgmlp_kernel;    /* cgmlp_conv_kernel (odd) */
+    int linear_after_conv; /* use_linear_after_conv */
+    int gate_act;        /* gate_activation: encoder_act (ACT_IDENTITY by default) */
+    int merge_kernel;    /* merge_conv_kernel (odd) */
     /* The attention decoder (model.decoder: transformer, decoder_conf) and the branches of the
      * joint loss; see core/nn/decoder_conf.h. dec_blocks 0: no decoder (CTC only, ctc_weight 1). */
     int dec_blocks;      /* decoder_conf.num_blocks */
@@ -98,6 +108,7 @@ typedef struct param_info {
     int is_layernorm;    /* LayerNorm / BatchNorm weight and bias: reset to 1/0 by every init scheme */
     int is_embedding;    /* nn.Embedding weight: N(0, 1) under every init scheme (reset_parameters) */
     int is_pos_bias;     /* pos_bias_u / pos_bias_v: xavier_uniform under PyTorch's defaults */
+    int is_csgu;         /* cgMLP gating unit's conv / linear: espnet_initialization_fn under an init scheme */
     int kind;            /* param_kind */
 } param_info;
 
@@ -119,7 +130,8 @@ const param_info *param_find_alias(const param_table *t, const char *name);
 /* Initializes the flat buffer: init NULL = PyTorch module defaults; "xavier_uniform",
  * "xavier_normal", "kaiming_uniform", "kaiming_normal" as espnet2.torch_utils.initialize
  * (weights with more than one dimension, biases zero, LayerNorm reset to 1/0, Embedding reset to
- * N(0, 1)). Seeded. */
+ * N(0, 1), then the modules' espnet_initialization_fn: the E-Branchformer's gating unit gets
+ * conv / linear weights N(0, 1e-6) and biases 1). Seeded. */
 int param_init(float *params, const param_table *t, const char *init, uint64_t seed, esp_err *err);
 /* The buffers' initial values into state (state_total floats; entries below total untouched):
  * running_mean 0, running_var 1, num_batches_tracked 0, as torch's BatchNorm1d. */

@@ -225,6 +225,7 @@ int train_epoch(trainer *t, esp_err *err)
     const batch_list *bl;
     size_t *plan = epoch_plan(t, &bl, &nplan, err);
     if (!plan) return -1;
+    asr_data_set_epoch(&s->data, t->epoch); /* waveform augmentation draws from (seed, epoch, utterance) */
     size_t nb = limit_batches(t->o->limit_train, nplan);
     int64_t accum = t->o->accumulate;
     size_t *items = xmalloc((s->keys.n + 1) * sizeof *items);

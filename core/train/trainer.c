@@ -105,6 +105,9 @@ static int train_on_backend(trainer *t, esp_err *err)
     int rc = -1;
     /* Validation batches are striped over the ranks either way (every batch is scored once). */
     if (split_open(&t->train, cfg, "train", cfg->dataloader->train, 1, t->o->sharded_train, err) != 0) return -1;
+    if (t->o->augment && t->o->augment->n &&
+        asr_data_set_augment(&t->train.data, t->o->augment, (uint64_t)cfg->seed, err) != 0)
+        goto out_train;
     if (split_open(&t->valid, cfg, "valid", cfg->dataloader->valid, 0, 0, err) != 0) goto out_train;
     if (open_model(t, err) != 0) goto out_model;
     if (optim_opts_from_cfg(cfg->optimizer, &t->oo, err) != 0) goto out_model;

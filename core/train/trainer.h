@@ -23,6 +23,7 @@
 
 #include "core/base/log.h"
 #include "core/config/config_types.h"
+#include "core/data/augment.h"
 #include "core/dist/dist_env.h"
 #include "core/nn/model.h"
 
@@ -47,6 +48,7 @@ typedef struct trainer_opts {
     double dist_timeout;      /* seconds any wait for another rank may take */
     const char *tb_dir;       /* TensorBoard event folder */
     const char *csv_path;     /* metrics.csv */
+    const augment_conf *augment; /* waveform augmentation of the training split (NULL or n 0: none) */
 } trainer_opts;
 
 /* Trains until max_epochs, or max_steps optimizer steps (the epoch that reaches them ends there,

@@ -20,7 +20,8 @@ FUZZ_CFLAGS  := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefi
 FUZZ_SRCS    := test/fuzz/fuzz_config.c \
                 $(addprefix core/config/,yamltree.c yamltree_emit.c yindex.c config_compose.c config_interp.c \
                   config_resolvers.c config_expr.c config_schema.c config_validate.c config_values.c config.c) \
-                $(addprefix core/base/,log.c fsio.c progress.c edit_distance.c)
+                $(addprefix core/base/,log.c fsio.c progress.c edit_distance.c rng.c) \
+                $(addprefix core/data/,augment.c augment_conf.c augment_stft.c)
 FUZZ_SEEDS   := $(wildcard conf/*.yaml recipes/*/conf/*.yaml test/fuzz/seeds/*.yaml)
 # -malloc_limit_mb: no reader may allocate hundreds of MB for a few KB of input (a header's claim).
 FUZZ_FLAGS   := -rss_limit_mb=2048 -malloc_limit_mb=512 -timeout=10 -close_fd_mask=2 -print_final_stats=1
@@ -65,7 +66,7 @@ $(FUZZ_READERS:%=fuzz-run-%): fuzz-run-%: $(FUZZ_DIR)/fuzz_%
 
 $(FUZZ_BIN): $(FUZZ_SRCS) $(wildcard core/*/*.h) test/fuzz/fuzz.mk
 	@mkdir -p $(FUZZ_DIR)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(FUZZ_SRCS) -lcyaml -lyaml -lm
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(FUZZ_SRCS) -lcyaml -lyaml -lfftw3f -lm -lpthread
 
 $(FUZZ_DIR)/obj/%.o: %.c $(wildcard core/*/*.h) test/fuzz/fuzz_util.h test/fuzz/fuzz.mk
 	@mkdir -p $(dir $@)

@@ -1,5 +1,7 @@
 /* libFuzzer target for the config loader: YAML bytes -> tree -> interpolation + validation (as a
- * training config) on a copy -> YAML text again. Must never crash, hang or leak. */
+ * training config) on a copy -> YAML text again; a tree that validates also goes through the
+ * augmentation keys' reader (dataset.preprocessor.data_aug_*, speed_perturb_factors), and an
+ * effect list it accepts is applied to a short signal. Must never crash, hang or leak. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +10,7 @@
 #include "core/config/config_interp.h"
 #include "core/config/config_schema.h"
 #include "core/config/yamltree.h"
+#include "core/data/augment_conf.h"
 
 #ifdef FUZZ_CYAML_LOAD
 /* Also check config_load's invariant: libcyaml accepts every tree the validator accepts.
@@ -25,6 +28,26 @@ static void check_cyaml_loads(const ynode *tree)
     cyaml_free(&cyaml_cfg, config_schema(CONFIG_TRAINING), typed, 0);
 }
 #endif
+
+static void fuzz_augment(const ynode *tree)
+{
+    esp_err err;
+    double f[AUG_MAX_SPEED_FACTORS];
+    size_t nf;
+    (void)speed_perturb_factors_from_tree(tree, f, &nf, &err);
+    augment_conf c;
+    if (augment_conf_from_tree(tree, &c, &err) != 0) return;
+    if (augment_conf_check_fs(&c, 16000, "fs", &err) == 0) {
+        float x[400];
+        for (int i = 0; i < 400; i++) x[i] = (float)((i * 37 % 101) - 50) / 64.0f;
+        rng r;
+        rng_init(&r, 1);
+        size_t n;
+        c.prob = 1;
+        free(augment_apply(&c, x, 400, 16000, &r, &n));
+    }
+    augment_conf_free(&c);
+}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -49,6 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #ifdef FUZZ_CYAML_LOAD
         check_cyaml_loads(copy);
 #endif
+        fuzz_augment(copy);
     }
     char *a = yt_emit(root, NULL);
     char *b = yt_emit(copy, NULL);

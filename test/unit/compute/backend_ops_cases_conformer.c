@@ -1,7 +1,8 @@
 /* test_backend_ops cases of the Conformer's ops (backend_ops_test.h): swish (in place too), GLU,
  * the depthwise Conv1d (kernels longer than the sequence, no bias), BatchNorm in training mode
  * (with and without running statistics, more channels than one block) and eval mode, the relative
- * encoding and the rel-pos attention (padded row strides, padded and empty key sets, dropout). */
+ * encoding and the rel-pos attention (padded row strides, padded and empty key sets, dropout); the
+ * E-Branchformer's GELU and gating product (in place too). */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -240,6 +241,51 @@ static void relattn_backward_run(tb_run *r, int s)
     tb_out(r, "dpos_bias_v", dvb, (size_t)d);
 }
 
+/* ------------------------------------------------------------------ GELU, the gating product (E-Branchformer) */
+
+static const struct {
+    int n, in_place;
+} GELU_S[] = {{7, 0}, {1000, 1}, {1, 0}};
+
+static void gelu_forward_run(tb_run *r, int s)
+{
+    size_t n = (size_t)GELU_S[s].n;
+    tb_shape(r, "n %zu in_place %d", n, GELU_S[s].in_place);
+    float *x = tb_rand(r, n, -7, 7), *y = GELU_S[s].in_place ? x : tb_rand(r, n, -9, 9);
+    tb_be(r)->gelu_forward(tb_be(r), y, x, n);
+    tb_out(r, "y", y, n);
+}
+
+static void gelu_backward_run(tb_run *r, int s)
+{
+    size_t n = (size_t)GELU_S[s].n;
+    tb_shape(r, "n %zu in_place %d", n, GELU_S[s].in_place);
+    float *x = tb_rand(r, n, -7, 7), *dy = tb_rand(r, n, -1, 1), *dx = GELU_S[s].in_place ? dy : tb_rand(r, n, -9, 9);
+    tb_be(r)->gelu_backward(tb_be(r), dx, dy, x, n);
+    tb_out(r, "dx", dx, n);
+}
+
+/* in_place: the forward writes over a, the backward writes da over dy. */
+static void mul_forward_run(tb_run *r, int s)
+{
+    size_t n = (size_t)GELU_S[s].n;
+    tb_shape(r, "n %zu in_place %d", n, GELU_S[s].in_place);
+    float *a = tb_rand(r, n, -3, 3), *b = tb_rand(r, n, -3, 3), *y = GELU_S[s].in_place ? a : tb_rand(r, n, -9, 9);
+    tb_be(r)->mul_forward(tb_be(r), y, a, b, n);
+    tb_out(r, "y", y, n);
+}
+
+static void mul_backward_run(tb_run *r, int s)
+{
+    size_t n = (size_t)GELU_S[s].n;
+    tb_shape(r, "n %zu in_place %d", n, GELU_S[s].in_place);
+    float *a = tb_rand(r, n, -3, 3), *b = tb_rand(r, n, -3, 3), *dy = tb_rand(r, n, -1, 1);
+    float *da = GELU_S[s].in_place ? dy : tb_rand(r, n, -9, 9), *db = tb_rand(r, n, -9, 9);
+    tb_be(r)->mul_backward(tb_be(r), da, db, dy, a, b, n);
+    tb_out(r, "da", da, n);
+    tb_out(r, "db", db, n);
+}
+
 /* ------------------------------------------------------------------ the table */
 
 const tb_case tb_cases_conformer[] = {
@@ -256,5 +302,10 @@ const tb_case tb_cases_conformer[] = {
     {BACKEND_OP_RELPOS_ENCODING, LEN(RELPOS_S), TOL_ACC, relpos_encoding_run},
     {BACKEND_OP_RELATTN_FORWARD, LEN(RA_S), TOL_ACC, relattn_forward_run},
     {BACKEND_OP_RELATTN_BACKWARD, LEN(RA_S), TOL_ACC, relattn_backward_run},
+    /* erfc's relative condition number grows as 2 z^2 in the tail: float libm tolerance. */
+    {BACKEND_OP_GELU_FORWARD, LEN(GELU_S), TOL_ACC, gelu_forward_run},
+    {BACKEND_OP_GELU_BACKWARD, LEN(GELU_S), TOL_ACC, gelu_backward_run},
+    {BACKEND_OP_MUL_FORWARD, LEN(GELU_S), TOL_ELEM, mul_forward_run},
+    {BACKEND_OP_MUL_BACKWARD, LEN(GELU_S), TOL_ELEM, mul_backward_run},
 };
 const int tb_ncases_conformer = LEN(tb_cases_conformer);

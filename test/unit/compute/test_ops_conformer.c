@@ -1,4 +1,4 @@
-/* The Conformer's ops (core/compute/ops_conformer_decl.h): every backward against central finite
+/* The Conformer's and the E-Branchformer's ops (core/compute/ops_conformer_decl.h): every backward against central finite
  * differences in double (max-abs-normalized error < 1e-6), the float instantiation against the
  * double one (< 1e-4), forwards against plain reference loops (rel_shift as ESPnet writes it: pad,
  * reshape, slice), BatchNorm's running statistics and eval mode, and the CPU backend's entries. */
@@ -162,6 +162,82 @@ Test(ops_conformer, swish_and_glu)
     act_case(0, 7, 5);
     act_case(1, 6, 5);
     act_case(1, 1, 33);
+}
+
+/* ------------------------------------------------------------------ GELU, the gating product (E-Branchformer) */
+
+typedef struct {
+    int kind; /* 0 gelu, 1 mul */
+    size_t n;
+    double *a, *b, *r, *y;
+} gm_ctx;
+
+static double gm_loss(void *p)
+{
+    gm_ctx *c = p;
+    if (c->kind == 0)
+        ops_gelu_forward_f64(c->y, c->a, c->n);
+    else
+        ops_mul_forward_f64(c->y, c->a, c->b, c->n);
+    return dot(c->y, c->r, c->n);
+}
+
+static void gelu_mul_case(int kind, size_t n)
+{
+    gm_ctx c = {.kind = kind, .n = n};
+    c.a = drand(n, -5, 5), c.b = drand(n, -2, 2), c.r = drand(n, -1, 1), c.y = dz(n);
+    gm_loss(&c);
+    for (size_t i = 0; i < n; i++) { /* torch.nn.GELU(): x * Phi(x); the product */
+        double want = kind ? c.a[i] * c.b[i] : c.a[i] * 0.5 * erfc(-c.a[i] / sqrt(2.0));
+        cr_assert(fabs(c.y[i] - want) < 1e-14, "%s(%g): %.17g vs %.17g", kind ? "mul" : "gelu", c.a[i], c.y[i], want);
+    }
+    double *da = dz(n), *db = dz(n);
+    if (kind == 0) {
+        memcpy(da, c.r, n * sizeof(double));
+        ops_gelu_backward_f64(da, da, c.a, n); /* in place on dy */
+        fd_check(gm_loss, &c, c.a, da, n, "gelu dx");
+    } else {
+        memcpy(da, c.r, n * sizeof(double));
+        ops_mul_backward_f64(da, db, da, c.a, c.b, n); /* da in place on dy */
+        fd_check(gm_loss, &c, c.a, da, n, "mul da");
+        fd_check(gm_loss, &c, c.b, db, n, "mul db");
+    }
+    float *fa = tof(c.a, n), *fb = tof(c.b, n), *fy = fz(n), *fda = fz(n), *fdb = fz(n);
+    if (kind == 0) {
+        ops_gelu_forward_f32(fy, fa, n);
+        ops_gelu_backward_f32(fda, tof(c.r, n), fa, n);
+    } else {
+        ops_mul_forward_f32(fy, fa, fb, n);
+        ops_mul_backward_f32(fda, fdb, tof(c.r, n), fa, fb, n);
+        CHECK_F32(fdb, db, n, "mul db");
+    }
+    gm_loss(&c);
+    CHECK_F32(fy, c.y, n, kind ? "mul y" : "gelu y");
+    CHECK_F32(fda, da, n, kind ? "mul da" : "gelu dx");
+}
+
+Test(ops_conformer, gelu_and_mul)
+{
+    rng_init(&R, 23);
+    gelu_mul_case(0, 101);
+    gelu_mul_case(1, 57);
+    /* GELU's tails: exactly 0 (or -0) far below, x far above, no NaN. */
+    double x[] = {-40, -10, 0, 10, 40}, y[5], dy[5] = {1, 1, 1, 1, 1}, dx[5];
+    ops_gelu_forward_f64(y, x, 5);
+    ops_gelu_backward_f64(dx, dy, x, 5);
+    cr_assert(y[0] == 0 && fabs(y[1]) < 1e-20 && y[2] == 0 && y[3] == 10 && y[4] == 40);
+    cr_assert(dx[0] == 0 && dx[2] == 0.5 && dx[3] == 1 && dx[4] == 1);
+    /* In float the lower tail keeps its relative accuracy (erfc, not 1 + erf, which cancels to 0). */
+    float fx[] = {-9, -7, -5.5f}, fy[3], fdx[3], fdy[3] = {1, 1, 1};
+    double dxd[3] = {-9, -7, -5.5}, yd[3], gd[3];
+    ops_gelu_forward_f32(fy, fx, 3);
+    ops_gelu_backward_f32(fdx, fdy, fx, 3);
+    ops_gelu_forward_f64(yd, dxd, 3);
+    ops_gelu_backward_f64(gd, dy, dxd, 3);
+    for (int i = 0; i < 3; i++) {
+        cr_assert(fy[i] < 0 && fabs(fy[i] - yd[i]) < 1e-5 * fabs(yd[i]), "gelu(%g): %g vs %g", fx[i], fy[i], yd[i]);
+        cr_assert(fabs(fdx[i] - gd[i]) < 1e-5 * fabs(gd[i]), "gelu'(%g): %g vs %g", fx[i], fdx[i], gd[i]);
+    }
 }
 
 /* ------------------------------------------------------------------ depthwise conv1d */

@@ -1,6 +1,6 @@
 /* The encoder input layers (encoder_conf.input_layer: conv2d2, conv2d6, conv2d8, conv1d2, linear,
  * null) and utterance_mvn against the real ESPnet (fixtures by scripts/make_input_layer_fixtures.py:
- * ESPnet2's TransformerEncoder / ConformerEncoder with that input layer + CTC, seeded weights, a
+ * ESPnet2's TransformerEncoder / ConformerEncoder / EBranchformerEncoder with that input layer + CTC, seeded weights, a
  * padded batch of 2, dropout off, training mode): encoder output lengths, encoder output,
  * log-probs, CTC loss and every parameter gradient within a relative 1e-4 (max |a - b| / max |b|
  * per tensor); the parameter table is ESPnet's state dict, entry for entry. */
@@ -57,6 +57,17 @@ static model_dims dims_of(int conformer, int rel_pos, int idim, int layer)
 {
     model_dims m = {.idim = idim, .d = 16, .heads = 2, .ff = 24, .blocks = 1, .vocab = 9, .input_layer = layer};
     if (conformer) m.encoder = ENC_CONFORMER, m.macaron = 1, m.rel_pos = rel_pos, m.use_cnn = 1, m.cnn_kernel = 5;
+    m.f2 = input_layer_out_bins(layer, idim);
+    return m;
+}
+
+/* As scripts/make_input_layer_fixtures.py's EBF. */
+static model_dims ebf_dims(int rel_pos, int idim, int layer)
+{
+    model_dims m = {.idim = idim, .d = 16, .heads = 2, .ff = 24, .blocks = 1, .vocab = 9, .input_layer = layer,
+                    .encoder = ENC_EBRANCHFORMER, .rel_pos = rel_pos, .use_ffn = 1, .macaron = 1, .act = ACT_SWISH,
+                    .cgmlp_units = 24, .cgmlp_kernel = 5, .linear_after_conv = 0, .gate_act = ACT_IDENTITY,
+                    .merge_kernel = 3};
     m.f2 = input_layer_out_bins(layer, idim);
     return m;
 }
@@ -152,6 +163,12 @@ Test(input_layer, conformer_linear_rel_pos) { check_case("c_linear_rel", dims_of
 Test(input_layer, conformer_linear_abs_pos) { check_case("c_linear_abs", dims_of(1, 0, 20, IN_LINEAR)); }
 Test(input_layer, conformer_null_rel_pos) { check_case("c_none_rel", dims_of(1, 1, 16, IN_NONE)); }
 Test(input_layer, conformer_null_abs_pos) { check_case("c_none_abs", dims_of(1, 0, 16, IN_NONE)); }
+
+Test(input_layer, e_branchformer_conv1d2_rel_pos) { check_case("e_conv1d2_rel", ebf_dims(1, 20, IN_CONV1D2)); }
+Test(input_layer, e_branchformer_conv2d6_rel_pos) { check_case("e_conv2d6_rel", ebf_dims(1, 20, IN_CONV2D6)); }
+Test(input_layer, e_branchformer_linear_rel_pos) { check_case("e_linear_rel", ebf_dims(1, 20, IN_LINEAR)); }
+Test(input_layer, e_branchformer_null_rel_pos) { check_case("e_none_rel", ebf_dims(1, 16, IN_NONE)); }
+Test(input_layer, e_branchformer_null_linear_abs_pos) { check_case("e_none_linear_abs", ebf_dims(0, 20, IN_NONE)); }
 
 /* Output lengths: the exact conv formula per utterance, conv after conv. */
 Test(input_layer, output_lengths)

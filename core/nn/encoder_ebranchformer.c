@@ -1,0 +1,468 @@
+/* ESPnet2's EBranchformerEncoder blocks (espnet2/asr/encoder/e_branchformer_encoder.py with the
+ * cgMLP of espnet2/asr/layers/cgmlp.py), forward and backward on the backend:
+ *   macaron_ffn:  x += 0.5 * drop(FF_mac(LN(x)))
+ *   branch 1:     x1 = drop(MHA(LN_mha(x)))            rel-pos MHA (pos_bias_u/v, linear_pos) or plain
+ *   branch 2:     x2 = drop(cgMLP(LN_mlp(x)))          channel_proj1 -> GELU -> CSGU -> channel_proj2
+ *   merge:        c = [x1, x2]; x += drop(merge_proj(c + depthwise_conv_fusion(c)))
+ *   use_ffn:      x += s * drop(FF(LN(x)))             s = 0.5 with macaron_ffn, else 1
+ *                 x = LN_final(x)
+ * CSGU(z): z_r, z_g = halves of z; z_g = act(linear?(dwconv(LN(z_g)))); drop(z_r * z_g). FF(x) =
+ * w_2(drop(act(w_1(x)))), act swish or relu (ffn_activation_type); the gate's act is identity,
+ * swish or relu (gate_activation).
+ * channel_proj1's two output halves are two linears on the rows of its weight (contiguous), so the
+ * gating unit never copies z apart. As ESPnet's, the cgMLP and the merge convolution see every
+ * frame of the padded batch (no mask). The relative encoding is computed once per forward, shared
+ * by the blocks. layer_drop_rate: in training, block l is skipped (its output is its input) when
+ * a uniform draw from rng_derive(seed, STREAM_LAYER_DROP, l) is below the rate: the seed is the
+ * batch's, so any number of ranks drops the same blocks for the same batch, as dropout masks. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/nn/encoder.h"
+
+enum {
+    SITE_ATT = 0, SITE_BRANCH = 1, SITE_FF_IN = 2, SITE_FF_OUT = 3, SITE_FFM_IN = 4, SITE_FFM_OUT = 5,
+    SITE_CSGU = 6, SITE_MERGE = 7,
+};
+
+typedef struct eblock {
+    float *ln_m, *mean_m, *rstd_m, *fm_pre, *fm_act, *h_m;                  /* macaron feed-forward */
+    float *ln_a, *mean_a, *rstd_a, *q, *k, *v, *pl, *att, *atty;            /* attention branch */
+    float *ln_g, *mean_g, *rstd_g, *pr, *pg, *r, *gg, *gn, *mean_n, *rstd_n; /* cgMLP branch */
+    float *gc, *gl, *ga, *gm;
+    float *br, *cat, *fus, *h_mg;                                            /* merge */
+    float *ln_f, *mean_f, *rstd_f, *f_pre, *f_act, *h_f;                    /* feed-forward */
+    float *mean_o, *rstd_o, *h_out;                                          /* norm_final */
+} eblock;
+
+struct encoder_acts {
+    eblock *blocks;
+    const float **out;            /* each block's output of the last forward (its input when dropped) */
+    unsigned char *dropped;       /* layer drop of the last forward */
+    float *pos;                   /* the relative encoding after dropout (2 T2 - 1, d) */
+    size_t cap_rows, cap_att, cap_pos;
+    /* Backward work. */
+    float *dq, *dk, *dv, *datt, *dff, *dln, *dp, *d2a, *d2b, *e1, *e2, *e3;
+};
+
+/* One block's buffers with their sizes in floats, for allocation and release alike. */
+enum { EB_MAX = 48 };
+static int block_buffers(eblock *b, float ***p, size_t *n, const model_dims *d, size_t rows, size_t att, size_t prows)
+{
+    size_t D = (size_t)d->d, FF = (size_t)d->ff, H = (size_t)d->cgmlp_units / 2;
+    int k = 0;
+#define BUF(field, count) (p[k] = &b->field, n[k++] = (count))
+    BUF(ln_a, rows * D), BUF(mean_a, rows), BUF(rstd_a, rows), BUF(q, rows * D), BUF(k, rows * D);
+    BUF(v, rows * D), BUF(att, att), BUF(atty, rows * D);
+    if (d->rel_pos) BUF(pl, prows * D);
+    BUF(ln_g, rows * D), BUF(mean_g, rows), BUF(rstd_g, rows), BUF(pr, rows * H), BUF(pg, rows * H);
+    BUF(r, rows * H), BUF(gg, rows * H), BUF(gn, rows * H), BUF(mean_n, rows), BUF(rstd_n, rows);
+    BUF(gc, rows * H), BUF(gm, rows * H);
+    if (d->linear_after_conv) BUF(gl, rows * H);
+    if (d->gate_act != ACT_IDENTITY) BUF(ga, rows * H);
+    BUF(br, rows * 2 * D), BUF(cat, rows * 2 * D), BUF(fus, rows * 2 * D), BUF(h_mg, rows * D);
+    if (d->use_ffn) {
+        BUF(ln_f, rows * D), BUF(mean_f, rows), BUF(rstd_f, rows), BUF(f_pre, rows * FF), BUF(f_act, rows * FF);
+        BUF(h_f, rows * D);
+        if (d->macaron) {
+            BUF(ln_m, rows * D), BUF(mean_m, rows), BUF(rstd_m, rows), BUF(fm_pre, rows * FF);
+            BUF(fm_act, rows * FF), BUF(h_m, rows * D);
+        }
+    }
+    BUF(mean_o, rows), BUF(rstd_o, rows), BUF(h_out, rows * D);
+#undef BUF
+    ESP_CHECK(k <= EB_MAX);
+    return k;
+}
+
+static encoder_acts *acts(asr_model *m)
+{
+    if (!m->enc) {
+        m->enc = xcalloc(1, sizeof *m->enc);
+        m->enc->blocks = xcalloc((size_t)m->dims.blocks, sizeof *m->enc->blocks);
+        m->enc->out = xcalloc((size_t)m->dims.blocks, sizeof *m->enc->out);
+        m->enc->dropped = xcalloc((size_t)m->dims.blocks, 1);
+    }
+    return m->enc;
+}
+
+static void release(asr_model *m)
+{
+    encoder_acts *e = m->enc;
+    if (!e) return;
+    backend *be = m->be;
+    float **work[] = {&e->pos, &e->dq, &e->dk, &e->dv, &e->datt, &e->dff, &e->dln,
+                      &e->dp,  &e->d2a, &e->d2b, &e->e1, &e->e2, &e->e3};
+    for (size_t i = 0; i < sizeof work / sizeof *work; i++) {
+        be->free(be, *work[i]);
+        *work[i] = NULL;
+    }
+    for (int l = 0; l < m->dims.blocks; l++) {
+        eblock *b = &e->blocks[l];
+        if (!(m->inference && l > 0)) { /* later blocks alias blocks[0] when decoding */
+            float **p[EB_MAX];
+            size_t n[EB_MAX];
+            int k = block_buffers(b, p, n, &m->dims, 0, 0, 0);
+            for (int i = 0; i < k; i++) be->free(be, *p[i]);
+        }
+        memset(b, 0, sizeof *b);
+    }
+    e->cap_rows = e->cap_att = e->cap_pos = 0;
+}
+
+static void destroy(asr_model *m)
+{
+    release(m);
+    if (m->enc) free(m->enc->blocks), free(m->enc->out), free(m->enc->dropped);
+    free(m->enc);
+    m->enc = NULL;
+}
+
+static void ensure(asr_model *m, int B, int T2)
+{
+    const model_dims *d = &m->dims;
+    encoder_acts *e = acts(m);
+    size_t rows = (size_t)B * (size_t)T2, att = (size_t)B * d->heads * (size_t)T2 * T2;
+    size_t prows = T2 > 0 ? 2 * (size_t)T2 - 1 : 0;
+    if (rows <= e->cap_rows && att <= e->cap_att && prows <= e->cap_pos) return;
+    release(m);
+    backend *be = m->be;
+    size_t D = (size_t)d->d, FF = (size_t)d->ff, H = (size_t)d->cgmlp_units / 2;
+#define A(n) be->alloc(be, (n) * sizeof(float) + 64)
+    for (int l = 0; l < d->blocks; l++) {
+        if (m->inference && l > 0) {
+            e->blocks[l] = e->blocks[0];
+            continue;
+        }
+        float **p[EB_MAX];
+        size_t n[EB_MAX];
+        int k = block_buffers(&e->blocks[l], p, n, d, rows, att, prows);
+        for (int i = 0; i < k; i++) *p[i] = A(n[i]);
+    }
+    e->pos = A(prows * D);
+    e->cap_rows = rows, e->cap_att = att, e->cap_pos = prows;
+    if (m->inference) return;
+    e->dq = A(rows * D), e->dk = A(rows * D), e->dv = A(rows * D), e->datt = A(rows * D);
+    e->dff = A(rows * FF), e->dln = A(rows * D), e->dp = A(prows * D);
+    e->d2a = A(rows * 2 * D), e->d2b = A(rows * 2 * D);
+    e->e1 = A(rows * H), e->e2 = A(rows * H), e->e3 = A(rows * H);
+#undef A
+}
+
+/* ---- pieces ------------------------------------------------------------------------------- */
+
+#define BLK "encoder.encoders.%d."
+#define BLK_FMT "encoder.encoders.%%d." /* the same, as a snprintf format that leaves %d in place */
+
+static void act_forward(backend *be, int act, float *y, const float *x, size_t n)
+{
+    if (act == ACT_RELU)
+        be->relu_forward(be, y, x, n);
+    else
+        be->swish_forward(be, y, x, n);
+}
+
+/* From the activation's input x: relu's test x > 0 is its output's. */
+static void act_backward(backend *be, int act, float *dx, const float *dy, const float *x, size_t n)
+{
+    if (act == ACT_RELU)
+        be->relu_backward(be, dx, dy, x, n);
+    else
+        be->swish_backward(be, dx, dy, x, n);
+}
+
+/* out = x + s * drop(w_2(drop(act(w_1(LN(x)))))) for module ff (feed_forward[_macaron]). */
+static void ff_forward(asr_model *m, int l, const char *ff, const char *norm, float *ln, float *mean, float *rstd,
+                       float *pre, float *post, const float *x, float *out, int site_in, int site_out)
+{
+    const model_dims *d = &m->dims;
+    backend *be = m->be;
+    int N = m->B * m->T2, D = d->d;
+    enc_rates r = enc_rates_of(m);
+    char w1[96], w2[96], nm[96];
+    snprintf(w1, sizeof w1, BLK_FMT "%s.w_1", ff), snprintf(w2, sizeof w2, BLK_FMT "%s.w_2", ff);
+    snprintf(nm, sizeof nm, BLK_FMT "%s", norm);
+    be->layernorm_forward(be, ln, mean, rstd, x, P(nm, l, "weight"), P(nm, l, "bias"), N, D, 1e-12);
+    be->linear_forward(be, pre, ln, P(w1, l, "weight"), P(w1, l, "bias"), N, D, d->ff);
+    act_forward(be, d->act, post, pre, (size_t)N * d->ff);
+    be->dropout_forward(be, post, post, (size_t)N * d->ff, r.pd, m->seed, block_stream(l, site_in));
+    be->linear_forward(be, m->dtmp, post, P(w2, l, "weight"), P(w2, l, "bias"), N, d->ff, D);
+    be->dropout_forward(be, m->dtmp, m->dtmp, (size_t)N * D, r.pd, m->seed, block_stream(l, site_out));
+    if (d->macaron) be->scale(be, m->dtmp, m->dtmp, 0.5, (size_t)N * D);
+    be->add(be, out, x, m->dtmp, (size_t)N * D);
+}
+
+/* The backward of ff_forward: m->dh (the gradient of out) gains the branch's gradient of x. */
+static void ff_backward(asr_model *m, int l, const char *ff, const char *norm, const float *ln, const float *mean,
+                        const float *rstd, const float *pre, const float *post, const float *x, int site_in,
+                        int site_out)
+{
+    const model_dims *d = &m->dims;
+    backend *be = m->be;
+    encoder_acts *e = m->enc;
+    int N = m->B * m->T2, D = d->d, FF = d->ff;
+    enc_rates r = enc_rates_of(m);
+    char w1[96], w2[96], nm[96];
+    snprintf(w1, sizeof w1, BLK_FMT "%s.w_1", ff), snprintf(w2, sizeof w2, BLK_FMT "%s.w_2", ff);
+    snprintf(nm, sizeof nm, BLK_FMT "%s", norm);
+    be->dropout_backward(be, m->dtmp, m->dh, (size_t)N * D, r.pd, m->seed, block_stream(l, site_out));
+    if (d->macaron) be->scale(be, m->dtmp, m->dtmp, 0.5, (size_t)N * D);
+    be->linear_backward(be, e->dff, G(w2, l, "weight"), G(w2, l, "bias"), m->dtmp, post, P(w2, l, "weight"), N, FF,
+                        D, 0);
+    be->dropout_backward(be, e->dff, e->dff, (size_t)N * FF, r.pd, m->seed, block_stream(l, site_in));
+    act_backward(be, d->act, e->dff, e->dff, pre, (size_t)N * FF);
+    be->linear_backward(be, e->dln, G(w1, l, "weight"), G(w1, l, "bias"), e->dff, ln, P(w1, l, "weight"), N, D, FF, 0);
+    be->layernorm_backward(be, m->dh, G(nm, l, "weight"), G(nm, l, "bias"), e->dln, x, P(nm, l, "weight"), mean, rstd,
+                           N, D, 1);
+}
+
+/* out (N, D) = linear_out(MHA(LN_mha(x))), relative or absolute positions (no dropout yet). */
+static void attn_forward(asr_model *m, int l, eblock *b, const float *x, float *out)
+{
+    const model_dims *d = &m->dims;
+    backend *be = m->be;
+    int N = m->B * m->T2, D = d->d, T2 = m->T2;
+    enc_rates r = enc_rates_of(m);
+    be->layernorm_forward(be, b->ln_a, b->mean_a, b->rstd_a, x, P(BLK "norm_mha", l, "weight"),
+                          P(BLK "norm_mha", l, "bias"), N, D, 1e-12);
+    be->linear_forward(be, b->q, b->ln_a, P(BLK "attn.linear_q", l, "weight"), P(BLK "attn.linear_q", l, "bias"), N, D,
+                       D);
+    be->linear_forward(be, b->k, b->ln_a, P(BLK "attn.linear_k", l, "weight"), P(BLK "attn.linear_k", l, "bias"), N, D,
+                       D);
+    be->linear_forward(be, b->v, b->ln_a, P(BLK "attn.linear_v", l, "weight"), P(BLK "attn.linear_v", l, "bias"), N, D,
+                       D);
+    if (d->rel_pos) {
+        be->linear_forward(be, b->pl, m->enc->pos, P(BLK "attn.linear_pos", l, "weight"), NULL, 2 * T2 - 1, D, D);
+        be->relattn_forward(be, b->atty, b->att, b->q, b->k, b->v, D, b->pl, P(BLK "attn", l, "pos_bias_u"),
+                            P(BLK "attn", l, "pos_bias_v"), m->hlens, m->B, T2, d->heads, D / d->heads, r.pa, m->seed,
+                            block_stream(l, SITE_ATT));
+    } else {
+        be->attention_forward(be, b->atty, b->att, b->q, b->k, b->v, D, m->hlens, m->B, T2, d->heads, D / d->heads,
+                              r.pa, m->seed, block_stream(l, SITE_ATT));
+    }
+    be->linear_forward(be, out, b->atty, P(BLK "attn.linear_out", l, "weight"), P(BLK "attn.linear_out", l, "bias"), N,
+                       D, D);
+}
+
+/* dy: the gradient of attn_forward's out; m->dh gains the branch's gradient of x. */
+static void attn_backward(asr_model *m, int l, const eblock *b, const float *x, const float *dy)
+{
+    const model_dims *d = &m->dims;
+    backend *be = m->be;
+    encoder_acts *e = m->enc;
+    int N = m->B * m->T2, D = d->d, T2 = m->T2;
+    enc_rates r = enc_rates_of(m);
+    be->linear_backward(be, e->datt, G(BLK "attn.linear_out", l, "weight"), G(BLK "attn.linear_out", l, "bias"), dy,
+                        b->atty, P(BLK "attn.linear_out", l, "weight"), N, D, D, 0);
+    if (d->rel_pos) {
+        be->relattn_backward(be, e->dq, e->dk, e->dv, e->dp, G(BLK "attn", l, "pos_bias_u"),
+                             G(BLK "attn", l, "pos_bias_v"), e->datt, b->att, b->q, b->k, b->v, D, b->pl,
+                             P(BLK "attn", l, "pos_bias_u"), P(BLK "attn", l, "pos_bias_v"), m->hlens, m->B, T2,
+                             d->heads, D / d->heads, r.pa, m->seed, block_stream(l, SITE_ATT));
+        be->linear_backward(be, NULL, G(BLK "attn.linear_pos", l, "weight"), NULL, e->dp, e->pos,
+                            P(BLK "attn.linear_pos", l, "weight"), 2 * T2 - 1, D, D, 0);
+    } else {
+        be->attention_backward(be, e->dq, e->dk, e->dv, e->datt, b->att, b->q, b->k, b->v, D, m->hlens, m->B, T2,
+                               d->heads, D / d->heads, r.pa, m->seed, block_stream(l, SITE_ATT));
+    }
+    static const char *const proj[] = {BLK "attn.linear_q", BLK "attn.linear_k", BLK "attn.linear_v"};
+    const float *dproj[] = {e->dq, e->dk, e->dv};
+    for (int i = 0; i < 3; i++)
+        be->linear_backward(be, e->dln, G(proj[i], l, "weight"), G(proj[i], l, "bias"), dproj[i], b->ln_a,
+                            P(proj[i], l, "weight"), N, D, D, i > 0);
+    be->layernorm_backward(be, m->dh, G(BLK "norm_mha", l, "weight"), G(BLK "norm_mha", l, "bias"), e->dln, x,
+                           P(BLK "norm_mha", l, "weight"), b->mean_a, b->rstd_a, N, D, 1);
+}
+
+/* The gate's input after the optional linear (gc or gl) and its output (the same without an act). */
+static const float *gate_in(const model_dims *d, const eblock *b) { return d->linear_after_conv ? b->gl : b->gc; }
+static const float *gate_out(const model_dims *d, const eblock *b)
+{
+    return d->gate_act != ACT_IDENTITY ? b->ga : gate_in(d, b);
+}
+
+/* out (N, D) = channel_proj2(CSGU(GELU(channel_proj1(LN_mlp(x))))) (no branch dropout yet). */
+static void cgmlp_forward(asr_model *m, int l, eblock *b, const float *x, float *out)
+{
+    const model_dims *d = &m->dims;
+    backend *be = m->be;
+    int N = m->B * m->T2, D = d->d, H = d->cgmlp_units / 2;
+    size_t nh = (size_t)N * H;
+    const float *w1 = P(BLK "cgmlp.channel_proj1.0", l, "weight"), *b1 = P(BLK "cgmlp.channel_proj1.0", l, "bias");
+    be->layernorm_forward(be, b->ln_g, b->mean_g, b->rstd_g, x, P(BLK "norm_mlp", l, "weight"),
+                          P(BLK "norm_mlp", l, "bias"), N, D, 1e-12);
+    be->linear_forward(be, b->pr, b->ln_g, w1, b1, N, D, H);                              /* z_r: rows 0..H-1 */
+    be->linear_forward(be, b->pg, b->ln_g, w1 + (size_t)H * D, b1 + H, N, D, H);         /* z_g: rows H..2H-1 */
+    be->gelu_forward(be, b->r, b->pr, nh);
+    be->gelu_forward(be, b->gg, b->pg, nh);
+    be->layernorm_forward(be, b->gn, b->mean_n, b->rstd_n, b->gg, P(BLK "cgmlp.csgu.norm", l, "weight"),
+                          P(BLK "cgmlp.csgu.norm", l, "bias"), N, H, 1e-12);
+    be->dwconv1d_forward(be, b->gc, b->gn, P(BLK "cgmlp.csgu.conv", l, "weight"), P(BLK "cgmlp.csgu.conv", l, "bias"),
+                         m->B, m->T2, H, d->cgmlp_kernel);
+    if (d->linear_after_conv)
+        be->linear_forward(be, b->gl, b->gc, P(BLK "cgmlp.csgu.linear", l, "weight"),
+                           P(BLK "cgmlp.csgu.linear", l, "bias"), N, H, H);
+    if (d->gate_act != ACT_IDENTITY) act_forward(be, d->gate_act, b->ga, gate_in(d, b), nh);
+    be->mul_forward(be, b->gm, b->r, gate_out(d, b), nh);
+    be->dropout_forward(be, b->gm, b->gm, nh, enc_rates_of(m).pd, m->seed, block_stream(l, SITE_CSGU));
+    be->linear_forward(be, out, b->gm, P(BLK "cgmlp.channel_proj2", l, "weight"), P(BLK "cgmlp.channel_proj2", l, "bias"),
+                       N, H, D);
+}
+
+/* dy: the gradient of cgmlp_forward's out; m->dh gains the branch's gradient of x. */
+static void cgmlp_backward(asr_model *m, int l, const eblock *b, const float *x, const float *dy)
+{
+    const model_dims *d = &m->dims;
+    backend *be = m->be;
+    encoder_acts *e = m->enc;
+    int N = m->B * m->T2, D = d->d, H = d->cgmlp_units / 2;
+    size_t nh = (size_t)N * H;
+    const float *w1 = P(BLK "cgmlp.channel_proj1.0", l, "weight");
+    float *gw1 = G(BLK "cgmlp.channel_proj1.0", l, "weight"), *gb1 = G(BLK "cgmlp.channel_proj1.0", l, "bias");
+    be->linear_backward(be, e->e1, G(BLK "cgmlp.channel_proj2", l, "weight"), G(BLK "cgmlp.channel_proj2", l, "bias"),
+                        dy, b->gm, P(BLK "cgmlp.channel_proj2", l, "weight"), N, H, D, 0);
+    be->dropout_backward(be, e->e1, e->e1, nh, enc_rates_of(m).pd, m->seed, block_stream(l, SITE_CSGU));
+    be->mul_backward(be, e->e2, e->e3, e->e1, b->r, gate_out(d, b), nh); /* e2: d r, e3: d gate */
+    if (d->gate_act != ACT_IDENTITY) act_backward(be, d->gate_act, e->e3, e->e3, gate_in(d, b), nh);
+    float *dgc = e->e3, *spare = e->e1;
+    if (d->linear_after_conv) {
+        be->linear_backward(be, e->e1, G(BLK "cgmlp.csgu.linear", l, "weight"), G(BLK "cgmlp.csgu.linear", l, "bias"),
+                            e->e3, b->gc, P(BLK "cgmlp.csgu.linear", l, "weight"), N, H, H, 0);
+        dgc = e->e1, spare = e->e3;
+    }
+    be->dwconv1d_backward(be, spare, G(BLK "cgmlp.csgu.conv", l, "weight"), G(BLK "cgmlp.csgu.conv", l, "bias"), dgc,
+                          b->gn, P(BLK "cgmlp.csgu.conv", l, "weight"), m->B, m->T2, H, d->cgmlp_kernel);
+    be->layernorm_backward(be, dgc, G(BLK "cgmlp.csgu.norm", l, "weight"), G(BLK "cgmlp.csgu.norm", l, "bias"), spare,
+                           b->gg, P(BLK "cgmlp.csgu.norm", l, "weight"), b->mean_n, b->rstd_n, N, H, 0);
+    be->gelu_backward(be, dgc, dgc, b->pg, nh);
+    be->gelu_backward(be, e->e2, e->e2, b->pr, nh);
+    be->linear_backward(be, e->dln, gw1, gb1, e->e2, b->ln_g, w1, N, D, H, 0);
+    be->linear_backward(be, e->dln, gw1 + (size_t)H * D, gb1 + H, dgc, b->ln_g, w1 + (size_t)H * D, N, D, H, 1);
+    be->layernorm_backward(be, m->dh, G(BLK "norm_mlp", l, "weight"), G(BLK "norm_mlp", l, "bias"), e->dln, x,
+                           P(BLK "norm_mlp", l, "weight"), b->mean_g, b->rstd_g, N, D, 1);
+}
+
+/* The two branches and their merge: h_mg = x + drop(merge_proj(c + dwconv(c))), c = [x1, x2]. */
+static void branches_forward(asr_model *m, int l, eblock *b, const float *x)
+{
+    const model_dims *d = &m->dims;
+    backend *be = m->be;
+    int N = m->B * m->T2, D = d->d;
+    size_t nd = (size_t)N * D;
+    enc_rates r = enc_rates_of(m);
+    attn_forward(m, l, b, x, b->br);       /* br (2, N, D): x1 then x2 */
+    cgmlp_forward(m, l, b, x, b->br + nd);
+    be->dropout_forward(be, b->br, b->br, 2 * nd, r.pd, m->seed, block_stream(l, SITE_BRANCH));
+    be->swap12(be, b->cat, b->br, 1, 2, N, D); /* torch.cat([x1, x2], dim=-1): (N, 2D) */
+    be->dwconv1d_forward(be, b->fus, b->cat, P(BLK "depthwise_conv_fusion", l, "weight"),
+                         P(BLK "depthwise_conv_fusion", l, "bias"), m->B, m->T2, 2 * D, d->merge_kernel);
+    be->add(be, b->fus, b->fus, b->cat, 2 * nd);
+    be->linear_forward(be, m->dtmp, b->fus, P(BLK "merge_proj", l, "weight"), P(BLK "merge_proj", l, "bias"), N, 2 * D,
+                       D);
+    be->dropout_forward(be, m->dtmp, m->dtmp, nd, r.pd, m->seed, block_stream(l, SITE_MERGE));
+    be->add(be, b->h_mg, x, m->dtmp, nd);
+}
+
+static void branches_backward(asr_model *m, int l, const eblock *b, const float *x)
+{
+    const model_dims *d = &m->dims;
+    backend *be = m->be;
+    encoder_acts *e = m->enc;
+    int N = m->B * m->T2, D = d->d;
+    size_t nd = (size_t)N * D;
+    enc_rates r = enc_rates_of(m);
+    be->dropout_backward(be, m->dtmp, m->dh, nd, r.pd, m->seed, block_stream(l, SITE_MERGE));
+    be->linear_backward(be, e->d2a, G(BLK "merge_proj", l, "weight"), G(BLK "merge_proj", l, "bias"), m->dtmp, b->fus,
+                        P(BLK "merge_proj", l, "weight"), N, 2 * D, D, 0);
+    be->dwconv1d_backward(be, e->d2b, G(BLK "depthwise_conv_fusion", l, "weight"),
+                          G(BLK "depthwise_conv_fusion", l, "bias"), e->d2a, b->cat,
+                          P(BLK "depthwise_conv_fusion", l, "weight"), m->B, m->T2, 2 * D, d->merge_kernel);
+    be->add(be, e->d2b, e->d2b, e->d2a, 2 * nd);      /* the gradient of c */
+    be->swap12(be, e->d2a, e->d2b, 1, N, 2, D);       /* back to (2, N, D) */
+    be->dropout_backward(be, e->d2a, e->d2a, 2 * nd, r.pd, m->seed, block_stream(l, SITE_BRANCH));
+    attn_backward(m, l, b, x, e->d2a);
+    cgmlp_backward(m, l, b, x, e->d2a + nd);
+}
+
+/* ---- blocks ------------------------------------------------------------------------------- */
+
+static const float *block_input(const asr_model *m, int l) { return l == 0 ? m->h0 : m->enc->out[l - 1]; }
+
+/* Stochastic depth: ESPnet draws torch.empty(1).uniform_() per block in training. */
+static int layer_dropped(const asr_model *m, int l)
+{
+    if (!m->train || m->rates.layer_drop <= 0) return 0;
+    double u = (double)(rng_derive(m->seed, STREAM_LAYER_DROP, (uint64_t)l) >> 11) * (1.0 / 9007199254740992.0);
+    return u < m->rates.layer_drop;
+}
+
+static const float *forward(asr_model *m)
+{
+    const model_dims *d = &m->dims;
+    backend *be = m->be;
+    encoder_acts *e = m->enc;
+    int N = m->B * m->T2, D = d->d;
+    if (d->rel_pos && m->T2 > 0) {
+        size_t np = (size_t)(2 * m->T2 - 1) * D;
+        be->relpos_encoding(be, e->pos, m->T2, D);
+        be->dropout_forward(be, e->pos, e->pos, np, enc_rates_of(m).pp, m->seed, STREAM_POS_EMB);
+    }
+    for (int l = 0; l < d->blocks; l++) {
+        eblock *b = &e->blocks[l];
+        const float *x = block_input(m, l);
+        e->dropped[l] = (unsigned char)layer_dropped(m, l);
+        if (e->dropped[l]) {
+            e->out[l] = x;
+            continue;
+        }
+        if (d->use_ffn && d->macaron) {
+            ff_forward(m, l, "feed_forward_macaron", "norm_ff_macaron", b->ln_m, b->mean_m, b->rstd_m, b->fm_pre,
+                       b->fm_act, x, b->h_m, SITE_FFM_IN, SITE_FFM_OUT);
+            x = b->h_m;
+        }
+        branches_forward(m, l, b, x);
+        x = b->h_mg;
+        if (d->use_ffn) {
+            ff_forward(m, l, "feed_forward", "norm_ff", b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, x, b->h_f,
+                       SITE_FF_IN, SITE_FF_OUT);
+            x = b->h_f;
+        }
+        be->layernorm_forward(be, b->h_out, b->mean_o, b->rstd_o, x, P(BLK "norm_final", l, "weight"),
+                              P(BLK "norm_final", l, "bias"), N, D, 1e-12);
+        e->out[l] = b->h_out;
+    }
+    return e->out[d->blocks - 1];
+}
+
+static void backward(asr_model *m)
+{
+    const model_dims *d = &m->dims;
+    backend *be = m->be;
+    encoder_acts *e = m->enc;
+    int N = m->B * m->T2, D = d->d;
+    for (int l = d->blocks - 1; l >= 0; l--) {
+        if (e->dropped[l]) continue; /* the identity: m->dh passes through */
+        const eblock *b = &e->blocks[l];
+        const float *x0 = block_input(m, l), *xb = d->use_ffn && d->macaron ? b->h_m : x0;
+        be->layernorm_backward(be, e->dln, G(BLK "norm_final", l, "weight"), G(BLK "norm_final", l, "bias"), m->dh,
+                               d->use_ffn ? b->h_f : b->h_mg, P(BLK "norm_final", l, "weight"), b->mean_o, b->rstd_o,
+                               N, D, 0);
+        be->copy(be, m->dh, e->dln, (size_t)N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
+        if (d->use_ffn)
+            ff_backward(m, l, "feed_forward", "norm_ff", b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, b->h_mg,
+                        SITE_FF_IN, SITE_FF_OUT);
+        branches_backward(m, l, b, xb);
+        if (d->use_ffn && d->macaron)
+            ff_backward(m, l, "feed_forward_macaron", "norm_ff_macaron", b->ln_m, b->mean_m, b->rstd_m, b->fm_pre,
+                        b->fm_act, x0, SITE_FFM_IN, SITE_FFM_OUT);
+    }
+}
+
+const encoder_impl encoder_ebranchformer = {
+    .ensure = ensure,
+    .release = release,
+    .destroy = destroy,
+    .forward = forward,
+    .backward = backward,
+};
