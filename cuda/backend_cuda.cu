@@ -96,7 +96,7 @@ static void cu_destroy(backend *be)
     if (!c) return;
     CUDA_CHECK(cudaSetDevice(c->device));
     CUDA_CHECK(cudaStreamSynchronize(c->stream));
-    cu_buf *bufs[] = {&c->scratch, &c->ints, &c->partial, &c->ctc_alpha, &c->ctc_nll};
+    cu_buf *bufs[] = {&c->scratch, &c->ints, &c->partial, &c->ctc_alpha, &c->ctc_nll, &c->half_a, &c->half_b};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cu_free(be, bufs[i]->p);
     CUBLAS_CHECK(cublasDestroy(c->blas));
     CUDA_CHECK(cudaStreamDestroy(c->stream));
@@ -161,6 +161,7 @@ static constexpr int cu_has(const backend &b, backend_op op)
     case BACKEND_OP_SUM: return b.sum != nullptr;
     case BACKEND_OP_SUM_SQUARES: return b.sum_squares != nullptr;
     case BACKEND_OP_CLIP_GRAD_NORM: return b.clip_grad_norm != nullptr;
+    case BACKEND_OP_UNSCALE_GRADS: return b.unscale_grads != nullptr;
     case BACKEND_OP_COUNT: break;
     }
     return 0;
@@ -220,6 +221,8 @@ static constexpr backend cu_ops()
     b.sum = cu_sum;
     b.sum_squares = cu_sum_squares;
     b.clip_grad_norm = cu_clip_grad_norm;
+    b.unscale_grads = cu_unscale_grads;
+    b.set_gemm_precision = cu_set_gemm_precision;
     return b;
 }
 
@@ -260,7 +263,8 @@ int backend_cuda_init(backend *be, int device, int threads, esp_err *err)
     CUBLAS_CHECK(cublasCreate(&c->blas));
     CUBLAS_CHECK(cublasSetStream(c->blas, c->stream));
     // FP32 GEMMs stay FP32: the default math mode never trades mantissa bits (TF32 would, and miss
-    // the float tolerances test_backend_ops holds every backend to; precision modes come later).
+    // the float tolerances test_backend_ops holds every backend to). Mixed precision is explicit:
+    // be->set_gemm_precision makes the GEMMs cublasGemmEx on 16-bit copies (cuda/ops_precision.cu).
     CUBLAS_CHECK(cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
     CUBLAS_CHECK(cublasSetPointerMode(c->blas, CUBLAS_POINTER_MODE_HOST));
     *be = cu_ops();

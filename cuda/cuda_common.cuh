@@ -62,6 +62,9 @@ typedef struct cu_impl {
     // The CTC forward's workspace, read by the backward of the same batch.
     cu_buf ctc_alpha, ctc_nll;
     int ctc_ready;
+    // Mixed precision (be->set_gemm_precision): the GEMMs' 16-bit copies of their inputs.
+    amp_precision gemm_prec;
+    cu_buf half_a, half_b;
 } cu_impl;
 
 static inline cu_impl *cu_of(backend *be)
@@ -260,6 +263,13 @@ void cu_adam_update(backend *be, float *params, float *exp_avg, float *exp_avg_s
 void cu_scale(backend *be, float *y, const float *x, double s, size_t n);
 double cu_sum_squares(backend *be, const float *x, size_t n);
 double cu_clip_grad_norm(backend *be, float *g, size_t n, double max_norm);
+// cuda/ops_precision.cu: mixed precision. cu_gemm_inputs: a and b of a GEMM (or `count` of them at
+// strides sa, sb) cast to 16-bit copies at the same element offsets and strides (NULL at
+// AMP_FP32). cu_unscale_grads: the loss scaler's unscale and inf check.
+void cu_set_gemm_precision(backend *be, amp_precision p);
+void cu_gemm_inputs(backend *be, int ta, int tb, int m, int n, int k, const float *a, int lda, long long sa,
+                    const float *b, int ldb, long long sb, int count, const void **ha, const void **hb);
+int cu_unscale_grads(backend *be, float *g, size_t n, float inv_scale);
 // cuda/ops_reduce.cu
 double cu_sum(backend *be, const float *x, size_t n);
 

@@ -1,5 +1,6 @@
 // GEMM and the linear layer on cuBLAS (FP32 sgemm; the attention's per-head products use the
-// strided-batched form through cu_gemm_rm_batched). The backend's matrices are row-major; cuBLAS
+// strided-batched form through cu_gemm_rm_batched; under mixed precision cublasGemmEx on 16-bit
+// copies of the inputs with FP32 accumulation and output). The backend's matrices are row-major; cuBLAS
 // is column-major, and a row-major matrix is its transpose in column-major, so
 // C = op(A) op(B) is computed as C^T = op(B)^T op(A)^T: the operands swap and m, n swap.
 #include "cuda/cuda_common.cuh"
@@ -7,6 +8,12 @@
 static cublasOperation_t op_of(int t)
 {
     return t ? CUBLAS_OP_T : CUBLAS_OP_N;
+}
+
+// The 16-bit input type under mixed precision (cu_gemm_inputs made the copies).
+static cudaDataType_t half_type(backend *be)
+{
+    return cu_of(be)->gemm_prec == AMP_BF16 ? CUDA_R_16BF : CUDA_R_16F;
 }
 
 // c (m x n, row stride ldc) = beta * c: what a GEMM with k == 0 leaves (beta 0 writes zeros
@@ -35,6 +42,14 @@ void cu_gemm_rm(backend *be, int ta, int tb, int m, int n, int k, float alpha, c
         gemm_k0(be, m, n, beta, c, ldc);
         return;
     }
+    const void *ha, *hb;
+    cu_gemm_inputs(be, ta, tb, m, n, k, a, lda, 0, b, ldb, 0, 1, &ha, &hb);
+    if (ha) {
+        cudaDataType_t t = half_type(be);
+        CUBLAS_CHECK(cublasGemmEx(cu_of(be)->blas, op_of(tb), op_of(ta), n, m, k, &alpha, hb, t, ldb, ha, t, lda, &beta,
+                                  c, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        return;
+    }
     CUBLAS_CHECK(cublasSgemm(cu_of(be)->blas, op_of(tb), op_of(ta), n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc));
 }
 
@@ -45,6 +60,15 @@ void cu_gemm_rm_batched(backend *be, int ta, int tb, int m, int n, int k, float 
     if (m <= 0 || n <= 0 || count <= 0) return;
     if (k <= 0) {
         for (int i = 0; i < count; i++) gemm_k0(be, m, n, beta, c + i * sc, ldc);
+        return;
+    }
+    const void *ha, *hb;
+    cu_gemm_inputs(be, ta, tb, m, n, k, a, lda, sa, b, ldb, sb, count, &ha, &hb);
+    if (ha) {
+        cudaDataType_t t = half_type(be);
+        CUBLAS_CHECK(cublasGemmStridedBatchedEx(cu_of(be)->blas, op_of(tb), op_of(ta), n, m, k, &alpha, hb, t, ldb, sb,
+                                                ha, t, lda, sa, &beta, c, CUDA_R_32F, ldc, sc, count,
+                                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         return;
     }
     CUBLAS_CHECK(cublasSgemmStridedBatched(cu_of(be)->blas, op_of(tb), op_of(ta), n, m, k, &alpha, b, ldb, sb, a,

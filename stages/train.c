@@ -47,9 +47,6 @@ static int check_unused_keys(const training_cfg *cfg, const char *file, esp_err 
                  "(trainer.check_val_every_n_epoch)", file);
     if (tc->num_sanity_val_steps > 0)
         log_warn("%s: trainer.num_sanity_val_steps: not implemented; no sanity validation runs", file);
-    if (tc->precision && strcmp(tc->precision, "32") && strcmp(tc->precision, "32-true"))
-        log_warn("%s: trainer.precision: %s is for GPUs (the CUDA backend); the CPU trains in float32", file,
-                 tc->precision);
     int has_decoder = m && m->decoder && !strcmp(m->decoder, "transformer");
     if (!has_decoder && m && m->model_conf && m->model_conf->ctc_weight > 0 && m->model_conf->ctc_weight != 1.0)
         log_warn("%s: model.model_conf.ctc_weight: %g asks for an attention decoder, but model.decoder is not "
@@ -109,6 +106,30 @@ static int check_config(const training_cfg *cfg, const char *file, const dist_en
     return 0;
 }
 
+/* trainer.precision (the config layer allows 32, 32-true, bf16-mixed, 16-mixed). Both mixed
+ * modes run on the CPU too, emulated: GEMM inputs rounded to 16 bits, float32 accumulation
+ * (core/compute/ops_precision.h), as torch.autocast runs bf16-mixed on a CPU. For 16-mixed
+ * Lightning would switch a CPU run to bf16-mixed; espnet3 keeps fp16 with its loss scaler, so a
+ * CPU run computes what the GPU run would, and says so. */
+static amp_precision precision_from_cfg(const trainer_cfg *tc, const char *kind, const char *file)
+{
+    const char *p = tc->precision;
+    if (!p || !strcmp(p, "32") || !strcmp(p, "32-true")) return AMP_FP32;
+    int cpu = !strcmp(kind, "cpu");
+    if (!strcmp(p, "bf16-mixed")) {
+        if (cpu)
+            log_info("%s: trainer.precision: bf16-mixed on the CPU: GEMM inputs rounded to bfloat16, float32 "
+                     "accumulation, everything else float32 (torch.autocast's CPU semantics; slower than 32 here, "
+                     "the CPU has no bfloat16 GEMM)", file);
+        return AMP_BF16;
+    }
+    if (cpu)
+        log_warn("%s: trainer.precision: 16-mixed on the CPU is emulated (GEMM inputs rounded to float16, dynamic "
+                 "loss scaling) to compute what a GPU run would; Lightning would switch a CPU run to bf16-mixed "
+                 "(write bf16-mixed for that)", file);
+    return AMP_FP16;
+}
+
 int stage_train(const stage_ctx *ctx, esp_err *err)
 {
     const training_cfg *cfg = training_of(ctx->configs);
@@ -157,6 +178,7 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
         .sync_batchnorm = tc->sync_batchnorm,
         .log_every = tc->log_every_n_steps > 0 ? tc->log_every_n_steps : 50,
         .clip = tc->gradient_clip_val,
+        .precision = precision_from_cfg(tc, kind, file),
         .limit_train = tc->limit_train_batches,
         .limit_val = tc->limit_val_batches,
         .dist_timeout = tc->dist_timeout,

@@ -53,6 +53,11 @@ struct backend {
     /* 1 when the backend implements op (every compute entry below is one backend_op), 0 when its
      * entry must not be called. The cpu and ref64 backends support every op. */
     int (*supports)(backend *be, backend_op op);
+    /* Mixed precision (trainer.precision): the precision every GEMM of the ops reads its inputs
+     * in from now on, accumulating and writing float32 (AMP_FP32: plain float GEMMs, the default).
+     * cpu: rounds the inputs (core/compute/ops_precision.h); cuda: casts them to 16-bit copies
+     * for cublasGemmEx with CUBLAS_COMPUTE_32F; ref64 ignores it (the exact reference). */
+    void (*set_gemm_precision)(backend *be, amp_precision p);
 
     /* ---- GEMM, row-major: c (m x n) = alpha * op(a) op(b) + beta * c, op = transpose when
      * ta / tb is non-zero; lda, ldb, ldc are the row strides of the stored matrices. */
@@ -189,6 +194,11 @@ struct backend {
     double (*sum)(backend *be, const float *x, size_t n);
     double (*sum_squares)(backend *be, const float *x, size_t n);
     double (*clip_grad_norm)(backend *be, float *g, size_t n, double max_norm);
+
+    /* ---- the loss scaler (trainer.precision 16-mixed): torch.amp.GradScaler.unscale_ on n
+     * gradients, g[i] *= inv_scale (amp_unscale_one of core/compute/kernel_math_amp.h); returns
+     * 1 when any element was inf or NaN before the scaling, else 0 (it synchronizes). */
+    int (*unscale_grads)(backend *be, float *g, size_t n, float inv_scale);
 };
 
 /* Opens a backend of `kind` ("cpu", "ref64" for tests, or "cuda" in a binary built with CUDA=1)

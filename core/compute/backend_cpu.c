@@ -10,6 +10,7 @@
 
 #include "core/compute/ctc.h"
 #include "core/compute/ops.h"
+#include "core/compute/ops_precision.h"
 #include "core/compute/ops_step.h"
 
 typedef struct cpu_impl {
@@ -74,6 +75,7 @@ static void cpu_synchronize(backend *be)
 
 static void cpu_destroy(backend *be)
 {
+    ops_set_gemm_precision(AMP_FP32); /* the next backend starts in float32 */
     cpu_impl *c = be->impl;
     if (!c) return;
     free(c->scratch);
@@ -94,8 +96,20 @@ static void cpu_gemm(backend *be, int ta, int tb, int m, int n, int k, float alp
                      int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
     (void)be;
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
-                k, alpha, a, lda, b, ldb, beta, c, ldc);
+    ops_sgemm_mp(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+                 k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+static void cpu_set_gemm_precision(backend *be, amp_precision p)
+{
+    (void)be;
+    ops_set_gemm_precision(p);
+}
+
+static int cpu_unscale_grads(backend *be, float *g, size_t n, float inv_scale)
+{
+    (void)be;
+    return ops_unscale_grads_f32(g, n, inv_scale);
 }
 
 static void cpu_linear_forward(backend *be, float *y, const float *x, const float *w,
@@ -526,6 +540,8 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
         .sum = cpu_sum,
         .sum_squares = cpu_sum_squares,
         .clip_grad_norm = cpu_clip_grad_norm,
+        .unscale_grads = cpu_unscale_grads,
+        .set_gemm_precision = cpu_set_gemm_precision,
         .mha_forward = cpu_mha_forward,
         .mha_backward = cpu_mha_backward,
         .embedding_forward = cpu_embedding_forward,

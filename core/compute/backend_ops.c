@@ -52,6 +52,7 @@ static const char *const op_names[] = {
     "sum",
     "sum_squares",
     "clip_grad_norm",
+    "unscale_grads",
 };
 
 _Static_assert(sizeof op_names / sizeof op_names[0] == BACKEND_OP_COUNT,

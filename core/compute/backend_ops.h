@@ -61,6 +61,7 @@ typedef enum backend_op {
     BACKEND_OP_SUM,
     BACKEND_OP_SUM_SQUARES,
     BACKEND_OP_CLIP_GRAD_NORM,
+    BACKEND_OP_UNSCALE_GRADS,
     BACKEND_OP_COUNT
 } backend_op;
 

@@ -21,6 +21,7 @@
 #include "core/compute/backend_ref64_internal.h"
 #include "core/compute/ctc.h"
 #include "core/compute/ops.h"
+#include "core/compute/ops_precision.h"
 
 /* ---- memory: host memory, as the CPU backend's */
 
@@ -490,6 +491,21 @@ static double ref_clip_grad_norm(backend *be, float *g, size_t n, double max_nor
     return norm;
 }
 
+static int ref_unscale_grads(backend *be, float *g, size_t n, float inv_scale)
+{
+    double *gd = wide(be, g, n);
+    int found = ops_unscale_grads_f64(gd, n, inv_scale);
+    narrow(g, gd, n);
+    tmp_release(be);
+    return found;
+}
+
+/* The reference stays exact: GEMM inputs are not rounded. */
+static void ref_set_gemm_precision(backend *be, amp_precision p)
+{
+    (void)be, (void)p;
+}
+
 int backend_ref64_init(backend *be, int threads, esp_err *err)
 {
     if (threads < 1) return esp_fail(err, "ref64 backend: %d threads (use 1 or more)", threads);
@@ -535,6 +551,8 @@ int backend_ref64_init(backend *be, int threads, esp_err *err)
         .sum = ref_sum,
         .sum_squares = ref_sum_squares,
         .clip_grad_norm = ref_clip_grad_norm,
+        .unscale_grads = ref_unscale_grads,
+        .set_gemm_precision = ref_set_gemm_precision,
         .ctc_loss_forward = ref_ctc_loss_forward,
         .ctc_loss_backward = ref_ctc_loss_backward,
         .adam_update = ref_adam_update,

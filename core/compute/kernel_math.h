@@ -13,7 +13,8 @@
  *   Conformer     relpos_shift_col; per type (core/compute/kernel_math_conformer.h): bn_rstd,
  *                 bn_apply, bn_running, bn_dx (BatchNorm), relpos_angle (relative encoding)
  *   Adam / AdamW  adam_update_one
- *   clipping      clip_grad_coef, SUM_SQUARES_BLOCK */
+ *   clipping      clip_grad_coef, SUM_SQUARES_BLOCK
+ *   mixed prec.   core/compute/kernel_math_amp.h: bfloat16 / half rounding, the loss scaler's unscale */
 #ifndef ESPNET3_COMPUTE_KERNEL_MATH_H
 #define ESPNET3_COMPUTE_KERNEL_MATH_H
 
@@ -233,5 +234,7 @@ static inline KM_HD int relpos_shift_col(int i, int j, int t) { return t - 1 - i
 #undef KM_T
 #undef KM_FN
 #undef KM_EXP
+
+#include "core/compute/kernel_math_amp.h"
 
 #endif

@@ -3,7 +3,8 @@
 #define OPS_FN(name) ops_##name##_f32
 #define ACT(name) act_##name##_f32
 #define KM(name) name##_f32
-#define GEMM cblas_sgemm
+#define GEMM ops_sgemm_mp /* cblas_sgemm, with 16-bit inputs under mixed precision */
+#include "core/compute/ops_precision.h"
 #include "core/compute/ops_impl.h"
 #include "core/compute/ops_embed_impl.h"
 #include "core/compute/ops_loss_impl.h"

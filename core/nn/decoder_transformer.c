@@ -119,6 +119,11 @@ static void ensure_acts(backend *be, decoder_acts *a, int B, int L, int T, int g
     a->cap_rows = rows, a->cap_mem = mem, a->cap_self = self, a->cap_src = src;
 }
 
+void decoder_reserve(asr_model *m, int B, int L, int T)
+{
+    ensure_acts(m->be, m->dec, B, L, T, !m->inference);
+}
+
 /* add_sos_eos: ys_in = <sos> + ys padded with <eos>, ys_out = ys + <eos> padded with -1, over
  * L = max(label_lens) + 1 positions. Returns the number of target tokens (sum of L_b + 1). */
 static int64_t make_targets(decoder_acts *a, const int *labels, const int *label_lens, int stride, int B)

@@ -25,6 +25,10 @@
  * first use. Freed by decoder_free (asr_model_free calls it). */
 decoder_acts *decoder_new(const asr_model *m);
 void decoder_free(backend *be, decoder_acts *a);
+/* The activations (and gradients, in training) of decoder_loss / decoder_backward for B target
+ * sequences of L positions (max label length + 1) over an encoder output of T frames, allocated
+ * now (decoder_loss grows them itself; core/nn/model_plan.c plans them with this). */
+void decoder_reserve(asr_model *m, int B, int L, int T);
 
 /* Teacher-forced forward and loss on the encoder output hs (device, B x T x d, lengths hlens on
  * the host) for labels (host, B x stride, padded with -1). train enables dropout with masks from

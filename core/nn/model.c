@@ -154,6 +154,13 @@ static void ensure_acts(asr_model *m, int B, int T)
 #undef A
 }
 
+void asr_model_reserve(asr_model *m, int B, int T, int Lmax)
+{
+    ensure_acts(m, B, T);
+    int T2 = ops_conv_out_len(ops_conv_out_len(T));
+    if (m->dec) decoder_reserve(m, B, Lmax + 1, T2);
+}
+
 /* ---- forward --------------------------------------------------------------------------------- */
 
 void asr_model_forward(asr_model *m, const float *feats, const int *feat_lens, int B, int T, int train, uint64_t seed)

@@ -108,6 +108,10 @@ void asr_model_params_from_host(asr_model *m, const float *host);
 void asr_model_state_to_host(const asr_model *m, float *host);
 void asr_model_state_from_host(asr_model *m, const float *host);
 void asr_model_zero_grad(asr_model *m);
+/* Allocates now the activations a forward, loss and backward of B utterances of T frames with
+ * label sequences of at most Lmax tokens needs (the forward grows them on demand otherwise);
+ * core/nn/model_plan.c plans an arena with it. */
+void asr_model_reserve(asr_model *m, int B, int T, int Lmax);
 
 /* Forward to log-probabilities (device m->logp, B x T2 x vocab) and encoder lengths m->hlens.
  * feats is a device buffer (B, T, idim); train enables dropout with masks from `seed` and the

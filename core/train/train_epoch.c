@@ -40,19 +40,35 @@ void trainer_log_metrics(trainer *t, const metric *m, size_t n)
     if (metrics_csv_log(&t->csv, t->step, m, n, &e2) != 0) log_warn("metrics.csv: %s", e2.msg);
 }
 
+/* 16-mixed: the loss scaler's unscale of this rank's averaged gradients (all of them with ddp,
+ * its chunk with fsdp, whose ranks then agree on the verdict). *found_inf: inf/NaN anywhere. */
+static int unscale_gradients(trainer *t, float *g, size_t n, int *found_inf, esp_err *err)
+{
+    *found_inf = grad_scaler_unscale(&t->scaler, t->be, g, n);
+    if (!t->scaler.enabled || !t->fsdp) return 0;
+    float f = (float)*found_inf;
+    if (host_all_reduce(t, &f, 1, COMM_MAX, err) != 0) return -1;
+    *found_inf = f > 0;
+    return 0;
+}
+
 /* Averages the gradients over the ranks and returns their global L2 norm (clipping applied when
  * gradient_clip_val is set). ddp: all_reduce in buckets, every rank holds all averaged gradients;
  * fsdp: reduce_scatter, this rank holds its chunk; the norm's squares are gathered as doubles and
- * added in rank order so every rank gets the same bits. */
-static int reduce_gradients(trainer *t, double *norm_out, esp_err *err)
+ * added in rank order so every rank gets the same bits. 16-mixed: the gradients are unscaled
+ * first; with inf/NaN among them (*found_inf) there is no norm (NaN) and no clipping. */
+static int reduce_gradients(trainer *t, double *norm_out, int *found_inf, esp_err *err)
 {
     backend *be = t->be;
     float *g = t->model.grads;
     size_t n = t->model.table.total;
     double clip = t->o->clip;
+    *found_inf = 0;
     if (t->fsdp) {
         if (comm_reduce_scatter(t->dist.comm, g, n, COMM_AVG, err) != 0) return -1;
         size_t k = t->shard_hi - t->shard_lo;
+        if (unscale_gradients(t, g + t->shard_lo, k, found_inf, err) != 0) return -1;
+        if (*found_inf) return 0;
         double *sq = xcalloc((size_t)t->world, sizeof *sq);
         sq[t->rank] = be->sum_squares(be, g + t->shard_lo, k);
         int rc = host_all_gather(t, sq, (size_t)t->world * sizeof *sq, err);
@@ -69,6 +85,8 @@ static int reduce_gradients(trainer *t, double *norm_out, esp_err *err)
         size_t len = n - off < GRAD_BUCKET_FLOATS ? n - off : GRAD_BUCKET_FLOATS;
         if (comm_all_reduce(t->dist.comm, g + off, len, COMM_AVG, err) != 0) return -1;
     }
+    if (unscale_gradients(t, g, n, found_inf, err) != 0) return -1;
+    if (*found_inf) return 0;
     *norm_out = clip > 0 ? be->clip_grad_norm(be, g, n, clip) : sqrt(be->sum_squares(be, g, n));
     return 0;
 }
@@ -141,7 +159,8 @@ static int micro_batch(trainer *t, const batch_list *bl, size_t batch, size_t k,
     if (*invalid && t->model.sync.all_reduce)
         asr_model_backward(&t->model, (float)(1.0 / (double)t->o->accumulate));
     if (!*invalid) {
-        asr_model_backward(&t->model, (float)(1.0 / (double)t->o->accumulate));
+        /* Lightning divides the loss by accumulate_grad_batches; 16-mixed scales it up too. */
+        asr_model_backward(&t->model, (float)((double)grad_scaler_loss_scale(&t->scaler) / (double)t->o->accumulate));
         a->step_loss += *loss, a->step_n++;
         const asr_model *m = &t->model;
         if (m->dec) {
@@ -179,13 +198,21 @@ static int take_step(trainer *t, size_t k, step_acc *a, guard_verdict *v, double
     a->step_invalid = 0, a->step_loss = 0, a->step_n = 0, a->audio_s = 0;
     memset(a->step_part, 0, sizeof a->step_part);
     *norm = NAN;
-    if (!invalid && reduce_gradients(t, norm, err) != 0) return -1;
-    if (!invalid && !isfinite(*norm)) invalid = NAN_GUARD_GRAD;
+    int found_inf = 0;
+    if (!invalid && reduce_gradients(t, norm, &found_inf, err) != 0) return -1;
+    if (!invalid && !found_inf && !isfinite(*norm)) invalid = NAN_GUARD_GRAD;
     *v = nan_guard_update(&t->guard, invalid, (int64_t)k, t->epoch, err);
     if (*v == GUARD_STOP) return -1;
     *lr = scheduler_lr(&t->sched);
     if (*v == GUARD_STEP) {
-        if (optimizer_step(t, *lr, err) != 0) return -1;
+        /* 16-mixed: inf/NaN gradients skip Adam (torch's GradScaler.step); the step still counts,
+         * as Lightning's global_step does, and the scale backs off. */
+        if (found_inf)
+            log_info("train: step %" PRId64 ": inf/NaN gradients at loss scale %g: optimizer step skipped, scale %g",
+                     t->step + 1, (double)t->scaler.scale, (double)(t->scaler.scale * t->scaler.backoff_factor));
+        else if (optimizer_step(t, *lr, err) != 0)
+            return -1;
+        grad_scaler_update(&t->scaler, found_inf);
         t->step++;
     }
     scheduler_on_step_end(&t->sched);

@@ -5,6 +5,7 @@
  * batches, rank 0's are the ones checkpoints keep and the ones every rank validates with. Parameters and moments live on the
  * backend; they reach the host only through be->copy. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,21 +70,49 @@ int save_checkpoint(trainer *t, const metric *metrics, size_t n_metrics, esp_err
     st_tensor *model = xcalloc(pt->n ? pt->n : 1, sizeof *model);
     int64_t *counts = xcalloc(pt->n ? pt->n : 1, sizeof *counts);
     model_state_tensors(pt, params, counts, model);
-    st_tensor state[2] = {
+    /* 16-mixed: the loss scaler's state too (torch keeps GradScaler.state_dict() in the checkpoint). */
+    float scale = t->scaler.scale;
+    st_tensor state[3] = {
         {.name = "optimizer.exp_avg", .dtype = ST_F32, .ndim = 1, .shape = {(int64_t)pt->total}, .data = m1},
         {.name = "optimizer.exp_avg_sq", .dtype = ST_F32, .ndim = 1, .shape = {(int64_t)pt->total}, .data = m2},
+        {.name = "grad_scaler.scale", .dtype = ST_F32, .ndim = 1, .shape = {1}, .data = &scale},
     };
     ckpt_counter counters[] = {{"optimizer.step", t->opt.step},
                                {"scheduler.last_epoch", t->sched.last_epoch},
-                               {"nan_guard.countdown", t->guard.countdown}};
+                               {"nan_guard.countdown", t->guard.countdown},
+                               {"grad_scaler.growth_tracker", t->scaler.growth_tracker}};
+    size_t n_counters = sizeof counters / sizeof *counters - (t->scaler.enabled ? 0 : 1);
     ckpt_info info = {.epoch = t->epoch, .step = t->step, .metrics = metrics, .n_metrics = n_metrics,
-                      .counters = counters, .n_counters = sizeof counters / sizeof *counters};
-    int rc = ckpt_save(&t->ckpt, &info, model, pt->n, state, 2, err);
+                      .counters = counters, .n_counters = n_counters};
+    int rc = ckpt_save(&t->ckpt, &info, model, pt->n, state, t->scaler.enabled ? 3 : 2, err);
     free(model);
     free(counts);
     free(params);
     free(m1), free(m2);
     return rc;
+}
+
+/* 16-mixed: the scaler as the checkpoint left it; a checkpoint without one (a run in another
+ * precision) leaves the initial scale. A scale that is not a positive finite float, or a negative
+ * tracker, makes the checkpoint unusable. */
+static int resume_scaler(trainer *t, const ckpt_loaded *c, esp_err *err)
+{
+    if (!t->scaler.enabled) return 0;
+    const st_tensor *s = st_get(&c->state, "grad_scaler.scale");
+    if (!s) {
+        log_info("train: %s has no loss scaler state: 16-mixed starts at scale %g", c->dir, (double)t->scaler.scale);
+        return 0;
+    }
+    float scale = 0;
+    if (s->dtype == ST_F32 && st_numel(s) == 1) memcpy(&scale, s->data, sizeof scale);
+    int64_t tracker = ckpt_counter_get(c, "grad_scaler.growth_tracker", 0);
+    if (!(scale > 0 && isfinite(scale)) || tracker < 0)
+        return esp_fail(err, "%s: grad_scaler.scale %g / growth_tracker %" PRId64 " is not a loss scaler's state "
+                             "(a positive finite F32 scale of one element, a tracker >= 0)", c->dir, (double)scale,
+                        tracker);
+    t->scaler.scale = scale;
+    t->scaler.growth_tracker = tracker;
+    return 0;
 }
 
 int resume(trainer *t, esp_err *err)
@@ -100,6 +129,7 @@ int resume(trainer *t, esp_err *err)
     if (rc == 0 && (st_get_f32(&c.state, "optimizer.exp_avg", 1, &total, &m1, err) != 0 ||
                     st_get_f32(&c.state, "optimizer.exp_avg_sq", 1, &total, &m2, err) != 0))
         rc = -1;
+    if (rc == 0 && resume_scaler(t, &c, err) != 0) rc = -1;
     if (rc == 0) {
         asr_model_state_from_host(&t->model, params);
         t->be->copy(t->be, t->opt.exp_avg, m1, pt->total * sizeof(float), BACKEND_HOST_TO_DEVICE);
@@ -144,7 +174,10 @@ static void shard_optimizer(trainer *t)
 int sync_from_rank0(trainer *t, esp_err *err)
 {
     if (t->world == 1) return 0;
-    int64_t c[5] = {t->epoch, t->step, t->opt.step, t->sched.last_epoch, t->guard.countdown};
+    int32_t scale_bits;
+    memcpy(&scale_bits, &t->scaler.scale, sizeof scale_bits);
+    int64_t c[7] = {t->epoch, t->step, t->opt.step, t->sched.last_epoch, t->guard.countdown,
+                    t->scaler.growth_tracker, scale_bits};
     comm *cm = t->dist.comm;
     size_t bytes = n_params(t) * sizeof(float), state_bytes = t->model.table.state_total * sizeof(float);
     /* Device buffers go to the comm as they are: it works on the backend's memory. The parameters
@@ -154,6 +187,9 @@ int sync_from_rank0(trainer *t, esp_err *err)
         (t->opt.max_exp_avg_sq && comm_broadcast(cm, t->opt.max_exp_avg_sq, bytes, 0, err) != 0))
         return -1;
     t->epoch = c[0], t->step = c[1], t->opt.step = c[2], t->sched.last_epoch = c[3], t->guard.countdown = c[4];
+    t->scaler.growth_tracker = c[5];
+    scale_bits = (int32_t)c[6];
+    memcpy(&t->scaler.scale, &scale_bits, sizeof scale_bits);
     if (t->fsdp) shard_optimizer(t);
     return 0;
 }

@@ -88,9 +88,10 @@ static int train_with_logs(trainer *t, esp_err *err)
     if (tb_open(&t->tb, t->o->tb_dir, t->step, err) != 0) return -1;
     check_monitors(t);
     if (metrics_csv_open(&t->csv, t->o->csv_path, t->step, err) == 0) {
-        log_info("train: %zu parameters, %zu train / %zu valid batches, %s backend, %d threads, exp_dir %s",
-                 t->model.table.total, t->train.batches.n, t->valid.batches.n, t->be->name, t->o->threads,
-                 t->cfg->exp_dir);
+        static const char *const prec[] = {"32", "bf16-mixed", "16-mixed"};
+        log_info("train: %zu parameters, %zu train / %zu valid batches, %s backend, %d threads, precision %s, "
+                 "exp_dir %s", t->model.table.total, t->train.batches.n, t->valid.batches.n, t->be->name,
+                 t->o->threads, prec[t->o->precision], t->cfg->exp_dir);
         rc = run_training(t, err);
         metrics_csv_close(&t->csv);
     }
@@ -109,6 +110,8 @@ static int train_on_backend(trainer *t, esp_err *err)
         asr_data_set_augment(&t->train.data, t->o->augment, (uint64_t)cfg->seed, err) != 0)
         goto out_train;
     if (split_open(&t->valid, cfg, "valid", cfg->dataloader->valid, 0, 0, err) != 0) goto out_train;
+    t->be->set_gemm_precision(t->be, t->o->precision);
+    grad_scaler_init(&t->scaler, t->o->precision == AMP_FP16);
     if (open_model(t, err) != 0) goto out_model;
     if (optim_opts_from_cfg(cfg->optimizer, &t->oo, err) != 0) goto out_model;
     adam_state_init(&t->opt, t->be, t->model.table.total, t->oo.amsgrad);

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "core/base/log.h"
+#include "core/compute/kernel_math.h"
 #include "core/config/config_types.h"
 #include "core/data/augment.h"
 #include "core/dist/dist_env.h"
@@ -44,6 +45,10 @@ typedef struct trainer_opts {
     int sync_batchnorm;       /* BatchNorm statistics over all ranks (core/nn/encoder_syncbn.c) */
     int64_t log_every;        /* log_every_n_steps, > 0 */
     double clip;              /* gradient_clip_val; 0: no clipping */
+    amp_precision precision;  /* trainer.precision: 32 -> AMP_FP32; bf16-mixed -> AMP_BF16 (GEMM inputs in
+                               * bfloat16); 16-mixed -> AMP_FP16 (GEMM inputs in half, with the loss
+                               * scaler of core/train/grad_scaler.h). Master weights, gradients and Adam's
+                               * moments stay float32 either way. */
     double limit_train, limit_val; /* limit_*_batches (0 or 1.0: all; < 1: a fraction; else a count) */
     double dist_timeout;      /* seconds any wait for another rank may take */
     const char *tb_dir;       /* TensorBoard event folder */

@@ -14,6 +14,7 @@
 #include "core/formats/tb_events.h"
 #include "core/nn/model.h"
 #include "core/train/checkpoint.h"
+#include "core/train/grad_scaler.h"
 #include "core/train/optim.h"
 #include "core/train/scheduler.h"
 #include "core/train/train_data.h"
@@ -29,6 +30,7 @@ typedef struct trainer {
     adam_state opt;
     lr_scheduler sched;
     nan_guard guard;
+    grad_scaler scaler; /* 16-mixed's loss scaler (disabled otherwise) */
     ckpt_manager ckpt;
     tb_writer tb;
     metrics_csv csv;

@@ -24,5 +24,19 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t, cublasOperation_t ta, c
                                          int k, const float *alpha, const float *a, int lda, long long sa,
                                          const float *b, int ldb, long long sb, const float *beta, float *c, int ldc,
                                          long long sc, int count);
+// Mixed precision: 16-bit inputs (bfloat16 or half bits), float output, float accumulation
+// (here: products of the decoded inputs summed in double, as sgemm).
+typedef enum { CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14 } cudaDataType_t;
+typedef enum { CUBLAS_COMPUTE_32F = 68 } cublasComputeType_t;
+typedef enum { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
+cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            const void *alpha, const void *a, cudaDataType_t at, int lda, const void *b,
+                            cudaDataType_t bt, int ldb, const void *beta, void *c, cudaDataType_t ct, int ldc,
+                            cublasComputeType_t compute, cublasGemmAlgo_t algo);
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                          int k, const void *alpha, const void *a, cudaDataType_t at, int lda,
+                                          long long sa, const void *b, cudaDataType_t bt, int ldb, long long sb,
+                                          const void *beta, void *c, cudaDataType_t ct, int ldc, long long sc,
+                                          int count, cublasComputeType_t compute, cublasGemmAlgo_t algo);
 
 #endif

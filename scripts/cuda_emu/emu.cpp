@@ -200,3 +200,60 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
     }
     return CUBLAS_STATUS_SUCCESS;
 }
+
+// ---- cublasGemmEx: the 16-bit inputs decoded here from their definitions (not with the
+// backend's own conversion functions), then the same reference sum as sgemm
+static float emu_decode(const void *p, cudaDataType_t t, size_t i)
+{
+    uint16_t h = ((const uint16_t *)p)[i];
+    if (t == CUDA_R_16BF) {
+        uint32_t u = (uint32_t)h << 16;
+        float f;
+        memcpy(&f, &u, sizeof f);
+        return f;
+    }
+    int e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 31 ? (m ? NAN : INFINITY) : e ? std::ldexp(1024 + m, e - 25) : std::ldexp(m, -24);
+    return (float)((h & 0x8000) ? -v : v);
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            const void *alpha, const void *a, cudaDataType_t at, int lda, const void *b,
+                            cudaDataType_t bt, int ldb, const void *beta, void *c, cudaDataType_t ct, int ldc,
+                            cublasComputeType_t compute, cublasGemmAlgo_t)
+{
+    if (m < 0 || n < 0 || k < 0 || lda < std::max(1, ta == CUBLAS_OP_N ? m : k) ||
+        ldb < std::max(1, tb == CUBLAS_OP_N ? k : n) || ldc < std::max(1, m) || at != bt ||
+        (at != CUDA_R_16BF && at != CUDA_R_16F) || ct != CUDA_R_32F || compute != CUBLAS_COMPUTE_32F) {
+        fprintf(stderr, "emu cublasGemmEx: invalid m %d n %d k %d lda %d ldb %d ldc %d types %d %d %d compute %d\n", m,
+                n, k, lda, ldb, ldc, at, bt, ct, compute);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    float al = *(const float *)alpha, be = *(const float *)beta, *cf = (float *)c;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            double s = 0;
+            for (int l = 0; l < k; l++) {
+                float av = emu_decode(a, at, ta == CUBLAS_OP_N ? i + (size_t)l * lda : l + (size_t)i * lda);
+                float bv = emu_decode(b, bt, tb == CUBLAS_OP_N ? l + (size_t)j * ldb : j + (size_t)l * ldb);
+                s += (double)av * bv;
+            }
+            float *cp = cf + i + (size_t)j * ldc;
+            *cp = (float)(al * s + (be == 0 ? 0.0 : (double)be * *cp));
+        }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                          int k, const void *alpha, const void *a, cudaDataType_t at, int lda,
+                                          long long sa, const void *b, cudaDataType_t bt, int ldb, long long sb,
+                                          const void *beta, void *c, cudaDataType_t ct, int ldc, long long sc,
+                                          int count, cublasComputeType_t compute, cublasGemmAlgo_t algo)
+{
+    for (int i = 0; i < count; i++) {
+        cublasStatus_t s = cublasGemmEx(h, ta, tb, m, n, k, alpha, (const uint16_t *)a + i * sa, at, lda, (const uint16_t *)b + i * sb,
+                                        bt, ldb, beta, (float *)c + i * sc, ct, ldc, compute, algo);
+        if (s) return s;
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}

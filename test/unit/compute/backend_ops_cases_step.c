@@ -154,6 +154,31 @@ static void clip_grad_norm_run(tb_run *r, int s)
     tb_out(r, "g", g, n);
 }
 
+/* ------------------------------------------------------------------ the loss scaler's unscale */
+
+static const struct {
+    size_t n;
+    float inv_scale;
+    int bad_at; /* -1: none; else an inf there (and a NaN at n - 1 when n > 1) */
+} UNSCALE_S[] = {{0, 0.5f, -1}, {1, 1.0f / 65536, -1}, {4097, 1.0f / 65536, -1}, {100001, 1.0f / 3, 77777},
+                 {7, 4.0f, 0}};
+
+static void unscale_grads_run(tb_run *r, int s)
+{
+    size_t n = UNSCALE_S[s].n;
+    tb_shape(r, "n %zu inv_scale %g inf at %d", n, (double)UNSCALE_S[s].inv_scale, UNSCALE_S[s].bad_at);
+    float *gh = tb_host_rand(r, n, -70000, 70000);
+    if (UNSCALE_S[s].bad_at >= 0) {
+        gh[UNSCALE_S[s].bad_at] = INFINITY;
+        if (n > 1) gh[n - 1] = NAN;
+    }
+    float *g = tb_upload(r, gh, n);
+    double found = tb_be(r)->unscale_grads(tb_be(r), g, n, UNSCALE_S[s].inv_scale);
+    tb_out_host(r, "found_inf", &found, 1);
+    /* One float product each, bit-identical (inf and NaN stay where they were). */
+    tb_out_exact(r, "g", g, n);
+}
+
 /* ------------------------------------------------------------------ the table */
 
 const tb_case tb_cases_step[] = {
@@ -163,5 +188,6 @@ const tb_case tb_cases_step[] = {
     {BACKEND_OP_SUM, LEN(SUM_S), TOL_DOUBLE, sum_run},
     {BACKEND_OP_SUM_SQUARES, LEN(SUM_S), TOL_DOUBLE, sum_squares_run},
     {BACKEND_OP_CLIP_GRAD_NORM, LEN(CLIP_S), TOL_ELEM, clip_grad_norm_run},
+    {BACKEND_OP_UNSCALE_GRADS, LEN(UNSCALE_S), 0, unscale_grads_run},
 };
 const int tb_ncases_step = LEN(tb_cases_step);

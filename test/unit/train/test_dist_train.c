@@ -386,3 +386,23 @@ Test(dist_torchrun, real_torchrun_when_it_works_here)
     free(log);
     teardown();
 }
+
+/* 16-mixed on 2 ranks: ddp ranks see the same averaged gradients, fsdp ranks each unscale their
+ * chunk and agree on inf/NaN (an all-reduce of the flag), so both skip the same steps (the tiny
+ * model overflows float16 at the initial scale) and end with the same weights. */
+Test(dist_train, fp16_mixed_skips_the_same_steps_on_ddp_and_fsdp_ranks)
+{
+    cr_assert_eq(run("ddp16", "--stages train trainer.devices=2 trainer.precision=16-mixed"), 0, "%s", slurp("log"));
+    cr_assert_eq(run("fsdp16", "--stages train trainer.devices=2 trainer.strategy=fsdp trainer.precision=16-mixed"), 0,
+                 "%s", slurp("log"));
+    const char *exps[] = {"ddp16/train.log", "fsdp16/train.log"};
+    for (int i = 0; i < 2; i++) {
+        char *tl = slurp(exps[i]);
+        cr_assert(strstr(tl, "train: step 1: inf/NaN gradients at loss scale 65536: optimizer step skipped"), "%s: %s",
+                  exps[i], tl);
+        cr_assert(strstr(tl, "parameters identical on all 2 ranks"), "%s", tl);
+        free(tl);
+    }
+    double d = max_diff("fsdp16/" FINAL, "ddp16/" FINAL);
+    cr_assert(d < 1e-6, "16-mixed: fsdp differs from ddp by %g", d);
+}
