@@ -157,8 +157,7 @@ static void ensure_acts(asr_model *m, int B, int T)
 void asr_model_reserve(asr_model *m, int B, int T, int Lmax)
 {
     ensure_acts(m, B, T);
-    int T2 = ops_conv_out_len(ops_conv_out_len(T));
-    if (m->dec) decoder_reserve(m, B, Lmax + 1, T2);
+    if (m->dec) decoder_reserve(m, B, Lmax + 1, input_layer_out_len(m->dims.input_layer, T));
 }
 
 /* ---- forward --------------------------------------------------------------------------------- */
