@@ -100,6 +100,35 @@ static int route_overrides(const char *const paths[CONFIG_KIND_COUNT], const con
     return 0;
 }
 
+/* ESPnet3's run.py: an inference or metrics config that leaves out exp_tag / exp_dir gets the
+ * training config's, and a metrics config without inference_dir the inference config's. They go
+ * in as overrides ahead of the command line's (which still win); *ov becomes a new array when
+ * anything was added. */
+static int inherit_paths(config_kind kind, const char *path, const esp_configs *cfgs, char *added[3],
+                         const char ***ov, int *n_ov, esp_err *err)
+{
+    const training_cfg *tc = training_of(cfgs);
+    const inference_cfg *ic = cfgs->inference ? cfgs->inference->typed : NULL;
+    const char *keys[3] = {"exp_tag", "exp_dir", "inference_dir"};
+    const char *vals[3] = {tc ? tc->exp_tag : NULL, tc ? tc->exp_dir : NULL,
+                           kind == CONFIG_METRICS && ic ? ic->inference_dir : NULL};
+    config_load_opts own = {0}; /* the file as written (no template): does it set the key? */
+    int n = 0;
+    for (int j = 0; j < 3; j++) {
+        if (!vals[j]) continue;
+        int depth = 0;
+        if (config_key_depth(kind, path, &own, keys[j], &depth, err) != 0) return -1;
+        if (depth == 0) added[n++] = xasprintf("%s=%s", keys[j], vals[j]);
+    }
+    if (!n) return 0;
+    const char **all = xcalloc((size_t)(n + *n_ov + 1), sizeof *all);
+    for (int j = 0; j < n; j++) all[j] = added[j];
+    for (int j = 0; j < *n_ov; j++) all[n + j] = (*ov)[j];
+    *ov = all;
+    *n_ov += n;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     cli_args args;
@@ -140,11 +169,20 @@ int main(int argc, char **argv)
     const char **per[CONFIG_KIND_COUNT];
     int n_per[CONFIG_KIND_COUNT];
     int rc = route_overrides(paths, &opts, per, n_per, &err);
+    char *inherited[CONFIG_KIND_COUNT][3] = {{0}};
     for (int k = 0; k < CONFIG_KIND_COUNT && rc == 0; k++) {
-        config_load_opts ko = {.template_dir = tdir, .overrides = per[k], .n_overrides = n_per[k]};
-        if (paths[k]) rc = config_load((config_kind)k, paths[k], &ko, slots[k], &err);
+        if (!paths[k]) continue;
+        const char **ov = per[k];
+        int n_ov = n_per[k];
+        if (k > 0) rc = inherit_paths((config_kind)k, paths[k], &cfgs, inherited[k], &ov, &n_ov, &err);
+        config_load_opts ko = {.template_dir = tdir, .overrides = ov, .n_overrides = n_ov};
+        if (rc == 0) rc = config_load((config_kind)k, paths[k], &ko, slots[k], &err);
+        if (ov != per[k]) free(ov);
     }
-    for (int k = 0; k < CONFIG_KIND_COUNT; k++) free(per[k]);
+    for (int k = 0; k < CONFIG_KIND_COUNT; k++) {
+        free(per[k]);
+        for (int j = 0; j < 3; j++) free(inherited[k][j]);
+    }
     if (rc == 0) {
         n_sel = check_stage_configs(&args, selected, n_sel, &cfgs, &err);
         if (n_sel < 0) rc = -1;

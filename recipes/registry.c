@@ -5,6 +5,8 @@
 
 static const dataset_builder builders[] = {
     {"espnet3.recipes.espeak_fortunes.create_dataset", "espeak_fortunes", espeak_fortunes_create_dataset},
+    {"espnet3.recipes.mini_an4.create_dataset", "mini_an4", mini_an4_create_dataset},
+    {"espnet3.recipes.librispeech_100.create_dataset", "librispeech_100", librispeech_100_create_dataset},
 };
 
 static const size_t builder_count = sizeof builders / sizeof builders[0];

@@ -22,5 +22,7 @@ char *dataset_builder_names(void);
 
 /* The builders, one per recipe (recipes/<name>/builder.c). */
 int espeak_fortunes_create_dataset(const create_dataset_cfg *cfg, const char *data_dir, esp_err *err);
+int mini_an4_create_dataset(const create_dataset_cfg *cfg, const char *data_dir, esp_err *err);
+int librispeech_100_create_dataset(const create_dataset_cfg *cfg, const char *data_dir, esp_err *err);
 
 #endif

@@ -1,7 +1,7 @@
 /* Stage 3 collect_stats: per-utterance feature shapes and the sums for global mean/variance over
  * train and valid, computed through the runner (parallel:) and merged in manifest order so the
  * output is identical for any number of workers. Writes ESPnet's files under ${stats_dir}/<split>/:
- * feats_shape ("uid T,D"), feats_stats.npz (count, sum, sum_square), stats_keys, text_shape.char. */
+ * feats_shape ("uid T,D"), feats_stats.npz (count, sum, sum_square), stats_keys, text_shape.<token_type> (char, word, bpe). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +10,7 @@
 
 #include "core/data/audio.h"
 #include "core/data/augment_conf.h"
+#include "core/data/dataset_src.h"
 #include "core/data/frontend.h"
 #include "core/data/speed_perturb.h"
 #include "core/base/fsio.h"
@@ -26,6 +27,7 @@
 typedef struct stats_job {
     const manifest *m;
     frontend_opts opts;
+    int resample; /* dataset.resample */
 } stats_job;
 
 /* What each worker builds once: the frontend (FFTW plans, mel matrix) and a feature buffer. */
@@ -62,7 +64,8 @@ static int forward(size_t idx, void *p, runner_buf *out, esp_err *err)
     const manifest_entry *e = &env->job->m->items[idx];
     float *x;
     size_t n;
-    if (audio_read(e->wav, env->job->opts.fs, FS_KEY, &x, &n, err) != 0) return -1;
+    if (audio_read_span(e->wav, env->job->opts.fs, FS_KEY, env->job->resample, e->start, e->end, &x, &n, err) != 0)
+        return -1;
     if (n < frontend_min_samples(env->fe)) {
         free(x);
         return esp_fail(err, "%s: %zu samples is shorter than the STFT needs (%zu; n_fft/2+1)", e->wav, n,
@@ -137,7 +140,7 @@ static int write_text_shape(const char *path, const manifest *m, const token_lis
     for (size_t i = 0; i < m->n; i++) {
         long *ids;
         size_t n;
-        if (char_tokenize(tl, m->items[i].text, &ids, &n, err) != 0) {
+        if (text_to_ids(tl, m->items[i].text, &ids, &n, NULL, err) != 0) {
             atomic_abort(&af);
             return -1;
         }
@@ -149,30 +152,29 @@ static int write_text_shape(const char *path, const manifest *m, const token_lis
 
 static int collect_split(const training_cfg *cfg, const char *split, const token_list *tl, esp_err *err)
 {
-    char *manifest_path = split_manifest_path(cfg, split); /* train_sp.tsv with speed_perturb_factors */
+    char *manifest_path = NULL;
     char *out_dir = xasprintf("%s/%s", cfg->stats_dir, split);
     char *work_dir = xasprintf("%s/.runner", out_dir);
     manifest m = {0};
     merge_ctx mc = {0};
     int rc = -1;
-    if (!path_exists(manifest_path)) {
-        esp_fail(err, "%s: no manifest (run create_dataset, stage 1, first)", manifest_path);
-        goto out;
-    }
-    if (manifest_read_tsv(manifest_path, &m, err) != 0 || mkdir_p(out_dir, err) != 0) goto out;
+    if (dataset_split_load(cfg, split, &m, &manifest_path, err) != 0 || mkdir_p(out_dir, err) != 0) goto out;
 
-    stats_job job = {.m = &m};
+    stats_job job = {.m = &m, .resample = cfg->dataset && cfg->dataset->resample};
     frontend_opts_from_cfg(cfg->model ? cfg->model->frontend_conf : NULL, &job.opts);
     if (frontend_opts_check(&job.opts, err) != 0) goto out;
-    /* Same manifest and frontend settings = same job: finished shards are reused on a rerun. */
-    size_t mlen;
-    char *mtext = read_file(manifest_path, &mlen, err);
-    if (!mtext) goto out;
-    uint64_t h = fnv1a64_bytes(FNV1A64_INIT, mtext, mlen);
-    free(mtext);
-    char *sig = xasprintf("manifest %016" PRIx64 " fs %d n_fft %d win %d hop %d mels %d fmin %g fmax %g", h,
+    /* Same utterances and frontend settings = same job: finished shards are reused on a rerun. */
+    uint64_t h = FNV1A64_INIT;
+    for (size_t i = 0; i < m.n; i++) {
+        const manifest_entry *e = &m.items[i];
+        h = fnv1a64_bytes(h, e->utt, strlen(e->utt) + 1);
+        h = fnv1a64_bytes(h, e->wav, strlen(e->wav) + 1);
+        h = fnv1a64_bytes(h, e->text, strlen(e->text) + 1);
+        if (e->end > 0) h = fnv1a64_bytes(fnv1a64_bytes(h, &e->start, sizeof e->start), &e->end, sizeof e->end);
+    }
+    char *sig = xasprintf("manifest %016" PRIx64 " fs %d n_fft %d win %d hop %d mels %d fmin %g fmax %g%s", h,
                           job.opts.fs, job.opts.n_fft, job.opts.win_length, job.opts.hop_length, job.opts.n_mels,
-                          job.opts.fmin, job.opts.fmax);
+                          job.opts.fmin, job.opts.fmax, job.resample ? " resample" : "");
     char *label = xasprintf("collect_stats %s", split);
     runner_job rj = {.name = label, .n_items = m.n, .work_dir = work_dir, .signature = sig, .provide = provide,
                      .release = release, .forward = forward, .item_name = item_name, .arg = &job};
@@ -213,7 +215,7 @@ static int collect_split(const training_cfg *cfg, const char *split, const token
     };
     char *npz_path = xasprintf("%s/feats_stats.npz", out_dir);
     char *keys_path = xasprintf("%s/stats_keys", out_dir);
-    char *text_path = xasprintf("%s/text_shape.char", out_dir);
+    char *text_path = xasprintf("%s/text_shape.%s", out_dir, token_type_name(tl->type));
     if (npz_write(npz_path, arrays, 3, err) == 0 && atomic_write_file(keys_path, "feats\n", 6, err) == 0 &&
         write_text_shape(text_path, &m, tl, err) == 0) {
         log_info("collect_stats: %s: %" PRId64 " frames of %u dims -> %s", split, mc.count, mc.dim, npz_path);
@@ -241,13 +243,19 @@ int stage_collect_stats(const stage_ctx *ctx, esp_err *err)
     if (!cfg->data_dir) return esp_fail(err, "%s: data_dir: missing (set data_dir)", file);
     if (!cfg->stats_dir) return esp_fail(err, "%s: stats_dir: missing (set stats_dir)", file);
     if (!cfg->tokenizer || !cfg->tokenizer->save_path)
-        return esp_fail(err, "%s: tokenizer.save_path: missing (the token list sizes text_shape.char)", file);
-    char *tokens = xasprintf("%s/tokens.txt", cfg->tokenizer->save_path);
+        return esp_fail(err, "%s: tokenizer.save_path: missing (the token list sizes text_shape.<token_type>)", file);
+    /* text_shape.<token_type> counts the tokens the training labels will have (ESPnet's name:
+     * text_shape.char, text_shape.word, text_shape.bpe). */
+    tokenizer_spec ts;
+    if (dataset_check_preprocessor(cfg, file, err) != 0) return -1;
+    if (tokenizer_spec_resolve(&ts, cfg->tokenizer, dataset_token_type(cfg), dataset_bpemodel(cfg), file, err) != 0)
+        return -1;
     token_list tl = {0};
     int rc;
-    if (!path_exists(tokens)) rc = esp_fail(err, "%s: no token list (run train_tokenizer, stage 2, first)", tokens);
-    else rc = token_list_read(tokens, &tl, err);
-    free(tokens);
+    if (!path_exists(ts.tokens_path))
+        rc = esp_fail(err, "%s: no token list (run train_tokenizer, stage 2, first)", ts.tokens_path);
+    else if ((rc = token_list_read(ts.tokens_path, &tl, err)) == 0)
+        rc = token_list_set_type(&tl, ts.type, ts.model_path, err);
     /* ESPnet2's asr.sh makes the speed-perturbed training set after data preparation: here, once,
      * before its shapes are collected (a rerun reuses the copies). */
     if (rc == 0 && cfg->n_speed_perturb_factors) {
@@ -263,5 +271,6 @@ int stage_collect_stats(const stage_ctx *ctx, esp_err *err)
     static const char *const splits[] = {"train", "valid"};
     for (size_t i = 0; i < 2 && rc == 0; i++) rc = collect_split(cfg, splits[i], &tl, err);
     token_list_free(&tl);
+    tokenizer_spec_free(&ts);
     return rc;
 }

@@ -4,6 +4,9 @@
 #include "recipes/registry.h"
 
 #include <stdlib.h>
+#include <string.h>
+
+#include "core/base/fsio.h"
 
 int stage_create_dataset(const stage_ctx *ctx, esp_err *err)
 {
@@ -15,16 +18,31 @@ int stage_create_dataset(const stage_ctx *ctx, esp_err *err)
         return esp_fail(err, "%s: create_dataset: missing (add a create_dataset: section with func: "
                         "espnet3.recipes.espeak_fortunes.create_dataset)", file);
     if (!cfg->data_dir) return esp_fail(err, "%s: data_dir: missing (set where the manifests go)", file);
-    if (!cd->func || !dataset_builder_find(cd->func)) {
+    /* ESPnet3 without func: the recipe's own dataset builder (${recipe_dir}/dataset); here the builder
+     * registered under the recipe folder's name. */
+    char *by_dir = NULL;
+    if (!cd->func && cd->recipe_dir) {
+        char *abs = path_absolute(cd->recipe_dir);
+        const char *base = strrchr(abs, '/');
+        by_dir = xstrdup(base && base[1] ? base + 1 : abs);
+        free(abs);
+    }
+    const char *func = cd->func ? cd->func : by_dir;
+    if (!func || !dataset_builder_find(func)) {
         char *names = dataset_builder_names();
         int rc = cd->func ? esp_fail(err, "%s: create_dataset.func: unknown builder %s (supported: %s)", file,
                                      cd->func, names)
+                 : by_dir ? esp_fail(err, "%s: create_dataset.func: missing, and no builder is named after the recipe "
+                                     "folder %s (supported: %s)", file, by_dir, names)
                           : esp_fail(err, "%s: create_dataset.func: missing (supported: %s)", file, names);
         free(names);
+        free(by_dir);
         return rc;
     }
     /* The builder writes audio to create_dataset.dataset_dir, else the top-level dataset_dir. */
     create_dataset_cfg args = *cd;
     if (!args.dataset_dir) args.dataset_dir = cfg->dataset_dir;
-    return dataset_builder_find(cd->func)->build(&args, cfg->data_dir, err);
+    int rc = dataset_builder_find(func)->build(&args, cfg->data_dir, err);
+    free(by_dir);
+    return rc;
 }

@@ -23,6 +23,7 @@
 #include "core/data/frontend.h"
 #include "core/decode/speech2text.h"
 #include "core/formats/manifest.h"
+#include "core/data/dataset_src.h"
 #include "core/nn/model_files.h"
 #include "core/runner/runner.h"
 #include "stages/stages.h"
@@ -111,9 +112,16 @@ static int decode_batch(infer_env *env, size_t lo, size_t hi, esp_err *err)
     env->lo = env->hi = 0;
     int n = (int)(hi - lo);
     const char **paths = xmalloc((size_t)n * sizeof *paths);
-    for (int i = 0; i < n; i++) paths[i] = env->job->m->items[lo + (size_t)i].wav;
+    double *spans = xmalloc(2 * (size_t)n * sizeof *spans); /* Kaldi segments: starts, then ends */
+    for (int i = 0; i < n; i++) {
+        const manifest_entry *e = &env->job->m->items[lo + (size_t)i];
+        paths[i] = e->wav;
+        spans[i] = e->start;
+        spans[n + i] = e->end;
+    }
     s2t_hyp *hyps = xcalloc((size_t)n, sizeof *hyps);
-    int rc = speech2text_decode_files(env->s2t, paths, n, hyps, err);
+    int rc = speech2text_decode_spans(env->s2t, paths, spans, spans + n, n, hyps, err);
+    free(spans);
     const token_list *tl = speech2text_tokens(env->s2t);
     for (int i = 0; i < n && rc == 0; i++) {
         uint32_t head[2] = {(uint32_t)hyps[i].frames, (uint32_t)hyps[i].n_found};
@@ -288,19 +296,14 @@ static uint64_t hash_file(uint64_t h, const char *path, esp_err *err, int *faile
 static int decode_set(const inference_cfg *icfg, const model_files *mf, const decode_opts *o, const char *test,
                       esp_err *err)
 {
-    char *manifest_path = xasprintf("%s/manifest/%s.tsv", icfg->data_dir, test);
+    char *manifest_path = NULL;
     char *out_dir = xasprintf("%s/%s", icfg->inference_dir, test);
     char *work_dir = xasprintf("%s/.runner", out_dir);
     char *ref_path = xasprintf("%s/ref.scp", out_dir);
     manifest m = {0};
     char *sig = NULL, *label = NULL;
     int rc = -1;
-    if (!path_exists(manifest_path)) {
-        esp_fail(err, "%s: no manifest for test set '%s' (run create_dataset, stage 1, or fix test_sets / data_dir)",
-                 manifest_path, test);
-        goto out;
-    }
-    if (manifest_read_tsv(manifest_path, &m, err) != 0 || mkdir_p(out_dir, err) != 0) goto out;
+    if (dataset_test_load(icfg, test, &m, &manifest_path, err) != 0 || mkdir_p(out_dir, err) != 0) goto out;
     if (m.n == 0) {
         esp_fail(err, "%s: test set '%s' has no utterances", manifest_path, test);
         goto out;
@@ -308,7 +311,15 @@ static int decode_set(const inference_cfg *icfg, const model_files *mf, const de
     /* Same inputs, model and search = same job: a rerun reuses finished shards. batch_size is left
      * out on purpose (it does not change results), but it sets the shard size. */
     int failed = 0;
-    uint64_t h = hash_file(FNV1A64_INIT, manifest_path, err, &failed);
+    uint64_t h = FNV1A64_INIT;
+    for (size_t i = 0; i < m.n; i++) {
+        h = fnv1a64_bytes(h, m.items[i].utt, strlen(m.items[i].utt) + 1);
+        h = fnv1a64_bytes(h, m.items[i].wav, strlen(m.items[i].wav) + 1);
+        h = fnv1a64_bytes(h, m.items[i].text, strlen(m.items[i].text) + 1);
+        if (m.items[i].end > 0)
+            h = fnv1a64_bytes(fnv1a64_bytes(h, &m.items[i].start, sizeof m.items[i].start), &m.items[i].end,
+                              sizeof m.items[i].end);
+    }
     h = hash_file(h, mf->weights, err, &failed);
     h = hash_file(h, mf->tokens, err, &failed);
     if (mf->stats) h = hash_file(h, mf->stats, err, &failed);
@@ -320,8 +331,8 @@ static int decode_set(const inference_cfg *icfg, const model_files *mf, const de
     /* "infer2": results are n-best records since the joint search (older shards do not match). */
     const s2t_opts *so = &o->s2t;
     sig = xasprintf("infer2 %016" PRIx64 " beam %d penalty %.17g ctc_weight %.17g nbest %d maxlenratio %.17g "
-                    "minlenratio %.17g", h, so->beam_size, so->penalty, so->ctc_weight, so->nbest, so->maxlenratio,
-                    so->minlenratio);
+                    "minlenratio %.17g%s", h, so->beam_size, so->penalty, so->ctc_weight, so->nbest, so->maxlenratio,
+                    so->minlenratio, so->resample ? " resample" : "");
     infer_job job = {.mf = mf, .m = &m, .opts = *o};
     size_t n_workers = icfg->parallel && icfg->parallel->n_workers > 0 ? (size_t)icfg->parallel->n_workers : 1;
     label = xasprintf("infer %s", test);
@@ -388,6 +399,7 @@ static int decode_opts_from_cfg(decode_opts *o, const inference_cfg *icfg, const
     o->batch_size = mc->batch_size > 0 ? (int)(mc->batch_size < 4096 ? mc->batch_size : 4096) : 1;
     o->s2t.penalty = mc->penalty;
     o->s2t.ctc_weight = mc->ctc_weight;
+    o->s2t.resample = icfg->dataset && icfg->dataset->resample;
     o->s2t.nbest = mc->nbest > 1 ? (int)mc->nbest : 1;
     o->s2t.maxlenratio = mc->maxlenratio;
     o->s2t.minlenratio = mc->minlenratio;
@@ -408,8 +420,15 @@ int stage_infer(const stage_ctx *ctx, esp_err *err)
     const char *file = ctx->configs->inference->path;
     if (!icfg->inference_dir) return esp_fail(err, "%s: inference_dir: missing (set inference_dir)", file);
     if (!icfg->data_dir) return esp_fail(err, "%s: data_dir: missing (the test manifests are under it)", file);
-    if (!icfg->test_sets || icfg->n_test_sets == 0)
-        return esp_fail(err, "%s: test_sets: missing or empty (list the splits to decode, e.g. [test])", file);
+    const char *tests[256];
+    unsigned n_tests = dataset_test_names(icfg->dataset, icfg->test_sets, icfg->n_test_sets, tests, 256);
+    if (n_tests == 0)
+        return esp_fail(err, "%s: test_sets: missing or empty (list the splits to decode, e.g. [test], or give "
+                        "dataset.test entries)", file);
+    for (unsigned i = 0; i < n_tests; i++)
+        if (!tests[i][0] || strchr(tests[i], '/') || !strcmp(tests[i], ".") || !strcmp(tests[i], ".."))
+            return esp_fail(err, "%s: test set name '%s' is not a folder name (it becomes ${inference_dir}/<name>/)",
+                            file, tests[i]);
     if (!icfg->model) return esp_fail(err, "%s: model: missing (the template conf/inference.yaml sets it)", file);
     decode_opts o;
     if (decode_opts_from_cfg(&o, icfg, file, err) != 0) return -1;
@@ -423,7 +442,7 @@ int stage_infer(const stage_ctx *ctx, esp_err *err)
     }
     log_info("infer: model %s (config %s)", mf.weights, mf.train_config_path);
     int rc = 0;
-    for (unsigned i = 0; i < icfg->n_test_sets && rc == 0; i++) rc = decode_set(icfg, &mf, &o, icfg->test_sets[i], err);
+    for (unsigned i = 0; i < n_tests && rc == 0; i++) rc = decode_set(icfg, &mf, &o, tests[i], err);
     model_files_free(&mf);
     return rc;
 }

@@ -7,12 +7,14 @@
  * file is written. */
 #include "stages/stages.h"
 
+#include <dirent.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/base/fsio.h"
+#include "core/data/dataset_src.h"
 #include "core/base/progress.h"
 #include "core/decode/score.h"
 #include "core/decode/score_report.h"
@@ -206,7 +208,6 @@ static int check_config(const metrics_cfg *cfg, const char *file, esp_err *err)
 {
     if (!cfg->inference_dir)
         return esp_fail(err, "%s: inference_dir: missing (set where stage 6 wrote <test>/hyp.scp)", file);
-    if (!cfg->n_test_sets) return esp_fail(err, "%s: test_sets: empty (list the test sets to score)", file);
     if (!cfg->n_metrics)
         return esp_fail(err, "%s: metrics: empty (add - _target_: espnet3.systems.asr.metrics.wer.WER and/or "
                         "...cer.CER)", file);
@@ -220,10 +221,45 @@ static int check_config(const metrics_cfg *cfg, const char *file, esp_err *err)
             if (kind_of(cfg->metrics[j].target) == k)
                 return esp_fail(err, "%s: metrics[%u]: %s is listed twice (keep one)", file, i, k->name);
     }
-    for (unsigned i = 0; i < cfg->n_test_sets; i++)
-        if (!cfg->test_sets[i][0] || strchr(cfg->test_sets[i], '/'))
-            return esp_fail(err, "%s: test_sets[%u]: '%s' is not a test set name (a folder under inference_dir)",
-                            file, i, cfg->test_sets[i]);
+    return 0;
+}
+
+/* The test sets to score: dataset.test names, else test_sets, else (as ESPnet3's measure) every
+ * folder under inference_dir that holds hyp.scp and ref.scp, sorted. *owned holds what was
+ * discovered (freed by the caller). */
+static int find_tests(const metrics_cfg *cfg, const char *file, const char ***tests, size_t *n, char ***owned,
+                      esp_err *err)
+{
+    *owned = NULL;
+    *tests = xcalloc(256, sizeof **tests);
+    *n = dataset_test_names(cfg->dataset, cfg->test_sets, cfg->n_test_sets, *tests, 256);
+    for (size_t i = 0; i < *n; i++)
+        if (!(*tests)[i][0] || strchr((*tests)[i], '/'))
+            return esp_fail(err, "%s: test set '%s' is not a test set name (a folder under inference_dir)", file,
+                            (*tests)[i]);
+    if (*n) return 0;
+    DIR *d = opendir(cfg->inference_dir);
+    struct dirent *e;
+    *owned = xcalloc(256, sizeof **owned);
+    while (d && (e = readdir(d)) && *n < 256) {
+        if (e->d_name[0] == '.') continue;
+        char *hyp = xasprintf("%s/%s/hyp.scp", cfg->inference_dir, e->d_name);
+        char *ref = xasprintf("%s/%s/ref.scp", cfg->inference_dir, e->d_name);
+        if (path_exists(hyp) && path_exists(ref)) (*owned)[(*n)++] = xstrdup(e->d_name);
+        free(hyp);
+        free(ref);
+    }
+    if (d) closedir(d);
+    for (size_t i = 1; i < *n; i++)
+        for (size_t j = i; j > 0 && strcmp((*owned)[j - 1], (*owned)[j]) > 0; j--) {
+            char *t = (*owned)[j];
+            (*owned)[j] = (*owned)[j - 1];
+            (*owned)[j - 1] = t;
+        }
+    for (size_t i = 0; i < *n; i++) (*tests)[i] = (*owned)[i];
+    if (*n == 0)
+        return esp_fail(err, "%s: no test sets to score: no test_sets or dataset.test, and no folder under %s holds "
+                        "hyp.scp and ref.scp (run infer, stage 6, first)", file, cfg->inference_dir);
     return 0;
 }
 
@@ -233,15 +269,24 @@ int stage_measure(const stage_ctx *ctx, esp_err *err)
     if (!cfg) return esp_fail(err, "measure: needs a metrics config (pass --metrics_config)");
     const char *file = ctx->configs->metrics->path;
     if (check_config(cfg, file, err) != 0) return -1;
+    const char **tests;
+    char **owned;
+    size_t n_tests;
+    if (find_tests(cfg, file, &tests, &n_tests, &owned, err) != 0) {
+        for (size_t i = 0; owned && owned[i]; i++) free(owned[i]);
+        free(owned);
+        free(tests);
+        return -1;
+    }
 
-    size_t n_metrics = cfg->n_metrics, n_tests = cfg->n_test_sets, n = n_metrics * n_tests;
+    size_t n_metrics = cfg->n_metrics, n = n_metrics * n_tests;
     scored_set *sets = xcalloc(n, sizeof *sets);
     int rc = 0;
     for (size_t m = 0; m < n_metrics; m++)
         for (size_t t = 0; t < n_tests; t++) {
             scored_set *s = &sets[m * n_tests + t];
             s->kind = kind_of(cfg->metrics[m].target);
-            s->test = cfg->test_sets[t];
+            s->test = tests[t];
             if (rc == 0 && load_pairs(cfg->inference_dir, &cfg->metrics[m], s, err) != 0) rc = -1;
         }
     for (size_t i = 0; rc == 0 && i < n; i++) {
@@ -274,5 +319,8 @@ int stage_measure(const stage_ctx *ctx, esp_err *err)
         free(sets[i].alignment);
     }
     free(sets);
+    for (size_t i = 0; owned && owned[i]; i++) free(owned[i]);
+    free(owned);
+    free(tests);
     return rc;
 }

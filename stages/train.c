@@ -12,12 +12,23 @@
 #include "core/base/hash.h"
 #include "core/compute/backend.h"
 #include "core/data/augment_conf.h"
+#include "core/data/dataset_src.h"
 #include "core/data/sampler.h"
 #include "core/dist/dist.h"
 #include "core/nn/decoder_conf.h"
 #include "core/nn/model_params.h"
 #include "core/train/trainer.h"
 #include "stages/stages.h"
+
+/* Lightning's limit_*_batches as written (checked at load): an integer is a count of batches
+ * (passed on as -count, 1 meaning one batch), a float a fraction (1.0: all). NULL: all. */
+static double limit_of(const char *s)
+{
+    if (!s) return 0;
+    double v = strtod(s, NULL);
+    int written_int = !strpbrk(s, ".eEnN");
+    return written_int ? -v : v;
+}
 
 static int cpu_threads(void)
 {
@@ -93,6 +104,7 @@ static int check_config(const training_cfg *cfg, const char *file, const dist_en
     if (!cfg->trainer) return esp_fail(err, "%s: trainer: missing (the template conf/training.yaml sets it)", file);
     if (!cfg->dataloader || !cfg->dataloader->train || !cfg->dataloader->valid)
         return esp_fail(err, "%s: dataloader.train and dataloader.valid: missing", file);
+    if (dataset_check_preprocessor(cfg, file, err) != 0) return -1;
     const trainer_cfg *tc = cfg->trainer;
     int64_t devices = tc->devices > 0 ? tc->devices : 1, nodes = tc->num_nodes > 0 ? tc->num_nodes : 1;
     if (devices * nodes != env->world_size)
@@ -179,8 +191,8 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
         .log_every = tc->log_every_n_steps > 0 ? tc->log_every_n_steps : 50,
         .clip = tc->gradient_clip_val,
         .precision = precision_from_cfg(tc, kind, file),
-        .limit_train = tc->limit_train_batches,
-        .limit_val = tc->limit_val_batches,
+        .limit_train = limit_of(tc->limit_train_batches),
+        .limit_val = limit_of(tc->limit_val_batches),
         .dist_timeout = tc->dist_timeout,
         .tb_dir = tb_dir,
         .csv_path = csv,

@@ -5,6 +5,7 @@
 #include "stages/stages.h"
 #include "core/base/fsio.h"
 #include "core/formats/manifest.h"
+#include "core/data/dataset_src.h"
 #include "core/data/tokenizer.h"
 
 #include <stdlib.h>
@@ -57,12 +58,15 @@ int stage_train_tokenizer(const stage_ctx *ctx, esp_err *err)
     if (!tok->text && !cfg->data_dir)
         return esp_fail(err, "%s: tokenizer.text: missing, and no data_dir to find manifest/train.tsv in", file);
 
-    char *text_path = tok->text ? xstrdup(tok->text) : path_join(cfg->data_dir, "manifest/train.tsv");
+    /* The training text: tokenizer.text, else the train split (dataset.train's sources when given). */
+    char *text_path = NULL;
     manifest m;
-    if (manifest_read_tsv(text_path, &m, err) != 0) {
+    int read_rc = tok->text ? manifest_read_tsv(tok->text, &m, err) : dataset_split_load_original(cfg, "train", &m, &text_path, err);
+    if (read_rc != 0) {
         free(text_path);
         return -1;
     }
+    if (!text_path) text_path = xstrdup(tok->text);
     const char **texts = xmalloc((m.n ? m.n : 1) * sizeof *texts);
     size_t with_text = 0;
     for (size_t i = 0; i < m.n; i++) {

@@ -50,6 +50,52 @@ static const cyaml_schema_field_t create_dataset_fields[] = {
     INT("max_words", create_dataset_cfg, max_words),
     INT("fs", create_dataset_cfg, fs),
     INT("nj", create_dataset_cfg, nj),
+    STR("archive_path", create_dataset_cfg, archive_path),
+    INT("dev_size", create_dataset_cfg, dev_size),
+    CYAML_FIELD_END};
+
+/* ESPnet3's dataset: block (DataOrganizer). */
+static const cyaml_schema_field_t data_src_args_fields[] = {
+    STR("split", data_src_args_cfg, split),
+    STR("path", data_src_args_cfg, path),
+    STR("manifest_path", data_src_args_cfg, manifest_path),
+    STR("recipe_dir", data_src_args_cfg, recipe_dir),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t dataset_legacy_fields[] = {
+    STR("_target_", dataset_legacy_cfg, target),
+    STR("manifest_path", dataset_legacy_cfg, manifest_path),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t dataset_ref_fields[] = {
+    STR("name", dataset_ref_cfg, name),
+    STR("data_src", dataset_ref_cfg, data_src),
+    MAP("data_src_args", dataset_ref_cfg, data_src_args, data_src_args_fields),
+    MAP("dataset", dataset_ref_cfg, dataset, dataset_legacy_fields),
+    CYAML_FIELD_END};
+static const cyaml_schema_value_t dataset_ref_entry = {CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, dataset_ref_cfg, dataset_ref_fields)};
+
+static const cyaml_schema_field_t preprocessor_fields[] = {
+    STR("_target_", preprocessor_cfg, target),
+    INT("fs", preprocessor_cfg, fs),
+    BOOL("train", preprocessor_cfg, train),
+    STR("token_type", preprocessor_cfg, token_type),
+    STR("token_list", preprocessor_cfg, token_list),
+    STR("bpemodel", preprocessor_cfg, bpemodel),
+    STR("text_cleaner", preprocessor_cfg, text_cleaner),
+    /* read from the tree by core/data/augment_conf.c (nested, weighted lists cyaml cannot type) */
+    IGNORED("data_aug_effects"),
+    IGNORED("data_aug_num"),
+    IGNORED("data_aug_prob"),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t dataset_fields[] = {
+    STR("_target_", dataset_cfg, target),
+    SEQ("train", dataset_cfg, train, &dataset_ref_entry),
+    SEQ("valid", dataset_cfg, valid, &dataset_ref_entry),
+    SEQ("test", dataset_cfg, test, &dataset_ref_entry),
+    MAP("preprocessor", dataset_cfg, preprocessor, preprocessor_fields),
+    BOOL("resample", dataset_cfg, resample),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t tokenizer_fields[] = {
@@ -83,8 +129,8 @@ static const cyaml_schema_field_t trainer_fields[] = {
     INT("max_steps", trainer_cfg, max_steps),
     INT("log_every_n_steps", trainer_cfg, log_every_n_steps),
     INT("check_val_every_n_epoch", trainer_cfg, check_val_every_n_epoch),
-    FLT("limit_train_batches", trainer_cfg, limit_train_batches),
-    FLT("limit_val_batches", trainer_cfg, limit_val_batches),
+    STR("limit_train_batches", trainer_cfg, limit_train_batches),
+    STR("limit_val_batches", trainer_cfg, limit_val_batches),
     FLT("val_check_interval", trainer_cfg, val_check_interval),
     INT("num_sanity_val_steps", trainer_cfg, num_sanity_val_steps),
     BOOL("deterministic", trainer_cfg, deterministic),
@@ -305,8 +351,10 @@ static const cyaml_schema_field_t training_fields[] = {
     STR("inference_dir", training_cfg, inference_dir),
     INT("seed", training_cfg, seed),
     STR("init", training_cfg, init),
+    SEQ("init_param", training_cfg, init_param, &string_entry),
+    BOOL("ignore_init_mismatch", training_cfg, ignore_init_mismatch),
     MAP("create_dataset", training_cfg, create_dataset, create_dataset_fields),
-    IGNORED("dataset"),
+    MAP("dataset", training_cfg, dataset, dataset_fields),
     MAP("tokenizer", training_cfg, tokenizer, tokenizer_fields),
     MAP("trainer", training_cfg, trainer, trainer_fields),
     MAP("parallel", training_cfg, parallel, parallel_fields),
@@ -352,7 +400,7 @@ static const cyaml_schema_field_t inference_fields[] = {
     STR("stats_dir", inference_cfg, stats_dir),
     STR("inference_dir", inference_cfg, inference_dir),
     SEQ("test_sets", inference_cfg, test_sets, &string_entry),
-    IGNORED("dataset"),
+    MAP("dataset", inference_cfg, dataset, dataset_fields),
     MAP("model", inference_cfg, model, infer_model_fields),
     STR("input_key", inference_cfg, input_key),
     STR("output_fn", inference_cfg, output_fn),
@@ -378,7 +426,7 @@ static const cyaml_schema_field_t metrics_fields[] = {
     STR("decode_dir", metrics_cfg, decode_dir),
     STR("inference_dir", metrics_cfg, inference_dir),
     SEQ("test_sets", metrics_cfg, test_sets, &string_entry),
-    IGNORED("dataset"),
+    MAP("dataset", metrics_cfg, dataset, dataset_fields),
     SEQ("metrics", metrics_cfg, metrics, &metric_entry),
     MAP("parallel", metrics_cfg, parallel, parallel_fields),
     CYAML_FIELD_END};

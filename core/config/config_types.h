@@ -30,6 +30,8 @@ typedef struct create_dataset_cfg {
     int64_t min_words, max_words;
     int64_t fs;
     int64_t nj;          /* parallel synthesis processes */
+    char *archive_path;  /* mini_an4: the AN4 archive (default <recipe_dir>/downloads.tar.gz) */
+    int64_t dev_size;    /* mini_an4: train utterances held out as valid (ESPnet3's dev_size, default 1) */
 } create_dataset_cfg;
 
 typedef struct tokenizer_cfg {
@@ -67,8 +69,8 @@ typedef struct trainer_cfg {
     int64_t max_steps;   /* >= 1, or -1 / 0 (left out): no step limit */
     int64_t log_every_n_steps;
     int64_t check_val_every_n_epoch;
-    double limit_train_batches;
-    double limit_val_batches;
+    char *limit_train_batches; /* as written: an integer is a count of batches (1: one batch, as */
+    char *limit_val_batches;   /* Lightning), a float a fraction (1.0: all); checked at load */
     double val_check_interval;
     int64_t num_sanity_val_steps;
     int deterministic;
@@ -274,6 +276,46 @@ typedef struct criterion_cfg {
     char *mode;          /* min | max */
 } criterion_cfg;
 
+/* ESPnet3's `dataset:` block (DataOrganizer): train/valid as lists of sources that concatenate,
+ * test as named entries decoded into ${inference_dir}/<name>/ (core/data/dataset_src.c). */
+typedef struct data_src_args_cfg {
+    char *split;         /* the recipe's split: ${data_dir}/manifest/<split>.tsv, or a corpus subfolder */
+    char *path;          /* data_src manifest: a .tsv; kaldi: a data dir; librispeech, an4: the corpus root */
+    char *manifest_path; /* older ESPnet3 spelling of a manifest path */
+    char *recipe_dir;    /* ESPnet3 passes it to the recipe's dataset class; unused here */
+} data_src_args_cfg;
+
+typedef struct dataset_legacy_cfg { /* older ESPnet3 entries: dataset: {_target_, manifest_path} */
+    char *target;
+    char *manifest_path;
+} dataset_legacy_cfg;
+
+typedef struct dataset_ref_cfg {
+    char *name;          /* test entries: the folder under ${inference_dir} */
+    char *data_src;      /* left out: the recipe's dataset; manifest | kaldi | librispeech | an4 */
+    data_src_args_cfg *data_src_args;
+    dataset_legacy_cfg *dataset;
+} dataset_ref_cfg;
+
+typedef struct preprocessor_cfg { /* ESPnet2's CommonPreprocessor keys espnet3 reads */
+    char *target;
+    int64_t fs;
+    int train;
+    char *token_type;
+    char *token_list;
+    char *bpemodel;
+    char *text_cleaner;
+} preprocessor_cfg;
+
+typedef struct dataset_cfg {
+    char *target;        /* espnet3.components.data.data_organizer.DataOrganizer */
+    dataset_ref_cfg *train; unsigned n_train;
+    dataset_ref_cfg *valid; unsigned n_valid;
+    dataset_ref_cfg *test; unsigned n_test;
+    preprocessor_cfg *preprocessor;
+    int resample;        /* espnet3's: resample audio at another rate to the frontend's fs (libsamplerate) */
+} dataset_cfg;
+
 /* The training config (--training_config / --config). */
 typedef struct training_cfg {
     int64_t num_device;
@@ -288,7 +330,10 @@ typedef struct training_cfg {
     char *inference_dir;
     int64_t seed;
     char *init;
+    char **init_param; unsigned n_init_param; /* ESPnet's path:src_key:dst_key:exclude (core/nn/model_files.h) */
+    int ignore_init_mismatch;
     create_dataset_cfg *create_dataset;
+    dataset_cfg *dataset;
     tokenizer_cfg *tokenizer;
     trainer_cfg *trainer;
     parallel_cfg *parallel;
@@ -331,6 +376,7 @@ typedef struct inference_cfg {
     char *stats_dir;
     char *inference_dir;
     char **test_sets; unsigned n_test_sets;  /* splits under ${data_dir}/manifest to decode */
+    dataset_cfg *dataset;                    /* dataset.test entries: decoded instead of test_sets */
     infer_model_cfg *model;
     char *input_key;
     char *output_fn;
@@ -356,6 +402,7 @@ typedef struct metrics_cfg {
     char *decode_dir;
     char *inference_dir;
     char **test_sets; unsigned n_test_sets;
+    dataset_cfg *dataset;                    /* dataset.test names: scored instead of test_sets */
     metric_cfg *metrics; unsigned n_metrics;
     parallel_cfg *parallel;
 } metrics_cfg;

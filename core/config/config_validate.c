@@ -66,6 +66,8 @@ static const allowed_rule allowed_rules[] = {
     {"model.decoder_conf.layer_drop_rate", "0"},
     {"model.decoder_conf.qk_norm", "false"},
     {"model.specaug_conf.time_warp_mode", "bicubic|bilinear|linear"},
+    {"dataset.preprocessor.token_type", "char|bpe|word"},
+    {"dataset.preprocessor.text_cleaner", "none"},
 };
 
 const target_entry target_registry[] = {
@@ -84,6 +86,8 @@ const target_entry target_registry[] = {
     {"runner", "espnet3.systems.base.inference_runner.InferenceRunner", "inference runner"},
     {"metrics[]", "espnet3.systems.asr.metrics.wer.WER", "WER"},
     {"metrics[]", "espnet3.systems.asr.metrics.cer.CER", "CER"},
+    {"dataset", "espnet3.components.data.data_organizer.DataOrganizer", "dataset sources"},
+    {"dataset.preprocessor", "espnet2.train.preprocessor.CommonPreprocessor", "tokenizer and frontend settings"},
     {NULL, NULL, NULL},
 };
 
@@ -107,7 +111,14 @@ static const char *const unimplemented_keys[] = {
     "dataloader.*.iter_factory.batches.fold_lengths", "dataloader.*.iter_factory.batches.min_batch_size",
     "dataloader.*.iter_factory.batches.drop_last", "dataloader.*.iter_factory.batches.padding",
     "dataloader.*.iter_factory.batches.sort_in_batch", "dataloader.*.iter_factory.batches.sort_batch",
-    "dataset.preprocessor",
+    "dataset.preprocessor._convert_", "dataset.preprocessor.speech_name", "dataset.preprocessor.text_name",
+    "dataset.preprocessor.non_linguistic_symbols", "dataset.preprocessor.delimiter", "dataset.preprocessor.g2p_type",
+    "dataset.preprocessor.rir_scp", "dataset.preprocessor.rir_apply_prob", "dataset.preprocessor.noise_scp",
+    "dataset.preprocessor.noise_apply_prob", "dataset.preprocessor.noise_db_range", "dataset.preprocessor.short_noise_thres",
+    "dataset.preprocessor.speech_volume_normalize", "dataset.preprocessor.whisper_language",
+    "dataset.preprocessor.whisper_task", "dataset.preprocessor.unk_symbol", "dataset.preprocessor.space_symbol",
+    "dataset.*[].transform", "dataset.*[].preprocessor", "dataset._convert_", "metrics[].clean_types",
+    "model.model", "val_scheduler_criterion",
     "model.decoder_conf.pos_enc_class", "model.decoder_conf.use_flash_attn", "model.encoder_conf.use_flash_attn",
     "model.decoder_conf.gradient_checkpoint_layers", "model.preencoder", "model.preencoder_conf", "model.postencoder",
     "model.postencoder_conf", "model.joint_net_conf", "model.aux_ctc", "model.extract_feats_in_collect_stats",
@@ -209,6 +220,13 @@ static int check_allowed(walker *w, const ynode *n, const char *schema_path, con
 static int check_target(walker *w, const ynode *n, const char *section_schema_path, const char *path)
 {
     if (target_lookup(section_schema_path, n->str)) return 0;
+    if (config_path_match("dataset.*[].dataset", section_schema_path)) {
+        /* A recipe's own Python dataset class (older ESPnet3 entries): its manifest_path is what we read. */
+        char where[512];
+        log_warn("%s: %s: '%s' is a Python dataset class; espnet3 reads the entry's manifest_path as a "
+                 "manifest instead", ymark_str(n->mark, where, sizeof where), path, n->str);
+        return 0;
+    }
     char list[1024];
     size_t used = 0;
     list[0] = '\0';
@@ -312,6 +330,33 @@ static int walk_mapping(walker *w, ynode *n, const cyaml_schema_field_t *fields,
     return 0;
 }
 
+/* A dataset entry's data_src: one of our readers, or a Python class/module path (ESPnet3's
+ * DataOrganizer instantiates it), which is read as the recipe's own dataset with a warning. */
+static int check_data_src(walker *w, const ynode *n, const char *path)
+{
+    static const char *const kinds[] = {"manifest", "kaldi", "librispeech", "an4", NULL};
+    for (const char *const *k = kinds; *k; k++)
+        if (!strcmp(n->str, *k)) return 0;
+    if (strchr(n->str, '.') && !strchr(n->str, '/')) {
+        char where[512];
+        log_warn("%s: %s: '%s' is Python; espnet3 reads it as the recipe's dataset (${data_dir}/manifest/<split>.tsv "
+                 "from create_dataset)", ymark_str(n->mark, where, sizeof where), path, n->str);
+        return 0;
+    }
+    return config_fail_node(w->err, n, path, "'%s' is not a data source espnet3 reads (supported: manifest, kaldi, "
+                            "librispeech, an4, or leave it out for the recipe's dataset)", n->str);
+}
+
+/* ESPnet3's newer metrics entries `- metric: {_target_: ...}` become `- {_target_: ...}`. */
+static void flatten_metric(ynode *n)
+{
+    if (n->kind != YN_MAP || n->n != 1 || strcmp(n->keys[0], "metric") || n->items[0]->kind != YN_MAP) return;
+    ynode *inner = yt_copy(n->items[0]);
+    yt_map_remove(n, "metric");
+    for (size_t i = 0; i < inner->n; i++) yt_map_set(n, inner->keys[i], inner->key_marks[i], yt_copy(inner->items[i]));
+    yt_free(inner);
+}
+
 /* ESPnet's `[monitor, nbest, mode]` triples become mappings for the schema. */
 static int expand_criterion(walker *w, ynode *n, const char *path)
 {
@@ -371,9 +416,17 @@ static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *s, const 
                 n->str = xstrdup("null");
             }
         }
+        if (config_path_match("dataset.*[].data_src", schema_path)) return check_data_src(w, n, path);
+        if (!strcmp(schema_path, "trainer.limit_train_batches") || !strcmp(schema_path, "trainer.limit_val_batches")) {
+            /* Kept as written: Lightning tells a count (int) from a fraction (float) by the type. */
+            if (!yt_as_float(n, &dv) || !isfinite(dv))
+                return config_fail_node(w->err, n, path, "expected a number, got %s '%s'", yt_kind_name(n), n->str);
+            return config_check_number(n, schema_path, path, dv, w->err);
+        }
         return check_allowed(w, n, schema_path, path);
     case CYAML_MAPPING:
         if (!strcmp(schema_path, "best_model_criterion[]") && expand_criterion(w, n, path) != 0) return -1;
+        if (!strcmp(schema_path, "metrics[]")) flatten_metric(n);
         return walk_mapping(w, n, s->mapping.fields, schema_path, path);
     case CYAML_SEQUENCE:
     case CYAML_SEQUENCE_FIXED: {

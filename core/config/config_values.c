@@ -19,6 +19,7 @@ enum {
      * batches. The typed field is a double, where 1 and 1.0 read the same: the integer 1 (one batch
      * in Lightning) is refused rather than read as all batches. */
     COUNT_OR_FRACTION = 16,
+    INT_ONE_OK = 32, /* with COUNT_OR_FRACTION: the integer 1 is one batch (the value stays typed as written) */
 };
 
 typedef struct num_rule {
@@ -60,10 +61,10 @@ static const num_rule num_rules[] = {
     {"trainer.max_steps", 1, INF, MINUS_ONE, "-1 (no limit) or >= 1", "leave it out for no step limit"},
     {"trainer.log_every_n_steps", 1, INF, 0, ">= 1", "leave it out for Lightning's 50"},
     {"trainer.check_val_every_n_epoch", 1, INF, 0, ">= 1", "leave it out for 1"},
-    {"trainer.limit_train_batches", 0, INF, LO_OPEN | COUNT_OR_FRACTION,
-     "a fraction in (0, 1] or a number of batches >= 2", "leave it out or write 1.0 for all batches"},
-    {"trainer.limit_val_batches", 0, INF, LO_OPEN | COUNT_OR_FRACTION,
-     "a fraction in (0, 1] or a number of batches >= 2",
+    {"trainer.limit_train_batches", 0, INF, LO_OPEN | COUNT_OR_FRACTION | INT_ONE_OK,
+     "a fraction in (0, 1] or a number of batches >= 1", "leave it out or write 1.0 for all batches"},
+    {"trainer.limit_val_batches", 0, INF, LO_OPEN | COUNT_OR_FRACTION | INT_ONE_OK,
+     "a fraction in (0, 1] or a number of batches >= 1",
      "leave it out or write 1.0 for all batches; 0 (no validation) is not supported"},
     {"trainer.val_check_interval", 0, INF, LO_OPEN | COUNT_OR_FRACTION,
      "a fraction of an epoch in (0, 1] or a number of batches >= 2", "leave it out for once per epoch"},
@@ -144,7 +145,7 @@ static int in_range(const num_rule *r, const ynode *n, double v)
     if ((r->flags & EVEN) && fmod(v, 2) != 0) return 0;
     if (r->flags & COUNT_OR_FRACTION) {
         int written_int = yt_as_int(n, NULL);
-        if (written_int && v == 1) return 0; /* one batch or all? */
+        if (written_int && v == 1 && !(r->flags & INT_ONE_OK)) return 0; /* one batch or all? */
         if (v > 1 && v != floor(v)) return 0; /* a fraction above 1 */
     }
     return 1;

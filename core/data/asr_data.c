@@ -6,6 +6,7 @@
 #include "core/data/audio.h"
 #include "core/data/augment_conf.h"
 #include "core/data/speed_perturb.h"
+#include "core/data/dataset_src.h"
 #include "core/base/fsio.h"
 #include "core/formats/npz.h"
 #include "core/base/rng.h"
@@ -42,14 +43,18 @@ int asr_data_open(asr_data *d, const training_cfg *cfg, const char *split, int t
     memset(d, 0, sizeof *d);
     if (!cfg->data_dir) return esp_fail(err, "data_dir: missing");
     tokenizer_spec ts;
-    if (tokenizer_spec_resolve(&ts, cfg->tokenizer, cfg->token_type, cfg->bpemodel, "training config", err) != 0)
+    if (tokenizer_spec_resolve(&ts, cfg->tokenizer, dataset_token_type(cfg), dataset_bpemodel(cfg), "training config",
+                               err) != 0)
         return -1;
-    char *mpath = split_manifest_path(cfg, split); /* train_sp.tsv with speed_perturb_factors */
-    int rc;
-    if (strstr(mpath, "/train_sp.tsv") && !path_exists(mpath))
-        rc = esp_fail(err, "%s: no speed-perturbed manifest (speed_perturb_factors is set: run collect_stats, stage 3, "
-                           "which makes it)", mpath);
-    else rc = asr_data_open_files(d, cfg->model, mpath, ts.tokens_path, train, err);
+    manifest m;
+    char *mpath = NULL;
+    int rc = dataset_split_load(cfg, split, &m, &mpath, err);
+    if (rc == 0) {
+        rc = asr_data_open_files(d, cfg->model, NULL, ts.tokens_path, train, err);
+        if (rc == 0) d->m = m;
+        else manifest_free(&m);
+    }
+    if (rc == 0) d->resample = cfg->dataset && cfg->dataset->resample;
     if (rc == 0 && (rc = token_list_set_type(&d->tokens, ts.type, ts.model_path, err)) != 0) asr_data_close(d);
     if (rc == 0) { /* labels map unknown text to <unk>: say so once per split, not per batch */
         const char **texts = xmalloc((d->m.n ? d->m.n : 1) * sizeof *texts);
@@ -141,7 +146,13 @@ static void augment_wav(const asr_data *d, const char *utt, float **wav, size_t 
 
 int asr_data_read_wav(const asr_data *d, const char *path, float **wav, size_t *n, esp_err *err)
 {
-    if (audio_read(path, d->fo.fs, FS_KEY, wav, n, err) != 0) return -1;
+    return asr_data_read_span(d, path, 0, 0, wav, n, err);
+}
+
+int asr_data_read_span(const asr_data *d, const char *path, double start, double end, float **wav, size_t *n,
+                       esp_err *err)
+{
+    if (audio_read_span(path, d->fo.fs, FS_KEY, d->resample, start, end, wav, n, err) != 0) return -1;
     if (*n >= frontend_min_samples(d->fe)) return 0;
     esp_fail(err, "%s: %zu samples is shorter than the STFT needs (%zu)", path, *n, frontend_min_samples(d->fe));
     free(*wav);
@@ -193,7 +204,7 @@ int asr_batch_load(asr_batch *b, asr_data *d, const size_t *items, int n, uint64
     for (int i = 0; i < n && rc == 0; i++) {
         const manifest_entry *e = &d->m.items[items[i]];
         b->utts[i] = e->utt;
-        if (asr_data_read_wav(d, e->wav, &wav[i], &ns[i], err) != 0) rc = -1;
+        if (asr_data_read_span(d, e->wav, e->start, e->end, &wav[i], &ns[i], err) != 0) rc = -1;
         else if (text_to_ids(&d->tokens, e->text, &ids[i], &nids[i], NULL, err) != 0) rc = -1;
         if (rc == 0 && d->aug_on) augment_wav(d, e->utt, &wav[i], &ns[i]); /* before the frontend, as ESPnet */
         if (rc == 0) {

@@ -35,9 +35,10 @@ typedef struct asr_data {
     augment_conf aug;
     uint64_t aug_seed;
     int64_t aug_epoch;
+    int resample;            /* dataset.resample: audio at another rate is resampled to fo.fs */
 } asr_data;
 
-/* Opens ${data_dir}/manifest/<split>.tsv with the model's frontend, SpecAugment (train only) and
+/* Opens the split (dataset.<split>'s sources, else ${data_dir}/manifest/<split>.tsv: core/data/dataset_src.h) with the model's frontend, SpecAugment (train only) and
  * normalization settings; the token list comes from ${tokenizer.save_path}/tokens.txt and maps text
  * as the config's tokenizer does (tokenizer_spec_resolve); transcripts with text outside it get one
  * warning (their labels hold <unk>). */
@@ -60,6 +61,9 @@ void asr_data_set_epoch(asr_data *d, int64_t epoch);
 
 /* Reads one audio file at the frontend's rate; one too short for the STFT is an error naming it. */
 int asr_data_read_wav(const asr_data *d, const char *path, float **wav, size_t *n, esp_err *err);
+/* The same for [start, end) seconds of it (a Kaldi segment; end 0: all of it). */
+int asr_data_read_span(const asr_data *d, const char *path, double start, double end, float **wav, size_t *n,
+                       esp_err *err);
 /* Features of one waveform for decoding: log-mel, then normalization; never SpecAugment. x gets
  * frontend_num_frames(d->fe, n) rows of d->fo.n_mels; n comes from asr_data_read_wav (long enough). */
 void asr_data_featurize(asr_data *d, float *x, const float *wav, size_t n);

@@ -1,6 +1,8 @@
 #include "core/data/audio.h"
 
 #include <inttypes.h>
+#include <math.h>
+#include <samplerate.h>
 #include <sndfile.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -71,8 +73,8 @@ int audio_read_fs(const char *path, int expected_fs, const char *fs_key, float *
     }
     if (expected_fs > 0 && info.samplerate != expected_fs) {
         sf_close(sf);
-        return esp_fail(err, "%s: sample rate %d Hz, but %s is %d (resample the audio or set %s)", path,
-                        info.samplerate, fs_key ? fs_key : "fs", expected_fs, fs_key ? fs_key : "fs");
+        return esp_fail(err, "%s: sample rate %d Hz, but %s is %d (resample the audio, set dataset.resample: true, "
+                        "or set %s)", path, info.samplerate, fs_key ? fs_key : "fs", expected_fs, fs_key ? fs_key : "fs");
     }
     int major = info.format & SF_FORMAT_TYPEMASK;
     uint32_t declared;
@@ -111,5 +113,81 @@ int audio_read_fs(const char *path, int expected_fs, const char *fs_key, float *
     }
     *samples = buf;
     *n = got;
+    return 0;
+}
+
+int audio_read_resampled(const char *path, int expected_fs, const char *fs_key, int resample, float **samples,
+                         size_t *n, esp_err *err)
+{
+    if (!resample || expected_fs <= 0) return audio_read(path, expected_fs, fs_key, samples, n, err);
+    int fs;
+    if (audio_read_fs(path, 0, fs_key, samples, n, &fs, err) != 0) return -1;
+    if (fs == expected_fs || *n == 0) return 0;
+    double ratio = (double)expected_fs / fs;
+    size_t cap = (size_t)((double)*n * ratio) + 16;
+    float *out = xmalloc(cap * sizeof *out);
+    SRC_DATA d = {.data_in = *samples, .data_out = out, .input_frames = (long)*n, .output_frames = (long)cap,
+                  .src_ratio = ratio};
+    int rc = src_simple(&d, SRC_SINC_BEST_QUALITY, 1);
+    free(*samples);
+    *samples = NULL;
+    if (rc != 0) {
+        free(out);
+        *n = 0;
+        return esp_fail(err, "%s: cannot resample %d Hz to %d Hz: %s", path, fs, expected_fs, src_strerror(rc));
+    }
+    *samples = out;
+    *n = (size_t)d.output_frames_gen;
+    return 0;
+}
+
+int audio_read_span(const char *path, int expected_fs, const char *fs_key, int resample, double start, double end,
+                    float **samples, size_t *n, esp_err *err)
+{
+    if (end <= 0) return audio_read_resampled(path, expected_fs, fs_key, resample, samples, n, err);
+    *samples = NULL;
+    *n = 0;
+    int fs;
+    float *all;
+    size_t total;
+    /* The whole file's checks (channels, truncation) first; then the span is cut out of it. */
+    if (audio_read_fs(path, 0, fs_key, &all, &total, &fs, err) != 0) return -1;
+    if (expected_fs > 0 && fs != expected_fs && !resample) {
+        free(all);
+        return esp_fail(err, "%s: sample rate %d Hz, but %s is %d (resample the audio, set dataset.resample: true, "
+                        "or set %s)", path, fs, fs_key ? fs_key : "fs", expected_fs, fs_key ? fs_key : "fs");
+    }
+    double dur = (double)total / fs;
+    if (end > dur && end != 1e300 && end - dur > 0.1) {
+        free(all);
+        return esp_fail(err, "%s: segment %.3f-%.3f s runs past the end of the audio (%.3f s)", path, start, end, dur);
+    }
+    size_t a = (size_t)llround(start * fs), b = end >= dur ? total : (size_t)llround(end * fs);
+    if (a >= b || a >= total) {
+        free(all);
+        return esp_fail(err, "%s: segment %.3f-%.3f s holds no samples (the audio is %.3f s)", path, start,
+                        end == 1e300 ? dur : end, dur);
+    }
+    float *cut = xmalloc((b - a) * sizeof *cut);
+    memcpy(cut, all + a, (b - a) * sizeof *cut);
+    free(all);
+    *samples = cut;
+    *n = b - a;
+    if (expected_fs <= 0 || fs == expected_fs) return 0;
+    double ratio = (double)expected_fs / fs;
+    size_t cap = (size_t)((double)*n * ratio) + 16;
+    float *out = xmalloc(cap * sizeof *out);
+    SRC_DATA d = {.data_in = cut, .data_out = out, .input_frames = (long)*n, .output_frames = (long)cap,
+                  .src_ratio = ratio};
+    int rc = src_simple(&d, SRC_SINC_BEST_QUALITY, 1);
+    free(cut);
+    *samples = NULL;
+    *n = 0;
+    if (rc != 0) {
+        free(out);
+        return esp_fail(err, "%s: cannot resample %d Hz to %d Hz: %s", path, fs, expected_fs, src_strerror(rc));
+    }
+    *samples = out;
+    *n = (size_t)d.output_frames_gen;
     return 0;
 }

@@ -19,4 +19,15 @@ int audio_read(const char *path, int expected_fs, const char *fs_key, float **sa
 int audio_read_fs(const char *path, int expected_fs, const char *fs_key, float **samples, size_t *n,
                   int *fs_out, esp_err *err);
 
+/* Like audio_read; with resample != 0 audio at another rate than expected_fs (> 0) is converted
+ * to it with libsamplerate's best sinc converter instead of refused (dataset.resample). */
+int audio_read_resampled(const char *path, int expected_fs, const char *fs_key, int resample, float **samples,
+                         size_t *n, esp_err *err);
+
+/* [start, end) seconds of path (a Kaldi segment), then as audio_read_resampled. end <= 0: the whole
+ * file. An end past the file is clipped when within 0.1 s or when end is 1e300 (segments' -1),
+ * else an error naming the file, the segment and the duration. */
+int audio_read_span(const char *path, int expected_fs, const char *fs_key, int resample, double start, double end,
+                    float **samples, size_t *n, esp_err *err);
+
 #endif

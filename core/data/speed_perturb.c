@@ -1,5 +1,6 @@
 /* The speed-perturbed copies of the training set (core/data/speed_perturb.h). */
 #include "core/data/speed_perturb.h"
+#include "core/data/dataset_src.h"
 
 #include <math.h>
 #include <samplerate.h>
@@ -171,20 +172,30 @@ char *split_manifest_path(const training_cfg *cfg, const char *split)
     return xasprintf("%s/manifest/%s.tsv", cfg->data_dir, sp ? "train_sp" : split);
 }
 
+/* The copies are whole files: a Kaldi segment would need cutting first, which is not done. */
+static int no_segments(const manifest *m, const char *what, esp_err *err)
+{
+    for (size_t i = 0; i < m->n; i++)
+        if (m->items[i].end > 0)
+            return esp_fail(err, "%s: utterance %s is a segment of %s; speed_perturb_factors needs whole-file "
+                                 "utterances (drop speed_perturb_factors or give the segments as files)",
+                            what, m->items[i].utt, m->items[i].wav);
+    return 0;
+}
+
 int speed_perturb_prepare(const training_cfg *cfg, int fs, int threads, esp_err *err)
 {
     if (!cfg->n_speed_perturb_factors) return 0;
-    char *src = xasprintf("%s/manifest/train.tsv", cfg->data_dir);
+    char *src = NULL;
     char *dst = split_manifest_path(cfg, "train");
     char *dir = xasprintf("%s/speed_perturb", cfg->data_dir);
     manifest in = {0}, out = {0};
     sp_stats st;
     int rc = -1;
-    if (!path_exists(src)) esp_fail(err, "%s: no manifest (run create_dataset, stage 1, first)", src);
-    else if (manifest_read_tsv(src, &in, err) == 0 &&
-             speed_perturb_manifest(&in, cfg->speed_perturb_factors, cfg->n_speed_perturb_factors, dir, fs, threads,
-                                    &out, &st, err) == 0 &&
-             manifest_write_tsv(dst, &out, err) == 0) {
+    if (dataset_split_load_original(cfg, "train", &in, &src, err) == 0 && no_segments(&in, src, err) == 0 &&
+        speed_perturb_manifest(&in, cfg->speed_perturb_factors, cfg->n_speed_perturb_factors, dir, fs, threads,
+                               &out, &st, err) == 0 &&
+        manifest_write_tsv(dst, &out, err) == 0) {
         log_info("speed perturbation: %zu training utterances -> %zu in %s (%zu copies made, %zu reused)", in.n, out.n,
                  dst, st.made, st.reused);
         rc = 0;

@@ -93,6 +93,7 @@ speech2text *speech2text_open(backend *be, const model_files *mf, const s2t_opts
     s->opts = *o;
     s->be = be;
     if (asr_data_open_files(&s->data, tc->model, NULL, mf->tokens, 0, err) != 0) goto fail;
+    s->data.resample = o->resample;
     if (token_list_set_type(&s->data.tokens, mf->token_type, mf->bpemodel, err) != 0) goto fail;
     model_dims dims;
     if (model_dims_from_cfg(&dims, tc->model, s->data.fo.n_mels, (int)s->data.tokens.n, err) != 0) goto fail;
@@ -253,10 +254,16 @@ int speech2text_decode_wav(speech2text *s, const float *wav, size_t n, s2t_hyp *
 
 int speech2text_decode_files(speech2text *s, const char *const *paths, int n, s2t_hyp *out, esp_err *err)
 {
+    return speech2text_decode_spans(s, paths, NULL, NULL, n, out, err);
+}
+
+int speech2text_decode_spans(speech2text *s, const char *const *paths, const double *starts, const double *ends, int n,
+                             s2t_hyp *out, esp_err *err)
+{
     for (int i = 0; i < n; i++) {
         float *wav = NULL;
         size_t ns;
-        int rc = asr_data_read_wav(&s->data, paths[i], &wav, &ns, err);
+        int rc = asr_data_read_span(&s->data, paths[i], starts ? starts[i] : 0, ends ? ends[i] : 0, &wav, &ns, err);
         if (rc == 0) rc = speech2text_decode_wav(s, wav, ns, &out[i], err);
         free(wav);
         if (rc != 0) {

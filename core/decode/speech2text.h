@@ -44,6 +44,7 @@ typedef struct s2t_opts {
     double minlenratio;
     const bs_scorer *attention; /* NULL: the model's attention decoder; else used in its place (tests,
                                  * a decoder from elsewhere); borrowed */
+    int resample;        /* dataset.resample: audio at another rate is resampled to the model's fs */
 } s2t_opts;
 
 /* Greedy CTC, 1-best: the options a caller that sets nothing else wants. */
@@ -87,5 +88,8 @@ int speech2text_decode_wav(speech2text *s, const float *wav, size_t n, s2t_hyp *
 /* Decodes n audio files in order into out[0..n). On an error (unreadable file, wrong rate, too
  * short) nothing is left in out and err names the file. */
 int speech2text_decode_files(speech2text *s, const char *const *paths, int n, s2t_hyp *out, esp_err *err);
+/* The same for spans of the files: [starts[i], ends[i]) seconds (Kaldi segments; ends[i] 0: all). */
+int speech2text_decode_spans(speech2text *s, const char *const *paths, const double *starts, const double *ends, int n,
+                             s2t_hyp *out, esp_err *err);
 
 #endif

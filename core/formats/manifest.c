@@ -2,6 +2,8 @@
 #include "core/base/fsio.h"
 #include "core/formats/text_file.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +18,15 @@ void manifest_add(manifest *m, const char *utt, const char *wav, const char *tex
     e->wav = xstrdup(wav);
     e->text = xstrdup(text);
     e->spk = spk ? xstrdup(spk) : NULL;
+    e->start = e->end = 0;
+}
+
+void manifest_add_span(manifest *m, const char *utt, const char *wav, const char *text, const char *spk, double start,
+                       double end)
+{
+    manifest_add(m, utt, wav, text, spk);
+    m->items[m->n - 1].start = start;
+    m->items[m->n - 1].end = end;
 }
 
 static int cmp_entry_utt(const void *a, const void *b)
@@ -268,10 +279,47 @@ static const char *kv_lookup(const kv_table *t, const char *key)
     return NULL;
 }
 
+/* <dir>/segments: "<utt> <recording> <start> <end>" (seconds; end -1 or beyond the file: to its end,
+ * as Kaldi's extract-segments), recordings keyed in wav.scp, text and utt2spk keyed by utterance. */
+static int read_segments(const char *dir, const kv_table *wav, const kv_table *text, const kv_table *spk,
+                         manifest *out, esp_err *err)
+{
+    kv_table seg;
+    if (kv_read(dir, "segments", &seg, err) != 0) return -1;
+    int rc = 0;
+    if (seg.n == 0) rc = esp_fail(err, "%s/segments: no segments (an empty data dir)", dir);
+    for (size_t i = 0; i < seg.n && rc == 0; i++) {
+        char rec[256];
+        double a, b;
+        int used = 0;
+        if (sscanf(seg.vals[i], "%255s %lf %lf %n", rec, &a, &b, &used) != 3 || seg.vals[i][used] != '\0' ||
+            !isfinite(a) || !isfinite(b) || a < 0 || (b <= a && b != -1)) {
+            rc = esp_fail(err, "%s/segments:%zu: expected '<utt> <recording> <start> <end>' with 0 <= start < end "
+                          "seconds (end -1: to the end)", dir, seg.lines[i]);
+            break;
+        }
+        const char *w = kv_lookup(wav, rec);
+        const char *t = kv_lookup(text, seg.keys[i]);
+        const char *s = spk ? kv_lookup(spk, seg.keys[i]) : NULL;
+        if (!w)
+            rc = esp_fail(err, "%s/segments:%zu: recording %s is not in wav.scp", dir, seg.lines[i], rec);
+        else if (!t)
+            rc = esp_fail(err, "%s/text: no transcript for utterance %s (listed in segments)", dir, seg.keys[i]);
+        else if (spk && !s)
+            rc = esp_fail(err, "%s/utt2spk: no speaker for utterance %s (listed in segments)", dir, seg.keys[i]);
+        else manifest_add_span(out, seg.keys[i], w, t, s, a, b == -1 ? 1e300 : b);
+    }
+    kv_free(&seg);
+    return rc;
+}
+
 int manifest_read_kaldi_dir(const char *dir, manifest *out, esp_err *err)
 {
     memset(out, 0, sizeof *out);
     kv_table wav, text, spk = {0};
+    char *seg_path = path_join(dir, "segments");
+    int have_seg = path_exists(seg_path);
+    free(seg_path);
     if (kv_read(dir, "wav.scp", &wav, err) != 0) return -1;
     if (kv_read(dir, "text", &text, err) != 0) {
         kv_free(&wav);
@@ -287,12 +335,21 @@ int manifest_read_kaldi_dir(const char *dir, manifest *out, esp_err *err)
     }
     int rc = 0;
     if (wav.n == 0) rc = esp_fail(err, "%s/wav.scp: no utterances (an empty data dir)", dir);
-    for (size_t i = 0; i < wav.n && rc == 0; i++) {
-        const char *t = kv_lookup(&text, wav.keys[i]);
-        const char *s = have_spk ? kv_lookup(&spk, wav.keys[i]) : NULL;
+    for (size_t i = 0; i < wav.n && rc == 0; i++) { /* plain audio paths only */
+        size_t vl = strlen(wav.vals[i]);
+        while (vl && (wav.vals[i][vl - 1] == ' ' || wav.vals[i][vl - 1] == '\r')) wav.vals[i][--vl] = '\0';
         if (!wav.vals[i][0])
             rc = esp_fail(err, "%s/wav.scp:%zu: utterance %s has no audio path", dir, wav.lines[i], wav.keys[i]);
-        else if (!t)
+        else if (wav.vals[i][vl - 1] == '|' || wav.vals[i][0] == '|')
+            rc = esp_fail(err, "%s/wav.scp:%zu: utterance %s: '%s' is a command pipe; espnet3 reads audio files only "
+                          "(run the command once into a .wav or .flac and list that file)", dir, wav.lines[i],
+                          wav.keys[i], wav.vals[i]);
+    }
+    if (rc == 0 && have_seg) rc = read_segments(dir, &wav, &text, have_spk ? &spk : NULL, out, err);
+    for (size_t i = 0; i < wav.n && rc == 0 && !have_seg; i++) {
+        const char *t = kv_lookup(&text, wav.keys[i]);
+        const char *s = have_spk ? kv_lookup(&spk, wav.keys[i]) : NULL;
+        if (!t)
             rc = esp_fail(err, "%s/text: no transcript for utterance %s (listed in wav.scp)", dir, wav.keys[i]);
         else if (have_spk && !s)
             rc = esp_fail(err, "%s/utt2spk: no speaker for utterance %s (listed in wav.scp)", dir, wav.keys[i]);

@@ -380,13 +380,8 @@ const param_info *param_find_alias(const param_table *t, const char *name)
     if (!strncmp(name, "model.", 6)) name += 6; /* ESPnet3's LightningModule wraps the model */
     const param_info *p = param_find(t, name);
     if (p) return p;
-    static const char older[] = "encoder.embed.out.0.";
-    if (!strncmp(name, older, sizeof older - 1)) {
-        char buf[128];
-        snprintf(buf, sizeof buf, "encoder.embed.out.%s", name + sizeof older - 1);
-        return param_find(t, buf);
-    }
-    return NULL;
+    char buf[128];
+    return param_current_name(name, buf, sizeof buf) ? param_find(t, buf) : NULL;
 }
 
 /* ---- initialization ---------------------------------------------------------------------- */

@@ -46,7 +46,7 @@ int split_open(split_data *s, const training_cfg *cfg, const char *split, const 
     }
     for (size_t r = 0; r < s->keys.n; r++) {
         if (s->row_to_item[r] == (size_t)-1) {
-            esp_fail(err, "%s: utterance on line %zu is not in ${data_dir}/manifest/%s.tsv (rerun collect_stats)",
+            esp_fail(err, "%s: utterance on line %zu is not in the %s split's data (rerun collect_stats)",
                      s->keys.path, s->keys.line[r], split);
             split_close(s);
             return -1;
@@ -64,7 +64,8 @@ size_t split_batch_items(const split_data *s, const batch_list *bl, size_t b, si
 
 size_t limit_batches(double limit, size_t n)
 {
-    if (limit <= 0 || limit == 1.0) return n;
+    if (limit < 0) return (size_t)-limit < n ? (size_t)-limit : n; /* an integer count, 1 included */
+    if (limit == 0 || limit == 1.0) return n;
     size_t k = limit < 1 ? (size_t)floor(limit * (double)n) : (size_t)limit;
     return k < n ? k : n;
 }

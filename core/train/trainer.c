@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/nn/model_files.h"
+
 static int steps_done(const trainer *t)
 {
     return t->o->max_steps > 0 && t->step >= t->o->max_steps;
@@ -54,9 +56,18 @@ static int open_model(trainer *t, esp_err *err)
         return -1;
     asr_model_init(&t->model, t->be, &dims, &t->o->rates);
     if (t->o->sync_batchnorm && t->world > 1) t->model.sync = (bn_sync){bn_all_reduce, t};
-    float *host = xcalloc(t->model.table.total ? t->model.table.total : 1, sizeof *host);
-    int rc = param_init(host, &t->model.table, cfg->init, (uint64_t)cfg->seed, err);
-    if (rc == 0) asr_model_params_from_host(&t->model, host);
+    const param_table *pt = &t->model.table;
+    float *host = xcalloc(pt->state_total ? pt->state_total : 1, sizeof *host);
+    int rc = param_init(host, pt, cfg->init, (uint64_t)cfg->seed, err);
+    /* ESPnet's init_param: pretrained tensors (buffers too) over the initialization */
+    for (unsigned i = 0; i < cfg->n_init_param && rc == 0; i++) {
+        size_t n = 0;
+        if (i == 0) param_buffers_init(host, pt);
+        rc = model_init_param(pt, host, cfg->init_param[i], cfg->ignore_init_mismatch, &n, err);
+        if (rc == 0 && t->rank == 0) log_info("train: init_param %s: %zu tensors", cfg->init_param[i], n);
+    }
+    if (rc == 0 && cfg->n_init_param) asr_model_state_from_host(&t->model, host);
+    else if (rc == 0) asr_model_params_from_host(&t->model, host);
     free(host);
     return rc;
 }

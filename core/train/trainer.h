@@ -49,7 +49,8 @@ typedef struct trainer_opts {
                                * bfloat16); 16-mixed -> AMP_FP16 (GEMM inputs in half, with the loss
                                * scaler of core/train/grad_scaler.h). Master weights, gradients and Adam's
                                * moments stay float32 either way. */
-    double limit_train, limit_val; /* limit_*_batches (0 or 1.0: all; < 1: a fraction; else a count) */
+    double limit_train, limit_val; /* limit_*_batches (0 or 1.0: all; (0, 1): a fraction; > 1: a count;
+                                    * < 0: a count of -limit, how an integer written in the config arrives) */
     double dist_timeout;      /* seconds any wait for another rank may take */
     const char *tb_dir;       /* TensorBoard event folder */
     const char *csv_path;     /* metrics.csv */

@@ -151,9 +151,9 @@ static const char *nested_select(int depth, const char *rel)
 {
     text t;
     text_open(&t);
-    text_add(&t, "dataset:\n  a: 5\nseed: ");
+    text_add(&t, "fit:\n  a: 5\nseed: ");
     for (int i = 0; i < depth; i++) text_add(&t, "${oc.select:nope%d,", i);
-    text_add(&t, "${dataset.a}");
+    text_add(&t, "${fit.a}");
     for (int i = 0; i < depth; i++) text_add(&t, "}");
     text_add(&t, "\n");
     return text_write(&t, rel);
@@ -216,10 +216,10 @@ Test(config_limits, list_expansion_bomb_fails_fast)
      * YAML's flow style '{' and '}' are syntax). */
     text t;
     text_open(&t);
-    text_add(&t, "dataset:\n  m0: [x, x, x, x, x, x, x, x, x, x]\n");
+    text_add(&t, "fit:\n  m0: [x, x, x, x, x, x, x, x, x, x]\n");
     for (int i = 1; i < 10; i++) {
         text_add(&t, "  m%d: [", i);
-        for (int k = 0; k < 10; k++) text_add(&t, "%s\"${dataset.m%d}\"", k ? ", " : "", i - 1);
+        for (int k = 0; k < 10; k++) text_add(&t, "%s\"${fit.m%d}\"", k ? ", " : "", i - 1);
         text_add(&t, "]\n");
     }
     const char *path = text_write(&t, "lists.yaml");
@@ -244,21 +244,21 @@ Test(config_limits, alias_text_expansion_is_bounded)
 
 /* ---- long reference chains: linear time ------------------------------------------------------- */
 
-/* dataset.k0: ${dataset.k1}, ..., dataset.k<n>: 7 and seed: ${dataset.k0}. Forward: seed comes
+/* fit.k0: ${fit.k1}, ..., fit.k<n>: 7 and seed: ${fit.k0}. Forward: seed comes
  * first and pulls the whole chain (followed without recursion); backward: each key finds the next
  * one already resolved. */
 static const char *chain(int n, int backward, const char *rel)
 {
     text t;
     text_open(&t);
-    if (!backward) text_add(&t, "seed: ${dataset.k0}\n");
-    text_add(&t, "dataset:\n");
+    if (!backward) text_add(&t, "seed: ${fit.k0}\n");
+    text_add(&t, "fit:\n");
     for (int j = 0; j <= n; j++) {
         int i = backward ? n - j : j;
         if (i == n) text_add(&t, "  k%d: 7\n", i);
-        else text_add(&t, "  k%d: ${dataset.k%d}\n", i, i + 1);
+        else text_add(&t, "  k%d: ${fit.k%d}\n", i, i + 1);
     }
-    if (backward) text_add(&t, "seed: ${dataset.k0}\n");
+    if (backward) text_add(&t, "seed: ${fit.k0}\n");
     return text_write(&t, rel);
 }
 
@@ -273,7 +273,7 @@ Test(config_limits, chain_of_100000_references_resolves_in_linear_time)
         double took = cfg_now() - t0;
         cr_assert_eq(rc, 0, "%s", err.msg);
         cr_assert_eq(((const training_cfg *)cfg->typed)->seed, 7);
-        cr_assert_str_eq(yt_get_path(cfg->tree, "dataset.k99999")->str, "7");
+        cr_assert_str_eq(yt_get_path(cfg->tree, "fit.k99999")->str, "7");
         config_free(cfg);
         cr_assert_lt(took, 2.0 * SLOWDOWN, "%s chain: %.2f s", backward ? "backward" : "forward", took);
     }
@@ -283,12 +283,12 @@ Test(config_limits, cycle_through_a_long_chain_is_reported)
 {
     text t;
     text_open(&t);
-    text_add(&t, "dataset:\n");
-    for (int i = 0; i < 50000; i++) text_add(&t, "  k%d: ${dataset.k%d}\n", i, (i + 1) % 50000);
+    text_add(&t, "fit:\n");
+    for (int i = 0; i < 50000; i++) text_add(&t, "  k%d: ${fit.k%d}\n", i, (i + 1) % 50000);
     const char *path = text_write(&t, "loop.yaml");
     double t0 = cfg_now();
     const char *msg = load_error_file(path);
-    assert_has(msg, "%s:2:7: interpolation cycle: dataset.k0 -> dataset.k1 -> ", path);
+    assert_has(msg, "%s:2:7: interpolation cycle: fit.k0 -> fit.k1 -> ", path);
     cr_assert_lt(cfg_now() - t0, 2.0 * SLOWDOWN);
 }
 
@@ -297,18 +297,18 @@ Test(config_limits, nested_references_are_bounded)
     /* Values built from values ("x${b}") recurse: more than the limit is an error naming the chain. */
     text t;
     text_open(&t);
-    text_add(&t, "dataset:\n");
-    for (int i = 0; i < 1000; i++) text_add(&t, "  k%d: x${dataset.k%d}\n", i, i + 1);
+    text_add(&t, "fit:\n");
+    for (int i = 0; i < 1000; i++) text_add(&t, "  k%d: x${fit.k%d}\n", i, i + 1);
     text_add(&t, "  k1000: end\n");
     const char *path = text_write(&t, "nested.yaml");
     const char *msg = load_error_file(path);
-    assert_has(msg, "references nest deeper than %d values: dataset.k0 -> dataset.k1 -> ", CFG_MAX_REF_NESTING);
+    assert_has(msg, "references nest deeper than %d values: fit.k0 -> fit.k1 -> ", CFG_MAX_REF_NESTING);
     assert_has(msg, "(write one of the values out instead of building it from others)");
 
     /* Mappings that reference each other nest the same way. */
     text_open(&t);
-    text_add(&t, "dataset:\n");
-    for (int i = 0; i < 1000; i++) text_add(&t, "  m%d: {x: \"${dataset.m%d}\"}\n", i, i + 1);
+    text_add(&t, "fit:\n");
+    for (int i = 0; i < 1000; i++) text_add(&t, "  m%d: {x: \"${fit.m%d}\"}\n", i, i + 1);
     text_add(&t, "  m1000: {x: 1}\n");
     path = text_write(&t, "maps.yaml");
     assert_has(load_error_file(path), "references nest deeper than %d values", CFG_MAX_REF_NESTING);
@@ -319,13 +319,13 @@ Test(config_limits, references_cannot_nest_the_tree_past_its_depth)
     /* A 200-level mapping copied 200 levels deep would be 400 levels. */
     text t;
     text_open(&t);
-    text_add(&t, "dataset:\n  deep: ");
+    text_add(&t, "fit:\n  deep: ");
     for (int i = 0; i < 200; i++) text_add(&t, "{a: ");
     text_add(&t, "1");
     for (int i = 0; i < 200; i++) text_add(&t, "}");
     text_add(&t, "\n  site: ");
     for (int i = 0; i < 200; i++) text_add(&t, "{b: ");
-    text_add(&t, "\"${dataset.deep}\"");
+    text_add(&t, "\"${fit.deep}\"");
     for (int i = 0; i < 200; i++) text_add(&t, "}");
     text_add(&t, "\n");
     const char *path = text_write(&t, "deep.yaml");
@@ -388,7 +388,7 @@ Test(config_limits, override_key_depth_is_bounded)
 {
     text t;
     text_open(&t);
-    text_add(&t, "dataset");
+    text_add(&t, "fit");
     for (int i = 0; i < 10000; i++) text_add(&t, ".a");
     text_add(&t, "=1");
     fclose(t.f);
@@ -406,7 +406,7 @@ Test(config_limits, yaml_nesting_is_bounded)
 {
     text t;
     text_open(&t);
-    text_add(&t, "dataset: ");
+    text_add(&t, "fit: ");
     for (int i = 0; i < 100000; i++) text_add(&t, "[");
     for (int i = 0; i < 100000; i++) text_add(&t, "]");
     text_add(&t, "\n");
@@ -416,7 +416,7 @@ Test(config_limits, yaml_nesting_is_bounded)
 Test(config_limits, load_line_needs_a_regular_file)
 {
     char text_[512];
-    snprintf(text_, sizeof text_, "dataset:\n  v: ${load_line:%s}\n", tmp);
+    snprintf(text_, sizeof text_, "fit:\n  v: ${load_line:%s}\n", tmp);
     test_write_text(tpath("cfg.yaml"), text_);
     assert_has(load_error_file(tpath("cfg.yaml")), "%s:2:6: ${load_line:%s}: %s is not a regular file", tpath("cfg.yaml"),
                tmp, tmp);

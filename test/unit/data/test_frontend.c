@@ -247,8 +247,20 @@ Test(frontend, audio_rate_mismatch_names_file_rates_and_key)
     cr_assert_eq(audio_read(p, 16000, "model.frontend_conf.fs", &y, &n, &err), -1);
     cr_assert_null(y);
     cr_assert(strstr(err.msg, p), "%s", err.msg);
-    cr_assert(strstr(err.msg, "sample rate 22050 Hz, but model.frontend_conf.fs is 16000 (resample the audio "
-                              "or set model.frontend_conf.fs)"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "sample rate 22050 Hz, but model.frontend_conf.fs is 16000 (resample the audio, "
+                              "set dataset.resample: true, or set model.frontend_conf.fs)"), "%s", err.msg);
+    /* dataset.resample: the same file comes back at 16 kHz (22050 -> 16000 samples' worth). */
+    size_t n16 = 0;
+    cr_assert_eq(audio_read_resampled(p, 16000, "model.frontend_conf.fs", 1, &y, &n16, &err), 0, "%s", err.msg);
+    cr_assert_not_null(y);
+    cr_assert(n16 >= 1599 && n16 <= 1601, "%zu samples", n16);
+    /* a 440 Hz tone stays a 440 Hz tone: count sign changes over the middle 0.05 s */
+    int crossings = 0;
+    for (size_t i = 401; i < 1201; i++) crossings += (y[i - 1] < 0) != (y[i] < 0);
+    cr_assert(crossings >= 42 && crossings <= 46, "%d zero crossings", crossings);
+    free(y);
+    y = NULL;
+    cr_assert_eq(audio_read_resampled(p, 16000, "model.frontend_conf.fs", 0, &y, &n16, &err), -1);
     /* expected_fs <= 0 takes any rate. */
     int fs = 0;
     cr_assert_eq(audio_read_fs(p, 0, NULL, &y, &n, &fs, &err), 0, "%s", err.msg);

@@ -258,7 +258,7 @@ Test(tokenizer, stage_errors_name_the_key_or_the_file, .init = setup, .fini = te
     f.tokenizer.save_path = save;
     f.training.data_dir = tmp_path("nodata");
     cr_assert_neq(stage_train_tokenizer(&f.ctx, &err), 0);
-    cr_expect(strstr(err.msg, "manifest/train.tsv: cannot read"), "%s", err.msg);
+    cr_expect(strstr(err.msg, "manifest/train.tsv: no manifest (run create_dataset, stage 1, first)"), "%s", err.msg);
     free(f.training.data_dir);
 
     /* Transcripts without text: one line naming the manifest, and nothing written. */

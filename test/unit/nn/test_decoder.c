@@ -93,8 +93,7 @@ static model_dims fixture_dims(int no_ctc)
     return d;
 }
 
-/* Copies the fixture's weights in (ESPnet2's names; espnet3 reads encoder.embed.out.0.* as
- * encoder.embed.out.*); every parameter must be found once, and with `exact` every fixture tensor
+/* Copies the fixture's weights in (ESPnet2's names, as espnet3's); every parameter must be found once, and with `exact` every fixture tensor
  * must be a parameter. Records each parameter's ESPnet2 name for the gradients. */
 static char espnet_name[512][128];
 

@@ -44,10 +44,10 @@ static int save_step(ckpt_manager *m, int64_t epoch, int64_t step, double loss, 
     fake_model fm;
     fill(&fm, step);
     st_tensor model[] = {
-        {.name = "encoder.embed.out.weight", .dtype = ST_F32, .ndim = 1, .shape = {NW}, .data = fm.w},
+        {.name = "encoder.embed.out.0.weight", .dtype = ST_F32, .ndim = 1, .shape = {NW}, .data = fm.w},
         {.name = "bn.num_batches_tracked", .dtype = ST_I64, .ndim = 0, .data = &fm.counter},
     };
-    st_tensor state[] = {{.name = "optimizer.exp_avg.encoder.embed.out.weight", .dtype = ST_F32, .ndim = 1,
+    st_tensor state[] = {{.name = "optimizer.exp_avg.encoder.embed.out.0.weight", .dtype = ST_F32, .ndim = 1,
                           .shape = {NW}, .data = fm.moment}};
     metric metrics[] = {{"valid/loss", loss, 0}, {"valid/acc", acc, 0}, {"epoch", (double)epoch, 1}};
     uint64_t rng[2] = {0xfedcba9876543210ULL, (uint64_t)step};
@@ -126,9 +126,9 @@ Test(checkpoint, top_k_retention_last_link_and_load)
     cr_assert_eq(c.metrics[0].value, 6.0);
     const float *w;
     int64_t shape[1] = {NW};
-    cr_assert_eq(st_get_f32(&c.model, "encoder.embed.out.weight", 1, shape, &w, &err), 0, "%s", err.msg);
+    cr_assert_eq(st_get_f32(&c.model, "encoder.embed.out.0.weight", 1, shape, &w, &err), 0, "%s", err.msg);
     cr_assert_eq(w[3], 60.3f);
-    cr_assert_eq(st_get_f32(&c.state, "optimizer.exp_avg.encoder.embed.out.weight", 1, shape, &w, &err), 0);
+    cr_assert_eq(st_get_f32(&c.state, "optimizer.exp_avg.encoder.embed.out.0.weight", 1, shape, &w, &err), 0);
     cr_assert_eq(w[0], 120.0f);
     cr_assert_str_eq(st_meta_get(&c.model, "step"), "60");
     ckpt_loaded_free(&c);
@@ -171,7 +171,7 @@ Test(checkpoint, k_best_average_values_and_names)
     cr_assert_eq(st_read(p, &f, &err), 0, "%s", err.msg);
     const float *w;
     int64_t shape[1] = {NW};
-    cr_assert_eq(st_get_f32(&f, "encoder.embed.out.weight", 1, shape, &w, &err), 0, "%s", err.msg);
+    cr_assert_eq(st_get_f32(&f, "encoder.embed.out.0.weight", 1, shape, &w, &err), 0, "%s", err.msg);
     for (int i = 0; i < NW; i++) {
         float a = 40 + i / 10.0f, b = 50 + i / 10.0f, c = 20 + i / 10.0f;
         cr_assert_eq(w[i], (float)(((double)a + b + c) / 3), "w[%d] = %.9g", i, w[i]);
@@ -188,7 +188,7 @@ Test(checkpoint, k_best_average_values_and_names)
     cr_assert_str_eq(target, "valid.loss.ave_3best.safetensors");
     p = in_dir("valid.acc.ave_1best.safetensors");
     cr_assert_eq(st_read(p, &f, &err), 0, "%s", err.msg);
-    cr_assert_eq(((const float *)st_get(&f, "encoder.embed.out.weight")->data)[1], 50.1f);
+    cr_assert_eq(((const float *)st_get(&f, "encoder.embed.out.0.weight")->data)[1], 50.1f);
     st_close(&f);
     free(p);
 
@@ -196,7 +196,7 @@ Test(checkpoint, k_best_average_values_and_names)
     int rc = run_python("import json, struct, numpy as np\n"
                         "def load(p):\n"
                         "    b = open(p, 'rb').read(); n = struct.unpack('<Q', b[:8])[0]; h = json.loads(b[8:8 + n])\n"
-                        "    e = h['encoder.embed.out.weight']; s, t = e['data_offsets']\n"
+                        "    e = h['encoder.embed.out.0.weight']; s, t = e['data_offsets']\n"
                         "    return np.frombuffer(b[8 + n + s:8 + n + t], '<f4')\n"
                         "ws = [load('checkpoints/epoch=%d-step=%d/model.safetensors' % (e, e * 10)) for e in (4, 5, 2)]\n"
                         "ave = np.mean(np.stack(ws).astype(np.float64), 0).astype(np.float32)\n"
@@ -304,4 +304,33 @@ Test(checkpoint, nan_metrics_are_stored_and_never_ranked)
     cr_assert(isnan(c.metrics[0].value));
     ckpt_loaded_free(&c);
     ckpt_close(&m);
+}
+
+/* input_layer conv2d8's Linear is ESPnet's encoder.embed.out itself: averaging keeps that name (only
+ * conv2d-style models map espnet3's older encoder.embed.out to out.0). */
+Test(checkpoint, average_keeps_conv2d8_embed_out)
+{
+    float w4[2] = {1, 2}, wo[2] = {3, 4}, w4b[2] = {3, 4}, wob[2] = {5, 6};
+    const char *names[2] = {"encoder.embed.conv.4.weight", "encoder.embed.out.weight"};
+    float *vals[2][2] = {{w4, wo}, {w4b, wob}};
+    char *in[2];
+    esp_err err;
+    for (int k = 0; k < 2; k++) {
+        st_tensor t[2];
+        for (int i = 0; i < 2; i++)
+            t[i] = (st_tensor){.name = names[i], .dtype = ST_F32, .ndim = 1, .shape = {2}, .data = vals[k][i]};
+        in[k] = in_dir(k ? "b.safetensors" : "a.safetensors");
+        cr_assert_eq(st_write(in[k], t, 2, NULL, 0, &err), 0, "%s", err.msg);
+    }
+    char *out = in_dir("avg.safetensors");
+    const char *inputs[] = {in[0], in[1]};
+    cr_assert_eq(ckpt_average_files(out, inputs, 2, 1, &err), 0, "%s", err.msg);
+    st_file f;
+    cr_assert_eq(st_read(out, &f, &err), 0, "%s", err.msg);
+    const st_tensor *o = st_get(&f, "encoder.embed.out.weight");
+    cr_assert_not_null(o, "conv2d8's encoder.embed.out was renamed");
+    cr_assert_eq(((const float *)o->data)[1], 5.0f);
+    cr_assert_null(st_get(&f, "encoder.embed.out.0.weight"));
+    st_close(&f);
+    free(in[0]), free(in[1]), free(out);
 }

@@ -12,6 +12,7 @@
 #include "core/formats/npz.h"
 #include "core/train/optim.h"
 #include "core/train/scheduler.h"
+#include "core/train/train_data.h"
 #include "test/unit/test_util.h"
 
 static void quiet(void)
@@ -500,4 +501,17 @@ Test(nan_guard, stops_after_espnet3_count_with_exact_text)
     }
     cr_assert_eq(loss_lines, 1);
     cr_assert_eq(grad_lines, 1);
+}
+
+/* Lightning's limit_*_batches: a float is a fraction (1.0 all), an integer (passed as -count by
+ * stages/train.c) a count, 1 being one batch. */
+Test(limit_batches, counts_fractions_and_integer_one)
+{
+    cr_assert_eq(limit_batches(0, 10), 10);
+    cr_assert_eq(limit_batches(1.0, 10), 10);
+    cr_assert_eq(limit_batches(0.25, 10), 2);
+    cr_assert_eq(limit_batches(3, 10), 3);
+    cr_assert_eq(limit_batches(-1, 10), 1);
+    cr_assert_eq(limit_batches(-4, 10), 4);
+    cr_assert_eq(limit_batches(-40, 10), 10);
 }

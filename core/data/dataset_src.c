@@ -1,0 +1,237 @@
+#include "core/data/dataset_src.h"
+#include "core/data/speed_perturb.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/base/fsio.h"
+#include "core/formats/corpus.h"
+
+static const char *arg_of(const dataset_ref_cfg *r, int which)
+{
+    const data_src_args_cfg *a = r->data_src_args;
+    if (!a) return NULL;
+    return which == 0 ? a->split : which == 1 ? (a->path ? a->path : a->manifest_path) : NULL;
+}
+
+/* The recipe's own dataset: what create_dataset wrote under ${data_dir}/manifest/. */
+static int read_recipe_split(const char *data_dir, const char *split, const char *where, manifest *m, esp_err *err)
+{
+    if (!data_dir) return esp_fail(err, "%s: data_dir: missing (the recipe's manifests are under it)", where);
+    if (!split[0] || strchr(split, '/'))
+        return esp_fail(err, "%s.data_src_args.split: '%s' is not a split name", where, split);
+    char *path = xasprintf("%s/manifest/%s.tsv", data_dir, split);
+    int rc;
+    if (!path_exists(path))
+        rc = esp_fail(err, "%s: no manifest for split '%s' (%s; run create_dataset, stage 1, or fix the split)", path,
+                      split, where);
+    else rc = manifest_read_tsv(path, m, err);
+    free(path);
+    return rc;
+}
+
+static int read_manifest_file(const char *path, const char *where, manifest *m, esp_err *err)
+{
+    if (!path_exists(path)) return esp_fail(err, "%s: no such manifest (%s)", path, where);
+    return manifest_read_tsv(path, m, err);
+}
+
+static int read_one(const dataset_ref_cfg *r, const char *data_dir, const char *where, manifest *m, esp_err *err)
+{
+    const char *split = arg_of(r, 0), *path = arg_of(r, 1), *src = r->data_src;
+    if (!src || strchr(src, '.')) { /* the recipe's dataset (a Python class name is read the same way) */
+        if (r->dataset && r->dataset->manifest_path) return read_manifest_file(r->dataset->manifest_path, where, m, err);
+        if (path) return read_manifest_file(path, where, m, err);
+        if (!split)
+            return esp_fail(err, "%s: data_src_args.split: missing (which split of the recipe's dataset, e.g. "
+                            "split: train)", where);
+        return read_recipe_split(data_dir, split, where, m, err);
+    }
+    if (!strcmp(src, "manifest")) {
+        if (path) return read_manifest_file(path, where, m, err);
+        if (split) return read_recipe_split(data_dir, split, where, m, err);
+        return esp_fail(err, "%s: data_src_args.path: missing (the .tsv manifest to read)", where);
+    }
+    if (!strcmp(src, "kaldi")) {
+        char *dir = path ? xstrdup(path) : split && data_dir ? path_join(data_dir, split) : NULL;
+        if (!dir) return esp_fail(err, "%s: data_src_args.path: missing (the Kaldi data dir with wav.scp and text)", where);
+        int rc = is_dir(dir) ? manifest_read_kaldi_dir(dir, m, err)
+                             : esp_fail(err, "%s: no such Kaldi data dir (%s)", dir, where);
+        free(dir);
+        return rc;
+    }
+    if (!path) return esp_fail(err, "%s: data_src_args.path: missing (the %s corpus folder)", where, src);
+    if (!split) return esp_fail(err, "%s: data_src_args.split: missing (which split of %s)", where, path);
+    if (!strcmp(src, "librispeech")) return corpus_read_librispeech(path, split, m, err);
+    if (!strcmp(src, "an4")) return corpus_read_an4(path, split, m, err);
+    return esp_fail(err, "%s: data_src: '%s' is not a data source espnet3 reads", where, src);
+}
+
+typedef struct utt_ix {
+    const char *utt;
+    size_t i;
+} utt_ix;
+
+static int cmp_utt_ix(const void *a, const void *b)
+{
+    const utt_ix *x = a, *y = b;
+    int c = strcmp(x->utt, y->utt);
+    return c ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+int dataset_refs_load(const dataset_ref_cfg *refs, unsigned n, const char *data_dir, const char *what,
+                      manifest *out, esp_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (n == 0) return esp_fail(err, "%s: an empty list (give at least one source)", what);
+    size_t *source_of = NULL;
+    int rc = 0;
+    for (unsigned k = 0; k < n && rc == 0; k++) {
+        char *where = xasprintf("%s[%u]", what, k);
+        manifest part;
+        rc = read_one(&refs[k], data_dir, where, &part, err);
+        if (rc == 0) {
+            source_of = xrealloc(source_of, (out->n + part.n + 1) * sizeof *source_of);
+            for (size_t i = 0; i < part.n; i++) {
+                const manifest_entry *e = &part.items[i];
+                source_of[out->n] = k;
+                manifest_add_span(out, e->utt, e->wav, e->text, e->spk, e->start, e->end);
+            }
+            manifest_free(&part);
+        }
+        free(where);
+    }
+    if (rc == 0 && n > 1) { /* sources that share an utterance id cannot be told apart downstream */
+        utt_ix *ix = xmalloc((out->n + 1) * sizeof *ix);
+        for (size_t i = 0; i < out->n; i++) ix[i] = (utt_ix){out->items[i].utt, i};
+        qsort(ix, out->n, sizeof *ix, cmp_utt_ix);
+        for (size_t i = 1; i < out->n && rc == 0; i++)
+            if (!strcmp(ix[i - 1].utt, ix[i].utt))
+                rc = esp_fail(err, "%s: utterance id %s is in %s[%zu] and %s[%zu] (rename one, e.g. with a prefix)",
+                              what, ix[i].utt, what, source_of[ix[i - 1].i], what, source_of[ix[i].i]);
+        free(ix);
+    }
+    free(source_of);
+    if (rc != 0) manifest_free(out);
+    return rc;
+}
+
+static const dataset_ref_cfg *split_refs(const dataset_cfg *ds, const char *split, unsigned *n)
+{
+    *n = 0;
+    if (!ds) return NULL;
+    if (!strcmp(split, "train")) return *n = ds->n_train, ds->train;
+    if (!strcmp(split, "valid")) return *n = ds->n_valid, ds->valid;
+    return NULL;
+}
+
+int dataset_split_load_original(const training_cfg *cfg, const char *split, manifest *out, char **desc, esp_err *err)
+{
+    unsigned n;
+    const dataset_ref_cfg *refs = split_refs(cfg->dataset, split, &n);
+    if (desc) *desc = NULL;
+    if (refs && n) {
+        char *what = xasprintf("dataset.%s", split);
+        int rc = dataset_refs_load(refs, n, cfg->data_dir, what, out, err);
+        if (desc && rc == 0) *desc = what;
+        else free(what);
+        return rc;
+    }
+    memset(out, 0, sizeof *out);
+    if (!cfg->data_dir) return esp_fail(err, "data_dir: missing (the manifests are under it)");
+    char *path = xasprintf("%s/manifest/%s.tsv", cfg->data_dir, split);
+    int rc;
+    if (!path_exists(path)) rc = esp_fail(err, "%s: no manifest (run create_dataset, stage 1, first)", path);
+    else rc = manifest_read_tsv(path, out, err);
+    if (desc && rc == 0) *desc = path;
+    else free(path);
+    return rc;
+}
+
+int dataset_split_load(const training_cfg *cfg, const char *split, manifest *out, char **desc, esp_err *err)
+{
+    if (strcmp(split, "train") || !cfg->n_speed_perturb_factors) return dataset_split_load_original(cfg, split, out, desc, err);
+    /* speed_perturb_factors: the copies stage 3 made from the original training set */
+    memset(out, 0, sizeof *out);
+    if (desc) *desc = NULL;
+    if (!cfg->data_dir) return esp_fail(err, "data_dir: missing (the manifests are under it)");
+    char *path = split_manifest_path(cfg, "train");
+    int rc;
+    if (!path_exists(path))
+        rc = esp_fail(err, "%s: no speed-perturbed manifest (speed_perturb_factors is set: run collect_stats, stage 3, "
+                           "which makes it)", path);
+    else rc = manifest_read_tsv(path, out, err);
+    if (desc && rc == 0) *desc = path;
+    else free(path);
+    return rc;
+}
+
+unsigned dataset_test_names(const dataset_cfg *ds, char **test_sets, unsigned n_test_sets, const char **names,
+                            unsigned cap)
+{
+    unsigned n = 0;
+    if (ds && ds->n_test) {
+        for (unsigned i = 0; i < ds->n_test && n < cap; i++) {
+            const dataset_ref_cfg *r = &ds->test[i];
+            const char *name = r->name ? r->name : r->data_src_args ? r->data_src_args->split : NULL;
+            names[n++] = name ? name : "test";
+        }
+        return n;
+    }
+    for (unsigned i = 0; i < n_test_sets && n < cap; i++) names[n++] = test_sets[i];
+    return n;
+}
+
+int dataset_test_load(const inference_cfg *icfg, const char *name, manifest *out, char **desc, esp_err *err)
+{
+    if (desc) *desc = NULL;
+    const dataset_cfg *ds = icfg->dataset;
+    if (ds && ds->n_test) {
+        for (unsigned i = 0; i < ds->n_test; i++) {
+            const dataset_ref_cfg *r = &ds->test[i];
+            const char *nm = r->name ? r->name : r->data_src_args ? r->data_src_args->split : "test";
+            if (strcmp(nm, name)) continue;
+            char *what = xasprintf("dataset.test[%u] (%s)", i, name);
+            int rc = dataset_refs_load(r, 1, icfg->data_dir, what, out, err);
+            if (desc && rc == 0) *desc = what;
+            else free(what);
+            return rc;
+        }
+    }
+    memset(out, 0, sizeof *out);
+    if (!icfg->data_dir) return esp_fail(err, "data_dir: missing (the test manifests are under it)");
+    char *path = xasprintf("%s/manifest/%s.tsv", icfg->data_dir, name);
+    int rc;
+    if (!path_exists(path))
+        rc = esp_fail(err, "%s: no manifest for test set '%s' (run create_dataset, stage 1, or fix test_sets / data_dir)",
+                      path, name);
+    else rc = manifest_read_tsv(path, out, err);
+    if (desc && rc == 0) *desc = path;
+    else free(path);
+    return rc;
+}
+
+const char *dataset_token_type(const training_cfg *cfg)
+{
+    if (cfg->token_type) return cfg->token_type;
+    return cfg->dataset && cfg->dataset->preprocessor ? cfg->dataset->preprocessor->token_type : NULL;
+}
+
+const char *dataset_bpemodel(const training_cfg *cfg)
+{
+    if (cfg->bpemodel) return cfg->bpemodel;
+    return cfg->dataset && cfg->dataset->preprocessor ? cfg->dataset->preprocessor->bpemodel : NULL;
+}
+
+int dataset_check_preprocessor(const training_cfg *cfg, const char *file, esp_err *err)
+{
+    const preprocessor_cfg *p = cfg->dataset ? cfg->dataset->preprocessor : NULL;
+    if (!p || p->fs <= 0) return 0;
+    int64_t fs = cfg->model && cfg->model->frontend_conf && cfg->model->frontend_conf->fs > 0
+                     ? cfg->model->frontend_conf->fs : 16000;
+    if (p->fs != fs)
+        return esp_fail(err, "%s: dataset.preprocessor.fs is %lld but model.frontend_conf.fs is %lld (espnet3 reads "
+                        "audio at the frontend's rate: make them equal; dataset.resample: true converts other rates)",
+                        file, (long long)p->fs, (long long)fs);
+    return 0;
+}
