@@ -116,6 +116,8 @@ static constexpr int cu_has(const backend &b, backend_op op)
     case BACKEND_OP_LINEAR_BACKWARD: return b.linear_backward != nullptr;
     case BACKEND_OP_CONV2D_FORWARD: return b.conv2d_forward != nullptr;
     case BACKEND_OP_CONV2D_BACKWARD: return b.conv2d_backward != nullptr;
+    case BACKEND_OP_CONV2D_GEN_FORWARD: return b.conv2d_gen_forward != nullptr;
+    case BACKEND_OP_CONV2D_GEN_BACKWARD: return b.conv2d_gen_backward != nullptr;
     case BACKEND_OP_SWAP12: return b.swap12 != nullptr;
     case BACKEND_OP_RELU_FORWARD: return b.relu_forward != nullptr;
     case BACKEND_OP_RELU_BACKWARD: return b.relu_backward != nullptr;
@@ -144,6 +146,8 @@ static constexpr int cu_has(const backend &b, backend_op op)
     case BACKEND_OP_DWCONV1D_BACKWARD: return b.dwconv1d_backward != nullptr;
     case BACKEND_OP_BATCHNORM_FORWARD: return b.batchnorm_forward != nullptr;
     case BACKEND_OP_BATCHNORM_BACKWARD: return b.batchnorm_backward != nullptr;
+    case BACKEND_OP_BATCHNORM_STATS: return b.batchnorm_stats != nullptr;
+    case BACKEND_OP_BATCHNORM_BACKWARD_GLOBAL: return b.batchnorm_backward_global != nullptr;
     case BACKEND_OP_RELPOS_ENCODING: return b.relpos_encoding != nullptr;
     case BACKEND_OP_RELATTN_FORWARD: return b.relattn_forward != nullptr;
     case BACKEND_OP_RELATTN_BACKWARD: return b.relattn_backward != nullptr;
@@ -172,6 +176,8 @@ static constexpr backend cu_ops()
     b.linear_backward = cu_linear_backward;
     b.conv2d_forward = cu_conv2d_forward;
     b.conv2d_backward = cu_conv2d_backward;
+    b.conv2d_gen_forward = cu_conv2d_gen_forward;
+    b.conv2d_gen_backward = cu_conv2d_gen_backward;
     b.swap12 = cu_swap12;
     b.relu_forward = cu_relu_forward;
     b.relu_backward = cu_relu_backward;
@@ -200,6 +206,8 @@ static constexpr backend cu_ops()
     b.dwconv1d_backward = cu_dwconv1d_backward;
     b.batchnorm_forward = cu_batchnorm_forward;
     b.batchnorm_backward = cu_batchnorm_backward;
+    b.batchnorm_stats = cu_batchnorm_stats;
+    b.batchnorm_backward_global = cu_batchnorm_backward_global;
     b.relpos_encoding = cu_relpos_encoding;
     b.relattn_forward = cu_relattn_forward;
     b.relattn_backward = cu_relattn_backward;

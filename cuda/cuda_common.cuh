@@ -174,6 +174,12 @@ void cu_conv2d_forward(backend *be, float *y, const float *x, const float *w, co
                        int oc, int h, int wd, int relu);
 void cu_conv2d_backward(backend *be, float *dx, float *dw, float *db, const float *dy, const float *x,
                         const float *w, const float *y, int nb, int ic, int oc, int h, int wd, int acc);
+// cuda/ops_convg.cu
+void cu_conv2d_gen_forward(backend *be, float *y, const float *x, const float *w, const float *b, int nb, int ic,
+                           int oc, int h, int wd, int kh, int kw, int sh, int sw, int relu);
+void cu_conv2d_gen_backward(backend *be, float *dx, float *dw, float *db, const float *dy, const float *x,
+                            const float *w, const float *y, int nb, int ic, int oc, int h, int wd, int kh, int kw,
+                            int sh, int sw, int acc);
 // cuda/ops_elementwise.cu
 void cu_swap12(backend *be, float *y, const float *x, int nb, int d1, int d2, int d3);
 void cu_relu_forward(backend *be, float *y, const float *x, size_t n);
@@ -227,6 +233,10 @@ void cu_batchnorm_forward(backend *be, float *y, float *mean, float *rstd, const
                           double eps, double momentum, int train);
 void cu_batchnorm_backward(backend *be, float *dx, float *dw, float *db, const float *dy, const float *x,
                            const float *w, const float *mean, const float *rstd, int n, int c);
+void cu_batchnorm_stats(backend *be, float *out, const float *x, const float *dy, const float *mean, int n, int c);
+void cu_batchnorm_backward_global(backend *be, float *dx, float *dw, float *db, const float *dy, const float *x,
+                                  const float *w, const float *mean, const float *rstd, const float *l, const float *g,
+                                  double count, int n, int c);
 // cuda/ops_softmax.cu
 void cu_log_softmax_forward(backend *be, float *y, const float *x, int n, int v);
 void cu_log_softmax_backward(backend *be, float *dx, const float *dy, const float *y, int n, int v);

@@ -124,3 +124,62 @@ void cu_batchnorm_backward(backend *be, float *dx, float *dw, float *db, const f
     bn_dx_kernel<<<cu_blocks(be, total), CU_THREADS, 0, cu_stream(be)>>>(dx, dy, x, mean, coef, total, c);
     KERNEL_CHECK();
 }
+
+// Channel ch of batchnorm_stats: its column summed over the rows in order in double (mode by
+// which of dy / mean is given, as core/compute/ops_norm_impl.h).
+static __global__ void bn_stats_kernel(float *out, const float *x, const float *dy, const float *mean, int n, int c)
+{
+    size_t ch = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (ch >= (size_t)c) return;
+    double s = 0.0, q = 0.0, mu = mean ? (double)mean[ch] : 0.0;
+    for (int r = 0; r < n; r++) {
+        size_t i = (size_t)r * c + ch;
+        if (dy) {
+            s += (double)dy[i];
+            q += ((double)x[i] - mu) * (double)dy[i];
+        } else if (mean) {
+            double dv = (double)x[i] - mu;
+            s += dv * dv;
+        } else {
+            s += (double)x[i];
+        }
+    }
+    out[ch] = (float)s;
+    if (dy) out[c + ch] = (float)q;
+}
+
+void cu_batchnorm_stats(backend *be, float *out, const float *x, const float *dy, const float *mean, int n, int c)
+{
+    if (c <= 0 || n < 0) return;
+    bn_stats_kernel<<<bn_channel_blocks(c), CU_THREADS, 0, cu_stream(be)>>>(out, x, dy, mean, n, c);
+    KERNEL_CHECK();
+}
+
+// The coefficients of batchnorm_backward_global from the global sums g, dw / db from the local l.
+static __global__ void bn_global_coef_kernel(float *coef, float *dw, float *db, const float *w, const float *rstd,
+                                             const float *l, const float *g, double count, int c)
+{
+    size_t ch = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (ch >= (size_t)c) return;
+    double rs = (double)rstd[ch];
+    coef[ch] = (float)((double)g[ch] / count);
+    coef[c + ch] = (float)((double)g[c + ch] * rs * rs / count);
+    coef[2 * c + ch] = rstd[ch] * w[ch];
+    dw[ch] += (float)((double)l[c + ch] * rs);
+    db[ch] += l[ch];
+}
+
+void cu_batchnorm_backward_global(backend *be, float *dx, float *dw, float *db, const float *dy, const float *x,
+                                  const float *w, const float *mean, const float *rstd, const float *l, const float *g,
+                                  double count, int n, int c)
+{
+    if (c <= 0 || n < 0) return;
+    float *coef = (float *)cu_scratch(be, 3 * (size_t)c * sizeof(float));
+    bn_global_coef_kernel<<<bn_channel_blocks(c), CU_THREADS, 0, cu_stream(be)>>>(coef, dw, db, w, rstd, l, g, count,
+                                                                                 c);
+    KERNEL_CHECK();
+    size_t total = (size_t)n * c;
+    if (!total) return;
+    bn_dx_kernel<<<cu_blocks(be, total), CU_THREADS, 0, cu_stream(be)>>>(dx, dy, x, mean, coef, total, c);
+    KERNEL_CHECK();
+}

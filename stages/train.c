@@ -198,6 +198,7 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
         .max_steps = tc->max_steps > 0 ? tc->max_steps : 0,
         .val_every = tc->check_val_every_n_epoch > 0 ? tc->check_val_every_n_epoch : 1,
         .accumulate = tc->accumulate_grad_batches > 0 ? tc->accumulate_grad_batches : 1,
+        .sync_batchnorm = tc->sync_batchnorm,
         .log_every = tc->log_every_n_steps > 0 ? tc->log_every_n_steps : 50,
         .clip = tc->gradient_clip_val,
         .precision = precision_from_cfg(tc, kind, file),

@@ -74,6 +74,12 @@ struct backend {
     void (*conv2d_backward)(backend *be, float *dx, float *dw, float *db, const float *dy,
                             const float *x, const float *w, const float *y, int nb, int ic, int oc,
                             int h, int wd, int acc);
+    void (*conv2d_gen_forward)(backend *be, float *y, const float *x, const float *w,
+                               const float *b, int nb, int ic, int oc, int h, int wd, int kh, int kw,
+                               int sh, int sw, int relu);
+    void (*conv2d_gen_backward)(backend *be, float *dx, float *dw, float *db, const float *dy,
+                                const float *x, const float *w, const float *y, int nb, int ic,
+                                int oc, int h, int wd, int kh, int kw, int sh, int sw, int acc);
     void (*swap12)(backend *be, float *y, const float *x, int nb, int d1, int d2, int d3);
     void (*relu_forward)(backend *be, float *y, const float *x, size_t n);
     void (*relu_backward)(backend *be, float *dx, const float *dy, const float *y, size_t n);
@@ -138,6 +144,12 @@ struct backend {
     void (*batchnorm_backward)(backend *be, float *dx, float *dw, float *db, const float *dy,
                                const float *x, const float *w, const float *mean,
                                const float *rstd, int n, int c);
+    void (*batchnorm_stats)(backend *be, float *out, const float *x, const float *dy,
+                            const float *mean, int n, int c);
+    void (*batchnorm_backward_global)(backend *be, float *dx, float *dw, float *db, const float *dy,
+                                      const float *x, const float *w, const float *mean,
+                                      const float *rstd, const float *l, const float *g,
+                                      double count, int n, int c);
     void (*relpos_encoding)(backend *be, float *pe, int t, int d);
     void (*relattn_forward)(backend *be, float *y, float *att, const float *q, const float *k,
                             const float *v, int ld, const float *p, const float *u,

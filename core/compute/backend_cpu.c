@@ -225,6 +225,22 @@ static void cpu_conv2d_backward(backend *be, float *dx, float *dw, float *db, co
     ops_conv2d_backward_mt_f32(dx, dw, db, dy, x, w, y, nb, ic, oc, h, wd, acc, s, threads_of(be));
 }
 
+static void cpu_conv2d_gen_forward(backend *be, float *y, const float *x, const float *w,
+                                   const float *b, int nb, int ic, int oc, int h, int wd, int kh,
+                                   int kw, int sh, int sw, int relu)
+{
+    float *s = scratch(be, ops_conv2d_gen_forward_scratch(ic, oc, h, wd, kh, kw, sh, sw));
+    ops_conv2d_gen_forward_f32(y, x, w, b, nb, ic, oc, h, wd, kh, kw, sh, sw, relu, s);
+}
+
+static void cpu_conv2d_gen_backward(backend *be, float *dx, float *dw, float *db, const float *dy,
+                                    const float *x, const float *w, const float *y, int nb, int ic,
+                                    int oc, int h, int wd, int kh, int kw, int sh, int sw, int acc)
+{
+    float *s = scratch(be, ops_conv2d_gen_backward_scratch(ic, oc, h, wd, kh, kw, sh, sw));
+    ops_conv2d_gen_backward_f32(dx, dw, db, dy, x, w, y, nb, ic, oc, h, wd, kh, kw, sh, sw, acc, s);
+}
+
 static void cpu_swap12(backend *be, float *y, const float *x, int nb, int d1, int d2, int d3)
 {
     ew_job j = {.kind = EW_SWAP12, .y = y, .a = x, .row = (size_t)d1 * d2 * d3, .d1 = d1, .d2 = d2, .d3 = d3};
@@ -378,6 +394,21 @@ static void cpu_batchnorm_backward(backend *be, float *dx, float *dw, float *db,
                                    int n, int c)
 {
     ops_batchnorm_backward_mt_f32(dx, dw, db, dy, x, w, mean, rstd, n, c, threads_of(be));
+}
+
+static void cpu_batchnorm_stats(backend *be, float *out, const float *x, const float *dy, const float *mean, int n,
+                                int c)
+{
+    (void)be;
+    ops_batchnorm_stats_f32(out, x, dy, mean, n, c);
+}
+
+static void cpu_batchnorm_backward_global(backend *be, float *dx, float *dw, float *db, const float *dy,
+                                          const float *x, const float *w, const float *mean, const float *rstd,
+                                          const float *l, const float *g, double count, int n, int c)
+{
+    (void)be;
+    ops_batchnorm_backward_global_f32(dx, dw, db, dy, x, w, mean, rstd, l, g, count, n, c);
 }
 
 static void cpu_relpos_encoding(backend *be, float *pe, int t, int d)
@@ -568,6 +599,8 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
         .linear_backward = cpu_linear_backward,
         .conv2d_forward = cpu_conv2d_forward,
         .conv2d_backward = cpu_conv2d_backward,
+        .conv2d_gen_forward = cpu_conv2d_gen_forward,
+        .conv2d_gen_backward = cpu_conv2d_gen_backward,
         .swap12 = cpu_swap12,
         .relu_forward = cpu_relu_forward,
         .relu_backward = cpu_relu_backward,
@@ -590,6 +623,8 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
         .dwconv1d_backward = cpu_dwconv1d_backward,
         .batchnorm_forward = cpu_batchnorm_forward,
         .batchnorm_backward = cpu_batchnorm_backward,
+        .batchnorm_stats = cpu_batchnorm_stats,
+        .batchnorm_backward_global = cpu_batchnorm_backward_global,
         .relpos_encoding = cpu_relpos_encoding,
         .relattn_forward = cpu_relattn_forward,
         .relattn_backward = cpu_relattn_backward,

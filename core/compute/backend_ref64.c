@@ -146,6 +146,37 @@ static void ref_conv2d_backward(backend *be, float *dx, float *dw, float *db, co
     tmp_release(be);
 }
 
+static void ref_conv2d_gen_forward(backend *be, float *y, const float *x, const float *w,
+                                   const float *b, int nb, int ic, int oc, int h, int wd, int kh,
+                                   int kw, int sh, int sw, int relu)
+{
+    size_t ny = (size_t)nb * ops_conv_len(h, kh, sh) * ops_conv_len(wd, kw, sw) * oc;
+    double *yd = tmp_zeros(be, ny);
+    ops_conv2d_gen_forward_f64(yd, wide(be, x, (size_t)nb * h * wd * ic),
+                               wide(be, w, (size_t)oc * ic * kh * kw), wide(be, b, (size_t)oc), nb, ic, oc,
+                               h, wd, kh, kw, sh, sw, relu,
+                               scratch(be, ops_conv2d_gen_forward_scratch(ic, oc, h, wd, kh, kw, sh, sw)));
+    narrow(y, yd, ny);
+    tmp_release(be);
+}
+
+static void ref_conv2d_gen_backward(backend *be, float *dx, float *dw, float *db, const float *dy,
+                                    const float *x, const float *w, const float *y, int nb, int ic,
+                                    int oc, int h, int wd, int kh, int kw, int sh, int sw, int acc)
+{
+    size_t nx = (size_t)nb * h * wd * ic, nw = (size_t)oc * ic * kh * kw;
+    size_t ny = (size_t)nb * ops_conv_len(h, kh, sh) * ops_conv_len(wd, kw, sw) * oc;
+    double *dxd = dx ? (acc ? wide(be, dx, nx) : tmp_zeros(be, nx)) : NULL;
+    double *dwd = wide(be, dw, nw), *dbd = wide(be, db, (size_t)oc);
+    ops_conv2d_gen_backward_f64(dxd, dwd, dbd, wide(be, dy, ny), wide(be, x, nx), wide(be, w, nw),
+                                wide(be, y, ny), nb, ic, oc, h, wd, kh, kw, sh, sw, acc,
+                                scratch(be, ops_conv2d_gen_backward_scratch(ic, oc, h, wd, kh, kw, sh, sw)));
+    narrow(dx, dxd, nx);
+    narrow(dw, dwd, nw);
+    narrow(db, dbd, (size_t)oc);
+    tmp_release(be);
+}
+
 static void ref_swap12(backend *be, float *y, const float *x, int nb, int d1, int d2, int d3)
 {
     size_t n = (size_t)nb * d1 * d2 * d3;
@@ -495,6 +526,8 @@ int backend_ref64_init(backend *be, int threads, esp_err *err)
         .linear_backward = ref_linear_backward,
         .conv2d_forward = ref_conv2d_forward,
         .conv2d_backward = ref_conv2d_backward,
+        .conv2d_gen_forward = ref_conv2d_gen_forward,
+        .conv2d_gen_backward = ref_conv2d_gen_backward,
         .swap12 = ref_swap12,
         .relu_forward = ref_relu_forward,
         .relu_backward = ref_relu_backward,

@@ -92,6 +92,31 @@ static void ref_batchnorm_backward(backend *be, float *dx, float *dw, float *db,
     tmp_release(be);
 }
 
+static void ref_batchnorm_stats(backend *be, float *out, const float *x, const float *dy, const float *mean, int n,
+                                int c)
+{
+    size_t nx = (size_t)n * c, cc = (size_t)c, no = dy ? 2 * cc : cc;
+    double *od = tmp_zeros(be, no);
+    ops_batchnorm_stats_f64(od, wide(be, x, nx), wide(be, dy, nx), wide(be, mean, cc), n, c);
+    narrow(out, od, no);
+    tmp_release(be);
+}
+
+static void ref_batchnorm_backward_global(backend *be, float *dx, float *dw, float *db, const float *dy,
+                                          const float *x, const float *w, const float *mean, const float *rstd,
+                                          const float *l, const float *g, double count, int n, int c)
+{
+    size_t nx = (size_t)n * c, cc = (size_t)c;
+    double *dxd = tmp_zeros(be, nx), *dwd = wide(be, dw, cc), *dbd = wide(be, db, cc);
+    ops_batchnorm_backward_global_f64(dxd, dwd, dbd, wide(be, dy, nx), wide(be, x, nx), wide(be, w, cc),
+                                      wide(be, mean, cc), wide(be, rstd, cc), wide(be, l, 2 * cc), wide(be, g, 2 * cc),
+                                      count, n, c);
+    narrow(dx, dxd, nx);
+    narrow(dw, dwd, cc);
+    narrow(db, dbd, cc);
+    tmp_release(be);
+}
+
 static void ref_relpos_encoding(backend *be, float *pe, int t, int d)
 {
     size_t n = t > 0 ? (size_t)(2 * t - 1) * d : 0;
@@ -186,6 +211,8 @@ void backend_ref64_conformer_ops(backend *be)
     be->dwconv1d_backward = ref_dwconv1d_backward;
     be->batchnorm_forward = ref_batchnorm_forward;
     be->batchnorm_backward = ref_batchnorm_backward;
+    be->batchnorm_stats = ref_batchnorm_stats;
+    be->batchnorm_backward_global = ref_batchnorm_backward_global;
     be->relpos_encoding = ref_relpos_encoding;
     be->relattn_forward = ref_relattn_forward;
     be->relattn_backward = ref_relattn_backward;

@@ -37,6 +37,13 @@ static inline int ops_conv_out_len(int n)
     return n < 3 ? 0 : (n - 3) / 2 + 1;
 }
 
+/* Output length of a convolution with kernel k and stride s, no padding: torch's (n - k) // s + 1,
+ * 0 when the input is shorter than the kernel. */
+static inline int ops_conv_len(int n, int k, int s)
+{
+    return n < k ? 0 : (n - k) / s + 1;
+}
+
 /* Frames after Conv2dSubsampling (two convs): ((T - 1) // 2 - 1) // 2, clamped at 0. */
 static inline int ops_subsample_len(int t)
 {
@@ -75,6 +82,19 @@ static inline size_t ops_conv2d_backward_scratch_mt(int ic, int oc, int h, int w
     int oh = ops_conv_out_len(h), ow = ops_conv_out_len(w);
     if (ic > 1 && oh > 0 && ow > 0) return wino_scratch_threads(ic, oc, oh, ow, 1, threads);
     return ops_conv2d_backward_scratch(ic, oc, h, w);
+}
+/* Scratch (elements) for conv2d_gen_forward: the packed weight (oc x kk) and one item's patch
+ * matrix (P x kk), kk = kh * kw * ic, P = output positions per item; conv2d_gen_backward: also
+ * the packed weight gradient and one item's masked output gradient (P x oc). */
+static inline size_t ops_conv2d_gen_forward_scratch(int ic, int oc, int h, int w, int kh, int kw, int sh, int sw)
+{
+    size_t p = (size_t)ops_conv_len(h, kh, sh) * (size_t)ops_conv_len(w, kw, sw), kk = (size_t)kh * kw * ic;
+    return (size_t)oc * kk + p * kk;
+}
+static inline size_t ops_conv2d_gen_backward_scratch(int ic, int oc, int h, int w, int kh, int kw, int sh, int sw)
+{
+    size_t p = (size_t)ops_conv_len(h, kh, sh) * (size_t)ops_conv_len(w, kw, sw), kk = (size_t)kh * kw * ic;
+    return 2 * (size_t)oc * kk + p * (kk + (size_t)oc);
 }
 
 /* Scratch (elements) for mha_forward (the dropped probabilities of one head; 0 without dropout)

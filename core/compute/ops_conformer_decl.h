@@ -42,6 +42,25 @@ void OPS_DECL_FN(batchnorm_backward)(OPS_DECL_T *dx, OPS_DECL_T *dw, OPS_DECL_T 
                                      const OPS_DECL_T *dy, const OPS_DECL_T *x, const OPS_DECL_T *w,
                                      const OPS_DECL_T *mean, const OPS_DECL_T *rstd, int n, int c);
 
+/* ---- BatchNorm synchronised across ranks (trainer.sync_batchnorm, as torch's SyncBatchNorm): the
+ * per-channel sums each rank contributes, summed in double over the rows in order and rounded:
+ *   dy NULL, mean NULL   out[0, c) = sum x
+ *   dy NULL, mean        out[0, c) = sum (x - mean)^2
+ *   dy, mean             out[0, c) = sum dy, out[c, 2c) = sum (x - mean) dy
+ * The caller sums them over the ranks; the forward then normalizes with batchnorm_forward in
+ * evaluation mode on the global statistics. */
+void OPS_DECL_FN(batchnorm_stats)(OPS_DECL_T *out, const OPS_DECL_T *x, const OPS_DECL_T *dy,
+                                  const OPS_DECL_T *mean, int n, int c);
+/* The backward with global sums g (2c: sum dy, sum (x - mean) dy over every rank's rows, count
+ * rows in all): dx = (dy - g0 / count - (x - mean) g1 rstd^2 / count) rstd w (dx must not alias
+ * dy); dw += l1 * rstd, db += l0 with this rank's own sums l (2c), as torch's SyncBatchNorm
+ * leaves the parameter gradients to the data-parallel average. */
+void OPS_DECL_FN(batchnorm_backward_global)(OPS_DECL_T *dx, OPS_DECL_T *dw, OPS_DECL_T *db,
+                                            const OPS_DECL_T *dy, const OPS_DECL_T *x,
+                                            const OPS_DECL_T *w, const OPS_DECL_T *mean,
+                                            const OPS_DECL_T *rstd, const OPS_DECL_T *l,
+                                            const OPS_DECL_T *g, double count, int n, int c);
+
 /* ---- Relative positional encoding (ESPnet's RelPositionalEncoding, rel_pos_type latest): pe
  * (2t - 1, d), row r for the relative position t - 1 - r (t - 1 down to 1 - t):
  * pe[r][2i] = sin(pos div_i), pe[r][2i + 1] = cos(pos div_i), div_i as posenc_forward's; d even. */

@@ -27,6 +27,20 @@ void OPS_DECL_FN(conv2d_backward)(OPS_DECL_T *dx, OPS_DECL_T *dw, OPS_DECL_T *db
                                   const OPS_DECL_T *y, int nb, int ic, int oc, int h, int wd,
                                   int acc, OPS_DECL_T *scratch);
 
+/* ---- Conv2d with any kernel (kh, kw) and stride (sh, sw), no padding, channels last, as patch
+ * matrix x weight GEMMs (core/compute/ops_convg_impl.h): x (nb, h, wd, ic) -> y (nb, oh, ow, oc),
+ * oh = ops_conv_len(h, kh, sh), ow = ops_conv_len(wd, kw, sw); w in torch's layout (oc, ic, kh, kw)
+ * (a Conv1d's (oc, ic, k) over (nb, t, ic) is kh = k, kw = 1, wd = 1). b may be NULL; relu fuses
+ * ReLU. Backward as conv2d_backward (dx NULL or acc; dw +=, db +=; y the output when ReLU was
+ * fused). scratch: ops_conv2d_gen_forward_scratch / ops_conv2d_gen_backward_scratch. */
+void OPS_DECL_FN(conv2d_gen_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, const OPS_DECL_T *w,
+                                     const OPS_DECL_T *b, int nb, int ic, int oc, int h, int wd, int kh,
+                                     int kw, int sh, int sw, int relu, OPS_DECL_T *scratch);
+void OPS_DECL_FN(conv2d_gen_backward)(OPS_DECL_T *dx, OPS_DECL_T *dw, OPS_DECL_T *db,
+                                      const OPS_DECL_T *dy, const OPS_DECL_T *x, const OPS_DECL_T *w,
+                                      const OPS_DECL_T *y, int nb, int ic, int oc, int h, int wd, int kh,
+                                      int kw, int sh, int sw, int acc, OPS_DECL_T *scratch);
+
 /* ---- Swap dims 1 and 2: x (nb, d1, d2, d3) -> y (nb, d2, d1, d3); y must not alias x. Its
  * backward is the same op with d1, d2 swapped. The model uses it (d3 = 1, a transpose per row) to
  * reorder the columns of embed.out's weight from torch's (c, f) to the conv output's (f, c). */

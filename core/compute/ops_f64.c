@@ -11,3 +11,4 @@
 #include "core/compute/ops_conv1d_impl.h"
 #include "core/compute/ops_norm_impl.h"
 #include "core/compute/ops_relattn_impl.h"
+#include "core/compute/ops_convg_impl.h"

@@ -142,3 +142,56 @@ void OPS_FN(batchnorm_backward)(real *dx, real *dw, real *db, const real *dy, co
 {
     OPS_FN(batchnorm_backward_mt)(dx, dw, db, dy, x, w, mean, rstd, n, c, 1);
 }
+
+void OPS_FN(batchnorm_stats)(real *out, const real *x, const real *dy, const real *mean, int n, int c)
+{
+    for (int c0 = 0; c0 < c; c0 += BN_CBLOCK) {
+        int cn = c - c0 < BN_CBLOCK ? c - c0 : BN_CBLOCK;
+        double s[BN_CBLOCK] = {0}, q[BN_CBLOCK] = {0};
+        for (int r = 0; r < n; r++) {
+            const real *xr = x + (size_t)r * c + c0;
+            if (dy) {
+                const real *gr = dy + (size_t)r * c + c0;
+                for (int i = 0; i < cn; i++) {
+                    s[i] += (double)gr[i];
+                    q[i] += ((double)xr[i] - (double)mean[c0 + i]) * (double)gr[i];
+                }
+            } else if (mean) {
+                for (int i = 0; i < cn; i++) {
+                    double dv = (double)xr[i] - (double)mean[c0 + i];
+                    s[i] += dv * dv;
+                }
+            } else {
+                for (int i = 0; i < cn; i++) s[i] += (double)xr[i];
+            }
+        }
+        for (int i = 0; i < cn; i++) {
+            out[c0 + i] = (real)s[i];
+            if (dy) out[c + c0 + i] = (real)q[i];
+        }
+    }
+}
+
+void OPS_FN(batchnorm_backward_global)(real *dx, real *dw, real *db, const real *dy, const real *x, const real *w,
+                                       const real *mean, const real *rstd, const real *l, const real *g, double count,
+                                       int n, int c)
+{
+    for (int c0 = 0; c0 < c; c0 += BN_CBLOCK) {
+        int cn = c - c0 < BN_CBLOCK ? c - c0 : BN_CBLOCK;
+        real gm[BN_CBLOCK], kk[BN_CBLOCK], rw[BN_CBLOCK];
+        for (int i = 0; i < cn; i++) {
+            double rs = (double)rstd[c0 + i];
+            gm[i] = (real)((double)g[c0 + i] / count);
+            kk[i] = (real)((double)g[c + c0 + i] * rs * rs / count);
+            rw[i] = rstd[c0 + i] * w[c0 + i];
+            dw[c0 + i] += (real)((double)l[c + c0 + i] * rs);
+            db[c0 + i] += l[c0 + i];
+        }
+        for (int r = 0; r < n; r++) {
+            const real *xr = x + (size_t)r * c + c0, *gr = dy + (size_t)r * c + c0;
+            real *dxr = dx + (size_t)r * c + c0;
+#pragma omp simd
+            for (int i = 0; i < cn; i++) dxr[i] = KM(bn_dx)(gr[i], xr[i] - mean[c0 + i], gm[i], kk[i], rw[i]);
+        }
+    }
+}

@@ -121,6 +121,7 @@ static const cyaml_schema_field_t trainer_fields[] = {
     INT("num_nodes", trainer_cfg, num_nodes),
     STR("strategy", trainer_cfg, strategy),
     STR("precision", trainer_cfg, precision),
+    BOOL("sync_batchnorm", trainer_cfg, sync_batchnorm),
     FLT("gradient_clip_val", trainer_cfg, gradient_clip_val),
     STR("gradient_clip_algorithm", trainer_cfg, gradient_clip_algorithm),
     INT("accumulate_grad_batches", trainer_cfg, accumulate_grad_batches),
@@ -221,6 +222,7 @@ static const cyaml_schema_field_t normalize_conf_fields[] = {
     STR("stats_file", normalize_conf_cfg, stats_file),
     BOOL("norm_means", normalize_conf_cfg, norm_means),
     BOOL("norm_vars", normalize_conf_cfg, norm_vars),
+    FLT("eps", normalize_conf_cfg, eps),
     CYAML_FIELD_END};
 
 /* Optional scalars read into pointers: NULL tells "left out" from a value equal to 0. */

@@ -75,6 +75,7 @@ typedef struct trainer_cfg {
     int64_t num_sanity_val_steps;
     int deterministic;
     int enable_progress_bar;
+    int sync_batchnorm;  /* the Conformer's BatchNorm statistics over all ranks (torch's SyncBatchNorm) */
     logger_cfg *logger; unsigned n_logger;
     double dist_timeout; /* espnet3: seconds any distributed wait may take (0: 300) */
     int per_rank_logs;   /* espnet3: ranks above 0 write <exp_dir>/<stage>.rank<r>.log too */
@@ -162,6 +163,7 @@ typedef struct normalize_conf_cfg {
     char *stats_file;
     int norm_means;
     int norm_vars;
+    double eps;          /* > 0; 0 (left out): ESPnet2's 1e-20 */
 } normalize_conf_cfg;
 
 typedef struct encoder_conf_cfg {

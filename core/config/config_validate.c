@@ -41,7 +41,8 @@ static const allowed_rule allowed_rules[] = {
     {"model.specaug", "specaug"},
     {"model.normalize", "global_mvn|utterance_mvn"},
     {"model.encoder", "transformer|conformer|e_branchformer"},
-    {"model.encoder_conf.input_layer", "conv2d"},
+    /* embed is refused with its reason by core/config/config_values.c. */
+    {"model.encoder_conf.input_layer", "conv2d|conv2d2|conv2d6|conv2d8|conv1d2|linear|embed|null"},
     {"model.encoder_conf.positionwise_layer_type", "linear"},
     {"model.encoder_conf.pos_enc_layer_type", "abs_pos|rel_pos"},
     {"model.encoder_conf.rel_pos_type", "latest|legacy"},
@@ -92,7 +93,7 @@ const target_entry target_registry[] = {
 
 /* ESPnet3 / Lightning / ESPnet2 keys we accept but do not implement: one warning each. */
 static const char *const unimplemented_keys[] = {
-    "trainer.sync_batchnorm", "trainer.benchmark", "trainer.profiler", "trainer.callbacks",
+    "trainer.benchmark", "trainer.profiler", "trainer.callbacks",
     "trainer.enable_checkpointing", "trainer.enable_model_summary", "trainer.default_root_dir",
     "trainer.fast_dev_run", "trainer.min_epochs", "trainer.min_steps", "trainer.max_time",
     "trainer.overfit_batches", "trainer.reload_dataloaders_every_n_epochs", "trainer.use_distributed_sampler",
@@ -235,6 +236,16 @@ static int check_target(walker *w, const ynode *n, const char *section_schema_pa
     return config_fail_node(w->err, n, path, "unknown _target_ '%s' (supported: %s)", n->str, used ? list : "none here");
 }
 
+/* Keys where null means something other than the default (ESPnet's None): kept in the tree as the
+ * plain scalar "null", which libcyaml loads as that string and the allowed values list. */
+static int null_is_a_value(const char *schema_path)
+{
+    static const char *const keys[] = {"model.encoder_conf.input_layer"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        if (config_path_match(keys[i], schema_path)) return 1;
+    return 0;
+}
+
 static int is_unimplemented(const char *schema_path)
 {
     for (const char *const *k = unimplemented_keys; *k; k++)
@@ -296,7 +307,7 @@ static int walk_mapping(walker *w, ynode *n, const cyaml_schema_field_t *fields,
                 else rc = esp_fail(w->err, "%s: %s: unknown key (see the README's config reference for the keys of %s)",
                                    ymark_str(km, where, sizeof where), p, *path ? path : "the top level");
             }
-        } else if (yt_is_null(val) && f->value.type != CYAML_IGNORE) {
+        } else if (yt_is_null(val) && f->value.type != CYAML_IGNORE && !null_is_a_value(sp)) {
             drop = 1; /* an empty value leaves the field unset */
         } else if (!strcmp(key, "_target_")) {
             if (val->kind != YN_SCALAR) rc = config_fail_node(w->err, val, p, "_target_ must be a class name string");
@@ -396,6 +407,15 @@ static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *s, const 
         return check_allowed(w, n, schema_path, path);
     case CYAML_STRING:
         if (n->kind != YN_SCALAR) return config_fail_node(w->err, n, path, "expected a string, got %s", yt_kind_name(n));
+        if (null_is_a_value(schema_path)) {
+            if (n->quoted && !strcmp(n->str, "null"))
+                return config_fail_node(w->err, n, path, "'null' in quotes is the string null, not None (write null "
+                                                         "without quotes for no input layer)");
+            if (yt_is_null(n)) { /* ~, Null, an empty value: one spelling */
+                free(n->str);
+                n->str = xstrdup("null");
+            }
+        }
         if (config_path_match("dataset.*[].data_src", schema_path)) return check_data_src(w, n, path);
         if (!strcmp(schema_path, "trainer.limit_train_batches") || !strcmp(schema_path, "trainer.limit_val_batches")) {
             /* Kept as written: Lightning tells a count (int) from a fraction (float) by the type. */

@@ -92,6 +92,7 @@ static const num_rule num_rules[] = {
     {"model.frontend_conf.n_mels", 1, 4096, 0, "in [1, 4096]", "leave it out for 80"},
     {"model.frontend_conf.fmin", 0, INF, 0, ">= 0 Hz", "leave it out for 0"},
     {"model.frontend_conf.fmax", 0, INF, LO_OPEN, "> 0 Hz", "leave it out or null for fs/2"},
+    {"model.normalize_conf.eps", 0, INF, LO_OPEN, "> 0", "the least standard deviation; leave it out for 1e-20"},
     {"model.specaug_conf.time_warp_window", 1, 100000, 0, "in [1, 100000]",
      "apply_time_warp: false turns warping off; leave it out for 5"},
     {"model.specaug_conf.num_freq_mask", 1, 1000, 0, "in [1, 1000]",
@@ -294,9 +295,51 @@ static int check_frontend(const ynode *root, esp_err *err)
         snprintf(what, sizeof what, "%g is not below fs/2 = %g (leave it out for 0)", fmin, fs / 2);
         return fail_key(err, n, P, "fmin", what);
     }
-    if (num_in(fc, "n_mels", &n_mels, &n) && n_mels < 7)
-        return fail_key(err, n, P, "n_mels", "is below 7, the least the encoder's conv2d input layer can subsample "
-                                             "(leave it out for 80)");
+    (void)n_mels; /* its least value depends on the input layer: check_input_layer */
+    return 0;
+}
+
+/* model.encoder_conf.input_layer against the encoder and the features (core/nn/model_embed.c). */
+static int check_input_layer(const ynode *root, esp_err *err)
+{
+    const char *E = "model.encoder_conf";
+    const ynode *enc = yt_get_path(root, E), *il = enc && enc->kind == YN_MAP ? yt_map_get(enc, "input_layer") : NULL;
+    const ynode *kind = yt_get_path(root, "model.encoder"), *nm = yt_get_path(root, "model.frontend_conf.n_mels");
+    const char *layer = il ? il->str : "conv2d";
+    int conformer = kind && kind->kind == YN_SCALAR && !strcmp(kind->str, "conformer");
+    int ebf = kind && kind->kind == YN_SCALAR && !strcmp(kind->str, "e_branchformer");
+    const ynode *pe = enc && enc->kind == YN_MAP ? yt_map_get(enc, "pos_enc_layer_type") : NULL;
+    int rel_pos = pe ? pe->kind == YN_SCALAR && !strcmp(pe->str, "rel_pos") : ebf; /* e_branchformer's default */
+    double n_mels = 80, d = 256;
+    if (nm) yt_as_float(nm, &n_mels);
+    num_in(enc, "output_size", &d, NULL);
+    char what[300];
+    if (!strcmp(layer, "embed"))
+        return fail_key(err, il, E, "input_layer",
+                        "embed (nn.Embedding) takes token ids, but the ASR model's input is the frontend's log-mel "
+                        "features (ESPnet's Embedding fails on them too): use conv2d, linear or null");
+    if (!strcmp(layer, "conv1d2") && conformer)
+        return fail_key(err, il, E, "input_layer",
+                        "conv1d2 is a TransformerEncoder input layer; ConformerEncoder has none (ESPnet2 raises "
+                        "'unknown input_layer'): use conv2d, conv2d2, conv2d6, conv2d8, linear or null");
+    if (!strcmp(layer, "null") && conformer && n_mels != d) {
+        snprintf(what, sizeof what, "null (the positional encoding alone) needs the feature dimension (n_mels = %g) "
+                 "to equal output_size = %g", n_mels, d);
+        return fail_key(err, il, E, "input_layer", what);
+    }
+    if (!strcmp(layer, "null") && ebf && rel_pos && n_mels != d) {
+        snprintf(what, sizeof what, "null with n_mels = %g != output_size = %g is a plain Linear without the relative "
+                 "positions rel_pos attention needs (ESPnet2 fails on it): use abs_pos, or n_mels = output_size",
+                 n_mels, d);
+        return fail_key(err, il, E, "input_layer", what);
+    }
+    int least = !strcmp(layer, "conv2d6") ? 11 : !strcmp(layer, "conv2d8") ? 15
+              : !strcmp(layer, "conv2d") || !strcmp(layer, "conv2d2") ? 7 : 1;
+    if (n_mels < least) {
+        snprintf(what, sizeof what, "is below %d, the least the encoder's %s input layer can subsample (leave it out "
+                 "for 80)", least, layer);
+        return nm ? fail_key(err, nm, "model.frontend_conf", "n_mels", what) : fail_key(err, il, E, "input_layer", what);
+    }
     return 0;
 }
 
@@ -383,7 +426,9 @@ int config_check_values(config_kind kind, ynode *root, esp_err *err)
 {
     if (kind != CONFIG_TRAINING) return 0;
     if (check_batches(root, "train", err) != 0 || check_batches(root, "valid", err) != 0) return -1;
-    if (check_frontend(root, err) != 0 || check_model(root, err) != 0 || check_create_dataset(root, err) != 0) return -1;
+    if (check_frontend(root, err) != 0 || check_model(root, err) != 0 || check_input_layer(root, err) != 0 ||
+        check_create_dataset(root, err) != 0)
+        return -1;
     lightning_max_epochs(root);
     return 0;
 }

@@ -29,7 +29,7 @@ static int load_global_mvn(asr_data *d, const model_cfg *m, esp_err *err)
             esp_fail(err, "%s: stats have %zu dims but the frontend makes %d (recollect stats)", path, ns, d->fo.n_mels);
         else
             rc = global_mvn_init(&d->gmvn, sum, sq, (int64_t)count[0], (int)ns,
-                                 m->normalize_conf->norm_means, m->normalize_conf->norm_vars, err);
+                                 m->normalize_conf->norm_means, m->normalize_conf->norm_vars, d->norm_eps, err);
     }
     free(count);
     free(sum);
@@ -86,6 +86,7 @@ int asr_data_open_files(asr_data *d, const model_cfg *m, const char *mpath, cons
         if (specaug_opts_from_cfg(m->specaug_conf, &d->sa, err) != 0) goto fail;
         d->specaug_on = 1;
     }
+    d->norm_eps = m && m->normalize_conf && m->normalize_conf->eps > 0 ? m->normalize_conf->eps : 1e-20;
     if (m && m->normalize && !strcmp(m->normalize, "global_mvn")) {
         d->norm = NORM_GLOBAL;
         if (load_global_mvn(d, m, err) != 0) goto fail;
@@ -159,17 +160,23 @@ int asr_data_read_span(const asr_data *d, const char *path, double start, double
     return -1;
 }
 
-/* The one feature pipeline of training and decoding: log-mel, SpecAugment (aug non-NULL), normalization. */
-static void featurize(asr_data *d, float *x, const float *wav, size_t n, rng *aug)
+/* The one feature pipeline of training and decoding: log-mel, SpecAugment (aug non-NULL),
+ * normalization. x has T_pad >= T rows (the batch's padded length; utterance_mvn's result depends
+ * on it as ESPnet2's does on a padded batch); rows from T on are padding. */
+static void featurize(asr_data *d, float *x, const float *wav, size_t n, rng *aug, size_t T_pad)
 {
     size_t T = frontend_num_frames(d->fe, n);
     frontend_logmel(x, d->fe, wav, n);
     if (aug) specaug_apply(x, T, d->fo.n_mels, &d->sa, aug);
     if (d->norm == NORM_GLOBAL) global_mvn_apply(x, &d->gmvn, T, T);
-    else if (d->norm == NORM_UTTERANCE) utterance_mvn_apply(x, T, T, d->fo.n_mels, d->utt_norm_means, d->utt_norm_vars);
+    else if (d->norm == NORM_UTTERANCE)
+        utterance_mvn_apply(x, T_pad, T, d->fo.n_mels, d->utt_norm_means, d->utt_norm_vars, d->norm_eps);
 }
 
-void asr_data_featurize(asr_data *d, float *x, const float *wav, size_t n) { featurize(d, x, wav, n, NULL); }
+void asr_data_featurize(asr_data *d, float *x, const float *wav, size_t n)
+{
+    featurize(d, x, wav, n, NULL, frontend_num_frames(d->fe, n));
+}
 
 void asr_batch_free(asr_batch *b)
 {
@@ -215,7 +222,7 @@ int asr_batch_load(asr_batch *b, asr_data *d, const size_t *items, int n, uint64
         for (int i = 0; i < n; i++) {
             rng r;
             rng_init(&r, rng_derive(aug_seed, 0x5A, items[i])); /* same draw on resume */
-            featurize(d, b->feats + (size_t)i * b->Tmax * D, wav[i], ns[i], d->specaug_on ? &r : NULL);
+            featurize(d, b->feats + (size_t)i * b->Tmax * D, wav[i], ns[i], d->specaug_on ? &r : NULL, b->Tmax);
             for (size_t k = 0; k < nids[i]; k++) b->labels[(size_t)i * b->Lmax + k] = (int)ids[i][k];
         }
     }

@@ -29,6 +29,7 @@ typedef struct asr_data {
     norm_kind norm;
     global_mvn gmvn;
     int utt_norm_means, utt_norm_vars;
+    double norm_eps;         /* normalize_conf.eps (both kinds) */
     int train;               /* opened as training data */
     int aug_on;              /* waveform augmentation (asr_data_set_augment) */
     augment_conf aug;

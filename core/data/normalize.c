@@ -5,7 +5,7 @@
 #include <string.h>
 
 int global_mvn_init(global_mvn *g, const double *sum, const double *sum_square, int64_t count, int dim,
-                    int norm_means, int norm_vars, esp_err *err)
+                    int norm_means, int norm_vars, double eps, esp_err *err)
 {
     memset(g, 0, sizeof *g);
     if (dim <= 0) return esp_fail(err, "feature stats: dimension %d (rerun collect_stats)", dim);
@@ -23,7 +23,7 @@ int global_mvn_init(global_mvn *g, const double *sum, const double *sum_square, 
                                  "collect_stats; check the audio for NaN/inf samples)", d);
         }
         g->mean[d] = (float)mean;
-        g->std[d] = (float)sqrt(fmax(var, 1e-20));
+        g->std[d] = (float)sqrt(fmax(var, eps));
     }
     g->dim = dim;
     g->norm_means = norm_means;
@@ -53,28 +53,33 @@ void global_mvn_apply(float *x, const global_mvn *g, size_t T, size_t T_valid)
     memset(x + T_valid * D, 0, (T - T_valid) * D * sizeof *x);
 }
 
-void utterance_mvn_apply(float *x, size_t T, size_t T_valid, int dim, int norm_means, int norm_vars)
+void utterance_mvn_apply(float *x, size_t T, size_t T_valid, int dim, int norm_means, int norm_vars, double eps)
 {
     ESP_CHECK(T_valid <= T && dim > 0);
     const size_t D = (size_t)dim;
-    memset(x + T_valid * D, 0, (T - T_valid) * D * sizeof *x);
+    memset(x + T_valid * D, 0, (T - T_valid) * D * sizeof *x); /* "assumed zero padded" */
     if (T_valid == 0 || (!norm_means && !norm_vars)) return;
-    double *mean = xcalloc(D, sizeof *mean), *var = xcalloc(D, sizeof *var);
+    double *acc = xcalloc(D, sizeof *acc);
+    float *mean = xmalloc(D * sizeof *mean), *std = xmalloc(D * sizeof *std);
     for (size_t t = 0; t < T_valid; t++)
-        for (size_t d = 0; d < D; d++) mean[d] += x[t * D + d];
-    for (size_t d = 0; d < D; d++) mean[d] /= (double)T_valid;
-    if (norm_vars) {
-        for (size_t t = 0; t < T_valid; t++)
-            for (size_t d = 0; d < D; d++) {
-                double c = x[t * D + d] - mean[d];
-                var[d] += c * c;
-            }
-    }
-    for (size_t d = 0; d < D; d++) {
-        float m = norm_means ? (float)mean[d] : 0.0f;
-        float s = norm_vars ? (float)fmax(sqrt(var[d] / (double)T_valid), 1e-20) : 1.0f;
-        for (size_t t = 0; t < T_valid; t++) x[t * D + d] = (x[t * D + d] - m) / s;
-    }
+        for (size_t d = 0; d < D; d++) acc[d] += x[t * D + d];
+    for (size_t d = 0; d < D; d++) mean[d] = (float)(acc[d] / (double)T_valid), acc[d] = 0;
+    if (norm_means) /* every frame, padding too: it becomes -mean */
+        for (size_t t = 0; t < T; t++)
+            for (size_t d = 0; d < D; d++) x[t * D + d] -= mean[d];
+    if (!norm_vars) goto done;
+    /* With norm_means the sum of squares runs over all T frames (the padding's mean^2 counts), without
+     * it over the valid frames (ESPnet masks y = x - mean first); both divide by T_valid. */
+    for (size_t t = 0; t < (norm_means ? T : T_valid); t++)
+        for (size_t d = 0; d < D; d++) {
+            double c = norm_means ? x[t * D + d] : (double)(x[t * D + d] - mean[d]);
+            acc[d] += c * c;
+        }
+    for (size_t d = 0; d < D; d++) std[d] = (float)fmax(sqrt((double)(float)(acc[d] / (double)T_valid)), eps);
+    for (size_t t = 0; t < T; t++)
+        for (size_t d = 0; d < D; d++) x[t * D + d] /= std[d];
+done:
+    free(acc);
     free(mean);
-    free(var);
+    free(std);
 }

@@ -13,22 +13,25 @@ typedef struct global_mvn {
     int dim;
     int norm_means, norm_vars;
     float *mean; /* dim: sum / count */
-    float *std;  /* dim: sqrt(max(sum_square / count - mean^2, 1e-20)) */
+    float *std;  /* dim: sqrt(max(sum_square / count - mean^2, eps)) */
 } global_mvn;
 
-/* ESPnet2's defaults: norm_means and norm_vars true. Statistics are computed in double and
+/* ESPnet2's defaults: norm_means and norm_vars true, eps 1e-20. Statistics are computed in double and
  * rounded to float, as ESPnet2 loads them with numpy and casts to the feature dtype. Errors:
  * count <= 0, dim <= 0, non-finite statistics (rerun collect_stats). */
 int global_mvn_init(global_mvn *g, const double *sum, const double *sum_square, int64_t count, int dim,
-                    int norm_means, int norm_vars, esp_err *err);
+                    int norm_means, int norm_vars, double eps, esp_err *err);
 void global_mvn_free(global_mvn *g);
 /* x: T x g->dim. Valid frames: (x - mean) / std (each step only when enabled); padding: 0. */
 void global_mvn_apply(float *x, const global_mvn *g, size_t T, size_t T_valid);
 
-/* ESPnet2 UtteranceMVN (defaults norm_means true, norm_vars false, eps 1e-20) over the T_valid
- * valid frames of x (T x dim): mean and var per dimension over those frames (accumulated in
- * double); norm_means subtracts the mean; norm_vars divides by max(sqrt(var), eps). Padding
- * frames come out zero (ESPnet2 leaves -mean there when it pads; masked later in either case). */
-void utterance_mvn_apply(float *x, size_t T, size_t T_valid, int dim, int norm_means, int norm_vars);
+/* ESPnet2's utterance_mvn (UtteranceMVN: defaults norm_means true, norm_vars false, eps 1e-20) on
+ * one utterance padded to T frames, as ESPnet2 runs it on a padded batch: padding zeroed, mean per
+ * dimension over the T_valid valid frames; norm_means subtracts it from every frame (padding then
+ * holds -mean); norm_vars divides every frame by max(sqrt(var), eps), var = the sum of squares / T_valid
+ * over all T frames after the subtraction with norm_means (so padding adds mean^2 per frame: ESPnet's
+ * result depends on the batch's padding), over the valid frames' (x - mean) without. With T = T_valid
+ * (decoding, one utterance) it is the plain per-utterance normalization. T_valid 0: zeros. */
+void utterance_mvn_apply(float *x, size_t T, size_t T_valid, int dim, int norm_means, int norm_vars, double eps);
 
 #endif

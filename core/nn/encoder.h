@@ -11,7 +11,9 @@
 
 /* Dropout sites: each has its own stream so masks are independent and reproducible. A block has
  * ten streams (site 0..9); the transformer's numbers are the ones its checkpoints were made with. */
-enum { STREAM_POS = 1, STREAM_CTC = 2, STREAM_POS_EMB = 3, STREAM_LAYER_DROP = 4, STREAM_BLOCK0 = 100 };
+enum {
+    STREAM_POS = 1, STREAM_CTC = 2, STREAM_POS_EMB = 3, STREAM_LAYER_DROP = 4, STREAM_EMBED = 5, STREAM_BLOCK0 = 100
+};
 static inline uint64_t block_stream(int l, int site) { return STREAM_BLOCK0 + 10 * (uint64_t)l + (uint64_t)site; }
 
 /* The device pointer of parameter "<fmt % l>.<leaf>" in base (m->params or m->grads); aborts when
@@ -42,6 +44,22 @@ typedef struct encoder_impl {
     /* On entry m->dh holds the gradient of the forward's output; on return that of m->h0. */
     void (*backward)(asr_model *m);
 } encoder_impl;
+
+/* The input layer (core/nn/model_embed.c): sizes for B x T input frames into m (T2, nconv, tk,
+ * fk) and the per-utterance lengths m->hlens; buffers grown with model.c's; m->x -> m->h0 and
+ * back (m->dh holds the gradient of h0). */
+void embed_sizes(asr_model *m, int B, int T, const int *feat_lens);
+void embed_alloc(asr_model *m, int B, int T);
+void embed_free(asr_model *m);
+void embed_forward(asr_model *m);
+void embed_backward(asr_model *m);
+
+/* BatchNorm1d in training mode with statistics over every rank's rows (m->sync set; core/nn/
+ * encoder_syncbn.c): the arguments of be->batchnorm_forward / batchnorm_backward. */
+void syncbn_forward(asr_model *m, float *y, float *mean, float *rstd, const float *x, const float *w, const float *b,
+                    float *run_mean, float *run_var, float *run_count, int n, int c, double eps, double momentum);
+void syncbn_backward(asr_model *m, float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
+                     const float *mean, const float *rstd, int n, int c);
 
 extern const encoder_impl encoder_transformer;
 extern const encoder_impl encoder_conformer;

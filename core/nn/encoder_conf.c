@@ -78,7 +78,7 @@ static int check_common(const encoder_conf_cfg *e, esp_err *err)
     if (e->qk_norm && *e->qk_norm)
         return esp_fail(err, "model.encoder_conf.qk_norm: true is not supported (use false)");
     /* positionwise_layer_type is linear (the schema's rule), which ignores positionwise_conv_kernel_size;
-     * padding_idx only matters for input_layer embed, interctc_use_conditioning only with
+     * padding_idx only matters for input_layer embed (refused), interctc_use_conditioning only with
      * interctc_layer_idx: accepted as they leave this model. use_flash_attn warns (config_validate.c),
      * as the decoder's does. */
     return 0;
@@ -115,6 +115,22 @@ static int conformer_dims(model_dims *out, const encoder_conf_cfg *e, esp_err *e
         out->cnn_kernel = k;
         out->act = e && e->activation_type && !strcmp(e->activation_type, "relu") ? ACT_RELU : ACT_SWISH;
     }
+    return 0;
+}
+
+/* encoder_conf.input_layer: the config's spelling (null is the plain scalar "null", which the
+ * config keeps; core/config/config_validate.c) to input_layer_kind. */
+static int input_layer_of(const encoder_conf_cfg *e, int conformer, int *kind, esp_err *err)
+{
+    const char *s = e && e->input_layer ? e->input_layer : "conv2d";
+    for (int k = IN_CONV2D; k <= IN_NONE; k++)
+        if (!strcmp(s, input_layer_name(k))) *kind = k;
+    if (*kind < 0)
+        return esp_fail(err, "model.encoder_conf.input_layer: %s is not supported (supported: conv2d, conv2d2, conv2d6, "
+                             "conv2d8, conv1d2, linear, null)", s);
+    if (*kind == IN_CONV1D2 && conformer)
+        return esp_fail(err, "model.encoder_conf.input_layer: conv1d2 is a TransformerEncoder input layer; "
+                             "ConformerEncoder has none (ESPnet2 raises 'unknown input_layer')");
     return 0;
 }
 
@@ -176,6 +192,9 @@ int encoder_dims_from_cfg(model_dims *out, const model_cfg *m, esp_err *err)
         return esp_fail(err, "model.encoder: '%s' is not supported (supported: transformer, conformer, e_branchformer)",
                         m->encoder);
     if (e && check_common(e, err) != 0) return -1;
+    int kind = -1;
+    if (input_layer_of(e, conformer, &kind, err) != 0) return -1;
+    if (out) out->input_layer = kind;
     if (ebf) return ebranchformer_dims(out, e, err);
     const char *key = e ? ebranchformer_only_key(e) : NULL;
     if (key)

@@ -279,10 +279,16 @@ static void conv_forward(asr_model *m, int l, cblock *b, const float *x)
     be->glu_forward(be, b->glu, b->pw1, N, D);
     be->dwconv1d_forward(be, b->dwo, b->glu, P(BLK "conv_module.depthwise_conv", l, "weight"),
                          P(BLK "conv_module.depthwise_conv", l, "bias"), m->B, m->T2, D, d->cnn_kernel);
-    be->batchnorm_forward(be, b->bn, b->bn_mean, b->bn_rstd, b->dwo, P(BLK "conv_module.norm", l, "weight"),
-                          P(BLK "conv_module.norm", l, "bias"), P(BLK "conv_module.norm", l, "running_mean"),
-                          P(BLK "conv_module.norm", l, "running_var"), P(BLK "conv_module.norm", l, "num_batches_tracked"),
-                          N, D, BN_EPS, BN_MOMENTUM, m->train);
+    if (m->train && m->sync.all_reduce) /* trainer.sync_batchnorm */
+        syncbn_forward(m, b->bn, b->bn_mean, b->bn_rstd, b->dwo, P(BLK "conv_module.norm", l, "weight"),
+                       P(BLK "conv_module.norm", l, "bias"), P(BLK "conv_module.norm", l, "running_mean"),
+                       P(BLK "conv_module.norm", l, "running_var"), P(BLK "conv_module.norm", l, "num_batches_tracked"),
+                       N, D, BN_EPS, BN_MOMENTUM);
+    else
+        be->batchnorm_forward(be, b->bn, b->bn_mean, b->bn_rstd, b->dwo, P(BLK "conv_module.norm", l, "weight"),
+                              P(BLK "conv_module.norm", l, "bias"), P(BLK "conv_module.norm", l, "running_mean"),
+                              P(BLK "conv_module.norm", l, "running_var"),
+                              P(BLK "conv_module.norm", l, "num_batches_tracked"), N, D, BN_EPS, BN_MOMENTUM, m->train);
     act_forward(m, b->cact, b->bn, (size_t)N * D);
     be->linear_forward(be, m->dtmp, b->cact, P(BLK "conv_module.pointwise_conv2", l, "weight"),
                        P(BLK "conv_module.pointwise_conv2", l, "bias"), N, D, D);
@@ -302,8 +308,12 @@ static void conv_backward(asr_model *m, int l, const cblock *b, const float *x)
                         G(BLK "conv_module.pointwise_conv2", l, "bias"), m->dtmp, b->cact,
                         P(BLK "conv_module.pointwise_conv2", l, "weight"), N, D, D, 0);
     act_backward(m, e->dc, e->dc, b->bn, (size_t)N * D);
-    be->batchnorm_backward(be, e->dc2, G(BLK "conv_module.norm", l, "weight"), G(BLK "conv_module.norm", l, "bias"),
-                           e->dc, b->dwo, P(BLK "conv_module.norm", l, "weight"), b->bn_mean, b->bn_rstd, N, D);
+    if (m->sync.all_reduce)
+        syncbn_backward(m, e->dc2, G(BLK "conv_module.norm", l, "weight"), G(BLK "conv_module.norm", l, "bias"), e->dc,
+                        b->dwo, P(BLK "conv_module.norm", l, "weight"), b->bn_mean, b->bn_rstd, N, D);
+    else
+        be->batchnorm_backward(be, e->dc2, G(BLK "conv_module.norm", l, "weight"), G(BLK "conv_module.norm", l, "bias"),
+                               e->dc, b->dwo, P(BLK "conv_module.norm", l, "weight"), b->bn_mean, b->bn_rstd, N, D);
     be->dwconv1d_backward(be, e->dc, G(BLK "conv_module.depthwise_conv", l, "weight"),
                           G(BLK "conv_module.depthwise_conv", l, "bias"), e->dc2, b->glu,
                           P(BLK "conv_module.depthwise_conv", l, "weight"), m->B, m->T2, D, d->cnn_kernel);

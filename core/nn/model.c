@@ -72,17 +72,17 @@ void asr_model_init_inference(asr_model *m, backend *be, const model_dims *d)
     if (d->dec_blocks > 0) m->dec = decoder_new(m);
 }
 
-/* The embedding's and the head's buffers (the encoder frees its own). */
+/* The input layer's and the head's buffers (the encoder frees its own). */
 static void free_head_acts(asr_model *m)
 {
     backend *be = m->be;
-    float **all[] = {&m->c1, &m->c2, &m->wout_fc, &m->e, &m->h0, &m->lnf, &m->meanf, &m->rstdf, &m->zd,
-                     &m->logp, &m->dh, &m->dtmp, &m->dwout_fc, &m->dc2, &m->dc1, &m->dlogp};
+    embed_free(m);
+    float **all[] = {&m->h0, &m->lnf, &m->meanf, &m->rstdf, &m->zd, &m->logp, &m->dh, &m->dtmp, &m->dlogp};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
         be->free(be, *all[i]);
         *all[i] = NULL;
     }
-    m->cap_rows = m->cap_c1 = m->cap_c2 = 0;
+    m->cap_rows = m->cap_in = 0;
 }
 
 void asr_model_free(asr_model *m)
@@ -91,6 +91,7 @@ void asr_model_free(asr_model *m)
     free_head_acts(m);
     encoder_of(m)->destroy(m);
     decoder_free(m->be, m->dec);
+    m->be->free(m->be, m->sync_dev);
     m->be->free(m->be, m->params);
     m->be->free(m->be, m->grads);
     free(m->hlens);
@@ -126,38 +127,37 @@ void asr_model_zero_grad(asr_model *m)
     m->be->fill(m->be, m->grads, 0, m->table.total * sizeof(float));
 }
 
-/* Grows the activation buffers for B x T (they are only ever enlarged); the encoder grows its own. */
+/* Grows the activation buffers for B x T input frames (they are only ever enlarged); the encoder
+ * grows its own. */
 static void ensure_acts(asr_model *m, int B, int T)
 {
     const model_dims *d = &m->dims;
-    int T1 = ops_conv_out_len(T), F1 = ops_conv_out_len(d->idim), T2 = ops_conv_out_len(T1);
-    size_t rows = (size_t)B * (size_t)T2, c1 = (size_t)B * d->d * T1 * F1, c2 = (size_t)B * d->d * T2 * d->f2;
-    encoder_of(m)->ensure(m, B, T2);
-    if (rows <= m->cap_rows && c1 <= m->cap_c1 && c2 <= m->cap_c2) return;
+    embed_sizes(m, B, T, NULL);
+    size_t rows = (size_t)B * (size_t)m->T2, in = (size_t)B * (size_t)T;
+    int grow = rows > m->cap_rows || in > m->cap_in;
+    for (int i = 0; i < m->nconv; i++) grow |= (size_t)B * m->tk[i] * m->fk[i] * d->d > m->cap_c[i];
+    encoder_of(m)->ensure(m, B, m->T2);
+    if (!grow) return;
     free_head_acts(m);
     backend *be = m->be;
     size_t D = (size_t)d->d, V = (size_t)d->vocab;
+    embed_alloc(m, B, T);
 #define A(n) be->alloc(be, (n) * sizeof(float) + 64)
-    m->c1 = A(c1);
-    m->c2 = A(c2);
-    m->wout_fc = A(D * D * (size_t)d->f2);
-    m->e = A(rows * D);
     m->h0 = A(rows * D);
     m->lnf = A(rows * D), m->meanf = A(rows), m->rstdf = A(rows), m->zd = A(rows * D);
     m->logp = A(rows * V);
     m->dtmp = A(rows * D); /* the forward's branch output too */
-    m->cap_rows = rows, m->cap_c1 = c1, m->cap_c2 = c2;
+    m->cap_rows = rows, m->cap_in = in;
     if (m->inference) return;
     m->dh = A(rows * D);
-    m->dwout_fc = A(D * D * (size_t)d->f2), m->dc2 = A(c2), m->dc1 = A(c1), m->dlogp = A(rows * V);
+    m->dlogp = A(rows * V);
 #undef A
 }
 
 void asr_model_reserve(asr_model *m, int B, int T, int Lmax)
 {
     ensure_acts(m, B, T);
-    int T2 = ops_conv_out_len(ops_conv_out_len(T));
-    if (m->dec) decoder_reserve(m, B, Lmax + 1, T2);
+    if (m->dec) decoder_reserve(m, B, Lmax + 1, input_layer_out_len(m->dims.input_layer, T));
 }
 
 /* ---- forward --------------------------------------------------------------------------------- */
@@ -169,28 +169,12 @@ void asr_model_forward(asr_model *m, const float *feats, const int *feat_lens, i
     ESP_CHECK(!(m->inference && train));
     ensure_acts(m, B, T);
     m->B = B, m->T = T, m->train = train, m->seed = seed;
-    m->T1 = ops_conv_out_len(T), m->F1 = ops_conv_out_len(d->idim), m->T2 = ops_conv_out_len(m->T1);
     m->x = (float *)feats;
-    m->hlens = xrealloc(m->hlens, (size_t)B * sizeof *m->hlens);
-    for (int b = 0; b < B; b++) m->hlens[b] = ops_subsample_len(feat_lens[b]);
+    embed_sizes(m, B, T, feat_lens);
     int N = B * m->T2, D = d->d;
-    float pp = train ? m->rates.pos_dropout : 0, pc = train ? m->rates.ctc_dropout : 0;
+    float pc = train ? m->rates.ctc_dropout : 0;
 
-    /* Conv2dSubsampling, channels last: c1 (B, T1, F1, D), c2 (B, T2, F2, D). A frame's features are
-     * then (F2, D) f-major, where torch flattens (D, F2) c-major; so embed.out's weight is used with
-     * its columns reordered to (f, c) (wout_fc), which leaves the math and the parameter as torch's. */
-    be->conv2d_forward(be, m->c1, feats, P("encoder.embed.conv.%d", 0, "weight"), P("encoder.embed.conv.%d", 0, "bias"),
-                       B, 1, D, T, d->idim, 1);
-    be->conv2d_forward(be, m->c2, m->c1, P("encoder.embed.conv.%d", 2, "weight"), P("encoder.embed.conv.%d", 2, "bias"),
-                       B, D, D, m->T1, m->F1, 1);
-    be->swap12(be, m->wout_fc, P("encoder.embed.out.%d", 0, "weight"), D, D, d->f2, 1);
-    be->linear_forward(be, m->e, m->c2, m->wout_fc, P("encoder.embed.out.%d", 0, "bias"), N, D * d->f2, D);
-    if (d->encoder != ENC_TRANSFORMER && d->rel_pos) /* RelPositionalEncoding: positions go to the attention */
-        be->scale(be, m->h0, m->e, sqrt((double)D), (size_t)N * D);
-    else
-        be->posenc_forward(be, m->h0, m->e, sqrt((double)D), B, m->T2, D);
-    be->dropout_forward(be, m->h0, m->h0, (size_t)N * D, pp, seed, STREAM_POS);
-
+    embed_forward(m);
     m->h_enc = encoder_of(m)->forward(m);
     be->layernorm_forward(be, m->lnf, m->meanf, m->rstdf, m->h_enc, P("encoder.after_norm", 0, "weight"),
                           P("encoder.after_norm", 0, "bias"), N, D, 1e-12);
@@ -257,7 +241,7 @@ void asr_model_backward(asr_model *m, float dloss)
     backend *be = m->be;
     int B = m->B, N = B * m->T2, D = d->d;
     uint64_t seed = m->seed;
-    float pp = m->train ? m->rates.pos_dropout : 0, pc = m->train ? m->rates.ctc_dropout : 0;
+    float pc = m->train ? m->rates.ctc_dropout : 0;
 
     /* m->dtmp gets the gradient of the encoder output from the CTC branch, then the decoder's. */
     float w = m->rates.ctc_weight;
@@ -278,16 +262,5 @@ void asr_model_backward(asr_model *m, float dloss)
     const char *const enc[] = {"encoder.encoders.", "encoder.embed."};
     report_final(m, enc, 2, 0);
     encoder_of(m)->backward(m);
-    /* Embedding: h0 = drop(e * sqrt(d) (+ pe)). */
-    be->dropout_backward(be, m->dh, m->dh, (size_t)N * D, pp, seed, STREAM_POS);
-    be->scale(be, m->dh, m->dh, sqrt((double)D), (size_t)N * D);
-    /* embed.out's weight gradient accumulates in the (f, c) column order of wout_fc, then goes back. */
-    be->swap12(be, m->dwout_fc, G("encoder.embed.out.%d", 0, "weight"), D, D, d->f2, 1);
-    be->linear_backward(be, m->dc2, m->dwout_fc, G("encoder.embed.out.%d", 0, "bias"), m->dh, m->c2, m->wout_fc, N,
-                        D * d->f2, D, 0);
-    be->swap12(be, G("encoder.embed.out.%d", 0, "weight"), m->dwout_fc, D, d->f2, D, 1);
-    be->conv2d_backward(be, m->dc1, G("encoder.embed.conv.%d", 2, "weight"), G("encoder.embed.conv.%d", 2, "bias"),
-                        m->dc2, m->c1, P("encoder.embed.conv.%d", 2, "weight"), m->c2, B, D, D, m->T1, m->F1, 0);
-    be->conv2d_backward(be, NULL, G("encoder.embed.conv.%d", 0, "weight"), G("encoder.embed.conv.%d", 0, "bias"), m->dc1,
-                        m->x, P("encoder.embed.conv.%d", 0, "weight"), m->c1, B, 1, D, m->T, d->idim, 0);
+    embed_backward(m);
 }

@@ -1,19 +1,21 @@
 /* ESPnet2's Transformer-CTC or Conformer-CTC ASR model on a compute backend, forward and backward
  * by hand:
  *   feats (B, T, idim), already normalized
- *   -> Conv2dSubsampling: Conv2d(1, d, 3, 2) + ReLU, Conv2d(d, d, 3, 2) + ReLU, Linear(d * f2, d),
- *      x * sqrt(d) (+ sinusoidal PE, except with the Conformer's relative positions),
- *      dropout(positional_dropout_rate)
+ *   -> the input layer (encoder_conf.input_layer, core/nn/model_embed.c): Conv2dSubsampling
+ *      (Conv2d(1, d, 3, 2) + ReLU, Conv2d(d, d, 3, 2) + ReLU, Linear(d * f2, d)), its 2/6/8
+ *      variants, Conv1dSubsampling2, linear or none; then x * sqrt(d) (+ sinusoidal PE, except
+ *      with the Conformer's relative positions), dropout(positional_dropout_rate)
  *   -> num_blocks pre-LN blocks (core/nn/encoder_transformer.c, core/nn/encoder_conformer.c)
  *   -> after_norm LayerNorm -> dropout(ctc_conf.dropout_rate) -> ctc_lo -> log_softmax
  *   -> CTC loss (blank 0, sum over the batch / B, zero_infinity).
  * With model.decoder: transformer, the encoder output (after after_norm) also feeds ESPnet2's
  * TransformerDecoder (core/nn/decoder_transformer.h) and the loss is ESPnetASRModel's joint
  * CTC/attention loss.
- * Encoder output lengths use the exact conv formula ((L - 1) // 2 - 1) // 2 per utterance, so
- * results do not depend on batch padding (ESPnet2 slices the padded mask instead; both agree at
- * batch size 1). Parameters and gradients are flat buffers laid out by core/nn/model_params.h;
- * the Conformer's BatchNorm buffers follow the parameters in m->params (not in m->grads). */
+ * Encoder output lengths use the exact conv formula per utterance (input_layer_out_len: e.g.
+ * ((L - 1) // 2 - 1) // 2 for conv2d), so results do not depend on batch padding (ESPnet2 slices
+ * the padded mask instead; both agree at batch size 1). Parameters and gradients are flat buffers
+ * laid out by core/nn/model_params.h; the Conformer's BatchNorm buffers follow the parameters in
+ * m->params (not in m->grads). */
 #ifndef ESPNET3_MODEL_H
 #define ESPNET3_MODEL_H
 
@@ -38,6 +40,14 @@ typedef struct model_rates {
     int length_normalized_loss; /* loss_att / tokens instead of / batch size */
 } model_rates;
 
+/* trainer.sync_batchnorm (torch's SyncBatchNorm): all_reduce sums n host floats over every rank in
+ * place (every rank calls it in the same order); it exits on a communication failure. Set by the
+ * trainer with more than one rank; NULL: each rank normalizes with its own batch's statistics. */
+typedef struct bn_sync {
+    void (*all_reduce)(void *ctx, float *host, size_t n);
+    void *ctx;
+} bn_sync;
+
 typedef struct encoder_acts encoder_acts; /* the encoder's own activations (core/nn/encoder_*.c) */
 typedef struct decoder_acts decoder_acts;
 
@@ -50,18 +60,22 @@ typedef struct asr_model {
     float *grads;            /* device, accumulated by backward; zero with asr_model_zero_grad */
 
     /* Activations of the last forward (device), sized for the largest batch seen. */
-    int B, T, T1, F1, T2;
+    int B, T, T2;
     int *hlens;              /* host, B encoder lengths */
     int train;
     int inference;           /* made by asr_model_init_inference: no gradients, one block workspace */
     uint64_t seed;
-    size_t cap_rows, cap_c1, cap_c2;
-    float *x, *c1, *c2, *wout_fc, *e, *h0; /* c1, c2 channels last; wout_fc: see model.c */
+    size_t cap_rows, cap_in, cap_c[3];
+    /* The input layer (core/nn/model_embed.c): conv outputs c[i] (B, tk[i], fk[i], d) channels
+     * last, wout_fc (embed.out's weight in their column order), e (B x T2, d) its Linear output;
+     * linear: e the Linear, eln LayerNorm(e) with emean / erstd, eact after dropout (and ReLU). */
+    int nconv, tk[3], fk[3];
+    float *x, *c[3], *wout_fc, *e, *eln, *emean, *erstd, *eact, *h0;
     encoder_acts *enc;       /* the blocks between h0 and the head */
     const float *h_enc;      /* the last block's output */
     float *lnf, *meanf, *rstdf, *zd, *logp;
     /* Backward work. */
-    float *dh, *dtmp, *dwout_fc, *dc2, *dc1, *dlogp;
+    float *dh, *dtmp, *dwout_fc, *dc[3], *dlogp;
     /* The labels of the last loss (host), for the backward. */
     const int *labels, *label_lens;
     int label_stride;
@@ -69,6 +83,11 @@ typedef struct asr_model {
      * the last loss: loss_ctc / loss_att are NAN for a branch the model does not have;
      * att_correct / att_tokens are th_accuracy's numerator and denominator. */
     decoder_acts *dec;
+    /* trainer.sync_batchnorm (core/nn/encoder_syncbn.c): the hook, a device scratch of 4 x d floats
+     * and the rows of the last synchronized forward over all ranks. */
+    bn_sync sync;
+    float *sync_dev;
+    double sync_count;
     double loss_ctc, loss_att;
     int64_t att_correct, att_tokens;
     /* Set by the trainer for the backward before a step (DDP buckets overlapped with it): called

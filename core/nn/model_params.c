@@ -8,6 +8,49 @@
 #include "core/base/rng.h"
 #include "core/nn/decoder_conf.h"
 
+/* ---- input layers ---------------------------------------------------------------------------- */
+
+int input_layer_convs(int kind, input_conv *out)
+{
+    static const input_conv c3s2 = {3, 2}, c3s1 = {3, 1}, c5s3 = {5, 3};
+    switch (kind) {
+    case IN_CONV2D: out[0] = c3s2, out[1] = c3s2; return 2;
+    case IN_CONV2D2: out[0] = c3s2, out[1] = c3s1; return 2;
+    case IN_CONV2D6: out[0] = c3s2, out[1] = c5s3; return 2;
+    case IN_CONV2D8: out[0] = c3s2, out[1] = c3s2, out[2] = c3s2; return 3;
+    case IN_CONV1D2: out[0] = c3s1, out[1] = c3s2; return 2;
+    default: return 0;
+    }
+}
+
+static int conv_len(int n, input_conv c) { return n < c.k ? 0 : (n - c.k) / c.s + 1; }
+
+int input_layer_out_len(int kind, int t)
+{
+    input_conv c[3];
+    int n = input_layer_convs(kind, c);
+    for (int i = 0; i < n; i++) t = conv_len(t, c[i]);
+    return t;
+}
+
+int input_layer_out_bins(int kind, int idim)
+{
+    input_conv c[3];
+    int n = input_layer_convs(kind, c);
+    if (n == 0) return 0;
+    if (kind == IN_CONV1D2) return 1;
+    for (int i = 0; i < n; i++) idim = conv_len(idim, c[i]);
+    return idim;
+}
+
+const char *input_layer_name(int kind)
+{
+    static const char *const names[] = {"conv2d", "conv2d2", "conv2d6", "conv2d8", "conv1d2", "linear", "null"};
+    return kind >= 0 && kind <= IN_NONE ? names[kind] : "?";
+}
+
+const char *input_layer_out_name(int kind) { return kind == IN_CONV2D8 ? "encoder.embed.out" : EMBED_OUT_SEQ; }
+
 int model_dims_from_cfg(model_dims *out, const model_cfg *m, int idim, int vocab, esp_err *err)
 {
     const encoder_conf_cfg *e = m ? m->encoder_conf : NULL;
@@ -24,9 +67,19 @@ int model_dims_from_cfg(model_dims *out, const model_cfg *m, int idim, int vocab
                         out->d, out->heads);
     if (out->ff <= 0 || out->blocks <= 0)
         return esp_fail(err, "model.encoder_conf: linear_units and num_blocks must be positive");
-    if (idim < 7) return esp_fail(err, "model.frontend_conf.n_mels: %d is too small for conv2d subsampling (>= 7)", idim);
+    int kind = out->input_layer;
+    if (kind <= IN_CONV2D8 && input_layer_out_bins(kind, idim) < 1) /* the conv2d* layers */
+        return esp_fail(err, "model.frontend_conf.n_mels: %d is too small for input_layer %s (>= %d)", idim,
+                        input_layer_name(kind), kind == IN_CONV2D6 ? 11 : kind == IN_CONV2D8 ? 15 : 7);
+    if (kind == IN_NONE && out->encoder == ENC_CONFORMER && idim != out->d)
+        return esp_fail(err, "model.encoder_conf.input_layer: null (the positional encoding alone) needs the feature "
+                             "dimension %d to equal output_size %d", idim, out->d);
+    if (kind == IN_NONE && out->encoder == ENC_EBRANCHFORMER && idim != out->d && out->rel_pos)
+        return esp_fail(err, "model.encoder_conf.input_layer: null with feature dimension %d != output_size %d is a "
+                             "plain Linear without the relative positions rel_pos attention needs (ESPnet2 fails on "
+                             "it): use abs_pos, or n_mels = output_size", idim, out->d);
     if (vocab < 2) return esp_fail(err, "token list has %d tokens; the CTC layer needs at least 2", vocab);
-    out->f2 = ((idim - 1) / 2 - 1) / 2;
+    out->f2 = input_layer_out_bins(kind, idim);
     return decoder_dims_from_cfg(out, m, err);
 }
 
@@ -262,18 +315,38 @@ static void add_decoder(param_table *t, const model_dims *d)
     }
 }
 
+/* The input layer's parameters in ESPnet2's state-dict order. */
+static void add_input_layer(param_table *t, const model_dims *d)
+{
+    input_conv c[3];
+    int nc = input_layer_convs(d->input_layer, c);
+    for (int i = 0; i < nc; i++) {
+        char n[96];
+        int64_t ic = i ? d->d : d->input_layer == IN_CONV1D2 ? d->idim : 1;
+        snprintf(n, sizeof n, "encoder.embed.conv.%d.weight", 2 * i);
+        if (d->input_layer == IN_CONV1D2)
+            ADD(t, n, 0, d->d, ic, c[i].k);
+        else
+            ADD(t, n, 0, d->d, ic, c[i].k, c[i].k);
+        snprintf(n, sizeof n, "encoder.embed.conv.%d.bias", 2 * i);
+        ADD(t, n, 0, d->d);
+    }
+    if (nc > 0) add_linear(t, input_layer_out_name(d->input_layer), d->d, (int64_t)d->d * d->f2);
+    if (d->input_layer == IN_LINEAR) {
+        add_linear(t, "encoder.embed.0", d->d, d->idim);
+        add_norm(t, "encoder.embed.1", d->d);
+    }
+    if (d->input_layer == IN_NONE && d->encoder != ENC_CONFORMER && d->idim != d->d) /* a plain Linear */
+        add_linear(t, "encoder.embed", d->d, d->idim);
+}
+
 void param_table_build(param_table *t, const model_dims *d)
 {
     size_t cap = 8 + (size_t)d->blocks * 48 + 8 + 8 + (size_t)d->dec_blocks * 26;
     t->items = xcalloc(cap, sizeof *t->items);
     t->n = 0;
     t->total = 0;
-    ADD(t, "encoder.embed.conv.0.weight", 0, d->d, 1, 3, 3);
-    ADD(t, "encoder.embed.conv.0.bias", 0, d->d);
-    ADD(t, "encoder.embed.conv.2.weight", 0, d->d, d->d, 3, 3);
-    ADD(t, "encoder.embed.conv.2.bias", 0, d->d);
-    /* ESPnet2's Conv2dSubsampling.out is Sequential(Linear, PositionalEncoding): its Linear is out.0. */
-    add_linear(t, "encoder.embed.out.0", d->d, (int64_t)d->d * d->f2);
+    add_input_layer(t, d);
     for (int b = 0; b < d->blocks; b++) {
         if (d->encoder == ENC_CONFORMER)
             add_conformer_block(t, d, b);

@@ -18,6 +18,36 @@ typedef enum encoder_kind { ENC_TRANSFORMER = 0, ENC_CONFORMER = 1, ENC_EBRANCHF
  * E-Branchformer's ffn_activation_type and gate_activation (identity: the gate's only). */
 typedef enum encoder_act { ACT_SWISH = 0, ACT_RELU = 1, ACT_IDENTITY = 2 } encoder_act;
 
+/* encoder_conf.input_layer (ESPnet2's TransformerEncoder / ConformerEncoder): Conv2dSubsampling
+ * (x4, the zero value), Conv2dSubsampling2 / 6 / 8, Conv1dSubsampling2 (transformer only), linear
+ * (Linear, LayerNorm, Dropout (, ReLU: transformer)), or null (transformer: nothing when
+ * input size = output_size, else a plain Linear, both without positional encoding; conformer: the
+ * positional encoding alone, input size = output_size). */
+typedef enum input_layer_kind {
+    IN_CONV2D = 0, IN_CONV2D2, IN_CONV2D6, IN_CONV2D8, IN_CONV1D2, IN_LINEAR, IN_NONE
+} input_layer_kind;
+
+/* One convolution of an input layer: kernel k, stride s along time and (conv2d*) frequency;
+ * conv1d2's are Conv1d over time with the features as channels. */
+typedef struct input_conv {
+    int k, s;
+} input_conv;
+
+/* The convolutions of input layer `kind` into out (at most 3); returns their count (0 without). */
+int input_layer_convs(int kind, input_conv *out);
+/* Frames after the input layer for t input frames: the exact conv formula, conv after conv
+ * ((t - k) // s + 1, 0 when shorter than a kernel); t itself without convs. */
+int input_layer_out_len(int kind, int t);
+/* Frequency bins after the conv2d* input layers' convs (Linear(d * bins, d) follows); 1 for
+ * conv1d2 (Linear(d, d)); 0 without convs. */
+int input_layer_out_bins(int kind, int idim);
+/* "conv2d", ... "null": the config spelling. */
+const char *input_layer_name(int kind);
+/* The Linear after the convs: a Sequential's first module (out.0 in ESPnet's state dict) for conv2d,
+ * conv2d2, conv2d6 and conv1d2, a plain Linear (out) for conv2d8. */
+#define EMBED_OUT_SEQ "encoder.embed.out.0"
+const char *input_layer_out_name(int kind);
+
 /* Sizes and structure of the model (ESPnet2 encoder_conf names). */
 typedef struct model_dims {
     int idim;            /* feature dimension (n_mels) */
@@ -26,7 +56,8 @@ typedef struct model_dims {
     int ff;              /* encoder_conf.linear_units */
     int blocks;          /* encoder_conf.num_blocks */
     int vocab;           /* len(token_list), <sos/eos> included */
-    int f2;              /* feature bins after two stride-2 3x3 convs: ((idim - 1) / 2 - 1) / 2 */
+    int input_layer;     /* encoder_conf.input_layer: input_layer_kind */
+    int f2;              /* feature bins after the input layer's convs (input_layer_out_bins) */
     /* The Conformer's structure (ignored by the transformer). */
     int encoder;         /* encoder_kind */
     int macaron;         /* macaron_style: a half-step feed-forward before the attention */

@@ -69,6 +69,9 @@ int ckpt_average_files(const char *out_path, const char *const *inputs, size_t n
         }
     }
     if (rc != 0) goto done;
+    /* input_layer conv2d8's Linear is ESPnet's encoder.embed.out itself (no Sequential): its name is
+     * current, not espnet3's older spelling of out.0 (espnet3 had no conv2d8 before the rename). */
+    int conv2d8 = st_get(ref, "encoder.embed.conv.4.weight") != NULL;
     out = xcalloc(ref->n + 1, sizeof *out);
     bufs = xcalloc(ref->n + 1, sizeof *bufs);
     names = xcalloc(ref->n + 1, sizeof *names);
@@ -76,7 +79,7 @@ int ckpt_average_files(const char *out_path, const char *const *inputs, size_t n
         const st_tensor *r = &ref->tensors[t];
         out[n_out] = *r;
         char cur[128];
-        if (param_current_name(r->name, cur, sizeof cur)) out[n_out].name = names[n_out] = xstrdup(cur);
+        if (!conv2d8 && param_current_name(r->name, cur, sizeof cur)) out[n_out].name = names[n_out] = xstrdup(cur);
         int64_t cnt = st_numel(r);
         if (r->dtype == ST_F32 || r->dtype == ST_F64) {
             double *acc = xcalloc((size_t)cnt + 1, sizeof *acc);

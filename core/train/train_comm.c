@@ -51,3 +51,10 @@ int host_broadcast(trainer *t, void *buf, size_t bytes, esp_err *err)
     to_host(t, buf, d, bytes);
     return 0;
 }
+
+void bn_all_reduce(void *ctx, float *host, size_t n)
+{
+    trainer *t = ctx;
+    esp_err err;
+    if (host_all_reduce(t, host, n, COMM_SUM, &err) != 0) esp_die_err(&err);
+}

@@ -133,7 +133,8 @@ typedef struct step_acc {
     int step_invalid;
 } step_acc;
 
-/* Forward, loss and backward of plan entry k on this rank; an invalid loss skips the backward. */
+/* Forward, loss and backward of plan entry k on this rank; an invalid loss skips the backward
+ * (except with sync_batchnorm). */
 static int micro_batch(trainer *t, const batch_list *bl, size_t batch, size_t k, size_t *items, step_acc *a,
                        double *loss, int *invalid, esp_err *err)
 {
@@ -147,6 +148,10 @@ static int micro_batch(trainer *t, const batch_list *bl, size_t batch, size_t k,
     asr_model_forward(&t->model, trainer_to_device(t, &ab), ab.feat_lens, ab.B, (int)ab.Tmax, 1, bseed);
     *loss = asr_model_loss(&t->model, ab.labels, ab.label_lens, (int)ab.Lmax, NULL);
     *invalid = isfinite(*loss) ? NAN_GUARD_OK : NAN_GUARD_LOSS;
+    /* With sync_batchnorm the backward all-reduces too, so every rank runs it (the step is skipped
+     * on all ranks when any saw a bad loss; the gradients are not used then). */
+    if (*invalid && t->model.sync.all_reduce)
+        asr_model_backward(&t->model, (float)(1.0 / (double)t->o->accumulate));
     if (!*invalid) {
         /* Lightning divides the loss by accumulate_grad_batches; 16-mixed scales it up too. */
         asr_model_backward(&t->model, (float)((double)grad_scaler_loss_scale(&t->scaler) / (double)t->o->accumulate));

@@ -61,6 +61,7 @@ static int open_model(trainer *t, esp_err *err)
         t->model.grads_final = grad_buckets_final;
         t->model.grads_final_ctx = &t->buckets;
     }
+    if (t->o->sync_batchnorm && t->world > 1) t->model.sync = (bn_sync){bn_all_reduce, t};
     const param_table *pt = &t->model.table;
     float *host = xcalloc(pt->state_total ? pt->state_total : 1, sizeof *host);
     int rc = param_init(host, pt, cfg->init, (uint64_t)cfg->seed, err);

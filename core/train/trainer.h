@@ -43,6 +43,7 @@ typedef struct trainer_opts {
     int64_t max_steps;        /* optimizer steps after which training ends (Lightning's max_steps); 0: none */
     int64_t val_every;        /* check_val_every_n_epoch, > 0 */
     int64_t accumulate;       /* accumulate_grad_batches, > 0 */
+    int sync_batchnorm;       /* BatchNorm statistics over all ranks (core/nn/encoder_syncbn.c) */
     int64_t log_every;        /* log_every_n_steps, > 0 */
     double clip;              /* gradient_clip_val; 0: no clipping */
     amp_precision precision;  /* trainer.precision: 32 -> AMP_FP32; bf16-mixed -> AMP_BF16 (GEMM inputs in

@@ -67,6 +67,9 @@ int resume(trainer *t, esp_err *err);
 int sync_from_rank0(trainer *t, esp_err *err);
 /* Rank 0's BatchNorm running statistics onto every rank (no-op with one rank or no buffers). */
 int sync_buffers_from_rank0(trainer *t, esp_err *err);
+/* trainer.sync_batchnorm's all-reduce (bn_sync.all_reduce; ctx the trainer): sums n host floats over
+ * the ranks; a communication failure ends the process with its error. */
+void bn_all_reduce(void *ctx, float *host, size_t n);
 int check_ranks_agree(trainer *t, esp_err *err);
 
 /* train_comm.c: collectives on host values (counters, sums, hashes). The comm works on the

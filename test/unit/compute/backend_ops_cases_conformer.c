@@ -124,6 +124,36 @@ static void batchnorm_backward_run(tb_run *r, int s)
     tb_out(r, "db", db, cc);
 }
 
+static const struct {
+    int n, c, mode; /* 0: sum x, 1: sum (x - mean)^2, 2: sum dy and sum (x - mean) dy */
+} BNS_S[] = {{9, 5, 0}, {40, 70, 1}, {16, 130, 2}, {0, 3, 2}};
+
+static void batchnorm_stats_run(tb_run *r, int s)
+{
+    int n = BNS_S[s].n, c = BNS_S[s].c, mode = BNS_S[s].mode;
+    size_t nx = (size_t)n * c, cc = (size_t)c, no = mode == 2 ? 2 * cc : cc;
+    tb_shape(r, "n %d c %d mode %d", n, c, mode);
+    float *x = tb_rand(r, nx ? nx : 1, -2, 3), *dy = mode == 2 ? tb_rand(r, nx ? nx : 1, -1, 1) : NULL;
+    float *mean = mode ? tb_rand(r, cc, -0.5, 1) : NULL, *out = tb_rand(r, no, -9, 9);
+    tb_be(r)->batchnorm_stats(tb_be(r), out, x, dy, mean, n, c);
+    tb_out(r, "out", out, no);
+}
+
+static void batchnorm_backward_global_run(tb_run *r, int s)
+{
+    int n = BN_S[s].n, c = BN_S[s].c;
+    size_t nx = (size_t)n * c, cc = (size_t)c;
+    tb_shape(r, "n %d c %d count %d", n, c, 3 * n);
+    float *dy = tb_rand(r, nx, -1, 1), *x = tb_rand(r, nx, -2, 3), *w = tb_rand(r, cc, 0.5, 1.5);
+    float *mean = tb_rand(r, cc, -0.5, 1), *rstd = tb_rand(r, cc, 0.5, 2);
+    float *l = tb_rand(r, 2 * cc, -3, 3), *g = tb_rand(r, 2 * cc, -9, 9);
+    float *dx = tb_rand(r, nx, -9, 9), *dw = tb_rand(r, cc, -1, 1), *db = tb_rand(r, cc, -1, 1);
+    tb_be(r)->batchnorm_backward_global(tb_be(r), dx, dw, db, dy, x, w, mean, rstd, l, g, 3.0 * n, n, c);
+    tb_out(r, "dx", dx, nx);
+    tb_out(r, "dw", dw, cc);
+    tb_out(r, "db", db, cc);
+}
+
 /* ------------------------------------------------------------------ relative positions */
 
 static const struct {
@@ -266,6 +296,8 @@ const tb_case tb_cases_conformer[] = {
     {BACKEND_OP_DWCONV1D_FORWARD, LEN(DW_S), TOL_ACC, dwconv1d_forward_run},
     {BACKEND_OP_DWCONV1D_BACKWARD, LEN(DW_S), TOL_ACC, dwconv1d_backward_run},
     {BACKEND_OP_BATCHNORM_FORWARD, LEN(BN_S), TOL_ACC, batchnorm_forward_run},
+    {BACKEND_OP_BATCHNORM_STATS, LEN(BNS_S), TOL_ACC, batchnorm_stats_run},
+    {BACKEND_OP_BATCHNORM_BACKWARD_GLOBAL, LEN(BN_S), TOL_ACC, batchnorm_backward_global_run},
     {BACKEND_OP_BATCHNORM_BACKWARD, LEN(BN_S), TOL_ACC, batchnorm_backward_run},
     {BACKEND_OP_RELPOS_ENCODING, LEN(RELPOS_S), TOL_ACC, relpos_encoding_run},
     {BACKEND_OP_RELATTN_FORWARD, LEN(RA_S), TOL_ACC, relattn_forward_run},

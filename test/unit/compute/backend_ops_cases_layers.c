@@ -121,6 +121,57 @@ static void conv2d_backward_run(tb_run *r, int s)
     if (db) tb_out(r, "db", db, (size_t)oc);
 }
 
+/* ------------------------------------------------------------------ conv2d_gen */
+
+static const struct {
+    int nb, ic, oc, h, w, kh, kw, sh, sw, relu, bias, dx, acc;
+} CONVG_S[] = {
+    {2, 3, 5, 9, 8, 3, 3, 1, 1, 1, 1, 1, 0},  /* Conv2dSubsampling2's second conv */
+    {1, 4, 3, 17, 14, 5, 5, 3, 3, 1, 1, 1, 1}, /* Conv2dSubsampling6's, dx accumulates */
+    {3, 7, 6, 12, 1, 3, 1, 1, 1, 1, 1, 0, 0},  /* Conv1dSubsampling2's first (a Conv1d), no dx */
+    {2, 6, 6, 11, 1, 3, 1, 2, 1, 0, 0, 1, 0},  /* its second, no bias, no ReLU */
+    {1, 2, 3, 4, 6, 5, 3, 2, 2, 1, 1, 1, 0},   /* no output position: dx zeroed */
+};
+
+static size_t convg_ny(int s)
+{
+    return (size_t)CONVG_S[s].nb * ops_conv_len(CONVG_S[s].h, CONVG_S[s].kh, CONVG_S[s].sh) *
+           ops_conv_len(CONVG_S[s].w, CONVG_S[s].kw, CONVG_S[s].sw) * CONVG_S[s].oc;
+}
+
+static void conv2d_gen_forward_run(tb_run *r, int s)
+{
+    int nb = CONVG_S[s].nb, ic = CONVG_S[s].ic, oc = CONVG_S[s].oc, h = CONVG_S[s].h, wd = CONVG_S[s].w;
+    int kh = CONVG_S[s].kh, kw = CONVG_S[s].kw, sh = CONVG_S[s].sh, sw = CONVG_S[s].sw;
+    tb_shape(r, "nb %d ic %d oc %d h %d w %d k %dx%d s %dx%d relu %d bias %d", nb, ic, oc, h, wd, kh, kw, sh, sw,
+             CONVG_S[s].relu, CONVG_S[s].bias);
+    float *x = tb_rand(r, (size_t)nb * h * wd * ic, -1, 1), *w = tb_rand(r, (size_t)oc * ic * kh * kw, -0.5, 0.5);
+    float *b = CONVG_S[s].bias ? tb_rand(r, (size_t)oc, -0.5, 0.5) : NULL;
+    size_t ny = convg_ny(s);
+    float *y = tb_rand(r, ny ? ny : 1, -9, 9);
+    backend *be = tb_be(r);
+    be->conv2d_gen_forward(be, y, x, w, b, nb, ic, oc, h, wd, kh, kw, sh, sw, CONVG_S[s].relu);
+    tb_out(r, "y", y, ny ? ny : 1);
+}
+
+static void conv2d_gen_backward_run(tb_run *r, int s)
+{
+    int nb = CONVG_S[s].nb, ic = CONVG_S[s].ic, oc = CONVG_S[s].oc, h = CONVG_S[s].h, wd = CONVG_S[s].w;
+    int kh = CONVG_S[s].kh, kw = CONVG_S[s].kw, sh = CONVG_S[s].sh, sw = CONVG_S[s].sw;
+    tb_shape(r, "nb %d ic %d oc %d h %d w %d k %dx%d s %dx%d relu %d bias %d dx %d acc %d", nb, ic, oc, h, wd, kh, kw,
+             sh, sw, CONVG_S[s].relu, CONVG_S[s].bias, CONVG_S[s].dx, CONVG_S[s].acc);
+    size_t nx = (size_t)nb * h * wd * ic, nw = (size_t)oc * ic * kh * kw, ny = convg_ny(s);
+    float *dy = tb_rand(r, ny ? ny : 1, -1, 1), *x = tb_rand(r, nx, -1, 1), *w = tb_rand(r, nw, -0.5, 0.5);
+    float *y = CONVG_S[s].relu ? tb_rand(r, ny ? ny : 1, -1, 1) : NULL; /* the ReLU mask: y > 0 */
+    float *dx = CONVG_S[s].dx ? tb_rand(r, nx, -1, 1) : NULL;
+    float *dw = tb_rand(r, nw, -1, 1), *db = CONVG_S[s].bias ? tb_rand(r, (size_t)oc, -1, 1) : NULL;
+    backend *be = tb_be(r);
+    be->conv2d_gen_backward(be, dx, dw, db, dy, x, w, y, nb, ic, oc, h, wd, kh, kw, sh, sw, CONVG_S[s].acc);
+    if (dx) tb_out(r, "dx", dx, nx);
+    tb_out(r, "dw", dw, nw);
+    if (db) tb_out(r, "db", db, (size_t)oc);
+}
+
 /* ------------------------------------------------------------------ swap12, relu, add, scale */
 
 static const struct {
@@ -392,6 +443,8 @@ const tb_case tb_cases_layers[] = {
     {BACKEND_OP_LINEAR_BACKWARD, LEN(LIN_S), TOL_ACC, linear_backward_run},
     {BACKEND_OP_CONV2D_FORWARD, LEN(CONV_S), TOL_ACC, conv2d_forward_run},
     {BACKEND_OP_CONV2D_BACKWARD, LEN(CONV_S), TOL_ACC, conv2d_backward_run},
+    {BACKEND_OP_CONV2D_GEN_FORWARD, LEN(CONVG_S), TOL_ACC, conv2d_gen_forward_run},
+    {BACKEND_OP_CONV2D_GEN_BACKWARD, LEN(CONVG_S), TOL_ACC, conv2d_gen_backward_run},
     {BACKEND_OP_SWAP12, LEN(SWAP_S), 0, swap12_run},
     {BACKEND_OP_RELU_FORWARD, LEN(EW_S), 0, relu_forward_run},
     {BACKEND_OP_RELU_BACKWARD, LEN(EW_S), 0, relu_backward_run},

@@ -130,19 +130,19 @@ Test(config, unimplemented_key_warns_once_and_is_dropped)
 {
     esp_config *cfg;
     esp_err err;
-    const char *path = fixture("cfg.yaml", "trainer:\n  sync_batchnorm: true\n  max_epochs: 2\n"
+    const char *path = fixture("cfg.yaml", "trainer:\n  benchmark: true\n  max_epochs: 2\n"
                                            "model:\n  preencoder: linear\n  preencoder_conf:\n    output_size: 2\n");
     capture_begin();
     int rc = load_file(path, NULL, 0, &cfg, &err);
     const char *out = capture_end();
     cr_assert_eq(rc, 0, "%s", err.msg);
     cr_assert_eq(count_lines_with(out, "WARNING"), 3, "stderr:\n%s", out);
-    cr_assert_eq(count_lines_with(out, "trainer.sync_batchnorm"), 1, "stderr:\n%s", out);
+    cr_assert_eq(count_lines_with(out, "trainer.benchmark"), 1, "stderr:\n%s", out);
     cr_assert_eq(count_lines_with(out, "model.preencoder:"), 1, "stderr:\n%s", out);
     cr_assert_eq(count_lines_with(out, "model.preencoder_conf"), 1, "stderr:\n%s", out);
-    assert_has(out, "%s:2:3: trainer.sync_batchnorm: ", tpath("cfg.yaml"));
+    assert_has(out, "%s:2:3: trainer.benchmark: ", tpath("cfg.yaml"));
     assert_has(out, "not implemented");
-    cr_assert_null(yt_get_path(cfg->tree, "trainer.sync_batchnorm"));
+    cr_assert_null(yt_get_path(cfg->tree, "trainer.benchmark"));
     cr_assert_null(yt_get_path(cfg->tree, "model.preencoder"));
     cr_assert_eq(((const training_cfg *)cfg->typed)->trainer->max_epochs, 2);
     config_free(cfg);

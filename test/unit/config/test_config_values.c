@@ -11,6 +11,7 @@
 #include "core/config/config.h"
 #include "core/base/fsio.h"
 #include "test/unit/config/config_test_util.h"
+#include "core/nn/model_params.h"
 #include "test/unit/test_util.h"
 
 static char tmp[256];
@@ -151,6 +152,48 @@ Test(config_values, rules_between_keys)
         {"create_dataset:\n  pitch_range: [70, 30]\n", "2:16: create_dataset.pitch_range: low 70 is above high 30"},
     };
     expect_errors("--config", cases, sizeof cases / sizeof *cases);
+}
+
+/* encoder_conf.input_layer (core/config/config_values.c check_input_layer) and normalize_conf.eps. */
+Test(config_values, input_layer_rules)
+{
+    static const bad_case cases[] = {
+        {"model:\n  encoder_conf:\n    input_layer: embed\n",
+         "3:18: model.encoder_conf.input_layer: embed (nn.Embedding) takes token ids"},
+        {"model:\n  encoder: conformer\n  encoder_conf:\n    input_layer: conv1d2\n",
+         "4:18: model.encoder_conf.input_layer: conv1d2 is a TransformerEncoder input layer"},
+        {"model:\n  encoder: conformer\n  encoder_conf:\n    input_layer: null\n",
+         "4:18: model.encoder_conf.input_layer: null (the positional encoding alone) needs the feature dimension "
+         "(n_mels = 80) to equal output_size = 256"},
+        {"model:\n  encoder_conf:\n    input_layer: 'null'\n", "3:18: model.encoder_conf.input_layer: 'null' in quotes"},
+        {"model:\n  encoder_conf:\n    input_layer: conv2d3\n",
+         "3:18: model.encoder_conf.input_layer: 'conv2d3' is not supported (supported: conv2d, conv2d2, conv2d6, "
+         "conv2d8, conv1d2, linear, embed, null)"},
+        {"model:\n  frontend_conf:\n    n_mels: 12\n  encoder_conf:\n    input_layer: conv2d8\n",
+         "3:13: model.frontend_conf.n_mels: is below 15, the least the encoder's conv2d8 input layer can subsample"},
+        {"model:\n  normalize: utterance_mvn\n  normalize_conf:\n    eps: 0\n",
+         "4:10: model.normalize_conf.eps: must be > 0, got 0"},
+    };
+    expect_errors("--config", cases, sizeof cases / sizeof *cases);
+    /* null is a value: kept (as the plain scalar null) through validation, typed as "null". */
+    const char *path = tpath("null.yaml");
+    test_write_text(path, "model:\n  encoder_conf:\n    input_layer: ~\n  normalize_conf:\n    eps: 1.0e-5\n");
+    esp_config *cfg;
+    esp_err err;
+    cr_assert_eq(cfg_load(CONFIG_TRAINING, path, 0, NULL, 0, &cfg, &err), 0, "%s", err.msg);
+    const training_cfg *t = cfg->typed;
+    cr_assert_str_eq(t->model->encoder_conf->input_layer, "null");
+    cr_assert_eq(t->model->normalize_conf->eps, 1e-5);
+    model_dims d;
+    cr_assert_eq(model_dims_from_cfg(&d, t->model, 16, 10, &err), 0, "%s", err.msg);
+    cr_assert_eq(d.input_layer, IN_NONE);
+    const char *out = tpath("resolved.yaml");
+    cr_assert_eq(config_write_resolved(cfg, out, &err), 0, "%s", err.msg);
+    config_free(cfg);
+    cr_assert_eq(cfg_load(CONFIG_TRAINING, out, 0, NULL, 0, &cfg, &err), 0, "%s", err.msg);
+    t = cfg->typed;
+    cr_assert_str_eq(t->model->encoder_conf->input_layer, "null", "the resolved config keeps null");
+    config_free(cfg);
 }
 
 Test(config_values, inference_and_metrics_ranges)

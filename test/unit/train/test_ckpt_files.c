@@ -305,3 +305,32 @@ Test(checkpoint, nan_metrics_are_stored_and_never_ranked)
     ckpt_loaded_free(&c);
     ckpt_close(&m);
 }
+
+/* input_layer conv2d8's Linear is ESPnet's encoder.embed.out itself: averaging keeps that name (only
+ * conv2d-style models map espnet3's older encoder.embed.out to out.0). */
+Test(checkpoint, average_keeps_conv2d8_embed_out)
+{
+    float w4[2] = {1, 2}, wo[2] = {3, 4}, w4b[2] = {3, 4}, wob[2] = {5, 6};
+    const char *names[2] = {"encoder.embed.conv.4.weight", "encoder.embed.out.weight"};
+    float *vals[2][2] = {{w4, wo}, {w4b, wob}};
+    char *in[2];
+    esp_err err;
+    for (int k = 0; k < 2; k++) {
+        st_tensor t[2];
+        for (int i = 0; i < 2; i++)
+            t[i] = (st_tensor){.name = names[i], .dtype = ST_F32, .ndim = 1, .shape = {2}, .data = vals[k][i]};
+        in[k] = in_dir(k ? "b.safetensors" : "a.safetensors");
+        cr_assert_eq(st_write(in[k], t, 2, NULL, 0, &err), 0, "%s", err.msg);
+    }
+    char *out = in_dir("avg.safetensors");
+    const char *inputs[] = {in[0], in[1]};
+    cr_assert_eq(ckpt_average_files(out, inputs, 2, 1, &err), 0, "%s", err.msg);
+    st_file f;
+    cr_assert_eq(st_read(out, &f, &err), 0, "%s", err.msg);
+    const st_tensor *o = st_get(&f, "encoder.embed.out.weight");
+    cr_assert_not_null(o, "conv2d8's encoder.embed.out was renamed");
+    cr_assert_eq(((const float *)o->data)[1], 5.0f);
+    cr_assert_null(st_get(&f, "encoder.embed.out.0.weight"));
+    st_close(&f);
+    free(in[0]), free(in[1]), free(out);
+}

@@ -1,0 +1,192 @@
+/* The encoder's input layer (encoder_conf.input_layer, ESPnet2's TransformerEncoder and
+ * ConformerEncoder) and the positional stage after it, forward and backward:
+ *   conv2d / conv2d2 / conv2d6 / conv2d8  Conv2dSubsampling*: Conv2d(1, d, 3, 2) + ReLU, then
+ *          Conv2d(d, d, k, s) + ReLU with (3, 2) / (3, 1) / (5, 3) / (3, 2) twice, Linear(d * f2, d)
+ *   conv1d2  Conv1dSubsampling2 (transformer): Conv1d(idim, d, 3, 1) + ReLU, Conv1d(d, d, 3, 2) +
+ *          ReLU, Linear(d, d)
+ *   linear   Linear(idim, d), LayerNorm (eps 1e-5), Dropout(dropout_rate), ReLU (transformer only)
+ *   null     transformer: nothing (idim = d) or a plain Linear(idim, d), and no positional stage;
+ *            conformer: the positional stage alone (idim = d); e_branchformer: the positional
+ *            stage alone (idim = d) or a plain Linear(idim, d) without it
+ * then the positional stage: x * sqrt(d) + PE (abs_pos), or x * sqrt(d) with relative positions
+ * (rel_pos: the encoder adds them in attention), dropout(positional_dropout_rate).
+ * The 3x3 stride-2 convs run on conv2d_* (Winograd for d channels), the others on conv2d_gen_*.
+ * Conv outputs are channels last: a frame's features are (f2, d) f-major where torch flattens
+ * (d, f2), so the out Linear uses its weight with the columns reordered to (f, c) (wout_fc). */
+#include <math.h>
+#include <string.h>
+
+#include "core/nn/encoder.h"
+
+#define CONV_FMT "encoder.embed.conv.%d"
+
+static int conv1d(const asr_model *m) { return m->dims.input_layer == IN_CONV1D2; }
+
+void embed_sizes(asr_model *m, int B, int T, const int *feat_lens)
+{
+    const model_dims *d = &m->dims;
+    input_conv c[3];
+    m->nconv = input_layer_convs(d->input_layer, c);
+    int t = T, f = conv1d(m) ? 1 : d->idim;
+    for (int i = 0; i < m->nconv; i++) {
+        t = t < c[i].k ? 0 : (t - c[i].k) / c[i].s + 1;
+        if (!conv1d(m)) f = f < c[i].k ? 0 : (f - c[i].k) / c[i].s + 1;
+        m->tk[i] = t, m->fk[i] = f;
+    }
+    m->T2 = input_layer_out_len(d->input_layer, T);
+    if (!feat_lens) return;
+    m->hlens = xrealloc(m->hlens, (size_t)(B > 0 ? B : 1) * sizeof *m->hlens);
+    for (int b = 0; b < B; b++) m->hlens[b] = input_layer_out_len(d->input_layer, feat_lens[b]);
+}
+
+void embed_free(asr_model *m)
+{
+    backend *be = m->be;
+    float **all[] = {&m->c[0], &m->c[1], &m->c[2], &m->dc[0], &m->dc[1], &m->dc[2], &m->wout_fc, &m->dwout_fc,
+                     &m->e, &m->eln, &m->emean, &m->erstd, &m->eact};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
+        be->free(be, *all[i]);
+        *all[i] = NULL;
+    }
+    memset(m->cap_c, 0, sizeof m->cap_c);
+}
+
+/* Allocates for B x T input frames (model.c calls it after embed_sizes, when its buffers grow). */
+void embed_alloc(asr_model *m, int B, int T)
+{
+    const model_dims *d = &m->dims;
+    backend *be = m->be;
+    embed_sizes(m, B, T, NULL);
+    size_t D = (size_t)d->d, rows = (size_t)B * (size_t)m->T2;
+#define A(n) be->alloc(be, (n) * sizeof(float) + 64)
+    for (int i = 0; i < m->nconv; i++) {
+        m->cap_c[i] = (size_t)B * m->tk[i] * m->fk[i] * D;
+        m->c[i] = A(m->cap_c[i]);
+        if (!m->inference) m->dc[i] = A(m->cap_c[i]);
+    }
+    if (m->nconv > 0) {
+        m->wout_fc = A(D * D * (size_t)d->f2);
+        if (!m->inference) m->dwout_fc = A(D * D * (size_t)d->f2);
+    }
+    m->e = A(rows * D);
+    if (d->input_layer == IN_LINEAR) m->eln = A(rows * D), m->emean = A(rows), m->erstd = A(rows), m->eact = A(rows * D);
+#undef A
+}
+
+/* The positional stage: h0 = drop(x * sqrt(d) (+ pe)); all but input_layer null's plain cases. */
+static int has_pos_stage(const asr_model *m)
+{
+    const model_dims *d = &m->dims;
+    if (d->input_layer != IN_NONE) return 1;
+    return d->encoder == ENC_CONFORMER || (d->encoder == ENC_EBRANCHFORMER && d->idim == d->d);
+}
+
+static void conv_stack_forward(asr_model *m)
+{
+    const model_dims *d = &m->dims;
+    backend *be = m->be;
+    input_conv c[3];
+    input_layer_convs(d->input_layer, c);
+    const float *in = m->x;
+    int h = m->T, w = conv1d(m) ? 1 : d->idim, ic = conv1d(m) ? d->idim : 1, D = d->d;
+    for (int i = 0; i < m->nconv; i++) {
+        const float *W = P(CONV_FMT, 2 * i, "weight"), *b = P(CONV_FMT, 2 * i, "bias");
+        if (!conv1d(m) && c[i].k == 3 && c[i].s == 2)
+            be->conv2d_forward(be, m->c[i], in, W, b, m->B, ic, D, h, w, 1);
+        else
+            be->conv2d_gen_forward(be, m->c[i], in, W, b, m->B, ic, D, h, w, c[i].k, conv1d(m) ? 1 : c[i].k, c[i].s,
+                                   conv1d(m) ? 1 : c[i].s, 1);
+        in = m->c[i], h = m->tk[i], w = m->fk[i], ic = D;
+    }
+    const char *out = input_layer_out_name(d->input_layer);
+    be->swap12(be, m->wout_fc, P(out, 0, "weight"), D, D, d->f2, 1);
+    be->linear_forward(be, m->e, in, m->wout_fc, P(out, 0, "bias"), m->B * m->T2, D * d->f2, D);
+}
+
+static void conv_stack_backward(asr_model *m, float *dy)
+{
+    const model_dims *d = &m->dims;
+    backend *be = m->be;
+    input_conv c[3];
+    input_layer_convs(d->input_layer, c);
+    int D = d->d, L = m->nconv - 1;
+    const char *out = input_layer_out_name(d->input_layer);
+    /* embed.out's weight gradient accumulates in the (f, c) column order of wout_fc, then goes back. */
+    be->swap12(be, m->dwout_fc, G(out, 0, "weight"), D, D, d->f2, 1);
+    be->linear_backward(be, m->dc[L], m->dwout_fc, G(out, 0, "bias"), dy, m->c[L], m->wout_fc, m->B * m->T2,
+                        D * d->f2, D, 0);
+    be->swap12(be, G(out, 0, "weight"), m->dwout_fc, D, d->f2, D, 1);
+    for (int i = L; i >= 0; i--) {
+        const float *in = i ? m->c[i - 1] : m->x;
+        int h = i ? m->tk[i - 1] : m->T, w = i ? m->fk[i - 1] : conv1d(m) ? 1 : d->idim;
+        int ic = i ? D : conv1d(m) ? d->idim : 1;
+        float *dx = i ? m->dc[i - 1] : NULL;
+        if (!conv1d(m) && c[i].k == 3 && c[i].s == 2)
+            be->conv2d_backward(be, dx, G(CONV_FMT, 2 * i, "weight"), G(CONV_FMT, 2 * i, "bias"), m->dc[i], in,
+                                P(CONV_FMT, 2 * i, "weight"), m->c[i], m->B, ic, D, h, w, 0);
+        else
+            be->conv2d_gen_backward(be, dx, G(CONV_FMT, 2 * i, "weight"), G(CONV_FMT, 2 * i, "bias"), m->dc[i], in,
+                                    P(CONV_FMT, 2 * i, "weight"), m->c[i], m->B, ic, D, h, w, c[i].k,
+                                    conv1d(m) ? 1 : c[i].k, c[i].s, conv1d(m) ? 1 : c[i].s, 0);
+    }
+}
+
+void embed_forward(asr_model *m)
+{
+    const model_dims *d = &m->dims;
+    backend *be = m->be;
+    int N = m->B * m->T2, D = d->d;
+    enc_rates r = enc_rates_of(m);
+    const float *pin = m->x; /* the positional stage's input */
+    if (m->nconv > 0) {
+        conv_stack_forward(m);
+        pin = m->e;
+    } else if (d->input_layer == IN_LINEAR) {
+        be->linear_forward(be, m->e, m->x, P("encoder.embed.%d", 0, "weight"), P("encoder.embed.%d", 0, "bias"), N,
+                           d->idim, D);
+        be->layernorm_forward(be, m->eln, m->emean, m->erstd, m->e, P("encoder.embed.%d", 1, "weight"),
+                              P("encoder.embed.%d", 1, "bias"), N, D, 1e-5);
+        be->dropout_forward(be, m->eact, m->eln, (size_t)N * D, r.pd, m->seed, STREAM_EMBED);
+        if (d->encoder == ENC_TRANSFORMER) be->relu_forward(be, m->eact, m->eact, (size_t)N * D);
+        pin = m->eact;
+    } else if (!has_pos_stage(m)) { /* input_layer null without a positional stage */
+        if (d->idim == D)
+            be->copy(be, m->h0, m->x, (size_t)N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
+        else
+            be->linear_forward(be, m->h0, m->x, P("encoder.embed", 0, "weight"), P("encoder.embed", 0, "bias"), N,
+                               d->idim, D);
+        return;
+    }
+    if (d->encoder != ENC_TRANSFORMER && d->rel_pos) /* RelPositionalEncoding: positions go to the attention */
+        be->scale(be, m->h0, pin, sqrt((double)D), (size_t)N * D);
+    else
+        be->posenc_forward(be, m->h0, pin, sqrt((double)D), m->B, m->T2, D);
+    be->dropout_forward(be, m->h0, m->h0, (size_t)N * D, r.pp, m->seed, STREAM_POS);
+}
+
+void embed_backward(asr_model *m)
+{
+    const model_dims *d = &m->dims;
+    backend *be = m->be;
+    int N = m->B * m->T2, D = d->d;
+    enc_rates r = enc_rates_of(m);
+    if (!has_pos_stage(m)) {
+        if (d->idim != D)
+            be->linear_backward(be, NULL, G("encoder.embed", 0, "weight"), G("encoder.embed", 0, "bias"), m->dh, m->x,
+                                P("encoder.embed", 0, "weight"), N, d->idim, D, 0);
+        return;
+    }
+    /* h0 = drop(in * sqrt(d) (+ pe)): m->dh becomes the gradient of the stage's input. */
+    be->dropout_backward(be, m->dh, m->dh, (size_t)N * D, r.pp, m->seed, STREAM_POS);
+    be->scale(be, m->dh, m->dh, sqrt((double)D), (size_t)N * D);
+    if (m->nconv > 0) {
+        conv_stack_backward(m, m->dh);
+    } else if (d->input_layer == IN_LINEAR) {
+        if (d->encoder == ENC_TRANSFORMER) be->relu_backward(be, m->dh, m->dh, m->eact, (size_t)N * D);
+        be->dropout_backward(be, m->dh, m->dh, (size_t)N * D, r.pd, m->seed, STREAM_EMBED);
+        be->layernorm_backward(be, m->dtmp, G("encoder.embed.%d", 1, "weight"), G("encoder.embed.%d", 1, "bias"), m->dh,
+                               m->e, P("encoder.embed.%d", 1, "weight"), m->emean, m->erstd, N, D, 0);
+        be->linear_backward(be, NULL, G("encoder.embed.%d", 0, "weight"), G("encoder.embed.%d", 0, "bias"), m->dtmp,
+                            m->x, P("encoder.embed.%d", 0, "weight"), N, d->idim, D, 0);
+    }
+}
