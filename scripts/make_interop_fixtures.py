@@ -16,6 +16,31 @@ training_tiny_hybrid.yaml stages 1-5, then inference_tiny.yaml --stages pack_mod
                        load_state_dict(strict=True) before decoding
   hyps.txt             Speech2Text's hypotheses, one line each: <model> <beam> <ctc_weight> <utt> <ids>|<text>
                        (model espnet_model or espnet3_model; beam 1 and 4 with ctc_weight 0.3)
+
+With --encoder conformer or e_branchformer (and --ours, the pack of espnet3's tiny hybrid model with that
+encoder, made as below) it writes test/fixtures/interop/<encoder>/ instead, leaving the Transformer's files
+above as they are and reading the WAVs of wav/:
+  espnet_model/, espnet3_model/  as above, d=16 (Conformer: macaron, rel_pos latest, swish, conv module
+                       kernel 7 whose BatchNorm running statistics come from 300 training steps;
+                       E-Branchformer: LibriSpeech-100's keys, cgMLP kernel 7, merge kernel 5)
+  hyps.txt             one line a hypothesis: <model> <search> <ctc_weight> <beam> <rank> <utt> <score> <ids>|<text>
+                       search "joint": Speech2Text with ctc_weight 0.3 and 0.5, beam 1 and 4, nbest 2 (every
+                       hypothesis ESPnet returns, rank 0 the best; score = hyp.score); search "greedy": the
+                       best path of the model's CTC log-probs (ctc_weight 1.0, beam 1; score = its log-prob)
+  encoder_args.txt     the keyword arguments of ESPnet's encoder class with their defaults (<name> <yaml value>)
+
+The espnet3 packs (D a scratch folder; then --ours $D/<encoder>/model_pack/espnet):
+  C="./build/espnet3 -q data_dir=$D/data dataset_dir=$D/dl stats_dir=$D/stats trainer.max_epochs=15"
+  E="model.encoder_conf.output_size=16 model.encoder_conf.linear_units=32 model.encoder_conf.num_blocks=2"
+  $C --config recipes/espeak_fortunes/conf/training_tiny_hybrid.yaml exp_dir=$D/conformer $E \
+    model.encoder=conformer model.encoder_conf.macaron_style=true model.encoder_conf.rel_pos_type=latest \
+    model.encoder_conf.pos_enc_layer_type=rel_pos model.encoder_conf.selfattention_layer_type=rel_selfattn \
+    model.encoder_conf.activation_type=swish model.encoder_conf.use_cnn_module=true \
+    model.encoder_conf.cnn_module_kernel=7
+  $C --config recipes/espeak_fortunes/conf/training_tiny_ebranchformer.yaml exp_dir=$D/e_branchformer $E \
+    model.encoder_conf.cgmlp_linear_units=32
+  for e in conformer e_branchformer; do ./build/espnet3 -q --inference_config \
+    recipes/espeak_fortunes/conf/inference_tiny.yaml data_dir=$D/data exp_dir=$D/$e --stages pack_model; done
 """
 import argparse
 import importlib
@@ -74,7 +99,29 @@ def ids(text):
     return [TOKENS.index('<space>' if c == ' ' else c) for c in text]
 
 
-def espnet_config(stats_rel):
+ENCODER_CONF = {
+    'transformer': {'output_size': 32, 'attention_heads': 4, 'linear_units': 64, 'num_blocks': 2,
+                    'dropout_rate': 0.1, 'positional_dropout_rate': 0.1, 'attention_dropout_rate': 0.0,
+                    'input_layer': 'conv2d', 'normalize_before': True},
+    # the keys of ESPnet2's Conformer recipes (egs2/librispeech_100/asr1/conf/tuning/train_asr_conformer*.yaml)
+    'conformer': {'output_size': 16, 'attention_heads': 4, 'linear_units': 32, 'num_blocks': 2,
+                  'dropout_rate': 0.1, 'positional_dropout_rate': 0.1, 'attention_dropout_rate': 0.0,
+                  'input_layer': 'conv2d', 'normalize_before': True, 'macaron_style': True,
+                  'rel_pos_type': 'latest', 'pos_enc_layer_type': 'rel_pos',
+                  'selfattention_layer_type': 'rel_selfattn', 'activation_type': 'swish', 'use_cnn_module': True,
+                  'cnn_module_kernel': 7},
+    # ESPnet3's LibriSpeech-100 (egs3/librispeech_100/asr/conf/tuning/training_e_branchformer.yaml), smaller
+    'e_branchformer': {'output_size': 16, 'attention_heads': 4, 'attention_layer_type': 'rel_selfattn',
+                       'pos_enc_layer_type': 'rel_pos', 'rel_pos_type': 'latest', 'cgmlp_linear_units': 32,
+                       'cgmlp_conv_kernel': 7, 'use_linear_after_conv': False, 'gate_activation': 'identity',
+                       'num_blocks': 2, 'dropout_rate': 0.1, 'positional_dropout_rate': 0.1,
+                       'attention_dropout_rate': 0.1, 'input_layer': 'conv2d', 'layer_drop_rate': 0.1,
+                       'linear_units': 32, 'positionwise_layer_type': 'linear', 'use_ffn': True,
+                       'macaron_ffn': True, 'merge_conv_kernel': 5},
+}
+
+
+def espnet_config(stats_rel, encoder='transformer'):
     return {
         # what ESPnet writes beside a model also holds the training options; espnet3 ignores them
         'batch_type': 'folded', 'batch_size': 8, 'max_epoch': 1, 'optim': 'adam', 'optim_conf': {'lr': 0.005},
@@ -88,10 +135,8 @@ def espnet_config(stats_rel):
         'specaug': None, 'specaug_conf': {},
         'normalize': 'global_mvn', 'normalize_conf': {'stats_file': stats_rel},
         'preencoder': None, 'preencoder_conf': {},
-        'encoder': 'transformer',
-        'encoder_conf': {'output_size': 32, 'attention_heads': 4, 'linear_units': 64, 'num_blocks': 2,
-                         'dropout_rate': 0.1, 'positional_dropout_rate': 0.1, 'attention_dropout_rate': 0.0,
-                         'input_layer': 'conv2d', 'normalize_before': True},
+        'encoder': encoder,
+        'encoder_conf': dict(ENCODER_CONF[encoder]),
         'postencoder': None, 'postencoder_conf': {},
         'decoder': 'transformer',
         'decoder_conf': {'attention_heads': 4, 'linear_units': 64, 'num_blocks': 1, 'dropout_rate': 0.1,
@@ -101,7 +146,7 @@ def espnet_config(stats_rel):
     }
 
 
-def train_espnet_model(root, rng):
+def train_espnet_model(root, rng, encoder='transformer'):
     torch.manual_seed(0)
     train = []
     for i in range(64):
@@ -123,7 +168,7 @@ def train_espnet_model(root, rng):
     os.makedirs(os.path.join(root, 'exp/asr_stats/train'), exist_ok=True)
     os.makedirs(os.path.join(root, 'exp/asr_train'), exist_ok=True)
     np.savez(os.path.join(root, stats_rel), count=np.array(count), sum=s, sum_square=s2)
-    cfg = espnet_config(stats_rel)
+    cfg = espnet_config(stats_rel, encoder)
     cwd = os.getcwd()
     os.chdir(root)
     try:
@@ -147,7 +192,7 @@ def train_espnet_model(root, rng):
         opt.zero_grad()
         loss.backward()
         opt.step()
-    print('espnet model: loss %.3f acc %s' % (loss.item(), stats.get('acc')))
+    print('espnet %s model: loss %.3f acc %s' % (encoder, loss.item(), stats.get('acc')))
     torch.save(model.state_dict(), os.path.join(root, 'exp/asr_train/valid.acc.ave.pth'))
     with open(os.path.join(root, 'exp/asr_train/config.yaml'), 'w', encoding='utf-8') as f:
         yaml.safe_dump(cfg, f, sort_keys=False)
@@ -175,13 +220,100 @@ def decode(root, model_file, wavs, name, lines):
         os.chdir(cwd)
 
 
+def load_checked(model_file):
+    """ESPnet's model of exp/asr_train/config.yaml with model_file loaded strictly (no key missing or left over)."""
+    model, _ = ASRTask.build_model_from_file('exp/asr_train/config.yaml', None, 'cpu')
+    missing = model.load_state_dict(torch.load(model_file, map_location='cpu', weights_only=True), strict=True)
+    assert not missing.missing_keys and not missing.unexpected_keys
+
+
+def decode_full(root, model_file, wavs, name, lines):
+    """Joint search (ctc_weight 0.3 and 0.5, beam 1 and 4, nbest 2) and greedy CTC, with scores."""
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        load_checked(model_file)
+        audio = []
+        for utt, path in wavs:
+            rate, w = scipy.io.wavfile.read(path)
+            assert rate == FS
+            audio.append((utt, torch.from_numpy(w.astype(np.float32) / 32768)))
+        for cw in (0.3, 0.5):
+            for beam in (1, 4):
+                s2t = Speech2Text('exp/asr_train/config.yaml', model_file, device='cpu', beam_size=beam,
+                                  ctc_weight=cw, lm_weight=0.0, penalty=0.0, nbest=2, maxlenratio=0.0,
+                                  minlenratio=0.0)
+                assert not s2t.asr_model.training
+                for utt, x in audio:
+                    for rank, (text, token, token_int, hyp) in enumerate(s2t(x)):
+                        lines.append('%s joint %.1f %d %d %s %.9g %s|%s' % (
+                            name, cw, beam, rank, utt, float(hyp.score), ' '.join(map(str, token_int)), text))
+        # greedy CTC: the best path of the CTC log-probs of the encoder output Speech2Text computes
+        s2t = Speech2Text('exp/asr_train/config.yaml', model_file, device='cpu', beam_size=1, ctc_weight=1.0,
+                          lm_weight=0.0, nbest=1)
+        m = s2t.asr_model
+        tl = s2t.converter
+        for utt, x in audio:
+            with torch.no_grad():
+                enc, enc_len = m.encode(x[None], torch.tensor([len(x)]))
+                lp = m.ctc.log_softmax(enc)[0, :int(enc_len[0])]
+            best, arg = lp.max(-1)
+            seq, prev = [], -1
+            for t in arg.tolist():
+                if t != prev and t != 0:
+                    seq.append(t)
+                prev = t
+            text = s2t.tokenizer.tokens2text(tl.ids2tokens(seq))
+            lines.append('%s greedy 1.0 1 0 %s %.9g %s|%s' % (name, utt, float(best.double().sum()),
+                                                            ' '.join(map(str, seq)), text))
+    finally:
+        os.chdir(cwd)
+
+
+def encoder_args(encoder):
+    """ESPnet's encoder keyword arguments and defaults, as config.yaml would spell them."""
+    from espnet2.tasks.asr import encoder_choices
+    import inspect
+    cls = encoder_choices.get_class(encoder)
+    out = []
+    for n, p in inspect.signature(cls.__init__).parameters.items():
+        if n in ('self', 'input_size') or p.default is inspect.Parameter.empty:
+            continue
+        v = yaml.safe_dump(p.default, default_flow_style=True).strip().replace('\n...', '')
+        out.append('%s %s' % (n, v.split('\n')[0]))
+    return out
+
+
+def main_encoder(a, out_root):
+    out = os.path.join(out_root, a.encoder)
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    wavs = [(utt, os.path.join(out_root, 'wav', utt + '.wav')) for utt in TEST]
+    esp = os.path.join(out, 'espnet_model')
+    train_espnet_model(esp, np.random.default_rng(3), a.encoder)
+    lines = []
+    decode_full(esp, 'exp/asr_train/valid.acc.ave.pth', wavs, 'espnet_model', lines)
+    ours = os.path.join(out, 'espnet3_model')
+    shutil.copytree(a.ours, ours)
+    pth = yaml.safe_load(open(os.path.join(ours, 'meta.yaml')))['files']['asr_model_file']
+    decode_full(ours, pth, wavs, 'espnet3_model', lines)
+    with open(os.path.join(out, 'hyps.txt'), 'w', encoding='utf-8') as f:
+        f.write('\n'.join(lines) + '\n')
+    with open(os.path.join(out, 'encoder_args.txt'), 'w', encoding='utf-8') as f:
+        f.write('\n'.join(encoder_args(a.encoder)) + '\n')
+    print('\n'.join(lines))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--ours', required=True, help="an espnet3 pack's espnet/ folder")
     ap.add_argument('--out', default=os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'test',
                                                    'fixtures', 'interop'))
+    ap.add_argument('--encoder', choices=['transformer', 'conformer', 'e_branchformer'], default='transformer')
     a = ap.parse_args()
     out = os.path.abspath(a.out)
+    if a.encoder != 'transformer':
+        return main_encoder(a, out)
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(os.path.join(out, 'wav'))
     rng = np.random.default_rng(17)

@@ -48,6 +48,11 @@ static ynode *espnet_config(const model_files *mf, const token_list *tl, int has
                                        "decoder_conf", "ctc_conf", "model_conf", "preencoder_conf",
                                        "postencoder_conf"};
     for (size_t i = 0; i < sizeof maps / sizeof *maps; i++) ensure_map(cfg, maps[i]);
+    /* normalize_before (true; the recipes' base config writes it) is the one key stage 5 accepts for the
+     * E-Branchformer that EBranchformerEncoder does not take: ESPnet would raise a TypeError building it. */
+    const ynode *enc = yt_map_get(cfg, "encoder");
+    if (enc && enc->kind == YN_SCALAR && !strcmp(enc->str, "e_branchformer"))
+        yt_map_remove(yt_map_get(cfg, "encoder_conf"), "normalize_before");
     ynode *mc = yt_map_get(cfg, "model_conf");
     if (!has_decoder) { /* ESPnetASRModel drops its decoder at ctc_weight 1.0 */
         put(cfg, "decoder", scalar("null"));
