@@ -17,40 +17,162 @@ void cu_fail(const char *file, int line, const char *call, const char *name, con
 
 // ---- memory
 
-static void *cu_alloc(backend *be, size_t bytes)
+static const size_t ARENA_ALIGN = 256; // core/nn/model_plan.h's: every planned region starts on it
+
+// One device allocation; failure is one line with the size and CUDA's own error string.
+static void *cu_device_alloc(backend *be, size_t n, const char *what)
 {
-    // cudaMalloc returns 256-byte aligned memory: the 64 bytes the interface promises come free.
-    size_t n = bytes ? (bytes + 63) / 64 * 64 : 64;
     void *p = NULL;
     cudaError_t e = cudaMalloc(&p, n);
-    if (e == cudaErrorMemoryAllocation) {
+    if (e != cudaSuccess) {
         (void)cudaGetLastError(); // not sticky: clear it so the next check does not report it again
         size_t free_b = 0, total_b = 0;
         (void)cudaMemGetInfo(&free_b, &total_b);
-        esp_die("cuda backend: out of memory allocating %zu bytes on device %d (%zu of %zu bytes free)", bytes,
-                cu_of(be)->device, free_b, total_b);
+        esp_die("cuda backend: cannot allocate %zu bytes (%s) on device %d: %s (%zu of %zu bytes free)", n, what,
+                cu_of(be)->device, cudaGetErrorString(e), free_b, total_b);
     }
-    CUDA_CHECK(e);
+    return p;
+}
+
+// First fit in the arena: the offset of a free piece of at least n bytes (n a multiple of
+// ARENA_ALIGN), split off; SIZE_MAX when none.
+static size_t arena_take(cu_impl *c, size_t n)
+{
+    for (size_t i = 0; i < c->n_blocks; i++) {
+        cu_block *b = &c->blocks[i];
+        if (b->used || b->bytes < n) continue;
+        if (b->bytes > n) {
+            if (c->n_blocks == c->cap_blocks) {
+                c->cap_blocks = c->cap_blocks ? 2 * c->cap_blocks : 64;
+                c->blocks = (cu_block *)xrealloc(c->blocks, c->cap_blocks * sizeof *c->blocks);
+                b = &c->blocks[i];
+            }
+            memmove(b + 2, b + 1, (c->n_blocks - i - 1) * sizeof *b);
+            b[1] = (cu_block){b->off + n, b->bytes - n, 0};
+            b->bytes = n;
+            c->n_blocks++;
+        }
+        b->used = 1;
+        c->arena_used += n;
+        return b->off;
+    }
+    return SIZE_MAX;
+}
+
+// Gives back the piece at p (in the arena) and merges it with free neighbours.
+static void arena_give(cu_impl *c, const void *p)
+{
+    size_t off = (size_t)((const char *)p - c->arena), i = 0;
+    while (i < c->n_blocks && c->blocks[i].off != off) i++;
+    ESP_CHECK(i < c->n_blocks && c->blocks[i].used);
+    c->blocks[i].used = 0;
+    c->arena_used -= c->blocks[i].bytes;
+    if (i + 1 < c->n_blocks && !c->blocks[i + 1].used) {
+        c->blocks[i].bytes += c->blocks[i + 1].bytes;
+        memmove(&c->blocks[i + 1], &c->blocks[i + 2], (c->n_blocks - i - 2) * sizeof *c->blocks);
+        c->n_blocks--;
+    }
+    if (i > 0 && !c->blocks[i - 1].used) {
+        c->blocks[i - 1].bytes += c->blocks[i].bytes;
+        memmove(&c->blocks[i], &c->blocks[i + 1], (c->n_blocks - i - 1) * sizeof *c->blocks);
+        c->n_blocks--;
+    }
+}
+
+static int in_arena(const cu_impl *c, const void *p)
+{
+    return c->arena && (const char *)p >= c->arena && (const char *)p < c->arena + c->arena_bytes;
+}
+
+static void *cu_alloc(backend *be, size_t bytes)
+{
+    cu_impl *c = cu_of(be);
+    // The arena's pieces and cudaMalloc's memory are 256-byte aligned: the interface's 64 come free.
+    size_t n = bytes ? (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN : ARENA_ALIGN;
+    void *p = NULL;
+    if (c->arena) {
+        size_t off = arena_take(c, n);
+        if (off != SIZE_MAX) p = c->arena + off;
+        else {
+            if (!c->outside)
+                log_warn("cuda backend: the arena (%zu bytes, %zu in use) has no room for %zu bytes; allocating "
+                         "past it (a batch larger than the planned one?)", c->arena_bytes, c->arena_used, n);
+            c->outside++;
+        }
+    }
+    if (!p) p = cu_device_alloc(be, n, "a buffer");
     CUDA_CHECK(cudaMemsetAsync(p, 0, n, cu_stream(be)));
     return p;
 }
 
 static void cu_free(backend *be, void *p)
 {
-    (void)be;
-    if (p) CUDA_CHECK(cudaFree(p)); // waits for the work that may still use p
+    cu_impl *c = cu_of(be);
+    if (!p) return;
+    if (in_arena(c, p)) {
+        // The piece may be handed out again at once: work still queued on the stream that uses it
+        // runs before any later use, since everything runs in order on the one stream.
+        arena_give(c, p);
+        return;
+    }
+    CUDA_CHECK(cudaFree(p)); // waits for the work that may still use p
 }
 
-// Host <-> device copies return when the host side may be reused or read: the caller's memory is
-// pageable, so they synchronize the stream. Device-to-device copies stay asynchronous.
+static void cu_reserve(backend *be, size_t device_bytes, size_t staging_bytes)
+{
+    cu_impl *c = cu_of(be);
+    ESP_CHECK(!c->arena && !c->staging);
+    size_t n = (device_bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+    if (n) {
+        c->arena = (char *)cu_device_alloc(be, n, "the arena of parameters, gradients, moments and activations");
+        c->arena_bytes = n;
+        c->cap_blocks = 64;
+        c->blocks = (cu_block *)xcalloc(c->cap_blocks, sizeof *c->blocks);
+        c->blocks[0] = (cu_block){0, n, 0};
+        c->n_blocks = 1;
+    }
+    if (staging_bytes) {
+        cudaError_t e = cudaHostAlloc((void **)&c->staging, staging_bytes, cudaHostAllocDefault);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            esp_die("cuda backend: cannot allocate %zu bytes of host-pinned staging: %s", staging_bytes,
+                    cudaGetErrorString(e));
+        }
+        c->staging_bytes = staging_bytes;
+    }
+}
+
+void backend_cuda_arena_stats(backend *be, size_t *arena_bytes, size_t *used_bytes, size_t *outside)
+{
+    cu_impl *c = cu_of(be);
+    *arena_bytes = c->arena_bytes, *used_bytes = c->arena_used, *outside = c->outside;
+}
+
+// Host-to-device copies from the caller's (pageable) memory go through the pinned staging when it
+// holds them: the host copy into it is done when this returns (the caller may reuse its memory),
+// the transfer runs asynchronously on the stream. Without staging room, and device-to-host, the
+// copy synchronizes the stream. Device-to-device copies stay asynchronous.
 static void cu_copy(backend *be, void *dst, const void *src, size_t bytes, backend_copy_kind kind)
 {
     if (!bytes) return;
+    cu_impl *c = cu_of(be);
+    if (kind == BACKEND_HOST_TO_DEVICE && bytes <= c->staging_bytes) {
+        if (c->staging_at + bytes > c->staging_bytes) {
+            CUDA_CHECK(cudaStreamSynchronize(c->stream)); // the earlier transfers out of the ring are done
+            c->staging_at = 0;
+        }
+        char *stage = c->staging + c->staging_at;
+        c->staging_at += (bytes + 63) / 64 * 64;
+        if (c->staging_at > c->staging_bytes) c->staging_at = c->staging_bytes;
+        memcpy(stage, src, bytes);
+        CUDA_CHECK(cudaMemcpyAsync(dst, stage, bytes, cudaMemcpyHostToDevice, c->stream));
+        return;
+    }
     cudaMemcpyKind k = kind == BACKEND_HOST_TO_DEVICE   ? cudaMemcpyHostToDevice
                        : kind == BACKEND_DEVICE_TO_HOST ? cudaMemcpyDeviceToHost
                                                         : cudaMemcpyDeviceToDevice;
-    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, k, cu_stream(be)));
-    if (k != cudaMemcpyDeviceToDevice) CUDA_CHECK(cudaStreamSynchronize(cu_stream(be)));
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, k, c->stream));
+    if (k != cudaMemcpyDeviceToDevice) CUDA_CHECK(cudaStreamSynchronize(c->stream));
 }
 
 static void cu_fill(backend *be, void *p, int byte, size_t bytes)
@@ -63,13 +185,17 @@ static void cu_synchronize(backend *be)
     CUDA_CHECK(cudaStreamSynchronize(cu_stream(be)));
 }
 
+// The backend's own scratch is not in the plan: it lives outside the arena, grown to the largest
+// batch's needs during the first steps, then reused.
 void *cu_grow(backend *be, cu_buf *b, size_t bytes)
 {
     if (bytes > b->bytes) {
-        cu_free(be, b->p);
+        if (b->p) CUDA_CHECK(cudaFree(b->p));
         b->p = NULL;
         b->bytes = 0;
-        b->p = cu_alloc(be, bytes);
+        size_t n = (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+        b->p = cu_device_alloc(be, n, "scratch");
+        CUDA_CHECK(cudaMemsetAsync(b->p, 0, n, cu_stream(be)));
         b->bytes = bytes;
     }
     return b->p;
@@ -98,6 +224,9 @@ static void cu_destroy(backend *be)
     CUDA_CHECK(cudaStreamSynchronize(c->stream));
     cu_buf *bufs[] = {&c->scratch, &c->ints, &c->partial, &c->ctc_alpha, &c->ctc_nll, &c->half_a, &c->half_b};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cu_free(be, bufs[i]->p);
+    if (c->arena) CUDA_CHECK(cudaFree(c->arena));
+    if (c->staging) CUDA_CHECK(cudaFreeHost(c->staging));
+    free(c->blocks);
     CUBLAS_CHECK(cublasDestroy(c->blas));
     CUDA_CHECK(cudaStreamDestroy(c->stream));
     free(c);
@@ -275,6 +404,7 @@ int backend_cuda_init(backend *be, int device, int threads, esp_err *err)
     be->fill = cu_fill;
     be->synchronize = cu_synchronize;
     be->destroy = cu_destroy;
+    be->reserve = cu_reserve;
     be->supports = cu_supports;
     return 0;
 }

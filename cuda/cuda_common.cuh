@@ -51,6 +51,12 @@ typedef struct cu_buf {
     size_t bytes;
 } cu_buf;
 
+// A piece of the arena: the pieces cover it in address order, each in use or free.
+typedef struct cu_block {
+    size_t off, bytes;
+    int used;
+} cu_block;
+
 typedef struct cu_impl {
     int device;
     int sms;              // multiprocessors, for grid sizes
@@ -65,6 +71,17 @@ typedef struct cu_impl {
     // Mixed precision (be->set_gemm_precision): the GEMMs' 16-bit copies of their inputs.
     amp_precision gemm_prec;
     cu_buf half_a, half_b;
+    // The run's arena (be->reserve): one device allocation that be->alloc carves its buffers from
+    // (first fit, 256-byte aligned, freed pieces merge); what does not fit is allocated on its own.
+    char *arena;
+    size_t arena_bytes, arena_used;
+    cu_block *blocks;
+    size_t n_blocks, cap_blocks;
+    size_t outside; // buffers be->alloc allocated outside the arena
+    // Host-pinned staging of host-to-device copies (cudaHostAlloc): a ring the copies go through
+    // asynchronously; when the next copy does not fit, the stream is synchronized and it restarts.
+    char *staging;
+    size_t staging_bytes, staging_at;
 } cu_impl;
 
 static inline cu_impl *cu_of(backend *be)

@@ -58,6 +58,11 @@ struct backend {
      * cpu: rounds the inputs (core/compute/ops_precision.h); cuda: casts them to 16-bit copies
      * for cublasGemmEx with CUBLAS_COMPUTE_32F; ref64 ignores it (the exact reference). */
     void (*set_gemm_precision)(backend *be, amp_precision p);
+    /* Device backends (NULL on cpu and ref64): the run's memory, taken once before the model is
+     * built. `device_bytes` in one device allocation that later allocs are carved from (one that
+     * does not fit is allocated on its own, with a log line), `staging_bytes` of host-pinned memory
+     * that host-to-device copies go through asynchronously. Exits with one line on failure. */
+    void (*reserve)(backend *be, size_t device_bytes, size_t staging_bytes);
 
     /* ---- GEMM, row-major: c (m x n) = alpha * op(a) op(b) + beta * c, op = transpose when
      * ta / tb is non-zero; lda, ldb, ldc are the row strides of the stored matrices. */

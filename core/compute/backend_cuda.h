@@ -21,6 +21,10 @@ extern "C" {
  * be->destroy(be). */
 int backend_cuda_init(backend *be, int device, int threads, esp_err *err);
 
+/* The arena of a CUDA backend (be->reserve), for tests: its bytes, the bytes of the buffers now
+ * carved from it, and how many buffers were allocated outside it. */
+void backend_cuda_arena_stats(backend *be, size_t *arena_bytes, size_t *used_bytes, size_t *outside);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/data/tokenizer.h"
 #include "core/nn/model_files.h"
+#include "core/nn/model_plan.h"
 
 static int steps_done(const trainer *t)
 {
@@ -45,6 +47,65 @@ static int run_training(trainer *t, esp_err *err)
         if (save_checkpoint(t, m, nm, err) != 0) return -1;
     }
     return t->rank == 0 ? ckpt_average(&t->ckpt, err) : 0;
+}
+
+/* The largest batch of a split's batch lists: utterances, feature frames (its shape file) and
+ * tokens (its transcripts). 0 when the shape file holds no lengths. */
+static int split_max_shape(const split_data *s, int *B, int *T, int *L, esp_err *err)
+{
+    const shape_table *k = &s->keys;
+    if (!k->dims) return 0;
+    size_t nl = s->n_shards ? (size_t)s->n_shards : 1;
+    for (size_t l = 0; l < nl; l++) {
+        const batch_list *bl = s->shards ? &s->shards[l] : &s->batches;
+        for (size_t b = 0; b < bl->n; b++) {
+            size_t n = batch_size_of(bl, b);
+            if ((int)n > *B) *B = (int)n;
+            for (size_t j = bl->start[b]; j < bl->start[b + 1]; j++) {
+                size_t r = bl->utt[j];
+                if (shape_length(k, r) > *T) *T = (int)shape_length(k, r);
+                long *ids = NULL;
+                size_t nid = 0, unk = 0;
+                if (text_to_ids(&s->data.tokens, s->data.m.items[s->row_to_item[r]].text, &ids, &nid, &unk, err) != 0)
+                    return -1;
+                free(ids);
+                if ((int)nid > *L) *L = (int)nid;
+            }
+        }
+    }
+    return 0;
+}
+
+/* A device backend takes the run's memory at once (be->reserve): the arena the planner sizes for
+ * the largest batch of the train and valid splits (parameters, gradients, Adam's moments,
+ * activations) plus that batch's features, and the host-pinned staging of its copies. A batch
+ * that needs more (speed perturbation lengthens utterances) is allocated past it, with a warning. */
+static int reserve_arena(trainer *t, esp_err *err)
+{
+    int B = 0, T = 0, L = 0;
+    if (split_max_shape(&t->train, &B, &T, &L, err) != 0 || split_max_shape(&t->valid, &B, &T, &L, err) != 0)
+        return -1;
+    if (!B || !T) {
+        log_info("train: %s backend: the shape files hold no lengths; buffers are allocated as batches need them",
+                 t->be->name);
+        return 0;
+    }
+    model_dims dims;
+    optim_opts oo;
+    if (model_dims_from_cfg(&dims, t->cfg->model, t->train.data.fo.n_mels, (int)t->train.data.tokens.n, err) != 0 ||
+        optim_opts_from_cfg(t->cfg->optimizer, &oo, err) != 0)
+        return -1;
+    arena_plan p;
+    model_arena_plan(&p, &dims, &t->o->rates, B, T, L, oo.amsgrad);
+    size_t feats = ((size_t)B * T * dims.idim * sizeof(float) + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+    t->be->reserve(t->be, p.total + feats, p.staging_bytes);
+    if (t->rank == 0)
+        log_info("train: %s arena %zu bytes for batches up to %d x %d frames x %d tokens (parameters %zu, gradients "
+                 "%zu, moments %zu, activations %zu, features %zu), %zu bytes of pinned staging", t->be->name,
+                 p.total + feats, B, T, L, p.kind_bytes[ARENA_PARAMS], p.kind_bytes[ARENA_GRADS],
+                 p.kind_bytes[ARENA_MOMENTS], p.kind_bytes[ARENA_ACTS], feats, p.staging_bytes);
+    arena_plan_free(&p);
+    return 0;
 }
 
 /* The model with initialized parameters (initialized on the host, then copied to the device). */
@@ -129,6 +190,7 @@ static int train_on_backend(trainer *t, esp_err *err)
     if (split_open(&t->valid, cfg, "valid", cfg->dataloader->valid, 0, 0, err) != 0) goto out_train;
     t->be->set_gemm_precision(t->be, t->o->precision);
     grad_scaler_init(&t->scaler, t->o->precision == AMP_FP16);
+    if (t->be->reserve && reserve_arena(t, err) != 0) goto out_model;
     if (open_model(t, err) != 0) goto out_model;
     if (optim_opts_from_cfg(cfg->optimizer, &t->oo, err) != 0) goto out_model;
     adam_state_init(&t->opt, t->be, t->model.table.total, t->oo.amsgrad);

@@ -41,6 +41,9 @@ enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
 
 cudaError_t cudaMalloc(void **p, size_t n);
 cudaError_t cudaFree(void *p);
+enum { cudaHostAllocDefault = 0 };
+cudaError_t cudaHostAlloc(void **p, size_t n, unsigned flags);
+cudaError_t cudaFreeHost(void *p);
 cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, cudaStream_t st);
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t st);
 cudaError_t cudaMemset2DAsync(void *p, size_t pitch, int v, size_t w, size_t h, cudaStream_t st);

@@ -126,14 +126,20 @@ void emu_run(const emu_cfg &c, const std::function<void()> &body)
 
 // ---- runtime: device memory is host memory; every call is synchronous
 struct emu_stream { int x; };
+// cudaMalloc calls so far (tests read it through emu_malloc_calls: the arena's steady state makes none).
+static long malloc_calls;
+extern "C" long emu_malloc_calls(void) { return malloc_calls; }
 cudaError_t cudaMalloc(void **p, size_t n)
 {
+    malloc_calls++;
     // The exact size (malloc's alignment is enough here), so AddressSanitizer sees overruns.
     *p = malloc(n ? n : 1);
     if (*p) memset(*p, 0xA5, n); // not zeros: device memory starts as garbage
     return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
+cudaError_t cudaHostAlloc(void **p, size_t n, unsigned) { *p = malloc(n ? n : 1); return *p ? cudaSuccess : cudaErrorMemoryAllocation; }
+cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
 cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t) { memmove(d, s, n); return cudaSuccess; }
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { memset(p, v, n); return cudaSuccess; }
 cudaError_t cudaMemset2DAsync(void *p, size_t pitch, int v, size_t w, size_t h, cudaStream_t)

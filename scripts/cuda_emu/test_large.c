@@ -6,6 +6,7 @@
  * of 700 and its argmax's edge cases (ties, NaN, -inf); the Conformer's ops (at the end). */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -382,4 +383,109 @@ Test(cuda_emu, relattn_matches_the_cpu)
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(bes, all[i]);
     backend_close(bes[0]);
     backend_close(bes[1]);
+}
+
+/* ---- the run's arena (be->reserve): a few training steps of a tiny Transformer with hybrid
+ * CTC/attention on the CUDA backend whose parameters, gradients, Adam moments and activations
+ * come from one arena of the planner's size (core/nn/model_plan.h) plus the batch's features,
+ * and whose batch copies go through host-pinned staging: the same losses and parameters as the
+ * CPU backend, the arena exactly full (nothing allocated past it), and no cudaMalloc in the
+ * steady-state steps (emu.cpp counts them). */
+#include "core/compute/backend_cuda.h"
+#include "core/nn/model_plan.h"
+#include "core/train/optim.h"
+
+long emu_malloc_calls(void);
+
+/* The first step's gradients: within 1e-4 of the largest one. */
+static void grads_close(const asr_model *a, const asr_model *b)
+{
+    size_t n = a->table.total;
+    float *ga = malloc(n * sizeof(float)), *gb = malloc(n * sizeof(float));
+    cr_assert(ga && gb);
+    a->be->copy(a->be, ga, a->grads, n * sizeof(float), BACKEND_DEVICE_TO_HOST);
+    b->be->copy(b->be, gb, b->grads, n * sizeof(float), BACKEND_DEVICE_TO_HOST);
+    double big = 0, worst = 0;
+    for (size_t i = 0; i < n; i++) big = fmax(big, fabs(ga[i])), worst = fmax(worst, fabs((double)ga[i] - gb[i]));
+    cr_expect(worst <= 1e-4 * big, "first step's gradients differ by up to %g (largest %g)", worst, big);
+    free(ga), free(gb);
+}
+
+Test(cuda_emu, arena_training_steps_match_the_cpu)
+{
+    enum { B = 3, T = 70, L = 8, STEPS = 4 };
+    model_dims d = {.idim = 20, .d = 32, .heads = 4, .ff = 64, .blocks = 2, .vocab = 23, .dec_blocks = 1,
+                    .dec_heads = 4, .dec_ff = 64};
+    d.f2 = ((d.idim - 1) / 2 - 1) / 2;
+    model_rates rates = {.ctc_weight = 0.3f, .lsm_weight = 0.1f};
+    arena_plan plan;
+    model_arena_plan(&plan, &d, &rates, B, T, L, 0);
+    size_t nfeat = (size_t)B * T * d.idim, feat_bytes = (nfeat * sizeof(float) + 255) / 256 * 256;
+
+    backend *bes[2] = {open_kind("cpu"), open_kind("cuda")};
+    bes[1]->reserve(bes[1], plan.total + feat_bytes, plan.staging_bytes);
+    float *host = host_rand(nfeat, 11, -1, 1);
+    int lens[B], llens[B], labels[B * L];
+    for (int b = 0; b < B; b++) {
+        lens[b] = T - 9 * b, llens[b] = L - 2 * b;
+        for (int i = 0; i < L; i++) labels[b * L + i] = i < llens[b] ? 1 + (5 * b + 3 * i) % (d.vocab - 2) : -1;
+    }
+    asr_model m[2];
+    adam_state opt[2];
+    float *feats[2];
+    double loss[2][STEPS];
+    optim_opts oo = optim_opts_default(OPTIM_ADAM);
+    long mallocs_after_first = 0;
+    for (int k = 0; k < 2; k++) {
+        asr_model_init(&m[k], bes[k], &d, &rates);
+        adam_state_init(&opt[k], bes[k], m[k].table.total, 0);
+        asr_model_reserve(&m[k], B, T, L);
+        feats[k] = bes[k]->alloc(bes[k], nfeat * sizeof(float));
+        float *p0 = host_rand(m[k].table.state_total, 3, -0.2, 0.2);
+        asr_model_params_from_host(&m[k], p0);
+        free(p0);
+    }
+    for (int s = 0; s < STEPS; s++)
+        for (int k = 0; k < 2; k++) {
+            if (k == 1 && s == 1) mallocs_after_first = emu_malloc_calls();
+            bes[k]->copy(bes[k], feats[k], host, nfeat * sizeof(float), BACKEND_HOST_TO_DEVICE);
+            asr_model_zero_grad(&m[k]);
+            asr_model_forward(&m[k], feats[k], lens, B, T, 1, 5 + (uint64_t)s);
+            loss[k][s] = asr_model_loss(&m[k], labels, llens, L, NULL);
+            asr_model_backward(&m[k], 1.0f);
+            if (s == 0 && k == 1) grads_close(&m[0], &m[1]);
+            adam_step(m[k].params, &opt[k], m[k].grads, &oo, 1e-3);
+        }
+    long steady = emu_malloc_calls() - mallocs_after_first;
+    for (int s = 0; s < STEPS; s++)
+        cr_expect(fabs(loss[0][s] - loss[1][s]) <= 1e-4 * fabs(loss[0][s]), "step %d: loss %.9g on cuda, %.9g on cpu",
+                  s, loss[1][s], loss[0][s]);
+    size_t n = m[0].table.total;
+    float *pa = malloc(n * sizeof(float)), *pb = malloc(n * sizeof(float));
+    cr_assert(pa && pb);
+    asr_model_params_to_host(&m[0], pa);
+    asr_model_params_to_host(&m[1], pb);
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs((double)pa[i] - pb[i]));
+    /* Adam's first updates are about lr x sign(gradient) wherever the gradient is tiny, so a
+     * rounding difference there moves a parameter by up to lr: 5% of STEPS x lr is the bound. */
+    cr_expect(worst <= 0.05 * STEPS * 1e-3, "parameters after %d steps differ by up to %g", STEPS, worst);
+    size_t arena = 0, used = 0, outside = 0;
+    backend_cuda_arena_stats(bes[1], &arena, &used, &outside);
+    cr_expect_eq(arena, plan.total + feat_bytes, "arena %zu bytes, plan %zu + features %zu", arena, plan.total,
+                 feat_bytes);
+    cr_expect_eq(used, arena, "the model used %zu of the arena's %zu bytes", used, arena);
+    cr_expect_eq(outside, 0, "%zu buffers allocated past the arena", outside);
+    cr_expect_eq(steady, 0, "%ld cudaMalloc calls in steps 2..%d", steady, STEPS);
+    fprintf(stderr, "cuda_emu arena: %zu bytes (plan %zu + features %zu), all used; losses %.6f .. %.6f equal the "
+            "CPU's within 1e-4, first gradients too, parameters within %.2g; %ld cudaMalloc calls in the steady-state steps\n", arena,
+            plan.total, feat_bytes, loss[1][0], loss[1][STEPS - 1], worst, steady);
+    free(pa), free(pb), free(host);
+    for (int k = 0; k < 2; k++) {
+        bes[k]->free(bes[k], feats[k]);
+        adam_state_free(&opt[k]);
+        asr_model_free(&m[k]);
+        backend_close(bes[k]);
+    }
+    arena_plan_free(&plan);
 }
