@@ -165,7 +165,7 @@ static int check_engine_voices(const engine_set *e, const char *key, esp_err *er
         for (size_t j = 0; j < e->n_voices[0]; j++)
             if (strcmp(e->voices[1][i], e->voices[0][j]) == 0)
                 return esp_fail(err,
-                                "create_dataset.%s: %s is also a training voice of %s (test voices must be "
+                                "create_dataset.%s.test_voices: %s is also a training voice of %s (test voices must be "
                                 "unseen in training; remove it from one list)",
                                 key, e->voices[1][i], synth_engine_name(e->engine));
     return 0;
@@ -841,8 +841,11 @@ static int build(const settings *s, const char *data_dir, const char *manifest_d
         if (synth_check_installed(e->engine, err) != 0) return -1;
         for (int side = 0; side < 2; side++)
             for (size_t v = 0; v < e->n_voices[side]; v++)
-                if (synth_check_voice(e->engine, e->voices[side][v], err) != 0)
-                    return esp_fail(err, "create_dataset: %s", err->msg);
+                if (synth_check_voice(e->engine, e->voices[side][v], err) != 0) {
+                    char msg[sizeof err->msg];
+                    snprintf(msg, sizeof msg, "%s", err->msg);
+                    return esp_fail(err, "create_dataset: %s", msg);
+                }
     }
     str_list sentences = {0};
     if (collect_sentences(s, &sentences, err) != 0) {
