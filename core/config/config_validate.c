@@ -269,6 +269,8 @@ static const char *suggest(const cyaml_schema_field_t *fields, const char *paren
 static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *schema, const char *schema_path,
                       const char *path);
 
+static int is_read_from_tree(const char *schema_path);
+
 static int walk_mapping(walker *w, ynode *n, const cyaml_schema_field_t *fields, const char *schema_path,
                         const char *path)
 {
@@ -303,7 +305,7 @@ static int walk_mapping(walker *w, ynode *n, const cyaml_schema_field_t *fields,
             else rc = check_target(w, val, schema_path, p);
         } else if (f->value.type != CYAML_IGNORE) {
             rc = walk_value(w, val, &f->value, sp, p);
-        } else if (!(val->kind != YN_SCALAR && val->n == 0)) {
+        } else if (!(val->kind != YN_SCALAR && val->n == 0) && !is_read_from_tree(sp)) {
             /* Free-form ESPnet3 blocks (dataset:, fit:) are kept in config.yaml; say they are unused. */
             char where[512];
             log_warn("%s: %s: kept in the resolved config but not used by espnet3 (it reads "
@@ -316,6 +318,21 @@ static int walk_mapping(walker *w, ynode *n, const cyaml_schema_field_t *fields,
         if (drop) yt_map_remove(n, key);
         else i++;
     }
+    return 0;
+}
+
+/* IGNORED by the typed schema because their values are free-form, but read from the tree by
+ * their own readers (core/data/augment_conf.c, core/data/noise_rir_conf.c): not "unused". */
+static int is_read_from_tree(const char *schema_path)
+{
+    static const char *const keys[] = {
+        "dataset.preprocessor.data_aug_effects", "dataset.preprocessor.data_aug_num",
+        "dataset.preprocessor.data_aug_prob",    "dataset.preprocessor.rir_scp",
+        "dataset.preprocessor.rir_apply_prob",   "dataset.preprocessor.noise_scp",
+        "dataset.preprocessor.noise_apply_prob", "dataset.preprocessor.noise_db_range",
+        "dataset.preprocessor.short_noise_thres", NULL};
+    for (const char *const *k = keys; *k; k++)
+        if (!strcmp(schema_path, *k)) return 1;
     return 0;
 }
 
