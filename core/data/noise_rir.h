@@ -51,6 +51,11 @@ void nr_add_noise(double *x, size_t n, const double *noise, double power, double
 /* The n-sample segment of a noise of nn samples at offset (ESPnet's np.pad wrap / slice). */
 void nr_noise_segment(const double *noise, size_t nn, size_t n, size_t offset, double *out);
 
+/* An scp list's paths (caller frees with nr_scp_free); an empty list, a NUL byte or more than
+ * 100000 entries is an error naming the file (and line). */
+int nr_scp_read(const char *scp, char ***paths, size_t *n, esp_err *err);
+void nr_scp_free(char **paths, size_t n);
+
 /* The whole step on one waveform; NULL when the config has neither RIRs nor noises (or neither
  * was drawn), else a new array of n samples (caller frees). */
 float *noise_rir_apply(const noise_rir_conf *c, const float *x, size_t n, rng *r);

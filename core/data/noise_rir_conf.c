@@ -12,7 +12,6 @@
 #include "core/config/config_schema.h"
 #include "core/data/audio.h"
 
-#define NR_MAX_FILES 100000
 #define NR_MAX_DB 100.0
 
 static int get_prob(const ynode *pre, const char *key, const char *path, double *out, esp_err *err)
@@ -67,44 +66,29 @@ static int get_db_range(const ynode *pre, const char *path, double *lo, double *
     return rc;
 }
 
-/* Reads one scp: "<id> <path>" or "<path>" per line; blank lines skipped. */
-static int read_scp(const char *scp, const ynode *where, const char *key, nr_signal **v, size_t *n,
-                    esp_err *err)
+/* Reads one scp and every file it lists. */
+static int read_scp(const char *scp, const ynode *where, const char *key, nr_signal **v, size_t *n, esp_err *err)
 {
-    char *text = read_file(scp, NULL, err);
-    if (!text) return config_fail_node(err, where, key, "%s", err->msg);
+    char **paths;
+    size_t np;
+    if (nr_scp_read(scp, &paths, &np, err) != 0) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        return config_fail_node(err, where, key, "%s", msg);
+    }
     int rc = 0;
-    size_t line_no = 0;
-    for (char *line = text, *next; line && *line && rc == 0; line = next) {
-        next = strchr(line, '\n');
-        if (next) *next++ = '\0';
-        line_no++;
-        char *s = line;
-        while (*s == ' ' || *s == '\t' || *s == '\r') s++;
-        size_t len = strlen(s);
-        while (len && (s[len - 1] == ' ' || s[len - 1] == '\t' || s[len - 1] == '\r')) s[--len] = '\0';
-        if (!*s) continue;
-        char *sp = strpbrk(s, " \t");
-        const char *file = s;
-        if (sp) {
-            file = sp;
-            while (*file == ' ' || *file == '\t') file++;
-        }
-        if (*n >= NR_MAX_FILES) {
-            rc = esp_fail(err, "%s:%zu: more than %d entries", scp, line_no, NR_MAX_FILES);
-            break;
-        }
+    for (size_t i = 0; i < np && rc == 0; i++) {
         float *f = NULL;
         size_t len_f = 0;
-        esp_err e2 = {0};
         int fs = 0;
-        if (audio_read_fs(file, 0, "model.frontend_conf.fs", &f, &len_f, &fs, &e2) != 0) {
-            rc = esp_fail(err, "%s:%zu: %s", scp, line_no, e2.msg);
+        esp_err e2 = {0};
+        if (audio_read_fs(paths[i], 0, "model.frontend_conf.fs", &f, &len_f, &fs, &e2) != 0) {
+            rc = esp_fail(err, "%s: %s", scp, e2.msg);
             break;
         }
         if (len_f == 0) {
             free(f);
-            rc = esp_fail(err, "%s:%zu: %s has no samples", scp, line_no, file);
+            rc = esp_fail(err, "%s: %s has no samples", scp, paths[i]);
             break;
         }
         *v = xrealloc(*v, (*n + 1) * sizeof **v);
@@ -112,11 +96,11 @@ static int read_scp(const char *scp, const ynode *where, const char *key, nr_sig
         sig->n = len_f;
         sig->fs = fs;
         sig->x = xmalloc(len_f * sizeof *sig->x);
-        for (size_t i = 0; i < len_f; i++) sig->x[i] = f[i];
-        sig->path = xstrdup(file);
+        for (size_t k = 0; k < len_f; k++) sig->x[k] = f[k];
+        sig->path = xstrdup(paths[i]);
         free(f);
     }
-    free(text);
+    nr_scp_free(paths, np);
     return rc;
 }
 

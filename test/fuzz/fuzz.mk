@@ -26,9 +26,10 @@ FUZZ_SEEDS   := $(wildcard conf/*.yaml recipes/*/conf/*.yaml test/fuzz/seeds/*.y
 # -malloc_limit_mb: no reader may allocate hundreds of MB for a few KB of input (a header's claim).
 FUZZ_FLAGS   := -rss_limit_mb=2048 -malloc_limit_mb=512 -timeout=10 -close_fd_mask=2 -print_final_stats=1
 
-FUZZ_READERS := safetensors trainer_state npz tokens manifest kaldi_dir corpus shapes audio metrics_csv text_scp
+FUZZ_READERS := safetensors trainer_state npz tokens manifest kaldi_dir corpus shapes audio metrics_csv text_scp noise_scp
 # The readers and what they need, compiled once (instrumented) and linked into every target.
 FUZZ_LIB_SRCS := $(wildcard core/base/*.c core/formats/*.c) core/data/audio.c core/data/tokenizer.c \
+                 core/data/noise_rir_scp.c \
                  core/train/checkpoint.c core/train/checkpoint_average.c test/fuzz/fuzz_util.c
 # The tokenizer reaches SentencePiece (C++) through its shim, compiled with the same instrumentation
 # (less UBSan's vptr check, whose runtime only a C++ link brings).

@@ -212,6 +212,18 @@ Test(noise_rir, config_reads_scp_files_and_draws_by_utterance)
     cr_assert(strstr(err.msg, "n8k.wav") && strstr(err.msg, "8000"), "%s", err.msg);
     noise_rir_conf_free(&c);
     free(y);
+    char *empty = path_join(dir, "empty.scp");
+    test_write_text(empty, "\n  \n");
+    y = xasprintf("preprocessor:\n  rir_scp: %s\n", empty);
+    cr_assert_neq(parse_pre(y, &c, &err), 0);
+    cr_assert(strstr(err.msg, "empty.scp: lists no audio files") && strstr(err.msg, "rir_scp"), "%s", err.msg);
+    free(y), free(empty);
+    char **paths;
+    size_t np;
+    cr_assert_eq(nr_scp_read(rscp, &paths, &np, &err), 0, "%s", err.msg);
+    cr_assert_eq(np, 1);
+    cr_assert_str_eq(paths[0], rp); /* "<id> <path>": the path */
+    nr_scp_free(paths, np);
     cr_assert_eq(parse_pre("preprocessor:\n  fs: 16000\n", &c, &err), 0);
     cr_assert_eq(noise_rir_conf_active(&c), 0);
     noise_rir_conf_free(&c);
