@@ -219,11 +219,11 @@ Test(noise_rir, config_reads_scp_files_and_draws_by_utterance)
     cr_assert(strstr(err.msg, "empty.scp: lists no audio files") && strstr(err.msg, "rir_scp"), "%s", err.msg);
     free(y), free(empty);
     char **paths;
-    size_t np;
-    cr_assert_eq(nr_scp_read(rscp, &paths, &np, &err), 0, "%s", err.msg);
-    cr_assert_eq(np, 1);
+    size_t n_paths;
+    cr_assert_eq(nr_scp_read(rscp, &paths, &n_paths, &err), 0, "%s", err.msg);
+    cr_assert_eq(n_paths, 1);
     cr_assert_str_eq(paths[0], rp); /* "<id> <path>": the path */
-    nr_scp_free(paths, np);
+    nr_scp_free(paths, n_paths);
     cr_assert_eq(parse_pre("preprocessor:\n  fs: 16000\n", &c, &err), 0);
     cr_assert_eq(noise_rir_conf_active(&c), 0);
     noise_rir_conf_free(&c);
