@@ -13,7 +13,7 @@ WARN     := -Wall -Wextra -Werror
 CSTD     := -std=c11 -D_GNU_SOURCE
 OPT      ?= -O2 -g
 CFLAGS   += $(CSTD) $(OPT) -fopenmp-simd -fno-math-errno $(WARN) -MMD -MP -I.
-LDLIBS   += -lcyaml -lyaml -lsndfile -lsamplerate -lfftw3f -lfftw3 -lopenblas -ljansson -lz -lm -lpthread
+LDLIBS   += -lcyaml -lyaml -lsndfile -lsamplerate -lfftw3f -lfftw3 -lopenblas -ljansson -lzip -lz -lm -lpthread
 # SentencePiece (C++) behind core/data/spm_shim.cc: the tokenizer's bpe/unigram models.
 CXXFLAGS += -std=c++17 $(OPT) $(WARN) -MMD -MP -I.
 LDLIBS   += -lsentencepiece -lsentencepiece_train -lstdc++
@@ -52,10 +52,15 @@ HAVE_CUBLAS := $(call probe,#include <cublas_v2.h>,-I$(CUDA_HOME)/include -L$(CU
 ifneq ($(HAVE_CUBLAS),1)
 $(error CUDA=1 but a probe program does not link against $(CUDA_HOME)/lib64/libcublas (install cuBLAS or set CUDA_HOME))
 endif
+# NCCL: the comm of multi-GPU runs (cuda/comm_nccl.cu).
+HAVE_NCCL := $(call probe,#include <nccl.h>,-I$(CUDA_HOME)/include -L$(CUDA_HOME)/lib64 -lnccl -lcudart)
+ifneq ($(HAVE_NCCL),1)
+$(error CUDA=1 but a probe program does not link against libnccl (install NCCL, e.g. libnccl-dev, or set CUDA_HOME))
+endif
 BUILD    := $(BUILD)-cuda
 CFLAGS   += -DESPNET3_CUDA=1 -I$(CUDA_HOME)/include
 # nvcc's host code (kernel registration, guarded statics) needs the C++ runtime: the link is gcc's.
-LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnccl -lcublas -lcudart -lstdc++
 # The architectures every kernel is built for (scripts/check_cuda_resources.sh checks each).
 CUDA_ARCHS ?= 80 90
 # -fmad=false: kernels round every multiply and add as the C code does (C11 does not contract
@@ -120,11 +125,12 @@ check: deps layers
 
 # The CUDA checks (make CUDA=1 cuda-check; .ci/run runs them after the CUDA build): ptxas'
 # registers and spills per kernel, the CUDA build's test_backend_ops (cuda against ref64 where a
-# GPU is visible, reported as skipped elsewhere), and the kernels on the CPU emulation.
+# GPU is visible, reported as skipped elsewhere) and 2-rank NCCL check (2 GPUs, else skipped), and
+# the kernels and the NCCL comm on the CPU emulation.
 ifeq ($(CUDA),1)
 cuda-check: $(BIN) $(TEST_BIN)
 	python3 scripts/check_cuda_resources.py
-	$(TEST_BIN) --filter 'backend_ops/*'
+	$(TEST_BIN) --filter '@(backend_ops/*|comm_nccl/*|speech2text/decodes_on_the_cuda*)'
 	EMU_ASAN=1 scripts/cuda_emu/run
 else
 cuda-check:

@@ -73,6 +73,34 @@ static int missing_config(const stage_def *s, esp_err *err)
                     s->needs == NEEDS_TRAINING ? "training" : s->needs == NEEDS_INFERENCE ? "inference" : "metrics", opt);
 }
 
+/* "file:line:col" of key in cfg, else the file. */
+static void where_is(const esp_config *cfg, const char *key, char *where, size_t n)
+{
+    const ynode *y = cfg ? yt_get_path(cfg->tree, key) : NULL;
+    if (y) ymark_str(y->mark, where, n);
+    else snprintf(where, n, "%s", cfg ? cfg->path : "config");
+}
+
+/* Training on GPUs: the ranks this command starts on its node (trainer.devices) need as many
+ * GPUs. A process that a launcher already made a rank (srun, torchrun) is checked by stage 5
+ * itself, where its local rank is known (dist_local_device). */
+static int check_gpus_per_node(const esp_configs *cfgs, esp_err *err)
+{
+    const trainer_cfg *tc = training_of(cfgs)->trainer;
+    int64_t devices = tc && tc->devices > 0 ? tc->devices : 1;
+    esp_err e2;
+    const dist_env *env = dist_process_env(&e2);
+    if (!env || (env->source != DIST_NONE && env->world_size > 1)) return 0;
+    int visible = backend_cuda_devices();
+    if (devices <= visible) return 0;
+    char where[512];
+    where_is(cfgs->training, "trainer.devices", where, sizeof where);
+    const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+    return esp_fail(err, "%s: trainer.devices: %lld GPUs per node, but this node shows %d (CUDA_VISIBLE_DEVICES=%s; "
+                         "one rank per GPU: lower trainer.devices or give the job more GPUs)",
+                    where, (long long)devices, visible, vis ? vis : "(unset)");
+}
+
 /* A stage that computes must be able to open the backend its config names, before any stage runs
  * (trainer.accelerator: gpu on a machine without one fails here, not after stages 1-3). */
 static int check_accelerator(const stage_def *s, const esp_configs *cfgs, esp_err *err)
@@ -82,11 +110,11 @@ static int check_accelerator(const stage_def *s, const esp_configs *cfgs, esp_er
     const esp_config *cfg;
     const char *acc = stage_accelerator(s, cfgs, &key, &cfg);
     esp_err why;
-    if (backend_kind_for(acc, &why)) return 0;
-    const ynode *n = cfg ? yt_get_path(cfg->tree, key) : NULL;
+    const char *kind = backend_kind_for(acc, &why);
+    if (kind && strcmp(kind, "cuda") == 0 && s->needs == NEEDS_TRAINING) return check_gpus_per_node(cfgs, err);
+    if (kind) return 0;
     char where[512];
-    if (n) ymark_str(n->mark, where, sizeof where);
-    else snprintf(where, sizeof where, "%s", cfg ? cfg->path : "config");
+    where_is(cfg, key, where, sizeof where);
     return esp_fail(err, "%s: %s: %s", where, key, why.msg);
 }
 

@@ -11,6 +11,7 @@ packages=(
   libfftw3-dev zlib1g-dev       # STFT; .npz (zip) files
   libopenblas-dev               # sgemm for the CPU backend
   libjansson-dev                # JSON: safetensors headers, trainer state
+  libzip-dev                    # PyTorch checkpoints (.pth, .ckpt: torch.save's zip)
   g++ libsentencepiece-dev      # SentencePiece tokenizers (bpe, unigram) behind core/data/spm_shim.cc
   libpmix-dev pkg-config        # ranks of `srun --mpi=pmix` steps (optional: probed by the Makefile)
   # tests

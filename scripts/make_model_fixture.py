@@ -22,7 +22,7 @@ def espnet2_name(ref_name):
         (r'^mvn\.mean$', 'normalize.mean'),
         (r'^embed\.conv1\.(weight|bias)$', r'encoder.embed.conv.0.\1'),
         (r'^embed\.conv2\.(weight|bias)$', r'encoder.embed.conv.2.\1'),
-        (r'^embed\.out\.(weight|bias)$', r'encoder.embed.out.\1'),
+        (r'^embed\.out\.(weight|bias)$', r'encoder.embed.out.0.\1'),  # Sequential(Linear, PosEnc)
         (r'^layers\.(\d+)\.att\.q\.(weight|bias)$', r'encoder.encoders.\1.self_attn.linear_q.\2'),
         (r'^layers\.(\d+)\.att\.k\.(weight|bias)$', r'encoder.encoders.\1.self_attn.linear_k.\2'),
         (r'^layers\.(\d+)\.att\.v\.(weight|bias)$', r'encoder.encoders.\1.self_attn.linear_v.\2'),

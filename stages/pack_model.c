@@ -7,6 +7,8 @@
  *   tokens/tokens.txt          the token list
  *   stats/feats_stats.npz      the global_mvn statistics (when the model normalizes with them)
  *   metrics/                   metrics.csv of training, metrics.json / result.txt of scoring (if any)
+ *   espnet/                    the same model for ESPnet2 (stages/pack_espnet.h): config.yaml,
+ *                              a .pth state dict, stats, bpe model, meta.yaml
  *   README.md                  what this is and how to decode with it
  *
  * Paths inside are ${config_path:...} interpolations, so the pack can be moved or copied anywhere.
@@ -20,9 +22,12 @@
 #include "core/base/fsio.h"
 #include "core/nn/model_files.h"
 #include "core/formats/safetensors.h"
+#include "core/formats/torch_zip.h"
+#include "stages/pack_espnet.h"
 #include "stages/stages.h"
 
-static const char *const pack_entries[] = {"model.safetensors", "conf", "tokens", "stats", "metrics", "README.md"};
+static const char *const pack_entries[] = {"model.safetensors", "conf", "tokens", "stats", "metrics", "espnet",
+                                           "README.md"};
 
 static int copy_file(const char *src, const char *dst, esp_err *err)
 {
@@ -172,7 +177,9 @@ static int write_readme(const char *staging, const model_files *mf, const infere
         "- encoder: num_blocks %lld, output_size %lld, attention_heads %lld, linear_units %lld\n"
         "- configs: `conf/config.yaml` (training), `conf/inference.yaml` (decoding: beam_size %lld)\n"
         "- token list: `tokens/tokens.txt`%s\n"
-        "- metrics: %s\n\n"
+        "- metrics: %s\n"
+        "- for ESPnet2: `espnet/` (an ESPnet2 packed model: `meta.yaml`, `exp/asr_train/config.yaml`,\n"
+        "  `exp/asr_train/valid.loss.ave.pth`, statistics, bpe model; paths relative to `espnet/`)\n\n"
         "Decode the test sets the inference config lists (`test_sets`, manifests under `data_dir`):\n\n"
         "```sh\n"
         "espnet3 --inference_config model_pack/conf/inference.yaml --stages infer\n"
@@ -180,7 +187,12 @@ static int write_readme(const char *staging, const model_files *mf, const infere
         "Paths inside the pack are relative to its configs (`${config_path:...}`), so the directory can be\n"
         "moved or copied; `data_dir` is the absolute path of the original test data (override it with\n"
         "`data_dir=...`), and outputs go to `model_pack/inference/<test>/hyp.scp` unless `inference_dir=...`\n"
-        "is given.\n",
+        "is given.\n\n"
+        "With ESPnet2 (from inside `espnet/`; `zip -r model.zip .` there gives ESPnet's packed-model zip):\n\n"
+        "```python\n"
+        "from espnet2.bin.asr_inference import Speech2Text\n"
+        "s2t = Speech2Text(\"exp/asr_train/config.yaml\", \"exp/asr_train/valid.loss.ave.pth\")\n"
+        "```\n",
         !t->model || !t->model->encoder                  ? "Transformer"
         : !strcmp(t->model->encoder, "conformer")        ? "Conformer"
         : !strcmp(t->model->encoder, "e_branchformer")   ? "E-Branchformer"
@@ -229,14 +241,20 @@ int stage_pack_model(const stage_ctx *ctx, esp_err *err)
     size_t n_metrics = 0, n_params = 0;
     remove_tree(staging);
     int rc = mkdir_p(tok_dir, err);
-    if (rc == 0) rc = copy_file(mf.weights, w, err);
     if (rc == 0) {
         st_file sf;
-        rc = st_read(w, &sf, err);
+        int opened = (rc = model_weights_open(mf.weights, &sf, err)) == 0;
+        if (rc == 0) { /* a PyTorch checkpoint's tensors go into the pack as safetensors */
+            if (pt_is_zip_file(mf.weights)) rc = st_write(w, sf.tensors, sf.n, NULL, 0, err);
+            else rc = copy_file(mf.weights, w, err);
+        }
         if (rc == 0) {
             for (size_t i = 0; i < sf.n; i++) n_params += (size_t)st_numel(&sf.tensors[i]);
-            st_close(&sf);
+            char *esp = xasprintf("%s/espnet", staging);
+            rc = pack_espnet(esp, &mf, &sf, err);
+            free(esp);
         }
+        if (opened) st_close(&sf);
     }
     if (rc == 0) rc = copy_file(mf.tokens, tk, err);
     /* A SentencePiece model goes beside tokens.txt under the name stage 2 gave it, so the packed

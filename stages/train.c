@@ -163,6 +163,17 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
     esp_err why;
     const char *kind = backend_kind_for(tc->accelerator, &why);
     if (!kind) return esp_fail(err, "%s: trainer.%s", file, why.msg);
+    int device = env->local_rank;
+    if (!strcmp(kind, "cuda")) {
+        int visible = backend_cuda_devices();
+        if ((device = dist_local_device(env, visible)) < 0) {
+            const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+            return esp_fail(err, "%s: trainer.devices: %d rank%s on this node (local rank %d) but %d GPU%s visible "
+                                 "(CUDA_VISIBLE_DEVICES=%s; give each node trainer.devices GPUs, e.g. sbatch "
+                                 "--gpus-per-node)", file, env->local_world_size, env->local_world_size == 1 ? "" : "s",
+                            env->local_rank, visible, visible == 1 ? " is" : "s are", vis ? vis : "(unset)");
+        }
+    }
     /* Ranks started by separate commands agree on the run by the experiment they train. */
     char *abs_exp = path_absolute(cfg->exp_dir);
     char *run_id = xasprintf("exp-%016" PRIx64 "-w%d", fnv1a64_str(abs_exp), env->world_size);
@@ -176,7 +187,7 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
         .env = env,
         .run_id = run_id,
         .backend_kind = kind,
-        .device = env->local_rank,
+        .device = device,
         .threads = cpu_threads(),
         .fsdp = tc->strategy && !strcmp(tc->strategy, "fsdp"),
         .sharded_train = sharded[0],

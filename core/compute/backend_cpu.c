@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/parallel.h"
 #include "core/compute/ctc.h"
 #include "core/compute/ops.h"
 #include "core/compute/ops_precision.h"
@@ -37,6 +38,83 @@ static float *scratch(backend *be, size_t n)
     return c->scratch;
 }
 
+/* ---- threads. Every op runs on the backend's `threads`: OpenBLAS' own threads for the GEMMs, the
+ * pool of core/base/parallel.h for everything else, split so that each output element is computed
+ * by the same arithmetic whatever the thread count (by elements, rows, items or heads; sums over
+ * rows split by output column). A split loop that calls GEMMs itself (one per attention head) runs
+ * them with OpenBLAS on one thread, so the two never oversubscribe the cores. */
+
+/* Elements (or row elements) below which a part is not worth waking a thread for. */
+enum { MT_MIN = 1 << 15 };
+
+/* Sets OpenBLAS to one thread around a loop of `units` parts that calls GEMMs, when it is split;
+ * returns what to restore (0: nothing). */
+static int blas_serial_begin(const backend *be, size_t units)
+{
+    if (parallel_parts_count(units, 1, threads_of(be)) <= 1) return 0; /* no split: OpenBLAS keeps its threads */
+    int prev = openblas_get_num_threads();
+    if (prev <= 1) return 0;
+    openblas_set_num_threads(1);
+    return prev;
+}
+
+static void blas_serial_end(int prev)
+{
+    if (prev > 1) openblas_set_num_threads(prev);
+}
+
+/* One job type for the elementwise and row-wise passes split here over the existing ops. */
+typedef enum {
+    EW_RELU_F, EW_RELU_B, EW_ADD, EW_SWISH_F, EW_SWISH_B, EW_DROPOUT, EW_GLU_F, EW_GLU_B, EW_LN_F, EW_LSM_F,
+    EW_LSM_B, EW_POSENC, EW_SWAP12, EW_EMBED_F, EW_FILL, EW_COPY
+} ew_kind;
+
+typedef struct ew_job {
+    ew_kind kind;
+    float *y, *m, *r;
+    const float *a, *b, *c;
+    const int *ids;
+    size_t row; /* elements per unit of the split (1 for elementwise) */
+    int d1, d2, d3, t, v;
+    double s;
+    float p;
+    uint64_t seed, stream;
+} ew_job;
+
+static void ew_part(void *ctx, size_t lo, size_t hi, int part)
+{
+    (void)part;
+    const ew_job *j = ctx;
+    size_t o = lo * j->row, n = (hi - lo) * j->row, cnt = hi - lo;
+    switch (j->kind) {
+    case EW_RELU_F: ops_relu_forward_f32(j->y + o, j->a + o, n); break;
+    case EW_RELU_B: ops_relu_backward_f32(j->y + o, j->a + o, j->b + o, n); break;
+    case EW_ADD: ops_add_f32(j->y + o, j->a + o, j->b + o, n); break;
+    case EW_SWISH_F: ops_swish_forward_f32(j->y + o, j->a + o, n); break;
+    case EW_SWISH_B: ops_swish_backward_f32(j->y + o, j->a + o, j->b + o, n); break;
+    case EW_DROPOUT: ops_dropout_forward_at_f32(j->y + o, j->a + o, n, o, j->p, j->seed, j->stream); break;
+    case EW_GLU_F: ops_glu_forward_f32(j->y + o, j->a + 2 * o, (int)cnt, j->d1); break;
+    case EW_GLU_B: ops_glu_backward_f32(j->y + 2 * o, j->a + o, j->b + 2 * o, (int)cnt, j->d1); break;
+    case EW_LN_F:
+        ops_layernorm_forward_f32(j->y + o, j->m + lo, j->r + lo, j->a + o, j->b, j->c, (int)cnt, j->d1, j->s);
+        break;
+    case EW_LSM_F: ops_log_softmax_forward_f32(j->y + o, j->a + o, (int)cnt, j->v); break;
+    case EW_LSM_B: ops_log_softmax_backward_f32(j->y + o, j->a + o, j->b + o, (int)cnt, j->v); break;
+    case EW_POSENC: ops_posenc_forward_f32(j->y + o, j->a + o, j->s, (int)cnt, j->t, j->d1); break;
+    case EW_SWAP12: ops_swap12_f32(j->y + o, j->a + o, (int)cnt, j->d1, j->d2, j->d3); break;
+    case EW_EMBED_F: ops_embedding_forward_f32(j->y + o, j->a, j->ids + lo, (int)cnt, j->v, j->d1); break;
+    case EW_FILL: memset((char *)j->y + o, (int)j->s, n); break;
+    case EW_COPY: memcpy((char *)j->y + o, (const char *)j->a + o, n); break;
+    }
+}
+
+/* Runs job over `units` units of job->row elements on the backend's threads. */
+static void ew_run(const backend *be, ew_job *job, size_t units)
+{
+    size_t min_units = job->row >= MT_MIN ? 1 : MT_MIN / (job->row ? job->row : 1);
+    parallel_parts(units, min_units, threads_of(be), ew_part, job);
+}
+
 /* ---- memory */
 
 static void *cpu_alloc(backend *be, size_t bytes)
@@ -58,14 +136,22 @@ static void cpu_free(backend *be, void *p)
 
 static void cpu_copy(backend *be, void *dst, const void *src, size_t bytes, backend_copy_kind kind)
 {
-    (void)be, (void)kind;
-    if (bytes) memmove(dst, src, bytes);
+    (void)kind;
+    if (!bytes) return;
+    const char *d = dst, *s = src;
+    if (bytes < ((size_t)1 << 20) || (d < s + bytes && s < d + bytes)) { /* small, or overlapping */
+        memmove(dst, src, bytes);
+        return;
+    }
+    ew_job j = {.kind = EW_COPY, .y = dst, .a = src, .row = 1};
+    parallel_parts(bytes, (size_t)1 << 18, threads_of(be), ew_part, &j);
 }
 
 static void cpu_fill(backend *be, void *p, int byte, size_t bytes)
 {
-    (void)be;
-    if (bytes) memset(p, byte, bytes);
+    if (!bytes) return;
+    ew_job j = {.kind = EW_FILL, .y = p, .row = 1, .s = byte};
+    parallel_parts(bytes, (size_t)1 << 18, threads_of(be), ew_part, &j);
 }
 
 static void cpu_synchronize(backend *be)
@@ -115,69 +201,67 @@ static int cpu_unscale_grads(backend *be, float *g, size_t n, float inv_scale)
 static void cpu_linear_forward(backend *be, float *y, const float *x, const float *w,
                                const float *b, int n, int ic, int oc)
 {
-    (void)be;
-    ops_linear_forward_f32(y, x, w, b, n, ic, oc);
+    ops_linear_forward_mt_f32(y, x, w, b, n, ic, oc, threads_of(be));
 }
 
 static void cpu_linear_backward(backend *be, float *dx, float *dw, float *db, const float *dy,
                                 const float *x, const float *w, int n, int ic, int oc, int acc)
 {
-    (void)be;
-    ops_linear_backward_f32(dx, dw, db, dy, x, w, n, ic, oc, acc);
+    ops_linear_backward_mt_f32(dx, dw, db, dy, x, w, n, ic, oc, acc, threads_of(be));
 }
 
 static void cpu_conv2d_forward(backend *be, float *y, const float *x, const float *w,
                                const float *b, int nb, int ic, int oc, int h, int wd, int relu)
 {
-    float *s = scratch(be, ops_conv2d_forward_scratch(ic, oc, h, wd));
-    ops_conv2d_forward_f32(y, x, w, b, nb, ic, oc, h, wd, relu, s);
+    float *s = scratch(be, ops_conv2d_forward_scratch_mt(ic, oc, h, wd, threads_of(be)));
+    ops_conv2d_forward_mt_f32(y, x, w, b, nb, ic, oc, h, wd, relu, s, threads_of(be));
 }
 
 static void cpu_conv2d_backward(backend *be, float *dx, float *dw, float *db, const float *dy,
                                 const float *x, const float *w, const float *y, int nb, int ic,
                                 int oc, int h, int wd, int acc)
 {
-    float *s = scratch(be, ops_conv2d_backward_scratch(ic, oc, h, wd));
-    ops_conv2d_backward_f32(dx, dw, db, dy, x, w, y, nb, ic, oc, h, wd, acc, s);
+    float *s = scratch(be, ops_conv2d_backward_scratch_mt(ic, oc, h, wd, threads_of(be)));
+    ops_conv2d_backward_mt_f32(dx, dw, db, dy, x, w, y, nb, ic, oc, h, wd, acc, s, threads_of(be));
 }
 
 static void cpu_swap12(backend *be, float *y, const float *x, int nb, int d1, int d2, int d3)
 {
-    (void)be;
-    ops_swap12_f32(y, x, nb, d1, d2, d3);
+    ew_job j = {.kind = EW_SWAP12, .y = y, .a = x, .row = (size_t)d1 * d2 * d3, .d1 = d1, .d2 = d2, .d3 = d3};
+    ew_run(be, &j, (size_t)nb);
 }
 
 static void cpu_relu_forward(backend *be, float *y, const float *x, size_t n)
 {
-    (void)be;
-    ops_relu_forward_f32(y, x, n);
+    ew_job j = {.kind = EW_RELU_F, .y = y, .a = x, .row = 1};
+    ew_run(be, &j, n);
 }
 
 static void cpu_relu_backward(backend *be, float *dx, const float *dy, const float *y, size_t n)
 {
-    (void)be;
-    ops_relu_backward_f32(dx, dy, y, n);
+    ew_job j = {.kind = EW_RELU_B, .y = dx, .a = dy, .b = y, .row = 1};
+    ew_run(be, &j, n);
 }
 
 static void cpu_layernorm_forward(backend *be, float *y, float *mean, float *rstd, const float *x,
                                   const float *w, const float *b, int n, int c, double eps)
 {
-    (void)be;
-    ops_layernorm_forward_f32(y, mean, rstd, x, w, b, n, c, eps);
+    ew_job j = {.kind = EW_LN_F, .y = y, .m = mean, .r = rstd, .a = x, .b = w, .c = b, .row = (size_t)c, .d1 = c,
+                .s = eps};
+    ew_run(be, &j, (size_t)n);
 }
 
 static void cpu_layernorm_backward(backend *be, float *dx, float *dw, float *db, const float *dy,
                                    const float *x, const float *w, const float *mean,
                                    const float *rstd, int n, int c, int acc)
 {
-    (void)be;
-    ops_layernorm_backward_f32(dx, dw, db, dy, x, w, mean, rstd, n, c, acc);
+    ops_layernorm_backward_mt_f32(dx, dw, db, dy, x, w, mean, rstd, n, c, acc, threads_of(be));
 }
 
 static void cpu_add(backend *be, float *y, const float *a, const float *b, size_t n)
 {
-    (void)be;
-    ops_add_f32(y, a, b, n);
+    ew_job j = {.kind = EW_ADD, .y = y, .a = a, .b = b, .row = 1};
+    ew_run(be, &j, n);
 }
 
 static void cpu_scale(backend *be, float *y, const float *x, double s, size_t n)
@@ -188,17 +272,19 @@ static void cpu_scale(backend *be, float *y, const float *x, double s, size_t n)
 static void cpu_posenc_forward(backend *be, float *y, const float *x, double xscale, int nb, int t,
                                int d)
 {
-    (void)be;
-    ops_posenc_forward_f32(y, x, xscale, nb, t, d);
+    ew_job j = {.kind = EW_POSENC, .y = y, .a = x, .s = xscale, .row = (size_t)t * d, .t = t, .d1 = d};
+    ew_run(be, &j, (size_t)nb);
 }
 
 static void cpu_attention_forward(backend *be, float *y, float *att, const float *q, const float *k,
                                   const float *v, int ld, const int *lens, int nb, int t, int h,
                                   int hd, float p, uint64_t seed, uint64_t stream)
 {
-    size_t n = ops_attention_forward_scratch(t, p);
+    size_t n = ops_attention_forward_scratch(t, p) * (size_t)threads_of(be);
     float *s = n ? scratch(be, n) : NULL;
-    ops_attention_forward_f32(y, att, q, k, v, ld, lens, nb, t, h, hd, p, seed, stream, s);
+    int blas = blas_serial_begin(be, (size_t)nb * h);
+    ops_mha_forward_mt_f32(y, att, q, ld, k, v, ld, lens, nb, t, t, 0, h, hd, p, seed, stream, s, threads_of(be));
+    blas_serial_end(blas);
 }
 
 static void cpu_attention_backward(backend *be, float *dq, float *dk, float *dv, const float *dy,
@@ -206,92 +292,92 @@ static void cpu_attention_backward(backend *be, float *dq, float *dk, float *dv,
                                    int ld, const int *lens, int nb, int t, int h, int hd, float p,
                                    uint64_t seed, uint64_t stream)
 {
-    float *s = scratch(be, ops_attention_backward_scratch(t));
-    ops_attention_backward_f32(dq, dk, dv, dy, att, q, k, v, ld, lens, nb, t, h, hd, p, seed,
-                               stream, s);
+    float *s = scratch(be, ops_attention_backward_scratch(t) * (size_t)threads_of(be));
+    int blas = blas_serial_begin(be, (size_t)nb * h);
+    ops_mha_backward_mt_f32(dq, dk, dv, dy, att, q, ld, k, v, ld, lens, nb, t, t, h, hd, p, seed, stream, s,
+                            threads_of(be));
+    blas_serial_end(blas);
 }
 
 static void cpu_log_softmax_forward(backend *be, float *y, const float *x, int n, int v)
 {
-    (void)be;
-    ops_log_softmax_forward_f32(y, x, n, v);
+    ew_job j = {.kind = EW_LSM_F, .y = y, .a = x, .row = (size_t)v, .v = v};
+    ew_run(be, &j, (size_t)n);
 }
 
 static void cpu_log_softmax_backward(backend *be, float *dx, const float *dy, const float *y, int n,
                                      int v)
 {
-    (void)be;
-    ops_log_softmax_backward_f32(dx, dy, y, n, v);
+    ew_job j = {.kind = EW_LSM_B, .y = dx, .a = dy, .b = y, .row = (size_t)v, .v = v};
+    ew_run(be, &j, (size_t)n);
 }
 
 static void cpu_dropout_forward(backend *be, float *y, const float *x, size_t n, float p,
                                 uint64_t seed, uint64_t stream)
 {
-    (void)be;
-    ops_dropout_forward_f32(y, x, n, p, seed, stream);
+    ew_job j = {.kind = EW_DROPOUT, .y = y, .a = x, .row = 1, .p = p, .seed = seed, .stream = stream};
+    ew_run(be, &j, n);
 }
 
 static void cpu_dropout_backward(backend *be, float *dx, const float *dy, size_t n, float p,
                                  uint64_t seed, uint64_t stream)
 {
-    (void)be;
-    ops_dropout_backward_f32(dx, dy, n, p, seed, stream);
+    /* the mask is linear in its input: the backward is the forward applied to dy */
+    ew_job j = {.kind = EW_DROPOUT, .y = dx, .a = dy, .row = 1, .p = p, .seed = seed, .stream = stream};
+    ew_run(be, &j, n);
 }
 
 /* ---- Conformer layers */
 
 static void cpu_swish_forward(backend *be, float *y, const float *x, size_t n)
 {
-    (void)be;
-    ops_swish_forward_f32(y, x, n);
+    ew_job j = {.kind = EW_SWISH_F, .y = y, .a = x, .row = 1};
+    ew_run(be, &j, n);
 }
 
 static void cpu_swish_backward(backend *be, float *dx, const float *dy, const float *x, size_t n)
 {
-    (void)be;
-    ops_swish_backward_f32(dx, dy, x, n);
+    ew_job j = {.kind = EW_SWISH_B, .y = dx, .a = dy, .b = x, .row = 1};
+    ew_run(be, &j, n);
 }
 
 static void cpu_glu_forward(backend *be, float *y, const float *x, int n, int c)
 {
-    (void)be;
-    ops_glu_forward_f32(y, x, n, c);
+    ew_job j = {.kind = EW_GLU_F, .y = y, .a = x, .row = (size_t)c, .d1 = c};
+    ew_run(be, &j, (size_t)n);
 }
 
 static void cpu_glu_backward(backend *be, float *dx, const float *dy, const float *x, int n, int c)
 {
-    (void)be;
-    ops_glu_backward_f32(dx, dy, x, n, c);
+    ew_job j = {.kind = EW_GLU_B, .y = dx, .a = dy, .b = x, .row = (size_t)c, .d1 = c};
+    ew_run(be, &j, (size_t)n);
 }
 
 static void cpu_dwconv1d_forward(backend *be, float *y, const float *x, const float *w, const float *b,
                                  int nb, int t, int c, int k)
 {
-    (void)be;
-    ops_dwconv1d_forward_f32(y, x, w, b, nb, t, c, k);
+    ops_dwconv1d_forward_mt_f32(y, x, w, b, nb, t, c, k, threads_of(be));
 }
 
 static void cpu_dwconv1d_backward(backend *be, float *dx, float *dw, float *db, const float *dy,
                                   const float *x, const float *w, int nb, int t, int c, int k)
 {
-    (void)be;
-    ops_dwconv1d_backward_f32(dx, dw, db, dy, x, w, nb, t, c, k);
+    ops_dwconv1d_backward_mt_f32(dx, dw, db, dy, x, w, nb, t, c, k, threads_of(be));
 }
 
 static void cpu_batchnorm_forward(backend *be, float *y, float *mean, float *rstd, const float *x,
                                   const float *w, const float *b, float *run_mean, float *run_var,
                                   float *run_count, int n, int c, double eps, double momentum, int train)
 {
-    (void)be;
-    ops_batchnorm_forward_f32(y, mean, rstd, x, w, b, run_mean, run_var, run_count, n, c, eps, momentum, train);
+    ops_batchnorm_forward_mt_f32(y, mean, rstd, x, w, b, run_mean, run_var, run_count, n, c, eps, momentum, train,
+                                 threads_of(be));
 }
 
 static void cpu_batchnorm_backward(backend *be, float *dx, float *dw, float *db, const float *dy,
                                    const float *x, const float *w, const float *mean, const float *rstd,
                                    int n, int c)
 {
-    (void)be;
-    ops_batchnorm_backward_f32(dx, dw, db, dy, x, w, mean, rstd, n, c);
+    ops_batchnorm_backward_mt_f32(dx, dw, db, dy, x, w, mean, rstd, n, c, threads_of(be));
 }
 
 static void cpu_relpos_encoding(backend *be, float *pe, int t, int d)
@@ -305,8 +391,11 @@ static void cpu_relattn_forward(backend *be, float *y, float *att, const float *
                                 const int *lens, int nb, int t, int h, int hd, float pdrop, uint64_t seed,
                                 uint64_t stream)
 {
-    float *s = scratch(be, ops_relattn_forward_scratch(t, hd, pdrop));
-    ops_relattn_forward_f32(y, att, q, k, v, ld, p, u, vb, lens, nb, t, h, hd, pdrop, seed, stream, s);
+    float *s = scratch(be, ops_relattn_forward_scratch(t, hd, pdrop) * (size_t)threads_of(be));
+    int blas = blas_serial_begin(be, (size_t)nb * h);
+    ops_relattn_forward_mt_f32(y, att, q, k, v, ld, p, u, vb, lens, nb, t, h, hd, pdrop, seed, stream, s,
+                               threads_of(be));
+    blas_serial_end(blas);
 }
 
 static void cpu_relattn_backward(backend *be, float *dq, float *dk, float *dv, float *dp, float *du,
@@ -315,9 +404,11 @@ static void cpu_relattn_backward(backend *be, float *dq, float *dk, float *dv, f
                                  const float *vb, const int *lens, int nb, int t, int h, int hd,
                                  float pdrop, uint64_t seed, uint64_t stream)
 {
-    float *s = scratch(be, ops_relattn_backward_scratch(t, hd));
-    ops_relattn_backward_f32(dq, dk, dv, dp, du, dvb, dy, att, q, k, v, ld, p, u, vb, lens, nb, t, h, hd,
-                             pdrop, seed, stream, s);
+    float *s = scratch(be, ops_relattn_backward_scratch(t, hd) * (size_t)threads_of(be));
+    int blas = blas_serial_begin(be, (size_t)h);
+    ops_relattn_backward_mt_f32(dq, dk, dv, dp, du, dvb, dy, att, q, k, v, ld, p, u, vb, lens, nb, t, h, hd, pdrop,
+                                seed, stream, s, threads_of(be));
+    blas_serial_end(blas);
 }
 
 /* ---- E-Branchformer layers */
@@ -373,10 +464,12 @@ static void cpu_mha_forward(backend *be, float *y, float *att, const float *q, i
                             int tq, int tk, int causal, int h, int hd, float p, uint64_t seed,
                             uint64_t stream)
 {
-    size_t n = ops_mha_forward_scratch(tq, tk, p);
+    size_t n = ops_mha_forward_scratch(tq, tk, p) * (size_t)threads_of(be);
     float *s = n ? scratch(be, n) : NULL;
-    ops_mha_forward_f32(y, att, q, ldq, k, v, ldkv, lens, nb, tq, tk, causal, h, hd, p, seed,
-                        stream, s);
+    int blas = blas_serial_begin(be, (size_t)nb * h);
+    ops_mha_forward_mt_f32(y, att, q, ldq, k, v, ldkv, lens, nb, tq, tk, causal, h, hd, p, seed, stream, s,
+                           threads_of(be));
+    blas_serial_end(blas);
 }
 
 static void cpu_mha_backward(backend *be, float *dq, float *dk, float *dv, const float *dy,
@@ -384,16 +477,18 @@ static void cpu_mha_backward(backend *be, float *dq, float *dk, float *dv, const
                              const float *v, int ldkv, const int *lens, int nb, int tq, int tk,
                              int h, int hd, float p, uint64_t seed, uint64_t stream)
 {
-    float *s = scratch(be, ops_mha_backward_scratch(tq, tk));
-    ops_mha_backward_f32(dq, dk, dv, dy, att, q, ldq, k, v, ldkv, lens, nb, tq, tk, h, hd, p, seed,
-                         stream, s);
+    float *s = scratch(be, ops_mha_backward_scratch(tq, tk) * (size_t)threads_of(be));
+    int blas = blas_serial_begin(be, (size_t)nb * h);
+    ops_mha_backward_mt_f32(dq, dk, dv, dy, att, q, ldq, k, v, ldkv, lens, nb, tq, tk, h, hd, p, seed, stream, s,
+                            threads_of(be));
+    blas_serial_end(blas);
 }
 
 static void cpu_embedding_forward(backend *be, float *y, const float *w, const int *ids, int n,
                                   int v, int d)
 {
-    (void)be;
-    ops_embedding_forward_f32(y, w, ids, n, v, d);
+    ew_job j = {.kind = EW_EMBED_F, .y = y, .a = w, .ids = ids, .row = (size_t)d, .v = v, .d1 = d};
+    ew_run(be, &j, (size_t)n);
 }
 
 static void cpu_embedding_backward(backend *be, float *dw, const float *dy, const int *ids, int n,

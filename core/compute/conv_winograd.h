@@ -74,13 +74,14 @@ static inline size_t wino_tile_scratch(const wino_plan *p, size_t c)
 
 /* Where a pass's parts lie in its scratch (element offsets): transformed kernels (classes x ic x oc),
  * their gradients (backward only), the taps reordered (9 x ic x oc), a chunk's transformed inputs
- * (ah aw x tiles x ic) and products (ah aw x tiles x oc), and the tile transforms' own; `total` is
- * the size. The implementation carves its buffers from this, so the size cannot drift from them. */
+ * (ah aw x tiles x ic) and products (ah aw x tiles x oc), and the tile transforms' own, one per
+ * thread (`parts` of them, tile_n each); `total` is the size. The implementation carves its buffers
+ * from this, so the size cannot drift from them. */
 typedef struct wino_layout {
-    size_t u, du, wt, v, m, tile, total;
+    size_t u, du, wt, v, m, tile, tile_n, total;
 } wino_layout;
 
-static inline wino_layout wino_layout_make(const wino_plan *p, int ic, int oc, int backward)
+static inline wino_layout wino_layout_make(const wino_plan *p, int ic, int oc, int backward, int parts)
 {
     size_t ker = wino_round((size_t)p->classes * ic * oc), pts = (size_t)p->ah * p->aw;
     size_t tiles = (size_t)p->items * p->th * p->tw;
@@ -91,15 +92,22 @@ static inline wino_layout wino_layout_make(const wino_plan *p, int ic, int oc, i
     l.v = l.wt + wino_round((size_t)9 * ic * oc);
     l.m = l.v + wino_round(pts * tiles * ic);
     l.tile = l.m + wino_round(pts * tiles * oc);
-    l.total = l.tile + wino_tile_scratch(p, (size_t)(ic > oc ? ic : oc));
+    l.tile_n = wino_tile_scratch(p, (size_t)(ic > oc ? ic : oc));
+    l.total = l.tile + (size_t)(parts < 1 ? 1 : parts) * l.tile_n;
     return l;
 }
 
-/* Elements of scratch for a forward (backward = 0) or backward pass. */
-static inline size_t wino_scratch(int ic, int oc, int oh, int ow, int backward)
+/* Elements of scratch for a forward (backward = 0) or backward pass on `threads` threads. */
+static inline size_t wino_scratch_threads(int ic, int oc, int oh, int ow, int backward, int threads)
 {
     wino_plan p = wino_plan_make(oh, ow);
-    return wino_layout_make(&p, ic, oc, backward).total;
+    return wino_layout_make(&p, ic, oc, backward, threads).total;
+}
+
+/* The same on one thread. */
+static inline size_t wino_scratch(int ic, int oc, int oh, int ow, int backward)
+{
+    return wino_scratch_threads(ic, oc, oh, ow, backward, 1);
 }
 
 #endif

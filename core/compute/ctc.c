@@ -7,10 +7,10 @@
 #include "core/compute/ctc.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 
 #include "core/base/log.h"
+#include "core/base/parallel.h"
 #include "core/compute/kernel_math.h"
 
 /* The log-probs (or gradient) in either precision: float in training, double for the
@@ -213,23 +213,30 @@ static void *backward_worker(void *arg)
     return NULL;
 }
 
-/* Runs fn over the batch on up to nthreads threads (the caller's thread is one of them). */
+typedef struct split_ctx {
+    void *(*fn)(void *);
+    const ctc_job *base;
+    int parts;
+} split_ctx;
+
+static void split_part(void *ctx, size_t lo, size_t hi, int part)
+{
+    (void)hi, (void)part;
+    const split_ctx *c = ctx;
+    ctc_job job = *c->base;
+    job.first = (int)lo;
+    job.step = c->parts;
+    c->fn(&job);
+}
+
+/* Runs fn over the batch on up to nthreads threads of the pool (core/base/parallel.h), utterances
+ * interleaved (batches come sorted by length): each utterance's arithmetic is the same whichever
+ * thread runs it. */
 static void run_split(void *(*fn)(void *), const ctc_job *base, int nthreads)
 {
-    enum { MAX_THREADS = 64 };
-    if (nthreads > base->B) nthreads = base->B;
-    if (nthreads > MAX_THREADS) nthreads = MAX_THREADS;
-    if (nthreads < 1) nthreads = 1;
-    ctc_job jobs[MAX_THREADS];
-    pthread_t tids[MAX_THREADS];
-    for (int i = 0; i < nthreads; i++) {
-        jobs[i] = *base;
-        jobs[i].first = i;
-        jobs[i].step = nthreads;
-    }
-    for (int i = 1; i < nthreads; i++) ESP_CHECK(pthread_create(&tids[i], NULL, fn, &jobs[i]) == 0);
-    fn(&jobs[0]);
-    for (int i = 1; i < nthreads; i++) ESP_CHECK(pthread_join(tids[i], NULL) == 0);
+    int parts = parallel_parts_count((size_t)base->B, 1, nthreads);
+    split_ctx c = {fn, base, parts};
+    parallel_parts((size_t)parts, 1, parts, split_part, &c);
 }
 
 static double forward_any(double *losses, double *work, lp_in logp, const int *hlens,

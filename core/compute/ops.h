@@ -19,7 +19,8 @@
  * - Sizes are ints (per-dimension), offsets size_t. Scratch buffers are the caller's, sized by the
  *   ops_*_scratch() helpers below (in elements of the instantiated type).
  * - BLAS: cblas_sgemm / cblas_dgemm (OpenBLAS); the thread count is the BLAS library's
- *   (core/compute/backend_cpu.c sets it). Elementwise loops are serial. */
+ *   (core/compute/backend_cpu.c sets it). The ops' own loops are serial; the `_mt` variants of
+ *   core/compute/ops_mt_decl.h split them over threads with the same results. */
 #ifndef ESPNET3_OPS_H
 #define ESPNET3_OPS_H
 
@@ -62,6 +63,20 @@ static inline size_t ops_conv2d_backward_scratch(int ic, int oc, int h, int w)
     return 2 * kk * (size_t)oc + p * (kk + (size_t)oc);
 }
 
+/* The same on `threads` threads (conv2d_forward_mt / conv2d_backward_mt). */
+static inline size_t ops_conv2d_forward_scratch_mt(int ic, int oc, int h, int w, int threads)
+{
+    int oh = ops_conv_out_len(h), ow = ops_conv_out_len(w);
+    if (ic > 1 && oh > 0 && ow > 0) return wino_scratch_threads(ic, oc, oh, ow, 0, threads);
+    return ops_conv2d_forward_scratch(ic, oc, h, w);
+}
+static inline size_t ops_conv2d_backward_scratch_mt(int ic, int oc, int h, int w, int threads)
+{
+    int oh = ops_conv_out_len(h), ow = ops_conv_out_len(w);
+    if (ic > 1 && oh > 0 && ow > 0) return wino_scratch_threads(ic, oc, oh, ow, 1, threads);
+    return ops_conv2d_backward_scratch(ic, oc, h, w);
+}
+
 /* Scratch (elements) for mha_forward (the dropped probabilities of one head; 0 without dropout)
  * and mha_backward (two tq x tk matrices); attention_* are mha with tq = tk = t. */
 static inline size_t ops_mha_forward_scratch(int tq, int tk, float p)
@@ -100,6 +115,7 @@ static inline size_t ops_relattn_backward_scratch(int t, int hd)
 #define OPS_DECL_FN(name) ops_##name##_f32
 #include "core/compute/ops_decl.h"
 #include "core/compute/ops_conformer_decl.h"
+#include "core/compute/ops_mt_decl.h"
 #undef OPS_DECL_T
 #undef OPS_DECL_FN
 
@@ -107,6 +123,7 @@ static inline size_t ops_relattn_backward_scratch(int t, int hd)
 #define OPS_DECL_FN(name) ops_##name##_f64
 #include "core/compute/ops_decl.h"
 #include "core/compute/ops_conformer_decl.h"
+#include "core/compute/ops_mt_decl.h"
 #undef OPS_DECL_T
 #undef OPS_DECL_FN
 

@@ -18,6 +18,7 @@
 #include <tgmath.h>
 
 #include "core/base/log.h"
+#include "core/base/parallel.h"
 #include "core/compute/kernel_math.h"
 #include "core/compute/ops.h"
 
@@ -31,10 +32,51 @@
 #define NT CblasNoTrans
 #define TR CblasTrans
 
+/* ---- threads: the `_mt` variants split their loops over the pool (core/base/parallel.h) so that
+ * each output element is computed by the same arithmetic as on one thread (split by rows, items,
+ * heads or output channels; never a sum over a different order). Their GEMMs are OpenBLAS' and use
+ * its thread count: inside a split loop the caller has set it to 1 (core/compute/backend_cpu.c). */
+
+/* Elements below which a part of an elementwise loop is not worth a thread. */
+#ifndef OPS_MT_MIN_ELEMS
+#define OPS_MT_MIN_ELEMS ((size_t)1 << 15)
+#endif
+
+typedef struct OPS_FN(zero_job) {
+    real *p;
+} OPS_FN(zero_job);
+
+static void OPS_FN(zero_part)(void *ctx, size_t lo, size_t hi, int part)
+{
+    (void)part;
+    real *p = ((OPS_FN(zero_job) *)ctx)->p;
+    memset(p + lo, 0, (hi - lo) * sizeof(real));
+}
+
+/* p[0 .. n) = 0 on up to `threads` threads. */
+static void OPS_FN(zero_mt)(real *p, size_t n, int threads)
+{
+    OPS_FN(zero_job) j = {p};
+    parallel_parts(n, (size_t)1 << 16, threads, OPS_FN(zero_part), &j);
+}
+
 /* -------------------------------------------------------------------- linear */
 
-void OPS_FN(linear_forward)(real *y, const real *x, const real *w, const real *b, int n, int ic,
-                            int oc)
+typedef struct OPS_FN(bias_rows_job) {
+    real *y;
+    const real *b;
+    int oc;
+} OPS_FN(bias_rows_job);
+
+static void OPS_FN(bias_rows_part)(void *ctx, size_t lo, size_t hi, int part)
+{
+    (void)part;
+    const OPS_FN(bias_rows_job) *j = ctx;
+    for (size_t r = lo; r < hi; r++) memcpy(j->y + r * j->oc, j->b, (size_t)j->oc * sizeof(real));
+}
+
+void OPS_FN(linear_forward_mt)(real *y, const real *x, const real *w, const real *b, int n, int ic,
+                               int oc, int threads)
 {
     /* Reference loop:
      *   for r < n, o < oc: y[r][o] = b[o] + sum_i x[r][i] * w[o][i]
@@ -42,14 +84,39 @@ void OPS_FN(linear_forward)(real *y, const real *x, const real *w, const real *b
     if (n <= 0 || oc <= 0) return;
     real beta = 0;
     if (b) {
-        for (int r = 0; r < n; r++) memcpy(y + (size_t)r * oc, b, (size_t)oc * sizeof(real));
+        OPS_FN(bias_rows_job) j = {y, b, oc};
+        parallel_parts((size_t)n, 1 + OPS_MT_MIN_ELEMS * 4 / (size_t)oc, threads, OPS_FN(bias_rows_part), &j);
         beta = 1;
     }
     GEMM(ROWMAJOR, NT, TR, n, oc, ic, 1, x, ic, w, ic, beta, y, oc);
 }
 
-void OPS_FN(linear_backward)(real *dx, real *dw, real *db, const real *dy, const real *x,
-                             const real *w, int n, int ic, int oc, int acc)
+void OPS_FN(linear_forward)(real *y, const real *x, const real *w, const real *b, int n, int ic,
+                            int oc)
+{
+    OPS_FN(linear_forward_mt)(y, x, w, b, n, ic, oc, 1);
+}
+
+typedef struct OPS_FN(colsum_job) {
+    real *db;
+    const real *dy;
+    int n, oc;
+} OPS_FN(colsum_job);
+
+/* db[o] += sum_r dy[r][o] over rows in order, columns lo .. hi - 1. */
+static void OPS_FN(colsum_part)(void *ctx, size_t lo, size_t hi, int part)
+{
+    (void)part;
+    const OPS_FN(colsum_job) *j = ctx;
+    real *restrict db = j->db;
+    for (int r = 0; r < j->n; r++) {
+        const real *g = j->dy + (size_t)r * j->oc;
+        for (size_t o = lo; o < hi; o++) db[o] += g[o];
+    }
+}
+
+void OPS_FN(linear_backward_mt)(real *dx, real *dw, real *db, const real *dy, const real *x,
+                                const real *w, int n, int ic, int oc, int acc, int threads)
 {
     /* Reference loop:
      *   dx[r][i] (+)= sum_o dy[r][o] * w[o][i];  dw[o][i] += sum_r dy[r][o] * x[r][i];
@@ -58,11 +125,17 @@ void OPS_FN(linear_backward)(real *dx, real *dw, real *db, const real *dy, const
     if (dx) GEMM(ROWMAJOR, NT, NT, n, ic, oc, 1, dy, oc, w, ic, acc ? 1 : 0, dx, ic);
     if (dw) GEMM(ROWMAJOR, TR, NT, oc, ic, n, 1, dy, oc, x, ic, 1, dw, ic);
     if (db) {
-        for (int r = 0; r < n; r++) {
-            const real *g = dy + (size_t)r * oc;
-            for (int o = 0; o < oc; o++) db[o] += g[o];
-        }
+        OPS_FN(colsum_job) j = {db, dy, n, oc};
+        /* parts of whole cache lines, and only when the columns are many (the sums are serial) */
+        int parts = (size_t)n * oc < OPS_MT_MIN_ELEMS * 2 ? 1 : threads;
+        parallel_parts((size_t)oc, 16, parts, OPS_FN(colsum_part), &j);
     }
+}
+
+void OPS_FN(linear_backward)(real *dx, real *dw, real *db, const real *dy, const real *x,
+                             const real *w, int n, int ic, int oc, int acc)
+{
+    OPS_FN(linear_backward_mt)(dx, dw, db, dy, x, w, n, ic, oc, acc, 1);
 }
 
 /* -------------------------------------------------------------------- conv2d 3x3 / 2 */
@@ -139,18 +212,34 @@ static void conv1_forward_item(real *restrict y, const real *restrict x, const r
         }
 }
 
-void OPS_FN(conv2d_forward)(real *y, const real *x, const real *w, const real *b, int nb, int ic,
-                            int oc, int h, int wd, int relu, real *scratch)
+typedef struct OPS_FN(conv1_job) {
+    real *y;
+    const real *x, *wp, *bias;
+    int oc, h, wd, oh, ow, relu;
+} OPS_FN(conv1_job);
+
+static void OPS_FN(conv1_part)(void *ctx, size_t lo, size_t hi, int part)
+{
+    (void)part;
+    const OPS_FN(conv1_job) *j = ctx;
+    size_t p = (size_t)j->oh * j->ow;
+    for (size_t n = lo; n < hi; n++)
+        conv1_forward_item(j->y + n * p * j->oc, j->x + n * j->h * j->wd, j->wp, j->bias, j->oc, j->wd, j->oh, j->ow,
+                           j->relu);
+}
+
+void OPS_FN(conv2d_forward_mt)(real *y, const real *x, const real *w, const real *b, int nb, int ic,
+                               int oc, int h, int wd, int relu, real *scratch, int threads)
 {
     /* Reference loop:
      *   y[n][i][j][o] = b[o] + sum_{c,kh,kw} w[o][c][kh][kw] * x[n][2i + kh][2j + kw][c]
      * More than one input channel: the Winograd form (core/compute/ops_winograd_impl.h). One: bias, taps
-     * and ReLU in one pass per output position. */
+     * and ReLU in one pass per output position, split over items. */
     int oh = ops_conv_out_len(h), ow = ops_conv_out_len(wd);
     size_t p = (size_t)oh * ow;
     if (p == 0) return;
     if (ic > 1) {
-        wino_forward(y, x, w, b, nb, ic, oc, h, wd, relu, scratch);
+        wino_forward(y, x, w, b, nb, ic, oc, h, wd, relu, scratch, threads);
         return;
     }
     real *wp = scratch, *bias = wp + (size_t)9 * oc;
@@ -159,32 +248,90 @@ void OPS_FN(conv2d_forward)(real *y, const real *x, const real *w, const real *b
         memcpy(bias, b, (size_t)oc * sizeof(real));
     else
         memset(bias, 0, (size_t)oc * sizeof(real));
-    for (int n = 0; n < nb; n++)
-        conv1_forward_item(y + (size_t)n * p * oc, x + (size_t)n * h * wd, wp, bias, oc, wd, oh, ow, relu);
+    OPS_FN(conv1_job) j = {y, x, wp, bias, oc, h, wd, oh, ow, relu};
+    parallel_parts((size_t)nb, 1, threads, OPS_FN(conv1_part), &j);
 }
 
-void OPS_FN(conv2d_backward)(real *dx, real *dw, real *db, const real *dy, const real *x,
-                             const real *w, const real *y, int nb, int ic, int oc, int h, int wd,
-                             int acc, real *scratch)
+void OPS_FN(conv2d_forward)(real *y, const real *x, const real *w, const real *b, int nb, int ic,
+                            int oc, int h, int wd, int relu, real *scratch)
+{
+    OPS_FN(conv2d_forward_mt)(y, x, w, b, nb, ic, oc, h, wd, relu, scratch, 1);
+}
+
+/* The direct backward's passes over one item on threads: the ReLU mask of positions, the bias
+ * gradient of channels (positions in order), the patches of output rows. */
+typedef struct OPS_FN(c1b_job) {
+    real *out, *db;
+    const real *g, *y, *x;
+    int c, wd, ow;
+    size_t p;
+} OPS_FN(c1b_job);
+
+static void OPS_FN(c1b_mask_part)(void *ctx, size_t lo, size_t hi, int part)
+{
+    (void)part;
+    const OPS_FN(c1b_job) *j = ctx;
+    size_t o_n = (size_t)j->c;
+    for (size_t i = lo; i < hi; i++) {
+        const real *gi = j->g + i * o_n, *yi = j->y + i * o_n;
+        real *restrict mi = j->out + i * o_n;
+#pragma omp simd
+        for (size_t o = 0; o < o_n; o++) mi[o] = yi[o] > 0 ? gi[o] : 0;
+    }
+}
+
+static void OPS_FN(c1b_bias_part)(void *ctx, size_t lo, size_t hi, int part)
+{
+    (void)part;
+    const OPS_FN(c1b_job) *j = ctx;
+    size_t o_n = (size_t)j->c;
+    real *restrict db = j->db;
+    for (size_t i = 0; i < j->p; i++) {
+        const real *gi = j->g + i * o_n;
+        for (size_t o = lo; o < hi; o++) db[o] += gi[o];
+    }
+}
+
+static void OPS_FN(c1b_gather_part)(void *ctx, size_t lo, size_t hi, int part)
+{
+    (void)part;
+    const OPS_FN(c1b_job) *j = ctx;
+    size_t kk = (size_t)9 * j->c;
+    conv_gather_patches(j->out + lo * j->ow * kk, j->x + lo * 2 * j->wd * j->c, j->c, j->wd, (int)(hi - lo), j->ow);
+}
+
+void OPS_FN(conv2d_backward_mt)(real *dx, real *dw, real *db, const real *dy, const real *x,
+                                const real *w, const real *y, int nb, int ic, int oc, int h, int wd,
+                                int acc, real *scratch, int threads)
 {
     /* Per item, with g the output gradient (P x oc, masked by y > 0 when ReLU was fused):
      *   db[o] += sum_P g[.][o];  dwp (ic*9 x oc) += col^T @ g;
      *   dcol (P x ic*9) = g @ wp^T, scattered back onto dx. */
     int oh = ops_conv_out_len(h), ow = ops_conv_out_len(wd);
     size_t p = (size_t)oh * ow, kk = (size_t)ic * 9, o_n = (size_t)oc;
-    if (dx && !acc) memset(dx, 0, (size_t)nb * h * wd * ic * sizeof(real));
+    if (dx && !acc) OPS_FN(zero_mt)(dx, (size_t)nb * h * wd * ic, threads);
     if (p == 0) return;
     if (ic > 1) {
-        wino_backward(dx, dw, db, dy, x, w, y, nb, ic, oc, h, wd, scratch);
+        wino_backward(dx, dw, db, dy, x, w, y, nb, ic, oc, h, wd, scratch, threads);
         return;
     }
     real *wp = scratch, *dwp = wp + kk * o_n, *col = dwp + kk * o_n, *gm = col + p * kk;
+    int split = parallel_parts_count(p * o_n, OPS_MT_MIN_ELEMS, threads) > 1;
     if (dx) conv_pack_weight(wp, w, ic, oc);
     if (dw) memset(dwp, 0, kk * o_n * sizeof(real));
     for (int n = 0; n < nb; n++) {
         const real *g = dy + (size_t)n * p * o_n, *yn = y ? y + (size_t)n * p * o_n : NULL;
         const real *xn = x + (size_t)n * h * wd * ic;
-        if (yn || db) { /* mask and bias gradient in one pass */
+        if (split && yn) { /* on threads: the mask split by positions, the bias gradient by channels */
+            OPS_FN(c1b_job) j = {gm, db, g, yn, xn, (int)o_n, wd, ow, p};
+            parallel_parts(p, 64, threads, OPS_FN(c1b_mask_part), &j);
+            g = gm;
+        }
+        if (split && db) {
+            OPS_FN(c1b_job) j = {NULL, db, g, yn, xn, (int)o_n, wd, ow, p};
+            parallel_parts(o_n, 16, threads, OPS_FN(c1b_bias_part), &j);
+        }
+        if (!split && (yn || db)) { /* mask and bias gradient in one pass */
             for (size_t i = 0; i < p; i++) {
                 const real *gi = g + i * o_n, *yi = yn ? yn + i * o_n : NULL;
                 real *restrict mi = gm + i * o_n;
@@ -208,7 +355,12 @@ void OPS_FN(conv2d_backward)(real *dx, real *dw, real *db, const real *dy, const
             }
             g = gm;
         }
-        if (dw || dx) conv_gather_patches(col, xn, ic, wd, oh, ow);
+        if (split && (dw || dx)) {
+            OPS_FN(c1b_job) j = {col, NULL, NULL, NULL, xn, ic, wd, ow, p};
+            parallel_parts((size_t)oh, 4, threads, OPS_FN(c1b_gather_part), &j);
+        } else if (dw || dx) {
+            conv_gather_patches(col, xn, ic, wd, oh, ow);
+        }
         if (dw) GEMM(ROWMAJOR, TR, NT, (int)kk, oc, (int)p, 1, col, (int)kk, g, oc, 1, dwp, oc);
         if (dx) {
             GEMM(ROWMAJOR, NT, TR, (int)p, (int)kk, oc, 1, g, oc, wp, oc, 0, col, (int)kk);
@@ -216,6 +368,13 @@ void OPS_FN(conv2d_backward)(real *dx, real *dw, real *db, const real *dy, const
         }
     }
     if (dw) conv_unpack_weight_add(dw, dwp, ic, oc);
+}
+
+void OPS_FN(conv2d_backward)(real *dx, real *dw, real *db, const real *dy, const real *x,
+                             const real *w, const real *y, int nb, int ic, int oc, int h, int wd,
+                             int acc, real *scratch)
+{
+    OPS_FN(conv2d_backward_mt)(dx, dw, db, dy, x, w, y, nb, ic, oc, h, wd, acc, scratch, 1);
 }
 
 /* -------------------------------------------------------------------- layout */
@@ -332,6 +491,69 @@ void OPS_FN(layernorm_backward)(real *dx, real *dw, real *db, const real *dy, co
     }
 }
 
+typedef struct OPS_FN(lnb_job) {
+    real *dx, *dw, *db;
+    const real *dy, *x, *w, *mean, *rstd;
+    int n, c, acc;
+} OPS_FN(lnb_job);
+
+/* dx of rows lo .. hi - 1: layernorm_backward's arithmetic without dw, db. */
+static void OPS_FN(lnb_rows_part)(void *ctx, size_t lo, size_t hi, int part)
+{
+    (void)part;
+    const OPS_FN(lnb_job) *j = ctx;
+    const real *w = j->w;
+    int c = j->c, acc = j->acc;
+    for (size_t r = lo; r < hi; r++) {
+        const real *xr = j->x + r * c, *gr = j->dy + r * c;
+        real *dxr = j->dx + r * c;
+        real m = j->mean[r], rs = j->rstd[r], sg = 0, sgx = 0;
+        for (int i = 0; i < c; i++) {
+            real xh = (xr[i] - m) * rs, g = gr[i] * w[i];
+            sg += g;
+            sgx += g * xh;
+        }
+        sg /= (real)c;
+        sgx /= (real)c;
+        for (int i = 0; i < c; i++) {
+            real xh = (xr[i] - m) * rs;
+            real d = rs * (gr[i] * w[i] - sg - xh * sgx);
+            dxr[i] = acc ? dxr[i] + d : d;
+        }
+    }
+}
+
+/* dw, db of columns lo .. hi - 1, summed over the rows in order. */
+static void OPS_FN(lnb_cols_part)(void *ctx, size_t lo, size_t hi, int part)
+{
+    (void)part;
+    const OPS_FN(lnb_job) *j = ctx;
+    real *restrict dw = j->dw, *restrict db = j->db;
+    int c = j->c;
+    for (int r = 0; r < j->n; r++) {
+        const real *xr = j->x + (size_t)r * c, *gr = j->dy + (size_t)r * c;
+        real m = j->mean[r], rs = j->rstd[r];
+        for (size_t i = lo; i < hi; i++) {
+            real xh = (xr[i] - m) * rs;
+            dw[i] += gr[i] * xh;
+            db[i] += gr[i];
+        }
+    }
+}
+
+void OPS_FN(layernorm_backward_mt)(real *dx, real *dw, real *db, const real *dy, const real *x,
+                                   const real *w, const real *mean, const real *rstd, int n, int c,
+                                   int acc, int threads)
+{
+    if (parallel_parts_count((size_t)n * c, OPS_MT_MIN_ELEMS, threads) == 1) {
+        OPS_FN(layernorm_backward)(dx, dw, db, dy, x, w, mean, rstd, n, c, acc);
+        return;
+    }
+    OPS_FN(lnb_job) j = {dx, dw, db, dy, x, w, mean, rstd, n, c, acc};
+    parallel_parts((size_t)n, 1, threads, OPS_FN(lnb_rows_part), &j);
+    parallel_parts((size_t)c, 16, threads, OPS_FN(lnb_cols_part), &j);
+}
+
 /* -------------------------------------------------------------------- dropout */
 
 /* y[i] = x[i] * keep(base + i) / (1 - p) for i < n; 0 < p < 1, with the mask of
@@ -382,6 +604,18 @@ void OPS_FN(dropout_forward)(real *y, const real *x, size_t n, float p, uint64_t
     }
 }
 
+void OPS_FN(dropout_forward_at)(real *y, const real *x, size_t n, size_t base, float p, uint64_t seed,
+                                uint64_t stream)
+{
+    if (p <= 0) {
+        if (y != x) memmove(y, x, n * sizeof(real));
+    } else if (p >= 1) {
+        memset(y, 0, n * sizeof(real));
+    } else {
+        dropout_apply(y, x, n, base, p, seed, stream);
+    }
+}
+
 void OPS_FN(dropout_backward)(real *dx, const real *dy, size_t n, float p, uint64_t seed,
                               uint64_t stream)
 {
@@ -391,54 +625,159 @@ void OPS_FN(dropout_backward)(real *dx, const real *dy, size_t n, float p, uint6
 
 /* -------------------------------------------------------------------- attention */
 
-void OPS_FN(mha_forward)(real *y, real *att, const real *q, int ldq, const real *k, const real *v,
-                         int ldkv, const int *lens, int nb, int tq, int tk, int causal, int h,
-                         int hd, float p, uint64_t seed, uint64_t stream, real *scratch)
+typedef struct OPS_FN(mha_job) {
+    real *y, *att, *dq, *dk, *dv, *scratch;
+    const real *q, *k, *v, *dy, *catt;
+    const int *lens;
+    size_t scratch_n;
+    int ldq, ldkv, nb, tq, tk, causal, h, hd;
+    float p;
+    uint64_t seed, stream;
+} OPS_FN(mha_job);
+
+/* mha_forward of pairs (utterance b, head j) = lo .. hi - 1 as b * h + j. */
+static void OPS_FN(mha_forward_part)(void *ctx, size_t lo, size_t hi, int part)
+{
+    const OPS_FN(mha_job) *jb = ctx;
+    int h = jb->h, hd = jb->hd, d = h * hd, tq = jb->tq, tk = jb->tk, ldq = jb->ldq, ldkv = jb->ldkv;
+    float p = jb->p;
+    real sc = (real)(1.0 / sqrt((double)hd));
+    size_t tt = (size_t)tq * tk;
+    real *scratch = jb->scratch ? jb->scratch + (size_t)part * jb->scratch_n : NULL;
+    for (size_t bj = lo; bj < hi; bj++) {
+        int b = (int)(bj / (size_t)h), j = (int)(bj % (size_t)h);
+        int len = jb->lens[b];
+        size_t kv_off = (size_t)b * tk * ldkv + (size_t)j * hd;
+        const real *qb = jb->q + (size_t)b * tq * ldq + (size_t)j * hd, *kb = jb->k + kv_off, *vb = jb->v + kv_off;
+        real *a = jb->att + ((size_t)b * h + j) * tt;
+        real *yb = jb->y + (size_t)b * tq * d + (size_t)j * hd;
+        if (len == 0) {
+            memset(a, 0, tt * sizeof(real));
+            for (int i = 0; i < tq; i++)
+                memset(yb + (size_t)i * d, 0, (size_t)hd * sizeof(real));
+            continue;
+        }
+        GEMM(ROWMAJOR, NT, TR, tq, len, hd, sc, qb, ldq, kb, ldkv, 0, a, tk);
+        for (int i = 0; i < tq; i++) {
+            int n = attn_row_keys(len, jb->causal, i);
+            real *ar = a + (size_t)i * tk, mx = ar[0], s = 0;
+            for (int c = 1; c < n; c++) mx = ar[c] > mx ? ar[c] : mx;
+            for (int c = 0; c < n; c++) {
+                ar[c] = exp(ar[c] - mx);
+                s += ar[c];
+            }
+            real is = 1 / s;
+            for (int c = 0; c < n; c++) ar[c] *= is;
+            for (int c = n; c < tk; c++) ar[c] = 0;
+        }
+        const real *pa = a;
+        if (p > 0) {
+            if (p >= 1)
+                memset(scratch, 0, tt * sizeof(real));
+            else
+                dropout_apply(scratch, a, tt, ((size_t)b * h + j) * tt, p, jb->seed, jb->stream);
+            pa = scratch;
+        }
+        GEMM(ROWMAJOR, NT, NT, tq, hd, len, 1, pa, tk, vb, ldkv, 0, yb, d);
+    }
+}
+
+void OPS_FN(mha_forward_mt)(real *y, real *att, const real *q, int ldq, const real *k, const real *v,
+                            int ldkv, const int *lens, int nb, int tq, int tk, int causal, int h,
+                            int hd, float p, uint64_t seed, uint64_t stream, real *scratch, int threads)
 {
     /* Per utterance b and head j, with L = lens[b], Q (tq x hd) and K/V (tk x hd) the head's
      * slices and n_i the keys row i sees (attn_row_keys, core/compute/kernel_math.h):
      *   A[i] = softmax(Q[i] K[:n_i]^T / sqrt(hd)) (rest 0);  Y = drop(A) V[:L]. */
-    int d = h * hd;
+    for (int b = 0; b < nb; b++) ESP_CHECK(lens[b] >= 0 && lens[b] <= tk);
+    OPS_FN(mha_job) jb = {.y = y, .att = att, .scratch = scratch, .q = q, .k = k, .v = v, .lens = lens,
+                          .scratch_n = ops_mha_forward_scratch(tq, tk, p), .ldq = ldq, .ldkv = ldkv, .nb = nb,
+                          .tq = tq, .tk = tk, .causal = causal, .h = h, .hd = hd, .p = p, .seed = seed,
+                          .stream = stream};
+    parallel_parts((size_t)nb * h, 1, threads, OPS_FN(mha_forward_part), &jb);
+}
+
+void OPS_FN(mha_forward)(real *y, real *att, const real *q, int ldq, const real *k, const real *v,
+                         int ldkv, const int *lens, int nb, int tq, int tk, int causal, int h,
+                         int hd, float p, uint64_t seed, uint64_t stream, real *scratch)
+{
+    OPS_FN(mha_forward_mt)(y, att, q, ldq, k, v, ldkv, lens, nb, tq, tk, causal, h, hd, p, seed, stream, scratch,
+                           1);
+}
+
+/* mha_backward of pairs (utterance b, head j) = lo .. hi - 1 as b * h + j. */
+static void OPS_FN(mha_backward_part)(void *ctx, size_t lo, size_t hi, int part)
+{
+    /* With P = drop(A): dV = P^T dY; dP = dY V^T; dA = drop'(dP);
+     * dS = A * (dA - rowsum(A * dA)); dQ = dS K / sqrt(hd); dK = dS^T Q / sqrt(hd).
+     * A is 0 wherever a key was masked (padding or causal), so dS is too: no mask needed here. */
+    const OPS_FN(mha_job) *jb = ctx;
+    int h = jb->h, hd = jb->hd, d = h * hd, tq = jb->tq, tk = jb->tk, ldq = jb->ldq, ldkv = jb->ldkv;
+    float p = jb->p;
     real sc = (real)(1.0 / sqrt((double)hd));
     size_t tt = (size_t)tq * tk;
-    for (int b = 0; b < nb; b++) {
-        int len = lens[b];
-        ESP_CHECK(len >= 0 && len <= tk);
-        for (int j = 0; j < h; j++) {
-            size_t kv_off = (size_t)b * tk * ldkv + (size_t)j * hd;
-            const real *qb = q + (size_t)b * tq * ldq + (size_t)j * hd, *kb = k + kv_off, *vb = v + kv_off;
-            real *a = att + ((size_t)b * h + j) * tt;
-            real *yb = y + (size_t)b * tq * d + (size_t)j * hd;
-            if (len == 0) {
-                memset(a, 0, tt * sizeof(real));
-                for (int i = 0; i < tq; i++)
-                    memset(yb + (size_t)i * d, 0, (size_t)hd * sizeof(real));
-                continue;
-            }
-            GEMM(ROWMAJOR, NT, TR, tq, len, hd, sc, qb, ldq, kb, ldkv, 0, a, tk);
-            for (int i = 0; i < tq; i++) {
-                int n = attn_row_keys(len, causal, i);
-                real *ar = a + (size_t)i * tk, mx = ar[0], s = 0;
-                for (int c = 1; c < n; c++) mx = ar[c] > mx ? ar[c] : mx;
-                for (int c = 0; c < n; c++) {
-                    ar[c] = exp(ar[c] - mx);
-                    s += ar[c];
-                }
-                real is = 1 / s;
-                for (int c = 0; c < n; c++) ar[c] *= is;
-                for (int c = n; c < tk; c++) ar[c] = 0;
-            }
-            const real *pa = a;
-            if (p > 0) {
-                if (p >= 1)
-                    memset(scratch, 0, tt * sizeof(real));
-                else
-                    dropout_apply(scratch, a, tt, ((size_t)b * h + j) * tt, p, seed, stream);
-                pa = scratch;
-            }
-            GEMM(ROWMAJOR, NT, NT, tq, hd, len, 1, pa, tk, vb, ldkv, 0, yb, d);
+    real *dp = jb->scratch + (size_t)part * jb->scratch_n, *pd = dp + tt;
+    for (size_t bj = lo; bj < hi; bj++) {
+        int b = (int)(bj / (size_t)h), j = (int)(bj % (size_t)h);
+        int len = jb->lens[b];
+        size_t q_off = (size_t)b * tq * ldq + (size_t)j * hd;
+        size_t kv_off = (size_t)b * tk * ldkv + (size_t)j * hd;
+        const real *qb = jb->q + q_off, *kb = jb->k + kv_off, *vb = jb->v + kv_off;
+        real *dqb = jb->dq + q_off, *dkb = jb->dk + kv_off, *dvb = jb->dv + kv_off;
+        const real *a = jb->catt + ((size_t)b * h + j) * tt;
+        const real *dyb = jb->dy + (size_t)b * tq * d + (size_t)j * hd;
+        /* Masked key rows of dk/dv (and every row when len == 0) get 0. */
+        for (int i = len; i < tk; i++) {
+            memset(dkb + (size_t)i * ldkv, 0, (size_t)hd * sizeof(real));
+            memset(dvb + (size_t)i * ldkv, 0, (size_t)hd * sizeof(real));
         }
+        if (len == 0) {
+            for (int i = 0; i < tq; i++)
+                memset(dqb + (size_t)i * ldq, 0, (size_t)hd * sizeof(real));
+            continue;
+        }
+        size_t base = ((size_t)b * h + j) * tt;
+        const real *pa = a;
+        if (p > 0) {
+            if (p >= 1)
+                memset(pd, 0, tt * sizeof(real));
+            else
+                dropout_apply(pd, a, tt, base, p, jb->seed, jb->stream);
+            pa = pd;
+        }
+        GEMM(ROWMAJOR, TR, NT, len, hd, tq, 1, pa, tk, dyb, d, 0, dvb, ldkv);
+        GEMM(ROWMAJOR, NT, TR, tq, len, hd, 1, dyb, d, vb, ldkv, 0, dp, tk);
+        if (p > 0) {
+            /* drop'(dP): the same mask and scale, over the len valid columns of each row. */
+            if (p >= 1)
+                memset(dp, 0, tt * sizeof(real));
+            else
+                for (int i = 0; i < tq; i++)
+                    dropout_apply(dp + (size_t)i * tk, dp + (size_t)i * tk, (size_t)len,
+                                  base + (size_t)i * tk, p, jb->seed, jb->stream);
+        }
+        for (int i = 0; i < tq; i++) {
+            const real *ar = a + (size_t)i * tk;
+            real *gr = dp + (size_t)i * tk, s = 0;
+            for (int c = 0; c < len; c++) s += ar[c] * gr[c];
+            for (int c = 0; c < len; c++) gr[c] = ar[c] * (gr[c] - s);
+        }
+        GEMM(ROWMAJOR, NT, NT, tq, hd, len, sc, dp, tk, kb, ldkv, 0, dqb, ldq);
+        GEMM(ROWMAJOR, TR, NT, len, hd, tq, sc, dp, tk, qb, ldq, 0, dkb, ldkv);
     }
+}
+
+void OPS_FN(mha_backward_mt)(real *dq, real *dk, real *dv, const real *dy, const real *att,
+                             const real *q, int ldq, const real *k, const real *v, int ldkv,
+                             const int *lens, int nb, int tq, int tk, int h, int hd, float p,
+                             uint64_t seed, uint64_t stream, real *scratch, int threads)
+{
+    for (int b = 0; b < nb; b++) ESP_CHECK(lens[b] >= 0 && lens[b] <= tk);
+    OPS_FN(mha_job) jb = {.dq = dq, .dk = dk, .dv = dv, .scratch = scratch, .q = q, .k = k, .v = v, .dy = dy,
+                          .catt = att, .lens = lens, .scratch_n = ops_mha_backward_scratch(tq, tk), .ldq = ldq,
+                          .ldkv = ldkv, .nb = nb, .tq = tq, .tk = tk, .h = h, .hd = hd, .p = p, .seed = seed,
+                          .stream = stream};
+    parallel_parts((size_t)nb * h, 1, threads, OPS_FN(mha_backward_part), &jb);
 }
 
 void OPS_FN(mha_backward)(real *dq, real *dk, real *dv, const real *dy, const real *att,
@@ -446,63 +785,8 @@ void OPS_FN(mha_backward)(real *dq, real *dk, real *dv, const real *dy, const re
                           const int *lens, int nb, int tq, int tk, int h, int hd, float p,
                           uint64_t seed, uint64_t stream, real *scratch)
 {
-    /* With P = drop(A): dV = P^T dY; dP = dY V^T; dA = drop'(dP);
-     * dS = A * (dA - rowsum(A * dA)); dQ = dS K / sqrt(hd); dK = dS^T Q / sqrt(hd).
-     * A is 0 wherever a key was masked (padding or causal), so dS is too: no mask needed here. */
-    int d = h * hd;
-    real sc = (real)(1.0 / sqrt((double)hd));
-    size_t tt = (size_t)tq * tk;
-    real *dp = scratch, *pd = scratch + tt;
-    for (int b = 0; b < nb; b++) {
-        int len = lens[b];
-        ESP_CHECK(len >= 0 && len <= tk);
-        for (int j = 0; j < h; j++) {
-            size_t q_off = (size_t)b * tq * ldq + (size_t)j * hd;
-            size_t kv_off = (size_t)b * tk * ldkv + (size_t)j * hd;
-            const real *qb = q + q_off, *kb = k + kv_off, *vb = v + kv_off;
-            real *dqb = dq + q_off, *dkb = dk + kv_off, *dvb = dv + kv_off;
-            const real *a = att + ((size_t)b * h + j) * tt;
-            const real *dyb = dy + (size_t)b * tq * d + (size_t)j * hd;
-            /* Masked key rows of dk/dv (and every row when len == 0) get 0. */
-            for (int i = len; i < tk; i++) {
-                memset(dkb + (size_t)i * ldkv, 0, (size_t)hd * sizeof(real));
-                memset(dvb + (size_t)i * ldkv, 0, (size_t)hd * sizeof(real));
-            }
-            if (len == 0) {
-                for (int i = 0; i < tq; i++)
-                    memset(dqb + (size_t)i * ldq, 0, (size_t)hd * sizeof(real));
-                continue;
-            }
-            size_t base = ((size_t)b * h + j) * tt;
-            const real *pa = a;
-            if (p > 0) {
-                if (p >= 1)
-                    memset(pd, 0, tt * sizeof(real));
-                else
-                    dropout_apply(pd, a, tt, base, p, seed, stream);
-                pa = pd;
-            }
-            GEMM(ROWMAJOR, TR, NT, len, hd, tq, 1, pa, tk, dyb, d, 0, dvb, ldkv);
-            GEMM(ROWMAJOR, NT, TR, tq, len, hd, 1, dyb, d, vb, ldkv, 0, dp, tk);
-            if (p > 0) {
-                /* drop'(dP): the same mask and scale, over the len valid columns of each row. */
-                if (p >= 1)
-                    memset(dp, 0, tt * sizeof(real));
-                else
-                    for (int i = 0; i < tq; i++)
-                        dropout_apply(dp + (size_t)i * tk, dp + (size_t)i * tk, (size_t)len,
-                                      base + (size_t)i * tk, p, seed, stream);
-            }
-            for (int i = 0; i < tq; i++) {
-                const real *ar = a + (size_t)i * tk;
-                real *gr = dp + (size_t)i * tk, s = 0;
-                for (int c = 0; c < len; c++) s += ar[c] * gr[c];
-                for (int c = 0; c < len; c++) gr[c] = ar[c] * (gr[c] - s);
-            }
-            GEMM(ROWMAJOR, NT, NT, tq, hd, len, sc, dp, tk, kb, ldkv, 0, dqb, ldq);
-            GEMM(ROWMAJOR, TR, NT, len, hd, tq, sc, dp, tk, qb, ldq, 0, dkb, ldkv);
-        }
-    }
+    OPS_FN(mha_backward_mt)(dq, dk, dv, dy, att, q, ldq, k, v, ldkv, lens, nb, tq, tk, h, hd, p, seed, stream,
+                            scratch, 1);
 }
 
 /* The encoder's self-attention: queries and keys are the same t frames, no causal mask. */

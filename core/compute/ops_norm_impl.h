@@ -24,11 +24,23 @@ static void bn_stats(const real *x, int n, int c, int c0, int cn, real *mean, re
     for (int i = 0; i < cn; i++) var_sum[i] = (real)q[i];
 }
 
-void OPS_FN(batchnorm_forward)(real *y, real *mean, real *rstd, const real *x, const real *w,
-                               const real *b, real *run_mean, real *run_var, real *run_count, int n,
-                               int c, double eps, double momentum, int train)
+typedef struct OPS_FN(bn_job) {
+    real *y, *mean, *rstd, *run_mean, *run_var, *dx, *dw, *db;
+    const real *x, *w, *b, *dy, *cmean, *crstd;
+    int n, c, train;
+    double eps, momentum;
+} OPS_FN(bn_job);
+
+/* The forward of channel blocks lo .. hi - 1 (BN_CBLOCK channels each). */
+static void OPS_FN(bn_forward_part)(void *ctx, size_t lo, size_t hi, int part)
 {
-    for (int c0 = 0; c0 < c; c0 += BN_CBLOCK) {
+    (void)part;
+    const OPS_FN(bn_job) *j = ctx;
+    real *y = j->y, *mean = j->mean, *rstd = j->rstd, *run_mean = j->run_mean, *run_var = j->run_var;
+    const real *x = j->x, *w = j->w, *b = j->b;
+    int n = j->n, c = j->c, train = j->train;
+    double eps = j->eps, momentum = j->momentum;
+    for (int c0 = (int)lo * BN_CBLOCK; c0 < c && c0 < (int)hi * BN_CBLOCK; c0 += BN_CBLOCK) {
         int cn = c - c0 < BN_CBLOCK ? c - c0 : BN_CBLOCK;
         real m[BN_CBLOCK], vs[BN_CBLOCK], rs[BN_CBLOCK], alpha[BN_CBLOCK], beta[BN_CBLOCK];
         for (int i = 0; i < cn; i++) {
@@ -57,15 +69,38 @@ void OPS_FN(batchnorm_forward)(real *y, real *mean, real *rstd, const real *x, c
             for (int i = 0; i < cn; i++) yr[i] = KM(bn_apply)(xr[i], alpha[i], beta[i]);
         }
     }
+}
+
+void OPS_FN(batchnorm_forward_mt)(real *y, real *mean, real *rstd, const real *x, const real *w,
+                                  const real *b, real *run_mean, real *run_var, real *run_count, int n,
+                                  int c, double eps, double momentum, int train, int threads)
+{
+    OPS_FN(bn_job) j = {.y = y, .mean = mean, .rstd = rstd, .run_mean = run_mean, .run_var = run_var, .x = x,
+                        .w = w, .b = b, .n = n, .c = c, .train = train, .eps = eps, .momentum = momentum};
+    size_t blocks = ((size_t)c + BN_CBLOCK - 1) / BN_CBLOCK;
+    parallel_parts(blocks, 1, (size_t)n * c < OPS_MT_MIN_ELEMS ? 1 : threads, OPS_FN(bn_forward_part), &j);
     if (train && run_count) *run_count += 1;
 }
 
-void OPS_FN(batchnorm_backward)(real *dx, real *dw, real *db, const real *dy, const real *x,
-                                const real *w, const real *mean, const real *rstd, int n, int c)
+void OPS_FN(batchnorm_forward)(real *y, real *mean, real *rstd, const real *x, const real *w,
+                               const real *b, real *run_mean, real *run_var, real *run_count, int n,
+                               int c, double eps, double momentum, int train)
+{
+    OPS_FN(batchnorm_forward_mt)(y, mean, rstd, x, w, b, run_mean, run_var, run_count, n, c, eps, momentum, train,
+                                 1);
+}
+
+/* The backward of channel blocks lo .. hi - 1. */
+static void OPS_FN(bn_backward_part)(void *ctx, size_t lo, size_t hi, int part)
 {
     /* torch's form: g = mean(dy), k = sum((x - mean) dy) rstd^2 / n,
      * dx = (dy - g - (x - mean) k) rstd w;  dw += sum((x - mean) dy) rstd;  db += sum(dy). */
-    for (int c0 = 0; c0 < c; c0 += BN_CBLOCK) {
+    (void)part;
+    const OPS_FN(bn_job) *j = ctx;
+    real *dx = j->dx, *dw = j->dw, *db = j->db;
+    const real *dy = j->dy, *x = j->x, *w = j->w, *mean = j->cmean, *rstd = j->crstd;
+    int n = j->n, c = j->c;
+    for (int c0 = (int)lo * BN_CBLOCK; c0 < c && c0 < (int)hi * BN_CBLOCK; c0 += BN_CBLOCK) {
         int cn = c - c0 < BN_CBLOCK ? c - c0 : BN_CBLOCK;
         double s[BN_CBLOCK] = {0}, dot[BN_CBLOCK] = {0};
         for (int r = 0; r < n; r++) {
@@ -91,4 +126,19 @@ void OPS_FN(batchnorm_backward)(real *dx, real *dw, real *db, const real *dy, co
             for (int i = 0; i < cn; i++) dxr[i] = KM(bn_dx)(gr[i], xr[i] - mean[c0 + i], gm[i], kk[i], rw[i]);
         }
     }
+}
+
+void OPS_FN(batchnorm_backward_mt)(real *dx, real *dw, real *db, const real *dy, const real *x,
+                                   const real *w, const real *mean, const real *rstd, int n, int c, int threads)
+{
+    OPS_FN(bn_job) j = {.dx = dx, .dw = dw, .db = db, .dy = dy, .x = x, .w = w, .cmean = mean, .crstd = rstd,
+                        .n = n, .c = c};
+    size_t blocks = ((size_t)c + BN_CBLOCK - 1) / BN_CBLOCK;
+    parallel_parts(blocks, 1, (size_t)n * c < OPS_MT_MIN_ELEMS ? 1 : threads, OPS_FN(bn_backward_part), &j);
+}
+
+void OPS_FN(batchnorm_backward)(real *dx, real *dw, real *db, const real *dy, const real *x,
+                                const real *w, const real *mean, const real *rstd, int n, int c)
+{
+    OPS_FN(batchnorm_backward_mt)(dx, dw, db, dy, x, w, mean, rstd, n, c, 1);
 }

@@ -28,55 +28,85 @@ static void relattn_biased_queries(real *qu, real *qv, const real *q, int ld, co
         }
 }
 
+typedef struct OPS_FN(relattn_job) {
+    real *y, *att, *dq, *dk, *dv, *dp, *du, *dvb, *scratch;
+    const real *q, *k, *v, *p, *u, *vb, *dy, *catt;
+    const int *lens;
+    size_t scratch_n;
+    int ld, nb, t, h, hd;
+    float pdrop;
+    uint64_t seed, stream;
+} OPS_FN(relattn_job);
+
+/* relattn_forward of pairs (utterance b, head j) = lo .. hi - 1 as b * h + j. */
+static void OPS_FN(relattn_forward_part)(void *ctx, size_t lo, size_t hi, int part)
+{
+    const OPS_FN(relattn_job) *jb = ctx;
+    int t = jb->t, h = jb->h, hd = jb->hd, ld = jb->ld, d = h * hd, tp = 2 * t - 1;
+    float pdrop = jb->pdrop;
+    real sq = (real)sqrt((double)hd);
+    real *qu = jb->scratch + (size_t)part * jb->scratch_n, *qv = qu + (size_t)t * hd, *bd = qv + (size_t)t * hd,
+         *drop = bd + (size_t)t * tp;
+    for (size_t bj = lo; bj < hi; bj++) {
+        int b = (int)(bj / (size_t)h), j = (int)(bj % (size_t)h);
+        int len = jb->lens[b];
+        size_t in_off = (size_t)b * t * ld + (size_t)j * hd;
+        const real *qb = jb->q + in_off, *kb = jb->k + in_off, *vbb = jb->v + in_off;
+        real *a = jb->att + ((size_t)b * h + j) * t * t;
+        real *yb = jb->y + (size_t)b * t * d + (size_t)j * hd;
+        if (len == 0) {
+            memset(a, 0, (size_t)t * t * sizeof(real));
+            for (int i = 0; i < t; i++) memset(yb + (size_t)i * d, 0, (size_t)hd * sizeof(real));
+            continue;
+        }
+        relattn_biased_queries(qu, qv, qb, ld, jb->u + (size_t)j * hd, jb->vb + (size_t)j * hd, t, hd);
+        GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, t, len, hd, 1, qu, hd, kb, ld, 0, a, t);          /* matrix_ac */
+        GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, t, tp, hd, 1, qv, hd, jb->p + (size_t)j * hd, d, 0, bd, tp); /* matrix_bd */
+        for (int i = 0; i < t; i++) {
+            real *ar = a + (size_t)i * t, mx = 0, s = 0;
+            const real *br = bd + (size_t)i * tp;
+            for (int c = 0; c < len; c++) {
+                ar[c] = (ar[c] + br[relpos_shift_col(i, c, t)]) / sq;
+                mx = c == 0 || ar[c] > mx ? ar[c] : mx;
+            }
+            for (int c = 0; c < len; c++) {
+                ar[c] = exp(ar[c] - mx);
+                s += ar[c];
+            }
+            real is = 1 / s;
+            for (int c = 0; c < len; c++) ar[c] *= is;
+            for (int c = len; c < t; c++) ar[c] = 0;
+        }
+        const real *pa = a;
+        if (pdrop > 0) {
+            if (pdrop >= 1)
+                memset(drop, 0, (size_t)t * t * sizeof(real));
+            else
+                dropout_apply(drop, a, (size_t)t * t, ((size_t)b * h + j) * t * t, pdrop, jb->seed, jb->stream);
+            pa = drop;
+        }
+        GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, hd, len, 1, pa, t, vbb, ld, 0, yb, d);
+    }
+}
+
+void OPS_FN(relattn_forward_mt)(real *y, real *att, const real *q, const real *k, const real *v, int ld,
+                                const real *p, const real *u, const real *vb, const int *lens, int nb, int t,
+                                int h, int hd, float pdrop, uint64_t seed, uint64_t stream, real *scratch,
+                                int threads)
+{
+    for (int b = 0; b < nb; b++) ESP_CHECK(lens[b] >= 0 && lens[b] <= t);
+    OPS_FN(relattn_job) jb = {.y = y, .att = att, .scratch = scratch, .q = q, .k = k, .v = v, .p = p, .u = u,
+                              .vb = vb, .lens = lens, .scratch_n = ops_relattn_forward_scratch(t, hd, pdrop),
+                              .ld = ld, .nb = nb, .t = t, .h = h, .hd = hd, .pdrop = pdrop, .seed = seed,
+                              .stream = stream};
+    parallel_parts((size_t)nb * h, 1, threads, OPS_FN(relattn_forward_part), &jb);
+}
+
 void OPS_FN(relattn_forward)(real *y, real *att, const real *q, const real *k, const real *v, int ld,
                              const real *p, const real *u, const real *vb, const int *lens, int nb, int t,
                              int h, int hd, float pdrop, uint64_t seed, uint64_t stream, real *scratch)
 {
-    int d = h * hd, tp = 2 * t - 1;
-    real sq = (real)sqrt((double)hd);
-    real *qu = scratch, *qv = qu + (size_t)t * hd, *bd = qv + (size_t)t * hd, *drop = bd + (size_t)t * tp;
-    for (int b = 0; b < nb; b++) {
-        int len = lens[b];
-        ESP_CHECK(len >= 0 && len <= t);
-        for (int j = 0; j < h; j++) {
-            size_t in_off = (size_t)b * t * ld + (size_t)j * hd;
-            const real *qb = q + in_off, *kb = k + in_off, *vbb = v + in_off;
-            real *a = att + ((size_t)b * h + j) * t * t;
-            real *yb = y + (size_t)b * t * d + (size_t)j * hd;
-            if (len == 0) {
-                memset(a, 0, (size_t)t * t * sizeof(real));
-                for (int i = 0; i < t; i++) memset(yb + (size_t)i * d, 0, (size_t)hd * sizeof(real));
-                continue;
-            }
-            relattn_biased_queries(qu, qv, qb, ld, u + (size_t)j * hd, vb + (size_t)j * hd, t, hd);
-            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, t, len, hd, 1, qu, hd, kb, ld, 0, a, t);          /* matrix_ac */
-            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, t, tp, hd, 1, qv, hd, p + (size_t)j * hd, d, 0, bd, tp); /* matrix_bd */
-            for (int i = 0; i < t; i++) {
-                real *ar = a + (size_t)i * t, mx = 0, s = 0;
-                const real *br = bd + (size_t)i * tp;
-                for (int c = 0; c < len; c++) {
-                    ar[c] = (ar[c] + br[relpos_shift_col(i, c, t)]) / sq;
-                    mx = c == 0 || ar[c] > mx ? ar[c] : mx;
-                }
-                for (int c = 0; c < len; c++) {
-                    ar[c] = exp(ar[c] - mx);
-                    s += ar[c];
-                }
-                real is = 1 / s;
-                for (int c = 0; c < len; c++) ar[c] *= is;
-                for (int c = len; c < t; c++) ar[c] = 0;
-            }
-            const real *pa = a;
-            if (pdrop > 0) {
-                if (pdrop >= 1)
-                    memset(drop, 0, (size_t)t * t * sizeof(real));
-                else
-                    dropout_apply(drop, a, (size_t)t * t, ((size_t)b * h + j) * t * t, pdrop, seed, stream);
-                pa = drop;
-            }
-            GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, hd, len, 1, pa, t, vbb, ld, 0, yb, d);
-        }
-    }
+    OPS_FN(relattn_forward_mt)(y, att, q, k, v, ld, p, u, vb, lens, nb, t, h, hd, pdrop, seed, stream, scratch, 1);
 }
 
 /* dS (t x len at stride t) of one head from dP: dropout's mask, then the softmax backward. */
@@ -98,27 +128,28 @@ static void relattn_score_grad(real *dpa, const real *a, int t, int len, size_t 
     }
 }
 
-void OPS_FN(relattn_backward)(real *dq, real *dk, real *dv, real *dp, real *du, real *dvb, const real *dy,
-                              const real *att, const real *q, const real *k, const real *v, int ld, const real *p,
-                              const real *u, const real *vb, const int *lens, int nb, int t, int h, int hd,
-                              float pdrop, uint64_t seed, uint64_t stream, real *scratch)
+/* relattn_backward of heads lo .. hi - 1, utterances in order (dp, du and dvb of a head sum over
+ * the utterances). */
+static void OPS_FN(relattn_backward_part)(void *ctx, size_t lo, size_t hi, int part)
 {
     /* With S' = dS / sqrt(hd): dQ = S' K + B' P, dK = S'^T (Q + u), du = sum_i (S' K)_i,
      * dvb = sum_i (B' P)_i, dP += B'^T (Q + vb), where B' is S' scattered to rel_shift's columns. */
-    int d = h * hd, tp = 2 * t - 1;
+    const OPS_FN(relattn_job) *jb = ctx;
+    int t = jb->t, h = jb->h, hd = jb->hd, ld = jb->ld, d = h * hd, tp = 2 * t - 1;
+    float pdrop = jb->pdrop;
     real sc = (real)(1.0 / sqrt((double)hd));
-    real *qu = scratch, *qv = qu + (size_t)t * hd, *dqv = qv + (size_t)t * hd, *dpa = dqv + (size_t)t * hd;
+    real *qu = jb->scratch + (size_t)part * jb->scratch_n, *qv = qu + (size_t)t * hd, *dqv = qv + (size_t)t * hd,
+         *dpa = dqv + (size_t)t * hd;
     real *pd = dpa + (size_t)t * t, *dbd = pd + (size_t)t * t;
-    memset(dp, 0, (size_t)tp * d * sizeof(real));
-    for (int b = 0; b < nb; b++) {
-        int len = lens[b];
-        ESP_CHECK(len >= 0 && len <= t);
-        for (int j = 0; j < h; j++) {
+    const real *p = jb->p;
+    for (int b = 0; b < jb->nb; b++) {
+        int len = jb->lens[b];
+        for (int j = (int)lo; j < (int)hi; j++) {
             size_t in_off = (size_t)b * t * ld + (size_t)j * hd;
-            const real *qb = q + in_off, *kb = k + in_off, *vbb = v + in_off;
-            real *dqb = dq + in_off, *dkb = dk + in_off, *dvbb = dv + in_off;
-            const real *a = att + ((size_t)b * h + j) * t * t;
-            const real *dyb = dy + (size_t)b * t * d + (size_t)j * hd;
+            const real *qb = jb->q + in_off, *kb = jb->k + in_off, *vbb = jb->v + in_off;
+            real *dqb = jb->dq + in_off, *dkb = jb->dk + in_off, *dvbb = jb->dv + in_off;
+            const real *a = jb->catt + ((size_t)b * h + j) * t * t;
+            const real *dyb = jb->dy + (size_t)b * t * d + (size_t)j * hd;
             for (int i = len; i < t; i++) {
                 memset(dkb + (size_t)i * ld, 0, (size_t)hd * sizeof(real));
                 memset(dvbb + (size_t)i * ld, 0, (size_t)hd * sizeof(real));
@@ -133,21 +164,21 @@ void OPS_FN(relattn_backward)(real *dq, real *dk, real *dv, real *dp, real *du, 
                 if (pdrop >= 1)
                     memset(pd, 0, (size_t)t * t * sizeof(real));
                 else
-                    dropout_apply(pd, a, (size_t)t * t, base, pdrop, seed, stream);
+                    dropout_apply(pd, a, (size_t)t * t, base, pdrop, jb->seed, jb->stream);
                 pa = pd;
             }
             GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, len, hd, t, 1, pa, t, dyb, d, 0, dvbb, ld);
             GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, t, len, hd, 1, dyb, d, vbb, ld, 0, dpa, t);
-            relattn_score_grad(dpa, a, t, len, base, pdrop, seed, stream);
-            relattn_biased_queries(qu, qv, qb, ld, u + (size_t)j * hd, vb + (size_t)j * hd, t, hd);
+            relattn_score_grad(dpa, a, t, len, base, pdrop, jb->seed, jb->stream);
+            relattn_biased_queries(qu, qv, qb, ld, jb->u + (size_t)j * hd, jb->vb + (size_t)j * hd, t, hd);
             GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, hd, len, sc, dpa, t, kb, ld, 0, dqb, ld);
             GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, len, hd, t, sc, dpa, t, qu, hd, 0, dkb, ld);
             memset(dbd, 0, (size_t)t * tp * sizeof(real));
             for (int i = 0; i < t; i++)
                 for (int c = 0; c < len; c++) dbd[(size_t)i * tp + relpos_shift_col(i, c, t)] = dpa[(size_t)i * t + c];
             GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, hd, tp, sc, dbd, tp, p + (size_t)j * hd, d, 0, dqv, hd);
-            GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, tp, hd, t, sc, dbd, tp, qv, hd, 1, dp + (size_t)j * hd, d);
-            real *duj = du + (size_t)j * hd, *dvj = dvb + (size_t)j * hd;
+            GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, tp, hd, t, sc, dbd, tp, qv, hd, 1, jb->dp + (size_t)j * hd, d);
+            real *duj = jb->du + (size_t)j * hd, *dvj = jb->dvb + (size_t)j * hd;
             for (int i = 0; i < t; i++)
                 for (int e = 0; e < hd; e++) {
                     real gq = dqb[(size_t)i * ld + e], gv = dqv[(size_t)i * hd + e];
@@ -157,4 +188,28 @@ void OPS_FN(relattn_backward)(real *dq, real *dk, real *dv, real *dp, real *du, 
                 }
         }
     }
+}
+
+void OPS_FN(relattn_backward_mt)(real *dq, real *dk, real *dv, real *dp, real *du, real *dvb, const real *dy,
+                                 const real *att, const real *q, const real *k, const real *v, int ld, const real *p,
+                                 const real *u, const real *vb, const int *lens, int nb, int t, int h, int hd,
+                                 float pdrop, uint64_t seed, uint64_t stream, real *scratch, int threads)
+{
+    int d = h * hd, tp = 2 * t - 1;
+    for (int b = 0; b < nb; b++) ESP_CHECK(lens[b] >= 0 && lens[b] <= t);
+    memset(dp, 0, (size_t)tp * d * sizeof(real));
+    OPS_FN(relattn_job) jb = {.dq = dq, .dk = dk, .dv = dv, .dp = dp, .du = du, .dvb = dvb, .scratch = scratch,
+                              .q = q, .k = k, .v = v, .p = p, .u = u, .vb = vb, .dy = dy, .catt = att,
+                              .lens = lens, .scratch_n = ops_relattn_backward_scratch(t, hd), .ld = ld, .nb = nb,
+                              .t = t, .h = h, .hd = hd, .pdrop = pdrop, .seed = seed, .stream = stream};
+    parallel_parts((size_t)h, 1, threads, OPS_FN(relattn_backward_part), &jb);
+}
+
+void OPS_FN(relattn_backward)(real *dq, real *dk, real *dv, real *dp, real *du, real *dvb, const real *dy,
+                              const real *att, const real *q, const real *k, const real *v, int ld, const real *p,
+                              const real *u, const real *vb, const int *lens, int nb, int t, int h, int hd,
+                              float pdrop, uint64_t seed, uint64_t stream, real *scratch)
+{
+    OPS_FN(relattn_backward_mt)(dq, dk, dv, dp, du, dvb, dy, att, q, k, v, ld, p, u, vb, lens, nb, t, h, hd, pdrop,
+                                seed, stream, scratch, 1);
 }

@@ -225,41 +225,93 @@ static inline void wvec_acc(real *restrict d, const real *restrict s, real c, si
 
 /* ---- kernels */
 
+/* The passes' loops run on the pool (core/base/parallel.h), split where every output element is
+ * computed by the same arithmetic whatever the split: over kernel classes, taps, output channels,
+ * bands of tiles or batch items. One job type carries every pass's arguments. */
+typedef struct wino_job {
+    const wino *W;
+    real *out, *db, *tile;
+    const real *in, *in2, *bias;
+    size_t tile_n;
+    int n0, cnt, h, wd, oh, ow, ic, oc, relu;
+} wino_job;
+
 /* wt[q][c][o] = w[o][c][q]: the taps as (ic x oc) matrices, so a class's kernel is a sum of whole
- * matrices. */
-static void wino_taps(real *restrict wt, const real *restrict w, int ic, int oc)
+ * matrices. Output channels lo .. hi - 1. */
+static void wino_taps_part(void *ctx, size_t lo, size_t hi, int part)
 {
+    (void)part;
+    const wino_job *j = ctx;
+    real *restrict wt = j->out;
+    const real *restrict w = j->in;
+    int ic = j->ic, oc = j->oc;
     size_t co = (size_t)ic * oc;
-    for (int o = 0; o < oc; o++)
+    for (int o = (int)lo; o < (int)hi; o++)
         for (int c = 0; c < ic; c++)
             for (int q = 0; q < 9; q++) wt[q * co + (size_t)c * oc + o] = w[((size_t)o * ic + c) * 9 + q];
 }
 
-/* u[k] (ic x oc) = sum_q ktap[k][q] wt[q]. */
-static void wino_kernels(real *u, const real *wt, int ic, int oc, const wino *W)
+static void wino_taps(real *wt, const real *w, int ic, int oc, int threads)
 {
-    size_t co = (size_t)ic * oc;
-    for (int k = 0; k < W->plan.classes; k++) {
+    wino_job j = {.out = wt, .in = w, .ic = ic, .oc = oc};
+    parallel_parts((size_t)oc, 16, threads, wino_taps_part, &j);
+}
+
+/* u[k] (ic x oc) = sum_q ktap[k][q] wt[q], classes lo .. hi - 1. */
+static void wino_kernels_part(void *ctx, size_t lo, size_t hi, int part)
+{
+    (void)part;
+    const wino_job *j = ctx;
+    size_t co = (size_t)j->ic * j->oc;
+    for (size_t k = lo; k < hi; k++) {
         wsparse r;
-        wsparse_make(&r, W->ktap[k], 9, 1, 9, 0);
-        wvec_comb(u + k * co, 0, &r, 9, wt, co, co);
+        wsparse_make(&r, j->W->ktap[k], 9, 1, 9, 0);
+        wvec_comb(j->out + k * co, 0, &r, 9, j->in, co, co);
     }
 }
 
-/* dw[o][c][q] += sum_k ktap[k][q] du[k][c][o] (the transpose of wino_kernels), wt as scratch. */
-static void wino_kernels_grad(real *restrict dw, const real *du, real *restrict wt, int ic, int oc,
-                              const wino *W)
+static void wino_kernels(real *u, const real *wt, int ic, int oc, const wino *W, int threads)
 {
-    size_t co = (size_t)ic * oc;
-    for (int q = 0; q < 9; q++) {
-        real *d = wt + q * co;
+    wino_job j = {.W = W, .out = u, .in = wt, .ic = ic, .oc = oc};
+    parallel_parts((size_t)W->plan.classes, 1, threads, wino_kernels_part, &j);
+}
+
+/* wt[q] = sum_k ktap[k][q] du[k] for taps lo .. hi - 1. */
+static void wino_kgrad_taps_part(void *ctx, size_t lo, size_t hi, int part)
+{
+    (void)part;
+    const wino_job *j = ctx;
+    const wino *W = j->W;
+    size_t co = (size_t)j->ic * j->oc;
+    for (size_t q = lo; q < hi; q++) {
+        real *d = j->out + q * co;
         memset(d, 0, co * sizeof(real));
         for (int k = 0; k < W->plan.classes; k++)
-            if (W->ktap[k][q] != 0) wvec_acc(d, du + k * co, W->ktap[k][q], co);
+            if (W->ktap[k][q] != 0) wvec_acc(d, j->in + k * co, W->ktap[k][q], co);
     }
-    for (int o = 0; o < oc; o++)
+}
+
+/* dw[o][c][q] += wt[q][c][o] for output channels lo .. hi - 1. */
+static void wino_kgrad_add_part(void *ctx, size_t lo, size_t hi, int part)
+{
+    (void)part;
+    const wino_job *j = ctx;
+    real *restrict dw = j->out;
+    const real *restrict wt = j->in;
+    int ic = j->ic, oc = j->oc;
+    size_t co = (size_t)ic * oc;
+    for (int o = (int)lo; o < (int)hi; o++)
         for (int c = 0; c < ic; c++)
             for (int q = 0; q < 9; q++) dw[((size_t)o * ic + c) * 9 + q] += wt[q * co + (size_t)c * oc + o];
+}
+
+/* dw[o][c][q] += sum_k ktap[k][q] du[k][c][o] (the transpose of wino_kernels), wt as scratch. */
+static void wino_kernels_grad(real *dw, const real *du, real *wt, int ic, int oc, const wino *W, int threads)
+{
+    wino_job j = {.W = W, .out = wt, .in = du, .ic = ic, .oc = oc};
+    parallel_parts(9, 1, threads, wino_kgrad_taps_part, &j);
+    wino_job a = {.out = dw, .in = wt, .ic = ic, .oc = oc};
+    parallel_parts((size_t)oc, 16, threads, wino_kgrad_add_part, &a);
 }
 
 /* ---- tile transforms over a chunk: items n0 .. n0 + cnt - 1, tile t = (item, ti, tj) in order;
@@ -267,128 +319,220 @@ static void wino_kernels_grad(real *restrict dw, const real *du, real *restrict 
  * every step a combination of contiguous channel vectors; along h the first step runs over a whole
  * band of the input row at once. */
 
-/* Transformed inputs: V[p] = sum_{a,b} BTh[ph][a] BTw[pw][b] x[r0 + a][c0 + b]. z: the band's
- * h-transform, ah x (2 mw tw + 1) x ic, then one channel vector (wino_tile_scratch). */
-static void wino_inputs(real *v, const real *x, int n0, int cnt, int h, int wd, int ic, const wino *W, real *z)
+/* Transformed inputs: V[p] = sum_{a,b} BTh[ph][a] BTw[pw][b] x[r0 + a][c0 + b], bands (item, ti)
+ * lo .. hi - 1 of the chunk. z: the band's h-transform, ah x (2 mw tw + 1) x ic, then one channel
+ * vector (wino_tile_scratch). */
+static void wino_inputs_bands(real *v, const real *x, int n0, int cnt, int lo, int hi, int h, int wd, int ic,
+                              const wino *W, real *z)
 {
     const wino_plan *P = &W->plan;
-    size_t T = (size_t)cnt * P->th * P->tw, C = (size_t)ic, t = 0;
+    size_t T = (size_t)cnt * P->th * P->tw, C = (size_t)ic;
     int zw = 2 * P->mw * P->tw + 1, valid = zw < wd ? zw : wd; /* band columns; inside the input */
     real *tmp = z + wino_round((size_t)P->ah * zw * C); /* one channel vector */
-    for (int n = n0; n < n0 + cnt; n++)
-        for (int ti = 0; ti < P->th; ti++) {
-            int r0 = 2 * P->mh * ti;
-            const real *x0 = x + ((size_t)n * h + r0) * wd * C;
-            /* z[ph][col] = sum_a BTh[ph][a] x[r0 + a][col], rows past the edge being zero */
-            for (int ph = 0; ph < P->ah; ph++) {
-                real *zd = z + (size_t)ph * zw * C;
-                wvec_comb(zd, 0, &W->bt_h[ph], h - r0, x0, (size_t)wd * C, (size_t)valid * C);
-                if (valid < zw) memset(zd + (size_t)valid * C, 0, (size_t)(zw - valid) * C * sizeof(real));
-            }
-            /* V[slot(ph, pw)] = sum_b BTw[pw][b] z[ph][c0 + b] */
-            for (int tj = 0; tj < P->tw; tj++, t++) {
-                const real *zt = z + (size_t)2 * P->mw * tj * C;
-                for (int ph = 0; ph < P->ah; ph++)
-                    for (int pw = 0; pw < P->aw; pw++)
-                        wvec_comb_stream(v + ((size_t)W->slot[ph][pw] * T + t) * C, &W->bt_w[pw],
-                                         zt + (size_t)ph * zw * C, C, C, tmp);
-            }
+    for (int band = lo; band < hi; band++) {
+        int n = n0 + band / P->th, ti = band % P->th, r0 = 2 * P->mh * ti;
+        size_t t = (size_t)band * P->tw;
+        const real *x0 = x + ((size_t)n * h + r0) * wd * C;
+        /* z[ph][col] = sum_a BTh[ph][a] x[r0 + a][col], rows past the edge being zero */
+        for (int ph = 0; ph < P->ah; ph++) {
+            real *zd = z + (size_t)ph * zw * C;
+            wvec_comb(zd, 0, &W->bt_h[ph], h - r0, x0, (size_t)wd * C, (size_t)valid * C);
+            if (valid < zw) memset(zd + (size_t)valid * C, 0, (size_t)(zw - valid) * C * sizeof(real));
         }
+        /* V[slot(ph, pw)] = sum_b BTw[pw][b] z[ph][c0 + b] */
+        for (int tj = 0; tj < P->tw; tj++, t++) {
+            const real *zt = z + (size_t)2 * P->mw * tj * C;
+            for (int ph = 0; ph < P->ah; ph++)
+                for (int pw = 0; pw < P->aw; pw++)
+                    wvec_comb_stream(v + ((size_t)W->slot[ph][pw] * T + t) * C, &W->bt_w[pw],
+                                     zt + (size_t)ph * zw * C, C, C, tmp);
+        }
+    }
     wvec_stream_done();
 }
 
-/* Outputs: y[i][j] = act(sum_p ATh[i][ph] ATw[j][pw] M[p] + bias) inside (oh, ow); bias may be NULL.
- * q: mh x aw x oc. */
-static void wino_outputs(real *y, const real *mp, const real *bias, int relu, int n0, int cnt, int oh,
-                         int ow, int oc, const wino *W, real *q)
+static void wino_inputs_part(void *ctx, size_t lo, size_t hi, int part)
+{
+    const wino_job *j = ctx;
+    wino_inputs_bands(j->out, j->in, j->n0, j->cnt, (int)lo, (int)hi, j->h, j->wd, j->ic, j->W,
+                      j->tile + (size_t)part * j->tile_n);
+}
+
+static void wino_inputs(real *v, const real *x, int n0, int cnt, int h, int wd, int ic, const wino *W, real *tile,
+                        size_t tile_n, int threads)
+{
+    wino_job j = {.W = W, .out = v, .in = x, .tile = tile, .tile_n = tile_n, .n0 = n0, .cnt = cnt, .h = h, .wd = wd,
+                  .ic = ic};
+    parallel_parts((size_t)cnt * W->plan.th, 1, threads, wino_inputs_part, &j);
+}
+
+/* Outputs: y[i][j] = act(sum_p ATh[i][ph] ATw[j][pw] M[p] + bias) inside (oh, ow), bands (item, ti)
+ * lo .. hi - 1 of the chunk; bias may be NULL. q: mh x aw x oc. */
+static void wino_outputs_bands(real *y, const real *mp, const real *bias, int relu, int n0, int cnt, int lo,
+                               int hi, int oh, int ow, int oc, const wino *W, real *q)
 {
     const wino_plan *P = &W->plan;
-    size_t T = (size_t)cnt * P->th * P->tw, C = (size_t)oc, t = 0, ss = T * C;
+    size_t T = (size_t)cnt * P->th * P->tw, C = (size_t)oc, ss = T * C;
     const real *s[WVEC_TERMS];
     real c[WVEC_TERMS];
-    for (int n = n0; n < n0 + cnt; n++)
-        for (int ti = 0; ti < P->th; ti++)
-            for (int tj = 0; tj < P->tw; tj++, t++) {
-                int rows = oh - ti * P->mh, cols = ow - tj * P->mw;
-                rows = rows < P->mh ? rows : P->mh, cols = cols < P->mw ? cols : P->mw;
-                /* q[i][pw] = sum_ph ATh[i][ph] M[slot(ph, pw)] */
-                for (int i = 0; i < rows; i++)
-                    for (int pw = 0; pw < P->aw; pw++) {
-                        const wsparse *r = &W->at_h[i];
-                        for (int e = 0; e < r->n; e++) s[e] = mp + (size_t)W->slot[r->idx[e]][pw] * ss + t * C, c[e] = r->val[e];
-                        wvec_combp(q + ((size_t)i * P->aw + pw) * C, r->n, s, c, C);
-                    }
-                /* y[i][j] = act(sum_pw ATw[j][pw] q[i][pw] + bias) */
-                for (int i = 0; i < rows; i++)
-                    for (int j = 0; j < cols; j++) {
-                        real *yo = y + (((size_t)n * oh + ti * P->mh + i) * ow + tj * P->mw + j) * C;
-                        wvec_comb(yo, 0, &W->at_w[j], WINO_MAX_A, q + (size_t)i * P->aw * C, C, C);
-                        if (bias) wvec_acc(yo, bias, 1, C);
-                        if (relu) {
+    for (int band = lo; band < hi; band++) {
+        int n = n0 + band / P->th, ti = band % P->th;
+        size_t t = (size_t)band * P->tw;
+        for (int tj = 0; tj < P->tw; tj++, t++) {
+            int rows = oh - ti * P->mh, cols = ow - tj * P->mw;
+            rows = rows < P->mh ? rows : P->mh, cols = cols < P->mw ? cols : P->mw;
+            /* q[i][pw] = sum_ph ATh[i][ph] M[slot(ph, pw)] */
+            for (int i = 0; i < rows; i++)
+                for (int pw = 0; pw < P->aw; pw++) {
+                    const wsparse *r = &W->at_h[i];
+                    for (int e = 0; e < r->n; e++) s[e] = mp + (size_t)W->slot[r->idx[e]][pw] * ss + t * C, c[e] = r->val[e];
+                    wvec_combp(q + ((size_t)i * P->aw + pw) * C, r->n, s, c, C);
+                }
+            /* y[i][j] = act(sum_pw ATw[j][pw] q[i][pw] + bias) */
+            for (int i = 0; i < rows; i++)
+                for (int j = 0; j < cols; j++) {
+                    real *yo = y + (((size_t)n * oh + ti * P->mh + i) * ow + tj * P->mw + j) * C;
+                    wvec_comb(yo, 0, &W->at_w[j], WINO_MAX_A, q + (size_t)i * P->aw * C, C, C);
+                    if (bias) wvec_acc(yo, bias, 1, C);
+                    if (relu) {
 #pragma omp simd
-                            for (size_t o = 0; o < C; o++) yo[o] = yo[o] > 0 ? yo[o] : 0;
-                        }
+                        for (size_t o = 0; o < C; o++) yo[o] = yo[o] > 0 ? yo[o] : 0;
                     }
-            }
+                }
+        }
+    }
+}
+
+static void wino_outputs_part(void *ctx, size_t lo, size_t hi, int part)
+{
+    const wino_job *j = ctx;
+    wino_outputs_bands(j->out, j->in, j->bias, j->relu, j->n0, j->cnt, (int)lo, (int)hi, j->oh, j->ow, j->oc, j->W,
+                       j->tile + (size_t)part * j->tile_n);
+}
+
+static void wino_outputs(real *y, const real *mp, const real *bias, int relu, int n0, int cnt, int oh, int ow,
+                         int oc, const wino *W, real *tile, size_t tile_n, int threads)
+{
+    wino_job j = {.W = W, .out = y, .in = mp, .bias = bias, .relu = relu, .tile = tile, .tile_n = tile_n,
+                  .n0 = n0, .cnt = cnt, .oh = oh, .ow = ow, .oc = oc};
+    parallel_parts((size_t)cnt * W->plan.th, 1, threads, wino_outputs_part, &j);
 }
 
 /* Output gradients to points: dM[p] = sum_{i,j} ATh[i][ph] ATw[j][pw] g[i][j], g = dy masked by
- * y > 0 when y is given and zero past the edge; db += g (db may be NULL). tmp: mh x (mw + aw) x oc
- * and one channel vector (wino_tile_scratch). */
-static void wino_grad_outputs(real *dm, real *db, const real *dy, const real *y, int n0, int cnt, int oh,
-                              int ow, int oc, const wino *W, real *tmp)
+ * y > 0 when y is given and zero past the edge, bands (item, ti) lo .. hi - 1 of the chunk; db += g
+ * (db may be NULL: wino_grad_bias then adds it). tmp: mh x (mw + aw) x oc and one channel vector
+ * (wino_tile_scratch). */
+static void wino_grad_outputs_bands(real *dm, real *db, const real *dy, const real *y, int n0, int cnt, int lo,
+                                    int hi, int oh, int ow, int oc, const wino *W, real *tmp)
 {
     const wino_plan *P = &W->plan;
-    size_t T = (size_t)cnt * P->th * P->tw, C = (size_t)oc, t = 0;
+    size_t T = (size_t)cnt * P->th * P->tw, C = (size_t)oc;
     real *g = tmp, *r = g + wino_round((size_t)P->mh * P->mw * C); /* g: mh x mw x oc; r: mh x aw x oc */
     tmp = r + wino_round((size_t)P->mh * P->aw * C);
-    for (int n = n0; n < n0 + cnt; n++)
+    for (int band = lo; band < hi; band++) {
+        int n = n0 + band / P->th, ti = band % P->th;
+        size_t t = (size_t)band * P->tw;
+        for (int tj = 0; tj < P->tw; tj++, t++) {
+            int rows = oh - ti * P->mh, cols = ow - tj * P->mw;
+            for (int i = 0; i < P->mh; i++)
+                for (int j = 0; j < P->mw; j++) {
+                    real *gd = g + ((size_t)i * P->mw + j) * C;
+                    if (i >= rows || j >= cols) {
+                        memset(gd, 0, C * sizeof(real));
+                        continue;
+                    }
+                    size_t off = (((size_t)n * oh + ti * P->mh + i) * ow + tj * P->mw + j) * C;
+                    const real *gs = dy + off;
+                    if (y) {
+                        const real *ys = y + off;
+#pragma omp simd
+                        for (size_t o = 0; o < C; o++) gd[o] = ys[o] > 0 ? gs[o] : 0;
+                    } else {
+                        memcpy(gd, gs, C * sizeof(real));
+                    }
+                    if (db) wvec_acc(db, gd, 1, C);
+                }
+            /* r[i][pw] = sum_j ATw[j][pw] g[i][j]; dM[slot(ph, pw)] = sum_i ATh[i][ph] r[i][pw] */
+            for (int i = 0; i < P->mh; i++)
+                for (int pw = 0; pw < P->aw; pw++)
+                    wvec_comb(r + ((size_t)i * P->aw + pw) * C, 0, &W->atc_w[pw], WINO_MAX_A,
+                              g + (size_t)i * P->mw * C, C, C);
+            for (int ph = 0; ph < P->ah; ph++)
+                for (int pw = 0; pw < P->aw; pw++)
+                    wvec_comb_stream(dm + ((size_t)W->slot[ph][pw] * T + t) * C, &W->atc_h[ph],
+                                     r + (size_t)pw * C, (size_t)P->aw * C, C, tmp);
+        }
+    }
+    wvec_stream_done();
+}
+
+static void wino_grad_outputs_part(void *ctx, size_t lo, size_t hi, int part)
+{
+    const wino_job *j = ctx;
+    wino_grad_outputs_bands(j->out, NULL, j->in, j->in2, j->n0, j->cnt, (int)lo, (int)hi, j->oh, j->ow, j->oc, j->W,
+                            j->tile + (size_t)part * j->tile_n);
+}
+
+/* db[o] += g[o] over the chunk's outputs in wino_grad_outputs_bands' order (item, ti, tj, i, j), for
+ * channels lo .. hi - 1: the same sums, split by channel. */
+static void wino_grad_bias_part(void *ctx, size_t lo, size_t hi, int part)
+{
+    (void)part;
+    const wino_job *jb = ctx;
+    const wino_plan *P = &jb->W->plan;
+    const real *dy = jb->in, *y = jb->in2;
+    real *restrict db = jb->db;
+    int oh = jb->oh, ow = jb->ow;
+    size_t C = (size_t)jb->oc;
+    for (int n = jb->n0; n < jb->n0 + jb->cnt; n++)
         for (int ti = 0; ti < P->th; ti++)
-            for (int tj = 0; tj < P->tw; tj++, t++) {
+            for (int tj = 0; tj < P->tw; tj++) {
                 int rows = oh - ti * P->mh, cols = ow - tj * P->mw;
-                for (int i = 0; i < P->mh; i++)
-                    for (int j = 0; j < P->mw; j++) {
-                        real *gd = g + ((size_t)i * P->mw + j) * C;
-                        if (i >= rows || j >= cols) {
-                            memset(gd, 0, C * sizeof(real));
-                            continue;
-                        }
+                rows = rows < P->mh ? rows : P->mh, cols = cols < P->mw ? cols : P->mw;
+                for (int i = 0; i < rows; i++)
+                    for (int j = 0; j < cols; j++) {
                         size_t off = (((size_t)n * oh + ti * P->mh + i) * ow + tj * P->mw + j) * C;
                         const real *gs = dy + off;
                         if (y) {
                             const real *ys = y + off;
 #pragma omp simd
-                            for (size_t o = 0; o < C; o++) gd[o] = ys[o] > 0 ? gs[o] : 0;
+                            for (size_t o = lo; o < hi; o++) db[o] += (real)1 * (ys[o] > 0 ? gs[o] : 0);
                         } else {
-                            memcpy(gd, gs, C * sizeof(real));
+#pragma omp simd
+                            for (size_t o = lo; o < hi; o++) db[o] += (real)1 * gs[o];
                         }
-                        if (db) wvec_acc(db, gd, 1, C);
                     }
-                /* r[i][pw] = sum_j ATw[j][pw] g[i][j]; dM[slot(ph, pw)] = sum_i ATh[i][ph] r[i][pw] */
-                for (int i = 0; i < P->mh; i++)
-                    for (int pw = 0; pw < P->aw; pw++)
-                        wvec_comb(r + ((size_t)i * P->aw + pw) * C, 0, &W->atc_w[pw], WINO_MAX_A,
-                                  g + (size_t)i * P->mw * C, C, C);
-                for (int ph = 0; ph < P->ah; ph++)
-                    for (int pw = 0; pw < P->aw; pw++)
-                        wvec_comb_stream(dm + ((size_t)W->slot[ph][pw] * T + t) * C, &W->atc_h[ph],
-                                         r + (size_t)pw * C, (size_t)P->aw * C, C, tmp);
             }
-    wvec_stream_done();
+}
+
+static void wino_grad_outputs(real *dm, real *db, const real *dy, const real *y, int n0, int cnt, int oh, int ow,
+                              int oc, const wino *W, real *tile, size_t tile_n, int threads)
+{
+    size_t bands = (size_t)cnt * W->plan.th;
+    if (parallel_parts_count(bands, 1, threads) == 1) { /* one pass, db included */
+        wino_grad_outputs_bands(dm, db, dy, y, n0, cnt, 0, (int)bands, oh, ow, oc, W, tile);
+        return;
+    }
+    wino_job j = {.W = W, .out = dm, .db = db, .in = dy, .in2 = y, .tile = tile, .tile_n = tile_n, .n0 = n0,
+                  .cnt = cnt, .oh = oh, .ow = ow, .oc = oc};
+    parallel_parts(bands, 1, threads, wino_grad_outputs_part, &j);
+    if (db) parallel_parts((size_t)oc, 16, threads, wino_grad_bias_part, &j);
 }
 
 /* Point gradients back to the input: dx[r0 + a][c0 + b] += sum_p BTh[ph][a] BTw[pw][b] dV[p] inside
- * the input; neighbouring tiles share an edge sample and both add into it. z: the band's sums,
+ * the input, items lo .. hi - 1 of the chunk (relative to n0); neighbouring tiles share an edge
+ * sample and both add into it, in tile order (so a split runs over whole items). z: the band's sums,
  * ah x (2 mw tw + 1) x ic, added into dx once the band's tiles are done. */
-static void wino_grad_inputs(real *dx, const real *dv, int n0, int cnt, int h, int wd, int ic, const wino *W,
-                             real *z)
+static void wino_grad_inputs_items(real *dx, const real *dv, int n0, int cnt, int lo, int hi, int h, int wd, int ic,
+                                   const wino *W, real *z)
 {
     const wino_plan *P = &W->plan;
-    size_t T = (size_t)cnt * P->th * P->tw, C = (size_t)ic, t = 0, ss = T * C;
+    size_t T = (size_t)cnt * P->th * P->tw, C = (size_t)ic, ss = T * C;
+    size_t t = (size_t)lo * P->th * P->tw;
     int zw = 2 * P->mw * P->tw + 1, valid = zw < wd ? zw : wd;
     const real *s[WVEC_TERMS];
     real c[WVEC_TERMS];
-    for (int n = n0; n < n0 + cnt; n++)
+    for (int n = n0 + lo; n < n0 + hi; n++)
         for (int ti = 0; ti < P->th; ti++) {
             int r0 = 2 * P->mh * ti, rows = h - r0 < P->ah ? h - r0 : P->ah;
             /* z[ph][c0 + b] = sum_pw BTw[pw][b] dV[slot(ph, pw)]; a tile's first column adds to the
@@ -413,55 +557,70 @@ static void wino_grad_inputs(real *dx, const real *dv, int n0, int cnt, int h, i
         }
 }
 
+static void wino_grad_inputs_part(void *ctx, size_t lo, size_t hi, int part)
+{
+    const wino_job *j = ctx;
+    wino_grad_inputs_items(j->out, j->in, j->n0, j->cnt, (int)lo, (int)hi, j->h, j->wd, j->ic, j->W,
+                           j->tile + (size_t)part * j->tile_n);
+}
+
+static void wino_grad_inputs(real *dx, const real *dv, int n0, int cnt, int h, int wd, int ic, const wino *W,
+                             real *tile, size_t tile_n, int threads)
+{
+    wino_job j = {.W = W, .out = dx, .in = dv, .tile = tile, .tile_n = tile_n, .n0 = n0, .cnt = cnt, .h = h,
+                  .wd = wd, .ic = ic};
+    parallel_parts((size_t)cnt, 1, threads, wino_grad_inputs_part, &j);
+}
+
 /* ---- the passes */
 
 static void wino_forward(real *y, const real *x, const real *w, const real *b, int nb, int ic, int oc, int h,
-                         int wd, int relu, real *scratch)
+                         int wd, int relu, real *scratch, int threads)
 {
     int oh = ops_conv_out_len(h), ow = ops_conv_out_len(wd);
     wino W;
     wino_make(&W, oh, ow);
     const wino_plan *P = &W.plan;
-    wino_layout l = wino_layout_make(P, ic, oc, 0);
+    wino_layout l = wino_layout_make(P, ic, oc, 0, threads);
     real *u = scratch + l.u, *wt = scratch + l.wt, *v = scratch + l.v, *m = scratch + l.m, *tile = scratch + l.tile;
-    wino_taps(wt, w, ic, oc);
-    wino_kernels(u, wt, ic, oc, &W);
+    wino_taps(wt, w, ic, oc, threads);
+    wino_kernels(u, wt, ic, oc, &W, threads);
     size_t co = (size_t)ic * oc;
     for (int n0 = 0; n0 < nb; n0 += P->items) {
         int cnt = nb - n0 < P->items ? nb - n0 : P->items;
         size_t T = (size_t)cnt * P->th * P->tw;
-        wino_inputs(v, x, n0, cnt, h, wd, ic, &W, tile);
+        wino_inputs(v, x, n0, cnt, h, wd, ic, &W, tile, l.tile_n, threads);
         for (int k = 0; k < P->classes; k++) {
             size_t s0 = (size_t)W.group_start[k];
             GEMM(ROWMAJOR, NT, NT, (int)(W.group_n[k] * T), oc, ic, 1, v + s0 * T * ic, ic, u + k * co, oc, 0,
                  m + s0 * T * oc, oc);
         }
-        wino_outputs(y, m, b, relu, n0, cnt, oh, ow, oc, &W, tile);
+        wino_outputs(y, m, b, relu, n0, cnt, oh, ow, oc, &W, tile, l.tile_n, threads);
     }
 }
 
 static void wino_backward(real *dx, real *dw, real *db, const real *dy, const real *x, const real *w,
-                          const real *y, int nb, int ic, int oc, int h, int wd, real *scratch)
+                          const real *y, int nb, int ic, int oc, int h, int wd, real *scratch, int threads)
 {
     int oh = ops_conv_out_len(h), ow = ops_conv_out_len(wd);
     wino W;
     wino_make(&W, oh, ow);
     const wino_plan *P = &W.plan;
-    wino_layout l = wino_layout_make(P, ic, oc, 1);
+    wino_layout l = wino_layout_make(P, ic, oc, 1, threads);
     real *u = scratch + l.u, *du = scratch + l.du, *wt = scratch + l.wt, *v = scratch + l.v, *dm = scratch + l.m,
          *tile = scratch + l.tile;
     size_t co = (size_t)ic * oc;
     if (dx) {
-        wino_taps(wt, w, ic, oc);
-        wino_kernels(u, wt, ic, oc, &W);
+        wino_taps(wt, w, ic, oc, threads);
+        wino_kernels(u, wt, ic, oc, &W, threads);
     }
     if (dw) memset(du, 0, (size_t)P->classes * co * sizeof(real));
     for (int n0 = 0; n0 < nb; n0 += P->items) {
         int cnt = nb - n0 < P->items ? nb - n0 : P->items;
         size_t T = (size_t)cnt * P->th * P->tw;
-        wino_grad_outputs(dm, db, dy, y, n0, cnt, oh, ow, oc, &W, tile);
+        wino_grad_outputs(dm, db, dy, y, n0, cnt, oh, ow, oc, &W, tile, l.tile_n, threads);
         if (dw) {
-            wino_inputs(v, x, n0, cnt, h, wd, ic, &W, tile);
+            wino_inputs(v, x, n0, cnt, h, wd, ic, &W, tile, l.tile_n, threads);
             for (int k = 0; k < P->classes; k++) {
                 size_t s0 = (size_t)W.group_start[k];
                 GEMM(ROWMAJOR, TR, NT, ic, oc, (int)(W.group_n[k] * T), 1, v + s0 * T * ic, ic, dm + s0 * T * oc, oc, 1,
@@ -474,8 +633,8 @@ static void wino_backward(real *dx, real *dw, real *db, const real *dy, const re
                 GEMM(ROWMAJOR, NT, TR, (int)(W.group_n[k] * T), ic, oc, 1, dm + s0 * T * oc, oc, u + k * co, oc, 0,
                      v + s0 * T * ic, ic);
             }
-            wino_grad_inputs(dx, v, n0, cnt, h, wd, ic, &W, tile);
+            wino_grad_inputs(dx, v, n0, cnt, h, wd, ic, &W, tile, l.tile_n, threads);
         }
     }
-    if (dw) wino_kernels_grad(dw, du, wt, ic, oc, &W);
+    if (dw) wino_kernels_grad(dw, du, wt, ic, oc, &W, threads);
 }

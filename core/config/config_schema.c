@@ -371,6 +371,8 @@ static const cyaml_schema_field_t training_fields[] = {
     STR("inference_dir", training_cfg, inference_dir),
     INT("seed", training_cfg, seed),
     STR("init", training_cfg, init),
+    SEQ("init_param", training_cfg, init_param, &string_entry),
+    BOOL("ignore_init_mismatch", training_cfg, ignore_init_mismatch),
     MAP("create_dataset", training_cfg, create_dataset, create_dataset_fields),
     MAP("dataset", training_cfg, dataset, dataset_fields),
     MAP("tokenizer", training_cfg, tokenizer, tokenizer_fields),

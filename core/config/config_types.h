@@ -342,6 +342,8 @@ typedef struct training_cfg {
     char *inference_dir;
     int64_t seed;
     char *init;
+    char **init_param; unsigned n_init_param; /* ESPnet's path:src_key:dst_key:exclude (core/nn/model_files.h) */
+    int ignore_init_mismatch;
     create_dataset_cfg *create_dataset;
     dataset_cfg *dataset;
     tokenizer_cfg *tokenizer;

@@ -1,6 +1,6 @@
 /* Collectives between the ranks of a run, on float buffers (and bytes for broadcast). One
- * interface, several implementations: comm_cpu.c (shared memory inside a node, TCP between nodes)
- * now; NCCL behind the same table later.
+ * interface, several implementations: comm_cpu.c (host buffers: shared memory inside a node, TCP
+ * between nodes) and, in a CUDA build, cuda/comm_nccl.cu (device buffers of the CUDA backend).
  *
  * Sharded collectives split n elements into world_size contiguous chunks, chunk r =
  * [r * n / W, (r + 1) * n / W) (comm_chunk): reduce_scatter leaves the reduced chunk r on rank r,
@@ -24,6 +24,15 @@ typedef struct comm_vtbl {
     int (*broadcast)(comm *c, void *buf, size_t bytes, int root, esp_err *err);
     int (*barrier)(comm *c, esp_err *err);
     void (*destroy)(comm *c);
+    /* Optional (NULL: the synchronous all_reduce, and nothing to wait for). all_reduce_start
+     * begins an all-reduce of buf, which the caller leaves alone until the next wait; wait returns
+     * when every started all-reduce has finished (or fails as all_reduce does). */
+    int (*all_reduce_start)(comm *c, float *buf, size_t n, comm_op op, esp_err *err);
+    int (*wait)(comm *c, esp_err *err);
+    /* Optional: the backend whose buffers this comm reduces (a `backend *`; core/dist does not
+     * see core/compute), so a device comm orders its collectives after that backend's work;
+     * NULL detaches (call it before that backend closes). */
+    void (*attach)(comm *c, void *backend);
 } comm_vtbl;
 
 struct comm {
@@ -59,6 +68,18 @@ static inline int comm_broadcast(comm *c, void *buf, size_t bytes, int root, esp
     return c->v->broadcast(c, buf, bytes, root, err);
 }
 static inline int comm_barrier(comm *c, esp_err *err) { return c->v->barrier(c, err); }
+/* Asynchronous all-reduce (gradient buckets overlapped with the backward pass): start each buffer
+ * when its values are final, wait once before they are read. A comm without an asynchronous
+ * path (the CPU comm) reduces in comm_all_reduce_start itself; the result is the same bits. */
+static inline int comm_all_reduce_start(comm *c, float *buf, size_t n, comm_op op, esp_err *err)
+{
+    return c->v->all_reduce_start ? c->v->all_reduce_start(c, buf, n, op, err) : c->v->all_reduce(c, buf, n, op, err);
+}
+static inline int comm_wait(comm *c, esp_err *err) { return c->v->wait ? c->v->wait(c, err) : 0; }
+static inline void comm_attach(comm *c, void *backend)
+{
+    if (c && c->v->attach) c->v->attach(c, backend);
+}
 static inline void comm_destroy(comm *c)
 {
     if (c) c->v->destroy(c);

@@ -344,8 +344,13 @@ static void cpu_destroy(comm *cb)
     free(c);
 }
 
-static const comm_vtbl cpu_vtbl = {cpu_all_reduce, cpu_reduce_scatter, cpu_all_gather, cpu_broadcast, cpu_barrier,
-                                   cpu_destroy};
+/* No asynchronous path: comm_all_reduce_start reduces at once (host buffers, one thread). */
+static const comm_vtbl cpu_vtbl = {.all_reduce = cpu_all_reduce,
+                                   .reduce_scatter = cpu_reduce_scatter,
+                                   .all_gather = cpu_all_gather,
+                                   .broadcast = cpu_broadcast,
+                                   .barrier = cpu_barrier,
+                                   .destroy = cpu_destroy};
 
 /* ---- setup ------------------------------------------------------------------------------------ */
 

@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include "core/base/progress.h"
+#ifdef ESPNET3_CUDA
+#include "core/dist/comm_nccl.h"
+#endif
 
 
 const dist_env *dist_process_env(esp_err *err)
@@ -46,9 +49,13 @@ int dist_join(dist_ctx *d, const dist_env *env, const char *run_id_fallback, con
     d->rank = env->rank, d->world = env->world_size;
     d->timeout = timeout_s > 0 ? timeout_s : DIST_DEFAULT_TIMEOUT;
     if (d->world <= 1) return 0;
-    if (strcmp(comm_kind, "cpu") != 0)
-        return esp_fail(err, "dist: comm %s: not available in this build (the CPU comm only; NCCL comes with the "
-                             "CUDA backend)", comm_kind);
+    int nccl = strcmp(comm_kind, "nccl") == 0;
+    if (strcmp(comm_kind, "cpu") != 0 && !nccl)
+        return esp_fail(err, "dist: comm %s: unknown kind (cpu, nccl)", comm_kind);
+#ifndef ESPNET3_CUDA
+    if (nccl)
+        return esp_fail(err, "dist: comm nccl: not available in this build (build with make CUDA=1, or use the CPU)");
+#endif
     char run[160];
     snprintf(run, sizeof run, "%s", env->run_id[0] ? env->run_id : run_id_fallback);
     d->store = store_open(env->master_addr, env->store_port, env->rank == 0, run, env->rank, env->world_size,
@@ -56,7 +63,11 @@ int dist_join(dist_ctx *d, const dist_env *env, const char *run_id_fallback, con
     if (!d->store) return -1;
     char key[512];
     node_key(key, sizeof key, env->node_rank);
-    d->comm = comm_cpu_create(d->store, d->rank, d->world, key, run, d->timeout, err);
+#ifdef ESPNET3_CUDA
+    if (nccl) d->comm = comm_nccl_create(d->store, env, d->timeout, err);
+    else
+#endif
+        d->comm = comm_cpu_create(d->store, d->rank, d->world, key, run, d->timeout, err);
     if (!d->comm) {
         store_close(d->store);
         d->store = NULL;

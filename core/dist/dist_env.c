@@ -322,3 +322,12 @@ int dist_env_detect(dist_env *out, env_lookup_fn get, void *ctx, int use_pmix, e
     }
     return 0;
 }
+
+int dist_local_device(const dist_env *env, int visible)
+{
+    int local_world = env->local_world_size > 0 ? env->local_world_size : 1;
+    if (visible <= 0) return -1;
+    if (visible >= local_world && env->local_rank < visible) return env->local_rank;
+    if (visible == 1 && (env->source == DIST_SLURM || env->source == DIST_PMIX)) return 0;
+    return -1;
+}

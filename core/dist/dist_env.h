@@ -44,6 +44,12 @@ const char *dist_source_name(dist_source s);
  * zero padding kept. *hosts is a NULL-terminated array (free each, then the array). */
 int slurm_hostlist_expand(const char *list, char ***hosts, size_t *n, esp_err *err);
 
+/* The GPU (index among the `visible` ones) of this process: its local rank when the node's ranks
+ * share the node's GPUs (visible >= local_world_size), device 0 when a SLURM/PMIx launcher gave
+ * each task a GPU of its own (one visible, e.g. srun --gpus-per-task=1); -1 when there are fewer
+ * GPUs than ranks on the node (trainer.devices above the node's GPUs). */
+int dist_local_device(const dist_env *env, int visible);
+
 /* Whether this build can ask PMIx (compiled with libpmix). */
 int dist_have_pmix(void);
 

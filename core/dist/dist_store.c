@@ -33,7 +33,7 @@ typedef struct client {
     int fd;
     char *in;
     size_t in_n, in_cap;
-    int joined;
+    int joined, rank;
     char *waiting; /* key of a pending GET */
 } client;
 
@@ -145,6 +145,7 @@ static int serve_request(dist_store *s, client *c, const char *msg, size_t len)
         } else {
             s->joined_ranks[rank] = 1;
             c->joined = 1;
+            c->rank = rank;
             rc = send_reply(c->fd, 0, NULL, 0);
         }
     } else if (!c->joined) {
@@ -192,6 +193,13 @@ static void serve_readable(dist_store *s, client *c)
     ssize_t k = recv(c->fd, c->in + c->in_n, c->in_cap - c->in_n, 0);
     if (k < 0 && (errno == EINTR || errno == EAGAIN)) return;
     if (k <= 0) {
+        /* Liveness: the first joined rank whose connection ends (died, or gave up after an error)
+         * is recorded for store_dead_rank. Ranks close after the final barrier too; by then no
+         * collective asks. */
+        if (c->joined && !kv_find(s, "live/dead")) {
+            char r[16];
+            kv_put(s, "live/dead", r, (size_t)snprintf(r, sizeof r, "%d", c->rank));
+        }
         drop_client(c);
         return;
     }
@@ -494,6 +502,37 @@ int store_barrier(dist_store *s, const char *key, esp_err *err)
     }
     free(k);
     free(done);
+    return rc;
+}
+
+int store_dead_rank(dist_store *s, int *rank, esp_err *err)
+{
+    int there = 0;
+    *rank = -1;
+    if (store_check(s, "live/dead", &there, err) != 0) return -1;
+    if (!there) return 0;
+    char *v = NULL;
+    if (store_get(s, "live/dead", "the dead rank", &v, NULL, err) != 0) return -1;
+    *rank = atoi(v);
+    free(v);
+    return 0;
+}
+
+int store_share_blob(dist_store *s, const char *key, int make_it,
+                     int (*make)(void *blob, size_t n, void *ctx, esp_err *err), void *ctx, void *blob, size_t n,
+                     const char *who, esp_err *err)
+{
+    if (make_it) {
+        if (make(blob, n, ctx, err) != 0) return -1;
+        return store_set(s, key, blob, n, err);
+    }
+    char *v = NULL;
+    size_t got = 0;
+    if (store_get(s, key, who, &v, &got, err) != 0) return -1;
+    int rc = 0;
+    if (got != n) rc = esp_fail(err, "store: %s has %zu bytes, expected %zu (ranks of different builds?)", who, got, n);
+    else memcpy(blob, v, n);
+    free(v);
     return rc;
 }
 

@@ -32,6 +32,18 @@ int store_add(dist_store *s, const char *key, int64_t delta, int64_t *out, esp_e
  * that did not arrive (each rank also sets "<key>/<rank>"). */
 int store_barrier(dist_store *s, const char *key, esp_err *err);
 
+/* Liveness: the first rank whose connection to the store ended (a process that died or closed
+ * its store after an error), -1 while every rank is connected. A device comm, whose collectives
+ * cannot see a dead peer themselves, polls it while it waits. */
+int store_dead_rank(dist_store *s, int *rank, esp_err *err);
+
+/* An opaque blob that one rank makes and every rank needs (NCCL's 128-byte unique id): the rank
+ * with make_it set calls make(blob, n, ctx) and publishes the bytes at key; the others wait for
+ * key (up to the timeout; `who` names it in the error) and get exactly n bytes. */
+int store_share_blob(dist_store *s, const char *key, int make_it,
+                     int (*make)(void *blob, size_t n, void *ctx, esp_err *err), void *ctx, void *blob, size_t n,
+                     const char *who, esp_err *err);
+
 /* The local address of the connection to the server: the interface other hosts reach us on. */
 const char *store_local_addr(const dist_store *s);
 /* The master address this store was opened with. */

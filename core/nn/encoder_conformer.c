@@ -382,6 +382,7 @@ static void backward(asr_model *m)
         if (d->macaron)
             ff_backward(m, l, "feed_forward_macaron", "norm_ff_macaron", b->ln_m, b->mean_m, b->rstd_m, b->fm_pre,
                         b->fm_act, x0, SITE_FFM_IN, SITE_FFM_OUT);
+        asr_model_block_grads_final(m, l);
     }
 }
 

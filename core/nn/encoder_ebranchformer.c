@@ -442,7 +442,10 @@ static void backward(asr_model *m)
     encoder_acts *e = m->enc;
     int N = m->B * m->T2, D = d->d;
     for (int l = d->blocks - 1; l >= 0; l--) {
-        if (e->dropped[l]) continue; /* the identity: m->dh passes through */
+        if (e->dropped[l]) { /* the identity: m->dh passes through, the block's gradients stay as they are */
+            asr_model_block_grads_final(m, l);
+            continue;
+        }
         const eblock *b = &e->blocks[l];
         const float *x0 = block_input(m, l), *xb = d->use_ffn && d->macaron ? b->h_m : x0;
         be->layernorm_backward(be, e->dln, G(BLK "norm_final", l, "weight"), G(BLK "norm_final", l, "bias"), m->dh,
@@ -456,6 +459,7 @@ static void backward(asr_model *m)
         if (d->use_ffn && d->macaron)
             ff_backward(m, l, "feed_forward_macaron", "norm_ff_macaron", b->ln_m, b->mean_m, b->rstd_m, b->fm_pre,
                         b->fm_act, x0, SITE_FFM_IN, SITE_FFM_OUT);
+        asr_model_block_grads_final(m, l);
     }
 }
 

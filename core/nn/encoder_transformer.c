@@ -177,6 +177,7 @@ static void backward(asr_model *m)
         be->layernorm_backward(be, m->dh, G("encoder.encoders.%d.norm1", l, "weight"),
                                G("encoder.encoders.%d.norm1", l, "bias"), e->dln, h,
                                P("encoder.encoders.%d.norm1", l, "weight"), b->mean1, b->rstd1, N, D, 1);
+        asr_model_block_grads_final(m, l);
     }
 }
 

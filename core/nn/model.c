@@ -183,8 +183,8 @@ void asr_model_forward(asr_model *m, const float *feats, const int *feat_lens, i
                        B, 1, D, T, d->idim, 1);
     be->conv2d_forward(be, m->c2, m->c1, P("encoder.embed.conv.%d", 2, "weight"), P("encoder.embed.conv.%d", 2, "bias"),
                        B, D, D, m->T1, m->F1, 1);
-    be->swap12(be, m->wout_fc, P("encoder.embed.out", 0, "weight"), D, D, d->f2, 1);
-    be->linear_forward(be, m->e, m->c2, m->wout_fc, P("encoder.embed.out", 0, "bias"), N, D * d->f2, D);
+    be->swap12(be, m->wout_fc, P("encoder.embed.out.%d", 0, "weight"), D, D, d->f2, 1);
+    be->linear_forward(be, m->e, m->c2, m->wout_fc, P("encoder.embed.out.%d", 0, "bias"), N, D * d->f2, D);
     if (d->encoder != ENC_TRANSFORMER && d->rel_pos) /* RelPositionalEncoding: positions go to the attention */
         be->scale(be, m->h0, m->e, sqrt((double)D), (size_t)N * D);
     else
@@ -220,6 +220,36 @@ double asr_model_loss(asr_model *m, const int *labels, const int *label_lens, in
 
 /* ---- backward -------------------------------------------------------------------------------- */
 
+/* Reports the trained parameters whose names start with one of prefixes[] (inside = 1) or with
+ * none of them (inside = 0) to m->grads_final, adjacent ones merged into one range. */
+static void report_final(asr_model *m, const char *const *prefixes, int n_prefixes, int inside)
+{
+    if (!m->grads_final) return;
+    size_t lo = 0, hi = 0;
+    for (size_t i = 0; i < m->table.n; i++) {
+        const param_info *p = &m->table.items[i];
+        if (p->offset >= m->table.total) continue; /* buffers: no gradients */
+        int match = 0;
+        for (int k = 0; k < n_prefixes && !match; k++) match = !strncmp(p->name, prefixes[k], strlen(prefixes[k]));
+        if (match != inside) continue;
+        if (hi > lo && p->offset == hi) {
+            hi += p->count;
+            continue;
+        }
+        if (hi > lo) m->grads_final(m->grads_final_ctx, lo, hi);
+        lo = p->offset, hi = p->offset + p->count;
+    }
+    if (hi > lo) m->grads_final(m->grads_final_ctx, lo, hi);
+}
+
+void asr_model_block_grads_final(asr_model *m, int l)
+{
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "encoder.encoders.%d.", l);
+    const char *const p[] = {prefix};
+    report_final(m, p, 1, 1);
+}
+
 void asr_model_backward(asr_model *m, float dloss)
 {
     ESP_CHECK(!m->inference);
@@ -244,15 +274,18 @@ void asr_model_backward(asr_model *m, float dloss)
                            m->dtmp, m->h_enc, P("encoder.after_norm", 0, "weight"), m->meanf,
                            m->rstdf, N, D, 0);
 
+    /* Everything but the encoder's blocks and its embedding is final now. */
+    const char *const enc[] = {"encoder.encoders.", "encoder.embed."};
+    report_final(m, enc, 2, 0);
     encoder_of(m)->backward(m);
     /* Embedding: h0 = drop(e * sqrt(d) (+ pe)). */
     be->dropout_backward(be, m->dh, m->dh, (size_t)N * D, pp, seed, STREAM_POS);
     be->scale(be, m->dh, m->dh, sqrt((double)D), (size_t)N * D);
     /* embed.out's weight gradient accumulates in the (f, c) column order of wout_fc, then goes back. */
-    be->swap12(be, m->dwout_fc, G("encoder.embed.out", 0, "weight"), D, D, d->f2, 1);
-    be->linear_backward(be, m->dc2, m->dwout_fc, G("encoder.embed.out", 0, "bias"), m->dh, m->c2, m->wout_fc, N,
+    be->swap12(be, m->dwout_fc, G("encoder.embed.out.%d", 0, "weight"), D, D, d->f2, 1);
+    be->linear_backward(be, m->dc2, m->dwout_fc, G("encoder.embed.out.%d", 0, "bias"), m->dh, m->c2, m->wout_fc, N,
                         D * d->f2, D, 0);
-    be->swap12(be, G("encoder.embed.out", 0, "weight"), m->dwout_fc, D, d->f2, D, 1);
+    be->swap12(be, G("encoder.embed.out.%d", 0, "weight"), m->dwout_fc, D, d->f2, D, 1);
     be->conv2d_backward(be, m->dc1, G("encoder.embed.conv.%d", 2, "weight"), G("encoder.embed.conv.%d", 2, "bias"),
                         m->dc2, m->c1, P("encoder.embed.conv.%d", 2, "weight"), m->c2, B, D, D, m->T1, m->F1, 0);
     be->conv2d_backward(be, NULL, G("encoder.embed.conv.%d", 0, "weight"), G("encoder.embed.conv.%d", 0, "bias"), m->dc1,

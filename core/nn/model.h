@@ -71,6 +71,13 @@ typedef struct asr_model {
     decoder_acts *dec;
     double loss_ctc, loss_att;
     int64_t att_correct, att_tokens;
+    /* Set by the trainer for the backward before a step (DDP buckets overlapped with it): called
+     * during asr_model_backward with the trained floats [lo, hi) whose gradients are final, i.e.
+     * nothing later in this backward writes them (the heads, the decoder and after_norm before the
+     * encoder's blocks run, then each block as it finishes). Ranges are disjoint; the embedding's
+     * are not reported (the caller takes the rest after backward). NULL: no reports. */
+    void (*grads_final)(void *ctx, size_t lo, size_t hi);
+    void *grads_final_ctx;
 } asr_model;
 
 /* Allocates parameters and gradients on the backend (parameters zeroed: initialize with param_init
@@ -89,6 +96,8 @@ void asr_model_params_from_host(asr_model *m, const float *host);
 void asr_model_state_to_host(const asr_model *m, float *host);
 void asr_model_state_from_host(asr_model *m, const float *host);
 void asr_model_zero_grad(asr_model *m);
+/* For the encoders' backward: block l's gradients are final (reports them to m->grads_final). */
+void asr_model_block_grads_final(asr_model *m, int l);
 /* Allocates now the activations a forward, loss and backward of B utterances of T frames with
  * label sequences of at most Lmax tokens needs (the forward grows them on demand otherwise);
  * core/nn/model_plan.c plans an arena with it. */

@@ -6,6 +6,8 @@
 
 #include "core/base/fsio.h"
 #include "core/formats/safetensors.h"
+#include "core/formats/torch_zip.h"
+#include "core/nn/espnet2_config.h"
 
 static const char *const espnet_exts[] = {".pth", ".ckpt", ".pt"};
 
@@ -70,17 +72,36 @@ int model_files_locate(model_files *f, const inference_cfg *icfg, const char *cf
     if (!mc || !mc->asr_train_config)
         return esp_fail(err, "%s: model.asr_train_config: missing (the config.yaml that train wrote in exp_dir)",
                         cfg_file);
-    if (!mc->asr_model_file)
-        return esp_fail(err, "%s: model.asr_model_file: missing (e.g. ${exp_dir}/valid.loss.ave.safetensors)",
-                        cfg_file);
     if (!path_exists(mc->asr_train_config))
         return esp_fail(err, "%s: model.asr_train_config: %s does not exist (run train, stage 5, first)", cfg_file,
                         mc->asr_train_config);
-    f->train_config_path = xstrdup(mc->asr_train_config);
+    /* An ESPnet2 packed model zip: its config and (unless another is named) its weights. */
+    const char *model_file = mc->asr_model_file;
+    char *packed_model = NULL;
+    if (pt_is_zip_file(mc->asr_train_config)) {
+        if (espnet2_pack_unpack(mc->asr_train_config, &f->unpacked_dir, &f->train_config_path, &packed_model, err))
+            goto fail;
+        if (!model_file || !strcmp(model_file, mc->asr_train_config)) model_file = packed_model;
+    } else {
+        f->train_config_path = xstrdup(mc->asr_train_config);
+    }
+    if (!model_file) {
+        esp_fail(err, "%s: model.asr_model_file: missing (e.g. ${exp_dir}/valid.loss.ave.safetensors)", cfg_file);
+        goto fail;
+    }
+    /* An ESPnet2 config.yaml is read through espnet3's form of it (core/nn/espnet2_config.h). */
+    char *converted = NULL;
+    int is_espnet2 = espnet2_config_convert(f->train_config_path, &f->converted_dir, &converted, err);
+    if (is_espnet2 < 0) goto fail;
     /* The file is a resolved config: no template goes under it. */
     config_load_opts lo = {0};
-    if (config_load(CONFIG_TRAINING, f->train_config_path, &lo, &f->train_cfg, err) != 0) goto fail;
-    if (model_file_resolve(mc->asr_model_file, icfg->exp_dir, &f->weights, err) != 0) goto fail;
+    int lrc = config_load(CONFIG_TRAINING, is_espnet2 ? converted : f->train_config_path, &lo, &f->train_cfg, err);
+    free(converted);
+    if (lrc != 0) goto fail;
+    lrc = model_file_resolve(model_file, icfg->exp_dir, &f->weights, err);
+    free(packed_model);
+    packed_model = NULL;
+    if (lrc != 0) goto fail;
     const training_cfg *t = model_files_training(f);
     /* The tokenizer as ESPnet's Speech2Text picks it: its token_type/bpemodel over the training config's. */
     tokenizer_spec ts;
@@ -113,6 +134,7 @@ int model_files_locate(model_files *f, const inference_cfg *icfg, const char *cf
     }
     return 0;
 fail:
+    free(packed_model);
     model_files_free(f);
     return -1;
 }
@@ -120,6 +142,10 @@ fail:
 void model_files_free(model_files *f)
 {
     if (f->train_cfg) config_free(f->train_cfg);
+    if (f->converted_dir) remove_tree(f->converted_dir);
+    if (f->unpacked_dir) remove_tree(f->unpacked_dir);
+    free(f->converted_dir);
+    free(f->unpacked_dir);
     free(f->train_config_path);
     free(f->weights);
     free(f->tokens);
@@ -152,6 +178,9 @@ void model_state_tensors(const param_table *t, const float *state, int64_t *coun
 
 int model_tensor_get(const st_file *f, const char *name, const param_info *p, float *dst, esp_err *err)
 {
+    char legacy[128];
+    if (!st_get(f, name) && param_legacy_name(name, legacy, sizeof legacy) && st_get(f, legacy))
+        name = legacy; /* a checkpoint written before espnet3 used ESPnet's names */
     if (p->kind != PARAM_COUNTER) {
         const float *v;
         if (st_get_f32(f, name, p->ndim, p->shape, &v, err) != 0) return -1;
@@ -169,10 +198,24 @@ int model_tensor_get(const st_file *f, const char *name, const param_info *p, fl
     return 0;
 }
 
+int model_weights_open(const char *path, st_file *out, esp_err *err)
+{
+    return pt_is_zip_file(path) ? pt_read(path, out, err) : st_read(path, out, err);
+}
+
+/* Tensors of ESPnet's model that espnet3 computes itself: the frontend's mel matrix (ours is
+ * librosa's too) and GlobalMVN's buffers (ours come from normalize_conf.stats_file, as ESPnet's). */
+static int espnet_buffer(const char *name)
+{
+    if (!strncmp(name, "model.", 6)) name += 6;
+    return !strcmp(name, "frontend.logmel.melmat") || !strcmp(name, "normalize.mean") ||
+           !strcmp(name, "normalize.std");
+}
+
 int asr_model_load_weights(asr_model *m, const char *path, esp_err *err)
 {
     st_file sf;
-    if (st_read(path, &sf, err) != 0) return -1;
+    if (model_weights_open(path, &sf, err) != 0) return -1;
     const param_table *pt = &m->table;
     unsigned char *seen = xcalloc(pt->n ? pt->n : 1, 1);
     float *host = xcalloc(pt->state_total ? pt->state_total : 1, sizeof *host);
@@ -182,6 +225,7 @@ int asr_model_load_weights(asr_model *m, const char *path, esp_err *err)
     for (size_t i = 0; i < sf.n && rc == 0; i++) {
         const st_tensor *t = &sf.tensors[i];
         const param_info *p = param_find_alias(pt, t->name);
+        if (!p && espnet_buffer(t->name)) continue;
         if (!p) {
             if (!skipped++) first_skipped = t->name;
             continue;
@@ -220,5 +264,83 @@ int asr_model_load_weights(asr_model *m, const char *path, esp_err *err)
     free(host);
     free(seen);
     st_close(&sf);
+    return rc;
+}
+
+/* ---- init_param ------------------------------------------------------------------------------ */
+
+static int starts_with_any(const char *name, const char *list)
+{
+    if (!list || !*list) return 0;
+    const char *p = list;
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n && !strncmp(name, p, n)) return 1;
+        if (!e) break;
+        p = e + 1;
+    }
+    return 0;
+}
+
+int model_init_param(const param_table *t, float *state, const char *spec, int ignore_mismatch, size_t *n_loaded,
+                     esp_err *err)
+{
+    *n_loaded = 0;
+    char *buf = xstrdup(spec), *parts[4] = {buf, NULL, NULL, NULL};
+    for (int i = 1; i < 4; i++) {
+        char *c = parts[i - 1] ? strchr(parts[i - 1], ':') : NULL;
+        if (!c) break;
+        *c = '\0';
+        parts[i] = c + 1;
+    }
+    const char *path = parts[0], *src = parts[1] && *parts[1] ? parts[1] : NULL,
+               *dst = parts[2] && *parts[2] ? parts[2] : NULL, *excl = parts[3];
+    st_file f;
+    if (model_weights_open(path, &f, err) != 0) {
+        free(buf);
+        return -1;
+    }
+    int rc = 0;
+    size_t sl = src ? strlen(src) : 0;
+    for (size_t i = 0; i < f.n && rc == 0; i++) {
+        const st_tensor *x = &f.tensors[i];
+        if (starts_with_any(x->name, excl)) continue;
+        const char *nm = x->name;
+        if (src) {
+            if (strncmp(nm, src, sl) || nm[sl] != '.') continue;
+            nm += sl + 1;
+        }
+        char full[256];
+        snprintf(full, sizeof full, "%s%s%s", dst ? dst : "", dst ? "." : "", nm);
+        const param_info *p = param_find_alias(t, full);
+        if (!p && espnet_buffer(full)) continue;
+        if (!p) {
+            rc = esp_fail(err, "init_param %s: %s: tensor %s is not a parameter of this model (as %s; select with "
+                               "src_key / dst_key or drop it with exclude: path:src_key:dst_key:exclude)",
+                          spec, path, x->name, full);
+            break;
+        }
+        int same = x->ndim == p->ndim && (x->dtype == ST_F32 || (p->kind == PARAM_COUNTER && x->dtype == ST_I64));
+        for (int d = 0; same && d < p->ndim; d++) same = x->shape[d] == p->shape[d];
+        if (!same) {
+            if (ignore_mismatch) {
+                log_warn("init_param %s: %s has another shape or dtype than %s; kept as initialized "
+                         "(ignore_init_mismatch)", spec, x->name, p->name);
+                continue;
+            }
+            char want[64], got[64];
+            shape_text(want, sizeof want, p->shape, p->ndim);
+            shape_text(got, sizeof got, x->shape, x->ndim);
+            rc = esp_fail(err, "init_param %s: %s: tensor %s is %s [%s], the model's %s is [%s] "
+                               "(ignore_init_mismatch: true skips it)",
+                          spec, path, x->name, st_dtype_name(x->dtype), got, p->name, want);
+            break;
+        }
+        rc = model_tensor_get(&f, x->name, p, state + p->offset, err);
+        if (rc == 0) (*n_loaded)++;
+    }
+    st_close(&f);
+    free(buf);
     return rc;
 }

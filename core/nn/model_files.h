@@ -22,11 +22,13 @@
 typedef struct model_files {
     esp_config *train_cfg;   /* the loaded training config (typed: training_cfg) */
     char *train_config_path;
-    char *weights;           /* resolved .safetensors path */
+    char *weights;           /* resolved weights: .safetensors, or a PyTorch .pth / .ckpt */
     char *tokens;            /* ${tokenizer.save_path}/tokens.txt of the training config */
     token_type token_type;   /* how the tokens map to text (tokenizer_spec_resolve) */
     char *bpemodel;          /* TOKEN_TYPE_BPE: the SentencePiece model, else NULL */
     char *stats;             /* model.normalize_conf.stats_file (global_mvn), else NULL */
+    char *converted_dir;     /* an ESPnet2 asr_train_config: espnet3's reading of it (removed by free) */
+    char *unpacked_dir;      /* an ESPnet2 packed model zip as asr_train_config: unpacked (removed by free) */
 } model_files;
 
 static inline const training_cfg *model_files_training(const model_files *f)
@@ -37,7 +39,8 @@ static inline const training_cfg *model_files_training(const model_files *f)
 /* Resolves asr_model_file as described above; the error lists the paths tried. */
 int model_file_resolve(const char *given, const char *exp_dir, char **out, esp_err *err);
 
-/* Loads asr_train_config and resolves the other files of an inference config's `model:` block
+/* Loads asr_train_config (espnet3's, or ESPnet2's config.yaml or packed model zip, whose weights are
+ * used when asr_model_file is absent or names the zip too: core/nn/espnet2_config.h) and resolves the other files of an inference config's `model:` block
  * (cfg_file names the inference config in messages). Checks that each exists. */
 int model_files_locate(model_files *f, const inference_cfg *icfg, const char *cfg_file, esp_err *err);
 void model_files_free(model_files *f);
@@ -51,10 +54,25 @@ void model_state_tensors(const param_table *t, const float *state, int64_t *coun
  * counter an integer or float scalar. Errors name the file, the tensor and what was found. */
 int model_tensor_get(const st_file *f, const char *name, const param_info *p, float *dst, esp_err *err);
 
-/* Copies the weights of a safetensors file into m->params. Names may carry ESPnet3's "model."
+/* Opens a weights file: a PyTorch checkpoint (.pth state dict, Lightning .ckpt; core/formats/
+ * torch_zip.h) when it is a zip, else safetensors. */
+int model_weights_open(const char *path, st_file *out, esp_err *err);
+
+/* Copies the weights of a safetensors file or PyTorch checkpoint into m->params. Names may carry ESPnet3's "model."
  * prefix; every parameter and buffer must be present once with its shape and dtype F32 (counters:
  * an integer scalar). Tensors that are not
  * parameters of this model (e.g. an attention decoder's) are skipped with one warning. */
 int asr_model_load_weights(asr_model *m, const char *path, esp_err *err);
+
+/* ESPnet's init_param entry "path[:src_key[:dst_key[:exclude,...]]]" (load_pretrained_model) into a
+ * model state (t->state_total host floats): the file's tensors (safetensors, .pth, Lightning .ckpt)
+ * whose names start with an exclude prefix are dropped; with src_key only those under "src_key."
+ * are kept, that prefix removed; with dst_key the rest is "dst_key."-prefixed. Each remaining
+ * tensor must be a parameter or buffer of the model (names as param_find_alias reads them; ESPnet's
+ * frontend / normalize buffers are skipped) with its shape, else an error naming it; with
+ * ignore_mismatch (ESPnet's ignore_init_mismatch) shape mismatches are skipped with a warning.
+ * *n_loaded gets the number of tensors taken. */
+int model_init_param(const param_table *t, float *state, const char *spec, int ignore_mismatch, size_t *n_loaded,
+                     esp_err *err);
 
 #endif

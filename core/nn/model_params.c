@@ -272,7 +272,8 @@ void param_table_build(param_table *t, const model_dims *d)
     ADD(t, "encoder.embed.conv.0.bias", 0, d->d);
     ADD(t, "encoder.embed.conv.2.weight", 0, d->d, d->d, 3, 3);
     ADD(t, "encoder.embed.conv.2.bias", 0, d->d);
-    add_linear(t, "encoder.embed.out", d->d, (int64_t)d->d * d->f2);
+    /* ESPnet2's Conv2dSubsampling.out is Sequential(Linear, PositionalEncoding): its Linear is out.0. */
+    add_linear(t, "encoder.embed.out.0", d->d, (int64_t)d->d * d->f2);
     for (int b = 0; b < d->blocks; b++) {
         if (d->encoder == ENC_CONFORMER)
             add_conformer_block(t, d, b);
@@ -306,13 +307,8 @@ const param_info *param_find_alias(const param_table *t, const char *name)
     if (!strncmp(name, "model.", 6)) name += 6; /* ESPnet3's LightningModule wraps the model */
     const param_info *p = param_find(t, name);
     if (p) return p;
-    static const char older[] = "encoder.embed.out.0.";
-    if (!strncmp(name, older, sizeof older - 1)) {
-        char buf[128];
-        snprintf(buf, sizeof buf, "encoder.embed.out.%s", name + sizeof older - 1);
-        return param_find(t, buf);
-    }
-    return NULL;
+    char buf[128];
+    return param_current_name(name, buf, sizeof buf) ? param_find(t, buf) : NULL;
 }
 
 /* ---- initialization ---------------------------------------------------------------------- */

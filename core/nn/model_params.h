@@ -92,8 +92,14 @@ typedef struct param_table {
 void param_table_build(param_table *t, const model_dims *d);
 void param_table_free(param_table *t);
 const param_info *param_find(const param_table *t, const char *name);
-/* Accepts ESPnet2/ESPnet3 spellings of a name: "model." prefix, older "encoder.embed.out.0.*". */
+/* Accepts ESPnet2/ESPnet3 spellings of a name: "model." prefix, and espnet3's older
+ * "encoder.embed.out.*" for ESPnet's "encoder.embed.out.0.*". */
 const param_info *param_find_alias(const param_table *t, const char *name);
+/* The older espnet3 name of table name `name` into buf (1), or 0 when it has none
+ * (core/nn/param_names.c). */
+int param_legacy_name(const char *name, char *buf, size_t cap);
+/* The reverse: ESPnet's name of an older espnet3 name into buf (1), or 0 when `name` is not one. */
+int param_current_name(const char *name, char *buf, size_t cap);
 
 /* Initializes the flat buffer: init NULL = PyTorch module defaults; "xavier_uniform",
  * "xavier_normal", "kaiming_uniform", "kaiming_normal" as espnet2.torch_utils.initialize

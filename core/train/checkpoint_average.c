@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/base/fsio.h"
+#include "core/nn/model_params.h"
 
 char *ckpt_monitor_file_name(const char *monitor)
 {
@@ -16,6 +17,17 @@ char *ckpt_monitor_file_name(const char *monitor)
     for (char *c = s; *c; c++)
         if (*c == '/') *c = '.';
     return s;
+}
+
+/* A tensor by name, also under espnet3's older parameter name (checkpoints written before the rename
+ * and after it average together; the output has ESPnet's names). */
+static const st_tensor *get_any(const st_file *f, const char *name)
+{
+    const st_tensor *t = st_get(f, name);
+    char alt[128];
+    if (!t && param_legacy_name(name, alt, sizeof alt)) t = st_get(f, alt);
+    if (!t && param_current_name(name, alt, sizeof alt)) t = st_get(f, alt);
+    return t;
 }
 
 static int same_shape(const st_tensor *a, const st_tensor *b)
@@ -32,6 +44,7 @@ int ckpt_average_files(const char *out_path, const char *const *inputs, size_t n
     st_file *files = xcalloc(n, sizeof *files);
     st_tensor *out = NULL;
     void **bufs = NULL;
+    char **names = NULL;
     size_t n_out = 0;
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) rc = st_read(inputs[i], &files[i], err);
@@ -44,7 +57,7 @@ int ckpt_average_files(const char *out_path, const char *const *inputs, size_t n
             break;
         }
         for (size_t t = 0; t < ref->n; t++) {
-            const st_tensor *o = st_get(&files[i], ref->tensors[t].name);
+            const st_tensor *o = get_any(&files[i], ref->tensors[t].name);
             if (!o) {
                 rc = esp_fail(err, "%s: no tensor '%s' (present in %s)", inputs[i], ref->tensors[t].name, inputs[0]);
                 break;
@@ -58,14 +71,17 @@ int ckpt_average_files(const char *out_path, const char *const *inputs, size_t n
     if (rc != 0) goto done;
     out = xcalloc(ref->n + 1, sizeof *out);
     bufs = xcalloc(ref->n + 1, sizeof *bufs);
+    names = xcalloc(ref->n + 1, sizeof *names);
     for (size_t t = 0; t < ref->n; t++) {
         const st_tensor *r = &ref->tensors[t];
         out[n_out] = *r;
+        char cur[128];
+        if (param_current_name(r->name, cur, sizeof cur)) out[n_out].name = names[n_out] = xstrdup(cur);
         int64_t cnt = st_numel(r);
         if (r->dtype == ST_F32 || r->dtype == ST_F64) {
             double *acc = xcalloc((size_t)cnt + 1, sizeof *acc);
             for (size_t i = 0; i < n; i++) {
-                const st_tensor *x = st_get(&files[i], r->name);
+                const st_tensor *x = get_any(&files[i], r->name);
                 for (int64_t e = 0; e < cnt; e++)
                     acc[e] += r->dtype == ST_F32 ? (double)((const float *)x->data)[e] : ((const double *)x->data)[e];
             }
@@ -85,7 +101,7 @@ int ckpt_average_files(const char *out_path, const char *const *inputs, size_t n
             goto done;
         } else {
             /* Integer buffers (counters such as num_batches_tracked) are not means: the newest one's. */
-            out[n_out].data = st_get(&files[newest], r->name)->data;
+            out[n_out].data = get_any(&files[newest], r->name)->data;
         }
         n_out++;
     }
@@ -94,8 +110,9 @@ int ckpt_average_files(const char *out_path, const char *const *inputs, size_t n
     const st_kv meta[] = {{"format", "pt"}, {"averaged_models", count}};
     rc = st_write(out_path, out, n_out, meta, 2, err);
 done:
-    for (size_t i = 0; i < n_out; i++) free(bufs[i]);
+    for (size_t i = 0; i < n_out; i++) free(bufs[i]), free(names[i]);
     free(bufs);
+    free(names);
     free(out);
     for (size_t i = 0; i < n; i++) st_close(&files[i]);
     free(files);

@@ -12,9 +12,6 @@
 #include "core/base/rng.h"
 #include "core/train/trainer_internal.h"
 
-/* DDP gradient buckets: all-reduced one after the other (bounded scratch in the transports). */
-#define GRAD_BUCKET_FLOATS ((size_t)4 << 20)
-
 const float *trainer_to_device(trainer *t, const asr_batch *b)
 {
     size_t n = (size_t)b->B * b->Tmax * (size_t)b->D;
@@ -53,7 +50,8 @@ static int unscale_gradients(trainer *t, float *g, size_t n, int *found_inf, esp
 }
 
 /* Averages the gradients over the ranks and returns their global L2 norm (clipping applied when
- * gradient_clip_val is set). ddp: all_reduce in buckets, every rank holds all averaged gradients;
+ * gradient_clip_val is set). ddp: the buckets were all-reduced already (take_step finished them),
+ * every rank holds all averaged gradients;
  * fsdp: reduce_scatter, this rank holds its chunk; the norm's squares are gathered as doubles and
  * added in rank order so every rank gets the same bits. 16-mixed: the gradients are unscaled
  * first; with inf/NaN among them (*found_inf) there is no norm (NaN) and no clipping. */
@@ -80,10 +78,6 @@ static int reduce_gradients(trainer *t, double *norm_out, int *found_inf, esp_er
         float coef = clip > 0 ? clip_grad_coef(*norm_out, clip) : 1.0f;
         if (coef < 1.0f) be->scale(be, g + t->shard_lo, g + t->shard_lo, coef, k);
         return 0;
-    }
-    for (size_t off = 0; t->world > 1 && off < n; off += GRAD_BUCKET_FLOATS) {
-        size_t len = n - off < GRAD_BUCKET_FLOATS ? n - off : GRAD_BUCKET_FLOATS;
-        if (comm_all_reduce(t->dist.comm, g + off, len, COMM_AVG, err) != 0) return -1;
     }
     if (unscale_gradients(t, g, n, found_inf, err) != 0) return -1;
     if (*found_inf) return 0;
@@ -175,6 +169,9 @@ static int micro_batch(trainer *t, const batch_list *bl, size_t batch, size_t k,
 static int take_step(trainer *t, size_t k, step_acc *a, guard_verdict *v, double *norm, double *lr, esp_err *err)
 {
     int invalid;
+    /* ddp: the buckets the backward started, then the rest, on every rank before anything else
+     * (also when a rank's loss was invalid: the ranks' collectives stay in step). */
+    if (t->buckets.armed && grad_buckets_finish(&t->buckets, err) != 0) return -1;
     if (t->world > 1) {
         float red[4 + PARTS] = {(float)a->step_invalid, (float)a->step_loss, (float)a->step_n, (float)a->audio_s};
         for (int i = 0; i < PARTS; i++) red[4 + i] = (float)a->step_part[i];
@@ -272,6 +269,10 @@ int train_epoch(trainer *t, esp_err *err)
         if (!has) break;
         double loss;
         int invalid;
+        /* Several ranks step after this micro-batch (the test below): its backward starts the
+         * ddp buckets. */
+        if (t->world > 1 && !t->fsdp && ((a.micro + 1) % accum == 0 || !has_after))
+            grad_buckets_arm(&t->buckets, t->dist.comm, t->model.grads);
         if (micro_batch(t, bl, plan[k], k, items, &a, &loss, &invalid, err) != 0) {
             rc = -1;
             break;

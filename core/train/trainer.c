@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/nn/model_files.h"
+
 static int steps_done(const trainer *t)
 {
     return t->o->max_steps > 0 && t->step >= t->o->max_steps;
@@ -53,9 +55,24 @@ static int open_model(trainer *t, esp_err *err)
     if (model_dims_from_cfg(&dims, cfg->model, t->train.data.fo.n_mels, (int)t->train.data.tokens.n, err) != 0)
         return -1;
     asr_model_init(&t->model, t->be, &dims, &t->o->rates);
-    float *host = xcalloc(t->model.table.total ? t->model.table.total : 1, sizeof *host);
-    int rc = param_init(host, &t->model.table, cfg->init, (uint64_t)cfg->seed, err);
-    if (rc == 0) asr_model_params_from_host(&t->model, host);
+    /* DDP: the gradient buckets start their all-reduce as the backward finishes them. */
+    grad_buckets_init(&t->buckets, t->model.table.total, grad_bucket_floats(t->model.table.total));
+    if (t->world > 1 && !t->fsdp) {
+        t->model.grads_final = grad_buckets_final;
+        t->model.grads_final_ctx = &t->buckets;
+    }
+    const param_table *pt = &t->model.table;
+    float *host = xcalloc(pt->state_total ? pt->state_total : 1, sizeof *host);
+    int rc = param_init(host, pt, cfg->init, (uint64_t)cfg->seed, err);
+    /* ESPnet's init_param: pretrained tensors (buffers too) over the initialization */
+    for (unsigned i = 0; i < cfg->n_init_param && rc == 0; i++) {
+        size_t n = 0;
+        if (i == 0) param_buffers_init(host, pt);
+        rc = model_init_param(pt, host, cfg->init_param[i], cfg->ignore_init_mismatch, &n, err);
+        if (rc == 0 && t->rank == 0) log_info("train: init_param %s: %zu tensors", cfg->init_param[i], n);
+    }
+    if (rc == 0 && cfg->n_init_param) asr_model_state_from_host(&t->model, host);
+    else if (rc == 0) asr_model_params_from_host(&t->model, host);
     free(host);
     return rc;
 }
@@ -133,6 +150,7 @@ out_model:
     t->be->free(t->be, t->dev_feats);
     t->be->free(t->be, t->dev_scratch);
     asr_model_free(&t->model);
+    grad_buckets_free(&t->buckets);
     split_close(&t->valid);
 out_train:
     split_close(&t->train);
@@ -158,7 +176,9 @@ int trainer_run(const trainer_opts *o, esp_err *err)
     int rc = -1;
     t->be = backend_open(o->backend_kind, o->device, o->threads, err);
     if (t->be) {
+        comm_attach(t->dist.comm, t->be); /* a device comm orders its collectives after the backend's work */
         rc = train_on_backend(t, err);
+        comm_attach(t->dist.comm, NULL);
         backend_close(t->be);
     }
     /* The last barrier keeps rank 0's store up until every rank is done with it. */

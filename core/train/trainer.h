@@ -9,7 +9,8 @@
  * Several ranks (ddp): rank 0's parameters and state are broadcast at the start; rank r trains on
  * batches r, r + W, ... of the epoch (global position k * W + r seeds its randomness, so W ranks
  * with one batch each compute what one rank accumulating W batches does); gradients are averaged
- * in buckets after the backward pass; every rank then takes the same step on the same bits. fsdp:
+ * in buckets that start as the backward pass finishes them (grad_buckets.h); every rank then
+ * takes the same step on the same bits. fsdp:
  * gradients are reduce-scattered, each rank keeps the Adam moments of its chunk of the parameters
  * and updates that chunk, then the parameters are all-gathered. Validation batches are striped over
  * the ranks and their sums gathered. Rank 0 alone writes checkpoints, metrics and events.

@@ -14,6 +14,7 @@
 #include "core/formats/tb_events.h"
 #include "core/nn/model.h"
 #include "core/train/checkpoint.h"
+#include "core/train/grad_buckets.h"
 #include "core/train/grad_scaler.h"
 #include "core/train/optim.h"
 #include "core/train/scheduler.h"
@@ -45,6 +46,7 @@ typedef struct trainer {
     size_t shard_lo, shard_hi; /* fsdp: this rank's chunk of the flat parameters */
     double audio_total;        /* seconds of audio trained on by all ranks, this epoch */
     int64_t first_epoch;       /* of this run (after resuming) */
+    grad_buckets buckets;      /* ddp with several ranks: the gradient all-reduce (grad_buckets.h) */
 } trainer;
 
 /* train_epoch.c */

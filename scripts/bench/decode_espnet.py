@@ -97,8 +97,8 @@ def main():
         yaml.safe_dump(espnet_config(ours, tokens), f)
     model, _ = ASRTask.build_model_from_file(cfg_path, None, 'cpu')
     sd = model.state_dict()
-    # espnet3 names Conv2dSubsampling's linear embed.out (as espnet_model_zoo's older dumps);
-    # ESPnet2's module is embed.out.0 (Linear inside Sequential(Linear, PositionalEncoding)).
+    # espnet3 writes ESPnet2's names (embed.out.0: Linear inside Sequential(Linear, PositionalEncoding));
+    # its older files named that Linear embed.out.
     w = {k.replace('encoder.embed.out.', 'encoder.embed.out.0.') if k not in sd else k: v
          for k, v in read_safetensors(a.weights).items()}
     extra = sorted(set(w) - set(sd))

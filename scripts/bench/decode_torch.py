@@ -22,7 +22,7 @@ import torch
 TO_REF = [
     (r'^encoder\.embed\.conv\.0\.', 'embed.conv1.'),
     (r'^encoder\.embed\.conv\.2\.', 'embed.conv2.'),
-    (r'^encoder\.embed\.out\.', 'embed.out.'),
+    (r'^encoder\.embed\.out\.(0\.)?', 'embed.out.'),  # ESPnet's out.0; espnet3's older out
     (r'^encoder\.encoders\.(\d+)\.self_attn\.linear_q\.', r'layers.\1.att.q.'),
     (r'^encoder\.encoders\.(\d+)\.self_attn\.linear_k\.', r'layers.\1.att.k.'),
     (r'^encoder\.encoders\.(\d+)\.self_attn\.linear_v\.', r'layers.\1.att.v.'),

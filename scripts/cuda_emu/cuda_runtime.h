@@ -30,9 +30,12 @@ struct dim3 {
 extern dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 typedef int cudaError_t;
-enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInvalidValue = 1 };
+enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInvalidValue = 1, cudaErrorNotReady = 600 };
 typedef struct emu_stream *cudaStream_t;
 enum { cudaStreamNonBlocking = 1 };
+// Events: every emulated call is synchronous, so an event is complete once recorded.
+typedef struct emu_event *cudaEvent_t;
+enum { cudaEventDisableTiming = 2 };
 typedef enum cudaMemcpyKind { cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3 } cudaMemcpyKind;
 enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
 
@@ -45,6 +48,13 @@ cudaError_t cudaStreamSynchronize(cudaStream_t);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *, unsigned);
 cudaError_t cudaStreamDestroy(cudaStream_t);
 cudaError_t cudaSetDevice(int);
+cudaError_t cudaDeviceSynchronize(void);
+cudaError_t cudaMemset(void *p, int v, size_t n);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *, unsigned);
+cudaError_t cudaEventDestroy(cudaEvent_t);
+cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t);
+cudaError_t cudaEventQuery(cudaEvent_t);
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned);
 cudaError_t cudaGetDeviceCount(int *);
 cudaError_t cudaDeviceGetAttribute(int *, cudaDeviceAttr, int);
 cudaError_t cudaGetLastError(void);

@@ -409,3 +409,39 @@ Test(speech2text, prefix_beam_nbest_is_its_final_beam)
     speech2text_close(s1), speech2text_close(s3);
     be.destroy(&be);
 }
+
+#ifdef ESPNET3_CUDA
+/* Stage 6 with `device: cuda`: backend_kind_for maps it to the CUDA backend and the decoder runs
+ * on it; the hypotheses equal the CPU backend's. Needs a CUDA device (make CUDA=1 cuda-check runs
+ * it on a GPU and on the CPU emulation); without one it prints why it is skipped. */
+Test(speech2text, decodes_on_the_cuda_backend_as_on_the_cpu, .timeout = 600)
+{
+    esp_err err;
+    const char *kind = backend_kind_for("cuda", &err);
+    if (!kind) {
+        fprintf(stderr, "speech2text: skipped: no CUDA device (%s)\n", err.msg);
+        cr_skip_test("no CUDA device");
+    }
+    cr_assert_str_eq(kind, "cuda");
+    backend *be[2] = {backend_open("cpu", 0, 1, &err), backend_open(kind, 0, 1, &err)};
+    cr_assert(be[0] && be[1], "%s", err.msg);
+    const char *paths[2] = {test_path(dir, "a.wav"), test_path(dir, "b.wav")};
+    s2t_hyp h[2][2];
+    for (int k = 0; k < 2; k++) {
+        s2t_opts o = {.beam_size = 3, .ctc_weight = 1.0};
+        speech2text *s = speech2text_open(be[k], &mf, &o, &err);
+        cr_assert_not_null(s, "%s", err.msg);
+        cr_assert_eq(speech2text_decode_files(s, paths, 2, h[k], &err), 0, "%s", err.msg);
+        speech2text_close(s);
+    }
+    for (int i = 0; i < 2; i++) {
+        cr_assert(h[0][i].n_ids > 0);
+        cr_assert_str_eq(h[1][i].text, h[0][i].text, "%s: cuda '%s', cpu '%s'", paths[i], h[1][i].text, h[0][i].text);
+        fprintf(stderr, "speech2text: %s decodes on %s as on cpu: '%s'\n", paths[i], be[1]->name, h[1][i].text);
+        s2t_hyp_free(&h[0][i]);
+        s2t_hyp_free(&h[1][i]);
+    }
+    backend_close(be[0]);
+    backend_close(be[1]);
+}
+#endif

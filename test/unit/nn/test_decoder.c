@@ -13,6 +13,7 @@
 #include "core/compute/backend.h"
 #include "core/nn/decoder_transformer.h"
 #include "core/nn/model.h"
+#include "test/unit/nn/grads_final_check.h"
 #include "test/unit/test_util.h"
 
 /* ---- fixture packs: <name>.txt lines "name offset count dim...", values in <name>.f32 -------- */
@@ -93,8 +94,7 @@ static model_dims fixture_dims(int no_ctc)
     return d;
 }
 
-/* Copies the fixture's weights in (ESPnet2's names; espnet3 reads encoder.embed.out.0.* as
- * encoder.embed.out.*); every parameter must be found once, and with `exact` every fixture tensor
+/* Copies the fixture's weights in (ESPnet2's names, as espnet3's); every parameter must be found once, and with `exact` every fixture tensor
  * must be a parameter. Records each parameter's ESPnet2 name for the gradients. */
 static char espnet_name[512][128];
 
@@ -170,7 +170,10 @@ static void check_case(const char *case_name, float ctc_weight, int length_norma
     double acc = (double)m.att_correct / (double)m.att_tokens, ref_acc = must(&c, "out.acc", NULL)[0];
     cr_expect_lt(fabs(acc - ref_acc), 1e-6, "acc %f vs ESPnet %f", acc, ref_acc);
     cr_expect_eq(m.att_tokens, b.ylens[0] + b.ylens[1] + 2);
+    gf_check gf;
+    gf_arm(&gf, &m); /* DDP buckets: what the backward reports final stays so */
     asr_model_backward(&m, 1.0f);
+    gf_verify(&gf);
     double worst = 0;
     for (size_t i = 0; i < m.table.n; i++) {
         const param_info *p = &m.table.items[i];

@@ -68,7 +68,19 @@ Test(model_params, aliases)
     param_table t;
     param_table_build(&t, &d);
     cr_assert_eq(param_find_alias(&t, "model.encoder.after_norm.weight"), param_find(&t, "encoder.after_norm.weight"));
-    cr_assert_eq(param_find_alias(&t, "encoder.embed.out.0.weight"), param_find(&t, "encoder.embed.out.weight"));
+    /* ESPnet's name is the table's; espnet3's older one is read as it. */
+    cr_assert_not_null(param_find(&t, "encoder.embed.out.0.weight"));
+    cr_assert_null(param_find(&t, "encoder.embed.out.weight"));
+    cr_assert_eq(param_find_alias(&t, "encoder.embed.out.weight"), param_find(&t, "encoder.embed.out.0.weight"));
+    cr_assert_eq(param_find_alias(&t, "model.encoder.embed.out.bias"), param_find(&t, "encoder.embed.out.0.bias"));
+    cr_assert_null(param_find_alias(&t, "encoder.embed.out.1.weight"));
+    char buf[128];
+    cr_assert(param_legacy_name("encoder.embed.out.0.bias", buf, sizeof buf));
+    cr_assert_str_eq(buf, "encoder.embed.out.bias");
+    cr_assert_not(param_legacy_name("encoder.after_norm.bias", buf, sizeof buf));
+    cr_assert(param_current_name("encoder.embed.out.weight", buf, sizeof buf));
+    cr_assert_str_eq(buf, "encoder.embed.out.0.weight");
+    cr_assert_not(param_current_name("encoder.embed.out.0.weight", buf, sizeof buf));
     cr_assert_null(param_find_alias(&t, "decoder.embed.0.weight"));
     param_table_free(&t);
 }

@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/formats/safetensors.h"
+#include "core/formats/torch_zip.h"
 #include "test/unit/test_util.h"
 
 static char workdir[256];
@@ -218,6 +220,44 @@ Test(recipe, stages_1_5_build_manifests_tokens_stats_logs_and_skip_when_built)
                          test_bin_path(), test_root_dir(), workdir, workdir, workdir),
                  0, "%s", slurp("%s/%s", "packed.err"));
     char *hyp_pack = slurp("%s/pack/inference/test/%s", "hyp.scp");
+    cr_assert_str_eq(hyp_pack, hyp);
+    free(hyp_pack);
+
+    /* The pack's ESPnet2 side: its .pth holds our tensors bit for bit (round trip ours -> .pth ->
+     * ours), plus the frontend's and GlobalMVN's buffers; decoding from the .pth gives the same text. */
+    char pth[512], st[512];
+    snprintf(pth, sizeof pth, "%s/pack/espnet/exp/asr_train/valid.loss.ave.pth", workdir);
+    snprintf(st, sizeof st, "%s/pack/model.safetensors", workdir);
+    st_file a, b;
+    esp_err e = {{0}};
+    cr_assert_eq(st_read(st, &a, &e), 0, "%s", e.msg);
+    cr_assert_eq(pt_read(pth, &b, &e), 0, "%s", e.msg);
+    cr_assert_eq(b.n, a.n + 3, "%zu tensors in the .pth, %zu in the safetensors", b.n, a.n);
+    for (size_t i = 0; i < a.n; i++) {
+        const st_tensor *x = &a.tensors[i], *y = st_get(&b, x->name);
+        cr_assert_not_null(y, "%s missing from the .pth", x->name);
+        cr_assert(x->dtype == y->dtype && x->ndim == y->ndim && st_nbytes(x) == st_nbytes(y), "%s", x->name);
+        cr_assert_eq(memcmp(x->data, y->data, st_nbytes(x)), 0, "%s differs", x->name);
+    }
+    cr_assert_not_null(st_get(&b, "encoder.embed.out.0.weight"));
+    const st_tensor *mel = st_get(&b, "frontend.logmel.melmat"), *std = st_get(&b, "normalize.std");
+    cr_assert(mel && mel->ndim == 2 && mel->shape[0] == 257 && mel->shape[1] == 80);
+    cr_assert(std && std->ndim == 1 && std->shape[0] == 80 && st_get(&b, "normalize.mean"));
+    st_close(&a);
+    st_close(&b);
+    char *ecfg = slurp("%s/pack/espnet/exp/asr_train/%s", "config.yaml");
+    cr_assert(ecfg && strstr(ecfg, "\nencoder: transformer\n") && strstr(ecfg, "\ntoken_list:\n- \"<blank>\"\n") &&
+                  strstr(ecfg, "stats_file: exp/asr_stats/train/feats_stats.npz") && strstr(ecfg, "ctc_weight: 1.0") &&
+                  strstr(ecfg, "\ntoken_type: char\n"),
+              "%s", ecfg);
+    free(ecfg);
+    cr_assert(test_exists(test_path(workdir, "pack/espnet/exp/asr_stats/train/feats_stats.npz")));
+    cr_assert(test_exists(test_path(workdir, "pack/espnet/meta.yaml")));
+    cr_assert_eq(test_sh("cd / && timeout 300 '%s' --template_dir '%s/conf' --inference_config '%s/pack/conf/inference.yaml' "
+                         "--stages infer model.asr_model_file=%s inference_dir=%s/inf_pth >%s/pth.out 2>%s/pth.err",
+                         test_bin_path(), test_root_dir(), workdir, pth, workdir, workdir, workdir),
+                 0, "%s", slurp("%s/%s", "pth.err"));
+    hyp_pack = slurp("%s/inf_pth/test/%s", "hyp.scp");
     cr_assert_str_eq(hyp_pack, hyp);
     free(hyp_pack);
     free(hyp);

@@ -44,10 +44,10 @@ static int save_step(ckpt_manager *m, int64_t epoch, int64_t step, double loss, 
     fake_model fm;
     fill(&fm, step);
     st_tensor model[] = {
-        {.name = "encoder.embed.out.weight", .dtype = ST_F32, .ndim = 1, .shape = {NW}, .data = fm.w},
+        {.name = "encoder.embed.out.0.weight", .dtype = ST_F32, .ndim = 1, .shape = {NW}, .data = fm.w},
         {.name = "bn.num_batches_tracked", .dtype = ST_I64, .ndim = 0, .data = &fm.counter},
     };
-    st_tensor state[] = {{.name = "optimizer.exp_avg.encoder.embed.out.weight", .dtype = ST_F32, .ndim = 1,
+    st_tensor state[] = {{.name = "optimizer.exp_avg.encoder.embed.out.0.weight", .dtype = ST_F32, .ndim = 1,
                           .shape = {NW}, .data = fm.moment}};
     metric metrics[] = {{"valid/loss", loss, 0}, {"valid/acc", acc, 0}, {"epoch", (double)epoch, 1}};
     uint64_t rng[2] = {0xfedcba9876543210ULL, (uint64_t)step};
@@ -126,9 +126,9 @@ Test(checkpoint, top_k_retention_last_link_and_load)
     cr_assert_eq(c.metrics[0].value, 6.0);
     const float *w;
     int64_t shape[1] = {NW};
-    cr_assert_eq(st_get_f32(&c.model, "encoder.embed.out.weight", 1, shape, &w, &err), 0, "%s", err.msg);
+    cr_assert_eq(st_get_f32(&c.model, "encoder.embed.out.0.weight", 1, shape, &w, &err), 0, "%s", err.msg);
     cr_assert_eq(w[3], 60.3f);
-    cr_assert_eq(st_get_f32(&c.state, "optimizer.exp_avg.encoder.embed.out.weight", 1, shape, &w, &err), 0);
+    cr_assert_eq(st_get_f32(&c.state, "optimizer.exp_avg.encoder.embed.out.0.weight", 1, shape, &w, &err), 0);
     cr_assert_eq(w[0], 120.0f);
     cr_assert_str_eq(st_meta_get(&c.model, "step"), "60");
     ckpt_loaded_free(&c);
@@ -171,7 +171,7 @@ Test(checkpoint, k_best_average_values_and_names)
     cr_assert_eq(st_read(p, &f, &err), 0, "%s", err.msg);
     const float *w;
     int64_t shape[1] = {NW};
-    cr_assert_eq(st_get_f32(&f, "encoder.embed.out.weight", 1, shape, &w, &err), 0, "%s", err.msg);
+    cr_assert_eq(st_get_f32(&f, "encoder.embed.out.0.weight", 1, shape, &w, &err), 0, "%s", err.msg);
     for (int i = 0; i < NW; i++) {
         float a = 40 + i / 10.0f, b = 50 + i / 10.0f, c = 20 + i / 10.0f;
         cr_assert_eq(w[i], (float)(((double)a + b + c) / 3), "w[%d] = %.9g", i, w[i]);
@@ -188,7 +188,7 @@ Test(checkpoint, k_best_average_values_and_names)
     cr_assert_str_eq(target, "valid.loss.ave_3best.safetensors");
     p = in_dir("valid.acc.ave_1best.safetensors");
     cr_assert_eq(st_read(p, &f, &err), 0, "%s", err.msg);
-    cr_assert_eq(((const float *)st_get(&f, "encoder.embed.out.weight")->data)[1], 50.1f);
+    cr_assert_eq(((const float *)st_get(&f, "encoder.embed.out.0.weight")->data)[1], 50.1f);
     st_close(&f);
     free(p);
 
@@ -196,7 +196,7 @@ Test(checkpoint, k_best_average_values_and_names)
     int rc = run_python("import json, struct, numpy as np\n"
                         "def load(p):\n"
                         "    b = open(p, 'rb').read(); n = struct.unpack('<Q', b[:8])[0]; h = json.loads(b[8:8 + n])\n"
-                        "    e = h['encoder.embed.out.weight']; s, t = e['data_offsets']\n"
+                        "    e = h['encoder.embed.out.0.weight']; s, t = e['data_offsets']\n"
                         "    return np.frombuffer(b[8 + n + s:8 + n + t], '<f4')\n"
                         "ws = [load('checkpoints/epoch=%d-step=%d/model.safetensors' % (e, e * 10)) for e in (4, 5, 2)]\n"
                         "ave = np.mean(np.stack(ws).astype(np.float64), 0).astype(np.float32)\n"

@@ -90,6 +90,49 @@ Test(train, writes_checkpoints_logs_and_resumes_bit_identically)
     cr_assert(same_file("full/valid.loss.ave_3best.safetensors", "split/valid.loss.ave_3best.safetensors"));
 }
 
+/* Checkpoints written before espnet3 used ESPnet's name for the subsampling output layer
+ * (encoder.embed.out.* for encoder.embed.out.0.*) still resume, and average with new ones. */
+Test(train, resumes_from_checkpoints_with_the_older_names)
+{
+    cr_assert_eq(run("full", "--stages train trainer.max_epochs=3"), 0, "%s", slurp("log"));
+    cr_assert_eq(run("old", "--stages train trainer.max_epochs=1"), 0, "%s", slurp("log"));
+    char code[2048];
+    snprintf(code, sizeof code,
+             "import glob, json, struct\n"
+             "n = 0\n"
+             "for p in glob.glob('%s/old/checkpoints/*/model.safetensors'):\n"
+             "    b = open(p, 'rb').read(); hl = struct.unpack('<Q', b[:8])[0]\n"
+             "    h = json.loads(b[8:8 + hl])\n"
+             "    h = {k.replace('encoder.embed.out.0.', 'encoder.embed.out.'): v for k, v in h.items()}\n"
+             "    j = json.dumps(h).encode(); j += b' ' * (-len(j) %% 8)\n"
+             "    open(p, 'wb').write(struct.pack('<Q', len(j)) + j + b[8 + hl:]); n += 1\n"
+             "assert n == 1, n\n",
+             dir);
+    cr_assert_eq(test_run_python(dir, code), 0);
+    char *model = slurp("old/checkpoints/epoch=1-step=1/model.safetensors");
+    cr_assert(strstr(model + 8, "\"encoder.embed.out.weight\"") && !strstr(model + 8, "embed.out.0."));
+    free(model);
+    cr_assert_eq(run("old", "--stages train trainer.max_epochs=3"), 0, "%s", slurp("log"));
+    cr_assert(same_file("full/checkpoints/epoch=3-step=3/model.safetensors",
+                        "old/checkpoints/epoch=3-step=3/model.safetensors"),
+              "run resumed from an old-name checkpoint differs from the uninterrupted one");
+    cr_assert(same_file("full/valid.loss.ave_3best.safetensors", "old/valid.loss.ave_3best.safetensors"),
+              "the average over old- and new-name checkpoints differs");
+    model = slurp("full/valid.loss.ave_3best.safetensors");
+    cr_assert(strstr(model + 8, "\"encoder.embed.out.0.weight\""), "ESPnet's name is written");
+    free(model);
+
+    /* ESPnet's init_param (path:src_key:dst_key:exclude) starts another run from such a file. */
+    char extra[512];
+    snprintf(extra, sizeof extra,
+             "--stages train trainer.max_epochs=1 'init_param=[%s/old/checkpoints/epoch=1-step=1/model.safetensors:::ctc]'",
+             dir);
+    cr_assert_eq(run("ft", extra), 0, "%s", slurp("log"));
+    char *log = slurp("ft/train.log");
+    cr_assert(strstr(log, "model.safetensors:::ctc: ") && strstr(log, " tensors"), "%s", log);
+    free(log);
+}
+
 Test(train, sigkill_mid_epoch_then_rerun_ends_with_the_same_weights)
 {
     cr_assert_eq(run("full", "--stages train trainer.max_epochs=4"), 0, "%s", slurp("log"));

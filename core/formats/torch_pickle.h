@@ -1,0 +1,53 @@
+/* The pickle inside a PyTorch checkpoint (archive/data.pkl of torch.save's zip), read by a small
+ * strict interpreter of the opcodes that state dicts use (protocol 2, as torch.save writes):
+ * containers, strings, numbers, the memo, persistent storage references, and GLOBAL/REDUCE of
+ * only collections.OrderedDict, torch._utils._rebuild_tensor_v2 / _rebuild_parameter and the
+ * typed storages (torch.FloatStorage, HalfStorage, BFloat16Storage, DoubleStorage, LongStorage,
+ * IntStorage). Nothing is ever called or imported: a checkpoint from elsewhere is untrusted
+ * input, and anything outside this subset is an error naming the opcode or the class.
+ *
+ * The result is the state dict's tensors (plain state dict, ESPnet's checkpoint.pth `model`, or a
+ * Lightning .ckpt's `state_dict`), each a view (offset, shape, stride) of a storage named by its
+ * key in archive/data/. core/formats/torch_zip.h reads the storages. */
+#ifndef ESPNET3_TORCH_PICKLE_H
+#define ESPNET3_TORCH_PICKLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/base/log.h"
+
+enum { PT_MAX_DIMS = 8 };
+
+typedef enum pt_dtype { PT_F32, PT_F16, PT_BF16, PT_F64, PT_I64, PT_I32 } pt_dtype;
+
+typedef struct pt_view {
+    char *name;            /* the state-dict key */
+    char *storage;         /* archive/data/<storage> */
+    pt_dtype dtype;
+    int64_t storage_numel; /* elements the storage holds (from its persistent id) */
+    int64_t offset;        /* in elements */
+    int ndim;
+    int64_t shape[PT_MAX_DIMS];
+    int64_t stride[PT_MAX_DIMS];
+} pt_view;
+
+typedef struct pt_views {
+    pt_view *v;
+    size_t n;
+} pt_views;
+
+size_t pt_dtype_size(pt_dtype t);
+const char *pt_dtype_name(pt_dtype t);
+
+/* Interprets the pickle (len bytes) and returns the state dict's tensor views; `what` names the
+ * file in messages. Each view is checked to lie inside its storage's declared size. */
+int pt_pickle_state_dict(const unsigned char *pkl, size_t len, const char *what, pt_views *out, esp_err *err);
+void pt_views_free(pt_views *v);
+
+/* The pickle torch.save writes for an OrderedDict of contiguous tensors: entry i is a view of all
+ * of storage "<i>" (dtypes[i]: PT_F32, PT_F64 or PT_I64). Returns a malloc'd buffer of *len bytes. */
+unsigned char *pt_pickle_write(const char *const *names, const pt_dtype *dtypes, const int *ndims,
+                               const int64_t (*shapes)[PT_MAX_DIMS], size_t n, size_t *len);
+
+#endif

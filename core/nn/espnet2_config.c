@@ -1,0 +1,186 @@
+#include "core/nn/espnet2_config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/base/fsio.h"
+#include "core/config/yamltree.h"
+#include "core/formats/zip_unpack.h"
+
+static ynode *scalar(const char *s, int quoted) { return yt_scalar(s, quoted, (ymark){0}); }
+
+/* ESPnet's relative paths: from the working directory, else from the packed model's root. */
+static char *find_path(const char *p, const char *config)
+{
+    if (p[0] == '/' || path_exists(p)) return path_absolute(p);
+    char *dir = path_dirname(config), *root = xasprintf("%s/../../%s", dir, p);
+    char *norm = path_normalize(root);
+    free(dir), free(root);
+    if (path_exists(norm)) {
+        char *abs = path_absolute(norm);
+        free(norm);
+        return abs;
+    }
+    free(norm);
+    return path_absolute(p); /* not there: the error that follows names where it was looked for */
+}
+
+/* "16k" as ESPnet's humanfriendly.parse_size reads a sampling rate. */
+static void fix_fs(ynode *model)
+{
+    ynode *fc = yt_map_get(model, "frontend_conf");
+    ynode *fs = fc && fc->kind == YN_MAP ? yt_map_get(fc, "fs") : NULL;
+    if (!fs || fs->kind != YN_SCALAR) return;
+    size_t n = strlen(fs->str);
+    if (n > 1 && (fs->str[n - 1] == 'k' || fs->str[n - 1] == 'K')) {
+        char *end;
+        double v = strtod(fs->str, &end);
+        if (end == fs->str + n - 1) {
+            char buf[32];
+            snprintf(buf, sizeof buf, "%.0f", v * 1000);
+            yt_map_set(fc, "fs", fs->mark, scalar(buf, 0));
+        }
+    }
+}
+
+static int write_tokens(const ynode *tl, const char *config, const char *dst, esp_err *err)
+{
+    if (tl->kind == YN_SCALAR) { /* a file of tokens, one a line */
+        char *src = find_path(tl->str, config);
+        size_t len;
+        char *data = read_file(src, &len, err);
+        free(src);
+        if (!data) return -1;
+        int rc = atomic_write_file(dst, data, len, err);
+        free(data);
+        return rc;
+    }
+    if (tl->kind != YN_SEQ || tl->n < 2)
+        return esp_fail(err, "%s: token_list: expected a list of tokens or a file name", config);
+    size_t cap = 1, used = 0;
+    for (size_t i = 0; i < tl->n; i++) {
+        if (tl->items[i]->kind != YN_SCALAR || !tl->items[i]->str[0] || strchr(tl->items[i]->str, '\n'))
+            return esp_fail(err, "%s: token_list[%zu]: not a token", config, i);
+        cap += strlen(tl->items[i]->str) + 1;
+    }
+    char *text = xmalloc(cap);
+    for (size_t i = 0; i < tl->n; i++) used += (size_t)sprintf(text + used, "%s\n", tl->items[i]->str);
+    int rc = atomic_write_file(dst, text, used, err);
+    free(text);
+    return rc;
+}
+
+static char *new_tmp_dir(const char *tag, esp_err *err)
+{
+    const char *td = getenv("TMPDIR");
+    char *dir = xasprintf("%s/espnet3_%s_XXXXXX", td && *td ? td : "/tmp", tag);
+    if (!mkdtemp(dir)) {
+        esp_fail(err, "%s: cannot make a temporary folder", dir);
+        free(dir);
+        return NULL;
+    }
+    return dir;
+}
+
+int espnet2_pack_unpack(const char *zip, char **out_dir, char **out_config, char **out_model, esp_err *err)
+{
+    *out_dir = *out_config = *out_model = NULL;
+    int has = zip_has_entry(zip, "meta.yaml", err);
+    if (has < 0) return -1;
+    if (!has) return esp_fail(err, "%s: no meta.yaml in the zip (not an ESPnet2 packed model)", zip);
+    char *dir = new_tmp_dir("espnet2_pack", err);
+    if (!dir) return -1;
+    /* a packed model is its weights, config, stats and tokenizer: 64 GiB bounds a hostile zip */
+    int rc = zip_unpack(zip, dir, (uint64_t)64 << 30, err);
+    char *meta = xasprintf("%s/meta.yaml", dir);
+    ynode *m = rc ? NULL : yt_parse_file(meta, err);
+    if (rc == 0 && !m) rc = -1;
+    const ynode *c = m ? yt_get_path(m, "yaml_files.asr_train_config") : NULL;
+    const ynode *w = m ? yt_get_path(m, "files.asr_model_file") : NULL;
+    if (rc == 0 && (!c || c->kind != YN_SCALAR || !w || w->kind != YN_SCALAR))
+        rc = esp_fail(err, "%s: meta.yaml names no yaml_files.asr_train_config and files.asr_model_file", zip);
+    if (rc == 0) {
+        *out_config = xasprintf("%s/%s", dir, c->str);
+        *out_model = xasprintf("%s/%s", dir, w->str);
+        if (!path_exists(*out_config) || !path_exists(*out_model))
+            rc = esp_fail(err, "%s: meta.yaml names %s and %s, which the zip does not hold", zip, c->str, w->str);
+    }
+    if (m) yt_free(m);
+    free(meta);
+    if (rc != 0) {
+        remove_tree(dir);
+        free(dir), free(*out_config), free(*out_model);
+        *out_config = *out_model = NULL;
+        return -1;
+    }
+    *out_dir = dir;
+    return 0;
+}
+
+int espnet2_config_convert(const char *path, char **out_dir, char **out_config, esp_err *err)
+{
+    *out_dir = *out_config = NULL;
+    ynode *root = yt_parse_file(path, err);
+    if (!root) return -1;
+    const ynode *model = root->kind == YN_MAP ? yt_map_get(root, "model") : NULL;
+    const ynode *tl = root->kind == YN_MAP ? yt_map_get(root, "token_list") : NULL;
+    if (!tl || (model && model->kind == YN_MAP)) {
+        yt_free(root);
+        return 0;
+    }
+    ynode *cfg = yt_map((ymark){0}), *m = yt_map((ymark){0});
+    static const char *const keys[] = {"frontend", "frontend_conf", "specaug", "specaug_conf", "normalize",
+                                       "normalize_conf", "encoder", "encoder_conf", "decoder", "decoder_conf",
+                                       "ctc_conf", "model_conf"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        const ynode *v = yt_map_get(root, keys[i]);
+        if (v && !yt_is_null(v)) yt_map_set(m, keys[i], v->mark, yt_copy(v));
+    }
+    fix_fs(m);
+    ynode *nc = yt_map_get(m, "normalize_conf"), *sf = nc && nc->kind == YN_MAP ? yt_map_get(nc, "stats_file") : NULL;
+    if (sf && sf->kind == YN_SCALAR) {
+        char *p = find_path(sf->str, path);
+        yt_map_set(nc, "stats_file", sf->mark, scalar(p, 1));
+        free(p);
+    }
+    yt_map_set(cfg, "model", (ymark){0}, m);
+    char *dir_tmpl = new_tmp_dir("espnet2_config", err);
+    if (!dir_tmpl) {
+        yt_free(cfg);
+        yt_free(root);
+        return -1;
+    }
+    int rc = 0;
+    char *tok_dir = xasprintf("%s/tokens", dir_tmpl), *tok = xasprintf("%s/tokens.txt", tok_dir);
+    if (rc == 0) rc = mkdir_p(tok_dir, err);
+    if (rc == 0) rc = write_tokens(tl, path, tok, err);
+    ynode *tz = yt_map((ymark){0});
+    yt_map_set(tz, "save_path", (ymark){0}, scalar(tok_dir, 1));
+    yt_map_set(cfg, "tokenizer", (ymark){0}, tz);
+    const ynode *tt = yt_map_get(root, "token_type"), *bpe = yt_map_get(root, "bpemodel");
+    if (tt && tt->kind == YN_SCALAR && !yt_is_null(tt)) yt_map_set(cfg, "token_type", tt->mark, yt_copy(tt));
+    if (bpe && bpe->kind == YN_SCALAR && !yt_is_null(bpe)) {
+        char *p = find_path(bpe->str, path);
+        yt_map_set(cfg, "bpemodel", bpe->mark, scalar(p, 1));
+        free(p);
+    }
+    char *out = xasprintf("%s/config.yaml", dir_tmpl);
+    if (rc == 0) {
+        size_t len;
+        char *text = yt_emit(cfg, &len);
+        char *all = xasprintf("# espnet3's reading of the ESPnet2 config %s\n%s", path, text);
+        rc = atomic_write_file(out, all, strlen(all), err);
+        free(all), free(text);
+    }
+    yt_free(cfg);
+    yt_free(root);
+    free(tok_dir), free(tok);
+    if (rc != 0) {
+        remove_tree(dir_tmpl);
+        free(dir_tmpl), free(out);
+        return -1;
+    }
+    *out_dir = dir_tmpl, *out_config = out;
+    return 1;
+}

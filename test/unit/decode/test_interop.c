@@ -1,0 +1,129 @@
+/* Two-way ESPnet parity (scripts/make_interop_fixtures.py, run with the real ESPnet 202511):
+ *   espnet_model   trained with ESPnet's own classes, its config.yaml and .pth as ESPnet wrote them:
+ *                  espnet3 decodes it to Speech2Text's hypotheses;
+ *   espnet3_model  trained by espnet3 and packed for ESPnet (pack_model's espnet/), which ESPnet
+ *                  loaded with load_state_dict(strict=True): ESPnet's hypotheses of it are ours.
+ * Joint CTC/attention search, ctc_weight 0.3, beam 1 and 4, on three synthetic WAVs. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/compute/backend_cpu.h"
+#include "core/decode/speech2text.h"
+#include "core/nn/model_files.h"
+#include "test/unit/test_util.h"
+
+static const char *fx(const char *rel)
+{
+    static char p[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(p[k], sizeof p[k], "%s/test/fixtures/interop/%s", test_root_dir(), rel);
+    return p[k];
+}
+
+/* Every hyps.txt line of `model`: espnet3's decode with the same beam and ctc_weight gives ESPnet's
+ * token ids and text. */
+static void decode_like_espnet(const char *model, const char *pth, const char *zip)
+{
+    char cfg_path[600], model_path[700];
+    snprintf(cfg_path, sizeof cfg_path, "%s", fx(model));
+    snprintf(model_path, sizeof model_path, "%s/%s", cfg_path, pth);
+    strncat(cfg_path, "/exp/asr_train/config.yaml", sizeof cfg_path - strlen(cfg_path) - 1);
+    if (zip) /* an ESPnet2 packed model: both keys name the zip */
+        snprintf(cfg_path, sizeof cfg_path, "%s", zip), snprintf(model_path, sizeof model_path, "%s", zip);
+    char *hyps = test_slurp(fx("hyps.txt"));
+    size_t checked = 0;
+    for (int beam = 1; beam <= 4; beam += 3) {
+        infer_model_cfg mc = {.asr_train_config = cfg_path, .asr_model_file = model_path, .beam_size = beam,
+                              .ctc_weight = 0.3, .nbest = 1};
+        inference_cfg ic = {.model = &mc};
+        model_files mf;
+        esp_err err = {{0}};
+        cr_assert_eq(model_files_locate(&mf, &ic, "inference.yaml", &err), 0, "%s", err.msg);
+        backend be;
+        cr_assert_eq(backend_cpu_init(&be, 1, &err), 0, "%s", err.msg);
+        s2t_opts o = {.beam_size = beam, .ctc_weight = 0.3, .nbest = 1};
+        speech2text *s = speech2text_open(&be, &mf, &o, &err);
+        cr_assert_not_null(s, "%s", err.msg);
+        char *copy = strdup(hyps), *save = NULL;
+        for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+            char name[64], utt[32], rest[512];
+            int b;
+            double w;
+            if (sscanf(line, "%63s %d %lf %31s %511[^\n]", name, &b, &w, utt, rest) != 5 || strcmp(name, model) ||
+                b != beam)
+                continue;
+            char *bar = strchr(rest, '|');
+            cr_assert_not_null(bar, "%s", line);
+            *bar = '\0';
+            const char *want_text = bar + 1;
+            char wav[64];
+            snprintf(wav, sizeof wav, "wav/%s.wav", utt);
+            const char *paths[1] = {fx(wav)};
+            s2t_hyp h;
+            cr_assert_eq(speech2text_decode_files(s, paths, 1, &h, &err), 0, "%s", err.msg);
+            char got[512] = "";
+            for (size_t i = 0; i < h.n_ids; i++)
+                snprintf(got + strlen(got), sizeof got - strlen(got), "%s%d", i ? " " : "", h.ids[i]);
+            cr_expect_str_eq(got, rest, "%s beam %d %s: ids '%s', ESPnet '%s'", model, beam, utt, got, rest);
+            cr_expect_str_eq(h.text, want_text, "%s beam %d %s: text", model, beam, utt);
+            s2t_hyp_free(&h);
+            checked++;
+        }
+        free(copy);
+        speech2text_close(s);
+        be.destroy(&be);
+        model_files_free(&mf);
+    }
+    free(hyps);
+    cr_assert_eq(checked, 6, "%s: %zu hypotheses compared", model, checked);
+}
+
+Test(interop, espnet_trained_model_decodes_to_espnets_hypotheses)
+{
+    decode_like_espnet("espnet_model", "exp/asr_train/valid.acc.ave.pth", NULL);
+}
+
+/* The same model as ESPnet's pack zips it (meta.yaml at the root, deflated entries). */
+Test(interop, espnet2_packed_model_zip_decodes_alike)
+{
+    char dir[64];
+    test_tmpdir_make(dir, sizeof dir, "interop_zip");
+    char code[1024], *root = realpath(fx("espnet_model"), NULL);
+    cr_assert_not_null(root);
+    snprintf(code, sizeof code,
+             "import os, zipfile\n"
+             "root = '%s'\n"
+             "with zipfile.ZipFile('model.zip', 'w', zipfile.ZIP_DEFLATED) as z:\n"
+             "    for d, _, fs in os.walk(root):\n"
+             "        for f in fs:\n"
+             "            p = os.path.join(d, f); z.write(p, os.path.relpath(p, root))\n",
+             root);
+    free(root);
+    cr_assert_eq(test_run_python(dir, code), 0);
+    decode_like_espnet("espnet_model", NULL, test_path(dir, "model.zip"));
+    /* a zip whose entry escapes the folder is refused, naming it */
+    snprintf(code, sizeof code,
+             "import zipfile\n"
+             "with zipfile.ZipFile('evil.zip', 'w') as z:\n"
+             "    z.writestr('meta.yaml', 'files: {}')\n"
+             "    z.writestr('../escape.txt', 'x')\n");
+    cr_assert_eq(test_run_python(dir, code), 0);
+    char zp[256];
+    snprintf(zp, sizeof zp, "%s", test_path(dir, "evil.zip"));
+    infer_model_cfg mc = {.asr_train_config = zp, .asr_model_file = zp};
+    inference_cfg ic = {.model = &mc};
+    model_files mf;
+    esp_err err = {{0}};
+    cr_assert_neq(model_files_locate(&mf, &ic, "inference.yaml", &err), 0);
+    cr_assert(strstr(err.msg, "entry '../escape.txt': not a plain relative path"), "%s", err.msg);
+    cr_assert_not(test_exists(test_path(dir, "escape.txt")));
+    test_tmpdir_remove(dir);
+}
+
+Test(interop, espnet3_packed_model_decodes_in_espnet_as_in_espnet3)
+{
+    decode_like_espnet("espnet3_model", "exp/asr_train/valid.loss.ave.pth", NULL);
+}

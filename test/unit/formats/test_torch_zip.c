@@ -1,0 +1,159 @@
+/* PyTorch checkpoints (core/formats/torch_zip.h): files written by the venv's torch.save and a real
+ * Lightning Trainer (scripts/make_torch_fixtures.py) read to the values torch holds, hostile files
+ * refused with one line, and our writer's files read back bit for bit. */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/formats/torch_pickle.h"
+#include "core/formats/torch_zip.h"
+#include "test/unit/test_util.h"
+
+static const char *fixture(const char *name)
+{
+    static char p[512];
+    snprintf(p, sizeof p, "%s/test/fixtures/torch/%s", test_root_dir(), name);
+    return p;
+}
+
+/* Every line of expect.txt for `file`: the tensor is there with that dtype, shape and values. */
+static void check_expected(const char *file, const st_file *f)
+{
+    char *txt = test_slurp(fixture("expect.txt"));
+    size_t checked = 0;
+    for (char *line = strtok(txt, "\n"); line; line = strtok(NULL, "\n")) {
+        char fname[64], name[128], dt[8], shape[64];
+        int used = 0;
+        if (sscanf(line, "%63s %127s %7s %63s %n", fname, name, dt, shape, &used) < 4 || strcmp(fname, file)) continue;
+        const st_tensor *t = st_get(f, name);
+        cr_assert_not_null(t, "%s: no tensor %s", file, name);
+        cr_assert_eq(t->dtype, !strcmp(dt, "I64") ? ST_I64 : ST_F32, "%s %s", file, name);
+        int nd = 0;
+        int64_t sh[8];
+        for (char *s = shape; *shape != '-' && s && *s; nd++) {
+            sh[nd] = strtoll(s, &s, 10);
+            if (*s == 'x') s++;
+        }
+        cr_assert_eq(t->ndim, nd, "%s %s ndim", file, name);
+        for (int d = 0; d < nd; d++) cr_assert_eq(t->shape[d], sh[d], "%s %s dim %d", file, name, d);
+        const char *v = line + used;
+        for (int64_t k = 0; k < st_numel(t); k++) {
+            char *end;
+            if (t->dtype == ST_I64) {
+                long long want = strtoll(v, &end, 10);
+                cr_assert_eq(((const int64_t *)t->data)[k], want, "%s %s[%lld]", file, name, (long long)k);
+            } else {
+                uint32_t want = (uint32_t)strtoul(v, &end, 16), got;
+                memcpy(&got, (const float *)t->data + k, 4);
+                cr_assert_eq(got, want, "%s %s[%lld]: %08x vs %08x", file, name, (long long)k, got, want);
+            }
+            cr_assert_neq(end, v, "%s %s: expect.txt has fewer values", file, name);
+            v = end;
+        }
+        checked++;
+    }
+    cr_assert_eq(checked, f->n, "%s: %zu tensors read, expect.txt lists %zu", file, f->n, checked);
+    free(txt);
+}
+
+Test(torch_zip, reads_torch_save_files)
+{
+    static const char *const files[] = {"plain.pth", "module.pth", "lightning.ckpt", "small.pth"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        st_file f;
+        esp_err err = {{0}};
+        cr_assert(pt_is_zip_file(fixture(files[i])));
+        cr_assert_eq(pt_read(fixture(files[i]), &f, &err), 0, "%s", err.msg);
+        check_expected(files[i], &f);
+        st_close(&f);
+    }
+    /* shared storage, transposed and offset views: a.t is a.weight transposed */
+    st_file f;
+    esp_err err = {{0}};
+    cr_assert_eq(pt_read(fixture("plain.pth"), &f, &err), 0, "%s", err.msg);
+    const float *w = st_get(&f, "a.weight")->data, *t = st_get(&f, "a.t")->data;
+    for (int r = 0; r < 3; r++)
+        for (int c = 0; c < 4; c++) cr_assert_eq(w[r * 4 + c], t[c * 3 + r]);
+    st_close(&f);
+    cr_assert_not(pt_is_zip_file(fixture("expect.txt")));
+}
+
+static void expect_refused(const char *file, const char *want)
+{
+    st_file f;
+    esp_err err = {{0}};
+    cr_assert_neq(pt_read(fixture(file), &f, &err), 0, "%s was read", file);
+    cr_assert(strstr(err.msg, fixture(file)), "the error names the file: %s", err.msg);
+    cr_assert(strstr(err.msg, want), "%s: %s", file, err.msg);
+    cr_assert_null(strchr(err.msg, '\n'), "one line: %s", err.msg);
+}
+
+Test(torch_zip, refuses_hostile_files)
+{
+    expect_refused("evil_global.pth", "GLOBAL posix.system is not allowed");
+    expect_refused("evil_reduce.pth", "REDUCE of torch.FloatStorage is not allowed");
+    expect_refused("evil_past.pth", "reaches past its storage");
+    expect_refused("evil_huge.pth", "more elements than its storage or the file holds");
+    expect_refused("evil_truncated.pth", "not a readable zip");
+}
+
+/* Pickles built by hand: each opcode outside the subset, and malformed use of allowed ones. */
+Test(torch_zip, refuses_hostile_pickles)
+{
+#define C(p, w) {p, sizeof p - 1, w}
+    static const struct { const char *pkl; size_t len; const char *want; } cases[] = {
+        C("\x80\x02" "cbuiltins\neval\n)R.", "GLOBAL builtins.eval is not allowed"),
+        C("\x80\x02" "(X\x01\x00\x00\x00" "a" "\x81.", "opcode 0x81 is not allowed"),      /* NEWOBJ */
+        C("\x80\x02" "}(X\x01\x00\x00\x00" "aK\x01u" "}b.", "state-dict entry 'a' is a int"),
+        C("\x80\x02" "}X\xff\xff\xff\x7f" "ab", "truncated string"),
+        C("\x80\x02" "}h\x05.", "memo entry not defined"),
+        C("\x80\x02" "]]b.", "BUILD of a list is not allowed"),
+        C("\x80\x02" "K\x01)R.", "REDUCE of a int is not allowed"),
+        C("\x80\x02" "}", "truncated (no STOP)"),
+        C("\x80\x02" "ccollections\nOrderedDict\nK\x01\x85R.", "OrderedDict with arguments"),
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        size_t len = cases[i].len;
+        pt_views v;
+        esp_err err = {{0}};
+        cr_assert_neq(pt_pickle_state_dict((const unsigned char *)cases[i].pkl, len, "x.pth", &v, &err), 0,
+                      "case %zu accepted", i);
+        cr_assert(strstr(err.msg, cases[i].want), "case %zu: %s", i, err.msg);
+    }
+}
+
+static char dir[64];
+static void setup(void) { test_tmpdir_make(dir, sizeof dir, "torch_zip"); }
+static void teardown(void) { test_tmpdir_remove(dir); }
+
+Test(torch_zip, write_read_round_trip_is_bit_identical, .init = setup, .fini = teardown)
+{
+    float w[6] = {1.5f, -0.0f, 3.25e-8f, 1e30f, -7.0f, 0.1f}, s = 2.0f;
+    int64_t cnt = 123456789012LL;
+    st_tensor t[] = {
+        {.name = "encoder.embed.out.0.weight", .dtype = ST_F32, .ndim = 2, .shape = {2, 3}, .data = w},
+        {.name = "scalar", .dtype = ST_F32, .ndim = 0, .data = &s},
+        {.name = "bn.num_batches_tracked", .dtype = ST_I64, .ndim = 0, .data = &cnt},
+        {.name = "empty", .dtype = ST_F32, .ndim = 1, .shape = {0}, .data = w},
+    };
+    const char *path = test_path(dir, "m.pth");
+    esp_err err = {{0}};
+    cr_assert_eq(pt_write(path, t, 4, &err), 0, "%s", err.msg);
+    st_file f;
+    cr_assert_eq(pt_read(path, &f, &err), 0, "%s", err.msg);
+    cr_assert_eq(f.n, 4);
+    for (size_t i = 0; i < 4; i++) {
+        cr_assert_str_eq(f.tensors[i].name, t[i].name);
+        cr_assert_eq(f.tensors[i].dtype, t[i].dtype);
+        cr_assert_eq(f.tensors[i].ndim, t[i].ndim);
+        cr_assert_eq(st_nbytes(&f.tensors[i]), st_nbytes(&t[i]));
+        cr_assert_eq(memcmp(f.tensors[i].data, t[i].data, st_nbytes(&t[i])), 0, "%s", t[i].name);
+    }
+    st_close(&f);
+    /* the same tensors give the same bytes */
+    const char *again = test_path(dir, "again.pth");
+    cr_assert_eq(pt_write(again, t, 4, &err), 0, "%s", err.msg);
+    cr_assert(test_same_file(path, again));
+}
