@@ -26,6 +26,8 @@ packages=(
   slurmctld slurmd slurm-client munge slurm-wlm-basic-plugins libpmix-dev
   # the default recipe
   espeak-ng fortunes
+  # more voice engines for the default recipe (create_dataset.engines / test_engine)
+  festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts flite
 )
 
 missing=()

@@ -226,7 +226,16 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
                      "utterance is augmented (set data_aug_prob, e.g. 1.0)", file);
         o.augment = &aug;
     }
+    noise_rir_conf nr = {0};
+    if (rc == 0) rc = noise_rir_conf_from_tree(ctx->configs->training->tree, &nr, err);
+    if (rc == 0 && noise_rir_conf_active(&nr)) {
+        log_info("train: reverberation (%zu RIRs, rir_apply_prob %g) and noise (%zu files, noise_apply_prob %g, "
+                 "SNR %g..%g dB) on the training split", nr.n_rirs, nr.rir_prob, nr.n_noises, nr.noise_prob,
+                 nr.db_lo, nr.db_hi);
+        o.noise_rir = &nr;
+    }
     if (rc == 0) rc = trainer_run(&o, err);
+    noise_rir_conf_free(&nr);
     augment_conf_free(&aug);
     free(run_id), free(tb_dir), free(csv);
     return rc;

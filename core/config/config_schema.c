@@ -30,6 +30,16 @@ static const cyaml_schema_value_t string_entry = {CYAML_VALUE_STRING(CYAML_FLAG_
 static const cyaml_schema_value_t int_entry = {CYAML_VALUE_INT(CYAML_FLAG_DEFAULT, int64_t)};
 static const cyaml_schema_value_t float_entry = {CYAML_VALUE_FLOAT(CYAML_FLAG_DEFAULT, double)};
 
+static const cyaml_schema_field_t synth_engine_fields[] = {
+    STR("name", synth_engine_cfg, name),
+    SEQ("voices", synth_engine_cfg, voices, &string_entry),
+    SEQ("variants", synth_engine_cfg, variants, &string_entry),
+    SEQ("test_voices", synth_engine_cfg, test_voices, &string_entry),
+    SEQ("test_variants", synth_engine_cfg, test_variants, &string_entry),
+    CYAML_FIELD_END};
+static const cyaml_schema_value_t synth_engine_entry = {
+    CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, synth_engine_cfg, synth_engine_fields)};
+
 static const cyaml_schema_field_t create_dataset_fields[] = {
     STR("func", create_dataset_cfg, func),
     STR("dataset_dir", create_dataset_cfg, dataset_dir),
@@ -50,6 +60,11 @@ static const cyaml_schema_field_t create_dataset_fields[] = {
     INT("max_words", create_dataset_cfg, max_words),
     INT("fs", create_dataset_cfg, fs),
     INT("nj", create_dataset_cfg, nj),
+    SEQ("engines", create_dataset_cfg, engines, &synth_engine_entry),
+    MAP("test_engine", create_dataset_cfg, test_engine, synth_engine_fields),
+    INT("num_test_engine", create_dataset_cfg, num_test_engine),
+    INT("num_rirs", create_dataset_cfg, num_rirs),
+    INT("num_noises", create_dataset_cfg, num_noises),
     STR("archive_path", create_dataset_cfg, archive_path),
     INT("dev_size", create_dataset_cfg, dev_size),
     CYAML_FIELD_END};
@@ -87,6 +102,13 @@ static const cyaml_schema_field_t preprocessor_fields[] = {
     IGNORED("data_aug_effects"),
     IGNORED("data_aug_num"),
     IGNORED("data_aug_prob"),
+    /* read from the tree by core/data/noise_rir_conf.c (rir_scp / noise_scp: a path or a list) */
+    IGNORED("rir_scp"),
+    IGNORED("rir_apply_prob"),
+    IGNORED("noise_scp"),
+    IGNORED("noise_apply_prob"),
+    IGNORED("noise_db_range"),
+    IGNORED("short_noise_thres"),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t dataset_fields[] = {

@@ -12,6 +12,15 @@ typedef struct int_range {
     unsigned n;
 } int_range;
 
+/* create_dataset.engines[] / test_engine of the default recipe: a speech synthesizer and its voices. */
+typedef struct synth_engine_cfg {
+    char *name;          /* espeak-ng | festival | flite */
+    char **voices; unsigned n_voices;           /* train and valid (test_engine: its only voices) */
+    char **variants; unsigned n_variants;       /* espeak-ng voice variants (m1, f2, ...) */
+    char **test_voices; unsigned n_test_voices; /* the test split's unseen voices of this engine */
+    char **test_variants; unsigned n_test_variants;
+} synth_engine_cfg;
+
 /* create_dataset: the recipe's dataset builder and its arguments. */
 typedef struct create_dataset_cfg {
     char *func;          /* builder name from the builder registry */
@@ -30,6 +39,11 @@ typedef struct create_dataset_cfg {
     int64_t min_words, max_words;
     int64_t fs;
     int64_t nj;          /* parallel synthesis processes */
+    synth_engine_cfg *engines; unsigned n_engines; /* several synthesizers (instead of synthesizer + *_voices) */
+    synth_engine_cfg *test_engine; /* a synthesizer never heard in training: the test_engine split */
+    int64_t num_test_engine;
+    int64_t num_rirs;    /* generated room impulse responses: <dataset_dir>/rir.scp (for rir_scp) */
+    int64_t num_noises;  /* generated colored noises: <dataset_dir>/noise.scp (for noise_scp) */
     char *archive_path;  /* mini_an4: the AN4 archive (default <recipe_dir>/downloads.tar.gz) */
     int64_t dev_size;    /* mini_an4: train utterances held out as valid (ESPnet3's dev_size, default 1) */
 } create_dataset_cfg;

@@ -36,7 +36,9 @@ static const allowed_rule allowed_rules[] = {
     {"token_type", "char|bpe|word"},
     {"model.token_type", "char|bpe|word"},
     {"init", "xavier_uniform|xavier_normal|kaiming_uniform|kaiming_normal|chainer"},
-    {"create_dataset.synthesizer", "espeak-ng|flite"},
+    {"create_dataset.synthesizer", "espeak-ng|flite|festival"},
+    {"create_dataset.engines[].name", "espeak-ng|flite|festival"},
+    {"create_dataset.test_engine.name", "espeak-ng|flite|festival"},
     {"model.frontend", "default"},
     {"model.specaug", "specaug"},
     {"model.normalize", "global_mvn|utterance_mvn"},
@@ -113,8 +115,6 @@ static const char *const unimplemented_keys[] = {
     "dataloader.*.iter_factory.batches.sort_in_batch", "dataloader.*.iter_factory.batches.sort_batch",
     "dataset.preprocessor._convert_", "dataset.preprocessor.speech_name", "dataset.preprocessor.text_name",
     "dataset.preprocessor.non_linguistic_symbols", "dataset.preprocessor.delimiter", "dataset.preprocessor.g2p_type",
-    "dataset.preprocessor.rir_scp", "dataset.preprocessor.rir_apply_prob", "dataset.preprocessor.noise_scp",
-    "dataset.preprocessor.noise_apply_prob", "dataset.preprocessor.noise_db_range", "dataset.preprocessor.short_noise_thres",
     "dataset.preprocessor.speech_volume_normalize", "dataset.preprocessor.whisper_language",
     "dataset.preprocessor.whisper_task", "dataset.preprocessor.unk_symbol", "dataset.preprocessor.space_symbol",
     "dataset.*[].transform", "dataset.*[].preprocessor", "dataset._convert_", "metrics[].clean_types",
@@ -280,6 +280,8 @@ static const char *suggest(const cyaml_schema_field_t *fields, const char *paren
 static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *schema, const char *schema_path,
                       const char *path);
 
+static int is_read_from_tree(const char *schema_path);
+
 static int walk_mapping(walker *w, ynode *n, const cyaml_schema_field_t *fields, const char *schema_path,
                         const char *path)
 {
@@ -314,7 +316,7 @@ static int walk_mapping(walker *w, ynode *n, const cyaml_schema_field_t *fields,
             else rc = check_target(w, val, schema_path, p);
         } else if (f->value.type != CYAML_IGNORE) {
             rc = walk_value(w, val, &f->value, sp, p);
-        } else if (!(val->kind != YN_SCALAR && val->n == 0)) {
+        } else if (!(val->kind != YN_SCALAR && val->n == 0) && !is_read_from_tree(sp)) {
             /* Free-form ESPnet3 blocks (dataset:, fit:) are kept in config.yaml; say they are unused. */
             char where[512];
             log_warn("%s: %s: kept in the resolved config but not used by espnet3 (it reads "
@@ -327,6 +329,21 @@ static int walk_mapping(walker *w, ynode *n, const cyaml_schema_field_t *fields,
         if (drop) yt_map_remove(n, key);
         else i++;
     }
+    return 0;
+}
+
+/* IGNORED by the typed schema because their values are free-form, but read from the tree by
+ * their own readers (core/data/augment_conf.c, core/data/noise_rir_conf.c): not "unused". */
+static int is_read_from_tree(const char *schema_path)
+{
+    static const char *const keys[] = {
+        "dataset.preprocessor.data_aug_effects", "dataset.preprocessor.data_aug_num",
+        "dataset.preprocessor.data_aug_prob",    "dataset.preprocessor.rir_scp",
+        "dataset.preprocessor.rir_apply_prob",   "dataset.preprocessor.noise_scp",
+        "dataset.preprocessor.noise_apply_prob", "dataset.preprocessor.noise_db_range",
+        "dataset.preprocessor.short_noise_thres", NULL};
+    for (const char *const *k = keys; *k; k++)
+        if (!strcmp(schema_path, *k)) return 1;
     return 0;
 }
 

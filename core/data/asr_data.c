@@ -108,6 +108,7 @@ void asr_data_close(asr_data *d)
     frontend_free(d->fe);
     if (d->norm == NORM_GLOBAL) global_mvn_free(&d->gmvn);
     augment_conf_free(&d->aug);
+    noise_rir_conf_free(&d->nr);
     memset(d, 0, sizeof *d);
 }
 
@@ -122,14 +123,36 @@ int asr_data_set_augment(asr_data *d, const augment_conf *c, uint64_t seed, esp_
     return 0;
 }
 
+int asr_data_set_noise_rir(asr_data *d, const noise_rir_conf *c, uint64_t seed, esp_err *err)
+{
+    if (!d->train) return esp_fail(err, "noise and reverberation are for training data only");
+    if (noise_rir_conf_check_fs(c, d->fo.fs, FS_KEY, err) != 0) return -1;
+    noise_rir_conf_free(&d->nr);
+    noise_rir_conf_copy(&d->nr, c);
+    d->nr_on = noise_rir_conf_active(c);
+    d->aug_seed = seed;
+    return 0;
+}
+
 void asr_data_set_epoch(asr_data *d, int64_t epoch) { d->aug_epoch = epoch; }
 
 /* The training waveform's augmentation, drawn from (seed, epoch, utterance id) alone. A result
  * shorter than the STFT needs is padded with zeros to that length. */
 static void augment_wav(const asr_data *d, const char *utt, float **wav, size_t *n)
 {
+    uint64_t key = augment_utt_seed(d->aug_seed, d->aug_epoch, utt);
+    if (d->nr_on) { /* its own stream: the effects draw as they do without it */
+        rng rn;
+        rng_init(&rn, rng_derive(key, 0x4E52, 0));
+        float *z = noise_rir_apply(&d->nr, *wav, *n, &rn);
+        if (z) {
+            free(*wav);
+            *wav = z;
+        }
+    }
+    if (!d->aug_on) return;
     rng r;
-    rng_init(&r, augment_utt_seed(d->aug_seed, d->aug_epoch, utt));
+    rng_init(&r, key);
     size_t m;
     float *y = augment_apply(&d->aug, *wav, *n, d->fo.fs, &r, &m);
     if (!y) return;
@@ -206,7 +229,7 @@ int asr_batch_load(asr_batch *b, asr_data *d, const size_t *items, int n, uint64
         b->utts[i] = e->utt;
         if (asr_data_read_span(d, e->wav, e->start, e->end, &wav[i], &ns[i], err) != 0) rc = -1;
         else if (text_to_ids(&d->tokens, e->text, &ids[i], &nids[i], NULL, err) != 0) rc = -1;
-        if (rc == 0 && d->aug_on) augment_wav(d, e->utt, &wav[i], &ns[i]); /* before the frontend, as ESPnet */
+        if (rc == 0 && (d->aug_on || d->nr_on)) augment_wav(d, e->utt, &wav[i], &ns[i]); /* before the frontend, as ESPnet */
         if (rc == 0) {
             b->feat_lens[i] = (int)frontend_num_frames(d->fe, ns[i]);
             b->label_lens[i] = (int)nids[i];

@@ -10,6 +10,7 @@
 
 #include "core/config/config_types.h"
 #include "core/data/augment.h"
+#include "core/data/noise_rir.h"
 #include "core/data/frontend.h"
 #include "core/base/log.h"
 #include "core/formats/manifest.h"
@@ -32,6 +33,8 @@ typedef struct asr_data {
     double norm_eps;         /* normalize_conf.eps (both kinds) */
     int train;               /* opened as training data */
     int aug_on;              /* waveform augmentation (asr_data_set_augment) */
+    noise_rir_conf nr;       /* reverberation and noise before it (asr_data_set_noise_rir) */
+    int nr_on;
     augment_conf aug;
     uint64_t aug_seed;
     int64_t aug_epoch;
@@ -56,6 +59,9 @@ void asr_data_close(asr_data *d);
  * otherwise); c's frequencies are checked against the frontend's rate. Each utterance's draws come
  * from (seed, the epoch of asr_data_set_epoch, its id), whatever batch, rank or worker loads it. */
 int asr_data_set_augment(asr_data *d, const augment_conf *c, uint64_t seed, esp_err *err);
+/* ESPnet's rir_scp / noise_scp step (core/data/noise_rir.h) on the training waveform, before the
+ * data_aug effects, drawn from the same (seed, epoch, utterance id) key on its own stream. */
+int asr_data_set_noise_rir(asr_data *d, const noise_rir_conf *c, uint64_t seed, esp_err *err);
 /* The epoch (from 0) the next batches belong to. */
 void asr_data_set_epoch(asr_data *d, int64_t epoch);
 

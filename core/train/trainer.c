@@ -187,6 +187,9 @@ static int train_on_backend(trainer *t, esp_err *err)
     if (t->o->augment && t->o->augment->n &&
         asr_data_set_augment(&t->train.data, t->o->augment, (uint64_t)cfg->seed, err) != 0)
         goto out_train;
+    if (t->o->noise_rir && noise_rir_conf_active(t->o->noise_rir) &&
+        asr_data_set_noise_rir(&t->train.data, t->o->noise_rir, (uint64_t)cfg->seed, err) != 0)
+        goto out_train;
     if (split_open(&t->valid, cfg, "valid", cfg->dataloader->valid, 0, 0, err) != 0) goto out_train;
     t->be->set_gemm_precision(t->be, t->o->precision);
     grad_scaler_init(&t->scaler, t->o->precision == AMP_FP16);

@@ -26,6 +26,7 @@
 #include "core/compute/kernel_math.h"
 #include "core/config/config_types.h"
 #include "core/data/augment.h"
+#include "core/data/noise_rir.h"
 #include "core/dist/dist_env.h"
 #include "core/nn/model.h"
 
@@ -56,6 +57,7 @@ typedef struct trainer_opts {
     const char *tb_dir;       /* TensorBoard event folder */
     const char *csv_path;     /* metrics.csv */
     const augment_conf *augment; /* waveform augmentation of the training split (NULL or n 0: none) */
+    const noise_rir_conf *noise_rir; /* rir_scp / noise_scp of the training split (NULL: none) */
 } trainer_opts;
 
 /* Trains until max_epochs, or max_steps optimizer steps (the epoch that reaches them ends there,

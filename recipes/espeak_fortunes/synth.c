@@ -20,17 +20,21 @@ static const struct {
 } engines[] = {
     [SYNTH_ESPEAK_NG] = {"espeak-ng", "espeak-ng"},
     [SYNTH_FLITE] = {"flite", "flite"},
+    [SYNTH_FESTIVAL] = {"text2wave", "festival"},
 };
+static const char *const engine_names[] = {"espeak-ng", "flite", "festival"};
+
+const char *synth_engine_name(synth_engine engine) { return engine_names[engine]; }
 
 int synth_engine_parse(const char *name, synth_engine *out, esp_err *err)
 {
     for (size_t i = 0; i < sizeof engines / sizeof engines[0]; i++) {
-        if (strcmp(name, engines[i].program) == 0) {
+        if (strcmp(name, engine_names[i]) == 0) {
             *out = (synth_engine)i;
             return 0;
         }
     }
-    return esp_fail(err, "synthesizer %s is not supported (use espeak-ng or flite)", name);
+    return esp_fail(err, "synthesizer %s is not supported (use espeak-ng, flite or festival)", name);
 }
 
 int synth_check_installed(synth_engine engine, esp_err *err)
@@ -38,6 +42,41 @@ int synth_check_installed(synth_engine engine, esp_err *err)
     if (which(engines[engine].program)) return 0;
     return esp_fail(err, "%s not found on PATH (install the Debian package %s)", engines[engine].program,
                     engines[engine].debian_package);
+}
+
+#define FESTIVAL_VOICES "/usr/share/festival/voices"
+
+int synth_check_voice(synth_engine engine, const char *voice, esp_err *err)
+{
+    if (engine == SYNTH_FESTIVAL) {
+        static const char *const langs[] = {"english", "us", "british"};
+        for (size_t i = 0; i < sizeof langs / sizeof langs[0]; i++) {
+            char *dir = xasprintf("%s/%s/%s", FESTIVAL_VOICES, langs[i], voice);
+            int found = is_dir(dir);
+            free(dir);
+            if (found) return 0;
+        }
+        return esp_fail(err, "festival has no voice %s in %s/{english,us,british} (install its festvox-* "
+                        "Debian package, e.g. festvox-kallpc16k for kal_diphone)", voice, FESTIVAL_VOICES);
+    }
+    if (engine != SYNTH_FLITE) return 0;
+    char *argv[] = {"flite", "-lv", NULL};
+    proc_buf out = {0};
+    int status = 0;
+    int rc = proc_run_capture(argv, &out, NULL, 4096, &status, err);
+    if (rc > 0) rc = esp_fail(err, "flite not found on PATH (install the Debian package flite)");
+    int found = 0;
+    if (rc == 0 && out.data) {
+        const char *list = strchr((const char *)out.data, ':');
+        char *names = xstrdup(list ? list + 1 : ""), *save = NULL;
+        for (char *t = strtok_r(names, " \n", &save); t; t = strtok_r(NULL, " \n", &save))
+            if (strcmp(t, voice) == 0) found = 1;
+        free(names);
+    }
+    free(out.data);
+    if (rc != 0) return -1;
+    if (!found) return esp_fail(err, "flite has no voice %s (`flite -lv` lists them)", voice);
+    return 0;
 }
 
 /* stderr text as one line: newlines become " | ", trailing whitespace dropped. */
@@ -159,7 +198,7 @@ static int resample(float **samples, size_t *n, int from, int to, esp_err *err)
 }
 
 /* Writes mono 16-bit PCM WAV through an atomic temp file. */
-static int write_pcm16(const char *path, const float *samples, size_t n, int fs, esp_err *err)
+int synth_write_pcm16(const char *path, const float *samples, size_t n, int fs, esp_err *err)
 {
     atomic_file af;
     if (atomic_open(&af, path, err) != 0) return -1;
@@ -181,11 +220,12 @@ static int write_pcm16(const char *path, const float *samples, size_t n, int fs,
 
 /* Builds the program's argv; *file_out is set when the program writes to a file, not stdout. */
 static char **synth_argv(synth_engine engine, const synth_params *p, const char *out_path,
-                         char **file_out)
+                         char **file_out, const char *text_file)
 {
     char **argv = xcalloc(16, sizeof *argv);
     int a = 0;
     *file_out = NULL;
+    double stretch = 175.0 / (p->speed_wpm > 0 ? p->speed_wpm : 175);
     if (engine == SYNTH_ESPEAK_NG) {
         argv[a++] = xstrdup("espeak-ng");
         argv[a++] = xstrdup("--stdout");
@@ -197,6 +237,18 @@ static char **synth_argv(synth_engine engine, const synth_params *p, const char 
         argv[a++] = xasprintf("%d", p->pitch);
         argv[a++] = xstrdup("--");
         argv[a++] = xstrdup(p->text);
+    } else if (engine == SYNTH_FESTIVAL) {
+        /* The voice name is checked (letters, digits, - _ + . only), so it cannot leave the
+         * Scheme expression; the text comes from a file, never from the command line. */
+        *file_out = xasprintf("%s.festival.%ld.wav", out_path, (long)getpid());
+        argv[a++] = xstrdup("text2wave");
+        argv[a++] = xstrdup("-eval");
+        argv[a++] = xasprintf("(voice_%s)", p->voice);
+        argv[a++] = xstrdup("-eval");
+        argv[a++] = xasprintf("(Parameter.set 'Duration_Stretch %.4f)", stretch);
+        argv[a++] = xstrdup("-o");
+        argv[a++] = xstrdup(*file_out);
+        argv[a++] = xstrdup(text_file);
     } else {
         /* flite has no words-per-minute or 0..99 pitch: map onto espeak-ng's scale, where 175 wpm
          * is the normal rate and pitch 50 the normal voice (about 110 Hz here). */
@@ -205,7 +257,7 @@ static char **synth_argv(synth_engine engine, const synth_params *p, const char 
         argv[a++] = xstrdup("-voice");
         argv[a++] = xstrdup(p->voice);
         argv[a++] = xstrdup("--setf");
-        argv[a++] = xasprintf("duration_stretch=%.4f", 175.0 / (p->speed_wpm > 0 ? p->speed_wpm : 175));
+        argv[a++] = xasprintf("duration_stretch=%.4f", stretch);
         argv[a++] = xstrdup("--setf");
         argv[a++] = xasprintf("int_f0_target_mean=%d", 60 + p->pitch);
         argv[a++] = xstrdup("-t");
@@ -227,7 +279,15 @@ int synth_to_wav(synth_engine engine, const synth_params *p, int fs, const char 
 {
     const char *prog = engines[engine].program;
     char *file_out;
-    char **argv = synth_argv(engine, p, out_path, &file_out);
+    char *text_file = NULL;
+    if (engine == SYNTH_FESTIVAL) {
+        text_file = xasprintf("%s.festival.%ld.txt", out_path, (long)getpid());
+        if (atomic_write_file(text_file, p->text, strlen(p->text), err) != 0) {
+            free(text_file);
+            return -1;
+        }
+    }
+    char **argv = synth_argv(engine, p, out_path, &file_out, text_file);
     proc_buf out = {0}, errtxt = {0};
     int status = 0;
     int rc = proc_run_capture(argv, &out, &errtxt, 4096, &status, err);
@@ -250,6 +310,10 @@ int synth_to_wav(synth_engine engine, const synth_params *p, int fs, const char 
         unlink(file_out);
         free(file_out);
     }
+    if (text_file) {
+        unlink(text_file);
+        free(text_file);
+    }
     if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
         char *msg = one_line(&errtxt);
         if (WIFSIGNALED(status))
@@ -268,7 +332,7 @@ int synth_to_wav(synth_engine engine, const synth_params *p, int fs, const char 
     if (rc == 0) rc = decode_wav(&out, &samples, &n, &rate, err);
     if (rc == 0 && n == 0) rc = esp_fail(err, "%s -v %s produced an empty WAV for \"%s\"", prog, p->voice, p->text);
     if (rc == 0) rc = resample(&samples, &n, rate, fs, err);
-    if (rc == 0) rc = write_pcm16(out_path, samples, n, fs, err);
+    if (rc == 0) rc = synth_write_pcm16(out_path, samples, n, fs, err);
     free(samples);
     free(out.data);
     free(errtxt.data);

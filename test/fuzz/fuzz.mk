@@ -27,9 +27,10 @@ FUZZ_SEEDS   := $(wildcard conf/*.yaml recipes/*/conf/*.yaml test/fuzz/seeds/*.y
 FUZZ_FLAGS   := -rss_limit_mb=2048 -malloc_limit_mb=512 -timeout=10 -close_fd_mask=2 -print_final_stats=1
 
 FUZZ_READERS := safetensors trainer_state npz tokens manifest kaldi_dir corpus shapes audio metrics_csv text_scp \
-                torch torch_pickle zip_unpack
+                torch torch_pickle zip_unpack noise_scp
 # The readers and what they need, compiled once (instrumented) and linked into every target.
 FUZZ_LIB_SRCS := $(wildcard core/base/*.c core/formats/*.c) core/data/audio.c core/data/tokenizer.c \
+                 core/data/noise_rir_scp.c \
                  core/train/checkpoint.c core/train/checkpoint_average.c core/nn/param_names.c test/fuzz/fuzz_util.c
 # The tokenizer reaches SentencePiece (C++) through its shim, compiled with the same instrumentation
 # (less UBSan's vptr check, whose runtime only a C++ link brings).

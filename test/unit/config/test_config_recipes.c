@@ -16,7 +16,7 @@
 /* ---- the recipe configs with the conf/ template --------------------------------------------- */
 
 /* create_dataset fields by name, to compare the typed struct with the YAML text. */
-typedef enum { F_STR, F_INT, F_STRS, F_INTS } ftype;
+typedef enum { F_STR, F_INT, F_STRS, F_INTS, F_ENGINES, F_ENGINE } ftype;
 static const struct {
     const char *key;
     ftype type;
@@ -28,7 +28,8 @@ static const struct {
     CD(seed, F_INT), CD(num_train, F_INT), CD(num_valid, F_INT), CD(num_test, F_INT),
     CDL(train_voices, F_STRS), CDL(test_voices, F_STRS), CDL(train_variants, F_STRS), CDL(test_variants, F_STRS),
     CDL(speed_range, F_INTS), CDL(pitch_range, F_INTS), CD(min_words, F_INT), CD(max_words, F_INT), CD(fs, F_INT),
-    CD(nj, F_INT),
+    CD(nj, F_INT), CD(num_test_engine, F_INT), CD(num_rirs, F_INT), CD(num_noises, F_INT),
+    CDL(engines, F_ENGINES), CD(test_engine, F_ENGINE),
 #undef CD
 #undef CDL
 };
@@ -45,7 +46,26 @@ static int check_create_dataset(const create_dataset_cfg *cd, const ynode *expec
         while (f < sizeof cd_fields / sizeof *cd_fields && strcmp(cd_fields[f].key, key)) f++;
         cr_assert(f < sizeof cd_fields / sizeof *cd_fields, "create_dataset.%s has no typed field", key);
         const char *base = (const char *)cd;
+        if (yt_is_null(v)) { /* null in a config on top: the field is left unset */
+            cr_assert_null(*(void *const *)(base + cd_fields[f].off), "create_dataset.%s is set", key);
+            checked++;
+            continue;
+        }
         switch (cd_fields[f].type) {
+        case F_ENGINES:
+        case F_ENGINE: { /* names and voices of each engine */
+            const synth_engine_cfg *e = *(const synth_engine_cfg *const *)(base + cd_fields[f].off);
+            unsigned n = cd_fields[f].type == F_ENGINES ? *(const unsigned *)(base + cd_fields[f].count_off) : 1;
+            cr_assert_eq(n, cd_fields[f].type == F_ENGINES ? v->n : 1, "create_dataset.%s count", key);
+            for (unsigned k = 0; k < n; k++) {
+                const ynode *m = cd_fields[f].type == F_ENGINES ? v->items[k] : v;
+                cr_assert_str_eq(e[k].name, yt_map_get(m, "name")->str, "create_dataset.%s[%u].name", key, k);
+                const ynode *voices = yt_map_get(m, "voices");
+                cr_assert_eq(e[k].n_voices, voices->n, "create_dataset.%s[%u].voices", key, k);
+                for (unsigned j = 0; j < e[k].n_voices; j++) cr_assert_str_eq(e[k].voices[j], voices->items[j]->str);
+            }
+            break;
+        }
         case F_STR:
             cr_assert_str_eq(*(char *const *)(base + cd_fields[f].off), v->str, "create_dataset.%s", key);
             break;

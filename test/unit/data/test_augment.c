@@ -428,3 +428,43 @@ Test(augment, stft_effects_noise_length_and_short_input)
     free(a);
     free(x);
 }
+
+/* rir_scp / noise_scp on the data path: utterance c gets the same reverberant, noisy features in
+ * any batch (keyed by seed, epoch, utterance), unlike the plain ones; valid data refuses it. */
+Test(augment_data, noise_rir_keyed_by_utterance_and_changes_features)
+{
+    static double rir[400], noise[5000];
+    for (int i = 0; i < 400; i++) rir[i] = (i == 0) + 0.3 * sin(1.7 * i) * exp(-i / 80.0);
+    for (int i = 0; i < 5000; i++) noise[i] = sin(0.9 * i) * cos(0.013 * i);
+    nr_signal r = {rir, 400, 16000, "rir.wav"}, z = {noise, 5000, 16000, "noise.wav"};
+    noise_rir_conf c = {.rirs = &r, .n_rirs = 1, .rir_prob = 1, .noises = &z, .n_noises = 1, .noise_prob = 1,
+                        .db_lo = 0, .db_hi = 5, .short_thres = 0.5};
+    esp_err err;
+    asr_data d1, d2, plain;
+    cr_assert_eq(asr_data_open(&d1, make_cfg(), "train", 1, &err), 0, "%s", err.msg);
+    cr_assert_eq(asr_data_open(&d2, make_cfg(), "train", 1, &err), 0, "%s", err.msg);
+    cr_assert_eq(asr_data_open(&plain, make_cfg(), "train", 1, &err), 0, "%s", err.msg);
+    cr_assert_eq(asr_data_set_noise_rir(&d1, &c, 77, &err), 0, "%s", err.msg);
+    cr_assert_eq(asr_data_set_noise_rir(&d2, &c, 77, &err), 0, "%s", err.msg);
+    size_t one_rank[] = {1, 2}, alone[] = {2};
+    int T1, T2, Tp;
+    float *f1 = utt_feats(&d1, one_rank, 2, 2, 111, &T1);
+    float *f2 = utt_feats(&d2, alone, 1, 2, 999, &T2);
+    float *fp = utt_feats(&plain, alone, 1, 2, 5, &Tp);
+    cr_assert_eq(T1, T2);
+    cr_assert_eq(T1, Tp); /* length kept */
+    cr_assert_eq(memcmp(f1, f2, (size_t)T1 * 80 * sizeof *f1), 0);
+    cr_assert_neq(memcmp(f1, fp, (size_t)T1 * 80 * sizeof *f1), 0, "noise and reverberation changed nothing");
+    free(f1), free(f2), free(fp);
+    asr_data_close(&d1), asr_data_close(&d2), asr_data_close(&plain);
+    cr_assert_eq(asr_data_open(&d1, make_cfg(), "train", 0, &err), 0, "%s", err.msg);
+    cr_assert_eq(asr_data_set_noise_rir(&d1, &c, 1, &err), -1);
+    cr_assert(strstr(err.msg, "training data only"), "%s", err.msg);
+    asr_data_close(&d1);
+    /* a file at another rate than the frontend's is refused */
+    r.fs = 8000;
+    cr_assert_eq(asr_data_open(&d1, make_cfg(), "train", 1, &err), 0, "%s", err.msg);
+    cr_assert_eq(asr_data_set_noise_rir(&d1, &c, 1, &err), -1);
+    cr_assert(strstr(err.msg, "rir.wav: 8000 Hz"), "%s", err.msg);
+    asr_data_close(&d1);
+}

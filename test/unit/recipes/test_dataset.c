@@ -446,14 +446,154 @@ Test(espeak_fortunes, bad_arguments_name_their_key, .init = setup, .fini = teard
     expect_build_error(&c, "create_dataset.num_valid: must be > 0");
     c = tiny_cfg(fortunes, ds, 1), c.test_voices = train_voices + 1;
     expect_build_error(&c, "create_dataset.test_voices: en-gb is also in create_dataset.train_voices");
-    c = tiny_cfg(fortunes, ds, 1), c.synthesizer = "festival";
-    expect_build_error(&c, "create_dataset.synthesizer: festival is not supported (use espeak-ng or flite)");
+    c = tiny_cfg(fortunes, ds, 1), c.synthesizer = "say";
+    expect_build_error(&c, "create_dataset.synthesizer: say is not supported (use espeak-ng, flite or festival)");
     c = tiny_cfg("/nonexistent/fortunes", ds, 1);
     expect_build_error(&c, "create_dataset.text_source: /nonexistent/fortunes does not exist");
     /* fortune_text has 14 usable sentences of 3..8 words. */
     c = tiny_cfg(fortunes, ds, 1), c.num_train = 12;
     expect_build_error(&c, "16 distinct sentences needed (num_train 12 + num_valid 2 + num_test 2) but");
     expect_build_error(&c, "has only 14 with 3..8 words (lower create_dataset.num_train");
+    free(fortunes);
+    free(ds);
+}
+
+/* ---- several engines ---------------------------------------------------------------------- */
+
+static char *espeak_voices[] = {"en-us"}, *espeak_test[] = {"en-gb-scotland"};
+static char *festival_voices[] = {"kal_diphone", "ked_diphone"}, *flite_voices[] = {"rms", "awb"};
+
+/* espeak-ng and festival for train/valid (espeak-ng's unseen voice for test), flite held out. */
+static void engines_cfg(create_dataset_cfg *c, synth_engine_cfg e[2], synth_engine_cfg *te)
+{
+    memset(e, 0, 2 * sizeof *e);
+    memset(te, 0, sizeof *te);
+    e[0].name = "espeak-ng", e[0].voices = espeak_voices, e[0].n_voices = 1;
+    e[0].test_voices = espeak_test, e[0].n_test_voices = 1;
+    e[1].name = "festival", e[1].voices = festival_voices, e[1].n_voices = 2;
+    te->name = "flite", te->voices = flite_voices, te->n_voices = 2;
+    c->synthesizer = NULL;
+    c->train_voices = c->test_voices = c->train_variants = c->test_variants = NULL;
+    c->n_train_voices = c->n_test_voices = c->n_train_variants = c->n_test_variants = 0;
+    c->engines = e, c->n_engines = 2;
+    c->test_engine = te;
+    c->num_train = 6, c->num_valid = 1, c->num_test = 1, c->num_test_engine = 2;
+    c->num_rirs = 2, c->num_noises = 2;
+    c->seed = 3; /* train then has both engines */
+}
+
+static void build_engines_in(const char *sub, const char *fortunes, int nj)
+{
+    char *dir = tmp_path(sub);
+    esp_err err;
+    cr_assert_eq(mkdir_p(dir, &err), 0, "%s", err.msg);
+    cr_assert_eq(chdir(dir), 0);
+    create_dataset_cfg c = tiny_cfg(fortunes, "ds", nj);
+    synth_engine_cfg e[2], te;
+    engines_cfg(&c, e, &te);
+    cr_assert_eq(espeak_fortunes_create_dataset(&c, "data", &err), 0, "%s", err.msg);
+    free(dir);
+}
+
+Test(espeak_fortunes, engines_and_test_engine_identical_for_any_nj, .init = setup, .fini = teardown)
+{
+    char *fortunes = fortune_file();
+    build_engines_in("one", fortunes, 1);
+    char *one_dir = tmp_path("one"), *saved_dir = tmp_path("saved");
+    cr_assert_eq(rename(one_dir, saved_dir), 0);
+    build_engines_in("one", fortunes, 2);
+    const char *files[] = {"data/manifest/train.tsv", "data/manifest/test_engine.tsv", "data/manifest/.built",
+                           "data/test_engine/utt2spk", "ds/rir.scp", "ds/noise.scp"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char *a = xasprintf("%s/saved/%s", tmpdir, files[i]), *b = xasprintf("%s/one/%s", tmpdir, files[i]);
+        expect_same_file(a, b);
+        free(a);
+        free(b);
+    }
+    char *one = tmp_path("one/data");
+    const char *all[] = {"train", "valid", "test", "test_engine"};
+    int festival = 0, espeak = 0;
+    for (int k = 0; k < 4; k++) {
+        manifest m = read_split(one, all[k]);
+        cr_expect_eq(m.n, k == 0 ? 6u : k == 3 ? 2u : 1u);
+        for (size_t i = 0; i < m.n; i++) {
+            const char *spk = m.items[i].utt; /* "<spk>-<split>-<index>" */
+            if (k == 3) cr_expect(!strncmp(spk, "flite_", 6), "test_engine speaker %s", spk);
+            else if (k == 2) cr_expect(!strncmp(spk, "en_gb_scotland-", 15), "test speaker %s", spk);
+            else {
+                cr_expect(!strncmp(spk, "en_us-", 6) || !strncmp(spk, "festival_", 9), "train speaker %s", spk);
+                festival += !strncmp(spk, "festival_", 9), espeak += !strncmp(spk, "en_us-", 6);
+            }
+            const char *wav = m.items[i].wav;
+            char *a = xasprintf("%s%s", saved_dir, wav + strlen(one_dir));
+            expect_same_file(a, wav);
+            free(a);
+            SF_INFO info = {0};
+            SNDFILE *sf = sf_open(wav, SFM_READ, &info);
+            cr_assert_not_null(sf, "%s", wav);
+            cr_expect_eq(info.samplerate, 16000);
+            cr_expect(info.frames > 8000, "%s: %lld samples", wav, (long long)info.frames);
+            sf_close(sf);
+        }
+        manifest_free(&m);
+    }
+    cr_expect(festival > 0 && espeak > 0, "train has festival %d, espeak-ng %d utterances", festival, espeak);
+    for (int k = 0; k < 4; k++) { /* the generated RIRs and noises are deterministic too */
+        char *rel = xasprintf("ds/%s_%03d.wav", k < 2 ? "rir/rir" : "noise/noise", k % 2);
+        char *a = xasprintf("%s/%s", saved_dir, rel), *b = xasprintf("%s/%s", one_dir, rel);
+        cr_expect(path_exists(b), "%s", b);
+        expect_same_file(a, b);
+        free(rel), free(a), free(b);
+    }
+    free(one);
+    free(one_dir);
+    free(saved_dir);
+    free(fortunes);
+}
+
+Test(espeak_fortunes, engine_errors_name_the_engine, .init = setup, .fini = teardown)
+{
+    char *fortunes = fortune_file(), *ds = tmp_path("ds");
+    create_dataset_cfg c = tiny_cfg(fortunes, ds, 1);
+    synth_engine_cfg e[2], te;
+
+    engines_cfg(&c, e, &te), e[1].name = "say";
+    expect_build_error(&c, "create_dataset.engines[1].name: say is not supported (use espeak-ng, flite or festival)");
+    engines_cfg(&c, e, &te), te.name = "festival";
+    expect_build_error(&c, "create_dataset.test_engine: festival is also a training engine");
+    engines_cfg(&c, e, &te), c.synthesizer = "espeak-ng";
+    expect_build_error(&c, "create_dataset.engines: replaces synthesizer");
+    engines_cfg(&c, e, &te), e[0].n_test_voices = 0;
+    expect_build_error(&c, "create_dataset.engines: no engine has test_voices");
+    engines_cfg(&c, e, &te), e[1].variants = espeak_voices, e[1].n_variants = 1;
+    expect_build_error(&c, "create_dataset.engines[1]: variants are espeak-ng's");
+    engines_cfg(&c, e, &te), e[0].test_voices = espeak_voices;
+    expect_build_error(&c, "create_dataset.engines[0].test_voices: en-us is also a training voice of espeak-ng");
+    static char *no_voice[] = {"nosuch_diphone"}, *shell[] = {"kal;rm"};
+    engines_cfg(&c, e, &te), e[1].voices = no_voice, e[1].n_voices = 1;
+    expect_build_error(&c, "festival has no voice nosuch_diphone");
+    engines_cfg(&c, e, &te), te.voices = no_voice, te.n_voices = 1;
+    expect_build_error(&c, "flite has no voice nosuch_diphone");
+    engines_cfg(&c, e, &te), e[1].voices = shell, e[1].n_voices = 1;
+    expect_build_error(&c, "'kal;rm' is not a voice name");
+    char *stamp = tmp_path("data/manifest/.built");
+    cr_expect_not(path_exists(stamp));
+    free(stamp);
+
+    /* a missing program names its Debian package */
+    char *empty = tmp_path("emptybin");
+    esp_err err;
+    cr_assert_eq(mkdir_p(empty, &err), 0);
+    char *old_path = xstrdup(getenv("PATH"));
+    char *espeak = xstrdup("/usr/bin/espeak-ng");
+    cr_assert(path_exists(espeak));
+    char *link = path_join(empty, "espeak-ng");
+    cr_assert_eq(symlink(espeak, link), 0);
+    setenv("PATH", empty, 1);
+    engines_cfg(&c, e, &te);
+    expect_build_error(&c, "text2wave not found on PATH (install the Debian package festival)");
+    setenv("PATH", old_path, 1);
+    free(old_path), free(espeak), free(link), free(empty);
     free(fortunes);
     free(ds);
 }

@@ -281,3 +281,37 @@ Test(recipe, missing_espeak_ng_is_one_error_line)
     free(rc);
     free(err);
 }
+
+/* The tiny recipe with the default recipe's engines (espeak-ng + festival), flite held out as the
+ * test_engine split, generated RIRs/noises and data_aug_effects: stages 1-7 run, both test sets
+ * are decoded and scored. */
+Test(recipe, engines_noise_and_reverb_run_stages_1_7)
+{
+    int rc = test_sh("cd '%s' && timeout 300 '%s' --config recipes/espeak_fortunes/conf/training_tiny_engines.yaml "
+                     "--inference_config recipes/espeak_fortunes/conf/inference_tiny_engines.yaml "
+                     "--metrics_config recipes/espeak_fortunes/conf/metrics.yaml "
+                     "data_dir=%s/data dataset_dir=%s/dl stats_dir=%s/stats exp_dir=%s/exp >%s/e.out 2>%s/e.err",
+                     test_root_dir(), test_bin_path(), workdir, workdir, workdir, workdir, workdir, workdir);
+    char *err = slurp("%s/%s", "e.err");
+    cr_assert_eq(rc, 0, "run failed: %s", err);
+    cr_assert(strstr(err, "with espeak-ng, festival, nj=2"), "%s", err);
+    cr_assert(strstr(err, "train: reverberation (3 RIRs, rir_apply_prob 0.5) and noise (2 files"), "%s", err);
+    cr_assert(strstr(err, "train: waveform augmentation of the training split: 5 data_aug_effects entries"), "%s", err);
+    cr_assert(strstr(err, "measure: test_engine WER"), "%s", err);
+    cr_assert(strstr(err, "measure: test CER"), "%s", err);
+    cr_assert_null(strstr(err, "WARNING"), "%s", err);
+    free(err);
+    char *te = slurp("%s/data/manifest/%s", "test_engine.tsv");
+    cr_assert_eq(count_lines(te), 6);
+    cr_assert(!strncmp(te, "flite_", 6), "%s", te);
+    free(te);
+    char *train = slurp("%s/data/manifest/%s", "train.tsv");
+    cr_assert(strstr(train, "\nfestival_") || !strncmp(train, "festival_", 9), "no festival speech in train:\n%s", train);
+    free(train);
+    char *hyp = slurp("%s/exp/inference/test_engine/%s", "hyp.scp");
+    cr_assert_eq(count_lines(hyp), 6);
+    free(hyp);
+    char *scp = slurp("%s/dl/%s", "rir.scp");
+    cr_assert_eq(count_lines(scp), 3);
+    free(scp);
+}
