@@ -1,6 +1,6 @@
 // Conv2d with any kernel (kh, kw) and stride (sh, sw), no padding, channels last
-// (core/compute/ops_decl.h: conv2d_gen_*), as im2col + one cuBLAS GEMM per chunk of batch items,
-// like cuda/ops_conv2d.cu for the 3x3 stride-2 case. A patch row is channels last: column
+// (core/compute/ops_decl.h: conv2d_gen_*), as im2col + one cuBLAS GEMM per chunk of batch items;
+// cuda/ops_conv2d.cu runs its 3x3 stride-2 case through it. A patch row is channels last: column
 // k = (i * kw + j) * ic + ci; the weight is packed to (oc, kh * kw * ic) in that order. The input
 // gradient is a gather over the patches that cover each input (no atomics).
 #include "cuda/cuda_common.cuh"

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/fsio.h"
+
 /* The first buffer holds at most this many samples, whatever the header claims: a hostile header
  * must not make us allocate before the data is there (the buffer grows as samples arrive). */
 #define FIRST_CHUNK (1u << 20)
@@ -190,4 +192,32 @@ int audio_read_span(const char *path, int expected_fs, const char *fs_key, int r
     *samples = out;
     *n = (size_t)d.output_frames_gen;
     return 0;
+}
+
+int audio_write_wav16(const char *path, const float *x, size_t n, int fs, audio_pcm16 conv, esp_err *err)
+{
+    atomic_file af;
+    if (atomic_open(&af, path, err) != 0) return -1;
+    SF_INFO info = {.samplerate = fs, .channels = 1, .format = SF_FORMAT_WAV | SF_FORMAT_PCM_16};
+    SNDFILE *sf = sf_open_fd(fileno(af.fp), SFM_WRITE, &info, SF_FALSE);
+    if (!sf) {
+        atomic_abort(&af);
+        return esp_fail(err, "%s: cannot write WAV: %s", path, sf_strerror(NULL));
+    }
+    sf_count_t wrote;
+    if (conv == AUDIO_PCM16_EXACT) {
+        short *s = xmalloc((n ? n : 1) * sizeof *s);
+        for (size_t i = 0; i < n; i++)
+            s[i] = (short)fmax(-32768.0, fmin(32767.0, nearbyint((double)x[i] * 32768.0)));
+        wrote = sf_write_short(sf, s, (sf_count_t)n);
+        free(s);
+    } else {
+        sf_command(sf, SFC_SET_CLIPPING, NULL, SF_TRUE); /* saturate instead of wrapping around */
+        wrote = sf_writef_float(sf, x, (sf_count_t)n);
+    }
+    if (sf_close(sf) != 0 || wrote != (sf_count_t)n) {
+        atomic_abort(&af);
+        return esp_fail(err, "%s: WAV write failed (check free disk space)", path);
+    }
+    return atomic_commit(&af, err);
 }

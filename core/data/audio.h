@@ -30,4 +30,12 @@ int audio_read_resampled(const char *path, int expected_fs, const char *fs_key, 
 int audio_read_span(const char *path, int expected_fs, const char *fs_key, int resample, double start, double end,
                     float **samples, size_t *n, esp_err *err);
 
+/* Audio files out: mono 16-bit PCM WAV written through a temp file and renamed (no half-written
+ * file on error). The samples' conversion to int16: */
+typedef enum audio_pcm16 {
+    AUDIO_PCM16_EXACT,      /* x 32768, rounded to nearest, saturated: audio_read reads x back */
+    AUDIO_PCM16_LIBSNDFILE, /* libsndfile's float conversion with clipping (SFC_SET_CLIPPING) */
+} audio_pcm16;
+int audio_write_wav16(const char *path, const float *x, size_t n, int fs, audio_pcm16 conv, esp_err *err);
+
 #endif

@@ -4,7 +4,6 @@
 
 #include <math.h>
 #include <samplerate.h>
-#include <sndfile.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -31,28 +30,6 @@ int speed_perturb_wave(const float *x, size_t n, double factor, float **y, size_
 }
 
 char *speed_perturb_utt(double factor, const char *utt) { return xasprintf("sp%g-%s", factor, utt); }
-
-/* Mono 16-bit PCM, scaled as audio_read reads it back (x 32768, rounded, saturated). */
-static int write_wav16(const char *path, const float *x, size_t n, int fs, esp_err *err)
-{
-    atomic_file af;
-    if (atomic_open(&af, path, err) != 0) return -1;
-    SF_INFO info = {.samplerate = fs, .channels = 1, .format = SF_FORMAT_WAV | SF_FORMAT_PCM_16};
-    SNDFILE *sf = sf_open_fd(fileno(af.fp), SFM_WRITE, &info, SF_FALSE);
-    if (!sf) {
-        atomic_abort(&af);
-        return esp_fail(err, "%s: cannot write WAV: %s", path, sf_strerror(NULL));
-    }
-    short *s = xmalloc((n ? n : 1) * sizeof *s);
-    for (size_t i = 0; i < n; i++) s[i] = (short)fmax(-32768.0, fmin(32767.0, nearbyint((double)x[i] * 32768.0)));
-    sf_count_t wrote = sf_write_short(sf, s, (sf_count_t)n);
-    free(s);
-    if (sf_close(sf) != 0 || wrote != (sf_count_t)n) {
-        atomic_abort(&af);
-        return esp_fail(err, "%s: WAV write failed (check free disk space)", path);
-    }
-    return atomic_commit(&af, err);
-}
 
 /* A copy is current when it exists and is not older than its source. */
 static int is_current(const char *copy, const char *src)
@@ -104,7 +81,7 @@ static void perturb_range(void *ctx, size_t lo, size_t hi)
                 j->failed[i] = 1;
                 break;
             }
-            if (write_wav16(path, y, m, j->fs, &j->errs[i]) != 0) j->failed[i] = 1;
+            if (audio_write_wav16(path, y, m, j->fs, AUDIO_PCM16_EXACT, &j->errs[i]) != 0) j->failed[i] = 1;
             else j->made[i * j->nf + k] = 1;
             free(y);
         }

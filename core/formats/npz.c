@@ -267,7 +267,13 @@ int npz_read(const char *path, npz_file *out, esp_err *err)
             if (rc == 0) {
                 size_t nl = strlen(name);
                 a->name = nl >= 4 && !strcmp(name + nl - 4, ".npy") ? xstrndup(name, nl - 4) : xstrdup(name);
-                out->n++;
+                if (npz_get(out, a->name)) { /* a lookup by name would see only the first */
+                    rc = esp_fail(err, "%s: a second array named '%s' (corrupt file)", where, a->name);
+                    free(a->name);
+                    free(a->data);
+                } else {
+                    out->n++;
+                }
             }
             free(data);
         }

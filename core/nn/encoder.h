@@ -1,7 +1,8 @@
 /* The encoder block stacks behind asr_model (private to core/nn): model.c runs the embedding
  * (Conv2dSubsampling and the positional scaling) and the head (after_norm, CTC); an encoder runs
  * its blocks between them, with activations it owns (m->enc). One implementation per file:
- * core/nn/encoder_transformer.c, core/nn/encoder_conformer.c, core/nn/encoder_ebranchformer.c. */
+ * core/nn/encoder_transformer.c, core/nn/encoder_conformer.c, core/nn/encoder_ebranchformer.c (with the
+ * pieces the last two share in core/nn/encoder_blocks.c). */
 #ifndef ESPNET3_NN_ENCODER_H
 #define ESPNET3_NN_ENCODER_H
 
@@ -44,6 +45,35 @@ typedef struct encoder_impl {
     /* On entry m->dh holds the gradient of the forward's output; on return that of m->h0. */
     void (*backward)(asr_model *m);
 } encoder_impl;
+
+/* Block pieces shared by the Conformer and E-Branchformer encoders (core/nn/encoder_blocks.c).
+ * act: ACT_RELU or swish; the backward takes the activation's input x. */
+void enc_act_forward(backend *be, int act, float *y, const float *x, size_t n);
+void enc_act_backward(backend *be, int act, float *dx, const float *dy, const float *x, size_t n);
+/* out = x + s * drop(w_2(drop(act(w_1(LN(x)))))) for module ff (feed_forward[_macaron]) with layer
+ * norm norm, s = 0.5 with macaron, else 1; m->dtmp is scratch. */
+void enc_ff_forward(asr_model *m, int l, const char *ff, const char *norm, float *ln, float *mean, float *rstd,
+                    float *pre, float *post, const float *x, float *out, int site_in, int site_out);
+/* The backward of enc_ff_forward: m->dh (the gradient of out) gains the branch's gradient of x;
+ * dff (N, ff) and dln (N, d) are scratch. */
+void enc_ff_backward(asr_model *m, int l, const char *ff, const char *norm, const float *ln, const float *mean,
+                     const float *rstd, const float *pre, const float *post, const float *x, int site_in, int site_out,
+                     float *dff, float *dln);
+/* A block's self-attention activations (pl only with rel_pos) and the backward's work. */
+typedef struct enc_attn_bufs {
+    float *ln, *mean, *rstd, *q, *k, *v, *pl, *att, *atty;
+} enc_attn_bufs;
+typedef struct enc_attn_work {
+    const float *pos; /* the relative encoding the forward used (2 T2 - 1, d) */
+    float *dq, *dk, *dv, *datt, *dp, *dln;
+} enc_attn_work;
+/* out (N, d) = linear_out(MHA(LN_norm_mha(x))) for module attn (self_attn / attn), relative (pos)
+ * or absolute positions, attention dropout on stream site; no output dropout. */
+void enc_attn_forward(asr_model *m, int l, const char *attn, const enc_attn_bufs *b, const float *pos, const float *x,
+                      float *out, int site);
+/* dy: the gradient of enc_attn_forward's out; m->dh gains the branch's gradient of x. */
+void enc_attn_backward(asr_model *m, int l, const char *attn, const enc_attn_bufs *b, const enc_attn_work *w,
+                       const float *x, const float *dy, int site);
 
 /* The input layer (core/nn/model_embed.c): sizes for B x T input frames into m (T2, nconv, tk,
  * fk) and the per-utterance lengths m->hlens; buffers grown with model.c's; m->x -> m->h0 and

@@ -140,129 +140,32 @@ static void ensure(asr_model *m, int B, int T2)
 /* ---- pieces ------------------------------------------------------------------------------- */
 
 #define BLK "encoder.encoders.%d."
-#define BLK_FMT "encoder.encoders.%%d." /* the same, as a snprintf format that leaves %d in place */
 
-static void act_forward(asr_model *m, float *y, const float *x, size_t n)
+static enc_attn_bufs attn_bufs(const cblock *b)
 {
-    if (m->dims.act == ACT_RELU)
-        m->be->relu_forward(m->be, y, x, n);
-    else
-        m->be->swish_forward(m->be, y, x, n);
-}
-
-/* From the activation's input: relu's test x > 0 is its output's. */
-static void act_backward(asr_model *m, float *dx, const float *dy, const float *x, size_t n)
-{
-    if (m->dims.act == ACT_RELU)
-        m->be->relu_backward(m->be, dx, dy, x, n);
-    else
-        m->be->swish_backward(m->be, dx, dy, x, n);
-}
-
-/* out = x + scale * drop(w_2(drop(act(w_1(LN(x)))))) for module ff (feed_forward[_macaron]). */
-static void ff_forward(asr_model *m, int l, const char *ff, const char *norm, float *ln, float *mean, float *rstd,
-                       float *pre, float *post, const float *x, float *out, int site_in, int site_out)
-{
-    const model_dims *d = &m->dims;
-    backend *be = m->be;
-    int N = m->B * m->T2, D = d->d;
-    enc_rates r = enc_rates_of(m);
-    char w1[96], w2[96], nm[96];
-    snprintf(w1, sizeof w1, BLK_FMT "%s.w_1", ff), snprintf(w2, sizeof w2, BLK_FMT "%s.w_2", ff);
-    snprintf(nm, sizeof nm, BLK_FMT "%s", norm);
-    be->layernorm_forward(be, ln, mean, rstd, x, P(nm, l, "weight"), P(nm, l, "bias"), N, D, 1e-12);
-    be->linear_forward(be, pre, ln, P(w1, l, "weight"), P(w1, l, "bias"), N, D, d->ff);
-    act_forward(m, post, pre, (size_t)N * d->ff);
-    be->dropout_forward(be, post, post, (size_t)N * d->ff, r.pd, m->seed, block_stream(l, site_in));
-    be->linear_forward(be, m->dtmp, post, P(w2, l, "weight"), P(w2, l, "bias"), N, d->ff, D);
-    be->dropout_forward(be, m->dtmp, m->dtmp, (size_t)N * D, r.pd, m->seed, block_stream(l, site_out));
-    if (d->macaron) be->scale(be, m->dtmp, m->dtmp, 0.5, (size_t)N * D);
-    be->add(be, out, x, m->dtmp, (size_t)N * D);
-}
-
-/* The backward of ff_forward: m->dh (the gradient of out) gains the branch's gradient of x. */
-static void ff_backward(asr_model *m, int l, const char *ff, const char *norm, const float *ln, const float *mean,
-                        const float *rstd, const float *pre, const float *post, const float *x, int site_in,
-                        int site_out)
-{
-    const model_dims *d = &m->dims;
-    backend *be = m->be;
-    encoder_acts *e = m->enc;
-    int N = m->B * m->T2, D = d->d, FF = d->ff;
-    enc_rates r = enc_rates_of(m);
-    char w1[96], w2[96], nm[96];
-    snprintf(w1, sizeof w1, BLK_FMT "%s.w_1", ff), snprintf(w2, sizeof w2, BLK_FMT "%s.w_2", ff);
-    snprintf(nm, sizeof nm, BLK_FMT "%s", norm);
-    be->dropout_backward(be, m->dtmp, m->dh, (size_t)N * D, r.pd, m->seed, block_stream(l, site_out));
-    if (d->macaron) be->scale(be, m->dtmp, m->dtmp, 0.5, (size_t)N * D);
-    be->linear_backward(be, e->dff, G(w2, l, "weight"), G(w2, l, "bias"), m->dtmp, post, P(w2, l, "weight"), N, FF,
-                        D, 0);
-    be->dropout_backward(be, e->dff, e->dff, (size_t)N * FF, r.pd, m->seed, block_stream(l, site_in));
-    act_backward(m, e->dff, e->dff, pre, (size_t)N * FF);
-    be->linear_backward(be, e->dln, G(w1, l, "weight"), G(w1, l, "bias"), e->dff, ln, P(w1, l, "weight"), N, D, FF, 0);
-    be->layernorm_backward(be, m->dh, G(nm, l, "weight"), G(nm, l, "bias"), e->dln, x, P(nm, l, "weight"), mean, rstd,
-                           N, D, 1);
+    return (enc_attn_bufs){b->ln_a, b->mean_a, b->rstd_a, b->q, b->k, b->v, b->pl, b->att, b->atty};
 }
 
 /* h_a = x + drop(linear_out(MHA(LN(x)))), relative or absolute positions. */
 static void mha_forward(asr_model *m, int l, cblock *b, const float *x)
 {
-    const model_dims *d = &m->dims;
     backend *be = m->be;
-    int N = m->B * m->T2, D = d->d, T2 = m->T2;
-    enc_rates r = enc_rates_of(m);
-    be->layernorm_forward(be, b->ln_a, b->mean_a, b->rstd_a, x, P(BLK "norm_mha", l, "weight"),
-                          P(BLK "norm_mha", l, "bias"), N, D, 1e-12);
-    be->linear_forward(be, b->q, b->ln_a, P(BLK "self_attn.linear_q", l, "weight"), P(BLK "self_attn.linear_q", l, "bias"),
-                       N, D, D);
-    be->linear_forward(be, b->k, b->ln_a, P(BLK "self_attn.linear_k", l, "weight"), P(BLK "self_attn.linear_k", l, "bias"),
-                       N, D, D);
-    be->linear_forward(be, b->v, b->ln_a, P(BLK "self_attn.linear_v", l, "weight"), P(BLK "self_attn.linear_v", l, "bias"),
-                       N, D, D);
-    if (d->rel_pos) {
-        be->linear_forward(be, b->pl, m->enc->pos, P(BLK "self_attn.linear_pos", l, "weight"), NULL, 2 * T2 - 1, D, D);
-        be->relattn_forward(be, b->atty, b->att, b->q, b->k, b->v, D, b->pl, P(BLK "self_attn", l, "pos_bias_u"),
-                            P(BLK "self_attn", l, "pos_bias_v"), m->hlens, m->B, T2, d->heads, D / d->heads, r.pa,
-                            m->seed, block_stream(l, SITE_ATT));
-    } else {
-        be->attention_forward(be, b->atty, b->att, b->q, b->k, b->v, D, m->hlens, m->B, T2, d->heads, D / d->heads,
-                              r.pa, m->seed, block_stream(l, SITE_ATT));
-    }
-    be->linear_forward(be, m->dtmp, b->atty, P(BLK "self_attn.linear_out", l, "weight"),
-                       P(BLK "self_attn.linear_out", l, "bias"), N, D, D);
-    be->dropout_forward(be, m->dtmp, m->dtmp, (size_t)N * D, r.pd, m->seed, block_stream(l, SITE_ATT_OUT));
-    be->add(be, b->h_a, x, m->dtmp, (size_t)N * D);
+    size_t nd = (size_t)m->B * m->T2 * m->dims.d;
+    enc_attn_bufs ab = attn_bufs(b);
+    enc_attn_forward(m, l, "self_attn", &ab, m->enc->pos, x, m->dtmp, SITE_ATT);
+    be->dropout_forward(be, m->dtmp, m->dtmp, nd, enc_rates_of(m).pd, m->seed, block_stream(l, SITE_ATT_OUT));
+    be->add(be, b->h_a, x, m->dtmp, nd);
 }
 
 static void mha_backward(asr_model *m, int l, const cblock *b, const float *x)
 {
-    const model_dims *d = &m->dims;
     backend *be = m->be;
     encoder_acts *e = m->enc;
-    int N = m->B * m->T2, D = d->d, T2 = m->T2;
-    enc_rates r = enc_rates_of(m);
-    be->dropout_backward(be, m->dtmp, m->dh, (size_t)N * D, r.pd, m->seed, block_stream(l, SITE_ATT_OUT));
-    be->linear_backward(be, e->datt, G(BLK "self_attn.linear_out", l, "weight"), G(BLK "self_attn.linear_out", l, "bias"),
-                        m->dtmp, b->atty, P(BLK "self_attn.linear_out", l, "weight"), N, D, D, 0);
-    if (d->rel_pos) {
-        be->relattn_backward(be, e->dq, e->dk, e->dv, e->dp, G(BLK "self_attn", l, "pos_bias_u"),
-                             G(BLK "self_attn", l, "pos_bias_v"), e->datt, b->att, b->q, b->k, b->v, D, b->pl,
-                             P(BLK "self_attn", l, "pos_bias_u"), P(BLK "self_attn", l, "pos_bias_v"), m->hlens, m->B,
-                             T2, d->heads, D / d->heads, r.pa, m->seed, block_stream(l, SITE_ATT));
-        /* The encoding is no parameter's function: only linear_pos' weight gets a gradient. */
-        be->linear_backward(be, NULL, G(BLK "self_attn.linear_pos", l, "weight"), NULL, e->dp, e->pos,
-                            P(BLK "self_attn.linear_pos", l, "weight"), 2 * T2 - 1, D, D, 0);
-    } else {
-        be->attention_backward(be, e->dq, e->dk, e->dv, e->datt, b->att, b->q, b->k, b->v, D, m->hlens, m->B, T2,
-                               d->heads, D / d->heads, r.pa, m->seed, block_stream(l, SITE_ATT));
-    }
-    static const char *const proj[] = {BLK "self_attn.linear_q", BLK "self_attn.linear_k", BLK "self_attn.linear_v"};
-    const float *dproj[] = {e->dq, e->dk, e->dv};
-    for (int i = 0; i < 3; i++)
-        be->linear_backward(be, e->dln, G(proj[i], l, "weight"), G(proj[i], l, "bias"), dproj[i], b->ln_a,
-                            P(proj[i], l, "weight"), N, D, D, i > 0);
-    be->layernorm_backward(be, m->dh, G(BLK "norm_mha", l, "weight"), G(BLK "norm_mha", l, "bias"), e->dln, x,
-                           P(BLK "norm_mha", l, "weight"), b->mean_a, b->rstd_a, N, D, 1);
+    size_t nd = (size_t)m->B * m->T2 * m->dims.d;
+    enc_attn_bufs ab = attn_bufs(b);
+    enc_attn_work w = {e->pos, e->dq, e->dk, e->dv, e->datt, e->dp, e->dln};
+    be->dropout_backward(be, m->dtmp, m->dh, nd, enc_rates_of(m).pd, m->seed, block_stream(l, SITE_ATT_OUT));
+    enc_attn_backward(m, l, "self_attn", &ab, &w, x, m->dtmp, SITE_ATT);
 }
 
 /* h_c = x + drop(pointwise_conv2(act(BN(depthwise(GLU(pointwise_conv1(LN(x)))))))). */
@@ -289,7 +192,7 @@ static void conv_forward(asr_model *m, int l, cblock *b, const float *x)
                               P(BLK "conv_module.norm", l, "bias"), P(BLK "conv_module.norm", l, "running_mean"),
                               P(BLK "conv_module.norm", l, "running_var"),
                               P(BLK "conv_module.norm", l, "num_batches_tracked"), N, D, BN_EPS, BN_MOMENTUM, m->train);
-    act_forward(m, b->cact, b->bn, (size_t)N * D);
+    enc_act_forward(m->be, m->dims.act, b->cact, b->bn, (size_t)N * D);
     be->linear_forward(be, m->dtmp, b->cact, P(BLK "conv_module.pointwise_conv2", l, "weight"),
                        P(BLK "conv_module.pointwise_conv2", l, "bias"), N, D, D);
     be->dropout_forward(be, m->dtmp, m->dtmp, (size_t)N * D, r.pd, m->seed, block_stream(l, SITE_CONV_OUT));
@@ -307,7 +210,7 @@ static void conv_backward(asr_model *m, int l, const cblock *b, const float *x)
     be->linear_backward(be, e->dc, G(BLK "conv_module.pointwise_conv2", l, "weight"),
                         G(BLK "conv_module.pointwise_conv2", l, "bias"), m->dtmp, b->cact,
                         P(BLK "conv_module.pointwise_conv2", l, "weight"), N, D, D, 0);
-    act_backward(m, e->dc, e->dc, b->bn, (size_t)N * D);
+    enc_act_backward(m->be, m->dims.act, e->dc, e->dc, b->bn, (size_t)N * D);
     if (m->sync.all_reduce)
         syncbn_backward(m, e->dc2, G(BLK "conv_module.norm", l, "weight"), G(BLK "conv_module.norm", l, "bias"), e->dc,
                         b->dwo, P(BLK "conv_module.norm", l, "weight"), b->bn_mean, b->bn_rstd, N, D);
@@ -350,8 +253,8 @@ static const float *forward(asr_model *m)
         cblock *b = &e->blocks[l];
         const float *x = block_input(m, l);
         if (d->macaron) {
-            ff_forward(m, l, "feed_forward_macaron", "norm_ff_macaron", b->ln_m, b->mean_m, b->rstd_m, b->fm_pre,
-                       b->fm_act, x, b->h_m, SITE_FFM_IN, SITE_FFM_OUT);
+            enc_ff_forward(m, l, "feed_forward_macaron", "norm_ff_macaron", b->ln_m, b->mean_m, b->rstd_m, b->fm_pre,
+                           b->fm_act, x, b->h_m, SITE_FFM_IN, SITE_FFM_OUT);
             x = b->h_m;
         }
         mha_forward(m, l, b, x);
@@ -360,8 +263,8 @@ static const float *forward(asr_model *m)
             conv_forward(m, l, b, x);
             x = b->h_c;
         }
-        ff_forward(m, l, "feed_forward", "norm_ff", b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, x, b->h_f,
-                   SITE_FF_IN, SITE_FF_OUT);
+        enc_ff_forward(m, l, "feed_forward", "norm_ff", b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, x, b->h_f,
+                       SITE_FF_IN, SITE_FF_OUT);
         if (d->use_cnn)
             be->layernorm_forward(be, b->h_out, b->mean_o, b->rstd_o, b->h_f, P(BLK "norm_final", l, "weight"),
                                   P(BLK "norm_final", l, "bias"), N, D, 1e-12);
@@ -385,13 +288,13 @@ static void backward(asr_model *m)
                                    b->h_f, P(BLK "norm_final", l, "weight"), b->mean_o, b->rstd_o, N, D, 0);
             be->copy(be, m->dh, e->dln, (size_t)N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
         }
-        ff_backward(m, l, "feed_forward", "norm_ff", b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, xc, SITE_FF_IN,
-                    SITE_FF_OUT);
+        enc_ff_backward(m, l, "feed_forward", "norm_ff", b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, xc,
+                        SITE_FF_IN, SITE_FF_OUT, e->dff, e->dln);
         if (d->use_cnn) conv_backward(m, l, b, b->h_a);
         mha_backward(m, l, b, xa);
         if (d->macaron)
-            ff_backward(m, l, "feed_forward_macaron", "norm_ff_macaron", b->ln_m, b->mean_m, b->rstd_m, b->fm_pre,
-                        b->fm_act, x0, SITE_FFM_IN, SITE_FFM_OUT);
+            enc_ff_backward(m, l, "feed_forward_macaron", "norm_ff_macaron", b->ln_m, b->mean_m, b->rstd_m, b->fm_pre,
+                            b->fm_act, x0, SITE_FFM_IN, SITE_FFM_OUT, e->dff, e->dln);
         asr_model_block_grads_final(m, l);
     }
 }

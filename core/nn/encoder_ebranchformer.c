@@ -153,126 +153,26 @@ static void ensure(asr_model *m, int B, int T2)
 /* ---- pieces ------------------------------------------------------------------------------- */
 
 #define BLK "encoder.encoders.%d."
-#define BLK_FMT "encoder.encoders.%%d." /* the same, as a snprintf format that leaves %d in place */
 
-static void act_forward(backend *be, int act, float *y, const float *x, size_t n)
+static enc_attn_bufs attn_bufs(const eblock *b)
 {
-    if (act == ACT_RELU)
-        be->relu_forward(be, y, x, n);
-    else
-        be->swish_forward(be, y, x, n);
-}
-
-/* From the activation's input x: relu's test x > 0 is its output's. */
-static void act_backward(backend *be, int act, float *dx, const float *dy, const float *x, size_t n)
-{
-    if (act == ACT_RELU)
-        be->relu_backward(be, dx, dy, x, n);
-    else
-        be->swish_backward(be, dx, dy, x, n);
-}
-
-/* out = x + s * drop(w_2(drop(act(w_1(LN(x)))))) for module ff (feed_forward[_macaron]). */
-static void ff_forward(asr_model *m, int l, const char *ff, const char *norm, float *ln, float *mean, float *rstd,
-                       float *pre, float *post, const float *x, float *out, int site_in, int site_out)
-{
-    const model_dims *d = &m->dims;
-    backend *be = m->be;
-    int N = m->B * m->T2, D = d->d;
-    enc_rates r = enc_rates_of(m);
-    char w1[96], w2[96], nm[96];
-    snprintf(w1, sizeof w1, BLK_FMT "%s.w_1", ff), snprintf(w2, sizeof w2, BLK_FMT "%s.w_2", ff);
-    snprintf(nm, sizeof nm, BLK_FMT "%s", norm);
-    be->layernorm_forward(be, ln, mean, rstd, x, P(nm, l, "weight"), P(nm, l, "bias"), N, D, 1e-12);
-    be->linear_forward(be, pre, ln, P(w1, l, "weight"), P(w1, l, "bias"), N, D, d->ff);
-    act_forward(be, d->act, post, pre, (size_t)N * d->ff);
-    be->dropout_forward(be, post, post, (size_t)N * d->ff, r.pd, m->seed, block_stream(l, site_in));
-    be->linear_forward(be, m->dtmp, post, P(w2, l, "weight"), P(w2, l, "bias"), N, d->ff, D);
-    be->dropout_forward(be, m->dtmp, m->dtmp, (size_t)N * D, r.pd, m->seed, block_stream(l, site_out));
-    if (d->macaron) be->scale(be, m->dtmp, m->dtmp, 0.5, (size_t)N * D);
-    be->add(be, out, x, m->dtmp, (size_t)N * D);
-}
-
-/* The backward of ff_forward: m->dh (the gradient of out) gains the branch's gradient of x. */
-static void ff_backward(asr_model *m, int l, const char *ff, const char *norm, const float *ln, const float *mean,
-                        const float *rstd, const float *pre, const float *post, const float *x, int site_in,
-                        int site_out)
-{
-    const model_dims *d = &m->dims;
-    backend *be = m->be;
-    encoder_acts *e = m->enc;
-    int N = m->B * m->T2, D = d->d, FF = d->ff;
-    enc_rates r = enc_rates_of(m);
-    char w1[96], w2[96], nm[96];
-    snprintf(w1, sizeof w1, BLK_FMT "%s.w_1", ff), snprintf(w2, sizeof w2, BLK_FMT "%s.w_2", ff);
-    snprintf(nm, sizeof nm, BLK_FMT "%s", norm);
-    be->dropout_backward(be, m->dtmp, m->dh, (size_t)N * D, r.pd, m->seed, block_stream(l, site_out));
-    if (d->macaron) be->scale(be, m->dtmp, m->dtmp, 0.5, (size_t)N * D);
-    be->linear_backward(be, e->dff, G(w2, l, "weight"), G(w2, l, "bias"), m->dtmp, post, P(w2, l, "weight"), N, FF,
-                        D, 0);
-    be->dropout_backward(be, e->dff, e->dff, (size_t)N * FF, r.pd, m->seed, block_stream(l, site_in));
-    act_backward(be, d->act, e->dff, e->dff, pre, (size_t)N * FF);
-    be->linear_backward(be, e->dln, G(w1, l, "weight"), G(w1, l, "bias"), e->dff, ln, P(w1, l, "weight"), N, D, FF, 0);
-    be->layernorm_backward(be, m->dh, G(nm, l, "weight"), G(nm, l, "bias"), e->dln, x, P(nm, l, "weight"), mean, rstd,
-                           N, D, 1);
+    return (enc_attn_bufs){b->ln_a, b->mean_a, b->rstd_a, b->q, b->k, b->v, b->pl, b->att, b->atty};
 }
 
 /* out (N, D) = linear_out(MHA(LN_mha(x))), relative or absolute positions (no dropout yet). */
 static void attn_forward(asr_model *m, int l, eblock *b, const float *x, float *out)
 {
-    const model_dims *d = &m->dims;
-    backend *be = m->be;
-    int N = m->B * m->T2, D = d->d, T2 = m->T2;
-    enc_rates r = enc_rates_of(m);
-    be->layernorm_forward(be, b->ln_a, b->mean_a, b->rstd_a, x, P(BLK "norm_mha", l, "weight"),
-                          P(BLK "norm_mha", l, "bias"), N, D, 1e-12);
-    be->linear_forward(be, b->q, b->ln_a, P(BLK "attn.linear_q", l, "weight"), P(BLK "attn.linear_q", l, "bias"), N, D,
-                       D);
-    be->linear_forward(be, b->k, b->ln_a, P(BLK "attn.linear_k", l, "weight"), P(BLK "attn.linear_k", l, "bias"), N, D,
-                       D);
-    be->linear_forward(be, b->v, b->ln_a, P(BLK "attn.linear_v", l, "weight"), P(BLK "attn.linear_v", l, "bias"), N, D,
-                       D);
-    if (d->rel_pos) {
-        be->linear_forward(be, b->pl, m->enc->pos, P(BLK "attn.linear_pos", l, "weight"), NULL, 2 * T2 - 1, D, D);
-        be->relattn_forward(be, b->atty, b->att, b->q, b->k, b->v, D, b->pl, P(BLK "attn", l, "pos_bias_u"),
-                            P(BLK "attn", l, "pos_bias_v"), m->hlens, m->B, T2, d->heads, D / d->heads, r.pa, m->seed,
-                            block_stream(l, SITE_ATT));
-    } else {
-        be->attention_forward(be, b->atty, b->att, b->q, b->k, b->v, D, m->hlens, m->B, T2, d->heads, D / d->heads,
-                              r.pa, m->seed, block_stream(l, SITE_ATT));
-    }
-    be->linear_forward(be, out, b->atty, P(BLK "attn.linear_out", l, "weight"), P(BLK "attn.linear_out", l, "bias"), N,
-                       D, D);
+    enc_attn_bufs ab = attn_bufs(b);
+    enc_attn_forward(m, l, "attn", &ab, m->enc->pos, x, out, SITE_ATT);
 }
 
 /* dy: the gradient of attn_forward's out; m->dh gains the branch's gradient of x. */
 static void attn_backward(asr_model *m, int l, const eblock *b, const float *x, const float *dy)
 {
-    const model_dims *d = &m->dims;
-    backend *be = m->be;
     encoder_acts *e = m->enc;
-    int N = m->B * m->T2, D = d->d, T2 = m->T2;
-    enc_rates r = enc_rates_of(m);
-    be->linear_backward(be, e->datt, G(BLK "attn.linear_out", l, "weight"), G(BLK "attn.linear_out", l, "bias"), dy,
-                        b->atty, P(BLK "attn.linear_out", l, "weight"), N, D, D, 0);
-    if (d->rel_pos) {
-        be->relattn_backward(be, e->dq, e->dk, e->dv, e->dp, G(BLK "attn", l, "pos_bias_u"),
-                             G(BLK "attn", l, "pos_bias_v"), e->datt, b->att, b->q, b->k, b->v, D, b->pl,
-                             P(BLK "attn", l, "pos_bias_u"), P(BLK "attn", l, "pos_bias_v"), m->hlens, m->B, T2,
-                             d->heads, D / d->heads, r.pa, m->seed, block_stream(l, SITE_ATT));
-        be->linear_backward(be, NULL, G(BLK "attn.linear_pos", l, "weight"), NULL, e->dp, e->pos,
-                            P(BLK "attn.linear_pos", l, "weight"), 2 * T2 - 1, D, D, 0);
-    } else {
-        be->attention_backward(be, e->dq, e->dk, e->dv, e->datt, b->att, b->q, b->k, b->v, D, m->hlens, m->B, T2,
-                               d->heads, D / d->heads, r.pa, m->seed, block_stream(l, SITE_ATT));
-    }
-    static const char *const proj[] = {BLK "attn.linear_q", BLK "attn.linear_k", BLK "attn.linear_v"};
-    const float *dproj[] = {e->dq, e->dk, e->dv};
-    for (int i = 0; i < 3; i++)
-        be->linear_backward(be, e->dln, G(proj[i], l, "weight"), G(proj[i], l, "bias"), dproj[i], b->ln_a,
-                            P(proj[i], l, "weight"), N, D, D, i > 0);
-    be->layernorm_backward(be, m->dh, G(BLK "norm_mha", l, "weight"), G(BLK "norm_mha", l, "bias"), e->dln, x,
-                           P(BLK "norm_mha", l, "weight"), b->mean_a, b->rstd_a, N, D, 1);
+    enc_attn_bufs ab = attn_bufs(b);
+    enc_attn_work w = {e->pos, e->dq, e->dk, e->dv, e->datt, e->dp, e->dln};
+    enc_attn_backward(m, l, "attn", &ab, &w, x, dy, SITE_ATT);
 }
 
 /* The gate's input after the optional linear (gc or gl) and its output (the same without an act). */
@@ -303,7 +203,7 @@ static void cgmlp_forward(asr_model *m, int l, eblock *b, const float *x, float 
     if (d->linear_after_conv)
         be->linear_forward(be, b->gl, b->gc, P(BLK "cgmlp.csgu.linear", l, "weight"),
                            P(BLK "cgmlp.csgu.linear", l, "bias"), N, H, H);
-    if (d->gate_act != ACT_IDENTITY) act_forward(be, d->gate_act, b->ga, gate_in(d, b), nh);
+    if (d->gate_act != ACT_IDENTITY) enc_act_forward(be, d->gate_act, b->ga, gate_in(d, b), nh);
     be->mul_forward(be, b->gm, b->r, gate_out(d, b), nh);
     be->dropout_forward(be, b->gm, b->gm, nh, enc_rates_of(m).pd, m->seed, block_stream(l, SITE_CSGU));
     be->linear_forward(be, out, b->gm, P(BLK "cgmlp.channel_proj2", l, "weight"), P(BLK "cgmlp.channel_proj2", l, "bias"),
@@ -324,7 +224,7 @@ static void cgmlp_backward(asr_model *m, int l, const eblock *b, const float *x,
                         dy, b->gm, P(BLK "cgmlp.channel_proj2", l, "weight"), N, H, D, 0);
     be->dropout_backward(be, e->e1, e->e1, nh, enc_rates_of(m).pd, m->seed, block_stream(l, SITE_CSGU));
     be->mul_backward(be, e->e2, e->e3, e->e1, b->r, gate_out(d, b), nh); /* e2: d r, e3: d gate */
-    if (d->gate_act != ACT_IDENTITY) act_backward(be, d->gate_act, e->e3, e->e3, gate_in(d, b), nh);
+    if (d->gate_act != ACT_IDENTITY) enc_act_backward(be, d->gate_act, e->e3, e->e3, gate_in(d, b), nh);
     float *dgc = e->e3, *spare = e->e1;
     if (d->linear_after_conv) {
         be->linear_backward(be, e->e1, G(BLK "cgmlp.csgu.linear", l, "weight"), G(BLK "cgmlp.csgu.linear", l, "bias"),
@@ -417,15 +317,15 @@ static const float *forward(asr_model *m)
             continue;
         }
         if (d->use_ffn && d->macaron) {
-            ff_forward(m, l, "feed_forward_macaron", "norm_ff_macaron", b->ln_m, b->mean_m, b->rstd_m, b->fm_pre,
-                       b->fm_act, x, b->h_m, SITE_FFM_IN, SITE_FFM_OUT);
+            enc_ff_forward(m, l, "feed_forward_macaron", "norm_ff_macaron", b->ln_m, b->mean_m, b->rstd_m, b->fm_pre,
+                           b->fm_act, x, b->h_m, SITE_FFM_IN, SITE_FFM_OUT);
             x = b->h_m;
         }
         branches_forward(m, l, b, x);
         x = b->h_mg;
         if (d->use_ffn) {
-            ff_forward(m, l, "feed_forward", "norm_ff", b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, x, b->h_f,
-                       SITE_FF_IN, SITE_FF_OUT);
+            enc_ff_forward(m, l, "feed_forward", "norm_ff", b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, x,
+                           b->h_f, SITE_FF_IN, SITE_FF_OUT);
             x = b->h_f;
         }
         be->layernorm_forward(be, b->h_out, b->mean_o, b->rstd_o, x, P(BLK "norm_final", l, "weight"),
@@ -453,12 +353,12 @@ static void backward(asr_model *m)
                                N, D, 0);
         be->copy(be, m->dh, e->dln, (size_t)N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
         if (d->use_ffn)
-            ff_backward(m, l, "feed_forward", "norm_ff", b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, b->h_mg,
-                        SITE_FF_IN, SITE_FF_OUT);
+            enc_ff_backward(m, l, "feed_forward", "norm_ff", b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, b->h_mg,
+                            SITE_FF_IN, SITE_FF_OUT, e->dff, e->dln);
         branches_backward(m, l, b, xb);
         if (d->use_ffn && d->macaron)
-            ff_backward(m, l, "feed_forward_macaron", "norm_ff_macaron", b->ln_m, b->mean_m, b->rstd_m, b->fm_pre,
-                        b->fm_act, x0, SITE_FFM_IN, SITE_FFM_OUT);
+            enc_ff_backward(m, l, "feed_forward_macaron", "norm_ff_macaron", b->ln_m, b->mean_m, b->rstd_m, b->fm_pre,
+                            b->fm_act, x0, SITE_FFM_IN, SITE_FFM_OUT, e->dff, e->dln);
         asr_model_block_grads_final(m, l);
     }
 }

@@ -12,6 +12,7 @@
 #include "core/formats/manifest.h"
 #include "core/base/progress.h"
 #include "core/base/rng.h"
+#include "core/data/audio.h"
 #include "recipes/espeak_fortunes/synth.h"
 #include "recipes/espeak_fortunes/text_norm.h"
 #include "core/config/yamltree.h" /* intern: settings keep the absolute dataset_dir */
@@ -795,7 +796,7 @@ static int write_rirs_noises(const settings *s, esp_err *err)
             size_t n;
             float *x = k ? make_noise(s, i, &n) : make_rir(s, i, &n);
             char *path = xasprintf("%s/%s_%03zu.wav", dir, kind, i);
-            rc = synth_write_pcm16(path, x, n, s->fs, err);
+            rc = audio_write_wav16(path, x, n, s->fs, AUDIO_PCM16_LIBSNDFILE, err);
             char *next = xasprintf("%s%s_%03zu %s\n", scp, kind, i, path);
             free(scp);
             scp = next;

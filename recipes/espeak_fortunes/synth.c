@@ -1,6 +1,7 @@
 #include "recipes/espeak_fortunes/synth.h"
 #include "core/base/fsio.h"
 #include "core/base/proc.h"
+#include "core/data/audio.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -197,27 +198,6 @@ static int resample(float **samples, size_t *n, int from, int to, esp_err *err)
     return 0;
 }
 
-/* Writes mono 16-bit PCM WAV through an atomic temp file. */
-int synth_write_pcm16(const char *path, const float *samples, size_t n, int fs, esp_err *err)
-{
-    atomic_file af;
-    if (atomic_open(&af, path, err) != 0) return -1;
-    SF_INFO info = {.samplerate = fs, .channels = 1, .format = SF_FORMAT_WAV | SF_FORMAT_PCM_16};
-    SNDFILE *sf = sf_open_fd(fileno(af.fp), SFM_WRITE, &info, SF_FALSE);
-    if (!sf) {
-        atomic_abort(&af);
-        return esp_fail(err, "%s: cannot write WAV: %s", path, sf_strerror(NULL));
-    }
-    sf_command(sf, SFC_SET_CLIPPING, NULL, SF_TRUE); /* saturate instead of wrapping around */
-    sf_count_t wrote = sf_writef_float(sf, samples, (sf_count_t)n);
-    int close_rc = sf_close(sf);
-    if (wrote != (sf_count_t)n || close_rc != 0) {
-        atomic_abort(&af);
-        return esp_fail(err, "%s: WAV write failed (check free disk space)", path);
-    }
-    return atomic_commit(&af, err);
-}
-
 /* Builds the program's argv; *file_out is set when the program writes to a file, not stdout. */
 static char **synth_argv(synth_engine engine, const synth_params *p, const char *out_path,
                          char **file_out, const char *text_file)
@@ -332,7 +312,7 @@ int synth_to_wav(synth_engine engine, const synth_params *p, int fs, const char 
     if (rc == 0) rc = decode_wav(&out, &samples, &n, &rate, err);
     if (rc == 0 && n == 0) rc = esp_fail(err, "%s -v %s produced an empty WAV for \"%s\"", prog, p->voice, p->text);
     if (rc == 0) rc = resample(&samples, &n, rate, fs, err);
-    if (rc == 0) rc = synth_write_pcm16(out_path, samples, n, fs, err);
+    if (rc == 0) rc = audio_write_wav16(out_path, samples, n, fs, AUDIO_PCM16_LIBSNDFILE, err);
     free(samples);
     free(out.data);
     free(errtxt.data);

@@ -36,7 +36,4 @@ int synth_check_installed(synth_engine engine, esp_err *err);
 int synth_to_wav(synth_engine engine, const synth_params *p, int fs, const char *out_path,
                  esp_err *err);
 
-/* Mono 16-bit PCM WAV through a temp file + rename (samples clipped to [-1, 1]). */
-int synth_write_pcm16(const char *path, const float *samples, size_t n, int fs, esp_err *err);
-
 #endif

@@ -1,8 +1,11 @@
 /* Helpers the unit tests share; see test_util.h. No Test() here. */
 #include "test/unit/test_util.h"
 
+#include "core/formats/safetensors.h"
+
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -135,4 +138,28 @@ int test_free_port(void)
     cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &al), 0);
     close(fd);
     return ntohs(a.sin_port);
+}
+
+double test_st_max_diff(const char *path_a, const char *path_b, const char *only, const char *skip)
+{
+    st_file a, b;
+    esp_err err;
+    cr_assert_eq(st_read(path_a, &a, &err), 0, "%s", err.msg);
+    cr_assert_eq(st_read(path_b, &b, &err), 0, "%s", err.msg);
+    cr_assert_eq(a.n, b.n);
+    double worst = 0;
+    for (size_t i = 0; i < a.n; i++) {
+        const st_tensor *ta = &a.tensors[i], *tb = st_get(&b, ta->name);
+        if ((only && !strstr(ta->name, only)) || (skip && strstr(ta->name, skip))) continue;
+        cr_assert_not_null(tb, "%s missing in %s", ta->name, path_b);
+        cr_assert_eq(st_numel(ta), st_numel(tb));
+        const float *x = ta->data, *y = tb->data;
+        for (int64_t k = 0; k < st_numel(ta); k++) {
+            double d = fabs((double)x[k] - y[k]) / (1 + fabs((double)y[k]));
+            if (!(d <= worst)) worst = d; /* NaN counts as worst */
+        }
+    }
+    st_close(&a);
+    st_close(&b);
+    return worst;
 }

@@ -228,3 +228,22 @@ Test(npz, a_directory_claiming_more_entries_than_fit_is_an_error)
     fclose(fp);
     expect_npz_error(path, "zip directory claims 65535 entries in 0 bytes");
 }
+
+/* Two entries with one name (found by the fuzzer): a lookup by name would see only the first, so
+ * the reader refuses the file. */
+Test(npz, two_arrays_with_one_name_are_an_error)
+{
+    int64_t count = 3;
+    float sum[2] = {1, 2};
+    npy_array arrays[] = {
+        {.name = "count", .dtype = NPY_I64, .ndim = 0, .count = 1, .data = &count},
+        {.name = "count", .dtype = NPY_F32, .ndim = 1, .shape = {2}, .count = 2, .data = sum},
+    };
+    char path[256];
+    snprintf(path, sizeof path, "%s/dup.npz", dir);
+    esp_err err;
+    cr_assert_eq(npz_write(path, arrays, 2, &err), 0, "%s", err.msg);
+    npz_file f;
+    cr_assert_neq(npz_read(path, &f, &err), 0);
+    cr_assert(strstr(err.msg, path) && strstr(err.msg, "a second array named 'count'"), "%s", err.msg);
+}

@@ -16,6 +16,7 @@
 #include "core/formats/npz.h"
 #include "core/nn/model.h"
 #include "test/unit/nn/grads_final_check.h"
+#include "test/unit/nn/nn_fixture.h"
 #include "test/unit/test_util.h"
 
 #define TOL 1e-4
@@ -55,88 +56,9 @@ static void fixture_path(char *path, size_t n, const char *name)
     snprintf(path, n, "%s/test/fixtures/ebranchformer/%s.npz", test_root_dir(), name);
 }
 
-static const npy_array *get(const npz_file *f, const char *name)
-{
-    const npy_array *a = npz_get(f, name);
-    cr_assert_not_null(a, "fixture has no array %s", name);
-    return a;
-}
-
-/* The fixture's float array as floats (int64 ones converted). */
-static float *floats(const npy_array *a)
-{
-    float *v = malloc((a->count ? a->count : 1) * sizeof *v);
-    for (size_t i = 0; i < a->count; i++)
-        v[i] = a->dtype == NPY_F32 ? ((const float *)a->data)[i]
-               : a->dtype == NPY_I64 ? (float)((const int64_t *)a->data)[i]
-                                     : (float)((const double *)a->data)[i];
-    return v;
-}
-
-static double rel_err(const float *a, const float *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) num = fmax(num, fabs((double)a[i] - b[i])), den = fmax(den, fabs((double)b[i]));
-    return den > 0 ? num / den : num;
-}
-
-/* Compares n floats with fixture array `name`; returns the error and tracks the worst. */
-static double compare(const npz_file *f, const char *name, const float *ours, size_t n, double *worst)
-{
-    const npy_array *a = get(f, name);
-    cr_assert_eq(a->count, n, "%s: %zu values in the fixture, %zu here", name, a->count, n);
-    float *ref = floats(a);
-    double e = rel_err(ours, ref, n);
-    free(ref);
-    *worst = fmax(*worst, e);
-    cr_expect_lt(e, TOL, "%s differs: %g", name, e);
-    return e;
-}
-
-/* Every param.<name> of the fixture into the model's state; every table entry must be set once. */
-static void load_state(asr_model *m, const npz_file *f)
-{
-    const param_table *t = &m->table;
-    float *state = calloc(t->state_total, sizeof *state);
-    unsigned char *seen = calloc(t->n, 1);
-    for (size_t i = 0; i < f->n; i++) {
-        const npy_array *a = &f->arrays[i];
-        if (strncmp(a->name, "param.", 6)) continue;
-        const param_info *p = param_find_alias(t, a->name + 6);
-        cr_assert_not_null(p, "no entry for ESPnet's %s", a->name + 6);
-        cr_assert_eq(a->count, p->count, "%s", p->name);
-        cr_assert_eq(a->dtype == NPY_I64, p->kind == PARAM_COUNTER, "%s: dtype", p->name);
-        float *v = floats(a);
-        memcpy(state + p->offset, v, p->count * sizeof *v);
-        free(v);
-        seen[p - t->items]++;
-    }
-    for (size_t k = 0; k < t->n; k++) cr_assert_eq(seen[k], 1, "%s set %d times", t->items[k].name, seen[k]);
-    asr_model_state_from_host(m, state);
-    free(state), free(seen);
-}
-
-typedef struct batch {
-    float *feats;
-    int lens[2], ylens[2], labels[64], stride, T;
-} batch;
-
-static void load_batch(batch *b, const npz_file *f, int idim)
-{
-    const npy_array *fe = get(f, "in.feats"), *ys = get(f, "in.ys");
-    b->feats = floats(fe);
-    b->T = (int)fe->shape[1];
-    cr_assert_eq((int)fe->shape[2], idim);
-    float *l = floats(get(f, "in.lens")), *yl = floats(get(f, "in.ylens")), *y = floats(ys);
-    b->stride = (int)ys->shape[1];
-    for (int i = 0; i < 2; i++) b->lens[i] = (int)l[i], b->ylens[i] = (int)yl[i];
-    for (size_t i = 0; i < ys->count && i < 64; i++) b->labels[i] = (int)y[i]; /* padded with -1 */
-    free(l), free(yl), free(y);
-}
-
 static void check_scalar(const npz_file *f, const char *name, double ours, const char *what)
 {
-    float *ref = floats(get(f, name));
+    float *ref = fx_floats(fx_get(f, name));
     double e = fabs(ours - ref[0]) / fabs(ref[0]);
     cr_log_info("%s %.6f vs ESPnet %.6f, rel err %.3g", what, ours, ref[0], e);
     cr_expect_lt(e, TOL, "%s: %f vs %f", what, ours, ref[0]);
@@ -156,21 +78,21 @@ static void check_case(const char *name)
     asr_model m;
     model_rates rates = {.ctc_weight = c.ctc_weight, .lsm_weight = 0.1f};
     asr_model_init(&m, be, &c.dims, &rates);
-    load_state(&m, &f);
-    batch b;
-    load_batch(&b, &f, c.dims.idim);
+    fx_load_state(&m, &f);
+    fx_batch b;
+    fx_load_batch(&b, &f, c.dims.idim, -1);
     double worst_out = 0, worst_grad = 0, e;
 
     asr_model_zero_grad(&m);
     asr_model_forward(&m, b.feats, b.lens, 2, b.T, 1, 0);
-    float *hl = floats(get(&f, "out.hlens"));
+    float *hl = fx_floats(fx_get(&f, "out.hlens"));
     cr_assert(m.hlens[0] == (int)hl[0] && m.hlens[1] == (int)hl[1], "hlens %d %d vs %g %g", m.hlens[0], m.hlens[1],
               hl[0], hl[1]);
     free(hl);
     size_t nh = (size_t)2 * m.T2 * c.dims.d, nl = (size_t)2 * m.T2 * c.dims.vocab;
-    e = compare(&f, "out.enc", m.lnf, nh, &worst_out);
+    e = fx_compare(&f, "out.enc", m.lnf, nh, &worst_out, TOL);
     cr_log_info("%s: encoder output rel err %.3g", name, e);
-    e = compare(&f, "out.logp", m.logp, nl, &worst_out);
+    e = fx_compare(&f, "out.logp", m.logp, nl, &worst_out, TOL);
     cr_log_info("%s: CTC log-probs rel err %.3g", name, e);
     double loss = asr_model_loss(&m, b.labels, b.ylens, b.stride, NULL);
     check_scalar(&f, "out.loss", loss, name);
@@ -196,7 +118,7 @@ static void check_case(const char *name)
             cr_expect_lt(w, 1e-5, "gradient of %s should vanish: %g", p->name, w);
         } else {
             double before = worst_grad;
-            compare(&f, gname, m.grads + p->offset, p->count, &worst_grad);
+            fx_compare(&f, gname, m.grads + p->offset, p->count, &worst_grad, TOL);
             if (worst_grad > before) worst_name = p->name;
         }
         n_grads++;
@@ -239,10 +161,10 @@ static void inference_case(const char *name)
     model_rates rates = {.ctc_weight = c.ctc_weight, .lsm_weight = 0.1f};
     asr_model_init(&tm, be, &c.dims, &rates);
     asr_model_init_inference(&im, be, &c.dims);
-    load_state(&tm, &f);
-    load_state(&im, &f);
-    batch b;
-    load_batch(&b, &f, c.dims.idim);
+    fx_load_state(&tm, &f);
+    fx_load_state(&im, &f);
+    fx_batch b;
+    fx_load_batch(&b, &f, c.dims.idim, -1);
     for (int u = 0; u < 2; u++) {
         const float *x = b.feats + (size_t)u * b.T * c.dims.idim;
         asr_model_forward(&tm, x, &b.lens[u], 1, b.lens[u], 0, 0);
@@ -312,9 +234,9 @@ Test(ebranchformer, layer_drop_is_seeded_by_the_batch_and_skips_whole_blocks)
     asr_model m;
     model_rates rates = {.ctc_weight = 1, .layer_drop = 1.0f};
     asr_model_init(&m, be, &c.dims, &rates);
-    load_state(&m, &f);
-    batch b;
-    load_batch(&b, &f, c.dims.idim);
+    fx_load_state(&m, &f);
+    fx_batch b;
+    fx_load_batch(&b, &f, c.dims.idim, -1);
     asr_model_forward(&m, b.feats, b.lens, 2, b.T, 1, 7);
     cr_assert_eq(m.h_enc, m.h0, "rate 1: every block dropped");
     asr_model_forward(&m, b.feats, b.lens, 2, b.T, 0, 7);

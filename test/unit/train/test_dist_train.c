@@ -47,33 +47,10 @@ static void truncate_log(void)
     if (fp) fclose(fp);
 }
 
-/* Largest |a - b| / (1 + |b|) over the tensors of two safetensors files whose name contains
- * `only` (NULL: all), leaving out those that contain `skip` (NULL: none). */
+/* test_st_max_diff on two files under dir. */
 static double max_diff_of(const char *rel_a, const char *rel_b, const char *only, const char *skip)
 {
-    char pa[512], pb[512];
-    snprintf(pa, sizeof pa, "%s/%s", dir, rel_a);
-    snprintf(pb, sizeof pb, "%s/%s", dir, rel_b);
-    st_file a, b;
-    esp_err err;
-    cr_assert_eq(st_read(pa, &a, &err), 0, "%s", err.msg);
-    cr_assert_eq(st_read(pb, &b, &err), 0, "%s", err.msg);
-    cr_assert_eq(a.n, b.n);
-    double worst = 0;
-    for (size_t i = 0; i < a.n; i++) {
-        const st_tensor *ta = &a.tensors[i], *tb = st_get(&b, ta->name);
-        if ((only && !strstr(ta->name, only)) || (skip && strstr(ta->name, skip))) continue;
-        cr_assert_not_null(tb, "%s missing in %s", ta->name, pb);
-        cr_assert_eq(st_numel(ta), st_numel(tb));
-        const float *x = ta->data, *y = tb->data;
-        for (int64_t k = 0; k < st_numel(ta); k++) {
-            double d = fabs((double)x[k] - y[k]) / (1 + fabs((double)y[k]));
-            if (!(d <= worst)) worst = d; /* NaN counts as worst */
-        }
-    }
-    st_close(&a);
-    st_close(&b);
-    return worst;
+    return test_st_max_diff(test_path(dir, rel_a), test_path(dir, rel_b), only, skip);
 }
 
 /* The attention key bias has a zero gradient in exact arithmetic (softmax ignores a shift shared

@@ -55,24 +55,7 @@ TestSuite(ebranchformer_train, .init = setup, .fini = teardown);
  * is rounding noise that Adam scales into steps; test_dist_train.c says more). */
 static double max_diff(const char *rel_a, const char *rel_b)
 {
-    st_file a, b;
-    esp_err err;
-    cr_assert_eq(st_read(test_path(dir, rel_a), &a, &err), 0, "%s", err.msg);
-    cr_assert_eq(st_read(test_path(dir, rel_b), &b, &err), 0, "%s", err.msg);
-    cr_assert_eq(a.n, b.n);
-    double worst = 0;
-    for (size_t i = 0; i < a.n; i++) {
-        const st_tensor *ta = &a.tensors[i], *tb = st_get(&b, ta->name);
-        cr_assert_not_null(tb, "%s missing in %s", ta->name, rel_b);
-        if (strstr(ta->name, "linear_k.bias")) continue;
-        const float *x = ta->data, *y = tb->data;
-        for (int64_t k = 0; k < st_numel(ta); k++) {
-            double d = fabs((double)x[k] - y[k]) / (1 + fabs((double)y[k]));
-            if (!(d <= worst)) worst = d;
-        }
-    }
-    st_close(&a), st_close(&b);
-    return worst;
+    return test_st_max_diff(test_path(dir, rel_a), test_path(dir, rel_b), NULL, "linear_k.bias");
 }
 
 Test(ebranchformer_train, stages_1_to_6_train_and_joint_decode)
