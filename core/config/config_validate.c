@@ -193,6 +193,18 @@ static char *join_path(const char *parent, const char *key)
 
 static const char *scalar_text(const ynode *n) { return n->kind == YN_SCALAR ? n->str : "..."; }
 
+/* The shortest decimal that reads back as exactly dv ("0.3", not "0.29999999999999999"): what a
+ * user wrote stays what the resolved config.yaml shows, and libcyaml still reads the same double. */
+static char *shortest_repr(double dv)
+{
+    char buf[40];
+    for (int p = 15; p < 17; p++) {
+        snprintf(buf, sizeof buf, "%.*g", p, dv);
+        if (strtod(buf, NULL) == dv) return xstrdup(buf);
+    }
+    return xasprintf("%.17g", dv);
+}
+
 static int check_allowed(walker *w, const ynode *n, const char *schema_path, const char *path)
 {
     for (size_t i = 0; i < sizeof allowed_rules / sizeof *allowed_rules; i++) {
@@ -414,7 +426,7 @@ static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *s, const 
         n->str = xasprintf("%g", dv);
         if (check_allowed(w, n, schema_path, path) != 0) return -1;
         free(n->str);
-        n->str = xasprintf("%.17g", dv);
+        n->str = shortest_repr(dv);
         return 0;
     case CYAML_BOOL:
         if (!yt_as_bool(n, &bv)) return config_fail_node(w->err, n, path, "expected true or false, got %s '%s'", yt_kind_name(n), scalar_text(n));

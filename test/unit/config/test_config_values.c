@@ -196,6 +196,34 @@ Test(config_values, input_layer_rules)
     config_free(cfg);
 }
 
+/* A float is written back as the shortest decimal that reads as the same double: 0.3 stays "0.3"
+ * in the resolved config.yaml (not 0.29999999999999999), and reads back bit for bit. */
+Test(config_values, floats_keep_their_short_form_in_the_resolved_config)
+{
+    const char *path = tpath("floats.yaml");
+    test_write_text(path, "model:\n  model_conf:\n    ctc_weight: 0.3\n    lsm_weight: 1.0e-1\noptimizer:\n"
+                          "  lr: 0.0021\n  weight_decay: 0.1234567890123456789\n");
+    esp_config *cfg;
+    esp_err err;
+    cr_assert_eq(cfg_load(CONFIG_TRAINING, path, 0, NULL, 0, &cfg, &err), 0, "%s", err.msg);
+    const training_cfg *t = cfg->typed;
+    double ctc = t->model->model_conf->ctc_weight, lsm = t->model->model_conf->lsm_weight;
+    cr_assert_eq(ctc, 0.3);
+    const char *out = tpath("resolved_floats.yaml");
+    cr_assert_eq(config_write_resolved(cfg, out, &err), 0, "%s", err.msg);
+    config_free(cfg);
+    char *text = test_slurp(out);
+    cr_assert(strstr(text, "ctc_weight: 0.3\n") && strstr(text, "lsm_weight: 0.1\n") && strstr(text, "lr: 0.0021\n"),
+              "%s", text);
+    cr_assert_null(strstr(text, "99999"), "%s", text);
+    free(text);
+    cr_assert_eq(cfg_load(CONFIG_TRAINING, out, 0, NULL, 0, &cfg, &err), 0, "%s", err.msg);
+    t = cfg->typed;
+    cr_assert_eq(t->model->model_conf->ctc_weight, ctc);
+    cr_assert_eq(t->model->model_conf->lsm_weight, lsm);
+    config_free(cfg);
+}
+
 Test(config_values, inference_and_metrics_ranges)
 {
     static const bad_case inference[] = {
