@@ -113,6 +113,8 @@ Test(torch_zip, refuses_hostile_pickles)
         C("\x80\x02" "K\x01)R.", "REDUCE of a int is not allowed"),
         C("\x80\x02" "}", "truncated (no STOP)"),
         C("\x80\x02" "ccollections\nOrderedDict\nK\x01\x85R.", "OrderedDict with arguments"),
+        /* a key with a newline (the fuzzer's): the message stays one line */
+        C("\x80\x02" "}(X\x03\x00\x00\x00" "a\nb" "K\x01u.", "state-dict entry 'a\\x0ab' is a int"),
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         size_t len = cases[i].len;
@@ -121,6 +123,7 @@ Test(torch_zip, refuses_hostile_pickles)
         cr_assert_neq(pt_pickle_state_dict((const unsigned char *)cases[i].pkl, len, "x.pth", &v, &err), 0,
                       "case %zu accepted", i);
         cr_assert(strstr(err.msg, cases[i].want), "case %zu: %s", i, err.msg);
+        cr_assert_null(strchr(err.msg, '\n'), "case %zu: %s", i, err.msg);
     }
 }
 
