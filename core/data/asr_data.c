@@ -5,7 +5,6 @@
 
 #include "core/data/audio.h"
 #include "core/data/augment_conf.h"
-#include "core/data/speed_perturb.h"
 #include "core/data/dataset_src.h"
 #include "core/base/fsio.h"
 #include "core/formats/npz.h"
