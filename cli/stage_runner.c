@@ -133,7 +133,7 @@ int check_stage_configs(const cli_args *a, const stage_def **sel, int n, const e
     }
     if (kept == 0 && n > 0) return missing_config(skipped[0], err);
     for (int i = 0; i < kept; i++)
-        if (check_accelerator(sel[i], cfgs, err) != 0) return -1;
+        if (check_accelerator(sel[i], cfgs, err) != 0 || (sel[i]->check && sel[i]->check(cfgs, err) != 0)) return -1;
     for (int i = 0; i < n_skipped; i++)
         log_info("skipping stage %s: no %s config given", skipped[i]->name,
                  skipped[i]->needs == NEEDS_TRAINING    ? "training"

@@ -236,6 +236,19 @@ out:
     return rc;
 }
 
+int stage_collect_stats_check_speed_factors(const ynode *tree, esp_err *err)
+{
+    double f[AUG_MAX_SPEED_FACTORS];
+    size_t n;
+    return speed_perturb_factors_from_tree(tree, f, &n, err);
+}
+
+int stage_collect_stats_check(const esp_configs *configs, esp_err *err)
+{
+    if (!training_of(configs)) return 0; /* no typed config: the stage says what is missing */
+    return stage_collect_stats_check_speed_factors(configs->training->tree, err);
+}
+
 int stage_collect_stats(const stage_ctx *ctx, esp_err *err)
 {
     const training_cfg *cfg = training_of(ctx->configs);
@@ -259,14 +272,11 @@ int stage_collect_stats(const stage_ctx *ctx, esp_err *err)
     /* ESPnet2's asr.sh makes the speed-perturbed training set after data preparation: here, once,
      * before its shapes are collected (a rerun reuses the copies). */
     if (rc == 0 && cfg->n_speed_perturb_factors) {
-        double f[AUG_MAX_SPEED_FACTORS];
-        size_t nf;
         frontend_opts fo;
         frontend_opts_from_cfg(cfg->model ? cfg->model->frontend_conf : NULL, &fo);
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        if (speed_perturb_factors_from_tree(ctx->configs->training->tree, f, &nf, err) != 0 ||
-            speed_perturb_prepare(cfg, fo.fs, cpus > 0 ? (int)cpus : 1, err) != 0)
-            rc = -1;
+        /* speed_perturb_factors were range-checked before any stage ran (stage_collect_stats_check) */
+        if (speed_perturb_prepare(cfg, fo.fs, cpus > 0 ? (int)cpus : 1, err) != 0) rc = -1;
     }
     static const char *const splits[] = {"train", "valid"};
     for (size_t i = 0; i < 2 && rc == 0; i++) rc = collect_split(cfg, splits[i], &tl, err);

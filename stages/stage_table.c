@@ -56,19 +56,19 @@ static char *model_pack_dir_of(const esp_configs *c)
 /* Only stages this build implements are listed; numbers keep DESIGN.md's table. */
 const stage_def stage_table[] = {
     {1, "create_dataset", NULL, NEEDS_TRAINING, 0, "build the recipe's dataset and manifests", stage_create_dataset,
-     data_dir_of},
-    {2, "train_tokenizer", NULL, NEEDS_TRAINING, 0, "build the token list", stage_train_tokenizer, tokenizer_dir_of},
+     data_dir_of, NULL},
+    {2, "train_tokenizer", NULL, NEEDS_TRAINING, 0, "build the token list", stage_train_tokenizer, tokenizer_dir_of, NULL},
     {3, "collect_stats", NULL, NEEDS_TRAINING, 0, "feature shapes and global mean/variance sums", stage_collect_stats,
-     stats_dir_of},
+     stats_dir_of, stage_collect_stats_check},
     {5, "train", NULL, NEEDS_TRAINING, STAGE_SPAWNS_RANKS | STAGE_NEEDS_BACKEND,
-     "train the model (one rank or several: ddp, fsdp)", stage_train, exp_dir_of},
+     "train the model (one rank or several: ddp, fsdp)", stage_train, exp_dir_of, stage_train_check},
     {6, "infer", "decode", NEEDS_INFERENCE, STAGE_NEEDS_BACKEND,
      "decode the test sets (greedy or prefix beam CTC, joint CTC/attention beam search)", stage_infer,
-     inference_dir_of},
+     inference_dir_of, NULL},
     {7, "measure", "score", NEEDS_METRICS, 0, "WER/CER of each test set's hypotheses, as sclite scores them",
-     stage_measure, metrics_inference_dir_of},
+     stage_measure, metrics_inference_dir_of, NULL},
     {8, "pack_model", NULL, NEEDS_INFERENCE, 0, "self-contained model directory ${exp_dir}/model_pack", stage_pack_model,
-     model_pack_dir_of},
+     model_pack_dir_of, NULL},
 };
 const int stage_count = (int)(sizeof stage_table / sizeof *stage_table);
 

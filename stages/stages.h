@@ -38,6 +38,9 @@ typedef struct stage_def {
     stage_fn run;               /* NULL: reserved number, never selected */
     /* Output folder of the stage (its <stage>.log goes there); caller frees. */
     char *(*output_dir)(const esp_configs *configs);
+    /* What the stage reads from its config tree beyond the schema, checked before any stage runs
+     * (a bad key fails at once, not after the stages before it); NULL: nothing. */
+    int (*check)(const esp_configs *configs, esp_err *err);
 } stage_def;
 
 extern const stage_def stage_table[];
@@ -54,6 +57,11 @@ const char *stage_accelerator(const stage_def *s, const esp_configs *c, const ch
 /* Stage functions, one file each. */
 int stage_create_dataset(const stage_ctx *ctx, esp_err *err);
 int stage_train_tokenizer(const stage_ctx *ctx, esp_err *err);
+/* The config checks of collect_stats (speed_perturb_factors) and train (speed_perturb_factors, the
+ * data_aug_* keys and what they need of the sample rate). */
+int stage_collect_stats_check(const esp_configs *configs, esp_err *err);
+int stage_collect_stats_check_speed_factors(const ynode *tree, esp_err *err);
+int stage_train_check(const esp_configs *configs, esp_err *err);
 int stage_collect_stats(const stage_ctx *ctx, esp_err *err);
 int stage_train(const stage_ctx *ctx, esp_err *err);
 int stage_infer(const stage_ctx *ctx, esp_err *err);

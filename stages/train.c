@@ -13,6 +13,7 @@
 #include "core/compute/backend.h"
 #include "core/data/augment_conf.h"
 #include "core/data/dataset_src.h"
+#include "core/data/frontend.h"
 #include "core/data/sampler.h"
 #include "core/dist/dist.h"
 #include "core/nn/decoder_conf.h"
@@ -98,6 +99,32 @@ static model_rates rates_from_cfg(const model_cfg *m)
 }
 
 /* The checks that need no data: required blocks, the launch's world size, unsupported keys. */
+/* What the config alone decides about values, before any stage runs (stage_table's check):
+ * ctc_conf.reduce, speed_perturb_factors and the waveform augmentation keys (the frontend's
+ * sample rate bounds their frequencies). Missing sections are the stage's own error, so that a
+ * partial config still shows under --dry_run. */
+static int check_static(const training_cfg *cfg, const char *file, const ynode *tree, esp_err *err)
+{
+    if (cfg->model && cfg->model->ctc_conf && !cfg->model->ctc_conf->reduce)
+        return esp_fail(err, "%s: model.ctc_conf.reduce: false (a summed loss) is not supported (use true)", file);
+    if (stage_collect_stats_check_speed_factors(tree, err) != 0) return -1;
+    augment_conf aug;
+    if (augment_conf_from_tree(tree, &aug, err) != 0) return -1;
+    frontend_opts fo;
+    frontend_opts_from_cfg(cfg->model ? cfg->model->frontend_conf : NULL, &fo);
+    int rc = aug.n ? augment_conf_check_fs(&aug, fo.fs, "model.frontend_conf.fs", err) : 0;
+    augment_conf_free(&aug);
+    return rc;
+}
+
+int stage_train_check(const esp_configs *configs, esp_err *err)
+{
+    if (!training_of(configs)) return 0; /* no typed config: the stage says what is missing */
+    return check_static(training_of(configs), configs->training->path, configs->training->tree, err);
+}
+
+/* The sections the stage needs, the preprocessor, keys ESPnet would use that we would not, and the
+ * ranks the launch started against trainer.devices x num_nodes. */
 static int check_config(const training_cfg *cfg, const char *file, const dist_env *env, esp_err *err)
 {
     if (!cfg->exp_dir) return esp_fail(err, "%s: exp_dir: missing (set exp_dir)", file);
@@ -112,10 +139,7 @@ static int check_config(const training_cfg *cfg, const char *file, const dist_en
                              " ranks, but the launch (%s) has world size %d (make them match: trainer.devices "
                              "per node, trainer.num_nodes nodes)",
                         file, devices, nodes, devices * nodes, dist_source_name(env->source), env->world_size);
-    if (check_unused_keys(cfg, file, err) != 0) return -1;
-    if (cfg->model && cfg->model->ctc_conf && !cfg->model->ctc_conf->reduce)
-        return esp_fail(err, "%s: model.ctc_conf.reduce: false (a summed loss) is not supported (use true)", file);
-    return 0;
+    return check_unused_keys(cfg, file, err);
 }
 
 /* trainer.precision (the config layer allows 32, 32-true, bf16-mixed, 16-mixed). Both mixed
@@ -209,14 +233,7 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
         .csv_path = csv,
     };
     augment_conf aug;
-    double spf[AUG_MAX_SPEED_FACTORS];
-    size_t nspf; /* speed_perturb_factors: checked here too, as this stage reads train_sp.tsv */
-    int rc = speed_perturb_factors_from_tree(ctx->configs->training->tree, spf, &nspf, err);
-    if (rc != 0) {
-        free(run_id), free(tb_dir), free(csv);
-        return -1;
-    }
-    rc = augment_conf_from_tree(ctx->configs->training->tree, &aug, err);
+    int rc = augment_conf_from_tree(ctx->configs->training->tree, &aug, err);
     if (rc == 0 && aug.n) {
         if (aug.prob > 0)
             log_info("train: waveform augmentation of the training split: %zu data_aug_effects entries, %d to %d per "

@@ -92,7 +92,7 @@ static const char *tiny_copy(void)
 {
     esp_err err;
     cr_assert_eq(mkdir_p(tpath("conf"), &err), 0);
-    const char *names[] = {"training.yaml", "training_tiny.yaml"};
+    const char *names[] = {"training_ctc.yaml", "training_tiny.yaml"};
     for (int i = 0; i < 2; i++) {
         char src[1024];
         snprintf(src, sizeof src, "%s/recipes/espeak_fortunes/conf/%s", test_root_dir(), names[i]);
@@ -318,7 +318,7 @@ Test(cli, dry_run_finds_template_beside_binary)
 Test(cli, overrides_go_to_the_configs_that_know_their_key)
 {
     const char *cfg = tiny_copy();
-    const char *names[] = {"inference.yaml", "inference_tiny.yaml"}; /* the tiny one is over the other */
+    const char *names[] = {"inference_ctc.yaml", "inference_tiny.yaml"}; /* the tiny one is over the other */
     for (int i = 0; i < 2; i++) {
         char src[1024], dst[64];
         snprintf(src, sizeof src, "%s/recipes/espeak_fortunes/conf/%s", test_root_dir(), names[i]);
@@ -392,6 +392,34 @@ Test(cli, accelerator_without_its_backend_fails_before_any_stage)
     assert_has(r->err, "model.device: cuda: ");
     /* cpu and auto open the CPU backend here. */
     r = RUN("--config", cfg, "--template_dir", template_dir(), "--stage", "5", "--dry_run", "trainer.accelerator=cpu");
+    cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
+}
+
+/* What stages 3 and 5 read from the tree beyond the schema (speed_perturb_factors, the data_aug_*
+ * keys against the frontend's sample rate) fails before stage 1, at the user's line and column. */
+Test(cli, augmentation_keys_fail_before_any_stage)
+{
+    tiny_copy();
+    test_write_text(tpath("conf/aug.yaml"),
+                    "defaults:\n  - training_tiny\n  - _self_\ndataset:\n  preprocessor:\n    data_aug_effects:\n"
+                    "      - [0.5, lowpass, {cutoff_freq: 9000}]\n    data_aug_num: [1, 1]\n    data_aug_prob: 1.0\n");
+    const result *r = RUN("--config", tpath("conf/aug.yaml"), "--template_dir", template_dir(), "--stage", "1",
+                          "--stop_stage", "5");
+    cr_assert_eq(r->status, 1, "stderr:\n%s", r->err);
+    assert_has(r->err, "aug.yaml:7:");
+    assert_has(r->err, "lowpass: frequency 9000 Hz is not below the Nyquist frequency 8000 Hz of model.frontend_conf.fs");
+    cr_assert_eq(count_lines(r->err), 1, "stderr:\n%s", r->err);
+    cr_assert(!path_exists(tpath("data_tiny")), "stage 1 ran before the augmentation keys were checked");
+    /* speed_perturb_factors: checked for stage 3 as well as stage 5. */
+    test_write_text(tpath("conf/sp.yaml"), "defaults:\n  - training_tiny\n  - _self_\nspeed_perturb_factors: [0.9, 0.9]\n");
+    r = RUN("--config", tpath("conf/sp.yaml"), "--template_dir", template_dir(), "--stage", "1", "--stop_stage", "3");
+    cr_assert_eq(r->status, 1, "stderr:\n%s", r->err);
+    assert_has(r->err, "sp.yaml:4:");
+    assert_has(r->err, "speed_perturb_factors[1]: factor 0.9 is listed twice");
+    cr_assert(!path_exists(tpath("data_tiny")), "stage 1 ran before speed_perturb_factors was checked");
+    /* Stages that do not read them do not check them. */
+    r = RUN("--config", tpath("conf/sp.yaml"), "--template_dir", template_dir(), "--stages", "train_tokenizer",
+            "--dry_run");
     cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
 }
 
