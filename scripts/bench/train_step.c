@@ -8,6 +8,9 @@
  *   hybrid:      the transformer encoder + a 3-block TransformerDecoder (4 heads, FF 1024), joint
  *                loss ctc_weight 0.3, lsm_weight 0.1 (espnet_step.py --model hybrid); labels
  *                2..28 so that none is <sos/eos> (29)
+ *   ebranchformer: EBranchformerEncoder as LibriSpeech-100's (d 256, 4 heads, rel_pos latest,
+ *                macaron FFN 1024, cgMLP 1024 with kernel 31, identity gate, merge kernel 31) but
+ *                6 blocks like the others, + CTC, vocab 30 (espnet_step.py --model ebranchformer)
  *   train_step [--model MODEL] THREADS STEPS WARMUP -> prints "ms <median> min <min> loss <last> ..."
  *   train_step --sgemm THREADS         -> prints "gflops <best>": the machine's sgemm rate through
  *                                         the backend (2048^3, best of 5 after a warm-up), the
@@ -58,8 +61,9 @@ int main(int argc, char **argv)
     const char *kind = "transformer";
     if (argc > 2 && strcmp(argv[1], "--model") == 0) kind = argv[2], argv += 2, argc -= 2;
     int conformer = strcmp(kind, "conformer") == 0, hybrid = strcmp(kind, "hybrid") == 0;
-    if (!conformer && !hybrid && strcmp(kind, "transformer") != 0) {
-        fprintf(stderr, "train_step: unknown model %s (transformer, conformer or hybrid)\n", kind);
+    int ebf = strcmp(kind, "ebranchformer") == 0;
+    if (!conformer && !hybrid && !ebf && strcmp(kind, "transformer") != 0) {
+        fprintf(stderr, "train_step: unknown model %s (transformer, conformer, hybrid or ebranchformer)\n", kind);
         return 2;
     }
     int threads = argc > 1 ? atoi(argv[1]) : 1, steps = argc > 2 ? atoi(argv[2]) : 10;
@@ -70,6 +74,10 @@ int main(int argc, char **argv)
     if (conformer) {
         d.encoder = ENC_CONFORMER, d.macaron = 1, d.rel_pos = 1, d.use_cnn = 1, d.cnn_kernel = 31;
         d.act = ACT_SWISH;
+    }
+    if (ebf) {
+        d.encoder = ENC_EBRANCHFORMER, d.macaron = 1, d.rel_pos = 1, d.act = ACT_SWISH, d.use_ffn = 1;
+        d.cgmlp_units = 1024, d.cgmlp_kernel = 31, d.gate_act = ACT_IDENTITY, d.merge_kernel = 31;
     }
     if (hybrid) d.dec_blocks = 3, d.dec_heads = 4, d.dec_ff = 1024;
     backend *be;
@@ -92,7 +100,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < (size_t)B * T * 80; i++) feats[i] = (float)((double)(rng_next(&r) >> 11) / 9007199254740992.0 * 2 - 1);
     int lens[B], labels[B * L], ylens[B];
     for (int b = 0; b < B; b++) lens[b] = T, ylens[b] = L;
-    for (int i = 0; i < B * L; i++) labels[i] = (int)rng_uniform_int(&r, 2, conformer || hybrid ? 28 : 29);
+    for (int i = 0; i < B * L; i++) labels[i] = (int)rng_uniform_int(&r, 2, conformer || hybrid || ebf ? 28 : 29);
     float *dev_feats = be->alloc(be, (size_t)B * T * 80 * sizeof *feats);
     be->copy(be, dev_feats, feats, (size_t)B * T * 80 * sizeof *feats, BACKEND_HOST_TO_DEVICE);
     optim_opts o = optim_opts_default(OPTIM_ADAM);
