@@ -123,6 +123,10 @@ Test(config, recipe_training_yaml_loads_as_written)
     cr_assert_not_null(t->create_dataset);
     cr_assert_gt(check_create_dataset(t->create_dataset, yt_map_get(raw, "create_dataset")), 5);
     cr_assert_str_eq(t->exp_tag, "training");
+    /* The default is the joint CTC/attention Conformer; the CTC-only model is training_ctc.yaml. */
+    cr_assert_str_eq(t->model->encoder, "conformer");
+    cr_assert_str_eq(t->model->decoder, "transformer");
+    cr_assert_float_eq(t->model->model_conf->ctc_weight, 0.3, 1e-12);
     cr_assert_not_null(t->trainer, "the template's trainer section is missing");
     cr_assert_eq(t->trainer->devices, t->num_device);
     ynode *emitted_check = cfg->tree;
@@ -133,14 +137,24 @@ Test(config, recipe_training_yaml_loads_as_written)
     config_free(cfg);
 }
 
+Test(config, recipe_training_ctc_yaml_is_the_ctc_only_model)
+{
+    esp_config *cfg = load_recipe("training_ctc.yaml");
+    const training_cfg *t = cfg->typed;
+    cr_assert_str_eq(t->exp_tag, "training_ctc");
+    cr_assert_str_eq(t->model->encoder, "transformer");
+    cr_assert(!t->model->decoder || !strcmp(t->model->decoder, "none"), "decoder %s", t->model->decoder);
+    config_free(cfg);
+}
+
 Test(config, recipe_training_tiny_yaml_loads_as_written)
 {
     esp_config *cfg = load_recipe("training_tiny.yaml");
     const training_cfg *t = cfg->typed;
     char path[1024];
     esp_err err;
-    /* What the tiny config means: training.yaml with training_tiny.yaml's keys on top. */
-    snprintf(path, sizeof path, "%s/recipes/espeak_fortunes/conf/training.yaml", test_root_dir());
+    /* What the tiny config means: training_ctc.yaml with training_tiny.yaml's keys on top. */
+    snprintf(path, sizeof path, "%s/recipes/espeak_fortunes/conf/training_ctc.yaml", test_root_dir());
     ynode *expect = yt_parse_file(path, &err);
     cr_assert_not_null(expect, "%s", err.msg);
     snprintf(path, sizeof path, "%s/recipes/espeak_fortunes/conf/training_tiny.yaml", test_root_dir());
