@@ -50,6 +50,12 @@ CASES = {
                         rel_pos_type='latest', pos_enc_layer_type='rel_pos', selfattention_layer_type='rel_selfattn',
                         activation_type='swish', use_cnn_module=False, cnn_module_kernel=31),
                9, (40, 29), (5, 3)),
+    # Long utterances (9 and 6 s: 224 and 152 frames after subsampling, 447 relative positions) with
+    # the default recipe's kernel 15: the relative shift and the padded conv beyond short test lengths.
+    'long': (40, dict(output_size=32, attention_heads=4, linear_units=64, num_blocks=2, macaron_style=True,
+                      rel_pos_type='latest', pos_enc_layer_type='rel_pos', selfattention_layer_type='rel_selfattn',
+                      activation_type='swish', use_cnn_module=True, cnn_module_kernel=15),
+             31, (900, 613), (60, 41)),
 }
 
 

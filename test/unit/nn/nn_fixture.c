@@ -74,6 +74,7 @@ void fx_load_batch(fx_batch *b, const npz_file *f, int idim, int pad)
     float *l = fx_floats(fx_get(f, "in.lens")), *yl = fx_floats(fx_get(f, "in.ylens")), *y = fx_floats(ys);
     b->stride = (int)ys->shape[1];
     for (int i = 0; i < 2; i++) b->lens[i] = (int)l[i], b->ylens[i] = (int)yl[i];
-    for (size_t i = 0; i < ys->count && i < 64; i++) b->labels[i] = y[i] < 0 ? pad : (int)y[i];
+    cr_assert(ys->count <= sizeof b->labels / sizeof *b->labels, "%zu labels", ys->count);
+    for (size_t i = 0; i < ys->count; i++) b->labels[i] = y[i] < 0 ? pad : (int)y[i];
     free(l), free(yl), free(y);
 }

@@ -22,7 +22,7 @@ void fx_load_state(asr_model *m, const npz_file *f);
 
 typedef struct fx_batch {
     float *feats;
-    int lens[2], ylens[2], labels[64], stride, T;
+    int lens[2], ylens[2], labels[256], stride, T;
 } fx_batch;
 
 /* in.feats / in.lens / in.ys / in.ylens; label padding (< 0) becomes pad. */

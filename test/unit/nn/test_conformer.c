@@ -38,10 +38,12 @@ static fixture_case case_of(const char *name)
 {
     if (!strcmp(name, "main")) return (fixture_case){name, conformer_dims(80, 32, 4, 64, 2, 31, 1, 1, 1, 7, ACT_SWISH)};
     if (!strcmp(name, "abs_relu")) return (fixture_case){name, conformer_dims(20, 16, 2, 24, 1, 9, 0, 0, 1, 5, ACT_RELU)};
+    if (!strcmp(name, "long")) return (fixture_case){name, conformer_dims(40, 32, 4, 64, 2, 31, 1, 1, 1, 15, ACT_SWISH)};
     return (fixture_case){name, conformer_dims(20, 16, 2, 24, 1, 9, 1, 1, 0, 31, ACT_SWISH)};
 }
 
-static void check_case(const char *name)
+/* grad_tol: relative, per parameter; zero_tol: absolute, for the gradients that vanish. */
+static void check_case(const char *name, double grad_tol, double zero_tol)
 {
     fixture_case c = case_of(name);
     char path[512];
@@ -95,10 +97,10 @@ static void check_case(const char *name)
         if (strstr(p->name, "linear_k.bias") || strstr(p->name, "depthwise_conv.bias")) {
             double w = 0;
             for (size_t k = 0; k < p->count; k++) w = fmax(w, fabs(m.grads[p->offset + k]));
-            cr_expect_lt(w, 1e-5, "gradient of %s should vanish: %g", p->name, w);
+            cr_expect_lt(w, zero_tol, "gradient of %s should vanish: %g", p->name, w);
         } else {
             double before = worst_grad;
-            fx_compare(&f, gname, m.grads + p->offset, p->count, &worst_grad, TOL);
+            fx_compare(&f, gname, m.grads + p->offset, p->count, &worst_grad, grad_tol);
             if (worst_grad > before) worst_name = p->name;
         }
         n_grads++;
@@ -136,17 +138,27 @@ static void check_case(const char *name)
 
 Test(conformer, main_matches_espnet)
 {
-    check_case("main");
+    check_case("main", TOL, 1e-5);
 }
 
 Test(conformer, abs_pos_relu_matches_espnet)
 {
-    check_case("abs_relu");
+    check_case("abs_relu", TOL, 1e-5);
+}
+
+/* 9 s and 6 s utterances (224 and 152 frames, 447 relative positions) with kernel 15: what the
+ * short cases cannot show of the relative shift and the conv module's padding. Gradients within
+ * 3e-4: ESPnet's float32 sums over 376 frames round; the float64 reference backend (ref64) on this
+ * fixture differs from ESPnet by the same 1.6e-4 (norm_ff_macaron.weight) as the CPU backend; the
+ * rounding noise of the vanishing biases grows with the frames summed (1.2e-5 here). */
+Test(conformer, long_utterances_match_espnet)
+{
+    check_case("long", 3e-4, 5e-5);
 }
 
 Test(conformer, no_cnn_module_matches_espnet)
 {
-    check_case("no_cnn");
+    check_case("no_cnn", TOL, 1e-5);
 }
 
 /* The decoding model shares one block workspace; per utterance at batch size 1 its eval-mode
