@@ -123,8 +123,8 @@ Test(config, recipe_training_yaml_loads_as_written)
     cr_assert_not_null(t->create_dataset);
     cr_assert_gt(check_create_dataset(t->create_dataset, yt_map_get(raw, "create_dataset")), 5);
     cr_assert_str_eq(t->exp_tag, "training");
-    /* The default is the joint CTC/attention Conformer; the CTC-only model is training_ctc.yaml. */
-    cr_assert_str_eq(t->model->encoder, "conformer");
+    /* The default is the joint CTC/attention model; the CTC-only one is training_ctc.yaml. */
+    cr_assert_str_eq(t->model->encoder, "transformer");
     cr_assert_str_eq(t->model->decoder, "transformer");
     cr_assert_float_eq(t->model->model_conf->ctc_weight, 0.3, 1e-12);
     cr_assert_not_null(t->trainer, "the template's trainer section is missing");
