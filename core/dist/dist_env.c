@@ -12,9 +12,11 @@
 
 #ifdef __SANITIZE_ADDRESS__
 /* libpmix (Debian's 4.2) keeps a few strings of PMIx_Init past PMIx_Finalize; without this every
- * sanitized rank of an `srun --mpi=pmix` step would exit 1 with LeakSanitizer's report. */
+ * sanitized rank of an `srun --mpi=pmix` step would exit 1 with LeakSanitizer's report. The test
+ * binary links this file too: libcriterion's runner once left 48 bytes of its own calloc at exit
+ * (a CI run with all 561 tests passing), which is the framework's, not ours. */
 const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) { return "leak:libpmix.so\n"; }
+const char *__lsan_default_suppressions(void) { return "leak:libpmix.so\nleak:libcriterion.so\n"; }
 #endif
 #endif
 
