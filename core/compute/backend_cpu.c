@@ -12,6 +12,7 @@
 #include "core/compute/ctc.h"
 #include "core/compute/ops.h"
 #include "core/compute/ops_precision.h"
+#include "core/compute/ops_sgemm.h"
 #include "core/compute/ops_step.h"
 
 typedef struct cpu_impl {
@@ -38,35 +39,20 @@ static float *scratch(backend *be, size_t n)
     return c->scratch;
 }
 
-/* ---- threads. Every op runs on the backend's `threads`: OpenBLAS' own threads for the GEMMs, the
- * pool of core/base/parallel.h for everything else, split so that each output element is computed
- * by the same arithmetic whatever the thread count (by elements, rows, items or heads; sums over
- * rows split by output column). A split loop that calls GEMMs itself (one per attention head) runs
- * them with OpenBLAS on one thread, so the two never oversubscribe the cores. */
+/* ---- threads. Every op runs on the backend's `threads`, all on the one pool of
+ * core/base/parallel.h: the GEMMs split by blocks of their output (core/compute/ops_sgemm.h, OpenBLAS
+ * on one thread), everything else split so that each output element is computed by the same
+ * arithmetic whatever the thread count (by elements, rows, items or heads; sums over rows split by
+ * output column). A split loop that calls GEMMs itself (one per attention head) runs them whole on
+ * its thread: the pool runs one loop at a time, and a loop started inside one runs serially. */
 
 /* Elements (or row elements) below which a part is not worth waking a thread for. */
 enum { MT_MIN = 1 << 15 };
 
-/* Sets OpenBLAS to one thread around a loop of `units` parts that calls GEMMs, when it is split;
- * returns what to restore (0: nothing). */
-static int blas_serial_begin(const backend *be, size_t units)
-{
-    if (parallel_parts_count(units, 1, threads_of(be)) <= 1) return 0; /* no split: OpenBLAS keeps its threads */
-    int prev = openblas_get_num_threads();
-    if (prev <= 1) return 0;
-    openblas_set_num_threads(1);
-    return prev;
-}
-
-static void blas_serial_end(int prev)
-{
-    if (prev > 1) openblas_set_num_threads(prev);
-}
-
 /* One job type for the elementwise and row-wise passes split here over the existing ops. */
 typedef enum {
     EW_RELU_F, EW_RELU_B, EW_ADD, EW_SWISH_F, EW_SWISH_B, EW_DROPOUT, EW_GLU_F, EW_GLU_B, EW_LN_F, EW_LSM_F,
-    EW_LSM_B, EW_POSENC, EW_SWAP12, EW_EMBED_F, EW_FILL, EW_COPY
+    EW_LSM_B, EW_POSENC, EW_SWAP12, EW_EMBED_F, EW_FILL, EW_COPY, EW_GELU_F, EW_GELU_B, EW_MUL_F, EW_MUL_B
 } ew_kind;
 
 typedef struct ew_job {
@@ -105,6 +91,10 @@ static void ew_part(void *ctx, size_t lo, size_t hi, int part)
     case EW_EMBED_F: ops_embedding_forward_f32(j->y + o, j->a, j->ids + lo, (int)cnt, j->v, j->d1); break;
     case EW_FILL: memset((char *)j->y + o, (int)j->s, n); break;
     case EW_COPY: memcpy((char *)j->y + o, (const char *)j->a + o, n); break;
+    case EW_GELU_F: ops_gelu_forward_f32(j->y + o, j->a + o, n); break;
+    case EW_GELU_B: ops_gelu_backward_f32(j->y + o, j->a + o, j->b + o, n); break;
+    case EW_MUL_F: ops_mul_forward_f32(j->y + o, j->a + o, j->b + o, n); break;
+    case EW_MUL_B: ops_mul_backward_f32(j->y + o, j->m + o, j->a + o, j->b + o, j->c + o, n); break;
     }
 }
 
@@ -161,7 +151,8 @@ static void cpu_synchronize(backend *be)
 
 static void cpu_destroy(backend *be)
 {
-    ops_set_gemm_precision(AMP_FP32); /* the next backend starts in float32 */
+    ops_set_gemm_precision(AMP_FP32); /* the next backend starts in float32, on one thread */
+    ops_set_gemm_threads(1);
     cpu_impl *c = be->impl;
     if (!c) return;
     free(c->scratch);
@@ -298,9 +289,7 @@ static void cpu_attention_forward(backend *be, float *y, float *att, const float
 {
     size_t n = ops_attention_forward_scratch(t, p) * (size_t)threads_of(be);
     float *s = n ? scratch(be, n) : NULL;
-    int blas = blas_serial_begin(be, (size_t)nb * h);
     ops_mha_forward_mt_f32(y, att, q, ld, k, v, ld, lens, nb, t, t, 0, h, hd, p, seed, stream, s, threads_of(be));
-    blas_serial_end(blas);
 }
 
 static void cpu_attention_backward(backend *be, float *dq, float *dk, float *dv, const float *dy,
@@ -309,10 +298,8 @@ static void cpu_attention_backward(backend *be, float *dq, float *dk, float *dv,
                                    uint64_t seed, uint64_t stream)
 {
     float *s = scratch(be, ops_attention_backward_scratch(t) * (size_t)threads_of(be));
-    int blas = blas_serial_begin(be, (size_t)nb * h);
     ops_mha_backward_mt_f32(dq, dk, dv, dy, att, q, ld, k, v, ld, lens, nb, t, t, h, hd, p, seed, stream, s,
                             threads_of(be));
-    blas_serial_end(blas);
 }
 
 static void cpu_log_softmax_forward(backend *be, float *y, const float *x, int n, int v)
@@ -423,10 +410,8 @@ static void cpu_relattn_forward(backend *be, float *y, float *att, const float *
                                 uint64_t stream)
 {
     float *s = scratch(be, ops_relattn_forward_scratch(t, hd, pdrop) * (size_t)threads_of(be));
-    int blas = blas_serial_begin(be, (size_t)nb * h);
     ops_relattn_forward_mt_f32(y, att, q, k, v, ld, p, u, vb, lens, nb, t, h, hd, pdrop, seed, stream, s,
                                threads_of(be));
-    blas_serial_end(blas);
 }
 
 static void cpu_relattn_backward(backend *be, float *dq, float *dk, float *dv, float *dp, float *du,
@@ -436,37 +421,35 @@ static void cpu_relattn_backward(backend *be, float *dq, float *dk, float *dv, f
                                  float pdrop, uint64_t seed, uint64_t stream)
 {
     float *s = scratch(be, ops_relattn_backward_scratch(t, hd) * (size_t)threads_of(be));
-    int blas = blas_serial_begin(be, (size_t)h);
     ops_relattn_backward_mt_f32(dq, dk, dv, dp, du, dvb, dy, att, q, k, v, ld, p, u, vb, lens, nb, t, h, hd, pdrop,
                                 seed, stream, s, threads_of(be));
-    blas_serial_end(blas);
 }
 
 /* ---- E-Branchformer layers */
 
 static void cpu_gelu_forward(backend *be, float *y, const float *x, size_t n)
 {
-    (void)be;
-    ops_gelu_forward_f32(y, x, n);
+    ew_job j = {.kind = EW_GELU_F, .y = y, .a = x, .row = 1};
+    ew_run(be, &j, n);
 }
 
 static void cpu_gelu_backward(backend *be, float *dx, const float *dy, const float *x, size_t n)
 {
-    (void)be;
-    ops_gelu_backward_f32(dx, dy, x, n);
+    ew_job j = {.kind = EW_GELU_B, .y = dx, .a = dy, .b = x, .row = 1};
+    ew_run(be, &j, n);
 }
 
 static void cpu_mul_forward(backend *be, float *y, const float *a, const float *b, size_t n)
 {
-    (void)be;
-    ops_mul_forward_f32(y, a, b, n);
+    ew_job j = {.kind = EW_MUL_F, .y = y, .a = a, .b = b, .row = 1};
+    ew_run(be, &j, n);
 }
 
 static void cpu_mul_backward(backend *be, float *da, float *db, const float *dy, const float *a, const float *b,
                              size_t n)
 {
-    (void)be;
-    ops_mul_backward_f32(da, db, dy, a, b, n);
+    ew_job j = {.kind = EW_MUL_B, .y = da, .m = db, .a = dy, .b = a, .c = b, .row = 1};
+    ew_run(be, &j, n);
 }
 
 static double cpu_sum(backend *be, const float *x, size_t n)
@@ -497,10 +480,8 @@ static void cpu_mha_forward(backend *be, float *y, float *att, const float *q, i
 {
     size_t n = ops_mha_forward_scratch(tq, tk, p) * (size_t)threads_of(be);
     float *s = n ? scratch(be, n) : NULL;
-    int blas = blas_serial_begin(be, (size_t)nb * h);
     ops_mha_forward_mt_f32(y, att, q, ldq, k, v, ldkv, lens, nb, tq, tk, causal, h, hd, p, seed, stream, s,
                            threads_of(be));
-    blas_serial_end(blas);
 }
 
 static void cpu_mha_backward(backend *be, float *dq, float *dk, float *dv, const float *dy,
@@ -509,10 +490,8 @@ static void cpu_mha_backward(backend *be, float *dq, float *dk, float *dv, const
                              int h, int hd, float p, uint64_t seed, uint64_t stream)
 {
     float *s = scratch(be, ops_mha_backward_scratch(tq, tk) * (size_t)threads_of(be));
-    int blas = blas_serial_begin(be, (size_t)nb * h);
     ops_mha_backward_mt_f32(dq, dk, dv, dy, att, q, ldq, k, v, ldkv, lens, nb, tq, tk, h, hd, p, seed, stream, s,
                             threads_of(be));
-    blas_serial_end(blas);
 }
 
 static void cpu_embedding_forward(backend *be, float *y, const float *w, const int *ids, int n,
@@ -580,8 +559,10 @@ static void cpu_adam_update(backend *be, float *params, float *exp_avg, float *e
 int backend_cpu_init(backend *be, int threads, esp_err *err)
 {
     if (threads < 1) return esp_fail(err, "cpu backend: %d threads (use 1 or more)", threads);
-    /* One process-wide setting in OpenBLAS: the last backend initialized wins. */
-    openblas_set_num_threads(threads);
+    /* Process-wide settings: the last backend initialized wins. OpenBLAS stays on one thread; the
+     * GEMMs are split over the pool instead (core/compute/ops_sgemm.h). */
+    openblas_set_num_threads(1);
+    ops_set_gemm_threads(threads);
     cpu_impl *impl = xcalloc(1, sizeof(cpu_impl));
     impl->threads = threads;
     *be = (backend){

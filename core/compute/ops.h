@@ -18,9 +18,10 @@
  *   overwrites its input gradient; the elementwise ones may run in place (dx == dy).
  * - Sizes are ints (per-dimension), offsets size_t. Scratch buffers are the caller's, sized by the
  *   ops_*_scratch() helpers below (in elements of the instantiated type).
- * - BLAS: cblas_sgemm / cblas_dgemm (OpenBLAS); the thread count is the BLAS library's
- *   (core/compute/backend_cpu.c sets it). The ops' own loops are serial; the `_mt` variants of
- *   core/compute/ops_mt_decl.h split them over threads with the same results. */
+ * - BLAS: the float ops call ops_sgemm_mp (core/compute/ops_sgemm.h: OpenBLAS' sgemm split over
+ *   the GEMM thread count the CPU backend sets), the double ones cblas_dgemm. The ops' own loops
+ *   are serial; the `_mt` variants of core/compute/ops_mt_decl.h split them over threads with the
+ *   same results. */
 #ifndef ESPNET3_OPS_H
 #define ESPNET3_OPS_H
 

@@ -4,7 +4,7 @@
 #define ACT(name) act_##name##_f32
 #define KM(name) name##_f32
 #define GEMM ops_sgemm_mp /* cblas_sgemm, with 16-bit inputs under mixed precision */
-#include "core/compute/ops_precision.h"
+#include "core/compute/ops_sgemm.h"
 #include "core/compute/ops_impl.h"
 #include "core/compute/ops_embed_impl.h"
 #include "core/compute/ops_loss_impl.h"

@@ -276,7 +276,10 @@ static void OPS_FN(c1b_mask_part)(void *ctx, size_t lo, size_t hi, int part)
         const real *gi = j->g + i * o_n, *yi = j->y + i * o_n;
         real *restrict mi = j->out + i * o_n;
 #pragma omp simd
-        for (size_t o = 0; o < o_n; o++) mi[o] = yi[o] > 0 ? gi[o] : 0;
+        for (size_t o = 0; o < o_n; o++) {
+            real gv = gi[o]; /* loaded unconditionally: the select vectorizes, a branch would not */
+            mi[o] = yi[o] > 0 ? gv : 0;
+        }
     }
 }
 

@@ -6,24 +6,18 @@
  * activations, the CTC loss, the depthwise convolution, the first 1-channel convolution, Adam)
  * stays float32, as torch.autocast keeps softmax, log_softmax, layer_norm and ctc_loss in fp32.
  *
- * The precision is process-wide, as OpenBLAS' thread count is: the CPU backend's
+ * The precision is process-wide, as the GEMM thread count (core/compute/ops_sgemm.h) is: the CPU backend's
  * set_gemm_precision sets it (the last backend that sets it wins). The ref64 backend is not
  * affected. */
 #ifndef ESPNET3_COMPUTE_OPS_PRECISION_H
 #define ESPNET3_COMPUTE_OPS_PRECISION_H
 
-#include <cblas.h>
 #include <stddef.h>
 
 #include "core/compute/kernel_math.h"
 
 void ops_set_gemm_precision(amp_precision p);
 amp_precision ops_gemm_precision(void);
-
-/* cblas_sgemm (row-major only) with both inputs rounded to the GEMM precision first (a plain
- * cblas_sgemm at AMP_FP32). The float ops' GEMM. */
-void ops_sgemm_mp(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n, int k,
-                  float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
 
 /* torch.amp.GradScaler.unscale_ on n gradients: g[i] *= inv_scale (amp_unscale_one); returns 1
  * when any element was inf or NaN, else 0. */

@@ -133,7 +133,13 @@ enum { WVEC_TERMS = 6 }; /* the most terms a transform combines: 5 coefficients 
 /* d[i] = sum_e c[e] * s[e][i] for i < n, summed left to right and stored once, so the transformed
  * tiles cost one write each. d may be one of the sources (then it is read before it is written at
  * each i: `omp simd` vectorizes that). */
-static inline void wvec_combp(real *d, int k, const real *const *s, const real *c, size_t n)
+/* Built for AVX-512, AVX2 and the baseline, picked at run time (one of the step's hottest passes);
+ * the same multiplies and adds in the same order in each (no contraction into FMA in ISO C), so
+ * the bits do not depend on the CPU. */
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+static void wvec_combp(real *d, int k, const real *const *s, const real *c, size_t n)
 {
     ESP_CHECK(k >= 1 && k <= WVEC_TERMS);
     const real *s0 = s[0], *s1 = s[k > 1], *s2 = s[k > 2 ? 2 : 0], *s3 = s[k > 3 ? 3 : 0], *s4 = s[k > 4 ? 4 : 0],
@@ -446,7 +452,10 @@ static void wino_grad_outputs_bands(real *dm, real *db, const real *dy, const re
                     if (y) {
                         const real *ys = y + off;
 #pragma omp simd
-                        for (size_t o = 0; o < C; o++) gd[o] = ys[o] > 0 ? gs[o] : 0;
+                        for (size_t o = 0; o < C; o++) {
+                            real gv = gs[o]; /* unconditional load: a select, not a branch */
+                            gd[o] = ys[o] > 0 ? gv : 0;
+                        }
                     } else {
                         memcpy(gd, gs, C * sizeof(real));
                     }
@@ -496,7 +505,10 @@ static void wino_grad_bias_part(void *ctx, size_t lo, size_t hi, int part)
                         if (y) {
                             const real *ys = y + off;
 #pragma omp simd
-                            for (size_t o = lo; o < hi; o++) db[o] += (real)1 * (ys[o] > 0 ? gs[o] : 0);
+                            for (size_t o = lo; o < hi; o++) {
+                                real gv = gs[o]; /* unconditional load: a select, not a branch */
+                                db[o] += (real)1 * (ys[o] > 0 ? gv : 0);
+                            }
                         } else {
 #pragma omp simd
                             for (size_t o = lo; o < hi; o++) db[o] += (real)1 * gs[o];

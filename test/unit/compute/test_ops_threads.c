@@ -1,9 +1,8 @@
 /* The CPU backend's results do not depend on its thread count: every op that splits its loops over
  * the pool (core/base/parallel.h, core/compute/ops_mt_decl.h, core/compute/backend_cpu.c) gives the
  * same bits on 1, 2, 3 and 5 threads, at shapes large enough that each split really happens
- * (several bands of Winograd tiles, rows past the elementwise thresholds, several heads). OpenBLAS
- * runs on one thread throughout: how its own threads split a GEMM is OpenBLAS' business (some shapes
- * round differently on more threads, as before the pool existed), not what this checks. */
+ * (several bands of Winograd tiles, rows past the elementwise thresholds, several heads, GEMMs split
+ * by blocks of their output). OpenBLAS itself runs on one thread, as the CPU backend keeps it. */
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -119,6 +118,31 @@ static void scen_linear_norm(backend *be, outs *o)
     free(z), free(dz), free(dg), free(dbeta), free(rm), free(rv);
 }
 
+/* GEMMs (core/compute/ops_sgemm.h splits them over the pool by blocks of the output): shapes
+ * around and far past the split threshold, both transposes, alpha and beta. */
+static void scen_gemm(backend *be, outs *o)
+{
+    static const int dims[] = {1, 7, 16, 30, 51, 99, 199, 256, 257, 816, 1024, 1584};
+    enum { ND = sizeof dims / sizeof *dims };
+    for (int it = 0; it < 60; it++) {
+        int m = dims[(it * 5 + 3) % ND], n = dims[(it * 7 + 1) % ND], k = dims[(it * 11 + 2) % ND];
+        int ta = it % 2, tb = (it / 2) % 2;
+        float alpha = it % 3 ? 1.0f : 0.5f, beta = (it / 3) % 2 ? 1.0f : 0.0f;
+        float *a = rnd((size_t)m * k, -1, 1), *b = rnd((size_t)k * n, -1, 1), *c = rnd((size_t)m * n, -1, 1);
+        float *whole = malloc((size_t)m * n * sizeof *whole);
+        cr_assert(whole);
+        memcpy(whole, c, (size_t)m * n * sizeof *c);
+        be->gemm(be, ta, tb, m, n, k, alpha, a, ta ? m : k, b, tb ? k : n, beta, c, n);
+        /* the same bits as one unsplit sgemm */
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+                    a, ta ? m : k, b, tb ? k : n, beta, whole, n);
+        cr_expect(memcmp(c, whole, (size_t)m * n * sizeof *c) == 0, "gemm %dx%dx%d ta %d tb %d: not cblas_sgemm's bits",
+                  m, n, k, ta, tb);
+        out_add(o, c, (size_t)m * n);
+        free(a), free(b), free(c), free(whole);
+    }
+}
+
 static void scen_elementwise(backend *be, outs *o)
 {
     enum { N = 200003, R = 5000, V = 30 };
@@ -130,6 +154,12 @@ static void scen_elementwise(backend *be, outs *o)
     be->dropout_backward(be, dx, a, N, 0.3f, 7, 3), out_add(o, dx, N);
     be->swish_forward(be, y, x, N), out_add(o, y, N);
     be->swish_backward(be, dx, a, x, N), out_add(o, dx, N);
+    be->gelu_forward(be, y, x, N), out_add(o, y, N);
+    be->gelu_backward(be, dx, a, x, N), out_add(o, dx, N);
+    be->mul_forward(be, y, x, a, N), out_add(o, y, N);
+    float *db2 = zeros(N);
+    be->mul_backward(be, dx, db2, y, x, a, N), out_add(o, dx, N), out_add(o, db2, N);
+    free(db2);
     be->log_softmax_forward(be, y, x, R, V), out_add(o, y, (size_t)R * V);
     be->log_softmax_backward(be, dx, a, y, R, V), out_add(o, dx, (size_t)R * V);
     be->posenc_forward(be, y, x, 16.0, 5, 50, 256), out_add(o, y, 5 * 50 * 256);
@@ -231,6 +261,11 @@ Test(ops_threads, conv2d)
 Test(ops_threads, linear_and_norms)
 {
     check_threads("linear/norms", scen_linear_norm);
+}
+
+Test(ops_threads, gemm)
+{
+    check_threads("gemm", scen_gemm);
 }
 
 Test(ops_threads, elementwise)

@@ -1,0 +1,86 @@
+#include "core/compute/ops_sgemm.h"
+
+#include <stdlib.h>
+
+#include "core/base/log.h"
+#include "core/base/parallel.h"
+#include "core/compute/ops_precision.h"
+
+static int gemm_threads = 1;
+
+void ops_set_gemm_threads(int threads)
+{
+    gemm_threads = threads < 1 ? 1 : threads;
+}
+
+enum {
+    GEMM_UNIT = 16,               /* rows / columns of C per unit of the split: the kernels' width */
+    GEMM_PART_MNK = 1 << 21,      /* multiply-adds below which a part is not worth a thread */
+};
+
+typedef struct gemm_job {
+    enum CBLAS_TRANSPOSE ta, tb;
+    int m, n, k, lda, ldb, ldc, by_rows;
+    float alpha, beta;
+    const float *a, *b;
+    float *c;
+} gemm_job;
+
+static void gemm_part(void *ctx, size_t lo, size_t hi, int slot)
+{
+    (void)slot;
+    const gemm_job *j = ctx;
+    int dim = j->by_rows ? j->m : j->n;
+    int l = (int)lo * GEMM_UNIT, h = (int)hi * GEMM_UNIT < dim ? (int)hi * GEMM_UNIT : dim;
+    if (j->by_rows) {
+        const float *a = j->ta == CblasNoTrans ? j->a + (size_t)l * j->lda : j->a + l;
+        cblas_sgemm(CblasRowMajor, j->ta, j->tb, h - l, j->n, j->k, j->alpha, a, j->lda, j->b, j->ldb, j->beta,
+                    j->c + (size_t)l * j->ldc, j->ldc);
+    } else {
+        const float *b = j->tb == CblasNoTrans ? j->b + l : j->b + (size_t)l * j->ldb;
+        cblas_sgemm(CblasRowMajor, j->ta, j->tb, j->m, h - l, j->k, j->alpha, j->a, j->lda, b, j->ldb, j->beta,
+                    j->c + l, j->ldc);
+    }
+}
+
+/* Row-major sgemm split over the pool by blocks of C's rows (or columns, when C is wider than
+ * tall), OpenBLAS on one thread in each. */
+static void sgemm_split(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
+                        const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+    gemm_job j = {ta, tb, m, n, k, lda, ldb, ldc, m >= n, alpha, beta, a, b, c};
+    size_t dim = (size_t)(j.by_rows ? m : n), other = (size_t)(j.by_rows ? n : m);
+    size_t units = (dim + GEMM_UNIT - 1) / GEMM_UNIT, unit_mnk = (size_t)GEMM_UNIT * other * (size_t)k;
+    size_t min_units = (GEMM_PART_MNK + unit_mnk - 1) / unit_mnk;
+    parallel_parts(units, min_units, gemm_threads, gemm_part, &j);
+}
+
+/* The rows x cols matrix at x (row stride ld) rounded into a packed copy (row stride cols). */
+static float *rounded(const float *x, int rows, int cols, int ld, amp_precision p)
+{
+    float *r = xmalloc((size_t)rows * (size_t)cols * sizeof *r + 1);
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) r[(size_t)i * cols + j] = amp_round(x[(size_t)i * ld + j], p);
+    return r;
+}
+
+void ops_sgemm_mp(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n, int k,
+                  float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+    amp_precision p = ops_gemm_precision();
+    if (p == AMP_FP32 || m <= 0 || n <= 0 || k <= 0) {
+        if (order == CblasRowMajor && m > 0 && n > 0)
+            sgemm_split(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        else
+            cblas_sgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    ESP_CHECK(order == CblasRowMajor);
+    int ar = ta == CblasNoTrans ? m : k, ac = ta == CblasNoTrans ? k : m;
+    int br = tb == CblasNoTrans ? k : n, bc = tb == CblasNoTrans ? n : k;
+    float *ra = rounded(a, ar, ac, lda, p), *rb = rounded(b, br, bc, ldb, p);
+    sgemm_split(ta, tb, m, n, k, alpha, ra, ac, rb, bc, beta, c, ldc);
+    free(ra);
+    free(rb);
+}
+
