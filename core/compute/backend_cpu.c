@@ -151,8 +151,7 @@ static void cpu_synchronize(backend *be)
 
 static void cpu_destroy(backend *be)
 {
-    ops_set_gemm_precision(AMP_FP32); /* the next backend starts in float32, on one thread */
-    ops_set_gemm_threads(1);
+    ops_set_gemm_precision(AMP_FP32); /* the next backend starts in float32 */
     cpu_impl *c = be->impl;
     if (!c) return;
     free(c->scratch);

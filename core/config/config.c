@@ -85,6 +85,12 @@ int config_load(config_kind kind, const char *path, const config_load_opts *opts
     ynode *tree = config_compose(path, template_path, opts ? opts->overrides : NULL, opts ? opts->n_overrides : 0, err);
     free(template_path);
     if (!tree) return -1;
+    return config_load_tree(kind, tree, path, out, err);
+}
+
+int config_load_tree(config_kind kind, ynode *tree, const char *path, esp_config **out, esp_err *err)
+{
+    *out = NULL;
     char *stem = path_stem(path);
     interp_opts io = {.self_name = stem};
     int rc = config_interpolate(tree, &io, err);

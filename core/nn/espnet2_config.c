@@ -8,7 +8,8 @@
 #include "core/config/yamltree.h"
 #include "core/formats/zip_unpack.h"
 
-static ynode *scalar(const char *s, int quoted) { return yt_scalar(s, quoted, (ymark){0}); }
+/* A value espnet3 writes in place of the user's, marked where the user's was written. */
+static ynode *scalar_at(const char *s, int quoted, ymark at) { return yt_scalar(s, quoted, at); }
 
 /* ESPnet's relative paths: from the working directory, else from the packed model's root. */
 static char *find_path(const char *p, const char *config)
@@ -39,7 +40,7 @@ static void fix_fs(ynode *model)
         if (end == fs->str + n - 1) {
             char buf[32];
             snprintf(buf, sizeof buf, "%.0f", v * 1000);
-            yt_map_set(fc, "fs", fs->mark, scalar(buf, 0));
+            yt_map_set(fc, "fs", fs->mark, scalar_at(buf, 0, fs->mark));
         }
     }
 }
@@ -118,9 +119,22 @@ int espnet2_pack_unpack(const char *zip, char **out_dir, char **out_config, char
     return 0;
 }
 
-int espnet2_config_convert(const char *path, char **out_dir, char **out_config, esp_err *err)
+/* Marks read from `from` renamed `to` (a config unpacked from a zip is named by the zip). */
+static void rename_marks(ynode *n, const char *from, const char *to)
 {
-    *out_dir = *out_config = NULL;
+    if (!n) return;
+    if (n->mark.file && !strcmp(n->mark.file, from)) n->mark.file = to;
+    for (size_t i = 0; i < n->n; i++) {
+        if (n->kind == YN_MAP && n->key_marks[i].file && !strcmp(n->key_marks[i].file, from))
+            n->key_marks[i].file = to;
+        rename_marks(n->items[i], from, to);
+    }
+}
+
+int espnet2_config_convert(const char *path, const char *shown_as, char **out_dir, ynode **out_tree, esp_err *err)
+{
+    *out_dir = NULL;
+    *out_tree = NULL;
     ynode *root = yt_parse_file(path, err);
     if (!root) return -1;
     const ynode *model = root->kind == YN_MAP ? yt_map_get(root, "model") : NULL;
@@ -141,7 +155,7 @@ int espnet2_config_convert(const char *path, char **out_dir, char **out_config, 
     ynode *nc = yt_map_get(m, "normalize_conf"), *sf = nc && nc->kind == YN_MAP ? yt_map_get(nc, "stats_file") : NULL;
     if (sf && sf->kind == YN_SCALAR) {
         char *p = find_path(sf->str, path);
-        yt_map_set(nc, "stats_file", sf->mark, scalar(p, 1));
+        yt_map_set(nc, "stats_file", sf->mark, scalar_at(p, 1, sf->mark));
         free(p);
     }
     yt_map_set(cfg, "model", (ymark){0}, m);
@@ -156,31 +170,24 @@ int espnet2_config_convert(const char *path, char **out_dir, char **out_config, 
     if (rc == 0) rc = mkdir_p(tok_dir, err);
     if (rc == 0) rc = write_tokens(tl, path, tok, err);
     ynode *tz = yt_map((ymark){0});
-    yt_map_set(tz, "save_path", (ymark){0}, scalar(tok_dir, 1));
+    yt_map_set(tz, "save_path", tl->mark, scalar_at(tok_dir, 1, tl->mark));
     yt_map_set(cfg, "tokenizer", (ymark){0}, tz);
     const ynode *tt = yt_map_get(root, "token_type"), *bpe = yt_map_get(root, "bpemodel");
     if (tt && tt->kind == YN_SCALAR && !yt_is_null(tt)) yt_map_set(cfg, "token_type", tt->mark, yt_copy(tt));
     if (bpe && bpe->kind == YN_SCALAR && !yt_is_null(bpe)) {
         char *p = find_path(bpe->str, path);
-        yt_map_set(cfg, "bpemodel", bpe->mark, scalar(p, 1));
+        yt_map_set(cfg, "bpemodel", bpe->mark, scalar_at(p, 1, bpe->mark));
         free(p);
     }
-    char *out = xasprintf("%s/config.yaml", dir_tmpl);
-    if (rc == 0) {
-        size_t len;
-        char *text = yt_emit(cfg, &len);
-        char *all = xasprintf("# espnet3's reading of the ESPnet2 config %s\n%s", path, text);
-        rc = atomic_write_file(out, all, strlen(all), err);
-        free(all), free(text);
-    }
-    yt_free(cfg);
     yt_free(root);
     free(tok_dir), free(tok);
     if (rc != 0) {
+        yt_free(cfg);
         remove_tree(dir_tmpl);
-        free(dir_tmpl), free(out);
+        free(dir_tmpl);
         return -1;
     }
-    *out_dir = dir_tmpl, *out_config = out;
+    if (shown_as) rename_marks(cfg, path, intern(shown_as));
+    *out_dir = dir_tmpl, *out_tree = cfg;
     return 1;
 }

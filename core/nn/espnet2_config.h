@@ -2,18 +2,23 @@
  * encoder_conf, decoder, frontend_conf, normalize_conf.stats_file, token_list inline or as a file,
  * token_type, bpemodel, model: espnet ...) read as an asr_train_config: it is rewritten into
  * espnet3's form (its model keys under `model:`, the token list as tokens.txt under
- * `tokenizer.save_path`, token_type and bpemodel as they are) in a private folder, which the normal
- * config loader then reads with every check. ESPnet's relative paths (stats_file, bpemodel, a
+ * `tokenizer.save_path` in a private folder, token_type and bpemodel as they are) as a tree in
+ * memory, which the normal config loader then checks (config_load_tree). Its nodes keep the
+ * places they were read from, so every message points at the user's config.yaml, line and column. ESPnet's relative paths (stats_file, bpemodel, a
  * token_list file) are tried from the working directory, as ESPnet does, and then from the folder
  * two levels above the config (the root of an ESPnet2 packed model: exp/<name>/config.yaml). */
 #ifndef ESPNET3_ESPNET2_CONFIG_H
 #define ESPNET3_ESPNET2_CONFIG_H
 
 #include "core/base/log.h"
+#include "core/config/yamltree.h"
 
-/* 0: `path` is not an ESPnet2 config (nothing written). 1: it is; *out_dir is a new folder
- * (remove_tree it when done) and *out_config the espnet3 config in it. -1: error. */
-int espnet2_config_convert(const char *path, char **out_dir, char **out_config, esp_err *err);
+/* 0: `path` is not an ESPnet2 config (nothing written). 1: it is; *out_tree is espnet3's form of
+ * it (for config_load_tree, which takes it), its places named `shown_as` when not NULL (a config
+ * unpacked from a packed model: "model.zip(exp/asr_train/config.yaml)"), and *out_dir a new folder
+ * holding its token list (remove_tree it when done). -1: error. */
+int espnet2_config_convert(const char *path, const char *shown_as, char **out_dir, ynode **out_tree,
+                           esp_err *err);
 
 /* An ESPnet2 packed model zip (meta.yaml naming yaml_files.asr_train_config and
  * files.asr_model_file): unpacked into a new folder *out_dir (remove_tree it when done);

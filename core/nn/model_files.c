@@ -90,13 +90,17 @@ int model_files_locate(model_files *f, const inference_cfg *icfg, const char *cf
         goto fail;
     }
     /* An ESPnet2 config.yaml is read through espnet3's form of it (core/nn/espnet2_config.h). */
-    char *converted = NULL;
-    int is_espnet2 = espnet2_config_convert(f->train_config_path, &f->converted_dir, &converted, err);
+    ynode *converted = NULL;
+    char *shown_as = f->unpacked_dir ? xasprintf("%s(%s)", mc->asr_train_config,
+                                                 f->train_config_path + strlen(f->unpacked_dir) + 1)
+                                     : NULL;
+    int is_espnet2 = espnet2_config_convert(f->train_config_path, shown_as, &f->converted_dir, &converted, err);
+    free(shown_as);
     if (is_espnet2 < 0) goto fail;
     /* The file is a resolved config: no template goes under it. */
     config_load_opts lo = {0};
-    int lrc = config_load(CONFIG_TRAINING, is_espnet2 ? converted : f->train_config_path, &lo, &f->train_cfg, err);
-    free(converted);
+    int lrc = is_espnet2 ? config_load_tree(CONFIG_TRAINING, converted, f->train_config_path, &f->train_cfg, err)
+                         : config_load(CONFIG_TRAINING, f->train_config_path, &lo, &f->train_cfg, err);
     if (lrc != 0) goto fail;
     lrc = model_file_resolve(model_file, icfg->exp_dir, &f->weights, err);
     free(packed_model);

@@ -27,10 +27,12 @@ FUZZ_SEEDS   := $(wildcard conf/*.yaml recipes/*/conf/*.yaml test/fuzz/seeds/*.y
 FUZZ_FLAGS   := -rss_limit_mb=2048 -malloc_limit_mb=512 -timeout=10 -close_fd_mask=2 -print_final_stats=1
 
 FUZZ_READERS := safetensors trainer_state npz tokens manifest kaldi_dir corpus shapes audio metrics_csv text_scp \
-                torch torch_pickle zip_unpack noise_scp
+                torch torch_pickle zip_unpack noise_scp espnet2_config
 # The readers and what they need, compiled once (instrumented) and linked into every target.
 FUZZ_LIB_SRCS := $(wildcard core/base/*.c core/formats/*.c) core/data/audio.c core/data/tokenizer.c \
                  core/data/noise_rir_scp.c \
+                 $(wildcard core/config/*.c) core/nn/espnet2_config.c core/data/augment.c core/data/augment_conf.c \
+                 core/data/augment_stft.c \
                  core/train/checkpoint.c core/train/checkpoint_average.c core/nn/param_names.c test/fuzz/fuzz_util.c
 # The tokenizer reaches SentencePiece (C++) through its shim, compiled with the same instrumentation
 # (less UBSan's vptr check, whose runtime only a C++ link brings).
@@ -39,7 +41,8 @@ FUZZ_LIB_CXX_SRCS := core/data/spm_shim.cc
 FUZZ_LIB_OBJS := $(FUZZ_LIB_SRCS:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_LIB_CXX_SRCS:%.cc=$(FUZZ_DIR)/obj/%.o)
 FUZZ_OBJ_CFLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -g -O1 -std=c11 \
                    -D_GNU_SOURCE -Wall -Wextra -Werror -I.
-FUZZ_LIBS    := -lsndfile -lsamplerate -ljansson -lzip -lz -lm -lpthread -lsentencepiece -lsentencepiece_train -lstdc++
+FUZZ_LIBS    := -lsndfile -lsamplerate -ljansson -lzip -lz -lcyaml -lyaml -lfftw3f -lm -lpthread -lsentencepiece \
+                -lsentencepiece_train -lstdc++
 
 .PHONY: fuzz-run fuzz-config fuzz-readers fuzz-long fuzz-build $(FUZZ_READERS:%=fuzz-run-%)
 fuzz-run: fuzz-config fuzz-readers

@@ -81,6 +81,44 @@ static void decode_like_espnet(const char *model, const char *pth, const char *z
     cr_assert_eq(checked, 6, "%s: %zu hypotheses compared", model, checked);
 }
 
+/* What locating (and checking) a model's files logs. */
+static char *locate_log(const char *cfg_path, const char *model_path)
+{
+    infer_model_cfg mc = {.asr_train_config = (char *)cfg_path, .asr_model_file = (char *)model_path, .beam_size = 1,
+                          .nbest = 1};
+    inference_cfg ic = {.model = &mc};
+    FILE *log = tmpfile();
+    cr_assert_not_null(log);
+    log_set_file(log);
+    model_files mf;
+    esp_err err = {{0}};
+    int rc = model_files_locate(&mf, &ic, "inference.yaml", &err);
+    log_set_file(NULL);
+    cr_assert_eq(rc, 0, "%s", err.msg);
+    model_files_free(&mf);
+    char *text = calloc(1, 16384);
+    cr_assert_not_null(text);
+    rewind(log);
+    size_t n = fread(text, 1, 16383, log);
+    text[n] = '\0';
+    fclose(log);
+    return text;
+}
+
+/* An ESPnet2 config.yaml is checked as espnet3's form of it, and what the checks say points at the
+ * user's file, line and column (not at a rewritten copy). */
+Test(interop, espnet2_config_messages_point_at_the_users_file)
+{
+    char cfg_path[600], model_path[700], want[700];
+    snprintf(cfg_path, sizeof cfg_path, "%s/exp/asr_train/config.yaml", fx("espnet_model"));
+    snprintf(model_path, sizeof model_path, "%s/exp/asr_train/valid.acc.ave.pth", fx("espnet_model"));
+    char *text = locate_log(cfg_path, model_path);
+    snprintf(want, sizeof want, "%s:34:3: model.ctc_conf.ctc_type", cfg_path); /* ctc_type: builtin */
+    cr_expect(strstr(text, want) != NULL, "no warning at %s in:\n%s", want, text);
+    cr_expect(strstr(text, "espnet3_espnet2_config") == NULL, "a message names the rewritten copy:\n%s", text);
+    free(text);
+}
+
 Test(interop, espnet_trained_model_decodes_to_espnets_hypotheses)
 {
     decode_like_espnet("espnet_model", "exp/asr_train/valid.acc.ave.pth", NULL);
@@ -104,6 +142,14 @@ Test(interop, espnet2_packed_model_zip_decodes_alike)
     free(root);
     cr_assert_eq(test_run_python(dir, code), 0);
     decode_like_espnet("espnet_model", NULL, test_path(dir, "model.zip"));
+    /* messages about the zipped config name the zip and the member */
+    char zip[256], want[400];
+    snprintf(zip, sizeof zip, "%s", test_path(dir, "model.zip"));
+    char *text = locate_log(zip, zip);
+    snprintf(want, sizeof want, "%s(exp/asr_train/config.yaml):34:3: model.ctc_conf.ctc_type", zip);
+    cr_expect(strstr(text, want) != NULL, "no warning at %s in:\n%s", want, text);
+    cr_expect(strstr(text, "espnet3_espnet2_pack") == NULL, "a message names the unpacked copy:\n%s", text);
+    free(text);
     /* a zip whose entry escapes the folder is refused, naming it */
     snprintf(code, sizeof code,
              "import zipfile\n"
