@@ -14,8 +14,8 @@ void ops_set_gemm_threads(int threads)
 }
 
 enum {
-    GEMM_UNIT = 16,               /* rows / columns of C per unit of the split: the kernels' width */
-    GEMM_PART_MNK = 1 << 21,      /* multiply-adds below which a part is not worth a thread */
+    GEMM_UNIT = 16,          /* rows / columns of C per unit of the split: the kernels' width */
+    GEMM_PART_MNK = 1 << 21, /* multiply-adds below which a part is not worth a thread */
 };
 
 typedef struct gemm_job {
@@ -69,7 +69,7 @@ void ops_sgemm_mp(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TR
 {
     amp_precision p = ops_gemm_precision();
     if (p == AMP_FP32 || m <= 0 || n <= 0 || k <= 0) {
-        if (order == CblasRowMajor && m > 0 && n > 0)
+        if (order == CblasRowMajor && m > 0 && n > 0 && k > 0) /* k 0: C = beta C, OpenBLAS' business */
             sgemm_split(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         else
             cblas_sgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);

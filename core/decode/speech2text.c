@@ -192,6 +192,7 @@ static void decode_joint(speech2text *s, int hlen, int frames, s2t_hyp *out)
                            .minlenratio = o->minlenratio};
     bs_nbest nb;
     s->hlen = hlen;
+    if (s->decoder) decoder_score_new_utterance(&s->model); /* m->lnf holds a new utterance */
     beam_search_run(s->bs, s->host_logp, hlen, s->model.dims.vocab, &s->att, &bo, &nb);
     alloc_alt(out, nb.n);
     for (int k = 0; k < nb.n; k++)

@@ -24,10 +24,9 @@ typedef struct kv_blocks {
 } kv_blocks;
 
 struct dec_score {
-    /* The utterance the source caches belong to. */
+    /* The utterance the source caches belong to; new_utterance: drop them at the next call. */
     const float *hs;
-    int T;
-    double sum, sumsq;
+    int T, new_utterance;
     float *km, *vm; /* nl x T x d */
     size_t cap_mem;
     kv_blocks kv[2]; /* the previous call's blocks and this call's */
@@ -111,8 +110,7 @@ static void prepare_utterance(const asr_model *m, dec_score *s, const float *hs,
     backend *be = m->be;
     const decoder_acts *a = m->dec;
     size_t n = (size_t)T * a->d;
-    double sum = be->sum(be, hs, n), sumsq = be->sum_squares(be, hs, n);
-    if (s->km && s->hs == hs && s->T == T && s->sum == sum && s->sumsq == sumsq) return;
+    if (s->km && !s->new_utterance && s->hs == hs && s->T == T) return;
     if (n * a->nl > s->cap_mem) {
         be->free(be, s->km), be->free(be, s->vm);
         s->km = ALLOC(n * a->nl), s->vm = ALLOC(n * a->nl);
@@ -124,7 +122,7 @@ static void prepare_utterance(const asr_model *m, dec_score *s, const float *hs,
         be->linear_forward(be, s->vm + l * n, hs, dec_p(m->params, a, l, DP_SRC_V_W),
                            dec_p(m->params, a, l, DP_SRC_V_B), T, a->d, a->d);
     }
-    s->hs = hs, s->T = T, s->sum = sum, s->sumsq = sumsq;
+    s->hs = hs, s->T = T, s->new_utterance = 0;
     s->kv[0].used = s->kv[1].used = 0;
 }
 
@@ -270,6 +268,11 @@ static void plan_blocks(const asr_model *m, dec_score *s, const int *const *pfx,
     *fast = (group){.first = 0, .n = nf, .tq = 1, .lens = glens};
     *slow = (group){.first = nf, .n = n - nf, .tq = slow_len, .lens = glens + nf};
     free(parent);
+}
+
+void decoder_score_new_utterance(const asr_model *m)
+{
+    if (m->dec && m->dec->score) m->dec->score->new_utterance = 1; /* no score state yet: nothing cached */
 }
 
 void decoder_score_batch(const asr_model *m, const float *hs_dev, int T, const int *const *prefixes, const int *lens,

@@ -52,11 +52,14 @@ void decoder_backward(asr_model *m, float *dhs, int acc, float scale);
  * Keys and values are cached inside m: the source attention's per layer for the utterance, the
  * self-attention's per layer for every prefix scored by the previous call. A prefix whose parent
  * (itself minus its last token) or itself was scored by the previous call costs one new position;
- * any other prefix is computed whole. The utterance is recognized by hs_dev, T and the sum and sum
- * of squares of its values; a different one empties the cache. Results do not depend on what is
- * cached beyond float rounding (GEMMs of other shapes). The parameters must not change while
- * one utterance is being searched. */
+ * any other prefix is computed whole. The caches belong to one utterance: the caller starts each
+ * utterance with decoder_score_new_utterance (its encoder output may come in the same buffer as the
+ * last one's); another hs_dev or T also empties them. Results do not depend on what is cached
+ * beyond float rounding (GEMMs of other shapes). The parameters must not change while one
+ * utterance is being searched. */
 void decoder_score_batch(const asr_model *m, const float *hs_dev, int T, const int *const *prefixes,
                          const int *lens, int n_hyps, float *logp_host);
+/* The next decoder_score_batch call scores a new utterance: the previous one's caches are dropped. */
+void decoder_score_new_utterance(const asr_model *m);
 
 #endif

@@ -141,6 +141,15 @@ static void scen_gemm(backend *be, outs *o)
         out_add(o, c, (size_t)m * n);
         free(a), free(b), free(c), free(whole);
     }
+    /* k = 0: C = beta C */
+    float *c = rnd(1584 * 256, -1, 1), *whole = malloc(1584 * 256 * sizeof *whole), dummy = 0;
+    cr_assert(whole);
+    memcpy(whole, c, 1584 * 256 * sizeof *c);
+    be->gemm(be, 0, 0, 1584, 256, 0, 1.0f, &dummy, 1, &dummy, 256, 0.5f, c, 256);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 1584, 256, 0, 1.0f, &dummy, 1, &dummy, 256, 0.5f, whole, 256);
+    cr_expect(memcmp(c, whole, 1584 * 256 * sizeof *c) == 0, "gemm with k 0: not cblas_sgemm's bits");
+    out_add(o, c, 1584 * 256);
+    free(c), free(whole);
 }
 
 static void scen_elementwise(backend *be, outs *o)

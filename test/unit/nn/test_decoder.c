@@ -331,7 +331,8 @@ Test(decoder, batch_score_matches_espnet_at_once_step_by_step_and_per_utterance)
     worst = fmax(worst, score_and_check(&m, hs2, &f, pair, 2, "logp_batch"));
     const int *p1[1] = {f.pfx[2]};
     float changed[12], again[12];
-    for (size_t i = 0; i < nh; i++) hs2[i] *= 1.5f;
+    for (size_t i = 0; i < nh; i++) hs2[i] *= 1.5f; /* a new utterance in the same buffer */
+    decoder_score_new_utterance(&m);
     decoder_score_batch(&m, hs2, f.T, p1, &f.len[2], 1, changed);
     cr_assert(rel_err(changed, must(&f.s, "logp.2", NULL), 12, 1.0) > 1e-3,
               "a changed utterance must not hit the cache");
