@@ -15,13 +15,6 @@ typedef struct OPS_FN(dwc_job) {
     size_t rows;
 } OPS_FN(dwc_job);
 
-/* m (r x s) -> mt (s x r) */
-static void OPS_FN(dwc_transpose)(real *mt, const real *m, int r, int s)
-{
-    for (int i = 0; i < r; i++)
-        for (int j = 0; j < s; j++) mt[(size_t)j * r + i] = m[(size_t)i * s + j];
-}
-
 static void OPS_FN(dwc_forward_part)(void *ctx, size_t lo, size_t hi, int part)
 {
     (void)part;
@@ -48,7 +41,7 @@ void OPS_FN(dwconv1d_forward_mt)(real *y, const real *x, const real *w, const re
 {
     ESP_CHECK(k % 2 == 1);
     real *wt = xmalloc((size_t)c * k * sizeof *wt + 1);
-    OPS_FN(dwc_transpose)(wt, w, c, k);
+    OPS_FN(swap12)(wt, w, 1, c, k, 1); /* c x k -> k x c */
     OPS_FN(dwc_job) j = {.y = y, .x = x, .wt = wt, .b = b, .t = t, .c = c, .k = k};
     parallel_parts((size_t)nb * t, 1 + OPS_MT_MIN_ELEMS / ((size_t)c * k + 1), threads, OPS_FN(dwc_forward_part),
                    &j);
@@ -114,13 +107,13 @@ void OPS_FN(dwconv1d_backward_mt)(real *dx, real *dw, real *db, const real *dy, 
     ESP_CHECK(k % 2 == 1);
     size_t ck = (size_t)c * k;
     real *wt = xmalloc(2 * ck * sizeof *wt + 1), *dwt = wt + ck;
-    OPS_FN(dwc_transpose)(wt, w, c, k);
-    OPS_FN(dwc_transpose)(dwt, dw, c, k); /* the gradient accumulates onto what dw holds */
+    OPS_FN(swap12)(wt, w, 1, c, k, 1); /* c x k -> k x c */
+    OPS_FN(swap12)(dwt, dw, 1, c, k, 1); /* the gradient accumulates onto what dw holds */
     OPS_FN(dwc_job) j = {.y = dx, .dwt = dwt, .db = db, .x = x, .wt = wt, .dy = dy, .t = t, .c = c, .k = k,
                          .rows = (size_t)nb * t};
     parallel_parts(j.rows, 1 + OPS_MT_MIN_ELEMS / (ck + 1), threads, OPS_FN(dwc_dx_part), &j);
     parallel_parts((size_t)c, 16, threads, OPS_FN(dwc_dw_part), &j);
-    OPS_FN(dwc_transpose)(dw, dwt, k, c);
+    OPS_FN(swap12)(dw, dwt, 1, k, c, 1);
     free(wt);
 }
 

@@ -68,11 +68,13 @@ void ops_sgemm_mp(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TR
                   float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
     amp_precision p = ops_gemm_precision();
-    if (p == AMP_FP32 || m <= 0 || n <= 0 || k <= 0) {
-        if (order == CblasRowMajor && m > 0 && n > 0 && k > 0) /* k 0: C = beta C, OpenBLAS' business */
-            sgemm_split(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-        else
-            cblas_sgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (m <= 0 || n <= 0 || k <= 0 || (p == AMP_FP32 && order != CblasRowMajor)) {
+        /* no products (at most C = beta C), or a layout the split does not take */
+        cblas_sgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    if (p == AMP_FP32) {
+        sgemm_split(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }
     ESP_CHECK(order == CblasRowMajor);

@@ -165,9 +165,8 @@ int espnet2_config_convert(const char *path, const char *shown_as, char **out_di
         yt_free(root);
         return -1;
     }
-    int rc = 0;
     char *tok_dir = xasprintf("%s/tokens", dir_tmpl), *tok = xasprintf("%s/tokens.txt", tok_dir);
-    if (rc == 0) rc = mkdir_p(tok_dir, err);
+    int rc = mkdir_p(tok_dir, err);
     if (rc == 0) rc = write_tokens(tl, path, tok, err);
     ynode *tz = yt_map((ymark){0});
     yt_map_set(tz, "save_path", tl->mark, scalar_at(tok_dir, 1, tl->mark));

@@ -4,9 +4,10 @@
  * espnet3's form (its model keys under `model:`, the token list as tokens.txt under
  * `tokenizer.save_path` in a private folder, token_type and bpemodel as they are) as a tree in
  * memory, which the normal config loader then checks (config_load_tree). Its nodes keep the
- * places they were read from, so every message points at the user's config.yaml, line and column. ESPnet's relative paths (stats_file, bpemodel, a
- * token_list file) are tried from the working directory, as ESPnet does, and then from the folder
- * two levels above the config (the root of an ESPnet2 packed model: exp/<name>/config.yaml). */
+ * places they were read from, so every message points at the user's config.yaml, line and
+ * column. ESPnet's relative paths (stats_file, bpemodel, a token_list file) are tried from the
+ * working directory, as ESPnet does, and then from the folder two levels above the config (the
+ * root of an ESPnet2 packed model: exp/<name>/config.yaml). */
 #ifndef ESPNET3_ESPNET2_CONFIG_H
 #define ESPNET3_ESPNET2_CONFIG_H
 
