@@ -25,6 +25,11 @@ if ! "$PY" -c "import espnet, torch, torchaudio; assert torch.__version__.starts
     filelock "librosa>=0.10.2" "PyYAML>=5.1.2" soundfile h5py kaldiio torch_complex nltk "numpy>=2" protobuf \
     hydra-core opt-einsum lightning sentencepiece==0.2.0 editdistance "importlib-metadata<5"
 fi
+# What espnet2.bin.asr_train imports beyond the ASR modules (its task registry loads the TTS and
+# S4 modules too), for scripts/bench/espnet_train_curve.
+if ! "$PY" -c "import espnet2.bin.asr_train" >/dev/null 2>&1; then
+  "$PY" -m pip install -q einops g2p_en jamo espnet_tts_frontend tensorboard matplotlib
+fi
 "$PY" -c "import espnet, torch, torchaudio, sentencepiece" || {
   echo "install_espnet_venv.sh: $PY cannot import espnet, torch, torchaudio, sentencepiece" >&2; exit 1; }
 echo "$PY"

@@ -236,17 +236,12 @@ out:
     return rc;
 }
 
-int stage_collect_stats_check_speed_factors(const ynode *tree, esp_err *err)
-{
-    double f[AUG_MAX_SPEED_FACTORS];
-    size_t n;
-    return speed_perturb_factors_from_tree(tree, f, &n, err);
-}
-
 int stage_collect_stats_check(const esp_configs *configs, esp_err *err)
 {
     if (!training_of(configs)) return 0; /* no typed config: the stage says what is missing */
-    return stage_collect_stats_check_speed_factors(configs->training->tree, err);
+    double f[AUG_MAX_SPEED_FACTORS];
+    size_t n;
+    return speed_perturb_factors_from_tree(configs->training->tree, f, &n, err);
 }
 
 int stage_collect_stats(const stage_ctx *ctx, esp_err *err)

@@ -60,7 +60,6 @@ int stage_train_tokenizer(const stage_ctx *ctx, esp_err *err);
 /* The config checks of collect_stats (speed_perturb_factors) and train (speed_perturb_factors, the
  * data_aug_* keys and what they need of the sample rate). */
 int stage_collect_stats_check(const esp_configs *configs, esp_err *err);
-int stage_collect_stats_check_speed_factors(const ynode *tree, esp_err *err);
 int stage_train_check(const esp_configs *configs, esp_err *err);
 int stage_collect_stats(const stage_ctx *ctx, esp_err *err);
 int stage_train(const stage_ctx *ctx, esp_err *err);
