@@ -239,9 +239,7 @@ out:
 int stage_collect_stats_check(const esp_configs *configs, esp_err *err)
 {
     if (!training_of(configs)) return 0; /* no typed config: the stage says what is missing */
-    double f[AUG_MAX_SPEED_FACTORS];
-    size_t n;
-    return speed_perturb_factors_from_tree(configs->training->tree, f, &n, err);
+    return speed_perturb_factors_check(configs->training->tree, err);
 }
 
 int stage_collect_stats(const stage_ctx *ctx, esp_err *err)

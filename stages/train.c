@@ -107,9 +107,7 @@ static int check_static(const training_cfg *cfg, const char *file, const ynode *
 {
     if (cfg->model && cfg->model->ctc_conf && !cfg->model->ctc_conf->reduce)
         return esp_fail(err, "%s: model.ctc_conf.reduce: false (a summed loss) is not supported (use true)", file);
-    double factors[AUG_MAX_SPEED_FACTORS];
-    size_t n_factors;
-    if (speed_perturb_factors_from_tree(tree, factors, &n_factors, err) != 0) return -1;
+    if (speed_perturb_factors_check(tree, err) != 0) return -1;
     augment_conf aug;
     if (augment_conf_from_tree(tree, &aug, err) != 0) return -1;
     frontend_opts fo;

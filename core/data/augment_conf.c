@@ -316,3 +316,10 @@ int speed_perturb_factors_from_tree(const ynode *root, double *factors, size_t *
     *n = f->n;
     return 0;
 }
+
+int speed_perturb_factors_check(const ynode *root, esp_err *err)
+{
+    double factors[AUG_MAX_SPEED_FACTORS];
+    size_t n;
+    return speed_perturb_factors_from_tree(root, factors, &n, err);
+}

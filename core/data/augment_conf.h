@@ -50,4 +50,7 @@ int augment_conf_check_fs(const augment_conf *c, int fs, const char *fs_key, esp
  * [AUG_MIN_SPEED, AUG_MAX_SPEED], distinct, at most AUG_MAX_SPEED_FACTORS. */
 int speed_perturb_factors_from_tree(const ynode *root, double *factors, size_t *n, esp_err *err);
 
+/* The same checks, for the stages' config checks that only need to know the list is valid. */
+int speed_perturb_factors_check(const ynode *root, esp_err *err);
+
 #endif
