@@ -1,49 +1,100 @@
 /* Swish, GLU, GELU and the elementwise product (core/compute/ops_conformer_decl.h), instantiated
  * by core/compute/ops_f32.c and core/compute/ops_f64.c after core/compute/ops_impl.h (real, OPS_FN and ACT defined there). The
- * per-element math is kernel_math_act.h's, so a GPU kernel computes the same values. */
+ * per-element math is kernel_math_act.h's, so a GPU kernel computes the same values; exp and erfc
+ * come a block at a time from VEXP and VERFC (the instantiation's: core/compute/vmath.h). */
+
+/* Elements per block: exp and erfc of a block at once (VEXP / VERFC, core/compute/vmath.h), then
+ * the rest of the element's math from kernel_math_act.h's *_e forms. */
+enum { ACT_BLOCK = 512 };
+
+static size_t OPS_FN(act_block)(size_t n, size_t o)
+{
+    return n - o < ACT_BLOCK ? n - o : ACT_BLOCK;
+}
 
 void OPS_FN(swish_forward)(real *y, const real *x, size_t n)
 {
+    real e[ACT_BLOCK];
+    for (size_t o = 0; o < n; o += ACT_BLOCK) {
+        size_t k = OPS_FN(act_block)(n, o);
+        const real *xo = x + o;
+        for (size_t i = 0; i < k; i++) e[i] = -xo[i];
+        VEXP(e, e, k);
 #pragma omp simd
-    for (size_t i = 0; i < n; i++) y[i] = ACT(swish)(x[i]);
+        for (size_t i = 0; i < k; i++) y[o + i] = ACT(swish_e)(xo[i], e[i]);
+    }
 }
 
 void OPS_FN(swish_backward)(real *dx, const real *dy, const real *x, size_t n)
 {
+    real e[ACT_BLOCK];
+    for (size_t o = 0; o < n; o += ACT_BLOCK) {
+        size_t k = OPS_FN(act_block)(n, o);
+        const real *xo = x + o;
+        for (size_t i = 0; i < k; i++) e[i] = -xo[i];
+        VEXP(e, e, k);
 #pragma omp simd
-    for (size_t i = 0; i < n; i++) dx[i] = ACT(silu_grad)(dy[i], x[i]);
+        for (size_t i = 0; i < k; i++) dx[o + i] = ACT(silu_grad_e)(dy[o + i], xo[i], e[i]);
+    }
 }
 
 void OPS_FN(glu_forward)(real *y, const real *x, int n, int c)
 {
+    real e[ACT_BLOCK];
     for (int r = 0; r < n; r++) {
         const real *a = x + (size_t)r * 2 * c, *g = a + c;
         real *yr = y + (size_t)r * c;
+        for (size_t o = 0; o < (size_t)c; o += ACT_BLOCK) {
+            size_t k = OPS_FN(act_block)((size_t)c, o);
+            for (size_t i = 0; i < k; i++) e[i] = -g[o + i];
+            VEXP(e, e, k);
 #pragma omp simd
-        for (int i = 0; i < c; i++) yr[i] = ACT(glu)(a[i], g[i]);
+            for (size_t i = 0; i < k; i++) yr[o + i] = ACT(glu_e)(a[o + i], e[i]);
+        }
     }
 }
 
 void OPS_FN(glu_backward)(real *dx, const real *dy, const real *x, int n, int c)
 {
+    real e[ACT_BLOCK];
     for (int r = 0; r < n; r++) {
         const real *a = x + (size_t)r * 2 * c, *g = a + c, *dyr = dy + (size_t)r * c;
         real *da = dx + (size_t)r * 2 * c, *dg = da + c;
-        for (int i = 0; i < c; i++) ACT(glu_grad)(dyr[i], a[i], g[i], &da[i], &dg[i]);
+        for (size_t o = 0; o < (size_t)c; o += ACT_BLOCK) {
+            size_t k = OPS_FN(act_block)((size_t)c, o);
+            for (size_t i = 0; i < k; i++) e[i] = -g[o + i];
+            VEXP(e, e, k);
+            for (size_t i = 0; i < k; i++) ACT(glu_grad_e)(dyr[o + i], a[o + i], e[i], &da[o + i], &dg[o + i]);
+        }
     }
 }
 
 /* The cgMLP's GELU and gating product (the E-Branchformer). */
 void OPS_FN(gelu_forward)(real *y, const real *x, size_t n)
 {
+    real c[ACT_BLOCK];
+    for (size_t o = 0; o < n; o += ACT_BLOCK) {
+        size_t k = OPS_FN(act_block)(n, o);
+        const real *xo = x + o;
+        for (size_t i = 0; i < k; i++) c[i] = ACT(gelu_arg)(xo[i]);
+        VERFC(c, c, k);
 #pragma omp simd
-    for (size_t i = 0; i < n; i++) y[i] = ACT(gelu)(x[i]);
+        for (size_t i = 0; i < k; i++) y[o + i] = ACT(gelu_e)(xo[i], c[i]);
+    }
 }
 
 void OPS_FN(gelu_backward)(real *dx, const real *dy, const real *x, size_t n)
 {
+    real c[ACT_BLOCK], e[ACT_BLOCK];
+    for (size_t o = 0; o < n; o += ACT_BLOCK) {
+        size_t k = OPS_FN(act_block)(n, o);
+        const real *xo = x + o;
+        for (size_t i = 0; i < k; i++) c[i] = ACT(gelu_arg)(xo[i]), e[i] = (real)-0.5 * xo[i] * xo[i];
+        VERFC(c, c, k);
+        VEXP(e, e, k);
 #pragma omp simd
-    for (size_t i = 0; i < n; i++) dx[i] = ACT(gelu_grad)(dy[i], x[i]);
+        for (size_t i = 0; i < k; i++) dx[o + i] = ACT(gelu_grad_e)(dy[o + i], xo[i], c[i], e[i]);
+    }
 }
 
 void OPS_FN(mul_forward)(real *y, const real *a, const real *b, size_t n)

@@ -76,29 +76,36 @@ static void OPS_FN(dwc_dx_part)(void *ctx, size_t lo, size_t hi, int part)
 }
 
 /* dw[j] += sum_i dy[i] x[i + j - pad], db += sum_i dy[i] of channels lo .. hi - 1, over the rows
- * in order. */
+ * in order, into a private copy of those channels stored once at the end (as ops_impl.h's column
+ * sums: the threads' channels would otherwise share cache lines at the split, written every row). */
 static void OPS_FN(dwc_dw_part)(void *ctx, size_t lo, size_t hi, int part)
 {
     (void)part;
     const OPS_FN(dwc_job) *j = ctx;
     int t = j->t, c = j->c, k = j->k, pad = (k - 1) / 2;
-    real *db = j->db;
+    size_t cn = hi - lo;
+    real *acc = xmalloc(((size_t)k + 1) * cn * sizeof *acc), *db = j->db ? acc + (size_t)k * cn : NULL;
+    for (int jj = 0; jj < k; jj++) memcpy(acc + (size_t)jj * cn, j->dwt + (size_t)jj * c + lo, cn * sizeof *acc);
+    if (db) memcpy(db, j->db + lo, cn * sizeof *db);
     for (size_t row = 0; row < j->rows; row++) {
         size_t n = row / (size_t)t;
         int i = (int)(row % (size_t)t);
-        const real *gr = j->dy + row * c;
+        const real *gr = j->dy + row * c + lo;
         if (db)
 #pragma omp simd
-            for (size_t ch = lo; ch < hi; ch++) db[ch] += gr[ch];
+            for (size_t ch = 0; ch < cn; ch++) db[ch] += gr[ch];
         for (int jj = 0; jj < k; jj++) {
             int src = i + jj - pad;
             if (src < 0 || src >= t) continue;
-            const real *xr = j->x + (n * t + src) * c;
-            real *restrict dwj = j->dwt + (size_t)jj * c;
+            const real *xr = j->x + (n * t + src) * c + lo;
+            real *restrict dwj = acc + (size_t)jj * cn;
 #pragma omp simd
-            for (size_t ch = lo; ch < hi; ch++) dwj[ch] += gr[ch] * xr[ch];
+            for (size_t ch = 0; ch < cn; ch++) dwj[ch] += gr[ch] * xr[ch];
         }
     }
+    for (int jj = 0; jj < k; jj++) memcpy(j->dwt + (size_t)jj * c + lo, acc + (size_t)jj * cn, cn * sizeof *acc);
+    if (db) memcpy(j->db + lo, db, cn * sizeof *db);
+    free(acc);
 }
 
 void OPS_FN(dwconv1d_backward_mt)(real *dx, real *dw, real *db, const real *dy, const real *x, const real *w,

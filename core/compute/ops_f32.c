@@ -2,9 +2,12 @@
 #define real float
 #define OPS_FN(name) ops_##name##_f32
 #define ACT(name) act_##name##_f32
+#define VEXP vmath_expf   /* exp of an array (core/compute/vmath.h) */
+#define VERFC vmath_erfcf
 #define KM(name) name##_f32
 #define GEMM ops_sgemm_mp /* cblas_sgemm, with 16-bit inputs under mixed precision */
 #include "core/compute/ops_sgemm.h"
+#include "core/compute/vmath.h"
 #include "core/compute/ops_impl.h"
 #include "core/compute/ops_embed_impl.h"
 #include "core/compute/ops_loss_impl.h"

@@ -2,8 +2,11 @@
 #define real double
 #define OPS_FN(name) ops_##name##_f64
 #define ACT(name) act_##name##_f64
+#define VEXP vmath_exp   /* exp of an array (core/compute/vmath.h) */
+#define VERFC vmath_erfc
 #define KM(name) name##_f64
 #define GEMM cblas_dgemm
+#include "core/compute/vmath.h"
 #include "core/compute/ops_impl.h"
 #include "core/compute/ops_embed_impl.h"
 #include "core/compute/ops_loss_impl.h"

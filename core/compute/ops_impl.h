@@ -42,6 +42,13 @@
 #define OPS_MT_MIN_ELEMS ((size_t)1 << 15)
 #endif
 
+/* Column sums split over threads (bias and norm gradients) add into a private block of columns and
+ * store it once: two threads adding row after row into columns of one cache line would move that
+ * line between the cores on every row. Each column's sum keeps its order, so the bits are the same. */
+#ifndef OPS_COL_BLOCK
+#define OPS_COL_BLOCK 256
+#endif
+
 typedef struct OPS_FN(zero_job) {
     real *p;
 } OPS_FN(zero_job);
@@ -108,10 +115,15 @@ static void OPS_FN(colsum_part)(void *ctx, size_t lo, size_t hi, int part)
 {
     (void)part;
     const OPS_FN(colsum_job) *j = ctx;
-    real *restrict db = j->db;
-    for (int r = 0; r < j->n; r++) {
-        const real *g = j->dy + (size_t)r * j->oc;
-        for (size_t o = lo; o < hi; o++) db[o] += g[o];
+    real acc[OPS_COL_BLOCK];
+    for (size_t c0 = lo; c0 < hi; c0 += OPS_COL_BLOCK) {
+        size_t cn = hi - c0 < OPS_COL_BLOCK ? hi - c0 : OPS_COL_BLOCK;
+        memcpy(acc, j->db + c0, cn * sizeof(real));
+        for (int r = 0; r < j->n; r++) {
+            const real *g = j->dy + (size_t)r * j->oc + c0;
+            for (size_t i = 0; i < cn; i++) acc[i] += g[i];
+        }
+        memcpy(j->db + c0, acc, cn * sizeof(real));
     }
 }
 
@@ -288,10 +300,15 @@ static void OPS_FN(c1b_bias_part)(void *ctx, size_t lo, size_t hi, int part)
     (void)part;
     const OPS_FN(c1b_job) *j = ctx;
     size_t o_n = (size_t)j->c;
-    real *restrict db = j->db;
-    for (size_t i = 0; i < j->p; i++) {
-        const real *gi = j->g + i * o_n;
-        for (size_t o = lo; o < hi; o++) db[o] += gi[o];
+    real acc[OPS_COL_BLOCK];
+    for (size_t c0 = lo; c0 < hi; c0 += OPS_COL_BLOCK) {
+        size_t cn = hi - c0 < OPS_COL_BLOCK ? hi - c0 : OPS_COL_BLOCK;
+        memcpy(acc, j->db + c0, cn * sizeof(real));
+        for (size_t i = 0; i < j->p; i++) {
+            const real *gi = j->g + i * o_n + c0;
+            for (size_t o = 0; o < cn; o++) acc[o] += gi[o];
+        }
+        memcpy(j->db + c0, acc, cn * sizeof(real));
     }
 }
 
@@ -531,16 +548,23 @@ static void OPS_FN(lnb_cols_part)(void *ctx, size_t lo, size_t hi, int part)
 {
     (void)part;
     const OPS_FN(lnb_job) *j = ctx;
-    real *restrict dw = j->dw, *restrict db = j->db;
     int c = j->c;
-    for (int r = 0; r < j->n; r++) {
-        const real *xr = j->x + (size_t)r * c, *gr = j->dy + (size_t)r * c;
-        real m = j->mean[r], rs = j->rstd[r];
-        for (size_t i = lo; i < hi; i++) {
-            real xh = (xr[i] - m) * rs;
-            dw[i] += gr[i] * xh;
-            db[i] += gr[i];
+    real aw[OPS_COL_BLOCK], ab[OPS_COL_BLOCK];
+    for (size_t c0 = lo; c0 < hi; c0 += OPS_COL_BLOCK) {
+        size_t cn = hi - c0 < OPS_COL_BLOCK ? hi - c0 : OPS_COL_BLOCK;
+        memcpy(aw, j->dw + c0, cn * sizeof(real));
+        memcpy(ab, j->db + c0, cn * sizeof(real));
+        for (int r = 0; r < j->n; r++) {
+            const real *xr = j->x + (size_t)r * c + c0, *gr = j->dy + (size_t)r * c + c0;
+            real m = j->mean[r], rs = j->rstd[r];
+            for (size_t i = 0; i < cn; i++) {
+                real xh = (xr[i] - m) * rs;
+                aw[i] += gr[i] * xh;
+                ab[i] += gr[i];
+            }
         }
+        memcpy(j->dw + c0, aw, cn * sizeof(real));
+        memcpy(j->db + c0, ab, cn * sizeof(real));
     }
 }
 
@@ -665,10 +689,9 @@ static void OPS_FN(mha_forward_part)(void *ctx, size_t lo, size_t hi, int part)
             int n = attn_row_keys(len, jb->causal, i);
             real *ar = a + (size_t)i * tk, mx = ar[0], s = 0;
             for (int c = 1; c < n; c++) mx = ar[c] > mx ? ar[c] : mx;
-            for (int c = 0; c < n; c++) {
-                ar[c] = exp(ar[c] - mx);
-                s += ar[c];
-            }
+            for (int c = 0; c < n; c++) ar[c] -= mx;
+            VEXP(ar, ar, (size_t)n);
+            for (int c = 0; c < n; c++) s += ar[c];
             real is = 1 / s;
             for (int c = 0; c < n; c++) ar[c] *= is;
             for (int c = n; c < tk; c++) ar[c] = 0;

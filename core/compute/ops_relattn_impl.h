@@ -69,10 +69,9 @@ static void OPS_FN(relattn_forward_part)(void *ctx, size_t lo, size_t hi, int pa
                 ar[c] = (ar[c] + br[relpos_shift_col(i, c, t)]) / sq;
                 mx = c == 0 || ar[c] > mx ? ar[c] : mx;
             }
-            for (int c = 0; c < len; c++) {
-                ar[c] = exp(ar[c] - mx);
-                s += ar[c];
-            }
+            for (int c = 0; c < len; c++) ar[c] -= mx;
+            VEXP(ar, ar, (size_t)len);
+            for (int c = 0; c < len; c++) s += ar[c];
             real is = 1 / s;
             for (int c = 0; c < len; c++) ar[c] *= is;
             for (int c = len; c < t; c++) ar[c] = 0;

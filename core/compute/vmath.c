@@ -1,0 +1,75 @@
+/* exp and erfc over arrays (core/compute/vmath.h): libmvec's AVX2 entry points, picked at run
+ * time, scalar libm otherwise. */
+#include "core/compute/vmath.h"
+
+#include <math.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define VMATH_X86 1
+
+/* glibc's libmvec, vector ABI names: 'd' = AVX2, N8 = eight lanes, v = one vector argument. */
+__m256 _ZGVdN8v_expf(__m256 x);
+__m256 _ZGVdN8v_erfcf(__m256 x);
+
+typedef __m256 (*vec8_fn)(__m256);
+
+/* The whole vectors, then the tail through a zero-padded vector: the same call for every element. */
+__attribute__((target("avx2,fma"))) static void map8(vec8_fn f, float *y, const float *x, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, f(_mm256_loadu_ps(x + i)));
+    if (i < n) {
+        float t[8] = {0};
+        memcpy(t, x + i, (n - i) * sizeof *t);
+        _mm256_storeu_ps(t, f(_mm256_loadu_ps(t)));
+        memcpy(y + i, t, (n - i) * sizeof *t);
+    }
+}
+
+/* 1 when AVX2 and FMA are there; asked once (a benign race: every thread computes the same). */
+static int have_avx2(void)
+{
+    static int known = -1;
+    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (k < 0) {
+        __builtin_cpu_init();
+        k = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
+    }
+    return k;
+}
+#endif
+
+void vmath_expf(float *y, const float *x, size_t n)
+{
+#ifdef VMATH_X86
+    if (have_avx2()) {
+        map8(_ZGVdN8v_expf, y, x, n);
+        return;
+    }
+#endif
+    for (size_t i = 0; i < n; i++) y[i] = expf(x[i]);
+}
+
+void vmath_erfcf(float *y, const float *x, size_t n)
+{
+#ifdef VMATH_X86
+    if (have_avx2()) {
+        map8(_ZGVdN8v_erfcf, y, x, n);
+        return;
+    }
+#endif
+    for (size_t i = 0; i < n; i++) y[i] = erfcf(x[i]);
+}
+
+void vmath_exp(double *y, const double *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) y[i] = exp(x[i]);
+}
+
+void vmath_erfc(double *y, const double *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) y[i] = erfc(x[i]);
+}
