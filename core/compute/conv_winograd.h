@@ -6,15 +6,15 @@
  * the even samples, a 2-tap correlation that Winograd's F(m, 2) computes with m + 1 products for m
  * outputs, and the odd samples times the middle tap (m products): 2m + 1 products for m outputs
  * instead of 3m. A tile of mh x mw outputs thus costs (2mh + 1)(2mw + 1) channel-matrix products
- * instead of 9 mh mw: 81 against 144 for 4 x 4 tiles. Each product is a GEMM over the channels,
- * batched over every tile of a chunk of batch items. */
+ * instead of 9 mh mw: 81 against 144 for 4 x 4 tiles, 121 against 225 for 5 x 5. Each product is
+ * a GEMM over the channels, batched over every tile of a chunk of batch items. */
 #ifndef ESPNET3_CONV_WINOGRAD_H
 #define ESPNET3_CONV_WINOGRAD_H
 
 #include <stddef.h>
 
 enum {
-    WINO_MAX_M = 4,          /* F(2, 2), F(3, 2), F(4, 2): larger m needs worse-conditioned points */
+    WINO_MAX_M = 5,          /* F(2, 2) .. F(5, 2): larger m needs worse-conditioned points */
     WINO_MAX_A = 2 * WINO_MAX_M + 1,
     WINO_MAX_CLASSES = (WINO_MAX_M + 2) * (WINO_MAX_M + 2),
     /* Tiles per chunk the plan aims at: GEMMs of a few hundred rows run near sgemm's best rate,

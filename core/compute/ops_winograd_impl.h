@@ -13,23 +13,31 @@
  * point of a dimension uses the middle tap) share one GEMM with their rows stacked. */
 
 /* F(m, 2) on the even samples d[j] = x[2j], j <= m, with the taps (w0, w2):
- *   y = AT ((G (w0, w2)) * (BT d)), points 0, 1, -1 (, 2), infinity.
+ *   y = AT ((G (w0, w2)) * (BT d)), points 0, 1, -1 (, 2 (, -2)), infinity.
  * Rows of BT are scaled to small integers and G carries the inverse scale, so the fractions meet
  * only the kernel (derived by Toom-Cook; the conv2d tests check the exactness). */
-static const double wino_f_bt[3][WINO_MAX_M + 1][WINO_MAX_M + 1] = {
+static const double wino_f_bt[4][WINO_MAX_M + 1][WINO_MAX_M + 1] = {
     {{1, -1, 0}, {0, 1, 0}, {0, -1, 1}},
     {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, -1, 0, 1}},
     {{2, -1, -2, 1, 0}, {0, 2, 1, -1, 0}, {0, -2, 3, -1, 0}, {0, -1, 0, 1, 0}, {0, 2, -1, -2, 1}},
+    {{4, 0, -5, 0, 1, 0},
+     {0, 4, 4, -1, -1, 0},
+     {0, -4, 4, 1, -1, 0},
+     {0, -2, -1, 2, 1, 0},
+     {0, 2, -1, -2, 1, 0},
+     {0, 4, 0, -5, 0, 1}},
 };
-static const double wino_f_g[3][WINO_MAX_M + 1][2] = {
+static const double wino_f_g[4][WINO_MAX_M + 1][2] = {
     {{1, 0}, {1, 1}, {0, 1}},
     {{1, 0}, {0.5, 0.5}, {0.5, -0.5}, {0, 1}},
     {{0.5, 0}, {0.5, 0.5}, {1.0 / 6, -1.0 / 6}, {1.0 / 6, 1.0 / 3}, {0, 1}},
+    {{0.25, 0}, {1.0 / 6, 1.0 / 6}, {1.0 / 6, -1.0 / 6}, {1.0 / 24, 1.0 / 12}, {1.0 / 24, -1.0 / 12}, {0, 1}},
 };
-static const double wino_f_at[3][WINO_MAX_M][WINO_MAX_M + 1] = {
+static const double wino_f_at[4][WINO_MAX_M][WINO_MAX_M + 1] = {
     {{1, 1, 0}, {0, 1, 1}},
     {{1, 1, 1, 0}, {0, 1, -1, 0}, {0, 1, 1, 1}},
     {{1, 1, 1, 1, 0}, {0, 1, -1, 2, 0}, {0, 1, 1, 4, 0}, {0, 1, -1, 8, 1}},
+    {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 0}, {0, 1, 1, 16, 16, 1}},
 };
 
 /* The 1-D transform of the strided 3-tap correlation over the 2m + 1 samples of a tile: points
@@ -128,7 +136,8 @@ static void wino_make(wino *W, int oh, int ow)
 
 /* ---- channel-vector helpers */
 
-enum { WVEC_TERMS = 6 }; /* the most terms a transform combines: 5 coefficients (+ the sum so far) */
+enum { WVEC_TERMS = 8 }; /* the most terms a transform combines: 6 coefficients of F(5, 2) and the odd
+                              point's (+ the sum so far) */
 
 /* d[i] = sum_e c[e] * s[e][i] for i < n, summed left to right and stored once, so the transformed
  * tiles cost one write each. d may be one of the sources (then it is read before it is written at
@@ -143,9 +152,9 @@ static void wvec_combp(real *d, int k, const real *const *s, const real *c, size
 {
     ESP_CHECK(k >= 1 && k <= WVEC_TERMS);
     const real *s0 = s[0], *s1 = s[k > 1], *s2 = s[k > 2 ? 2 : 0], *s3 = s[k > 3 ? 3 : 0], *s4 = s[k > 4 ? 4 : 0],
-               *s5 = s[k > 5 ? 5 : 0];
+               *s5 = s[k > 5 ? 5 : 0], *s6 = s[k > 6 ? 6 : 0], *s7 = s[k > 7 ? 7 : 0];
     real c0 = c[0], c1 = c[k > 1], c2 = c[k > 2 ? 2 : 0], c3 = c[k > 3 ? 3 : 0], c4 = c[k > 4 ? 4 : 0],
-         c5 = c[k > 5 ? 5 : 0];
+         c5 = c[k > 5 ? 5 : 0], c6 = c[k > 6 ? 6 : 0], c7 = c[k > 7 ? 7 : 0];
     switch (k) {
     case 1:
 #pragma omp simd
@@ -167,10 +176,21 @@ static void wvec_combp(real *d, int k, const real *const *s, const real *c, size
 #pragma omp simd
         for (size_t i = 0; i < n; i++) d[i] = c0 * s0[i] + c1 * s1[i] + c2 * s2[i] + c3 * s3[i] + c4 * s4[i];
         break;
-    default:
+    case 6:
 #pragma omp simd
         for (size_t i = 0; i < n; i++)
             d[i] = c0 * s0[i] + c1 * s1[i] + c2 * s2[i] + c3 * s3[i] + c4 * s4[i] + c5 * s5[i];
+        break;
+    case 7:
+#pragma omp simd
+        for (size_t i = 0; i < n; i++)
+            d[i] = c0 * s0[i] + c1 * s1[i] + c2 * s2[i] + c3 * s3[i] + c4 * s4[i] + c5 * s5[i] + c6 * s6[i];
+        break;
+    default:
+#pragma omp simd
+        for (size_t i = 0; i < n; i++)
+            d[i] = c0 * s0[i] + c1 * s1[i] + c2 * s2[i] + c3 * s3[i] + c4 * s4[i] + c5 * s5[i] + c6 * s6[i] +
+                   c7 * s7[i];
         break;
     }
 }
@@ -183,7 +203,10 @@ static inline int wvec_terms(const real **s, real *c, const real *prev, const ws
 {
     int k = 0;
     if (prev) s[k] = prev, c[k++] = 1;
-    for (int e = 0; e < r->n && r->idx[e] < valid; e++) s[k] = base + (size_t)r->idx[e] * stride, c[k++] = r->val[e];
+    for (int e = 0; e < r->n && r->idx[e] < valid; e++) {
+        ESP_CHECK(k < WVEC_TERMS);
+        s[k] = base + (size_t)r->idx[e] * stride, c[k++] = r->val[e];
+    }
     return k;
 }
 

@@ -199,11 +199,12 @@ Test(ops, conv2d)
 {
     rng_init(&ops_rng, 2);
     conv_case(2, 1, 3, 9, 8, 1, 1);  /* first conv: one input channel, fused ReLU */
-    /* More input channels run the Winograd form; these shapes pick its tile sizes 2, 3 and 4
+    /* More input channels run the Winograd form; these shapes pick its tile sizes 2, 3, 4 and 5
      * (core/compute/conv_winograd.h), with one tile or several and a last tile past the edge. */
     conv_case(2, 3, 4, 7, 10, 1, 1); /* second conv: 3 x 4 tiles (one each) */
     conv_case(1, 2, 2, 5, 6, 0, 0);  /* no ReLU, no bias, 2 x 2 tiles */
     conv_case(2, 3, 2, 23, 15, 1, 1); /* 4 x 4 tiles, 3 x 2 of them, the last row and column cut */
+    conv_case(2, 3, 2, 21, 39, 1, 1); /* 5 x 5 tiles (10 x 19 outputs), 2 x 4 of them, the last column cut */
 }
 
 /* The Winograd tiling: the tile size per dimension is the one with the fewest points in all. */
@@ -214,10 +215,15 @@ Test(ops, conv2d_winograd_plan)
         long cost = (long)((out + m - 1) / m) * (2 * m + 1);
         for (int k = 2; k <= WINO_MAX_M; k++) cr_assert(cost <= (long)((out + k - 1) / k) * (2 * k + 1), "out %d", out);
     }
-    /* The reference model's second conv: 99 x 19 outputs per item in 25 x 5 tiles of 4 x 4. */
+    /* The reference model's second conv: 99 x 19 outputs per item in 20 x 4 tiles of 5 x 5 (121
+     * products per 25 outputs; 4 x 4 tiles would take 25 x 5 of 81 per 16). */
     wino_plan p = wino_plan_make(99, 19);
-    cr_assert(p.mh == 4 && p.mw == 4 && p.ah == 9 && p.th == 25 && p.tw == 5 && p.classes == 36);
-    cr_assert(p.items == (WINO_CHUNK_TILES + 124) / 125);
+    cr_assert(p.mh == 5 && p.mw == 5 && p.ah == 11 && p.th == 20 && p.tw == 4 && p.classes == 49);
+    cr_assert(p.items == (WINO_CHUNK_TILES + 79) / 80);
+    /* every m is some size's best: 4 x 4 for 16 x 16 outputs, 3 for 9, 2 for 2 */
+    p = wino_plan_make(16, 9);
+    cr_assert(p.mh == 4 && p.mw == 3);
+    cr_assert(wino_pick_m(2) == 2);
 }
 
 /* A batch of several chunks equals the items run one by one: outputs and input gradients per
