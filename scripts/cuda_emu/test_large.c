@@ -229,8 +229,9 @@ Test(cuda_emu, label_smoothing_matches_the_cpu)
     backend_close(cu);
 }
 
-/* ---- the Conformer's ops. Bit for bit where the CUDA backend promises the CPU's bits: swish,
- * GLU (per element; CUDA's expf differs on hardware, the emulation uses the host's), the depthwise
+/* ---- the Conformer's ops. Swish and GLU within float rounding of the CPU (the kernels take expf
+ * per element, the CPU a block at a time from libmvec, core/compute/vmath.h: a few ulp apart). Bit
+ * for bit where the CUDA backend promises the CPU's bits: the depthwise
  * conv1d (per-element and per-weight ownership in the CPU's order; dw and db accumulated twice),
  * BatchNorm (per-channel sums in double in row order: y, mean, rstd, the running statistics,
  * the count, eval mode, the backward) and relpos_encoding; the rel-pos attention within float
@@ -261,12 +262,35 @@ static void pair_same(backend *bes[2], pair p, const char *what)
     expect_same_bits(bes[0], p.d[0], bes[1], p.d[1], p.n, what);
 }
 
+/* The largest difference within tol of the largest magnitude (n elements from the start), and
+ * not all equal by accident of the inputs: the two sides really computed. */
+static void expect_within(backend *bes[2], pair p, size_t n, double tol, const char *what)
+{
+    float *h[2];
+    for (int b = 0; b < 2; b++) {
+        h[b] = malloc(n * sizeof(float));
+        cr_assert(h[b]);
+        bes[b]->synchronize(bes[b]);
+        bes[b]->copy(bes[b], h[b], p.d[b], n * sizeof(float), BACKEND_DEVICE_TO_HOST);
+    }
+    double big = 0, diff = 0;
+    for (size_t i = 0; i < n; i++) {
+        cr_assert(isfinite(h[0][i]) && isfinite(h[1][i]), "%s: element %zu not finite", what, i);
+        big = fmax(big, fabs(h[0][i]));
+        diff = fmax(diff, fabs((double)h[0][i] - h[1][i]));
+    }
+    cr_expect(big > 0 && diff <= tol * big, "%s: differs from the CPU by %g of its largest value %g", what,
+              diff / big, big);
+    free(h[0]);
+    free(h[1]);
+}
+
 static void pair_free(backend *bes[2], pair p)
 {
     for (int b = 0; b < 2; b++) bes[b]->free(bes[b], p.d[b]);
 }
 
-Test(cuda_emu, swish_glu_dwconv1d_have_the_cpu_bits)
+Test(cuda_emu, swish_glu_within_rounding_dwconv1d_with_the_cpu_bits)
 {
     enum { NB = 3, T = 700, C = 96, K = 31 };
     size_t n = (size_t)NB * T * C;
@@ -275,13 +299,13 @@ Test(cuda_emu, swish_glu_dwconv1d_have_the_cpu_bits)
     pair w = pair_rand(bes, (size_t)C * K, 23, -1, 1), bias = pair_rand(bes, C, 24, -1, 1);
     pair dw = pair_rand(bes, (size_t)C * K, 25, -1, 1), db = pair_rand(bes, C, 26, -1, 1);
     for (int b = 0; b < 2; b++) bes[b]->swish_forward(bes[b], y.d[b], x.d[b], n);
-    pair_same(bes, y, "swish_forward");
+    expect_within(bes, y, n, 1e-6, "swish_forward");
     for (int b = 0; b < 2; b++) bes[b]->swish_backward(bes[b], y.d[b], dy.d[b], x.d[b], n);
-    pair_same(bes, y, "swish_backward");
+    expect_within(bes, y, n, 1e-6, "swish_backward");
     for (int b = 0; b < 2; b++) bes[b]->glu_forward(bes[b], y.d[b], x.d[b], NB * T / 2, C);
-    expect_same_bits(bes[0], y.d[0], bes[1], y.d[1], n / 2, "glu_forward");
+    expect_within(bes, y, n / 2, 1e-6, "glu_forward");
     for (int b = 0; b < 2; b++) bes[b]->glu_backward(bes[b], y.d[b], dy.d[b], x.d[b], NB * T / 2, C);
-    pair_same(bes, y, "glu_backward");
+    expect_within(bes, y, n, 1e-6, "glu_backward");
     for (int b = 0; b < 2; b++) bes[b]->dwconv1d_forward(bes[b], y.d[b], x.d[b], w.d[b], bias.d[b], NB, T, C, K);
     pair_same(bes, y, "dwconv1d_forward");
     for (int b = 0; b < 2; b++)
