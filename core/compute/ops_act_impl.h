@@ -12,14 +12,20 @@ static size_t OPS_FN(act_block)(size_t n, size_t o)
     return n - o < ACT_BLOCK ? n - o : ACT_BLOCK;
 }
 
+/* e[i] = exp(-x[i]) for i < k: the sigmoid's exponential. */
+static void OPS_FN(exp_neg)(real *e, const real *x, size_t k)
+{
+    for (size_t i = 0; i < k; i++) e[i] = -x[i];
+    VEXP(e, e, k);
+}
+
 void OPS_FN(swish_forward)(real *y, const real *x, size_t n)
 {
     real e[ACT_BLOCK];
     for (size_t o = 0; o < n; o += ACT_BLOCK) {
         size_t k = OPS_FN(act_block)(n, o);
         const real *xo = x + o;
-        for (size_t i = 0; i < k; i++) e[i] = -xo[i];
-        VEXP(e, e, k);
+        OPS_FN(exp_neg)(e, xo, k);
 #pragma omp simd
         for (size_t i = 0; i < k; i++) y[o + i] = ACT(swish_e)(xo[i], e[i]);
     }
@@ -31,8 +37,7 @@ void OPS_FN(swish_backward)(real *dx, const real *dy, const real *x, size_t n)
     for (size_t o = 0; o < n; o += ACT_BLOCK) {
         size_t k = OPS_FN(act_block)(n, o);
         const real *xo = x + o;
-        for (size_t i = 0; i < k; i++) e[i] = -xo[i];
-        VEXP(e, e, k);
+        OPS_FN(exp_neg)(e, xo, k);
 #pragma omp simd
         for (size_t i = 0; i < k; i++) dx[o + i] = ACT(silu_grad_e)(dy[o + i], xo[i], e[i]);
     }
@@ -46,8 +51,7 @@ void OPS_FN(glu_forward)(real *y, const real *x, int n, int c)
         real *yr = y + (size_t)r * c;
         for (size_t o = 0; o < (size_t)c; o += ACT_BLOCK) {
             size_t k = OPS_FN(act_block)((size_t)c, o);
-            for (size_t i = 0; i < k; i++) e[i] = -g[o + i];
-            VEXP(e, e, k);
+            OPS_FN(exp_neg)(e, g + o, k);
 #pragma omp simd
             for (size_t i = 0; i < k; i++) yr[o + i] = ACT(glu_e)(a[o + i], e[i]);
         }
@@ -62,8 +66,7 @@ void OPS_FN(glu_backward)(real *dx, const real *dy, const real *x, int n, int c)
         real *da = dx + (size_t)r * 2 * c, *dg = da + c;
         for (size_t o = 0; o < (size_t)c; o += ACT_BLOCK) {
             size_t k = OPS_FN(act_block)((size_t)c, o);
-            for (size_t i = 0; i < k; i++) e[i] = -g[o + i];
-            VEXP(e, e, k);
+            OPS_FN(exp_neg)(e, g + o, k);
             for (size_t i = 0; i < k; i++) ACT(glu_grad_e)(dyr[o + i], a[o + i], e[i], &da[o + i], &dg[o + i]);
         }
     }

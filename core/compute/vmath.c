@@ -3,17 +3,18 @@
 #include "core/compute/vmath.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-#define VMATH_X86 1
 
 /* glibc's libmvec, vector ABI names: 'd' = AVX2, N8 = eight lanes, v = one vector argument. */
 __m256 _ZGVdN8v_expf(__m256 x);
 __m256 _ZGVdN8v_erfcf(__m256 x);
 
 typedef __m256 (*vec8_fn)(__m256);
+#define VEC8(f) f
 
 /* The whole vectors, then the tail through a zero-padded vector: the same call for every element. */
 __attribute__((target("avx2,fma"))) static void map8(vec8_fn f, float *y, const float *x, size_t n)
@@ -40,28 +41,38 @@ static int have_avx2(void)
     }
     return k;
 }
+
+/* y = f(x) through the vector entry point; 0 when the CPU cannot run it. */
+static int map_vec8(vec8_fn f, float *y, const float *x, size_t n)
+{
+    if (!have_avx2()) return 0;
+    map8(f, y, x, n);
+    return 1;
+}
+#else
+typedef const void *vec8_fn; /* no vector entry points here: always the scalar loop */
+#define VEC8(f) NULL
+
+static int map_vec8(vec8_fn f, float *y, const float *x, size_t n)
+{
+    (void)f, (void)y, (void)x, (void)n;
+    return 0;
+}
 #endif
+
+static void map_scalar(float (*f)(float), float *y, const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) y[i] = f(x[i]);
+}
 
 void vmath_expf(float *y, const float *x, size_t n)
 {
-#ifdef VMATH_X86
-    if (have_avx2()) {
-        map8(_ZGVdN8v_expf, y, x, n);
-        return;
-    }
-#endif
-    for (size_t i = 0; i < n; i++) y[i] = expf(x[i]);
+    if (!map_vec8(VEC8(_ZGVdN8v_expf), y, x, n)) map_scalar(expf, y, x, n);
 }
 
 void vmath_erfcf(float *y, const float *x, size_t n)
 {
-#ifdef VMATH_X86
-    if (have_avx2()) {
-        map8(_ZGVdN8v_erfcf, y, x, n);
-        return;
-    }
-#endif
-    for (size_t i = 0; i < n; i++) y[i] = erfcf(x[i]);
+    if (!map_vec8(VEC8(_ZGVdN8v_erfcf), y, x, n)) map_scalar(erfcf, y, x, n);
 }
 
 void vmath_exp(double *y, const double *x, size_t n)
