@@ -104,6 +104,22 @@ void OPS_FN(linear_forward)(real *y, const real *x, const real *w, const real *b
     OPS_FN(linear_forward_mt)(y, x, w, b, n, ic, oc, 1);
 }
 
+/* db[o] += sum_r g[r][o] over rows 0 .. n - 1 in order (row stride ld), columns lo .. hi - 1,
+ * through a private block (OPS_COL_BLOCK above). */
+static void OPS_FN(colsum_cols)(real *db, const real *g, size_t n, size_t ld, size_t lo, size_t hi)
+{
+    real acc[OPS_COL_BLOCK];
+    for (size_t c0 = lo; c0 < hi; c0 += OPS_COL_BLOCK) {
+        size_t cn = hi - c0 < OPS_COL_BLOCK ? hi - c0 : OPS_COL_BLOCK;
+        memcpy(acc, db + c0, cn * sizeof(real));
+        for (size_t r = 0; r < n; r++) {
+            const real *gr = g + r * ld + c0;
+            for (size_t i = 0; i < cn; i++) acc[i] += gr[i];
+        }
+        memcpy(db + c0, acc, cn * sizeof(real));
+    }
+}
+
 typedef struct OPS_FN(colsum_job) {
     real *db;
     const real *dy;
@@ -115,16 +131,7 @@ static void OPS_FN(colsum_part)(void *ctx, size_t lo, size_t hi, int part)
 {
     (void)part;
     const OPS_FN(colsum_job) *j = ctx;
-    real acc[OPS_COL_BLOCK];
-    for (size_t c0 = lo; c0 < hi; c0 += OPS_COL_BLOCK) {
-        size_t cn = hi - c0 < OPS_COL_BLOCK ? hi - c0 : OPS_COL_BLOCK;
-        memcpy(acc, j->db + c0, cn * sizeof(real));
-        for (int r = 0; r < j->n; r++) {
-            const real *g = j->dy + (size_t)r * j->oc + c0;
-            for (size_t i = 0; i < cn; i++) acc[i] += g[i];
-        }
-        memcpy(j->db + c0, acc, cn * sizeof(real));
-    }
+    OPS_FN(colsum_cols)(j->db, j->dy, (size_t)j->n, (size_t)j->oc, lo, hi);
 }
 
 void OPS_FN(linear_backward_mt)(real *dx, real *dw, real *db, const real *dy, const real *x,
@@ -299,17 +306,7 @@ static void OPS_FN(c1b_bias_part)(void *ctx, size_t lo, size_t hi, int part)
 {
     (void)part;
     const OPS_FN(c1b_job) *j = ctx;
-    size_t o_n = (size_t)j->c;
-    real acc[OPS_COL_BLOCK];
-    for (size_t c0 = lo; c0 < hi; c0 += OPS_COL_BLOCK) {
-        size_t cn = hi - c0 < OPS_COL_BLOCK ? hi - c0 : OPS_COL_BLOCK;
-        memcpy(acc, j->db + c0, cn * sizeof(real));
-        for (size_t i = 0; i < j->p; i++) {
-            const real *gi = j->g + i * o_n + c0;
-            for (size_t o = 0; o < cn; o++) acc[o] += gi[o];
-        }
-        memcpy(j->db + c0, acc, cn * sizeof(real));
-    }
+    OPS_FN(colsum_cols)(j->db, j->g, j->p, (size_t)j->c, lo, hi);
 }
 
 static void OPS_FN(c1b_gather_part)(void *ctx, size_t lo, size_t hi, int part)
