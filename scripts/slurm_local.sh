@@ -82,10 +82,14 @@ port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 node_list() { if ((NODES == 1)); then echo localhost; else echo n1 n2; fi; }
 
 pick_port() {
-    local base i ok
+    local base i ok lo span
     if [[ -n ${SLURM_LOCAL_PORT:-} ]]; then echo "$SLURM_LOCAL_PORT"; return; fi
+    # Below the kernel's ephemeral range: an outgoing connection's local port cannot take ours.
+    read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || lo=32768
+    span=$((lo - 10000 - NODES - 1))
+    ((span >= 1000)) || span=20000
     for _ in $(seq 50); do
-        base=$((20000 + RANDOM % 20000)) ok=1
+        base=$((10000 + (RANDOM * 32768 + RANDOM) % span)) ok=1
         for ((i = 0; i <= NODES; i++)); do port_in_use $((base + i)) && ok=0; done
         ((ok)) && { echo "$base"; return; }
     done
@@ -143,26 +147,59 @@ EOF
 
 conf_port() { sed -n 's/^SlurmctldPort=//p' "$CONF"; }
 
-wait_for() { # wait_for WHAT COMMAND...: retries COMMAND for WAIT_S seconds
-    local what=$1 i
+wait_for() { # wait_for WHAT COMMAND...: retries COMMAND for WAIT_S seconds; status 99 = a daemon died
+    local what=$1 i rc
     shift
     for ((i = 0; i < WAIT_S * 10; i++)); do
-        "$@" && return 0
+        rc=0
+        "$@" || rc=$?
+        ((rc != 99)) || return 99
+        ((rc != 0)) || return 0
         sleep 0.1
     done
     die "$what did not come up in ${WAIT_S}s (logs in $DIR/log)"
 }
+# Why a daemon ended (the last lines of its log and of its stderr), kept in EXITED for up's retry or its
+# error; returns 99 (wait_for's "died"). exited WHAT LOGNAME: LOGNAME.log and LOGNAME.out under $DIR/log.
+exited() {
+    EXITED="$1 exited (see $DIR/log/$2.log: $(tail -q -n 3 "$DIR/log/$2.log" "$DIR/log/$2.out" 2>/dev/null | tr '\n' ' '))"
+    return 99
+}
 munge_ok() { munge -S "$SOCK" -n </dev/null 2>/dev/null | unmunge -S "$SOCK" >/dev/null 2>&1; }
-ctld_ok() { running slurmctld || die "slurmctld exited (see $DIR/log/slurmctld.log)"; scontrol ping 2>/dev/null | grep -q 'is UP'; }
+ctld_ok() { running slurmctld || exited slurmctld slurmctld || return; scontrol ping 2>/dev/null | grep -q 'is UP'; }
 nodes_ok() {
     local n states
-    for n in $(node_list); do running "slurmd-$n" || die "slurmd $n exited (see $DIR/log/slurmd-$n.log)"; done
+    for n in $(node_list); do running "slurmd-$n" || exited "slurmd $n" "slurmd-$n" || return; done
     states=$(sinfo -h -N -o '%N %T' 2>/dev/null) || return 1
     [[ $(wc -l <<<"$states") -ge $NODES ]] && ! awk '$2 !~ /^(idle|mixed|allocated|completing)$/ {bad=1} END {exit !bad}' <<<"$states"
 }
 
+# Starts slurmctld and a slurmd per node on the conf's ports; 99 when one of them died on the way.
+start_slurm() {
+    local n i=0 port
+    port=$(conf_port)
+    port_in_use "$port" && die "port $port is in use (set SLURM_LOCAL_PORT)"
+    # -c: a cold start without the jobs of an earlier cluster in this folder
+    setsid slurmctld -D -i -c -f "$CONF" </dev/null >>"$DIR/log/slurmctld.out" 2>&1 9>&- &
+    remember slurmctld $!
+    wait_for slurmctld ctld_ok || return
+    for n in $(node_list); do
+        i=$((i + 1))
+        port_in_use $((port + i)) && die "port $((port + i)) is in use (set SLURM_LOCAL_PORT)"
+        mkdir -p "$DIR/spool/$n" "$DIR/tmp/$n"
+        setsid slurmd -D -N "$n" -f "$CONF" </dev/null >>"$DIR/log/slurmd-$n.out" 2>&1 9>&- &
+        remember "slurmd-$n" $!
+    done
+    wait_for nodes nodes_ok
+}
+stop_slurm() {
+    local f
+    for f in "$RUN"/slurmd-*.pid; do [[ -e $f ]] && { f=${f##*/}; stop "${f%.pid}"; }; done
+    stop slurmctld
+}
+
 up() {
-    local b n i=0 port
+    local b attempt rc
     for b in munged munge unmunge slurmctld slurmd sinfo scontrol squeue sbatch scancel srun; do
         command -v "$b" >/dev/null || die "$b is missing (scripts/slurm_local.sh install installs: $PACKAGES)"
     done
@@ -170,13 +207,12 @@ up() {
     compgen -G '/usr/lib/*/pmix*/lib/libpmix.so' >/dev/null || say "warning: libpmix-dev is missing: srun --mpi=pmix will fail"
     if running munged && running slurmctld && [[ -f $CONF ]]; then
         say "already up"
-        wait_for nodes nodes_ok
+        wait_for nodes nodes_ok || die "$EXITED"
         return 0
     fi
     mkdir -p "$RUN" "$DIR/munge" "$DIR/log" "$DIR/ctld" "$DIR/spool" "$DIR/tmp"
     chmod 755 "$DIR" "$DIR/munge" # munged wants its socket folder reachable by all
-    port=$(pick_port)
-    write_conf "$port"
+    write_conf "$(pick_port)"
     trap 'say "up failed; stopping what was started"; down' EXIT
     if ! running munged; then
         rm -f "$SOCK" "$SOCK.lock"
@@ -187,19 +223,18 @@ up() {
         remember munged $!
         wait_for munged munge_ok
     fi
-    port_in_use "$port" && die "port $port is in use (set SLURM_LOCAL_PORT)"
-    # -c: a cold start without the jobs of an earlier cluster in this folder
-    setsid slurmctld -D -i -c -f "$CONF" </dev/null >>"$DIR/log/slurmctld.out" 2>&1 9>&- &
-    remember slurmctld $!
-    wait_for slurmctld ctld_ok
-    for n in $(node_list); do
-        i=$((i + 1))
-        port_in_use $((port + i)) && die "port $((port + i)) is in use (set SLURM_LOCAL_PORT)"
-        mkdir -p "$DIR/spool/$n" "$DIR/tmp/$n"
-        setsid slurmd -D -N "$n" -f "$CONF" </dev/null >>"$DIR/log/slurmd-$n.out" 2>&1 9>&- &
-        remember "slurmd-$n" $!
+    # A daemon that dies while starting (say, a port taken between the check and its bind) is
+    # started again on fresh ports, twice; the message gives its log's last lines either way.
+    for attempt in 1 2 3; do
+        rc=0
+        start_slurm || rc=$?
+        ((rc != 0)) || break
+        ((rc == 99)) || die "slurmctld or slurmd did not start (status $rc; logs in $DIR/log)"
+        ((attempt < 3)) || die "$EXITED"
+        say "$EXITED; starting again on other ports"
+        stop_slurm
+        write_conf "$(pick_port)"
     done
-    wait_for nodes nodes_ok
     trap - EXIT
     say "up: $(sinfo -h -N -o '%N:%T' | tr '\n' ' ')(state in $DIR)"
 }
@@ -216,14 +251,13 @@ kill_orphan_stepds() {
 }
 
 down() {
-    local f i ids
+    local i ids
     if running slurmctld; then # cancel jobs first so their steps end cleanly
         ids=$(squeue -h -o %A 2>/dev/null || true)
         [[ -n $ids ]] && scancel --quiet $ids 2>/dev/null || true
         for ((i = 0; i < 100; i++)); do [[ -z $(squeue -h -o %A 2>/dev/null) ]] && break; sleep 0.1; done
     fi
-    for f in "$RUN"/slurmd-*.pid; do [[ -e $f ]] && { f=${f##*/}; stop "${f%.pid}"; }; done
-    stop slurmctld
+    stop_slurm
     stop munged
     kill_orphan_stepds
     rm -f "$SOCK" "$SOCK.lock"
