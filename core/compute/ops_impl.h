@@ -28,6 +28,21 @@
 #pragma GCC optimize("vect-cost-model=dynamic")
 #endif
 
+/* Hot loops are built for AVX-512, AVX2 and the baseline and picked at run time (the build itself
+ * assumes only x86-64's SSE2); each clone does the same multiplies and adds in the same order (ISO C
+ * contracts nothing into an FMA), so the bits do not depend on the CPU. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define OPS_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define OPS_SIMD_CLONES
+#endif
+/* A helper of such a loop: inlined into each clone, so it is built for that clone's ISA too. */
+#if defined(__GNUC__)
+#define OPS_CLONE_INLINE static inline __attribute__((always_inline))
+#else
+#define OPS_CLONE_INLINE static inline
+#endif
+
 #define ROWMAJOR CblasRowMajor
 #define NT CblasNoTrans
 #define TR CblasTrans
@@ -106,6 +121,7 @@ void OPS_FN(linear_forward)(real *y, const real *x, const real *w, const real *b
 
 /* db[o] += sum_r g[r][o] over rows 0 .. n - 1 in order (row stride ld), columns lo .. hi - 1,
  * through a private block (OPS_COL_BLOCK above). */
+OPS_SIMD_CLONES
 static void OPS_FN(colsum_cols)(real *db, const real *g, size_t n, size_t ld, size_t lo, size_t hi)
 {
     real acc[OPS_COL_BLOCK];
@@ -211,6 +227,7 @@ static void conv_scatter_patches_add(real *restrict dx, const real *restrict col
 
 /* One input channel (the first conv): K = 9 is too thin for a GEMM, so bias, the 9 taps and ReLU
  * go in one pass per output position, vectorized over the output channels. */
+OPS_SIMD_CLONES
 static void conv1_forward_item(real *restrict y, const real *restrict x, const real *restrict wp,
                                const real *restrict b, int oc, int wd, int oh_n, int ow_n, int relu)
 {
@@ -317,6 +334,36 @@ static void OPS_FN(c1b_gather_part)(void *ctx, size_t lo, size_t hi, int part)
     conv_gather_patches(j->out + lo * j->ow * kk, j->x + lo * 2 * j->wd * j->c, j->c, j->wd, (int)(hi - lo), j->ow);
 }
 
+/* The first conv's output gradient of one item on one thread: m = g masked by y > 0 (y: the fused
+ * ReLU's output, or NULL), db += m over the positions in order. */
+OPS_SIMD_CLONES
+static void conv1_mask_bias_item(real *restrict m, real *restrict db, const real *g, const real *y, size_t p,
+                                 size_t o_n)
+{
+    for (size_t i = 0; i < p; i++) {
+        const real *gi = g + i * o_n, *yi = y ? y + i * o_n : NULL;
+        real *restrict mi = m + i * o_n;
+        if (yi && db) {
+#pragma omp simd
+            for (size_t o = 0; o < o_n; o++) {
+                real gv = gi[o];
+                gv = yi[o] > 0 ? gv : 0;
+                mi[o] = gv;
+                db[o] += gv;
+            }
+        } else if (yi) {
+#pragma omp simd
+            for (size_t o = 0; o < o_n; o++) {
+                real gv = gi[o];
+                mi[o] = yi[o] > 0 ? gv : 0;
+            }
+        } else {
+#pragma omp simd
+            for (size_t o = 0; o < o_n; o++) mi[o] = gi[o], db[o] += gi[o];
+        }
+    }
+}
+
 void OPS_FN(conv2d_backward_mt)(real *dx, real *dw, real *db, const real *dy, const real *x,
                                 const real *w, const real *y, int nb, int ic, int oc, int h, int wd,
                                 int acc, real *scratch, int threads)
@@ -349,27 +396,7 @@ void OPS_FN(conv2d_backward_mt)(real *dx, real *dw, real *db, const real *dy, co
             parallel_parts(o_n, 16, threads, OPS_FN(c1b_bias_part), &j);
         }
         if (!split && (yn || db)) { /* mask and bias gradient in one pass */
-            for (size_t i = 0; i < p; i++) {
-                const real *gi = g + i * o_n, *yi = yn ? yn + i * o_n : NULL;
-                real *restrict mi = gm + i * o_n;
-                if (yi && db) {
-#pragma omp simd
-                    for (size_t o = 0; o < o_n; o++) {
-                        real gv = gi[o];
-                        gv = yi[o] > 0 ? gv : 0;
-                        mi[o] = gv;
-                        db[o] += gv;
-                    }
-                } else if (yi) {
-#pragma omp simd
-                    for (size_t o = 0; o < o_n; o++) {
-                        real gv = gi[o];
-                        mi[o] = yi[o] > 0 ? gv : 0;
-                    }
-                } else {
-                    for (size_t o = 0; o < o_n; o++) mi[o] = gi[o], db[o] += gi[o];
-                }
-            }
+            conv1_mask_bias_item(gm, db, g, yn, p, o_n);
             g = gm;
         }
         if (split && (dw || dx)) {
@@ -463,24 +490,88 @@ void OPS_FN(posenc_forward)(real *y, const real *x, double xscale, int nb, int t
 
 /* -------------------------------------------------------------------- layernorm */
 
+/* Row sums in LN_LANES lanes: element i goes to lane i % LN_LANES in order, then the lanes are added
+ * in a fixed tree. The same bits on every ISA and thread count, and no chain of c dependent adds
+ * (a row of 256 in one accumulator was most of a layer norm's time). */
+enum { LN_LANES = 16 };
+
+OPS_CLONE_INLINE real OPS_FN(ln_lanes_total)(real *s)
+{
+    for (int w = LN_LANES / 2; w >= 1; w /= 2)
+        for (int l = 0; l < w; l++) s[l] += s[l + w];
+    return s[0];
+}
+
+/* mean and 1 / sqrt(var + eps) of row xr (biased variance, as torch). */
+OPS_CLONE_INLINE void OPS_FN(ln_row_stats)(const real *xr, int c, double eps, real *mean, real *rstd)
+{
+    real s[LN_LANES] = {0};
+    int c0 = c / LN_LANES * LN_LANES;
+    for (int i = 0; i < c0; i += LN_LANES)
+#pragma omp simd
+        for (int l = 0; l < LN_LANES; l++) s[l] += xr[i + l];
+    for (int i = c0; i < c; i++) s[i - c0] += xr[i];
+    real m = OPS_FN(ln_lanes_total)(s) / (real)c;
+    real v[LN_LANES] = {0};
+    for (int i = 0; i < c0; i += LN_LANES)
+#pragma omp simd
+        for (int l = 0; l < LN_LANES; l++) v[l] += (xr[i + l] - m) * (xr[i + l] - m);
+    for (int i = c0; i < c; i++) v[i - c0] += (xr[i] - m) * (xr[i] - m);
+    *mean = m;
+    *rstd = 1 / sqrt(OPS_FN(ln_lanes_total)(v) / (real)c + (real)eps);
+}
+
+/* mean(g) and mean(g * xh) of a row, g = dy * w, xh = (x - mean) * rstd. */
+OPS_CLONE_INLINE void OPS_FN(ln_row_grad_means)(const real *xr, const real *gr, const real *w, real m, real rs, int c,
+                                             real *sg, real *sgx)
+{
+    real a[LN_LANES] = {0}, b[LN_LANES] = {0};
+    int c0 = c / LN_LANES * LN_LANES;
+    for (int i = 0; i < c0; i += LN_LANES)
+#pragma omp simd
+        for (int l = 0; l < LN_LANES; l++) {
+            real xh = (xr[i + l] - m) * rs, g = gr[i + l] * w[i + l];
+            a[l] += g;
+            b[l] += g * xh;
+        }
+    for (int i = c0; i < c; i++) {
+        real xh = (xr[i] - m) * rs, g = gr[i] * w[i];
+        a[i - c0] += g;
+        b[i - c0] += g * xh;
+    }
+    *sg = OPS_FN(ln_lanes_total)(a) / (real)c;
+    *sgx = OPS_FN(ln_lanes_total)(b) / (real)c;
+}
+
+/* dx of one row from its gradient means. */
+OPS_CLONE_INLINE void OPS_FN(ln_row_dx)(real *restrict dxr, const real *xr, const real *gr, const real *w, real m,
+                                     real rs, real sg, real sgx, int c, int acc)
+{
+#pragma omp simd
+    for (int i = 0; i < c; i++) {
+        real xh = (xr[i] - m) * rs;
+        real d = rs * (gr[i] * w[i] - sg - xh * sgx);
+        dxr[i] = acc ? dxr[i] + d : d;
+    }
+}
+
+OPS_SIMD_CLONES
 void OPS_FN(layernorm_forward)(real *y, real *mean, real *rstd, const real *x, const real *w,
                                const real *b, int n, int c, double eps)
 {
     for (int r = 0; r < n; r++) {
         const real *xr = x + (size_t)r * c;
-        real *yr = y + (size_t)r * c;
-        real m = 0, v = 0;
-        for (int i = 0; i < c; i++) m += xr[i];
-        m /= (real)c;
-        for (int i = 0; i < c; i++) v += (xr[i] - m) * (xr[i] - m);
-        v /= (real)c;
-        real rs = 1 / sqrt(v + (real)eps);
+        real *restrict yr = y + (size_t)r * c;
+        real m, rs;
+        OPS_FN(ln_row_stats)(xr, c, eps, &m, &rs);
+#pragma omp simd
         for (int i = 0; i < c; i++) yr[i] = (xr[i] - m) * rs * w[i] + b[i];
         mean[r] = m;
         rstd[r] = rs;
     }
 }
 
+OPS_SIMD_CLONES
 void OPS_FN(layernorm_backward)(real *dx, real *dw, real *db, const real *dy, const real *x,
                                 const real *w, const real *mean, const real *rstd, int n, int c,
                                 int acc)
@@ -489,22 +580,15 @@ void OPS_FN(layernorm_backward)(real *dx, real *dw, real *db, const real *dy, co
      *   dx = rstd * (g - mean(g) - xh * mean(g * xh));  dw += dy * xh;  db += dy. */
     for (int r = 0; r < n; r++) {
         const real *xr = x + (size_t)r * c, *gr = dy + (size_t)r * c;
-        real *dxr = dx + (size_t)r * c;
-        real m = mean[r], rs = rstd[r], sg = 0, sgx = 0;
+        real m = mean[r], rs = rstd[r], sg, sgx;
+        OPS_FN(ln_row_grad_means)(xr, gr, w, m, rs, c, &sg, &sgx);
+#pragma omp simd
         for (int i = 0; i < c; i++) {
-            real xh = (xr[i] - m) * rs, g = gr[i] * w[i];
-            sg += g;
-            sgx += g * xh;
+            real xh = (xr[i] - m) * rs;
             dw[i] += gr[i] * xh;
             db[i] += gr[i];
         }
-        sg /= (real)c;
-        sgx /= (real)c;
-        for (int i = 0; i < c; i++) {
-            real xh = (xr[i] - m) * rs;
-            real d = rs * (gr[i] * w[i] - sg - xh * sgx);
-            dxr[i] = acc ? dxr[i] + d : d;
-        }
+        OPS_FN(ln_row_dx)(dx + (size_t)r * c, xr, gr, w, m, rs, sg, sgx, c, acc);
     }
 }
 
@@ -515,32 +599,21 @@ typedef struct OPS_FN(lnb_job) {
 } OPS_FN(lnb_job);
 
 /* dx of rows lo .. hi - 1: layernorm_backward's arithmetic without dw, db. */
+OPS_SIMD_CLONES
 static void OPS_FN(lnb_rows_part)(void *ctx, size_t lo, size_t hi, int part)
 {
     (void)part;
     const OPS_FN(lnb_job) *j = ctx;
-    const real *w = j->w;
-    int c = j->c, acc = j->acc;
     for (size_t r = lo; r < hi; r++) {
-        const real *xr = j->x + r * c, *gr = j->dy + r * c;
-        real *dxr = j->dx + r * c;
-        real m = j->mean[r], rs = j->rstd[r], sg = 0, sgx = 0;
-        for (int i = 0; i < c; i++) {
-            real xh = (xr[i] - m) * rs, g = gr[i] * w[i];
-            sg += g;
-            sgx += g * xh;
-        }
-        sg /= (real)c;
-        sgx /= (real)c;
-        for (int i = 0; i < c; i++) {
-            real xh = (xr[i] - m) * rs;
-            real d = rs * (gr[i] * w[i] - sg - xh * sgx);
-            dxr[i] = acc ? dxr[i] + d : d;
-        }
+        const real *xr = j->x + r * j->c, *gr = j->dy + r * j->c;
+        real m = j->mean[r], rs = j->rstd[r], sg, sgx;
+        OPS_FN(ln_row_grad_means)(xr, gr, j->w, m, rs, j->c, &sg, &sgx);
+        OPS_FN(ln_row_dx)(j->dx + r * j->c, xr, gr, j->w, m, rs, sg, sgx, j->c, j->acc);
     }
 }
 
 /* dw, db of columns lo .. hi - 1, summed over the rows in order. */
+OPS_SIMD_CLONES
 static void OPS_FN(lnb_cols_part)(void *ctx, size_t lo, size_t hi, int part)
 {
     (void)part;
@@ -580,30 +653,43 @@ void OPS_FN(layernorm_backward_mt)(real *dx, real *dw, real *db, const real *dy,
 
 /* -------------------------------------------------------------------- dropout */
 
+/* out[i] = dropout_bits(key, d0 + i) for i < n: the scalar loop's 64-bit multiplies were most of a
+ * dropout pass; AVX-512DQ multiplies eight draws at once (the same integer math, so the same bits). */
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("arch=x86-64-v4", "default")))
+#endif
+static void dropout_draws(uint64_t *out, uint64_t key, size_t d0, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) out[i] = dropout_bits(key, d0 + i);
+}
+
 /* y[i] = x[i] * keep(base + i) / (1 - p) for i < n; 0 < p < 1, with the mask of
  * core/compute/kernel_math.h (element e kept iff dropout_r16(key, e) >= the threshold), drawn
  * four elements per 64-bit dropout_bits. */
+OPS_SIMD_CLONES
 static void dropout_apply(real *y, const real *x, size_t n, size_t base, float p, uint64_t seed,
                           uint64_t stream)
 {
     uint64_t key = dropout_key(seed, stream);
     uint32_t thr = dropout_threshold(p);
     real keep_scale = (real)dropout_keep_scale(p);
-    /* Draws go to a small buffer of 16-bit values first (scalar: 64-bit multiplies), then one
-     * vectorizable pass applies them: mask * scale is 0 or 1 / (1 - p), not a branch (random
-     * branches mispredict; NaN stays NaN as in torch). */
+    /* Draws fill a buffer first, whose bytes are the elements' 16-bit values in order (little
+     * endian: bits 16k..16k+15 of a draw are its element k); then one vectorizable pass applies
+     * them: mask * scale is 0 or 1 / (1 - p), not a branch (random branches mispredict; NaN stays
+     * NaN as in torch). */
     enum { CHUNK = 1024 };
-    uint16_t r16[CHUNK + 4];
+    uint64_t draws[CHUNK / 4 + 2];
+    uint16_t r16[CHUNK + 8];
     size_t i = 0;
     while (i < n) {
         size_t e0 = base + i, m = n - i < CHUNK ? n - i : CHUNK;
         size_t d0 = e0 >> 2, d1 = (e0 + m + 3) >> 2, off = e0 & 3; /* draws covering [e0, e0 + m) */
-        for (size_t d = d0; d < d1; d++) {
-            uint64_t bits = dropout_bits(key, d);
-            uint16_t *r = r16 + (d - d0) * 4;
-            r[0] = (uint16_t)bits, r[1] = (uint16_t)(bits >> 16), r[2] = (uint16_t)(bits >> 32),
-            r[3] = (uint16_t)(bits >> 48);
-        }
+        dropout_draws(draws, key, d0, d1 - d0);
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "dropout_apply reads a draw's 16-bit parts in little-endian order"
+#endif
+        memcpy(r16, draws, (d1 - d0) * sizeof *draws);
         const uint16_t *r = r16 + off;
         const real *xi = x + i;
         real *yi = y + i;

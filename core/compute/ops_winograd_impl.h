@@ -142,12 +142,7 @@ enum { WVEC_TERMS = 8 }; /* the most terms a transform combines: 6 coefficients 
 /* d[i] = sum_e c[e] * s[e][i] for i < n, summed left to right and stored once, so the transformed
  * tiles cost one write each. d may be one of the sources (then it is read before it is written at
  * each i: `omp simd` vectorizes that). */
-/* Built for AVX-512, AVX2 and the baseline, picked at run time (one of the step's hottest passes);
- * the same multiplies and adds in the same order in each (no contraction into FMA in ISO C), so
- * the bits do not depend on the CPU. */
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
+OPS_SIMD_CLONES /* one of the step's hottest passes */
 static void wvec_combp(real *d, int k, const real *const *s, const real *c, size_t n)
 {
     ESP_CHECK(k >= 1 && k <= WVEC_TERMS);
@@ -198,7 +193,7 @@ static void wvec_combp(real *d, int k, const real *const *s, const real *c, size
 /* A sparse row as sources for wvec_combp: base + idx[e] * stride, terms with idx >= valid dropped
  * (samples past the input's edge are zero); `prev`, when not NULL, comes first with coefficient 1
  * (d = prev + ...). Returns the number of terms. */
-static inline int wvec_terms(const real **s, real *c, const real *prev, const wsparse *r, int valid,
+OPS_CLONE_INLINE int wvec_terms(const real **s, real *c, const real *prev, const wsparse *r, int valid,
                              const real *base, size_t stride)
 {
     int k = 0;
@@ -211,7 +206,7 @@ static inline int wvec_terms(const real **s, real *c, const real *prev, const ws
 }
 
 /* d (+)= sum_e val[e] * (base + idx[e] * stride) over n channels (acc: d adds to itself). */
-static inline void wvec_comb(real *d, int acc, const wsparse *r, int valid, const real *base, size_t stride,
+OPS_CLONE_INLINE void wvec_comb(real *d, int acc, const wsparse *r, int valid, const real *base, size_t stride,
                              size_t n)
 {
     const real *s[WVEC_TERMS];
@@ -225,7 +220,7 @@ static inline void wvec_comb(real *d, int acc, const wsparse *r, int valid, cons
 
 /* d = sum into a cached vector, then stored around the caches: the transformed tiles are far larger
  * than the caches and are read back only by the GEMM, so their lines need not be fetched first. */
-static inline void wvec_comb_stream(real *d, const wsparse *r, const real *base, size_t stride, size_t n, real *tmp)
+OPS_CLONE_INLINE void wvec_comb_stream(real *d, const wsparse *r, const real *base, size_t stride, size_t n, real *tmp)
 {
 #if defined(__SSE2__)
     if (sizeof(real) == sizeof(float) && n % 4 == 0 && ((uintptr_t)d & 15) == 0) {
@@ -246,7 +241,7 @@ static inline void wvec_stream_done(void)
 #endif
 }
 
-static inline void wvec_acc(real *restrict d, const real *restrict s, real c, size_t n)
+OPS_CLONE_INLINE void wvec_acc(real *restrict d, const real *restrict s, real c, size_t n)
 {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) d[i] += c * s[i];
@@ -351,6 +346,7 @@ static void wino_kernels_grad(real *dw, const real *du, real *wt, int ic, int oc
 /* Transformed inputs: V[p] = sum_{a,b} BTh[ph][a] BTw[pw][b] x[r0 + a][c0 + b], bands (item, ti)
  * lo .. hi - 1 of the chunk. z: the band's h-transform, ah x (2 mw tw + 1) x ic, then one channel
  * vector (wino_tile_scratch). */
+OPS_SIMD_CLONES
 static void wino_inputs_bands(real *v, const real *x, int n0, int cnt, int lo, int hi, int h, int wd, int ic,
                               const wino *W, real *z)
 {
@@ -397,6 +393,7 @@ static void wino_inputs(real *v, const real *x, int n0, int cnt, int h, int wd, 
 
 /* Outputs: y[i][j] = act(sum_p ATh[i][ph] ATw[j][pw] M[p] + bias) inside (oh, ow), bands (item, ti)
  * lo .. hi - 1 of the chunk; bias may be NULL. q: mh x aw x oc. */
+OPS_SIMD_CLONES
 static void wino_outputs_bands(real *y, const real *mp, const real *bias, int relu, int n0, int cnt, int lo,
                                int hi, int oh, int ow, int oc, const wino *W, real *q)
 {
@@ -451,6 +448,7 @@ static void wino_outputs(real *y, const real *mp, const real *bias, int relu, in
  * y > 0 when y is given and zero past the edge, bands (item, ti) lo .. hi - 1 of the chunk; db += g
  * (db may be NULL: wino_grad_bias then adds it). tmp: mh x (mw + aw) x oc and one channel vector
  * (wino_tile_scratch). */
+OPS_SIMD_CLONES
 static void wino_grad_outputs_bands(real *dm, real *db, const real *dy, const real *y, int n0, int cnt, int lo,
                                     int hi, int oh, int ow, int oc, const wino *W, real *tmp)
 {
