@@ -13,6 +13,8 @@
 /* As core/compute/kernel_math.h's KM_HD: `static inline RNG_HD`. */
 #ifdef __CUDACC__
 #define RNG_HD __host__ __device__
+#elif defined(__GNUC__)
+#define RNG_HD __attribute__((always_inline))
 #else
 #define RNG_HD
 #endif

@@ -24,9 +24,13 @@
 #include "core/base/rng.h"
 
 /* `static inline KM_HD`: nvcc refuses __forceinline__ next to `inline` ("duplicate specifier"),
- * and `inline` is all a device function needs to be inlined. */
+ * and `inline` is all a device function needs to be inlined. On the host they are always inlined:
+ * GCC does not inline a plain function into the CPU-specific clones of the ops' loops
+ * (OPS_SIMD_CLONES, core/compute/ops_impl.h), which then call it once per element. */
 #ifdef __CUDACC__
 #define KM_HD __host__ __device__
+#elif defined(__GNUC__)
+#define KM_HD __attribute__((always_inline))
 #else
 #define KM_HD
 #endif

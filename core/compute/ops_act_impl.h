@@ -7,18 +7,19 @@
  * the rest of the element's math from kernel_math_act.h's *_e forms. */
 enum { ACT_BLOCK = 512 };
 
-static size_t OPS_FN(act_block)(size_t n, size_t o)
+OPS_CLONE_INLINE size_t OPS_FN(act_block)(size_t n, size_t o)
 {
     return n - o < ACT_BLOCK ? n - o : ACT_BLOCK;
 }
 
 /* e[i] = exp(-x[i]) for i < k: the sigmoid's exponential. */
-static void OPS_FN(exp_neg)(real *e, const real *x, size_t k)
+OPS_CLONE_INLINE void OPS_FN(exp_neg)(real *e, const real *x, size_t k)
 {
     for (size_t i = 0; i < k; i++) e[i] = -x[i];
     VEXP(e, e, k);
 }
 
+OPS_SIMD_CLONES
 void OPS_FN(swish_forward)(real *y, const real *x, size_t n)
 {
     real e[ACT_BLOCK];
@@ -31,6 +32,7 @@ void OPS_FN(swish_forward)(real *y, const real *x, size_t n)
     }
 }
 
+OPS_SIMD_CLONES
 void OPS_FN(swish_backward)(real *dx, const real *dy, const real *x, size_t n)
 {
     real e[ACT_BLOCK];
@@ -43,6 +45,7 @@ void OPS_FN(swish_backward)(real *dx, const real *dy, const real *x, size_t n)
     }
 }
 
+OPS_SIMD_CLONES
 void OPS_FN(glu_forward)(real *y, const real *x, int n, int c)
 {
     real e[ACT_BLOCK];
@@ -58,6 +61,7 @@ void OPS_FN(glu_forward)(real *y, const real *x, int n, int c)
     }
 }
 
+OPS_SIMD_CLONES
 void OPS_FN(glu_backward)(real *dx, const real *dy, const real *x, int n, int c)
 {
     real e[ACT_BLOCK];
@@ -73,6 +77,7 @@ void OPS_FN(glu_backward)(real *dx, const real *dy, const real *x, int n, int c)
 }
 
 /* The cgMLP's GELU and gating product (the E-Branchformer). */
+OPS_SIMD_CLONES
 void OPS_FN(gelu_forward)(real *y, const real *x, size_t n)
 {
     real c[ACT_BLOCK];
@@ -86,6 +91,7 @@ void OPS_FN(gelu_forward)(real *y, const real *x, size_t n)
     }
 }
 
+OPS_SIMD_CLONES
 void OPS_FN(gelu_backward)(real *dx, const real *dy, const real *x, size_t n)
 {
     real c[ACT_BLOCK], e[ACT_BLOCK];
@@ -100,12 +106,14 @@ void OPS_FN(gelu_backward)(real *dx, const real *dy, const real *x, size_t n)
     }
 }
 
+OPS_SIMD_CLONES
 void OPS_FN(mul_forward)(real *y, const real *a, const real *b, size_t n)
 {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) y[i] = a[i] * b[i];
 }
 
+OPS_SIMD_CLONES
 void OPS_FN(mul_backward)(real *da, real *db, const real *dy, const real *a, const real *b, size_t n)
 {
     for (size_t i = 0; i < n; i++) {

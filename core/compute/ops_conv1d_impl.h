@@ -15,6 +15,7 @@ typedef struct OPS_FN(dwc_job) {
     size_t rows;
 } OPS_FN(dwc_job);
 
+OPS_SIMD_CLONES
 static void OPS_FN(dwc_forward_part)(void *ctx, size_t lo, size_t hi, int part)
 {
     (void)part;
@@ -55,6 +56,7 @@ void OPS_FN(dwconv1d_forward)(real *y, const real *x, const real *w, const real 
 }
 
 /* dx[i] = sum_j w[j] dy[i - j + pad] of rows lo .. hi - 1. */
+OPS_SIMD_CLONES
 static void OPS_FN(dwc_dx_part)(void *ctx, size_t lo, size_t hi, int part)
 {
     (void)part;
@@ -78,6 +80,7 @@ static void OPS_FN(dwc_dx_part)(void *ctx, size_t lo, size_t hi, int part)
 /* dw[j] += sum_i dy[i] x[i + j - pad], db += sum_i dy[i] of channels lo .. hi - 1, over the rows
  * in order, into a private copy of those channels stored once at the end (as ops_impl.h's column
  * sums: the threads' channels would otherwise share cache lines at the split, written every row). */
+OPS_SIMD_CLONES
 static void OPS_FN(dwc_dw_part)(void *ctx, size_t lo, size_t hi, int part)
 {
     (void)part;

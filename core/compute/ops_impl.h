@@ -746,6 +746,7 @@ typedef struct OPS_FN(mha_job) {
 } OPS_FN(mha_job);
 
 /* mha_forward of pairs (utterance b, head j) = lo .. hi - 1 as b * h + j. */
+OPS_SIMD_CLONES
 static void OPS_FN(mha_forward_part)(void *ctx, size_t lo, size_t hi, int part)
 {
     const OPS_FN(mha_job) *jb = ctx;
@@ -815,6 +816,7 @@ void OPS_FN(mha_forward)(real *y, real *att, const real *q, int ldq, const real 
 }
 
 /* mha_backward of pairs (utterance b, head j) = lo .. hi - 1 as b * h + j. */
+OPS_SIMD_CLONES
 static void OPS_FN(mha_backward_part)(void *ctx, size_t lo, size_t hi, int part)
 {
     /* With P = drop(A): dV = P^T dY; dP = dY V^T; dA = drop'(dP);
@@ -918,6 +920,7 @@ void OPS_FN(attention_backward)(real *dq, real *dk, real *dv, const real *dy, co
 
 /* -------------------------------------------------------------------- log_softmax */
 
+OPS_SIMD_CLONES
 void OPS_FN(log_softmax_forward)(real *y, const real *x, int n, int v)
 {
     for (int r = 0; r < n; r++) {
@@ -930,6 +933,7 @@ void OPS_FN(log_softmax_forward)(real *y, const real *x, int n, int v)
     }
 }
 
+OPS_SIMD_CLONES
 void OPS_FN(log_softmax_backward)(real *dx, const real *dy, const real *y, int n, int v)
 {
     for (int r = 0; r < n; r++) {

@@ -6,7 +6,7 @@
 enum { BN_CBLOCK = 64 };
 
 /* Per-channel sums of channels [c0, c0 + cn): s1 = sum x, s2 = sum (x - mean)^2 (mean from s1). */
-static void bn_stats(const real *x, int n, int c, int c0, int cn, real *mean, real *var_sum)
+OPS_CLONE_INLINE void bn_stats(const real *x, int n, int c, int c0, int cn, real *mean, real *var_sum)
 {
     double s[BN_CBLOCK] = {0}, q[BN_CBLOCK] = {0};
     for (int r = 0; r < n; r++) {
@@ -32,6 +32,7 @@ typedef struct OPS_FN(bn_job) {
 } OPS_FN(bn_job);
 
 /* The forward of channel blocks lo .. hi - 1 (BN_CBLOCK channels each). */
+OPS_SIMD_CLONES
 static void OPS_FN(bn_forward_part)(void *ctx, size_t lo, size_t hi, int part)
 {
     (void)part;
@@ -91,6 +92,7 @@ void OPS_FN(batchnorm_forward)(real *y, real *mean, real *rstd, const real *x, c
 }
 
 /* The backward of channel blocks lo .. hi - 1. */
+OPS_SIMD_CLONES
 static void OPS_FN(bn_backward_part)(void *ctx, size_t lo, size_t hi, int part)
 {
     /* torch's form: g = mean(dy), k = sum((x - mean) dy) rstd^2 / n,

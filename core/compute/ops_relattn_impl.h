@@ -17,7 +17,7 @@ void OPS_FN(relpos_encoding)(real *pe, int t, int d)
 }
 
 /* qu = Q + u and qv = Q + vb for one head (t x hd, contiguous). */
-static void relattn_biased_queries(real *qu, real *qv, const real *q, int ld, const real *u, const real *vb,
+OPS_CLONE_INLINE void relattn_biased_queries(real *qu, real *qv, const real *q, int ld, const real *u, const real *vb,
                                    int t, int hd)
 {
     for (int i = 0; i < t; i++)
@@ -39,6 +39,7 @@ typedef struct OPS_FN(relattn_job) {
 } OPS_FN(relattn_job);
 
 /* relattn_forward of pairs (utterance b, head j) = lo .. hi - 1 as b * h + j. */
+OPS_SIMD_CLONES
 static void OPS_FN(relattn_forward_part)(void *ctx, size_t lo, size_t hi, int part)
 {
     const OPS_FN(relattn_job) *jb = ctx;
@@ -109,7 +110,7 @@ void OPS_FN(relattn_forward)(real *y, real *att, const real *q, const real *k, c
 }
 
 /* dS (t x len at stride t) of one head from dP: dropout's mask, then the softmax backward. */
-static void relattn_score_grad(real *dpa, const real *a, int t, int len, size_t base, float pdrop, uint64_t seed,
+OPS_CLONE_INLINE void relattn_score_grad(real *dpa, const real *a, int t, int len, size_t base, float pdrop, uint64_t seed,
                                uint64_t stream)
 {
     if (pdrop >= 1) {
@@ -129,6 +130,7 @@ static void relattn_score_grad(real *dpa, const real *a, int t, int len, size_t 
 
 /* relattn_backward of heads lo .. hi - 1, utterances in order (dp, du and dvb of a head sum over
  * the utterances). */
+OPS_SIMD_CLONES
 static void OPS_FN(relattn_backward_part)(void *ctx, size_t lo, size_t hi, int part)
 {
     /* With S' = dS / sqrt(hd): dQ = S' K + B' P, dK = S'^T (Q + u), du = sum_i (S' K)_i,
