@@ -6,6 +6,7 @@
 #define VERFC vmath_erfcf
 #define KM(name) name##_f32
 #define GEMM ops_sgemm_mp /* cblas_sgemm, with 16-bit inputs under mixed precision */
+#define GEMM_SERIAL ops_sgemm_mp_serial /* the same on the calling thread alone */
 #include "core/compute/ops_sgemm.h"
 #include "core/compute/vmath.h"
 #include "core/compute/ops_impl.h"

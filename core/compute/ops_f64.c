@@ -6,6 +6,7 @@
 #define VERFC vmath_erfc
 #define KM(name) name##_f64
 #define GEMM cblas_dgemm
+#define GEMM_SERIAL cblas_dgemm
 #include "core/compute/vmath.h"
 #include "core/compute/ops_impl.h"
 #include "core/compute/ops_embed_impl.h"

@@ -45,14 +45,14 @@ static void gemm_part(void *ctx, size_t lo, size_t hi, int slot)
 
 /* Row-major sgemm split over the pool by blocks of C's rows (or columns, when C is wider than
  * tall), OpenBLAS on one thread in each. */
-static void sgemm_split(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
-                        const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc)
+static void sgemm_split(int threads, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n, int k,
+                        float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
     gemm_job j = {ta, tb, m, n, k, lda, ldb, ldc, m >= n, alpha, beta, a, b, c};
     size_t dim = (size_t)(j.by_rows ? m : n), other = (size_t)(j.by_rows ? n : m);
     size_t units = (dim + GEMM_UNIT - 1) / GEMM_UNIT, unit_mnk = (size_t)GEMM_UNIT * other * (size_t)k;
     size_t min_units = (GEMM_PART_MNK + unit_mnk - 1) / unit_mnk;
-    parallel_parts(units, min_units, gemm_threads, gemm_part, &j);
+    parallel_parts(units, min_units, threads, gemm_part, &j);
 }
 
 /* The rows x cols matrix at x (row stride ld) rounded into a packed copy (row stride cols). */
@@ -64,8 +64,9 @@ static float *rounded(const float *x, int rows, int cols, int ld, amp_precision 
     return r;
 }
 
-void ops_sgemm_mp(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n, int k,
-                  float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc)
+static void sgemm_mp(int threads, enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m,
+                     int n, int k, float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                     int ldc)
 {
     amp_precision p = ops_gemm_precision();
     if (m <= 0 || n <= 0 || k <= 0 || (p == AMP_FP32 && order != CblasRowMajor)) {
@@ -74,15 +75,28 @@ void ops_sgemm_mp(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TR
         return;
     }
     if (p == AMP_FP32) {
-        sgemm_split(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        sgemm_split(threads, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }
     ESP_CHECK(order == CblasRowMajor);
     int ar = ta == CblasNoTrans ? m : k, ac = ta == CblasNoTrans ? k : m;
     int br = tb == CblasNoTrans ? k : n, bc = tb == CblasNoTrans ? n : k;
     float *ra = rounded(a, ar, ac, lda, p), *rb = rounded(b, br, bc, ldb, p);
-    sgemm_split(ta, tb, m, n, k, alpha, ra, ac, rb, bc, beta, c, ldc);
+    sgemm_split(threads, ta, tb, m, n, k, alpha, ra, ac, rb, bc, beta, c, ldc);
     free(ra);
     free(rb);
 }
 
+
+void ops_sgemm_mp(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n, int k,
+                  float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+    sgemm_mp(gemm_threads, order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void ops_sgemm_mp_serial(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n,
+                         int k, float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                         int ldc)
+{
+    sgemm_mp(1, order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}

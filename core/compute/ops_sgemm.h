@@ -24,4 +24,10 @@ void ops_set_gemm_threads(int threads);
 void ops_sgemm_mp(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n, int k,
                   float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
 
+/* The same on the calling thread alone: for a loop that is itself split over the threads, whose
+ * parts run whole products (core/compute/ops_winograd_impl.h's). */
+void ops_sgemm_mp_serial(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n,
+                         int k, float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                         int ldc);
+
 #endif
