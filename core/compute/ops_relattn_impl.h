@@ -17,8 +17,8 @@ void OPS_FN(relpos_encoding)(real *pe, int t, int d)
 }
 
 /* qu = Q + u and qv = Q + vb for one head (t x hd, contiguous). */
-OPS_CLONE_INLINE void relattn_biased_queries(real *qu, real *qv, const real *q, int ld, const real *u, const real *vb,
-                                   int t, int hd)
+OPS_CLONE_INLINE void relattn_biased_queries(real *qu, real *qv, const real *q, int ld, const real *u,
+                                             const real *vb, int t, int hd)
 {
     for (int i = 0; i < t; i++)
         for (int e = 0; e < hd; e++) {
@@ -110,8 +110,8 @@ void OPS_FN(relattn_forward)(real *y, real *att, const real *q, const real *k, c
 }
 
 /* dS (t x len at stride t) of one head from dP: dropout's mask, then the softmax backward. */
-OPS_CLONE_INLINE void relattn_score_grad(real *dpa, const real *a, int t, int len, size_t base, float pdrop, uint64_t seed,
-                               uint64_t stream)
+OPS_CLONE_INLINE void relattn_score_grad(real *dpa, const real *a, int t, int len, size_t base, float pdrop,
+                                         uint64_t seed, uint64_t stream)
 {
     if (pdrop >= 1) {
         memset(dpa, 0, (size_t)t * t * sizeof(real));

@@ -87,7 +87,6 @@ static void sgemm_mp(int threads, enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE t
     free(rb);
 }
 
-
 void ops_sgemm_mp(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n, int k,
                   float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {

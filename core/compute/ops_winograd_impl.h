@@ -194,7 +194,7 @@ static void wvec_combp(real *d, int k, const real *const *s, const real *c, size
  * (samples past the input's edge are zero); `prev`, when not NULL, comes first with coefficient 1
  * (d = prev + ...). Returns the number of terms. */
 OPS_CLONE_INLINE int wvec_terms(const real **s, real *c, const real *prev, const wsparse *r, int valid,
-                             const real *base, size_t stride)
+                                const real *base, size_t stride)
 {
     int k = 0;
     if (prev) s[k] = prev, c[k++] = 1;
@@ -207,7 +207,7 @@ OPS_CLONE_INLINE int wvec_terms(const real **s, real *c, const real *prev, const
 
 /* d (+)= sum_e val[e] * (base + idx[e] * stride) over n channels (acc: d adds to itself). */
 OPS_CLONE_INLINE void wvec_comb(real *d, int acc, const wsparse *r, int valid, const real *base, size_t stride,
-                             size_t n)
+                                size_t n)
 {
     const real *s[WVEC_TERMS];
     real c[WVEC_TERMS];
