@@ -66,7 +66,8 @@ start_time() {
 remember() { echo "$2 $(start_time "$2")" >"$RUN/$1.pid"; }
 running() {
     local pid st
-    [[ -f $RUN/$1.pid ]] && read -r pid st <"$RUN/$1.pid" && [[ -n $pid && "$(start_time "$pid")" == "$st" ]]
+    # an empty start time: the daemon had already exited when it was remembered
+    [[ -f $RUN/$1.pid ]] && read -r pid st <"$RUN/$1.pid" && [[ -n $pid && -n $st && "$(start_time "$pid")" == "$st" ]]
 }
 stop() {
     local pid st i

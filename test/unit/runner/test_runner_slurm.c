@@ -267,3 +267,32 @@ Test(runner_local_gpu, each_worker_slot_has_its_own_cuda_visible_devices, .init 
     }
     cr_assert(seen[0] && seen[1], "both GPU workers should have had shards");
 }
+
+/* scripts/slurm_local.sh up: a slurmd that dies while starting (here a stand-in that logs a fatal
+ * line and exits, first on PATH) is started again on other ports twice, then `up` fails naming the
+ * daemon and quoting its log, and stops what it started. */
+Test(runner_slurm, a_daemon_that_dies_at_start_is_retried_then_named_with_its_log, .init = setup, .fini = teardown)
+{
+    if (geteuid() != 0) cr_skip_test("the SLURM tests start munged and slurmctld as root; run them as root");
+    if (sh("install", "scripts/slurm_local.sh install") != 0)
+        cr_skip_test("the SLURM packages are missing and could not be installed: %s",
+                     slurp("%s/install.err", workdir));
+    cr_assert_eq(sh("fake", "mkdir -p '%s/bin' && printf '%%s\\n' '#!/bin/sh' "
+                            "'echo \"slurmd: fatal: stand-in for a failed bind\" >&2' 'exit 1' >'%s/bin/slurmd' && "
+                            "chmod +x '%s/bin/slurmd'",
+                    workdir, workdir, workdir),
+                 0);
+    cr_assert_eq(sh("up", "PATH='%s/bin':\"$PATH\" scripts/slurm_local.sh up -d '%s/cl'", workdir, workdir), 1);
+    char *err = slurp("%s/up.err", workdir);
+    cr_assert_not_null(err);
+    int retries = 0;
+    for (const char *p = err; (p = strstr(p, "; starting again on other ports")); p++) retries++;
+    cr_assert_eq(retries, 2, "%s", err);
+    cr_assert(strstr(err, "slurm_local.sh: error: slurmd localhost exited (see ") &&
+                  strstr(err, "slurmd: fatal: stand-in for a failed bind") &&
+                  strstr(err, "up failed; stopping what was started"),
+              "%s", err);
+    free(err);
+    cr_assert_eq(sh("status", "scripts/slurm_local.sh status -d '%s/cl'", workdir), 3,
+                 "daemons left running: %s", slurp("%s/status.out", workdir));
+}
