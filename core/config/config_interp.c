@@ -265,6 +265,28 @@ ynode *interp_copy(interp *in, const ynode *at, const char *here, const ynode *t
     return yt_copy(t);
 }
 
+ynode *interp_select_in(interp *in, ynode *at, const char *here, ynode *root, const char *key, const char *what)
+{
+    ynode *t = *key ? yt_get_path(root, key) : root;
+    if (!t) {
+        interp_fail(in, at, "%s: %s has no key '%s' (name a key the file sets)", what, root->mark.file, key);
+        return NULL;
+    }
+    /* References inside the file name its own keys, as OmegaConf.select resolves them in the
+     * loaded file; the loaded tree is fresh, so its in-progress marks cannot meet ours. */
+    ynode *saved = in->root;
+    in->root = root;
+    int rc = resolve_node(in, t, key);
+    in->root = saved;
+    if (rc != 0) return NULL;
+    if (t->kind == YN_SCALAR && !t->quoted && yt_is_null(t)) { /* ESPnet3's load_yaml: a KeyError */
+        char where[512];
+        interp_fail(in, at, "%s: '%s' is null in %s (give it a value there)", what, key, ymark_str(t->mark, where, sizeof where));
+        return NULL;
+    }
+    return interp_copy(in, at, here, t);
+}
+
 typedef struct name_ctx {
     interp *in;
     ynode *at;
@@ -448,7 +470,8 @@ static int resolve_scalar(interp *in, ynode *n, const char *path)
         n->mark = mark;
         n->via = via;
     }
-    n->resolved = 1; /* a mapping or list came resolved: copies of resolved values, or load_line's lines */
+    n->resolved = 1; /* a mapping or list came resolved: copies of resolved values, load_line's lines or
+                      * what load_yaml selected */
     return 0;
 }
 

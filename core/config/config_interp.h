@@ -1,6 +1,7 @@
 /* OmegaConf-style interpolation over a composed config tree:
  *   ${a.b}  ${a.b[0]}  ${.sibling}  "${exp_dir}/tensorboard"  ${num_nodes * num_device}
- *   ${self_name:}  ${config_path:rel}  ${load_line:file}  ${oc.env:NAME,default}  ${oc.select:key,default}
+ *   ${self_name:}  ${config_path:rel}  ${load_line:file}  ${load_yaml:file,key}  ${oc.env:NAME,default}
+ *   ${oc.select:key,default}
  * A value that is exactly one reference takes the referenced value with its type (and keeps the
  * source position for errors); anything else becomes a string. "\${" is a literal "${". */
 #ifndef ESPNET3_CONFIG_INTERP_H

@@ -36,8 +36,13 @@
  * bounds the C stack the resolver uses. */
 #define CFG_MAX_EVAL_DEPTH 256
 
+/* ${load_yaml:...} files whose values are being resolved inside each other (a file that loads
+ * itself would otherwise parse again at every level). */
+#define CFG_MAX_LOAD_YAML_DEPTH 16
+
 /* Bytes that interpolation may produce over the whole config: text put into strings, values
- * copied by references and ${oc.select:...}, lines read by ${load_line:...}. */
+ * copied by references and ${oc.select:...}, lines read by ${load_line:...}, files read by
+ * ${load_yaml:...}. */
 #define CFG_MAX_EXPANDED_BYTES (16u << 20)
 
 #endif

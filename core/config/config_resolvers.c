@@ -1,4 +1,4 @@
-/* The resolvers of ${name:args}: self_name, config_path, load_line, oc.env, oc.select. Arguments
+/* The resolvers of ${name:args}: self_name, config_path, load_line, load_yaml, oc.env, oc.select. Arguments
  * are split on top-level commas and interpolated themselves (so they nest; the nesting and the
  * text they produce count against the limits of config_limits.h). */
 #include <ctype.h>
@@ -125,6 +125,53 @@ static ynode *load_line(interp *in, ynode *at, int n, const char *arg, const cha
     return out;
 }
 
+/* ESPnet3's ${load_yaml:file,key}: the value at `key` (a dotted path; the whole file without one)
+ * of a YAML file read as written (no `defaults:` composition, no template), relative to the
+ * working directory as OmegaConf.load opens it. The file's own references resolve against its
+ * own keys; a missing or null key is an error, as ESPnet3's resolver raises KeyError. */
+static ynode *load_yaml(interp *in, ynode *at, const char *here, int n, char **args, const char *a0)
+{
+    if (n < 1 || n > 2) {
+        interp_fail(in, at, "${load_yaml:...} takes a file name and an optional key (${load_yaml:conf/training.yaml,exp_tag})");
+        return NULL;
+    }
+    char what[256]; /* the call as written, for every message */
+    snprintf(what, sizeof what, "${load_yaml:%.100s%s%.100s}", args[0], n == 2 ? "," : "", n == 2 ? args[1] : "");
+    if (in->loads >= CFG_MAX_LOAD_YAML_DEPTH) {
+        interp_fail(in, at, "%s: files load each other more than %d deep (does a file load itself?)", what,
+                    CFG_MAX_LOAD_YAML_DEPTH);
+        return NULL;
+    }
+    struct stat st;
+    if (stat(a0, &st) != 0) {
+        char chain[1024];
+        interp_chain_str(in, NULL, chain, sizeof chain);
+        interp_fail(in, at, "%s: cannot read %s (resolving %s; the path is relative to the working directory, as in "
+                    "ESPnet3)", what, a0, chain);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        interp_fail(in, at, "%s: %s is not a regular file (name a YAML file)", what, a0);
+        return NULL;
+    }
+    if (interp_spend(in, at, (size_t)st.st_size) != 0) return NULL;
+    char *key = n == 2 ? arg_text(in, at, here, args[1]) : xstrdup("");
+    if (!key) return NULL;
+    esp_err perr;
+    ynode *root = yt_parse_file(a0, &perr);
+    ynode *out = NULL;
+    if (!root) {
+        interp_fail(in, at, "%s: %s", what, perr.msg);
+    } else {
+        in->loads++;
+        out = interp_select_in(in, at, here, root, key, what);
+        in->loads--;
+        yt_free(root);
+    }
+    free(key);
+    return out;
+}
+
 static ynode *oc_env(interp *in, ynode *at, const char *here, int n, char **args, const char *a0)
 {
     if (n < 1 || n > 2) {
@@ -178,9 +225,10 @@ ynode *interp_call_resolver(interp *in, ynode *at, const char *here, const char 
     if (!strcmp(name, "self_name")) out = yt_scalar(in->opts->self_name ? in->opts->self_name : "", 0, at->mark);
     else if (!strcmp(name, "config_path")) out = config_path(in, at, n, a0);
     else if (!strcmp(name, "load_line")) out = load_line(in, at, n, n > 0 ? args[0] : "", a0);
+    else if (!strcmp(name, "load_yaml")) out = load_yaml(in, at, here, n, args, a0);
     else if (!strcmp(name, "oc.env")) out = oc_env(in, at, here, n, args, a0);
     else if (!strcmp(name, "oc.select")) out = oc_select(in, at, here, n, args, a0);
-    else interp_fail(in, at, "unknown resolver '%s' (known: self_name, config_path, load_line, oc.env, oc.select)", name);
+    else interp_fail(in, at, "unknown resolver '%s' (known: self_name, config_path, load_line, load_yaml, oc.env, oc.select)", name);
 done:
     free(a0);
     free_args(args, n);

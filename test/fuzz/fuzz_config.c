@@ -61,7 +61,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    /* ${load_line:...} reads files: keep it away from endless or special ones. */
+    /* ${load_line:...} and ${load_yaml:...} read files: keep them away from endless or special ones. */
     if (memmem(data, size, "/dev", 4) || memmem(data, size, "/proc", 5) || memmem(data, size, "/sys", 4)) return 0;
     esp_err err;
     ynode *root = yt_parse_string((const char *)data, size, "fuzz.yaml", &err);

@@ -9,9 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/base/fsio.h"
 #include "core/config/config.h"
+#include "core/config/config_limits.h"
 #include "test/unit/config/config_suite_util.h"
 
 /* The only declaration of suite `config`; test_config_typed.c and test_config_recipes.c add to it.
@@ -325,6 +327,58 @@ Test(config, interp_load_line_gives_a_list)
     const char *msg = resolve_error("x:\n  y: ${load_line:/nonexistent/espnet3/file}\n");
     assert_has(msg, "%s:2:6: ", tpath("cfg.yaml"));
     assert_has(msg, "cannot read /nonexistent/espnet3/file");
+}
+
+/* ESPnet3's ${load_yaml:file,key}, as its egs3/mini_an4 inference and metrics configs use it. */
+Test(config, interp_load_yaml_selects_a_key_of_another_file)
+{
+    fixture("train.yaml", "recipe_dir: .\nexp_tag: mini_an4_asr_debug\nexp_dir: ${recipe_dir}/exp/${exp_tag}\n"
+                          "model:\n  encoder_conf: {output_size: 256, blocks: [4, 6]}\n"
+                          "tag_again: ${load_yaml:train.yaml,exp_tag}\nmissing: ${nowhere}\n");
+    cr_assert_eq(chdir(config_tmp), 0); /* the path is relative to the working directory, as OmegaConf.load's */
+    ynode *t = must_resolve("exp_tag: mine\n"
+                            "tag: ${load_yaml:train.yaml,exp_tag}\n"
+                            "dir: ${load_yaml:train.yaml,exp_dir}/infer\n" /* the file's references, its own keys */
+                            "enc: ${load_yaml:train.yaml,model.encoder_conf}\n"
+                            "blocks: ${load_yaml:train.yaml,model.encoder_conf.blocks[1]}\n"
+                            "nested: ${load_yaml:train.yaml,tag_again}\n"
+                            "file: ${load_yaml:${config_path:train.yaml},exp_tag}\n");
+    cr_assert_str_eq(sval(t, "tag"), "mini_an4_asr_debug");
+    cr_assert_str_eq(sval(t, "dir"), "./exp/mini_an4_asr_debug/infer");
+    cr_assert_eq(yt_get_path(t, "enc")->kind, YN_MAP);
+    cr_assert_str_eq(sval(t, "enc.output_size"), "256");
+    int64_t v;
+    cr_assert(yt_as_int(yt_get_path(t, "blocks"), &v) && v == 6, "a whole reference keeps its type");
+    cr_assert_str_eq(sval(t, "nested"), "mini_an4_asr_debug");
+    cr_assert_str_eq(sval(t, "file"), "mini_an4_asr_debug");
+    yt_free(t);
+
+    /* Without a key: the whole file, resolved; here its broken reference is an error in that file. */
+    const char *msg = resolve_error("all: ${load_yaml:train.yaml}\n");
+    assert_has(msg, "%s:7:10: ", "train.yaml");
+    assert_has(msg, "nowhere");
+}
+
+Test(config, interp_load_yaml_errors_name_the_call_and_the_file)
+{
+    fixture("train.yaml", "exp_tag: a\nnothing: null\nself: ${load_yaml:train.yaml,self}\n");
+    fixture("bad.yaml", "a: [1, 2\nb: 3\n");
+    cr_assert_eq(chdir(config_tmp), 0);
+    const char *msg = resolve_error("x:\n  y: ${load_yaml:train.yaml,nokey}\n");
+    assert_has(msg, "%s:2:6: ${load_yaml:train.yaml,nokey}: train.yaml has no key 'nokey'", tpath("cfg.yaml"));
+    msg = resolve_error("y: ${load_yaml:train.yaml,nothing}\n");
+    assert_has(msg, "${load_yaml:train.yaml,nothing}: 'nothing' is null in train.yaml:2:10");
+    msg = resolve_error("y: ${load_yaml:no/such.yaml,a}\n");
+    assert_has(msg, "${load_yaml:no/such.yaml,a}: cannot read no/such.yaml");
+    assert_has(msg, "relative to the working directory");
+    msg = resolve_error("y: ${load_yaml:bad.yaml,a}\n");
+    assert_has(msg, "${load_yaml:bad.yaml,a}: bad.yaml:2:2: YAML syntax error");
+    msg = resolve_error("y: ${load_yaml:train.yaml,self}\n");
+    assert_has(msg, "files load each other more than %d deep", CFG_MAX_LOAD_YAML_DEPTH);
+    msg = resolve_error("y: ${load_yaml:}\n");
+    assert_has(msg, "${load_yaml:...} takes a file name and an optional key");
+    msg = resolve_error("y: ${load_yaml:a,b,c}\n");
+    assert_has(msg, "${load_yaml:...} takes a file name and an optional key");
 }
 
 Test(config, interp_oc_env)

@@ -422,6 +422,15 @@ Test(config_limits, load_line_needs_a_regular_file)
                tmp, tmp);
 }
 
+Test(config_limits, load_yaml_needs_a_regular_file)
+{
+    char text_[512];
+    snprintf(text_, sizeof text_, "fit:\n  v: ${load_yaml:%s,a}\n", tmp);
+    test_write_text(tpath("cfg.yaml"), text_);
+    assert_has(load_error_file(tpath("cfg.yaml")), "%s:2:6: ${load_yaml:%s,a}: %s is not a regular file", tpath("cfg.yaml"),
+               tmp, tmp);
+}
+
 /* ---- empty configs --------------------------------------------------------------------------- */
 
 Test(config_limits, empty_config_is_an_error_naming_the_file)
