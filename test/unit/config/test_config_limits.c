@@ -413,22 +413,17 @@ Test(config_limits, yaml_nesting_is_bounded)
     assert_has(load_error_file(text_write(&t, "nest.yaml")), "YAML nests deeper than %d levels", CFG_MAX_TREE_DEPTH);
 }
 
-Test(config_limits, load_line_needs_a_regular_file)
+Test(config_limits, load_line_and_load_yaml_need_a_regular_file)
 {
-    char text_[512];
-    snprintf(text_, sizeof text_, "fit:\n  v: ${load_line:%s}\n", tmp);
-    test_write_text(tpath("cfg.yaml"), text_);
-    assert_has(load_error_file(tpath("cfg.yaml")), "%s:2:6: ${load_line:%s}: %s is not a regular file", tpath("cfg.yaml"),
-               tmp, tmp);
-}
-
-Test(config_limits, load_yaml_needs_a_regular_file)
-{
-    char text_[512];
-    snprintf(text_, sizeof text_, "fit:\n  v: ${load_yaml:%s,a}\n", tmp);
-    test_write_text(tpath("cfg.yaml"), text_);
-    assert_has(load_error_file(tpath("cfg.yaml")), "%s:2:6: ${load_yaml:%s,a}: %s is not a regular file", tpath("cfg.yaml"),
-               tmp, tmp);
+    const char *calls[] = {"load_line:%s", "load_yaml:%s,a"};
+    for (size_t i = 0; i < 2; i++) {
+        char call[512], text_[600];
+        snprintf(call, sizeof call, calls[i], tmp);
+        snprintf(text_, sizeof text_, "fit:\n  v: ${%s}\n", call);
+        test_write_text(tpath("cfg.yaml"), text_);
+        assert_has(load_error_file(tpath("cfg.yaml")), "%s:2:6: ${%s}: %s is not a regular file", tpath("cfg.yaml"), call,
+                   tmp);
+    }
 }
 
 /* ---- empty configs --------------------------------------------------------------------------- */
