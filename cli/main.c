@@ -116,9 +116,15 @@ static int inherit_paths(config_kind kind, const char *path, const esp_configs *
     int n = 0;
     for (int j = 0; j < 3; j++) {
         if (!vals[j]) continue;
-        int depth = 0;
-        if (config_key_depth(kind, path, &own, keys[j], &depth, err) != 0) return -1;
-        if (depth == 0) added[n++] = xasprintf("%s=%s", keys[j], vals[j]);
+        /* inference_dir also counts as set under ESPnet3's older names (config.c maps them) */
+        const char *names[3] = {keys[j], j == 2 ? "infer_dir" : NULL, j == 2 ? "decode_dir" : NULL};
+        int set = 0;
+        for (int a = 0; a < 3 && names[a] && !set; a++) {
+            int depth = 0;
+            if (config_key_depth(kind, path, &own, names[a], &depth, err) != 0) return -1;
+            set = depth > 0;
+        }
+        if (!set) added[n++] = xasprintf("%s=%s", keys[j], vals[j]);
     }
     if (!n) return 0;
     const char **all = xcalloc((size_t)(n + *n_ov + 1), sizeof *all);

@@ -36,6 +36,7 @@ static const metric_kind metric_kinds[] = {
 typedef struct scored_set {
     const metric_kind *kind;
     const char *test;
+    int skip; /* the metric's apply_to leaves this set out */
     text_scp ref, hyp;
     score_summary sum;
     char *alignment;
@@ -49,14 +50,36 @@ static const metric_kind *kind_of(const char *target)
     return NULL;
 }
 
-/* Reads <test>/<ref_key>.scp and <test>/<hyp_key>.scp and checks that they list the same utterances. */
+/* The scp file (without .scp) a metric reads for `alias`: its `inputs` entry, or the alias itself
+ * when the metric lists no inputs (ESPnet3: inputs default to [ref_key, hyp_key]). */
+static const char *input_file(const metric_cfg *m, const char *alias)
+{
+    if (!m->n_inputs) return alias;
+    for (unsigned i = 0; i < m->n_inputs; i++)
+        if (!strcmp(m->inputs[i].alias, alias)) return m->inputs[i].file;
+    return NULL;
+}
+
+/* Reads the metric's reference and hypothesis files of one test set (ref.scp and hyp.scp unless
+ * `inputs` says otherwise) and checks that they list the same utterances. Every file `inputs`
+ * names must be there, as ESPnet3's load_scp_fields asserts. */
 static int load_pairs(const char *inference_dir, const metric_cfg *m, scored_set *s, esp_err *err)
 {
     char *test_dir = path_join(inference_dir, s->test);
-    char *hyp_path = xasprintf("%s/%s.scp", test_dir, m->hyp_key ? m->hyp_key : "hyp");
-    char *ref_path = xasprintf("%s/%s.scp", test_dir, m->ref_key ? m->ref_key : "ref");
+    const char *hyp_file = input_file(m, m->hyp_key ? m->hyp_key : "hyp");
+    const char *ref_file = input_file(m, m->ref_key ? m->ref_key : "ref");
+    char *hyp_path = xasprintf("%s/%s.scp", test_dir, hyp_file ? hyp_file : "");
+    char *ref_path = xasprintf("%s/%s.scp", test_dir, ref_file ? ref_file : "");
     int rc = 0;
-    if (!path_exists(hyp_path))
+    for (unsigned i = 0; rc == 0 && i < m->n_inputs; i++) {
+        char *p = xasprintf("%s/%s.scp", test_dir, m->inputs[i].file);
+        if (!path_exists(p))
+            rc = esp_fail(err, "%s: missing for test set %s (the metric's inputs name %s; stage 6 infer writes "
+                          "<test>/<field>.scp)", p, s->test, m->inputs[i].file);
+        free(p);
+    }
+    if (rc != 0) {
+    } else if (!path_exists(hyp_path))
         rc = esp_fail(err, "%s: no hypotheses for test set %s (run stage 6 first: --stages infer)", hyp_path, s->test);
     else if (!path_exists(ref_path))
         rc = esp_fail(err, "%s: no references for test set %s (stage 6 infer writes it beside %s; rerun it)",
@@ -79,6 +102,15 @@ static int load_pairs(const char *inference_dir, const metric_cfg *m, scored_set
     free(hyp_path);
     free(test_dir);
     return rc;
+}
+
+/* Whether metric m scores test set t: every set, or those its apply_to lists (ESPnet3's score). */
+static int applies(const metric_cfg *m, const char *test)
+{
+    if (!m->apply_to) return 1;
+    for (unsigned i = 0; i < m->n_apply_to; i++)
+        if (!strcmp(m->apply_to[i], test)) return 1;
+    return 0;
 }
 
 /* Aligns every utterance in reference order; keeps the alignment text and the totals. */
@@ -155,6 +187,7 @@ static char *metrics_json(const scored_set *sets, size_t n)
     json_t *root = json_object();
     for (size_t i = 0; i < n; i++) {
         const scored_set *s = &sets[i];
+        if (s->skip) continue;
         json_t *per_metric = json_object_get(root, s->kind->target);
         if (!per_metric) json_object_set_new(root, s->kind->target, per_metric = json_object());
         json_t *o = json_object();
@@ -191,12 +224,16 @@ static char *results_markdown(const scored_set *sets, size_t n_metrics, size_t n
     const char **names = xmalloc(n_tests * sizeof *names);
     score_summary *sums = xmalloc(n_tests * sizeof *sums);
     for (size_t m = 0; m < n_metrics; m++) {
+        size_t rows = 0;
         for (size_t t = 0; t < n_tests; t++) {
-            names[t] = sets[m * n_tests + t].test;
-            sums[t] = sets[m * n_tests + t].sum;
+            const scored_set *s = &sets[m * n_tests + t];
+            if (s->skip) continue;
+            names[rows] = s->test;
+            sums[rows++] = s->sum;
         }
+        if (!rows) continue;
         fprintf(fp, "\n### %s\n\n", sets[m * n_tests].kind->name);
-        score_write_markdown_table(fp, names, sums, n_tests);
+        score_write_markdown_table(fp, names, sums, rows);
     }
     free(names);
     free(sums);
@@ -220,6 +257,17 @@ static int check_config(const metrics_cfg *cfg, const char *file, esp_err *err)
         for (unsigned j = 0; j < i; j++)
             if (kind_of(cfg->metrics[j].target) == k)
                 return esp_fail(err, "%s: metrics[%u]: %s is listed twice (keep one)", file, i, k->name);
+        const metric_cfg *m = &cfg->metrics[i];
+        const char *keys[2] = {m->ref_key ? m->ref_key : "ref", m->hyp_key ? m->hyp_key : "hyp"};
+        for (int r = 0; r < 2; r++)
+            if (!input_file(m, keys[r]))
+                return esp_fail(err, "%s: metrics[%u].inputs: no '%s' (%s reads its %s as '%s'; list it in inputs, or "
+                                "set %s)", file, i, keys[r], k->name, r ? "hypotheses" : "references", keys[r],
+                                r ? "hyp_key" : "ref_key");
+        for (unsigned a = 0; a < m->n_inputs; a++)
+            if (!m->inputs[a].file[0] || strchr(m->inputs[a].file, '/'))
+                return esp_fail(err, "%s: metrics[%u].inputs: '%s' is not an scp name (a file <test>/<name>.scp)", file,
+                                i, m->inputs[a].file);
     }
     return 0;
 }
@@ -282,20 +330,36 @@ int stage_measure(const stage_ctx *ctx, esp_err *err)
     size_t n_metrics = cfg->n_metrics, n = n_metrics * n_tests;
     scored_set *sets = xcalloc(n, sizeof *sets);
     int rc = 0;
-    for (size_t m = 0; m < n_metrics; m++)
+    for (size_t m = 0; m < n_metrics; m++) {
+        const metric_cfg *mc = &cfg->metrics[m];
+        size_t scored = 0;
         for (size_t t = 0; t < n_tests; t++) {
             scored_set *s = &sets[m * n_tests + t];
-            s->kind = kind_of(cfg->metrics[m].target);
+            s->kind = kind_of(mc->target);
             s->test = tests[t];
-            if (rc == 0 && load_pairs(cfg->inference_dir, &cfg->metrics[m], s, err) != 0) rc = -1;
+            s->skip = !applies(mc, tests[t]);
+            scored += !s->skip;
+            if (rc == 0 && !s->skip && load_pairs(cfg->inference_dir, mc, s, err) != 0) rc = -1;
         }
+        for (unsigned a = 0; a < mc->n_apply_to; a++) {
+            size_t t = 0;
+            while (t < n_tests && strcmp(tests[t], mc->apply_to[a])) t++;
+            if (t == n_tests)
+                log_warn("%s: metrics[%zu].apply_to: %s is not a test set being scored; nothing to do for it", file, m,
+                         mc->apply_to[a]);
+        }
+        if (!scored) log_warn("%s: metrics[%zu] (%s): apply_to names none of the test sets; it scores nothing", file, m,
+                              sets[m * n_tests].kind->name);
+    }
     for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (sets[i].skip) continue;
         score_set(&sets[i]);
         log_info("measure: %s %s %.2f%% (%ld errors / %ld reference %s in %ld utterances)", sets[i].test,
                  sets[i].kind->name, score_error_rate(&sets[i].sum), score_errors(&sets[i].sum), sets[i].sum.n_ref,
                  sets[i].kind->unit == SCORE_WORDS ? "words" : "characters", sets[i].sum.n_sent);
     }
-    for (size_t i = 0; rc == 0 && i < n; i++) rc = write_set_files(cfg->inference_dir, &sets[i], err);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        if (!sets[i].skip) rc = write_set_files(cfg->inference_dir, &sets[i], err);
     if (rc == 0) {
         char *json = metrics_json(sets, n);
         char *md = results_markdown(sets, n_metrics, n_tests);

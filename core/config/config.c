@@ -8,6 +8,7 @@
 #include "core/config/config_interp.h"
 #include "core/config/config_schema.h"
 #include "core/base/fsio.h"
+#include "core/base/log.h"
 
 static const char *const kind_names[CONFIG_KIND_COUNT] = {"training", "inference", "metrics"};
 
@@ -76,14 +77,45 @@ int config_key_depth(config_kind kind, const char *path, const config_load_opts 
     return 0;
 }
 
+/* ESPnet3 has named the folder of <test>/hyp.scp decode_dir, infer_dir and inference_dir over
+ * time. A file (as written, without the template) that sets an older name and not inference_dir
+ * means that folder: *alias gets the override "inference_dir=${<name>}", put ahead of the
+ * command line's (which still win). */
+static int dir_alias_override(config_kind kind, const char *path, char **alias, esp_err *err)
+{
+    *alias = NULL;
+    if (kind == CONFIG_TRAINING) return 0;
+    ynode *own = config_compose(path, NULL, NULL, 0, err);
+    if (!own) return -1;
+    static const char *const older[] = {"infer_dir", "decode_dir"};
+    if (!yt_map_get(own, "inference_dir"))
+        for (size_t i = 0; i < 2 && !*alias; i++)
+            if (yt_map_get(own, older[i])) {
+                *alias = xasprintf("inference_dir=${%s}", older[i]);
+                log_info("%s: %s (ESPnet3's older name) is where stage 6 writes and stage 7 reads: inference_dir takes "
+                         "its value", path, older[i]);
+            }
+    yt_free(own);
+    return 0;
+}
+
 int config_load(config_kind kind, const char *path, const config_load_opts *opts, esp_config **out, esp_err *err)
 {
     *out = NULL;
     if (!path_exists(path))
         return esp_fail(err, "%s: config file not found (check %s)", path, config_kind_option(kind));
+    char *alias;
+    if (dir_alias_override(kind, path, &alias, err) != 0) return -1;
+    int n_ov = opts ? opts->n_overrides : 0;
+    const char **ov = xcalloc((size_t)n_ov + 1, sizeof *ov);
+    int n = 0;
+    if (alias) ov[n++] = alias;
+    for (int i = 0; i < n_ov; i++) ov[n++] = opts->overrides[i];
     char *template_path = template_path_for(kind, path, opts, 1);
-    ynode *tree = config_compose(path, template_path, opts ? opts->overrides : NULL, opts ? opts->n_overrides : 0, err);
+    ynode *tree = config_compose(path, template_path, ov, n, err);
     free(template_path);
+    free(ov);
+    free(alias);
     if (!tree) return -1;
     return config_load_tree(kind, tree, path, out, err);
 }

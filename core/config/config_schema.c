@@ -80,6 +80,7 @@ static const cyaml_schema_field_t data_src_args_fields[] = {
 static const cyaml_schema_field_t dataset_legacy_fields[] = {
     STR("_target_", dataset_legacy_cfg, target),
     STR("manifest_path", dataset_legacy_cfg, manifest_path),
+    STR("split", dataset_legacy_cfg, split),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t dataset_ref_fields[] = {
@@ -421,6 +422,8 @@ static const cyaml_schema_field_t inference_fields[] = {
     STR("exp_dir", inference_cfg, exp_dir),
     STR("stats_dir", inference_cfg, stats_dir),
     STR("inference_dir", inference_cfg, inference_dir),
+    STR("infer_dir", inference_cfg, infer_dir),
+    STR("decode_dir", inference_cfg, decode_dir),
     SEQ("test_sets", inference_cfg, test_sets, &string_entry),
     MAP("dataset", inference_cfg, dataset, dataset_fields),
     MAP("model", inference_cfg, model, infer_model_fields),
@@ -431,10 +434,19 @@ static const cyaml_schema_field_t inference_fields[] = {
     MAP("parallel", inference_cfg, parallel, parallel_fields),
     CYAML_FIELD_END};
 
+static const cyaml_schema_field_t metric_input_fields[] = {
+    STR("alias", metric_input_cfg, alias),
+    STR("file", metric_input_cfg, file),
+    CYAML_FIELD_END};
+static const cyaml_schema_value_t metric_input_entry = {
+    CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, metric_input_cfg, metric_input_fields)};
+
 static const cyaml_schema_field_t metric_fields[] = {
     STR("_target_", metric_cfg, target),
     STR("ref_key", metric_cfg, ref_key),
     STR("hyp_key", metric_cfg, hyp_key),
+    SEQ("inputs", metric_cfg, inputs, &metric_input_entry),
+    SEQ("apply_to", metric_cfg, apply_to, &string_entry),
     CYAML_FIELD_END};
 static const cyaml_schema_value_t metric_entry = {CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, metric_cfg, metric_fields)};
 
@@ -445,6 +457,7 @@ static const cyaml_schema_field_t metrics_fields[] = {
     STR("exp_tag", metrics_cfg, exp_tag),
     STR("exp_dir", metrics_cfg, exp_dir),
     STR("stats_dir", metrics_cfg, stats_dir),
+    STR("infer_dir", metrics_cfg, infer_dir),
     STR("decode_dir", metrics_cfg, decode_dir),
     STR("inference_dir", metrics_cfg, inference_dir),
     SEQ("test_sets", metrics_cfg, test_sets, &string_entry),

@@ -299,14 +299,15 @@ typedef struct data_src_args_cfg {
     char *recipe_dir;    /* ESPnet3 passes it to the recipe's dataset class; unused here */
 } data_src_args_cfg;
 
-typedef struct dataset_legacy_cfg { /* older ESPnet3 entries: dataset: {_target_, manifest_path} */
+typedef struct dataset_legacy_cfg { /* older ESPnet3 entries: dataset: {_target_, manifest_path | split} */
     char *target;
     char *manifest_path;
+    char *split; /* the class's split argument: that split of the recipe's dataset */
 } dataset_legacy_cfg;
 
 typedef struct dataset_ref_cfg {
     char *name;          /* test entries: the folder under ${inference_dir} */
-    char *data_src;      /* left out: the recipe's dataset; manifest | kaldi | librispeech | an4 */
+    char *data_src;      /* left out, <recipe>/<task> or a Python path: the recipe's dataset; manifest | kaldi | librispeech | an4 */
     data_src_args_cfg *data_src_args;
     dataset_legacy_cfg *dataset;
 } dataset_ref_cfg;
@@ -389,6 +390,7 @@ typedef struct inference_cfg {
     char *exp_dir;
     char *stats_dir;
     char *inference_dir;
+    char *infer_dir, *decode_dir; /* ESPnet3's older names: inference_dir takes theirs (config.c) */
     char **test_sets; unsigned n_test_sets;  /* splits under ${data_dir}/manifest to decode */
     dataset_cfg *dataset;                    /* dataset.test entries: decoded instead of test_sets */
     infer_model_cfg *model;
@@ -400,10 +402,19 @@ typedef struct inference_cfg {
 } inference_cfg;
 
 /* The metrics config (--metrics_config). */
+/* One scp file a metric reads: ESPnet3's load_scp_fields takes `inputs` as names (alias = file)
+ * or alias: file pairs; the WER/CER metrics read the aliases ref_key and hyp_key. */
+typedef struct metric_input_cfg {
+    char *alias;
+    char *file; /* <inference_dir>/<test>/<file>.scp */
+} metric_input_cfg;
+
 typedef struct metric_cfg {
     char *target;            /* espnet3.systems.asr.metrics.wer.WER, ...cer.CER */
-    char *ref_key;
-    char *hyp_key;
+    char *ref_key;           /* default ref */
+    char *hyp_key;           /* default hyp */
+    metric_input_cfg *inputs; unsigned n_inputs; /* absent: the files ref_key.scp and hyp_key.scp */
+    char **apply_to; unsigned n_apply_to;         /* absent: every test set */
 } metric_cfg;
 
 typedef struct metrics_cfg {
@@ -413,7 +424,7 @@ typedef struct metrics_cfg {
     char *exp_tag;
     char *exp_dir;
     char *stats_dir;
-    char *decode_dir;
+    char *infer_dir, *decode_dir; /* ESPnet3's older names: inference_dir takes theirs (config.c) */
     char *inference_dir;
     char **test_sets; unsigned n_test_sets;
     dataset_cfg *dataset;                    /* dataset.test names: scored instead of test_sets */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/base/edit_distance.h"
+#include "core/base/fsio.h"
 #include "core/config/config_values.h"
 
 /* ---- rules beyond types ---------------------------------------------------------------- */
@@ -89,6 +90,7 @@ const target_entry target_registry[] = {
     {"metrics[]", "espnet3.systems.asr.metrics.wer.WER", "WER"},
     {"metrics[]", "espnet3.systems.asr.metrics.cer.CER", "CER"},
     {"dataset", "espnet3.components.data.data_organizer.DataOrganizer", "dataset sources"},
+    {"dataset", "espnet3.components.data_organizer.DataOrganizer", "dataset sources"}, /* ESPnet3's older path */
     {"dataset.preprocessor", "espnet2.train.preprocessor.CommonPreprocessor", "tokenizer and frontend settings"},
     {NULL, NULL, NULL},
 };
@@ -117,7 +119,7 @@ static const char *const unimplemented_keys[] = {
     "dataset.preprocessor.non_linguistic_symbols", "dataset.preprocessor.delimiter", "dataset.preprocessor.g2p_type",
     "dataset.preprocessor.speech_volume_normalize", "dataset.preprocessor.whisper_language",
     "dataset.preprocessor.whisper_task", "dataset.preprocessor.unk_symbol", "dataset.preprocessor.space_symbol",
-    "dataset.*[].transform", "dataset.*[].preprocessor", "dataset._convert_", "metrics[].clean_types",
+    "dataset.*[].transform", "dataset.*[].preprocessor", "dataset.*[].dataset.*", "dataset._convert_", "metrics[].clean_types",
     "model.model", "val_scheduler_criterion",
     "model.decoder_conf.pos_enc_class", "model.decoder_conf.use_flash_attn", "model.encoder_conf.use_flash_attn",
     "model.decoder_conf.gradient_checkpoint_layers", "model.preencoder", "model.preencoder_conf", "model.postencoder",
@@ -169,6 +171,7 @@ const target_entry *target_lookup(const char *section, const char *name)
 
 typedef struct walker {
     esp_err *err;
+    const ynode *root; /* the whole config: data_src tags are checked against its recipe_dir */
 } walker;
 
 int config_fail_node(esp_err *err, const ynode *n, const char *path, const char *fmt, ...)
@@ -233,10 +236,11 @@ static int check_target(walker *w, const ynode *n, const char *section_schema_pa
 {
     if (target_lookup(section_schema_path, n->str)) return 0;
     if (config_path_match("dataset.*[].dataset", section_schema_path)) {
-        /* A recipe's own Python dataset class (older ESPnet3 entries): its manifest_path is what we read. */
+        /* A recipe's own Python dataset class (older ESPnet3 entries): its manifest_path, or its split of
+         * the recipe's dataset, is what we read. */
         char where[512];
-        log_warn("%s: %s: '%s' is a Python dataset class; espnet3 reads the entry's manifest_path as a "
-                 "manifest instead", ymark_str(n->mark, where, sizeof where), path, n->str);
+        log_warn("%s: %s: '%s' is a Python dataset class; espnet3 reads the entry's manifest_path as a manifest, "
+                 "or its split of the recipe's dataset, instead", ymark_str(n->mark, where, sizeof where), path, n->str);
         return 0;
     }
     char list[1024];
@@ -359,31 +363,100 @@ static int is_read_from_tree(const char *schema_path)
     return 0;
 }
 
-/* A dataset entry's data_src: one of our readers, or a Python class/module path (ESPnet3's
- * DataOrganizer instantiates it), which is read as the recipe's own dataset with a warning. */
+/* Whether tag ("<recipe>/<task>", ESPnet3's egs3.<recipe>.<task>.dataset) names the recipe this
+ * config runs: its recipe_dir ends in <recipe>/<task> (ESPnet3's egs3 layout) or in <recipe>
+ * (recipes/<recipe>). Hyphens count as underscores, as ESPnet3 makes module names of them. */
+static int tag_is_this_recipe(const ynode *root, const char *tag)
+{
+    const ynode *rd = root ? yt_get_path(root, "recipe_dir") : NULL;
+    if (!rd || rd->kind != YN_SCALAR || !rd->str[0]) return 0;
+    char *real = realpath(rd->str, NULL); /* "." and ".." name folders too */
+    char *dir = real ? real : path_normalize(rd->str);
+    char *want = xstrdup(tag);
+    for (char *c = dir; *c; c++)
+        if (*c == '-') *c = '_';
+    for (char *c = want; *c; c++)
+        if (*c == '-') *c = '_';
+    size_t dl = strlen(dir), wl = strlen(want), rl = (size_t)(strchr(want, '/') - want);
+    int match = (dl >= wl && !strcmp(dir + dl - wl, want) && (dl == wl || dir[dl - wl - 1] == '/')) ||
+                (dl >= rl && !strncmp(dir + dl - rl, want, rl) && (dl == rl || dir[dl - rl - 1] == '/'));
+    free(want);
+    free(dir);
+    return match;
+}
+
+/* A dataset entry's data_src: one of our readers; ESPnet3's tag "<recipe>/<task>" naming this
+ * recipe, read as the recipe's own dataset; or a Python class/module path (ESPnet3's
+ * DataOrganizer instantiates it), read as the recipe's own dataset with a warning. */
 static int check_data_src(walker *w, const ynode *n, const char *path)
 {
     static const char *const kinds[] = {"manifest", "kaldi", "librispeech", "an4", NULL};
     for (const char *const *k = kinds; *k; k++)
         if (!strcmp(n->str, *k)) return 0;
-    if (strchr(n->str, '.') && !strchr(n->str, '/')) {
+    const char *slash = strchr(n->str, '/');
+    if (slash && slash > n->str && slash[1] && !strchr(slash + 1, '/') && !strchr(n->str, '.')) {
+        if (tag_is_this_recipe(w->root, n->str)) return 0;
+        const ynode *rd = w->root ? yt_get_path(w->root, "recipe_dir") : NULL;
+        return config_fail_node(w->err, n, path, "'%s' names ESPnet3 recipe %.*s's dataset, and this config's recipe_dir "
+                                "is %s: espnet3 reads only the running recipe's own dataset (run that recipe, or read "
+                                "its manifests with data_src: manifest and data_src_args.path)", n->str,
+                                (int)(slash - n->str), n->str, rd && rd->kind == YN_SCALAR ? rd->str : "not set");
+    }
+    if (strchr(n->str, '.') && !slash) {
         char where[512];
         log_warn("%s: %s: '%s' is Python; espnet3 reads it as the recipe's dataset (${data_dir}/manifest/<split>.tsv "
                  "from create_dataset)", ymark_str(n->mark, where, sizeof where), path, n->str);
         return 0;
     }
     return config_fail_node(w->err, n, path, "'%s' is not a data source espnet3 reads (supported: manifest, kaldi, "
-                            "librispeech, an4, or leave it out for the recipe's dataset)", n->str);
+                            "librispeech, an4, ESPnet3's <recipe>/asr naming this recipe, or leave it out for the "
+                            "recipe's dataset)", n->str);
 }
 
-/* ESPnet3's newer metrics entries `- metric: {_target_: ...}` become `- {_target_: ...}`. */
-static void flatten_metric(ynode *n)
+/* ESPnet3's newer metrics entries `- metric: {_target_: ...}` (with `inputs:` and `apply_to:` beside
+ * it) become `- {_target_: ..., inputs: ..., apply_to: ...}`; `inputs` (the scp files ESPnet3's
+ * load_scp_fields reads: a list of names, or a mapping alias: file name) becomes a list of
+ * {alias, file} for the schema. */
+static int flatten_metric(walker *w, ynode *n, const char *path)
 {
-    if (n->kind != YN_MAP || n->n != 1 || strcmp(n->keys[0], "metric") || n->items[0]->kind != YN_MAP) return;
-    ynode *inner = yt_copy(n->items[0]);
-    yt_map_remove(n, "metric");
-    for (size_t i = 0; i < inner->n; i++) yt_map_set(n, inner->keys[i], inner->key_marks[i], yt_copy(inner->items[i]));
-    yt_free(inner);
+    if (n->kind != YN_MAP) return 0;
+    ynode *metric = yt_map_get(n, "metric");
+    if (metric && metric->kind == YN_MAP) {
+        ynode *inner = yt_copy(metric);
+        yt_map_remove(n, "metric");
+        for (size_t i = 0; i < inner->n; i++) {
+            if (yt_map_get(n, inner->keys[i])) {
+                int rc = config_fail_node(w->err, n, path, "'%s' is set both in metric: and beside it (keep one)",
+                                          inner->keys[i]);
+                yt_free(inner);
+                return rc;
+            }
+            yt_map_set(n, inner->keys[i], inner->key_marks[i], yt_copy(inner->items[i]));
+        }
+        yt_free(inner);
+    }
+    ynode *inputs = yt_map_get(n, "inputs");
+    if (!inputs || inputs->kind == YN_SCALAR) return 0; /* a scalar: the schema's "expected a list" */
+    ynode *pairs = yt_seq(inputs->mark);
+    for (size_t i = 0; i < inputs->n; i++) {
+        ynode *file = inputs->items[i];
+        const char *alias = inputs->kind == YN_MAP ? inputs->keys[i] : file->str;
+        if (file->kind != YN_SCALAR || yt_is_null(file)) {
+            yt_free(pairs);
+            char *ip = xasprintf("%s.inputs", path);
+            int rc = config_fail_node(w->err, file, ip, "expected scp names (inputs: [ref, hyp]) or alias: name pairs "
+                                      "(inputs: {ref: text, hyp: hyp}), got %s", yt_kind_name(file));
+            free(ip);
+            return rc;
+        }
+        ynode *pair = yt_map(file->mark);
+        yt_map_set(pair, "alias", inputs->kind == YN_MAP ? inputs->key_marks[i] : file->mark,
+                   yt_scalar(alias, 1, file->mark));
+        yt_map_set(pair, "file", file->mark, yt_scalar(file->str, 1, file->mark));
+        yt_seq_push(pairs, pair);
+    }
+    yt_take(inputs, pairs);
+    return 0;
 }
 
 /* ESPnet's `[monitor, nbest, mode]` triples become mappings for the schema. */
@@ -455,7 +528,7 @@ static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *s, const 
         return check_allowed(w, n, schema_path, path);
     case CYAML_MAPPING:
         if (!strcmp(schema_path, "best_model_criterion[]") && expand_criterion(w, n, path) != 0) return -1;
-        if (!strcmp(schema_path, "metrics[]")) flatten_metric(n);
+        if (!strcmp(schema_path, "metrics[]") && flatten_metric(w, n, path) != 0) return -1;
         return walk_mapping(w, n, s->mapping.fields, schema_path, path);
     case CYAML_SEQUENCE:
     case CYAML_SEQUENCE_FIXED: {
@@ -498,7 +571,7 @@ static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *s, const 
 
 int config_validate(config_kind kind, ynode *root, esp_err *err)
 {
-    walker w = {.err = err};
+    walker w = {.err = err, .root = root};
     /* Keys that only steer composition are gone by now; `defaults` may remain in a template. */
     yt_map_remove(root, "defaults");
     if (walk_mapping(&w, root, config_schema(kind)->mapping.fields, "", "") != 0) return -1;

@@ -1,5 +1,6 @@
-/* libFuzzer target for the config loader: YAML bytes -> tree -> interpolation + validation (as a
- * training config) on a copy -> YAML text again; a tree that validates also goes through the
+/* libFuzzer target for the config loader: YAML bytes -> tree -> interpolation, then validation as a
+ * training, an inference and a metrics config (each on its own copy) -> YAML text again; a tree
+ * that validates as a training config also goes through the
  * augmentation keys' reader (dataset.preprocessor.data_aug_*, speed_perturb_factors), and an
  * effect list it accepts is applied to a short signal. Must never crash, hang or leak. */
 #include <stdint.h>
@@ -68,11 +69,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!root) return 0;
     ynode *copy = yt_copy(root);
     interp_opts io = {.self_name = "fuzz"};
-    if (config_interpolate(copy, &io, &err) == 0 && config_validate(CONFIG_TRAINING, copy, &err) == 0) {
+    if (config_interpolate(copy, &io, &err) == 0) {
+        for (int k = CONFIG_INFERENCE; k < CONFIG_KIND_COUNT; k++) { /* their own keys: metrics entries, ... */
+            ynode *other = yt_copy(copy);
+            (void)config_validate((config_kind)k, other, &err);
+            yt_free(other);
+        }
+        if (config_validate(CONFIG_TRAINING, copy, &err) == 0) {
 #ifdef FUZZ_CYAML_LOAD
-        check_cyaml_loads(copy);
+            check_cyaml_loads(copy);
 #endif
-        fuzz_augment(copy);
+            fuzz_augment(copy);
+        }
     }
     char *a = yt_emit(root, NULL);
     char *b = yt_emit(copy, NULL);

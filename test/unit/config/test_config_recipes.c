@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/fsio.h"
 #include "core/config/config.h"
 #include "test/unit/config/config_suite_util.h"
 #include "test/unit/test_util.h"
@@ -343,7 +344,8 @@ Test(config, free_form_blocks_warn_when_not_empty)
     path = fixture("cfg.yaml", "dataset:\n  _target_: x.DataOrganizer\n  train: []\n");
     cr_assert_neq(load_file(path, NULL, 0, &cfg, &err), 0);
     assert_has(err.msg, "%s:2:13: dataset._target_: unknown _target_ 'x.DataOrganizer' (supported: "
-               "espnet3.components.data.data_organizer.DataOrganizer)", tpath("cfg.yaml"));
+               "espnet3.components.data.data_organizer.DataOrganizer, espnet3.components.data_organizer.DataOrganizer)",
+               tpath("cfg.yaml"));
 }
 
 /* ESPnet3's dataset: block as the egs3 recipes write it loads typed; a data_src espnet3 does not read
@@ -371,6 +373,92 @@ Test(config, dataset_block_loads_typed_and_checks_data_src)
     path = fixture("cfg.yaml", "dataset:\n  preprocessor:\n    text_cleaner: tacotron\n");
     cr_assert_neq(load_file(path, NULL, 0, &cfg, &err), 0);
     assert_has(err.msg, "dataset.preprocessor.text_cleaner: 'tacotron' is not supported");
+}
+
+/* ESPnet3's tag data_src "<recipe>/<task>" names a recipe's dataset module (egs3.<recipe>.<task>.dataset):
+ * accepted when it names the recipe this config runs (its recipe_dir ends in <recipe>/<task>, ESPnet3's
+ * layout, or <recipe>, ours; hyphens as underscores), an error naming both otherwise. */
+Test(config, dataset_tag_must_name_this_recipe)
+{
+    char rd[600], text[1024];
+    snprintf(rd, sizeof rd, "%s/egs3/mini_an4/asr", config_tmp);
+    esp_err merr;
+    cr_assert_eq(mkdir_p(rd, &merr), 0, "%s", merr.msg);
+    const char *tags[] = {"mini_an4/asr", "mini-an4/asr"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(text, sizeof text, "recipe_dir: %s\ndataset:\n  train:\n    - data_src: %s\n      data_src_args:\n"
+                 "        split: train\n", rd, tags[i]);
+        esp_config *cfg;
+        const training_cfg *t = must_load(text, &cfg);
+        cr_assert_str_eq(t->dataset->train[0].data_src, tags[i]);
+        config_free(cfg);
+    }
+    snprintf(text, sizeof text, "recipe_dir: %s/recipes/mini_an4\ndataset:\n  train:\n    - data_src: mini_an4/asr\n",
+             config_tmp);
+    esp_config *cfg;
+    must_load(text, &cfg);
+    config_free(cfg);
+    snprintf(text, sizeof text, "recipe_dir: %s\ndataset:\n  train:\n    - data_src: librispeech_100/asr\n", rd);
+    esp_err err;
+    cr_assert_neq(load_file(fixture("cfg.yaml", text), NULL, 0, &cfg, &err), 0);
+    assert_has(err.msg, "%s:4:17: dataset.train[0].data_src: 'librispeech_100/asr' names ESPnet3 recipe "
+               "librispeech_100's dataset, and this config's recipe_dir is %s", tpath("cfg.yaml"), rd);
+}
+
+/* Older ESPnet3 entries `dataset: {_target_: <Python class>, split: ..., <other arguments>}`: split
+ * is read, the class's other arguments are warned about and dropped. */
+Test(config, legacy_dataset_entry_keeps_split_and_warns_about_other_arguments)
+{
+    const char *path = fixture("cfg.yaml", "dataset:\n  valid:\n    - name: dev\n      dataset:\n"
+                                           "        _target_: src.dataset.LibriSpeechDataset\n"
+                                           "        data_dir: /corpus\n        split: dev-clean\n");
+    esp_config *cfg;
+    esp_err err;
+    capture_begin();
+    int rc = load_file(path, NULL, 0, &cfg, &err);
+    const char *out = capture_end();
+    cr_assert_eq(rc, 0, "%s", err.msg);
+    const training_cfg *t = cfg->typed;
+    cr_assert_str_eq(t->dataset->valid[0].dataset->split, "dev-clean");
+    assert_has(out, "%s:6:9: dataset.valid[0].dataset.data_dir: accepted for ESPnet3 compatibility but not "
+               "implemented by espnet3; ignored", tpath("cfg.yaml"));
+    assert_has(out, "or its split of the recipe's dataset");
+    config_free(cfg);
+}
+
+/* ESPnet3's older names of the folder stage 6 writes: an inference or metrics file that sets
+ * infer_dir or decode_dir and not inference_dir means that folder; the command line still wins. */
+Test(config, infer_dir_and_decode_dir_name_the_inference_dir)
+{
+    char tdir[1024];
+    snprintf(tdir, sizeof tdir, "%s/conf", test_root_dir());
+    const char *names[] = {"infer_dir", "decode_dir"};
+    for (int i = 0; i < 2; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "%s: /out/%s\n", names[i], names[i]);
+        const char *p = fixture("decode.yaml", text);
+        config_load_opts o = {.template_dir = tdir};
+        esp_config *cfg;
+        esp_err err;
+        cr_assert_eq(config_load(CONFIG_INFERENCE, p, &o, &cfg, &err), 0, "%s", err.msg);
+        char want[64];
+        snprintf(want, sizeof want, "/out/%s", names[i]);
+        cr_assert_str_eq(((const inference_cfg *)cfg->typed)->inference_dir, want);
+        config_free(cfg);
+        const char *ov[] = {"inference_dir=/cli"};
+        o.overrides = ov, o.n_overrides = 1;
+        cr_assert_eq(config_load(CONFIG_METRICS, p, &o, &cfg, &err), 0, "%s", err.msg);
+        cr_assert_str_eq(((const metrics_cfg *)cfg->typed)->inference_dir, "/cli");
+        config_free(cfg);
+    }
+    /* inference_dir in the file itself wins over the older names */
+    const char *p = fixture("decode.yaml", "decode_dir: /old\ninference_dir: /new\n");
+    config_load_opts o = {.template_dir = tdir};
+    esp_config *cfg;
+    esp_err err;
+    cr_assert_eq(config_load(CONFIG_METRICS, p, &o, &cfg, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(((const metrics_cfg *)cfg->typed)->inference_dir, "/new");
+    config_free(cfg);
 }
 
 /* Numbers reach the typed struct as the validator read them (no octal surprise). */

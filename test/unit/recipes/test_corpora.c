@@ -261,6 +261,27 @@ Test(corpora, dataset_sources_concatenate_and_refuse_shared_ids)
     cr_assert(strstr(err.msg, "dataset.train: an empty list"), "%s", err.msg);
 }
 
+/* ESPnet3's other spellings of the recipe's own dataset: a tag <recipe>/<task> (the config check has
+ * matched it to this recipe) and an older `dataset: {_target_: <class>, split: ...}` entry. */
+Test(corpora, dataset_tag_and_legacy_split_read_the_recipe_split)
+{
+    char data[512];
+    snprintf(data, sizeof data, "%s/data", workdir);
+    test_write_text_mkdirs(test_path(data, "manifest/test-clean.tsv"), "t1\t/a/t1.wav\tONE\n");
+    data_src_args_cfg a = {.split = "test-clean"};
+    dataset_legacy_cfg legacy = {.target = "src.dataset.LibriSpeechDataset", .split = "test-clean"};
+    dataset_ref_cfg refs[2] = {{.data_src = "librispeech_100/asr", .data_src_args = &a, .name = "a"},
+                               {.dataset = &legacy, .name = "b"}};
+    for (int i = 0; i < 2; i++) {
+        manifest m;
+        esp_err err;
+        cr_assert_eq(dataset_refs_load(&refs[i], 1, data, "dataset.test", &m, &err), 0, "%s", err.msg);
+        cr_assert_eq(m.n, 1);
+        cr_assert_str_eq(m.items[0].utt, "t1");
+        manifest_free(&m);
+    }
+}
+
 static int count_lines(const char *s)
 {
     int n = 0;

@@ -175,3 +175,69 @@ Test(measure, only_the_listed_metrics)
     cr_expect(exists(INF "/test_other/cer_alignment"));
     free(out);
 }
+
+/* ESPnet3's measure.yaml entries: `metric:` with `inputs` (names, or alias: file) and `apply_to`;
+ * its older decode_dir names the folder. */
+Test(measure, espnet3_metric_entries_with_inputs_and_apply_to)
+{
+    put("conf/metrics.yaml", "recipe_dir: ${config_path:..}\nexp_tag: asr\n"
+                             "decode_dir: ${recipe_dir}/exp/asr/decode\n"
+                             "dataset:\n  _target_: espnet3.components.data_organizer.DataOrganizer\n"
+                             "  test:\n    - name: test_clean\n      dataset:\n"
+                             "        _target_: src.dataset.LibriSpeechDataset\n        data_dir: /x\n"
+                             "        split: test_clean\n"
+                             "    - name: test_other\n"
+                             "metrics:\n"
+                             "  - metric:\n      _target_: espnet3.systems.asr.metrics.wer.WER\n      clean_types:\n"
+                             "    inputs: {ref: text, hyp: hyp_att}\n"
+                             "    apply_to: [test_clean, test_gone]\n"
+                             "  - metric:\n      _target_: espnet3.systems.asr.metrics.cer.CER\n"
+                             "    inputs: [ref, hyp]\n");
+    put("exp/asr/decode/test_clean/text.scp", "u1 THE CAT SAT\n");
+    put("exp/asr/decode/test_clean/hyp_att.scp", "u1 THE CAT\n");
+    put("exp/asr/decode/test_clean/ref.scp", "u1 AB\n");
+    put("exp/asr/decode/test_clean/hyp.scp", "u1 AB\n");
+    put("exp/asr/decode/test_other/ref.scp", "u3 AB\n");
+    put("exp/asr/decode/test_other/hyp.scp", "u3 AC\n");
+    cr_assert_eq(run("--stages measure"), 0, "%s", slurp("err"));
+    char *json = slurp("exp/asr/decode/metrics.json");
+    json_error_t jerr;
+    json_t *root = json_loads(json, 0, &jerr);
+    cr_assert_not_null(root, "%s", json);
+    /* WER from text.scp / hyp_att.scp, on test_clean only: 1 deletion of 3 words. */
+    cr_expect_eq(count_of(metric(root, "espnet3.systems.asr.metrics.wer.WER", "test_clean"), "WER_del"), 1);
+    cr_expect_null(json_object_get(json_object_get(root, "espnet3.systems.asr.metrics.wer.WER"), "test_other"));
+    /* CER on both sets from ref.scp / hyp.scp. */
+    cr_expect_eq(count_of(metric(root, "espnet3.systems.asr.metrics.cer.CER", "test_clean"), "CER_errors"), 0);
+    cr_expect_eq(count_of(metric(root, "espnet3.systems.asr.metrics.cer.CER", "test_other"), "CER_sub"), 1);
+    cr_expect(!exists(INF "/metrics.json"), "decode_dir, not the template's inference_dir");
+    json_decref(root);
+    free(json);
+    cr_assert_eq(test_sh("cd '%s' && '%s' --metrics_config %s/conf/metrics.yaml --stages measure >/dev/null 2>%s/err",
+                         test_root_dir(), test_bin_path(), dir, dir), 0);
+    char *err = slurp("err");
+    cr_expect(strstr(err, "metrics[0].apply_to: test_gone is not a test set being scored") != NULL, "%s", err);
+    free(err);
+}
+
+Test(measure, espnet3_metric_inputs_errors)
+{
+    static const struct {
+        const char *entry, *says_a, *says_b;
+    } cases[] = {
+        {"    inputs: [hyp]\n", "metrics[0].inputs: no 'ref' (WER reads its references as 'ref'", "set ref_key"},
+        {"    inputs: {ref: ref, hyp: hyp, lang: lid}\n", INF "/test_clean/lid.scp: missing for test set test_clean",
+         "inputs name lid"},
+        {"    inputs: [ref, [hyp]]\n", "metrics[0].inputs", "expected scp names"},
+        {"    _target_: espnet3.systems.asr.metrics.cer.CER\n", "'_target_' is set both in metric: and beside it",
+         "keep one"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char text[1024];
+        snprintf(text, sizeof text, "recipe_dir: ${config_path:..}\nexp_tag: asr\ntest_sets: [test_clean]\n"
+                 "metrics:\n  - metric:\n      _target_: espnet3.systems.asr.metrics.wer.WER\n%s", cases[i].entry);
+        put("conf/metrics.yaml", text);
+        cr_expect_eq(run("--stages measure"), 1, "case %zu", i);
+        expect_one_error_line(cases[i].says_a, cases[i].says_b);
+    }
+}
