@@ -119,7 +119,7 @@ static const char *const unimplemented_keys[] = {
     "dataset.preprocessor.non_linguistic_symbols", "dataset.preprocessor.delimiter", "dataset.preprocessor.g2p_type",
     "dataset.preprocessor.speech_volume_normalize", "dataset.preprocessor.whisper_language",
     "dataset.preprocessor.whisper_task", "dataset.preprocessor.unk_symbol", "dataset.preprocessor.space_symbol",
-    "dataset.*[].transform", "dataset.*[].preprocessor", "dataset.*[].dataset.*", "dataset._convert_", "metrics[].clean_types",
+    "dataset.*[].transform", "dataset.*[].preprocessor", "dataset.*[].dataset.*", "dataset._convert_", "dataset.dataset_module", "metrics[].clean_types",
     "model.model", "val_scheduler_criterion",
     "model.decoder_conf.pos_enc_class", "model.decoder_conf.use_flash_attn", "model.encoder_conf.use_flash_attn",
     "model.decoder_conf.gradient_checkpoint_layers", "model.preencoder", "model.preencoder_conf", "model.postencoder",
@@ -172,6 +172,7 @@ const target_entry *target_lookup(const char *section, const char *name)
 typedef struct walker {
     esp_err *err;
     const ynode *root; /* the whole config: data_src tags are checked against its recipe_dir */
+    config_kind kind;
 } walker;
 
 int config_fail_node(esp_err *err, const ynode *n, const char *path, const char *fmt, ...)
@@ -262,6 +263,16 @@ static int null_is_a_value(const char *schema_path)
     return 0;
 }
 
+static int is_unimplemented(const char *schema_path);
+
+/* A top-level key of the training config (or one ESPnet3 accepts there). */
+static int is_training_key(const char *key)
+{
+    for (const cyaml_schema_field_t *f = config_schema(CONFIG_TRAINING)->mapping.fields; f->key; f++)
+        if (!strcmp(f->key, key)) return 1;
+    return is_unimplemented(key);
+}
+
 static int is_unimplemented(const char *schema_path)
 {
     for (const char *const *k = unimplemented_keys; *k; k++)
@@ -318,6 +329,11 @@ static int walk_mapping(walker *w, ynode *n, const cyaml_schema_field_t *fields,
             if (is_unimplemented(sp)) {
                 log_warn("%s: %s: accepted for ESPnet3 compatibility but not implemented by espnet3; ignored",
                          ymark_str(km, where, sizeof where), p);
+                drop = 1;
+            } else if (w->kind != CONFIG_TRAINING && !*schema_path && is_training_key(key)) {
+                /* ESPnet3's inference/metrics scaffolds copy training keys (num_device, dataloader, ...) */
+                log_warn("%s: %s: a training config key; the %s config does not use it; ignored",
+                         ymark_str(km, where, sizeof where), p, config_kind_name(w->kind));
                 drop = 1;
             } else {
                 const char *s = suggest(fields, schema_path, key);
@@ -571,7 +587,7 @@ static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *s, const 
 
 int config_validate(config_kind kind, ynode *root, esp_err *err)
 {
-    walker w = {.err = err, .root = root};
+    walker w = {.err = err, .root = root, .kind = kind};
     /* Keys that only steer composition are gone by now; `defaults` may remain in a template. */
     yt_map_remove(root, "defaults");
     if (walk_mapping(&w, root, config_schema(kind)->mapping.fields, "", "") != 0) return -1;

@@ -461,6 +461,30 @@ Test(config, infer_dir_and_decode_dir_name_the_inference_dir)
     config_free(cfg);
 }
 
+/* ESPnet3's inference/metrics scaffolds copy training keys: a warning each (they are not used
+ * there); a key no config knows is still an error. */
+Test(config, training_keys_in_an_inference_config_warn)
+{
+    const char *path = fixture("decode.yaml", "num_device: 1\ndataloader:\n  train: {}\n"
+                                              "dataset:\n  dataset_module: src/dataset.py\n"
+                                              "  test:\n    - name: t\n      dataset:\n        split: test-clean\n");
+    esp_config *cfg;
+    esp_err err;
+    capture_begin();
+    int rc = config_load(CONFIG_INFERENCE, path, NULL, &cfg, &err);
+    const char *out = capture_end();
+    cr_assert_eq(rc, 0, "%s", err.msg);
+    assert_has(out, "%s:1:1: num_device: a training config key; the inference config does not use it; ignored",
+               tpath("decode.yaml"));
+    assert_has(out, "%s:2:1: dataloader: a training config key", tpath("decode.yaml"));
+    assert_has(out, "dataset.dataset_module: accepted for ESPnet3 compatibility but not implemented");
+    cr_assert_str_eq(((const inference_cfg *)cfg->typed)->dataset->test[0].dataset->split, "test-clean");
+    config_free(cfg);
+    path = fixture("decode.yaml", "beam: 3\n");
+    cr_assert_neq(config_load(CONFIG_INFERENCE, path, NULL, &cfg, &err), 0);
+    assert_has(err.msg, "beam: unknown key");
+}
+
 /* Numbers reach the typed struct as the validator read them (no octal surprise). */
 Test(config, integers_load_as_decimal)
 {
