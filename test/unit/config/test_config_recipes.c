@@ -231,6 +231,8 @@ Test(config, inference_and_metrics_templates_load)
     const inference_cfg *ic = cfg->typed;
     cr_assert_eq(ic->model->beam_size, 10);
     cr_assert_str_eq(ic->exp_tag, "decode");
+    size_t il = strlen(ic->inference_dir); /* ESPnet3's template: ${exp_dir}/<the file's stem> */
+    cr_assert(il > 17 && !strcmp(ic->inference_dir + il - 17, "exp/decode/decode"), "%s", ic->inference_dir);
     config_free(cfg);
 
     const char *met = fixture("score.yaml", "test_sets: [test, test_other]\n");
