@@ -78,8 +78,9 @@ static int load_pairs(const char *inference_dir, const metric_cfg *m, scored_set
                           "<test>/<field>.scp)", p, s->test, m->inputs[i].file);
         free(p);
     }
-    if (rc != 0) {
-    } else if (!path_exists(hyp_path))
+    if (rc != 0)
+        ; /* a listed input is missing: said above */
+    else if (!path_exists(hyp_path))
         rc = esp_fail(err, "%s: no hypotheses for test set %s (run stage 6 first: --stages infer)", hyp_path, s->test);
     else if (!path_exists(ref_path))
         rc = esp_fail(err, "%s: no references for test set %s (stage 6 infer writes it beside %s; rerun it)",

@@ -39,11 +39,12 @@ static int read_manifest_file(const char *path, const char *where, manifest *m, 
 static int read_one(const dataset_ref_cfg *r, const char *data_dir, const char *where, manifest *m, esp_err *err)
 {
     const char *split = arg_of(r, 0), *path = arg_of(r, 1), *src = r->data_src;
-    if (!src || strchr(src, '.') || strchr(src, '/')) { /* the recipe's dataset (also as ESPnet3 names it: a tag
-                                                          * <recipe>/<task> the config check matched to this
-                                                          * recipe, or a Python class) */
+    /* The recipe's dataset: data_src left out, ESPnet3's tag <recipe>/<task> (the config check has
+     * matched it to this recipe) or a Python class path. */
+    if (!src || strchr(src, '.') || strchr(src, '/')) {
         if (r->dataset && r->dataset->manifest_path) return read_manifest_file(r->dataset->manifest_path, where, m, err);
-        if (r->dataset && r->dataset->split && !split) return read_recipe_split(data_dir, r->dataset->split, where, m, err);
+        if (r->dataset && r->dataset->split && !split)
+            return read_recipe_split(data_dir, r->dataset->split, where, m, err);
         if (path) return read_manifest_file(path, where, m, err);
         if (!split)
             return esp_fail(err, "%s: data_src_args.split: missing (which split of the recipe's dataset, e.g. "
