@@ -210,7 +210,7 @@ int main(int argc, char **argv)
         for (int i = 0; i < n_sel && rc == 0; i++) {
             int launched = launch_stage_ranks(selected[i], &args, argc, argv, &cfgs, &rc, &err);
             if (launched < 0) rc = -1;
-            else if (!launched) rc = run_stage(selected[i], &cfgs, &err);
+            else if (!launched) rc = run_stage(selected[i], &cfgs, args.write_requirements, &err);
             if (rc == 0 && runner_pending_count() > 0) {
                 /* Async mode: later stages need these results, so the run stops here. */
                 printf("espnet3: stage %s: submitted to SLURM (jobs %s); rerun the same command when they are "

@@ -22,6 +22,7 @@ typedef struct cli_args {
     const char *master_addr;
     long master_port;
     int dry_run;
+    int write_requirements;    /* ESPnet3's: requirements.txt beside each stage log */
     int quiet;
     int help;
     int version;

@@ -1,4 +1,5 @@
 #include "cli/stage_runner.h"
+#include "cli/version.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -199,7 +200,24 @@ static int run_stage_other_rank(const stage_def *s, const esp_configs *cfgs, int
     return rc;
 }
 
-int run_stage(const stage_def *s, const esp_configs *cfgs, esp_err *err)
+/* <dir>/requirements.txt: the build that ran the stage (version, backends, library versions), in
+ * place of ESPnet3's pip freeze. */
+static int write_requirements_file(const char *dir, esp_err *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&text, &len);
+    ESP_CHECK(fp != NULL);
+    print_version(fp);
+    ESP_CHECK(fclose(fp) == 0);
+    char *path = xasprintf("%s/requirements.txt", dir);
+    int rc = atomic_write_file(path, text, len, err);
+    free(path);
+    free(text);
+    return rc;
+}
+
+int run_stage(const stage_def *s, const esp_configs *cfgs, int write_requirements, esp_err *err)
 {
     const dist_env *env = s->flags & STAGE_SPAWNS_RANKS ? dist_process_env(err) : NULL;
     if ((s->flags & STAGE_SPAWNS_RANKS) && !env) return -1;
@@ -235,6 +253,7 @@ int run_stage(const stage_def *s, const esp_configs *cfgs, esp_err *err)
                                                                           : "metrics.yaml");
     int rc = config_write_resolved(cfg, cfg_out, err);
     free(cfg_out);
+    if (rc == 0 && write_requirements) rc = write_requirements_file(dir, err);
     stage_ctx ctx = {.configs = cfgs, .log_dir = dir};
     runner_set_stage(s->name); /* SLURM workers are told which stage to run */
     int pending_before = runner_pending_count();

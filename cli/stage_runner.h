@@ -15,7 +15,8 @@ int select_stages(const cli_args *a, const stage_def **out, esp_err *err);
 int check_stage_configs(const cli_args *a, const stage_def **sel, int n, const esp_configs *cfgs, esp_err *err);
 /* Moves X.log to X1.log, X1.log to X2.log, ... so X.log is free (ESPnet3's log rotation). */
 int rotate_log(const char *dir, const char *stage, esp_err *err);
-/* Runs one stage with its log file and START/DONE lines. */
-int run_stage(const stage_def *s, const esp_configs *cfgs, esp_err *err);
+/* Runs one stage with its log file and START/DONE lines; with write_requirements also
+ * requirements.txt beside the log (ESPnet3's --write_requirements; here: what --version prints). */
+int run_stage(const stage_def *s, const esp_configs *cfgs, int write_requirements, esp_err *err);
 
 #endif

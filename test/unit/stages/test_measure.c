@@ -241,3 +241,16 @@ Test(measure, espnet3_metric_inputs_errors)
         expect_one_error_line(cases[i].says_a, cases[i].says_b);
     }
 }
+
+/* ESPnet3's --write_requirements: requirements.txt beside the stage log, here the build that ran it. */
+Test(measure, write_requirements_puts_the_build_beside_the_log)
+{
+    cr_assert_eq(run("--stages measure"), 0, "%s", slurp("err"));
+    cr_expect(!exists(INF "/requirements.txt"), "only when asked");
+    cr_assert_eq(run("--stages measure --write_requirements"), 0, "%s", slurp("err"));
+    char *req = slurp(INF "/requirements.txt");
+    cr_expect(strncmp(req, "espnet3 ", 8) == 0 && strstr(req, "\nbackends: cpu") && strstr(req, "\nlibyaml "), "%s",
+              req);
+    free(req);
+    cr_expect(exists(INF "/measure.log"));
+}
