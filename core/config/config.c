@@ -77,20 +77,32 @@ int config_key_depth(config_kind kind, const char *path, const config_load_opts 
     return 0;
 }
 
+/* Whether an override (key=value, +key=value) sets key. */
+static int overrides_set(const config_load_opts *opts, const char *key)
+{
+    size_t n = strlen(key);
+    for (int i = 0; opts && i < opts->n_overrides; i++) {
+        const char *o = opts->overrides[i] + (opts->overrides[i][0] == '+');
+        if (!strncmp(o, key, n) && o[n] == '=') return 1;
+    }
+    return 0;
+}
+
 /* ESPnet3 has named the folder of <test>/hyp.scp decode_dir, infer_dir and inference_dir over
- * time. A file (as written, without the template) that sets an older name and not inference_dir
- * means that folder: *alias gets the override "inference_dir=${<name>}", put ahead of the
- * command line's (which still win). */
-static int dir_alias_override(config_kind kind, const char *path, char **alias, esp_err *err)
+ * time. A file (as written, without the template) or a command line that sets an older name and
+ * not inference_dir means that folder: *alias gets the override "inference_dir=${<name>}", put
+ * ahead of the command line's (so an inference_dir= there still wins). */
+static int dir_alias_override(config_kind kind, const char *path, const config_load_opts *opts, char **alias,
+                              esp_err *err)
 {
     *alias = NULL;
     if (kind == CONFIG_TRAINING) return 0;
     ynode *own = config_compose(path, NULL, NULL, 0, err);
     if (!own) return -1;
     static const char *const older[] = {"infer_dir", "decode_dir"};
-    if (!yt_map_get(own, "inference_dir"))
+    if (!yt_map_get(own, "inference_dir") && !overrides_set(opts, "inference_dir"))
         for (size_t i = 0; i < 2 && !*alias; i++)
-            if (yt_map_get(own, older[i])) {
+            if (yt_map_get(own, older[i]) || overrides_set(opts, older[i])) {
                 *alias = xasprintf("inference_dir=${%s}", older[i]);
                 log_info("%s: %s (ESPnet3's older name) is where stage 6 writes and stage 7 reads: inference_dir takes "
                          "its value", path, older[i]);
@@ -105,7 +117,7 @@ int config_load(config_kind kind, const char *path, const config_load_opts *opts
     if (!path_exists(path))
         return esp_fail(err, "%s: config file not found (check %s)", path, config_kind_option(kind));
     char *alias;
-    if (dir_alias_override(kind, path, &alias, err) != 0) return -1;
+    if (dir_alias_override(kind, path, opts, &alias, err) != 0) return -1;
     int n_ov = opts ? opts->n_overrides : 0;
     const char **ov = xcalloc((size_t)n_ov + 1, sizeof *ov);
     int n = 0;

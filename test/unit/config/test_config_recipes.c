@@ -453,6 +453,17 @@ Test(config, infer_dir_and_decode_dir_name_the_inference_dir)
         cr_assert_str_eq(((const metrics_cfg *)cfg->typed)->inference_dir, "/cli");
         config_free(cfg);
     }
+    /* the older name given on the command line means the folder too */
+    {
+        const char *p0 = fixture("decode.yaml", "model:\n  beam_size: 2\n");
+        const char *ov[] = {"decode_dir=/cli_decode"};
+        config_load_opts o = {.template_dir = tdir, .overrides = ov, .n_overrides = 1};
+        esp_config *cfg;
+        esp_err err;
+        cr_assert_eq(config_load(CONFIG_METRICS, p0, &o, &cfg, &err), 0, "%s", err.msg);
+        cr_assert_str_eq(((const metrics_cfg *)cfg->typed)->inference_dir, "/cli_decode");
+        config_free(cfg);
+    }
     /* inference_dir in the file itself wins over the older names */
     const char *p = fixture("decode.yaml", "decode_dir: /old\ninference_dir: /new\n");
     config_load_opts o = {.template_dir = tdir};
