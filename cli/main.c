@@ -117,7 +117,8 @@ static int inherit_paths(config_kind kind, const char *path, const esp_configs *
     for (int j = 0; j < 3; j++) {
         if (!vals[j]) continue;
         /* inference_dir also counts as set under ESPnet3's older names (config.c maps them) */
-        const char *names[3] = {keys[j], j == 2 ? "infer_dir" : NULL, j == 2 ? "decode_dir" : NULL};
+        const char *names[3] = {keys[j], j == 2 ? config_older_inference_dir_names[0] : NULL,
+                                j == 2 ? config_older_inference_dir_names[1] : NULL};
         int set = 0;
         for (int a = 0; a < 3 && names[a] && !set; a++) {
             int depth = 0;

@@ -77,6 +77,8 @@ int config_key_depth(config_kind kind, const char *path, const config_load_opts 
     return 0;
 }
 
+const char *const config_older_inference_dir_names[2] = {"infer_dir", "decode_dir"};
+
 /* Whether an override (key=value, +key=value) sets key. */
 static int overrides_set(const config_load_opts *opts, const char *key)
 {
@@ -99,7 +101,7 @@ static int dir_alias_override(config_kind kind, const char *path, const config_l
     if (kind == CONFIG_TRAINING) return 0;
     ynode *own = config_compose(path, NULL, NULL, 0, err);
     if (!own) return -1;
-    static const char *const older[] = {"infer_dir", "decode_dir"};
+    const char *const *older = config_older_inference_dir_names;
     if (!yt_map_get(own, "inference_dir") && !overrides_set(opts, "inference_dir"))
         for (size_t i = 0; i < 2 && !*alias; i++)
             if (yt_map_get(own, older[i]) || overrides_set(opts, older[i])) {

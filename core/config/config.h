@@ -46,6 +46,10 @@ int config_load_tree(config_kind kind, ynode *tree, const char *path, esp_config
 /* How many leading parts of key_path (a.b.c) the file composed over its template has (no
  * overrides, no interpolation): the command line routes an override to the configs that know
  * most of its key. */
+/* ESPnet3's older names of inference_dir (decode_dir, infer_dir): a config or command line that sets
+ * one and not inference_dir means that folder (config_load). */
+extern const char *const config_older_inference_dir_names[2];
+
 int config_key_depth(config_kind kind, const char *path, const config_load_opts *opts, const char *key_path,
                      int *depth, esp_err *err);
 void config_free(esp_config *cfg);

@@ -78,6 +78,17 @@ static ynode *config_path(interp *in, ynode *at, int n, const char *a0)
     return out;
 }
 
+/* A file a resolver call (`what`, as written) is about to read: a regular file, its size counted
+ * against the expansion limit. 0 when it may be read, 1 when it is not there (the caller says so
+ * in its own words), -1 with the error set. */
+static int resolver_file(interp *in, ynode *at, const char *what, const char *path, const char *kind)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) return 1;
+    if (!S_ISREG(st.st_mode)) return interp_fail(in, at, "%s: %s is not a regular file (name a %s)", what, path, kind);
+    return interp_spend(in, at, (size_t)st.st_size);
+}
+
 /* A file's non-empty lines as a list of strings (taken as written: never interpolated again). */
 static ynode *load_line(interp *in, ynode *at, int n, const char *arg, const char *a0)
 {
@@ -85,14 +96,9 @@ static ynode *load_line(interp *in, ynode *at, int n, const char *arg, const cha
         interp_fail(in, at, "${load_line:...} takes one file name");
         return NULL;
     }
-    struct stat st;
-    if (stat(a0, &st) == 0) {
-        if (!S_ISREG(st.st_mode)) {
-            interp_fail(in, at, "${load_line:%s}: %s is not a regular file (name a text file)", arg, a0);
-            return NULL;
-        }
-        if (interp_spend(in, at, (size_t)st.st_size) != 0) return NULL;
-    }
+    char what[256];
+    snprintf(what, sizeof what, "${load_line:%.200s}", arg);
+    if (resolver_file(in, at, what, a0, "text file") < 0) return NULL; /* missing: read_file says so below */
     esp_err ferr;
     char *text = read_file(a0, NULL, &ferr);
     if (!text) {
@@ -142,19 +148,15 @@ static ynode *load_yaml(interp *in, ynode *at, const char *here, int n, char **a
                     CFG_MAX_LOAD_YAML_DEPTH);
         return NULL;
     }
-    struct stat st;
-    if (stat(a0, &st) != 0) {
+    int found = resolver_file(in, at, what, a0, "YAML file");
+    if (found < 0) return NULL;
+    if (found == 1) {
         char chain[1024];
         interp_chain_str(in, NULL, chain, sizeof chain);
         interp_fail(in, at, "%s: cannot read %s (resolving %s; the path is relative to the working directory, as in "
                     "ESPnet3)", what, a0, chain);
         return NULL;
     }
-    if (!S_ISREG(st.st_mode)) {
-        interp_fail(in, at, "%s: %s is not a regular file (name a YAML file)", what, a0);
-        return NULL;
-    }
-    if (interp_spend(in, at, (size_t)st.st_size) != 0) return NULL;
     char *key = n == 2 ? arg_text(in, at, here, args[1]) : xstrdup("");
     if (!key) return NULL;
     esp_err perr;
