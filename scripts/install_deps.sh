@@ -10,6 +10,7 @@ packages=(
   libsndfile1-dev libsamplerate0-dev   # audio I/O and resampling
   libfftw3-dev zlib1g-dev       # STFT; .npz (zip) files
   libopenblas-dev               # sgemm for the CPU backend
+  libxsmm-dev                   # JIT GEMM kernels for the shapes where they beat OpenBLAS (AVX-512)
   libjansson-dev                # JSON: safetensors headers, trainer state
   libzip-dev                    # PyTorch checkpoints (.pth, .ckpt: torch.save's zip)
   g++ libsentencepiece-dev      # SentencePiece tokenizers (bpe, unigram) behind core/data/spm_shim.cc

@@ -5,6 +5,7 @@
 #include "core/base/log.h"
 #include "core/base/parallel.h"
 #include "core/compute/ops_precision.h"
+#include "core/compute/ops_xsmm.h"
 
 static int gemm_threads = 1;
 
@@ -20,11 +21,18 @@ enum {
 
 typedef struct gemm_job {
     enum CBLAS_TRANSPOSE ta, tb;
-    int m, n, k, lda, ldb, ldc, by_rows;
+    int m, n, k, lda, ldb, ldc, by_rows, xsmm; /* xsmm: libxsmm takes the whole product */
     float alpha, beta;
     const float *a, *b;
     float *c;
 } gemm_job;
+
+/* One part of a product: libxsmm's kernels where they take the whole product, else OpenBLAS. */
+static void part_sgemm(const gemm_job *j, int m, int n, const float *a, const float *b, float *c)
+{
+    if (j->xsmm && ops_xsmm_sgemm(j->ta, j->tb, m, n, j->k, a, j->lda, b, j->ldb, j->beta, c, j->ldc)) return;
+    cblas_sgemm(CblasRowMajor, j->ta, j->tb, m, n, j->k, j->alpha, a, j->lda, b, j->ldb, j->beta, c, j->ldc);
+}
 
 static void gemm_part(void *ctx, size_t lo, size_t hi, int slot)
 {
@@ -34,21 +42,19 @@ static void gemm_part(void *ctx, size_t lo, size_t hi, int slot)
     int l = (int)lo * GEMM_UNIT, h = (int)hi * GEMM_UNIT < dim ? (int)hi * GEMM_UNIT : dim;
     if (j->by_rows) {
         const float *a = j->ta == CblasNoTrans ? j->a + (size_t)l * j->lda : j->a + l;
-        cblas_sgemm(CblasRowMajor, j->ta, j->tb, h - l, j->n, j->k, j->alpha, a, j->lda, j->b, j->ldb, j->beta,
-                    j->c + (size_t)l * j->ldc, j->ldc);
+        part_sgemm(j, h - l, j->n, a, j->b, j->c + (size_t)l * j->ldc);
     } else {
         const float *b = j->tb == CblasNoTrans ? j->b + l : j->b + (size_t)l * j->ldb;
-        cblas_sgemm(CblasRowMajor, j->ta, j->tb, j->m, h - l, j->k, j->alpha, j->a, j->lda, b, j->ldb, j->beta,
-                    j->c + l, j->ldc);
+        part_sgemm(j, j->m, h - l, j->a, b, j->c + l);
     }
 }
 
 /* Row-major sgemm split over the pool by blocks of C's rows (or columns, when C is wider than
- * tall), OpenBLAS on one thread in each. */
+ * tall), OpenBLAS (or libxsmm, core/compute/ops_xsmm.h) on one thread in each. */
 static void sgemm_split(int threads, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n, int k,
                         float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
-    gemm_job j = {ta, tb, m, n, k, lda, ldb, ldc, m >= n, alpha, beta, a, b, c};
+    gemm_job j = {ta, tb, m, n, k, lda, ldb, ldc, m >= n, ops_xsmm_takes(ta, m, n, k, alpha, beta), alpha, beta, a, b, c};
     size_t dim = (size_t)(j.by_rows ? m : n), other = (size_t)(j.by_rows ? n : m);
     size_t units = (dim + GEMM_UNIT - 1) / GEMM_UNIT, unit_mnk = (size_t)GEMM_UNIT * other * (size_t)k;
     size_t min_units = (GEMM_PART_MNK + unit_mnk - 1) / unit_mnk;

@@ -1,15 +1,17 @@
 /* The float ops' GEMM (core/compute/ops_f32.c's GEMM): row-major cblas_sgemm split over the threads
- * of core/base/parallel.h, OpenBLAS on one thread in each part, with both inputs rounded to the
- * GEMM precision first under mixed precision (core/compute/ops_precision.h).
+ * of core/base/parallel.h, OpenBLAS on one thread in each part (or libxsmm's kernels, for the
+ * shapes core/compute/ops_xsmm.h takes, decided on the whole product), with both inputs rounded to
+ * the GEMM precision first under mixed precision (core/compute/ops_precision.h).
  *
  * Why not OpenBLAS' own threads: with as many threads as cores, its workers spin (sched_yield)
  * after each GEMM while the pool runs the elementwise passes that follow, and the two sets of
  * threads fight over the cores; with one pool for every pass the 2-thread training step got
  * 1.2x faster (README, Benchmarks).
  * The split is by blocks of C's rows (or columns, when C is wider than tall), never over k, so
- * each element's sum runs in OpenBLAS' one order whatever the thread count: a split GEMM gives the
- * bits of one whole cblas_sgemm (test/unit/compute/test_ops_threads.c checks it over shapes on
- * both sides of the split threshold; ~3000 random shapes agreed when it was written). */
+ * each element's sum runs in one order whatever the thread count: a split GEMM gives the bits of
+ * one whole cblas_sgemm, or of one whole libxsmm product (test/unit/compute/test_ops_threads.c
+ * checks it over shapes on both sides of the split threshold; ~3000 random shapes agreed when it
+ * was written). */
 #ifndef ESPNET3_COMPUTE_OPS_SGEMM_H
 #define ESPNET3_COMPUTE_OPS_SGEMM_H
 
