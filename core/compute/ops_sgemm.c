@@ -54,7 +54,8 @@ static void gemm_part(void *ctx, size_t lo, size_t hi, int slot)
 static void sgemm_split(int threads, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n, int k,
                         float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
-    gemm_job j = {ta, tb, m, n, k, lda, ldb, ldc, m >= n, ops_xsmm_takes(ta, m, n, k, alpha, beta), alpha, beta, a, b, c};
+    int xsmm = ops_xsmm_takes(ta, tb, m, n, k, alpha, beta);
+    gemm_job j = {ta, tb, m, n, k, lda, ldb, ldc, m >= n, xsmm, alpha, beta, a, b, c};
     size_t dim = (size_t)(j.by_rows ? m : n), other = (size_t)(j.by_rows ? n : m);
     size_t units = (dim + GEMM_UNIT - 1) / GEMM_UNIT, unit_mnk = (size_t)GEMM_UNIT * other * (size_t)k;
     size_t min_units = (GEMM_PART_MNK + unit_mnk - 1) / unit_mnk;

@@ -59,11 +59,13 @@ static float *scratch_for(size_t n)
 }
 
 /* The column-major kernel C'(mb x nb) = A'(mb x kb) B'(kb x nb) + beta C' that is a row-major
- * C[nb rows][mb columns] block = A[nb][kb] B[kb][mb]: A' is B's block, B' is A's rows. */
-static libxsmm_smmfunction kernel(int mb, int nb, int kb, int ldb, int lda, int ldc, float beta)
+ * C[nb rows][mb columns] block = A[nb][kb] B[kb][mb]: A' is B's block, B' is A's rows. With A
+ * transposed (a_trans: A is stored kb x nb, its columns are C's rows) B' is read transposed: its
+ * column for a row of C is a column of A, the nb values of one k side by side. */
+static libxsmm_smmfunction kernel(int mb, int nb, int kb, int ldb, int lda, int ldc, float beta, int a_trans)
 {
     float one = 1.0f;
-    int flags = LIBXSMM_GEMM_FLAGS('N', 'N'), prefetch = LIBXSMM_GEMM_PREFETCH_NONE;
+    int flags = LIBXSMM_GEMM_FLAGS('N', a_trans ? 'T' : 'N'), prefetch = LIBXSMM_GEMM_PREFETCH_NONE;
     libxsmm_blasint la = ldb, lb = lda, lc = ldc;
     return libxsmm_smmdispatch(mb, nb, kb, &la, &lb, &lc, &one, &beta, &flags, &prefetch);
 }
@@ -75,10 +77,11 @@ static int depth_kind(int p0, int k)
     return p0 == 0 ? 0 : p0 + DEPTH >= k ? 2 : 1;
 }
 
-/* C = A B + beta C, A (m x k, row stride lda), B (k x n, ldb), through the kernels; 0 when one of
- * them cannot be generated (then before anything is written: all are fetched first). */
-static int gemm_nn(int m, int n, int k, const float *a, int lda, const float *b, int ldb, float beta, float *c,
-                   int ldc)
+/* C = op(A) B + beta C, A (m x k, row stride lda; k x m when a_trans), B (k x n, ldb), through the
+ * kernels; 0 when one of them cannot be generated (then before anything is written: all are fetched
+ * first). */
+static int gemm_blocks(int a_trans, int m, int n, int k, const float *a, int lda, const float *b, int ldb, float beta,
+                       float *c, int ldc)
 {
     /* kernels by [kind of k block][narrow last column block][short last row block] */
     libxsmm_smmfunction kern[3][2][2] = {{{0}}};
@@ -90,7 +93,7 @@ static int gemm_nn(int m, int n, int k, const float *a, int lda, const float *b,
             for (int shrt = 0; shrt < 2; shrt++) {
                 int mb = narrow ? narrow_cols : COLS, nb = shrt ? short_rows : ROWS;
                 if (mb == 0 || nb == 0 || (!narrow && n < COLS) || (!shrt && m < ROWS)) continue;
-                kern[kind][narrow][shrt] = kernel(mb, nb, kb, ldb, lda, ldc, kind ? 1.0f : beta);
+                kern[kind][narrow][shrt] = kernel(mb, nb, kb, ldb, lda, ldc, kind ? 1.0f : beta, a_trans);
                 if (!kern[kind][narrow][shrt]) return 0;
             }
     }
@@ -104,7 +107,8 @@ static int gemm_nn(int m, int n, int k, const float *a, int lda, const float *b,
                     for (int j = j0; j < j1; j += COLS) {
                         libxsmm_smmfunction f = kern[kind][j1 - j < COLS][r1 - i < ROWS];
                         ESP_CHECK(f);
-                        f(b + (size_t)p0 * ldb + j, a + (size_t)i * lda + p0, c + (size_t)i * ldc + j);
+                        const float *ai = a_trans ? a + (size_t)p0 * lda + i : a + (size_t)i * lda + p0;
+                        f(b + (size_t)p0 * ldb + j, ai, c + (size_t)i * ldc + j);
                     }
             }
         }
@@ -112,22 +116,28 @@ static int gemm_nn(int m, int n, int k, const float *a, int lda, const float *b,
     return 1;
 }
 
-int ops_xsmm_takes(enum CBLAS_TRANSPOSE ta, int m, int n, int k, float alpha, float beta)
+/* The transposes the kernels take: A B, A B^T (B transposed first) and A^T B (the weight gradients). */
+static int transposes_taken(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb)
 {
-    return ops_xsmm_enabled() && ta == CblasNoTrans && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) &&
+    return ta == CblasNoTrans || tb == CblasNoTrans;
+}
+
+int ops_xsmm_takes(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha, float beta)
+{
+    return ops_xsmm_enabled() && transposes_taken(ta, tb) && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) &&
            n <= MAX_COLS && k >= MIN_DEPTH && m >= MIN_ROWS;
 }
 
 int ops_xsmm_sgemm(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n, int k, const float *a, int lda,
                    const float *b, int ldb, float beta, float *c, int ldc)
 {
-    ESP_CHECK(ta == CblasNoTrans && (beta == 0.0f || beta == 1.0f) && m > 0 && n > 0 && k > 0);
+    ESP_CHECK(transposes_taken(ta, tb) && (beta == 0.0f || beta == 1.0f) && m > 0 && n > 0 && k > 0);
     if (tb == CblasTrans) { /* B is n x k: its transpose, k x n, is what the kernels read */
         float *bt = scratch_for((size_t)k * n);
         libxsmm_otrans(bt, b, sizeof *bt, k, n, ldb, n);
         b = bt, ldb = n;
     }
-    if (gemm_nn(m, n, k, a, lda, b, ldb, beta, c, ldc)) return 1;
+    if (gemm_blocks(ta == CblasTrans, m, n, k, a, lda, b, ldb, beta, c, ldc)) return 1;
     /* libxsmm could not generate a kernel (no executable memory?): OpenBLAS from now on */
     if (__atomic_exchange_n(&enabled, 0, __ATOMIC_RELAXED))
         log_warn("libxsmm could not generate a GEMM kernel (%d x %d x %d); using OpenBLAS for every product", m,

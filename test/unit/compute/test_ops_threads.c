@@ -136,13 +136,13 @@ static void scen_gemm(backend *be, outs *o)
         be->gemm(be, ta, tb, m, n, k, alpha, a, ta ? m : k, b, tb ? k : n, beta, c, n);
         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha,
                     a, ta ? m : k, b, tb ? k : n, beta, whole, n);
-        if (ops_xsmm_takes(ta ? CblasTrans : CblasNoTrans, m, n, k, alpha, beta)) {
+        if (ops_xsmm_takes(ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, beta)) {
             /* libxsmm's sums (core/compute/ops_xsmm.h): OpenBLAS' to rounding (inputs in [-1, 1]);
              * the thread counts' bits are compared by check_threads */
             float tol = 1e-6f * (float)k + 1e-6f;
             for (size_t i = 0; i < (size_t)m * n; i++)
                 if (!(c[i] - whole[i] <= tol && whole[i] - c[i] <= tol)) {
-                    cr_expect(0, "gemm %dx%dx%d tb %d (libxsmm): %g against OpenBLAS' %g at %zu", m, n, k, tb,
+                    cr_expect(0, "gemm %dx%dx%d ta %d tb %d (libxsmm): %g against OpenBLAS' %g at %zu", m, n, k, ta, tb,
                               c[i], whole[i], i);
                     break;
                 }

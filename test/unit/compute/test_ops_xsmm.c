@@ -1,6 +1,6 @@
 /* core/compute/ops_xsmm.h: libxsmm's GEMMs against OpenBLAS' over the edges of its blocking (k
  * around the 256 of one kernel call, C's columns around the 64 of a call and the 256 of a panel,
- * rows around the 7 of a call and the 56 of a block), padded strides, B transposed, beta 0 and 1;
+ * rows around the 7 of a call and the 56 of a block), padded strides, A or B transposed, beta 0 and 1;
  * the same bits however C is split into parts; and the shapes it leaves to OpenBLAS. On a CPU
  * without AVX-512 only the last holds (it takes nothing). */
 #include <criterion/criterion.h>
@@ -26,20 +26,22 @@ static float *rnd(size_t n)
     return p;
 }
 
-/* One product both ways; C has ldc = n + pad, A and B their own padding. */
-static void check_shape(int m, int n, int k, int tb, float beta, int pad)
+/* One product both ways; C has ldc = n + pad, A and B their own padding. ta and tb: A (k x m) or B
+ * (n x k) transposed, not both. */
+static void check_shape(int m, int n, int k, int ta, int tb, float beta, int pad)
 {
-    int lda = k + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
+    int lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
     size_t nc = (size_t)m * ldc;
-    float *a = rnd((size_t)m * lda), *b = rnd((size_t)(tb ? n : k) * ldb), *c = rnd(nc), *want = malloc(nc * sizeof *want);
+    float *a = rnd((size_t)(ta ? k : m) * lda), *b = rnd((size_t)(tb ? n : k) * ldb), *c = rnd(nc);
+    float *want = malloc(nc * sizeof *want);
     cr_assert(want);
     memcpy(want, c, nc * sizeof *c);
     if (beta == 0.0f) /* beta 0: C is written, never read */
         for (int i = 0; i < m; i++) c[(size_t)i * ldc] = NAN;
-    enum CBLAS_TRANSPOSE t = tb ? CblasTrans : CblasNoTrans;
-    cr_assert(ops_xsmm_takes(CblasNoTrans, m, n, k, 1.0f, beta), "%dx%dx%d not taken", m, n, k);
-    cr_assert(ops_xsmm_sgemm(CblasNoTrans, t, m, n, k, a, lda, b, ldb, beta, c, ldc));
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, t, m, n, k, 1.0f, a, lda, b, ldb, beta, want, ldc);
+    enum CBLAS_TRANSPOSE at = ta ? CblasTrans : CblasNoTrans, t = tb ? CblasTrans : CblasNoTrans;
+    cr_assert(ops_xsmm_takes(at, t, m, n, k, 1.0f, beta), "%dx%dx%d not taken", m, n, k);
+    cr_assert(ops_xsmm_sgemm(at, t, m, n, k, a, lda, b, ldb, beta, c, ldc));
+    cblas_sgemm(CblasRowMajor, at, t, m, n, k, 1.0f, a, lda, b, ldb, beta, want, ldc);
     float tol = 1e-6f * (float)k;
     for (int i = 0; i < m; i++)
         for (int j = 0; j < ldc; j++) {
@@ -49,8 +51,8 @@ static void check_shape(int m, int n, int k, int tb, float beta, int pad)
                           k, i, j);
                 continue;
             }
-            cr_assert(fabsf(got - w) <= tol, "%dx%dx%d tb %d beta %g pad %d: C[%d][%d] %g, OpenBLAS %g", m, n, k,
-                      tb, beta, pad, i, j, got, w);
+            cr_assert(fabsf(got - w) <= tol, "%dx%dx%d ta %d tb %d beta %g pad %d: C[%d][%d] %g, OpenBLAS %g", m,
+                      n, k, ta, tb, beta, pad, i, j, got, w);
         }
     free(a), free(b), free(c), free(want);
 }
@@ -63,8 +65,9 @@ Test(ops_xsmm, matches_openblas_at_the_block_edges)
     int count = 0;
     for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++)
         for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
-            for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++, count++)
-                check_shape(ms[mi], ns[ni], ks[ki], count % 2, (count / 2) % 2 ? 1.0f : 0.0f, (count / 4) % 3 == 2 ? 5 : 0);
+            for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++, count++) /* A as is, B transposed, A transposed */
+                check_shape(ms[mi], ns[ni], ks[ki], count % 3 == 2, count % 3 == 1, (count / 3) % 2 ? 1.0f : 0.0f,
+                            (count / 6) % 3 == 2 ? 5 : 0);
 }
 
 /* C computed in parts (by rows, then by columns, as core/compute/ops_sgemm.c splits it) has the
@@ -73,49 +76,50 @@ Test(ops_xsmm, parts_give_the_bits_of_the_whole)
 {
     if (!ops_xsmm_enabled()) cr_skip_test("libxsmm's GEMMs are off on this CPU (no AVX-512)");
     enum { M = 150, N = 300, K = 600 };
-    for (int tb = 0; tb < 2; tb++)
+    for (int tr = 0; tr < 3; tr++) /* A B, A B^T, A^T B */
         for (int beta = 0; beta < 2; beta++) {
-            enum CBLAS_TRANSPOSE t = tb ? CblasTrans : CblasNoTrans;
+            int ta = tr == 2, tb = tr == 1, lda = ta ? M : K;
+            enum CBLAS_TRANSPOSE at = ta ? CblasTrans : CblasNoTrans, t = tb ? CblasTrans : CblasNoTrans;
             float *a = rnd((size_t)M * K), *b = rnd((size_t)K * N), *whole = rnd((size_t)M * N);
             float *rows = malloc((size_t)M * N * sizeof *rows), *cols = malloc((size_t)M * N * sizeof *cols);
             cr_assert(rows && cols);
             memcpy(rows, whole, (size_t)M * N * sizeof *rows);
             memcpy(cols, whole, (size_t)M * N * sizeof *cols);
             int ldb = tb ? K : N;
-            cr_assert(ops_xsmm_sgemm(CblasNoTrans, t, M, N, K, a, K, b, ldb, (float)beta, whole, N));
+            cr_assert(ops_xsmm_sgemm(at, t, M, N, K, a, lda, b, ldb, (float)beta, whole, N));
             static const int row_cuts[] = {0, 16, 23, 80, M}, col_cuts[] = {0, 48, 112, 176, N};
             for (int p = 0; p < 4; p++) {
                 int r0 = row_cuts[p], r1 = row_cuts[p + 1], c0 = col_cuts[p], c1 = col_cuts[p + 1];
-                cr_assert(ops_xsmm_sgemm(CblasNoTrans, t, r1 - r0, N, K, a + (size_t)r0 * K, K, b, ldb, (float)beta,
-                                         rows + (size_t)r0 * N, N));
-                const float *bp = tb ? b + (size_t)c0 * K : b + c0;
-                cr_assert(ops_xsmm_sgemm(CblasNoTrans, t, M, c1 - c0, K, a, K, bp, ldb, (float)beta, cols + c0, N));
+                const float *ap = ta ? a + r0 : a + (size_t)r0 * K, *bp = tb ? b + (size_t)c0 * K : b + c0;
+                cr_assert(ops_xsmm_sgemm(at, t, r1 - r0, N, K, ap, lda, b, ldb, (float)beta, rows + (size_t)r0 * N, N));
+                cr_assert(ops_xsmm_sgemm(at, t, M, c1 - c0, K, a, lda, bp, ldb, (float)beta, cols + c0, N));
             }
-            cr_expect(memcmp(rows, whole, (size_t)M * N * sizeof *rows) == 0, "tb %d beta %d: split by rows differs", tb,
-                      beta);
-            cr_expect(memcmp(cols, whole, (size_t)M * N * sizeof *cols) == 0, "tb %d beta %d: split by columns differs",
-                      tb, beta);
+            size_t bytes = (size_t)M * N * sizeof *whole;
+            cr_expect(memcmp(rows, whole, bytes) == 0, "ta %d tb %d beta %d: split by rows differs", ta, tb, beta);
+            cr_expect(memcmp(cols, whole, bytes) == 0, "ta %d tb %d beta %d: split by columns differs", ta, tb, beta);
             free(a), free(b), free(whole), free(rows), free(cols);
         }
 }
 
-/* What stays with OpenBLAS: A transposed, alpha other than 1, beta other than 0 and 1, C wider than
+/* What stays with OpenBLAS: A and B both transposed, alpha other than 1, beta other than 0 and 1, C wider than
  * 512 columns, k under 128 (the attention's per-head products), fewer than 16 rows; and everything
  * when switched off. */
 Test(ops_xsmm, leaves_the_other_shapes_to_openblas)
 {
     int on = ops_xsmm_enabled();
-    cr_expect(ops_xsmm_takes(CblasNoTrans, 1584, 256, 256, 1.0f, 0.0f) == on);
-    cr_expect(ops_xsmm_takes(CblasNoTrans, 1584, 512, 1024, 1.0f, 1.0f) == on);
-    cr_expect(!ops_xsmm_takes(CblasTrans, 1584, 256, 256, 1.0f, 0.0f));
-    cr_expect(!ops_xsmm_takes(CblasNoTrans, 1584, 256, 256, 0.5f, 0.0f));
-    cr_expect(!ops_xsmm_takes(CblasNoTrans, 1584, 256, 256, 1.0f, 0.5f));
-    cr_expect(!ops_xsmm_takes(CblasNoTrans, 1584, 1024, 256, 1.0f, 0.0f));
-    cr_expect(!ops_xsmm_takes(CblasNoTrans, 99, 99, 64, 1.0f, 0.0f));
-    cr_expect(!ops_xsmm_takes(CblasNoTrans, 15, 256, 256, 1.0f, 0.0f));
+    cr_expect(ops_xsmm_takes(CblasNoTrans, CblasNoTrans, 1584, 256, 256, 1.0f, 0.0f) == on);
+    cr_expect(ops_xsmm_takes(CblasNoTrans, CblasNoTrans, 1584, 512, 1024, 1.0f, 1.0f) == on);
+    cr_expect(ops_xsmm_takes(CblasNoTrans, CblasTrans, 1584, 256, 256, 1.0f, 0.0f) == on);
+    cr_expect(ops_xsmm_takes(CblasTrans, CblasNoTrans, 256, 256, 1584, 1.0f, 1.0f) == on); /* a weight gradient */
+    cr_expect(!ops_xsmm_takes(CblasTrans, CblasTrans, 1584, 256, 256, 1.0f, 0.0f));
+    cr_expect(!ops_xsmm_takes(CblasNoTrans, CblasNoTrans, 1584, 256, 256, 0.5f, 0.0f));
+    cr_expect(!ops_xsmm_takes(CblasNoTrans, CblasNoTrans, 1584, 256, 256, 1.0f, 0.5f));
+    cr_expect(!ops_xsmm_takes(CblasNoTrans, CblasNoTrans, 1584, 1024, 256, 1.0f, 0.0f));
+    cr_expect(!ops_xsmm_takes(CblasNoTrans, CblasNoTrans, 99, 99, 64, 1.0f, 0.0f));
+    cr_expect(!ops_xsmm_takes(CblasNoTrans, CblasNoTrans, 15, 256, 256, 1.0f, 0.0f));
     ops_xsmm_enable(0);
     cr_expect(!ops_xsmm_enabled());
-    cr_expect(!ops_xsmm_takes(CblasNoTrans, 1584, 256, 256, 1.0f, 0.0f));
+    cr_expect(!ops_xsmm_takes(CblasNoTrans, CblasNoTrans, 1584, 256, 256, 1.0f, 0.0f));
     ops_xsmm_enable(1);
     cr_expect(ops_xsmm_enabled() == on);
 }
