@@ -11,7 +11,9 @@
  *   ebranchformer: EBranchformerEncoder as LibriSpeech-100's (d 256, 4 heads, rel_pos latest,
  *                macaron FFN 1024, cgMLP 1024 with kernel 31, identity gate, merge kernel 31) but
  *                6 blocks like the others, + CTC, vocab 30 (espnet_step.py --model ebranchformer)
- *   train_step [--model MODEL] THREADS STEPS WARMUP -> prints "ms <median> min <min> loss <last> ..."
+ *   train_step [--openblas] [--model MODEL] THREADS STEPS WARMUP -> prints "ms <median> min <min>
+ *                loss <last> ... xsmm <0|1>" (xsmm: whether libxsmm's kernels ran the products they
+ *                take; --openblas: every product through OpenBLAS, for scripts/bench/gemm_shapes)
  *   train_step --sgemm THREADS         -> prints "gflops <best>": the machine's sgemm rate through
  *                                         the backend (2048^3, best of 5 after a warm-up), the
  *                                         peak the step's GFLOP/s are compared with */
@@ -21,6 +23,7 @@
 #include <sys/resource.h>
 
 #include "core/compute/backend.h"
+#include "core/compute/ops_xsmm.h"
 #include "core/nn/model.h"
 #include "core/train/optim.h"
 #include "core/base/progress.h"
@@ -58,6 +61,7 @@ static int sgemm_peak(int threads)
 int main(int argc, char **argv)
 {
     if (argc > 2 && strcmp(argv[1], "--sgemm") == 0) return sgemm_peak(atoi(argv[2]));
+    if (argc > 1 && strcmp(argv[1], "--openblas") == 0) ops_xsmm_enable(0), argv++, argc--;
     const char *kind = "transformer";
     if (argc > 2 && strcmp(argv[1], "--model") == 0) kind = argv[2], argv += 2, argc -= 2;
     int conformer = strcmp(kind, "conformer") == 0, hybrid = strcmp(kind, "hybrid") == 0;
@@ -120,8 +124,8 @@ int main(int argc, char **argv)
     qsort(ms, (size_t)steps, sizeof *ms, cmp);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("ms %.1f min %.1f loss %.3f maxrss_mb %.0f params %zu model %s\n", ms[steps / 2], ms[0], loss,
-           ru.ru_maxrss / 1024.0, m.table.total, kind);
+    printf("ms %.1f min %.1f loss %.3f maxrss_mb %.0f params %zu model %s xsmm %d\n", ms[steps / 2], ms[0], loss,
+           ru.ru_maxrss / 1024.0, m.table.total, kind, ops_xsmm_enabled());
     adam_state_free(&st);
     be->free(be, dev_feats);
     asr_model_free(&m);
