@@ -9,8 +9,9 @@
 
 /* Blocking (measured on a Zen 4 core, README, Benchmarks): one kernel call computes COLS columns x
  * ROWS rows of C over at most DEPTH of k, so its B block (DEPTH x COLS, 64 KB) stays in L2 and its A
- * rows (ROWS x DEPTH, 7 KB) in L1; calls walk a ROW_BLOCK of rows per PANEL of columns, so the A
- * rows are reused across the panel and the panel's B (256 KB) across the row block. */
+ * rows (ROWS x DEPTH, 7 KB; with A transposed DEPTH pieces of ROWS floats, at most 32 KB of lines) in
+ * L1; calls walk a ROW_BLOCK of rows per PANEL of columns, so the A rows are reused across the panel
+ * and the panel's B (256 KB) across the row block. */
 enum {
     COLS = 64,       /* four AVX-512 registers of C per row */
     ROWS = 7,        /* 28 accumulators of the 32 registers */
