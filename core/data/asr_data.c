@@ -7,6 +7,7 @@
 #include "core/data/augment_conf.h"
 #include "core/data/dataset_src.h"
 #include "core/base/fsio.h"
+#include "core/base/parallel.h"
 #include "core/formats/npz.h"
 #include "core/base/rng.h"
 
@@ -105,6 +106,8 @@ void asr_data_close(asr_data *d)
     manifest_free(&d->m);
     token_list_free(&d->tokens);
     frontend_free(d->fe);
+    for (int k = 0; k < d->n_fe_slots; k++) frontend_free(d->fe_slots[k]);
+    free(d->fe_slots);
     if (d->norm == NORM_GLOBAL) global_mvn_free(&d->gmvn);
     augment_conf_free(&d->aug);
     noise_rir_conf_free(&d->nr);
@@ -134,6 +137,8 @@ int asr_data_set_noise_rir(asr_data *d, const noise_rir_conf *c, uint64_t seed, 
 }
 
 void asr_data_set_epoch(asr_data *d, int64_t epoch) { d->aug_epoch = epoch; }
+
+void asr_data_set_threads(asr_data *d, int threads) { d->threads = threads > 1 ? threads : 1; }
 
 /* The training waveform's augmentation, drawn from (seed, epoch, utterance id) alone. A result
  * shorter than the STFT needs is padded with zeros to that length. */
@@ -185,10 +190,10 @@ int asr_data_read_span(const asr_data *d, const char *path, double start, double
 /* The one feature pipeline of training and decoding: log-mel, SpecAugment (aug non-NULL),
  * normalization. x has T_pad >= T rows (the batch's padded length; utterance_mvn's result depends
  * on it as ESPnet2's does on a padded batch); rows from T on are padding. */
-static void featurize(asr_data *d, float *x, const float *wav, size_t n, rng *aug, size_t T_pad)
+static void featurize(const asr_data *d, frontend *fe, float *x, const float *wav, size_t n, rng *aug, size_t T_pad)
 {
-    size_t T = frontend_num_frames(d->fe, n);
-    frontend_logmel(x, d->fe, wav, n);
+    size_t T = frontend_num_frames(fe, n);
+    frontend_logmel(x, fe, wav, n);
     if (aug) specaug_apply(x, T, d->fo.n_mels, &d->sa, aug);
     if (d->norm == NORM_GLOBAL) global_mvn_apply(x, &d->gmvn, T, T);
     else if (d->norm == NORM_UTTERANCE)
@@ -197,7 +202,7 @@ static void featurize(asr_data *d, float *x, const float *wav, size_t n, rng *au
 
 void asr_data_featurize(asr_data *d, float *x, const float *wav, size_t n)
 {
-    featurize(d, x, wav, n, NULL, frontend_num_frames(d->fe, n));
+    featurize(d, d->fe, x, wav, n, NULL, frontend_num_frames(d->fe, n));
 }
 
 void asr_batch_free(asr_batch *b)
@@ -210,49 +215,104 @@ void asr_batch_free(asr_batch *b)
     memset(b, 0, sizeof *b);
 }
 
+/* One batch's per-utterance work, shared by the parts of parallel_parts: each part writes only its
+ * own utterances' slots, so the batch does not depend on how many threads ran. */
+typedef struct batch_job {
+    asr_data *d;
+    asr_batch *b;
+    const size_t *items;
+    uint64_t aug_seed;
+    float **wav;
+    size_t *ns;
+    long **ids;
+    size_t *nids;
+    int *rc;
+    esp_err *errs;
+} batch_job;
+
+/* Reads, tokenizes and augments utterances [lo, hi). */
+static void read_part(void *ctx, size_t lo, size_t hi, int slot)
+{
+    (void)slot;
+    batch_job *j = ctx;
+    const asr_data *d = j->d;
+    for (size_t i = lo; i < hi; i++) {
+        const manifest_entry *e = &d->m.items[j->items[i]];
+        j->b->utts[i] = e->utt;
+        if (asr_data_read_span(d, e->wav, e->start, e->end, &j->wav[i], &j->ns[i], &j->errs[i]) != 0) j->rc[i] = -1;
+        else if (text_to_ids(&d->tokens, e->text, &j->ids[i], &j->nids[i], NULL, &j->errs[i]) != 0) j->rc[i] = -1;
+        if (j->rc[i] == 0 && (d->aug_on || d->nr_on)) augment_wav(d, e->utt, &j->wav[i], &j->ns[i]); /* before the frontend, as ESPnet */
+    }
+}
+
+/* Features and labels of utterances [lo, hi) into the padded batch, with the slot's frontend. */
+static void feature_part(void *ctx, size_t lo, size_t hi, int slot)
+{
+    batch_job *j = ctx;
+    asr_data *d = j->d;
+    asr_batch *b = j->b;
+    frontend *fe = slot == 0 ? d->fe : d->fe_slots[slot - 1];
+    size_t D = (size_t)b->D;
+    for (size_t i = lo; i < hi; i++) {
+        rng r;
+        rng_init(&r, rng_derive(j->aug_seed, 0x5A, j->items[i])); /* same draw on resume */
+        featurize(d, fe, b->feats + i * b->Tmax * D, j->wav[i], j->ns[i], d->specaug_on ? &r : NULL, b->Tmax);
+        for (size_t k = 0; k < j->nids[i]; k++) b->labels[i * b->Lmax + k] = (int)j->ids[i][k];
+    }
+}
+
+/* Frontends for parts 1 .. parts - 1 (each has its own FFT buffers), made here on one thread. */
+static void ensure_frontend_slots(asr_data *d, int parts)
+{
+    if (parts - 1 <= d->n_fe_slots) return;
+    d->fe_slots = xrealloc(d->fe_slots, (size_t)(parts - 1) * sizeof *d->fe_slots);
+    for (int k = d->n_fe_slots; k < parts - 1; k++) d->fe_slots[k] = frontend_new(&d->fo);
+    d->n_fe_slots = parts - 1;
+}
+
 int asr_batch_load(asr_batch *b, asr_data *d, const size_t *items, int n, uint64_t aug_seed, esp_err *err)
 {
     memset(b, 0, sizeof *b);
     b->B = n;
     b->D = d->fo.n_mels;
-    float **wav = xcalloc((size_t)n, sizeof *wav);
-    size_t *ns = xcalloc((size_t)n, sizeof *ns);
-    long **ids = xcalloc((size_t)n, sizeof *ids);
-    size_t *nids = xcalloc((size_t)n, sizeof *nids);
+    batch_job j = {.d = d, .b = b, .items = items, .aug_seed = aug_seed};
+    j.wav = xcalloc((size_t)n, sizeof *j.wav);
+    j.ns = xcalloc((size_t)n, sizeof *j.ns);
+    j.ids = xcalloc((size_t)n, sizeof *j.ids);
+    j.nids = xcalloc((size_t)n, sizeof *j.nids);
+    j.rc = xcalloc((size_t)n, sizeof *j.rc);
+    j.errs = xcalloc((size_t)n, sizeof *j.errs);
     b->feat_lens = xcalloc((size_t)n, sizeof *b->feat_lens);
     b->label_lens = xcalloc((size_t)n, sizeof *b->label_lens);
     b->utts = xcalloc((size_t)n, sizeof *b->utts);
+    int threads = d->threads > 1 ? d->threads : 1;
+    parallel_parts((size_t)n, 1, threads, read_part, &j);
     int rc = 0;
-    for (int i = 0; i < n && rc == 0; i++) {
-        const manifest_entry *e = &d->m.items[items[i]];
-        b->utts[i] = e->utt;
-        if (asr_data_read_span(d, e->wav, e->start, e->end, &wav[i], &ns[i], err) != 0) rc = -1;
-        else if (text_to_ids(&d->tokens, e->text, &ids[i], &nids[i], NULL, err) != 0) rc = -1;
-        if (rc == 0 && (d->aug_on || d->nr_on)) augment_wav(d, e->utt, &wav[i], &ns[i]); /* before the frontend, as ESPnet */
-        if (rc == 0) {
-            b->feat_lens[i] = (int)frontend_num_frames(d->fe, ns[i]);
-            b->label_lens[i] = (int)nids[i];
-            if ((size_t)b->feat_lens[i] > b->Tmax) b->Tmax = (size_t)b->feat_lens[i];
-            if (nids[i] > b->Lmax) b->Lmax = nids[i];
+    for (int i = 0; i < n && rc == 0; i++) { /* the first failing utterance's error, whatever the threads */
+        if (j.rc[i] != 0) {
+            *err = j.errs[i];
+            rc = -1;
+            break;
         }
+        b->feat_lens[i] = (int)frontend_num_frames(d->fe, j.ns[i]);
+        b->label_lens[i] = (int)j.nids[i];
+        if ((size_t)b->feat_lens[i] > b->Tmax) b->Tmax = (size_t)b->feat_lens[i];
+        if (j.nids[i] > b->Lmax) b->Lmax = j.nids[i];
     }
     if (rc == 0) {
-        size_t D = (size_t)b->D;
-        b->feats = xcalloc((size_t)n * b->Tmax * D, sizeof *b->feats);
+        b->feats = xcalloc((size_t)n * b->Tmax * (size_t)b->D, sizeof *b->feats);
         b->labels = xmalloc(((size_t)n * b->Lmax + 1) * sizeof *b->labels);
         for (size_t k = 0; k < (size_t)n * b->Lmax; k++) b->labels[k] = -1;
-        for (int i = 0; i < n; i++) {
-            rng r;
-            rng_init(&r, rng_derive(aug_seed, 0x5A, items[i])); /* same draw on resume */
-            featurize(d, b->feats + (size_t)i * b->Tmax * D, wav[i], ns[i], d->specaug_on ? &r : NULL, b->Tmax);
-            for (size_t k = 0; k < nids[i]; k++) b->labels[(size_t)i * b->Lmax + k] = (int)ids[i][k];
-        }
+        ensure_frontend_slots(d, parallel_parts_count((size_t)n, 1, threads));
+        parallel_parts((size_t)n, 1, threads, feature_part, &j);
     }
-    for (int i = 0; i < n; i++) free(wav[i]), free(ids[i]);
-    free(wav);
-    free(ns);
-    free(ids);
-    free(nids);
+    for (int i = 0; i < n; i++) free(j.wav[i]), free(j.ids[i]);
+    free(j.wav);
+    free(j.ns);
+    free(j.ids);
+    free(j.nids);
+    free(j.rc);
+    free(j.errs);
     if (rc != 0) asr_batch_free(b);
     return rc;
 }

@@ -39,6 +39,9 @@ typedef struct asr_data {
     uint64_t aug_seed;
     int64_t aug_epoch;
     int resample;            /* dataset.resample: audio at another rate is resampled to fo.fs */
+    int threads;             /* asr_batch_load's threads (asr_data_set_threads; 0 or 1: this one) */
+    frontend **fe_slots;     /* one frontend per parallel part beyond the first (d->fe) */
+    int n_fe_slots;
 } asr_data;
 
 /* Opens the split (dataset.<split>'s sources, else ${data_dir}/manifest/<split>.tsv: core/data/dataset_src.h) with the model's frontend, SpecAugment (train only) and
@@ -64,6 +67,9 @@ int asr_data_set_augment(asr_data *d, const augment_conf *c, uint64_t seed, esp_
 int asr_data_set_noise_rir(asr_data *d, const noise_rir_conf *c, uint64_t seed, esp_err *err);
 /* The epoch (from 0) the next batches belong to. */
 void asr_data_set_epoch(asr_data *d, int64_t epoch);
+/* Threads asr_batch_load spreads a batch's utterances over (reading, augmentation, features); the
+ * batch is the same bits for any count: each utterance's work depends on its own inputs alone. */
+void asr_data_set_threads(asr_data *d, int threads);
 
 /* Reads one audio file at the frontend's rate; one too short for the STFT is an error naming it. */
 int asr_data_read_wav(const asr_data *d, const char *path, float **wav, size_t *n, esp_err *err);

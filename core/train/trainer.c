@@ -191,6 +191,9 @@ static int train_on_backend(trainer *t, esp_err *err)
         asr_data_set_noise_rir(&t->train.data, t->o->noise_rir, (uint64_t)cfg->seed, err) != 0)
         goto out_train;
     if (split_open(&t->valid, cfg, "valid", cfg->dataloader->valid, 0, 0, err) != 0) goto out_train;
+    /* A batch's utterances are read and featurized on the step's threads, not on one of them. */
+    asr_data_set_threads(&t->train.data, t->o->threads);
+    asr_data_set_threads(&t->valid.data, t->o->threads);
     t->be->set_gemm_precision(t->be, t->o->precision);
     grad_scaler_init(&t->scaler, t->o->precision == AMP_FP16);
     if (t->be->reserve && reserve_arena(t, err) != 0) goto out_model;

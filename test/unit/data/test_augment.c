@@ -395,6 +395,58 @@ Test(augment_data, keyed_by_seed_epoch_utterance_not_batch_or_rank)
     augment_conf_free(&c);
 }
 
+/* A batch loaded on 1, 2 or 3 threads (utterances read, augmented and featurized in parallel parts,
+ * each with its own frontend) is the same bits: features, lengths, labels; with an unreadable
+ * utterance the error names the first one in batch order, whatever the thread count. */
+Test(augment_data, batch_same_bits_on_any_thread_count)
+{
+    augment_conf c;
+    esp_err err;
+    cr_assert_eq(parse_text(MINI_AN4, &c, &err), 0, "%s", err.msg);
+    c.num[0] = c.num[1] = 2;
+    enum { N = 12 }; /* enough work that the pool's workers take parts, not only this thread */
+    size_t items[N];
+    for (int i = 0; i < N; i++) items[i] = (size_t)(i * 2 + 2) % 3; /* c a b c a b ... */
+    asr_batch ref = {0};
+    for (int threads = 1; threads <= 3; threads++) {
+        asr_data d;
+        cr_assert_eq(asr_data_open(&d, make_cfg(), "train", 1, &err), 0, "%s", err.msg);
+        cr_assert_eq(asr_data_set_augment(&d, &c, 77, &err), 0, "%s", err.msg);
+        asr_data_set_epoch(&d, 2);
+        asr_data_set_threads(&d, threads);
+        asr_batch b;
+        cr_assert_eq(asr_batch_load(&b, &d, items, N, 31, &err), 0, "%s", err.msg);
+        if (threads == 1) {
+            ref = b;
+        } else {
+            cr_assert_eq(b.Tmax, ref.Tmax);
+            cr_assert_eq(b.Lmax, ref.Lmax);
+            cr_assert_eq(memcmp(b.feat_lens, ref.feat_lens, N * sizeof *b.feat_lens), 0);
+            cr_assert_eq(memcmp(b.label_lens, ref.label_lens, N * sizeof *b.label_lens), 0);
+            cr_assert_eq(memcmp(b.labels, ref.labels, N * b.Lmax * sizeof *b.labels), 0);
+            cr_assert_eq(memcmp(b.feats, ref.feats, N * b.Tmax * 80 * sizeof *b.feats), 0, "threads %d", threads);
+            const char *names[] = {"a", "b", "c"}; /* ref's are the closed manifest's */
+            for (int i = 0; i < N; i++) cr_assert_str_eq(b.utts[i], names[items[i]]);
+            asr_batch_free(&b);
+        }
+        /* Utterances 0 and 2 unreadable: the error is utterance c's (first in the batch). */
+        char *wa = xasprintf("%s/a.wav", dir), *wc = xasprintf("%s/c.wav", dir);
+        char *ha = xasprintf("%s.away", wa), *hc = xasprintf("%s.away", wc);
+        cr_assert_eq(rename(wa, ha), 0);
+        cr_assert_eq(rename(wc, hc), 0);
+        size_t bad[] = {1, 2, 0};
+        cr_assert_eq(asr_batch_load(&b, &d, bad, 3, 31, &err), -1);
+        cr_assert(strstr(err.msg, "c.wav") && !strstr(err.msg, "a.wav"), "threads %d: %s", threads, err.msg);
+        cr_assert_eq(rename(ha, wa), 0);
+        cr_assert_eq(rename(hc, wc), 0);
+        free(wa), free(wc), free(ha), free(hc);
+        asr_data_close(&d);
+    }
+    cr_assert(ref.feat_lens[0] != ref.feat_lens[1] || ref.feat_lens[1] != ref.feat_lens[2], "no padding tested");
+    asr_batch_free(&ref);
+    augment_conf_free(&c);
+}
+
 /* corrupt_phase's noise comes from the utterance's generator: the same draws give the same
  * waveform, other draws another; time_stretch's length is round(n / factor); an input too short
  * for torch.stft's reflect padding comes back as it is. */
