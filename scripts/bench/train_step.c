@@ -86,7 +86,9 @@ int main(int argc, char **argv)
     if (hybrid) d.dec_blocks = 3, d.dec_heads = 4, d.dec_ff = 1024;
     backend *be;
     esp_err err;
-    if (!(be = backend_open("cpu", 0, threads, &err))) esp_die_err(&err);
+    /* TRAIN_STEP_BACKEND=cuda times the step on the GPU (a CUDA build's objects). */
+    const char *kind_be = getenv("TRAIN_STEP_BACKEND") ? getenv("TRAIN_STEP_BACKEND") : "cpu";
+    if (!(be = backend_open(kind_be, 0, threads, &err))) esp_die_err(&err);
     model_rates rates = {.dropout = 0.1f, .pos_dropout = 0.1f, .att_dropout = 0.0f, .ctc_weight = 1.0f};
     if (hybrid) {
         rates.dec_dropout = 0.1f, rates.dec_pos_dropout = 0.1f;
@@ -118,6 +120,7 @@ int main(int argc, char **argv)
         loss = asr_model_loss(&m, labels, ylens, L, NULL);
         asr_model_backward(&m, 1.0f);
         adam_step(m.params, &st, m.grads, &o, 1e-3);
+        be->synchronize(be); /* the GPU's queued work belongs to this step */
         double t = now_seconds() - t0;
         if (i >= warmup) ms[i - warmup] = t * 1e3;
     }
