@@ -138,7 +138,7 @@ int asr_data_set_noise_rir(asr_data *d, const noise_rir_conf *c, uint64_t seed, 
 
 void asr_data_set_epoch(asr_data *d, int64_t epoch) { d->aug_epoch = epoch; }
 
-void asr_data_set_threads(asr_data *d, int threads) { d->threads = threads > 1 ? threads : 1; }
+void asr_data_set_threads(asr_data *d, int threads) { d->threads = threads; }
 
 /* The training waveform's augmentation, drawn from (seed, epoch, utterance id) alone. A result
  * shorter than the STFT needs is padded with zeros to that length. */
@@ -285,10 +285,9 @@ int asr_batch_load(asr_batch *b, asr_data *d, const size_t *items, int n, uint64
     b->feat_lens = xcalloc((size_t)n, sizeof *b->feat_lens);
     b->label_lens = xcalloc((size_t)n, sizeof *b->label_lens);
     b->utts = xcalloc((size_t)n, sizeof *b->utts);
-    int threads = d->threads > 1 ? d->threads : 1;
-    parallel_parts((size_t)n, 1, threads, read_part, &j);
+    parallel_parts((size_t)n, 1, d->threads, read_part, &j); /* threads 0 (never set): one part */
     int rc = 0;
-    for (int i = 0; i < n && rc == 0; i++) { /* the first failing utterance's error, whatever the threads */
+    for (int i = 0; i < n; i++) { /* the first failing utterance's error, whatever the threads */
         if (j.rc[i] != 0) {
             *err = j.errs[i];
             rc = -1;
@@ -303,8 +302,8 @@ int asr_batch_load(asr_batch *b, asr_data *d, const size_t *items, int n, uint64
         b->feats = xcalloc((size_t)n * b->Tmax * (size_t)b->D, sizeof *b->feats);
         b->labels = xmalloc(((size_t)n * b->Lmax + 1) * sizeof *b->labels);
         for (size_t k = 0; k < (size_t)n * b->Lmax; k++) b->labels[k] = -1;
-        ensure_frontend_slots(d, parallel_parts_count((size_t)n, 1, threads));
-        parallel_parts((size_t)n, 1, threads, feature_part, &j);
+        ensure_frontend_slots(d, parallel_parts_count((size_t)n, 1, d->threads));
+        parallel_parts((size_t)n, 1, d->threads, feature_part, &j);
     }
     for (int i = 0; i < n; i++) free(j.wav[i]), free(j.ids[i]);
     free(j.wav);

@@ -39,7 +39,7 @@ typedef struct asr_data {
     uint64_t aug_seed;
     int64_t aug_epoch;
     int resample;            /* dataset.resample: audio at another rate is resampled to fo.fs */
-    int threads;             /* asr_batch_load's threads (asr_data_set_threads; 0 or 1: this one) */
+    int threads;             /* asr_batch_load's threads (asr_data_set_threads; below 2: this one) */
     frontend **fe_slots;     /* one frontend per parallel part beyond the first (d->fe) */
     int n_fe_slots;
 } asr_data;

@@ -87,7 +87,8 @@ int main(int argc, char **argv)
     backend *be;
     esp_err err;
     /* TRAIN_STEP_BACKEND=cuda times the step on the GPU (a CUDA build's objects). */
-    const char *kind_be = getenv("TRAIN_STEP_BACKEND") ? getenv("TRAIN_STEP_BACKEND") : "cpu";
+    const char *kind_be = getenv("TRAIN_STEP_BACKEND");
+    if (!kind_be) kind_be = "cpu";
     if (!(be = backend_open(kind_be, 0, threads, &err))) esp_die_err(&err);
     model_rates rates = {.dropout = 0.1f, .pos_dropout = 0.1f, .att_dropout = 0.0f, .ctc_weight = 1.0f};
     if (hybrid) {
