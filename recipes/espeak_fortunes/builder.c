@@ -5,7 +5,9 @@
  * drawn per utterance); test uses test_voices x
  * test_variants, which must not overlap train_voices. Every split gets its own sentences.
  * Everything is drawn from the seed with a counter-based RNG, so the files are identical for
- * any number of worker processes. A stamp of the arguments makes a second run a no-op. */
+ * any number of worker processes. A stamp of the arguments makes a second run a no-op.
+ * Beside the manifests goes the text of a character LM (lm/train.txt, lm/valid.txt: lm_text.h),
+ * with its own stamp, so a dataset built before it gets it without synthesizing again. */
 #include "recipes/registry.h"
 #include "core/base/fsio.h"
 #include "core/base/hash.h"
@@ -13,12 +15,13 @@
 #include "core/base/progress.h"
 #include "core/base/rng.h"
 #include "core/data/audio.h"
+#include "recipes/espeak_fortunes/fortunes.h"
+#include "recipes/espeak_fortunes/lm_text.h"
 #include "recipes/espeak_fortunes/synth.h"
 #include "recipes/espeak_fortunes/text_norm.h"
 #include "core/config/yamltree.h" /* intern: settings keep the absolute dataset_dir */
 
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -396,25 +399,12 @@ static int is_built(const settings *s, const char *manifest_dir, const char *sta
 
 /* ---- sentences --------------------------------------------------------------------------- */
 
-/* Words ending in '.' that do not end a sentence; sentences holding them are dropped, since a
- * synthesizer expands them ("Dr." -> doctor) and the transcript would not match. */
-static int is_abbreviation(const char *word, size_t len)
+/* A sentence the synthesizers read as its transcript (plain prose, no abbreviation) with
+ * min_words..max_words words. */
+static void keep_sentence(const fortune_sentence *sentence, const settings *s, str_list *out)
 {
-    static const char *const abbrev[] = {"mr", "mrs", "ms", "dr", "st", "jr", "sr", "vs", "etc", "prof",
-                                         "gen", "col", "lt", "sgt", "capt", "mt", "inc", "ltd", "co",
-                                         "rev", "gov", "sen", "rep", "ave", "dept", "univ", "approx",
-                                         "fig", "vol", "ed", "esp", "corp", "jan", "feb", "mar", "apr",
-                                         "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec"};
-    if (len == 1) return 1; /* initials: "J. R. R. Tolkien", "e.g." */
-    for (size_t i = 0; i < sizeof abbrev / sizeof abbrev[0]; i++)
-        if (strlen(abbrev[i]) == len && strncasecmp(word, abbrev[i], len) == 0) return 1;
-    return 0;
-}
-
-static void keep_sentence(const char *start, size_t len, int has_abbrev, const settings *s, str_list *out)
-{
-    if (has_abbrev) return;
-    char *raw = xstrndup(start, len);
+    if (sentence->has_abbrev) return;
+    char *raw = xstrndup(sentence->text, sentence->len);
     if (text_is_plain_prose(raw)) {
         char *norm = text_normalize(raw);
         size_t words = text_word_count(norm);
@@ -427,119 +417,23 @@ static void keep_sentence(const char *start, size_t len, int has_abbrev, const s
     free(raw);
 }
 
-/* Splits one fortune (lines joined by spaces, attribution lines "-- Author" dropped) into
- * sentences ending in . ! or ? (closing quotes and brackets included). */
-static void split_fortune(const char *fortune, size_t len, const settings *s, str_list *out)
-{
-    char *joined = xmalloc(len + 2);
-    size_t j = 0;
-    for (size_t i = 0; i < len;) {
-        size_t eol = i;
-        while (eol < len && fortune[eol] != '\n') eol++;
-        size_t k = i;
-        while (k < eol && isspace((unsigned char)fortune[k])) k++;
-        int attribution = eol - k >= 2 && fortune[k] == '-' && fortune[k + 1] == '-';
-        if (!attribution) {
-            memcpy(joined + j, fortune + i, eol - i);
-            j += eol - i;
-            joined[j++] = ' ';
-        }
-        i = eol + 1;
-    }
-    joined[j] = '\0';
+typedef struct sentence_sink {
+    const settings *s;
+    str_list *out;
+} sentence_sink;
 
-    size_t start = 0;
-    int has_abbrev = 0;
-    for (size_t i = 0; i < j; i++) {
-        char c = joined[i];
-        if (c != '.' && c != '!' && c != '?') continue;
-        size_t end = i + 1;
-        while (end < j && strchr("\"')]", joined[end])) end++;
-        if (end < j && !isspace((unsigned char)joined[end])) continue;
-        if (c == '.') {
-            size_t w = i;
-            while (w > start && isalpha((unsigned char)joined[w - 1])) w--;
-            if (i > w && is_abbreviation(joined + w, i - w)) {
-                has_abbrev = 1;
-                continue;
-            }
-        }
-        keep_sentence(joined + start, end - start, has_abbrev, s, out);
-        start = end;
-        has_abbrev = 0;
-        i = end > i ? end - 1 : i;
-    }
-    if (start < j) keep_sentence(joined + start, j - start, has_abbrev, s, out);
-    free(joined);
-}
-
-/* A fortune file: fortunes separated by lines holding a single '%'. */
-static void split_fortune_file(const char *text, const settings *s, str_list *out)
+static void keep_fortune_sentences(void *ctx, const char *joined, const fortune_sentence *sentences, size_t n)
 {
-    const char *fortune = text;
-    for (const char *p = text;; p++) {
-        int at_line_start = p == text || p[-1] == '\n';
-        int separator = at_line_start && p[0] == '%' && (p[1] == '\n' || p[1] == '\0');
-        if (separator || *p == '\0') {
-            split_fortune(fortune, (size_t)(p - fortune), s, out);
-            if (*p == '\0' || p[1] == '\0') break;
-            fortune = p + 2;
-            p++;
-        }
-    }
-}
-
-/* Fortune files of a directory (sorted; *.dat / *.u8 indexes, hidden files and subdirectories
- * such as the offensive `off/` skipped), or the one file given. */
-static int list_text_files(const char *source, str_list *files, esp_err *err)
-{
-    if (!is_dir(source)) {
-        if (path_exists(source)) {
-            str_list_push(files, xstrdup(source));
-            return 0;
-        }
-        return esp_fail(err, "create_dataset.text_source: %s does not exist (install the Debian package "
-                        "fortunes, or point text_source at a directory of fortune files)", source);
-    }
-    DIR *d = opendir(source);
-    if (!d) return esp_fail(err, "create_dataset.text_source: %s: %s", source, strerror(errno));
-    for (struct dirent *e; (e = readdir(d));) {
-        const char *name = e->d_name;
-        size_t n = strlen(name);
-        if (name[0] == '.' || (n > 4 && strcmp(name + n - 4, ".dat") == 0) ||
-            (n > 3 && strcmp(name + n - 3, ".u8") == 0))
-            continue;
-        char *path = path_join(source, name);
-        struct stat st;
-        if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) str_list_push(files, path);
-        else free(path);
-    }
-    closedir(d);
-    if (files->n == 0)
-        return esp_fail(err, "create_dataset.text_source: %s holds no fortune files (install the Debian "
-                        "package fortunes)", source);
-    qsort(files->v, files->n, sizeof *files->v, cmp_str);
-    return 0;
+    (void)joined;
+    sentence_sink *sink = ctx;
+    for (size_t i = 0; i < n; i++) keep_sentence(&sentences[i], sink->s, sink->out);
 }
 
 /* Distinct normalized sentences with min_words..max_words words, sorted. */
 static int collect_sentences(const settings *s, str_list *out, esp_err *err)
 {
-    str_list files = {0};
-    if (list_text_files(s->text_source, &files, err) != 0) {
-        str_list_free(&files);
-        return -1;
-    }
-    for (size_t i = 0; i < files.n; i++) {
-        char *text = read_file(files.v[i], NULL, err);
-        if (!text) {
-            str_list_free(&files);
-            return -1;
-        }
-        split_fortune_file(text, s, out);
-        free(text);
-    }
-    str_list_free(&files);
+    sentence_sink sink = {s, out};
+    if (fortunes_for_each(s->text_source, keep_fortune_sentences, &sink, err) != 0) return -1;
     if (out->n) qsort(out->v, out->n, sizeof *out->v, cmp_str);
     size_t u = 0;
     for (size_t i = 0; i < out->n; i++) {
@@ -922,6 +816,15 @@ int espeak_fortunes_create_dataset(const create_dataset_cfg *cfg, const char *da
     } else {
         rc = mkdir_p(manifest_dir, err);
         if (rc == 0) rc = build(&s, data_dir, manifest_dir, stamp_path, stamp, err);
+    }
+    /* The LM text has its own stamp, so a dataset built before it gets it without new audio. */
+    if (rc == 0 && !lm_text_is_built(data_dir, stamp)) {
+        const char *held_out[SPLIT_COUNT];
+        size_t n_held_out = 0;
+        for (int k = SPLIT_VALID; k < SPLIT_COUNT; k++)
+            if (s.num[k]) held_out[n_held_out++] = split_names[k];
+        lm_text_args a = {s.text_source, data_dir, manifest_dir, held_out, n_held_out, stamp};
+        rc = lm_text_write(&a, err);
     }
     free(stamp);
     free(stamp_path);
