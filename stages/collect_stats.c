@@ -1,5 +1,5 @@
 /* Stage 3 collect_stats: per-utterance feature shapes and the sums for global mean/variance over
- * train and valid, computed through the runner (parallel:) and merged in manifest order so the
+ * train and valid (an LM task: the transcripts' token counts alone), computed through the runner (parallel:) and merged in manifest order so the
  * output is identical for any number of workers. Writes ESPnet's files under ${stats_dir}/<split>/:
  * feats_shape ("uid T,D"), feats_stats.npz (count, sum, sum_square), stats_keys, text_shape.<token_type> (char, word, bpe). */
 #include <inttypes.h>
@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/config/config_task.h"
 #include "core/data/audio.h"
 #include "core/data/augment_conf.h"
 #include "core/data/dataset_src.h"
@@ -150,6 +151,20 @@ static int write_text_shape(const char *path, const manifest *m, const token_lis
     return atomic_commit(&af, err);
 }
 
+/* An LM task's shapes (ESPnet3's LMSystem.collect_stats): text_shape ("uid tokens,vocab", the
+ * batching's shape file) and the same as text_shape.<token_type>. */
+static int write_lm_shapes(const char *out_dir, const char *split, const manifest *m, const token_list *tl,
+                           esp_err *err)
+{
+    char *plain = xasprintf("%s/text_shape", out_dir);
+    char *typed = xasprintf("%s/text_shape.%s", out_dir, token_type_name(tl->type));
+    int rc = write_text_shape(plain, m, tl, err) == 0 && write_text_shape(typed, m, tl, err) == 0 ? 0 : -1;
+    if (rc == 0) log_info("collect_stats: %s: %zu transcripts (a language model's data) -> %s", split, m->n, plain);
+    free(plain);
+    free(typed);
+    return rc;
+}
+
 static int collect_split(const training_cfg *cfg, const char *split, const token_list *tl, esp_err *err)
 {
     char *manifest_path = NULL;
@@ -159,6 +174,10 @@ static int collect_split(const training_cfg *cfg, const char *split, const token
     merge_ctx mc = {0};
     int rc = -1;
     if (dataset_split_load(cfg, split, &m, &manifest_path, err) != 0 || mkdir_p(out_dir, err) != 0) goto out;
+    if (config_is_lm_task(cfg)) { /* a language model's data: transcripts, no features */
+        rc = write_lm_shapes(out_dir, split, &m, tl, err);
+        goto out;
+    }
 
     stats_job job = {.m = &m, .resample = cfg->dataset && cfg->dataset->resample};
     frontend_opts_from_cfg(cfg->model ? cfg->model->frontend_conf : NULL, &job.opts);

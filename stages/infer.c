@@ -276,6 +276,8 @@ static int merge_results(const runner_job *rj, const manifest *m, const char *ou
 
 static const char *search_name(const s2t_opts *o)
 {
+    if (o->lm_weight > 0) return o->ctc_weight < 1.0 ? "joint CTC/attention beam search with LM fusion"
+                                                     : "CTC label-synchronous beam search with LM fusion";
     if (o->ctc_weight < 1.0) return "joint CTC/attention beam search";
     return o->beam_size <= 1 ? "greedy CTC" : "CTC prefix beam search";
 }
@@ -327,12 +329,17 @@ static int decode_set(const inference_cfg *icfg, const model_files *mf, const de
     /* The text of a hypothesis also depends on how tokens become text (token_type, bpemodel). */
     if (mf->bpemodel) h = hash_file(h, mf->bpemodel, err, &failed);
     h = fnv1a64_bytes(h, &mf->token_type, sizeof mf->token_type);
+    const model_files *lm = o->s2t.lm_weight > 0 ? o->s2t.lm : NULL;
+    if (lm) {
+        h = hash_file(h, lm->weights, err, &failed);
+        h = hash_file(h, lm->train_config_path, err, &failed);
+    }
     if (failed) goto out;
     /* "infer2": results are n-best records since the joint search (older shards do not match). */
     const s2t_opts *so = &o->s2t;
     sig = xasprintf("infer2 %016" PRIx64 " beam %d penalty %.17g ctc_weight %.17g nbest %d maxlenratio %.17g "
-                    "minlenratio %.17g%s", h, so->beam_size, so->penalty, so->ctc_weight, so->nbest, so->maxlenratio,
-                    so->minlenratio, so->resample ? " resample" : "");
+                    "minlenratio %.17g%s lm_weight %.17g", h, so->beam_size, so->penalty, so->ctc_weight, so->nbest,
+                    so->maxlenratio, so->minlenratio, so->resample ? " resample" : "", lm ? so->lm_weight : 0.0);
     infer_job job = {.mf = mf, .m = &m, .opts = *o};
     size_t n_workers = icfg->parallel && icfg->parallel->n_workers > 0 ? (size_t)icfg->parallel->n_workers : 1;
     label = xasprintf("infer %s", test);
@@ -404,9 +411,10 @@ static int decode_opts_from_cfg(decode_opts *o, const inference_cfg *icfg, const
     o->s2t.maxlenratio = mc->maxlenratio;
     o->s2t.minlenratio = mc->minlenratio;
     o->threads = worker_threads();
-    if (mc->lm_weight > 0)
-        log_warn("%s: model.lm_weight: %g: no language model is supported; ignored", file, mc->lm_weight);
-    if (mc->ctc_weight == 1.0 && (mc->maxlenratio != 0 || mc->minlenratio != 0))
+    o->s2t.lm_weight = mc->lm_weight;
+    if (mc->lm_weight == 0 && (mc->lm_train_config || mc->lm_file))
+        log_warn("%s: model.lm_train_config / lm_file: lm_weight is 0, so the LM is not used", file);
+    if (mc->ctc_weight == 1.0 && mc->lm_weight == 0 && (mc->maxlenratio != 0 || mc->minlenratio != 0))
         log_warn("%s: model.maxlenratio/minlenratio: the CTC-only searches (ctc_weight 1.0) do not use them", file);
     esp_err why;
     if (!(o->backend_kind = backend_kind_for(mc->device, &why)))
@@ -432,17 +440,25 @@ int stage_infer(const stage_ctx *ctx, esp_err *err)
     if (!icfg->model) return esp_fail(err, "%s: model: missing (the template conf/inference.yaml sets it)", file);
     decode_opts o;
     if (decode_opts_from_cfg(&o, icfg, file, err) != 0) return -1;
-    model_files mf;
+    model_files mf, lmf = {0};
     if (model_files_locate(&mf, icfg, file, err) != 0) return -1;
+    if (o.s2t.lm_weight > 0) {
+        if (lm_files_locate(&lmf, icfg, file, err) != 0) {
+            model_files_free(&mf);
+            return -1;
+        }
+        o.s2t.lm = &lmf;
+    }
     /* Before any worker starts: a joint search needs the model's attention decoder. */
     esp_err why;
     if (speech2text_check(&mf, &o.s2t, &why) != 0) {
-        model_files_free(&mf);
+        model_files_free(&mf), model_files_free(&lmf);
         return esp_fail(err, "%s: model.%s", file, why.msg);
     }
     log_info("infer: model %s (config %s)", mf.weights, mf.train_config_path);
+    if (o.s2t.lm) log_info("infer: LM %s (config %s), lm_weight %g", lmf.weights, lmf.train_config_path, o.s2t.lm_weight);
     int rc = 0;
     for (unsigned i = 0; i < n_tests && rc == 0; i++) rc = decode_set(icfg, &mf, &o, tests[i], err);
-    model_files_free(&mf);
+    model_files_free(&mf), model_files_free(&lmf);
     return rc;
 }

@@ -16,7 +16,9 @@
 #include "core/data/frontend.h"
 #include "core/data/sampler.h"
 #include "core/dist/dist.h"
+#include "core/config/config_task.h"
 #include "core/nn/decoder_conf.h"
+#include "core/nn/lm_conf.h"
 #include "core/nn/model_params.h"
 #include "core/train/trainer.h"
 #include "stages/stages.h"
@@ -84,8 +86,14 @@ static int check_unused_keys(const training_cfg *cfg, const char *file, esp_err 
 
 /* encoder_conf rates: ESPnet2's defaults are 0.1, 0.1 and 0.0; a config that leaves the
  * encoder_conf block out gets them, one that writes the block states its own. */
-static model_rates rates_from_cfg(const model_cfg *m)
+static model_rates rates_from_cfg(const training_cfg *cfg)
 {
+    const model_cfg *m = cfg->model;
+    if (config_is_lm_task(cfg)) {
+        model_rates r;
+        lm_rates_from_cfg(&r, m);
+        return r;
+    }
     const encoder_conf_cfg *ec = m ? m->encoder_conf : NULL;
     const ctc_conf_cfg *cc = m ? m->ctc_conf : NULL;
     model_rates r = {.dropout = ec ? (float)ec->dropout_rate : 0.1f,
@@ -215,7 +223,7 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
         .threads = cpu_threads(),
         .fsdp = tc->strategy && !strcmp(tc->strategy, "fsdp"),
         .sharded_train = sharded[0],
-        .rates = rates_from_cfg(cfg->model),
+        .rates = rates_from_cfg(cfg),
         /* The config layer resolved Lightning's meaning: >= 1, or -1 for no epoch limit (then
          * max_steps, when set, ends training). */
         .max_epochs = tc->max_epochs == -1 ? INT64_MAX : tc->max_epochs,

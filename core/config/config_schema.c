@@ -75,6 +75,7 @@ static const cyaml_schema_field_t data_src_args_fields[] = {
     STR("path", data_src_args_cfg, path),
     STR("manifest_path", data_src_args_cfg, manifest_path),
     STR("recipe_dir", data_src_args_cfg, recipe_dir),
+    STR("text_path", data_src_args_cfg, text_path),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t dataset_legacy_fields[] = {
@@ -322,6 +323,18 @@ static const cyaml_schema_field_t model_conf_fields[] = {
     BOOL("length_normalized_loss", model_conf_cfg, length_normalized_loss),
     CYAML_FIELD_END};
 
+static const cyaml_schema_field_t lm_conf_fields[] = {
+    STR("pos_enc", lm_conf_cfg, pos_enc),
+    INT("embed_unit", lm_conf_cfg, embed_unit),
+    INT("att_unit", lm_conf_cfg, att_unit),
+    INT("head", lm_conf_cfg, head),
+    INT("unit", lm_conf_cfg, unit),
+    INT("layer", lm_conf_cfg, layer),
+    FLT("dropout_rate", lm_conf_cfg, dropout_rate),
+    FLT("positional_dropout_rate", lm_conf_cfg, positional_dropout_rate),
+    FLT("attention_dropout_rate", lm_conf_cfg, attention_dropout_rate),
+    CYAML_FIELD_END};
+
 static const cyaml_schema_field_t model_fields[] = {
     STR("_target_", model_cfg, target),
     INT("vocab_size", model_cfg, vocab_size),
@@ -338,6 +351,8 @@ static const cyaml_schema_field_t model_fields[] = {
     MAP("decoder_conf", model_cfg, decoder_conf, decoder_conf_fields),
     MAP("ctc_conf", model_cfg, ctc_conf, ctc_conf_fields),
     MAP("model_conf", model_cfg, model_conf, model_conf_fields),
+    STR("lm", model_cfg, lm),
+    MAP("lm_conf", model_cfg, lm_conf, lm_conf_fields),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t optimizer_fields[] = {
@@ -406,6 +421,8 @@ static const cyaml_schema_field_t infer_model_fields[] = {
     FLT("penalty", infer_model_cfg, penalty),
     FLT("ctc_weight", infer_model_cfg, ctc_weight),
     FLT("lm_weight", infer_model_cfg, lm_weight),
+    STR("lm_train_config", infer_model_cfg, lm_train_config),
+    STR("lm_file", infer_model_cfg, lm_file),
     INT("nbest", infer_model_cfg, nbest),
     FLT("maxlenratio", infer_model_cfg, maxlenratio),
     FLT("minlenratio", infer_model_cfg, minlenratio),

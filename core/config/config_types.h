@@ -257,6 +257,19 @@ typedef struct model_conf_cfg {
     int length_normalized_loss;
 } model_conf_cfg;
 
+/* ESPnet2's TransformerLM arguments (model.lm_conf of an LM task's training config). */
+typedef struct lm_conf_cfg {
+    char *pos_enc;             /* null (none) | sinusoidal */
+    int64_t embed_unit;        /* 128 */
+    int64_t att_unit;          /* 256 */
+    int64_t head;              /* 2 */
+    int64_t unit;              /* 1024 */
+    int64_t layer;             /* 4 */
+    double dropout_rate;       /* 0.1 */
+    double positional_dropout_rate; /* 0.1 */
+    double attention_dropout_rate;  /* 0.1 */
+} lm_conf_cfg;
+
 typedef struct model_cfg {
     char *target;
     int64_t vocab_size;
@@ -268,6 +281,7 @@ typedef struct model_cfg {
     char *decoder;             decoder_conf_cfg *decoder_conf;
     ctc_conf_cfg *ctc_conf;
     model_conf_cfg *model_conf;
+    char *lm;                  lm_conf_cfg *lm_conf; /* an LM task (LMTask): transformer */
 } model_cfg;
 
 typedef struct optimizer_cfg {
@@ -297,6 +311,7 @@ typedef struct data_src_args_cfg {
     char *path;          /* data_src manifest: a .tsv; kaldi: a data dir; librispeech, an4: the corpus root */
     char *manifest_path; /* older ESPnet3 spelling of a manifest path */
     char *recipe_dir;    /* ESPnet3 passes it to the recipe's dataset class; unused here */
+    char *text_path;     /* espnet3.systems.esp2_asr.lm_dataset: an LM task's "<id> <transcript>" file */
 } data_src_args_cfg;
 
 typedef struct dataset_legacy_cfg { /* older ESPnet3 entries: dataset: {_target_, manifest_path | split} */
@@ -373,7 +388,9 @@ typedef struct infer_model_cfg {
     int64_t beam_size;       /* ctc_weight 1.0: 1 greedy CTC, more CTC prefix beam search; else the joint beam */
     double penalty;          /* ESPnet's insertion penalty: a length bonus per output token */
     double ctc_weight;       /* 1.0: CTC only; below: joint CTC/attention search (needs an attention decoder) */
-    double lm_weight;
+    double lm_weight;        /* shallow fusion: the LM's weight in the joint beam search (0: no LM) */
+    char *lm_train_config;   /* the LM's training config (exp/<lm>/config.yaml) */
+    char *lm_file;           /* the LM's weights: as asr_model_file (a .safetensors, a checkpoint or its name) */
     int64_t nbest;           /* > 1: also {n}best_recog/ (text, token, token_int, score) for n = 1..nbest */
     double maxlenratio;      /* joint search: 0 = maxlen T with end detection; > 0 ratio of T; < 0 fixed */
     double minlenratio;      /* joint search: >= 0 ratio of T; < 0 fixed */

@@ -60,6 +60,8 @@ static const allowed_rule allowed_rules[] = {
     {"model.encoder_conf.zero_triu", "false"},
     {"model.encoder_conf.ctc_trim", "false"},
     {"model.decoder", "transformer|none"},
+    {"model.lm", "transformer"},
+    {"model.lm_conf.pos_enc", "sinusoidal"},
     {"model.decoder_conf.input_layer", "embed"},
     /* The decoder's variants ESPnet2 has but espnet3 does not (bools and numbers are matched in
      * their normalized spelling). */
@@ -139,7 +141,7 @@ static const char *const unimplemented_keys[] = {
     "optimizer.fused",
     "tokenizer.text_builder", "tokenizer.input_sentence_size", "tokenizer.shuffle_input_sentence",
     "tokenizer.split_digits", "tokenizer.byte_fallback",
-    "model.lm_train_config", "model.lm_file", "model.ngram_weight",
+    "model.ngram_weight",
     "model.ngram_file", "model.ngram_scorer", "model.quantize_asr_model",
     "model.dtype", "model.normalize_length", "model.streaming",
     "optimizers", "schedulers", "upload", "hf_repo", "git_info", "log_level", "write_requirements",
@@ -410,6 +412,9 @@ static int check_data_src(walker *w, const ynode *n, const char *path)
     static const char *const kinds[] = {"manifest", "kaldi", "librispeech", "an4", NULL};
     for (const char *const *k = kinds; *k; k++)
         if (!strcmp(n->str, *k)) return 0;
+    /* ESPnet3's LM text reader, read as such (core/data/dataset_src.c). */
+    size_t len = strlen(n->str), lk = strlen("lm_dataset");
+    if (len >= lk && !strcmp(n->str + len - lk, "lm_dataset") && (len == lk || n->str[len - lk - 1] == '.')) return 0;
     const char *slash = strchr(n->str, '/');
     if (slash && slash > n->str && slash[1] && !strchr(slash + 1, '/') && !strchr(n->str, '.')) {
         if (tag_is_this_recipe(w->root, n->str)) return 0;

@@ -124,6 +124,14 @@ static const num_rule num_rules[] = {
     DROPOUT("model.decoder_conf.self_attention_dropout_rate"),
     DROPOUT("model.decoder_conf.src_attention_dropout_rate"),
     {"model.model_conf.ctc_weight", 0, 1, 0, "in [0, 1]", "1.0 for a CTC-only model"},
+    {"model.lm_conf.embed_unit", 1, INF, 0, ">= 1", "leave it out for 128"},
+    {"model.lm_conf.att_unit", 1, INF, 0, ">= 1", "leave it out for 256"},
+    {"model.lm_conf.head", 1, INF, 0, ">= 1", "leave it out for 2"},
+    {"model.lm_conf.unit", 1, INF, 0, ">= 1", "leave it out for 1024"},
+    {"model.lm_conf.layer", 1, INF, 0, ">= 1", "leave it out for 4"},
+    DROPOUT("model.lm_conf.dropout_rate"),
+    DROPOUT("model.lm_conf.positional_dropout_rate"),
+    DROPOUT("model.lm_conf.attention_dropout_rate"),
     {"model.model_conf.lsm_weight", 0, 1, HI_OPEN, "in [0, 1)", "0: no label smoothing"},
     /* optimizer and scheduler */
     {"optimizer.lr", 0, INF, LO_OPEN, "> 0", "leave it out for 0.001"},
@@ -186,6 +194,9 @@ static const struct {
     {"model.decoder_conf", "normalize_before", "true"},
     {"model.decoder_conf", "dropout_rate", "0.1"},
     {"model.decoder_conf", "positional_dropout_rate", "0.1"},
+    {"model.lm_conf", "dropout_rate", "0.1"},
+    {"model.lm_conf", "positional_dropout_rate", "0.1"},
+    {"model.lm_conf", "attention_dropout_rate", "0.1"},
 };
 
 /* model_conf.ctc_weight defaults to 0.5 in ESPnet2's ESPnetASRModel; it matters only with an

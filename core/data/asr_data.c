@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/config/config_task.h"
 #include "core/data/audio.h"
 #include "core/data/augment_conf.h"
 #include "core/data/dataset_src.h"
@@ -49,7 +50,13 @@ int asr_data_open(asr_data *d, const training_cfg *cfg, const char *split, int t
     manifest m;
     char *mpath = NULL;
     int rc = dataset_split_load(cfg, split, &m, &mpath, err);
-    if (rc == 0) {
+    if (rc == 0 && config_is_lm_task(cfg)) { /* transcripts alone: no frontend, no features */
+        if (!path_exists(ts.tokens_path))
+            rc = esp_fail(err, "%s: no token list (run train_tokenizer, stage 2, first)", ts.tokens_path);
+        else rc = token_list_read(ts.tokens_path, &d->tokens, err);
+        if (rc == 0) d->m = m, d->text_only = 1, d->train = train;
+        else manifest_free(&m);
+    } else if (rc == 0) {
         rc = asr_data_open_files(d, cfg->model, NULL, ts.tokens_path, train, err);
         if (rc == 0) d->m = m;
         else manifest_free(&m);
@@ -239,6 +246,10 @@ static void read_part(void *ctx, size_t lo, size_t hi, int slot)
     for (size_t i = lo; i < hi; i++) {
         const manifest_entry *e = &d->m.items[j->items[i]];
         j->b->utts[i] = e->utt;
+        if (d->text_only) {
+            if (text_to_ids(&d->tokens, e->text, &j->ids[i], &j->nids[i], NULL, &j->errs[i]) != 0) j->rc[i] = -1;
+            continue;
+        }
         if (asr_data_read_span(d, e->wav, e->start, e->end, &j->wav[i], &j->ns[i], &j->errs[i]) != 0) j->rc[i] = -1;
         else if (text_to_ids(&d->tokens, e->text, &j->ids[i], &j->nids[i], NULL, &j->errs[i]) != 0) j->rc[i] = -1;
         if (j->rc[i] == 0 && (d->aug_on || d->nr_on)) augment_wav(d, e->utt, &j->wav[i], &j->ns[i]); /* before the frontend, as ESPnet */
@@ -251,12 +262,13 @@ static void feature_part(void *ctx, size_t lo, size_t hi, int slot)
     batch_job *j = ctx;
     asr_data *d = j->d;
     asr_batch *b = j->b;
-    frontend *fe = slot == 0 ? d->fe : d->fe_slots[slot - 1];
+    frontend *fe = slot == 0 || d->text_only ? d->fe : d->fe_slots[slot - 1];
     size_t D = (size_t)b->D;
     for (size_t i = lo; i < hi; i++) {
         rng r;
         rng_init(&r, rng_derive(j->aug_seed, 0x5A, j->items[i])); /* same draw on resume */
-        featurize(d, fe, b->feats + i * b->Tmax * D, j->wav[i], j->ns[i], d->specaug_on ? &r : NULL, b->Tmax);
+        if (!d->text_only)
+            featurize(d, fe, b->feats + i * b->Tmax * D, j->wav[i], j->ns[i], d->specaug_on ? &r : NULL, b->Tmax);
         for (size_t k = 0; k < j->nids[i]; k++) b->labels[i * b->Lmax + k] = (int)j->ids[i][k];
     }
 }
@@ -293,16 +305,16 @@ int asr_batch_load(asr_batch *b, asr_data *d, const size_t *items, int n, uint64
             rc = -1;
             break;
         }
-        b->feat_lens[i] = (int)frontend_num_frames(d->fe, j.ns[i]);
+        b->feat_lens[i] = d->text_only ? 0 : (int)frontend_num_frames(d->fe, j.ns[i]);
         b->label_lens[i] = (int)j.nids[i];
         if ((size_t)b->feat_lens[i] > b->Tmax) b->Tmax = (size_t)b->feat_lens[i];
         if (j.nids[i] > b->Lmax) b->Lmax = j.nids[i];
     }
     if (rc == 0) {
-        b->feats = xcalloc((size_t)n * b->Tmax * (size_t)b->D, sizeof *b->feats);
+        b->feats = d->text_only ? NULL : xcalloc((size_t)n * b->Tmax * (size_t)b->D, sizeof *b->feats);
         b->labels = xmalloc(((size_t)n * b->Lmax + 1) * sizeof *b->labels);
         for (size_t k = 0; k < (size_t)n * b->Lmax; k++) b->labels[k] = -1;
-        ensure_frontend_slots(d, parallel_parts_count((size_t)n, 1, d->threads));
+        if (!d->text_only) ensure_frontend_slots(d, parallel_parts_count((size_t)n, 1, d->threads));
         parallel_parts((size_t)n, 1, d->threads, feature_part, &j);
     }
     for (int i = 0; i < n; i++) free(j.wav[i]), free(j.ids[i]);

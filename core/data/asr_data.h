@@ -42,10 +42,12 @@ typedef struct asr_data {
     int threads;             /* asr_batch_load's threads (asr_data_set_threads; below 2: this one) */
     frontend **fe_slots;     /* one frontend per parallel part beyond the first (d->fe) */
     int n_fe_slots;
+    int text_only;           /* an LM task's data (config_is_lm_task): transcripts alone, no audio, no
+                              * frontend; batches hold labels only (feats NULL, feat_lens 0) */
 } asr_data;
 
 /* Opens the split (dataset.<split>'s sources, else ${data_dir}/manifest/<split>.tsv: core/data/dataset_src.h) with the model's frontend, SpecAugment (train only) and
- * normalization settings; the token list comes from ${tokenizer.save_path}/tokens.txt and maps text
+ * normalization settings (an LM task's: transcripts alone, text_only); the token list comes from ${tokenizer.save_path}/tokens.txt and maps text
  * as the config's tokenizer does (tokenizer_spec_resolve); transcripts with text outside it get one
  * warning (their labels hold <unk>). */
 int asr_data_open(asr_data *d, const training_cfg *cfg, const char *split, int train, esp_err *err);

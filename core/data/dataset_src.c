@@ -6,6 +6,7 @@
 
 #include "core/base/fsio.h"
 #include "core/formats/corpus.h"
+#include "core/formats/text_scp.h"
 
 static const char *arg_of(const dataset_ref_cfg *r, int which)
 {
@@ -36,9 +37,35 @@ static int read_manifest_file(const char *path, const char *where, manifest *m, 
     return manifest_read_tsv(path, m, err);
 }
 
+/* ESPnet3's LM text source (espnet3.systems.esp2_asr.lm_dataset's LMTextDataset: "<id>
+ * <transcript>" lines; lines without a transcript are skipped, as it skips them): transcripts
+ * without audio, for an LM task. */
+static int is_lm_text_src(const dataset_ref_cfg *r)
+{
+    const char *src = r->data_src;
+    size_t n = src ? strlen(src) : 0, k = strlen("lm_dataset");
+    return (r->data_src_args && r->data_src_args->text_path) || (n >= k && !strcmp(src + n - k, "lm_dataset"));
+}
+
+static int read_lm_text(const char *path, const char *where, manifest *m, esp_err *err)
+{
+    memset(m, 0, sizeof *m);
+    if (!path)
+        return esp_fail(err, "%s: data_src_args.text_path: missing (the LM's \"<id> <transcript>\" text file)", where);
+    if (!path_exists(path)) return esp_fail(err, "%s: no such LM text file (%s.data_src_args.text_path)", path, where);
+    text_scp t;
+    if (text_scp_read(path, &t, err) != 0) return -1;
+    for (size_t i = 0; i < t.n; i++)
+        if (t.items[i].text[strspn(t.items[i].text, " \t")]) manifest_add(m, t.items[i].id, "", t.items[i].text, NULL);
+    text_scp_free(&t);
+    if (m->n == 0) return esp_fail(err, "%s: no line holds a transcript (\"<id> <transcript>\" per line)", path);
+    return 0;
+}
+
 static int read_one(const dataset_ref_cfg *r, const char *data_dir, const char *where, manifest *m, esp_err *err)
 {
     const char *split = arg_of(r, 0), *path = arg_of(r, 1), *src = r->data_src;
+    if (is_lm_text_src(r)) return read_lm_text(r->data_src_args ? r->data_src_args->text_path : NULL, where, m, err);
     /* The recipe's dataset: data_src left out, ESPnet3's tag <recipe>/<task> (the config check has
      * matched it to this recipe) or a Python class path. */
     if (!src || strchr(src, '.') || strchr(src, '/')) {

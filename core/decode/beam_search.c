@@ -17,7 +17,7 @@
 typedef struct hyp {
     int *yseq;         /* <sos> first */
     int len;
-    double score, dec, ctc, lb;
+    double score, dec, ctc, lb, lm;
     double *r;         /* CTC state: T x 2 */
     double psi;        /* CTC prefix log-probability of yseq (ESPnet's s_prev) */
 } hyp;
@@ -31,10 +31,10 @@ typedef struct ended {
 /* What one search needs besides the workspace. */
 typedef struct run_ctx {
     ctc_prefix_scorer cps;
-    const bs_scorer *att;
+    const bs_scorer *att, *lm;
     int V, beam, pre_beam;  /* pre_beam 0: CTC scores the whole vocabulary */
-    int dec_on, ctc_on, lb_on;
-    double w_dec, w_ctc, w_lb;
+    int dec_on, ctc_on, lb_on, lm_on;
+    double w_dec, w_ctc, w_lb, w_lm;
     int maxlen, minlen;
 } run_ctx;
 
@@ -43,7 +43,7 @@ struct beam_search {
     int *yseq_pool;
     double *r_pool;
     size_t cap_beam, cap_len, cap_T;
-    float *att;                      /* beam x V */
+    float *att, *lmp;                /* beam x V: the decoder's and the LM's log-probs */
     double *wsc, *psi, *work;        /* beam x V, beam x V, T + 2V */
     int *pre, *top;                  /* beam x pre_beam, beam */
     size_t cap_bv, cap_work, cap_pre;
@@ -66,7 +66,7 @@ void beam_search_free(beam_search *w)
     if (!w) return;
     clear_ended(w);
     free(w->run), free(w->next), free(w->yseq_pool), free(w->r_pool);
-    free(w->att), free(w->wsc), free(w->psi), free(w->work), free(w->pre), free(w->top);
+    free(w->att), free(w->lmp), free(w->wsc), free(w->psi), free(w->work), free(w->pre), free(w->top);
     free(w->prefixes), free(w->lens), free(w->ended);
     free(w);
 }
@@ -105,6 +105,7 @@ static void reserve(beam_search *w, size_t B, size_t L, size_t T, size_t V, size
     if (B * V > w->cap_bv) {
         w->cap_bv = B * V;
         w->att = xrealloc(w->att, w->cap_bv * sizeof *w->att);
+        w->lmp = xrealloc(w->lmp, w->cap_bv * sizeof *w->lmp);
         w->wsc = xrealloc(w->wsc, w->cap_bv * sizeof *w->wsc);
         w->psi = xrealloc(w->psi, w->cap_bv * sizeof *w->psi);
     }
@@ -125,14 +126,14 @@ static void swap_hyp(hyp *a, hyp *b)
     *b = t;
 }
 
-/* The decoder's log-probs of every running prefix, max_batch prefixes per call. */
-static void score_decoder(beam_search *w, const run_ctx *c, int n)
+/* A full scorer's log-probs of every running prefix into out (n x V), max_batch prefixes per call. */
+static void score_full(beam_search *w, const run_ctx *c, const bs_scorer *sc, int n, float *out)
 {
     for (int i = 0; i < n; i++) w->prefixes[i] = w->run[i].yseq, w->lens[i] = w->run[i].len;
-    int chunk = c->att->max_batch > 0 ? c->att->max_batch : n;
+    int chunk = sc->max_batch > 0 ? sc->max_batch : n;
     for (int i0 = 0; i0 < n; i0 += chunk) {
         int m = n - i0 < chunk ? n - i0 : chunk;
-        c->att->score(c->att->ctx, w->prefixes + i0, w->lens + i0, m, w->att + (size_t)i0 * c->V);
+        sc->score(sc->ctx, w->prefixes + i0, w->lens + i0, m, out + (size_t)i0 * c->V);
     }
 }
 
@@ -141,14 +142,16 @@ static void score_decoder(beam_search *w, const run_ctx *c, int n)
 static void score_step(beam_search *w, const run_ctx *c, int n)
 {
     const int V = c->V, P = c->pre_beam;
-    if (c->dec_on) score_decoder(w, c, n);
+    if (c->dec_on) score_full(w, c, c->att, n, w->att);
+    if (c->lm_on) score_full(w, c, c->lm, n, w->lmp);
     for (int i = 0; i < n; i++) {
         const hyp *h = &w->run[i];
         double *ws = w->wsc + (size_t)i * V;
-        const float *att = w->att + (size_t)i * V;
+        const float *att = w->att + (size_t)i * V, *lmp = w->lmp + (size_t)i * V;
         for (int v = 0; v < V; v++) {
             double s = c->dec_on ? c->w_dec * att[v] : 0.0;
-            ws[v] = c->lb_on ? s + c->w_lb : s;
+            if (c->lb_on) s += c->w_lb;
+            ws[v] = c->lm_on ? s + c->w_lm * lmp[v] : s;
         }
         if (c->ctc_on) {
             int *ids = NULL;
@@ -192,6 +195,7 @@ static int search_step(beam_search *w, const run_ctx *c, int n, int last_step)
         g->score = w->wsc[w->top[j]];
         g->dec = h->dec + (c->dec_on ? w->att[w->top[j]] : 0.0);
         g->lb = h->lb + (c->lb_on ? 1.0 : 0.0);
+        g->lm = h->lm + (c->lm_on ? w->lmp[w->top[j]] : 0.0);
         g->ctc = h->ctc;
         g->psi = h->psi;
         if (c->ctc_on) {
@@ -216,7 +220,7 @@ static void push_ended(beam_search *w, const hyp *h)
     ended *e = &w->ended[w->n_ended];
     int n = h->len - 2;
     e->h = (bs_hyp){.ids = xmalloc(((size_t)n + 1) * sizeof(int)), .n_ids = n, .score = h->score,
-                    .decoder = h->dec, .ctc = h->ctc, .length_bonus = h->lb};
+                    .decoder = h->dec, .ctc = h->ctc, .length_bonus = h->lb, .lm = h->lm};
     memcpy(e->h.ids, h->yseq + 1, (size_t)n * sizeof(int));
     e->yseq_len = h->len;
     e->order = (int)w->n_ended++;
@@ -267,7 +271,7 @@ static void search(beam_search *w, const run_ctx *c, double maxlenratio)
     hyp *h0 = &w->run[0];
     h0->yseq[0] = c->cps.eos; /* <sos> = <eos> */
     h0->len = 1;
-    h0->score = h0->dec = h0->ctc = h0->lb = h0->psi = 0.0;
+    h0->score = h0->dec = h0->ctc = h0->lb = h0->lm = h0->psi = 0.0;
     if (c->ctc_on) ctc_prefix_init_state(&c->cps, h0->r);
     int n = 1;
     for (int i = 0; i < c->maxlen; i++) {
@@ -293,15 +297,17 @@ static int max_len(double maxlenratio, int T)
     return m > 1 ? m : 1;
 }
 
-void beam_search_run(beam_search *w, const float *ctc_logp, int T, int V, const bs_scorer *att,
+void beam_search_run(beam_search *w, const float *ctc_logp, int T, int V, const bs_scorer *att, const bs_scorer *lm,
                      const beam_search_opts *o, bs_nbest *out)
 {
     ESP_CHECK(o->beam_size >= 1 && o->nbest >= 1 && V >= 2 && T >= 0);
-    ESP_CHECK(o->ctc_weight >= 0.0 && o->ctc_weight <= 1.0);
-    run_ctx c = {.cps = {.logp = ctc_logp, .T = T, .V = V, .blank = 0, .eos = V - 1}, .att = att, .V = V,
-                 .beam = o->beam_size, .w_dec = 1.0 - o->ctc_weight, .w_ctc = o->ctc_weight, .w_lb = o->penalty};
-    c.dec_on = c.w_dec != 0.0, c.ctc_on = c.w_ctc != 0.0, c.lb_on = c.w_lb != 0.0;
+    ESP_CHECK(o->ctc_weight >= 0.0 && o->ctc_weight <= 1.0 && o->lm_weight >= 0.0);
+    run_ctx c = {.cps = {.logp = ctc_logp, .T = T, .V = V, .blank = 0, .eos = V - 1}, .att = att, .lm = lm, .V = V,
+                 .beam = o->beam_size, .w_dec = 1.0 - o->ctc_weight, .w_ctc = o->ctc_weight, .w_lb = o->penalty,
+                 .w_lm = o->lm_weight};
+    c.dec_on = c.w_dec != 0.0, c.ctc_on = c.w_ctc != 0.0, c.lb_on = c.w_lb != 0.0, c.lm_on = c.w_lm != 0.0;
     ESP_CHECK(!c.dec_on || (att && att->score));
+    ESP_CHECK(!c.lm_on || (lm && lm->score));
     ESP_CHECK(!c.ctc_on || ctc_logp);
     int pre = (int)(1.5 * o->beam_size);
     c.pre_beam = c.ctc_on && c.dec_on && pre < V ? pre : 0;

@@ -4,11 +4,13 @@
  *   ctc           (weight ctc_weight): CTCPrefixScorer (core/decode/ctc_prefix_score.h), a partial
  *                 scorer: only the pre-beam candidates when there is a pre-beam;
  *   length_bonus  (weight penalty): 1 per token, eos included;
+ *   lm            (weight lm_weight): a language model's next-token log-probs, full vocabulary
+ *                 (Speech2Text's shallow fusion);
  * a scorer of weight 0 is off, as in ESPnet (ctc_weight 1.0: CTC only; 0.0: attention only).
  *
  * Label-synchronous: every step extends each running hypothesis (a prefix that starts with <sos>)
  * by one token. Per step, as BatchBeamSearch.search does:
- *   full = w_dec * decoder + w_len * 1 over the whole vocabulary;
+ *   full = w_dec * decoder + w_len * 1 + w_lm * lm over the whole vocabulary;
  *   pre-beam (ESPnet's pre_beam_score_key "full", pre_beam_size = int(1.5 * beam_size), done when
  *   the CTC scorer is on, the decoder too, and pre_beam_size < V): the top pre_beam_size tokens of
  *   `full` per hypothesis are the ones CTC scores; the others get CTC's LOGZERO - psi(g), eos is
@@ -48,6 +50,7 @@ typedef struct beam_search_opts {
     int beam_size;       /* >= 1 */
     int nbest;           /* hypotheses returned (at most), best first; >= 1 */
     double ctc_weight;   /* [0, 1]: decoder weight 1 - ctc_weight */
+    double lm_weight;    /* >= 0: the language model's weight; 0: off */
     double penalty;      /* length bonus weight (ESPnet's `penalty`); 0: off */
     double maxlenratio;
     double minlenratio;
@@ -60,7 +63,7 @@ typedef struct bs_hyp {
     int *ids;            /* yseq[1:-1]: the tokens between <sos> and the final <eos> (blanks kept) */
     int n_ids;
     double score;        /* weighted sum */
-    double decoder, ctc, length_bonus;
+    double decoder, ctc, length_bonus, lm;
 } bs_hyp;
 
 typedef struct bs_nbest {
@@ -77,9 +80,10 @@ beam_search *beam_search_new(void);
 void beam_search_free(beam_search *w);
 
 /* Decodes one utterance: ctc_logp is its CTC log-probabilities (host, T x V; may be NULL when
- * ctc_weight is 0), att the decoder (may be NULL when ctc_weight is 1). Fills out (freed by the
- * caller with bs_nbest_free, also when empty). */
-void beam_search_run(beam_search *w, const float *ctc_logp, int T, int V, const bs_scorer *att,
+ * ctc_weight is 0), att the decoder (may be NULL when ctc_weight is 1), lm the language model
+ * (the same callback form; may be NULL when lm_weight is 0). Fills out (freed by the caller with
+ * bs_nbest_free, also when empty). */
+void beam_search_run(beam_search *w, const float *ctc_logp, int T, int V, const bs_scorer *att, const bs_scorer *lm,
                      const beam_search_opts *o, bs_nbest *out);
 
 #endif

@@ -11,6 +11,8 @@
 #include "core/decode/ctc_prefix_beam.h"
 #include "core/nn/decoder_conf.h"
 #include "core/nn/decoder_transformer.h"
+#include "core/config/config_task.h"
+#include "core/nn/lm_conf.h"
 #include "core/nn/model.h"
 
 /* The attention decoder's contract with core/nn (decoder_score_batch): for n_hyps prefixes, each
@@ -28,6 +30,9 @@ struct speech2text {
     ctc_beam *beam;
     beam_search *bs;
     bs_scorer att;          /* the joint search's decoder: the model's, or opts.attention */
+    asr_model lm;           /* shallow fusion's language model (have_lm) and its scorer */
+    int have_lm;
+    bs_scorer lm_scorer;
     s2t_decoder_fn decoder; /* the model's, when att calls it */
     int hlen;               /* encoder frames of the utterance being decoded */
     err_calc ec;
@@ -66,6 +71,46 @@ static void decoder_score(void *ctx, const int *const *prefixes, const int *lens
     s->decoder(&s->model, s->model.lnf, s->hlen, prefixes, lens, n, logp);
 }
 
+/* The LM as the search's scorer: its next-token log-probs for each prefix. */
+static void lm_score(void *ctx, const int *const *prefixes, const int *lens, int n, float *logp)
+{
+    speech2text *s = ctx;
+    decoder_score_batch(&s->lm, NULL, 0, prefixes, lens, n, logp);
+}
+
+static int fusion_on(const s2t_opts *o) { return o->lm_weight > 0.0; }
+
+/* ESPnet's Speech2Text reads the ASR model and the LM with one token list: the LM's must be the
+ * ASR model's, token for token. */
+static int check_lm_tokens(const model_files *mf, const model_files *lf, esp_err *err)
+{
+    token_list a = {0}, b = {0};
+    int rc = token_list_read(mf->tokens, &a, err);
+    if (rc == 0) rc = token_list_read(lf->tokens, &b, err);
+    int same = rc == 0 && a.n == b.n;
+    for (size_t i = 0; same && i < a.n; i++) same = !strcmp(a.tokens[i], b.tokens[i]);
+    if (rc == 0 && !same)
+        rc = esp_fail(err, "lm_train_config: the LM's token list %s (%zu tokens) is not the ASR model's %s (%zu): train "
+                      "the LM with the ASR model's tokenizer", lf->tokens, b.n, mf->tokens, a.n);
+    token_list_free(&a);
+    token_list_free(&b);
+    return rc;
+}
+
+/* The LM of opts.lm (an LM task's model: lm_files_locate) onto be. */
+static int open_lm(speech2text *s, const model_files *lf, esp_err *err)
+{
+    const training_cfg *lt = model_files_training(lf);
+    ESP_CHECK(config_is_lm_task(lt)); /* lm_files_locate checked it */
+    model_dims dims;
+    if (lm_dims_from_cfg(&dims, lt->model, (int)s->data.tokens.n, err) != 0) return -1;
+    asr_model_init_inference(&s->lm, s->be, &dims);
+    s->have_lm = 1;
+    if (asr_model_load_weights(&s->lm, lf->weights, err) != 0) return -1;
+    s->lm_scorer = (bs_scorer){.score = lm_score, .ctx = s};
+    return 0;
+}
+
 static int no_decoder(esp_err *err, double ctc_weight)
 {
     return esp_fail(err, "ctc_weight %g: model has no attention decoder (decoder: transformer): use ctc_weight 1.0",
@@ -82,6 +127,10 @@ int speech2text_check(const model_files *mf, const s2t_opts *o, esp_err *err)
         return esp_fail(err, "ctc_weight %g: the model has no CTC branch (trained with model_conf.ctc_weight 0, "
                              "ESPnet2 then has no ctc module): use ctc_weight 0.0 (attention only)",
                         o->ctc_weight);
+    if (!(o->lm_weight >= 0.0)) return esp_fail(err, "lm_weight %g: use a weight >= 0 (0: no LM)", o->lm_weight);
+    if (fusion_on(o) && !o->lm)
+        return esp_fail(err, "lm_weight %g: no language model (set lm_train_config and lm_file)", o->lm_weight);
+    if (fusion_on(o) && check_lm_tokens(mf, o->lm, err) != 0) return -1;
     return 0;
 }
 
@@ -111,6 +160,7 @@ speech2text *speech2text_open(backend *be, const model_files *mf, const s2t_opts
         no_decoder(err, o->ctc_weight);
         goto fail;
     }
+    if (fusion_on(o) && open_lm(s, o->lm, err) != 0) goto fail;
     err_calc_init(&s->ec, &s->data.tokens);
     return s;
 fail:
@@ -125,6 +175,7 @@ void speech2text_close(speech2text *s)
         s->be->free(s->be, s->dev_feats);
         asr_model_free(&s->model);
     }
+    if (s->have_lm) asr_model_free(&s->lm);
     asr_data_close(&s->data);
     ctc_beam_free(s->beam);
     beam_search_free(s->bs);
@@ -188,12 +239,14 @@ static void decode_joint(speech2text *s, int hlen, int frames, s2t_hyp *out)
 {
     const s2t_opts *o = &s->opts;
     beam_search_opts bo = {.beam_size = o->beam_size > 1 ? o->beam_size : 1, .nbest = nbest_of(o),
-                           .ctc_weight = o->ctc_weight, .penalty = o->penalty, .maxlenratio = o->maxlenratio,
-                           .minlenratio = o->minlenratio};
+                           .ctc_weight = o->ctc_weight, .lm_weight = o->lm_weight, .penalty = o->penalty,
+                           .maxlenratio = o->maxlenratio, .minlenratio = o->minlenratio};
     bs_nbest nb;
     s->hlen = hlen;
     if (s->decoder) decoder_score_new_utterance(&s->model); /* m->lnf holds a new utterance */
-    beam_search_run(s->bs, s->host_logp, hlen, s->model.dims.vocab, &s->att, &bo, &nb);
+    if (s->have_lm) decoder_score_new_utterance(&s->lm);
+    beam_search_run(s->bs, s->host_logp, hlen, s->model.dims.vocab, &s->att, s->have_lm ? &s->lm_scorer : NULL, &bo,
+                    &nb);
     alloc_alt(out, nb.n);
     for (int k = 0; k < nb.n; k++)
         set_hyp(s, k == 0 ? out : &out->alt[k - 1], nb.hyps[k].ids, nb.hyps[k].n_ids, nb.hyps[k].score, frames);
@@ -235,7 +288,8 @@ void speech2text_decode_feats(speech2text *s, const float *feats, int T, s2t_hyp
 {
     memset(out, 0, sizeof *out);
     int hlen = encode(s, feats, T);
-    if (s->opts.ctc_weight < 1.0) decode_joint(s, hlen, T, out);
+    /* With an LM even CTC alone runs label-synchronously, as ESPnet's search with scorers ctc and lm. */
+    if (s->opts.ctc_weight < 1.0 || fusion_on(&s->opts)) decode_joint(s, hlen, T, out);
     else decode_ctc(s, hlen, T, out);
 }
 

@@ -21,6 +21,10 @@
  *       open, unless opts.attention stands in for it; so is ctc_weight above 0 for a model trained
  *       without a CTC branch (model_conf.ctc_weight 0).
  *
+ * With lm_weight > 0 and an LM (opts.lm: the files of an LM task's model, core/nn/lm_conf.h) the
+ * joint search adds it as ESPnet's Speech2Text does (scorer "lm", weight lm_weight; its token list
+ * must be the ASR model's), its next-token log-probs from decoder_score_batch on the LM.
+ *
  * The backend is the caller's: it is created before speech2text_open and destroyed after
  * speech2text_close. The log-probabilities are copied to the host before any search reads them,
  * so any backend (device memory included) works. One speech2text is used by one thread at a time. */
@@ -44,6 +48,9 @@ typedef struct s2t_opts {
     double minlenratio;
     const bs_scorer *attention; /* NULL: the model's attention decoder; else used in its place (tests,
                                  * a decoder from elsewhere); borrowed */
+    double lm_weight;    /* shallow fusion's weight (0: no LM); above 0 every ctc_weight runs the
+                          * label-synchronous search (beam_search.h), 1.0 with scorers ctc and lm */
+    const model_files *lm; /* the LM's files (lm_files_locate); borrowed, used by speech2text_open */
     int resample;        /* dataset.resample: audio at another rate is resampled to the model's fs */
 } s2t_opts;
 

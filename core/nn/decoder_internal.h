@@ -17,6 +17,9 @@ enum dec_param {
     DP_COUNT
 };
 
+/* The offset of a parameter the block does not have (the LM's source attention). */
+#define DEC_NO_PARAM ((size_t)-1)
+
 /* One block's activations of a teacher-forced forward (N = B * L rows, M = B * T memory rows). */
 typedef struct dec_layer {
     float *ln1, *mean1, *rstd1, *q1, *k1, *v1, *att1, *y1, *h1; /* self-attention */
@@ -44,11 +47,21 @@ struct decoder_acts {
     float *dh, *dtmp, *dq, *dk, *dv, *datt, *dff, *dln, *dlogits, *dkm, *dvm;
 
     dec_score *score; /* the beam-search step's workspace and caches, or NULL */
+
+    /* The LM form (m->dims.lm): ESPnet2's TransformerLM. No source attention (DP_SRC_* and DP_N2_*
+     * unused; DP_N1 / DP_N3 are the block's norm1 / norm2); its input layer replaces the decoder's
+     * embedding: lm.embed (vocab x E) -> lm.encoder.embed.0 Linear(E, d) -> embed.1 LayerNorm
+     * (torch's eps 1e-5) -> dropout -> ReLU (-> x * sqrt(d) + pe, dropout, with pos_enc
+     * sinusoidal). Inputs are padded with 0, as ESPnet's LM collate pads them. */
+    int lm, lm_pe, E;
+    size_t in_w, in_b, in_ln_w, in_ln_b;
+    float *e, *ea, *eln, *emean, *erstd, *er, *de; /* teacher-forced input layer and its gradient */
 };
 
 /* Parameter pointers of block l (params or grads as base). */
 static inline float *dec_p(float *base, const decoder_acts *a, int l, enum dec_param p)
 {
+    ESP_CHECK(a->lay[l][p] != DEC_NO_PARAM);
     return base + a->lay[l][p];
 }
 

@@ -7,7 +7,9 @@
  * first len - 1 positions (its parent, or itself): only its last position is computed, one query
  * row per hypothesis against its block. Any other prefix is "slow": all its positions run as a
  * causal teacher-forced pass. Both groups write their keys/values into this call's blocks (the
- * next call's cache) and their last rows go through after_norm, output_layer and log_softmax. */
+ * next call's cache) and their last rows go through after_norm, output_layer and log_softmax.
+ * The LM form (TransformerLM, decoder_internal.h) is the same without the source attention and with
+ * its own input layer; it depends on no utterance (hs_dev NULL, T 0). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +38,7 @@ struct dec_score {
     /* Work of one group: rows R = hypotheses x query rows. */
     size_t cap_rows, cap_self, cap_src, cap_hyps;
     float *x, *ln, *q, *k, *v, *y, *tmp, *f1, *mean, *rstd, *att, *last, *logits;
+    float *emb; /* the LM's token embeddings (rows x E) */
 };
 
 static void kv_free(backend *be, kv_blocks *b)
@@ -50,7 +53,7 @@ static void kv_free(backend *be, kv_blocks *b)
 static void free_work(backend *be, dec_score *s)
 {
     float **w[] = {&s->x, &s->ln, &s->q, &s->k, &s->v, &s->y, &s->tmp, &s->f1, &s->mean, &s->rstd, &s->att,
-                   &s->last, &s->logits};
+                   &s->last, &s->logits, &s->emb};
     for (size_t i = 0; i < sizeof w / sizeof *w; i++) be->free(be, *w[i]), *w[i] = NULL;
     s->cap_rows = s->cap_self = s->cap_src = s->cap_hyps = 0;
 }
@@ -80,6 +83,7 @@ static void ensure_work(backend *be, const decoder_acts *a, dec_score *s, size_t
     s->mean = ALLOC(rows), s->rstd = ALLOC(rows);
     s->att = ALLOC(self > src ? self : src);
     s->last = ALLOC(hyps * D * 2), s->logits = ALLOC(hyps * a->vocab);
+    if (a->lm) s->emb = ALLOC(rows * a->E);
     s->cap_rows = rows, s->cap_self = self, s->cap_src = src, s->cap_hyps = hyps;
 }
 
@@ -178,13 +182,15 @@ static void group_layer(const asr_model *m, dec_score *s, const kv_blocks *kv, c
                     g->n, g->tq, kv->stride, g->tq > 1, H, D / H, 0, 0, 0);
     be->linear_forward(be, s->tmp, s->y, W(DP_SA_O_W), W(DP_SA_O_B), R, D, D);
     be->add(be, s->x, s->x, s->tmp, (size_t)R * D);
-    /* Source attention: every query row of the group against the utterance (one batch item). */
-    be->layernorm_forward(be, s->ln, s->mean, s->rstd, s->x, W(DP_N2_W), W(DP_N2_B), R, D, 1e-12);
-    be->linear_forward(be, s->q, s->ln, W(DP_SRC_Q_W), W(DP_SRC_Q_B), R, D, D);
-    size_t mo = (size_t)l * T * D;
-    be->mha_forward(be, s->y, s->att, s->q, D, s->km + mo, s->vm + mo, D, len_T, 1, R, T, 0, H, D / H, 0, 0, 0);
-    be->linear_forward(be, s->tmp, s->y, W(DP_SRC_O_W), W(DP_SRC_O_B), R, D, D);
-    be->add(be, s->x, s->x, s->tmp, (size_t)R * D);
+    if (!a->lm) {
+        /* Source attention: every query row of the group against the utterance (one batch item). */
+        be->layernorm_forward(be, s->ln, s->mean, s->rstd, s->x, W(DP_N2_W), W(DP_N2_B), R, D, 1e-12);
+        be->linear_forward(be, s->q, s->ln, W(DP_SRC_Q_W), W(DP_SRC_Q_B), R, D, D);
+        size_t mo = (size_t)l * T * D;
+        be->mha_forward(be, s->y, s->att, s->q, D, s->km + mo, s->vm + mo, D, len_T, 1, R, T, 0, H, D / H, 0, 0, 0);
+        be->linear_forward(be, s->tmp, s->y, W(DP_SRC_O_W), W(DP_SRC_O_B), R, D, D);
+        be->add(be, s->x, s->x, s->tmp, (size_t)R * D);
+    }
     /* Feed-forward. */
     be->layernorm_forward(be, s->ln, s->mean, s->rstd, s->x, W(DP_N3_W), W(DP_N3_B), R, D, 1e-12);
     be->linear_forward(be, s->f1, s->ln, W(DP_FF1_W), W(DP_FF1_B), R, D, a->ff);
@@ -194,8 +200,22 @@ static void group_layer(const asr_model *m, dec_score *s, const kv_blocks *kv, c
 #undef W
 }
 
+/* The LM's input layer on R token ids into s->x, before any positional encoding. */
+static void lm_embed(const asr_model *m, dec_score *s, const int *ids, int R)
+{
+    backend *be = m->be;
+    const decoder_acts *a = m->dec;
+    int D = a->d;
+    be->embedding_forward(be, s->emb, m->params + a->embed, ids, R, a->vocab, a->E);
+    be->linear_forward(be, s->ln, s->emb, m->params + a->in_w, m->params + a->in_b, R, a->E, D);
+    be->layernorm_forward(be, s->x, s->mean, s->rstd, s->ln, m->params + a->in_ln_w, m->params + a->in_ln_b, R, D,
+                          1e-5);
+    be->relu_forward(be, s->x, s->x, (size_t)R * D);
+}
+
 /* The embedded inputs of a group into s->x: the last token at position len - 1 (fast), or every
- * position of the prefix padded with <eos> to tq (slow), as x * sqrt(d) + pe. */
+ * position of the prefix padded with <eos> to tq (slow), as x * sqrt(d) + pe (the LM: its input
+ * layer, then the same with pos_enc sinusoidal). */
 static void group_embed(const asr_model *m, dec_score *s, const group *g, const int *const *pfx, int *ids)
 {
     backend *be = m->be;
@@ -207,7 +227,9 @@ static void group_embed(const asr_model *m, dec_score *s, const group *g, const 
             ids[i * g->tq + j] = pos < g->lens[i] ? pfx[i][pos] : V - 1;
         }
     int R = g->n * g->tq;
-    be->embedding_forward(be, s->x, m->params + a->embed, ids, R, V, D);
+    if (a->lm) lm_embed(m, s, ids, R);
+    else be->embedding_forward(be, s->x, m->params + a->embed, ids, R, V, D);
+    if (a->lm && !a->lm_pe) return;
     if (g->tq > 1) {
         be->posenc_forward(be, s->x, s->x, sqrt((double)D), g->n, g->tq, D);
         return;
@@ -279,7 +301,7 @@ void decoder_score_batch(const asr_model *m, const float *hs_dev, int T, const i
                          int n_hyps, float *logp_host)
 {
     decoder_acts *a = m->dec;
-    ESP_CHECK(a != NULL && T > 0 && n_hyps >= 0);
+    ESP_CHECK(a != NULL && (a->lm || T > 0) && n_hyps >= 0);
     if (n_hyps == 0) return;
     backend *be = m->be;
     if (!a->score) a->score = xcalloc(1, sizeof *a->score);
@@ -289,7 +311,12 @@ void decoder_score_batch(const asr_model *m, const float *hs_dev, int T, const i
         ESP_CHECK(lens[i] >= 1 && prefixes[i][0] == a->vocab - 1); /* <sos> first */
         maxlen = lens[i] > maxlen ? lens[i] : maxlen;
     }
-    prepare_utterance(m, s, hs_dev, T);
+    if (!a->lm) {
+        prepare_utterance(m, s, hs_dev, T);
+    } else if (s->new_utterance) {
+        s->kv[0].used = s->kv[1].used = 0;
+        s->new_utterance = 0;
+    }
     ensure_pe(be, a, s, maxlen);
     int *order = xmalloc((size_t)n_hyps * sizeof *order), *glens = xmalloc((size_t)n_hyps * sizeof *glens);
     group fast, slow;

@@ -11,7 +11,7 @@
 
 /* Dropout sites of the decoder: streams apart from the encoder's (core/nn/model.c uses 1, 2 and
  * 100 + 10 * block + site). */
-enum { DSTREAM_POS = 50000, DSTREAM_BLOCK0 = 50016 };
+enum { DSTREAM_POS = 50000, DSTREAM_LM_IN = 50001, DSTREAM_BLOCK0 = 50016 };
 enum { DS_SELF = 0, DS_SELF_OUT, DS_SRC, DS_SRC_OUT, DS_FF_IN, DS_FF_OUT };
 static uint64_t dstream(int l, int site) { return DSTREAM_BLOCK0 + 16 * (uint64_t)l + (uint64_t)site; }
 
@@ -34,19 +34,57 @@ static size_t offset_of(const asr_model *m, const char *name)
     return p->offset;
 }
 
+/* TransformerLM's block names (ESPnet1's EncoderLayer) for the decoder's parameter slots; NULL:
+ * the LM's block has no such parameter. */
+static const char *lm_param_name(int p)
+{
+    if (p <= DP_SA_O_B) return dec_param_names[p];
+    if (p >= DP_FF1_W && p <= DP_FF2_B) return dec_param_names[p];
+    switch (p) {
+    case DP_N1_W: return "norm1.weight";
+    case DP_N1_B: return "norm1.bias";
+    case DP_N3_W: return "norm2.weight";
+    case DP_N3_B: return "norm2.bias";
+    default: return NULL;
+    }
+}
+
+static decoder_acts *lm_new(const asr_model *m, decoder_acts *a)
+{
+    a->lm = 1, a->lm_pe = m->dims.lm_pos_enc, a->E = m->dims.lm_embed;
+    a->embed = offset_of(m, "lm.embed.weight");
+    a->in_w = offset_of(m, "lm.encoder.embed.0.weight");
+    a->in_b = offset_of(m, "lm.encoder.embed.0.bias");
+    a->in_ln_w = offset_of(m, "lm.encoder.embed.1.weight");
+    a->in_ln_b = offset_of(m, "lm.encoder.embed.1.bias");
+    a->after_w = offset_of(m, "lm.encoder.after_norm.weight");
+    a->after_b = offset_of(m, "lm.encoder.after_norm.bias");
+    a->out_w = offset_of(m, "lm.decoder.weight");
+    a->out_b = offset_of(m, "lm.decoder.bias");
+    for (int l = 0; l < a->nl; l++)
+        for (int p = 0; p < DP_COUNT; p++) {
+            const char *leaf = lm_param_name(p);
+            char name[128];
+            snprintf(name, sizeof name, "lm.encoder.encoders.%d.%s", l, leaf ? leaf : "");
+            a->lay[l][p] = leaf ? offset_of(m, name) : DEC_NO_PARAM;
+        }
+    return a;
+}
+
 decoder_acts *decoder_new(const asr_model *m)
 {
     const model_dims *d = &m->dims;
     ESP_CHECK(d->dec_blocks > 0 && d->dec_heads > 0 && d->d % d->dec_heads == 0);
     decoder_acts *a = xcalloc(1, sizeof *a);
     a->nl = d->dec_blocks, a->d = d->d, a->heads = d->dec_heads, a->ff = d->dec_ff, a->vocab = d->vocab;
+    a->lay = xcalloc((size_t)a->nl, sizeof *a->lay);
+    a->layers = xcalloc((size_t)a->nl, sizeof *a->layers);
+    if (d->lm) return lm_new(m, a);
     a->embed = offset_of(m, "decoder.embed.0.weight");
     a->after_w = offset_of(m, "decoder.after_norm.weight");
     a->after_b = offset_of(m, "decoder.after_norm.bias");
     a->out_w = offset_of(m, "decoder.output_layer.weight");
     a->out_b = offset_of(m, "decoder.output_layer.bias");
-    a->lay = xcalloc((size_t)a->nl, sizeof *a->lay);
-    a->layers = xcalloc((size_t)a->nl, sizeof *a->layers);
     for (int l = 0; l < a->nl; l++)
         for (int p = 0; p < DP_COUNT; p++) {
             char name[128];
@@ -59,7 +97,8 @@ decoder_acts *decoder_new(const asr_model *m)
 static void free_acts(backend *be, decoder_acts *a)
 {
     float **all[] = {&a->x, &a->h0, &a->lnf, &a->meanf, &a->rstdf, &a->logp, &a->dh, &a->dtmp, &a->dq, &a->dk,
-                     &a->dv, &a->datt, &a->dff, &a->dln, &a->dlogits, &a->dkm, &a->dvm};
+                     &a->dv, &a->datt, &a->dff, &a->dln, &a->dlogits, &a->dkm, &a->dvm,
+                     &a->e, &a->ea, &a->eln, &a->emean, &a->erstd, &a->er, &a->de};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) be->free(be, *all[i]), *all[i] = NULL;
     for (int l = 0; l < a->nl; l++) {
         dec_layer *y = &a->layers[l];
@@ -109,11 +148,16 @@ static void ensure_acts(backend *be, decoder_acts *a, int B, int L, int T, int g
         y->f1 = A(rows * FF), y->h_out = A(rows * D);
     }
     a->lnf = A(rows * D), a->meanf = A(rows), a->rstdf = A(rows), a->logp = A(rows * V);
+    if (a->lm) {
+        a->e = A(rows * a->E), a->ea = A(rows * D), a->eln = A(rows * D), a->er = A(rows * D);
+        a->emean = A(rows), a->erstd = A(rows);
+    }
     a->dtmp = A(rows * D); /* the forward's branch output too */
     if (grads || have_grads) {
         a->dh = A(rows * D), a->dq = A(rows * D), a->dk = A(rows * D), a->dv = A(rows * D);
         a->datt = A(rows * D), a->dff = A(rows * FF), a->dln = A(rows * D), a->dlogits = A(rows * V);
         a->dkm = A(mem * D), a->dvm = A(mem * D);
+        if (a->lm) a->de = A(rows * a->E);
     }
 #undef A
     a->cap_rows = rows, a->cap_mem = mem, a->cap_self = self, a->cap_src = src;
@@ -124,8 +168,9 @@ void decoder_reserve(asr_model *m, int B, int L, int T)
     ensure_acts(m->be, m->dec, B, L, T, !m->inference);
 }
 
-/* add_sos_eos: ys_in = <sos> + ys padded with <eos>, ys_out = ys + <eos> padded with -1, over
- * L = max(label_lens) + 1 positions. Returns the number of target tokens (sum of L_b + 1). */
+/* add_sos_eos: ys_in = <sos> + ys padded with <eos> (the LM's with 0, as ESPnetLanguageModel's
+ * input), ys_out = ys + <eos> padded with -1, over L = max(label_lens) + 1 positions. Returns the
+ * number of target tokens (sum of L_b + 1). */
 static int64_t make_targets(decoder_acts *a, const int *labels, const int *label_lens, int stride, int B)
 {
     int lmax = 0, sos = a->vocab - 1, eos = a->vocab - 1;
@@ -147,7 +192,7 @@ static int64_t make_targets(decoder_acts *a, const int *labels, const int *label
             in[i + 1] = y[i], out[i] = y[i];
         }
         out[yl] = eos;
-        for (int i = yl + 1; i < L; i++) in[i] = eos, out[i] = -1;
+        for (int i = yl + 1; i < L; i++) in[i] = a->lm ? 0 : eos, out[i] = -1;
         a->lens_in[b] = yl + 1;
         tokens += yl + 1;
     }
@@ -172,25 +217,61 @@ static void block_forward(asr_model *m, decoder_acts *a, int l, const float *x_i
     be->linear_forward(be, a->dtmp, y->y1, W(DP_SA_O_W), W(DP_SA_O_B), N, D, D);
     be->dropout_forward(be, a->dtmp, a->dtmp, (size_t)N * D, pd, seed, dstream(l, DS_SELF_OUT));
     be->add(be, y->h1, x_in, a->dtmp, (size_t)N * D);
-
-    be->layernorm_forward(be, y->ln2, y->mean2, y->rstd2, y->h1, W(DP_N2_W), W(DP_N2_B), N, D, 1e-12);
-    be->linear_forward(be, y->q2, y->ln2, W(DP_SRC_Q_W), W(DP_SRC_Q_B), N, D, D);
-    be->linear_forward(be, y->km, a->mem, W(DP_SRC_K_W), W(DP_SRC_K_B), M, D, D);
-    be->linear_forward(be, y->vm, a->mem, W(DP_SRC_V_W), W(DP_SRC_V_B), M, D, D);
-    be->mha_forward(be, y->y2, y->att2, y->q2, D, y->km, y->vm, D, a->hlens, B, L, T, 0, H, D / H, pc, seed,
-                    dstream(l, DS_SRC));
-    be->linear_forward(be, a->dtmp, y->y2, W(DP_SRC_O_W), W(DP_SRC_O_B), N, D, D);
-    be->dropout_forward(be, a->dtmp, a->dtmp, (size_t)N * D, pd, seed, dstream(l, DS_SRC_OUT));
-    be->add(be, y->h2, y->h1, a->dtmp, (size_t)N * D);
-
-    be->layernorm_forward(be, y->ln3, y->mean3, y->rstd3, y->h2, W(DP_N3_W), W(DP_N3_B), N, D, 1e-12);
+    const float *h2 = a->lm ? y->h1 : y->h2; /* the feed-forward's input */
+    if (!a->lm) { /* source attention */
+        be->layernorm_forward(be, y->ln2, y->mean2, y->rstd2, y->h1, W(DP_N2_W), W(DP_N2_B), N, D, 1e-12);
+        be->linear_forward(be, y->q2, y->ln2, W(DP_SRC_Q_W), W(DP_SRC_Q_B), N, D, D);
+        be->linear_forward(be, y->km, a->mem, W(DP_SRC_K_W), W(DP_SRC_K_B), M, D, D);
+        be->linear_forward(be, y->vm, a->mem, W(DP_SRC_V_W), W(DP_SRC_V_B), M, D, D);
+        be->mha_forward(be, y->y2, y->att2, y->q2, D, y->km, y->vm, D, a->hlens, B, L, T, 0, H, D / H, pc, seed,
+                        dstream(l, DS_SRC));
+        be->linear_forward(be, a->dtmp, y->y2, W(DP_SRC_O_W), W(DP_SRC_O_B), N, D, D);
+        be->dropout_forward(be, a->dtmp, a->dtmp, (size_t)N * D, pd, seed, dstream(l, DS_SRC_OUT));
+        be->add(be, y->h2, y->h1, a->dtmp, (size_t)N * D);
+    }
+    be->layernorm_forward(be, y->ln3, y->mean3, y->rstd3, h2, W(DP_N3_W), W(DP_N3_B), N, D, 1e-12);
     be->linear_forward(be, y->f1, y->ln3, W(DP_FF1_W), W(DP_FF1_B), N, D, a->ff);
     be->relu_forward(be, y->f1, y->f1, (size_t)N * a->ff);
     be->dropout_forward(be, y->f1, y->f1, (size_t)N * a->ff, pd, seed, dstream(l, DS_FF_IN));
     be->linear_forward(be, a->dtmp, y->f1, W(DP_FF2_W), W(DP_FF2_B), N, a->ff, D);
     be->dropout_forward(be, a->dtmp, a->dtmp, (size_t)N * D, pd, seed, dstream(l, DS_FF_OUT));
-    be->add(be, y->h_out, y->h2, a->dtmp, (size_t)N * D);
+    be->add(be, y->h_out, h2, a->dtmp, (size_t)N * D);
 #undef W
+}
+
+/* The LM's input layer, teacher forced: ids_in -> h0. */
+static void lm_input_forward(asr_model *m, decoder_acts *a, float pd, float pp)
+{
+    backend *be = m->be;
+    int N = a->B * a->L, D = a->d, E = a->E;
+    float *relu_out = a->lm_pe ? a->er : a->h0;
+    be->embedding_forward(be, a->e, m->params + a->embed, a->ids_in, N, a->vocab, E);
+    be->linear_forward(be, a->ea, a->e, m->params + a->in_w, m->params + a->in_b, N, E, D);
+    be->layernorm_forward(be, a->eln, a->emean, a->erstd, a->ea, m->params + a->in_ln_w, m->params + a->in_ln_b, N,
+                          D, 1e-5);
+    be->dropout_forward(be, relu_out, a->eln, (size_t)N * D, pd, a->seed, DSTREAM_LM_IN);
+    be->relu_forward(be, relu_out, relu_out, (size_t)N * D);
+    if (!a->lm_pe) return;
+    be->posenc_forward(be, a->h0, a->er, sqrt((double)D), a->B, a->L, D);
+    be->dropout_forward(be, a->h0, a->h0, (size_t)N * D, pp, a->seed, DSTREAM_POS);
+}
+
+/* Its backward: a->dh holds the gradient of h0 (overwritten). */
+static void lm_input_backward(asr_model *m, decoder_acts *a, float pd, float pp)
+{
+    backend *be = m->be;
+    int N = a->B * a->L, D = a->d, E = a->E;
+    if (a->lm_pe) {
+        be->dropout_backward(be, a->dh, a->dh, (size_t)N * D, pp, a->seed, DSTREAM_POS);
+        be->scale(be, a->dh, a->dh, sqrt((double)D), (size_t)N * D);
+    }
+    be->relu_backward(be, a->dh, a->dh, a->lm_pe ? a->er : a->h0, (size_t)N * D);
+    be->dropout_backward(be, a->dh, a->dh, (size_t)N * D, pd, a->seed, DSTREAM_LM_IN);
+    be->layernorm_backward(be, a->dtmp, m->grads + a->in_ln_w, m->grads + a->in_ln_b, a->dh, a->ea,
+                           m->params + a->in_ln_w, a->emean, a->erstd, N, D, 0);
+    be->linear_backward(be, a->de, m->grads + a->in_w, m->grads + a->in_b, a->dtmp, a->e, m->params + a->in_w, N, E,
+                        D, 0);
+    be->embedding_backward(be, m->grads + a->embed, a->de, a->ids_in, N, a->vocab, E);
 }
 
 static const float *block_input(const decoder_acts *a, int l) { return l == 0 ? a->h0 : a->layers[l - 1].h_out; }
@@ -208,9 +289,13 @@ double decoder_loss(asr_model *m, const float *hs, const int *hlens, int B, int 
     float pp = train ? r->dec_pos_dropout : 0, pd = train ? r->dec_dropout : 0;
     float ps = train ? r->dec_self_att_dropout : 0, pc = train ? r->dec_src_att_dropout : 0;
 
-    be->embedding_forward(be, a->x, m->params + a->embed, a->ids_in, N, V, D);
-    be->posenc_forward(be, a->h0, a->x, sqrt((double)D), B, a->L, D);
-    be->dropout_forward(be, a->h0, a->h0, (size_t)N * D, pp, seed, DSTREAM_POS);
+    if (a->lm) {
+        lm_input_forward(m, a, pd, pp);
+    } else {
+        be->embedding_forward(be, a->x, m->params + a->embed, a->ids_in, N, V, D);
+        be->posenc_forward(be, a->h0, a->x, sqrt((double)D), B, a->L, D);
+        be->dropout_forward(be, a->h0, a->h0, (size_t)N * D, pp, seed, DSTREAM_POS);
+    }
     for (int l = 0; l < a->nl; l++) block_forward(m, a, l, block_input(a, l), pd, ps, pc);
     be->layernorm_forward(be, a->lnf, a->meanf, a->rstdf, block_input(a, a->nl), m->params + a->after_w,
                           m->params + a->after_b, N, D, 1e-12);
@@ -218,8 +303,8 @@ double decoder_loss(asr_model *m, const float *hs, const int *hlens, int B, int 
     be->log_softmax_forward(be, a->logp, a->logp, N, V);
 
     int64_t hits = 0;
-    double sum = be->label_smoothing_forward(be, a->logp, a->ys_out, N, V, r->lsm_weight, &hits);
-    a->denom = r->length_normalized_loss ? (double)ntok : (double)B;
+    double sum = be->label_smoothing_forward(be, a->logp, a->ys_out, N, V, a->lm ? 0.0 : r->lsm_weight, &hits);
+    a->denom = r->length_normalized_loss || a->lm ? (double)ntok : (double)B;
     *correct = hits, *tokens = ntok;
     return sum / a->denom;
 }
@@ -241,17 +326,22 @@ static void block_backward(asr_model *m, decoder_acts *a, int l, const float *x_
     be->dropout_backward(be, a->dff, a->dff, (size_t)N * FF, pd, seed, dstream(l, DS_FF_IN));
     be->relu_backward(be, a->dff, a->dff, y->f1, (size_t)N * FF);
     be->linear_backward(be, a->dln, G(DP_FF1_W), G(DP_FF1_B), a->dff, y->ln3, W(DP_FF1_W), N, D, FF, 0);
-    be->layernorm_backward(be, a->dh, G(DP_N3_W), G(DP_N3_B), a->dln, y->h2, W(DP_N3_W), y->mean3, y->rstd3, N, D, 1);
-    /* Source attention: h2 = h1 + drop(out(att(q(ln2(h1)), k(mem), v(mem)))). */
-    be->dropout_backward(be, a->dtmp, a->dh, (size_t)N * D, pd, seed, dstream(l, DS_SRC_OUT));
-    be->linear_backward(be, a->datt, G(DP_SRC_O_W), G(DP_SRC_O_B), a->dtmp, y->y2, W(DP_SRC_O_W), N, D, D, 0);
-    be->mha_backward(be, a->dq, a->dkm, a->dvm, a->datt, y->att2, y->q2, D, y->km, y->vm, D, a->hlens, B, L, T, H,
-                     D / H, pc, seed, dstream(l, DS_SRC));
-    be->linear_backward(be, a->dln, G(DP_SRC_Q_W), G(DP_SRC_Q_B), a->dq, y->ln2, W(DP_SRC_Q_W), N, D, D, 0);
-    be->linear_backward(be, dmem, G(DP_SRC_K_W), G(DP_SRC_K_B), a->dkm, a->mem, W(DP_SRC_K_W), M, D, D, *dmem_acc);
-    be->linear_backward(be, dmem, G(DP_SRC_V_W), G(DP_SRC_V_B), a->dvm, a->mem, W(DP_SRC_V_W), M, D, D, 1);
-    *dmem_acc = 1;
-    be->layernorm_backward(be, a->dh, G(DP_N2_W), G(DP_N2_B), a->dln, y->h1, W(DP_N2_W), y->mean2, y->rstd2, N, D, 1);
+    be->layernorm_backward(be, a->dh, G(DP_N3_W), G(DP_N3_B), a->dln, a->lm ? y->h1 : y->h2, W(DP_N3_W), y->mean3,
+                           y->rstd3, N, D, 1);
+    if (!a->lm) {
+        /* Source attention: h2 = h1 + drop(out(att(q(ln2(h1)), k(mem), v(mem)))). */
+        be->dropout_backward(be, a->dtmp, a->dh, (size_t)N * D, pd, seed, dstream(l, DS_SRC_OUT));
+        be->linear_backward(be, a->datt, G(DP_SRC_O_W), G(DP_SRC_O_B), a->dtmp, y->y2, W(DP_SRC_O_W), N, D, D, 0);
+        be->mha_backward(be, a->dq, a->dkm, a->dvm, a->datt, y->att2, y->q2, D, y->km, y->vm, D, a->hlens, B, L, T,
+                         H, D / H, pc, seed, dstream(l, DS_SRC));
+        be->linear_backward(be, a->dln, G(DP_SRC_Q_W), G(DP_SRC_Q_B), a->dq, y->ln2, W(DP_SRC_Q_W), N, D, D, 0);
+        be->linear_backward(be, dmem, G(DP_SRC_K_W), G(DP_SRC_K_B), a->dkm, a->mem, W(DP_SRC_K_W), M, D, D,
+                            *dmem_acc);
+        be->linear_backward(be, dmem, G(DP_SRC_V_W), G(DP_SRC_V_B), a->dvm, a->mem, W(DP_SRC_V_W), M, D, D, 1);
+        *dmem_acc = 1;
+        be->layernorm_backward(be, a->dh, G(DP_N2_W), G(DP_N2_B), a->dln, y->h1, W(DP_N2_W), y->mean2, y->rstd2, N,
+                               D, 1);
+    }
     /* Self-attention: h1 = x + drop(out(att(q, k, v of ln1(x)))), causal. */
     be->dropout_backward(be, a->dtmp, a->dh, (size_t)N * D, pd, seed, dstream(l, DS_SELF_OUT));
     be->linear_backward(be, a->datt, G(DP_SA_O_W), G(DP_SA_O_B), a->dtmp, y->y1, W(DP_SA_O_W), N, D, D, 0);
@@ -282,6 +372,10 @@ void decoder_backward(asr_model *m, float *dhs, int acc, float scale)
     be->layernorm_backward(be, a->dh, m->grads + a->after_w, m->grads + a->after_b, a->dtmp, block_input(a, a->nl),
                            m->params + a->after_w, a->meanf, a->rstdf, N, D, 0);
     for (int l = a->nl - 1; l >= 0; l--) block_backward(m, a, l, block_input(a, l), dhs, &acc, pd, ps, pc);
+    if (a->lm) {
+        lm_input_backward(m, a, pd, pp);
+        return;
+    }
     /* Embedding: h0 = drop(x * sqrt(d) + pe). */
     be->dropout_backward(be, a->dh, a->dh, (size_t)N * D, pp, a->seed, DSTREAM_POS);
     be->scale(be, a->dh, a->dh, sqrt((double)D), (size_t)N * D);

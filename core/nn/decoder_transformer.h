@@ -13,7 +13,14 @@
  *   -> LabelSmoothingLoss(vocab, padding -1, lsm_weight, length_normalized_loss): the KL divergence
  *      from the smoothed targets summed over non-padding tokens, / batch size (or / tokens).
  * The model (core/nn/model.c) calls these from its loss and backward; decoder_score_batch is the
- * step the joint CTC/attention beam search calls. */
+ * step the joint CTC/attention beam search calls.
+ *
+ * The same code runs ESPnet2's TransformerLM (a model with dims.lm, core/nn/lm_conf.h): blocks
+ * without source attention (x += self_attn(norm1(x)), x += ffn(norm2(x)), causal, padding keys
+ * masked), its input layer (lm.embed -> Linear -> LayerNorm -> dropout -> ReLU, optionally x *
+ * sqrt(d) + pe), lm.encoder.after_norm and lm.decoder; inputs <sos/eos> + text padded with 0, the
+ * loss the negative log-likelihood (no smoothing) / tokens, as ESPnetLanguageModel. hs is NULL and
+ * T 0 for it, in decoder_loss and decoder_score_batch alike. */
 #ifndef ESPNET3_NN_DECODER_TRANSFORMER_H
 #define ESPNET3_NN_DECODER_TRANSFORMER_H
 

@@ -156,6 +156,10 @@ static void ensure_acts(asr_model *m, int B, int T)
 
 void asr_model_reserve(asr_model *m, int B, int T, int Lmax)
 {
+    if (m->dims.lm) {
+        decoder_reserve(m, B, Lmax + 1, 0);
+        return;
+    }
     ensure_acts(m, B, T);
     if (m->dec) decoder_reserve(m, B, Lmax + 1, input_layer_out_len(m->dims.input_layer, T));
 }
@@ -167,6 +171,10 @@ void asr_model_forward(asr_model *m, const float *feats, const int *feat_lens, i
     const model_dims *d = &m->dims;
     backend *be = m->be;
     ESP_CHECK(!(m->inference && train));
+    if (d->lm) { /* the LM reads its tokens (the labels) in asr_model_loss */
+        m->B = B, m->T = T, m->train = train, m->seed = seed;
+        return;
+    }
     ensure_acts(m, B, T);
     m->B = B, m->T = T, m->train = train, m->seed = seed;
     m->x = (float *)feats;
@@ -254,6 +262,10 @@ void asr_model_backward(asr_model *m, float dloss)
         be->dropout_backward(be, m->dtmp, m->dtmp, (size_t)N * D, pc, seed, STREAM_CTC);
     }
     if (m->dec) decoder_backward(m, m->dtmp, !d->no_ctc, d->no_ctc ? dloss : dloss * (1 - w));
+    if (d->lm) {
+        report_final(m, NULL, 0, 0);
+        return;
+    }
     be->layernorm_backward(be, m->dh, G("encoder.after_norm", 0, "weight"), G("encoder.after_norm", 0, "bias"),
                            m->dtmp, m->h_enc, P("encoder.after_norm", 0, "weight"), m->meanf,
                            m->rstdf, N, D, 0);

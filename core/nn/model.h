@@ -1,5 +1,8 @@
 /* ESPnet2's Transformer-CTC or Conformer-CTC ASR model on a compute backend, forward and backward
- * by hand:
+ * by hand (or, with dims.lm, ESPnet2's TransformerLM in ESPnetLanguageModel: the decoder's code
+ * without source attention, core/nn/decoder_internal.h; its forward only notes B, train and seed,
+ * asr_model_loss reads the token sequences from the labels and returns the LM's loss, the
+ * negative log-likelihood per token, in loss_att):
  *   feats (B, T, idim), already normalized
  *   -> the input layer (encoder_conf.input_layer, core/nn/model_embed.c): Conv2dSubsampling
  *      (Conv2d(1, d, 3, 2) + ReLU, Conv2d(d, d, 3, 2) + ReLU, Linear(d * f2, d)), its 2/6/8

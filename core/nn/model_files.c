@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/base/fsio.h"
+#include "core/config/config_task.h"
 #include "core/formats/safetensors.h"
 #include "core/formats/torch_zip.h"
 #include "core/nn/espnet2_config.h"
@@ -139,6 +140,42 @@ int model_files_locate(model_files *f, const inference_cfg *icfg, const char *cf
     return 0;
 fail:
     free(packed_model);
+    model_files_free(f);
+    return -1;
+}
+
+int lm_files_locate(model_files *f, const inference_cfg *icfg, const char *cfg_file, esp_err *err)
+{
+    memset(f, 0, sizeof *f);
+    const infer_model_cfg *mc = icfg->model;
+    if (!mc || !mc->lm_train_config)
+        return esp_fail(err, "%s: model.lm_train_config: missing (lm_weight %g needs the config.yaml that training the "
+                        "LM wrote in its exp_dir)", cfg_file, mc ? mc->lm_weight : 0.0);
+    if (!mc->lm_file)
+        return esp_fail(err, "%s: model.lm_file: missing (e.g. ${lm_exp_dir}/valid.loss.ave.safetensors)", cfg_file);
+    if (!path_exists(mc->lm_train_config))
+        return esp_fail(err, "%s: model.lm_train_config: %s does not exist (train the LM first: stage 5 with its "
+                        "training config)", cfg_file, mc->lm_train_config);
+    f->train_config_path = xstrdup(mc->lm_train_config);
+    config_load_opts lo = {0};
+    if (config_load(CONFIG_TRAINING, f->train_config_path, &lo, &f->train_cfg, err) != 0) goto fail;
+    const training_cfg *t = model_files_training(f);
+    if (!config_is_lm_task(t)) {
+        esp_fail(err, "%s: model.lm_train_config: %s is not a language model's training config (task: "
+                 "espnet3.systems.esp2_asr.lm_task.LMTask, model.lm: transformer)", cfg_file, f->train_config_path);
+        goto fail;
+    }
+    if (model_file_resolve(mc->lm_file, t->exp_dir, &f->weights, err) != 0) goto fail;
+    tokenizer_spec ts;
+    if (tokenizer_spec_resolve(&ts, t->tokenizer, t->token_type, t->bpemodel, f->train_config_path, err) != 0)
+        goto fail;
+    f->tokens = ts.tokens_path, f->token_type = ts.type, f->bpemodel = ts.model_path;
+    if (!path_exists(f->tokens)) {
+        esp_fail(err, "%s: no token list (named by tokenizer.save_path in %s)", f->tokens, f->train_config_path);
+        goto fail;
+    }
+    return 0;
+fail:
     model_files_free(f);
     return -1;
 }

@@ -43,6 +43,10 @@ int model_file_resolve(const char *given, const char *exp_dir, char **out, esp_e
  * used when asr_model_file is absent or names the zip too: core/nn/espnet2_config.h) and resolves the other files of an inference config's `model:` block
  * (cfg_file names the inference config in messages). Checks that each exists. */
 int model_files_locate(model_files *f, const inference_cfg *icfg, const char *cfg_file, esp_err *err);
+/* The language model of an inference config for shallow fusion (model.lm_train_config: the
+ * training config stage 5 wrote for an LM task; model.lm_file: its weights, resolved as
+ * asr_model_file, relative names also in the LM's exp_dir) and the token list its config names. */
+int lm_files_locate(model_files *f, const inference_cfg *icfg, const char *cfg_file, esp_err *err);
 void model_files_free(model_files *f);
 
 /* The tensors of a model state (table.state_total host floats, core/nn/model_params.h's layout) for

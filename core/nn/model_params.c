@@ -340,8 +340,44 @@ static void add_input_layer(param_table *t, const model_dims *d)
         add_linear(t, "encoder.embed", d->d, d->idim);
 }
 
+/* ESPnet2's TransformerLM under ESPnetLanguageModel ("lm."), in its state-dict order. */
+static void add_lm(param_table *t, const model_dims *d)
+{
+    char n[96];
+    ADD(t, "lm.embed.weight", 0, d->vocab, d->lm_embed);
+    t->items[t->n - 1].is_embedding = 1;
+    add_linear(t, "lm.encoder.embed.0", d->d, d->lm_embed);
+    add_norm(t, "lm.encoder.embed.1", d->d);
+    for (int l = 0; l < d->dec_blocks; l++) {
+        static const char *const att[] = {"linear_q", "linear_k", "linear_v", "linear_out"};
+        for (int k = 0; k < 4; k++) {
+            snprintf(n, sizeof n, "lm.encoder.encoders.%d.self_attn.%s", l, att[k]);
+            add_linear(t, n, d->d, d->d);
+        }
+        snprintf(n, sizeof n, "lm.encoder.encoders.%d.feed_forward.w_1", l);
+        add_linear(t, n, d->dec_ff, d->d);
+        snprintf(n, sizeof n, "lm.encoder.encoders.%d.feed_forward.w_2", l);
+        add_linear(t, n, d->d, d->dec_ff);
+        snprintf(n, sizeof n, "lm.encoder.encoders.%d.norm1", l);
+        add_norm(t, n, d->d);
+        snprintf(n, sizeof n, "lm.encoder.encoders.%d.norm2", l);
+        add_norm(t, n, d->d);
+    }
+    add_norm(t, "lm.encoder.after_norm", d->d);
+    add_linear(t, "lm.decoder", d->vocab, d->d);
+}
+
 void param_table_build(param_table *t, const model_dims *d)
 {
+    if (d->lm) {
+        size_t cap = 9 + (size_t)d->dec_blocks * 16;
+        t->items = xcalloc(cap, sizeof *t->items);
+        t->n = 0;
+        add_lm(t, d);
+        ESP_CHECK(t->n <= cap);
+        layout(t);
+        return;
+    }
     size_t cap = 8 + (size_t)d->blocks * 48 + 8 + 8 + (size_t)d->dec_blocks * 26;
     t->items = xcalloc(cap, sizeof *t->items);
     t->n = 0;

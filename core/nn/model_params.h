@@ -79,6 +79,12 @@ typedef struct model_dims {
     int dec_heads;       /* decoder_conf.attention_heads */
     int dec_ff;          /* decoder_conf.linear_units */
     int no_ctc;          /* model_conf.ctc_weight 0: no CTC branch (ESPnet2 then has no ctc module) */
+    /* An LM task (core/nn/lm_conf.h): lm 1 makes the model ESPnet2's TransformerLM inside
+     * ESPnetLanguageModel, run by the decoder's code without source attention (no encoder: blocks
+     * 0, no_ctc 1; d = att_unit, dec_heads = head, dec_ff = unit, dec_blocks = layer). */
+    int lm;
+    int lm_embed;        /* lm_conf.embed_unit */
+    int lm_pos_enc;      /* lm_conf.pos_enc: sinusoidal (1) or null (0: no positional encoding) */
 } model_dims;
 
 /* Fills dims from the config with ESPnet2's encoder defaults (256, 4, 2048, 6; the Conformer's in

@@ -14,6 +14,7 @@
 
 const float *trainer_to_device(trainer *t, const asr_batch *b)
 {
+    if (!b->feats) return NULL; /* an LM's batch: tokens alone */
     size_t n = (size_t)b->B * b->Tmax * (size_t)b->D;
     if (n > t->dev_cap) {
         t->be->free(t->be, t->dev_feats);
@@ -125,6 +126,9 @@ static size_t *epoch_plan(trainer *t, const batch_list **bl, size_t *nplan, esp_
 /* The joint loss's parts of a micro-batch (an attention decoder's model): loss_ctc, loss_att, acc. */
 enum { PART_CTC, PART_ATT, PART_ACC, PARTS };
 
+/* Whether the model's loss has parts (an ASR model with an attention decoder; an LM's is one). */
+static int has_parts(const asr_model *m) { return m->dec && !m->dims.lm; }
+
 /* Sums of the micro-batches since the last step, and of the steps since the last log line. */
 typedef struct step_acc {
     double audio_s, loss_acc, step_loss;
@@ -144,7 +148,10 @@ static int micro_batch(trainer *t, const batch_list *bl, size_t batch, size_t k,
     /* Every random draw of this batch comes from (seed, epoch, global position). */
     uint64_t bseed = rng_derive((uint64_t)t->cfg->seed, (uint64_t)t->epoch, k * (size_t)t->world + (size_t)t->rank);
     if (asr_batch_load(&ab, &s->data, items, (int)n, bseed, err) != 0) return -1;
-    for (int i = 0; i < ab.B; i++) a->audio_s += ab.feat_lens[i] * (double)s->data.fo.hop_length / s->data.fo.fs;
+    /* Throughput: seconds of audio, or an LM's tokens (with <eos>). */
+    for (int i = 0; i < ab.B; i++)
+        a->audio_s += s->data.text_only ? ab.label_lens[i] + 1.0
+                                        : ab.feat_lens[i] * (double)s->data.fo.hop_length / s->data.fo.fs;
     asr_model_forward(&t->model, trainer_to_device(t, &ab), ab.feat_lens, ab.B, (int)ab.Tmax, 1, bseed);
     *loss = asr_model_loss(&t->model, ab.labels, ab.label_lens, (int)ab.Lmax, NULL);
     *invalid = isfinite(*loss) ? NAN_GUARD_OK : NAN_GUARD_LOSS;
@@ -157,7 +164,7 @@ static int micro_batch(trainer *t, const batch_list *bl, size_t batch, size_t k,
         asr_model_backward(&t->model, (float)((double)grad_scaler_loss_scale(&t->scaler) / (double)t->o->accumulate));
         a->step_loss += *loss, a->step_n++;
         const asr_model *m = &t->model;
-        if (m->dec) {
+        if (has_parts(m)) {
             a->step_part[PART_CTC] += m->dims.no_ctc ? 0 : m->loss_ctc;
             a->step_part[PART_ATT] += m->loss_att;
             a->step_part[PART_ACC] += (double)m->att_correct / (double)m->att_tokens;
@@ -181,7 +188,7 @@ static int take_step(trainer *t, size_t k, step_acc *a, guard_verdict *v, double
         float red[4 + PARTS] = {(float)a->step_invalid, (float)a->step_loss, (float)a->step_n, (float)a->audio_s};
         for (int i = 0; i < PARTS; i++) red[4 + i] = (float)a->step_part[i];
         /* A CTC-only model keeps its four values (the decoder's parts are zeros it does not send). */
-        if (host_all_reduce(t, red, t->model.dec ? 4 + PARTS : 4, COMM_SUM, err) != 0) return -1;
+        if (host_all_reduce(t, red, has_parts(&t->model) ? 4 + PARTS : 4, COMM_SUM, err) != 0) return -1;
         invalid = red[0] > 0 ? NAN_GUARD_LOSS : NAN_GUARD_OK;
         a->loss_acc += red[1], a->loss_n += (int64_t)red[2];
         t->audio_total += red[3];
@@ -217,6 +224,9 @@ static int take_step(trainer *t, size_t k, step_acc *a, guard_verdict *v, double
     return 0;
 }
 
+/* What the throughput counts: seconds of audio, or an LM's tokens. */
+static const char *rate_unit(const trainer *t) { return t->train.data.text_only ? "tokens/s" : "audio-s/s"; }
+
 /* The train/ metrics of the steps since the last log line (with a decoder also loss_ctc,
  * loss_att and acc, means over the micro-batches as train/loss). */
 static void log_step(trainer *t, step_acc *a, double lr, double norm, double rate)
@@ -228,7 +238,7 @@ static void log_step(trainer *t, step_acc *a, double lr, double norm, double rat
                    {"epoch", (double)t->epoch, 1}};
     size_t nm = 4;
     char parts[96] = "";
-    if (t->model.dec) {
+    if (has_parts(&t->model)) {
         m[nm++] = (metric){"train/loss_att", a->part_acc[PART_ATT] / n, 0};
         m[nm++] = (metric){"train/acc", a->part_acc[PART_ACC] / n, 0};
         if (!t->model.dims.no_ctc) m[nm++] = (metric){"train/loss_ctc", a->part_acc[PART_CTC] / n, 0};
@@ -236,8 +246,8 @@ static void log_step(trainer *t, step_acc *a, double lr, double norm, double rat
                  m[4].value, m[5].value);
     }
     trainer_log_metrics(t, m, nm);
-    log_info("epoch %" PRId64 " step %" PRId64 " loss %.3f%s lr %.3g grad_norm %.3g %.1f audio-s/s", t->epoch + 1,
-             t->step, m[0].value, parts, lr, norm, rate);
+    log_info("epoch %" PRId64 " step %" PRId64 " loss %.3f%s lr %.3g grad_norm %.3g %.1f %s", t->epoch + 1,
+             t->step, m[0].value, parts, lr, norm, rate, rate_unit(t));
     a->loss_acc = 0, a->loss_n = 0;
     memset(a->part_acc, 0, sizeof a->part_acc);
 }
@@ -295,8 +305,8 @@ int train_epoch(trainer *t, esp_err *err)
         double el = now_seconds() - t0, rate = el > 0 ? t->audio_total / el : 0;
         if (v == GUARD_STEP && t->step % t->o->log_every == 0) log_step(t, &a, lr, norm, rate);
         /* The progress line carries the latest numbers (progress keeps a pointer to label). */
-        snprintf(label, sizeof label, "train epoch %" PRId64 " step %" PRId64 " loss %.2f lr %.2e %.0f audio-s/s",
-                 t->epoch + 1, t->step, loss, lr, rate);
+        snprintf(label, sizeof label, "train epoch %" PRId64 " step %" PRId64 " loss %.2f lr %.2e %.0f %s",
+                 t->epoch + 1, t->step, loss, lr, rate, rate_unit(t));
         if (t->rank == 0) progress_update(&pr, k + 1);
         /* Lightning's max_steps: the epoch ends with the step that reaches it (every rank steps
          * together, so all stop here). */

@@ -7,8 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/config/config_task.h"
 #include "core/data/tokenizer.h"
 #include "core/nn/model_files.h"
+#include "core/nn/lm_conf.h"
 #include "core/nn/model_plan.h"
 
 static int steps_done(const trainer *t)
@@ -76,6 +78,14 @@ static int split_max_shape(const split_data *s, int *B, int *T, int *L, esp_err 
     return 0;
 }
 
+/* The model the config trains: ESPnet2's ASR model, or its language model (an LM task). */
+static int dims_from_cfg(const trainer *t, model_dims *dims, esp_err *err)
+{
+    int vocab = (int)t->train.data.tokens.n;
+    if (config_is_lm_task(t->cfg)) return lm_dims_from_cfg(dims, t->cfg->model, vocab, err);
+    return model_dims_from_cfg(dims, t->cfg->model, t->train.data.fo.n_mels, vocab, err);
+}
+
 /* A device backend takes the run's memory at once (be->reserve): the arena the planner sizes for
  * the largest batch of the train and valid splits (parameters, gradients, Adam's moments,
  * activations) plus that batch's features, and the host-pinned staging of its copies. A batch
@@ -92,8 +102,7 @@ static int reserve_arena(trainer *t, esp_err *err)
     }
     model_dims dims;
     optim_opts oo;
-    if (model_dims_from_cfg(&dims, t->cfg->model, t->train.data.fo.n_mels, (int)t->train.data.tokens.n, err) != 0 ||
-        optim_opts_from_cfg(t->cfg->optimizer, &oo, err) != 0)
+    if (dims_from_cfg(t, &dims, err) != 0 || optim_opts_from_cfg(t->cfg->optimizer, &oo, err) != 0)
         return -1;
     arena_plan p;
     model_arena_plan(&p, &dims, &t->o->rates, B, T, L, oo.amsgrad);
@@ -113,8 +122,7 @@ static int open_model(trainer *t, esp_err *err)
 {
     const training_cfg *cfg = t->cfg;
     model_dims dims;
-    if (model_dims_from_cfg(&dims, cfg->model, t->train.data.fo.n_mels, (int)t->train.data.tokens.n, err) != 0)
-        return -1;
+    if (dims_from_cfg(t, &dims, err) != 0) return -1;
     asr_model_init(&t->model, t->be, &dims, &t->o->rates);
     /* DDP: the gradient buckets start their all-reduce as the backward finishes them. */
     grad_buckets_init(&t->buckets, t->model.table.total, grad_bucket_floats(t->model.table.total));

@@ -1,6 +1,8 @@
 /* Validation: the mean loss and the greedy-CTC CER of the valid split, with an attention decoder
  * also loss_ctc, loss_att and acc (ESPnet's th_accuracy); its batches striped over the ranks. The
- * log-probabilities are copied to the host for the greedy decode. */
+ * log-probabilities are copied to the host for the greedy decode. A language model reports its
+ * loss alone, weighted by tokens as ESPnetLanguageModel weights its stats (the mean negative
+ * log-likelihood per token of the whole split: perplexity = exp(valid/loss)). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +54,7 @@ size_t validation_metrics(const asr_model *m, metric *out)
     size_t n = 0;
     out[n++] = (metric){"valid/loss", NAN, 0};
     if (!m->dims.no_ctc) out[n++] = (metric){"valid/cer", NAN, 0};
-    if (m->dec) {
+    if (m->dec && !m->dims.lm) {
         out[n++] = (metric){"valid/acc", NAN, 0};
         if (!m->dims.no_ctc) out[n++] = (metric){"valid/loss_ctc", NAN, 0};
         out[n++] = (metric){"valid/loss_att", NAN, 0};
@@ -80,9 +82,10 @@ int validate(trainer *t, metric *out, size_t *n_out, esp_err *err)
         }
         asr_model_forward(m, trainer_to_device(t, &ab), ab.feat_lens, ab.B, (int)ab.Tmax, 0, 0);
         double loss = asr_model_loss(m, ab.labels, ab.label_lens, (int)ab.Lmax, NULL);
-        v[V_LOSS] += loss * (double)n;
-        v[V_UTTS] += (double)n;
-        if (m->dec) {
+        double weight = m->dims.lm ? (double)m->att_tokens : (double)n;
+        v[V_LOSS] += loss * weight;
+        v[V_UTTS] += weight;
+        if (m->dec && !m->dims.lm) {
             if (!m->dims.no_ctc) v[V_CTC] += m->loss_ctc * (double)n;
             v[V_ATT] += m->loss_att * (double)n;
             v[V_ACC] += (double)m->att_correct / (double)m->att_tokens * (double)n;

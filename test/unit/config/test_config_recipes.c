@@ -247,8 +247,8 @@ Test(config, inference_and_metrics_templates_load)
 }
 
 /* Decoding keys: the template's defaults (weights stage 5 writes, CTC only, nbest 1), ESPnet's
- * `penalty` and `maxlenratio`, Speech2Text keys this build does not use warn, a typo is an error
- * with a suggestion. */
+ * `penalty` and `maxlenratio`, the LM's keys (lm_file, lm_train_config) read, Speech2Text keys this
+ * build does not use warn, a typo is an error with a suggestion. */
 Test(config, inference_model_keys)
 {
     char tdir[1024];
@@ -257,7 +257,7 @@ Test(config, inference_model_keys)
     esp_config *cfg;
     esp_err err;
     const char *inf = fixture("decode.yaml", "model:\n  beam_size: 5\n  penalty: 0.5\n  maxlenratio: 0.3\n"
-                                             "  lm_file: lm.pth\n");
+                                             "  lm_file: lm.pth\n  ngram_weight: 0.5\n");
     capture_begin();
     int rc = config_load(CONFIG_INFERENCE, inf, &o, &cfg, &err);
     const char *warned = capture_end();
@@ -272,7 +272,9 @@ Test(config, inference_model_keys)
     cr_assert_float_eq(m->minlenratio, 0.0, 1e-12);
     cr_assert_eq(m->nbest, 1);
     cr_assert_null(strstr(warned, "maxlenratio"), "%s", warned);
-    assert_has(warned, "model.lm_file");
+    cr_assert_str_eq(m->lm_file, "lm.pth");
+    cr_assert_null(strstr(warned, "model.lm_file"), "%s", warned);
+    assert_has(warned, "model.ngram_weight");
     config_free(cfg);
 
     inf = fixture("decode2.yaml", "model:\n  beam_sise: 5\n");

@@ -1,8 +1,9 @@
 /* The joint CTC/attention beam search (core/decode/beam_search.h):
  * - parity with ESPnet's own BatchBeamSearch on fixtures made by scripts/make_beam_fixtures.py
  *   (a trigram-table decoder reimplemented here, fixed CTC log-probs; ctc_weight 0.3/0.5 and the
- *   CTC-only and attention-only corners, beam 1/4/10, penalty, maxlenratio, minlenratio): the same
- *   n-best token sequences, scores and per-scorer scores within 1e-4;
+ *   CTC-only and attention-only corners, beam 1/4/10, penalty, maxlenratio, minlenratio) and
+ *   scripts/make_beam_lm_fixtures.py (the same with a bigram-table LM, lm_weight 0.3-1.0): the
+ *   same n-best token sequences, scores and per-scorer scores within 1e-4;
  * - the CTC prefix score against a plain CTC forward over the whole prefix;
  * - beam 1 is greedy on the joint score; results do not depend on how hypotheses are batched into
  *   decoder calls, and a step is one call when the scorer takes them all;
@@ -45,13 +46,22 @@ static void table_score(void *ctx, const int *const *prefixes, const int *lens, 
     }
 }
 
+/* lm[a] (V x V) is the next-token distribution after last token a (<sos> for <sos> alone): the
+ * TableLM of make_beam_lm_fixtures.py. */
+static void table_lm_score(void *ctx, const int *const *prefixes, const int *lens, int n, float *logp)
+{
+    const table_dec *d = ctx;
+    for (int i = 0; i < n; i++)
+        memcpy(logp + (size_t)i * d->V, d->dec + (size_t)prefixes[i][lens[i] - 1] * d->V, (size_t)d->V * sizeof(float));
+}
+
 /* ------------------------------------------------------------------ fixtures */
 
 typedef struct fixture {
     npz_file npz;
-    const float *logp, *dec;
+    const float *logp, *dec, *lm; /* lm: the beam_lm fixtures' bigram LM, else NULL */
     int T, V, n_cases, nb, L;
-    const double *cases, *score, *sc_dec, *sc_ctc, *sc_lb;
+    const double *cases, *score, *sc_dec, *sc_ctc, *sc_lb, *sc_lm;
     const int64_t *n_hyps, *yseq, *ylen;
 } fixture;
 
@@ -63,12 +73,14 @@ static const npy_array *get(const fixture *f, const char *name, npy_dtype dt)
     return a;
 }
 
-static void fixture_load(fixture *f, const char *name)
+/* test/fixtures/<dir>/<name>.npz: dir beam (make_beam_fixtures.py) or beam_lm (with an LM,
+ * make_beam_lm_fixtures.py; its cases have a lm_weight column). */
+static void fixture_load_from(fixture *f, const char *dir, const char *name)
 {
     memset(f, 0, sizeof *f);
-    char *path = xasprintf("%s/test/fixtures/beam/%s.npz", test_root_dir(), name);
+    char *path = xasprintf("%s/test/fixtures/%s/%s.npz", test_root_dir(), dir, name);
     esp_err err;
-    cr_assert_eq(npz_read(path, &f->npz, &err), 0, "%s (make it with scripts/make_beam_fixtures.py)", err.msg);
+    cr_assert_eq(npz_read(path, &f->npz, &err), 0, "%s (make it with scripts/make_%s_fixtures.py)", err.msg, dir);
     free(path);
     const npy_array *lp = get(f, "logp", NPY_F32), *y = get(f, "yseq", NPY_I64);
     f->T = (int)lp->shape[0], f->V = (int)lp->shape[1];
@@ -83,10 +95,22 @@ static void fixture_load(fixture *f, const char *name)
     f->sc_dec = get(f, "sc_decoder", NPY_F64)->data;
     f->sc_ctc = get(f, "sc_ctc", NPY_F64)->data;
     f->sc_lb = get(f, "sc_length_bonus", NPY_F64)->data;
+    if (npz_get(&f->npz, "lm")) {
+        f->lm = get(f, "lm", NPY_F32)->data;
+        f->sc_lm = get(f, "sc_lm", NPY_F64)->data;
+        cr_assert_eq(get(f, "cases", NPY_F64)->shape[1], 7);
+    }
 }
+
+static void fixture_load(fixture *f, const char *name) { fixture_load_from(f, "beam", name); }
 
 static beam_search_opts case_opts(const fixture *f, int c)
 {
+    if (f->lm) { /* [beam, nbest, ctc_weight, lm_weight, penalty, maxlenratio, minlenratio] */
+        const double *r = f->cases + (size_t)c * 7;
+        return (beam_search_opts){.beam_size = (int)r[0], .nbest = (int)r[1], .ctc_weight = r[2], .lm_weight = r[3],
+                                  .penalty = r[4], .maxlenratio = r[5], .minlenratio = r[6]};
+    }
     const double *r = f->cases + (size_t)c * 6;
     return (beam_search_opts){.beam_size = (int)r[0], .nbest = (int)r[1], .ctc_weight = r[2], .penalty = r[3],
                               .maxlenratio = r[4], .minlenratio = r[5]};
@@ -99,22 +123,22 @@ static void expect_scorer(double ours, double ref, const char *what, int c, int 
     else cr_assert(fabs(ours - ref) <= 1e-4, "case %d hyp %d: %s %.6f, ESPnet %.6f", c, k, what, ours, ref);
 }
 
-static int check_fixture(const char *name)
+static int check_fixture_in(const char *dir, const char *name)
 {
     fixture f;
-    fixture_load(&f, name);
+    fixture_load_from(&f, dir, name);
     beam_search *w = beam_search_new();
-    table_dec td = {.dec = f.dec, .V = f.V};
-    bs_scorer att = {.score = table_score, .ctx = &td};
+    table_dec td = {.dec = f.dec, .V = f.V}, tl = {.dec = f.lm, .V = f.V};
+    bs_scorer att = {.score = table_score, .ctx = &td}, lm = {.score = table_lm_score, .ctx = &tl};
     double worst = 0.0;
     int checked = 0;
     for (int c = 0; c < f.n_cases; c++) {
         beam_search_opts o = case_opts(&f, c);
         bs_nbest nb;
-        beam_search_run(w, f.logp, f.T, f.V, &att, &o, &nb);
-        cr_assert_eq(nb.n, (int)f.n_hyps[c], "%s case %d (beam %d, ctc_weight %g, penalty %g, maxlenratio %g): "
-                     "%d hypotheses, ESPnet %d", name, c, o.beam_size, o.ctc_weight, o.penalty, o.maxlenratio, nb.n,
-                     (int)f.n_hyps[c]);
+        beam_search_run(w, f.logp, f.T, f.V, &att, f.lm ? &lm : NULL, &o, &nb);
+        cr_assert_eq(nb.n, (int)f.n_hyps[c], "%s case %d (beam %d, ctc_weight %g, lm_weight %g, penalty %g, "
+                     "maxlenratio %g): %d hypotheses, ESPnet %d", name, c, o.beam_size, o.ctc_weight, o.lm_weight,
+                     o.penalty, o.maxlenratio, nb.n, (int)f.n_hyps[c]);
         for (int k = 0; k < nb.n; k++) {
             size_t at = (size_t)c * f.nb + (size_t)k;
             const bs_hyp *h = &nb.hyps[k];
@@ -128,6 +152,8 @@ static int check_fixture(const char *name)
             expect_scorer(h->decoder, f.sc_dec[at], "decoder", c, k);
             expect_scorer(h->ctc, f.sc_ctc[at], "ctc", c, k);
             expect_scorer(h->length_bonus, f.sc_lb[at], "length_bonus", c, k);
+            if (f.lm) expect_scorer(h->lm, f.sc_lm[at], "lm", c, k);
+            else cr_assert_eq(h->lm, 0.0);
             checked++;
         }
         bs_nbest_free(&nb);
@@ -140,9 +166,14 @@ static int check_fixture(const char *name)
 
 TestSuite(beam_search);
 
-Test(beam_search, espnet_parity_t24_v12) { cr_assert_gt(check_fixture("utt_t24_v12"), 50); }
-Test(beam_search, espnet_parity_t32_v15) { cr_assert_gt(check_fixture("utt_t32_v15"), 50); }
-Test(beam_search, espnet_parity_t40_v20) { cr_assert_gt(check_fixture("utt_t40_v20"), 50); }
+Test(beam_search, espnet_parity_t24_v12) { cr_assert_gt(check_fixture_in("beam", "utt_t24_v12"), 50); }
+Test(beam_search, espnet_parity_t32_v15) { cr_assert_gt(check_fixture_in("beam", "utt_t32_v15"), 50); }
+Test(beam_search, espnet_parity_t40_v20) { cr_assert_gt(check_fixture_in("beam", "utt_t40_v20"), 50); }
+
+/* Shallow fusion: ESPnet's search with a bigram-table LM beside the decoder, CTC and length bonus. */
+Test(beam_search, espnet_parity_with_lm_t24_v12) { cr_assert_gt(check_fixture_in("beam_lm", "utt_t24_v12"), 50); }
+Test(beam_search, espnet_parity_with_lm_t32_v15) { cr_assert_gt(check_fixture_in("beam_lm", "utt_t32_v15"), 50); }
+Test(beam_search, espnet_parity_with_lm_t40_v20) { cr_assert_gt(check_fixture_in("beam_lm", "utt_t40_v20"), 50); }
 
 /* ------------------------------------------------------------------ CTC prefix score */
 
@@ -308,7 +339,7 @@ Test(beam_search, beam_1_is_greedy_on_the_joint_score)
         for (int j = 0; j < 3; j++) {
             beam_search_opts o = {.beam_size = 1, .nbest = 1, .ctc_weight = weights[i], .penalty = pens[j]};
             bs_nbest nb;
-            beam_search_run(w, f.logp, f.T, f.V, &att, &o, &nb);
+            beam_search_run(w, f.logp, f.T, f.V, &att, NULL, &o, &nb);
             int want[128], n = greedy_joint(f.logp, f.T, f.V, f.dec, weights[i], pens[j], want);
             cr_assert_eq(nb.n, 1);
             cr_assert_eq(nb.hyps[0].n_ids, n, "ctc_weight %g penalty %g: length %d, greedy %d", weights[i], pens[j],
@@ -342,7 +373,7 @@ Test(beam_search, results_do_not_depend_on_decoder_batching)
     table_dec all = {.dec = f.dec, .V = f.V};
     bs_scorer att = {.score = table_score, .ctx = &all};
     bs_nbest ref;
-    beam_search_run(w, f.logp, f.T, f.V, &att, &o, &ref);
+    beam_search_run(w, f.logp, f.T, f.V, &att, NULL, &o, &ref);
     cr_assert_gt(ref.n, 1);
     /* One call per step, every running hypothesis in it (the beam fills up at once here). */
     cr_assert(all.max_n > 4 && all.max_n <= 10, "%d", all.max_n);
@@ -351,7 +382,7 @@ Test(beam_search, results_do_not_depend_on_decoder_batching)
         table_dec td = {.dec = f.dec, .V = f.V};
         att = (bs_scorer){.score = table_score, .ctx = &td, .max_batch = mb};
         bs_nbest nb;
-        beam_search_run(w, f.logp, f.T, f.V, &att, &o, &nb);
+        beam_search_run(w, f.logp, f.T, f.V, &att, NULL, &o, &nb);
         cr_assert_leq(td.max_n, mb);
         cr_assert_eq(td.total, all.total, "the same prefixes are scored");
         same_nbest(&ref, &nb, "max_batch");
@@ -361,7 +392,7 @@ Test(beam_search, results_do_not_depend_on_decoder_batching)
     beam_search *fresh = beam_search_new();
     bs_nbest nb;
     att = (bs_scorer){.score = table_score, .ctx = &all};
-    beam_search_run(fresh, f.logp, f.T, f.V, &att, &o, &nb);
+    beam_search_run(fresh, f.logp, f.T, f.V, &att, NULL, &o, &nb);
     same_nbest(&ref, &nb, "fresh workspace");
     bs_nbest_free(&nb);
     beam_search_free(fresh);
@@ -379,7 +410,7 @@ Test(beam_search, score_is_the_weighted_sum_and_nbest_is_sorted)
     bs_scorer att = {.score = table_score, .ctx = &td};
     beam_search_opts o = {.beam_size = 6, .nbest = 6, .ctc_weight = 0.4, .penalty = 0.7};
     bs_nbest nb;
-    beam_search_run(w, f.logp, f.T, f.V, &att, &o, &nb);
+    beam_search_run(w, f.logp, f.T, f.V, &att, NULL, &o, &nb);
     cr_assert_gt(nb.n, 2);
     for (int k = 0; k < nb.n; k++) {
         const bs_hyp *h = &nb.hyps[k];
@@ -404,24 +435,24 @@ Test(beam_search, maxlen_and_minlen)
     /* A fixed maxlen of 2: nothing longer, and hypotheses cut there still end (eos appended). */
     beam_search_opts o = {.beam_size = 4, .nbest = 4, .ctc_weight = 0.5, .maxlenratio = -2.0};
     bs_nbest nb;
-    beam_search_run(w, f.logp, f.T, f.V, &att, &o, &nb);
+    beam_search_run(w, f.logp, f.T, f.V, &att, NULL, &o, &nb);
     cr_assert_gt(nb.n, 0);
     for (int k = 0; k < nb.n; k++) cr_assert_leq(nb.hyps[k].n_ids, 2);
     bs_nbest_free(&nb);
     /* minlen beyond maxlen: no hypothesis can end, so minlenratio steps down by 0.1 until one does. */
     o = (beam_search_opts){.beam_size = 4, .nbest = 4, .ctc_weight = 0.5, .maxlenratio = 0.5, .minlenratio = 0.95};
-    beam_search_run(w, f.logp, f.T, f.V, &att, &o, &nb);
+    beam_search_run(w, f.logp, f.T, f.V, &att, NULL, &o, &nb);
     cr_assert_gt(nb.n, 0);
     for (int k = 0; k < nb.n; k++) cr_assert_geq(nb.hyps[k].n_ids, 8, "%d", nb.hyps[k].n_ids);
     bs_nbest_free(&nb);
     /* minlenratio below 0.1 and no room: nothing (ESPnet returns an empty n-best). */
     o = (beam_search_opts){.beam_size = 2, .nbest = 2, .ctc_weight = 0.5, .maxlenratio = -1.0, .minlenratio = -3.0};
-    beam_search_run(w, f.logp, f.T, f.V, &att, &o, &nb);
+    beam_search_run(w, f.logp, f.T, f.V, &att, NULL, &o, &nb);
     cr_assert_eq(nb.n, 0);
     bs_nbest_free(&nb);
     /* No frames, maxlen T: no step runs. */
     o = (beam_search_opts){.beam_size = 2, .nbest = 2, .ctc_weight = 0.5};
-    beam_search_run(w, f.logp, 0, f.V, &att, &o, &nb);
+    beam_search_run(w, f.logp, 0, f.V, &att, NULL, &o, &nb);
     cr_assert_eq(nb.n, 0);
     bs_nbest_free(&nb);
     beam_search_free(w);

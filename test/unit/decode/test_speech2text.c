@@ -352,7 +352,7 @@ Test(speech2text, joint_search_with_a_stand_in_decoder)
     beam_search_opts bo = {.beam_size = 3, .nbest = 3, .ctc_weight = 0.3, .penalty = 0.2};
     bs_nbest nb;
     stand_in_calls = 0;
-    beam_search_run(w, lp, hlen, 7, &att, &bo, &nb);
+    beam_search_run(w, lp, hlen, 7, &att, NULL, &bo, &nb);
     cr_assert_eq(calls, stand_in_calls, "one decoder call per step");
     cr_assert_gt(nb.n, 1);
     cr_assert_eq(h.n_found, nb.n);

@@ -13,76 +13,12 @@
 #include "core/compute/backend.h"
 #include "core/nn/decoder_transformer.h"
 #include "core/nn/model.h"
+#include "test/unit/nn/fx_pack.h"
 #include "test/unit/nn/grads_final_check.h"
 #include "test/unit/test_util.h"
 
-/* ---- fixture packs: <name>.txt lines "name offset count dim...", values in <name>.f32 -------- */
-
-typedef struct pack {
-    char (*names)[128];
-    size_t *off, *count, n;
-    float *data;
-} pack;
-
-static pack load_pack(const char *name)
-{
-    char path[512];
-    pack p = {0};
-    snprintf(path, sizeof path, "%s/test/fixtures/decoder/%s.txt", test_root_dir(), name);
-    FILE *fp = fopen(path, "r");
-    cr_assert_not_null(fp, "%s", path);
-    char line[512];
-    while (fgets(line, sizeof line, fp)) {
-        p.names = realloc(p.names, (p.n + 1) * sizeof *p.names);
-        p.off = realloc(p.off, (p.n + 1) * sizeof *p.off);
-        p.count = realloc(p.count, (p.n + 1) * sizeof *p.count);
-        cr_assert_eq(sscanf(line, "%127s %zu %zu", p.names[p.n], &p.off[p.n], &p.count[p.n]), 3, "%s", line);
-        p.n++;
-    }
-    fclose(fp);
-    snprintf(path, sizeof path, "%s/test/fixtures/decoder/%s.f32", test_root_dir(), name);
-    fp = fopen(path, "rb");
-    cr_assert_not_null(fp, "%s", path);
-    size_t total = p.off[p.n - 1] + p.count[p.n - 1];
-    p.data = malloc(total * sizeof(float));
-    cr_assert_eq(fread(p.data, sizeof(float), total, fp), total);
-    fclose(fp);
-    return p;
-}
-
-static void pack_free(pack *p)
-{
-    free(p->names), free(p->off), free(p->count), free(p->data);
-}
-
-/* The tensor `name` (NULL when absent); its element count in *n. */
-static const float *get(const pack *p, const char *name, size_t *n)
-{
-    for (size_t i = 0; i < p->n; i++)
-        if (!strcmp(p->names[i], name)) {
-            if (n) *n = p->count[i];
-            return p->data + p->off[i];
-        }
-    return NULL;
-}
-
-static const float *must(const pack *p, const char *name, size_t *n)
-{
-    const float *v = get(p, name, n);
-    cr_assert_not_null(v, "fixture has no %s", name);
-    return v;
-}
-
-/* max |a - b| / max |b|. */
-static double rel_err(const float *a, const float *b, size_t n, double scale_b)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        num = fmax(num, fabs((double)a[i] - scale_b * b[i]));
-        den = fmax(den, fabs(scale_b * b[i]));
-    }
-    return den > 0 ? num / den : num;
-}
+/* Fixture packs (test/unit/nn/fx_pack.h) of test/fixtures/decoder/. */
+static pack load(const char *name) { return load_pack("decoder", name); }
 
 /* ---- the model -------------------------------------------------------------------------------- */
 
@@ -129,8 +65,8 @@ static batch_in load_batch(const pack *c)
 {
     batch_in b = {0};
     size_t nf, n, ny;
-    const float *f = must(c, "in.feats", &nf), *l = must(c, "in.lens", &n), *y = must(c, "in.ys", &ny),
-                *yl = must(c, "in.ylens", &n);
+    const float *f = pack_must(c, "in.feats", &nf), *l = pack_must(c, "in.lens", &n), *y = pack_must(c, "in.ys", &ny),
+                *yl = pack_must(c, "in.ylens", &n);
     b.feats = malloc(nf * sizeof(float));
     memcpy(b.feats, f, nf * sizeof(float));
     b.T = (int)(nf / 2 / 80);
@@ -147,7 +83,7 @@ static void check_case(const char *case_name, float ctc_weight, int length_norma
     backend *be;
     esp_err err;
     cr_assert((be = backend_open("cpu", 0, 1, &err)) != NULL, "%s", err.msg);
-    pack w = load_pack("weights"), c = load_pack(case_name);
+    pack w = load("weights"), c = load(case_name);
     model_dims d = fixture_dims(0);
     model_rates rates = {.ctc_weight = ctc_weight, .lsm_weight = 0.1f, .length_normalized_loss = length_normalized};
     asr_model m;
@@ -157,17 +93,17 @@ static void check_case(const char *case_name, float ctc_weight, int length_norma
     asr_model_zero_grad(&m);
     asr_model_forward(&m, b.feats, b.lens, 2, b.T, 0, 0);
     size_t n;
-    const float *hl = must(&c, "out.hlens", &n);
+    const float *hl = pack_must(&c, "out.hlens", &n);
     cr_assert(m.hlens[0] == (int)hl[0] && m.hlens[1] == (int)hl[1]);
     double loss = asr_model_loss(&m, b.labels, b.ylens, b.stride, NULL);
     const char *names[] = {"out.loss", "out.loss_ctc", "out.loss_att"};
     double ours[] = {loss, m.loss_ctc, m.loss_att};
     for (int i = 0; i < 3; i++) {
-        double ref = must(&c, names[i], NULL)[0];
+        double ref = pack_must(&c, names[i], NULL)[0];
         cr_expect_lt(fabs(ours[i] - ref) / fabs(ref), 1e-5, "%s %s: %.8f vs ESPnet %.8f", case_name, names[i],
                      ours[i], ref);
     }
-    double acc = (double)m.att_correct / (double)m.att_tokens, ref_acc = must(&c, "out.acc", NULL)[0];
+    double acc = (double)m.att_correct / (double)m.att_tokens, ref_acc = pack_must(&c, "out.acc", NULL)[0];
     cr_expect_lt(fabs(acc - ref_acc), 1e-6, "acc %f vs ESPnet %f", acc, ref_acc);
     cr_expect_eq(m.att_tokens, b.ylens[0] + b.ylens[1] + 2);
     gf_check gf;
@@ -179,7 +115,7 @@ static void check_case(const char *case_name, float ctc_weight, int length_norma
         const param_info *p = &m.table.items[i];
         char name[160 + 128];
         snprintf(name, sizeof name, "grad.%.127s", espnet_name[i]);
-        const float *g = must(&c, name, &n);
+        const float *g = pack_must(&c, name, &n);
         if (strstr(p->name, "linear_k.bias")) {
             /* q.b_k is the same for every key of a query, which softmax ignores: the true gradient
              * is 0 and both sides hold rounding noise, so compare it absolutely. */
@@ -188,12 +124,12 @@ static void check_case(const char *case_name, float ctc_weight, int length_norma
             cr_expect_lt(mx, 1e-5, "%s: gradient of %s should vanish: %g", case_name, p->name, mx);
             continue;
         }
-        double e = rel_err(m.grads + p->offset, g, n, 1.0);
+        double e = pack_rel_err(m.grads + p->offset, g, n, 1.0);
         worst = fmax(worst, e);
         cr_expect_lt(e, 1e-4, "%s: gradient of %s differs: %g", case_name, p->name, e);
     }
     cr_log_info("%s: loss %.7f (ESPnet %.7f), worst gradient rel err %.2g", case_name, loss,
-                must(&c, "out.loss", NULL)[0], worst);
+                pack_must(&c, "out.loss", NULL)[0], worst);
     free(b.feats);
     pack_free(&w), pack_free(&c);
     asr_model_free(&m);
@@ -217,7 +153,7 @@ Test(decoder, ctc_weight_0_has_no_ctc_branch)
     backend *be;
     esp_err err;
     cr_assert((be = backend_open("cpu", 0, 1, &err)) != NULL, "%s", err.msg);
-    pack w = load_pack("weights"), c = load_pack("ctc03");
+    pack w = load("weights"), c = load("ctc03");
     model_dims d = fixture_dims(1);
     model_rates rates = {.ctc_weight = 0, .lsm_weight = 0.1f};
     asr_model m;
@@ -228,7 +164,7 @@ Test(decoder, ctc_weight_0_has_no_ctc_branch)
     batch_in b = load_batch(&c);
     asr_model_zero_grad(&m);
     asr_model_forward(&m, b.feats, b.lens, 2, b.T, 1, 3);
-    double loss = asr_model_loss(&m, b.labels, b.ylens, b.stride, NULL), ref = must(&c, "out.loss_att", NULL)[0];
+    double loss = asr_model_loss(&m, b.labels, b.ylens, b.stride, NULL), ref = pack_must(&c, "out.loss_att", NULL)[0];
     cr_assert(isnan(m.loss_ctc));
     cr_assert_lt(fabs(loss - ref) / ref, 1e-5, "%f vs %f", loss, ref);
     asr_model_backward(&m, 1.0f);
@@ -238,8 +174,8 @@ Test(decoder, ctc_weight_0_has_no_ctc_branch)
         char name[160 + 128];
         size_t n = 0;
         snprintf(name, sizeof name, "grad.%.127s", espnet_name[i]);
-        const float *g = must(&c, name, &n);
-        double e = rel_err(m.grads + p->offset, g, n, 1.0 / 0.7);
+        const float *g = pack_must(&c, name, &n);
+        double e = pack_rel_err(m.grads + p->offset, g, n, 1.0 / 0.7);
         cr_expect_lt(e, 1e-4, "gradient of %s differs: %g", p->name, e);
     }
     free(b.feats);
@@ -260,14 +196,14 @@ typedef struct score_fx {
 
 static score_fx load_score(void)
 {
-    score_fx f = {.w = load_pack("weights"), .s = load_pack("score")};
+    score_fx f = {.w = load("weights"), .s = load("score")};
     size_t n;
-    f.hs = must(&f.s, "in.hs", &n);
+    f.hs = pack_must(&f.s, "in.hs", &n);
     f.T = (int)(n / 32);
     for (f.n = 0; f.n < 8; f.n++) {
         char name[32];
         snprintf(name, sizeof name, "prefix.%d", f.n);
-        const float *p = get(&f.s, name, &n);
+        const float *p = pack_get(&f.s, name, &n);
         if (!p) break;
         f.pfx[f.n] = malloc(n * sizeof(int));
         for (size_t k = 0; k < n; k++) f.pfx[f.n][k] = (int)p[k];
@@ -296,7 +232,7 @@ static double score_and_check(asr_model *m, const float *hs, score_fx *f, const 
         char name[32];
         if (ref) snprintf(name, sizeof name, "%s.%d", ref, i);
         else snprintf(name, sizeof name, "logp.%d", idx[i]);
-        double e = rel_err(out + i * 12, must(&f->s, name, NULL), 12, 1.0);
+        double e = pack_rel_err(out + i * 12, pack_must(&f->s, name, NULL), 12, 1.0);
         cr_expect_lt(e, 1e-5, "prefix %d (length %d): log-probs differ from ESPnet's batch_score: %g", idx[i],
                      lens[i], e);
         worst = fmax(worst, e);
@@ -334,11 +270,11 @@ Test(decoder, batch_score_matches_espnet_at_once_step_by_step_and_per_utterance)
     for (size_t i = 0; i < nh; i++) hs2[i] *= 1.5f; /* a new utterance in the same buffer */
     decoder_score_new_utterance(&m);
     decoder_score_batch(&m, hs2, f.T, p1, &f.len[2], 1, changed);
-    cr_assert(rel_err(changed, must(&f.s, "logp.2", NULL), 12, 1.0) > 1e-3,
+    cr_assert(pack_rel_err(changed, pack_must(&f.s, "logp.2", NULL), 12, 1.0) > 1e-3,
               "a changed utterance must not hit the cache");
     worst = fmax(worst, score_and_check(&m, hs, &f, &all[2], 1, NULL));
     decoder_score_batch(&m, hs2, f.T, p1, &f.len[2], 1, again);
-    cr_assert_lt(rel_err(again, changed, 12, 1.0), 1e-6);
+    cr_assert_lt(pack_rel_err(again, changed, 12, 1.0), 1e-6);
     cr_log_info("batch_score: worst log-prob rel err vs ESPnet %.2g", worst);
     free(hs), free(hs2);
     score_free(&f);
@@ -405,7 +341,7 @@ Test(decoder, gradient_with_dropout_matches_directional_differences)
     backend *be;
     esp_err err;
     cr_assert((be = backend_open("cpu", 0, 1, &err)) != NULL, "%s", err.msg);
-    pack w = load_pack("weights"), c = load_pack("ctc03");
+    pack w = load("weights"), c = load("ctc03");
     model_dims d = fixture_dims(0);
     model_rates rates = {.dropout = 0.1f, .pos_dropout = 0.1f, .att_dropout = 0.1f, .ctc_dropout = 0.1f,
                          .dec_dropout = 0.2f, .dec_pos_dropout = 0.15f, .dec_self_att_dropout = 0.1f,

@@ -1,0 +1,14 @@
+/* Which task a training config runs: ESPnet3 names it with `task:` (a Python class path). espnet3
+ * trains the ASR model (ESPnet's ASRTask, the default) or a language model (LMTask). */
+#ifndef ESPNET3_CONFIG_TASK_H
+#define ESPNET3_CONFIG_TASK_H
+
+#include "core/config/config_types.h"
+
+/* Whether cfg trains a language model: its task is ESPnet's LMTask (any module path ending in
+ * ".LMTask", e.g. espnet3.systems.esp2_asr.lm_task.LMTask or espnet2.tasks.lm.LMTask), or model.lm
+ * is set. Its data are transcripts alone (core/data/asr_data.h) and its model is
+ * core/nn/lm_conf.h's. */
+int config_is_lm_task(const training_cfg *cfg);
+
+#endif

@@ -1,0 +1,115 @@
+/* A language model through the binary on the tiny recipe (ESPnet3's LM task,
+ * recipes/espeak_fortunes/conf/training_tiny_lm.yaml, on the LM text create_dataset writes):
+ * collect_stats' text shapes, training with its metrics and lm.* checkpoints, bit-identical
+ * resume, and shallow fusion in stage 6 (joint CTC/attention + LM, and CTC + LM), with the errors
+ * an inference config can make about it. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test/unit/test_util.h"
+
+static char dir[64];
+
+static int run_asr(const char *extra)
+{
+    return test_sh("cd '%s' && timeout 300 '%s' -q --config recipes/espeak_fortunes/conf/training_tiny_hybrid.yaml "
+                   "data_dir=%s/data dataset_dir=%s/dl stats_dir=%s/stats exp_dir=%s/asr %s >>%s/log 2>&1",
+                   test_root_dir(), test_bin_path(), dir, dir, dir, dir, extra, dir);
+}
+
+static int run_lm(const char *exp, const char *extra)
+{
+    return test_sh("cd '%s' && timeout 300 '%s' -q --config recipes/espeak_fortunes/conf/training_tiny_lm.yaml "
+                   "data_dir=%s/data exp_dir=%s/%s %s >>%s/log 2>&1",
+                   test_root_dir(), test_bin_path(), dir, dir, exp, extra, dir);
+}
+
+static int infer(const char *out, const char *extra)
+{
+    return test_sh("cd '%s' && timeout 300 '%s' -q --inference_config recipes/espeak_fortunes/conf/inference_tiny.yaml "
+                   "data_dir=%s/data exp_dir=%s/asr inference_dir=%s/%s model.asr_model_file=valid.loss.ave "
+                   "model.lm_train_config=%s/lm/config.yaml model.lm_file=valid.loss.ave --stages infer %s >>%s/log 2>&1",
+                   test_root_dir(), test_bin_path(), dir, dir, dir, out, dir, extra, dir);
+}
+
+static char *slurp(const char *rel) { return test_slurp_or_empty(test_path(dir, rel)); }
+static int exists(const char *rel) { return test_exists(test_path(dir, rel)); }
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; s && *s; s++) n += *s == '\n';
+    return n;
+}
+
+static void setup(void) { test_tmpdir_make(dir, sizeof dir, "lm"); }
+static void teardown(void) { test_tmpdir_remove(dir); }
+
+TestSuite(train_lm, .init = setup, .fini = teardown);
+
+Test(train_lm, trains_resumes_and_fuses_into_the_joint_search)
+{
+    /* The tiny dataset (with its LM text) and a hybrid ASR model to decode with. */
+    cr_assert_eq(run_asr("--stage 1 --stop_stage 5 trainer.max_epochs=1"), 0, "%s", slurp("log"));
+    cr_assert(exists("data/lm/train.txt") && exists("data/lm/valid.txt"), "create_dataset wrote no LM text");
+
+    cr_assert_eq(run_lm("lm", "--stages collect_stats train"), 0, "%s", slurp("log"));
+    char *shape = slurp("lm/stats/valid/text_shape");
+    cr_assert_eq(count_lines(shape), count_lines(slurp("data/lm/valid.txt")), "%s", shape);
+    free(shape);
+    char *csv = slurp("lm/metrics.csv");
+    const char *header = "epoch,step,train/grad_norm,train/loss,train/lr,valid/loss\r\n";
+    cr_assert(!strncmp(csv, header, strlen(header)), "%s", csv);
+    free(csv);
+    /* ESPnet2's names (TransformerLM under ESPnetLanguageModel), nothing of an ASR model. */
+    char *model = slurp("lm/checkpoints/epoch=2-step=8/model.safetensors");
+    cr_assert(strstr(model + 8, "\"lm.embed.weight\"") && strstr(model + 8, "\"lm.encoder.embed.0.weight\"") &&
+              strstr(model + 8, "\"lm.encoder.encoders.0.self_attn.linear_q.weight\"") &&
+              strstr(model + 8, "\"lm.encoder.after_norm.bias\"") && strstr(model + 8, "\"lm.decoder.weight\"") &&
+              !strstr(model + 8, "\"encoder.") && !strstr(model + 8, "ctc"));
+    free(model);
+    cr_assert(exists("lm/valid.loss.ave.safetensors") && exists("lm/config.yaml"));
+
+    /* Resume: one epoch, then the second, gives the two-epoch run's bits. */
+    cr_assert_eq(run_lm("split", "--stages collect_stats train trainer.max_epochs=1"), 0, "%s", slurp("log"));
+    cr_assert_eq(run_lm("split", "--stages train"), 0, "%s", slurp("log"));
+    const char *files[] = {"checkpoints/epoch=2-step=8/model.safetensors", "valid.loss.ave.safetensors"};
+    for (int i = 0; i < 2; i++) {
+        char a[256], b[256];
+        snprintf(a, sizeof a, "lm/%s", files[i]);
+        snprintf(b, sizeof b, "split/%s", files[i]);
+        cr_assert(test_same_file(test_path(dir, a), test_path(dir, b)), "%s: resumed run differs", files[i]);
+    }
+
+    /* Shallow fusion: the joint search with the LM, and CTC + LM (label-synchronous). */
+    cr_assert_eq(infer("joint", "model.beam_size=3 model.ctc_weight=0.3 model.lm_weight=0.5"), 0, "%s", slurp("log"));
+    char *hyp = slurp("joint/test/hyp.scp");
+    cr_assert_eq(count_lines(hyp), 6, "%s", hyp);
+    free(hyp);
+    cr_assert_eq(infer("ctc_lm", "model.beam_size=3 model.ctc_weight=1.0 model.lm_weight=0.3"), 0, "%s",
+                 slurp("log"));
+    hyp = slurp("ctc_lm/test/hyp.scp");
+    cr_assert_eq(count_lines(hyp), 6, "%s", hyp);
+    free(hyp);
+    /* The LM is in the search: a heavy weight changes what lm_weight 0 finds. */
+    cr_assert_eq(infer("no_lm", "model.beam_size=3 model.ctc_weight=0.3 model.lm_weight=0"), 0, "%s", slurp("log"));
+    cr_assert_eq(infer("heavy", "model.beam_size=3 model.ctc_weight=0.3 model.lm_weight=5"), 0, "%s", slurp("log"));
+    char *plain = slurp("no_lm/test/hyp.scp"), *heavy = slurp("heavy/test/hyp.scp");
+    cr_assert(strcmp(plain, heavy) != 0, "lm_weight 5 decoded what lm_weight 0 did:\n%s", heavy);
+    free(plain), free(heavy);
+
+    /* An LM that is missing, or a config that is not an LM's, is an error before decoding. */
+    cr_assert_neq(infer("bad1", "model.lm_weight=0.5 model.ctc_weight=0.3 model.lm_file=nothing_here"), 0);
+    char *log = slurp("log");
+    cr_assert(strstr(log, "nothing_here: no model weights"), "%s", log);
+    free(log);
+    char cfg[160];
+    snprintf(cfg, sizeof cfg, "model.lm_weight=0.5 model.ctc_weight=0.3 model.lm_train_config=%s/asr/config.yaml", dir);
+    cr_assert_neq(infer("bad2", cfg), 0);
+    log = slurp("log");
+    cr_assert(strstr(log, "not a language model's training config"), "%s", log);
+    free(log);
+    cr_assert(!exists("bad1/test/hyp.scp") && !exists("bad2/test/hyp.scp"));
+}
