@@ -284,6 +284,8 @@ static constexpr int cu_has(const backend &b, backend_op op)
     case BACKEND_OP_GELU_BACKWARD: return b.gelu_backward != nullptr;
     case BACKEND_OP_MUL_FORWARD: return b.mul_forward != nullptr;
     case BACKEND_OP_MUL_BACKWARD: return b.mul_backward != nullptr;
+    case BACKEND_OP_LSTM_CELL_FORWARD: return b.lstm_cell_forward != nullptr;
+    case BACKEND_OP_LSTM_CELL_BACKWARD: return b.lstm_cell_backward != nullptr;
     case BACKEND_OP_CTC_LOSS_FORWARD: return b.ctc_loss_forward != nullptr;
     case BACKEND_OP_CTC_LOSS_BACKWARD: return b.ctc_loss_backward != nullptr;
     case BACKEND_OP_ADAM_UPDATE: return b.adam_update != nullptr;
@@ -344,6 +346,8 @@ static constexpr backend cu_ops()
     b.gelu_backward = cu_gelu_backward;
     b.mul_forward = cu_mul_forward;
     b.mul_backward = cu_mul_backward;
+    b.lstm_cell_forward = cu_lstm_cell_forward;
+    b.lstm_cell_backward = cu_lstm_cell_backward;
     b.ctc_loss_forward = cu_ctc_loss_forward;
     b.ctc_loss_backward = cu_ctc_loss_backward;
     b.adam_update = cu_adam_update;

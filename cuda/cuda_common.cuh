@@ -239,6 +239,11 @@ void cu_gelu_forward(backend *be, float *y, const float *x, size_t n);
 void cu_gelu_backward(backend *be, float *dx, const float *dy, const float *x, size_t n);
 void cu_mul_forward(backend *be, float *y, const float *a, const float *b, size_t n);
 void cu_mul_backward(backend *be, float *da, float *db, const float *dy, const float *a, const float *b, size_t n);
+// cuda/ops_lstm.cu
+void cu_lstm_cell_forward(backend *be, float *h, float *c, float *act, const float *gates, const float *c_prev, int n,
+                          int H);
+void cu_lstm_cell_backward(backend *be, float *dgates, float *dc_prev, const float *dh, const float *dc,
+                           const float *act, const float *c_prev, const float *c, int n, int H);
 // cuda/ops_conv1d.cu
 void cu_dwconv1d_forward(backend *be, float *y, const float *x, const float *w, const float *b, int nb, int t,
                          int c, int k);

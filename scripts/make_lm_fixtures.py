@@ -63,6 +63,50 @@ espnet/nets/pytorch_backend/transformer/{encoder,encoder_layer,attention,embeddi
     to its cache. The new cache per layer is that layer's output for all positions BEFORE
     after_norm; after_norm is applied to the returned sequence and the output Linear and
     log_softmax to its last position only. xs (the encoder output) is unused by the LM.
+
+SequentialRNNLM packs (suffix "_rnn" and "_rnn1", espnet2/lm/seq_rnn_lm.py): same vocab, same padded
+batch (in.text / in.text_lengths identical to the transformer packs), dropout_rate 0.0, rnn_type
+"lstm", tie_weights False, ignore_id 0. "_rnn": SequentialRNNLM(12, unit=16, nhid=24, nlayers=2)
+(seed 10); "_rnn1": SequentialRNNLM(12, unit=20, nlayers=1), nhid defaulting to unit = 20 (seed 11).
+Seeding as above (weights 0.3 * normal, biases 0.1 * normal), then row 0 (the padding_idx) of
+lm.encoder.weight is set to ZERO again, as nn.Embedding(padding_idx=0)'s own init leaves it.
+  weights_rnn   lm.encoder.weight (12,16)       nn.Embedding(12, 16, padding_idx=0), row 0 zero
+                lm.rnn.weight_ih_l0 (96,16)      nn.LSTM(16, 24, 2, batch_first=True), 4H = 96
+                lm.rnn.weight_hh_l0 (96,24)
+                lm.rnn.bias_ih_l0 (96), lm.rnn.bias_hh_l0 (96)
+                lm.rnn.weight_ih_l1 (96,24), lm.rnn.weight_hh_l1 (96,24)
+                lm.rnn.bias_ih_l1 (96), lm.rnn.bias_hh_l1 (96)
+                lm.decoder.weight (12,24), lm.decoder.bias (12)
+  weights_rnn1  lm.encoder.weight (12,20), lm.rnn.{weight_ih_l0 (80,20), weight_hh_l0 (80,20),
+                bias_ih_l0 (80), bias_hh_l0 (80)}, lm.decoder.weight (12,20), lm.decoder.bias (12)
+  loss_rnn, loss_rnn1   exactly the loss<sfx> layout above (in.*, out.loss, out.ntokens, out.nll
+                (3,8), out.logp (3,8,12), grad.<name>); grad.lm.encoder.weight row 0 is 0
+  score_rnn     prefix.<i> (the same 5 prefixes) and logp.<i> = log_softmax of the LAST position
+                of lm(prefix, None) (the whole prefix from the zero state); asserted equal (1e-5) to
+                batch_score fed step by step (first call [11] with states [None], each later call
+                the prefix cut to length k + 1 with the states of the previous call; batch_score
+                only reads ys[:, -1:]); logp_inc.<k> (k = 0..4): those step-by-step scores for
+                prefix 4 cut to length k + 1; logp_batch.<k> (k = 0, 1): prefixes 3 and 4 in ONE
+                batch_score call, given the states each reached step by step on its first 4 tokens
+
+SequentialRNNLM facts (torch nn.LSTM / nn.Embedding semantics):
+  * forward(ids, hidden): emb = drop(encoder(ids)); out, hidden = rnn(emb, hidden); out =
+    drop(out); logits = decoder(out) (Linear nhid -> vocab). hidden None = zero h0 and c0 for
+    every layer. Dropout sites: the embedding output, between LSTM layers (nn.LSTM's own dropout
+    on the output of every layer but the last, training only), and the LSTM output before the
+    decoder; all are off here (dropout_rate 0.0).
+  * nn.LSTM per layer and step: g = W_ih x_t + b_ih + W_hh h_{t-1} + b_hh (BOTH biases added),
+    rows of g in 4 blocks of H in the order i, f, g, o: i = sigmoid(g[0:H]), f = sigmoid(g[H:2H]),
+    c~ = tanh(g[2H:3H]), o = sigmoid(g[3H:4H]); c_t = f * c_{t-1} + i * c~; h_t = o * tanh(c_t).
+    Layer l > 0 takes layer l - 1's h_t as input (weight_ih_l1 is (4H, H)). No projection.
+  * The padded batch runs over the full padded length (no pack_padded_sequence): padded positions
+    feed id 0 (the zero embedding row) through the LSTM like any token; they do not change the
+    real positions (causal), their nll is masked to 0, but out.logp holds them as computed.
+  * Embedding padding_idx 0: the gradient of row 0 is always zero (never accumulated), even though
+    id 0 occurs at padded positions; row 0 is zero in these weights.
+  * Loss: the same ESPnetLanguageModel.nll / forward as for the TransformerLM (above).
+  * batch_score(ys, states, xs) feeds only ys[:, -1:] with the given states (None -> zero state),
+    so the beam search must carry the states; a state per hypothesis is (h, c), each (nlayers, H).
 """
 import argparse
 import os
@@ -71,6 +115,7 @@ import numpy as np
 import torch
 
 from espnet2.lm.espnet_model import ESPnetLanguageModel
+from espnet2.lm.seq_rnn_lm import SequentialRNNLM
 from espnet2.lm.transformer_lm import TransformerLM
 
 TOKENS = ["<blank>", "<unk>"] + list("abcdefghi") + ["<sos/eos>"]  # vocab 12, <sos/eos> last
@@ -182,6 +227,73 @@ def score_case(model):
     return items
 
 
+def build_rnn(unit, nhid, nlayers):
+    lm = SequentialRNNLM(V, unit=unit, nhid=nhid, nlayers=nlayers, dropout_rate=0.0, rnn_type="lstm")
+    return ESPnetLanguageModel(lm, V)
+
+
+def seed_rnn_weights(model, seed):
+    """seed_weights, then the padding row 0 of the embedding set back to zero (PyTorch's init for
+    padding_idx)."""
+    seed_weights(model, seed)
+    with torch.no_grad():
+        model.lm.encoder.weight[0].zero_()
+    return model
+
+
+def rnn_loss_case(model):
+    items, loss = loss_case(model)
+    d = dict(items)
+    assert torch.all(d["grad.lm.encoder.weight"][0] == 0)  # padding_idx: no gradient for row 0
+    # no packing: the padded batch equals each sequence run alone on its real positions
+    with torch.no_grad():
+        text, lens = batch()
+        for b, n in enumerate(TEXT_LENS):
+            x = torch.tensor([[EOS] + text[b, :n].tolist()])
+            alone = model.lm(x, None)[0].log_softmax(-1)[0]
+            assert torch.allclose(alone, d["out.logp"][b, : n + 1], atol=1e-5), b
+    return items, loss
+
+
+def rnn_score_case(model):
+    model.eval()
+    lm = model.lm
+    dummy = torch.zeros(1, 1, 1)  # the encoder output: unused by the LM
+    items = []
+    full = []
+    last_states = []  # per prefix: the state after all but its last token, step by step
+    with torch.no_grad():
+        for i, p in enumerate(PREFIXES):
+            ref = lm(torch.tensor([p]), None)[0][0, -1].log_softmax(-1)
+            states = [None]
+            prev = [None]
+            inc = []
+            for k in range(len(p)):
+                prev = states
+                logp, states = lm.batch_score(torch.tensor([p[: k + 1]]), states, dummy)
+                whole = lm(torch.tensor([p[: k + 1]]), None)[0][0, -1].log_softmax(-1)
+                assert torch.allclose(logp[0], whole, atol=1e-5), (i, k)
+                single, _ = lm.score(torch.tensor(p[: k + 1]), None if prev[0] is None else
+                                     tuple(s.unsqueeze(1) for s in prev[0]), dummy[0])
+                assert torch.allclose(logp[0], single, atol=1e-5), (i, k)
+                inc.append(logp[0])
+            assert torch.allclose(inc[-1], ref, atol=1e-5), i
+            full.append(ref)
+            last_states.append(prev[0])
+            items += [(f"prefix.{i}", torch.tensor(p, dtype=torch.float32)), (f"logp.{i}", ref)]
+            if i == 4:
+                inc4 = inc
+        for k, v in enumerate(inc4):
+            items.append((f"logp_inc.{k}", v))
+        same = [3, 4]  # one batch_score call of 2, each with its own step-by-step state
+        logp, _ = lm.batch_score(torch.tensor([PREFIXES[i] for i in same]),
+                                 [last_states[i] for i in same], dummy.expand(2, 1, 1))
+        for k, i in enumerate(same):
+            assert torch.allclose(logp[k], full[i], atol=1e-5), i
+            items.append((f"logp_batch.{k}", logp[k]))
+    return items
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out", nargs="?", default="test/fixtures/lm")
@@ -197,6 +309,15 @@ def main():
         n += write_pack(out, "score" + sfx, score_case(model))
         print(f"pos_enc {pos_enc}: loss {loss:.6f}, {len(model.state_dict())} tensors, "
               f"{sum(p.numel() for p in model.parameters())} parameters")
+    for sfx, (unit, nhid, nlayers), seed in [("_rnn", (16, 24, 2), 10), ("_rnn1", (20, None, 1), 11)]:
+        model = seed_rnn_weights(build_rnn(unit, nhid, nlayers), seed)
+        n += write_pack(out, "weights" + sfx, list(model.state_dict().items()))
+        items, loss = rnn_loss_case(model)
+        n += write_pack(out, "loss" + sfx, items)
+        if sfx == "_rnn":
+            n += write_pack(out, "score" + sfx, rnn_score_case(model))
+        print(f"lstm unit {unit} nhid {model.lm.nhid} nlayers {nlayers}: loss {loss:.6f}, "
+              f"{len(model.state_dict())} tensors, {sum(p.numel() for p in model.parameters())} parameters")
     print(f"wrote {n * 4 / 1024:.0f} KiB to {out}")
 
 

@@ -174,6 +174,19 @@ struct backend {
     void (*mul_backward)(backend *be, float *da, float *db, const float *dy, const float *a,
                          const float *b, size_t n);
 
+    /* ---- recurrent layers (see core/compute/ops_decl.h): the LSTM cell of torch.nn.LSTM, gate
+     * order i, f, g, o, on n rows of H units. gates (n, 4H): the pre-activations, each row
+     * [i | f | g | o], both biases added; act (n, 4H, out): sigmoid(i), sigmoid(f), tanh(g),
+     * sigmoid(o), kept for the backward; c = sf * c_prev + si * tg, h = so * tanh(c); c_prev NULL:
+     * zeros (the first step). The backward: dh, dc (NULL: zeros) the gradients of h and of c from
+     * the next step; act, c_prev (NULL: zeros) and c the forward's; overwrites dgates (n, 4H) and
+     * dc_prev (n, H; NULL: not wanted). No output aliases an input. */
+    void (*lstm_cell_forward)(backend *be, float *h, float *c, float *act, const float *gates,
+                              const float *c_prev, int n, int H);
+    void (*lstm_cell_backward)(backend *be, float *dgates, float *dc_prev, const float *dh,
+                               const float *dc, const float *act, const float *c_prev,
+                               const float *c, int n, int H);
+
     /* ---- CTC loss (core/compute/ctc.h, blank 0): logp (B, T, V) log-probabilities on the device;
      * hlens, labels (padded rows of `stride`) and label_lens on the host. The forward returns
      * sum(losses) / B and fills losses (host, B; may be NULL); it keeps its workspace in the

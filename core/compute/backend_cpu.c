@@ -52,13 +52,14 @@ enum { MT_MIN = 1 << 15 };
 /* One job type for the elementwise and row-wise passes split here over the existing ops. */
 typedef enum {
     EW_RELU_F, EW_RELU_B, EW_ADD, EW_SWISH_F, EW_SWISH_B, EW_DROPOUT, EW_GLU_F, EW_GLU_B, EW_LN_F, EW_LSM_F,
-    EW_LSM_B, EW_POSENC, EW_SWAP12, EW_EMBED_F, EW_FILL, EW_COPY, EW_GELU_F, EW_GELU_B, EW_MUL_F, EW_MUL_B
+    EW_LSM_B, EW_POSENC, EW_SWAP12, EW_EMBED_F, EW_FILL, EW_COPY, EW_GELU_F, EW_GELU_B, EW_MUL_F, EW_MUL_B,
+    EW_LSTM_F, EW_LSTM_B
 } ew_kind;
 
 typedef struct ew_job {
     ew_kind kind;
     float *y, *m, *r;
-    const float *a, *b, *c;
+    const float *a, *b, *c, *d, *e;
     const int *ids;
     size_t row; /* elements per unit of the split (1 for elementwise) */
     int d1, d2, d3, t, v;
@@ -66,6 +67,12 @@ typedef struct ew_job {
     float p;
     uint64_t seed, stream;
 } ew_job;
+
+/* p + o, or NULL for an optional buffer that is absent. */
+static const float *at(const float *p, size_t o)
+{
+    return p ? p + o : NULL;
+}
 
 static void ew_part(void *ctx, size_t lo, size_t hi, int part)
 {
@@ -95,6 +102,13 @@ static void ew_part(void *ctx, size_t lo, size_t hi, int part)
     case EW_GELU_B: ops_gelu_backward_f32(j->y + o, j->a + o, j->b + o, n); break;
     case EW_MUL_F: ops_mul_forward_f32(j->y + o, j->a + o, j->b + o, n); break;
     case EW_MUL_B: ops_mul_backward_f32(j->y + o, j->m + o, j->a + o, j->b + o, j->c + o, n); break;
+    case EW_LSTM_F: /* rows of d1 units: h, c at o, act and the gates at 4 * o */
+        ops_lstm_cell_forward_f32(j->y + o, j->m + o, j->r + 4 * o, j->a + 4 * o, at(j->b, o), (int)cnt, j->d1);
+        break;
+    case EW_LSTM_B:
+        ops_lstm_cell_backward_f32(j->y + 4 * o, j->m ? j->m + o : NULL, j->a + o, at(j->b, o), j->c + 4 * o,
+                                   at(j->d, o), j->e + o, (int)cnt, j->d1);
+        break;
     }
 }
 
@@ -451,6 +465,25 @@ static void cpu_mul_backward(backend *be, float *da, float *db, const float *dy,
     ew_run(be, &j, n);
 }
 
+/* ---- the LSTM cell: rows of H units split over the threads */
+
+static void cpu_lstm_cell_forward(backend *be, float *h, float *c, float *act, const float *gates,
+                                  const float *c_prev, int n, int H)
+{
+    if (n <= 0 || H <= 0) return;
+    ew_job j = {.kind = EW_LSTM_F, .y = h, .m = c, .r = act, .a = gates, .b = c_prev, .row = (size_t)H, .d1 = H};
+    ew_run(be, &j, (size_t)n);
+}
+
+static void cpu_lstm_cell_backward(backend *be, float *dgates, float *dc_prev, const float *dh, const float *dc,
+                                   const float *act, const float *c_prev, const float *c, int n, int H)
+{
+    if (n <= 0 || H <= 0) return;
+    ew_job j = {.kind = EW_LSTM_B, .y = dgates, .m = dc_prev, .a = dh, .b = dc, .c = act, .d = c_prev, .e = c,
+                .row = (size_t)H, .d1 = H};
+    ew_run(be, &j, (size_t)n);
+}
+
 static double cpu_sum(backend *be, const float *x, size_t n)
 {
     (void)be;
@@ -612,6 +645,8 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
         .gelu_backward = cpu_gelu_backward,
         .mul_forward = cpu_mul_forward,
         .mul_backward = cpu_mul_backward,
+        .lstm_cell_forward = cpu_lstm_cell_forward,
+        .lstm_cell_backward = cpu_lstm_cell_backward,
         .sum = cpu_sum,
         .sum_squares = cpu_sum_squares,
         .clip_grad_norm = cpu_clip_grad_norm,

@@ -46,6 +46,8 @@ static const char *const op_names[] = {
     "gelu_backward",
     "mul_forward",
     "mul_backward",
+    "lstm_cell_forward",
+    "lstm_cell_backward",
     "ctc_loss_forward",
     "ctc_loss_backward",
     "adam_update",

@@ -500,6 +500,32 @@ static int ref_unscale_grads(backend *be, float *g, size_t n, float inv_scale)
     return found;
 }
 
+/* ---- the LSTM cell */
+
+static void ref_lstm_cell_forward(backend *be, float *h, float *c, float *act, const float *gates,
+                                  const float *c_prev, int n, int H)
+{
+    size_t nh = n > 0 && H > 0 ? (size_t)n * H : 0, ng = 4 * nh;
+    double *hd = tmp_zeros(be, nh), *cd = tmp_zeros(be, nh), *ad = tmp_zeros(be, ng);
+    ops_lstm_cell_forward_f64(hd, cd, ad, wide(be, gates, ng), wide(be, c_prev, nh), n, H);
+    narrow(h, hd, nh);
+    narrow(c, cd, nh);
+    narrow(act, ad, ng);
+    tmp_release(be);
+}
+
+static void ref_lstm_cell_backward(backend *be, float *dgates, float *dc_prev, const float *dh, const float *dc,
+                                   const float *act, const float *c_prev, const float *c, int n, int H)
+{
+    size_t nh = n > 0 && H > 0 ? (size_t)n * H : 0, ng = 4 * nh;
+    double *dgd = tmp_zeros(be, ng), *dcpd = dc_prev ? tmp_zeros(be, nh) : NULL;
+    ops_lstm_cell_backward_f64(dgd, dcpd, wide(be, dh, nh), wide(be, dc, nh), wide(be, act, ng),
+                               wide(be, c_prev, nh), wide(be, c, nh), n, H);
+    narrow(dgates, dgd, ng);
+    narrow(dc_prev, dcpd, nh);
+    tmp_release(be);
+}
+
 /* The reference stays exact: GEMM inputs are not rounded. */
 static void ref_set_gemm_precision(backend *be, amp_precision p)
 {
@@ -556,6 +582,8 @@ int backend_ref64_init(backend *be, int threads, esp_err *err)
         .ctc_loss_forward = ref_ctc_loss_forward,
         .ctc_loss_backward = ref_ctc_loss_backward,
         .adam_update = ref_adam_update,
+        .lstm_cell_forward = ref_lstm_cell_forward,
+        .lstm_cell_backward = ref_lstm_cell_backward,
     };
     backend_ref64_conformer_ops(be);
     return 0;

@@ -12,6 +12,8 @@
  *   label smooth. label_smoothing_prob, kl_div_term, label_smoothing_grad
  *   Conformer     relpos_shift_col; per type (core/compute/kernel_math_conformer.h): bn_rstd,
  *                 bn_apply, bn_running, bn_dx (BatchNorm), relpos_angle (relative encoding)
+ *   LSTM cell     per type (core/compute/kernel_math_lstm.h): lstm_cell, lstm_cell_e (the forward
+ *                 of one unit), lstm_cell_grad (its backward)
  *   Adam / AdamW  adam_update_one
  *   clipping      clip_grad_coef, SUM_SQUARES_BLOCK
  *   mixed prec.   core/compute/kernel_math_amp.h: bfloat16 / half rounding, the loss scaler's unscale */
@@ -238,6 +240,28 @@ static inline KM_HD int relpos_shift_col(int i, int j, int t) { return t - 1 - i
 #undef KM_T
 #undef KM_FN
 #undef KM_EXP
+
+/* ---- the LSTM cell ----------------------------------------------------------------------------- */
+
+#define KM_T float
+#define KM_FN(name) name##_f32
+#define KM_EXP expf
+#define KM_TANH tanhf
+#include "core/compute/kernel_math_lstm.h"
+#undef KM_T
+#undef KM_FN
+#undef KM_EXP
+#undef KM_TANH
+
+#define KM_T double
+#define KM_FN(name) name##_f64
+#define KM_EXP exp
+#define KM_TANH tanh
+#include "core/compute/kernel_math_lstm.h"
+#undef KM_T
+#undef KM_FN
+#undef KM_EXP
+#undef KM_TANH
 
 #include "core/compute/kernel_math_amp.h"
 

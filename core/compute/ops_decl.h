@@ -162,3 +162,18 @@ double OPS_DECL_FN(label_smoothing_forward)(const OPS_DECL_T *logp, const int *t
 void OPS_DECL_FN(label_smoothing_backward)(OPS_DECL_T *dlogits, const OPS_DECL_T *logp,
                                            const int *target, int n, int v, double smoothing,
                                            double scale);
+
+/* ---- The LSTM cell (torch.nn.LSTM's, gate order i, f, g, o; core/compute/ops_lstm_impl.h), per
+ * unit kernel_math_lstm.h's lstm_cell / lstm_cell_grad: n rows of H units. gates (n, 4H): the
+ * pre-activations, each row [i | f | g | o] (H each), both biases added. The forward writes h,
+ * c (n, H) and act (n, 4H): sigmoid(i), sigmoid(f), tanh(g), sigmoid(o), kept for the backward;
+ * c = sf * c_prev + si * tg, h = so * tanh(c); c_prev (n, H) NULL: zeros (the first step).
+ * The backward: dh (n, H) the gradient of h, dc (n, H) that of c from the next step (NULL:
+ * zeros); act, c_prev (NULL: zeros) and c the forward's. It overwrites dgates (n, 4H, the
+ * gradient of the pre-activations) and dc_prev (n, H; NULL: not wanted). No output may alias an
+ * input. */
+void OPS_DECL_FN(lstm_cell_forward)(OPS_DECL_T *h, OPS_DECL_T *c, OPS_DECL_T *act, const OPS_DECL_T *gates,
+                                    const OPS_DECL_T *c_prev, int n, int H);
+void OPS_DECL_FN(lstm_cell_backward)(OPS_DECL_T *dgates, OPS_DECL_T *dc_prev, const OPS_DECL_T *dh,
+                                     const OPS_DECL_T *dc, const OPS_DECL_T *act, const OPS_DECL_T *c_prev,
+                                     const OPS_DECL_T *c, int n, int H);

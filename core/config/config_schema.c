@@ -333,6 +333,11 @@ static const cyaml_schema_field_t lm_conf_fields[] = {
     FLT("dropout_rate", lm_conf_cfg, dropout_rate),
     FLT("positional_dropout_rate", lm_conf_cfg, positional_dropout_rate),
     FLT("attention_dropout_rate", lm_conf_cfg, attention_dropout_rate),
+    INT("nhid", lm_conf_cfg, nhid),
+    INT("nlayers", lm_conf_cfg, nlayers),
+    STR("rnn_type", lm_conf_cfg, rnn_type),
+    BOOL("tie_weights", lm_conf_cfg, tie_weights),
+    INT("ignore_id", lm_conf_cfg, ignore_id),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t model_fields[] = {
@@ -367,6 +372,8 @@ static const cyaml_schema_field_t optimizer_fields[] = {
 static const cyaml_schema_field_t scheduler_fields[] = {
     STR("_target_", scheduler_cfg, target),
     INT("warmup_steps", scheduler_cfg, warmup_steps),
+    FLT("factor", scheduler_cfg, factor),
+    INT("total_iters", scheduler_cfg, total_iters),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t criterion_fields[] = {

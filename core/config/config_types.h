@@ -257,17 +257,23 @@ typedef struct model_conf_cfg {
     int length_normalized_loss;
 } model_conf_cfg;
 
-/* ESPnet2's TransformerLM arguments (model.lm_conf of an LM task's training config). */
+/* model.lm_conf of an LM task's training config: ESPnet2's TransformerLM arguments (lm: transformer)
+ * or SequentialRNNLM's (lm: seq_rnn); the defaults are each class's (core/nn/lm_conf.c). */
 typedef struct lm_conf_cfg {
-    char *pos_enc;             /* null (none) | sinusoidal */
-    int64_t embed_unit;        /* 128 */
-    int64_t att_unit;          /* 256 */
-    int64_t head;              /* 2 */
-    int64_t unit;              /* 1024 */
-    int64_t layer;             /* 4 */
-    double dropout_rate;       /* 0.1 */
-    double positional_dropout_rate; /* 0.1 */
-    double attention_dropout_rate;  /* 0.1 */
+    char *pos_enc;             /* transformer: null (none) | sinusoidal */
+    int64_t embed_unit;        /* transformer: 128 */
+    int64_t att_unit;          /* transformer: 256 */
+    int64_t head;              /* transformer: 2 */
+    int64_t unit;              /* transformer: 1024 (feed-forward); seq_rnn: 650 (embedding, and nhid's default) */
+    int64_t layer;             /* transformer: 4 */
+    double dropout_rate;       /* transformer: 0.1; seq_rnn: 0.0 */
+    double positional_dropout_rate; /* transformer: 0.1 */
+    double attention_dropout_rate;  /* transformer: 0.1 */
+    int64_t nhid;              /* seq_rnn: hidden units (unit) */
+    int64_t nlayers;           /* seq_rnn: 2 */
+    char *rnn_type;            /* seq_rnn: lstm */
+    int tie_weights;           /* seq_rnn: false */
+    int64_t ignore_id;         /* seq_rnn: 0 (the embedding's padding_idx) */
 } lm_conf_cfg;
 
 typedef struct model_cfg {
@@ -294,8 +300,10 @@ typedef struct optimizer_cfg {
 } optimizer_cfg;
 
 typedef struct scheduler_cfg {
-    char *target;        /* espnet2.schedulers.warmup_lr.WarmupLR */
-    int64_t warmup_steps;
+    char *target;        /* espnet2.schedulers.warmup_lr.WarmupLR | torch.optim.lr_scheduler.ConstantLR */
+    int64_t warmup_steps; /* WarmupLR */
+    double factor;       /* ConstantLR: 1/3 */
+    int64_t total_iters; /* ConstantLR: 5 */
 } scheduler_cfg;
 
 typedef struct criterion_cfg {

@@ -127,8 +127,10 @@ static const num_rule num_rules[] = {
     {"model.lm_conf.embed_unit", 1, INF, 0, ">= 1", "leave it out for 128"},
     {"model.lm_conf.att_unit", 1, INF, 0, ">= 1", "leave it out for 256"},
     {"model.lm_conf.head", 1, INF, 0, ">= 1", "leave it out for 2"},
-    {"model.lm_conf.unit", 1, INF, 0, ">= 1", "leave it out for 1024"},
+    {"model.lm_conf.unit", 1, INF, 0, ">= 1", "leave it out for 1024 (transformer) or 650 (seq_rnn)"},
     {"model.lm_conf.layer", 1, INF, 0, ">= 1", "leave it out for 4"},
+    {"model.lm_conf.nhid", 1, INF, 0, ">= 1", "leave it out for unit"},
+    {"model.lm_conf.nlayers", 1, INF, 0, ">= 1", "leave it out for 2"},
     DROPOUT("model.lm_conf.dropout_rate"),
     DROPOUT("model.lm_conf.positional_dropout_rate"),
     DROPOUT("model.lm_conf.attention_dropout_rate"),
@@ -139,6 +141,8 @@ static const num_rule num_rules[] = {
     {"optimizer.eps", 0, INF, LO_OPEN, "> 0", "leave it out for 1e-8"},
     {"optimizer.weight_decay", 0, INF, 0, ">= 0", "0: no weight decay"},
     {"scheduler.warmup_steps", 1, INF, 0, ">= 1", "WarmupLR divides by it; leave it out for 25000"},
+    {"scheduler.factor", 0, 1, 0, "in [0, 1]", "ConstantLR's factor; leave it out for 1/3"},
+    {"scheduler.total_iters", 0, INF, 0, ">= 0", "ConstantLR's steps at the factor; leave it out for 5"},
     {"best_model_criterion[].nbest", 1, INF, 0, ">= 1", "how many best checkpoints to average"},
     /* inference: model is Speech2Text's arguments */
     {"model.beam_size", 1, 10000, 0, "in [1, 10000]", "1: greedy CTC"},
@@ -194,10 +198,27 @@ static const struct {
     {"model.decoder_conf", "normalize_before", "true"},
     {"model.decoder_conf", "dropout_rate", "0.1"},
     {"model.decoder_conf", "positional_dropout_rate", "0.1"},
-    {"model.lm_conf", "dropout_rate", "0.1"},
-    {"model.lm_conf", "positional_dropout_rate", "0.1"},
-    {"model.lm_conf", "attention_dropout_rate", "0.1"},
 };
+
+/* torch's ConstantLR defaults (factor 1/3, total_iters 5), written when the block names it. */
+static void fill_constant_lr(ynode *root)
+{
+    ynode *t = yt_get_path(root, "scheduler._target_"), *sc = yt_get_path(root, "scheduler");
+    if (!t || t->kind != YN_SCALAR || strcmp(t->str, "torch.optim.lr_scheduler.ConstantLR") != 0) return;
+    if (!yt_map_get(sc, "factor")) yt_map_set(sc, "factor", sc->mark, yt_scalar("0.3333333333333333", 0, sc->mark));
+    if (!yt_map_get(sc, "total_iters")) yt_map_set(sc, "total_iters", sc->mark, yt_scalar("5", 0, sc->mark));
+}
+
+/* TransformerLM's dropout rates default to 0.1 (SequentialRNNLM's dropout_rate to 0): written into
+ * model.lm_conf when the block exists and model.lm is transformer. */
+static void fill_lm_dropout(ynode *root)
+{
+    ynode *lm = yt_get_path(root, "model.lm"), *lc = yt_get_path(root, "model.lm_conf");
+    if (!lm || lm->kind != YN_SCALAR || strcmp(lm->str, "transformer") != 0 || !lc || lc->kind != YN_MAP) return;
+    static const char *const keys[] = {"dropout_rate", "positional_dropout_rate", "attention_dropout_rate"};
+    for (size_t i = 0; i < 3; i++)
+        if (!yt_map_get(lc, keys[i])) yt_map_set(lc, keys[i], lc->mark, yt_scalar("0.1", 0, lc->mark));
+}
 
 /* model_conf.ctc_weight defaults to 0.5 in ESPnet2's ESPnetASRModel; it matters only with an
  * attention decoder (without one, training is CTC only), so only then is the default written. */
@@ -231,6 +252,8 @@ void config_fill_defaults(config_kind kind, ynode *root)
         yt_map_set(nc, "norm_vars", nc->mark, yt_scalar(utt ? "false" : "true", 0, nc->mark));
     }
     fill_ctc_weight(root);
+    fill_lm_dropout(root);
+    fill_constant_lr(root);
 }
 
 

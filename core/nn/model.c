@@ -8,6 +8,7 @@
 #include "core/compute/ops.h"
 #include "core/nn/decoder_transformer.h"
 #include "core/nn/encoder.h"
+#include "core/nn/lm_rnn.h"
 
 static const encoder_impl *encoder_of(const asr_model *m)
 {
@@ -58,6 +59,7 @@ void asr_model_init(asr_model *m, backend *be, const model_dims *d, const model_
     m->grads = be->alloc(be, m->table.total * sizeof(float));
     init_buffers(m);
     if (d->dec_blocks > 0) m->dec = decoder_new(m);
+    if (d->lm == LM_SEQ_RNN) m->rnn = lm_rnn_new(m);
 }
 
 void asr_model_init_inference(asr_model *m, backend *be, const model_dims *d)
@@ -70,6 +72,7 @@ void asr_model_init_inference(asr_model *m, backend *be, const model_dims *d)
     m->params = be->alloc(be, m->table.state_total * sizeof(float));
     init_buffers(m);
     if (d->dec_blocks > 0) m->dec = decoder_new(m);
+    if (d->lm == LM_SEQ_RNN) m->rnn = lm_rnn_new(m);
 }
 
 /* The input layer's and the head's buffers (the encoder frees its own). */
@@ -91,6 +94,7 @@ void asr_model_free(asr_model *m)
     free_head_acts(m);
     encoder_of(m)->destroy(m);
     decoder_free(m->be, m->dec);
+    lm_rnn_free(m->be, m->rnn);
     m->be->free(m->be, m->sync_dev);
     m->be->free(m->be, m->params);
     m->be->free(m->be, m->grads);
@@ -156,10 +160,9 @@ static void ensure_acts(asr_model *m, int B, int T)
 
 void asr_model_reserve(asr_model *m, int B, int T, int Lmax)
 {
-    if (m->dims.lm) {
-        decoder_reserve(m, B, Lmax + 1, 0);
-        return;
-    }
+    if (m->rnn) lm_rnn_reserve(m, B, Lmax + 1);
+    else if (m->dims.lm) decoder_reserve(m, B, Lmax + 1, 0);
+    if (m->dims.lm) return;
     ensure_acts(m, B, T);
     if (m->dec) decoder_reserve(m, B, Lmax + 1, input_layer_out_len(m->dims.input_layer, T));
 }
@@ -198,6 +201,9 @@ double asr_model_loss(asr_model *m, const int *labels, const int *label_lens, in
     m->labels = labels, m->label_lens = label_lens, m->label_stride = stride;
     m->loss_ctc = m->loss_att = NAN;
     m->att_correct = m->att_tokens = 0;
+    if (m->rnn)
+        return m->loss_att = lm_rnn_loss(m, labels, label_lens, stride, m->B, m->train, m->seed, &m->att_correct,
+                                         &m->att_tokens);
     if (!m->dims.no_ctc)
         m->loss_ctc = m->be->ctc_loss_forward(m->be, losses, m->logp, m->hlens, labels, label_lens, stride, m->B,
                                               m->T2, m->dims.vocab, !m->rates.ctc_keep_inf);
@@ -250,6 +256,11 @@ void asr_model_backward(asr_model *m, float dloss)
     int B = m->B, N = B * m->T2, D = d->d;
     uint64_t seed = m->seed;
     float pc = m->train ? m->rates.ctc_dropout : 0;
+    if (m->rnn) {
+        lm_rnn_backward(m, dloss);
+        report_final(m, NULL, 0, 0);
+        return;
+    }
 
     /* m->dtmp gets the gradient of the encoder output from the CTC branch, then the decoder's. */
     float w = m->rates.ctc_weight;

@@ -1,6 +1,7 @@
 /* ESPnet2's Transformer-CTC or Conformer-CTC ASR model on a compute backend, forward and backward
  * by hand (or, with dims.lm, ESPnet2's TransformerLM in ESPnetLanguageModel: the decoder's code
- * without source attention, core/nn/decoder_internal.h; its forward only notes B, train and seed,
+ * without source attention, core/nn/decoder_internal.h, or its SequentialRNNLM, core/nn/lm_rnn.h;
+ * its forward only notes B, train and seed,
  * asr_model_loss reads the token sequences from the labels and returns the LM's loss, the
  * negative log-likelihood per token, in loss_att):
  *   feats (B, T, idim), already normalized
@@ -53,6 +54,7 @@ typedef struct bn_sync {
 
 typedef struct encoder_acts encoder_acts; /* the encoder's own activations (core/nn/encoder_*.c) */
 typedef struct decoder_acts decoder_acts;
+typedef struct lm_rnn lm_rnn;             /* a SequentialRNNLM's state (core/nn/lm_rnn.h) */
 
 typedef struct asr_model {
     model_dims dims;
@@ -86,6 +88,7 @@ typedef struct asr_model {
      * the last loss: loss_ctc / loss_att are NAN for a branch the model does not have;
      * att_correct / att_tokens are th_accuracy's numerator and denominator. */
     decoder_acts *dec;
+    lm_rnn *rnn;             /* dims.lm LM_SEQ_RNN: the LSTM LM (core/nn/lm_rnn.h), else NULL */
     /* trainer.sync_batchnorm (core/nn/encoder_syncbn.c): the hook, a device scratch of 4 x d floats
      * and the rows of the last synchronized forward over all ranks. */
     bn_sync sync;

@@ -367,8 +367,40 @@ static void add_lm(param_table *t, const model_dims *d)
     add_linear(t, "lm.decoder", d->vocab, d->d);
 }
 
+/* ESPnet2's SequentialRNNLM (lstm) under ESPnetLanguageModel, in its state-dict order. */
+static void add_lm_rnn(param_table *t, const model_dims *d)
+{
+    char n[96];
+    ADD(t, "lm.encoder.weight", 0, d->vocab, d->lm_embed);
+    t->items[t->n - 1].is_embedding = 1;
+    t->items[t->n - 1].zero_row0 = 1;
+    double bound = 1.0 / sqrt((double)d->d);
+    for (int l = 0; l < d->lm_layers; l++) {
+        int64_t in = l == 0 ? d->lm_embed : d->d, g = 4 * (int64_t)d->d;
+        snprintf(n, sizeof n, "lm.rnn.weight_ih_l%d", l);
+        ADD(t, n, 0, g, in);
+        snprintf(n, sizeof n, "lm.rnn.weight_hh_l%d", l);
+        ADD(t, n, 0, g, d->d);
+        snprintf(n, sizeof n, "lm.rnn.bias_ih_l%d", l);
+        ADD(t, n, 0, g);
+        snprintf(n, sizeof n, "lm.rnn.bias_hh_l%d", l);
+        ADD(t, n, 0, g);
+        for (int k = 1; k <= 4; k++) t->items[t->n - k].uniform_bound = bound;
+    }
+    add_linear(t, "lm.decoder", d->vocab, d->d);
+}
+
 void param_table_build(param_table *t, const model_dims *d)
 {
+    if (d->lm == LM_SEQ_RNN) {
+        size_t cap = 3 + (size_t)d->lm_layers * 4;
+        t->items = xcalloc(cap, sizeof *t->items);
+        t->n = 0;
+        add_lm_rnn(t, d);
+        ESP_CHECK(t->n <= cap);
+        layout(t);
+        return;
+    }
     if (d->lm) {
         size_t cap = 9 + (size_t)d->dec_blocks * 16;
         t->items = xcalloc(cap, sizeof *t->items);
@@ -456,8 +488,13 @@ int param_init(float *params, const param_table *t, const char *init, uint64_t s
         float *w = params + p->offset;
         rng r;
         rng_init(&r, rng_derive(seed, 0x1417, i)); /* one stream per tensor: order-independent */
-        if (p->is_embedding) { /* torch.nn.Embedding.reset_parameters: normal_(0, 1) */
+        if (p->is_embedding) { /* torch.nn.Embedding.reset_parameters: normal_(0, 1), the padding row zero */
             for (size_t k = 0; k < p->count; k++) w[k] = (float)normal01(&r);
+            if (p->zero_row0) memset(w, 0, (size_t)p->shape[1] * sizeof *w);
+            continue;
+        }
+        if (p->uniform_bound > 0 && scheme == TORCH_DEFAULT) { /* nn.LSTM.reset_parameters */
+            for (size_t k = 0; k < p->count; k++) w[k] = (float)((2 * uniform01(&r) - 1) * p->uniform_bound);
             continue;
         }
         if (p->is_csgu && scheme != TORCH_DEFAULT) { /* ConvolutionalSpatialGatingUnit.espnet_initialization_fn */

@@ -79,13 +79,17 @@ typedef struct model_dims {
     int dec_heads;       /* decoder_conf.attention_heads */
     int dec_ff;          /* decoder_conf.linear_units */
     int no_ctc;          /* model_conf.ctc_weight 0: no CTC branch (ESPnet2 then has no ctc module) */
-    /* An LM task (core/nn/lm_conf.h): lm 1 makes the model ESPnet2's TransformerLM inside
-     * ESPnetLanguageModel, run by the decoder's code without source attention (no encoder: blocks
-     * 0, no_ctc 1; d = att_unit, dec_heads = head, dec_ff = unit, dec_blocks = layer). */
-    int lm;
-    int lm_embed;        /* lm_conf.embed_unit */
-    int lm_pos_enc;      /* lm_conf.pos_enc: sinusoidal (1) or null (0: no positional encoding) */
+    /* An LM task (core/nn/lm_conf.h): lm makes the model a language model inside ESPnet2's
+     * ESPnetLanguageModel (no encoder: blocks 0, no_ctc 1). LM_TRANSFORMER: TransformerLM, run by the
+     * decoder's code without source attention (d = att_unit, dec_heads = head, dec_ff = unit,
+     * dec_blocks = layer); LM_SEQ_RNN: SequentialRNNLM with an LSTM (core/nn/lm_rnn.h; d = nhid). */
+    int lm;              /* lm_kind; 0: not an LM */
+    int lm_embed;        /* transformer: lm_conf.embed_unit; seq_rnn: unit (the embedding's width) */
+    int lm_pos_enc;      /* transformer: lm_conf.pos_enc sinusoidal (1) or null (0: no positional encoding) */
+    int lm_layers;       /* seq_rnn: nlayers */
 } model_dims;
+
+typedef enum lm_kind { LM_NONE = 0, LM_TRANSFORMER = 1, LM_SEQ_RNN = 2 } lm_kind;
 
 /* Fills dims from the config with ESPnet2's encoder defaults (256, 4, 2048, 6; the Conformer's in
  * core/nn/encoder_conf.c), and the decoder's from model.decoder / decoder_conf /
@@ -114,6 +118,8 @@ typedef struct param_info {
     int is_embedding;    /* nn.Embedding weight: N(0, 1) under every init scheme (reset_parameters) */
     int is_pos_bias;     /* pos_bias_u / pos_bias_v: xavier_uniform under PyTorch's defaults */
     int is_csgu;         /* cgMLP gating unit's conv / linear: espnet_initialization_fn under an init scheme */
+    int zero_row0;       /* nn.Embedding(padding_idx=0): row 0 starts at zero under every scheme */
+    double uniform_bound; /* > 0: PyTorch's default is U(-bound, bound) (nn.LSTM: 1 / sqrt(hidden)) */
     int kind;            /* param_kind */
 } param_info;
 

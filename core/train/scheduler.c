@@ -19,12 +19,17 @@ int scheduler_from_cfg(const scheduler_cfg *c, const char *interval, double base
     if (interval && strcmp(interval, "epoch") == 0) s.interval = SCHED_PER_EPOCH;
     else if (interval && strcmp(interval, "step") != 0)
         return esp_fail(err, "scheduler_interval: '%s' is not supported (use step or epoch)", interval);
-    if (c) {
+    if (c && c->target && !strcmp(c->target, "torch.optim.lr_scheduler.ConstantLR")) {
+        if (c->warmup_steps) /* the template's WarmupLR key, merged under a ConstantLR block */
+            log_warn("scheduler.warmup_steps: not an argument of ConstantLR; ignored");
+        s.kind = SCHED_CONSTANT_LR, s.factor = c->factor, s.total_iters = c->total_iters;
+    } else if (c) {
         if (!c->target)
             return esp_fail(err, "scheduler._target_: missing (set espnet2.schedulers.warmup_lr.WarmupLR)");
         if (strcmp(c->target, "espnet2.schedulers.warmup_lr.WarmupLR") != 0)
             return esp_fail(err, "scheduler._target_: '%s' is not supported (use "
-                                 "espnet2.schedulers.warmup_lr.WarmupLR)", c->target);
+                                 "espnet2.schedulers.warmup_lr.WarmupLR or torch.optim.lr_scheduler.ConstantLR)",
+                            c->target);
         if (c->warmup_steps < 0)
             return esp_fail(err, "scheduler.warmup_steps: must be positive, got %lld", (long long)c->warmup_steps);
         s.kind = SCHED_WARMUP_LR;
@@ -37,6 +42,7 @@ int scheduler_from_cfg(const scheduler_cfg *c, const char *interval, double base
 double scheduler_lr(const lr_scheduler *s)
 {
     if (s->kind == SCHED_CONSTANT) return s->base_lr;
+    if (s->kind == SCHED_CONSTANT_LR) return s->last_epoch < s->total_iters ? s->base_lr * s->factor : s->base_lr;
     return warmup_lr(s->base_lr, s->warmup_steps, s->last_epoch + 1);
 }
 

@@ -1,5 +1,6 @@
-/* Learning-rate schedules: ESPnet2's WarmupLR (espnet2/schedulers/warmup_lr.py) or a constant lr,
- * stepped per optimizer step or per epoch (`scheduler_interval`).
+/* Learning-rate schedules: ESPnet2's WarmupLR (espnet2/schedulers/warmup_lr.py), torch's ConstantLR
+ * (lr * factor for the first total_iters steps, then lr; ESPnet3's LM recipes use it with factor
+ * 1) or a constant lr, stepped per optimizer step or per epoch (`scheduler_interval`).
  *
  * State follows torch's _LRScheduler: `last_epoch` is 0 after construction and grows by one per
  * scheduler step; the lr in force is get_lr() with step_num = last_epoch + 1. So with interval
@@ -13,7 +14,7 @@
 #include "core/config/config_types.h"
 #include "core/base/log.h"
 
-typedef enum sched_kind { SCHED_CONSTANT, SCHED_WARMUP_LR } sched_kind;
+typedef enum sched_kind { SCHED_CONSTANT, SCHED_WARMUP_LR, SCHED_CONSTANT_LR } sched_kind;
 typedef enum sched_interval { SCHED_PER_STEP, SCHED_PER_EPOCH } sched_interval;
 
 /* ESPnet2's default warmup_steps (also used when the YAML leaves the key out or writes 0, which
@@ -25,6 +26,8 @@ typedef struct lr_scheduler {
     sched_interval interval;
     double base_lr;         /* the optimizer's lr */
     int64_t warmup_steps;
+    double factor;          /* ConstantLR */
+    int64_t total_iters;
     int64_t last_epoch;     /* torch's name; counts scheduler steps whatever the interval */
 } lr_scheduler;
 

@@ -3,7 +3,8 @@
  * blocks (sums over more than 32 blocks of SUM_SQUARES_BLOCK, a million dropout elements, Adam
  * over many blocks), and bit for bit where the backends promise the CPU's bits: sum_squares,
  * clip_grad_norm, Adam, dropout, scale and the embedding; the label-smoothing loss at a vocabulary
- * of 700 and its argmax's edge cases (ties, NaN, -inf); the Conformer's ops (at the end). */
+ * of 700 and its argmax's edge cases (ties, NaN, -inf); the Conformer's ops and the LSTM cell (at
+ * the end). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -315,6 +316,36 @@ Test(cuda_emu, swish_glu_within_rounding_dwconv1d_with_the_cpu_bits)
     pair_same(bes, dw, "dwconv1d_backward dw");
     pair_same(bes, db, "dwconv1d_backward db");
     pair all[] = {x, dy, y, w, bias, dw, db};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(bes, all[i]);
+    backend_close(bes[0]);
+    backend_close(bes[1]);
+}
+
+/* The LSTM cell within float rounding of the CPU (its sigmoids take exp a block at a time from
+ * libmvec, the kernels expf per element; tanh is the host's tanhf on both sides here): rows of an
+ * odd H over many thread blocks, the first step (c_prev NULL, no dc, no dc_prev) and a later one. */
+Test(cuda_emu, lstm_cell_within_rounding)
+{
+    enum { LN = 97, LH = 1031 };
+    size_t nh = (size_t)LN * LH;
+    backend *bes[2] = {open_kind("cpu"), open_kind("cuda")};
+    pair g = pair_rand(bes, 4 * nh, 40, -6, 6), cp = pair_rand(bes, nh, 41, -2, 2), dh = pair_rand(bes, nh, 42, -1, 1);
+    pair dc = pair_rand(bes, nh, 43, -1, 1), h = pair_rand(bes, nh, 44, -9, 9), c = pair_rand(bes, nh, 45, -9, 9);
+    pair act = pair_rand(bes, 4 * nh, 46, -9, 9), dg = pair_rand(bes, 4 * nh, 47, -9, 9);
+    pair dcp = pair_rand(bes, nh, 48, -9, 9);
+    for (int first = 0; first < 2; first++) {
+        for (int b = 0; b < 2; b++)
+            bes[b]->lstm_cell_forward(bes[b], h.d[b], c.d[b], act.d[b], g.d[b], first ? NULL : cp.d[b], LN, LH);
+        expect_within(bes, h, nh, 1e-6, "lstm_cell_forward h");
+        expect_within(bes, c, nh, 1e-6, "lstm_cell_forward c");
+        expect_within(bes, act, 4 * nh, 1e-6, "lstm_cell_forward act");
+        for (int b = 0; b < 2; b++)
+            bes[b]->lstm_cell_backward(bes[b], dg.d[b], first ? NULL : dcp.d[b], dh.d[b], first ? NULL : dc.d[b],
+                                       act.d[b], first ? NULL : cp.d[b], c.d[b], LN, LH);
+        expect_within(bes, dg, 4 * nh, 1e-6, "lstm_cell_backward dgates");
+        if (!first) expect_within(bes, dcp, nh, 1e-6, "lstm_cell_backward dc_prev");
+    }
+    pair all[] = {g, cp, dh, dc, h, c, act, dg, dcp};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(bes, all[i]);
     backend_close(bes[0]);
     backend_close(bes[1]);

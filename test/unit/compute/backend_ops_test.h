@@ -48,6 +48,8 @@ extern const tb_case tb_cases_decoder[];
 extern const int tb_ncases_decoder;
 extern const tb_case tb_cases_conformer[];
 extern const int tb_ncases_conformer;
+extern const tb_case tb_cases_lstm[];
+extern const int tb_ncases_lstm;
 
 /* ---- for the cases */
 

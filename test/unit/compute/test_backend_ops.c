@@ -168,6 +168,8 @@ static const tb_case *case_for(backend_op op)
         if (tb_cases_decoder[i].op == op) found = &tb_cases_decoder[i];
     for (int i = 0; i < tb_ncases_conformer; i++)
         if (tb_cases_conformer[i].op == op) found = &tb_cases_conformer[i];
+    for (int i = 0; i < tb_ncases_lstm; i++)
+        if (tb_cases_lstm[i].op == op) found = &tb_cases_lstm[i];
     return found;
 }
 
@@ -326,6 +328,7 @@ Test(backend_ops, op_names)
         for (int i = 0; i < tb_ncases_step; i++) n += (int)tb_cases_step[i].op == op;
         for (int i = 0; i < tb_ncases_decoder; i++) n += (int)tb_cases_decoder[i].op == op;
         for (int i = 0; i < tb_ncases_conformer; i++) n += (int)tb_cases_conformer[i].op == op;
+        for (int i = 0; i < tb_ncases_lstm; i++) n += (int)tb_cases_lstm[i].op == op;
         cr_assert(n <= 1, "op %s has %d cases", backend_op_name((backend_op)op), n);
     }
 }

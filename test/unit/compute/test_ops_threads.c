@@ -180,6 +180,18 @@ static void scen_elementwise(backend *be, outs *o)
     float *db2 = zeros(N);
     be->mul_backward(be, dx, db2, y, x, a, N), out_add(o, dx, N), out_add(o, db2, N);
     free(db2);
+    /* the LSTM cell: rows of an odd H, with and without c_prev / dc / dc_prev */
+    enum { LN = 3000, LH = 33 };
+    size_t nh = (size_t)LN * LH;
+    float *g = rnd(4 * nh, -4, 4), *cp = rnd(nh, -2, 2), *dh = rnd(nh, -1, 1), *dcn = rnd(nh, -1, 1);
+    float *h = zeros(nh), *c = zeros(nh), *act = zeros(4 * nh), *dg = zeros(4 * nh), *dcp = zeros(nh);
+    for (int first = 0; first < 2; first++) {
+        be->lstm_cell_forward(be, h, c, act, g, first ? NULL : cp, LN, LH);
+        out_add(o, h, nh), out_add(o, c, nh), out_add(o, act, 4 * nh);
+        be->lstm_cell_backward(be, dg, first ? NULL : dcp, dh, first ? NULL : dcn, act, first ? NULL : cp, c, LN, LH);
+        out_add(o, dg, 4 * nh), out_add(o, dcp, nh);
+    }
+    free(g), free(cp), free(dh), free(dcn), free(h), free(c), free(act), free(dg), free(dcp);
     be->log_softmax_forward(be, y, x, R, V), out_add(o, y, (size_t)R * V);
     be->log_softmax_backward(be, dx, a, y, R, V), out_add(o, dx, (size_t)R * V);
     be->posenc_forward(be, y, x, 16.0, 5, 50, 256), out_add(o, y, 5 * 50 * 256);

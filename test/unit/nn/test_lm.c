@@ -1,9 +1,10 @@
-/* ESPnet2's TransformerLM in ESPnetLanguageModel (the model's LM form) against the real ESPnet
- * (fixtures by scripts/make_lm_fixtures.py): vocabulary 12, embed_unit 16, att_unit 32, 4 heads,
- * unit 64, 2 layers, dropout off, pos_enc null and sinusoidal. The loss (negative log-likelihood
- * per token), the log-probabilities and every parameter gradient of a padded batch of 3; the
- * beam search's batch_score for prefixes of several lengths, at once, step by step through the
- * cache and in a batch of two. */
+/* ESPnet2's language models in ESPnetLanguageModel (the model's LM forms) against the real ESPnet
+ * (fixtures by scripts/make_lm_fixtures.py), vocabulary 12, dropout off: TransformerLM (embed_unit
+ * 16, att_unit 32, 4 heads, unit 64, 2 layers; pos_enc null and sinusoidal) and SequentialRNNLM
+ * (an LSTM: unit 16, nhid 24, 2 layers; and unit 20, 1 layer). The loss (negative log-likelihood
+ * per token), the log-probabilities and every parameter gradient of a padded batch of 3; the beam
+ * search's batch_score for prefixes of several lengths, at once, step by step through the cache
+ * and in a batch of two. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include "core/compute/backend.h"
 #include "core/nn/decoder_internal.h"
 #include "core/nn/decoder_transformer.h"
+#include "core/nn/lm_rnn.h"
 #include "core/nn/model.h"
 #include "test/unit/nn/fx_pack.h"
 #include "test/unit/nn/grads_final_check.h"
@@ -21,8 +23,26 @@ enum { V = 12, B = 3, STRIDE = 7 };
 
 static model_dims lm_dims(int pos_enc)
 {
-    return (model_dims){.lm = 1, .no_ctc = 1, .vocab = V, .lm_embed = 16, .d = 32, .heads = 4, .ff = 64,
+    return (model_dims){.lm = LM_TRANSFORMER, .no_ctc = 1, .vocab = V, .lm_embed = 16, .d = 32, .heads = 4, .ff = 64,
                         .dec_blocks = 2, .dec_heads = 4, .dec_ff = 64, .lm_pos_enc = pos_enc};
+}
+
+static model_dims rnn_dims(int unit, int nhid, int layers)
+{
+    return (model_dims){.lm = LM_SEQ_RNN, .no_ctc = 1, .vocab = V, .lm_embed = unit, .d = nhid, .lm_layers = layers};
+}
+
+/* The prefixes' next-token log-probabilities, from the LM form's step. */
+static void lm_score(const asr_model *m, const int *const *p, const int *lens, int n, float *out)
+{
+    if (m->rnn) lm_rnn_score_batch(m, p, lens, n, out);
+    else decoder_score_batch(m, NULL, 0, p, lens, n, out);
+}
+
+static void lm_new_utterance(const asr_model *m)
+{
+    if (m->rnn) lm_rnn_score_new_utterance(m);
+    else decoder_score_new_utterance(m);
 }
 
 /* ESPnet's weights into the model: every parameter once, every fixture tensor a parameter. */
@@ -38,7 +58,15 @@ static void load_weights(asr_model *m, const pack *w)
     }
 }
 
-static void check_loss(const char *suffix, int pos_enc)
+/* The forward's log-probabilities of text b at position t (batch-major in the transformer's buffer,
+ * time-major in the LSTM's). */
+static const float *lm_logp(const asr_model *m, int b, int t)
+{
+    if (m->rnn) return lm_rnn_logp(m) + ((size_t)t * B + b) * V;
+    return m->dec->logp + ((size_t)b * m->dec->L + t) * V;
+}
+
+static void check_loss(const char *suffix, model_dims d)
 {
     backend *be;
     esp_err err;
@@ -46,8 +74,8 @@ static void check_loss(const char *suffix, int pos_enc)
     char wn[32], cn[32];
     snprintf(wn, sizeof wn, "weights%s", suffix);
     snprintf(cn, sizeof cn, "loss%s", suffix);
+    if (!strcmp(suffix, "_rnn1")) snprintf(wn, sizeof wn, "weights_rnn1");
     pack w = load_pack("lm", wn), c = load_pack("lm", cn);
-    model_dims d = lm_dims(pos_enc);
     model_rates rates = {.length_normalized_loss = 1};
     asr_model m;
     asr_model_init(&m, be, &d, &rates);
@@ -72,7 +100,7 @@ static void check_loss(const char *suffix, int pos_enc)
     for (int b = 0; b < B; b++)
         for (int t = 0; t <= label_lens[b]; t++) {
             size_t row = ((size_t)b * (STRIDE + 1) + t) * V;
-            worst_logp = fmax(worst_logp, pack_rel_err(m.dec->logp + row, logp + row, V, 1.0));
+            worst_logp = fmax(worst_logp, pack_rel_err(lm_logp(&m, b, t), logp + row, V, 1.0));
         }
     cr_expect_lt(worst_logp, 1e-5, "%s: log-probabilities differ: %g", cn, worst_logp);
 
@@ -98,7 +126,7 @@ static void check_loss(const char *suffix, int pos_enc)
         cr_expect_lt(e, 1e-4, "%s: gradient of %s differs: %g", cn, p->name, e);
     }
     /* Token 0 is only ever padding: its embedding row gets no gradient. */
-    const param_info *emb = param_find(&m.table, "lm.embed.weight");
+    const param_info *emb = param_find(&m.table, m.rnn ? "lm.encoder.weight" : "lm.embed.weight");
     for (int k = 0; k < d.lm_embed; k++) cr_expect_eq(m.grads[emb->offset + k], 0.0f);
     cr_log_info("%s: loss %.7f (ESPnet %.7f), worst gradient rel err %.2g", cn, loss, ref, worst);
     pack_free(&w), pack_free(&c);
@@ -108,12 +136,22 @@ static void check_loss(const char *suffix, int pos_enc)
 
 Test(lm, loss_logp_and_every_gradient_match_espnet_without_positions)
 {
-    check_loss("", 0);
+    check_loss("", lm_dims(0));
 }
 
 Test(lm, loss_logp_and_every_gradient_match_espnet_with_sinusoidal_positions)
 {
-    check_loss("_sin", 1);
+    check_loss("_sin", lm_dims(1));
+}
+
+Test(lm, lstm_loss_logp_and_every_gradient_match_espnet)
+{
+    check_loss("_rnn", rnn_dims(16, 24, 2));
+}
+
+Test(lm, one_layer_lstm_with_nhid_unit_matches_espnet)
+{
+    check_loss("_rnn1", rnn_dims(20, 20, 1));
 }
 
 /* Dropout: a training forward is reproducible from its seed and differs from eval mode. */
@@ -156,7 +194,7 @@ static double score_check(const asr_model *m, const pack *s, int *const *pfx, co
     int lens[8];
     for (int i = 0; i < k; i++) p[i] = pfx[idx[i]], lens[i] = len[idx[i]];
     float out[8 * V];
-    decoder_score_batch(m, NULL, 0, p, lens, k, out);
+    lm_score(m, p, lens, k, out);
     double worst = 0;
     for (int i = 0; i < k; i++) {
         char name[32];
@@ -169,7 +207,7 @@ static double score_check(const asr_model *m, const pack *s, int *const *pfx, co
     return worst;
 }
 
-static void check_score(const char *suffix, int pos_enc)
+static void check_score(const char *suffix, model_dims d)
 {
     backend *be;
     esp_err err;
@@ -178,7 +216,6 @@ static void check_score(const char *suffix, int pos_enc)
     snprintf(wn, sizeof wn, "weights%s", suffix);
     snprintf(sn, sizeof sn, "score%s", suffix);
     pack w = load_pack("lm", wn), s = load_pack("lm", sn);
-    model_dims d = lm_dims(pos_enc);
     asr_model m;
     asr_model_init_inference(&m, be, &d);
     load_weights(&m, &w);
@@ -195,7 +232,7 @@ static void check_score(const char *suffix, int pos_enc)
     static const int all[5] = {0, 1, 2, 3, 4};
     double worst = score_check(&m, &s, pfx, len, all, 5, "logp", 1);
     /* Prefix 4 grown one token per call: every step but the first reuses the previous call's cache. */
-    decoder_score_new_utterance(&m);
+    lm_new_utterance(&m);
     for (int t = 1; t <= len[4]; t++) {
         int keep = len[4];
         len[4] = t;
@@ -203,7 +240,7 @@ static void check_score(const char *suffix, int pos_enc)
         snprintf(ref, sizeof ref, "logp_inc.%d", t - 1);
         const int *p[1] = {pfx[4]};
         float out[V];
-        decoder_score_batch(&m, NULL, 0, p, &len[4], 1, out);
+        lm_score(&m, p, &len[4], 1, out);
         double e = pack_rel_err(out, pack_must(&s, ref, NULL), V, 1.0);
         cr_expect_lt(e, 1e-5, "step %d: %g", t, e);
         worst = fmax(worst, e);
@@ -220,10 +257,15 @@ static void check_score(const char *suffix, int pos_enc)
 
 Test(lm, batch_score_matches_espnet_at_once_step_by_step_and_in_a_batch)
 {
-    check_score("", 0);
+    check_score("", lm_dims(0));
 }
 
 Test(lm, batch_score_matches_espnet_with_sinusoidal_positions)
 {
-    check_score("_sin", 1);
+    check_score("_sin", lm_dims(1));
+}
+
+Test(lm, lstm_batch_score_matches_espnet_at_once_step_by_step_and_in_a_batch)
+{
+    check_score("_rnn", rnn_dims(16, 24, 2));
 }

@@ -515,3 +515,23 @@ Test(limit_batches, counts_fractions_and_integer_one)
     cr_assert_eq(limit_batches(-4, 10), 4);
     cr_assert_eq(limit_batches(-40, 10), 10);
 }
+
+/* torch.optim.lr_scheduler.ConstantLR (ESPnet3's LM recipes): lr * factor for the first total_iters
+ * scheduler steps, then lr (torch 2.11: ConstantLR(opt, factor=0.5, total_iters=3) gives 0.5, 0.5,
+ * 0.5, 1, 1 x lr); the template's warmup_steps merged under it is ignored. */
+Test(scheduler, constant_lr_as_torch)
+{
+    scheduler_cfg sc = {.target = "torch.optim.lr_scheduler.ConstantLR", .factor = 0.5, .total_iters = 3,
+                        .warmup_steps = 15000};
+    lr_scheduler s;
+    esp_err err;
+    cr_assert_eq(scheduler_from_cfg(&sc, "step", 0.1, &s, &err), 0, "%s", err.msg);
+    const double want[5] = {0.05, 0.05, 0.05, 0.1, 0.1};
+    for (int k = 0; k < 5; k++) {
+        cr_assert_float_eq(scheduler_lr(&s), want[k], 1e-15, "step %d: %g", k, scheduler_lr(&s));
+        scheduler_on_step_end(&s);
+    }
+    sc.factor = 1.0, sc.total_iters = 1;
+    cr_assert_eq(scheduler_from_cfg(&sc, "step", 0.1, &s, &err), 0, "%s", err.msg);
+    cr_assert_float_eq(scheduler_lr(&s), 0.1, 1e-15);
+}

@@ -1,8 +1,9 @@
-/* A language model through the binary on the tiny recipe (ESPnet3's LM task,
- * recipes/espeak_fortunes/conf/training_tiny_lm.yaml, on the LM text create_dataset writes):
- * collect_stats' text shapes, training with its metrics and lm.* checkpoints, bit-identical
- * resume, and shallow fusion in stage 6 (joint CTC/attention + LM, and CTC + LM), with the errors
- * an inference config can make about it. */
+/* Language models through the binary on the tiny recipe (ESPnet3's LM task on the LM text
+ * create_dataset writes): recipes/espeak_fortunes/conf/training_tiny_lm.yaml (SequentialRNNLM, an
+ * LSTM, as the default recipe's): collect_stats' text shapes, training with its metrics and lm.*
+ * checkpoints, bit-identical resume, and shallow fusion in stage 6 (joint CTC/attention + LM, and
+ * CTC + LM), with the errors an inference config can make about it; training_tiny_lm_transformer.yaml
+ * (TransformerLM): trained and fused the same way. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,20 +20,24 @@ static int run_asr(const char *extra)
                    test_root_dir(), test_bin_path(), dir, dir, dir, dir, extra, dir);
 }
 
-static int run_lm(const char *exp, const char *extra)
+static int run_lm_cfg(const char *cfg, const char *exp, const char *extra)
 {
-    return test_sh("cd '%s' && timeout 300 '%s' -q --config recipes/espeak_fortunes/conf/training_tiny_lm.yaml "
-                   "data_dir=%s/data exp_dir=%s/%s %s >>%s/log 2>&1",
-                   test_root_dir(), test_bin_path(), dir, dir, exp, extra, dir);
+    return test_sh("cd '%s' && timeout 300 '%s' -q --config recipes/espeak_fortunes/conf/%s.yaml data_dir=%s/data "
+                   "exp_dir=%s/%s %s >>%s/log 2>&1",
+                   test_root_dir(), test_bin_path(), cfg, dir, dir, exp, extra, dir);
 }
 
-static int infer(const char *out, const char *extra)
+static int run_lm(const char *exp, const char *extra) { return run_lm_cfg("training_tiny_lm", exp, extra); }
+
+static int infer_lm(const char *lm, const char *out, const char *extra)
 {
     return test_sh("cd '%s' && timeout 300 '%s' -q --inference_config recipes/espeak_fortunes/conf/inference_tiny.yaml "
                    "data_dir=%s/data exp_dir=%s/asr inference_dir=%s/%s model.asr_model_file=valid.loss.ave "
-                   "model.lm_train_config=%s/lm/config.yaml model.lm_file=valid.loss.ave --stages infer %s >>%s/log 2>&1",
-                   test_root_dir(), test_bin_path(), dir, dir, dir, out, dir, extra, dir);
+                   "model.lm_train_config=%s/%s/config.yaml model.lm_file=valid.loss.ave --stages infer %s >>%s/log 2>&1",
+                   test_root_dir(), test_bin_path(), dir, dir, dir, out, dir, lm, extra, dir);
 }
+
+static int infer(const char *out, const char *extra) { return infer_lm("lm", out, extra); }
 
 static char *slurp(const char *rel) { return test_slurp_or_empty(test_path(dir, rel)); }
 static int exists(const char *rel) { return test_exists(test_path(dir, rel)); }
@@ -63,11 +68,10 @@ Test(train_lm, trains_resumes_and_fuses_into_the_joint_search)
     const char *header = "epoch,step,train/grad_norm,train/loss,train/lr,valid/loss\r\n";
     cr_assert(!strncmp(csv, header, strlen(header)), "%s", csv);
     free(csv);
-    /* ESPnet2's names (TransformerLM under ESPnetLanguageModel), nothing of an ASR model. */
+    /* ESPnet2's names (SequentialRNNLM under ESPnetLanguageModel), nothing of an ASR model. */
     char *model = slurp("lm/checkpoints/epoch=2-step=8/model.safetensors");
-    cr_assert(strstr(model + 8, "\"lm.embed.weight\"") && strstr(model + 8, "\"lm.encoder.embed.0.weight\"") &&
-              strstr(model + 8, "\"lm.encoder.encoders.0.self_attn.linear_q.weight\"") &&
-              strstr(model + 8, "\"lm.encoder.after_norm.bias\"") && strstr(model + 8, "\"lm.decoder.weight\"") &&
+    cr_assert(strstr(model + 8, "\"lm.encoder.weight\"") && strstr(model + 8, "\"lm.rnn.weight_ih_l0\"") &&
+              strstr(model + 8, "\"lm.rnn.bias_hh_l0\"") && strstr(model + 8, "\"lm.decoder.weight\"") &&
               !strstr(model + 8, "\"encoder.") && !strstr(model + 8, "ctc"));
     free(model);
     cr_assert(exists("lm/valid.loss.ave.safetensors") && exists("lm/config.yaml"));
@@ -112,4 +116,24 @@ Test(train_lm, trains_resumes_and_fuses_into_the_joint_search)
     cr_assert(strstr(log, "not a language model's training config"), "%s", log);
     free(log);
     cr_assert(!exists("bad1/test/hyp.scp") && !exists("bad2/test/hyp.scp"));
+}
+
+/* TransformerLM (ESPnet2's lm: transformer, small sizes): trained, its checkpoint names, fused. */
+Test(train_lm, transformer_lm_trains_and_fuses)
+{
+    cr_assert_eq(run_asr("--stage 1 --stop_stage 5 trainer.max_epochs=1"), 0, "%s", slurp("log"));
+    cr_assert_eq(run_lm_cfg("training_tiny_lm_transformer", "tlm",
+                            "--stages collect_stats train trainer.max_epochs=1 model.lm_conf.embed_unit=16 "
+                            "model.lm_conf.att_unit=32 model.lm_conf.head=4 model.lm_conf.unit=64 model.lm_conf.layer=1"),
+                 0, "%s", slurp("log"));
+    char *model = slurp("tlm/checkpoints/epoch=1-step=4/model.safetensors");
+    cr_assert(strstr(model + 8, "\"lm.embed.weight\"") && strstr(model + 8, "\"lm.encoder.embed.0.weight\"") &&
+              strstr(model + 8, "\"lm.encoder.encoders.0.self_attn.linear_q.weight\"") &&
+              strstr(model + 8, "\"lm.encoder.after_norm.bias\"") && strstr(model + 8, "\"lm.decoder.weight\""));
+    free(model);
+    cr_assert_eq(infer_lm("tlm", "tjoint", "model.beam_size=3 model.ctc_weight=0.3 model.lm_weight=0.5"), 0, "%s",
+                 slurp("log"));
+    char *hyp = slurp("tjoint/test/hyp.scp");
+    cr_assert_eq(count_lines(hyp), 6, "%s", hyp);
+    free(hyp);
 }
