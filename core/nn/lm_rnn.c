@@ -301,9 +301,9 @@ static void ensure_score_work(backend *be, const lm_rnn *r, rnn_score *s, size_t
     if (n <= s->cap_n) return;
     float **w[] = {&s->x, &s->g, &s->g2, &s->hp, &s->cp, &s->hn, &s->cn, &s->act, &s->logits};
     for (size_t i = 0; i < sizeof w / sizeof *w; i++) be->free(be, *w[i]);
-    size_t U = (size_t)r->U, H = (size_t)r->H, in = U > H ? U : H;
+    size_t U = (size_t)r->U, H = (size_t)r->H, in = U > H ? U : H, states = (size_t)r->nl * n * H;
     s->x = ALLOC(n * in), s->g = ALLOC(n * 4 * H), s->g2 = ALLOC(n * 4 * H), s->act = ALLOC(n * 4 * H);
-    s->hp = ALLOC(n * H), s->cp = ALLOC(n * H), s->hn = ALLOC(n * H), s->cn = ALLOC(n * H);
+    s->hp = ALLOC(states), s->cp = ALLOC(states), s->hn = ALLOC(states), s->cn = ALLOC(states); /* layer-major */
     s->logits = ALLOC(n * (size_t)r->V);
     s->cap_n = n;
 }
