@@ -9,6 +9,8 @@
  *   metrics/                   metrics.csv of training, metrics.json / result.txt of scoring (if any)
  *   espnet/                    the same model for ESPnet2 (stages/pack_espnet.h): config.yaml,
  *                              a .pth state dict, stats, bpe model, meta.yaml
+ *   lm/model.safetensors       with shallow fusion (model.lm_weight > 0): the LM's weights (lm_file),
+ *   conf/lm_config.yaml        its training config, the token list pointing inside
  *   README.md                  what this is and how to decode with it
  *
  * Paths inside are ${config_path:...} interpolations, so the pack can be moved or copied anywhere.
@@ -27,7 +29,7 @@
 #include "stages/stages.h"
 
 static const char *const pack_entries[] = {"model.safetensors", "conf", "tokens", "stats", "metrics", "espnet",
-                                           "README.md"};
+                                           "lm", "README.md"};
 
 static int copy_file(const char *src, const char *dst, esp_err *err)
 {
@@ -84,7 +86,50 @@ static void set_bpemodel(ynode *t, const char *key, const model_files *mf)
     free(v);
 }
 
-static int write_configs(const char *staging, const esp_config *inference, const model_files *mf, esp_err *err)
+/* A weights file into the pack as safetensors (a PyTorch checkpoint's tensors converted). */
+static int pack_weights(const char *src, const char *dst, size_t *n_params, esp_err *err)
+{
+    st_file sf;
+    if (model_weights_open(src, &sf, err) != 0) return -1;
+    int rc = pt_is_zip_file(src) ? st_write(dst, sf.tensors, sf.n, NULL, 0, err) : copy_file(src, dst, err);
+    for (size_t i = 0; n_params && i < sf.n; i++) *n_params += (size_t)st_numel(&sf.tensors[i]);
+    st_close(&sf);
+    return rc;
+}
+
+/* Shallow fusion's LM (lm: NULL without one): lm/model.safetensors and conf/lm_config.yaml, whose
+ * tokenizer is the pack's token list (the LM must share the ASR model's, token for token). */
+static int pack_lm(const char *staging, const model_files *lm, const model_files *mf, esp_err *err)
+{
+    if (!lm) return 0;
+    size_t la, lb;
+    char *a = read_file(mf->tokens, &la, err), *b = a ? read_file(lm->tokens, &lb, err) : NULL;
+    int rc = a && b ? 0 : -1;
+    if (rc == 0 && (la != lb || memcmp(a, b, la)))
+        rc = esp_fail(err, "%s: the LM's token list is not the ASR model's %s (the pack holds one token list)",
+                      lm->tokens, mf->tokens);
+    free(a), free(b);
+    char *dir = xasprintf("%s/lm", staging), *w = xasprintf("%s/model.safetensors", dir);
+    if (rc == 0) rc = mkdir_p(dir, err);
+    if (rc == 0) rc = pack_weights(lm->weights, w, NULL, err);
+    if (rc == 0) {
+        ynode *t = yt_copy(lm->train_cfg->tree);
+        set_key(t, "exp_dir", "${config_path:../lm}");
+        set_key(t, "tokenizer.save_path", "${config_path:../tokens}");
+        char *p = xasprintf("%s/conf/lm_config.yaml", staging);
+        rc = write_tree(t, p,
+                        "# Training config of the packed model's language model (pack_model): the token list points\n"
+                        "# into the pack; data and training paths are those of the original run.\n",
+                        err);
+        free(p);
+        yt_free(t);
+    }
+    free(dir), free(w);
+    return rc;
+}
+
+static int write_configs(const char *staging, const esp_config *inference, const model_files *mf,
+                         const model_files *lm, esp_err *err)
 {
     char *conf = xasprintf("%s/conf", staging);
     int rc = mkdir_p(conf, err);
@@ -111,6 +156,10 @@ static int write_configs(const char *staging, const esp_config *inference, const
         set_key(t, "model.asr_train_config", "${config_path:config.yaml}");
         set_key(t, "model.asr_model_file", "${config_path:../model.safetensors}");
         set_bpemodel(t, "model.bpemodel", mf);
+        if (lm) {
+            set_key(t, "model.lm_train_config", "${config_path:lm_config.yaml}");
+            set_key(t, "model.lm_file", "${config_path:../lm/model.safetensors}");
+        }
         /* The test data stay where they are: absolute paths work from wherever the pack goes. */
         if (ic->data_dir) {
             char *abs = path_absolute(ic->data_dir);
@@ -231,8 +280,13 @@ int stage_pack_model(const stage_ctx *ctx, esp_err *err)
     const esp_config *inf = ctx->configs->inference;
     const inference_cfg *ic = inf->typed;
     if (!ic->exp_dir) return esp_fail(err, "%s: exp_dir: missing (the pack goes to ${exp_dir}/model_pack)", inf->path);
-    model_files mf;
+    model_files mf, lmf = {0};
     if (model_files_locate(&mf, ic, inf->path, err) != 0) return -1;
+    int fusion = ic->model && ic->model->lm_weight > 0;
+    if (fusion && lm_files_locate(&lmf, ic, inf->path, err) != 0) {
+        model_files_free(&mf);
+        return -1;
+    }
     char *pack = xasprintf("%s/model_pack", ic->exp_dir);
     char *staging = xasprintf("%s/.staging", pack);
     char *tok_dir = xasprintf("%s/tokens", staging), *stats_dir = xasprintf("%s/stats", staging);
@@ -264,13 +318,14 @@ int stage_pack_model(const stage_ctx *ctx, esp_err *err)
     free(bpe);
     if (rc == 0 && mf.stats) rc = mkdir_p(stats_dir, err);
     if (rc == 0 && mf.stats) rc = copy_file(mf.stats, st, err);
-    if (rc == 0) rc = write_configs(staging, inf, &mf, err);
+    if (rc == 0) rc = write_configs(staging, inf, &mf, fusion ? &lmf : NULL, err);
+    if (rc == 0) rc = pack_lm(staging, fusion ? &lmf : NULL, &mf, err); /* into conf/, made above */
     if (rc == 0) rc = copy_metrics(staging, ic, &n_metrics, err);
     if (rc == 0) rc = write_readme(staging, &mf, ic, n_params, n_metrics, err);
     if (rc == 0) rc = publish(staging, pack, err);
     if (rc == 0) log_info("pack_model: %s (model %s, %zu parameters)", pack, mf.weights, n_params);
     else remove_tree(staging);
     free(pack), free(staging), free(tok_dir), free(stats_dir), free(w), free(tk), free(st);
-    model_files_free(&mf);
+    model_files_free(&mf), model_files_free(&lmf);
     return rc;
 }

@@ -24,15 +24,7 @@ static const char *const dec_param_names[DP_COUNT] = {
     "norm1.weight", "norm1.bias", "norm2.weight", "norm2.bias", "norm3.weight", "norm3.bias",
 };
 
-static size_t offset_of(const asr_model *m, const char *name)
-{
-    const param_info *p = param_find(&m->table, name);
-    if (!p) {
-        fprintf(stderr, "espnet3: internal error: no parameter %s\n", name);
-        ESP_CHECK(p != NULL);
-    }
-    return p->offset;
-}
+static size_t offset_of(const asr_model *m, const char *name) { return param_offset(&m->table, name); }
 
 /* TransformerLM's block names (ESPnet1's EncoderLayer) for the decoder's parameter slots; NULL:
  * the LM's block has no such parameter. */

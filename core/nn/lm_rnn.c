@@ -50,15 +50,7 @@ struct lm_rnn {
     rnn_score *score;
 };
 
-static size_t offset_of(const asr_model *m, const char *name)
-{
-    const param_info *p = param_find(&m->table, name);
-    if (!p) {
-        fprintf(stderr, "espnet3: internal error: no parameter %s\n", name);
-        ESP_CHECK(p != NULL);
-    }
-    return p->offset;
-}
+static size_t offset_of(const asr_model *m, const char *name) { return param_offset(&m->table, name); }
 
 lm_rnn *lm_rnn_new(const asr_model *m)
 {

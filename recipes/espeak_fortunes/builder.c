@@ -16,6 +16,7 @@
 #include "core/base/rng.h"
 #include "core/data/audio.h"
 #include "recipes/espeak_fortunes/fortunes.h"
+#include "recipes/espeak_fortunes/str_list.h"
 #include "recipes/espeak_fortunes/lm_text.h"
 #include "recipes/espeak_fortunes/synth.h"
 #include "recipes/espeak_fortunes/text_norm.h"
@@ -97,31 +98,6 @@ typedef struct utterance {
     enum split_id split;
 } utterance;
 
-typedef struct str_list {
-    char **v;
-    size_t n, cap;
-} str_list;
-
-static void str_list_push(str_list *l, char *s)
-{
-    if (l->n == l->cap) {
-        l->cap = l->cap ? 2 * l->cap : 256;
-        l->v = xrealloc(l->v, l->cap * sizeof *l->v);
-    }
-    l->v[l->n++] = s;
-}
-
-static void str_list_free(str_list *l)
-{
-    for (size_t i = 0; i < l->n; i++) free(l->v[i]);
-    free(l->v);
-    memset(l, 0, sizeof *l);
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
 
 /* ---- settings ---------------------------------------------------------------------------- */
 
@@ -434,7 +410,7 @@ static int collect_sentences(const settings *s, str_list *out, esp_err *err)
 {
     sentence_sink sink = {s, out};
     if (fortunes_for_each(s->text_source, keep_fortune_sentences, &sink, err) != 0) return -1;
-    if (out->n) qsort(out->v, out->n, sizeof *out->v, cmp_str);
+    if (out->n) qsort(out->v, out->n, sizeof *out->v, str_list_cmp);
     size_t u = 0;
     for (size_t i = 0; i < out->n; i++) {
         if (u > 0 && strcmp(out->v[u - 1], out->v[i]) == 0) free(out->v[i]);

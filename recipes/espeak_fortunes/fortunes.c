@@ -1,4 +1,5 @@
 #include "recipes/espeak_fortunes/fortunes.h"
+#include "recipes/espeak_fortunes/str_list.h"
 #include "core/base/fsio.h"
 
 #include <ctype.h>
@@ -9,31 +10,6 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-typedef struct name_list {
-    char **v;
-    size_t n, cap;
-} name_list;
-
-static void name_list_push(name_list *l, char *s)
-{
-    if (l->n == l->cap) {
-        l->cap = l->cap ? 2 * l->cap : 64;
-        l->v = xrealloc(l->v, l->cap * sizeof *l->v);
-    }
-    l->v[l->n++] = s;
-}
-
-static void name_list_free(name_list *l)
-{
-    for (size_t i = 0; i < l->n; i++) free(l->v[i]);
-    free(l->v);
-    memset(l, 0, sizeof *l);
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
 
 /* Words ending in '.' that do not end a sentence; the builder drops sentences holding them, since
  * a synthesizer expands them ("Dr." -> doctor) and the transcript would not match. */
@@ -128,11 +104,11 @@ static void split_fortune_file(const char *text, sentence_list *l, fortune_fn fn
     }
 }
 
-static int list_text_files(const char *source, name_list *files, esp_err *err)
+static int list_text_files(const char *source, str_list *files, esp_err *err)
 {
     if (!is_dir(source)) {
         if (path_exists(source)) {
-            name_list_push(files, xstrdup(source));
+            str_list_push(files, xstrdup(source));
             return 0;
         }
         return esp_fail(err, "create_dataset.text_source: %s does not exist (install the Debian package "
@@ -148,20 +124,20 @@ static int list_text_files(const char *source, name_list *files, esp_err *err)
             continue;
         char *path = path_join(source, name);
         struct stat st;
-        if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) name_list_push(files, path);
+        if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) str_list_push(files, path);
         else free(path);
     }
     closedir(d);
     if (files->n == 0)
         return esp_fail(err, "create_dataset.text_source: %s holds no fortune files (install the Debian "
                         "package fortunes)", source);
-    qsort(files->v, files->n, sizeof *files->v, cmp_str);
+    qsort(files->v, files->n, sizeof *files->v, str_list_cmp);
     return 0;
 }
 
 int fortunes_for_each(const char *text_source, fortune_fn fn, void *ctx, esp_err *err)
 {
-    name_list files = {0};
+    str_list files = {0};
     sentence_list sentences = {0};
     int rc = list_text_files(text_source, &files, err);
     for (size_t i = 0; i < files.n && rc == 0; i++) {
@@ -174,6 +150,6 @@ int fortunes_for_each(const char *text_source, fortune_fn fn, void *ctx, esp_err
         free(text);
     }
     free(sentences.v);
-    name_list_free(&files);
+    str_list_free(&files);
     return rc;
 }

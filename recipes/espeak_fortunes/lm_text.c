@@ -1,4 +1,5 @@
 #include "recipes/espeak_fortunes/lm_text.h"
+#include "recipes/espeak_fortunes/str_list.h"
 #include "core/base/fsio.h"
 #include "core/base/hash.h"
 #include "core/formats/manifest.h"
@@ -90,35 +91,10 @@ static int held_occurs_in(const held_set *h, const char *norm)
 
 /* ---- the sentences ------------------------------------------------------------------------ */
 
-typedef struct text_list {
-    char **v;
-    size_t n, cap;
-} text_list;
-
-static void text_list_push(text_list *l, char *s)
-{
-    if (l->n == l->cap) {
-        l->cap = l->cap ? 2 * l->cap : 1024;
-        l->v = xrealloc(l->v, l->cap * sizeof *l->v);
-    }
-    l->v[l->n++] = s;
-}
-
-static void text_list_free(text_list *l)
-{
-    for (size_t i = 0; i < l->n; i++) free(l->v[i]);
-    free(l->v);
-    memset(l, 0, sizeof *l);
-}
-
-static int cmp_text(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
 
 typedef struct lm_collect {
     const held_set *held;
-    text_list kept, fortune; /* fortune: the current fortune's sentences until it is judged */
+    str_list kept, fortune; /* fortune: the current fortune's sentences until it is judged */
     size_t fortunes, dropped;
 } lm_collect;
 
@@ -138,12 +114,12 @@ static void collect_fortune(void *ctx, const char *joined, const fortune_sentenc
         free(raw);
         size_t len = strlen(norm);
         drop = len && held_has(c->held, norm, len, fnv1a64_bytes(FNV1A64_INIT, norm, len));
-        if (len && !drop) text_list_push(&c->fortune, norm);
+        if (len && !drop) str_list_push(&c->fortune, norm);
         else free(norm);
     }
     for (size_t i = 0; i < c->fortune.n; i++) {
         if (drop) free(c->fortune.v[i]);
-        else text_list_push(&c->kept, c->fortune.v[i]);
+        else str_list_push(&c->kept, c->fortune.v[i]);
     }
     c->fortune.n = 0;
     c->dropped += drop != 0;
@@ -151,7 +127,7 @@ static void collect_fortune(void *ctx, const char *joined, const fortune_sentenc
 
 /* ---- the files ---------------------------------------------------------------------------- */
 
-static int write_lines(const char *path, const text_list *ids, const text_list *texts, esp_err *err)
+static int write_lines(const char *path, const str_list *ids, const str_list *texts, esp_err *err)
 {
     atomic_file af;
     if (atomic_open(&af, path, err) != 0) return -1;
@@ -167,8 +143,8 @@ static int write_lines(const char *path, const text_list *ids, const text_list *
 }
 
 /* Reads the held-out manifests into held (texts owned by m[]), valid's ids and texts into valid_*. */
-static int read_held_out(const lm_text_args *a, manifest *m, held_set *held, text_list *valid_ids,
-                         text_list *valid_texts, esp_err *err)
+static int read_held_out(const lm_text_args *a, manifest *m, held_set *held, str_list *valid_ids,
+                         str_list *valid_texts, esp_err *err)
 {
     size_t total = 0;
     for (size_t k = 0; k < a->n_held_out; k++) {
@@ -180,8 +156,8 @@ static int read_held_out(const lm_text_args *a, manifest *m, held_set *held, tex
         total += m[k].n;
         if (strcmp(a->held_out[k], "valid") != 0) continue;
         for (size_t i = 0; i < m[k].n; i++) {
-            text_list_push(valid_ids, xstrdup(m[k].items[i].utt));
-            text_list_push(valid_texts, xstrdup(m[k].items[i].text));
+            str_list_push(valid_ids, xstrdup(m[k].items[i].utt));
+            str_list_push(valid_texts, xstrdup(m[k].items[i].text));
         }
     }
     held->cap = 16;
@@ -196,14 +172,14 @@ int lm_text_write(const lm_text_args *a, esp_err *err)
 {
     manifest *m = xcalloc(a->n_held_out, sizeof *m);
     held_set held = {0};
-    text_list valid_ids = {0}, valid_texts = {0};
+    str_list valid_ids = {0}, valid_texts = {0};
     lm_collect c = {.held = &held};
     char *dir = path_join(a->data_dir, "lm"), *stamp_path = lm_path(a->data_dir, ".built"),
          *train = lm_path(a->data_dir, "train.txt"), *valid = lm_path(a->data_dir, "valid.txt");
     int rc = read_held_out(a, m, &held, &valid_ids, &valid_texts, err);
     if (rc == 0) rc = fortunes_for_each(a->text_source, collect_fortune, &c, err);
     if (rc == 0) {
-        if (c.kept.n) qsort(c.kept.v, c.kept.n, sizeof *c.kept.v, cmp_text);
+        if (c.kept.n) qsort(c.kept.v, c.kept.n, sizeof *c.kept.v, str_list_cmp);
         size_t u = 0;
         for (size_t i = 0; i < c.kept.n; i++) {
             if (u > 0 && strcmp(c.kept.v[u - 1], c.kept.v[i]) == 0) free(c.kept.v[i]);
@@ -226,7 +202,7 @@ int lm_text_write(const lm_text_args *a, esp_err *err)
                  dir, c.kept.n, c.fortunes - c.dropped, c.fortunes, c.dropped, valid_texts.n);
     for (size_t k = 0; k < a->n_held_out; k++) manifest_free(&m[k]);
     free(m), free(held.slot);
-    text_list_free(&valid_ids), text_list_free(&valid_texts), text_list_free(&c.kept);
+    str_list_free(&valid_ids), str_list_free(&valid_texts), str_list_free(&c.kept);
     free(c.fortune.v);
     free(dir), free(stamp_path), free(train), free(valid);
     return rc;

@@ -29,13 +29,15 @@ static int run_lm_cfg(const char *cfg, const char *exp, const char *extra)
 
 static int run_lm(const char *exp, const char *extra) { return run_lm_cfg("training_tiny_lm", exp, extra); }
 
-static int infer_lm(const char *lm, const char *out, const char *extra)
+static int stage_lm(const char *lm, const char *stages, const char *out, const char *extra)
 {
     return test_sh("cd '%s' && timeout 300 '%s' -q --inference_config recipes/espeak_fortunes/conf/inference_tiny.yaml "
                    "data_dir=%s/data exp_dir=%s/asr inference_dir=%s/%s model.asr_model_file=valid.loss.ave "
-                   "model.lm_train_config=%s/%s/config.yaml model.lm_file=valid.loss.ave --stages infer %s >>%s/log 2>&1",
-                   test_root_dir(), test_bin_path(), dir, dir, dir, out, dir, lm, extra, dir);
+                   "model.lm_train_config=%s/%s/config.yaml model.lm_file=valid.loss.ave --stages %s %s >>%s/log 2>&1",
+                   test_root_dir(), test_bin_path(), dir, dir, dir, out, dir, lm, stages, extra, dir);
 }
+
+static int infer_lm(const char *lm, const char *out, const char *extra) { return stage_lm(lm, "infer", out, extra); }
 
 static int infer(const char *out, const char *extra) { return infer_lm("lm", out, extra); }
 
@@ -97,6 +99,17 @@ Test(train_lm, trains_resumes_and_fuses_into_the_joint_search)
     hyp = slurp("ctc_lm/test/hyp.scp");
     cr_assert_eq(count_lines(hyp), 6, "%s", hyp);
     free(hyp);
+    /* Stage 8 packs the LM beside the model: the pack decodes what the run decoded. */
+    cr_assert_eq(stage_lm("lm", "pack_model", "joint", "model.beam_size=3 model.ctc_weight=0.3 model.lm_weight=0.5"),
+                 0, "%s", slurp("log"));
+    cr_assert(exists("asr/model_pack/lm/model.safetensors") && exists("asr/model_pack/conf/lm_config.yaml"));
+    cr_assert_eq(test_sh("cd '%s' && timeout 300 '%s' -q --inference_config %s/asr/model_pack/conf/inference.yaml "
+                         "inference_dir=%s/packed --stages infer >>%s/log 2>&1",
+                         test_root_dir(), test_bin_path(), dir, dir, dir),
+                 0, "%s", slurp("log"));
+    cr_assert(test_same_file(test_path(dir, "joint/test/hyp.scp"), test_path(dir, "packed/test/hyp.scp")),
+              "the pack decodes differently");
+
     /* The LM is in the search: a heavy weight changes what lm_weight 0 finds. */
     cr_assert_eq(infer("no_lm", "model.beam_size=3 model.ctc_weight=0.3 model.lm_weight=0"), 0, "%s", slurp("log"));
     cr_assert_eq(infer("heavy", "model.beam_size=3 model.ctc_weight=0.3 model.lm_weight=5"), 0, "%s", slurp("log"));
