@@ -1,5 +1,5 @@
-"""What a character LM would give the default recipe, measured with ESPnet's own code (never part of
-the tests; espnet3 has no LM training or fusion). Three steps:
+"""What a character LM gives the default recipe, measured with ESPnet's own code (never part of
+the tests; written before espnet3 trained LMs, kept to compare its fusion with ESPnet's). Three steps:
   1. LM text: the sentences of the fortune files create_dataset reads (/usr/share/games/fortunes,
      the same files it lists), normalized as its transcripts are (upper case A-Z, apostrophes inside
      words), leaving out every fortune whose text holds a valid, test or test_engine transcript.
