@@ -110,6 +110,7 @@ SequentialRNNLM facts (torch nn.LSTM / nn.Embedding semantics):
 """
 import argparse
 import os
+import sys
 
 import numpy as np
 import torch
@@ -117,6 +118,9 @@ import torch
 from espnet2.lm.espnet_model import ESPnetLanguageModel
 from espnet2.lm.seq_rnn_lm import SequentialRNNLM
 from espnet2.lm.transformer_lm import TransformerLM
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_decoder_fixtures import write_pack  # noqa: E402  (the pack format the C tests read)
 
 TOKENS = ["<blank>", "<unk>"] + list("abcdefghi") + ["<sos/eos>"]  # vocab 12, <sos/eos> last
 V = len(TOKENS)
@@ -156,17 +160,6 @@ def batch():
     for b, n in enumerate(TEXT_LENS):
         text[b, :n] = torch.randint(1, V - 1, (n,), generator=g)  # ids 1..10
     return text, torch.tensor(TEXT_LENS)
-
-
-def write_pack(out, name, items):
-    off = 0
-    with open(os.path.join(out, name + ".txt"), "w") as idx, open(os.path.join(out, name + ".f32"), "wb") as f:
-        for k, v in items:
-            a = np.ascontiguousarray(v.detach().cpu().numpy() if torch.is_tensor(v) else v, dtype=np.float32)
-            idx.write(f"{k} {off} {a.size} {' '.join(map(str, a.shape))}\n".rstrip() + "\n")
-            f.write(a.tobytes())
-            off += a.size
-    return off
 
 
 def loss_case(model):

@@ -163,3 +163,10 @@ double test_st_max_diff(const char *path_a, const char *path_b, const char *only
     st_close(&b);
     return worst;
 }
+
+int test_count_lines(const char *s)
+{
+    int n = 0;
+    for (; s && *s; s++) n += *s == '\n';
+    return n;
+}

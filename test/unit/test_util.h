@@ -27,6 +27,8 @@ char *test_slurp(const char *path);
 /* The same, but "" (still to be freed) when the file cannot be read: for logs quoted in messages
  * and for files whose absence the assertion after it reports. */
 char *test_slurp_or_empty(const char *path);
+/* Newlines in s (NULL: 0). */
+int test_count_lines(const char *s);
 /* Writes text to path (replacing it) or fails the test. */
 void test_write_text(const char *path, const char *text);
 /* The same, creating the folders path needs first (mkdir -p). */

@@ -127,13 +127,6 @@ static const char *stage_line(int lo, int hi)
     return line;
 }
 
-static int count_lines(const char *s)
-{
-    int n = 0;
-    for (; *s; s++) n += *s == '\n';
-    return n;
-}
-
 /* ---- help, version, usage errors ------------------------------------------------------------ */
 
 Test(cli, help_lists_options_defaults_and_stages)
@@ -224,7 +217,7 @@ Test(cli, range_leaves_out_stages_without_their_config)
     r = RUN("--config", cfg, "--template_dir", template_dir(), "--stages", "train", "measure", "--dry_run");
     cr_assert_eq(r->status, 1);
     assert_has(r->err, "espnet3: error: stage measure needs a metrics config (give --metrics_config FILE)");
-    cr_assert_eq(count_lines(r->err), 1, "stderr:\n%s", r->err);
+    cr_assert_eq(test_count_lines(r->err), 1, "stderr:\n%s", r->err);
     r = RUN("--config", cfg, "--template_dir", template_dir(), "--stage", "7", "--stop_stage", "7", "--dry_run");
     cr_assert_eq(r->status, 1);
     assert_has(r->err, "stage measure needs a metrics config");
@@ -236,7 +229,7 @@ Test(cli, stage_without_its_config_exits_1)
     cr_assert_eq(r->status, 1);
     assert_has(r->err, "espnet3: error: stage create_dataset needs a training config");
     assert_has(r->err, "--training_config");
-    cr_assert_eq(count_lines(r->err), 1, "stderr:\n%s", r->err);
+    cr_assert_eq(test_count_lines(r->err), 1, "stderr:\n%s", r->err);
 }
 
 /* ---- dry runs ----------------------------------------------------------------------------- */
@@ -368,7 +361,7 @@ Test(cli, config_error_is_one_line_exit_1)
     assert_has(r->err, "espnet3: error: ");
     assert_has(r->err, "syntax.yaml:");
     assert_has(r->err, "YAML syntax error");
-    cr_assert_eq(count_lines(r->err), 1, "stderr:\n%s", r->err);
+    cr_assert_eq(test_count_lines(r->err), 1, "stderr:\n%s", r->err);
 }
 
 Test(cli, accelerator_without_its_backend_fails_before_any_stage)
@@ -383,7 +376,7 @@ Test(cli, accelerator_without_its_backend_fails_before_any_stage)
     char want[1024];
     snprintf(want, sizeof want, "espnet3: error: %s:5:16: trainer.accelerator: gpu: ", tpath("conf/gpu.yaml"));
     cr_assert(strncmp(r->err, want, strlen(want)) == 0, "stderr:\n%s", r->err);
-    cr_assert_eq(count_lines(r->err), 1, "stderr:\n%s", r->err);
+    cr_assert_eq(test_count_lines(r->err), 1, "stderr:\n%s", r->err);
     cr_assert(!path_exists(tpath("data_tiny")), "stage 1 ran before the accelerator was checked");
     /* The inference config's device key likewise, also under --dry_run. */
     r = RUN("--inference_config", test_path(test_root_dir(), "recipes/espeak_fortunes/conf/inference_tiny.yaml"),
@@ -408,7 +401,7 @@ Test(cli, augmentation_keys_fail_before_any_stage)
     cr_assert_eq(r->status, 1, "stderr:\n%s", r->err);
     assert_has(r->err, "aug.yaml:7:");
     assert_has(r->err, "lowpass: frequency 9000 Hz is not below the Nyquist frequency 8000 Hz of model.frontend_conf.fs");
-    cr_assert_eq(count_lines(r->err), 1, "stderr:\n%s", r->err);
+    cr_assert_eq(test_count_lines(r->err), 1, "stderr:\n%s", r->err);
     cr_assert(!path_exists(tpath("data_tiny")), "stage 1 ran before the augmentation keys were checked");
     /* speed_perturb_factors: checked for stage 3 as well as stage 5. */
     test_write_text(tpath("conf/sp.yaml"), "defaults:\n  - training_tiny\n  - _self_\nspeed_perturb_factors: [0.9, 0.9]\n");

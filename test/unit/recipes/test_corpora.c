@@ -282,13 +282,6 @@ Test(corpora, dataset_tag_and_legacy_split_read_the_recipe_split)
     }
 }
 
-static int count_lines(const char *s)
-{
-    int n = 0;
-    for (; s && *s; s++) n += *s == '\n';
-    return n;
-}
-
 /* ESPnet3's mini_an4 recipe from its folder, stages 1-8, on the AN4 archive it ships. */
 Test(corpora, mini_an4_recipe_runs_stages_1_to_8_from_espnet3_configs)
 {
@@ -318,9 +311,9 @@ Test(corpora, mini_an4_recipe_runs_stages_1_to_8_from_espnet3_configs)
     char *train = test_slurp(test_path(workdir, "data/manifest/train.tsv"));
     char *valid = test_slurp(test_path(workdir, "data/manifest/valid.tsv"));
     char *test = test_slurp(test_path(workdir, "data/manifest/test.tsv"));
-    cr_assert_eq(count_lines(train), 4);
-    cr_assert_eq(count_lines(valid), 1);
-    cr_assert_eq(count_lines(test), 2);
+    cr_assert_eq(test_count_lines(train), 4);
+    cr_assert_eq(test_count_lines(valid), 1);
+    cr_assert_eq(test_count_lines(test), 2);
     cr_assert(!strncmp(valid, "fash-an251-b\t", 13), "%s", valid);
     cr_assert(strstr(valid, "/an4/wav/an4_clstk/fash/an251-fash-b.sph\tYES\n"), "%s", valid);
     cr_assert(strstr(test, "mmxg-cen8-b\t"), "%s", test);
@@ -328,7 +321,7 @@ Test(corpora, mini_an4_recipe_runs_stages_1_to_8_from_espnet3_configs)
     /* bpe tokens, the bpe text shape, both test entries decoded under their names, scored. */
     cr_assert(test_exists(test_path(workdir, "data/bpe_30/bpe.model")));
     char *tshape = test_slurp(test_path(workdir, "stats/train/text_shape.bpe"));
-    cr_assert_eq(count_lines(tshape), 4);
+    cr_assert_eq(test_count_lines(tshape), 4);
     free(tshape);
     cr_assert(test_exists(test_path(workdir, "exp/inference/valid/hyp.scp")));
     char *ref = test_slurp(test_path(workdir, "exp/inference/test/ref.scp"));
@@ -357,7 +350,7 @@ Test(corpora, mini_an4_recipe_runs_stages_1_to_8_from_espnet3_configs)
     cr_assert(strstr(log, "infer: kseg: 2 utterances, "), "%s", log);
     free(log);
     char *hyp = test_slurp(test_path(workdir, "exp/inference/kseg/hyp.scp"));
-    cr_assert_eq(count_lines(hyp), 2, "%s", hyp);
+    cr_assert_eq(test_count_lines(hyp), 2, "%s", hyp);
     free(hyp);
     ref = test_slurp(test_path(workdir, "exp/inference/kseg/ref.scp"));
     cr_assert_str_eq(ref, "s1 ELEVEN TWENTY\ns2 SEVEN FIFTY SEVEN\n");
@@ -377,13 +370,13 @@ Test(corpora, speed_perturbation_of_a_dataset_block_train_split)
     cr_assert(strstr(log, "speed perturbation: 4 training utterances -> 12 in"), "%s", log);
     free(log);
     char *sp = test_slurp(test_path(workdir, "data/manifest/train_sp.tsv"));
-    cr_assert_eq(count_lines(sp), 12);
+    cr_assert_eq(test_count_lines(sp), 12);
     cr_assert(strstr(sp, "sp0.9-") && strstr(sp, "sp1.1-"), "%s", sp);
     free(sp);
     char *tshape = test_slurp(test_path(workdir, "stats/train/feats_shape"));
     char *vshape = test_slurp(test_path(workdir, "stats/valid/feats_shape"));
-    cr_assert_eq(count_lines(tshape), 12);
-    cr_assert_eq(count_lines(vshape), 1);
+    cr_assert_eq(test_count_lines(tshape), 12);
+    cr_assert_eq(test_count_lines(vshape), 1);
     free(tshape);
     free(vshape);
 }
@@ -421,7 +414,7 @@ Test(corpora, librispeech_100_recipe_runs_on_a_miniature_tree)
         char rel[128];
         snprintf(rel, sizeof rel, "data/manifest/%s.tsv", splits[i]);
         char *m = test_slurp(test_path(workdir, rel));
-        cr_assert_eq(count_lines(m), sizes[i], "%s", splits[i]);
+        cr_assert_eq(test_count_lines(m), sizes[i], "%s", splits[i]);
         free(m);
         if (i == 0) continue;
         snprintf(rel, sizeof rel, "exp/inference/%s/hyp.scp", splits[i]);
@@ -429,7 +422,7 @@ Test(corpora, librispeech_100_recipe_runs_on_a_miniature_tree)
     }
     /* valid = dev-clean + dev-other: 4 shapes */
     char *vshape = test_slurp(test_path(workdir, "stats/valid/feats_shape"));
-    cr_assert_eq(count_lines(vshape), 4);
+    cr_assert_eq(test_count_lines(vshape), 4);
     free(vshape);
     char *res = test_slurp(test_path(workdir, "exp/inference/RESULTS.md"));
     cr_assert(strstr(res, "|dev-clean|2|") && strstr(res, "|test-other|2|"), "%s", res);

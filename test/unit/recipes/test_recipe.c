@@ -38,13 +38,6 @@ static char *slurp(const char *fmt, const char *arg)
     return test_exists(path) ? test_slurp(path) : NULL;
 }
 
-static int count_lines(const char *s)
-{
-    int n = 0;
-    for (; s && *s; s++) n += *s == '\n';
-    return n;
-}
-
 static void setup(void)
 {
     test_tmpdir_make(workdir, sizeof workdir, "recipe");
@@ -71,7 +64,7 @@ Test(recipe, stages_1_5_build_manifests_tokens_stats_logs_and_skip_when_built)
     for (int i = 0; i < 2; i++) {
         char *shape = slurp("%s/stats/%s/feats_shape", stat_splits[i]);
         cr_assert_not_null(shape);
-        cr_assert_eq(count_lines(shape), i == 0 ? 24 : 6);
+        cr_assert_eq(test_count_lines(shape), i == 0 ? 24 : 6);
         cr_assert(strstr(shape, ",80\n"));
         free(shape);
         char *npz = slurp("%s/stats/%s/stats_keys", stat_splits[i]);
@@ -85,7 +78,7 @@ Test(recipe, stages_1_5_build_manifests_tokens_stats_logs_and_skip_when_built)
     for (int i = 0; i < 3; i++) {
         char *m = slurp("%s/data/manifest/%s.tsv", splits[i]);
         cr_assert_not_null(m, "no manifest for %s", splits[i]);
-        cr_assert_eq(count_lines(m), sizes[i], "%s has %d lines", splits[i], count_lines(m));
+        cr_assert_eq(test_count_lines(m), sizes[i], "%s has %d lines", splits[i], test_count_lines(m));
         char utt[256], wav[512], text[1024];
         cr_assert_eq(sscanf(m, "%255[^\t]\t%511[^\t]\t%1023[^\n]", utt, wav, text), 3);
         for (const char *c = text; *c; c++) cr_assert(strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZ' ", *c), "bad char in %s", text);
@@ -93,13 +86,13 @@ Test(recipe, stages_1_5_build_manifests_tokens_stats_logs_and_skip_when_built)
         cr_assert_eq(access(wav, R_OK), 0, "missing wav %s", wav);
         free(m);
         char *scp = slurp("%s/data/%s/wav.scp", splits[i]);
-        cr_assert_eq(count_lines(scp), sizes[i]);
+        cr_assert_eq(test_count_lines(scp), sizes[i]);
         free(scp);
         char *u2s = slurp("%s/data/%s/utt2spk", splits[i]);
-        cr_assert_eq(count_lines(u2s), sizes[i]);
+        cr_assert_eq(test_count_lines(u2s), sizes[i]);
         free(u2s);
         char *tx = slurp("%s/data/%s/text", splits[i]);
-        cr_assert_eq(count_lines(tx), sizes[i]);
+        cr_assert_eq(test_count_lines(tx), sizes[i]);
         free(tx);
     }
 
@@ -136,8 +129,8 @@ Test(recipe, stages_1_5_build_manifests_tokens_stats_logs_and_skip_when_built)
     char *ref = slurp("%s/exp/inference/test/%s", "ref.scp");
     char *man = slurp("%s/data/manifest/%s", "test.tsv");
     cr_assert(hyp && ref && man);
-    cr_assert_eq(count_lines(hyp), 6);
-    cr_assert_eq(count_lines(ref), 6);
+    cr_assert_eq(test_count_lines(hyp), 6);
+    cr_assert_eq(test_count_lines(ref), 6);
     const char *h = hyp, *r = ref, *mline = man;
     for (int i = 0; i < 6; i++) {
         char mutt[256], mwav[512], mtext[1024], rutt[256], rtext[1024], hutt[256];
@@ -192,7 +185,7 @@ Test(recipe, stages_1_5_build_manifests_tokens_stats_logs_and_skip_when_built)
     for (int i = 0; i < 4; i++) {
         char *f = slurp("%s/exp/inf_nb/test/%s", nb_files[i]);
         cr_assert_not_null(f, "%s", nb_files[i]);
-        cr_assert_eq(count_lines(f), 6, "%s", nb_files[i]);
+        cr_assert_eq(test_count_lines(f), 6, "%s", nb_files[i]);
         cr_assert_eq(strncmp(f, man, strcspn(man, "\t")), 0, "%s: first utterance first", nb_files[i]);
         free(f);
     }
@@ -302,16 +295,16 @@ Test(recipe, engines_noise_and_reverb_run_stages_1_7)
     cr_assert_null(strstr(err, "WARNING"), "%s", err);
     free(err);
     char *te = slurp("%s/data/manifest/%s", "test_engine.tsv");
-    cr_assert_eq(count_lines(te), 6);
+    cr_assert_eq(test_count_lines(te), 6);
     cr_assert(!strncmp(te, "flite_", 6), "%s", te);
     free(te);
     char *train = slurp("%s/data/manifest/%s", "train.tsv");
     cr_assert(strstr(train, "\nfestival_") || !strncmp(train, "festival_", 9), "no festival speech in train:\n%s", train);
     free(train);
     char *hyp = slurp("%s/exp/inference/test_engine/%s", "hyp.scp");
-    cr_assert_eq(count_lines(hyp), 6);
+    cr_assert_eq(test_count_lines(hyp), 6);
     free(hyp);
     char *scp = slurp("%s/dl/%s", "rir.scp");
-    cr_assert_eq(count_lines(scp), 3);
+    cr_assert_eq(test_count_lines(scp), 3);
     free(scp);
 }

@@ -31,13 +31,6 @@ static int infer(const char *exp, const char *extra)
 static char *slurp(const char *rel) { return test_slurp_or_empty(test_path(dir, rel)); }
 static int exists(const char *rel) { return test_exists(test_path(dir, rel)); }
 
-static int count_lines(const char *s)
-{
-    int n = 0;
-    for (; s && *s; s++) n += *s == '\n';
-    return n;
-}
-
 static void setup(void) { test_tmpdir_make(dir, sizeof dir, "hybrid"); }
 static void teardown(void) { test_tmpdir_remove(dir); }
 
@@ -65,19 +58,19 @@ Test(train_hybrid, recipe_stages_1_5_then_ctc_decoding_of_the_hybrid_model)
     /* Stage 6 decodes the hybrid model with CTC alone: greedy and prefix beam. */
     cr_assert_eq(infer("exp", "model.beam_size=1"), 0, "%s", slurp("log"));
     char *hyp = slurp("exp/inference/test/hyp.scp");
-    cr_assert_eq(count_lines(hyp), 6, "%s", hyp);
+    cr_assert_eq(test_count_lines(hyp), 6, "%s", hyp);
     free(hyp);
     char beam[256];
     snprintf(beam, sizeof beam, "model.beam_size=4 inference_dir=%s/exp/inference_beam", dir);
     cr_assert_eq(infer("exp", beam), 0, "%s", slurp("log"));
     hyp = slurp("exp/inference_beam/test/hyp.scp");
-    cr_assert_eq(count_lines(hyp), 6, "%s", hyp);
+    cr_assert_eq(test_count_lines(hyp), 6, "%s", hyp);
     free(hyp);
     /* And the joint CTC/attention search with the model's decoder (decoder_score_batch). */
     snprintf(beam, sizeof beam, "model.beam_size=3 model.ctc_weight=0.3 inference_dir=%s/exp/inference_joint", dir);
     cr_assert_eq(infer("exp", beam), 0, "%s", slurp("log"));
     hyp = slurp("exp/inference_joint/test/hyp.scp");
-    cr_assert_eq(count_lines(hyp), 6, "%s", hyp);
+    cr_assert_eq(test_count_lines(hyp), 6, "%s", hyp);
     free(hyp);
 }
 
@@ -117,7 +110,7 @@ Test(train_hybrid, ctc_weight_0_and_an_unreported_monitor)
     /* The attention-only search (ctc_weight 0) decodes it. */
     cr_assert_eq(infer("att", "model.beam_size=2 model.ctc_weight=0.0"), 0, "%s", slurp("log"));
     char *hyp = slurp("att/inference/test/hyp.scp");
-    cr_assert_eq(count_lines(hyp), 6, "%s", hyp);
+    cr_assert_eq(test_count_lines(hyp), 6, "%s", hyp);
     free(hyp);
 
     cr_assert_eq(run_cfg("training_tiny", "ctc", "--stages train trainer.max_epochs=1 "

@@ -44,13 +44,6 @@ static int infer(const char *out, const char *extra) { return infer_lm("lm", out
 static char *slurp(const char *rel) { return test_slurp_or_empty(test_path(dir, rel)); }
 static int exists(const char *rel) { return test_exists(test_path(dir, rel)); }
 
-static int count_lines(const char *s)
-{
-    int n = 0;
-    for (; s && *s; s++) n += *s == '\n';
-    return n;
-}
-
 static void setup(void) { test_tmpdir_make(dir, sizeof dir, "lm"); }
 static void teardown(void) { test_tmpdir_remove(dir); }
 
@@ -64,7 +57,7 @@ Test(train_lm, trains_resumes_and_fuses_into_the_joint_search)
 
     cr_assert_eq(run_lm("lm", "--stages collect_stats train"), 0, "%s", slurp("log"));
     char *shape = slurp("lm/stats/valid/text_shape");
-    cr_assert_eq(count_lines(shape), count_lines(slurp("data/lm/valid.txt")), "%s", shape);
+    cr_assert_eq(test_count_lines(shape), test_count_lines(slurp("data/lm/valid.txt")), "%s", shape);
     free(shape);
     char *csv = slurp("lm/metrics.csv");
     const char *header = "epoch,step,train/grad_norm,train/loss,train/lr,valid/loss\r\n";
@@ -92,12 +85,12 @@ Test(train_lm, trains_resumes_and_fuses_into_the_joint_search)
     /* Shallow fusion: the joint search with the LM, and CTC + LM (label-synchronous). */
     cr_assert_eq(infer("joint", "model.beam_size=3 model.ctc_weight=0.3 model.lm_weight=0.5"), 0, "%s", slurp("log"));
     char *hyp = slurp("joint/test/hyp.scp");
-    cr_assert_eq(count_lines(hyp), 6, "%s", hyp);
+    cr_assert_eq(test_count_lines(hyp), 6, "%s", hyp);
     free(hyp);
     cr_assert_eq(infer("ctc_lm", "model.beam_size=3 model.ctc_weight=1.0 model.lm_weight=0.3"), 0, "%s",
                  slurp("log"));
     hyp = slurp("ctc_lm/test/hyp.scp");
-    cr_assert_eq(count_lines(hyp), 6, "%s", hyp);
+    cr_assert_eq(test_count_lines(hyp), 6, "%s", hyp);
     free(hyp);
     /* Stage 8 packs the LM beside the model: the pack decodes what the run decoded. */
     cr_assert_eq(stage_lm("lm", "pack_model", "joint", "model.beam_size=3 model.ctc_weight=0.3 model.lm_weight=0.5"),
@@ -147,6 +140,6 @@ Test(train_lm, transformer_lm_trains_and_fuses)
     cr_assert_eq(infer_lm("tlm", "tjoint", "model.beam_size=3 model.ctc_weight=0.3 model.lm_weight=0.5"), 0, "%s",
                  slurp("log"));
     char *hyp = slurp("tjoint/test/hyp.scp");
-    cr_assert_eq(count_lines(hyp), 6, "%s", hyp);
+    cr_assert_eq(test_count_lines(hyp), 6, "%s", hyp);
     free(hyp);
 }
