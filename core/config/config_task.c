@@ -3,11 +3,18 @@
 
 #include <string.h>
 
+/* Whether s is name, or a dotted path ending in ".name". */
+static int names_class(const char *s, const char *name)
+{
+    size_t n = s ? strlen(s) : 0, k = strlen(name);
+    return n >= k && !strcmp(s + n - k, name) && (n == k || s[n - k - 1] == '.');
+}
+
+int config_is_lm_data_src(const char *data_src) { return names_class(data_src, "lm_dataset"); }
+
 int config_is_lm_task(const training_cfg *cfg)
 {
     if (!cfg) return 0;
     if (cfg->model && cfg->model->lm) return 1;
-    const char *t = cfg->task;
-    size_t n = t ? strlen(t) : 0, k = strlen("LMTask");
-    return n >= k && !strcmp(t + n - k, "LMTask") && (n == k || t[n - k - 1] == '.');
+    return names_class(cfg->task, "LMTask");
 }

@@ -11,4 +11,8 @@
  * core/nn/lm_conf.h's. */
 int config_is_lm_task(const training_cfg *cfg);
 
+/* Whether data_src names ESPnet3's LM text reader (espnet3.systems.esp2_asr.lm_dataset: any module
+ * path ending in ".lm_dataset", or lm_dataset alone). */
+int config_is_lm_data_src(const char *data_src);
+
 #endif

@@ -14,6 +14,7 @@
 
 #include "core/base/edit_distance.h"
 #include "core/base/fsio.h"
+#include "core/config/config_task.h"
 #include "core/config/config_values.h"
 
 /* ---- rules beyond types ---------------------------------------------------------------- */
@@ -416,9 +417,7 @@ static int check_data_src(walker *w, const ynode *n, const char *path)
     static const char *const kinds[] = {"manifest", "kaldi", "librispeech", "an4", NULL};
     for (const char *const *k = kinds; *k; k++)
         if (!strcmp(n->str, *k)) return 0;
-    /* ESPnet3's LM text reader, read as such (core/data/dataset_src.c). */
-    size_t len = strlen(n->str), lk = strlen("lm_dataset");
-    if (len >= lk && !strcmp(n->str + len - lk, "lm_dataset") && (len == lk || n->str[len - lk - 1] == '.')) return 0;
+    if (config_is_lm_data_src(n->str)) return 0; /* ESPnet3's LM text reader (core/data/dataset_src.c) */
     const char *slash = strchr(n->str, '/');
     if (slash && slash > n->str && slash[1] && !strchr(slash + 1, '/') && !strchr(n->str, '.')) {
         if (tag_is_this_recipe(w->root, n->str)) return 0;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/base/fsio.h"
+#include "core/config/config_task.h"
 #include "core/formats/corpus.h"
 #include "core/formats/text_scp.h"
 
@@ -42,9 +43,7 @@ static int read_manifest_file(const char *path, const char *where, manifest *m, 
  * without audio, for an LM task. */
 static int is_lm_text_src(const dataset_ref_cfg *r)
 {
-    const char *src = r->data_src;
-    size_t n = src ? strlen(src) : 0, k = strlen("lm_dataset");
-    return (r->data_src_args && r->data_src_args->text_path) || (n >= k && !strcmp(src + n - k, "lm_dataset"));
+    return (r->data_src_args && r->data_src_args->text_path) || config_is_lm_data_src(r->data_src);
 }
 
 static int read_lm_text(const char *path, const char *where, manifest *m, esp_err *err)

@@ -13,7 +13,6 @@
 #include "core/nn/decoder_transformer.h"
 #include "core/config/config_task.h"
 #include "core/nn/lm_conf.h"
-#include "core/nn/lm_rnn.h"
 #include "core/nn/model.h"
 
 /* The attention decoder's contract with core/nn (decoder_score_batch): for n_hyps prefixes, each
@@ -76,8 +75,7 @@ static void decoder_score(void *ctx, const int *const *prefixes, const int *lens
 static void lm_score(void *ctx, const int *const *prefixes, const int *lens, int n, float *logp)
 {
     speech2text *s = ctx;
-    if (s->lm.rnn) lm_rnn_score_batch(&s->lm, prefixes, lens, n, logp);
-    else decoder_score_batch(&s->lm, NULL, 0, prefixes, lens, n, logp);
+    asr_model_lm_score(&s->lm, prefixes, lens, n, logp);
 }
 
 static int fusion_on(const s2t_opts *o) { return o->lm_weight > 0.0; }
@@ -246,8 +244,7 @@ static void decode_joint(speech2text *s, int hlen, int frames, s2t_hyp *out)
     bs_nbest nb;
     s->hlen = hlen;
     if (s->decoder) decoder_score_new_utterance(&s->model); /* m->lnf holds a new utterance */
-    if (s->have_lm && s->lm.rnn) lm_rnn_score_new_utterance(&s->lm);
-    else if (s->have_lm) decoder_score_new_utterance(&s->lm);
+    if (s->have_lm) asr_model_lm_new_utterance(&s->lm);
     beam_search_run(s->bs, s->host_logp, hlen, s->model.dims.vocab, &s->att, s->have_lm ? &s->lm_scorer : NULL, &bo,
                     &nb);
     alloc_alt(out, nb.n);

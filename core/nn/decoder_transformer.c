@@ -41,6 +41,19 @@ static const char *lm_param_name(int p)
     }
 }
 
+static const char *decoder_param_name(int p) { return dec_param_names[p]; }
+
+/* Every block's parameter offsets: "<prefix>.<l>.<leaf(p)>", DEC_NO_PARAM where leaf is NULL. */
+static void block_offsets(const asr_model *m, decoder_acts *a, const char *prefix, const char *(*leaf)(int))
+{
+    for (int l = 0; l < a->nl; l++)
+        for (int p = 0; p < DP_COUNT; p++) {
+            char name[128];
+            snprintf(name, sizeof name, "%s.%d.%s", prefix, l, leaf(p) ? leaf(p) : "");
+            a->lay[l][p] = leaf(p) ? offset_of(m, name) : DEC_NO_PARAM;
+        }
+}
+
 static decoder_acts *lm_new(const asr_model *m, decoder_acts *a)
 {
     a->lm = 1, a->lm_pe = m->dims.lm_pos_enc, a->E = m->dims.lm_embed;
@@ -53,13 +66,7 @@ static decoder_acts *lm_new(const asr_model *m, decoder_acts *a)
     a->after_b = offset_of(m, "lm.encoder.after_norm.bias");
     a->out_w = offset_of(m, "lm.decoder.weight");
     a->out_b = offset_of(m, "lm.decoder.bias");
-    for (int l = 0; l < a->nl; l++)
-        for (int p = 0; p < DP_COUNT; p++) {
-            const char *leaf = lm_param_name(p);
-            char name[128];
-            snprintf(name, sizeof name, "lm.encoder.encoders.%d.%s", l, leaf ? leaf : "");
-            a->lay[l][p] = leaf ? offset_of(m, name) : DEC_NO_PARAM;
-        }
+    block_offsets(m, a, "lm.encoder.encoders", lm_param_name);
     return a;
 }
 
@@ -77,12 +84,7 @@ decoder_acts *decoder_new(const asr_model *m)
     a->after_b = offset_of(m, "decoder.after_norm.bias");
     a->out_w = offset_of(m, "decoder.output_layer.weight");
     a->out_b = offset_of(m, "decoder.output_layer.bias");
-    for (int l = 0; l < a->nl; l++)
-        for (int p = 0; p < DP_COUNT; p++) {
-            char name[128];
-            snprintf(name, sizeof name, "decoder.decoders.%d.%s", l, dec_param_names[p]);
-            a->lay[l][p] = offset_of(m, name);
-        }
+    block_offsets(m, a, "decoder.decoders", decoder_param_name);
     return a;
 }
 

@@ -216,6 +216,19 @@ double asr_model_loss(asr_model *m, const int *labels, const int *label_lens, in
     return w * m->loss_ctc + (1 - w) * m->loss_att;
 }
 
+void asr_model_lm_score(const asr_model *m, const int *const *prefixes, const int *lens, int n, float *logp_host)
+{
+    ESP_CHECK(m->dims.lm);
+    if (m->rnn) lm_rnn_score_batch(m, prefixes, lens, n, logp_host);
+    else decoder_score_batch(m, NULL, 0, prefixes, lens, n, logp_host);
+}
+
+void asr_model_lm_new_utterance(const asr_model *m)
+{
+    if (m->rnn) lm_rnn_score_new_utterance(m);
+    else decoder_score_new_utterance(m);
+}
+
 /* ---- backward -------------------------------------------------------------------------------- */
 
 /* Reports the trained parameters whose names start with one of prefixes[] (inside = 1) or with

@@ -140,6 +140,12 @@ void asr_model_forward(asr_model *m, const float *feats, const int *feat_lens, i
  * loss_ctc + (1 - ctc_weight) * loss_att (loss_att alone without a CTC branch); m->loss_ctc,
  * loss_att, att_correct and att_tokens hold the parts. */
 double asr_model_loss(asr_model *m, const int *labels, const int *label_lens, int stride, double *losses);
+/* A language model's (dims.lm) beam-search step: the next-token log-probs of n prefixes (host,
+ * each starting with <sos>) into logp_host (n x vocab), by its class's step (decoder_score_batch
+ * without an utterance, or lm_rnn_score_batch); asr_model_lm_new_utterance drops its caches. */
+void asr_model_lm_score(const asr_model *m, const int *const *prefixes, const int *lens, int n, float *logp_host);
+void asr_model_lm_new_utterance(const asr_model *m);
+
 /* Backward of the last forward + loss; gradients accumulate into m->grads (scaled by dloss). The
  * decoder's gradient of the encoder output joins the CTC branch's before encoder.after_norm. */
 void asr_model_backward(asr_model *m, float dloss);

@@ -32,18 +32,6 @@ static model_dims rnn_dims(int unit, int nhid, int layers)
     return (model_dims){.lm = LM_SEQ_RNN, .no_ctc = 1, .vocab = V, .lm_embed = unit, .d = nhid, .lm_layers = layers};
 }
 
-/* The prefixes' next-token log-probabilities, from the LM form's step. */
-static void lm_score(const asr_model *m, const int *const *p, const int *lens, int n, float *out)
-{
-    if (m->rnn) lm_rnn_score_batch(m, p, lens, n, out);
-    else decoder_score_batch(m, NULL, 0, p, lens, n, out);
-}
-
-static void lm_new_utterance(const asr_model *m)
-{
-    if (m->rnn) lm_rnn_score_new_utterance(m);
-    else decoder_score_new_utterance(m);
-}
 
 /* ESPnet's weights into the model: every parameter once, every fixture tensor a parameter. */
 static void load_weights(asr_model *m, const pack *w)
@@ -194,7 +182,7 @@ static double score_check(const asr_model *m, const pack *s, int *const *pfx, co
     int lens[8];
     for (int i = 0; i < k; i++) p[i] = pfx[idx[i]], lens[i] = len[idx[i]];
     float out[8 * V];
-    lm_score(m, p, lens, k, out);
+    asr_model_lm_score(m, p, lens, k, out);
     double worst = 0;
     for (int i = 0; i < k; i++) {
         char name[32];
@@ -232,7 +220,7 @@ static void check_score(const char *suffix, model_dims d)
     static const int all[5] = {0, 1, 2, 3, 4};
     double worst = score_check(&m, &s, pfx, len, all, 5, "logp", 1);
     /* Prefix 4 grown one token per call: every step but the first reuses the previous call's cache. */
-    lm_new_utterance(&m);
+    asr_model_lm_new_utterance(&m);
     for (int t = 1; t <= len[4]; t++) {
         int keep = len[4];
         len[4] = t;
@@ -240,7 +228,7 @@ static void check_score(const char *suffix, model_dims d)
         snprintf(ref, sizeof ref, "logp_inc.%d", t - 1);
         const int *p[1] = {pfx[4]};
         float out[V];
-        lm_score(&m, p, &len[4], 1, out);
+        asr_model_lm_score(&m, p, &len[4], 1, out);
         double e = pack_rel_err(out, pack_must(&s, ref, NULL), V, 1.0);
         cr_expect_lt(e, 1e-5, "step %d: %g", t, e);
         worst = fmax(worst, e);
