@@ -43,10 +43,10 @@ static int cpu_threads(void)
 
 /* Keys the config schema accepts for later issues but this trainer does not act on yet: say so
  * (one warning each) instead of ignoring them; refuse what would train a different model. */
-static int check_unused_keys(const training_cfg *cfg, const char *file, esp_err *err)
+/* The ASR model's encoder keys (stage 5's own checks beyond the schema). An LM task's model keys
+ * are the LM's (core/nn/lm_conf.c); an ASR model's keys in its config warn in check_unused_keys. */
+static int check_model_keys(const model_cfg *m, const char *file, esp_err *err)
 {
-    const trainer_cfg *tc = cfg->trainer;
-    const model_cfg *m = cfg->model;
     const int *pre_ln = m && m->encoder_conf ? m->encoder_conf->normalize_before : NULL;
     if (pre_ln && !*pre_ln)
         return esp_fail(err, "%s: model.encoder_conf.normalize_before: false (post-LN blocks) is not supported (use true)",
@@ -56,17 +56,37 @@ static int check_unused_keys(const training_cfg *cfg, const char *file, esp_err 
                  "TypeError; its blocks are pre-LN, as true says): ignored", file);
     esp_err why; /* the encoder keys, before any data is read */
     if (encoder_dims_from_cfg(NULL, m, &why) != 0) return esp_fail(err, "%s: %s", file, why.msg);
+    return 0;
+}
+
+static int check_unused_keys(const training_cfg *cfg, const char *file, esp_err *err)
+{
+    const trainer_cfg *tc = cfg->trainer;
+    const model_cfg *m = cfg->model;
+    int lm = config_is_lm_task(cfg);
+    if (lm && m) { /* an LM task builds the LM alone, as ESPnet's LMTask does */
+        const struct { const void *set; const char *key; } asr[] = {
+            {m->frontend, "frontend"}, {m->frontend_conf, "frontend_conf"}, {m->specaug, "specaug"},
+            {m->specaug_conf, "specaug_conf"}, {m->normalize, "normalize"}, {m->normalize_conf, "normalize_conf"},
+            {m->encoder, "encoder"}, {m->encoder_conf, "encoder_conf"}, {m->decoder, "decoder"},
+            {m->decoder_conf, "decoder_conf"}, {m->ctc_conf, "ctc_conf"}, {m->model_conf, "model_conf"}};
+        for (size_t i = 0; i < sizeof asr / sizeof *asr; i++)
+            if (asr[i].set)
+                log_warn("%s: model.%s: an ASR model's key; the LM task (task: %s) does not use it: ignored", file,
+                         asr[i].key, cfg->task ? cfg->task : "LMTask");
+    }
+    if (!lm && check_model_keys(m, file, err) != 0) return -1;
     if (tc->val_check_interval > 0 && tc->val_check_interval != 1.0)
         log_warn("%s: trainer.val_check_interval: not implemented yet; validation runs at epoch ends "
                  "(trainer.check_val_every_n_epoch)", file);
     if (tc->num_sanity_val_steps > 0)
         log_warn("%s: trainer.num_sanity_val_steps: not implemented; no sanity validation runs", file);
     int has_decoder = m && m->decoder && !strcmp(m->decoder, "transformer");
-    if (!has_decoder && m && m->model_conf && m->model_conf->ctc_weight > 0 && m->model_conf->ctc_weight != 1.0)
+    if (!lm && !has_decoder && m && m->model_conf && m->model_conf->ctc_weight > 0 && m->model_conf->ctc_weight != 1.0)
         log_warn("%s: model.model_conf.ctc_weight: %g asks for an attention decoder, but model.decoder is not "
                  "transformer; training is CTC only (ctc_weight 1.0; set model.decoder: transformer for joint "
                  "CTC/attention)", file, m->model_conf->ctc_weight);
-    if (!decoder_in_cfg(m) && m && m->model_conf && m->model_conf->lsm_weight > 0)
+    if (!lm && !decoder_in_cfg(m) && m && m->model_conf && m->model_conf->lsm_weight > 0)
         log_warn("%s: model.model_conf.lsm_weight: label smoothing applies to the attention decoder; ignored by CTC",
                  file);
     if (m && m->token_list && cfg->tokenizer && cfg->tokenizer->save_path) {
@@ -109,7 +129,7 @@ static model_rates rates_from_cfg(const training_cfg *cfg)
 /* The checks that need no data: required blocks, the launch's world size, unsupported keys. */
 /* What the config alone decides about values, before any stage runs (stage_table's check):
  * ctc_conf.reduce, speed_perturb_factors and the waveform augmentation keys (the frontend's
- * sample rate bounds their frequencies). Missing sections are the stage's own error, so that a
+ * sample rate bounds their frequencies; an LM task has none). Missing sections are the stage's own error, so that a
  * partial config still shows under --dry_run. */
 static int check_static(const training_cfg *cfg, const char *file, const ynode *tree, esp_err *err)
 {
@@ -118,6 +138,17 @@ static int check_static(const training_cfg *cfg, const char *file, const ynode *
     if (speed_perturb_factors_check(tree, err) != 0) return -1;
     augment_conf aug;
     if (augment_conf_from_tree(tree, &aug, err) != 0) return -1;
+    if (config_is_lm_task(cfg)) {
+        const char *key = aug.n ? "dataset.preprocessor.data_aug_effects"
+                        : yt_get_path(tree, "dataset.preprocessor.rir_scp")   ? "dataset.preprocessor.rir_scp"
+                        : yt_get_path(tree, "dataset.preprocessor.noise_scp") ? "dataset.preprocessor.noise_scp"
+                                                                              : NULL;
+        augment_conf_free(&aug);
+        if (key)
+            return esp_fail(err, "%s: %s: a language model's data are text; waveform augmentation does not apply "
+                                 "(remove it from the LM's config)", file, key);
+        return 0;
+    }
     frontend_opts fo;
     frontend_opts_from_cfg(cfg->model ? cfg->model->frontend_conf : NULL, &fo);
     int rc = aug.n ? augment_conf_check_fs(&aug, fo.fs, "model.frontend_conf.fs", err) : 0;

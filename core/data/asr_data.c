@@ -124,6 +124,9 @@ void asr_data_close(asr_data *d)
 int asr_data_set_augment(asr_data *d, const augment_conf *c, uint64_t seed, esp_err *err)
 {
     if (!d->train) return esp_fail(err, "data augmentation is for training data only");
+    if (d->text_only)
+        return esp_fail(err, "dataset.preprocessor.data_aug_*: a language model's data are text; waveform "
+                             "augmentation does not apply (remove the keys from the LM's config)");
     if (augment_conf_check_fs(c, d->fo.fs, FS_KEY, err) != 0) return -1;
     augment_conf_free(&d->aug);
     augment_conf_copy(&d->aug, c);
@@ -135,6 +138,9 @@ int asr_data_set_augment(asr_data *d, const augment_conf *c, uint64_t seed, esp_
 int asr_data_set_noise_rir(asr_data *d, const noise_rir_conf *c, uint64_t seed, esp_err *err)
 {
     if (!d->train) return esp_fail(err, "noise and reverberation are for training data only");
+    if (d->text_only)
+        return esp_fail(err, "dataset.preprocessor.rir_scp / noise_scp: a language model's data are text; noise "
+                             "and reverberation do not apply (remove the keys from the LM's config)");
     if (noise_rir_conf_check_fs(c, d->fo.fs, FS_KEY, err) != 0) return -1;
     noise_rir_conf_free(&d->nr);
     noise_rir_conf_copy(&d->nr, c);

@@ -71,6 +71,19 @@ Test(train_lm, trains_resumes_and_fuses_into_the_joint_search)
     free(model);
     cr_assert(exists("lm/valid.loss.ave.safetensors") && exists("lm/config.yaml"));
 
+    /* An ASR model's key in an LM config warns (ESPnet's LMTask builds the LM alone); waveform
+     * augmentation of text is an error before any stage runs. */
+    cr_assert_eq(run_lm("warned", "--stages collect_stats train trainer.max_epochs=1 model.encoder=conformer"), 0, "%s",
+                 slurp("log"));
+    char *log = slurp("log");
+    cr_assert(strstr(log, "model.encoder: an ASR model's key; the LM task"), "%s", log);
+    free(log);
+    cr_assert_neq(run_lm("augmented", "--stages collect_stats train dataset.preprocessor.noise_scp=noise.scp"), 0);
+    log = slurp("log");
+    cr_assert(strstr(log, "dataset.preprocessor.noise_scp: a language model's data are text"), "%s", log);
+    free(log);
+    cr_assert(!exists("augmented"), "the refused run wrote its exp_dir");
+
     /* Resume: one epoch, then the second, gives the two-epoch run's bits. */
     cr_assert_eq(run_lm("split", "--stages collect_stats train trainer.max_epochs=1"), 0, "%s", slurp("log"));
     cr_assert_eq(run_lm("split", "--stages train"), 0, "%s", slurp("log"));
@@ -112,7 +125,7 @@ Test(train_lm, trains_resumes_and_fuses_into_the_joint_search)
 
     /* An LM that is missing, or a config that is not an LM's, is an error before decoding. */
     cr_assert_neq(infer("bad1", "model.lm_weight=0.5 model.ctc_weight=0.3 model.lm_file=nothing_here"), 0);
-    char *log = slurp("log");
+    log = slurp("log");
     cr_assert(strstr(log, "nothing_here: no model weights"), "%s", log);
     free(log);
     char cfg[160];
