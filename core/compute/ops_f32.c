@@ -4,6 +4,7 @@
 #define ACT(name) act_##name##_f32
 #define VEXP vmath_expf   /* exp of an array (core/compute/vmath.h) */
 #define VERFC vmath_erfcf
+#define VTANH vmath_tanhf
 #define KM(name) name##_f32
 #define GEMM ops_sgemm_mp /* cblas_sgemm, with 16-bit inputs under mixed precision */
 #define GEMM_SERIAL ops_sgemm_mp_serial /* the same on the calling thread alone */

@@ -4,6 +4,7 @@
 #define ACT(name) act_##name##_f64
 #define VEXP vmath_exp   /* exp of an array (core/compute/vmath.h) */
 #define VERFC vmath_erfc
+#define VTANH vmath_tanh
 #define KM(name) name##_f64
 #define GEMM cblas_dgemm
 #define GEMM_SERIAL cblas_dgemm

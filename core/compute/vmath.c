@@ -1,4 +1,4 @@
-/* exp and erfc over arrays (core/compute/vmath.h): libmvec's AVX2 entry points, picked at run
+/* exp, erfc and tanh over arrays (core/compute/vmath.h): libmvec's AVX2 entry points, picked at run
  * time, scalar libm otherwise. */
 #include "core/compute/vmath.h"
 
@@ -12,6 +12,7 @@
 /* glibc's libmvec, vector ABI names: 'd' = AVX2, N8 = eight lanes, v = one vector argument. */
 __m256 _ZGVdN8v_expf(__m256 x);
 __m256 _ZGVdN8v_erfcf(__m256 x);
+__m256 _ZGVdN8v_tanhf(__m256 x);
 
 typedef __m256 (*vec8_fn)(__m256);
 #define VEC8(f) f
@@ -75,6 +76,11 @@ void vmath_erfcf(float *y, const float *x, size_t n)
     if (!map_vec8(VEC8(_ZGVdN8v_erfcf), y, x, n)) map_scalar(erfcf, y, x, n);
 }
 
+void vmath_tanhf(float *y, const float *x, size_t n)
+{
+    if (!map_vec8(VEC8(_ZGVdN8v_tanhf), y, x, n)) map_scalar(tanhf, y, x, n);
+}
+
 void vmath_exp(double *y, const double *x, size_t n)
 {
     for (size_t i = 0; i < n; i++) y[i] = exp(x[i]);
@@ -83,4 +89,9 @@ void vmath_exp(double *y, const double *x, size_t n)
 void vmath_erfc(double *y, const double *x, size_t n)
 {
     for (size_t i = 0; i < n; i++) y[i] = erfc(x[i]);
+}
+
+void vmath_tanh(double *y, const double *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) y[i] = tanh(x[i]);
 }

@@ -45,8 +45,9 @@ struct lm_rnn {
     size_t cap_rows, cap_b;
     int grads;
     rnn_layer *layers;
-    float *e, *p, *g, *z, *logp;
-    float *dlogits, *dh, *dx, *dgates, *dhrec, *dc[2];
+    int table; /* the last forward ran layer 0's input product through the vocabulary (see layer_input) */
+    float *e, *p, *z, *logp, *bias, *tab;
+    float *dlogits, *dh, *dx, *dgates, *dtab, *dc[2];
     rnn_score *score;
 };
 
@@ -77,8 +78,8 @@ lm_rnn *lm_rnn_new(const asr_model *m)
 
 static void free_acts(backend *be, lm_rnn *r)
 {
-    float **all[] = {&r->e, &r->p, &r->g, &r->z, &r->logp, &r->dlogits, &r->dh, &r->dx, &r->dgates, &r->dhrec,
-                     &r->dc[0], &r->dc[1]};
+    float **all[] = {&r->e, &r->p, &r->z, &r->logp, &r->bias, &r->tab, &r->dlogits, &r->dh, &r->dx, &r->dgates,
+                     &r->dtab, &r->dc[0], &r->dc[1]};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) be->free(be, *all[i]), *all[i] = NULL;
     for (int l = 0; l < r->nl; l++) {
         rnn_layer *y = &r->layers[l];
@@ -127,11 +128,11 @@ static void ensure_acts(backend *be, lm_rnn *r, size_t rows, size_t b, int grads
         y->c = ALLOC(rows * H);
         y->act = ALLOC(rows * 4 * H);
     }
-    r->e = ALLOC(rows * U), r->p = ALLOC(rows * 4 * H), r->g = ALLOC(b * 4 * H);
+    r->e = ALLOC(rows * U), r->p = ALLOC(rows * 4 * H), r->bias = ALLOC(4 * H), r->tab = ALLOC(V * 4 * H);
     r->z = ALLOC(rows * H), r->logp = ALLOC(rows * V);
     if (grads) {
         r->dlogits = ALLOC(rows * V), r->dh = ALLOC(rows * H), r->dx = ALLOC(rows * in_max);
-        r->dgates = ALLOC(rows * 4 * H), r->dhrec = ALLOC(b * H), r->dc[0] = ALLOC(b * H), r->dc[1] = ALLOC(b * H);
+        r->dgates = ALLOC(rows * 4 * H), r->dtab = ALLOC(V * 4 * H), r->dc[0] = ALLOC(b * H), r->dc[1] = ALLOC(b * H);
     }
     r->cap_rows = rows, r->cap_b = b, r->grads = grads;
 }
@@ -170,21 +171,40 @@ static int64_t make_targets(lm_rnn *r, const int *labels, const int *label_lens,
 
 static float *wp(const asr_model *m, float *base, int l, int k) { return base + m->rnn->lay[l][k]; }
 
-/* One LSTM layer over all positions: y->in -> y->hbuf (h) and y->c. */
+/* Layer l's input products of all positions into r->p: W_ih x + b_ih + b_hh (the recurrence adds
+ * W_hh h_{t-1} in place). Layer 0 without dropout on the embedding: x W_ih^T + b is row ids of the
+ * table E W_ih^T + b (V x 4H with V the vocabulary, far fewer rows than positions), so the N x U x
+ * 4H product becomes a V x U x 4H one and a gather (and in the backward, the gates' gradients summed
+ * per token first, the two products of dW_ih and dE likewise: layer_input_backward). */
+static void layer_input(asr_model *m, int l)
+{
+    backend *be = m->be;
+    lm_rnn *r = m->rnn;
+    int H = r->H, G = 4 * H, in = l == 0 ? r->U : H;
+    size_t N = (size_t)r->B * r->L;
+    be->add(be, r->bias, wp(m, m->params, l, B_IH), wp(m, m->params, l, B_HH), (size_t)G);
+    if (l == 0 && r->table) {
+        be->linear_forward(be, r->tab, m->params + r->emb, wp(m, m->params, 0, W_IH), r->bias, r->V, in, G);
+        be->embedding_forward(be, r->p, r->tab, r->ids, (int)N, r->V, G);
+    } else {
+        be->linear_forward(be, r->p, r->layers[l].in, wp(m, m->params, l, W_IH), r->bias, (int)N, in, G);
+    }
+}
+
+/* One LSTM layer over all positions: its input -> y->hbuf (h) and y->c. */
 static void layer_forward(asr_model *m, int l)
 {
     backend *be = m->be;
     lm_rnn *r = m->rnn;
     rnn_layer *y = &r->layers[l];
-    int B = r->B, H = r->H, G = 4 * H, in = l == 0 ? r->U : H;
-    size_t N = (size_t)B * r->L;
-    be->linear_forward(be, r->p, y->in, wp(m, m->params, l, W_IH), wp(m, m->params, l, B_IH), (int)N, in, G);
+    int B = r->B, H = r->H, G = 4 * H;
+    layer_input(m, l);
     be->fill(be, y->hbuf, 0, (size_t)B * H * sizeof(float)); /* the zero initial state */
     for (int t = 0; t < r->L; t++) {
         size_t s = (size_t)t * B;
-        be->linear_forward(be, r->g, y->hbuf + s * H, wp(m, m->params, l, W_HH), wp(m, m->params, l, B_HH), B, H, G);
-        be->add(be, r->g, r->g, r->p + s * G, (size_t)B * G);
-        be->lstm_cell_forward(be, y->hbuf + (s + B) * H, y->c + s * H, y->act + s * G, r->g,
+        float *g = r->p + s * G;
+        if (t) be->gemm(be, 0, 1, B, G, H, 1.0f, y->hbuf + s * H, H, wp(m, m->params, l, W_HH), H, 1.0f, g, G);
+        be->lstm_cell_forward(be, y->hbuf + (s + B) * H, y->c + s * H, y->act + s * G, g,
                               t ? y->c + (s - B) * H : NULL, B, H);
     }
 }
@@ -200,8 +220,11 @@ double lm_rnn_loss(asr_model *m, const int *labels, const int *label_lens, int s
     r->train = train, r->seed = seed, r->ntok = (double)ntok;
     float p = train ? m->rates.dec_dropout : 0;
     int U = r->U, H = r->H, V = r->V;
-    be->embedding_forward(be, r->e, m->params + r->emb, r->ids, (int)N, V, U);
-    be->dropout_forward(be, r->layers[0].in, r->e, N * U, p, seed, RSTREAM_EMBED);
+    r->table = p == 0;
+    if (!r->table) {
+        be->embedding_forward(be, r->e, m->params + r->emb, r->ids, (int)N, V, U);
+        be->dropout_forward(be, r->layers[0].in, r->e, N * U, p, seed, RSTREAM_EMBED);
+    }
     for (int l = 0; l < r->nl; l++) {
         layer_forward(m, l);
         const float *h = r->layers[l].hbuf + (size_t)B * H;
@@ -218,28 +241,47 @@ double lm_rnn_loss(asr_model *m, const int *labels, const int *label_lens, int s
 
 const float *lm_rnn_logp(const asr_model *m) { return m->rnn->logp; }
 
-/* Backward through time of layer l: r->dh holds the gradient of its h (N x H) on entry; the gradient
- * of its input lands in r->dx. */
+/* The backward of layer_input: the gradients of W_ih and b_ih (b_hh's is the same sum, taken with
+ * W_hh's) from r->dgates, and that of the layer's input: into r->dx, or for layer 0 through the
+ * vocabulary table straight into the embedding's gradient (r->dx is then untouched). */
+static void layer_input_backward(asr_model *m, int l)
+{
+    backend *be = m->be;
+    lm_rnn *r = m->rnn;
+    int H = r->H, G = 4 * H, in = l == 0 ? r->U : H;
+    size_t N = (size_t)r->B * r->L;
+    if (l == 0 && r->table) {
+        be->fill(be, r->dtab, 0, (size_t)r->V * G * sizeof(float));
+        be->embedding_backward(be, r->dtab, r->dgates, r->ids, (int)N, r->V, G);
+        be->linear_backward(be, m->grads + r->emb, wp(m, m->grads, 0, W_IH), wp(m, m->grads, 0, B_IH), r->dtab,
+                            m->params + r->emb, wp(m, m->params, 0, W_IH), r->V, in, G, 1);
+    } else {
+        be->linear_backward(be, r->dx, wp(m, m->grads, l, W_IH), wp(m, m->grads, l, B_IH), r->dgates,
+                            r->layers[l].in, wp(m, m->params, l, W_IH), (int)N, in, G, 0);
+    }
+}
+
+/* Backward through time of layer l: r->dh holds the gradient of its h (N x H) on entry (and gathers
+ * the recurrent part in place); the gradient of its input lands as layer_input_backward says. */
 static void layer_backward(asr_model *m, int l)
 {
     backend *be = m->be;
     lm_rnn *r = m->rnn;
     rnn_layer *y = &r->layers[l];
-    int B = r->B, H = r->H, G = 4 * H, in = l == 0 ? r->U : H, cur = 0;
+    int B = r->B, H = r->H, G = 4 * H, cur = 0;
     size_t N = (size_t)B * r->L;
     for (int t = r->L - 1; t >= 0; t--) {
         size_t s = (size_t)t * B;
-        float *dh = r->dh + s * H;
-        if (t < r->L - 1) be->add(be, dh, dh, r->dhrec, (size_t)B * H);
         /* dc[cur] holds the gradient of c_t from step t + 1 (none at the last step). */
-        be->lstm_cell_backward(be, r->dgates + s * G, t ? r->dc[!cur] : NULL, dh, t < r->L - 1 ? r->dc[cur] : NULL,
-                               y->act + s * G, t ? y->c + (s - B) * H : NULL, y->c + s * H, B, H);
+        be->lstm_cell_backward(be, r->dgates + s * G, t ? r->dc[!cur] : NULL, r->dh + s * H,
+                               t < r->L - 1 ? r->dc[cur] : NULL, y->act + s * G, t ? y->c + (s - B) * H : NULL,
+                               y->c + s * H, B, H);
         cur = !cur;
         if (t) /* dh_{t-1} += dgates_t W_hh */
-            be->gemm(be, 0, 0, B, H, G, 1.0f, r->dgates + s * G, G, wp(m, m->params, l, W_HH), H, 0.0f, r->dhrec, H);
+            be->gemm(be, 0, 0, B, H, G, 1.0f, r->dgates + s * G, G, wp(m, m->params, l, W_HH), H, 1.0f,
+                     r->dh + (s - B) * H, H);
     }
-    be->linear_backward(be, r->dx, wp(m, m->grads, l, W_IH), wp(m, m->grads, l, B_IH), r->dgates, y->in,
-                        wp(m, m->params, l, W_IH), (int)N, in, G, 0);
+    layer_input_backward(m, l);
     /* W_hh saw h_{t-1}: hbuf's rows 0 .. N - 1 (the zero state first). */
     be->linear_backward(be, NULL, wp(m, m->grads, l, W_HH), wp(m, m->grads, l, B_HH), r->dgates, y->hbuf,
                         wp(m, m->params, l, W_HH), (int)N, H, G, 0);
@@ -262,6 +304,7 @@ void lm_rnn_backward(asr_model *m, float scale)
         if (l > 0)
             be->dropout_backward(be, r->dh, r->dx, N * H, p, r->seed, RSTREAM_BETWEEN + (uint64_t)(l - 1));
     }
+    if (r->table) return; /* layer 0's backward gave the embedding's gradient */
     be->dropout_backward(be, r->dx, r->dx, N * U, p, r->seed, RSTREAM_EMBED);
     be->embedding_backward(be, m->grads + r->emb, r->dx, r->ids, (int)N, V, U);
 }

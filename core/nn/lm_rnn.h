@@ -10,9 +10,12 @@
  *   -> dropout -> lm.decoder (Linear) -> log_softmax -> the negative log-likelihood of text +
  *      <sos/eos> summed over real tokens / their count.
  * Rows are time-major (row t * B + b), so each step of the recurrence is B contiguous rows: a layer's
- * input projection W_ih x is one GEMM over all positions, the recurrence one GEMM of B rows per step
- * (also per step of the backward through time), W_hh's gradient one GEMM at the end. The model
- * (core/nn/model.c) calls these for a model with dims.lm = LM_SEQ_RNN. */
+ * input projection W_ih x (+ both biases) is one GEMM over all positions, the recurrence one GEMM of B
+ * rows per step accumulating into it (also per step of the backward through time), W_hh's gradient
+ * one GEMM at the end. Without dropout on the embedding (ESPnet's default, and always in eval mode),
+ * the first layer's W_ih x is a row of the table E W_ih^T (one row per token of the vocabulary), so
+ * that product and both of its gradients cost V instead of N rows. The model (core/nn/model.c)
+ * calls these for a model with dims.lm = LM_SEQ_RNN. */
 #ifndef ESPNET3_NN_LM_RNN_H
 #define ESPNET3_NN_LM_RNN_H
 

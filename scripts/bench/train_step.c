@@ -11,6 +11,10 @@
  *   ebranchformer: EBranchformerEncoder as LibriSpeech-100's (d 256, 4 heads, rel_pos latest,
  *                macaron FFN 1024, cgMLP 1024 with kernel 31, identity gate, merge kernel 31) but
  *                6 blocks like the others, + CTC, vocab 30 (espnet_step.py --model ebranchformer)
+ *   lm:          a character LM as the default recipe's: SequentialRNNLM (2-layer LSTM, LM_UNIT
+ *                units, default 384; dropout LM_DROPOUT, default 0) in ESPnetLanguageModel, vocab
+ *                31, on a batch of 160 texts of 63 tokens (about the recipe's 10,000 per batch;
+ *                espnet_step.py --model lm reads the same variables)
  *   train_step [--openblas] [--model MODEL] THREADS STEPS WARMUP -> prints "ms <median> min <min>
  *                loss <last> ... xsmm <0|1>" (xsmm: whether libxsmm's kernels ran the products they
  *                take; --openblas: every product through OpenBLAS, for scripts/bench/gemm_shapes)
@@ -65,15 +69,20 @@ int main(int argc, char **argv)
     const char *kind = "transformer";
     if (argc > 2 && strcmp(argv[1], "--model") == 0) kind = argv[2], argv += 2, argc -= 2;
     int conformer = strcmp(kind, "conformer") == 0, hybrid = strcmp(kind, "hybrid") == 0;
-    int ebf = strcmp(kind, "ebranchformer") == 0;
-    if (!conformer && !hybrid && !ebf && strcmp(kind, "transformer") != 0) {
-        fprintf(stderr, "train_step: unknown model %s (transformer, conformer, hybrid or ebranchformer)\n", kind);
+    int ebf = strcmp(kind, "ebranchformer") == 0, lm = strcmp(kind, "lm") == 0;
+    if (!conformer && !hybrid && !ebf && !lm && strcmp(kind, "transformer") != 0) {
+        fprintf(stderr, "train_step: unknown model %s (transformer, conformer, hybrid, ebranchformer or lm)\n", kind);
         return 2;
     }
     int threads = argc > 1 ? atoi(argv[1]) : 1, steps = argc > 2 ? atoi(argv[2]) : 10;
     int warmup = argc > 3 ? atoi(argv[3]) : 3;
-    enum { B = 16, T = 400, L = 50 };
+    enum { B_ASR = 16, T = 400, L_ASR = 50, B_LM = 160, L_LM = 63 };
+    int B = lm ? B_LM : B_ASR, L = lm ? L_LM : L_ASR;
     model_dims d = {.idim = 80, .d = 256, .heads = 4, .ff = 1024, .blocks = 6, .vocab = 30};
+    /* LM_UNIT, LM_DROPOUT: the LM's width and dropout rate (384, 0: the bench's default case) */
+    int lm_unit = getenv("LM_UNIT") ? atoi(getenv("LM_UNIT")) : 384;
+    float lm_dropout = getenv("LM_DROPOUT") ? (float)atof(getenv("LM_DROPOUT")) : 0.0f;
+    if (lm) d = (model_dims){.lm = LM_SEQ_RNN, .no_ctc = 1, .vocab = 31, .lm_embed = lm_unit, .d = lm_unit, .lm_layers = 2};
     d.f2 = ((d.idim - 1) / 2 - 1) / 2;
     if (conformer) {
         d.encoder = ENC_CONFORMER, d.macaron = 1, d.rel_pos = 1, d.use_cnn = 1, d.cnn_kernel = 31;
@@ -91,6 +100,7 @@ int main(int argc, char **argv)
     if (!kind_be) kind_be = "cpu";
     if (!(be = backend_open(kind_be, 0, threads, &err))) esp_die_err(&err);
     model_rates rates = {.dropout = 0.1f, .pos_dropout = 0.1f, .att_dropout = 0.0f, .ctc_weight = 1.0f};
+    if (lm) rates.dec_dropout = lm_dropout;
     if (hybrid) {
         rates.dec_dropout = 0.1f, rates.dec_pos_dropout = 0.1f;
         rates.ctc_weight = 0.3f, rates.lsm_weight = 0.1f, rates.length_normalized_loss = 0;
@@ -105,9 +115,10 @@ int main(int argc, char **argv)
     rng r;
     rng_init(&r, 1);
     for (size_t i = 0; i < (size_t)B * T * 80; i++) feats[i] = (float)((double)(rng_next(&r) >> 11) / 9007199254740992.0 * 2 - 1);
-    int lens[B], labels[B * L], ylens[B];
+    int *lens = malloc((size_t)B * sizeof *lens), *labels = malloc((size_t)B * L * sizeof *labels);
+    int *ylens = malloc((size_t)B * sizeof *ylens);
     for (int b = 0; b < B; b++) lens[b] = T, ylens[b] = L;
-    for (int i = 0; i < B * L; i++) labels[i] = (int)rng_uniform_int(&r, 2, conformer || hybrid || ebf ? 28 : 29);
+    for (int i = 0; i < B * L; i++) labels[i] = (int)rng_uniform_int(&r, 2, conformer || hybrid || ebf || lm ? 28 : 29);
     float *dev_feats = be->alloc(be, (size_t)B * T * 80 * sizeof *feats);
     be->copy(be, dev_feats, feats, (size_t)B * T * 80 * sizeof *feats, BACKEND_HOST_TO_DEVICE);
     optim_opts o = optim_opts_default(OPTIM_ADAM);
@@ -117,7 +128,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < warmup + steps; i++) {
         double t0 = now_seconds();
         asr_model_zero_grad(&m);
-        asr_model_forward(&m, dev_feats, lens, B, T, 1, (uint64_t)i);
+        if (lm) asr_model_forward(&m, NULL, NULL, B, 0, 1, (uint64_t)i);
+        else asr_model_forward(&m, dev_feats, lens, B, T, 1, (uint64_t)i);
         loss = asr_model_loss(&m, labels, ylens, L, NULL);
         asr_model_backward(&m, 1.0f);
         adam_step(m.params, &st, m.grads, &o, 1e-3);
@@ -135,6 +147,7 @@ int main(int argc, char **argv)
     asr_model_free(&m);
     backend_close(be);
     free(feats);
+    free(lens), free(labels), free(ylens);
     free(ms);
     return 0;
 }

@@ -172,6 +172,61 @@ Test(lm, training_dropout_follows_the_seed)
     backend_close(be);
 }
 
+/* A train-mode loss and its gradients of the LSTM LM of "_rnn" at the given embedding/between/output
+ * dropout rate and seed; the gradients are copied to grads (m's table's total floats). */
+static double rnn_train_loss(float rate, uint64_t seed, float *grads)
+{
+    backend *be;
+    esp_err err;
+    cr_assert((be = backend_open("cpu", 0, 1, &err)) != NULL, "%s", err.msg);
+    pack w = load_pack("lm", "weights_rnn"), c = load_pack("lm", "loss_rnn");
+    model_dims d = rnn_dims(16, 24, 2);
+    model_rates rates = {.dec_dropout = rate};
+    asr_model m;
+    asr_model_init(&m, be, &d, &rates);
+    load_weights(&m, &w);
+    const float *text = pack_must(&c, "in.text", NULL), *lens = pack_must(&c, "in.text_lengths", NULL);
+    int labels[B * STRIDE], label_lens[B];
+    for (int i = 0; i < B * STRIDE; i++) labels[i] = (int)text[i] ? (int)text[i] : -1;
+    for (int b = 0; b < B; b++) label_lens[b] = (int)lens[b];
+    asr_model_zero_grad(&m);
+    asr_model_forward(&m, NULL, NULL, B, 0, 1, seed);
+    double loss = asr_model_loss(&m, labels, label_lens, STRIDE, NULL);
+    asr_model_backward(&m, 1.0f);
+    if (grads) memcpy(grads, m.grads, m.table.total * sizeof *grads);
+    pack_free(&w), pack_free(&c);
+    asr_model_free(&m);
+    backend_close(be);
+    return loss;
+}
+
+/* The LSTM's two routes into its first layer: without dropout on the embedding, the input product
+ * runs through the vocabulary (core/nn/lm_rnn.c, layer_input; the ESPnet fixtures above check that
+ * route), with dropout through every position's embedding. A rate of 1e-7 takes the second route
+ * without dropping anything in this batch (its 1 / (1 - p) is one float ulp above 1): the loss and
+ * every gradient equal the first route's to float rounding. A real rate follows its seed. */
+Test(lm, lstm_first_layer_routes_agree_and_dropout_follows_the_seed)
+{
+    size_t total;
+    {
+        model_dims d = rnn_dims(16, 24, 2);
+        param_table t;
+        param_table_build(&t, &d);
+        total = t.total;
+        param_table_free(&t);
+    }
+    float *g0 = malloc(total * sizeof *g0), *g1 = malloc(total * sizeof *g1);
+    double l0 = rnn_train_loss(0.0f, 7, g0), l1 = rnn_train_loss(1e-7f, 7, g1);
+    cr_expect_lt(fabs(l0 - l1) / l0, 1e-6, "loss %.9g (vocabulary route) vs %.9g (per position)", l0, l1);
+    double e = pack_rel_err(g1, g0, total, 1.0);
+    cr_expect_lt(e, 1e-5, "gradients of the two routes differ: %g", e);
+    double a = rnn_train_loss(0.3f, 5, NULL), b = rnn_train_loss(0.3f, 5, NULL), c = rnn_train_loss(0.3f, 6, NULL);
+    cr_expect_eq(a, b, "same seed, same loss: %.9g vs %.9g", a, b);
+    cr_expect_neq(a, c, "another seed, other masks");
+    cr_expect_gt(fabs(a - l0), 1e-4, "dropout 0.3 changes the loss (%.9g vs %.9g)", a, l0);
+    free(g0), free(g1);
+}
+
 /* ---- batch_score -------------------------------------------------------------------------------- */
 
 /* Scores prefixes idx[0..k) in one call against ESPnet's <ref>.<prefix> (by_prefix) or <ref>.<i>. */
