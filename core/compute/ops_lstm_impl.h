@@ -1,9 +1,10 @@
 /* The LSTM cell (core/compute/ops_decl.h), instantiated by core/compute/ops_f32.c and
- * core/compute/ops_f64.c after core/compute/ops_act_impl.h (real, OPS_FN, KM and VEXP defined
- * there; ACT_BLOCK and act_block from ops_act_impl.h). The per-unit math is kernel_math_lstm.h's,
- * so a GPU kernel computes the same values up to exp and tanh: here they come a block at a time
- * from VEXP and VTANH (core/compute/vmath.h; libm's in the double instantiation). Rows are independent: a split over rows
- * (core/compute/backend_cpu.c) gives the same bits on any thread count. */
+ * core/compute/ops_f64.c after core/compute/ops_act_impl.h (real, OPS_FN, KM, VEXP and VTANH
+ * defined there; ACT_BLOCK and act_block from ops_act_impl.h). The per-unit math is
+ * kernel_math_lstm.h's, so a GPU kernel computes the same values up to exp and tanh: here they
+ * come a block at a time from VEXP and VTANH (core/compute/vmath.h; libm's in the double
+ * instantiation). Rows are independent: a split over rows (core/compute/backend_cpu.c) gives the
+ * same bits on any thread count. */
 
 void OPS_FN(lstm_cell_forward)(real *h, real *c, real *act, const real *gates, const real *c_prev, int n, int H)
 {

@@ -46,6 +46,16 @@ static void load_weights(asr_model *m, const pack *w)
     }
 }
 
+/* The fixture's padded batch as the model's labels: B rows of STRIDE ids, padding (0) as -1. */
+static void fixture_labels(const pack *c, int *labels, int *label_lens)
+{
+    size_t n;
+    const float *text = pack_must(c, "in.text", &n), *lens = pack_must(c, "in.text_lengths", NULL);
+    cr_assert_eq(n, (size_t)B * STRIDE);
+    for (int i = 0; i < B * STRIDE; i++) labels[i] = (int)text[i] ? (int)text[i] : -1;
+    for (int b = 0; b < B; b++) label_lens[b] = (int)lens[b];
+}
+
 /* The forward's log-probabilities of text b at position t (batch-major in the transformer's buffer,
  * time-major in the LSTM's). */
 static const float *lm_logp(const asr_model *m, int b, int t)
@@ -69,11 +79,8 @@ static void check_loss(const char *suffix, model_dims d)
     asr_model_init(&m, be, &d, &rates);
     load_weights(&m, &w);
     size_t n;
-    const float *text = pack_must(&c, "in.text", &n), *lens = pack_must(&c, "in.text_lengths", NULL);
-    cr_assert_eq(n, (size_t)B * STRIDE);
     int labels[B * STRIDE], label_lens[B];
-    for (int i = 0; i < B * STRIDE; i++) labels[i] = (int)text[i] ? (int)text[i] : -1;
-    for (int b = 0; b < B; b++) label_lens[b] = (int)lens[b];
+    fixture_labels(&c, labels, label_lens);
 
     asr_model_zero_grad(&m);
     asr_model_forward(&m, NULL, NULL, B, 0, 0, 0);
@@ -154,10 +161,8 @@ Test(lm, training_dropout_follows_the_seed)
     asr_model m;
     asr_model_init(&m, be, &d, &rates);
     load_weights(&m, &w);
-    const float *text = pack_must(&c, "in.text", NULL), *lens = pack_must(&c, "in.text_lengths", NULL);
     int labels[B * STRIDE], label_lens[B];
-    for (int i = 0; i < B * STRIDE; i++) labels[i] = (int)text[i] ? (int)text[i] : -1;
-    for (int b = 0; b < B; b++) label_lens[b] = (int)lens[b];
+    fixture_labels(&c, labels, label_lens);
     double l[4];
     uint64_t seeds[4] = {5, 5, 6, 0};
     for (int k = 0; k < 4; k++) {
@@ -185,10 +190,8 @@ static double rnn_train_loss(float rate, uint64_t seed, float *grads)
     asr_model m;
     asr_model_init(&m, be, &d, &rates);
     load_weights(&m, &w);
-    const float *text = pack_must(&c, "in.text", NULL), *lens = pack_must(&c, "in.text_lengths", NULL);
     int labels[B * STRIDE], label_lens[B];
-    for (int i = 0; i < B * STRIDE; i++) labels[i] = (int)text[i] ? (int)text[i] : -1;
-    for (int b = 0; b < B; b++) label_lens[b] = (int)lens[b];
+    fixture_labels(&c, labels, label_lens);
     asr_model_zero_grad(&m);
     asr_model_forward(&m, NULL, NULL, B, 0, 1, seed);
     double loss = asr_model_loss(&m, labels, label_lens, STRIDE, NULL);
