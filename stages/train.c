@@ -41,8 +41,6 @@ static int cpu_threads(void)
     return n > 0 ? n : 1;
 }
 
-/* Keys the config schema accepts for later issues but this trainer does not act on yet: say so
- * (one warning each) instead of ignoring them; refuse what would train a different model. */
 /* The ASR model's encoder keys (stage 5's own checks beyond the schema). An LM task's model keys
  * are the LM's (core/nn/lm_conf.c); an ASR model's keys in its config warn in check_unused_keys. */
 static int check_model_keys(const model_cfg *m, const char *file, esp_err *err)
@@ -59,6 +57,8 @@ static int check_model_keys(const model_cfg *m, const char *file, esp_err *err)
     return 0;
 }
 
+/* Keys the config schema accepts for later issues but this trainer does not act on yet: say so
+ * (one warning each) instead of ignoring them; refuse what would train a different model. */
 static int check_unused_keys(const training_cfg *cfg, const char *file, esp_err *err)
 {
     const trainer_cfg *tc = cfg->trainer;
@@ -126,7 +126,6 @@ static model_rates rates_from_cfg(const training_cfg *cfg)
     return r;
 }
 
-/* The checks that need no data: required blocks, the launch's world size, unsupported keys. */
 /* What the config alone decides about values, before any stage runs (stage_table's check):
  * ctc_conf.reduce, speed_perturb_factors and the waveform augmentation keys (the frontend's
  * sample rate bounds their frequencies; an LM task has none). Missing sections are the stage's own error, so that a

@@ -12,8 +12,8 @@
  *   label smooth. label_smoothing_prob, kl_div_term, label_smoothing_grad
  *   Conformer     relpos_shift_col; per type (core/compute/kernel_math_conformer.h): bn_rstd,
  *                 bn_apply, bn_running, bn_dx (BatchNorm), relpos_angle (relative encoding)
- *   LSTM cell     per type (core/compute/kernel_math_lstm.h): lstm_cell, lstm_cell_e, lstm_cell_c
- *                 (the forward of one unit), lstm_cell_grad, lstm_cell_grad_t (its backward)
+ *   LSTM cell     per type (core/compute/kernel_math_lstm.h): lstm_cell, lstm_cell_c (the forward
+ *                 of one unit), lstm_cell_grad, lstm_cell_grad_t (its backward)
  *   Adam / AdamW  adam_update_one
  *   clipping      clip_grad_coef, SUM_SQUARES_BLOCK
  *   mixed prec.   core/compute/kernel_math_amp.h: bfloat16 / half rounding, the loss scaler's unscale */

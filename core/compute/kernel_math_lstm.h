@@ -8,11 +8,10 @@
  *        one unit's forward from its gates' pre-activations (both biases added) and the previous
  *        cell state cp: *si, *sf, *so = sigmoid(i, f, o), *tg = tanh(g) (kept for the backward),
  *        *c = sf * cp + si * tg, *h = so * tanh(c)
- *   lstm_cell_e(ei, ef, g, eo, cp, ...)
- *        lstm_cell with ei = exp(-i), ef = exp(-f), eo = exp(-o)
  *   lstm_cell_c(ei, ef, tg, eo, cp, si, sf, so, c)
- *        the part before tanh(c), from the exponentials and tg = tanh(g): the CPU takes exp and
- *        tanh a block at a time (core/compute/vmath.h) and sets h = so * tanh(c) after
+ *        the part before tanh(c), from ei = exp(-i), ef = exp(-f), eo = exp(-o) and tg = tanh(g):
+ *        the CPU takes exp and tanh a block at a time (core/compute/vmath.h) and sets
+ *        h = so * tanh(c) after; lstm_cell is this with every exp and tanh per unit
  *   lstm_cell_grad(dh, dc, si, sf, tg, so, cp, c, di, df, dg, d_o, dcp)
  *        the backward of one unit from the forward's si, sf, tg, so, cp and c, the gradient dh of h
  *        and dc of c (from the next step): tc = tanh(c), dct = dh * so * (1 - tc^2) + dc;
@@ -34,18 +33,12 @@ static inline KM_HD void KM_FN(lstm_cell_c)(KM_T ei, KM_T ef, KM_T tg, KM_T eo, 
     *c = f * cp + i * tg;
 }
 
-static inline KM_HD void KM_FN(lstm_cell_e)(KM_T ei, KM_T ef, KM_T g, KM_T eo, KM_T cp, KM_T *si, KM_T *sf,
-                                            KM_T *tg, KM_T *so, KM_T *c, KM_T *h)
-{
-    *tg = KM_TANH(g);
-    KM_FN(lstm_cell_c)(ei, ef, *tg, eo, cp, si, sf, so, c);
-    *h = *so * KM_TANH(*c);
-}
-
 static inline KM_HD void KM_FN(lstm_cell)(KM_T i, KM_T f, KM_T g, KM_T o, KM_T cp, KM_T *si, KM_T *sf, KM_T *tg,
                                           KM_T *so, KM_T *c, KM_T *h)
 {
-    KM_FN(lstm_cell_e)(KM_EXP(-i), KM_EXP(-f), g, KM_EXP(-o), cp, si, sf, tg, so, c, h);
+    *tg = KM_TANH(g);
+    KM_FN(lstm_cell_c)(KM_EXP(-i), KM_EXP(-f), *tg, KM_EXP(-o), cp, si, sf, so, c);
+    *h = *so * KM_TANH(*c);
 }
 
 static inline KM_HD void KM_FN(lstm_cell_grad_t)(KM_T dh, KM_T dc, KM_T si, KM_T sf, KM_T tg, KM_T so, KM_T cp,
