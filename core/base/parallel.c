@@ -171,3 +171,24 @@ void parallel_ranges(size_t n, size_t min_per_thread, int threads, range_fn fn, 
     ranges_ctx r = {fn, ctx};
     parallel_parts(n, min_per_thread, threads, ranges_part, &r);
 }
+
+typedef struct items_ctx {
+    item_fn fn;
+    void *ctx;
+    size_t n;
+    _Atomic size_t next;
+} items_ctx;
+
+static void items_part(void *ctx, size_t lo, size_t hi, int slot)
+{
+    (void)lo, (void)hi;
+    items_ctx *c = ctx;
+    for (size_t i; (i = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed)) < c->n;) c->fn(c->ctx, i, slot);
+}
+
+void parallel_items(size_t n, int threads, item_fn fn, void *ctx)
+{
+    items_ctx c = {fn, ctx, n, 0};
+    int t = parallel_parts_count(n, 1, threads);
+    parallel_parts((size_t)t, 1, t, items_part, &c);
+}

@@ -29,6 +29,15 @@ void parallel_ranges(size_t n, size_t min_per_thread, int threads, range_fn fn, 
 /* The same with the slot; the parts are the ranges of parallel_parts_count(...) parts. */
 void parallel_parts(size_t n, size_t min_per_thread, int threads, part_fn fn, void *ctx);
 
+/* One item of parallel_items: i and the slot of the thread running it (as part_fn's). */
+typedef void (*item_fn)(void *ctx, size_t i, int slot);
+
+/* Calls fn(ctx, i, slot) for every i in [0, n) on up to `threads` threads, the items handed out
+ * one at a time, in order, to whichever thread is free: for items of uneven cost (or a thread the
+ * machine slows down), the loop ends when the last item does rather than when the slowest fixed
+ * share does. Results do not depend on the thread count when each item writes its own outputs. */
+void parallel_items(size_t n, int threads, item_fn fn, void *ctx);
+
 /* How many parts parallel_parts(n, min_per_thread, threads, ...) uses at most (>= 1). */
 int parallel_parts_count(size_t n, size_t min_per_thread, int threads);
 

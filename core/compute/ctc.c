@@ -216,27 +216,25 @@ static void *backward_worker(void *arg)
 typedef struct split_ctx {
     void *(*fn)(void *);
     const ctc_job *base;
-    int parts;
 } split_ctx;
 
-static void split_part(void *ctx, size_t lo, size_t hi, int part)
+static void split_item(void *ctx, size_t i, int slot)
 {
-    (void)hi, (void)part;
+    (void)slot;
     const split_ctx *c = ctx;
     ctc_job job = *c->base;
-    job.first = (int)lo;
-    job.step = c->parts;
+    job.first = (int)i;
+    job.step = job.B; /* utterance i alone */
     c->fn(&job);
 }
 
-/* Runs fn over the batch on up to nthreads threads of the pool (core/base/parallel.h), utterances
- * interleaved (batches come sorted by length): each utterance's arithmetic is the same whichever
- * thread runs it. */
+/* Runs fn over the batch on up to nthreads threads of the pool (core/base/parallel.h), an utterance
+ * at a time to whichever thread is free (utterances differ in length): each utterance's arithmetic
+ * is the same whichever thread runs it. */
 static void run_split(void *(*fn)(void *), const ctc_job *base, int nthreads)
 {
-    int parts = parallel_parts_count((size_t)base->B, 1, nthreads);
-    split_ctx c = {fn, base, parts};
-    parallel_parts((size_t)parts, 1, parts, split_part, &c);
+    split_ctx c = {fn, base};
+    parallel_items((size_t)base->B, nthreads, split_item, &c);
 }
 
 static double forward_any(double *losses, double *work, lp_in logp, const int *hlens,

@@ -7,8 +7,10 @@
 #define VTANH vmath_tanhf
 #define KM(name) name##_f32
 #define GEMM ops_sgemm_mp /* cblas_sgemm, with 16-bit inputs under mixed precision */
+#define GEMM_XSMM_ON() ops_xsmm_enabled() /* libxsmm runs the products it takes (core/compute/ops_xsmm.h) */
 #define GEMM_SERIAL ops_sgemm_mp_serial /* the same on the calling thread alone */
 #include "core/compute/ops_sgemm.h"
+#include "core/compute/ops_xsmm.h"
 #include "core/compute/vmath.h"
 #include "core/compute/ops_impl.h"
 #include "core/compute/ops_embed_impl.h"

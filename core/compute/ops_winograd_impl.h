@@ -258,10 +258,12 @@ typedef struct wino_job {
     const real *in, *in2, *bias;
     size_t tile_n;
     int n0, cnt, h, wd, oh, ow, ic, oc, relu;
+    int parity; /* the input gradient's bands: odd ones (else even); the taps: transposed */
 } wino_job;
 
 /* wt[q][c][o] = w[o][c][q]: the taps as (ic x oc) matrices, so a class's kernel is a sum of whole
- * matrices. Output channels lo .. hi - 1. */
+ * matrices; transposed (the input gradient's products take U_k^T), wt[q][o][c]. Output channels
+ * lo .. hi - 1. */
 static void wino_taps_part(void *ctx, size_t lo, size_t hi, int part)
 {
     (void)part;
@@ -272,12 +274,15 @@ static void wino_taps_part(void *ctx, size_t lo, size_t hi, int part)
     size_t co = (size_t)ic * oc;
     for (int o = (int)lo; o < (int)hi; o++)
         for (int c = 0; c < ic; c++)
-            for (int q = 0; q < 9; q++) wt[q * co + (size_t)c * oc + o] = w[((size_t)o * ic + c) * 9 + q];
+            for (int q = 0; q < 9; q++) {
+                size_t at = j->parity ? (size_t)o * ic + c : (size_t)c * oc + o;
+                wt[q * co + at] = w[((size_t)o * ic + c) * 9 + q];
+            }
 }
 
-static void wino_taps(real *wt, const real *w, int ic, int oc, int threads)
+static void wino_taps(real *wt, const real *w, int ic, int oc, int transposed, int threads)
 {
-    wino_job j = {.out = wt, .in = w, .ic = ic, .oc = oc};
+    wino_job j = {.out = wt, .in = w, .ic = ic, .oc = oc, .parity = transposed};
     parallel_parts((size_t)oc, 16, threads, wino_taps_part, &j);
 }
 
@@ -553,71 +558,81 @@ static void wino_grad_outputs(real *dm, real *db, const real *dy, const real *y,
 }
 
 /* Point gradients back to the input: dx[r0 + a][c0 + b] += sum_p BTh[ph][a] BTw[pw][b] dV[p] inside
- * the input, items lo .. hi - 1 of the chunk (relative to n0); neighbouring tiles share an edge
- * sample and both add into it, in tile order (so a split runs over whole items). z: the band's sums,
+ * the input, for the bands (item, ti) of the chunk whose ti has the parity `odd`, band numbers
+ * lo .. hi - 1 among them (band k: item k / bh, ti = 2 (k % bh) + odd, bh = bands of that parity
+ * per item). Neighbouring tiles of a band share an edge sample and add into it in tile order;
+ * neighbouring bands share an edge row, so the even bands run first and the odd ones add after
+ * them: no two bands running at once touch the same row, whatever the split. z: the band's sums,
  * ah x (2 mw tw + 1) x ic, added into dx once the band's tiles are done. */
-static void wino_grad_inputs_items(real *dx, const real *dv, int n0, int cnt, int lo, int hi, int h, int wd, int ic,
-                                   const wino *W, real *z)
+static void wino_grad_inputs_bands(real *dx, const real *dv, int n0, int cnt, int odd, int lo, int hi, int h, int wd,
+                                   int ic, const wino *W, real *z)
 {
     const wino_plan *P = &W->plan;
     size_t T = (size_t)cnt * P->th * P->tw, C = (size_t)ic, ss = T * C;
-    size_t t = (size_t)lo * P->th * P->tw;
-    int zw = 2 * P->mw * P->tw + 1, valid = zw < wd ? zw : wd;
+    int zw = 2 * P->mw * P->tw + 1, valid = zw < wd ? zw : wd, bh = (P->th - odd + 1) / 2;
     const real *s[WVEC_TERMS];
     real c[WVEC_TERMS];
-    for (int n = n0 + lo; n < n0 + hi; n++)
-        for (int ti = 0; ti < P->th; ti++) {
-            int r0 = 2 * P->mh * ti, rows = h - r0 < P->ah ? h - r0 : P->ah;
-            /* z[ph][c0 + b] = sum_pw BTw[pw][b] dV[slot(ph, pw)]; a tile's first column adds to the
-             * previous tile's last */
-            for (int tj = 0; tj < P->tw; tj++, t++) {
-                real *zt = z + (size_t)2 * P->mw * tj * C;
-                for (int ph = 0; ph < P->ah; ph++)
-                    for (int b = 0; b < P->aw; b++) {
-                        const wsparse *r = &W->btc_w[b];
-                        real *zd = zt + ((size_t)ph * zw + b) * C;
-                        int k = 0;
-                        if (b == 0 && tj > 0) s[k] = zd, c[k++] = 1;
-                        for (int e = 0; e < r->n; e++)
-                            s[k] = dv + (size_t)W->slot[ph][r->idx[e]] * ss + t * C, c[k++] = r->val[e];
-                        wvec_combp(zd, k, s, c, C);
-                    }
-            }
-            /* dx[r0 + a][col] += sum_ph BTh[ph][a] z[ph][col] over the columns inside the input */
-            real *x0 = dx + ((size_t)n * h + r0) * wd * C;
-            for (int a = 0; a < rows; a++)
-                wvec_comb(x0 + (size_t)a * wd * C, 1, &W->btc_h[a], WINO_MAX_A, z, (size_t)zw * C, (size_t)valid * C);
+    for (int k = lo; k < hi; k++) {
+        int item = k / bh, ti = 2 * (k % bh) + odd, n = n0 + item;
+        int r0 = 2 * P->mh * ti, rows = h - r0 < P->ah ? h - r0 : P->ah;
+        size_t t = ((size_t)item * P->th + ti) * P->tw;
+        /* z[ph][c0 + b] = sum_pw BTw[pw][b] dV[slot(ph, pw)]; a tile's first column adds to the
+         * previous tile's last */
+        for (int tj = 0; tj < P->tw; tj++, t++) {
+            real *zt = z + (size_t)2 * P->mw * tj * C;
+            for (int ph = 0; ph < P->ah; ph++)
+                for (int b = 0; b < P->aw; b++) {
+                    const wsparse *r = &W->btc_w[b];
+                    real *zd = zt + ((size_t)ph * zw + b) * C;
+                    int e0 = 0;
+                    if (b == 0 && tj > 0) s[e0] = zd, c[e0++] = 1;
+                    for (int e = 0; e < r->n; e++)
+                        s[e0 + e] = dv + (size_t)W->slot[ph][r->idx[e]] * ss + t * C, c[e0 + e] = r->val[e];
+                    wvec_combp(zd, e0 + r->n, s, c, C);
+                }
         }
+        /* dx[r0 + a][col] += sum_ph BTh[ph][a] z[ph][col] over the columns inside the input */
+        real *x0 = dx + ((size_t)n * h + r0) * wd * C;
+        for (int a = 0; a < rows; a++)
+            wvec_comb(x0 + (size_t)a * wd * C, 1, &W->btc_h[a], WINO_MAX_A, z, (size_t)zw * C, (size_t)valid * C);
+    }
 }
 
 static void wino_grad_inputs_part(void *ctx, size_t lo, size_t hi, int part)
 {
     const wino_job *j = ctx;
-    wino_grad_inputs_items(j->out, j->in, j->n0, j->cnt, (int)lo, (int)hi, j->h, j->wd, j->ic, j->W,
+    wino_grad_inputs_bands(j->out, j->in, j->n0, j->cnt, j->parity, (int)lo, (int)hi, j->h, j->wd, j->ic, j->W,
                            j->tile + (size_t)part * j->tile_n);
 }
 
 static void wino_grad_inputs(real *dx, const real *dv, int n0, int cnt, int h, int wd, int ic, const wino *W,
                              real *tile, size_t tile_n, int threads)
 {
-    wino_job j = {.W = W, .out = dx, .in = dv, .tile = tile, .tile_n = tile_n, .n0 = n0, .cnt = cnt, .h = h,
-                  .wd = wd, .ic = ic};
-    parallel_parts((size_t)cnt, 1, threads, wino_grad_inputs_part, &j);
+    for (int odd = 0; odd < 2; odd++) { /* the even bands, then the odd ones */
+        wino_job j = {.W = W, .out = dx, .in = dv, .tile = tile, .tile_n = tile_n, .n0 = n0, .cnt = cnt, .h = h,
+                      .wd = wd, .ic = ic, .parity = odd};
+        parallel_parts((size_t)cnt * ((W->plan.th - odd + 1) / 2), 1, threads, wino_grad_inputs_part, &j);
+    }
 }
 
 /* ---- the products of a chunk, on the pool
- * The stacked classes' rows (class k: group_n[k] * T rows of V or dM from row group_start[k] * T)
- * are cut into units of WINO_GEMM_UNIT rows counted from each class's first row, and the units are
- * split over the threads: a part runs the whole products of the classes inside it and a block of
- * rows of those at its edges, each on its own thread. Split product by product instead, two
- * threads halved every 400-row product and each packed its 256 x 256 kernel (143 against 168
- * GFLOP/s for 121 such products on two threads). Blocks of rows give the bits of one whole GEMM
- * (as ops_sgemm.h's split). The weight gradient's products sum over the rows and are not cut: a
- * class goes whole to the part that holds its first unit. */
-enum { WINO_GEMM_UNIT = 16 };
+ * Handed out one at a time to whichever thread is free (parallel_items), so that a thread slowed
+ * down, or classes whose products run at different rates, do not leave the other waiting: the
+ * forward's and the input gradient's products by blocks of rows of each class's stacked rows
+ * (class k: group_n[k] * T rows of V or dM from row group_start[k] * T), in class order, so that
+ * both threads read a class's kernel at about the same time. The blocks do not depend on the thread
+ * count and the last one takes the rest, so none is shorter than the whole product (a block of
+ * rows gives the bits of the whole GEMM, as ops_sgemm.h's split). The weight gradient's products
+ * sum over the rows and are not cut: whole classes, the largest first, so that the last ones handed
+ * out are the smallest. The split in halves this replaces left one thread waiting 9-13 ms per step
+ * for the other, and cut some products into pieces too short for libxsmm's kernels, which OpenBLAS
+ * then ran: 5 threads gave other bits than 1 at 144 channels. Rows per block: 7 x 16 (libxsmm's
+ * 7-row kernels, OpenBLAS' 16-row units) where libxsmm runs the products; OpenBLAS packs the kernel
+ * for every call, so its blocks are 4 times as tall (112-row blocks made its forward 2.5% slower). */
+enum { WINO_GEMM_ROWS_XSMM = 112, WINO_GEMM_ROWS_BLAS = 448 };
 typedef enum wino_gemm_kind {
     WG_FORWARD, /* m = v U_k */
-    WG_DX,      /* v = dm U_k^T */
+    WG_DX,      /* v = dm U_k^T (u holds the U_k^T) */
     WG_DW,      /* du_k += v^T dm */
 } wino_gemm_kind;
 
@@ -628,44 +643,50 @@ typedef struct wino_gemm_job {
     int ic, oc;
     real *v, *m, *du;
     const real *u;
-    size_t uoff[WINO_MAX_CLASSES + 1]; /* class k's units: uoff[k] .. uoff[k + 1] - 1 */
+    size_t block;                      /* rows per block */
+    size_t boff[WINO_MAX_CLASSES + 1]; /* class k's row blocks: items boff[k] .. boff[k + 1] - 1 */
+    int order[WINO_MAX_CLASSES];       /* the weight gradient's classes, largest first */
 } wino_gemm_job;
 
-static void wino_gemm_part(void *ctx, size_t lo, size_t hi, int part)
+static void wino_gemm_item(void *ctx, size_t i, int slot)
 {
-    (void)part;
+    (void)slot;
     const wino_gemm_job *j = ctx;
     const wino *W = j->W;
     size_t co = (size_t)j->ic * j->oc, T = j->T, ic = (size_t)j->ic, oc = (size_t)j->oc;
-    for (int k = 0; k < W->plan.classes; k++) {
-        size_t u0 = j->uoff[k], u1 = j->uoff[k + 1], first = (size_t)W->group_start[k] * T;
-        size_t rows = (size_t)W->group_n[k] * T;
-        if (j->kind == WG_DW) {
-            if (u0 >= lo && u0 < hi)
-                GEMM_SERIAL(ROWMAJOR, TR, NT, j->ic, j->oc, (int)rows, 1, j->v + first * ic, j->ic, j->m + first * oc,
-                            j->oc, 1, j->du + k * co, j->oc);
-            continue;
-        }
-        if (u1 <= lo || u0 >= hi) continue;
-        size_t r0 = ((lo > u0 ? lo : u0) - u0) * WINO_GEMM_UNIT, r1 = ((hi < u1 ? hi : u1) - u0) * WINO_GEMM_UNIT;
-        if (r1 > rows) r1 = rows;
-        size_t row = first + r0;
-        if (j->kind == WG_FORWARD)
-            GEMM_SERIAL(ROWMAJOR, NT, NT, (int)(r1 - r0), j->oc, j->ic, 1, j->v + row * ic, j->ic, j->u + k * co,
-                        j->oc, 0, j->m + row * oc, j->oc);
-        else
-            GEMM_SERIAL(ROWMAJOR, NT, TR, (int)(r1 - r0), j->ic, j->oc, 1, j->m + row * oc, j->oc, j->u + k * co,
-                        j->oc, 0, j->v + row * ic, j->ic);
+    if (j->kind == WG_DW) {
+        int k = j->order[i];
+        size_t first = (size_t)W->group_start[k] * T, rows = (size_t)W->group_n[k] * T;
+        GEMM_SERIAL(ROWMAJOR, TR, NT, j->ic, j->oc, (int)rows, 1, j->v + first * ic, j->ic, j->m + first * oc, j->oc,
+                    1, j->du + k * co, j->oc);
+        return;
     }
+    int k = 0;
+    while (j->boff[k + 1] <= i) k++;
+    size_t rows = (size_t)W->group_n[k] * T, r0 = (i - j->boff[k]) * j->block;
+    size_t n = i + 1 == j->boff[k + 1] ? rows - r0 : j->block, row = (size_t)W->group_start[k] * T + r0;
+    if (j->kind == WG_FORWARD)
+        GEMM_SERIAL(ROWMAJOR, NT, NT, (int)n, j->oc, j->ic, 1, j->v + row * ic, j->ic, j->u + k * co, j->oc, 0,
+                    j->m + row * oc, j->oc);
+    else
+        GEMM_SERIAL(ROWMAJOR, NT, NT, (int)n, j->ic, j->oc, 1, j->m + row * oc, j->oc, j->u + k * co, j->ic, 0,
+                    j->v + row * ic, j->ic);
 }
 
 static void wino_gemms(const wino *W, wino_gemm_kind kind, size_t T, int ic, int oc, real *v, real *m, const real *u,
                        real *du, int threads)
 {
-    wino_gemm_job j = {.W = W, .kind = kind, .T = T, .ic = ic, .oc = oc, .v = v, .m = m, .du = du, .u = u};
-    for (int k = 0; k < W->plan.classes; k++)
-        j.uoff[k + 1] = j.uoff[k] + ((size_t)W->group_n[k] * T + WINO_GEMM_UNIT - 1) / WINO_GEMM_UNIT;
-    parallel_parts(j.uoff[W->plan.classes], 1, threads, wino_gemm_part, &j);
+    wino_gemm_job j = {.W = W, .kind = kind, .T = T, .ic = ic, .oc = oc, .v = v, .m = m, .du = du, .u = u,
+                       .block = GEMM_XSMM_ON() ? WINO_GEMM_ROWS_XSMM : WINO_GEMM_ROWS_BLAS};
+    int classes = W->plan.classes;
+    for (int k = 0; k < classes; k++) {
+        size_t blocks = (size_t)W->group_n[k] * T / j.block; /* the last one takes the rest */
+        j.boff[k + 1] = j.boff[k] + (blocks > 0 ? blocks : 1);
+        int at = k; /* insertion by decreasing size, ties in class order */
+        while (at > 0 && W->group_n[j.order[at - 1]] < W->group_n[k]) j.order[at] = j.order[at - 1], at--;
+        j.order[at] = k;
+    }
+    parallel_items(kind == WG_DW ? (size_t)classes : j.boff[classes], threads, wino_gemm_item, &j);
 }
 
 /* ---- the passes */
@@ -679,7 +700,7 @@ static void wino_forward(real *y, const real *x, const real *w, const real *b, i
     const wino_plan *P = &W.plan;
     wino_layout l = wino_layout_make(P, ic, oc, 0, threads);
     real *u = scratch + l.u, *wt = scratch + l.wt, *v = scratch + l.v, *m = scratch + l.m, *tile = scratch + l.tile;
-    wino_taps(wt, w, ic, oc, threads);
+    wino_taps(wt, w, ic, oc, 0, threads);
     wino_kernels(u, wt, ic, oc, &W, threads);
     for (int n0 = 0; n0 < nb; n0 += P->items) {
         int cnt = nb - n0 < P->items ? nb - n0 : P->items;
@@ -701,8 +722,8 @@ static void wino_backward(real *dx, real *dw, real *db, const real *dy, const re
     real *u = scratch + l.u, *du = scratch + l.du, *wt = scratch + l.wt, *v = scratch + l.v, *dm = scratch + l.m,
          *tile = scratch + l.tile;
     size_t co = (size_t)ic * oc;
-    if (dx) {
-        wino_taps(wt, w, ic, oc, threads);
+    if (dx) { /* u holds the U_k^T (oc x ic) */
+        wino_taps(wt, w, ic, oc, 1, threads);
         wino_kernels(u, wt, ic, oc, &W, threads);
     }
     if (dw) memset(du, 0, (size_t)P->classes * co * sizeof(real));

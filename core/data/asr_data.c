@@ -228,8 +228,9 @@ void asr_batch_free(asr_batch *b)
     memset(b, 0, sizeof *b);
 }
 
-/* One batch's per-utterance work, shared by the parts of parallel_parts: each part writes only its
- * own utterances' slots, so the batch does not depend on how many threads ran. */
+/* One batch's per-utterance work, handed out an utterance at a time (parallel_items: utterances
+ * differ in length and augmentation, so fixed shares left a thread waiting): each writes only its
+ * own slots, so the batch does not depend on how many threads ran. */
 typedef struct batch_job {
     asr_data *d;
     asr_batch *b;
@@ -243,40 +244,36 @@ typedef struct batch_job {
     esp_err *errs;
 } batch_job;
 
-/* Reads, tokenizes and augments utterances [lo, hi). */
-static void read_part(void *ctx, size_t lo, size_t hi, int slot)
+/* Reads, tokenizes and augments utterance i. */
+static void read_item(void *ctx, size_t i, int slot)
 {
     (void)slot;
     batch_job *j = ctx;
     const asr_data *d = j->d;
-    for (size_t i = lo; i < hi; i++) {
-        const manifest_entry *e = &d->m.items[j->items[i]];
-        j->b->utts[i] = e->utt;
-        if (d->text_only) {
-            if (text_to_ids(&d->tokens, e->text, &j->ids[i], &j->nids[i], NULL, &j->errs[i]) != 0) j->rc[i] = -1;
-            continue;
-        }
-        if (asr_data_read_span(d, e->wav, e->start, e->end, &j->wav[i], &j->ns[i], &j->errs[i]) != 0) j->rc[i] = -1;
-        else if (text_to_ids(&d->tokens, e->text, &j->ids[i], &j->nids[i], NULL, &j->errs[i]) != 0) j->rc[i] = -1;
-        if (j->rc[i] == 0 && (d->aug_on || d->nr_on)) augment_wav(d, e->utt, &j->wav[i], &j->ns[i]); /* before the frontend, as ESPnet */
+    const manifest_entry *e = &d->m.items[j->items[i]];
+    j->b->utts[i] = e->utt;
+    if (d->text_only) {
+        if (text_to_ids(&d->tokens, e->text, &j->ids[i], &j->nids[i], NULL, &j->errs[i]) != 0) j->rc[i] = -1;
+        return;
     }
+    if (asr_data_read_span(d, e->wav, e->start, e->end, &j->wav[i], &j->ns[i], &j->errs[i]) != 0) j->rc[i] = -1;
+    else if (text_to_ids(&d->tokens, e->text, &j->ids[i], &j->nids[i], NULL, &j->errs[i]) != 0) j->rc[i] = -1;
+    if (j->rc[i] == 0 && (d->aug_on || d->nr_on)) augment_wav(d, e->utt, &j->wav[i], &j->ns[i]); /* before the frontend, as ESPnet */
 }
 
-/* Features and labels of utterances [lo, hi) into the padded batch, with the slot's frontend. */
-static void feature_part(void *ctx, size_t lo, size_t hi, int slot)
+/* Features and labels of utterance i into the padded batch, with the slot's frontend. */
+static void feature_item(void *ctx, size_t i, int slot)
 {
     batch_job *j = ctx;
     asr_data *d = j->d;
     asr_batch *b = j->b;
     frontend *fe = slot == 0 || d->text_only ? d->fe : d->fe_slots[slot - 1];
     size_t D = (size_t)b->D;
-    for (size_t i = lo; i < hi; i++) {
-        rng r;
-        rng_init(&r, rng_derive(j->aug_seed, 0x5A, j->items[i])); /* same draw on resume */
-        if (!d->text_only)
-            featurize(d, fe, b->feats + i * b->Tmax * D, j->wav[i], j->ns[i], d->specaug_on ? &r : NULL, b->Tmax);
-        for (size_t k = 0; k < j->nids[i]; k++) b->labels[i * b->Lmax + k] = (int)j->ids[i][k];
-    }
+    rng r;
+    rng_init(&r, rng_derive(j->aug_seed, 0x5A, j->items[i])); /* same draw on resume */
+    if (!d->text_only)
+        featurize(d, fe, b->feats + i * b->Tmax * D, j->wav[i], j->ns[i], d->specaug_on ? &r : NULL, b->Tmax);
+    for (size_t k = 0; k < j->nids[i]; k++) b->labels[i * b->Lmax + k] = (int)j->ids[i][k];
 }
 
 /* Frontends for parts 1 .. parts - 1 (each has its own FFT buffers), made here on one thread. */
@@ -303,7 +300,7 @@ int asr_batch_load(asr_batch *b, asr_data *d, const size_t *items, int n, uint64
     b->feat_lens = xcalloc((size_t)n, sizeof *b->feat_lens);
     b->label_lens = xcalloc((size_t)n, sizeof *b->label_lens);
     b->utts = xcalloc((size_t)n, sizeof *b->utts);
-    parallel_parts((size_t)n, 1, d->threads, read_part, &j); /* threads 0 (never set): one part */
+    parallel_items((size_t)n, d->threads, read_item, &j); /* threads 0 (never set): this thread */
     int rc = 0;
     for (int i = 0; i < n; i++) { /* the first failing utterance's error, whatever the threads */
         if (j.rc[i] != 0) {
@@ -321,7 +318,7 @@ int asr_batch_load(asr_batch *b, asr_data *d, const size_t *items, int n, uint64
         b->labels = xmalloc(((size_t)n * b->Lmax + 1) * sizeof *b->labels);
         for (size_t k = 0; k < (size_t)n * b->Lmax; k++) b->labels[k] = -1;
         if (!d->text_only) ensure_frontend_slots(d, parallel_parts_count((size_t)n, 1, d->threads));
-        parallel_parts((size_t)n, 1, d->threads, feature_part, &j);
+        parallel_items((size_t)n, d->threads, feature_item, &j);
     }
     for (int i = 0; i < n; i++) free(j.wav[i]), free(j.ids[i]);
     free(j.wav);

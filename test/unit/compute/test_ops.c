@@ -163,6 +163,7 @@ static void conv_case(int nb, int ic, int oc, int h, int w, int relu, int with_b
 
     double *dx = dz(nx), *dw = dz(nw), *db = dz(oc);
     double *scr = dz(ops_conv2d_backward_scratch(ic, oc, h, w));
+    for (size_t i = 0; i < nx; i++) dx[i] = 7; /* acc 0 overwrites all of dx, the edges no tile reaches too */
     ops_conv2d_backward_f64(dx, dw, c.b ? db : NULL, c.r, c.x, c.wt, relu ? c.y : NULL, nb, ic, oc,
                             h, w, 0, scr);
     fd_check(conv_loss, &c, c.x, dx, nx, "conv2d dx");
@@ -188,6 +189,7 @@ static void conv_case(int nb, int ic, int oc, int h, int w, int relu, int with_b
     conv_loss(&c);
     CHECK_F32(fy, c.y, ny, "conv2d y");
     float *fdx = fz(nx), *fdw = fz(nw), *fdb = fz(oc);
+    for (size_t i = 0; i < nx; i++) fdx[i] = 7;
     ops_conv2d_backward_f32(fdx, fdw, fb ? fdb : NULL, tof(c.r, ny), fx, fw, relu ? fy : NULL, nb,
                             ic, oc, h, w, 0, fz(ops_conv2d_backward_scratch(ic, oc, h, w)));
     CHECK_F32(fdx, dx, nx, "conv2d dx");
@@ -205,6 +207,8 @@ Test(ops, conv2d)
     conv_case(1, 2, 2, 5, 6, 0, 0);  /* no ReLU, no bias, 2 x 2 tiles */
     conv_case(2, 3, 2, 23, 15, 1, 1); /* 4 x 4 tiles, 3 x 2 of them, the last row and column cut */
     conv_case(2, 3, 2, 21, 39, 1, 1); /* 5 x 5 tiles (10 x 19 outputs), 2 x 4 of them, the last column cut */
+    conv_case(2, 2, 3, 8, 10, 1, 1);  /* 3 x 4 tiles ending where the outputs do: the last input row and
+                                        column reach no tile (their gradient is 0) */
 }
 
 /* The Winograd tiling: the tile size per dimension is the one with the fewest points in all. */
