@@ -7,9 +7,12 @@
 #define VTANH vmath_tanhf
 #define KM(name) name##_f32
 #define GEMM ops_sgemm_mp /* cblas_sgemm, with 16-bit inputs under mixed precision */
-#define GEMM_XSMM_ON() ops_xsmm_enabled() /* libxsmm runs the products it takes (core/compute/ops_xsmm.h) */
+/* Whether a GEMM call copies its operands first (OpenBLAS packs them; under mixed precision they are
+ * rounded into copies); libxsmm's kernels read them in place (core/compute/ops_xsmm.h). */
+#define GEMM_COPIES_OPERANDS() (!ops_xsmm_enabled() || ops_gemm_precision() != AMP_FP32)
 #define GEMM_SERIAL ops_sgemm_mp_serial /* the same on the calling thread alone */
 #include "core/compute/ops_sgemm.h"
+#include "core/compute/ops_precision.h"
 #include "core/compute/ops_xsmm.h"
 #include "core/compute/vmath.h"
 #include "core/compute/ops_impl.h"

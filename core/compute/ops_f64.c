@@ -7,7 +7,7 @@
 #define VTANH vmath_tanh
 #define KM(name) name##_f64
 #define GEMM cblas_dgemm
-#define GEMM_XSMM_ON() 0
+#define GEMM_COPIES_OPERANDS() 1 /* cblas_dgemm packs them */
 #define GEMM_SERIAL cblas_dgemm
 #include "core/compute/vmath.h"
 #include "core/compute/ops_impl.h"

@@ -627,9 +627,10 @@ static void wino_grad_inputs(real *dx, const real *dv, int n0, int cnt, int h, i
  * out are the smallest. The split in halves this replaces left one thread waiting 9-13 ms per step
  * for the other, and cut some products into pieces too short for libxsmm's kernels, which OpenBLAS
  * then ran: 5 threads gave other bits than 1 at 144 channels. Rows per block: 7 x 16 (libxsmm's
- * 7-row kernels, OpenBLAS' 16-row units) where libxsmm runs the products; OpenBLAS packs the kernel
- * for every call, so its blocks are 4 times as tall (112-row blocks made its forward 2.5% slower). */
-enum { WINO_GEMM_ROWS_XSMM = 112, WINO_GEMM_ROWS_BLAS = 448 };
+ * 7-row kernels, OpenBLAS' 16-row units) where libxsmm reads the operands in place; where every
+ * call copies them first (OpenBLAS packs the kernel, mixed precision rounds both) the blocks are 4
+ * times as tall (112-row blocks made OpenBLAS' forward 2.5% slower). */
+enum { WINO_GEMM_ROWS = 112, WINO_GEMM_ROWS_COPIED = 448 };
 typedef enum wino_gemm_kind {
     WG_FORWARD, /* m = v U_k */
     WG_DX,      /* v = dm U_k^T (u holds the U_k^T) */
@@ -677,7 +678,7 @@ static void wino_gemms(const wino *W, wino_gemm_kind kind, size_t T, int ic, int
                        real *du, int threads)
 {
     wino_gemm_job j = {.W = W, .kind = kind, .T = T, .ic = ic, .oc = oc, .v = v, .m = m, .du = du, .u = u,
-                       .block = GEMM_XSMM_ON() ? WINO_GEMM_ROWS_XSMM : WINO_GEMM_ROWS_BLAS};
+                       .block = GEMM_COPIES_OPERANDS() ? WINO_GEMM_ROWS_COPIED : WINO_GEMM_ROWS};
     int classes = W->plan.classes;
     for (int k = 0; k < classes; k++) {
         size_t blocks = (size_t)W->group_n[k] * T / j.block; /* the last one takes the rest */
