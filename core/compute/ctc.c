@@ -82,8 +82,6 @@ typedef struct ctc_job {
     lp_out dlogp;
     double scale;
     ctc_grad_kind kind;
-    /* thread split: utterances b = first, first + step, ... */
-    int first, step;
 } ctc_job;
 
 static void check_inputs(const int *hlens, const ctc_labels *y, int b, int T, int V)
@@ -128,16 +126,14 @@ static double forward_one(double *alpha, lp_in lp, int Tb, const int *lab, int L
     return -ll;
 }
 
-static void *forward_worker(void *arg)
+/* Utterance b's loss into work[b] (an item of parallel_items). */
+static void forward_item(void *ctx, size_t b, int slot)
 {
-    const ctc_job *j = arg;
-    for (int b = j->first; b < j->B; b += j->step) {
-        double *alpha = j->work + j->B + (size_t)b * (size_t)j->T * (size_t)j->S;
-        lp_in lp = lp_in_at(j->logp, (size_t)b * (size_t)j->T * (size_t)j->V);
-        j->work[b] = forward_one(alpha, lp, j->hlens[b], labels_of(j->y, b), j->y->lens[b], j->S,
-                                 j->V);
-    }
-    return NULL;
+    (void)slot;
+    const ctc_job *j = ctx;
+    double *alpha = j->work + j->B + b * (size_t)j->T * (size_t)j->S;
+    lp_in lp = lp_in_at(j->logp, b * (size_t)j->T * (size_t)j->V);
+    j->work[b] = forward_one(alpha, lp, j->hlens[b], labels_of(j->y, (int)b), j->y->lens[b], j->S, j->V);
 }
 
 /* Backward of one utterance: beta runs from the last frame down in two rows; at each frame the
@@ -195,47 +191,25 @@ static void backward_one(lp_out g, const double *alpha, lp_in lp, int Tb, int T,
     }
 }
 
-static void *backward_worker(void *arg)
-{
-    const ctc_job *j = arg;
-    double *beta = xmalloc(2 * (size_t)j->S * sizeof *beta);
-    double *gamma = xmalloc((size_t)j->V * sizeof *gamma);
-    for (int b = j->first; b < j->B; b += j->step) {
-        size_t frames = (size_t)b * (size_t)j->T, off = frames * (size_t)j->V;
-        const double *alpha = j->cwork + j->B + frames * (size_t)j->S;
-        lp_out g = {j->dlogp.f ? j->dlogp.f + off : NULL, j->dlogp.d ? j->dlogp.d + off : NULL};
-        backward_one(g, alpha, lp_in_at(j->logp, off), j->hlens[b], j->T, labels_of(j->y, b),
-                     j->y->lens[b], j->S, j->V, j->cwork[b], j->scale, j->kind, j->zero_infinity,
-                     beta, gamma);
-    }
-    free(beta);
-    free(gamma);
-    return NULL;
-}
-
-typedef struct split_ctx {
-    void *(*fn)(void *);
-    const ctc_job *base;
-} split_ctx;
-
-static void split_item(void *ctx, size_t i, int slot)
+/* Utterance b's gradient (an item of parallel_items). */
+static void backward_item(void *ctx, size_t b, int slot)
 {
     (void)slot;
-    const split_ctx *c = ctx;
-    ctc_job job = *c->base;
-    job.first = (int)i;
-    job.step = job.B; /* utterance i alone */
-    c->fn(&job);
+    const ctc_job *j = ctx;
+    double *beta = xmalloc(2 * (size_t)j->S * sizeof *beta);
+    double *gamma = xmalloc((size_t)j->V * sizeof *gamma);
+    size_t frames = b * (size_t)j->T, off = frames * (size_t)j->V;
+    const double *alpha = j->cwork + j->B + frames * (size_t)j->S;
+    lp_out g = {j->dlogp.f ? j->dlogp.f + off : NULL, j->dlogp.d ? j->dlogp.d + off : NULL};
+    backward_one(g, alpha, lp_in_at(j->logp, off), j->hlens[b], j->T, labels_of(j->y, (int)b), j->y->lens[b],
+                 j->S, j->V, j->cwork[b], j->scale, j->kind, j->zero_infinity, beta, gamma);
+    free(beta);
+    free(gamma);
 }
 
-/* Runs fn over the batch on up to nthreads threads of the pool (core/base/parallel.h), an utterance
- * at a time to whichever thread is free (utterances differ in length): each utterance's arithmetic
- * is the same whichever thread runs it. */
-static void run_split(void *(*fn)(void *), const ctc_job *base, int nthreads)
-{
-    split_ctx c = {fn, base};
-    parallel_items((size_t)base->B, nthreads, split_item, &c);
-}
+/* Both passes run over the batch on up to nthreads threads of the pool (core/base/parallel.h), an
+ * utterance at a time to whichever thread is free (utterances differ in length): each utterance's
+ * arithmetic is the same whichever thread runs it. */
 
 static double forward_any(double *losses, double *work, lp_in logp, const int *hlens,
                           const ctc_labels *y, int B, int T, int V, int zero_infinity, int nthreads)
@@ -245,7 +219,7 @@ static double forward_any(double *losses, double *work, lp_in logp, const int *h
     ctc_job job = {.logp = logp, .hlens = hlens, .y = y, .B = B, .T = T, .V = V,
                    .S = 2 * ctc_max_label_len(y, B) + 1, .zero_infinity = zero_infinity,
                    .work = work};
-    run_split(forward_worker, &job, nthreads);
+    parallel_items((size_t)B, nthreads, forward_item, &job);
     double sum = 0.0;  /* in batch order, so the result does not depend on nthreads */
     for (int b = 0; b < B; b++) {
         double l = work[b];
@@ -264,7 +238,7 @@ static void backward_any(lp_out dlogp, const double *work, lp_in logp, const int
     ctc_job job = {.logp = logp, .hlens = hlens, .y = y, .B = B, .T = T, .V = V,
                    .S = 2 * ctc_max_label_len(y, B) + 1, .zero_infinity = zero_infinity,
                    .cwork = work, .dlogp = dlogp, .scale = dloss / B, .kind = kind};
-    run_split(backward_worker, &job, nthreads);
+    parallel_items((size_t)B, nthreads, backward_item, &job);
 }
 
 double ctc_loss_forward(double *losses, double *work, const float *logp, const int *hlens,

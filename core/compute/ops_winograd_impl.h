@@ -258,7 +258,8 @@ typedef struct wino_job {
     const real *in, *in2, *bias;
     size_t tile_n;
     int n0, cnt, h, wd, oh, ow, ic, oc, relu;
-    int parity; /* the input gradient's bands: odd ones (else even); the taps: transposed */
+    int odd;        /* the input gradient's transform: the odd bands (else the even ones) */
+    int transposed; /* the taps: as (oc x ic) matrices */
 } wino_job;
 
 /* wt[q][c][o] = w[o][c][q]: the taps as (ic x oc) matrices, so a class's kernel is a sum of whole
@@ -275,14 +276,14 @@ static void wino_taps_part(void *ctx, size_t lo, size_t hi, int part)
     for (int o = (int)lo; o < (int)hi; o++)
         for (int c = 0; c < ic; c++)
             for (int q = 0; q < 9; q++) {
-                size_t at = j->parity ? (size_t)o * ic + c : (size_t)c * oc + o;
+                size_t at = j->transposed ? (size_t)o * ic + c : (size_t)c * oc + o;
                 wt[q * co + at] = w[((size_t)o * ic + c) * 9 + q];
             }
 }
 
 static void wino_taps(real *wt, const real *w, int ic, int oc, int transposed, int threads)
 {
-    wino_job j = {.out = wt, .in = w, .ic = ic, .oc = oc, .parity = transposed};
+    wino_job j = {.out = wt, .in = w, .ic = ic, .oc = oc, .transposed = transposed};
     parallel_parts((size_t)oc, 16, threads, wino_taps_part, &j);
 }
 
@@ -601,7 +602,7 @@ static void wino_grad_inputs_bands(real *dx, const real *dv, int n0, int cnt, in
 static void wino_grad_inputs_part(void *ctx, size_t lo, size_t hi, int part)
 {
     const wino_job *j = ctx;
-    wino_grad_inputs_bands(j->out, j->in, j->n0, j->cnt, j->parity, (int)lo, (int)hi, j->h, j->wd, j->ic, j->W,
+    wino_grad_inputs_bands(j->out, j->in, j->n0, j->cnt, j->odd, (int)lo, (int)hi, j->h, j->wd, j->ic, j->W,
                            j->tile + (size_t)part * j->tile_n);
 }
 
@@ -610,7 +611,7 @@ static void wino_grad_inputs(real *dx, const real *dv, int n0, int cnt, int h, i
 {
     for (int odd = 0; odd < 2; odd++) { /* the even bands, then the odd ones */
         wino_job j = {.W = W, .out = dx, .in = dv, .tile = tile, .tile_n = tile_n, .n0 = n0, .cnt = cnt, .h = h,
-                      .wd = wd, .ic = ic, .parity = odd};
+                      .wd = wd, .ic = ic, .odd = odd};
         parallel_parts((size_t)cnt * ((W->plan.th - odd + 1) / 2), 1, threads, wino_grad_inputs_part, &j);
     }
 }
