@@ -1,7 +1,7 @@
 /* core/base/parallel.c: the pool's loops cover each index once, in the split that depends only on
  * n and the part count; slots are below the part count and never shared by parts running at once;
  * a loop started inside a loop or while another thread holds the pool runs on its caller; a forked
- * child gets a working pool. */
+ * child gets a working pool; parallel_items runs every item once, each thread in order. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -74,6 +74,45 @@ Test(parallel, covers_each_index_once)
     for (int t = 1; t <= 6; t++) run_cover(t, 1, 0);
     run_cover(4, N / 3, 0); /* min per part caps the parts at 3 */
     for (int r = 0; r < 200; r++) run_cover(3, 1, 0); /* many loops in a row on the same workers */
+}
+
+/* parallel_items: every item once, on slots below the thread count (and the item count) that no two
+ * items running at once share; each thread takes items in increasing order; none when n is 0. */
+typedef struct items_seen {
+    _Atomic int hits[N];
+    _Atomic int slot_busy[MAXP];
+    size_t last[MAXP]; /* per slot: the last item + 1 */
+    int slots, bad_slot, out_of_order;
+} items_seen;
+
+static void see_item(void *ctx, size_t i, int slot)
+{
+    items_seen *c = ctx;
+    if (slot < 0 || slot >= c->slots || atomic_fetch_add(&c->slot_busy[slot], 1) != 0) {
+        c->bad_slot = 1;
+        return;
+    }
+    atomic_fetch_add(&c->hits[i], 1);
+    if (i + 1 <= c->last[slot]) c->out_of_order = 1;
+    c->last[slot] = i + 1;
+    atomic_fetch_sub(&c->slot_busy[slot], 1);
+}
+
+Test(parallel, items_each_once)
+{
+    size_t sizes[] = {0, 1, 2, 5, 1000};
+    for (int t = 1; t <= 6; t++)
+        for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+            items_seen *c = calloc(1, sizeof *c);
+            size_t n = sizes[k];
+            c->slots = parallel_parts_count(n, 1, t);
+            parallel_items(n, t, see_item, c);
+            cr_assert(!c->bad_slot, "threads %d, n %zu: a slot out of range or shared", t, n);
+            cr_assert(!c->out_of_order, "threads %d, n %zu: a thread took an item before one it had", t, n);
+            for (size_t i = 0; i < N; i++)
+                cr_assert_eq(atomic_load(&c->hits[i]), i < n, "threads %d, n %zu, item %zu", t, n, i);
+            free(c);
+        }
 }
 
 Test(parallel, nested_loops_run_on_the_caller)
