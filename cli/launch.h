@@ -1,6 +1,7 @@
 /* Launch decisions of the command line: whether the train stage runs here (this process is a
  * rank, or the run has one rank) or in local ranks this process starts (`trainer.devices: N` on a
- * plain command, or --nproc_per_node/--nnodes/--node_rank/--master_addr/--master_port). */
+ * plain command, or --nproc_per_node/--nnodes/--node_rank/--master_addr/--master_port; one rank
+ * on a GPU too, so that this process never initialises CUDA before later stages fork workers). */
 #ifndef ESPNET3_CLI_LAUNCH_H
 #define ESPNET3_CLI_LAUNCH_H
 

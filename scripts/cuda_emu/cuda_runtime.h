@@ -30,7 +30,8 @@ struct dim3 {
 extern dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 typedef int cudaError_t;
-enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInvalidValue = 1, cudaErrorNotReady = 600 };
+enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInvalidValue = 1, cudaErrorInitializationError = 3,
+       cudaErrorNotReady = 600 };
 typedef struct emu_stream *cudaStream_t;
 enum { cudaStreamNonBlocking = 1 };
 // Events: every emulated call is synchronous, so an event is complete once recorded.

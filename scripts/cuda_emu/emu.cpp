@@ -8,6 +8,7 @@
 // threads in descending order, so a missing barrier shows whichever thread reads first.
 #include "cublas_v2.h"
 #include <cstdio>
+#include <unistd.h>
 #include <ucontext.h>
 #include <vector>
 
@@ -151,7 +152,6 @@ cudaError_t cudaMemset2DAsync(void *p, size_t pitch, int v, size_t w, size_t h, 
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) { *s = new emu_stream(); return cudaSuccess; }
 cudaError_t cudaStreamDestroy(cudaStream_t s) { delete s; return cudaSuccess; }
-cudaError_t cudaSetDevice(int) { return cudaSuccess; }
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 cudaError_t cudaMemset(void *p, int v, size_t n) { memset(p, v, n); return cudaSuccess; }
 struct emu_event { int recorded; };
@@ -160,10 +160,23 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) { delete e; return cudaSuccess; }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) { e->recorded = 1; return cudaSuccess; }
 cudaError_t cudaEventQuery(cudaEvent_t e) { return e->recorded ? cudaSuccess : cudaErrorNotReady; }
 cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) { return cudaSuccess; }
+// CUDA's rule for fork: a child forked after its parent initialised CUDA cannot use it
+// (cudaErrorInitializationError), so the code must initialise CUDA only in the processes that
+// compute on it. The first device query or cudaSetDevice of a process initialises it here.
+static pid_t init_pid;
+static cudaError_t emu_init(void)
+{
+    if (init_pid && init_pid != getpid()) return cudaErrorInitializationError;
+    init_pid = getpid();
+    return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int) { return emu_init(); }
 // EMU_DEVICES (default 1): how many devices the emulation shows (the run script shows 2, so the
 // 2-rank NCCL check runs); they all share host memory.
 cudaError_t cudaGetDeviceCount(int *n)
 {
+    *n = 0;
+    if (cudaError_t e = emu_init()) return e;
     *n = getenv("EMU_DEVICES") ? atoi(getenv("EMU_DEVICES")) : 1;
     return cudaSuccess;
 }
