@@ -10,7 +10,11 @@
  * The backward runs the transposes: dM[p] = sum_{i,j} ATh[i][ph] ATw[j][pw] dy[i][j];
  * dU[p] += V[p]^T dM[p] and dw = the G-transpose of dU; dx += the BT-transpose of dM[p] U[p]^T.
  * The V[p] U[p] products of all tiles of a chunk are GEMMs; points whose U is the same (every odd
- * point of a dimension uses the middle tap) share one GEMM with their rows stacked. */
+ * point of a dimension uses the middle tap) share one GEMM with their rows stacked.
+ * Output rows whose 3 input rows are all zero (an utterance's padded frames) are act(bias)
+ * exactly, as a direct convolution gives them: through the transforms they would carry rounding
+ * residue of the tile's other rows, and a LayerNorm (eps 1e-12) of an all-zero embedding row, as
+ * a Conformer's at initialisation (zero biases), turns that residue into values of order 1. */
 
 /* F(m, 2) on the even samples d[j] = x[2j], j <= m, with the taps (w0, w2):
  *   y = AT ((G (w0, w2)) * (BT d)), points 0, 1, -1 (, 2 (, -2)), infinity.
@@ -256,6 +260,7 @@ typedef struct wino_job {
     const wino *W;
     real *out, *db, *tile;
     const real *in, *in2, *bias;
+    const int *zero_from; /* forward outputs: per item, the first input row of its all-zero tail */
     size_t tile_n;
     int n0, cnt, h, wd, oh, ow, ic, oc, relu;
     int odd;        /* the input gradient's transform: the odd bands (else the even ones) */
@@ -398,10 +403,11 @@ static void wino_inputs(real *v, const real *x, int n0, int cnt, int h, int wd, 
 }
 
 /* Outputs: y[i][j] = act(sum_p ATh[i][ph] ATw[j][pw] M[p] + bias) inside (oh, ow), bands (item, ti)
- * lo .. hi - 1 of the chunk; bias may be NULL. q: mh x aw x oc. */
+ * lo .. hi - 1 of the chunk; bias may be NULL. Rows from item n's exact_from on (zero_from[n]:
+ * their inputs are all zero) are act(bias) exactly. q: mh x aw x oc. */
 OPS_SIMD_CLONES
-static void wino_outputs_bands(real *y, const real *mp, const real *bias, int relu, int n0, int cnt, int lo,
-                               int hi, int oh, int ow, int oc, const wino *W, real *q)
+static void wino_outputs_bands(real *y, const real *mp, const real *bias, int relu, const int *zero_from, int n0,
+                               int cnt, int lo, int hi, int oh, int ow, int oc, const wino *W, real *q)
 {
     const wino_plan *P = &W->plan;
     size_t T = (size_t)cnt * P->th * P->tw, C = (size_t)oc, ss = T * C;
@@ -409,10 +415,17 @@ static void wino_outputs_bands(real *y, const real *mp, const real *bias, int re
     real c[WVEC_TERMS];
     for (int band = lo; band < hi; band++) {
         int n = n0 + band / P->th, ti = band % P->th;
+        int exact_from = (zero_from[n] + 1) / 2; /* output row r reads input rows 2r .. 2r + 2 */
         size_t t = (size_t)band * P->tw;
+        for (int r = ti * P->mh > exact_from ? ti * P->mh : exact_from; r < oh && r < (ti + 1) * P->mh; r++)
+            for (int j = 0; j < ow; j++) {
+                real *yo = y + (((size_t)n * oh + r) * ow + j) * C;
+                for (size_t o = 0; o < C; o++) yo[o] = !bias ? 0 : relu ? (bias[o] > 0 ? bias[o] : 0) : bias[o];
+            }
         for (int tj = 0; tj < P->tw; tj++, t++) {
             int rows = oh - ti * P->mh, cols = ow - tj * P->mw;
             rows = rows < P->mh ? rows : P->mh, cols = cols < P->mw ? cols : P->mw;
+            rows = exact_from - ti * P->mh < rows ? exact_from - ti * P->mh : rows;
             /* q[i][pw] = sum_ph ATh[i][ph] M[slot(ph, pw)] */
             for (int i = 0; i < rows; i++)
                 for (int pw = 0; pw < P->aw; pw++) {
@@ -438,15 +451,15 @@ static void wino_outputs_bands(real *y, const real *mp, const real *bias, int re
 static void wino_outputs_part(void *ctx, size_t lo, size_t hi, int part)
 {
     const wino_job *j = ctx;
-    wino_outputs_bands(j->out, j->in, j->bias, j->relu, j->n0, j->cnt, (int)lo, (int)hi, j->oh, j->ow, j->oc, j->W,
-                       j->tile + (size_t)part * j->tile_n);
+    wino_outputs_bands(j->out, j->in, j->bias, j->relu, j->zero_from, j->n0, j->cnt, (int)lo, (int)hi, j->oh, j->ow,
+                       j->oc, j->W, j->tile + (size_t)part * j->tile_n);
 }
 
-static void wino_outputs(real *y, const real *mp, const real *bias, int relu, int n0, int cnt, int oh, int ow,
-                         int oc, const wino *W, real *tile, size_t tile_n, int threads)
+static void wino_outputs(real *y, const real *mp, const real *bias, int relu, const int *zero_from, int n0, int cnt,
+                         int oh, int ow, int oc, const wino *W, real *tile, size_t tile_n, int threads)
 {
-    wino_job j = {.W = W, .out = y, .in = mp, .bias = bias, .relu = relu, .tile = tile, .tile_n = tile_n,
-                  .n0 = n0, .cnt = cnt, .oh = oh, .ow = ow, .oc = oc};
+    wino_job j = {.W = W, .out = y, .in = mp, .bias = bias, .relu = relu, .zero_from = zero_from, .tile = tile,
+                  .tile_n = tile_n, .n0 = n0, .cnt = cnt, .oh = oh, .ow = ow, .oc = oc};
     parallel_parts((size_t)cnt * W->plan.th, 1, threads, wino_outputs_part, &j);
 }
 
@@ -693,6 +706,19 @@ static void wino_gemms(const wino *W, wino_gemm_kind kind, size_t T, int ic, int
 
 /* ---- the passes */
 
+/* The first row of an item's all-zero tail (h when its last row holds a nonzero): its padding. */
+static int wino_zero_tail(const real *x, int h, size_t row)
+{
+    int r = h;
+    for (; r > 0; r--) {
+        const real *xr = x + (size_t)(r - 1) * row;
+        size_t k = 0;
+        while (k < row && xr[k] == 0) k++;
+        if (k < row) break;
+    }
+    return r;
+}
+
 static void wino_forward(real *y, const real *x, const real *w, const real *b, int nb, int ic, int oc, int h,
                          int wd, int relu, real *scratch, int threads)
 {
@@ -704,13 +730,16 @@ static void wino_forward(real *y, const real *x, const real *w, const real *b, i
     real *u = scratch + l.u, *wt = scratch + l.wt, *v = scratch + l.v, *m = scratch + l.m, *tile = scratch + l.tile;
     wino_taps(wt, w, ic, oc, 0, threads);
     wino_kernels(u, wt, ic, oc, &W, threads);
+    int *zero_from = xmalloc((size_t)nb * sizeof *zero_from);
+    for (int n = 0; n < nb; n++) zero_from[n] = wino_zero_tail(x + (size_t)n * h * wd * ic, h, (size_t)wd * ic);
     for (int n0 = 0; n0 < nb; n0 += P->items) {
         int cnt = nb - n0 < P->items ? nb - n0 : P->items;
         size_t T = (size_t)cnt * P->th * P->tw;
         wino_inputs(v, x, n0, cnt, h, wd, ic, &W, tile, l.tile_n, threads);
         wino_gemms(&W, WG_FORWARD, T, ic, oc, v, m, u, NULL, threads);
-        wino_outputs(y, m, b, relu, n0, cnt, oh, ow, oc, &W, tile, l.tile_n, threads);
+        wino_outputs(y, m, b, relu, zero_from, n0, cnt, oh, ow, oc, &W, tile, l.tile_n, threads);
     }
+    free(zero_from);
 }
 
 static void wino_backward(real *dx, real *dw, real *db, const real *dy, const real *x, const real *w,

@@ -253,6 +253,39 @@ Test(ops, conv2d_winograd_chunks)
     cr_assert(err_dd(dw1, dw, nw) < 1e-12 && err_dd(db1, db, oc) < 1e-12);
 }
 
+/* An utterance's padded frames are zero rows at the end of its item: the output rows that read
+ * only them are act(bias) exactly, as a direct convolution gives them, not the rounding residue
+ * the Winograd transforms carry from the tile's other rows (a Conformer's LayerNorm with eps
+ * 1e-12 makes values of order 1 of such residue in an all-zero row). */
+Test(ops, conv2d_padded_rows_exact)
+{
+    rng_init(&ops_rng, 11);
+    int ic = 8, oc = 6, h = 61, w = 19, oh = ops_conv_out_len(h), ow = ops_conv_out_len(w), nb = 3;
+    int valid[3] = {61, 40, 27}; /* tails that start inside tiles of 5 output rows */
+    size_t xi = (size_t)h * w * ic, yi = (size_t)oh * ow * oc, nw = (size_t)oc * ic * 9;
+    float *x = tof(drand(nb * xi, -1, 1), nb * xi), *wt = tof(drand(nw, -1, 1), nw), *y = fz(nb * yi);
+    float *b = tof(drand(oc, -0.5, 0.5), oc), *zero_b = fz(oc);
+    float *scr = fz(ops_conv2d_forward_scratch(ic, oc, h, w));
+    for (int n = 0; n < nb; n++) memset(x + n * xi + (size_t)valid[n] * w * ic, 0, (h - valid[n]) * (size_t)w * ic * sizeof *x);
+    for (int k = 0; k < 4; k++) {
+        int relu = k & 1;
+        const float *bias = k & 2 ? b : zero_b;
+        ops_conv2d_forward_f32(y, x, wt, bias, nb, ic, oc, h, w, relu, scr);
+        int exact = 0;
+        for (int n = 0; n < nb; n++)
+            for (int r = (valid[n] + 1) / 2; r < oh; r++)
+                for (int j = 0; j < ow; j++)
+                    for (int o = 0; o < oc; o++) {
+                        float want = relu && !(bias[o] > 0) ? 0 : bias[o];
+                        float got = y[n * yi + ((size_t)r * ow + j) * oc + o];
+                        cr_assert(got == want, "item %d row %d col %d channel %d: %.9g, not act(bias) %.9g", n, r, j,
+                                  o, got, want);
+                        exact++;
+                    }
+        cr_assert(exact == (oh - 20 + oh - 14) * ow * oc);
+    }
+}
+
 /* ------------------------------------------------------------------ swap12, relu, posenc */
 
 typedef struct {
