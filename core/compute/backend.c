@@ -106,9 +106,8 @@ void backend_close(backend *be)
 
 const char *backend_kind_for(const char *accelerator, esp_err *err)
 {
-    /* auto stays on the CPU until the CUDA backend has run on a GPU (README, "GPU"): an explicit
-     * gpu/cuda asks for it knowingly. */
-    if (!accelerator || strcmp(accelerator, "auto") == 0) return "cpu";
+    /* auto, as Lightning's: a GPU when this build can open one, else the CPU. */
+    if (!accelerator || strcmp(accelerator, "auto") == 0) return cuda_unavailable() ? "cpu" : "cuda";
     if (strcmp(accelerator, "cpu") == 0) return "cpu";
     if (strcmp(accelerator, "gpu") == 0 || strcmp(accelerator, "cuda") == 0) {
         const char *why = cuda_unavailable();

@@ -228,9 +228,9 @@ backend *backend_open(const char *kind, int device, int threads, esp_err *err);
 void backend_close(backend *be);
 
 /* The backend kind for Lightning's trainer.accelerator / ESPnet's inference `device`: cpu ->
- * "cpu"; gpu, cuda -> "cuda" (an error without a CUDA build or a visible device); auto -> "cpu"
- * for now (Lightning would take a GPU: ours waits until the CUDA backend has run on one). NULL
- * with err set for anything else. */
+ * "cpu"; gpu, cuda -> "cuda" (an error without a CUDA build or a visible device); auto -> "cuda"
+ * where this build sees a GPU, else "cpu" (Lightning's choice). NULL with err set for anything
+ * else. */
 const char *backend_kind_for(const char *accelerator, esp_err *err);
 
 /* CUDA devices this process would see (after CUDA_VISIBLE_DEVICES), probed once per process in a

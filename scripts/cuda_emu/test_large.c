@@ -56,6 +56,17 @@ static void expect_same_bits(backend *a, const float *da, backend *b, const floa
     free(hb);
 }
 
+/* trainer.accelerator auto (and an inference device of auto) takes the GPU where one is visible,
+ * as Lightning does; cpu stays cpu. */
+Test(cuda_emu, auto_accelerator_takes_the_gpu)
+{
+    esp_err err;
+    cr_assert_gt(backend_cuda_devices(), 0);
+    cr_assert_str_eq(backend_kind_for("auto", &err), "cuda");
+    cr_assert_str_eq(backend_kind_for(NULL, &err), "cuda");
+    cr_assert_str_eq(backend_kind_for("cpu", &err), "cpu");
+}
+
 Test(cuda_emu, reductions_and_clipping_have_the_cpu_bits)
 {
     backend *cpu = open_kind("cpu"), *cu = open_kind("cuda");

@@ -15,6 +15,7 @@
 #include "cli/stage_runner.h"
 #include "cli/version.h"
 #include "core/base/fsio.h"
+#include "core/compute/backend.h"
 #include "test/unit/test_util.h"
 
 static char tmp[256];
@@ -386,6 +387,14 @@ Test(cli, accelerator_without_its_backend_fails_before_any_stage)
     /* cpu and auto open the CPU backend here. */
     r = RUN("--config", cfg, "--template_dir", template_dir(), "--stage", "5", "--dry_run", "trainer.accelerator=cpu");
     cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
+    r = RUN("--config", cfg, "--template_dir", template_dir(), "--stage", "5", "--dry_run", "trainer.accelerator=auto");
+    cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
+    /* auto is Lightning's: a GPU where the build opens one (scripts/cuda_emu checks that side). */
+    esp_err e;
+    cr_assert_str_eq(backend_kind_for("auto", &e), backend_cuda_devices() > 0 ? "cuda" : "cpu");
+#ifndef ESPNET3_CUDA
+    cr_assert_str_eq(backend_kind_for("auto", &e), "cpu");
+#endif
 }
 
 /* What stages 3 and 5 read from the tree beyond the schema (speed_perturb_factors, the data_aug_*
