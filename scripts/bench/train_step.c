@@ -18,6 +18,9 @@
  *   train_step [--openblas] [--model MODEL] THREADS STEPS WARMUP -> prints "ms <median> min <min>
  *                loss <last> ... xsmm <0|1>" (xsmm: whether libxsmm's kernels ran the products they
  *                take; --openblas: every product through OpenBLAS, for scripts/bench/gemm_shapes)
+ *   TRAIN_STEP_BACKEND=cuda runs the step on the GPU (a CUDA build's objects); TRAIN_STEP_PRECISION
+ *   bf16 or fp16 runs every GEMM on 16-bit copies of its inputs, as trainer.precision bf16-mixed /
+ *   16-mixed (default fp32)
  *   train_step --sgemm THREADS         -> prints "gflops <best>": the machine's sgemm rate through
  *                                         the backend (2048^3, best of 5 after a warm-up), the
  *                                         peak the step's GFLOP/s are compared with */
@@ -99,6 +102,14 @@ int main(int argc, char **argv)
     const char *kind_be = getenv("TRAIN_STEP_BACKEND");
     if (!kind_be) kind_be = "cpu";
     if (!(be = backend_open(kind_be, 0, threads, &err))) esp_die_err(&err);
+    const char *prec = getenv("TRAIN_STEP_PRECISION");
+    if (prec && strcmp(prec, "fp32") != 0) {
+        if (strcmp(prec, "bf16") != 0 && strcmp(prec, "fp16") != 0) {
+            fprintf(stderr, "train_step: TRAIN_STEP_PRECISION %s (fp32, bf16 or fp16)\n", prec);
+            return 2;
+        }
+        be->set_gemm_precision(be, strcmp(prec, "bf16") == 0 ? AMP_BF16 : AMP_FP16);
+    }
     model_rates rates = {.dropout = 0.1f, .pos_dropout = 0.1f, .att_dropout = 0.0f, .ctc_weight = 1.0f};
     if (lm) rates.dec_dropout = lm_dropout;
     if (hybrid) {
@@ -140,8 +151,8 @@ int main(int argc, char **argv)
     qsort(ms, (size_t)steps, sizeof *ms, cmp);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("ms %.1f min %.1f loss %.3f maxrss_mb %.0f params %zu model %s xsmm %d\n", ms[steps / 2], ms[0], loss,
-           ru.ru_maxrss / 1024.0, m.table.total, kind, ops_xsmm_enabled());
+    printf("ms %.1f min %.1f loss %.3f maxrss_mb %.0f params %zu model %s xsmm %d precision %s\n", ms[steps / 2],
+           ms[0], loss, ru.ru_maxrss / 1024.0, m.table.total, kind, ops_xsmm_enabled(), prec ? prec : "fp32");
     adam_state_free(&st);
     be->free(be, dev_feats);
     asr_model_free(&m);
