@@ -48,10 +48,12 @@ int launch_stage_ranks(const stage_def *s, const cli_args *a, int argc, char **a
     } else {
         const trainer_cfg *tc = training_of(cfgs)->trainer;
         int64_t dev = tc && tc->devices > 0 ? tc->devices : 1, nodes = tc && tc->num_nodes > 0 ? tc->num_nodes : 1;
-        /* One rank on a GPU still runs in a process of its own: CUDA cannot be used in a child
-         * forked after it was initialised, and later stages fork their workers (stage 6's
-         * parallel.env local runs the decoder on the GPU in each). */
-        if (dev * nodes <= 1 && !(env->source == DIST_NONE && stage_uses_cuda(s, cfgs))) return 0;
+        /* One rank on a GPU still runs in a process of its own (unless this process is one our
+         * launcher started): CUDA cannot be used in a child forked after it was initialised, and
+         * later stages fork their workers (stage 6's parallel.env local runs the decoder on the
+         * GPU in each). So also for a single task of srun or torchrun. */
+        int own_rank = getenv("ESPNET3_LAUNCHED_RANK") != NULL;
+        if (dev * nodes <= 1 && (own_rank || !stage_uses_cuda(s, cfgs))) return 0;
         if (nodes > 1)
             return esp_fail(err, "%s: trainer.num_nodes %" PRId64 ": a plain command starts the ranks of its own node "
                                  "only (start one command per node with --nproc_per_node %" PRId64 " --nnodes %" PRId64

@@ -100,6 +100,7 @@ static pid_t start_rank(const launch_opts *o, int local, int world, int port, co
         snprintf(v, sizeof v, "%d", port), setenv("MASTER_PORT", v, 1);
         setenv("MASTER_ADDR", o->master_addr ? o->master_addr : "127.0.0.1", 1);
         if (run_id) setenv("ESPNET3_RUN_ID", run_id, 1);
+        setenv("ESPNET3_LAUNCHED_RANK", "1", 1); /* a rank of ours: it runs its stage here */
         unsetenv("TORCHELASTIC_RUN_ID");
         /* The node's cores are shared by its ranks (torchrun sets 1; we split them). */
         if (!getenv("OMP_NUM_THREADS")) {
