@@ -197,19 +197,8 @@ static void conv_unpack_weight_add(real *restrict dw, const real *restrict dwp, 
             for (int k = 0; k < 9; k++) dw[((size_t)o * ic + ci) * 9 + k] += dwp[((size_t)k * ic + ci) * oc + o];
 }
 
-/* col[oh * ow_n + ow][(kh * 3 + kw) * ic + ci] = x[2 * oh + kh][2 * ow + kw][ci], one item. */
-static void conv_gather_patches(real *restrict col, const real *restrict x, int ic, int wd, int oh_n, int ow_n)
-{
-    size_t run = (size_t)3 * ic, kk = 3 * run;
-    for (int oh = 0; oh < oh_n; oh++)
-        for (int ow = 0; ow < ow_n; ow++) {
-            real *dst = col + ((size_t)oh * ow_n + ow) * kk;
-            for (int kh = 0; kh < 3; kh++)
-                memcpy(dst + kh * run, x + ((size_t)(2 * oh + kh) * wd + 2 * ow) * ic, run * sizeof(real));
-        }
-}
-
-/* The adjoint of conv_gather_patches: dx[2 * oh + kh][2 * ow + kw][ci] += col[...][...]. */
+/* A patch matrix back onto the input: dx[2 * oh + kh][2 * ow + kw][ci] += col[oh * ow_n + ow][(kh * 3 + kw) * ic
+ * + ci], one item. */
 static void conv_scatter_patches_add(real *restrict dx, const real *restrict col, int ic, int wd, int oh_n,
                                      int ow_n)
 {
@@ -294,74 +283,120 @@ void OPS_FN(conv2d_forward)(real *y, const real *x, const real *w, const real *b
     OPS_FN(conv2d_forward_mt)(y, x, w, b, nb, ic, oc, h, wd, relu, scratch, 1);
 }
 
-/* The direct backward's passes over one item on threads: the ReLU mask of positions, the bias
- * gradient of channels (positions in order), the patches of output rows. */
-typedef struct OPS_FN(c1b_job) {
-    real *out, *db;
-    const real *g, *y, *x;
-    int c, wd, ow;
-    size_t p;
-} OPS_FN(c1b_job);
+/* The first conv's (one input channel's) weight and bias gradients in one pass over its output
+ * gradient: per position, m = g masked by y > 0 (y: the fused ReLU's output, or NULL), db += m and
+ * dwp[q] += x_q m for the 9 taps. Each item's sums, positions in order, go to a partial of its own
+ * (threads take whole items: contiguous memory they stream through), and the partials are added
+ * in item order after, so the bits do not depend on the threads. Positions go in runs of C1_RUN:
+ * the run's rows of g and y (contiguous) are masked into m in L1, then for each block of C1_LANES
+ * channels the 10 sums of the block stay in registers over the run. This replaced a mask pass, a
+ * bias pass and an OpenBLAS product (which packed a 9-row patch matrix for 9 x oc outputs) that
+ * read the reference model's 127 MB gradient three times and wrote it once. */
+enum { C1_LANES = 16, C1_RUN = 16 };
 
-static void OPS_FN(c1b_mask_part)(void *ctx, size_t lo, size_t hi, int part)
+/* acc[10][C1_LANES] += the run's positions over one block of channels: m (np rows, ld apart) holds
+ * the masked gradients. As GCC vectors, the sums stay in registers where arrays would not. */
+typedef real c1_vec __attribute__((vector_size(C1_LANES * sizeof(real))));
+
+OPS_CLONE_INLINE void conv1_grads_run(real *restrict acc, const real *restrict m, size_t ld,
+                                      const real (*restrict c)[9], size_t np)
 {
-    (void)part;
-    const OPS_FN(c1b_job) *j = ctx;
-    size_t o_n = (size_t)j->c;
-    for (size_t i = lo; i < hi; i++) {
-        const real *gi = j->g + i * o_n, *yi = j->y + i * o_n;
-        real *restrict mi = j->out + i * o_n;
-#pragma omp simd
-        for (size_t o = 0; o < o_n; o++) {
-            real gv = gi[o]; /* loaded unconditionally: the select vectorizes, a branch would not */
-            mi[o] = yi[o] > 0 ? gv : 0;
-        }
+    c1_vec v[10];
+    memcpy(v, acc, sizeof v);
+    c1_vec a0 = v[0], a1 = v[1], a2 = v[2], a3 = v[3], a4 = v[4], a5 = v[5], a6 = v[6], a7 = v[7], a8 = v[8], a9 = v[9];
+    for (size_t r = 0; r < np; r++) {
+        c1_vec mv;
+        memcpy(&mv, m + r * ld, sizeof mv);
+        a0 += c[r][0] * mv, a1 += c[r][1] * mv, a2 += c[r][2] * mv, a3 += c[r][3] * mv, a4 += c[r][4] * mv;
+        a5 += c[r][5] * mv, a6 += c[r][6] * mv, a7 += c[r][7] * mv, a8 += c[r][8] * mv, a9 += mv;
     }
+    v[0] = a0, v[1] = a1, v[2] = a2, v[3] = a3, v[4] = a4, v[5] = a5, v[6] = a6, v[7] = a7, v[8] = a8, v[9] = a9;
+    memcpy(acc, v, sizeof v);
 }
 
-static void OPS_FN(c1b_bias_part)(void *ctx, size_t lo, size_t hi, int part)
-{
-    (void)part;
-    const OPS_FN(c1b_job) *j = ctx;
-    OPS_FN(colsum_cols)(j->db, j->g, j->p, (size_t)j->c, lo, hi);
-}
-
-static void OPS_FN(c1b_gather_part)(void *ctx, size_t lo, size_t hi, int part)
-{
-    (void)part;
-    const OPS_FN(c1b_job) *j = ctx;
-    size_t kk = (size_t)9 * j->c;
-    conv_gather_patches(j->out + lo * j->ow * kk, j->x + lo * 2 * j->wd * j->c, j->c, j->wd, (int)(hi - lo), j->ow);
-}
-
-/* The first conv's output gradient of one item on one thread: m = g masked by y > 0 (y: the fused
- * ReLU's output, or NULL), db += m over the positions in order. */
+/* One item's sums into part (per block of C1_LANES channels: the 9 taps' sums, then the bias's;
+ * zeroed here), m: C1_RUN x ld scratch, ld = oc rounded up to C1_LANES. */
 OPS_SIMD_CLONES
-static void conv1_mask_bias_item(real *restrict m, real *restrict db, const real *g, const real *y, size_t p,
-                                 size_t o_n)
+static void conv1_grads_item(real *restrict part, real *restrict m, const real *restrict g, const real *restrict y,
+                             const real *restrict x, int wd, int oh_n, int ow_n, size_t oc)
 {
-    for (size_t i = 0; i < p; i++) {
-        const real *gi = g + i * o_n, *yi = y ? y + i * o_n : NULL;
-        real *restrict mi = m + i * o_n;
-        if (yi && db) {
+    size_t nblk = (oc + C1_LANES - 1) / C1_LANES, ld = nblk * C1_LANES, p = (size_t)oh_n * ow_n;
+    real c[C1_RUN][9];
+    memset(part, 0, nblk * 10 * C1_LANES * sizeof *part);
+    memset(m, 0, C1_RUN * ld * sizeof *m); /* the lanes past oc stay 0 */
+    for (size_t p0 = 0; p0 < p; p0 += C1_RUN) {
+        size_t np = p - p0 < C1_RUN ? p - p0 : C1_RUN;
+        for (size_t r = 0; r < np; r++) { /* the run's input patches and masked gradients */
+            size_t oh = (p0 + r) / (size_t)ow_n, ow = (p0 + r) % (size_t)ow_n;
+            const real *r0 = x + 2 * oh * (size_t)wd + 2 * ow, *r1 = r0 + wd, *r2 = r1 + wd;
+            for (int k = 0; k < 3; k++) c[r][k] = r0[k], c[r][3 + k] = r1[k], c[r][6 + k] = r2[k];
+            const real *gp = g + (p0 + r) * oc;
+            real *mr = m + r * ld;
+            if (y) {
+                const real *yp = y + (p0 + r) * oc;
 #pragma omp simd
-            for (size_t o = 0; o < o_n; o++) {
-                real gv = gi[o];
-                gv = yi[o] > 0 ? gv : 0;
-                mi[o] = gv;
-                db[o] += gv;
+                for (size_t i = 0; i < oc; i++) {
+                    real gv = gp[i]; /* a select, not a branch */
+                    mr[i] = yp[i] > 0 ? gv : 0;
+                }
+            } else {
+                memcpy(mr, gp, oc * sizeof *mr);
             }
-        } else if (yi) {
-#pragma omp simd
-            for (size_t o = 0; o < o_n; o++) {
-                real gv = gi[o];
-                mi[o] = yi[o] > 0 ? gv : 0;
-            }
-        } else {
-#pragma omp simd
-            for (size_t o = 0; o < o_n; o++) mi[o] = gi[o], db[o] += gi[o];
+        }
+        for (size_t b = 0; b < nblk; b++)
+            conv1_grads_run(part + b * 10 * C1_LANES, m + b * C1_LANES, ld, (const real(*)[9])c, np);
+    }
+}
+
+typedef struct OPS_FN(conv1_grads_job) {
+    real *parts, *m; /* per item: its sums; per thread: a run's masked gradients */
+    const real *g, *y, *x;
+    int h, wd, oh, ow, oc;
+} OPS_FN(conv1_grads_job);
+
+static void OPS_FN(conv1_grads_part)(void *ctx, size_t lo, size_t hi, int part)
+{
+    const OPS_FN(conv1_grads_job) *j = ctx;
+    size_t ld = ((size_t)j->oc + C1_LANES - 1) / C1_LANES * C1_LANES, p = (size_t)j->oh * j->ow;
+    for (size_t n = lo; n < hi; n++)
+        conv1_grads_item(j->parts + n * 10 * ld, j->m + (size_t)part * C1_RUN * ld, j->g + n * p * j->oc,
+                         j->y ? j->y + n * p * j->oc : NULL, j->x + n * (size_t)j->h * j->wd, j->wd, j->oh, j->ow,
+                         (size_t)j->oc);
+}
+
+/* dwp (9 x oc) and db (may be NULL) += the first conv's gradients, on threads: the items' sums,
+ * then their sum in item order. */
+static void OPS_FN(conv1_grads)(real *dwp, real *db, const real *g, const real *y, const real *x, int nb, int h,
+                                int wd, int oh, int ow, int oc, int threads)
+{
+    size_t ld = ((size_t)oc + C1_LANES - 1) / C1_LANES * C1_LANES;
+    int t = parallel_parts_count((size_t)nb, 1, threads);
+    real *parts = xmalloc(((size_t)nb * 10 + (size_t)t * C1_RUN) * ld * sizeof *parts);
+    OPS_FN(conv1_grads_job) j = {parts, parts + (size_t)nb * 10 * ld, g, y, x, h, wd, oh, ow, oc};
+    parallel_parts((size_t)nb, 1, t, OPS_FN(conv1_grads_part), &j);
+    for (int n = 0; n < nb; n++) {
+        const real *pn = parts + (size_t)n * 10 * ld;
+        for (int o = 0; o < oc; o++) {
+            const real *s = pn + (size_t)(o / C1_LANES) * 10 * C1_LANES + o % C1_LANES;
+            for (int q = 0; q < 9; q++) dwp[(size_t)q * oc + o] += s[q * C1_LANES];
+            if (db) db[o] += s[9 * C1_LANES];
         }
     }
+    free(parts);
+}
+
+/* The first conv's input gradient of one item (only where its input needs one: not in the
+ * models): m = g masked by y > 0, scattered back through the taps. */
+static void conv1_dx_item(real *restrict dx, const real *g, const real *y, const real *wp, real *col, real *gm,
+                          int oc, int wd, int oh, int ow)
+{
+    size_t p = (size_t)oh * ow, o_n = (size_t)oc;
+    if (y) {
+        for (size_t e = 0; e < p * o_n; e++) gm[e] = ACT(relu_grad)(g[e], y[e]);
+        g = gm;
+    }
+    GEMM(ROWMAJOR, NT, TR, (int)p, 9, oc, 1, g, oc, wp, oc, 0, col, 9);
+    conv_scatter_patches_add(dx, col, 1, wd, oh, ow);
 }
 
 void OPS_FN(conv2d_backward_mt)(real *dx, real *dw, real *db, const real *dy, const real *x,
@@ -369,8 +404,8 @@ void OPS_FN(conv2d_backward_mt)(real *dx, real *dw, real *db, const real *dy, co
                                 int acc, real *scratch, int threads)
 {
     /* Per item, with g the output gradient (P x oc, masked by y > 0 when ReLU was fused):
-     *   db[o] += sum_P g[.][o];  dwp (ic*9 x oc) += col^T @ g;
-     *   dcol (P x ic*9) = g @ wp^T, scattered back onto dx. */
+     *   db[o] += sum_P g[.][o];  dwp (9 x oc) += col^T @ g (one input channel; more: Winograd);
+     *   dcol (P x 9) = g @ wp^T, scattered back onto dx. */
     int oh = ops_conv_out_len(h), ow = ops_conv_out_len(wd);
     size_t p = (size_t)oh * ow, kk = (size_t)ic * 9, o_n = (size_t)oc;
     if (dx && !acc) OPS_FN(zero_mt)(dx, (size_t)nb * h * wd * ic, threads);
@@ -380,38 +415,17 @@ void OPS_FN(conv2d_backward_mt)(real *dx, real *dw, real *db, const real *dy, co
         return;
     }
     real *wp = scratch, *dwp = wp + kk * o_n, *col = dwp + kk * o_n, *gm = col + p * kk;
-    int split = parallel_parts_count(p * o_n, OPS_MT_MIN_ELEMS, threads) > 1;
-    if (dx) conv_pack_weight(wp, w, ic, oc);
-    if (dw) memset(dwp, 0, kk * o_n * sizeof(real));
-    for (int n = 0; n < nb; n++) {
-        const real *g = dy + (size_t)n * p * o_n, *yn = y ? y + (size_t)n * p * o_n : NULL;
-        const real *xn = x + (size_t)n * h * wd * ic;
-        if (split && yn) { /* on threads: the mask split by positions, the bias gradient by channels */
-            OPS_FN(c1b_job) j = {gm, db, g, yn, xn, (int)o_n, wd, ow, p};
-            parallel_parts(p, 64, threads, OPS_FN(c1b_mask_part), &j);
-            g = gm;
-        }
-        if (split && db) {
-            OPS_FN(c1b_job) j = {NULL, db, g, yn, xn, (int)o_n, wd, ow, p};
-            parallel_parts(o_n, 16, threads, OPS_FN(c1b_bias_part), &j);
-        }
-        if (!split && (yn || db)) { /* mask and bias gradient in one pass */
-            conv1_mask_bias_item(gm, db, g, yn, p, o_n);
-            g = gm;
-        }
-        if (split && (dw || dx)) {
-            OPS_FN(c1b_job) j = {col, NULL, NULL, NULL, xn, ic, wd, ow, p};
-            parallel_parts((size_t)oh, 4, threads, OPS_FN(c1b_gather_part), &j);
-        } else if (dw || dx) {
-            conv_gather_patches(col, xn, ic, wd, oh, ow);
-        }
-        if (dw) GEMM(ROWMAJOR, TR, NT, (int)kk, oc, (int)p, 1, col, (int)kk, g, oc, 1, dwp, oc);
-        if (dx) {
-            GEMM(ROWMAJOR, NT, TR, (int)p, (int)kk, oc, 1, g, oc, wp, oc, 0, col, (int)kk);
-            conv_scatter_patches_add(dx + (size_t)n * h * wd * ic, col, ic, wd, oh, ow);
-        }
+    if (dw || db) {
+        memset(dwp, 0, kk * o_n * sizeof(real));
+        OPS_FN(conv1_grads)(dwp, db, dy, y, x, nb, h, wd, oh, ow, oc, threads);
+        if (dw) conv_unpack_weight_add(dw, dwp, ic, oc);
     }
-    if (dw) conv_unpack_weight_add(dw, dwp, ic, oc);
+    if (dx) {
+        conv_pack_weight(wp, w, ic, oc);
+        for (int n = 0; n < nb; n++)
+            conv1_dx_item(dx + (size_t)n * h * wd, dy + (size_t)n * p * o_n, y ? y + (size_t)n * p * o_n : NULL, wp, col,
+                          gm, oc, wd, oh, ow);
+    }
 }
 
 void OPS_FN(conv2d_backward)(real *dx, real *dw, real *db, const real *dy, const real *x,
