@@ -74,11 +74,12 @@ static inline size_t wino_tile_scratch(const wino_plan *p, size_t c)
 
 /* Where a pass's parts lie in its scratch (element offsets): transformed kernels (classes x ic x oc),
  * their gradients (backward only), the taps reordered (9 x ic x oc), a chunk's transformed inputs
- * (ah aw x tiles x ic) and products (ah aw x tiles x oc), and the tile transforms' own, one per
- * thread (`parts` of them, tile_n each); `total` is the size. The implementation carves its buffers
- * from this, so the size cannot drift from them. */
+ * (ah aw x tiles x ic) and products (ah aw x tiles x oc), the bias gradient's sum per band of a
+ * chunk (backward only: items x th x oc), and the tile transforms' own, one per thread (`parts` of
+ * them, tile_n each); `total` is the size. The implementation carves its buffers from this, so the
+ * size cannot drift from them. */
 typedef struct wino_layout {
-    size_t u, du, wt, v, m, tile, tile_n, total;
+    size_t u, du, wt, v, m, dbb, tile, tile_n, total;
 } wino_layout;
 
 static inline wino_layout wino_layout_make(const wino_plan *p, int ic, int oc, int backward, int parts)
@@ -91,7 +92,8 @@ static inline wino_layout wino_layout_make(const wino_plan *p, int ic, int oc, i
     l.wt = l.du + (backward ? ker : 0);
     l.v = l.wt + wino_round((size_t)9 * ic * oc);
     l.m = l.v + wino_round(pts * tiles * ic);
-    l.tile = l.m + wino_round(pts * tiles * oc);
+    l.dbb = l.m + wino_round(pts * tiles * oc);
+    l.tile = l.dbb + (backward ? wino_round((size_t)p->items * p->th * oc) : 0);
     l.tile_n = wino_tile_scratch(p, (size_t)(ic > oc ? ic : oc));
     l.total = l.tile + (size_t)(parts < 1 ? 1 : parts) * l.tile_n;
     return l;

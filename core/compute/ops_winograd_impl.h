@@ -464,11 +464,12 @@ static void wino_outputs(real *y, const real *mp, const real *bias, int relu, co
 }
 
 /* Output gradients to points: dM[p] = sum_{i,j} ATh[i][ph] ATw[j][pw] g[i][j], g = dy masked by
- * y > 0 when y is given and zero past the edge, bands (item, ti) lo .. hi - 1 of the chunk; db += g
- * (db may be NULL: wino_grad_bias then adds it). tmp: mh x (mw + aw) x oc and one channel vector
- * (wino_tile_scratch). */
+ * y > 0 when y is given and zero past the edge, bands (item, ti) lo .. hi - 1 of the chunk; dbb
+ * (NULL: none) gets each band's sum of g, band by band (oc apart), while g is at hand: the bias
+ * gradient adds them up in band order (wino_grad_outputs), whatever the split. tmp: mh x (mw + aw)
+ * x oc and one channel vector (wino_tile_scratch). */
 OPS_SIMD_CLONES
-static void wino_grad_outputs_bands(real *dm, real *db, const real *dy, const real *y, int n0, int cnt, int lo,
+static void wino_grad_outputs_bands(real *dm, real *dbb, const real *dy, const real *y, int n0, int cnt, int lo,
                                     int hi, int oh, int ow, int oc, const wino *W, real *tmp)
 {
     const wino_plan *P = &W->plan;
@@ -478,6 +479,8 @@ static void wino_grad_outputs_bands(real *dm, real *db, const real *dy, const re
     for (int band = lo; band < hi; band++) {
         int n = n0 + band / P->th, ti = band % P->th;
         size_t t = (size_t)band * P->tw;
+        real *db = dbb ? dbb + (size_t)band * C : NULL;
+        if (db) memset(db, 0, C * sizeof(real));
         for (int tj = 0; tj < P->tw; tj++, t++) {
             int rows = oh - ti * P->mh, cols = ow - tj * P->mw;
             for (int i = 0; i < P->mh; i++)
@@ -518,57 +521,21 @@ static void wino_grad_outputs_bands(real *dm, real *db, const real *dy, const re
 static void wino_grad_outputs_part(void *ctx, size_t lo, size_t hi, int part)
 {
     const wino_job *j = ctx;
-    wino_grad_outputs_bands(j->out, NULL, j->in, j->in2, j->n0, j->cnt, (int)lo, (int)hi, j->oh, j->ow, j->oc, j->W,
+    wino_grad_outputs_bands(j->out, j->db, j->in, j->in2, j->n0, j->cnt, (int)lo, (int)hi, j->oh, j->ow, j->oc, j->W,
                             j->tile + (size_t)part * j->tile_n);
 }
 
-/* db[o] += g[o] over the chunk's outputs in wino_grad_outputs_bands' order (item, ti, tj, i, j), for
- * channels lo .. hi - 1: the same sums, split by channel. */
-static void wino_grad_bias_part(void *ctx, size_t lo, size_t hi, int part)
-{
-    (void)part;
-    const wino_job *jb = ctx;
-    const wino_plan *P = &jb->W->plan;
-    const real *dy = jb->in, *y = jb->in2;
-    real *restrict db = jb->db;
-    int oh = jb->oh, ow = jb->ow;
-    size_t C = (size_t)jb->oc;
-    for (int n = jb->n0; n < jb->n0 + jb->cnt; n++)
-        for (int ti = 0; ti < P->th; ti++)
-            for (int tj = 0; tj < P->tw; tj++) {
-                int rows = oh - ti * P->mh, cols = ow - tj * P->mw;
-                rows = rows < P->mh ? rows : P->mh, cols = cols < P->mw ? cols : P->mw;
-                for (int i = 0; i < rows; i++)
-                    for (int j = 0; j < cols; j++) {
-                        size_t off = (((size_t)n * oh + ti * P->mh + i) * ow + tj * P->mw + j) * C;
-                        const real *gs = dy + off;
-                        if (y) {
-                            const real *ys = y + off;
-#pragma omp simd
-                            for (size_t o = lo; o < hi; o++) {
-                                real gv = gs[o]; /* unconditional load: a select, not a branch */
-                                db[o] += (real)1 * (ys[o] > 0 ? gv : 0);
-                            }
-                        } else {
-#pragma omp simd
-                            for (size_t o = lo; o < hi; o++) db[o] += (real)1 * gs[o];
-                        }
-                    }
-            }
-}
-
-static void wino_grad_outputs(real *dm, real *db, const real *dy, const real *y, int n0, int cnt, int oh, int ow,
-                              int oc, const wino *W, real *tile, size_t tile_n, int threads)
+/* dM of a chunk's bands on threads; db (NULL: none) += the bands' sums (dbb: one per band), in
+ * band order. */
+static void wino_grad_outputs(real *dm, real *db, real *dbb, const real *dy, const real *y, int n0, int cnt, int oh,
+                              int ow, int oc, const wino *W, real *tile, size_t tile_n, int threads)
 {
     size_t bands = (size_t)cnt * W->plan.th;
-    if (parallel_parts_count(bands, 1, threads) == 1) { /* one pass, db included */
-        wino_grad_outputs_bands(dm, db, dy, y, n0, cnt, 0, (int)bands, oh, ow, oc, W, tile);
-        return;
-    }
-    wino_job j = {.W = W, .out = dm, .db = db, .in = dy, .in2 = y, .tile = tile, .tile_n = tile_n, .n0 = n0,
-                  .cnt = cnt, .oh = oh, .ow = ow, .oc = oc};
+    wino_job j = {.W = W, .out = dm, .db = db ? dbb : NULL, .in = dy, .in2 = y, .tile = tile, .tile_n = tile_n,
+                  .n0 = n0, .cnt = cnt, .oh = oh, .ow = ow, .oc = oc};
     parallel_parts(bands, 1, threads, wino_grad_outputs_part, &j);
-    if (db) parallel_parts((size_t)oc, 16, threads, wino_grad_bias_part, &j);
+    if (db)
+        for (size_t b = 0; b < bands; b++) wvec_acc(db, dbb + b * (size_t)oc, 1, (size_t)oc);
 }
 
 /* Point gradients back to the input: dx[r0 + a][c0 + b] += sum_p BTh[ph][a] BTw[pw][b] dV[p] inside
@@ -751,7 +718,7 @@ static void wino_backward(real *dx, real *dw, real *db, const real *dy, const re
     const wino_plan *P = &W.plan;
     wino_layout l = wino_layout_make(P, ic, oc, 1, threads);
     real *u = scratch + l.u, *du = scratch + l.du, *wt = scratch + l.wt, *v = scratch + l.v, *dm = scratch + l.m,
-         *tile = scratch + l.tile;
+         *dbb = scratch + l.dbb, *tile = scratch + l.tile;
     size_t co = (size_t)ic * oc;
     if (dx) { /* u holds the U_k^T (oc x ic) */
         wino_taps(wt, w, ic, oc, 1, threads);
@@ -761,7 +728,7 @@ static void wino_backward(real *dx, real *dw, real *db, const real *dy, const re
     for (int n0 = 0; n0 < nb; n0 += P->items) {
         int cnt = nb - n0 < P->items ? nb - n0 : P->items;
         size_t T = (size_t)cnt * P->th * P->tw;
-        wino_grad_outputs(dm, db, dy, y, n0, cnt, oh, ow, oc, &W, tile, l.tile_n, threads);
+        wino_grad_outputs(dm, db, dbb, dy, y, n0, cnt, oh, ow, oc, &W, tile, l.tile_n, threads);
         if (dw) {
             wino_inputs(v, x, n0, cnt, h, wd, ic, &W, tile, l.tile_n, threads);
             wino_gemms(&W, WG_DW, T, ic, oc, v, dm, NULL, du, threads);
