@@ -188,9 +188,10 @@ void cu_linear_backward(backend *be, float *dx, float *dw, float *db, const floa
                         const float *w, int n, int ic, int oc, int acc);
 // cuda/ops_conv2d.cu
 void cu_conv2d_forward(backend *be, float *y, const float *x, const float *w, const float *b, int nb, int ic,
-                       int oc, int h, int wd, int relu);
+                       int oc, int h, int wd, int relu, float *saved);
 void cu_conv2d_backward(backend *be, float *dx, float *dw, float *db, const float *dy, const float *x,
-                        const float *w, const float *y, int nb, int ic, int oc, int h, int wd, int acc);
+                        const float *w, const float *y, int nb, int ic, int oc, int h, int wd, int acc,
+                        const float *saved);
 // cuda/ops_convg.cu
 void cu_conv2d_gen_forward(backend *be, float *y, const float *x, const float *w, const float *b, int nb, int ic,
                            int oc, int h, int wd, int kh, int kw, int sh, int sw, int relu);

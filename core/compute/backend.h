@@ -74,11 +74,15 @@ struct backend {
                            int n, int ic, int oc);
     void (*linear_backward)(backend *be, float *dx, float *dw, float *db, const float *dy,
                             const float *x, const float *w, int n, int ic, int oc, int acc);
+    /* saved (NULL: none): conv2d_saved_floats floats that the forward fills with what the
+     * backward of the same x reads instead of computing it again (the CPU's transformed input
+     * tiles). conv2d_saved_floats is NULL where a backend keeps nothing (then pass NULL). */
+    size_t (*conv2d_saved_floats)(backend *be, int nb, int ic, int oc, int h, int wd);
     void (*conv2d_forward)(backend *be, float *y, const float *x, const float *w, const float *b,
-                           int nb, int ic, int oc, int h, int wd, int relu);
+                           int nb, int ic, int oc, int h, int wd, int relu, float *saved);
     void (*conv2d_backward)(backend *be, float *dx, float *dw, float *db, const float *dy,
                             const float *x, const float *w, const float *y, int nb, int ic, int oc,
-                            int h, int wd, int acc);
+                            int h, int wd, int acc, const float *saved);
     void (*conv2d_gen_forward)(backend *be, float *y, const float *x, const float *w,
                                const float *b, int nb, int ic, int oc, int h, int wd, int kh, int kw,
                                int sh, int sw, int relu);

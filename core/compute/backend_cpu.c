@@ -225,19 +225,25 @@ static void cpu_linear_backward(backend *be, float *dx, float *dw, float *db, co
     ops_linear_backward_mt_f32(dx, dw, db, dy, x, w, n, ic, oc, acc, threads_of(be));
 }
 
+static size_t cpu_conv2d_saved_floats(backend *be, int nb, int ic, int oc, int h, int wd)
+{
+    (void)be, (void)oc;
+    return ops_conv2d_saved_floats(nb, ic, h, wd);
+}
+
 static void cpu_conv2d_forward(backend *be, float *y, const float *x, const float *w,
-                               const float *b, int nb, int ic, int oc, int h, int wd, int relu)
+                               const float *b, int nb, int ic, int oc, int h, int wd, int relu, float *saved)
 {
     float *s = scratch(be, ops_conv2d_forward_scratch_mt(ic, oc, h, wd, threads_of(be)));
-    ops_conv2d_forward_mt_f32(y, x, w, b, nb, ic, oc, h, wd, relu, s, threads_of(be));
+    ops_conv2d_forward_mt_f32(y, x, w, b, nb, ic, oc, h, wd, relu, saved, s, threads_of(be));
 }
 
 static void cpu_conv2d_backward(backend *be, float *dx, float *dw, float *db, const float *dy,
                                 const float *x, const float *w, const float *y, int nb, int ic,
-                                int oc, int h, int wd, int acc)
+                                int oc, int h, int wd, int acc, const float *saved)
 {
     float *s = scratch(be, ops_conv2d_backward_scratch_mt(ic, oc, h, wd, threads_of(be)));
-    ops_conv2d_backward_mt_f32(dx, dw, db, dy, x, w, y, nb, ic, oc, h, wd, acc, s, threads_of(be));
+    ops_conv2d_backward_mt_f32(dx, dw, db, dy, x, w, y, nb, ic, oc, h, wd, acc, saved, s, threads_of(be));
 }
 
 static void cpu_conv2d_gen_forward(backend *be, float *y, const float *x, const float *w,
@@ -621,6 +627,7 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
         .gemm = cpu_gemm,
         .linear_forward = cpu_linear_forward,
         .linear_backward = cpu_linear_backward,
+        .conv2d_saved_floats = cpu_conv2d_saved_floats,
         .conv2d_forward = cpu_conv2d_forward,
         .conv2d_backward = cpu_conv2d_backward,
         .conv2d_gen_forward = cpu_conv2d_gen_forward,

@@ -118,8 +118,9 @@ static void ref_linear_backward(backend *be, float *dx, float *dw, float *db, co
 }
 
 static void ref_conv2d_forward(backend *be, float *y, const float *x, const float *w,
-                               const float *b, int nb, int ic, int oc, int h, int wd, int relu)
+                               const float *b, int nb, int ic, int oc, int h, int wd, int relu, float *saved)
 {
+    (void)saved; /* keeps nothing (no conv2d_saved_floats): NULL */
     size_t ny = (size_t)nb * ops_conv_out_len(h) * ops_conv_out_len(wd) * oc;
     double *yd = tmp_zeros(be, ny);
     ops_conv2d_forward_f64(yd, wide(be, x, (size_t)nb * h * wd * ic), wide(be, w, (size_t)oc * ic * 9),
@@ -131,8 +132,9 @@ static void ref_conv2d_forward(backend *be, float *y, const float *x, const floa
 
 static void ref_conv2d_backward(backend *be, float *dx, float *dw, float *db, const float *dy,
                                 const float *x, const float *w, const float *y, int nb, int ic,
-                                int oc, int h, int wd, int acc)
+                                int oc, int h, int wd, int acc, const float *saved)
 {
+    (void)saved;
     size_t nx = (size_t)nb * h * wd * ic, nw = (size_t)oc * ic * 9;
     size_t ny = (size_t)nb * ops_conv_out_len(h) * ops_conv_out_len(wd) * oc;
     double *dxd = dx ? (acc ? wide(be, dx, nx) : tmp_zeros(be, nx)) : NULL;

@@ -99,6 +99,14 @@ static inline wino_layout wino_layout_make(const wino_plan *p, int ic, int oc, i
     return l;
 }
 
+/* Elements of the transformed input tiles of nb items (pts x tiles x ic per chunk, chunks in item
+ * order): what a forward can keep for the backward's weight gradient (ops_conv2d_saved_floats). */
+static inline size_t wino_saved_floats(int nb, int ic, int oh, int ow)
+{
+    wino_plan p = wino_plan_make(oh, ow);
+    return (size_t)p.ah * p.aw * p.th * p.tw * (size_t)nb * ic;
+}
+
 /* Elements of scratch for a forward (backward = 0) or backward pass on `threads` threads. */
 static inline size_t wino_scratch_threads(int ic, int oc, int oh, int ow, int backward, int threads)
 {

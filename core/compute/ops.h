@@ -72,6 +72,15 @@ static inline size_t ops_conv2d_backward_scratch(int ic, int oc, int h, int w)
     return 2 * kk * (size_t)oc + p * (kk + (size_t)oc);
 }
 
+/* Floats conv2d_forward_mt can keep in `saved` for conv2d_backward_mt of the same x (0: nothing):
+ * the Winograd form's transformed input tiles, which the weight gradient would otherwise compute
+ * again (one input channel: none). */
+static inline size_t ops_conv2d_saved_floats(int nb, int ic, int h, int w)
+{
+    int oh = ops_conv_out_len(h), ow = ops_conv_out_len(w);
+    return ic > 1 && oh > 0 && ow > 0 && nb > 0 ? wino_saved_floats(nb, ic, oh, ow) : 0;
+}
+
 /* The same on `threads` threads (conv2d_forward_mt / conv2d_backward_mt). */
 static inline size_t ops_conv2d_forward_scratch_mt(int ic, int oc, int h, int w, int threads)
 {

@@ -254,7 +254,7 @@ static void OPS_FN(conv1_part)(void *ctx, size_t lo, size_t hi, int part)
 }
 
 void OPS_FN(conv2d_forward_mt)(real *y, const real *x, const real *w, const real *b, int nb, int ic,
-                               int oc, int h, int wd, int relu, real *scratch, int threads)
+                               int oc, int h, int wd, int relu, real *saved, real *scratch, int threads)
 {
     /* Reference loop:
      *   y[n][i][j][o] = b[o] + sum_{c,kh,kw} w[o][c][kh][kw] * x[n][2i + kh][2j + kw][c]
@@ -264,7 +264,7 @@ void OPS_FN(conv2d_forward_mt)(real *y, const real *x, const real *w, const real
     size_t p = (size_t)oh * ow;
     if (p == 0) return;
     if (ic > 1) {
-        wino_forward(y, x, w, b, nb, ic, oc, h, wd, relu, scratch, threads);
+        wino_forward(y, x, w, b, nb, ic, oc, h, wd, relu, saved, scratch, threads);
         return;
     }
     real *wp = scratch, *bias = wp + (size_t)9 * oc;
@@ -280,7 +280,7 @@ void OPS_FN(conv2d_forward_mt)(real *y, const real *x, const real *w, const real
 void OPS_FN(conv2d_forward)(real *y, const real *x, const real *w, const real *b, int nb, int ic,
                             int oc, int h, int wd, int relu, real *scratch)
 {
-    OPS_FN(conv2d_forward_mt)(y, x, w, b, nb, ic, oc, h, wd, relu, scratch, 1);
+    OPS_FN(conv2d_forward_mt)(y, x, w, b, nb, ic, oc, h, wd, relu, NULL, scratch, 1);
 }
 
 /* The first conv's (one input channel's) weight and bias gradients in one pass over its output
@@ -401,7 +401,7 @@ static void conv1_dx_item(real *restrict dx, const real *g, const real *y, const
 
 void OPS_FN(conv2d_backward_mt)(real *dx, real *dw, real *db, const real *dy, const real *x,
                                 const real *w, const real *y, int nb, int ic, int oc, int h, int wd,
-                                int acc, real *scratch, int threads)
+                                int acc, const real *saved, real *scratch, int threads)
 {
     /* Per item, with g the output gradient (P x oc, masked by y > 0 when ReLU was fused):
      *   db[o] += sum_P g[.][o];  dwp (9 x oc) += col^T @ g (one input channel; more: Winograd);
@@ -411,7 +411,7 @@ void OPS_FN(conv2d_backward_mt)(real *dx, real *dw, real *db, const real *dy, co
     if (dx && !acc) OPS_FN(zero_mt)(dx, (size_t)nb * h * wd * ic, threads);
     if (p == 0) return;
     if (ic > 1) {
-        wino_backward(dx, dw, db, dy, x, w, y, nb, ic, oc, h, wd, scratch, threads);
+        wino_backward(dx, dw, db, dy, x, w, y, nb, ic, oc, h, wd, saved, scratch, threads);
         return;
     }
     real *wp = scratch, *dwp = wp + kk * o_n, *col = dwp + kk * o_n, *gm = col + p * kk;
@@ -432,7 +432,7 @@ void OPS_FN(conv2d_backward)(real *dx, real *dw, real *db, const real *dy, const
                              const real *w, const real *y, int nb, int ic, int oc, int h, int wd,
                              int acc, real *scratch)
 {
-    OPS_FN(conv2d_backward_mt)(dx, dw, db, dy, x, w, y, nb, ic, oc, h, wd, acc, scratch, 1);
+    OPS_FN(conv2d_backward_mt)(dx, dw, db, dy, x, w, y, nb, ic, oc, h, wd, acc, NULL, scratch, 1);
 }
 
 /* -------------------------------------------------------------------- layout */

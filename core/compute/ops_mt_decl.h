@@ -11,13 +11,15 @@ void OPS_DECL_FN(linear_forward_mt)(OPS_DECL_T *y, const OPS_DECL_T *x, const OP
 void OPS_DECL_FN(linear_backward_mt)(OPS_DECL_T *dx, OPS_DECL_T *dw, OPS_DECL_T *db,
                                      const OPS_DECL_T *dy, const OPS_DECL_T *x, const OPS_DECL_T *w,
                                      int n, int ic, int oc, int acc, int threads);
+/* saved (NULL: none): ops_conv2d_saved_floats(nb, ic, h, wd) floats that the forward fills and
+ * the backward of the same x reads instead of computing them again. */
 void OPS_DECL_FN(conv2d_forward_mt)(OPS_DECL_T *y, const OPS_DECL_T *x, const OPS_DECL_T *w,
                                     const OPS_DECL_T *b, int nb, int ic, int oc, int h, int wd,
-                                    int relu, OPS_DECL_T *scratch, int threads);
+                                    int relu, OPS_DECL_T *saved, OPS_DECL_T *scratch, int threads);
 void OPS_DECL_FN(conv2d_backward_mt)(OPS_DECL_T *dx, OPS_DECL_T *dw, OPS_DECL_T *db,
                                      const OPS_DECL_T *dy, const OPS_DECL_T *x, const OPS_DECL_T *w,
                                      const OPS_DECL_T *y, int nb, int ic, int oc, int h, int wd,
-                                     int acc, OPS_DECL_T *scratch, int threads);
+                                     int acc, const OPS_DECL_T *saved, OPS_DECL_T *scratch, int threads);
 void OPS_DECL_FN(layernorm_backward_mt)(OPS_DECL_T *dx, OPS_DECL_T *dw, OPS_DECL_T *db,
                                         const OPS_DECL_T *dy, const OPS_DECL_T *x, const OPS_DECL_T *w,
                                         const OPS_DECL_T *mean, const OPS_DECL_T *rstd, int n, int c,

@@ -623,8 +623,8 @@ typedef struct wino_gemm_job {
     wino_gemm_kind kind;
     size_t T;
     int ic, oc;
-    real *v, *m, *du;
-    const real *u;
+    real *v, *m, *du; /* v: what WG_DX writes */
+    const real *vr, *u; /* vr: the V that WG_FORWARD and WG_DW read */
     size_t block;                      /* rows per block */
     size_t boff[WINO_MAX_CLASSES + 1]; /* class k's row blocks: items boff[k] .. boff[k + 1] - 1 */
     int order[WINO_MAX_CLASSES];       /* the weight gradient's classes, largest first */
@@ -639,8 +639,8 @@ static void wino_gemm_item(void *ctx, size_t i, int slot)
     if (j->kind == WG_DW) {
         int k = j->order[i];
         size_t first = (size_t)W->group_start[k] * T, rows = (size_t)W->group_n[k] * T;
-        GEMM_SERIAL(ROWMAJOR, TR, NT, j->ic, j->oc, (int)rows, 1, j->v + first * ic, j->ic, j->m + first * oc, j->oc,
-                    1, j->du + k * co, j->oc);
+        GEMM_SERIAL(ROWMAJOR, TR, NT, j->ic, j->oc, (int)rows, 1, j->vr + first * ic, j->ic, j->m + first * oc,
+                    j->oc, 1, j->du + k * co, j->oc);
         return;
     }
     int k = 0;
@@ -648,17 +648,18 @@ static void wino_gemm_item(void *ctx, size_t i, int slot)
     size_t rows = (size_t)W->group_n[k] * T, r0 = (i - j->boff[k]) * j->block;
     size_t n = i + 1 == j->boff[k + 1] ? rows - r0 : j->block, row = (size_t)W->group_start[k] * T + r0;
     if (j->kind == WG_FORWARD)
-        GEMM_SERIAL(ROWMAJOR, NT, NT, (int)n, j->oc, j->ic, 1, j->v + row * ic, j->ic, j->u + k * co, j->oc, 0,
+        GEMM_SERIAL(ROWMAJOR, NT, NT, (int)n, j->oc, j->ic, 1, j->vr + row * ic, j->ic, j->u + k * co, j->oc, 0,
                     j->m + row * oc, j->oc);
     else
         GEMM_SERIAL(ROWMAJOR, NT, NT, (int)n, j->ic, j->oc, 1, j->m + row * oc, j->oc, j->u + k * co, j->ic, 0,
                     j->v + row * ic, j->ic);
 }
 
-static void wino_gemms(const wino *W, wino_gemm_kind kind, size_t T, int ic, int oc, real *v, real *m, const real *u,
-                       real *du, int threads)
+/* v: the V read (WG_FORWARD, WG_DW) or written (WG_DX). */
+static void wino_gemms(const wino *W, wino_gemm_kind kind, size_t T, int ic, int oc, const real *vr, real *v, real *m,
+                       const real *u, real *du, int threads)
 {
-    wino_gemm_job j = {.W = W, .kind = kind, .T = T, .ic = ic, .oc = oc, .v = v, .m = m, .du = du, .u = u,
+    wino_gemm_job j = {.W = W, .kind = kind, .T = T, .ic = ic, .oc = oc, .v = v, .vr = vr, .m = m, .du = du, .u = u,
                        .block = GEMM_COPIES_OPERANDS() ? WINO_GEMM_ROWS_COPIED : WINO_GEMM_ROWS};
     int classes = W->plan.classes;
     for (int k = 0; k < classes; k++) {
@@ -686,8 +687,10 @@ static int wino_zero_tail(const real *x, int h, size_t row)
     return r;
 }
 
+/* saved (NULL: none): each chunk's V goes there, chunk after chunk (wino_saved_floats), for the
+ * backward, instead of into the scratch. */
 static void wino_forward(real *y, const real *x, const real *w, const real *b, int nb, int ic, int oc, int h,
-                         int wd, int relu, real *scratch, int threads)
+                         int wd, int relu, real *saved, real *scratch, int threads)
 {
     int oh = ops_conv_out_len(h), ow = ops_conv_out_len(wd);
     wino W;
@@ -702,15 +705,19 @@ static void wino_forward(real *y, const real *x, const real *w, const real *b, i
     for (int n0 = 0; n0 < nb; n0 += P->items) {
         int cnt = nb - n0 < P->items ? nb - n0 : P->items;
         size_t T = (size_t)cnt * P->th * P->tw;
-        wino_inputs(v, x, n0, cnt, h, wd, ic, &W, tile, l.tile_n, threads);
-        wino_gemms(&W, WG_FORWARD, T, ic, oc, v, m, u, NULL, threads);
+        real *vc = saved ? saved + (size_t)P->ah * P->aw * P->th * P->tw * n0 * ic : v;
+        wino_inputs(vc, x, n0, cnt, h, wd, ic, &W, tile, l.tile_n, threads);
+        wino_gemms(&W, WG_FORWARD, T, ic, oc, vc, NULL, m, u, NULL, threads);
         wino_outputs(y, m, b, relu, zero_from, n0, cnt, oh, ow, oc, &W, tile, l.tile_n, threads);
     }
     free(zero_from);
 }
 
+/* saved (NULL: none): the V a forward of this x kept (wino_forward), read instead of transforming
+ * x again for the weight gradient. */
 static void wino_backward(real *dx, real *dw, real *db, const real *dy, const real *x, const real *w,
-                          const real *y, int nb, int ic, int oc, int h, int wd, real *scratch, int threads)
+                          const real *y, int nb, int ic, int oc, int h, int wd, const real *saved, real *scratch,
+                          int threads)
 {
     int oh = ops_conv_out_len(h), ow = ops_conv_out_len(wd);
     wino W;
@@ -730,11 +737,12 @@ static void wino_backward(real *dx, real *dw, real *db, const real *dy, const re
         size_t T = (size_t)cnt * P->th * P->tw;
         wino_grad_outputs(dm, db, dbb, dy, y, n0, cnt, oh, ow, oc, &W, tile, l.tile_n, threads);
         if (dw) {
-            wino_inputs(v, x, n0, cnt, h, wd, ic, &W, tile, l.tile_n, threads);
-            wino_gemms(&W, WG_DW, T, ic, oc, v, dm, NULL, du, threads);
+            const real *vc = saved ? saved + (size_t)P->ah * P->aw * P->th * P->tw * n0 * ic : v;
+            if (!saved) wino_inputs(v, x, n0, cnt, h, wd, ic, &W, tile, l.tile_n, threads);
+            wino_gemms(&W, WG_DW, T, ic, oc, vc, NULL, dm, NULL, du, threads);
         }
-        if (dx) { /* dV overwrites V: the weight gradient above has used it */
-            wino_gemms(&W, WG_DX, T, ic, oc, v, dm, u, NULL, threads);
+        if (dx) { /* dV overwrites V in the scratch: the weight gradient above has used it */
+            wino_gemms(&W, WG_DX, T, ic, oc, NULL, v, dm, u, NULL, threads);
             wino_grad_inputs(dx, v, n0, cnt, h, wd, ic, &W, tile, l.tile_n, threads);
         }
     }

@@ -80,6 +80,8 @@ void enc_attn_backward(asr_model *m, int l, const char *attn, const enc_attn_buf
  * back (m->dh holds the gradient of h0). */
 void embed_sizes(asr_model *m, int B, int T, const int *feat_lens);
 void embed_alloc(asr_model *m, int B, int T);
+/* Floats the forward of conv i keeps for its backward at B x T input frames (0: none). */
+size_t embed_saved_floats(const asr_model *m, int i, int B, int T);
 void embed_free(asr_model *m);
 void embed_forward(asr_model *m);
 void embed_backward(asr_model *m);

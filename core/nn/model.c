@@ -139,7 +139,8 @@ static void ensure_acts(asr_model *m, int B, int T)
     embed_sizes(m, B, T, NULL);
     size_t rows = (size_t)B * (size_t)m->T2, in = (size_t)B * (size_t)T;
     int grow = rows > m->cap_rows || in > m->cap_in;
-    for (int i = 0; i < m->nconv; i++) grow |= (size_t)B * m->tk[i] * m->fk[i] * d->d > m->cap_c[i];
+    for (int i = 0; i < m->nconv; i++)
+        grow |= (size_t)B * m->tk[i] * m->fk[i] * d->d > m->cap_c[i] || embed_saved_floats(m, i, B, T) > m->cap_saved[i];
     encoder_of(m)->ensure(m, B, m->T2);
     if (!grow) return;
     free_head_acts(m);

@@ -70,7 +70,7 @@ typedef struct asr_model {
     int train;
     int inference;           /* made by asr_model_init_inference: no gradients, one block workspace */
     uint64_t seed;
-    size_t cap_rows, cap_in, cap_c[3];
+    size_t cap_rows, cap_in, cap_c[3], cap_saved[3];
     /* The input layer (core/nn/model_embed.c): conv outputs c[i] (B, tk[i], fk[i], d) channels
      * last, wout_fc (embed.out's weight in their column order), e (B x T2, d) its Linear output;
      * linear: e the Linear, eln LayerNorm(e) with emean / erstd, eact after dropout (and ReLU). */
@@ -79,8 +79,9 @@ typedef struct asr_model {
     encoder_acts *enc;       /* the blocks between h0 and the head */
     const float *h_enc;      /* the last block's output */
     float *lnf, *meanf, *rstdf, *zd, *logp;
-    /* Backward work. */
-    float *dh, *dtmp, *dwout_fc, *dc[3], *dlogp;
+    /* Backward work; csaved[i]: what the forward of conv i keeps for its backward (NULL: nothing,
+     * be->conv2d_saved_floats). */
+    float *dh, *dtmp, *dwout_fc, *dc[3], *dlogp, *csaved[3];
     /* The labels of the last loss (host), for the backward. */
     const int *labels, *label_lens;
     int label_stride;

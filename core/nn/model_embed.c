@@ -42,13 +42,27 @@ void embed_sizes(asr_model *m, int B, int T, const int *feat_lens)
 void embed_free(asr_model *m)
 {
     backend *be = m->be;
-    float **all[] = {&m->c[0], &m->c[1], &m->c[2], &m->dc[0], &m->dc[1], &m->dc[2], &m->wout_fc, &m->dwout_fc,
-                     &m->e, &m->eln, &m->emean, &m->erstd, &m->eact};
+    float **all[] = {&m->c[0],   &m->c[1],      &m->c[2], &m->dc[0],   &m->dc[1],   &m->dc[2],   &m->wout_fc,
+                     &m->dwout_fc, &m->e,     &m->eln, &m->emean, &m->erstd, &m->eact, &m->csaved[0],
+                     &m->csaved[1], &m->csaved[2]};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
         be->free(be, *all[i]);
         *all[i] = NULL;
     }
     memset(m->cap_c, 0, sizeof m->cap_c);
+    memset(m->cap_saved, 0, sizeof m->cap_saved);
+}
+
+/* Only when training, on a backend that keeps something, for the 3x3 stride-2 convs; after
+ * embed_sizes for B x T. */
+size_t embed_saved_floats(const asr_model *m, int i, int B, int T)
+{
+    backend *be = m->be;
+    input_conv c[3];
+    input_layer_convs(m->dims.input_layer, c);
+    if (m->inference || !be->conv2d_saved_floats || conv1d(m) || c[i].k != 3 || c[i].s != 2) return 0;
+    int h = i ? m->tk[i - 1] : T, w = i ? m->fk[i - 1] : m->dims.idim, ic = i ? m->dims.d : 1;
+    return be->conv2d_saved_floats(be, B, ic, m->dims.d, h, w);
 }
 
 /* Allocates for B x T input frames (model.c calls it after embed_sizes, when its buffers grow). */
@@ -63,6 +77,8 @@ void embed_alloc(asr_model *m, int B, int T)
         m->cap_c[i] = (size_t)B * m->tk[i] * m->fk[i] * D;
         m->c[i] = A(m->cap_c[i]);
         if (!m->inference) m->dc[i] = A(m->cap_c[i]);
+        m->cap_saved[i] = embed_saved_floats(m, i, B, T);
+        if (m->cap_saved[i]) m->csaved[i] = A(m->cap_saved[i]);
     }
     if (m->nconv > 0) {
         m->wout_fc = A(D * D * (size_t)d->f2);
@@ -92,7 +108,7 @@ static void conv_stack_forward(asr_model *m)
     for (int i = 0; i < m->nconv; i++) {
         const float *W = P(CONV_FMT, 2 * i, "weight"), *b = P(CONV_FMT, 2 * i, "bias");
         if (!conv1d(m) && c[i].k == 3 && c[i].s == 2)
-            be->conv2d_forward(be, m->c[i], in, W, b, m->B, ic, D, h, w, 1);
+            be->conv2d_forward(be, m->c[i], in, W, b, m->B, ic, D, h, w, 1, m->csaved[i]);
         else
             be->conv2d_gen_forward(be, m->c[i], in, W, b, m->B, ic, D, h, w, c[i].k, conv1d(m) ? 1 : c[i].k, c[i].s,
                                    conv1d(m) ? 1 : c[i].s, 1);
@@ -123,7 +139,7 @@ static void conv_stack_backward(asr_model *m, float *dy)
         float *dx = i ? m->dc[i - 1] : NULL;
         if (!conv1d(m) && c[i].k == 3 && c[i].s == 2)
             be->conv2d_backward(be, dx, G(CONV_FMT, 2 * i, "weight"), G(CONV_FMT, 2 * i, "bias"), m->dc[i], in,
-                                P(CONV_FMT, 2 * i, "weight"), m->c[i], m->B, ic, D, h, w, 0);
+                                P(CONV_FMT, 2 * i, "weight"), m->c[i], m->B, ic, D, h, w, 0, m->csaved[i]);
         else
             be->conv2d_gen_backward(be, dx, G(CONV_FMT, 2 * i, "weight"), G(CONV_FMT, 2 * i, "bias"), m->dc[i], in,
                                     P(CONV_FMT, 2 * i, "weight"), m->c[i], m->B, ic, D, h, w, c[i].k,

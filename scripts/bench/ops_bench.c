@@ -92,13 +92,13 @@ int main(int argc, char **argv)
     float *dw2 = be->alloc(be, (size_t)D * D * 9 * 4), *db1 = be->alloc(be, D * 4),
           *db2 = be->alloc(be, D * 4);
     double c1 = 2.0 * B * D * T1 * F1 * 9 * 1e-9, c2 = 2.0 * B * D * T2 * F2 * D * 9 * 1e-9;
-    BENCH("conv1 fwd 1->256 + ReLU", c1, be->conv2d_forward(be, h1, in, w1, b1, B, 1, D, T, F, 1));
+    BENCH("conv1 fwd 1->256 + ReLU", c1, be->conv2d_forward(be, h1, in, w1, b1, B, 1, D, T, F, 1, NULL));
     BENCH("conv2 fwd 256->256 + ReLU", c2,
-          be->conv2d_forward(be, h2, h1, w2, b2, B, D, D, T1, F1, 1));
+          be->conv2d_forward(be, h2, h1, w2, b2, B, D, D, T1, F1, 1, NULL));
     BENCH("conv2 bwd (dx, dw, db)", 2 * c2,
-          be->conv2d_backward(be, dh1, dw2, db2, dh2, h1, w2, h2, B, D, D, T1, F1, 0));
+          be->conv2d_backward(be, dh1, dw2, db2, dh2, h1, w2, h2, B, D, D, T1, F1, 0, NULL));
     BENCH("conv1 bwd (dw, db)", c1,
-          be->conv2d_backward(be, NULL, dw1, db1, dh1, in, w1, h1, B, 1, D, T, F, 0));
+          be->conv2d_backward(be, NULL, dw1, db1, dh1, in, w1, h1, B, 1, D, T, F, 0, NULL));
     be->free(be, in), be->free(be, w1), be->free(be, b1), be->free(be, w2), be->free(be, b2);
     be->free(be, h1), be->free(be, h2), be->free(be, dh1), be->free(be, dh2);
     be->free(be, dw1), be->free(be, dw2), be->free(be, db1), be->free(be, db2);

@@ -100,7 +100,7 @@ static void conv2d_forward_run(tb_run *r, int s)
     float *b = CONV_S[s].bias ? tb_rand(r, (size_t)oc, -0.5, 0.5) : NULL;
     float *y = tb_rand(r, conv_ny(s), -9, 9);
     backend *be = tb_be(r);
-    be->conv2d_forward(be, y, x, w, b, nb, ic, oc, h, wd, CONV_S[s].relu);
+    be->conv2d_forward(be, y, x, w, b, nb, ic, oc, h, wd, CONV_S[s].relu, NULL);
     tb_out(r, "y", y, conv_ny(s));
 }
 
@@ -115,7 +115,7 @@ static void conv2d_backward_run(tb_run *r, int s)
     float *dx = CONV_S[s].dx ? tb_rand(r, nx, -1, 1) : NULL;
     float *dw = tb_rand(r, nw, -1, 1), *db = CONV_S[s].bias ? tb_rand(r, (size_t)oc, -1, 1) : NULL;
     backend *be = tb_be(r);
-    be->conv2d_backward(be, dx, dw, db, dy, x, w, y, nb, ic, oc, h, wd, CONV_S[s].acc);
+    be->conv2d_backward(be, dx, dw, db, dy, x, w, y, nb, ic, oc, h, wd, CONV_S[s].acc, NULL);
     if (dx) tb_out(r, "dx", dx, nx);
     tb_out(r, "dw", dw, nw);
     if (db) tb_out(r, "db", db, (size_t)oc);

@@ -253,6 +253,38 @@ Test(ops, conv2d_winograd_chunks)
     cr_assert(err_dd(dw1, dw, nw) < 1e-12 && err_dd(db1, db, oc) < 1e-12);
 }
 
+/* The transformed input tiles a forward keeps (`saved`) give the backward the bits it computes
+ * without them, over several chunks and on 1 and 2 threads; and the backward does read them: with
+ * x changed after the forward, the weight gradient is still the one of the forward's x. */
+Test(ops, conv2d_saved_tiles)
+{
+    rng_init(&ops_rng, 7);
+    int ic = 4, oc = 3, h = 199, w = 39, oh = ops_conv_out_len(h), ow = ops_conv_out_len(w);
+    int nb = wino_plan_make(oh, ow).items + 2; /* a full chunk and a part of one */
+    size_t nx = (size_t)nb * h * w * ic, ny = (size_t)nb * oh * ow * oc, nw = (size_t)oc * ic * 9;
+    float *x = tof(drand(nx, -1, 1), nx), *wt = tof(drand(nw, -1, 1), nw), *b = tof(drand(oc, -0.5, 0.5), oc);
+    float *g = tof(drand(ny, -1, 1), ny);
+    size_t ns = ops_conv2d_saved_floats(nb, ic, h, w);
+    cr_assert(ns > 0 && ops_conv2d_saved_floats(nb, 1, h, w) == 0);
+    for (int threads = 1; threads <= 2; threads++) {
+        float *scr = fz(ops_conv2d_backward_scratch_mt(ic, oc, h, w, threads) +
+                        ops_conv2d_forward_scratch_mt(ic, oc, h, w, threads));
+        float *y0 = fz(ny), *dx0 = fz(nx), *dw0 = fz(nw), *db0 = fz(oc);
+        float *y1 = fz(ny), *dx1 = fz(nx), *dw1 = fz(nw), *db1 = fz(oc), *saved = fz(ns);
+        ops_conv2d_forward_mt_f32(y0, x, wt, b, nb, ic, oc, h, w, 1, NULL, scr, threads);
+        ops_conv2d_backward_mt_f32(dx0, dw0, db0, g, x, wt, y0, nb, ic, oc, h, w, 0, NULL, scr, threads);
+        ops_conv2d_forward_mt_f32(y1, x, wt, b, nb, ic, oc, h, w, 1, saved, scr, threads);
+        ops_conv2d_backward_mt_f32(dx1, dw1, db1, g, x, wt, y1, nb, ic, oc, h, w, 0, saved, scr, threads);
+        cr_assert(memcmp(y0, y1, ny * sizeof *y0) == 0 && memcmp(dx0, dx1, nx * sizeof *dx0) == 0, "%d threads", threads);
+        cr_assert(memcmp(dw0, dw1, nw * sizeof *dw0) == 0 && memcmp(db0, db1, oc * sizeof *db0) == 0, "%d threads",
+                  threads);
+        float *x2 = fz(nx), *dw2 = fz(nw);
+        for (size_t i = 0; i < nx; i++) x2[i] = 0.5f * x[i];
+        ops_conv2d_backward_mt_f32(NULL, dw2, NULL, g, x2, wt, y1, nb, ic, oc, h, w, 0, saved, scr, threads);
+        cr_assert(memcmp(dw2, dw0, nw * sizeof *dw0) == 0, "the backward read x, not the saved tiles");
+    }
+}
+
 /* An utterance's padded frames are zero rows at the end of its item: the output rows that read
  * only them are act(bias) exactly, as a direct convolution gives them, not the rounding residue
  * the Winograd transforms carry from the tile's other rows (a Conformer's LayerNorm with eps

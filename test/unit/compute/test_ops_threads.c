@@ -71,20 +71,20 @@ static void scen_conv2d(backend *be, outs *o)
     size_t nx = (size_t)NB * H * W * IC, ny = (size_t)NB * OH * OW * OC, nw = (size_t)OC * IC * 9;
     float *x = rnd(nx, -1, 1), *w = rnd(nw, -0.3f, 0.3f), *b = rnd(OC, -0.1f, 0.1f), *y = zeros(ny);
     float *dy = rnd(ny, -1, 1), *dx = rnd(nx, -1, 1), *dw = rnd(nw, -1, 1), *db = rnd(OC, -1, 1);
-    be->conv2d_forward(be, y, x, w, b, NB, IC, OC, H, W, 1);
-    be->conv2d_backward(be, dx, dw, db, dy, x, w, y, NB, IC, OC, H, W, 1);
+    be->conv2d_forward(be, y, x, w, b, NB, IC, OC, H, W, 1, NULL);
+    be->conv2d_backward(be, dx, dw, db, dy, x, w, y, NB, IC, OC, H, W, 1, NULL);
     out_add(o, y, ny), out_add(o, dx, nx), out_add(o, dw, nw), out_add(o, db, OC);
-    be->conv2d_backward(be, dx, dw, db, dy, x, w, NULL, NB, IC, OC, H, W, 0);
+    be->conv2d_backward(be, dx, dw, db, dy, x, w, NULL, NB, IC, OC, H, W, 0, NULL);
     out_add(o, dx, nx), out_add(o, dw, nw), out_add(o, db, OC);
     /* one input channel: the direct form, its bias gradient with and without the ReLU mask */
     enum { H1 = 81, W1 = 41, OC1 = 64 };
     size_t ny1 = (size_t)NB * 40 * 20 * OC1;
     float *x1 = rnd((size_t)NB * H1 * W1, -1, 1), *w1 = rnd((size_t)OC1 * 9, -1, 1), *dw1 = zeros((size_t)OC1 * 9);
     float *b1 = rnd(OC1, -0.1f, 0.1f), *y1 = zeros(ny1), *dy1 = rnd(ny1, -1, 1), *db1 = zeros(OC1);
-    be->conv2d_forward(be, y1, x1, w1, b1, NB, 1, OC1, H1, W1, 1);
-    be->conv2d_backward(be, NULL, dw1, db1, dy1, x1, w1, y1, NB, 1, OC1, H1, W1, 0);
+    be->conv2d_forward(be, y1, x1, w1, b1, NB, 1, OC1, H1, W1, 1, NULL);
+    be->conv2d_backward(be, NULL, dw1, db1, dy1, x1, w1, y1, NB, 1, OC1, H1, W1, 0, NULL);
     out_add(o, y1, ny1), out_add(o, dw1, (size_t)OC1 * 9), out_add(o, db1, OC1);
-    be->conv2d_backward(be, NULL, dw1, db1, dy1, x1, w1, NULL, NB, 1, OC1, H1, W1, 0);
+    be->conv2d_backward(be, NULL, dw1, db1, dy1, x1, w1, NULL, NB, 1, OC1, H1, W1, 0, NULL);
     out_add(o, dw1, (size_t)OC1 * 9), out_add(o, db1, OC1);
     free(b1), free(y1), free(dy1), free(db1);
     free(x), free(w), free(b), free(y), free(dy), free(dx), free(dw), free(db), free(x1), free(w1), free(dw1);
@@ -94,8 +94,8 @@ static void scen_conv2d(backend *be, outs *o)
     size_t nx2 = (size_t)NB2 * H2 * W2 * C2, ny2 = (size_t)NB2 * OH2 * OW2 * C2, nw2 = (size_t)C2 * C2 * 9;
     float *x2 = rnd(nx2, -1, 1), *w2 = rnd(nw2, -0.1f, 0.1f), *b2 = rnd(C2, -0.1f, 0.1f), *y2 = zeros(ny2);
     float *dy2 = rnd(ny2, -1, 1), *dx2 = zeros(nx2), *dw2 = zeros(nw2), *db2 = zeros(C2);
-    be->conv2d_forward(be, y2, x2, w2, b2, NB2, C2, C2, H2, W2, 1);
-    be->conv2d_backward(be, dx2, dw2, db2, dy2, x2, w2, y2, NB2, C2, C2, H2, W2, 0);
+    be->conv2d_forward(be, y2, x2, w2, b2, NB2, C2, C2, H2, W2, 1, NULL);
+    be->conv2d_backward(be, dx2, dw2, db2, dy2, x2, w2, y2, NB2, C2, C2, H2, W2, 0, NULL);
     out_add(o, y2, ny2), out_add(o, dx2, nx2), out_add(o, dw2, nw2), out_add(o, db2, C2);
     free(x2), free(w2), free(b2), free(y2), free(dy2), free(dx2), free(dw2), free(db2);
 }

@@ -101,8 +101,8 @@ Test(ops, torch_conv_subsampling, .fini = ops_arena_free)
     /* Channels last, as core/nn/model.c: h1 (B, T1, F1, C), h2 (B, T2, F2, C); embed.out's weight
      * columns reordered from torch's (c, f) to (f, c). */
     float *wo_fc = fz((size_t)d * d * f2), *h1_nchw = fz(n1);
-    be->conv2d_forward(be, h1, x, w0, b0, nb, 1, d, t, idim, 1);
-    be->conv2d_forward(be, h2, h1, w2, b2, nb, d, d, t1, f1, 1);
+    be->conv2d_forward(be, h1, x, w0, b0, nb, 1, d, t, idim, 1, NULL);
+    be->conv2d_forward(be, h2, h1, w2, b2, nb, d, d, t1, f1, 1, NULL);
     be->swap12(be, wo_fc, wo, d, d, f2, 1);
     be->linear_forward(be, y, h2, wo_fc, bo, nb * t2, d * f2, d);
     be->posenc_forward(be, y, y, sqrt(d), nb, t2, d);
@@ -118,8 +118,8 @@ Test(ops, torch_conv_subsampling, .fini = ops_arena_free)
     float *dwo_fc = fz((size_t)d * d * f2);
     be->linear_backward(be, dh2, dwo_fc, dbo, dlo, h2, wo_fc, nb * t2, d * f2, d, 0);
     be->swap12(be, dwo, dwo_fc, d, f2, d, 1);
-    be->conv2d_backward(be, dh1, dw2, db2, dh2, h1, w2, h2, nb, d, d, t1, f1, 0);
-    be->conv2d_backward(be, NULL, dw0, db0, dh1, x, w0, h1, nb, 1, d, t, idim, 0);
+    be->conv2d_backward(be, dh1, dw2, db2, dh2, h1, w2, h2, nb, d, d, t1, f1, 0, NULL);
+    be->conv2d_backward(be, NULL, dw0, db0, dh1, x, w0, h1, nb, 1, d, t, idim, 0, NULL);
     CHECK_TORCH(dw0, &f, "grad.conv.embed.conv.0.weight", (size_t)d * 9);
     CHECK_TORCH(db0, &f, "grad.conv.embed.conv.0.bias", (size_t)d);
     CHECK_TORCH(dw2, &f, "grad.conv.embed.conv.2.weight", (size_t)d * d * 9);
