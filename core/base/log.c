@@ -11,6 +11,20 @@ static int log_quiet;
 void log_set_file(void *fp) { log_fp = fp; }
 void log_set_quiet(int quiet) { log_quiet = quiet; }
 
+const char *esp_shown(const char *s, char *buf, size_t cap)
+{
+    size_t o = 0;
+    for (; s && *s && o + 5 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c == 0x7f)
+            o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", c);
+        else
+            buf[o++] = (char)c;
+    }
+    if (cap) buf[o] = '\0';
+    return buf;
+}
+
 int esp_fail(esp_err *err, const char *fmt, ...)
 {
     va_list ap;

@@ -19,6 +19,10 @@ typedef struct esp_err {
 /* Fills err->msg with printf-style text and returns -1 (so callers can `return esp_fail(...)`). */
 int esp_fail(esp_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* s for a one-line message, in buf (cap bytes, cut to fit): control bytes written as \xNN, so a
+ * newline in a name or field read from a hostile file cannot split the line. Returns buf. */
+const char *esp_shown(const char *s, char *buf, size_t cap);
+
 /* Prints "espnet3: error: <msg>" and exits with ESP_EXIT_FAIL. */
 _Noreturn void esp_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 _Noreturn void esp_die_err(const esp_err *err);

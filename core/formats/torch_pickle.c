@@ -62,23 +62,10 @@ const char *pt_dtype_name(pt_dtype t)
     return names[t];
 }
 
-/* s for a one-line message: control bytes (a newline in a hostile key) written as \xNN. */
-static const char *shown(const char *s, char *buf, size_t cap)
-{
-    size_t o = 0;
-    for (; s && *s && o + 5 < cap; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c < 0x20 || c == 0x7f) o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", c);
-        else buf[o++] = (char)c;
-    }
-    buf[o] = '\0';
-    return buf;
-}
-
 static int fail(vm *m, const char *fmt, const char *a, const char *b)
 {
     char what[512], sa[200], sb[200];
-    snprintf(what, sizeof what, fmt, a ? shown(a, sa, sizeof sa) : a, b ? shown(b, sb, sizeof sb) : b);
+    snprintf(what, sizeof what, fmt, a ? esp_shown(a, sa, sizeof sa) : a, b ? esp_shown(b, sb, sizeof sb) : b);
     return esp_fail(m->err, "%s: pickle byte %zu: %s (a checkpoint may hold only a state dict of tensors)", m->what,
                     m->op_pos, what);
 }
@@ -492,13 +479,13 @@ static int collect(vm *m, int root, pt_views *out)
             return esp_fail(m->err, "%s: a state-dict key is a %s, not a str", m->what, kind_names[k->kind]);
         if (tv->kind != PV_TENSOR)
             return esp_fail(m->err, "%s: state-dict entry '%s' is a %s, not a tensor", m->what,
-                            shown(k->s, kb, sizeof kb), kind_names[tv->kind]);
+                            esp_shown(k->s, kb, sizeof kb), kind_names[tv->kind]);
         const pv_tensor *t = &m->tens[tv->i];
         const pv *st = &m->vals[t->storage];
         int64_t ext = checked_extent(t);
         if (ext < 0 || ext > st->i)
             return esp_fail(m->err, "%s: tensor '%s' reaches past its storage of %lld elements", m->what,
-                            shown(k->s, kb, sizeof kb), (long long)st->i);
+                            esp_shown(k->s, kb, sizeof kb), (long long)st->i);
         pt_view *o = &out->v[out->n++];
         o->name = xstrdup(k->s);
         o->storage = xstrdup(st->s);

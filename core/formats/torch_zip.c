@@ -211,8 +211,10 @@ int pt_read_mem(const void *buf, size_t len, const char *what, st_file *out, esp
     if (!z.prefix[0]) rc = esp_fail(err, "%s: no <archive>/data.pkl in the zip (not a PyTorch checkpoint)", what);
     size_t bl = 0;
     unsigned char *bo = rc ? NULL : read_entry(&z, "byteorder", 64, 0, &bl, err);
+    char shown[40];
     if (bo && strcmp((char *)bo, "little"))
-        rc = esp_fail(err, "%s: byteorder '%.16s' (only little-endian checkpoints are read)", what, (char *)bo);
+        rc = esp_fail(err, "%s: byteorder '%s' (only little-endian checkpoints are read)", what,
+                      esp_shown((char *)bo, shown, sizeof shown));
     free(bo);
     size_t pl = 0;
     unsigned char *pkl = rc ? NULL : read_entry(&z, "data.pkl", PKL_MAX, 1, &pl, err);

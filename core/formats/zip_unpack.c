@@ -50,6 +50,7 @@ int zip_unpack(const char *zip_path, const char *dest, uint64_t max_bytes, esp_e
     int rc = 0;
     zip_int64_t n = zip_get_num_entries(za, 0);
     uint64_t total = 0;
+    char shown[200];
     for (zip_int64_t i = 0; i < n && rc == 0; i++) {
         zip_stat_t st;
         zip_stat_init(&st);
@@ -57,7 +58,8 @@ int zip_unpack(const char *zip_path, const char *dest, uint64_t max_bytes, esp_e
             !(st.valid & ZIP_STAT_SIZE))
             rc = esp_fail(err, "%s: entry %lld: unreadable", zip_path, (long long)i);
         else if (!safe_name(st.name))
-            rc = esp_fail(err, "%s: entry '%.200s': not a plain relative path (refused)", zip_path, st.name);
+            rc = esp_fail(err, "%s: entry '%s': not a plain relative path (refused)", zip_path,
+                          esp_shown(st.name, shown, sizeof shown));
         else if ((total += st.size) > max_bytes || total < st.size)
             rc = esp_fail(err, "%s: entries larger than %llu bytes in all (refused)", zip_path,
                           (unsigned long long)max_bytes);
@@ -81,7 +83,7 @@ int zip_unpack(const char *zip_path, const char *dest, uint64_t max_bytes, esp_e
         zip_int64_t got = zf ? zip_fread(zf, buf, st.size) : -1;
         if (zf) zip_fclose(zf);
         if (rc == 0 && (got < 0 || (zip_uint64_t)got != st.size))
-            rc = esp_fail(err, "%s: entry '%.200s': truncated or damaged", zip_path, st.name);
+            rc = esp_fail(err, "%s: entry '%s': truncated or damaged", zip_path, esp_shown(st.name, shown, sizeof shown));
         if (rc == 0) rc = atomic_write_file(out, buf, st.size, err);
         free(buf);
         free(out);

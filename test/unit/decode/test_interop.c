@@ -166,6 +166,16 @@ Test(interop, espnet2_packed_model_zip_decodes_alike)
     cr_assert_neq(model_files_locate(&mf, &ic, "inference.yaml", &err), 0);
     cr_assert(strstr(err.msg, "entry '../escape.txt': not a plain relative path"), "%s", err.msg);
     cr_assert_not(test_exists(test_path(dir, "escape.txt")));
+    /* a newline in the entry's name stays out of the one-line message */
+    snprintf(code, sizeof code,
+             "import zipfile\n"
+             "with zipfile.ZipFile('evil.zip', 'w') as z:\n"
+             "    z.writestr('meta.yaml', 'files: {}')\n"
+             "    z.writestr('../esc\\nape.txt', 'x')\n");
+    cr_assert_eq(test_run_python(dir, code), 0);
+    cr_assert_neq(model_files_locate(&mf, &ic, "inference.yaml", &err), 0);
+    cr_assert(strstr(err.msg, "entry '../esc\\x0aape.txt': not a plain relative path") && !strchr(err.msg, '\n'), "%s",
+              err.msg);
     test_tmpdir_remove(dir);
 }
 

@@ -97,6 +97,8 @@ Test(torch_zip, refuses_hostile_files)
     expect_refused("evil_past.pth", "reaches past its storage");
     expect_refused("evil_huge.pth", "more elements than its storage or the file holds");
     expect_refused("evil_truncated.pth", "not a readable zip");
+    /* fuzz_torch's find (2026-11-28): a byteorder record "lit\nle" split the message in two lines */
+    expect_refused("evil_byteorder.pth", "byteorder 'lit\\x0ale' (only little-endian");
 }
 
 /* Pickles built by hand: each opcode outside the subset, and malformed use of allowed ones. */
