@@ -100,11 +100,17 @@ static inline wino_layout wino_layout_make(const wino_plan *p, int ic, int oc, i
 }
 
 /* Elements of the transformed input tiles of nb items (pts x tiles x ic per chunk, chunks in item
- * order): what a forward can keep for the backward's weight gradient (ops_conv2d_saved_floats). */
+ * order): what a forward can keep for the backward's weight gradient (ops_conv2d_saved_floats);
+ * with nb the chunk's first item, where that chunk's tiles start. */
+static inline size_t wino_plan_saved(const wino_plan *p, int nb, int ic)
+{
+    return (size_t)p->ah * p->aw * p->th * p->tw * (size_t)nb * ic;
+}
+
 static inline size_t wino_saved_floats(int nb, int ic, int oh, int ow)
 {
     wino_plan p = wino_plan_make(oh, ow);
-    return (size_t)p.ah * p.aw * p.th * p.tw * (size_t)nb * ic;
+    return wino_plan_saved(&p, nb, ic);
 }
 
 /* Elements of scratch for a forward (backward = 0) or backward pass on `threads` threads. */

@@ -390,9 +390,9 @@ static void OPS_FN(conv1_grads)(real *dwp, real *db, const real *g, const real *
 static void conv1_dx_item(real *restrict dx, const real *g, const real *y, const real *wp, real *col, real *gm,
                           int oc, int wd, int oh, int ow)
 {
-    size_t p = (size_t)oh * ow, o_n = (size_t)oc;
+    size_t p = (size_t)oh * ow;
     if (y) {
-        for (size_t e = 0; e < p * o_n; e++) gm[e] = ACT(relu_grad)(g[e], y[e]);
+        OPS_FN(relu_backward)(gm, g, y, p * (size_t)oc);
         g = gm;
     }
     GEMM(ROWMAJOR, NT, TR, (int)p, 9, oc, 1, g, oc, wp, oc, 0, col, 9);
@@ -403,9 +403,9 @@ void OPS_FN(conv2d_backward_mt)(real *dx, real *dw, real *db, const real *dy, co
                                 const real *w, const real *y, int nb, int ic, int oc, int h, int wd,
                                 int acc, const real *saved, real *scratch, int threads)
 {
-    /* Per item, with g the output gradient (P x oc, masked by y > 0 when ReLU was fused):
-     *   db[o] += sum_P g[.][o];  dwp (9 x oc) += col^T @ g (one input channel; more: Winograd);
-     *   dcol (P x 9) = g @ wp^T, scattered back onto dx. */
+    /* With g the output gradient (P x oc per item, masked by y > 0 when ReLU was fused), one input
+     * channel (more: Winograd): db[o] += sum_P g[.][o] and dwp (9 x oc) += patches^T @ g in one pass
+     * (conv1_grads); per item dcol (P x 9) = g @ wp^T, scattered back onto dx. */
     int oh = ops_conv_out_len(h), ow = ops_conv_out_len(wd);
     size_t p = (size_t)oh * ow, kk = (size_t)ic * 9, o_n = (size_t)oc;
     if (dx && !acc) OPS_FN(zero_mt)(dx, (size_t)nb * h * wd * ic, threads);

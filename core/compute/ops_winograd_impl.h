@@ -705,7 +705,7 @@ static void wino_forward(real *y, const real *x, const real *w, const real *b, i
     for (int n0 = 0; n0 < nb; n0 += P->items) {
         int cnt = nb - n0 < P->items ? nb - n0 : P->items;
         size_t T = (size_t)cnt * P->th * P->tw;
-        real *vc = saved ? saved + (size_t)P->ah * P->aw * P->th * P->tw * n0 * ic : v;
+        real *vc = saved ? saved + wino_plan_saved(P, n0, ic) : v;
         wino_inputs(vc, x, n0, cnt, h, wd, ic, &W, tile, l.tile_n, threads);
         wino_gemms(&W, WG_FORWARD, T, ic, oc, vc, NULL, m, u, NULL, threads);
         wino_outputs(y, m, b, relu, zero_from, n0, cnt, oh, ow, oc, &W, tile, l.tile_n, threads);
@@ -737,7 +737,7 @@ static void wino_backward(real *dx, real *dw, real *db, const real *dy, const re
         size_t T = (size_t)cnt * P->th * P->tw;
         wino_grad_outputs(dm, db, dbb, dy, y, n0, cnt, oh, ow, oc, &W, tile, l.tile_n, threads);
         if (dw) {
-            const real *vc = saved ? saved + (size_t)P->ah * P->aw * P->th * P->tw * n0 * ic : v;
+            const real *vc = saved ? saved + wino_plan_saved(P, n0, ic) : v;
             if (!saved) wino_inputs(v, x, n0, cnt, h, wd, ic, &W, tile, l.tile_n, threads);
             wino_gemms(&W, WG_DW, T, ic, oc, vc, NULL, dm, NULL, du, threads);
         }

@@ -22,6 +22,9 @@
 
 static int conv1d(const asr_model *m) { return m->dims.input_layer == IN_CONV1D2; }
 
+/* Whether conv c runs on conv2d_* (3x3, stride 2) rather than conv2d_gen_*. */
+static int conv3s2(const asr_model *m, const input_conv *c) { return !conv1d(m) && c->k == 3 && c->s == 2; }
+
 void embed_sizes(asr_model *m, int B, int T, const int *feat_lens)
 {
     const model_dims *d = &m->dims;
@@ -60,7 +63,7 @@ size_t embed_saved_floats(const asr_model *m, int i, int B, int T)
     backend *be = m->be;
     input_conv c[3];
     input_layer_convs(m->dims.input_layer, c);
-    if (m->inference || !be->conv2d_saved_floats || conv1d(m) || c[i].k != 3 || c[i].s != 2) return 0;
+    if (m->inference || !be->conv2d_saved_floats || !conv3s2(m, &c[i])) return 0;
     int h = i ? m->tk[i - 1] : T, w = i ? m->fk[i - 1] : m->dims.idim, ic = i ? m->dims.d : 1;
     return be->conv2d_saved_floats(be, B, ic, m->dims.d, h, w);
 }
@@ -107,7 +110,7 @@ static void conv_stack_forward(asr_model *m)
     int h = m->T, w = conv1d(m) ? 1 : d->idim, ic = conv1d(m) ? d->idim : 1, D = d->d;
     for (int i = 0; i < m->nconv; i++) {
         const float *W = P(CONV_FMT, 2 * i, "weight"), *b = P(CONV_FMT, 2 * i, "bias");
-        if (!conv1d(m) && c[i].k == 3 && c[i].s == 2)
+        if (conv3s2(m, &c[i]))
             be->conv2d_forward(be, m->c[i], in, W, b, m->B, ic, D, h, w, 1, m->csaved[i]);
         else
             be->conv2d_gen_forward(be, m->c[i], in, W, b, m->B, ic, D, h, w, c[i].k, conv1d(m) ? 1 : c[i].k, c[i].s,
@@ -137,7 +140,7 @@ static void conv_stack_backward(asr_model *m, float *dy)
         int h = i ? m->tk[i - 1] : m->T, w = i ? m->fk[i - 1] : conv1d(m) ? 1 : d->idim;
         int ic = i ? D : conv1d(m) ? d->idim : 1;
         float *dx = i ? m->dc[i - 1] : NULL;
-        if (!conv1d(m) && c[i].k == 3 && c[i].s == 2)
+        if (conv3s2(m, &c[i]))
             be->conv2d_backward(be, dx, G(CONV_FMT, 2 * i, "weight"), G(CONV_FMT, 2 * i, "bias"), m->dc[i], in,
                                 P(CONV_FMT, 2 * i, "weight"), m->c[i], m->B, ic, D, h, w, 0, m->csaved[i]);
         else
