@@ -22,6 +22,7 @@ enum {
 typedef struct gemm_job {
     enum CBLAS_TRANSPOSE ta, tb;
     int m, n, k, lda, ldb, ldc, by_rows, xsmm; /* xsmm: libxsmm takes the whole product */
+    int xsmm_cols; /* split by libxsmm's column blocks (units of GEMM_UNIT rows or columns otherwise) */
     float alpha, beta;
     const float *a, *b;
     float *c;
@@ -38,8 +39,12 @@ static void gemm_part(void *ctx, size_t lo, size_t hi, int slot)
 {
     (void)slot;
     const gemm_job *j = ctx;
-    int dim = j->by_rows ? j->m : j->n;
-    int l = (int)lo * GEMM_UNIT, h = (int)hi * GEMM_UNIT < dim ? (int)hi * GEMM_UNIT : dim;
+    int dim = j->by_rows ? j->m : j->n, l, h;
+    if (j->xsmm_cols) {
+        l = ops_xsmm_col_start(dim, (int)lo), h = ops_xsmm_col_start(dim, (int)hi);
+    } else {
+        l = (int)lo * GEMM_UNIT, h = (int)hi * GEMM_UNIT < dim ? (int)hi * GEMM_UNIT : dim;
+    }
     if (j->by_rows) {
         const float *a = j->ta == CblasNoTrans ? j->a + (size_t)l * j->lda : j->a + l;
         part_sgemm(j, h - l, j->n, a, j->b, j->c + (size_t)l * j->ldc);
@@ -55,9 +60,12 @@ static void sgemm_split(int threads, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPO
                         float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
     int xsmm = ops_xsmm_takes(ta, tb, m, n, k, alpha, beta);
-    gemm_job j = {ta, tb, m, n, k, lda, ldb, ldc, m >= n, xsmm, alpha, beta, a, b, c};
-    size_t dim = (size_t)(j.by_rows ? m : n), other = (size_t)(j.by_rows ? n : m);
-    size_t units = (dim + GEMM_UNIT - 1) / GEMM_UNIT, unit_mnk = (size_t)GEMM_UNIT * other * (size_t)k;
+    int by_rows = m >= n, xsmm_cols = xsmm && !by_rows; /* libxsmm's column blocks kept whole */
+    gemm_job j = {ta, tb, m, n, k, lda, ldb, ldc, by_rows, xsmm, xsmm_cols, alpha, beta, a, b, c};
+    size_t dim = (size_t)(by_rows ? m : n), other = (size_t)(by_rows ? n : m);
+    size_t unit = xsmm_cols ? (size_t)ops_xsmm_col_start(n, 1) : GEMM_UNIT; /* the first block's width */
+    size_t units = xsmm_cols ? (size_t)ops_xsmm_col_blocks(n) : (dim + GEMM_UNIT - 1) / GEMM_UNIT;
+    size_t unit_mnk = unit * other * (size_t)k;
     size_t min_units = (GEMM_PART_MNK + unit_mnk - 1) / unit_mnk;
     parallel_parts(units, min_units, threads, gemm_part, &j);
 }

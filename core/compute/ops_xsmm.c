@@ -1,6 +1,8 @@
 #include "core/compute/ops_xsmm.h"
 
+#include <limits.h>
 #include <pthread.h>
+#include <string.h>
 #include <stdlib.h>
 
 #include <libxsmm.h>
@@ -18,9 +20,11 @@ enum {
     DEPTH = 256,     /* k per call; longer sums continue through C */
     PANEL = 256,     /* columns of C per panel */
     ROW_BLOCK = 56,  /* rows of C per block */
-    MAX_COLS = 512,  /* wider C: a panel per 4 KB row stride aliases in L1, OpenBLAS is faster */
+    MAX_COLS = 512,  /* wider C with B read in place: B's rows 2-4 KB apart alias in L1; B is packed */
+    MAX_COLS_AT = 1024, /* wider A^T B (B in place; packing it costs more than it gains): OpenBLAS */
     MIN_DEPTH = 128, /* shorter sums (the attention's per-head products): OpenBLAS' small kernels */
     MIN_ROWS = 16,
+    NARROW_MAX = 16, /* kernels this narrow (one vector) split their sums over k: never run */
 };
 
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
@@ -59,6 +63,37 @@ static float *scratch_for(size_t n)
     return scratch;
 }
 
+int ops_xsmm_col_blocks(int n)
+{
+    return (n + COLS - 1) / COLS;
+}
+
+int ops_xsmm_col_start(int n, int blk)
+{
+    int q = n / COLS, r = n % COLS;
+    if (blk >= ops_xsmm_col_blocks(n)) return n;
+    if (blk == q && q > 0 && r <= NARROW_MAX) return q * COLS - NARROW_MAX; /* 1..16 left: 48 + (16 + r) */
+    return blk * COLS;
+}
+
+/* B (k x n; n x k when transposed) in panels, one per column block of C, each k x (the block's
+ * width) with row stride COLS, for products wider than MAX_COLS: a block's rows then lie side by
+ * side instead of 4 KB apart, where they would evict each other from L1. */
+static const float *panels(enum CBLAS_TRANSPOSE tb, int n, int k, const float *b, int ldb)
+{
+    int blocks = ops_xsmm_col_blocks(n);
+    float *p = scratch_for((size_t)k * (size_t)blocks * COLS);
+    for (int blk = 0; blk < blocks; blk++) {
+        int j = ops_xsmm_col_start(n, blk), w = ops_xsmm_col_start(n, blk + 1) - j;
+        float *pj = p + (size_t)blk * COLS * k;
+        if (tb == CblasTrans)
+            libxsmm_otrans(pj, b + (size_t)j * ldb, sizeof *pj, k, w, ldb, COLS);
+        else
+            for (int r = 0; r < k; r++) memcpy(pj + (size_t)r * COLS, b + (size_t)r * ldb + j, (size_t)w * sizeof *pj);
+    }
+    return p;
+}
+
 /* The column-major kernel C'(mb x nb) = A'(mb x kb) B'(kb x nb) + beta C' that is a row-major
  * C[nb rows][mb columns] block = A[nb][kb] B[kb][mb]: A' is B's block, B' is A's rows. With A
  * transposed (a_trans: A is stored kb x nb, its columns are C's rows) B' is read transposed: its
@@ -78,38 +113,50 @@ static int depth_kind(int p0, int k)
     return p0 == 0 ? 0 : p0 + DEPTH >= k ? 2 : 1;
 }
 
-/* C = op(A) B + beta C, A (m x k, row stride lda; k x m when a_trans), B (k x n, ldb), through the
- * kernels; 0 when one of them cannot be generated (then before anything is written: all are fetched
- * first). */
-static int gemm_blocks(int a_trans, int m, int n, int k, const float *a, int lda, const float *b, int ldb, float beta,
-                       float *c, int ldc)
+/* Which of a product's (at most three) column block widths block `blk` has: COLS, the next to last's,
+ * the last's. */
+static int width_kind(int n, int blk)
 {
-    /* kernels by [kind of k block][narrow last column block][short last row block] */
-    libxsmm_smmfunction kern[3][2][2] = {{{0}}};
-    int narrow_cols = n % COLS, short_rows = m % ROWS;
+    int w = ops_xsmm_col_start(n, blk + 1) - ops_xsmm_col_start(n, blk);
+    return w == COLS ? 0 : blk + 1 == ops_xsmm_col_blocks(n) ? 2 : 1;
+}
+
+/* C = op(A) B + beta C, A (m x k, row stride lda; k x m when a_trans), B (k x n, ldb; in panels when
+ * `packed`, ldb COLS), through the kernels; 0 when one of them cannot be generated (then before
+ * anything is written: all are fetched first). */
+static int gemm_blocks(int a_trans, int m, int n, int k, const float *a, int lda, const float *b, int ldb, int packed,
+                       float beta, float *c, int ldc)
+{
+    ESP_CHECK(n > NARROW_MAX);
+    /* kernels by [kind of k block][width kind of the column block][short last row block] */
+    libxsmm_smmfunction kern[3][3][2] = {{{0}}};
+    int blocks = ops_xsmm_col_blocks(n), short_rows = m % ROWS;
     for (int p0 = 0; p0 < k; p0 += DEPTH) {
         int kind = depth_kind(p0, k), kb = k - p0 < DEPTH ? k - p0 : DEPTH;
-        if (kern[kind][0][0] || kern[kind][1][1] || kern[kind][0][1] || kern[kind][1][0]) continue;
-        for (int narrow = 0; narrow < 2; narrow++)
+        for (int blk = 0; blk < blocks; blk++) {
+            int wk = width_kind(n, blk), mb = ops_xsmm_col_start(n, blk + 1) - ops_xsmm_col_start(n, blk);
             for (int shrt = 0; shrt < 2; shrt++) {
-                int mb = narrow ? narrow_cols : COLS, nb = shrt ? short_rows : ROWS;
-                if (mb == 0 || nb == 0 || (!narrow && n < COLS) || (!shrt && m < ROWS)) continue;
-                kern[kind][narrow][shrt] = kernel(mb, nb, kb, ldb, lda, ldc, kind ? 1.0f : beta, a_trans);
-                if (!kern[kind][narrow][shrt]) return 0;
+                int nb = shrt ? short_rows : ROWS;
+                if (kern[kind][wk][shrt] || nb == 0 || (!shrt && m < ROWS)) continue;
+                kern[kind][wk][shrt] = kernel(mb, nb, kb, ldb, lda, ldc, kind ? 1.0f : beta, a_trans);
+                if (!kern[kind][wk][shrt]) return 0;
             }
+        }
     }
     for (int p0 = 0; p0 < k; p0 += DEPTH) {
         int kind = depth_kind(p0, k);
         for (int r0 = 0; r0 < m; r0 += ROW_BLOCK) {
             int r1 = r0 + ROW_BLOCK < m ? r0 + ROW_BLOCK : m;
-            for (int j0 = 0; j0 < n; j0 += PANEL) {
-                int j1 = j0 + PANEL < n ? j0 + PANEL : n;
+            for (int b0 = 0; b0 < blocks; b0 += PANEL / COLS) {
+                int b1 = b0 + PANEL / COLS < blocks ? b0 + PANEL / COLS : blocks;
                 for (int i = r0; i < r1; i += ROWS)
-                    for (int j = j0; j < j1; j += COLS) {
-                        libxsmm_smmfunction f = kern[kind][j1 - j < COLS][r1 - i < ROWS];
+                    for (int blk = b0; blk < b1; blk++) {
+                        libxsmm_smmfunction f = kern[kind][width_kind(n, blk)][r1 - i < ROWS];
                         ESP_CHECK(f);
+                        int j = ops_xsmm_col_start(n, blk);
                         const float *ai = a_trans ? a + (size_t)p0 * lda + i : a + (size_t)i * lda + p0;
-                        f(b + (size_t)p0 * ldb + j, ai, c + (size_t)i * ldc + j);
+                        const float *bj = packed ? b + ((size_t)blk * k + (size_t)p0) * COLS : b + (size_t)p0 * ldb + j;
+                        f(bj, ai, c + (size_t)i * ldc + j);
                     }
             }
         }
@@ -126,19 +173,22 @@ static int transposes_taken(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb)
 int ops_xsmm_takes(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha, float beta)
 {
     return ops_xsmm_enabled() && transposes_taken(ta, tb) && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) &&
-           n <= MAX_COLS && k >= MIN_DEPTH && m >= MIN_ROWS;
+           n > NARROW_MAX && n <= (ta == CblasTrans ? MAX_COLS_AT : INT_MAX) && k >= MIN_DEPTH && m >= MIN_ROWS;
 }
 
 int ops_xsmm_sgemm(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n, int k, const float *a, int lda,
                    const float *b, int ldb, float beta, float *c, int ldc)
 {
-    ESP_CHECK(transposes_taken(ta, tb) && (beta == 0.0f || beta == 1.0f) && m > 0 && n > 0 && k > 0);
-    if (tb == CblasTrans) { /* B is n x k: its transpose, k x n, is what the kernels read */
+    ESP_CHECK(transposes_taken(ta, tb) && (beta == 0.0f || beta == 1.0f) && m > 0 && n > NARROW_MAX && k > 0);
+    int packed = n > MAX_COLS && ta == CblasNoTrans;
+    if (packed) {
+        b = panels(tb, n, k, b, ldb), ldb = COLS;
+    } else if (tb == CblasTrans) { /* B is n x k: its transpose, k x n, is what the kernels read */
         float *bt = scratch_for((size_t)k * n);
         libxsmm_otrans(bt, b, sizeof *bt, k, n, ldb, n);
         b = bt, ldb = n;
     }
-    if (gemm_blocks(ta == CblasTrans, m, n, k, a, lda, b, ldb, beta, c, ldc)) return 1;
+    if (gemm_blocks(ta == CblasTrans, m, n, k, a, lda, b, ldb, packed, beta, c, ldc)) return 1;
     /* libxsmm could not generate a kernel (no executable memory?): OpenBLAS from now on */
     if (__atomic_exchange_n(&enabled, 0, __ATOMIC_RELAXED))
         log_warn("libxsmm could not generate a GEMM kernel (%d x %d x %d); using OpenBLAS for every product", m,

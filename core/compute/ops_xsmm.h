@@ -1,8 +1,8 @@
 /* Row-major float GEMMs through libxsmm's JIT kernels, for the shapes where they beat OpenBLAS on
- * CPUs with AVX-512: products whose C is at most 512 columns wide (the Winograd convolution's
- * channel products and their weight gradients, the attention projections and theirs, the
- * feed-forward's second layer, CTC's output layer), C = A B, C = A B^T or C = A^T B with alpha 1
- * and beta 0 or 1.
+ * CPUs with AVX-512: C = A B and C = A B^T (the Winograd convolution's channel products, the
+ * attention projections, the feed-forward's layers, the subsampling's and CTC's output layers) and
+ * C = A^T B at most 1024 columns wide (the weight gradients but the subsampling output layer's),
+ * with alpha 1 and beta 0 or 1.
  *
  * Why: OpenBLAS packs both operands of every product into its own layout before its kernel runs;
  * when an operand comes fresh from memory (a Winograd chunk's transformed tiles, written once and
@@ -13,12 +13,23 @@
  * operands) 98-99 against 89-91 (README, Benchmarks).
  *
  * Each element of C is one chain of fused multiply-adds over k in order, blocks of 256 of k
- * continuing the chain through C, so its bits depend neither on how C is split over threads nor
- * on the CPU's share of rows per call. */
+ * continuing the chain through C, so its bits depend neither on how C's rows are split over
+ * threads nor on the CPU's share of rows per call; its columns split at the column blocks'
+ * starts. Products wider than 512 columns copy B into panels of those columns first (its
+ * rows 4 KB apart would evict each other from L1): the same sums, 1-6% faster than OpenBLAS in the
+ * feed-forward's products at one thread, 2-14% at two (README, Benchmarks). */
 #ifndef ESPNET3_COMPUTE_OPS_XSMM_H
 #define ESPNET3_COMPUTE_OPS_XSMM_H
 
 #include <cblas.h>
+
+/* C's column blocks, one kernel call wide each: 64 columns, the last narrower, but none of 16 or
+ * fewer (libxsmm's one-vector kernels split their sums over k, in another order: a remainder of
+ * 1 to 16 columns runs as 48 + (16 + r)). A product split by columns gives the bits of the whole
+ * when its parts start at block starts: block blk of n columns starts at ops_xsmm_col_start(n,
+ * blk); ops_xsmm_col_blocks(n) blocks, the start of block ops_xsmm_col_blocks(n) being n. */
+int ops_xsmm_col_blocks(int n);
+int ops_xsmm_col_start(int n, int blk);
 
 /* Whether libxsmm takes C = alpha op(A) op(B) + beta C of this shape on this CPU: decided on the
  * whole product, before it is split over threads, so every part runs the same code. */
