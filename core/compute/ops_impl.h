@@ -408,12 +408,12 @@ void OPS_FN(conv2d_backward_mt)(real *dx, real *dw, real *db, const real *dy, co
      * (conv1_grads); per item dcol (P x 9) = g @ wp^T, scattered back onto dx. */
     int oh = ops_conv_out_len(h), ow = ops_conv_out_len(wd);
     size_t p = (size_t)oh * ow, kk = (size_t)ic * 9, o_n = (size_t)oc;
-    if (dx && !acc) OPS_FN(zero_mt)(dx, (size_t)nb * h * wd * ic, threads);
-    if (p == 0) return;
-    if (ic > 1) {
-        wino_backward(dx, dw, db, dy, x, w, y, nb, ic, oc, h, wd, saved, scratch, threads);
+    if (p > 0 && ic > 1) { /* stores dx where it is not to accumulate: no zeroing pass first */
+        wino_backward(dx, dw, db, dy, x, w, y, nb, ic, oc, h, wd, acc, saved, scratch, threads);
         return;
     }
+    if (dx && !acc) OPS_FN(zero_mt)(dx, (size_t)nb * h * wd * ic, threads);
+    if (p == 0) return;
     real *wp = scratch, *dwp = wp + kk * o_n, *col = dwp + kk * o_n, *gm = col + p * kk;
     if (dw || db) {
         memset(dwp, 0, kk * o_n * sizeof(real));

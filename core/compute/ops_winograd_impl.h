@@ -264,6 +264,7 @@ typedef struct wino_job {
     size_t tile_n;
     int n0, cnt, h, wd, oh, ow, ic, oc, relu;
     int odd;        /* the input gradient's transform: the odd bands (else the even ones) */
+    int acc;        /* the input gradient adds into dx (else stores where no band has written) */
     int transposed; /* the taps: as (oc x ic) matrices */
 } wino_job;
 
@@ -544,9 +545,12 @@ static void wino_grad_outputs(real *dm, real *db, real *dbb, const real *dy, con
  * per item). Neighbouring tiles of a band share an edge sample and add into it in tile order;
  * neighbouring bands share an edge row, so the even bands run first and the odd ones add after
  * them: no two bands running at once touch the same row, whatever the split. z: the band's sums,
- * ah x (2 mw tw + 1) x ic, added into dx once the band's tiles are done. */
-static void wino_grad_inputs_bands(real *dx, const real *dv, int n0, int cnt, int odd, int lo, int hi, int h, int wd,
-                                   int ic, const wino *W, real *z)
+ * ah x (2 mw tw + 1) x ic, added into dx once the band's tiles are done. Unless `acc`, dx is not
+ * read where no band has written before: the even bands store their rows, the odd ones store
+ * theirs but the edge rows an even band has stored (wino_grad_inputs_clear zeroes what no band
+ * covers), which saves a pass zeroing dx and a read of it. */
+static void wino_grad_inputs_bands(real *dx, const real *dv, int n0, int cnt, int odd, int acc, int lo, int hi, int h,
+                                   int wd, int ic, const wino *W, real *z)
 {
     const wino_plan *P = &W->plan;
     size_t T = (size_t)cnt * P->th * P->tw, C = (size_t)ic, ss = T * C;
@@ -572,26 +576,29 @@ static void wino_grad_inputs_bands(real *dx, const real *dv, int n0, int cnt, in
                     wvec_combp(zd, e0 + r->n, s, c, C);
                 }
         }
-        /* dx[r0 + a][col] += sum_ph BTh[ph][a] z[ph][col] over the columns inside the input */
+        /* dx[r0 + a][col] (+)= sum_ph BTh[ph][a] z[ph][col] over the columns inside the input */
         real *x0 = dx + ((size_t)n * h + r0) * wd * C;
-        for (int a = 0; a < rows; a++)
-            wvec_comb(x0 + (size_t)a * wd * C, 1, &W->btc_h[a], WINO_MAX_A, z, (size_t)zw * C, (size_t)valid * C);
+        for (int a = 0; a < rows; a++) {
+            int shared = odd && (a == 0 || (a == 2 * P->mh && ti + 1 < P->th)); /* an even band's edge row */
+            wvec_comb(x0 + (size_t)a * wd * C, acc || shared, &W->btc_h[a], WINO_MAX_A, z, (size_t)zw * C,
+                      (size_t)valid * C);
+        }
     }
 }
 
 static void wino_grad_inputs_part(void *ctx, size_t lo, size_t hi, int part)
 {
     const wino_job *j = ctx;
-    wino_grad_inputs_bands(j->out, j->in, j->n0, j->cnt, j->odd, (int)lo, (int)hi, j->h, j->wd, j->ic, j->W,
+    wino_grad_inputs_bands(j->out, j->in, j->n0, j->cnt, j->odd, j->acc, (int)lo, (int)hi, j->h, j->wd, j->ic, j->W,
                            j->tile + (size_t)part * j->tile_n);
 }
 
-static void wino_grad_inputs(real *dx, const real *dv, int n0, int cnt, int h, int wd, int ic, const wino *W,
+static void wino_grad_inputs(real *dx, const real *dv, int n0, int cnt, int acc, int h, int wd, int ic, const wino *W,
                              real *tile, size_t tile_n, int threads)
 {
     for (int odd = 0; odd < 2; odd++) { /* the even bands, then the odd ones */
         wino_job j = {.W = W, .out = dx, .in = dv, .tile = tile, .tile_n = tile_n, .n0 = n0, .cnt = cnt, .h = h,
-                      .wd = wd, .ic = ic, .odd = odd};
+                      .wd = wd, .ic = ic, .odd = odd, .acc = acc};
         parallel_parts((size_t)cnt * ((W->plan.th - odd + 1) / 2), 1, threads, wino_grad_inputs_part, &j);
     }
 }
@@ -713,11 +720,28 @@ static void wino_forward(real *y, const real *x, const real *w, const real *b, i
     free(zero_from);
 }
 
+/* Zeroes what no band of wino_grad_inputs writes: input rows below the last tile row, columns right
+ * of the last tile column (inputs no output reads). */
+static void wino_grad_inputs_clear(real *dx, int nb, int h, int wd, int ic, const wino *W)
+{
+    const wino_plan *P = &W->plan;
+    int rows = 2 * P->mh * P->th + 1, cols = 2 * P->mw * P->tw + 1;
+    size_t C = (size_t)ic;
+    for (int n = 0; n < nb; n++)
+        for (int r = 0; r < h; r++) {
+            real *xr = dx + ((size_t)n * h + r) * wd * C;
+            if (r >= rows)
+                memset(xr, 0, (size_t)wd * C * sizeof(real));
+            else if (cols < wd)
+                memset(xr + (size_t)cols * C, 0, (size_t)(wd - cols) * C * sizeof(real));
+        }
+}
+
 /* saved (NULL: none): the V a forward of this x kept (wino_forward), read instead of transforming
- * x again for the weight gradient. */
+ * x again for the weight gradient. acc: dx += the input gradient (else dx = it, not read first). */
 static void wino_backward(real *dx, real *dw, real *db, const real *dy, const real *x, const real *w,
-                          const real *y, int nb, int ic, int oc, int h, int wd, const real *saved, real *scratch,
-                          int threads)
+                          const real *y, int nb, int ic, int oc, int h, int wd, int acc, const real *saved,
+                          real *scratch, int threads)
 {
     int oh = ops_conv_out_len(h), ow = ops_conv_out_len(wd);
     wino W;
@@ -730,6 +754,7 @@ static void wino_backward(real *dx, real *dw, real *db, const real *dy, const re
     if (dx) { /* u holds the U_k^T (oc x ic) */
         wino_taps(wt, w, ic, oc, 1, threads);
         wino_kernels(u, wt, ic, oc, &W, threads);
+        if (!acc) wino_grad_inputs_clear(dx, nb, h, wd, ic, &W);
     }
     if (dw) memset(du, 0, (size_t)P->classes * co * sizeof(real));
     for (int n0 = 0; n0 < nb; n0 += P->items) {
@@ -743,7 +768,7 @@ static void wino_backward(real *dx, real *dw, real *db, const real *dy, const re
         }
         if (dx) { /* dV overwrites V in the scratch: the weight gradient above has used it */
             wino_gemms(&W, WG_DX, T, ic, oc, NULL, v, dm, u, NULL, threads);
-            wino_grad_inputs(dx, v, n0, cnt, h, wd, ic, &W, tile, l.tile_n, threads);
+            wino_grad_inputs(dx, v, n0, cnt, acc, h, wd, ic, &W, tile, l.tile_n, threads);
         }
     }
     if (dw) wino_kernels_grad(dw, du, wt, ic, oc, &W, threads);
