@@ -2,8 +2,8 @@
 
 #include <limits.h>
 #include <pthread.h>
-#include <string.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <libxsmm.h>
 
@@ -127,7 +127,6 @@ static int width_kind(int n, int blk)
 static int gemm_blocks(int a_trans, int m, int n, int k, const float *a, int lda, const float *b, int ldb, int packed,
                        float beta, float *c, int ldc)
 {
-    ESP_CHECK(n > NARROW_MAX);
     /* kernels by [kind of k block][width kind of the column block][short last row block] */
     libxsmm_smmfunction kern[3][3][2] = {{{0}}};
     int blocks = ops_xsmm_col_blocks(n), short_rows = m % ROWS;

@@ -299,6 +299,8 @@ Test(ops_conformer, dwconv1d)
     rng_init(&R, 22);
     dwconv_case(2, 9, 3, 5, 1);
     dwconv_case(1, 2, 4, 7, 1); /* shorter than the kernel: every tap reaches the zero padding */
+    dwconv_case(2, 30, 37, 7, 1); /* two strips of 16 channels and 5 more; blocks of 4 rows and edge rows */
+    dwconv_case(1, 40, 20, 31, 0); /* the Conformer's kernel: blocks only in rows 15 .. 22 */
     dwconv_case(2, 6, 2, 1, 0);
 }
 

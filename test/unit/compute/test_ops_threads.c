@@ -227,6 +227,16 @@ static void scen_elementwise(backend *be, outs *o)
     float *dw = zeros(256 * 5), *db = zeros(256);
     be->dwconv1d_backward(be, dx, dw, db, a, x, a, 3, 90, 256, 5);
     out_add(o, dx, 3 * 90 * 256), out_add(o, dw, 256 * 5), out_add(o, db, 256);
+    { /* an E-Branchformer's gate: kernel 31 (row blocks inside items, parts cut inside items), 2 channels
+       * past the last whole strip of 16 */
+        enum { DT = 90, DC = 258, DK = 31 };
+        float *dxin = rnd(3 * DT * DC, -1, 1), *dwt = rnd(DC * DK, -1, 1), *dg = rnd(3 * DT * DC, -1, 1);
+        float *dy2 = zeros(3 * DT * DC), *ddx = zeros(3 * DT * DC), *ddw = zeros(DC * DK), *ddb = zeros(DC);
+        be->dwconv1d_forward(be, dy2, dxin, dwt, dwt, 3, DT, DC, DK), out_add(o, dy2, 3 * DT * DC);
+        be->dwconv1d_backward(be, ddx, ddw, ddb, dg, dxin, dwt, 3, DT, DC, DK);
+        out_add(o, ddx, 3 * DT * DC), out_add(o, ddw, DC * DK), out_add(o, ddb, DC);
+        free(dxin), free(dwt), free(dg), free(dy2), free(ddx), free(ddw), free(ddb);
+    }
     free(x), free(a), free(y), free(dx), free(p), free(q), free(dw), free(db);
 }
 
