@@ -197,7 +197,7 @@ static void OPS_FN(dwc_dw_part)(void *ctx, size_t lo, size_t hi, int part)
     /* per strip, its columns of dy and x side by side (rows 2 KB apart at 512 channels share L1
      * sets), then DWC_TAPS taps at a time over all the rows */
     real blk[DWC_TAPS * DWC_LANES], *gs = strips ? xmalloc(2 * j->rows * DWC_LANES * sizeof *gs) : NULL;
-    real *xs = gs + j->rows * DWC_LANES;
+    real *xs = gs ? gs + j->rows * DWC_LANES : NULL;
     for (size_t s = 0; s < strips; s += DWC_LANES) {
         for (size_t row = 0; row < j->rows; row++) {
             memcpy(gs + row * DWC_LANES, j->dy + row * c + lo + s, DWC_LANES * sizeof *gs);
