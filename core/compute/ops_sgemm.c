@@ -22,7 +22,6 @@ enum {
 typedef struct gemm_job {
     enum CBLAS_TRANSPOSE ta, tb;
     int m, n, k, lda, ldb, ldc, by_rows, xsmm; /* xsmm: libxsmm takes the whole product */
-    int xsmm_cols; /* split by libxsmm's column blocks (units of GEMM_UNIT rows or columns otherwise) */
     float alpha, beta;
     const float *a, *b;
     float *c;
@@ -40,7 +39,7 @@ static void gemm_part(void *ctx, size_t lo, size_t hi, int slot)
     (void)slot;
     const gemm_job *j = ctx;
     int dim = j->by_rows ? j->m : j->n, l, h;
-    if (j->xsmm_cols) {
+    if (j->xsmm && !j->by_rows) { /* libxsmm's column blocks kept whole */
         l = ops_xsmm_col_start(dim, (int)lo), h = ops_xsmm_col_start(dim, (int)hi);
     } else {
         l = (int)lo * GEMM_UNIT, h = (int)hi * GEMM_UNIT < dim ? (int)hi * GEMM_UNIT : dim;
@@ -60,8 +59,8 @@ static void sgemm_split(int threads, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPO
                         float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
     int xsmm = ops_xsmm_takes(ta, tb, m, n, k, alpha, beta);
-    int by_rows = m >= n, xsmm_cols = xsmm && !by_rows; /* libxsmm's column blocks kept whole */
-    gemm_job j = {ta, tb, m, n, k, lda, ldb, ldc, by_rows, xsmm, xsmm_cols, alpha, beta, a, b, c};
+    int by_rows = m >= n, xsmm_cols = xsmm && !by_rows; /* units: libxsmm's column blocks (else GEMM_UNIT) */
+    gemm_job j = {ta, tb, m, n, k, lda, ldb, ldc, by_rows, xsmm, alpha, beta, a, b, c};
     size_t dim = (size_t)(by_rows ? m : n), other = (size_t)(by_rows ? n : m);
     size_t unit = xsmm_cols ? (size_t)ops_xsmm_col_start(n, 1) : GEMM_UNIT; /* the first block's width */
     size_t units = xsmm_cols ? (size_t)ops_xsmm_col_blocks(n) : (dim + GEMM_UNIT - 1) / GEMM_UNIT;
