@@ -22,16 +22,22 @@ typedef struct OPS_FN(dwc_job) {
 enum { DWC_LANES = 16, DWC_ROWS = 4, DWC_TAPS = 8 };
 typedef real OPS_FN(dwc_vec) __attribute__((vector_size(DWC_LANES * sizeof(real))));
 
+/* A strip's sum before its taps: the bias's DWC_LANES values, or zeros. */
+OPS_CLONE_INLINE void OPS_FN(dwc_start)(OPS_FN(dwc_vec) *a, const real *b)
+{
+    if (b)
+        memcpy(a, b, sizeof *a);
+    else
+        memset(a, 0, sizeof *a);
+}
+
 /* y[r] (rows ys apart) = (b or 0) + sum_jj w[jj] src[r + step jj] for r < DWC_ROWS over one strip
  * of DWC_LANES channels, taps in ascending order; source rows ss apart, weight rows ws apart. */
 OPS_CLONE_INLINE void OPS_FN(dwc_block)(real *restrict y, size_t ys, const real *src, size_t ss, const real *w,
                                         size_t ws, const real *b, int k, int step)
 {
     OPS_FN(dwc_vec) a0, a1, a2, a3, wv, x0, x1, x2, x3;
-    if (b)
-        memcpy(&a0, b, sizeof a0);
-    else
-        memset(&a0, 0, sizeof a0);
+    OPS_FN(dwc_start)(&a0, b);
     a1 = a0, a2 = a0, a3 = a0;
     for (int jj = 0; jj < k; jj++) {
         const real *sj = src + (ptrdiff_t)step * jj * (ptrdiff_t)ss;
@@ -85,10 +91,7 @@ OPS_CLONE_INLINE void OPS_FN(dwc_rows)(real *y, const real *in, const real *wt, 
                 int j0, j1;
                 OPS_FN(dwc_taps_inside)(i, t, k, step, &j0, &j1);
                 OPS_FN(dwc_vec) acc, wv, xv;
-                if (bs)
-                    memcpy(&acc, bs, sizeof acc);
-                else
-                    memset(&acc, 0, sizeof acc);
+                OPS_FN(dwc_start)(&acc, bs);
                 for (int jj = j0; jj < j1; jj++) {
                     memcpy(&wv, wb + (size_t)jj * L, sizeof wv);
                     memcpy(&xv, xb + (size_t)(i + step * (jj - pad) - f0) * L, sizeof xv);
