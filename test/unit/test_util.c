@@ -140,6 +140,28 @@ int test_free_port(void)
     return ntohs(a.sin_port);
 }
 
+/* Whether port is free on the loopback now (a bind to it succeeds). */
+static int port_free(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert(fd >= 0, "cannot open a socket");
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+int test_free_port_pair(void)
+{
+    for (int tries = 0; tries < 100; tries++) {
+        int port = test_free_port();
+        if (port < 65535 && port_free(port + 1)) return port;
+    }
+    cr_assert_fail("no two free neighbouring ports in 100 tries");
+    return 0;
+}
+
 double test_st_max_diff(const char *path_a, const char *path_b, const char *only, const char *skip)
 {
     st_file a, b;

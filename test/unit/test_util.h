@@ -49,6 +49,8 @@ int test_run_python(const char *dir, const char *code);
 
 /* A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released). */
 int test_free_port(void);
+/* A free port whose next one is free too (a torchrun agent's MASTER_PORT: our store takes the next). */
+int test_free_port_pair(void);
 
 /* Largest |a - b| / (1 + |b|) (NaN counts as worst) over the tensors of two safetensors files
  * whose name contains `only` (NULL: all), leaving out those that contain `skip` (NULL: none). */

@@ -260,8 +260,8 @@ Test(dist_train, killed_or_stopped_local_rank_fails_the_run_naming_it)
 Test(dist_train, torchrun_agent_variables_and_its_store_on_master_port)
 {
     /* What `torchrun --no-python --nproc_per_node 2 espnet3 ...` gives each rank, with its agent's
-     * store holding MASTER_PORT: our store must take another port. */
-    int port = test_free_port();
+     * store holding MASTER_PORT: our store must take another port (the next one). */
+    int port = test_free_port_pair();
     int agent = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = htonl(INADDR_ANY)};
     cr_assert_eq(bind(agent, (struct sockaddr *)&sa, sizeof sa), 0);
