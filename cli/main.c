@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/compute/blas_core.h"
 #include "core/config/config.h"
 #include "core/base/fsio.h"
 #include "core/runner/runner.h"
@@ -140,6 +141,7 @@ int main(int argc, char **argv)
 {
     cli_args args;
     esp_err err;
+    blas_core_select(argv); /* may start this process again, with OpenBLAS' kernels for this CPU */
     runner_set_command(argc, argv);
     if (cli_parse(argc, argv, &args, &err) != 0) {
         fprintf(stderr, "espnet3: error: %s\n", err.msg);

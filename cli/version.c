@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <yaml.h>
 
+#include "core/compute/blas_core.h"
 #include "core/compute/cuda_api.h"
 
 void print_version(void *fpv)
@@ -16,4 +17,8 @@ void print_version(void *fpv)
     fprintf(fp, " cuda (%s)", info);
 #endif
     fprintf(fp, "\nlibyaml %s\n", yaml_get_version_string());
+    const char *det = blas_core_detected();
+    fprintf(fp, "openblas core %s", blas_core_name());
+    if (det) fprintf(fp, " (OPENBLAS_CORETYPE set by espnet3: OpenBLAS' own detection chose %s)", det);
+    fprintf(fp, "\n");
 }

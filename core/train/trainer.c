@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/compute/blas_core.h"
 #include "core/config/config_task.h"
 #include "core/data/tokenizer.h"
 #include "core/nn/model_files.h"
@@ -178,6 +179,9 @@ static int train_with_logs(trainer *t, esp_err *err)
         log_info("train: %zu parameters, %zu train / %zu valid batches, %s backend, %d threads, precision %s, "
                  "exp_dir %s", t->model.table.total, t->train.batches.n, t->valid.batches.n, t->be->name,
                  t->o->threads, prec[t->o->precision], t->cfg->exp_dir);
+        if (blas_core_detected())
+            log_info("train: OpenBLAS runs its %s kernels (its own detection chose %s on this CPU; "
+                     "core/compute/blas_core.h)", blas_core_name(), blas_core_detected());
         rc = run_training(t, err);
         metrics_csv_close(&t->csv);
     }

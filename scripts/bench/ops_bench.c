@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "core/compute/backend.h"
+#include "core/compute/blas_core.h"
 #include "core/compute/ops.h"
 
 static double now(void)
@@ -55,6 +56,7 @@ static const char *only; /* run only the ops whose name contains this */
 
 int main(int argc, char **argv)
 {
+    blas_core_select(argv); /* OpenBLAS' kernels as espnet3 runs them (core/compute/blas_core.h) */
     int threads = argc > 1 ? atoi(argv[1]) : 1, runs = argc > 2 ? atoi(argv[2]) : 5;
     if (runs < 1 || runs > 64) runs = 5;
     only = argc > 3 && argv[3][0] ? argv[3] : NULL;

@@ -30,6 +30,7 @@
 #include <sys/resource.h>
 
 #include "core/compute/backend.h"
+#include "core/compute/blas_core.h"
 #include "core/compute/ops_xsmm.h"
 #include "core/nn/model.h"
 #include "core/train/optim.h"
@@ -67,6 +68,7 @@ static int sgemm_peak(int threads)
 
 int main(int argc, char **argv)
 {
+    blas_core_select(argv); /* OpenBLAS' kernels as espnet3 runs them (core/compute/blas_core.h) */
     if (argc > 2 && strcmp(argv[1], "--sgemm") == 0) return sgemm_peak(atoi(argv[2]));
     if (argc > 1 && strcmp(argv[1], "--openblas") == 0) ops_xsmm_enable(0), argv++, argc--;
     const char *kind = "transformer";
@@ -151,8 +153,9 @@ int main(int argc, char **argv)
     qsort(ms, (size_t)steps, sizeof *ms, cmp);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("ms %.1f min %.1f loss %.3f maxrss_mb %.0f params %zu model %s xsmm %d precision %s\n", ms[steps / 2],
-           ms[0], loss, ru.ru_maxrss / 1024.0, m.table.total, kind, ops_xsmm_enabled(), prec ? prec : "fp32");
+    printf("ms %.1f min %.1f loss %.3f maxrss_mb %.0f params %zu model %s xsmm %d precision %s openblas %s\n",
+           ms[steps / 2], ms[0], loss, ru.ru_maxrss / 1024.0, m.table.total, kind, ops_xsmm_enabled(),
+           prec ? prec : "fp32", blas_core_name());
     adam_state_free(&st);
     be->free(be, dev_feats);
     asr_model_free(&m);

@@ -16,6 +16,7 @@
 #include "cli/version.h"
 #include "core/base/fsio.h"
 #include "core/compute/backend.h"
+#include "core/compute/blas_core.h"
 #include "test/unit/test_util.h"
 
 static char tmp[256];
@@ -159,6 +160,15 @@ Test(cli, version_names_backends)
     cr_assert_eq(r->status, 0);
     assert_has(r->out, "espnet3 " ESPNET3_VERSION "\n");
     assert_has(r->out, "backends: cpu");
+    /* OpenBLAS' kernels: never a fallback without AVX2 on a CPU with it, unless the user chose
+     * (core/compute/blas_core.h) */
+    const char *core = strstr(r->out, "openblas core ");
+    cr_assert(core, "no OpenBLAS core in --version:\n%s", r->out);
+    char name[64] = "";
+    cr_assert_eq(sscanf(core, "openblas core %63s", name), 1);
+    if (!getenv("OPENBLAS_CORETYPE") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        cr_assert_null(blas_core_better(name, 1, __builtin_cpu_supports("avx512f")),
+                       "espnet3 runs OpenBLAS' %s kernels on a CPU with AVX2", name);
 }
 
 Test(cli, unknown_option_suggests_and_exits_2)
