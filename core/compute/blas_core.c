@@ -6,9 +6,9 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "core/base/log.h"
+#include <cblas.h> /* OpenBLAS' own: openblas_get_corename */
 
-char *openblas_get_corename(void); /* OpenBLAS' own API (its cblas.h declares it too) */
+#include "core/base/log.h"
 
 /* Set on the second start: the core OpenBLAS chose on the first (the variable's value). */
 #define MARK_VAR "ESPNET3_OPENBLAS_DETECTED"
