@@ -75,6 +75,15 @@ void blas_core_select(char **argv)
              core, avx512 ? "AVX-512" : "AVX2", want);
 }
 
+int blas_core_avx512(void)
+{
+    static const char *const avx512[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
+    const char *core = openblas_get_corename();
+    for (size_t i = 0; core && i < sizeof avx512 / sizeof *avx512; i++)
+        if (strcasecmp(core, avx512[i]) == 0) return 1;
+    return 0;
+}
+
 const char *blas_core_name(void)
 {
     return openblas_get_corename();

@@ -23,6 +23,9 @@ const char *blas_core_better(const char *core, int avx2_fma, int avx512);
  * the second start, or when the exec failed (with one warning). */
 void blas_core_select(char **argv);
 
+/* Whether OpenBLAS' core runs AVX-512 kernels (SkylakeX, Cooperlake, SapphireRapids). */
+int blas_core_avx512(void);
+
 /* OpenBLAS' core now, and the one its own detection chose when this process set another (else
  * NULL): for --version and the benchmarks' logs. */
 const char *blas_core_name(void);

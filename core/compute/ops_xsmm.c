@@ -8,6 +8,7 @@
 #include <libxsmm.h>
 
 #include "core/base/log.h"
+#include "core/compute/blas_core.h"
 
 /* Blocking (measured on a Zen 4 core, README, Benchmarks): one kernel call computes COLS columns x
  * ROWS rows of C over at most DEPTH of k, so its B block (DEPTH x COLS, 64 KB) stays in L2 and its A
@@ -28,24 +29,36 @@ enum {
 };
 
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
-static int cpu_takes; /* libxsmm generates AVX-512 code on this CPU */
-static int enabled = 1;
+static int cpu_takes;          /* libxsmm generates AVX-512 code on this CPU */
+static int by_default;         /* ... and OpenBLAS runs AVX2 kernels there: libxsmm's are faster */
+static int enabled = -1;       /* -1: by_default; else ops_xsmm_enable's */
 
 static void probe(void)
 {
     libxsmm_init();
     cpu_takes = libxsmm_get_target_archid() >= LIBXSMM_X86_AVX512_CORE;
+    /* Where OpenBLAS runs its own AVX-512 kernels they beat these on every shape of the step
+     * (Emerald Rapids, one thread: 105-151 GFLOP/s against 70-93; the step 10-14% faster); where it
+     * runs AVX2 kernels on an AVX-512 CPU (0.3.21's Zen kernels on Zen 4) these win (ops_xsmm.h). */
+    by_default = cpu_takes && !blas_core_avx512();
 }
 
 void ops_xsmm_enable(int on)
 {
-    __atomic_store_n(&enabled, on, __ATOMIC_RELAXED);
+    __atomic_store_n(&enabled, on ? 1 : 0, __ATOMIC_RELAXED);
+}
+
+int ops_xsmm_available(void)
+{
+    pthread_once(&probe_once, probe);
+    return cpu_takes;
 }
 
 int ops_xsmm_enabled(void)
 {
     pthread_once(&probe_once, probe);
-    return __atomic_load_n(&enabled, __ATOMIC_RELAXED) && cpu_takes;
+    int on = __atomic_load_n(&enabled, __ATOMIC_RELAXED);
+    return (on < 0 ? by_default : on) && cpu_takes;
 }
 
 /* Per-thread scratch for transposed operands; grows, never shrinks (the pool's threads live as long

@@ -1,5 +1,5 @@
 /* Row-major float GEMMs through libxsmm's JIT kernels, for the shapes where they beat OpenBLAS on
- * CPUs with AVX-512: C = A B and C = A B^T (the Winograd convolution's channel products, the
+ * CPUs with AVX-512 where OpenBLAS runs AVX2 kernels (see ops_xsmm_enabled): C = A B and C = A B^T (the Winograd convolution's channel products, the
  * attention projections, the feed-forward's layers, the subsampling's and CTC's output layers) and
  * C = A^T B at most 1024 columns wide (the weight gradients but the subsampling output layer's),
  * with alpha 1 and beta 0 or 1.
@@ -41,10 +41,14 @@ int ops_xsmm_takes(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int 
 int ops_xsmm_sgemm(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n, int k, const float *a, int lda,
                    const float *b, int ldb, float beta, float *c, int ldc);
 
-/* Whether products may go through libxsmm at all (on by default where the CPU has AVX-512 and
- * libxsmm can generate code). Off: every product through OpenBLAS. Tests and benchmarks compare
- * the two; process-wide, set before any GEMM runs on other threads. */
+/* Whether products may go through libxsmm at all: available where the CPU has AVX-512 and libxsmm
+ * can generate code; on by default there unless OpenBLAS runs its own AVX-512 kernels
+ * (core/compute/blas_core.h: SkylakeX and its successors beat these on Intel's two-FMA-unit cores;
+ * on Zen 4, where OpenBLAS 0.3.21 runs AVX2 kernels, these win). Off: every product through
+ * OpenBLAS. Tests and benchmarks compare the two; process-wide, set before any GEMM runs on other
+ * threads. */
 void ops_xsmm_enable(int on);
 int ops_xsmm_enabled(void);
+int ops_xsmm_available(void);
 
 #endif

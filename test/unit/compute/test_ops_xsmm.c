@@ -12,6 +12,7 @@
 
 #include <cblas.h>
 
+#include "core/compute/blas_core.h"
 #include "core/compute/ops_xsmm.h"
 
 static uint64_t gen_state = 42;
@@ -60,7 +61,7 @@ static void check_shape(int m, int n, int k, int ta, int tb, float beta, int pad
 
 Test(ops_xsmm, matches_openblas_at_the_block_edges)
 {
-    if (!ops_xsmm_enabled()) cr_skip_test("libxsmm's GEMMs are off on this CPU (no AVX-512)");
+    if (!ops_xsmm_available()) cr_skip_test("libxsmm's GEMMs cannot run on this CPU (no AVX-512)");
     static const int ms[] = {16, 20, 56, 57, 119}, ns[] = {17, 30, 64, 65, 80, 81, 256, 257, 320, 336, 512, 600, 1024},
                      ks[] = {128, 255, 256, 257, 512, 700};
     int count = 0;
@@ -77,7 +78,7 @@ Test(ops_xsmm, matches_openblas_at_the_block_edges)
  * rows in the last row block, k over one kernel call and over several, A or B transposed. */
 Test(ops_xsmm, every_element_is_one_fma_chain)
 {
-    if (!ops_xsmm_enabled()) cr_skip_test("libxsmm's GEMMs are off on this CPU (no AVX-512)");
+    if (!ops_xsmm_available()) cr_skip_test("libxsmm's GEMMs cannot run on this CPU (no AVX-512)");
     static const int ks[] = {128, 300};
     for (int n = 17; n <= 64 + 64; n++)
         for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
@@ -109,7 +110,7 @@ Test(ops_xsmm, every_element_is_one_fma_chain)
  * splits it) has the bits of C computed whole. */
 Test(ops_xsmm, parts_give_the_bits_of_the_whole)
 {
-    if (!ops_xsmm_enabled()) cr_skip_test("libxsmm's GEMMs are off on this CPU (no AVX-512)");
+    if (!ops_xsmm_available()) cr_skip_test("libxsmm's GEMMs cannot run on this CPU (no AVX-512)");
     for (int wide = 0; wide < 2; wide++) /* C read in place, and wider than 512 (B packed) */
         for (int tr = 0; tr < 3; tr++) /* A B, A B^T, A^T B */
             for (int beta = 0; beta < 2; beta++) {
@@ -167,5 +168,13 @@ Test(ops_xsmm, leaves_the_other_shapes_to_openblas)
     cr_expect(!ops_xsmm_enabled());
     cr_expect(!ops_xsmm_takes(CblasNoTrans, CblasNoTrans, 1584, 256, 256, 1.0f, 0.0f));
     ops_xsmm_enable(1);
-    cr_expect(ops_xsmm_enabled() == on);
+    cr_expect(ops_xsmm_enabled() == ops_xsmm_available());
+    cr_expect(ops_xsmm_takes(CblasNoTrans, CblasNoTrans, 1584, 256, 256, 1.0f, 0.0f) == ops_xsmm_available());
+}
+
+/* On by default where it can run, unless OpenBLAS runs its own AVX-512 kernels. */
+Test(ops_xsmm, on_by_default_unless_openblas_runs_avx512_kernels)
+{
+    cr_expect(ops_xsmm_enabled() == (ops_xsmm_available() && !blas_core_avx512()), "libxsmm %s with OpenBLAS' %s",
+              ops_xsmm_enabled() ? "on" : "off", blas_core_name());
 }
