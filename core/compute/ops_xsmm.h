@@ -1,8 +1,8 @@
 /* Row-major float GEMMs through libxsmm's JIT kernels, for the shapes where they beat OpenBLAS on
- * CPUs with AVX-512 where OpenBLAS runs AVX2 kernels (see ops_xsmm_enabled): C = A B and C = A B^T (the Winograd convolution's channel products, the
- * attention projections, the feed-forward's layers, the subsampling's and CTC's output layers) and
- * C = A^T B at most 1024 columns wide (the weight gradients but the subsampling output layer's),
- * with alpha 1 and beta 0 or 1.
+ * CPUs with AVX-512 where OpenBLAS runs AVX2 kernels (see ops_xsmm_enabled): C = A B and C = A B^T
+ * (the Winograd convolution's channel products, the attention projections, the feed-forward's
+ * layers, the subsampling's and CTC's output layers) and C = A^T B at most 1024 columns wide (the
+ * weight gradients but the subsampling output layer's), with alpha 1 and beta 0 or 1.
  *
  * Why: OpenBLAS packs both operands of every product into its own layout before its kernel runs;
  * when an operand comes fresh from memory (a Winograd chunk's transformed tiles, written once and
