@@ -62,6 +62,7 @@ static void check_shape(int m, int n, int k, int ta, int tb, float beta, int pad
 Test(ops_xsmm, matches_openblas_at_the_block_edges)
 {
     if (!ops_xsmm_available()) cr_skip_test("libxsmm's GEMMs cannot run on this CPU (no AVX-512)");
+    ops_xsmm_enable(1); /* the kernels, also where OpenBLAS' AVX-512 ones run the products by default */
     static const int ms[] = {16, 20, 56, 57, 119}, ns[] = {17, 30, 64, 65, 80, 81, 256, 257, 320, 336, 512, 600, 1024},
                      ks[] = {128, 255, 256, 257, 512, 700};
     int count = 0;
@@ -79,6 +80,7 @@ Test(ops_xsmm, matches_openblas_at_the_block_edges)
 Test(ops_xsmm, every_element_is_one_fma_chain)
 {
     if (!ops_xsmm_available()) cr_skip_test("libxsmm's GEMMs cannot run on this CPU (no AVX-512)");
+    ops_xsmm_enable(1); /* the kernels, also where OpenBLAS' AVX-512 ones run the products by default */
     static const int ks[] = {128, 300};
     for (int n = 17; n <= 64 + 64; n++)
         for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
@@ -111,6 +113,7 @@ Test(ops_xsmm, every_element_is_one_fma_chain)
 Test(ops_xsmm, parts_give_the_bits_of_the_whole)
 {
     if (!ops_xsmm_available()) cr_skip_test("libxsmm's GEMMs cannot run on this CPU (no AVX-512)");
+    ops_xsmm_enable(1); /* the kernels, also where OpenBLAS' AVX-512 ones run the products by default */
     for (int wide = 0; wide < 2; wide++) /* C read in place, and wider than 512 (B packed) */
         for (int tr = 0; tr < 3; tr++) /* A B, A B^T, A^T B */
             for (int beta = 0; beta < 2; beta++) {
