@@ -37,7 +37,7 @@ static void probe(void)
 {
     libxsmm_init();
     cpu_takes = libxsmm_get_target_archid() >= LIBXSMM_X86_AVX512_CORE;
-    /* Where OpenBLAS runs its own AVX-512 kernels they beat these on every shape of the step
+    /* Where OpenBLAS runs its own AVX-512 kernels they beat these on the step's main shapes
      * (Emerald Rapids, one thread: 105-151 GFLOP/s against 70-93; the step 10-14% faster); where it
      * runs AVX2 kernels on an AVX-512 CPU (0.3.21's Zen kernels on Zen 4) these win (ops_xsmm.h). */
     by_default = cpu_takes && !blas_core_avx512();
