@@ -76,7 +76,10 @@ static double replay(float **arenas, int cold)
     pthread_barrier_init(&stop, NULL, (unsigned)threads + 1);
     for (int t = 0; t < threads; t++) {
         jobs[t] = (thread_job){.me = t, .cold = cold, .arena = arenas[t]};
-        pthread_create(&tid[t], NULL, run, &jobs[t]);
+        if (pthread_create(&tid[t], NULL, run, &jobs[t]) != 0) {
+            fprintf(stderr, "gemm_replay: cannot start thread %d\n", t);
+            exit(1);
+        }
     }
     double dt = 0;
     for (int r = 0; r < 2; r++) {
