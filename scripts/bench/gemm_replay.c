@@ -19,7 +19,11 @@
 #include "core/base/progress.h"
 #include "core/compute/blas_core.h"
 
-enum { MAX_SHAPES = 512, MAX_THREADS = 64 };
+enum {
+    MAX_SHAPES = 512,
+    MAX_THREADS = 64,
+    PASSES = 2, /* per replay, the first a warm-up: fresh threads, OpenBLAS' buffers, first touches */
+};
 /* Floats of each thread's arena: 256 MB, so that two threads' together are past a 300 MB L3 (an
  * Emerald Rapids host's) and "cold" operands come from memory. */
 static const size_t ARENA = (size_t)64 << 20;
@@ -46,7 +50,7 @@ static void *run(void *arg)
 {
     thread_job *j = arg;
     openblas_set_num_threads(1);
-    for (int r = 0; r < 2; r++) { /* the first a warm-up: fresh thread, OpenBLAS' buffers */
+    for (int r = 0; r < PASSES; r++) {
         pthread_barrier_wait(&start);
         size_t at = 0;
         for (int s = 0; s < nshapes; s++) {
@@ -81,8 +85,8 @@ static double replay(float **arenas, int cold)
             exit(1);
         }
     }
-    double dt = 0;
-    for (int r = 0; r < 2; r++) {
+    double dt = 0; /* the last pass's */
+    for (int r = 0; r < PASSES; r++) {
         pthread_barrier_wait(&start);
         double t0 = now_seconds();
         pthread_barrier_wait(&stop);
@@ -102,16 +106,19 @@ int main(int argc, char **argv)
         return 2;
     }
     int repeats = atoi(argv[2]);
-    char ta, tb, beta[8];
-    int m, n, k, calls;
+    char ta, tb, beta[8] = "";
+    int m, n, k, calls, got;
     double flop = 0;
-    while (scanf(" %c%c %d %d %d %7s %d", &ta, &tb, &m, &n, &k, beta, &calls) == 7) {
-        if (nshapes == MAX_SHAPES || m < 1 || n < 1 || k < 1 || calls < 1) {
-            fprintf(stderr, "gemm_replay: bad or too many shapes (line %d)\n", nshapes + 1);
+    while ((got = scanf(" %c%c %d %d %d %7s %d", &ta, &tb, &m, &n, &k, beta, &calls)) != EOF) {
+        int beta0 = strcmp(beta, "beta0") == 0;
+        if (got != 7 || nshapes == MAX_SHAPES || (ta != 'N' && ta != 'T') || (tb != 'N' && tb != 'T') || m < 1 ||
+            n < 1 || k < 1 || calls < 1 || (!beta0 && strcmp(beta, "beta1") != 0)) {
+            fprintf(stderr, "gemm_replay: line %d: not \"TA TB M N K beta0|beta1 CALLS\" (N or T; sizes and calls"
+                            " above 0; at most %d lines)\n", nshapes + 1, MAX_SHAPES);
             return 2;
         }
         shapes[nshapes++] = (shape){ta == 'T' ? CblasTrans : CblasNoTrans, tb == 'T' ? CblasTrans : CblasNoTrans, m, n, k,
-                                    calls, strcmp(beta, "beta0") == 0 ? 0.0f : 1.0f};
+                                    calls, beta0 ? 0.0f : 1.0f};
         if (rounded((size_t)m * k) + rounded((size_t)k * n) + rounded((size_t)m * n) > ARENA) {
             fprintf(stderr, "gemm_replay: shape %d x %d x %d larger than the arena\n", m, n, k);
             return 2;
