@@ -1,6 +1,9 @@
 #include "core/compute/ops_sgemm.h"
 
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/base/log.h"
 #include "core/base/parallel.h"
@@ -15,13 +18,72 @@ void ops_set_gemm_threads(int threads)
 }
 
 enum {
-    GEMM_UNIT = 16,          /* rows / columns of C per unit of the split: the kernels' width */
+    GEMM_UNIT = 16,          /* columns of C per unit of a column split; libxsmm's rows */
     GEMM_PART_MNK = 1 << 21, /* multiply-adds below which a part is not worth a thread */
 };
+
+/* Which cuts of C keep the bits of one whole cblas_sgemm with the OpenBLAS kernel this process
+ * runs, found once by trying them: its SkylakeX and Sandybridge kernels sum every element in one
+ * order wherever C is cut at a multiple of 16 rows or columns; its Haswell kernel (also the Zen
+ * cores') only at multiples of 24 rows, never at columns (seen on a Zen 3 EPYC with 0.3.21). */
+typedef struct split_rule {
+    int row_unit; /* rows per unit of a row split; 0: no split keeps the bits (one thread) */
+    int cols;     /* column splits (by GEMM_UNIT) keep them too */
+} split_rule;
+
+static split_rule rule;
+static pthread_once_t rule_once = PTHREAD_ONCE_INIT;
+
+/* Deterministic operands in [-1, 1). */
+static float *probe_fill(size_t n, uint32_t seed)
+{
+    float *x = xmalloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        x[i] = (float)(seed >> 8) / (float)(1u << 23) - 1.0f;
+    }
+    return x;
+}
+
+/* Whether C = A B cut into parts of `unit` rows (by_rows) or columns equals the whole product,
+ * for both transposes of A and B and a k past one of OpenBLAS' k blocks. */
+static int cut_keeps_bits(int unit, int by_rows)
+{
+    int m = by_rows ? 3 * unit + 5 : 37, n = by_rows ? 37 : 3 * unit + 5, k = 300, same = 1;
+    float *a = probe_fill((size_t)m * k, 1), *b = probe_fill((size_t)k * n, 2);
+    float *whole = xmalloc((size_t)m * n * sizeof *whole), *cut = xmalloc((size_t)m * n * sizeof *cut);
+    for (int t = 0; t < 4 && same; t++) {
+        enum CBLAS_TRANSPOSE ta = t & 1 ? CblasTrans : CblasNoTrans, tb = t & 2 ? CblasTrans : CblasNoTrans;
+        int lda = ta == CblasNoTrans ? k : m, ldb = tb == CblasNoTrans ? n : k;
+        cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, whole, n);
+        int dim = by_rows ? m : n;
+        for (int lo = 0; lo < dim; lo += unit) {
+            int w = lo + unit < dim ? unit : dim - lo;
+            if (by_rows)
+                cblas_sgemm(CblasRowMajor, ta, tb, w, n, k, 1.0f, ta == CblasNoTrans ? a + (size_t)lo * lda : a + lo,
+                            lda, b, ldb, 0.0f, cut + (size_t)lo * n, n);
+            else
+                cblas_sgemm(CblasRowMajor, ta, tb, m, w, k, 1.0f, a, lda, tb == CblasNoTrans ? b + lo : b + (size_t)lo * ldb,
+                            ldb, 0.0f, cut + lo, n);
+        }
+        same = memcmp(whole, cut, (size_t)m * n * sizeof *cut) == 0;
+    }
+    free(a), free(b), free(whole), free(cut);
+    return same;
+}
+
+static void probe_rule(void)
+{
+    static const int units[] = {16, 24, 48, 96};
+    for (size_t i = 0; i < sizeof units / sizeof *units && !rule.row_unit; i++)
+        if (cut_keeps_bits(units[i], 1)) rule.row_unit = units[i];
+    rule.cols = rule.row_unit && cut_keeps_bits(GEMM_UNIT, 0);
+}
 
 typedef struct gemm_job {
     enum CBLAS_TRANSPOSE ta, tb;
     int m, n, k, lda, ldb, ldc, by_rows, xsmm; /* xsmm: libxsmm takes the whole product */
+    int unit;                                  /* rows or columns per unit (not libxsmm's columns) */
     float alpha, beta;
     const float *a, *b;
     float *c;
@@ -42,7 +104,7 @@ static void gemm_part(void *ctx, size_t lo, size_t hi, int slot)
     if (j->xsmm && !j->by_rows) { /* libxsmm's column blocks kept whole */
         l = ops_xsmm_col_start(dim, (int)lo), h = ops_xsmm_col_start(dim, (int)hi);
     } else {
-        l = (int)lo * GEMM_UNIT, h = (int)hi * GEMM_UNIT < dim ? (int)hi * GEMM_UNIT : dim;
+        l = (int)lo * j->unit, h = (int)hi * j->unit < dim ? (int)hi * j->unit : dim;
     }
     if (j->by_rows) {
         const float *a = j->ta == CblasNoTrans ? j->a + (size_t)l * j->lda : j->a + l;
@@ -59,12 +121,20 @@ static void sgemm_split(int threads, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPO
                         float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
     int xsmm = ops_xsmm_takes(ta, tb, m, n, k, alpha, beta);
-    int by_rows = m >= n, xsmm_cols = xsmm && !by_rows; /* units: libxsmm's column blocks (else GEMM_UNIT) */
-    gemm_job j = {ta, tb, m, n, k, lda, ldb, ldc, by_rows, xsmm, alpha, beta, a, b, c};
+    pthread_once(&rule_once, probe_rule);
+    /* libxsmm's kernels keep their bits at 16-row cuts and at their own column blocks; OpenBLAS'
+     * where the probed rule says. */
+    int by_rows = xsmm ? m >= n : m >= n || !rule.cols, xsmm_cols = xsmm && !by_rows;
+    int unit = xsmm ? GEMM_UNIT : by_rows ? rule.row_unit : GEMM_UNIT;
+    gemm_job j = {ta, tb, m, n, k, lda, ldb, ldc, by_rows, xsmm, unit, alpha, beta, a, b, c};
+    if (unit == 0) { /* no cut keeps the bits: one thread */
+        part_sgemm(&j, m, n, a, b, c);
+        return;
+    }
     size_t dim = (size_t)(by_rows ? m : n), other = (size_t)(by_rows ? n : m);
-    size_t unit = xsmm_cols ? (size_t)ops_xsmm_col_start(n, 1) : GEMM_UNIT; /* the first block's width */
-    size_t units = xsmm_cols ? (size_t)ops_xsmm_col_blocks(n) : (dim + GEMM_UNIT - 1) / GEMM_UNIT;
-    size_t unit_mnk = unit * other * (size_t)k;
+    size_t first = xsmm_cols ? (size_t)ops_xsmm_col_start(n, 1) : (size_t)unit; /* the first block's width */
+    size_t units = xsmm_cols ? (size_t)ops_xsmm_col_blocks(n) : (dim + (size_t)unit - 1) / (size_t)unit;
+    size_t unit_mnk = first * other * (size_t)k;
     size_t min_units = (GEMM_PART_MNK + unit_mnk - 1) / unit_mnk;
     parallel_parts(units, min_units, threads, gemm_part, &j);
 }

@@ -7,11 +7,12 @@
  * after each GEMM while the pool runs the elementwise passes that follow, and the two sets of
  * threads fight over the cores; with one pool for every pass the 2-thread training step got
  * 1.2x faster (README, Benchmarks).
- * The split is by blocks of C's rows (or columns, when C is wider than tall), never over k, so
- * each element's sum runs in one order whatever the thread count: a split GEMM gives the bits of
- * one whole cblas_sgemm, or of one whole libxsmm product (test/unit/compute/test_ops_threads.c
- * checks it over shapes on both sides of the split threshold; ~3000 random shapes agreed when it
- * was written). */
+ * The split is by blocks of C's rows (or columns, when C is wider than tall), never over k, and
+ * only at the cuts that keep each element's sum in one order with the kernel this process runs
+ * (probed once: OpenBLAS' Haswell/Zen kernel keeps it only at multiples of 24 rows), so a split
+ * GEMM gives the bits of one whole cblas_sgemm, or of one whole libxsmm product, whatever the
+ * thread count (test/unit/compute/test_ops_threads.c checks it over shapes on both sides of the
+ * split threshold). */
 #ifndef ESPNET3_COMPUTE_OPS_SGEMM_H
 #define ESPNET3_COMPUTE_OPS_SGEMM_H
 
