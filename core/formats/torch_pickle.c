@@ -577,42 +577,70 @@ static void put_tuple(obuf *b, const int64_t *v, int n)
     put1(b, 't');
 }
 
-unsigned char *pt_pickle_write(const char *const *names, const pt_dtype *dtypes, const int *ndims,
-                               const int64_t (*shapes)[PT_MAX_DIMS], size_t n, size_t *len)
+/* The OrderedDict of a state dict: names -> tensors whose storages are archive/data/<i>. */
+static void put_state_dict(obuf *b, const char *const *names, const pt_dtype *dtypes, const int *ndims,
+                           const int64_t (*shapes)[PT_MAX_DIMS], size_t n)
 {
     static const char od[] = "ccollections\nOrderedDict\n", rebuild[] = "ctorch._utils\n_rebuild_tensor_v2\n";
-    obuf b = {0};
-    put(&b, "\x80\x02", 2);
-    put(&b, od, sizeof od - 1);
-    put(&b, ")R", 2);
-    put1(&b, '(');
+    put(b, od, sizeof od - 1);
+    put(b, ")R", 2);
+    put1(b, '(');
     for (size_t i = 0; i < n; i++) {
         int64_t stride[PT_MAX_DIMS], numel = 1;
         for (int d = ndims[i] - 1; d >= 0; d--) stride[d] = numel, numel *= shapes[i][d];
         char key[32];
         snprintf(key, sizeof key, "%zu", i);
-        put_str(&b, names[i]);
-        put(&b, rebuild, sizeof rebuild - 1);
-        put1(&b, '(');
+        put_str(b, names[i]);
+        put(b, rebuild, sizeof rebuild - 1);
+        put1(b, '(');
         /* the persistent id ('storage', torch.<T>Storage, key, 'cpu', numel) */
-        put1(&b, '(');
-        put_str(&b, "storage");
+        put1(b, '(');
+        put_str(b, "storage");
         const char *cls = dtypes[i] == PT_I64   ? "ctorch\nLongStorage\n"
                           : dtypes[i] == PT_F64 ? "ctorch\nDoubleStorage\n"
                                                 : "ctorch\nFloatStorage\n";
-        put(&b, cls, strlen(cls));
-        put_str(&b, key);
-        put_str(&b, "cpu");
-        put_int(&b, numel);
-        put(&b, "tQ", 2);
-        put_int(&b, 0); /* storage offset */
-        put_tuple(&b, shapes[i], ndims[i]);
-        put_tuple(&b, stride, ndims[i]);
-        put1(&b, 0x89); /* requires_grad False */
-        put(&b, od, sizeof od - 1);
-        put(&b, ")R", 2); /* backward hooks: an empty OrderedDict */
-        put(&b, "tR", 2);
+        put(b, cls, strlen(cls));
+        put_str(b, key);
+        put_str(b, "cpu");
+        put_int(b, numel);
+        put(b, "tQ", 2);
+        put_int(b, 0); /* storage offset */
+        put_tuple(b, shapes[i], ndims[i]);
+        put_tuple(b, stride, ndims[i]);
+        put1(b, 0x89); /* requires_grad False */
+        put(b, od, sizeof od - 1);
+        put(b, ")R", 2); /* backward hooks: an empty OrderedDict */
+        put(b, "tR", 2);
     }
+    put1(b, 'u');
+}
+
+unsigned char *pt_pickle_write(const char *const *names, const pt_dtype *dtypes, const int *ndims,
+                               const int64_t (*shapes)[PT_MAX_DIMS], size_t n, size_t *len)
+{
+    obuf b = {0};
+    put(&b, "\x80\x02", 2);
+    put_state_dict(&b, names, dtypes, ndims, shapes, n);
+    put1(&b, '.');
+    *len = b.n;
+    return b.p;
+}
+
+unsigned char *pt_pickle_write_lightning(const char *const *names, const pt_dtype *dtypes, const int *ndims,
+                                         const int64_t (*shapes)[PT_MAX_DIMS], size_t n, int64_t epoch,
+                                         int64_t global_step, size_t *len)
+{
+    obuf b = {0};
+    put(&b, "\x80\x02", 2);
+    put(&b, "}(", 2);
+    put_str(&b, "epoch");
+    put_int(&b, epoch);
+    put_str(&b, "global_step");
+    put_int(&b, global_step);
+    put_str(&b, "pytorch-lightning_version");
+    put_str(&b, PT_LIGHTNING_VERSION);
+    put_str(&b, "state_dict");
+    put_state_dict(&b, names, dtypes, ndims, shapes, n);
     put(&b, "u.", 2);
     *len = b.n;
     return b.p;

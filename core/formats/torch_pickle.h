@@ -50,4 +50,12 @@ void pt_views_free(pt_views *v);
 unsigned char *pt_pickle_write(const char *const *names, const pt_dtype *dtypes, const int *ndims,
                                const int64_t (*shapes)[PT_MAX_DIMS], size_t n, size_t *len);
 
+/* The Lightning version a written .ckpt names (Lightning reads it to migrate old checkpoints). */
+#define PT_LIGHTNING_VERSION "2.5.0"
+/* The same state dict inside a Lightning checkpoint's dict: {"epoch", "global_step",
+ * "pytorch-lightning_version", "state_dict"} (what ModelCheckpoint(save_weights_only=True) saves). */
+unsigned char *pt_pickle_write_lightning(const char *const *names, const pt_dtype *dtypes, const int *ndims,
+                                         const int64_t (*shapes)[PT_MAX_DIMS], size_t n, int64_t epoch,
+                                         int64_t global_step, size_t *len);
+
 #endif

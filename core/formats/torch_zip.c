@@ -256,7 +256,10 @@ static int add_entry(zip_t *za, const char *name, const void *data, size_t len)
     return 0;
 }
 
-int pt_write(const char *path, const st_tensor *tensors, size_t n, esp_err *err)
+/* A state dict (Lightning's checkpoint dict around it when lightning is set, its names prefixed with
+ * "model."), written as torch.save does. */
+static int write_pt(const char *path, const st_tensor *tensors, size_t n, int lightning, int64_t epoch,
+                    int64_t global_step, esp_err *err)
 {
     const char **names = xcalloc(n + 1, sizeof *names);
     pt_dtype *dt = xcalloc(n + 1, sizeof *dt);
@@ -265,12 +268,14 @@ int pt_write(const char *path, const st_tensor *tensors, size_t n, esp_err *err)
     for (size_t i = 0; i < n; i++) {
         const st_tensor *t = &tensors[i];
         ESP_CHECK((t->dtype == ST_F32 || t->dtype == ST_F64 || t->dtype == ST_I64) && t->ndim <= PT_MAX_DIMS);
-        names[i] = t->name, nd[i] = t->ndim;
+        names[i] = lightning ? xasprintf("model.%s", t->name) : t->name, nd[i] = t->ndim;
         dt[i] = t->dtype == ST_I64 ? PT_I64 : t->dtype == ST_F64 ? PT_F64 : PT_F32;
         for (int d = 0; d < t->ndim; d++) shapes[i][d] = t->shape[d];
     }
     size_t pl;
-    unsigned char *pkl = pt_pickle_write(names, dt, nd, (const int64_t(*)[PT_MAX_DIMS])shapes, n, &pl);
+    unsigned char *pkl = lightning ? pt_pickle_write_lightning(names, dt, nd, (const int64_t(*)[PT_MAX_DIMS])shapes, n,
+                                                               epoch, global_step, &pl)
+                                   : pt_pickle_write(names, dt, nd, (const int64_t(*)[PT_MAX_DIMS])shapes, n, &pl);
     zip_error_t ze;
     zip_error_init(&ze);
     zip_source_t *src = zip_source_buffer_create(NULL, 0, 0, &ze);
@@ -311,6 +316,19 @@ int pt_write(const char *path, const st_tensor *tensors, size_t n, esp_err *err)
     if (rc == 0) rc = atomic_write_file(path, bytes, (size_t)size, err);
     if (src) zip_source_free(src);
     zip_error_fini(&ze);
+    if (lightning)
+        for (size_t i = 0; i < n; i++) free((char *)names[i]);
     free(bytes), free(pkl), free(names), free(dt), free(nd), free(shapes);
     return rc;
+}
+
+int pt_write(const char *path, const st_tensor *tensors, size_t n, esp_err *err)
+{
+    return write_pt(path, tensors, n, 0, 0, 0, err);
+}
+
+int pt_write_lightning(const char *path, const st_tensor *tensors, size_t n, int64_t epoch, int64_t global_step,
+                       esp_err *err)
+{
+    return write_pt(path, tensors, n, 1, epoch, global_step, err);
 }

@@ -26,5 +26,10 @@ int pt_read_mem(const void *buf, size_t len, const char *what, st_file *out, esp
 /* Writes F32, F64 and I64 tensors as an OrderedDict state dict that torch.load (weights_only too)
  * reads, atomically (temp + fsync + rename). Deterministic bytes for the same tensors. */
 int pt_write(const char *path, const st_tensor *tensors, size_t n, esp_err *err);
+/* The same inside a Lightning checkpoint (a .ckpt: {"epoch", "global_step",
+ * "pytorch-lightning_version", "state_dict"}, names prefixed "model." as ESPnet3's LightningModule
+ * holds them), the weights-only form ESPnet3's best-k ModelCheckpoint saves. */
+int pt_write_lightning(const char *path, const st_tensor *tensors, size_t n, int64_t epoch, int64_t global_step,
+                       esp_err *err);
 
 #endif

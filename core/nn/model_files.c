@@ -12,11 +12,12 @@
 
 static const char *const espnet_exts[] = {".pth", ".ckpt", ".pt"};
 
-/* The candidates for one base path, in the order they are tried. */
+/* The candidates for one base path, in the order they are tried: for an ESPnet name (.pth, .ckpt,
+ * .pt) our safetensors form of the same model first (ESPnet3's last.ckpt is our last/, its
+ * valid.loss.ave_3best.pth our .safetensors beside it: mapped, not unpickled), then the file. */
 static size_t candidates(const char *p, char **out)
 {
     size_t n = 0;
-    out[n++] = xstrdup(p);
     size_t len = strlen(p);
     for (size_t i = 0; i < sizeof espnet_exts / sizeof *espnet_exts; i++) {
         size_t el = strlen(espnet_exts[i]);
@@ -25,6 +26,7 @@ static size_t candidates(const char *p, char **out)
             out[n++] = xasprintf("%.*s", (int)(len - el), p);
         }
     }
+    out[n++] = xstrdup(p);
     out[n++] = xasprintf("%s.safetensors", p);
     return n;
 }

@@ -7,9 +7,11 @@
  *   a checkpoint directory                    exp/x/last, exp/x/checkpoints/epoch=3-step=90
  *   ESPnet's names of them                    valid.loss.ave_3best.pth, valid.loss.ave.pth,
  *                                             last.ckpt, valid.loss.best (no extension)
- * A name that does not exist as given is tried with .pth/.ckpt/.pt replaced by .safetensors, with
- * .safetensors added, and as a directory holding model.safetensors; a relative name that is not
- * found from the working directory is also looked up in exp_dir. */
+ *   ESPnet3's checkpoint files                epoch0_step90_valid.loss.ckpt (core/train/checkpoint.h)
+ *   PyTorch files from elsewhere              a .pth state dict, a Lightning .ckpt
+ * A name ending in .pth/.ckpt/.pt is tried first as our form of the same model (.safetensors in its
+ * place, then a directory holding model.safetensors), then as the file itself; any name also with
+ * .safetensors added. A relative name not found from the working directory is looked up in exp_dir. */
 #ifndef ESPNET3_MODEL_FILES_H
 #define ESPNET3_MODEL_FILES_H
 

@@ -614,7 +614,7 @@ int ckpt_average(const ckpt_manager *m, esp_err *err)
         free(out);
         if (rc != 0) return -1;
     }
-    return 0;
+    return ckpt_write_espnet3_names(m, err);
 }
 
 void ckpt_close(ckpt_manager *m)

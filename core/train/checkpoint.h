@@ -9,6 +9,8 @@
  *   <monitor>.ave_<n>best.safetensors                         mean of the n best models ('/' -> '.',
  *   <monitor>.ave.safetensors -> <monitor>.ave_<n>best...      so valid/loss gives valid.loss.ave_3best,
  *                                                             ESPnet2's average_nbest_models names)
+ *   last.ckpt, epoch<E>_step<S>_<monitor>.ckpt,               ESPnet3's names of the same models, for
+ *   <monitor>.ave_<n>best.pth                                 torch.load (core/train/checkpoint_espnet3.c)
  *
  * A checkpoint is written into a hidden temporary directory, each file fsynced, and only then renamed
  * to its epoch=...-step=... name; `last` is swapped atomically (symlink to a temp name + rename)
@@ -102,8 +104,12 @@ void ckpt_loaded_free(ckpt_loaded *c);
 int64_t ckpt_counter_get(const ckpt_loaded *c, const char *name, int64_t dflt);
 
 /* For each table with entries: averages their models into <monitor>.ave_<n>best.safetensors and
- * points <monitor>.ave.safetensors at it. */
+ * points <monitor>.ave.safetensors at it; then writes ESPnet3's names (ckpt_write_espnet3_names). */
 int ckpt_average(const ckpt_manager *m, esp_err *err);
+
+/* ESPnet3's checkpoint files of the run, from ours: last.ckpt, epoch<E>_step<S>_<monitor>.ckpt for
+ * every best-k entry (others removed), <monitor>.ave_<n>best.pth (core/train/checkpoint_espnet3.c). */
+int ckpt_write_espnet3_names(const ckpt_manager *m, esp_err *err);
 
 /* Element-wise mean of the float tensors (F32, F64; summed in double) of n model files with the same
  * names, dtypes and shapes; integer and bool tensors are copied from inputs[newest]. Atomic write. */
