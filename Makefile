@@ -80,6 +80,10 @@ CUDA_SRCS := $(if $(filter 1,$(CUDA)),$(wildcard cuda/*.cu))
 TEST_SRCS := $(wildcard test/unit/*.c test/unit/*/*.c)
 
 APP_OBJS  := $(APP_SRCS:%.c=$(BUILD)/%.o) $(CXX_SRCS:%.cc=$(BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
+# core/data/py_helper.py goes into the binary as data (ld -r -b binary): the bridge to a recipe's
+# Python (core/data/py_bridge.c) runs it with `python -c`.
+PY_HELPER_OBJ := $(BUILD)/core/data/py_helper_py.o
+APP_OBJS  += $(PY_HELPER_OBJ)
 MAIN_OBJS := $(MAIN_SRCS:%.c=$(BUILD)/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
 # The tests link everything but main().
@@ -99,6 +103,10 @@ $(BIN): $(APP_OBJS) $(MAIN_OBJS)
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(PY_HELPER_OBJ): core/data/py_helper.py
+	@mkdir -p $(dir $@)
+	ld -r -b binary -z noexecstack -o $@ $<
 
 $(BUILD)/%.o: %.cc
 	@mkdir -p $(dir $@)

@@ -30,3 +30,14 @@ char *dataset_builder_names(void)
     }
     return out;
 }
+
+static const text_builder text_builders[] = {
+    {"src.tokenizer.gather_training_text", recipes_gather_training_text},
+};
+
+const text_builder *text_builder_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof text_builders / sizeof *text_builders; i++)
+        if (!strcmp(name, text_builders[i].name)) return &text_builders[i];
+    return NULL;
+}

@@ -20,6 +20,26 @@ const dataset_builder *dataset_builder_find(const char *name);
 /* "a (alias a1), b (alias b1)" for error messages; caller frees. */
 char *dataset_builder_names(void);
 
+/* ESPnet3 recipes' own Python functions that our built-in recipes carry in C: used when the recipe
+ * folder has no Python file for them (tokenizer.text_builder.func). kwargs_json holds the block's
+ * other keys, data_dir is the training config's; the strings go to *texts (caller frees each and
+ * the array). */
+typedef int (*text_builder_fn)(const char *kwargs_json, const char *data_dir, char ***texts, size_t *n_texts,
+                               esp_err *err);
+
+typedef struct text_builder {
+    const char *name; /* the dotted path ESPnet3's configs name */
+    text_builder_fn build;
+} text_builder;
+
+const text_builder *text_builder_find(const char *name);
+
+/* src.tokenizer.gather_training_text of ESPnet3's mini_an4 (manifest_path: that manifest's
+ * transcripts) and librispeech_100 (split: the transcripts of that LibriSpeech split, which our
+ * builder wrote as ${data_dir}/manifest/<split>.tsv); recipes/gather_text.c. */
+int recipes_gather_training_text(const char *kwargs_json, const char *data_dir, char ***texts, size_t *n_texts,
+                                 esp_err *err);
+
 /* The builders, one per recipe (recipes/<name>/builder.c). */
 int espeak_fortunes_create_dataset(const create_dataset_cfg *cfg, const char *data_dir, esp_err *err);
 int mini_an4_create_dataset(const create_dataset_cfg *cfg, const char *data_dir, esp_err *err);

@@ -21,6 +21,7 @@ packages=(
   python3-numpy                 # checks that numpy reads our .npz / safetensors files
   python3-protobuf              # decodes our TensorBoard event records in a test
   python3-sentencepiece         # checks that Python's sentencepiece reads our models the same way
+  python3-yaml sox              # the ESPnet3 recipe folders of the tests: their Python reads YAML, calls sox
   sctk                          # sclite: the scoring test checks our alignments against it
   # the local SLURM cluster of the runner tests (scripts/slurm_local.sh); libpmix-dev also
   # because srun --mpi=pmix dlopen()s the unversioned libpmix.so

@@ -305,7 +305,9 @@ static int decode_set(const inference_cfg *icfg, const model_files *mf, const de
     manifest m = {0};
     char *sig = NULL, *label = NULL;
     int rc = -1;
-    if (dataset_test_load(icfg, test, &m, &manifest_path, err) != 0 || mkdir_p(out_dir, err) != 0) goto out;
+    if (dataset_test_load(icfg, test, dataset_frontend_fs(model_files_training(mf)), &m, &manifest_path, err) != 0 ||
+        mkdir_p(out_dir, err) != 0)
+        goto out;
     if (m.n == 0) {
         esp_fail(err, "%s: test set '%s' has no utterances", manifest_path, test);
         goto out;

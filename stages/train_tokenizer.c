@@ -3,6 +3,10 @@
  * token lists), and <model_type>.model, <model_type>.vocab and tokens.txt for bpe and unigram
  * (a SentencePiece model, as ESPnet3's train_sentencepiece). */
 #include "stages/stages.h"
+
+#include "core/config/config_python.h"
+#include "core/data/py_export.h"
+#include "recipes/registry.h"
 #include "core/base/fsio.h"
 #include "core/formats/manifest.h"
 #include "core/data/dataset_src.h"
@@ -55,13 +59,40 @@ int stage_train_tokenizer(const stage_ctx *ctx, esp_err *err)
     if (!tok->save_path) return esp_fail(err, "%s: tokenizer.save_path: missing (set where tokens.txt goes)", file);
     const char *type = tok->model_type ? tok->model_type : "char";
     if (check_keys(tok, type, file, err) != 0) return -1;
-    if (!tok->text && !cfg->data_dir)
+    if (!tok->text && !cfg->data_dir && !(tok->text_builder && tok->text_builder->func))
         return esp_fail(err, "%s: tokenizer.text: missing, and no data_dir to find manifest/train.tsv in", file);
 
-    /* The training text: tokenizer.text, else the train split (dataset.train's sources when given). */
+    /* The training text: text_builder.func's strings (ESPnet3's: the recipe's Python), else
+     * tokenizer.text, else the train split (dataset.train's sources when given). */
     char *text_path = NULL;
-    manifest m;
-    int read_rc = tok->text ? manifest_read_tsv(tok->text, &m, err) : dataset_split_load_original(cfg, "train", &m, &text_path, err);
+    manifest m = {0};
+    char **built = NULL;
+    size_t n_built = 0;
+    int read_rc;
+    if (tok->text_builder && tok->text_builder->func) {
+        const ynode *node = yt_get_path(ctx->configs->training->tree, "tokenizer.text_builder.func");
+        char mark[512];
+        char *where = xasprintf("%s: tokenizer.text_builder.func", ymark_str(node ? node->mark : (ymark){0}, mark, sizeof mark));
+        py_env env = {.python = cfg->python, .recipe_dir = config_python_recipe_dir(ctx->configs->training->tree)};
+        /* The recipe's Python; a built-in recipe's C copy of it when its folder has none. */
+        const text_builder *in_c = config_function_in_recipe(tok->text_builder->func, env.recipe_dir)
+                                       ? NULL : text_builder_find(tok->text_builder->func);
+        if (in_c) read_rc = in_c->build(tok->text_builder->kwargs_json, cfg->data_dir, &built, &n_built, err);
+        else read_rc = py_call(&env, tok->text_builder->func, tok->text_builder->kwargs_json, where, &built, &n_built, err);
+        free(where);
+        if (read_rc == 0) {
+            for (size_t i = 0; i < n_built; i++) {
+                char *id = xasprintf("%zu", i);
+                manifest_add(&m, id, "", built[i], NULL);
+                free(id);
+                free(built[i]);
+            }
+            free(built);
+            text_path = xstrdup(tok->text_builder->func);
+        }
+    } else {
+        read_rc = tok->text ? manifest_read_tsv(tok->text, &m, err) : dataset_split_load_original(cfg, "train", &m, &text_path, err);
+    }
     if (read_rc != 0) {
         free(text_path);
         return -1;

@@ -6,6 +6,7 @@
 
 #include "core/config/config_compose.h"
 #include "core/config/config_interp.h"
+#include "core/config/config_python.h"
 #include "core/config/config_schema.h"
 #include "core/base/fsio.h"
 #include "core/base/log.h"
@@ -35,7 +36,10 @@ static const cyaml_config_t cyaml_cfg = {
     .log_fn = cyaml_log_capture,
     .log_level = CYAML_LOG_ERROR,
     .mem_fn = cyaml_mem,
-    .flags = CYAML_CFG_DEFAULT,
+    /* The validator has already refused every unknown key; what it let through (the arguments of
+     * the recipe's Python: data_src_args, create_dataset, text_builder) stays in the tree for
+     * core/config/config_python.c. */
+    .flags = CYAML_CFG_DEFAULT | CYAML_CFG_IGNORE_UNKNOWN_KEYS,
 };
 
 /* The template for kind in opts->template_dir, or NULL (with a warning when warn is set). */
@@ -158,6 +162,7 @@ int config_load_tree(config_kind kind, ynode *tree, const char *path, esp_config
                 cyaml_strerror(cerr), cyaml_last);
         ESP_CHECK(cerr == CYAML_OK);
     }
+    config_python_attach(kind, tree, typed);
     esp_config *cfg = xcalloc(1, sizeof *cfg);
     cfg->kind = kind;
     cfg->path = xstrdup(path);
@@ -170,6 +175,7 @@ int config_load_tree(config_kind kind, ynode *tree, const char *path, esp_config
 void config_free(esp_config *cfg)
 {
     if (!cfg) return;
+    config_python_free(cfg->kind, cfg->typed);
     if (cfg->typed) cyaml_free(&cyaml_cfg, config_schema(cfg->kind), cfg->typed, 0);
     yt_free(cfg->tree);
     free(cfg->path);

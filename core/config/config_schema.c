@@ -115,11 +115,18 @@ static const cyaml_schema_field_t preprocessor_fields[] = {
 
 static const cyaml_schema_field_t dataset_fields[] = {
     STR("_target_", dataset_cfg, target),
+    STR("recipe_dir", dataset_cfg, recipe_dir),
+    IGNORED("_recursive_"), /* Hydra's instantiation flag: nothing is instantiated here */
     SEQ("train", dataset_cfg, train, &dataset_ref_entry),
     SEQ("valid", dataset_cfg, valid, &dataset_ref_entry),
     SEQ("test", dataset_cfg, test, &dataset_ref_entry),
     MAP("preprocessor", dataset_cfg, preprocessor, preprocessor_fields),
     BOOL("resample", dataset_cfg, resample),
+    CYAML_FIELD_END};
+
+/* Its other keys are the function's arguments: kept in the tree (the validator lets them through). */
+static const cyaml_schema_field_t text_builder_fields[] = {
+    STR("func", text_builder_cfg, func),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t tokenizer_fields[] = {
@@ -129,6 +136,7 @@ static const cyaml_schema_field_t tokenizer_fields[] = {
     SEQ("user_defined_symbols", tokenizer_cfg, user_defined_symbols, &string_entry),
     STR("save_path", tokenizer_cfg, save_path),
     STR("text", tokenizer_cfg, text),
+    MAP("text_builder", tokenizer_cfg, text_builder, text_builder_fields),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t logger_fields[] = {
@@ -182,6 +190,7 @@ static const cyaml_schema_field_t parallel_fields[] = {
     INT("n_workers", parallel_cfg, n_workers),
     BOOL("async_mode", parallel_cfg, async_mode),
     MAP("options", parallel_cfg, options, slurm_options_fields),
+    BOOL("allow_overwrite_lock", parallel_cfg, allow_overwrite_lock),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t batches_fields[] = {
@@ -408,6 +417,8 @@ static const cyaml_schema_field_t training_fields[] = {
     MAP("optimizer", training_cfg, optimizer, optimizer_fields),
     MAP("scheduler", training_cfg, scheduler, scheduler_fields),
     STR("scheduler_interval", training_cfg, scheduler_interval),
+    STR("scheduler_monitor", training_cfg, scheduler_monitor),
+    STR("python", training_cfg, python),
     SEQ("best_model_criterion", training_cfg, best_model_criterion, &criterion_entry),
     SEQ("speed_perturb_factors", training_cfg, speed_perturb_factors, &float_entry),
     STR("token_type", training_cfg, token_type),
@@ -456,6 +467,7 @@ static const cyaml_schema_field_t inference_fields[] = {
     MAP("provider", inference_cfg, provider, target_fields),
     MAP("runner", inference_cfg, runner, target_fields),
     MAP("parallel", inference_cfg, parallel, parallel_fields),
+    STR("python", inference_cfg, python),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t metric_input_fields[] = {

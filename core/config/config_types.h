@@ -46,7 +46,17 @@ typedef struct create_dataset_cfg {
     int64_t num_noises;  /* generated colored noises: <dataset_dir>/noise.scp (for noise_scp) */
     char *archive_path;  /* mini_an4: the AN4 archive (default <recipe_dir>/downloads.tar.gz) */
     int64_t dev_size;    /* mini_an4: train utterances held out as valid (ESPnet3's dev_size, default 1) */
+    /* Not a key: attached after loading (core/config/config_python.c). The block less func, as JSON:
+     * the keyword arguments of a Python func or of the recipe's DatasetBuilder methods. */
+    char *kwargs_json;
 } create_dataset_cfg;
+
+/* tokenizer.text_builder: `func` (a dotted path to a Python function returning strings or a text
+ * file's path), called with the block's other keys as keyword arguments. */
+typedef struct text_builder_cfg {
+    char *func;
+    char *kwargs_json;   /* not a key: the other keys as JSON, attached after loading */
+} text_builder_cfg;
 
 typedef struct tokenizer_cfg {
     char *model_type;    /* char | word | bpe | unigram (bpe/unigram: a SentencePiece model) */
@@ -55,6 +65,7 @@ typedef struct tokenizer_cfg {
     char **user_defined_symbols; unsigned n_user_defined_symbols; /* SentencePiece's, kept whole */
     char *save_path;     /* tokens.txt, and <model_type>.model/.vocab for bpe/unigram */
     char *text;          /* manifest whose text column trains the tokenizer (default: train.tsv) */
+    text_builder_cfg *text_builder; /* ESPnet3's: a Python function that returns the training text */
 } tokenizer_cfg;
 
 typedef struct target_cfg { /* a Hydra `_target_` block we instantiate ourselves */
@@ -113,6 +124,7 @@ typedef struct parallel_cfg {
     int64_t n_workers;
     int async_mode;      /* slurm: submit and return; a rerun merges (ESPnet3's runner async_mode) */
     slurm_options_cfg *options;
+    int allow_overwrite_lock; /* ESPnet3's: replace a stale lock; ours are always taken over from a dead run */
 } parallel_cfg;
 
 typedef struct batches_cfg {
@@ -330,9 +342,13 @@ typedef struct dataset_legacy_cfg { /* older ESPnet3 entries: dataset: {_target_
 
 typedef struct dataset_ref_cfg {
     char *name;          /* test entries: the folder under ${inference_dir} */
-    char *data_src;      /* left out, <recipe>/<task> or a Python path: the recipe's dataset; manifest | kaldi | librispeech | an4 */
+    char *data_src;      /* left out, <recipe>/<task>, a module or class path; manifest | kaldi | librispeech | an4 */
     data_src_args_cfg *data_src_args;
     dataset_legacy_cfg *dataset;
+    /* Not keys: attached after loading (core/config/config_python.c). */
+    int python;          /* the items come from Python: the recipe's dataset/ package or a module path */
+    char *args_json;     /* data_src_args as JSON: what the Python Dataset is called with */
+    char *where;         /* "conf/x.yaml:12:5: dataset.train[0]", for messages about this entry */
 } dataset_ref_cfg;
 
 typedef struct preprocessor_cfg { /* ESPnet2's CommonPreprocessor keys espnet3 reads */
@@ -347,6 +363,7 @@ typedef struct preprocessor_cfg { /* ESPnet2's CommonPreprocessor keys espnet3 r
 
 typedef struct dataset_cfg {
     char *target;        /* espnet3.components.data.data_organizer.DataOrganizer */
+    char *recipe_dir;    /* where data_src left out finds dataset/ (default: the config's recipe_dir) */
     dataset_ref_cfg *train; unsigned n_train;
     dataset_ref_cfg *valid; unsigned n_valid;
     dataset_ref_cfg *test; unsigned n_test;
@@ -380,6 +397,8 @@ typedef struct training_cfg {
     optimizer_cfg *optimizer;
     scheduler_cfg *scheduler;
     char *scheduler_interval; /* step | epoch */
+    char *scheduler_monitor;  /* ESPnet3's: the metric a monitored (plateau) scheduler reads; ours read none */
+    char *python;        /* the interpreter of the recipe's Python (default $ESPNET3_PYTHON, else python3) */
     criterion_cfg *best_model_criterion; unsigned n_best_model_criterion;
     double *speed_perturb_factors; unsigned n_speed_perturb_factors; /* ESPnet2 asr.sh's 3-way copies */
     char *token_type;    /* ESPnet2's config.yaml keys: char | word | bpe, and the bpe model; */
@@ -424,6 +443,7 @@ typedef struct inference_cfg {
     target_cfg *provider;
     target_cfg *runner;
     parallel_cfg *parallel;
+    char *python;        /* as training_cfg.python: runs a Python dataset.test entry's export */
 } inference_cfg;
 
 /* The metrics config (--metrics_config). */

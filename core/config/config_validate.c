@@ -14,6 +14,7 @@
 
 #include "core/base/edit_distance.h"
 #include "core/base/fsio.h"
+#include "core/config/config_python.h"
 #include "core/config/config_task.h"
 #include "core/config/config_values.h"
 
@@ -144,7 +145,7 @@ static const char *const unimplemented_keys[] = {
     "model.specaug_conf.replace_with_zero",
     "optimizer.foreach", "optimizer.maximize", "optimizer.capturable", "optimizer.differentiable",
     "optimizer.fused",
-    "tokenizer.text_builder", "tokenizer.input_sentence_size", "tokenizer.shuffle_input_sentence",
+    "tokenizer.input_sentence_size", "tokenizer.shuffle_input_sentence",
     "tokenizer.split_digits", "tokenizer.byte_fallback",
     "model.ngram_weight",
     "model.ngram_file", "model.ngram_scorer", "model.quantize_asr_model",
@@ -181,7 +182,26 @@ typedef struct walker {
     esp_err *err;
     const ynode *root; /* the whole config: data_src tags are checked against its recipe_dir */
     config_kind kind;
+    const ynode *open_map; /* a mapping whose other keys are arguments of the recipe's Python */
 } walker;
+
+/* Mappings whose keys beyond the schema's are keyword arguments of the recipe's Python (kept in
+ * the tree, handed over as JSON by core/config/config_python.c): a Python dataset entry's
+ * data_src_args, tokenizer.text_builder, and create_dataset when a Python builder or func runs. */
+static int opens_map(const walker *w, const ynode *parent, const char *schema_path)
+{
+    const char *recipe_dir = config_python_recipe_dir(w->root);
+    if (!strcmp(schema_path, "tokenizer.text_builder")) return 1;
+    if (!strcmp(schema_path, "create_dataset")) {
+        const ynode *f = yt_get_path(w->root, "create_dataset.func");
+        return config_create_dataset_is_python(f && f->kind == YN_SCALAR && !yt_is_null(f) ? f->str : NULL, recipe_dir);
+    }
+    if (config_path_match("dataset.*[].data_src_args", schema_path)) {
+        const ynode *src = yt_map_get(parent, "data_src");
+        return config_data_src_is_python(src && src->kind == YN_SCALAR && !yt_is_null(src) ? src->str : NULL, recipe_dir);
+    }
+    return 0;
+}
 
 int config_fail_node(esp_err *err, const ynode *n, const char *path, const char *fmt, ...)
 {
@@ -331,7 +351,9 @@ static int walk_mapping(walker *w, ynode *n, const cyaml_schema_field_t *fields,
         for (const cyaml_schema_field_t *c = fields; c->key; c++)
             if (!strcmp(c->key, key)) f = c;
         int rc = 0, drop = 0;
-        if (!f) {
+        if (!f && n == w->open_map) {
+            /* an argument of the recipe's Python: kept as written */
+        } else if (!f) {
             char where[512];
             ymark km = n->key_marks[i];
             if (is_unimplemented(sp)) {
@@ -355,7 +377,10 @@ static int walk_mapping(walker *w, ynode *n, const cyaml_schema_field_t *fields,
             if (val->kind != YN_SCALAR) rc = config_fail_node(w->err, val, p, "_target_ must be a class name string");
             else rc = check_target(w, val, schema_path, p);
         } else if (f->value.type != CYAML_IGNORE) {
+            const ynode *outer = w->open_map;
+            if (opens_map(w, n, sp)) w->open_map = val;
             rc = walk_value(w, val, &f->value, sp, p);
+            w->open_map = outer;
         } else if (!(val->kind != YN_SCALAR && val->n == 0) && !is_read_from_tree(sp)) {
             /* Free-form ESPnet3 blocks (dataset:, fit:) are kept in config.yaml; say they are unused. */
             char where[512];
@@ -387,55 +412,29 @@ static int is_read_from_tree(const char *schema_path)
     return 0;
 }
 
-/* Whether tag ("<recipe>/<task>", ESPnet3's egs3.<recipe>.<task>.dataset) names the recipe this
- * config runs: its recipe_dir ends in <recipe>/<task> (ESPnet3's egs3 layout) or in <recipe>
- * (recipes/<recipe>). Hyphens count as underscores, as ESPnet3 makes module names of them. */
-static int tag_is_this_recipe(const ynode *root, const char *tag)
-{
-    const ynode *rd = root ? yt_get_path(root, "recipe_dir") : NULL;
-    if (!rd || rd->kind != YN_SCALAR || !rd->str[0]) return 0;
-    char *real = realpath(rd->str, NULL); /* "." and ".." name folders too */
-    char *dir = real ? real : path_normalize(rd->str);
-    char *want = xstrdup(tag);
-    for (char *c = dir; *c; c++)
-        if (*c == '-') *c = '_';
-    for (char *c = want; *c; c++)
-        if (*c == '-') *c = '_';
-    size_t dl = strlen(dir), wl = strlen(want), rl = (size_t)(strchr(want, '/') - want);
-    int match = (dl >= wl && !strcmp(dir + dl - wl, want) && (dl == wl || dir[dl - wl - 1] == '/')) ||
-                (dl >= rl && !strncmp(dir + dl - rl, want, rl) && (dl == rl || dir[dl - rl - 1] == '/'));
-    free(want);
-    free(dir);
-    return match;
-}
-
 /* A dataset entry's data_src: one of our readers; ESPnet3's tag "<recipe>/<task>" naming this
- * recipe, read as the recipe's own dataset; or a Python class/module path (ESPnet3's
- * DataOrganizer instantiates it), read as the recipe's own dataset with a warning. */
+ * recipe (its dataset/ package, or the manifests its built-in builder writes) or another recipe of
+ * the same egs3 tree with a dataset/ package; or a Python module or class path (run by
+ * core/data/py_export.c, as ESPnet3's DataOrganizer instantiates it). */
 static int check_data_src(walker *w, const ynode *n, const char *path)
 {
     static const char *const kinds[] = {"manifest", "kaldi", "librispeech", "an4", NULL};
     for (const char *const *k = kinds; *k; k++)
         if (!strcmp(n->str, *k)) return 0;
     if (config_is_lm_data_src(n->str)) return 0; /* ESPnet3's LM text reader (core/data/dataset_src.c) */
+    const char *recipe_dir = config_python_recipe_dir(w->root);
     const char *slash = strchr(n->str, '/');
     if (slash && slash > n->str && slash[1] && !strchr(slash + 1, '/') && !strchr(n->str, '.')) {
-        if (tag_is_this_recipe(w->root, n->str)) return 0;
-        const ynode *rd = w->root ? yt_get_path(w->root, "recipe_dir") : NULL;
+        if (config_tag_is_recipe(n->str, recipe_dir) || config_data_src_is_python(n->str, recipe_dir)) return 0;
         return config_fail_node(w->err, n, path, "'%s' names ESPnet3 recipe %.*s's dataset, and this config's recipe_dir "
-                                "is %s: espnet3 reads only the running recipe's own dataset (run that recipe, or read "
-                                "its manifests with data_src: manifest and data_src_args.path)", n->str,
-                                (int)(slash - n->str), n->str, rd && rd->kind == YN_SCALAR ? rd->str : "not set");
+                                "is %s, with no egs3/%s/dataset/__init__.py beside it (run that recipe, put it in the same "
+                                "egs3 tree, or read its manifests with data_src: manifest and data_src_args.path)", n->str,
+                                (int)(slash - n->str), n->str, recipe_dir, n->str);
     }
-    if (strchr(n->str, '.') && !slash) {
-        char where[512];
-        log_warn("%s: %s: '%s' is Python; espnet3 reads it as the recipe's dataset (${data_dir}/manifest/<split>.tsv "
-                 "from create_dataset)", ymark_str(n->mark, where, sizeof where), path, n->str);
-        return 0;
-    }
+    if (strchr(n->str, '.') && !slash) return 0; /* a Python module or class path */
     return config_fail_node(w->err, n, path, "'%s' is not a data source espnet3 reads (supported: manifest, kaldi, "
-                            "librispeech, an4, ESPnet3's <recipe>/asr naming this recipe, or leave it out for the "
-                            "recipe's dataset)", n->str);
+                            "librispeech, an4, ESPnet3's <recipe>/<task> tag, a Python module or class path, or leave "
+                            "it out for the recipe's dataset)", n->str);
 }
 
 /* ESPnet3's newer metrics entries `- metric: {_target_: ...}` (with `inputs:` and `apply_to:` beside

@@ -6,6 +6,7 @@
 
 #include "core/base/fsio.h"
 #include "core/config/config_task.h"
+#include "core/data/py_export.h"
 #include "core/formats/corpus.h"
 #include "core/formats/text_scp.h"
 
@@ -61,12 +62,34 @@ static int read_lm_text(const char *path, const char *where, manifest *m, esp_er
     return 0;
 }
 
-static int read_one(const dataset_ref_cfg *r, const char *data_dir, const char *where, manifest *m, esp_err *err)
+/* A Python source: its export (made now unless this code and these arguments made one before). */
+static int read_python(const dataset_ref_cfg *r, const dataset_read_ctx *ctx, const char *what, manifest *m, esp_err *err)
 {
-    const char *split = arg_of(r, 0), *path = arg_of(r, 1), *src = r->data_src;
+    const char *split = arg_of(r, 0);
+    const char *list = strrchr(what, '.');
+    char *name = xstrdup(r->name ? r->name : split ? split : list ? list + 1 : "item");
+    name[strcspn(name, "[")] = '\0';
+    py_source src = {.data_src = r->data_src, .args_json = r->args_json, .where = r->where ? r->where : what,
+                     .name = name};
+    py_export_opts o = {.env = {.python = ctx->python, .recipe_dir = ctx->recipe_dir},
+                        .data_dir = ctx->data_dir, .fs = ctx->fs, .resample = ctx->resample,
+                        .need_text = ctx->need_text};
+    char *mpath = NULL;
+    int rc = py_export(&src, &o, &mpath, err);
+    if (rc == 0) rc = manifest_read_tsv(mpath, m, err);
+    free(mpath);
+    free(name);
+    return rc;
+}
+
+static int read_one(const dataset_ref_cfg *r, const dataset_read_ctx *ctx, const char *where, manifest *m,
+                    esp_err *err)
+{
+    const char *split = arg_of(r, 0), *path = arg_of(r, 1), *src = r->data_src, *data_dir = ctx->data_dir;
     if (is_lm_text_src(r)) return read_lm_text(r->data_src_args ? r->data_src_args->text_path : NULL, where, m, err);
-    /* The recipe's dataset: data_src left out, ESPnet3's tag <recipe>/<task> (the config check has
-     * matched it to this recipe) or a Python class path. */
+    if (r->python) return read_python(r, ctx, where, m, err);
+    /* A built-in recipe's dataset (no dataset/ package): data_src left out or its tag <recipe>/<task>,
+     * read from the manifests its builder wrote. */
     if (!src || strchr(src, '.') || strchr(src, '/')) {
         if (r->dataset && r->dataset->manifest_path) return read_manifest_file(r->dataset->manifest_path, where, m, err);
         if (r->dataset && r->dataset->split && !split)
@@ -109,7 +132,34 @@ static int cmp_utt_ix(const void *a, const void *b)
     return c ? c : (x->i > y->i) - (x->i < y->i);
 }
 
-int dataset_refs_load(const dataset_ref_cfg *refs, unsigned n, const char *data_dir, const char *what,
+long dataset_frontend_fs(const training_cfg *cfg)
+{
+    return cfg->model && cfg->model->frontend_conf && cfg->model->frontend_conf->fs > 0 ? (long)cfg->model->frontend_conf->fs
+                                                                                       : 16000;
+}
+
+dataset_read_ctx dataset_read_ctx_training(const training_cfg *cfg)
+{
+    const dataset_cfg *ds = cfg->dataset;
+    return (dataset_read_ctx){.data_dir = cfg->data_dir,
+                              .recipe_dir = ds && ds->recipe_dir ? ds->recipe_dir : cfg->recipe_dir,
+                              .python = cfg->python,
+                              .fs = dataset_frontend_fs(cfg),
+                              .resample = ds && ds->resample,
+                              .need_text = 1};
+}
+
+dataset_read_ctx dataset_read_ctx_inference(const inference_cfg *icfg, long fs)
+{
+    const dataset_cfg *ds = icfg->dataset;
+    return (dataset_read_ctx){.data_dir = icfg->data_dir,
+                              .recipe_dir = ds && ds->recipe_dir ? ds->recipe_dir : icfg->recipe_dir,
+                              .python = icfg->python,
+                              .fs = fs,
+                              .resample = ds && ds->resample};
+}
+
+int dataset_refs_load(const dataset_ref_cfg *refs, unsigned n, const dataset_read_ctx *ctx, const char *what,
                       manifest *out, esp_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -119,7 +169,7 @@ int dataset_refs_load(const dataset_ref_cfg *refs, unsigned n, const char *data_
     for (unsigned k = 0; k < n && rc == 0; k++) {
         char *where = xasprintf("%s[%u]", what, k);
         manifest part;
-        rc = read_one(&refs[k], data_dir, where, &part, err);
+        rc = read_one(&refs[k], ctx, where, &part, err);
         if (rc == 0) {
             source_of = xrealloc(source_of, (out->n + part.n + 1) * sizeof *source_of);
             for (size_t i = 0; i < part.n; i++) {
@@ -162,7 +212,8 @@ int dataset_split_load_original(const training_cfg *cfg, const char *split, mani
     if (desc) *desc = NULL;
     if (refs && n) {
         char *what = xasprintf("dataset.%s", split);
-        int rc = dataset_refs_load(refs, n, cfg->data_dir, what, out, err);
+        dataset_read_ctx ctx = dataset_read_ctx_training(cfg);
+        int rc = dataset_refs_load(refs, n, &ctx, what, out, err);
         if (desc && rc == 0) *desc = what;
         else free(what);
         return rc;
@@ -212,7 +263,8 @@ unsigned dataset_test_names(const dataset_cfg *ds, char **test_sets, unsigned n_
     return n;
 }
 
-int dataset_test_load(const inference_cfg *icfg, const char *name, manifest *out, char **desc, esp_err *err)
+int dataset_test_load(const inference_cfg *icfg, const char *name, long fs, manifest *out, char **desc,
+                      esp_err *err)
 {
     if (desc) *desc = NULL;
     const dataset_cfg *ds = icfg->dataset;
@@ -222,7 +274,8 @@ int dataset_test_load(const inference_cfg *icfg, const char *name, manifest *out
             const char *nm = r->name ? r->name : r->data_src_args ? r->data_src_args->split : "test";
             if (strcmp(nm, name)) continue;
             char *what = xasprintf("dataset.test[%u] (%s)", i, name);
-            int rc = dataset_refs_load(r, 1, icfg->data_dir, what, out, err);
+            dataset_read_ctx ctx = dataset_read_ctx_inference(icfg, fs);
+            int rc = dataset_refs_load(r, 1, &ctx, what, out, err);
             if (desc && rc == 0) *desc = what;
             else free(what);
             return rc;
@@ -257,11 +310,10 @@ int dataset_check_preprocessor(const training_cfg *cfg, const char *file, esp_er
 {
     const preprocessor_cfg *p = cfg->dataset ? cfg->dataset->preprocessor : NULL;
     if (!p || p->fs <= 0) return 0;
-    int64_t fs = cfg->model && cfg->model->frontend_conf && cfg->model->frontend_conf->fs > 0
-                     ? cfg->model->frontend_conf->fs : 16000;
+    long fs = dataset_frontend_fs(cfg);
     if (p->fs != fs)
-        return esp_fail(err, "%s: dataset.preprocessor.fs is %lld but model.frontend_conf.fs is %lld (espnet3 reads "
+        return esp_fail(err, "%s: dataset.preprocessor.fs is %lld but model.frontend_conf.fs is %ld (espnet3 reads "
                         "audio at the frontend's rate: make them equal; dataset.resample: true converts other rates)",
-                        file, (long long)p->fs, (long long)fs);
+                        file, (long long)p->fs, fs);
     return 0;
 }

@@ -240,7 +240,7 @@ Test(corpora, dataset_sources_concatenate_and_refuse_shared_ids)
                                {.data_src = "librispeech", .data_src_args = &a2}};
     manifest m;
     esp_err err;
-    cr_assert_eq(dataset_refs_load(refs, 3, data, "dataset.valid", &m, &err), 0, "%s", err.msg);
+    cr_assert_eq(dataset_refs_load(refs, 3, &(dataset_read_ctx){.data_dir = data}, "dataset.valid", &m, &err), 0, "%s", err.msg);
     cr_assert_eq(m.n, 5);
     cr_assert_str_eq(m.items[0].utt, "v1");
     cr_assert_str_eq(m.items[2].utt, "k1");
@@ -248,16 +248,16 @@ Test(corpora, dataset_sources_concatenate_and_refuse_shared_ids)
     manifest_free(&m);
     /* the same source twice: every id is shared */
     dataset_ref_cfg twice[2] = {{.data_src_args = &a0}, {.data_src_args = &a0}};
-    cr_assert_eq(dataset_refs_load(twice, 2, data, "dataset.valid", &m, &err), -1);
+    cr_assert_eq(dataset_refs_load(twice, 2, &(dataset_read_ctx){.data_dir = data}, "dataset.valid", &m, &err), -1);
     cr_assert(strstr(err.msg, "dataset.valid: utterance id v1 is in dataset.valid[0] and dataset.valid[1]"), "%s",
               err.msg);
     /* a split create_dataset did not write */
     data_src_args_cfg a3 = {.split = "nope"};
     dataset_ref_cfg missing = {.data_src_args = &a3};
-    cr_assert_eq(dataset_refs_load(&missing, 1, data, "dataset.train", &m, &err), -1);
+    cr_assert_eq(dataset_refs_load(&missing, 1, &(dataset_read_ctx){.data_dir = data}, "dataset.train", &m, &err), -1);
     cr_assert(strstr(err.msg, "manifest/nope.tsv: no manifest for split 'nope' (dataset.train[0]"), "%s", err.msg);
     /* an empty list */
-    cr_assert_eq(dataset_refs_load(refs, 0, data, "dataset.train", &m, &err), -1);
+    cr_assert_eq(dataset_refs_load(refs, 0, &(dataset_read_ctx){.data_dir = data}, "dataset.train", &m, &err), -1);
     cr_assert(strstr(err.msg, "dataset.train: an empty list"), "%s", err.msg);
 }
 
@@ -275,7 +275,7 @@ Test(corpora, dataset_tag_and_legacy_split_read_the_recipe_split)
     for (int i = 0; i < 2; i++) {
         manifest m;
         esp_err err;
-        cr_assert_eq(dataset_refs_load(&refs[i], 1, data, "dataset.test", &m, &err), 0, "%s", err.msg);
+        cr_assert_eq(dataset_refs_load(&refs[i], 1, &(dataset_read_ctx){.data_dir = data}, "dataset.test", &m, &err), 0, "%s", err.msg);
         cr_assert_eq(m.n, 1);
         cr_assert_str_eq(m.items[0].utt, "t1");
         manifest_free(&m);
@@ -299,10 +299,10 @@ Test(corpora, mini_an4_recipe_runs_stages_1_to_8_from_espnet3_configs)
         snprintf(want, sizeof want, "=== [DONE] stage: %s (", stages[i]);
         cr_assert(strstr(log, want), "%s missing:\n%s", stages[i], log);
     }
-    /* Python-only keys are named once each, never silently dropped; the augmentation is applied. */
+    /* No key is dropped: the augmentation is applied, the tokenizer text is src.tokenizer's (in C here). */
     cr_assert_null(strstr(log, "data_aug_effects: accepted"), "%s", log);
     cr_assert(strstr(log, "waveform augmentation of the training split"), "%s", log);
-    cr_assert(strstr(log, "tokenizer.text_builder: accepted"), "%s", log);
+    cr_assert(strstr(log, "from 4 utterances in src.tokenizer.gather_training_text"), "%s", log);
     /* limit_train_batches: 1 is one batch (Lightning): one step in the only epoch. */
     cr_assert(strstr(log, "train epoch 1 step 1 "), "%s", log);
     cr_assert_null(strstr(log, "step 2 "), "%s", log);

@@ -1,0 +1,244 @@
+/* Integration: ESPnet3 recipe folders as they ship. test/fixtures/egs3/mini_an4/asr (ESPnet3's
+ * layout and training config, its Python dataset/ package and src.tokenizer) runs stages 1-8 from
+ * inside a copy of it; a user's own Python Dataset is exported once, reused, and exported again
+ * when its code changes; bad Python is one error line with nothing half written. The recipe's
+ * Python runs in Debian's /usr/bin/python3 (numpy and PyYAML from scripts/install_deps.sh). */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/data/audio.h"
+#include "core/formats/manifest.h"
+#include "test/unit/test_util.h"
+
+static char workdir[256];
+
+static void setup(void) { test_tmpdir_make(workdir, sizeof workdir, "egs3"); }
+static void teardown(void) { test_tmpdir_remove(workdir); }
+
+TestSuite(egs3, .init = setup, .fini = teardown);
+
+#define PY_ENV "ESPNET3_PYTHON=/usr/bin/python3 PYTHONPATH='%s/test/fixtures/egs3/espnet3_standin' "
+
+/* Runs the binary in dir with args; output in workdir/<log>.{out,err}; returns the exit status. */
+static int run_in(const char *dir, const char *args, const char *log)
+{
+    return test_sh("cd '%s' && " PY_ENV "timeout 300 '%s' %s >'%s/%s.out' 2>'%s/%s.err'", dir, test_root_dir(),
+                   test_bin_path(), args, workdir, log, workdir, log);
+}
+
+static char *log_of(const char *log, const char *ext)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s.%s", log, ext);
+    return test_slurp_or_empty(test_path(workdir, name));
+}
+
+/* Folders under dir/data/py_export (exports and leftovers alike; ".lock" is not one). */
+static int count_exports(const char *recipe, int *tmp_left)
+{
+    DIR *d = opendir(test_path(recipe, "data/py_export"));
+    int n = 0;
+    *tmp_left = 0;
+    if (!d) return 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        n++;
+        if (strstr(e->d_name, ".tmp-")) (*tmp_left)++;
+    }
+    closedir(d);
+    return n;
+}
+
+static void copy_mini_an4(char *recipe, size_t cap)
+{
+    snprintf(recipe, cap, "%s/egs3/mini_an4/asr", workdir);
+    cr_assert_eq(test_sh("mkdir -p '%s/egs3/mini_an4' && cp -r '%s/test/fixtures/egs3/mini_an4/asr' '%s/egs3/mini_an4/' && "
+                         "cp '%s/recipes/mini_an4/downloads.tar.gz' '%s/'",
+                         workdir, test_root_dir(), workdir, test_root_dir(), recipe),
+                 0);
+}
+
+Test(egs3, mini_an4_runs_stages_1_8_from_its_folder_with_its_python_dataset)
+{
+    char recipe[512];
+    copy_mini_an4(recipe, sizeof recipe);
+    int rc = run_in(recipe, "--training_config conf/training_asr_transformer.yaml --inference_config conf/inference.yaml "
+                            "--metrics_config conf/metrics.yaml", "all");
+    char *err = log_of("all", "err");
+    cr_assert_eq(rc, 0, "stages 1-8 failed:\n%s", err);
+    /* The builder's lifecycle ran in Python (sox made the WAVs), the items were exported once. */
+    cr_assert(strstr(err, "DatasetBuilder: source prepared, built"), "%s", err);
+    cr_assert(test_exists(test_path(recipe, "data/manifest/train.tsv")));
+    int tmp_left, n = count_exports(recipe, &tmp_left);
+    cr_assert_eq(n, 3, "train, valid and test exports, got %d", n);
+    cr_assert_eq(tmp_left, 0);
+    /* The tokenizer trained on src.tokenizer's text, BPE 30. */
+    cr_assert(strstr(err, "from 4 utterances in src.tokenizer.gather_training_text"), "%s", err);
+    cr_assert(test_exists(test_path(recipe, "data/bpe_30/bpe.model")));
+    /* Decoded, scored and packed under ESPnet3's exp/<config stem>/. */
+    const char *exp = test_path(recipe, "exp/training_asr_transformer");
+    cr_assert(test_exists(test_path(exp, "inference/test/hyp.scp")), "%s", err);
+    cr_assert(test_exists(test_path(exp, "inference/metrics.json")));
+    cr_assert(test_exists(test_path(exp, "model_pack")));
+    free(err);
+
+    /* ESPnet3's checkpoint names are there and unpickle as torch.load reads them (Python's pickle
+     * with numpy standing in for torch): Lightning's dict for the .ckpt files, a state dict for the
+     * average. */
+    cr_assert_eq(test_sh("cd '%s' && /usr/bin/python3 '%s/test/fixtures/egs3/tools/torch_load_numpy.py' last.ckpt "
+                         "epoch0_step1_valid.loss.ckpt valid.loss.ave_1best.pth > '%s/loaded' 2>&1",
+                         exp, test_root_dir(), workdir),
+                 0, "%s", test_slurp_or_empty(test_path(workdir, "loaded")));
+    char *loaded = test_slurp(test_path(workdir, "loaded"));
+    cr_assert(strstr(loaded, "last.ckpt: lightning epoch 0 global_step 1 state_dict 99 model.ctc.ctc_lo.bias"), "%s", loaded);
+    cr_assert(strstr(loaded, "epoch0_step1_valid.loss.ckpt: lightning epoch 0 global_step 1"), "%s", loaded);
+    cr_assert(strstr(loaded, "valid.loss.ave_1best.pth: state_dict 99 ctc.ctc_lo.bias"), "%s", loaded);
+    free(loaded);
+    /* An inference config naming ESPnet3's best-k file decodes what last decoded (one step). */
+    cr_assert_eq(run_in(recipe, "--training_config conf/training_asr_transformer.yaml --inference_config conf/inference.yaml "
+                                "--stages infer model.asr_model_file=exp/training_asr_transformer/epoch0_step1_valid.loss.ckpt "
+                                "inference_dir=exp/by_name", "by_name"),
+                 0, "%s", log_of("by_name", "err"));
+    cr_assert(test_same_file(test_path(exp, "inference/test/hyp.scp"), test_path(recipe, "exp/by_name/test/hyp.scp")));
+
+    /* The exported audio is the dataset's samples bit for bit (16-bit WAV read as int16 / 32768:
+     * FLAC holds them exactly), in the builder's order. */
+    manifest built, exported;
+    esp_err e;
+    cr_assert_eq(manifest_read_tsv(test_path(recipe, "data/manifest/train.tsv"), &built, &e), 0, "%s", e.msg);
+    char *stderr_all = log_of("all", "err");
+    char *p = strstr(stderr_all, "dataset.train[0]: exported");
+    cr_assert(p);
+    char *dir = strstr(p, " to ") + 4;
+    *strstr(dir, " in ") = '\0';
+    cr_assert_eq(manifest_read_tsv(test_path(dir, "manifest.tsv"), &exported, &e), 0, "%s", e.msg);
+    cr_assert_eq(exported.n, built.n);
+    for (size_t i = 0; i < built.n; i++) {
+        float *a, *b;
+        size_t na, nb;
+        cr_assert_eq(audio_read(built.items[i].wav, 16000, "fs", &a, &na, &e), 0, "%s", e.msg);
+        cr_assert_eq(audio_read(exported.items[i].wav, 16000, "fs", &b, &nb, &e), 0, "%s", e.msg);
+        cr_assert_eq(na, nb);
+        cr_assert_eq(memcmp(a, b, na * sizeof *a), 0, "item %zu differs", i);
+        cr_assert_str_eq(built.items[i].text, exported.items[i].text);
+        cr_assert(strstr(exported.items[i].wav, ".flac"), "%s", exported.items[i].wav);
+        free(a), free(b);
+    }
+    manifest_free(&built);
+    manifest_free(&exported);
+    free(stderr_all);
+
+    /* A second run exports nothing; touching the recipe's Python exports again. */
+    cr_assert_eq(run_in(recipe, "--training_config conf/training_asr_transformer.yaml --stages create_dataset", "again"), 0);
+    err = log_of("again", "err");
+    cr_assert_null(strstr(err, "exported"), "%s", err);
+    cr_assert(strstr(err, "source was prepared, already built"), "%s", err);
+    free(err);
+    cr_assert_eq(test_sh("touch '%s/dataset/dataset.py'", recipe), 0);
+    cr_assert_eq(run_in(recipe, "--training_config conf/training_asr_transformer.yaml --stages create_dataset", "touched"), 0);
+    err = log_of("touched", "err");
+    cr_assert(strstr(err, "dataset.train[0]: exported 4 items"), "%s", err);
+    free(err);
+}
+
+/* A user's recipe: a Python Dataset class named by its dotted path, no builder. */
+static const char *user_dataset =
+    "import numpy as np\n"
+    "class Tones:\n"
+    "    def __init__(self, n, fail_at=-1, no_speech_at=-1, fs=None):\n"
+    "        self.n, self.fail_at, self.no_speech_at, self.fs = n, fail_at, no_speech_at, fs\n"
+    "    def __len__(self):\n"
+    "        return self.n\n"
+    "    def __getitem__(self, i):\n"
+    "        if i == self.fail_at:\n"
+    "            raise ValueError('cannot read item %d' % i)\n"
+    "        t = np.arange(480) / 16000.0\n"
+    "        x = np.round(np.sin(2 * np.pi * (200 + i % 50) * t) * 8000) / 32768\n"
+    "        item = {'speech': x.astype(np.float32), 'text': 'TONE %d' % (i % 7), 'utt_id': 'tone%05d' % i}\n"
+    "        if i == self.no_speech_at:\n"
+    "            del item['speech']\n"
+    "        if self.fs:\n"
+    "            item['fs'] = self.fs\n"
+    "        return item\n";
+
+static void write_user_recipe(const char *dir, const char *train_args, const char *data_src)
+{
+    test_write_text_mkdirs(test_path(dir, "tones.py"), user_dataset);
+    char yaml[1024];
+    snprintf(yaml, sizeof yaml,
+             "recipe_dir: .\ndata_dir: ${recipe_dir}/data\n"
+             "dataset:\n  train:\n    - data_src: %s\n      data_src_args: %s\n"
+             "  valid:\n    - data_src: tones.Tones\n      data_src_args: {n: 3}\n",
+             data_src, train_args);
+    test_write_text_mkdirs(test_path(dir, "conf/training.yaml"), yaml);
+}
+
+Test(egs3, a_user_dataset_of_10000_items_exports_once_and_again_when_its_code_changes)
+{
+    const char *dir = test_path(workdir, "mine");
+    write_user_recipe(dir, "{n: 10000}", "tones.Tones");
+    cr_assert_eq(run_in(dir, "--training_config conf/training.yaml --stages create_dataset", "first"), 0, "%s",
+                 log_of("first", "err"));
+    char *err = log_of("first", "err");
+    cr_assert(strstr(err, "dataset.train[0]: exported 10000 items"), "%s", err);
+    free(err);
+    manifest m;
+    esp_err e;
+    char *found = NULL;
+    cr_assert_eq(test_sh("ls -d '%s'/data/py_export/*/ | head -100 > '%s/list'", dir, workdir), 0);
+    char *list = test_slurp(test_path(workdir, "list"));
+    for (char *line = strtok(list, "\n"); line && !found; line = strtok(NULL, "\n"))
+        if (manifest_read_tsv(test_path(line, "manifest.tsv"), &m, &e) == 0) {
+            if (m.n == 10000) found = line;
+            else manifest_free(&m);
+        }
+    cr_assert(found);
+    cr_assert_str_eq(m.items[9999].utt, "tone09999");
+    cr_assert_str_eq(m.items[9999].text, "TONE 3");
+    manifest_free(&m);
+    free(list);
+
+    cr_assert_eq(run_in(dir, "--training_config conf/training.yaml --stages create_dataset", "second"), 0);
+    err = log_of("second", "err");
+    cr_assert_null(strstr(err, "exported"), "%s", err);
+    free(err);
+    cr_assert_eq(test_sh("touch '%s/tones.py'", dir), 0);
+    cr_assert_eq(run_in(dir, "--training_config conf/training.yaml --stages create_dataset", "third"), 0);
+    err = log_of("third", "err");
+    cr_assert(strstr(err, "dataset.train[0]: exported 10000 items"), "%s", err);
+    free(err);
+}
+
+/* One error line naming the config line of the Python, exit 1, no export folder left behind. */
+static void bad_case(const char *tag, const char *train_args, const char *data_src, const char *env, const char *want)
+{
+    const char *dir = test_path(workdir, tag);
+    write_user_recipe(dir, train_args, data_src);
+    int rc = test_sh("cd '%s' && " PY_ENV "%s timeout 120 '%s' --training_config conf/training.yaml --stages "
+                     "create_dataset >'%s/%s.out' 2>'%s/%s.err'",
+                     dir, test_root_dir(), env, test_bin_path(), workdir, tag, workdir, tag);
+    char *err = log_of(tag, "err");
+    cr_assert_eq(rc, 1, "%s: exit %d\n%s", tag, rc, err);
+    const char *line = strstr(err, "espnet3: error: ");
+    cr_assert(line, "%s: %s", tag, err);
+    cr_assert_eq(test_count_lines(line), 1, "%s: one line: %s", tag, line);
+    cr_assert(strstr(line, "espnet3: error: conf/training.yaml:5:7: dataset.train[0]: "), "%s: %s", tag, line);
+    cr_assert(strstr(line, want), "%s: wanted '%s' in %s", tag, want, line);
+    int tmp_left, n = count_exports(dir, &tmp_left);
+    cr_assert_eq(n, 0, "%s: %d folders under data/py_export", tag, n);
+    free(err);
+}
+
+Test(egs3, bad_python_is_one_error_line_and_nothing_half_written)
+{
+    bad_case("noimport", "{n: 3}", "nosuchpkg.Tones", "", "cannot import nosuchpkg (ModuleNotFoundError");
+    bad_case("raises", "{n: 10, fail_at: 7}", "tones.Tones", "",
+             "ValueError: cannot read item 7 (in the recipe's Python run by /usr/bin/python3, raised at ");
+    bad_case("nospeech", "{n: 10, no_speech_at: 2}", "tones.Tones", "", "item 2 has no 'speech' (its keys: text, utt_id)");
+    bad_case("rate", "{n: 4, fs: 8000}", "tones.Tones", "", "item 0 is at 8000 Hz and the frontend at 16000 Hz");
+    bad_case("nopython", "{n: 3}", "tones.Tones", "ESPNET3_PYTHON=/nonexistent/python3",
+             "cannot run the Python interpreter /nonexistent/python3: No such file or directory");
+}
