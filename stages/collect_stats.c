@@ -8,9 +8,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/config/config_python.h"
 #include "core/config/config_task.h"
+#include "core/data/asr_data.h"
 #include "core/data/audio.h"
 #include "core/data/augment_conf.h"
+#include "core/data/noise_rir.h"
 #include "core/data/dataset_src.h"
 #include "core/data/frontend.h"
 #include "core/data/speed_perturb.h"
@@ -29,6 +32,10 @@ typedef struct stats_job {
     const manifest *m;
     frontend_opts opts;
     int resample; /* dataset.resample */
+    /* collect_stats_train_mode on the train split: training's augmentation of epoch 0 (NULL: off) */
+    const augment_conf *aug;
+    const noise_rir_conf *nr;
+    uint64_t seed;
 } stats_job;
 
 /* What each worker builds once: the frontend (FFTW plans, mel matrix) and a feature buffer. */
@@ -72,6 +79,9 @@ static int forward(size_t idx, void *p, runner_buf *out, esp_err *err)
         return esp_fail(err, "%s: %zu samples is shorter than the STFT needs (%zu; n_fft/2+1)", e->wav, n,
                         frontend_min_samples(env->fe));
     }
+    if (env->job->aug || env->job->nr)
+        asr_augment_waveform(env->job->aug, env->job->nr, env->job->seed, 0, e->utt, env->job->opts.fs,
+                             frontend_min_samples(env->fe), &x, &n);
     uint32_t T = (uint32_t)frontend_num_frames(env->fe, n), D = (uint32_t)env->job->opts.n_mels;
     if ((size_t)T * D > env->cap) {
         env->cap = (size_t)T * D;
@@ -165,7 +175,16 @@ static int write_lm_shapes(const char *out_dir, const char *split, const manifes
     return rc;
 }
 
-static int collect_split(const training_cfg *cfg, const char *split, const token_list *tl, esp_err *err)
+/* The train preprocessor's augmentation, when collect_stats_train_mode asks for it on this split. */
+typedef struct train_mode {
+    augment_conf aug;
+    noise_rir_conf nr;
+    int aug_on, nr_on;
+    uint64_t hash; /* of dataset.preprocessor as resolved: what the draws depend on */
+} train_mode;
+
+static int collect_split(const training_cfg *cfg, const char *split, const token_list *tl, const train_mode *tm,
+                         esp_err *err)
 {
     char *manifest_path = NULL;
     char *out_dir = xasprintf("%s/%s", cfg->stats_dir, split);
@@ -179,7 +198,8 @@ static int collect_split(const training_cfg *cfg, const char *split, const token
         goto out;
     }
 
-    stats_job job = {.m = &m, .resample = cfg->dataset && cfg->dataset->resample};
+    stats_job job = {.m = &m, .resample = cfg->dataset && cfg->dataset->resample, .seed = (uint64_t)cfg->seed};
+    if (tm && !strcmp(split, "train")) job.aug = tm->aug_on ? &tm->aug : NULL, job.nr = tm->nr_on ? &tm->nr : NULL;
     frontend_opts_from_cfg(cfg->model ? cfg->model->frontend_conf : NULL, &job.opts);
     if (frontend_opts_check(&job.opts, err) != 0) goto out;
     /* Same utterances and frontend settings = same job: finished shards are reused on a rerun. */
@@ -191,9 +211,14 @@ static int collect_split(const training_cfg *cfg, const char *split, const token
         h = fnv1a64_bytes(h, e->text, strlen(e->text) + 1);
         if (e->end > 0) h = fnv1a64_bytes(fnv1a64_bytes(h, &e->start, sizeof e->start), &e->end, sizeof e->end);
     }
-    char *sig = xasprintf("manifest %016" PRIx64 " fs %d n_fft %d win %d hop %d mels %d fmin %g fmax %g%s", h,
+    /* Augmented statistics are another job (its configuration is in the training config's hash). */
+    char *aug_sig = job.aug || job.nr ? xasprintf(" train_mode seed %" PRIu64 " preprocessor %016" PRIx64, job.seed,
+                                                 tm->hash)
+                                      : xstrdup("");
+    char *sig = xasprintf("manifest %016" PRIx64 " fs %d n_fft %d win %d hop %d mels %d fmin %g fmax %g%s%s", h,
                           job.opts.fs, job.opts.n_fft, job.opts.win_length, job.opts.hop_length, job.opts.n_mels,
-                          job.opts.fmin, job.opts.fmax, job.resample ? " resample" : "");
+                          job.opts.fmin, job.opts.fmax, job.resample ? " resample" : "", aug_sig);
+    free(aug_sig);
     char *label = xasprintf("collect_stats %s", split);
     runner_job rj = {.name = label, .n_items = m.n, .work_dir = work_dir, .signature = sig, .provide = provide,
                      .release = release, .forward = forward, .item_name = item_name, .arg = &job};
@@ -290,8 +315,26 @@ int stage_collect_stats(const stage_ctx *ctx, esp_err *err)
         /* speed_perturb_factors were range-checked before any stage ran (stage_collect_stats_check) */
         if (speed_perturb_prepare(cfg, fo.fs, cpus > 0 ? (int)cpus : 1, err) != 0) rc = -1;
     }
+    /* ESPnet3's collect_stats_train_mode: the train split's statistics of augmented audio (epoch 0's
+     * draws, as training makes them); off, ESPnet2's: the audio as it is. */
+    train_mode tm = {0};
+    int use_tm = rc == 0 && cfg->collect_stats_train_mode && !config_is_lm_task(cfg);
+    if (use_tm && (rc = augment_conf_from_tree(ctx->configs->training->tree, &tm.aug, err)) == 0 &&
+        (rc = noise_rir_conf_from_tree(ctx->configs->training->tree, &tm.nr, err)) == 0) {
+        tm.aug_on = tm.aug.n > 0 && tm.aug.prob > 0;
+        char *pre = config_tree_json(yt_get_path(ctx->configs->training->tree, "dataset.preprocessor"), NULL);
+        tm.hash = fnv1a64_str(pre);
+        free(pre);
+        tm.nr_on = noise_rir_conf_active(&tm.nr);
+        if (!tm.aug_on && !tm.nr_on)
+            log_warn("%s: collect_stats_train_mode: true, but the preprocessor augments nothing (no data_aug_effects "
+                     "with data_aug_prob > 0, no rir_scp / noise_scp): the statistics are of the audio as it is", file);
+        else log_info("collect_stats: train: statistics of the augmented audio (collect_stats_train_mode)");
+    }
     static const char *const splits[] = {"train", "valid"};
-    for (size_t i = 0; i < 2 && rc == 0; i++) rc = collect_split(cfg, splits[i], &tl, err);
+    for (size_t i = 0; i < 2 && rc == 0; i++) rc = collect_split(cfg, splits[i], &tl, use_tm ? &tm : NULL, err);
+    augment_conf_free(&tm.aug);
+    noise_rir_conf_free(&tm.nr);
     token_list_free(&tl);
     tokenizer_spec_free(&ts);
     return rc;

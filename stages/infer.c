@@ -274,6 +274,23 @@ static int merge_results(const runner_job *rj, const manifest *m, const char *ou
     return rc;
 }
 
+/* ESPnet3's Inference API (espnet3.systems.esp2_asr.inference.Inference) names its output `text`:
+ * its runner writes <test>/text.scp, which the esp2_asr metrics read (hyp_key: text). */
+static int writes_text_scp(const inference_cfg *icfg)
+{
+    return icfg->model && icfg->model->target && !strcmp(icfg->model->target, "espnet3.systems.esp2_asr.inference.Inference");
+}
+
+static int copy_hyp_to_text(const char *out_dir, esp_err *err)
+{
+    char *hyp = xasprintf("%s/hyp.scp", out_dir), *text = xasprintf("%s/text.scp", out_dir);
+    size_t len;
+    char *bytes = read_file(hyp, &len, err);
+    int rc = bytes ? atomic_write_file(text, bytes, len, err) : -1;
+    free(bytes), free(hyp), free(text);
+    return rc;
+}
+
 static const char *search_name(const s2t_opts *o)
 {
     if (o->lm_weight > 0) return o->ctc_weight < 1.0 ? "joint CTC/attention beam search with LM fusion"
@@ -362,6 +379,7 @@ static int decode_set(const inference_cfg *icfg, const model_files *mf, const de
     if (run_rc != 0) goto out;
     double wall = now_seconds() - t0, frames;
     if (merge_results(&rj, &m, out_dir, so->nbest, &frames, err) != 0 || write_ref(ref_path, &m, err) != 0) goto out;
+    if (writes_text_scp(icfg) && copy_hyp_to_text(out_dir, err) != 0) goto out;
     /* Audio seconds from the frame count: frames = samples / hop + 1. */
     const model_cfg *mcfg = model_files_training(mf)->model;
     frontend_opts fo;
@@ -401,11 +419,18 @@ static int decode_opts_from_cfg(decode_opts *o, const inference_cfg *icfg, const
         return esp_fail(err, "%s: model.beam_size: %" PRId64 " (use 1 for greedy, up to 10000)", file, mc->beam_size);
     if (mc->batch_size < 0)
         return esp_fail(err, "%s: model.batch_size: %" PRId64 " (use 1 or more)", file, mc->batch_size);
+    if (icfg->batch_size < 0)
+        return esp_fail(err, "%s: batch_size: %" PRId64 " (use 1 or more, or null for one at a time)", file,
+                        icfg->batch_size);
+    if (icfg->batch_size > 0 && mc->batch_size > 0 && icfg->batch_size != mc->batch_size)
+        return esp_fail(err, "%s: batch_size: %" PRId64 " and model.batch_size: %" PRId64 " disagree (they say the "
+                        "same thing, ESPnet3's form and Speech2Text's: keep one)", file, icfg->batch_size, mc->batch_size);
+    int64_t batch = mc->batch_size > 0 ? mc->batch_size : icfg->batch_size;
     if (mc->nbest < 0 || mc->nbest > 1000)
         return esp_fail(err, "%s: model.nbest: %" PRId64 " (use 1 to 1000)", file, mc->nbest);
     if (!(mc->ctc_weight >= 0.0 && mc->ctc_weight <= 1.0))
         return esp_fail(err, "%s: model.ctc_weight: %g (use a weight in [0, 1]; 1.0 = CTC only)", file, mc->ctc_weight);
-    o->batch_size = mc->batch_size > 0 ? (int)(mc->batch_size < 4096 ? mc->batch_size : 4096) : 1;
+    o->batch_size = batch > 0 ? (int)(batch < 4096 ? batch : 4096) : 1;
     o->s2t.penalty = mc->penalty;
     o->s2t.ctc_weight = mc->ctc_weight;
     o->s2t.resample = icfg->dataset && icfg->dataset->resample;

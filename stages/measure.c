@@ -1,7 +1,8 @@
-/* Stage 7 measure (alias score): WER and CER of every test set from the hypotheses stage 6
- * wrote, scored as ESPnet scores with sclite (core/decode/score.h). For each test set and metric:
- * ${inference_dir}/<test>/{wer,cer}_alignment (sclite's per-utterance lines) and
- * ${inference_dir}/<test>/score_{wer,cer}/result.txt (sclite's summary; ESPnet2's place for it);
+/* Stage 7 measure (alias score): WER, CER and TER of every test set from the hypotheses stage 6
+ * wrote, scored as ESPnet scores with sclite (core/decode/score.h); TER (ESPnet3's esp2_asr metric)
+ * over the SentencePiece pieces of the text, as ESPnet2's stage 13 scores `ter`. For each test set
+ * and metric: ${inference_dir}/<test>/{wer,cer,ter}_alignment (sclite's per-utterance lines) and
+ * ${inference_dir}/<test>/score_{wer,cer,ter}/result.txt (sclite's summary; ESPnet2's place for it);
  * then ${inference_dir}/metrics.json in ESPnet3's shape and ${inference_dir}/RESULTS.md, the
  * `## Results` tables also printed on stdout. Every input is read and checked before the first
  * file is written. */
@@ -16,6 +17,7 @@
 #include "core/base/fsio.h"
 #include "core/data/dataset_src.h"
 #include "core/base/progress.h"
+#include "core/data/spm_shim.h"
 #include "core/decode/score.h"
 #include "core/decode/score_report.h"
 #include "core/formats/text_scp.h"
@@ -25,16 +27,22 @@ typedef struct metric_kind {
     const char *name;   /* key in metrics.json, heading of the Markdown table */
     const char *file;   /* <file>_alignment, score_<file>/ */
     score_unit unit;
+    int pieces;         /* TER: words are the SentencePiece pieces of `bpemodel` */
 } metric_kind;
 
+/* ESPnet3's asr system names and its esp2_asr system's (the same metrics). */
 static const metric_kind metric_kinds[] = {
-    {"espnet3.systems.asr.metrics.wer.WER", "WER", "wer", SCORE_WORDS},
-    {"espnet3.systems.asr.metrics.cer.CER", "CER", "cer", SCORE_CHARS},
+    {"espnet3.systems.asr.metrics.wer.WER", "WER", "wer", SCORE_WORDS, 0},
+    {"espnet3.systems.asr.metrics.cer.CER", "CER", "cer", SCORE_CHARS, 0},
+    {"espnet3.systems.esp2_asr.metrics.wer.WER", "WER", "wer", SCORE_WORDS, 0},
+    {"espnet3.systems.esp2_asr.metrics.cer.CER", "CER", "cer", SCORE_CHARS, 0},
+    {"espnet3.systems.esp2_asr.metrics.ter.TER", "TER", "ter", SCORE_WORDS, 1},
 };
 
 /* One test set under one metric: its inputs, then what scoring made of them. */
 typedef struct scored_set {
     const metric_kind *kind;
+    spm_model *spm; /* TER's pieces (borrowed) */
     const char *test;
     int skip; /* the metric's apply_to leaves this set out */
     text_scp ref, hyp;
@@ -54,6 +62,8 @@ static const metric_kind *kind_of(const char *target)
  * when the metric lists no inputs (ESPnet3: inputs default to [ref_key, hyp_key]). */
 static const char *input_file(const metric_cfg *m, const char *alias)
 {
+    /* ESPnet3's "dataset:text": the test set's transcript, which stage 6 copies into ref.scp. */
+    if (!strcmp(alias, "dataset:text")) return "ref";
     if (!m->n_inputs) return alias;
     for (unsigned i = 0; i < m->n_inputs; i++)
         if (!strcmp(m->inputs[i].alias, alias)) return m->inputs[i].file;
@@ -114,6 +124,30 @@ static int applies(const metric_cfg *m, const char *test)
     return 0;
 }
 
+/* TER's words: the SentencePiece pieces of the cleaned text, joined by spaces; an empty text or
+ * one with no pieces is "." (as ESPnet3's TER, which never hands jiwer an empty string). Takes
+ * clean; other metrics get it back as it is. */
+static char *pieces_of(const scored_set *s, char *clean)
+{
+    if (!s->kind->pieces) return clean;
+    char **pieces = NULL, err[256];
+    int *ids = NULL;
+    unsigned char *unknown = NULL;
+    size_t n = 0;
+    if (!clean[0] || spm_encode(s->spm, clean, &pieces, &ids, &unknown, &n, err, sizeof err) != 0 || n == 0) {
+        if (pieces) spm_pieces_free(pieces, ids, unknown, n);
+        free(clean);
+        return xstrdup(".");
+    }
+    size_t len = 1;
+    for (size_t i = 0; i < n; i++) len += strlen(pieces[i]) + 1;
+    char *out = xmalloc(len), *o = out;
+    for (size_t i = 0; i < n; i++) o += sprintf(o, "%s%s", i ? " " : "", pieces[i]);
+    spm_pieces_free(pieces, ids, unknown, n);
+    free(clean);
+    return out;
+}
+
 /* Aligns every utterance in reference order; keeps the alignment text and the totals. */
 static void score_set(scored_set *s)
 {
@@ -124,7 +158,7 @@ static void score_set(scored_set *s)
     progress_start(&pr, label, s->ref.n);
     for (size_t i = 0; i < s->ref.n; i++) {
         const text_scp_entry *r = &s->ref.items[i], *h = text_scp_find(&s->hyp, r->id);
-        char *rc = score_clean(r->text), *hc = score_clean(h->text);
+        char *rc = pieces_of(s, score_clean(r->text)), *hc = pieces_of(s, score_clean(h->text));
         score_tokens rt, ht;
         score_tokenize(rc, s->kind->unit, &rt);
         score_tokenize(hc, s->kind->unit, &ht);
@@ -252,13 +286,19 @@ static int check_config(const metrics_cfg *cfg, const char *file, esp_err *err)
     for (unsigned i = 0; i < cfg->n_metrics; i++) {
         const metric_kind *k = kind_of(cfg->metrics[i].target);
         if (!k)
-            return esp_fail(err, "%s: metrics[%u]._target_: %s is not a metric this build computes (use %s or %s)",
+            return esp_fail(err, "%s: metrics[%u]._target_: %s is not a metric this build computes (use %s, %s or %s)",
                             file, i, cfg->metrics[i].target ? cfg->metrics[i].target : "(missing)",
-                            metric_kinds[0].target, metric_kinds[1].target);
+                            metric_kinds[0].target, metric_kinds[1].target, metric_kinds[4].target);
         for (unsigned j = 0; j < i; j++)
-            if (kind_of(cfg->metrics[j].target) == k)
+            if (!strcmp(kind_of(cfg->metrics[j].target)->file, k->file))
                 return esp_fail(err, "%s: metrics[%u]: %s is listed twice (keep one)", file, i, k->name);
         const metric_cfg *m = &cfg->metrics[i];
+        if (k->pieces && !m->bpemodel)
+            return esp_fail(err, "%s: metrics[%u].bpemodel: missing (TER scores the SentencePiece pieces of the text: "
+                            "name the recipe's bpe.model)", file, i);
+        if (k->pieces && !path_exists(m->bpemodel))
+            return esp_fail(err, "%s: metrics[%u].bpemodel: %s does not exist (run train_tokenizer, stage 2)", file, i,
+                            m->bpemodel);
         const char *keys[2] = {m->ref_key ? m->ref_key : "ref", m->hyp_key ? m->hyp_key : "hyp"};
         for (int r = 0; r < 2; r++)
             if (!input_file(m, keys[r]))
@@ -331,12 +371,17 @@ int stage_measure(const stage_ctx *ctx, esp_err *err)
     size_t n_metrics = cfg->n_metrics, n = n_metrics * n_tests;
     scored_set *sets = xcalloc(n, sizeof *sets);
     int rc = 0;
+    spm_model **spms = xcalloc(n_metrics, sizeof *spms);
     for (size_t m = 0; m < n_metrics; m++) {
         const metric_cfg *mc = &cfg->metrics[m];
         size_t scored = 0;
+        char spm_err[512];
+        if (rc == 0 && kind_of(mc->target)->pieces && !(spms[m] = spm_load(mc->bpemodel, spm_err, sizeof spm_err)))
+            rc = esp_fail(err, "%s: metrics[%zu].bpemodel: %s: %s", file, m, mc->bpemodel, spm_err);
         for (size_t t = 0; t < n_tests; t++) {
             scored_set *s = &sets[m * n_tests + t];
             s->kind = kind_of(mc->target);
+            s->spm = spms[m];
             s->test = tests[t];
             s->skip = !applies(mc, tests[t]);
             scored += !s->skip;
@@ -357,7 +402,8 @@ int stage_measure(const stage_ctx *ctx, esp_err *err)
         score_set(&sets[i]);
         log_info("measure: %s %s %.2f%% (%ld errors / %ld reference %s in %ld utterances)", sets[i].test,
                  sets[i].kind->name, score_error_rate(&sets[i].sum), score_errors(&sets[i].sum), sets[i].sum.n_ref,
-                 sets[i].kind->unit == SCORE_WORDS ? "words" : "characters", sets[i].sum.n_sent);
+                 sets[i].kind->pieces ? "tokens" : sets[i].kind->unit == SCORE_WORDS ? "words" : "characters",
+                 sets[i].sum.n_sent);
     }
     for (size_t i = 0; rc == 0 && i < n; i++)
         if (!sets[i].skip) rc = write_set_files(cfg->inference_dir, &sets[i], err);
@@ -384,6 +430,8 @@ int stage_measure(const stage_ctx *ctx, esp_err *err)
         free(sets[i].alignment);
     }
     free(sets);
+    for (size_t m = 0; m < n_metrics; m++) spm_free(spms[m]);
+    free(spms);
     for (size_t i = 0; owned && owned[i]; i++) free(owned[i]);
     free(owned);
     free(tests);

@@ -351,6 +351,7 @@ static const cyaml_schema_field_t lm_conf_fields[] = {
 
 static const cyaml_schema_field_t model_fields[] = {
     STR("_target_", model_cfg, target),
+    STR("model", model_cfg, model),
     INT("vocab_size", model_cfg, vocab_size),
     STR("token_list", model_cfg, token_list),
     STR("frontend", model_cfg, frontend),
@@ -419,6 +420,7 @@ static const cyaml_schema_field_t training_fields[] = {
     STR("scheduler_interval", training_cfg, scheduler_interval),
     STR("scheduler_monitor", training_cfg, scheduler_monitor),
     STR("python", training_cfg, python),
+    BOOL("collect_stats_train_mode", training_cfg, collect_stats_train_mode),
     SEQ("best_model_criterion", training_cfg, best_model_criterion, &criterion_entry),
     SEQ("speed_perturb_factors", training_cfg, speed_perturb_factors, &float_entry),
     STR("token_type", training_cfg, token_type),
@@ -468,6 +470,7 @@ static const cyaml_schema_field_t inference_fields[] = {
     MAP("runner", inference_cfg, runner, target_fields),
     MAP("parallel", inference_cfg, parallel, parallel_fields),
     STR("python", inference_cfg, python),
+    INT("batch_size", inference_cfg, batch_size),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t metric_input_fields[] = {
@@ -483,6 +486,8 @@ static const cyaml_schema_field_t metric_fields[] = {
     STR("hyp_key", metric_cfg, hyp_key),
     SEQ("inputs", metric_cfg, inputs, &metric_input_entry),
     SEQ("apply_to", metric_cfg, apply_to, &string_entry),
+    STR("bpemodel", metric_cfg, bpemodel),
+    SEQ("clean_types", metric_cfg, clean_types, &string_entry),
     CYAML_FIELD_END};
 static const cyaml_schema_value_t metric_entry = {CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, metric_cfg, metric_fields)};
 

@@ -290,6 +290,7 @@ typedef struct lm_conf_cfg {
 
 typedef struct model_cfg {
     char *target;
+    char *model;               /* ESPnet2's model class: espnet (ESPnetASRModel, the one espnet3 trains) */
     int64_t vocab_size;
     char *token_list;
     char *frontend;            frontend_conf_cfg *frontend_conf;
@@ -399,6 +400,7 @@ typedef struct training_cfg {
     char *scheduler_interval; /* step | epoch */
     char *scheduler_monitor;  /* ESPnet3's: the metric a monitored (plateau) scheduler reads; ours read none */
     char *python;        /* the interpreter of the recipe's Python (default $ESPNET3_PYTHON, else python3) */
+    int collect_stats_train_mode; /* ESPnet3's: collect_stats sees the train preprocessor's augmentation */
     criterion_cfg *best_model_criterion; unsigned n_best_model_criterion;
     double *speed_perturb_factors; unsigned n_speed_perturb_factors; /* ESPnet2 asr.sh's 3-way copies */
     char *token_type;    /* ESPnet2's config.yaml keys: char | word | bpe, and the bpe model; */
@@ -444,6 +446,7 @@ typedef struct inference_cfg {
     target_cfg *runner;
     parallel_cfg *parallel;
     char *python;        /* as training_cfg.python: runs a Python dataset.test entry's export */
+    int64_t batch_size;  /* ESPnet3's top-level form of model.batch_size (utterances per model call) */
 } inference_cfg;
 
 /* The metrics config (--metrics_config). */
@@ -460,6 +463,8 @@ typedef struct metric_cfg {
     char *hyp_key;           /* default hyp */
     metric_input_cfg *inputs; unsigned n_inputs; /* absent: the files ref_key.scp and hyp_key.scp */
     char **apply_to; unsigned n_apply_to;         /* absent: every test set */
+    char *bpemodel;          /* TER: the SentencePiece model whose pieces are scored */
+    char **clean_types; unsigned n_clean_types;   /* ESPnet's TextCleaner: none implemented; must be empty */
 } metric_cfg;
 
 typedef struct metrics_cfg {

@@ -43,6 +43,7 @@ static const allowed_rule allowed_rules[] = {
     {"create_dataset.engines[].name", "espeak-ng|flite|festival"},
     {"create_dataset.test_engine.name", "espeak-ng|flite|festival"},
     {"model.frontend", "default"},
+    {"model.model", "espnet"},
     {"model.specaug", "specaug"},
     {"model.normalize", "global_mvn|utterance_mvn"},
     {"model.encoder", "transformer|conformer|e_branchformer"},
@@ -93,10 +94,14 @@ const target_entry target_registry[] = {
     {"dataloader.*.iter_factory.collate_fn", "espnet2.train.collate_fn.CommonCollateFn", "padding collate"},
     {"model", "espnet2.asr.espnet_model.ESPnetASRModel", "CTC ASR model"},
     {"model", "espnet2.bin.asr_inference.Speech2Text", "CTC decoding"},
+    {"model", "espnet3.systems.esp2_asr.inference.Inference", "ESPnet3's Inference API (Speech2Text's keys, text.scp)"},
     {"provider", "espnet3.systems.base.inference_provider.InferenceProvider", "inference provider"},
     {"runner", "espnet3.systems.base.inference_runner.InferenceRunner", "inference runner"},
     {"metrics[]", "espnet3.systems.asr.metrics.wer.WER", "WER"},
     {"metrics[]", "espnet3.systems.asr.metrics.cer.CER", "CER"},
+    {"metrics[]", "espnet3.systems.esp2_asr.metrics.wer.WER", "WER"},
+    {"metrics[]", "espnet3.systems.esp2_asr.metrics.cer.CER", "CER"},
+    {"metrics[]", "espnet3.systems.esp2_asr.metrics.ter.TER", "TER (SentencePiece pieces)"},
     {"dataset", "espnet3.components.data.data_organizer.DataOrganizer", "dataset sources"},
     {"dataset", "espnet3.components.data_organizer.DataOrganizer", "dataset sources"}, /* ESPnet3's older path */
     {"dataset.preprocessor", "espnet2.train.preprocessor.CommonPreprocessor", "tokenizer and frontend settings"},
@@ -128,8 +133,8 @@ static const char *const unimplemented_keys[] = {
     "dataset.preprocessor.speech_volume_normalize", "dataset.preprocessor.whisper_language",
     "dataset.preprocessor.whisper_task", "dataset.preprocessor.unk_symbol", "dataset.preprocessor.space_symbol",
     "dataset.*[].transform", "dataset.*[].preprocessor", "dataset.*[].dataset.*", "dataset._convert_",
-    "dataset.dataset_module", "metrics[].clean_types",
-    "model.model", "val_scheduler_criterion",
+    "dataset.dataset_module",
+    "val_scheduler_criterion",
     "model.decoder_conf.pos_enc_class", "model.decoder_conf.use_flash_attn", "model.encoder_conf.use_flash_attn",
     "model.decoder_conf.gradient_checkpoint_layers", "model.preencoder", "model.preencoder_conf", "model.postencoder",
     "model.postencoder_conf", "model.joint_net_conf", "model.aux_ctc", "model.extract_feats_in_collect_stats",
@@ -336,6 +341,7 @@ static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *schema, c
                       const char *path);
 
 static int is_read_from_tree(const char *schema_path);
+static int changes_nothing(const char *schema_path);
 
 static int walk_mapping(walker *w, ynode *n, const cyaml_schema_field_t *fields, const char *schema_path,
                         const char *path)
@@ -381,7 +387,7 @@ static int walk_mapping(walker *w, ynode *n, const cyaml_schema_field_t *fields,
             if (opens_map(w, n, sp)) w->open_map = val;
             rc = walk_value(w, val, &f->value, sp, p);
             w->open_map = outer;
-        } else if (!(val->kind != YN_SCALAR && val->n == 0) && !is_read_from_tree(sp)) {
+        } else if (!(val->kind != YN_SCALAR && val->n == 0) && !is_read_from_tree(sp) && !changes_nothing(sp)) {
             /* Free-form ESPnet3 blocks (dataset:, fit:) are kept in config.yaml; say they are unused. */
             char where[512];
             log_warn("%s: %s: kept in the resolved config but not used by espnet3 (it reads "
@@ -395,6 +401,12 @@ static int walk_mapping(walker *w, ynode *n, const cyaml_schema_field_t *fields,
         else i++;
     }
     return 0;
+}
+
+/* IGNORED keys that change nothing here: Hydra's instantiation flag (nothing is instantiated). */
+static int changes_nothing(const char *schema_path)
+{
+    return !strcmp(schema_path, "dataset._recursive_");
 }
 
 /* IGNORED by the typed schema because their values are free-form, but read from the tree by
@@ -543,6 +555,9 @@ static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *s, const 
             }
         }
         if (config_path_match("dataset.*[].data_src", schema_path)) return check_data_src(w, n, path);
+        if (!strcmp(schema_path, "metrics[].clean_types[]"))
+            return config_fail_node(w->err, n, path, "ESPnet's TextCleaner '%s' is not implemented in espnet3 (leave "
+                                    "clean_types empty: the text is scored as written)", n->str);
         if (!strcmp(schema_path, "trainer.limit_train_batches") || !strcmp(schema_path, "trainer.limit_val_batches")) {
             /* Kept as written: Lightning tells a count (int) from a fraction (float) by the type. */
             if (!yt_as_float(n, &dv) || !isfinite(dv))

@@ -153,35 +153,39 @@ void asr_data_set_epoch(asr_data *d, int64_t epoch) { d->aug_epoch = epoch; }
 
 void asr_data_set_threads(asr_data *d, int threads) { d->threads = threads; }
 
-/* The training waveform's augmentation, drawn from (seed, epoch, utterance id) alone. A result
- * shorter than the STFT needs is padded with zeros to that length. */
-static void augment_wav(const asr_data *d, const char *utt, float **wav, size_t *n)
+void asr_augment_waveform(const augment_conf *aug, const noise_rir_conf *nr, uint64_t seed, int64_t epoch,
+                          const char *utt, int fs, size_t min_samples, float **wav, size_t *n)
 {
-    uint64_t key = augment_utt_seed(d->aug_seed, d->aug_epoch, utt);
-    if (d->nr_on) { /* its own stream: the effects draw as they do without it */
+    uint64_t key = augment_utt_seed(seed, epoch, utt);
+    if (nr) { /* its own stream: the effects draw as they do without it */
         rng rn;
         rng_init(&rn, rng_derive(key, 0x4E52, 0));
-        float *z = noise_rir_apply(&d->nr, *wav, *n, &rn);
+        float *z = noise_rir_apply(nr, *wav, *n, &rn);
         if (z) {
             free(*wav);
             *wav = z;
         }
     }
-    if (!d->aug_on) return;
+    if (!aug) return;
     rng r;
     rng_init(&r, key);
     size_t m;
-    float *y = augment_apply(&d->aug, *wav, *n, d->fo.fs, &r, &m);
+    float *y = augment_apply(aug, *wav, *n, fs, &r, &m);
     if (!y) return;
-    size_t min = frontend_min_samples(d->fe);
-    if (m < min) {
-        y = xrealloc(y, min * sizeof *y);
-        memset(y + m, 0, (min - m) * sizeof *y);
-        m = min;
+    if (m < min_samples) {
+        y = xrealloc(y, min_samples * sizeof *y);
+        memset(y + m, 0, (min_samples - m) * sizeof *y);
+        m = min_samples;
     }
     free(*wav);
     *wav = y;
     *n = m;
+}
+
+static void augment_wav(const asr_data *d, const char *utt, float **wav, size_t *n)
+{
+    asr_augment_waveform(d->aug_on ? &d->aug : NULL, d->nr_on ? &d->nr : NULL, d->aug_seed, d->aug_epoch, utt,
+                         d->fo.fs, frontend_min_samples(d->fe), wav, n);
 }
 
 int asr_data_read_wav(const asr_data *d, const char *path, float **wav, size_t *n, esp_err *err)

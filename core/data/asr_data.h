@@ -69,6 +69,13 @@ int asr_data_set_augment(asr_data *d, const augment_conf *c, uint64_t seed, esp_
 int asr_data_set_noise_rir(asr_data *d, const noise_rir_conf *c, uint64_t seed, esp_err *err);
 /* The epoch (from 0) the next batches belong to. */
 void asr_data_set_epoch(asr_data *d, int64_t epoch);
+
+/* The training waveform augmentation of one utterance, drawn from (seed, epoch, utterance id)
+ * alone: noise and reverberation (nr, NULL: none), then the data_aug_effects (aug, NULL: none). A
+ * result shorter than min_samples (what the STFT needs) is padded with zeros to that length.
+ * What training applies at that epoch; collect_stats_train_mode applies epoch 0's. */
+void asr_augment_waveform(const augment_conf *aug, const noise_rir_conf *nr, uint64_t seed, int64_t epoch,
+                          const char *utt, int fs, size_t min_samples, float **wav, size_t *n);
 /* Threads asr_batch_load spreads a batch's utterances over (reading, augmentation, features); the
  * batch is the same bits for any count: each utterance's work depends on its own inputs alone. */
 void asr_data_set_threads(asr_data *d, int threads);

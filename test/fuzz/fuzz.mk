@@ -20,7 +20,7 @@ FUZZ_CFLAGS  := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefi
 FUZZ_SRCS    := test/fuzz/fuzz_config.c \
                 $(addprefix core/config/,yamltree.c yamltree_emit.c yindex.c config_compose.c config_interp.c \
                   config_resolvers.c config_expr.c config_schema.c config_validate.c config_values.c config.c \
-                  config_task.c) \
+                  config_task.c config_python.c) \
                 $(addprefix core/base/,log.c fsio.c progress.c edit_distance.c rng.c) \
                 $(addprefix core/data/,augment.c augment_conf.c augment_stft.c)
 FUZZ_SEEDS   := $(wildcard conf/*.yaml recipes/*/conf/*.yaml test/fuzz/seeds/*.yaml)
@@ -34,7 +34,8 @@ FUZZ_LIB_SRCS := $(wildcard core/base/*.c core/formats/*.c) core/data/audio.c co
                  core/data/noise_rir_scp.c \
                  $(wildcard core/config/*.c) core/nn/espnet2_config.c core/data/augment.c core/data/augment_conf.c \
                  core/data/augment_stft.c \
-                 core/train/checkpoint.c core/train/checkpoint_average.c core/nn/param_names.c test/fuzz/fuzz_util.c
+                 core/train/checkpoint.c core/train/checkpoint_average.c core/train/checkpoint_espnet3.c \
+                 core/nn/param_names.c test/fuzz/fuzz_util.c
 # The tokenizer reaches SentencePiece (C++) through its shim, compiled with the same instrumentation
 # (less UBSan's vptr check, whose runtime only a C++ link brings).
 FUZZ_CXX      ?= clang++
@@ -72,7 +73,7 @@ $(FUZZ_READERS:%=fuzz-run-%): fuzz-run-%: $(FUZZ_DIR)/fuzz_%
 
 $(FUZZ_BIN): $(FUZZ_SRCS) $(wildcard core/*/*.h) test/fuzz/fuzz.mk
 	@mkdir -p $(FUZZ_DIR)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(FUZZ_SRCS) -lcyaml -lyaml -lfftw3f -lm -lpthread
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(FUZZ_SRCS) -lcyaml -lyaml -ljansson -lfftw3f -lm -lpthread
 
 $(FUZZ_DIR)/obj/%.o: %.c $(wildcard core/*/*.h) test/fuzz/fuzz_util.h test/fuzz/fuzz.mk
 	@mkdir -p $(dir $@)

@@ -242,3 +242,70 @@ Test(egs3, bad_python_is_one_error_line_and_nothing_half_written)
     bad_case("nopython", "{n: 3}", "tones.Tones", "ESPNET3_PYTHON=/nonexistent/python3",
              "cannot run the Python interpreter /nonexistent/python3: No such file or directory");
 }
+
+/* ESPnet3's TEMPLATE/asr and TEMPLATE/esp2_asr configs and mini_an4's esp2_asr ones pass --dry_run
+ * with no warning: every key is implemented or changes nothing here. */
+Test(egs3, template_and_esp2_asr_configs_pass_dry_run_without_a_warning)
+{
+    static const struct {
+        const char *folder, *args;
+    } cases[] = {
+        {"TEMPLATE/asr", "--training_config conf/training.yaml --inference_config conf/inference.yaml"},
+        {"TEMPLATE/esp2_asr", "--training_config conf/training.yaml --inference_config conf/inference.yaml "
+                              "--metrics_config conf/metrics.yaml"},
+        {"mini_an4/esp2_asr", "--training_config conf/training_asr_transformer.yaml --inference_config "
+                              "conf/inference.yaml --metrics_config conf/metrics.yaml"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char dir[512], args[512], log[16];
+        snprintf(dir, sizeof dir, "%s/egs3/%s", workdir, cases[i].folder);
+        cr_assert_eq(test_sh("mkdir -p '%s' && cp -r '%s/test/fixtures/egs3/%s/conf' '%s/'", dir, test_root_dir(),
+                             cases[i].folder, dir),
+                     0);
+        snprintf(args, sizeof args, "%s --dry_run", cases[i].args);
+        snprintf(log, sizeof log, "dry%zu", i);
+        int rc = run_in(dir, args, log);
+        char *err = log_of(log, "err");
+        cr_assert_eq(rc, 0, "%s: %s", cases[i].folder, err);
+        cr_assert_null(strstr(err, "WARNING"), "%s: %s", cases[i].folder, err);
+        free(err);
+    }
+}
+
+/* ESPnet3's esp2_asr naming end to end: its Inference API (text.scp), the best-k checkpoint by its
+ * ESPnet3 name, a top-level batch_size, the esp2_asr WER/CER/TER with ref_key dataset:text; then
+ * collect_stats_train_mode: the train split's statistics of augmented audio, valid's unchanged. */
+Test(egs3, mini_an4_esp2_asr_runs_with_espnet3s_inference_api_checkpoint_names_and_ter)
+{
+    char recipe[512];
+    snprintf(recipe, sizeof recipe, "%s/egs3/mini_an4/esp2_asr", workdir);
+    cr_assert_eq(test_sh("mkdir -p '%s' && cp -r '%s/test/fixtures/egs3/mini_an4/esp2_asr/conf' "
+                         "'%s/test/fixtures/egs3/mini_an4/asr/dataset' '%s/test/fixtures/egs3/mini_an4/asr/src' '%s/' && "
+                         "cp '%s/recipes/mini_an4/downloads.tar.gz' '%s/'",
+                         recipe, test_root_dir(), test_root_dir(), test_root_dir(), recipe, test_root_dir(), recipe),
+                 0);
+    int rc = run_in(recipe, "--training_config conf/training_asr_transformer.yaml --inference_config conf/inference.yaml "
+                            "--metrics_config conf/metrics.yaml", "esp2");
+    char *err = log_of("esp2", "err");
+    cr_assert_eq(rc, 0, "%s", err);
+    cr_assert(strstr(err, "infer: model ./exp/training_asr_transformer/epoch0_step1_valid.loss.ckpt"), "%s", err);
+    free(err);
+    const char *inf = test_path(recipe, "exp/training_asr_transformer/inference");
+    cr_assert(test_same_file(test_path(inf, "test/text.scp"), test_path(inf, "test/hyp.scp")));
+    cr_assert(test_exists(test_path(inf, "test/ter_alignment")));
+    char *json = test_slurp(test_path(inf, "metrics.json"));
+    cr_assert(strstr(json, "\"espnet3.systems.esp2_asr.metrics.ter.TER\"") && strstr(json, "\"TER\":"), "%s", json);
+    cr_assert(strstr(json, "\"espnet3.systems.esp2_asr.metrics.wer.WER\""), "%s", json);
+    free(json);
+
+    cr_assert_eq(run_in(recipe, "--training_config conf/training_asr_transformer.yaml --stages collect_stats "
+                                "collect_stats_train_mode=true stats_dir=exp/stats_aug", "aug"),
+                 0, "%s", log_of("aug", "err"));
+    err = log_of("aug", "err");
+    cr_assert(strstr(err, "statistics of the augmented audio"), "%s", err);
+    free(err);
+    cr_assert(!test_same_file(test_path(recipe, "exp/stats/train/feats_stats.npz"),
+                              test_path(recipe, "exp/stats_aug/train/feats_stats.npz")));
+    cr_assert(test_same_file(test_path(recipe, "exp/stats/valid/feats_stats.npz"),
+                             test_path(recipe, "exp/stats_aug/valid/feats_stats.npz")));
+}
