@@ -80,10 +80,10 @@ CUDA_SRCS := $(if $(filter 1,$(CUDA)),$(wildcard cuda/*.cu))
 TEST_SRCS := $(wildcard test/unit/*.c test/unit/*/*.c)
 
 APP_OBJS  := $(APP_SRCS:%.c=$(BUILD)/%.o) $(CXX_SRCS:%.cc=$(BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
-# core/data/py_helper.py goes into the binary as data (ld -r -b binary): the bridge to a recipe's
-# Python (core/data/py_bridge.c) runs it with `python -c`.
-PY_HELPER_OBJ := $(BUILD)/core/data/py_helper_py.o
-APP_OBJS  += $(PY_HELPER_OBJ)
+# Python files that go into the binary as data (ld -r -b binary): the bridge to a recipe's Python
+# runs core/data/py_helper.py with `python -c`; pack_demo writes stages/demo_app.py as the demo's app.
+PY_RESOURCES := core/data/py_helper.py stages/demo_app.py
+APP_OBJS  += $(PY_RESOURCES:%.py=$(BUILD)/%_py.o)
 MAIN_OBJS := $(MAIN_SRCS:%.c=$(BUILD)/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
 # The tests link everything but main().
@@ -104,7 +104,7 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(PY_HELPER_OBJ): core/data/py_helper.py
+$(BUILD)/%_py.o: %.py
 	@mkdir -p $(dir $@)
 	ld -r -b binary -z noexecstack -o $@ $<
 

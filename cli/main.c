@@ -101,8 +101,9 @@ static int route_overrides(const char *const paths[CONFIG_KIND_COUNT], const con
     return 0;
 }
 
-/* ESPnet3's run.py: an inference or metrics config that leaves out exp_tag / exp_dir gets the
- * training config's, and a metrics config without inference_dir the inference config's. They go
+/* ESPnet3's run.py: an inference, metrics, publication or demo config that leaves out exp_tag /
+ * exp_dir gets the training config's, and a metrics or publication config without inference_dir
+ * the inference config's. They go
  * in as overrides ahead of the command line's (which still win); *ov becomes a new array when
  * anything was added. */
 static int inherit_paths(config_kind kind, const char *path, const esp_configs *cfgs, char *added[3],
@@ -112,7 +113,7 @@ static int inherit_paths(config_kind kind, const char *path, const esp_configs *
     const inference_cfg *ic = cfgs->inference ? cfgs->inference->typed : NULL;
     const char *keys[3] = {"exp_tag", "exp_dir", "inference_dir"};
     const char *vals[3] = {tc ? tc->exp_tag : NULL, tc ? tc->exp_dir : NULL,
-                           kind == CONFIG_METRICS && ic ? ic->inference_dir : NULL};
+                           (kind == CONFIG_METRICS || kind == CONFIG_PUBLICATION) && ic ? ic->inference_dir : NULL};
     config_load_opts own = {0}; /* the file as written (no template): does it set the key? */
     int n = 0;
     for (int j = 0; j < 3; j++) {
@@ -173,8 +174,10 @@ int main(int argc, char **argv)
     char *tdir = args.template_dir ? (*args.template_dir ? xstrdup(args.template_dir) : NULL) : default_template_dir();
     config_load_opts opts = {.template_dir = tdir, .overrides = args.overrides, .n_overrides = args.n_overrides};
     esp_configs cfgs = {0};
-    const char *paths[CONFIG_KIND_COUNT] = {args.training_config, args.inference_config, args.metrics_config};
-    esp_config **slots[CONFIG_KIND_COUNT] = {&cfgs.training, &cfgs.inference, &cfgs.metrics};
+    const char *paths[CONFIG_KIND_COUNT] = {args.training_config, args.inference_config, args.metrics_config,
+                                            args.publication_config, args.demo_config};
+    esp_config **slots[CONFIG_KIND_COUNT] = {&cfgs.training, &cfgs.inference, &cfgs.metrics, &cfgs.publication,
+                                             &cfgs.demo};
     const char **per[CONFIG_KIND_COUNT];
     int n_per[CONFIG_KIND_COUNT];
     int rc = route_overrides(paths, &opts, per, n_per, &err);

@@ -29,6 +29,9 @@ static const cli_option options[] = {
      "training config (create_dataset, train_tokenizer, collect_stats, train)"},
     {0, "inference_config", NULL, OPT_PATH, FIELD(inference_config), "FILE", NULL, "inference config (infer, pack_model)"},
     {0, "metrics_config", NULL, OPT_PATH, FIELD(metrics_config), "FILE", NULL, "metrics config (measure)"},
+    {0, "publication_config", NULL, OPT_PATH, FIELD(publication_config), "FILE", NULL,
+     "publication config (pack_model's Hugging Face folder, upload_model)"},
+    {0, "demo_config", NULL, OPT_PATH, FIELD(demo_config), "FILE", NULL, "demo config (pack_demo, upload_demo)"},
     {0, "stage", NULL, OPT_INT, FIELD(stage), "N", "first stage", "first stage number to run"},
     {0, "stop_stage", NULL, OPT_INT, FIELD(stop_stage), "M", "last stage", "last stage number to run"},
     {0, "stages", NULL, OPT_NAMES, FIELD(stages), "NAME...", "all", "stages to run by name (or all)"},
@@ -261,10 +264,7 @@ void cli_print_help(void *fpv)
         char name[64];
         if (s->alias) snprintf(name, sizeof name, "%s (%s)", s->name, s->alias);
         else snprintf(name, sizeof name, "%s", s->name);
-        fprintf(fp, "  %d  %-24s %s [%s]\n", s->number, name, s->summary,
-                s->needs == NEEDS_TRAINING ? "--training_config"
-                : s->needs == NEEDS_INFERENCE ? "--inference_config"
-                                              : "--metrics_config");
+        fprintf(fp, "  %d  %-24s %s [%s]\n", s->number, name, s->summary, stage_config_option(s));
     }
     fprintf(fp, "\nOverrides: key.path=value sets a config value after composition (e.g. trainer.max_epochs=5),\n"
                 "+key=value adds one, ~key deletes one. Values are YAML: 3, 0.5, true, [a, b], 'text'.\n"

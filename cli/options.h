@@ -9,6 +9,8 @@ typedef struct cli_args {
     const char *training_config;
     const char *inference_config;
     const char *metrics_config;
+    const char *publication_config;
+    const char *demo_config;
     const char *template_dir;
     long stage;                /* -1: not given */
     long stop_stage;           /* -1: not given */

@@ -60,18 +60,17 @@ int select_stages(const cli_args *a, const stage_def **out, esp_err *err)
     return n;
 }
 
-static const esp_config *config_for(const stage_def *s, const esp_configs *cfgs)
+static const esp_config *config_for(const stage_def *s, const esp_configs *cfgs) { return stage_config(s, cfgs); }
+
+static const char *needs_name(const stage_def *s)
 {
-    return s->needs == NEEDS_TRAINING ? cfgs->training : s->needs == NEEDS_INFERENCE ? cfgs->inference : cfgs->metrics;
+    return s->needs == NEEDS_PACK ? "publication or inference" : config_kind_name((config_kind)s->needs);
 }
 
 static int missing_config(const stage_def *s, esp_err *err)
 {
-    const char *opt = s->needs == NEEDS_TRAINING ? "--training_config FILE (or --config FILE)"
-                      : s->needs == NEEDS_INFERENCE ? "--inference_config FILE"
-                                                    : "--metrics_config FILE";
-    return esp_fail(err, "stage %s needs a %s config (give %s)", s->name,
-                    s->needs == NEEDS_TRAINING ? "training" : s->needs == NEEDS_INFERENCE ? "inference" : "metrics", opt);
+    return esp_fail(err, "stage %s needs a %s config (give %s FILE%s)", s->name, needs_name(s), stage_config_option(s),
+                    s->needs == NEEDS_TRAINING ? ", or --config FILE" : "");
 }
 
 /* "file:line:col" of key in cfg, else the file. */
@@ -136,10 +135,7 @@ int check_stage_configs(const cli_args *a, const stage_def **sel, int n, const e
     for (int i = 0; i < kept; i++)
         if (check_accelerator(sel[i], cfgs, err) != 0 || (sel[i]->check && sel[i]->check(cfgs, err) != 0)) return -1;
     for (int i = 0; i < n_skipped; i++)
-        log_info("skipping stage %s: no %s config given", skipped[i]->name,
-                 skipped[i]->needs == NEEDS_TRAINING    ? "training"
-                 : skipped[i]->needs == NEEDS_INFERENCE ? "inference"
-                                                        : "metrics");
+        log_info("skipping stage %s: no %s config given", skipped[i]->name, needs_name(skipped[i]));
     return kept;
 }
 
@@ -248,9 +244,8 @@ int run_stage(const stage_def *s, const esp_configs *cfgs, int write_requirement
     const esp_config *cfg = config_for(s, cfgs);
     /* config.yaml for training (what asr_train_config points at, as ESPnet); the inference and
      * metrics configs under their own names, since stages 6 and 7 share ${inference_dir}. */
-    char *cfg_out = xasprintf("%s/%s", dir, s->needs == NEEDS_TRAINING    ? "config.yaml"
-                                            : s->needs == NEEDS_INFERENCE ? "inference.yaml"
-                                                                          : "metrics.yaml");
+    char *cfg_out = s->needs == NEEDS_TRAINING ? xasprintf("%s/config.yaml", dir)
+                                                : xasprintf("%s/%s.yaml", dir, config_kind_name(cfg->kind));
     int rc = config_write_resolved(cfg, cfg_out, err);
     free(cfg_out);
     if (rc == 0 && write_requirements) rc = write_requirements_file(dir, err);

@@ -2,7 +2,7 @@
 #ifndef ESPNET3_CLI_VERSION_H
 #define ESPNET3_CLI_VERSION_H
 
-#define ESPNET3_VERSION "0.1.0"
+#include "core/base/version.h"
 
 void print_version(void *fp /* FILE* */);
 

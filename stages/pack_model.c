@@ -1,4 +1,5 @@
-/* Stage 8 pack_model: a self-contained model directory ${exp_dir}/model_pack/ that decodes on its
+/* Stage 8 pack_model without a publication config (with one: stages/publish.c, ESPnet3's Hugging Face
+ * folder): a self-contained model directory ${exp_dir}/model_pack/ that decodes on its
  * own (espnet3 --inference_config <pack>/conf/inference.yaml --stages infer):
  *
  *   model.safetensors          the weights the inference config names (asr_model_file)
@@ -277,6 +278,7 @@ static int publish(const char *staging, const char *pack, esp_err *err)
 
 int stage_pack_model(const stage_ctx *ctx, esp_err *err)
 {
+    if (ctx->configs->publication) return stage_pack_model_publication(ctx, err); /* ESPnet3's folder */
     const esp_config *inf = ctx->configs->inference;
     const inference_cfg *ic = inf->typed;
     if (!ic->exp_dir) return esp_fail(err, "%s: exp_dir: missing (the pack goes to ${exp_dir}/model_pack)", inf->path);

@@ -49,8 +49,35 @@ static char *inference_dir_of(const esp_configs *c)
 
 static char *model_pack_dir_of(const esp_configs *c)
 {
+    const publication_cfg *p = c->publication ? c->publication->typed : NULL;
+    if (p && p->pack_model && p->pack_model->out_dir) return path_dirname(p->pack_model->out_dir);
     const inference_cfg *i = inference_of(c);
     return xasprintf("%s/model_pack", i && i->exp_dir ? i->exp_dir : ".");
+}
+
+/* The publication stages log beside what they make: the pack's folder, the demo's. */
+static char *publication_dir_of(const esp_configs *c)
+{
+    const publication_cfg *p = c->publication ? c->publication->typed : NULL;
+    return xstrdup(p && p->exp_dir ? p->exp_dir : ".");
+}
+
+static char *demo_dir_of(const esp_configs *c)
+{
+    const demo_cfg *d = c->demo ? c->demo->typed : NULL;
+    return path_dirname(d && d->pack && d->pack->out_dir ? d->pack->out_dir : "./demo");
+}
+
+const esp_config *stage_config(const stage_def *s, const esp_configs *c)
+{
+    if (s->needs == NEEDS_PACK) return c->publication ? c->publication : c->inference;
+    return configs_get(c, (config_kind)s->needs);
+}
+
+const char *stage_config_option(const stage_def *s)
+{
+    return s->needs == NEEDS_PACK ? "--publication_config (or --inference_config)"
+                                  : config_kind_option((config_kind)s->needs);
 }
 
 /* Only stages this build implements are listed; numbers keep DESIGN.md's table. */
@@ -67,8 +94,15 @@ const stage_def stage_table[] = {
      inference_dir_of, NULL},
     {7, "measure", "score", NEEDS_METRICS, 0, "WER/CER of each test set's hypotheses, as sclite scores them",
      stage_measure, metrics_inference_dir_of, NULL},
-    {8, "pack_model", NULL, NEEDS_INFERENCE, 0, "self-contained model directory ${exp_dir}/model_pack", stage_pack_model,
-     model_pack_dir_of, NULL},
+    {8, "pack_model", NULL, NEEDS_PACK, 0,
+     "the model folder ${exp_dir}/model_pack (ESPnet3's Hugging Face folder with a publication config)",
+     stage_pack_model, model_pack_dir_of, NULL},
+    {9, "upload_model", NULL, NEEDS_PUBLICATION, 0, "upload the model folder to upload_model.hf_repo",
+     stage_upload_model, publication_dir_of, NULL},
+    {10, "pack_demo", NULL, NEEDS_DEMO, 0, "a demo folder whose app runs espnet3 on the packed model", stage_pack_demo,
+     demo_dir_of, NULL},
+    {11, "upload_demo", NULL, NEEDS_DEMO, 0, "upload the demo folder to upload_demo.hf_repo (a Space)",
+     stage_upload_demo, demo_dir_of, NULL},
 };
 const int stage_count = (int)(sizeof stage_table / sizeof *stage_table);
 

@@ -6,12 +6,20 @@
 #include "core/config/config.h"
 #include "core/base/log.h"
 
-/* Which of the loaded configs a stage reads. */
+/* Which of the loaded configs a stage reads: one kind (the config_kind's value), or NEEDS_PACK. */
 typedef enum stage_config_kind {
-    NEEDS_TRAINING,
-    NEEDS_INFERENCE,
-    NEEDS_METRICS,
+    NEEDS_TRAINING = CONFIG_TRAINING,
+    NEEDS_INFERENCE = CONFIG_INFERENCE,
+    NEEDS_METRICS = CONFIG_METRICS,
+    NEEDS_PUBLICATION = CONFIG_PUBLICATION,
+    NEEDS_DEMO = CONFIG_DEMO,
+    NEEDS_PACK, /* pack_model: the publication config (ESPnet3's folder), else the inference config (ours) */
 } stage_config_kind;
+
+/* The config a stage runs with (NULL: not given), and the option that gives it. */
+struct stage_def;
+const esp_config *stage_config(const struct stage_def *s, const esp_configs *c);
+const char *stage_config_option(const struct stage_def *s);
 
 typedef struct stage_ctx {
     const esp_configs *configs; /* loaded, resolved, validated configs (some may be absent) */
@@ -56,6 +64,12 @@ const char *stage_accelerator(const stage_def *s, const esp_configs *c, const ch
 
 /* Stage functions, one file each. */
 int stage_create_dataset(const stage_ctx *ctx, esp_err *err);
+/* ESPnet3's publication stages (stages/publish.c, stages/pack_demo.c). */
+int stage_upload_model(const stage_ctx *ctx, esp_err *err);
+int stage_pack_demo(const stage_ctx *ctx, esp_err *err);
+int stage_upload_demo(const stage_ctx *ctx, esp_err *err);
+/* pack_model with a publication config: ESPnet3's Hugging Face model folder (stages/publish.c). */
+int stage_pack_model_publication(const stage_ctx *ctx, esp_err *err);
 int stage_train_tokenizer(const stage_ctx *ctx, esp_err *err);
 /* The config checks of collect_stats (speed_perturb_factors) and train (speed_perturb_factors, the
  * data_aug_* keys and what they need of the sample rate). */

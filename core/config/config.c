@@ -11,13 +11,14 @@
 #include "core/base/fsio.h"
 #include "core/base/log.h"
 
-static const char *const kind_names[CONFIG_KIND_COUNT] = {"training", "inference", "metrics"};
+static const char *const kind_names[CONFIG_KIND_COUNT] = {"training", "inference", "metrics", "publication", "demo"};
 
 const char *config_kind_name(config_kind kind) { return kind_names[kind]; }
 
 const char *config_kind_option(config_kind kind)
 {
-    static const char *const opts[CONFIG_KIND_COUNT] = {"--training_config", "--inference_config", "--metrics_config"};
+    static const char *const opts[CONFIG_KIND_COUNT] = {"--training_config", "--inference_config", "--metrics_config",
+                                                        "--publication_config", "--demo_config"};
     return opts[kind];
 }
 

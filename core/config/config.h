@@ -7,7 +7,14 @@
 #include "core/base/log.h"
 #include "core/config/yamltree.h"
 
-typedef enum config_kind { CONFIG_TRAINING, CONFIG_INFERENCE, CONFIG_METRICS, CONFIG_KIND_COUNT } config_kind;
+typedef enum config_kind {
+    CONFIG_TRAINING,
+    CONFIG_INFERENCE,
+    CONFIG_METRICS,
+    CONFIG_PUBLICATION, /* ESPnet3's publication.yaml: pack_model, upload_model */
+    CONFIG_DEMO,        /* ESPnet3's demo.yaml: pack_demo, upload_demo */
+    CONFIG_KIND_COUNT
+} config_kind;
 
 /* One loaded config: its resolved tree and its typed view. */
 typedef struct esp_config {
@@ -22,7 +29,16 @@ typedef struct esp_configs {
     esp_config *training;
     esp_config *inference;
     esp_config *metrics;
+    esp_config *publication;
+    esp_config *demo;
 } esp_configs;
+
+/* The loaded config of a kind, NULL when its option was not given. */
+static inline esp_config *configs_get(const esp_configs *c, config_kind kind)
+{
+    esp_config *const all[CONFIG_KIND_COUNT] = {c->training, c->inference, c->metrics, c->publication, c->demo};
+    return all[kind];
+}
 
 static inline const training_cfg *training_of(const esp_configs *c)
 {

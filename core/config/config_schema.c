@@ -507,10 +507,83 @@ static const cyaml_schema_field_t metrics_fields[] = {
     MAP("parallel", metrics_cfg, parallel, parallel_fields),
     CYAML_FIELD_END};
 
+/* ESPnet3's publication.yaml (stages/publish.c). */
+static const cyaml_schema_field_t pack_model_fields[] = {
+    STR("out_dir", pack_model_cfg, out_dir),
+    STR("inference_dir", pack_model_cfg, inference_dir),
+    STR("readme", pack_model_cfg, readme),
+    SEQ("include", pack_model_cfg, include, &string_entry),
+    SEQ("exclude", pack_model_cfg, exclude, &string_entry),
+    /* name -> path maps and README values, read from the tree by stages/publish.c */
+    IGNORED("files"),
+    IGNORED("yaml_files"),
+    IGNORED("readme_context"),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t upload_fields[] = {
+    STR("hf_repo", upload_cfg, hf_repo),
+    STR("organization", upload_cfg, organization),
+    BOOL("update", upload_cfg, update),
+    SEQ("delete_patterns", upload_cfg, delete_patterns, &string_entry),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t publication_fields[] = {
+    STR("recipe_dir", publication_cfg, recipe_dir),
+    STR("exp_tag", publication_cfg, exp_tag),
+    STR("exp_dir", publication_cfg, exp_dir),
+    STR("inference_dir", publication_cfg, inference_dir),
+    STR("data_dir", publication_cfg, data_dir),
+    MAP("pack_model", publication_cfg, pack_model, pack_model_fields),
+    MAP("upload_model", publication_cfg, upload_model, upload_fields),
+    CYAML_FIELD_END};
+
+/* ESPnet3's demo.yaml (stages/pack_demo.c). */
+static const cyaml_schema_field_t demo_model_fields[] = {
+    STR("dir_or_tag", demo_model_cfg, dir_or_tag),
+    BOOL("trust_user_code", demo_model_cfg, trust_user_code),
+    IGNORED("call_args"), /* keyword arguments of a Python model call: read from the tree */
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t demo_io_fields[] = {
+    STR("key", demo_io_cfg, key),
+    STR("type", demo_io_cfg, type),
+    STR("label", demo_io_cfg, label),
+    CYAML_FIELD_END};
+static const cyaml_schema_value_t demo_io_entry = {CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, demo_io_cfg, demo_io_fields)};
+
+static const cyaml_schema_field_t demo_ui_fields[] = {
+    STR("app_script", demo_ui_cfg, app_script),
+    STR("title", demo_ui_cfg, title),
+    STR("description", demo_ui_cfg, description),
+    SEQ("inputs", demo_ui_cfg, inputs, &demo_io_entry),
+    SEQ("outputs", demo_ui_cfg, outputs, &demo_io_entry),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t demo_pack_fields[] = {
+    STR("out_dir", demo_pack_cfg, out_dir),
+    SEQ("include", demo_pack_cfg, include, &string_entry),
+    SEQ("exclude", demo_pack_cfg, exclude, &string_entry),
+    SEQ("requirements", demo_pack_cfg, requirements, &string_entry),
+    STR("readme", demo_pack_cfg, readme),
+    IGNORED("readme_context"),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t demo_fields[] = {
+    STR("recipe_dir", demo_cfg, recipe_dir),
+    STR("exp_tag", demo_cfg, exp_tag),
+    STR("exp_dir", demo_cfg, exp_dir),
+    MAP("model", demo_cfg, model, demo_model_fields),
+    MAP("ui", demo_cfg, ui, demo_ui_fields),
+    MAP("pack", demo_cfg, pack, demo_pack_fields),
+    MAP("upload_demo", demo_cfg, upload_demo, upload_fields),
+    CYAML_FIELD_END};
+
 static const cyaml_schema_value_t top_schemas[CONFIG_KIND_COUNT] = {
     {CYAML_VALUE_MAPPING(CYAML_FLAG_POINTER, training_cfg, training_fields)},
     {CYAML_VALUE_MAPPING(CYAML_FLAG_POINTER, inference_cfg, inference_fields)},
     {CYAML_VALUE_MAPPING(CYAML_FLAG_POINTER, metrics_cfg, metrics_fields)},
+    {CYAML_VALUE_MAPPING(CYAML_FLAG_POINTER, publication_cfg, publication_fields)},
+    {CYAML_VALUE_MAPPING(CYAML_FLAG_POINTER, demo_cfg, demo_fields)},
 };
 
 const cyaml_schema_value_t *config_schema(config_kind kind) { return &top_schemas[kind]; }

@@ -482,4 +482,70 @@ typedef struct metrics_cfg {
     parallel_cfg *parallel;
 } metrics_cfg;
 
+/* ESPnet3's publication config (--publication_config): the Hugging Face model folder pack_model
+ * makes (stages/publish.c) and the repo upload_model sends it to. files, yaml_files and
+ * readme_context are free-form maps read from the tree. */
+typedef struct pack_model_cfg {
+    char *out_dir;       /* default ${exp_dir}/model_pack */
+    char *inference_dir; /* where metrics.json is looked for first */
+    char *readme;        /* a README template (${key} placeholders); default: espnet3's own */
+    char **include; unsigned n_include;  /* more paths (globs, ** included) copied beside exp_dir */
+    char **exclude; unsigned n_exclude;  /* fnmatch patterns left out of copied folders */
+} pack_model_cfg;
+
+typedef struct upload_cfg {
+    char *hf_repo;       /* user/name */
+    char *organization;
+    int update;          /* upload_demo: upload over an existing Space */
+    char **delete_patterns; unsigned n_delete_patterns;
+} upload_cfg;
+
+typedef struct publication_cfg {
+    char *recipe_dir;
+    char *exp_tag;
+    char *exp_dir;
+    char *inference_dir;
+    char *data_dir;
+    pack_model_cfg *pack_model;
+    upload_cfg *upload_model;
+} publication_cfg;
+
+/* ESPnet3's demo config (--demo_config): the demo folder pack_demo makes (stages/pack_demo.c). */
+typedef struct demo_model_cfg {
+    char *dir_or_tag;    /* the packed model folder */
+    int trust_user_code;
+} demo_model_cfg;
+
+typedef struct demo_io_cfg {
+    char *key;
+    char *type;          /* audio | text */
+    char *label;
+} demo_io_cfg;
+
+typedef struct demo_ui_cfg {
+    char *app_script;    /* ESPnet3's Gradio app (Python + espnet3): ours runs the binary instead */
+    char *title;
+    char *description;   /* a markdown file or inline text */
+    demo_io_cfg *inputs; unsigned n_inputs;
+    demo_io_cfg *outputs; unsigned n_outputs;
+} demo_ui_cfg;
+
+typedef struct demo_pack_cfg {
+    char *out_dir;
+    char **include; unsigned n_include;
+    char **exclude; unsigned n_exclude;
+    char **requirements; unsigned n_requirements;
+    char *readme;        /* the Space README template; readme_context fills it */
+} demo_pack_cfg;
+
+typedef struct demo_cfg {
+    char *recipe_dir;
+    char *exp_tag;
+    char *exp_dir;
+    demo_model_cfg *model;
+    demo_ui_cfg *ui;
+    demo_pack_cfg *pack;
+    upload_cfg *upload_demo;
+} demo_cfg;
+
 #endif

@@ -418,7 +418,8 @@ static int is_read_from_tree(const char *schema_path)
         "dataset.preprocessor.data_aug_prob",    "dataset.preprocessor.rir_scp",
         "dataset.preprocessor.rir_apply_prob",   "dataset.preprocessor.noise_scp",
         "dataset.preprocessor.noise_apply_prob", "dataset.preprocessor.noise_db_range",
-        "dataset.preprocessor.short_noise_thres", NULL};
+        "dataset.preprocessor.short_noise_thres", "pack_model.files", "pack_model.yaml_files",
+        "pack_model.readme_context", "pack.readme_context", "model.call_args", NULL};
     for (const char *const *k = keys; *k; k++)
         if (!strcmp(schema_path, *k)) return 1;
     return 0;

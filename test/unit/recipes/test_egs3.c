@@ -79,7 +79,8 @@ Test(egs3, mini_an4_runs_stages_1_8_from_its_folder_with_its_python_dataset)
     cr_assert(strstr(err, "from 4 utterances in src.tokenizer.gather_training_text"), "%s", err);
     cr_assert(test_exists(test_path(recipe, "data/bpe_30/bpe.model")));
     /* Decoded, scored and packed under ESPnet3's exp/<config stem>/. */
-    const char *exp = test_path(recipe, "exp/training_asr_transformer");
+    char exp[600];
+    snprintf(exp, sizeof exp, "%s/exp/training_asr_transformer", recipe);
     cr_assert(test_exists(test_path(exp, "inference/test/hyp.scp")), "%s", err);
     cr_assert(test_exists(test_path(exp, "inference/metrics.json")));
     cr_assert(test_exists(test_path(exp, "model_pack")));
@@ -308,4 +309,75 @@ Test(egs3, mini_an4_esp2_asr_runs_with_espnet3s_inference_api_checkpoint_names_a
                               test_path(recipe, "exp/stats_aug/train/feats_stats.npz")));
     cr_assert(test_same_file(test_path(recipe, "exp/stats/valid/feats_stats.npz"),
                              test_path(recipe, "exp/stats_aug/valid/feats_stats.npz")));
+}
+
+/* ESPnet3's publication: pack_model with mini_an4's publication.yaml makes the Hugging Face model
+ * folder (the experiment, include globs, conf/ with paths into the folder, metrics.json, README
+ * with the results table, meta.yaml), which decodes where it lies; upload_model without a Hugging
+ * Face CLI names the folder that is ready; pack_demo's app.py runs the binary on the pack. */
+Test(egs3, mini_an4_publication_packs_a_folder_that_decodes_and_a_demo_that_runs_espnet3)
+{
+    char recipe[512];
+    copy_mini_an4(recipe, sizeof recipe);
+    const char *all = "--training_config conf/training_asr_transformer.yaml --inference_config conf/inference.yaml "
+                      "--metrics_config conf/metrics.yaml --publication_config conf/publication.yaml --demo_config "
+                      "conf/demo.yaml";
+    char args[1024];
+    snprintf(args, sizeof args, "%s --stages create_dataset train_tokenizer collect_stats train infer measure pack_model "
+                                "pack_demo", all);
+    cr_assert_eq(run_in(recipe, args, "pub"), 0, "%s", log_of("pub", "err"));
+    char pack[600];
+    snprintf(pack, sizeof pack, "%s/exp/training_asr_transformer/model_pack", recipe);
+    static const char *const want[] = {"exp/training_asr_transformer/last.ckpt", "exp/training_asr_transformer/config.yaml",
+                                       "src/tokenizer.py", "data/bpe_30/bpe.model", "data/bpe_30/tokens.txt",
+                                       "conf/training.yaml", "conf/inference.yaml", "conf/publication.yaml",
+                                       "conf/metrics.yaml", "metrics.json", "README.md", "meta.yaml"};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        cr_assert(test_exists(test_path(pack, want[i])), "%s missing from the pack", want[i]);
+    cr_assert(!test_exists(test_path(pack, "exp/training_asr_transformer/inference")), "excluded");
+    cr_assert(!test_exists(test_path(pack, "exp/training_asr_transformer/.espnet3.lock")));
+    char *readme = test_slurp(test_path(pack, "README.md"));
+    cr_assert(strstr(readme, "| dataset | CER |") && strstr(readme, "| test | 373.13 |") && strstr(readme, "| 100.0 |"),
+              "%s", readme);
+    free(readme);
+    char *inf = test_slurp(test_path(pack, "conf/inference.yaml"));
+    cr_assert(strstr(inf, "asr_model_file: ${recipe_dir}/exp/training_asr_transformer/last.ckpt"), "%s", inf);
+    free(inf);
+    cr_assert_eq(test_sh("/usr/bin/python3 -c \"import json,sys; m=json.load(open(sys.argv[1])); "
+                         "assert m['yaml_files']['inference_config']=='conf/inference.yaml', m\" '%s/meta.yaml'", pack),
+                 0);
+
+    /* The folder decodes where it lies: the same hypotheses for the same test manifest. */
+    cr_assert_eq(test_sh("mkdir -p '%s/elsewhere/manifest' && cat '%s'/data/py_export/*/manifest.tsv | grep '^test-' "
+                         "> '%s/elsewhere/manifest/test.tsv'", workdir, recipe, workdir),
+                 0);
+    snprintf(args, sizeof args, "--inference_config conf/inference.yaml '~dataset' test_sets=[test] "
+                                "data_dir=%s/elsewhere inference_dir=%s/elsewhere/out --stages infer", workdir, workdir);
+    cr_assert_eq(run_in(pack, args, "frompack"), 0, "%s", log_of("frompack", "err"));
+    cr_assert(test_same_file(test_path(workdir, "elsewhere/out/test/hyp.scp"),
+                             test_path(recipe, "exp/training_asr_transformer/inference/test/hyp.scp")));
+
+    /* No Hugging Face CLI on PATH: one line naming the folder that is ready to upload. */
+    cr_assert_eq(test_sh("cd '%s' && PATH=/nonexistent " PY_ENV "'%s' %s --stages upload_model >'%s/up.out' "
+                         "2>'%s/up.err'",
+                         recipe, test_root_dir(), test_bin_path(), all, workdir, workdir),
+                 1, "%s", log_of("up", "err"));
+    char *up = log_of("up", "err");
+    cr_assert(strstr(up, "espnet3: error: conf/publication.yaml:") && strstr(up, "model_pack is ready to upload") &&
+                  strstr(up, "ms180/CI_mini_an4_training_asr_transformer"),
+              "%s", up);
+    free(up);
+
+    /* The demo: app.py runs espnet3 on the pack and says what stage 6 said. */
+    cr_assert(test_exists(test_path(recipe, "demo/model/conf/inference.yaml")));
+    cr_assert_eq(test_sh("cd '%s' && f=$(grep '^test-000000' data/py_export/*/manifest.tsv | cut -f2) && "
+                         "ESPNET3_BIN='%s' /usr/bin/python3 demo/app.py \"$f\" > '%s/demo.out' 2>&1",
+                         recipe, test_bin_path(), workdir),
+                 0, "%s", log_of("demo", "out"));
+    char *said = log_of("demo", "out");
+    char *hyp = test_slurp(test_path(recipe, "exp/training_asr_transformer/inference/test/hyp.scp"));
+    char *first = strchr(hyp, ' ') + 1;
+    first[strcspn(first, "\n")] = '\0';
+    cr_assert(said[0] && !strncmp(said, first, strlen(first)), "app.py said '%s', stage 6 '%s'", said, first);
+    free(said), free(hyp);
 }
