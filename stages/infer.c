@@ -26,6 +26,7 @@
 #include "core/data/dataset_src.h"
 #include "core/nn/model_files.h"
 #include "core/runner/runner.h"
+#include "stages/infer_output.h"
 #include "stages/stages.h"
 
 typedef struct decode_opts {
@@ -312,9 +313,10 @@ static uint64_t hash_file(uint64_t h, const char *path, esp_err *err, int *faile
     return h;
 }
 
-static int decode_set(const inference_cfg *icfg, const model_files *mf, const decode_opts *o, const char *test,
+static int decode_set(const esp_config *inference, const model_files *mf, const decode_opts *o, const char *test,
                       esp_err *err)
 {
+    const inference_cfg *icfg = inference->typed;
     char *manifest_path = NULL;
     char *out_dir = xasprintf("%s/%s", icfg->inference_dir, test);
     char *work_dir = xasprintf("%s/.runner", out_dir);
@@ -380,6 +382,7 @@ static int decode_set(const inference_cfg *icfg, const model_files *mf, const de
     double wall = now_seconds() - t0, frames;
     if (merge_results(&rj, &m, out_dir, so->nbest, &frames, err) != 0 || write_ref(ref_path, &m, err) != 0) goto out;
     if (writes_text_scp(icfg) && copy_hyp_to_text(out_dir, err) != 0) goto out;
+    if (infer_output_fn(inference, out_dir, err) != 0) goto out;
     /* Audio seconds from the frame count: frames = samples / hop + 1. */
     const model_cfg *mcfg = model_files_training(mf)->model;
     frontend_opts fo;
@@ -431,6 +434,10 @@ static int decode_opts_from_cfg(decode_opts *o, const inference_cfg *icfg, const
     if (!(mc->ctc_weight >= 0.0 && mc->ctc_weight <= 1.0))
         return esp_fail(err, "%s: model.ctc_weight: %g (use a weight in [0, 1]; 1.0 = CTC only)", file, mc->ctc_weight);
     o->batch_size = batch > 0 ? (int)(batch < 4096 ? batch : 4096) : 1;
+    if (icfg->output_fn && writes_text_scp(icfg))
+        return esp_fail(err, "%s: output_fn: %s with model._target_ espnet3.systems.esp2_asr.inference.Inference (the "
+                        "Inference API says what it outputs, `text`: leave output_fn out, as ESPnet3 requires)", file,
+                        icfg->output_fn);
     o->s2t.penalty = mc->penalty;
     o->s2t.ctc_weight = mc->ctc_weight;
     o->s2t.resample = icfg->dataset && icfg->dataset->resample;
@@ -485,7 +492,7 @@ int stage_infer(const stage_ctx *ctx, esp_err *err)
     log_info("infer: model %s (config %s)", mf.weights, mf.train_config_path);
     if (o.s2t.lm) log_info("infer: LM %s (config %s), lm_weight %g", lmf.weights, lmf.train_config_path, o.s2t.lm_weight);
     int rc = 0;
-    for (unsigned i = 0; i < n_tests && rc == 0; i++) rc = decode_set(icfg, &mf, &o, tests[i], err);
+    for (unsigned i = 0; i < n_tests && rc == 0; i++) rc = decode_set(ctx->configs->inference, &mf, &o, tests[i], err);
     model_files_free(&mf), model_files_free(&lmf);
     return rc;
 }

@@ -140,6 +140,8 @@ static void attach_refs(const ynode *root, const char *list, dataset_ref_cfg *re
         r->where = xasprintf("%s: %s[%u]", entry ? ymark_str(entry->mark, where, sizeof where) : "config", path, k);
         r->python = config_data_src_is_python(r->data_src, recipe_dir);
         r->args_json = config_tree_json(entry && entry->kind == YN_MAP ? yt_map_get(entry, "data_src_args") : NULL, NULL);
+        const ynode *tf = entry && entry->kind == YN_MAP ? yt_map_get(entry, "transform") : NULL;
+        r->transform_json = tf && !yt_is_null(tf) ? config_tree_json(tf, NULL) : NULL;
     }
     free(path);
 }
@@ -169,8 +171,8 @@ void config_python_attach(config_kind kind, const ynode *root, void *typed)
 static void free_refs(dataset_ref_cfg *refs, unsigned n)
 {
     for (unsigned k = 0; k < n; k++) {
-        free(refs[k].where), free(refs[k].args_json);
-        refs[k].where = refs[k].args_json = NULL;
+        free(refs[k].where), free(refs[k].args_json), free(refs[k].transform_json);
+        refs[k].where = refs[k].args_json = refs[k].transform_json = NULL;
     }
 }
 

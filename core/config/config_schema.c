@@ -89,6 +89,7 @@ static const cyaml_schema_field_t dataset_ref_fields[] = {
     STR("data_src", dataset_ref_cfg, data_src),
     MAP("data_src_args", dataset_ref_cfg, data_src_args, data_src_args_fields),
     MAP("dataset", dataset_ref_cfg, dataset, dataset_legacy_fields),
+    IGNORED("transform"), /* a Python entry's per-item transform: handed to its export (config_python.c) */
     CYAML_FIELD_END};
 static const cyaml_schema_value_t dataset_ref_entry = {CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, dataset_ref_cfg, dataset_ref_fields)};
 
@@ -471,6 +472,8 @@ static const cyaml_schema_field_t inference_fields[] = {
     MAP("parallel", inference_cfg, parallel, parallel_fields),
     STR("python", inference_cfg, python),
     INT("batch_size", inference_cfg, batch_size),
+    STR("idx_key", inference_cfg, idx_key),
+    SEQ("output_keys", inference_cfg, output_keys, &string_entry),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t metric_input_fields[] = {

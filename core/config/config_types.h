@@ -349,6 +349,7 @@ typedef struct dataset_ref_cfg {
     /* Not keys: attached after loading (core/config/config_python.c). */
     int python;          /* the items come from Python: the recipe's dataset/ package or a module path */
     char *args_json;     /* data_src_args as JSON: what the Python Dataset is called with */
+    char *transform_json; /* transform as JSON (NULL: none): applied to each item before it is exported */
     char *where;         /* "conf/x.yaml:12:5: dataset.train[0]", for messages about this entry */
 } dataset_ref_cfg;
 
@@ -447,6 +448,8 @@ typedef struct inference_cfg {
     parallel_cfg *parallel;
     char *python;        /* as training_cfg.python: runs a Python dataset.test entry's export */
     int64_t batch_size;  /* ESPnet3's top-level form of model.batch_size (utterances per model call) */
+    char *idx_key;       /* output_fn's field that names the utterance (default utt_id) */
+    char **output_keys; unsigned n_output_keys; /* output_fn's fields written as <field>.scp (default: all) */
 } inference_cfg;
 
 /* The metrics config (--metrics_config). */

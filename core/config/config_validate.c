@@ -132,7 +132,7 @@ static const char *const unimplemented_keys[] = {
     "dataset.preprocessor.non_linguistic_symbols", "dataset.preprocessor.delimiter", "dataset.preprocessor.g2p_type",
     "dataset.preprocessor.speech_volume_normalize", "dataset.preprocessor.whisper_language",
     "dataset.preprocessor.whisper_task", "dataset.preprocessor.unk_symbol", "dataset.preprocessor.space_symbol",
-    "dataset.*[].transform", "dataset.*[].preprocessor", "dataset.*[].dataset.*", "dataset._convert_",
+    "dataset.*[].preprocessor", "dataset.*[].dataset.*", "dataset._convert_",
     "dataset.dataset_module",
     "val_scheduler_criterion",
     "model.decoder_conf.pos_enc_class", "model.decoder_conf.use_flash_attn", "model.encoder_conf.use_flash_attn",
@@ -387,6 +387,16 @@ static int walk_mapping(walker *w, ynode *n, const cyaml_schema_field_t *fields,
             if (opens_map(w, n, sp)) w->open_map = val;
             rc = walk_value(w, val, &f->value, sp, p);
             w->open_map = outer;
+        } else if (config_path_match("dataset.*[].transform", sp)) {
+            /* the recipe's Python applies it to each item of a Python entry, at export; other sources
+             * are read by espnet3, which cannot run it */
+            const ynode *src = yt_map_get(n, "data_src");
+            if (!yt_is_null(val) &&
+                !config_data_src_is_python(src && src->kind == YN_SCALAR && !yt_is_null(src) ? src->str : NULL,
+                                           config_python_recipe_dir(w->root)))
+                rc = config_fail_node(w->err, val, p, "a transform runs the recipe's Python on a Python dataset's items "
+                                      "(its dataset/ package, a module or class path); this entry's data are read by "
+                                      "espnet3 itself, so it cannot apply (remove it, or serve the data from Python)");
         } else if (!(val->kind != YN_SCALAR && val->n == 0) && !is_read_from_tree(sp) && !changes_nothing(sp)) {
             /* Free-form ESPnet3 blocks (dataset:, fit:) are kept in config.yaml; say they are unused. */
             char where[512];

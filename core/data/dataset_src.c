@@ -69,8 +69,8 @@ static int read_python(const dataset_ref_cfg *r, const dataset_read_ctx *ctx, co
     const char *list = strrchr(what, '.');
     char *name = xstrdup(r->name ? r->name : split ? split : list ? list + 1 : "item");
     name[strcspn(name, "[")] = '\0';
-    py_source src = {.data_src = r->data_src, .args_json = r->args_json, .where = r->where ? r->where : what,
-                     .name = name};
+    py_source src = {.data_src = r->data_src, .args_json = r->args_json, .transform_json = r->transform_json,
+                     .where = r->where ? r->where : what, .name = name};
     py_export_opts o = {.env = {.python = ctx->python, .recipe_dir = ctx->recipe_dir},
                         .data_dir = ctx->data_dir, .fs = ctx->fs, .resample = ctx->resample,
                         .need_text = ctx->need_text};

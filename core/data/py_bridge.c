@@ -48,6 +48,18 @@ int py_bridge_start(py_bridge *b, const py_env *env, const char *mode, json_t *r
     b->where = xstrdup(where);
     json_object_set_new(request, "sys_path", sys_path_of(env ? env->recipe_dir : NULL));
     char *req = json_dumps(request, JSON_COMPACT);
+    /* A request past what one argument may hold (128 KiB on Linux) goes through a file. */
+    if (strlen(req) > 64 * 1024) {
+        const char *tmp = getenv("TMPDIR");
+        b->req_file = xasprintf("%s/espnet3_py_request_XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+        int fd = mkstemp(b->req_file);
+        size_t len = strlen(req);
+        int ok = fd >= 0 && write(fd, req, len) == (ssize_t)len;
+        if (fd >= 0) close(fd);
+        free(req);
+        if (!ok) return esp_fail(err, "%s: cannot write the request for the Python helper: %s", where, strerror(errno));
+        req = xasprintf("@%s", b->req_file);
+    }
     size_t n = (size_t)(_binary_core_data_py_helper_py_end - _binary_core_data_py_helper_py_start);
     char *script = xstrndup(_binary_core_data_py_helper_py_start, n);
     int fds[2];
@@ -157,6 +169,8 @@ int py_bridge_finish(py_bridge *b, int failed, esp_err *err)
                                                 WEXITSTATUS(status));
     }
     if (b->in) fclose(b->in);
+    if (b->req_file) unlink(b->req_file);
+    free(b->req_file);
     free(b->python);
     free(b->where);
     memset(b, 0, sizeof *b);

@@ -22,6 +22,7 @@ typedef struct py_bridge {
     FILE *in;           /* the records */
     char *python;       /* the interpreter run */
     char *where;        /* "conf/x.yaml:12:5: dataset.train[0]": what named the Python, for messages */
+    char *req_file;     /* a large request's temp file (removed by py_bridge_finish) */
 } py_bridge;
 
 /* The interpreter env names (python, else $ESPNET3_PYTHON, else python3); caller frees. */

@@ -82,13 +82,15 @@ static void hash_top(const char *dir)
     free(names);
 }
 
-unsigned long long py_export_key(const char *recipe_dir, const char *data_src, const char *args_json)
+unsigned long long py_export_key(const char *recipe_dir, const char *data_src, const char *args_json,
+                                 const char *transform_json)
 {
     key_acc = FNV1A64_INIT;
     key_acc = fnv1a64_bytes(key_acc, _binary_core_data_py_helper_py_start,
                             (size_t)(_binary_core_data_py_helper_py_end - _binary_core_data_py_helper_py_start));
     key_acc = fnv1a64_str(data_src ? data_src : "") ^ (key_acc * 0x100000001b3ULL);
     key_acc = fnv1a64_str(args_json ? args_json : "{}") ^ (key_acc * 0x100000001b3ULL);
+    if (transform_json) key_acc = fnv1a64_str(transform_json) ^ (key_acc * 0x100000001b3ULL);
     char *root = path_absolute(recipe_dir ? recipe_dir : ".");
     const char *subs[] = {"dataset", "src"};
     for (size_t i = 0; i < 2; i++) {
@@ -270,6 +272,7 @@ static int export_into(export_run *r, esp_err *err)
     ESP_CHECK(json_is_object(args));
     json_t *req = json_pack("{s:o, s:s}", "args", args, "recipe_dir", r->o->env.recipe_dir ? r->o->env.recipe_dir : ".");
     if (r->src->data_src) json_object_set_new(req, "data_src", json_string(r->src->data_src));
+    if (r->src->transform_json) json_object_set_new(req, "transform", json_loads(r->src->transform_json, JSON_DECODE_ANY, &je));
     py_bridge b;
     int rc = py_bridge_start(&b, &r->o->env, "export", req, r->src->where, err);
     json_decref(req);
@@ -319,7 +322,7 @@ int py_export(const py_source *src, const py_export_opts *o, char **manifest_pat
     *manifest_path = NULL;
     if (!o->data_dir) return esp_fail(err, "%s: data_dir: missing (the export of the recipe's Python dataset goes under it)", src->where);
     char key[17];
-    snprintf(key, sizeof key, "%016llx", py_export_key(o->env.recipe_dir, src->data_src, src->args_json));
+    snprintf(key, sizeof key, "%016llx", py_export_key(o->env.recipe_dir, src->data_src, src->args_json, src->transform_json));
     char *data_abs = path_absolute(o->data_dir); /* the manifest names audio by absolute paths */
     char *root = path_join(data_abs, "py_export");
     free(data_abs);
@@ -443,5 +446,39 @@ int py_call(const py_env *env, const char *func, const char *kwargs_json, const 
     }
     for (size_t i = 0; i < acc.n; i++) free(acc.v[i]);
     free(acc.v);
+    return rc;
+}
+
+int py_outputs(const py_env *env, const char *func, const char *const *utt_ids, const char *const *refs,
+               const char *const *hyps, size_t n, const char *where, json_t ***outs, esp_err *err)
+{
+    json_t *items = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(items, json_pack("{s:s, s:s, s:s, s:I}", "utt_id", utt_ids[i], "text", refs[i], "hyp",
+                                               hyps[i], "idx", (json_int_t)i));
+    json_t *req = json_pack("{s:s, s:o}", "func", func, "items", items);
+    py_bridge b;
+    int rc = py_bridge_start(&b, env, "outputs", req, where, err);
+    json_decref(req);
+    *outs = xcalloc(n ? n : 1, sizeof **outs);
+    json_t *rec;
+    while (rc == 0 && (rc = py_bridge_next(&b, &rec, err)) == 1) {
+        json_int_t i = json_integer_value(json_object_get(rec, "i"));
+        json_t *out = json_object_get(rec, "out");
+        rc = 0;
+        if (i < 0 || (size_t)i >= n || !json_is_object(out) || (*outs)[i])
+            rc = esp_fail(err, "%s: a broken record from the Python helper", where);
+        else (*outs)[i] = json_incref(out);
+        json_decref(rec);
+    }
+    esp_err fin;
+    if (py_bridge_finish(&b, rc != 0, &fin) != 0 && rc == 0) *err = fin, rc = -1;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        if (!(*outs)[i]) rc = esp_fail(err, "%s: no output for utterance %s", where, utt_ids[i]);
+    if (rc != 0) {
+        for (size_t i = 0; i < n; i++) json_decref((*outs)[i]);
+        free(*outs);
+        *outs = NULL;
+    }
     return rc;
 }

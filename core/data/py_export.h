@@ -5,6 +5,7 @@
 #ifndef ESPNET3_PY_EXPORT_H
 #define ESPNET3_PY_EXPORT_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 #include "core/base/log.h"
@@ -14,6 +15,7 @@
 typedef struct py_source {
     const char *data_src;  /* NULL: the recipe's dataset/; <recipe>/<task>; a module or class path */
     const char *args_json; /* data_src_args as a JSON object (NULL: {}) */
+    const char *transform_json; /* the entry's transform ({_target_, ...} or a dotted path; NULL: none) */
     const char *where;     /* "conf/x.yaml:12:5: dataset.train[0]" */
     const char *name;      /* items without an id of their own become <name>-<index> */
 } py_source;
@@ -42,9 +44,17 @@ int py_run_builders(const py_env *env, const char *const *data_srcs, size_t n, c
 int py_call(const py_env *env, const char *func, const char *kwargs_json, const char *where, char ***texts,
             size_t *n_texts, esp_err *err);
 
+/* ESPnet3's inference output_fn (a dotted path) for each decoded utterance: output_fn(data,
+ * model_output, idx) with data {"utt_id", "text"} (the reference) and model_output Speech2Text's
+ * n-best list [(hyp, [], [], None)]. outs[i] gets utterance i's dict of fields (str, int, float or
+ * bool; caller json_decref's each and frees the array). */
+int py_outputs(const py_env *env, const char *func, const char *const *utt_ids, const char *const *refs,
+               const char *const *hyps, size_t n, const char *where, json_t ***outs, esp_err *err);
+
 /* The hash an export is kept under: the helper, data_src, its arguments, and the recipe's Python:
  * every .py under <recipe_dir>/dataset and /src, at its top, and below the folder above egs3/ for
  * the module data_src names (path, size, modification time and bytes of each). */
-unsigned long long py_export_key(const char *recipe_dir, const char *data_src, const char *args_json);
+unsigned long long py_export_key(const char *recipe_dir, const char *data_src, const char *args_json,
+                                 const char *transform_json);
 
 #endif

@@ -3,10 +3,11 @@
 # recipe prints stays on the terminal). Training, collect_stats and decoding never run it: they read
 # what it exported once (core/data/py_export.c).
 #
-# Modes:
-#   build   the DatasetBuilder lifecycle of each data source (ESPnet3's BaseSystem.create_dataset)
-#   call    a function named by a dotted path (create_dataset.func, tokenizer.text_builder.func)
-#   export  Dataset(**data_src_args), item by item: a header line per item, then its float32 samples
+# Modes (REQUEST_JSON is the request, or @FILE naming a file that holds it):
+#   build    the DatasetBuilder lifecycle of each data source (ESPnet3's BaseSystem.create_dataset)
+#   call     a function named by a dotted path (create_dataset.func, tokenizer.text_builder.func)
+#   export   Dataset(**data_src_args), item by item: a header line per item, then its float32 samples
+#   outputs  the inference output_fn(data, model_output, idx) of each decoded utterance
 # Records are JSON lines; an item's samples follow its line as n little-endian float32 values.
 # An exception becomes one {"error": ...} record with its type, message and innermost frame.
 import importlib
@@ -148,7 +149,22 @@ def samples(index, speech):
     return a.tobytes(), len(a)
 
 
+def instantiate(spec):
+    """A dataset entry's transform as Hydra instantiates it: {_target_, kwargs...} calls the target
+    with the kwargs (a partial of it with _partial_: true); a dotted path string is the callable."""
+    if isinstance(spec, str):
+        return load_function(spec)
+    spec = dict(spec)
+    target = load_function(spec.pop("_target_"))
+    if spec.pop("_partial_", False):
+        import functools
+
+        return functools.partial(target, **spec)
+    return target(**spec)
+
+
 def run_export(req):
+    transform = instantiate(req["transform"]) if req.get("transform") else None
     module, cls = load_source(req.get("data_src"), req["recipe_dir"])
     if cls is None:
         cls = getattr(module, "Dataset", None)
@@ -163,6 +179,8 @@ def run_export(req):
     send({"n": n})
     items = (dataset[i] for i in range(n)) if n >= 0 else iter(dataset)
     for i, item in enumerate(items):
+        if transform is not None:
+            item = transform(item)
         if not isinstance(item, dict):
             raise ItemError(i, "is a %s; ESPnet3's ASR items are dicts with 'speech' and 'text'" % type(item).__name__)
         if "speech" not in item:
@@ -198,13 +216,38 @@ def run_export(req):
     send({"end": True})
 
 
+PRIMITIVES = (str, int, float, bool)
+
+
+def run_outputs(req):
+    fn = load_function(req["func"])
+    for item in req["items"]:
+        data = {"utt_id": item["utt_id"], "text": item["text"]}
+        # Speech2Text's n-best list: (text, tokens, token ids, hypothesis) per entry
+        out = fn(data, [(item["hyp"], [], [], None)], item["idx"])
+        if not isinstance(out, dict):
+            raise TypeError("%s returned a %s for utterance %s; ESPnet3's output_fn returns a dict of fields"
+                            % (req["func"], type(out).__name__, item["utt_id"]))
+        for k, v in out.items():
+            if not isinstance(v, PRIMITIVES) or isinstance(v, float) and v != v:
+                raise TypeError("%s: field %r of utterance %s is a %s; espnet3 writes str, int, float and bool "
+                                "values to <field>.scp" % (req["func"], k, item["utt_id"], type(v).__name__))
+        send({"i": item["idx"], "out": {str(k): v for k, v in out.items()}})
+    send({"end": True})
+
+
 def main():
-    mode, req = sys.argv[1], json.loads(sys.argv[2])
+    mode, arg = sys.argv[1], sys.argv[2]
+    if arg.startswith("@"):
+        with open(arg[1:], encoding="utf-8") as f:
+            req = json.load(f)
+    else:
+        req = json.loads(arg)
     for p in reversed(req.get("sys_path", [])):
         if p not in sys.path:
             sys.path.insert(0, p)
     try:
-        {"build": run_build, "call": run_call, "export": run_export}[mode](req)
+        {"build": run_build, "call": run_call, "export": run_export, "outputs": run_outputs}[mode](req)
     except BaseException as e:  # noqa: B902 -- every failure becomes one record for the C side
         err = {"type": type(e).__name__, "message": str(e)}
         if isinstance(e, ItemError):

@@ -105,6 +105,25 @@ Test(egs3, mini_an4_runs_stages_1_8_from_its_folder_with_its_python_dataset)
                  0, "%s", log_of("by_name", "err"));
     cr_assert(test_same_file(test_path(exp, "inference/test/hyp.scp"), test_path(recipe, "exp/by_name/test/hyp.scp")));
 
+    /* The inference output_fn is the recipe's Python: its fields become the scp files (lib/ is not
+     * part of what the exports' key hashes, so the checks below still find them made). */
+    test_write_text_mkdirs(test_path(recipe, "lib/custom.py"),
+                    "def output_fn(data, model_output, idx):\n"
+                    "    hyp = model_output[0][0]\n"
+                    "    return {'utt_id': data['utt_id'], 'hyp': hyp.lower(), 'ref': data['text'], 'words': len(hyp.split())}\n");
+    cr_assert_eq(run_in(recipe, "--training_config conf/training_asr_transformer.yaml --inference_config conf/inference.yaml "
+                                "output_fn=lib.custom.output_fn inference_dir=exp/custom --stages infer", "custom"),
+                 0, "%s", log_of("custom", "err"));
+    char *orig = test_slurp(test_path(exp, "inference/test/hyp.scp"));
+    char *lower = test_slurp(test_path(recipe, "exp/custom/test/hyp.scp"));
+    for (char *c = strchr(orig, ' '); c && *c; c++)
+        if (*c >= 'A' && *c <= 'Z') *c = (char)(*c - 'A' + 'a');
+    cr_assert_str_eq(lower, orig);
+    free(orig), free(lower);
+    char *words = test_slurp(test_path(recipe, "exp/custom/test/words.scp"));
+    cr_assert(!strncmp(words, "test-000000 1\n", 14), "%s", words);
+    free(words);
+
     /* The exported audio is the dataset's samples bit for bit (16-bit WAV read as int16 / 32768:
      * FLAC holds them exactly), in the builder's order. */
     manifest built, exported;
@@ -380,4 +399,39 @@ Test(egs3, mini_an4_publication_packs_a_folder_that_decodes_and_a_demo_that_runs
     first[strcspn(first, "\n")] = '\0';
     cr_assert(said[0] && !strncmp(said, first, strlen(first)), "app.py said '%s', stage 6 '%s'", said, first);
     free(said), free(hyp);
+}
+
+/* A dataset entry's transform (Hydra's {_target_, _partial_, kwargs}) runs on each item of a
+ * Python entry at export; on a source espnet3 reads itself it is refused at its line. */
+Test(egs3, a_transform_runs_on_python_items_and_is_refused_on_other_sources)
+{
+    const char *dir = test_path(workdir, "tf");
+    write_user_recipe(dir, "{n: 3}", "tones.Tones");
+    test_write_text(test_path(dir, "conf/training.yaml"),
+                    "recipe_dir: .\ndata_dir: ${recipe_dir}/data\n"
+                    "dataset:\n  train:\n    - data_src: tones.Tones\n      data_src_args: {n: 3}\n"
+                    "      transform: {_target_: tones.prefixed, _partial_: true, prefix: 'X '}\n"
+                    "  valid:\n    - data_src: tones.Tones\n      data_src_args: {n: 2}\n");
+    char *with = xasprintf("%sdef prefixed(item, prefix):\n    item['text'] = prefix + item['text']\n    return item\n",
+                           user_dataset);
+    test_write_text(test_path(dir, "tones.py"), with);
+    free(with);
+    cr_assert_eq(run_in(dir, "--training_config conf/training.yaml --stages create_dataset", "tf"), 0, "%s",
+                 log_of("tf", "err"));
+    cr_assert_eq(test_sh("cat '%s'/data/py_export/*/manifest.tsv > '%s/all.tsv'", dir, workdir), 0);
+    char *all = test_slurp(test_path(workdir, "all.tsv"));
+    cr_assert(strstr(all, "tone00000\t") && strstr(all, "\tX TONE 0\n") && strstr(all, "\tTONE 1\n"), "%s", all);
+    free(all);
+
+    test_write_text(test_path(dir, "conf/manifest.yaml"),
+                    "recipe_dir: .\ndata_dir: ${recipe_dir}/data\n"
+                    "dataset:\n  train:\n    - data_src: manifest\n      data_src_args: {path: x.tsv}\n"
+                    "      transform: {_target_: tones.prefixed}\n"
+                    "  valid:\n    - data_src: manifest\n      data_src_args: {path: x.tsv}\n");
+    cr_assert_eq(run_in(dir, "--training_config conf/manifest.yaml --stages create_dataset", "tfm"), 1);
+    char *err = log_of("tfm", "err");
+    cr_assert(strstr(err, "espnet3: error: conf/manifest.yaml:7:18: dataset.train[0].transform: a transform runs the "
+                          "recipe's Python"),
+              "%s", err);
+    free(err);
 }
