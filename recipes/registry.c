@@ -41,3 +41,11 @@ const text_builder *text_builder_find(const char *name)
         if (!strcmp(name, text_builders[i].name)) return &text_builders[i];
     return NULL;
 }
+
+int recipes_output_fn_is_builtin(const char *func)
+{
+    static const char *const names[] = {"src.inference.output_fn", "src.inference.build_output"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!strcmp(func, names[i])) return 1;
+    return 0;
+}

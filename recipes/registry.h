@@ -40,6 +40,11 @@ const text_builder *text_builder_find(const char *name);
 int recipes_gather_training_text(const char *kwargs_json, const char *data_dir, char ***texts, size_t *n_texts,
                                  esp_err *err);
 
+/* Whether an inference output_fn is ESPnet3's recipes' own src/inference one ({utt_id, hyp: the best
+ * text, ref: the reference}), which stage 6's hyp.scp and ref.scp already are: our built-in
+ * recipes, which have no src/ folder, need no Python for it. */
+int recipes_output_fn_is_builtin(const char *func);
+
 /* The builders, one per recipe (recipes/<name>/builder.c). */
 int espeak_fortunes_create_dataset(const create_dataset_cfg *cfg, const char *data_dir, esp_err *err);
 int mini_an4_create_dataset(const create_dataset_cfg *cfg, const char *data_dir, esp_err *err);

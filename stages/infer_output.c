@@ -11,6 +11,7 @@
 #include "core/config/config_python.h"
 #include "core/data/py_export.h"
 #include "core/formats/text_scp.h"
+#include "recipes/registry.h"
 
 /* A field's value on one scp line: strings as they are (line breaks as spaces), numbers and
  * booleans as Python's str() writes them. */
@@ -45,6 +46,11 @@ int infer_output_fn(const esp_config *inference, const char *out_dir, esp_err *e
 {
     const inference_cfg *ic = inference->typed;
     if (!ic->output_fn) return 0;
+    const char *recipe_dir = ic->dataset && ic->dataset->recipe_dir ? ic->dataset->recipe_dir : ic->recipe_dir;
+    /* a built-in recipe's (no src/ folder): what hyp.scp and ref.scp already hold */
+    if (!config_function_in_recipe(ic->output_fn, recipe_dir ? recipe_dir : ".") &&
+        recipes_output_fn_is_builtin(ic->output_fn))
+        return 0;
     const char *idx_key = ic->idx_key ? ic->idx_key : "utt_id";
     char *hyp_path = path_join(out_dir, "hyp.scp"), *ref_path = path_join(out_dir, "ref.scp");
     text_scp hyp = {0}, ref = {0};
@@ -58,8 +64,7 @@ int infer_output_fn(const esp_config *inference, const char *out_dir, esp_err *e
     }
     json_t **outs = NULL;
     char *where = where_key(inference, "output_fn");
-    py_env env = {.python = ic->python,
-                  .recipe_dir = ic->dataset && ic->dataset->recipe_dir ? ic->dataset->recipe_dir : ic->recipe_dir};
+    py_env env = {.python = ic->python, .recipe_dir = recipe_dir};
     if (rc == 0) rc = py_outputs(&env, ic->output_fn, ids, refs, hyps, n, where, &outs, err);
     /* the fields: output_keys, else the first output's, less the id's */
     const char **keys = NULL;

@@ -130,21 +130,36 @@ Test(config, unimplemented_key_warns_once_and_is_dropped)
 {
     esp_config *cfg;
     esp_err err;
-    const char *path = fixture("cfg.yaml", "trainer:\n  benchmark: true\n  max_epochs: 2\n"
-                                           "model:\n  preencoder: linear\n  preencoder_conf:\n    output_size: 2\n");
+    const char *path = fixture("cfg.yaml", "trainer:\n  benchmark: true\n  max_epochs: 2\n  profiler: simple\n"
+                                           "model:\n  preencoder: null\n  preencoder_conf: {}\n");
     capture_begin();
     int rc = load_file(path, NULL, 0, &cfg, &err);
     const char *out = capture_end();
     cr_assert_eq(rc, 0, "%s", err.msg);
-    cr_assert_eq(count_lines_with(out, "WARNING"), 3, "stderr:\n%s", out);
+    cr_assert_eq(count_lines_with(out, "WARNING"), 2, "stderr:\n%s", out);
     cr_assert_eq(count_lines_with(out, "trainer.benchmark"), 1, "stderr:\n%s", out);
-    cr_assert_eq(count_lines_with(out, "model.preencoder:"), 1, "stderr:\n%s", out);
-    cr_assert_eq(count_lines_with(out, "model.preencoder_conf"), 1, "stderr:\n%s", out);
+    cr_assert_eq(count_lines_with(out, "trainer.profiler"), 1, "stderr:\n%s", out);
     assert_has(out, "%s:2:3: trainer.benchmark: ", tpath("cfg.yaml"));
     assert_has(out, "not implemented");
     cr_assert_null(yt_get_path(cfg->tree, "trainer.benchmark"));
-    cr_assert_null(yt_get_path(cfg->tree, "model.preencoder"));
+    cr_assert_null(yt_get_path(cfg->tree, "model.preencoder")); /* null: nothing to build, said nothing */
     cr_assert_eq(((const training_cfg *)cfg->typed)->trainer->max_epochs, 2);
+    config_free(cfg);
+}
+
+/* A key that would change the model is refused at its line, never only warned about. */
+Test(config, a_model_key_espnet3_does_not_build_is_refused_at_its_line)
+{
+    esp_config *cfg;
+    esp_err err;
+    const char *path = fixture("cfg.yaml", "model:\n  preencoder: linear\n  preencoder_conf:\n    output_size: 2\n");
+    cr_assert_neq(load_file(path, NULL, 0, &cfg, &err), 0);
+    assert_has(err.msg, "%s:2:15: model.preencoder: ESPnet2's preencoder", tpath("cfg.yaml"));
+    path = fixture("cfg2.yaml", "model:\n  model_conf:\n    interctc_weight: 0.3\n");
+    cr_assert_neq(load_file(path, NULL, 0, &cfg, &err), 0);
+    assert_has(err.msg, "%s:3:22: model.model_conf.interctc_weight: intermediate CTC", tpath("cfg2.yaml"));
+    path = fixture("cfg3.yaml", "model:\n  model_conf:\n    interctc_weight: 0.0\n");
+    cr_assert_eq(load_file(path, NULL, 0, &cfg, &err), 0, "%s", err.msg);
     config_free(cfg);
 }
 
