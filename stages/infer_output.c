@@ -35,13 +35,6 @@ static char *value_text(const json_t *v)
     return xstrdup(buf);
 }
 
-static char *where_key(const esp_config *c, const char *key)
-{
-    const ynode *n = yt_get_path(c->tree, key);
-    char mark[512];
-    return xasprintf("%s: %s", n ? ymark_str(n->mark, mark, sizeof mark) : c->path, key);
-}
-
 int infer_output_fn(const esp_config *inference, const char *out_dir, esp_err *err)
 {
     const inference_cfg *ic = inference->typed;
@@ -63,7 +56,7 @@ int infer_output_fn(const esp_config *inference, const char *out_dir, esp_err *e
         ids[i] = ref.items[i].id, refs[i] = ref.items[i].text, hyps[i] = h ? h->text : "";
     }
     json_t **outs = NULL;
-    char *where = where_key(inference, "output_fn");
+    char *where = config_where(inference, "output_fn");
     py_env env = {.python = ic->python, .recipe_dir = recipe_dir};
     if (rc == 0) rc = py_outputs(&env, ic->output_fn, ids, refs, hyps, n, where, &outs, err);
     /* the fields: output_keys, else the first output's, less the id's */

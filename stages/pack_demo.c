@@ -26,13 +26,6 @@
 
 extern const char _binary_stages_demo_app_py_start[], _binary_stages_demo_app_py_end[];
 
-static char *where_key(const esp_config *c, const char *key)
-{
-    const ynode *n = yt_get_path(c->tree, key);
-    char mark[512];
-    return xasprintf("%s: %s", n ? ymark_str(n->mark, mark, sizeof mark) : c->path, key);
-}
-
 static int write_text(const char *dir, const char *name, const char *text, size_t len, esp_err *err)
 {
     char *path = path_join(dir, name);
@@ -61,13 +54,13 @@ static int build(const esp_config *dc, const demo_cfg *d, const char *staging, e
 {
     const char *model = d->model ? d->model->dir_or_tag : NULL;
     if (!model) {
-        char *w = where_key(dc, "model");
+        char *w = config_where(dc, "model");
         int rc = esp_fail(err, "%s.dir_or_tag: missing (the packed model folder the demo runs)", w);
         free(w);
         return rc;
     }
     if (!is_dir(model)) {
-        char *w = where_key(dc, "model.dir_or_tag");
+        char *w = config_where(dc, "model.dir_or_tag");
         int rc = esp_fail(err, "%s: %s is not a folder (espnet3 runs a packed model folder, stage 8's; a hub tag "
                           "must be downloaded first)", w, model);
         free(w);
@@ -157,7 +150,7 @@ static int build(const esp_config *dc, const demo_cfg *d, const char *staging, e
             size_t len;
             tmpl = path_exists(p->readme) ? read_file(p->readme, &len, err) : NULL;
             if (!tmpl) {
-                char *w = where_key(dc, "pack.readme");
+                char *w = config_where(dc, "pack.readme");
                 rc = esp_fail(err, "%s: README template not found: %s", w, p->readme);
                 free(w);
             }
@@ -194,39 +187,18 @@ int stage_pack_demo(const stage_ctx *ctx, esp_err *err)
     remove_tree(staging);
     int rc = mkdir_p(staging, err);
     if (rc == 0) rc = build(dc, d, staging, err);
-    if (rc == 0) {
-        char *old = xasprintf("%s.old-%ld", out, (long)getpid());
-        int had = path_exists(out) && rename(out, old) == 0;
-        if (rename(staging, out) != 0) {
-            rc = esp_fail(err, "%s: cannot rename to %s", staging, out);
-            if (had) rename(old, out);
-        } else if (had) remove_tree(old);
-        free(old);
-    }
-    if (rc != 0) remove_tree(staging);
-    else log_info("pack_demo: %s (app.py runs espnet3 on model/: python %s/app.py AUDIO)", out, out);
+    if (rc == 0) rc = pack_swap_into_place(staging, out, err);
+    else remove_tree(staging);
+    if (rc == 0) log_info("pack_demo: %s (app.py runs espnet3 on model/: python %s/app.py AUDIO)", out, out);
     free(staging), free(out);
     return rc;
 }
 
 int stage_upload_demo(const stage_ctx *ctx, esp_err *err)
 {
-    const esp_config *dc = ctx->configs->demo;
-    const demo_cfg *d = dc->typed;
-    if (!d->upload_demo || !d->upload_demo->hf_repo) {
-        char *w = where_key(dc, "upload_demo");
-        int rc = esp_fail(err, "%s.hf_repo: missing (the Hugging Face Space to upload to, user/name)", w);
-        free(w);
-        return rc;
-    }
+    const demo_cfg *d = ctx->configs->demo->typed;
     char *out = demo_out(d);
-    int rc;
-    if (!is_dir(out)) rc = esp_fail(err, "%s: demo folder not found (run pack_demo, stage 10, first)", out);
-    else {
-        char *w = where_key(dc, "upload_demo.hf_repo");
-        rc = hf_upload(w, d->upload_demo->hf_repo, out, "space", err);
-        free(w);
-    }
+    int rc = upload_stage(ctx->configs->demo, "upload_demo", d->upload_demo, out, "space", "pack_demo, stage 10", err);
     free(out);
     return rc;
 }

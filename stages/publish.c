@@ -115,13 +115,6 @@ static int write_bundle_config(const pack_run *r, const ynode *tree, const char 
     return rc;
 }
 
-static char *where_key(const esp_config *c, const char *key)
-{
-    const ynode *n = yt_get_path(c->tree, key);
-    char mark[512];
-    return xasprintf("%s: %s", n ? ymark_str(n->mark, mark, sizeof mark) : c->path, key);
-}
-
 /* pack_model.files / yaml_files: name -> path, each under recipe_dir. */
 static int copy_named(pack_run *r, const char *key, int yaml, esp_err *err)
 {
@@ -131,7 +124,7 @@ static int copy_named(pack_run *r, const char *key, int yaml, esp_err *err)
     const ynode *map = yt_get_path(pc->tree, path);
     if (!map || yt_is_null(map)) return 0;
     if (map->kind != YN_MAP) {
-        char *w = where_key(pc, path);
+        char *w = config_where(pc, path);
         int rc = esp_fail(err, "%s: expected a mapping of name: path", w);
         free(w);
         return rc;
@@ -323,7 +316,7 @@ static int write_readme(const pack_run *r, const char *metrics_path, esp_err *er
         tmpl = path_exists(path) ? read_file(path, &len, err) : NULL;
         free(path);
         if (!tmpl) {
-            char *w = where_key(pc, "pack_model.readme");
+            char *w = config_where(pc, "pack_model.readme");
             int rc = esp_fail(err, "%s: README template not found: %s", w, pm->readme);
             free(w);
             return rc;
@@ -474,18 +467,11 @@ int stage_pack_model_publication(const stage_ctx *ctx, esp_err *err)
     remove_tree(r.staging);
     int rc = mkdir_p(r.staging, err);
     if (rc == 0) rc = build(&r, err);
-    if (rc == 0) { /* the new folder in place of the old, which goes only once the new one is there */
-        char *old = xasprintf("%s.old-%ld", r.out, (long)getpid());
-        int had = path_exists(r.out) && rename(r.out, old) == 0;
-        if (rename(r.staging, r.out) != 0) {
-            rc = esp_fail(err, "%s: cannot rename to %s", r.staging, r.out);
-            if (had) rename(old, r.out);
-        } else if (had) remove_tree(old);
-        free(old);
-    }
-    if (rc != 0) remove_tree(r.staging);
-    else log_info("pack_model: %s (ESPnet3's Hugging Face model folder: %zu files registered, %zu YAML configs)", r.out,
-                  json_object_size(r.files), json_object_size(r.yaml_files));
+    if (rc == 0) rc = pack_swap_into_place(r.staging, r.out, err);
+    else remove_tree(r.staging);
+    if (rc == 0)
+        log_info("pack_model: %s (ESPnet3's Hugging Face model folder: %zu files registered, %zu YAML configs)", r.out,
+                 json_object_size(r.files), json_object_size(r.yaml_files));
     for (size_t i = 0; i < r.n_srcs; i++) free(r.srcs[i].src), free(r.srcs[i].dst);
     free(r.srcs), free(r.out), free(r.staging), free(root);
     json_decref(r.files), json_decref(r.yaml_files);
@@ -494,25 +480,13 @@ int stage_pack_model_publication(const stage_ctx *ctx, esp_err *err)
 
 int stage_upload_model(const stage_ctx *ctx, esp_err *err)
 {
-    const esp_config *pc = ctx->configs->publication;
-    const publication_cfg *pub = pc->typed;
-    if (!pub->upload_model || !pub->upload_model->hf_repo) {
-        char *w = where_key(pc, "upload_model");
-        int rc = esp_fail(err, "%s.hf_repo: missing (the Hugging Face repo to upload to, user/name)", w);
-        free(w);
-        return rc;
-    }
+    const publication_cfg *pub = ctx->configs->publication->typed;
     const training_cfg *t = training_of(ctx->configs);
     const char *exp_dir = t && t->exp_dir ? t->exp_dir : pub->exp_dir;
     char *dir = pub->pack_model && pub->pack_model->out_dir ? xstrdup(pub->pack_model->out_dir)
                                                             : xasprintf("%s/model_pack", exp_dir ? exp_dir : ".");
-    int rc;
-    if (!is_dir(dir)) rc = esp_fail(err, "%s: model pack not found (run pack_model, stage 8, first)", dir);
-    else {
-        char *w = where_key(pc, "upload_model.hf_repo");
-        rc = hf_upload(w, pub->upload_model->hf_repo, dir, "model", err);
-        free(w);
-    }
+    int rc = upload_stage(ctx->configs->publication, "upload_model", pub->upload_model, dir, "model",
+                          "pack_model, stage 8", err);
     free(dir);
     return rc;
 }

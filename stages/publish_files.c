@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "core/base/fsio.h"
 #include "core/base/proc.h"
@@ -267,6 +268,21 @@ void readme_context_add(const ynode *map, const char ***keys, const char ***valu
     }
 }
 
+int pack_swap_into_place(const char *staging, const char *out, esp_err *err)
+{
+    char *old = xasprintf("%s.old-%ld", out, (long)getpid());
+    int had = path_exists(out) && rename(out, old) == 0, rc = 0;
+    if (rename(staging, out) != 0) {
+        rc = esp_fail(err, "%s: cannot rename to %s: %s", staging, out, strerror(errno));
+        if (had) rename(old, out);
+        remove_tree(staging);
+    } else if (had) {
+        remove_tree(old);
+    }
+    free(old);
+    return rc;
+}
+
 int hf_upload(const char *where, const char *repo, const char *folder, const char *repo_type, esp_err *err)
 {
     const char *cli = which("hf") ? "hf" : which("huggingface-cli") ? "huggingface-cli" : NULL;
@@ -295,4 +311,20 @@ int hf_upload(const char *where, const char *repo, const char *folder, const cha
                  "are logged in", where, cli, repo, rc > 0 ? strerror(rc) : shown, folder);
     free(out.data), free(errs.data);
     return -1;
+}
+
+int upload_stage(const esp_config *c, const char *section, const upload_cfg *up, const char *folder,
+                 const char *repo_type, const char *made_by, esp_err *err)
+{
+    char *key = xasprintf("%s.hf_repo", section);
+    char *w = config_where(c, up ? key : section);
+    int rc;
+    if (!up || !up->hf_repo)
+        rc = esp_fail(err, "%s%s: missing (the Hugging Face %s to upload to, user/name)", w, up ? "" : ".hf_repo",
+                      !strcmp(repo_type, "space") ? "Space" : "repo");
+    else if (!is_dir(folder))
+        rc = esp_fail(err, "%s: not found (run %s first)", folder, made_by);
+    else rc = hf_upload(w, up->hf_repo, folder, repo_type, err);
+    free(w), free(key);
+    return rc;
 }

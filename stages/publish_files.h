@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 #include "core/base/log.h"
-#include "core/config/yamltree.h"
+#include "core/config/config.h"
 
 /* The paths a pack list names: a path without glob characters as it is (existing or not), a
  * pattern (* ? [ and ** for any depth) relative to root matched against the files and folders
@@ -31,6 +31,15 @@ char *readme_render(const char *tmpl, const char *const *keys, const char *const
 /* The string values of a free-form map in a config tree (readme_context), appended to keys/values
  * (later entries win when rendered: they replace earlier ones of the same key). */
 void readme_context_add(const ynode *map, const char ***keys, const char ***values, size_t *n);
+
+/* Puts the finished folder staging in place of out (an old out goes only once the new one is
+ * there); on error out is as it was and staging is removed. */
+int pack_swap_into_place(const char *staging, const char *out, esp_err *err);
+
+/* upload_model / upload_demo: the folder a pack stage made (made_by names that stage) sent to the
+ * repo its config's <section>.hf_repo names, as repo_type (model | space). */
+int upload_stage(const esp_config *c, const char *section, const upload_cfg *up, const char *folder,
+                 const char *repo_type, const char *made_by, esp_err *err);
 
 /* Uploads folder to a Hugging Face repo of repo_type (model | space) with the Hugging Face CLI
  * (`hf`, else `huggingface-cli`, from PATH): one error naming the folder that is ready to upload

@@ -173,6 +173,13 @@ int config_load_tree(config_kind kind, ynode *tree, const char *path, esp_config
     return 0;
 }
 
+char *config_where(const esp_config *cfg, const char *key)
+{
+    const ynode *n = yt_get_path(cfg->tree, key);
+    char mark[512];
+    return xasprintf("%s: %s", n ? ymark_str(n->mark, mark, sizeof mark) : cfg->path, key);
+}
+
 void config_free(esp_config *cfg)
 {
     if (!cfg) return;

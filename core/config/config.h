@@ -69,6 +69,9 @@ extern const char *const config_older_inference_dir_names[2];
 int config_key_depth(config_kind kind, const char *path, const config_load_opts *opts, const char *key_path,
                      int *depth, esp_err *err);
 void config_free(esp_config *cfg);
+/* "<file>:<line>:<col>: <key>" where a key of cfg's tree was written ("<file>: <key>" when it was
+ * not), for messages about it; caller frees. */
+char *config_where(const esp_config *cfg, const char *key);
 /* Writes the resolved config as YAML (atomically). */
 int config_write_resolved(const esp_config *cfg, const char *path, esp_err *err);
 const char *config_kind_name(config_kind kind);
