@@ -9,21 +9,52 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The owner line of a lock file ("" when empty or unreadable), without its newline. */
+/* The owner line of a lock file ("" when empty or unreadable), without its newline. Only a line in
+ * the form espnet3 writes ("pid N on host, what") is shown: a file that someone else wrote is not
+ * echoed into messages. */
 static void read_owner(int fd, char *buf, size_t n)
 {
-    ssize_t got = pread(fd, buf, n - 1, 0);
-    buf[got > 0 ? got : 0] = '\0';
-    buf[strcspn(buf, "\n")] = '\0';
+    char raw[512];
+    ssize_t got = pread(fd, raw, sizeof raw - 1, 0);
+    raw[got > 0 ? got : 0] = '\0';
+    raw[strcspn(raw, "\n")] = '\0';
+    long pid;
+    if (!raw[0]) buf[0] = '\0';
+    else if (sscanf(raw, "pid %ld on ", &pid) == 1 && pid > 0) esp_shown(raw, buf, n);
+    else snprintf(buf, n, "a line espnet3 did not write");
+}
+
+/* The lock file is ours only as a regular file of this user: a symlink (opened with O_NOFOLLOW),
+ * a FIFO or device, or another user's file is refused, never written through. */
+static int check_lock_file(int fd, const char *path, esp_err *err)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0) return esp_fail(err, "%s: cannot stat the lock file: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return esp_fail(err, "%s: not a regular file (espnet3 keeps its lock there; remove it and rerun)", path);
+    if (st.st_uid != geteuid())
+        return esp_fail(err, "%s: owned by another user (uid %ld; espnet3 writes its lock only into its own file)",
+                        path, (long)st.st_uid);
+    return 0;
 }
 
 int dir_lock_take(dir_lock *l, const char *dir, const char *what, esp_err *err)
 {
     l->fd = -1;
     l->path = xasprintf("%s/.espnet3.lock", dir);
-    int fd = open(l->path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    /* O_NOFOLLOW: a symlink named .espnet3.lock is refused, not followed to a file it would clobber;
+     * O_NONBLOCK: a FIFO there does not hang the open. */
+    int fd = open(l->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
     if (fd < 0) {
-        esp_fail(err, "%s: cannot open the folder's lock file: %s", l->path, strerror(errno));
+        if (errno == ELOOP)
+            esp_fail(err, "%s: a symbolic link (espnet3 keeps its lock there and does not follow links; remove it "
+                          "and rerun)", l->path);
+        else esp_fail(err, "%s: cannot open the folder's lock file: %s", l->path, strerror(errno));
+        free(l->path), l->path = NULL;
+        return -1;
+    }
+    if (check_lock_file(fd, l->path, err) != 0) {
+        close(fd);
         free(l->path), l->path = NULL;
         return -1;
     }

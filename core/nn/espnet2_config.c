@@ -2,6 +2,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 
 #include "core/base/fsio.h"
@@ -84,6 +85,25 @@ static char *new_tmp_dir(const char *tag, esp_err *err)
     return dir;
 }
 
+/* dir/rel when it names a regular file inside dir, after normalisation and with links resolved;
+ * NULL when meta.yaml's path leaves the pack (absolute, "..", a link out) or names no file. */
+static char *pack_member(const char *dir, const char *rel)
+{
+    if (!rel[0] || rel[0] == '/') return NULL;
+    char *joined = path_join(dir, rel), *norm = path_normalize(joined);
+    free(joined);
+    char *real = realpath(norm, NULL), *rdir = realpath(dir, NULL);
+    size_t l = rdir ? strlen(rdir) : 0;
+    struct stat st;
+    int inside = real && rdir && !strncmp(real, rdir, l) && real[l] == '/' && stat(real, &st) == 0 && S_ISREG(st.st_mode);
+    free(real), free(rdir);
+    if (!inside) {
+        free(norm);
+        return NULL;
+    }
+    return norm;
+}
+
 int espnet2_pack_unpack(const char *zip, char **out_dir, char **out_config, char **out_model, esp_err *err)
 {
     *out_dir = *out_config = *out_model = NULL;
@@ -102,10 +122,13 @@ int espnet2_pack_unpack(const char *zip, char **out_dir, char **out_config, char
     if (rc == 0 && (!c || c->kind != YN_SCALAR || !w || w->kind != YN_SCALAR))
         rc = esp_fail(err, "%s: meta.yaml names no yaml_files.asr_train_config and files.asr_model_file", zip);
     if (rc == 0) {
-        *out_config = xasprintf("%s/%s", dir, c->str);
-        *out_model = xasprintf("%s/%s", dir, w->str);
-        if (!path_exists(*out_config) || !path_exists(*out_model))
-            rc = esp_fail(err, "%s: meta.yaml names %s and %s, which the zip does not hold", zip, c->str, w->str);
+        /* every path meta.yaml names stays inside the pack */
+        *out_config = pack_member(dir, c->str);
+        *out_model = pack_member(dir, w->str);
+        char shown[300];
+        if (!*out_config || !*out_model)
+            rc = esp_fail(err, "%s: meta.yaml names %s, which is not a file inside the zip (a packed model's files are "
+                          "in it)", zip, esp_shown(!*out_config ? c->str : w->str, shown, sizeof shown));
     }
     if (m) yt_free(m);
     free(meta);

@@ -176,6 +176,24 @@ Test(interop, espnet2_packed_model_zip_decodes_alike)
     cr_assert_neq(model_files_locate(&mf, &ic, "inference.yaml", &err), 0);
     cr_assert(strstr(err.msg, "entry '../esc\\x0aape.txt': not a plain relative path") && !strchr(err.msg, '\n'), "%s",
               err.msg);
+    /* meta.yaml naming files outside the zip (issue 44): refused, nothing outside is read */
+    test_write_text(test_path(dir, "outside_config.yaml"), "token_list: [a, b]\n");
+    test_write_text(test_path(dir, "outside_model.pth"), "not a model\n");
+    for (int e = 0; e < 2; e++) { /* through "..", then an absolute path */
+        char target[400];
+        if (e == 0) snprintf(target, sizeof target, "../../../../../../../..%s/outside_config.yaml", dir);
+        else snprintf(target, sizeof target, "%s/outside_config.yaml", dir);
+        snprintf(code, sizeof code,
+                 "import zipfile\n"
+                 "with zipfile.ZipFile('evil.zip', 'w') as z:\n"
+                 "    z.writestr('meta.yaml', 'yaml_files: {asr_train_config: %s}\\nfiles: {asr_model_file: m.pth}\\n')\n"
+                 "    z.writestr('m.pth', 'x')\n",
+                 target);
+        cr_assert_eq(test_run_python(dir, code), 0);
+        cr_assert_neq(model_files_locate(&mf, &ic, "inference.yaml", &err), 0);
+        cr_assert(strstr(err.msg, "evil.zip: meta.yaml names ") && strstr(err.msg, "which is not a file inside the zip"),
+                  "%s", err.msg);
+    }
     test_tmpdir_remove(dir);
 }
 
