@@ -120,6 +120,7 @@ static model_rates rates_from_cfg(const training_cfg *cfg)
                      .pos_dropout = ec ? (float)ec->positional_dropout_rate : 0.1f,
                      .att_dropout = ec ? (float)ec->attention_dropout_rate : 0.0f,
                      .ctc_dropout = cc ? (float)cc->dropout_rate : 0,
+                     .pre_dropout = m && m->preencoder && m->preencoder_conf ? (float)m->preencoder_conf->dropout : 0,
                      .layer_drop = ec && ec->layer_drop_rate ? (float)*ec->layer_drop_rate : 0.0f,
                      .ctc_keep_inf = cc && !cc->zero_infinity};
     decoder_rates_from_cfg(&r, m);

@@ -239,6 +239,12 @@ static const cyaml_schema_field_t frontend_conf_fields[] = {
     FLT("fmax", frontend_conf_cfg, fmax),
     CYAML_FIELD_END};
 
+static const cyaml_schema_field_t preencoder_conf_fields[] = {
+    INT("input_size", preencoder_conf_cfg, input_size),
+    INT("output_size", preencoder_conf_cfg, output_size),
+    FLT("dropout", preencoder_conf_cfg, dropout),
+    CYAML_FIELD_END};
+
 static const cyaml_schema_field_t specaug_conf_fields[] = {
     BOOL("apply_time_warp", specaug_conf_cfg, apply_time_warp),
     INT("time_warp_window", specaug_conf_cfg, time_warp_window),
@@ -359,6 +365,8 @@ static const cyaml_schema_field_t model_fields[] = {
     MAP("frontend_conf", model_cfg, frontend_conf, frontend_conf_fields),
     STR("specaug", model_cfg, specaug),
     MAP("specaug_conf", model_cfg, specaug_conf, specaug_conf_fields),
+    STR("preencoder", model_cfg, preencoder),
+    MAP("preencoder_conf", model_cfg, preencoder_conf, preencoder_conf_fields),
     STR("normalize", model_cfg, normalize),
     MAP("normalize_conf", model_cfg, normalize_conf, normalize_conf_fields),
     STR("encoder", model_cfg, encoder),

@@ -172,6 +172,14 @@ typedef struct frontend_conf_cfg {
     double fmax;
 } frontend_conf_cfg;
 
+/* ESPnet2's LinearProjection preencoder (model.preencoder: linear): Linear(input_size, output_size)
+ * on the (dropped-out) features, between the normalization and the encoder. */
+typedef struct preencoder_conf_cfg {
+    int64_t input_size;  /* the features' dimension (n_mels): checked, it is not a choice */
+    int64_t output_size; /* what the encoder's input layer receives */
+    double dropout;      /* on the features, before the Linear */
+} preencoder_conf_cfg;
+
 typedef struct specaug_conf_cfg {
     int apply_time_warp;
     int64_t time_warp_window;
@@ -296,6 +304,7 @@ typedef struct model_cfg {
     char *frontend;            frontend_conf_cfg *frontend_conf;
     char *specaug;             specaug_conf_cfg *specaug_conf;
     char *normalize;           normalize_conf_cfg *normalize_conf;
+    char *preencoder;          preencoder_conf_cfg *preencoder_conf; /* linear, or left out */
     char *encoder;             encoder_conf_cfg *encoder_conf;
     char *decoder;             decoder_conf_cfg *decoder_conf;
     ctc_conf_cfg *ctc_conf;

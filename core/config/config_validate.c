@@ -44,6 +44,7 @@ static const allowed_rule allowed_rules[] = {
     {"create_dataset.test_engine.name", "espeak-ng|flite|festival"},
     {"model.frontend", "default"},
     {"model.model", "espnet"},
+    {"model.preencoder", "linear"}, /* sinc (LightweightSincConvs) is not built */
     {"model.specaug", "specaug"},
     {"model.normalize", "global_mvn|utterance_mvn"},
     {"model.encoder", "transformer|conformer|e_branchformer"},
@@ -311,9 +312,6 @@ static int is_training_key(const char *key)
 static const struct {
     const char *key, *why;
 } refused_keys[] = {
-    {"model.preencoder", "ESPnet2's preencoder (a projection between the features and the encoder) is not built by "
-                         "espnet3 yet"},
-    {"model.preencoder_conf", "ESPnet2's preencoder is not built by espnet3 yet"},
     {"model.postencoder", "ESPnet2's postencoder (after the encoder) is not built by espnet3 yet"},
     {"model.postencoder_conf", "ESPnet2's postencoder is not built by espnet3 yet"},
     {"model.model_conf.interctc_weight", "intermediate CTC (interctc_weight, interctc_layer_idx, "

@@ -13,7 +13,7 @@
 /* Dropout sites: each has its own stream so masks are independent and reproducible. A block has
  * ten streams (site 0..9); the transformer's numbers are the ones its checkpoints were made with. */
 enum {
-    STREAM_POS = 1, STREAM_CTC = 2, STREAM_POS_EMB = 3, STREAM_LAYER_DROP = 4, STREAM_EMBED = 5, STREAM_BLOCK0 = 100
+    STREAM_POS = 1, STREAM_CTC = 2, STREAM_POS_EMB = 3, STREAM_LAYER_DROP = 4, STREAM_EMBED = 5, STREAM_PRE = 6, STREAM_BLOCK0 = 100
 };
 static inline uint64_t block_stream(int l, int site) { return STREAM_BLOCK0 + 10 * (uint64_t)l + (uint64_t)site; }
 

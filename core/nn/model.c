@@ -80,7 +80,8 @@ static void free_head_acts(asr_model *m)
 {
     backend *be = m->be;
     embed_free(m);
-    float **all[] = {&m->h0, &m->lnf, &m->meanf, &m->rstdf, &m->zd, &m->logp, &m->dh, &m->dtmp, &m->dlogp};
+    float **all[] = {&m->h0,   &m->lnf,  &m->meanf,    &m->rstdf, &m->zd,   &m->logp,
+                     &m->dh,   &m->dtmp, &m->dlogp,    &m->pre_drop, &m->pre_x, &m->dpre};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
         be->free(be, *all[i]);
         *all[i] = NULL;
@@ -152,6 +153,10 @@ static void ensure_acts(asr_model *m, int B, int T)
     m->lnf = A(rows * D), m->meanf = A(rows), m->rstdf = A(rows), m->zd = A(rows * D);
     m->logp = A(rows * V);
     m->dtmp = A(rows * D); /* the forward's branch output too */
+    if (d->pre_out) {
+        m->pre_x = A(in * (size_t)d->pre_out);
+        if (!m->inference) m->pre_drop = A(in * (size_t)d->pre_in), m->dpre = A(in * (size_t)d->pre_out);
+    }
     m->cap_rows = rows, m->cap_in = in;
     if (m->inference) return;
     m->dh = A(rows * D);
@@ -182,6 +187,17 @@ void asr_model_forward(asr_model *m, const float *feats, const int *feat_lens, i
     ensure_acts(m, B, T);
     m->B = B, m->T = T, m->train = train, m->seed = seed;
     m->x = (float *)feats;
+    if (d->pre_out) { /* ESPnet2's LinearProjection: Linear(Dropout(feats)) */
+        float pd = train ? m->rates.pre_dropout : 0;
+        m->pre_in = feats;
+        if (pd > 0) {
+            be->dropout_forward(be, m->pre_drop, feats, (size_t)B * T * d->pre_in, pd, seed, STREAM_PRE);
+            m->pre_in = m->pre_drop;
+        }
+        be->linear_forward(be, m->pre_x, m->pre_in, P("preencoder.linear_out", 0, "weight"),
+                           P("preencoder.linear_out", 0, "bias"), B * T, d->pre_in, d->pre_out);
+        m->x = m->pre_x;
+    }
     embed_sizes(m, B, T, feat_lens);
     int N = B * m->T2, D = d->d;
     float pc = train ? m->rates.ctc_dropout : 0;
@@ -295,9 +311,13 @@ void asr_model_backward(asr_model *m, float dloss)
                            m->dtmp, m->h_enc, P("encoder.after_norm", 0, "weight"), m->meanf,
                            m->rstdf, N, D, 0);
 
-    /* Everything but the encoder's blocks and its embedding is final now. */
-    const char *const enc[] = {"encoder.encoders.", "encoder.embed."};
-    report_final(m, enc, 2, 0);
+    /* Everything but the encoder's blocks, its embedding and the preencoder is final now. */
+    const char *const enc[] = {"encoder.encoders.", "encoder.embed.", "preencoder."};
+    report_final(m, enc, 3, 0);
     encoder_of(m)->backward(m);
     embed_backward(m);
+    if (d->pre_out) /* the features need no gradient: the preencoder's parameters do */
+        be->linear_backward(be, NULL, G("preencoder.linear_out", 0, "weight"), G("preencoder.linear_out", 0, "bias"),
+                            m->dpre, m->pre_in, P("preencoder.linear_out", 0, "weight"), B * m->T, d->pre_in,
+                            d->pre_out, 0);
 }

@@ -34,6 +34,7 @@ typedef struct model_rates {
     float pos_dropout;   /* encoder_conf.positional_dropout_rate */
     float att_dropout;   /* encoder_conf.attention_dropout_rate */
     float ctc_dropout;   /* ctc_conf.dropout_rate */
+    float pre_dropout;   /* preencoder_conf.dropout: on the features before the preencoder */
     float layer_drop;    /* encoder_conf.layer_drop_rate (the E-Branchformer's stochastic depth) */
     int ctc_keep_inf;    /* ctc_conf.zero_infinity false: impossible alignments give inf/NaN */
     /* The attention decoder's rates (decoder_conf) and the joint loss (model_conf); read only by a
@@ -76,6 +77,10 @@ typedef struct asr_model {
      * linear: e the Linear, eln LayerNorm(e) with emean / erstd, eact after dropout (and ReLU). */
     int nconv, tk[3], fk[3];
     float *x, *c[3], *wout_fc, *e, *eln, *emean, *erstd, *eact, *h0;
+    /* The preencoder (dims.pre_out > 0): its input after dropout (pre_drop, or the features
+     * themselves: pre_in), its output (pre_x, which x then points at), and its output's gradient. */
+    float *pre_drop, *pre_x, *dpre;
+    const float *pre_in;
     encoder_acts *enc;       /* the blocks between h0 and the head */
     const float *h_enc;      /* the last block's output */
     float *lnf, *meanf, *rstdf, *zd, *logp;

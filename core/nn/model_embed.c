@@ -30,7 +30,7 @@ void embed_sizes(asr_model *m, int B, int T, const int *feat_lens)
     const model_dims *d = &m->dims;
     input_conv c[3];
     m->nconv = input_layer_convs(d->input_layer, c);
-    int t = T, f = conv1d(m) ? 1 : d->idim;
+    int t = T, f = conv1d(m) ? 1 : model_input_dim(d);
     for (int i = 0; i < m->nconv; i++) {
         t = t < c[i].k ? 0 : (t - c[i].k) / c[i].s + 1;
         if (!conv1d(m)) f = f < c[i].k ? 0 : (f - c[i].k) / c[i].s + 1;
@@ -64,7 +64,7 @@ size_t embed_saved_floats(const asr_model *m, int i, int B, int T)
     input_conv c[3];
     input_layer_convs(m->dims.input_layer, c);
     if (m->inference || !be->conv2d_saved_floats || !conv3s2(m, &c[i])) return 0;
-    int h = i ? m->tk[i - 1] : T, w = i ? m->fk[i - 1] : m->dims.idim, ic = i ? m->dims.d : 1;
+    int h = i ? m->tk[i - 1] : T, w = i ? m->fk[i - 1] : model_input_dim(&m->dims), ic = i ? m->dims.d : 1;
     return be->conv2d_saved_floats(be, B, ic, m->dims.d, h, w);
 }
 
@@ -97,7 +97,7 @@ static int has_pos_stage(const asr_model *m)
 {
     const model_dims *d = &m->dims;
     if (d->input_layer != IN_NONE) return 1;
-    return d->encoder == ENC_CONFORMER || (d->encoder == ENC_EBRANCHFORMER && d->idim == d->d);
+    return d->encoder == ENC_CONFORMER || (d->encoder == ENC_EBRANCHFORMER && model_input_dim(d) == d->d);
 }
 
 static void conv_stack_forward(asr_model *m)
@@ -107,7 +107,7 @@ static void conv_stack_forward(asr_model *m)
     input_conv c[3];
     input_layer_convs(d->input_layer, c);
     const float *in = m->x;
-    int h = m->T, w = conv1d(m) ? 1 : d->idim, ic = conv1d(m) ? d->idim : 1, D = d->d;
+    int h = m->T, w = conv1d(m) ? 1 : model_input_dim(d), ic = conv1d(m) ? model_input_dim(d) : 1, D = d->d;
     for (int i = 0; i < m->nconv; i++) {
         const float *W = P(CONV_FMT, 2 * i, "weight"), *b = P(CONV_FMT, 2 * i, "bias");
         if (conv3s2(m, &c[i]))
@@ -137,9 +137,9 @@ static void conv_stack_backward(asr_model *m, float *dy)
     be->swap12(be, G(out, 0, "weight"), m->dwout_fc, D, d->f2, D, 1);
     for (int i = L; i >= 0; i--) {
         const float *in = i ? m->c[i - 1] : m->x;
-        int h = i ? m->tk[i - 1] : m->T, w = i ? m->fk[i - 1] : conv1d(m) ? 1 : d->idim;
-        int ic = i ? D : conv1d(m) ? d->idim : 1;
-        float *dx = i ? m->dc[i - 1] : NULL;
+        int h = i ? m->tk[i - 1] : m->T, w = i ? m->fk[i - 1] : conv1d(m) ? 1 : model_input_dim(d);
+        int ic = i ? D : conv1d(m) ? model_input_dim(d) : 1;
+        float *dx = i ? m->dc[i - 1] : m->dpre; /* the features' gradient only for a preencoder */
         if (conv3s2(m, &c[i]))
             be->conv2d_backward(be, dx, G(CONV_FMT, 2 * i, "weight"), G(CONV_FMT, 2 * i, "bias"), m->dc[i], in,
                                 P(CONV_FMT, 2 * i, "weight"), m->c[i], m->B, ic, D, h, w, 0, m->csaved[i]);
@@ -162,18 +162,18 @@ void embed_forward(asr_model *m)
         pin = m->e;
     } else if (d->input_layer == IN_LINEAR) {
         be->linear_forward(be, m->e, m->x, P("encoder.embed.%d", 0, "weight"), P("encoder.embed.%d", 0, "bias"), N,
-                           d->idim, D);
+                           model_input_dim(d), D);
         be->layernorm_forward(be, m->eln, m->emean, m->erstd, m->e, P("encoder.embed.%d", 1, "weight"),
                               P("encoder.embed.%d", 1, "bias"), N, D, 1e-5);
         be->dropout_forward(be, m->eact, m->eln, (size_t)N * D, r.pd, m->seed, STREAM_EMBED);
         if (d->encoder == ENC_TRANSFORMER) be->relu_forward(be, m->eact, m->eact, (size_t)N * D);
         pin = m->eact;
     } else if (!has_pos_stage(m)) { /* input_layer null without a positional stage */
-        if (d->idim == D)
+        if (model_input_dim(d) == D)
             be->copy(be, m->h0, m->x, (size_t)N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
         else
             be->linear_forward(be, m->h0, m->x, P("encoder.embed", 0, "weight"), P("encoder.embed", 0, "bias"), N,
-                               d->idim, D);
+                               model_input_dim(d), D);
         return;
     }
     if (d->encoder != ENC_TRANSFORMER && d->rel_pos) /* RelPositionalEncoding: positions go to the attention */
@@ -190,9 +190,11 @@ void embed_backward(asr_model *m)
     int N = m->B * m->T2, D = d->d;
     enc_rates r = enc_rates_of(m);
     if (!has_pos_stage(m)) {
-        if (d->idim != D)
-            be->linear_backward(be, NULL, G("encoder.embed", 0, "weight"), G("encoder.embed", 0, "bias"), m->dh, m->x,
-                                P("encoder.embed", 0, "weight"), N, d->idim, D, 0);
+        if (model_input_dim(d) != D)
+            be->linear_backward(be, m->dpre, G("encoder.embed", 0, "weight"), G("encoder.embed", 0, "bias"), m->dh,
+                                m->x, P("encoder.embed", 0, "weight"), N, model_input_dim(d), D, 0);
+        else if (m->dpre)
+            be->copy(be, m->dpre, m->dh, (size_t)N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
         return;
     }
     /* h0 = drop(in * sqrt(d) (+ pe)): m->dh becomes the gradient of the stage's input. */
@@ -205,7 +207,7 @@ void embed_backward(asr_model *m)
         be->dropout_backward(be, m->dh, m->dh, (size_t)N * D, r.pd, m->seed, STREAM_EMBED);
         be->layernorm_backward(be, m->dtmp, G("encoder.embed.%d", 1, "weight"), G("encoder.embed.%d", 1, "bias"), m->dh,
                                m->e, P("encoder.embed.%d", 1, "weight"), m->emean, m->erstd, N, D, 0);
-        be->linear_backward(be, NULL, G("encoder.embed.%d", 0, "weight"), G("encoder.embed.%d", 0, "bias"), m->dtmp,
-                            m->x, P("encoder.embed.%d", 0, "weight"), N, d->idim, D, 0);
+        be->linear_backward(be, m->dpre, G("encoder.embed.%d", 0, "weight"), G("encoder.embed.%d", 0, "bias"),
+                            m->dtmp, m->x, P("encoder.embed.%d", 0, "weight"), N, model_input_dim(d), D, 0);
     }
 }

@@ -61,6 +61,16 @@ int model_dims_from_cfg(model_dims *out, const model_cfg *m, int idim, int vocab
     out->ff = e && e->linear_units ? (int)e->linear_units : 2048;
     out->blocks = e && e->num_blocks ? (int)e->num_blocks : 6;
     out->vocab = vocab;
+    if (m && m->preencoder) { /* ESPnet2's LinearProjection (the only kind the schema lets through) */
+        const preencoder_conf_cfg *pc = m->preencoder_conf;
+        if (!pc || pc->output_size <= 0)
+            return esp_fail(err, "model.preencoder_conf.output_size: missing (the width linear projects the features to)");
+        if (pc->input_size && pc->input_size != idim)
+            return esp_fail(err, "model.preencoder_conf.input_size: %lld, but the features have %d dimensions (n_mels)",
+                            (long long)pc->input_size, idim);
+        out->pre_in = idim, out->pre_out = (int)pc->output_size;
+        idim = out->pre_out; /* what the input layer sees */
+    }
     if (encoder_dims_from_cfg(out, m, err) != 0) return -1;
     if (out->d <= 0 || out->heads <= 0 || out->d % out->heads)
         return esp_fail(err, "model.encoder_conf: output_size %d must be a positive multiple of attention_heads %d",
@@ -322,7 +332,7 @@ static void add_input_layer(param_table *t, const model_dims *d)
     int nc = input_layer_convs(d->input_layer, c);
     for (int i = 0; i < nc; i++) {
         char n[96];
-        int64_t ic = i ? d->d : d->input_layer == IN_CONV1D2 ? d->idim : 1;
+        int64_t ic = i ? d->d : d->input_layer == IN_CONV1D2 ? model_input_dim(d) : 1;
         snprintf(n, sizeof n, "encoder.embed.conv.%d.weight", 2 * i);
         if (d->input_layer == IN_CONV1D2)
             ADD(t, n, 0, d->d, ic, c[i].k);
@@ -333,11 +343,11 @@ static void add_input_layer(param_table *t, const model_dims *d)
     }
     if (nc > 0) add_linear(t, input_layer_out_name(d->input_layer), d->d, (int64_t)d->d * d->f2);
     if (d->input_layer == IN_LINEAR) {
-        add_linear(t, "encoder.embed.0", d->d, d->idim);
+        add_linear(t, "encoder.embed.0", d->d, model_input_dim(d));
         add_norm(t, "encoder.embed.1", d->d);
     }
-    if (d->input_layer == IN_NONE && d->encoder != ENC_CONFORMER && d->idim != d->d) /* a plain Linear */
-        add_linear(t, "encoder.embed", d->d, d->idim);
+    if (d->input_layer == IN_NONE && d->encoder != ENC_CONFORMER && model_input_dim(d) != d->d) /* a plain Linear */
+        add_linear(t, "encoder.embed", d->d, model_input_dim(d));
 }
 
 /* ESPnet2's TransformerLM under ESPnetLanguageModel ("lm."), in its state-dict order. */
@@ -410,10 +420,11 @@ void param_table_build(param_table *t, const model_dims *d)
         layout(t);
         return;
     }
-    size_t cap = 8 + (size_t)d->blocks * 48 + 8 + 8 + (size_t)d->dec_blocks * 26;
+    size_t cap = 10 + (size_t)d->blocks * 48 + 8 + 8 + (size_t)d->dec_blocks * 26;
     t->items = xcalloc(cap, sizeof *t->items);
     t->n = 0;
     t->total = 0;
+    if (d->pre_out) add_linear(t, "preencoder.linear_out", d->pre_out, d->pre_in);
     add_input_layer(t, d);
     for (int b = 0; b < d->blocks; b++) {
         if (d->encoder == ENC_CONFORMER)

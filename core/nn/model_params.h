@@ -51,6 +51,7 @@ const char *input_layer_out_name(int kind);
 /* Sizes and structure of the model (ESPnet2 encoder_conf names). */
 typedef struct model_dims {
     int idim;            /* feature dimension (n_mels) */
+    int pre_in, pre_out; /* model.preencoder linear: Linear(pre_in = idim, pre_out) before the input layer; 0: none */
     int d;               /* encoder_conf.output_size */
     int heads;           /* encoder_conf.attention_heads */
     int ff;              /* encoder_conf.linear_units */
@@ -88,6 +89,9 @@ typedef struct model_dims {
     int lm_pos_enc;      /* transformer: lm_conf.pos_enc sinusoidal (1) or null (0: no positional encoding) */
     int lm_layers;       /* seq_rnn: nlayers */
 } model_dims;
+
+/* What the encoder's input layer receives: the preencoder's output, else the features. */
+static inline int model_input_dim(const model_dims *d) { return d->pre_out ? d->pre_out : d->idim; }
 
 typedef enum lm_kind { LM_NONE = 0, LM_TRANSFORMER = 1, LM_SEQ_RNN = 2 } lm_kind;
 

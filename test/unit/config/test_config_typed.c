@@ -152,9 +152,12 @@ Test(config, a_model_key_espnet3_does_not_build_is_refused_at_its_line)
 {
     esp_config *cfg;
     esp_err err;
-    const char *path = fixture("cfg.yaml", "model:\n  preencoder: linear\n  preencoder_conf:\n    output_size: 2\n");
+    const char *path = fixture("cfg.yaml", "model:\n  postencoder: hugging_face_transformers\n");
     cr_assert_neq(load_file(path, NULL, 0, &cfg, &err), 0);
-    assert_has(err.msg, "%s:2:15: model.preencoder: ESPnet2's preencoder", tpath("cfg.yaml"));
+    assert_has(err.msg, "%s:2:16: model.postencoder: ESPnet2's postencoder", tpath("cfg.yaml"));
+    path = fixture("cfg1.yaml", "model:\n  preencoder: sinc\n");
+    cr_assert_neq(load_file(path, NULL, 0, &cfg, &err), 0);
+    assert_has(err.msg, "%s:2:15: model.preencoder: 'sinc' is not supported (supported: linear)", tpath("cfg1.yaml"));
     path = fixture("cfg2.yaml", "model:\n  model_conf:\n    interctc_weight: 0.3\n");
     cr_assert_neq(load_file(path, NULL, 0, &cfg, &err), 0);
     assert_has(err.msg, "%s:3:22: model.model_conf.interctc_weight: intermediate CTC", tpath("cfg2.yaml"));
