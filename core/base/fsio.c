@@ -107,8 +107,23 @@ int mkdir_p(const char *path, esp_err *err)
 
 char *read_file(const char *path, size_t *len_out, esp_err *err)
 {
-    FILE *fp = fopen(path, "rb");
+    /* Only a regular file is read: /dev/zero, /dev/urandom or a FIFO named where a file from
+     * elsewhere is expected would be read until memory runs out (or hang: O_NONBLOCK). */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        esp_fail(err, "%s: cannot read: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        esp_fail(err, "%s: not a regular file (espnet3 reads files, not devices, FIFOs or folders)", path);
+        return NULL;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    FILE *fp = fdopen(fd, "rb");
     if (!fp) {
+        close(fd);
         esp_fail(err, "%s: cannot read: %s", path, strerror(errno));
         return NULL;
     }

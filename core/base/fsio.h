@@ -22,7 +22,8 @@ int atomic_write_file(const char *path, const void *data, size_t len, esp_err *e
 
 /* mkdir -p; errors name the path and the reason. */
 int mkdir_p(const char *path, esp_err *err);
-/* Reads a whole file into a NUL-terminated buffer (caller frees). */
+/* Reads a whole regular file into a NUL-terminated buffer (caller frees); a device, FIFO or folder
+ * is an error ("not a regular file"), never read. */
 char *read_file(const char *path, size_t *len_out, esp_err *err);
 /* Splits buf (NUL-terminated, changed in place) into lines and calls fn with each, its '\n' and a
  * trailing '\r' removed, and its 1-based number; empty lines too (the caller decides what they

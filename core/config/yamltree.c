@@ -627,7 +627,11 @@ ynode *yt_parse_file_doc(const char *path, int *empty, esp_err *err)
     esp_err rerr;
     char *text = read_file(path, &len, &rerr);
     if (!text) {
-        esp_fail(err, "%s: cannot read config: %s", path, strerror(errno));
+        int saved = errno;
+        if (strstr(rerr.msg, "not a regular file"))
+            esp_fail(err, "%s", rerr.msg);
+        else
+            esp_fail(err, "%s: cannot read config: %s", path, strerror(saved));
         return NULL;
     }
     ynode *root = parse_text(text, len, path, empty, err);

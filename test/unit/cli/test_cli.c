@@ -187,6 +187,23 @@ Test(cli, unknown_option_suggests_and_exits_2)
     assert_has(r->err, "unexpected argument 'stray'");
 }
 
+/* A config or model named as a device or a FIFO is one error line, read no further (issue 44:
+ * /dev/zero was read until memory ran out, a FIFO hung the open). */
+Test(cli, a_config_or_model_that_is_not_a_regular_file_is_one_line)
+{
+    const result *r = RUN("-c", "/dev/zero", "--stages", "train");
+    cr_assert_eq(r->status, 1, "%s", r->err);
+    assert_has(r->err, "espnet3: error: /dev/zero: not a regular file");
+    cr_assert_eq(mkfifo(tpath("fifo.yaml"), 0600), 0);
+    r = RUN("-c", "fifo.yaml", "--stages", "train");
+    cr_assert_eq(r->status, 1, "%s", r->err);
+    assert_has(r->err, "fifo.yaml: not a regular file");
+    test_write_text(tpath("inf.yaml"), "model:\n  asr_train_config: /dev/urandom\n  asr_model_file: /dev/zero\n");
+    r = RUN("--inference_config", "inf.yaml", "--stages", "infer");
+    cr_assert_eq(r->status, 1, "%s", r->err);
+    assert_has(r->err, "/dev/urandom: not a regular file");
+}
+
 Test(cli, bad_values_exit_2)
 {
     const result *r = RUN("--stage", "x");
