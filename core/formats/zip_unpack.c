@@ -43,31 +43,79 @@ static int safe_name(const char *n)
     return 1;
 }
 
+/* Stat of entry i; 0 when its name and both sizes are known. */
+static int entry_stat(zip_t *za, zip_int64_t i, zip_stat_t *st)
+{
+    zip_stat_init(st);
+    return zip_stat_index(za, (zip_uint64_t)i, 0, st) == 0 && (st->valid & ZIP_STAT_NAME) &&
+                   (st->valid & ZIP_STAT_SIZE) && (st->valid & ZIP_STAT_COMP_SIZE)
+               ? 0
+               : -1;
+}
+
+/* Copies entry i to out in chunks (never an allocation of the size it declares); libzip stops at
+ * the declared size and checks the CRC at the end. */
+static int copy_entry(zip_t *za, zip_int64_t i, const zip_stat_t *st, const char *zip_path, const char *out,
+                      esp_err *err)
+{
+    char shown[200];
+    atomic_file af;
+    if (atomic_open(&af, out, err) != 0) return -1;
+    zip_file_t *zf = zip_fopen_index(za, (zip_uint64_t)i, 0);
+    enum { CHUNK = 1 << 20 };
+    unsigned char *buf = xmalloc(CHUNK);
+    uint64_t done = 0;
+    int ok = zf != NULL;
+    while (ok && done < st->size) {
+        zip_int64_t got = zip_fread(zf, buf, CHUNK);
+        if (got <= 0 || fwrite(buf, 1, (size_t)got, af.fp) != (size_t)got) ok = 0;
+        else done += (uint64_t)got;
+    }
+    free(buf);
+    if (zf) zip_fclose(zf);
+    if (!ok || done != st->size) {
+        atomic_abort(&af);
+        return esp_fail(err, "%s: entry '%s': truncated or damaged", zip_path, esp_shown(st->name, shown, sizeof shown));
+    }
+    return atomic_commit(&af, err);
+}
+
 int zip_unpack(const char *zip_path, const char *dest, uint64_t max_bytes, esp_err *err)
 {
     zip_t *za = open_zip(zip_path, err);
     if (!za) return -1;
     int rc = 0;
     zip_int64_t n = zip_get_num_entries(za, 0);
-    uint64_t total = 0;
+    uint64_t total = 0, packed = 0;
     char shown[200];
+    if (n > ZIP_UNPACK_MAX_ENTRIES)
+        rc = esp_fail(err, "%s: %lld entries, more than the %d a packed model may hold (refused)", zip_path,
+                      (long long)n, ZIP_UNPACK_MAX_ENTRIES);
+    /* Everything is checked from the central directory before a byte is written. */
     for (zip_int64_t i = 0; i < n && rc == 0; i++) {
         zip_stat_t st;
-        zip_stat_init(&st);
-        if (zip_stat_index(za, (zip_uint64_t)i, 0, &st) != 0 || !(st.valid & ZIP_STAT_NAME) ||
-            !(st.valid & ZIP_STAT_SIZE))
+        if (entry_stat(za, i, &st) != 0)
             rc = esp_fail(err, "%s: entry %lld: unreadable", zip_path, (long long)i);
         else if (!safe_name(st.name))
             rc = esp_fail(err, "%s: entry '%s': not a plain relative path (refused)", zip_path,
                           esp_shown(st.name, shown, sizeof shown));
+        else if (st.size > st.comp_size * ZIP_UNPACK_MAX_RATIO + 4096 || st.comp_size > ((uint64_t)1 << 62))
+            rc = esp_fail(err, "%s: entry '%s' declares %llu bytes from %llu compressed (more than %dx: a zip bomb or a "
+                          "damaged zip; refused)", zip_path, esp_shown(st.name, shown, sizeof shown),
+                          (unsigned long long)st.size, (unsigned long long)st.comp_size, ZIP_UNPACK_MAX_RATIO);
         else if ((total += st.size) > max_bytes || total < st.size)
             rc = esp_fail(err, "%s: entries larger than %llu bytes in all (refused)", zip_path,
                           (unsigned long long)max_bytes);
+        else
+            packed += st.comp_size;
     }
+    if (rc == 0 && total > ZIP_UNPACK_FREE_BYTES && total / ZIP_UNPACK_MAX_RATIO > packed)
+        rc = esp_fail(err, "%s: entries unpack to %llu bytes from %llu compressed (more than %dx in all: a zip bomb; "
+                      "refused)", zip_path, (unsigned long long)total, (unsigned long long)packed,
+                      ZIP_UNPACK_MAX_RATIO);
     for (zip_int64_t i = 0; i < n && rc == 0; i++) {
         zip_stat_t st;
-        zip_stat_init(&st);
-        zip_stat_index(za, (zip_uint64_t)i, 0, &st);
+        entry_stat(za, i, &st);
         char *out = xasprintf("%s/%s", dest, st.name);
         size_t len = strlen(st.name);
         if (st.name[len - 1] == '/') {
@@ -78,14 +126,7 @@ int zip_unpack(const char *zip_path, const char *dest, uint64_t max_bytes, esp_e
         char *dir = path_dirname(out);
         rc = mkdir_p(dir, err);
         free(dir);
-        unsigned char *buf = rc ? NULL : xmalloc(st.size + 1);
-        zip_file_t *zf = rc ? NULL : zip_fopen_index(za, (zip_uint64_t)i, 0);
-        zip_int64_t got = zf ? zip_fread(zf, buf, st.size) : -1;
-        if (zf) zip_fclose(zf);
-        if (rc == 0 && (got < 0 || (zip_uint64_t)got != st.size))
-            rc = esp_fail(err, "%s: entry '%s': truncated or damaged", zip_path, esp_shown(st.name, shown, sizeof shown));
-        if (rc == 0) rc = atomic_write_file(out, buf, st.size, err);
-        free(buf);
+        if (rc == 0) rc = copy_entry(za, i, &st, zip_path, out, err);
         free(out);
     }
     zip_discard(za);

@@ -112,8 +112,7 @@ int espnet2_pack_unpack(const char *zip, char **out_dir, char **out_config, char
     if (!has) return esp_fail(err, "%s: no meta.yaml in the zip (not an ESPnet2 packed model)", zip);
     char *dir = new_tmp_dir("espnet2_pack", err);
     if (!dir) return -1;
-    /* a packed model is its weights, config, stats and tokenizer: 64 GiB bounds a hostile zip */
-    int rc = zip_unpack(zip, dir, (uint64_t)64 << 30, err);
+    int rc = zip_unpack(zip, dir, ZIP_UNPACK_MAX_BYTES, err);
     char *meta = xasprintf("%s/meta.yaml", dir);
     ynode *m = rc ? NULL : yt_parse_file(meta, err);
     if (rc == 0 && !m) rc = -1;

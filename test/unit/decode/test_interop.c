@@ -9,8 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/fsio.h"
 #include "core/compute/backend_cpu.h"
 #include "core/decode/speech2text.h"
+#include "core/formats/zip_unpack.h"
 #include "core/nn/model_files.h"
 #include "test/unit/test_util.h"
 
@@ -194,6 +196,57 @@ Test(interop, espnet2_packed_model_zip_decodes_alike)
         cr_assert(strstr(err.msg, "evil.zip: meta.yaml names ") && strstr(err.msg, "which is not a file inside the zip"),
                   "%s", err.msg);
     }
+    test_tmpdir_remove(dir);
+}
+
+/* Zip bombs (issue 44): an entry that inflates more than 64x, and a zip of thousands of entries,
+ * are refused from the central directory before a byte is written or allocated. */
+Test(interop, espnet2_packed_zip_bombs_are_refused_before_unpacking)
+{
+    char dir[64];
+    test_tmpdir_make(dir, sizeof dir, "zipbomb");
+    char code[1024];
+    snprintf(code, sizeof code,
+             "import zipfile\n"
+             "with zipfile.ZipFile('bomb.zip', 'w', zipfile.ZIP_DEFLATED) as z:\n"
+             "    z.writestr('meta.yaml', 'files: {}')\n"
+             "    z.writestr('exp/m.pth', bytes(200 << 20))\n"
+             "with zipfile.ZipFile('many.zip', 'w') as z:\n"
+             "    z.writestr('meta.yaml', 'files: {}')\n"
+             "    for i in range(5000): z.writestr('e/%%d' %% i, b'')\n");
+    cr_assert_eq(test_run_python(dir, code), 0);
+    char out[256];
+    snprintf(out, sizeof out, "%s", test_path(dir, "out"));
+    esp_err err = {{0}};
+    char zp[256];
+    snprintf(zp, sizeof zp, "%s", test_path(dir, "bomb.zip"));
+    cr_assert_neq(zip_unpack(zp, out, ZIP_UNPACK_MAX_BYTES, &err), 0);
+    cr_expect(strstr(err.msg, "bomb.zip: entry 'exp/m.pth' declares 209715200 bytes from ") &&
+                  strstr(err.msg, "a zip bomb"), "%s", err.msg);
+    cr_expect_not(test_exists(out), "the bomb was unpacked before it was refused");
+    snprintf(zp, sizeof zp, "%s", test_path(dir, "many.zip"));
+    cr_assert_neq(zip_unpack(zp, out, ZIP_UNPACK_MAX_BYTES, &err), 0);
+    cr_expect(strstr(err.msg, "many.zip: 5001 entries, more than the 4096 a packed model may hold"), "%s", err.msg);
+    cr_expect_not(test_exists(out));
+    /* a real pack's shape (a config, weights that hardly compress) unpacks whole, in chunks */
+    snprintf(code, sizeof code,
+             "import zipfile, random\n"
+             "random.seed(1)\n"
+             "w = bytes(random.getrandbits(8) for _ in range(3 << 20))\n"
+             "with zipfile.ZipFile('ok.zip', 'w', zipfile.ZIP_DEFLATED) as z:\n"
+             "    z.writestr('meta.yaml', 'files: {}\\n' * 50)\n"
+             "    z.writestr('exp/m.pth', w)\n"
+             "open('m.pth', 'wb').write(w)\n");
+    cr_assert_eq(test_run_python(dir, code), 0);
+    snprintf(zp, sizeof zp, "%s", test_path(dir, "ok.zip"));
+    cr_assert_eq(zip_unpack(zp, out, ZIP_UNPACK_MAX_BYTES, &err), 0, "%s", err.msg);
+    size_t a_len = 0, b_len = 0;
+    char *a = read_file(test_path(dir, "m.pth"), &a_len, &err);
+    char *b = read_file(test_path(dir, "out/exp/m.pth"), &b_len, &err);
+    cr_assert(a && b);
+    cr_expect(a_len == (size_t)3 << 20 && a_len == b_len && !memcmp(a, b, a_len));
+    free(a);
+    free(b);
     test_tmpdir_remove(dir);
 }
 
