@@ -6,6 +6,7 @@
 #include <zip.h>
 
 #include "core/base/fsio.h"
+#include "core/base/hash.h"
 #include "core/formats/torch_pickle.h"
 
 enum { PKL_MAX = 32 << 20 }; /* a state dict's pickle is ~100 bytes per tensor (ESPnet models: < 1 MB) */
@@ -132,15 +133,58 @@ typedef struct storage_buf {
     size_t len;
 } storage_buf;
 
+/* An open-addressing table of strings (slot: index into the caller's array, -1 empty), so that a
+ * state dict of 100,000 keys is checked and its storages found in linear time. */
+typedef struct str_table {
+    long *slot;
+    size_t mask;
+} str_table;
+
+static void str_table_init(str_table *t, size_t n)
+{
+    size_t cap = 16;
+    while (cap < 2 * n + 2) cap *= 2;
+    t->slot = xmalloc(cap * sizeof *t->slot);
+    t->mask = cap - 1;
+    for (size_t j = 0; j < cap; j++) t->slot[j] = -1;
+}
+
+/* The index stored for key (keys[index] equals it), or -1 after storing `index` for it. */
+static long str_table_get_or_put(str_table *t, char *const *keys, size_t stride, const char *key, long index)
+{
+    size_t j = fnv1a64_str(key) & t->mask;
+    for (; t->slot[j] >= 0; j = (j + 1) & t->mask)
+        if (!strcmp(*(char *const *)((const char *)keys + (size_t)t->slot[j] * stride), key)) return t->slot[j];
+    t->slot[j] = index;
+    return -1;
+}
+
+/* Tensors are copied out of their storages (dtype converted, strides applied); views of one
+ * storage stay cheap only while few keys share it, so the copies together may take at most this
+ * many times the file (f16 to f32 doubles, tied weights add one more) plus 64 MiB: a file of
+ * 20,000 keys viewing one 4 MiB storage is refused, not copied 20,000 times. */
+enum { PT_COPY_RATIO = 4 };
+#define PT_COPY_FREE_BYTES ((uint64_t)64 << 20)
+
 static int load_views(zreader *z, const pt_views *vw, size_t file_len, st_file *out, esp_err *err)
 {
     storage_buf *sb = xcalloc(vw->n + 1, sizeof *sb);
     size_t nsb = 0;
     int rc = 0;
+    char shown[200];
+    str_table names, storages;
+    str_table_init(&names, vw->n);
+    str_table_init(&storages, vw->n);
+    uint64_t copied = 0, budget = (uint64_t)file_len * PT_COPY_RATIO + PT_COPY_FREE_BYTES;
     out->tensors = xcalloc(vw->n + 1, sizeof *out->tensors);
     out->owned = xcalloc(vw->n + 1, sizeof *out->owned);
     for (size_t i = 0; i < vw->n && rc == 0; i++) {
         const pt_view *v = &vw->v[i];
+        if (str_table_get_or_put(&names, &vw->v[0].name, sizeof *vw->v, v->name, (long)i) >= 0) {
+            rc = esp_fail(err, "%s: state-dict key '%s' appears more than once (a damaged or hand-made checkpoint)",
+                          z->what, esp_shown(v->name, shown, sizeof shown));
+            break;
+        }
         int64_t numel = 1;
         int overflow = 0;
         for (int d = 0; d < v->ndim; d++) overflow |= __builtin_mul_overflow(numel, v->shape[d], &numel);
@@ -150,25 +194,30 @@ static int load_views(zreader *z, const pt_views *vw, size_t file_len, st_file *
                           v->name);
             break;
         }
-        size_t k = 0;
-        while (k < nsb && strcmp(sb[k].key, v->storage)) k++;
-        if (k == nsb) {
+        int is_int = v->dtype == PT_I64 || v->dtype == PT_I32;
+        if ((copied += (uint64_t)numel * (is_int ? 8 : 4)) > budget) {
+            rc = esp_fail(err, "%s: its tensors would take more than %llu bytes, %dx the file's %zu (many keys viewing "
+                          "the same storage: refused)", z->what, (unsigned long long)budget, PT_COPY_RATIO, file_len);
+            break;
+        }
+        long k = str_table_get_or_put(&storages, &sb[0].key, sizeof *sb, v->storage, (long)nsb);
+        if (k < 0) {
+            k = (long)nsb;
             char leaf[300];
             snprintf(leaf, sizeof leaf, "data/%s", v->storage);
+            sb[k].key = v->storage;
+            nsb++;
             sb[k].data = read_entry(z, leaf, file_len, 1, &sb[k].len, err);
             if (!sb[k].data) {
                 rc = -1;
                 break;
             }
-            sb[k].key = v->storage;
-            nsb++;
         }
         if (sb[k].len < (size_t)v->storage_numel * pt_dtype_size(v->dtype)) {
             rc = esp_fail(err, "%s: storage data/%s holds %zu bytes, tensor '%s' needs %lld %s elements", z->what,
                           v->storage, sb[k].len, v->name, (long long)v->storage_numel, pt_dtype_name(v->dtype));
             break;
         }
-        int is_int = v->dtype == PT_I64 || v->dtype == PT_I32;
         st_tensor *t = &out->tensors[out->n++];
         t->name = xstrdup(v->name);
         t->dtype = is_int ? ST_I64 : ST_F32;
@@ -178,6 +227,8 @@ static int load_views(zreader *z, const pt_views *vw, size_t file_len, st_file *
     }
     for (size_t k = 0; k < nsb; k++) free(sb[k].data);
     free(sb);
+    free(names.slot);
+    free(storages.slot);
     return rc;
 }
 

@@ -101,6 +101,28 @@ Test(torch_zip, refuses_hostile_files)
     expect_refused("evil_byteorder.pth", "byteorder 'lit\\x0ale' (only little-endian");
 }
 
+/* Views as a hostile file uses them (test/fixtures/torch/hostile_views.py, standard library only):
+ * 20,000 keys of one 4 MiB storage are refused by the copy budget instead of taking 80 GB, a
+ * repeated key is refused, two keys of one storage (tied weights) are read. */
+Test(torch_zip, refuses_shared_storage_bombs_and_repeated_keys)
+{
+    char d[64];
+    test_tmpdir_make(d, sizeof d, "torch_views");
+    cr_assert_eq(test_sh("cd '%s' && /usr/bin/python3 '%s'", d, fixture("hostile_views.py")), 0);
+    st_file f;
+    esp_err err = {{0}};
+    cr_assert_neq(pt_read(test_path(d, "shared.pth"), &f, &err), 0);
+    cr_expect(strstr(err.msg, "shared.pth: its tensors would take more than ") &&
+                  strstr(err.msg, "many keys viewing the same storage: refused"), "%s", err.msg);
+    cr_assert_neq(pt_read(test_path(d, "dup.pth"), &f, &err), 0);
+    cr_expect(strstr(err.msg, "dup.pth: state-dict key 'a' appears more than once"), "%s", err.msg);
+    cr_assert_eq(pt_read(test_path(d, "tied.pth"), &f, &err), 0, "%s", err.msg);
+    cr_expect_eq(f.n, 2);
+    cr_expect(f.n == 2 && f.tensors[1].shape[0] == 1024 && ((const float *)f.tensors[1].data)[1048575] == 0.0f);
+    st_close(&f);
+    test_tmpdir_remove(d);
+}
+
 /* Pickles built by hand: each opcode outside the subset, and malformed use of allowed ones. */
 Test(torch_zip, refuses_hostile_pickles)
 {
