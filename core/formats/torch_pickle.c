@@ -6,18 +6,20 @@
 
 /* Values live in one arena and refer to each other by index, so the memo can share them. */
 typedef enum pv_kind {
-    PV_NONE, PV_BOOL, PV_INT, PV_FLOAT, PV_STR, PV_TUPLE, PV_LIST, PV_DICT, PV_GLOBAL, PV_STORAGE, PV_TENSOR
+    PV_NONE, PV_BOOL, PV_INT, PV_FLOAT, PV_STR, PV_TUPLE, PV_LIST, PV_DICT, PV_GLOBAL, PV_STORAGE, PV_TENSOR,
+    PV_OBJECT /* what a class outside the state dict's subset would have built: never built, only named */
 } pv_kind;
 
 typedef enum pv_global {
-    G_ORDERED_DICT, G_REBUILD_TENSOR, G_REBUILD_PARAMETER, G_STORAGE
+    G_ORDERED_DICT, G_REBUILD_TENSOR, G_REBUILD_PARAMETER, G_STORAGE,
+    G_OTHER /* any other class or function: named, never imported or called */
 } pv_global;
 
 typedef struct pv {
     pv_kind kind;
     int64_t i;      /* INT/BOOL value; STORAGE numel; GLOBAL: pv_global */
     int dtype;      /* GLOBAL storage type / STORAGE: pt_dtype */
-    char *s;        /* STR; GLOBAL "module.name"; STORAGE key */
+    char *s;        /* STR; GLOBAL and OBJECT "module.name"; STORAGE key */
     int *items;     /* TUPLE/LIST elements; DICT keys and values alternating */
     size_t n, cap;  /* entries of items */
 } pv;
@@ -48,7 +50,7 @@ typedef struct vm {
 } vm;
 
 static const char *const kind_names[] = {"None", "bool", "int", "float", "str", "tuple",
-                                         "list", "dict", "class", "storage", "tensor"};
+                                         "list", "dict", "class", "storage", "tensor", "object"};
 
 size_t pt_dtype_size(pt_dtype t)
 {
@@ -138,9 +140,10 @@ static int push_str(vm *m, const unsigned char *s, size_t n)
     char *c = xmalloc(n + 1);
     memcpy(c, s, n);
     c[n] = 0;
-    if (strlen(c) != n) {
+    if (strlen(c) != n) { /* bytes through _codecs.encode (numpy scalars): never a key or a name */
         free(c);
-        return fail(m, "a string holds a NUL byte%s%s", "", "");
+        m->vals[v].kind = PV_OBJECT;
+        c = xstrdup("str with a NUL byte");
     }
     m->vals[v].s = c;
     push(m, v);
@@ -205,18 +208,31 @@ static int op_global(vm *m)
         {"torch.LongStorage", G_STORAGE, PT_I64},
         {"torch.IntStorage", G_STORAGE, PT_I32},
     };
+    int v = new_val(m, PV_GLOBAL);
+    m->vals[v].i = G_OTHER;
     for (size_t i = 0; i < sizeof allowed / sizeof *allowed; i++)
         if (!strcmp(name, allowed[i].name)) {
-            int v = new_val(m, PV_GLOBAL);
             m->vals[v].i = allowed[i].g;
             m->vals[v].dtype = allowed[i].dtype;
-            m->vals[v].s = xstrdup(name);
-            push(m, v);
-            return 0;
         }
+    /* Any other class (a numpy scalar in ESPnet2's reporter, an OmegaConf DictConfig in a
+     * Lightning checkpoint's hyper-parameters, os.system in a hostile file) is only named: what
+     * it builds becomes an opaque object, which is an error only where a tensor is needed. */
     for (char *c = name; *c; c++)
         if ((unsigned char)*c < 32 || (unsigned char)*c > 126) *c = '?';
-    return fail(m, "GLOBAL %s is not allowed%s", name, "");
+    m->vals[v].s = xstrdup(name);
+    push(m, v);
+    return 0;
+}
+
+/* An opaque object standing for what `cls` (a GLOBAL) would have built. */
+static int push_object(vm *m, int cls)
+{
+    char *name = xstrdup(m->vals[cls].s);
+    int v = new_val(m, PV_OBJECT);
+    m->vals[v].s = name;
+    push(m, v);
+    return 0;
 }
 
 /* BINPERSID: ('storage', <storage class>, key, location, numel). */
@@ -300,6 +316,8 @@ static int op_reduce(vm *m)
             return fail(m, "_rebuild_parameter with malformed arguments%s%s", "", "");
         v = a->items[0];
         break;
+    case G_OTHER:
+        return push_object(m, fn);
     default:
         return fail(m, "REDUCE of %s is not allowed%s", f->s, "");
     }
@@ -307,13 +325,27 @@ static int op_reduce(vm *m)
     return 0;
 }
 
+/* NEWOBJ: cls.__new__(cls, *args) for a class outside the subset (OmegaConf's containers,
+ * copyreg's protocol-2 objects): an opaque object. */
+static int op_newobj(vm *m)
+{
+    int args, cls;
+    if (pop(m, &args) != 0 || pop(m, &cls) != 0) return -1;
+    const pv *c = &m->vals[cls];
+    if (c->kind != PV_GLOBAL || c->i != G_OTHER || m->vals[args].kind != PV_TUPLE)
+        return fail(m, "NEWOBJ of a %s is not allowed%s", kind_names[c->kind], "");
+    return push_object(m, cls);
+}
+
 static int set_items(vm *m, size_t base)
 {
     if ((m->ns - base) % 2) return fail(m, "SETITEMS with an odd number of values%s%s", "", "");
     if (base == 0) return fail(m, "SETITEMS without a dict%s%s", "", "");
     int d = m->stack[base - 1];
-    if (m->vals[d].kind != PV_DICT) return fail(m, "SETITEM(S) on a %s%s", kind_names[m->vals[d].kind], "");
-    for (size_t i = base; i < m->ns; i++) add_item(m, d, m->stack[i]);
+    if (m->vals[d].kind != PV_DICT && m->vals[d].kind != PV_OBJECT)
+        return fail(m, "SETITEM(S) on a %s%s", kind_names[m->vals[d].kind], "");
+    if (m->vals[d].kind == PV_DICT) /* an opaque object's items (a defaultdict's) are dropped */
+        for (size_t i = base; i < m->ns; i++) add_item(m, d, m->stack[i]);
     m->ns = base;
     return 0;
 }
@@ -322,7 +354,9 @@ static int op_build(vm *m)
 {
     int state, obj;
     if (pop(m, &state) != 0 || top(m, &obj) != 0) return -1;
-    /* OrderedDict's state: its attributes ({'_metadata': ...}, module versions), ignored. */
+    /* OrderedDict's state: its attributes ({'_metadata': ...}, module versions), ignored; an
+     * opaque object's state (a numpy dtype's tuple, a DictConfig's dict) is dropped with it. */
+    if (m->vals[obj].kind == PV_OBJECT) return 0;
     if (m->vals[obj].kind != PV_DICT || (m->vals[state].kind != PV_DICT && m->vals[state].kind != PV_NONE))
         return fail(m, "BUILD of a %s is not allowed%s", kind_names[m->vals[obj].kind], "");
     return 0;
@@ -405,6 +439,17 @@ static int step(vm *m, int *done)
         if (take(m, (size_t)len, &a) != 0) return -1;
         return push_str(m, a, (size_t)len);
     }
+    case 'C': case 'B': case 0x8e: { /* SHORT_BINBYTES, BINBYTES, BINBYTES8: not needed, skipped */
+        int n = op == 'C' ? 1 : op == 'B' ? 4 : 8;
+        if (take(m, (size_t)n, &a) != 0) return -1;
+        uint64_t len = le(a, n);
+        if (len > m->len - m->pos) return fail(m, "truncated bytes%s%s", "", "");
+        m->pos += (size_t)len;
+        v = new_val(m, PV_OBJECT);
+        m->vals[v].s = xstrdup("bytes");
+        push(m, v);
+        return 0;
+    }
     case 'q': if (take(m, 1, &a) != 0) return -1; return memo_put(m, a[0]);
     case 'r': if (take(m, 4, &a) != 0) return -1; return memo_put(m, le(a, 4));
     case 0x94: return memo_put(m, m->n_memo);
@@ -413,6 +458,7 @@ static int step(vm *m, int *done)
     case 'c': return op_global(m);
     case 'Q': return op_persid(m);
     case 'R': return op_reduce(m);
+    case 0x81: return op_newobj(m);
     case 'b': return op_build(m);
     case 's':
         if (m->ns - (m->nm ? m->marks[m->nm - 1] : 0) < 3) return fail(m, "SETITEM without a dict%s%s", "", "");
@@ -422,15 +468,17 @@ static int step(vm *m, int *done)
         return set_items(m, m->marks[--m->nm]);
     case 'a':
         if (pop(m, &w) != 0 || top(m, &v) != 0) return -1;
-        if (m->vals[v].kind != PV_LIST) return fail(m, "APPEND to a %s%s", kind_names[m->vals[v].kind], "");
-        add_item(m, v, w);
+        if (m->vals[v].kind != PV_LIST && m->vals[v].kind != PV_OBJECT)
+            return fail(m, "APPEND to a %s%s", kind_names[m->vals[v].kind], "");
+        if (m->vals[v].kind == PV_LIST) add_item(m, v, w);
         return 0;
     case 'e': {
         if (!m->nm) return fail(m, "APPENDS without MARK%s%s", "", "");
         size_t base = m->marks[--m->nm];
-        if (base == 0 || m->vals[m->stack[base - 1]].kind != PV_LIST)
-            return fail(m, "APPENDS without a list%s%s", "", "");
-        for (size_t i = base; i < m->ns; i++) add_item(m, m->stack[base - 1], m->stack[i]);
+        pv_kind lk = base ? m->vals[m->stack[base - 1]].kind : PV_NONE;
+        if (lk != PV_LIST && lk != PV_OBJECT) return fail(m, "APPENDS without a list%s%s", "", "");
+        if (lk == PV_LIST)
+            for (size_t i = base; i < m->ns; i++) add_item(m, m->stack[base - 1], m->stack[i]);
         m->ns = base;
         return 0;
     }
@@ -463,12 +511,24 @@ static int64_t checked_extent(const pv_tensor *t)
     return last + 1;
 }
 
+/* "a str", "a posix.system object", "the class numpy.dtype": a value as a message names it. */
+static const char *describe(const pv *v, char *buf, size_t n)
+{
+    char shown[200];
+    if (v->kind == PV_OBJECT) snprintf(buf, n, "a %s object", esp_shown(v->s, shown, sizeof shown));
+    else if (v->kind == PV_GLOBAL) snprintf(buf, n, "the class %s", esp_shown(v->s, shown, sizeof shown));
+    else snprintf(buf, n, "a %s", kind_names[v->kind]);
+    return buf;
+}
+
 static int collect(vm *m, int root, pt_views *out)
 {
     char kb[200];
     const pv *d = &m->vals[root];
+    char cb[240];
     if (d->kind != PV_DICT)
-        return esp_fail(m->err, "%s: the pickle holds a %s, not a state dict", m->what, kind_names[d->kind]);
+        return esp_fail(m->err, "%s: the pickle holds %s, not a state dict (nothing in the file is run)", m->what,
+                        describe(d, cb, sizeof cb));
     const pv *inner = dict_get(m, d, "state_dict"); /* Lightning */
     if (!inner) inner = dict_get(m, d, "model"); /* ESPnet2's trainer checkpoint.pth */
     if (inner && inner->kind == PV_DICT) d = inner;
@@ -476,10 +536,10 @@ static int collect(vm *m, int root, pt_views *out)
     for (size_t i = 0; i + 1 < d->n; i += 2) {
         const pv *k = &m->vals[d->items[i]], *tv = &m->vals[d->items[i + 1]];
         if (k->kind != PV_STR)
-            return esp_fail(m->err, "%s: a state-dict key is a %s, not a str", m->what, kind_names[k->kind]);
+            return esp_fail(m->err, "%s: a state-dict key is %s, not a str", m->what, describe(k, cb, sizeof cb));
         if (tv->kind != PV_TENSOR)
-            return esp_fail(m->err, "%s: state-dict entry '%s' is a %s, not a tensor", m->what,
-                            esp_shown(k->s, kb, sizeof kb), kind_names[tv->kind]);
+            return esp_fail(m->err, "%s: state-dict entry '%s' is %s, not a tensor (nothing in the file is run)",
+                            m->what, esp_shown(k->s, kb, sizeof kb), describe(tv, cb, sizeof cb));
         const pv_tensor *t = &m->tens[tv->i];
         const pv *st = &m->vals[t->storage];
         int64_t ext = checked_extent(t);

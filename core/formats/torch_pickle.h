@@ -1,10 +1,13 @@
 /* The pickle inside a PyTorch checkpoint (archive/data.pkl of torch.save's zip), read by a small
  * strict interpreter of the opcodes that state dicts use (protocol 2, as torch.save writes):
- * containers, strings, numbers, the memo, persistent storage references, and GLOBAL/REDUCE of
- * only collections.OrderedDict, torch._utils._rebuild_tensor_v2 / _rebuild_parameter and the
- * typed storages (torch.FloatStorage, HalfStorage, BFloat16Storage, DoubleStorage, LongStorage,
- * IntStorage). Nothing is ever called or imported: a checkpoint from elsewhere is untrusted
- * input, and anything outside this subset is an error naming the opcode or the class.
+ * containers, strings, numbers, bytes, the memo, persistent storage references, and GLOBAL/REDUCE
+ * of collections.OrderedDict, torch._utils._rebuild_tensor_v2 / _rebuild_parameter and the typed
+ * storages (torch.FloatStorage, HalfStorage, BFloat16Storage, DoubleStorage, LongStorage,
+ * IntStorage). Nothing is ever called or imported: a checkpoint from elsewhere is untrusted input.
+ * Any other class (GLOBAL, then REDUCE, NEWOBJ, BUILD, SETITEMS: a numpy scalar in ESPnet2's
+ * reporter, an OmegaConf DictConfig in Lightning's hyper-parameters, os.system in a hostile file)
+ * becomes an opaque object that is only named, an error where the state dict needs a tensor; any
+ * other opcode is an error naming it.
  *
  * The result is the state dict's tensors (plain state dict, ESPnet's checkpoint.pth `model`, or a
  * Lightning .ckpt's `state_dict`), each a view (offset, shape, stride) of a storage named by its

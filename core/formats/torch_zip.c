@@ -21,6 +21,19 @@ int pt_is_zip_file(const char *path)
     return got == 4 && (!memcmp(m, "PK\3\4", 4) || !memcmp(m, "PK\5\6", 4)); /* an entry, or an empty zip */
 }
 
+int pt_is_legacy_file(const char *path)
+{
+    /* pickle PROTO 2, then LONG1 of torch's magic number 0x1950a86a20f9469cfc6c */
+    static const unsigned char magic[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46,
+                                          0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return 0;
+    unsigned char m[sizeof magic] = {0};
+    size_t got = fread(m, 1, sizeof m, fp);
+    fclose(fp);
+    return got == sizeof m && !memcmp(m, magic, sizeof m);
+}
+
 typedef struct zreader {
     zip_t *za;
     const char *what;

@@ -19,6 +19,10 @@
 /* 1 when the file starts as a zip (what torch.save writes), 0 otherwise (or unreadable). */
 int pt_is_zip_file(const char *path);
 
+/* 1 when the file is torch.save's legacy format (before PyTorch 1.6, or
+ * _use_new_zipfile_serialization=False): a pickle stream with raw storages after it, not read. */
+int pt_is_legacy_file(const char *path);
+
 int pt_read(const char *path, st_file *out, esp_err *err);
 /* The same from memory (the fuzz target); `what` names it in messages. */
 int pt_read_mem(const void *buf, size_t len, const char *what, st_file *out, esp_err *err);

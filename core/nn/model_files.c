@@ -243,6 +243,10 @@ int model_tensor_get(const st_file *f, const char *name, const param_info *p, fl
 
 int model_weights_open(const char *path, st_file *out, esp_err *err)
 {
+    if (pt_is_legacy_file(path))
+        return esp_fail(err, "%s: a PyTorch file in the legacy format (before PyTorch 1.6, or "
+                        "_use_new_zipfile_serialization=False), which espnet3 does not read (load it and torch.save it "
+                        "again with PyTorch >= 1.6)", path);
     return pt_is_zip_file(path) ? pt_read(path, out, err) : st_read(path, out, err);
 }
 

@@ -9,6 +9,7 @@
 
 #include "core/formats/torch_pickle.h"
 #include "core/formats/torch_zip.h"
+#include "core/nn/model_files.h"
 #include "test/unit/test_util.h"
 
 static const char *fixture(const char *name)
@@ -92,7 +93,7 @@ static void expect_refused(const char *file, const char *want)
 
 Test(torch_zip, refuses_hostile_files)
 {
-    expect_refused("evil_global.pth", "GLOBAL posix.system is not allowed");
+    expect_refused("evil_global.pth", "state-dict entry 'x' is a posix.system object, not a tensor (nothing in the file is run)");
     expect_refused("evil_reduce.pth", "REDUCE of torch.FloatStorage is not allowed");
     expect_refused("evil_past.pth", "reaches past its storage");
     expect_refused("evil_huge.pth", "more elements than its storage or the file holds");
@@ -101,14 +102,19 @@ Test(torch_zip, refuses_hostile_files)
     expect_refused("evil_byteorder.pth", "byteorder 'lit\\x0ale' (only little-endian");
 }
 
-/* Views as a hostile file uses them (test/fixtures/torch/hostile_views.py, standard library only):
+/* Views as a hostile file uses them (test/fixtures/torch/make_test_pth.py, standard library only):
  * 20,000 keys of one 4 MiB storage are refused by the copy budget instead of taking 80 GB, a
  * repeated key is refused, two keys of one storage (tied weights) are read. */
+static void make_test_pth(char *d, size_t n)
+{
+    test_tmpdir_make(d, n, "torch_views");
+    cr_assert_eq(test_sh("cd '%s' && /usr/bin/python3 '%s'", d, fixture("make_test_pth.py")), 0);
+}
+
 Test(torch_zip, refuses_shared_storage_bombs_and_repeated_keys)
 {
     char d[64];
-    test_tmpdir_make(d, sizeof d, "torch_views");
-    cr_assert_eq(test_sh("cd '%s' && /usr/bin/python3 '%s'", d, fixture("hostile_views.py")), 0);
+    make_test_pth(d, sizeof d);
     st_file f;
     esp_err err = {{0}};
     cr_assert_neq(pt_read(test_path(d, "shared.pth"), &f, &err), 0);
@@ -123,14 +129,39 @@ Test(torch_zip, refuses_shared_storage_bombs_and_repeated_keys)
     test_tmpdir_remove(d);
 }
 
+/* What ESPnet2's trainer and Lightning write beside the weights (numpy scalars and bytes in the
+ * reporter, optimizer tensors, an OmegaConf DictConfig, a timedelta) is stepped over without
+ * running anything: the `model` / `state_dict` part is read. */
+Test(torch_zip, reads_the_weights_beside_numpy_omegaconf_and_optimizer_parts)
+{
+    char d[64];
+    make_test_pth(d, sizeof d);
+    static const char *const files[] = {"espnet2_checkpoint.pth", "lightning_omegaconf.ckpt"};
+    static const char *const names[] = {"encoder.w", "model.encoder.w"};
+    for (int i = 0; i < 2; i++) {
+        st_file f;
+        esp_err err = {{0}};
+        cr_assert_eq(pt_read(test_path(d, files[i]), &f, &err), 0, "%s", err.msg);
+        cr_assert_eq(f.n, 1, "%s: %zu tensors", files[i], f.n);
+        cr_expect_str_eq(f.tensors[0].name, names[i]);
+        cr_expect(f.tensors[0].ndim == 2 && f.tensors[0].shape[0] == 2 && f.tensors[0].shape[1] == 3);
+        const float *w = f.tensors[0].data;
+        for (int k = 0; k < 6; k++) cr_expect_eq(w[k], (float)(k + 1), "%s[%d] = %g", files[i], k, w[k]);
+        st_close(&f);
+    }
+    test_tmpdir_remove(d);
+}
+
 /* Pickles built by hand: each opcode outside the subset, and malformed use of allowed ones. */
 Test(torch_zip, refuses_hostile_pickles)
 {
 #define C(p, w) {p, sizeof p - 1, w}
     static const struct { const char *pkl; size_t len; const char *want; } cases[] = {
-        C("\x80\x02" "cbuiltins\neval\n)R.", "GLOBAL builtins.eval is not allowed"),
-        C("\x80\x02" "(X\x01\x00\x00\x00" "a" "\x81.", "opcode 0x81 is not allowed"),      /* NEWOBJ */
-        C("\x80\x02" "}(X\x01\x00\x00\x00" "aK\x01u" "}b.", "state-dict entry 'a' is a int"),
+        C("\x80\x02" "cbuiltins\neval\n)R.", "the pickle holds a builtins.eval object, not a state dict"),
+        C("\x80\x02" "(X\x01\x00\x00\x00" "a" "\x92.", "opcode 0x92 is not allowed"),      /* NEWOBJ_EX */
+        C("\x80\x02" "K\x01)\x81.", "NEWOBJ of a int is not allowed"),
+        C("\x80\x02" "C\xff" "ab", "truncated bytes"),
+        C("\x80\x02" "}(X\x01\x00\x00\x00" "aK\x01u" "}b.", "state-dict entry 'a' is a int, not a tensor"),
         C("\x80\x02" "}X\xff\xff\xff\x7f" "ab", "truncated string"),
         C("\x80\x02" "}h\x05.", "memo entry not defined"),
         C("\x80\x02" "]]b.", "BUILD of a list is not allowed"),
@@ -183,4 +214,23 @@ Test(torch_zip, write_read_round_trip_is_bit_identical, .init = setup, .fini = t
     const char *again = test_path(dir, "again.pth");
     cr_assert_eq(pt_write(again, t, 4, &err), 0, "%s", err.msg);
     cr_assert(test_same_file(path, again));
+}
+
+/* torch.save's legacy format (a pickle stream, then raw storages) is named, not guessed at as
+ * safetensors. */
+Test(torch_zip, a_legacy_torch_file_is_named, .init = setup, .fini = teardown)
+{
+    static const unsigned char legacy[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9,
+                                           0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e, 0x80, 0x02, 0x4d, 0xe9, 0x03, 0x2e};
+    const char *p = test_path(dir, "old.pth");
+    FILE *fp = fopen(p, "wb");
+    cr_assert_not_null(fp);
+    fwrite(legacy, 1, sizeof legacy, fp);
+    fclose(fp);
+    cr_expect(pt_is_legacy_file(p));
+    cr_expect_not(pt_is_legacy_file(fixture("plain.pth")));
+    st_file f;
+    esp_err err = {{0}};
+    cr_assert_neq(model_weights_open(p, &f, &err), 0);
+    cr_expect(strstr(err.msg, "old.pth: a PyTorch file in the legacy format (before PyTorch 1.6"), "%s", err.msg);
 }
