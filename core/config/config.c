@@ -136,14 +136,14 @@ int config_load(config_kind kind, const char *path, const config_load_opts *opts
     free(ov);
     free(alias);
     if (!tree) return -1;
-    return config_load_tree(kind, tree, path, out, err);
+    return config_load_tree(kind, tree, path, opts && opts->foreign, out, err);
 }
 
-int config_load_tree(config_kind kind, ynode *tree, const char *path, esp_config **out, esp_err *err)
+int config_load_tree(config_kind kind, ynode *tree, const char *path, int foreign, esp_config **out, esp_err *err)
 {
     *out = NULL;
     char *stem = path_stem(path);
-    interp_opts io = {.self_name = stem};
+    interp_opts io = {.self_name = stem, .foreign = foreign};
     int rc = config_interpolate(tree, &io, err);
     free(stem);
     if (rc == 0) rc = config_validate(kind, tree, err);

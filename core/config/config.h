@@ -50,6 +50,7 @@ typedef struct config_load_opts {
     const char *template_dir;    /* conf/ with training.yaml, inference.yaml, metrics.yaml templates */
     const char **overrides;      /* key.path=value strings from the command line */
     int n_overrides;
+    int foreign;                 /* a config from elsewhere: see interp_opts.foreign */
 } config_load_opts;
 
 int config_load(config_kind kind, const char *path, const config_load_opts *opts, esp_config **out,
@@ -57,8 +58,8 @@ int config_load(config_kind kind, const char *path, const config_load_opts *opts
 /* The same interpolation and checks on a tree built in memory, with no template under it (an
  * ESPnet2 config rewritten into espnet3's form): messages point at its nodes' marks, so at the
  * file the tree was read from; `path` is the config's name (its stem for ${self_name:}). Takes
- * ownership of `tree` (freed on failure). */
-int config_load_tree(config_kind kind, ynode *tree, const char *path, esp_config **out, esp_err *err);
+ * ownership of `tree` (freed on failure). `foreign`: see interp_opts.foreign. */
+int config_load_tree(config_kind kind, ynode *tree, const char *path, int foreign, esp_config **out, esp_err *err);
 /* How many leading parts of key_path (a.b.c) the file composed over its template has (no
  * overrides, no interpolation): the command line routes an override to the configs that know
  * most of its key. */

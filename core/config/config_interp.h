@@ -12,6 +12,10 @@
 
 typedef struct interp_opts {
     const char *self_name; /* stem of the config file given on the command line */
+    /* A config from elsewhere (an ESPnet2 config, one inside a packed model): the resolvers that
+     * read this machine (load_line, load_yaml, oc.env) are refused, so a downloaded file cannot
+     * pull local files or the environment into its values or error text. */
+    int foreign;
 } interp_opts;
 
 int config_interpolate(ynode *root, const interp_opts *opts, esp_err *err);

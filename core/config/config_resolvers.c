@@ -222,7 +222,13 @@ ynode *interp_call_resolver(interp *in, ynode *at, const char *here, const char 
     char **args;
     int n = *argstr ? split_args(argstr, &args) : (args = NULL, 0);
     ynode *out = NULL;
-    char *a0 = n > 0 ? arg_text(in, at, here, args[0]) : NULL;
+    char *a0 = NULL;
+    if (in->opts->foreign && (!strcmp(name, "load_line") || !strcmp(name, "load_yaml") || !strcmp(name, "oc.env"))) {
+        interp_fail(in, at, "${%s:...} reads this machine and is off in a config from elsewhere (an ESPnet2 config or "
+                    "a packed model's; write the value itself)", name);
+        goto done;
+    }
+    a0 = n > 0 ? arg_text(in, at, here, args[0]) : NULL;
     if (n > 0 && !a0) goto done;
     if (!strcmp(name, "self_name")) out = yt_scalar(in->opts->self_name ? in->opts->self_name : "", 0, at->mark);
     else if (!strcmp(name, "config_path")) out = config_path(in, at, n, a0);

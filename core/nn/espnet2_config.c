@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/base/fsio.h"
+#include "core/base/tmpdir.h"
 #include "core/config/yamltree.h"
 #include "core/formats/zip_unpack.h"
 
@@ -73,17 +74,6 @@ static int write_tokens(const ynode *tl, const char *config, const char *dst, es
     return rc;
 }
 
-static char *new_tmp_dir(const char *tag, esp_err *err)
-{
-    const char *td = getenv("TMPDIR");
-    char *dir = xasprintf("%s/espnet3_%s_XXXXXX", td && *td ? td : "/tmp", tag);
-    if (!mkdtemp(dir)) {
-        esp_fail(err, "%s: cannot make a temporary folder", dir);
-        free(dir);
-        return NULL;
-    }
-    return dir;
-}
 
 /* dir/rel when it names a regular file inside dir, after normalisation and with links resolved;
  * NULL when meta.yaml's path leaves the pack (absolute, "..", a link out) or names no file. */
@@ -110,7 +100,7 @@ int espnet2_pack_unpack(const char *zip, char **out_dir, char **out_config, char
     int has = zip_has_entry(zip, "meta.yaml", err);
     if (has < 0) return -1;
     if (!has) return esp_fail(err, "%s: no meta.yaml in the zip (not an ESPnet2 packed model)", zip);
-    char *dir = new_tmp_dir("espnet2_pack", err);
+    char *dir = tmpdir_make("espnet2_pack", err);
     if (!dir) return -1;
     int rc = zip_unpack(zip, dir, ZIP_UNPACK_MAX_BYTES, err);
     char *meta = xasprintf("%s/meta.yaml", dir);
@@ -132,8 +122,8 @@ int espnet2_pack_unpack(const char *zip, char **out_dir, char **out_config, char
     if (m) yt_free(m);
     free(meta);
     if (rc != 0) {
-        remove_tree(dir);
-        free(dir), free(*out_config), free(*out_model);
+        tmpdir_remove(dir);
+        free(*out_config), free(*out_model);
         *out_config = *out_model = NULL;
         return -1;
     }
@@ -181,7 +171,7 @@ int espnet2_config_convert(const char *path, const char *shown_as, char **out_di
         free(p);
     }
     yt_map_set(cfg, "model", (ymark){0}, m);
-    char *dir_tmpl = new_tmp_dir("espnet2_config", err);
+    char *dir_tmpl = tmpdir_make("espnet2_config", err);
     if (!dir_tmpl) {
         yt_free(cfg);
         yt_free(root);
@@ -204,8 +194,7 @@ int espnet2_config_convert(const char *path, const char *shown_as, char **out_di
     free(tok_dir), free(tok);
     if (rc != 0) {
         yt_free(cfg);
-        remove_tree(dir_tmpl);
-        free(dir_tmpl);
+        tmpdir_remove(dir_tmpl);
         return -1;
     }
     if (shown_as) rename_marks(cfg, path, intern(shown_as));

@@ -17,12 +17,12 @@
 /* 0: `path` is not an ESPnet2 config (nothing written). 1: it is; *out_tree is espnet3's form of
  * it (for config_load_tree, which takes it), its places named `shown_as` when not NULL (a config
  * unpacked from a packed model: "model.zip(exp/asr_train/config.yaml)"), and *out_dir a new folder
- * holding its token list (remove_tree it when done). -1: error. */
+ * holding its token list (tmpdir_remove it when done). -1: error. */
 int espnet2_config_convert(const char *path, const char *shown_as, char **out_dir, ynode **out_tree,
                            esp_err *err);
 
 /* An ESPnet2 packed model zip (meta.yaml naming yaml_files.asr_train_config and
- * files.asr_model_file): unpacked into a new folder *out_dir (remove_tree it when done);
+ * files.asr_model_file): unpacked into a new folder *out_dir (tmpdir_remove it when done);
  * *out_config and *out_model are the unpacked config and weights. */
 int espnet2_pack_unpack(const char *zip, char **out_dir, char **out_config, char **out_model, esp_err *err);
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/base/fsio.h"
+#include "core/base/tmpdir.h"
 #include "core/config/config_task.h"
 #include "core/formats/safetensors.h"
 #include "core/formats/torch_zip.h"
@@ -100,9 +101,10 @@ int model_files_locate(model_files *f, const inference_cfg *icfg, const char *cf
     int is_espnet2 = espnet2_config_convert(f->train_config_path, shown_as, &f->converted_dir, &converted, err);
     free(shown_as);
     if (is_espnet2 < 0) goto fail;
-    /* The file is a resolved config: no template goes under it. */
-    config_load_opts lo = {0};
-    int lrc = is_espnet2 ? config_load_tree(CONFIG_TRAINING, converted, f->train_config_path, &f->train_cfg, err)
+    /* The file is a resolved config: no template goes under it. An ESPnet2 config (ESPnet2 has no
+     * ${...}) or one unpacked from a zip came from elsewhere: no resolver reads this machine for it. */
+    config_load_opts lo = {.foreign = f->unpacked_dir != NULL};
+    int lrc = is_espnet2 ? config_load_tree(CONFIG_TRAINING, converted, f->train_config_path, 1, &f->train_cfg, err)
                          : config_load(CONFIG_TRAINING, f->train_config_path, &lo, &f->train_cfg, err);
     if (lrc != 0) goto fail;
     lrc = model_file_resolve(model_file, icfg->exp_dir, &f->weights, err);
@@ -185,10 +187,8 @@ fail:
 void model_files_free(model_files *f)
 {
     if (f->train_cfg) config_free(f->train_cfg);
-    if (f->converted_dir) remove_tree(f->converted_dir);
-    if (f->unpacked_dir) remove_tree(f->unpacked_dir);
-    free(f->converted_dir);
-    free(f->unpacked_dir);
+    tmpdir_remove(f->converted_dir);
+    tmpdir_remove(f->unpacked_dir);
     free(f->train_config_path);
     free(f->weights);
     free(f->tokens);

@@ -167,8 +167,9 @@ static void spawn(local_run *r, int slot)
         return;
     }
     if (pid == 0) {
-        /* Die with the parent, so an interrupted run leaves no orphans computing for nobody. */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        /* Die with the parent, so an interrupted run leaves no orphans computing for nobody; by
+         * SIGTERM, which lets the worker remove its temporary folders (core/base/tmpdir.h). */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != parent) _exit(4);
         signal(SIGTERM, SIG_DFL);
         /* local_gpu: slot i owns GPU i, also when a dead worker is replaced. */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/base/fsio.h"
+#include "core/base/tmpdir.h"
 #include "core/config/config.h"
 #include "core/nn/espnet2_config.h"
 #include "test/fuzz/fuzz_util.h"
@@ -46,11 +47,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     esp_config *out = NULL;
     err.msg[0] = '\0';
-    if (config_load_tree(CONFIG_TRAINING, tree, path, &out, &err) == 0)
+    if (config_load_tree(CONFIG_TRAINING, tree, path, 1, &out, &err) == 0)
         config_free(out);
     else if (!err.msg[0])
         abort();
-    remove_tree(dir);
-    free(dir);
+    tmpdir_remove(dir);
     return 0;
 }

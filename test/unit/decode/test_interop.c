@@ -121,6 +121,42 @@ Test(interop, espnet2_config_messages_point_at_the_users_file)
     free(text);
 }
 
+/* An ESPnet2 config came from elsewhere: ${oc.env:...}, ${load_line:...} and ${load_yaml:...} in
+ * it would read this machine into its values and error text, so they are refused at their line. */
+Test(interop, espnet2_config_cannot_read_the_host)
+{
+    char dir[64], src[600];
+    test_tmpdir_make(dir, sizeof dir, "foreign_cfg");
+    snprintf(src, sizeof src, "%s/exp/asr_train/config.yaml", fx("espnet_model"));
+    size_t len = 0;
+    esp_err err = {{0}};
+    char *text = read_file(src, &len, &err);
+    cr_assert_not_null(text, "%s", err.msg);
+    static const char *const values[] = {"${oc.env:HOME}", "${load_line:/etc/hostname}", "${load_yaml:/etc/x.yaml}"};
+    static const char *const names[] = {"oc.env", "load_line", "load_yaml"};
+    setenv("HOME", getenv("HOME") ? getenv("HOME") : "/root", 1);
+    for (int i = 0; i < 3; i++) {
+        char *at = strstr(text, "  output_size: 32\n");
+        cr_assert_not_null(at);
+        char cfg[128];
+        snprintf(cfg, sizeof cfg, "%s/config%d.yaml", dir, i);
+        FILE *fp = fopen(cfg, "w");
+        cr_assert_not_null(fp);
+        fprintf(fp, "%.*s  output_size: \"%s\"\n%s", (int)(at - text), text, values[i], at + strlen("  output_size: 32\n"));
+        fclose(fp);
+        infer_model_cfg mc = {.asr_train_config = cfg, .asr_model_file = cfg};
+        inference_cfg ic = {.model = &mc};
+        model_files mf;
+        cr_assert_neq(model_files_locate(&mf, &ic, "inference.yaml", &err), 0, "%s was resolved", values[i]);
+        char want[200];
+        snprintf(want, sizeof want, "${%s:...} reads this machine and is off in a config from elsewhere", names[i]);
+        cr_expect(strstr(err.msg, cfg) && strstr(err.msg, want), "%s", err.msg);
+        cr_expect(!strstr(err.msg, "/root") && !strchr(err.msg, '\n'), "%s", err.msg);
+    }
+    free(text);
+    test_tmpdir_remove(dir);
+}
+
 Test(interop, espnet_trained_model_decodes_to_espnets_hypotheses)
 {
     decode_like_espnet("espnet_model", "exp/asr_train/valid.acc.ave.pth", NULL);
