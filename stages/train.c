@@ -127,6 +127,22 @@ static model_rates rates_from_cfg(const training_cfg *cfg)
     return r;
 }
 
+/* The model the sizes describe (with the least vocabulary; the token list adds vocab x width
+ * later) is built in no stage before its parameter count is checked: a num_blocks or output_size
+ * typo is refused at the model's line before stage 1, not as an allocation failure in stage 5. */
+static int check_model_size(const training_cfg *cfg, const char *file, const ynode *tree, int n_mels, esp_err *err)
+{
+    if (!cfg->model) return 0; /* the stage's own error */
+    model_dims d;
+    esp_err why;
+    int rc = config_is_lm_task(cfg) ? lm_dims_from_cfg(&d, cfg->model, 2, &why)
+                                    : model_dims_from_cfg(&d, cfg->model, n_mels, 2, &why);
+    if (rc == 0) return 0;
+    const ynode *m = yt_get_path(tree, "model");
+    if (m && m->mark.line > 0) return esp_fail(err, "%s:%d:%d: %s", m->mark.file, m->mark.line, m->mark.col, why.msg);
+    return esp_fail(err, "%s: %s", file, why.msg);
+}
+
 /* What the config alone decides about values, before any stage runs (stage_table's check):
  * ctc_conf.reduce, speed_perturb_factors and the waveform augmentation keys (the frontend's
  * sample rate bounds their frequencies; an LM task has none). Missing sections are the stage's own error, so that a
@@ -147,13 +163,13 @@ static int check_static(const training_cfg *cfg, const char *file, const ynode *
         if (key)
             return esp_fail(err, "%s: %s: a language model's data are text; waveform augmentation does not apply "
                                  "(remove it from the LM's config)", file, key);
-        return 0;
+        return check_model_size(cfg, file, tree, 0, err);
     }
     frontend_opts fo;
     frontend_opts_from_cfg(cfg->model ? cfg->model->frontend_conf : NULL, &fo);
     int rc = aug.n ? augment_conf_check_fs(&aug, fo.fs, "model.frontend_conf.fs", err) : 0;
     augment_conf_free(&aug);
-    return rc;
+    return rc != 0 ? rc : check_model_size(cfg, file, tree, fo.n_mels, err);
 }
 
 int stage_train_check(const esp_configs *configs, esp_err *err)

@@ -58,7 +58,8 @@ int lm_dims_from_cfg(model_dims *out, const model_cfg *m, int vocab, esp_err *er
     out->no_ctc = 1;
     out->vocab = vocab;
     if (vocab < 2) return esp_fail(err, "token list has %d tokens; a language model needs at least 2", vocab);
-    return is_seq_rnn(m) ? seq_rnn_dims(out, c, err) : transformer_dims(out, c, err);
+    int rc = is_seq_rnn(m) ? seq_rnn_dims(out, c, err) : transformer_dims(out, c, err);
+    return rc != 0 ? rc : model_dims_check_size(out, err);
 }
 
 void lm_rates_from_cfg(model_rates *r, const model_cfg *m)

@@ -90,7 +90,21 @@ int model_dims_from_cfg(model_dims *out, const model_cfg *m, int idim, int vocab
                              "it): use abs_pos, or n_mels = output_size", idim, out->d);
     if (vocab < 2) return esp_fail(err, "token list has %d tokens; the CTC layer needs at least 2", vocab);
     out->f2 = input_layer_out_bins(kind, idim);
-    return decoder_dims_from_cfg(out, m, err);
+    if (decoder_dims_from_cfg(out, m, err) != 0) return -1;
+    return model_dims_check_size(out, err);
+}
+
+int model_dims_check_size(const model_dims *d, esp_err *err)
+{
+    param_table t;
+    param_table_build(&t, d);
+    size_t n = t.state_total;
+    param_table_free(&t);
+    if (n > MODEL_MAX_PARAMS)
+        return esp_fail(err, "model: %zu parameters (%.1f GB of float32 before gradients and optimizer moments) from "
+                        "its sizes (encoder_conf/decoder_conf or lm_conf), more than espnet3's limit of %zu (check "
+                        "output_size, linear_units and num_blocks)", n, (double)n * 4 / 1e9, (size_t)MODEL_MAX_PARAMS);
+    return 0;
 }
 
 /* Offsets are given by layout() once the table is complete: trained parameters first. */

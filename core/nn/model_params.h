@@ -137,6 +137,12 @@ typedef struct param_table {
 } param_table;
 
 void param_table_build(param_table *t, const model_dims *d);
+/* Parameters (with buffers) a model may have: 2^32, four times the largest ESPnet ASR model (OWSM
+ * v3.1, ~1 G) and 16 GiB of float32 weights before gradients and Adam's moments. */
+#define MODEL_MAX_PARAMS ((size_t)1 << 32)
+/* Error (naming the sizes) when the parameter count dims give passes MODEL_MAX_PARAMS: checked
+ * when a config's sizes are read, before anything of that size is allocated. */
+int model_dims_check_size(const model_dims *d, esp_err *err);
 void param_table_free(param_table *t);
 const param_info *param_find(const param_table *t, const char *name);
 /* The offset of entry `name`, which the model's code knows to exist: aborts naming it otherwise. */

@@ -138,7 +138,7 @@ Test(config_decoder, defaults_and_the_two_ends_of_ctc_weight)
     assert_has(load_error("model:\n  decoder_conf:\n    src_attention_dropout_rate: 1\n"),
                "model.decoder_conf.src_attention_dropout_rate: must be in [0, 1)");
     assert_has(load_error("model:\n  decoder_conf:\n    num_blocks: 0\n"),
-               "model.decoder_conf.num_blocks: must be >= 1");
+               "model.decoder_conf.num_blocks: must be in [1, 1024], got 0");
 }
 
 /* What ESPnet2 has and espnet3 does not: an error at the key's line with what is supported. */

@@ -86,7 +86,12 @@ Test(config_values, training_ranges_and_zero_are_errors_with_position)
         {"model:\n  frontend_conf:\n    n_fft: 511\n", "3:12: model.frontend_conf.n_fft: must be even"},
         {"model:\n  frontend_conf:\n    hop_length: 0\n", "3:17: model.frontend_conf.hop_length: must be >= 1"},
         {"model:\n  frontend_conf:\n    fmax: 0\n", "3:11: model.frontend_conf.fmax: must be > 0 Hz, got 0 (leave it out or null"},
-        {"model:\n  encoder_conf:\n    num_blocks: 0\n", "3:17: model.encoder_conf.num_blocks: must be >= 1, got 0"},
+        {"model:\n  encoder_conf:\n    num_blocks: 0\n", "3:17: model.encoder_conf.num_blocks: must be in [1, 1024], got 0"},
+        /* issue 44: sizes that would allocate without end are refused at their line */
+        {"model:\n  encoder_conf:\n    num_blocks: 1000000000\n",
+         "3:17: model.encoder_conf.num_blocks: must be in [1, 1024], got 1000000000"},
+        {"model:\n  encoder_conf:\n    output_size: 1048576\n",
+         "3:18: model.encoder_conf.output_size: must be in [1, 65536], got 1048576"},
         {"model:\n  encoder_conf:\n    dropout_rate: 1.0\n", "3:19: model.encoder_conf.dropout_rate: must be in [0, 1)"},
         {"model:\n  specaug_conf:\n    num_time_mask: 0\n",
          "3:20: model.specaug_conf.num_time_mask: must be in [1, 1000], got 0 (apply_time_mask: false turns time masks off"},
@@ -146,6 +151,9 @@ Test(config_values, rules_between_keys)
         {"model:\n  frontend_conf:\n    n_mels: 4\n", "3:13: model.frontend_conf.n_mels: is below 7"},
         {"model:\n  encoder_conf:\n    output_size: 100\n    attention_heads: 3\n",
          "3:18: model.encoder_conf.output_size: 100 is not a multiple of attention_heads = 3"},
+        /* sizes each in range that together give 3.4 T parameters: refused before stage 1 */
+        {"model:\n  encoder_conf:\n    output_size: 65536\n    linear_units: 262144\n    num_blocks: 64\n",
+         "2:3: model: 3418849542146 parameters (13675.4 GB of float32 before gradients and optimizer moments)"},
         {"model:\n  specaug_conf:\n    freq_mask_width_range: [5, 5]\n",
          "3:28: model.specaug_conf.freq_mask_width_range: [5, 5] is not a range [lo, hi) with lo < hi"},
         {"create_dataset:\n  min_words: 9\n  max_words: 3\n", "2:14: create_dataset.min_words: 9 is above max_words = 3"},

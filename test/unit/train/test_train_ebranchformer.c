@@ -152,7 +152,7 @@ Test(ebranchformer_train, encoder_keys_are_checked)
         {"+model.encoder_conf.zero_triu=true", "model.encoder_conf.zero_triu: 'true' is not supported (supported: false)"},
         {"model.encoder_conf.cgmlp_conv_kernel=6", "cgmlp_conv_kernel: 6 must be odd"},
         {"model.encoder_conf.merge_conv_kernel=0", "merge_conv_kernel: 0 must be odd"},
-        {"model.encoder_conf.cgmlp_linear_units=63", "cgmlp_linear_units: must be even and >= 2"},
+        {"model.encoder_conf.cgmlp_linear_units=63", "cgmlp_linear_units: must be even and in [2, 262144]"},
         {"model.encoder_conf.layer_drop_rate=1.5", "layer_drop_rate: must be in [0, 1]"},
         {"model.encoder_conf.positionwise_layer_type=conv1d", "'conv1d' is not supported (supported: linear)"},
         {"model.encoder=branchformer", "'branchformer' is not supported (supported: transformer, conformer, e_branchformer)"},
