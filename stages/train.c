@@ -149,6 +149,15 @@ static int check_model_size(const training_cfg *cfg, const char *file, const yno
  * partial config still shows under --dry_run. */
 static int check_static(const training_cfg *cfg, const char *file, const ynode *tree, esp_err *err)
 {
+    const trainer_cfg *tc = cfg->trainer;
+    if (tc && tc->max_epochs == -1 && tc->max_steps <= 0) {
+        const ynode *n = yt_get_path(tree, "trainer.max_epochs");
+        char where[512];
+        if (n && n->mark.line > 0) snprintf(where, sizeof where, "%s:%d:%d", n->mark.file, n->mark.line, n->mark.col);
+        else snprintf(where, sizeof where, "%s", file);
+        return esp_fail(err, "%s: trainer.max_epochs: -1 (no epoch limit) without trainer.max_steps would train "
+                             "forever (set max_steps, or max_epochs >= 1)", where);
+    }
     if (cfg->model && cfg->model->ctc_conf && !cfg->model->ctc_conf->reduce)
         return esp_fail(err, "%s: model.ctc_conf.reduce: false (a summed loss) is not supported (use true)", file);
     if (speed_perturb_factors_check(tree, err) != 0) return -1;
@@ -228,9 +237,6 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
     const dist_env *env = dist_process_env(err);
     if (!env || check_config(cfg, file, env, err) != 0) return -1;
     const trainer_cfg *tc = cfg->trainer;
-    if (tc->max_epochs == -1 && tc->max_steps <= 0)
-        return esp_fail(err, "%s: trainer.max_epochs: -1 (no epoch limit) without trainer.max_steps would train "
-                             "forever (set max_steps, or max_epochs >= 1)", file);
     if (tc->max_epochs == -1) log_info("train: no epoch limit (trainer.max_epochs -1): training stops after %" PRId64
                                        " optimizer steps (trainer.max_steps)", tc->max_steps);
     int sharded[2];

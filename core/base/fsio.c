@@ -45,13 +45,16 @@ int atomic_commit(atomic_file *af, esp_err *err)
         e = errno;
     }
     af->fp = NULL;
-    if (!failed && rename(af->tmp_path, af->path) != 0) {
-        failed = 1;
-        e = errno;
-    }
     if (failed) {
         unlink(af->tmp_path);
         esp_fail(err, "%s: write failed: %s (check free disk space)", af->path, strerror(e));
+    } else if (rename(af->tmp_path, af->path) != 0) { /* written, but the name is taken */
+        failed = 1;
+        e = errno;
+        unlink(af->tmp_path);
+        esp_fail(err, "%s: cannot put the file in place: %s (%s)", af->path, strerror(e),
+                 e == EISDIR || e == ENOTEMPTY || e == EEXIST ? "a folder has that name; move it away"
+                                                              : "check the folder's permissions");
     } else {
         fsync_dir_of(af->path);
     }

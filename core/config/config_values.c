@@ -74,7 +74,7 @@ static const num_rule num_rules[] = {
     {"trainer.num_sanity_val_steps", -1, INF, 0, ">= -1", "-1: all validation batches, 0: none"},
     {"trainer.dist_timeout", 0, INF, LO_OPEN, "> 0 seconds", "leave it out for 300"},
     /* parallel (all three kinds) */
-    {"parallel.n_workers", 1, INF, 0, ">= 1", "leave it out for 1"},
+    {"parallel.n_workers", 1, CFG_MAX_WORKERS, 0, "in [1, 4096]", "leave it out for 1"},
     {"parallel.options.cores", 1, INF, 0, ">= 1", "CPU cores per SLURM job"},
     {"parallel.options.processes", 1, INF, 0, ">= 1", "worker processes per SLURM job; leave it out for 1"},
     {"parallel.options.death_timeout", 1, INF, 0, ">= 1 seconds", "leave it out: it has no effect here"},

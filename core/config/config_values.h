@@ -15,6 +15,10 @@
 
 #include "core/config/config.h"
 
+/* parallel.n_workers: worker processes or SLURM jobs of one stage (its range rule; the runner
+ * checks the same bound when called with a number that came from elsewhere). */
+#define CFG_MAX_WORKERS 4096
+
 /* The range rule of the number n (already typed as v) at schema_path, if there is one. */
 int config_check_number(const ynode *n, const char *schema_path, const char *path, double v, esp_err *err);
 /* ESPnet2's true-by-default switches (model.specaug_conf.apply_time_warp, ...). */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/base/fsio.h"
+#include "core/config/config_values.h"
 #include "core/runner/runner_env.h"
 #include "core/runner/runner_proc.h"
 #include "core/runner/runner_shard.h"
@@ -127,7 +128,8 @@ static int resolve_env(const parallel_cfg *par, const runner_env **env, int *n_w
     /* An absent n_workers reads as 0: one worker, as without a parallel: block. */
     int64_t n = par ? par->n_workers : 1;
     if (n < 0) return esp_fail(err, "parallel.n_workers: must be at least 1, got %lld", (long long)n);
-    if (n > 4096) return esp_fail(err, "parallel.n_workers: %lld is more than the 4096 supported", (long long)n);
+    if (n > CFG_MAX_WORKERS)
+        return esp_fail(err, "parallel.n_workers: %lld is more than the %d supported", (long long)n, CFG_MAX_WORKERS);
     *n_workers = n == 0 ? 1 : (int)n;
     return 0;
 }

@@ -81,12 +81,15 @@ Test(config_values, training_ranges_and_zero_are_errors_with_position)
         {"trainer:\n  dist_timeout: 0\n", "2:17: trainer.dist_timeout: must be > 0 seconds, got 0"},
         {"num_device: 0\n", "1:13: num_device: must be >= 1, got 0"},
         {"seed: -1\n", "1:7: seed: must be in [0, 4294967295], got -1"},
-        {"parallel:\n  n_workers: 0\n", "2:14: parallel.n_workers: must be >= 1, got 0 (leave it out for 1)"},
+        {"parallel:\n  n_workers: 0\n", "2:14: parallel.n_workers: must be in [1, 4096], got 0 (leave it out for 1)"},
+        {"parallel:\n  n_workers: 100000\n", "2:14: parallel.n_workers: must be in [1, 4096], got 100000"},
         {"model:\n  frontend_conf:\n    n_fft: 0\n", "3:12: model.frontend_conf.n_fft: must be even and in [2, 65536], got 0"},
         {"model:\n  frontend_conf:\n    n_fft: 511\n", "3:12: model.frontend_conf.n_fft: must be even"},
         {"model:\n  frontend_conf:\n    hop_length: 0\n", "3:17: model.frontend_conf.hop_length: must be >= 1"},
         {"model:\n  frontend_conf:\n    fmax: 0\n", "3:11: model.frontend_conf.fmax: must be > 0 Hz, got 0 (leave it out or null"},
         {"model:\n  encoder_conf:\n    num_blocks: 0\n", "3:17: model.encoder_conf.num_blocks: must be in [1, 1024], got 0"},
+        {"trainer:\n  max_epochs: -1\n",
+         "2:15: trainer.max_epochs: -1 (no epoch limit) without trainer.max_steps would train forever"},
         /* issue 44: sizes that would allocate without end are refused at their line */
         {"model:\n  encoder_conf:\n    num_blocks: 1000000000\n",
          "3:17: model.encoder_conf.num_blocks: must be in [1, 1024], got 1000000000"},
@@ -239,11 +242,11 @@ Test(config_values, inference_and_metrics_ranges)
         {"model:\n  batch_size: 5000\n", "2:15: model.batch_size: must be in [1, 4096], got 5000"},
         {"model:\n  beam_size: 0\n", "2:14: model.beam_size: must be in [1, 10000], got 0 (1: greedy CTC)"},
         {"model:\n  nbest: 0\n", "2:10: model.nbest: must be >= 1"},
-        {"parallel:\n  n_workers: 0\n", "2:14: parallel.n_workers: must be >= 1, got 0"},
+        {"parallel:\n  n_workers: 0\n", "2:14: parallel.n_workers: must be in [1, 4096], got 0"},
     };
     expect_errors("--inference_config", inference, sizeof inference / sizeof *inference);
     static const bad_case metrics[] = {
-        {"parallel:\n  n_workers: -3\n", "2:14: parallel.n_workers: must be >= 1, got -3"},
+        {"parallel:\n  n_workers: -3\n", "2:14: parallel.n_workers: must be in [1, 4096], got -3"},
     };
     expect_errors("--metrics_config", metrics, 1);
 }
