@@ -69,8 +69,19 @@ int model_file_resolve(const char *given, const char *exp_dir, char **out, esp_e
                     given, tried);
 }
 
+/* A path as messages show it: a file of an unpacked zip as "<zip>(<entry>)", since the unpacked
+ * copy is gone when the message is read. */
+static const char *shown_path(const model_files *f, const char *zip, const char *path, char *buf, size_t n)
+{
+    size_t k = f->unpacked_dir ? strlen(f->unpacked_dir) : 0;
+    if (!k || !path || strncmp(path, f->unpacked_dir, k) || path[k] != '/') return path;
+    snprintf(buf, n, "%s(%s)", zip, path + k + 1);
+    return buf;
+}
+
 int model_files_locate(model_files *f, const inference_cfg *icfg, const char *cfg_file, esp_err *err)
 {
+    char sc[1024], sp[1024]; /* shown_path's buffers: the config, and the file it names */
     memset(f, 0, sizeof *f);
     const infer_model_cfg *mc = icfg->model;
     if (!mc || !mc->asr_train_config)
@@ -114,30 +125,31 @@ int model_files_locate(model_files *f, const inference_cfg *icfg, const char *cf
     const training_cfg *t = model_files_training(f);
     /* The tokenizer as ESPnet's Speech2Text picks it: its token_type/bpemodel over the training config's. */
     tokenizer_spec ts;
+    const char *zip = mc->asr_train_config, *config = shown_path(f, zip, f->train_config_path, sc, sizeof sc);
     if (tokenizer_spec_resolve(&ts, t->tokenizer, mc->token_type ? mc->token_type : t->token_type,
-                               mc->bpemodel ? mc->bpemodel : t->bpemodel, f->train_config_path, err) != 0)
+                               mc->bpemodel ? mc->bpemodel : t->bpemodel, config, err) != 0)
         goto fail;
     f->tokens = ts.tokens_path, f->token_type = ts.type, f->bpemodel = ts.model_path;
     if (!path_exists(f->tokens)) {
-        esp_fail(err, "%s: no token list (named by tokenizer.save_path in %s)", f->tokens, f->train_config_path);
+        esp_fail(err, "%s: no token list (named by tokenizer.save_path in %s)", shown_path(f, zip, f->tokens, sp, sizeof sp),
+                 config);
         goto fail;
     }
     if (f->bpemodel && !path_exists(f->bpemodel)) {
-        esp_fail(err, "%s: no SentencePiece model (named by %s; run train_tokenizer, stage 2)", f->bpemodel,
-                 mc->bpemodel ? cfg_file : f->train_config_path);
+        esp_fail(err, "%s: no SentencePiece model (named by %s; run train_tokenizer, stage 2)",
+                 shown_path(f, zip, f->bpemodel, sp, sizeof sp), mc->bpemodel ? cfg_file : config);
         goto fail;
     }
     const model_cfg *m = t->model;
     if (m && m->normalize && !strcmp(m->normalize, "global_mvn")) {
         if (!m->normalize_conf || !m->normalize_conf->stats_file) {
-            esp_fail(err, "%s: model.normalize_conf.stats_file: missing (global_mvn needs feats_stats.npz)",
-                     f->train_config_path);
+            esp_fail(err, "%s: model.normalize_conf.stats_file: missing (global_mvn needs feats_stats.npz)", config);
             goto fail;
         }
         f->stats = xstrdup(m->normalize_conf->stats_file);
         if (!path_exists(f->stats)) {
-            esp_fail(err, "%s: no feature statistics (named by model.normalize_conf.stats_file in %s)", f->stats,
-                     f->train_config_path);
+            esp_fail(err, "%s: no feature statistics (named by model.normalize_conf.stats_file in %s)",
+                     shown_path(f, zip, f->stats, sp, sizeof sp), config);
             goto fail;
         }
     }
@@ -343,10 +355,17 @@ int model_init_param(const param_table *t, float *state, const char *spec, int i
     }
     const char *path = parts[0], *src = parts[1] && *parts[1] ? parts[1] : NULL,
                *dst = parts[2] && *parts[2] ? parts[2] : NULL, *excl = parts[3];
-    st_file f;
-    if (model_weights_open(path, &f, err) != 0) {
+    char shown[300];
+    if (excl && strchr(excl, ':')) { /* ESPnet2's load_pretrained_model raises on it too */
         free(buf);
-        return -1;
+        return esp_fail(err, "init_param %s: more than 4 fields (<file>:<src_key>:<dst_key>:<exclude_keys>)",
+                        esp_shown(spec, shown, sizeof shown));
+    }
+    st_file f;
+    esp_err why;
+    if (model_weights_open(path, &f, &why) != 0) {
+        free(buf);
+        return esp_fail(err, "init_param %s: %s", esp_shown(spec, shown, sizeof shown), why.msg);
     }
     int rc = 0;
     size_t sl = src ? strlen(src) : 0;

@@ -286,6 +286,39 @@ Test(interop, espnet2_packed_zip_bombs_are_refused_before_unpacking)
     test_tmpdir_remove(dir);
 }
 
+/* What a message says about a file of an unpacked zip names it as <zip>(<entry>): the unpacked
+ * copy is removed before the message is read (issue 44). */
+Test(interop, messages_about_a_packed_models_files_name_the_zip_entry)
+{
+    char dir[64];
+    test_tmpdir_make(dir, sizeof dir, "zipmsg");
+    char code[1600];
+    snprintf(code, sizeof code,
+             "import re, zipfile\n"
+             "cfg = open('%s/exp/asr_train/config.yaml').read()\n"
+             "cfg = re.sub(r'stats_file: .*', 'stats_file: exp/asr_stats/missing_stats.npz', cfg)\n"
+             "with zipfile.ZipFile('model.zip', 'w') as z:\n"
+             "    z.writestr('meta.yaml', 'yaml_files: {asr_train_config: exp/asr_train/config.yaml}\\n'\n"
+             "               'files: {asr_model_file: exp/asr_train/m.pth}\\n')\n"
+             "    z.writestr('exp/asr_train/config.yaml', cfg)\n"
+             "    z.write('%s/exp/asr_train/valid.acc.ave.pth', 'exp/asr_train/m.pth')\n",
+             fx("espnet_model"), fx("espnet_model"));
+    cr_assert_eq(test_run_python(dir, code), 0);
+    char zp[256];
+    snprintf(zp, sizeof zp, "%s", test_path(dir, "model.zip"));
+    infer_model_cfg mc = {.asr_train_config = zp, .asr_model_file = zp};
+    inference_cfg ic = {.model = &mc};
+    model_files mf;
+    esp_err err = {{0}};
+    cr_assert_neq(model_files_locate(&mf, &ic, "inference.yaml", &err), 0);
+    char want[1200];
+    snprintf(want, sizeof want, "missing_stats.npz: no feature statistics (named by "
+             "model.normalize_conf.stats_file in %s(exp/asr_train/config.yaml))", zp);
+    cr_expect(strstr(err.msg, want), "%s", err.msg);
+    cr_expect_null(strstr(err.msg, "espnet3_espnet2_pack"), "%s", err.msg);
+    test_tmpdir_remove(dir);
+}
+
 Test(interop, espnet3_packed_model_decodes_in_espnet_as_in_espnet3)
 {
     decode_like_espnet("espnet3_model", "exp/asr_train/valid.loss.ave.pth", NULL);

@@ -104,7 +104,11 @@ Test(init_param, selects_renames_and_excludes_as_espnet)
     const char *bad = write_ckpt("bad.pth", NULL, 1);
     load(bad, 0, s, -1, "model.ctc.ctc_lo.bias is F32 [3], the model's ctc.ctc_lo.bias is [5]");
     cr_assert_eq(load(bad, 1, s, 0, NULL), t.n - 1);
-    /* a missing file */
+    /* a missing file: the message names the init_param entry and the file */
     load(test_path(dir, "none.pth"), 0, s, -1, "none.pth");
+    snprintf(spec, sizeof spec, "%s:model.encoder:encoder", test_path(dir, "none.pth"));
+    load(spec, 0, s, -1, "init_param ");
+    /* five fields (issue 44: it said "a: cannot read"), as ESPnet2 refuses them */
+    load("a:b:c:d:e", 0, s, -1, "init_param a:b:c:d:e: more than 4 fields (<file>:<src_key>:<dst_key>:<exclude_keys>)");
     free(s);
 }
