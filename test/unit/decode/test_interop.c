@@ -107,6 +107,16 @@ static char *locate_log(const char *cfg_path, const char *model_path)
     return text;
 }
 
+/* model_files_locate on a model given as both asr_train_config and asr_model_file (a packed zip,
+ * or a config); it must fail, and err says why. */
+static void locate_fails(char *path, esp_err *err)
+{
+    infer_model_cfg mc = {.asr_train_config = path, .asr_model_file = path};
+    inference_cfg ic = {.model = &mc};
+    model_files mf;
+    cr_assert_neq(model_files_locate(&mf, &ic, "inference.yaml", err), 0, "%s was located", path);
+}
+
 /* An ESPnet2 config.yaml is checked as espnet3's form of it, and what the checks say points at the
  * user's file, line and column (not at a rewritten copy). */
 Test(interop, espnet2_config_messages_point_at_the_users_file)
@@ -144,10 +154,7 @@ Test(interop, espnet2_config_cannot_read_the_host)
         cr_assert_not_null(fp);
         fprintf(fp, "%.*s  output_size: \"%s\"\n%s", (int)(at - text), text, values[i], at + strlen("  output_size: 32\n"));
         fclose(fp);
-        infer_model_cfg mc = {.asr_train_config = cfg, .asr_model_file = cfg};
-        inference_cfg ic = {.model = &mc};
-        model_files mf;
-        cr_assert_neq(model_files_locate(&mf, &ic, "inference.yaml", &err), 0, "%s was resolved", values[i]);
+        locate_fails(cfg, &err);
         char want[200];
         snprintf(want, sizeof want, "${%s:...} reads this machine and is off in a config from elsewhere", names[i]);
         cr_expect(strstr(err.msg, cfg) && strstr(err.msg, want), "%s", err.msg);
@@ -197,11 +204,8 @@ Test(interop, espnet2_packed_model_zip_decodes_alike)
     cr_assert_eq(test_run_python(dir, code), 0);
     char zp[256];
     snprintf(zp, sizeof zp, "%s", test_path(dir, "evil.zip"));
-    infer_model_cfg mc = {.asr_train_config = zp, .asr_model_file = zp};
-    inference_cfg ic = {.model = &mc};
-    model_files mf;
     esp_err err = {{0}};
-    cr_assert_neq(model_files_locate(&mf, &ic, "inference.yaml", &err), 0);
+    locate_fails(zp, &err);
     cr_assert(strstr(err.msg, "entry '../escape.txt': not a plain relative path"), "%s", err.msg);
     cr_assert_not(test_exists(test_path(dir, "escape.txt")));
     /* a newline in the entry's name stays out of the one-line message */
@@ -211,7 +215,7 @@ Test(interop, espnet2_packed_model_zip_decodes_alike)
              "    z.writestr('meta.yaml', 'files: {}')\n"
              "    z.writestr('../esc\\nape.txt', 'x')\n");
     cr_assert_eq(test_run_python(dir, code), 0);
-    cr_assert_neq(model_files_locate(&mf, &ic, "inference.yaml", &err), 0);
+    locate_fails(zp, &err);
     cr_assert(strstr(err.msg, "entry '../esc\\x0aape.txt': not a plain relative path") && !strchr(err.msg, '\n'), "%s",
               err.msg);
     /* meta.yaml naming files outside the zip (issue 44): refused, nothing outside is read */
@@ -228,7 +232,7 @@ Test(interop, espnet2_packed_model_zip_decodes_alike)
                  "    z.writestr('m.pth', 'x')\n",
                  target);
         cr_assert_eq(test_run_python(dir, code), 0);
-        cr_assert_neq(model_files_locate(&mf, &ic, "inference.yaml", &err), 0);
+        locate_fails(zp, &err);
         cr_assert(strstr(err.msg, "evil.zip: meta.yaml names ") && strstr(err.msg, "which is not a file inside the zip"),
                   "%s", err.msg);
     }
@@ -306,11 +310,8 @@ Test(interop, messages_about_a_packed_models_files_name_the_zip_entry)
     cr_assert_eq(test_run_python(dir, code), 0);
     char zp[256];
     snprintf(zp, sizeof zp, "%s", test_path(dir, "model.zip"));
-    infer_model_cfg mc = {.asr_train_config = zp, .asr_model_file = zp};
-    inference_cfg ic = {.model = &mc};
-    model_files mf;
     esp_err err = {{0}};
-    cr_assert_neq(model_files_locate(&mf, &ic, "inference.yaml", &err), 0);
+    locate_fails(zp, &err);
     char want[1200];
     snprintf(want, sizeof want, "missing_stats.npz: no feature statistics (named by "
              "model.normalize_conf.stats_file in %s(exp/asr_train/config.yaml))", zp);
