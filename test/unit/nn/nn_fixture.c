@@ -78,3 +78,13 @@ void fx_load_batch(fx_batch *b, const npz_file *f, int idim, int pad)
     for (size_t i = 0; i < ys->count; i++) b->labels[i] = y[i] < 0 ? pad : (int)y[i];
     free(l), free(yl), free(y);
 }
+
+void fx_snapshot(const asr_model *m, float **params, float **grads)
+{
+    size_t n = m->table.total;
+    *params = malloc(n * sizeof **params);
+    *grads = malloc(n * sizeof **grads);
+    cr_assert(*params && *grads);
+    memcpy(*params, m->params, n * sizeof **params);
+    memcpy(*grads, m->grads, n * sizeof **grads);
+}

@@ -1,6 +1,7 @@
-/* Shared by the model parity tests against ESPnet's fixtures (test_conformer.c,
- * test_ebranchformer.c): reading the .npz arrays, comparing within a relative tolerance, loading
- * the parameter state and the padded batch of 2. */
+/* Shared by the model tests (test_conformer.c and test_ebranchformer.c against ESPnet's fixtures,
+ * test_decoder.c and test_preencoder.c for gradients): reading the .npz arrays, comparing within a
+ * relative tolerance, loading the parameter state and the padded batch of 2, and snapshots of the
+ * parameters and gradients. */
 #ifndef ESPNET3_TEST_NN_FIXTURE_H
 #define ESPNET3_TEST_NN_FIXTURE_H
 
@@ -27,5 +28,9 @@ typedef struct fx_batch {
 
 /* in.feats / in.lens / in.ys / in.ylens; label padding (< 0) becomes pad. */
 void fx_load_batch(fx_batch *b, const npz_file *f, int idim, int pad);
+
+/* Copies of the trained parameters and of their gradients after a backward, the two ends of a
+ * directional-difference check (caller frees both). */
+void fx_snapshot(const asr_model *m, float **params, float **grads);
 
 #endif

@@ -14,6 +14,7 @@
 #include "core/nn/decoder_transformer.h"
 #include "core/nn/model.h"
 #include "test/unit/nn/fx_pack.h"
+#include "test/unit/nn/nn_fixture.h"
 #include "test/unit/nn/grads_final_check.h"
 #include "test/unit/test_util.h"
 
@@ -354,9 +355,8 @@ Test(decoder, gradient_with_dropout_matches_directional_differences)
     loss_at(&m, &b);
     asr_model_backward(&m, 1.0f);
     size_t n = m.table.total;
-    float *p0 = malloc(n * sizeof *p0), *g = malloc(n * sizeof *g);
-    memcpy(p0, m.params, n * sizeof *p0);
-    memcpy(g, m.grads, n * sizeof *g);
+    float *p0, *g;
+    fx_snapshot(&m, &p0, &g);
     static const char *const groups[] = {
         "decoder.embed.", "decoder.decoders.0.self_attn.", "decoder.decoders.0.src_attn.linear_q",
         "decoder.decoders.0.src_attn.linear_v", "decoder.decoders.0.feed_forward.", "decoder.decoders.0.norm",

@@ -11,6 +11,7 @@
 #include "core/config/config_types.h"
 #include "core/nn/model.h"
 #include "core/nn/model_params.h"
+#include "test/unit/nn/nn_fixture.h"
 
 typedef struct batch {
     float *feats;
@@ -77,10 +78,8 @@ static void check_kind(int input_layer, int encoder, const char *name)
     asr_model_zero_grad(&m);
     loss_at(&m, &b);
     asr_model_backward(&m, 1.0f);
-    size_t n = m.table.total;
-    float *p0 = malloc(n * sizeof *p0), *g = malloc(n * sizeof *g);
-    memcpy(p0, m.params, n * sizeof *p0);
-    memcpy(g, m.grads, n * sizeof *g);
+    float *p0, *g;
+    fx_snapshot(&m, &p0, &g);
     static const char *const groups[] = {"preencoder.linear_out.", "encoder.embed.", "ctc.ctc_lo."};
     for (size_t k = 0; k < sizeof groups / sizeof *groups; k++) {
         double e = directional_error(&m, &b, p0, g, groups[k]);
