@@ -23,7 +23,6 @@ static struct {
 
 static const int handled[] = {SIGINT, SIGTERM, SIGHUP};
 static struct sigaction previous[sizeof handled / sizeof *handled];
-static int installed;
 
 static void on_signal(int sig)
 {
@@ -50,13 +49,15 @@ static void on_signal(int sig)
     else if (previous[k].sa_handler != SIG_IGN) previous[k].sa_handler(sig);
 }
 
+/* Our handler for each signal, unless it is there already: a forked child inherits it with the
+ * parent's `previous`, and saving it again would make it its own previous handler (a loop). */
 static void install_once(void)
 {
-    if (installed == (int)getpid()) return;
-    installed = (int)getpid();
-    struct sigaction sa = {.sa_handler = on_signal};
+    struct sigaction sa = {.sa_handler = on_signal}, cur;
     sigemptyset(&sa.sa_mask);
-    for (size_t k = 0; k < sizeof handled / sizeof *handled; k++) sigaction(handled[k], &sa, &previous[k]);
+    for (size_t k = 0; k < sizeof handled / sizeof *handled; k++)
+        if (sigaction(handled[k], NULL, &cur) == 0 && cur.sa_handler != on_signal)
+            sigaction(handled[k], &sa, &previous[k]);
 }
 
 char *tmpdir_make(const char *tag, esp_err *err)

@@ -98,3 +98,40 @@ Test(tmpdir, a_child_killed_leaves_its_parents_folder)
     cr_expect(test_exists(d), "a child removed its parent's folder");
     tmpdir_remove(d);
 }
+
+/* A child of a process with folders (a stage-6 worker) makes its own and is ended by Ctrl-C: its
+ * folder goes, the parent's stays, and it dies of SIGINT (the inherited handler is not stacked on
+ * itself). */
+Test(tmpdir, a_child_with_its_own_folder_cleans_only_that)
+{
+    esp_err err;
+    char *d = tmpdir_make("parent", &err);
+    cr_assert_not_null(d, "%s", err.msg);
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        char *c = tmpdir_make("child", &err);
+        if (!c) _exit(3);
+        dprintf(fds[1], "%s\n", c);
+        close(fds[1]);
+        raise(SIGINT);
+        _exit(0);
+    }
+    close(fds[1]);
+    char buf[512] = {0};
+    size_t got = 0;
+    ssize_t n;
+    while ((n = read(fds[0], buf + got, sizeof buf - 1 - got)) > 0) got += (size_t)n;
+    close(fds[0]);
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_expect(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT, "the child did not die of SIGINT (status %d)", status);
+    char *nl = strchr(buf, '\n');
+    cr_assert_not_null(nl);
+    *nl = '\0';
+    cr_expect_not(test_exists(buf), "the child's folder outlived SIGINT");
+    cr_expect(test_exists(d), "the child removed its parent's folder");
+    tmpdir_remove(d);
+}
