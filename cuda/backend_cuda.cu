@@ -259,6 +259,8 @@ static constexpr int cu_has(const backend &b, backend_op op)
     case BACKEND_OP_ATTENTION_BACKWARD: return b.attention_backward != nullptr;
     case BACKEND_OP_LOG_SOFTMAX_FORWARD: return b.log_softmax_forward != nullptr;
     case BACKEND_OP_LOG_SOFTMAX_BACKWARD: return b.log_softmax_backward != nullptr;
+    case BACKEND_OP_SOFTMAX_FORWARD: return b.softmax_forward != nullptr;
+    case BACKEND_OP_SOFTMAX_BACKWARD: return b.softmax_backward != nullptr;
     case BACKEND_OP_DROPOUT_FORWARD: return b.dropout_forward != nullptr;
     case BACKEND_OP_DROPOUT_BACKWARD: return b.dropout_backward != nullptr;
     case BACKEND_OP_MHA_FORWARD: return b.mha_forward != nullptr;
@@ -321,6 +323,8 @@ static constexpr backend cu_ops()
     b.attention_backward = cu_attention_backward;
     b.log_softmax_forward = cu_log_softmax_forward;
     b.log_softmax_backward = cu_log_softmax_backward;
+    b.softmax_forward = cu_softmax_forward;
+    b.softmax_backward = cu_softmax_backward;
     b.dropout_forward = cu_dropout_forward;
     b.dropout_backward = cu_dropout_backward;
     b.mha_forward = cu_mha_forward;

@@ -263,6 +263,8 @@ void cu_batchnorm_backward_global(backend *be, float *dx, float *dw, float *db, 
 // cuda/ops_softmax.cu
 void cu_log_softmax_forward(backend *be, float *y, const float *x, int n, int v);
 void cu_log_softmax_backward(backend *be, float *dx, const float *dy, const float *y, int n, int v);
+void cu_softmax_forward(backend *be, float *y, const float *x, int n, int v);
+void cu_softmax_backward(backend *be, float *dx, const float *dy, const float *y, int n, int v);
 // cuda/ops_dropout.cu
 void cu_dropout_forward(backend *be, float *y, const float *x, size_t n, float p, uint64_t seed, uint64_t stream);
 void cu_dropout_backward(backend *be, float *dx, const float *dy, size_t n, float p, uint64_t seed,

@@ -1,7 +1,8 @@
-// log_softmax over the last dim, forward and backward: one warp per row (8 rows per block), the
+// log_softmax and softmax over the last dim, forward and backward: one warp per row (8 rows per block), the
 // row's max and sums reduced across the warp by shuffles. The per-element math is the CPU's
-// (core/compute/ops_impl.h): y = x - (max + log(sum(exp(x - max)))), dx = dy - exp(y) * sum(dy), in
-// float; only the order of the sums differs. In place is safe: each lane rewrites only the
+// (core/compute/ops_impl.h): y = x - (max + log(sum(exp(x - max)))), dx = dy - exp(y) * sum(dy);
+// softmax y = exp(x - max) / sum, dx = y * (dy - sum(dy * y)); in float, only the order of the sums
+// differs. In place is safe: each lane rewrites only the
 // elements it read.
 #include "cuda/cuda_common.cuh"
 
@@ -34,6 +35,33 @@ static __global__ void log_softmax_backward_kernel(float *dx, const float *dy, c
     for (int i = lane; i < v; i += 32) dr[i] = gr[i] - expf(yr[i]) * s;
 }
 
+static __global__ void softmax_forward_kernel(float *y, const float *x, int n, int v)
+{
+    int row = blockIdx.x * LS_WARPS + threadIdx.y, lane = threadIdx.x;
+    if (row >= n) return;
+    const float *xr = x + (size_t)row * v;
+    float *yr = y + (size_t)row * v;
+    float mx = -INFINITY;
+    for (int i = lane; i < v; i += 32) mx = xr[i] > mx ? xr[i] : mx;
+    mx = cu_warp_max(mx);
+    float s = 0.0f;
+    for (int i = lane; i < v; i += 32) s += expf(xr[i] - mx);
+    s = cu_warp_sum(s);
+    for (int i = lane; i < v; i += 32) yr[i] = expf(xr[i] - mx) / s;
+}
+
+static __global__ void softmax_backward_kernel(float *dx, const float *dy, const float *y, int n, int v)
+{
+    int row = blockIdx.x * LS_WARPS + threadIdx.y, lane = threadIdx.x;
+    if (row >= n) return;
+    const float *gr = dy + (size_t)row * v, *yr = y + (size_t)row * v;
+    float *dr = dx + (size_t)row * v;
+    float s = 0.0f;
+    for (int i = lane; i < v; i += 32) s += gr[i] * yr[i];
+    s = cu_warp_sum(s);
+    for (int i = lane; i < v; i += 32) dr[i] = yr[i] * (gr[i] - s);
+}
+
 void cu_log_softmax_forward(backend *be, float *y, const float *x, int n, int v)
 {
     if (n <= 0 || v <= 0) return;
@@ -47,5 +75,21 @@ void cu_log_softmax_backward(backend *be, float *dx, const float *dy, const floa
     if (n <= 0 || v <= 0) return;
     dim3 block(32, LS_WARPS);
     log_softmax_backward_kernel<<<(n + LS_WARPS - 1) / LS_WARPS, block, 0, cu_stream(be)>>>(dx, dy, y, n, v);
+    KERNEL_CHECK();
+}
+
+void cu_softmax_forward(backend *be, float *y, const float *x, int n, int v)
+{
+    if (n <= 0 || v <= 0) return;
+    dim3 block(32, LS_WARPS);
+    softmax_forward_kernel<<<(n + LS_WARPS - 1) / LS_WARPS, block, 0, cu_stream(be)>>>(y, x, n, v);
+    KERNEL_CHECK();
+}
+
+void cu_softmax_backward(backend *be, float *dx, const float *dy, const float *y, int n, int v)
+{
+    if (n <= 0 || v <= 0) return;
+    dim3 block(32, LS_WARPS);
+    softmax_backward_kernel<<<(n + LS_WARPS - 1) / LS_WARPS, block, 0, cu_stream(be)>>>(dx, dy, y, n, v);
     KERNEL_CHECK();
 }

@@ -111,6 +111,8 @@ struct backend {
     void (*log_softmax_forward)(backend *be, float *y, const float *x, int n, int v);
     void (*log_softmax_backward)(backend *be, float *dx, const float *dy, const float *y, int n,
                                  int v);
+    void (*softmax_forward)(backend *be, float *y, const float *x, int n, int v);
+    void (*softmax_backward)(backend *be, float *dx, const float *dy, const float *y, int n, int v);
     void (*dropout_forward)(backend *be, float *y, const float *x, size_t n, float p, uint64_t seed,
                             uint64_t stream);
     void (*dropout_backward)(backend *be, float *dx, const float *dy, size_t n, float p,

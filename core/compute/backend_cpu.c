@@ -53,7 +53,7 @@ enum { MT_MIN = 1 << 15 };
 /* One job type for the elementwise and row-wise passes split here over the existing ops. */
 typedef enum {
     EW_RELU_F, EW_RELU_B, EW_ADD, EW_SWISH_F, EW_SWISH_B, EW_DROPOUT, EW_GLU_F, EW_GLU_B, EW_LN_F, EW_LSM_F,
-    EW_LSM_B, EW_POSENC, EW_SWAP12, EW_EMBED_F, EW_FILL, EW_COPY, EW_GELU_F, EW_GELU_B, EW_MUL_F, EW_MUL_B,
+    EW_LSM_B, EW_SM_F, EW_SM_B, EW_POSENC, EW_SWAP12, EW_EMBED_F, EW_FILL, EW_COPY, EW_GELU_F, EW_GELU_B, EW_MUL_F, EW_MUL_B,
     EW_LSTM_F, EW_LSTM_B
 } ew_kind;
 
@@ -94,6 +94,8 @@ static void ew_part(void *ctx, size_t lo, size_t hi, int part)
         break;
     case EW_LSM_F: ops_log_softmax_forward_f32(j->y + o, j->a + o, (int)cnt, j->v); break;
     case EW_LSM_B: ops_log_softmax_backward_f32(j->y + o, j->a + o, j->b + o, (int)cnt, j->v); break;
+    case EW_SM_F: ops_softmax_forward_f32(j->y + o, j->a + o, (int)cnt, j->v); break;
+    case EW_SM_B: ops_softmax_backward_f32(j->y + o, j->a + o, j->b + o, (int)cnt, j->v); break;
     case EW_POSENC: ops_posenc_forward_f32(j->y + o, j->a + o, j->s, (int)cnt, j->t, j->d1); break;
     case EW_SWAP12: ops_swap12_f32(j->y + o, j->a + o, (int)cnt, j->d1, j->d2, j->d3); break;
     case EW_EMBED_F: ops_embedding_forward_f32(j->y + o, j->a, j->ids + lo, (int)cnt, j->v, j->d1); break;
@@ -342,6 +344,18 @@ static void cpu_log_softmax_backward(backend *be, float *dx, const float *dy, co
                                      int v)
 {
     ew_job j = {.kind = EW_LSM_B, .y = dx, .a = dy, .b = y, .row = (size_t)v, .v = v};
+    ew_run(be, &j, (size_t)n);
+}
+
+static void cpu_softmax_forward(backend *be, float *y, const float *x, int n, int v)
+{
+    ew_job j = {.kind = EW_SM_F, .y = y, .a = x, .row = (size_t)v, .v = v};
+    ew_run(be, &j, (size_t)n);
+}
+
+static void cpu_softmax_backward(backend *be, float *dx, const float *dy, const float *y, int n, int v)
+{
+    ew_job j = {.kind = EW_SM_B, .y = dx, .a = dy, .b = y, .row = (size_t)v, .v = v};
     ew_run(be, &j, (size_t)n);
 }
 
@@ -644,6 +658,8 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
         .attention_backward = cpu_attention_backward,
         .log_softmax_forward = cpu_log_softmax_forward,
         .log_softmax_backward = cpu_log_softmax_backward,
+        .softmax_forward = cpu_softmax_forward,
+        .softmax_backward = cpu_softmax_backward,
         .dropout_forward = cpu_dropout_forward,
         .dropout_backward = cpu_dropout_backward,
         .swish_forward = cpu_swish_forward,

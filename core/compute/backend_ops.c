@@ -21,6 +21,8 @@ static const char *const op_names[] = {
     "attention_backward",
     "log_softmax_forward",
     "log_softmax_backward",
+    "softmax_forward",
+    "softmax_backward",
     "dropout_forward",
     "dropout_backward",
     "mha_forward",

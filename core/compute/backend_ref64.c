@@ -310,6 +310,24 @@ static void ref_log_softmax_backward(backend *be, float *dx, const float *dy, co
     tmp_release(be);
 }
 
+static void ref_softmax_forward(backend *be, float *y, const float *x, int n, int v)
+{
+    size_t nx = (size_t)n * v;
+    double *yd = tmp_zeros(be, nx);
+    ops_softmax_forward_f64(yd, wide(be, x, nx), n, v);
+    narrow(y, yd, nx);
+    tmp_release(be);
+}
+
+static void ref_softmax_backward(backend *be, float *dx, const float *dy, const float *y, int n, int v)
+{
+    size_t nx = (size_t)n * v;
+    double *dxd = tmp_zeros(be, nx);
+    ops_softmax_backward_f64(dxd, wide(be, dy, nx), wide(be, y, nx), n, v);
+    narrow(dx, dxd, nx);
+    tmp_release(be);
+}
+
 static void ref_dropout_forward(backend *be, float *y, const float *x, size_t n, float p,
                                 uint64_t seed, uint64_t stream)
 {
@@ -568,6 +586,8 @@ int backend_ref64_init(backend *be, int threads, esp_err *err)
         .attention_backward = ref_attention_backward,
         .log_softmax_forward = ref_log_softmax_forward,
         .log_softmax_backward = ref_log_softmax_backward,
+        .softmax_forward = ref_softmax_forward,
+        .softmax_backward = ref_softmax_backward,
         .dropout_forward = ref_dropout_forward,
         .dropout_backward = ref_dropout_backward,
         .mha_forward = ref_mha_forward,

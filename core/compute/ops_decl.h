@@ -121,6 +121,13 @@ void OPS_DECL_FN(log_softmax_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, int n,
 void OPS_DECL_FN(log_softmax_backward)(OPS_DECL_T *dx, const OPS_DECL_T *dy, const OPS_DECL_T *y,
                                        int n, int v);
 
+/* ---- softmax over the last dim v of x (n, v) (ESPnet's CTC.softmax, which self-conditioned
+ * intermediate CTC feeds back), in place allowed. Backward dx = y * (dy - sum(dy * y)), in place
+ * allowed (dx == dy). ---- */
+void OPS_DECL_FN(softmax_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, int n, int v);
+void OPS_DECL_FN(softmax_backward)(OPS_DECL_T *dx, const OPS_DECL_T *dy, const OPS_DECL_T *y, int n,
+                                   int v);
+
 /* ---- Dropout with a counter-based mask (core/compute/kernel_math.h): element i is kept iff its
  * 16 random bits (bits 16 * (i % 4) .. +15 of splitmix64 output i / 4 from the key
  * rng_derive(seed, stream, 0)) are >= round(p * 2^16); kept values scale by 1 / (1 - p). The same (seed, stream) gives the same

@@ -958,6 +958,31 @@ void OPS_FN(log_softmax_backward)(real *dx, const real *dy, const real *y, int n
     }
 }
 
+/* -------------------------------------------------------------------- softmax */
+
+OPS_SIMD_CLONES
+void OPS_FN(softmax_forward)(real *y, const real *x, int n, int v)
+{
+    for (int r = 0; r < n; r++) {
+        const real *xr = x + (size_t)r * v;
+        real *yr = y + (size_t)r * v, mx = xr[0], s = 0;
+        for (int i = 1; i < v; i++) mx = xr[i] > mx ? xr[i] : mx;
+        for (int i = 0; i < v; i++) s += (yr[i] = exp(xr[i] - mx));
+        for (int i = 0; i < v; i++) yr[i] /= s;
+    }
+}
+
+OPS_SIMD_CLONES
+void OPS_FN(softmax_backward)(real *dx, const real *dy, const real *y, int n, int v)
+{
+    for (int r = 0; r < n; r++) {
+        const real *gr = dy + (size_t)r * v, *yr = y + (size_t)r * v;
+        real *dr = dx + (size_t)r * v, s = 0;
+        for (int i = 0; i < v; i++) s += gr[i] * yr[i];
+        for (int i = 0; i < v; i++) dr[i] = yr[i] * (gr[i] - s);
+    }
+}
+
 /* -------------------------------------------------------------------- reductions */
 
 double OPS_FN(sum)(const real *x, size_t n)

@@ -275,6 +275,7 @@ typedef struct model_conf_cfg {
     double ctc_weight;         /* with a decoder, written as 0.5 (ESPnet2's default) when left out */
     double lsm_weight;
     int length_normalized_loss;
+    double interctc_weight;    /* intermediate CTC's share of the CTC loss (core/nn/interctc.h); 0: none */
 } model_conf_cfg;
 
 /* model.lm_conf of an LM task's training config: ESPnet2's TransformerLM arguments (lm: transformer)

@@ -314,8 +314,6 @@ static const struct {
 } refused_keys[] = {
     {"model.postencoder", "ESPnet2's postencoder (after the encoder) is not built by espnet3 yet"},
     {"model.postencoder_conf", "ESPnet2's postencoder is not built by espnet3 yet"},
-    {"model.model_conf.interctc_weight", "intermediate CTC (interctc_weight, interctc_layer_idx, "
-                                         "interctc_use_conditioning) is not built by espnet3 yet"},
 };
 
 /* The reason a key is refused, or NULL; *harmless says whether its value changes nothing. */

@@ -139,6 +139,7 @@ static const num_rule num_rules[] = {
     DROPOUT("model.lm_conf.positional_dropout_rate"),
     DROPOUT("model.lm_conf.attention_dropout_rate"),
     {"model.model_conf.lsm_weight", 0, 1, HI_OPEN, "in [0, 1)", "0: no label smoothing"},
+    {"model.model_conf.interctc_weight", 0, 1, HI_OPEN, "in [0, 1)", "0: no intermediate CTC loss; ESPnet2 asserts the same"},
     /* optimizer and scheduler */
     {"optimizer.lr", 0, INF, LO_OPEN, "> 0", "leave it out for 0.001"},
     {"optimizer.betas[]", 0, 1, HI_OPEN, "in [0, 1)", "torch checks the same"},

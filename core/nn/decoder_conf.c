@@ -56,4 +56,5 @@ void decoder_rates_from_cfg(model_rates *r, const model_cfg *m)
     r->ctc_weight = (float)ctc_weight_of(m);
     r->lsm_weight = m && m->model_conf ? (float)m->model_conf->lsm_weight : 0.0f;
     r->length_normalized_loss = m && m->model_conf && m->model_conf->length_normalized_loss;
+    r->interctc_weight = m && m->model_conf ? (float)m->model_conf->interctc_weight : 0.0f;
 }

@@ -13,7 +13,9 @@
 /* Dropout sites: each has its own stream so masks are independent and reproducible. A block has
  * ten streams (site 0..9); the transformer's numbers are the ones its checkpoints were made with. */
 enum {
-    STREAM_POS = 1, STREAM_CTC = 2, STREAM_POS_EMB = 3, STREAM_LAYER_DROP = 4, STREAM_EMBED = 5, STREAM_PRE = 6, STREAM_BLOCK0 = 100
+    STREAM_POS = 1, STREAM_CTC = 2, STREAM_POS_EMB = 3, STREAM_LAYER_DROP = 4, STREAM_EMBED = 5, STREAM_PRE = 6,
+    STREAM_INTERCTC0 = 10, /* + k: the CTC dropout of intermediate layer k (< MODEL_MAX_INTERCTC) */
+    STREAM_BLOCK0 = 100
 };
 static inline uint64_t block_stream(int l, int site) { return STREAM_BLOCK0 + 10 * (uint64_t)l + (uint64_t)site; }
 
@@ -92,6 +94,20 @@ void syncbn_forward(asr_model *m, float *y, float *mean, float *rstd, const floa
                     float *run_mean, float *run_var, float *run_count, int n, int c, double eps, double momentum);
 void syncbn_backward(asr_model *m, float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
                      const float *mean, const float *rstd, int n, int c);
+
+/* Intermediate CTC (core/nn/interctc.c). The encoders call interctc_after_block with each block's
+ * output x (which the conditioning changes in place) and interctc_before_block_backward when m->dh
+ * holds the gradient of block l's output (it adds the branch's); both do nothing for a block that
+ * is not listed. model.c sizes the activations (interctc_ensure, rows = B x T2), takes the losses
+ * before the final CTC's (interctc_loss: their mean; interctc_has_loss: whether the forward made
+ * them) and gives the backward the CTC branch's scale first (interctc_backward_begin). */
+void interctc_ensure(asr_model *m, size_t rows);
+void interctc_free(asr_model *m);
+void interctc_after_block(asr_model *m, int l, float *x);
+int interctc_has_loss(const asr_model *m);
+double interctc_loss(asr_model *m);
+void interctc_backward_begin(asr_model *m, float dloss_ctc);
+void interctc_before_block_backward(asr_model *m, int l);
 
 extern const encoder_impl encoder_transformer;
 extern const encoder_impl encoder_conformer;

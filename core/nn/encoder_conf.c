@@ -73,13 +73,11 @@ static int check_common(const encoder_conf_cfg *e, esp_err *err)
 {
     if (e->concat_after && *e->concat_after)
         return esp_fail(err, "model.encoder_conf.concat_after: true is not supported (use false: x + att(x))");
-    if (e->n_interctc_layer_idx)
-        return esp_fail(err, "model.encoder_conf.interctc_layer_idx: intermediate CTC is not supported yet (use [])");
     if (e->qk_norm && *e->qk_norm)
         return esp_fail(err, "model.encoder_conf.qk_norm: true is not supported (use false)");
     /* positionwise_layer_type is linear (the schema's rule), which ignores positionwise_conv_kernel_size;
-     * padding_idx only matters for input_layer embed (refused), interctc_use_conditioning only with
-     * interctc_layer_idx: accepted as they leave this model. use_flash_attn warns (config_validate.c),
+     * padding_idx only matters for input_layer embed (refused): accepted as it leaves this model;
+     * interctc_*: interctc_dims_from_cfg. use_flash_attn warns (config_validate.c),
      * as the decoder's does. */
     return 0;
 }
@@ -213,5 +211,33 @@ int encoder_dims_from_cfg(model_dims *out, const model_cfg *m, esp_err *err)
         return esp_fail(err, "model.encoder_conf.pos_enc_layer_type: %s is for the conformer encoder; the transformer "
                              "encoder supports abs_pos", e->pos_enc_layer_type);
     if (out) out->encoder = ENC_TRANSFORMER;
+    return 0;
+}
+
+int interctc_dims_from_cfg(model_dims *out, const model_cfg *m, esp_err *err)
+{
+    const encoder_conf_cfg *e = m ? m->encoder_conf : NULL;
+    out->n_interctc = 0;
+    out->interctc_cond = e && e->interctc_use_conditioning && *e->interctc_use_conditioning;
+    unsigned n = e ? e->n_interctc_layer_idx : 0;
+    if ((n || out->interctc_cond) && out->no_ctc)
+        return esp_fail(err, "model.encoder_conf.interctc_%s: intermediate CTC needs the CTC branch, and "
+                             "model_conf.ctc_weight 0 has none (ESPnet2 then fails on ctc None)",
+                        n ? "layer_idx" : "use_conditioning");
+    /* The encoders test `layer_idx + 1 in interctc_layer_idx` block by block: the layers in
+     * ascending order, each once, however the list writes them. */
+    for (int l = 1; l < out->blocks && n; l++) {
+        int hit = 0;
+        for (unsigned i = 0; i < n; i++) hit |= e->interctc_layer_idx[i] == l;
+        if (!hit) continue;
+        if (out->n_interctc == MODEL_MAX_INTERCTC)
+            return esp_fail(err, "model.encoder_conf.interctc_layer_idx: more than %d layers", MODEL_MAX_INTERCTC);
+        out->interctc[out->n_interctc++] = l - 1;
+    }
+    for (unsigned i = 0; i < n; i++)
+        if (e->interctc_layer_idx[i] < 1 || e->interctc_layer_idx[i] >= out->blocks)
+            return esp_fail(err, "model.encoder_conf.interctc_layer_idx: %lld is outside [1, %d] (ESPnet2 asserts 0 < "
+                                 "idx < num_blocks %d: the last block's output is the CTC branch itself)",
+                            (long long)e->interctc_layer_idx[i], out->blocks - 1, out->blocks);
     return 0;
 }

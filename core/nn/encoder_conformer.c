@@ -268,6 +268,7 @@ static const float *forward(asr_model *m)
         if (d->use_cnn)
             be->layernorm_forward(be, b->h_out, b->mean_o, b->rstd_o, b->h_f, P(BLK "norm_final", l, "weight"),
                                   P(BLK "norm_final", l, "bias"), N, D, 1e-12);
+        interctc_after_block(m, l, d->use_cnn ? b->h_out : b->h_f);
     }
     return block_output(m, d->blocks - 1);
 }
@@ -283,6 +284,7 @@ static void backward(asr_model *m)
     for (int l = d->blocks - 1; l >= 0; l--) {
         const cblock *b = &e->blocks[l];
         const float *x0 = block_input(m, l), *xa = d->macaron ? b->h_m : x0, *xc = d->use_cnn ? b->h_c : b->h_a;
+        interctc_before_block_backward(m, l);
         if (d->use_cnn) {
             be->layernorm_backward(be, e->dln, G(BLK "norm_final", l, "weight"), G(BLK "norm_final", l, "bias"), m->dh,
                                    b->h_f, P(BLK "norm_final", l, "weight"), b->mean_o, b->rstd_o, N, D, 0);

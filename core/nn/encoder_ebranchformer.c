@@ -292,7 +292,8 @@ static const float *block_input(const asr_model *m, int l) { return l == 0 ? m->
 /* Stochastic depth: ESPnet draws torch.empty(1).uniform_() per block in training. */
 static int layer_dropped(const asr_model *m, int l)
 {
-    if (!m->train || m->rates.layer_drop <= 0) return 0;
+    /* ESPnet2 runs the blocks one by one for intermediate CTC, past MultiSequential's layer drop. */
+    if (!m->train || m->rates.layer_drop <= 0 || m->dims.n_interctc) return 0;
     double u = (double)(rng_derive(m->seed, STREAM_LAYER_DROP, (uint64_t)l) >> 11) * (1.0 / 9007199254740992.0);
     return u < m->rates.layer_drop;
 }
@@ -331,6 +332,7 @@ static const float *forward(asr_model *m)
         be->layernorm_forward(be, b->h_out, b->mean_o, b->rstd_o, x, P(BLK "norm_final", l, "weight"),
                               P(BLK "norm_final", l, "bias"), N, D, 1e-12);
         e->out[l] = b->h_out;
+        interctc_after_block(m, l, b->h_out);
     }
     return e->out[d->blocks - 1];
 }
@@ -348,6 +350,7 @@ static void backward(asr_model *m)
         }
         const eblock *b = &e->blocks[l];
         const float *x0 = block_input(m, l), *xb = d->use_ffn && d->macaron ? b->h_m : x0;
+        interctc_before_block_backward(m, l);
         be->layernorm_backward(be, e->dln, G(BLK "norm_final", l, "weight"), G(BLK "norm_final", l, "bias"), m->dh,
                                d->use_ffn ? b->h_f : b->h_mg, P(BLK "norm_final", l, "weight"), b->mean_o, b->rstd_o,
                                N, D, 0);

@@ -132,6 +132,7 @@ static const float *forward(asr_model *m)
                            P("encoder.encoders.%d.feed_forward.w_2", l, "bias"), N, d->ff, D);
         be->dropout_forward(be, m->dtmp, m->dtmp, (size_t)N * D, r.pd, seed, block_stream(l, SITE_FF_OUT));
         be->add(be, b->h_out, b->h1, m->dtmp, (size_t)N * D);
+        interctc_after_block(m, l, b->h_out);
     }
     return block_input(m, d->blocks);
 }
@@ -148,6 +149,7 @@ static void backward(asr_model *m)
         block_acts *b = &e->blocks[l];
         const float *h = block_input(m, l);
         char a[96];
+        interctc_before_block_backward(m, l);
         /* Feed-forward branch: h_out = h1 + drop(w2(drop(relu(w1(ln2(h1)))))). */
         be->dropout_backward(be, m->dtmp, m->dh, (size_t)N * D, r.pd, seed, block_stream(l, SITE_FF_OUT));
         be->linear_backward(be, e->dff, G("encoder.encoders.%d.feed_forward.w_2", l, "weight"),

@@ -93,6 +93,7 @@ void asr_model_free(asr_model *m)
 {
     if (!m->be) return;
     free_head_acts(m);
+    interctc_free(m);
     encoder_of(m)->destroy(m);
     decoder_free(m->be, m->dec);
     lm_rnn_free(m->be, m->rnn);
@@ -143,6 +144,7 @@ static void ensure_acts(asr_model *m, int B, int T)
     for (int i = 0; i < m->nconv; i++)
         grow |= (size_t)B * m->tk[i] * m->fk[i] * d->d > m->cap_c[i] || embed_saved_floats(m, i, B, T) > m->cap_saved[i];
     encoder_of(m)->ensure(m, B, m->T2);
+    interctc_ensure(m, rows);
     if (!grow) return;
     free_head_acts(m);
     backend *be = m->be;
@@ -221,16 +223,20 @@ double asr_model_loss(asr_model *m, const int *labels, const int *label_lens, in
     if (m->rnn)
         return m->loss_att = lm_rnn_loss(m, labels, label_lens, stride, m->B, m->train, m->seed, &m->att_correct,
                                          &m->att_tokens);
+    /* The intermediate layers' first: the backend keeps the last CTC forward's workspace for the
+     * final layer's backward. */
+    double ic = interctc_has_loss(m) ? interctc_loss(m) : NAN;
     if (!m->dims.no_ctc)
         m->loss_ctc = m->be->ctc_loss_forward(m->be, losses, m->logp, m->hlens, labels, label_lens, stride, m->B,
                                               m->T2, m->dims.vocab, !m->rates.ctc_keep_inf);
-    if (!m->dec) return m->loss_ctc;
+    double iw = m->rates.interctc_weight, ctc = isnan(ic) ? m->loss_ctc : (1 - iw) * m->loss_ctc + iw * ic;
+    if (!m->dec) return ctc;
     /* ESPnetASRModel: the decoder on the encoder output (after after_norm, before CTC's dropout). */
     m->loss_att = decoder_loss(m, m->lnf, m->hlens, m->B, m->T2, labels, label_lens, stride, m->train, m->seed,
                                &m->att_correct, &m->att_tokens);
     if (m->dims.no_ctc) return m->loss_att;
     double w = m->rates.ctc_weight;
-    return w * m->loss_ctc + (1 - w) * m->loss_att;
+    return w * ctc + (1 - w) * m->loss_att;
 }
 
 void asr_model_lm_score(const asr_model *m, const int *const *prefixes, const int *lens, int n, float *logp_host)
@@ -293,11 +299,13 @@ void asr_model_backward(asr_model *m, float dloss)
     }
 
     /* m->dtmp gets the gradient of the encoder output from the CTC branch, then the decoder's. */
-    float w = m->rates.ctc_weight;
+    float w = m->rates.ctc_weight, dloss_ctc = m->dec ? dloss * w : dloss;
+    interctc_backward_begin(m, dloss_ctc);
     if (!d->no_ctc) {
+        float final = interctc_has_loss(m) ? dloss_ctc * (1 - m->rates.interctc_weight) : dloss_ctc;
         /* The backend's CTC backward gives the gradient of the logits: the log_softmax backward is folded in. */
         be->ctc_loss_backward(be, m->dlogp, m->logp, m->hlens, m->labels, m->label_lens, m->label_stride, B, m->T2,
-                              d->vocab, !m->rates.ctc_keep_inf, m->dec ? dloss * w : dloss);
+                              d->vocab, !m->rates.ctc_keep_inf, final);
         be->linear_backward(be, m->dtmp, G("ctc.ctc_lo", 0, "weight"), G("ctc.ctc_lo", 0, "bias"), m->dlogp,
                             m->zd, P("ctc.ctc_lo", 0, "weight"), N, D, d->vocab, 0);
         be->dropout_backward(be, m->dtmp, m->dtmp, (size_t)N * D, pc, seed, STREAM_CTC);
@@ -311,10 +319,14 @@ void asr_model_backward(asr_model *m, float dloss)
                            m->dtmp, m->h_enc, P("encoder.after_norm", 0, "weight"), m->meanf,
                            m->rstdf, N, D, 0);
 
-    /* Everything but the encoder's blocks, its embedding and the preencoder is final now. */
-    const char *const enc[] = {"encoder.encoders.", "encoder.embed.", "preencoder."};
-    report_final(m, enc, 3, 0);
+    /* Everything but the encoder's blocks, its embedding and the preencoder is final now; with
+     * intermediate CTC, the head and after_norm gain gradients in the blocks' backward. */
+    const char *const late[] = {"encoder.encoders.", "encoder.embed.", "preencoder.",
+                                "ctc.", "encoder.after_norm.", "encoder.conditioning_layer."};
+    int heads_late = m->ic != NULL;
+    report_final(m, late, heads_late ? 6 : 3, 0);
     encoder_of(m)->backward(m);
+    if (heads_late) report_final(m, late + 3, 3, 1);
     embed_backward(m);
     if (d->pre_out) /* the features need no gradient: the preencoder's parameters do */
         be->linear_backward(be, NULL, G("preencoder.linear_out", 0, "weight"), G("preencoder.linear_out", 0, "bias"),

@@ -43,6 +43,7 @@ typedef struct model_rates {
     float ctc_weight;    /* loss = ctc_weight * loss_ctc + (1 - ctc_weight) * loss_att */
     float lsm_weight;    /* label smoothing of loss_att */
     int length_normalized_loss; /* loss_att / tokens instead of / batch size */
+    float interctc_weight; /* model_conf.interctc_weight (core/nn/interctc.h) */
 } model_rates;
 
 /* trainer.sync_batchnorm (torch's SyncBatchNorm): all_reduce sums n host floats over every rank in
@@ -56,6 +57,7 @@ typedef struct bn_sync {
 typedef struct encoder_acts encoder_acts; /* the encoder's own activations (core/nn/encoder_*.c) */
 typedef struct decoder_acts decoder_acts;
 typedef struct lm_rnn lm_rnn;             /* a SequentialRNNLM's state (core/nn/lm_rnn.h) */
+typedef struct interctc_acts interctc_acts; /* intermediate CTC's activations (core/nn/interctc.c) */
 
 typedef struct asr_model {
     model_dims dims;
@@ -82,6 +84,7 @@ typedef struct asr_model {
     float *pre_drop, *pre_x, *dpre;
     const float *pre_in;
     encoder_acts *enc;       /* the blocks between h0 and the head */
+    interctc_acts *ic;       /* intermediate CTC (dims.n_interctc); NULL when nothing needs it */
     const float *h_enc;      /* the last block's output */
     float *lnf, *meanf, *rstdf, *zd, *logp;
     /* Backward work; csaved[i]: what the forward of conv i keeps for its backward (NULL: nothing,
@@ -101,6 +104,7 @@ typedef struct asr_model {
     float *sync_dev;
     double sync_count;
     double loss_ctc, loss_att;
+    double loss_interctc[MODEL_MAX_INTERCTC]; /* each intermediate layer's CTC loss (with interctc_weight) */
     int64_t att_correct, att_tokens;
     /* Set by the trainer for the backward before a step (DDP buckets overlapped with it): called
      * during asr_model_backward with the trained floats [lo, hi) whose gradients are final, i.e.
@@ -144,7 +148,9 @@ void asr_model_forward(asr_model *m, const float *feats, const int *feat_lens, i
  * losses (may be NULL). CTC only: the CTC loss (sum / B). With a decoder (ESPnetASRModel): the
  * decoder runs on the encoder output with <sos> + labels, and the result is ctc_weight *
  * loss_ctc + (1 - ctc_weight) * loss_att (loss_att alone without a CTC branch); m->loss_ctc,
- * loss_att, att_correct and att_tokens hold the parts. */
+ * loss_att, att_correct and att_tokens hold the parts. With intermediate CTC (interctc_weight w), the
+ * CTC branch's loss is (1 - w) * loss_ctc + w * the mean of m->loss_interctc (loss_ctc stays the
+ * final layer's, as ESPnet2's stats). */
 double asr_model_loss(asr_model *m, const int *labels, const int *label_lens, int stride, double *losses);
 /* A language model's (dims.lm) beam-search step: the next-token log-probs of n prefixes (host,
  * each starting with <sos>) into logp_host (n x vocab), by its class's step (decoder_score_batch

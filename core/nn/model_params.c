@@ -91,6 +91,7 @@ int model_dims_from_cfg(model_dims *out, const model_cfg *m, int idim, int vocab
     if (vocab < 2) return esp_fail(err, "token list has %d tokens; the CTC layer needs at least 2", vocab);
     out->f2 = input_layer_out_bins(kind, idim);
     if (decoder_dims_from_cfg(out, m, err) != 0) return -1;
+    if (interctc_dims_from_cfg(out, m, err) != 0) return -1;
     return model_dims_check_size(out, err);
 }
 
@@ -434,7 +435,7 @@ void param_table_build(param_table *t, const model_dims *d)
         layout(t);
         return;
     }
-    size_t cap = 10 + (size_t)d->blocks * 48 + 8 + 8 + (size_t)d->dec_blocks * 26;
+    size_t cap = 12 + (size_t)d->blocks * 48 + 8 + 8 + (size_t)d->dec_blocks * 26;
     t->items = xcalloc(cap, sizeof *t->items);
     t->n = 0;
     t->total = 0;
@@ -449,6 +450,8 @@ void param_table_build(param_table *t, const model_dims *d)
             add_transformer_block(t, d, b);
     }
     add_norm(t, "encoder.after_norm", d->d);
+    /* ESPnetASRModel gives the encoder this Linear whenever interctc_use_conditioning is set. */
+    if (d->interctc_cond) add_linear(t, "encoder.conditioning_layer", d->d, d->vocab);
     if (!d->no_ctc) add_linear(t, "ctc.ctc_lo", d->vocab, d->d);
     if (d->dec_blocks > 0) add_decoder(t, d);
     ESP_CHECK(t->n <= cap);

@@ -48,6 +48,8 @@ const char *input_layer_name(int kind);
 #define EMBED_OUT_SEQ "encoder.embed.out.0"
 const char *input_layer_out_name(int kind);
 
+enum { MODEL_MAX_INTERCTC = 32 };
+
 /* Sizes and structure of the model (ESPnet2 encoder_conf names). */
 typedef struct model_dims {
     int idim;            /* feature dimension (n_mels) */
@@ -80,6 +82,12 @@ typedef struct model_dims {
     int dec_heads;       /* decoder_conf.attention_heads */
     int dec_ff;          /* decoder_conf.linear_units */
     int no_ctc;          /* model_conf.ctc_weight 0: no CTC branch (ESPnet2 then has no ctc module) */
+    /* Intermediate CTC (core/nn/interctc.h): the blocks (0-based, ascending) whose outputs also
+     * feed the CTC head, from encoder_conf.interctc_layer_idx (1-based); interctc_cond:
+     * interctc_use_conditioning, the model's encoder.conditioning_layer feeding each back. */
+    int n_interctc;
+    int interctc[MODEL_MAX_INTERCTC];
+    int interctc_cond;
     /* An LM task (core/nn/lm_conf.h): lm makes the model a language model inside ESPnet2's
      * ESPnetLanguageModel (no encoder: blocks 0, no_ctc 1). LM_TRANSFORMER: TransformerLM, run by the
      * decoder's code without source attention (d = att_unit, dec_heads = head, dec_ff = unit,
@@ -102,6 +110,9 @@ int model_dims_from_cfg(model_dims *out, const model_cfg *m, int idim, int vocab
 /* The encoder part: model.encoder and the encoder_conf keys beyond the sizes, checked against what
  * is implemented (messages name the key as model.encoder_conf.<key>). dims may be NULL (check only). */
 int encoder_dims_from_cfg(model_dims *out, const model_cfg *m, esp_err *err);
+/* encoder_conf.interctc_layer_idx / interctc_use_conditioning into out, after its blocks and
+ * no_ctc are known: the indices ESPnet2 asserts (0 < idx < num_blocks), and a CTC branch. */
+int interctc_dims_from_cfg(model_dims *out, const model_cfg *m, esp_err *err);
 
 enum { MODEL_MAX_NDIM = 4 };
 

@@ -330,6 +330,29 @@ static void log_softmax_backward_run(tb_run *r, int s)
     tb_out(r, "dx", dx, (size_t)n * v);
 }
 
+static void softmax_forward_run(tb_run *r, int s)
+{
+    int n = LS_S[s].n, v = LS_S[s].v;
+    tb_shape(r, "n %d v %d range %g in place %d", n, v, LS_S[s].range, LS_S[s].inplace);
+    float *x = tb_rand(r, (size_t)n * v, -LS_S[s].range, LS_S[s].range);
+    float *y = LS_S[s].inplace ? x : tb_rand(r, (size_t)n * v, -9, 9);
+    tb_be(r)->softmax_forward(tb_be(r), y, x, n, v);
+    tb_out(r, "y", y, (size_t)n * v);
+}
+
+/* y: a softmax output (exp of log-probabilities), as the backward receives it. */
+static void softmax_backward_run(tb_run *r, int s)
+{
+    int n = LS_S[s].n, v = LS_S[s].v;
+    tb_shape(r, "n %d v %d in place %d", n, v, LS_S[s].inplace);
+    float *p = tb_host_logp(r, n, v, LS_S[s].range);
+    for (size_t i = 0; i < (size_t)n * v; i++) p[i] = expf(p[i]);
+    float *y = tb_upload(r, p, (size_t)n * v);
+    float *dy = tb_rand(r, (size_t)n * v, -1, 1), *dx = LS_S[s].inplace ? dy : tb_rand(r, (size_t)n * v, -9, 9);
+    tb_be(r)->softmax_backward(tb_be(r), dx, dy, y, n, v);
+    tb_out(r, "dx", dx, (size_t)n * v);
+}
+
 /* ------------------------------------------------------------------ dropout */
 
 static const struct {
@@ -457,6 +480,8 @@ const tb_case tb_cases_layers[] = {
     {BACKEND_OP_ATTENTION_BACKWARD, LEN(ATT_S), TOL_ACC, attention_backward_run},
     {BACKEND_OP_LOG_SOFTMAX_FORWARD, LEN(LS_S), TOL_ACC, log_softmax_forward_run},
     {BACKEND_OP_LOG_SOFTMAX_BACKWARD, LEN(LS_S), TOL_ACC, log_softmax_backward_run},
+    {BACKEND_OP_SOFTMAX_FORWARD, LEN(LS_S), TOL_ACC, softmax_forward_run},
+    {BACKEND_OP_SOFTMAX_BACKWARD, LEN(LS_S), TOL_ACC, softmax_backward_run},
     {BACKEND_OP_DROPOUT_FORWARD, LEN(DROP_S), TOL_ELEM, dropout_forward_run},
     {BACKEND_OP_DROPOUT_BACKWARD, LEN(DROP_S), TOL_ELEM, dropout_backward_run},
 };

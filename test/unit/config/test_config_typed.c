@@ -158,9 +158,9 @@ Test(config, a_model_key_espnet3_does_not_build_is_refused_at_its_line)
     path = fixture("cfg1.yaml", "model:\n  preencoder: sinc\n");
     cr_assert_neq(load_file(path, NULL, 0, &cfg, &err), 0);
     assert_has(err.msg, "%s:2:15: model.preencoder: 'sinc' is not supported (supported: linear)", tpath("cfg1.yaml"));
-    path = fixture("cfg2.yaml", "model:\n  model_conf:\n    interctc_weight: 0.3\n");
+    path = fixture("cfg2.yaml", "model:\n  model_conf:\n    interctc_weight: 1.0\n");
     cr_assert_neq(load_file(path, NULL, 0, &cfg, &err), 0);
-    assert_has(err.msg, "%s:3:22: model.model_conf.interctc_weight: intermediate CTC", tpath("cfg2.yaml"));
+    assert_has(err.msg, "%s:3:22: model.model_conf.interctc_weight: must be in [0, 1)", tpath("cfg2.yaml"));
     path = fixture("cfg3.yaml", "model:\n  model_conf:\n    interctc_weight: 0.0\n");
     cr_assert_eq(load_file(path, NULL, 0, &cfg, &err), 0, "%s", err.msg);
     config_free(cfg);

@@ -292,7 +292,7 @@ Test(conformer, encoder_conf_defaults_and_refusals)
     cr_assert(d.encoder == ENC_CONFORMER && d.d == 256 && d.heads == 4 && d.ff == 2048 && d.blocks == 6);
     cr_assert(!d.macaron && d.rel_pos && d.use_cnn && d.cnn_kernel == 31 && d.act == ACT_SWISH);
     int yes = 1, no = 0;
-    int64_t k = 15, bad_k = 4, idx[] = {3};
+    int64_t k = 15, bad_k = 4, idx[] = {6};
     double rate = 0.1;
     e.macaron_style = &yes, e.use_cnn_module = &no, e.cnn_module_kernel = &k, e.activation_type = relu;
     e.pos_enc_layer_type = abs, e.selfattention_layer_type = selfattn;
@@ -305,6 +305,8 @@ Test(conformer, encoder_conf_defaults_and_refusals)
     cr_assert_eq(model_dims_from_cfg(&d, &m, 80, 30, &err), -1);
     e = (encoder_conf_cfg){.rel_pos_type = latest, .interctc_layer_idx = idx, .n_interctc_layer_idx = 1};
     cr_assert_eq(model_dims_from_cfg(&d, &m, 80, 30, &err), -1);
+    cr_assert(strstr(err.msg, "interctc_layer_idx: 6 is outside [1, 5] (ESPnet2 asserts 0 < idx < num_blocks 6"), "%s",
+              err.msg);
     e = (encoder_conf_cfg){.rel_pos_type = latest, .stochastic_depth_rate = &rate};
     cr_assert_eq(model_dims_from_cfg(&d, &m, 80, 30, &err), -1);
     e = (encoder_conf_cfg){.rel_pos_type = latest, .zero_triu = &yes};

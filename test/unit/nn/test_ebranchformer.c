@@ -295,7 +295,7 @@ Test(ebranchformer, encoder_conf_defaults_and_refusals)
     cr_assert(d.rel_pos && !d.use_ffn && !d.macaron && d.act == ACT_SWISH && d.cgmlp_units == 2048);
     cr_assert(d.cgmlp_kernel == 31 && !d.linear_after_conv && d.gate_act == ACT_IDENTITY && d.merge_kernel == 3);
     int yes = 1, no = 0;
-    int64_t units = 1024, k31 = 31, k6 = 6, odd_units = 7, blocks = 4, idx[] = {1};
+    int64_t units = 1024, k31 = 31, k6 = 6, odd_units = 7, blocks = 4, idx[] = {0};
     e = (encoder_conf_cfg){.num_blocks = blocks, .cgmlp_linear_units = &units, .merge_conv_kernel = &k31,
                            .use_ffn = &yes, .macaron_ffn = &yes, .ffn_activation_type = relu, .gate_activation = swish,
                            .use_linear_after_conv = &yes, .pos_enc_layer_type = abs, .attention_layer_type = selfattn,
@@ -305,7 +305,7 @@ Test(ebranchformer, encoder_conf_defaults_and_refusals)
     cr_assert(d.act == ACT_RELU && d.gate_act == ACT_SWISH && d.linear_after_conv && !d.rel_pos);
     static const char *const refused[] = {"rel_pos_type: legacy", "needs attention_layer_type rel_selfattn",
                                           "cgmlp_conv_kernel: 6", "cgmlp_linear_units: 7", "zero_triu: true",
-                                          "interctc_layer_idx", "macaron_style: not a key of EBranchformerEncoder",
+                                          "interctc_layer_idx: 0 is outside [1, 11]", "macaron_style: not a key of EBranchformerEncoder",
                                           "concat_after: not a key"};
     for (int i = 0; i < 8; i++) {
         e = (encoder_conf_cfg){0};

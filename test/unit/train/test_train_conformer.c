@@ -205,7 +205,7 @@ Test(conformer_train, encoder_keys_are_checked)
         {"model.encoder_conf.rel_pos_type=legacy", "model.encoder_conf.rel_pos_type: legacy (LegacyRelPositionalEncoding)"},
         {"~model.encoder_conf.rel_pos_type", "rel_pos_type: legacy, ESPnet2's default, (LegacyRelPositionalEncoding)"},
         {"model.encoder=transformer", "model.encoder_conf.macaron_style: a ConformerEncoder key"},
-        {"model.encoder_conf.interctc_layer_idx=[1]", "interctc_layer_idx: intermediate CTC is not supported yet"},
+        {"model.encoder_conf.interctc_layer_idx=[2]", "interctc_layer_idx: 2 is outside [1, 1] (ESPnet2 asserts"},
         {"model.encoder_conf.activation_type=tanh", "'tanh' is not supported (supported: swish, relu)"},
         {"model.encoder_conf.zero_triu=true", "model.encoder_conf.zero_triu: 'true' is not supported (supported: false)"},
         {"+model.encoder_conf.stochastic_depth_rate=0.1", "stochastic_depth_rate: 0.1 is not supported"},

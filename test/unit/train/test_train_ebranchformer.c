@@ -91,6 +91,29 @@ Test(ebranchformer_train, stages_1_to_6_train_and_joint_decode)
     st_close(&f);
 }
 
+/* Self-conditioned intermediate CTC after block 1 of 2 (model_conf.interctc_weight 0.3): training
+ * writes the conditioning layer under ESPnet's name, and decoding (which feeds it back) runs. */
+Test(ebranchformer_train, intermediate_ctc_trains_and_decodes)
+{
+    cr_assert_eq(run("ic", "--inference_config " CONF "inference_tiny_ebranchformer.yaml --stages train infer "
+                           "trainer.max_epochs=1 dataloader.train.iter_factory.batches.batch_bins=80000 "
+                           "+model.encoder_conf.interctc_layer_idx=[1] +model.encoder_conf.interctc_use_conditioning=true "
+                           "+model.model_conf.interctc_weight=0.3"),
+                 0, "%s", slurp("log"));
+    char *hyp = slurp("ic/inference/test/hyp.scp");
+    int lines = 0;
+    for (char *p = hyp; *p; p++) lines += *p == '\n';
+    cr_assert_eq(lines, 6, "hyp.scp:\n%s", hyp);
+    free(hyp);
+    st_file f;
+    esp_err err;
+    cr_assert_eq(st_read(test_path(dir, "ic/checkpoints/epoch=1-step=5/model.safetensors"), &f, &err), 0, "%s", err.msg);
+    const st_tensor *w = st_get(&f, "encoder.conditioning_layer.weight");
+    cr_assert_not_null(w);
+    cr_assert(w->ndim == 2 && w->shape[0] == 32, "conditioning_layer (output_size, vocab)");
+    st_close(&f);
+}
+
 Test(ebranchformer_train, resumes_bit_identically)
 {
     const char *common = "--stages train dataloader.train.iter_factory.batches.batch_bins=80000";
@@ -144,7 +167,7 @@ Test(ebranchformer_train, encoder_keys_are_checked)
                                     "conformer encoder does not take"},
         {"+model.encoder_conf.macaron_style=true", "model.encoder_conf.macaron_style: not a key of EBranchformerEncoder"},
         {"+model.encoder_conf.cnn_module_kernel=31", "cnn_module_kernel: not a key of EBranchformerEncoder"},
-        {"model.encoder_conf.interctc_layer_idx=[1]", "interctc_layer_idx: intermediate CTC is not supported yet"},
+        {"model.encoder_conf.interctc_layer_idx=[2]", "interctc_layer_idx: 2 is outside [1, 1] (ESPnet2 asserts"},
         {"model.encoder_conf.gate_activation=tanh", "'tanh' is not supported (supported: identity, swish, relu)"},
         {"model.encoder_conf.ffn_activation_type=selu", "'selu' is not supported (supported: swish, relu)"},
         {"model.encoder_conf.attention_layer_type=fast_selfattn", "'fast_selfattn' is not supported"},
