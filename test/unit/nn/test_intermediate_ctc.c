@@ -1,4 +1,7 @@
-/* Intermediate CTC (core/nn/interctc.c): the loss mixes the final CTC with the listed blocks' CTC
+/* Intermediate CTC (core/nn/interctc.c) against the real ESPnet2 (test/fixtures/interctc,
+ * scripts/make_interctc_fixtures.py: loss, each layer's loss, every gradient and the decoding
+ * encoder's CTC log-probs for a conditioned transformer, a conformer and a conditioned E-Branchformer
+ * with the joint loss); and on its own: the loss mixes the final CTC with the listed blocks' CTC
  * as ESPnetASRModel does; an intermediate layer's loss is the CTC loss of the model cut after that
  * block (transformer, conformer: through after_norm; the E-Branchformer's is not normalized); the
  * gradients agree with a directional difference for the three encoders, with and without the
@@ -6,6 +9,7 @@
  * conditioning as training does; the config's indices are ESPnet2's. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +19,7 @@
 #include "core/nn/model_params.h"
 #include "test/unit/nn/grads_final_check.h"
 #include "test/unit/nn/nn_fixture.h"
+#include "test/unit/test_util.h"
 
 enum { IDIM = 20, B = 2, T = 40, STRIDE = 3 };
 
@@ -73,6 +78,101 @@ static void rel_close(double a, double b, const char *what)
 {
     cr_assert(fabs(a - b) <= 1e-5 * fabs(b), "%s: %.9g, expected %.9g", what, a, b);
 }
+
+/* ---- against ESPnet2 -------------------------------------------------------------------------- */
+
+#define TOL 1e-4
+
+/* As scripts/make_interctc_fixtures.py's CASES. */
+static void fixture_case(const char *name, model_dims *d, model_rates *r)
+{
+    if (!strcmp(name, "transformer_cond")) {
+        *d = dims_of(ENC_TRANSFORMER, 3);
+        d->n_interctc = 2, d->interctc[0] = 0, d->interctc[1] = 1, d->interctc_cond = 1;
+        *r = (model_rates){.ctc_weight = 1.0f, .interctc_weight = 0.3f};
+    } else if (!strcmp(name, "conformer")) {
+        *d = dims_of(ENC_CONFORMER, 2);
+        d->n_interctc = 1, d->interctc[0] = 0;
+        *r = (model_rates){.ctc_weight = 1.0f, .interctc_weight = 0.5f};
+    } else {
+        *d = dims_of(ENC_EBRANCHFORMER, 2);
+        d->cgmlp_units = 24, d->cgmlp_kernel = 5, d->n_interctc = 1, d->interctc[0] = 0, d->interctc_cond = 1;
+        d->dec_blocks = 1, d->dec_heads = 2, d->dec_ff = 24;
+        *r = (model_rates){.ctc_weight = 0.3f, .lsm_weight = 0.1f, .interctc_weight = 0.4f};
+    }
+    d->vocab = 9;
+}
+
+static void check_scalar(double ours, double ref, const char *what)
+{
+    double e = fabs(ours - ref) / fabs(ref);
+    cr_log_info("%s %.6f vs ESPnet %.6f, rel err %.3g", what, ours, ref, e);
+    cr_expect_lt(e, TOL, "%s: %f vs ESPnet's %f", what, ours, ref);
+}
+
+static void check_fixture(const char *name)
+{
+    model_dims d;
+    model_rates r;
+    fixture_case(name, &d, &r);
+    char path[512];
+    snprintf(path, sizeof path, "%s/test/fixtures/interctc/%s.npz", test_root_dir(), name);
+    npz_file f;
+    esp_err err;
+    cr_assert_eq(npz_read(path, &f, &err), 0, "%s", err.msg);
+    backend *be = backend_open("cpu", 0, 1, &err);
+    cr_assert_not_null(be, "%s", err.msg);
+    asr_model m;
+    asr_model_init(&m, be, &d, &r);
+    fx_load_state(&m, &f); /* every tensor, encoder.conditioning_layer among them, under ESPnet's name */
+    fx_batch b;
+    fx_load_batch(&b, &f, IDIM, -1);
+    asr_model_zero_grad(&m);
+    asr_model_forward(&m, b.feats, b.lens, 2, b.T, 1, 0);
+    double loss = asr_model_loss(&m, b.labels, b.ylens, b.stride, NULL);
+    float *ref = fx_floats(fx_get(&f, "out.loss"));
+    check_scalar(loss, ref[0], "loss");
+    free(ref);
+    ref = fx_floats(fx_get(&f, "out.loss_ctc"));
+    check_scalar(m.loss_ctc, ref[0], "loss_ctc (the final layer's)");
+    free(ref);
+    ref = fx_floats(fx_get(&f, "out.loss_interctc"));
+    for (int k = 0; k < d.n_interctc; k++) check_scalar(m.loss_interctc[k], ref[k], "loss_interctc");
+    free(ref);
+    asr_model_backward(&m, 1.0f);
+    double worst = 0;
+    const char *worst_name = "";
+    for (size_t i = 0; i < m.table.n; i++) {
+        const param_info *p = &m.table.items[i];
+        if (p->kind != PARAM_TRAINED) continue;
+        char gname[160];
+        snprintf(gname, sizeof gname, "grad.%s", p->name);
+        /* Softmax cancels linear_k's bias, the conformer's BatchNorm the depthwise conv's: their true
+         * gradients are 0, rounding noise on both sides. */
+        if (strstr(p->name, "linear_k.bias") || strstr(p->name, "depthwise_conv.bias")) {
+            double w = 0;
+            for (size_t k = 0; k < p->count; k++) w = fmax(w, fabs(m.grads[p->offset + k]));
+            cr_expect_lt(w, 1e-5, "gradient of %s should vanish: %g", p->name, w);
+            continue;
+        }
+        double before = worst;
+        fx_compare(&f, gname, m.grads + p->offset, p->count, &worst, TOL);
+        if (worst > before) worst_name = p->name;
+    }
+    cr_log_info("%s: worst gradient rel err %.3g (%s)", name, worst, worst_name);
+    /* Decoding's encoder (eval mode, the running statistics this forward left, the conditioning). */
+    asr_model_forward(&m, b.feats, b.lens, 2, b.T, 0, 0);
+    double e = fx_compare(&f, "out.logp", m.logp, (size_t)2 * m.T2 * d.vocab, &worst, TOL);
+    cr_log_info("%s: decoding log-probs rel err %.3g", name, e);
+    free(b.feats);
+    asr_model_free(&m);
+    backend_close(be);
+    npz_free(&f);
+}
+
+Test(intermediate_ctc, conditioned_transformer_matches_espnet) { check_fixture("transformer_cond"); }
+Test(intermediate_ctc, conformer_matches_espnet) { check_fixture("conformer"); }
+Test(intermediate_ctc, conditioned_ebranchformer_joint_loss_matches_espnet) { check_fixture("ebf_cond_joint"); }
 
 /* ---- the loss -------------------------------------------------------------------------------- */
 
