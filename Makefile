@@ -13,7 +13,7 @@ WARN     := -Wall -Wextra -Werror
 CSTD     := -std=c11 -D_GNU_SOURCE
 OPT      ?= -O2 -g
 CFLAGS   += $(CSTD) $(OPT) -fopenmp-simd -fno-math-errno $(WARN) -MMD -MP -I.
-LDLIBS   += -lcyaml -lyaml -lsndfile -lsamplerate -lfftw3f -lfftw3 -lxsmm -lopenblas -lmvec -ldl -ljansson -lzip -lz -lm -lpthread
+LDLIBS   += -lcyaml -lyaml -lsndfile -lsamplerate -lfftw3f -lfftw3 -lxsmm -lopenblas -lmvec -ldl -ljansson -lzip -lz -licuuc -lm -lpthread
 # SentencePiece (C++) behind core/data/spm_shim.cc: the tokenizer's bpe/unigram models.
 CXXFLAGS += -std=c++17 $(OPT) $(WARN) -MMD -MP -I.
 LDLIBS   += -lsentencepiece -lsentencepiece_train -lstdc++

@@ -13,6 +13,7 @@ packages=(
   libxsmm-dev                   # JIT GEMM kernels for the shapes where they beat OpenBLAS (AVX-512)
   libjansson-dev                # JSON: safetensors headers, trainer state
   libzip-dev                    # PyTorch checkpoints (.pth, .ckpt: torch.save's zip)
+  libicu-dev                    # Unicode tables of the metrics' whisper_basic text cleaner
   g++ libsentencepiece-dev      # SentencePiece tokenizers (bpe, unigram) behind core/data/spm_shim.cc
   libpmix-dev pkg-config        # ranks of `srun --mpi=pmix` steps (optional: probed by the Makefile)
   # tests

@@ -30,6 +30,11 @@ fi
 if ! "$PY" -c "import espnet2.bin.asr_train" >/dev/null 2>&1; then
   "$PY" -m pip install -q einops g2p_en jamo espnet_tts_frontend tensorboard matplotlib
 fi
+# Whisper's normalizers, which espnet2's TextCleaner imports for whisper_basic / whisper_en, for
+# scripts/make_text_cleaner_fixtures.py.
+if ! "$PY" -c "import whisper.normalizers" >/dev/null 2>&1; then
+  "$PY" -m pip install -q openai-whisper
+fi
 "$PY" -c "import espnet, torch, torchaudio, sentencepiece" || {
   echo "install_espnet_venv.sh: $PY cannot import espnet, torch, torchaudio, sentencepiece" >&2; exit 1; }
 echo "$PY"

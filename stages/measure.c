@@ -20,6 +20,7 @@
 #include "core/data/spm_shim.h"
 #include "core/decode/score.h"
 #include "core/decode/score_report.h"
+#include "core/decode/text_cleaner.h"
 #include "core/formats/text_scp.h"
 
 typedef struct metric_kind {
@@ -70,6 +71,27 @@ static const char *input_file(const metric_cfg *m, const char *alias)
     return NULL;
 }
 
+/* The metric's clean_types (ESPnet2's TextCleaner, before anything else: ESPnet3's metrics clean each
+ * text as they read it) over every text of f, in place. */
+static int clean_texts(const metric_cfg *m, text_scp *f, esp_err *err)
+{
+    int *kinds = xmalloc(m->n_clean_types * sizeof *kinds), rc = 0;
+    for (unsigned k = 0; k < m->n_clean_types; k++) ESP_CHECK((kinds[k] = text_cleaner_of(m->clean_types[k])) >= 0);
+    for (size_t i = 0; rc == 0 && i < f->n; i++) {
+        text_scp_entry *e = &f->items[i];
+        char *clean = text_clean(kinds, m->n_clean_types, e->text);
+        if (!clean) {
+            rc = esp_fail(err, "%s:%ld: utterance %s: the text is not valid UTF-8 (clean_types reads Unicode)",
+                          f->path, e->line, e->id);
+            break;
+        }
+        free(e->text);
+        e->text = clean;
+    }
+    free(kinds);
+    return rc;
+}
+
 /* Reads the metric's reference and hypothesis files of one test set (ref.scp and hyp.scp unless
  * `inputs` says otherwise) and checks that they list the same utterances. Every file `inputs`
  * names must be there, as ESPnet3's load_scp_fields asserts. */
@@ -97,6 +119,7 @@ static int load_pairs(const char *inference_dir, const metric_cfg *m, scored_set
                       ref_path, s->test, hyp_path);
     else if (text_scp_read(ref_path, &s->ref, err) != 0) rc = -1;
     else if (text_scp_read(hyp_path, &s->hyp, err) != 0) rc = -1;
+    else if (m->n_clean_types && (clean_texts(m, &s->ref, err) != 0 || clean_texts(m, &s->hyp, err) != 0)) rc = -1;
     for (size_t i = 0; rc == 0 && i < s->ref.n; i++) {
         const text_scp_entry *r = &s->ref.items[i];
         if (!text_scp_find(&s->hyp, r->id))

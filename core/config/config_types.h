@@ -477,7 +477,7 @@ typedef struct metric_cfg {
     metric_input_cfg *inputs; unsigned n_inputs; /* absent: the files ref_key.scp and hyp_key.scp */
     char **apply_to; unsigned n_apply_to;         /* absent: every test set */
     char *bpemodel;          /* TER: the SentencePiece model whose pieces are scored */
-    char **clean_types; unsigned n_clean_types;   /* ESPnet's TextCleaner: none implemented; must be empty */
+    char **clean_types; unsigned n_clean_types;   /* ESPnet's TextCleaner (core/decode/text_cleaner.h), in order */
 } metric_cfg;
 
 typedef struct metrics_cfg {

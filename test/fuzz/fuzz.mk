@@ -35,7 +35,7 @@ FUZZ_LIB_SRCS := $(wildcard core/base/*.c core/formats/*.c) core/data/audio.c co
                  $(wildcard core/config/*.c) core/nn/espnet2_config.c core/data/augment.c core/data/augment_conf.c \
                  core/data/augment_stft.c \
                  core/train/checkpoint.c core/train/checkpoint_average.c core/train/checkpoint_espnet3.c \
-                 core/nn/param_names.c test/fuzz/fuzz_util.c
+                 core/nn/param_names.c core/decode/text_cleaner.c test/fuzz/fuzz_util.c
 # The tokenizer reaches SentencePiece (C++) through its shim, compiled with the same instrumentation
 # (less UBSan's vptr check, whose runtime only a C++ link brings).
 FUZZ_CXX      ?= clang++
@@ -43,7 +43,7 @@ FUZZ_LIB_CXX_SRCS := core/data/spm_shim.cc
 FUZZ_LIB_OBJS := $(FUZZ_LIB_SRCS:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_LIB_CXX_SRCS:%.cc=$(FUZZ_DIR)/obj/%.o)
 FUZZ_OBJ_CFLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -g -O1 -std=c11 \
                    -D_GNU_SOURCE -Wall -Wextra -Werror -I.
-FUZZ_LIBS    := -lsndfile -lsamplerate -ljansson -lzip -lz -lcyaml -lyaml -lfftw3f -lm -lpthread -lsentencepiece \
+FUZZ_LIBS    := -lsndfile -lsamplerate -ljansson -lzip -lz -licuuc -lcyaml -lyaml -lfftw3f -lm -lpthread -lsentencepiece \
                 -lsentencepiece_train -lstdc++
 
 .PHONY: fuzz-run fuzz-config fuzz-readers fuzz-long fuzz-build $(FUZZ_READERS:%=fuzz-run-%)

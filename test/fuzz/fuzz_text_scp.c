@@ -1,9 +1,11 @@
 /* libFuzzer target for the `<utt_id> <text>` list reader (hyp.scp / ref.scp of the scoring stage):
- * bytes -> text_scp_read. An accepted list finds every entry by its id. */
+ * bytes -> text_scp_read, then each text through the metrics' whisper_basic cleaner. An accepted
+ * list finds every entry by its id; a cleaned text has no whitespace run left. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/decode/text_cleaner.h"
 #include "core/formats/text_scp.h"
 #include "test/fuzz/fuzz_util.h"
 
@@ -26,8 +28,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!strstr(err.msg, path)) abort(); /* every error names the file */
         return 0;
     }
-    for (size_t i = 0; i < s.n; i++)
+    int kind = TEXT_CLEANER_WHISPER_BASIC;
+    for (size_t i = 0; i < s.n; i++) {
         if (!s.items[i].id[0] || text_scp_find(&s, s.items[i].id) != &s.items[i]) abort();
+        char *clean = text_clean(&kind, 1, s.items[i].text);
+        if (clean && (strstr(clean, "  ") || strpbrk(clean, "\t\n\r\v\f"))) abort();
+        free(clean);
+    }
     text_scp_free(&s);
     return 0;
 }

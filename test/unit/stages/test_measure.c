@@ -242,6 +242,42 @@ Test(measure, espnet3_metric_inputs_errors)
     }
 }
 
+/* clean_types [whisper_basic] (Whisper's BasicTextNormalizer, core/decode/text_cleaner.h) cleans both
+ * sides before scoring: bracketed tags go, punctuation becomes space, case folds; whisper_en is
+ * refused at its line; a text that is not UTF-8 is one error line naming its file and line. */
+Test(measure, whisper_basic_cleans_both_sides)
+{
+    const char *head = "recipe_dir: ${config_path:..}\nexp_tag: asr\ntest_sets: [test_clean]\nmetrics:\n"
+                       "  - metric:\n      _target_: espnet3.systems.asr.metrics.wer.WER\n";
+    char text[1024];
+    put(INF "/test_clean/ref.scp", "u1 [noise] Hello, World! (laughs)\nu2 Caf\xc3\xa9 ol\xc3\xa9\n");
+    put(INF "/test_clean/hyp.scp", "u1 hello world\nu2 CAF\xc3\x89  ol\xc3\xa9.\n");
+    snprintf(text, sizeof text, "%s", head);
+    put("conf/metrics.yaml", text);
+    cr_assert_eq(run("--stages measure"), 0, "%s", slurp("err"));
+    char *out = slurp("out");
+    cr_expect(strstr(out, "|test_clean|2|6|") != NULL, "as written: 6 reference words, errors:\n%s", out);
+    cr_expect(strstr(out, "|0.0|0.0|0.0|0.0|") == NULL, "as written the texts differ:\n%s", out);
+    free(out);
+    snprintf(text, sizeof text, "%s      clean_types: [whisper_basic]\n", head);
+    put("conf/metrics.yaml", text);
+    cr_assert_eq(run("--stages measure"), 0, "%s", slurp("err"));
+    out = slurp("out");
+    cr_expect(strstr(out, "|test_clean|2|4|100.0|0.0|0.0|0.0|0.0|0.0|\n") != NULL, "cleaned: 4 words, all correct:\n%s",
+              out);
+    free(out);
+    remove(test_path(dir, INF "/metrics.json")), remove(test_path(dir, INF "/test_clean/wer_alignment"));
+    snprintf(text, sizeof text, "%s      clean_types: [whisper_basic, whisper_en]\n", head);
+    put("conf/metrics.yaml", text);
+    cr_expect_eq(run("--stages measure"), 1);
+    expect_one_error_line("metrics.yaml:7:", "clean_types[1]: 'whisper_en' is not supported (supported: whisper_basic)");
+    snprintf(text, sizeof text, "%s      clean_types: [whisper_basic]\n", head);
+    put("conf/metrics.yaml", text);
+    put(INF "/test_clean/hyp.scp", "u1 hello world\nu2 caf\xe9\n");
+    cr_expect_eq(run("--stages measure"), 1);
+    expect_one_error_line("test_clean/hyp.scp:2: utterance u2: the text is not valid UTF-8", "clean_types");
+}
+
 /* ESPnet3's --write_requirements: requirements.txt beside the stage log, here the build that ran it. */
 Test(measure, write_requirements_puts_the_build_beside_the_log)
 {
