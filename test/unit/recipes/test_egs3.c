@@ -1,8 +1,10 @@
 /* Integration: ESPnet3 recipe folders as they ship. test/fixtures/egs3/mini_an4/asr (ESPnet3's
- * layout and training config, its Python dataset/ package and src.tokenizer) runs stages 1-8 from
- * inside a copy of it; a user's own Python Dataset is exported once, reused, and exported again
- * when its code changes; bad Python is one error line with nothing half written. The recipe's
- * Python runs in Debian's /usr/bin/python3 (numpy and PyYAML from scripts/install_deps.sh). */
+ * layout and training config, and ESPnet3's own Python dataset/ package and src.tokenizer, copied
+ * as they are) runs stages 1-8 from inside a copy of it; a user's own Python Dataset is exported
+ * once, reused, and exported again when its code changes; bad Python is one error line with
+ * nothing half written. The recipe's Python runs in Debian's /usr/bin/python3 with what it imports
+ * (numpy, soundfile, torch, PyYAML: scripts/install_deps.sh) and calls (sph2pipe: the stand-in on
+ * sox in test/fixtures/egs3/tools, put on PATH here). */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -25,8 +27,9 @@ TestSuite(egs3, .init = setup, .fini = teardown);
 /* Runs the binary in dir with args; output in workdir/<log>.{out,err}; returns the exit status. */
 static int run_in(const char *dir, const char *args, const char *log)
 {
-    return test_sh("cd '%s' && " PY_ENV "timeout 300 '%s' %s >'%s/%s.out' 2>'%s/%s.err'", dir, test_root_dir(),
-                   test_bin_path(), args, workdir, log, workdir, log);
+    return test_sh("cd '%s' && PATH='%s/test/fixtures/egs3/tools':\"$PATH\" " PY_ENV
+                   "timeout 300 '%s' %s >'%s/%s.out' 2>'%s/%s.err'",
+                   dir, test_root_dir(), test_root_dir(), test_bin_path(), args, workdir, log, workdir, log);
 }
 
 static char *log_of(const char *log, const char *ext)
@@ -69,7 +72,7 @@ Test(egs3, mini_an4_runs_stages_1_8_from_its_folder_with_its_python_dataset)
                             "--metrics_config conf/metrics.yaml", "all");
     char *err = log_of("all", "err");
     cr_assert_eq(rc, 0, "stages 1-8 failed:\n%s", err);
-    /* The builder's lifecycle ran in Python (sox made the WAVs), the items were exported once. */
+    /* The builder's lifecycle ran in Python (sph2pipe made the WAVs), the items were exported once. */
     cr_assert(strstr(err, "DatasetBuilder: source prepared, built"), "%s", err);
     cr_assert(test_exists(test_path(recipe, "data/manifest/train.tsv")));
     int tmp_left, n = count_exports(recipe, &tmp_left);
@@ -299,10 +302,13 @@ Test(egs3, mini_an4_esp2_asr_runs_with_espnet3s_inference_api_checkpoint_names_a
 {
     char recipe[512];
     snprintf(recipe, sizeof recipe, "%s/egs3/mini_an4/esp2_asr", workdir);
+    /* The asr folder beside it too: ESPnet3's dataset.py imports egs3.mini_an4.asr.dataset.builder. */
     cr_assert_eq(test_sh("mkdir -p '%s' && cp -r '%s/test/fixtures/egs3/mini_an4/esp2_asr/conf' "
                          "'%s/test/fixtures/egs3/mini_an4/asr/dataset' '%s/test/fixtures/egs3/mini_an4/asr/src' '%s/' && "
+                         "cp -r '%s/test/fixtures/egs3/mini_an4/asr' '%s/egs3/mini_an4/' && "
                          "cp '%s/recipes/mini_an4/downloads.tar.gz' '%s/'",
-                         recipe, test_root_dir(), test_root_dir(), test_root_dir(), recipe, test_root_dir(), recipe),
+                         recipe, test_root_dir(), test_root_dir(), test_root_dir(), recipe, test_root_dir(), workdir,
+                         test_root_dir(), recipe),
                  0);
     int rc = run_in(recipe, "--training_config conf/training_asr_transformer.yaml --inference_config conf/inference.yaml "
                             "--metrics_config conf/metrics.yaml", "esp2");
