@@ -202,6 +202,14 @@ Test(interop_encoders, espnet_conformer_decodes_to_espnets_hypotheses)
     decode_like_espnet("conformer", "espnet_model", "exp/asr_train/valid.acc.ave.pth");
 }
 
+/* ESPnet2's trainer resume file (checkpoint.pth: model, reporter with numpy scalars, optimizers,
+ * schedulers, scaler; written by the real ESPnet2, scripts/make_trainer_checkpoint_fixtures.py):
+ * its model part decodes to the hypotheses of the state dict it holds. */
+Test(interop_encoders, espnet2_trainer_checkpoint_decodes_as_its_state_dict)
+{
+    decode_like_espnet("conformer", "espnet_model", "exp/asr_train/checkpoint.pth");
+}
+
 Test(interop_encoders, espnet3_conformer_decodes_in_espnet_as_in_espnet3)
 {
     decode_like_espnet("conformer", "espnet3_model", "exp/asr_train/valid.loss.ave.pth");
