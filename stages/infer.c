@@ -286,7 +286,7 @@ static int copy_hyp_to_text(const char *out_dir, esp_err *err)
 {
     char *hyp = xasprintf("%s/hyp.scp", out_dir), *text = xasprintf("%s/text.scp", out_dir);
     size_t len;
-    char *bytes = read_file(hyp, &len, err);
+    char *bytes = read_file(hyp, READ_LIST, &len, err);
     int rc = bytes ? atomic_write_file(text, bytes, len, err) : -1;
     free(bytes), free(hyp), free(text);
     return rc;
@@ -303,7 +303,7 @@ static const char *search_name(const s2t_opts *o)
 static uint64_t hash_file(uint64_t h, const char *path, esp_err *err, int *failed)
 {
     size_t len;
-    char *text = read_file(path, &len, err);
+    char *text = read_file(path, READ_MODEL, &len, err);
     if (!text) {
         *failed = 1;
         return h;

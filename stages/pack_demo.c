@@ -101,7 +101,7 @@ static int build(const esp_config *dc, const demo_cfg *d, const char *staging, e
     char *desc = NULL;
     if (ui && ui->description && path_exists(ui->description)) {
         size_t len;
-        desc = read_file(ui->description, &len, err);
+        desc = read_file(ui->description, READ_SMALL, &len, err);
         if (!desc) rc = -1;
         else {
             const char *base = strrchr(ui->description, '/') ? strrchr(ui->description, '/') + 1 : ui->description;
@@ -148,7 +148,7 @@ static int build(const esp_config *dc, const demo_cfg *d, const char *staging, e
         char *tmpl = NULL;
         if (p && p->readme) {
             size_t len;
-            tmpl = path_exists(p->readme) ? read_file(p->readme, &len, err) : NULL;
+            tmpl = path_exists(p->readme) ? read_file(p->readme, READ_SMALL, &len, err) : NULL;
             if (!tmpl) {
                 char *w = config_where(dc, "pack.readme");
                 rc = esp_fail(err, "%s: README template not found: %s", w, p->readme);

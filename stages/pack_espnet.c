@@ -147,7 +147,7 @@ static int copy_to(const char *src, const char *root, const char *rel, esp_err *
     size_t len;
     char *data = NULL;
     int rc = mkdir_p(dir, err);
-    if (rc == 0) rc = (data = read_file(src, &len, err)) ? atomic_write_file(dst, data, len, err) : -1;
+    if (rc == 0) rc = (data = read_file(src, READ_MODEL, &len, err)) ? atomic_write_file(dst, data, len, err) : -1;
     free(data), free(dst), free(dir);
     return rc;
 }

@@ -35,7 +35,7 @@ static const char *const pack_entries[] = {"model.safetensors", "conf", "tokens"
 static int copy_file(const char *src, const char *dst, esp_err *err)
 {
     size_t len;
-    char *data = read_file(src, &len, err);
+    char *data = read_file(src, READ_MODEL, &len, err);
     if (!data) return -1;
     int rc = atomic_write_file(dst, data, len, err);
     free(data);
@@ -104,7 +104,7 @@ static int pack_lm(const char *staging, const model_files *lm, const model_files
 {
     if (!lm) return 0;
     size_t la, lb;
-    char *a = read_file(mf->tokens, &la, err), *b = a ? read_file(lm->tokens, &lb, err) : NULL;
+    char *a = read_file(mf->tokens, READ_LIST, &la, err), *b = a ? read_file(lm->tokens, READ_LIST, &lb, err) : NULL;
     int rc = a && b ? 0 : -1;
     if (rc == 0 && (la != lb || memcmp(a, b, la)))
         rc = esp_fail(err, "%s: the LM's token list is not the ASR model's %s (the pack holds one token list)",

@@ -313,7 +313,7 @@ static int write_readme(const pack_run *r, const char *metrics_path, esp_err *er
             }
         }
         size_t len;
-        tmpl = path_exists(path) ? read_file(path, &len, err) : NULL;
+        tmpl = path_exists(path) ? read_file(path, READ_SMALL, &len, err) : NULL;
         free(path);
         if (!tmpl) {
             char *w = config_where(pc, "pack_model.readme");

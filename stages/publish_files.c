@@ -136,7 +136,7 @@ int pack_excluded(const char *rel, int is_dir, const char *const *patterns, size
 static int copy_one_file(const char *src, const char *dst, mode_t mode, esp_err *err)
 {
     size_t len;
-    char *bytes = read_file(src, &len, err);
+    char *bytes = read_file(src, READ_MODEL, &len, err);
     if (!bytes) return -1;
     char *dir = path_dirname(dst);
     int rc = mkdir_p(dir, err);

@@ -108,7 +108,18 @@ int mkdir_p(const char *path, esp_err *err)
     return 0;
 }
 
-char *read_file(const char *path, size_t *len_out, esp_err *err)
+/* The most a whole-file read of each kind takes: far above what a real file holds, far below what
+ * a file sent by someone else could make espnet3 allocate. */
+static const struct {
+    const char *what;
+    unsigned long long max;
+} read_limits[] = {
+    [READ_SMALL] = {"a config, template or state file", 64ULL << 20},
+    [READ_LIST] = {"a list, manifest, text or audio file", 16ULL << 30},
+    [READ_MODEL] = {"a model or array file", 1ULL << 40},
+};
+
+char *read_file(const char *path, read_kind kind, size_t *len_out, esp_err *err)
 {
     /* Only a regular file is read: /dev/zero, /dev/urandom or a FIFO named where a file from
      * elsewhere is expected would be read until memory runs out (or hang: O_NONBLOCK). */
@@ -121,6 +132,14 @@ char *read_file(const char *path, size_t *len_out, esp_err *err)
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
         esp_fail(err, "%s: not a regular file (espnet3 reads files, not devices, FIFOs or folders)", path);
+        return NULL;
+    }
+    ESP_CHECK((unsigned)kind < sizeof read_limits / sizeof *read_limits);
+    unsigned long long max = read_limits[kind].max;
+    if ((unsigned long long)st.st_size > max) {
+        close(fd);
+        esp_fail(err, "%s: %lld bytes, more than %s may hold here (%llu MiB); not read", path, (long long)st.st_size,
+                 read_limits[kind].what, max >> 20);
         return NULL;
     }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
@@ -136,13 +155,14 @@ char *read_file(const char *path, size_t *len_out, esp_err *err)
         if (len + 1 >= cap) buf = xrealloc(buf, cap *= 2);
         size_t got = fread(buf + len, 1, cap - len - 1, fp);
         len += got;
-        if (got == 0) break;
+        if (got == 0 || len > max) break; /* a file that grows while it is read stops at the limit */
     }
     int bad = ferror(fp);
     fclose(fp);
-    if (bad) {
+    if (bad || len > max) {
         free(buf);
-        esp_fail(err, "%s: read error", path);
+        if (bad) esp_fail(err, "%s: read error", path);
+        else esp_fail(err, "%s: grew past %llu MiB while it was read (%s); not read", path, max >> 20, read_limits[kind].what);
         return NULL;
     }
     buf[len] = '\0';

@@ -22,9 +22,13 @@ int atomic_write_file(const char *path, const void *data, size_t len, esp_err *e
 
 /* mkdir -p; errors name the path and the reason. */
 int mkdir_p(const char *path, esp_err *err);
-/* Reads a whole regular file into a NUL-terminated buffer (caller frees); a device, FIFO or folder
- * is an error ("not a regular file"), never read. */
-char *read_file(const char *path, size_t *len_out, esp_err *err);
+/* What a whole-file read may be: a file over its kind's size is an error before a byte is read
+ * (the limits: core/base/fsio.c). SMALL: configs, templates, scripts, state files; LIST: scp,
+ * manifests, token lists, text corpora, audio; MODEL: model and array files. */
+typedef enum read_kind { READ_SMALL, READ_LIST, READ_MODEL } read_kind;
+/* Reads a whole regular file of `kind` into a NUL-terminated buffer (caller frees); a device, FIFO
+ * or folder is an error ("not a regular file"), never read, and so is a file over the kind's size. */
+char *read_file(const char *path, read_kind kind, size_t *len_out, esp_err *err);
 /* Splits buf (NUL-terminated, changed in place) into lines and calls fn with each, its '\n' and a
  * trailing '\r' removed, and its 1-based number; empty lines too (the caller decides what they
  * mean). Stops at the first fn that returns non-zero and returns that value. */

@@ -17,7 +17,7 @@ typedef struct load_ctx {
 static int has_global_package(const char *path)
 {
     esp_err e;
-    char *text = read_file(path, NULL, &e);
+    char *text = read_file(path, READ_SMALL, NULL, &e);
     if (!text) return 0;
     int global = 0;
     for (char *line = text; line && *line;) {

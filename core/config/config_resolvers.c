@@ -100,7 +100,7 @@ static ynode *load_line(interp *in, ynode *at, int n, const char *arg, const cha
     snprintf(what, sizeof what, "${load_line:%.200s}", arg);
     if (resolver_file(in, at, what, a0, "text file") < 0) return NULL; /* missing: read_file says so below */
     esp_err ferr;
-    char *text = read_file(a0, NULL, &ferr);
+    char *text = read_file(a0, READ_SMALL, NULL, &ferr);
     if (!text) {
         char chain[1024];
         interp_chain_str(in, NULL, chain, sizeof chain);

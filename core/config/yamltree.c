@@ -625,13 +625,9 @@ ynode *yt_parse_file_doc(const char *path, int *empty, esp_err *err)
     *empty = 0;
     size_t len;
     esp_err rerr;
-    char *text = read_file(path, &len, &rerr);
-    if (!text) {
-        int saved = errno;
-        if (strstr(rerr.msg, "not a regular file"))
-            esp_fail(err, "%s", rerr.msg);
-        else
-            esp_fail(err, "%s: cannot read config: %s", path, strerror(saved));
+    char *text = read_file(path, READ_SMALL, &len, &rerr);
+    if (!text) { /* read_file's message names the path and why (missing, not a file, too large) */
+        esp_fail(err, "%s", rerr.msg);
         return NULL;
     }
     ynode *root = parse_text(text, len, path, empty, err);

@@ -16,7 +16,7 @@ int nr_scp_read(const char *scp, char ***paths, size_t *n, esp_err *err)
     *paths = NULL;
     *n = 0;
     size_t len = 0;
-    char *text = read_file(scp, &len, err);
+    char *text = read_file(scp, READ_LIST, &len, err);
     if (!text) return -1;
     int rc = 0;
     if (strlen(text) != len) rc = esp_fail(err, "%s: holds a NUL byte (not a text list of audio files)", scp);

@@ -33,7 +33,7 @@ static void hash_file(const char *path, const struct stat *st)
     key_acc = fnv1a64_bytes(key_acc, meta, sizeof meta);
     size_t len;
     esp_err ignored;
-    char *bytes = read_file(path, &len, &ignored);
+    char *bytes = read_file(path, READ_LIST, &len, &ignored);
     if (bytes) key_acc = fnv1a64_bytes(key_acc, bytes, len);
     free(bytes);
 }
@@ -431,7 +431,7 @@ int py_call(const py_env *env, const char *func, const char *kwargs_json, const 
         if (text && texts) add_line(&acc, (char *)text, 0, err);
         else if (path && texts) {
             size_t len;
-            char *buf = read_file(path, &len, err);
+            char *buf = read_file(path, READ_LIST, &len, err);
             if (!buf) rc = esp_fail(err, "%s: %s returned %s, which cannot be read", where, func, path);
             else rc = for_each_line(buf, add_line, &acc, err);
             free(buf);

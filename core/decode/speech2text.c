@@ -137,8 +137,9 @@ int speech2text_check(const model_files *mf, const s2t_opts *o, esp_err *err)
 speech2text *speech2text_open(backend *be, const model_files *mf, const s2t_opts *o, esp_err *err)
 {
     const training_cfg *tc = model_files_training(mf);
-    if (speech2text_check(mf, o, err) != 0) return NULL;
-    speech2text *s = xcalloc(1, sizeof *s);
+    speech2text *s = NULL;
+    if (speech2text_check(mf, o, err) != 0) goto fail;
+    s = xcalloc(1, sizeof *s);
     s->opts = *o;
     s->be = be;
     if (asr_data_open_files(&s->data, tc->model, NULL, mf->tokens, 0, err) != 0) goto fail;
@@ -163,7 +164,9 @@ speech2text *speech2text_open(backend *be, const model_files *mf, const s2t_opts
     if (fusion_on(o) && open_lm(s, o->lm, err) != 0) goto fail;
     err_calc_init(&s->ec, &s->data.tokens);
     return s;
-fail:
+fail: /* a reader's message about a file of a packed zip names the zip's entry */
+    model_files_show_err(mf, err);
+    if (o->lm) model_files_show_err(o->lm, err);
     speech2text_close(s);
     return NULL;
 }

@@ -207,7 +207,7 @@ int npz_read(const char *path, npz_file *out, esp_err *err)
 {
     memset(out, 0, sizeof *out);
     size_t len;
-    unsigned char *buf = (unsigned char *)read_file(path, &len, err);
+    unsigned char *buf = (unsigned char *)read_file(path, READ_MODEL, &len, err);
     if (!buf) return -1;
     int rc = 0;
     /* The end-of-central-directory record is in the last 22 + 65535 bytes. */

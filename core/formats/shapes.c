@@ -174,7 +174,7 @@ int shape_table_parse(shape_table *t, const char *path, const char *text, size_t
 int shape_table_read(shape_table *t, const char *path, int keys_only, esp_err *err)
 {
     size_t len;
-    char *text = read_file(path, &len, err);
+    char *text = read_file(path, READ_LIST, &len, err);
     if (!text) {
         memset(t, 0, sizeof *t);
         return -1;

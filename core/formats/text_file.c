@@ -9,7 +9,7 @@
 char *text_file_read(const char *path, const char *what, size_t *len_out, esp_err *err)
 {
     size_t len;
-    char *buf = read_file(path, &len, err);
+    char *buf = read_file(path, READ_LIST, &len, err);
     if (!buf) return NULL;
     const char *nul = memchr(buf, '\0', len);
     if (nul) {

@@ -296,7 +296,7 @@ int pt_read_mem(const void *buf, size_t len, const char *what, st_file *out, esp
 int pt_read(const char *path, st_file *out, esp_err *err)
 {
     size_t len = 0;
-    char *buf = read_file(path, &len, err);
+    char *buf = read_file(path, READ_MODEL, &len, err);
     if (!buf) return -1;
     int rc = pt_read_mem(buf, len, path, out, err);
     free(buf);

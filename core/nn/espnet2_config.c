@@ -52,7 +52,7 @@ static int write_tokens(const ynode *tl, const char *config, const char *dst, es
     if (tl->kind == YN_SCALAR) { /* a file of tokens, one a line */
         char *src = find_path(tl->str, config);
         size_t len;
-        char *data = read_file(src, &len, err);
+        char *data = read_file(src, READ_LIST, &len, err);
         free(src);
         if (!data) return -1;
         int rc = atomic_write_file(dst, data, len, err);

@@ -96,6 +96,7 @@ int model_files_locate(model_files *f, const inference_cfg *icfg, const char *cf
     if (pt_is_zip_file(mc->asr_train_config)) {
         if (espnet2_pack_unpack(mc->asr_train_config, &f->unpacked_dir, &f->train_config_path, &packed_model, err))
             goto fail;
+        f->zip = xstrdup(mc->asr_train_config);
         if (!model_file || !strcmp(model_file, mc->asr_train_config)) model_file = packed_model;
     } else {
         f->train_config_path = xstrdup(mc->asr_train_config);
@@ -196,11 +197,32 @@ fail:
     return -1;
 }
 
+void model_files_show_err(const model_files *f, esp_err *err)
+{
+    if (!f->unpacked_dir || !f->zip) return;
+    size_t k = strlen(f->unpacked_dir);
+    char out[sizeof err->msg];
+    size_t n = 0;
+    for (const char *p = err->msg; *p && n + 1 < sizeof out;) {
+        if (strncmp(p, f->unpacked_dir, k) || p[k] != '/') {
+            out[n++] = *p++;
+            continue;
+        }
+        const char *entry = p + k + 1, *end = entry + strcspn(entry, ": ,;()'\"");
+        n += (size_t)snprintf(out + n, sizeof out - n, "%s(%.*s)", f->zip, (int)(end - entry), entry);
+        if (n >= sizeof out) n = sizeof out - 1;
+        p = end;
+    }
+    out[n] = '\0';
+    memcpy(err->msg, out, n + 1);
+}
+
 void model_files_free(model_files *f)
 {
     if (f->train_cfg) config_free(f->train_cfg);
     tmpdir_remove(f->converted_dir);
     tmpdir_remove(f->unpacked_dir);
+    free(f->zip);
     free(f->train_config_path);
     free(f->weights);
     free(f->tokens);

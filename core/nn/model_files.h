@@ -31,6 +31,7 @@ typedef struct model_files {
     char *stats;             /* model.normalize_conf.stats_file (global_mvn), else NULL */
     char *converted_dir;     /* an ESPnet2 asr_train_config: espnet3's reading of it (removed by free) */
     char *unpacked_dir;      /* an ESPnet2 packed model zip as asr_train_config: unpacked (removed by free) */
+    char *zip;               /* that zip, as messages name it */
 } model_files;
 
 static inline const training_cfg *model_files_training(const model_files *f)
@@ -50,6 +51,10 @@ int model_files_locate(model_files *f, const inference_cfg *icfg, const char *cf
  * asr_model_file, relative names also in the LM's exp_dir) and the token list its config names. */
 int lm_files_locate(model_files *f, const inference_cfg *icfg, const char *cfg_file, esp_err *err);
 void model_files_free(model_files *f);
+/* Rewrites each path into the unpacked zip in err's message as "<zip>(<entry>)": a reader's error
+ * about a file of the pack (its token list, statistics, weights) names what the user has, not a
+ * folder removed by the time the message is read. Nothing to do without a zip. */
+void model_files_show_err(const model_files *f, esp_err *err);
 
 /* The tensors of a model state (table.state_total host floats, core/nn/model_params.h's layout) for
  * a safetensors file, one per table entry into out (table.n): parameters and BatchNorm buffers as

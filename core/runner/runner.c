@@ -92,7 +92,7 @@ static int read_sig(const char *work_dir, job_sig *out)
     char *path = path_join(work_dir, sig_name);
     esp_err e;
     size_t len;
-    char *text = path_exists(path) ? read_file(path, &len, &e) : NULL;
+    char *text = path_exists(path) ? read_file(path, READ_SMALL, &len, &e) : NULL;
     free(path);
     if (!text) return 0;
     /* The signature is taken verbatim (it may hold any bytes but NUL) up to the final newline. */

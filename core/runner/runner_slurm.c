@@ -148,7 +148,7 @@ static int read_task(const char *sdir, int sub, int task, size_t **shards, size_
     char *path = task_path(sdir, sub, task);
     esp_err e;
     size_t len;
-    char *text = path_exists(path) ? read_file(path, &len, &e) : NULL;
+    char *text = path_exists(path) ? read_file(path, READ_SMALL, &len, &e) : NULL;
     free(path);
     *shards = NULL;
     *n = 0;

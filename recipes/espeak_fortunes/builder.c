@@ -352,7 +352,7 @@ static char *stamp_text(const settings *s)
 static int is_built(const settings *s, const char *manifest_dir, const char *stamp_path, const char *expected)
 {
     esp_err ignored;
-    char *have = path_exists(stamp_path) ? read_file(stamp_path, NULL, &ignored) : NULL;
+    char *have = path_exists(stamp_path) ? read_file(stamp_path, READ_SMALL, NULL, &ignored) : NULL;
     int same = have && strcmp(have, expected) == 0;
     if (have && !same) log_info("create_dataset: arguments changed since %s was written; rebuilding", stamp_path);
     free(have);

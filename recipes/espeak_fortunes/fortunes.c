@@ -141,7 +141,7 @@ int fortunes_for_each(const char *text_source, fortune_fn fn, void *ctx, esp_err
     sentence_list sentences = {0};
     int rc = list_text_files(text_source, &files, err);
     for (size_t i = 0; i < files.n && rc == 0; i++) {
-        char *text = read_file(files.v[i], NULL, err);
+        char *text = read_file(files.v[i], READ_LIST, NULL, err);
         if (!text) {
             rc = -1;
             break;

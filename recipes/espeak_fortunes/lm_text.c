@@ -33,7 +33,7 @@ int lm_text_is_built(const char *data_dir, const char *stamp)
     char *stamp_path = lm_path(data_dir, ".built"), *train = lm_path(data_dir, "train.txt"),
          *valid = lm_path(data_dir, "valid.txt");
     esp_err ignored;
-    char *have = path_exists(stamp_path) ? read_file(stamp_path, NULL, &ignored) : NULL;
+    char *have = path_exists(stamp_path) ? read_file(stamp_path, READ_SMALL, NULL, &ignored) : NULL;
     char *want = lm_stamp(stamp);
     int built = have && strcmp(have, want) == 0 && path_exists(train) && path_exists(valid);
     free(have), free(want), free(stamp_path), free(train), free(valid);

@@ -280,7 +280,7 @@ int synth_to_wav(synth_engine engine, const synth_params *p, int fs, const char 
         memset(&out, 0, sizeof out);
         esp_err read_err;
         size_t len = 0;
-        char *data = WIFEXITED(status) && WEXITSTATUS(status) == 0 ? read_file(file_out, &len, &read_err) : NULL;
+        char *data = WIFEXITED(status) && WEXITSTATUS(status) == 0 ? read_file(file_out, READ_LIST, &len, &read_err) : NULL;
         if (data) {
             out.data = (unsigned char *)data;
             out.len = out.cap = len;

@@ -24,7 +24,7 @@ static size_t model_len, state_len, old_json_len;
 static char *slurp(const char *path, size_t *len)
 {
     esp_err err;
-    char *b = read_file(path, len, &err);
+    char *b = read_file(path, READ_LIST, len, &err);
     if (!b) abort();
     return b;
 }

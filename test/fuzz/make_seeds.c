@@ -62,7 +62,7 @@ static void put_joined(const char *path, const char *const *files, size_t n)
     for (size_t i = 0; i < n; i++) {
         esp_err err;
         size_t fl;
-        char *f = read_file(files[i], &fl, &err);
+        char *f = read_file(files[i], READ_LIST, &fl, &err);
         if (!f) esp_die_err(&err);
         all = xrealloc(all, len + fl + 1);
         memcpy(all + len, f, fl);

@@ -58,7 +58,7 @@ int test_same_file(const char *a, const char *b)
 {
     esp_err err;
     size_t na = 0, nb = 0;
-    char *x = read_file(a, &na, &err), *y = read_file(b, &nb, &err);
+    char *x = read_file(a, READ_LIST, &na, &err), *y = read_file(b, READ_LIST, &nb, &err);
     int same = x && y && na == nb && memcmp(x, y, na) == 0;
     free(x);
     free(y);
@@ -68,7 +68,7 @@ int test_same_file(const char *a, const char *b)
 char *test_slurp(const char *path)
 {
     esp_err err;
-    char *s = read_file(path, NULL, &err);
+    char *s = read_file(path, READ_LIST, NULL, &err);
     cr_assert_not_null(s, "cannot read %s: %s", path, err.msg);
     return s;
 }
@@ -76,7 +76,7 @@ char *test_slurp(const char *path)
 char *test_slurp_or_empty(const char *path)
 {
     esp_err err;
-    char *s = read_file(path, NULL, &err);
+    char *s = read_file(path, READ_LIST, NULL, &err);
     return s ? s : xstrdup("");
 }
 

@@ -98,7 +98,7 @@ static const char *tiny_copy(void)
     for (int i = 0; i < 2; i++) {
         char src[1024];
         snprintf(src, sizeof src, "%s/recipes/espeak_fortunes/conf/%s", test_root_dir(), names[i]);
-        char *text = read_file(src, NULL, &err);
+        char *text = read_file(src, READ_LIST, NULL, &err);
         cr_assert_not_null(text, "%s", err.msg);
         char dst[64];
         snprintf(dst, sizeof dst, "conf/%s", names[i]);
@@ -343,7 +343,7 @@ Test(cli, overrides_go_to_the_configs_that_know_their_key)
     for (int i = 0; i < 2; i++) {
         char src[1024], dst[64];
         snprintf(src, sizeof src, "%s/recipes/espeak_fortunes/conf/%s", test_root_dir(), names[i]);
-        char *text = read_file(src, NULL, &(esp_err){0});
+        char *text = read_file(src, READ_LIST, NULL, &(esp_err){0});
         cr_assert_not_null(text, "%s", src);
         snprintf(dst, sizeof dst, "conf/%s", names[i]);
         test_write_text(tpath(dst), text);

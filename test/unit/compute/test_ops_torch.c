@@ -31,9 +31,9 @@ static void fixture_load(fixture *f)
     char *ipath = path_join(dir, "index.txt"), *bpath = path_join(dir, "ops.f32");
     esp_err err;
     size_t len;
-    char *idx = read_file(ipath, &len, &err);
+    char *idx = read_file(ipath, READ_LIST, &len, &err);
     cr_assert(idx, "%s", err.msg);
-    char *blob = read_file(bpath, &len, &err);
+    char *blob = read_file(bpath, READ_LIST, &len, &err);
     cr_assert(blob, "%s", err.msg);
     f->total = len / sizeof(float);
     f->data = fz(f->total);

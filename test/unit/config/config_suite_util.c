@@ -119,7 +119,7 @@ const char *capture_end(void)
     close(saved_stderr);
     esp_err err;
     size_t len;
-    char *text = read_file(capture_stderr_begin_path(), &len, &err);
+    char *text = read_file(capture_stderr_begin_path(), READ_LIST, &len, &err);
     cr_assert_not_null(text);
     snprintf(buf, sizeof buf, "%s", text);
     free(text);

@@ -103,7 +103,7 @@ Test(audio, flac_claiming_2_to_the_36_samples_allocates_nothing_for_it)
     const char *path = write_audio("huge.flac", SF_FORMAT_FLAC | SF_FORMAT_PCM_16, 400);
     size_t len;
     esp_err err;
-    unsigned char *b = (unsigned char *)read_file(path, &len, &err);
+    unsigned char *b = (unsigned char *)read_file(path, READ_LIST, &len, &err);
     cr_assert_not_null(b, "%s", err.msg);
     cr_assert(len > 26 && !memcmp(b, "fLaC", 4));
     /* Bytes 18..25: sample rate (20 bits), channels - 1 (3), bits - 1 (5), total samples (36). */

@@ -22,7 +22,7 @@ static float *read_f32(const char *path, size_t *n)
 {
     size_t len;
     esp_err err;
-    char *b = read_file(path, &len, &err);
+    char *b = read_file(path, READ_LIST, &len, &err);
     cr_assert_not_null(b, "%s", err.msg);
     *n = len / sizeof(float);
     float *x = xmalloc((*n ? *n : 1) * sizeof *x);

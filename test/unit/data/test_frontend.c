@@ -67,7 +67,7 @@ Test(frontend, parity_with_espnet2_fixtures)
 {
     char *index_path = fixture("index.txt");
     esp_err err;
-    char *index = read_file(index_path, NULL, &err);
+    char *index = read_file(index_path, READ_LIST, NULL, &err);
     cr_assert_not_null(index, "%s", err.msg);
     int cases = 0;
     double worst = 0;
@@ -85,7 +85,7 @@ Test(frontend, parity_with_espnet2_fixtures)
         cr_assert_eq(audio_read(wav_path, 16000, "model.frontend_conf.fs", &x, &n, &err), 0, "%s", err.msg);
         cr_assert_eq(n, n_samples);
         size_t len;
-        float *ref = (float *)read_file(f32_path, &len, &err);
+        float *ref = (float *)read_file(f32_path, READ_LIST, &len, &err);
         cr_assert_not_null(ref, "%s", err.msg);
         cr_assert_eq(len, frames * (size_t)n_mels * sizeof(float));
 
@@ -117,7 +117,7 @@ Test(frontend, mel_matrix_matches_librosa_rows)
 {
     char *index_path = fixture("index.txt");
     esp_err err;
-    char *index = read_file(index_path, NULL, &err);
+    char *index = read_file(index_path, READ_LIST, NULL, &err);
     cr_assert_not_null(index, "%s", err.msg);
     frontend_opts o = opts(0, 0, 0);
     float *mel = frontend_mel_matrix(&o);

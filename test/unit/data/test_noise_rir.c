@@ -22,7 +22,7 @@ static double *read_fixture(const char *name, size_t *n)
     char *file = xasprintf("%s.f32", name);
     size_t len;
     esp_err err;
-    char *b = read_file(test_path(dir, file), &len, &err);
+    char *b = read_file(test_path(dir, file), READ_LIST, &len, &err);
     cr_assert_not_null(b, "%s", err.msg);
     *n = len / sizeof(float);
     double *x = xmalloc((*n ? *n : 1) * sizeof *x);

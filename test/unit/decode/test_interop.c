@@ -140,7 +140,7 @@ Test(interop, espnet2_config_cannot_read_the_host)
     snprintf(src, sizeof src, "%s/exp/asr_train/config.yaml", fx("espnet_model"));
     size_t len = 0;
     esp_err err = {{0}};
-    char *text = read_file(src, &len, &err);
+    char *text = read_file(src, READ_LIST, &len, &err);
     cr_assert_not_null(text, "%s", err.msg);
     static const char *const values[] = {"${oc.env:HOME}", "${load_line:/etc/hostname}", "${load_yaml:/etc/x.yaml}"};
     static const char *const names[] = {"oc.env", "load_line", "load_yaml"};
@@ -241,6 +241,45 @@ Test(interop, espnet2_packed_model_zip_decodes_alike)
 
 /* Zip bombs (issue 44): an entry that inflates more than 64x, and a zip of thousands of entries,
  * are refused from the central directory before a byte is written or allocated. */
+/* A broken file inside a packed zip (its statistics, read when decoding starts): the reader's message
+ * names "<zip>(<entry>)", not the unpacked copy, which is gone by then (issue 44). */
+Test(interop, a_broken_file_in_a_packed_zip_is_named_by_its_entry)
+{
+    char dir[64];
+    test_tmpdir_make(dir, sizeof dir, "interop_zip_entry");
+    char code[1200], *root = realpath(fx("espnet_model"), NULL);
+    cr_assert_not_null(root);
+    snprintf(code, sizeof code,
+             "import os, zipfile\n"
+             "root = '%s'\n"
+             "with zipfile.ZipFile('model.zip', 'w', zipfile.ZIP_DEFLATED) as z:\n"
+             "    for d, _, fs in os.walk(root):\n"
+             "        for f in fs:\n"
+             "            p = os.path.join(d, f); r = os.path.relpath(p, root)\n"
+             "            if r.endswith('feats_stats.npz'): z.writestr(r, b'not an npz')\n"
+             "            else: z.write(p, r)\n",
+             root);
+    free(root);
+    cr_assert_eq(test_run_python(dir, code), 0);
+    char zip[256];
+    snprintf(zip, sizeof zip, "%s", test_path(dir, "model.zip"));
+    infer_model_cfg mc = {.asr_train_config = zip, .asr_model_file = zip, .beam_size = 1, .nbest = 1, .ctc_weight = 1};
+    inference_cfg ic = {.model = &mc};
+    model_files mf;
+    esp_err err = {{0}};
+    cr_assert_eq(model_files_locate(&mf, &ic, "inference.yaml", &err), 0, "%s", err.msg);
+    backend be;
+    cr_assert_eq(backend_cpu_init(&be, 1, &err), 0, "%s", err.msg);
+    s2t_opts o = {.beam_size = 1, .ctc_weight = 1, .nbest = 1};
+    cr_assert_null(speech2text_open(&be, &mf, &o, &err), "a broken statistics file was read");
+    char want[400];
+    snprintf(want, sizeof want, "%s(exp/asr_stats/train/feats_stats.npz)", zip);
+    cr_expect(strstr(err.msg, want) && !strstr(err.msg, "espnet3_espnet2_pack"), "%s", err.msg);
+    be.destroy(&be);
+    model_files_free(&mf);
+    test_tmpdir_remove(dir);
+}
+
 Test(interop, espnet2_packed_zip_bombs_are_refused_before_unpacking)
 {
     char dir[64];
@@ -281,8 +320,8 @@ Test(interop, espnet2_packed_zip_bombs_are_refused_before_unpacking)
     snprintf(zp, sizeof zp, "%s", test_path(dir, "ok.zip"));
     cr_assert_eq(zip_unpack(zp, out, ZIP_UNPACK_MAX_BYTES, &err), 0, "%s", err.msg);
     size_t a_len = 0, b_len = 0;
-    char *a = read_file(test_path(dir, "m.pth"), &a_len, &err);
-    char *b = read_file(test_path(dir, "out/exp/m.pth"), &b_len, &err);
+    char *a = read_file(test_path(dir, "m.pth"), READ_LIST, &a_len, &err);
+    char *b = read_file(test_path(dir, "out/exp/m.pth"), READ_LIST, &b_len, &err);
     cr_assert(a && b);
     cr_expect(a_len == (size_t)3 << 20 && a_len == b_len && !memcmp(a, b, a_len));
     free(a);

@@ -247,7 +247,7 @@ static void compare_with_sclite(score_unit unit, int n, uint64_t seed)
              hyp_path, out_path);
     cr_assert_eq(system(cmd), 0, "%s failed", cmd);
     esp_err err;
-    char *pra = read_file(out_path, NULL, &err);
+    char *pra = read_file(out_path, READ_LIST, NULL, &err);
     cr_assert_not_null(pra, "%s", err.msg);
     char **blocks = sclite_blocks(pra, n);
     int differ = 0;

@@ -197,7 +197,7 @@ static int log_contains(const char *needle)
     fflush(log_fp);
     char *p = tmp_path("log.txt");
     esp_err err;
-    char *text = read_file(p, NULL, &err);
+    char *text = read_file(p, READ_LIST, NULL, &err);
     free(p);
     int found = text && strstr(text, needle) != NULL;
     free(text);
@@ -440,7 +440,7 @@ Test(runner, automatic_chunks_are_whole_batches_and_kept_for_another_n_workers)
     parallel_cfg one = {.env = "local", .n_workers = 1}, two = {.env = "local", .n_workers = 2};
     run_ok(&job, &one); /* 40 / 8 = 5 -> 8 */
     char *sig = path_join(work, "runner.sig");
-    char *text = read_file(sig, NULL, &(esp_err){0});
+    char *text = read_file(sig, READ_LIST, NULL, &(esp_err){0});
     cr_assert(text && strstr(text, "chunk_size 8\n"), "%s", text);
     free(text);
     size_t per[40];
@@ -452,7 +452,7 @@ Test(runner, automatic_chunks_are_whole_batches_and_kept_for_another_n_workers)
     run_ok(&job, &two); /* 8 is no multiple of 3: 2 -> 3 */
     cr_assert(log_contains("other chunk size); cleared them"));
     cr_assert_eq(count_calls(&t, per, n, NULL, NULL, NULL), 2 * n);
-    text = read_file(sig, NULL, &(esp_err){0});
+    text = read_file(sig, READ_LIST, NULL, &(esp_err){0});
     cr_assert(text && strstr(text, "chunk_size 3\n"), "%s", text);
     free(text);
     runner_buf got = merged(&job), want = expected(n, 0);
@@ -535,7 +535,7 @@ Test(runner, empty_job_and_misplaced_shard)
     run_ok(&job, NULL);
     char *s0 = path_join(work, "shard.0"), *s1 = path_join(work, "shard.1");
     size_t len;
-    char *data = read_file(s0, &len, &err);
+    char *data = read_file(s0, READ_LIST, &len, &err);
     cr_assert_eq(atomic_write_file(s1, data, len, &err), 0);
     run_ok(&job, NULL);
     cr_assert(log_contains("does not hold items 2-3; redoing it"));

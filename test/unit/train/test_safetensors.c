@@ -39,7 +39,7 @@ Test(safetensors, header_is_byte_identical_to_the_python_library)
     write_sample(path);
     size_t len;
     esp_err err;
-    char *bytes = read_file(path, &len, &err);
+    char *bytes = read_file(path, READ_LIST, &len, &err);
     cr_assert_not_null(bytes);
     /* safetensors 0.8.0's save() of the same dict (numpy), header bytes verbatim. */
     const char *expect = "{\"__metadata__\":{\"format\":\"pt\"},"

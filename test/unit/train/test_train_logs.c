@@ -310,7 +310,7 @@ Test(metrics_csv, resume_drops_rows_after_the_checkpoint_and_keeps_the_header)
     cr_assert_eq(metrics_csv_log(&m, 40, v, 1, &err), 0, "%s", err.msg);
     metrics_csv_close(&m);
     size_t len;
-    char *text = read_file(path, &len, &err);
+    char *text = read_file(path, READ_LIST, &len, &err);
     cr_assert_str_eq(text, "loss,step\r\n1.5,10\r\n3.0,20\r\n4.5,30\r\n9.0,40\r\n");
     free(text);
     free(path);
