@@ -133,31 +133,24 @@ static const char *const unimplemented_keys[] = {
     "dataloader.*.iter_factory.batches.drop_last", "dataloader.*.iter_factory.batches.padding",
     "dataloader.*.iter_factory.batches.sort_in_batch", "dataloader.*.iter_factory.batches.sort_batch",
     "dataset.preprocessor._convert_", "dataset.preprocessor.speech_name", "dataset.preprocessor.text_name",
-    "dataset.preprocessor.non_linguistic_symbols", "dataset.preprocessor.delimiter", "dataset.preprocessor.g2p_type",
-    "dataset.preprocessor.speech_volume_normalize", "dataset.preprocessor.whisper_language",
+    "dataset.preprocessor.delimiter", "dataset.preprocessor.whisper_language",
     "dataset.preprocessor.whisper_task", "dataset.preprocessor.unk_symbol", "dataset.preprocessor.space_symbol",
     "dataset.*[].preprocessor", "dataset.*[].dataset.*", "dataset._convert_",
     "dataset.dataset_module",
     "val_scheduler_criterion",
     "model.decoder_conf.pos_enc_class", "model.decoder_conf.use_flash_attn", "model.encoder_conf.use_flash_attn",
-    "model.decoder_conf.gradient_checkpoint_layers", "model.joint_net_conf", "model.aux_ctc", "model.extract_feats_in_collect_stats",
+    "model.decoder_conf.gradient_checkpoint_layers", "model.joint_net_conf", "model.extract_feats_in_collect_stats",
     "model.model_conf.report_cer", "model.model_conf.report_wer", "model.model_conf.sym_space",
     "model.model_conf.sym_blank", "model.model_conf.ignore_id",
     "model.model_conf.transducer_multi_blank_durations", "model.model_conf.sym_sos", "model.model_conf.sym_eos",
-    "model.frontend_conf.window", "model.frontend_conf.center", "model.frontend_conf.normalized",
-    "model.frontend_conf.onesided", "model.frontend_conf.htk", "model.frontend_conf.apply_stft",
-    "model.frontend_conf.frontend_conf",
+    "model.frontend_conf.apply_stft", "model.frontend_conf.frontend_conf",
     "model.encoder_conf.pos_enc_class", "model.encoder_conf.gradient_checkpoint_layers",
-    "model.ctc_conf.ctc_type", "model.ctc_conf.brctc_risk_strategy", "model.ctc_conf.brctc_group_strategy",
+    "model.ctc_conf.brctc_risk_strategy", "model.ctc_conf.brctc_group_strategy",
     "model.ctc_conf.brctc_risk_factor",
-    "model.specaug_conf.replace_with_zero",
     "optimizer.foreach", "optimizer.maximize", "optimizer.capturable", "optimizer.differentiable",
     "optimizer.fused",
     "tokenizer.input_sentence_size", "tokenizer.shuffle_input_sentence",
-    "tokenizer.split_digits", "tokenizer.byte_fallback",
-    "model.ngram_weight",
-    "model.ngram_file", "model.ngram_scorer", "model.quantize_asr_model",
-    "model.dtype", "model.normalize_length", "model.streaming",
+    "model.ngram_weight", "model.ngram_scorer",
     "optimizers", "schedulers", "upload", "hf_repo", "git_info", "log_level", "write_requirements",
     NULL,
 };
@@ -314,20 +307,56 @@ static int is_training_key(const char *key)
  * mapping, 0). */
 static const struct {
     const char *key, *why;
+    const char *noop; /* besides null / {} / 0 / false, the value that changes nothing (ESPnet's default) */
 } refused_keys[] = {
-    {"model.postencoder", "ESPnet2's postencoder (after the encoder) is not built by espnet3 yet"},
-    {"model.postencoder_conf", "ESPnet2's postencoder is not built by espnet3 yet"},
+    {"model.postencoder", "ESPnet2's postencoder (after the encoder) is not built by espnet3 yet", NULL},
+    {"model.postencoder_conf", "ESPnet2's postencoder is not built by espnet3 yet", NULL},
+    {"model.aux_ctc", "ESPnet2's auxiliary CTC tasks are not built by espnet3", NULL},
+    {"model.ctc_conf.ctc_type", "espnet3's CTC is ESPnet2's builtin one; brctc (Bayes-risk CTC) is not built "
+                                "(warpctc and gtnctc compute the builtin loss: write builtin)", "builtin"},
+    {"model.frontend_conf.window", "the STFT window is hann, ESPnet2's default; other windows are not built", "hann"},
+    {"model.frontend_conf.center", "the STFT frames are centered (center: true, ESPnet2's default)", "true"},
+    {"model.frontend_conf.onesided", "the STFT is one-sided (onesided: true, ESPnet2's default)", "true"},
+    {"model.frontend_conf.normalized", "a normalized STFT is not built (ESPnet2's default is false)", NULL},
+    {"model.frontend_conf.htk", "the mel scale is Slaney's (librosa's default, ESPnet2's htk: false)", NULL},
+    {"model.specaug_conf.replace_with_zero", "masks are filled with zeros (ESPnet2's default true); the mean is "
+                                             "not built", "true"},
+    {"dataset.preprocessor.speech_volume_normalize", "ESPnet2's volume normalization is not built", NULL},
+    {"dataset.preprocessor.non_linguistic_symbols", "non-linguistic symbols are not built into the tokenizer",
+     NULL},
+    {"dataset.preprocessor.g2p_type", "grapheme-to-phoneme tokens are not built (token_type char, bpe or word)",
+     NULL},
+    {"model.ngram_file", "n-gram shallow fusion is not built (use an LM: lm_train_config, lm_file, lm_weight)",
+     NULL},
+    {"model.normalize_length", "Speech2Text's length-normalized final scores are not built (ESPnet2's default "
+                               "is false)", NULL},
+    {"model.streaming", "streaming decoding is not built", NULL},
+    {"model.quantize_asr_model", "a quantized model is not built", NULL},
+    {"model.dtype", "decoding runs in float32 (ESPnet2's default)", "float32"},
+    {"tokenizer.split_digits", "SentencePiece's split_digits is not passed to its trainer by espnet3", NULL},
+    {"tokenizer.byte_fallback", "SentencePiece's byte_fallback is not passed to its trainer by espnet3", NULL},
 };
 
+/* Whether a scalar says the no-op value: a bool's spelling for true, else the string itself. */
+static int says_noop(const ynode *val, const char *noop)
+{
+    int bv;
+    if (!noop || val->kind != YN_SCALAR) return 0;
+    if (!strcmp(noop, "true")) return yt_as_bool(val, &bv) && bv;
+    return !strcmp(val->str, noop);
+}
+
 /* The reason a key is refused, or NULL; *harmless says whether its value changes nothing. */
-static const char *refused_reason(const char *schema_path, const ynode *val, int *harmless)
+static const char *refused_reason(const char *schema_path, const ynode *val, int *harmless, const char **noop)
 {
     for (size_t i = 0; i < sizeof refused_keys / sizeof *refused_keys; i++) {
         if (!config_path_match(refused_keys[i].key, schema_path)) continue;
         double dv;
         int bv;
-        *harmless = yt_is_null(val) || (val->kind != YN_SCALAR && val->n == 0) ||
-                    (val->kind == YN_SCALAR && ((yt_as_float(val, &dv) && dv == 0) || (yt_as_bool(val, &bv) && !bv)));
+        *noop = refused_keys[i].noop;
+        *harmless = yt_is_null(val) || (val->kind != YN_SCALAR && val->n == 0) || says_noop(val, refused_keys[i].noop) ||
+                    (val->kind == YN_SCALAR && !refused_keys[i].noop &&
+                     ((yt_as_float(val, &dv) && dv == 0) || (yt_as_bool(val, &bv) && !bv)));
         return refused_keys[i].why;
     }
     return NULL;
@@ -385,11 +414,12 @@ static int walk_mapping(walker *w, ynode *n, const cyaml_schema_field_t *fields,
             if (!strcmp(c->key, key)) f = c;
         int rc = 0, drop = 0;
         int harmless = 0;
-        const char *refused = f ? NULL : refused_reason(sp, val, &harmless);
+        const char *noop = NULL, *refused = f ? NULL : refused_reason(sp, val, &harmless, &noop);
         if (!f && n == w->open_map) {
             /* an argument of the recipe's Python: kept as written */
         } else if (refused) {
             if (harmless) drop = 1;
+            else if (noop) rc = config_fail_node(w->err, val, p, "%s (remove it, or write %s)", refused, noop);
             else rc = config_fail_node(w->err, val, p, "%s (remove it, or set it to null / 0)", refused);
         } else if (!f) {
             char where[512];

@@ -164,6 +164,19 @@ Test(config, a_model_key_espnet3_does_not_build_is_refused_at_its_line)
     path = fixture("cfg3.yaml", "model:\n  model_conf:\n    interctc_weight: 0.0\n");
     cr_assert_eq(load_file(path, NULL, 0, &cfg, &err), 0, "%s", err.msg);
     config_free(cfg);
+    /* ESPnet2 keys with a value that changes nothing (its default): that value passes, another is
+     * refused at its line with what to write. */
+    path = fixture("cfg4.yaml", "model:\n  ctc_conf:\n    ctc_type: brctc\n");
+    cr_assert_neq(load_file(path, NULL, 0, &cfg, &err), 0);
+    assert_has(err.msg, "%s:3:15: model.ctc_conf.ctc_type: espnet3's CTC is ESPnet2's builtin one", tpath("cfg4.yaml"));
+    assert_has(err.msg, "%s", "(remove it, or write builtin)");
+    path = fixture("cfg5.yaml", "model:\n  frontend_conf:\n    window: hamming\n");
+    cr_assert_neq(load_file(path, NULL, 0, &cfg, &err), 0);
+    assert_has(err.msg, "%s:3:13: model.frontend_conf.window: the STFT window is hann", tpath("cfg5.yaml"));
+    path = fixture("cfg6.yaml", "model:\n  ctc_conf:\n    ctc_type: builtin\n  frontend_conf:\n    window: hann\n"
+                                "    center: true\n    htk: false\n  specaug_conf:\n    replace_with_zero: true\n");
+    cr_assert_eq(load_file(path, NULL, 0, &cfg, &err), 0, "%s", err.msg);
+    config_free(cfg);
 }
 
 Test(config, flash_attention_switches_warn_in_encoder_and_decoder)
