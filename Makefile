@@ -122,7 +122,7 @@ $(TEST_BIN): $(TEST_OBJS) $(APP_OBJS) $(CLI_LIB_OBJS)
 deps:
 	@scripts/install_deps.sh
 
-# The layer rules of the README's developer section: which room may include which.
+# The layer rules of docs/developers.md: which room may include which.
 layers:
 	@python3 scripts/check_layers.py
 

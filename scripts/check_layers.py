@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The layer check of `make check`: which room may include which (README, "For developers: rooms and rules").
+"""The layer check of `make check`: which room may include which (docs/developers.md).
 
 Every quoted include in cli/, stages/, core/, recipes/ and cuda/ must be root-relative
 ("core/config/config.h") and point into a room its own room may see; core/base may include

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """FLOPs, bytes and a roofline time of one training step, counted from an ESPnet config.
 
-Paper estimates for the README ("On paper: an H100"); nothing here runs a model. The default
+Paper estimates for docs/gpu.md ("On paper: an H100"); nothing here runs a model. The default
 model is the E-Branchformer of ESPnet3's LibriSpeech-100 recipe
 (espnet/espnet egs3/librispeech_100/asr/conf/tuning/train_e_branchformer.yaml: 12 E-Branchformer
 blocks, d 256, 4 heads, rel-pos attention, cgMLP 1024 with kernel 31, macaron FFN 1024, merge conv

@@ -15,7 +15,7 @@ in.lens, in.ys (padded with -1), in.ylens, out.enc, out.logp, out.hlens, out.los
 eval.logp; float32 (num_batches_tracked int64), written with np.savez_compressed. Weights and
 features are drawn on bfloat16's grid (float32 values with 8 significant bits) so they compress.
 
-One deviation from ESPnet, the one espnet3 documents (README, Training): ESPnet's
+One deviation from ESPnet, the one espnet3 documents (docs/training.md): ESPnet's
 Conv2dSubsampling slices the padded mask (mask[:, :, :-2:2][:, :, :-2:2]), which gives a padded
 utterance 2 frames more than the exact conv formula ((L - 1) // 2 - 1) // 2 that espnet3 uses.
 The fixture patches that one line to the exact formula, so attention masks and CTC lengths are

@@ -18,7 +18,7 @@ Files: each <pack>.txt lists "name offset count dim..." for the float32 values i
 
 espnet3 computes encoder output lengths with the exact conv formula ((L-1)//2-1)//2, where
 ESPnet2's Conv2dSubsampling slices the padded mask (a different length for padded utterances,
-README "Training"); the script gives the subsampling that exact mask so both models attend to the
+docs/training.md); the script gives the subsampling that exact mask so both models attend to the
 same frames.
 """
 import argparse

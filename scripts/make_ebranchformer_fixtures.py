@@ -23,7 +23,7 @@ parameter, in.feats (already normalized), in.lens, in.ys (padded with -1), in.yl
 (NaN without a decoder); float32, written with np.savez_compressed. Weights and features are drawn
 on bfloat16's grid (float32 values with 8 significant bits) so they compress.
 
-As scripts/make_conformer_fixtures.py, the one documented deviation (README, Training): ESPnet's
+As scripts/make_conformer_fixtures.py, the one documented deviation (docs/training.md): ESPnet's
 Conv2dSubsampling slices the padded mask, espnet3 uses the exact conv formula
 ((L - 1) // 2 - 1) // 2; the fixture patches that one line. Run with the ESPnet venv:
 

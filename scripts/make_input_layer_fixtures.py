@@ -12,7 +12,7 @@ out.hlens, out.loss; float32 on bfloat16's grid (compressible).
 
 As in the other fixtures, ESPnet's subsampling classes slice the padded mask
 (x_mask[:, :, :-2:2]...), which gives a padded utterance more frames than the exact conv formula
-espnet3 uses per utterance (README "Training"); the script patches each class to return the
+espnet3 uses per utterance (docs/training.md); the script patches each class to return the
 exact lengths, so attention masks and CTC lengths are espnet3's; everything else runs as ESPnet
 has it.
 

@@ -1,7 +1,7 @@
 /* The limits of the config system. A config file is input we do not control: each limit bounds
  * the memory, time or recursion depth that a file (or the command line) can make the loader use,
  * and exceeding one is a user error "<file>:<line>:<col>: <what> (<hint>)", never a crash. Real
- * configs stay far below every one of them (the README's "Configs" section lists them). */
+ * configs stay far below every one of them (docs/configs.md lists them). */
 #ifndef ESPNET3_CONFIG_LIMITS_H
 #define ESPNET3_CONFIG_LIMITS_H
 

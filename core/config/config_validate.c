@@ -436,7 +436,7 @@ static int walk_mapping(walker *w, ynode *n, const cyaml_schema_field_t *fields,
             } else {
                 const char *s = suggest(fields, schema_path, key);
                 if (s) rc = esp_fail(w->err, "%s: %s: unknown key (did you mean %s?)", ymark_str(km, where, sizeof where), p, s);
-                else rc = esp_fail(w->err, "%s: %s: unknown key (see the README's config reference for the keys of %s)",
+                else rc = esp_fail(w->err, "%s: %s: unknown key (see docs/configs.md for the keys of %s)",
                                    ymark_str(km, where, sizeof where), p, *path ? path : "the top level");
             }
         } else if (yt_is_null(val) && f->value.type != CYAML_IGNORE && !null_is_a_value(sp)) {

@@ -13,7 +13,7 @@
  *   1.0 (CTC only): beam_size 1 is greedy CTC (ctc_decode.h), more the frame-synchronous CTC prefix
  *       beam search (ctc_prefix_beam.h) with `penalty` as length bonus; its n-best is its final beam.
  *       ESPnet runs its label-synchronous BeamSearch here instead (beam_search.h can, at about 50x
- *       the time): README, "Where results can differ from ESPnet".
+ *       the time): docs/decoding.md, "Where results can differ from ESPnet".
  *   below 1.0: ESPnet's joint CTC/attention BatchBeamSearch (beam_search.h), exactly, with the
  *       model's attention decoder as scorer (decoder_score_batch, core/nn/decoder_transformer.h):
  *       all running hypotheses in one decoder call per step. A model without an attention decoder

@@ -1,4 +1,4 @@
-# The fuzzers (libFuzzer + ASan + UBSan), run by `make fuzz` and `make fuzz-long` (see the README's
+# The fuzzers (libFuzzer + ASan + UBSan), run by `make fuzz` and `make fuzz-long` (see docs/developers.md,
 # "Fuzzing"). A crash, leak or timeout fails the make and leaves the input under build-fuzz/.
 #
 # config: the config loader, for FUZZ_SECONDS (default 60). Its corpus in build-fuzz/corpus is seeded

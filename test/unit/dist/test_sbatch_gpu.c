@@ -1,4 +1,4 @@
-/* The GPU sbatch templates (scripts/sbatch/train_gpu_*.sh; README "GPU"): valid bash, one rank per
+/* The GPU sbatch templates (scripts/sbatch/train_gpu_*.sh; docs/gpu.md): valid bash, one rank per
  * GPU (--gpus-per-node equal to --ntasks-per-node), the GPU backend asked for, trainer.devices
  * from the GPUs per node, and the run's shape the template names. No SLURM is run. */
 #include <criterion/criterion.h>
