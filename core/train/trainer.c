@@ -241,8 +241,9 @@ int trainer_run(const trainer_opts *o, esp_err *err)
     t->o = o;
     t->cfg = o->cfg;
     t->rank = o->env->rank, t->world = o->env->world_size, t->fsdp = o->fsdp && o->env->world_size > 1;
-    /* The comm matches the backend: the CPU comm for the CPU backend (NCCL comes with CUDA). */
-    const char *comm_kind = strcmp(o->backend_kind, "cpu") == 0 ? "cpu" : "nccl";
+    /* The comm matches the backend: NCCL for CUDA's device memory, the CPU comm for the host
+     * backends (cpu, and ref64, which would otherwise ask for NCCL). */
+    const char *comm_kind = strcmp(o->backend_kind, "cuda") == 0 ? "nccl" : "cpu";
     if (dist_join(&t->dist, o->env, o->run_id, comm_kind, o->dist_timeout, err) != 0) {
         free(t);
         return -1;
