@@ -178,7 +178,8 @@ double test_st_max_diff(const char *path_a, const char *path_b, const char *only
         const float *x = ta->data, *y = tb->data;
         for (int64_t k = 0; k < st_numel(ta); k++) {
             double d = fabs((double)x[k] - y[k]) / (1 + fabs((double)y[k]));
-            if (!(d <= worst)) worst = d; /* NaN counts as worst */
+            if (isnan(d)) d = INFINITY; /* NaN counts as worst, and stays so: no later value is larger */
+            if (d > worst) worst = d;
         }
     }
     st_close(&a);
@@ -191,4 +192,80 @@ int test_count_lines(const char *s)
     int n = 0;
     for (; s && *s; s++) n += *s == '\n';
     return n;
+}
+
+/* The running state of one comparison (test_err_*). */
+typedef struct err_acc {
+    double num, den;
+    long bad;
+} err_acc;
+
+static void err_add(err_acc *e, size_t i, double a, double b)
+{
+    if (isnan(a) || isnan(b) || ((isinf(a) || isinf(b)) && a != b)) {
+        if (e->bad < 0) e->bad = (long)i;
+        return;
+    }
+    if (isinf(a)) return; /* the same infinity on both sides */
+    e->num = fmax(e->num, fabs(a - b));
+    e->den = fmax(e->den, fabs(b));
+}
+
+static double err_result(const err_acc *e, long *bad, int relative)
+{
+    if (bad) *bad = e->bad;
+    if (e->bad >= 0) return INFINITY;
+    return relative && e->den > 0 ? e->num / e->den : e->num;
+}
+
+double test_err_ff(const float *a, const float *b, size_t n, double scale_b, long *bad)
+{
+    err_acc e = {0, 0, -1};
+    for (size_t i = 0; i < n; i++) err_add(&e, i, a[i], scale_b * b[i]);
+    return err_result(&e, bad, 1);
+}
+
+double test_err_fd(const float *a, const double *b, size_t n, long *bad)
+{
+    err_acc e = {0, 0, -1};
+    for (size_t i = 0; i < n; i++) err_add(&e, i, a[i], b[i]);
+    return err_result(&e, bad, 1);
+}
+
+double test_err_dd(const double *a, const double *b, size_t n, long *bad)
+{
+    err_acc e = {0, 0, -1};
+    for (size_t i = 0; i < n; i++) err_add(&e, i, a[i], b[i]);
+    return err_result(&e, bad, 1);
+}
+
+double test_err_abs_ff(const float *a, const float *b, size_t n, long *bad)
+{
+    err_acc e = {0, 0, -1};
+    for (size_t i = 0; i < n; i++) err_add(&e, i, a[i], b[i]);
+    return err_result(&e, bad, 0);
+}
+
+double test_err_abs_fd(const float *a, const double *b, size_t n, long *bad)
+{
+    err_acc e = {0, 0, -1};
+    for (size_t i = 0; i < n; i++) err_add(&e, i, a[i], b[i]);
+    return err_result(&e, bad, 0);
+}
+
+double test_err_abs_dd(const double *a, const double *b, size_t n, long *bad)
+{
+    err_acc e = {0, 0, -1};
+    for (size_t i = 0; i < n; i++) err_add(&e, i, a[i], b[i]);
+    return err_result(&e, bad, 0);
+}
+
+double test_max_abs(const float *x, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(x[i])) return INFINITY;
+        m = fmax(m, fabs((double)x[i]));
+    }
+    return m;
 }

@@ -56,4 +56,18 @@ int test_free_port_pair(void);
  * whose name contains `only` (NULL: all), leaving out those that contain `skip` (NULL: none). */
 double test_st_max_diff(const char *path_a, const char *path_b, const char *only, const char *skip);
 
+/* The parity tests' one comparison of a result a with its reference b (n elements, b scaled by
+ * scale_b): max |a - s b| / max |s b| (the absolute error where the reference is all zero), or with
+ * _abs the plain max |a - s b|. Any NaN, or an infinity on one side only, makes the error INFINITY
+ * (fmax skips a NaN: an all-NaN output would otherwise score 0), and *bad (may be NULL) gets the
+ * first such index, -1 when every pair is finite or equal. Equal infinities compare equal. */
+double test_err_ff(const float *a, const float *b, size_t n, double scale_b, long *bad);
+double test_err_fd(const float *a, const double *b, size_t n, long *bad);
+double test_err_dd(const double *a, const double *b, size_t n, long *bad);
+double test_err_abs_ff(const float *a, const float *b, size_t n, long *bad);
+double test_err_abs_fd(const float *a, const double *b, size_t n, long *bad);
+double test_err_abs_dd(const double *a, const double *b, size_t n, long *bad);
+/* max |x[i]| for a check that values vanish; INFINITY when any is NaN (fmax would skip it). */
+double test_max_abs(const float *x, size_t n);
+
 #endif

@@ -1,5 +1,6 @@
 /* Helpers of the op tests (ops_test_util.h). */
 #include "test/unit/compute/ops_test_util.h"
+#include "test/unit/test_util.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -54,35 +55,11 @@ double dsum_prod(const double *a, const double *b, size_t n)
     return s;
 }
 
-double err_dd(const double *a, const double *b, size_t n)
-{
-    double e = 0, m = 0;
-    for (size_t i = 0; i < n; i++) {
-        e = fmax(e, fabs(a[i] - b[i]));
-        m = fmax(m, fabs(b[i]));
-    }
-    return m > 0 ? e / m : e;
-}
+double err_dd(const double *a, const double *b, size_t n) { return test_err_dd(a, b, n, NULL); }
 
-double err_fd(const float *a, const double *b, size_t n)
-{
-    double e = 0, m = 0;
-    for (size_t i = 0; i < n; i++) {
-        e = fmax(e, fabs((double)a[i] - b[i]));
-        m = fmax(m, fabs(b[i]));
-    }
-    return m > 0 ? e / m : e;
-}
+double err_fd(const float *a, const double *b, size_t n) { return test_err_fd(a, b, n, NULL); }
 
-double err_ff(const float *a, const float *b, size_t n)
-{
-    double e = 0, m = 0;
-    for (size_t i = 0; i < n; i++) {
-        e = fmax(e, fabs((double)a[i] - (double)b[i]));
-        m = fmax(m, fabs((double)b[i]));
-    }
-    return m > 0 ? e / m : e;
-}
+double err_ff(const float *a, const float *b, size_t n) { return test_err_ff(a, b, n, 1.0, NULL); }
 
 void fd_check(double (*loss)(void *), void *ctx, double *x, const double *g, size_t n, const char *what)
 {

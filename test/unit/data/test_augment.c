@@ -66,8 +66,7 @@ Test(augment, effects_match_torchaudio_fixtures)
         float *y = aug_effect_apply(&e, x, n, (int)fs, &r, &m);
         cr_assert_eq(m, (size_t)want_n, "%s: %zu samples, torchaudio %" PRId64, name, m, want_n);
         cr_assert_eq(m, ref_n);
-        double maxerr = 0;
-        for (size_t i = 0; i < m; i++) maxerr = fmax(maxerr, fabs((double)y[i] - ref[i]));
+        double maxerr = test_err_abs_ff(y, ref, m, NULL);
         cr_log_info("%s: max abs error %.3g", name, maxerr);
         cr_assert(maxerr <= 1e-4 * peak, "%s: max abs error %.3g (allowed %.3g)", name, maxerr, 1e-4 * peak);
         free(y);

@@ -57,8 +57,7 @@ static double peak(const double *x, size_t n)
 /* max |a - b| below 1e-4 of b's peak */
 static void assert_close(const double *a, const double *b, size_t n, const char *what)
 {
-    double tol = 1e-4 * peak(b, n), worst = 0;
-    for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs(a[i] - b[i]));
+    double tol = 1e-4 * peak(b, n), worst = test_err_abs_dd(a, b, n, NULL);
     cr_assert(worst <= tol, "%s: max error %g above %g", what, worst, tol);
 }
 

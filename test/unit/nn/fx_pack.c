@@ -61,10 +61,5 @@ const float *pack_must(const pack *p, const char *name, size_t *n)
 
 double pack_rel_err(const float *a, const float *b, size_t n, double scale_b)
 {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        num = fmax(num, fabs((double)a[i] - scale_b * b[i]));
-        den = fmax(den, fabs(scale_b * b[i]));
-    }
-    return den > 0 ? num / den : num;
+    return test_err_ff(a, b, n, scale_b, NULL);
 }

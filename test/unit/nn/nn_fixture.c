@@ -1,5 +1,6 @@
 /* test/unit/nn/nn_fixture.h. */
 #include "test/unit/nn/nn_fixture.h"
+#include "test/unit/test_util.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -24,12 +25,7 @@ float *fx_floats(const npy_array *a)
     return v;
 }
 
-double fx_rel_err(const float *a, const float *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) num = fmax(num, fabs((double)a[i] - b[i])), den = fmax(den, fabs((double)b[i]));
-    return den > 0 ? num / den : num;
-}
+double fx_rel_err(const float *a, const float *b, size_t n) { return test_err_ff(a, b, n, 1.0, NULL); }
 
 double fx_compare(const npz_file *f, const char *name, const float *ours, size_t n, double *worst, double tol)
 {

@@ -96,7 +96,7 @@ static void check_case(const char *name, double grad_tol, double zero_tol)
          * gradient of 0: both sides hold rounding noise, so it is compared absolutely. */
         if (strstr(p->name, "linear_k.bias") || strstr(p->name, "depthwise_conv.bias")) {
             double w = 0;
-            for (size_t k = 0; k < p->count; k++) w = fmax(w, fabs(m.grads[p->offset + k]));
+            w = fmax(w, test_max_abs(m.grads + p->offset, p->count));
             cr_expect_lt(w, zero_tol, "gradient of %s should vanish: %g", p->name, w);
         } else {
             double before = worst_grad;
@@ -266,7 +266,7 @@ Test(conformer, init_of_batchnorm_pos_bias_and_buffers)
     cr_assert_eq(param_init(w, &t, NULL, 5, &err), 0);
     const param_info *u = param_find(&t, "encoder.encoders.0.self_attn.pos_bias_u");
     double bound = sqrt(6.0 / (8 + 4)), mx = 0; /* (heads 4, d_k 8) */
-    for (size_t k = 0; k < u->count; k++) mx = fmax(mx, fabs(w[u->offset + k]));
+    mx = fmax(mx, test_max_abs(w + u->offset, u->count));
     cr_assert(mx <= bound && mx > 0.8 * bound, "pos_bias_u max %g, xavier bound %g", mx, bound);
     param_buffers_init(w, &t);
     const param_info *rv = param_find(&t, "encoder.encoders.0.conv_module.norm.running_var");

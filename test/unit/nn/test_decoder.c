@@ -121,7 +121,7 @@ static void check_case(const char *case_name, float ctc_weight, int length_norma
             /* q.b_k is the same for every key of a query, which softmax ignores: the true gradient
              * is 0 and both sides hold rounding noise, so compare it absolutely. */
             double mx = 0;
-            for (size_t k = 0; k < n; k++) mx = fmax(mx, fabs((double)m.grads[p->offset + k]));
+            mx = fmax(mx, test_max_abs(m.grads + p->offset, n));
             cr_expect_lt(mx, 1e-5, "%s: gradient of %s should vanish: %g", case_name, p->name, mx);
             continue;
         }
@@ -316,7 +316,7 @@ Test(decoder, table_appends_the_decoder_and_init_follows_espnet2)
         if (scheme) {
             const param_info *w = param_find(&th, "decoder.decoders.1.src_attn.linear_v.weight");
             double bound = sqrt(6.0 / (32 + 32)), mx = 0;
-            for (size_t k = 0; k < w->count; k++) mx = fmax(mx, fabs(b[w->offset + k]));
+            mx = fmax(mx, test_max_abs(b + w->offset, w->count));
             cr_assert(mx <= bound && mx > 0.9 * bound, "xavier bound %g, max %g", bound, mx);
             cr_assert_eq(b[param_find(&th, "decoder.output_layer.bias")->offset], 0.0f);
         }

@@ -114,7 +114,7 @@ static void check_case(const char *name)
          * noise, so it is compared absolutely. */
         if (strstr(p->name, "linear_k.bias")) {
             double w = 0;
-            for (size_t k = 0; k < p->count; k++) w = fmax(w, fabs(m.grads[p->offset + k]));
+            w = fmax(w, test_max_abs(m.grads + p->offset, p->count));
             cr_expect_lt(w, 1e-5, "gradient of %s should vanish: %g", p->name, w);
         } else {
             double before = worst_grad;
@@ -263,7 +263,7 @@ Test(ebranchformer, layer_drop_is_seeded_by_the_batch_and_skips_whole_blocks)
             snprintf(name, sizeof name, "encoder.encoders.%d.merge_proj.weight", l);
             const param_info *p = param_find(&m.table, name);
             double g = 0;
-            for (size_t k = 0; k < p->count; k++) g = fmax(g, fabs(m.grads[p->offset + k]));
+            g = fmax(g, test_max_abs(m.grads + p->offset, p->count));
             if (g == 0) mask |= 1 << l, drops++;
         }
         seen[mask]++;
@@ -351,7 +351,7 @@ Test(ebranchformer, init_of_the_gating_unit)
             const param_info *pw = param_find(&t, wn), *pb = param_find(&t, bn);
             cr_assert(pw && pb && pw->is_csgu && pb->is_csgu, "%s", wn);
             double mx = 0, sum = 0;
-            for (size_t k = 0; k < pw->count; k++) mx = fmax(mx, fabs(w[pw->offset + k]));
+            mx = fmax(mx, test_max_abs(w + pw->offset, pw->count));
             for (size_t k = 0; k < pb->count; k++) sum += w[pb->offset + k];
             if (s) {
                 cr_assert(mx > 0 && mx < 1e-5, "%s: max %g, want N(0, 1e-6)", wn, mx);

@@ -29,15 +29,7 @@ static float *load(const char *name, size_t *n)
 }
 
 /* max |a - b| / max |b|: the error relative to the tensor's scale. */
-static double rel_err(const float *a, const float *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        num = fmax(num, fabs((double)a[i] - b[i]));
-        den = fmax(den, fabs((double)b[i]));
-    }
-    return den > 0 ? num / den : num;
-}
+static double rel_err(const float *a, const float *b, size_t n) { return test_err_ff(a, b, n, 1.0, NULL); }
 
 Test(model, matches_pytorch_logprobs_loss_and_every_gradient)
 {
@@ -89,7 +81,7 @@ Test(model, matches_pytorch_logprobs_loss_and_every_gradient)
          * true gradient is 0 and both sides hold rounding noise, so compare it absolutely. */
         if (strstr(m.table.items[i].name, "linear_k.bias")) {
             double worst = 0;
-            for (size_t k = 0; k < n; k++) worst = fmax(worst, fabs((double)m.grads[m.table.items[i].offset + k]));
+            worst = fmax(worst, test_max_abs(m.grads + m.table.items[i].offset, n));
             cr_expect_lt(worst, 1e-5, "gradient of %s should vanish: %g", m.table.items[i].name, worst);
         } else {
             cr_expect_lt(ge, 1e-4, "gradient of %s differs: %g", m.table.items[i].name, ge);

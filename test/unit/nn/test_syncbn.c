@@ -13,6 +13,7 @@
 
 #include "core/compute/backend.h"
 #include "core/nn/model.h"
+#include "test/unit/test_util.h"
 
 enum { B = 4, T = 40, IDIM = 20, L = 4 };
 
@@ -94,9 +95,7 @@ static void *rank_main(void *p)
 
 static double rel(const float *a, const float *b, size_t n)
 {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) num = fmax(num, fabs((double)a[i] - b[i])), den = fmax(den, fabs((double)b[i]));
-    return den > 0 ? num / den : num;
+    return test_err_ff(a, b, n, 1.0, NULL);
 }
 
 static void two_ranks(int sync, rank_ctx *r, const rank_ctx *base)

@@ -54,7 +54,8 @@ static double max_rel_err(const float *a, const float *b, size_t n, double floor
     if (exact) *exact = 0;
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)a[i] - (double)b[i]) / fmax(fabs((double)b[i]), floor);
-        if (!(d <= worst)) worst = d; /* NaN counts as the worst */
+        if (isnan(d)) d = INFINITY; /* NaN counts as the worst, and no later value undoes it */
+        if (d > worst) worst = d;
         if (exact && a[i] == b[i]) (*exact)++;
     }
     return worst;
