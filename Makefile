@@ -138,7 +138,7 @@ check: deps layers
 ifeq ($(CUDA),1)
 cuda-check: $(BIN) $(TEST_BIN)
 	python3 scripts/check_cuda_resources.py
-	$(TEST_BIN) --filter '@(backend_ops/*|comm_nccl/*|speech2text/decodes_on_the_cuda*)'
+	$(TEST_BIN) --filter '@(backend_ops/*|comm_nccl/*|speech2text/decodes_on_the_cuda*|train_cuda/*)'
 	EMU_ASAN=1 scripts/cuda_emu/run
 else
 cuda-check:

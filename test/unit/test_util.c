@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <criterion/hooks.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -268,4 +269,26 @@ double test_max_abs(const float *x, size_t n)
         m = fmax(m, fabs((double)x[i]));
     }
     return m;
+}
+
+/* Skipped tests are counted and named after Criterion's summary (which counts them nowhere): a
+ * test that cannot run here (no GPU, no torchrun) is reported as skipped, never as passed. Tests
+ * a --filter left out are not named. */
+static char skipped_names[8192];
+static size_t skipped_len, skipped_n;
+
+ReportHook(POST_TEST)(struct criterion_test_stats *stats)
+{
+    if (stats->test_status != CR_STATUS_SKIPPED || (stats->test->data && stats->test->data->disabled)) return;
+    skipped_n++;
+    if (skipped_len < sizeof skipped_names - 256)
+        skipped_len += (size_t)snprintf(skipped_names + skipped_len, sizeof skipped_names - skipped_len,
+                                        "\n  %s::%s: %s", stats->test->category, stats->test->name,
+                                        stats->message ? stats->message : "");
+}
+
+ReportHook(POST_ALL)(struct criterion_global_stats *stats)
+{
+    (void)stats;
+    fprintf(stderr, "[====] Skipped here: %zu%s\n", skipped_n, skipped_names);
 }
