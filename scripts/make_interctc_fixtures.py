@@ -37,7 +37,9 @@ from espnet2.asr.encoder.conformer_encoder import ConformerEncoder
 from espnet2.asr.encoder.e_branchformer_encoder import EBranchformerEncoder
 from espnet2.asr.encoder.transformer_encoder import TransformerEncoder
 from espnet2.asr.espnet_model import ESPnetASRModel
-from espnet.nets.pytorch_backend.transformer import subsampling
+
+# espnet3's exact subsampling lengths, patched into ESPnet's Conv2dSubsampling as for the E-Branchformer
+from make_ebranchformer_fixtures import exact_mask_subsampling
 
 IDIM, VOCAB, LENS, YLENS = 20, 9, (40, 29), (5, 3)
 OFF = dict(dropout_rate=0.0, positional_dropout_rate=0.0, attention_dropout_rate=0.0, input_layer='conv2d')
@@ -61,20 +63,6 @@ CASES = {
                             interctc_use_conditioning=True),
                        0.4, 0.3, 1),
 }
-
-
-def exact_mask_subsampling():
-    """Conv2dSubsampling.forward with espnet3's exact output lengths instead of the sliced mask."""
-    orig = subsampling.Conv2dSubsampling.forward
-
-    def forward(self, x, x_mask):
-        y, _ = orig(self, x, None)
-        lens = x_mask.sum(-1).reshape(-1)
-        out = torch.div(torch.div(lens - 1, 2, rounding_mode='floor') - 1, 2, rounding_mode='floor')
-        t2 = (y[0] if isinstance(y, tuple) else y).size(1)
-        return y, (torch.arange(t2)[None, :] < out[:, None])[:, None, :]
-
-    subsampling.Conv2dSubsampling.forward = forward
 
 
 def make_case(enc_cls, conf, interctc_weight, ctc_weight, dec_blocks):

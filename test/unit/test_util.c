@@ -195,70 +195,39 @@ int test_count_lines(const char *s)
     return n;
 }
 
-/* The running state of one comparison (test_err_*). */
-typedef struct err_acc {
-    double num, den;
-    long bad;
-} err_acc;
-
-static void err_add(err_acc *e, size_t i, double a, double b)
+/* One comparison (test_err_*): a and b as float or double arrays (a_f64, b_f64), b scaled by s. */
+static double err_run(const void *a, int a_f64, const void *b, int b_f64, size_t n, double s, int relative,
+                      long *bad)
 {
-    if (isnan(a) || isnan(b) || ((isinf(a) || isinf(b)) && a != b)) {
-        if (e->bad < 0) e->bad = (long)i;
-        return;
+    double num = 0, den = 0;
+    long first_bad = -1;
+    for (size_t i = 0; i < n && first_bad < 0; i++) {
+        double x = a_f64 ? ((const double *)a)[i] : ((const float *)a)[i];
+        double y = s * (b_f64 ? ((const double *)b)[i] : ((const float *)b)[i]);
+        if (isnan(x) || isnan(y) || ((isinf(x) || isinf(y)) && x != y)) first_bad = (long)i;
+        else if (!isinf(x)) num = fmax(num, fabs(x - y)), den = fmax(den, fabs(y)); /* equal infinities: 0 */
     }
-    if (isinf(a)) return; /* the same infinity on both sides */
-    e->num = fmax(e->num, fabs(a - b));
-    e->den = fmax(e->den, fabs(b));
-}
-
-static double err_result(const err_acc *e, long *bad, int relative)
-{
-    if (bad) *bad = e->bad;
-    if (e->bad >= 0) return INFINITY;
-    return relative && e->den > 0 ? e->num / e->den : e->num;
+    if (bad) *bad = first_bad;
+    if (first_bad >= 0) return INFINITY;
+    return relative && den > 0 ? num / den : num;
 }
 
 double test_err_ff(const float *a, const float *b, size_t n, double scale_b, long *bad)
 {
-    err_acc e = {0, 0, -1};
-    for (size_t i = 0; i < n; i++) err_add(&e, i, a[i], scale_b * b[i]);
-    return err_result(&e, bad, 1);
+    return err_run(a, 0, b, 0, n, scale_b, 1, bad);
 }
 
-double test_err_fd(const float *a, const double *b, size_t n, long *bad)
-{
-    err_acc e = {0, 0, -1};
-    for (size_t i = 0; i < n; i++) err_add(&e, i, a[i], b[i]);
-    return err_result(&e, bad, 1);
-}
+double test_err_fd(const float *a, const double *b, size_t n, long *bad) { return err_run(a, 0, b, 1, n, 1, 1, bad); }
 
-double test_err_dd(const double *a, const double *b, size_t n, long *bad)
-{
-    err_acc e = {0, 0, -1};
-    for (size_t i = 0; i < n; i++) err_add(&e, i, a[i], b[i]);
-    return err_result(&e, bad, 1);
-}
+double test_err_dd(const double *a, const double *b, size_t n, long *bad) { return err_run(a, 1, b, 1, n, 1, 1, bad); }
 
-double test_err_abs_ff(const float *a, const float *b, size_t n, long *bad)
-{
-    err_acc e = {0, 0, -1};
-    for (size_t i = 0; i < n; i++) err_add(&e, i, a[i], b[i]);
-    return err_result(&e, bad, 0);
-}
+double test_err_abs_ff(const float *a, const float *b, size_t n, long *bad) { return err_run(a, 0, b, 0, n, 1, 0, bad); }
 
-double test_err_abs_fd(const float *a, const double *b, size_t n, long *bad)
-{
-    err_acc e = {0, 0, -1};
-    for (size_t i = 0; i < n; i++) err_add(&e, i, a[i], b[i]);
-    return err_result(&e, bad, 0);
-}
+double test_err_abs_fd(const float *a, const double *b, size_t n, long *bad) { return err_run(a, 0, b, 1, n, 1, 0, bad); }
 
 double test_err_abs_dd(const double *a, const double *b, size_t n, long *bad)
 {
-    err_acc e = {0, 0, -1};
-    for (size_t i = 0; i < n; i++) err_add(&e, i, a[i], b[i]);
-    return err_result(&e, bad, 0);
+    return err_run(a, 1, b, 1, n, 1, 0, bad);
 }
 
 double test_max_abs(const float *x, size_t n)

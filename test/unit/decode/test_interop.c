@@ -187,23 +187,32 @@ Test(interop, espnet_trained_model_decodes_to_espnets_hypotheses)
     decode_like_espnet("espnet_model", "exp/asr_train/valid.acc.ave.pth", NULL);
 }
 
-/* The same model as ESPnet's pack zips it (meta.yaml at the root, deflated entries). */
-Test(interop, espnet2_packed_model_zip_decodes_alike)
+/* dir/model.zip: the fixture's espnet_model folder as ESPnet's pack zips it (meta.yaml at the root,
+ * deflated entries); an entry ending in `broken` (NULL: none) holds junk instead. */
+static void zip_espnet_model(const char *dir, const char *broken)
 {
-    char dir[64];
-    test_tmpdir_make(dir, sizeof dir, "interop_zip");
-    char code[1024], *root = realpath(fx("espnet_model"), NULL);
+    char code[1200], *root = realpath(fx("espnet_model"), NULL);
     cr_assert_not_null(root);
     snprintf(code, sizeof code,
              "import os, zipfile\n"
-             "root = '%s'\n"
+             "root, broken = '%s', '%s'\n"
              "with zipfile.ZipFile('model.zip', 'w', zipfile.ZIP_DEFLATED) as z:\n"
              "    for d, _, fs in os.walk(root):\n"
              "        for f in fs:\n"
-             "            p = os.path.join(d, f); z.write(p, os.path.relpath(p, root))\n",
-             root);
+             "            p = os.path.join(d, f); r = os.path.relpath(p, root)\n"
+             "            if broken and r.endswith(broken): z.writestr(r, b'not what it should be')\n"
+             "            else: z.write(p, r)\n",
+             root, broken ? broken : "");
     free(root);
     cr_assert_eq(test_run_python(dir, code), 0);
+}
+
+/* The same model as ESPnet's pack zips it. */
+Test(interop, espnet2_packed_model_zip_decodes_alike)
+{
+    char dir[64], code[1024];
+    test_tmpdir_make(dir, sizeof dir, "interop_zip");
+    zip_espnet_model(dir, NULL);
     decode_like_espnet("espnet_model", NULL, test_path(dir, "model.zip"));
     /* messages about the zipped config name the zip and the member */
     char zip[256], want[400];
@@ -264,28 +273,13 @@ Test(interop, espnet2_packed_model_zip_decodes_alike)
     test_tmpdir_remove(dir);
 }
 
-/* Zip bombs (issue 44): an entry that inflates more than 64x, and a zip of thousands of entries,
- * are refused from the central directory before a byte is written or allocated. */
 /* A broken file inside a packed zip (its statistics, read when decoding starts): the reader's message
  * names "<zip>(<entry>)", not the unpacked copy, which is gone by then (issue 44). */
 Test(interop, a_broken_file_in_a_packed_zip_is_named_by_its_entry)
 {
     char dir[64];
     test_tmpdir_make(dir, sizeof dir, "interop_zip_entry");
-    char code[1200], *root = realpath(fx("espnet_model"), NULL);
-    cr_assert_not_null(root);
-    snprintf(code, sizeof code,
-             "import os, zipfile\n"
-             "root = '%s'\n"
-             "with zipfile.ZipFile('model.zip', 'w', zipfile.ZIP_DEFLATED) as z:\n"
-             "    for d, _, fs in os.walk(root):\n"
-             "        for f in fs:\n"
-             "            p = os.path.join(d, f); r = os.path.relpath(p, root)\n"
-             "            if r.endswith('feats_stats.npz'): z.writestr(r, b'not an npz')\n"
-             "            else: z.write(p, r)\n",
-             root);
-    free(root);
-    cr_assert_eq(test_run_python(dir, code), 0);
+    zip_espnet_model(dir, "feats_stats.npz");
     char zip[256];
     snprintf(zip, sizeof zip, "%s", test_path(dir, "model.zip"));
     infer_model_cfg mc = {.asr_train_config = zip, .asr_model_file = zip, .beam_size = 1, .nbest = 1, .ctc_weight = 1};
@@ -305,6 +299,8 @@ Test(interop, a_broken_file_in_a_packed_zip_is_named_by_its_entry)
     test_tmpdir_remove(dir);
 }
 
+/* Zip bombs (issue 44): an entry that inflates more than 64x, and a zip of thousands of entries,
+ * are refused from the central directory before a byte is written or allocated. */
 Test(interop, espnet2_packed_zip_bombs_are_refused_before_unpacking)
 {
     char dir[64];
