@@ -1,0 +1,95 @@
+/* A whole training step at ESPnet2's default sizes stays finite, for each model kind: forward, loss
+ * and backward of the Transformer, Conformer and E-Branchformer encoders (ESPnet2's default
+ * encoder_conf: 256 wide, 6 / 6 / 12 blocks), the first with the joint CTC/attention loss and
+ * intermediate CTC, on a padded batch of 4 with dropout on; every parameter and gradient must be
+ * finite and the gradient not all zero, so a NaN or Inf anywhere in a step fails here by name
+ * (issue 45) rather than as a drifting number elsewhere. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/compute/backend.h"
+#include "core/config/config_types.h"
+#include "core/nn/model.h"
+#include "core/nn/model_params.h"
+#include "test/unit/nn/nn_fixture.h"
+#include "test/unit/test_util.h"
+
+enum { B = 4, T = 300, IDIM = 80, VOCAB = 500, LMAX = 20 };
+
+static void check_finite(const asr_model *m, const float *host, size_t n, const char *what, const char *kind)
+{
+    for (size_t i = 0; i < m->table.n; i++) {
+        const param_info *p = &m->table.items[i];
+        if (p->kind != PARAM_TRAINED) continue;
+        double a = test_max_abs(host + p->offset, p->count);
+        cr_assert(isfinite(a), "%s: %s of %s is not finite", kind, what, p->name);
+    }
+    cr_assert(test_max_abs(host, n) > 0, "%s: every %s is zero", kind, what);
+}
+
+static void step(const char *kind, model_cfg *cfg)
+{
+    model_dims d;
+    esp_err err;
+    cr_assert_eq(model_dims_from_cfg(&d, cfg, IDIM, VOCAB, &err), 0, "%s: %s", kind, err.msg);
+    backend *be = backend_open("cpu", 0, 2, &err);
+    cr_assert_not_null(be, "%s", err.msg);
+    model_rates r = {.dropout = 0.1f, .pos_dropout = 0.1f, .att_dropout = 0.1f, .ctc_dropout = 0.1f,
+                     .dec_dropout = 0.1f, .dec_pos_dropout = 0.1f, .lsm_weight = 0.1f,
+                     .ctc_weight = d.dec_blocks ? 0.3f : 1.0f, .interctc_weight = d.n_interctc ? 0.3f : 0.0f};
+    asr_model m;
+    asr_model_init(&m, be, &d, &r);
+    cr_assert_eq(param_init(m.params, &m.table, "xavier_uniform", 7, &err), 0, "%s", err.msg);
+    float *feats = malloc((size_t)B * T * IDIM * sizeof *feats);
+    uint32_t s = 3;
+    for (size_t i = 0; i < (size_t)B * T * IDIM; i++) {
+        s = s * 1664525u + 1013904223u;
+        feats[i] = 2.0f * ((float)(s >> 8) / (float)(1u << 24)) - 1.0f;
+    }
+    int lens[B] = {T, T - 37, T - 90, T - 151}, labels[B * LMAX], ylens[B] = {LMAX, 15, 11, 6};
+    for (int i = 0; i < B * LMAX; i++) labels[i] = 1 + (i * 37) % (VOCAB - 2);
+    asr_model_zero_grad(&m);
+    asr_model_forward(&m, feats, lens, B, T, 1, 11);
+    double loss = asr_model_loss(&m, labels, ylens, LMAX, NULL);
+    cr_assert(isfinite(loss) && loss > 0, "%s: loss %g", kind, loss);
+    asr_model_backward(&m, 1.0f);
+    float *p0, *g;
+    fx_snapshot(&m, &p0, &g);
+    check_finite(&m, p0, m.table.total, "parameter", kind);
+    check_finite(&m, g, m.table.total, "gradient", kind);
+    cr_log_info("%s: %zu parameters, loss %.4f", kind, m.table.total, loss);
+    free(p0), free(g), free(feats);
+    asr_model_free(&m);
+    backend_close(be);
+}
+
+Test(finite_step, transformer_joint_loss_and_intermediate_ctc, .timeout = 300)
+{
+    char *transformer = "transformer";
+    int64_t idx[] = {3};
+    encoder_conf_cfg e = {.interctc_layer_idx = idx, .n_interctc_layer_idx = 1};
+    model_conf_cfg mc = {.ctc_weight = 0.3, .lsm_weight = 0.1, .interctc_weight = 0.3};
+    model_cfg cfg = {.encoder = transformer, .encoder_conf = &e, .decoder = transformer, .model_conf = &mc};
+    step("transformer", &cfg);
+}
+
+Test(finite_step, conformer, .timeout = 300)
+{
+    char *conformer = "conformer", *latest = "latest";
+    int yes = 1;
+    int64_t k = 15;
+    encoder_conf_cfg e = {.rel_pos_type = latest, .macaron_style = &yes, .use_cnn_module = &yes, .cnn_module_kernel = &k};
+    model_cfg cfg = {.encoder = conformer, .encoder_conf = &e};
+    step("conformer", &cfg);
+}
+
+Test(finite_step, e_branchformer, .timeout = 300)
+{
+    char *ebf = "e_branchformer";
+    int yes = 1;
+    encoder_conf_cfg e = {.use_ffn = &yes, .macaron_ffn = &yes};
+    model_cfg cfg = {.encoder = ebf, .encoder_conf = &e};
+    step("e_branchformer", &cfg);
+}
