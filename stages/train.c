@@ -20,6 +20,7 @@
 #include "core/nn/decoder_conf.h"
 #include "core/nn/lm_conf.h"
 #include "core/nn/model_params.h"
+#include "core/train/scheduler.h"
 #include "core/train/trainer.h"
 #include "stages/stages.h"
 
@@ -160,6 +161,13 @@ static int check_static(const training_cfg *cfg, const char *file, const ynode *
     }
     if (cfg->model && cfg->model->ctc_conf && !cfg->model->ctc_conf->reduce)
         return esp_fail(err, "%s: model.ctc_conf.reduce: false (a summed loss) is not supported (use true)", file);
+    lr_scheduler sched; /* the scheduler's class and required arguments, at the block's line */
+    esp_err why;
+    if (scheduler_from_cfg(cfg->scheduler, cfg->scheduler_interval, 1.0, &sched, &why) != 0) {
+        const ynode *n = yt_get_path(tree, "scheduler");
+        if (n && n->mark.line > 0) return esp_fail(err, "%s:%d:%d: %s", n->mark.file, n->mark.line, n->mark.col, why.msg);
+        return esp_fail(err, "%s: %s", file, why.msg);
+    }
     if (speed_perturb_factors_check(tree, err) != 0) return -1;
     augment_conf aug;
     if (augment_conf_from_tree(tree, &aug, err) != 0) return -1;

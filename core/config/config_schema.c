@@ -394,6 +394,12 @@ static const cyaml_schema_field_t scheduler_fields[] = {
     INT("warmup_steps", scheduler_cfg, warmup_steps),
     FLT("factor", scheduler_cfg, factor),
     INT("total_iters", scheduler_cfg, total_iters),
+    INT("step_size", scheduler_cfg, step_size),
+    FLT("gamma", scheduler_cfg, gamma),
+    FLT("start_factor", scheduler_cfg, start_factor),
+    FLT("end_factor", scheduler_cfg, end_factor),
+    INT("T_max", scheduler_cfg, T_max),
+    FLT("eta_min", scheduler_cfg, eta_min),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t criterion_fields[] = {

@@ -323,10 +323,16 @@ typedef struct optimizer_cfg {
 } optimizer_cfg;
 
 typedef struct scheduler_cfg {
-    char *target;        /* espnet2.schedulers.warmup_lr.WarmupLR | torch.optim.lr_scheduler.ConstantLR */
+    char *target;        /* ESPnet2's WarmupLR or torch's ConstantLR, StepLR, ExponentialLR, LinearLR,
+                          * CosineAnnealingLR (core/train/scheduler.h); defaults filled by config_values.c */
     int64_t warmup_steps; /* WarmupLR */
     double factor;       /* ConstantLR: 1/3 */
-    int64_t total_iters; /* ConstantLR: 5 */
+    int64_t total_iters; /* ConstantLR, LinearLR: 5 */
+    int64_t step_size;   /* StepLR (required) */
+    double gamma;        /* StepLR: 0.1; ExponentialLR (required) */
+    double start_factor, end_factor; /* LinearLR: 1/3, 1.0 */
+    int64_t T_max;       /* CosineAnnealingLR (required) */
+    double eta_min;      /* CosineAnnealingLR: 0.0 */
 } scheduler_cfg;
 
 typedef struct criterion_cfg {

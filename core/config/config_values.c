@@ -147,7 +147,13 @@ static const num_rule num_rules[] = {
     {"optimizer.weight_decay", 0, INF, 0, ">= 0", "0: no weight decay"},
     {"scheduler.warmup_steps", 1, INF, 0, ">= 1", "WarmupLR divides by it; leave it out for 25000"},
     {"scheduler.factor", 0, 1, 0, "in [0, 1]", "ConstantLR's factor; leave it out for 1/3"},
-    {"scheduler.total_iters", 0, INF, 0, ">= 0", "ConstantLR's steps at the factor; leave it out for 5"},
+    {"scheduler.total_iters", 0, INF, 0, ">= 0", "ConstantLR's / LinearLR's steps; leave it out for 5"},
+    {"scheduler.step_size", 1, INF, 0, ">= 1", "StepLR's period in scheduler steps"},
+    {"scheduler.gamma", 0, INF, LO_OPEN, "> 0", "StepLR's / ExponentialLR's factor per period"},
+    {"scheduler.start_factor", 0, 1, LO_OPEN, "in (0, 1]", "LinearLR's first factor; torch checks the same"},
+    {"scheduler.end_factor", 0, 1, 0, "in [0, 1]", "LinearLR's last factor; torch checks the same"},
+    {"scheduler.T_max", 1, INF, 0, ">= 1", "CosineAnnealingLR's half period in scheduler steps"},
+    {"scheduler.eta_min", 0, INF, 0, ">= 0", "CosineAnnealingLR's floor; leave it out for 0"},
     {"best_model_criterion[].nbest", 1, INF, 0, ">= 1", "how many best checkpoints to average"},
     /* inference: model is Speech2Text's arguments */
     {"model.beam_size", 1, 10000, 0, "in [1, 10000]", "1: greedy CTC"},
@@ -205,13 +211,27 @@ static const struct {
     {"model.decoder_conf", "positional_dropout_rate", "0.1"},
 };
 
-/* torch's ConstantLR defaults (factor 1/3, total_iters 5), written when the block names it. */
-static void fill_constant_lr(ynode *root)
+/* torch's scheduler defaults, written when the block names the class (its required arguments,
+ * StepLR's step_size, ExponentialLR's gamma and CosineAnnealingLR's T_max, have none). */
+static const struct {
+    const char *target, *key, *value;
+} scheduler_defaults[] = {
+    {"torch.optim.lr_scheduler.ConstantLR", "factor", "0.3333333333333333"},
+    {"torch.optim.lr_scheduler.ConstantLR", "total_iters", "5"},
+    {"torch.optim.lr_scheduler.StepLR", "gamma", "0.1"},
+    {"torch.optim.lr_scheduler.LinearLR", "start_factor", "0.3333333333333333"},
+    {"torch.optim.lr_scheduler.LinearLR", "end_factor", "1.0"},
+    {"torch.optim.lr_scheduler.LinearLR", "total_iters", "5"},
+    {"torch.optim.lr_scheduler.CosineAnnealingLR", "eta_min", "0.0"},
+};
+
+static void fill_scheduler(ynode *root)
 {
     ynode *t = yt_get_path(root, "scheduler._target_"), *sc = yt_get_path(root, "scheduler");
-    if (!t || t->kind != YN_SCALAR || strcmp(t->str, "torch.optim.lr_scheduler.ConstantLR") != 0) return;
-    if (!yt_map_get(sc, "factor")) yt_map_set(sc, "factor", sc->mark, yt_scalar("0.3333333333333333", 0, sc->mark));
-    if (!yt_map_get(sc, "total_iters")) yt_map_set(sc, "total_iters", sc->mark, yt_scalar("5", 0, sc->mark));
+    if (!t || t->kind != YN_SCALAR || !sc || sc->kind != YN_MAP) return;
+    for (size_t i = 0; i < sizeof scheduler_defaults / sizeof *scheduler_defaults; i++)
+        if (!strcmp(t->str, scheduler_defaults[i].target) && !yt_map_get(sc, scheduler_defaults[i].key))
+            yt_map_set(sc, scheduler_defaults[i].key, sc->mark, yt_scalar(scheduler_defaults[i].value, 0, sc->mark));
 }
 
 /* TransformerLM's dropout rates default to 0.1 (SequentialRNNLM's dropout_rate to 0): written into
@@ -258,7 +278,7 @@ void config_fill_defaults(config_kind kind, ynode *root)
     }
     fill_ctc_weight(root);
     fill_lm_dropout(root);
-    fill_constant_lr(root);
+    fill_scheduler(root);
 }
 
 

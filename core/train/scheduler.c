@@ -12,38 +12,106 @@ double warmup_lr(double base_lr, int64_t warmup_steps, int64_t step_num)
     return base_lr * pow(w, 0.5) * (b < a ? b : a);
 }
 
+/* torch's scheduler classes by _target_, and their kinds. */
+static const struct {
+    const char *target;
+    sched_kind kind;
+} torch_schedulers[] = {
+    {"torch.optim.lr_scheduler.ConstantLR", SCHED_CONSTANT_LR},
+    {"torch.optim.lr_scheduler.StepLR", SCHED_STEP_LR},
+    {"torch.optim.lr_scheduler.ExponentialLR", SCHED_EXPONENTIAL_LR},
+    {"torch.optim.lr_scheduler.LinearLR", SCHED_LINEAR_LR},
+    {"torch.optim.lr_scheduler.CosineAnnealingLR", SCHED_COSINE_LR},
+};
+
 int scheduler_from_cfg(const scheduler_cfg *c, const char *interval, double base_lr, lr_scheduler *out,
                        esp_err *err)
 {
-    lr_scheduler s = {.kind = SCHED_CONSTANT, .interval = SCHED_PER_STEP, .base_lr = base_lr};
+    lr_scheduler s = {.kind = SCHED_CONSTANT, .interval = SCHED_PER_STEP, .base_lr = base_lr, .memo_step = -1};
     if (interval && strcmp(interval, "epoch") == 0) s.interval = SCHED_PER_EPOCH;
     else if (interval && strcmp(interval, "step") != 0)
         return esp_fail(err, "scheduler_interval: '%s' is not supported (use step or epoch)", interval);
-    if (c && c->target && !strcmp(c->target, "torch.optim.lr_scheduler.ConstantLR")) {
-        if (c->warmup_steps) /* the template's WarmupLR key, merged under a ConstantLR block */
-            log_warn("scheduler.warmup_steps: not an argument of ConstantLR; ignored");
-        s.kind = SCHED_CONSTANT_LR, s.factor = c->factor, s.total_iters = c->total_iters;
-    } else if (c) {
-        if (!c->target)
-            return esp_fail(err, "scheduler._target_: missing (set espnet2.schedulers.warmup_lr.WarmupLR)");
-        if (strcmp(c->target, "espnet2.schedulers.warmup_lr.WarmupLR") != 0)
-            return esp_fail(err, "scheduler._target_: '%s' is not supported (use "
-                                 "espnet2.schedulers.warmup_lr.WarmupLR or torch.optim.lr_scheduler.ConstantLR)",
-                            c->target);
-        if (c->warmup_steps < 0)
-            return esp_fail(err, "scheduler.warmup_steps: must be positive, got %lld", (long long)c->warmup_steps);
-        s.kind = SCHED_WARMUP_LR;
-        s.warmup_steps = c->warmup_steps ? c->warmup_steps : WARMUP_LR_DEFAULT_STEPS;
+    if (!c) {
+        *out = s;
+        return 0;
     }
+    if (!c->target) return esp_fail(err, "scheduler._target_: missing (set espnet2.schedulers.warmup_lr.WarmupLR)");
+    for (size_t i = 0; i < sizeof torch_schedulers / sizeof *torch_schedulers; i++)
+        if (!strcmp(c->target, torch_schedulers[i].target)) s.kind = torch_schedulers[i].kind;
+    if (s.kind != SCHED_CONSTANT) {
+        if (c->warmup_steps) /* the template's WarmupLR key, merged under another class's block */
+            log_warn("scheduler.warmup_steps: not an argument of %s; ignored", strrchr(c->target, '.') + 1);
+        s.factor = c->factor, s.total_iters = c->total_iters, s.step_size = c->step_size, s.gamma = c->gamma;
+        s.start_factor = c->start_factor, s.end_factor = c->end_factor, s.t_max = c->T_max, s.eta_min = c->eta_min;
+        if (s.kind == SCHED_STEP_LR && s.step_size < 1)
+            return esp_fail(err, "scheduler.step_size: missing (StepLR's period in scheduler steps, >= 1)");
+        if (s.kind == SCHED_EXPONENTIAL_LR && !(s.gamma > 0))
+            return esp_fail(err, "scheduler.gamma: missing (ExponentialLR's factor per step, > 0)");
+        if (s.kind == SCHED_COSINE_LR && s.t_max < 1)
+            return esp_fail(err, "scheduler.T_max: missing (CosineAnnealingLR's half period in scheduler steps)");
+        *out = s;
+        return 0;
+    }
+    if (strcmp(c->target, "espnet2.schedulers.warmup_lr.WarmupLR") != 0)
+        return esp_fail(err, "scheduler._target_: '%s' is not supported (use espnet2.schedulers.warmup_lr.WarmupLR or "
+                             "torch.optim.lr_scheduler.ConstantLR, StepLR, ExponentialLR, LinearLR, "
+                             "CosineAnnealingLR)", c->target);
+    if (c->warmup_steps < 0)
+        return esp_fail(err, "scheduler.warmup_steps: must be positive, got %lld", (long long)c->warmup_steps);
+    s.kind = SCHED_WARMUP_LR;
+    s.warmup_steps = c->warmup_steps ? c->warmup_steps : WARMUP_LR_DEFAULT_STEPS;
     *out = s;
     return 0;
 }
 
-double scheduler_lr(const lr_scheduler *s)
+/* Python's a % b for b > 0 (the sign of b). */
+static int64_t py_mod(int64_t a, int64_t b)
+{
+    int64_t r = a % b;
+    return r < 0 ? r + b : r;
+}
+
+/* A chainable scheduler's lr at scheduler step k >= 1 from the one at k - 1, as torch's get_lr
+ * computes it (after the constructor's initial step: _is_initial false, _step_count >= 2). */
+static double chain_next(const lr_scheduler *s, int64_t k, double lr)
+{
+    switch (s->kind) {
+    case SCHED_CONSTANT_LR: return k != s->total_iters ? lr : lr * (1.0 / s->factor);
+    case SCHED_STEP_LR: return k % s->step_size != 0 ? lr : lr * s->gamma;
+    case SCHED_EXPONENTIAL_LR: return lr * s->gamma;
+    case SCHED_LINEAR_LR:
+        if (k > s->total_iters) return lr;
+        return lr * (1.0 + (s->end_factor - s->start_factor) /
+                               ((double)s->total_iters * s->start_factor +
+                                (double)(k - 1) * (s->end_factor - s->start_factor)));
+    case SCHED_COSINE_LR: {
+        double t = (double)s->t_max, pi = 3.141592653589793; /* Python's math.pi */
+        if (py_mod(k - 1 - s->t_max, 2 * s->t_max) == 0)
+            return lr + (s->base_lr - s->eta_min) * (1 - cos(pi / t)) / 2;
+        return (1 + cos(pi * (double)k / t)) / (1 + cos(pi * (double)(k - 1) / t)) * (lr - s->eta_min) + s->eta_min;
+    }
+    default: ESP_CHECK(0); return lr;
+    }
+}
+
+/* The lr the constructor sets (scheduler step 0). */
+static double chain_first(const lr_scheduler *s)
+{
+    if (s->kind == SCHED_CONSTANT_LR) return s->base_lr * s->factor;
+    if (s->kind == SCHED_LINEAR_LR) return s->base_lr * s->start_factor;
+    return s->base_lr;
+}
+
+double scheduler_lr(lr_scheduler *s)
 {
     if (s->kind == SCHED_CONSTANT) return s->base_lr;
-    if (s->kind == SCHED_CONSTANT_LR) return s->last_epoch < s->total_iters ? s->base_lr * s->factor : s->base_lr;
-    return warmup_lr(s->base_lr, s->warmup_steps, s->last_epoch + 1);
+    if (s->kind == SCHED_WARMUP_LR) return warmup_lr(s->base_lr, s->warmup_steps, s->last_epoch + 1);
+    if (s->memo_step < 0 || s->memo_step > s->last_epoch) s->memo_step = 0, s->memo_lr = chain_first(s);
+    while (s->memo_step < s->last_epoch) {
+        s->memo_step++;
+        s->memo_lr = chain_next(s, s->memo_step, s->memo_lr);
+    }
+    return s->memo_lr;
 }
 
 void scheduler_step(lr_scheduler *s)

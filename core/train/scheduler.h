@@ -1,6 +1,8 @@
-/* Learning-rate schedules: ESPnet2's WarmupLR (espnet2/schedulers/warmup_lr.py), torch's ConstantLR
- * (lr * factor for the first total_iters steps, then lr; ESPnet3's LM recipes use it with factor
- * 1) or a constant lr, stepped per optimizer step or per epoch (`scheduler_interval`).
+/* Learning-rate schedules: ESPnet2's WarmupLR (espnet2/schedulers/warmup_lr.py), torch's chainable
+ * ConstantLR (ESPnet3's LM recipes use it with factor 1), StepLR, ExponentialLR, LinearLR and
+ * CosineAnnealingLR (each lr computed from the one before as their get_lr does, in double: the
+ * same bits as torch 2.11, test/fixtures/optim/schedulers.npz), or a constant lr; stepped per
+ * optimizer step or per epoch (`scheduler_interval`).
  *
  * State follows torch's _LRScheduler: `last_epoch` is 0 after construction and grows by one per
  * scheduler step; the lr in force is get_lr() with step_num = last_epoch + 1. So with interval
@@ -14,7 +16,10 @@
 #include "core/config/config_types.h"
 #include "core/base/log.h"
 
-typedef enum sched_kind { SCHED_CONSTANT, SCHED_WARMUP_LR, SCHED_CONSTANT_LR } sched_kind;
+typedef enum sched_kind {
+    SCHED_CONSTANT, SCHED_WARMUP_LR, SCHED_CONSTANT_LR, SCHED_STEP_LR, SCHED_EXPONENTIAL_LR, SCHED_LINEAR_LR,
+    SCHED_COSINE_LR
+} sched_kind;
 typedef enum sched_interval { SCHED_PER_STEP, SCHED_PER_EPOCH } sched_interval;
 
 /* ESPnet2's default warmup_steps (also used when the YAML leaves the key out or writes 0, which
@@ -27,8 +32,17 @@ typedef struct lr_scheduler {
     double base_lr;         /* the optimizer's lr */
     int64_t warmup_steps;
     double factor;          /* ConstantLR */
-    int64_t total_iters;
+    int64_t total_iters;    /* ConstantLR, LinearLR */
+    int64_t step_size;      /* StepLR */
+    double gamma;           /* StepLR, ExponentialLR */
+    double start_factor, end_factor; /* LinearLR */
+    int64_t t_max;          /* CosineAnnealingLR */
+    double eta_min;
     int64_t last_epoch;     /* torch's name; counts scheduler steps whatever the interval */
+    /* The chainable schedulers' lr at scheduler step memo_step (a resume sets last_epoch alone:
+     * scheduler_lr replays from step 0 when the memo is ahead of it or unset, memo_step < 0). */
+    double memo_lr;
+    int64_t memo_step;
 } lr_scheduler;
 
 /* lr = base_lr * w^0.5 * min(step^-0.5, step * w^-1.5), evaluated in ESPnet2's order in double
@@ -40,8 +54,8 @@ double warmup_lr(double base_lr, int64_t warmup_steps, int64_t step_num);
 int scheduler_from_cfg(const scheduler_cfg *c, const char *interval, double base_lr, lr_scheduler *out,
                        esp_err *err);
 
-/* The lr for the next optimizer update. */
-double scheduler_lr(const lr_scheduler *s);
+/* The lr for the next optimizer update (advances the chainable schedulers' memo). */
+double scheduler_lr(lr_scheduler *s);
 
 /* Advance one scheduler step. The _on_ helpers advance only when the interval matches; Lightning
  * steps the scheduler after every optimizer step (every accumulate_grad_batches batches) and
