@@ -24,7 +24,7 @@ packages=(
   python3-sentencepiece         # checks that Python's sentencepiece reads our models the same way
   python3-yaml sox              # the ESPnet3 recipe folders of the tests: their Python reads YAML; sox
                                 # carries out the tests' sph2pipe (test/fixtures/egs3/tools)
-  python3-soundfile python3-torch  # ... and ESPnet3's own mini_an4 dataset/ imports soundfile and torch
+  python3-soundfile             # ... and ESPnet3's own mini_an4 dataset/ reads WAVs with soundfile
   sctk                          # sclite: the scoring test checks our alignments against it
   # the local SLURM cluster of the runner tests (scripts/slurm_local.sh); libpmix-dev also
   # because srun --mpi=pmix dlopen()s the unversioned libpmix.so

@@ -3,8 +3,9 @@
  * as they are) runs stages 1-8 from inside a copy of it; a user's own Python Dataset is exported
  * once, reused, and exported again when its code changes; bad Python is one error line with
  * nothing half written. The recipe's Python runs in Debian's /usr/bin/python3 with what it imports
- * (numpy, soundfile, torch, PyYAML: scripts/install_deps.sh) and calls (sph2pipe: the stand-in on
- * sox in test/fixtures/egs3/tools, put on PATH here). */
+ * (numpy, soundfile, PyYAML: scripts/install_deps.sh; torch's Dataset base class and the two espnet3
+ * modules from test/fixtures/egs3/espnet3_standin) and calls (sph2pipe: the stand-in on sox in
+ * test/fixtures/egs3/tools, put on PATH here). */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <stdio.h>
