@@ -16,10 +16,11 @@ typedef struct esp_err {
     char msg[2048];
 } esp_err;
 
-/* Fills err->msg with printf-style text and returns -1 (so callers can `return esp_fail(...)`). */
+/* Fills err->msg with printf-style text and returns -1 (so callers can `return esp_fail(...)`).
+ * A text longer than msg is shortened in the middle (" [...] "), so its end, the hint, stays. */
 int esp_fail(esp_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* s for a one-line message, in buf (cap bytes, cut to fit): control bytes written as \xNN, so a
+/* s for a one-line message, in buf (cap bytes; a name cut to fit ends in "..."): control bytes written as \xNN, so a
  * newline in a name or field read from a hostile file cannot split the line. Returns buf. */
 const char *esp_shown(const char *s, char *buf, size_t cap);
 

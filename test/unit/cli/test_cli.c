@@ -204,6 +204,25 @@ Test(cli, a_config_or_model_that_is_not_a_regular_file_is_one_line)
     assert_has(r->err, "/dev/urandom: not a regular file");
 }
 
+/* A message longer than its buffer (a 2,700-byte path) keeps its end: what is wrong and the hint
+ * (it was cut off before them, issue 44), on one line. */
+Test(cli, a_long_path_does_not_cut_off_the_message)
+{
+    char path[3000] = "/nonexistent/";
+    for (int i = 0; i < 12; i++) {
+        size_t n = strlen(path);
+        memset(path + n, 'x', 200);
+        strcpy(path + n + 200, "/");
+    }
+    strcat(path, "config.yaml");
+    const result *r = RUN("--training_config", path, "--stages", "train");
+    cr_assert_eq(r->status, 1, "%s", r->err);
+    assert_has(r->err, "espnet3: error: /nonexistent/xxx");
+    assert_has(r->err, "xxx [...] xxx");
+    assert_has(r->err, "/config.yaml: config file not found (check --training_config)\n");
+    cr_assert_eq(test_count_lines(r->err), 1, "%s", r->err);
+}
+
 Test(cli, bad_values_exit_2)
 {
     const result *r = RUN("--stage", "x");
