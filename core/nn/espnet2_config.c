@@ -75,6 +75,20 @@ static int write_tokens(const ynode *tl, const char *config, const char *dst, es
 }
 
 
+static void tokens_origin(const ynode *tl, const char *config, const char *shown_as, espnet2_tokens_origin *o)
+{
+    if (tl->kind == YN_SCALAR) {
+        o->file = find_path(tl->str, config);
+        return;
+    }
+    o->n = tl->n;
+    o->marks = xmalloc(tl->n * sizeof *o->marks);
+    for (size_t i = 0; i < tl->n; i++) {
+        o->marks[i] = tl->items[i]->mark;
+        if (shown_as) o->marks[i].file = intern(shown_as);
+    }
+}
+
 /* dir/rel when it names a regular file inside dir, after normalisation and with links resolved;
  * NULL when meta.yaml's path leaves the pack (absolute, "..", a link out) or names no file. */
 static char *pack_member(const char *dir, const char *rel)
@@ -143,8 +157,17 @@ static void rename_marks(ynode *n, const char *from, const char *to)
     }
 }
 
-int espnet2_config_convert(const char *path, const char *shown_as, char **out_dir, ynode **out_tree, esp_err *err)
+void espnet2_tokens_origin_free(espnet2_tokens_origin *o)
 {
+    free(o->file);
+    free(o->marks);
+    memset(o, 0, sizeof *o);
+}
+
+int espnet2_config_convert(const char *path, const char *shown_as, char **out_dir, ynode **out_tree,
+                           espnet2_tokens_origin *origin, esp_err *err)
+{
+    if (origin) memset(origin, 0, sizeof *origin);
     *out_dir = NULL;
     *out_tree = NULL;
     ynode *root = yt_parse_file(path, err);
@@ -190,8 +213,9 @@ int espnet2_config_convert(const char *path, const char *shown_as, char **out_di
         yt_map_set(cfg, "bpemodel", bpe->mark, scalar_at(p, 1, bpe->mark));
         free(p);
     }
-    yt_free(root);
     free(tok_dir), free(tok);
+    if (rc == 0 && origin) tokens_origin(tl, path, shown_as, origin);
+    yt_free(root);
     if (rc != 0) {
         yt_free(cfg);
         tmpdir_remove(dir_tmpl);

@@ -14,12 +14,23 @@
 #include "core/base/log.h"
 #include "core/config/yamltree.h"
 
+/* Where the converted config's tokens.txt came from, so that a reader's "<dir>/tokens/tokens.txt:N"
+ * can name the user's place instead: token_list named a file (tokens.txt is its byte copy: line N
+ * is the file's line N), or was a list inline (line N is item N - 1, at marks[N - 1]). */
+typedef struct espnet2_tokens_origin {
+    char *file;     /* the token_list file, or NULL */
+    ymark *marks;   /* the inline list's items (their file as messages name it), or NULL */
+    size_t n;
+} espnet2_tokens_origin;
+void espnet2_tokens_origin_free(espnet2_tokens_origin *o);
+
 /* 0: `path` is not an ESPnet2 config (nothing written). 1: it is; *out_tree is espnet3's form of
  * it (for config_load_tree, which takes it), its places named `shown_as` when not NULL (a config
- * unpacked from a packed model: "model.zip(exp/asr_train/config.yaml)"), and *out_dir a new folder
- * holding its token list (tmpdir_remove it when done). -1: error. */
+ * unpacked from a packed model: "model.zip(exp/asr_train/config.yaml)"), *out_dir a new folder
+ * holding its token list as tokens/tokens.txt (tmpdir_remove it when done) and, when origin is not
+ * NULL, where that list came from. -1: error. */
 int espnet2_config_convert(const char *path, const char *shown_as, char **out_dir, ynode **out_tree,
-                           esp_err *err);
+                           espnet2_tokens_origin *origin, esp_err *err);
 
 /* An ESPnet2 packed model zip (meta.yaml naming yaml_files.asr_train_config and
  * files.asr_model_file): unpacked into a new folder *out_dir (tmpdir_remove it when done);

@@ -110,7 +110,8 @@ int model_files_locate(model_files *f, const inference_cfg *icfg, const char *cf
     char *shown_as = f->unpacked_dir ? xasprintf("%s(%s)", mc->asr_train_config,
                                                  f->train_config_path + strlen(f->unpacked_dir) + 1)
                                      : NULL;
-    int is_espnet2 = espnet2_config_convert(f->train_config_path, shown_as, &f->converted_dir, &converted, err);
+    int is_espnet2 = espnet2_config_convert(f->train_config_path, shown_as, &f->converted_dir, &converted,
+                                            &f->tokens_origin, err);
     free(shown_as);
     if (is_espnet2 < 0) goto fail;
     /* The file is a resolved config: no template goes under it. An ESPnet2 config (ESPnet2 has no
@@ -197,19 +198,29 @@ fail:
     return -1;
 }
 
-void model_files_show_err(const model_files *f, esp_err *err)
+/* Each occurrence of `path` in err->msg (with the ":N" line after it, or 0) replaced by what
+ * show(N) writes. */
+typedef size_t (*shown_fn)(const model_files *f, const char *rest, size_t rest_len, long line, char *out, size_t cap);
+
+static void rewrite_path(const model_files *f, esp_err *err, const char *path, int with_line, shown_fn show)
 {
-    if (!f->unpacked_dir || !f->zip) return;
-    size_t k = strlen(f->unpacked_dir);
+    size_t k = strlen(path);
     char out[sizeof err->msg];
     size_t n = 0;
     for (const char *p = err->msg; *p && n + 1 < sizeof out;) {
-        if (strncmp(p, f->unpacked_dir, k) || p[k] != '/') {
+        if (strncmp(p, path, k) || (p[k] && !strchr("/: ,;()'\"", p[k]))) {
             out[n++] = *p++;
             continue;
         }
-        const char *entry = p + k + 1, *end = entry + strcspn(entry, ": ,;()'\"");
-        n += (size_t)snprintf(out + n, sizeof out - n, "%s(%.*s)", f->zip, (int)(end - entry), entry);
+        const char *rest = p + k, *end = rest;
+        if (*rest == '/') end = rest + strcspn(rest, ": ,;()'\"");
+        long line = 0;
+        if (with_line && *end == ':' && end[1] >= '0' && end[1] <= '9') {
+            char *after;
+            line = strtol(end + 1, &after, 10);
+            end = after;
+        }
+        n += show(f, rest, (size_t)(end - rest), line, out + n, sizeof out - n);
         if (n >= sizeof out) n = sizeof out - 1;
         p = end;
     }
@@ -217,10 +228,41 @@ void model_files_show_err(const model_files *f, esp_err *err)
     memcpy(err->msg, out, n + 1);
 }
 
+/* "<converted>/tokens/tokens.txt:N" -> the token_list file's line N, or the inline item's place. */
+static size_t show_token_origin(const model_files *f, const char *rest, size_t rest_len, long line, char *out, size_t cap)
+{
+    (void)rest, (void)rest_len;
+    const espnet2_tokens_origin *o = &f->tokens_origin;
+    if (o->file) return (size_t)(line ? snprintf(out, cap, "%s:%ld", o->file, line) : snprintf(out, cap, "%s", o->file));
+    if (line >= 1 && (size_t)line <= o->n)
+        return (size_t)snprintf(out, cap, "%s:%d:%d", o->marks[line - 1].file, o->marks[line - 1].line,
+                                o->marks[line - 1].col);
+    return (size_t)snprintf(out, cap, "%s (its token_list)", o->n ? o->marks[0].file : "the ESPnet2 config");
+}
+
+/* "<unpacked>/<entry>" -> "<zip>(<entry>)". */
+static size_t show_zip_entry(const model_files *f, const char *rest, size_t rest_len, long line, char *out, size_t cap)
+{
+    (void)line;
+    if (rest_len < 1) return (size_t)snprintf(out, cap, "%s", f->zip);
+    return (size_t)snprintf(out, cap, "%s(%.*s)", f->zip, (int)rest_len - 1, rest + 1);
+}
+
+void model_files_show_err(const model_files *f, esp_err *err)
+{
+    if (f->converted_dir && (f->tokens_origin.file || f->tokens_origin.marks)) {
+        char *tokens = xasprintf("%s/tokens/tokens.txt", f->converted_dir);
+        rewrite_path(f, err, tokens, 1, show_token_origin);
+        free(tokens);
+    }
+    if (f->unpacked_dir && f->zip) rewrite_path(f, err, f->unpacked_dir, 0, show_zip_entry);
+}
+
 void model_files_free(model_files *f)
 {
     if (f->train_cfg) config_free(f->train_cfg);
     tmpdir_remove(f->converted_dir);
+    espnet2_tokens_origin_free(&f->tokens_origin);
     tmpdir_remove(f->unpacked_dir);
     free(f->zip);
     free(f->train_config_path);

@@ -18,6 +18,7 @@
 #include "core/config/config.h"
 #include "core/base/log.h"
 #include "core/formats/safetensors.h"
+#include "core/nn/espnet2_config.h"
 #include "core/nn/model.h"
 #include "core/data/tokenizer.h"
 
@@ -30,6 +31,7 @@ typedef struct model_files {
     char *bpemodel;          /* TOKEN_TYPE_BPE: the SentencePiece model, else NULL */
     char *stats;             /* model.normalize_conf.stats_file (global_mvn), else NULL */
     char *converted_dir;     /* an ESPnet2 asr_train_config: espnet3's reading of it (removed by free) */
+    espnet2_tokens_origin tokens_origin; /* ... and where its copied tokens.txt came from */
     char *unpacked_dir;      /* an ESPnet2 packed model zip as asr_train_config: unpacked (removed by free) */
     char *zip;               /* that zip, as messages name it */
 } model_files;
@@ -51,9 +53,10 @@ int model_files_locate(model_files *f, const inference_cfg *icfg, const char *cf
  * asr_model_file, relative names also in the LM's exp_dir) and the token list its config names. */
 int lm_files_locate(model_files *f, const inference_cfg *icfg, const char *cfg_file, esp_err *err);
 void model_files_free(model_files *f);
-/* Rewrites each path into the unpacked zip in err's message as "<zip>(<entry>)": a reader's error
- * about a file of the pack (its token list, statistics, weights) names what the user has, not a
- * folder removed by the time the message is read. Nothing to do without a zip. */
+/* Rewrites the private copies in err's message as what the user has, not a folder removed by the
+ * time the message is read: an ESPnet2 config's copied tokens.txt (line N) as its token_list file
+ * (line N) or the inline list's item (config.yaml:line:col), and each path into an unpacked zip as
+ * "<zip>(<entry>)" (its token list, statistics, weights). */
 void model_files_show_err(const model_files *f, esp_err *err);
 
 /* The tensors of a model state (table.state_total host floats, core/nn/model_params.h's layout) for

@@ -35,16 +35,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *dir = NULL;
     ynode *tree = NULL;
     esp_err err = {{0}};
+    espnet2_tokens_origin origin;
     int rc = espnet2_config_convert(path, (size & 1) ? "model.zip(exp/asr_train/config.yaml)" : NULL, &dir, &tree,
-                                    &err);
+                                    &origin, &err);
     if (rc < 0) {
-        if (!err.msg[0] || dir || tree) abort();
+        if (!err.msg[0] || dir || tree || origin.file || origin.marks) abort();
         return 0;
     }
     if (rc == 0) {
-        if (dir || tree) abort();
+        if (dir || tree || origin.file || origin.marks) abort();
         return 0;
     }
+    /* the copied list's origin: a file, or one place per inline item */
+    if (!origin.file == !origin.marks) abort();
+    espnet2_tokens_origin_free(&origin);
     esp_config *out = NULL;
     err.msg[0] = '\0';
     if (config_load_tree(CONFIG_TRAINING, tree, path, 1, &out, &err) == 0)

@@ -299,6 +299,60 @@ Test(interop, a_broken_file_in_a_packed_zip_is_named_by_its_entry)
     test_tmpdir_remove(dir);
 }
 
+/* A token-list error of an ESPnet2 config given as a folder names the user's place, not the private
+ * copy the config is read through (issue 44): the inline list's item as config.yaml:line:col, or
+ * the token_list file's line. */
+static void open_fails(const char *cfg, const char *model, esp_err *err)
+{
+    infer_model_cfg mc = {.asr_train_config = (char *)cfg, .asr_model_file = (char *)model, .beam_size = 1,
+                          .nbest = 1, .ctc_weight = 1};
+    inference_cfg ic = {.model = &mc};
+    model_files mf;
+    cr_assert_eq(model_files_locate(&mf, &ic, "inference.yaml", err), 0, "%s", err->msg);
+    backend be;
+    cr_assert_eq(backend_cpu_init(&be, 1, err), 0, "%s", err->msg);
+    s2t_opts o = {.beam_size = 1, .ctc_weight = 1, .nbest = 1};
+    cr_assert_null(speech2text_open(&be, &mf, &o, err), "a token list with a repeated token was read");
+    be.destroy(&be);
+    model_files_free(&mf);
+}
+
+Test(interop, a_token_list_error_names_the_users_config_or_file)
+{
+    char dir[64];
+    test_tmpdir_make(dir, sizeof dir, "interop_tokens");
+    cr_assert_eq(test_sh("cp -r '%s' '%s/m'", fx("espnet_model"), dir), 0);
+    char cfg[256], model[256], toks[256], want[600];
+    snprintf(cfg, sizeof cfg, "%s/m/exp/asr_train/config.yaml", dir);
+    snprintf(model, sizeof model, "%s/m/exp/asr_train/valid.acc.ave.pth", dir);
+    snprintf(toks, sizeof toks, "%s/tokens.txt", dir);
+    /* inline: item 4 ("- B" on line 18) made a second A */
+    char code[2400];
+    snprintf(code, sizeof code,
+             "c = open('%s').read()\n"
+             "assert c.split('\\n')[17] == '- B'\n"
+             "open('%s', 'w').write(c.replace('\\n- B\\n', '\\n- A\\n', 1))\n",
+             cfg, cfg);
+    cr_assert_eq(test_run_python(dir, code), 0);
+    esp_err err = {{0}};
+    open_fails(cfg, model, &err);
+    snprintf(want, sizeof want, "%s:18:3: token A appears more than once", cfg);
+    cr_expect(strstr(err.msg, want) && !strstr(err.msg, "espnet3_espnet2_config"), "%s", err.msg);
+    /* a file: the same list, token_list naming it; line 5 is the second A */
+    snprintf(code, sizeof code,
+             "import re\n"
+             "c = open('%s').read()\n"
+             "m = re.search(r'token_list:\\n((?:- .*\\n)+)', c)\n"
+             "open('%s', 'w').write(''.join(l[2:] + '\\n' for l in m.group(1).splitlines()))\n"
+             "open('%s', 'w').write(c[:m.start()] + 'token_list: %s\\n' + c[m.end():])\n",
+             cfg, toks, cfg, toks);
+    cr_assert_eq(test_run_python(dir, code), 0);
+    open_fails(cfg, model, &err);
+    snprintf(want, sizeof want, "%s:5: token A appears more than once", toks);
+    cr_expect(strstr(err.msg, want) && !strstr(err.msg, "espnet3_espnet2_config"), "%s", err.msg);
+    test_tmpdir_remove(dir);
+}
+
 /* Zip bombs (issue 44): an entry that inflates more than 64x, and a zip of thousands of entries,
  * are refused from the central directory before a byte is written or allocated. */
 Test(interop, espnet2_packed_zip_bombs_are_refused_before_unpacking)
