@@ -93,7 +93,7 @@ CLI_LIB_OBJS := $(filter-out $(BUILD)/cli/main.o,$(MAIN_OBJS))
 BIN      := $(BUILD)/espnet3
 TEST_BIN := $(BUILD)/espnet3_tests
 
-.PHONY: all check asan fuzz fuzz-long clean deps print-ldlibs print-objs print-nvcc layers cuda-check
+.PHONY: all check asan fuzz fuzz-long clean deps print-ldlibs print-objs print-nvcc layers cuda-check test-venv
 all: $(BIN)
 	@cmp -s $(BIN) espnet3 || cp -f $(BIN) espnet3
 
@@ -126,10 +126,18 @@ deps:
 layers:
 	@python3 scripts/check_layers.py
 
-# The test runner finds the binary under test through ESPNET3_BIN.
-check: deps layers
+# The tests' real-world checks (PyTorch loading our .pth/.ckpt, the real torchrun, Python's
+# safetensors) use a cached venv from PyPI; ESPNET3_NO_TEST_VENV=1 skips it (those tests then say
+# they are skipped, and why).
+TEST_VENV ?= $(or $(ESPNET3_TEST_VENV),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/espnet3/test-venv)
+
+test-venv:
+	@scripts/install_test_venv.sh '$(TEST_VENV)'
+
+# The test runner finds the binary under test through ESPNET3_BIN, the venv through ESPNET3_TEST_VENV.
+check: deps layers test-venv
 	@$(MAKE) --no-print-directory $(BIN) $(TEST_BIN)
-	ESPNET3_BIN=$(abspath $(BIN)) ESPNET3_ROOT=$(CURDIR) $(TEST_BIN) $(TEST_ARGS)
+	ESPNET3_BIN=$(abspath $(BIN)) ESPNET3_ROOT=$(CURDIR) ESPNET3_TEST_VENV='$(TEST_VENV)' $(TEST_BIN) $(TEST_ARGS)
 
 # The CUDA checks (make CUDA=1 cuda-check; .ci/run runs them after the CUDA build): ptxas'
 # registers and spills per kernel, the CUDA build's test_backend_ops (cuda against ref64 where a
@@ -145,7 +153,7 @@ cuda-check:
 	@echo "make cuda-check: needs CUDA=1 (make CUDA=1 cuda-check)" >&2; exit 2
 endif
 
-asan: deps
+asan: deps test-venv
 	@$(MAKE) --no-print-directory SAN=1 check
 
 fuzz: deps

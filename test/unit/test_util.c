@@ -123,10 +123,32 @@ int test_sh(const char *fmt, ...)
     return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-int test_run_python(const char *dir, const char *code)
+int test_run_python(const char *dir, const char *code) { return test_run_python_with("/usr/bin/python3", dir, code); }
+
+int test_run_python_with(const char *python, const char *dir, const char *code)
 {
     test_write_text(test_path(dir, "check.py"), code);
-    return test_sh("cd '%s' && /usr/bin/python3 check.py", dir);
+    return test_sh("cd '%s' && '%s' check.py", dir, python);
+}
+
+const char *test_venv_tool(const char *tool)
+{
+    static char path[4096];
+    if (!strcmp(test_env_or("ESPNET3_NO_TEST_VENV", ""), "1"))
+        cr_skip_test("ESPNET3_NO_TEST_VENV=1: no venv with PyTorch and safetensors (scripts/install_test_venv.sh)");
+    const char *venv = getenv("ESPNET3_TEST_VENV");
+    char dflt[3000];
+    if (!venv || !*venv) {
+        const char *cache = getenv("XDG_CACHE_HOME"), *home = test_env_or("HOME", "/root");
+        if (cache && *cache) snprintf(dflt, sizeof dflt, "%s/espnet3/test-venv", cache);
+        else snprintf(dflt, sizeof dflt, "%s/.cache/espnet3/test-venv", home);
+        venv = dflt;
+    }
+    snprintf(path, sizeof path, "%s/bin/%s", venv, tool);
+    if (access(path, X_OK) != 0)
+        cr_skip_test("%s is not there: the venv of the real-world checks is not installed (make check installs it: "
+                     "scripts/install_test_venv.sh)", path);
+    return path;
 }
 
 int test_free_port(void)

@@ -46,6 +46,13 @@ int test_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Writes code to <dir>/check.py and runs it with /usr/bin/python3 in dir; returns its exit status
  * (-1 when it did not exit normally). */
 int test_run_python(const char *dir, const char *code);
+/* The same with another interpreter (the test venv's: test_venv_tool("python")). */
+int test_run_python_with(const char *python, const char *dir, const char *code);
+
+/* bin/<tool> of the cached venv of the real-world checks (PyTorch, torchrun, safetensors:
+ * scripts/install_test_venv.sh, which make check runs; ESPNET3_TEST_VENV names it), or skips the
+ * calling test with the reason it is not there (ESPNET3_NO_TEST_VENV=1, not installed). */
+const char *test_venv_tool(const char *tool);
 
 /* A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released). */
 int test_free_port(void);

@@ -237,3 +237,49 @@ Test(torch_zip, a_legacy_torch_file_is_named, .init = setup, .fini = teardown)
     cr_assert_neq(model_weights_open(p, &f, &err), 0);
     cr_expect(strstr(err.msg, "old.pth: a PyTorch file in the legacy format (before PyTorch 1.6"), "%s", err.msg);
 }
+
+/* The real PyTorch (the test venv's torch 2.11, torch.load with weights_only=True as ESPnet3 and
+ * torch >= 2.6 load) reads both writers' files to the same names, dtypes, shapes and bits: every
+ * .pth and .ckpt espnet3 writes goes through pt_write or pt_write_lightning (the experiment's own
+ * files: train/ckpt_files/espnet3_names_load_in_pytorch). */
+Test(torch_zip, pytorch_loads_what_we_write, .init = setup, .fini = teardown)
+{
+    const char *python = test_venv_tool("python");
+    float w[6] = {1.5f, -0.0f, 3.25e-8f, 1e30f, -7.0f, 0.1f}, s = 2.0f;
+    double d[2] = {3.141592653589793, -1e-300};
+    int64_t cnt = 123456789012LL, ids[3] = {-1, 0, 1LL << 40};
+    st_tensor t[] = {
+        {.name = "encoder.embed.out.0.weight", .dtype = ST_F32, .ndim = 2, .shape = {2, 3}, .data = w},
+        {.name = "scalar", .dtype = ST_F32, .ndim = 0, .data = &s},
+        {.name = "bn.num_batches_tracked", .dtype = ST_I64, .ndim = 0, .data = &cnt},
+        {.name = "empty", .dtype = ST_F32, .ndim = 1, .shape = {0}, .data = w},
+        {.name = "f64", .dtype = ST_F64, .ndim = 1, .shape = {2}, .data = d},
+        {.name = "ids", .dtype = ST_I64, .ndim = 3, .shape = {1, 3, 1}, .data = ids},
+    };
+    esp_err err = {{0}};
+    cr_assert_eq(pt_write(test_path(dir, "m.pth"), t, 6, &err), 0, "%s", err.msg);
+    cr_assert_eq(pt_write_lightning(test_path(dir, "m.ckpt"), t, 6, 3, 1234, &err), 0, "%s", err.msg);
+    int rc = test_run_python_with(
+        python, dir,
+        "import math, struct, torch\n"
+        "want = {'encoder.embed.out.0.weight': (torch.float32, (2, 3), [1.5, -0.0, 3.25e-8, 1e30, -7.0, 0.1]),\n"
+        "        'scalar': (torch.float32, (), [2.0]), 'bn.num_batches_tracked': (torch.int64, (), [123456789012]),\n"
+        "        'empty': (torch.float32, (0,), []), 'f64': (torch.float64, (2,), [3.141592653589793, -1e-300]),\n"
+        "        'ids': (torch.int64, (1, 3, 1), [-1, 0, 1 << 40])}\n"
+        "def same(sd, prefix):\n"
+        "    assert list(sd) == [prefix + k for k in want], list(sd)\n"
+        "    for k, (dt, shape, vals) in want.items():\n"
+        "        v = sd[prefix + k]\n"
+        "        assert v.dtype == dt and tuple(v.shape) == shape, (k, v.dtype, v.shape)\n"
+        "        ref = torch.tensor(vals, dtype=dt).reshape(shape)\n"
+        "        # bit for bit: -0.0 and the float32 roundings included\n"
+        "        assert v.numpy().tobytes() == ref.numpy().tobytes(), (k, v, ref)\n"
+        "sd = torch.load('m.pth', map_location='cpu', weights_only=True)\n"
+        "assert type(sd).__name__ == 'OrderedDict', type(sd)\n"
+        "same(sd, '')\n"
+        "ck = torch.load('m.ckpt', map_location='cpu', weights_only=True)\n"
+        "assert ck['epoch'] == 3 and ck['global_step'] == 1234 and 'pytorch-lightning_version' in ck, list(ck)\n"
+        "same(ck['state_dict'], 'model.')\n"
+        "print('torch', torch.__version__, 'read both files')\n");
+    cr_assert_eq(rc, 0, "PyTorch did not load our .pth / .ckpt as written");
+}

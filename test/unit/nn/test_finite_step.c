@@ -1,7 +1,9 @@
 /* A whole training step at ESPnet2's default sizes stays finite, for each model kind: forward, loss
  * and backward of the Transformer, Conformer and E-Branchformer encoders (ESPnet2's default
  * encoder_conf: 256 wide, 6 / 6 / 12 blocks), the first with the joint CTC/attention loss and
- * intermediate CTC, on a padded batch of 4 with dropout on; every parameter and gradient must be
+ * intermediate CTC, on a padded batch of 4 with dropout on; and the language models at ESPnet2's
+ * defaults (TransformerLM: embed 128, att_unit 256, 4 layers; SequentialRNNLM: a 2-layer LSTM of
+ * 650) on a padded batch of 4 texts, dropout on; every parameter and gradient must be
  * finite and the gradient not all zero, so a NaN or Inf anywhere in a step fails here by name
  * (issue 45) rather than as a drifting number elsewhere. */
 #include <criterion/criterion.h>
@@ -11,6 +13,7 @@
 
 #include "core/compute/backend.h"
 #include "core/config/config_types.h"
+#include "core/nn/lm_conf.h"
 #include "core/nn/model.h"
 #include "core/nn/model_params.h"
 #include "test/unit/nn/nn_fixture.h"
@@ -92,4 +95,49 @@ Test(finite_step, e_branchformer, .timeout = 300)
     encoder_conf_cfg e = {.use_ffn = &yes, .macaron_ffn = &yes};
     model_cfg cfg = {.encoder = ebf, .encoder_conf = &e};
     step("e_branchformer", &cfg);
+}
+
+/* An LM task's step: the model's LM form (no audio) on a padded batch of texts. */
+static void lm_step(const char *kind, model_cfg *cfg)
+{
+    model_dims d;
+    esp_err err;
+    cr_assert_eq(lm_dims_from_cfg(&d, cfg, VOCAB, &err), 0, "%s: %s", kind, err.msg);
+    model_rates r = {0};
+    lm_rates_from_cfg(&r, cfg);
+    backend *be = backend_open("cpu", 0, 2, &err);
+    cr_assert_not_null(be, "%s", err.msg);
+    asr_model m;
+    asr_model_init(&m, be, &d, &r);
+    cr_assert_eq(param_init(m.params, &m.table, "xavier_uniform", 7, &err), 0, "%s", err.msg);
+    int labels[B * LMAX], ylens[B] = {LMAX, 15, 11, 6};
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < LMAX; t++) labels[b * LMAX + t] = t < ylens[b] ? 1 + (b * LMAX + t) * 37 % (VOCAB - 2) : -1;
+    asr_model_zero_grad(&m);
+    asr_model_forward(&m, NULL, NULL, B, 0, 1, 11);
+    double loss = asr_model_loss(&m, labels, ylens, LMAX, NULL);
+    cr_assert(isfinite(loss) && loss > 0, "%s: loss %g", kind, loss);
+    asr_model_backward(&m, 1.0f);
+    float *p0, *g;
+    fx_snapshot(&m, &p0, &g);
+    check_finite(&m, p0, m.table.total, "parameter", kind);
+    check_finite(&m, g, m.table.total, "gradient", kind);
+    cr_log_info("%s: %zu parameters, loss %.4f", kind, m.table.total, loss);
+    free(p0), free(g);
+    asr_model_free(&m);
+    backend_close(be);
+}
+
+Test(finite_step, transformer_lm, .timeout = 300)
+{
+    char *transformer = "transformer";
+    model_cfg cfg = {.lm = transformer};
+    lm_step("transformer_lm", &cfg);
+}
+
+Test(finite_step, seq_rnn_lm, .timeout = 300)
+{
+    char *seq_rnn = "seq_rnn";
+    model_cfg cfg = {.lm = seq_rnn};
+    lm_step("seq_rnn_lm", &cfg);
 }

@@ -15,6 +15,7 @@
 #include "core/base/fsio.h"
 #include "core/formats/metrics_csv.h"
 #include "core/formats/safetensors.h"
+#include "test/unit/test_util.h"
 #include "test/unit/train/train_files_test_util.h"
 
 /* The test's experiment folder. */
@@ -333,4 +334,40 @@ Test(checkpoint, average_keeps_conv2d8_embed_out)
     cr_assert_null(st_get(&f, "encoder.embed.out.0.weight"));
     st_close(&f);
     free(in[0]), free(in[1]), free(out);
+}
+
+/* ESPnet3's names of the run (last.ckpt, epoch<E>_step<S>_<monitor>.ckpt, <monitor>.ave_<n>best.pth)
+ * load in the real PyTorch (the test venv's; scripts/check_torch_load.py, weights_only=True) with
+ * Lightning's keys and "model." names, and the average holds the mean. */
+Test(checkpoint, espnet3_names_load_in_pytorch)
+{
+    const char *python = test_venv_tool("python");
+    ckpt_manager m;
+    esp_err err;
+    cr_assert_eq(ckpt_open(&m, dir, CRIT, 2, &err), 0, "%s", err.msg);
+    double loss[] = {5, 3, 4, 1, 2};
+    for (int e = 1; e <= 5; e++) cr_assert_eq(save_step(&m, e, e * 10, loss[e - 1], 0.1 * e, &err), 0, "%s", err.msg);
+    cr_assert_eq(ckpt_average(&m, &err), 0, "%s", err.msg);
+    cr_assert_eq(test_sh("cd '%s' && '%s' '%s/scripts/check_torch_load.py' . > loaded 2>&1", dir, python, test_root_dir()), 0,
+                 "%s", test_slurp_or_empty(test_path(dir, "loaded")));
+    char *out = test_slurp(test_path(dir, "loaded"));
+    static const char *const want[] = {
+        /* Lightning counts epochs from 0: our epoch e is its e - 1 */
+        "./last.ckpt: ok, epoch 4 global_step 50, 2 tensors, 6 values",
+        "./epoch3_step40_valid.loss.ckpt: ok, epoch 3 global_step 40",
+        "./epoch4_step50_valid.loss.ckpt: ok",
+        "./epoch1_step20_valid.loss.ckpt: ok",
+        "./epoch4_step50_valid.acc.ckpt: ok",
+        "./valid.loss.ave_3best.pth: ok, state dict, 2 tensors, 6 values",
+        "./valid.acc.ave_1best.pth: ok",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) cr_expect(strstr(out, want[i]), "no '%s' in:\n%s", want[i], out);
+    free(out);
+    int rc = test_run_python_with(python, dir,
+                                  "import torch\n"
+                                  "w = torch.load('valid.loss.ave_3best.pth', weights_only=True)['encoder.embed.out.0.weight']\n"
+                                  "i = torch.arange(5, dtype=torch.float32) / 10\n"
+                                  "ref = (((40 + i).double() + (50 + i).double() + (20 + i).double()) / 3).float()\n"
+                                  "assert torch.equal(w, ref), (w, ref)\n");
+    cr_assert_eq(rc, 0, "PyTorch reads another mean than the average's");
 }

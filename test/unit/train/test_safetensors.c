@@ -1,5 +1,5 @@
 /* safetensors files as training writes and reads them: the header byte for byte against the
- * Python library, round trips and errors, numpy and (when installed) the Python safetensors package
+ * Python library, round trips and errors, numpy and the Python safetensors package (the test venv's)
  * reading what we write, and a foreign unaligned layout. Helpers: train_files_test_util.{h,c}. */
 #include <criterion/criterion.h>
 #include <stdint.h>
@@ -9,6 +9,7 @@
 
 #include "core/base/fsio.h"
 #include "core/formats/safetensors.h"
+#include "test/unit/test_util.h"
 #include "test/unit/train/train_files_test_util.h"
 
 /* ---- safetensors ----------------------------------------------------------------------- */
@@ -132,13 +133,11 @@ Test(safetensors, numpy_reads_what_we_write)
 
 Test(safetensors, python_safetensors_package_reads_and_writes)
 {
-    if (!python_has("safetensors"))
-        cr_skip_test("the Python safetensors package is not installed for /usr/bin/python3 (pip install "
-                     "safetensors); the numpy reader test still checks the format");
+    const char *python = test_venv_tool("python");
     char *path = in_dir("s.safetensors");
     write_sample(path);
     free(path);
-    int rc = run_python("import numpy as np\n"
+    int rc = test_run_python_with(python, train_files_dir, "import numpy as np\n"
                         "from safetensors import safe_open\n"
                         "from safetensors.numpy import load_file, save_file\n"
                         "d = load_file('s.safetensors')\n"
