@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -50,6 +51,9 @@ int proc_run_capture(char *const argv[], proc_buf *out, proc_buf *err_text, size
     struct pollfd fds[2] = {{.fd = out_pipe[0], .events = POLLIN}, {.fd = err_pipe[0], .events = POLLIN}};
     int open_fds = err_text ? 2 : 1;
     unsigned char buf[65536];
+    /* stderr past its first err_cap bytes: the last err_cap of them, in a ring */
+    unsigned char *ring = err_text && err_cap ? xmalloc(err_cap) : NULL;
+    size_t past = 0;
     while (open_fds > 0) {
         if (poll(fds, 2, -1) < 0) {
             if (errno == EINTR) continue;
@@ -65,12 +69,23 @@ int proc_run_capture(char *const argv[], proc_buf *out, proc_buf *err_text, size
                 open_fds--;
             } else if (i == 0) {
                 proc_buf_append(out, buf, (size_t)got);
-            } else if (err_text->len < err_cap) {
-                size_t room = err_cap - err_text->len, keep = (size_t)got < room ? (size_t)got : room;
-                proc_buf_append(err_text, buf, keep);
+            } else {
+                size_t room = err_text->len < err_cap ? err_cap - err_text->len : 0;
+                size_t keep = (size_t)got < room ? (size_t)got : room;
+                if (keep) proc_buf_append(err_text, buf, keep);
+                for (size_t k = keep; ring && k < (size_t)got; k++) ring[past++ % err_cap] = buf[k];
             }
         }
     }
+    if (past && past <= err_cap) {
+        proc_buf_append(err_text, ring, past);
+    } else if (past) {
+        size_t start = past % err_cap; /* the oldest byte kept */
+        proc_buf_append(err_text, "\n[...]\n", 7);
+        proc_buf_append(err_text, ring + start, err_cap - start);
+        proc_buf_append(err_text, ring, start);
+    }
+    free(ring);
     for (int i = 0; i < 2; i++)
         if (fds[i].fd >= 0) close(fds[i].fd);
     while (waitpid(pid, status, 0) < 0)
