@@ -123,11 +123,14 @@ static size_t *epoch_plan(trainer *t, const batch_list **bl, size_t *nplan, esp_
     return plan;
 }
 
-/* The joint loss's parts of a micro-batch (an attention decoder's model): loss_ctc, loss_att, acc. */
-enum { PART_CTC, PART_ATT, PART_ACC, PARTS };
+/* The loss's parts of a micro-batch: an attention decoder's model's loss_ctc, loss_att and acc;
+ * each intermediate CTC layer's loss. */
+enum { PART_CTC, PART_ATT, PART_ACC, PART_IC0, PARTS = PART_IC0 + MODEL_MAX_INTERCTC };
 
-/* Whether the model's loss has parts (an ASR model with an attention decoder; an LM's is one). */
+/* Whether the model's loss has a decoder's parts (an ASR model with an attention decoder; an LM's
+ * is one), or any parts at all (those, or intermediate CTC's). */
 static int has_parts(const asr_model *m) { return m->dec && !m->dims.lm; }
+static int has_any_parts(const asr_model *m) { return has_parts(m) || interctc_metrics(m) > 0; }
 
 /* Sums of the micro-batches since the last step, and of the steps since the last log line. */
 typedef struct step_acc {
@@ -169,6 +172,7 @@ static int micro_batch(trainer *t, const batch_list *bl, size_t batch, size_t k,
             a->step_part[PART_ATT] += m->loss_att;
             a->step_part[PART_ACC] += (double)m->att_correct / (double)m->att_tokens;
         }
+        for (int k = 0; k < interctc_metrics(m); k++) a->step_part[PART_IC0 + k] += m->loss_interctc[k];
     }
     a->step_invalid |= *invalid;
     a->micro++;
@@ -187,8 +191,8 @@ static int take_step(trainer *t, size_t k, step_acc *a, guard_verdict *v, double
     if (t->world > 1) {
         float red[4 + PARTS] = {(float)a->step_invalid, (float)a->step_loss, (float)a->step_n, (float)a->audio_s};
         for (int i = 0; i < PARTS; i++) red[4 + i] = (float)a->step_part[i];
-        /* A CTC-only model keeps its four values (the decoder's parts are zeros it does not send). */
-        if (host_all_reduce(t, red, has_parts(&t->model) ? 4 + PARTS : 4, COMM_SUM, err) != 0) return -1;
+        /* A model without parts keeps its four values (the parts are zeros it does not send). */
+        if (host_all_reduce(t, red, has_any_parts(&t->model) ? 4 + PARTS : 4, COMM_SUM, err) != 0) return -1;
         invalid = red[0] > 0 ? NAN_GUARD_LOSS : NAN_GUARD_OK;
         a->loss_acc += red[1], a->loss_n += (int64_t)red[2];
         t->audio_total += red[3];
@@ -228,11 +232,12 @@ static int take_step(trainer *t, size_t k, step_acc *a, guard_verdict *v, double
 static const char *rate_unit(const trainer *t) { return t->train.data.text_only ? "tokens/s" : "audio-s/s"; }
 
 /* The train/ metrics of the steps since the last log line (with a decoder also loss_ctc,
- * loss_att and acc, means over the micro-batches as train/loss). */
+ * loss_att and acc, with intermediate CTC each layer's loss: means over the micro-batches as
+ * train/loss). */
 static void log_step(trainer *t, step_acc *a, double lr, double norm, double rate)
 {
     double n = a->loss_n ? (double)a->loss_n : NAN;
-    metric m[7] = {{"train/loss", a->loss_acc / n, 0},
+    metric m[7 + MODEL_MAX_INTERCTC] = {{"train/loss", a->loss_acc / n, 0},
                    {"train/lr", lr, 0},
                    {"train/grad_norm", norm, 0},
                    {"epoch", (double)t->epoch, 1}};
@@ -245,6 +250,8 @@ static void log_step(trainer *t, step_acc *a, double lr, double norm, double rat
         snprintf(parts, sizeof parts, " (ctc %.3f att %.3f acc %.3f)", t->model.dims.no_ctc ? NAN : m[6].value,
                  m[4].value, m[5].value);
     }
+    for (int k = 0; k < interctc_metrics(&t->model); k++)
+        m[nm++] = (metric){interctc_metric_name(&t->model, 0, k), a->part_acc[PART_IC0 + k] / n, 0};
     trainer_log_metrics(t, m, nm);
     log_info("epoch %" PRId64 " step %" PRId64 " loss %.3f%s lr %.3g grad_norm %.3g %.1f %s", t->epoch + 1,
              t->step, m[0].value, parts, lr, norm, rate, rate_unit(t));

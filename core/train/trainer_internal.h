@@ -56,8 +56,13 @@ void trainer_log_metrics(trainer *t, const metric *m, size_t n);
 
 /* validate.c: the validation metrics of this model (names; values NAN) into out (up to
  * VALID_METRICS_MAX); validate fills them over the valid split: valid/loss and valid/cer (greedy
- * CTC; not without a CTC branch), with a decoder valid/acc, valid/loss_ctc and valid/loss_att. */
-enum { VALID_METRICS_MAX = 5 };
+ * CTC; not without a CTC branch), with a decoder valid/acc, valid/loss_ctc and valid/loss_att, with
+ * intermediate CTC valid/loss_interctc_layer<N> for each of its layers (ESPnet's names). */
+enum { VALID_METRICS_MAX = 5 + MODEL_MAX_INTERCTC };
+/* How many intermediate CTC losses the model's loss has (0: none), and the metric name of the k-th
+ * ("train/loss_interctc_layer6": N is encoder_conf.interctc_layer_idx's, 1-based). */
+int interctc_metrics(const asr_model *m);
+const char *interctc_metric_name(const asr_model *m, int valid, int k);
 size_t validation_metrics(const asr_model *m, metric *out);
 int validate(trainer *t, metric *out, size_t *n_out, esp_err *err);
 

@@ -4,6 +4,7 @@
  * loss alone, weighted by tokens as ESPnetLanguageModel weights its stats (the mean negative
  * log-likelihood per token of the whole split: perplexity = exp(valid/loss)). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,8 +32,8 @@ static void batch_cer(trainer *t, const asr_batch *ab, float **host_logp, size_t
 
 /* The batch-size-weighted sums of one rank, in this order (ESPnet's reporter weights every
  * batch's stats by its batch size): loss, loss_ctc, loss_att, acc, utterances, CER edits, CER
- * reference length. */
-enum { V_LOSS, V_CTC, V_ATT, V_ACC, V_UTTS, V_EDITS, V_REF, V_COUNT };
+ * reference length, each intermediate CTC layer's loss. */
+enum { V_LOSS, V_CTC, V_ATT, V_ACC, V_UTTS, V_EDITS, V_REF, V_IC0, V_COUNT = V_IC0 + MODEL_MAX_INTERCTC };
 
 /* Every rank's sums, gathered as doubles and added in rank order: the same bits everywhere. */
 static int sum_over_ranks(trainer *t, double *v, esp_err *err)
@@ -49,6 +50,17 @@ static int sum_over_ranks(trainer *t, double *v, esp_err *err)
     return rc;
 }
 
+int interctc_metrics(const asr_model *m) { return m->rates.interctc_weight != 0 ? m->dims.n_interctc : 0; }
+
+const char *interctc_metric_name(const asr_model *m, int valid, int k)
+{
+    static char names[2][MODEL_MAX_INTERCTC][48]; /* one model per process: the same text each call */
+    ESP_CHECK(k >= 0 && k < m->dims.n_interctc);
+    snprintf(names[!!valid][k], sizeof names[0][0], "%s/loss_interctc_layer%d", valid ? "valid" : "train",
+             m->dims.interctc[k] + 1);
+    return names[!!valid][k];
+}
+
 size_t validation_metrics(const asr_model *m, metric *out)
 {
     size_t n = 0;
@@ -59,6 +71,7 @@ size_t validation_metrics(const asr_model *m, metric *out)
         if (!m->dims.no_ctc) out[n++] = (metric){"valid/loss_ctc", NAN, 0};
         out[n++] = (metric){"valid/loss_att", NAN, 0};
     }
+    for (int k = 0; k < interctc_metrics(m); k++) out[n++] = (metric){interctc_metric_name(m, 1, k), NAN, 0};
     return n;
 }
 
@@ -90,6 +103,7 @@ int validate(trainer *t, metric *out, size_t *n_out, esp_err *err)
             v[V_ATT] += m->loss_att * (double)n;
             v[V_ACC] += (double)m->att_correct / (double)m->att_tokens * (double)n;
         }
+        for (int k = 0; k < interctc_metrics(m); k++) v[V_IC0 + k] += m->loss_interctc[k] * (double)n;
         if (!m->dims.no_ctc) {
             err_counts cer = {0};
             batch_cer(t, &ab, &host_logp, &cap, &cer);
@@ -107,6 +121,8 @@ int validate(trainer *t, metric *out, size_t *n_out, esp_err *err)
         const char *k = out[i].name;
         double x = !strcmp(k, "valid/loss") ? v[V_LOSS] : !strcmp(k, "valid/loss_ctc") ? v[V_CTC]
                  : !strcmp(k, "valid/loss_att") ? v[V_ATT] : !strcmp(k, "valid/acc") ? v[V_ACC] : NAN;
+        for (int l = 0; l < interctc_metrics(m); l++)
+            if (!strcmp(k, interctc_metric_name(m, 1, l))) x = v[V_IC0 + l];
         out[i].value = !strcmp(k, "valid/cer") ? err_rate(&cer) : u ? x / u : NAN;
     }
     return 0;
