@@ -93,7 +93,7 @@ CLI_LIB_OBJS := $(filter-out $(BUILD)/cli/main.o,$(MAIN_OBJS))
 BIN      := $(BUILD)/espnet3
 TEST_BIN := $(BUILD)/espnet3_tests
 
-.PHONY: all check asan fuzz fuzz-long clean deps print-ldlibs print-objs print-nvcc layers cuda-check test-venv
+.PHONY: all check asan fuzz fuzz-long clean deps print-ldlibs print-objs print-nvcc layers cuda-check test-venv bench
 all: $(BIN)
 	@cmp -s $(BIN) espnet3 || cp -f $(BIN) espnet3
 
@@ -119,6 +119,21 @@ $(BUILD)/%.o: %.cu
 $(TEST_BIN): $(TEST_OBJS) $(APP_OBJS) $(CLI_LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcriterion
 
+# The benchmark drivers (scripts/bench/*.c), built against this build's objects so that they
+# cannot rot: make check builds them, the bench scripts run them.
+BENCH_SRCS := $(filter-out scripts/bench/gemm_shapes_preload.c,$(wildcard scripts/bench/*.c))
+BENCH_BINS := $(BENCH_SRCS:scripts/bench/%.c=$(BUILD)/bench/%) $(BUILD)/bench/gemm_shapes_preload.so
+
+$(BUILD)/bench/%: scripts/bench/%.c $(APP_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(APP_OBJS) $(LDLIBS)
+
+$(BUILD)/bench/gemm_shapes_preload.so: scripts/bench/gemm_shapes_preload.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 $(WARN) -shared -fPIC -o $@ $< -ldl -lpthread
+
+bench: $(BENCH_BINS)
+
 deps:
 	@scripts/install_deps.sh
 
@@ -136,7 +151,7 @@ test-venv:
 
 # The test runner finds the binary under test through ESPNET3_BIN, the venv through ESPNET3_TEST_VENV.
 check: deps layers test-venv
-	@$(MAKE) --no-print-directory $(BIN) $(TEST_BIN)
+	@$(MAKE) --no-print-directory $(BIN) $(TEST_BIN) $(BENCH_BINS)
 	ESPNET3_BIN=$(abspath $(BIN)) ESPNET3_ROOT=$(CURDIR) ESPNET3_TEST_VENV='$(TEST_VENV)' $(TEST_BIN) $(TEST_ARGS)
 
 # The CUDA checks (make CUDA=1 cuda-check; .ci/run runs them after the CUDA build): ptxas'
