@@ -8,16 +8,7 @@
 #include "core/dist/dist.h"
 #include "core/dist/dist_launch.h"
 
-static int stage_uses_cuda(const stage_def *s, const esp_configs *cfgs)
-{
-    const char *key;
-    const esp_config *cfg;
-    esp_err why;
-    const char *kind = backend_kind_for(stage_accelerator(s, cfgs, &key, &cfg), &why);
-    return kind && strcmp(kind, "cuda") == 0;
-}
-
-int launch_stage_ranks(const stage_def *s, const cli_args *a, int argc, char **argv, const esp_configs *cfgs,
+int launch_stage_ranks(const stage_def *s, backend_kind kind, const cli_args *a, int argc, char **argv, const esp_configs *cfgs,
                        int *rc, esp_err *err)
 {
     int flags = a->nproc_per_node >= 0 || a->nnodes >= 0 || a->node_rank >= 0 || a->master_addr || a->master_port >= 0;
@@ -53,7 +44,7 @@ int launch_stage_ranks(const stage_def *s, const cli_args *a, int argc, char **a
          * later stages fork their workers (stage 6's parallel.env local runs the decoder on the
          * GPU in each). So also for a single task of srun or torchrun. */
         int own_rank = getenv("ESPNET3_LAUNCHED_RANK") != NULL;
-        if (dev * nodes <= 1 && (own_rank || !stage_uses_cuda(s, cfgs))) return 0;
+        if (dev * nodes <= 1 && (own_rank || kind != BACKEND_CUDA)) return 0;
         if (nodes > 1)
             return esp_fail(err, "%s: trainer.num_nodes %" PRId64 ": a plain command starts the ranks of its own node "
                                  "only (start one command per node with --nproc_per_node %" PRId64 " --nnodes %" PRId64

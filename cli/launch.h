@@ -9,8 +9,9 @@
 #include "cli/options.h"
 
 /* Returns 1 when the stage was run through launched ranks (result in *rc), 0 when the caller
- * runs it in this process, -1 on an error (err filled). */
-int launch_stage_ranks(const stage_def *s, const cli_args *a, int argc, char **argv, const esp_configs *cfgs,
+ * runs it in this process, -1 on an error (err filled). kind: the stage's backend (one rank on
+ * CUDA is still launched, so that CUDA is initialised in a fresh process). */
+int launch_stage_ranks(const stage_def *s, backend_kind kind, const cli_args *a, int argc, char **argv, const esp_configs *cfgs,
                        int *rc, esp_err *err);
 
 #endif

@@ -47,9 +47,10 @@ static int run_worker_stage(const char *name, const esp_configs *cfgs, esp_err *
     const stage_def *s = stage_by_name(name);
     if (!s) return esp_fail(err, "this SLURM job was told to run stage '%s', which this binary does not have", name);
     cli_args named = {.stages = (const char *[]){name, NULL}, .n_stages = 1}; /* as if given by --stages */
-    if (check_stage_configs(&named, &s, 1, cfgs, err) < 0) return -1;
+    backend_kind kind;
+    if (check_stage_configs(&named, &s, &kind, 1, cfgs, err) < 0) return -1;
     char *dir = s->output_dir(cfgs);
-    stage_ctx ctx = {.configs = cfgs, .log_dir = dir};
+    stage_ctx ctx = {.configs = cfgs, .log_dir = dir, .backend = kind};
     log_info("SLURM worker: stage %s", s->name);
     int rc = s->run(&ctx, err);
     if (rc == 0 && !runner_worker_found_job())
@@ -163,6 +164,7 @@ int main(int argc, char **argv)
     log_set_quiet(args.quiet);
 
     const stage_def *selected[64];
+    backend_kind kinds[64];
     int n_sel = select_stages(&args, selected, &err);
     if (n_sel < 0) {
         fprintf(stderr, "espnet3: error: %s\n", err.msg);
@@ -196,7 +198,7 @@ int main(int argc, char **argv)
         for (int j = 0; j < 3; j++) free(inherited[k][j]);
     }
     if (rc == 0) {
-        n_sel = check_stage_configs(&args, selected, n_sel, &cfgs, &err);
+        n_sel = check_stage_configs(&args, selected, kinds, n_sel, &cfgs, &err);
         if (n_sel < 0) rc = -1;
     }
 
@@ -214,9 +216,9 @@ int main(int argc, char **argv)
         rc = run_worker_stage(runner_worker_stage(), &cfgs, &err);
     } else if (rc == 0) {
         for (int i = 0; i < n_sel && rc == 0; i++) {
-            int launched = launch_stage_ranks(selected[i], &args, argc, argv, &cfgs, &rc, &err);
+            int launched = launch_stage_ranks(selected[i], kinds[i], &args, argc, argv, &cfgs, &rc, &err);
             if (launched < 0) rc = -1;
-            else if (!launched) rc = run_stage(selected[i], &cfgs, args.write_requirements, &err);
+            else if (!launched) rc = run_stage(selected[i], kinds[i], &cfgs, args.write_requirements, &err);
             if (rc == 0 && runner_pending_count() > 0) {
                 /* Async mode: later stages need these results, so the run stops here. */
                 printf("espnet3: stage %s: submitted to SLURM (jobs %s); rerun the same command when they are "

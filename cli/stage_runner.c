@@ -102,23 +102,17 @@ static int check_gpus_per_node(const esp_configs *cfgs, esp_err *err)
 }
 
 /* A stage that computes must be able to open the backend its config names, before any stage runs
- * (trainer.accelerator: gpu on a machine without one fails here, not after stages 1-3). */
-static int check_accelerator(const stage_def *s, const esp_configs *cfgs, esp_err *err)
+ * (trainer.accelerator: gpu on a machine without one fails here, not after stages 1-3); *kind is
+ * what it runs on. */
+static int check_backend(const stage_def *s, const esp_configs *cfgs, backend_kind *kind, esp_err *err)
 {
-    if (!(s->flags & STAGE_NEEDS_BACKEND)) return 0;
-    const char *key;
-    const esp_config *cfg;
-    const char *acc = stage_accelerator(s, cfgs, &key, &cfg);
-    esp_err why;
-    const char *kind = backend_kind_for(acc, &why);
-    if (kind && strcmp(kind, "cuda") == 0 && s->needs == NEEDS_TRAINING) return check_gpus_per_node(cfgs, err);
-    if (kind) return 0;
-    char where[512];
-    where_is(cfg, key, where, sizeof where);
-    return esp_fail(err, "%s: %s: %s", where, key, why.msg);
+    if (stage_backend(s, cfgs, kind, err) != 0) return -1;
+    if (*kind == BACKEND_CUDA && s->needs == NEEDS_TRAINING) return check_gpus_per_node(cfgs, err);
+    return 0;
 }
 
-int check_stage_configs(const cli_args *a, const stage_def **sel, int n, const esp_configs *cfgs, esp_err *err)
+int check_stage_configs(const cli_args *a, const stage_def **sel, backend_kind *kinds, int n, const esp_configs *cfgs,
+                        esp_err *err)
 {
     int named_all = 0;
     for (int k = 0; a->stages && k < a->n_stages; k++) named_all |= !strcmp(a->stages[k], "all");
@@ -133,7 +127,8 @@ int check_stage_configs(const cli_args *a, const stage_def **sel, int n, const e
     }
     if (kept == 0 && n > 0) return missing_config(skipped[0], err);
     for (int i = 0; i < kept; i++)
-        if (check_accelerator(sel[i], cfgs, err) != 0 || (sel[i]->check && sel[i]->check(cfgs, err) != 0)) return -1;
+        if (check_backend(sel[i], cfgs, &kinds[i], err) != 0 || (sel[i]->check && sel[i]->check(cfgs, err) != 0))
+            return -1;
     for (int i = 0; i < n_skipped; i++)
         log_info("skipping stage %s: no %s config given", skipped[i]->name, needs_name(skipped[i]));
     return kept;
@@ -167,7 +162,7 @@ int rotate_log(const char *dir, const char *stage, esp_err *err)
 
 /* Ranks above 0 of a distributed stage write no config (rank 0 does) and print only warnings and
  * errors; with trainer.per_rank_logs each also logs everything to <stage>.rank<r>.log. */
-static int run_stage_other_rank(const stage_def *s, const esp_configs *cfgs, int rank, esp_err *err)
+static int run_stage_other_rank(const stage_def *s, backend_kind kind, const esp_configs *cfgs, int rank, esp_err *err)
 {
     log_set_quiet(1);
     char *dir = s->output_dir(cfgs);
@@ -185,7 +180,7 @@ static int run_stage_other_rank(const stage_def *s, const esp_configs *cfgs, int
         log_set_file(log_fp);
         log_info("=== [START] stage: %s (rank %d) ===", s->name, rank);
     }
-    stage_ctx ctx = {.configs = cfgs, .log_dir = dir};
+    stage_ctx ctx = {.configs = cfgs, .log_dir = dir, .backend = kind};
     int rc = s->run(&ctx, err);
     if (log_fp) {
         if (rc != 0) fprintf(log_fp, "espnet3: error: %s\n", err->msg);
@@ -213,11 +208,11 @@ static int write_requirements_file(const char *dir, esp_err *err)
     return rc;
 }
 
-int run_stage(const stage_def *s, const esp_configs *cfgs, int write_requirements, esp_err *err)
+int run_stage(const stage_def *s, backend_kind kind, const esp_configs *cfgs, int write_requirements, esp_err *err)
 {
     const dist_env *env = s->flags & STAGE_SPAWNS_RANKS ? dist_process_env(err) : NULL;
     if ((s->flags & STAGE_SPAWNS_RANKS) && !env) return -1;
-    if (env && env->rank > 0) return run_stage_other_rank(s, cfgs, env->rank, err);
+    if (env && env->rank > 0) return run_stage_other_rank(s, kind, cfgs, env->rank, err);
     char *dir = s->output_dir(cfgs);
     /* One run per output folder: the lock comes before anything is written (log rotation too). */
     dir_lock lock = {.fd = -1};
@@ -249,7 +244,7 @@ int run_stage(const stage_def *s, const esp_configs *cfgs, int write_requirement
     int rc = config_write_resolved(cfg, cfg_out, err);
     free(cfg_out);
     if (rc == 0 && write_requirements) rc = write_requirements_file(dir, err);
-    stage_ctx ctx = {.configs = cfgs, .log_dir = dir};
+    stage_ctx ctx = {.configs = cfgs, .log_dir = dir, .backend = kind};
     runner_set_stage(s->name); /* SLURM workers are told which stage to run */
     int pending_before = runner_pending_count();
     if (rc == 0) {

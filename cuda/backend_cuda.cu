@@ -1,4 +1,4 @@
-// The CUDA backend (backend_open("cuda", device, ...)): device memory from cudaMalloc, one stream
+// The CUDA backend (backend_open(BACKEND_CUDA, device, ...)): device memory from cudaMalloc, one stream
 // per backend that every op and copy runs on in order, one cuBLAS handle bound to it, and scratch
 // the backend owns. The ops live one family per file (cuda/ops_*.cu); this file holds memory,
 // errors, the op table and the constructor.
@@ -304,6 +304,7 @@ static constexpr backend cu_ops()
 {
     backend b{};
     b.name = "cuda";
+    b.kind = BACKEND_CUDA;
     b.gemm = cu_gemm;
     b.linear_forward = cu_linear_forward;
     b.linear_backward = cu_linear_backward;

@@ -33,7 +33,7 @@ typedef struct decode_opts {
     s2t_opts s2t;
     int batch_size;
     int threads;              /* per worker */
-    const char *backend_kind; /* from model.device (backend_kind_for); a GPU worker sees its device as 0 */
+    backend_kind backend;     /* from model.device (the stage context's); a GPU worker sees its device as 0 */
 } decode_opts;
 
 /* What every worker needs to build its decoder (paths, so a worker can be any process). */
@@ -69,7 +69,7 @@ static void *provide(void *arg, esp_err *err)
     const infer_job *job = arg;
     infer_env *env = xcalloc(1, sizeof *env);
     env->job = job;
-    if (!(env->be = backend_open(job->opts.backend_kind, 0, job->opts.threads, err))) goto fail;
+    if (!(env->be = backend_open(job->opts.backend, 0, job->opts.threads, err))) goto fail;
     env->s2t = speech2text_open(env->be, job->mf, &job->opts.s2t, err);
     if (!env->s2t) goto fail;
     env->results = xcalloc((size_t)job->opts.batch_size, sizeof *env->results);
@@ -450,9 +450,6 @@ static int decode_opts_from_cfg(decode_opts *o, const inference_cfg *icfg, const
         log_warn("%s: model.lm_train_config / lm_file: lm_weight is 0, so the LM is not used", file);
     if (mc->ctc_weight == 1.0 && mc->lm_weight == 0 && (mc->maxlenratio != 0 || mc->minlenratio != 0))
         log_warn("%s: model.maxlenratio/minlenratio: the CTC-only searches (ctc_weight 1.0) do not use them", file);
-    esp_err why;
-    if (!(o->backend_kind = backend_kind_for(mc->device, &why)))
-        return esp_fail(err, "%s: model.device: %s", file, why.msg);
     return 0;
 }
 
@@ -474,6 +471,7 @@ int stage_infer(const stage_ctx *ctx, esp_err *err)
     if (!icfg->model) return esp_fail(err, "%s: model: missing (the template conf/inference.yaml sets it)", file);
     decode_opts o;
     if (decode_opts_from_cfg(&o, icfg, file, err) != 0) return -1;
+    o.backend = ctx->backend;
     model_files mf, lmf = {0};
     if (model_files_locate(&mf, icfg, file, err) != 0) return -1;
     if (o.s2t.lm_weight > 0) {

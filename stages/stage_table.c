@@ -1,5 +1,6 @@
 #include "stages/stages.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/base/fsio.h"
@@ -122,14 +123,26 @@ const stage_def *stage_by_number(int number)
     return NULL;
 }
 
-const char *stage_accelerator(const stage_def *s, const esp_configs *c, const char **key, const esp_config **cfg)
+int stage_backend(const stage_def *s, const esp_configs *c, backend_kind *out, esp_err *err)
 {
+    *out = BACKEND_CPU;
+    if (!(s->flags & STAGE_NEEDS_BACKEND)) return 0;
+    const char *key, *accelerator;
+    const esp_config *cfg;
     if (s->needs == NEEDS_TRAINING) {
         const training_cfg *t = training_of(c);
-        *key = "trainer.accelerator", *cfg = c->training;
-        return t && t->trainer ? t->trainer->accelerator : NULL;
+        key = "trainer.accelerator", cfg = c->training;
+        accelerator = t && t->trainer ? t->trainer->accelerator : NULL;
+    } else {
+        const inference_cfg *i = inference_of(c);
+        key = "model.device", cfg = c->inference;
+        accelerator = i && i->model ? i->model->device : NULL;
     }
-    const inference_cfg *i = inference_of(c);
-    *key = "model.device", *cfg = c->inference;
-    return i && i->model ? i->model->device : NULL;
+    esp_err why;
+    if (backend_kind_for(accelerator, out, &why) == 0) return 0;
+    if (!cfg) return esp_fail(err, "%s: %s", key, why.msg);
+    char *where = config_where(cfg, key); /* "file:line:col: key" */
+    esp_fail(err, "%s: %s", where, why.msg);
+    free(where);
+    return -1;
 }

@@ -3,6 +3,7 @@
 #ifndef ESPNET3_STAGES_H
 #define ESPNET3_STAGES_H
 
+#include "core/compute/backend.h"
 #include "core/config/config.h"
 #include "core/base/log.h"
 
@@ -24,6 +25,8 @@ const char *stage_config_option(const struct stage_def *s);
 typedef struct stage_ctx {
     const esp_configs *configs; /* loaded, resolved, validated configs (some may be absent) */
     const char *log_dir;        /* the stage's output folder, where <stage>.log is written */
+    backend_kind backend;       /* what a STAGE_NEEDS_BACKEND stage computes on (stage_backend), resolved
+                                 * once by the CLI before any stage runs */
 } stage_ctx;
 
 typedef int (*stage_fn)(const stage_ctx *ctx, esp_err *err);
@@ -33,7 +36,7 @@ enum stage_flags {
     STAGE_SPAWNS_RANKS = 1 << 0,  /* runs as trainer.devices x trainer.num_nodes ranks: the CLI launches
                                    * the local ones (cli/launch.c), rank 0 owns the stage log */
     STAGE_NEEDS_BACKEND = 1 << 1, /* computes on a backend: the accelerator it names is checked before
-                                   * any stage runs (stage_accelerator) */
+                                   * any stage runs (stage_backend) */
 };
 
 typedef struct stage_def {
@@ -57,10 +60,11 @@ extern const int stage_count;
 const stage_def *stage_by_name(const char *name); /* name or alias */
 const stage_def *stage_by_number(int number);
 
-/* For a STAGE_NEEDS_BACKEND stage: the accelerator its config asks for (trainer.accelerator for
- * training, the inference model's `device`), NULL when unset; *key names the key and *cfg the config
- * it came from, for messages. */
-const char *stage_accelerator(const stage_def *s, const esp_configs *c, const char **key, const esp_config **cfg);
+/* The backend a stage computes on: for a STAGE_NEEDS_BACKEND stage the one its config's accelerator
+ * names (trainer.accelerator for training, the inference model's `device`; auto when unset:
+ * backend_kind_for), else BACKEND_CPU. -1 with err at the key's line when this build or machine
+ * cannot open it. */
+int stage_backend(const stage_def *s, const esp_configs *c, backend_kind *out, esp_err *err);
 
 /* Stage functions, one file each. */
 int stage_create_dataset(const stage_ctx *ctx, esp_err *err);

@@ -219,11 +219,11 @@ static int check_config(const training_cfg *cfg, const char *file, const dist_en
  * (core/compute/ops_precision.h), as torch.autocast runs bf16-mixed on a CPU. For 16-mixed
  * Lightning would switch a CPU run to bf16-mixed; espnet3 keeps fp16 with its loss scaler, so a
  * CPU run computes what the GPU run would, and says so. */
-static amp_precision precision_from_cfg(const trainer_cfg *tc, const char *kind, const char *file)
+static amp_precision precision_from_cfg(const trainer_cfg *tc, backend_kind kind, const char *file)
 {
     const char *p = tc->precision;
     if (!p || !strcmp(p, "32") || !strcmp(p, "32-true")) return AMP_FP32;
-    int cpu = !strcmp(kind, "cpu");
+    int cpu = kind == BACKEND_CPU;
     if (!strcmp(p, "bf16-mixed")) {
         if (cpu)
             log_info("%s: trainer.precision: bf16-mixed on the CPU: GEMM inputs rounded to bfloat16, float32 "
@@ -253,11 +253,9 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
         if ((sharded[k] = shard_validate(lc, k ? "dataloader.valid" : "dataloader.train", env->world_size, err)) < 0)
             return -1;
     }
-    esp_err why;
-    const char *kind = backend_kind_for(tc->accelerator, &why);
-    if (!kind) return esp_fail(err, "%s: trainer.%s", file, why.msg);
+    backend_kind kind = ctx->backend;
     int device = env->local_rank;
-    if (!strcmp(kind, "cuda")) {
+    if (kind == BACKEND_CUDA) {
         int visible = backend_cuda_devices();
         if ((device = dist_local_device(env, visible)) < 0) {
             const char *vis = getenv("CUDA_VISIBLE_DEVICES");
@@ -279,7 +277,7 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
         .cfg = cfg,
         .env = env,
         .run_id = run_id,
-        .backend_kind = kind,
+        .backend = kind,
         .device = device,
         .threads = cpu_threads(),
         .fsdp = tc->strategy && !strcmp(tc->strategy, "fsdp"),

@@ -1,7 +1,8 @@
-/* backend_open: the one place that names a backend kind. A binary built without CUDA knows "cpu"
- * and the test/reference backend "ref64" (never picked by backend_kind_for: no accelerator name
- * maps to it); one built with CUDA=1 also opens "cuda" (cuda/backend_cuda.cu, through the
- * constructor declared in core/compute/backend_cuda.h). */
+/* The backend kinds: their names (the one place that spells them), the accelerator keys that pick
+ * one, and backend_open. A binary built without CUDA opens BACKEND_CPU and the test/reference
+ * BACKEND_REF64 (never picked by backend_kind_for: no accelerator name maps to it); one built with
+ * CUDA=1 also BACKEND_CUDA (cuda/backend_cuda.cu, through the constructor declared in
+ * core/compute/backend_cuda.h). */
 #include "core/compute/backend.h"
 
 #include <stdlib.h>
@@ -79,22 +80,41 @@ static backend *open_cuda(int device, int threads, esp_err *err)
 #endif
 }
 
-backend *backend_open(const char *kind, int device, int threads, esp_err *err)
+static const char *const kind_names[BACKEND_KINDS] = {[BACKEND_CPU] = "cpu", [BACKEND_REF64] = "ref64",
+                                                      [BACKEND_CUDA] = "cuda"};
+
+const char *backend_kind_name(backend_kind kind)
+{
+    ESP_CHECK(kind >= 0 && kind < BACKEND_KINDS);
+    return kind_names[kind];
+}
+
+int backend_kind_parse(const char *name, backend_kind *out, esp_err *err)
+{
+    for (int k = 0; k < BACKEND_KINDS; k++)
+        if (name && !strcmp(name, kind_names[k])) {
+            *out = (backend_kind)k;
+            return 0;
+        }
+    return esp_fail(err, "backend %s: unknown kind (cpu, cuda, or ref64 for tests)", name ? name : "(none)");
+}
+
+backend *backend_open(backend_kind kind, int device, int threads, esp_err *err)
 {
     int (*init)(backend *, int, esp_err *) = NULL;
-    if (!kind || strcmp(kind, "cpu") == 0) init = backend_cpu_init;
-    else if (strcmp(kind, "ref64") == 0) init = backend_ref64_init;
-    if (init) {
-        backend *be = xcalloc(1, sizeof *be);
-        if (init(be, threads, err) != 0) {
-            free(be);
-            return NULL;
-        }
-        return be;
+    switch (kind) {
+    case BACKEND_CPU: init = backend_cpu_init; break;
+    case BACKEND_REF64: init = backend_ref64_init; break;
+    case BACKEND_CUDA: return open_cuda(device, threads, err);
+    case BACKEND_KINDS: break;
     }
-    if (strcmp(kind, "cuda") == 0) return open_cuda(device, threads, err);
-    esp_fail(err, "backend %s: unknown kind (cpu, cuda, or ref64 for tests)", kind);
-    return NULL;
+    ESP_CHECK(init != NULL);
+    backend *be = xcalloc(1, sizeof *be);
+    if (init(be, threads, err) != 0) {
+        free(be);
+        return NULL;
+    }
+    return be;
 }
 
 void backend_close(backend *be)
@@ -104,17 +124,22 @@ void backend_close(backend *be)
     free(be);
 }
 
-const char *backend_kind_for(const char *accelerator, esp_err *err)
+int backend_kind_for(const char *accelerator, backend_kind *out, esp_err *err)
 {
     /* auto, as Lightning's: a GPU when this build can open one, else the CPU. */
-    if (!accelerator || strcmp(accelerator, "auto") == 0) return cuda_unavailable() ? "cpu" : "cuda";
-    if (strcmp(accelerator, "cpu") == 0) return "cpu";
+    if (!accelerator || strcmp(accelerator, "auto") == 0) {
+        *out = cuda_unavailable() ? BACKEND_CPU : BACKEND_CUDA;
+        return 0;
+    }
+    if (strcmp(accelerator, "cpu") == 0) {
+        *out = BACKEND_CPU;
+        return 0;
+    }
     if (strcmp(accelerator, "gpu") == 0 || strcmp(accelerator, "cuda") == 0) {
         const char *why = cuda_unavailable();
-        if (!why) return "cuda";
-        esp_fail(err, "%s: %s", accelerator, why);
-        return NULL;
+        if (why) return esp_fail(err, "%s: %s", accelerator, why);
+        *out = BACKEND_CUDA;
+        return 0;
     }
-    esp_fail(err, "%s: unknown accelerator (auto, cpu, gpu or cuda)", accelerator);
-    return NULL;
+    return esp_fail(err, "%s: unknown accelerator (auto, cpu, gpu or cuda)", accelerator);
 }

@@ -1,7 +1,9 @@
 /* The compute backend: device memory and every op of a training step on device float buffers
  * (layers, losses, the optimizer update, reductions), as a struct of function pointers. Model and
  * trainer code is written once against it; host code reads or writes device buffers only through
- * be->copy. backend_open() (core/compute/backend.c) is the one place that names a kind:
+ * be->copy. A kind is a backend_kind, resolved once from a config key (backend_kind_for) or a
+ * name (backend_kind_parse) and carried as that value; backend_open() (core/compute/backend.c)
+ * opens it:
  *   "cpu"    core/compute/backend_cpu.c: the float instantiation of core/compute/ops.h (OpenBLAS)
  *            and the threaded step ops of core/compute/ops_step.h; what training runs on;
  *   "ref64"  core/compute/backend_ref64.c: a test/reference backend, not for training: the same
@@ -36,9 +38,13 @@ typedef enum backend_copy_kind {
     BACKEND_DEVICE_TO_DEVICE,
 } backend_copy_kind;
 
+/* The kinds of backend (their names: backend_kind_name). */
+typedef enum backend_kind { BACKEND_CPU, BACKEND_REF64, BACKEND_CUDA, BACKEND_KINDS } backend_kind;
+
 typedef struct backend backend;
 struct backend {
-    const char *name; /* "cpu", "ref64", "cuda" */
+    const char *name; /* backend_kind_name(kind) */
+    backend_kind kind;
     void *impl;       /* the backend's private state */
 
     /* ---- memory: bytes, 64-byte aligned, zero-filled; alloc exits with an error when out of
@@ -225,19 +231,24 @@ struct backend {
     int (*unscale_grads)(backend *be, float *g, size_t n, float inv_scale);
 };
 
-/* Opens a backend of `kind` ("cpu", "ref64" for tests, or "cuda" in a binary built with CUDA=1)
- * on GPU `device` (cuda; ignored by cpu and ref64) computing with `threads` CPU threads (>= 1;
- * the CPU backend sets OpenBLAS' process-wide thread count, so the last one opened wins; ref64
- * leaves it). NULL with err set when the kind is unknown or unavailable here. Release with
- * backend_close. */
-backend *backend_open(const char *kind, int device, int threads, esp_err *err);
+/* Opens a backend of `kind` (BACKEND_CUDA only in a binary built with CUDA=1) on GPU `device`
+ * (cuda; ignored by cpu and ref64) computing with `threads` CPU threads (>= 1; the CPU backend sets
+ * OpenBLAS' process-wide thread count, so the last one opened wins; ref64 leaves it). NULL with err
+ * set when the kind is unavailable here. Release with backend_close. */
+backend *backend_open(backend_kind kind, int device, int threads, esp_err *err);
 void backend_close(backend *be);
 
+/* "cpu", "ref64", "cuda". */
+const char *backend_kind_name(backend_kind kind);
+/* A kind by its name (tests and benchmarks: ESPNET3_TEST_BACKENDS, --backend); -1 with err set for
+ * another name. */
+int backend_kind_parse(const char *name, backend_kind *out, esp_err *err);
+
 /* The backend kind for Lightning's trainer.accelerator / ESPnet's inference `device`: cpu ->
- * "cpu"; gpu, cuda -> "cuda" (an error without a CUDA build or a visible device); auto -> "cuda"
- * where this build sees a GPU, else "cpu" (Lightning's choice). NULL with err set for anything
- * else. */
-const char *backend_kind_for(const char *accelerator, esp_err *err);
+ * BACKEND_CPU; gpu, cuda -> BACKEND_CUDA (an error without a CUDA build or a visible device); auto
+ * (and NULL) -> BACKEND_CUDA where this build sees a GPU, else BACKEND_CPU (Lightning's choice).
+ * -1 with err set for anything else. */
+int backend_kind_for(const char *accelerator, backend_kind *out, esp_err *err);
 
 /* CUDA devices this process would see (after CUDA_VISIBLE_DEVICES), probed once per process in a
  * child process so that CUDA is never initialised where workers or ranks are forked later; 0 in a

@@ -630,6 +630,7 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
     impl->threads = threads;
     *be = (backend){
         .name = "cpu",
+        .kind = BACKEND_CPU,
         .impl = impl,
         .alloc = cpu_alloc,
         .free = cpu_free,

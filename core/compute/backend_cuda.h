@@ -1,5 +1,5 @@
 /* The CUDA backend's constructor, for core/compute/backend.c alone (everything else opens it with
- * backend_open("cuda", device, ...)). cuda/backend_cuda.cu implements it; it exists only in a
+ * backend_open(BACKEND_CUDA, device, ...)). cuda/backend_cuda.cu implements it; it exists only in a
  * binary built with CUDA=1 (ESPNET3_CUDA), so core/compute/backend.c includes this header under
  * that macro. core/ never includes a cuda/ header: this declaration is the whole interface. */
 #ifndef ESPNET3_COMPUTE_BACKEND_CUDA_H

@@ -559,6 +559,7 @@ int backend_ref64_init(backend *be, int threads, esp_err *err)
     impl->threads = threads;
     *be = (backend){
         .name = "ref64",
+        .kind = BACKEND_REF64,
         .impl = impl,
         .alloc = ref_alloc,
         .free = ref_free,

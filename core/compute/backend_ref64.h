@@ -1,5 +1,5 @@
 /* The float64 reference backend's constructor, for core/compute/backend.c alone (everything else
- * opens it with backend_open("ref64", ...)). */
+ * opens it with backend_open(BACKEND_REF64, ...)). */
 #ifndef ESPNET3_COMPUTE_BACKEND_REF64_H
 #define ESPNET3_COMPUTE_BACKEND_REF64_H
 

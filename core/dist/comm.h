@@ -35,6 +35,10 @@ typedef struct comm_vtbl {
     void (*attach)(comm *c, void *backend);
 } comm_vtbl;
 
+/* The kinds of comm: host buffers (shared memory and TCP; the CPU backend's) or NCCL (a CUDA
+ * backend's device buffers). The trainer derives it from its backend_kind. */
+typedef enum comm_kind { COMM_KIND_CPU, COMM_KIND_NCCL } comm_kind;
+
 struct comm {
     const comm_vtbl *v;
     int rank, world;

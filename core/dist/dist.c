@@ -41,17 +41,15 @@ static void node_key(char *out, size_t n, int node_rank)
     snprintf(out, n, "%s/%s/node%d", host, boot, node_rank);
 }
 
-int dist_join(dist_ctx *d, const dist_env *env, const char *run_id_fallback, const char *comm_kind,
-              double timeout_s, esp_err *err)
+int dist_join(dist_ctx *d, const dist_env *env, const char *run_id_fallback, comm_kind kind, double timeout_s,
+              esp_err *err)
 {
     memset(d, 0, sizeof *d);
     d->env = *env;
     d->rank = env->rank, d->world = env->world_size;
     d->timeout = timeout_s > 0 ? timeout_s : DIST_DEFAULT_TIMEOUT;
     if (d->world <= 1) return 0;
-    int nccl = strcmp(comm_kind, "nccl") == 0;
-    if (strcmp(comm_kind, "cpu") != 0 && !nccl)
-        return esp_fail(err, "dist: comm %s: unknown kind (cpu, nccl)", comm_kind);
+    int nccl = kind == COMM_KIND_NCCL;
 #ifndef ESPNET3_CUDA
     if (nccl)
         return esp_fail(err, "dist: comm nccl: not available in this build (build with make CUDA=1, or use the CPU)");

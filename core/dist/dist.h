@@ -22,12 +22,13 @@ typedef struct dist_ctx {
 } dist_ctx;
 
 /* Joins the run: rank 0 serves the store at master_addr:store_port, every rank connects and
- * the collectives of `comm_kind` are set up: "cpu" (shared memory and TCP on host buffers) for the
- * CPU backend; the comm must match the backend whose buffers it reduces. run_id_fallback
+ * the collectives of `kind` are set up: COMM_KIND_CPU (shared memory and TCP on host buffers) for
+ * the CPU backend, COMM_KIND_NCCL for CUDA's (a CUDA build only); the comm must match the backend
+ * whose buffers it reduces. run_id_fallback
  * identifies the run when the launcher gave no id (ranks started by separate commands agree on it
  * because they run the same config). A world of 1 joins nothing. */
-int dist_join(dist_ctx *d, const dist_env *env, const char *run_id_fallback, const char *comm_kind,
-              double timeout_s, esp_err *err);
+int dist_join(dist_ctx *d, const dist_env *env, const char *run_id_fallback, comm_kind kind, double timeout_s,
+              esp_err *err);
 /* Final barrier (so rank 0's store outlives every rank's last use), then closes. */
 int dist_leave(dist_ctx *d, esp_err *err);
 /* Closes without the barrier (after an error). */

@@ -235,16 +235,26 @@ out_train:
     return rc;
 }
 
+/* The comm that reduces the backend's buffers: NCCL for CUDA's device memory, the CPU comm for the
+ * host backends. A new kind must say which (the switch has no default). */
+static comm_kind comm_kind_for(backend_kind kind)
+{
+    switch (kind) {
+    case BACKEND_CUDA: return COMM_KIND_NCCL;
+    case BACKEND_CPU:
+    case BACKEND_REF64:
+    case BACKEND_KINDS: break;
+    }
+    return COMM_KIND_CPU;
+}
+
 int trainer_run(const trainer_opts *o, esp_err *err)
 {
     trainer *t = xcalloc(1, sizeof *t);
     t->o = o;
     t->cfg = o->cfg;
     t->rank = o->env->rank, t->world = o->env->world_size, t->fsdp = o->fsdp && o->env->world_size > 1;
-    /* The comm matches the backend: NCCL for CUDA's device memory, the CPU comm for the host
-     * backends (cpu, and ref64, which would otherwise ask for NCCL). */
-    const char *comm_kind = strcmp(o->backend_kind, "cuda") == 0 ? "nccl" : "cpu";
-    if (dist_join(&t->dist, o->env, o->run_id, comm_kind, o->dist_timeout, err) != 0) {
+    if (dist_join(&t->dist, o->env, o->run_id, comm_kind_for(o->backend), o->dist_timeout, err) != 0) {
         free(t);
         return -1;
     }
@@ -253,7 +263,7 @@ int trainer_run(const trainer_opts *o, esp_err *err)
                  o->env->local_rank, o->env->local_world_size, o->env->node_rank, dist_source_name(o->env->source),
                  t->fsdp ? "fsdp" : "ddp");
     int rc = -1;
-    t->be = backend_open(o->backend_kind, o->device, o->threads, err);
+    t->be = backend_open(o->backend, o->device, o->threads, err);
     if (t->be) {
         comm_attach(t->dist.comm, t->be); /* a device comm orders its collectives after the backend's work */
         rc = train_on_backend(t, err);

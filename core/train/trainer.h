@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "core/base/log.h"
+#include "core/compute/backend.h"
 #include "core/compute/kernel_math.h"
 #include "core/config/config_types.h"
 #include "core/data/augment.h"
@@ -34,7 +35,7 @@ typedef struct trainer_opts {
     const training_cfg *cfg;  /* data, model dims, optimizer, scheduler, init, dataloader, checkpoints */
     const dist_env *env;      /* this process's rank and world (core/dist) */
     const char *run_id;       /* identifies the run for ranks started by separate commands */
-    const char *backend_kind; /* "cpu" | "cuda" (backend_kind_for(trainer.accelerator)) */
+    backend_kind backend;     /* from trainer.accelerator (the stage context's) */
     int device;               /* GPU of this rank (its local rank) */
     int threads;              /* CPU threads of this rank */
     int fsdp;                 /* strategy fsdp (with more than one rank) */

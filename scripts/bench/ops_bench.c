@@ -62,7 +62,7 @@ int main(int argc, char **argv)
     only = argc > 3 && argv[3][0] ? argv[3] : NULL;
     backend *be;
     esp_err err;
-    if (!(be = backend_open("cpu", 0, threads, &err))) {
+    if (!(be = backend_open(BACKEND_CPU, 0, threads, &err))) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }

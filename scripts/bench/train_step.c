@@ -80,7 +80,7 @@ static int sgemm_peak(int threads)
     enum { N = 2048 };
     backend *be;
     esp_err err;
-    if (!(be = backend_open("cpu", 0, threads, &err))) esp_die_err(&err);
+    if (!(be = backend_open(BACKEND_CPU, 0, threads, &err))) esp_die_err(&err);
     float *a = be->alloc(be, (size_t)N * N * sizeof(float)), *b = be->alloc(be, (size_t)N * N * sizeof(float));
     float *c = be->alloc(be, (size_t)N * N * sizeof(float));
     for (size_t i = 0; i < (size_t)N * N; i++) a[i] = (float)(i % 7) * 0.1f, b[i] = (float)(i % 5) * 0.1f;
@@ -129,8 +129,9 @@ int main(int argc, char **argv)
     backend *be;
     esp_err err;
     /* TRAIN_STEP_BACKEND=cuda times the step on the GPU (a CUDA build's objects). */
-    const char *kind_be = getenv("TRAIN_STEP_BACKEND");
-    if (!kind_be) kind_be = "cpu";
+    const char *kind_name = getenv("TRAIN_STEP_BACKEND");
+    backend_kind kind_be = BACKEND_CPU;
+    if (kind_name && backend_kind_parse(kind_name, &kind_be, &err) != 0) esp_die_err(&err);
     if (!(be = backend_open(kind_be, 0, threads, &err))) esp_die_err(&err);
     const char *prec = getenv("TRAIN_STEP_PRECISION");
     if (prec && strcmp(prec, "fp32") != 0) {

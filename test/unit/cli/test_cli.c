@@ -437,10 +437,15 @@ Test(cli, accelerator_without_its_backend_fails_before_any_stage)
     cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
     /* auto is Lightning's: a GPU where the build opens one (scripts/cuda_emu checks that side). */
     esp_err e;
-    cr_assert_str_eq(backend_kind_for("auto", &e), backend_cuda_devices() > 0 ? "cuda" : "cpu");
+    backend_kind k;
+    cr_assert_eq(backend_kind_for("auto", &k, &e), 0, "%s", e.msg);
+    cr_assert_eq(k, backend_cuda_devices() > 0 ? BACKEND_CUDA : BACKEND_CPU);
 #ifndef ESPNET3_CUDA
-    cr_assert_str_eq(backend_kind_for("auto", &e), "cpu");
+    cr_assert_eq(k, BACKEND_CPU);
 #endif
+    cr_assert_str_eq(backend_kind_name(k), k == BACKEND_CPU ? "cpu" : "cuda");
+    cr_assert_eq(backend_kind_for("tpu", &k, &e), -1);
+    assert_has(e.msg, "tpu: unknown accelerator (auto, cpu, gpu or cuda)");
 }
 
 /* What stages 3 and 5 read from the tree beyond the schema (speed_perturb_factors, the data_aug_*
@@ -570,11 +575,12 @@ Test(cli, select_stages_by_name)
 Test(cli, check_stage_configs_names_missing_config)
 {
     const stage_def *sel[64];
+    backend_kind kinds[64];
     esp_err err;
     cli_args a = args_range(-1, -1);
     int n = select_stages(&a, sel, &err);
     esp_configs none = {0};
-    cr_assert_lt(check_stage_configs(&a, sel, n, &none, &err), 0);
+    cr_assert_lt(check_stage_configs(&a, sel, kinds, n, &none, &err), 0);
     cr_assert(strstr(err.msg, "stage create_dataset needs a training config"), "%s", err.msg);
     cr_assert(strstr(err.msg, "--training_config"), "%s", err.msg);
 }
@@ -633,12 +639,13 @@ Test(cli, decode_is_infer_and_default_selection_keeps_configured_stages)
 
     /* No stage options: a training config alone keeps only the training stages. */
     const stage_def *sel[64];
+    backend_kind kinds[64];
     esp_err err;
     cli_args a = args_range(-1, -1);
     int n = select_stages(&a, sel, &err);
     esp_config fake = {0};
     esp_configs training_only = {.training = &fake};
-    int kept = check_stage_configs(&a, sel, n, &training_only, &err);
+    int kept = check_stage_configs(&a, sel, kinds, n, &training_only, &err);
     cr_assert(kept > 0 && kept < n, "%s", err.msg);
     for (int i = 0; i < kept; i++) cr_assert_eq(sel[i]->needs, NEEDS_TRAINING, "%s kept", sel[i]->name);
 
@@ -648,6 +655,6 @@ Test(cli, decode_is_infer_and_default_selection_keeps_configured_stages)
     a.n_stages = 1;
     n = select_stages(&a, sel, &err);
     cr_assert_eq(n, 1);
-    cr_assert_lt(check_stage_configs(&a, sel, n, &training_only, &err), 0);
+    cr_assert_lt(check_stage_configs(&a, sel, kinds, n, &training_only, &err), 0);
     cr_assert(strstr(err.msg, "stage infer needs a inference config"), "%s", err.msg);
 }

@@ -300,9 +300,11 @@ static void compare_backend(backend *ref, backend *be, const char *filter, tb_ta
     }
 }
 
-static backend *open_or_fail(const char *kind, int threads)
+static backend *open_or_fail(const char *name, int threads)
 {
     esp_err err;
+    backend_kind kind;
+    cr_assert_eq(backend_kind_parse(name, &kind, &err), 0, "%s", err.msg);
     backend *be = backend_open(kind, 0, threads, &err);
     cr_assert(be, "%s", err.msg);
     return be;
@@ -368,7 +370,7 @@ Test(backend_ops, cuda_ops, .timeout = 600)
     const char *env = getenv("ESPNET3_TEST_BACKENDS");
     if (env && *env) cr_skip_test("ESPNET3_TEST_BACKENDS names the backends: all_ops compares them");
     esp_err err;
-    backend *be = backend_open("cuda", 0, 2, &err);
+    backend *be = backend_open(BACKEND_CUDA, 0, 2, &err);
     if (!be) cr_skip_test("cuda does not open here: %s", err.msg);
     backend_close(be);
     char list[] = "cuda";

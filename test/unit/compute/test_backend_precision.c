@@ -136,10 +136,12 @@ TestSuite(backend_precision);
 static void check_kinds(char *list)
 {
     esp_err err;
-    backend *ref = backend_open("ref64", 0, 1, &err), *cpu = backend_open("cpu", 0, 2, &err);
+    backend *ref = backend_open(BACKEND_REF64, 0, 1, &err), *cpu = backend_open(BACKEND_CPU, 0, 2, &err);
     cr_assert(ref && cpu);
     for (char *save = NULL, *kind = strtok_r(list, ",", &save); kind; kind = strtok_r(NULL, ",", &save)) {
-        backend *be = strcmp(kind, "cpu") ? backend_open(kind, 0, 2, &err) : cpu;
+        backend_kind k;
+        cr_assert_eq(backend_kind_parse(kind, &k, &err), 0, "%s", err.msg);
+        backend *be = k != BACKEND_CPU ? backend_open(k, 0, 2, &err) : cpu;
         cr_assert_not_null(be, "%s", err.msg);
         check_backend(be, ref, cpu);
         if (be != cpu) backend_close(be);
@@ -163,7 +165,7 @@ Test(backend_precision, gemm_cuda, .timeout = 300)
     const char *env = getenv("ESPNET3_TEST_BACKENDS");
     if (env && *env) cr_skip_test("ESPNET3_TEST_BACKENDS names the backends: gemm checks them");
     esp_err err;
-    backend *be = backend_open("cuda", 0, 2, &err);
+    backend *be = backend_open(BACKEND_CUDA, 0, 2, &err);
     if (!be) cr_skip_test("cuda does not open here: %s", err.msg);
     backend_close(be);
     char list[] = "cuda";

@@ -666,9 +666,9 @@ Test(ops, backend_cpu)
 {
     backend *be;
     esp_err err;
-    cr_assert_null(backend_open("cpu", 0, 0, &err));
+    cr_assert_null(backend_open(BACKEND_CPU, 0, 0, &err));
     cr_assert(strstr(err.msg, "threads"), "%s", err.msg);
-    cr_assert((be = backend_open("cpu", 0, 1, &err)) != NULL, "%s", err.msg);
+    cr_assert((be = backend_open(BACKEND_CPU, 0, 1, &err)) != NULL, "%s", err.msg);
     cr_assert_str_eq(be->name, "cpu");
     for (int op = 0; op < BACKEND_OP_COUNT; op++) cr_assert(be->supports(be, (backend_op)op));
     float *p = be->alloc(be, 1000 * sizeof(float));
@@ -695,11 +695,13 @@ Test(ops, backend_ref64)
 {
     backend *be;
     esp_err err;
-    cr_assert_null(backend_open("ref64", 0, 0, &err));
+    cr_assert_null(backend_open(BACKEND_REF64, 0, 0, &err));
     cr_assert(strstr(err.msg, "threads"), "%s", err.msg);
-    cr_assert_null(backend_open("ref32", 0, 1, &err));
+    backend_kind kind;
+    cr_assert_eq(backend_kind_parse("ref32", &kind, &err), -1);
     cr_assert(strstr(err.msg, "ref64"), "%s", err.msg); /* the error lists the kinds */
-    cr_assert((be = backend_open("ref64", 0, 1, &err)) != NULL, "%s", err.msg);
+    cr_assert(backend_kind_parse("ref64", &kind, &err) == 0 && kind == BACKEND_REF64);
+    cr_assert((be = backend_open(BACKEND_REF64, 0, 1, &err)) != NULL, "%s", err.msg);
     cr_assert_str_eq(be->name, "ref64");
     for (int op = 0; op < BACKEND_OP_COUNT; op++) cr_assert(be->supports(be, (backend_op)op));
     float *p = be->alloc(be, 5 * sizeof(float));

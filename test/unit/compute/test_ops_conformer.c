@@ -503,7 +503,7 @@ static void relattn_case(const int *lens, int nb, int t, int h, int hd, float p)
             fv[r * d + e] = (float)c.qkv[r * 3 * d + 2 * d + e];
         }
     esp_err err;
-    backend *be = backend_open("cpu", 0, 1, &err);
+    backend *be = backend_open(BACKEND_CPU, 0, 1, &err);
     cr_assert_not_null(be, "%s", err.msg);
     float *fy = fz(ny), *fa = fz(na), *fdq = fz(ny), *fdk = fz(ny), *fdv = fz(ny), *fdp = fz(np);
     float *fdu = fz(d), *fdvb = fz(d), *fpos = tof(c.pos, np), *fu = tof(c.u, d), *fvb = tof(c.vb, d);
@@ -547,7 +547,7 @@ Test(ops_conformer, cpu_backend_matches_the_float_ops)
 {
     rng_init(&R, 25);
     esp_err err;
-    backend *be = backend_open("cpu", 0, 2, &err);
+    backend *be = backend_open(BACKEND_CPU, 0, 2, &err);
     cr_assert_not_null(be, "%s", err.msg);
     int n = 12, ch = 6, k = 3;
     size_t nx = (size_t)n * ch;

@@ -147,7 +147,7 @@ Test(ops_lstm, cpu_backend_matches_the_float_ops)
 {
     rng_init(&ops_rng, 32);
     esp_err err;
-    backend *be = backend_open("cpu", 0, 2, &err);
+    backend *be = backend_open(BACKEND_CPU, 0, 2, &err);
     cr_assert_not_null(be, "%s", err.msg);
     int n = 9, H = 530; /* past one exp block (512) */
     size_t nh = (size_t)n * H;

@@ -290,7 +290,7 @@ static void check_threads(const char *name, scenario s)
     outs ref = {0};
     for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
         esp_err err;
-        backend *be = backend_open("cpu", 0, counts[i], &err);
+        backend *be = backend_open(BACKEND_CPU, 0, counts[i], &err);
         cr_assert(be, "%s", err.msg);
         openblas_set_num_threads(1);
         outs o = {0};

@@ -81,7 +81,7 @@ Test(ops, torch_conv_subsampling, .fini = ops_arena_free)
     fixture_load(&f);
     backend *be;
     esp_err err;
-    cr_assert((be = backend_open("cpu", 0, 1, &err)) != NULL, "%s", err.msg);
+    cr_assert((be = backend_open(BACKEND_CPU, 0, 1, &err)) != NULL, "%s", err.msg);
     int nb = 2, t = 23, idim = 80, d = 8;
     int t1 = ops_conv_out_len(t), f1 = ops_conv_out_len(idim), t2 = ops_conv_out_len(t1),
         f2 = ops_conv_out_len(f1);
@@ -135,7 +135,7 @@ Test(ops, torch_encoder_block, .fini = ops_arena_free)
     fixture_load(&f);
     backend *be;
     esp_err err;
-    cr_assert((be = backend_open("cpu", 0, 2, &err)) != NULL, "%s", err.msg);
+    cr_assert((be = backend_open(BACKEND_CPU, 0, 2, &err)) != NULL, "%s", err.msg);
     enum { B = 2, T = 9, D = 16, H = 2, FF = 32, V = 7, N = B * T };
     const float *fl = fx(&f, "block.in.lens", B);
     int lens[B] = {(int)fl[0], (int)fl[1]};

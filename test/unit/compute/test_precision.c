@@ -87,7 +87,7 @@ static float *rounded_copy(const float *x, size_t n, amp_precision p)
 Test(precision, cpu_gemm_reads_16_bit_inputs_and_accumulates_in_float)
 {
     esp_err err;
-    backend *be = backend_open("cpu", 0, 1, &err);
+    backend *be = backend_open(BACKEND_CPU, 0, 1, &err);
     cr_assert(be, "%s", err.msg);
     enum { M = 7, N = 9, K = 33, LD = 40 };
     for (int p = AMP_BF16; p <= AMP_FP16; p++)
@@ -127,7 +127,7 @@ Test(precision, cpu_gemm_reads_16_bit_inputs_and_accumulates_in_float)
 Test(precision, unscale_grads_scales_and_finds_injected_inf_and_nan)
 {
     esp_err err;
-    const char *kinds[] = {"cpu", "ref64"};
+    const backend_kind kinds[] = {BACKEND_CPU, BACKEND_REF64};
     for (int k = 0; k < 2; k++) {
         backend *be = backend_open(kinds[k], 0, 2, &err);
         cr_assert(be, "%s", err.msg);
@@ -136,7 +136,7 @@ Test(precision, unscale_grads_scales_and_finds_injected_inf_and_nan)
         for (int i = 0; i < N; i++) host[i] = (float)(i - 500) * 3.0f;
         float *g = be->alloc(be, N * sizeof(float));
         be->copy(be, g, host, sizeof host, BACKEND_HOST_TO_DEVICE);
-        cr_assert_eq(be->unscale_grads(be, g, N, 1.0f / 65536), 0, "%s", kinds[k]);
+        cr_assert_eq(be->unscale_grads(be, g, N, 1.0f / 65536), 0, "%s", be->name);
         be->copy(be, out, g, sizeof out, BACKEND_DEVICE_TO_HOST);
         for (int i = 0; i < N; i++) cr_assert_eq(out[i], host[i] / 65536, "%s %d", kinds[k], i);
         /* One inf (or NaN) anywhere is found; the others are scaled all the same, as torch does. */
@@ -166,7 +166,7 @@ Test(precision, unscale_grads_scales_and_finds_injected_inf_and_nan)
 Test(precision, grad_scaler_follows_torch_grad_scaler_step_by_step)
 {
     esp_err err;
-    backend *be = backend_open("cpu", 0, 1, &err);
+    backend *be = backend_open(BACKEND_CPU, 0, 1, &err);
     cr_assert(be, "%s", err.msg);
     char *path = path_join(test_root_dir(), "test/fixtures/precision/scaler.txt");
     FILE *f = fopen(path, "r");

@@ -417,13 +417,10 @@ Test(speech2text, prefix_beam_nbest_is_its_final_beam)
 Test(speech2text, decodes_on_the_cuda_backend_as_on_the_cpu, .timeout = 600)
 {
     esp_err err;
-    const char *kind = backend_kind_for("cuda", &err);
-    if (!kind) {
-        fprintf(stderr, "speech2text: skipped: no CUDA device (%s)\n", err.msg);
-        cr_skip_test("no CUDA device");
-    }
-    cr_assert_str_eq(kind, "cuda");
-    backend *be[2] = {backend_open("cpu", 0, 1, &err), backend_open(kind, 0, 1, &err)};
+    backend_kind kind;
+    if (backend_kind_for("cuda", &kind, &err) != 0) cr_skip_test("no CUDA device (%s)", err.msg);
+    cr_assert_eq(kind, BACKEND_CUDA);
+    backend *be[2] = {backend_open(BACKEND_CPU, 0, 1, &err), backend_open(kind, 0, 1, &err)};
     cr_assert(be[0] && be[1], "%s", err.msg);
     const char *paths[2] = {test_path(dir, "a.wav"), test_path(dir, "b.wav")};
     s2t_hyp h[2][2];

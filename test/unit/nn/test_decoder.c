@@ -83,7 +83,7 @@ static void check_case(const char *case_name, float ctc_weight, int length_norma
 {
     backend *be;
     esp_err err;
-    cr_assert((be = backend_open("cpu", 0, 1, &err)) != NULL, "%s", err.msg);
+    cr_assert((be = backend_open(BACKEND_CPU, 0, 1, &err)) != NULL, "%s", err.msg);
     pack w = load("weights"), c = load(case_name);
     model_dims d = fixture_dims(0);
     model_rates rates = {.ctc_weight = ctc_weight, .lsm_weight = 0.1f, .length_normalized_loss = length_normalized};
@@ -153,7 +153,7 @@ Test(decoder, ctc_weight_0_has_no_ctc_branch)
 {
     backend *be;
     esp_err err;
-    cr_assert((be = backend_open("cpu", 0, 1, &err)) != NULL, "%s", err.msg);
+    cr_assert((be = backend_open(BACKEND_CPU, 0, 1, &err)) != NULL, "%s", err.msg);
     pack w = load("weights"), c = load("ctc03");
     model_dims d = fixture_dims(1);
     model_rates rates = {.ctc_weight = 0, .lsm_weight = 0.1f};
@@ -245,7 +245,7 @@ Test(decoder, batch_score_matches_espnet_at_once_step_by_step_and_per_utterance)
 {
     backend *be;
     esp_err err;
-    cr_assert((be = backend_open("cpu", 0, 1, &err)) != NULL, "%s", err.msg);
+    cr_assert((be = backend_open(BACKEND_CPU, 0, 1, &err)) != NULL, "%s", err.msg);
     score_fx f = load_score();
     model_dims d = fixture_dims(0);
     asr_model m;
@@ -341,7 +341,7 @@ Test(decoder, gradient_with_dropout_matches_directional_differences)
 {
     backend *be;
     esp_err err;
-    cr_assert((be = backend_open("cpu", 0, 1, &err)) != NULL, "%s", err.msg);
+    cr_assert((be = backend_open(BACKEND_CPU, 0, 1, &err)) != NULL, "%s", err.msg);
     pack w = load("weights"), c = load("ctc03");
     model_dims d = fixture_dims(0);
     model_rates rates = {.dropout = 0.1f, .pos_dropout = 0.1f, .att_dropout = 0.1f, .ctc_dropout = 0.1f,

@@ -73,7 +73,7 @@ static void check_case(const char *name)
     npz_file f;
     esp_err err;
     cr_assert_eq(npz_read(path, &f, &err), 0, "%s", err.msg);
-    backend *be = backend_open("cpu", 0, 1, &err);
+    backend *be = backend_open(BACKEND_CPU, 0, 1, &err);
     cr_assert_not_null(be, "%s", err.msg);
     asr_model m;
     model_rates rates = {.ctc_weight = c.ctc_weight, .lsm_weight = 0.1f};
@@ -155,7 +155,7 @@ static void inference_case(const char *name)
     npz_file f;
     esp_err err;
     cr_assert_eq(npz_read(path, &f, &err), 0, "%s", err.msg);
-    backend *be = backend_open("cpu", 0, 1, &err);
+    backend *be = backend_open(BACKEND_CPU, 0, 1, &err);
     cr_assert_not_null(be, "%s", err.msg);
     asr_model tm, im;
     model_rates rates = {.ctc_weight = c.ctc_weight, .lsm_weight = 0.1f};
@@ -229,7 +229,7 @@ Test(ebranchformer, layer_drop_is_seeded_by_the_batch_and_skips_whole_blocks)
     npz_file f;
     esp_err err;
     cr_assert_eq(npz_read(path, &f, &err), 0, "%s", err.msg);
-    backend *be = backend_open("cpu", 0, 1, &err);
+    backend *be = backend_open(BACKEND_CPU, 0, 1, &err);
     cr_assert_not_null(be, "%s", err.msg);
     asr_model m;
     model_rates rates = {.ctc_weight = 1, .layer_drop = 1.0f};

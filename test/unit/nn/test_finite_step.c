@@ -37,7 +37,7 @@ static void step(const char *kind, model_cfg *cfg)
     model_dims d;
     esp_err err;
     cr_assert_eq(model_dims_from_cfg(&d, cfg, IDIM, VOCAB, &err), 0, "%s: %s", kind, err.msg);
-    backend *be = backend_open("cpu", 0, 2, &err);
+    backend *be = backend_open(BACKEND_CPU, 0, 2, &err);
     cr_assert_not_null(be, "%s", err.msg);
     model_rates r = {.dropout = 0.1f, .pos_dropout = 0.1f, .att_dropout = 0.1f, .ctc_dropout = 0.1f,
                      .dec_dropout = 0.1f, .dec_pos_dropout = 0.1f, .lsm_weight = 0.1f,
@@ -105,7 +105,7 @@ static void lm_step(const char *kind, model_cfg *cfg)
     cr_assert_eq(lm_dims_from_cfg(&d, cfg, VOCAB, &err), 0, "%s: %s", kind, err.msg);
     model_rates r = {0};
     lm_rates_from_cfg(&r, cfg);
-    backend *be = backend_open("cpu", 0, 2, &err);
+    backend *be = backend_open(BACKEND_CPU, 0, 2, &err);
     cr_assert_not_null(be, "%s", err.msg);
     asr_model m;
     asr_model_init(&m, be, &d, &r);

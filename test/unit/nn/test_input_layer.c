@@ -77,7 +77,7 @@ static void check_case(const char *name, model_dims dims)
     npz_file f;
     esp_err err;
     cr_assert_eq(npz_read(path, &f, &err), 0, "%s", err.msg);
-    backend *be = backend_open("cpu", 0, 1, &err);
+    backend *be = backend_open(BACKEND_CPU, 0, 1, &err);
     cr_assert_not_null(be, "%s", err.msg);
     asr_model m;
     model_rates rates = {0};

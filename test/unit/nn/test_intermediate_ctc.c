@@ -120,7 +120,7 @@ static void check_fixture(const char *name)
     npz_file f;
     esp_err err;
     cr_assert_eq(npz_read(path, &f, &err), 0, "%s", err.msg);
-    backend *be = backend_open("cpu", 0, 1, &err);
+    backend *be = backend_open(BACKEND_CPU, 0, 1, &err);
     cr_assert_not_null(be, "%s", err.msg);
     asr_model m;
     asr_model_init(&m, be, &d, &r);
@@ -179,7 +179,7 @@ Test(intermediate_ctc, conditioned_ebranchformer_joint_loss_matches_espnet) { ch
 static void check_the_mix(int encoder, const char *name)
 {
     esp_err err;
-    backend *be = backend_open("cpu", 0, 1, &err);
+    backend *be = backend_open(BACKEND_CPU, 0, 1, &err);
     cr_assert_not_null(be, "%s", err.msg);
     model_rates rates = {.ctc_weight = 1.0f, .interctc_weight = 0.3f};
     model_dims dic = dims_of(encoder, 2), dcut = dims_of(encoder, 1), dplain = dims_of(encoder, 2);
@@ -223,7 +223,7 @@ Test(intermediate_ctc, ebranchformer_intermediate_output_is_not_normalized)
 Test(intermediate_ctc, joint_loss_weighs_the_mix)
 {
     esp_err err;
-    backend *be = backend_open("cpu", 0, 1, &err);
+    backend *be = backend_open(BACKEND_CPU, 0, 1, &err);
     model_rates rates = {.ctc_weight = 0.4f, .interctc_weight = 0.5f};
     model_dims d = dims_of(ENC_TRANSFORMER, 3);
     d.dec_blocks = 1, d.dec_heads = 2, d.dec_ff = 24, d.n_interctc = 2, d.interctc[0] = 0, d.interctc[1] = 1;
@@ -277,7 +277,7 @@ static double directional_error(asr_model *m, const batch *b, const float *p0, c
 static void check_gradients(int encoder, int cond, const char *name)
 {
     esp_err err;
-    backend *be = backend_open("ref64", 0, 1, &err); /* double inside: the differences are not float noise */
+    backend *be = backend_open(BACKEND_REF64, 0, 1, &err); /* double inside: the differences are not float noise */
     cr_assert_not_null(be, "%s", err.msg);
     model_rates rates = {.dropout = 0.1f, .pos_dropout = 0.1f, .ctc_dropout = 0.1f, .ctc_weight = 1.0f,
                          .interctc_weight = 0.4f, .layer_drop = 0.5f};
@@ -324,7 +324,7 @@ Test(intermediate_ctc, ebranchformer_gradients_conditioned) { check_gradients(EN
 Test(intermediate_ctc, decoding_applies_the_conditioning)
 {
     esp_err err;
-    backend *be = backend_open("cpu", 0, 1, &err);
+    backend *be = backend_open(BACKEND_CPU, 0, 1, &err);
     model_rates rates = {.ctc_weight = 1.0f, .interctc_weight = 0.3f};
     model_dims d = dims_of(ENC_CONFORMER, 3);
     d.n_interctc = 2, d.interctc[0] = 0, d.interctc[1] = 1, d.interctc_cond = 1;

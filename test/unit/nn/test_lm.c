@@ -69,7 +69,7 @@ static void check_loss(const char *suffix, model_dims d)
 {
     backend *be;
     esp_err err;
-    cr_assert((be = backend_open("cpu", 0, 1, &err)) != NULL, "%s", err.msg);
+    cr_assert((be = backend_open(BACKEND_CPU, 0, 1, &err)) != NULL, "%s", err.msg);
     char wn[32], cn[32];
     snprintf(wn, sizeof wn, "weights%s", suffix);
     snprintf(cn, sizeof cn, "loss%s", suffix);
@@ -155,7 +155,7 @@ Test(lm, training_dropout_follows_the_seed)
 {
     backend *be;
     esp_err err;
-    cr_assert((be = backend_open("cpu", 0, 1, &err)) != NULL, "%s", err.msg);
+    cr_assert((be = backend_open(BACKEND_CPU, 0, 1, &err)) != NULL, "%s", err.msg);
     pack w = load_pack("lm", "weights_sin"), c = load_pack("lm", "loss_sin");
     model_dims d = lm_dims(1);
     model_rates rates = {.dec_dropout = 0.3f, .dec_pos_dropout = 0.2f, .dec_self_att_dropout = 0.1f};
@@ -184,7 +184,7 @@ static double rnn_train_loss(float rate, uint64_t seed, float *grads)
 {
     backend *be;
     esp_err err;
-    cr_assert((be = backend_open("cpu", 0, 1, &err)) != NULL, "%s", err.msg);
+    cr_assert((be = backend_open(BACKEND_CPU, 0, 1, &err)) != NULL, "%s", err.msg);
     pack w = load_pack("lm", "weights_rnn"), c = load_pack("lm", "loss_rnn");
     model_dims d = rnn_dims(16, 24, 2);
     model_rates rates = {.dec_dropout = rate};
@@ -258,7 +258,7 @@ static void check_score(const char *suffix, model_dims d)
 {
     backend *be;
     esp_err err;
-    cr_assert((be = backend_open("cpu", 0, 1, &err)) != NULL, "%s", err.msg);
+    cr_assert((be = backend_open(BACKEND_CPU, 0, 1, &err)) != NULL, "%s", err.msg);
     char wn[32], sn[32];
     snprintf(wn, sizeof wn, "weights%s", suffix);
     snprintf(sn, sizeof sn, "score%s", suffix);

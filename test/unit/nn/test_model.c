@@ -37,7 +37,7 @@ Test(model, matches_pytorch_logprobs_loss_and_every_gradient)
     d.f2 = ((d.idim - 1) / 2 - 1) / 2;
     backend *be;
     esp_err err;
-    cr_assert((be = backend_open("cpu", 0, 1, &err)) != NULL, "%s", err.msg);
+    cr_assert((be = backend_open(BACKEND_CPU, 0, 1, &err)) != NULL, "%s", err.msg);
     asr_model m;
     model_rates rates = {0};
     asr_model_init(&m, be, &d, &rates);

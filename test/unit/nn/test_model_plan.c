@@ -69,7 +69,7 @@ static void check(const char *kind, int B, int T, int Lmax)
 
     /* The real thing on the CPU backend. */
     esp_err err;
-    cpu = backend_open("cpu", 0, 1, &err);
+    cpu = backend_open(BACKEND_CPU, 0, 1, &err);
     cr_assert(cpu, "%s", err.msg);
     backend w = *cpu;
     w.alloc = rec_alloc, w.free = rec_free;

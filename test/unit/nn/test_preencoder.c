@@ -55,7 +55,7 @@ static void check_kind(int input_layer, int encoder, const char *name)
 {
     backend *be;
     esp_err err;
-    cr_assert((be = backend_open("cpu", 0, 1, &err)) != NULL, "%s", err.msg);
+    cr_assert((be = backend_open(BACKEND_CPU, 0, 1, &err)) != NULL, "%s", err.msg);
     model_dims d = {.idim = 20, .pre_in = 20, .pre_out = 16, .d = 16, .heads = 2, .ff = 32, .blocks = 1, .vocab = 6,
                     .input_layer = input_layer, .encoder = encoder};
     d.f2 = input_layer_out_bins(input_layer, d.pre_out);

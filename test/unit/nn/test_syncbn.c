@@ -59,7 +59,7 @@ static model_dims dims_of(void)
 static void run_model(rank_ctx *r, int first, int nb, bn_sync sync)
 {
     esp_err err;
-    backend *be = backend_open("cpu", 0, 1, &err);
+    backend *be = backend_open(BACKEND_CPU, 0, 1, &err);
     cr_assert_not_null(be, "%s", err.msg);
     asr_model m;
     model_rates rates = {0};

@@ -54,8 +54,8 @@ Test(infer, inference_path_is_exact_and_padding_never_reaches_valid_frames)
     model_dims d = small_dims();
     esp_err err;
     backend *be1, *be2;
-    cr_assert((be1 = backend_open("cpu", 0, 1, &err)) != NULL, "%s", err.msg);
-    cr_assert((be2 = backend_open("cpu", 0, 2, &err)) != NULL, "%s", err.msg);
+    cr_assert((be1 = backend_open(BACKEND_CPU, 0, 1, &err)) != NULL, "%s", err.msg);
+    cr_assert((be2 = backend_open(BACKEND_CPU, 0, 2, &err)) != NULL, "%s", err.msg);
     model_rates rates = {.dropout = 0.1f, .pos_dropout = 0.1f};
     asr_model train_m, inf1, inf2;
     asr_model_init(&train_m, be1, &d, &rates);
@@ -155,7 +155,7 @@ Test(infer, weights_load_with_espnet3_prefix_and_errors_name_the_tensor, .init =
     model_dims d = small_dims();
     esp_err err;
     backend *be;
-    cr_assert((be = backend_open("cpu", 0, 1, &err)) != NULL, "%s", err.msg);
+    cr_assert((be = backend_open(BACKEND_CPU, 0, 1, &err)) != NULL, "%s", err.msg);
     asr_model src, dst;
     asr_model_init_inference(&src, be, &d);
     asr_model_init_inference(&dst, be, &d);

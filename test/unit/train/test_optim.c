@@ -66,7 +66,7 @@ static double max_rel_err(const float *a, const float *b, size_t n, double floor
 static backend *cpu_backend(int threads)
 {
     esp_err err;
-    backend *be = backend_open("cpu", 0, threads, &err);
+    backend *be = backend_open(BACKEND_CPU, 0, threads, &err);
     cr_assert(be != NULL, "%s", err.msg);
     return be;
 }
