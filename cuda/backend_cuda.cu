@@ -233,68 +233,16 @@ static void cu_destroy(backend *be)
     be->impl = NULL;
 }
 
-// ---- the op table: every backend_op and the entry that implements it. The switch has no
-// default, so a new op in core/compute/backend_ops.h breaks this build (-Wswitch, -Werror) until
-// it has a case here, and the static_assert below fails until the case's entry is filled.
+// ---- the op table: cu_ops() fills the entries; the static_assert below fails until every op of
+// core/compute/backend_ops.h has one (cu_has: backend_supports at compile time, from the same list).
 
 static constexpr int cu_has(const backend &b, backend_op op)
 {
     switch (op) {
-    case BACKEND_OP_GEMM: return b.gemm != nullptr;
-    case BACKEND_OP_LINEAR_FORWARD: return b.linear_forward != nullptr;
-    case BACKEND_OP_LINEAR_BACKWARD: return b.linear_backward != nullptr;
-    case BACKEND_OP_CONV2D_FORWARD: return b.conv2d_forward != nullptr;
-    case BACKEND_OP_CONV2D_BACKWARD: return b.conv2d_backward != nullptr;
-    case BACKEND_OP_CONV2D_GEN_FORWARD: return b.conv2d_gen_forward != nullptr;
-    case BACKEND_OP_CONV2D_GEN_BACKWARD: return b.conv2d_gen_backward != nullptr;
-    case BACKEND_OP_SWAP12: return b.swap12 != nullptr;
-    case BACKEND_OP_RELU_FORWARD: return b.relu_forward != nullptr;
-    case BACKEND_OP_RELU_BACKWARD: return b.relu_backward != nullptr;
-    case BACKEND_OP_LAYERNORM_FORWARD: return b.layernorm_forward != nullptr;
-    case BACKEND_OP_LAYERNORM_BACKWARD: return b.layernorm_backward != nullptr;
-    case BACKEND_OP_ADD: return b.add != nullptr;
-    case BACKEND_OP_SCALE: return b.scale != nullptr;
-    case BACKEND_OP_POSENC_FORWARD: return b.posenc_forward != nullptr;
-    case BACKEND_OP_ATTENTION_FORWARD: return b.attention_forward != nullptr;
-    case BACKEND_OP_ATTENTION_BACKWARD: return b.attention_backward != nullptr;
-    case BACKEND_OP_LOG_SOFTMAX_FORWARD: return b.log_softmax_forward != nullptr;
-    case BACKEND_OP_LOG_SOFTMAX_BACKWARD: return b.log_softmax_backward != nullptr;
-    case BACKEND_OP_SOFTMAX_FORWARD: return b.softmax_forward != nullptr;
-    case BACKEND_OP_SOFTMAX_BACKWARD: return b.softmax_backward != nullptr;
-    case BACKEND_OP_DROPOUT_FORWARD: return b.dropout_forward != nullptr;
-    case BACKEND_OP_DROPOUT_BACKWARD: return b.dropout_backward != nullptr;
-    case BACKEND_OP_MHA_FORWARD: return b.mha_forward != nullptr;
-    case BACKEND_OP_MHA_BACKWARD: return b.mha_backward != nullptr;
-    case BACKEND_OP_EMBEDDING_FORWARD: return b.embedding_forward != nullptr;
-    case BACKEND_OP_EMBEDDING_BACKWARD: return b.embedding_backward != nullptr;
-    case BACKEND_OP_LABEL_SMOOTHING_FORWARD: return b.label_smoothing_forward != nullptr;
-    case BACKEND_OP_LABEL_SMOOTHING_BACKWARD: return b.label_smoothing_backward != nullptr;
-    case BACKEND_OP_SWISH_FORWARD: return b.swish_forward != nullptr;
-    case BACKEND_OP_SWISH_BACKWARD: return b.swish_backward != nullptr;
-    case BACKEND_OP_GLU_FORWARD: return b.glu_forward != nullptr;
-    case BACKEND_OP_GLU_BACKWARD: return b.glu_backward != nullptr;
-    case BACKEND_OP_DWCONV1D_FORWARD: return b.dwconv1d_forward != nullptr;
-    case BACKEND_OP_DWCONV1D_BACKWARD: return b.dwconv1d_backward != nullptr;
-    case BACKEND_OP_BATCHNORM_FORWARD: return b.batchnorm_forward != nullptr;
-    case BACKEND_OP_BATCHNORM_BACKWARD: return b.batchnorm_backward != nullptr;
-    case BACKEND_OP_BATCHNORM_STATS: return b.batchnorm_stats != nullptr;
-    case BACKEND_OP_BATCHNORM_BACKWARD_GLOBAL: return b.batchnorm_backward_global != nullptr;
-    case BACKEND_OP_RELPOS_ENCODING: return b.relpos_encoding != nullptr;
-    case BACKEND_OP_RELATTN_FORWARD: return b.relattn_forward != nullptr;
-    case BACKEND_OP_RELATTN_BACKWARD: return b.relattn_backward != nullptr;
-    case BACKEND_OP_GELU_FORWARD: return b.gelu_forward != nullptr;
-    case BACKEND_OP_GELU_BACKWARD: return b.gelu_backward != nullptr;
-    case BACKEND_OP_MUL_FORWARD: return b.mul_forward != nullptr;
-    case BACKEND_OP_MUL_BACKWARD: return b.mul_backward != nullptr;
-    case BACKEND_OP_LSTM_CELL_FORWARD: return b.lstm_cell_forward != nullptr;
-    case BACKEND_OP_LSTM_CELL_BACKWARD: return b.lstm_cell_backward != nullptr;
-    case BACKEND_OP_CTC_LOSS_FORWARD: return b.ctc_loss_forward != nullptr;
-    case BACKEND_OP_CTC_LOSS_BACKWARD: return b.ctc_loss_backward != nullptr;
-    case BACKEND_OP_ADAM_UPDATE: return b.adam_update != nullptr;
-    case BACKEND_OP_SUM: return b.sum != nullptr;
-    case BACKEND_OP_SUM_SQUARES: return b.sum_squares != nullptr;
-    case BACKEND_OP_CLIP_GRAD_NORM: return b.clip_grad_norm != nullptr;
-    case BACKEND_OP_UNSCALE_GRADS: return b.unscale_grads != nullptr;
+#define X(OP, name, ret, params) \
+    case BACKEND_OP_##OP: return b.name != nullptr;
+        BACKEND_OPS(X)
+#undef X
     case BACKEND_OP_COUNT: break;
     }
     return 0;
@@ -373,11 +321,6 @@ static constexpr int cu_count_ops(const backend &b)
 
 static_assert(cu_count_ops(cu_ops()) == BACKEND_OP_COUNT, "the CUDA backend must fill every backend_op");
 
-static int cu_supports(backend *be, backend_op op)
-{
-    return (unsigned)op < BACKEND_OP_COUNT && cu_has(*be, op);
-}
-
 // ---- the constructor
 
 int backend_cuda_init(backend *be, int device, int threads, esp_err *err)
@@ -414,6 +357,5 @@ int backend_cuda_init(backend *be, int device, int threads, esp_err *err)
     be->synchronize = cu_synchronize;
     be->destroy = cu_destroy;
     be->reserve = cu_reserve;
-    be->supports = cu_supports;
     return 0;
 }

@@ -187,12 +187,6 @@ static void cpu_destroy(backend *be)
     be->impl = NULL;
 }
 
-static int cpu_supports(backend *be, backend_op op)
-{
-    (void)be;
-    return (unsigned)op < BACKEND_OP_COUNT; /* all of them */
-}
-
 /* ---- ops: the f32 instantiation, with the backend's scratch */
 
 static void cpu_gemm(backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a,
@@ -638,7 +632,6 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
         .fill = cpu_fill,
         .synchronize = cpu_synchronize,
         .destroy = cpu_destroy,
-        .supports = cpu_supports,
         .gemm = cpu_gemm,
         .linear_forward = cpu_linear_forward,
         .linear_backward = cpu_linear_backward,

@@ -1,68 +1,27 @@
+/* The ops' names and which a backend implements, from the one list of core/compute/backend_ops.h. */
 #include "core/compute/backend_ops.h"
 
-/* In enum order: entry i names op i. */
-static const char *const op_names[] = {
-    "gemm",
-    "linear_forward",
-    "linear_backward",
-    "conv2d_forward",
-    "conv2d_backward",
-    "conv2d_gen_forward",
-    "conv2d_gen_backward",
-    "swap12",
-    "relu_forward",
-    "relu_backward",
-    "layernorm_forward",
-    "layernorm_backward",
-    "add",
-    "scale",
-    "posenc_forward",
-    "attention_forward",
-    "attention_backward",
-    "log_softmax_forward",
-    "log_softmax_backward",
-    "softmax_forward",
-    "softmax_backward",
-    "dropout_forward",
-    "dropout_backward",
-    "mha_forward",
-    "mha_backward",
-    "embedding_forward",
-    "embedding_backward",
-    "label_smoothing_forward",
-    "label_smoothing_backward",
-    "swish_forward",
-    "swish_backward",
-    "glu_forward",
-    "glu_backward",
-    "dwconv1d_forward",
-    "dwconv1d_backward",
-    "batchnorm_forward",
-    "batchnorm_backward",
-    "batchnorm_stats",
-    "batchnorm_backward_global",
-    "relpos_encoding",
-    "relattn_forward",
-    "relattn_backward",
-    "gelu_forward",
-    "gelu_backward",
-    "mul_forward",
-    "mul_backward",
-    "lstm_cell_forward",
-    "lstm_cell_backward",
-    "ctc_loss_forward",
-    "ctc_loss_backward",
-    "adam_update",
-    "sum",
-    "sum_squares",
-    "clip_grad_norm",
-    "unscale_grads",
-};
+#include "core/compute/backend.h"
 
-_Static_assert(sizeof op_names / sizeof op_names[0] == BACKEND_OP_COUNT,
-               "op_names must name every backend_op, in enum order");
+static const char *const op_names[] = {
+#define X(OP, name, ret, params) #name,
+    BACKEND_OPS(X)
+#undef X
+};
 
 const char *backend_op_name(backend_op op)
 {
     return (unsigned)op < BACKEND_OP_COUNT ? op_names[op] : "?";
+}
+
+int backend_supports(const backend *be, backend_op op)
+{
+    switch (op) {
+#define X(OP, name, ret, params) \
+    case BACKEND_OP_##OP: return be->name != NULL;
+        BACKEND_OPS(X)
+#undef X
+    case BACKEND_OP_COUNT: break;
+    }
+    return 0;
 }

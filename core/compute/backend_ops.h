@@ -1,71 +1,180 @@
-/* The compute ops of the backend interface as data: one enum entry per compute function pointer
- * of `struct backend` (core/compute/backend.h), in the struct's order, and their names (the
- * member names). A backend says which it implements with be->supports(be, op); test_backend_ops
- * (test/unit/compute/test_backend_ops.c) loops over every entry and compares backends op by op.
+/* The compute ops of the backend interface, listed once: BACKEND_OPS(X) calls
+ * X(OP, name, return type, (parameters)) for each, in order, and everything that names the ops
+ * comes from it: the backend_op enum (BACKEND_OP_<OP>) and backend_op_name (core/compute/
+ * backend_ops.c), the function-pointer members of `struct backend` (core/compute/backend.h),
+ * backend_supports, the CUDA backend's check that it fills every entry, and test_backend_ops'
+ * case table (each op's case is tb_case_<name>: a missing one does not link). Adding an op is one
+ * X line here plus its kernels and its test case.
  *
- * The memory entries (alloc, free, copy, fill, synchronize, destroy) are not ops: every backend
- * has them, and nothing compares them. Adding a compute entry to the struct means adding it here,
- * to backend_op_name's table (a _Static_assert keeps the lengths equal) and a case to
- * test_backend_ops (which fails for an op without one). */
+ * Every op has the semantics, argument order and layouts of its ops_<name>_f32 counterpart in
+ * core/compute/ops_decl.h (outputs first; parameter gradients accumulate; `acc` on the input
+ * gradients of linear, conv2d and layernorm), with the backend as first argument and no scratch
+ * arguments: the backend owns its scratch memory. The memory entries (alloc, free, copy, fill,
+ * synchronize, destroy) are not ops: every backend has them, and nothing compares them. */
 #ifndef ESPNET3_COMPUTE_BACKEND_OPS_H
 #define ESPNET3_COMPUTE_BACKEND_OPS_H
 
+#define BACKEND_OPS(X) \
+    /* ---- GEMM, row-major: c (m x n) = alpha * op(a) op(b) + beta * c, op = transpose when             \
+     * ta / tb is non-zero; lda, ldb, ldc are the row strides of the stored matrices. */                 \
+    X(GEMM, gemm, void, (backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a,  \
+        int lda, const float *b, int ldb, float beta, float *c, int ldc))                                \
+                                                                                                         \
+    /* ---- layers (see core/compute/ops_decl.h) */                                                      \
+    X(LINEAR_FORWARD, linear_forward, void, (backend *be, float *y, const float *x, const float *w,      \
+        const float *b, int n, int ic, int oc))                                                          \
+    X(LINEAR_BACKWARD, linear_backward, void, (backend *be, float *dx, float *dw, float *db,             \
+        const float *dy, const float *x, const float *w, int n, int ic, int oc, int acc))                \
+    X(CONV2D_FORWARD, conv2d_forward, void, (backend *be, float *y, const float *x, const float *w,      \
+        const float *b, int nb, int ic, int oc, int h, int wd, int relu, float *saved))                  \
+    X(CONV2D_BACKWARD, conv2d_backward, void, (backend *be, float *dx, float *dw, float *db,             \
+        const float *dy, const float *x, const float *w, const float *y, int nb, int ic, int oc, int h,  \
+        int wd, int acc, const float *saved))                                                            \
+    X(CONV2D_GEN_FORWARD, conv2d_gen_forward, void, (backend *be, float *y, const float *x,              \
+        const float *w, const float *b, int nb, int ic, int oc, int h, int wd, int kh, int kw, int sh,   \
+        int sw, int relu))                                                                               \
+    X(CONV2D_GEN_BACKWARD, conv2d_gen_backward, void, (backend *be, float *dx, float *dw, float *db,     \
+        const float *dy, const float *x, const float *w, const float *y, int nb, int ic, int oc, int h,  \
+        int wd, int kh, int kw, int sh, int sw, int acc))                                                \
+    X(SWAP12, swap12, void, (backend *be, float *y, const float *x, int nb, int d1, int d2, int d3))     \
+    X(RELU_FORWARD, relu_forward, void, (backend *be, float *y, const float *x, size_t n))               \
+    X(RELU_BACKWARD, relu_backward, void, (backend *be, float *dx, const float *dy, const float *y,      \
+        size_t n))                                                                                       \
+    X(LAYERNORM_FORWARD, layernorm_forward, void, (backend *be, float *y, float *mean, float *rstd,      \
+        const float *x, const float *w, const float *b, int n, int c, double eps))                       \
+    X(LAYERNORM_BACKWARD, layernorm_backward, void, (backend *be, float *dx, float *dw, float *db,       \
+        const float *dy, const float *x, const float *w, const float *mean, const float *rstd, int n,    \
+        int c, int acc))                                                                                 \
+    X(ADD, add, void, (backend *be, float *y, const float *a, const float *b, size_t n))                 \
+    X(SCALE, scale, void, (backend *be, float *y, const float *x, double s, size_t n))                   \
+    X(POSENC_FORWARD, posenc_forward, void, (backend *be, float *y, const float *x, double xscale,       \
+        int nb, int t, int d))                                                                           \
+    X(ATTENTION_FORWARD, attention_forward, void, (backend *be, float *y, float *att, const float *q,    \
+        const float *k, const float *v, int ld, const int *lens, int nb, int t, int h, int hd, float p,  \
+        uint64_t seed, uint64_t stream))                                                                 \
+    X(ATTENTION_BACKWARD, attention_backward, void, (backend *be, float *dq, float *dk, float *dv,       \
+        const float *dy, const float *att, const float *q, const float *k, const float *v, int ld,       \
+        const int *lens, int nb, int t, int h, int hd, float p, uint64_t seed, uint64_t stream))         \
+    X(LOG_SOFTMAX_FORWARD, log_softmax_forward, void, (backend *be, float *y, const float *x, int n,     \
+        int v))                                                                                          \
+    X(LOG_SOFTMAX_BACKWARD, log_softmax_backward, void, (backend *be, float *dx, const float *dy,        \
+        const float *y, int n, int v))                                                                   \
+    X(SOFTMAX_FORWARD, softmax_forward, void, (backend *be, float *y, const float *x, int n, int v))     \
+    X(SOFTMAX_BACKWARD, softmax_backward, void, (backend *be, float *dx, const float *dy,                \
+        const float *y, int n, int v))                                                                   \
+    X(DROPOUT_FORWARD, dropout_forward, void, (backend *be, float *y, const float *x, size_t n, float p, \
+        uint64_t seed, uint64_t stream))                                                                 \
+    X(DROPOUT_BACKWARD, dropout_backward, void, (backend *be, float *dx, const float *dy, size_t n,      \
+        float p, uint64_t seed, uint64_t stream))                                                        \
+                                                                                                         \
+    /* ---- attention decoder (core/compute/ops_decl.h): attention with query and key lengths of         \
+     * their own and an optional causal mask; the token embedding; ESPnet's label-smoothing loss         \
+     * on device log-probabilities (targets on the host; the forward returns the host sum and the        \
+     * argmax hits; the backward writes the gradient of the logits). */                                  \
+    X(MHA_FORWARD, mha_forward, void, (backend *be, float *y, float *att, const float *q, int ldq,       \
+        const float *k, const float *v, int ldkv, const int *lens, int nb, int tq, int tk, int causal,   \
+        int h, int hd, float p, uint64_t seed, uint64_t stream))                                         \
+    X(MHA_BACKWARD, mha_backward, void, (backend *be, float *dq, float *dk, float *dv, const float *dy,  \
+        const float *att, const float *q, int ldq, const float *k, const float *v, int ldkv,             \
+        const int *lens, int nb, int tq, int tk, int h, int hd, float p, uint64_t seed,                  \
+        uint64_t stream))                                                                                \
+    X(EMBEDDING_FORWARD, embedding_forward, void, (backend *be, float *y, const float *w,                \
+        const int *ids, int n, int v, int d))                                                            \
+    X(EMBEDDING_BACKWARD, embedding_backward, void, (backend *be, float *dw, const float *dy,            \
+        const int *ids, int n, int v, int d))                                                            \
+    X(LABEL_SMOOTHING_FORWARD, label_smoothing_forward, double, (backend *be, const float *logp,         \
+        const int *target, int n, int v, double smoothing, int64_t *correct))                            \
+    X(LABEL_SMOOTHING_BACKWARD, label_smoothing_backward, void, (backend *be, float *dlogits,            \
+        const float *logp, const int *target, int n, int v, double smoothing, double scale))             \
+                                                                                                         \
+    /* ---- Conformer layers (see core/compute/ops_conformer_decl.h) */                                  \
+    X(SWISH_FORWARD, swish_forward, void, (backend *be, float *y, const float *x, size_t n))             \
+    X(SWISH_BACKWARD, swish_backward, void, (backend *be, float *dx, const float *dy, const float *x,    \
+        size_t n))                                                                                       \
+    X(GLU_FORWARD, glu_forward, void, (backend *be, float *y, const float *x, int n, int c))             \
+    X(GLU_BACKWARD, glu_backward, void, (backend *be, float *dx, const float *dy, const float *x, int n, \
+        int c))                                                                                          \
+    X(DWCONV1D_FORWARD, dwconv1d_forward, void, (backend *be, float *y, const float *x, const float *w,  \
+        const float *b, int nb, int t, int c, int k))                                                    \
+    X(DWCONV1D_BACKWARD, dwconv1d_backward, void, (backend *be, float *dx, float *dw, float *db,         \
+        const float *dy, const float *x, const float *w, int nb, int t, int c, int k))                   \
+    X(BATCHNORM_FORWARD, batchnorm_forward, void, (backend *be, float *y, float *mean, float *rstd,      \
+        const float *x, const float *w, const float *b, float *run_mean, float *run_var,                 \
+        float *run_count, int n, int c, double eps, double momentum, int train))                         \
+    X(BATCHNORM_BACKWARD, batchnorm_backward, void, (backend *be, float *dx, float *dw, float *db,       \
+        const float *dy, const float *x, const float *w, const float *mean, const float *rstd, int n,    \
+        int c))                                                                                          \
+    X(BATCHNORM_STATS, batchnorm_stats, void, (backend *be, float *out, const float *x, const float *dy, \
+        const float *mean, int n, int c))                                                                \
+    X(BATCHNORM_BACKWARD_GLOBAL, batchnorm_backward_global, void, (backend *be, float *dx, float *dw,    \
+        float *db, const float *dy, const float *x, const float *w, const float *mean,                   \
+        const float *rstd, const float *l, const float *g, double count, int n, int c))                  \
+    X(RELPOS_ENCODING, relpos_encoding, void, (backend *be, float *pe, int t, int d))                    \
+    X(RELATTN_FORWARD, relattn_forward, void, (backend *be, float *y, float *att, const float *q,        \
+        const float *k, const float *v, int ld, const float *p, const float *u, const float *vb,         \
+        const int *lens, int nb, int t, int h, int hd, float pdrop, uint64_t seed, uint64_t stream))     \
+    X(RELATTN_BACKWARD, relattn_backward, void, (backend *be, float *dq, float *dk, float *dv,           \
+        float *dp, float *du, float *dvb, const float *dy, const float *att, const float *q,             \
+        const float *k, const float *v, int ld, const float *p, const float *u, const float *vb,         \
+        const int *lens, int nb, int t, int h, int hd, float pdrop, uint64_t seed, uint64_t stream))     \
+                                                                                                         \
+    /* ---- E-Branchformer layers (see core/compute/ops_conformer_decl.h): the cgMLP's GELU and          \
+     * gating product */                                                                                 \
+    X(GELU_FORWARD, gelu_forward, void, (backend *be, float *y, const float *x, size_t n))               \
+    X(GELU_BACKWARD, gelu_backward, void, (backend *be, float *dx, const float *dy, const float *x,      \
+        size_t n))                                                                                       \
+    X(MUL_FORWARD, mul_forward, void, (backend *be, float *y, const float *a, const float *b, size_t n)) \
+    X(MUL_BACKWARD, mul_backward, void, (backend *be, float *da, float *db, const float *dy,             \
+        const float *a, const float *b, size_t n))                                                       \
+                                                                                                         \
+    /* ---- recurrent layers (see core/compute/ops_decl.h): the LSTM cell of torch.nn.LSTM, gate         \
+     * order i, f, g, o, on n rows of H units. gates (n, 4H): the pre-activations, each row              \
+     * [i | f | g | o], both biases added; act (n, 4H, out): sigmoid(i), sigmoid(f), tanh(g),            \
+     * sigmoid(o), kept for the backward; c = sf * c_prev + si * tg, h = so * tanh(c); c_prev NULL:      \
+     * zeros (the first step). The backward: dh, dc (NULL: zeros) the gradients of h and of c from       \
+     * the next step; act, c_prev (NULL: zeros) and c the forward's; overwrites dgates (n, 4H) and       \
+     * dc_prev (n, H; NULL: not wanted). No output aliases an input. */                                  \
+    X(LSTM_CELL_FORWARD, lstm_cell_forward, void, (backend *be, float *h, float *c, float *act,          \
+        const float *gates, const float *c_prev, int n, int H))                                          \
+    X(LSTM_CELL_BACKWARD, lstm_cell_backward, void, (backend *be, float *dgates, float *dc_prev,         \
+        const float *dh, const float *dc, const float *act, const float *c_prev, const float *c, int n,  \
+        int H))                                                                                          \
+                                                                                                         \
+    /* ---- CTC loss (core/compute/ctc.h, blank 0): logp (B, T, V) log-probabilities on the device;      \
+     * hlens, labels (padded rows of `stride`) and label_lens on the host. The forward returns           \
+     * sum(losses) / B and fills losses (host, B; may be NULL); it keeps its workspace in the            \
+     * backend for the backward of the same batch, which writes the gradient of the logits               \
+     * (CTC_GRAD_TORCH: the log_softmax backward folded in) scaled by dloss. */                          \
+    X(CTC_LOSS_FORWARD, ctc_loss_forward, double, (backend *be, double *losses, const float *logp,       \
+        const int *hlens, const int *labels, const int *label_lens, int stride, int B, int T, int V,     \
+        int zero_infinity))                                                                              \
+    X(CTC_LOSS_BACKWARD, ctc_loss_backward, void, (backend *be, float *dlogits, const float *logp,       \
+        const int *hlens, const int *labels, const int *label_lens, int stride, int B, int T, int V,     \
+        int zero_infinity, float dloss))                                                                 \
+                                                                                                         \
+    /* ---- optimizer: one Adam/AdamW update of n elements (adam_update_one of                           \
+     * core/compute/kernel_math.h on each; vmax NULL without amsgrad); bit-identical for any             \
+     * number of threads. */                                                                             \
+    X(ADAM_UPDATE, adam_update, void, (backend *be, float *params, float *exp_avg, float *exp_avg_sq,    \
+        float *max_exp_avg_sq, const float *grads, size_t n, const adam_coefs *c))                       \
+                                                                                                         \
+    /* ---- reductions to a host double (they synchronize), gradient clipping. sum_squares sums          \
+     * blocks of SUM_SQUARES_BLOCK elements, then the blocks in order (the same bits on any thread       \
+     * count); clip_grad_norm is torch.nn.utils.clip_grad_norm_ (L2): returns the norm and scales g      \
+     * by clip_grad_coef(norm, max_norm) when that is below 1 (a non-finite norm leaves g as is). */     \
+    X(SUM, sum, double, (backend *be, const float *x, size_t n))                                         \
+    X(SUM_SQUARES, sum_squares, double, (backend *be, const float *x, size_t n))                         \
+    X(CLIP_GRAD_NORM, clip_grad_norm, double, (backend *be, float *g, size_t n, double max_norm))        \
+                                                                                                         \
+    /* ---- the loss scaler (trainer.precision 16-mixed): torch.amp.GradScaler.unscale_ on n             \
+     * gradients, g[i] *= inv_scale (amp_unscale_one of core/compute/kernel_math_amp.h); returns         \
+     * 1 when any element was inf or NaN before the scaling, else 0 (it synchronizes). */                \
+    X(UNSCALE_GRADS, unscale_grads, int, (backend *be, float *g, size_t n, float inv_scale))
+
 typedef enum backend_op {
-    BACKEND_OP_GEMM,
-    BACKEND_OP_LINEAR_FORWARD,
-    BACKEND_OP_LINEAR_BACKWARD,
-    BACKEND_OP_CONV2D_FORWARD,
-    BACKEND_OP_CONV2D_BACKWARD,
-    BACKEND_OP_CONV2D_GEN_FORWARD,
-    BACKEND_OP_CONV2D_GEN_BACKWARD,
-    BACKEND_OP_SWAP12,
-    BACKEND_OP_RELU_FORWARD,
-    BACKEND_OP_RELU_BACKWARD,
-    BACKEND_OP_LAYERNORM_FORWARD,
-    BACKEND_OP_LAYERNORM_BACKWARD,
-    BACKEND_OP_ADD,
-    BACKEND_OP_SCALE,
-    BACKEND_OP_POSENC_FORWARD,
-    BACKEND_OP_ATTENTION_FORWARD,
-    BACKEND_OP_ATTENTION_BACKWARD,
-    BACKEND_OP_LOG_SOFTMAX_FORWARD,
-    BACKEND_OP_LOG_SOFTMAX_BACKWARD,
-    BACKEND_OP_SOFTMAX_FORWARD,
-    BACKEND_OP_SOFTMAX_BACKWARD,
-    BACKEND_OP_DROPOUT_FORWARD,
-    BACKEND_OP_DROPOUT_BACKWARD,
-    BACKEND_OP_MHA_FORWARD,
-    BACKEND_OP_MHA_BACKWARD,
-    BACKEND_OP_EMBEDDING_FORWARD,
-    BACKEND_OP_EMBEDDING_BACKWARD,
-    BACKEND_OP_LABEL_SMOOTHING_FORWARD,
-    BACKEND_OP_LABEL_SMOOTHING_BACKWARD,
-    BACKEND_OP_SWISH_FORWARD,
-    BACKEND_OP_SWISH_BACKWARD,
-    BACKEND_OP_GLU_FORWARD,
-    BACKEND_OP_GLU_BACKWARD,
-    BACKEND_OP_DWCONV1D_FORWARD,
-    BACKEND_OP_DWCONV1D_BACKWARD,
-    BACKEND_OP_BATCHNORM_FORWARD,
-    BACKEND_OP_BATCHNORM_BACKWARD,
-    BACKEND_OP_BATCHNORM_STATS,
-    BACKEND_OP_BATCHNORM_BACKWARD_GLOBAL,
-    BACKEND_OP_RELPOS_ENCODING,
-    BACKEND_OP_RELATTN_FORWARD,
-    BACKEND_OP_RELATTN_BACKWARD,
-    BACKEND_OP_GELU_FORWARD,
-    BACKEND_OP_GELU_BACKWARD,
-    BACKEND_OP_MUL_FORWARD,
-    BACKEND_OP_MUL_BACKWARD,
-    BACKEND_OP_LSTM_CELL_FORWARD,
-    BACKEND_OP_LSTM_CELL_BACKWARD,
-    BACKEND_OP_CTC_LOSS_FORWARD,
-    BACKEND_OP_CTC_LOSS_BACKWARD,
-    BACKEND_OP_ADAM_UPDATE,
-    BACKEND_OP_SUM,
-    BACKEND_OP_SUM_SQUARES,
-    BACKEND_OP_CLIP_GRAD_NORM,
-    BACKEND_OP_UNSCALE_GRADS,
+#define X(OP, name, ret, params) BACKEND_OP_##OP,
+    BACKEND_OPS(X)
+#undef X
     BACKEND_OP_COUNT
 } backend_op;
 

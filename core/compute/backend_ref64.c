@@ -70,12 +70,6 @@ static void ref_destroy(backend *be)
     be->impl = NULL;
 }
 
-static int ref_supports(backend *be, backend_op op)
-{
-    (void)be;
-    return (unsigned)op < BACKEND_OP_COUNT; /* all of them */
-}
-
 /* ---- GEMM and layers */
 
 static void ref_gemm(backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a,
@@ -567,7 +561,6 @@ int backend_ref64_init(backend *be, int threads, esp_err *err)
         .fill = ref_fill,
         .synchronize = ref_synchronize,
         .destroy = ref_destroy,
-        .supports = ref_supports,
         .gemm = ref_gemm,
         .linear_forward = ref_linear_forward,
         .linear_backward = ref_linear_backward,

@@ -48,18 +48,12 @@ static void plan_synchronize(backend *be)
     (void)be;
 }
 
-static int plan_supports(backend *be, backend_op op)
-{
-    (void)be, (void)op;
-    return 0;
-}
-
 void model_arena_plan(arena_plan *p, const model_dims *d, const model_rates *rates, int B, int T, int Lmax, int amsgrad)
 {
     memset(p, 0, sizeof *p);
     recorder r = {.p = p, .kind = ARENA_PARAMS, .next = (uintptr_t)1 << 40};
     backend be = {.name = "plan", .impl = &r, .alloc = plan_alloc, .free = plan_free, .copy = plan_copy,
-                  .fill = plan_fill, .synchronize = plan_synchronize, .supports = plan_supports};
+                  .fill = plan_fill, .synchronize = plan_synchronize};
     asr_model m;
     asr_model_init(&m, &be, d, rates); /* params, then grads */
     ESP_CHECK(p->n == 2);

@@ -286,26 +286,23 @@ static void mul_backward_run(tb_run *r, int s)
     tb_out(r, "db", db, n);
 }
 
-/* ------------------------------------------------------------------ the table */
+/* ------------------------------------------------------------------ the cases: tb_case_<op> */
 
-const tb_case tb_cases_conformer[] = {
-    {BACKEND_OP_SWISH_FORWARD, LEN(SWISH_S), TOL_ELEM, swish_forward_run},
-    {BACKEND_OP_SWISH_BACKWARD, LEN(SWISH_S), TOL_ELEM, swish_backward_run},
-    {BACKEND_OP_GLU_FORWARD, LEN(GLU_S), TOL_ELEM, glu_forward_run},
-    {BACKEND_OP_GLU_BACKWARD, LEN(GLU_S), TOL_ELEM, glu_backward_run},
-    {BACKEND_OP_DWCONV1D_FORWARD, LEN(DW_S), TOL_ACC, dwconv1d_forward_run},
-    {BACKEND_OP_DWCONV1D_BACKWARD, LEN(DW_S), TOL_ACC, dwconv1d_backward_run},
-    {BACKEND_OP_BATCHNORM_FORWARD, LEN(BN_S), TOL_ACC, batchnorm_forward_run},
-    {BACKEND_OP_BATCHNORM_STATS, LEN(BNS_S), TOL_ACC, batchnorm_stats_run},
-    {BACKEND_OP_BATCHNORM_BACKWARD_GLOBAL, LEN(BN_S), TOL_ACC, batchnorm_backward_global_run},
-    {BACKEND_OP_BATCHNORM_BACKWARD, LEN(BN_S), TOL_ACC, batchnorm_backward_run},
-    {BACKEND_OP_RELPOS_ENCODING, LEN(RELPOS_S), TOL_ACC, relpos_encoding_run},
-    {BACKEND_OP_RELATTN_FORWARD, LEN(RA_S), TOL_ACC, relattn_forward_run},
-    {BACKEND_OP_RELATTN_BACKWARD, LEN(RA_S), TOL_ACC, relattn_backward_run},
-    /* erfc's relative condition number grows as 2 z^2 in the tail: float libm tolerance. */
-    {BACKEND_OP_GELU_FORWARD, LEN(GELU_S), TOL_ACC, gelu_forward_run},
-    {BACKEND_OP_GELU_BACKWARD, LEN(GELU_S), TOL_ACC, gelu_backward_run},
-    {BACKEND_OP_MUL_FORWARD, LEN(GELU_S), TOL_ELEM, mul_forward_run},
-    {BACKEND_OP_MUL_BACKWARD, LEN(GELU_S), TOL_ELEM, mul_backward_run},
-};
-const int tb_ncases_conformer = LEN(tb_cases_conformer);
+const tb_case tb_case_swish_forward = {LEN(SWISH_S), TOL_ELEM, swish_forward_run};
+const tb_case tb_case_swish_backward = {LEN(SWISH_S), TOL_ELEM, swish_backward_run};
+const tb_case tb_case_glu_forward = {LEN(GLU_S), TOL_ELEM, glu_forward_run};
+const tb_case tb_case_glu_backward = {LEN(GLU_S), TOL_ELEM, glu_backward_run};
+const tb_case tb_case_dwconv1d_forward = {LEN(DW_S), TOL_ACC, dwconv1d_forward_run};
+const tb_case tb_case_dwconv1d_backward = {LEN(DW_S), TOL_ACC, dwconv1d_backward_run};
+const tb_case tb_case_batchnorm_forward = {LEN(BN_S), TOL_ACC, batchnorm_forward_run};
+const tb_case tb_case_batchnorm_stats = {LEN(BNS_S), TOL_ACC, batchnorm_stats_run};
+const tb_case tb_case_batchnorm_backward_global = {LEN(BN_S), TOL_ACC, batchnorm_backward_global_run};
+const tb_case tb_case_batchnorm_backward = {LEN(BN_S), TOL_ACC, batchnorm_backward_run};
+const tb_case tb_case_relpos_encoding = {LEN(RELPOS_S), TOL_ACC, relpos_encoding_run};
+const tb_case tb_case_relattn_forward = {LEN(RA_S), TOL_ACC, relattn_forward_run};
+const tb_case tb_case_relattn_backward = {LEN(RA_S), TOL_ACC, relattn_backward_run};
+/* erfc's relative condition number grows as 2 z^2 in the tail: float libm tolerance. */
+const tb_case tb_case_gelu_forward = {LEN(GELU_S), TOL_ACC, gelu_forward_run};
+const tb_case tb_case_gelu_backward = {LEN(GELU_S), TOL_ACC, gelu_backward_run};
+const tb_case tb_case_mul_forward = {LEN(GELU_S), TOL_ELEM, mul_forward_run};
+const tb_case tb_case_mul_backward = {LEN(GELU_S), TOL_ELEM, mul_backward_run};

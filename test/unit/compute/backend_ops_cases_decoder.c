@@ -148,14 +148,11 @@ static void label_smoothing_backward_run(tb_run *r, int s)
     tb_out(r, "dlogits", g, (size_t)n * v);
 }
 
-/* ------------------------------------------------------------------ the table */
+/* ------------------------------------------------------------------ the cases: tb_case_<op> */
 
-const tb_case tb_cases_decoder[] = {
-    {BACKEND_OP_MHA_FORWARD, LEN(MHA_S), TOL_ACC, mha_forward_run},
-    {BACKEND_OP_MHA_BACKWARD, LEN(MHA_S), TOL_ACC, mha_backward_run},
-    {BACKEND_OP_EMBEDDING_FORWARD, LEN(EMB_S), 0, embedding_forward_run},
-    {BACKEND_OP_EMBEDDING_BACKWARD, LEN(EMB_S), TOL_ELEM, embedding_backward_run},
-    {BACKEND_OP_LABEL_SMOOTHING_FORWARD, LEN(LSM_S), TOL_ELEM, label_smoothing_forward_run},
-    {BACKEND_OP_LABEL_SMOOTHING_BACKWARD, LEN(LSM_S), TOL_ELEM, label_smoothing_backward_run},
-};
-const int tb_ncases_decoder = LEN(tb_cases_decoder);
+const tb_case tb_case_mha_forward = {LEN(MHA_S), TOL_ACC, mha_forward_run};
+const tb_case tb_case_mha_backward = {LEN(MHA_S), TOL_ACC, mha_backward_run};
+const tb_case tb_case_embedding_forward = {LEN(EMB_S), 0, embedding_forward_run};
+const tb_case tb_case_embedding_backward = {LEN(EMB_S), TOL_ELEM, embedding_backward_run};
+const tb_case tb_case_label_smoothing_forward = {LEN(LSM_S), TOL_ELEM, label_smoothing_forward_run};
+const tb_case tb_case_label_smoothing_backward = {LEN(LSM_S), TOL_ELEM, label_smoothing_backward_run};

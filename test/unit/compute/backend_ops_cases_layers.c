@@ -458,31 +458,28 @@ static void attention_backward_run(tb_run *r, int s)
     }
 }
 
-/* ------------------------------------------------------------------ the table */
+/* ------------------------------------------------------------------ the cases: tb_case_<op> */
 
-const tb_case tb_cases_layers[] = {
-    {BACKEND_OP_GEMM, LEN(GEMM_S), TOL_ACC, gemm_run},
-    {BACKEND_OP_LINEAR_FORWARD, LEN(LIN_S), TOL_ACC, linear_forward_run},
-    {BACKEND_OP_LINEAR_BACKWARD, LEN(LIN_S), TOL_ACC, linear_backward_run},
-    {BACKEND_OP_CONV2D_FORWARD, LEN(CONV_S), TOL_ACC, conv2d_forward_run},
-    {BACKEND_OP_CONV2D_BACKWARD, LEN(CONV_S), TOL_ACC, conv2d_backward_run},
-    {BACKEND_OP_CONV2D_GEN_FORWARD, LEN(CONVG_S), TOL_ACC, conv2d_gen_forward_run},
-    {BACKEND_OP_CONV2D_GEN_BACKWARD, LEN(CONVG_S), TOL_ACC, conv2d_gen_backward_run},
-    {BACKEND_OP_SWAP12, LEN(SWAP_S), 0, swap12_run},
-    {BACKEND_OP_RELU_FORWARD, LEN(EW_S), 0, relu_forward_run},
-    {BACKEND_OP_RELU_BACKWARD, LEN(EW_S), 0, relu_backward_run},
-    {BACKEND_OP_LAYERNORM_FORWARD, LEN(LN_S), TOL_ACC, layernorm_forward_run},
-    {BACKEND_OP_LAYERNORM_BACKWARD, LEN(LN_S), TOL_ACC, layernorm_backward_run},
-    {BACKEND_OP_ADD, LEN(EW_S), 0, add_run},
-    {BACKEND_OP_SCALE, LEN(EW_S), TOL_ELEM, scale_run},
-    {BACKEND_OP_POSENC_FORWARD, LEN(PE_S), TOL_ACC, posenc_forward_run},
-    {BACKEND_OP_ATTENTION_FORWARD, LEN(ATT_S), TOL_ACC, attention_forward_run},
-    {BACKEND_OP_ATTENTION_BACKWARD, LEN(ATT_S), TOL_ACC, attention_backward_run},
-    {BACKEND_OP_LOG_SOFTMAX_FORWARD, LEN(LS_S), TOL_ACC, log_softmax_forward_run},
-    {BACKEND_OP_LOG_SOFTMAX_BACKWARD, LEN(LS_S), TOL_ACC, log_softmax_backward_run},
-    {BACKEND_OP_SOFTMAX_FORWARD, LEN(LS_S), TOL_ACC, softmax_forward_run},
-    {BACKEND_OP_SOFTMAX_BACKWARD, LEN(LS_S), TOL_ACC, softmax_backward_run},
-    {BACKEND_OP_DROPOUT_FORWARD, LEN(DROP_S), TOL_ELEM, dropout_forward_run},
-    {BACKEND_OP_DROPOUT_BACKWARD, LEN(DROP_S), TOL_ELEM, dropout_backward_run},
-};
-const int tb_ncases_layers = LEN(tb_cases_layers);
+const tb_case tb_case_gemm = {LEN(GEMM_S), TOL_ACC, gemm_run};
+const tb_case tb_case_linear_forward = {LEN(LIN_S), TOL_ACC, linear_forward_run};
+const tb_case tb_case_linear_backward = {LEN(LIN_S), TOL_ACC, linear_backward_run};
+const tb_case tb_case_conv2d_forward = {LEN(CONV_S), TOL_ACC, conv2d_forward_run};
+const tb_case tb_case_conv2d_backward = {LEN(CONV_S), TOL_ACC, conv2d_backward_run};
+const tb_case tb_case_conv2d_gen_forward = {LEN(CONVG_S), TOL_ACC, conv2d_gen_forward_run};
+const tb_case tb_case_conv2d_gen_backward = {LEN(CONVG_S), TOL_ACC, conv2d_gen_backward_run};
+const tb_case tb_case_swap12 = {LEN(SWAP_S), 0, swap12_run};
+const tb_case tb_case_relu_forward = {LEN(EW_S), 0, relu_forward_run};
+const tb_case tb_case_relu_backward = {LEN(EW_S), 0, relu_backward_run};
+const tb_case tb_case_layernorm_forward = {LEN(LN_S), TOL_ACC, layernorm_forward_run};
+const tb_case tb_case_layernorm_backward = {LEN(LN_S), TOL_ACC, layernorm_backward_run};
+const tb_case tb_case_add = {LEN(EW_S), 0, add_run};
+const tb_case tb_case_scale = {LEN(EW_S), TOL_ELEM, scale_run};
+const tb_case tb_case_posenc_forward = {LEN(PE_S), TOL_ACC, posenc_forward_run};
+const tb_case tb_case_attention_forward = {LEN(ATT_S), TOL_ACC, attention_forward_run};
+const tb_case tb_case_attention_backward = {LEN(ATT_S), TOL_ACC, attention_backward_run};
+const tb_case tb_case_log_softmax_forward = {LEN(LS_S), TOL_ACC, log_softmax_forward_run};
+const tb_case tb_case_log_softmax_backward = {LEN(LS_S), TOL_ACC, log_softmax_backward_run};
+const tb_case tb_case_softmax_forward = {LEN(LS_S), TOL_ACC, softmax_forward_run};
+const tb_case tb_case_softmax_backward = {LEN(LS_S), TOL_ACC, softmax_backward_run};
+const tb_case tb_case_dropout_forward = {LEN(DROP_S), TOL_ELEM, dropout_forward_run};
+const tb_case tb_case_dropout_backward = {LEN(DROP_S), TOL_ELEM, dropout_backward_run};

@@ -65,8 +65,5 @@ static void lstm_cell_backward_run(tb_run *r, int s)
     if (dc_prev) tb_out(r, "dc_prev", dc_prev, nh);
 }
 
-const tb_case tb_cases_lstm[] = {
-    {BACKEND_OP_LSTM_CELL_FORWARD, LEN(LSTM_S), TOL_ELEM, lstm_cell_forward_run},
-    {BACKEND_OP_LSTM_CELL_BACKWARD, LEN(LSTM_S), TOL_ELEM, lstm_cell_backward_run},
-};
-const int tb_ncases_lstm = LEN(tb_cases_lstm);
+const tb_case tb_case_lstm_cell_forward = {LEN(LSTM_S), TOL_ELEM, lstm_cell_forward_run};
+const tb_case tb_case_lstm_cell_backward = {LEN(LSTM_S), TOL_ELEM, lstm_cell_backward_run};

@@ -179,15 +179,12 @@ static void unscale_grads_run(tb_run *r, int s)
     tb_out_exact(r, "g", g, n);
 }
 
-/* ------------------------------------------------------------------ the table */
+/* ------------------------------------------------------------------ the cases: tb_case_<op> */
 
-const tb_case tb_cases_step[] = {
-    {BACKEND_OP_CTC_LOSS_FORWARD, LEN(CTC_S), TOL_ELEM, ctc_loss_forward_run},
-    {BACKEND_OP_CTC_LOSS_BACKWARD, LEN(CTC_S), TOL_ACC, ctc_loss_backward_run},
-    {BACKEND_OP_ADAM_UPDATE, LEN(ADAM_S), TOL_ELEM, adam_update_run},
-    {BACKEND_OP_SUM, LEN(SUM_S), TOL_DOUBLE, sum_run},
-    {BACKEND_OP_SUM_SQUARES, LEN(SUM_S), TOL_DOUBLE, sum_squares_run},
-    {BACKEND_OP_CLIP_GRAD_NORM, LEN(CLIP_S), TOL_ELEM, clip_grad_norm_run},
-    {BACKEND_OP_UNSCALE_GRADS, LEN(UNSCALE_S), 0, unscale_grads_run},
-};
-const int tb_ncases_step = LEN(tb_cases_step);
+const tb_case tb_case_ctc_loss_forward = {LEN(CTC_S), TOL_ELEM, ctc_loss_forward_run};
+const tb_case tb_case_ctc_loss_backward = {LEN(CTC_S), TOL_ACC, ctc_loss_backward_run};
+const tb_case tb_case_adam_update = {LEN(ADAM_S), TOL_ELEM, adam_update_run};
+const tb_case tb_case_sum = {LEN(SUM_S), TOL_DOUBLE, sum_run};
+const tb_case tb_case_sum_squares = {LEN(SUM_S), TOL_DOUBLE, sum_squares_run};
+const tb_case tb_case_clip_grad_norm = {LEN(CLIP_S), TOL_ELEM, clip_grad_norm_run};
+const tb_case tb_case_unscale_grads = {LEN(UNSCALE_S), 0, unscale_grads_run};

@@ -1,6 +1,7 @@
 /* test_backend_ops: the cases and the harness they run in (test/unit/compute/test_backend_ops.c).
  *
- * A case is one op of core/compute/backend_ops.h at a few shapes. Its run(r, shape) function
+ * A case is one op of core/compute/backend_ops.h at a few shapes: tb_case_<op name>, one per op
+ * (declared below from the op list, so an op without its case does not link). Its run(r, shape) function
  * builds the inputs with the tb_* helpers below (random values from a generator seeded by the op
  * and the shape, so every backend sees the same bits), calls the op on tb_be(r), and registers
  * what the op produced with tb_out*. The harness runs it on the reference backend ("ref64") and
@@ -33,23 +34,15 @@ typedef struct tb_run tb_run;
 #define TOL_ACC 1e-10
 
 typedef struct tb_case {
-    backend_op op;
     int nshapes;
     double tol; /* NMSE tolerance of the outputs registered with tb_out / tb_out_host */
     void (*run)(tb_run *r, int shape);
 } tb_case;
 
-/* The case table (test/unit/compute/backend_ops_cases*.c): one entry per op, in any order. */
-extern const tb_case tb_cases_layers[];
-extern const int tb_ncases_layers;
-extern const tb_case tb_cases_step[];
-extern const int tb_ncases_step;
-extern const tb_case tb_cases_decoder[];
-extern const int tb_ncases_decoder;
-extern const tb_case tb_cases_conformer[];
-extern const int tb_ncases_conformer;
-extern const tb_case tb_cases_lstm[];
-extern const int tb_ncases_lstm;
+/* The cases (test/unit/compute/backend_ops_cases_*.c): tb_case_gemm, tb_case_linear_forward, ... */
+#define X(OP, name, ret, params) extern const tb_case tb_case_##name;
+BACKEND_OPS(X)
+#undef X
 
 /* ---- for the cases */
 

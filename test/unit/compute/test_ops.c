@@ -670,7 +670,7 @@ Test(ops, backend_cpu)
     cr_assert(strstr(err.msg, "threads"), "%s", err.msg);
     cr_assert((be = backend_open(BACKEND_CPU, 0, 1, &err)) != NULL, "%s", err.msg);
     cr_assert_str_eq(be->name, "cpu");
-    for (int op = 0; op < BACKEND_OP_COUNT; op++) cr_assert(be->supports(be, (backend_op)op));
+    for (int op = 0; op < BACKEND_OP_COUNT; op++) cr_assert(backend_supports(be, (backend_op)op));
     float *p = be->alloc(be, 1000 * sizeof(float));
     cr_assert(((uintptr_t)p & 63) == 0);
     for (int i = 0; i < 1000; i++) cr_assert(p[i] == 0);
@@ -703,7 +703,7 @@ Test(ops, backend_ref64)
     cr_assert(backend_kind_parse("ref64", &kind, &err) == 0 && kind == BACKEND_REF64);
     cr_assert((be = backend_open(BACKEND_REF64, 0, 1, &err)) != NULL, "%s", err.msg);
     cr_assert_str_eq(be->name, "ref64");
-    for (int op = 0; op < BACKEND_OP_COUNT; op++) cr_assert(be->supports(be, (backend_op)op));
+    for (int op = 0; op < BACKEND_OP_COUNT; op++) cr_assert(backend_supports(be, (backend_op)op));
     float *p = be->alloc(be, 5 * sizeof(float));
     cr_assert(((uintptr_t)p & 63) == 0);
     float host[5] = {1, -2, 3, 1e-30f, 16777217.0f}, back[5];
