@@ -137,9 +137,11 @@ bench: $(BENCH_BINS)
 deps:
 	@scripts/install_deps.sh
 
-# The layer rules of docs/developers.md: which room may include which.
+# The layer rules of docs/developers.md: which room may include which; and every relative link of
+# README.md and docs/ resolves.
 layers:
 	@python3 scripts/check_layers.py
+	@python3 scripts/check_doc_links.py
 
 # The tests' real-world checks (PyTorch loading our .pth/.ckpt, the real torchrun, Python's
 # safetensors) use a cached venv from PyPI; ESPNET3_NO_TEST_VENV=1 skips it (those tests then say

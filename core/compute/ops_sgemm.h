@@ -6,7 +6,7 @@
  * Why not OpenBLAS' own threads: with as many threads as cores, its workers spin (sched_yield)
  * after each GEMM while the pool runs the elementwise passes that follow, and the two sets of
  * threads fight over the cores; with one pool for every pass the 2-thread training step got
- * 1.2x faster (docs/benchmarks.md).
+ * 1.2x faster (docs/notes/2026-11-cpu-step-rounds.md).
  * The split is by blocks of C's rows (or columns, when C is wider than tall), never over k, and
  * only at the cuts that keep each element's sum in one order with the kernel this process runs
  * (probed once: OpenBLAS' Haswell/Zen kernel keeps it only at multiples of 24 rows), so a split

@@ -10,7 +10,7 @@
 #include "core/base/log.h"
 #include "core/compute/blas_core.h"
 
-/* Blocking (measured on a Zen 4 core, docs/benchmarks.md): one kernel call computes COLS columns x
+/* Blocking (measured on a Zen 4 core, docs/notes/2026-11-cpu-step-rounds.md): one kernel call computes COLS columns x
  * ROWS rows of C over at most DEPTH of k, so its B block (DEPTH x COLS, 64 KB) stays in L2 and its A
  * rows (ROWS x DEPTH, 7 KB; with A transposed DEPTH pieces of ROWS floats, at most 32 KB of lines) in
  * L1; calls walk a ROW_BLOCK of rows per PANEL of columns, so the A rows are reused across the panel

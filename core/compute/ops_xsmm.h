@@ -10,14 +10,14 @@
  * where they lie, so C = A B and C = A^T B need no copy at all (C = A B^T one transpose of B,
  * usually the weights). One thread, 121 products of 400 x 256 x 256 with fresh operands: 100-103
  * GFLOP/s against OpenBLAS' 89-95; weight gradients (256 x 256 over k 400-10000 rows, fresh
- * operands) 98-99 against 89-91 (docs/benchmarks.md).
+ * operands) 98-99 against 89-91 (docs/notes/2026-11-cpu-step-rounds.md).
  *
  * Each element of C is one chain of fused multiply-adds over k in order, blocks of 256 of k
  * continuing the chain through C, so its bits depend neither on how C's rows are split over
  * threads nor on the CPU's share of rows per call; its columns split at the column blocks'
  * starts. Products wider than 512 columns copy B into panels of those columns first (its
  * rows 4 KB apart would evict each other from L1): the same sums, 1-6% faster than OpenBLAS in the
- * feed-forward's products at one thread, 2-14% at two (docs/benchmarks.md). */
+ * feed-forward's products at one thread, 2-14% at two (docs/notes/2026-11-cpu-step-rounds.md). */
 #ifndef ESPNET3_COMPUTE_OPS_XSMM_H
 #define ESPNET3_COMPUTE_OPS_XSMM_H
 
