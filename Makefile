@@ -153,7 +153,7 @@ test-venv:
 
 # The test runner finds the binary under test through ESPNET3_BIN, the venv through ESPNET3_TEST_VENV.
 check: deps layers test-venv
-	@$(MAKE) --no-print-directory $(BIN) $(TEST_BIN) $(BENCH_BINS)
+	@$(MAKE) --no-print-directory $(BIN) $(TEST_BIN) $(if $(SAN),,$(BENCH_BINS))
 	ESPNET3_BIN=$(abspath $(BIN)) ESPNET3_ROOT=$(CURDIR) ESPNET3_TEST_VENV='$(TEST_VENV)' $(TEST_BIN) $(TEST_ARGS)
 
 # The CUDA checks (make CUDA=1 cuda-check; .ci/run runs them after the CUDA build): ptxas'

@@ -148,6 +148,26 @@ static const cyaml_schema_field_t logger_fields[] = {
     CYAML_FIELD_END};
 static const cyaml_schema_value_t logger_entry = {CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, logger_cfg, logger_fields)};
 
+static const cyaml_schema_field_t timedelta_fields[] = {
+    STR("_target_", timedelta_cfg, target),
+    FLT("days", timedelta_cfg, days),
+    FLT("hours", timedelta_cfg, hours),
+    FLT("minutes", timedelta_cfg, minutes),
+    FLT("seconds", timedelta_cfg, seconds),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t callback_fields[] = {
+    STR("_target_", callback_cfg, target),
+    INT("every_n_train_steps", callback_cfg, every_n_train_steps),
+    MAP("train_time_interval", callback_cfg, train_time_interval, timedelta_fields),
+    STR("save_last", callback_cfg, save_last),
+    BOOL("verbose", callback_cfg, verbose),
+    STR("logging_interval", callback_cfg, logging_interval),
+    INT("refresh_rate", callback_cfg, refresh_rate),
+    CYAML_FIELD_END};
+static const cyaml_schema_value_t callback_entry = {
+    CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, callback_cfg, callback_fields)};
+
 static const cyaml_schema_field_t trainer_fields[] = {
     STR("accelerator", trainer_cfg, accelerator),
     INT("devices", trainer_cfg, devices),
@@ -169,6 +189,8 @@ static const cyaml_schema_field_t trainer_fields[] = {
     BOOL("deterministic", trainer_cfg, deterministic),
     BOOL("enable_progress_bar", trainer_cfg, enable_progress_bar),
     SEQ("logger", trainer_cfg, logger, &logger_entry),
+    SEQ("callbacks", trainer_cfg, callbacks, &callback_entry),
+    STR("max_time", trainer_cfg, max_time),
     FLT("dist_timeout", trainer_cfg, dist_timeout),
     BOOL("per_rank_logs", trainer_cfg, per_rank_logs),
     CYAML_FIELD_END};

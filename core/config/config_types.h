@@ -79,6 +79,26 @@ typedef struct logger_cfg {
     char *project;
 } logger_cfg;
 
+/* A timedelta as Hydra writes one ({_target_: datetime.timedelta, hours: 1, minutes: 30}). */
+typedef struct timedelta_cfg {
+    char *target;
+    double days, hours, minutes, seconds;
+} timedelta_cfg;
+
+/* trainer.callbacks[]: the Lightning callbacks espnet3 carries out (core/train/trainer.h's
+ * trainer_opts take their meaning; stages/train.c checks each one's keys against its class).
+ * ModelCheckpoint: a checkpoint inside an epoch every_n_train_steps optimizer steps and/or every
+ * train_time_interval; LearningRateMonitor and the progress bars: what the train log shows anyway. */
+typedef struct callback_cfg {
+    char *target;
+    int64_t every_n_train_steps;
+    timedelta_cfg *train_time_interval;
+    char *save_last;         /* true | link (espnet3 always keeps `last`) */
+    int verbose;
+    char *logging_interval;  /* LearningRateMonitor: step | epoch */
+    int64_t refresh_rate;    /* TQDMProgressBar */
+} callback_cfg;
+
 typedef struct trainer_cfg {
     char *accelerator;   /* auto | cpu | gpu | cuda */
     int64_t devices;
@@ -102,6 +122,8 @@ typedef struct trainer_cfg {
     int enable_progress_bar;
     int sync_batchnorm;  /* the Conformer's BatchNorm statistics over all ranks (torch's SyncBatchNorm) */
     logger_cfg *logger; unsigned n_logger;
+    callback_cfg *callbacks; unsigned n_callbacks;
+    char *max_time;      /* Lightning's "DD:HH:MM:SS": stop with a checkpoint once training took this long */
     double dist_timeout; /* espnet3: seconds any distributed wait may take (0: 300) */
     int per_rank_logs;   /* espnet3: ranks above 0 write <exp_dir>/<stage>.rank<r>.log too */
 } trainer_cfg;

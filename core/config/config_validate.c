@@ -97,6 +97,13 @@ const target_entry target_registry[] = {
     {"trainer.logger[]", "lightning.pytorch.loggers.TensorBoardLogger", "TensorBoard event files"},
     {"trainer.logger[]", "pytorch_lightning.loggers.TensorBoardLogger", "TensorBoard event files"},
     {"trainer.logger[]", "lightning.pytorch.loggers.CSVLogger", "CSV metrics"},
+    {"trainer.callbacks[]", "lightning.pytorch.callbacks.ModelCheckpoint", "checkpoints inside an epoch"},
+    {"trainer.callbacks[]", "pytorch_lightning.callbacks.ModelCheckpoint", "checkpoints inside an epoch"},
+    {"trainer.callbacks[]", "lightning.pytorch.callbacks.LearningRateMonitor", "train/lr in the logs"},
+    {"trainer.callbacks[]", "pytorch_lightning.callbacks.LearningRateMonitor", "train/lr in the logs"},
+    {"trainer.callbacks[]", "lightning.pytorch.callbacks.TQDMProgressBar", "the progress line"},
+    {"trainer.callbacks[]", "pytorch_lightning.callbacks.TQDMProgressBar", "the progress line"},
+    {"trainer.callbacks[].train_time_interval", "datetime.timedelta", "a time interval"},
     {"dataloader.*.iter_factory", "espnet2.iterators.sequence_iter_factory.SequenceIterFactory", "sequence batches"},
     {"dataloader.collate_fn", "espnet2.train.collate_fn.CommonCollateFn", "padding collate"},
     {"dataloader.*.iter_factory.collate_fn", "espnet2.train.collate_fn.CommonCollateFn", "padding collate"},
@@ -118,9 +125,9 @@ const target_entry target_registry[] = {
 
 /* ESPnet3 / Lightning / ESPnet2 keys we accept but do not implement: one warning each. */
 static const char *const unimplemented_keys[] = {
-    "trainer.benchmark", "trainer.profiler", "trainer.callbacks",
+    "trainer.benchmark", "trainer.profiler",
     "trainer.enable_checkpointing", "trainer.enable_model_summary", "trainer.default_root_dir",
-    "trainer.fast_dev_run", "trainer.min_epochs", "trainer.min_steps", "trainer.max_time",
+    "trainer.fast_dev_run", "trainer.min_epochs", "trainer.min_steps",
     "trainer.overfit_batches", "trainer.reload_dataloaders_every_n_epochs", "trainer.use_distributed_sampler",
     "trainer.detect_anomaly", "trainer.barebones", "trainer.plugins", "trainer.inference_mode",
     "trainer.limit_test_batches", "trainer.limit_predict_batches", "trainer.log_every_n_steps_val",
