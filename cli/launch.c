@@ -54,7 +54,8 @@ int launch_stage_ranks(const stage_def *s, backend_kind kind, const cli_args *a,
     }
     char **rank_argv = cli_rank_argv(argc, argv, s->name);
     o.argv = rank_argv;
-    *rc = dist_launch_local(&o, err);
+    int r = dist_launch_local(&o, err);
+    *rc = r == DIST_LAUNCH_STOPPED ? STAGE_STOPPED : r;
     free(rank_argv);
     return 1;
 }

@@ -228,9 +228,9 @@ int main(int argc, char **argv)
             }
         }
     }
-    if (rc != 0) fprintf(stderr, "espnet3: error: %s\n", err.msg);
+    if (rc != 0 && rc != STAGE_STOPPED) fprintf(stderr, "espnet3: error: %s\n", err.msg);
     for (int k = 0; k < CONFIG_KIND_COUNT; k++) config_free(*slots[k]);
     free(tdir);
     cli_args_free(&args);
-    return rc == 0 ? 0 : ESP_EXIT_FAIL;
+    return rc == 0 ? 0 : rc == STAGE_STOPPED ? ESP_EXIT_STOPPED : ESP_EXIT_FAIL;
 }

@@ -183,7 +183,7 @@ static int run_stage_other_rank(const stage_def *s, backend_kind kind, const esp
     stage_ctx ctx = {.configs = cfgs, .log_dir = dir, .backend = kind};
     int rc = s->run(&ctx, err);
     if (log_fp) {
-        if (rc != 0) fprintf(log_fp, "espnet3: error: %s\n", err->msg);
+        if (rc < 0) fprintf(log_fp, "espnet3: error: %s\n", err->msg);
         log_set_file(NULL);
         fclose(log_fp);
     }
@@ -250,9 +250,11 @@ int run_stage(const stage_def *s, backend_kind kind, const esp_configs *cfgs, in
     if (rc == 0) {
         err->msg[0] = '\0';
         rc = s->run(&ctx, err);
-        ESP_CHECK(rc == 0 || err->msg[0]); /* a failing stage must say why */
+        ESP_CHECK(rc >= 0 || err->msg[0]); /* a failing stage must say why */
     }
-    if (rc == 0 && runner_pending_count() > pending_before)
+    if (rc == STAGE_STOPPED)
+        log_info("=== [STOPPED] stage: %s (%.1fs): resume with the same command ===", s->name, now_seconds() - t0);
+    else if (rc == 0 && runner_pending_count() > pending_before)
         log_info("=== [SUBMITTED] stage: %s (%.1fs): results pending in SLURM jobs %s ===", s->name,
                  now_seconds() - t0, runner_pending_jobs());
     else if (rc == 0) log_info("=== [DONE] stage: %s (%.1fs) ===", s->name, now_seconds() - t0);

@@ -29,7 +29,10 @@ typedef struct stage_ctx {
                                  * once by the CLI before any stage runs */
 } stage_ctx;
 
+/* 0: done; -1: failed, err says why; STAGE_STOPPED: stopped early on request with its state saved
+ * (stage 5: a signal or trainer.max_time), the same command resumes it. */
 typedef int (*stage_fn)(const stage_ctx *ctx, esp_err *err);
+enum { STAGE_STOPPED = 1 };
 
 /* Properties of a stage that the CLI acts on. */
 enum stage_flags {

@@ -3,13 +3,16 @@
  * against trainer.devices x num_nodes, picks the backend from trainer.accelerator, and hands the
  * rest to the trainer, which writes checkpoints, logs and events under exp_dir. */
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/base/fsio.h"
 #include "core/base/hash.h"
+#include "core/base/proc.h"
 #include "core/compute/backend.h"
 #include "core/data/augment_conf.h"
 #include "core/data/dataset_src.h"
@@ -23,6 +26,7 @@
 #include "core/train/scheduler.h"
 #include "core/train/trainer.h"
 #include "stages/stages.h"
+#include "stages/train_callbacks.h"
 
 /* Lightning's limit_*_batches as written (checked at load): an integer is a count of batches
  * (passed on as -count, 1 meaning one batch), a float a fraction (1.0: all). NULL: all. */
@@ -168,6 +172,8 @@ static int check_static(const training_cfg *cfg, const char *file, const ynode *
         if (n && n->mark.line > 0) return esp_fail(err, "%s:%d:%d: %s", n->mark.file, n->mark.line, n->mark.col, why.msg);
         return esp_fail(err, "%s: %s", file, why.msg);
     }
+    trainer_opts schedule;
+    if (train_callbacks_to_opts(tc, tree, &schedule, err) != 0) return -1;
     if (speed_perturb_factors_check(tree, err) != 0) return -1;
     augment_conf aug;
     if (augment_conf_from_tree(tree, &aug, err) != 0) return -1;
@@ -236,6 +242,25 @@ static amp_precision precision_from_cfg(const trainer_cfg *tc, backend_kind kind
                  "loss scaling) to compute what a GPU run would; Lightning would switch a CPU run to bf16-mixed "
                  "(write bf16-mixed for that)", file);
     return AMP_FP16;
+}
+
+/* SIGUSR1 in a SLURM job (sbatch --signal=USR1@120 --requeue, as Lightning's auto-requeue reads
+ * it): the job goes back to the queue, and its next start resumes from the checkpoint just written. */
+static void requeue_slurm_job(void)
+{
+    const char *job = getenv("SLURM_JOB_ID");
+    if (!job || !*job) return;
+    char *argv[] = {"scontrol", "requeue", (char *)job, NULL};
+    proc_buf out = {0}, errs = {0};
+    int status = 0;
+    esp_err why;
+    int rc = proc_run_capture(argv, &out, &errs, 4096, &status, &why);
+    if (rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        log_info("train: SLURM job %s requeued (scontrol requeue); it resumes from this checkpoint", job);
+    else
+        log_warn("train: scontrol requeue %s failed (%s); resubmit the job to resume", job,
+                 rc < 0 ? why.msg : errs.len ? (char *)errs.data : "no message");
+    free(out.data), free(errs.data);
 }
 
 int stage_train(const stage_ctx *ctx, esp_err *err)
@@ -318,7 +343,12 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
                  nr.db_lo, nr.db_hi);
         o.noise_rir = &nr;
     }
+    if (rc == 0) rc = train_callbacks_to_opts(tc, ctx->configs->training->tree, &o, err);
     if (rc == 0) rc = trainer_run(&o, err);
+    if (rc == TRAINER_STOPPED) { /* a signal or max_time: resumable */
+        rc = STAGE_STOPPED;
+        if (trainer_stop_signal() == SIGUSR1 && env->rank == 0) requeue_slurm_job();
+    }
     noise_rir_conf_free(&nr);
     augment_conf_free(&aug);
     free(run_id), free(tb_dir), free(csv);

@@ -8,8 +8,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 
-/* Exit statuses: 1 for a failed run (bad config, missing input), 2 for bad usage. */
-enum { ESP_EXIT_FAIL = 1, ESP_EXIT_USAGE = 2 };
+/* Exit statuses: 1 for a failed run (bad config, missing input), 2 for bad usage, 75 (sysexits'
+ * EX_TEMPFAIL) for a run that stopped early on request with a checkpoint to resume from (stage 5
+ * on SIGTERM / SIGUSR1 or trainer.max_time): a SLURM job script requeues on it. */
+enum { ESP_EXIT_FAIL = 1, ESP_EXIT_USAGE = 2, ESP_EXIT_STOPPED = 75 };
 
 /* An error value that functions fill instead of exiting, so tests can assert on it. */
 typedef struct esp_err {

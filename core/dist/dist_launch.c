@@ -17,7 +17,11 @@
 
 #include "core/base/progress.h"
 
+/* Seconds the ranks get after SIGTERM before SIGKILL: after a rank failed (the others stop), and
+ * after a signal to the launcher, which the ranks answer with a checkpoint (SLURM's --signal
+ * leaves about 120 s before the time limit). */
 #define STOP_GRACE_S 10.0
+#define SIGNAL_GRACE_S 110.0
 
 typedef struct rank_proc {
     pid_t pid;
@@ -28,8 +32,12 @@ typedef struct rank_proc {
     int status, done;
 } rank_proc;
 
-static volatile sig_atomic_t got_signal;
-static void on_signal(int sig) { got_signal = sig; }
+static volatile sig_atomic_t got_signal, signals_seen;
+static void on_signal(int sig)
+{
+    got_signal = sig;
+    signals_seen++;
+}
 
 static int free_port(void)
 {
@@ -135,11 +143,12 @@ int dist_launch_local(const launch_opts *o, esp_err *err)
      * agree on an id derived from the config (dist_join's fallback). */
     char run_id[64];
     snprintf(run_id, sizeof run_id, "local-%d-%ld", (int)getpid(), (long)time(NULL));
-    struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
+    struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term, old_usr1;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
-    got_signal = 0;
+    sigaction(SIGUSR1, &sa, &old_usr1);
+    got_signal = 0, signals_seen = 0;
     rank_proc *p = xcalloc((size_t)o->nproc, sizeof *p);
     int started = 0, rc = 0;
     log_info("launch: starting %d local rank(s) of %d (node %d of %d, master %s:%d)", o->nproc, world, o->node_rank,
@@ -151,8 +160,8 @@ int dist_launch_local(const launch_opts *o, esp_err *err)
             break;
         }
     }
-    int failed = -1, left = started;
-    double stop_at = 0; /* when SIGTERM went out */
+    int failed = -1, left = started, stopped = 0, any_bad = 0;
+    double stop_at = 0, grace = STOP_GRACE_S; /* when SIGTERM went out */
     char why[2400] = "";
     if (rc != 0) stop_at = now_seconds();
     for (int i = 0; rc != 0 && i < started; i++) kill(p[i].pid, SIGTERM);
@@ -172,7 +181,11 @@ int dist_launch_local(const launch_opts *o, esp_err *err)
             pump(&p[i], 1);
             close(p[i].err_fd); /* a closed pipe would wake poll at once from now on */
             p[i].err_fd = -1;
-            int bad = !(WIFEXITED(p[i].status) && WEXITSTATUS(p[i].status) == 0);
+            /* 75: the rank stopped on request with a checkpoint (trainer.max_time, a signal) */
+            int code = WIFEXITED(p[i].status) ? WEXITSTATUS(p[i].status) : -1;
+            stopped |= code == ESP_EXIT_STOPPED;
+            int bad = code != 0 && code != ESP_EXIT_STOPPED;
+            any_bad |= bad;
             if (bad && failed < 0 && (newly < 0 || WIFSIGNALED(p[i].status))) newly = i;
         }
         if (newly >= 0 && failed < 0 && !stop_at) {
@@ -183,12 +196,17 @@ int dist_launch_local(const launch_opts *o, esp_err *err)
                 if (!p[i].done) kill(p[i].pid, SIGTERM), kill(p[i].pid, SIGCONT); /* a stopped rank too */
         }
         if (got_signal && !stop_at) {
-            stop_at = now_seconds();
-            snprintf(why, sizeof why, "launch: stopped by signal %d (%s)", (int)got_signal, strsignal(got_signal));
+            /* The ranks get the signal (SIGINT as SIGTERM) and stop after their step with a
+             * checkpoint; a second signal does not wait. */
+            stop_at = now_seconds(), grace = SIGNAL_GRACE_S;
+            int fwd = got_signal == SIGUSR1 ? SIGUSR1 : SIGTERM;
+            log_info("launch: %s: the ranks stop after their step with a checkpoint (%.0f s at most)",
+                     strsignal(got_signal), grace);
             for (int i = 0; i < started; i++)
-                if (!p[i].done) kill(p[i].pid, SIGTERM);
+                if (!p[i].done) kill(p[i].pid, fwd);
         }
-        if (stop_at && now_seconds() - stop_at > STOP_GRACE_S)
+        if (signals_seen > 1) grace = 0;
+        if (stop_at && now_seconds() - stop_at > grace)
             for (int i = 0; i < started; i++)
                 if (!p[i].done) kill(p[i].pid, SIGKILL);
     }
@@ -196,9 +214,12 @@ int dist_launch_local(const launch_opts *o, esp_err *err)
         if (p[i].err_fd >= 0) pump(&p[i], 1), close(p[i].err_fd);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
+    sigaction(SIGUSR1, &old_usr1, NULL);
     free(p);
     if (rc != 0) return -1;
     if (failed >= 0) return esp_fail(err, "launch: %s; stopped the other ranks", why);
-    if (why[0]) return esp_fail(err, "%s; stopped the ranks", why);
-    return 0;
+    if (got_signal && any_bad)
+        return esp_fail(err, "launch: stopped by signal %d (%s) before every rank saved its state", (int)got_signal,
+                        strsignal(got_signal));
+    return stopped ? DIST_LAUNCH_STOPPED : 0;
 }

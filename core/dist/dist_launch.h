@@ -16,6 +16,10 @@ typedef struct launch_opts {
     char *const *argv;       /* what each rank runs (argv[0] is replaced by this executable) */
 } launch_opts;
 
+/* Starts the node's ranks and waits for them: 0 when all succeed, DIST_LAUNCH_STOPPED when they
+ * stopped on request with a checkpoint (exit status ESP_EXIT_STOPPED: a signal to this launcher,
+ * forwarded to them, or trainer.max_time), -1 with err when one failed (the others are stopped). */
+enum { DIST_LAUNCH_STOPPED = 1 };
 int dist_launch_local(const launch_opts *o, esp_err *err);
 
 #endif

@@ -98,11 +98,17 @@ static int optimizer_step(trainer *t, double lr, esp_err *err)
 
 /* Whether every rank has batch k and batch k + 1: the end-of-epoch agreement (all_reduce MIN),
  * so ranks with unequal batch counts stop together. */
-static int agree_has_next(trainer *t, size_t k, size_t nb, int *has, int *has_after, esp_err *err)
+static int agree_has_next(trainer *t, size_t k, size_t nb, int *has, int *has_after, int *save, int *stop,
+                          esp_err *err)
 {
-    float f[2] = {k < nb ? 1.0f : 0.0f, k + 1 < nb ? 1.0f : 0.0f};
-    if (t->world > 1 && host_all_reduce(t, f, 2, COMM_MIN, err) != 0) return -1;
+    /* Whether any rank wants a checkpoint or a stop rides along (0 for a wish: the minimum). */
+    float f[4] = {k < nb ? 1.0f : 0.0f, k + 1 < nb ? 1.0f : 0.0f, train_wants_save(t) ? 0.0f : 1.0f,
+                  train_wants_stop(t) ? 0.0f : 1.0f};
+    if (t->world > 1 && host_all_reduce(t, f, 4, COMM_MIN, err) != 0) return -1;
     *has = f[0] > 0, *has_after = f[1] > 0;
+    *save |= f[2] == 0;
+    if (f[3] == 0 && !t->stop_reason) t->stop_reason = TRAIN_STOP_PEER;
+    *stop |= f[3] == 0;
     return 0;
 }
 
@@ -279,12 +285,17 @@ int train_epoch(trainer *t, esp_err *err)
     if (t->world > 1 && t->rank == 0 && t->epoch == t->first_epoch && !s->shards && s->batches.n % (size_t)t->world)
         log_warn("train: %zu batches do not split evenly over %d ranks: the last %zu are dropped each epoch "
                  "(each rank trains on %zu)", s->batches.n, t->world, s->batches.n % (size_t)t->world, nplan);
-    step_acc a = {0};
-    int rc = 0;
+    /* A mid-epoch checkpoint's epoch goes on at its batch: the plan, the dropout and augmentation
+     * draws are functions of (seed, epoch, position), the step's state is in the checkpoint. */
+    size_t k0 = (size_t)t->resume_batch;
+    t->resume_batch = 0;
+    if (k0 > 0) log_info("train: epoch %" PRId64 " goes on at batch %zu of %zu", t->epoch + 1, k0 + 1, nb);
+    step_acc a = {.micro = (int64_t)k0};
+    int rc = 0, save = 0, stop = 0, stopped = 0;
     asr_model_zero_grad(&t->model);
-    for (size_t k = 0; rc == 0; k++) {
+    for (size_t k = k0; rc == 0; k++) {
         int has, has_after;
-        if (agree_has_next(t, k, nb, &has, &has_after, err) != 0) {
+        if (agree_has_next(t, k, nb, &has, &has_after, &save, &stop, err) != 0) {
             rc = -1;
             break;
         }
@@ -318,9 +329,23 @@ int train_epoch(trainer *t, esp_err *err)
         /* Lightning's max_steps: the epoch ends with the step that reaches it (every rank steps
          * together, so all stop here). */
         if (t->o->max_steps > 0 && t->step >= t->o->max_steps) break;
+        /* A checkpoint inside the epoch after this step (the epoch's last step has the epoch end's):
+         * every n steps, on rank 0's clock, or to stop (a signal, max_time). */
+        if (t->o->ckpt_every_steps > 0 && v == GUARD_STEP && t->step % t->o->ckpt_every_steps == 0) save = 1;
+        if ((save || stop) && has_after) {
+            if (save_checkpoint_in_epoch(t, (int64_t)k + 1, err) != 0) {
+                rc = -1;
+                break;
+            }
+            save = 0;
+            if (stop) {
+                stopped = 1;
+                break;
+            }
+        }
     }
     if (rc == 0 && t->rank == 0) progress_finish(&pr);
     free(items);
     free(plan);
-    return rc;
+    return rc == 0 && stopped ? TRAINER_STOPPED : rc;
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/base/hash.h"
+#include "core/base/progress.h"
 #include "core/nn/model_files.h"
 #include "core/train/trainer_internal.h"
 
@@ -55,7 +56,7 @@ static int moments_to_host(trainer *t, float **m1, float **m2, esp_err *err)
     return rc;
 }
 
-int save_checkpoint(trainer *t, const metric *metrics, size_t n_metrics, esp_err *err)
+static int save_at(trainer *t, const metric *metrics, size_t n_metrics, int64_t batch, esp_err *err)
 {
     const param_table *pt = &t->model.table;
     float *m1, *m2;
@@ -77,9 +78,13 @@ int save_checkpoint(trainer *t, const metric *metrics, size_t n_metrics, esp_err
         {.name = "optimizer.exp_avg_sq", .dtype = ST_F32, .ndim = 1, .shape = {(int64_t)pt->total}, .data = m2},
         {.name = "grad_scaler.scale", .dtype = ST_F32, .ndim = 1, .shape = {1}, .data = &scale},
     };
+    /* train.batch_in_epoch: the plan index a mid-epoch checkpoint's epoch goes on at (0 at an epoch
+     * end); train.time_elapsed_ms: what trainer.max_time has counted so far. */
     ckpt_counter counters[] = {{"optimizer.step", t->opt.step},
                                {"scheduler.last_epoch", t->sched.last_epoch},
                                {"nan_guard.countdown", t->guard.countdown},
+                               {"train.batch_in_epoch", batch},
+                               {"train.time_elapsed_ms", (int64_t)(train_elapsed(t) * 1000)},
                                {"grad_scaler.growth_tracker", t->scaler.growth_tracker}};
     size_t n_counters = sizeof counters / sizeof *counters - (t->scaler.enabled ? 0 : 1);
     ckpt_info info = {.epoch = t->epoch, .step = t->step, .metrics = metrics, .n_metrics = n_metrics,
@@ -89,6 +94,23 @@ int save_checkpoint(trainer *t, const metric *metrics, size_t n_metrics, esp_err
     free(counts);
     free(params);
     free(m1), free(m2);
+    return rc;
+}
+
+int save_checkpoint(trainer *t, const metric *metrics, size_t n_metrics, esp_err *err)
+{
+    int rc = save_at(t, metrics, n_metrics, 0, err);
+    t->last_ckpt_time = now_seconds();
+    return rc;
+}
+
+int save_checkpoint_in_epoch(trainer *t, int64_t batch, esp_err *err)
+{
+    if (t->rank == 0)
+        log_info("train: checkpoint inside epoch %" PRId64 " at step %" PRId64 " (batch %" PRId64 ")", t->epoch + 1,
+                 t->step, batch);
+    int rc = save_at(t, NULL, 0, batch, err);
+    t->last_ckpt_time = now_seconds();
     return rc;
 }
 
@@ -137,6 +159,12 @@ int resume(trainer *t, esp_err *err)
         t->opt.step = ckpt_counter_get(&c, "optimizer.step", 0);
         t->sched.last_epoch = ckpt_counter_get(&c, "scheduler.last_epoch", t->sched.last_epoch);
         t->guard.countdown = ckpt_counter_get(&c, "nan_guard.countdown", 0);
+        t->resume_batch = ckpt_counter_get(&c, "train.batch_in_epoch", 0);
+        t->time_before = (double)ckpt_counter_get(&c, "train.time_elapsed_ms", 0) / 1000.0;
+        if (t->resume_batch < 0 || t->time_before < 0)
+            rc = esp_fail(err, "%s: train.batch_in_epoch %" PRId64 " / train.time_elapsed_ms: negative (not a "
+                               "checkpoint espnet3 wrote; remove it to start from the one before)", c.dir,
+                          t->resume_batch);
         t->epoch = c.epoch;
         t->step = c.step;
         log_info("train: resuming from %s (epoch %" PRId64 ", step %" PRId64 ")", c.dir, c.epoch, c.step);
@@ -176,8 +204,8 @@ int sync_from_rank0(trainer *t, esp_err *err)
     if (t->world == 1) return 0;
     int32_t scale_bits;
     memcpy(&scale_bits, &t->scaler.scale, sizeof scale_bits);
-    int64_t c[7] = {t->epoch, t->step, t->opt.step, t->sched.last_epoch, t->guard.countdown,
-                    t->scaler.growth_tracker, scale_bits};
+    int64_t c[9] = {t->epoch, t->step, t->opt.step, t->sched.last_epoch, t->guard.countdown,
+                    t->scaler.growth_tracker, scale_bits, t->resume_batch, (int64_t)(t->time_before * 1000)};
     comm *cm = t->dist.comm;
     size_t bytes = n_params(t) * sizeof(float), state_bytes = t->model.table.state_total * sizeof(float);
     /* Device buffers go to the comm as they are: it works on the backend's memory. The parameters
@@ -189,6 +217,7 @@ int sync_from_rank0(trainer *t, esp_err *err)
     t->epoch = c[0], t->step = c[1], t->opt.step = c[2], t->sched.last_epoch = c[3], t->guard.countdown = c[4];
     t->scaler.growth_tracker = c[5];
     scale_bits = (int32_t)c[6];
+    t->resume_batch = c[7], t->time_before = (double)c[8] / 1000.0;
     memcpy(&t->scaler.scale, &scale_bits, sizeof scale_bits);
     if (t->fsdp) shard_optimizer(t);
     return 0;

@@ -19,6 +19,15 @@ static int steps_done(const trainer *t)
     return t->o->max_steps > 0 && t->step >= t->o->max_steps;
 }
 
+/* Training stopped early with its checkpoint written (a signal, max_time): says so, once. */
+static int stopped(const trainer *t)
+{
+    if (t->rank == 0)
+        log_info("train: stopped by %s at epoch %" PRId64 " step %" PRId64 "; resume with the same command",
+                 train_stop_cause(t), t->epoch + 1, t->step);
+    return TRAINER_STOPPED;
+}
+
 static int run_training(trainer *t, esp_err *err)
 {
     const trainer_opts *o = t->o;
@@ -30,8 +39,11 @@ static int run_training(trainer *t, esp_err *err)
                      o->max_epochs);
         return t->rank == 0 ? ckpt_average(&t->ckpt, err) : 0;
     }
+    train_clock_start(t);
     while (t->epoch < o->max_epochs && !steps_done(t)) {
-        if (train_epoch(t, err) != 0) return -1;
+        int r = train_epoch(t, err);
+        if (r < 0) return -1;
+        if (r == TRAINER_STOPPED) return stopped(t);
         t->epoch++;
         if (check_ranks_agree(t, err) != 0) return -1;
         if (t->sched.interval == SCHED_PER_EPOCH) scheduler_on_epoch_end(&t->sched);
@@ -48,6 +60,13 @@ static int run_training(trainer *t, esp_err *err)
         m[nm++] = (metric){"epoch", (double)(t->epoch - 1), 1};
         trainer_log_metrics(t, m, nm);
         if (save_checkpoint(t, m, nm, err) != 0) return -1;
+        /* A stop asked for in the epoch's last step or its validation: after this checkpoint. */
+        float wants = train_wants_stop(t) ? 1.0f : 0.0f;
+        if (t->world > 1 && host_all_reduce(t, &wants, 1, COMM_MAX, err) != 0) return -1;
+        if (wants > 0 && (t->epoch < o->max_epochs && !steps_done(t))) {
+            if (!t->stop_reason) t->stop_reason = TRAIN_STOP_PEER;
+            return stopped(t);
+        }
     }
     return t->rank == 0 ? ckpt_average(&t->ckpt, err) : 0;
 }
@@ -266,13 +285,15 @@ int trainer_run(const trainer_opts *o, esp_err *err)
     t->be = backend_open(o->backend, o->device, o->threads, err);
     if (t->be) {
         comm_attach(t->dist.comm, t->be); /* a device comm orders its collectives after the backend's work */
+        train_signals_install();
         rc = train_on_backend(t, err);
+        train_signals_restore();
         comm_attach(t->dist.comm, NULL);
         backend_close(t->be);
     }
     /* The last barrier keeps rank 0's store up until every rank is done with it. */
-    if (rc == 0 && dist_leave(&t->dist, err) != 0) rc = -1;
-    if (rc != 0) dist_abort(&t->dist);
+    if (rc >= 0 && dist_leave(&t->dist, err) != 0) rc = -1;
+    if (rc < 0) dist_abort(&t->dist);
     free(t);
     return rc;
 }

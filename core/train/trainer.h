@@ -59,11 +59,25 @@ typedef struct trainer_opts {
     const char *csv_path;     /* metrics.csv */
     const augment_conf *augment; /* waveform augmentation of the training split (NULL or n 0: none) */
     const noise_rir_conf *noise_rir; /* rir_scp / noise_scp of the training split (NULL: none) */
+    /* Checkpoints inside an epoch (Lightning's ModelCheckpoint every_n_train_steps /
+     * train_time_interval in trainer.callbacks; 0: none) and the time budget (trainer.max_time;
+     * 0: none): a checkpoint after the step that reaches them, resumable at that step. */
+    int64_t ckpt_every_steps;
+    double ckpt_every_s;
+    double max_time_s;
 } trainer_opts;
+
+/* trainer_run's result when training stopped before its end with a checkpoint to resume from:
+ * SIGTERM or SIGUSR1 (SLURM's time limit, `--signal`), or trainer.max_time. */
+enum { TRAINER_STOPPED = 1 };
 
 /* Trains until max_epochs, or max_steps optimizer steps (the epoch that reaches them ends there,
  * with its validation and checkpoint as at any epoch end), resuming from exp_dir's `last`
- * checkpoint, then writes the k-best average. Joins and leaves the distributed run itself. */
+ * checkpoint (at its step, also inside an epoch), then writes the k-best average. SIGTERM and
+ * SIGUSR1 make every rank finish its step, write one checkpoint and return TRAINER_STOPPED, as
+ * trainer.max_time does. Joins and leaves the distributed run itself. 0: trained; -1: error. */
 int trainer_run(const trainer_opts *o, esp_err *err);
+/* After TRAINER_STOPPED: the signal that stopped training (SIGTERM, SIGUSR1), 0 for max_time. */
+int trainer_stop_signal(void);
 
 #endif

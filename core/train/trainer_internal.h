@@ -47,9 +47,28 @@ typedef struct trainer {
     double audio_total;        /* seconds of audio trained on by all ranks, this epoch */
     int64_t first_epoch;       /* of this run (after resuming) */
     grad_buckets buckets;      /* ddp with several ranks: the gradient all-reduce (grad_buckets.h) */
+    /* Inside an epoch (train_schedule.c): */
+    int64_t resume_batch;      /* the plan index epoch `epoch` continues at (a mid-epoch checkpoint's); 0 */
+    double run_start;          /* now_seconds() when this run's training began */
+    double time_before;        /* seconds trained by the runs this one resumes (trainer.max_time counts them) */
+    double last_ckpt_time;     /* of the last checkpoint (train_time_interval) */
+    int stop_reason;           /* 0, or why training stops early: a signal number or TRAIN_STOP_MAX_TIME */
 } trainer;
 
-/* train_epoch.c */
+/* train_schedule.c: SIGTERM and SIGUSR1 set a flag while training runs (install / restore), the
+ * clock of trainer.max_time and train_time_interval, this rank's wish to save (rank 0's clock) and
+ * to stop (any rank's signal, rank 0's clock; sets stop_reason), and the stop's cause for the log. */
+enum { TRAIN_STOP_MAX_TIME = -1, TRAIN_STOP_PEER = -2 };
+void train_signals_install(void);
+void train_signals_restore(void);
+void train_clock_start(trainer *t);
+double train_elapsed(const trainer *t);
+int train_wants_save(const trainer *t);
+int train_wants_stop(trainer *t);
+const char *train_stop_cause(const trainer *t);
+
+/* train_epoch.c: one epoch (from t->resume_batch); TRAINER_STOPPED when a stop request ended it
+ * early, after its checkpoint */
 int train_epoch(trainer *t, esp_err *err);
 const float *trainer_to_device(trainer *t, const asr_batch *b);
 void trainer_log_metrics(trainer *t, const metric *m, size_t n);
@@ -68,6 +87,9 @@ int validate(trainer *t, metric *out, size_t *n_out, esp_err *err);
 
 /* train_state.c */
 int save_checkpoint(trainer *t, const metric *metrics, size_t n_metrics, esp_err *err);
+/* A checkpoint inside epoch t->epoch after its plan entries [0, batch): no metrics (it ranks in no
+ * best-k table), resumed at `batch` (every rank calls it). */
+int save_checkpoint_in_epoch(trainer *t, int64_t batch, esp_err *err);
 int resume(trainer *t, esp_err *err);
 int sync_from_rank0(trainer *t, esp_err *err);
 /* Rank 0's BatchNorm running statistics onto every rank (no-op with one rank or no buffers). */

@@ -9,6 +9,11 @@
 #SBATCH --gpus-per-node=1
 #SBATCH --cpus-per-task=8
 #SBATCH --time=24:00:00
+# 120 s before the time limit every task gets SIGUSR1: the ranks finish their step, write a
+# checkpoint and the job requeues itself (scontrol requeue); its next start resumes there.
+#SBATCH --signal=USR1@120
+#SBATCH --requeue
+#SBATCH --open-mode=append
 #SBATCH --output=espnet3-gpu1-%j.out
 set -euo pipefail
 

@@ -10,6 +10,11 @@
 #SBATCH --ntasks-per-node=2
 #SBATCH --cpus-per-task=4
 #SBATCH --time=24:00:00
+# 120 s before the time limit every task gets SIGUSR1: the ranks finish their step, write a
+# checkpoint and the job requeues itself (scontrol requeue); its next start resumes there.
+#SBATCH --signal=USR1@120
+#SBATCH --requeue
+#SBATCH --open-mode=append
 #SBATCH --output=espnet3-train-%j.out
 set -euo pipefail
 

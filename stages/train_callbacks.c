@@ -1,0 +1,116 @@
+/* Lightning's callbacks and max_time for stage 5; see train_callbacks.h. Each class's arguments
+ * are checked on the tree (its keys keep their lines); the values come from the typed config. */
+#include "stages/train_callbacks.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/config/config_schema.h"
+
+/* The classes espnet3 carries out, by the last part of _target_, and the keys each takes. */
+static const struct {
+    const char *cls;
+    const char *keys;    /* space-separated, besides _target_ */
+} classes[] = {
+    {"ModelCheckpoint", "every_n_train_steps train_time_interval save_last verbose"},
+    {"LearningRateMonitor", "logging_interval"},
+    {"TQDMProgressBar", "refresh_rate"},
+};
+
+static int takes(const char *keys, const char *key)
+{
+    size_t n = strlen(key);
+    for (const char *p = keys; (p = strstr(p, key)) != NULL; p += n)
+        if ((p == keys || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0')) return 1;
+    return 0;
+}
+
+/* Seconds of a timedelta; -1 with err at its line when a part is negative or the whole is 0. */
+static double timedelta_seconds(const timedelta_cfg *td, const ynode *n, const char *path, esp_err *err)
+{
+    double s = td->days * 86400 + td->hours * 3600 + td->minutes * 60 + td->seconds;
+    if (td->days < 0 || td->hours < 0 || td->minutes < 0 || td->seconds < 0 || !(s > 0))
+        return config_fail_node(err, n, path, "a positive interval (days, hours, minutes, seconds >= 0, not all 0)");
+    return s;
+}
+
+/* Lightning's max_time string: "DD:HH:MM:SS", whole numbers, read as days, hours, minutes, seconds
+ * from the left (as Lightning's Timer zips them; "00:12:00:00" is twelve hours). */
+static int max_time_seconds(const char *s, double *out)
+{
+    static const double unit[4] = {86400, 3600, 60, 1};
+    double total = 0;
+    int parts = 0;
+    for (const char *p = s; parts < 4; parts++) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0) return -1;
+        total += (double)v * unit[parts];
+        if (*end == '\0') {
+            *out = total;
+            return total > 0 ? 0 : -1;
+        }
+        if (*end != ':') return -1;
+        p = end + 1;
+    }
+    return -1;
+}
+
+static int check_callback(const callback_cfg *c, const ynode *n, const char *path, trainer_opts *o, esp_err *err)
+{
+    const char *dot = c->target ? strrchr(c->target, '.') : NULL, *cls = dot ? dot + 1 : c->target;
+    size_t k = 0;
+    while (k < sizeof classes / sizeof *classes && (!cls || strcmp(cls, classes[k].cls) != 0)) k++;
+    if (k == sizeof classes / sizeof *classes) /* the schema's target check names the supported ones */
+        return config_fail_node(err, n, path, "_target_: missing or not a callback espnet3 carries out");
+    for (size_t i = 0; n->kind == YN_MAP && i < n->n; i++) {
+        if (!strcmp(n->keys[i], "_target_") || takes(classes[k].keys, n->keys[i])) continue;
+        char p[160];
+        snprintf(p, sizeof p, "%s.%s", path, n->keys[i]);
+        return config_fail_node(err, n->items[i], p, "not an argument of %s here (it takes %s)", classes[k].cls,
+                                classes[k].keys);
+    }
+    if (strcmp(classes[k].cls, "ModelCheckpoint") != 0) return 0;
+    char p[160];
+    if (c->every_n_train_steps < 0) {
+        snprintf(p, sizeof p, "%s.every_n_train_steps", path);
+        return config_fail_node(err, yt_map_get(n, "every_n_train_steps"), p, ">= 1 (0 or left out: none)");
+    }
+    if (c->every_n_train_steps > 0 && c->train_time_interval) /* Lightning raises the same */
+        return config_fail_node(err, n, path, "every_n_train_steps and train_time_interval: one of them per "
+                                "ModelCheckpoint (Lightning's rule; give two callbacks for both)");
+    if (c->save_last && strcmp(c->save_last, "true") != 0 && strcmp(c->save_last, "link") != 0) {
+        snprintf(p, sizeof p, "%s.save_last", path);
+        return config_fail_node(err, yt_map_get(n, "save_last"), p, "true or link: espnet3 always keeps `last`, the "
+                                "checkpoint a rerun resumes from");
+    }
+    if (c->every_n_train_steps > 0 && (!o->ckpt_every_steps || c->every_n_train_steps < o->ckpt_every_steps))
+        o->ckpt_every_steps = c->every_n_train_steps;
+    if (c->train_time_interval) {
+        snprintf(p, sizeof p, "%s.train_time_interval", path);
+        double s = timedelta_seconds(c->train_time_interval, yt_map_get(n, "train_time_interval"), p, err);
+        if (s < 0) return -1;
+        if (!o->ckpt_every_s || s < o->ckpt_every_s) o->ckpt_every_s = s;
+    }
+    return 0;
+}
+
+int train_callbacks_to_opts(const trainer_cfg *tc, const ynode *tree, trainer_opts *o, esp_err *err)
+{
+    o->ckpt_every_steps = 0, o->ckpt_every_s = 0, o->max_time_s = 0;
+    if (!tc) return 0;
+    const ynode *seq = yt_get_path(tree, "trainer.callbacks");
+    for (unsigned i = 0; i < tc->n_callbacks; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "trainer.callbacks[%u]", i);
+        const ynode *n = seq && seq->kind == YN_SEQ && i < seq->n ? seq->items[i] : NULL;
+        ESP_CHECK(n != NULL); /* the typed list was loaded from this tree */
+        if (check_callback(&tc->callbacks[i], n, path, o, err) != 0) return -1;
+    }
+    if (tc->max_time && max_time_seconds(tc->max_time, &o->max_time_s) != 0)
+        return config_fail_node(err, yt_get_path(tree, "trainer.max_time"), "trainer.max_time",
+                                "'%s' is not a duration \"DD:HH:MM:SS\" of whole numbers (e.g. 00:12:00:00 for twelve "
+                                "hours)", tc->max_time);
+    return 0;
+}

@@ -1,0 +1,217 @@
+/* Stage 5 inside an epoch (issue 41): checkpoints every N steps (Lightning's ModelCheckpoint
+ * every_n_train_steps in trainer.callbacks) change nothing, a SIGTERM stops the run after its step
+ * with a checkpoint (exit 75, one log line) from which the same command ends with the weights of an
+ * uninterrupted run, and the callbacks' and max_time's keys are checked at their line. The tiny
+ * recipe at batch_bins 80000: 5 steps an epoch. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "test/unit/test_util.h"
+
+static char dir[64];
+
+#define CKPT_EVERY_2 "'+trainer.callbacks=[{_target_: lightning.pytorch.callbacks.ModelCheckpoint, every_n_train_steps: 2}]'"
+
+static char *command(const char *exp, const char *extra)
+{
+    static char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && timeout 300 '%s' -q --config recipes/espeak_fortunes/conf/training_tiny.yaml "
+             "data_dir=%s/data dataset_dir=%s/dl stats_dir=%s/stats exp_dir=%s/%s "
+             "dataloader.train.iter_factory.batches.batch_bins=80000 %s",
+             test_root_dir(), test_bin_path(), dir, dir, dir, dir, exp, extra);
+    return cmd;
+}
+
+static int run(const char *exp, const char *extra) { return test_sh("%s >>%s/log 2>&1", command(exp, extra), dir); }
+
+static char *slurp(const char *rel) { return test_slurp_or_empty(test_path(dir, rel)); }
+
+static int same_file(const char *a, const char *b) { return test_same_file(test_path(dir, a), test_path(dir, b)); }
+
+static void setup(void)
+{
+    test_tmpdir_make(dir, sizeof dir, "train_stop");
+    cr_assert_eq(run("exp0", "--stage 1 --stop_stage 3"), 0, "stages 1-3 failed:\n%s", slurp("log"));
+}
+
+static void teardown(void) { test_tmpdir_remove(dir); }
+
+TestSuite(train_stop, .init = setup, .fini = teardown);
+
+#define FINAL "checkpoints/epoch=6-step=30/model.safetensors"
+
+Test(train_stop, checkpoints_every_n_steps_change_nothing)
+{
+    cr_assert_eq(run("full", "--stages train trainer.max_epochs=6"), 0, "%s", slurp("log"));
+    cr_assert_eq(run("every2", "--stages train trainer.max_epochs=6 " CKPT_EVERY_2), 0, "%s", slurp("log"));
+    char *log = slurp("every2/train.log");
+    cr_assert(strstr(log, "train: checkpoint inside epoch 1 at step 2 (batch 2)") &&
+                  strstr(log, "train: checkpoint inside epoch 6 at step 28 (batch 3)"),
+              "%s", log);
+    free(log);
+    cr_assert(same_file("full/" FINAL, "every2/" FINAL));
+    cr_assert(same_file("full/valid.loss.ave_3best.safetensors", "every2/valid.loss.ave_3best.safetensors"));
+    /* only the epoch ends that rank stay; the mid-epoch ones were replaced by the next */
+    cr_assert_not(test_exists(test_path(dir, "every2/checkpoints/epoch=5-step=28")));
+}
+
+/* The run is frozen (SIGSTOP) once its first checkpoint inside an epoch exists, sent SIGTERM and
+ * woken: it finishes its step, writes a checkpoint, says so and exits 75. The same command then
+ * ends where the uninterrupted run ends, bit for bit. */
+Test(train_stop, sigterm_stops_after_the_step_and_the_rerun_ends_identically)
+{
+    cr_assert_eq(run("full", "--stages train trainer.max_epochs=6"), 0, "%s", slurp("log"));
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        char cmd[4600];
+        snprintf(cmd, sizeof cmd, "%s >%s/stop.out 2>%s/stop.err",
+                 command("stop", "--stages train trainer.max_epochs=6 " CKPT_EVERY_2), dir, dir);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    struct timespec nap = {0, 500000};
+    int frozen = 0, st = 0;
+    for (int waited = 0; waited < 240000 && !frozen; waited++) {
+        if (test_exists(test_path(dir, "stop/checkpoints/epoch=0-step=2"))) {
+            /* the lock names the espnet3 process (timeout runs it as its child) */
+            char *line = slurp("stop/.espnet3.lock");
+            long owner = 0;
+            if (sscanf(line, "pid %ld", &owner) == 1 && owner > 0) {
+                kill((pid_t)owner, SIGSTOP);
+                kill((pid_t)owner, SIGTERM);
+                kill((pid_t)owner, SIGCONT);
+                frozen = 1;
+            }
+            free(line);
+        }
+        if (!frozen && waitpid(pid, &st, WNOHANG) == pid) break;
+        nanosleep(&nap, NULL);
+    }
+    cr_assert(frozen, "the run ended before its first checkpoint inside an epoch was seen");
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 75, "exit status %d, stderr:\n%s", WEXITSTATUS(st),
+              slurp("stop.err"));
+    char *log = slurp("stop/train.log");
+    cr_assert(strstr(log, "train: stopped by SIGTERM at epoch ") && strstr(log, "; resume with the same command"), "%s",
+              log);
+    cr_assert(strstr(log, "=== [STOPPED] stage: train"), "%s", log);
+    free(log);
+    cr_assert_not(test_exists(test_path(dir, "stop/" FINAL)));
+    cr_assert_eq(run("stop", "--stages train trainer.max_epochs=6 " CKPT_EVERY_2), 0, "%s", slurp("log"));
+    log = slurp("stop/train.log");
+    cr_assert(strstr(log, "train: resuming from ") && strstr(log, " goes on at batch "), "%s", log);
+    free(log);
+    cr_assert(same_file("full/" FINAL, "stop/" FINAL), "stopped and resumed run differs from the uninterrupted one");
+    cr_assert(same_file("full/valid.loss.ave_3best.safetensors", "stop/valid.loss.ave_3best.safetensors"));
+}
+
+/* trainer.max_time: the run stops with a checkpoint once it has trained that long (counting the
+ * runs it resumes, as Lightning's Timer does), exit 75. */
+Test(train_stop, max_time_stops_with_a_checkpoint)
+{
+    cr_assert_eq(run("timed", "--stages train trainer.max_epochs=200 trainer.max_time=00:00:00:01 "
+                              "'+trainer.callbacks=[{_target_: lightning.pytorch.callbacks.ModelCheckpoint, "
+                              "train_time_interval: {_target_: datetime.timedelta, seconds: 0.001}}]'"),
+                 75, "%s", slurp("log"));
+    char *log = slurp("timed/train.log");
+    cr_assert(strstr(log, "train: stopped by trainer.max_time at epoch") && strstr(log, "train: checkpoint inside epoch"),
+              "%s", log);
+    free(log);
+}
+
+Test(train_stop, callback_keys_are_checked_at_their_line)
+{
+    static const struct { const char *override, *want; } bad[] = {
+        {"'+trainer.callbacks=[{_target_: lightning.pytorch.callbacks.ModelCheckpoint, refresh_rate: 2}]'",
+         "trainer.callbacks[0].refresh_rate: not an argument of ModelCheckpoint here (it takes every_n_train_steps"},
+        {"'+trainer.callbacks=[{_target_: lightning.pytorch.callbacks.ModelCheckpoint, every_n_train_steps: 2, "
+         "train_time_interval: {_target_: datetime.timedelta, minutes: 5}}]'",
+         "every_n_train_steps and train_time_interval: one of them per ModelCheckpoint"},
+        {"'+trainer.callbacks=[{_target_: lightning.pytorch.callbacks.ModelCheckpoint, save_last: false}]'",
+         "save_last: true or link: espnet3 always keeps `last`"},
+        {"'+trainer.callbacks=[{_target_: lightning.pytorch.callbacks.ModelCheckpoint, every_n_train_steps: -3}]'",
+         "trainer.callbacks[0].every_n_train_steps: >= 1 (0 or left out: none)"},
+        {"'+trainer.callbacks=[{_target_: lightning.pytorch.callbacks.StochasticWeightAveraging}]'",
+         "unknown _target_ 'lightning.pytorch.callbacks.StochasticWeightAveraging'"},
+        {"trainer.max_time=12h", "trainer.max_time: '12h' is not a duration \"DD:HH:MM:SS\""},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char extra[1024], rel[32];
+        snprintf(extra, sizeof extra, "--stages train %s", bad[i].override);
+        snprintf(rel, sizeof rel, "bad%zu.err", i);
+        cr_assert_eq(test_sh("%s >/dev/null 2>%s/%s", command("bad", extra), dir, rel), 1, "case %zu", i);
+        char *e = slurp(rel);
+        cr_expect(strstr(e, bad[i].want) && test_count_lines(e) == 1, "case %zu: %s", i, e);
+        free(e);
+    }
+    cr_assert_not(test_exists(test_path(dir, "bad/checkpoints")), "a stage ran");
+}
+
+/* Two ranks under the CLI's launcher: SIGTERM to the launcher reaches both ranks, which stop after
+ * the same step with one checkpoint (exit 75; fsdp gathers its sharded moments for it); the rerun
+ * ends as the uninterrupted run. */
+static void two_ranks_stop(const char *strategy)
+{
+    /* 2 steps an epoch here: a checkpoint after every step, the first inside epoch 1 at step 1 */
+    char args[512], plain[256];
+    snprintf(args, sizeof args,
+             "--stages train trainer.max_epochs=6 trainer.devices=2 trainer.strategy=%s "
+             "'+trainer.callbacks=[{_target_: lightning.pytorch.callbacks.ModelCheckpoint, every_n_train_steps: 1}]'",
+             strategy);
+    snprintf(plain, sizeof plain, "--stages train trainer.max_epochs=6 trainer.devices=2 trainer.strategy=%s", strategy);
+    cr_assert_eq(run("full2", plain), 0, "%s", slurp("log"));
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        char cmd[4600];
+        snprintf(cmd, sizeof cmd, "%s >%s/stop2.out 2>%s/stop2.err", command("stop2", args), dir, dir);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    struct timespec nap = {0, 500000};
+    int sent = 0, st = 0;
+    for (int waited = 0; waited < 240000 && !sent; waited++) {
+        if (test_exists(test_path(dir, "stop2/checkpoints/epoch=0-step=1"))) {
+            /* rank 0 holds the lock; its parent is the launcher */
+            char *line = slurp("stop2/.espnet3.lock"), stat_path[64], buf[512];
+            long rank0 = 0, ppid = 0;
+            if (sscanf(line, "pid %ld", &rank0) == 1 && rank0 > 0) {
+                snprintf(stat_path, sizeof stat_path, "/proc/%ld/stat", rank0);
+                FILE *fp = fopen(stat_path, "r");
+                const char *close_paren = fp && fgets(buf, sizeof buf, fp) ? strrchr(buf, ')') : NULL;
+                if (close_paren && sscanf(close_paren + 2, "%*c %ld", &ppid) == 1 && ppid > 1) {
+                    kill((pid_t)rank0, SIGSTOP);
+                    kill((pid_t)ppid, SIGTERM);
+                    nanosleep(&(struct timespec){0, 50000000}, NULL);
+                    kill((pid_t)rank0, SIGCONT);
+                    sent = 1;
+                }
+                if (fp) fclose(fp);
+            }
+            free(line);
+        }
+        if (!sent && waitpid(pid, &st, WNOHANG) == pid) break;
+        nanosleep(&nap, NULL);
+    }
+    cr_assert(sent, "the run ended before its first checkpoint inside an epoch was seen");
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 75, "exit status %d, stderr:\n%s", WEXITSTATUS(st),
+              slurp("stop2.err"));
+    char *log = slurp("stop2/train.log");
+    cr_assert(strstr(log, "train: stopped by SIGTERM at epoch "), "%s", log);
+    free(log);
+    cr_assert_eq(run("stop2", args), 0, "%s", slurp("log"));
+    cr_assert(same_file("full2/last/model.safetensors", "stop2/last/model.safetensors"),
+              "stopped and resumed ddp run differs from the uninterrupted one");
+}
+
+Test(train_stop, sigterm_to_the_launcher_stops_both_ddp_ranks_at_one_step) { two_ranks_stop("ddp"); }
+Test(train_stop, sigterm_to_the_launcher_stops_both_fsdp_ranks_at_one_step) { two_ranks_stop("fsdp"); }
