@@ -79,14 +79,16 @@ static int save_at(trainer *t, const metric *metrics, size_t n_metrics, int64_t 
         {.name = "grad_scaler.scale", .dtype = ST_F32, .ndim = 1, .shape = {1}, .data = &scale},
     };
     /* train.batch_in_epoch: the plan index a mid-epoch checkpoint's epoch goes on at (0 at an epoch
-     * end); train.time_elapsed_ms: what trainer.max_time has counted so far. */
-    ckpt_counter counters[] = {{"optimizer.step", t->opt.step},
-                               {"scheduler.last_epoch", t->sched.last_epoch},
-                               {"nan_guard.countdown", t->guard.countdown},
-                               {"train.batch_in_epoch", batch},
-                               {"train.time_elapsed_ms", (int64_t)(train_elapsed(t) * 1000)},
-                               {"grad_scaler.growth_tracker", t->scaler.growth_tracker}};
-    size_t n_counters = sizeof counters / sizeof *counters - (t->scaler.enabled ? 0 : 1);
+     * end); with trainer.max_time, train.time_elapsed_ms: what it has counted so far (left out
+     * otherwise, so that a checkpoint's state stays a function of the training alone). */
+    ckpt_counter counters[6] = {{"optimizer.step", t->opt.step},
+                                {"scheduler.last_epoch", t->sched.last_epoch},
+                                {"nan_guard.countdown", t->guard.countdown},
+                                {"train.batch_in_epoch", batch}};
+    size_t n_counters = 4;
+    if (t->o->max_time_s > 0)
+        counters[n_counters++] = (ckpt_counter){"train.time_elapsed_ms", (int64_t)(train_elapsed(t) * 1000)};
+    if (t->scaler.enabled) counters[n_counters++] = (ckpt_counter){"grad_scaler.growth_tracker", t->scaler.growth_tracker};
     ckpt_info info = {.epoch = t->epoch, .step = t->step, .metrics = metrics, .n_metrics = n_metrics,
                       .counters = counters, .n_counters = n_counters};
     int rc = ckpt_save(&t->ckpt, &info, model, pt->n, state, t->scaler.enabled ? 3 : 2, err);
