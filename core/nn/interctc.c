@@ -163,7 +163,8 @@ void interctc_before_block_backward(asr_model *m, int l)
         be->linear_backward(be, m->dlogp, m->g.conditioning_layer.weight, m->g.conditioning_layer.bias, m->dh, L->prob,
                             m->w.conditioning_layer.weight, N, V, D, 0);
         be->softmax_backward(be, m->dlogp, m->dlogp, L->prob, N, V);
-        be->linear_backward(be, dh, m->g.ctc_lo.weight, m->g.ctc_lo.bias, m->dlogp, h, m->w.ctc_lo.weight, N, D, V, acc);
+        be->linear_backward(be, dh, m->g.ctc_lo.weight, m->g.ctc_lo.bias, m->dlogp, h, m->w.ctc_lo.weight, N, D, V,
+                            acc);
         acc = 1;
     }
     if (!acc) return;
