@@ -121,10 +121,9 @@ static void prepare_utterance(const asr_model *m, dec_score *s, const float *hs,
         s->cap_mem = n * a->nl;
     }
     for (int l = 0; l < a->nl; l++) {
-        be->linear_forward(be, s->km + l * n, hs, dec_p(m->params, a, l, DP_SRC_K_W),
-                           dec_p(m->params, a, l, DP_SRC_K_B), T, a->d, a->d);
-        be->linear_forward(be, s->vm + l * n, hs, dec_p(m->params, a, l, DP_SRC_V_W),
-                           dec_p(m->params, a, l, DP_SRC_V_B), T, a->d, a->d);
+        const nn_mha *ca = &m->w.decoder.blocks[l].src_attn;
+        be->linear_forward(be, s->km + l * n, hs, ca->linear_k.weight, ca->linear_k.bias, T, a->d, a->d);
+        be->linear_forward(be, s->vm + l * n, hs, ca->linear_v.weight, ca->linear_v.bias, T, a->d, a->d);
     }
     s->hs = hs, s->T = T, s->new_utterance = 0;
     s->kv[0].used = s->kv[1].used = 0;
@@ -166,11 +165,13 @@ static void group_layer(const asr_model *m, dec_score *s, const kv_blocks *kv, c
     const decoder_acts *a = m->dec;
     int R = g->n * g->tq, D = a->d, H = a->heads, T = s->T;
     const int len_T[1] = {T};
-#define W(p) dec_p(m->params, a, l, p)
-    be->layernorm_forward(be, s->ln, s->mean, s->rstd, s->x, W(DP_N1_W), W(DP_N1_B), R, D, 1e-12);
-    be->linear_forward(be, s->q, s->ln, W(DP_SA_Q_W), W(DP_SA_Q_B), R, D, D);
-    be->linear_forward(be, s->k, s->ln, W(DP_SA_K_W), W(DP_SA_K_B), R, D, D);
-    be->linear_forward(be, s->v, s->ln, W(DP_SA_V_W), W(DP_SA_V_B), R, D, D);
+    const dec_block_tensors *p = &m->w.decoder.blocks[l];
+    const nn_mha *sa = &p->self_attn, *ca = &p->src_attn;
+    const nn_ffn *ff = &p->feed_forward;
+    be->layernorm_forward(be, s->ln, s->mean, s->rstd, s->x, p->norm1.weight, p->norm1.bias, R, D, 1e-12);
+    be->linear_forward(be, s->q, s->ln, sa->linear_q.weight, sa->linear_q.bias, R, D, D);
+    be->linear_forward(be, s->k, s->ln, sa->linear_k.weight, sa->linear_k.bias, R, D, D);
+    be->linear_forward(be, s->v, s->ln, sa->linear_v.weight, sa->linear_v.bias, R, D, D);
     /* The new rows' keys/values into the blocks: the last position (fast) or all (slow). */
     for (int i = 0; i < g->n; i++) {
         int pos0 = g->tq == 1 ? g->lens[i] - 1 : 0, rows = g->tq == 1 ? 1 : g->lens[i];
@@ -180,24 +181,23 @@ static void group_layer(const asr_model *m, dec_score *s, const kv_blocks *kv, c
     }
     be->mha_forward(be, s->y, s->att, s->q, D, block_k(a, kv, l, g->first), block_v(a, kv, l, g->first), D, g->lens,
                     g->n, g->tq, kv->stride, g->tq > 1, H, D / H, 0, 0, 0);
-    be->linear_forward(be, s->tmp, s->y, W(DP_SA_O_W), W(DP_SA_O_B), R, D, D);
+    be->linear_forward(be, s->tmp, s->y, sa->linear_out.weight, sa->linear_out.bias, R, D, D);
     be->add(be, s->x, s->x, s->tmp, (size_t)R * D);
     if (!a->lm) {
         /* Source attention: every query row of the group against the utterance (one batch item). */
-        be->layernorm_forward(be, s->ln, s->mean, s->rstd, s->x, W(DP_N2_W), W(DP_N2_B), R, D, 1e-12);
-        be->linear_forward(be, s->q, s->ln, W(DP_SRC_Q_W), W(DP_SRC_Q_B), R, D, D);
+        be->layernorm_forward(be, s->ln, s->mean, s->rstd, s->x, p->norm2.weight, p->norm2.bias, R, D, 1e-12);
+        be->linear_forward(be, s->q, s->ln, ca->linear_q.weight, ca->linear_q.bias, R, D, D);
         size_t mo = (size_t)l * T * D;
         be->mha_forward(be, s->y, s->att, s->q, D, s->km + mo, s->vm + mo, D, len_T, 1, R, T, 0, H, D / H, 0, 0, 0);
-        be->linear_forward(be, s->tmp, s->y, W(DP_SRC_O_W), W(DP_SRC_O_B), R, D, D);
+        be->linear_forward(be, s->tmp, s->y, ca->linear_out.weight, ca->linear_out.bias, R, D, D);
         be->add(be, s->x, s->x, s->tmp, (size_t)R * D);
     }
     /* Feed-forward. */
-    be->layernorm_forward(be, s->ln, s->mean, s->rstd, s->x, W(DP_N3_W), W(DP_N3_B), R, D, 1e-12);
-    be->linear_forward(be, s->f1, s->ln, W(DP_FF1_W), W(DP_FF1_B), R, D, a->ff);
+    be->layernorm_forward(be, s->ln, s->mean, s->rstd, s->x, p->norm3.weight, p->norm3.bias, R, D, 1e-12);
+    be->linear_forward(be, s->f1, s->ln, ff->w_1.weight, ff->w_1.bias, R, D, a->ff);
     be->relu_forward(be, s->f1, s->f1, (size_t)R * a->ff);
-    be->linear_forward(be, s->tmp, s->f1, W(DP_FF2_W), W(DP_FF2_B), R, a->ff, D);
+    be->linear_forward(be, s->tmp, s->f1, ff->w_2.weight, ff->w_2.bias, R, a->ff, D);
     be->add(be, s->x, s->x, s->tmp, (size_t)R * D);
-#undef W
 }
 
 /* The LM's input layer on R token ids into s->x, before any positional encoding. */
@@ -205,11 +205,11 @@ static void lm_embed(const asr_model *m, dec_score *s, const int *ids, int R)
 {
     backend *be = m->be;
     const decoder_acts *a = m->dec;
+    const decoder_tensors *p = &m->w.decoder;
     int D = a->d;
-    be->embedding_forward(be, s->emb, m->params + a->embed, ids, R, a->vocab, a->E);
-    be->linear_forward(be, s->ln, s->emb, m->params + a->in_w, m->params + a->in_b, R, a->E, D);
-    be->layernorm_forward(be, s->x, s->mean, s->rstd, s->ln, m->params + a->in_ln_w, m->params + a->in_ln_b, R, D,
-                          1e-5);
+    be->embedding_forward(be, s->emb, p->embed, ids, R, a->vocab, a->E);
+    be->linear_forward(be, s->ln, s->emb, p->lm_in.weight, p->lm_in.bias, R, a->E, D);
+    be->layernorm_forward(be, s->x, s->mean, s->rstd, s->ln, p->lm_in_norm.weight, p->lm_in_norm.bias, R, D, 1e-5);
     be->relu_forward(be, s->x, s->x, (size_t)R * D);
 }
 
@@ -228,7 +228,7 @@ static void group_embed(const asr_model *m, dec_score *s, const group *g, const 
         }
     int R = g->n * g->tq;
     if (a->lm) lm_embed(m, s, ids, R);
-    else be->embedding_forward(be, s->x, m->params + a->embed, ids, R, V, D);
+    else be->embedding_forward(be, s->x, m->w.decoder.embed, ids, R, V, D);
     if (a->lm && !a->lm_pe) return;
     if (g->tq > 1) {
         be->posenc_forward(be, s->x, s->x, sqrt((double)D), g->n, g->tq, D);
@@ -336,9 +336,10 @@ void decoder_score_batch(const asr_model *m, const float *hs_dev, int T, const i
     /* after_norm -> output_layer -> log_softmax on the last rows, in the caller's order. */
     int D = a->d, V = a->vocab;
     float *ln = s->last + (size_t)n_hyps * D;
-    be->layernorm_forward(be, ln, s->mean, s->rstd, s->last, m->params + a->after_w, m->params + a->after_b, n_hyps, D,
+    const decoder_tensors *p = &m->w.decoder;
+    be->layernorm_forward(be, ln, s->mean, s->rstd, s->last, p->after_norm.weight, p->after_norm.bias, n_hyps, D,
                           1e-12);
-    be->linear_forward(be, s->logits, ln, m->params + a->out_w, m->params + a->out_b, n_hyps, D, V);
+    be->linear_forward(be, s->logits, ln, p->output_layer.weight, p->output_layer.bias, n_hyps, D, V);
     be->log_softmax_forward(be, s->logits, s->logits, n_hyps, V);
     be->synchronize(be);
     be->copy(be, logp_host, s->logits, (size_t)n_hyps * V * sizeof(float), BACKEND_DEVICE_TO_HOST);

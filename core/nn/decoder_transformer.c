@@ -3,7 +3,6 @@
 #include "core/nn/decoder_transformer.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,76 +14,14 @@ enum { DSTREAM_POS = 50000, DSTREAM_LM_IN = 50001, DSTREAM_BLOCK0 = 50016 };
 enum { DS_SELF = 0, DS_SELF_OUT, DS_SRC, DS_SRC_OUT, DS_FF_IN, DS_FF_OUT };
 static uint64_t dstream(int l, int site) { return DSTREAM_BLOCK0 + 16 * (uint64_t)l + (uint64_t)site; }
 
-static const char *const dec_param_names[DP_COUNT] = {
-    "self_attn.linear_q.weight", "self_attn.linear_q.bias", "self_attn.linear_k.weight", "self_attn.linear_k.bias",
-    "self_attn.linear_v.weight", "self_attn.linear_v.bias", "self_attn.linear_out.weight", "self_attn.linear_out.bias",
-    "src_attn.linear_q.weight", "src_attn.linear_q.bias", "src_attn.linear_k.weight", "src_attn.linear_k.bias",
-    "src_attn.linear_v.weight", "src_attn.linear_v.bias", "src_attn.linear_out.weight", "src_attn.linear_out.bias",
-    "feed_forward.w_1.weight", "feed_forward.w_1.bias", "feed_forward.w_2.weight", "feed_forward.w_2.bias",
-    "norm1.weight", "norm1.bias", "norm2.weight", "norm2.bias", "norm3.weight", "norm3.bias",
-};
-
-static size_t offset_of(const asr_model *m, const char *name) { return param_offset(&m->table, name); }
-
-/* TransformerLM's block names (ESPnet1's EncoderLayer) for the decoder's parameter slots; NULL:
- * the LM's block has no such parameter. */
-static const char *lm_param_name(int p)
-{
-    if (p <= DP_SA_O_B) return dec_param_names[p];
-    if (p >= DP_FF1_W && p <= DP_FF2_B) return dec_param_names[p];
-    switch (p) {
-    case DP_N1_W: return "norm1.weight";
-    case DP_N1_B: return "norm1.bias";
-    case DP_N3_W: return "norm2.weight";
-    case DP_N3_B: return "norm2.bias";
-    default: return NULL;
-    }
-}
-
-static const char *decoder_param_name(int p) { return dec_param_names[p]; }
-
-/* Every block's parameter offsets: "<prefix>.<l>.<leaf(p)>", DEC_NO_PARAM where leaf is NULL. */
-static void block_offsets(const asr_model *m, decoder_acts *a, const char *prefix, const char *(*leaf)(int))
-{
-    for (int l = 0; l < a->nl; l++)
-        for (int p = 0; p < DP_COUNT; p++) {
-            char name[128];
-            snprintf(name, sizeof name, "%s.%d.%s", prefix, l, leaf(p) ? leaf(p) : "");
-            a->lay[l][p] = leaf(p) ? offset_of(m, name) : DEC_NO_PARAM;
-        }
-}
-
-static decoder_acts *lm_new(const asr_model *m, decoder_acts *a)
-{
-    a->lm = 1, a->lm_pe = m->dims.lm_pos_enc, a->E = m->dims.lm_embed;
-    a->embed = offset_of(m, "lm.embed.weight");
-    a->in_w = offset_of(m, "lm.encoder.embed.0.weight");
-    a->in_b = offset_of(m, "lm.encoder.embed.0.bias");
-    a->in_ln_w = offset_of(m, "lm.encoder.embed.1.weight");
-    a->in_ln_b = offset_of(m, "lm.encoder.embed.1.bias");
-    a->after_w = offset_of(m, "lm.encoder.after_norm.weight");
-    a->after_b = offset_of(m, "lm.encoder.after_norm.bias");
-    a->out_w = offset_of(m, "lm.decoder.weight");
-    a->out_b = offset_of(m, "lm.decoder.bias");
-    block_offsets(m, a, "lm.encoder.encoders", lm_param_name);
-    return a;
-}
-
 decoder_acts *decoder_new(const asr_model *m)
 {
     const model_dims *d = &m->dims;
     ESP_CHECK(d->dec_blocks > 0 && d->dec_heads > 0 && d->d % d->dec_heads == 0);
     decoder_acts *a = xcalloc(1, sizeof *a);
     a->nl = d->dec_blocks, a->d = d->d, a->heads = d->dec_heads, a->ff = d->dec_ff, a->vocab = d->vocab;
-    a->lay = xcalloc((size_t)a->nl, sizeof *a->lay);
     a->layers = xcalloc((size_t)a->nl, sizeof *a->layers);
-    if (d->lm) return lm_new(m, a);
-    a->embed = offset_of(m, "decoder.embed.0.weight");
-    a->after_w = offset_of(m, "decoder.after_norm.weight");
-    a->after_b = offset_of(m, "decoder.after_norm.bias");
-    a->out_w = offset_of(m, "decoder.output_layer.weight");
-    a->out_b = offset_of(m, "decoder.output_layer.bias");
-    block_offsets(m, a, "decoder.decoders", decoder_param_name);
+    if (d->lm) a->lm = 1, a->lm_pe = d->lm_pos_enc, a->E = d->lm_embed;
     return a;
 }
 
@@ -109,7 +46,6 @@ void decoder_free(backend *be, decoder_acts *a)
     if (!a) return;
     free_acts(be, a);
     dec_score_free(be, a->score);
-    free(a->lay);
     free(a->layers);
     free(a->ids_in);
     free(a->ys_out);
@@ -201,36 +137,37 @@ static void block_forward(asr_model *m, decoder_acts *a, int l, const float *x_i
     dec_layer *y = &a->layers[l];
     int B = a->B, L = a->L, T = a->T, N = B * L, D = a->d, H = a->heads, M = B * T;
     uint64_t seed = a->seed;
-#define W(p) dec_p(m->params, a, l, p)
-    be->layernorm_forward(be, y->ln1, y->mean1, y->rstd1, x_in, W(DP_N1_W), W(DP_N1_B), N, D, 1e-12);
-    be->linear_forward(be, y->q1, y->ln1, W(DP_SA_Q_W), W(DP_SA_Q_B), N, D, D);
-    be->linear_forward(be, y->k1, y->ln1, W(DP_SA_K_W), W(DP_SA_K_B), N, D, D);
-    be->linear_forward(be, y->v1, y->ln1, W(DP_SA_V_W), W(DP_SA_V_B), N, D, D);
+    const dec_block_tensors *p = &m->w.decoder.blocks[l];
+    const nn_mha *sa = &p->self_attn, *ca = &p->src_attn;
+    const nn_ffn *ff = &p->feed_forward;
+    be->layernorm_forward(be, y->ln1, y->mean1, y->rstd1, x_in, p->norm1.weight, p->norm1.bias, N, D, 1e-12);
+    be->linear_forward(be, y->q1, y->ln1, sa->linear_q.weight, sa->linear_q.bias, N, D, D);
+    be->linear_forward(be, y->k1, y->ln1, sa->linear_k.weight, sa->linear_k.bias, N, D, D);
+    be->linear_forward(be, y->v1, y->ln1, sa->linear_v.weight, sa->linear_v.bias, N, D, D);
     be->mha_forward(be, y->y1, y->att1, y->q1, D, y->k1, y->v1, D, a->lens_in, B, L, L, 1, H, D / H, ps, seed,
                     dstream(l, DS_SELF));
-    be->linear_forward(be, a->dtmp, y->y1, W(DP_SA_O_W), W(DP_SA_O_B), N, D, D);
+    be->linear_forward(be, a->dtmp, y->y1, sa->linear_out.weight, sa->linear_out.bias, N, D, D);
     be->dropout_forward(be, a->dtmp, a->dtmp, (size_t)N * D, pd, seed, dstream(l, DS_SELF_OUT));
     be->add(be, y->h1, x_in, a->dtmp, (size_t)N * D);
     const float *h2 = a->lm ? y->h1 : y->h2; /* the feed-forward's input */
     if (!a->lm) { /* source attention */
-        be->layernorm_forward(be, y->ln2, y->mean2, y->rstd2, y->h1, W(DP_N2_W), W(DP_N2_B), N, D, 1e-12);
-        be->linear_forward(be, y->q2, y->ln2, W(DP_SRC_Q_W), W(DP_SRC_Q_B), N, D, D);
-        be->linear_forward(be, y->km, a->mem, W(DP_SRC_K_W), W(DP_SRC_K_B), M, D, D);
-        be->linear_forward(be, y->vm, a->mem, W(DP_SRC_V_W), W(DP_SRC_V_B), M, D, D);
+        be->layernorm_forward(be, y->ln2, y->mean2, y->rstd2, y->h1, p->norm2.weight, p->norm2.bias, N, D, 1e-12);
+        be->linear_forward(be, y->q2, y->ln2, ca->linear_q.weight, ca->linear_q.bias, N, D, D);
+        be->linear_forward(be, y->km, a->mem, ca->linear_k.weight, ca->linear_k.bias, M, D, D);
+        be->linear_forward(be, y->vm, a->mem, ca->linear_v.weight, ca->linear_v.bias, M, D, D);
         be->mha_forward(be, y->y2, y->att2, y->q2, D, y->km, y->vm, D, a->hlens, B, L, T, 0, H, D / H, pc, seed,
                         dstream(l, DS_SRC));
-        be->linear_forward(be, a->dtmp, y->y2, W(DP_SRC_O_W), W(DP_SRC_O_B), N, D, D);
+        be->linear_forward(be, a->dtmp, y->y2, ca->linear_out.weight, ca->linear_out.bias, N, D, D);
         be->dropout_forward(be, a->dtmp, a->dtmp, (size_t)N * D, pd, seed, dstream(l, DS_SRC_OUT));
         be->add(be, y->h2, y->h1, a->dtmp, (size_t)N * D);
     }
-    be->layernorm_forward(be, y->ln3, y->mean3, y->rstd3, h2, W(DP_N3_W), W(DP_N3_B), N, D, 1e-12);
-    be->linear_forward(be, y->f1, y->ln3, W(DP_FF1_W), W(DP_FF1_B), N, D, a->ff);
+    be->layernorm_forward(be, y->ln3, y->mean3, y->rstd3, h2, p->norm3.weight, p->norm3.bias, N, D, 1e-12);
+    be->linear_forward(be, y->f1, y->ln3, ff->w_1.weight, ff->w_1.bias, N, D, a->ff);
     be->relu_forward(be, y->f1, y->f1, (size_t)N * a->ff);
     be->dropout_forward(be, y->f1, y->f1, (size_t)N * a->ff, pd, seed, dstream(l, DS_FF_IN));
-    be->linear_forward(be, a->dtmp, y->f1, W(DP_FF2_W), W(DP_FF2_B), N, a->ff, D);
+    be->linear_forward(be, a->dtmp, y->f1, ff->w_2.weight, ff->w_2.bias, N, a->ff, D);
     be->dropout_forward(be, a->dtmp, a->dtmp, (size_t)N * D, pd, seed, dstream(l, DS_FF_OUT));
     be->add(be, y->h_out, h2, a->dtmp, (size_t)N * D);
-#undef W
 }
 
 /* The LM's input layer, teacher forced: ids_in -> h0. */
@@ -238,11 +175,11 @@ static void lm_input_forward(asr_model *m, decoder_acts *a, float pd, float pp)
 {
     backend *be = m->be;
     int N = a->B * a->L, D = a->d, E = a->E;
+    const decoder_tensors *p = &m->w.decoder;
     float *relu_out = a->lm_pe ? a->er : a->h0;
-    be->embedding_forward(be, a->e, m->params + a->embed, a->ids_in, N, a->vocab, E);
-    be->linear_forward(be, a->ea, a->e, m->params + a->in_w, m->params + a->in_b, N, E, D);
-    be->layernorm_forward(be, a->eln, a->emean, a->erstd, a->ea, m->params + a->in_ln_w, m->params + a->in_ln_b, N,
-                          D, 1e-5);
+    be->embedding_forward(be, a->e, p->embed, a->ids_in, N, a->vocab, E);
+    be->linear_forward(be, a->ea, a->e, p->lm_in.weight, p->lm_in.bias, N, E, D);
+    be->layernorm_forward(be, a->eln, a->emean, a->erstd, a->ea, p->lm_in_norm.weight, p->lm_in_norm.bias, N, D, 1e-5);
     be->dropout_forward(be, relu_out, a->eln, (size_t)N * D, pd, a->seed, DSTREAM_LM_IN);
     be->relu_forward(be, relu_out, relu_out, (size_t)N * D);
     if (!a->lm_pe) return;
@@ -261,11 +198,11 @@ static void lm_input_backward(asr_model *m, decoder_acts *a, float pd, float pp)
     }
     be->relu_backward(be, a->dh, a->dh, a->lm_pe ? a->er : a->h0, (size_t)N * D);
     be->dropout_backward(be, a->dh, a->dh, (size_t)N * D, pd, a->seed, DSTREAM_LM_IN);
-    be->layernorm_backward(be, a->dtmp, m->grads + a->in_ln_w, m->grads + a->in_ln_b, a->dh, a->ea,
-                           m->params + a->in_ln_w, a->emean, a->erstd, N, D, 0);
-    be->linear_backward(be, a->de, m->grads + a->in_w, m->grads + a->in_b, a->dtmp, a->e, m->params + a->in_w, N, E,
-                        D, 0);
-    be->embedding_backward(be, m->grads + a->embed, a->de, a->ids_in, N, a->vocab, E);
+    const decoder_tensors *p = &m->w.decoder, *g = &m->g.decoder;
+    be->layernorm_backward(be, a->dtmp, g->lm_in_norm.weight, g->lm_in_norm.bias, a->dh, a->ea, p->lm_in_norm.weight,
+                           a->emean, a->erstd, N, D, 0);
+    be->linear_backward(be, a->de, g->lm_in.weight, g->lm_in.bias, a->dtmp, a->e, p->lm_in.weight, N, E, D, 0);
+    be->embedding_backward(be, g->embed, a->de, a->ids_in, N, a->vocab, E);
 }
 
 static const float *block_input(const decoder_acts *a, int l) { return l == 0 ? a->h0 : a->layers[l - 1].h_out; }
@@ -286,14 +223,15 @@ double decoder_loss(asr_model *m, const float *hs, const int *hlens, int B, int 
     if (a->lm) {
         lm_input_forward(m, a, pd, pp);
     } else {
-        be->embedding_forward(be, a->x, m->params + a->embed, a->ids_in, N, V, D);
+        be->embedding_forward(be, a->x, m->w.decoder.embed, a->ids_in, N, V, D);
         be->posenc_forward(be, a->h0, a->x, sqrt((double)D), B, a->L, D);
         be->dropout_forward(be, a->h0, a->h0, (size_t)N * D, pp, seed, DSTREAM_POS);
     }
     for (int l = 0; l < a->nl; l++) block_forward(m, a, l, block_input(a, l), pd, ps, pc);
-    be->layernorm_forward(be, a->lnf, a->meanf, a->rstdf, block_input(a, a->nl), m->params + a->after_w,
-                          m->params + a->after_b, N, D, 1e-12);
-    be->linear_forward(be, a->logp, a->lnf, m->params + a->out_w, m->params + a->out_b, N, D, V);
+    const decoder_tensors *p = &m->w.decoder;
+    be->layernorm_forward(be, a->lnf, a->meanf, a->rstdf, block_input(a, a->nl), p->after_norm.weight,
+                          p->after_norm.bias, N, D, 1e-12);
+    be->linear_forward(be, a->logp, a->lnf, p->output_layer.weight, p->output_layer.bias, N, D, V);
     be->log_softmax_forward(be, a->logp, a->logp, N, V);
 
     int64_t hits = 0;
@@ -312,41 +250,48 @@ static void block_backward(asr_model *m, decoder_acts *a, int l, const float *x_
     dec_layer *y = &a->layers[l];
     int B = a->B, L = a->L, T = a->T, N = B * L, D = a->d, H = a->heads, FF = a->ff, M = B * T;
     uint64_t seed = a->seed;
-#define W(p) dec_p(m->params, a, l, p)
-#define G(p) dec_p(m->grads, a, l, p)
+    const dec_block_tensors *p = &m->w.decoder.blocks[l], *g = &m->g.decoder.blocks[l];
+    const nn_mha *sa = &p->self_attn, *gsa = &g->self_attn, *ca = &p->src_attn, *gca = &g->src_attn;
+    const nn_ffn *ff = &p->feed_forward, *gff = &g->feed_forward;
     /* Feed-forward: h_out = h2 + drop(w2(drop(relu(w1(ln3(h2)))))). */
     be->dropout_backward(be, a->dtmp, a->dh, (size_t)N * D, pd, seed, dstream(l, DS_FF_OUT));
-    be->linear_backward(be, a->dff, G(DP_FF2_W), G(DP_FF2_B), a->dtmp, y->f1, W(DP_FF2_W), N, FF, D, 0);
+    be->linear_backward(be, a->dff, gff->w_2.weight, gff->w_2.bias, a->dtmp, y->f1, ff->w_2.weight, N, FF, D, 0);
     be->dropout_backward(be, a->dff, a->dff, (size_t)N * FF, pd, seed, dstream(l, DS_FF_IN));
     be->relu_backward(be, a->dff, a->dff, y->f1, (size_t)N * FF);
-    be->linear_backward(be, a->dln, G(DP_FF1_W), G(DP_FF1_B), a->dff, y->ln3, W(DP_FF1_W), N, D, FF, 0);
-    be->layernorm_backward(be, a->dh, G(DP_N3_W), G(DP_N3_B), a->dln, a->lm ? y->h1 : y->h2, W(DP_N3_W), y->mean3,
-                           y->rstd3, N, D, 1);
+    be->linear_backward(be, a->dln, gff->w_1.weight, gff->w_1.bias, a->dff, y->ln3, ff->w_1.weight, N, D, FF, 0);
+    be->layernorm_backward(be, a->dh, g->norm3.weight, g->norm3.bias, a->dln, a->lm ? y->h1 : y->h2, p->norm3.weight,
+                           y->mean3, y->rstd3, N, D, 1);
     if (!a->lm) {
         /* Source attention: h2 = h1 + drop(out(att(q(ln2(h1)), k(mem), v(mem)))). */
         be->dropout_backward(be, a->dtmp, a->dh, (size_t)N * D, pd, seed, dstream(l, DS_SRC_OUT));
-        be->linear_backward(be, a->datt, G(DP_SRC_O_W), G(DP_SRC_O_B), a->dtmp, y->y2, W(DP_SRC_O_W), N, D, D, 0);
+        be->linear_backward(be, a->datt, gca->linear_out.weight, gca->linear_out.bias, a->dtmp, y->y2,
+                            ca->linear_out.weight, N, D, D, 0);
         be->mha_backward(be, a->dq, a->dkm, a->dvm, a->datt, y->att2, y->q2, D, y->km, y->vm, D, a->hlens, B, L, T,
                          H, D / H, pc, seed, dstream(l, DS_SRC));
-        be->linear_backward(be, a->dln, G(DP_SRC_Q_W), G(DP_SRC_Q_B), a->dq, y->ln2, W(DP_SRC_Q_W), N, D, D, 0);
-        be->linear_backward(be, dmem, G(DP_SRC_K_W), G(DP_SRC_K_B), a->dkm, a->mem, W(DP_SRC_K_W), M, D, D,
-                            *dmem_acc);
-        be->linear_backward(be, dmem, G(DP_SRC_V_W), G(DP_SRC_V_B), a->dvm, a->mem, W(DP_SRC_V_W), M, D, D, 1);
+        be->linear_backward(be, a->dln, gca->linear_q.weight, gca->linear_q.bias, a->dq, y->ln2, ca->linear_q.weight,
+                            N, D, D, 0);
+        be->linear_backward(be, dmem, gca->linear_k.weight, gca->linear_k.bias, a->dkm, a->mem, ca->linear_k.weight, M,
+                            D, D, *dmem_acc);
+        be->linear_backward(be, dmem, gca->linear_v.weight, gca->linear_v.bias, a->dvm, a->mem, ca->linear_v.weight, M,
+                            D, D, 1);
         *dmem_acc = 1;
-        be->layernorm_backward(be, a->dh, G(DP_N2_W), G(DP_N2_B), a->dln, y->h1, W(DP_N2_W), y->mean2, y->rstd2, N,
-                               D, 1);
+        be->layernorm_backward(be, a->dh, g->norm2.weight, g->norm2.bias, a->dln, y->h1, p->norm2.weight, y->mean2,
+                               y->rstd2, N, D, 1);
     }
     /* Self-attention: h1 = x + drop(out(att(q, k, v of ln1(x)))), causal. */
     be->dropout_backward(be, a->dtmp, a->dh, (size_t)N * D, pd, seed, dstream(l, DS_SELF_OUT));
-    be->linear_backward(be, a->datt, G(DP_SA_O_W), G(DP_SA_O_B), a->dtmp, y->y1, W(DP_SA_O_W), N, D, D, 0);
+    be->linear_backward(be, a->datt, gsa->linear_out.weight, gsa->linear_out.bias, a->dtmp, y->y1,
+                        sa->linear_out.weight, N, D, D, 0);
     be->mha_backward(be, a->dq, a->dk, a->dv, a->datt, y->att1, y->q1, D, y->k1, y->v1, D, a->lens_in, B, L, L, H,
                      D / H, ps, seed, dstream(l, DS_SELF));
-    be->linear_backward(be, a->dln, G(DP_SA_Q_W), G(DP_SA_Q_B), a->dq, y->ln1, W(DP_SA_Q_W), N, D, D, 0);
-    be->linear_backward(be, a->dln, G(DP_SA_K_W), G(DP_SA_K_B), a->dk, y->ln1, W(DP_SA_K_W), N, D, D, 1);
-    be->linear_backward(be, a->dln, G(DP_SA_V_W), G(DP_SA_V_B), a->dv, y->ln1, W(DP_SA_V_W), N, D, D, 1);
-    be->layernorm_backward(be, a->dh, G(DP_N1_W), G(DP_N1_B), a->dln, x_in, W(DP_N1_W), y->mean1, y->rstd1, N, D, 1);
-#undef W
-#undef G
+    be->linear_backward(be, a->dln, gsa->linear_q.weight, gsa->linear_q.bias, a->dq, y->ln1, sa->linear_q.weight, N,
+                        D, D, 0);
+    be->linear_backward(be, a->dln, gsa->linear_k.weight, gsa->linear_k.bias, a->dk, y->ln1, sa->linear_k.weight, N,
+                        D, D, 1);
+    be->linear_backward(be, a->dln, gsa->linear_v.weight, gsa->linear_v.bias, a->dv, y->ln1, sa->linear_v.weight, N,
+                        D, D, 1);
+    be->layernorm_backward(be, a->dh, g->norm1.weight, g->norm1.bias, a->dln, x_in, p->norm1.weight, y->mean1,
+                           y->rstd1, N, D, 1);
 }
 
 void decoder_backward(asr_model *m, float *dhs, int acc, float scale)
@@ -361,10 +306,11 @@ void decoder_backward(asr_model *m, float *dhs, int acc, float scale)
 
     /* The loss is sum / denom: the backend's backward gives the gradient of the logits. */
     be->label_smoothing_backward(be, a->dlogits, a->logp, a->ys_out, N, V, r->lsm_weight, scale / a->denom);
-    be->linear_backward(be, a->dtmp, m->grads + a->out_w, m->grads + a->out_b, a->dlogits, a->lnf,
-                        m->params + a->out_w, N, D, V, 0);
-    be->layernorm_backward(be, a->dh, m->grads + a->after_w, m->grads + a->after_b, a->dtmp, block_input(a, a->nl),
-                           m->params + a->after_w, a->meanf, a->rstdf, N, D, 0);
+    const decoder_tensors *p = &m->w.decoder, *g = &m->g.decoder;
+    be->linear_backward(be, a->dtmp, g->output_layer.weight, g->output_layer.bias, a->dlogits, a->lnf,
+                        p->output_layer.weight, N, D, V, 0);
+    be->layernorm_backward(be, a->dh, g->after_norm.weight, g->after_norm.bias, a->dtmp, block_input(a, a->nl),
+                           p->after_norm.weight, a->meanf, a->rstdf, N, D, 0);
     for (int l = a->nl - 1; l >= 0; l--) block_backward(m, a, l, block_input(a, l), dhs, &acc, pd, ps, pc);
     if (a->lm) {
         lm_input_backward(m, a, pd, pp);
@@ -373,5 +319,5 @@ void decoder_backward(asr_model *m, float *dhs, int acc, float scale)
     /* Embedding: h0 = drop(x * sqrt(d) + pe). */
     be->dropout_backward(be, a->dh, a->dh, (size_t)N * D, pp, a->seed, DSTREAM_POS);
     be->scale(be, a->dh, a->dh, sqrt((double)D), (size_t)N * D);
-    be->embedding_backward(be, m->grads + a->embed, a->dh, a->ids_in, N, V, D);
+    be->embedding_backward(be, g->embed, a->dh, a->ids_in, N, V, D);
 }

@@ -28,8 +28,8 @@
 
 #include "core/nn/model.h"
 
-/* The decoder's state for m (m->dims.dec_blocks > 0): parameter offsets now, activations on
- * first use. Freed by decoder_free (asr_model_free calls it). */
+/* The decoder's state for m (m->dims.dec_blocks > 0; its parameters are m->w.decoder):
+ * activations on first use. Freed by decoder_free (asr_model_free calls it). */
 decoder_acts *decoder_new(const asr_model *m);
 void decoder_free(backend *be, decoder_acts *a);
 /* The activations (and gradients, in training) of decoder_loss / decoder_backward for B target

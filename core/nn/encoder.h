@@ -19,12 +19,6 @@ enum {
 };
 static inline uint64_t block_stream(int l, int site) { return STREAM_BLOCK0 + 10 * (uint64_t)l + (uint64_t)site; }
 
-/* The device pointer of parameter "<fmt % l>.<leaf>" in base (m->params or m->grads); aborts when
- * the table has no such entry. */
-float *model_param(const asr_model *m, float *base, const char *fmt, int l, const char *leaf);
-#define P(fmt, l, leaf) model_param(m, m->params, fmt, l, leaf)
-#define G(fmt, l, leaf) model_param(m, m->grads, fmt, l, leaf)
-
 /* The dropout rates of the current forward (0 outside training). */
 typedef struct enc_rates {
     float pd, pp, pa;  /* dropout_rate, positional_dropout_rate, attention_dropout_rate */
@@ -52,15 +46,16 @@ typedef struct encoder_impl {
  * act: ACT_RELU or swish; the backward takes the activation's input x. */
 void enc_act_forward(backend *be, int act, float *y, const float *x, size_t n);
 void enc_act_backward(backend *be, int act, float *dx, const float *dy, const float *x, size_t n);
-/* out = x + s * drop(w_2(drop(act(w_1(LN(x)))))) for module ff (feed_forward[_macaron]) with layer
- * norm norm, s = 0.5 with macaron, else 1; m->dtmp is scratch. */
-void enc_ff_forward(asr_model *m, int l, const char *ff, const char *norm, float *ln, float *mean, float *rstd,
-                    float *pre, float *post, const float *x, float *out, int site_in, int site_out);
+/* out = x + s * drop(w_2(drop(act(w_1(LN(x)))))) for block l's feed_forward_macaron with
+ * norm_ff_macaron (macaron 1) or its feed_forward with norm_ff (macaron 0), s = 0.5 with
+ * macaron_style, else 1; m->dtmp is scratch. */
+void enc_ff_forward(asr_model *m, int l, int macaron, float *ln, float *mean, float *rstd, float *pre, float *post,
+                    const float *x, float *out, int site_in, int site_out);
 /* The backward of enc_ff_forward: m->dh (the gradient of out) gains the branch's gradient of x;
  * dff (N, ff) and dln (N, d) are scratch. */
-void enc_ff_backward(asr_model *m, int l, const char *ff, const char *norm, const float *ln, const float *mean,
-                     const float *rstd, const float *pre, const float *post, const float *x, int site_in, int site_out,
-                     float *dff, float *dln);
+void enc_ff_backward(asr_model *m, int l, int macaron, const float *ln, const float *mean, const float *rstd,
+                     const float *pre, const float *post, const float *x, int site_in, int site_out, float *dff,
+                     float *dln);
 /* A block's self-attention activations (pl only with rel_pos) and the backward's work. */
 typedef struct enc_attn_bufs {
     float *ln, *mean, *rstd, *q, *k, *v, *pl, *att, *atty;
@@ -69,13 +64,13 @@ typedef struct enc_attn_work {
     const float *pos; /* the relative encoding the forward used (2 T2 - 1, d) */
     float *dq, *dk, *dv, *datt, *dp, *dln;
 } enc_attn_work;
-/* out (N, d) = linear_out(MHA(LN_norm_mha(x))) for module attn (self_attn / attn), relative (pos)
- * or absolute positions, attention dropout on stream site; no output dropout. */
-void enc_attn_forward(asr_model *m, int l, const char *attn, const enc_attn_bufs *b, const float *pos, const float *x,
-                      float *out, int site);
+/* out (N, d) = linear_out(MHA(LN_norm_mha(x))) for block l's self-attention (self_attn / attn),
+ * relative (pos) or absolute positions, attention dropout on stream site; no output dropout. */
+void enc_attn_forward(asr_model *m, int l, const enc_attn_bufs *b, const float *pos, const float *x, float *out,
+                      int site);
 /* dy: the gradient of enc_attn_forward's out; m->dh gains the branch's gradient of x. */
-void enc_attn_backward(asr_model *m, int l, const char *attn, const enc_attn_bufs *b, const enc_attn_work *w,
-                       const float *x, const float *dy, int site);
+void enc_attn_backward(asr_model *m, int l, const enc_attn_bufs *b, const enc_attn_work *w, const float *x,
+                       const float *dy, int site);
 
 /* The input layer (core/nn/model_embed.c): sizes for B x T input frames into m (T2, nconv, tk,
  * fk) and the per-utterance lengths m->hlens; buffers grown with model.c's; m->x -> m->h0 and

@@ -1,11 +1,7 @@
 /* The block pieces the Conformer and E-Branchformer encoders share (core/nn/encoder_conformer.c,
  * core/nn/encoder_ebranchformer.c): the activation switch, the pre-LN feed-forward module and the
  * pre-LN multi-head self-attention (relative or absolute positions). Declared in core/nn/encoder.h. */
-#include <stdio.h>
-
 #include "core/nn/encoder.h"
-
-#define BLK_FMT "encoder.encoders.%%d." /* "encoder.encoders.%d." as a snprintf format */
 
 void enc_act_forward(backend *be, int act, float *y, const float *x, size_t n)
 {
@@ -23,105 +19,105 @@ void enc_act_backward(backend *be, int act, float *dx, const float *dy, const fl
         be->swish_backward(be, dx, dy, x, n);
 }
 
-void enc_ff_forward(asr_model *m, int l, const char *ff, const char *norm, float *ln, float *mean, float *rstd,
-                    float *pre, float *post, const float *x, float *out, int site_in, int site_out)
+/* Block l's feed-forward module and its norm: the macaron pair or the main one. */
+static const nn_ffn *ff_of(const enc_block_tensors *t, int macaron)
+{
+    return macaron ? &t->feed_forward_macaron : &t->feed_forward;
+}
+static const nn_norm *ff_norm_of(const enc_block_tensors *t, int macaron)
+{
+    return macaron ? &t->norm_ff_macaron : &t->norm_ff;
+}
+
+void enc_ff_forward(asr_model *m, int l, int macaron, float *ln, float *mean, float *rstd, float *pre, float *post,
+                    const float *x, float *out, int site_in, int site_out)
 {
     const model_dims *d = &m->dims;
     backend *be = m->be;
     int N = m->B * m->T2, D = d->d;
     enc_rates r = enc_rates_of(m);
-    char w1[96], w2[96], nm[96];
-    snprintf(w1, sizeof w1, BLK_FMT "%s.w_1", ff), snprintf(w2, sizeof w2, BLK_FMT "%s.w_2", ff);
-    snprintf(nm, sizeof nm, BLK_FMT "%s", norm);
-    be->layernorm_forward(be, ln, mean, rstd, x, P(nm, l, "weight"), P(nm, l, "bias"), N, D, 1e-12);
-    be->linear_forward(be, pre, ln, P(w1, l, "weight"), P(w1, l, "bias"), N, D, d->ff);
+    const nn_ffn *ff = ff_of(&m->w.blocks[l], macaron);
+    const nn_norm *nm = ff_norm_of(&m->w.blocks[l], macaron);
+    be->layernorm_forward(be, ln, mean, rstd, x, nm->weight, nm->bias, N, D, 1e-12);
+    be->linear_forward(be, pre, ln, ff->w_1.weight, ff->w_1.bias, N, D, d->ff);
     enc_act_forward(be, d->act, post, pre, (size_t)N * d->ff);
     be->dropout_forward(be, post, post, (size_t)N * d->ff, r.pd, m->seed, block_stream(l, site_in));
-    be->linear_forward(be, m->dtmp, post, P(w2, l, "weight"), P(w2, l, "bias"), N, d->ff, D);
+    be->linear_forward(be, m->dtmp, post, ff->w_2.weight, ff->w_2.bias, N, d->ff, D);
     be->dropout_forward(be, m->dtmp, m->dtmp, (size_t)N * D, r.pd, m->seed, block_stream(l, site_out));
     if (d->macaron) be->scale(be, m->dtmp, m->dtmp, 0.5, (size_t)N * D);
     be->add(be, out, x, m->dtmp, (size_t)N * D);
 }
 
-void enc_ff_backward(asr_model *m, int l, const char *ff, const char *norm, const float *ln, const float *mean,
-                     const float *rstd, const float *pre, const float *post, const float *x, int site_in, int site_out,
-                     float *dff, float *dln)
+void enc_ff_backward(asr_model *m, int l, int macaron, const float *ln, const float *mean, const float *rstd,
+                     const float *pre, const float *post, const float *x, int site_in, int site_out, float *dff,
+                     float *dln)
 {
     const model_dims *d = &m->dims;
     backend *be = m->be;
     int N = m->B * m->T2, D = d->d, FF = d->ff;
     enc_rates r = enc_rates_of(m);
-    char w1[96], w2[96], nm[96];
-    snprintf(w1, sizeof w1, BLK_FMT "%s.w_1", ff), snprintf(w2, sizeof w2, BLK_FMT "%s.w_2", ff);
-    snprintf(nm, sizeof nm, BLK_FMT "%s", norm);
+    const nn_ffn *ff = ff_of(&m->w.blocks[l], macaron), *gff = ff_of(&m->g.blocks[l], macaron);
+    const nn_norm *nm = ff_norm_of(&m->w.blocks[l], macaron), *gnm = ff_norm_of(&m->g.blocks[l], macaron);
     be->dropout_backward(be, m->dtmp, m->dh, (size_t)N * D, r.pd, m->seed, block_stream(l, site_out));
     if (d->macaron) be->scale(be, m->dtmp, m->dtmp, 0.5, (size_t)N * D);
-    be->linear_backward(be, dff, G(w2, l, "weight"), G(w2, l, "bias"), m->dtmp, post, P(w2, l, "weight"), N, FF, D, 0);
+    be->linear_backward(be, dff, gff->w_2.weight, gff->w_2.bias, m->dtmp, post, ff->w_2.weight, N, FF, D, 0);
     be->dropout_backward(be, dff, dff, (size_t)N * FF, r.pd, m->seed, block_stream(l, site_in));
     enc_act_backward(be, d->act, dff, dff, pre, (size_t)N * FF);
-    be->linear_backward(be, dln, G(w1, l, "weight"), G(w1, l, "bias"), dff, ln, P(w1, l, "weight"), N, D, FF, 0);
-    be->layernorm_backward(be, m->dh, G(nm, l, "weight"), G(nm, l, "bias"), dln, x, P(nm, l, "weight"), mean, rstd, N,
-                           D, 1);
+    be->linear_backward(be, dln, gff->w_1.weight, gff->w_1.bias, dff, ln, ff->w_1.weight, N, D, FF, 0);
+    be->layernorm_backward(be, m->dh, gnm->weight, gnm->bias, dln, x, nm->weight, mean, rstd, N, D, 1);
 }
 
-void enc_attn_forward(asr_model *m, int l, const char *attn, const enc_attn_bufs *b, const float *pos, const float *x,
-                      float *out, int site)
+void enc_attn_forward(asr_model *m, int l, const enc_attn_bufs *b, const float *pos, const float *x, float *out,
+                      int site)
 {
     const model_dims *d = &m->dims;
     backend *be = m->be;
     int N = m->B * m->T2, D = d->d, T2 = m->T2;
     enc_rates r = enc_rates_of(m);
-    char a[96], q[96], k[96], v[96], o[96], ps[96];
-    snprintf(a, sizeof a, BLK_FMT "%s", attn), snprintf(q, sizeof q, BLK_FMT "%s.linear_q", attn);
-    snprintf(k, sizeof k, BLK_FMT "%s.linear_k", attn), snprintf(v, sizeof v, BLK_FMT "%s.linear_v", attn);
-    snprintf(o, sizeof o, BLK_FMT "%s.linear_out", attn), snprintf(ps, sizeof ps, BLK_FMT "%s.linear_pos", attn);
-    be->layernorm_forward(be, b->ln, b->mean, b->rstd, x, P("encoder.encoders.%d.norm_mha", l, "weight"),
-                          P("encoder.encoders.%d.norm_mha", l, "bias"), N, D, 1e-12);
-    be->linear_forward(be, b->q, b->ln, P(q, l, "weight"), P(q, l, "bias"), N, D, D);
-    be->linear_forward(be, b->k, b->ln, P(k, l, "weight"), P(k, l, "bias"), N, D, D);
-    be->linear_forward(be, b->v, b->ln, P(v, l, "weight"), P(v, l, "bias"), N, D, D);
+    const nn_mha *a = &m->w.blocks[l].self_attn;
+    const nn_norm *nm = &m->w.blocks[l].norm_mha;
+    be->layernorm_forward(be, b->ln, b->mean, b->rstd, x, nm->weight, nm->bias, N, D, 1e-12);
+    be->linear_forward(be, b->q, b->ln, a->linear_q.weight, a->linear_q.bias, N, D, D);
+    be->linear_forward(be, b->k, b->ln, a->linear_k.weight, a->linear_k.bias, N, D, D);
+    be->linear_forward(be, b->v, b->ln, a->linear_v.weight, a->linear_v.bias, N, D, D);
     if (d->rel_pos) {
-        be->linear_forward(be, b->pl, pos, P(ps, l, "weight"), NULL, 2 * T2 - 1, D, D);
-        be->relattn_forward(be, b->atty, b->att, b->q, b->k, b->v, D, b->pl, P(a, l, "pos_bias_u"),
-                            P(a, l, "pos_bias_v"), m->hlens, m->B, T2, d->heads, D / d->heads, r.pa, m->seed,
-                            block_stream(l, site));
+        be->linear_forward(be, b->pl, pos, a->linear_pos.weight, NULL, 2 * T2 - 1, D, D);
+        be->relattn_forward(be, b->atty, b->att, b->q, b->k, b->v, D, b->pl, a->pos_bias_u, a->pos_bias_v, m->hlens,
+                            m->B, T2, d->heads, D / d->heads, r.pa, m->seed, block_stream(l, site));
     } else {
         be->attention_forward(be, b->atty, b->att, b->q, b->k, b->v, D, m->hlens, m->B, T2, d->heads, D / d->heads,
                               r.pa, m->seed, block_stream(l, site));
     }
-    be->linear_forward(be, out, b->atty, P(o, l, "weight"), P(o, l, "bias"), N, D, D);
+    be->linear_forward(be, out, b->atty, a->linear_out.weight, a->linear_out.bias, N, D, D);
 }
 
-void enc_attn_backward(asr_model *m, int l, const char *attn, const enc_attn_bufs *b, const enc_attn_work *w,
-                       const float *x, const float *dy, int site)
+void enc_attn_backward(asr_model *m, int l, const enc_attn_bufs *b, const enc_attn_work *w, const float *x,
+                       const float *dy, int site)
 {
     const model_dims *d = &m->dims;
     backend *be = m->be;
     int N = m->B * m->T2, D = d->d, T2 = m->T2;
     enc_rates r = enc_rates_of(m);
-    char a[96], o[96], ps[96], proj[3][96];
-    snprintf(a, sizeof a, BLK_FMT "%s", attn), snprintf(o, sizeof o, BLK_FMT "%s.linear_out", attn);
-    snprintf(ps, sizeof ps, BLK_FMT "%s.linear_pos", attn);
-    snprintf(proj[0], sizeof proj[0], BLK_FMT "%s.linear_q", attn);
-    snprintf(proj[1], sizeof proj[1], BLK_FMT "%s.linear_k", attn);
-    snprintf(proj[2], sizeof proj[2], BLK_FMT "%s.linear_v", attn);
-    be->linear_backward(be, w->datt, G(o, l, "weight"), G(o, l, "bias"), dy, b->atty, P(o, l, "weight"), N, D, D, 0);
+    const nn_mha *a = &m->w.blocks[l].self_attn, *ga = &m->g.blocks[l].self_attn;
+    const nn_norm *nm = &m->w.blocks[l].norm_mha, *gnm = &m->g.blocks[l].norm_mha;
+    be->linear_backward(be, w->datt, ga->linear_out.weight, ga->linear_out.bias, dy, b->atty, a->linear_out.weight, N,
+                        D, D, 0);
     if (d->rel_pos) {
-        be->relattn_backward(be, w->dq, w->dk, w->dv, w->dp, G(a, l, "pos_bias_u"), G(a, l, "pos_bias_v"), w->datt,
-                             b->att, b->q, b->k, b->v, D, b->pl, P(a, l, "pos_bias_u"), P(a, l, "pos_bias_v"),
-                             m->hlens, m->B, T2, d->heads, D / d->heads, r.pa, m->seed, block_stream(l, site));
+        be->relattn_backward(be, w->dq, w->dk, w->dv, w->dp, ga->pos_bias_u, ga->pos_bias_v, w->datt, b->att, b->q,
+                             b->k, b->v, D, b->pl, a->pos_bias_u, a->pos_bias_v, m->hlens, m->B, T2, d->heads,
+                             D / d->heads, r.pa, m->seed, block_stream(l, site));
         /* The encoding is no parameter's function: only linear_pos' weight gets a gradient. */
-        be->linear_backward(be, NULL, G(ps, l, "weight"), NULL, w->dp, w->pos, P(ps, l, "weight"), 2 * T2 - 1, D, D,
-                            0);
+        be->linear_backward(be, NULL, ga->linear_pos.weight, NULL, w->dp, w->pos, a->linear_pos.weight, 2 * T2 - 1, D,
+                            D, 0);
     } else {
         be->attention_backward(be, w->dq, w->dk, w->dv, w->datt, b->att, b->q, b->k, b->v, D, m->hlens, m->B, T2,
                                d->heads, D / d->heads, r.pa, m->seed, block_stream(l, site));
     }
+    const nn_linear *proj[] = {&a->linear_q, &a->linear_k, &a->linear_v};
+    const nn_linear *gproj[] = {&ga->linear_q, &ga->linear_k, &ga->linear_v};
     const float *dproj[] = {w->dq, w->dk, w->dv};
     for (int i = 0; i < 3; i++)
-        be->linear_backward(be, w->dln, G(proj[i], l, "weight"), G(proj[i], l, "bias"), dproj[i], b->ln,
-                            P(proj[i], l, "weight"), N, D, D, i > 0);
-    be->layernorm_backward(be, m->dh, G("encoder.encoders.%d.norm_mha", l, "weight"),
-                           G("encoder.encoders.%d.norm_mha", l, "bias"), w->dln, x,
-                           P("encoder.encoders.%d.norm_mha", l, "weight"), b->mean, b->rstd, N, D, 1);
+        be->linear_backward(be, w->dln, gproj[i]->weight, gproj[i]->bias, dproj[i], b->ln, proj[i]->weight, N, D, D,
+                            i > 0);
+    be->layernorm_backward(be, m->dh, gnm->weight, gnm->bias, w->dln, x, nm->weight, b->mean, b->rstd, N, D, 1);
 }

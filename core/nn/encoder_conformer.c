@@ -11,7 +11,6 @@
  * statistics are over all B x T rows, padding included, and the depthwise conv reads padded frames
  * next to an utterance's end. The relative encoding (2 T - 1 positions) is computed once per
  * forward and shared by the blocks, with its own positional dropout. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -139,8 +138,6 @@ static void ensure(asr_model *m, int B, int T2)
 
 /* ---- pieces ------------------------------------------------------------------------------- */
 
-#define BLK "encoder.encoders.%d."
-
 static enc_attn_bufs attn_bufs(const cblock *b)
 {
     return (enc_attn_bufs){b->ln_a, b->mean_a, b->rstd_a, b->q, b->k, b->v, b->pl, b->att, b->atty};
@@ -152,7 +149,7 @@ static void mha_forward(asr_model *m, int l, cblock *b, const float *x)
     backend *be = m->be;
     size_t nd = (size_t)m->B * m->T2 * m->dims.d;
     enc_attn_bufs ab = attn_bufs(b);
-    enc_attn_forward(m, l, "self_attn", &ab, m->enc->pos, x, m->dtmp, SITE_ATT);
+    enc_attn_forward(m, l, &ab, m->enc->pos, x, m->dtmp, SITE_ATT);
     be->dropout_forward(be, m->dtmp, m->dtmp, nd, enc_rates_of(m).pd, m->seed, block_stream(l, SITE_ATT_OUT));
     be->add(be, b->h_a, x, m->dtmp, nd);
 }
@@ -165,7 +162,7 @@ static void mha_backward(asr_model *m, int l, const cblock *b, const float *x)
     enc_attn_bufs ab = attn_bufs(b);
     enc_attn_work w = {e->pos, e->dq, e->dk, e->dv, e->datt, e->dp, e->dln};
     be->dropout_backward(be, m->dtmp, m->dh, nd, enc_rates_of(m).pd, m->seed, block_stream(l, SITE_ATT_OUT));
-    enc_attn_backward(m, l, "self_attn", &ab, &w, x, m->dtmp, SITE_ATT);
+    enc_attn_backward(m, l, &ab, &w, x, m->dtmp, SITE_ATT);
 }
 
 /* h_c = x + drop(pointwise_conv2(act(BN(depthwise(GLU(pointwise_conv1(LN(x)))))))). */
@@ -175,26 +172,23 @@ static void conv_forward(asr_model *m, int l, cblock *b, const float *x)
     backend *be = m->be;
     int N = m->B * m->T2, D = d->d;
     enc_rates r = enc_rates_of(m);
-    be->layernorm_forward(be, b->ln_c, b->mean_c, b->rstd_c, x, P(BLK "norm_conv", l, "weight"),
-                          P(BLK "norm_conv", l, "bias"), N, D, 1e-12);
-    be->linear_forward(be, b->pw1, b->ln_c, P(BLK "conv_module.pointwise_conv1", l, "weight"),
-                       P(BLK "conv_module.pointwise_conv1", l, "bias"), N, D, 2 * D);
+    const enc_block_tensors *p = &m->w.blocks[l];
+    const nn_batchnorm *bn = &p->conv_module.norm;
+    be->layernorm_forward(be, b->ln_c, b->mean_c, b->rstd_c, x, p->norm_conv.weight, p->norm_conv.bias, N, D, 1e-12);
+    be->linear_forward(be, b->pw1, b->ln_c, p->conv_module.pointwise_conv1.weight,
+                       p->conv_module.pointwise_conv1.bias, N, D, 2 * D);
     be->glu_forward(be, b->glu, b->pw1, N, D);
-    be->dwconv1d_forward(be, b->dwo, b->glu, P(BLK "conv_module.depthwise_conv", l, "weight"),
-                         P(BLK "conv_module.depthwise_conv", l, "bias"), m->B, m->T2, D, d->cnn_kernel);
+    be->dwconv1d_forward(be, b->dwo, b->glu, p->conv_module.depthwise_conv.weight, p->conv_module.depthwise_conv.bias,
+                         m->B, m->T2, D, d->cnn_kernel);
     if (m->train && m->sync.all_reduce) /* trainer.sync_batchnorm */
-        syncbn_forward(m, b->bn, b->bn_mean, b->bn_rstd, b->dwo, P(BLK "conv_module.norm", l, "weight"),
-                       P(BLK "conv_module.norm", l, "bias"), P(BLK "conv_module.norm", l, "running_mean"),
-                       P(BLK "conv_module.norm", l, "running_var"), P(BLK "conv_module.norm", l, "num_batches_tracked"),
-                       N, D, BN_EPS, BN_MOMENTUM);
+        syncbn_forward(m, b->bn, b->bn_mean, b->bn_rstd, b->dwo, bn->weight, bn->bias, bn->running_mean,
+                       bn->running_var, bn->num_batches_tracked, N, D, BN_EPS, BN_MOMENTUM);
     else
-        be->batchnorm_forward(be, b->bn, b->bn_mean, b->bn_rstd, b->dwo, P(BLK "conv_module.norm", l, "weight"),
-                              P(BLK "conv_module.norm", l, "bias"), P(BLK "conv_module.norm", l, "running_mean"),
-                              P(BLK "conv_module.norm", l, "running_var"),
-                              P(BLK "conv_module.norm", l, "num_batches_tracked"), N, D, BN_EPS, BN_MOMENTUM, m->train);
+        be->batchnorm_forward(be, b->bn, b->bn_mean, b->bn_rstd, b->dwo, bn->weight, bn->bias, bn->running_mean,
+                              bn->running_var, bn->num_batches_tracked, N, D, BN_EPS, BN_MOMENTUM, m->train);
     enc_act_forward(m->be, m->dims.act, b->cact, b->bn, (size_t)N * D);
-    be->linear_forward(be, m->dtmp, b->cact, P(BLK "conv_module.pointwise_conv2", l, "weight"),
-                       P(BLK "conv_module.pointwise_conv2", l, "bias"), N, D, D);
+    be->linear_forward(be, m->dtmp, b->cact, p->conv_module.pointwise_conv2.weight,
+                       p->conv_module.pointwise_conv2.bias, N, D, D);
     be->dropout_forward(be, m->dtmp, m->dtmp, (size_t)N * D, r.pd, m->seed, block_stream(l, SITE_CONV_OUT));
     be->add(be, b->h_c, x, m->dtmp, (size_t)N * D);
 }
@@ -206,26 +200,25 @@ static void conv_backward(asr_model *m, int l, const cblock *b, const float *x)
     encoder_acts *e = m->enc;
     int N = m->B * m->T2, D = d->d;
     enc_rates r = enc_rates_of(m);
+    const enc_block_tensors *p = &m->w.blocks[l], *g = &m->g.blocks[l];
+    const nn_linear *pw1 = &p->conv_module.pointwise_conv1, *gpw1 = &g->conv_module.pointwise_conv1;
+    const nn_linear *dw = &p->conv_module.depthwise_conv, *gdw = &g->conv_module.depthwise_conv;
+    const nn_linear *pw2 = &p->conv_module.pointwise_conv2, *gpw2 = &g->conv_module.pointwise_conv2;
+    const nn_batchnorm *bn = &p->conv_module.norm, *gbn = &g->conv_module.norm;
     be->dropout_backward(be, m->dtmp, m->dh, (size_t)N * D, r.pd, m->seed, block_stream(l, SITE_CONV_OUT));
-    be->linear_backward(be, e->dc, G(BLK "conv_module.pointwise_conv2", l, "weight"),
-                        G(BLK "conv_module.pointwise_conv2", l, "bias"), m->dtmp, b->cact,
-                        P(BLK "conv_module.pointwise_conv2", l, "weight"), N, D, D, 0);
+    be->linear_backward(be, e->dc, gpw2->weight, gpw2->bias, m->dtmp, b->cact, pw2->weight, N, D, D, 0);
     enc_act_backward(m->be, m->dims.act, e->dc, e->dc, b->bn, (size_t)N * D);
     if (m->sync.all_reduce)
-        syncbn_backward(m, e->dc2, G(BLK "conv_module.norm", l, "weight"), G(BLK "conv_module.norm", l, "bias"), e->dc,
-                        b->dwo, P(BLK "conv_module.norm", l, "weight"), b->bn_mean, b->bn_rstd, N, D);
+        syncbn_backward(m, e->dc2, gbn->weight, gbn->bias, e->dc, b->dwo, bn->weight, b->bn_mean, b->bn_rstd, N, D);
     else
-        be->batchnorm_backward(be, e->dc2, G(BLK "conv_module.norm", l, "weight"), G(BLK "conv_module.norm", l, "bias"),
-                               e->dc, b->dwo, P(BLK "conv_module.norm", l, "weight"), b->bn_mean, b->bn_rstd, N, D);
-    be->dwconv1d_backward(be, e->dc, G(BLK "conv_module.depthwise_conv", l, "weight"),
-                          G(BLK "conv_module.depthwise_conv", l, "bias"), e->dc2, b->glu,
-                          P(BLK "conv_module.depthwise_conv", l, "weight"), m->B, m->T2, D, d->cnn_kernel);
+        be->batchnorm_backward(be, e->dc2, gbn->weight, gbn->bias, e->dc, b->dwo, bn->weight, b->bn_mean, b->bn_rstd,
+                               N, D);
+    be->dwconv1d_backward(be, e->dc, gdw->weight, gdw->bias, e->dc2, b->glu, dw->weight, m->B, m->T2, D,
+                          d->cnn_kernel);
     be->glu_backward(be, e->d2, e->dc, b->pw1, N, D);
-    be->linear_backward(be, e->dln, G(BLK "conv_module.pointwise_conv1", l, "weight"),
-                        G(BLK "conv_module.pointwise_conv1", l, "bias"), e->d2, b->ln_c,
-                        P(BLK "conv_module.pointwise_conv1", l, "weight"), N, D, 2 * D, 0);
-    be->layernorm_backward(be, m->dh, G(BLK "norm_conv", l, "weight"), G(BLK "norm_conv", l, "bias"), e->dln, x,
-                           P(BLK "norm_conv", l, "weight"), b->mean_c, b->rstd_c, N, D, 1);
+    be->linear_backward(be, e->dln, gpw1->weight, gpw1->bias, e->d2, b->ln_c, pw1->weight, N, D, 2 * D, 0);
+    be->layernorm_backward(be, m->dh, g->norm_conv.weight, g->norm_conv.bias, e->dln, x, p->norm_conv.weight,
+                           b->mean_c, b->rstd_c, N, D, 1);
 }
 
 /* ---- blocks ------------------------------------------------------------------------------- */
@@ -253,8 +246,8 @@ static const float *forward(asr_model *m)
         cblock *b = &e->blocks[l];
         const float *x = block_input(m, l);
         if (d->macaron) {
-            enc_ff_forward(m, l, "feed_forward_macaron", "norm_ff_macaron", b->ln_m, b->mean_m, b->rstd_m, b->fm_pre,
-                           b->fm_act, x, b->h_m, SITE_FFM_IN, SITE_FFM_OUT);
+            enc_ff_forward(m, l, 1, b->ln_m, b->mean_m, b->rstd_m, b->fm_pre, b->fm_act, x, b->h_m, SITE_FFM_IN,
+                           SITE_FFM_OUT);
             x = b->h_m;
         }
         mha_forward(m, l, b, x);
@@ -263,11 +256,12 @@ static const float *forward(asr_model *m)
             conv_forward(m, l, b, x);
             x = b->h_c;
         }
-        enc_ff_forward(m, l, "feed_forward", "norm_ff", b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, x, b->h_f,
-                       SITE_FF_IN, SITE_FF_OUT);
-        if (d->use_cnn)
-            be->layernorm_forward(be, b->h_out, b->mean_o, b->rstd_o, b->h_f, P(BLK "norm_final", l, "weight"),
-                                  P(BLK "norm_final", l, "bias"), N, D, 1e-12);
+        enc_ff_forward(m, l, 0, b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, x, b->h_f, SITE_FF_IN,
+                       SITE_FF_OUT);
+        if (d->use_cnn) {
+            const nn_norm *nf = &m->w.blocks[l].norm_final;
+            be->layernorm_forward(be, b->h_out, b->mean_o, b->rstd_o, b->h_f, nf->weight, nf->bias, N, D, 1e-12);
+        }
         interctc_after_block(m, l, d->use_cnn ? b->h_out : b->h_f);
     }
     return block_output(m, d->blocks - 1);
@@ -286,17 +280,18 @@ static void backward(asr_model *m)
         const float *x0 = block_input(m, l), *xa = d->macaron ? b->h_m : x0, *xc = d->use_cnn ? b->h_c : b->h_a;
         interctc_before_block_backward(m, l);
         if (d->use_cnn) {
-            be->layernorm_backward(be, e->dln, G(BLK "norm_final", l, "weight"), G(BLK "norm_final", l, "bias"), m->dh,
-                                   b->h_f, P(BLK "norm_final", l, "weight"), b->mean_o, b->rstd_o, N, D, 0);
+            const nn_norm *nf = &m->w.blocks[l].norm_final, *gnf = &m->g.blocks[l].norm_final;
+            be->layernorm_backward(be, e->dln, gnf->weight, gnf->bias, m->dh, b->h_f, nf->weight, b->mean_o, b->rstd_o,
+                                   N, D, 0);
             be->copy(be, m->dh, e->dln, (size_t)N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
         }
-        enc_ff_backward(m, l, "feed_forward", "norm_ff", b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, xc,
-                        SITE_FF_IN, SITE_FF_OUT, e->dff, e->dln);
+        enc_ff_backward(m, l, 0, b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, xc, SITE_FF_IN, SITE_FF_OUT,
+                        e->dff, e->dln);
         if (d->use_cnn) conv_backward(m, l, b, b->h_a);
         mha_backward(m, l, b, xa);
         if (d->macaron)
-            enc_ff_backward(m, l, "feed_forward_macaron", "norm_ff_macaron", b->ln_m, b->mean_m, b->rstd_m, b->fm_pre,
-                            b->fm_act, x0, SITE_FFM_IN, SITE_FFM_OUT, e->dff, e->dln);
+            enc_ff_backward(m, l, 1, b->ln_m, b->mean_m, b->rstd_m, b->fm_pre, b->fm_act, x0, SITE_FFM_IN,
+                            SITE_FFM_OUT, e->dff, e->dln);
         asr_model_block_grads_final(m, l);
     }
 }

@@ -15,7 +15,6 @@
  * by the blocks. layer_drop_rate: in training, block l is skipped (its output is its input) when
  * a uniform draw from rng_derive(seed, STREAM_LAYER_DROP, l) is below the rate: the seed is the
  * batch's, so any number of ranks drops the same blocks for the same batch, as dropout masks. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -152,8 +151,6 @@ static void ensure(asr_model *m, int B, int T2)
 
 /* ---- pieces ------------------------------------------------------------------------------- */
 
-#define BLK "encoder.encoders.%d."
-
 static enc_attn_bufs attn_bufs(const eblock *b)
 {
     return (enc_attn_bufs){b->ln_a, b->mean_a, b->rstd_a, b->q, b->k, b->v, b->pl, b->att, b->atty};
@@ -163,7 +160,7 @@ static enc_attn_bufs attn_bufs(const eblock *b)
 static void attn_forward(asr_model *m, int l, eblock *b, const float *x, float *out)
 {
     enc_attn_bufs ab = attn_bufs(b);
-    enc_attn_forward(m, l, "attn", &ab, m->enc->pos, x, out, SITE_ATT);
+    enc_attn_forward(m, l, &ab, m->enc->pos, x, out, SITE_ATT);
 }
 
 /* dy: the gradient of attn_forward's out; m->dh gains the branch's gradient of x. */
@@ -172,7 +169,7 @@ static void attn_backward(asr_model *m, int l, const eblock *b, const float *x, 
     encoder_acts *e = m->enc;
     enc_attn_bufs ab = attn_bufs(b);
     enc_attn_work w = {e->pos, e->dq, e->dk, e->dv, e->datt, e->dp, e->dln};
-    enc_attn_backward(m, l, "attn", &ab, &w, x, dy, SITE_ATT);
+    enc_attn_backward(m, l, &ab, &w, x, dy, SITE_ATT);
 }
 
 /* The gate's input after the optional linear (gc or gl) and its output (the same without an act). */
@@ -189,25 +186,23 @@ static void cgmlp_forward(asr_model *m, int l, eblock *b, const float *x, float 
     backend *be = m->be;
     int N = m->B * m->T2, D = d->d, H = d->cgmlp_units / 2;
     size_t nh = (size_t)N * H;
-    const float *w1 = P(BLK "cgmlp.channel_proj1.0", l, "weight"), *b1 = P(BLK "cgmlp.channel_proj1.0", l, "bias");
-    be->layernorm_forward(be, b->ln_g, b->mean_g, b->rstd_g, x, P(BLK "norm_mlp", l, "weight"),
-                          P(BLK "norm_mlp", l, "bias"), N, D, 1e-12);
+    const enc_block_tensors *p = &m->w.blocks[l];
+    const float *w1 = p->cgmlp.channel_proj1.weight, *b1 = p->cgmlp.channel_proj1.bias;
+    be->layernorm_forward(be, b->ln_g, b->mean_g, b->rstd_g, x, p->norm_mlp.weight, p->norm_mlp.bias, N, D, 1e-12);
     be->linear_forward(be, b->pr, b->ln_g, w1, b1, N, D, H);                              /* z_r: rows 0..H-1 */
     be->linear_forward(be, b->pg, b->ln_g, w1 + (size_t)H * D, b1 + H, N, D, H);         /* z_g: rows H..2H-1 */
     be->gelu_forward(be, b->r, b->pr, nh);
     be->gelu_forward(be, b->gg, b->pg, nh);
-    be->layernorm_forward(be, b->gn, b->mean_n, b->rstd_n, b->gg, P(BLK "cgmlp.csgu.norm", l, "weight"),
-                          P(BLK "cgmlp.csgu.norm", l, "bias"), N, H, 1e-12);
-    be->dwconv1d_forward(be, b->gc, b->gn, P(BLK "cgmlp.csgu.conv", l, "weight"), P(BLK "cgmlp.csgu.conv", l, "bias"),
-                         m->B, m->T2, H, d->cgmlp_kernel);
+    be->layernorm_forward(be, b->gn, b->mean_n, b->rstd_n, b->gg, p->cgmlp.csgu.norm.weight, p->cgmlp.csgu.norm.bias,
+                          N, H, 1e-12);
+    be->dwconv1d_forward(be, b->gc, b->gn, p->cgmlp.csgu.conv.weight, p->cgmlp.csgu.conv.bias, m->B, m->T2, H,
+                         d->cgmlp_kernel);
     if (d->linear_after_conv)
-        be->linear_forward(be, b->gl, b->gc, P(BLK "cgmlp.csgu.linear", l, "weight"),
-                           P(BLK "cgmlp.csgu.linear", l, "bias"), N, H, H);
+        be->linear_forward(be, b->gl, b->gc, p->cgmlp.csgu.linear.weight, p->cgmlp.csgu.linear.bias, N, H, H);
     if (d->gate_act != ACT_IDENTITY) enc_act_forward(be, d->gate_act, b->ga, gate_in(d, b), nh);
     be->mul_forward(be, b->gm, b->r, gate_out(d, b), nh);
     be->dropout_forward(be, b->gm, b->gm, nh, enc_rates_of(m).pd, m->seed, block_stream(l, SITE_CSGU));
-    be->linear_forward(be, out, b->gm, P(BLK "cgmlp.channel_proj2", l, "weight"), P(BLK "cgmlp.channel_proj2", l, "bias"),
-                       N, H, D);
+    be->linear_forward(be, out, b->gm, p->cgmlp.channel_proj2.weight, p->cgmlp.channel_proj2.bias, N, H, D);
 }
 
 /* dy: the gradient of cgmlp_forward's out; m->dh gains the branch's gradient of x. */
@@ -218,29 +213,30 @@ static void cgmlp_backward(asr_model *m, int l, const eblock *b, const float *x,
     encoder_acts *e = m->enc;
     int N = m->B * m->T2, D = d->d, H = d->cgmlp_units / 2;
     size_t nh = (size_t)N * H;
-    const float *w1 = P(BLK "cgmlp.channel_proj1.0", l, "weight");
-    float *gw1 = G(BLK "cgmlp.channel_proj1.0", l, "weight"), *gb1 = G(BLK "cgmlp.channel_proj1.0", l, "bias");
-    be->linear_backward(be, e->e1, G(BLK "cgmlp.channel_proj2", l, "weight"), G(BLK "cgmlp.channel_proj2", l, "bias"),
-                        dy, b->gm, P(BLK "cgmlp.channel_proj2", l, "weight"), N, H, D, 0);
+    const enc_block_tensors *p = &m->w.blocks[l], *g = &m->g.blocks[l];
+    const float *w1 = p->cgmlp.channel_proj1.weight;
+    float *gw1 = g->cgmlp.channel_proj1.weight, *gb1 = g->cgmlp.channel_proj1.bias;
+    be->linear_backward(be, e->e1, g->cgmlp.channel_proj2.weight, g->cgmlp.channel_proj2.bias, dy, b->gm,
+                        p->cgmlp.channel_proj2.weight, N, H, D, 0);
     be->dropout_backward(be, e->e1, e->e1, nh, enc_rates_of(m).pd, m->seed, block_stream(l, SITE_CSGU));
     be->mul_backward(be, e->e2, e->e3, e->e1, b->r, gate_out(d, b), nh); /* e2: d r, e3: d gate */
     if (d->gate_act != ACT_IDENTITY) enc_act_backward(be, d->gate_act, e->e3, e->e3, gate_in(d, b), nh);
     float *dgc = e->e3, *spare = e->e1;
     if (d->linear_after_conv) {
-        be->linear_backward(be, e->e1, G(BLK "cgmlp.csgu.linear", l, "weight"), G(BLK "cgmlp.csgu.linear", l, "bias"),
-                            e->e3, b->gc, P(BLK "cgmlp.csgu.linear", l, "weight"), N, H, H, 0);
+        be->linear_backward(be, e->e1, g->cgmlp.csgu.linear.weight, g->cgmlp.csgu.linear.bias, e->e3, b->gc,
+                            p->cgmlp.csgu.linear.weight, N, H, H, 0);
         dgc = e->e1, spare = e->e3;
     }
-    be->dwconv1d_backward(be, spare, G(BLK "cgmlp.csgu.conv", l, "weight"), G(BLK "cgmlp.csgu.conv", l, "bias"), dgc,
-                          b->gn, P(BLK "cgmlp.csgu.conv", l, "weight"), m->B, m->T2, H, d->cgmlp_kernel);
-    be->layernorm_backward(be, dgc, G(BLK "cgmlp.csgu.norm", l, "weight"), G(BLK "cgmlp.csgu.norm", l, "bias"), spare,
-                           b->gg, P(BLK "cgmlp.csgu.norm", l, "weight"), b->mean_n, b->rstd_n, N, H, 0);
+    be->dwconv1d_backward(be, spare, g->cgmlp.csgu.conv.weight, g->cgmlp.csgu.conv.bias, dgc, b->gn,
+                          p->cgmlp.csgu.conv.weight, m->B, m->T2, H, d->cgmlp_kernel);
+    be->layernorm_backward(be, dgc, g->cgmlp.csgu.norm.weight, g->cgmlp.csgu.norm.bias, spare, b->gg,
+                           p->cgmlp.csgu.norm.weight, b->mean_n, b->rstd_n, N, H, 0);
     be->gelu_backward(be, dgc, dgc, b->pg, nh);
     be->gelu_backward(be, e->e2, e->e2, b->pr, nh);
     be->linear_backward(be, e->dln, gw1, gb1, e->e2, b->ln_g, w1, N, D, H, 0);
     be->linear_backward(be, e->dln, gw1 + (size_t)H * D, gb1 + H, dgc, b->ln_g, w1 + (size_t)H * D, N, D, H, 1);
-    be->layernorm_backward(be, m->dh, G(BLK "norm_mlp", l, "weight"), G(BLK "norm_mlp", l, "bias"), e->dln, x,
-                           P(BLK "norm_mlp", l, "weight"), b->mean_g, b->rstd_g, N, D, 1);
+    be->layernorm_backward(be, m->dh, g->norm_mlp.weight, g->norm_mlp.bias, e->dln, x, p->norm_mlp.weight, b->mean_g,
+                           b->rstd_g, N, D, 1);
 }
 
 /* The two branches and their merge: h_mg = x + drop(merge_proj(c + dwconv(c))), c = [x1, x2]. */
@@ -251,15 +247,15 @@ static void branches_forward(asr_model *m, int l, eblock *b, const float *x)
     int N = m->B * m->T2, D = d->d;
     size_t nd = (size_t)N * D;
     enc_rates r = enc_rates_of(m);
+    const enc_block_tensors *p = &m->w.blocks[l];
     attn_forward(m, l, b, x, b->br);       /* br (2, N, D): x1 then x2 */
     cgmlp_forward(m, l, b, x, b->br + nd);
     be->dropout_forward(be, b->br, b->br, 2 * nd, r.pd, m->seed, block_stream(l, SITE_BRANCH));
     be->swap12(be, b->cat, b->br, 1, 2, N, D); /* torch.cat([x1, x2], dim=-1): (N, 2D) */
-    be->dwconv1d_forward(be, b->fus, b->cat, P(BLK "depthwise_conv_fusion", l, "weight"),
-                         P(BLK "depthwise_conv_fusion", l, "bias"), m->B, m->T2, 2 * D, d->merge_kernel);
+    be->dwconv1d_forward(be, b->fus, b->cat, p->depthwise_conv_fusion.weight, p->depthwise_conv_fusion.bias, m->B,
+                         m->T2, 2 * D, d->merge_kernel);
     be->add(be, b->fus, b->fus, b->cat, 2 * nd);
-    be->linear_forward(be, m->dtmp, b->fus, P(BLK "merge_proj", l, "weight"), P(BLK "merge_proj", l, "bias"), N, 2 * D,
-                       D);
+    be->linear_forward(be, m->dtmp, b->fus, p->merge_proj.weight, p->merge_proj.bias, N, 2 * D, D);
     be->dropout_forward(be, m->dtmp, m->dtmp, nd, r.pd, m->seed, block_stream(l, SITE_MERGE));
     be->add(be, b->h_mg, x, m->dtmp, nd);
 }
@@ -272,12 +268,12 @@ static void branches_backward(asr_model *m, int l, const eblock *b, const float 
     int N = m->B * m->T2, D = d->d;
     size_t nd = (size_t)N * D;
     enc_rates r = enc_rates_of(m);
+    const enc_block_tensors *p = &m->w.blocks[l], *g = &m->g.blocks[l];
     be->dropout_backward(be, m->dtmp, m->dh, nd, r.pd, m->seed, block_stream(l, SITE_MERGE));
-    be->linear_backward(be, e->d2a, G(BLK "merge_proj", l, "weight"), G(BLK "merge_proj", l, "bias"), m->dtmp, b->fus,
-                        P(BLK "merge_proj", l, "weight"), N, 2 * D, D, 0);
-    be->dwconv1d_backward(be, e->d2b, G(BLK "depthwise_conv_fusion", l, "weight"),
-                          G(BLK "depthwise_conv_fusion", l, "bias"), e->d2a, b->cat,
-                          P(BLK "depthwise_conv_fusion", l, "weight"), m->B, m->T2, 2 * D, d->merge_kernel);
+    be->linear_backward(be, e->d2a, g->merge_proj.weight, g->merge_proj.bias, m->dtmp, b->fus, p->merge_proj.weight, N,
+                        2 * D, D, 0);
+    be->dwconv1d_backward(be, e->d2b, g->depthwise_conv_fusion.weight, g->depthwise_conv_fusion.bias, e->d2a, b->cat,
+                          p->depthwise_conv_fusion.weight, m->B, m->T2, 2 * D, d->merge_kernel);
     be->add(be, e->d2b, e->d2b, e->d2a, 2 * nd);      /* the gradient of c */
     be->swap12(be, e->d2a, e->d2b, 1, N, 2, D);       /* back to (2, N, D) */
     be->dropout_backward(be, e->d2a, e->d2a, 2 * nd, r.pd, m->seed, block_stream(l, SITE_BRANCH));
@@ -318,19 +314,19 @@ static const float *forward(asr_model *m)
             continue;
         }
         if (d->use_ffn && d->macaron) {
-            enc_ff_forward(m, l, "feed_forward_macaron", "norm_ff_macaron", b->ln_m, b->mean_m, b->rstd_m, b->fm_pre,
-                           b->fm_act, x, b->h_m, SITE_FFM_IN, SITE_FFM_OUT);
+            enc_ff_forward(m, l, 1, b->ln_m, b->mean_m, b->rstd_m, b->fm_pre, b->fm_act, x, b->h_m, SITE_FFM_IN,
+                           SITE_FFM_OUT);
             x = b->h_m;
         }
         branches_forward(m, l, b, x);
         x = b->h_mg;
         if (d->use_ffn) {
-            enc_ff_forward(m, l, "feed_forward", "norm_ff", b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, x,
-                           b->h_f, SITE_FF_IN, SITE_FF_OUT);
+            enc_ff_forward(m, l, 0, b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, x, b->h_f, SITE_FF_IN,
+                           SITE_FF_OUT);
             x = b->h_f;
         }
-        be->layernorm_forward(be, b->h_out, b->mean_o, b->rstd_o, x, P(BLK "norm_final", l, "weight"),
-                              P(BLK "norm_final", l, "bias"), N, D, 1e-12);
+        const nn_norm *nf = &m->w.blocks[l].norm_final;
+        be->layernorm_forward(be, b->h_out, b->mean_o, b->rstd_o, x, nf->weight, nf->bias, N, D, 1e-12);
         e->out[l] = b->h_out;
         interctc_after_block(m, l, b->h_out);
     }
@@ -351,17 +347,17 @@ static void backward(asr_model *m)
         const eblock *b = &e->blocks[l];
         const float *x0 = block_input(m, l), *xb = d->use_ffn && d->macaron ? b->h_m : x0;
         interctc_before_block_backward(m, l);
-        be->layernorm_backward(be, e->dln, G(BLK "norm_final", l, "weight"), G(BLK "norm_final", l, "bias"), m->dh,
-                               d->use_ffn ? b->h_f : b->h_mg, P(BLK "norm_final", l, "weight"), b->mean_o, b->rstd_o,
-                               N, D, 0);
+        const nn_norm *nf = &m->w.blocks[l].norm_final, *gnf = &m->g.blocks[l].norm_final;
+        be->layernorm_backward(be, e->dln, gnf->weight, gnf->bias, m->dh, d->use_ffn ? b->h_f : b->h_mg, nf->weight,
+                               b->mean_o, b->rstd_o, N, D, 0);
         be->copy(be, m->dh, e->dln, (size_t)N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
         if (d->use_ffn)
-            enc_ff_backward(m, l, "feed_forward", "norm_ff", b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, b->h_mg,
-                            SITE_FF_IN, SITE_FF_OUT, e->dff, e->dln);
+            enc_ff_backward(m, l, 0, b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, b->h_mg, SITE_FF_IN,
+                            SITE_FF_OUT, e->dff, e->dln);
         branches_backward(m, l, b, xb);
         if (d->use_ffn && d->macaron)
-            enc_ff_backward(m, l, "feed_forward_macaron", "norm_ff_macaron", b->ln_m, b->mean_m, b->rstd_m, b->fm_pre,
-                            b->fm_act, x0, SITE_FFM_IN, SITE_FFM_OUT, e->dff, e->dln);
+            enc_ff_backward(m, l, 1, b->ln_m, b->mean_m, b->rstd_m, b->fm_pre, b->fm_act, x0, SITE_FFM_IN,
+                            SITE_FFM_OUT, e->dff, e->dln);
         asr_model_block_grads_final(m, l);
     }
 }

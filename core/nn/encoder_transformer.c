@@ -1,7 +1,6 @@
 /* ESPnet2's TransformerEncoder blocks (pre-LN):
  *   x += dropout(MHA(LN(x)));  x += dropout(W2(dropout(ReLU(W1(LN(x))))))
- * forward and backward on the backend, parameters by their ESPnet2 names. */
-#include <stdio.h>
+ * forward and backward on the backend, parameters through the model's typed views (m->w, m->g). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,31 +104,24 @@ static const float *forward(asr_model *m)
     uint64_t seed = m->seed;
     for (int l = 0; l < d->blocks; l++) {
         block_acts *b = &e->blocks[l];
+        const enc_block_tensors *p = &m->w.blocks[l];
+        const nn_mha *sa = &p->self_attn;
         const float *h = block_input(m, l);
-        char a[96];
-        be->layernorm_forward(be, b->ln1, b->mean1, b->rstd1, h, P("encoder.encoders.%d.norm1", l, "weight"),
-                              P("encoder.encoders.%d.norm1", l, "bias"), N, D, 1e-12);
-        snprintf(a, sizeof a, "encoder.encoders.%%d.self_attn.linear_q");
-        be->linear_forward(be, b->q, b->ln1, P(a, l, "weight"), P(a, l, "bias"), N, D, D);
-        snprintf(a, sizeof a, "encoder.encoders.%%d.self_attn.linear_k");
-        be->linear_forward(be, b->k, b->ln1, P(a, l, "weight"), P(a, l, "bias"), N, D, D);
-        snprintf(a, sizeof a, "encoder.encoders.%%d.self_attn.linear_v");
-        be->linear_forward(be, b->v, b->ln1, P(a, l, "weight"), P(a, l, "bias"), N, D, D);
+        be->layernorm_forward(be, b->ln1, b->mean1, b->rstd1, h, p->norm1.weight, p->norm1.bias, N, D, 1e-12);
+        be->linear_forward(be, b->q, b->ln1, sa->linear_q.weight, sa->linear_q.bias, N, D, D);
+        be->linear_forward(be, b->k, b->ln1, sa->linear_k.weight, sa->linear_k.bias, N, D, D);
+        be->linear_forward(be, b->v, b->ln1, sa->linear_v.weight, sa->linear_v.bias, N, D, D);
         be->attention_forward(be, b->atty, b->att, b->q, b->k, b->v, D, m->hlens, m->B, m->T2, d->heads,
                               D / d->heads, r.pa, seed, block_stream(l, SITE_ATT));
-        snprintf(a, sizeof a, "encoder.encoders.%%d.self_attn.linear_out");
-        be->linear_forward(be, m->dtmp, b->atty, P(a, l, "weight"), P(a, l, "bias"), N, D, D);
+        be->linear_forward(be, m->dtmp, b->atty, sa->linear_out.weight, sa->linear_out.bias, N, D, D);
         be->dropout_forward(be, m->dtmp, m->dtmp, (size_t)N * D, r.pd, seed, block_stream(l, SITE_ATT_OUT));
         be->add(be, b->h1, h, m->dtmp, (size_t)N * D);
 
-        be->layernorm_forward(be, b->ln2, b->mean2, b->rstd2, b->h1, P("encoder.encoders.%d.norm2", l, "weight"),
-                              P("encoder.encoders.%d.norm2", l, "bias"), N, D, 1e-12);
-        be->linear_forward(be, b->f1, b->ln2, P("encoder.encoders.%d.feed_forward.w_1", l, "weight"),
-                           P("encoder.encoders.%d.feed_forward.w_1", l, "bias"), N, D, d->ff);
+        be->layernorm_forward(be, b->ln2, b->mean2, b->rstd2, b->h1, p->norm2.weight, p->norm2.bias, N, D, 1e-12);
+        be->linear_forward(be, b->f1, b->ln2, p->feed_forward.w_1.weight, p->feed_forward.w_1.bias, N, D, d->ff);
         be->relu_forward(be, b->f1, b->f1, (size_t)N * d->ff);
         be->dropout_forward(be, b->f1, b->f1, (size_t)N * d->ff, r.pd, seed, block_stream(l, SITE_FF_IN));
-        be->linear_forward(be, m->dtmp, b->f1, P("encoder.encoders.%d.feed_forward.w_2", l, "weight"),
-                           P("encoder.encoders.%d.feed_forward.w_2", l, "bias"), N, d->ff, D);
+        be->linear_forward(be, m->dtmp, b->f1, p->feed_forward.w_2.weight, p->feed_forward.w_2.bias, N, d->ff, D);
         be->dropout_forward(be, m->dtmp, m->dtmp, (size_t)N * D, r.pd, seed, block_stream(l, SITE_FF_OUT));
         be->add(be, b->h_out, b->h1, m->dtmp, (size_t)N * D);
         interctc_after_block(m, l, b->h_out);
@@ -147,38 +139,34 @@ static void backward(asr_model *m)
     uint64_t seed = m->seed;
     for (int l = d->blocks - 1; l >= 0; l--) {
         block_acts *b = &e->blocks[l];
+        const enc_block_tensors *p = &m->w.blocks[l], *g = &m->g.blocks[l];
+        const nn_mha *sa = &p->self_attn, *gsa = &g->self_attn;
         const float *h = block_input(m, l);
-        char a[96];
         interctc_before_block_backward(m, l);
         /* Feed-forward branch: h_out = h1 + drop(w2(drop(relu(w1(ln2(h1)))))). */
         be->dropout_backward(be, m->dtmp, m->dh, (size_t)N * D, r.pd, seed, block_stream(l, SITE_FF_OUT));
-        be->linear_backward(be, e->dff, G("encoder.encoders.%d.feed_forward.w_2", l, "weight"),
-                            G("encoder.encoders.%d.feed_forward.w_2", l, "bias"), m->dtmp, b->f1,
-                            P("encoder.encoders.%d.feed_forward.w_2", l, "weight"), N, FF, D, 0);
+        be->linear_backward(be, e->dff, g->feed_forward.w_2.weight, g->feed_forward.w_2.bias, m->dtmp, b->f1,
+                            p->feed_forward.w_2.weight, N, FF, D, 0);
         be->dropout_backward(be, e->dff, e->dff, (size_t)N * FF, r.pd, seed, block_stream(l, SITE_FF_IN));
         be->relu_backward(be, e->dff, e->dff, b->f1, (size_t)N * FF);
-        be->linear_backward(be, e->dln, G("encoder.encoders.%d.feed_forward.w_1", l, "weight"),
-                            G("encoder.encoders.%d.feed_forward.w_1", l, "bias"), e->dff, b->ln2,
-                            P("encoder.encoders.%d.feed_forward.w_1", l, "weight"), N, D, FF, 0);
-        be->layernorm_backward(be, m->dh, G("encoder.encoders.%d.norm2", l, "weight"),
-                               G("encoder.encoders.%d.norm2", l, "bias"), e->dln, b->h1,
-                               P("encoder.encoders.%d.norm2", l, "weight"), b->mean2, b->rstd2, N, D, 1);
+        be->linear_backward(be, e->dln, g->feed_forward.w_1.weight, g->feed_forward.w_1.bias, e->dff, b->ln2,
+                            p->feed_forward.w_1.weight, N, D, FF, 0);
+        be->layernorm_backward(be, m->dh, g->norm2.weight, g->norm2.bias, e->dln, b->h1, p->norm2.weight, b->mean2,
+                               b->rstd2, N, D, 1);
         /* Attention branch: h1 = h + drop(linear_out(att(q, k, v))). */
         be->dropout_backward(be, m->dtmp, m->dh, (size_t)N * D, r.pd, seed, block_stream(l, SITE_ATT_OUT));
-        snprintf(a, sizeof a, "encoder.encoders.%%d.self_attn.linear_out");
-        be->linear_backward(be, e->datt, G(a, l, "weight"), G(a, l, "bias"), m->dtmp, b->atty, P(a, l, "weight"), N,
-                            D, D, 0);
+        be->linear_backward(be, e->datt, gsa->linear_out.weight, gsa->linear_out.bias, m->dtmp, b->atty,
+                            sa->linear_out.weight, N, D, D, 0);
         be->attention_backward(be, e->dq, e->dk, e->dv, e->datt, b->att, b->q, b->k, b->v, D, m->hlens, m->B, m->T2,
                                d->heads, D / d->heads, r.pa, seed, block_stream(l, SITE_ATT));
-        snprintf(a, sizeof a, "encoder.encoders.%%d.self_attn.linear_q");
-        be->linear_backward(be, e->dln, G(a, l, "weight"), G(a, l, "bias"), e->dq, b->ln1, P(a, l, "weight"), N, D, D, 0);
-        snprintf(a, sizeof a, "encoder.encoders.%%d.self_attn.linear_k");
-        be->linear_backward(be, e->dln, G(a, l, "weight"), G(a, l, "bias"), e->dk, b->ln1, P(a, l, "weight"), N, D, D, 1);
-        snprintf(a, sizeof a, "encoder.encoders.%%d.self_attn.linear_v");
-        be->linear_backward(be, e->dln, G(a, l, "weight"), G(a, l, "bias"), e->dv, b->ln1, P(a, l, "weight"), N, D, D, 1);
-        be->layernorm_backward(be, m->dh, G("encoder.encoders.%d.norm1", l, "weight"),
-                               G("encoder.encoders.%d.norm1", l, "bias"), e->dln, h,
-                               P("encoder.encoders.%d.norm1", l, "weight"), b->mean1, b->rstd1, N, D, 1);
+        be->linear_backward(be, e->dln, gsa->linear_q.weight, gsa->linear_q.bias, e->dq, b->ln1, sa->linear_q.weight,
+                            N, D, D, 0);
+        be->linear_backward(be, e->dln, gsa->linear_k.weight, gsa->linear_k.bias, e->dk, b->ln1, sa->linear_k.weight,
+                            N, D, D, 1);
+        be->linear_backward(be, e->dln, gsa->linear_v.weight, gsa->linear_v.bias, e->dv, b->ln1, sa->linear_v.weight,
+                            N, D, D, 1);
+        be->layernorm_backward(be, m->dh, g->norm1.weight, g->norm1.bias, e->dln, h, p->norm1.weight, b->mean1,
+                               b->rstd1, N, D, 1);
         asr_model_block_grads_final(m, l);
     }
 }

@@ -99,21 +99,20 @@ void interctc_after_block(asr_model *m, int l, float *x)
     L->x_in = d->interctc_cond ? L->x : x;
     const float *h = L->x_in;
     if (normalized(m)) {
-        be->layernorm_forward(be, L->h, L->mean, L->rstd, L->x_in, P("encoder.after_norm", 0, "weight"),
-                              P("encoder.after_norm", 0, "bias"), N, D, 1e-12);
+        be->layernorm_forward(be, L->h, L->mean, L->rstd, L->x_in, m->w.after_norm.weight,
+                              m->w.after_norm.bias, N, D, 1e-12);
         h = L->h;
     }
     if (wants_loss(m)) {
         float pc = m->train ? m->rates.ctc_dropout : 0;
         be->dropout_forward(be, L->zd, h, (size_t)N * D, pc, m->seed, STREAM_INTERCTC0 + (uint64_t)k);
-        be->linear_forward(be, L->logp, L->zd, P("ctc.ctc_lo", 0, "weight"), P("ctc.ctc_lo", 0, "bias"), N, D, V);
+        be->linear_forward(be, L->logp, L->zd, m->w.ctc_lo.weight, m->w.ctc_lo.bias, N, D, V);
         be->log_softmax_forward(be, L->logp, L->logp, N, V);
     }
     if (!d->interctc_cond) return;
-    be->linear_forward(be, L->prob, h, P("ctc.ctc_lo", 0, "weight"), P("ctc.ctc_lo", 0, "bias"), N, D, V);
+    be->linear_forward(be, L->prob, h, m->w.ctc_lo.weight, m->w.ctc_lo.bias, N, D, V);
     be->softmax_forward(be, L->prob, L->prob, N, V);
-    be->linear_forward(be, m->dtmp, L->prob, P("encoder.conditioning_layer", 0, "weight"),
-                       P("encoder.conditioning_layer", 0, "bias"), N, V, D);
+    be->linear_forward(be, m->dtmp, L->prob, m->w.conditioning_layer.weight, m->w.conditioning_layer.bias, N, V, D);
     be->add(be, x, x, m->dtmp, (size_t)N * D);
 }
 
@@ -154,25 +153,24 @@ void interctc_before_block_backward(asr_model *m, int l)
                              !m->rates.ctc_keep_inf);
         be->ctc_loss_backward(be, m->dlogp, L->logp, m->hlens, m->labels, m->label_lens, m->label_stride, B, m->T2,
                               V, !m->rates.ctc_keep_inf, g);
-        be->linear_backward(be, dh, G("ctc.ctc_lo", 0, "weight"), G("ctc.ctc_lo", 0, "bias"), m->dlogp, L->zd,
-                            P("ctc.ctc_lo", 0, "weight"), N, D, V, 0);
+        be->linear_backward(be, dh, m->g.ctc_lo.weight, m->g.ctc_lo.bias, m->dlogp, L->zd, m->w.ctc_lo.weight, N, D, V,
+                            0);
         be->dropout_backward(be, dh, dh, (size_t)N * D, m->train ? m->rates.ctc_dropout : 0, m->seed,
                              STREAM_INTERCTC0 + (uint64_t)k);
         acc = 1;
     }
     if (d->interctc_cond) { /* m->dh, the gradient of x + conditioning, reaches the conditioning */
-        be->linear_backward(be, m->dlogp, G("encoder.conditioning_layer", 0, "weight"),
-                            G("encoder.conditioning_layer", 0, "bias"), m->dh, L->prob,
-                            P("encoder.conditioning_layer", 0, "weight"), N, V, D, 0);
+        be->linear_backward(be, m->dlogp, m->g.conditioning_layer.weight, m->g.conditioning_layer.bias, m->dh, L->prob,
+                            m->w.conditioning_layer.weight, N, V, D, 0);
         be->softmax_backward(be, m->dlogp, m->dlogp, L->prob, N, V);
-        be->linear_backward(be, dh, G("ctc.ctc_lo", 0, "weight"), G("ctc.ctc_lo", 0, "bias"), m->dlogp, h,
-                            P("ctc.ctc_lo", 0, "weight"), N, D, V, acc);
+        be->linear_backward(be, dh, m->g.ctc_lo.weight, m->g.ctc_lo.bias, m->dlogp, h, m->w.ctc_lo.weight, N, D, V,
+                            acc);
         acc = 1;
     }
     if (!acc) return;
     if (normalized(m))
-        be->layernorm_backward(be, m->dh, G("encoder.after_norm", 0, "weight"), G("encoder.after_norm", 0, "bias"), dh,
-                               L->x_in, P("encoder.after_norm", 0, "weight"), L->mean, L->rstd, N, D, 1);
+        be->layernorm_backward(be, m->dh, m->g.after_norm.weight, m->g.after_norm.bias, dh, L->x_in,
+                               m->w.after_norm.weight, L->mean, L->rstd, N, D, 1);
     else
         be->add(be, m->dh, m->dh, dh, (size_t)N * D);
 }

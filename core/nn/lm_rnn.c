@@ -1,14 +1,11 @@
 /* ESPnet2's SequentialRNNLM (LSTM) on the backend; see lm_rnn.h. */
 #include "core/nn/lm_rnn.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* Dropout sites: streams apart from the encoder's and the decoder's. */
 enum { RSTREAM_EMBED = 60000, RSTREAM_BETWEEN = 60001, RSTREAM_OUT = 60100 };
-
-enum { W_IH, W_HH, B_IH, B_HH, W_COUNT };
 
 typedef struct rnn_layer {
     float *in;   /* the layer's input (N x in): dropout(embedding) or dropout(the layer below) */
@@ -35,8 +32,6 @@ typedef struct rnn_score {
 
 struct lm_rnn {
     int V, U, H, nl;
-    size_t emb, dec_w, dec_b;
-    size_t (*lay)[W_COUNT];
     /* The last batch: time-major ids and targets (host, N = L x B). */
     int B, L, train;
     uint64_t seed;
@@ -51,26 +46,13 @@ struct lm_rnn {
     rnn_score *score;
 };
 
-static size_t offset_of(const asr_model *m, const char *name) { return param_offset(&m->table, name); }
-
 lm_rnn *lm_rnn_new(const asr_model *m)
 {
     const model_dims *d = &m->dims;
     ESP_CHECK(d->lm == LM_SEQ_RNN && d->lm_layers > 0 && d->d > 0 && d->lm_embed > 0);
     lm_rnn *r = xcalloc(1, sizeof *r);
     r->V = d->vocab, r->U = d->lm_embed, r->H = d->d, r->nl = d->lm_layers;
-    r->emb = offset_of(m, "lm.encoder.weight");
-    r->dec_w = offset_of(m, "lm.decoder.weight");
-    r->dec_b = offset_of(m, "lm.decoder.bias");
-    r->lay = xcalloc((size_t)r->nl, sizeof *r->lay);
     r->layers = xcalloc((size_t)r->nl, sizeof *r->layers);
-    static const char *const names[W_COUNT] = {"weight_ih", "weight_hh", "bias_ih", "bias_hh"};
-    for (int l = 0; l < r->nl; l++)
-        for (int k = 0; k < W_COUNT; k++) {
-            char name[64];
-            snprintf(name, sizeof name, "lm.rnn.%s_l%d", names[k], l);
-            r->lay[l][k] = offset_of(m, name);
-        }
     return r;
 }
 
@@ -110,7 +92,7 @@ void lm_rnn_free(backend *be, lm_rnn *r)
     if (!r) return;
     free_acts(be, r);
     score_free(be, r->score);
-    free(r->lay), free(r->layers), free(r->ids), free(r->ys);
+    free(r->layers), free(r->ids), free(r->ys);
     free(r);
 }
 
@@ -169,8 +151,6 @@ static int64_t make_targets(lm_rnn *r, const int *labels, const int *label_lens,
     return tokens;
 }
 
-static float *wp(const asr_model *m, float *base, int l, int k) { return base + m->rnn->lay[l][k]; }
-
 /* Layer l's input products of all positions into r->p: W_ih x + b_ih + b_hh (the recurrence adds
  * W_hh h_{t-1} in place). Layer 0 without dropout on the embedding: x W_ih^T + b is row ids of the
  * table E W_ih^T + b (V x 4H with V the vocabulary, far fewer rows than positions), so the N x U x
@@ -182,12 +162,13 @@ static void layer_input(asr_model *m, int l)
     lm_rnn *r = m->rnn;
     int H = r->H, G = 4 * H, in = l == 0 ? r->U : H;
     size_t N = (size_t)r->B * r->L;
-    be->add(be, r->bias, wp(m, m->params, l, B_IH), wp(m, m->params, l, B_HH), (size_t)G);
+    const lstm_tensors *w = &m->w.rnn_lm.rnn[l];
+    be->add(be, r->bias, w->bias_ih, w->bias_hh, (size_t)G);
     if (l == 0 && r->table) {
-        be->linear_forward(be, r->tab, m->params + r->emb, wp(m, m->params, 0, W_IH), r->bias, r->V, in, G);
+        be->linear_forward(be, r->tab, m->w.rnn_lm.encoder, w->weight_ih, r->bias, r->V, in, G);
         be->embedding_forward(be, r->p, r->tab, r->ids, (int)N, r->V, G);
     } else {
-        be->linear_forward(be, r->p, r->layers[l].in, wp(m, m->params, l, W_IH), r->bias, (int)N, in, G);
+        be->linear_forward(be, r->p, r->layers[l].in, w->weight_ih, r->bias, (int)N, in, G);
     }
 }
 
@@ -203,7 +184,7 @@ static void layer_forward(asr_model *m, int l)
     for (int t = 0; t < r->L; t++) {
         size_t s = (size_t)t * B;
         float *g = r->p + s * G;
-        if (t) be->gemm(be, 0, 1, B, G, H, 1.0f, y->hbuf + s * H, H, wp(m, m->params, l, W_HH), H, 1.0f, g, G);
+        if (t) be->gemm(be, 0, 1, B, G, H, 1.0f, y->hbuf + s * H, H, m->w.rnn_lm.rnn[l].weight_hh, H, 1.0f, g, G);
         be->lstm_cell_forward(be, y->hbuf + (s + B) * H, y->c + s * H, y->act + s * G, g,
                               t ? y->c + (s - B) * H : NULL, B, H);
     }
@@ -222,7 +203,7 @@ double lm_rnn_loss(asr_model *m, const int *labels, const int *label_lens, int s
     int U = r->U, H = r->H, V = r->V;
     r->table = p == 0;
     if (!r->table) {
-        be->embedding_forward(be, r->e, m->params + r->emb, r->ids, (int)N, V, U);
+        be->embedding_forward(be, r->e, m->w.rnn_lm.encoder, r->ids, (int)N, V, U);
         be->dropout_forward(be, r->layers[0].in, r->e, N * U, p, seed, RSTREAM_EMBED);
     }
     for (int l = 0; l < r->nl; l++) {
@@ -231,7 +212,7 @@ double lm_rnn_loss(asr_model *m, const int *labels, const int *label_lens, int s
         float *next = l + 1 < r->nl ? r->layers[l + 1].in : r->z;
         be->dropout_forward(be, next, h, N * H, p, seed, l + 1 < r->nl ? RSTREAM_BETWEEN + (uint64_t)l : RSTREAM_OUT);
     }
-    be->linear_forward(be, r->logp, r->z, m->params + r->dec_w, m->params + r->dec_b, (int)N, H, V);
+    be->linear_forward(be, r->logp, r->z, m->w.rnn_lm.decoder.weight, m->w.rnn_lm.decoder.bias, (int)N, H, V);
     be->log_softmax_forward(be, r->logp, r->logp, (int)N, V);
     int64_t hits = 0;
     double sum = be->label_smoothing_forward(be, r->logp, r->ys, (int)N, V, 0.0, &hits);
@@ -250,14 +231,15 @@ static void layer_input_backward(asr_model *m, int l)
     lm_rnn *r = m->rnn;
     int H = r->H, G = 4 * H, in = l == 0 ? r->U : H;
     size_t N = (size_t)r->B * r->L;
+    const lstm_tensors *w = &m->w.rnn_lm.rnn[l], *gw = &m->g.rnn_lm.rnn[l];
     if (l == 0 && r->table) {
         be->fill(be, r->dtab, 0, (size_t)r->V * G * sizeof(float));
         be->embedding_backward(be, r->dtab, r->dgates, r->ids, (int)N, r->V, G);
-        be->linear_backward(be, m->grads + r->emb, wp(m, m->grads, 0, W_IH), wp(m, m->grads, 0, B_IH), r->dtab,
-                            m->params + r->emb, wp(m, m->params, 0, W_IH), r->V, in, G, 1);
+        be->linear_backward(be, m->g.rnn_lm.encoder, gw->weight_ih, gw->bias_ih, r->dtab, m->w.rnn_lm.encoder,
+                            w->weight_ih, r->V, in, G, 1);
     } else {
-        be->linear_backward(be, r->dx, wp(m, m->grads, l, W_IH), wp(m, m->grads, l, B_IH), r->dgates,
-                            r->layers[l].in, wp(m, m->params, l, W_IH), (int)N, in, G, 0);
+        be->linear_backward(be, r->dx, gw->weight_ih, gw->bias_ih, r->dgates, r->layers[l].in, w->weight_ih, (int)N, in,
+                            G, 0);
     }
 }
 
@@ -270,6 +252,7 @@ static void layer_backward(asr_model *m, int l)
     rnn_layer *y = &r->layers[l];
     int B = r->B, H = r->H, G = 4 * H, cur = 0;
     size_t N = (size_t)B * r->L;
+    const lstm_tensors *w = &m->w.rnn_lm.rnn[l], *gw = &m->g.rnn_lm.rnn[l];
     for (int t = r->L - 1; t >= 0; t--) {
         size_t s = (size_t)t * B;
         /* dc[cur] holds the gradient of c_t from step t + 1 (none at the last step). */
@@ -278,13 +261,11 @@ static void layer_backward(asr_model *m, int l)
                                y->c + s * H, B, H);
         cur = !cur;
         if (t) /* dh_{t-1} += dgates_t W_hh */
-            be->gemm(be, 0, 0, B, H, G, 1.0f, r->dgates + s * G, G, wp(m, m->params, l, W_HH), H, 1.0f,
-                     r->dh + (s - B) * H, H);
+            be->gemm(be, 0, 0, B, H, G, 1.0f, r->dgates + s * G, G, w->weight_hh, H, 1.0f, r->dh + (s - B) * H, H);
     }
     layer_input_backward(m, l);
     /* W_hh saw h_{t-1}: hbuf's rows 0 .. N - 1 (the zero state first). */
-    be->linear_backward(be, NULL, wp(m, m->grads, l, W_HH), wp(m, m->grads, l, B_HH), r->dgates, y->hbuf,
-                        wp(m, m->params, l, W_HH), (int)N, H, G, 0);
+    be->linear_backward(be, NULL, gw->weight_hh, gw->bias_hh, r->dgates, y->hbuf, w->weight_hh, (int)N, H, G, 0);
 }
 
 void lm_rnn_backward(asr_model *m, float scale)
@@ -296,8 +277,8 @@ void lm_rnn_backward(asr_model *m, float scale)
     size_t N = (size_t)B * r->L;
     float p = r->train ? m->rates.dec_dropout : 0;
     be->label_smoothing_backward(be, r->dlogits, r->logp, r->ys, (int)N, V, 0.0, scale / r->ntok);
-    be->linear_backward(be, r->dh, m->grads + r->dec_w, m->grads + r->dec_b, r->dlogits, r->z, m->params + r->dec_w,
-                        (int)N, H, V, 0);
+    const nn_linear *dec = &m->w.rnn_lm.decoder, *gdec = &m->g.rnn_lm.decoder;
+    be->linear_backward(be, r->dh, gdec->weight, gdec->bias, r->dlogits, r->z, dec->weight, (int)N, H, V, 0);
     be->dropout_backward(be, r->dh, r->dh, N * H, p, r->seed, RSTREAM_OUT);
     for (int l = r->nl - 1; l >= 0; l--) {
         layer_backward(m, l);
@@ -306,7 +287,7 @@ void lm_rnn_backward(asr_model *m, float scale)
     }
     if (r->table) return; /* layer 0's backward gave the embedding's gradient */
     be->dropout_backward(be, r->dx, r->dx, N * U, p, r->seed, RSTREAM_EMBED);
-    be->embedding_backward(be, m->grads + r->emb, r->dx, r->ids, (int)N, V, U);
+    be->embedding_backward(be, m->g.rnn_lm.encoder, r->dx, r->ids, (int)N, V, U);
 }
 
 /* ---- the beam search's step --------------------------------------------------------------------- */
@@ -357,15 +338,15 @@ static void step(const asr_model *m, rnn_score *s, const int *ids, int k, int ze
     int U = r->U, H = r->H, G = 4 * H;
     size_t kh = (size_t)k * H;
     ESP_CHECK(!zero_state || k == 1);
-    be->embedding_forward(be, s->x, m->params + r->emb, ids, k, r->V, U);
+    be->embedding_forward(be, s->x, m->w.rnn_lm.encoder, ids, k, r->V, U);
     for (int l = 0; l < r->nl; l++) {
         const float *x = l == 0 ? s->x : s->hn + (l - 1) * kh;
-        be->linear_forward(be, s->g, x, wp(m, m->params, l, W_IH), wp(m, m->params, l, B_IH), k, l == 0 ? U : H, G);
+        const lstm_tensors *w = &m->w.rnn_lm.rnn[l];
+        be->linear_forward(be, s->g, x, w->weight_ih, w->bias_ih, k, l == 0 ? U : H, G);
         if (zero_state) {
-            be->add(be, s->g, s->g, wp(m, m->params, l, B_HH), (size_t)G); /* k is 1 here */
+            be->add(be, s->g, s->g, w->bias_hh, (size_t)G); /* k is 1 here */
         } else {
-            be->linear_forward(be, s->g2, s->hp + l * kh, wp(m, m->params, l, W_HH), wp(m, m->params, l, B_HH), k, H,
-                               G);
+            be->linear_forward(be, s->g2, s->hp + l * kh, w->weight_hh, w->bias_hh, k, H, G);
             be->add(be, s->g, s->g, s->g2, (size_t)k * G);
         }
         be->lstm_cell_forward(be, s->hn + l * kh, s->cn + l * kh, s->act, s->g, zero_state ? NULL : s->cp + l * kh, k,
@@ -452,7 +433,7 @@ void lm_rnn_score_batch(const asr_model *m, const int *const *prefixes, const in
     cur->used = n;
     /* The top layer's h of every slot (slot i = prefix i) -> lm.decoder -> log_softmax. */
     const float *top = st_h(r, cur, r->nl - 1, 0);
-    be->linear_forward(be, s->logits, top, m->params + r->dec_w, m->params + r->dec_b, n, H, r->V);
+    be->linear_forward(be, s->logits, top, m->w.rnn_lm.decoder.weight, m->w.rnn_lm.decoder.bias, n, H, r->V);
     be->log_softmax_forward(be, s->logits, s->logits, n, r->V);
     be->synchronize(be);
     be->copy(be, logp_host, s->logits, (size_t)n * r->V * sizeof(float), BACKEND_DEVICE_TO_HOST);

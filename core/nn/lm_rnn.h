@@ -25,7 +25,7 @@
 
 typedef struct lm_rnn lm_rnn;
 
-/* The LM's state for m: parameter offsets now, activations on first use. */
+/* The LM's state for m (its parameters are m->w.rnn_lm): activations on first use. */
 lm_rnn *lm_rnn_new(const asr_model *m);
 void lm_rnn_free(backend *be, lm_rnn *r);
 /* Allocates now what a loss (and, in training, its backward) of B texts of up to L - 1 tokens needs. */

@@ -1,3 +1,6 @@
+/* The ASR model of core/nn/model.h: its memory (parameters, gradients and their typed views,
+ * activations), the forward through the input layer, the encoder and the CTC head, the joint loss
+ * and the backward. */
 #include "core/nn/model.h"
 
 #include <math.h>
@@ -31,21 +34,6 @@ static void init_buffers(asr_model *m)
     free(host);
 }
 
-/* ---- parameters by name ------------------------------------------------------------------ */
-
-float *model_param(const asr_model *m, float *base, const char *fmt, int l, const char *leaf)
-{
-    char name[128], head[112];
-    snprintf(head, sizeof head, fmt, l);
-    snprintf(name, sizeof name, "%s.%s", head, leaf);
-    const param_info *p = param_find(&m->table, name);
-    if (!p) {
-        fprintf(stderr, "espnet3: internal error: no parameter %s\n", name);
-        ESP_CHECK(p != NULL);
-    }
-    return base + p->offset;
-}
-
 /* ---- memory -------------------------------------------------------------------------------- */
 
 void asr_model_init(asr_model *m, backend *be, const model_dims *d, const model_rates *r)
@@ -57,6 +45,8 @@ void asr_model_init(asr_model *m, backend *be, const model_dims *d, const model_
     param_table_build(&m->table, d);
     m->params = be->alloc(be, m->table.state_total * sizeof(float));
     m->grads = be->alloc(be, m->table.total * sizeof(float));
+    model_tensors_bind(&m->w, &m->table, d, m->params, m->table.state_total);
+    model_tensors_bind(&m->g, &m->table, d, m->grads, m->table.total);
     init_buffers(m);
     if (d->dec_blocks > 0) m->dec = decoder_new(m);
     if (d->lm == LM_SEQ_RNN) m->rnn = lm_rnn_new(m);
@@ -70,6 +60,7 @@ void asr_model_init_inference(asr_model *m, backend *be, const model_dims *d)
     m->inference = 1;
     param_table_build(&m->table, d);
     m->params = be->alloc(be, m->table.state_total * sizeof(float));
+    model_tensors_bind(&m->w, &m->table, d, m->params, m->table.state_total);
     init_buffers(m);
     if (d->dec_blocks > 0) m->dec = decoder_new(m);
     if (d->lm == LM_SEQ_RNN) m->rnn = lm_rnn_new(m);
@@ -101,6 +92,8 @@ void asr_model_free(asr_model *m)
     m->be->free(m->be, m->params);
     m->be->free(m->be, m->grads);
     free(m->hlens);
+    model_tensors_free(&m->w);
+    model_tensors_free(&m->g);
     param_table_free(&m->table);
     memset(m, 0, sizeof *m);
 }
@@ -196,8 +189,8 @@ void asr_model_forward(asr_model *m, const float *feats, const int *feat_lens, i
             be->dropout_forward(be, m->pre_drop, feats, (size_t)B * T * d->pre_in, pd, seed, STREAM_PRE);
             m->pre_in = m->pre_drop;
         }
-        be->linear_forward(be, m->pre_x, m->pre_in, P("preencoder.linear_out", 0, "weight"),
-                           P("preencoder.linear_out", 0, "bias"), B * T, d->pre_in, d->pre_out);
+        be->linear_forward(be, m->pre_x, m->pre_in, m->w.preencoder.weight, m->w.preencoder.bias, B * T, d->pre_in,
+                           d->pre_out);
         m->x = m->pre_x;
     }
     embed_sizes(m, B, T, feat_lens);
@@ -206,12 +199,11 @@ void asr_model_forward(asr_model *m, const float *feats, const int *feat_lens, i
 
     embed_forward(m);
     m->h_enc = encoder_of(m)->forward(m);
-    be->layernorm_forward(be, m->lnf, m->meanf, m->rstdf, m->h_enc, P("encoder.after_norm", 0, "weight"),
-                          P("encoder.after_norm", 0, "bias"), N, D, 1e-12);
+    be->layernorm_forward(be, m->lnf, m->meanf, m->rstdf, m->h_enc, m->w.after_norm.weight, m->w.after_norm.bias, N,
+                          D, 1e-12);
     if (d->no_ctc) return; /* the decoder reads m->lnf in asr_model_loss */
     be->dropout_forward(be, m->zd, m->lnf, (size_t)N * D, pc, seed, STREAM_CTC);
-    be->linear_forward(be, m->logp, m->zd, P("ctc.ctc_lo", 0, "weight"), P("ctc.ctc_lo", 0, "bias"), N, D,
-                       d->vocab);
+    be->linear_forward(be, m->logp, m->zd, m->w.ctc_lo.weight, m->w.ctc_lo.bias, N, D, d->vocab);
     be->log_softmax_forward(be, m->logp, m->logp, N, d->vocab);
 }
 
@@ -306,8 +298,8 @@ void asr_model_backward(asr_model *m, float dloss)
         /* The backend's CTC backward gives the gradient of the logits: the log_softmax backward is folded in. */
         be->ctc_loss_backward(be, m->dlogp, m->logp, m->hlens, m->labels, m->label_lens, m->label_stride, B, m->T2,
                               d->vocab, !m->rates.ctc_keep_inf, final);
-        be->linear_backward(be, m->dtmp, G("ctc.ctc_lo", 0, "weight"), G("ctc.ctc_lo", 0, "bias"), m->dlogp,
-                            m->zd, P("ctc.ctc_lo", 0, "weight"), N, D, d->vocab, 0);
+        be->linear_backward(be, m->dtmp, m->g.ctc_lo.weight, m->g.ctc_lo.bias, m->dlogp, m->zd, m->w.ctc_lo.weight, N,
+                            D, d->vocab, 0);
         be->dropout_backward(be, m->dtmp, m->dtmp, (size_t)N * D, pc, seed, STREAM_CTC);
     }
     if (m->dec) decoder_backward(m, m->dtmp, !d->no_ctc, d->no_ctc ? dloss : dloss * (1 - w));
@@ -315,9 +307,8 @@ void asr_model_backward(asr_model *m, float dloss)
         report_final(m, NULL, 0, 0);
         return;
     }
-    be->layernorm_backward(be, m->dh, G("encoder.after_norm", 0, "weight"), G("encoder.after_norm", 0, "bias"),
-                           m->dtmp, m->h_enc, P("encoder.after_norm", 0, "weight"), m->meanf,
-                           m->rstdf, N, D, 0);
+    be->layernorm_backward(be, m->dh, m->g.after_norm.weight, m->g.after_norm.bias, m->dtmp, m->h_enc,
+                           m->w.after_norm.weight, m->meanf, m->rstdf, N, D, 0);
 
     /* Everything but the encoder's blocks, its embedding and the preencoder is final now; with
      * intermediate CTC, the head and after_norm gain gradients in the blocks' backward. */
@@ -329,7 +320,6 @@ void asr_model_backward(asr_model *m, float dloss)
     if (heads_late) report_final(m, late + 3, 3, 1);
     embed_backward(m);
     if (d->pre_out) /* the features need no gradient: the preencoder's parameters do */
-        be->linear_backward(be, NULL, G("preencoder.linear_out", 0, "weight"), G("preencoder.linear_out", 0, "bias"),
-                            m->dpre, m->pre_in, P("preencoder.linear_out", 0, "weight"), B * m->T, d->pre_in,
-                            d->pre_out, 0);
+        be->linear_backward(be, NULL, m->g.preencoder.weight, m->g.preencoder.bias, m->dpre, m->pre_in,
+                            m->w.preencoder.weight, B * m->T, d->pre_in, d->pre_out, 0);
 }

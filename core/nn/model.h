@@ -18,8 +18,9 @@
  * Encoder output lengths use the exact conv formula per utterance (input_layer_out_len: e.g.
  * ((L - 1) // 2 - 1) // 2 for conv2d), so results do not depend on batch padding (ESPnet2 slices
  * the padded mask instead; both agree at batch size 1). Parameters and gradients are flat buffers
- * laid out by core/nn/model_params.h; the Conformer's BatchNorm buffers follow the parameters in
- * m->params (not in m->grads). */
+ * laid out by core/nn/model_params.h, read through typed views by module (m->w, m->g:
+ * core/nn/model_tensors.h); the Conformer's BatchNorm buffers follow the parameters in m->params
+ * (not in m->grads). */
 #ifndef ESPNET3_MODEL_H
 #define ESPNET3_MODEL_H
 
@@ -28,6 +29,7 @@
 
 #include "core/compute/backend.h"
 #include "core/nn/model_params.h"
+#include "core/nn/model_tensors.h"
 
 typedef struct model_rates {
     float dropout;       /* encoder_conf.dropout_rate: residual branches and the FF inner layer */
@@ -66,6 +68,9 @@ typedef struct asr_model {
     backend *be;
     float *params;           /* device, table.state_total floats: parameters, then buffers */
     float *grads;            /* device, accumulated by backward; zero with asr_model_zero_grad */
+    /* The tensors by module (core/nn/model_tensors.h), bound once: w into params, g into grads
+     * (all NULL without gradients). */
+    model_tensors w, g;
 
     /* Activations of the last forward (device), sized for the largest batch seen. */
     int B, T, T2;

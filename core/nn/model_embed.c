@@ -18,8 +18,6 @@
 
 #include "core/nn/encoder.h"
 
-#define CONV_FMT "encoder.embed.conv.%d"
-
 static int conv1d(const asr_model *m) { return m->dims.input_layer == IN_CONV1D2; }
 
 /* Whether conv c runs on conv2d_* (3x3, stride 2) rather than conv2d_gen_*. */
@@ -109,7 +107,7 @@ static void conv_stack_forward(asr_model *m)
     const float *in = m->x;
     int h = m->T, w = conv1d(m) ? 1 : model_input_dim(d), ic = conv1d(m) ? model_input_dim(d) : 1, D = d->d;
     for (int i = 0; i < m->nconv; i++) {
-        const float *W = P(CONV_FMT, 2 * i, "weight"), *b = P(CONV_FMT, 2 * i, "bias");
+        const float *W = m->w.embed.conv[i].weight, *b = m->w.embed.conv[i].bias;
         if (conv3s2(m, &c[i]))
             be->conv2d_forward(be, m->c[i], in, W, b, m->B, ic, D, h, w, 1, m->csaved[i]);
         else
@@ -117,9 +115,8 @@ static void conv_stack_forward(asr_model *m)
                                    conv1d(m) ? 1 : c[i].s, 1);
         in = m->c[i], h = m->tk[i], w = m->fk[i], ic = D;
     }
-    const char *out = input_layer_out_name(d->input_layer);
-    be->swap12(be, m->wout_fc, P(out, 0, "weight"), D, D, d->f2, 1);
-    be->linear_forward(be, m->e, in, m->wout_fc, P(out, 0, "bias"), m->B * m->T2, D * d->f2, D);
+    be->swap12(be, m->wout_fc, m->w.embed.out.weight, D, D, d->f2, 1);
+    be->linear_forward(be, m->e, in, m->wout_fc, m->w.embed.out.bias, m->B * m->T2, D * d->f2, D);
 }
 
 static void conv_stack_backward(asr_model *m, float *dy)
@@ -129,23 +126,23 @@ static void conv_stack_backward(asr_model *m, float *dy)
     input_conv c[3];
     input_layer_convs(d->input_layer, c);
     int D = d->d, L = m->nconv - 1;
-    const char *out = input_layer_out_name(d->input_layer);
+    const embed_tensors *g = &m->g.embed;
     /* embed.out's weight gradient accumulates in the (f, c) column order of wout_fc, then goes back. */
-    be->swap12(be, m->dwout_fc, G(out, 0, "weight"), D, D, d->f2, 1);
-    be->linear_backward(be, m->dc[L], m->dwout_fc, G(out, 0, "bias"), dy, m->c[L], m->wout_fc, m->B * m->T2,
-                        D * d->f2, D, 0);
-    be->swap12(be, G(out, 0, "weight"), m->dwout_fc, D, d->f2, D, 1);
+    be->swap12(be, m->dwout_fc, g->out.weight, D, D, d->f2, 1);
+    be->linear_backward(be, m->dc[L], m->dwout_fc, g->out.bias, dy, m->c[L], m->wout_fc, m->B * m->T2, D * d->f2,
+                        D, 0);
+    be->swap12(be, g->out.weight, m->dwout_fc, D, d->f2, D, 1);
     for (int i = L; i >= 0; i--) {
         const float *in = i ? m->c[i - 1] : m->x;
         int h = i ? m->tk[i - 1] : m->T, w = i ? m->fk[i - 1] : conv1d(m) ? 1 : model_input_dim(d);
         int ic = i ? D : conv1d(m) ? model_input_dim(d) : 1;
         float *dx = i ? m->dc[i - 1] : m->dpre; /* the features' gradient only for a preencoder */
         if (conv3s2(m, &c[i]))
-            be->conv2d_backward(be, dx, G(CONV_FMT, 2 * i, "weight"), G(CONV_FMT, 2 * i, "bias"), m->dc[i], in,
-                                P(CONV_FMT, 2 * i, "weight"), m->c[i], m->B, ic, D, h, w, 0, m->csaved[i]);
+            be->conv2d_backward(be, dx, g->conv[i].weight, g->conv[i].bias, m->dc[i], in, m->w.embed.conv[i].weight,
+                                m->c[i], m->B, ic, D, h, w, 0, m->csaved[i]);
         else
-            be->conv2d_gen_backward(be, dx, G(CONV_FMT, 2 * i, "weight"), G(CONV_FMT, 2 * i, "bias"), m->dc[i], in,
-                                    P(CONV_FMT, 2 * i, "weight"), m->c[i], m->B, ic, D, h, w, c[i].k,
+            be->conv2d_gen_backward(be, dx, g->conv[i].weight, g->conv[i].bias, m->dc[i], in,
+                                    m->w.embed.conv[i].weight, m->c[i], m->B, ic, D, h, w, c[i].k,
                                     conv1d(m) ? 1 : c[i].k, c[i].s, conv1d(m) ? 1 : c[i].s, 0);
     }
 }
@@ -161,10 +158,10 @@ void embed_forward(asr_model *m)
         conv_stack_forward(m);
         pin = m->e;
     } else if (d->input_layer == IN_LINEAR) {
-        be->linear_forward(be, m->e, m->x, P("encoder.embed.%d", 0, "weight"), P("encoder.embed.%d", 0, "bias"), N,
-                           model_input_dim(d), D);
-        be->layernorm_forward(be, m->eln, m->emean, m->erstd, m->e, P("encoder.embed.%d", 1, "weight"),
-                              P("encoder.embed.%d", 1, "bias"), N, D, 1e-5);
+        be->linear_forward(be, m->e, m->x, m->w.embed.linear.weight, m->w.embed.linear.bias, N, model_input_dim(d),
+                           D);
+        be->layernorm_forward(be, m->eln, m->emean, m->erstd, m->e, m->w.embed.norm.weight, m->w.embed.norm.bias, N,
+                              D, 1e-5);
         be->dropout_forward(be, m->eact, m->eln, (size_t)N * D, r.pd, m->seed, STREAM_EMBED);
         if (d->encoder == ENC_TRANSFORMER) be->relu_forward(be, m->eact, m->eact, (size_t)N * D);
         pin = m->eact;
@@ -172,7 +169,7 @@ void embed_forward(asr_model *m)
         if (model_input_dim(d) == D)
             be->copy(be, m->h0, m->x, (size_t)N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
         else
-            be->linear_forward(be, m->h0, m->x, P("encoder.embed", 0, "weight"), P("encoder.embed", 0, "bias"), N,
+            be->linear_forward(be, m->h0, m->x, m->w.embed.plain.weight, m->w.embed.plain.bias, N,
                                model_input_dim(d), D);
         return;
     }
@@ -191,8 +188,8 @@ void embed_backward(asr_model *m)
     enc_rates r = enc_rates_of(m);
     if (!has_pos_stage(m)) {
         if (model_input_dim(d) != D)
-            be->linear_backward(be, m->dpre, G("encoder.embed", 0, "weight"), G("encoder.embed", 0, "bias"), m->dh,
-                                m->x, P("encoder.embed", 0, "weight"), N, model_input_dim(d), D, 0);
+            be->linear_backward(be, m->dpre, m->g.embed.plain.weight, m->g.embed.plain.bias, m->dh, m->x,
+                                m->w.embed.plain.weight, N, model_input_dim(d), D, 0);
         else if (m->dpre)
             be->copy(be, m->dpre, m->dh, (size_t)N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
         return;
@@ -205,9 +202,9 @@ void embed_backward(asr_model *m)
     } else if (d->input_layer == IN_LINEAR) {
         if (d->encoder == ENC_TRANSFORMER) be->relu_backward(be, m->dh, m->dh, m->eact, (size_t)N * D);
         be->dropout_backward(be, m->dh, m->dh, (size_t)N * D, r.pd, m->seed, STREAM_EMBED);
-        be->layernorm_backward(be, m->dtmp, G("encoder.embed.%d", 1, "weight"), G("encoder.embed.%d", 1, "bias"), m->dh,
-                               m->e, P("encoder.embed.%d", 1, "weight"), m->emean, m->erstd, N, D, 0);
-        be->linear_backward(be, m->dpre, G("encoder.embed.%d", 0, "weight"), G("encoder.embed.%d", 0, "bias"),
-                            m->dtmp, m->x, P("encoder.embed.%d", 0, "weight"), N, model_input_dim(d), D, 0);
+        be->layernorm_backward(be, m->dtmp, m->g.embed.norm.weight, m->g.embed.norm.bias, m->dh, m->e,
+                               m->w.embed.norm.weight, m->emean, m->erstd, N, D, 0);
+        be->linear_backward(be, m->dpre, m->g.embed.linear.weight, m->g.embed.linear.bias, m->dtmp, m->x,
+                            m->w.embed.linear.weight, N, model_input_dim(d), D, 0);
     }
 }

@@ -471,16 +471,6 @@ const param_info *param_find(const param_table *t, const char *name)
     return NULL;
 }
 
-size_t param_offset(const param_table *t, const char *name)
-{
-    const param_info *p = param_find(t, name);
-    if (!p) {
-        fprintf(stderr, "espnet3: internal error: no parameter %s\n", name);
-        ESP_CHECK(p != NULL);
-    }
-    return p->offset;
-}
-
 const param_info *param_find_alias(const param_table *t, const char *name)
 {
     if (!strncmp(name, "model.", 6)) name += 6; /* ESPnet3's LightningModule wraps the model */

@@ -156,8 +156,6 @@ void param_table_build(param_table *t, const model_dims *d);
 int model_dims_check_size(const model_dims *d, esp_err *err);
 void param_table_free(param_table *t);
 const param_info *param_find(const param_table *t, const char *name);
-/* The offset of entry `name`, which the model's code knows to exist: aborts naming it otherwise. */
-size_t param_offset(const param_table *t, const char *name);
 /* Accepts ESPnet2/ESPnet3 spellings of a name: "model." prefix, and espnet3's older
  * "encoder.embed.out.*" for ESPnet's "encoder.embed.out.0.*". */
 const param_info *param_find_alias(const param_table *t, const char *name);
