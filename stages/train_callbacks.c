@@ -14,6 +14,8 @@ static const struct {
     const char *keys;    /* space-separated, besides _target_ */
 } classes[] = {
     {"ModelCheckpoint", "every_n_train_steps train_time_interval save_last verbose"},
+    {"EarlyStopping", "monitor mode patience min_delta strict check_finite stopping_threshold divergence_threshold "
+                      "verbose"},
     {"LearningRateMonitor", "logging_interval"},
     {"TQDMProgressBar", "refresh_rate"},
 };
@@ -57,6 +59,30 @@ static int max_time_seconds(const char *s, double *out)
     return -1;
 }
 
+/* EarlyStopping's arguments with Lightning's defaults for the left-out ones. */
+static int early_stopping_opts(const callback_cfg *c, const ynode *n, const char *path, trainer_opts *o, esp_err *err)
+{
+    char p[160];
+    if (o->early_stop.monitor)
+        return config_fail_node(err, n, path, "one EarlyStopping per run here (this is the second)");
+    if (!c->monitor) return config_fail_node(err, n, path, "EarlyStopping needs monitor (e.g. valid/loss)");
+    if (c->mode && strcmp(c->mode, "min") != 0 && strcmp(c->mode, "max") != 0) {
+        snprintf(p, sizeof p, "%s.mode", path);
+        return config_fail_node(err, yt_map_get(n, "mode"), p, "min or max (Lightning's modes)");
+    }
+    const ynode *pat = yt_map_get(n, "patience");
+    if (pat && c->patience < 0) {
+        snprintf(p, sizeof p, "%s.patience", path);
+        return config_fail_node(err, pat, p, ">= 0 (validations without improvement before the run stops)");
+    }
+    int strict = yt_map_get(n, "strict") ? c->strict : 1, finite = yt_map_get(n, "check_finite") ? c->check_finite : 1;
+    early_stopping_init(&o->early_stop, c->monitor, c->mode && !strcmp(c->mode, "max"), c->min_delta,
+                        pat ? c->patience : 3, finite, yt_map_get(n, "stopping_threshold") ? &c->stopping_threshold : NULL,
+                        yt_map_get(n, "divergence_threshold") ? &c->divergence_threshold : NULL);
+    o->early_stop_strict = strict;
+    return 0;
+}
+
 static int check_callback(const callback_cfg *c, const ynode *n, const char *path, trainer_opts *o, esp_err *err)
 {
     const char *dot = c->target ? strrchr(c->target, '.') : NULL, *cls = dot ? dot + 1 : c->target;
@@ -71,6 +97,7 @@ static int check_callback(const callback_cfg *c, const ynode *n, const char *pat
         return config_fail_node(err, n->items[i], p, "not an argument of %s here (it takes %s)", classes[k].cls,
                                 classes[k].keys);
     }
+    if (!strcmp(classes[k].cls, "EarlyStopping")) return early_stopping_opts(c, n, path, o, err);
     if (strcmp(classes[k].cls, "ModelCheckpoint") != 0) return 0;
     char p[160];
     if (c->every_n_train_steps < 0) {
@@ -99,6 +126,7 @@ static int check_callback(const callback_cfg *c, const ynode *n, const char *pat
 int train_callbacks_to_opts(const trainer_cfg *tc, const ynode *tree, trainer_opts *o, esp_err *err)
 {
     o->ckpt_every_steps = 0, o->ckpt_every_s = 0, o->max_time_s = 0;
+    o->early_stop = (early_stopping){0}, o->early_stop_strict = 0;
     if (!tc) return 0;
     const ynode *seq = yt_get_path(tree, "trainer.callbacks");
     for (unsigned i = 0; i < tc->n_callbacks; i++) {

@@ -164,6 +164,14 @@ static const cyaml_schema_field_t callback_fields[] = {
     BOOL("verbose", callback_cfg, verbose),
     STR("logging_interval", callback_cfg, logging_interval),
     INT("refresh_rate", callback_cfg, refresh_rate),
+    STR("monitor", callback_cfg, monitor),
+    STR("mode", callback_cfg, mode),
+    INT("patience", callback_cfg, patience),
+    FLT("min_delta", callback_cfg, min_delta),
+    BOOL("strict", callback_cfg, strict),
+    BOOL("check_finite", callback_cfg, check_finite),
+    FLT("stopping_threshold", callback_cfg, stopping_threshold),
+    FLT("divergence_threshold", callback_cfg, divergence_threshold),
     CYAML_FIELD_END};
 static const cyaml_schema_value_t callback_entry = {
     CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, callback_cfg, callback_fields)};

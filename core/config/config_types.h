@@ -86,9 +86,10 @@ typedef struct timedelta_cfg {
 } timedelta_cfg;
 
 /* trainer.callbacks[]: the Lightning callbacks espnet3 carries out (core/train/trainer.h's
- * trainer_opts take their meaning; stages/train.c checks each one's keys against its class).
- * ModelCheckpoint: a checkpoint inside an epoch every_n_train_steps optimizer steps and/or every
- * train_time_interval; LearningRateMonitor and the progress bars: what the train log shows anyway. */
+ * trainer_opts take their meaning; stages/train_callbacks.c checks each one's keys against its
+ * class). ModelCheckpoint: a checkpoint inside an epoch every_n_train_steps optimizer steps and/or
+ * every train_time_interval; EarlyStopping; LearningRateMonitor and the progress bar: what the
+ * train log shows anyway. */
 typedef struct callback_cfg {
     char *target;
     int64_t every_n_train_steps;
@@ -97,6 +98,14 @@ typedef struct callback_cfg {
     int verbose;
     char *logging_interval;  /* LearningRateMonitor: step | epoch */
     int64_t refresh_rate;    /* TQDMProgressBar */
+    /* EarlyStopping (core/train/early_stopping.h); left-out keys take Lightning's defaults, read
+     * from the tree: patience 3, strict and check_finite true, no thresholds */
+    char *monitor;
+    char *mode;              /* min | max */
+    int64_t patience;
+    double min_delta;
+    int strict, check_finite;
+    double stopping_threshold, divergence_threshold;
 } callback_cfg;
 
 typedef struct trainer_cfg {

@@ -99,6 +99,8 @@ const target_entry target_registry[] = {
     {"trainer.logger[]", "lightning.pytorch.loggers.CSVLogger", "CSV metrics"},
     {"trainer.callbacks[]", "lightning.pytorch.callbacks.ModelCheckpoint", "checkpoints inside an epoch"},
     {"trainer.callbacks[]", "pytorch_lightning.callbacks.ModelCheckpoint", "checkpoints inside an epoch"},
+    {"trainer.callbacks[]", "lightning.pytorch.callbacks.EarlyStopping", "early stopping"},
+    {"trainer.callbacks[]", "pytorch_lightning.callbacks.EarlyStopping", "early stopping"},
     {"trainer.callbacks[]", "lightning.pytorch.callbacks.LearningRateMonitor", "train/lr in the logs"},
     {"trainer.callbacks[]", "pytorch_lightning.callbacks.LearningRateMonitor", "train/lr in the logs"},
     {"trainer.callbacks[]", "lightning.pytorch.callbacks.TQDMProgressBar", "the progress line"},

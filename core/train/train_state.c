@@ -81,7 +81,7 @@ static int save_at(trainer *t, const metric *metrics, size_t n_metrics, int64_t 
     /* train.batch_in_epoch: the plan index a mid-epoch checkpoint's epoch goes on at (0 at an epoch
      * end); with trainer.max_time, train.time_elapsed_ms: what it has counted so far (left out
      * otherwise, so that a checkpoint's state stays a function of the training alone). */
-    ckpt_counter counters[6] = {{"optimizer.step", t->opt.step},
+    ckpt_counter counters[8] = {{"optimizer.step", t->opt.step},
                                 {"scheduler.last_epoch", t->sched.last_epoch},
                                 {"nan_guard.countdown", t->guard.countdown},
                                 {"train.batch_in_epoch", batch}};
@@ -89,6 +89,12 @@ static int save_at(trainer *t, const metric *metrics, size_t n_metrics, int64_t 
     if (t->o->max_time_s > 0)
         counters[n_counters++] = (ckpt_counter){"train.time_elapsed_ms", (int64_t)(train_elapsed(t) * 1000)};
     if (t->scaler.enabled) counters[n_counters++] = (ckpt_counter){"grad_scaler.growth_tracker", t->scaler.growth_tracker};
+    if (t->es.monitor) { /* EarlyStopping's state: its count and its best (float32 bits) */
+        int32_t best_bits;
+        memcpy(&best_bits, &t->es.best, sizeof best_bits);
+        counters[n_counters++] = (ckpt_counter){"early_stopping.wait_count", t->es.wait_count};
+        counters[n_counters++] = (ckpt_counter){"early_stopping.best_bits", best_bits};
+    }
     ckpt_info info = {.epoch = t->epoch, .step = t->step, .metrics = metrics, .n_metrics = n_metrics,
                       .counters = counters, .n_counters = n_counters};
     int rc = ckpt_save(&t->ckpt, &info, model, pt->n, state, t->scaler.enabled ? 3 : 2, err);
@@ -163,6 +169,13 @@ int resume(trainer *t, esp_err *err)
         t->guard.countdown = ckpt_counter_get(&c, "nan_guard.countdown", 0);
         t->resume_batch = ckpt_counter_get(&c, "train.batch_in_epoch", 0);
         t->time_before = (double)ckpt_counter_get(&c, "train.time_elapsed_ms", 0) / 1000.0;
+        if (t->es.monitor) {
+            int32_t best_bits;
+            memcpy(&best_bits, &t->es.best, sizeof best_bits);
+            t->es.wait_count = ckpt_counter_get(&c, "early_stopping.wait_count", 0);
+            best_bits = (int32_t)ckpt_counter_get(&c, "early_stopping.best_bits", best_bits);
+            memcpy(&t->es.best, &best_bits, sizeof best_bits);
+        }
         if (t->resume_batch < 0 || t->time_before < 0)
             rc = esp_fail(err, "%s: train.batch_in_epoch %" PRId64 " / train.time_elapsed_ms: negative (not a "
                                "checkpoint espnet3 wrote; remove it to start from the one before)", c.dir,
@@ -206,8 +219,11 @@ int sync_from_rank0(trainer *t, esp_err *err)
     if (t->world == 1) return 0;
     int32_t scale_bits;
     memcpy(&scale_bits, &t->scaler.scale, sizeof scale_bits);
-    int64_t c[9] = {t->epoch, t->step, t->opt.step, t->sched.last_epoch, t->guard.countdown,
-                    t->scaler.growth_tracker, scale_bits, t->resume_batch, (int64_t)(t->time_before * 1000)};
+    int32_t best_bits;
+    memcpy(&best_bits, &t->es.best, sizeof best_bits);
+    int64_t c[11] = {t->epoch, t->step, t->opt.step, t->sched.last_epoch, t->guard.countdown,
+                     t->scaler.growth_tracker, scale_bits, t->resume_batch, (int64_t)(t->time_before * 1000),
+                     t->es.wait_count, best_bits};
     comm *cm = t->dist.comm;
     size_t bytes = n_params(t) * sizeof(float), state_bytes = t->model.table.state_total * sizeof(float);
     /* Device buffers go to the comm as they are: it works on the backend's memory. The parameters
@@ -220,6 +236,8 @@ int sync_from_rank0(trainer *t, esp_err *err)
     t->scaler.growth_tracker = c[5];
     scale_bits = (int32_t)c[6];
     t->resume_batch = c[7], t->time_before = (double)c[8] / 1000.0;
+    t->es.wait_count = c[9], best_bits = (int32_t)c[10];
+    memcpy(&t->es.best, &best_bits, sizeof best_bits);
     memcpy(&t->scaler.scale, &scale_bits, sizeof scale_bits);
     if (t->fsdp) shard_optimizer(t);
     return 0;

@@ -19,6 +19,47 @@ static int steps_done(const trainer *t)
     return t->o->max_steps > 0 && t->step >= t->o->max_steps;
 }
 
+/* EarlyStopping's monitor must be among the validation metrics: an error when strict (Lightning
+ * raises), else a warning and no early stopping. */
+static int early_stopping_check_monitor(trainer *t, esp_err *err)
+{
+    if (!t->es.monitor) return 0;
+    metric v[VALID_METRICS_MAX];
+    size_t n = validation_metrics(&t->model, v), k = 0;
+    while (k < n && strcmp(v[k].name, t->es.monitor) != 0) k++;
+    if (k < n) return 0;
+    char have[256];
+    size_t used = 0;
+    for (k = 0; k < n && used < sizeof have; k++)
+        used += (size_t)snprintf(have + used, sizeof have - used, "%s%s", k ? ", " : "", v[k].name);
+    if (t->o->early_stop_strict)
+        return esp_fail(err, "trainer.callbacks: EarlyStopping's monitor %s is not reported by this model's validation "
+                        "(it reports %s; or strict: false)", t->es.monitor, have);
+    if (t->rank == 0)
+        log_warn("trainer.callbacks: EarlyStopping's monitor %s is not reported by this model's validation (%s); "
+                 "no early stopping (strict: false)", t->es.monitor, have);
+    t->es.monitor = NULL;
+    return 0;
+}
+
+/* After a validation: EarlyStopping's verdict on its monitor (the same on every rank: the metrics
+ * are summed over the ranks). */
+static int early_stopping_says_stop(trainer *t, const metric *m, size_t nm)
+{
+    if (!t->es.monitor) return 0;
+    for (size_t i = 0; i < nm; i++) {
+        if (strcmp(m[i].name, t->es.monitor) != 0) continue;
+        const char *why;
+        if (!early_stopping_update(&t->es, m[i].value, &why)) return 0;
+        if (t->rank == 0)
+            log_info("train: early stopping after epoch %" PRId64 ": %s (%s %g, best %g, %" PRId64 " without "
+                     "improvement, patience %" PRId64 ")", t->epoch, why, m[i].name, m[i].value, (double)t->es.best,
+                     t->es.wait_count, t->es.patience);
+        return 1;
+    }
+    return 0;
+}
+
 /* Training stopped early with its checkpoint written (a signal, max_time): says so, once. */
 static int stopped(const trainer *t)
 {
@@ -40,6 +81,7 @@ static int run_training(trainer *t, esp_err *err)
         return t->rank == 0 ? ckpt_average(&t->ckpt, err) : 0;
     }
     train_clock_start(t);
+    if (early_stopping_check_monitor(t, err) != 0) return -1;
     while (t->epoch < o->max_epochs && !steps_done(t)) {
         int r = train_epoch(t, err);
         if (r < 0) return -1;
@@ -57,9 +99,11 @@ static int run_training(trainer *t, esp_err *err)
                 used += (size_t)snprintf(line + used, sizeof line - used, " %s %.4f", m[i].name, m[i].value);
             log_info("epoch %" PRId64 ":%s", t->epoch, line);
         }
+        int early = nm > 0 && early_stopping_says_stop(t, m, nm);
         m[nm++] = (metric){"epoch", (double)(t->epoch - 1), 1};
         trainer_log_metrics(t, m, nm);
         if (save_checkpoint(t, m, nm, err) != 0) return -1;
+        if (early) break;
         /* A stop asked for in the epoch's last step or its validation: after this checkpoint. */
         float wants = train_wants_stop(t) ? 1.0f : 0.0f;
         if (t->world > 1 && host_all_reduce(t, &wants, 1, COMM_MAX, err) != 0) return -1;
@@ -273,6 +317,7 @@ int trainer_run(const trainer_opts *o, esp_err *err)
     t->o = o;
     t->cfg = o->cfg;
     t->rank = o->env->rank, t->world = o->env->world_size, t->fsdp = o->fsdp && o->env->world_size > 1;
+    t->es = o->early_stop; /* its state comes back from a checkpoint on resume */
     if (dist_join(&t->dist, o->env, o->run_id, comm_kind_for(o->backend), o->dist_timeout, err) != 0) {
         free(t);
         return -1;

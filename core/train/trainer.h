@@ -30,6 +30,7 @@
 #include "core/data/noise_rir.h"
 #include "core/dist/dist_env.h"
 #include "core/nn/model.h"
+#include "core/train/early_stopping.h"
 
 typedef struct trainer_opts {
     const training_cfg *cfg;  /* data, model dims, optimizer, scheduler, init, dataloader, checkpoints */
@@ -65,6 +66,10 @@ typedef struct trainer_opts {
     int64_t ckpt_every_steps;
     double ckpt_every_s;
     double max_time_s;
+    /* Lightning's EarlyStopping (monitor NULL: none); early_stop_strict: a monitor validation does
+     * not report is an error (else a warning, and no early stopping). */
+    early_stopping early_stop;
+    int early_stop_strict;
 } trainer_opts;
 
 /* trainer_run's result when training stopped before its end with a checkpoint to resume from:

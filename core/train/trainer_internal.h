@@ -53,6 +53,7 @@ typedef struct trainer {
     double time_before;        /* seconds trained by the runs this one resumes (trainer.max_time counts them) */
     double last_ckpt_time;     /* of the last checkpoint (train_time_interval) */
     int stop_reason;           /* 0, or why training stops early: a signal number or TRAIN_STOP_MAX_TIME */
+    early_stopping es;         /* Lightning's EarlyStopping (es.monitor NULL: none); its state is checkpointed */
 } trainer;
 
 /* train_schedule.c: SIGTERM and SIGUSR1 set a flag while training runs (install / restore), the

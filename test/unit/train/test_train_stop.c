@@ -142,6 +142,18 @@ Test(train_stop, callback_keys_are_checked_at_their_line)
         {"'+trainer.callbacks=[{_target_: lightning.pytorch.callbacks.StochasticWeightAveraging}]'",
          "unknown _target_ 'lightning.pytorch.callbacks.StochasticWeightAveraging'"},
         {"trainer.max_time=12h", "trainer.max_time: '12h' is not a duration \"DD:HH:MM:SS\""},
+        {"'+trainer.callbacks=[{_target_: lightning.pytorch.callbacks.EarlyStopping, patience: 2}]'",
+         "trainer.callbacks[0]: EarlyStopping needs monitor (e.g. valid/loss)"},
+        {"'+trainer.callbacks=[{_target_: lightning.pytorch.callbacks.EarlyStopping, monitor: valid/loss, mode: up}]'",
+         "trainer.callbacks[0].mode: min or max"},
+        {"'+trainer.callbacks=[{_target_: lightning.pytorch.callbacks.EarlyStopping, monitor: valid/loss, patience: -1}]'",
+         "trainer.callbacks[0].patience: >= 0"},
+        {"'+trainer.callbacks=[{_target_: lightning.pytorch.callbacks.EarlyStopping, monitor: valid/loss, "
+         "every_n_train_steps: 3}]'",
+         "trainer.callbacks[0].every_n_train_steps: not an argument of EarlyStopping here"},
+        {"'+trainer.callbacks=[{_target_: lightning.pytorch.callbacks.EarlyStopping, monitor: valid/loss}, "
+         "{_target_: lightning.pytorch.callbacks.EarlyStopping, monitor: valid/cer}]'",
+         "trainer.callbacks[1]: one EarlyStopping per run here"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char extra[1024], rel[32];
@@ -215,3 +227,29 @@ static void two_ranks_stop(const char *strategy)
 
 Test(train_stop, sigterm_to_the_launcher_stops_both_ddp_ranks_at_one_step) { two_ranks_stop("ddp"); }
 Test(train_stop, sigterm_to_the_launcher_stops_both_fsdp_ranks_at_one_step) { two_ranks_stop("fsdp"); }
+
+/* EarlyStopping (core/train/early_stopping.c, Lightning's decisions): the run ends after the
+ * validation that asks, with its checkpoint and the k-best average, exit 0; a monitor validation
+ * does not report is an error before training (strict, Lightning's default). */
+Test(train_stop, early_stopping_ends_the_run_after_the_validation_that_asks)
+{
+    cr_assert_eq(run("early", "--stages train trainer.max_epochs=6 '+trainer.callbacks=[{_target_: "
+                              "lightning.pytorch.callbacks.EarlyStopping, monitor: valid/loss, stopping_threshold: "
+                              "1000000.0}]'"),
+                 0, "%s", slurp("log"));
+    char *log = slurp("early/train.log");
+    cr_assert(strstr(log, "train: early stopping after epoch 1: the stopping threshold is reached (valid/loss "), "%s",
+              log);
+    free(log);
+    cr_assert(test_exists(test_path(dir, "early/checkpoints/epoch=1-step=5/model.safetensors")));
+    cr_assert_not(test_exists(test_path(dir, "early/checkpoints/epoch=2-step=10")));
+    cr_assert(test_exists(test_path(dir, "early/valid.loss.ave_1best.safetensors")));
+    cr_assert_eq(run("strict", "--stages train trainer.max_epochs=2 '+trainer.callbacks=[{_target_: "
+                               "lightning.pytorch.callbacks.EarlyStopping, monitor: valid/acc}]'"),
+                 1);
+    char *all = slurp("log");
+    cr_assert(strstr(all, "trainer.callbacks: EarlyStopping's monitor valid/acc is not reported by this model's "
+                          "validation (it reports valid/loss, valid/cer; or strict: false)"),
+              "%s", all);
+    free(all);
+}
