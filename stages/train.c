@@ -84,8 +84,6 @@ static int check_unused_keys(const training_cfg *cfg, const char *file, esp_err 
     if (tc->val_check_interval > 0 && tc->val_check_interval != 1.0)
         log_warn("%s: trainer.val_check_interval: not implemented yet; validation runs at epoch ends "
                  "(trainer.check_val_every_n_epoch)", file);
-    if (tc->num_sanity_val_steps > 0)
-        log_warn("%s: trainer.num_sanity_val_steps: not implemented; no sanity validation runs", file);
     int has_decoder = m && m->decoder && !strcmp(m->decoder, "transformer");
     if (!lm && !has_decoder && m && m->model_conf && m->model_conf->ctc_weight > 0 && m->model_conf->ctc_weight != 1.0)
         log_warn("%s: model.model_conf.ctc_weight: %g asks for an attention decoder, but model.decoder is not "
@@ -323,6 +321,11 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
         .dist_timeout = tc->dist_timeout,
         .tb_dir = tb_dir,
         .csv_path = csv,
+        .min_epochs = tc->min_epochs,
+        .min_steps = tc->min_steps,
+        /* Lightning's default when left out: 2 */
+        .sanity_val_steps = yt_get_path(ctx->configs->training->tree, "trainer.num_sanity_val_steps")
+                                ? tc->num_sanity_val_steps : 2,
     };
     augment_conf aug;
     int rc = augment_conf_from_tree(ctx->configs->training->tree, &aug, err);

@@ -194,6 +194,8 @@ static const cyaml_schema_field_t trainer_fields[] = {
     STR("limit_val_batches", trainer_cfg, limit_val_batches),
     FLT("val_check_interval", trainer_cfg, val_check_interval),
     INT("num_sanity_val_steps", trainer_cfg, num_sanity_val_steps),
+    INT("min_epochs", trainer_cfg, min_epochs),
+    INT("min_steps", trainer_cfg, min_steps),
     BOOL("deterministic", trainer_cfg, deterministic),
     BOOL("enable_progress_bar", trainer_cfg, enable_progress_bar),
     SEQ("logger", trainer_cfg, logger, &logger_entry),

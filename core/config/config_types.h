@@ -126,7 +126,8 @@ typedef struct trainer_cfg {
     char *limit_train_batches; /* as written: an integer is a count of batches (1: one batch, as */
     char *limit_val_batches;   /* Lightning), a float a fraction (1.0: all); checked at load */
     double val_check_interval;
-    int64_t num_sanity_val_steps;
+    int64_t num_sanity_val_steps; /* left out: Lightning's 2 (stages/train.c); -1: all */
+    int64_t min_epochs, min_steps; /* EarlyStopping waits for both */
     int deterministic;
     int enable_progress_bar;
     int sync_batchnorm;  /* the Conformer's BatchNorm statistics over all ranks (torch's SyncBatchNorm) */

@@ -129,7 +129,7 @@ const target_entry target_registry[] = {
 static const char *const unimplemented_keys[] = {
     "trainer.benchmark", "trainer.profiler",
     "trainer.enable_checkpointing", "trainer.enable_model_summary", "trainer.default_root_dir",
-    "trainer.fast_dev_run", "trainer.min_epochs", "trainer.min_steps",
+    "trainer.fast_dev_run",
     "trainer.overfit_batches", "trainer.reload_dataloaders_every_n_epochs", "trainer.use_distributed_sampler",
     "trainer.detect_anomaly", "trainer.barebones", "trainer.plugins", "trainer.inference_mode",
     "trainer.limit_test_batches", "trainer.limit_predict_batches", "trainer.log_every_n_steps_val",

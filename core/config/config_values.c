@@ -72,6 +72,8 @@ static const num_rule num_rules[] = {
     {"trainer.val_check_interval", 0, INF, LO_OPEN | COUNT_OR_FRACTION,
      "a fraction of an epoch in (0, 1] or a number of batches >= 2", "leave it out for once per epoch"},
     {"trainer.num_sanity_val_steps", -1, INF, 0, ">= -1", "-1: all validation batches, 0: none"},
+    {"trainer.min_epochs", 0, INF, 0, ">= 0", "EarlyStopping does not stop before it"},
+    {"trainer.min_steps", 0, INF, 0, ">= 0", "EarlyStopping does not stop before it"},
     {"trainer.dist_timeout", 0, INF, LO_OPEN, "> 0 seconds", "leave it out for 300"},
     /* parallel (all three kinds) */
     {"parallel.n_workers", 1, CFG_MAX_WORKERS, 0, "in [1, 4096]", "leave it out for 1"},

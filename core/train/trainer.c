@@ -42,6 +42,12 @@ static int early_stopping_check_monitor(trainer *t, esp_err *err)
     return 0;
 }
 
+/* Lightning's min_epochs / min_steps: EarlyStopping's stop waits until both are met. */
+static int min_training_done(const trainer *t)
+{
+    return t->epoch >= t->o->min_epochs && t->step >= t->o->min_steps;
+}
+
 /* After a validation: EarlyStopping's verdict on its monitor (the same on every rank: the metrics
  * are summed over the ranks). */
 static int early_stopping_says_stop(trainer *t, const metric *m, size_t nm)
@@ -51,12 +57,36 @@ static int early_stopping_says_stop(trainer *t, const metric *m, size_t nm)
         if (strcmp(m[i].name, t->es.monitor) != 0) continue;
         const char *why;
         if (!early_stopping_update(&t->es, m[i].value, &why)) return 0;
+        if (!min_training_done(t)) {
+            if (t->rank == 0)
+                log_info("train: early stopping asked after epoch %" PRId64 " (%s), but trainer.min_epochs %" PRId64
+                         " / min_steps %" PRId64 " are not reached yet: training goes on", t->epoch, why,
+                         t->o->min_epochs, t->o->min_steps);
+            return 0;
+        }
         if (t->rank == 0)
             log_info("train: early stopping after epoch %" PRId64 ": %s (%s %g, best %g, %" PRId64 " without "
                      "improvement, patience %" PRId64 ")", t->epoch, why, m[i].name, m[i].value, (double)t->es.best,
                      t->es.wait_count, t->es.patience);
         return 1;
     }
+    return 0;
+}
+
+/* Lightning's sanity check (trainer.num_sanity_val_steps, default 2; -1: all): that many
+ * validation batches before training, so a broken validation fails now and not after an epoch.
+ * Nothing is logged or kept. */
+static int sanity_check(trainer *t, esp_err *err)
+{
+    int64_t n = t->o->sanity_val_steps;
+    if (n == 0 || t->valid.batches.n == 0) return 0;
+    metric m[VALID_METRICS_MAX];
+    size_t nm;
+    if (validate(t, n < 0 ? 0 : (size_t)n, m, &nm, err) != 0) return -1;
+    size_t ran = n < 0 || (size_t)n > t->valid.batches.n ? t->valid.batches.n : (size_t)n;
+    if (t->rank == 0)
+        log_info("train: sanity check: %zu validation batch%s ran before training (trainer.num_sanity_val_steps)", ran,
+                 ran == 1 ? "" : "es");
     return 0;
 }
 
@@ -81,7 +111,7 @@ static int run_training(trainer *t, esp_err *err)
         return t->rank == 0 ? ckpt_average(&t->ckpt, err) : 0;
     }
     train_clock_start(t);
-    if (early_stopping_check_monitor(t, err) != 0) return -1;
+    if (early_stopping_check_monitor(t, err) != 0 || sanity_check(t, err) != 0) return -1;
     while (t->epoch < o->max_epochs && !steps_done(t)) {
         int r = train_epoch(t, err);
         if (r < 0) return -1;
@@ -92,7 +122,7 @@ static int run_training(trainer *t, esp_err *err)
         metric m[VALID_METRICS_MAX + 1];
         size_t nm = 0;
         if (t->epoch % o->val_every == 0) {
-            if (validate(t, m, &nm, err) != 0) return -1;
+            if (validate(t, 0, m, &nm, err) != 0) return -1;
             char line[256];
             size_t used = 0;
             for (size_t i = 0; i < nm && used < sizeof line; i++)

@@ -70,6 +70,8 @@ typedef struct trainer_opts {
      * not report is an error (else a warning, and no early stopping). */
     early_stopping early_stop;
     int early_stop_strict;
+    int64_t min_epochs, min_steps; /* EarlyStopping does not stop before both (Lightning's; 0: none) */
+    int64_t sanity_val_steps;      /* validation batches before training (num_sanity_val_steps; -1: all) */
 } trainer_opts;
 
 /* trainer_run's result when training stopped before its end with a checkpoint to resume from:

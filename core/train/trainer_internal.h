@@ -75,7 +75,8 @@ const float *trainer_to_device(trainer *t, const asr_batch *b);
 void trainer_log_metrics(trainer *t, const metric *m, size_t n);
 
 /* validate.c: the validation metrics of this model (names; values NAN) into out (up to
- * VALID_METRICS_MAX); validate fills them over the valid split: valid/loss and valid/cer (greedy
+ * VALID_METRICS_MAX); validate fills them over the valid split (its first max_batches batches
+ * when not 0, after limit_val_batches): valid/loss and valid/cer (greedy
  * CTC; not without a CTC branch), with a decoder valid/acc, valid/loss_ctc and valid/loss_att, with
  * intermediate CTC valid/loss_interctc_layer<N> for each of its layers (ESPnet's names). */
 enum { VALID_METRICS_MAX = 5 + MODEL_MAX_INTERCTC };
@@ -84,7 +85,7 @@ enum { VALID_METRICS_MAX = 5 + MODEL_MAX_INTERCTC };
 int interctc_metrics(const asr_model *m);
 const char *interctc_metric_name(const asr_model *m, int valid, int k);
 size_t validation_metrics(const asr_model *m, metric *out);
-int validate(trainer *t, metric *out, size_t *n_out, esp_err *err);
+int validate(trainer *t, size_t max_batches, metric *out, size_t *n_out, esp_err *err);
 
 /* train_state.c */
 int save_checkpoint(trainer *t, const metric *metrics, size_t n_metrics, esp_err *err);

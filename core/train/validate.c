@@ -75,11 +75,12 @@ size_t validation_metrics(const asr_model *m, metric *out)
     return n;
 }
 
-int validate(trainer *t, metric *out, size_t *n_out, esp_err *err)
+int validate(trainer *t, size_t max_batches, metric *out, size_t *n_out, esp_err *err)
 {
     split_data *s = &t->valid;
     asr_model *m = &t->model;
     size_t nb = limit_batches(t->o->limit_val, s->batches.n);
+    if (max_batches && max_batches < nb) nb = max_batches;
     size_t *items = xmalloc((s->keys.n + 1) * sizeof *items);
     float *host_logp = NULL;
     size_t cap = 0;
