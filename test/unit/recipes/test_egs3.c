@@ -2,10 +2,13 @@
  * layout and training config, and ESPnet3's own Python dataset/ package and src.tokenizer, copied
  * as they are) runs stages 1-8 from inside a copy of it; a user's own Python Dataset is exported
  * once, reused, and exported again when its code changes; bad Python is one error line with
- * nothing half written. The recipe's Python runs in Debian's /usr/bin/python3 with what it imports
- * (numpy, soundfile, PyYAML: scripts/install_deps.sh; torch's Dataset base class and the two espnet3
- * modules from test/fixtures/egs3/espnet3_standin) and calls (sph2pipe: the stand-in on sox in
- * test/fixtures/egs3/tools, put on PATH here). */
+ * nothing half written. The recipe's Python runs with what it imports: the stages 1-8 test in the
+ * test venv's Python with the real torch 2.11 (scripts/install_test_venv.sh; it sees Debian's
+ * soundfile and PyYAML), the others in Debian's /usr/bin/python3 (numpy, soundfile, PyYAML:
+ * scripts/install_deps.sh) with test/fixtures/egs3/torch_standin for torch's Dataset base class
+ * (a Python start without torch's import: seconds less each); the two espnet3 modules come from
+ * test/fixtures/egs3/espnet3_standin (ESPnet3 is not on PyPI), and sph2pipe is the stand-in on
+ * sox in test/fixtures/egs3/tools, put on PATH here. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -23,14 +26,31 @@ static void teardown(void) { test_tmpdir_remove(workdir); }
 
 TestSuite(egs3, .init = setup, .fini = teardown);
 
-#define PY_ENV "ESPNET3_PYTHON=/usr/bin/python3 PYTHONPATH='%s/test/fixtures/egs3/espnet3_standin' "
+/* The recipe's Python: Debian's with the torch stand-in, or (use_real_torch) the test venv's. */
+static char python_env[2048];
+
+static const char *py_env(void)
+{
+    if (!python_env[0])
+        snprintf(python_env, sizeof python_env,
+                 "ESPNET3_PYTHON=/usr/bin/python3 PYTHONPATH='%s/test/fixtures/egs3/espnet3_standin:%s/test/fixtures/egs3/"
+                 "torch_standin' ",
+                 test_root_dir(), test_root_dir());
+    return python_env;
+}
+
+static void use_real_torch(void)
+{
+    const char *python = test_venv_tool("python");
+    snprintf(python_env, sizeof python_env, "ESPNET3_PYTHON='%s' PYTHONPATH='%s/test/fixtures/egs3/espnet3_standin' ",
+             python, test_root_dir());
+}
 
 /* Runs the binary in dir with args; output in workdir/<log>.{out,err}; returns the exit status. */
 static int run_in(const char *dir, const char *args, const char *log)
 {
-    return test_sh("cd '%s' && PATH='%s/test/fixtures/egs3/tools':\"$PATH\" " PY_ENV
-                   "timeout 300 '%s' %s >'%s/%s.out' 2>'%s/%s.err'",
-                   dir, test_root_dir(), test_root_dir(), test_bin_path(), args, workdir, log, workdir, log);
+    return test_sh("cd '%s' && PATH='%s/test/fixtures/egs3/tools':\"$PATH\" %stimeout 300 '%s' %s >'%s/%s.out' 2>'%s/%s.err'",
+                   dir, test_root_dir(), py_env(), test_bin_path(), args, workdir, log, workdir, log);
 }
 
 static char *log_of(const char *log, const char *ext)
@@ -67,6 +87,7 @@ static void copy_mini_an4(char *recipe, size_t cap)
 
 Test(egs3, mini_an4_runs_stages_1_8_from_its_folder_with_its_python_dataset)
 {
+    use_real_torch(); /* ESPnet3's dataset.py imports torch: the real one here */
     char recipe[512];
     copy_mini_an4(recipe, sizeof recipe);
     int rc = run_in(recipe, "--training_config conf/training_asr_transformer.yaml --inference_config conf/inference.yaml "
@@ -241,9 +262,9 @@ static void bad_case(const char *tag, const char *train_args, const char *data_s
 {
     const char *dir = test_path(workdir, tag);
     write_user_recipe(dir, train_args, data_src);
-    int rc = test_sh("cd '%s' && " PY_ENV "%s timeout 120 '%s' --training_config conf/training.yaml --stages "
+    int rc = test_sh("cd '%s' && %s%s timeout 120 '%s' --training_config conf/training.yaml --stages "
                      "create_dataset >'%s/%s.out' 2>'%s/%s.err'",
-                     dir, test_root_dir(), env, test_bin_path(), workdir, tag, workdir, tag);
+                     dir, py_env(), env, test_bin_path(), workdir, tag, workdir, tag);
     char *err = log_of(tag, "err");
     cr_assert_eq(rc, 1, "%s: exit %d\n%s", tag, rc, err);
     const char *line = strstr(err, "espnet3: error: ");
@@ -384,9 +405,9 @@ Test(egs3, mini_an4_publication_packs_a_folder_that_decodes_and_a_demo_that_runs
                              test_path(recipe, "exp/training_asr_transformer/inference/test/hyp.scp")));
 
     /* No Hugging Face CLI on PATH: one line naming the folder that is ready to upload. */
-    cr_assert_eq(test_sh("cd '%s' && PATH=/nonexistent " PY_ENV "'%s' %s --stages upload_model >'%s/up.out' "
+    cr_assert_eq(test_sh("cd '%s' && PATH=/nonexistent %s'%s' %s --stages upload_model >'%s/up.out' "
                          "2>'%s/up.err'",
-                         recipe, test_root_dir(), test_bin_path(), all, workdir, workdir),
+                         recipe, py_env(), test_bin_path(), all, workdir, workdir),
                  1, "%s", log_of("up", "err"));
     char *up = log_of("up", "err");
     cr_assert(strstr(up, "espnet3: error: conf/publication.yaml:") && strstr(up, "model_pack is ready to upload") &&
