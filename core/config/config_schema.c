@@ -432,6 +432,7 @@ static const cyaml_schema_field_t scheduler_fields[] = {
     FLT("end_factor", scheduler_cfg, end_factor),
     INT("T_max", scheduler_cfg, T_max),
     FLT("eta_min", scheduler_cfg, eta_min),
+    FLT("model_size", scheduler_cfg, model_size),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t criterion_fields[] = {

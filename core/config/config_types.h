@@ -355,9 +355,10 @@ typedef struct optimizer_cfg {
 } optimizer_cfg;
 
 typedef struct scheduler_cfg {
-    char *target;        /* ESPnet2's WarmupLR or torch's ConstantLR, StepLR, ExponentialLR, LinearLR,
+    char *target;        /* ESPnet2's WarmupLR or NoamLR, torch's ConstantLR, StepLR, ExponentialLR, LinearLR,
                           * CosineAnnealingLR (core/train/scheduler.h); defaults filled by config_values.c */
-    int64_t warmup_steps; /* WarmupLR */
+    int64_t warmup_steps; /* WarmupLR, NoamLR: 25000 */
+    double model_size;   /* NoamLR: 320 */
     double factor;       /* ConstantLR: 1/3 */
     int64_t total_iters; /* ConstantLR, LinearLR: 5 */
     int64_t step_size;   /* StepLR (required) */

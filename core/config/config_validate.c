@@ -89,6 +89,7 @@ const target_entry target_registry[] = {
     {"optimizer", "torch.optim.Adam", "Adam"},
     {"optimizer", "torch.optim.AdamW", "AdamW"},
     {"scheduler", "espnet2.schedulers.warmup_lr.WarmupLR", "WarmupLR"},
+    {"scheduler", "espnet2.schedulers.noam_lr.NoamLR", "NoamLR (ESPnet2's, deprecated there)"},
     {"scheduler", "torch.optim.lr_scheduler.ConstantLR", "ConstantLR"},
     {"scheduler", "torch.optim.lr_scheduler.StepLR", "StepLR"},
     {"scheduler", "torch.optim.lr_scheduler.ExponentialLR", "ExponentialLR"},

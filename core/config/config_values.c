@@ -156,6 +156,7 @@ static const num_rule num_rules[] = {
     {"scheduler.end_factor", 0, 1, 0, "in [0, 1]", "LinearLR's last factor; torch checks the same"},
     {"scheduler.T_max", 1, INF, 0, ">= 1", "CosineAnnealingLR's half period in scheduler steps"},
     {"scheduler.eta_min", 0, INF, 0, ">= 0", "CosineAnnealingLR's floor; leave it out for 0"},
+    {"scheduler.model_size", 0, INF, LO_OPEN, "> 0", "NoamLR's d_model; leave it out for 320"},
     {"best_model_criterion[].nbest", 1, INF, 0, ">= 1", "how many best checkpoints to average"},
     /* inference: model is Speech2Text's arguments */
     {"model.beam_size", 1, 10000, 0, "in [1, 10000]", "1: greedy CTC"},
@@ -225,6 +226,8 @@ static const struct {
     {"torch.optim.lr_scheduler.LinearLR", "end_factor", "1.0"},
     {"torch.optim.lr_scheduler.LinearLR", "total_iters", "5"},
     {"torch.optim.lr_scheduler.CosineAnnealingLR", "eta_min", "0.0"},
+    {"espnet2.schedulers.noam_lr.NoamLR", "model_size", "320"},
+    {"espnet2.schedulers.noam_lr.NoamLR", "warmup_steps", "25000"},
 };
 
 static void fill_scheduler(ynode *root)

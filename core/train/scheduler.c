@@ -52,8 +52,20 @@ int scheduler_from_cfg(const scheduler_cfg *c, const char *interval, double base
         *out = s;
         return 0;
     }
+    if (!strcmp(c->target, "espnet2.schedulers.noam_lr.NoamLR")) {
+        if (!(c->model_size > 0) || c->warmup_steps < 1)
+            return esp_fail(err, "scheduler: NoamLR needs model_size > 0 and warmup_steps >= 1 (got %g, %lld)",
+                            c->model_size, (long long)c->warmup_steps);
+        s.kind = SCHED_NOAM_LR, s.model_size = c->model_size, s.warmup_steps = c->warmup_steps;
+        log_warn("scheduler: NoamLR is deprecated in ESPnet2 (its own warning): WarmupLR(warmup_steps=%lld) with "
+                 "optimizer lr %g is the same schedule", (long long)c->warmup_steps,
+                 base_lr / pow(c->model_size, 0.5) / pow((double)c->warmup_steps, 0.5));
+        *out = s;
+        return 0;
+    }
     if (strcmp(c->target, "espnet2.schedulers.warmup_lr.WarmupLR") != 0)
-        return esp_fail(err, "scheduler._target_: '%s' is not supported (use espnet2.schedulers.warmup_lr.WarmupLR or "
+        return esp_fail(err, "scheduler._target_: '%s' is not supported (use espnet2.schedulers.warmup_lr.WarmupLR, "
+                             "espnet2.schedulers.noam_lr.NoamLR or "
                              "torch.optim.lr_scheduler.ConstantLR, StepLR, ExponentialLR, LinearLR, "
                              "CosineAnnealingLR)", c->target);
     if (c->warmup_steps < 0)
@@ -106,6 +118,11 @@ double scheduler_lr(lr_scheduler *s)
 {
     if (s->kind == SCHED_CONSTANT) return s->base_lr;
     if (s->kind == SCHED_WARMUP_LR) return warmup_lr(s->base_lr, s->warmup_steps, s->last_epoch + 1);
+    if (s->kind == SCHED_NOAM_LR) {
+        /* Python: lr * model_size**-0.5 * min(step**-0.5, step * warmup**-1.5), left to right */
+        double step = (double)(s->last_epoch + 1), a = pow(step, -0.5), b = step * pow((double)s->warmup_steps, -1.5);
+        return s->base_lr * pow(s->model_size, -0.5) * (b < a ? b : a);
+    }
     if (s->memo_step < 0 || s->memo_step > s->last_epoch) s->memo_step = 0, s->memo_lr = chain_first(s);
     while (s->memo_step < s->last_epoch) {
         s->memo_step++;

@@ -1,4 +1,5 @@
-/* Learning-rate schedules: ESPnet2's WarmupLR (espnet2/schedulers/warmup_lr.py), torch's chainable
+/* Learning-rate schedules: ESPnet2's WarmupLR (espnet2/schedulers/warmup_lr.py) and NoamLR
+ * (noam_lr.py: lr * model_size^-0.5 * min(step^-0.5, step * warmup^-1.5)), torch's chainable
  * ConstantLR (ESPnet3's LM recipes use it with factor 1), StepLR, ExponentialLR, LinearLR and
  * CosineAnnealingLR (each lr computed from the one before as their get_lr does, in double: the
  * same bits as torch 2.11, test/fixtures/optim/schedulers.npz), or a constant lr; stepped per
@@ -18,7 +19,7 @@
 
 typedef enum sched_kind {
     SCHED_CONSTANT, SCHED_WARMUP_LR, SCHED_CONSTANT_LR, SCHED_STEP_LR, SCHED_EXPONENTIAL_LR, SCHED_LINEAR_LR,
-    SCHED_COSINE_LR
+    SCHED_COSINE_LR, SCHED_NOAM_LR
 } sched_kind;
 typedef enum sched_interval { SCHED_PER_STEP, SCHED_PER_EPOCH } sched_interval;
 
@@ -30,7 +31,8 @@ typedef struct lr_scheduler {
     sched_kind kind;
     sched_interval interval;
     double base_lr;         /* the optimizer's lr */
-    int64_t warmup_steps;
+    int64_t warmup_steps;   /* WarmupLR, NoamLR */
+    double model_size;      /* NoamLR */
     double factor;          /* ConstantLR */
     int64_t total_iters;    /* ConstantLR, LinearLR */
     int64_t step_size;      /* StepLR */

@@ -325,7 +325,8 @@ Test(scheduler, torch_chainable_schedulers_match_torch_bit_for_bit)
     static const char *const targets[] = {"torch.optim.lr_scheduler.ConstantLR", "torch.optim.lr_scheduler.StepLR",
                                           "torch.optim.lr_scheduler.ExponentialLR",
                                           "torch.optim.lr_scheduler.LinearLR",
-                                          "torch.optim.lr_scheduler.CosineAnnealingLR"};
+                                          "torch.optim.lr_scheduler.CosineAnnealingLR",
+                                          "espnet2.schedulers.noam_lr.NoamLR"};
     npz_file f = load_fixture("schedulers.npz");
     int cases = 0;
     for (int c = 0; c < 64; c++) {
@@ -341,6 +342,7 @@ Test(scheduler, torch_chainable_schedulers_match_torch_bit_for_bit)
         if (kind == 2) sc.gamma = a[1];
         if (kind == 3) sc.start_factor = a[1], sc.end_factor = a[2], sc.total_iters = (int64_t)a[3];
         if (kind == 4) sc.T_max = (int64_t)a[1], sc.eta_min = a[2];
+        if (kind == 5) sc.model_size = a[1], sc.warmup_steps = (int64_t)a[2];
         lr_scheduler s, resumed;
         esp_err err;
         cr_assert_eq(scheduler_from_cfg(&sc, "step", a[0], &s, &err), 0, "%s", err.msg);
@@ -357,7 +359,7 @@ Test(scheduler, torch_chainable_schedulers_match_torch_bit_for_bit)
         cr_assert_eq(scheduler_lr(&resumed), want[20], "case %d: a resume at step 20", c);
         cases++;
     }
-    cr_assert_eq(cases, 12);
+    cr_assert_eq(cases, 15);
     npz_free(&f);
     /* the required arguments */
     scheduler_cfg step = {.target = "torch.optim.lr_scheduler.StepLR", .gamma = 0.1};
