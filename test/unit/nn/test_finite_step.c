@@ -32,6 +32,25 @@ static void check_finite(const asr_model *m, const float *host, size_t n, const 
     cr_assert(test_max_abs(host, n) > 0, "%s: every %s is zero", kind, what);
 }
 
+/* One training step (forward with dropout, loss, backward) of a batch of B: every parameter and
+ * gradient finite, neither all zero. Frees the model. feats NULL: an LM's step (labels only). */
+static void step_and_check(const char *kind, asr_model *m, const float *feats, const int *lens, const int *labels,
+                           const int *ylens)
+{
+    asr_model_zero_grad(m);
+    asr_model_forward(m, feats, lens, B, feats ? T : 0, 1, 11);
+    double loss = asr_model_loss(m, labels, ylens, LMAX, NULL);
+    cr_assert(isfinite(loss) && loss > 0, "%s: loss %g", kind, loss);
+    asr_model_backward(m, 1.0f);
+    float *p0, *g;
+    fx_snapshot(m, &p0, &g);
+    check_finite(m, p0, m->table.total, "parameter", kind);
+    check_finite(m, g, m->table.total, "gradient", kind);
+    cr_log_info("%s: %zu parameters, loss %.4f", kind, m->table.total, loss);
+    free(p0), free(g);
+    asr_model_free(m);
+}
+
 static void step(const char *kind, model_cfg *cfg)
 {
     model_dims d;
@@ -53,18 +72,8 @@ static void step(const char *kind, model_cfg *cfg)
     }
     int lens[B] = {T, T - 37, T - 90, T - 151}, labels[B * LMAX], ylens[B] = {LMAX, 15, 11, 6};
     for (int i = 0; i < B * LMAX; i++) labels[i] = 1 + (i * 37) % (VOCAB - 2);
-    asr_model_zero_grad(&m);
-    asr_model_forward(&m, feats, lens, B, T, 1, 11);
-    double loss = asr_model_loss(&m, labels, ylens, LMAX, NULL);
-    cr_assert(isfinite(loss) && loss > 0, "%s: loss %g", kind, loss);
-    asr_model_backward(&m, 1.0f);
-    float *p0, *g;
-    fx_snapshot(&m, &p0, &g);
-    check_finite(&m, p0, m.table.total, "parameter", kind);
-    check_finite(&m, g, m.table.total, "gradient", kind);
-    cr_log_info("%s: %zu parameters, loss %.4f", kind, m.table.total, loss);
-    free(p0), free(g), free(feats);
-    asr_model_free(&m);
+    step_and_check(kind, &m, feats, lens, labels, ylens);
+    free(feats);
     backend_close(be);
 }
 
@@ -113,18 +122,7 @@ static void lm_step(const char *kind, model_cfg *cfg)
     int labels[B * LMAX], ylens[B] = {LMAX, 15, 11, 6};
     for (int b = 0; b < B; b++)
         for (int t = 0; t < LMAX; t++) labels[b * LMAX + t] = t < ylens[b] ? 1 + (b * LMAX + t) * 37 % (VOCAB - 2) : -1;
-    asr_model_zero_grad(&m);
-    asr_model_forward(&m, NULL, NULL, B, 0, 1, 11);
-    double loss = asr_model_loss(&m, labels, ylens, LMAX, NULL);
-    cr_assert(isfinite(loss) && loss > 0, "%s: loss %g", kind, loss);
-    asr_model_backward(&m, 1.0f);
-    float *p0, *g;
-    fx_snapshot(&m, &p0, &g);
-    check_finite(&m, p0, m.table.total, "parameter", kind);
-    check_finite(&m, g, m.table.total, "gradient", kind);
-    cr_log_info("%s: %zu parameters, loss %.4f", kind, m.table.total, loss);
-    free(p0), free(g);
-    asr_model_free(&m);
+    step_and_check(kind, &m, NULL, NULL, labels, ylens);
     backend_close(be);
 }
 

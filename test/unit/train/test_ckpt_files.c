@@ -158,14 +158,21 @@ Test(checkpoint, top_k_retention_last_link_and_load)
     ckpt_close(&m);
 }
 
+/* Five epochs saved with valid/loss 5, 3, 4, 1, 2 and valid/acc 0.1 .. 0.5, then the averages. */
+static void five_epochs_averaged(ckpt_manager *m)
+{
+    esp_err err;
+    cr_assert_eq(ckpt_open(m, dir, CRIT, 2, &err), 0, "%s", err.msg);
+    double loss[] = {5, 3, 4, 1, 2};
+    for (int e = 1; e <= 5; e++) cr_assert_eq(save_step(m, e, e * 10, loss[e - 1], 0.1 * e, &err), 0, "%s", err.msg);
+    cr_assert_eq(ckpt_average(m, &err), 0, "%s", err.msg);
+}
+
 Test(checkpoint, k_best_average_values_and_names)
 {
     ckpt_manager m;
     esp_err err;
-    cr_assert_eq(ckpt_open(&m, dir, CRIT, 2, &err), 0, "%s", err.msg);
-    double loss[] = {5, 3, 4, 1, 2};
-    for (int e = 1; e <= 5; e++) cr_assert_eq(save_step(&m, e, e * 10, loss[e - 1], 0.1 * e, &err), 0, "%s", err.msg);
-    cr_assert_eq(ckpt_average(&m, &err), 0, "%s", err.msg);
+    five_epochs_averaged(&m);
     /* valid/loss best 3: steps 40, 50, 20; valid/acc best 1: step 50. */
     char *p = in_dir("valid.loss.ave_3best.safetensors");
     st_file f;
@@ -343,11 +350,7 @@ Test(checkpoint, espnet3_names_load_in_pytorch)
 {
     const char *python = test_venv_tool("python");
     ckpt_manager m;
-    esp_err err;
-    cr_assert_eq(ckpt_open(&m, dir, CRIT, 2, &err), 0, "%s", err.msg);
-    double loss[] = {5, 3, 4, 1, 2};
-    for (int e = 1; e <= 5; e++) cr_assert_eq(save_step(&m, e, e * 10, loss[e - 1], 0.1 * e, &err), 0, "%s", err.msg);
-    cr_assert_eq(ckpt_average(&m, &err), 0, "%s", err.msg);
+    five_epochs_averaged(&m);
     cr_assert_eq(test_sh("cd '%s' && '%s' '%s/scripts/check_torch_load.py' . > loaded 2>&1", dir, python, test_root_dir()), 0,
                  "%s", test_slurp_or_empty(test_path(dir, "loaded")));
     char *out = test_slurp(test_path(dir, "loaded"));

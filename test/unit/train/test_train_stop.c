@@ -62,41 +62,66 @@ Test(train_stop, checkpoints_every_n_steps_change_nothing)
     cr_assert_not(test_exists(test_path(dir, "every2/checkpoints/epoch=5-step=28")));
 }
 
+/* The parent of a process, from /proc (0 when it cannot be read). */
+static long parent_of(long pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *fp = fopen(path, "r");
+    long ppid = 0;
+    const char *close_paren = fp && fgets(buf, sizeof buf, fp) ? strrchr(buf, ')') : NULL;
+    if (!close_paren || sscanf(close_paren + 2, "%*c %ld", &ppid) != 1) ppid = 0;
+    if (fp) fclose(fp);
+    return ppid;
+}
+
+/* Runs exp with args (its output in <exp>.out / <exp>.err) until checkpoints/<when> exists, then
+ * freezes the process that holds the experiment's lock (rank 0), sends SIGTERM to it or, with
+ * via_launcher, to its parent (the CLI's rank launcher), and wakes it. Returns the wait status. */
+static int run_and_stop(const char *exp, const char *args, const char *when, int via_launcher)
+{
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        char cmd[4600];
+        snprintf(cmd, sizeof cmd, "%s >%s/%s.out 2>%s/%s.err", command(exp, args), dir, exp, dir, exp);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    char ckpt[128], lock[128];
+    snprintf(ckpt, sizeof ckpt, "%s/checkpoints/%s", exp, when);
+    snprintf(lock, sizeof lock, "%s/.espnet3.lock", exp);
+    struct timespec nap = {0, 500000};
+    int sent = 0, st = 0;
+    for (int waited = 0; waited < 240000 && !sent; waited++) {
+        if (test_exists(test_path(dir, ckpt))) {
+            char *line = slurp(lock);
+            long owner = 0, target = 0;
+            if (sscanf(line, "pid %ld", &owner) == 1 && owner > 0) target = via_launcher ? parent_of(owner) : owner;
+            if (target > 1) {
+                kill((pid_t)owner, SIGSTOP);
+                kill((pid_t)target, SIGTERM);
+                nanosleep(&(struct timespec){0, 50000000}, NULL); /* the launcher passes it on meanwhile */
+                kill((pid_t)owner, SIGCONT);
+                sent = 1;
+            }
+            free(line);
+        }
+        if (!sent && waitpid(pid, &st, WNOHANG) == pid) break;
+        nanosleep(&nap, NULL);
+    }
+    cr_assert(sent, "%s ended before checkpoints/%s was seen", exp, when);
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    return st;
+}
+
 /* The run is frozen (SIGSTOP) once its first checkpoint inside an epoch exists, sent SIGTERM and
  * woken: it finishes its step, writes a checkpoint, says so and exits 75. The same command then
  * ends where the uninterrupted run ends, bit for bit. */
 Test(train_stop, sigterm_stops_after_the_step_and_the_rerun_ends_identically)
 {
     cr_assert_eq(run("full", "--stages train trainer.max_epochs=6"), 0, "%s", slurp("log"));
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        char cmd[4600];
-        snprintf(cmd, sizeof cmd, "%s >%s/stop.out 2>%s/stop.err",
-                 command("stop", "--stages train trainer.max_epochs=6 " CKPT_EVERY_2), dir, dir);
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    struct timespec nap = {0, 500000};
-    int frozen = 0, st = 0;
-    for (int waited = 0; waited < 240000 && !frozen; waited++) {
-        if (test_exists(test_path(dir, "stop/checkpoints/epoch=0-step=2"))) {
-            /* the lock names the espnet3 process (timeout runs it as its child) */
-            char *line = slurp("stop/.espnet3.lock");
-            long owner = 0;
-            if (sscanf(line, "pid %ld", &owner) == 1 && owner > 0) {
-                kill((pid_t)owner, SIGSTOP);
-                kill((pid_t)owner, SIGTERM);
-                kill((pid_t)owner, SIGCONT);
-                frozen = 1;
-            }
-            free(line);
-        }
-        if (!frozen && waitpid(pid, &st, WNOHANG) == pid) break;
-        nanosleep(&nap, NULL);
-    }
-    cr_assert(frozen, "the run ended before its first checkpoint inside an epoch was seen");
-    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    int st = run_and_stop("stop", "--stages train trainer.max_epochs=6 " CKPT_EVERY_2, "epoch=0-step=2", 0);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 75, "exit status %d, stderr:\n%s", WEXITSTATUS(st),
               slurp("stop.err"));
     char *log = slurp("stop/train.log");
@@ -180,41 +205,7 @@ static void two_ranks_stop(const char *strategy)
              strategy);
     snprintf(plain, sizeof plain, "--stages train trainer.max_epochs=6 trainer.devices=2 trainer.strategy=%s", strategy);
     cr_assert_eq(run("full2", plain), 0, "%s", slurp("log"));
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        char cmd[4600];
-        snprintf(cmd, sizeof cmd, "%s >%s/stop2.out 2>%s/stop2.err", command("stop2", args), dir, dir);
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    struct timespec nap = {0, 500000};
-    int sent = 0, st = 0;
-    for (int waited = 0; waited < 240000 && !sent; waited++) {
-        if (test_exists(test_path(dir, "stop2/checkpoints/epoch=0-step=1"))) {
-            /* rank 0 holds the lock; its parent is the launcher */
-            char *line = slurp("stop2/.espnet3.lock"), stat_path[64], buf[512];
-            long rank0 = 0, ppid = 0;
-            if (sscanf(line, "pid %ld", &rank0) == 1 && rank0 > 0) {
-                snprintf(stat_path, sizeof stat_path, "/proc/%ld/stat", rank0);
-                FILE *fp = fopen(stat_path, "r");
-                const char *close_paren = fp && fgets(buf, sizeof buf, fp) ? strrchr(buf, ')') : NULL;
-                if (close_paren && sscanf(close_paren + 2, "%*c %ld", &ppid) == 1 && ppid > 1) {
-                    kill((pid_t)rank0, SIGSTOP);
-                    kill((pid_t)ppid, SIGTERM);
-                    nanosleep(&(struct timespec){0, 50000000}, NULL);
-                    kill((pid_t)rank0, SIGCONT);
-                    sent = 1;
-                }
-                if (fp) fclose(fp);
-            }
-            free(line);
-        }
-        if (!sent && waitpid(pid, &st, WNOHANG) == pid) break;
-        nanosleep(&nap, NULL);
-    }
-    cr_assert(sent, "the run ended before its first checkpoint inside an epoch was seen");
-    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    int st = run_and_stop("stop2", args, "epoch=0-step=1", 1);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 75, "exit status %d, stderr:\n%s", WEXITSTATUS(st),
               slurp("stop2.err"));
     char *log = slurp("stop2/train.log");
