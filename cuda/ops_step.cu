@@ -52,6 +52,19 @@ double cu_sum_squares(backend *be, const float *x, size_t n)
 
 // torch.nn.utils.clip_grad_norm_ as the CPU backend computes it: the blocked norm, the float
 // factor of clip_grad_coef, and a scale only when it is below 1 (a non-finite norm gives 1).
+static __global__ void clip_grad_value_kernel(float *g, size_t n, float v)
+{
+    CU_GRID_STRIDE(i, n) g[i] = clip_grad_value_one(g[i], v);
+}
+
+// torch.nn.utils.clip_grad_value_, as core/compute/ops_step.c's ops_clip_grad_value_f32.
+void cu_clip_grad_value(backend *be, float *g, size_t n, float v)
+{
+    if (!n) return;
+    clip_grad_value_kernel<<<cu_blocks(be, n), CU_THREADS, 0, cu_stream(be)>>>(g, n, v);
+    KERNEL_CHECK();
+}
+
 double cu_clip_grad_norm(backend *be, float *g, size_t n, double max_norm)
 {
     double norm = sqrt(cu_blocked_sum(be, g, n, 1));

@@ -315,6 +315,7 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
         .sync_batchnorm = tc->sync_batchnorm,
         .log_every = tc->log_every_n_steps > 0 ? tc->log_every_n_steps : 50,
         .clip = tc->gradient_clip_val,
+        .clip_by_value = tc->gradient_clip_algorithm && !strcmp(tc->gradient_clip_algorithm, "value"),
         .precision = precision_from_cfg(tc, kind, file),
         .limit_train = limit_of(tc->limit_train_batches),
         .limit_val = limit_of(tc->limit_val_batches),

@@ -528,6 +528,12 @@ static double cpu_clip_grad_norm(backend *be, float *g, size_t n, double max_nor
     return norm;
 }
 
+static void cpu_clip_grad_value(backend *be, float *g, size_t n, float v)
+{
+    (void)be;
+    ops_clip_grad_value_f32(g, n, v);
+}
+
 /* ---- the attention decoder's ops */
 
 static void cpu_mha_forward(backend *be, float *y, float *att, const float *q, int ldq,
@@ -647,6 +653,7 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
         .layernorm_backward = cpu_layernorm_backward,
         .add = cpu_add,
         .scale = cpu_scale,
+        .clip_grad_value = cpu_clip_grad_value,
         .posenc_forward = cpu_posenc_forward,
         .attention_forward = cpu_attention_forward,
         .attention_backward = cpu_attention_backward,

@@ -161,10 +161,13 @@
     /* ---- reductions to a host double (they synchronize), gradient clipping. sum_squares sums          \
      * blocks of SUM_SQUARES_BLOCK elements, then the blocks in order (the same bits on any thread       \
      * count); clip_grad_norm is torch.nn.utils.clip_grad_norm_ (L2): returns the norm and scales g      \
-     * by clip_grad_coef(norm, max_norm) when that is below 1 (a non-finite norm leaves g as is). */     \
+     * by clip_grad_coef(norm, max_norm) when that is below 1 (a non-finite norm leaves g as is);        \
+     * clip_grad_value is torch.nn.utils.clip_grad_value_: each g[i] clamped to [-v, v]                  \
+     * (clip_grad_value_one; a NaN stays). */                                                            \
     X(SUM, sum, double, (backend *be, const float *x, size_t n))                                         \
     X(SUM_SQUARES, sum_squares, double, (backend *be, const float *x, size_t n))                         \
     X(CLIP_GRAD_NORM, clip_grad_norm, double, (backend *be, float *g, size_t n, double max_norm))        \
+    X(CLIP_GRAD_VALUE, clip_grad_value, void, (backend *be, float *g, size_t n, float v))                \
                                                                                                          \
     /* ---- the loss scaler (trainer.precision 16-mixed): torch.amp.GradScaler.unscale_ on n             \
      * gradients, g[i] *= inv_scale (amp_unscale_one of core/compute/kernel_math_amp.h); returns         \

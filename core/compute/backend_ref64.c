@@ -22,6 +22,7 @@
 #include "core/compute/ctc.h"
 #include "core/compute/ops.h"
 #include "core/compute/ops_precision.h"
+#include "core/compute/ops_step.h"
 
 /* ---- memory: host memory, as the CPU backend's */
 
@@ -505,6 +506,14 @@ static double ref_clip_grad_norm(backend *be, float *g, size_t n, double max_nor
     return norm;
 }
 
+static void ref_clip_grad_value(backend *be, float *g, size_t n, float v)
+{
+    double *gd = wide(be, g, n);
+    ops_clip_grad_value_f64(gd, n, v);
+    narrow(g, gd, n);
+    tmp_release(be);
+}
+
 static int ref_unscale_grads(backend *be, float *g, size_t n, float inv_scale)
 {
     double *gd = wide(be, g, n);
@@ -593,6 +602,7 @@ int backend_ref64_init(backend *be, int threads, esp_err *err)
         .sum = ref_sum,
         .sum_squares = ref_sum_squares,
         .clip_grad_norm = ref_clip_grad_norm,
+        .clip_grad_value = ref_clip_grad_value,
         .unscale_grads = ref_unscale_grads,
         .set_gemm_precision = ref_set_gemm_precision,
         .ctc_loss_forward = ref_ctc_loss_forward,

@@ -15,7 +15,7 @@
  *   LSTM cell     per type (core/compute/kernel_math_lstm.h): lstm_cell, lstm_cell_c (the forward
  *                 of one unit), lstm_cell_grad, lstm_cell_grad_t (its backward)
  *   Adam / AdamW  adam_update_one
- *   clipping      clip_grad_coef, SUM_SQUARES_BLOCK
+ *   clipping      clip_grad_coef, clip_grad_value_one, SUM_SQUARES_BLOCK
  *   mixed prec.   core/compute/kernel_math_amp.h: bfloat16 / half rounding, the loss scaler's unscale */
 #ifndef ESPNET3_COMPUTE_KERNEL_MATH_H
 #define ESPNET3_COMPUTE_KERNEL_MATH_H
@@ -213,6 +213,12 @@ static inline KM_HD float clip_grad_coef(double total_norm, double max_norm)
     float coef = isfinite(tn) ? (1.0f / (tn + 1e-6f)) * (float)max_norm
                               : (float)(max_norm / total_norm); /* beyond float range: torch would have inf */
     return coef < 1.0f ? coef : 1.0f;
+}
+
+/* torch.nn.utils.clip_grad_value_ on one gradient: torch.clamp(g, -v, v), which keeps a NaN. */
+static inline KM_HD float clip_grad_value_one(float g, float v)
+{
+    return g < -v ? -v : g > v ? v : g;
 }
 
 /* Gradient sums of squares are summed in blocks of this many elements, the blocks' sums then in

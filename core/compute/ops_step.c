@@ -118,3 +118,13 @@ void ops_scale_threaded_f32(float *y, const float *x, double s, size_t n, int th
     scale_job j = {y, x, (float)s};
     parallel_ranges(n, MIN_PER_THREAD, threads, scale_range, &j);
 }
+
+void ops_clip_grad_value_f32(float *g, size_t n, float v)
+{
+    for (size_t i = 0; i < n; i++) g[i] = clip_grad_value_one(g[i], v);
+}
+
+void ops_clip_grad_value_f64(double *g, size_t n, double v)
+{
+    for (size_t i = 0; i < n; i++) g[i] = g[i] < -v ? -v : g[i] > v ? v : g[i];
+}

@@ -19,5 +19,9 @@ double ops_sum_squares_blocked_f32(const float *x, size_t n, int threads);
 
 /* y = x * (float)s, in place allowed. */
 void ops_scale_threaded_f32(float *y, const float *x, double s, size_t n, int threads);
+/* torch.nn.utils.clip_grad_value_: g[i] clamped to [-v, v] (clip_grad_value_one; a NaN stays). The
+ * f64 form is the reference (a clamp is exact in either precision). */
+void ops_clip_grad_value_f32(float *g, size_t n, float v);
+void ops_clip_grad_value_f64(double *g, size_t n, double v);
 
 #endif

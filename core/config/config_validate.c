@@ -30,7 +30,7 @@ static const allowed_rule allowed_rules[] = {
     {"trainer.accelerator", "auto|cpu|gpu|cuda"},
     {"trainer.strategy", "auto|ddp|ddp_find_unused_parameters_true|fsdp"},
     {"trainer.precision", "32|32-true|16-mixed|bf16-mixed"},
-    {"trainer.gradient_clip_algorithm", "norm"},
+    {"trainer.gradient_clip_algorithm", "norm|value"},
     {"parallel.env", "local|local_gpu|slurm"},
     {"dataloader.*.iter_factory.batches.type", "numel|length|sorted|unsorted"},
     {"scheduler_interval", "step|epoch"},

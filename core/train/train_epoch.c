@@ -55,7 +55,9 @@ static int unscale_gradients(trainer *t, float *g, size_t n, int *found_inf, esp
  * every rank holds all averaged gradients;
  * fsdp: reduce_scatter, this rank holds its chunk; the norm's squares are gathered as doubles and
  * added in rank order so every rank gets the same bits. 16-mixed: the gradients are unscaled
- * first; with inf/NaN among them (*found_inf) there is no norm (NaN) and no clipping. */
+ * first; with inf/NaN among them (*found_inf) there is no norm (NaN) and no clipping. Clipping by
+ * value (Lightning's gradient_clip_algorithm value) clamps each gradient after the norm is taken
+ * (the log's grad_norm and the non-finite check), as Lightning clips after the unscale. */
 static int reduce_gradients(trainer *t, double *norm_out, int *found_inf, esp_err *err)
 {
     backend *be = t->be;
@@ -76,12 +78,21 @@ static int reduce_gradients(trainer *t, double *norm_out, int *found_inf, esp_er
         free(sq);
         if (rc != 0) return -1;
         *norm_out = sqrt(total);
+        if (clip > 0 && t->o->clip_by_value) {
+            if (isfinite(*norm_out)) be->clip_grad_value(be, g + t->shard_lo, k, (float)clip);
+            return 0;
+        }
         float coef = clip > 0 ? clip_grad_coef(*norm_out, clip) : 1.0f;
         if (coef < 1.0f) be->scale(be, g + t->shard_lo, g + t->shard_lo, coef, k);
         return 0;
     }
     if (unscale_gradients(t, g, n, found_inf, err) != 0) return -1;
     if (*found_inf) return 0;
+    if (clip > 0 && t->o->clip_by_value) {
+        *norm_out = sqrt(be->sum_squares(be, g, n));
+        if (isfinite(*norm_out)) be->clip_grad_value(be, g, n, (float)clip);
+        return 0;
+    }
     *norm_out = clip > 0 ? be->clip_grad_norm(be, g, n, clip) : sqrt(be->sum_squares(be, g, n));
     return 0;
 }

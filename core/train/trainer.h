@@ -49,6 +49,8 @@ typedef struct trainer_opts {
     int sync_batchnorm;       /* BatchNorm statistics over all ranks (core/nn/encoder_syncbn.c) */
     int64_t log_every;        /* log_every_n_steps, > 0 */
     double clip;              /* gradient_clip_val; 0: no clipping */
+    int clip_by_value;        /* gradient_clip_algorithm value: each gradient clamped to [-clip, clip]
+                               * (torch's clip_grad_value_); else the global L2 norm (norm) */
     amp_precision precision;  /* trainer.precision: 32 -> AMP_FP32; bf16-mixed -> AMP_BF16 (GEMM inputs in
                                * bfloat16); 16-mixed -> AMP_FP16 (GEMM inputs in half, with the loss
                                * scaler of core/train/grad_scaler.h). Master weights, gradients and Adam's

@@ -154,6 +154,23 @@ static void clip_grad_norm_run(tb_run *r, int s)
     tb_out(r, "g", g, n);
 }
 
+static const struct {
+    size_t n;
+    float v;
+    int nan_at; /* -1: none; else a NaN there, which stays */
+} CLIPV_S[] = {{0, 1.0f, -1}, {1001, 0.05f, -1}, {70001, 0.5f, 3}, {7, 0.0f, 6}};
+
+static void clip_grad_value_run(tb_run *r, int s)
+{
+    size_t n = CLIPV_S[s].n;
+    tb_shape(r, "n %zu v %g nan at %d", n, (double)CLIPV_S[s].v, CLIPV_S[s].nan_at);
+    float *gh = tb_host_rand(r, n, -0.1, 0.1);
+    if (CLIPV_S[s].nan_at >= 0) gh[CLIPV_S[s].nan_at] = NAN;
+    float *g = tb_upload(r, gh, n);
+    tb_be(r)->clip_grad_value(tb_be(r), g, n, CLIPV_S[s].v);
+    tb_out_exact(r, "g", g, n); /* a clamp: exact */
+}
+
 /* ------------------------------------------------------------------ the loss scaler's unscale */
 
 static const struct {
@@ -187,4 +204,5 @@ const tb_case tb_case_adam_update = {LEN(ADAM_S), TOL_ELEM, adam_update_run};
 const tb_case tb_case_sum = {LEN(SUM_S), TOL_DOUBLE, sum_run};
 const tb_case tb_case_sum_squares = {LEN(SUM_S), TOL_DOUBLE, sum_squares_run};
 const tb_case tb_case_clip_grad_norm = {LEN(CLIP_S), TOL_ELEM, clip_grad_norm_run};
+const tb_case tb_case_clip_grad_value = {LEN(CLIPV_S), 0, clip_grad_value_run};
 const tb_case tb_case_unscale_grads = {LEN(UNSCALE_S), 0, unscale_grads_run};

@@ -269,3 +269,30 @@ Test(train, second_run_on_a_live_experiment_is_refused_and_changes_nothing)
     cr_assert(!strncmp(csv_before, csv_after, strlen(csv_before)));
     free(csv_before), free(csv_after), free(log);
 }
+
+/* gradient_clip_algorithm value (torch's clip_grad_value_ after the unscale, as Lightning): a bound
+ * above every gradient changes nothing, a tiny one changes the run, and not as the norm would. */
+Test(train, gradient_clip_by_value)
+{
+    cr_assert_eq(run("none", "--stages train trainer.max_epochs=2 trainer.gradient_clip_val=0"), 0, "%s", slurp("log"));
+    cr_assert_eq(run("wide", "--stages train trainer.max_epochs=2 trainer.gradient_clip_val=1e9 "
+                             "trainer.gradient_clip_algorithm=value"),
+                 0, "%s", slurp("log"));
+    cr_assert_eq(run("tight", "--stages train trainer.max_epochs=2 trainer.gradient_clip_val=1e-3 "
+                              "trainer.gradient_clip_algorithm=value"),
+                 0, "%s", slurp("log"));
+    cr_assert_eq(run("tightn", "--stages train trainer.max_epochs=2 trainer.gradient_clip_val=1e-3 "
+                               "trainer.gradient_clip_algorithm=norm"),
+                 0, "%s", slurp("log"));
+    const char *m = "checkpoints/epoch=2-step=2/model.safetensors";
+    char a[128], b[128], c[128], d[128];
+    snprintf(a, sizeof a, "none/%s", m), snprintf(b, sizeof b, "wide/%s", m);
+    snprintf(c, sizeof c, "tight/%s", m), snprintf(d, sizeof d, "tightn/%s", m);
+    cr_assert(same_file(a, b), "a bound above every gradient changed the run");
+    cr_assert_not(same_file(a, c), "a tight bound changed nothing");
+    cr_assert_not(same_file(c, d), "clipping by value computed what clipping by norm does");
+    cr_assert_eq(run("bad", "--stages train trainer.gradient_clip_algorithm=max"), 1);
+    char *log = slurp("log");
+    cr_assert(strstr(log, "trainer.gradient_clip_algorithm: 'max'"), "%s", log);
+    free(log);
+}
