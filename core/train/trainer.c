@@ -19,19 +19,26 @@ static int steps_done(const trainer *t)
     return t->o->max_steps > 0 && t->step >= t->o->max_steps;
 }
 
+/* Whether this model's validation reports `monitor`; when it does not, `have` lists what it does
+ * report (for the message). */
+static int validation_reports(const trainer *t, const char *monitor, char *have, size_t cap)
+{
+    metric v[VALID_METRICS_MAX];
+    size_t n = validation_metrics(&t->model, v), used = 0;
+    for (size_t k = 0; k < n; k++)
+        if (monitor && !strcmp(v[k].name, monitor)) return 1;
+    have[0] = '\0';
+    for (size_t k = 0; k < n && used < cap; k++)
+        used += (size_t)snprintf(have + used, cap - used, "%s%s", k ? ", " : "", v[k].name);
+    return 0;
+}
+
 /* EarlyStopping's monitor must be among the validation metrics: an error when strict (Lightning
  * raises), else a warning and no early stopping. */
 static int early_stopping_check_monitor(trainer *t, esp_err *err)
 {
-    if (!t->es.monitor) return 0;
-    metric v[VALID_METRICS_MAX];
-    size_t n = validation_metrics(&t->model, v), k = 0;
-    while (k < n && strcmp(v[k].name, t->es.monitor) != 0) k++;
-    if (k < n) return 0;
     char have[256];
-    size_t used = 0;
-    for (k = 0; k < n && used < sizeof have; k++)
-        used += (size_t)snprintf(have + used, sizeof have - used, "%s%s", k ? ", " : "", v[k].name);
+    if (!t->es.monitor || validation_reports(t, t->es.monitor, have, sizeof have)) return 0;
     if (t->o->early_stop_strict)
         return esp_fail(err, "trainer.callbacks: EarlyStopping's monitor %s is not reported by this model's validation "
                         "(it reports %s; or strict: false)", t->es.monitor, have);
@@ -244,17 +251,10 @@ static int open_model(trainer *t, esp_err *err)
 /* A best_model_criterion monitor that validation never reports keeps no checkpoint: say so. */
 static void check_monitors(const trainer *t)
 {
-    metric v[VALID_METRICS_MAX];
-    size_t n = validation_metrics(&t->model, v);
     for (size_t i = 0; i < t->cfg->n_best_model_criterion; i++) {
         const char *mon = t->cfg->best_model_criterion[i].monitor;
-        size_t k = 0;
-        while (k < n && strcmp(v[k].name, mon) != 0) k++;
-        if (k < n) continue;
-        char have[160];
-        size_t used = 0;
-        for (k = 0; k < n && used < sizeof have; k++)
-            used += (size_t)snprintf(have + used, sizeof have - used, "%s%s", k ? ", " : "", v[k].name);
+        char have[256];
+        if (validation_reports(t, mon, have, sizeof have)) continue;
         log_warn("best_model_criterion[%zu]: %s is not reported by this model's validation (%s); no checkpoint is "
                  "kept or averaged for it", i, mon ? mon : "", have);
     }
