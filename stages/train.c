@@ -27,6 +27,7 @@
 #include "core/train/trainer.h"
 #include "stages/stages.h"
 #include "stages/train_callbacks.h"
+#include "core/config/config_schema.h"
 
 /* Lightning's limit_*_batches as written (checked at load): an integer is a count of batches
  * (passed on as -count, 1 meaning one batch), a float a fraction (1.0: all). NULL: all. */
@@ -66,7 +67,6 @@ static int check_model_keys(const model_cfg *m, const char *file, esp_err *err)
  * (one warning each) instead of ignoring them; refuse what would train a different model. */
 static int check_unused_keys(const training_cfg *cfg, const char *file, esp_err *err)
 {
-    const trainer_cfg *tc = cfg->trainer;
     const model_cfg *m = cfg->model;
     int lm = config_is_lm_task(cfg);
     if (lm && m) { /* an LM task builds the LM alone, as ESPnet's LMTask does */
@@ -81,9 +81,6 @@ static int check_unused_keys(const training_cfg *cfg, const char *file, esp_err 
                          asr[i].key, cfg->task ? cfg->task : "LMTask");
     }
     if (!lm && check_model_keys(m, file, err) != 0) return -1;
-    if (tc->val_check_interval > 0 && tc->val_check_interval != 1.0)
-        log_warn("%s: trainer.val_check_interval: not implemented yet; validation runs at epoch ends "
-                 "(trainer.check_val_every_n_epoch)", file);
     int has_decoder = m && m->decoder && !strcmp(m->decoder, "transformer");
     if (!lm && !has_decoder && m && m->model_conf && m->model_conf->ctc_weight > 0 && m->model_conf->ctc_weight != 1.0)
         log_warn("%s: model.model_conf.ctc_weight: %g asks for an attention decoder, but model.decoder is not "
@@ -172,6 +169,11 @@ static int check_static(const training_cfg *cfg, const char *file, const ynode *
     }
     trainer_opts schedule;
     if (train_callbacks_to_opts(tc, tree, &schedule, err) != 0) return -1;
+    /* it decides which checkpoints rank and are averaged: not a key to ignore */
+    if (tc && tc->val_check_interval > 0 && tc->val_check_interval != 1.0)
+        return config_fail_node(err, yt_get_path(tree, "trainer.val_check_interval"), "trainer.val_check_interval",
+                                "validation inside an epoch is not built yet (leave it out, or 1.0: validation at "
+                                "epoch ends, every trainer.check_val_every_n_epoch)");
     if (speed_perturb_factors_check(tree, err) != 0) return -1;
     augment_conf aug;
     if (augment_conf_from_tree(tree, &aug, err) != 0) return -1;

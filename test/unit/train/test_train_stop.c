@@ -167,6 +167,7 @@ Test(train_stop, callback_keys_are_checked_at_their_line)
         {"'+trainer.callbacks=[{_target_: lightning.pytorch.callbacks.StochasticWeightAveraging}]'",
          "unknown _target_ 'lightning.pytorch.callbacks.StochasticWeightAveraging'"},
         {"trainer.max_time=12h", "trainer.max_time: '12h' is not a duration \"DD:HH:MM:SS\""},
+        {"trainer.val_check_interval=0.5", "trainer.val_check_interval: validation inside an epoch is not built yet"},
         {"'+trainer.callbacks=[{_target_: lightning.pytorch.callbacks.EarlyStopping, patience: 2}]'",
          "trainer.callbacks[0]: EarlyStopping needs monitor (e.g. valid/loss)"},
         {"'+trainer.callbacks=[{_target_: lightning.pytorch.callbacks.EarlyStopping, monitor: valid/loss, mode: up}]'",
