@@ -147,6 +147,43 @@ static int check_model_size(const training_cfg *cfg, const char *file, const yno
  * ctc_conf.reduce, speed_perturb_factors and the waveform augmentation keys (the frontend's
  * sample rate bounds their frequencies; an LM task has none). Missing sections are the stage's own error, so that a
  * partial config still shows under --dry_run. */
+/* fit.ckpt_path as Lightning's _parse_ckpt_path reads it: "last" and "hpc" are the run's newest
+ * checkpoint (a SLURM requeue's too: ours is `last`); "best" only names a checkpoint the same
+ * process saved, so a new run cannot use it; a path must exist. */
+static int check_fit(const fit_cfg *fit, const ynode *tree, esp_err *err)
+{
+    const char *p = fit ? fit->ckpt_path : NULL;
+    if (!p || !strcmp(p, "last") || !strcmp(p, "hpc")) return 0;
+    const ynode *n = yt_get_path(tree, "fit.ckpt_path");
+    if (!strcmp(p, "best"))
+        return config_fail_node(err, n, "fit.ckpt_path", "'best' names the best checkpoint of the same process's "
+                                "earlier fit, which a new run has not made (Lightning raises too): give the file, "
+                                "or 'last'");
+    if (!path_exists(p))
+        return config_fail_node(err, n, "fit.ckpt_path", "%s does not exist (a checkpoint directory of espnet3, or "
+                                "a .ckpt: ESPnet3's last.ckpt)", p);
+    return 0;
+}
+
+/* fit.ckpt_path for the trainer: NULL for the run's own `last` ("last", "hpc": an error when there
+ * is none, as Lightning's), else the path. */
+static int fit_ckpt_path(const training_cfg *cfg, const char **out, esp_err *err)
+{
+    const char *p = cfg->fit ? cfg->fit->ckpt_path : NULL;
+    *out = NULL;
+    if (p && !strcmp(p, "hpc")) {
+        char *last = path_join(cfg->exp_dir, "last");
+        int have = path_exists(last);
+        free(last);
+        if (!have)
+            return esp_fail(err, "fit.ckpt_path: 'hpc' is set but no checkpoint of a requeued job was found in %s "
+                                 "(give a checkpoint path, or 'last')", cfg->exp_dir);
+        return 0;
+    }
+    if (p && strcmp(p, "last")) *out = p;
+    return 0;
+}
+
 static int check_static(const training_cfg *cfg, const char *file, const ynode *tree, esp_err *err)
 {
     const trainer_cfg *tc = cfg->trainer;
@@ -169,6 +206,7 @@ static int check_static(const training_cfg *cfg, const char *file, const ynode *
     }
     trainer_opts schedule;
     if (train_callbacks_to_opts(tc, tree, &schedule, err) != 0) return -1;
+    if (check_fit(cfg->fit, tree, err) != 0) return -1;
     /* it decides which checkpoints rank and are averaged: not a key to ignore */
     if (tc && tc->val_check_interval > 0 && tc->val_check_interval != 1.0)
         return config_fail_node(err, yt_get_path(tree, "trainer.val_check_interval"), "trainer.val_check_interval",
@@ -330,8 +368,9 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
         .sanity_val_steps = yt_get_path(ctx->configs->training->tree, "trainer.num_sanity_val_steps")
                                 ? tc->num_sanity_val_steps : 2,
     };
-    augment_conf aug;
-    int rc = augment_conf_from_tree(ctx->configs->training->tree, &aug, err);
+    augment_conf aug = {0};
+    int rc = fit_ckpt_path(cfg, &o.fit_ckpt_path, err);
+    if (rc == 0) rc = augment_conf_from_tree(ctx->configs->training->tree, &aug, err);
     if (rc == 0 && aug.n) {
         if (aug.prob > 0)
             log_info("train: waveform augmentation of the training split: %zu data_aug_effects entries, %d to %d per "

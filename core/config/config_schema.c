@@ -442,6 +442,11 @@ static const cyaml_schema_field_t criterion_fields[] = {
     CYAML_FIELD_END};
 static const cyaml_schema_value_t criterion_entry = {CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, criterion_cfg, criterion_fields)};
 
+static const cyaml_schema_field_t fit_fields[] = {
+    STR("ckpt_path", fit_cfg, ckpt_path),
+    BOOL("weights_only", fit_cfg, weights_only),
+    CYAML_FIELD_END};
+
 static const cyaml_schema_field_t training_fields[] = {
     INT("num_device", training_cfg, num_device),
     INT("num_nodes", training_cfg, num_nodes),
@@ -474,7 +479,7 @@ static const cyaml_schema_field_t training_fields[] = {
     SEQ("speed_perturb_factors", training_cfg, speed_perturb_factors, &float_entry),
     STR("token_type", training_cfg, token_type),
     STR("bpemodel", training_cfg, bpemodel),
-    IGNORED("fit"),
+    MAP("fit", training_cfg, fit, fit_fields),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t target_fields[] = {

@@ -423,6 +423,13 @@ typedef struct dataset_cfg {
 } dataset_cfg;
 
 /* The training config (--training_config / --config). */
+/* ESPnet3's `fit:` block: the keyword arguments of Lightning's trainer.fit. */
+typedef struct fit_cfg {
+    char *ckpt_path;     /* the checkpoint training starts from (core/train/train_import.c); null or
+                          * "last": exp_dir's `last`; "hpc": the one a SLURM requeue left (= `last`) */
+    int weights_only;    /* torch.load's guard against code in the file: ours never runs any */
+} fit_cfg;
+
 typedef struct training_cfg {
     int64_t num_device;
     int64_t num_nodes;
@@ -455,6 +462,7 @@ typedef struct training_cfg {
     double *speed_perturb_factors; unsigned n_speed_perturb_factors; /* ESPnet2 asr.sh's 3-way copies */
     char *token_type;    /* ESPnet2's config.yaml keys: char | word | bpe, and the bpe model; */
     char *bpemodel;      /* they override the tokenizer block (core/data/tokenizer_spec.c) */
+    fit_cfg *fit;
 } training_cfg;
 
 /* The inference config (--inference_config), ESPnet3's inference.yaml keys. */

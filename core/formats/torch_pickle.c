@@ -17,7 +17,7 @@ typedef enum pv_global {
 
 typedef struct pv {
     pv_kind kind;
-    int64_t i;      /* INT/BOOL value; STORAGE numel; GLOBAL: pv_global */
+    int64_t i;      /* INT/BOOL value; FLOAT: the double's bits; STORAGE numel; GLOBAL: pv_global */
     int dtype;      /* GLOBAL storage type / STORAGE: pt_dtype */
     char *s;        /* STR; GLOBAL and OBJECT "module.name"; STORAGE key */
     int *items;     /* TUPLE/LIST elements; DICT keys and values alternating */
@@ -428,7 +428,11 @@ static int step(vm *m, int *done)
     }
     case 'G': {
         if (take(m, 8, &a) != 0) return -1;
-        push(m, new_val(m, PV_FLOAT)); /* its value is not needed (optimizer settings, metrics) */
+        v = new_val(m, PV_FLOAT);
+        uint64_t u = 0;
+        for (int b = 0; b < 8; b++) u = u << 8 | a[b]; /* BINFLOAT: a big-endian double */
+        m->vals[v].i = (int64_t)u;
+        push(m, v);
         return 0;
     }
     case 'X': case 0x8c: {
@@ -521,6 +525,30 @@ static const char *describe(const pv *v, char *buf, size_t n)
     return buf;
 }
 
+/* A view of tensor value tv named `name`, checked to lie inside its storage. */
+static int add_view(vm *m, const pv *tv, const char *name, pt_views *out, size_t *cap)
+{
+    char kb[200];
+    const pv_tensor *t = &m->tens[tv->i];
+    const pv *st = &m->vals[t->storage];
+    int64_t ext = checked_extent(t);
+    if (ext < 0 || ext > st->i)
+        return esp_fail(m->err, "%s: tensor '%s' reaches past its storage of %lld elements", m->what,
+                        esp_shown(name, kb, sizeof kb), (long long)st->i);
+    grow((void **)&out->v, cap, out->n + 1, sizeof *out->v);
+    pt_view *o = &out->v[out->n++];
+    memset(o, 0, sizeof *o);
+    o->name = xstrdup(name);
+    o->storage = xstrdup(st->s);
+    o->dtype = (pt_dtype)st->dtype;
+    o->storage_numel = st->i;
+    o->offset = t->offset;
+    o->ndim = t->ndim;
+    memcpy(o->shape, t->shape, sizeof o->shape);
+    memcpy(o->stride, t->stride, sizeof o->stride);
+    return 0;
+}
+
 static int collect(vm *m, int root, pt_views *out)
 {
     char kb[200];
@@ -532,7 +560,7 @@ static int collect(vm *m, int root, pt_views *out)
     const pv *inner = dict_get(m, d, "state_dict"); /* Lightning */
     if (!inner) inner = dict_get(m, d, "model"); /* ESPnet2's trainer checkpoint.pth */
     if (inner && inner->kind == PV_DICT) d = inner;
-    out->v = xcalloc(d->n / 2 + 1, sizeof *out->v);
+    size_t cap = 0;
     for (size_t i = 0; i + 1 < d->n; i += 2) {
         const pv *k = &m->vals[d->items[i]], *tv = &m->vals[d->items[i + 1]];
         if (k->kind != PV_STR)
@@ -540,43 +568,129 @@ static int collect(vm *m, int root, pt_views *out)
         if (tv->kind != PV_TENSOR)
             return esp_fail(m->err, "%s: state-dict entry '%s' is %s, not a tensor (nothing in the file is run)",
                             m->what, esp_shown(k->s, kb, sizeof kb), describe(tv, cb, sizeof cb));
-        const pv_tensor *t = &m->tens[tv->i];
-        const pv *st = &m->vals[t->storage];
-        int64_t ext = checked_extent(t);
-        if (ext < 0 || ext > st->i)
-            return esp_fail(m->err, "%s: tensor '%s' reaches past its storage of %lld elements", m->what,
-                            esp_shown(k->s, kb, sizeof kb), (long long)st->i);
-        pt_view *o = &out->v[out->n++];
-        o->name = xstrdup(k->s);
-        o->storage = xstrdup(st->s);
-        o->dtype = (pt_dtype)st->dtype;
-        o->storage_numel = st->i;
-        o->offset = t->offset;
-        o->ndim = t->ndim;
-        memcpy(o->shape, t->shape, sizeof o->shape);
-        memcpy(o->stride, t->stride, sizeof o->stride);
+        if (add_view(m, tv, k->s, out, &cap) != 0) return -1;
     }
     return 0;
+}
+
+/* ---- the whole pickle as named leaves (pt_pickle_tree) ------------------------------------ */
+
+static double pv_float(const pv *x)
+{
+    uint64_t u = (uint64_t)x->i;
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
+
+typedef struct tree_walk {
+    vm *m;
+    pt_views *tensors;
+    pt_scalars *scalars;
+    size_t cap_t, cap_s, visited;
+} tree_walk;
+
+/* Names every tensor and number under value v "a.b.0.c" (dict keys that are str or int, list and
+ * tuple positions); strings, None and opaque objects are left out. The memo can share a container
+ * many times over, so the number of values visited is bounded, as is the depth. */
+static int walk(tree_walk *w, int v, char *path, size_t plen, int depth)
+{
+    vm *m = w->m;
+    const pv *x = &m->vals[v];
+    if (++w->visited > PT_TREE_MAX_VALUES)
+        return esp_fail(m->err, "%s: the pickle shares its values more than %d times over (refused)", m->what,
+                        PT_TREE_MAX_VALUES);
+    if (x->kind == PV_TENSOR) return add_view(m, x, path, w->tensors, &w->cap_t);
+    if (x->kind == PV_INT || x->kind == PV_BOOL || x->kind == PV_FLOAT) {
+        grow((void **)&w->scalars->v, &w->cap_s, w->scalars->n + 1, sizeof *w->scalars->v);
+        pt_scalar *s = &w->scalars->v[w->scalars->n++];
+        s->name = xstrdup(path);
+        s->is_int = x->kind != PV_FLOAT;
+        s->i = x->kind == PV_FLOAT ? 0 : x->i;
+        s->f = x->kind == PV_FLOAT ? pv_float(x) : (double)x->i;
+        return 0;
+    }
+    int is_dict = x->kind == PV_DICT;
+    if (!is_dict && x->kind != PV_LIST && x->kind != PV_TUPLE) return 0;
+    if (depth >= PT_TREE_MAX_DEPTH)
+        return esp_fail(m->err, "%s: containers nested deeper than %d levels (refused)", m->what, PT_TREE_MAX_DEPTH);
+    size_t n = is_dict ? x->n / 2 : x->n;
+    for (size_t k = 0; k < n; k++) {
+        char key[64];
+        const char *kp = key;
+        if (is_dict) {
+            const pv *kv = &m->vals[x->items[2 * k]];
+            if (kv->kind == PV_STR) kp = kv->s;
+            else if (kv->kind == PV_INT) snprintf(key, sizeof key, "%lld", (long long)kv->i);
+            else continue; /* a tuple or object key: nothing a checkpoint's training state uses */
+        } else {
+            snprintf(key, sizeof key, "%zu", k);
+        }
+        size_t kl = strlen(kp), at = plen ? plen + 1 : 0;
+        if (at + kl + 1 > PT_TREE_MAX_PATH)
+            return esp_fail(m->err, "%s: a name longer than %d bytes inside the pickle (refused)", m->what,
+                            PT_TREE_MAX_PATH);
+        if (plen) path[plen] = '.';
+        memcpy(path + at, kp, kl + 1);
+        int rc = walk(w, x->items[is_dict ? 2 * k + 1 : k], path, at + kl, depth + 1);
+        path[plen] = 0;
+        if (rc != 0) return rc;
+    }
+    return 0;
+}
+
+/* ---- entry points ---------------------------------------------------------------------------- */
+
+static int run(vm *m)
+{
+    int rc = 0, done = 0;
+    while (rc == 0 && !done) {
+        if (m->pos >= m->len) {
+            m->op_pos = m->pos;
+            rc = fail(m, "truncated (no STOP)%s%s", "", "");
+            break;
+        }
+        rc = step(m, &done);
+    }
+    if (rc == 0 && (m->ns != 1 || m->nm))
+        rc = esp_fail(m->err, "%s: pickle: STOP with %zu values on the stack", m->what, m->ns);
+    return rc;
+}
+
+static void vm_free(vm *m)
+{
+    for (size_t i = 0; i < m->nv; i++) free(m->vals[i].s), free(m->vals[i].items);
+    free(m->vals), free(m->stack), free(m->marks), free(m->memo), free(m->tens);
 }
 
 int pt_pickle_state_dict(const unsigned char *pkl, size_t len, const char *what, pt_views *out, esp_err *err)
 {
     vm m = {.p = pkl, .len = len, .what = what, .err = err};
     memset(out, 0, sizeof *out);
-    int rc = 0, done = 0;
-    while (rc == 0 && !done) {
-        if (m.pos >= m.len) {
-            m.op_pos = m.pos;
-            rc = fail(&m, "truncated (no STOP)%s%s", "", "");
-            break;
-        }
-        rc = step(&m, &done);
-    }
-    if (rc == 0 && (m.ns != 1 || m.nm)) rc = esp_fail(err, "%s: pickle: STOP with %zu values on the stack", what, m.ns);
+    int rc = run(&m);
     if (rc == 0) rc = collect(&m, m.stack[0], out);
-    for (size_t i = 0; i < m.nv; i++) free(m.vals[i].s), free(m.vals[i].items);
-    free(m.vals), free(m.stack), free(m.marks), free(m.memo), free(m.tens);
+    vm_free(&m);
     if (rc != 0) pt_views_free(out);
+    return rc;
+}
+
+int pt_pickle_tree(const unsigned char *pkl, size_t len, const char *what, pt_views *tensors, pt_scalars *scalars,
+                   esp_err *err)
+{
+    vm m = {.p = pkl, .len = len, .what = what, .err = err};
+    memset(tensors, 0, sizeof *tensors);
+    memset(scalars, 0, sizeof *scalars);
+    int rc = run(&m);
+    char path[PT_TREE_MAX_PATH] = "";
+    tree_walk w = {.m = &m, .tensors = tensors, .scalars = scalars};
+    if (rc == 0 && m.vals[m.stack[0]].kind != PV_DICT) {
+        char cb[240];
+        rc = esp_fail(err, "%s: the pickle holds %s, not a checkpoint's dict (nothing in the file is run)", what,
+                      describe(&m.vals[m.stack[0]], cb, sizeof cb));
+    }
+    if (rc == 0) rc = walk(&w, m.stack[0], path, 0, 0);
+    vm_free(&m);
+    if (rc != 0) pt_views_free(tensors), pt_scalars_free(scalars);
     return rc;
 }
 
@@ -585,6 +699,20 @@ void pt_views_free(pt_views *v)
     for (size_t i = 0; i < v->n; i++) free(v->v[i].name), free(v->v[i].storage);
     free(v->v);
     memset(v, 0, sizeof *v);
+}
+
+void pt_scalars_free(pt_scalars *s)
+{
+    for (size_t i = 0; i < s->n; i++) free(s->v[i].name);
+    free(s->v);
+    memset(s, 0, sizeof *s);
+}
+
+const pt_scalar *pt_scalar_get(const pt_scalars *s, const char *name)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (!strcmp(s->v[i].name, name)) return &s->v[i];
+    return NULL;
 }
 
 /* ---- writing ------------------------------------------------------------------------------- */

@@ -48,6 +48,34 @@ const char *pt_dtype_name(pt_dtype t);
 int pt_pickle_state_dict(const unsigned char *pkl, size_t len, const char *what, pt_views *out, esp_err *err);
 void pt_views_free(pt_views *v);
 
+/* A number inside the pickle (int, bool or float), named by its path as pt_pickle_tree names it. */
+typedef struct pt_scalar {
+    char *name;
+    int is_int;  /* int or bool: i; float: f only */
+    int64_t i;
+    double f;
+} pt_scalar;
+
+typedef struct pt_scalars {
+    pt_scalar *v;
+    size_t n;
+} pt_scalars;
+
+/* Limits of pt_pickle_tree against a hostile pickle (a container shared over and over through the
+ * memo, deep nesting, long names). A Lightning checkpoint of an ESPnet model has ~10^4 values. */
+enum { PT_TREE_MAX_VALUES = 1 << 22, PT_TREE_MAX_DEPTH = 32, PT_TREE_MAX_PATH = 1024 };
+
+/* The whole pickle (a dict at the top, as torch.save of a Lightning or ESPnet2 checkpoint holds) as
+ * named leaves: every tensor and every number, named by its path of dict keys (str or int) and
+ * list/tuple positions joined with '.' ("state_dict.model.encoder.embed.0.weight",
+ * "optimizer_states.0.state.3.exp_avg", "lr_schedulers.0.last_epoch"). Strings, None and objects
+ * of other classes are left out. For resuming from another trainer's checkpoint. */
+int pt_pickle_tree(const unsigned char *pkl, size_t len, const char *what, pt_views *tensors, pt_scalars *scalars,
+                   esp_err *err);
+void pt_scalars_free(pt_scalars *s);
+/* The number named `name`, or NULL. */
+const pt_scalar *pt_scalar_get(const pt_scalars *s, const char *name);
+
 /* The pickle torch.save writes for an OrderedDict of contiguous tensors: entry i is a view of all
  * of storage "<i>" (dtypes[i]: PT_F32, PT_F64 or PT_I64). Returns a malloc'd buffer of *len bytes. */
 unsigned char *pt_pickle_write(const char *const *names, const pt_dtype *dtypes, const int *ndims,

@@ -245,7 +245,8 @@ static int load_views(zreader *z, const pt_views *vw, size_t file_len, st_file *
     return rc;
 }
 
-int pt_read_mem(const void *buf, size_t len, const char *what, st_file *out, esp_err *err)
+/* The state dict (scalars NULL) or the whole tree (pt_pickle_tree) of a checkpoint in memory. */
+static int read_mem(const void *buf, size_t len, const char *what, st_file *out, pt_scalars *scalars, esp_err *err)
 {
     memset(out, 0, sizeof *out);
     out->path = xstrdup(what);
@@ -284,23 +285,50 @@ int pt_read_mem(const void *buf, size_t len, const char *what, st_file *out, esp
     unsigned char *pkl = rc ? NULL : read_entry(&z, "data.pkl", PKL_MAX, 1, &pl, err);
     if (!rc && !pkl) rc = -1;
     pt_views vw = {0};
-    if (rc == 0) rc = pt_pickle_state_dict(pkl, pl, what, &vw, err);
+    if (rc == 0)
+        rc = scalars ? pt_pickle_tree(pkl, pl, what, &vw, scalars, err) : pt_pickle_state_dict(pkl, pl, what, &vw, err);
     free(pkl);
     if (rc == 0) rc = load_views(&z, &vw, len, out, err);
     pt_views_free(&vw);
     zip_discard(z.za);
-    if (rc != 0) st_close(out);
+    if (rc != 0) {
+        st_close(out);
+        if (scalars) pt_scalars_free(scalars);
+    }
+    return rc;
+}
+
+int pt_read_mem(const void *buf, size_t len, const char *what, st_file *out, esp_err *err)
+{
+    return read_mem(buf, len, what, out, NULL, err);
+}
+
+int pt_read_tree_mem(const void *buf, size_t len, const char *what, st_file *tensors, pt_scalars *scalars,
+                     esp_err *err)
+{
+    memset(scalars, 0, sizeof *scalars);
+    return read_mem(buf, len, what, tensors, scalars, err);
+}
+
+static int read_path(const char *path, st_file *out, pt_scalars *scalars, esp_err *err)
+{
+    size_t len = 0;
+    if (scalars) memset(scalars, 0, sizeof *scalars);
+    char *buf = read_file(path, READ_MODEL, &len, err);
+    if (!buf) return -1;
+    int rc = read_mem(buf, len, path, out, scalars, err);
+    free(buf);
     return rc;
 }
 
 int pt_read(const char *path, st_file *out, esp_err *err)
 {
-    size_t len = 0;
-    char *buf = read_file(path, READ_MODEL, &len, err);
-    if (!buf) return -1;
-    int rc = pt_read_mem(buf, len, path, out, err);
-    free(buf);
-    return rc;
+    return read_path(path, out, NULL, err);
+}
+
+int pt_read_tree(const char *path, st_file *tensors, pt_scalars *scalars, esp_err *err)
+{
+    return read_path(path, tensors, scalars, err);
 }
 
 /* ---- writing ------------------------------------------------------------------------------- */

@@ -15,6 +15,7 @@
 
 #include "core/base/log.h"
 #include "core/formats/safetensors.h"
+#include "core/formats/torch_pickle.h"
 
 /* 1 when the file starts as a zip (what torch.save writes), 0 otherwise (or unreadable). */
 int pt_is_zip_file(const char *path);
@@ -26,6 +27,13 @@ int pt_is_legacy_file(const char *path);
 int pt_read(const char *path, st_file *out, esp_err *err);
 /* The same from memory (the fuzz target); `what` names it in messages. */
 int pt_read_mem(const void *buf, size_t len, const char *what, st_file *out, esp_err *err);
+
+/* Every tensor and number of a checkpoint's pickle, named by its path (pt_pickle_tree in
+ * core/formats/torch_pickle.h): a Lightning .ckpt's state_dict, optimizer_states, lr_schedulers,
+ * epoch, global_step and loops, for resuming from it. Tensors as pt_read gives them. */
+int pt_read_tree(const char *path, st_file *tensors, pt_scalars *scalars, esp_err *err);
+int pt_read_tree_mem(const void *buf, size_t len, const char *what, st_file *tensors, pt_scalars *scalars,
+                     esp_err *err);
 
 /* Writes F32, F64 and I64 tensors as an OrderedDict state dict that torch.load (weights_only too)
  * reads, atomically (temp + fsync + rename). Deterministic bytes for the same tensors. */

@@ -517,7 +517,16 @@ int ckpt_load_last(const ckpt_manager *m, ckpt_loaded *out, esp_err *err)
 {
     memset(out, 0, sizeof *out);
     if (!m->last) return 1;
-    out->dir = path_join(m->ckpt_dir, m->last);
+    char *dir = path_join(m->ckpt_dir, m->last);
+    int rc = ckpt_load_dir(dir, out, err);
+    free(dir);
+    return rc;
+}
+
+int ckpt_load_dir(const char *dir, ckpt_loaded *out, esp_err *err)
+{
+    memset(out, 0, sizeof *out);
+    out->dir = xstrdup(dir);
     json_t *root = load_state_json(out->dir, err);
     if (!root) goto fail;
     out->epoch = json_integer_value(json_object_get(root, "epoch"));

@@ -99,6 +99,8 @@ int ckpt_save(ckpt_manager *m, const ckpt_info *info, const st_tensor *model, si
 
 /* Loads the checkpoint `last` names. Returns 0 when loaded, 1 when there is none, -1 on error. */
 int ckpt_load_last(const ckpt_manager *m, ckpt_loaded *out, esp_err *err);
+/* Loads the checkpoint directory `dir` (one of checkpoints/epoch=E-step=S, of any exp_dir). */
+int ckpt_load_dir(const char *dir, ckpt_loaded *out, esp_err *err);
 void ckpt_loaded_free(ckpt_loaded *c);
 /* A counter of a loaded checkpoint, or `dflt` when it was not saved. */
 int64_t ckpt_counter_get(const ckpt_loaded *c, const char *name, int64_t dflt);

@@ -1,5 +1,6 @@
 /* The trainer's state across processes and time: checkpoints (rank 0 writes; fsdp gathers the
- * moments from every rank first), resume from `last`, rank 0's state on every rank at the start,
+ * moments from every rank first), resume from `last` (or a checkpoint directory fit.ckpt_path names:
+ * core/train/train_import.c), rank 0's state on every rank at the start,
  * and the check that every rank holds the same parameters. BatchNorm buffers (the Conformer's
  * running statistics) are model state but not parameters: each rank updates its own from its own
  * batches, rank 0's are the ones checkpoints keep and the ones every rank validates with. Parameters and moments live on the
@@ -81,7 +82,7 @@ static int save_at(trainer *t, const metric *metrics, size_t n_metrics, int64_t 
     /* train.batch_in_epoch: the plan index a mid-epoch checkpoint's epoch goes on at (0 at an epoch
      * end); with trainer.max_time, train.time_elapsed_ms: what it has counted so far (left out
      * otherwise, so that a checkpoint's state stays a function of the training alone). */
-    ckpt_counter counters[8] = {{"optimizer.step", t->opt.step},
+    ckpt_counter counters[9] = {{"optimizer.step", t->opt.step},
                                 {"scheduler.last_epoch", t->sched.last_epoch},
                                 {"nan_guard.countdown", t->guard.countdown},
                                 {"train.batch_in_epoch", batch}};
@@ -89,6 +90,7 @@ static int save_at(trainer *t, const metric *metrics, size_t n_metrics, int64_t 
     if (t->o->max_time_s > 0)
         counters[n_counters++] = (ckpt_counter){"train.time_elapsed_ms", (int64_t)(train_elapsed(t) * 1000)};
     if (t->scaler.enabled) counters[n_counters++] = (ckpt_counter){"grad_scaler.growth_tracker", t->scaler.growth_tracker};
+    if (t->started_from) counters[n_counters++] = (ckpt_counter){"train.started_from", t->started_from};
     if (t->es.monitor) { /* EarlyStopping's state: its count and its best (float32 bits) */
         int32_t best_bits;
         memcpy(&best_bits, &t->es.best, sizeof best_bits);
@@ -122,6 +124,14 @@ int save_checkpoint_in_epoch(trainer *t, int64_t batch, esp_err *err)
     return rc;
 }
 
+int save_imported(trainer *t, esp_err *err)
+{
+    if (t->rank == 0)
+        log_info("train: the state taken from fit.ckpt_path saved as our checkpoint of epoch %" PRId64 " step %" PRId64,
+                 t->epoch, t->step);
+    return save_at(t, NULL, 0, t->resume_batch, err);
+}
+
 /* 16-mixed: the scaler as the checkpoint left it; a checkpoint without one (a run in another
  * precision) leaves the initial scale. A scale that is not a positive finite float, or a negative
  * tracker, makes the checkpoint unusable. */
@@ -150,6 +160,15 @@ int resume(trainer *t, esp_err *err)
     ckpt_loaded c;
     int rc = ckpt_load_last(&t->ckpt, &c, err);
     if (rc != 0) return rc < 0 ? -1 : 0;
+    rc = resume_loaded(t, &c, err);
+    ckpt_loaded_free(&c);
+    return rc;
+}
+
+int resume_loaded(trainer *t, const ckpt_loaded *c_in, esp_err *err)
+{
+    const ckpt_loaded c = *c_in;
+    int rc = 0;
     const param_table *pt = &t->model.table;
     float *params = host_floats(pt->state_total);
     for (size_t i = 0; i < pt->n && rc == 0; i++)
@@ -169,6 +188,7 @@ int resume(trainer *t, esp_err *err)
         t->guard.countdown = ckpt_counter_get(&c, "nan_guard.countdown", 0);
         t->resume_batch = ckpt_counter_get(&c, "train.batch_in_epoch", 0);
         t->time_before = (double)ckpt_counter_get(&c, "train.time_elapsed_ms", 0) / 1000.0;
+        t->started_from = ckpt_counter_get(&c, "train.started_from", 0);
         if (t->es.monitor) {
             int32_t best_bits;
             memcpy(&best_bits, &t->es.best, sizeof best_bits);
@@ -185,7 +205,6 @@ int resume(trainer *t, esp_err *err)
         log_info("train: resuming from %s (epoch %" PRId64 ", step %" PRId64 ")", c.dir, c.epoch, c.step);
     }
     free(params);
-    ckpt_loaded_free(&c);
     return rc;
 }
 
@@ -221,9 +240,9 @@ int sync_from_rank0(trainer *t, esp_err *err)
     memcpy(&scale_bits, &t->scaler.scale, sizeof scale_bits);
     int32_t best_bits;
     memcpy(&best_bits, &t->es.best, sizeof best_bits);
-    int64_t c[11] = {t->epoch, t->step, t->opt.step, t->sched.last_epoch, t->guard.countdown,
+    int64_t c[12] = {t->epoch, t->step, t->opt.step, t->sched.last_epoch, t->guard.countdown,
                      t->scaler.growth_tracker, scale_bits, t->resume_batch, (int64_t)(t->time_before * 1000),
-                     t->es.wait_count, best_bits};
+                     t->es.wait_count, best_bits, t->imported};
     comm *cm = t->dist.comm;
     size_t bytes = n_params(t) * sizeof(float), state_bytes = t->model.table.state_total * sizeof(float);
     /* Device buffers go to the comm as they are: it works on the backend's memory. The parameters
@@ -236,7 +255,7 @@ int sync_from_rank0(trainer *t, esp_err *err)
     t->scaler.growth_tracker = c[5];
     scale_bits = (int32_t)c[6];
     t->resume_batch = c[7], t->time_before = (double)c[8] / 1000.0;
-    t->es.wait_count = c[9], best_bits = (int32_t)c[10];
+    t->es.wait_count = c[9], best_bits = (int32_t)c[10], t->imported = (int)c[11];
     memcpy(&t->es.best, &best_bits, sizeof best_bits);
     memcpy(&t->scaler.scale, &scale_bits, sizeof scale_bits);
     if (t->fsdp) shard_optimizer(t);

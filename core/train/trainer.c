@@ -309,7 +309,8 @@ static int train_on_backend(trainer *t, esp_err *err)
     /* Rank 0 alone owns the experiment folder: checkpoints, resume, logs. */
     if (t->rank == 0 && ckpt_open(&t->ckpt, cfg->exp_dir, cfg->best_model_criterion, cfg->n_best_model_criterion, err) != 0)
         goto out_opt;
-    if ((t->rank != 0 || resume(t, err) == 0) && sync_from_rank0(t, err) == 0) {
+    int resumed = t->rank != 0 ? 0 : t->o->fit_ckpt_path ? resume_named(t, t->o->fit_ckpt_path, err) : resume(t, err);
+    if (resumed == 0 && sync_from_rank0(t, err) == 0 && (!t->imported || save_imported(t, err) == 0)) {
         t->first_epoch = t->epoch;
         err_calc_init(&t->ec, &t->train.data.tokens);
         rc = train_with_logs(t, err);

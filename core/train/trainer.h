@@ -74,6 +74,8 @@ typedef struct trainer_opts {
     int early_stop_strict;
     int64_t min_epochs, min_steps; /* EarlyStopping does not stop before both (Lightning's; 0: none) */
     int64_t sanity_val_steps;      /* validation batches before training (num_sanity_val_steps; -1: all) */
+    const char *fit_ckpt_path;     /* fit.ckpt_path: the checkpoint the run starts from instead of `last`
+                                    * (core/train/train_import.c); NULL: `last`, if any */
 } trainer_opts;
 
 /* trainer_run's result when training stopped before its end with a checkpoint to resume from:

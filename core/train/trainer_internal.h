@@ -51,6 +51,11 @@ typedef struct trainer {
     int64_t resume_batch;      /* the plan index epoch `epoch` continues at (a mid-epoch checkpoint's); 0 */
     double run_start;          /* now_seconds() when this run's training began */
     double time_before;        /* seconds trained by the runs this one resumes (trainer.max_time counts them) */
+    int imported;              /* the state came from another trainer's checkpoint (fit.ckpt_path): saved
+                                * as a checkpoint of ours before the first step */
+    int64_t started_from;      /* fit.ckpt_path's id (fit_ckpt_id) when this run began from it, else 0:
+                                * kept in every checkpoint, so that a rerun of the same command goes on
+                                * from `last` rather than from the named checkpoint again */
     double last_ckpt_time;     /* of the last checkpoint (train_time_interval) */
     int stop_reason;           /* 0, or why training stops early: a signal number or TRAIN_STOP_MAX_TIME */
     early_stopping es;         /* Lightning's EarlyStopping (es.monitor NULL: none); its state is checkpointed */
@@ -93,6 +98,11 @@ int save_checkpoint(trainer *t, const metric *metrics, size_t n_metrics, esp_err
  * best-k table), resumed at `batch` (every rank calls it). */
 int save_checkpoint_in_epoch(trainer *t, int64_t batch, esp_err *err);
 int resume(trainer *t, esp_err *err);
+/* The state of a loaded checkpoint (ours: `last`, or a directory fit.ckpt_path names). */
+int resume_loaded(trainer *t, const ckpt_loaded *c, esp_err *err);
+/* The state resume_named took from another trainer's checkpoint, as our checkpoint at its step
+ * (every rank calls it): a crash before the next checkpoint needs the named file no more. */
+int save_imported(trainer *t, esp_err *err);
 int sync_from_rank0(trainer *t, esp_err *err);
 /* Rank 0's BatchNorm running statistics onto every rank (no-op with one rank or no buffers). */
 int sync_buffers_from_rank0(trainer *t, esp_err *err);
@@ -100,6 +110,11 @@ int sync_buffers_from_rank0(trainer *t, esp_err *err);
  * the ranks; a communication failure ends the process with its error. */
 void bn_all_reduce(void *ctx, float *host, size_t n);
 int check_ranks_agree(trainer *t, esp_err *err);
+
+/* train_import.c: fit.ckpt_path (rank 0, in place of resume): the run starts from the checkpoint
+ * `path` names (our checkpoint directory, a .ckpt of ours that names one, or a Lightning .ckpt of
+ * ESPnet3's) unless `last` already continues a run that started from it. */
+int resume_named(trainer *t, const char *path, esp_err *err);
 
 /* train_comm.c: collectives on host values (counters, sums, hashes). The comm works on the
  * backend's memory, so they travel through a device buffer (a plain copy on the CPU). */

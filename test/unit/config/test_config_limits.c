@@ -151,9 +151,10 @@ static const char *nested_select(int depth, const char *rel)
 {
     text t;
     text_open(&t);
-    text_add(&t, "fit:\n  a: 5\nseed: ");
+    /* a publication config: pack_model.readme_context takes any keys */
+    text_add(&t, "pack_model:\n  readme_context:\n    a: 5\nexp_tag: ");
     for (int i = 0; i < depth; i++) text_add(&t, "${oc.select:nope%d,", i);
-    text_add(&t, "${fit.a}");
+    text_add(&t, "${pack_model.readme_context.a}");
     for (int i = 0; i < depth; i++) text_add(&t, "}");
     text_add(&t, "\n");
     return text_write(&t, rel);
@@ -163,7 +164,7 @@ Test(config_limits, deep_oc_select_is_an_error_not_a_crash)
 {
     const char *path = nested_select(2600, "select.yaml");
     const char *msg = load_error_file(path);
-    assert_has(msg, "%s:3:7: ${...} nests deeper than %d levels in '${oc.select:nope0,", path, CFG_MAX_INTERP_NESTING);
+    assert_has(msg, "%s:4:10: ${...} nests deeper than %d levels in '${oc.select:nope0,", path, CFG_MAX_INTERP_NESTING);
     assert_has(msg, "(move inner values to keys of their own)");
     assert_has(binary_error(path), "nests deeper than %d levels", CFG_MAX_INTERP_NESTING);
 
@@ -171,8 +172,8 @@ Test(config_limits, deep_oc_select_is_an_error_not_a_crash)
     path = nested_select(CFG_MAX_INTERP_NESTING - 1, "select_ok.yaml");
     esp_config *cfg;
     esp_err err;
-    cr_assert_eq(cfg_load(CONFIG_TRAINING, path, 0, NULL, 0, &cfg, &err), 0, "%s", err.msg);
-    cr_assert_eq(((const training_cfg *)cfg->typed)->seed, 5);
+    cr_assert_eq(cfg_load(CONFIG_PUBLICATION, path, 0, NULL, 0, &cfg, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(((const publication_cfg *)cfg->typed)->exp_tag, "5");
     config_free(cfg);
 }
 
@@ -244,21 +245,21 @@ Test(config_limits, alias_text_expansion_is_bounded)
 
 /* ---- long reference chains: linear time ------------------------------------------------------- */
 
-/* fit.k0: ${fit.k1}, ..., fit.k<n>: 7 and seed: ${fit.k0}. Forward: seed comes
- * first and pulls the whole chain (followed without recursion); backward: each key finds the next
- * one already resolved. */
+/* A publication config (pack_model.readme_context takes any keys): c.k0: ${c.k1}, ..., c.k<n>: 7
+ * and exp_tag: ${c.k0}. Forward: exp_tag comes first and pulls the whole chain (followed without
+ * recursion); backward: each key finds the next one already resolved. */
 static const char *chain(int n, int backward, const char *rel)
 {
     text t;
     text_open(&t);
-    if (!backward) text_add(&t, "seed: ${fit.k0}\n");
-    text_add(&t, "fit:\n");
+    if (!backward) text_add(&t, "exp_tag: ${pack_model.readme_context.k0}\n");
+    text_add(&t, "pack_model:\n  readme_context:\n");
     for (int j = 0; j <= n; j++) {
         int i = backward ? n - j : j;
-        if (i == n) text_add(&t, "  k%d: 7\n", i);
-        else text_add(&t, "  k%d: ${fit.k%d}\n", i, i + 1);
+        if (i == n) text_add(&t, "    k%d: 7\n", i);
+        else text_add(&t, "    k%d: ${pack_model.readme_context.k%d}\n", i, i + 1);
     }
-    if (backward) text_add(&t, "seed: ${fit.k0}\n");
+    if (backward) text_add(&t, "exp_tag: ${pack_model.readme_context.k0}\n");
     return text_write(&t, rel);
 }
 
@@ -269,11 +270,11 @@ Test(config_limits, chain_of_100000_references_resolves_in_linear_time)
         esp_config *cfg;
         esp_err err;
         double t0 = cfg_now();
-        int rc = cfg_load(CONFIG_TRAINING, path, 0, NULL, 0, &cfg, &err);
+        int rc = cfg_load(CONFIG_PUBLICATION, path, 0, NULL, 0, &cfg, &err);
         double took = cfg_now() - t0;
         cr_assert_eq(rc, 0, "%s", err.msg);
-        cr_assert_eq(((const training_cfg *)cfg->typed)->seed, 7);
-        cr_assert_str_eq(yt_get_path(cfg->tree, "fit.k99999")->str, "7");
+        cr_assert_str_eq(((const publication_cfg *)cfg->typed)->exp_tag, "7");
+        cr_assert_str_eq(yt_get_path(cfg->tree, "pack_model.readme_context.k99999")->str, "7");
         config_free(cfg);
         cr_assert_lt(took, 2.0 * SLOWDOWN, "%s chain: %.2f s", backward ? "backward" : "forward", took);
     }
