@@ -74,6 +74,9 @@ typedef struct trainer_opts {
     int early_stop_strict;
     int64_t min_epochs, min_steps; /* EarlyStopping does not stop before both (Lightning's; 0: none) */
     int64_t sanity_val_steps;      /* validation batches before training (num_sanity_val_steps; -1: all) */
+    /* "file:line:col" of scheduler_monitor in the config (the plateau schedulers' monitor that
+     * validation does not report is an error there); NULL: the config's name alone. */
+    const char *scheduler_monitor_at;
 } trainer_opts;
 
 /* trainer_run's result when training stopped before its end with a checkpoint to resume from:
