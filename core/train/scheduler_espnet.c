@@ -70,7 +70,7 @@ static int exp_decay_from_cfg(const scheduler_cfg *c, lr_scheduler *s, esp_err *
 {
     if (!(c->max_lr > 0)) return esp_fail(err, "scheduler.max_lr: missing (ExponentialDecayWarmup's peak lr, > 0)");
     if (!(c->min_lr > 0))
-        return esp_fail(err, "scheduler.min_lr: missing (ExponentialDecayWarmup's final lr, > 0: it takes "
+        return esp_fail(err, "scheduler.min_lr: missing or 0 (ExponentialDecayWarmup's final lr, > 0: it takes "
                              "log(min_lr / max_lr))");
     if (c->total_steps < 1)
         return esp_fail(err, "scheduler.total_steps: missing (ExponentialDecayWarmup's steps of the whole schedule)");

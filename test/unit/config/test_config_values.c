@@ -226,7 +226,7 @@ Test(config_values, scheduler_errors_at_their_line)
         {SCHED("espnet2.schedulers.cosine_anneal_warmup_restart.CosineAnnealingWarmupRestarts")
          "  first_cycle_steps: 100\n  cycle_mult: 0.5\n", "4:15: scheduler.cycle_mult: must be >= 1, got 0.5"},
         {SCHED("espnet2.schedulers.exponential_decay_warmup.ExponentialDecayWarmup") "  max_lr: 0.001\n  total_steps: 10\n",
-         "2:3: scheduler.min_lr: missing (ExponentialDecayWarmup's final lr, > 0"},
+         "2:3: scheduler.min_lr: missing or 0 (ExponentialDecayWarmup's final lr, > 0"},
         {SCHED("espnet2.schedulers.tristage_lr.TristageLR") "  decay_ratio: 0.4\n",
          "3:16: scheduler.decay_ratio: The sum of warmup_ratio, hold_ratio, and decay_ratio must be 1.0"},
     };

@@ -384,7 +384,7 @@ Test(scheduler, espnet2_arguments_are_checked, .init = quiet)
          "scheduler.first_cycle_steps: missing"},
         {{.target = "espnet2.schedulers.exponential_decay_warmup.ExponentialDecayWarmup", .max_lr = 1e-3,
           .total_steps = 100},
-         "scheduler.min_lr: missing (ExponentialDecayWarmup's final lr, > 0"},
+         "scheduler.min_lr: missing or 0 (ExponentialDecayWarmup's final lr, > 0"},
         {{.target = "espnet2.schedulers.exponential_decay_warmup.ExponentialDecayWarmup", .max_lr = 1e-3,
           .min_lr = 1e-5, .total_steps = 100, .warmup_steps = 100},
          "scheduler.warmup_steps: must be in [0, total_steps)"},
