@@ -143,6 +143,23 @@ static int check_model_size(const training_cfg *cfg, const char *file, const yno
     return esp_fail(err, "%s: %s", file, why.msg);
 }
 
+/* The scheduler's class, its arguments and what it needs of the rest of the config, at the line of
+ * the key its error names ("scheduler.T_0: ...", "scheduler_monitor: ...") when the config has
+ * it, else at the scheduler block's line. */
+static int check_scheduler(const training_cfg *cfg, const char *file, const ynode *tree, esp_err *err)
+{
+    lr_scheduler sched;
+    esp_err why;
+    if (scheduler_from_training_cfg(cfg, 1.0, &sched, &why) == 0) return 0;
+    char key[96] = "";
+    size_t k = strcspn(why.msg, ": ");
+    if (k < sizeof key && why.msg[k] == ':') snprintf(key, sizeof key, "%.*s", (int)k, why.msg);
+    const ynode *n = key[0] ? yt_get_path(tree, key) : NULL;
+    if (!n) n = yt_get_path(tree, "scheduler");
+    char where[600]; /* a file's line, or the command line's override that set it */
+    return esp_fail(err, "%s: %s", n ? ymark_str(n->mark, where, sizeof where) : file, why.msg);
+}
+
 /* What the config alone decides about values, before any stage runs (stage_table's check):
  * ctc_conf.reduce, speed_perturb_factors and the waveform augmentation keys (the frontend's
  * sample rate bounds their frequencies; an LM task has none). Missing sections are the stage's own error, so that a
@@ -197,13 +214,7 @@ static int check_static(const training_cfg *cfg, const char *file, const ynode *
     }
     if (cfg->model && cfg->model->ctc_conf && !cfg->model->ctc_conf->reduce)
         return esp_fail(err, "%s: model.ctc_conf.reduce: false (a summed loss) is not supported (use true)", file);
-    lr_scheduler sched; /* the scheduler's class and required arguments, at the block's line */
-    esp_err why;
-    if (scheduler_from_cfg(cfg->scheduler, cfg->scheduler_interval, 1.0, &sched, &why) != 0) {
-        const ynode *n = yt_get_path(tree, "scheduler");
-        if (n && n->mark.line > 0) return esp_fail(err, "%s:%d:%d: %s", n->mark.file, n->mark.line, n->mark.col, why.msg);
-        return esp_fail(err, "%s: %s", file, why.msg);
-    }
+    if (check_scheduler(cfg, file, tree, err) != 0) return -1;
     trainer_opts schedule;
     if (train_callbacks_to_opts(tc, tree, &schedule, err) != 0) return -1;
     if (check_fit(cfg->fit, tree, err) != 0) return -1;
@@ -388,6 +399,9 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
                  nr.db_lo, nr.db_hi);
         o.noise_rir = &nr;
     }
+    char monitor_at[600]; /* where scheduler_monitor is set: a file's line, or the command line's override */
+    const ynode *mon = yt_get_path(ctx->configs->training->tree, "scheduler_monitor");
+    o.scheduler_monitor_at = mon ? ymark_str(mon->mark, monitor_at, sizeof monitor_at) : file;
     if (rc == 0) rc = train_callbacks_to_opts(tc, ctx->configs->training->tree, &o, err);
     if (rc == 0) rc = trainer_run(&o, err);
     if (rc == TRAINER_STOPPED) { /* a signal or max_time: resumable */

@@ -363,6 +363,17 @@ int config_apply_override(ynode *root, const char *override, esp_err *err)
     return rc;
 }
 
+/* A recipe's scheduler block that names another class than the template's replaces it: the
+ * template's arguments belong to its class (its WarmupLR's warmup_steps would change an ESPnet2
+ * class whose own default is 0, CosineAnnealingWarmupRestarts or ExponentialDecayWarmup), and an
+ * ESPnet3 recipe's block stands alone. */
+static void drop_other_scheduler(ynode *tmpl, const ynode *user)
+{
+    const ynode *u = yt_get_path(user, "scheduler._target_"), *t = yt_get_path(tmpl, "scheduler._target_");
+    if (u && t && u->kind == YN_SCALAR && t->kind == YN_SCALAR && strcmp(u->str, t->str) != 0)
+        yt_map_remove(tmpl, "scheduler");
+}
+
 ynode *config_compose(const char *path, const char *template_path, const char **overrides, int n_overrides,
                       esp_err *err)
 {
@@ -375,6 +386,7 @@ ynode *config_compose(const char *path, const char *template_path, const char **
             yt_free(user);
             return NULL;
         }
+        drop_other_scheduler(tmpl, user);
         yt_merge(tmpl, user);
         yt_free(user);
         root = tmpl;

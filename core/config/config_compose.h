@@ -3,7 +3,8 @@
  *      group/name.yaml placed under key `group`, `_self_` marks where the file's own keys go,
  *      `override group: name` replaces an earlier choice, `# @package _global_` puts a group file
  *      at the top level);
- *   2. the template config from conf/ merged under the recipe config;
+ *   2. the template config from conf/ merged under the recipe config (a recipe's scheduler: block
+ *      naming another class than the template's replaces the template's);
  *   3. command-line overrides `key.path=value`, `+key=value`, `~key`. */
 #ifndef ESPNET3_CONFIG_COMPOSE_H
 #define ESPNET3_CONFIG_COMPOSE_H

@@ -355,17 +355,50 @@ typedef struct optimizer_cfg {
 } optimizer_cfg;
 
 typedef struct scheduler_cfg {
-    char *target;        /* ESPnet2's WarmupLR or NoamLR, torch's ConstantLR, StepLR, ExponentialLR, LinearLR,
-                          * CosineAnnealingLR (core/train/scheduler.h); defaults filled by config_values.c */
-    int64_t warmup_steps; /* WarmupLR, NoamLR: 25000 */
+    char *target;        /* a class of core/train/scheduler.h's registry; each class's defaults are written
+                          * into the tree by config_values.c, so 0 here is a value written (or no default) */
+    int64_t warmup_steps; /* WarmupLR, NoamLR, WarmupStepLR, WarmupReduceLROnPlateau: 25000;
+                           * CosineAnnealingWarmupRestarts, ExponentialDecayWarmup: 0 */
     double model_size;   /* NoamLR: 320 */
-    double factor;       /* ConstantLR: 1/3 */
-    int64_t total_iters; /* ConstantLR, LinearLR: 5 */
-    int64_t step_size;   /* StepLR (required) */
-    double gamma;        /* StepLR: 0.1; ExponentialLR (required) */
+    double factor;       /* ConstantLR: 1/3; ReduceLROnPlateau: 0.1 */
+    int64_t total_iters; /* ConstantLR, LinearLR, PolynomialLR: 5 */
+    int64_t step_size;   /* StepLR (required); WarmupStepLR: 1 */
+    double gamma;        /* StepLR, MultiStepLR, WarmupStepLR: 0.1; ExponentialLR (required);
+                          * CosineAnnealingWarmupRestarts: 1.0 */
     double start_factor, end_factor; /* LinearLR: 1/3, 1.0 */
     int64_t T_max;       /* CosineAnnealingLR (required) */
-    double eta_min;      /* CosineAnnealingLR: 0.0 */
+    double eta_min;      /* CosineAnnealingLR, CosineAnnealingWarmRestarts: 0.0 */
+    int64_t *milestones; unsigned n_milestones; /* MultiStepLR (required) */
+    double power;        /* PolynomialLR: 1.0 */
+    int64_t T_0, T_mult; /* CosineAnnealingWarmRestarts: T_0 required, T_mult 1 */
+    /* ReduceLROnPlateau and WarmupReduceLROnPlateau (also factor) */
+    char *mode;          /* min | max: min */
+    int64_t patience;    /* 10 */
+    double threshold;    /* 1e-4 */
+    char *threshold_mode; /* rel | abs: rel */
+    int64_t cooldown;    /* 0 */
+    double min_lr;       /* 0; CosineAnnealingWarmupRestarts: 0.001; ExponentialDecayWarmup (required) */
+    double eps;          /* 1e-8 */
+    /* OneCycleLR */
+    double max_lr;       /* OneCycleLR, ExponentialDecayWarmup (required); CosineAnnealingWarmupRestarts: 0.1 */
+    int64_t total_steps; /* OneCycleLR (or epochs and steps_per_epoch), ExponentialDecayWarmup (required) */
+    int64_t epochs;
+    int64_t steps_per_epoch; /* OneCycleLR; WarmupStepLR: 10000 */
+    double pct_start;    /* 0.3 */
+    char *anneal_strategy; /* cos | linear: cos */
+    int cycle_momentum;  /* true */
+    double base_momentum, max_momentum; /* 0.85, 0.95 */
+    double div_factor, final_div_factor; /* 25.0, 1e4 */
+    int three_phase;     /* false */
+    /* ESPnet2's */
+    double *warmup_steps_list; unsigned n_warmup_steps_list; /* PiecewiseLinearWarmupLR: [0, 25000] */
+    double *warmup_lr_list; unsigned n_warmup_lr_list;       /* PiecewiseLinearWarmupLR: [0.0, 0.001] */
+    int64_t first_cycle_steps; /* CosineAnnealingWarmupRestarts (required) */
+    double cycle_mult;   /* CosineAnnealingWarmupRestarts: 1.0 */
+    int warm_from_zero;  /* ExponentialDecayWarmup: false */
+    double max_steps;    /* TristageLR: 25000 (int() of it) */
+    double warmup_ratio, hold_ratio, decay_ratio; /* TristageLR: 0.1, 0.4, 0.5 */
+    double init_lr_scale, final_lr_scale;         /* TristageLR: 0.01, 0.01 */
 } scheduler_cfg;
 
 typedef struct criterion_cfg {
@@ -455,7 +488,8 @@ typedef struct training_cfg {
     optimizer_cfg *optimizer;
     scheduler_cfg *scheduler;
     char *scheduler_interval; /* step | epoch */
-    char *scheduler_monitor;  /* ESPnet3's: the metric a monitored (plateau) scheduler reads; ours read none */
+    char *scheduler_monitor;  /* ESPnet3's: the validation metric ReduceLROnPlateau (and WarmupReduceLROnPlateau)
+                               * step on, e.g. valid/loss; other schedulers do not read it */
     char *python;        /* the interpreter of the recipe's Python (default $ESPNET3_PYTHON, else python3) */
     int collect_stats_train_mode; /* ESPnet3's: collect_stats sees the train preprocessor's augmentation */
     criterion_cfg *best_model_criterion; unsigned n_best_model_criterion;

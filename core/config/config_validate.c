@@ -34,6 +34,9 @@ static const allowed_rule allowed_rules[] = {
     {"parallel.env", "local|local_gpu|slurm"},
     {"dataloader.*.iter_factory.batches.type", "numel|length|sorted|unsorted"},
     {"scheduler_interval", "step|epoch"},
+    {"scheduler.mode", "min|max"},
+    {"scheduler.threshold_mode", "rel|abs"},
+    {"scheduler.anneal_strategy", "cos|linear"},
     {"best_model_criterion[].mode", "min|max"},
     {"tokenizer.model_type", "char|bpe|unigram|word"},
     {"token_type", "char|bpe|word"},
@@ -95,6 +98,19 @@ const target_entry target_registry[] = {
     {"scheduler", "torch.optim.lr_scheduler.ExponentialLR", "ExponentialLR"},
     {"scheduler", "torch.optim.lr_scheduler.LinearLR", "LinearLR"},
     {"scheduler", "torch.optim.lr_scheduler.CosineAnnealingLR", "CosineAnnealingLR"},
+    {"scheduler", "torch.optim.lr_scheduler.MultiStepLR", "MultiStepLR"},
+    {"scheduler", "torch.optim.lr_scheduler.PolynomialLR", "PolynomialLR"},
+    {"scheduler", "torch.optim.lr_scheduler.CosineAnnealingWarmRestarts", "CosineAnnealingWarmRestarts"},
+    {"scheduler", "torch.optim.lr_scheduler.OneCycleLR", "OneCycleLR"},
+    {"scheduler", "torch.optim.lr_scheduler.ReduceLROnPlateau", "ReduceLROnPlateau (on scheduler_monitor)"},
+    {"scheduler", "espnet2.schedulers.warmup_step_lr.WarmupStepLR", "WarmupStepLR"},
+    {"scheduler", "espnet2.schedulers.piecewise_linear_warmup_lr.PiecewiseLinearWarmupLR", "PiecewiseLinearWarmupLR"},
+    {"scheduler", "espnet2.schedulers.cosine_anneal_warmup_restart.CosineAnnealingWarmupRestarts",
+     "CosineAnnealingWarmupRestarts"},
+    {"scheduler", "espnet2.schedulers.exponential_decay_warmup.ExponentialDecayWarmup", "ExponentialDecayWarmup"},
+    {"scheduler", "espnet2.schedulers.tristage_lr.TristageLR", "TristageLR"},
+    {"scheduler", "espnet2.schedulers.warmup_reducelronplateau.WarmupReduceLROnPlateau",
+     "WarmupReduceLROnPlateau (on scheduler_monitor)"},
     {"trainer.logger[]", "lightning.pytorch.loggers.TensorBoardLogger", "TensorBoard event files"},
     {"trainer.logger[]", "pytorch_lightning.loggers.TensorBoardLogger", "TensorBoard event files"},
     {"trainer.logger[]", "lightning.pytorch.loggers.CSVLogger", "CSV metrics"},
@@ -162,7 +178,7 @@ static const char *const unimplemented_keys[] = {
     "model.ctc_conf.brctc_risk_strategy", "model.ctc_conf.brctc_group_strategy",
     "model.ctc_conf.brctc_risk_factor",
     "optimizer.foreach", "optimizer.maximize", "optimizer.capturable", "optimizer.differentiable",
-    "optimizer.fused",
+    "optimizer.fused", "scheduler.verbose",
     "tokenizer.input_sentence_size", "tokenizer.shuffle_input_sentence",
     "model.ngram_weight", "model.ngram_scorer",
     "optimizers", "schedulers", "upload", "hf_repo", "git_info", "log_level", "write_requirements",
@@ -220,7 +236,7 @@ static int opens_map(const walker *w, const ynode *parent, const char *schema_pa
 
 int config_fail_node(esp_err *err, const ynode *n, const char *path, const char *fmt, ...)
 {
-    char where[512], via[600] = "", what[1200];
+    char where[512], via[600] = "", what[1800];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
@@ -276,6 +292,23 @@ static int check_allowed(walker *w, const ynode *n, const char *schema_path, con
     return 0;
 }
 
+/* Classes ESPnet3 configs may name that espnet3 refuses, with the reason. */
+static const struct {
+    const char *section, *name, *why;
+} refused_targets[] = {
+    {"scheduler", "torch.optim.lr_scheduler.LambdaLR", "its lr_lambda is a Python function, which espnet3 does not "
+                                                       "run (write the schedule with a built-in class)"},
+    {"scheduler", "torch.optim.lr_scheduler.MultiplicativeLR", "its lr_lambda is a Python function, which espnet3 "
+                                                               "does not run (ExponentialLR multiplies by a constant)"},
+    {"scheduler", "torch.optim.lr_scheduler.CyclicLR", "CyclicLR is not built (its default cycle_momentum drives SGD's "
+                                                       "momentum; OneCycleLR or CosineAnnealingWarmRestarts are)"},
+    {"scheduler", "torch.optim.lr_scheduler.SequentialLR", "it chains scheduler objects built in Python; espnet3 runs "
+                                                           "one scheduler per run (the ESPnet2 warmup-and-decay classes "
+                                                           "combine the usual pairs)"},
+    {"scheduler", "torch.optim.lr_scheduler.ChainedScheduler", "it chains scheduler objects built in Python; espnet3 "
+                                                               "runs one scheduler per run"},
+};
+
 static int check_target(walker *w, const ynode *n, const char *section_schema_path, const char *path)
 {
     if (target_lookup(section_schema_path, n->str)) return 0;
@@ -287,7 +320,11 @@ static int check_target(walker *w, const ynode *n, const char *section_schema_pa
                  "or its split of the recipe's dataset, instead", ymark_str(n->mark, where, sizeof where), path, n->str);
         return 0;
     }
-    char list[1024];
+    for (size_t i = 0; i < sizeof refused_targets / sizeof *refused_targets; i++)
+        if (config_path_match(refused_targets[i].section, section_schema_path) &&
+            !strcmp(refused_targets[i].name, n->str))
+            return config_fail_node(w->err, n, path, "'%s' is not supported: %s", n->str, refused_targets[i].why);
+    char list[1600];
     size_t used = 0;
     list[0] = '\0';
     for (const target_entry *t = target_registry; t->section; t++)

@@ -147,16 +147,56 @@ static const num_rule num_rules[] = {
     {"optimizer.betas[]", 0, 1, HI_OPEN, "in [0, 1)", "torch checks the same"},
     {"optimizer.eps", 0, INF, LO_OPEN, "> 0", "leave it out for 1e-8"},
     {"optimizer.weight_decay", 0, INF, 0, ">= 0", "0: no weight decay"},
-    {"scheduler.warmup_steps", 1, INF, 0, ">= 1", "WarmupLR divides by it; leave it out for 25000"},
-    {"scheduler.factor", 0, 1, 0, "in [0, 1]", "ConstantLR's factor; leave it out for 1/3"},
-    {"scheduler.total_iters", 0, INF, 0, ">= 0", "ConstantLR's / LinearLR's steps; leave it out for 5"},
-    {"scheduler.step_size", 1, INF, 0, ">= 1", "StepLR's period in scheduler steps"},
-    {"scheduler.gamma", 0, INF, LO_OPEN, "> 0", "StepLR's / ExponentialLR's factor per period"},
+    /* scheduler: each key's range over the classes that take it; a class's own limits (WarmupLR's
+     * warmup_steps >= 1, ReduceLROnPlateau's factor < 1, ...) are core/train/scheduler.c's, at the key */
+    {"scheduler.warmup_steps", 0, INF, 0, ">= 0", "warmup steps; leave it out for the class's default"},
+    {"scheduler.factor", 0, 1, 0, "in [0, 1]", "ConstantLR's factor (1/3) or ReduceLROnPlateau's (0.1)"},
+    {"scheduler.total_iters", 0, INF, 0, ">= 0", "ConstantLR's / LinearLR's / PolynomialLR's steps; leave it out for 5"},
+    {"scheduler.step_size", 1, INF, 0, ">= 1", "StepLR's period in scheduler steps, WarmupStepLR's in epochs"},
+    {"scheduler.gamma", 0, INF, LO_OPEN, "> 0", "the factor per period"},
     {"scheduler.start_factor", 0, 1, LO_OPEN, "in (0, 1]", "LinearLR's first factor; torch checks the same"},
     {"scheduler.end_factor", 0, 1, 0, "in [0, 1]", "LinearLR's last factor; torch checks the same"},
     {"scheduler.T_max", 1, INF, 0, ">= 1", "CosineAnnealingLR's half period in scheduler steps"},
-    {"scheduler.eta_min", 0, INF, 0, ">= 0", "CosineAnnealingLR's floor; leave it out for 0"},
+    {"scheduler.eta_min", 0, INF, 0, ">= 0", "the cosine's floor; leave it out for 0"},
     {"scheduler.model_size", 0, INF, LO_OPEN, "> 0", "NoamLR's d_model; leave it out for 320"},
+    {"scheduler.milestones[]", 0, INF, 0, ">= 0", "MultiStepLR's scheduler steps where the lr is multiplied by gamma"},
+    {"scheduler.power", 0, INF, 0, ">= 0", "PolynomialLR's power (torch divides by zero for a negative one); "
+                                         "leave it out for 1.0"},
+    {"scheduler.T_0", 1, INF, 0, ">= 1", "CosineAnnealingWarmRestarts' first period in scheduler steps; torch checks "
+                                        "the same"},
+    {"scheduler.T_mult", 1, INF, 0, ">= 1", "the period's factor after each restart; torch checks the same"},
+    {"scheduler.patience", 0, INF, 0, ">= 0", "validations without improvement before the lr drops; leave it out "
+                                             "for 10"},
+    {"scheduler.threshold", 0, INF, 0, ">= 0", "the least improvement that counts; leave it out for 1e-4"},
+    {"scheduler.cooldown", 0, INF, 0, ">= 0", "validations after a drop that count no bad ones; leave it out for 0"},
+    {"scheduler.min_lr", 0, INF, 0, ">= 0", "the least lr"},
+    {"scheduler.eps", 0, INF, 0, ">= 0", "ReduceLROnPlateau's least change of the lr; leave it out for 1e-8"},
+    {"scheduler.max_lr", 0, INF, LO_OPEN, "> 0", "the peak lr"},
+    {"scheduler.total_steps", 1, INF, 0, ">= 1", "the scheduler steps of the whole schedule"},
+    {"scheduler.epochs", 1, INF, 0, ">= 1", "OneCycleLR's epochs (with steps_per_epoch, instead of total_steps)"},
+    {"scheduler.steps_per_epoch", 1, INF, 0, ">= 1", "optimizer steps per epoch"},
+    {"scheduler.pct_start", 0, 1, 0, "in [0, 1]", "OneCycleLR's share of steps rising to max_lr; torch checks the "
+                                                 "same; leave it out for 0.3"},
+    {"scheduler.base_momentum", 0, 1, HI_OPEN, "in [0, 1)", "OneCycleLR's lowest beta1; leave it out for 0.85"},
+    {"scheduler.max_momentum", 0, 1, HI_OPEN, "in [0, 1)", "OneCycleLR's highest beta1; leave it out for 0.95"},
+    {"scheduler.div_factor", 0, INF, LO_OPEN, "> 0", "OneCycleLR's initial lr is max_lr / div_factor; leave it "
+                                                    "out for 25"},
+    {"scheduler.final_div_factor", 0, INF, LO_OPEN, "> 0", "OneCycleLR's last lr is the initial lr / "
+                                                          "final_div_factor; leave it out for 1e4"},
+    {"scheduler.warmup_steps_list[]", 0, INF, 0, ">= 0", "PiecewiseLinearWarmupLR's steps"},
+    {"scheduler.warmup_lr_list[]", 0, INF, 0, ">= 0", "PiecewiseLinearWarmupLR's lr at each step"},
+    {"scheduler.first_cycle_steps", 1, INF, 0, ">= 1", "CosineAnnealingWarmupRestarts' first cycle in scheduler "
+                                                      "steps"},
+    {"scheduler.cycle_mult", 1, INF, 0, ">= 1", "the cycle's factor after each restart (below 1 the cycles shrink "
+                                               "to no steps, where ESPnet2 divides by zero); leave it out for 1.0"},
+    {"scheduler.max_steps", 1, INF, 0, ">= 1", "TristageLR's steps; leave it out for 25000"},
+    {"scheduler.warmup_ratio", 0, 1, 0, "in [0, 1]", "TristageLR's share of warmup steps"},
+    {"scheduler.hold_ratio", 0, 1, 0, "in [0, 1]", "TristageLR's share of steps at the peak"},
+    {"scheduler.decay_ratio", 0, 1, 0, "in [0, 1]", "TristageLR's share of decay steps"},
+    {"scheduler.init_lr_scale", 0, 1, LO_OPEN, "in (0, 1]", "TristageLR's first lr / the optimizer's; ESPnet2 "
+                                                           "asserts the same"},
+    {"scheduler.final_lr_scale", 0, 1, LO_OPEN, "in (0, 1]", "TristageLR's last lr / the optimizer's; ESPnet2 "
+                                                            "asserts the same"},
     {"best_model_criterion[].nbest", 1, INF, 0, ">= 1", "how many best checkpoints to average"},
     /* inference: model is Speech2Text's arguments */
     {"model.beam_size", 1, 10000, 0, "in [1, 10000]", "1: greedy CTC"},
@@ -214,21 +254,81 @@ static const struct {
     {"model.decoder_conf", "positional_dropout_rate", "0.1"},
 };
 
-/* torch's scheduler defaults, written when the block names the class (its required arguments,
- * StepLR's step_size, ExponentialLR's gamma and CosineAnnealingLR's T_max, have none). */
+/* The scheduler classes' defaults (torch's, ESPnet2's), written when the block names the class.
+ * Required arguments (StepLR's step_size, ExponentialLR's gamma, CosineAnnealingLR's T_max,
+ * MultiStepLR's milestones, CosineAnnealingWarmRestarts' T_0, OneCycleLR's max_lr and total_steps
+ * or epochs and steps_per_epoch, ...) have none. WarmupLR's warmup_steps (25000) is
+ * core/train/scheduler.c's. */
+#define TORCH_SCHED "torch.optim.lr_scheduler."
+#define ESPNET2_PLATEAU "espnet2.schedulers.warmup_reducelronplateau.WarmupReduceLROnPlateau"
+#define PLATEAU_DEFAULTS(cls)                                                                                    \
+    {cls, "mode", "min"}, {cls, "factor", "0.1"}, {cls, "patience", "10"}, {cls, "threshold", "0.0001"},        \
+    {cls, "threshold_mode", "rel"}, {cls, "cooldown", "0"}, {cls, "min_lr", "0.0"}, {cls, "eps", "1e-08"}
 static const struct {
     const char *target, *key, *value;
 } scheduler_defaults[] = {
-    {"torch.optim.lr_scheduler.ConstantLR", "factor", "0.3333333333333333"},
-    {"torch.optim.lr_scheduler.ConstantLR", "total_iters", "5"},
-    {"torch.optim.lr_scheduler.StepLR", "gamma", "0.1"},
-    {"torch.optim.lr_scheduler.LinearLR", "start_factor", "0.3333333333333333"},
-    {"torch.optim.lr_scheduler.LinearLR", "end_factor", "1.0"},
-    {"torch.optim.lr_scheduler.LinearLR", "total_iters", "5"},
-    {"torch.optim.lr_scheduler.CosineAnnealingLR", "eta_min", "0.0"},
+    {TORCH_SCHED "ConstantLR", "factor", "0.3333333333333333"},
+    {TORCH_SCHED "ConstantLR", "total_iters", "5"},
+    {TORCH_SCHED "StepLR", "gamma", "0.1"},
+    {TORCH_SCHED "LinearLR", "start_factor", "0.3333333333333333"},
+    {TORCH_SCHED "LinearLR", "end_factor", "1.0"},
+    {TORCH_SCHED "LinearLR", "total_iters", "5"},
+    {TORCH_SCHED "CosineAnnealingLR", "eta_min", "0.0"},
+    {TORCH_SCHED "MultiStepLR", "gamma", "0.1"},
+    {TORCH_SCHED "PolynomialLR", "total_iters", "5"},
+    {TORCH_SCHED "PolynomialLR", "power", "1.0"},
+    {TORCH_SCHED "CosineAnnealingWarmRestarts", "T_mult", "1"},
+    {TORCH_SCHED "CosineAnnealingWarmRestarts", "eta_min", "0.0"},
+    {TORCH_SCHED "OneCycleLR", "pct_start", "0.3"},
+    {TORCH_SCHED "OneCycleLR", "anneal_strategy", "cos"},
+    {TORCH_SCHED "OneCycleLR", "cycle_momentum", "true"},
+    {TORCH_SCHED "OneCycleLR", "base_momentum", "0.85"},
+    {TORCH_SCHED "OneCycleLR", "max_momentum", "0.95"},
+    {TORCH_SCHED "OneCycleLR", "div_factor", "25.0"},
+    {TORCH_SCHED "OneCycleLR", "final_div_factor", "10000.0"},
+    {TORCH_SCHED "OneCycleLR", "three_phase", "false"},
+    PLATEAU_DEFAULTS(TORCH_SCHED "ReduceLROnPlateau"),
     {"espnet2.schedulers.noam_lr.NoamLR", "model_size", "320"},
     {"espnet2.schedulers.noam_lr.NoamLR", "warmup_steps", "25000"},
+    {"espnet2.schedulers.warmup_step_lr.WarmupStepLR", "warmup_steps", "25000"},
+    {"espnet2.schedulers.warmup_step_lr.WarmupStepLR", "steps_per_epoch", "10000"},
+    {"espnet2.schedulers.warmup_step_lr.WarmupStepLR", "step_size", "1"},
+    {"espnet2.schedulers.warmup_step_lr.WarmupStepLR", "gamma", "0.1"},
+    {"espnet2.schedulers.piecewise_linear_warmup_lr.PiecewiseLinearWarmupLR", "warmup_steps_list", "[0, 25000]"},
+    {"espnet2.schedulers.piecewise_linear_warmup_lr.PiecewiseLinearWarmupLR", "warmup_lr_list", "[0.0, 0.001]"},
+    {"espnet2.schedulers.cosine_anneal_warmup_restart.CosineAnnealingWarmupRestarts", "cycle_mult", "1.0"},
+    {"espnet2.schedulers.cosine_anneal_warmup_restart.CosineAnnealingWarmupRestarts", "max_lr", "0.1"},
+    {"espnet2.schedulers.cosine_anneal_warmup_restart.CosineAnnealingWarmupRestarts", "min_lr", "0.001"},
+    {"espnet2.schedulers.cosine_anneal_warmup_restart.CosineAnnealingWarmupRestarts", "warmup_steps", "0"},
+    {"espnet2.schedulers.cosine_anneal_warmup_restart.CosineAnnealingWarmupRestarts", "gamma", "1.0"},
+    {"espnet2.schedulers.exponential_decay_warmup.ExponentialDecayWarmup", "warmup_steps", "0"},
+    {"espnet2.schedulers.exponential_decay_warmup.ExponentialDecayWarmup", "warm_from_zero", "false"},
+    {"espnet2.schedulers.tristage_lr.TristageLR", "max_steps", "25000"},
+    {"espnet2.schedulers.tristage_lr.TristageLR", "warmup_ratio", "0.1"},
+    {"espnet2.schedulers.tristage_lr.TristageLR", "hold_ratio", "0.4"},
+    {"espnet2.schedulers.tristage_lr.TristageLR", "decay_ratio", "0.5"},
+    {"espnet2.schedulers.tristage_lr.TristageLR", "init_lr_scale", "0.01"},
+    {"espnet2.schedulers.tristage_lr.TristageLR", "final_lr_scale", "0.01"},
+    {ESPNET2_PLATEAU, "warmup_steps", "25000"},
+    PLATEAU_DEFAULTS(ESPNET2_PLATEAU),
 };
+
+/* A default's value as a node: a flow list "[a, b]" becomes a list of scalars. */
+static ynode *default_node(const char *value, ymark mark)
+{
+    if (value[0] != '[') return yt_scalar(value, 0, mark);
+    ynode *seq = yt_seq(mark);
+    char buf[64];
+    for (const char *p = value + 1; *p && *p != ']';) {
+        size_t l = strcspn(p, ",]");
+        snprintf(buf, sizeof buf, "%.*s", (int)l, p);
+        yt_seq_push(seq, yt_scalar(buf, 0, mark));
+        p += l;
+        if (*p == ',') p++;
+        while (*p == ' ') p++;
+    }
+    return seq;
+}
 
 static void fill_scheduler(ynode *root)
 {
@@ -236,7 +336,7 @@ static void fill_scheduler(ynode *root)
     if (!t || t->kind != YN_SCALAR || !sc || sc->kind != YN_MAP) return;
     for (size_t i = 0; i < sizeof scheduler_defaults / sizeof *scheduler_defaults; i++)
         if (!strcmp(t->str, scheduler_defaults[i].target) && !yt_map_get(sc, scheduler_defaults[i].key))
-            yt_map_set(sc, scheduler_defaults[i].key, sc->mark, yt_scalar(scheduler_defaults[i].value, 0, sc->mark));
+            yt_map_set(sc, scheduler_defaults[i].key, sc->mark, default_node(scheduler_defaults[i].value, sc->mark));
 }
 
 /* TransformerLM's dropout rates default to 0.1 (SequentialRNNLM's dropout_rate to 0): written into
@@ -489,9 +589,30 @@ static void lightning_max_epochs(ynode *root)
     }
 }
 
+/* The classes that divide by warmup_steps refuse 0 at its line (the others take 0: no warmup). */
+static int check_scheduler_warmup(const ynode *root, esp_err *err)
+{
+    static const struct {
+        const char *target, *name;
+    } divide[] = {{"espnet2.schedulers.warmup_lr.WarmupLR", "WarmupLR"},
+                  {"espnet2.schedulers.noam_lr.NoamLR", "NoamLR"},
+                  {"espnet2.schedulers.warmup_step_lr.WarmupStepLR", "WarmupStepLR"},
+                  {ESPNET2_PLATEAU, "WarmupReduceLROnPlateau"}};
+    const ynode *t = yt_get_path(root, "scheduler._target_"), *w = yt_get_path(root, "scheduler.warmup_steps");
+    double v;
+    if (!t || t->kind != YN_SCALAR || !num_in(yt_get_path(root, "scheduler"), "warmup_steps", &v, NULL) || v >= 1)
+        return 0;
+    for (size_t i = 0; i < sizeof divide / sizeof *divide; i++)
+        if (!strcmp(t->str, divide[i].target))
+            return config_fail_node(err, w, "scheduler.warmup_steps", "must be >= 1, got %s (%s divides by it; leave "
+                                    "it out for 25000)", w->str, divide[i].name);
+    return 0;
+}
+
 int config_check_values(config_kind kind, ynode *root, esp_err *err)
 {
     if (kind != CONFIG_TRAINING) return 0;
+    if (check_scheduler_warmup(root, err) != 0) return -1;
     if (check_batches(root, "train", err) != 0 || check_batches(root, "valid", err) != 0) return -1;
     if (check_frontend(root, err) != 0 || check_model(root, err) != 0 || check_input_layer(root, err) != 0 ||
         check_create_dataset(root, err) != 0)

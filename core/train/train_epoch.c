@@ -229,6 +229,7 @@ static int take_step(trainer *t, size_t k, step_acc *a, guard_verdict *v, double
     *v = nan_guard_update(&t->guard, invalid, (int64_t)k, t->epoch, err);
     if (*v == GUARD_STOP) return -1;
     *lr = scheduler_lr(&t->sched);
+    t->oo.beta1 = scheduler_beta1(&t->sched, t->oo.beta1); /* OneCycleLR sets Adam's betas[0] as torch does */
     if (*v == GUARD_STEP) {
         /* 16-mixed: inf/NaN gradients skip Adam (torch's GradScaler.step); the step still counts,
          * as Lightning's global_step does, and the scale backs off. */
@@ -241,6 +242,7 @@ static int take_step(trainer *t, size_t k, step_acc *a, guard_verdict *v, double
         t->step++;
     }
     scheduler_on_step_end(&t->sched);
+    if (scheduler_check(&t->sched, err) != 0) return -1;
     asr_model_zero_grad(&t->model);
     return 0;
 }

@@ -62,6 +62,32 @@ static int same_setting(const char *path, const pt_scalars *sc, const char *key,
                          "checkpoint's: set the config to match it)", path, key, s->f, want);
 }
 
+/* ReduceLROnPlateau's state beyond last_epoch, from torch's state_dict: the lr in force, the best
+ * value and the two counts (scheduler_state names ours). */
+static int take_plateau_state(trainer *t, const char *path, const pt_scalars *sc, esp_err *err)
+{
+    const char *names[SCHED_STATE_MAX];
+    int64_t v[SCHED_STATE_MAX];
+    size_t n = scheduler_state(&t->sched, names, v);
+    static const struct {
+        const char *ours, *torch;
+        int is_double;
+    } map[] = {{"scheduler.plateau.lr_bits", "_last_lr.0", 1},
+               {"scheduler.plateau.best_bits", "best", 1},
+               {"scheduler.plateau.num_bad_epochs", "num_bad_epochs", 0},
+               {"scheduler.plateau.cooldown_counter", "cooldown_counter", 0}};
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < sizeof map / sizeof *map; j++) {
+            if (strcmp(names[i], map[j].ours)) continue;
+            const pt_scalar *x = scalar(sc, "lr_schedulers.0.%s", map[j].torch);
+            if (!x) return esp_fail(err, "%s: lr_schedulers.0.%s: missing (not ReduceLROnPlateau's state)", path, map[j].torch);
+            if (map[j].is_double) memcpy(&v[i], &x->f, sizeof v[i]);
+            else v[i] = x->i;
+        }
+    if (n) scheduler_set_state(&t->sched, v);
+    return 0;
+}
+
 static int check_optimizer(trainer *t, const char *path, const pt_scalars *sc, esp_err *err)
 {
     const char *g = "optimizer_states.0.param_groups.0";
@@ -98,6 +124,7 @@ static int check_optimizer(trainer *t, const char *path, const pt_scalars *sc, e
             same_setting(path, sc, "lr_schedulers.0.warmup_steps", (double)t->sched.warmup_steps, err) != 0)
             return -1;
         t->sched.last_epoch = last->i;
+        if (take_plateau_state(t, path, sc, err) != 0) return -1;
     }
     return 0;
 }

@@ -82,7 +82,7 @@ static int save_at(trainer *t, const metric *metrics, size_t n_metrics, int64_t 
     /* train.batch_in_epoch: the plan index a mid-epoch checkpoint's epoch goes on at (0 at an epoch
      * end); with trainer.max_time, train.time_elapsed_ms: what it has counted so far (left out
      * otherwise, so that a checkpoint's state stays a function of the training alone). */
-    ckpt_counter counters[9] = {{"optimizer.step", t->opt.step},
+    ckpt_counter counters[9 + SCHED_STATE_MAX] = {{"optimizer.step", t->opt.step},
                                 {"scheduler.last_epoch", t->sched.last_epoch},
                                 {"nan_guard.countdown", t->guard.countdown},
                                 {"train.batch_in_epoch", batch}};
@@ -97,6 +97,10 @@ static int save_at(trainer *t, const metric *metrics, size_t n_metrics, int64_t 
         counters[n_counters++] = (ckpt_counter){"early_stopping.wait_count", t->es.wait_count};
         counters[n_counters++] = (ckpt_counter){"early_stopping.best_bits", best_bits};
     }
+    const char *sched_names[SCHED_STATE_MAX]; /* the plateau schedulers' lr, best and counts */
+    int64_t sched_values[SCHED_STATE_MAX];
+    size_t n_sched = scheduler_state(&t->sched, sched_names, sched_values);
+    for (size_t i = 0; i < n_sched; i++) counters[n_counters++] = (ckpt_counter){sched_names[i], sched_values[i]};
     ckpt_info info = {.epoch = t->epoch, .step = t->step, .metrics = metrics, .n_metrics = n_metrics,
                       .counters = counters, .n_counters = n_counters};
     int rc = ckpt_save(&t->ckpt, &info, model, pt->n, state, t->scaler.enabled ? 3 : 2, err);
@@ -185,6 +189,11 @@ int resume_loaded(trainer *t, const ckpt_loaded *c_in, esp_err *err)
         t->be->copy(t->be, t->opt.exp_avg_sq, m2, pt->total * sizeof(float), BACKEND_HOST_TO_DEVICE);
         t->opt.step = ckpt_counter_get(&c, "optimizer.step", 0);
         t->sched.last_epoch = ckpt_counter_get(&c, "scheduler.last_epoch", t->sched.last_epoch);
+        const char *sched_names[SCHED_STATE_MAX];
+        int64_t sched_values[SCHED_STATE_MAX];
+        size_t n_sched = scheduler_state(&t->sched, sched_names, sched_values);
+        for (size_t i = 0; i < n_sched; i++) sched_values[i] = ckpt_counter_get(&c, sched_names[i], sched_values[i]);
+        scheduler_set_state(&t->sched, sched_values);
         t->guard.countdown = ckpt_counter_get(&c, "nan_guard.countdown", 0);
         t->resume_batch = ckpt_counter_get(&c, "train.batch_in_epoch", 0);
         t->time_before = (double)ckpt_counter_get(&c, "train.time_elapsed_ms", 0) / 1000.0;
@@ -240,9 +249,11 @@ int sync_from_rank0(trainer *t, esp_err *err)
     memcpy(&scale_bits, &t->scaler.scale, sizeof scale_bits);
     int32_t best_bits;
     memcpy(&best_bits, &t->es.best, sizeof best_bits);
-    int64_t c[12] = {t->epoch, t->step, t->opt.step, t->sched.last_epoch, t->guard.countdown,
-                     t->scaler.growth_tracker, scale_bits, t->resume_batch, (int64_t)(t->time_before * 1000),
-                     t->es.wait_count, best_bits, t->imported};
+    int64_t c[12 + SCHED_STATE_MAX] = {t->epoch, t->step, t->opt.step, t->sched.last_epoch, t->guard.countdown,
+                                       t->scaler.growth_tracker, scale_bits, t->resume_batch,
+                                       (int64_t)(t->time_before * 1000), t->es.wait_count, best_bits, t->imported};
+    const char *sched_names[SCHED_STATE_MAX]; /* the plateau schedulers' state rides behind */
+    scheduler_state(&t->sched, sched_names, c + 12);
     comm *cm = t->dist.comm;
     size_t bytes = n_params(t) * sizeof(float), state_bytes = t->model.table.state_total * sizeof(float);
     /* Device buffers go to the comm as they are: it works on the backend's memory. The parameters
@@ -258,6 +269,7 @@ int sync_from_rank0(trainer *t, esp_err *err)
     t->es.wait_count = c[9], best_bits = (int32_t)c[10], t->imported = (int)c[11];
     memcpy(&t->es.best, &best_bits, sizeof best_bits);
     memcpy(&t->scaler.scale, &scale_bits, sizeof scale_bits);
+    scheduler_set_state(&t->sched, c + 12);
     if (t->fsdp) shard_optimizer(t);
     return 0;
 }

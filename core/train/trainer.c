@@ -49,6 +49,24 @@ static int early_stopping_check_monitor(trainer *t, esp_err *err)
     return 0;
 }
 
+/* ReduceLROnPlateau's (and WarmupReduceLROnPlateau's) scheduler_monitor must be among the validation
+ * metrics: Lightning raises at the first epoch end otherwise. */
+static int scheduler_check_monitor(const trainer *t, esp_err *err)
+{
+    char have[256];
+    if (!t->sched.monitor || validation_reports(t, t->sched.monitor, have, sizeof have)) return 0;
+    return esp_fail(err, "%s: scheduler_monitor: %s is not reported by this model's validation (it reports %s; "
+                         "Lightning raises: the scheduler is conditioned on a metric which is not available)",
+                    t->o->scheduler_monitor_at ? t->o->scheduler_monitor_at : "training config", t->sched.monitor, have);
+}
+
+/* After a validation: the plateau schedulers step on their monitor (the same value on every rank). */
+static void scheduler_after_validation(trainer *t, const metric *m, size_t nm)
+{
+    for (size_t i = 0; t->sched.monitor && i < nm; i++)
+        if (!strcmp(m[i].name, t->sched.monitor)) scheduler_on_validation(&t->sched, m[i].value);
+}
+
 /* Lightning's min_epochs / min_steps: EarlyStopping's stop waits until both are met. */
 static int min_training_done(const trainer *t)
 {
@@ -118,7 +136,8 @@ static int run_training(trainer *t, esp_err *err)
         return t->rank == 0 ? ckpt_average(&t->ckpt, err) : 0;
     }
     train_clock_start(t);
-    if (early_stopping_check_monitor(t, err) != 0 || sanity_check(t, err) != 0) return -1;
+    if (early_stopping_check_monitor(t, err) != 0 || scheduler_check_monitor(t, err) != 0 || sanity_check(t, err) != 0)
+        return -1;
     while (t->epoch < o->max_epochs && !steps_done(t)) {
         int r = train_epoch(t, err);
         if (r < 0) return -1;
@@ -126,6 +145,7 @@ static int run_training(trainer *t, esp_err *err)
         t->epoch++;
         if (check_ranks_agree(t, err) != 0) return -1;
         if (t->sched.interval == SCHED_PER_EPOCH) scheduler_on_epoch_end(&t->sched);
+        if (scheduler_check(&t->sched, err) != 0) return -1;
         metric m[VALID_METRICS_MAX + 1];
         size_t nm = 0;
         if (t->epoch % o->val_every == 0) {
@@ -135,6 +155,7 @@ static int run_training(trainer *t, esp_err *err)
             for (size_t i = 0; i < nm && used < sizeof line; i++)
                 used += (size_t)snprintf(line + used, sizeof line - used, " %s %.4f", m[i].name, m[i].value);
             log_info("epoch %" PRId64 ":%s", t->epoch, line);
+            scheduler_after_validation(t, m, nm);
         }
         int early = nm > 0 && early_stopping_says_stop(t, m, nm);
         m[nm++] = (metric){"epoch", (double)(t->epoch - 1), 1};
@@ -305,7 +326,7 @@ static int train_on_backend(trainer *t, esp_err *err)
     if (open_model(t, err) != 0) goto out_model;
     if (optim_opts_from_cfg(cfg->optimizer, &t->oo, err) != 0) goto out_model;
     adam_state_init(&t->opt, t->be, t->model.table.total, t->oo.amsgrad);
-    if (scheduler_from_cfg(cfg->scheduler, cfg->scheduler_interval, t->oo.lr, &t->sched, err) != 0) goto out_opt;
+    if (scheduler_from_training_cfg(cfg, t->oo.lr, &t->sched, err) != 0) goto out_opt;
     /* Rank 0 alone owns the experiment folder: checkpoints, resume, logs. */
     if (t->rank == 0 && ckpt_open(&t->ckpt, cfg->exp_dir, cfg->best_model_criterion, cfg->n_best_model_criterion, err) != 0)
         goto out_opt;

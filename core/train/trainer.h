@@ -76,6 +76,9 @@ typedef struct trainer_opts {
     int64_t sanity_val_steps;      /* validation batches before training (num_sanity_val_steps; -1: all) */
     const char *fit_ckpt_path;     /* fit.ckpt_path: the checkpoint the run starts from instead of `last`
                                     * (core/train/train_import.c); NULL: `last`, if any */
+    /* "file:line:col" of scheduler_monitor in the config (the plateau schedulers' monitor that
+     * validation does not report is an error there); NULL: the config's name alone. */
+    const char *scheduler_monitor_at;
 } trainer_opts;
 
 /* trainer_run's result when training stopped before its end with a checkpoint to resume from:

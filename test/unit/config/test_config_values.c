@@ -165,6 +165,117 @@ Test(config_values, rules_between_keys)
     expect_errors("--config", cases, sizeof cases / sizeof *cases);
 }
 
+/* The schedulers' arguments (core/train/scheduler*.c through stage 5's check, the ranges of
+ * config_values.c): each error one line at the key it names, or at the scheduler block when the
+ * key is not written (a missing one). */
+#define SCHED(cls) "scheduler:\n  _target_: " cls "\n"
+#define PLATEAU SCHED("torch.optim.lr_scheduler.ReduceLROnPlateau")
+Test(config_values, scheduler_errors_at_their_line)
+{
+    static const bad_case cases[] = {
+        {SCHED("torch.optim.lr_scheduler.OneCycleLR") "  total_steps: 100\n",
+         "2:3: scheduler.max_lr: missing (OneCycleLR's peak lr, > 0)"},
+        {SCHED("torch.optim.lr_scheduler.OneCycleLR") "  max_lr: 0.01\n",
+         "2:3: scheduler.total_steps: missing (OneCycleLR: You must define either total_steps OR (epochs AND "
+         "steps_per_epoch))"},
+        {SCHED("torch.optim.lr_scheduler.OneCycleLR") "  max_lr: 0.01\n  total_steps: 100\n  pct_start: 0.01\n",
+         "5:14: scheduler.pct_start: pct_start x total_steps = 1 leaves OneCycleLR's first phase no steps"},
+        {SCHED("torch.optim.lr_scheduler.OneCycleLR") "  max_lr: 0.01\n  total_steps: 100\n  pct_start: 1.5\n",
+         "5:14: scheduler.pct_start: must be in [0, 1], got 1.5"},
+        {SCHED("torch.optim.lr_scheduler.OneCycleLR") "  max_lr: 0.01\n  total_steps: 100\n  anneal_strategy: exp\n",
+         "5:20: scheduler.anneal_strategy: 'exp' is not supported (supported: cos, linear)"},
+        {PLATEAU, "2:3: scheduler_monitor: missing (ReduceLROnPlateau steps on a validation metric: set "
+                  "scheduler_monitor, e.g. valid/loss"},
+        {PLATEAU "scheduler_monitor: valid/loss\nscheduler_interval: step\n",
+         "4:21: scheduler_interval: ReduceLROnPlateau steps once per epoch, after the validation: set "
+         "scheduler_interval: epoch"},
+        {PLATEAU "scheduler_monitor: valid/loss\n", "2:3: scheduler_interval: ReduceLROnPlateau steps once per epoch"},
+        {PLATEAU "  factor: 1.0\nscheduler_monitor: valid/loss\nscheduler_interval: epoch\n",
+         "3:11: scheduler.factor: Factor should be < 1.0."},
+        {PLATEAU "  mode: lowest\n", "3:9: scheduler.mode: 'lowest' is not supported (supported: min, max)"},
+        {PLATEAU "  patience: -1\n", "3:13: scheduler.patience: must be >= 0, got -1"},
+        {PLATEAU "scheduler_monitor: valid/loss\nscheduler_interval: epoch\ntrainer:\n  check_val_every_n_epoch: 2\n",
+         "6:28: trainer.check_val_every_n_epoch: ReduceLROnPlateau steps on valid/loss at every epoch end"},
+        {SCHED("espnet2.schedulers.warmup_reducelronplateau.WarmupReduceLROnPlateau"),
+         "2:3: scheduler_monitor: missing (WarmupReduceLROnPlateau steps on a validation metric"},
+        {SCHED("torch.optim.lr_scheduler.LambdaLR"),
+         "2:13: scheduler._target_: 'torch.optim.lr_scheduler.LambdaLR' is not supported: its lr_lambda is a Python "
+         "function"},
+        {SCHED("torch.optim.lr_scheduler.CyclicLR"), "2:13: scheduler._target_: 'torch.optim.lr_scheduler.CyclicLR' "
+                                                     "is not supported: CyclicLR is not built"},
+        {SCHED("torch.optim.lr_scheduler.SequentialLR"),
+         "2:13: scheduler._target_: 'torch.optim.lr_scheduler.SequentialLR' is not supported: it chains scheduler "
+         "objects"},
+        {SCHED("torch.optim.lr_scheduler.CosineAnnealingWarmRestarts"), "2:3: scheduler.T_0: missing"},
+        {SCHED("torch.optim.lr_scheduler.CosineAnnealingWarmRestarts") "  T_0: 10\n  T_mult: 0\n",
+         "4:11: scheduler.T_mult: must be >= 1, got 0"},
+        {SCHED("torch.optim.lr_scheduler.MultiStepLR"), "2:3: scheduler.milestones: missing"},
+        {SCHED("torch.optim.lr_scheduler.PolynomialLR") "  total_iters: 0\n",
+         "3:16: scheduler.total_iters: must be >= 1 for PolynomialLR"},
+        {SCHED("torch.optim.lr_scheduler.PolynomialLR") "  power: -1\n", "3:10: scheduler.power: must be >= 0, got -1"},
+        {SCHED("espnet2.schedulers.warmup_step_lr.WarmupStepLR") "  warmup_steps: 0\n",
+         "3:17: scheduler.warmup_steps: must be >= 1, got 0 (WarmupStepLR divides by it"},
+        {SCHED("espnet2.schedulers.piecewise_linear_warmup_lr.PiecewiseLinearWarmupLR") "  warmup_steps_list: [0, 10, 20]\n",
+         "2:3: scheduler.warmup_lr_list: fp and xp are not of the same length (2 lrs for 3 steps"},
+        {SCHED("espnet2.schedulers.piecewise_linear_warmup_lr.PiecewiseLinearWarmupLR")
+         "  warmup_steps_list: [0, 30, 20]\n  warmup_lr_list: [0, 0.001, 0.002]\n",
+         "3:22: scheduler.warmup_steps_list: must not decrease"},
+        {SCHED("espnet2.schedulers.cosine_anneal_warmup_restart.CosineAnnealingWarmupRestarts")
+         "  first_cycle_steps: 100\n  warmup_steps: 100\n",
+         "4:17: scheduler.warmup_steps: must be in [0, first_cycle_steps) (ESPnet2 asserts"},
+        {SCHED("espnet2.schedulers.cosine_anneal_warmup_restart.CosineAnnealingWarmupRestarts")
+         "  first_cycle_steps: 100\n  cycle_mult: 0.5\n", "4:15: scheduler.cycle_mult: must be >= 1, got 0.5"},
+        {SCHED("espnet2.schedulers.exponential_decay_warmup.ExponentialDecayWarmup") "  max_lr: 0.001\n  total_steps: 10\n",
+         "2:3: scheduler.min_lr: missing or 0 (ExponentialDecayWarmup's final lr, > 0"},
+        {SCHED("espnet2.schedulers.tristage_lr.TristageLR") "  decay_ratio: 0.4\n",
+         "3:16: scheduler.decay_ratio: The sum of warmup_ratio, hold_ratio, and decay_ratio must be 1.0"},
+    };
+    expect_errors("--config", cases, sizeof cases / sizeof *cases);
+}
+
+/* A recipe's scheduler of another class than the template's replaces the template's block (the
+ * template's WarmupLR warmup_steps would change CosineAnnealingWarmupRestarts' default 0); each
+ * class's defaults are written. */
+Test(config_values, scheduler_block_and_defaults)
+{
+    const char *path = tpath("sched.yaml");
+    test_write_text(path, SCHED("espnet2.schedulers.cosine_anneal_warmup_restart.CosineAnnealingWarmupRestarts")
+                    "  first_cycle_steps: 1000\n");
+    esp_config *cfg;
+    esp_err err;
+    cr_assert_eq(cfg_load(CONFIG_TRAINING, path, 1, NULL, 0, &cfg, &err), 0, "%s", err.msg);
+    const scheduler_cfg *sc = ((const training_cfg *)cfg->typed)->scheduler;
+    cr_assert_eq(sc->warmup_steps, 0);
+    cr_assert_eq(sc->max_lr, 0.1);
+    cr_assert_eq(sc->min_lr, 0.001);
+    cr_assert_eq(sc->cycle_mult, 1.0);
+    config_free(cfg);
+    /* the template's own class merges: its warmup_steps stays unless written */
+    test_write_text(path, "scheduler:\n  _target_: espnet2.schedulers.warmup_lr.WarmupLR\n");
+    cr_assert_eq(cfg_load(CONFIG_TRAINING, path, 1, NULL, 0, &cfg, &err), 0, "%s", err.msg);
+    cr_assert_eq(((const training_cfg *)cfg->typed)->scheduler->warmup_steps, 15000);
+    config_free(cfg);
+    test_write_text(path, SCHED("torch.optim.lr_scheduler.OneCycleLR") "  max_lr: 0.01\n  total_steps: 100\n");
+    cr_assert_eq(cfg_load(CONFIG_TRAINING, path, 1, NULL, 0, &cfg, &err), 0, "%s", err.msg);
+    sc = ((const training_cfg *)cfg->typed)->scheduler;
+    cr_assert(sc->cycle_momentum && !sc->three_phase && sc->pct_start == 0.3 && sc->div_factor == 25 &&
+              sc->final_div_factor == 1e4 && sc->base_momentum == 0.85 && sc->max_momentum == 0.95 &&
+              !strcmp(sc->anneal_strategy, "cos"));
+    config_free(cfg);
+    test_write_text(path, SCHED("espnet2.schedulers.piecewise_linear_warmup_lr.PiecewiseLinearWarmupLR"));
+    cr_assert_eq(cfg_load(CONFIG_TRAINING, path, 1, NULL, 0, &cfg, &err), 0, "%s", err.msg);
+    sc = ((const training_cfg *)cfg->typed)->scheduler;
+    cr_assert(sc->n_warmup_steps_list == 2 && sc->warmup_steps_list[1] == 25000 && sc->n_warmup_lr_list == 2 &&
+              sc->warmup_lr_list[1] == 0.001);
+    config_free(cfg);
+    test_write_text(path, PLATEAU "scheduler_monitor: valid/loss\nscheduler_interval: epoch\n");
+    cr_assert_eq(cfg_load(CONFIG_TRAINING, path, 1, NULL, 0, &cfg, &err), 0, "%s", err.msg);
+    sc = ((const training_cfg *)cfg->typed)->scheduler;
+    cr_assert(!strcmp(sc->mode, "min") && sc->factor == 0.1 && sc->patience == 10 && sc->threshold == 1e-4 &&
+              !strcmp(sc->threshold_mode, "rel") && sc->cooldown == 0 && sc->min_lr == 0 && sc->eps == 1e-8);
+    config_free(cfg);
+}
+
 /* encoder_conf.input_layer (core/config/config_values.c check_input_layer) and normalize_conf.eps. */
 Test(config_values, input_layer_rules)
 {

@@ -260,3 +260,52 @@ Test(train_stop, early_stopping_ends_the_run_after_the_validation_that_asks)
               "%s", all);
     free(all);
 }
+
+/* The schedulers the trainer steps beyond once per step or epoch, in one test (one setup):
+ * ReduceLROnPlateau on valid/loss (patience 0, threshold 5%: the tiny recipe's valid/loss improves by
+ * less after epoch 2, so the lr halves after epochs 3 and 4): a run of 3 epochs resumed to 5 ends
+ * with the weights of 5 uninterrupted epochs (the checkpoint keeps the scheduler's lr, best and
+ * counts); a monitor that validation does not report is an error at the line that sets it.
+ * OneCycleLR: its beta1 reaches Adam (the weights differ from cycle_momentum: false), and the run
+ * fails where torch raises, after the 13th update of total_steps 12. */
+#define PLATEAU_ARGS                                                                                                   \
+    "--stages train scheduler._target_=torch.optim.lr_scheduler.ReduceLROnPlateau '~scheduler.warmup_steps' "        \
+    "+scheduler.patience=0 +scheduler.factor=0.5 +scheduler.threshold=0.05 +scheduler_interval=epoch "
+#define ONE_CYCLE_ARGS                                                                                                 \
+    "--stages train scheduler._target_=torch.optim.lr_scheduler.OneCycleLR '~scheduler.warmup_steps' "               \
+    "+scheduler.max_lr=0.01 +scheduler.total_steps=12 "
+Test(train_stop, plateau_and_one_cycle_schedulers_through_the_trainer)
+{
+    cr_assert_eq(run("plateau", PLATEAU_ARGS "+scheduler_monitor=valid/loss trainer.max_epochs=5"), 0, "%s",
+                 slurp("log"));
+    char *log = slurp("plateau/train.log");
+    cr_assert(strstr(log, "train epoch 3 step 15 loss") && strstr(log, "lr 2.00e-03") &&
+                  strstr(log, "train epoch 4 step 20 loss") && strstr(log, "lr 1.00e-03 ") && strstr(log, "lr 5.00e-04 "),
+              "%s", log);
+    free(log);
+    cr_assert_eq(run("plateau35", PLATEAU_ARGS "+scheduler_monitor=valid/loss trainer.max_epochs=3"), 0, "%s",
+                 slurp("log"));
+    cr_assert_eq(run("plateau35", PLATEAU_ARGS "+scheduler_monitor=valid/loss trainer.max_epochs=5"), 0, "%s",
+                 slurp("log"));
+    cr_assert(same_file("plateau/checkpoints/epoch=5-step=25/model.safetensors",
+                        "plateau35/checkpoints/epoch=5-step=25/model.safetensors"),
+              "a run resumed at epoch 3 differs from the uninterrupted one");
+    cr_assert_eq(run("acc", PLATEAU_ARGS "+scheduler_monitor=valid/acc trainer.max_epochs=2"), 1);
+    char *all = slurp("log");
+    cr_assert(strstr(all, "espnet3: error: +scheduler_monitor=valid/acc: scheduler_monitor: valid/acc is not reported "
+                          "by this model's validation (it reports valid/loss, valid/cer;"),
+              "%s", all);
+    free(all);
+    cr_assert_not(test_exists(test_path(dir, "acc/checkpoints/epoch=1-step=5")), "training ran");
+    cr_assert_eq(run("cycle", ONE_CYCLE_ARGS "trainer.max_epochs=3"), 1);
+    all = slurp("log");
+    cr_assert(strstr(all, "espnet3: error: scheduler: OneCycleLR: Tried to step 13 times. The specified number of total "
+                          "steps is 12"),
+              "%s", all);
+    free(all);
+    cr_assert_eq(run("nocycle", ONE_CYCLE_ARGS "+scheduler.cycle_momentum=false trainer.max_epochs=2"), 0, "%s",
+                 slurp("log"));
+    cr_assert_not(same_file("cycle/checkpoints/epoch=2-step=10/model.safetensors",
+                            "nocycle/checkpoints/epoch=2-step=10/model.safetensors"),
+                  "cycle_momentum changed nothing: Adam did not take OneCycleLR's beta1");
+}
