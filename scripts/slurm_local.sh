@@ -134,7 +134,7 @@ InactiveLimit=0
 MinJobAge=300
 KillWait=2
 Waittime=0
-SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
+SchedulerParameters=batch_sched_delay=0,sched_min_interval=0,sched_interval=2
 CommunicationParameters=NoInAddrAny
 EOF
         for n in $(node_list); do

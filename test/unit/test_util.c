@@ -131,11 +131,13 @@ int test_run_python_with(const char *python, const char *dir, const char *code)
     return test_sh("cd '%s' && '%s' check.py", dir, python);
 }
 
+int test_sanitized(void) { return !strcmp(test_env_or("ESPNET3_SANITIZED", ""), "1"); }
+
 const char *test_venv_tool(const char *tool)
 {
     static char path[4096];
     if (!strcmp(test_env_or("ESPNET3_NO_TEST_VENV", ""), "1"))
-        cr_skip_test("%s", !strcmp(test_env_or("ESPNET3_SANITIZED", ""), "1")
+        cr_skip_test("%s", test_sanitized()
                          ? "make asan: the checks by PyTorch, torchrun and safetensors run in make check's plain build"
                          : "ESPNET3_NO_TEST_VENV=1: no venv with PyTorch and safetensors (scripts/install_test_venv.sh)");
     const char *venv = getenv("ESPNET3_TEST_VENV");

@@ -53,6 +53,8 @@ int test_run_python_with(const char *python, const char *dir, const char *code);
  * scripts/install_test_venv.sh, which make check runs; ESPNET3_TEST_VENV names it), or skips the
  * calling test with the reason it is not there (ESPNET3_NO_TEST_VENV=1, not installed). */
 const char *test_venv_tool(const char *tool);
+/* 1 in make asan's run (ESPNET3_SANITIZED=1): a test may take a smaller size of the same code there. */
+int test_sanitized(void);
 
 /* A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released). */
 int test_free_port(void);

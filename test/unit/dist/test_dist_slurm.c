@@ -4,12 +4,14 @@
  * 1 task), both `srun --mpi=pmix`, and a bare `srun --mpi=none` step of 2 tasks (the SLURM
  * variables). Each job must succeed, rank 0 must write the checkpoint, its weights must equal bit
  * for bit those of the same 2 ranks started by espnet3 itself, and each rank's log must say where
- * its rank came from. */
+ * its rank came from. And a job of train_one_node.sh stopped by SIGUSR1 three times, requeueing
+ * itself each time, ends with the weights of a run never stopped. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/dist/dist_env.h"
@@ -143,4 +145,113 @@ Test(dist_slurm, srun_without_pmix_two_tasks_ranks_from_slurm_variables)
     cr_assert_eq(rc, 0, "srun --mpi=none: exit %d: %s", rc, read_file("none.err"));
     assert_trained("none", "train: rank 0 of 2 (local 0 of 2, node 0) via SLURM step variables",
                    "train: rank 1 of 2 (local 1 of 2, node 0) via SLURM step variables");
+}
+
+/* The job's state and restart count from `scontrol show job`; 0 when it cannot be read. */
+static int job_state(const char *job, char *state, int *restarts)
+{
+    if (slurm_cluster_sh(dir, "show", "scontrol show job %s", job) != 0) return 0;
+    const char *s = strstr(read_file("show.out"), "JobState="), *r = strstr(text, "Restarts=");
+    return s && r && sscanf(s, "JobState=%31s", state) == 1 && sscanf(r, "Restarts=%d", restarts) == 1;
+}
+
+static double seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The checkpoint `last` names ("" when none). */
+static void last_of(const char *exp, char *out, size_t cap)
+{
+    char link[512];
+    snprintf(link, sizeof link, "%s/%s/last", dir, exp);
+    ssize_t n = readlink(link, out, cap - 1);
+    out[n > 0 ? n : 0] = '\0';
+}
+
+/* A job at its time limit, three times: SLURM's --signal=USR1@120 of the templates, sent here with
+ * `scancel -s USR1` once the run has written a checkpoint inside an early epoch past where it
+ * started. The ranks stop after a step with a checkpoint, rank 0 requeues the job (scontrol
+ * requeue), and its next start (released at once: SLURM holds a requeued job two minutes) resumes
+ * there. After three requeues the job ends with the weights of the same 2 ranks never interrupted. */
+Test(dist_slurm, a_job_requeued_three_times_ends_as_one_never_requeued, .timeout = 600)
+{
+    /* SLURM's timing under the sanitizer's slowdown is not what this checks; the stop, the
+     * checkpoint and the resume run under ASan in train_stop/ */
+    if (test_sanitized())
+        cr_skip_test("make asan: the SLURM requeue runs in make check's plain build (its code paths: train_stop)");
+    prepare(1, 1);
+    const char *more = "trainer.max_epochs=12 '+trainer.callbacks=[{_target_: lightning.pytorch.callbacks.ModelCheckpoint, "
+                       "every_n_train_steps: 1}]'";
+    cr_assert_eq(slurm_cluster_sh(dir, "ref12",
+                                  "OMP_NUM_THREADS=1 timeout 120 '%s' --config " TINY " %s exp_dir=%s/ref12 --stage 5 "
+                                  "--stop_stage 5 trainer.devices=2 trainer.max_epochs=12",
+                                  bin(), recipe_args(), dir),
+                 0, "the reference run failed: %s", read_file("ref12.err"));
+    cr_assert_eq(slurm_cluster_sh(dir, "submit",
+                                  "CONFIG=" TINY " ESPNET3='%s' MASTER_ADDR=127.0.0.1 MASTER_PORT=%d sbatch --parsable "
+                                  "--nodes=1 --ntasks-per-node=2 --cpus-per-task=1 --time=5 --output=%s/rq.job "
+                                  "scripts/sbatch/train_one_node.sh %s exp_dir=%s/rq %s",
+                                  bin(), test_free_port(), dir, recipe_args(), dir, more),
+                 0, "sbatch: %s", read_file("submit.err"));
+    char job[32] = "", seen[256] = "", now[256], state[32] = "?";
+    sscanf(read_file("submit.out"), "%31s", job);
+    cr_assert(job[0], "no job id");
+    int restarts = 0;
+    for (int round = 1; round <= 3; round++) {
+        /* a checkpoint inside epochs 1-9, past the one this start resumed from */
+        int signalled = 0;
+        for (double t0 = seconds(); !signalled && seconds() - t0 < 180;) {
+            last_of("rq", now, sizeof now);
+            int epoch = -1;
+            if (now[0] && strcmp(now, seen) != 0 && sscanf(now, "checkpoints/epoch=%d", &epoch) == 1 && epoch < 9) {
+                cr_assert_eq(slurm_cluster_sh(dir, "usr1", "scancel -s USR1 %s", job), 0, "%s", read_file("usr1.err"));
+                signalled = 1;
+            }
+            usleep(5000);
+        }
+        if (!signalled) { /* what SLURM says of the job, and its controller's log */
+            slurm_cluster_sh(dir, "why", "scontrol show job %s; tail -40 %s/cluster/log/slurmctld.log; "
+                                         "tail -20 %s/cluster/log/slurmd-*.log", job, dir, dir);
+            char why[1 << 14];
+            cr_assert(signalled, "round %d: no new checkpoint to stop at (last %s); SLURM:\n%s\njob log:\n%s", round,
+                      now, slurm_cluster_read(dir, "why.out", why, sizeof why), read_file("rq.job"));
+        }
+        int requeued = 0;
+        for (double t0 = seconds(); !requeued && seconds() - t0 < 60; usleep(100000))
+            requeued = job_state(job, state, &restarts) && restarts == round && !strcmp(state, "PENDING");
+        cr_assert(requeued, "round %d: the job was not requeued (state %s, restarts %d); job log:\n%s", round, state,
+                  restarts, read_file("rq.job"));
+        last_of("rq", seen, sizeof seen); /* the checkpoint the next start resumes from */
+        /* SLURM holds a requeued job two minutes: released, again every few seconds while it is
+         * still pending (an update that lands while the last start's ranks are still leaving the
+         * node schedules nothing) */
+        int running = 0;
+        for (double t0 = seconds(), last_release = -10; !running && seconds() - t0 < 120;) {
+            if (seconds() - last_release >= 5) {
+                cr_assert_eq(slurm_cluster_sh(dir, "release", "scontrol update JobId=%s StartTime=now", job), 0, "%s",
+                             read_file("release.err"));
+                last_release = seconds();
+            }
+            running = job_state(job, state, &restarts) && strcmp(state, "PENDING") != 0;
+            usleep(200000);
+        }
+        cr_assert(running, "round %d: the released job did not start again (state %s); job log:\n%s", round, state,
+                  read_file("rq.job"));
+    }
+    for (double t0 = seconds(); seconds() - t0 < 120 && !(job_state(job, state, &restarts) && !strcmp(state, "COMPLETED"));)
+        usleep(20000);
+    cr_assert_str_eq(state, "COMPLETED", "job log:\n%s", read_file("rq.job"));
+    /* the job's output holds every start's log (--open-mode=append; each start rotates train.log) */
+    const char *log = read_file("rq.job");
+    int stops = 0;
+    for (const char *p = log; (p = strstr(p, "train: stopped by SIGUSR1 at epoch")); p++) stops++;
+    cr_assert_eq(stops, 3, "%s", log);
+    cr_assert(strstr(log, "train: SLURM job ") && strstr(log, " requeued (scontrol requeue)"), "%s", log);
+    cr_assert_eq(slurm_cluster_sh(dir, "cmp12", "cmp '%s/ref12/checkpoints/epoch=12-step=48/model.safetensors' "
+                                                "'%s/rq/checkpoints/epoch=12-step=48/model.safetensors'",
+                                  dir, dir),
+                 0, "the requeued job's weights differ from the uninterrupted run's: %s", read_file("cmp12.out"));
 }
