@@ -199,7 +199,7 @@ static int check_static(const training_cfg *cfg, const char *file, const ynode *
         return esp_fail(err, "%s: %s", file, why.msg);
     }
     trainer_opts schedule;
-    if (train_callbacks_to_opts(tc, tree, &schedule, err) != 0 || check_val_points(tc, tree, err) != 0) return -1;
+    if (train_callbacks_to_opts(tc, tree, 1, &schedule, err) != 0 || check_val_points(tc, tree, err) != 0) return -1;
     if (speed_perturb_factors_check(tree, err) != 0) return -1;
     augment_conf aug;
     if (augment_conf_from_tree(tree, &aug, err) != 0) return -1;
@@ -375,7 +375,7 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
                  nr.db_lo, nr.db_hi);
         o.noise_rir = &nr;
     }
-    if (rc == 0) rc = train_callbacks_to_opts(tc, ctx->configs->training->tree, &o, err);
+    if (rc == 0) rc = train_callbacks_to_opts(tc, ctx->configs->training->tree, 0, &o, err);
     if (rc == 0) rc = trainer_run(&o, err);
     if (rc == TRAINER_STOPPED) { /* a signal or max_time: resumable */
         rc = STAGE_STOPPED;

@@ -89,7 +89,8 @@ static int early_stopping_opts(const callback_cfg *c, const ynode *n, const char
 /* EMAWeightAveraging's arguments with Lightning's defaults for the left-out ones (decay 0.999,
  * update_every_n_steps 1, no starting step or epoch, use_buffers true). Its other keyword arguments
  * go to AveragedModel, where avg_fn is the callback's own and multi_avg_fn with it raises. */
-static int ema_opts_from(const callback_cfg *c, const ynode *n, const char *path, trainer_opts *o, esp_err *err)
+static int ema_opts_from(const callback_cfg *c, const ynode *n, const char *path, int warn, trainer_opts *o,
+                         esp_err *err)
 {
     char p[160];
     if (o->ema.on) return config_fail_node(err, n, path, "one EMAWeightAveraging per run here (this is the second)");
@@ -106,17 +107,18 @@ static int ema_opts_from(const callback_cfg *c, const ynode *n, const char *path
                         .start_step = ss && c->update_starting_at_step > 0 ? c->update_starting_at_step : -1,
                         .start_epoch = !se ? -1 : c->update_starting_at_epoch > 0 ? c->update_starting_at_epoch : 0,
                         .use_buffers = yt_map_get(n, "use_buffers") ? c->use_buffers : 1};
-    if (o->ema.every_n_steps <= 0 && o->ema.start_epoch < 0)
+    if (warn && o->ema.every_n_steps <= 0 && o->ema.start_epoch < 0)
         log_warn("%s.update_every_n_steps: %" PRId64 " and no update_starting_at_epoch: the average is never updated "
                  "(Lightning's should_update; validation and last.ckpt keep the first weights)", path,
                  o->ema.every_n_steps);
-    if (c->device)
+    if (warn && c->device)
         log_warn("%s.device: '%s': where torch would keep the average; espnet3 keeps it in the backend's memory beside "
                  "the model (the same bits either way): ignored", path, c->device);
     return 0;
 }
 
-static int check_callback(const callback_cfg *c, const ynode *n, const char *path, trainer_opts *o, esp_err *err)
+static int check_callback(const callback_cfg *c, const ynode *n, const char *path, int warn, trainer_opts *o,
+                          esp_err *err)
 {
     const char *dot = c->target ? strrchr(c->target, '.') : NULL, *cls = dot ? dot + 1 : c->target;
     size_t k = 0;
@@ -131,7 +133,7 @@ static int check_callback(const callback_cfg *c, const ynode *n, const char *pat
                                 classes[k].keys);
     }
     if (!strcmp(classes[k].cls, "EarlyStopping")) return early_stopping_opts(c, n, path, o, err);
-    if (!strcmp(classes[k].cls, "EMAWeightAveraging")) return ema_opts_from(c, n, path, o, err);
+    if (!strcmp(classes[k].cls, "EMAWeightAveraging")) return ema_opts_from(c, n, path, warn, o, err);
     if (strcmp(classes[k].cls, "ModelCheckpoint") != 0) return 0;
     char p[160];
     if (c->every_n_train_steps < 0) {
@@ -157,7 +159,7 @@ static int check_callback(const callback_cfg *c, const ynode *n, const char *pat
     return 0;
 }
 
-int train_callbacks_to_opts(const trainer_cfg *tc, const ynode *tree, trainer_opts *o, esp_err *err)
+int train_callbacks_to_opts(const trainer_cfg *tc, const ynode *tree, int warn, trainer_opts *o, esp_err *err)
 {
     o->ckpt_every_steps = 0, o->ckpt_every_s = 0, o->max_time_s = 0;
     o->early_stop = (early_stopping){0}, o->early_stop_strict = 0;
@@ -169,7 +171,7 @@ int train_callbacks_to_opts(const trainer_cfg *tc, const ynode *tree, trainer_op
         snprintf(path, sizeof path, "trainer.callbacks[%u]", i);
         const ynode *n = seq && seq->kind == YN_SEQ && i < seq->n ? seq->items[i] : NULL;
         ESP_CHECK(n != NULL); /* the typed list was loaded from this tree */
-        if (check_callback(&tc->callbacks[i], n, path, o, err) != 0) return -1;
+        if (check_callback(&tc->callbacks[i], n, path, warn, o, err) != 0) return -1;
     }
     if (tc->max_time && max_time_seconds(tc->max_time, &o->max_time_s) != 0)
         return config_fail_node(err, yt_get_path(tree, "trainer.max_time"), "trainer.max_time",

@@ -13,7 +13,8 @@
 
 /* Fills o->ckpt_every_steps, ckpt_every_s, max_time_s, early_stop and ema; -1 with err at the key's
  * line for a key its class does not take, a value out of range, or two step/time intervals in one
- * callback. */
-int train_callbacks_to_opts(const trainer_cfg *tc, const ynode *tree, trainer_opts *o, esp_err *err);
+ * callback. warn: also the warnings about keys that change nothing (the check before any stage
+ * gives them; the stage passes 0, so they are said once). */
+int train_callbacks_to_opts(const trainer_cfg *tc, const ynode *tree, int warn, trainer_opts *o, esp_err *err);
 
 #endif

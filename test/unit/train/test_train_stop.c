@@ -387,7 +387,8 @@ Test(train_stop, early_stopping_ends_the_run_after_the_validation_that_asks)
  * the training is the same (the model's weights), validation sees the average (other losses),
  * last.ckpt holds the average, the best-k .ckpt files the model (ESPnet3 saves them weights-only),
  * and the average moves once per step. A run stopped after its first validation and rerun (the
- * count of batches in its checkpoint) ends with the same files. */
+ * count of batches in its checkpoint) ends with the same files. An integer interval above an
+ * epoch's batches and points inside accumulations are errors. */
 Test(train_stop, ema_and_validation_inside_epochs)
 {
     static const char *vci = "--stages train trainer.max_epochs=2 trainer.val_check_interval=3 "
@@ -438,5 +439,19 @@ Test(train_stop, ema_and_validation_inside_epochs)
         snprintf(a, sizeof a, "ema/%s", same[i]);
         snprintf(b, sizeof b, "stop/%s", same[i]);
         cr_assert(same_file(a, b), "%s differs after the stop and the rerun", same[i]);
+    }
+    /* what the epoch's batches decide, at its start: Lightning's error for an integer above them,
+     * and points inside accumulations */
+    static const struct { const char *args, *want; } bad[] = {
+        {"--stages train trainer.val_check_interval=6",
+         "trainer.val_check_interval: 6 must be less than or equal to the number of the training batches (5 in epoch 1"},
+        {"--stages train trainer.val_check_interval=0.5 trainer.accumulate_grad_batches=3",
+         "trainer.val_check_interval: validation after every 2 batches of epoch 1 falls inside accumulations"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cr_assert_eq(test_sh("%s >/dev/null 2>%s/vbad.err", command("vbad", bad[i].args), dir), 1, "case %zu", i);
+        char *e = slurp("vbad.err");
+        cr_expect(strstr(e, bad[i].want), "case %zu: %s", i, e);
+        free(e);
     }
 }
