@@ -308,6 +308,7 @@ static constexpr backend cu_ops()
     b.sum_squares = cu_sum_squares;
     b.clip_grad_norm = cu_clip_grad_norm;
     b.clip_grad_value = cu_clip_grad_value;
+    b.ema_update = cu_ema_update;
     b.unscale_grads = cu_unscale_grads;
     b.set_gemm_precision = cu_set_gemm_precision;
     return b;

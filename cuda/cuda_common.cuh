@@ -289,6 +289,7 @@ void cu_scale(backend *be, float *y, const float *x, double s, size_t n);
 double cu_sum_squares(backend *be, const float *x, size_t n);
 double cu_clip_grad_norm(backend *be, float *g, size_t n, double max_norm);
 void cu_clip_grad_value(backend *be, float *g, size_t n, float v);
+void cu_ema_update(backend *be, float *avg, const float *cur, size_t n, float decay, float one_minus_decay, int counts);
 // cuda/ops_precision.cu: mixed precision. cu_gemm_inputs: a and b of a GEMM (or `count` of them at
 // strides sa, sb) cast to 16-bit copies at the same element offsets and strides (NULL at
 // AMP_FP32). cu_unscale_grads: the loss scaler's unscale and inf check.

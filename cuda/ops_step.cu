@@ -50,8 +50,6 @@ double cu_sum_squares(backend *be, const float *x, size_t n)
     return cu_blocked_sum(be, x, n, 1);
 }
 
-// torch.nn.utils.clip_grad_norm_ as the CPU backend computes it: the blocked norm, the float
-// factor of clip_grad_coef, and a scale only when it is below 1 (a non-finite norm gives 1).
 static __global__ void clip_grad_value_kernel(float *g, size_t n, float v)
 {
     CU_GRID_STRIDE(i, n) g[i] = clip_grad_value_one(g[i], v);
@@ -65,6 +63,22 @@ void cu_clip_grad_value(backend *be, float *g, size_t n, float v)
     KERNEL_CHECK();
 }
 
+static __global__ void ema_update_kernel(float *avg, const float *cur, size_t n, float decay, float one_minus_decay,
+                                         int counts)
+{
+    CU_GRID_STRIDE(i, n) avg[i] = ema_update_one(avg[i], cur[i], decay, one_minus_decay, counts);
+}
+
+// Lightning's EMA of the weights, as core/compute/ops_step.c's ops_ema_update_f32 (ema_update_one).
+void cu_ema_update(backend *be, float *avg, const float *cur, size_t n, float decay, float one_minus_decay, int counts)
+{
+    if (!n) return;
+    ema_update_kernel<<<cu_blocks(be, n), CU_THREADS, 0, cu_stream(be)>>>(avg, cur, n, decay, one_minus_decay, counts);
+    KERNEL_CHECK();
+}
+
+// torch.nn.utils.clip_grad_norm_ as the CPU backend computes it: the blocked norm, the float
+// factor of clip_grad_coef, and a scale only when it is below 1 (a non-finite norm gives 1).
 double cu_clip_grad_norm(backend *be, float *g, size_t n, double max_norm)
 {
     double norm = sqrt(cu_blocked_sum(be, g, n, 1));

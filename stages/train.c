@@ -160,6 +160,37 @@ static int check_scheduler(const training_cfg *cfg, const char *file, const ynod
     return esp_fail(err, "%s: %s", n ? ymark_str(n->mark, where, sizeof where) : file, why.msg);
 }
 
+/* Lightning's validation points (core/train/val_check.h) from trainer.val_check_interval and
+ * check_val_every_n_epoch as written (NULL: left out). */
+static val_check_opts val_check_from_cfg(const trainer_cfg *tc)
+{
+    const char *every = tc ? tc->check_val_every_n_epoch : NULL;
+    return (val_check_opts){.interval = limit_of(tc ? tc->val_check_interval : NULL),
+                            .every_n_epochs = !every ? 1 : !strcmp(every, "null") ? 0 : strtoll(every, NULL, 10)};
+}
+
+/* check_val_every_n_epoch null counts val_check_interval's batches over epochs: a fraction of an
+ * epoch has no meaning then (Lightning raises), and the points fall inside accumulations of
+ * gradients wherever an epoch's batches are not a multiple of accumulate_grad_batches (their
+ * checkpoints could not resume). */
+static int check_val_points(const trainer_cfg *tc, const ynode *tree, esp_err *err)
+{
+    val_check_opts v = val_check_from_cfg(tc);
+    if (v.every_n_epochs != 0) return 0;
+    const ynode *n = yt_get_path(tree, "trainer.check_val_every_n_epoch");
+    if (v.interval > 0 && tc->val_check_interval)
+        return config_fail_node(err, yt_get_path(tree, "trainer.val_check_interval"), "trainer.val_check_interval",
+                                "with trainer.check_val_every_n_epoch: null it must be an integer number of batches "
+                                "(Lightning raises for a fraction)");
+    if (tc->accumulate_grad_batches > 1)
+        return config_fail_node(err, n, "trainer.check_val_every_n_epoch",
+                                "null (batches counted over epochs) with trainer.accumulate_grad_batches %" PRId64
+                                " is not built: validation would fall inside accumulations, where its checkpoint "
+                                "could not resume (give an integer, or accumulate_grad_batches 1)",
+                                tc->accumulate_grad_batches);
+    return 0;
+}
+
 /* What the config alone decides about values, before any stage runs (stage_table's check):
  * ctc_conf.reduce, speed_perturb_factors and the waveform augmentation keys (the frontend's
  * sample rate bounds their frequencies; an LM task has none). Missing sections are the stage's own error, so that a
@@ -216,13 +247,8 @@ static int check_static(const training_cfg *cfg, const char *file, const ynode *
         return esp_fail(err, "%s: model.ctc_conf.reduce: false (a summed loss) is not supported (use true)", file);
     if (check_scheduler(cfg, file, tree, err) != 0) return -1;
     trainer_opts schedule;
-    if (train_callbacks_to_opts(tc, tree, &schedule, err) != 0) return -1;
+    if (train_callbacks_to_opts(tc, tree, 1, &schedule, err) != 0 || check_val_points(tc, tree, err) != 0) return -1;
     if (check_fit(cfg->fit, tree, err) != 0) return -1;
-    /* it decides which checkpoints rank and are averaged: not a key to ignore */
-    if (tc && tc->val_check_interval > 0 && tc->val_check_interval != 1.0)
-        return config_fail_node(err, yt_get_path(tree, "trainer.val_check_interval"), "trainer.val_check_interval",
-                                "validation inside an epoch is not built yet (leave it out, or 1.0: validation at "
-                                "epoch ends, every trainer.check_val_every_n_epoch)");
     if (speed_perturb_factors_check(tree, err) != 0) return -1;
     augment_conf aug;
     if (augment_conf_from_tree(tree, &aug, err) != 0) return -1;
@@ -361,7 +387,7 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
          * max_steps, when set, ends training). */
         .max_epochs = tc->max_epochs == -1 ? INT64_MAX : tc->max_epochs,
         .max_steps = tc->max_steps > 0 ? tc->max_steps : 0,
-        .val_every = tc->check_val_every_n_epoch > 0 ? tc->check_val_every_n_epoch : 1,
+        .val_check = val_check_from_cfg(tc),
         .accumulate = tc->accumulate_grad_batches > 0 ? tc->accumulate_grad_batches : 1,
         .sync_batchnorm = tc->sync_batchnorm,
         .log_every = tc->log_every_n_steps > 0 ? tc->log_every_n_steps : 50,
@@ -402,7 +428,7 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
     char monitor_at[600]; /* where scheduler_monitor is set: a file's line, or the command line's override */
     const ynode *mon = yt_get_path(ctx->configs->training->tree, "scheduler_monitor");
     o.scheduler_monitor_at = mon ? ymark_str(mon->mark, monitor_at, sizeof monitor_at) : file;
-    if (rc == 0) rc = train_callbacks_to_opts(tc, ctx->configs->training->tree, &o, err);
+    if (rc == 0) rc = train_callbacks_to_opts(tc, ctx->configs->training->tree, 0, &o, err);
     if (rc == 0) rc = trainer_run(&o, err);
     if (rc == TRAINER_STOPPED) { /* a signal or max_time: resumable */
         rc = STAGE_STOPPED;

@@ -2,6 +2,7 @@
  * are checked on the tree (its keys keep their lines); the values come from the typed config. */
 #include "stages/train_callbacks.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,8 @@ static const struct {
     {"ModelCheckpoint", "every_n_train_steps train_time_interval save_last verbose"},
     {"EarlyStopping", "monitor mode patience min_delta strict check_finite stopping_threshold divergence_threshold "
                       "verbose"},
+    {"EMAWeightAveraging", "decay update_every_n_steps update_starting_at_step update_starting_at_epoch use_buffers "
+                           "device"},
     {"LearningRateMonitor", "logging_interval"},
     {"TQDMProgressBar", "refresh_rate"},
 };
@@ -83,7 +86,39 @@ static int early_stopping_opts(const callback_cfg *c, const ynode *n, const char
     return 0;
 }
 
-static int check_callback(const callback_cfg *c, const ynode *n, const char *path, trainer_opts *o, esp_err *err)
+/* EMAWeightAveraging's arguments with Lightning's defaults for the left-out ones (decay 0.999,
+ * update_every_n_steps 1, no starting step or epoch, use_buffers true). Its other keyword arguments
+ * go to AveragedModel, where avg_fn is the callback's own and multi_avg_fn with it raises. */
+static int ema_opts_from(const callback_cfg *c, const ynode *n, const char *path, int warn, trainer_opts *o,
+                         esp_err *err)
+{
+    char p[160];
+    if (o->ema.on) return config_fail_node(err, n, path, "one EMAWeightAveraging per run here (this is the second)");
+    const ynode *dn = yt_map_get(n, "decay"), *ev = yt_map_get(n, "update_every_n_steps");
+    const ynode *ss = yt_map_get(n, "update_starting_at_step"), *se = yt_map_get(n, "update_starting_at_epoch");
+    double decay = dn ? c->decay : 0.999;
+    if (!(decay >= 0 && decay <= 1)) {
+        snprintf(p, sizeof p, "%s.decay", path);
+        return config_fail_node(err, dn, p, "in [0, 1] (torch's get_ema_avg_fn raises otherwise)");
+    }
+    /* A negative start is met by every index, as it is in Python: the step's is then no start at
+     * all (-1), the epoch's one from epoch 0. */
+    o->ema = (ema_opts){.on = 1, .decay = decay, .every_n_steps = ev ? c->update_every_n_steps : 1,
+                        .start_step = ss && c->update_starting_at_step > 0 ? c->update_starting_at_step : -1,
+                        .start_epoch = !se ? -1 : c->update_starting_at_epoch > 0 ? c->update_starting_at_epoch : 0,
+                        .use_buffers = yt_map_get(n, "use_buffers") ? c->use_buffers : 1};
+    if (warn && o->ema.every_n_steps <= 0 && o->ema.start_epoch < 0)
+        log_warn("%s.update_every_n_steps: %" PRId64 " and no update_starting_at_epoch: the average is never updated "
+                 "(Lightning's should_update; validation and last.ckpt keep the first weights)", path,
+                 o->ema.every_n_steps);
+    if (warn && c->device)
+        log_warn("%s.device: '%s': where torch would keep the average; espnet3 keeps it in the backend's memory beside "
+                 "the model (the same bits either way): ignored", path, c->device);
+    return 0;
+}
+
+static int check_callback(const callback_cfg *c, const ynode *n, const char *path, int warn, trainer_opts *o,
+                          esp_err *err)
 {
     const char *dot = c->target ? strrchr(c->target, '.') : NULL, *cls = dot ? dot + 1 : c->target;
     size_t k = 0;
@@ -98,6 +133,7 @@ static int check_callback(const callback_cfg *c, const ynode *n, const char *pat
                                 classes[k].keys);
     }
     if (!strcmp(classes[k].cls, "EarlyStopping")) return early_stopping_opts(c, n, path, o, err);
+    if (!strcmp(classes[k].cls, "EMAWeightAveraging")) return ema_opts_from(c, n, path, warn, o, err);
     if (strcmp(classes[k].cls, "ModelCheckpoint") != 0) return 0;
     char p[160];
     if (c->every_n_train_steps < 0) {
@@ -123,10 +159,11 @@ static int check_callback(const callback_cfg *c, const ynode *n, const char *pat
     return 0;
 }
 
-int train_callbacks_to_opts(const trainer_cfg *tc, const ynode *tree, trainer_opts *o, esp_err *err)
+int train_callbacks_to_opts(const trainer_cfg *tc, const ynode *tree, int warn, trainer_opts *o, esp_err *err)
 {
     o->ckpt_every_steps = 0, o->ckpt_every_s = 0, o->max_time_s = 0;
     o->early_stop = (early_stopping){0}, o->early_stop_strict = 0;
+    o->ema = (ema_opts){0};
     if (!tc) return 0;
     const ynode *seq = yt_get_path(tree, "trainer.callbacks");
     for (unsigned i = 0; i < tc->n_callbacks; i++) {
@@ -134,7 +171,7 @@ int train_callbacks_to_opts(const trainer_cfg *tc, const ynode *tree, trainer_op
         snprintf(path, sizeof path, "trainer.callbacks[%u]", i);
         const ynode *n = seq && seq->kind == YN_SEQ && i < seq->n ? seq->items[i] : NULL;
         ESP_CHECK(n != NULL); /* the typed list was loaded from this tree */
-        if (check_callback(&tc->callbacks[i], n, path, o, err) != 0) return -1;
+        if (check_callback(&tc->callbacks[i], n, path, warn, o, err) != 0) return -1;
     }
     if (tc->max_time && max_time_seconds(tc->max_time, &o->max_time_s) != 0)
         return config_fail_node(err, yt_get_path(tree, "trainer.max_time"), "trainer.max_time",

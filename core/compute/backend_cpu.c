@@ -534,6 +534,12 @@ static void cpu_clip_grad_value(backend *be, float *g, size_t n, float v)
     ops_clip_grad_value_f32(g, n, v);
 }
 
+static void cpu_ema_update(backend *be, float *avg, const float *cur, size_t n, float decay, float one_minus_decay,
+                           int counts)
+{
+    ops_ema_update_f32(avg, cur, n, decay, one_minus_decay, counts, threads_of(be));
+}
+
 /* ---- the attention decoder's ops */
 
 static void cpu_mha_forward(backend *be, float *y, float *att, const float *q, int ldq,
@@ -654,6 +660,7 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
         .add = cpu_add,
         .scale = cpu_scale,
         .clip_grad_value = cpu_clip_grad_value,
+        .ema_update = cpu_ema_update,
         .posenc_forward = cpu_posenc_forward,
         .attention_forward = cpu_attention_forward,
         .attention_backward = cpu_attention_backward,

@@ -169,6 +169,14 @@
     X(CLIP_GRAD_NORM, clip_grad_norm, double, (backend *be, float *g, size_t n, double max_norm))        \
     X(CLIP_GRAD_VALUE, clip_grad_value, void, (backend *be, float *g, size_t n, float v))                \
                                                                                                          \
+    /* ---- weight averaging (Lightning's EMAWeightAveraging): avg[i] = decay * avg[i] +                 \
+     * one_minus_decay * cur[i] as torch.optim.swa_utils.get_ema_avg_fn computes it on float32           \
+     * tensors, two float products and their float sum (ema_update_one of kernel_math.h); with           \
+     * counts the elements are integer counters (BatchNorm's num_batches_tracked, int64 in torch),       \
+     * the float result truncated toward zero as torch's copy_ into the int64 average does. */           \
+    X(EMA_UPDATE, ema_update, void, (backend *be, float *avg, const float *cur, size_t n,                \
+        float decay, float one_minus_decay, int counts))                                                 \
+                                                                                                         \
     /* ---- the loss scaler (trainer.precision 16-mixed): torch.amp.GradScaler.unscale_ on n             \
      * gradients, g[i] *= inv_scale (amp_unscale_one of core/compute/kernel_math_amp.h); returns         \
      * 1 when any element was inf or NaN before the scaling, else 0 (it synchronizes). */                \

@@ -514,6 +514,15 @@ static void ref_clip_grad_value(backend *be, float *g, size_t n, float v)
     tmp_release(be);
 }
 
+static void ref_ema_update(backend *be, float *avg, const float *cur, size_t n, float decay, float one_minus_decay,
+                           int counts)
+{
+    double *ad = wide(be, avg, n);
+    ops_ema_update_f64(ad, wide(be, cur, n), n, decay, one_minus_decay, counts);
+    narrow(avg, ad, n);
+    tmp_release(be);
+}
+
 static int ref_unscale_grads(backend *be, float *g, size_t n, float inv_scale)
 {
     double *gd = wide(be, g, n);
@@ -603,6 +612,7 @@ int backend_ref64_init(backend *be, int threads, esp_err *err)
         .sum_squares = ref_sum_squares,
         .clip_grad_norm = ref_clip_grad_norm,
         .clip_grad_value = ref_clip_grad_value,
+        .ema_update = ref_ema_update,
         .unscale_grads = ref_unscale_grads,
         .set_gemm_precision = ref_set_gemm_precision,
         .ctc_loss_forward = ref_ctc_loss_forward,

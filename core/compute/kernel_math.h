@@ -16,6 +16,7 @@
  *                 of one unit), lstm_cell_grad, lstm_cell_grad_t (its backward)
  *   Adam / AdamW  adam_update_one
  *   clipping      clip_grad_coef, clip_grad_value_one, SUM_SQUARES_BLOCK
+ *   EMA weights   ema_update_one
  *   mixed prec.   core/compute/kernel_math_amp.h: bfloat16 / half rounding, the loss scaler's unscale */
 #ifndef ESPNET3_COMPUTE_KERNEL_MATH_H
 #define ESPNET3_COMPUTE_KERNEL_MATH_H
@@ -219,6 +220,19 @@ static inline KM_HD float clip_grad_coef(double total_norm, double max_norm)
 static inline KM_HD float clip_grad_value_one(float g, float v)
 {
     return g < -v ? -v : g > v ? v : g;
+}
+
+/* ---- weight averaging ------------------------------------------------------------------------- */
+
+/* torch.optim.swa_utils.get_ema_avg_fn's `decay * ema + (1 - decay) * cur` on float32 tensors: each
+ * Python float scalar becomes a float (decay, and 1 - decay taken in double first), each product
+ * and the sum round to float (three tensor ops; the compilers contract none of them: C11 and
+ * nvcc -fmad=false). counts: an integer counter (BatchNorm's int64 num_batches_tracked): torch
+ * computes it as float too and copy_ into int64 truncates toward zero. */
+static inline KM_HD float ema_update_one(float avg, float cur, float decay, float one_minus_decay, int counts)
+{
+    float kept = decay * avg, added = one_minus_decay * cur, v = kept + added;
+    return counts ? truncf(v) : v;
 }
 
 /* Gradient sums of squares are summed in blocks of this many elements, the blocks' sums then in

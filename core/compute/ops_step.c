@@ -128,3 +128,33 @@ void ops_clip_grad_value_f64(double *g, size_t n, double v)
 {
     for (size_t i = 0; i < n; i++) g[i] = g[i] < -v ? -v : g[i] > v ? v : g[i];
 }
+
+/* ---- Lightning's EMA of the weights */
+
+typedef struct ema_job {
+    float *avg;
+    const float *cur;
+    float decay, one_minus_decay;
+    int counts;
+} ema_job;
+
+static void ema_range(void *ctx, size_t lo, size_t hi)
+{
+    ema_job *j = ctx;
+    for (size_t i = lo; i < hi; i++)
+        j->avg[i] = ema_update_one(j->avg[i], j->cur[i], j->decay, j->one_minus_decay, j->counts);
+}
+
+void ops_ema_update_f32(float *avg, const float *cur, size_t n, float decay, float one_minus_decay, int counts,
+                        int threads)
+{
+    ema_job j = {avg, cur, decay, one_minus_decay, counts};
+    parallel_ranges(n, MIN_PER_THREAD, threads, ema_range, &j);
+}
+
+void ops_ema_update_f64(double *avg, const double *cur, size_t n, double decay, double one_minus_decay, int counts)
+{
+    for (size_t i = 0; i < n; i++)
+        avg[i] = counts ? ema_update_one((float)avg[i], (float)cur[i], (float)decay, (float)one_minus_decay, 1)
+                        : decay * avg[i] + one_minus_decay * cur[i];
+}

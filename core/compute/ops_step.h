@@ -23,5 +23,11 @@ void ops_scale_threaded_f32(float *y, const float *x, double s, size_t n, int th
  * f64 form is the reference (a clamp is exact in either precision). */
 void ops_clip_grad_value_f32(float *g, size_t n, float v);
 void ops_clip_grad_value_f64(double *g, size_t n, double v);
+/* Lightning's EMA of the weights: avg[i] = ema_update_one(avg[i], cur[i], ...) on every element
+ * (threaded over ranges). The f64 form is the reference: the same formula in double, except that
+ * counters (counts) take the float arithmetic they are defined by, then the truncation. */
+void ops_ema_update_f32(float *avg, const float *cur, size_t n, float decay, float one_minus_decay, int counts,
+                        int threads);
+void ops_ema_update_f64(double *avg, const double *cur, size_t n, double decay, double one_minus_decay, int counts);
 
 #endif

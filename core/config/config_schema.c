@@ -172,6 +172,12 @@ static const cyaml_schema_field_t callback_fields[] = {
     BOOL("check_finite", callback_cfg, check_finite),
     FLT("stopping_threshold", callback_cfg, stopping_threshold),
     FLT("divergence_threshold", callback_cfg, divergence_threshold),
+    FLT("decay", callback_cfg, decay),
+    INT("update_every_n_steps", callback_cfg, update_every_n_steps),
+    INT("update_starting_at_step", callback_cfg, update_starting_at_step),
+    INT("update_starting_at_epoch", callback_cfg, update_starting_at_epoch),
+    BOOL("use_buffers", callback_cfg, use_buffers),
+    STR("device", callback_cfg, device),
     CYAML_FIELD_END};
 static const cyaml_schema_value_t callback_entry = {
     CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, callback_cfg, callback_fields)};
@@ -189,10 +195,10 @@ static const cyaml_schema_field_t trainer_fields[] = {
     INT("max_epochs", trainer_cfg, max_epochs),
     INT("max_steps", trainer_cfg, max_steps),
     INT("log_every_n_steps", trainer_cfg, log_every_n_steps),
-    INT("check_val_every_n_epoch", trainer_cfg, check_val_every_n_epoch),
+    STR("check_val_every_n_epoch", trainer_cfg, check_val_every_n_epoch),
     STR("limit_train_batches", trainer_cfg, limit_train_batches),
     STR("limit_val_batches", trainer_cfg, limit_val_batches),
-    FLT("val_check_interval", trainer_cfg, val_check_interval),
+    STR("val_check_interval", trainer_cfg, val_check_interval),
     INT("num_sanity_val_steps", trainer_cfg, num_sanity_val_steps),
     INT("min_epochs", trainer_cfg, min_epochs),
     INT("min_steps", trainer_cfg, min_steps),

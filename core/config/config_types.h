@@ -88,8 +88,8 @@ typedef struct timedelta_cfg {
 /* trainer.callbacks[]: the Lightning callbacks espnet3 carries out (core/train/trainer.h's
  * trainer_opts take their meaning; stages/train_callbacks.c checks each one's keys against its
  * class). ModelCheckpoint: a checkpoint inside an epoch every_n_train_steps optimizer steps and/or
- * every train_time_interval; EarlyStopping; LearningRateMonitor and the progress bar: what the
- * train log shows anyway. */
+ * every train_time_interval; EarlyStopping; EMAWeightAveraging (an EMA of the weights);
+ * LearningRateMonitor and the progress bar: what the train log shows anyway. */
 typedef struct callback_cfg {
     char *target;
     int64_t every_n_train_steps;
@@ -106,6 +106,12 @@ typedef struct callback_cfg {
     double min_delta;
     int strict, check_finite;
     double stopping_threshold, divergence_threshold;
+    /* EMAWeightAveraging (core/train/ema.h); left-out keys take Lightning's defaults, read from the
+     * tree: decay 0.999, update_every_n_steps 1, no starting step or epoch, use_buffers true */
+    double decay;
+    int64_t update_every_n_steps, update_starting_at_step, update_starting_at_epoch;
+    int use_buffers;
+    char *device;            /* where torch keeps the average: the backend holds it here (ignored) */
 } callback_cfg;
 
 typedef struct trainer_cfg {
@@ -122,10 +128,12 @@ typedef struct trainer_cfg {
                           * -1 when max_steps is set) */
     int64_t max_steps;   /* >= 1, or -1 / 0 (left out): no step limit */
     int64_t log_every_n_steps;
-    int64_t check_val_every_n_epoch;
+    char *check_val_every_n_epoch; /* as written: an integer >= 1, or null (Lightning's None: validation every
+                                    * val_check_interval batches counted over epochs); left out: 1 */
     char *limit_train_batches; /* as written: an integer is a count of batches (1: one batch, as */
     char *limit_val_batches;   /* Lightning), a float a fraction (1.0: all); checked at load */
-    double val_check_interval;
+    char *val_check_interval;  /* as written: a float in (0, 1] is a fraction of the epoch's batches, an integer
+                                * a count of batches (1: after every batch); left out: 1.0, the epoch's end */
     int64_t num_sanity_val_steps; /* left out: Lightning's 2 (stages/train.c); -1: all */
     int64_t min_epochs, min_steps; /* EarlyStopping waits for both */
     int deterministic;

@@ -122,6 +122,8 @@ const target_entry target_registry[] = {
     {"trainer.callbacks[]", "pytorch_lightning.callbacks.LearningRateMonitor", "train/lr in the logs"},
     {"trainer.callbacks[]", "lightning.pytorch.callbacks.TQDMProgressBar", "the progress line"},
     {"trainer.callbacks[]", "pytorch_lightning.callbacks.TQDMProgressBar", "the progress line"},
+    {"trainer.callbacks[]", "lightning.pytorch.callbacks.EMAWeightAveraging", "an EMA of the weights"},
+    {"trainer.callbacks[]", "pytorch_lightning.callbacks.EMAWeightAveraging", "an EMA of the weights"},
     {"trainer.callbacks[].train_time_interval", "datetime.timedelta", "a time interval"},
     {"dataloader.*.iter_factory", "espnet2.iterators.sequence_iter_factory.SequenceIterFactory", "sequence batches"},
     {"dataloader.collate_fn", "espnet2.train.collate_fn.CommonCollateFn", "padding collate"},
@@ -307,11 +309,21 @@ static const struct {
                                                            "combine the usual pairs)"},
     {"scheduler", "torch.optim.lr_scheduler.ChainedScheduler", "it chains scheduler objects built in Python; espnet3 "
                                                                "runs one scheduler per run"},
+    {"trainer.callbacks[]", "lightning.pytorch.callbacks.WeightAveraging",
+     "its default average is SWA's equal-weight mean (torch's get_swa_multi_avg_fn, a foreach lerp), which espnet3 "
+     "does not build; lightning.pytorch.callbacks.EMAWeightAveraging is built"},
+    {"trainer.callbacks[]", "pytorch_lightning.callbacks.WeightAveraging",
+     "its default average is SWA's equal-weight mean (torch's get_swa_multi_avg_fn, a foreach lerp), which espnet3 "
+     "does not build; pytorch_lightning.callbacks.EMAWeightAveraging is built"},
 };
 
 static int check_target(walker *w, const ynode *n, const char *section_schema_path, const char *path)
 {
     if (target_lookup(section_schema_path, n->str)) return 0;
+    for (size_t i = 0; i < sizeof refused_targets / sizeof *refused_targets; i++)
+        if (config_path_match(refused_targets[i].section, section_schema_path) &&
+            !strcmp(n->str, refused_targets[i].name))
+            return config_fail_node(w->err, n, path, "%s: %s", n->str, refused_targets[i].why);
     if (config_path_match("dataset.*[].dataset", section_schema_path)) {
         /* A recipe's own Python dataset class (older ESPnet3 entries): its manifest_path, or its split of
          * the recipe's dataset, is what we read. */
@@ -337,7 +349,7 @@ static int check_target(walker *w, const ynode *n, const char *section_schema_pa
  * plain scalar "null", which libcyaml loads as that string and the allowed values list. */
 static int null_is_a_value(const char *schema_path)
 {
-    static const char *const keys[] = {"model.encoder_conf.input_layer"};
+    static const char *const keys[] = {"model.encoder_conf.input_layer", "trainer.check_val_every_n_epoch"};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
         if (config_path_match(keys[i], schema_path)) return 1;
     return 0;
@@ -635,6 +647,45 @@ static int expand_criterion(walker *w, ynode *n, const char *path)
     return 0;
 }
 
+/* Lightning's int-or-float trainer keys, kept as written (string fields): an integer is a count of
+ * batches, a float a fraction (limit_*_batches, val_check_interval); check_val_every_n_epoch is an
+ * integer or null (Lightning's None: val_check_interval's batches count over epochs). */
+static int is_written_number(const char *schema_path)
+{
+    static const char *const keys[] = {"trainer.limit_train_batches", "trainer.limit_val_batches",
+                                       "trainer.val_check_interval", "trainer.check_val_every_n_epoch"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        if (!strcmp(schema_path, keys[i])) return 1;
+    return 0;
+}
+
+static int check_written_number(walker *w, ynode *n, const char *schema_path, const char *path)
+{
+    double dv;
+    int64_t iv;
+    int vci = !strcmp(schema_path, "trainer.val_check_interval");
+    if (vci && (n->kind == YN_MAP || (n->kind == YN_SCALAR && strchr(n->str, ':'))))
+        return config_fail_node(w->err, n, path, "a time (validation on the clock, Lightning 2.6's str, timedelta or "
+                                "dict) is not built: its points would depend on the machine's speed and a resumed run "
+                                "would not validate where the first one did (give a fraction of an epoch or a number "
+                                "of batches)");
+    if (n->kind != YN_SCALAR) return config_fail_node(w->err, n, path, "expected a number, got %s", yt_kind_name(n));
+    if (!strcmp(schema_path, "trainer.check_val_every_n_epoch")) {
+        if (yt_is_null(n) && !n->quoted) { /* ~, Null: one spelling */
+            free(n->str);
+            n->str = xstrdup("null");
+            return 0;
+        }
+        if (!yt_as_int(n, &iv))
+            return config_fail_node(w->err, n, path, "expected an integer or null, got %s '%s'", yt_kind_name(n),
+                                    n->str);
+        return config_check_number(n, schema_path, path, (double)iv, w->err);
+    }
+    if (!yt_as_float(n, &dv) || !isfinite(dv))
+        return config_fail_node(w->err, n, path, "expected a number, got %s '%s'", yt_kind_name(n), n->str);
+    return config_check_number(n, schema_path, path, dv, w->err);
+}
+
 static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *s, const char *schema_path, const char *path)
 {
     int64_t iv;
@@ -668,6 +719,7 @@ static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *s, const 
         n->str = xstrdup(bv ? "true" : "false");
         return check_allowed(w, n, schema_path, path);
     case CYAML_STRING:
+        if (is_written_number(schema_path)) return check_written_number(w, n, schema_path, path);
         if (n->kind != YN_SCALAR) return config_fail_node(w->err, n, path, "expected a string, got %s", yt_kind_name(n));
         if (null_is_a_value(schema_path)) {
             if (n->quoted && !strcmp(n->str, "null"))
@@ -679,12 +731,6 @@ static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *s, const 
             }
         }
         if (config_path_match("dataset.*[].data_src", schema_path)) return check_data_src(w, n, path);
-        if (!strcmp(schema_path, "trainer.limit_train_batches") || !strcmp(schema_path, "trainer.limit_val_batches")) {
-            /* Kept as written: Lightning tells a count (int) from a fraction (float) by the type. */
-            if (!yt_as_float(n, &dv) || !isfinite(dv))
-                return config_fail_node(w->err, n, path, "expected a number, got %s '%s'", yt_kind_name(n), n->str);
-            return config_check_number(n, schema_path, path, dv, w->err);
-        }
         return check_allowed(w, n, schema_path, path);
     case CYAML_MAPPING:
         if (!strcmp(schema_path, "best_model_criterion[]") && expand_criterion(w, n, path) != 0) return -1;

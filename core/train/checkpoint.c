@@ -86,7 +86,7 @@ static ckpt_table *tables_copy(const ckpt_table *t, size_t n)
 
 /* Ranks a checkpoint as Lightning's ModelCheckpoint does: it enters while fewer than k are kept,
  * or when strictly better than the worst kept one (ties keep the older); NaN never enters. */
-static void table_offer(ckpt_table *t, const char *dir, int64_t epoch, int64_t step, double v)
+static void table_offer(ckpt_table *t, const char *dir, int64_t epoch, int64_t step, double v, int in_epoch)
 {
     if (t->k <= 0 || isnan(v)) return;
     size_t pos = t->n;
@@ -95,7 +95,7 @@ static void table_offer(ckpt_table *t, const char *dir, int64_t epoch, int64_t s
     if (t->n == (size_t)t->k) free(t->entries[--t->n].dir);
     t->entries = xrealloc(t->entries, (t->n + 1) * sizeof *t->entries);
     memmove(t->entries + pos + 1, t->entries + pos, (t->n - pos) * sizeof *t->entries);
-    t->entries[pos] = (ckpt_entry){xstrdup(dir), epoch, step, v};
+    t->entries[pos] = (ckpt_entry){xstrdup(dir), epoch, step, v, in_epoch};
     t->n++;
 }
 
@@ -157,9 +157,11 @@ static char *state_json(const ckpt_info *info, const ckpt_table *tables, size_t 
         json_t *entries = json_array();
         for (size_t j = 0; j < tables[i].n; j++) {
             const ckpt_entry *e = &tables[i].entries[j];
-            json_array_append_new(entries, json_pack("{s:s, s:I, s:I, s:o}", "dir", e->dir, "epoch",
-                                                     (json_int_t)e->epoch, "step", (json_int_t)e->step, "value",
-                                                     json_metric(e->value)));
+            json_t *entry = json_pack("{s:s, s:I, s:I, s:o}", "dir", e->dir, "epoch", (json_int_t)e->epoch, "step",
+                                      (json_int_t)e->step, "value", json_metric(e->value));
+            /* only when set: the files of runs without validation inside epochs stay as they were */
+            if (e->in_epoch) json_object_set_new(entry, "in_epoch", json_true());
+            json_array_append_new(entries, entry);
         }
         json_array_append_new(best, json_pack("{s:s, s:I, s:s, s:o}", "monitor", tables[i].monitor, "k",
                                               (json_int_t)tables[i].k, "mode", tables[i].maximize ? "max" : "min",
@@ -250,7 +252,8 @@ static void restore_tables(ckpt_manager *m, json_t *root)
                 }
                 json_decref(other);
                 table_offer(t, dir, json_integer_value(json_object_get(e, "epoch")),
-                            json_integer_value(json_object_get(e, "step")), v);
+                            json_integer_value(json_object_get(e, "step")), v,
+                            json_is_true(json_object_get(e, "in_epoch")));
             }
             break;
         }
@@ -417,7 +420,7 @@ int ckpt_save(ckpt_manager *m, const ckpt_info *info, const st_tensor *model, si
     for (size_t i = 0; i < m->n_tables; i++)
         for (size_t j = 0; j < info->n_metrics; j++)
             if (strcmp(info->metrics[j].name, tables[i].monitor) == 0)
-                table_offer(&tables[i], name, info->epoch, info->step, info->metrics[j].value);
+                table_offer(&tables[i], name, info->epoch, info->step, info->metrics[j].value, info->in_epoch);
     char *json = state_json(info, tables, m->n_tables);
 
     char *tmp = xasprintf("%s/" TMP_PREFIX "%s.%ld", m->ckpt_dir, name, (long)getpid());

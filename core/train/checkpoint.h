@@ -45,6 +45,7 @@ typedef struct ckpt_info {
     const ckpt_counter *counters;
     size_t n_counters;
     const char *config_hash;       /* of the resolved config; NULL for none */
+    int in_epoch;                  /* saved inside epoch `epoch` (0-based: epochs completed), not at an end */
 } ckpt_info;
 
 /* One ranked checkpoint of a best-k table. */
@@ -52,6 +53,7 @@ typedef struct ckpt_entry {
     char *dir;                     /* name under checkpoints/ */
     int64_t epoch, step;
     double value;
+    int in_epoch;                  /* saved inside epoch `epoch` (after a validation there) */
 } ckpt_entry;
 
 /* best_model_criterion item [monitor, k, min|max]: its k best checkpoints, best first. */

@@ -2,10 +2,14 @@
  * written for ESPnet3 find them and PyTorch loads them (torch.load, Lightning's layout):
  *
  *   last.ckpt                          the newest model: {"epoch", "global_step", "state_dict"},
- *                                      names prefixed "model." as ESPnet3's LightningModule holds them
+ *                                      names prefixed "model." as ESPnet3's LightningModule holds them;
+ *                                      with EMAWeightAveraging the average, as Lightning's full
+ *                                      checkpoint's state_dict (its current_model_state is not written)
  *   epoch<E>_step<S>_<monitor>.ckpt    each checkpoint of a best-k table (ESPnet3's ModelCheckpoint
  *                                      filename "epoch{epoch}_step{step}_" + monitor; E counts from 0
- *                                      as Lightning's current_epoch, S is the global step)
+ *                                      as Lightning's current_epoch, S is the global step): the model,
+ *                                      also with EMAWeightAveraging (ESPnet3 saves these weights-only,
+ *                                      and Lightning calls no callback's on_save_checkpoint then)
  *   <monitor>.ave_<n>best.pth          the average of a table, a plain state dict
  *
  * Each is written atomically from our safetensors files; a best-k .ckpt whose checkpoint left its
@@ -32,9 +36,16 @@ static int convert(const char *from, const char *to, int lightning, int64_t epoc
     return rc;
 }
 
+/* Lightning's current_epoch of a checkpoint: the epoch it was saved in (an epoch's end counts the
+ * epoch it ends, one less than the epochs completed). */
+static int64_t lightning_epoch(const ckpt_entry *e)
+{
+    return e->in_epoch ? e->epoch : e->epoch > 0 ? e->epoch - 1 : 0;
+}
+
 static char *entry_ckpt_name(const ckpt_entry *e, const char *monitor_file)
 {
-    return xasprintf("epoch%" PRId64 "_step%" PRId64 "_%s.ckpt", e->epoch > 0 ? e->epoch - 1 : 0, e->step, monitor_file);
+    return xasprintf("epoch%" PRId64 "_step%" PRId64 "_%s.ckpt", lightning_epoch(e), e->step, monitor_file);
 }
 
 /* Removes epoch*_step*_<monitor>.ckpt files of exp_dir that no entry of t names. */
@@ -67,17 +78,33 @@ static void prune(const ckpt_manager *m, const ckpt_table *t, const char *monito
     free(suffix);
 }
 
+/* last.ckpt: the model, or with Lightning's EMAWeightAveraging its average (the trainer's "ema.*"
+ * state tensors), which Lightning's full checkpoint (ESPnet3's last) holds as its state_dict. */
+static int write_last(const ckpt_manager *m, esp_err *err)
+{
+    long long e = 0, s = 0;
+    sscanf(m->last, "epoch=%lld-step=%lld", &e, &s);
+    int64_t epoch = e > 0 ? e - 1 : 0;
+    char *dir = path_join(m->ckpt_dir, m->last), *to = path_join(m->exp_dir, "last.ckpt");
+    char *state = path_join(dir, "trainer_state.safetensors"), *from = path_join(dir, "model.safetensors");
+    st_file f;
+    int rc = st_read(state, &f, err);
+    if (rc == 0) {
+        st_tensor *avg = xcalloc(f.n ? f.n : 1, sizeof *avg);
+        size_t n = 0;
+        for (size_t i = 0; i < f.n; i++)
+            if (!strncmp(f.tensors[i].name, "ema.", 4)) avg[n] = f.tensors[i], avg[n++].name = f.tensors[i].name + 4;
+        rc = n ? pt_write_lightning(to, avg, n, epoch, s, err) : convert(from, to, 1, epoch, s, err);
+        free(avg);
+        st_close(&f);
+    }
+    free(dir), free(to), free(state), free(from);
+    return rc;
+}
+
 int ckpt_write_espnet3_names(const ckpt_manager *m, esp_err *err)
 {
-    int rc = 0;
-    if (m->last) {
-        long long e = 0, s = 0;
-        sscanf(m->last, "epoch=%lld-step=%lld", &e, &s);
-        char *from = xasprintf("%s/%s/model.safetensors", m->ckpt_dir, m->last);
-        char *to = path_join(m->exp_dir, "last.ckpt");
-        rc = convert(from, to, 1, e > 0 ? e - 1 : 0, s, err);
-        free(from), free(to);
-    }
+    int rc = m->last ? write_last(m, err) : 0;
     for (size_t ti = 0; ti < m->n_tables && rc == 0; ti++) {
         const ckpt_table *t = &m->tables[ti];
         char *mon = ckpt_monitor_file_name(t->monitor);
@@ -86,7 +113,7 @@ int ckpt_write_espnet3_names(const ckpt_manager *m, esp_err *err)
             char *to = path_join(m->exp_dir, name);
             if (!path_exists(to)) { /* a checkpoint's weights never change once written */
                 char *from = xasprintf("%s/%s/model.safetensors", m->ckpt_dir, t->entries[i].dir);
-                rc = convert(from, to, 1, t->entries[i].epoch > 0 ? t->entries[i].epoch - 1 : 0, t->entries[i].step, err);
+                rc = convert(from, to, 1, lightning_epoch(&t->entries[i]), t->entries[i].step, err);
                 free(from);
             }
             free(to), free(name);

@@ -117,10 +117,11 @@ int scheduler_from_training_cfg(const training_cfg *cfg, double base_lr, lr_sche
         return esp_fail(err, "scheduler_interval: ReduceLROnPlateau steps once per epoch, after the validation: set "
                              "scheduler_interval: epoch (with step, Lightning raises at the first step: %s is not "
                              "available yet)", cfg->scheduler_monitor);
-    if (cfg->trainer && cfg->trainer->check_val_every_n_epoch > 1)
+    const char *every = cfg->trainer ? cfg->trainer->check_val_every_n_epoch : NULL;
+    if (every && strcmp(every, "1") != 0)
         return esp_fail(err, "trainer.check_val_every_n_epoch: %s steps on %s at every epoch end, which needs a "
-                             "validation every epoch (with %lld, Lightning raises after the first epoch: set 1)",
-                        name, cfg->scheduler_monitor, (long long)cfg->trainer->check_val_every_n_epoch);
+                             "validation every epoch (with %s, Lightning raises after the first epoch: set 1)",
+                        name, cfg->scheduler_monitor, every);
     out->monitor = cfg->scheduler_monitor;
     return 0;
 }

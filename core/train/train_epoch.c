@@ -288,6 +288,11 @@ int train_epoch(trainer *t, esp_err *err)
     asr_data_set_epoch(&s->data, t->epoch); /* waveform augmentation draws from (seed, epoch, utterance) */
     size_t nb = limit_batches(t->o->limit_train, nplan);
     int64_t accum = t->o->accumulate;
+    t->stopped_early = 0;
+    if (val_check_epoch_start(t, nb, err) != 0) {
+        free(plan);
+        return -1;
+    }
     size_t *items = xmalloc((s->keys.n + 1) * sizeof *items);
     char label[160];
     snprintf(label, sizeof label, "train epoch %" PRId64, t->epoch + 1);
@@ -304,6 +309,7 @@ int train_epoch(trainer *t, esp_err *err)
     t->resume_batch = 0;
     if (k0 > 0) log_info("train: epoch %" PRId64 " goes on at batch %zu of %zu", t->epoch + 1, k0 + 1, nb);
     step_acc a = {.micro = (int64_t)k0};
+    t->epoch_batches = (int64_t)k0;
     int rc = 0, save = 0, stop = 0, stopped = 0;
     asr_model_zero_grad(&t->model);
     for (size_t k = k0; rc == 0; k++) {
@@ -323,6 +329,7 @@ int train_epoch(trainer *t, esp_err *err)
             rc = -1;
             break;
         }
+        t->epoch_batches = (int64_t)k + 1, t->total_batches++;
         /* One rank decides alone when to step (an invalid loss steps at once); several ranks step
          * together at accumulation boundaries, skipping the step when any rank saw a bad loss. */
         if (t->world == 1 && a.micro % accum != 0 && has_after && !invalid) continue;
@@ -333,6 +340,7 @@ int train_epoch(trainer *t, esp_err *err)
             rc = -1;
             break;
         }
+        train_ema_after_step(t); /* EMAWeightAveraging's on_train_batch_end */
         double el = now_seconds() - t0, rate = el > 0 ? t->audio_total / el : 0;
         if (v == GUARD_STEP && t->step % t->o->log_every == 0) log_step(t, &a, lr, norm, rate);
         /* The progress line carries the latest numbers (progress keeps a pointer to label). */
@@ -342,6 +350,19 @@ int train_epoch(trainer *t, esp_err *err)
         /* Lightning's max_steps: the epoch ends with the step that reaches it (every rank steps
          * together, so all stop here). */
         if (t->o->max_steps > 0 && t->step >= t->o->max_steps) break;
+        /* Validation inside the epoch (trainer.val_check_interval) with its checkpoint, which stands
+         * for any other this step would have; EarlyStopping may end the epoch here. */
+        if (has_after && val_check_after_batch(t)) {
+            if (validate_in_epoch(t, err) != 0) {
+                rc = -1;
+                break;
+            }
+            save = 0;
+            if (t->stopped_early) break;
+            if (!stop) continue;
+            stopped = 1;
+            break;
+        }
         /* A checkpoint inside the epoch after this step (the epoch's last step has the epoch end's):
          * every n steps, on rank 0's clock, or to stop (a signal, max_time). */
         if (t->o->ckpt_every_steps > 0 && v == GUARD_STEP && t->step % t->o->ckpt_every_steps == 0) save = 1;

@@ -7,6 +7,7 @@
  * backend; they reach the host only through be->copy. */
 #include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,13 +58,34 @@ static int moments_to_host(trainer *t, float **m1, float **m2, esp_err *err)
     return rc;
 }
 
+/* EMAWeightAveraging's average as state tensors "ema.<name>" (ESPnet2 names; what Lightning's full
+ * checkpoint holds as its state_dict), appended to state at *n; names are freed by the caller. */
+static void ema_tensors(const trainer *t, const float *avg, int64_t *counts, st_tensor *state, size_t *n)
+{
+    const param_table *pt = &t->model.table;
+    model_state_tensors(pt, avg, counts, state + *n);
+    for (size_t i = 0; i < pt->n; i++) state[*n + i].name = xasprintf("ema.%s", pt->items[i].name);
+    *n += pt->n;
+}
+
 static int save_at(trainer *t, const metric *metrics, size_t n_metrics, int64_t batch, esp_err *err)
 {
     const param_table *pt = &t->model.table;
-    float *m1, *m2;
+    float *m1 = NULL, *m2 = NULL, *avg = NULL;
     if ((t->fsdp || t->rank == 0) && moments_to_host(t, &m1, &m2, err) != 0) return -1;
-    if (t->rank != 0) {
-        if (t->fsdp) free(m1), free(m2);
+    if (t->ema.avg) { /* every rank takes part (fsdp gathers the chunks) */
+        avg = host_floats(pt->state_total);
+        if (train_ema_to_host(t, avg, err) != 0) {
+            free(m1), free(m2), free(avg);
+            return -1;
+        }
+    }
+    char name[64]; /* ckpt_save's directory name */
+    snprintf(name, sizeof name, "epoch=%" PRId64 "-step=%" PRId64, t->epoch, t->step);
+    if (t->rank != 0 || (batch > 0 && t->ckpt.last && !strcmp(t->ckpt.last, name))) {
+        /* inside an epoch with no step since the last checkpoint (the NaN guard skipped them): it stays */
+        if (t->rank == 0) log_info("train: %s holds this state already (no optimizer step since): not saved again", name);
+        free(m1), free(m2), free(avg);
         return 0;
     }
     /* Parameters and BatchNorm buffers (rank 0's running statistics). */
@@ -74,15 +96,21 @@ static int save_at(trainer *t, const metric *metrics, size_t n_metrics, int64_t 
     model_state_tensors(pt, params, counts, model);
     /* 16-mixed: the loss scaler's state too (torch keeps GradScaler.state_dict() in the checkpoint). */
     float scale = t->scaler.scale;
-    st_tensor state[3] = {
-        {.name = "optimizer.exp_avg", .dtype = ST_F32, .ndim = 1, .shape = {(int64_t)pt->total}, .data = m1},
-        {.name = "optimizer.exp_avg_sq", .dtype = ST_F32, .ndim = 1, .shape = {(int64_t)pt->total}, .data = m2},
-        {.name = "grad_scaler.scale", .dtype = ST_F32, .ndim = 1, .shape = {1}, .data = &scale},
-    };
+    st_tensor *state = xcalloc(3 + pt->n, sizeof *state);
+    int64_t total = (int64_t)pt->total;
+    state[0] = (st_tensor){.name = "optimizer.exp_avg", .dtype = ST_F32, .ndim = 1, .shape = {total}, .data = m1};
+    state[1] = (st_tensor){.name = "optimizer.exp_avg_sq", .dtype = ST_F32, .ndim = 1, .shape = {total}, .data = m2};
+    size_t n_state = 2;
+    if (t->scaler.enabled)
+        state[n_state++] =
+            (st_tensor){.name = "grad_scaler.scale", .dtype = ST_F32, .ndim = 1, .shape = {1}, .data = &scale};
+    size_t ema_at = n_state;
+    int64_t *ema_counts = xcalloc(pt->n ? pt->n : 1, sizeof *ema_counts);
+    if (avg) ema_tensors(t, avg, ema_counts, state, &n_state);
     /* train.batch_in_epoch: the plan index a mid-epoch checkpoint's epoch goes on at (0 at an epoch
      * end); with trainer.max_time, train.time_elapsed_ms: what it has counted so far (left out
      * otherwise, so that a checkpoint's state stays a function of the training alone). */
-    ckpt_counter counters[9 + SCHED_STATE_MAX] = {{"optimizer.step", t->opt.step},
+    ckpt_counter counters[13 + SCHED_STATE_MAX] = {{"optimizer.step", t->opt.step},
                                 {"scheduler.last_epoch", t->sched.last_epoch},
                                 {"nan_guard.countdown", t->guard.countdown},
                                 {"train.batch_in_epoch", batch}};
@@ -101,9 +129,21 @@ static int save_at(trainer *t, const metric *metrics, size_t n_metrics, int64_t 
     int64_t sched_values[SCHED_STATE_MAX];
     size_t n_sched = scheduler_state(&t->sched, sched_names, sched_values);
     for (size_t i = 0; i < n_sched; i++) counters[n_counters++] = (ckpt_counter){sched_names[i], sched_values[i]};
+    if (avg) { /* AveragedModel.n_averaged and the callback's latest_update_step */
+        counters[n_counters++] = (ckpt_counter){"ema.n_averaged", t->ema.n_averaged};
+        counters[n_counters++] = (ckpt_counter){"ema.latest_update_step", t->ema.latest_step};
+    }
+    /* check_val_every_n_epoch null counts batches over epochs */
+    if (t->o->val_check.every_n_epochs == 0)
+        counters[n_counters++] = (ckpt_counter){"train.total_batches", t->total_batches};
+    /* a checkpoint inside the epoch that ranks: ESPnet3's name counts this epoch (epoch{E}_step{S}) */
     ckpt_info info = {.epoch = t->epoch, .step = t->step, .metrics = metrics, .n_metrics = n_metrics,
-                      .counters = counters, .n_counters = n_counters};
-    int rc = ckpt_save(&t->ckpt, &info, model, pt->n, state, t->scaler.enabled ? 3 : 2, err);
+                      .counters = counters, .n_counters = n_counters, .in_epoch = batch > 0};
+    int rc = ckpt_save(&t->ckpt, &info, model, pt->n, state, n_state, err);
+    for (size_t i = ema_at; i < n_state; i++) free((char *)state[i].name);
+    free(state);
+    free(ema_counts);
+    free(avg);
     free(model);
     free(counts);
     free(params);
@@ -114,6 +154,13 @@ static int save_at(trainer *t, const metric *metrics, size_t n_metrics, int64_t 
 int save_checkpoint(trainer *t, const metric *metrics, size_t n_metrics, esp_err *err)
 {
     int rc = save_at(t, metrics, n_metrics, 0, err);
+    t->last_ckpt_time = now_seconds();
+    return rc;
+}
+
+int save_checkpoint_validated_in_epoch(trainer *t, int64_t batch, const metric *metrics, size_t n_metrics, esp_err *err)
+{
+    int rc = save_at(t, metrics, n_metrics, batch, err);
     t->last_ckpt_time = now_seconds();
     return rc;
 }
@@ -159,6 +206,35 @@ static int resume_scaler(trainer *t, const ckpt_loaded *c, esp_err *err)
     return 0;
 }
 
+/* EMAWeightAveraging's average from the checkpoint's "ema.*" tensors; a checkpoint without them (a
+ * run without the callback) starts it from the resumed model, not yet averaged, as Lightning
+ * initializes both from the state_dict then. */
+static int resume_ema(trainer *t, const ckpt_loaded *c, const float *params, esp_err *err)
+{
+    if (!t->ema.avg) return 0;
+    const param_table *pt = &t->model.table;
+    char name[128];
+    snprintf(name, sizeof name, "ema.%s", pt->n ? pt->items[0].name : "");
+    if (!pt->n || !st_get(&c->state, name)) {
+        log_warn("train: %s has no EMAWeightAveraging state: the average starts from the resumed weights", c->dir);
+        train_ema_from_host(t, params, 0, 0);
+        return 0;
+    }
+    float *avg = host_floats(pt->state_total);
+    int rc = 0;
+    for (size_t i = 0; i < pt->n && rc == 0; i++) {
+        snprintf(name, sizeof name, "ema.%s", pt->items[i].name);
+        rc = model_tensor_get(&c->state, name, &pt->items[i], avg + pt->items[i].offset, err);
+    }
+    int64_t n_avg = ckpt_counter_get(c, "ema.n_averaged", 0), latest = ckpt_counter_get(c, "ema.latest_update_step", 0);
+    if (rc == 0 && (n_avg < 0 || latest < 0))
+        rc = esp_fail(err, "%s: ema.n_averaged %" PRId64 " / ema.latest_update_step %" PRId64 ": negative (not a "
+                           "checkpoint espnet3 wrote)", c->dir, n_avg, latest);
+    if (rc == 0) train_ema_from_host(t, avg, n_avg, latest);
+    free(avg);
+    return rc;
+}
+
 int resume(trainer *t, esp_err *err)
 {
     ckpt_loaded c;
@@ -183,6 +259,7 @@ int resume_loaded(trainer *t, const ckpt_loaded *c_in, esp_err *err)
                     st_get_f32(&c.state, "optimizer.exp_avg_sq", 1, &total, &m2, err) != 0))
         rc = -1;
     if (rc == 0 && resume_scaler(t, &c, err) != 0) rc = -1;
+    if (rc == 0 && resume_ema(t, &c, params, err) != 0) rc = -1;
     if (rc == 0) {
         asr_model_state_from_host(&t->model, params);
         t->be->copy(t->be, t->opt.exp_avg, m1, pt->total * sizeof(float), BACKEND_HOST_TO_DEVICE);
@@ -198,6 +275,7 @@ int resume_loaded(trainer *t, const ckpt_loaded *c_in, esp_err *err)
         t->resume_batch = ckpt_counter_get(&c, "train.batch_in_epoch", 0);
         t->time_before = (double)ckpt_counter_get(&c, "train.time_elapsed_ms", 0) / 1000.0;
         t->started_from = ckpt_counter_get(&c, "train.started_from", 0);
+        t->total_batches = ckpt_counter_get(&c, "train.total_batches", 0);
         if (t->es.monitor) {
             int32_t best_bits;
             memcpy(&best_bits, &t->es.best, sizeof best_bits);
@@ -205,10 +283,10 @@ int resume_loaded(trainer *t, const ckpt_loaded *c_in, esp_err *err)
             best_bits = (int32_t)ckpt_counter_get(&c, "early_stopping.best_bits", best_bits);
             memcpy(&t->es.best, &best_bits, sizeof best_bits);
         }
-        if (t->resume_batch < 0 || t->time_before < 0)
-            rc = esp_fail(err, "%s: train.batch_in_epoch %" PRId64 " / train.time_elapsed_ms: negative (not a "
-                               "checkpoint espnet3 wrote; remove it to start from the one before)", c.dir,
-                          t->resume_batch);
+        if (t->resume_batch < 0 || t->time_before < 0 || t->total_batches < 0)
+            rc = esp_fail(err, "%s: train.batch_in_epoch %" PRId64 " / train.time_elapsed_ms / train.total_batches: "
+                               "negative (not a checkpoint espnet3 wrote; remove it to start from the one before)",
+                          c.dir, t->resume_batch);
         t->epoch = c.epoch;
         t->step = c.step;
         log_info("train: resuming from %s (epoch %" PRId64 ", step %" PRId64 ")", c.dir, c.epoch, c.step);
@@ -249,11 +327,12 @@ int sync_from_rank0(trainer *t, esp_err *err)
     memcpy(&scale_bits, &t->scaler.scale, sizeof scale_bits);
     int32_t best_bits;
     memcpy(&best_bits, &t->es.best, sizeof best_bits);
-    int64_t c[12 + SCHED_STATE_MAX] = {t->epoch, t->step, t->opt.step, t->sched.last_epoch, t->guard.countdown,
+    int64_t c[13 + SCHED_STATE_MAX] = {t->epoch, t->step, t->opt.step, t->sched.last_epoch, t->guard.countdown,
                                        t->scaler.growth_tracker, scale_bits, t->resume_batch,
-                                       (int64_t)(t->time_before * 1000), t->es.wait_count, best_bits, t->imported};
+                                       (int64_t)(t->time_before * 1000), t->es.wait_count, best_bits, t->imported,
+                                       t->total_batches};
     const char *sched_names[SCHED_STATE_MAX]; /* the plateau schedulers' state rides behind */
-    scheduler_state(&t->sched, sched_names, c + 12);
+    scheduler_state(&t->sched, sched_names, c + 13);
     comm *cm = t->dist.comm;
     size_t bytes = n_params(t) * sizeof(float), state_bytes = t->model.table.state_total * sizeof(float);
     /* Device buffers go to the comm as they are: it works on the backend's memory. The parameters
@@ -266,10 +345,10 @@ int sync_from_rank0(trainer *t, esp_err *err)
     t->scaler.growth_tracker = c[5];
     scale_bits = (int32_t)c[6];
     t->resume_batch = c[7], t->time_before = (double)c[8] / 1000.0;
-    t->es.wait_count = c[9], best_bits = (int32_t)c[10], t->imported = (int)c[11];
+    t->es.wait_count = c[9], best_bits = (int32_t)c[10], t->imported = (int)c[11], t->total_batches = c[12];
     memcpy(&t->es.best, &best_bits, sizeof best_bits);
     memcpy(&t->scaler.scale, &scale_bits, sizeof scale_bits);
-    scheduler_set_state(&t->sched, c + 12);
+    scheduler_set_state(&t->sched, c + 13);
     if (t->fsdp) shard_optimizer(t);
     return 0;
 }

@@ -60,11 +60,18 @@ static int scheduler_check_monitor(const trainer *t, esp_err *err)
                     t->o->scheduler_monitor_at ? t->o->scheduler_monitor_at : "training config", t->sched.monitor, have);
 }
 
-/* After a validation: the plateau schedulers step on their monitor (the same value on every rank). */
-static void scheduler_after_validation(trainer *t, const metric *m, size_t nm)
+/* At an epoch's end the plateau schedulers step on their monitor's latest value (the same on every
+ * rank), as Lightning reads it from callback_metrics: the epoch end's validation, else the last one
+ * inside an epoch; none yet in this run is Lightning's error. */
+static int scheduler_at_epoch_end(trainer *t, esp_err *err)
 {
-    for (size_t i = 0; t->sched.monitor && i < nm; i++)
-        if (!strcmp(m[i].name, t->sched.monitor)) scheduler_on_validation(&t->sched, m[i].value);
+    if (!t->sched.monitor) return 0;
+    if (!t->monitor_seen)
+        return esp_fail(err, "scheduler_monitor: ReduceLROnPlateau conditioned on metric %s which is not available: "
+                             "no validation ran before the end of epoch %" PRId64 " (Lightning raises; validate in "
+                             "every epoch)", t->sched.monitor, t->epoch);
+    scheduler_on_validation(&t->sched, t->monitor_latest);
+    return 0;
 }
 
 /* Lightning's min_epochs / min_steps: EarlyStopping's stop waits until both are met. */
@@ -75,7 +82,7 @@ static int min_training_done(const trainer *t)
 
 /* After a validation: EarlyStopping's verdict on its monitor (the same on every rank: the metrics
  * are summed over the ranks). */
-static int early_stopping_says_stop(trainer *t, const metric *m, size_t nm)
+int early_stopping_says_stop(trainer *t, const metric *m, size_t nm, const char *after)
 {
     if (!t->es.monitor) return 0;
     for (size_t i = 0; i < nm; i++) {
@@ -84,15 +91,13 @@ static int early_stopping_says_stop(trainer *t, const metric *m, size_t nm)
         if (!early_stopping_update(&t->es, m[i].value, &why)) return 0;
         if (!min_training_done(t)) {
             if (t->rank == 0)
-                log_info("train: early stopping asked after epoch %" PRId64 " (%s), but trainer.min_epochs %" PRId64
-                         " / min_steps %" PRId64 " are not reached yet: training goes on", t->epoch, why,
-                         t->o->min_epochs, t->o->min_steps);
+                log_info("train: early stopping asked %s (%s), but trainer.min_epochs %" PRId64 " / min_steps %" PRId64
+                         " are not reached yet: training goes on", after, why, t->o->min_epochs, t->o->min_steps);
             return 0;
         }
         if (t->rank == 0)
-            log_info("train: early stopping after epoch %" PRId64 ": %s (%s %g, best %g, %" PRId64 " without "
-                     "improvement, patience %" PRId64 ")", t->epoch, why, m[i].name, m[i].value, (double)t->es.best,
-                     t->es.wait_count, t->es.patience);
+            log_info("train: early stopping %s: %s (%s %g, best %g, %" PRId64 " without improvement, patience %" PRId64
+                     ")", after, why, m[i].name, m[i].value, (double)t->es.best, t->es.wait_count, t->es.patience);
         return 1;
     }
     return 0;
@@ -107,7 +112,7 @@ static int sanity_check(trainer *t, esp_err *err)
     if (n == 0 || t->valid.batches.n == 0) return 0;
     metric m[VALID_METRICS_MAX];
     size_t nm;
-    if (validate(t, n < 0 ? 0 : (size_t)n, m, &nm, err) != 0) return -1;
+    if (validate_on_average(t, n < 0 ? 0 : (size_t)n, m, &nm, err) != 0) return -1;
     size_t ran = n < 0 || (size_t)n > t->valid.batches.n ? t->valid.batches.n : (size_t)n;
     if (t->rank == 0)
         log_info("train: sanity check: %zu validation batch%s ran before training (trainer.num_sanity_val_steps)", ran,
@@ -144,20 +149,27 @@ static int run_training(trainer *t, esp_err *err)
         if (r == TRAINER_STOPPED) return stopped(t);
         t->epoch++;
         if (check_ranks_agree(t, err) != 0) return -1;
-        if (t->sched.interval == SCHED_PER_EPOCH) scheduler_on_epoch_end(&t->sched);
+        /* Lightning steps an epoch-interval scheduler after the epoch's last batch: not when
+         * EarlyStopping ended the epoch after a validation inside it */
+        if (t->sched.interval == SCHED_PER_EPOCH && !t->stopped_early) scheduler_on_epoch_end(&t->sched);
         if (scheduler_check(&t->sched, err) != 0) return -1;
         metric m[VALID_METRICS_MAX + 1];
         size_t nm = 0;
-        if (t->epoch % o->val_every == 0) {
-            if (validate(t, 0, m, &nm, err) != 0) return -1;
+        if (val_check_at_epoch_end(t)) {
+            if (validate_on_average(t, 0, m, &nm, err) != 0) return -1;
             char line[256];
             size_t used = 0;
             for (size_t i = 0; i < nm && used < sizeof line; i++)
                 used += (size_t)snprintf(line + used, sizeof line - used, " %s %.4f", m[i].name, m[i].value);
             log_info("epoch %" PRId64 ":%s", t->epoch, line);
-            scheduler_after_validation(t, m, nm);
+            note_monitor(t, m, nm);
         }
-        int early = nm > 0 && early_stopping_says_stop(t, m, nm);
+        if (scheduler_at_epoch_end(t, err) != 0) return -1;
+        /* on_train_epoch_end: the EMA's epoch update (update_starting_at_epoch), after the validation */
+        train_ema_epoch_end(t, t->epoch - 1);
+        char after[64];
+        snprintf(after, sizeof after, "after epoch %" PRId64, t->epoch);
+        int early = t->stopped_early || (nm > 0 && early_stopping_says_stop(t, m, nm, after));
         m[nm++] = (metric){"epoch", (double)(t->epoch - 1), 1};
         trainer_log_metrics(t, m, nm);
         if (save_checkpoint(t, m, nm, err) != 0) return -1;
@@ -229,12 +241,14 @@ static int reserve_arena(trainer *t, esp_err *err)
     arena_plan p;
     model_arena_plan(&p, &dims, &t->o->rates, B, T, L, oo.amsgrad);
     size_t feats = ((size_t)B * T * dims.idim * sizeof(float) + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
-    t->be->reserve(t->be, p.total + feats, p.staging_bytes);
+    /* EMAWeightAveraging: the average and, during a validation, the model's weights set aside */
+    size_t ema = t->o->ema.on ? 2 * ((p.kind_bytes[ARENA_PARAMS] + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN) : 0;
+    t->be->reserve(t->be, p.total + feats + ema, p.staging_bytes);
     if (t->rank == 0)
         log_info("train: %s arena %zu bytes for batches up to %d x %d frames x %d tokens (parameters %zu, gradients "
-                 "%zu, moments %zu, activations %zu, features %zu), %zu bytes of pinned staging", t->be->name,
-                 p.total + feats, B, T, L, p.kind_bytes[ARENA_PARAMS], p.kind_bytes[ARENA_GRADS],
-                 p.kind_bytes[ARENA_MOMENTS], p.kind_bytes[ARENA_ACTS], feats, p.staging_bytes);
+                 "%zu, moments %zu, activations %zu, features %zu, EMA %zu), %zu bytes of pinned staging", t->be->name,
+                 p.total + feats + ema, B, T, L, p.kind_bytes[ARENA_PARAMS], p.kind_bytes[ARENA_GRADS],
+                 p.kind_bytes[ARENA_MOMENTS], p.kind_bytes[ARENA_ACTS], feats, ema, p.staging_bytes);
     arena_plan_free(&p);
     return 0;
 }
@@ -324,6 +338,7 @@ static int train_on_backend(trainer *t, esp_err *err)
     grad_scaler_init(&t->scaler, t->o->precision == AMP_FP16);
     if (t->be->reserve && reserve_arena(t, err) != 0) goto out_model;
     if (open_model(t, err) != 0) goto out_model;
+    train_ema_open(t); /* Lightning's AveragedModel: a copy of the model as training starts */
     if (optim_opts_from_cfg(cfg->optimizer, &t->oo, err) != 0) goto out_model;
     adam_state_init(&t->opt, t->be, t->model.table.total, t->oo.amsgrad);
     if (scheduler_from_training_cfg(cfg, t->oo.lr, &t->sched, err) != 0) goto out_opt;
@@ -331,7 +346,8 @@ static int train_on_backend(trainer *t, esp_err *err)
     if (t->rank == 0 && ckpt_open(&t->ckpt, cfg->exp_dir, cfg->best_model_criterion, cfg->n_best_model_criterion, err) != 0)
         goto out_opt;
     int resumed = t->rank != 0 ? 0 : t->o->fit_ckpt_path ? resume_named(t, t->o->fit_ckpt_path, err) : resume(t, err);
-    if (resumed == 0 && sync_from_rank0(t, err) == 0 && (!t->imported || save_imported(t, err) == 0)) {
+    if (resumed == 0 && sync_from_rank0(t, err) == 0 && train_ema_sync(t, err) == 0 &&
+        (!t->imported || save_imported(t, err) == 0)) {
         t->first_epoch = t->epoch;
         err_calc_init(&t->ec, &t->train.data.tokens);
         rc = train_with_logs(t, err);
@@ -342,6 +358,7 @@ out_opt:
 out_model:
     t->be->free(t->be, t->dev_feats);
     t->be->free(t->be, t->dev_scratch);
+    train_ema_free(t);
     asr_model_free(&t->model);
     grad_buckets_free(&t->buckets);
     split_close(&t->valid);

@@ -1,10 +1,11 @@
 /* The trainer of stage 5: epochs of batches from the shape files, features computed on the fly
  * (log-mel -> SpecAugment -> global_mvn), the model's forward, loss and backward on a compute
  * backend, gradient averaging across ranks (ddp buckets or fsdp shards), clipping, Adam/AdamW,
- * the learning-rate schedule, ESPnet3's NaN guard, validation (loss and greedy CER) every
- * val_every epochs, checkpoints at each epoch end (top-k, `last`, k-best averaging), TensorBoard
- * events and metrics.csv. A rerun resumes from `last`; everything random is derived from (seed,
- * epoch, batch), so a resumed run computes what an uninterrupted one does.
+ * the learning-rate schedule, ESPnet3's NaN guard, validation (loss and greedy CER) at epoch ends
+ * or inside epochs (val_check), checkpoints at each epoch end and validation (top-k, `last`,
+ * k-best averaging), Lightning's EMA of the weights, TensorBoard events and metrics.csv. A rerun
+ * resumes from `last`; everything random is derived from (seed, epoch, batch), so a resumed run
+ * computes what an uninterrupted one does.
  *
  * Several ranks (ddp): rank 0's parameters and state are broadcast at the start; rank r trains on
  * batches r, r + W, ... of the epoch (global position k * W + r seeds its randomness, so W ranks
@@ -31,6 +32,8 @@
 #include "core/dist/dist_env.h"
 #include "core/nn/model.h"
 #include "core/train/early_stopping.h"
+#include "core/train/ema.h"
+#include "core/train/val_check.h"
 
 typedef struct trainer_opts {
     const training_cfg *cfg;  /* data, model dims, optimizer, scheduler, init, dataloader, checkpoints */
@@ -44,7 +47,7 @@ typedef struct trainer_opts {
     model_rates rates;        /* dropout rates and CTC's zero_infinity */
     int64_t max_epochs;       /* > 0 (INT64_MAX: no epoch limit) */
     int64_t max_steps;        /* optimizer steps after which training ends (Lightning's max_steps); 0: none */
-    int64_t val_every;        /* check_val_every_n_epoch, > 0 */
+    val_check_opts val_check; /* val_check_interval and check_val_every_n_epoch (core/train/val_check.h) */
     int64_t accumulate;       /* accumulate_grad_batches, > 0 */
     int sync_batchnorm;       /* BatchNorm statistics over all ranks (core/nn/encoder_syncbn.c) */
     int64_t log_every;        /* log_every_n_steps, > 0 */
@@ -79,6 +82,7 @@ typedef struct trainer_opts {
     /* "file:line:col" of scheduler_monitor in the config (the plateau schedulers' monitor that
      * validation does not report is an error there); NULL: the config's name alone. */
     const char *scheduler_monitor_at;
+    ema_opts ema;                  /* Lightning's EMAWeightAveraging (ema.on 0: none; core/train/ema.h) */
 } trainer_opts;
 
 /* trainer_run's result when training stopped before its end with a checkpoint to resume from:

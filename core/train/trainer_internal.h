@@ -14,12 +14,24 @@
 #include "core/formats/tb_events.h"
 #include "core/nn/model.h"
 #include "core/train/checkpoint.h"
+#include "core/train/ema.h"
 #include "core/train/grad_buckets.h"
 #include "core/train/grad_scaler.h"
 #include "core/train/optim.h"
 #include "core/train/scheduler.h"
 #include "core/train/train_data.h"
 #include "core/train/trainer.h"
+
+/* Lightning's EMAWeightAveraging's average (train_ema.c; avg NULL: none). */
+typedef struct train_ema {
+    float *avg;            /* backend: the parameters' average (fsdp once sharded: this rank's chunk), then the
+                            * buffers' (state_total floats, or chunk + buffers) */
+    int sharded;           /* fsdp: avg holds the chunk [shard_lo, shard_hi) (after train_ema_sync) */
+    int64_t n_averaged;    /* AveragedModel.n_averaged: 0 until the first update, which copies */
+    int64_t latest_step;   /* the global step of the last update after a step (the callback's state) */
+    ema_span *spans;       /* the buffers: runs of floats and of counters */
+    size_t n_spans;
+} train_ema;
 
 typedef struct trainer {
     const trainer_opts *o;
@@ -51,6 +63,8 @@ typedef struct trainer {
     int64_t resume_batch;      /* the plan index epoch `epoch` continues at (a mid-epoch checkpoint's); 0 */
     double run_start;          /* now_seconds() when this run's training began */
     double time_before;        /* seconds trained by the runs this one resumes (trainer.max_time counts them) */
+    double monitor_latest;     /* the plateau scheduler's monitor at the latest validation of this run */
+    int monitor_seen;
     int imported;              /* the state came from another trainer's checkpoint (fit.ckpt_path): saved
                                 * as a checkpoint of ours before the first step */
     int64_t started_from;      /* fit.ckpt_path's id (fit_ckpt_id) when this run began from it, else 0:
@@ -59,6 +73,12 @@ typedef struct trainer {
     double last_ckpt_time;     /* of the last checkpoint (train_time_interval) */
     int stop_reason;           /* 0, or why training stops early: a signal number or TRAIN_STOP_MAX_TIME */
     early_stopping es;         /* Lightning's EarlyStopping (es.monitor NULL: none); its state is checkpointed */
+    train_ema ema;             /* Lightning's EMAWeightAveraging (ema.avg NULL: none) */
+    /* Validation inside epochs (train_valcheck.c): */
+    int64_t val_batch;         /* this epoch validates after every val_batch batches (Lightning's val_check_batch) */
+    int64_t epoch_batches;     /* batches of this epoch done (by every rank) */
+    int64_t total_batches;     /* batches done over all epochs (check_val_every_n_epoch null counts them) */
+    int stopped_early;         /* EarlyStopping stopped the epoch after a validation inside it */
 } trainer;
 
 /* train_schedule.c: SIGTERM and SIGUSR1 set a flag while training runs (install / restore), the
@@ -92,11 +112,52 @@ const char *interctc_metric_name(const asr_model *m, int valid, int k);
 size_t validation_metrics(const asr_model *m, metric *out);
 int validate(trainer *t, size_t max_batches, metric *out, size_t *n_out, esp_err *err);
 
+/* train_ema.c: the average (core/train/ema.h) on the trainer: made from the model after it is
+ * initialized (train_ema_open; nothing without the callback), updated after an optimizer step
+ * (train_ema_after_step, after t->step counts it) and at the end of the epoch epoch_idx (0-based;
+ * train_ema_epoch_end), swapped into the model around a validation (train_ema_swap_in keeps the
+ * model's state in *saved, NULL without an average; train_ema_swap_out puts it back and frees it),
+ * onto rank 0's host (train_ema_to_host: state_total floats; every rank calls it), loaded there on
+ * resume (train_ema_from_host), then broadcast and, with fsdp, cut to this rank's chunk
+ * (train_ema_sync, after sync_from_rank0). */
+void train_ema_open(trainer *t);
+void train_ema_free(trainer *t);
+void train_ema_after_step(trainer *t);
+void train_ema_epoch_end(trainer *t, int64_t epoch_idx);
+int train_ema_swap_in(trainer *t, float **saved, esp_err *err);
+void train_ema_swap_out(trainer *t, float *saved);
+int train_ema_to_host(trainer *t, float *host, esp_err *err);
+void train_ema_from_host(trainer *t, const float *host, int64_t n_averaged, int64_t latest_step);
+int train_ema_sync(trainer *t, esp_err *err);
+
+/* train_valcheck.c: where validation runs (trainer.val_check_interval, check_val_every_n_epoch;
+ * core/train/val_check.h) and a validation inside an epoch. val_check_epoch_start sets t->val_batch
+ * for an epoch of nb batches on this rank (the ranks' least; Lightning's error for an integer
+ * interval above it, and a point inside an accumulation of gradients, are errors here);
+ * val_check_after_batch says whether validation runs after batch t->epoch_batches inside the epoch,
+ * val_check_at_epoch_end whether the epoch's end validates (t->epoch already counts the epoch).
+ * validate_on_average runs validate on the EMA's average when there is one.
+ * validate_in_epoch: validation after a batch inside the epoch: logged at this step, EarlyStopping
+ * asked (t->stopped_early), and a checkpoint at this batch that ranks in the best-k tables. */
+int val_check_epoch_start(trainer *t, size_t nb, esp_err *err);
+int val_check_after_batch(const trainer *t);
+int val_check_at_epoch_end(const trainer *t);
+int validate_on_average(trainer *t, size_t max_batches, metric *out, size_t *n_out, esp_err *err);
+int validate_in_epoch(trainer *t, esp_err *err);
+/* Keeps the plateau scheduler's monitor from a validation's metrics (it steps at the epoch's end). */
+void note_monitor(trainer *t, const metric *m, size_t nm);
+/* trainer.c: EarlyStopping's verdict after a validation (after: where, for the log). */
+int early_stopping_says_stop(trainer *t, const metric *m, size_t nm, const char *after);
+
 /* train_state.c */
 int save_checkpoint(trainer *t, const metric *metrics, size_t n_metrics, esp_err *err);
 /* A checkpoint inside epoch t->epoch after its plan entries [0, batch): no metrics (it ranks in no
  * best-k table), resumed at `batch` (every rank calls it). */
 int save_checkpoint_in_epoch(trainer *t, int64_t batch, esp_err *err);
+/* The same after a validation inside the epoch: its metrics rank it (ESPnet3's best-k ModelCheckpoint
+ * saves after every validation). */
+int save_checkpoint_validated_in_epoch(trainer *t, int64_t batch, const metric *metrics, size_t n_metrics,
+                                       esp_err *err);
 int resume(trainer *t, esp_err *err);
 /* The state of a loaded checkpoint (ours: `last`, or a directory fit.ckpt_path names). */
 int resume_loaded(trainer *t, const ckpt_loaded *c, esp_err *err);

@@ -70,7 +70,7 @@ Test(cuda_emu, auto_accelerator_takes_the_gpu)
     cr_assert(backend_kind_for("cpu", &k, &err) == 0 && k == BACKEND_CPU);
 }
 
-Test(cuda_emu, reductions_and_clipping_have_the_cpu_bits)
+Test(cuda_emu, reductions_clipping_and_ema_have_the_cpu_bits)
 {
     backend *cpu = open_kind("cpu"), *cu = open_kind("cuda");
     float *h = host_rand(N, 1, -1, 1);
@@ -85,6 +85,15 @@ Test(cuda_emu, reductions_and_clipping_have_the_cpu_bits)
     cpu->scale(cpu, xc, xc, 1.0 / 3, N);
     cu->scale(cu, xg, xg, 1.0 / 3, N);
     expect_same_bits(cpu, xc, cu, xg, N, "scale");
+    /* the EMA of the weights: torch's float products and sum */
+    float *a = host_rand(N, 3, -1, 1);
+    float *ac = upload(cpu, a, N), *ag = upload(cu, a, N);
+    cpu->ema_update(cpu, ac, xc, N, 0.999f, (float)(1.0 - 0.999), 0);
+    cu->ema_update(cu, ag, xg, N, 0.999f, (float)(1.0 - 0.999), 0);
+    expect_same_bits(cpu, ac, cu, ag, N, "ema_update");
+    cpu->free(cpu, ac);
+    cu->free(cu, ag);
+    free(a);
     cpu->free(cpu, xc);
     cu->free(cu, xg);
     free(h);

@@ -1,8 +1,8 @@
 /* test_backend_ops cases of the training step's own ops (backend_ops_test.h): the CTC loss
  * (labels with repeats, an empty label sequence, an impossible alignment with and without
  * zero_infinity: +inf losses and NaN gradients must match), Adam/AdamW (amsgrad on and off, a size
- * that splits over threads), sum, sum of squares and gradient clipping (clipping, not clipping,
- * a NaN norm). */
+ * that splits over threads), sum, sum of squares, gradient clipping (clipping, not clipping,
+ * a NaN norm) and the EMA of the weights (decays, a size that splits over threads, counters). */
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
@@ -171,6 +171,28 @@ static void clip_grad_value_run(tb_run *r, int s)
     tb_out_exact(r, "g", g, n); /* a clamp: exact */
 }
 
+/* ------------------------------------------------------------------ the EMA of the weights */
+
+static const struct {
+    size_t n;
+    float decay;
+    int counts; /* integer counters: the truncation, exact against the reference */
+} EMA_S[] = {{0, 0.999f, 0}, {1001, 0.999f, 0}, {70001, 0.9f, 0}, {5, 0.5f, 0}, {513, 0.999f, 1}};
+
+static void ema_update_run(tb_run *r, int s)
+{
+    size_t n = EMA_S[s].n;
+    float d = EMA_S[s].decay, c = (float)(1.0 - (double)EMA_S[s].decay);
+    tb_shape(r, "n %zu decay %g counts %d", n, (double)d, EMA_S[s].counts);
+    float *ah = tb_host_rand(r, n, -2, 2), *xh = tb_host_rand(r, n, -2, 2);
+    if (EMA_S[s].counts) /* counters as BatchNorm's: whole numbers, the current one ahead */
+        for (size_t i = 0; i < n; i++) ah[i] = (float)(i * 7 % 1000), xh[i] = ah[i] + (float)(i % 50);
+    float *avg = tb_upload(r, ah, n), *cur = tb_upload(r, xh, n);
+    tb_be(r)->ema_update(tb_be(r), avg, cur, n, d, c, EMA_S[s].counts);
+    if (EMA_S[s].counts) tb_out_exact(r, "avg", avg, n);
+    else tb_out(r, "avg", avg, n);
+}
+
 /* ------------------------------------------------------------------ the loss scaler's unscale */
 
 static const struct {
@@ -205,4 +227,5 @@ const tb_case tb_case_sum = {LEN(SUM_S), TOL_DOUBLE, sum_run};
 const tb_case tb_case_sum_squares = {LEN(SUM_S), TOL_DOUBLE, sum_squares_run};
 const tb_case tb_case_clip_grad_norm = {LEN(CLIP_S), TOL_ELEM, clip_grad_norm_run};
 const tb_case tb_case_clip_grad_value = {LEN(CLIPV_S), 0, clip_grad_value_run};
+const tb_case tb_case_ema_update = {LEN(EMA_S), TOL_ELEM, ema_update_run};
 const tb_case tb_case_unscale_grads = {LEN(UNSCALE_S), 0, unscale_grads_run};

@@ -72,8 +72,11 @@ Test(config_values, training_ranges_and_zero_are_errors_with_position)
         {"trainer:\n  log_every_n_steps: 0\n", "2:22: trainer.log_every_n_steps: must be >= 1"},
         {"trainer:\n  check_val_every_n_epoch: 0\n", "2:28: trainer.check_val_every_n_epoch: must be >= 1"},
         {"trainer:\n  limit_train_batches: 0\n", "2:24: trainer.limit_train_batches: must be a fraction in (0, 1]"},
-        {"trainer:\n  val_check_interval: 1\n", "2:23: trainer.val_check_interval: must be a fraction of an epoch in "
-                                               "(0, 1] or a number of batches >= 2, got the integer 1 (Lightning reads"},
+        {"trainer:\n  val_check_interval: 0\n", "2:23: trainer.val_check_interval: must be a fraction of an epoch in "
+                                               "(0, 1] or a number of batches >= 1, got 0"},
+        {"trainer:\n  val_check_interval: 2.5\n", "2:23: trainer.val_check_interval: must be a fraction of an epoch"},
+        {"trainer:\n  check_val_every_n_epoch: 1.5\n", "2:28: trainer.check_val_every_n_epoch: expected an integer or "
+                                                     "null, got"},
         {"trainer:\n  limit_train_batches: abc\n", "2:24: trainer.limit_train_batches: expected a number, got a string"},
         {"trainer:\n  limit_val_batches: 0\n", "2:22: trainer.limit_val_batches: must be a fraction in (0, 1] or a "
                                               "number of batches >= 1, got 0"},
@@ -199,13 +202,11 @@ Test(config_values, scheduler_errors_at_their_line)
         {SCHED("espnet2.schedulers.warmup_reducelronplateau.WarmupReduceLROnPlateau"),
          "2:3: scheduler_monitor: missing (WarmupReduceLROnPlateau steps on a validation metric"},
         {SCHED("torch.optim.lr_scheduler.LambdaLR"),
-         "2:13: scheduler._target_: 'torch.optim.lr_scheduler.LambdaLR' is not supported: its lr_lambda is a Python "
-         "function"},
-        {SCHED("torch.optim.lr_scheduler.CyclicLR"), "2:13: scheduler._target_: 'torch.optim.lr_scheduler.CyclicLR' "
-                                                     "is not supported: CyclicLR is not built"},
+         "2:13: scheduler._target_: torch.optim.lr_scheduler.LambdaLR: its lr_lambda is a Python function"},
+        {SCHED("torch.optim.lr_scheduler.CyclicLR"), "2:13: scheduler._target_: torch.optim.lr_scheduler.CyclicLR: "
+                                                     "CyclicLR is not built"},
         {SCHED("torch.optim.lr_scheduler.SequentialLR"),
-         "2:13: scheduler._target_: 'torch.optim.lr_scheduler.SequentialLR' is not supported: it chains scheduler "
-         "objects"},
+         "2:13: scheduler._target_: torch.optim.lr_scheduler.SequentialLR: it chains scheduler objects"},
         {SCHED("torch.optim.lr_scheduler.CosineAnnealingWarmRestarts"), "2:3: scheduler.T_0: missing"},
         {SCHED("torch.optim.lr_scheduler.CosineAnnealingWarmRestarts") "  T_0: 10\n  T_mult: 0\n",
          "4:11: scheduler.T_mult: must be >= 1, got 0"},

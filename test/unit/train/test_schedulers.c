@@ -324,7 +324,7 @@ Test(scheduler, one_cycle_fails_where_torch_raises, .init = quiet)
 Test(scheduler, training_config_rules, .init = quiet)
 {
     scheduler_cfg plateau = {.target = "torch.optim.lr_scheduler.ReduceLROnPlateau", .factor = 0.1, .patience = 10};
-    trainer_cfg tc = {.check_val_every_n_epoch = 1};
+    trainer_cfg tc = {.check_val_every_n_epoch = "1"};
     optimizer_cfg adam = {.target = "torch.optim.Adam"};
     training_cfg cfg = {.scheduler = &plateau, .scheduler_interval = "epoch", .trainer = &tc, .optimizer = &adam};
     lr_scheduler s;
@@ -338,11 +338,11 @@ Test(scheduler, training_config_rules, .init = quiet)
     cfg.scheduler_interval = "step";
     cr_assert_eq(scheduler_from_training_cfg(&cfg, 1e-3, &s, &err), -1);
     cr_assert(strstr(err.msg, "scheduler_interval: ReduceLROnPlateau steps once per epoch"), "%s", err.msg);
-    cfg.scheduler_interval = "epoch", tc.check_val_every_n_epoch = 2;
+    cfg.scheduler_interval = "epoch", tc.check_val_every_n_epoch = "2";
     cr_assert_eq(scheduler_from_training_cfg(&cfg, 1e-3, &s, &err), -1);
     cr_assert(strstr(err.msg, "trainer.check_val_every_n_epoch: ReduceLROnPlateau steps on valid/loss at every epoch"),
               "%s", err.msg);
-    plateau.factor = 1.0, tc.check_val_every_n_epoch = 1;
+    plateau.factor = 1.0, tc.check_val_every_n_epoch = "1";
     cr_assert_eq(scheduler_from_training_cfg(&cfg, 1e-3, &s, &err), -1);
     cr_assert(strstr(err.msg, "scheduler.factor: Factor should be < 1.0."), "%s", err.msg);
     /* WarmupReduceLROnPlateau warms up per step (the default interval) */

@@ -1,9 +1,11 @@
 /* Stage 5 inside an epoch (issue 41): checkpoints every N steps (Lightning's ModelCheckpoint
  * every_n_train_steps in trainer.callbacks) change nothing, a SIGTERM stops the run after its step
  * with a checkpoint (exit 75, one log line) from which the same command ends with the weights of an
- * uninterrupted run, and the callbacks' and max_time's keys are checked at their line. The tiny
+ * uninterrupted run, validation inside epochs (trainer.val_check_interval) with Lightning's
+ * EMAWeightAveraging, and the callbacks' and max_time's keys are checked at their line. The tiny
  * recipe at batch_bins 80000: 5 steps an epoch. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/compute/backend.h"
+#include "core/formats/safetensors.h"
 #include "test/unit/test_util.h"
 
 static char dir[64];
@@ -167,7 +171,21 @@ Test(train_stop, callback_keys_are_checked_at_their_line)
         {"'+trainer.callbacks=[{_target_: lightning.pytorch.callbacks.StochasticWeightAveraging}]'",
          "unknown _target_ 'lightning.pytorch.callbacks.StochasticWeightAveraging'"},
         {"trainer.max_time=12h", "trainer.max_time: '12h' is not a duration \"DD:HH:MM:SS\""},
-        {"trainer.val_check_interval=0.5", "trainer.val_check_interval: validation inside an epoch is not built yet"},
+        {"trainer.val_check_interval=00:00:10:00", "trainer.val_check_interval: a time (validation on the clock"},
+        {"trainer.check_val_every_n_epoch=null trainer.val_check_interval=0.5",
+         "trainer.val_check_interval: with trainer.check_val_every_n_epoch: null it must be an integer"},
+        {"trainer.check_val_every_n_epoch=null trainer.val_check_interval=2 trainer.accumulate_grad_batches=2",
+         "trainer.check_val_every_n_epoch: null (batches counted over epochs) with trainer.accumulate_grad_batches 2 "
+         "is not built"},
+        {"'+trainer.callbacks=[{_target_: lightning.pytorch.callbacks.EMAWeightAveraging, decay: 1.5}]'",
+         "trainer.callbacks[0].decay: in [0, 1]"},
+        {"'+trainer.callbacks=[{_target_: lightning.pytorch.callbacks.EMAWeightAveraging, refresh_rate: 2}]'",
+         "trainer.callbacks[0].refresh_rate: not an argument of EMAWeightAveraging here"},
+        {"'+trainer.callbacks=[{_target_: lightning.pytorch.callbacks.WeightAveraging}]'",
+         "lightning.pytorch.callbacks.WeightAveraging: its default average is SWA's equal-weight mean"},
+        {"'+trainer.callbacks=[{_target_: lightning.pytorch.callbacks.EMAWeightAveraging}, "
+         "{_target_: lightning.pytorch.callbacks.EMAWeightAveraging}]'",
+         "trainer.callbacks[1]: one EMAWeightAveraging per run here"},
         {"'+trainer.callbacks=[{_target_: lightning.pytorch.callbacks.EarlyStopping, patience: 2}]'",
          "trainer.callbacks[0]: EarlyStopping needs monitor (e.g. valid/loss)"},
         {"'+trainer.callbacks=[{_target_: lightning.pytorch.callbacks.EarlyStopping, monitor: valid/loss, mode: up}]'",
@@ -193,18 +211,111 @@ Test(train_stop, callback_keys_are_checked_at_their_line)
     cr_assert_not(test_exists(test_path(dir, "bad/checkpoints")), "a stage ran");
 }
 
-/* Two ranks under the CLI's launcher: SIGTERM to the launcher reaches both ranks, which stop after
- * the same step with one checkpoint (exit 75; fsdp gathers its sharded moments for it); the rerun
- * ends as the uninterrupted run. */
-static void two_ranks_stop(const char *strategy)
+/* The valid/loss rows of a metrics.csv (CSV lines end in \r\n) as "step:value" (%.4f) joined by spaces. */
+static char *valid_rows(const char *rel)
+{
+    char *csv = slurp(rel), *out = calloc(1, 4096), *save = NULL;
+    int col = -1, k = 0;
+    for (char *line = strtok_r(csv, "\r\n", &save); line; line = strtok_r(NULL, "\r\n", &save), k++) {
+        char *cells[16], *cs = NULL;
+        int n = 0;
+        for (char *c = line; n < 16; c = NULL) {
+            char *tok = c ? c : cs;
+            if (!tok) break;
+            char *comma = strchr(tok, ',');
+            if (comma) *comma = '\0';
+            cells[n++] = tok;
+            cs = comma ? comma + 1 : NULL;
+        }
+        if (k == 0) {
+            for (int i = 0; i < n; i++)
+                if (!strcmp(cells[i], "valid/loss")) col = i;
+            continue;
+        }
+        if (col >= 0 && col < n && cells[col][0])
+            snprintf(out + strlen(out), 4096 - strlen(out), "%s%s:%.4f", out[0] ? " " : "", cells[1], atof(cells[col]));
+    }
+    free(csv);
+    return out;
+}
+
+/* The average's update after one step, from the files: the "ema.*" tensors of the checkpoint
+ * before, moved towards the next step's model by the decay (the CPU backend's op), are the
+ * "ema.*" tensors of the checkpoint after it, bit for bit. */
+static void expect_one_update(const char *before, const char *after, double decay)
+{
+    char p[300];
+    st_file sb, sa, ma;
+    esp_err err;
+    snprintf(p, sizeof p, "%s/trainer_state.safetensors", before);
+    cr_assert_eq(st_read(test_path(dir, p), &sb, &err), 0, "%s", err.msg);
+    snprintf(p, sizeof p, "%s/trainer_state.safetensors", after);
+    cr_assert_eq(st_read(test_path(dir, p), &sa, &err), 0, "%s", err.msg);
+    snprintf(p, sizeof p, "%s/model.safetensors", after);
+    cr_assert_eq(st_read(test_path(dir, p), &ma, &err), 0, "%s", err.msg);
+    backend *be = backend_open(BACKEND_CPU, 0, 1, &err);
+    cr_assert_not_null(be, "%s", err.msg);
+    size_t checked = 0;
+    for (size_t i = 0; i < ma.n; i++) {
+        char name[160];
+        snprintf(name, sizeof name, "ema.%s", ma.tensors[i].name);
+        const st_tensor *b = st_get(&sb, name), *a = st_get(&sa, name);
+        cr_assert(b && a && ma.tensors[i].dtype == ST_F32, "%s", name);
+        size_t n = (size_t)st_numel(a);
+        float *avg = malloc(n * sizeof *avg + 1);
+        memcpy(avg, b->data, n * sizeof *avg);
+        be->ema_update(be, avg, ma.tensors[i].data, n, (float)decay, (float)(1.0 - decay), 0);
+        cr_assert(memcmp(avg, a->data, n * sizeof *avg) == 0, "%s: the average is not one update on", name);
+        free(avg);
+        checked++;
+    }
+    cr_assert(checked > 10);
+    backend_close(be);
+    st_close(&sb), st_close(&sa), st_close(&ma);
+}
+
+/* The average moved once between two retained checkpoints of a run one step apart (there is one). */
+static void expect_one_update_in(const char *exp, double decay)
+{
+    char ckpts[96];
+    snprintf(ckpts, sizeof ckpts, "%s/checkpoints", exp);
+    DIR *d = opendir(test_path(dir, ckpts));
+    cr_assert_not_null(d);
+    long long steps[64], epochs[64];
+    int n = 0;
+    for (struct dirent *de; (de = readdir(d)) && n < 64;)
+        if (sscanf(de->d_name, "epoch=%lld-step=%lld", &epochs[n], &steps[n]) == 2) n++;
+    closedir(d);
+    int pairs = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            if (steps[j] != steps[i] + 1) continue;
+            char before[200], after[200];
+            snprintf(before, sizeof before, "%s/epoch=%lld-step=%lld", ckpts, epochs[i], steps[i]);
+            snprintf(after, sizeof after, "%s/epoch=%lld-step=%lld", ckpts, epochs[j], steps[j]);
+            expect_one_update(before, after, decay);
+            pairs++;
+        }
+    cr_assert(pairs > 0, "no two checkpoints of %s one step apart", exp);
+}
+
+/* Two ranks under the CLI's launcher with EMAWeightAveraging (fsdp: each rank averages its chunk of
+ * the parameters): SIGTERM to the launcher reaches both ranks, which stop after the same step with
+ * one checkpoint (exit 75; fsdp gathers its sharded moments and average for it); the rerun ends as
+ * the uninterrupted run, its average too. fsdp validates after every batch, and its gathered
+ * average moves once per step. */
+#define EMA_HALF_ITEM "{_target_: lightning.pytorch.callbacks.EMAWeightAveraging, decay: 0.5}"
+
+static void two_ranks_stop(const char *strategy, const char *vci)
 {
     /* 2 steps an epoch here: a checkpoint after every step, the first inside epoch 1 at step 1 */
-    char args[512], plain[256];
+    char args[1024], plain[512];
     snprintf(args, sizeof args,
-             "--stages train trainer.max_epochs=6 trainer.devices=2 trainer.strategy=%s "
-             "'+trainer.callbacks=[{_target_: lightning.pytorch.callbacks.ModelCheckpoint, every_n_train_steps: 1}]'",
-             strategy);
-    snprintf(plain, sizeof plain, "--stages train trainer.max_epochs=6 trainer.devices=2 trainer.strategy=%s", strategy);
+             "--stages train trainer.max_epochs=6 trainer.devices=2 trainer.strategy=%s %s '+trainer.callbacks=["
+             "{_target_: lightning.pytorch.callbacks.ModelCheckpoint, every_n_train_steps: 1}, " EMA_HALF_ITEM "]'",
+             strategy, vci);
+    snprintf(plain, sizeof plain, "--stages train trainer.max_epochs=6 trainer.devices=2 trainer.strategy=%s %s "
+             "'+trainer.callbacks=[" EMA_HALF_ITEM "]'", strategy, vci);
     cr_assert_eq(run("full2", plain), 0, "%s", slurp("log"));
     int st = run_and_stop("stop2", args, "epoch=0-step=1", 1);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 75, "exit status %d, stderr:\n%s", WEXITSTATUS(st),
@@ -215,10 +326,16 @@ static void two_ranks_stop(const char *strategy)
     cr_assert_eq(run("stop2", args), 0, "%s", slurp("log"));
     cr_assert(same_file("full2/last/model.safetensors", "stop2/last/model.safetensors"),
               "stopped and resumed ddp run differs from the uninterrupted one");
+    cr_assert(same_file("full2/last/trainer_state.safetensors", "stop2/last/trainer_state.safetensors"));
+    cr_assert(same_file("full2/last.ckpt", "stop2/last.ckpt"));
+    if (*vci) expect_one_update_in("full2", 0.5); /* it keeps checkpoints inside epochs */
 }
 
-Test(train_stop, sigterm_to_the_launcher_stops_both_ddp_ranks_at_one_step) { two_ranks_stop("ddp"); }
-Test(train_stop, sigterm_to_the_launcher_stops_both_fsdp_ranks_at_one_step) { two_ranks_stop("fsdp"); }
+Test(train_stop, sigterm_to_the_launcher_stops_both_ddp_ranks_at_one_step) { two_ranks_stop("ddp", ""); }
+Test(train_stop, sigterm_to_the_launcher_stops_both_fsdp_ranks_at_one_step)
+{
+    two_ranks_stop("fsdp", "trainer.val_check_interval=1");
+}
 
 /* EarlyStopping (core/train/early_stopping.c, Lightning's decisions): the run ends after the
  * validation that asks, with its checkpoint and the k-best average, exit 0; a monitor validation
@@ -308,4 +425,82 @@ Test(train_stop, plateau_and_one_cycle_schedulers_through_the_trainer)
     cr_assert_not(same_file("cycle/checkpoints/epoch=2-step=10/model.safetensors",
                             "nocycle/checkpoints/epoch=2-step=10/model.safetensors"),
                   "cycle_momentum changed nothing: Adam did not take OneCycleLR's beta1");
+}
+
+#define EMA_HALF "'+trainer.callbacks=[{_target_: lightning.pytorch.callbacks.EMAWeightAveraging, decay: 0.5}]'"
+
+/* trainer.val_check_interval 3 with check_val_every_n_epoch null, epochs of 5 batches: validation
+ * after every 3 batches counted over epochs (steps 3, 6, 9: batches 3 of epoch 1, 1 and 4 of epoch 2,
+ * none at the epochs' ends, as Lightning), logged at those steps, each with a checkpoint that ranks
+ * (ESPnet3's names epoch0_step3, epoch1_step6, epoch1_step9). With EMAWeightAveraging (decay 0.5)
+ * the training is the same (the model's weights), validation sees the average (other losses),
+ * last.ckpt holds the average, the best-k .ckpt files the model (ESPnet3 saves them weights-only),
+ * and the average moves once per step. A run stopped after its first validation and rerun (the
+ * count of batches in its checkpoint) ends with the same files. An integer interval above an
+ * epoch's batches and points inside accumulations are errors. */
+Test(train_stop, ema_and_validation_inside_epochs)
+{
+    static const char *vci = "--stages train trainer.max_epochs=2 trainer.val_check_interval=3 "
+                             "trainer.check_val_every_n_epoch=null";
+    char args[1024];
+    cr_assert_eq(run("plain", vci), 0, "%s", slurp("log"));
+    snprintf(args, sizeof args, "%s %s", vci, EMA_HALF);
+    cr_assert_eq(run("ema", args), 0, "%s", slurp("log"));
+    char *vp = valid_rows("plain/metrics.csv"), *ve = valid_rows("ema/metrics.csv");
+    for (int i = 0; i < 2; i++) {
+        const char *v = i ? ve : vp;
+        cr_assert(!strncmp(v, "3:", 2) && strstr(v, " 6:") && strstr(v, " 9:") && !strstr(v, " 5:") &&
+                      !strstr(v, " 10:"),
+                  "%s", v);
+    }
+    cr_assert(strcmp(vp, ve) != 0, "the average validated as the model: %s", ve);
+    free(vp), free(ve);
+    char *log = slurp("ema/train.log");
+    cr_assert(strstr(log, "epoch 1 step 3 (batch 3): valid/loss ") && strstr(log, "epoch 2 step 6 (batch 1): ") &&
+                  strstr(log, "epoch 2 step 9 (batch 4): "),
+              "%s", log);
+    free(log);
+    cr_assert(same_file("plain/checkpoints/epoch=2-step=10/model.safetensors",
+                        "ema/checkpoints/epoch=2-step=10/model.safetensors"));
+    static const char *const best[] = {"epoch0_step3_valid.loss.ckpt", "epoch1_step6_valid.loss.ckpt",
+                                       "epoch1_step9_valid.loss.ckpt", "valid.loss.ave_3best.safetensors"};
+    for (size_t i = 0; i < sizeof best / sizeof *best; i++) {
+        char a[128], b[128];
+        snprintf(a, sizeof a, "plain/%s", best[i]);
+        snprintf(b, sizeof b, "ema/%s", best[i]);
+        cr_assert(same_file(a, b), "%s: not the model's weights", best[i]);
+    }
+    cr_assert_not(same_file("plain/last.ckpt", "ema/last.ckpt"));
+    /* the average after step 10 is the one after step 9 (a validation's checkpoint) moved towards
+     * step 10's weights */
+    expect_one_update_in("ema", 0.5);
+    /* stopped after the first validation's checkpoint, rerun: the same files */
+    int st = run_and_stop("stop", args, "epoch=0-step=3", 0);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 75, "exit status %d, stderr:\n%s", WEXITSTATUS(st),
+              slurp("stop.err"));
+    cr_assert_eq(run("stop", args), 0, "%s", slurp("log"));
+    static const char *const same[] = {"checkpoints/epoch=2-step=10/model.safetensors",
+                                       "checkpoints/epoch=2-step=10/trainer_state.safetensors", "last.ckpt",
+                                       "epoch1_step6_valid.loss.ckpt", "epoch1_step9_valid.loss.ckpt",
+                                       "valid.loss.ave_3best.safetensors"};
+    for (size_t i = 0; i < sizeof same / sizeof *same; i++) {
+        char a[128], b[128];
+        snprintf(a, sizeof a, "ema/%s", same[i]);
+        snprintf(b, sizeof b, "stop/%s", same[i]);
+        cr_assert(same_file(a, b), "%s differs after the stop and the rerun", same[i]);
+    }
+    /* what the epoch's batches decide, at its start: Lightning's error for an integer above them,
+     * and points inside accumulations */
+    static const struct { const char *args, *want; } bad[] = {
+        {"--stages train trainer.val_check_interval=6",
+         "trainer.val_check_interval: 6 must be less than or equal to the number of the training batches (5 in epoch 1"},
+        {"--stages train trainer.val_check_interval=0.5 trainer.accumulate_grad_batches=3",
+         "trainer.val_check_interval: validation after every 2 batches of epoch 1 falls inside accumulations"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cr_assert_eq(test_sh("%s >/dev/null 2>%s/vbad.err", command("vbad", bad[i].args), dir), 1, "case %zu", i);
+        char *e = slurp("vbad.err");
+        cr_expect(strstr(e, bad[i].want), "case %zu: %s", i, e);
+        free(e);
+    }
 }
