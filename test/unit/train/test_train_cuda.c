@@ -30,6 +30,8 @@ static int train(const char *bin, const char *config, const char *extra, const c
     return test_sh("cd '%s' && timeout 600 '%s' -q --template_dir conf --config recipes/espeak_fortunes/conf/%s.yaml "
                    "%s data_dir=%s/data dataset_dir=%s/dl stats_dir=%s/stats exp_dir=%s/%s "
                    "trainer.accelerator=%s trainer.max_epochs=-1 trainer.max_steps=3 trainer.log_every_n_steps=1 "
+                   /* the steps are compared, not validation: no sanity check, one validation batch */
+                   "trainer.num_sanity_val_steps=0 trainer.limit_val_batches=1 "
                    "dataloader.train.iter_factory.batches.batch_bins=80000 %s >>%s/log 2>&1",
                    test_root_dir(), bin, config, stages, dir, dir, dir, dir, exp, accelerator, extra, dir);
 }
