@@ -147,10 +147,9 @@ const target_entry target_registry[] = {
 /* ESPnet3 / Lightning / ESPnet2 keys we accept but do not implement: one warning each. */
 static const char *const unimplemented_keys[] = {
     "trainer.benchmark", "trainer.profiler",
-    "trainer.enable_checkpointing", "trainer.enable_model_summary", "trainer.default_root_dir",
-    "trainer.fast_dev_run",
-    "trainer.overfit_batches", "trainer.reload_dataloaders_every_n_epochs", "trainer.use_distributed_sampler",
-    "trainer.detect_anomaly", "trainer.barebones", "trainer.plugins", "trainer.inference_mode",
+    "trainer.enable_model_summary", "trainer.default_root_dir",
+    "trainer.reload_dataloaders_every_n_epochs", "trainer.use_distributed_sampler",
+    "trainer.detect_anomaly", "trainer.plugins", "trainer.inference_mode",
     "trainer.limit_test_batches", "trainer.limit_predict_batches", "trainer.log_every_n_steps_val",
     "trainer.logger[].version", "trainer.logger[].log_graph", "trainer.logger[].default_hp_metric",
     "trainer.logger[].prefix", "trainer.logger[].entity", "trainer.logger[].tags",
@@ -396,6 +395,14 @@ static const struct {
     {"model.streaming", "streaming decoding is not built", NULL},
     {"model.quantize_asr_model", "a quantized model is not built", NULL},
     {"model.dtype", "decoding runs in float32 (ESPnet2's default)", "float32"},
+    /* Lightning's switches that change what is trained or kept */
+    {"trainer.fast_dev_run", "Lightning's debug run (a few batches of each split, no checkpoints or logs) is not "
+                             "built (trainer.limit_train_batches, limit_val_batches and max_steps do the same)", NULL},
+    {"trainer.overfit_batches", "training and validating on the same few training batches is not built "
+                                "(trainer.limit_train_batches limits the batches)", NULL},
+    {"trainer.enable_checkpointing", "checkpoints are always written: they are the resume point and the k-best "
+                                     "average's input", "true"},
+    {"trainer.barebones", "Lightning's barebones mode (no checkpoints, logs or progress) is not built", NULL},
     {"tokenizer.split_digits", "SentencePiece's split_digits is not passed to its trainer by espnet3", NULL},
     {"tokenizer.byte_fallback", "SentencePiece's byte_fallback is not passed to its trainer by espnet3", NULL},
 };

@@ -173,6 +173,17 @@ Test(config, a_model_key_espnet3_does_not_build_is_refused_at_its_line)
     path = fixture("cfg5.yaml", "model:\n  frontend_conf:\n    window: hamming\n");
     cr_assert_neq(load_file(path, NULL, 0, &cfg, &err), 0);
     assert_has(err.msg, "%s:3:13: model.frontend_conf.window: the STFT window is hann", tpath("cfg5.yaml"));
+    /* Lightning's switches that change what is trained or kept: refused unless they say the default */
+    path = fixture("cfg7.yaml", "trainer:\n  fast_dev_run: 5\n");
+    cr_assert_neq(load_file(path, NULL, 0, &cfg, &err), 0);
+    assert_has(err.msg, "%s:2:17: trainer.fast_dev_run: Lightning's debug run", tpath("cfg7.yaml"));
+    path = fixture("cfg8.yaml", "trainer:\n  enable_checkpointing: false\n");
+    cr_assert_neq(load_file(path, NULL, 0, &cfg, &err), 0);
+    assert_has(err.msg, "%s:2:25: trainer.enable_checkpointing: checkpoints are always written", tpath("cfg8.yaml"));
+    path = fixture("cfg9.yaml", "trainer:\n  fast_dev_run: false\n  overfit_batches: 0.0\n  enable_checkpointing: true\n"
+                                "  barebones: false\n");
+    cr_assert_eq(load_file(path, NULL, 0, &cfg, &err), 0, "%s", err.msg);
+    config_free(cfg);
     path = fixture("cfg6.yaml", "model:\n  ctc_conf:\n    ctc_type: builtin\n  frontend_conf:\n    window: hann\n"
                                 "    center: true\n    htk: false\n  specaug_conf:\n    replace_with_zero: true\n");
     cr_assert_eq(load_file(path, NULL, 0, &cfg, &err), 0, "%s", err.msg);
