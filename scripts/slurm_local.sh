@@ -111,7 +111,7 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$SOCK
+AuthInfo=socket=$SOCK,cred_expire=10
 StateSaveLocation=$DIR/ctld
 SlurmdSpoolDir=$DIR/spool/%n
 TmpFS=$DIR/tmp/%n

@@ -149,7 +149,7 @@ static const char *const unimplemented_keys[] = {
     "trainer.benchmark", "trainer.profiler",
     "trainer.enable_model_summary", "trainer.default_root_dir",
     "trainer.reload_dataloaders_every_n_epochs", "trainer.use_distributed_sampler",
-    "trainer.detect_anomaly", "trainer.plugins", "trainer.inference_mode",
+    "trainer.detect_anomaly", "trainer.inference_mode",
     "trainer.limit_test_batches", "trainer.limit_predict_batches", "trainer.log_every_n_steps_val",
     "trainer.logger[].version", "trainer.logger[].log_graph", "trainer.logger[].default_hp_metric",
     "trainer.logger[].prefix", "trainer.logger[].entity", "trainer.logger[].tags",
@@ -403,6 +403,9 @@ static const struct {
     {"trainer.enable_checkpointing", "checkpoints are always written: they are the resume point and the k-best "
                                      "average's input", "true"},
     {"trainer.barebones", "Lightning's barebones mode (no checkpoints, logs or progress) is not built", NULL},
+    {"trainer.plugins", "Lightning's plugins (precision, cluster environment, checkpoint IO) are not built: "
+                        "trainer.precision sets the precision, and SLURM and torchrun are detected by their "
+                        "variables", NULL},
     {"tokenizer.split_digits", "SentencePiece's split_digits is not passed to its trainer by espnet3", NULL},
     {"tokenizer.byte_fallback", "SentencePiece's byte_fallback is not passed to its trainer by espnet3", NULL},
 };
