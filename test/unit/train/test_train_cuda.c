@@ -32,7 +32,7 @@ static int train(const char *bin, const char *config, const char *extra, const c
                    "trainer.accelerator=%s trainer.max_epochs=-1 trainer.max_steps=3 trainer.log_every_n_steps=1 "
                    /* the steps are compared, not validation: no sanity check, one validation batch */
                    "trainer.num_sanity_val_steps=0 trainer.limit_val_batches=1 "
-                   "dataloader.train.iter_factory.batches.batch_bins=80000 %s >>%s/log 2>&1",
+                   "dataloader.train.iter_factory.batches.batch_bins=40000 %s >>%s/log 2>&1",
                    test_root_dir(), bin, config, stages, dir, dir, dir, dir, exp, accelerator, extra, dir);
 }
 
