@@ -304,6 +304,8 @@ static constexpr backend cu_ops()
     b.ctc_loss_forward = cu_ctc_loss_forward;
     b.ctc_loss_backward = cu_ctc_loss_backward;
     b.adam_update = cu_adam_update;
+    b.sgd_update = cu_sgd_update;
+    b.adadelta_update = cu_adadelta_update;
     b.sum = cu_sum;
     b.sum_squares = cu_sum_squares;
     b.clip_grad_norm = cu_clip_grad_norm;

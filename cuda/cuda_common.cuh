@@ -285,6 +285,10 @@ void cu_ctc_loss_backward(backend *be, float *dlogits, const float *logp, const 
 // cuda/ops_step.cu
 void cu_adam_update(backend *be, float *params, float *exp_avg, float *exp_avg_sq, float *max_exp_avg_sq,
                     const float *grads, size_t n, const adam_coefs *c);
+void cu_sgd_update(backend *be, float *params, float *momentum_buffer, const float *grads, size_t n,
+                   const sgd_coefs *c);
+void cu_adadelta_update(backend *be, float *params, float *square_avg, float *acc_delta, const float *grads,
+                        size_t n, const adadelta_coefs *c);
 void cu_scale(backend *be, float *y, const float *x, double s, size_t n);
 double cu_sum_squares(backend *be, const float *x, size_t n);
 double cu_clip_grad_norm(backend *be, float *g, size_t n, double max_norm);

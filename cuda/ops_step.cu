@@ -1,6 +1,7 @@
-// The training step's own ops: the Adam/AdamW update (adam_update_one of core/compute/kernel_math.h
-// per element, the CPU's function: fmaf, sqrtf and the division round exactly on both, so the
-// result has the CPU's bits), scaling, the blocked sum of squares and gradient clipping with the
+// The training step's own ops: the Adam/AdamW, SGD and Adadelta updates (adam_update_one,
+// sgd_update_one, adadelta_update_one of core/compute/kernel_math.h per element, the CPU's
+// functions: fmaf, sqrtf and the division round exactly on both, so the result has the CPU's
+// bits), scaling, the blocked sum of squares and gradient clipping with the
 // CPU's clip_grad_coef.
 #include <math.h>
 
@@ -24,6 +25,38 @@ void cu_adam_update(backend *be, float *params, float *exp_avg, float *exp_avg_s
     else
         adam_kernel<0><<<cu_blocks(be, n), CU_THREADS, 0, cu_stream(be)>>>(params, exp_avg, exp_avg_sq, NULL,
                                                                            grads, n, *c);
+    KERNEL_CHECK();
+}
+
+// SGD with and without a momentum buffer, fixed per launch as the CPU loop fixes it per call.
+template <int HAS_BUF>
+static __global__ void sgd_kernel(float *p, float *buf, const float *g, size_t n, sgd_coefs c)
+{
+    CU_GRID_STRIDE(i, n) sgd_update_one(&p[i], HAS_BUF ? &buf[i] : NULL, g[i], &c);
+}
+
+void cu_sgd_update(backend *be, float *params, float *momentum_buffer, const float *grads, size_t n,
+                   const sgd_coefs *c)
+{
+    if (!n) return;
+    if (momentum_buffer)
+        sgd_kernel<1><<<cu_blocks(be, n), CU_THREADS, 0, cu_stream(be)>>>(params, momentum_buffer, grads, n, *c);
+    else
+        sgd_kernel<0><<<cu_blocks(be, n), CU_THREADS, 0, cu_stream(be)>>>(params, NULL, grads, n, *c);
+    KERNEL_CHECK();
+}
+
+static __global__ void adadelta_kernel(float *p, float *square_avg, float *acc_delta, const float *g, size_t n,
+                                       adadelta_coefs c)
+{
+    CU_GRID_STRIDE(i, n) adadelta_update_one(&p[i], &square_avg[i], &acc_delta[i], g[i], &c);
+}
+
+void cu_adadelta_update(backend *be, float *params, float *square_avg, float *acc_delta, const float *grads,
+                        size_t n, const adadelta_coefs *c)
+{
+    if (!n) return;
+    adadelta_kernel<<<cu_blocks(be, n), CU_THREADS, 0, cu_stream(be)>>>(params, square_avg, acc_delta, grads, n, *c);
     KERNEL_CHECK();
 }
 

@@ -3,8 +3,8 @@
 
 adam.npz     torch.optim.Adam / AdamW (torch 1.13, foreach off, float32) on 300 parameters in three
              tensors for 20 steps of given gradients. Per case <c>: opts (kind 0 Adam / 1 AdamW, lr,
-             beta1, beta2, eps, weight_decay, amsgrad, warmup_steps; warmup_steps > 0 drives lr with
-             ESPnet2's WarmupLR), params (21 x n: before and after each step), the final exp_avg,
+             beta1, beta2, eps, weight_decay, amsgrad, warmup_steps, maximize; warmup_steps > 0 drives
+             lr with ESPnet2's WarmupLR), params (21 x n: before and after each step), the final exp_avg,
              exp_avg_sq, max_exp_avg_sq and the lr used at each step. Shared: params0, grads (20 x n).
 warmup.npz   ESPnet2's WarmupLR (source copied below; espnet is not installed) on a torch optimizer:
              the lr of the first 30 optimizer steps for several (base lr, warmup_steps).
@@ -42,16 +42,18 @@ class WarmupLR(_LRScheduler):
         ]
 
 
-# kind, lr, beta1, beta2, eps, weight_decay, amsgrad, warmup_steps
+# kind, lr, beta1, beta2, eps, weight_decay, amsgrad, warmup_steps, maximize
 ADAM_CASES = [
-    (0, 1e-3, 0.9, 0.999, 1e-8, 0.0, 0, 0),
-    (0, 2e-3, 0.9, 0.999, 1e-8, 1e-2, 0, 0),
-    (0, 1e-2, 0.9, 0.98, 1e-6, 0.0, 1, 0),
-    (0, 5e-3, 0.8, 0.99, 1e-8, 0.1, 1, 0),
-    (1, 1e-3, 0.9, 0.999, 1e-8, 0.01, 0, 0),
-    (1, 1e-2, 0.9, 0.999, 1e-8, 0.0, 0, 0),
-    (1, 3e-3, 0.85, 0.995, 1e-7, 0.05, 1, 0),
-    (0, 2e-3, 0.9, 0.999, 1e-8, 1e-6, 0, 5),  # the template config: Adam + WarmupLR
+    (0, 1e-3, 0.9, 0.999, 1e-8, 0.0, 0, 0, 0),
+    (0, 2e-3, 0.9, 0.999, 1e-8, 1e-2, 0, 0, 0),
+    (0, 1e-2, 0.9, 0.98, 1e-6, 0.0, 1, 0, 0),
+    (0, 5e-3, 0.8, 0.99, 1e-8, 0.1, 1, 0, 0),
+    (1, 1e-3, 0.9, 0.999, 1e-8, 0.01, 0, 0, 0),
+    (1, 1e-2, 0.9, 0.999, 1e-8, 0.0, 0, 0, 0),
+    (1, 3e-3, 0.85, 0.995, 1e-7, 0.05, 1, 0, 0),
+    (0, 2e-3, 0.9, 0.999, 1e-8, 1e-6, 0, 5, 0),  # the template config: Adam + WarmupLR
+    (0, 2e-3, 0.9, 0.999, 1e-8, 1e-2, 1, 0, 1),  # maximize: the gradient negated before the L2 term
+    (1, 3e-3, 0.9, 0.98, 1e-8, 0.05, 0, 0, 1),
 ]
 
 
@@ -80,10 +82,11 @@ def make_grads(rng, n):
 
 
 def run_adam(case, p0, grads):
-    kind, lr, b1, b2, eps, wd, ams, warm = case
+    kind, lr, b1, b2, eps, wd, ams, warm, maximize = case
     params = [torch.nn.Parameter(t.clone()) for t in unflat(p0)]
     cls = torch.optim.AdamW if kind == 1 else torch.optim.Adam
-    opt = cls(params, lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd, amsgrad=bool(ams), foreach=False)
+    opt = cls(params, lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd, amsgrad=bool(ams), foreach=False,
+              maximize=bool(maximize))
     sched = WarmupLR(opt, warmup_steps=warm) if warm > 0 else None
     traj, lrs = [flat(params)], []
     for s in range(STEPS):

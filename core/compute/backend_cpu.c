@@ -625,6 +625,18 @@ static void cpu_adam_update(backend *be, float *params, float *exp_avg, float *e
     ops_adam_update_f32(params, exp_avg, exp_avg_sq, max_exp_avg_sq, grads, n, c, threads_of(be));
 }
 
+static void cpu_sgd_update(backend *be, float *params, float *momentum_buffer, const float *grads, size_t n,
+                           const sgd_coefs *c)
+{
+    ops_sgd_update_f32(params, momentum_buffer, grads, n, c, threads_of(be));
+}
+
+static void cpu_adadelta_update(backend *be, float *params, float *square_avg, float *acc_delta, const float *grads,
+                                size_t n, const adadelta_coefs *c)
+{
+    ops_adadelta_update_f32(params, square_avg, acc_delta, grads, n, c, threads_of(be));
+}
+
 int backend_cpu_init(backend *be, int threads, esp_err *err)
 {
     if (threads < 1) return esp_fail(err, "cpu backend: %d threads (use 1 or more)", threads);
@@ -703,6 +715,8 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
         .ctc_loss_forward = cpu_ctc_loss_forward,
         .ctc_loss_backward = cpu_ctc_loss_backward,
         .adam_update = cpu_adam_update,
+        .sgd_update = cpu_sgd_update,
+        .adadelta_update = cpu_adadelta_update,
     };
     return 0;
 }

@@ -152,11 +152,16 @@
         const int *hlens, const int *labels, const int *label_lens, int stride, int B, int T, int V,     \
         int zero_infinity, float dloss))                                                                 \
                                                                                                          \
-    /* ---- optimizer: one Adam/AdamW update of n elements (adam_update_one of                           \
-     * core/compute/kernel_math.h on each; vmax NULL without amsgrad); bit-identical for any             \
-     * number of threads. */                                                                             \
+    /* ---- optimizer: one update of n elements by the per-element functions of                        \
+     * core/compute/kernel_math.h: Adam/AdamW (adam_update_one; vmax NULL without amsgrad), SGD          \
+     * (sgd_update_one; momentum_buffer NULL when momentum is 0) and Adadelta (adadelta_update_one);     \
+     * bit-identical for any number of threads. */                                                       \
     X(ADAM_UPDATE, adam_update, void, (backend *be, float *params, float *exp_avg, float *exp_avg_sq,    \
         float *max_exp_avg_sq, const float *grads, size_t n, const adam_coefs *c))                       \
+    X(SGD_UPDATE, sgd_update, void, (backend *be, float *params, float *momentum_buffer,                 \
+        const float *grads, size_t n, const sgd_coefs *c))                                               \
+    X(ADADELTA_UPDATE, adadelta_update, void, (backend *be, float *params, float *square_avg,            \
+        float *acc_delta, const float *grads, size_t n, const adadelta_coefs *c))                        \
                                                                                                          \
     /* ---- reductions to a host double (they synchronize), gradient clipping. sum_squares sums          \
      * blocks of SUM_SQUARES_BLOCK elements, then the blocks in order (the same bits on any thread       \

@@ -2,8 +2,8 @@
  * float interface of core/compute/backend.h, and every op widens its float inputs to double, runs
  * the double instantiation of the same op (ops_<name>_f64 of core/compute/ops.h,
  * ctc_loss_*_f64 of core/compute/ctc.h, cblas_dgemm) and rounds its outputs back to float. The
- * Adam update evaluates adam_update_one's formula in double. test_backend_ops
- * (test/unit/compute/test_backend_ops.c) compares every other backend against it.
+ * optimizer updates (Adam, SGD, Adadelta) evaluate their kernel_math.h formulas in double.
+ * test_backend_ops (test/unit/compute/test_backend_ops.c) compares every other backend against it.
  *
  * Buffers are host memory (as the CPU backend's). Outputs that an op accumulates into (parameter
  * gradients, dx with acc, gemm's c with beta != 0) are widened before the op; outputs it
@@ -456,7 +456,7 @@ static void ref_ctc_loss_backward(backend *be, float *dlogits, const float *logp
  * the coefficients widened, one rounding to float per stored value. */
 static void adam_one_f64(float *p, float *m, float *v, float *vmax, float g, const adam_coefs *c)
 {
-    double param = *p, gd = g;
+    double param = *p, gd = c->maximize ? -(double)g : (double)g;
     gd = c->l2 != 0.0f ? fma(param, c->l2, gd) : gd;
     param = param * c->decay;
     double mm = fma(gd, c->one_minus_beta1, (double)*m * c->beta1);
@@ -481,6 +481,44 @@ static void ref_adam_update(backend *be, float *params, float *exp_avg, float *e
     for (size_t i = 0; i < n; i++)
         adam_one_f64(&params[i], &exp_avg[i], &exp_avg_sq[i],
                      max_exp_avg_sq ? &max_exp_avg_sq[i] : NULL, grads[i], c);
+}
+
+/* sgd_update_one and adadelta_update_one evaluated in double the same way. */
+static void sgd_one_f64(float *p, float *buf, float g, const sgd_coefs *c)
+{
+    double param = *p, gd = c->maximize ? -(double)g : (double)g;
+    gd = c->weight_decay != 0.0f ? fma(param, c->weight_decay, gd) : gd;
+    if (buf) {
+        double b = c->first ? gd : fma(gd, c->one_minus_dampening, (double)*buf * c->momentum);
+        *buf = (float)b;
+        gd = c->nesterov ? fma(b, c->momentum, gd) : b;
+    }
+    *p = (float)fma(gd, c->neg_lr, param);
+}
+
+static void ref_sgd_update(backend *be, float *params, float *momentum_buffer, const float *grads, size_t n,
+                           const sgd_coefs *c)
+{
+    (void)be;
+    for (size_t i = 0; i < n; i++) sgd_one_f64(&params[i], momentum_buffer ? &momentum_buffer[i] : NULL, grads[i], c);
+}
+
+static void adadelta_one_f64(float *p, float *square_avg, float *acc_delta, float g, const adadelta_coefs *c)
+{
+    double param = *p, gd = c->maximize ? -(double)g : (double)g;
+    gd = c->weight_decay != 0.0f ? fma(param, c->weight_decay, gd) : gd;
+    double sq = fma((double)c->one_minus_rho * gd, gd, (double)*square_avg * c->rho);
+    double delta = sqrt((double)*acc_delta + c->eps) / sqrt(sq + c->eps) * gd;
+    *acc_delta = (float)fma((double)c->one_minus_rho * delta, delta, (double)*acc_delta * c->rho);
+    *square_avg = (float)sq;
+    *p = (float)fma(delta, c->neg_lr, param);
+}
+
+static void ref_adadelta_update(backend *be, float *params, float *square_avg, float *acc_delta, const float *grads,
+                                size_t n, const adadelta_coefs *c)
+{
+    (void)be;
+    for (size_t i = 0; i < n; i++) adadelta_one_f64(&params[i], &square_avg[i], &acc_delta[i], grads[i], c);
 }
 
 static double ref_sum(backend *be, const float *x, size_t n)
@@ -618,6 +656,8 @@ int backend_ref64_init(backend *be, int threads, esp_err *err)
         .ctc_loss_forward = ref_ctc_loss_forward,
         .ctc_loss_backward = ref_ctc_loss_backward,
         .adam_update = ref_adam_update,
+        .sgd_update = ref_sgd_update,
+        .adadelta_update = ref_adadelta_update,
         .lstm_cell_forward = ref_lstm_cell_forward,
         .lstm_cell_backward = ref_lstm_cell_backward,
     };

@@ -14,7 +14,7 @@
  *                 bn_apply, bn_running, bn_dx (BatchNorm), relpos_angle (relative encoding)
  *   LSTM cell     per type (core/compute/kernel_math_lstm.h): lstm_cell, lstm_cell_c (the forward
  *                 of one unit), lstm_cell_grad, lstm_cell_grad_t (its backward)
- *   Adam / AdamW  adam_update_one
+ *   optimizers    adam_update_one (Adam / AdamW), sgd_update_one, adadelta_update_one
  *   clipping      clip_grad_coef, clip_grad_value_one, SUM_SQUARES_BLOCK
  *   EMA weights   ema_update_one
  *   mixed prec.   core/compute/kernel_math_amp.h: bfloat16 / half rounding, the loss scaler's unscale */
@@ -140,6 +140,7 @@ typedef struct adam_coefs {
     float bc2_sqrt;       /* sqrt(1 - beta2^step) */
     float eps;
     float neg_step_size;  /* -lr / (1 - beta1^step) */
+    int maximize;         /* the gradient negated first (torch's maximize) */
 } adam_coefs;
 
 /* One element of torch's _single_tensor_adam / _single_tensor_adamw (vmax: NULL without amsgrad).
@@ -151,6 +152,7 @@ static inline KM_HD void adam_update_one(float *p, float *m, float *v, float *vm
                                          const adam_coefs *c)
 {
     float param = *p;
+    g = c->maximize ? -g : g;                                  /* -grads[i] */
     g = c->l2 != 0.0f ? fmaf(param, c->l2, g) : g;            /* grad.add(param, alpha=wd) (Adam) */
     param = param * c->decay;                                  /* param.mul_(1 - lr*wd) (AdamW) */
     float mm = fmaf(g, c->one_minus_beta1, *m * c->beta1);     /* exp_avg.mul_(b1).add_(g, alpha=1-b1) */
@@ -166,6 +168,68 @@ static inline KM_HD void adam_update_one(float *p, float *m, float *v, float *vm
     *p = param + (c->neg_step_size * mm) / denom;              /* param.addcdiv_(m, denom, -step_size) */
     *m = mm;
     *v = vv;
+}
+
+/* ---- SGD ----------------------------------------------------------------------------------------- */
+
+/* Scalars of one torch.optim.SGD update, rounded to float where torch hands them to a float kernel
+ * (core/train/optim.c sgd_coefs_for). */
+typedef struct sgd_coefs {
+    float weight_decay;
+    float momentum;
+    float one_minus_dampening;
+    float neg_lr;
+    int nesterov;
+    int maximize;
+    int first; /* the first update: the momentum buffer starts as a copy of the gradient */
+} sgd_coefs;
+
+/* One element of torch 2.11's _single_tensor_sgd (buf: NULL when momentum is 0, where torch keeps
+ * no buffer). add(x, alpha=a) is fma(x, a, self) on torch's AVX2 kernels, as for Adam. */
+static inline KM_HD void sgd_update_one(float *p, float *buf, float g, const sgd_coefs *c)
+{
+    float param = *p;
+    g = c->maximize ? -g : g;                                       /* -grads[i] */
+    g = c->weight_decay != 0.0f ? fmaf(param, c->weight_decay, g) : g; /* grad.add(param, alpha=wd) */
+    if (buf) {
+        /* the first step: buf = grad.clone(); then buf.mul_(momentum).add_(grad, alpha=1-dampening) */
+        float b = c->first ? g : fmaf(g, c->one_minus_dampening, *buf * c->momentum);
+        *buf = b;
+        g = c->nesterov ? fmaf(b, c->momentum, g) : b;              /* grad.add(buf, alpha=momentum) */
+    }
+    *p = fmaf(g, c->neg_lr, param);                                 /* param.add_(grad, alpha=-lr) */
+}
+
+/* ---- Adadelta ------------------------------------------------------------------------------------ */
+
+/* Scalars of one torch.optim.Adadelta update (core/train/optim.c adadelta_coefs_for). */
+typedef struct adadelta_coefs {
+    float weight_decay;
+    float rho, one_minus_rho;
+    float eps;
+    float neg_lr;
+    int maximize;
+} adadelta_coefs;
+
+/* One element of torch 2.11's _single_tensor_adadelta; addcmul(t, t, value=c) is fma(c*t, t, self)
+ * on torch's AVX2 kernels, as for Adam's second moment. sqrtf is IEEE's correctly rounded root, as
+ * CUDA's and a torch built without MKL take it (PyPI's CPU torch takes MKL's, which rounds about one
+ * value in six the other way: scripts/make_sgd_adadelta_fixtures.py). */
+static inline KM_HD void adadelta_update_one(float *p, float *square_avg, float *acc_delta, float g,
+                                             const adadelta_coefs *c)
+{
+    float param = *p;
+    g = c->maximize ? -g : g;                                          /* -grad */
+    g = c->weight_decay != 0.0f ? fmaf(param, c->weight_decay, g) : g; /* grad.add(param, alpha=wd) */
+    /* square_avg.mul_(rho).addcmul_(grad, grad, value=1-rho) */
+    float sq = fmaf(c->one_minus_rho * g, g, *square_avg * c->rho);
+    float std = sqrtf(sq + c->eps);                                    /* square_avg.add(eps).sqrt_() */
+    float delta = sqrtf(*acc_delta + c->eps);                          /* acc_delta.add(eps).sqrt_() */
+    delta = delta / std * g;                                           /* delta.div_(std).mul_(grad) */
+    /* acc_delta.mul_(rho).addcmul_(delta, delta, value=1-rho) */
+    *acc_delta = fmaf(c->one_minus_rho * delta, delta, *acc_delta * c->rho);
+    *square_avg = sq;
+    *p = fmaf(delta, c->neg_lr, param);                                /* param.add_(delta, alpha=-lr) */
 }
 
 /* ---- attention masks --------------------------------------------------------------------------- */

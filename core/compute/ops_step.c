@@ -35,23 +35,30 @@ static void adam_loop_generic(const adam_job *j, size_t lo, size_t hi)
 }
 
 /* The same loop built for CPUs with FMA and AVX2: fmaf becomes one instruction instead of a libm
- * call, and the loop vectorizes. */
+ * call, and the loop vectorizes. SGD's and Adadelta's loops below do the same. */
 #if defined(__x86_64__) && defined(__GNUC__)
-#define ADAM_HAVE_FMA_LOOP 1
-__attribute__((target("avx2,fma"))) static void adam_loop_fma(const adam_job *j, size_t lo, size_t hi)
+#define STEP_HAVE_FMA_LOOPS 1
+#define FMA_LOOP __attribute__((target("avx2,fma")))
+FMA_LOOP static void adam_loop_fma(const adam_job *j, size_t lo, size_t hi)
 {
     if (j->vmax)
         adam_loop(j->p, j->m, j->v, j->vmax, j->g, lo, hi, &j->c, 1);
     else
         adam_loop(j->p, j->m, j->v, NULL, j->g, lo, hi, &j->c, 0);
 }
+
+/* Whether this CPU runs the FMA_LOOP builds (checked per range: a cached cpuid bit). */
+static int use_fma_loops(void)
+{
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
 #endif
 
 static void adam_range(void *ctx, size_t lo, size_t hi)
 {
     const adam_job *j = ctx;
-#ifdef ADAM_HAVE_FMA_LOOP
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+#ifdef STEP_HAVE_FMA_LOOPS
+    if (use_fma_loops()) {
         adam_loop_fma(j, lo, hi);
         return;
     }
@@ -64,6 +71,102 @@ void ops_adam_update_f32(float *params, float *exp_avg, float *exp_avg_sq, float
 {
     adam_job j = {params, exp_avg, exp_avg_sq, max_exp_avg_sq, grads, *c};
     parallel_ranges(n, MIN_PER_THREAD, threads, adam_range, &j);
+}
+
+/* ---- SGD */
+
+typedef struct sgd_job {
+    float *p, *buf;
+    const float *g;
+    sgd_coefs c;
+} sgd_job;
+
+/* The loop with and without a momentum buffer fixed per call, as Adam's amsgrad. */
+static inline void sgd_loop(float *restrict p, float *restrict buf, const float *restrict g, size_t lo, size_t hi,
+                            const sgd_coefs *c, int has_buf)
+{
+    sgd_coefs k = *c;
+#pragma omp simd
+    for (size_t i = lo; i < hi; i++) sgd_update_one(&p[i], has_buf ? &buf[i] : NULL, g[i], &k);
+}
+
+static void sgd_loop_generic(const sgd_job *j, size_t lo, size_t hi)
+{
+    if (j->buf)
+        sgd_loop(j->p, j->buf, j->g, lo, hi, &j->c, 1);
+    else
+        sgd_loop(j->p, NULL, j->g, lo, hi, &j->c, 0);
+}
+
+#ifdef STEP_HAVE_FMA_LOOPS
+FMA_LOOP static void sgd_loop_fma(const sgd_job *j, size_t lo, size_t hi)
+{
+    if (j->buf)
+        sgd_loop(j->p, j->buf, j->g, lo, hi, &j->c, 1);
+    else
+        sgd_loop(j->p, NULL, j->g, lo, hi, &j->c, 0);
+}
+#endif
+
+static void sgd_range(void *ctx, size_t lo, size_t hi)
+{
+    const sgd_job *j = ctx;
+#ifdef STEP_HAVE_FMA_LOOPS
+    if (use_fma_loops()) {
+        sgd_loop_fma(j, lo, hi);
+        return;
+    }
+#endif
+    sgd_loop_generic(j, lo, hi);
+}
+
+void ops_sgd_update_f32(float *params, float *momentum_buffer, const float *grads, size_t n, const sgd_coefs *c,
+                        int threads)
+{
+    sgd_job j = {params, momentum_buffer, grads, *c};
+    parallel_ranges(n, MIN_PER_THREAD, threads, sgd_range, &j);
+}
+
+/* ---- Adadelta */
+
+typedef struct adadelta_job {
+    float *p, *sq, *acc;
+    const float *g;
+    adadelta_coefs c;
+} adadelta_job;
+
+static inline void adadelta_loop(float *restrict p, float *restrict sq, float *restrict acc, const float *restrict g,
+                                 size_t lo, size_t hi, const adadelta_coefs *c)
+{
+    adadelta_coefs k = *c;
+#pragma omp simd
+    for (size_t i = lo; i < hi; i++) adadelta_update_one(&p[i], &sq[i], &acc[i], g[i], &k);
+}
+
+#ifdef STEP_HAVE_FMA_LOOPS
+FMA_LOOP static void adadelta_loop_fma(const adadelta_job *j, size_t lo, size_t hi)
+{
+    adadelta_loop(j->p, j->sq, j->acc, j->g, lo, hi, &j->c);
+}
+#endif
+
+static void adadelta_range(void *ctx, size_t lo, size_t hi)
+{
+    const adadelta_job *j = ctx;
+#ifdef STEP_HAVE_FMA_LOOPS
+    if (use_fma_loops()) {
+        adadelta_loop_fma(j, lo, hi);
+        return;
+    }
+#endif
+    adadelta_loop(j->p, j->sq, j->acc, j->g, lo, hi, &j->c);
+}
+
+void ops_adadelta_update_f32(float *params, float *square_avg, float *acc_delta, const float *grads, size_t n,
+                             const adadelta_coefs *c, int threads)
+{
+    adadelta_job j = {params, square_avg, acc_delta, grads, *c};
+    parallel_ranges(n, MIN_PER_THREAD, threads, adadelta_range, &j);
 }
 
 /* ---- sums of squares */

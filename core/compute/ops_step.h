@@ -1,5 +1,5 @@
 /* The CPU side of a training step's own ops, on flat float buffers and threaded over ranges of
- * elements (core/base/parallel.h): the Adam/AdamW update, blocked sums of squares for the gradient
+ * elements (core/base/parallel.h): the Adam/AdamW, SGD and Adadelta updates, blocked sums of squares for the gradient
  * norm, and scaling. Every element is computed the same way whatever the thread count, so results
  * are bit-identical for any `threads`. core/compute/backend_cpu.c calls them. */
 #ifndef ESPNET3_COMPUTE_OPS_STEP_H
@@ -13,6 +13,12 @@
  * picked at run time where the CPU has it (bit-identical: fma, sqrt and division round exactly). */
 void ops_adam_update_f32(float *params, float *exp_avg, float *exp_avg_sq, float *max_exp_avg_sq,
                          const float *grads, size_t n, const adam_coefs *c, int threads);
+/* sgd_update_one on every element (momentum_buffer NULL when momentum is 0) and
+ * adadelta_update_one on every element, built the same way. */
+void ops_sgd_update_f32(float *params, float *momentum_buffer, const float *grads, size_t n, const sgd_coefs *c,
+                        int threads);
+void ops_adadelta_update_f32(float *params, float *square_avg, float *acc_delta, const float *grads, size_t n,
+                             const adadelta_coefs *c, int threads);
 
 /* Sum of x[i]^2 in double: blocks of SUM_SQUARES_BLOCK elements, then the block sums in order. */
 double ops_sum_squares_blocked_f32(const float *x, size_t n, int threads);

@@ -425,6 +425,16 @@ static const cyaml_schema_field_t optimizer_fields[] = {
     FLT("eps", optimizer_cfg, eps),
     FLT("weight_decay", optimizer_cfg, weight_decay),
     BOOL("amsgrad", optimizer_cfg, amsgrad),
+    BOOL("decoupled_weight_decay", optimizer_cfg, decoupled_weight_decay),
+    FLT("momentum", optimizer_cfg, momentum),
+    FLT("dampening", optimizer_cfg, dampening),
+    BOOL("nesterov", optimizer_cfg, nesterov),
+    FLT("rho", optimizer_cfg, rho),
+    BOOL("maximize", optimizer_cfg, maximize),
+    BOOL("foreach", optimizer_cfg, foreach),
+    BOOL("fused", optimizer_cfg, fused),
+    BOOL("capturable", optimizer_cfg, capturable),
+    BOOL("differentiable", optimizer_cfg, differentiable),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t scheduler_fields[] = {

@@ -354,12 +354,20 @@ typedef struct model_cfg {
 } model_cfg;
 
 typedef struct optimizer_cfg {
-    char *target;        /* torch.optim.Adam | torch.optim.AdamW */
+    char *target;        /* torch.optim.Adam | AdamW | SGD | Adadelta (core/train/optim.h) */
     double lr;
-    double *betas; unsigned n_betas;
-    double eps;
+    double *betas; unsigned n_betas; /* Adam, AdamW */
+    double eps;          /* Adam, AdamW, Adadelta */
     double weight_decay;
-    int amsgrad;
+    int amsgrad;         /* Adam, AdamW */
+    int decoupled_weight_decay; /* Adam: true makes it AdamW */
+    double momentum, dampening; /* SGD */
+    int nesterov;        /* SGD */
+    double rho;          /* Adadelta */
+    int maximize;
+    /* torch's implementation switches: checked by core/config/config_values.c, which accepts only
+     * the values that leave the single-tensor update's bits as they are (the update reads none). */
+    int foreach, fused, capturable, differentiable;
 } optimizer_cfg;
 
 typedef struct scheduler_cfg {

@@ -91,6 +91,8 @@ static const allowed_rule allowed_rules[] = {
 const target_entry target_registry[] = {
     {"optimizer", "torch.optim.Adam", "Adam"},
     {"optimizer", "torch.optim.AdamW", "AdamW"},
+    {"optimizer", "torch.optim.SGD", "SGD"},
+    {"optimizer", "torch.optim.Adadelta", "Adadelta"},
     {"scheduler", "espnet2.schedulers.warmup_lr.WarmupLR", "WarmupLR"},
     {"scheduler", "espnet2.schedulers.noam_lr.NoamLR", "NoamLR (ESPnet2's, deprecated there)"},
     {"scheduler", "torch.optim.lr_scheduler.ConstantLR", "ConstantLR"},
@@ -178,8 +180,7 @@ static const char *const unimplemented_keys[] = {
     "model.encoder_conf.pos_enc_class", "model.encoder_conf.gradient_checkpoint_layers",
     "model.ctc_conf.brctc_risk_strategy", "model.ctc_conf.brctc_group_strategy",
     "model.ctc_conf.brctc_risk_factor",
-    "optimizer.foreach", "optimizer.maximize", "optimizer.capturable", "optimizer.differentiable",
-    "optimizer.fused", "scheduler.verbose",
+    "scheduler.verbose",
     "tokenizer.input_sentence_size", "tokenizer.shuffle_input_sentence",
     "model.ngram_weight", "model.ngram_scorer",
     "optimizers", "schedulers", "upload", "hf_repo", "git_info", "log_level", "write_requirements",

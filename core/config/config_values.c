@@ -144,9 +144,9 @@ static const num_rule num_rules[] = {
     {"model.model_conf.lsm_weight", 0, 1, HI_OPEN, "in [0, 1)", "0: no label smoothing"},
     {"model.model_conf.interctc_weight", 0, 1, HI_OPEN, "in [0, 1)", "0: no intermediate CTC loss; ESPnet2 asserts the same"},
     /* optimizer and scheduler */
-    {"optimizer.lr", 0, INF, LO_OPEN, "> 0", "leave it out for 0.001"},
+    {"optimizer.lr", 0, INF, LO_OPEN, "> 0", "leave it out for torch's default: 0.001, Adadelta's 1.0"},
     {"optimizer.betas[]", 0, 1, HI_OPEN, "in [0, 1)", "torch checks the same"},
-    {"optimizer.eps", 0, INF, LO_OPEN, "> 0", "leave it out for 1e-8"},
+    {"optimizer.eps", 0, INF, LO_OPEN, "> 0", "leave it out for torch's default: 1e-8, Adadelta's 1e-6"},
     {"optimizer.weight_decay", 0, INF, 0, ">= 0", "0: no weight decay"},
     /* scheduler: each key's range over the classes that take it; a class's own limits (WarmupLR's
      * warmup_steps >= 1, ReduceLROnPlateau's factor < 1, ...) are core/train/scheduler.c's, at the key */
@@ -340,6 +340,16 @@ static void fill_scheduler(ynode *root)
             yt_map_set(sc, scheduler_defaults[i].key, sc->mark, default_node(scheduler_defaults[i].value, sc->mark));
 }
 
+/* Adadelta's rho defaults to 0.9 and 0 is a value of its own (only the newest gradient), so the
+ * default is written when the block names the class. */
+static void fill_optimizer(ynode *root)
+{
+    ynode *t = yt_get_path(root, "optimizer._target_"), *oc = yt_get_path(root, "optimizer");
+    if (t && t->kind == YN_SCALAR && !strcmp(t->str, "torch.optim.Adadelta") && oc->kind == YN_MAP &&
+        !yt_map_get(oc, "rho"))
+        yt_map_set(oc, "rho", oc->mark, yt_scalar("0.9", 0, oc->mark));
+}
+
 /* TransformerLM's dropout rates default to 0.1 (SequentialRNNLM's dropout_rate to 0): written into
  * model.lm_conf when the block exists and model.lm is transformer. */
 static void fill_lm_dropout(ynode *root)
@@ -385,6 +395,7 @@ void config_fill_defaults(config_kind kind, ynode *root)
     fill_ctc_weight(root);
     fill_lm_dropout(root);
     fill_scheduler(root);
+    fill_optimizer(root);
 }
 
 
@@ -565,6 +576,86 @@ static int check_create_dataset(const ynode *root, esp_err *err)
     return 0;
 }
 
+/* The keyword arguments of torch 2.11's optimizers that espnet3 builds. */
+static const struct {
+    const char *target, *cls, *keys;
+} optimizer_keys[] = {
+    {"torch.optim.Adam", "Adam",
+     "lr, betas, eps, weight_decay, amsgrad, foreach, maximize, capturable, differentiable, fused, "
+     "decoupled_weight_decay"},
+    {"torch.optim.AdamW", "AdamW",
+     "lr, betas, eps, weight_decay, amsgrad, maximize, foreach, capturable, differentiable, fused"},
+    {"torch.optim.SGD", "SGD", "lr, momentum, dampening, weight_decay, nesterov, maximize, foreach, differentiable, fused"},
+    {"torch.optim.Adadelta", "Adadelta", "lr, rho, eps, weight_decay, foreach, capturable, maximize, differentiable"},
+};
+
+/* Whether key is one of the ", "-separated names of list. */
+static int in_key_list(const char *list, const char *key)
+{
+    size_t k = strlen(key);
+    for (const char *p = list; (p = strstr(p, key)); p += k)
+        if ((p == list || p[-1] == ' ') && (p[k] == ',' || p[k] == '\0')) return 1;
+    return 0;
+}
+
+/* torch's own checks of the optimizer's arguments, with its wording, at the argument's line; and
+ * its implementation switches, accepted where they leave the single-tensor update's bits alone
+ * (what scripts/make_sgd_adadelta_fixtures.py checks against torch 2.11 on the CPU):
+ * - foreach (true, false, null): torch's _foreach ops run per tensor on the CPU: the same bits;
+ *   espnet3 computes the single-tensor update for every value;
+ * - fused: true runs torch's fused kernels, which round otherwise (SGD with momentum, Adam,
+ *   AdamW): refused; false and null are the single-tensor path;
+ * - capturable: true makes Adam/AdamW compute step and the bias corrections as float32 tensors
+ *   (other bits): refused there; Adadelta's update never reads step, so there it changes nothing;
+ * - differentiable: true fails in torch at the first step of a model's parameters (an in-place
+ *   update of a leaf that requires grad), and changes Adam's path: refused. */
+static int check_optimizer(const ynode *root, esp_err *err)
+{
+    const char *O = "optimizer";
+    const ynode *oc = yt_get_path(root, O), *t = oc && oc->kind == YN_MAP ? yt_map_get(oc, "_target_") : NULL, *n;
+    if (!t || t->kind != YN_SCALAR) return 0;
+    size_t i = 0, nk = sizeof optimizer_keys / sizeof *optimizer_keys;
+    while (i < nk && strcmp(t->str, optimizer_keys[i].target) != 0) i++;
+    if (i == nk) return 0; /* the _target_ check names what is built */
+    const char *cls = optimizer_keys[i].cls;
+    char what[400];
+    for (size_t k = 0; k < oc->n; k++)
+        if (strcmp(oc->keys[k], "_target_") != 0 && !in_key_list(optimizer_keys[i].keys, oc->keys[k])) {
+            snprintf(what, sizeof what, "%s.__init__() got an unexpected keyword argument '%s' (torch's %s takes %s)",
+                     cls, oc->keys[k], t->str, optimizer_keys[i].keys);
+            return fail_key(err, oc->items[k], O, oc->keys[k], what);
+        }
+    int on = 0, adam = !strcmp(cls, "Adam") || !strcmp(cls, "AdamW");
+    if ((n = yt_map_get(oc, "fused")) && yt_as_bool(n, &on) && on)
+        return fail_key(err, n, O, "fused", "fused=True runs torch's fused kernel, which rounds otherwise than the "
+                                            "single-tensor update espnet3 computes (write false, or leave it out)");
+    if ((n = yt_map_get(oc, "differentiable")) && yt_as_bool(n, &on) && on)
+        return fail_key(err, n, O, "differentiable",
+                        "torch's step with differentiable=True fails on a model's parameters ('a leaf Variable that "
+                        "requires grad is being used in an in-place operation.'): write false, or leave it out");
+    if (adam && (n = yt_map_get(oc, "capturable")) && yt_as_bool(n, &on) && on)
+        return fail_key(err, n, O, "capturable",
+                        "capturable=True computes step and the bias corrections as float32 tensors, which rounds "
+                        "otherwise than the single-tensor update espnet3 computes (and torch refuses it for CPU "
+                        "parameters): write false, or leave it out");
+    double momentum = 0, dampening = 0, rho;
+    num_in(oc, "dampening", &dampening, NULL);
+    if (num_in(oc, "momentum", &momentum, &n) && !(momentum >= 0)) {
+        snprintf(what, sizeof what, "Invalid momentum value: %g (torch's SGD takes momentum >= 0)", momentum);
+        return fail_key(err, n, O, "momentum", what);
+    }
+    if ((n = yt_map_get(oc, "nesterov")) && yt_as_bool(n, &on) && on && (momentum <= 0 || dampening != 0)) {
+        snprintf(what, sizeof what, "Nesterov momentum requires a momentum and zero dampening (momentum %g, "
+                 "dampening %g)", momentum, dampening);
+        return fail_key(err, n, O, "nesterov", what);
+    }
+    if (num_in(oc, "rho", &rho, &n) && !(rho >= 0 && rho <= 1)) {
+        snprintf(what, sizeof what, "Invalid rho value: %g (torch's Adadelta takes rho in [0, 1])", rho);
+        return fail_key(err, n, O, "rho", what);
+    }
+    return 0;
+}
+
 /* Lightning's max_epochs: None becomes 1000 when max_steps is unset (-1), -1 (no limit) when it is
  * set; -1 means no limit. The result is written into the tree so that the trainer and the
  * resolved config.yaml hold the number Lightning would use. */
@@ -616,7 +707,7 @@ int config_check_values(config_kind kind, ynode *root, esp_err *err)
     if (check_scheduler_warmup(root, err) != 0) return -1;
     if (check_batches(root, "train", err) != 0 || check_batches(root, "valid", err) != 0) return -1;
     if (check_frontend(root, err) != 0 || check_model(root, err) != 0 || check_input_layer(root, err) != 0 ||
-        check_create_dataset(root, err) != 0)
+        check_create_dataset(root, err) != 0 || check_optimizer(root, err) != 0)
         return -1;
     lightning_max_epochs(root);
     return 0;

@@ -48,7 +48,8 @@ static void plan_synchronize(backend *be)
     (void)be;
 }
 
-void model_arena_plan(arena_plan *p, const model_dims *d, const model_rates *rates, int B, int T, int Lmax, int amsgrad)
+void model_arena_plan(arena_plan *p, const model_dims *d, const model_rates *rates, int B, int T, int Lmax,
+                      size_t n_optim_buffers)
 {
     memset(p, 0, sizeof *p);
     recorder r = {.p = p, .kind = ARENA_PARAMS, .next = (uintptr_t)1 << 40};
@@ -60,9 +61,9 @@ void model_arena_plan(arena_plan *p, const model_dims *d, const model_rates *rat
     p->regions[1].kind = ARENA_GRADS;
     p->kind_bytes[ARENA_PARAMS] -= p->regions[1].bytes;
     p->kind_bytes[ARENA_GRADS] += p->regions[1].bytes;
-    /* Adam's moments, as adam_state_init allocates them (n floats each). */
+    /* The optimizer's state, as optim_state_init allocates it (n floats per buffer). */
     r.kind = ARENA_MOMENTS;
-    for (int i = 0; i < (amsgrad ? 3 : 2); i++) plan_alloc(&be, m.table.total * sizeof(float));
+    for (size_t i = 0; i < n_optim_buffers; i++) plan_alloc(&be, m.table.total * sizeof(float));
     r.kind = ARENA_ACTS;
     asr_model_reserve(&m, B, T, Lmax);
     asr_model_free(&m);

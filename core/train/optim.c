@@ -1,3 +1,5 @@
+/* The optimizers of core/train/optim.h: options from the config with torch's checks, the state's
+ * buffers, the Python-side scalars of each update, and the NaN guard. */
 #include "core/train/optim.h"
 
 #include <stdlib.h>
@@ -5,22 +7,69 @@
 
 /* ---- options ------------------------------------------------------------------------------ */
 
+static const struct {
+    const char *target;
+    optim_kind kind;
+} optim_targets[] = {
+    {"torch.optim.Adam", OPTIM_ADAM},
+    {"torch.optim.AdamW", OPTIM_ADAMW},
+    {"torch.optim.SGD", OPTIM_SGD},
+    {"torch.optim.Adadelta", OPTIM_ADADELTA},
+};
+
+const char *optim_kind_name(optim_kind kind)
+{
+    switch (kind) {
+    case OPTIM_ADAM: return "Adam";
+    case OPTIM_ADAMW: return "AdamW";
+    case OPTIM_SGD: return "SGD";
+    case OPTIM_ADADELTA: return "Adadelta";
+    }
+    return "?";
+}
+
 optim_opts optim_opts_default(optim_kind kind)
 {
-    return (optim_opts){.kind = kind, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
-                        .weight_decay = 0.0, .amsgrad = 0};
+    optim_opts o = {.kind = kind, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
+    if (kind == OPTIM_ADADELTA) o.lr = 1.0, o.eps = 1e-6, o.rho = 0.9;
+    return o;
+}
+
+/* torch's __init__ checks of the options (the config loader reports them at their lines first). */
+static int check_opts(const optim_opts *o, esp_err *err)
+{
+    if (!(o->lr >= 0) || !isfinite(o->lr))
+        return esp_fail(err, "optimizer.lr: Invalid learning rate: %g (must be a finite value >= 0)", o->lr);
+    if (!(o->weight_decay >= 0) || !isfinite(o->weight_decay))
+        return esp_fail(err, "optimizer.weight_decay: Invalid weight_decay value: %g (must be >= 0)",
+                        o->weight_decay);
+    if (!(o->eps >= 0) || !isfinite(o->eps))
+        return esp_fail(err, "optimizer.eps: Invalid epsilon value: %g (must be >= 0)", o->eps);
+    if (!(o->beta1 >= 0 && o->beta1 < 1))
+        return esp_fail(err, "optimizer.betas: Invalid beta parameter at index 0: %g (must be in [0, 1))", o->beta1);
+    if (!(o->beta2 >= 0 && o->beta2 < 1))
+        return esp_fail(err, "optimizer.betas: Invalid beta parameter at index 1: %g (must be in [0, 1))", o->beta2);
+    if (!(o->momentum >= 0) || !isfinite(o->momentum))
+        return esp_fail(err, "optimizer.momentum: Invalid momentum value: %g (must be >= 0)", o->momentum);
+    if (o->nesterov && (o->momentum <= 0 || o->dampening != 0))
+        return esp_fail(err, "optimizer.nesterov: Nesterov momentum requires a momentum and zero dampening "
+                             "(momentum %g, dampening %g)", o->momentum, o->dampening);
+    if (!(o->rho >= 0 && o->rho <= 1))
+        return esp_fail(err, "optimizer.rho: Invalid rho value: %g (must be in [0, 1])", o->rho);
+    return 0;
 }
 
 int optim_opts_from_cfg(const optimizer_cfg *c, optim_opts *out, esp_err *err)
 {
     if (!c || !c->target)
-        return esp_fail(err, "optimizer._target_: missing (set torch.optim.Adam or torch.optim.AdamW)");
-    optim_kind kind;
-    if (strcmp(c->target, "torch.optim.Adam") == 0) kind = OPTIM_ADAM;
-    else if (strcmp(c->target, "torch.optim.AdamW") == 0) kind = OPTIM_ADAMW;
-    else
-        return esp_fail(err, "optimizer._target_: '%s' is not supported (use torch.optim.Adam or "
-                             "torch.optim.AdamW)", c->target);
+        return esp_fail(err, "optimizer._target_: missing (set torch.optim.Adam, AdamW, SGD or Adadelta)");
+    size_t i = 0, nt = sizeof optim_targets / sizeof *optim_targets;
+    while (i < nt && strcmp(c->target, optim_targets[i].target) != 0) i++;
+    if (i == nt)
+        return esp_fail(err, "optimizer._target_: '%s' is not supported (use torch.optim.Adam, torch.optim.AdamW, "
+                             "torch.optim.SGD or torch.optim.Adadelta)", c->target);
+    optim_kind kind = optim_targets[i].kind;
+    if (kind == OPTIM_ADAM && c->decoupled_weight_decay) kind = OPTIM_ADAMW; /* what torch's AdamW is */
     optim_opts o = optim_opts_default(kind);
     if (c->lr != 0) o.lr = c->lr;
     if (c->eps != 0) o.eps = c->eps;
@@ -32,42 +81,59 @@ int optim_opts_from_cfg(const optimizer_cfg *c, optim_opts *out, esp_err *err)
     }
     o.weight_decay = c->weight_decay;
     o.amsgrad = c->amsgrad != 0;
-    /* torch.optim.Adam.__init__'s checks, with its wording. */
-    if (!(o.lr >= 0) || !isfinite(o.lr))
-        return esp_fail(err, "optimizer.lr: Invalid learning rate: %g (must be a finite value >= 0)", o.lr);
-    if (!(o.eps >= 0) || !isfinite(o.eps))
-        return esp_fail(err, "optimizer.eps: Invalid epsilon value: %g (must be >= 0)", o.eps);
-    if (!(o.beta1 >= 0 && o.beta1 < 1))
-        return esp_fail(err, "optimizer.betas: Invalid beta parameter at index 0: %g (must be in [0, 1))", o.beta1);
-    if (!(o.beta2 >= 0 && o.beta2 < 1))
-        return esp_fail(err, "optimizer.betas: Invalid beta parameter at index 1: %g (must be in [0, 1))", o.beta2);
-    if (!(o.weight_decay >= 0) || !isfinite(o.weight_decay))
-        return esp_fail(err, "optimizer.weight_decay: Invalid weight_decay value: %g (must be >= 0)",
-                        o.weight_decay);
+    o.maximize = c->maximize != 0;
+    o.momentum = c->momentum;
+    o.dampening = c->dampening;
+    o.nesterov = c->nesterov != 0;
+    if (kind == OPTIM_ADADELTA) o.rho = c->rho;
+    if (check_opts(&o, err) != 0) return -1;
     *out = o;
     return 0;
 }
 
-/* ---- Adam / AdamW --------------------------------------------------------------------------- */
+/* ---- state ---------------------------------------------------------------------------------- */
 
-void adam_state_init(adam_state *s, backend *be, size_t n, int amsgrad)
+/* torch's state names per optimizer, in the order the buffers are allocated. */
+static size_t buffer_names(const optim_opts *o, const char *names[OPTIM_MAX_BUFFERS])
 {
-    size_t bytes = (n ? n : 1) * sizeof(float);
-    *s = (adam_state){.be = be, .n = n, .step = 0};
-    s->exp_avg = be->alloc(be, bytes); /* zero-filled */
-    s->exp_avg_sq = be->alloc(be, bytes);
-    s->max_exp_avg_sq = amsgrad ? be->alloc(be, bytes) : NULL;
+    switch (o->kind) {
+    case OPTIM_ADAM:
+    case OPTIM_ADAMW:
+        names[0] = "exp_avg", names[1] = "exp_avg_sq", names[2] = "max_exp_avg_sq";
+        return o->amsgrad ? 3 : 2;
+    case OPTIM_SGD: names[0] = "momentum_buffer"; return o->momentum != 0 ? 1 : 0;
+    case OPTIM_ADADELTA: names[0] = "square_avg", names[1] = "acc_delta"; return 2;
+    }
+    return 0;
 }
 
-void adam_state_free(adam_state *s)
+size_t optim_buffer_count(const optim_opts *o)
 {
-    if (s->be) {
-        s->be->free(s->be, s->exp_avg);
-        s->be->free(s->be, s->exp_avg_sq);
-        s->be->free(s->be, s->max_exp_avg_sq);
-    }
+    const char *names[OPTIM_MAX_BUFFERS];
+    return buffer_names(o, names);
+}
+
+void optim_state_init(optim_state *s, backend *be, size_t n, const optim_opts *o)
+{
+    *s = (optim_state){.be = be, .n = n, .step = 0};
+    s->n_buffers = buffer_names(o, s->buffer_names);
+    for (size_t i = 0; i < s->n_buffers; i++) s->buffers[i] = be->alloc(be, (n ? n : 1) * sizeof(float)); /* zeroed */
+}
+
+void optim_state_free(optim_state *s)
+{
+    for (size_t i = 0; s->be && i < s->n_buffers; i++) s->be->free(s->be, s->buffers[i]);
     memset(s, 0, sizeof *s);
 }
+
+float *optim_state_buffer(const optim_state *s, const char *name)
+{
+    for (size_t i = 0; i < s->n_buffers; i++)
+        if (!strcmp(s->buffer_names[i], name)) return s->buffers[i];
+    return NULL;
+}
+
+/* ---- the updates ------------------------------------------------------------------------------ */
 
 adam_coefs adam_coefs_for(const optim_opts *o, double lr, int64_t step)
 {
@@ -87,15 +153,59 @@ adam_coefs adam_coefs_for(const optim_opts *o, double lr, int64_t step)
         .bc2_sqrt = (float)sqrt(bias_correction2),
         .eps = (float)o->eps,
         .neg_step_size = (float)-step_size,
+        .maximize = o->maximize,
     };
 }
 
-void adam_step(float *params, adam_state *s, const float *grads, const optim_opts *o, double lr)
+sgd_coefs sgd_coefs_for(const optim_opts *o, double lr, int64_t step)
 {
-    ESP_CHECK((o->amsgrad != 0) == (s->max_exp_avg_sq != NULL)); /* state made for these opts */
+    ESP_CHECK(step >= 1);
+    return (sgd_coefs){
+        .weight_decay = (float)o->weight_decay,
+        .momentum = (float)o->momentum,
+        .one_minus_dampening = (float)(1 - o->dampening),
+        .neg_lr = (float)-lr,
+        .nesterov = o->nesterov,
+        .maximize = o->maximize,
+        .first = step == 1,
+    };
+}
+
+adadelta_coefs adadelta_coefs_for(const optim_opts *o, double lr)
+{
+    return (adadelta_coefs){
+        .weight_decay = (float)o->weight_decay,
+        .rho = (float)o->rho,
+        .one_minus_rho = (float)(1 - o->rho),
+        .eps = (float)o->eps,
+        .neg_lr = (float)-lr,
+        .maximize = o->maximize,
+    };
+}
+
+void optim_step(float *params, optim_state *s, const float *grads, const optim_opts *o, double lr)
+{
+    ESP_CHECK(s->n_buffers == optim_buffer_count(o)); /* state made for these opts */
     s->step++;
-    adam_coefs c = adam_coefs_for(o, lr, s->step);
-    s->be->adam_update(s->be, params, s->exp_avg, s->exp_avg_sq, s->max_exp_avg_sq, grads, s->n, &c);
+    backend *be = s->be;
+    switch (o->kind) {
+    case OPTIM_ADAM:
+    case OPTIM_ADAMW: {
+        adam_coefs c = adam_coefs_for(o, lr, s->step);
+        be->adam_update(be, params, s->buffers[0], s->buffers[1], o->amsgrad ? s->buffers[2] : NULL, grads, s->n, &c);
+        break;
+    }
+    case OPTIM_SGD: {
+        sgd_coefs c = sgd_coefs_for(o, lr, s->step);
+        be->sgd_update(be, params, s->n_buffers ? s->buffers[0] : NULL, grads, s->n, &c);
+        break;
+    }
+    case OPTIM_ADADELTA: {
+        adadelta_coefs c = adadelta_coefs_for(o, lr);
+        be->adadelta_update(be, params, s->buffers[0], s->buffers[1], grads, s->n, &c);
+        break;
+    }
+    }
 }
 
 /* ---- NaN/Inf guard -------------------------------------------------------------------------- */

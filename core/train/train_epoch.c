@@ -100,10 +100,10 @@ static int reduce_gradients(trainer *t, double *norm_out, int *found_inf, esp_er
 static int optimizer_step(trainer *t, double lr, esp_err *err)
 {
     if (!t->fsdp) {
-        adam_step(t->model.params, &t->opt, t->model.grads, &t->oo, lr);
+        optim_step(t->model.params, &t->opt, t->model.grads, &t->oo, lr);
         return 0;
     }
-    adam_step(t->model.params + t->shard_lo, &t->opt, t->model.grads + t->shard_lo, &t->oo, lr);
+    optim_step(t->model.params + t->shard_lo, &t->opt, t->model.grads + t->shard_lo, &t->oo, lr);
     return comm_all_gather(t->dist.comm, t->model.params, t->model.table.total, err);
 }
 

@@ -91,6 +91,10 @@ static int take_plateau_state(trainer *t, const char *path, const pt_scalars *sc
 static int check_optimizer(trainer *t, const char *path, const pt_scalars *sc, esp_err *err)
 {
     const char *g = "optimizer_states.0.param_groups.0";
+    if (t->oo.kind != OPTIM_ADAM && t->oo.kind != OPTIM_ADAMW)
+        return esp_fail(err, "%s: taking a Lightning checkpoint's optimizer state is built for Adam and AdamW, the "
+                             "config's optimizer is torch.optim.%s (go on from a checkpoint of ours, or start from "
+                             "the file's weights with init_param)", path, optim_kind_name(t->oo.kind));
     if (scalar(sc, "optimizer_states.1.param_groups.0.params.0") || scalar(sc, "optimizer_states.0.param_groups.1.params.0"))
         return esp_fail(err, "%s: the checkpoint has more than one optimizer or parameter group (ESPnet3 trains "
                              "one Adam over every parameter)", path);
@@ -102,10 +106,10 @@ static int check_optimizer(trainer *t, const char *path, const pt_scalars *sc, e
     if (decoupled && (decoupled->i != 0) != adamw)
         return esp_fail(err, "%s: the checkpoint's optimizer is torch.optim.%s, the config's %s", path,
                         decoupled->i ? "AdamW" : "Adam", adamw ? "torch.optim.AdamW" : "torch.optim.Adam");
-    char k[5][96];
-    const double want[5] = {t->oo.beta1, t->oo.beta2, t->oo.eps, t->oo.weight_decay, t->oo.amsgrad};
-    const char *const keys[5] = {"betas.0", "betas.1", "eps", "weight_decay", "amsgrad"};
-    for (int i = 0; i < 5; i++) {
+    char k[6][96];
+    const double want[6] = {t->oo.beta1, t->oo.beta2, t->oo.eps, t->oo.weight_decay, t->oo.amsgrad, t->oo.maximize};
+    const char *const keys[6] = {"betas.0", "betas.1", "eps", "weight_decay", "amsgrad", "maximize"};
+    for (int i = 0; i < 6; i++) {
         snprintf(k[i], sizeof k[i], "%s.%s", g, keys[i]);
         if (same_setting(path, sc, k[i], want[i], err) != 0) return -1;
     }
@@ -214,8 +218,10 @@ static int import_lightning(trainer *t, const char *path, st_file *f, const pt_s
         t->step = global_step->i;
         t->opt.step = step < 0 ? 0 : step;
         asr_model_state_from_host(&t->model, state);
-        t->be->copy(t->be, t->opt.exp_avg, m1, pt->total * sizeof(float), BACKEND_HOST_TO_DEVICE);
-        t->be->copy(t->be, t->opt.exp_avg_sq, m2, pt->total * sizeof(float), BACKEND_HOST_TO_DEVICE);
+        t->be->copy(t->be, optim_state_buffer(&t->opt, "exp_avg"), m1, pt->total * sizeof(float),
+                    BACKEND_HOST_TO_DEVICE);
+        t->be->copy(t->be, optim_state_buffer(&t->opt, "exp_avg_sq"), m2, pt->total * sizeof(float),
+                    BACKEND_HOST_TO_DEVICE);
         log_info("train: starting from %s (Lightning checkpoint: epoch %" PRId64 ", step %" PRId64
                  "; %" PRId64 " epochs done)", path, epoch->i, global_step->i, t->epoch);
     }

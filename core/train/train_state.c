@@ -3,8 +3,8 @@
  * core/train/train_import.c), rank 0's state on every rank at the start,
  * and the check that every rank holds the same parameters. BatchNorm buffers (the Conformer's
  * running statistics) are model state but not parameters: each rank updates its own from its own
- * batches, rank 0's are the ones checkpoints keep and the ones every rank validates with. Parameters and moments live on the
- * backend; they reach the host only through be->copy. */
+ * batches, rank 0's are the ones checkpoints keep and the ones every rank validates with. Parameters
+ * and the optimizer's state live on the backend; they reach the host only through be->copy. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -32,29 +32,31 @@ static void dev_to_host(trainer *t, float *host, const float *dev, size_t n)
     t->be->copy(t->be, host, dev, n * sizeof(float), BACKEND_DEVICE_TO_HOST);
 }
 
-/* The full Adam moments on the host. fsdp: every rank's chunk gathered on the device first (all
- * ranks take part). */
-static int moments_to_host(trainer *t, float **m1, float **m2, esp_err *err)
+static void free_buffers(float **host, size_t n)
 {
-    size_t n = n_params(t);
-    *m1 = host_floats(n);
-    *m2 = host_floats(n);
+    for (size_t i = 0; i < n; i++) free(host[i]), host[i] = NULL;
+}
+
+/* The optimizer's full state buffers on the host (host[i] for t->opt.buffers[i]). fsdp: every
+ * rank's chunk gathered on the device first (all ranks take part). */
+static int optim_state_to_host(trainer *t, float *host[OPTIM_MAX_BUFFERS], esp_err *err)
+{
+    size_t n = n_params(t), nb = t->opt.n_buffers;
+    for (size_t i = 0; i < nb; i++) host[i] = host_floats(n);
     if (!t->fsdp) {
-        dev_to_host(t, *m1, t->opt.exp_avg, n);
-        dev_to_host(t, *m2, t->opt.exp_avg_sq, n);
+        for (size_t i = 0; i < nb; i++) dev_to_host(t, host[i], t->opt.buffers[i], n);
         return 0;
     }
     size_t k = t->shard_hi - t->shard_lo;
-    float *src[2] = {t->opt.exp_avg, t->opt.exp_avg_sq}, *dst[2] = {*m1, *m2};
-    float *full = t->be->alloc(t->be, (n ? n : 1) * sizeof(float));
+    float *full = nb ? t->be->alloc(t->be, (n ? n : 1) * sizeof(float)) : NULL;
     int rc = 0;
-    for (int i = 0; i < 2 && rc == 0; i++) {
-        t->be->copy(t->be, full + t->shard_lo, src[i], k * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
+    for (size_t i = 0; i < nb && rc == 0; i++) {
+        t->be->copy(t->be, full + t->shard_lo, t->opt.buffers[i], k * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
         rc = comm_all_gather(t->dist.comm, full, n, err);
-        if (rc == 0) dev_to_host(t, dst[i], full, n);
+        if (rc == 0) dev_to_host(t, host[i], full, n);
     }
-    t->be->free(t->be, full);
-    if (rc != 0) free(*m1), free(*m2);
+    if (full) t->be->free(t->be, full);
+    if (rc != 0) free_buffers(host, nb);
     return rc;
 }
 
@@ -71,12 +73,13 @@ static void ema_tensors(const trainer *t, const float *avg, int64_t *counts, st_
 static int save_at(trainer *t, const metric *metrics, size_t n_metrics, int64_t batch, esp_err *err)
 {
     const param_table *pt = &t->model.table;
-    float *m1 = NULL, *m2 = NULL, *avg = NULL;
-    if ((t->fsdp || t->rank == 0) && moments_to_host(t, &m1, &m2, err) != 0) return -1;
+    size_t nb = t->opt.n_buffers;
+    float *opt_host[OPTIM_MAX_BUFFERS] = {NULL}, *avg = NULL;
+    if ((t->fsdp || t->rank == 0) && optim_state_to_host(t, opt_host, err) != 0) return -1;
     if (t->ema.avg) { /* every rank takes part (fsdp gathers the chunks) */
         avg = host_floats(pt->state_total);
         if (train_ema_to_host(t, avg, err) != 0) {
-            free(m1), free(m2), free(avg);
+            free_buffers(opt_host, nb), free(avg);
             return -1;
         }
     }
@@ -85,7 +88,7 @@ static int save_at(trainer *t, const metric *metrics, size_t n_metrics, int64_t 
     if (t->rank != 0 || (batch > 0 && t->ckpt.last && !strcmp(t->ckpt.last, name))) {
         /* inside an epoch with no step since the last checkpoint (the NaN guard skipped them): it stays */
         if (t->rank == 0) log_info("train: %s holds this state already (no optimizer step since): not saved again", name);
-        free(m1), free(m2), free(avg);
+        free_buffers(opt_host, nb), free(avg);
         return 0;
     }
     /* Parameters and BatchNorm buffers (rank 0's running statistics). */
@@ -94,13 +97,15 @@ static int save_at(trainer *t, const metric *metrics, size_t n_metrics, int64_t 
     st_tensor *model = xcalloc(pt->n ? pt->n : 1, sizeof *model);
     int64_t *counts = xcalloc(pt->n ? pt->n : 1, sizeof *counts);
     model_state_tensors(pt, params, counts, model);
-    /* 16-mixed: the loss scaler's state too (torch keeps GradScaler.state_dict() in the checkpoint). */
+    /* The optimizer's buffers by torch's names (optimizer.exp_avg, optimizer.momentum_buffer, ...);
+     * 16-mixed: the loss scaler's state too (torch keeps GradScaler.state_dict() in the checkpoint). */
     float scale = t->scaler.scale;
-    st_tensor *state = xcalloc(3 + pt->n, sizeof *state);
+    st_tensor *state = xcalloc(OPTIM_MAX_BUFFERS + 1 + pt->n, sizeof *state);
     int64_t total = (int64_t)pt->total;
-    state[0] = (st_tensor){.name = "optimizer.exp_avg", .dtype = ST_F32, .ndim = 1, .shape = {total}, .data = m1};
-    state[1] = (st_tensor){.name = "optimizer.exp_avg_sq", .dtype = ST_F32, .ndim = 1, .shape = {total}, .data = m2};
-    size_t n_state = 2;
+    size_t n_state = 0;
+    for (size_t i = 0; i < nb; i++)
+        state[n_state++] = (st_tensor){.name = xasprintf("optimizer.%s", t->opt.buffer_names[i]), .dtype = ST_F32,
+                                       .ndim = 1, .shape = {total}, .data = opt_host[i]};
     if (t->scaler.enabled)
         state[n_state++] =
             (st_tensor){.name = "grad_scaler.scale", .dtype = ST_F32, .ndim = 1, .shape = {1}, .data = &scale};
@@ -140,6 +145,7 @@ static int save_at(trainer *t, const metric *metrics, size_t n_metrics, int64_t 
     ckpt_info info = {.epoch = t->epoch, .step = t->step, .metrics = metrics, .n_metrics = n_metrics,
                       .counters = counters, .n_counters = n_counters, .in_epoch = batch > 0};
     int rc = ckpt_save(&t->ckpt, &info, model, pt->n, state, n_state, err);
+    for (size_t i = 0; i < nb; i++) free((char *)state[i].name);
     for (size_t i = ema_at; i < n_state; i++) free((char *)state[i].name);
     free(state);
     free(ema_counts);
@@ -147,7 +153,7 @@ static int save_at(trainer *t, const metric *metrics, size_t n_metrics, int64_t 
     free(model);
     free(counts);
     free(params);
-    free(m1), free(m2);
+    free_buffers(opt_host, nb);
     return rc;
 }
 
@@ -235,6 +241,32 @@ static int resume_ema(trainer *t, const ckpt_loaded *c, const float *params, esp
     return rc;
 }
 
+/* The saved buffers of the run's optimizer (saved[i] for t->opt.buffers[i], in the checkpoint's
+ * mapping). A checkpoint of another optimizer is refused; one of an AMSGrad run written before
+ * espnet3 saved max_exp_avg_sq leaves it at zeros (saved[i] NULL), as those runs resumed. */
+static int resume_optimizer_buffers(trainer *t, const ckpt_loaded *c, const float *saved[OPTIM_MAX_BUFFERS],
+                                    esp_err *err)
+{
+    int64_t total = (int64_t)t->model.table.total;
+    for (size_t i = 0; i < t->opt.n_buffers; i++) {
+        char *name = xasprintf("optimizer.%s", t->opt.buffer_names[i]);
+        int rc = 0;
+        saved[i] = NULL;
+        if (st_get(&c->state, name))
+            rc = st_get_f32(&c->state, name, 1, &total, &saved[i], err);
+        else if (!strcmp(t->opt.buffer_names[i], "max_exp_avg_sq"))
+            log_warn("train: %s has no %s (written before espnet3 saved AMSGrad's maximum): it starts again from "
+                     "zeros, so this run is not bit-identical to an uninterrupted one", c->dir, name);
+        else
+            rc = esp_fail(err, "%s: no %s in trainer_state.safetensors: the checkpoint was written with another "
+                               "optimizer or other optimizer settings than this config's %s (resume with those it was "
+                               "trained with, or start a new exp_dir)", c->dir, name, optim_kind_name(t->oo.kind));
+        free(name);
+        if (rc != 0) return -1;
+    }
+    return 0;
+}
+
 int resume(trainer *t, esp_err *err)
 {
     ckpt_loaded c;
@@ -253,17 +285,15 @@ int resume_loaded(trainer *t, const ckpt_loaded *c_in, esp_err *err)
     float *params = host_floats(pt->state_total);
     for (size_t i = 0; i < pt->n && rc == 0; i++)
         if (model_tensor_get(&c.model, pt->items[i].name, &pt->items[i], params + pt->items[i].offset, err) != 0) rc = -1;
-    const float *m1, *m2;
-    int64_t total = (int64_t)pt->total;
-    if (rc == 0 && (st_get_f32(&c.state, "optimizer.exp_avg", 1, &total, &m1, err) != 0 ||
-                    st_get_f32(&c.state, "optimizer.exp_avg_sq", 1, &total, &m2, err) != 0))
-        rc = -1;
+    const float *opt_saved[OPTIM_MAX_BUFFERS];
+    if (rc == 0 && resume_optimizer_buffers(t, &c, opt_saved, err) != 0) rc = -1;
     if (rc == 0 && resume_scaler(t, &c, err) != 0) rc = -1;
     if (rc == 0 && resume_ema(t, &c, params, err) != 0) rc = -1;
     if (rc == 0) {
         asr_model_state_from_host(&t->model, params);
-        t->be->copy(t->be, t->opt.exp_avg, m1, pt->total * sizeof(float), BACKEND_HOST_TO_DEVICE);
-        t->be->copy(t->be, t->opt.exp_avg_sq, m2, pt->total * sizeof(float), BACKEND_HOST_TO_DEVICE);
+        for (size_t i = 0; i < t->opt.n_buffers; i++)
+            if (opt_saved[i])
+                t->be->copy(t->be, t->opt.buffers[i], opt_saved[i], pt->total * sizeof(float), BACKEND_HOST_TO_DEVICE);
         t->opt.step = ckpt_counter_get(&c, "optimizer.step", 0);
         t->sched.last_epoch = ckpt_counter_get(&c, "scheduler.last_epoch", t->sched.last_epoch);
         const char *sched_names[SCHED_STATE_MAX];
@@ -308,15 +338,12 @@ static void shard_optimizer(trainer *t)
 {
     comm_chunk(n_params(t), t->world, t->rank, &t->shard_lo, &t->shard_hi);
     size_t k = t->shard_hi - t->shard_lo, bytes = k * sizeof(float);
-    adam_state shard;
-    adam_state_init(&shard, t->be, k, t->oo.amsgrad);
+    optim_state shard;
+    optim_state_init(&shard, t->be, k, &t->oo);
     shard.step = t->opt.step;
-    t->be->copy(t->be, shard.exp_avg, t->opt.exp_avg + t->shard_lo, bytes, BACKEND_DEVICE_TO_DEVICE);
-    t->be->copy(t->be, shard.exp_avg_sq, t->opt.exp_avg_sq + t->shard_lo, bytes, BACKEND_DEVICE_TO_DEVICE);
-    if (shard.max_exp_avg_sq)
-        t->be->copy(t->be, shard.max_exp_avg_sq, t->opt.max_exp_avg_sq + t->shard_lo, bytes,
-                    BACKEND_DEVICE_TO_DEVICE);
-    adam_state_free(&t->opt);
+    for (size_t i = 0; i < shard.n_buffers; i++)
+        t->be->copy(t->be, shard.buffers[i], t->opt.buffers[i] + t->shard_lo, bytes, BACKEND_DEVICE_TO_DEVICE);
+    optim_state_free(&t->opt);
     t->opt = shard;
 }
 
@@ -337,10 +364,10 @@ int sync_from_rank0(trainer *t, esp_err *err)
     size_t bytes = n_params(t) * sizeof(float), state_bytes = t->model.table.state_total * sizeof(float);
     /* Device buffers go to the comm as they are: it works on the backend's memory. The parameters
      * go with the BatchNorm buffers behind them. */
-    if (host_broadcast(t, c, sizeof c, err) != 0 || comm_broadcast(cm, t->model.params, state_bytes, 0, err) != 0 ||
-        comm_broadcast(cm, t->opt.exp_avg, bytes, 0, err) != 0 || comm_broadcast(cm, t->opt.exp_avg_sq, bytes, 0, err) != 0 ||
-        (t->opt.max_exp_avg_sq && comm_broadcast(cm, t->opt.max_exp_avg_sq, bytes, 0, err) != 0))
+    if (host_broadcast(t, c, sizeof c, err) != 0 || comm_broadcast(cm, t->model.params, state_bytes, 0, err) != 0)
         return -1;
+    for (size_t i = 0; i < t->opt.n_buffers; i++)
+        if (comm_broadcast(cm, t->opt.buffers[i], bytes, 0, err) != 0) return -1;
     t->epoch = c[0], t->step = c[1], t->opt.step = c[2], t->sched.last_epoch = c[3], t->guard.countdown = c[4];
     t->scaler.growth_tracker = c[5];
     scale_bits = (int32_t)c[6];

@@ -239,7 +239,7 @@ static int reserve_arena(trainer *t, esp_err *err)
     if (dims_from_cfg(t, &dims, err) != 0 || optim_opts_from_cfg(t->cfg->optimizer, &oo, err) != 0)
         return -1;
     arena_plan p;
-    model_arena_plan(&p, &dims, &t->o->rates, B, T, L, oo.amsgrad);
+    model_arena_plan(&p, &dims, &t->o->rates, B, T, L, optim_buffer_count(&oo));
     size_t feats = ((size_t)B * T * dims.idim * sizeof(float) + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
     /* EMAWeightAveraging: the average and, during a validation, the model's weights set aside */
     size_t ema = t->o->ema.on ? 2 * ((p.kind_bytes[ARENA_PARAMS] + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN) : 0;
@@ -340,7 +340,7 @@ static int train_on_backend(trainer *t, esp_err *err)
     if (open_model(t, err) != 0) goto out_model;
     train_ema_open(t); /* Lightning's AveragedModel: a copy of the model as training starts */
     if (optim_opts_from_cfg(cfg->optimizer, &t->oo, err) != 0) goto out_model;
-    adam_state_init(&t->opt, t->be, t->model.table.total, t->oo.amsgrad);
+    optim_state_init(&t->opt, t->be, t->model.table.total, &t->oo);
     if (scheduler_from_training_cfg(cfg, t->oo.lr, &t->sched, err) != 0) goto out_opt;
     /* Rank 0 alone owns the experiment folder: checkpoints, resume, logs. */
     if (t->rank == 0 && ckpt_open(&t->ckpt, cfg->exp_dir, cfg->best_model_criterion, cfg->n_best_model_criterion, err) != 0)
@@ -354,7 +354,7 @@ static int train_on_backend(trainer *t, esp_err *err)
     }
     if (t->rank == 0) ckpt_close(&t->ckpt);
 out_opt:
-    adam_state_free(&t->opt);
+    optim_state_free(&t->opt);
 out_model:
     t->be->free(t->be, t->dev_feats);
     t->be->free(t->be, t->dev_scratch);

@@ -40,7 +40,7 @@ typedef struct trainer {
     asr_model model;
     split_data train, valid;
     optim_opts oo;
-    adam_state opt;
+    optim_state opt;
     lr_scheduler sched;
     nan_guard guard;
     grad_scaler scaler; /* 16-mixed's loss scaler (disabled otherwise) */

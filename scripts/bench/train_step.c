@@ -164,8 +164,8 @@ int main(int argc, char **argv)
     float *dev_feats = be->alloc(be, (size_t)B * T * 80 * sizeof *feats);
     be->copy(be, dev_feats, feats, (size_t)B * T * 80 * sizeof *feats, BACKEND_HOST_TO_DEVICE);
     optim_opts o = optim_opts_default(OPTIM_ADAM);
-    adam_state st;
-    adam_state_init(&st, be, m.table.total, 0);
+    optim_state st;
+    optim_state_init(&st, be, m.table.total, &o);
     double *ms = malloc((size_t)steps * sizeof *ms), loss = 0;
     for (int i = 0; i < warmup + steps; i++) {
         double t0 = now_seconds();
@@ -174,7 +174,7 @@ int main(int argc, char **argv)
         else asr_model_forward(&m, dev_feats, lens, B, T, 1, (uint64_t)i);
         loss = asr_model_loss(&m, labels, ylens, L, NULL);
         asr_model_backward(&m, 1.0f);
-        adam_step(m.params, &st, m.grads, &o, 1e-3);
+        optim_step(m.params, &st, m.grads, &o, 1e-3);
         be->synchronize(be); /* the GPU's queued work belongs to this step */
         double t = now_seconds() - t0;
         if (i >= warmup) ms[i - warmup] = t * 1e3;
@@ -185,7 +185,7 @@ int main(int argc, char **argv)
     printf("ms %.1f min %.1f loss %.3f maxrss_mb %.0f params %zu model %s xsmm %d precision %s openblas %s\n",
            ms[steps / 2], ms[0], loss, ru.ru_maxrss / 1024.0, m.table.total, kind, ops_xsmm_enabled(),
            prec ? prec : "fp32", blas_core_name());
-    adam_state_free(&st);
+    optim_state_free(&st);
     be->free(be, dev_feats);
     asr_model_free(&m);
     backend_close(be);

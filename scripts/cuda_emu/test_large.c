@@ -131,6 +131,40 @@ Test(cuda_emu, dropout_and_adam_have_the_cpu_bits)
     backend_close(cu);
 }
 
+/* SGD (nesterov momentum after its first step, weight decay, maximize) and Adadelta, three updates
+ * each on a million elements: the kernels compute sgd_update_one and adadelta_update_one as the
+ * CPU loops do, to the bit. */
+Test(cuda_emu, sgd_and_adadelta_have_the_cpu_bits)
+{
+    backend *bes[2] = {open_kind("cpu"), open_kind("cuda")};
+    float *g = host_rand(N, 21, -0.5, 0.5), *p0 = host_rand(N, 22, -1, 1);
+    float *st[2][4]; /* params, momentum_buffer, square_avg, acc_delta */
+    float *dg[2];
+    for (int b = 0; b < 2; b++) {
+        dg[b] = upload(bes[b], g, N);
+        st[b][0] = upload(bes[b], p0, N);
+        for (int k = 1; k < 4; k++) st[b][k] = bes[b]->alloc(bes[b], N * sizeof(float)); /* zeroed */
+    }
+    for (int step = 1; step <= 3; step++) {
+        sgd_coefs sc = {.weight_decay = 1e-2f, .momentum = 0.9f, .one_minus_dampening = 1.0f, .neg_lr = -0.05f,
+                        .nesterov = 1, .maximize = 1, .first = step == 1};
+        adadelta_coefs ac = {.weight_decay = 1e-3f, .rho = 0.9f, .one_minus_rho = (float)(1 - 0.9), .eps = 1e-6f,
+                             .neg_lr = -1.0f, .maximize = 0};
+        for (int b = 0; b < 2; b++) {
+            bes[b]->sgd_update(bes[b], st[b][0], st[b][1], dg[b], N, &sc);
+            bes[b]->adadelta_update(bes[b], st[b][0], st[b][2], st[b][3], dg[b], N, &ac);
+        }
+    }
+    const char *names[4] = {"param", "momentum_buffer", "square_avg", "acc_delta"};
+    for (int k = 0; k < 4; k++) expect_same_bits(bes[0], st[0][k], bes[1], st[1][k], N, names[k]);
+    for (int b = 0; b < 2; b++) {
+        for (int k = 0; k < 4; k++) bes[b]->free(bes[b], st[b][k]);
+        bes[b]->free(bes[b], dg[b]);
+        backend_close(bes[b]);
+    }
+    free(g), free(p0);
+}
+
 Test(cuda_emu, embedding_has_the_cpu_bits)
 {
     /* 5000 rows over 300 ids: every id repeats ~17 times, so the backward's per-id row lists are
@@ -497,7 +531,8 @@ Test(cuda_emu, arena_training_steps_match_the_cpu)
     d.f2 = ((d.idim - 1) / 2 - 1) / 2;
     model_rates rates = {.ctc_weight = 0.3f, .lsm_weight = 0.1f};
     arena_plan plan;
-    model_arena_plan(&plan, &d, &rates, B, T, L, 0);
+    optim_opts oo = optim_opts_default(OPTIM_ADAM);
+    model_arena_plan(&plan, &d, &rates, B, T, L, optim_buffer_count(&oo));
     size_t nfeat = (size_t)B * T * d.idim, feat_bytes = (nfeat * sizeof(float) + 255) / 256 * 256;
 
     backend *bes[2] = {open_kind("cpu"), open_kind("cuda")};
@@ -509,14 +544,13 @@ Test(cuda_emu, arena_training_steps_match_the_cpu)
         for (int i = 0; i < L; i++) labels[b * L + i] = i < llens[b] ? 1 + (5 * b + 3 * i) % (d.vocab - 2) : -1;
     }
     asr_model m[2];
-    adam_state opt[2];
+    optim_state opt[2];
     float *feats[2];
     double loss[2][STEPS];
-    optim_opts oo = optim_opts_default(OPTIM_ADAM);
     long mallocs_after_first = 0;
     for (int k = 0; k < 2; k++) {
         asr_model_init(&m[k], bes[k], &d, &rates);
-        adam_state_init(&opt[k], bes[k], m[k].table.total, 0);
+        optim_state_init(&opt[k], bes[k], m[k].table.total, &oo);
         asr_model_reserve(&m[k], B, T, L);
         feats[k] = bes[k]->alloc(bes[k], nfeat * sizeof(float));
         float *p0 = host_rand(m[k].table.state_total, 3, -0.2, 0.2);
@@ -532,7 +566,7 @@ Test(cuda_emu, arena_training_steps_match_the_cpu)
             loss[k][s] = asr_model_loss(&m[k], labels, llens, L, NULL);
             asr_model_backward(&m[k], 1.0f);
             if (s == 0 && k == 1) grads_close(&m[0], &m[1]);
-            adam_step(m[k].params, &opt[k], m[k].grads, &oo, 1e-3);
+            optim_step(m[k].params, &opt[k], m[k].grads, &oo, 1e-3);
         }
     long steady = emu_malloc_calls() - mallocs_after_first;
     for (int s = 0; s < STEPS; s++)
@@ -561,7 +595,7 @@ Test(cuda_emu, arena_training_steps_match_the_cpu)
     free(pa), free(pb), free(host);
     for (int k = 0; k < 2; k++) {
         bes[k]->free(bes[k], feats[k]);
-        adam_state_free(&opt[k]);
+        optim_state_free(&opt[k]);
         asr_model_free(&m[k]);
         backend_close(bes[k]);
     }

@@ -1,8 +1,9 @@
 /* test_backend_ops cases of the training step's own ops (backend_ops_test.h): the CTC loss
  * (labels with repeats, an empty label sequence, an impossible alignment with and without
  * zero_infinity: +inf losses and NaN gradients must match), Adam/AdamW (amsgrad on and off, a size
- * that splits over threads), sum, sum of squares, gradient clipping (clipping, not clipping,
- * a NaN norm) and the EMA of the weights (decays, a size that splits over threads, counters). */
+ * that splits over threads), SGD (with and without momentum, nesterov, its first step), Adadelta,
+ * sum, sum of squares, gradient clipping (clipping, not clipping, a NaN norm) and the EMA of the
+ * weights (decays, a size that splits over threads, counters). */
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
@@ -116,6 +117,78 @@ static void adam_update_run(tb_run *r, int s)
     if (vmax) tb_out(r, "max_exp_avg_sq", vmax, n);
 }
 
+/* ------------------------------------------------------------------ SGD */
+
+static const struct {
+    size_t n;
+    double momentum, dampening, weight_decay;
+    int nesterov, maximize, first;
+} SGD_S[] = {
+    {1001, 0, 0, 0, 0, 0, 0},        /* no momentum buffer */
+    {4099, 0.9, 0.1, 0.01, 0, 1, 0}, /* dampening, weight decay, maximize */
+    {70001, 0.9, 0, 1e-4, 1, 0, 0},  /* nesterov, over several threads' ranges */
+    {33, 0.5, 0, 0, 1, 1, 1},        /* the first step: the buffer is the gradient */
+};
+
+static void sgd_update_run(tb_run *r, int s)
+{
+    size_t n = SGD_S[s].n;
+    double lr = 0.01;
+    tb_shape(r, "n %zu momentum %g dampening %g weight_decay %g nesterov %d maximize %d first %d", n,
+             SGD_S[s].momentum, SGD_S[s].dampening, SGD_S[s].weight_decay, SGD_S[s].nesterov, SGD_S[s].maximize,
+             SGD_S[s].first);
+    /* The coefficients as core/train/optim.c's sgd_coefs_for makes them. */
+    sgd_coefs c = {
+        .weight_decay = (float)SGD_S[s].weight_decay,
+        .momentum = (float)SGD_S[s].momentum,
+        .one_minus_dampening = (float)(1 - SGD_S[s].dampening),
+        .neg_lr = (float)-lr,
+        .nesterov = SGD_S[s].nesterov,
+        .maximize = SGD_S[s].maximize,
+        .first = SGD_S[s].first,
+    };
+    float *p = tb_rand(r, n, -1, 1), *g = tb_rand(r, n, -0.1, 0.1);
+    float *buf = SGD_S[s].momentum != 0 ? tb_rand(r, n, -0.1, 0.1) : NULL;
+    tb_be(r)->sgd_update(tb_be(r), p, buf, g, n, &c);
+    tb_out(r, "param", p, n);
+    if (buf) tb_out(r, "momentum_buffer", buf, n);
+}
+
+/* ------------------------------------------------------------------ Adadelta */
+
+static const struct {
+    size_t n;
+    double rho, eps, weight_decay;
+    int maximize;
+} ADADELTA_S[] = {
+    {1001, 0.9, 1e-6, 0, 0},      /* torch's defaults */
+    {4099, 0.95, 1e-6, 0.01, 1},  /* weight decay, maximize */
+    {70001, 0.9, 1e-8, 0, 0},     /* several threads' ranges */
+    {33, 0, 1e-6, 0.1, 0},        /* rho 0 */
+};
+
+static void adadelta_update_run(tb_run *r, int s)
+{
+    size_t n = ADADELTA_S[s].n;
+    double lr = 1.0, rho = ADADELTA_S[s].rho;
+    tb_shape(r, "n %zu rho %g eps %g weight_decay %g maximize %d", n, rho, ADADELTA_S[s].eps,
+             ADADELTA_S[s].weight_decay, ADADELTA_S[s].maximize);
+    adadelta_coefs c = {
+        .weight_decay = (float)ADADELTA_S[s].weight_decay,
+        .rho = (float)rho,
+        .one_minus_rho = (float)(1 - rho),
+        .eps = (float)ADADELTA_S[s].eps,
+        .neg_lr = (float)-lr,
+        .maximize = ADADELTA_S[s].maximize,
+    };
+    float *p = tb_rand(r, n, -1, 1), *g = tb_rand(r, n, -0.1, 0.1);
+    float *sq = tb_rand(r, n, 0, 1e-2), *acc = tb_rand(r, n, 0, 1e-4);
+    tb_be(r)->adadelta_update(tb_be(r), p, sq, acc, g, n, &c);
+    tb_out(r, "param", p, n);
+    tb_out(r, "square_avg", sq, n);
+    tb_out(r, "acc_delta", acc, n);
+}
+
 /* ------------------------------------------------------------------ reductions, clipping */
 
 static const size_t SUM_S[] = {0, 1, 4096, 4097, 100001};
@@ -223,6 +296,8 @@ static void unscale_grads_run(tb_run *r, int s)
 const tb_case tb_case_ctc_loss_forward = {LEN(CTC_S), TOL_ELEM, ctc_loss_forward_run};
 const tb_case tb_case_ctc_loss_backward = {LEN(CTC_S), TOL_ACC, ctc_loss_backward_run};
 const tb_case tb_case_adam_update = {LEN(ADAM_S), TOL_ELEM, adam_update_run};
+const tb_case tb_case_sgd_update = {LEN(SGD_S), TOL_ELEM, sgd_update_run};
+const tb_case tb_case_adadelta_update = {LEN(ADADELTA_S), TOL_ELEM, adadelta_update_run};
 const tb_case tb_case_sum = {LEN(SUM_S), TOL_DOUBLE, sum_run};
 const tb_case tb_case_sum_squares = {LEN(SUM_S), TOL_DOUBLE, sum_squares_run};
 const tb_case tb_case_clip_grad_norm = {LEN(CLIP_S), TOL_ELEM, clip_grad_norm_run};

@@ -253,16 +253,19 @@ Test(config, targets)
     cr_assert_str_eq(t->scheduler->target, "espnet2.schedulers.warmup_lr.WarmupLR");
     config_free(cfg);
 
-    const char *msg = load_error("optimizer:\n  _target_: torch.optim.SGD\n");
-    assert_has(msg, "%s:2:13: optimizer._target_: unknown _target_ 'torch.optim.SGD'", tpath("cfg.yaml"));
+    const char *msg = load_error("optimizer:\n  _target_: torch.optim.RMSprop\n");
+    assert_has(msg, "%s:2:13: optimizer._target_: unknown _target_ 'torch.optim.RMSprop'", tpath("cfg.yaml"));
     assert_has(msg, "torch.optim.Adam");
     assert_has(msg, "torch.optim.AdamW");
+    assert_has(msg, "torch.optim.SGD");
+    assert_has(msg, "torch.optim.Adadelta");
     msg = load_error("trainer:\n  logger:\n    - _target_: lightning.pytorch.loggers.WandbLogger\n");
     assert_has(msg, "trainer.logger[0]._target_: unknown _target_");
     assert_has(msg, "TensorBoardLogger");
 
     cr_assert_not_null(target_lookup("optimizer", "torch.optim.Adam"));
-    cr_assert_null(target_lookup("optimizer", "torch.optim.SGD"));
+    cr_assert_not_null(target_lookup("optimizer", "torch.optim.SGD"));
+    cr_assert_null(target_lookup("optimizer", "torch.optim.RMSprop"));
     cr_assert_not_null(
         target_lookup("dataloader.train.iter_factory", "espnet2.iterators.sequence_iter_factory.SequenceIterFactory"));
 }

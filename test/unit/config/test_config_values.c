@@ -277,6 +277,63 @@ Test(config_values, scheduler_block_and_defaults)
     config_free(cfg);
 }
 
+/* The optimizer's arguments as torch 2.11's __init__ checks them, at their lines: keywords its
+ * class does not take, nesterov's rule, momentum and rho; and its implementation switches,
+ * refused where they change the update's bits (core/config/config_values.c check_optimizer). */
+Test(config_values, optimizer_arguments_as_torch_checks_them)
+{
+    static const bad_case cases[] = {
+        {"optimizer:\n  _target_: torch.optim.SGD\n  betas: [0.9, 0.99]\n",
+         "3:10: optimizer.betas: SGD.__init__() got an unexpected keyword argument 'betas' (torch's torch.optim.SGD "
+         "takes lr, momentum, dampening, weight_decay, nesterov, maximize, foreach, differentiable, fused)"},
+        {"optimizer:\n  _target_: torch.optim.Adam\n  momentum: 0.9\n",
+         "3:13: optimizer.momentum: Adam.__init__() got an unexpected keyword argument 'momentum'"},
+        {"optimizer:\n  _target_: torch.optim.Adadelta\n  fused: false\n",
+         "3:10: optimizer.fused: Adadelta.__init__() got an unexpected keyword argument 'fused'"},
+        {"optimizer:\n  _target_: torch.optim.SGD\n  capturable: false\n",
+         "3:15: optimizer.capturable: SGD.__init__() got an unexpected keyword argument 'capturable'"},
+        {"optimizer:\n  _target_: torch.optim.AdamW\n  decoupled_weight_decay: true\n",
+         "3:27: optimizer.decoupled_weight_decay: AdamW.__init__() got an unexpected keyword argument"},
+        {"optimizer:\n  _target_: torch.optim.SGD\n  momentum: 0.9\n  dampening: 0.1\n  nesterov: true\n",
+         "5:13: optimizer.nesterov: Nesterov momentum requires a momentum and zero dampening (momentum 0.9, "
+         "dampening 0.1)"},
+        {"optimizer:\n  _target_: torch.optim.SGD\n  nesterov: true\n",
+         "3:13: optimizer.nesterov: Nesterov momentum requires a momentum and zero dampening (momentum 0,"},
+        {"optimizer:\n  _target_: torch.optim.SGD\n  momentum: -0.5\n",
+         "3:13: optimizer.momentum: Invalid momentum value: -0.5"},
+        {"optimizer:\n  _target_: torch.optim.Adadelta\n  rho: 1.5\n", "3:8: optimizer.rho: Invalid rho value: 1.5"},
+        {"optimizer:\n  _target_: torch.optim.Adam\n  fused: true\n",
+         "3:10: optimizer.fused: fused=True runs torch's fused kernel, which rounds otherwise"},
+        {"optimizer:\n  _target_: torch.optim.SGD\n  differentiable: true\n",
+         "3:19: optimizer.differentiable: torch's step with differentiable=True fails on a model's parameters"},
+        {"optimizer:\n  _target_: torch.optim.AdamW\n  capturable: true\n",
+         "3:15: optimizer.capturable: capturable=True computes step and the bias corrections as float32 tensors"},
+    };
+    expect_errors("--config", cases, sizeof cases / sizeof *cases);
+
+    /* What leaves the single-tensor update as it is: any foreach, fused false or null, Adadelta's
+     * capturable (its update never reads step); Adadelta's rho defaults to 0.9 and 0 stays 0. */
+    static const char *const ok[] = {
+        "optimizer:\n  _target_: torch.optim.Adam\n  foreach: true\n  fused: false\n  capturable: false\n"
+        "  differentiable: false\n  maximize: true\n",
+        "optimizer:\n  _target_: torch.optim.SGD\n  momentum: 0.9\n  nesterov: true\n  foreach: null\n  fused: null\n",
+        "optimizer:\n  _target_: torch.optim.Adadelta\n  foreach: false\n  capturable: true\n",
+        "optimizer:\n  _target_: torch.optim.Adadelta\n  rho: 0\n",
+    };
+    const double rho[] = {0, 0, 0.9, 0};
+    const char *path = tpath("ok.yaml");
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        test_write_text(path, ok[i]);
+        esp_config *cfg;
+        esp_err err;
+        cr_assert_eq(cfg_load(CONFIG_TRAINING, path, 1, NULL, 0, &cfg, &err), 0, "case %zu: %s", i, err.msg);
+        const optimizer_cfg *o = ((const training_cfg *)cfg->typed)->optimizer;
+        cr_assert_eq(o->rho, rho[i], "case %zu: rho %g", i, o->rho);
+        cr_assert_eq(o->maximize, i == 0);
+        config_free(cfg);
+    }
+}
+
 /* encoder_conf.input_layer (core/config/config_values.c check_input_layer) and normalize_conf.eps. */
 Test(config_values, input_layer_rules)
 {

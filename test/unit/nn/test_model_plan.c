@@ -51,7 +51,8 @@ static void check(const char *kind, int B, int T, int Lmax)
     model_dims d = dims_of(kind);
     model_rates rates = {.dropout = 0.1f, .ctc_weight = d.dec_blocks ? 0.3f : 1.0f, .lsm_weight = 0.1f};
     arena_plan p;
-    model_arena_plan(&p, &d, &rates, B, T, Lmax, 0);
+    optim_opts adam = optim_opts_default(OPTIM_ADAM);
+    model_arena_plan(&p, &d, &rates, B, T, Lmax, optim_buffer_count(&adam));
 
     /* Aligned, disjoint, in kind order, totals. */
     size_t sum[ARENA_KINDS] = {0}, end = 0;
@@ -76,8 +77,8 @@ static void check(const char *kind, int B, int T, int Lmax)
     nrec = 0;
     asr_model m;
     asr_model_init(&m, &w, &d, &rates);
-    adam_state opt;
-    adam_state_init(&opt, &w, m.table.total, 0);
+    optim_state opt;
+    optim_state_init(&opt, &w, m.table.total, &adam);
     size_t n_setup = nrec;
     cr_assert_eq(m.table.state_total * 4, p.kind_bytes[ARENA_PARAMS]);
     cr_assert_eq(m.table.total * 4, p.kind_bytes[ARENA_GRADS]);
@@ -125,7 +126,7 @@ static void check(const char *kind, int B, int T, int Lmax)
             p.kind_bytes[3], p.staging_bytes, unplanned);
     free(params), free(labels), free(host);
     w.free(&w, feats);
-    adam_state_free(&opt);
+    optim_state_free(&opt);
     asr_model_free(&m);
     backend_close(cpu);
     arena_plan_free(&p);
@@ -141,8 +142,8 @@ Test(model_plan, activations_scale_with_the_batch_shape)
     model_dims d = dims_of("hybrid");
     model_rates r = {.ctc_weight = 0.3f};
     arena_plan a, b;
-    model_arena_plan(&a, &d, &r, 2, 100, 10, 0);
-    model_arena_plan(&b, &d, &r, 4, 100, 10, 1);
+    model_arena_plan(&a, &d, &r, 2, 100, 10, 2);
+    model_arena_plan(&b, &d, &r, 4, 100, 10, 3);
     cr_assert_eq(a.kind_bytes[ARENA_PARAMS], b.kind_bytes[ARENA_PARAMS]);
     cr_assert_eq(a.kind_bytes[ARENA_GRADS], b.kind_bytes[ARENA_GRADS]);
     cr_assert_eq(3 * a.kind_bytes[ARENA_MOMENTS], 2 * b.kind_bytes[ARENA_MOMENTS]); /* amsgrad: a third moment */

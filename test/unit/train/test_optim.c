@@ -90,18 +90,19 @@ Test(optim, adam_and_adamw_match_torch)
         const float *traj = get(&f, NPY_F32, "case%d_params", c)->data;
         const double *lrs = get(&f, NPY_F64, "case%d_lr", c)->data;
         optim_opts o = {.kind = opts[0] == 1 ? OPTIM_ADAMW : OPTIM_ADAM, .lr = opts[1], .beta1 = opts[2],
-                        .beta2 = opts[3], .eps = opts[4], .weight_decay = opts[5], .amsgrad = opts[6] != 0};
+                        .beta2 = opts[3], .eps = opts[4], .weight_decay = opts[5], .amsgrad = opts[6] != 0,
+                        .maximize = opts[8] != 0};
         lr_scheduler sched = {.kind = opts[7] > 0 ? SCHED_WARMUP_LR : SCHED_CONSTANT, .base_lr = o.lr,
                               .warmup_steps = (int64_t)opts[7]};
         float *p = xmalloc(n * sizeof *p);
         memcpy(p, p0->data, n * sizeof *p);
         backend *be = cpu_backend(1);
-        adam_state s;
-        adam_state_init(&s, be, n, o.amsgrad);
+        optim_state s;
+        optim_state_init(&s, be, n, &o);
         for (size_t k = 0; k < steps; k++) {
             double lr = scheduler_lr(&sched);
             cr_assert_eq(lr, lrs[k], "case %d step %zu: lr %.17g, torch %.17g", c, k + 1, lr, lrs[k]);
-            adam_step(p, &s, (const float *)grads->data + k * n, &o, lr);
+            optim_step(p, &s, (const float *)grads->data + k * n, &o, lr);
             scheduler_on_step_end(&sched);
             size_t exact;
             double e = max_rel_err(p, traj + (k + 1) * n, n, 1e-3, &exact);
@@ -110,20 +111,22 @@ Test(optim, adam_and_adamw_match_torch)
             compared += n;
         }
         cr_assert_eq(s.step, (int64_t)*(const double *)get(&f, NPY_F64, "case%d_step", c)->data);
-        double e1 = max_rel_err(s.exp_avg, get(&f, NPY_F32, "case%d_exp_avg", c)->data, n, 1e-12, NULL);
-        double e2 = max_rel_err(s.exp_avg_sq, get(&f, NPY_F32, "case%d_exp_avg_sq", c)->data, n, 1e-30, NULL);
+        double e1 = max_rel_err(optim_state_buffer(&s, "exp_avg"), get(&f, NPY_F32, "case%d_exp_avg", c)->data, n,
+                                1e-12, NULL);
+        double e2 = max_rel_err(optim_state_buffer(&s, "exp_avg_sq"), get(&f, NPY_F32, "case%d_exp_avg_sq", c)->data,
+                                n, 1e-30, NULL);
         cr_assert(e1 < 1e-6 && e2 < 1e-6, "case %d: exp_avg rel err %g, exp_avg_sq %g", c, e1, e2);
         if (o.amsgrad) {
-            double e3 = max_rel_err(s.max_exp_avg_sq, get(&f, NPY_F32, "case%d_max_exp_avg_sq", c)->data, n,
-                                    1e-30, NULL);
+            double e3 = max_rel_err(optim_state_buffer(&s, "max_exp_avg_sq"),
+                                    get(&f, NPY_F32, "case%d_max_exp_avg_sq", c)->data, n, 1e-30, NULL);
             cr_assert(e3 < 1e-6, "case %d: max_exp_avg_sq rel err %g", c, e3);
         }
-        adam_state_free(&s);
+        optim_state_free(&s);
         backend_close(be);
         free(p);
         cases++;
     }
-    cr_assert_eq(cases, 8);
+    cr_assert_eq(cases, 10); /* the last two with maximize */
     /* The same float operations as torch's AVX2 kernels, in the same order: the same bits. */
     cr_assert_eq(exact_total, compared, "only %zu of %zu parameter values bit-identical to torch", exact_total,
                  compared);
@@ -148,15 +151,15 @@ Test(optim, threads_do_not_change_results)
     o.weight_decay = 0.01;
     o.amsgrad = 1;
     float *ref = NULL;
-    adam_state ref_s = {0};
+    optim_state ref_s = {0};
     backend *ref_be = NULL;
     for (int t = 1; t <= 8; t += 3) { /* 1, 4, 7 threads */
         float *p = xmalloc(n * sizeof *p);
         memcpy(p, p0, n * sizeof *p);
         backend *be = cpu_backend(t);
-        adam_state s;
-        adam_state_init(&s, be, n, 1);
-        for (int k = 0; k < 3; k++) adam_step(p, &s, g, &o, 1e-3);
+        optim_state s;
+        optim_state_init(&s, be, n, &o);
+        for (int k = 0; k < 3; k++) optim_step(p, &s, g, &o, 1e-3);
         if (!ref) {
             ref = p;
             ref_s = s;
@@ -164,14 +167,14 @@ Test(optim, threads_do_not_change_results)
             continue;
         }
         cr_assert_eq(memcmp(p, ref, n * sizeof *p), 0, "%d threads: params differ", t);
-        cr_assert_eq(memcmp(s.exp_avg, ref_s.exp_avg, n * sizeof(float)), 0);
-        cr_assert_eq(memcmp(s.exp_avg_sq, ref_s.exp_avg_sq, n * sizeof(float)), 0);
-        cr_assert_eq(memcmp(s.max_exp_avg_sq, ref_s.max_exp_avg_sq, n * sizeof(float)), 0);
-        adam_state_free(&s);
+        cr_assert_eq(s.n_buffers, 3);
+        for (size_t i = 0; i < s.n_buffers; i++)
+            cr_assert_eq(memcmp(s.buffers[i], ref_s.buffers[i], n * sizeof(float)), 0, "%s", s.buffer_names[i]);
+        optim_state_free(&s);
         backend_close(be);
         free(p);
     }
-    adam_state_free(&ref_s);
+    optim_state_free(&ref_s);
     backend_close(ref_be);
     free(ref);
     free(g);
@@ -191,12 +194,12 @@ Test(optim, resume_from_saved_state_is_bit_identical)
     /* Straight through: 12 steps. */
     float *a = xmalloc(n * sizeof *a);
     memcpy(a, p0, n * sizeof *a);
-    adam_state sa;
-    adam_state_init(&sa, be2, n, 1);
+    optim_state sa;
+    optim_state_init(&sa, be2, n, &o);
     lr_scheduler ka = sched;
     for (int k = 0; k < 12; k++) {
         float *g = random_buffer(n, 100 + (uint64_t)k, 1.0f);
-        adam_step(a, &sa, g, &o, scheduler_lr(&ka));
+        optim_step(a, &sa, g, &o, scheduler_lr(&ka));
         scheduler_on_step_end(&ka);
         free(g);
     }
@@ -204,34 +207,33 @@ Test(optim, resume_from_saved_state_is_bit_identical)
     /* 5 steps, then only the saved buffers, step and last_epoch carry over to a fresh state. */
     float *b = xmalloc(n * sizeof *b);
     memcpy(b, p0, n * sizeof *b);
-    adam_state sb;
-    adam_state_init(&sb, be1, n, 1);
+    optim_state sb;
+    optim_state_init(&sb, be1, n, &o);
     lr_scheduler kb = sched;
     for (int k = 0; k < 12; k++) {
         if (k == 5) {
-            adam_state fresh;
-            adam_state_init(&fresh, be1, n, 1);
-            memcpy(fresh.exp_avg, sb.exp_avg, n * sizeof(float));
-            memcpy(fresh.exp_avg_sq, sb.exp_avg_sq, n * sizeof(float));
-            memcpy(fresh.max_exp_avg_sq, sb.max_exp_avg_sq, n * sizeof(float));
+            optim_state fresh;
+            optim_state_init(&fresh, be1, n, &o);
+            for (size_t i = 0; i < fresh.n_buffers; i++) memcpy(fresh.buffers[i], sb.buffers[i], n * sizeof(float));
             fresh.step = sb.step;
-            adam_state_free(&sb);
+            optim_state_free(&sb);
             sb = fresh;
             lr_scheduler k2 = {.kind = SCHED_WARMUP_LR, .base_lr = 2e-3, .warmup_steps = 4,
                                .last_epoch = kb.last_epoch};
             kb = k2;
         }
         float *g = random_buffer(n, 100 + (uint64_t)k, 1.0f);
-        adam_step(b, &sb, g, &o, scheduler_lr(&kb));
+        optim_step(b, &sb, g, &o, scheduler_lr(&kb));
         scheduler_on_step_end(&kb);
         free(g);
     }
     cr_assert_eq(sa.step, 12);
     cr_assert_eq(sb.step, 12);
     cr_assert_eq(memcmp(a, b, n * sizeof *a), 0);
-    cr_assert_eq(memcmp(sa.exp_avg_sq, sb.exp_avg_sq, n * sizeof(float)), 0);
-    adam_state_free(&sa);
-    adam_state_free(&sb);
+    cr_assert_eq(memcmp(optim_state_buffer(&sa, "exp_avg_sq"), optim_state_buffer(&sb, "exp_avg_sq"), n * sizeof(float)),
+                 0);
+    optim_state_free(&sa);
+    optim_state_free(&sb);
     backend_close(be1);
     backend_close(be2);
     free(a);
@@ -244,23 +246,23 @@ Test(optim, first_step_moves_by_lr)
     /* Adam's first update is lr * g / (|g| + eps * ...) ~ lr * sign(g), the textbook check. */
     float p[3] = {1, 1, 1}, g[3] = {0.5f, -2, 0};
     backend *be = cpu_backend(1);
-    adam_state s;
-    adam_state_init(&s, be, 3, 0);
     optim_opts o = optim_opts_default(OPTIM_ADAM);
-    adam_step(p, &s, g, &o, 0.1);
+    optim_state s;
+    optim_state_init(&s, be, 3, &o);
+    optim_step(p, &s, g, &o, 0.1);
     cr_assert_float_eq(p[0], 0.9f, 1e-6);
     cr_assert_float_eq(p[1], 1.1f, 1e-6);
     cr_assert_eq(p[2], 1.0f);
     /* AdamW decays even with a zero gradient; Adam's L2 acts through the gradient. */
     float q[1] = {2}, z[1] = {0};
-    adam_state w;
-    adam_state_init(&w, be, 1, 0);
     optim_opts ow = optim_opts_default(OPTIM_ADAMW);
     ow.weight_decay = 0.5;
-    adam_step(q, &w, z, &ow, 0.1);
+    optim_state w;
+    optim_state_init(&w, be, 1, &ow);
+    optim_step(q, &w, z, &ow, 0.1);
     cr_assert_float_eq(q[0], 2.0f * (1 - 0.1f * 0.5f), 1e-6);
-    adam_state_free(&s);
-    adam_state_free(&w);
+    optim_state_free(&s);
+    optim_state_free(&w);
     backend_close(be);
 }
 
@@ -290,9 +292,9 @@ Test(optim, config_mapping_and_defaults)
     cr_assert_eq(o.weight_decay, 0.01);
     cr_assert_eq(o.amsgrad, 1);
 
-    optimizer_cfg bad = {.target = "torch.optim.SGD"};
+    optimizer_cfg bad = {.target = "torch.optim.RMSprop"};
     cr_assert_eq(optim_opts_from_cfg(&bad, &o, &err), -1);
-    cr_assert(strstr(err.msg, "optimizer._target_") && strstr(err.msg, "torch.optim.SGD"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "optimizer._target_") && strstr(err.msg, "torch.optim.RMSprop"), "%s", err.msg);
     optimizer_cfg none = {0};
     cr_assert_eq(optim_opts_from_cfg(&none, &o, &err), -1);
     cr_assert(strstr(err.msg, "optimizer._target_: missing"), "%s", err.msg);

@@ -262,17 +262,17 @@ Test(scheduler, one_cycle_drives_adam_beta1_as_torch, .init = quiet)
         cr_assert_eq(scheduler_from_cfg(&sc, "step", o.lr, &s, &err), 0, "%s", err.msg);
         float *p = xmalloc(n * sizeof *p);
         memcpy(p, p0->data, n * sizeof *p);
-        adam_state st;
-        adam_state_init(&st, be, n, 0);
+        optim_state st;
+        optim_state_init(&st, be, n, &o);
         off[cycled] = 0;
         for (size_t k = 0; k < steps; k++) {
             double lr = scheduler_lr(&s);
             if (cycled) o.beta1 = scheduler_beta1(&s, o.beta1);
-            adam_step(p, &st, (const float *)grads->data + k * n, &o, lr);
+            optim_step(p, &st, (const float *)grads->data + k * n, &o, lr);
             scheduler_on_step_end(&s);
             off[cycled] = fmax(off[cycled], max_abs_diff(p, (const float *)traj->data + k * n, n));
         }
-        adam_state_free(&st);
+        optim_state_free(&st);
         free(p);
     }
     cr_assert_lt(off[1], 1e-6, "cycled beta1: max |param - torch| %g", off[1]);

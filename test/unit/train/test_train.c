@@ -90,6 +90,35 @@ Test(train, writes_checkpoints_logs_and_resumes_bit_identically)
     cr_assert(same_file("full/valid.loss.ave_3best.safetensors", "split/valid.loss.ave_3best.safetensors"));
 }
 
+/* optimizer: torch.optim.SGD with nesterov momentum trains through the CLI, and its momentum buffer
+ * (torch's: a copy of the first step's gradient) goes into the checkpoint under torch's name:
+ * one epoch, then a resume to two (whose step reads the restored buffer), ends with the weights and
+ * the buffer of an uninterrupted run, bit for bit. */
+Test(train, sgd_with_momentum_trains_and_resumes_bit_identically)
+{
+    const char *sgd = "optimizer._target_=torch.optim.SGD optimizer.lr=0.5 optimizer.momentum=0.9 "
+                      "optimizer.nesterov=true optimizer.foreach=true";
+    char extra[512];
+    snprintf(extra, sizeof extra, "--stages train trainer.max_epochs=2 %s", sgd);
+    cr_assert_eq(run("full", extra), 0, "%s", slurp("log"));
+    snprintf(extra, sizeof extra, "--stages train trainer.max_epochs=1 %s", sgd);
+    cr_assert_eq(run("split", extra), 0, "%s", slurp("log"));
+    snprintf(extra, sizeof extra, "--stages train trainer.max_epochs=2 %s", sgd);
+    cr_assert_eq(run("split", extra), 0, "%s", slurp("log"));
+    char *state = slurp("full/checkpoints/epoch=2-step=2/trainer_state.safetensors");
+    cr_assert(strstr(state + 8, "\"optimizer.momentum_buffer\"") && !strstr(state + 8, "exp_avg"), "%s", state + 8);
+    free(state);
+    cr_assert(same_file("full/checkpoints/epoch=2-step=2/model.safetensors",
+                        "split/checkpoints/epoch=2-step=2/model.safetensors"),
+              "the resumed SGD run differs from the uninterrupted one");
+    cr_assert(same_file("full/checkpoints/epoch=2-step=2/trainer_state.safetensors",
+                        "split/checkpoints/epoch=2-step=2/trainer_state.safetensors"),
+              "the resumed SGD run's momentum buffer differs");
+    char *cfg = slurp("full/config.yaml");
+    cr_assert(strstr(cfg, "torch.optim.SGD") && strstr(cfg, "nesterov: true"), "%s", cfg);
+    free(cfg);
+}
+
 /* Checkpoints written before espnet3 used ESPnet's name for the subsampling output layer
  * (encoder.embed.out.* for encoder.embed.out.0.*) still resume, and average with new ones. */
 Test(train, resumes_from_checkpoints_with_the_older_names)
