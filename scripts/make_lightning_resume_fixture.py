@@ -6,7 +6,9 @@ ESPnet2's WarmupLR stepped per step, ESPnet3's last-checkpoint ModelCheckpoint: 
 (test/unit/train/test_fit_ckpt_path.c): resuming from another trainer's checkpoint.
 
 Run with the ESPnet venv (ESPnet 202511, torch 2.11, lightning 2.6.6):
-    /opt/espnet3-venv/bin/python scripts/make_lightning_resume_fixture.py PACK OUT
+    /opt/espnet3-venv/bin/python scripts/make_lightning_resume_fixture.py PACK OUT [sgd]
+With `sgd` the optimizer is torch.optim.SGD (lr 0.002, momentum 0.9, nesterov; no scheduler):
+test/fixtures/train/lightning_resume_sgd.ckpt, whose state is SGD's momentum_buffer.
 PACK is the `espnet/` folder of an espnet3 model pack of the tiny recipe at d 16 (its config and
 parameter names are ESPnet2's), made with D a scratch folder:
     C="./build/espnet3 -q data_dir=$D/data dataset_dir=$D/dl stats_dir=$D/stats exp_dir=$D/small
@@ -33,15 +35,18 @@ from espnet2.tasks.asr import ASRTask
 
 
 class Lit(L.LightningModule):
-    def __init__(self, model):
+    def __init__(self, model, sgd=False):
         super().__init__()
         self.model = model
+        self.sgd = sgd
 
     def training_step(self, batch, _):
         loss, _, _ = self.model(**batch)
         return loss
 
     def configure_optimizers(self):
+        if self.sgd:
+            return torch.optim.SGD(self.parameters(), lr=0.002, momentum=0.9, nesterov=True)
         opt = torch.optim.Adam(self.parameters(), lr=0.002, weight_decay=1e-6)
         sched = WarmupLR(opt, warmup_steps=10)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
@@ -66,7 +71,7 @@ def main():
                                                 glob.glob("exp/asr_train/*.pth")[0], "cpu")
     os.chdir(cwd)
     torch.manual_seed(0)
-    lit = Lit(model)
+    lit = Lit(model, sgd=len(sys.argv) > 3 and sys.argv[3] == "sgd")
     with tempfile.TemporaryDirectory() as d:
         ckpt = L.pytorch.callbacks.ModelCheckpoint(dirpath=d, save_last="link", filename="step{step}",
                                                    auto_insert_metric_name=False, save_on_train_epoch_end=True,

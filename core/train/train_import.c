@@ -7,7 +7,8 @@
  *   - a .ckpt we wrote under ESPnet3's names (last.ckpt, epoch<E>_step<S>_<monitor>.ckpt) while the
  *     checkpoint directory of that step is still beside it: that directory;
  *   - a Lightning .ckpt (what ESPnet3's ModelCheckpoint saves, its last.ckpt -> step<S>.ckpt): the
- *     weights, Adam's moments and step, the scheduler's step, and the epoch, step and batch counters
+ *     weights, the optimizer's state (Adam's moments and step, SGD's momentum buffer, Adadelta's
+ *     averages) by torch's names, the scheduler's step, and the epoch, step and batch counters
  *     of Lightning's loops, read with the strict pickle reader (nothing in the file runs). The
  *     optimizer and scheduler settings the file holds must be the config's: Lightning would go on
  *     with the file's, so a difference is an error, never a silent change. A weights-only .ckpt
@@ -19,6 +20,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,27 +93,47 @@ static int take_plateau_state(trainer *t, const char *path, const pt_scalars *sc
 static int check_optimizer(trainer *t, const char *path, const pt_scalars *sc, esp_err *err)
 {
     const char *g = "optimizer_states.0.param_groups.0";
-    if (t->oo.kind != OPTIM_ADAM && t->oo.kind != OPTIM_ADAMW)
-        return esp_fail(err, "%s: taking a Lightning checkpoint's optimizer state is built for Adam and AdamW, the "
-                             "config's optimizer is torch.optim.%s (go on from a checkpoint of ours, or start from "
-                             "the file's weights with init_param)", path, optim_kind_name(t->oo.kind));
     if (scalar(sc, "optimizer_states.1.param_groups.0.params.0") || scalar(sc, "optimizer_states.0.param_groups.1.params.0"))
         return esp_fail(err, "%s: the checkpoint has more than one optimizer or parameter group (ESPnet3 trains "
-                             "one Adam over every parameter)", path);
-    if (!scalar(sc, "%s.betas.0", g))
-        return esp_fail(err, "%s: the checkpoint's optimizer is not Adam or AdamW (no betas in its param_groups)",
-                        path);
+                             "one optimizer over every parameter)", path);
+    /* The class by the settings torch keeps in param_groups: betas (Adam, AdamW: decoupled_weight_decay
+     * tells them apart), nesterov (SGD), rho (Adadelta). */
     const pt_scalar *decoupled = scalar(sc, "%s.decoupled_weight_decay", g);
-    int adamw = t->oo.kind == OPTIM_ADAMW;
-    if (decoupled && (decoupled->i != 0) != adamw)
-        return esp_fail(err, "%s: the checkpoint's optimizer is torch.optim.%s, the config's %s", path,
-                        decoupled->i ? "AdamW" : "Adam", adamw ? "torch.optim.AdamW" : "torch.optim.Adam");
-    char k[6][96];
-    const double want[6] = {t->oo.beta1, t->oo.beta2, t->oo.eps, t->oo.weight_decay, t->oo.amsgrad, t->oo.maximize};
-    const char *const keys[6] = {"betas.0", "betas.1", "eps", "weight_decay", "amsgrad", "maximize"};
-    for (int i = 0; i < 6; i++) {
-        snprintf(k[i], sizeof k[i], "%s.%s", g, keys[i]);
-        if (same_setting(path, sc, k[i], want[i], err) != 0) return -1;
+    optim_kind theirs = scalar(sc, "%s.betas.0", g)   ? (decoupled && decoupled->i ? OPTIM_ADAMW : OPTIM_ADAM)
+                        : scalar(sc, "%s.nesterov", g) ? OPTIM_SGD
+                        : scalar(sc, "%s.rho", g)      ? OPTIM_ADADELTA
+                                                       : (optim_kind)-1;
+    if ((int)theirs < 0)
+        return esp_fail(err, "%s: the checkpoint's optimizer is none of Adam, AdamW, SGD, Adadelta (its param_groups "
+                             "have no betas, nesterov or rho)", path);
+    /* an Adam of a torch before decoupled_weight_decay: the config's Adam or AdamW */
+    if (!decoupled && (theirs == OPTIM_ADAM) && t->oo.kind == OPTIM_ADAMW) theirs = OPTIM_ADAMW;
+    if (theirs != t->oo.kind)
+        return esp_fail(err, "%s: the checkpoint's optimizer is torch.optim.%s, the config's torch.optim.%s", path,
+                        optim_kind_name(theirs), optim_kind_name(t->oo.kind));
+    static const struct {
+        const char *key;
+        size_t at; /* offsetof the double (or int, is_int) in optim_opts */
+        int is_int, kinds; /* a bit per optim_kind */
+    } settings[] = {
+        {"betas.0", offsetof(optim_opts, beta1), 0, 1 << OPTIM_ADAM | 1 << OPTIM_ADAMW},
+        {"betas.1", offsetof(optim_opts, beta2), 0, 1 << OPTIM_ADAM | 1 << OPTIM_ADAMW},
+        {"eps", offsetof(optim_opts, eps), 0, 1 << OPTIM_ADAM | 1 << OPTIM_ADAMW | 1 << OPTIM_ADADELTA},
+        {"weight_decay", offsetof(optim_opts, weight_decay), 0, 15},
+        {"amsgrad", offsetof(optim_opts, amsgrad), 1, 1 << OPTIM_ADAM | 1 << OPTIM_ADAMW},
+        {"maximize", offsetof(optim_opts, maximize), 1, 15},
+        {"momentum", offsetof(optim_opts, momentum), 0, 1 << OPTIM_SGD},
+        {"dampening", offsetof(optim_opts, dampening), 0, 1 << OPTIM_SGD},
+        {"nesterov", offsetof(optim_opts, nesterov), 1, 1 << OPTIM_SGD},
+        {"rho", offsetof(optim_opts, rho), 0, 1 << OPTIM_ADADELTA},
+    };
+    for (size_t i = 0; i < sizeof settings / sizeof *settings; i++) {
+        if (!(settings[i].kinds & 1 << t->oo.kind)) continue;
+        const char *base = (const char *)&t->oo + settings[i].at;
+        double want = settings[i].is_int ? (double)*(const int *)base : *(const double *)base;
+        char key[96];
+        snprintf(key, sizeof key, "%s.%s", g, settings[i].key);
+        if (same_setting(path, sc, key, want, err) != 0) return -1;
     }
     char lr[96];
     snprintf(lr, sizeof lr, "%s.initial_lr", g); /* the lr the scheduler started from: optimizer.lr */
@@ -133,35 +155,42 @@ static int check_optimizer(trainer *t, const char *path, const pt_scalars *sc, e
     return 0;
 }
 
-/* Adam's moments of parameter p (optimizer index k) into m1/m2; its step into *step. A parameter
- * that never had a gradient has no state: zero moments, as torch starts them. */
-static int take_moments(const char *path, const st_file *f, const pt_scalars *sc, const param_info *p, size_t k,
-                        float *m1, float *m2, int64_t *step, esp_err *err)
+/* The optimizer's state of parameter p (optimizer index k) by torch's names (exp_avg, exp_avg_sq,
+ * max_exp_avg_sq; momentum_buffer; square_avg, acc_delta) into host[b] + p->offset, and its step
+ * into *step (SGD keeps none: -1 stays). A parameter torch made no state for yet (no gradient so
+ * far) keeps zeros, as torch starts them. */
+static int take_state(const char *path, const st_file *f, const pt_scalars *sc, const optim_state *os,
+                      const param_info *p, size_t k, float **host, int64_t *step, esp_err *err)
 {
     const pt_scalar *id = scalar(sc, "optimizer_states.0.param_groups.0.params.%zu", k);
     if (!id || !id->is_int) return esp_fail(err, "%s: optimizer_states.0.param_groups.0.params.%zu: missing", path, k);
-    char name[2][128];
-    snprintf(name[0], sizeof name[0], "optimizer_states.0.state.%" PRId64 ".exp_avg", id->i);
-    snprintf(name[1], sizeof name[1], "optimizer_states.0.state.%" PRId64 ".exp_avg_sq", id->i);
-    if (!st_get(f, name[0])) return 0;
-    const float *a, *b;
-    if (st_get_f32(f, name[0], p->ndim, p->shape, &a, err) != 0 ||
-        st_get_f32(f, name[1], p->ndim, p->shape, &b, err) != 0) {
-        char detail[sizeof err->msg];
-        snprintf(detail, sizeof detail, "%s", err->msg);
-        return esp_fail(err, "%s (the optimizer's parameter %zu is %s here)", detail, k, p->name);
+    for (size_t b = 0; b < os->n_buffers; b++) {
+        char name[160];
+        snprintf(name, sizeof name, "optimizer_states.0.state.%" PRId64 ".%s", id->i, os->buffer_names[b]);
+        if (!st_get(f, name)) {
+            if (b == 0) return 0; /* no state for this parameter */
+            return esp_fail(err, "%s: %s: missing (the optimizer's other state of parameter %zu, %s, is there)", path,
+                            name, k, p->name);
+        }
+        const float *v;
+        if (st_get_f32(f, name, p->ndim, p->shape, &v, err) != 0) {
+            char detail[sizeof err->msg];
+            snprintf(detail, sizeof detail, "%s", err->msg);
+            return esp_fail(err, "%s (the optimizer's parameter %zu is %s here)", detail, k, p->name);
+        }
+        memcpy(host[b] + p->offset, v, p->count * sizeof *v);
     }
-    memcpy(m1, a, p->count * sizeof *m1);
-    memcpy(m2, b, p->count * sizeof *m2);
     char sname[128];
     snprintf(sname, sizeof sname, "optimizer_states.0.state.%" PRId64 ".step", id->i);
     const st_tensor *s = st_get(f, sname);
+    if (!s) return 0;
     int64_t v = -1;
-    if (s && s->ndim == 0 && s->dtype == ST_F32) v = (int64_t)*(const float *)s->data;
-    else if (s && s->ndim == 0 && s->dtype == ST_I64) v = *(const int64_t *)s->data;
-    if (v < 0) return esp_fail(err, "%s: %s: missing or not a scalar", path, sname);
+    if (s->ndim == 0 && s->dtype == ST_F32) v = (int64_t)*(const float *)s->data;
+    else if (s->ndim == 0 && s->dtype == ST_I64) v = *(const int64_t *)s->data;
+    if (v < 0) return esp_fail(err, "%s: %s: not a scalar step", path, sname);
     if (*step >= 0 && *step != v)
-        return esp_fail(err, "%s: Adam's step differs between parameters (%" PRId64 " and %" PRId64 ")", path, *step, v);
+        return esp_fail(err, "%s: the optimizer's step differs between parameters (%" PRId64 " and %" PRId64 ")", path,
+                        *step, v);
     *step = v;
     return 0;
 }
@@ -189,7 +218,8 @@ static int import_lightning(trainer *t, const char *path, st_file *f, const pt_s
         order[n_order++] = i;
     }
     float *state = xcalloc(pt->state_total + 1, sizeof *state);
-    float *m1 = xcalloc(pt->total + 1, sizeof *m1), *m2 = xcalloc(pt->total + 1, sizeof *m2);
+    float *host[OPTIM_MAX_BUFFERS];
+    for (size_t b = 0; b < t->opt.n_buffers; b++) host[b] = xcalloc(pt->total + 1, sizeof(float));
     int rc = 0;
     for (size_t i = 0; i < pt->n && rc == 0; i++)
         rc = model_tensor_get(f, pt->items[i].name, &pt->items[i], state + pt->items[i].offset, err);
@@ -205,7 +235,7 @@ static int import_lightning(trainer *t, const char *path, st_file *f, const pt_s
     for (size_t j = 0; j < n_order && rc == 0; j++) {
         const param_info *p = param_find(pt, f->tensors[order[j]].name);
         if (!p || p->kind != PARAM_TRAINED) continue;
-        rc = take_moments(path, f, sc, p, k++, m1 + p->offset, m2 + p->offset, &step, err);
+        rc = take_state(path, f, sc, &t->opt, p, k++, host, &step, err);
     }
     if (rc == 0) {
         const pt_scalar *done = pt_scalar_get(sc, "loops.fit_loop.epoch_progress.current.processed");
@@ -216,16 +246,16 @@ static int import_lightning(trainer *t, const char *path, st_file *f, const pt_s
         t->epoch = epochs_done > epoch->i ? epochs_done : epoch->i;
         t->resume_batch = epochs_done > epoch->i || !batch ? 0 : batch->i;
         t->step = global_step->i;
-        t->opt.step = step < 0 ? 0 : step;
+        /* SGD keeps no step: its updates are Lightning's optimizer steps */
+        t->opt.step = step >= 0 ? step : global_step->i;
         asr_model_state_from_host(&t->model, state);
-        t->be->copy(t->be, optim_state_buffer(&t->opt, "exp_avg"), m1, pt->total * sizeof(float),
-                    BACKEND_HOST_TO_DEVICE);
-        t->be->copy(t->be, optim_state_buffer(&t->opt, "exp_avg_sq"), m2, pt->total * sizeof(float),
-                    BACKEND_HOST_TO_DEVICE);
+        for (size_t b = 0; b < t->opt.n_buffers; b++)
+            t->be->copy(t->be, t->opt.buffers[b], host[b], pt->total * sizeof(float), BACKEND_HOST_TO_DEVICE);
         log_info("train: starting from %s (Lightning checkpoint: epoch %" PRId64 ", step %" PRId64
                  "; %" PRId64 " epochs done)", path, epoch->i, global_step->i, t->epoch);
     }
-    free(order), free(state), free(m1), free(m2);
+    free(order), free(state);
+    for (size_t b = 0; b < t->opt.n_buffers; b++) free(host[b]);
     return rc;
 }
 

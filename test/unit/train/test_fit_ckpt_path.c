@@ -37,10 +37,10 @@ static void teardown(void) { test_tmpdir_remove(dir); }
 
 TestSuite(fit_ckpt_path, .init = setup, .fini = teardown);
 
-static const char *fixture(void)
+static const char *fixture(const char *name)
 {
     static char path[1024];
-    snprintf(path, sizeof path, "%s/test/fixtures/train/lightning_resume.ckpt", test_root_dir());
+    snprintf(path, sizeof path, "%s/test/fixtures/train/%s", test_root_dir(), name);
     return path;
 }
 
@@ -50,57 +50,68 @@ static int cmp_float(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-Test(fit_ckpt_path, a_lightning_checkpoint_gives_weights_moments_and_counters)
+/* The checkpoint exp/checkpoints/<ck> holds the Lightning file's weights bit for bit under their
+ * ESPnet2 names, and the optimizer's buffer `buf` (torch's state name) as a multiset: torch
+ * numbers the state by its parameter order, we keep it in our flat layout. */
+static void assert_taken(const char *file, const char *ck, const char *buf)
 {
-    char extra[1400];
-    /* max_epochs 2: the file's two epochs are done, so the run only saves what it took */
-    snprintf(extra, sizeof extra, "--stages train trainer.max_epochs=2 +fit.ckpt_path=%s", fixture());
-    cr_assert_eq(run("imp", extra), 0, "%s", slurp("log"));
-    char *log = slurp("imp/train.log");
-    cr_assert(strstr(log, "(Lightning checkpoint: epoch 1, step 6; 2 epochs done)"), "%s", log);
-    free(log);
-    st_file ours, state;
-    esp_err err;
-    cr_assert_eq(st_read(test_path(dir, "imp/checkpoints/epoch=2-step=6/model.safetensors"), &ours, &err), 0, "%s",
-                 err.msg);
-    cr_assert_eq(st_read(test_path(dir, "imp/checkpoints/epoch=2-step=6/trainer_state.safetensors"), &state, &err), 0,
-                 "%s", err.msg);
-    st_file lit;
+    st_file ours, state, lit;
     pt_scalars sc;
-    cr_assert_eq(pt_read_tree(fixture(), &lit, &sc, &err), 0, "%s", err.msg);
-    /* every weight bit for bit under its ESPnet2 name; the moments as a multiset (torch numbers
-     * them by its parameter order, we keep them in our flat layout) */
-    size_t n_moments = 0;
+    esp_err err;
+    char rel[256], suffix[64];
+    snprintf(rel, sizeof rel, "%s/model.safetensors", ck);
+    cr_assert_eq(st_read(test_path(dir, rel), &ours, &err), 0, "%s", err.msg);
+    snprintf(rel, sizeof rel, "%s/trainer_state.safetensors", ck);
+    cr_assert_eq(st_read(test_path(dir, rel), &state, &err), 0, "%s", err.msg);
+    cr_assert_eq(pt_read_tree(fixture(file), &lit, &sc, &err), 0, "%s", err.msg);
+    snprintf(suffix, sizeof suffix, ".%s", buf);
+    size_t n = 0;
     float *theirs = NULL;
     for (size_t i = 0; i < lit.n; i++) {
         const st_tensor *t = &lit.tensors[i];
+        size_t nl = strlen(t->name), sl = strlen(suffix);
         if (!strncmp(t->name, "state_dict.model.", 17)) {
             const st_tensor *o = st_get(&ours, t->name + 17);
             if (!o) continue; /* ESPnet's buffers we do not keep: the mel matrix, normalize's statistics */
             cr_assert(st_nbytes(o) == st_nbytes(t) && !memcmp(o->data, t->data, st_nbytes(t)), "%s", o->name);
-        } else if (strstr(t->name, ".exp_avg_sq")) {
+        } else if (!strncmp(t->name, "optimizer_states.", 17) && nl > sl && !strcmp(t->name + nl - sl, suffix)) {
             size_t k = st_nbytes(t) / sizeof(float);
-            theirs = realloc(theirs, (n_moments + k) * sizeof *theirs);
-            memcpy(theirs + n_moments, t->data, k * sizeof *theirs);
-            n_moments += k;
+            theirs = realloc(theirs, (n + k) * sizeof *theirs);
+            memcpy(theirs + n, t->data, k * sizeof *theirs);
+            n += k;
         }
     }
-    const st_tensor *m2 = st_get(&state, "optimizer.exp_avg_sq");
-    cr_assert(m2 && (size_t)m2->shape[0] == n_moments, "%zu moments in the file", n_moments);
-    float *mine = malloc(n_moments * sizeof *mine);
-    memcpy(mine, m2->data, n_moments * sizeof *mine);
-    qsort(mine, n_moments, sizeof *mine, cmp_float);
-    qsort(theirs, n_moments, sizeof *theirs, cmp_float);
-    cr_assert(!memcmp(mine, theirs, n_moments * sizeof *mine));
+    char name[64];
+    snprintf(name, sizeof name, "optimizer.%s", buf);
+    const st_tensor *m = st_get(&state, name);
+    cr_assert(n > 0 && m && (size_t)m->shape[0] == n, "%s: %zu values in the file", name, n);
+    float *mine = malloc(n * sizeof *mine);
+    memcpy(mine, m->data, n * sizeof *mine);
+    qsort(mine, n, sizeof *mine, cmp_float);
+    qsort(theirs, n, sizeof *theirs, cmp_float);
+    cr_assert(!memcmp(mine, theirs, n * sizeof *mine), "%s differs from the file's", name);
     free(mine), free(theirs);
+    st_close(&ours), st_close(&state), st_close(&lit);
+    pt_scalars_free(&sc);
+}
+
+Test(fit_ckpt_path, a_lightning_checkpoint_gives_weights_moments_and_counters)
+{
+    char extra[1400];
+    /* max_epochs 2: the file's two epochs are done, so the run only saves what it took */
+    snprintf(extra, sizeof extra, "--stages train trainer.max_epochs=2 +fit.ckpt_path=%s", fixture("lightning_resume.ckpt"));
+    cr_assert_eq(run("imp", extra), 0, "%s", slurp("log"));
+    char *log = slurp("imp/train.log");
+    cr_assert(strstr(log, "(Lightning checkpoint: epoch 1, step 6; 2 epochs done)"), "%s", log);
+    free(log);
+    assert_taken("lightning_resume.ckpt", "imp/checkpoints/epoch=2-step=6", "exp_avg");
+    assert_taken("lightning_resume.ckpt", "imp/checkpoints/epoch=2-step=6", "exp_avg_sq");
     char *js = slurp("imp/checkpoints/epoch=2-step=6/trainer_state.json");
     cr_assert(strstr(js, "\"optimizer.step\": 6") && strstr(js, "\"scheduler.last_epoch\": 6"), "%s", js);
     free(js);
-    st_close(&ours), st_close(&state), st_close(&lit);
-    pt_scalars_free(&sc);
 
     /* the same command again (a requeued job) goes on from its own newest checkpoint */
-    snprintf(extra, sizeof extra, "--stages train trainer.max_epochs=3 +fit.ckpt_path=%s", fixture());
+    snprintf(extra, sizeof extra, "--stages train trainer.max_epochs=3 +fit.ckpt_path=%s", fixture("lightning_resume.ckpt"));
     cr_assert_eq(run("imp", extra), 0, "%s", slurp("log"));
     log = slurp("imp/train.log");
     cr_assert(strstr(log, "this run started from it; going on from its newest checkpoint"), "%s", log);
@@ -122,6 +133,17 @@ Test(fit_ckpt_path, our_checkpoint_by_its_espnet3_name_goes_on_bit_for_bit)
                              test_path(dir, "b/checkpoints/epoch=3-step=15/model.safetensors")));
 }
 
+/* SGD (nesterov momentum, no scheduler): its momentum_buffer by torch's name */
+Test(fit_ckpt_path, a_lightning_checkpoint_of_sgd_gives_its_momentum_buffer)
+{
+    char extra[1400];
+    snprintf(extra, sizeof extra, "--stages train trainer.max_epochs=2 optimizer._target_=torch.optim.SGD "
+             "optimizer.weight_decay=0 +optimizer.momentum=0.9 +optimizer.nesterov=true '~scheduler' "
+             "+fit.ckpt_path=%s", fixture("lightning_resume_sgd.ckpt"));
+    cr_assert_eq(run("sgd", extra), 0, "%s", slurp("log"));
+    assert_taken("lightning_resume_sgd.ckpt", "sgd/checkpoints/epoch=2-step=6", "momentum_buffer");
+}
+
 Test(fit_ckpt_path, what_lightning_refuses_is_one_line)
 {
     const char *at_line[] = {"+fit.ckpt_path=best", "+fit.ckpt_path=/nonexistent/last.ckpt"};
@@ -139,7 +161,7 @@ Test(fit_ckpt_path, what_lightning_refuses_is_one_line)
     cr_assert(strstr(log, "'hpc' is set but no checkpoint of a requeued job was found"), "%s", log);
     free(log);
     char extra[1400];
-    snprintf(extra, sizeof extra, "--stages train optimizer.lr=0.001 +fit.ckpt_path=%s", fixture());
+    snprintf(extra, sizeof extra, "--stages train optimizer.lr=0.001 +fit.ckpt_path=%s", fixture("lightning_resume.ckpt"));
     cr_assert_neq(run("bad", extra), 0);
     log = slurp("log");
     cr_assert(strstr(log, "initial_lr is 0.002, the config's 0.001 (Lightning would go on with the checkpoint's"),
