@@ -177,7 +177,9 @@ endif
 asan: deps
 	@ESPNET3_NO_TEST_VENV=1 $(MAKE) --no-print-directory SAN=1 check
 
+# The fuzz targets build on every core, then run one after another.
 fuzz: deps
+	@$(MAKE) --no-print-directory -j$(shell nproc) -f test/fuzz/fuzz.mk fuzz-build
 	@$(MAKE) --no-print-directory -f test/fuzz/fuzz.mk FUZZ_SECONDS=$(FUZZ_SECONDS)
 
 fuzz-long: deps

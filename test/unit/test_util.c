@@ -133,6 +133,11 @@ int test_run_python_with(const char *python, const char *dir, const char *code)
 
 int test_sanitized(void) { return !strcmp(test_env_or("ESPNET3_SANITIZED", ""), "1"); }
 
+void test_skip_under_sanitizer(const char *why)
+{
+    if (test_sanitized()) cr_skip_test("make asan: %s", why);
+}
+
 const char *test_venv_tool(const char *tool)
 {
     static char path[4096];

@@ -55,6 +55,9 @@ int test_run_python_with(const char *python, const char *dir, const char *code);
 const char *test_venv_tool(const char *tool);
 /* 1 in make asan's run (ESPNET3_SANITIZED=1): a test may take a smaller size of the same code there. */
 int test_sanitized(void);
+/* Skips the test in make asan's run with `why`: for the few longest end-to-end runs whose code the
+ * sanitizer run already covers through the tests `why` names (CI's 30 minutes). */
+void test_skip_under_sanitizer(const char *why);
 
 /* A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released). */
 int test_free_port(void);

@@ -247,4 +247,9 @@ Test(dist_slurm, a_job_requeued_three_times_ends_as_one_never_requeued, .timeout
                                                 "'%s/rq/checkpoints/epoch=12-step=48/model.safetensors'",
                                   dir, dir),
                  0, "the requeued job's weights differ from the uninterrupted run's: %s", read_file("cmp12.out"));
+    /* and the k-best average, made from the tables the checkpoints carried across the requeues */
+    cr_assert_eq(slurm_cluster_sh(dir, "cmpave", "cmp '%s/ref12/valid.loss.ave_3best.safetensors' "
+                                                 "'%s/rq/valid.loss.ave_3best.safetensors'", dir, dir),
+                 0, "the requeued job's k-best average differs from the uninterrupted run's: %s",
+                 read_file("cmpave.out"));
 }

@@ -280,6 +280,8 @@ Test(recipe, missing_espeak_ng_is_one_error_line)
  * are decoded and scored. */
 Test(recipe, engines_noise_and_reverb_run_stages_1_7)
 {
+    test_skip_under_sanitizer("the synthesizers, noise and reverberation end to end; they run under ASan in "
+                              "espeak_fortunes/*, noise_rir/*, augment_data/* and train_augment/*");
     int rc = test_sh("cd '%s' && timeout 300 '%s' --config recipes/espeak_fortunes/conf/training_tiny_engines.yaml "
                      "--inference_config recipes/espeak_fortunes/conf/inference_tiny_engines.yaml "
                      "--metrics_config recipes/espeak_fortunes/conf/metrics.yaml "
