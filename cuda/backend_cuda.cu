@@ -239,7 +239,7 @@ static void cu_destroy(backend *be)
 static constexpr int cu_has(const backend &b, backend_op op)
 {
     switch (op) {
-#define X(OP, name, ret, params) \
+#define X(OP, name, ret, params, args) \
     case BACKEND_OP_##OP: return b.name != nullptr;
         BACKEND_OPS(X)
 #undef X

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/compute/backend_profile.h"
 #include "core/base/fsio.h"
 #include "core/base/hash.h"
 #include "core/base/progress.h"
@@ -59,6 +60,15 @@ static void release(void *p)
     for (size_t i = env->lo; i < env->hi; i++) runner_buf_free(&env->results[i - env->lo]);
     free(env->results);
     speech2text_close(env->s2t); /* before the backend it borrows */
+    if (env->be && env->be->profile) {
+        char *text = NULL;
+        size_t len = 0;
+        FILE *mem = open_memstream(&text, &len);
+        backend_profile_report(env->be, "infer, one worker", mem);
+        fclose(mem);
+        log_info("infer: per-op profile (ESPNET3_PROFILE):\n%s", text);
+        free(text);
+    }
     backend_close(env->be);
     free(env);
 }
@@ -70,6 +80,7 @@ static void *provide(void *arg, esp_err *err)
     infer_env *env = xcalloc(1, sizeof *env);
     env->job = job;
     if (!(env->be = backend_open(job->opts.backend, 0, job->opts.threads, err))) goto fail;
+    if (backend_profile_requested()) backend_profile_start(env->be);
     env->s2t = speech2text_open(env->be, job->mf, &job->opts.s2t, err);
     if (!env->s2t) goto fail;
     env->results = xcalloc((size_t)job->opts.batch_size, sizeof *env->results);

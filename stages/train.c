@@ -14,6 +14,7 @@
 #include "core/base/hash.h"
 #include "core/base/proc.h"
 #include "core/compute/backend.h"
+#include "core/compute/backend_profile.h"
 #include "core/data/augment_conf.h"
 #include "core/data/dataset_src.h"
 #include "core/data/frontend.h"
@@ -380,6 +381,7 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
         .backend = kind,
         .device = device,
         .threads = cpu_threads(),
+        .profile = tc->profiler != NULL || backend_profile_requested(),
         .fsdp = tc->strategy && !strcmp(tc->strategy, "fsdp"),
         .sharded_train = sharded[0],
         .rates = rates_from_cfg(cfg),

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/compute/backend_cpu.h"
+#include "core/compute/backend_profile.h"
 #include "core/compute/backend_ref64.h"
 
 #ifdef ESPNET3_CUDA
@@ -120,6 +121,7 @@ backend *backend_open(backend_kind kind, int device, int threads, esp_err *err)
 void backend_close(backend *be)
 {
     if (!be) return;
+    backend_profile_stop(be);
     be->destroy(be);
     free(be);
 }

@@ -43,6 +43,8 @@ struct backend {
     const char *name; /* backend_kind_name(kind) */
     backend_kind kind;
     void *impl;       /* the backend's private state */
+    struct backend_profile *profile; /* the per-op profiler's state while it runs, else NULL
+                                      * (core/compute/backend_profile.h) */
 
     /* ---- memory: bytes, 64-byte aligned, zero-filled; alloc exits with an error when out of
      * memory; free(NULL) is a no-op. */
@@ -71,7 +73,7 @@ struct backend {
 
     /* ---- the compute ops: core/compute/backend_ops.h lists them (each one's signature after
      * `backend *be`, its semantics and layouts) */
-#define X(OP, name, ret, params) ret(*name) params;
+#define X(OP, name, ret, params, args) ret(*name) params;
     BACKEND_OPS(X)
 #undef X
 };

@@ -4,7 +4,7 @@
 #include "core/compute/backend.h"
 
 static const char *const op_names[] = {
-#define X(OP, name, ret, params) #name,
+#define X(OP, name, ret, params, args) #name,
     BACKEND_OPS(X)
 #undef X
 };
@@ -17,7 +17,7 @@ const char *backend_op_name(backend_op op)
 int backend_supports(const backend *be, backend_op op)
 {
     switch (op) {
-#define X(OP, name, ret, params) \
+#define X(OP, name, ret, params, args) \
     case BACKEND_OP_##OP: return be->name != NULL;
         BACKEND_OPS(X)
 #undef X

@@ -209,6 +209,7 @@ static const cyaml_schema_field_t trainer_fields[] = {
     STR("max_time", trainer_cfg, max_time),
     FLT("dist_timeout", trainer_cfg, dist_timeout),
     BOOL("per_rank_logs", trainer_cfg, per_rank_logs),
+    STR("profiler", trainer_cfg, profiler),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t slurm_options_fields[] = {

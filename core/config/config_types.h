@@ -144,6 +144,8 @@ typedef struct trainer_cfg {
     char *max_time;      /* Lightning's "DD:HH:MM:SS": stop with a checkpoint once training took this long */
     double dist_timeout; /* espnet3: seconds any distributed wait may take (0: 300) */
     int per_rank_logs;   /* espnet3: ranks above 0 write <exp_dir>/<stage>.rank<r>.log too */
+    char *profiler;      /* Lightning's profiler: any name (simple, advanced, pytorch) runs espnet3's per-op
+                          * profiler (core/compute/backend_profile.h); null or left out: none */
 } trainer_cfg;
 
 typedef struct slurm_options_cfg {

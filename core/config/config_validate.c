@@ -148,7 +148,7 @@ const target_entry target_registry[] = {
 
 /* ESPnet3 / Lightning / ESPnet2 keys we accept but do not implement: one warning each. */
 static const char *const unimplemented_keys[] = {
-    "trainer.benchmark", "trainer.profiler",
+    "trainer.benchmark",
     "trainer.enable_model_summary", "trainer.default_root_dir",
     "trainer.reload_dataloaders_every_n_epochs", "trainer.use_distributed_sampler",
     "trainer.detect_anomaly", "trainer.inference_mode",

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/compute/backend_profile.h"
 #include "core/nn/decoder_internal.h"
 #include "core/nn/decoder_transformer.h"
 
@@ -304,6 +305,7 @@ void decoder_score_batch(const asr_model *m, const float *hs_dev, int T, const i
     ESP_CHECK(a != NULL && (a->lm || T > 0) && n_hyps >= 0);
     if (n_hyps == 0) return;
     backend *be = m->be;
+    prof_layer outer = backend_profile_enter(be, a->lm ? PROF_LAYER_LM : PROF_LAYER_DECODER);
     if (!a->score) a->score = xcalloc(1, sizeof *a->score);
     dec_score *s = a->score;
     int maxlen = 1;
@@ -346,4 +348,5 @@ void decoder_score_batch(const asr_model *m, const float *hs_dev, int T, const i
     be->synchronize(be);
     s->prev = !s->prev;
     free(order), free(glens), free(pfx), free(ids), free(out_row);
+    backend_profile_leave(be, outer);
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/compute/backend_profile.h"
 #include "core/compute/ops.h"
 #include "core/nn/decoder_transformer.h"
 #include "core/nn/encoder.h"
@@ -19,6 +20,16 @@ static const encoder_impl *encoder_of(const asr_model *m)
     case ENC_CONFORMER: return &encoder_conformer;
     case ENC_EBRANCHFORMER: return &encoder_ebranchformer;
     default: return &encoder_transformer;
+    }
+}
+
+/* The profiler's layer kind of the encoder's blocks. */
+static prof_layer blocks_layer(const asr_model *m)
+{
+    switch (m->dims.encoder) {
+    case ENC_CONFORMER: return PROF_LAYER_CONFORMER_BLOCKS;
+    case ENC_EBRANCHFORMER: return PROF_LAYER_EBRANCHFORMER_BLOCKS;
+    default: return PROF_LAYER_TRANSFORMER_BLOCKS;
     }
 }
 
@@ -182,6 +193,7 @@ void asr_model_forward(asr_model *m, const float *feats, const int *feat_lens, i
     ensure_acts(m, B, T);
     m->B = B, m->T = T, m->train = train, m->seed = seed;
     m->x = (float *)feats;
+    prof_layer outer = backend_profile_enter(be, PROF_LAYER_PREENCODER);
     if (d->pre_out) { /* ESPnet2's LinearProjection: Linear(Dropout(feats)) */
         float pd = train ? m->rates.pre_dropout : 0;
         m->pre_in = feats;
@@ -197,14 +209,19 @@ void asr_model_forward(asr_model *m, const float *feats, const int *feat_lens, i
     int N = B * m->T2, D = d->d;
     float pc = train ? m->rates.ctc_dropout : 0;
 
+    backend_profile_enter(be, PROF_LAYER_INPUT_LAYER);
     embed_forward(m);
+    backend_profile_enter(be, blocks_layer(m));
     m->h_enc = encoder_of(m)->forward(m);
+    backend_profile_enter(be, PROF_LAYER_ENCODER_HEAD);
     be->layernorm_forward(be, m->lnf, m->meanf, m->rstdf, m->h_enc, m->w.after_norm.weight, m->w.after_norm.bias, N,
                           D, 1e-12);
-    if (d->no_ctc) return; /* the decoder reads m->lnf in asr_model_loss */
-    be->dropout_forward(be, m->zd, m->lnf, (size_t)N * D, pc, seed, STREAM_CTC);
-    be->linear_forward(be, m->logp, m->zd, m->w.ctc_lo.weight, m->w.ctc_lo.bias, N, D, d->vocab);
-    be->log_softmax_forward(be, m->logp, m->logp, N, d->vocab);
+    if (!d->no_ctc) { /* else the decoder reads m->lnf in asr_model_loss */
+        be->dropout_forward(be, m->zd, m->lnf, (size_t)N * D, pc, seed, STREAM_CTC);
+        be->linear_forward(be, m->logp, m->zd, m->w.ctc_lo.weight, m->w.ctc_lo.bias, N, D, d->vocab);
+        be->log_softmax_forward(be, m->logp, m->logp, N, d->vocab);
+    }
+    backend_profile_leave(be, outer);
 }
 
 double asr_model_loss(asr_model *m, const int *labels, const int *label_lens, int stride, double *losses)
@@ -212,9 +229,14 @@ double asr_model_loss(asr_model *m, const int *labels, const int *label_lens, in
     m->labels = labels, m->label_lens = label_lens, m->label_stride = stride;
     m->loss_ctc = m->loss_att = NAN;
     m->att_correct = m->att_tokens = 0;
-    if (m->rnn)
-        return m->loss_att = lm_rnn_loss(m, labels, label_lens, stride, m->B, m->train, m->seed, &m->att_correct,
-                                         &m->att_tokens);
+    if (m->rnn) {
+        prof_layer outer = backend_profile_enter(m->be, PROF_LAYER_LM);
+        m->loss_att = lm_rnn_loss(m, labels, label_lens, stride, m->B, m->train, m->seed, &m->att_correct,
+                                  &m->att_tokens);
+        backend_profile_leave(m->be, outer);
+        return m->loss_att;
+    }
+    prof_layer outer = backend_profile_enter(m->be, PROF_LAYER_CTC_LOSS);
     /* The intermediate layers' first: the backend keeps the last CTC forward's workspace for the
      * final layer's backward. */
     double ic = interctc_has_loss(m) ? interctc_loss(m) : NAN;
@@ -222,10 +244,15 @@ double asr_model_loss(asr_model *m, const int *labels, const int *label_lens, in
         m->loss_ctc = m->be->ctc_loss_forward(m->be, losses, m->logp, m->hlens, labels, label_lens, stride, m->B,
                                               m->T2, m->dims.vocab, !m->rates.ctc_keep_inf);
     double iw = m->rates.interctc_weight, ctc = isnan(ic) ? m->loss_ctc : (1 - iw) * m->loss_ctc + iw * ic;
-    if (!m->dec) return ctc;
+    if (!m->dec) {
+        backend_profile_leave(m->be, outer);
+        return ctc;
+    }
     /* ESPnetASRModel: the decoder on the encoder output (after after_norm, before CTC's dropout). */
+    backend_profile_enter(m->be, m->dims.lm ? PROF_LAYER_LM : PROF_LAYER_DECODER);
     m->loss_att = decoder_loss(m, m->lnf, m->hlens, m->B, m->T2, labels, label_lens, stride, m->train, m->seed,
                                &m->att_correct, &m->att_tokens);
+    backend_profile_leave(m->be, outer);
     if (m->dims.no_ctc) return m->loss_att;
     double w = m->rates.ctc_weight;
     return w * ctc + (1 - w) * m->loss_att;
@@ -285,28 +312,35 @@ void asr_model_backward(asr_model *m, float dloss)
     uint64_t seed = m->seed;
     float pc = m->train ? m->rates.ctc_dropout : 0;
     if (m->rnn) {
+        prof_layer outer = backend_profile_enter(be, PROF_LAYER_LM);
         lm_rnn_backward(m, dloss);
         report_final(m, NULL, 0, 0);
+        backend_profile_leave(be, outer);
         return;
     }
 
     /* m->dtmp gets the gradient of the encoder output from the CTC branch, then the decoder's. */
     float w = m->rates.ctc_weight, dloss_ctc = m->dec ? dloss * w : dloss;
+    prof_layer outer = backend_profile_enter(be, PROF_LAYER_CTC_LOSS);
     interctc_backward_begin(m, dloss_ctc);
     if (!d->no_ctc) {
         float final = interctc_has_loss(m) ? dloss_ctc * (1 - m->rates.interctc_weight) : dloss_ctc;
         /* The backend's CTC backward gives the gradient of the logits: the log_softmax backward is folded in. */
         be->ctc_loss_backward(be, m->dlogp, m->logp, m->hlens, m->labels, m->label_lens, m->label_stride, B, m->T2,
                               d->vocab, !m->rates.ctc_keep_inf, final);
+        backend_profile_enter(be, PROF_LAYER_ENCODER_HEAD);
         be->linear_backward(be, m->dtmp, m->g.ctc_lo.weight, m->g.ctc_lo.bias, m->dlogp, m->zd, m->w.ctc_lo.weight, N,
                             D, d->vocab, 0);
         be->dropout_backward(be, m->dtmp, m->dtmp, (size_t)N * D, pc, seed, STREAM_CTC);
     }
+    backend_profile_enter(be, d->lm ? PROF_LAYER_LM : PROF_LAYER_DECODER);
     if (m->dec) decoder_backward(m, m->dtmp, !d->no_ctc, d->no_ctc ? dloss : dloss * (1 - w));
     if (d->lm) {
         report_final(m, NULL, 0, 0);
+        backend_profile_leave(be, outer);
         return;
     }
+    backend_profile_enter(be, PROF_LAYER_ENCODER_HEAD);
     be->layernorm_backward(be, m->dh, m->g.after_norm.weight, m->g.after_norm.bias, m->dtmp, m->h_enc,
                            m->w.after_norm.weight, m->meanf, m->rstdf, N, D, 0);
 
@@ -316,10 +350,14 @@ void asr_model_backward(asr_model *m, float dloss)
                                 "ctc.", "encoder.after_norm.", "encoder.conditioning_layer."};
     int heads_late = m->ic != NULL;
     report_final(m, late, heads_late ? 6 : 3, 0);
+    backend_profile_enter(be, blocks_layer(m));
     encoder_of(m)->backward(m);
     if (heads_late) report_final(m, late + 3, 3, 1);
+    backend_profile_enter(be, PROF_LAYER_INPUT_LAYER);
     embed_backward(m);
+    backend_profile_enter(be, PROF_LAYER_PREENCODER);
     if (d->pre_out) /* the features need no gradient: the preencoder's parameters do */
         be->linear_backward(be, NULL, m->g.preencoder.weight, m->g.preencoder.bias, m->dpre, m->pre_in,
                             m->w.preencoder.weight, B * m->T, d->pre_in, d->pre_out, 0);
+    backend_profile_leave(be, outer);
 }

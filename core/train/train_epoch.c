@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/compute/backend_profile.h"
 #include "core/base/progress.h"
 #include "core/base/rng.h"
 #include "core/train/trainer_internal.h"
@@ -336,7 +337,10 @@ int train_epoch(trainer *t, esp_err *err)
         if (t->world > 1 && a.micro % accum != 0 && has_after) continue;
         guard_verdict v;
         double norm, lr;
-        if (take_step(t, k, &a, &v, &norm, &lr, err) != 0) {
+        prof_layer outer = backend_profile_enter(t->be, PROF_LAYER_OPTIMIZER);
+        int stepped = take_step(t, k, &a, &v, &norm, &lr, err);
+        backend_profile_leave(t->be, outer);
+        if (stepped != 0) {
             rc = -1;
             break;
         }

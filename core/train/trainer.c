@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/fsio.h"
+#include "core/compute/backend_profile.h"
 #include "core/compute/blas_core.h"
 #include "core/config/config_task.h"
 #include "core/data/tokenizer.h"
@@ -380,6 +382,26 @@ static comm_kind comm_kind_for(backend_kind kind)
     return COMM_KIND_CPU;
 }
 
+/* The profiler's report of this rank's training (trainer_opts.profile), as a file in exp_dir; rank 0's
+ * also in the log. A file that cannot be written is a warning: the training it describes is done. */
+static void write_profile(trainer *t)
+{
+    char what[96];
+    snprintf(what, sizeof what, "train, %" PRId64 " optimizer steps, rank %d", t->step, t->rank);
+    char *path = t->rank ? xasprintf("%s/profile.rank%d.txt", t->cfg->exp_dir, t->rank)
+                         : xasprintf("%s/profile.txt", t->cfg->exp_dir);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    backend_profile_report(t->be, what, mem);
+    fclose(mem);
+    esp_err werr = {0};
+    if (atomic_write_file(path, text, len, &werr) != 0) log_warn("train: profile: %s", werr.msg);
+    else if (t->rank == 0) log_info("train: per-op profile (%s):\n%s", path, text);
+    free(text);
+    free(path);
+}
+
 int trainer_run(const trainer_opts *o, esp_err *err)
 {
     trainer *t = xcalloc(1, sizeof *t);
@@ -399,9 +421,11 @@ int trainer_run(const trainer_opts *o, esp_err *err)
     t->be = backend_open(o->backend, o->device, o->threads, err);
     if (t->be) {
         comm_attach(t->dist.comm, t->be); /* a device comm orders its collectives after the backend's work */
+        if (o->profile) backend_profile_start(t->be);
         train_signals_install();
         rc = train_on_backend(t, err);
         train_signals_restore();
+        if (o->profile && rc >= 0) write_profile(t);
         comm_attach(t->dist.comm, NULL);
         backend_close(t->be);
     }

@@ -42,6 +42,9 @@ typedef struct trainer_opts {
     backend_kind backend;     /* from trainer.accelerator (the stage context's) */
     int device;               /* GPU of this rank (its local rank) */
     int threads;              /* CPU threads of this rank */
+    int profile;              /* trainer.profiler or ESPNET3_PROFILE: time every op (core/compute/
+                               * backend_profile.h); the report goes to <exp_dir>/profile.txt (rank r > 0:
+                               * profile.rank<r>.txt) and rank 0's to the log */
     int fsdp;                 /* strategy fsdp (with more than one rank) */
     int sharded_train;        /* the train dataloader comes in total_shards shards (one per rank and epoch) */
     model_rates rates;        /* dropout rates and CTC's zero_infinity */

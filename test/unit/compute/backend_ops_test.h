@@ -40,7 +40,7 @@ typedef struct tb_case {
 } tb_case;
 
 /* The cases (test/unit/compute/backend_ops_cases_*.c): tb_case_gemm, tb_case_linear_forward, ... */
-#define X(OP, name, ret, params) extern const tb_case tb_case_##name;
+#define X(OP, name, ret, params, args) extern const tb_case tb_case_##name;
 BACKEND_OPS(X)
 #undef X
 

@@ -160,7 +160,7 @@ void tb_out_host(tb_run *r, const char *name, const double *v, size_t n)
 
 /* Each op's case, from the op list (an op without its tb_case_<name> does not link). */
 static const tb_case *const cases[BACKEND_OP_COUNT] = {
-#define X(OP, name, ret, params) [BACKEND_OP_##OP] = &tb_case_##name,
+#define X(OP, name, ret, params, args) [BACKEND_OP_##OP] = &tb_case_##name,
     BACKEND_OPS(X)
 #undef X
 };

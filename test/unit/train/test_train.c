@@ -325,3 +325,22 @@ Test(train, gradient_clip_by_value)
     cr_assert(strstr(log, "trainer.gradient_clip_algorithm: 'max'"), "%s", log);
     free(log);
 }
+
+/* trainer.profiler (Lightning's key; any profiler name runs ours): the same weights as without it,
+ * and <exp_dir>/profile.txt with the ops and layer kinds of the step. ESPNET3_PROFILE=1 does the
+ * same for stage 6, whose workers log the report. */
+Test(train, profiler_reports_ops_and_layers_and_changes_no_weight)
+{
+    cr_assert_eq(run("plain", "--stages train trainer.max_epochs=1"), 0, "%s", slurp("log"));
+    cr_assert_eq(run("prof", "--stages train trainer.max_epochs=1 trainer.profiler=simple"), 0, "%s", slurp("log"));
+    cr_assert(same_file("plain/checkpoints/epoch=1-step=1/model.safetensors",
+                        "prof/checkpoints/epoch=1-step=1/model.safetensors"));
+    cr_assert(!exists("plain/profile.txt"));
+    char *p = slurp("prof/profile.txt");
+    cr_assert(strstr(p, "profile (cpu backend): train, 1 optimizer steps, rank 0:"), "%s", p);
+    static const char *const rows[] = {"\nlinear_forward ", "\nlinear_backward ", "\nctc_loss_forward ",
+                                       "\nadam_update ", "\ntransformer blocks ", "\ninput layer ",
+                                       "\nctc loss ", "\noptimizer (reduce, clip, step) "};
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) cr_assert(strstr(p, rows[i]), "no%s row:\n%s", rows[i], p);
+    free(p);
+}

@@ -1,0 +1,250 @@
+/* The per-op profiler (core/compute/backend_profile.h): timing trampolines generated from the one
+ * op list, the peak measurement, and the report. */
+#include "core/compute/backend_profile.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/base/log.h"
+#include "core/base/progress.h"
+#include "core/compute/op_cost.h"
+
+/* Rows after the ops: the memory entries. */
+enum { ROW_COPY_H2D = BACKEND_OP_COUNT, ROW_COPY_D2H, ROW_COPY_D2D, ROW_FILL, N_ROWS };
+
+static const char *const layer_names[PROF_LAYER_COUNT] = {
+#define X(ID, name) name,
+    PROF_LAYERS(X)
+#undef X
+};
+
+typedef struct prof_cell {
+    uint64_t calls;
+    double seconds, flops, bytes;
+} prof_cell;
+
+struct backend_profile {
+    backend saved;      /* the backend's entries before profiling: the trampolines call these */
+    prof_layer layer;   /* what ops are charged to now */
+    int sync;           /* a device backend: synchronize around each op */
+    double started;     /* now_seconds() when profiling began */
+    double peak_flops;  /* per second, measured */
+    double peak_bytes;  /* per second, measured */
+    prof_cell cells[PROF_LAYER_COUNT][N_ROWS];
+};
+
+int backend_profile_requested(void)
+{
+    const char *v = getenv("ESPNET3_PROFILE");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+prof_layer backend_profile_set_layer(backend *be, prof_layer layer)
+{
+    ESP_CHECK(be->profile && layer >= 0 && layer < PROF_LAYER_COUNT);
+    prof_layer prev = be->profile->layer;
+    be->profile->layer = layer;
+    return prev;
+}
+
+/* ---- the trampolines ------------------------------------------------------------------------- */
+
+typedef struct prof_call {
+    backend *be;
+    int row;
+    op_cost cost;
+    double t0;
+} prof_call;
+
+static prof_call call_begin(backend *be, int row, op_cost cost)
+{
+    if (be->profile->sync) be->profile->saved.synchronize(be);
+    return (prof_call){.be = be, .row = row, .cost = cost, .t0 = now_seconds()};
+}
+
+/* Runs when the trampoline's call has returned (the cleanup of its prof_call). */
+static void call_end(prof_call *k)
+{
+    struct backend_profile *p = k->be->profile;
+    if (p->sync) p->saved.synchronize(k->be);
+    prof_cell *c = &p->cells[p->layer][k->row];
+    c->calls++;
+    c->seconds += now_seconds() - k->t0;
+    c->flops += k->cost.flops;
+    c->bytes += k->cost.bytes;
+}
+
+#define TIMED(row, cost) __attribute__((cleanup(call_end))) prof_call timed_call_ = call_begin(be, row, cost)
+
+#define X(OP, name, ret, params, args)                                 \
+    static ret prof_##name params                                      \
+    {                                                                  \
+        TIMED(BACKEND_OP_##OP, op_cost_##name args);                   \
+        return be->profile->saved.name args;                           \
+    }
+BACKEND_OPS(X)
+#undef X
+
+static void prof_copy(backend *be, void *dst, const void *src, size_t bytes, backend_copy_kind kind)
+{
+    int row = kind == BACKEND_HOST_TO_DEVICE ? ROW_COPY_H2D : kind == BACKEND_DEVICE_TO_HOST ? ROW_COPY_D2H : ROW_COPY_D2D;
+    TIMED(row, ((op_cost){.bytes = kind == BACKEND_DEVICE_TO_DEVICE ? 2.0 * bytes : (double)bytes}));
+    be->profile->saved.copy(be, dst, src, bytes, kind);
+}
+
+static void prof_fill(backend *be, void *q, int byte, size_t bytes)
+{
+    TIMED(ROW_FILL, ((op_cost){.bytes = (double)bytes}));
+    be->profile->saved.fill(be, q, byte, bytes);
+}
+
+/* ---- peaks ----------------------------------------------------------------------------------- */
+
+/* The best of a few timed runs of the backend's own GEMM and device-to-device copy. */
+static void measure_peaks(backend *be, struct backend_profile *p)
+{
+    const int n = 512, runs = 4;
+    const size_t copy_bytes = (size_t)64 << 20;
+    size_t mat = (size_t)n * n * sizeof(float);
+    float *a = be->alloc(be, mat), *b = be->alloc(be, mat), *c = be->alloc(be, mat);
+    double best = 1e30;
+    for (int r = 0; r <= runs; r++) {
+        be->synchronize(be);
+        double t0 = now_seconds();
+        be->gemm(be, 0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+        be->synchronize(be);
+        if (r > 0 && now_seconds() - t0 < best) best = now_seconds() - t0; /* run 0 warms up */
+    }
+    p->peak_flops = 2.0 * n * n * n / (best > 0 ? best : 1e-9);
+    be->free(be, a), be->free(be, b), be->free(be, c);
+    void *src = be->alloc(be, copy_bytes), *dst = be->alloc(be, copy_bytes);
+    best = 1e30;
+    for (int r = 0; r <= runs; r++) {
+        be->synchronize(be);
+        double t0 = now_seconds();
+        be->copy(be, dst, src, copy_bytes, BACKEND_DEVICE_TO_DEVICE);
+        be->synchronize(be);
+        if (r > 0 && now_seconds() - t0 < best) best = now_seconds() - t0;
+    }
+    p->peak_bytes = 2.0 * copy_bytes / (best > 0 ? best : 1e-9);
+    be->free(be, src), be->free(be, dst);
+}
+
+/* ---- start, stop ----------------------------------------------------------------------------- */
+
+void backend_profile_start(backend *be)
+{
+    if (be->profile) return;
+    struct backend_profile *p = xcalloc(1, sizeof *p);
+    p->sync = be->kind == BACKEND_CUDA;
+    measure_peaks(be, p);
+    p->saved = *be;
+#define X(OP, name, ret, params, args) \
+    if (be->name) be->name = prof_##name;
+    BACKEND_OPS(X)
+#undef X
+    be->copy = prof_copy;
+    be->fill = prof_fill;
+    p->started = now_seconds();
+    be->profile = p;
+}
+
+void backend_profile_stop(backend *be)
+{
+    struct backend_profile *p = be->profile;
+    if (!p) return;
+#define X(OP, name, ret, params, args) be->name = p->saved.name;
+    BACKEND_OPS(X)
+#undef X
+    be->copy = p->saved.copy;
+    be->fill = p->saved.fill;
+    be->profile = NULL;
+    free(p);
+}
+
+prof_counts backend_profile_counts(const backend *be, backend_op op, prof_layer layer)
+{
+    ESP_CHECK(op >= 0 && op < BACKEND_OP_COUNT && layer >= 0 && layer < PROF_LAYER_COUNT);
+    if (!be->profile) return (prof_counts){0};
+    const prof_cell *c = &be->profile->cells[layer][op];
+    return (prof_counts){.calls = c->calls, .seconds = c->seconds, .flops = c->flops, .bytes = c->bytes};
+}
+
+/* ---- the report ------------------------------------------------------------------------------ */
+
+typedef struct report_row {
+    const char *name;
+    prof_cell c;
+} report_row;
+
+static int by_time_desc(const void *a, const void *b)
+{
+    double x = ((const report_row *)a)->c.seconds, y = ((const report_row *)b)->c.seconds;
+    return (x < y) - (x > y);
+}
+
+static void add_cell(prof_cell *to, const prof_cell *c)
+{
+    to->calls += c->calls;
+    to->seconds += c->seconds;
+    to->flops += c->flops;
+    to->bytes += c->bytes;
+}
+
+static const char *row_name(int row)
+{
+    switch (row) {
+    case ROW_COPY_H2D: return "copy host to device";
+    case ROW_COPY_D2H: return "copy device to host";
+    case ROW_COPY_D2D: return "copy device to device";
+    case ROW_FILL: return "fill";
+    default: return backend_op_name((backend_op)row);
+    }
+}
+
+static void print_table(const struct backend_profile *p, const char *head, report_row *rows, int n, double wall,
+                        FILE *out)
+{
+    qsort(rows, (size_t)n, sizeof *rows, by_time_desc);
+    fprintf(out, "%-30s %9s %10s %6s %9s %8s %11s %9s\n", head, "calls", "total ms", "share", "GFLOP/s", "GB/s",
+            "roofline ms", "x roofline");
+    for (int i = 0; i < n; i++) {
+        const prof_cell *c = &rows[i].c;
+        if (!c->calls) continue;
+        double roof = c->flops / p->peak_flops > c->bytes / p->peak_bytes ? c->flops / p->peak_flops
+                                                                          : c->bytes / p->peak_bytes;
+        double s = c->seconds > 0 ? c->seconds : 1e-12;
+        fprintf(out, "%-30s %9llu %10.2f %5.1f%% %9.2f %8.2f %11.3f %9.1f\n", rows[i].name, (unsigned long long)c->calls,
+                1e3 * c->seconds, 100 * c->seconds / wall, c->flops / s * 1e-9, c->bytes / s * 1e-9, 1e3 * roof,
+                roof > 0 ? c->seconds / roof : 0.0);
+    }
+}
+
+void backend_profile_report(const backend *be, const char *what, FILE *out)
+{
+    const struct backend_profile *p = be->profile;
+    if (!p) return;
+    double wall = now_seconds() - p->started;
+    if (wall <= 0) wall = 1e-9;
+    report_row ops[N_ROWS], layers[PROF_LAYER_COUNT];
+    prof_cell total = {0};
+    for (int r = 0; r < N_ROWS; r++) {
+        ops[r] = (report_row){.name = row_name(r)};
+        for (int l = 0; l < PROF_LAYER_COUNT; l++) add_cell(&ops[r].c, &p->cells[l][r]);
+        add_cell(&total, &ops[r].c);
+    }
+    for (int l = 0; l < PROF_LAYER_COUNT; l++) {
+        layers[l] = (report_row){.name = layer_names[l]};
+        for (int r = 0; r < N_ROWS; r++) add_cell(&layers[l].c, &p->cells[l][r]);
+    }
+    fprintf(out, "profile (%s backend): %s: %.3f s wall, %.3f s in ops and copies (%.1f%%)\n", be->name, what, wall,
+            total.seconds, 100 * total.seconds / wall);
+    fprintf(out, "peaks measured on this backend: GEMM %.1f GFLOP/s, device copy %.1f GB/s%s\n", p->peak_flops * 1e-9,
+            p->peak_bytes * 1e-9,
+            p->sync ? "; each op timed between two synchronizes (no overlap: the step runs slower profiled)" : "");
+    fprintf(out, "roofline ms = max(FLOPs / GEMM peak, bytes / copy peak); x roofline = total / roofline\n\n");
+    print_table(p, "op", ops, N_ROWS, wall, out);
+    fputc('\n', out);
+    print_table(p, "layer kind", layers, PROF_LAYER_COUNT, wall, out);
+}
