@@ -5,8 +5,9 @@
  * time, achieved GFLOP/s and GB/s, and each op's roofline time, max(flops / peak, bytes /
  * bandwidth), with the ratio of its time to it: the ops furthest from their limit come first in
  * that column. The peaks are measured on the backend itself when the profiler starts (its own
- * GEMM on 1024-square matrices, its device-to-device copy of 64 MiB), so the roofline is this
- * machine's, not a datasheet's.
+ * GEMM at the precision set then, on 512-square matrices on a CPU and 4096-square on a device, and
+ * its device-to-device copy of 64 MiB), so the roofline is this machine's; ESPNET3_PROFILE_PEAK_GFLOPS
+ * and ESPNET3_PROFILE_PEAK_GBPS set them instead (a datasheet's).
  *
  * Timing: the CPU backends run ops synchronously, so the clock around each call is the op's time.
  * A device backend (cuda) runs them asynchronously: the profiler synchronizes before and after each
@@ -72,6 +73,10 @@ typedef struct prof_counts {
     double seconds, flops, bytes;
 } prof_counts;
 prof_counts backend_profile_counts(const backend *be, backend_op op, prof_layer layer);
+
+/* The roofline time of everything counted so far: the sum over op calls of max(FLOPs / peak,
+ * bytes / bandwidth), copies included. 0 when the profiler is off. */
+double backend_profile_roofline_seconds(const backend *be);
 
 /* Writes the report of everything profiled since start to out (what: a title line, e.g. "train, 40
  * steps"). Nothing when the profiler is off. */

@@ -337,6 +337,7 @@ static int train_on_backend(trainer *t, esp_err *err)
     asr_data_set_threads(&t->train.data, t->o->threads);
     asr_data_set_threads(&t->valid.data, t->o->threads);
     t->be->set_gemm_precision(t->be, t->o->precision);
+    if (t->o->profile) backend_profile_start(t->be); /* its GEMM peak at the run's precision */
     grad_scaler_init(&t->scaler, t->o->precision == AMP_FP16);
     if (t->be->reserve && reserve_arena(t, err) != 0) goto out_model;
     if (open_model(t, err) != 0) goto out_model;
@@ -421,7 +422,6 @@ int trainer_run(const trainer_opts *o, esp_err *err)
     t->be = backend_open(o->backend, o->device, o->threads, err);
     if (t->be) {
         comm_attach(t->dist.comm, t->be); /* a device comm orders its collectives after the backend's work */
-        if (o->profile) backend_profile_start(t->be);
         train_signals_install();
         rc = train_on_backend(t, err);
         train_signals_restore();

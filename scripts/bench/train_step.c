@@ -11,6 +11,11 @@
  *   ebranchformer: EBranchformerEncoder as LibriSpeech-100's (d 256, 4 heads, rel_pos latest,
  *                macaron FFN 1024, cgMLP 1024 with kernel 31, identity gate, merge kernel 31) but
  *                6 blocks like the others, + CTC, vocab 30 (espnet_step.py --model ebranchformer)
+ *   ls100:       the LibriSpeech-100 recipe's model at its size (ESPnet3 egs3/librispeech_100
+ *                train_e_branchformer.yaml, as scripts/flops_model.py's default): the E-Branchformer
+ *                above with 12 blocks, a 6-block TransformerDecoder (4 heads, 2048 units), BPE 5000,
+ *                ctc_weight 0.3, lsm_weight 0.1, on 16 utterances of 12.7 s (1270 frames) with 45
+ *                tokens (espnet_step.py --model ls100)
  *   lm:          a character LM as the default recipe's: SequentialRNNLM (2-layer LSTM, LM_UNIT
  *                units, default 384; dropout LM_DROPOUT, default 0) in ESPnetLanguageModel, vocab
  *                31, on a batch of 160 texts of 63 tokens (about the recipe's 10,000 per batch;
@@ -18,6 +23,8 @@
  *   train_step [--openblas] [--model MODEL] THREADS STEPS WARMUP -> prints "ms <median> min <min>
  *                loss <last> ... xsmm <0|1>" (xsmm: whether libxsmm's kernels ran the products they
  *                take; --openblas: every product through OpenBLAS, for scripts/bench/gemm_shapes)
+ *   ESPNET3_PROFILE=1 profiles the timed steps (core/compute/backend_profile.h): the report goes to
+ *   stderr and the summary line gains "roofline_ms <the steps' roofline / steps>"
  *   TRAIN_STEP_BACKEND=cuda runs the step on the GPU (a CUDA build's objects); TRAIN_STEP_PRECISION
  *   bf16 or fp16 runs every GEMM on 16-bit copies of its inputs, as trainer.precision bf16-mixed /
  *   16-mixed (default fp32)
@@ -32,6 +39,7 @@
 #include <sys/resource.h>
 
 #include "core/compute/backend.h"
+#include "core/compute/backend_profile.h"
 #include "core/compute/blas_core.h"
 #include "core/compute/ops_xsmm.h"
 #include "core/nn/model.h"
@@ -102,15 +110,16 @@ int main(int argc, char **argv)
     const char *kind = "transformer";
     if (argc > 2 && strcmp(argv[1], "--model") == 0) kind = argv[2], argv += 2, argc -= 2;
     int conformer = strcmp(kind, "conformer") == 0, hybrid = strcmp(kind, "hybrid") == 0;
-    int ebf = strcmp(kind, "ebranchformer") == 0, lm = strcmp(kind, "lm") == 0;
-    if (!conformer && !hybrid && !ebf && !lm && strcmp(kind, "transformer") != 0) {
-        fprintf(stderr, "train_step: unknown model %s (transformer, conformer, hybrid, ebranchformer or lm)\n", kind);
+    int ebf = strcmp(kind, "ebranchformer") == 0, lm = strcmp(kind, "lm") == 0, ls100 = strcmp(kind, "ls100") == 0;
+    if (!conformer && !hybrid && !ebf && !lm && !ls100 && strcmp(kind, "transformer") != 0) {
+        fprintf(stderr, "train_step: unknown model %s (transformer, conformer, hybrid, ebranchformer, ls100 or lm)\n",
+                kind);
         return 2;
     }
     int threads = argc > 1 ? atoi(argv[1]) : 1, steps = argc > 2 ? atoi(argv[2]) : 10;
     int warmup = argc > 3 ? atoi(argv[3]) : 3;
-    enum { B_ASR = 16, T = 400, L_ASR = 50, B_LM = 160, L_LM = 63 };
-    int B = lm ? B_LM : B_ASR, L = lm ? L_LM : L_ASR;
+    enum { B_ASR = 16, T_ASR = 400, L_ASR = 50, T_LS100 = 1270, L_LS100 = 45, B_LM = 160, L_LM = 63 };
+    int B = lm ? B_LM : B_ASR, L = lm ? L_LM : ls100 ? L_LS100 : L_ASR, T = ls100 ? T_LS100 : T_ASR;
     model_dims d = {.idim = 80, .d = 256, .heads = 4, .ff = 1024, .blocks = 6, .vocab = 30};
     /* LM_UNIT, LM_DROPOUT: the LM's width and dropout rate (384, 0: the bench's default case) */
     int lm_unit = getenv("LM_UNIT") ? atoi(getenv("LM_UNIT")) : 384;
@@ -121,11 +130,12 @@ int main(int argc, char **argv)
         d.encoder = ENC_CONFORMER, d.macaron = 1, d.rel_pos = 1, d.use_cnn = 1, d.cnn_kernel = 31;
         d.act = ACT_SWISH;
     }
-    if (ebf) {
+    if (ebf || ls100) {
         d.encoder = ENC_EBRANCHFORMER, d.macaron = 1, d.rel_pos = 1, d.act = ACT_SWISH, d.use_ffn = 1;
         d.cgmlp_units = 1024, d.cgmlp_kernel = 31, d.gate_act = ACT_IDENTITY, d.merge_kernel = 31;
     }
     if (hybrid) d.dec_blocks = 3, d.dec_heads = 4, d.dec_ff = 1024;
+    if (ls100) d.blocks = 12, d.dec_blocks = 6, d.dec_heads = 4, d.dec_ff = 2048, d.vocab = 5000;
     backend *be;
     esp_err err;
     /* TRAIN_STEP_BACKEND=cuda times the step on the GPU (a CUDA build's objects). */
@@ -143,7 +153,7 @@ int main(int argc, char **argv)
     }
     model_rates rates = {.dropout = 0.1f, .pos_dropout = 0.1f, .att_dropout = 0.0f, .ctc_weight = 1.0f};
     if (lm) rates.dec_dropout = lm_dropout;
-    if (hybrid) {
+    if (hybrid || ls100) {
         rates.dec_dropout = 0.1f, rates.dec_pos_dropout = 0.1f;
         rates.ctc_weight = 0.3f, rates.lsm_weight = 0.1f, rates.length_normalized_loss = 0;
     }
@@ -160,14 +170,18 @@ int main(int argc, char **argv)
     int *lens = malloc((size_t)B * sizeof *lens), *labels = malloc((size_t)B * L * sizeof *labels);
     int *ylens = malloc((size_t)B * sizeof *ylens);
     for (int b = 0; b < B; b++) lens[b] = T, ylens[b] = L;
-    for (int i = 0; i < B * L; i++) labels[i] = (int)rng_uniform_int(&r, 2, conformer || hybrid || ebf || lm ? 28 : 29);
+    /* never blank (0), <unk> (1) or <sos/eos> (vocab - 1) */
+    int top = ls100 ? d.vocab - 2 : conformer || hybrid || ebf || lm ? 28 : 29;
+    for (int i = 0; i < B * L; i++) labels[i] = (int)rng_uniform_int(&r, 2, top);
     float *dev_feats = be->alloc(be, (size_t)B * T * 80 * sizeof *feats);
     be->copy(be, dev_feats, feats, (size_t)B * T * 80 * sizeof *feats, BACKEND_HOST_TO_DEVICE);
     optim_opts o = optim_opts_default(OPTIM_ADAM);
     optim_state st;
     optim_state_init(&st, be, m.table.total, &o);
     double *ms = malloc((size_t)steps * sizeof *ms), loss = 0;
+    int profile = backend_profile_requested();
     for (int i = 0; i < warmup + steps; i++) {
+        if (profile && i == warmup) backend_profile_start(be);
         double t0 = now_seconds();
         asr_model_zero_grad(&m);
         if (lm) asr_model_forward(&m, NULL, NULL, B, 0, 1, (uint64_t)i);
@@ -182,9 +196,16 @@ int main(int argc, char **argv)
     qsort(ms, (size_t)steps, sizeof *ms, cmp);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("ms %.1f min %.1f loss %.3f maxrss_mb %.0f params %zu model %s xsmm %d precision %s openblas %s\n",
+    char roof[48] = "";
+    if (profile) {
+        char what[64];
+        snprintf(what, sizeof what, "train_step %s, %d steps", kind, steps);
+        backend_profile_report(be, what, stderr);
+        snprintf(roof, sizeof roof, " roofline_ms %.2f", 1e3 * backend_profile_roofline_seconds(be) / steps);
+    }
+    printf("ms %.1f min %.1f loss %.3f maxrss_mb %.0f params %zu model %s xsmm %d precision %s openblas %s%s\n",
            ms[steps / 2], ms[0], loss, ru.ru_maxrss / 1024.0, m.table.total, kind, ops_xsmm_enabled(),
-           prec ? prec : "fp32", blas_core_name());
+           prec ? prec : "fp32", blas_core_name(), roof);
     optim_state_free(&st);
     be->free(be, dev_feats);
     asr_model_free(&m);
