@@ -160,12 +160,13 @@ check: deps layers test-venv
 # The CUDA checks (make CUDA=1 cuda-check; .ci/run runs them after the CUDA build): ptxas'
 # registers and spills per kernel, the CUDA build's test_backend_ops (cuda against ref64 where a
 # GPU is visible, reported as skipped elsewhere) and 2-rank NCCL check (2 GPUs, else skipped), and
-# the kernels and the NCCL comm on the CPU emulation.
+# the kernels and the NCCL comm on the CPU emulation, and the GPU lease's dry run (scripts/gpu/lease.sh).
 ifeq ($(CUDA),1)
 cuda-check: $(BIN) $(TEST_BIN)
 	python3 scripts/check_cuda_resources.py
 	$(TEST_BIN) --filter '@(backend_ops/*|comm_nccl/*|speech2text/decodes_on_the_cuda*|train_cuda/*)'
 	EMU_ASAN=1 scripts/cuda_emu/run
+	scripts/gpu/lease.sh dry-run
 else
 cuda-check:
 	@echo "make cuda-check: needs CUDA=1 (make CUDA=1 cuda-check)" >&2; exit 2

@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# The one-call GPU lease (docs/gpu.md, "A lease"): everything a lent H200 should check and measure,
+# in one command of at most 8 minutes, leaving one report file.
+#
+#   scripts/gpu/lease.sh pack        here: build the CUDA binaries and pack what travels into
+#                                    .gpu/pack.tar.xz (the binaries, the Debian libraries they link
+#                                    other than glibc and CUDA's, espeak-ng with its data) and
+#                                    .gpu/whl/ (ESPnet 202511 and the modules its benchmark scripts
+#                                    import that the GPU machine's image lacks, as cp312 wheels)
+#   scripts/gpu/lease.sh run [DIR]   there (the device tool's run, carry [".gpu"]): unpack, run the
+#                                    steps below, write DIR/lease_report.md (DIR: $OUT, else /tmp)
+#   scripts/gpu/lease.sh dry-run     here, without a GPU (make CUDA=1 cuda-check runs it): the same
+#                                    steps with the CUDA build on the CPU at tiny sizes (the GPU
+#                                    tests report themselves skipped, but each filter must match a
+#                                    test), so that every command, test filter, file and option the
+#                                    lease uses is checked before device time is spent on it
+#
+# The steps, each with a time limit; a step that does not fit in what is left of LEASE_BUDGET
+# (470 s) is reported as not run:
+#   device        nvidia-smi's GPU list
+#   backend_ops   every op on cuda against ref64 (test_backend_ops)
+#   train_cuda    three training steps of the tiny models on the GPU against the CPU
+#   speech2text   stage 6's decoder on the GPU against the CPU
+#   step          scripts/bench/gpu_step: the reference-size Transformer and the LibriSpeech-100
+#                 recipe-size model (train_step's ls100) against ESPnet's own modules, FP32 and
+#                 bf16-mixed, and the other models ours alone; each of ours once more under the
+#                 per-op profiler (its report with the roofline in the report's appendix)
+#   mini_an4      ESPnet's mini_an4 recipe, stages 1-8 on the GPU
+#   default_epoch the default recipe (recipes/espeak_fortunes): its data, tokens and statistics,
+#                 then one epoch of training.yaml on the GPU, timed
+# Then `scripts/gpu/lease.sh run` prints the report's tables, which go into docs/gpu.md with the date.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+MODE=${1:-}
+GPU_DIR=.gpu
+BUDGET=${LEASE_BUDGET:-470}
+
+# Libraries the GPU machine has itself (glibc, the loader, CUDA's and the driver's): never packed.
+host_lib() { grep -qE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libcuda|libcudart|libcublas[^/]*|libnccl|libnvidia[^/]*)\.so' <<<"$1"; }
+
+pack() {
+    set -e
+    make -s -j2 CUDA=1 build-cuda/espnet3 build-cuda/espnet3_tests build-cuda/bench/train_step
+    local stage
+    stage=$(mktemp -d)
+    mkdir -p "$stage/bin" "$stage/lib" "$stage/espeak/bin"
+    cp build-cuda/espnet3 build-cuda/espnet3_tests build-cuda/bench/train_step "$stage/bin/"
+    cp "$(command -v espeak-ng)" "$stage/espeak/bin/"
+    cp -r /usr/lib/x86_64-linux-gnu/espeak-ng-data "$stage/espeak/"
+    local lib
+    for lib in $(ldd "$stage"/bin/* "$stage"/espeak/bin/* | awk '/=> \//{print $3}' | sort -u); do
+        host_lib "$lib" || cp -L "$lib" "$stage/lib/"
+    done
+    mkdir -p "$GPU_DIR"
+    tar -C "$stage" -cJf "$GPU_DIR/pack.tar.xz" .
+    rm -rf "$stage"
+    grep -qx "/$GPU_DIR/" .git/info/exclude 2>/dev/null || echo "/$GPU_DIR/" >>.git/info/exclude
+    scripts/gpu/espnet_wheels.sh "$GPU_DIR/whl"
+    set +e
+    local size
+    size=$(du -sm "$GPU_DIR" | cut -f1)
+    echo "lease.sh pack: $GPU_DIR is $size MiB (the device tool carries 64 MiB with the working tree)"
+    [ "$size" -lt 60 ] || { echo "lease.sh pack: too large to carry" >&2; return 1; }
+}
+
+# ---- the steps ------------------------------------------------------------------------------
+
+REPORT=
+STARTED=$SECONDS
+declare -a SUMMARY=()
+
+# step NAME LIMIT_SECONDS COMMAND...: runs it with the limit (or what is left of the budget, if
+# less), appends its output's tail to the report and a line to the summary.
+step() {
+    local name=$1 limit=$2
+    shift 2
+    local left=$((BUDGET - (SECONDS - STARTED)))
+    if [ "$left" -lt 10 ]; then
+        SUMMARY+=("| $name | not run | the lease's ${BUDGET} s were used up |")
+        return
+    fi
+    [ "$limit" -le "$left" ] || limit=$left
+    local t0=$SECONDS log
+    log=$(mktemp)
+    timeout "$limit" bash -c "$*" >"$log" 2>&1
+    local rc=$? took=$((SECONDS - t0)) verdict=passed
+    [ $rc -eq 0 ] || verdict="failed (exit $rc)"
+    [ $rc -ne 124 ] || verdict="timed out after $limit s"
+    SUMMARY+=("| $name | $verdict | $took s |")
+    {
+        echo "## $name: $verdict ($took s)"
+        echo
+        echo '```'
+        echo "\$ $*"
+        tail -n 60 "$log"
+        echo '```'
+        echo
+    } >>"$REPORT.steps"
+    rm -f "$log"
+}
+
+# The test binary on one filter; fails when the filter matches no test (a renamed test would
+# otherwise pass the lease by running nothing).
+run_tests() {
+    local tests=$1 filter=$2 out
+    out=$("$tests" --filter "$filter" 2>&1)
+    local rc=$?
+    echo "$out"
+    grep -q 'Tested: [1-9]' <<<"$out" || { echo "lease.sh: no test matches $filter"; return 1; }
+    return $rc
+}
+export -f run_tests
+
+run_steps() {
+    local bin=$1 tests=$2 train_step=$3 accel=$4 device=$5 dry=$6
+    local work
+    work=$(mktemp -d)
+    cp -r recipes conf "$work/"
+    local env="ESPNET3_BIN=$bin ESPNET3_ROOT=$ROOT ESPNET3_NO_TEST_VENV=1"
+    if [ -n "$dry" ]; then step device 10 "echo 'dry run: nvidia-smi is not called'"; else step device 10 "nvidia-smi -L"; fi
+    step backend_ops 120 "$env run_tests $tests 'backend_ops/*'"
+    step train_cuda 120 "$env run_tests $tests 'train_cuda/*'"
+    step speech2text 60 "$env run_tests $tests 'speech2text/decodes_on_the_cuda*'"
+    if [ -n "$dry" ]; then
+        step step 120 "TRAIN_STEP_BIN=$train_step GPU_STEP_BACKEND=cpu RUNS=1 STEPS=1 WARMUP=0 PRECISIONS=fp32 MODELS=transformer PROFILE=1 PROFILE_DIR=$work/profiles PYTHON=${PYTHON:-python3} scripts/bench/gpu_step"
+    else
+        step step 240 "TRAIN_STEP_BIN=$train_step RUNS=3 PRECISIONS='fp32 bf16' MODELS='transformer ls100' PROFILE=1 PROFILE_DIR=$work/profiles scripts/bench/gpu_step && TRAIN_STEP_BIN=$train_step RUNS=1 PRECISIONS='fp32 bf16' MODELS='conformer hybrid ebranchformer' ESPNET=0 scripts/bench/gpu_step"
+    fi
+    step mini_an4 60 "cd $work/recipes/mini_an4 && $bin --training_config conf/training.yaml --inference_config conf/inference.yaml --metrics_config conf/metrics.yaml trainer.accelerator=$accel model.device=$device && cat exp/*/inference/RESULTS.md"
+    local epoch_cfg="recipes/espeak_fortunes/conf/training.yaml" epoch_keys="trainer.max_epochs=1"
+    # A dry run takes the tiny recipe: the same stages at a size this machine runs in seconds.
+    [ -z "$dry" ] || epoch_cfg="recipes/espeak_fortunes/conf/training_tiny.yaml"
+    step default_epoch 200 "cd $work && $bin --template_dir conf --config $epoch_cfg --stage 1 --stop_stage 3 >/dev/null && /usr/bin/time -f 'epoch wall %e s' $bin --template_dir conf --config $epoch_cfg --stages train $epoch_keys trainer.accelerator=$accel exp_dir=exp/epoch && tail -n 3 exp/epoch/metrics.csv"
+    {
+        echo "# GPU lease report ($(date -u +%Y-%m-%d' '%H:%M' UTC'))${dry:+ (dry run on the CPU)}"
+        echo
+        echo "| step | result | time |"
+        echo "|------|--------|------|"
+        printf '%s\n' "${SUMMARY[@]}"
+        echo
+        cat "$REPORT.steps"
+        if [ -d "$work/profiles" ]; then
+            echo "## Appendix: profiles"
+            for f in "$work"/profiles/*.txt; do
+                [ -e "$f" ] || continue
+                echo
+                echo "### $(basename "$f" .txt)"
+                echo '```'
+                cat "$f"
+                echo '```'
+            done
+        fi
+    } >"$REPORT"
+    rm -f "$REPORT.steps"
+    rm -rf "$work"
+    printf '%s\n' "${SUMMARY[@]}"
+    echo "lease.sh: report in $REPORT"
+    ! printf '%s\n' "${SUMMARY[@]}" | grep -q "failed\|timed out"
+}
+
+case "$MODE" in
+pack)
+    pack
+    ;;
+run)
+    out=${2:-${OUT:-/tmp}}
+    REPORT=$out/lease_report.md
+    [ -f "$GPU_DIR/pack.tar.xz" ] || { echo "lease.sh run: no $GPU_DIR/pack.tar.xz (run 'scripts/gpu/lease.sh pack' here first, then carry $GPU_DIR)" >&2; exit 2; }
+    dest=/tmp/espnet3_lease
+    rm -rf "$dest" && mkdir -p "$dest" && tar -C "$dest" -xJf "$GPU_DIR/pack.tar.xz" || exit 2
+    export LD_LIBRARY_PATH=$dest/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    export PATH=$dest/espeak/bin:$PATH ESPEAK_DATA_PATH=$dest/espeak
+    if ls "$GPU_DIR"/whl/*.whl >/dev/null 2>&1; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+            "$GPU_DIR"/whl/*.whl && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+    fi
+    run_steps "$dest/bin/espnet3" "$dest/bin/espnet3_tests" "$dest/bin/train_step" gpu cuda ""
+    ;;
+dry-run)
+    REPORT=${2:-$(mktemp -d)}/lease_report.md
+    make -s -j2 CUDA=1 build-cuda/espnet3 build-cuda/espnet3_tests build-cuda/bench/train_step || exit 2
+    run_steps "$ROOT/build-cuda/espnet3" "$ROOT/build-cuda/espnet3_tests" "$ROOT/build-cuda/bench/train_step" cpu cpu dry
+    ;;
+*)
+    sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2
+    exit 2
+    ;;
+esac
