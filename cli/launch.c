@@ -38,7 +38,7 @@ int launch_stage_ranks(const stage_def *s, backend_kind kind, const cli_args *a,
         if (o.nnodes > 1 && !o.master_port) o.master_port = 29500;
     } else {
         const trainer_cfg *tc = training_of(cfgs)->trainer;
-        int64_t dev = tc && tc->devices > 0 ? tc->devices : 1, nodes = tc && tc->num_nodes > 0 ? tc->num_nodes : 1;
+        int64_t dev = tc->devices, nodes = tc->num_nodes; /* defaulted at load: the block is always there */
         /* One rank on a GPU still runs in a process of its own (unless this process is one our
          * launcher started): CUDA cannot be used in a child forked after it was initialised, and
          * later stages fork their workers (stage 6's parallel.env local runs the decoder on the

@@ -139,6 +139,20 @@ static int inherit_paths(config_kind kind, const char *path, const esp_configs *
     return 0;
 }
 
+/* --show_config: each loaded config as the stages see it, every left-out key with its default. */
+static int show_configs(esp_config **const slots[CONFIG_KIND_COUNT], esp_err *err)
+{
+    int shown = 0;
+    for (int k = 0; k < CONFIG_KIND_COUNT; k++) {
+        if (!*slots[k]) continue;
+        char *yaml = yt_emit_config((*slots[k])->full, NULL);
+        printf("# %s config (%s), with defaults\n%s", config_kind_name((config_kind)k), (*slots[k])->path, yaml);
+        free(yaml);
+        shown++;
+    }
+    return shown ? 0 : esp_fail(err, "--show_config: no config given (pass --config FILE, --inference_config FILE, ...)");
+}
+
 int main(int argc, char **argv)
 {
     cli_args args;
@@ -197,12 +211,14 @@ int main(int argc, char **argv)
         free(per[k]);
         for (int j = 0; j < 3; j++) free(inherited[k][j]);
     }
-    if (rc == 0) {
+    if (rc == 0 && !args.show_config) {
         n_sel = check_stage_configs(&args, selected, kinds, n_sel, &cfgs, &err);
         if (n_sel < 0) rc = -1;
     }
 
-    if (rc == 0 && args.dry_run) {
+    if (rc == 0 && args.show_config) {
+        rc = show_configs(slots, &err);
+    } else if (rc == 0 && args.dry_run) {
         printf("# stages to run:");
         for (int i = 0; i < n_sel; i++) printf(" %d:%s", selected[i]->number, selected[i]->name);
         printf("\n");

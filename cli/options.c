@@ -37,6 +37,8 @@ static const cli_option options[] = {
     {0, "stages", NULL, OPT_NAMES, FIELD(stages), "NAME...", "all", "stages to run by name (or all)"},
     {'n', "dry_run", NULL, OPT_FLAG, FIELD(dry_run), NULL, NULL,
      "print the resolved stage list and configs, run nothing"},
+    {0, "show_config", NULL, OPT_FLAG, FIELD(show_config), NULL, NULL,
+     "print each given config merged and resolved with every default filled in (Hydra's --cfg job), run nothing"},
     {0, "write_requirements", NULL, OPT_FLAG, FIELD(write_requirements), NULL, NULL,
      "also write requirements.txt beside each stage log (what --version prints: the build and its libraries)"},
     {0, "template_dir", NULL, OPT_PATH, FIELD(template_dir), "DIR", "conf/ beside the binary",

@@ -24,6 +24,7 @@ typedef struct cli_args {
     const char *master_addr;
     long master_port;
     int dry_run;
+    int show_config;           /* print the configs with every default, run nothing */
     int write_requirements;    /* ESPnet3's: requirements.txt beside each stage log */
     int quiet;
     int help;

@@ -87,7 +87,7 @@ static void where_is(const esp_config *cfg, const char *key, char *where, size_t
 static int check_gpus_per_node(const esp_configs *cfgs, esp_err *err)
 {
     const trainer_cfg *tc = training_of(cfgs)->trainer;
-    int64_t devices = tc && tc->devices > 0 ? tc->devices : 1;
+    int64_t devices = tc->devices; /* defaulted at load */
     esp_err e2;
     const dist_env *env = dist_process_env(&e2);
     if (!env || (env->source != DIST_NONE && env->world_size > 1)) return 0;

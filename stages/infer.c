@@ -428,23 +428,13 @@ static int decode_opts_from_cfg(decode_opts *o, const inference_cfg *icfg, const
 {
     const infer_model_cfg *mc = icfg->model;
     memset(o, 0, sizeof *o);
-    o->s2t.beam_size = mc->beam_size > 0 ? (int)mc->beam_size : 1;
-    if (mc->beam_size < 0 || mc->beam_size > 10000)
-        return esp_fail(err, "%s: model.beam_size: %" PRId64 " (use 1 for greedy, up to 10000)", file, mc->beam_size);
-    if (mc->batch_size < 0)
-        return esp_fail(err, "%s: model.batch_size: %" PRId64 " (use 1 or more)", file, mc->batch_size);
-    if (icfg->batch_size < 0)
-        return esp_fail(err, "%s: batch_size: %" PRId64 " (use 1 or more, or null for one at a time)", file,
-                        icfg->batch_size);
+    /* beam_size, nbest, batch_size and ctc_weight: defaulted and ranged at load (config_values.c) */
+    o->s2t.beam_size = (int)mc->beam_size;
     if (icfg->batch_size > 0 && mc->batch_size > 0 && icfg->batch_size != mc->batch_size)
         return esp_fail(err, "%s: batch_size: %" PRId64 " and model.batch_size: %" PRId64 " disagree (they say the "
                         "same thing, ESPnet3's form and Speech2Text's: keep one)", file, icfg->batch_size, mc->batch_size);
-    int64_t batch = mc->batch_size > 0 ? mc->batch_size : icfg->batch_size;
-    if (mc->nbest < 0 || mc->nbest > 1000)
-        return esp_fail(err, "%s: model.nbest: %" PRId64 " (use 1 to 1000)", file, mc->nbest);
-    if (!(mc->ctc_weight >= 0.0 && mc->ctc_weight <= 1.0))
-        return esp_fail(err, "%s: model.ctc_weight: %g (use a weight in [0, 1]; 1.0 = CTC only)", file, mc->ctc_weight);
-    o->batch_size = batch > 0 ? (int)(batch < 4096 ? batch : 4096) : 1;
+    int64_t batch = mc->batch_size ? mc->batch_size : icfg->batch_size; /* 0: neither form written */
+    o->batch_size = batch ? (int)batch : 1;
     if (icfg->output_fn && writes_text_scp(icfg))
         return esp_fail(err, "%s: output_fn: %s with model._target_ espnet3.systems.esp2_asr.inference.Inference (the "
                         "Inference API says what it outputs, `text`: leave output_fn out, as ESPnet3 requires)", file,
@@ -452,7 +442,7 @@ static int decode_opts_from_cfg(decode_opts *o, const inference_cfg *icfg, const
     o->s2t.penalty = mc->penalty;
     o->s2t.ctc_weight = mc->ctc_weight;
     o->s2t.resample = icfg->dataset && icfg->dataset->resample;
-    o->s2t.nbest = mc->nbest > 1 ? (int)mc->nbest : 1;
+    o->s2t.nbest = (int)mc->nbest;
     o->s2t.maxlenratio = mc->maxlenratio;
     o->s2t.minlenratio = mc->minlenratio;
     o->threads = worker_threads();

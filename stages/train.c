@@ -236,7 +236,7 @@ static int fit_ckpt_path(const training_cfg *cfg, const char **out, esp_err *err
 static int check_static(const training_cfg *cfg, const char *file, const ynode *tree, esp_err *err)
 {
     const trainer_cfg *tc = cfg->trainer;
-    if (tc && tc->max_epochs == -1 && tc->max_steps <= 0) {
+    if (tc->max_epochs == -1 && tc->max_steps == -1) {
         const ynode *n = yt_get_path(tree, "trainer.max_epochs");
         char where[512];
         if (n && n->mark.line > 0) snprintf(where, sizeof where, "%s:%d:%d", n->mark.file, n->mark.line, n->mark.col);
@@ -282,12 +282,11 @@ int stage_train_check(const esp_configs *configs, esp_err *err)
 static int check_config(const training_cfg *cfg, const char *file, const dist_env *env, esp_err *err)
 {
     if (!cfg->exp_dir) return esp_fail(err, "%s: exp_dir: missing (set exp_dir)", file);
-    if (!cfg->trainer) return esp_fail(err, "%s: trainer: missing (the template conf/training.yaml sets it)", file);
     if (!cfg->dataloader || !cfg->dataloader->train || !cfg->dataloader->valid)
         return esp_fail(err, "%s: dataloader.train and dataloader.valid: missing", file);
     if (dataset_check_preprocessor(cfg, file, err) != 0) return -1;
     const trainer_cfg *tc = cfg->trainer;
-    int64_t devices = tc->devices > 0 ? tc->devices : 1, nodes = tc->num_nodes > 0 ? tc->num_nodes : 1;
+    int64_t devices = tc->devices, nodes = tc->num_nodes;
     if (devices * nodes != env->world_size)
         return esp_fail(err, "%s: trainer.devices %" PRId64 " x trainer.num_nodes %" PRId64 " = %" PRId64
                              " ranks, but the launch (%s) has world size %d (make them match: trainer.devices "
@@ -388,11 +387,11 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
         /* The config layer resolved Lightning's meaning: >= 1, or -1 for no epoch limit (then
          * max_steps, when set, ends training). */
         .max_epochs = tc->max_epochs == -1 ? INT64_MAX : tc->max_epochs,
-        .max_steps = tc->max_steps > 0 ? tc->max_steps : 0,
+        .max_steps = tc->max_steps,
         .val_check = val_check_from_cfg(tc),
-        .accumulate = tc->accumulate_grad_batches > 0 ? tc->accumulate_grad_batches : 1,
+        .accumulate = tc->accumulate_grad_batches,
         .sync_batchnorm = tc->sync_batchnorm,
-        .log_every = tc->log_every_n_steps > 0 ? tc->log_every_n_steps : 50,
+        .log_every = tc->log_every_n_steps,
         .clip = tc->gradient_clip_val,
         .clip_by_value = tc->gradient_clip_algorithm && !strcmp(tc->gradient_clip_algorithm, "value"),
         .precision = precision_from_cfg(tc, kind, file),
@@ -403,9 +402,7 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
         .csv_path = csv,
         .min_epochs = tc->min_epochs,
         .min_steps = tc->min_steps,
-        /* Lightning's default when left out: 2 */
-        .sanity_val_steps = yt_get_path(ctx->configs->training->tree, "trainer.num_sanity_val_steps")
-                                ? tc->num_sanity_val_steps : 2,
+        .sanity_val_steps = tc->num_sanity_val_steps,
     };
     augment_conf aug = {0};
     int rc = fit_ckpt_path(cfg, &o.fit_ckpt_path, err);

@@ -8,6 +8,7 @@
 #include "core/config/config_interp.h"
 #include "core/config/config_python.h"
 #include "core/config/config_schema.h"
+#include "core/config/config_values.h"
 #include "core/base/fsio.h"
 #include "core/base/log.h"
 
@@ -151,9 +152,12 @@ int config_load_tree(config_kind kind, ynode *tree, const char *path, int foreig
         yt_free(tree);
         return -1;
     }
-    /* The validated tree has exactly the schema's shape, so libcyaml must accept it. */
+    /* The validated tree has exactly the schema's shape (defaults are in range), so libcyaml must
+     * accept it. */
+    ynode *full = yt_copy(tree);
+    config_fill_left_out(kind, full);
     size_t len;
-    char *yaml = yt_emit(tree, &len);
+    char *yaml = yt_emit(full, &len);
     void *typed = NULL;
     cyaml_last[0] = '\0';
     cyaml_err_t cerr = cyaml_load_data((const uint8_t *)yaml, len, &cyaml_cfg, config_schema(kind), (cyaml_data_t **)&typed, NULL);
@@ -168,6 +172,7 @@ int config_load_tree(config_kind kind, ynode *tree, const char *path, int foreig
     cfg->kind = kind;
     cfg->path = xstrdup(path);
     cfg->tree = tree;
+    cfg->full = full;
     cfg->typed = typed;
     *out = cfg;
     return 0;
@@ -186,6 +191,7 @@ void config_free(esp_config *cfg)
     config_python_free(cfg->kind, cfg->typed);
     if (cfg->typed) cyaml_free(&cyaml_cfg, config_schema(cfg->kind), cfg->typed, 0);
     yt_free(cfg->tree);
+    yt_free(cfg->full);
     free(cfg->path);
     free(cfg);
 }

@@ -20,7 +20,9 @@ typedef enum config_kind {
 typedef struct esp_config {
     config_kind kind;
     char *path;          /* the file given on the command line */
-    ynode *tree;         /* composed and resolved */
+    ynode *tree;         /* composed and resolved: what config.yaml and --dry_run show */
+    ynode *full;         /* tree with every left-out key's default (config_values.c): what the typed
+                          * view is loaded from and --show_config shows */
     void *typed;         /* training_cfg* etc., owned by libcyaml */
 } esp_config;
 

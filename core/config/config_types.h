@@ -1,7 +1,8 @@
 /* Typed views of the resolved configs, filled by libcyaml from the schemas in config_schema.c.
- * Field names are ESPnet3's keys. A field that the YAML leaves out is 0 / NULL; defaults come
- * from the template configs in conf/ and from config_values.c, which also refuses a 0 written
- * where 0 means nothing (so 0 in a field below means "left out"). */
+ * Field names are ESPnet3's keys. A key with a declared default (config_values.c's key_defaults)
+ * holds it when the YAML leaves the key out; any other field left out is 0 / NULL. Defaults also
+ * come from the template configs in conf/; config_values.c refuses a 0 written where 0 means
+ * nothing (so 0 in such a field below means "left out"). */
 #ifndef ESPNET3_CONFIG_TYPES_H
 #define ESPNET3_CONFIG_TYPES_H
 
@@ -61,7 +62,7 @@ typedef struct text_builder_cfg {
 typedef struct tokenizer_cfg {
     char *model_type;    /* char | word | bpe | unigram (bpe/unigram: a SentencePiece model) */
     int64_t vocab_size;  /* bpe/unigram: pieces with <unk>, <s>, </s>; word: tokens.txt entries (0: all) */
-    double character_coverage; /* SentencePiece's (0: 1.0, as ESPnet3 and ESPnet2's asr.sh) */
+    double character_coverage; /* SentencePiece's; default 1.0, as ESPnet3 and ESPnet2's asr.sh */
     char **user_defined_symbols; unsigned n_user_defined_symbols; /* SentencePiece's, kept whole */
     char *save_path;     /* tokens.txt, and <model_type>.model/.vocab for bpe/unigram */
     char *text;          /* manifest whose text column trains the tokenizer (default: train.tsv) */
@@ -126,7 +127,7 @@ typedef struct trainer_cfg {
     int64_t max_epochs;  /* >= 1, or -1: no epoch limit (Lightning). Never 0 when the trainer block
                           * exists: left out or null, config_values.c writes Lightning's 1000 (or
                           * -1 when max_steps is set) */
-    int64_t max_steps;   /* >= 1, or -1 / 0 (left out): no step limit */
+    int64_t max_steps;   /* >= 1, or -1 (the default): no step limit */
     int64_t log_every_n_steps;
     char *check_val_every_n_epoch; /* as written: an integer >= 1, or null (Lightning's None: validation every
                                     * val_check_interval batches counted over epochs); left out: 1 */
@@ -134,7 +135,7 @@ typedef struct trainer_cfg {
     char *limit_val_batches;   /* Lightning), a float a fraction (1.0: all); checked at load */
     char *val_check_interval;  /* as written: a float in (0, 1] is a fraction of the epoch's batches, an integer
                                 * a count of batches (1: after every batch); left out: 1.0, the epoch's end */
-    int64_t num_sanity_val_steps; /* left out: Lightning's 2 (stages/train.c); -1: all */
+    int64_t num_sanity_val_steps; /* default Lightning's 2; -1: all */
     int64_t min_epochs, min_steps; /* EarlyStopping waits for both */
     int deterministic;
     int enable_progress_bar;

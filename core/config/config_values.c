@@ -56,13 +56,13 @@ static const num_rule num_rules[] = {
     {"tokenizer.character_coverage", 0, 1, LO_OPEN, "in (0, 1]", "the fraction of characters the model covers"},
     /* trainer (Lightning's Trainer arguments) */
     {"trainer.devices", 1, INF, 0, ">= 1",
-     "devices per node: write the count (Lightning's -1, all devices, is not supported); leave it out for 1"},
-    {"trainer.num_nodes", 1, INF, 0, ">= 1", "leave it out for 1"},
+     "devices per node: write the count (Lightning's -1, all devices, is not supported)"},
+    {"trainer.num_nodes", 1, INF, 0, ">= 1", NULL},
     {"trainer.gradient_clip_val", 0, INF, 0, ">= 0", "0 or null: no clipping"},
     {"trainer.accumulate_grad_batches", 1, INF, 0, ">= 1", "1: one optimizer step per batch"},
     {"trainer.max_epochs", 1, INF, MINUS_ONE, "-1 (no limit) or >= 1", "leave it out or null for Lightning's 1000"},
-    {"trainer.max_steps", 1, INF, MINUS_ONE, "-1 (no limit) or >= 1", "leave it out for no step limit"},
-    {"trainer.log_every_n_steps", 1, INF, 0, ">= 1", "leave it out for Lightning's 50"},
+    {"trainer.max_steps", 1, INF, MINUS_ONE, "-1 (no limit) or >= 1", "-1: no step limit"},
+    {"trainer.log_every_n_steps", 1, INF, 0, ">= 1", "optimizer steps between two logged losses"},
     {"trainer.check_val_every_n_epoch", 1, INF, 0, ">= 1",
      "leave it out for 1; null: trainer.val_check_interval batches counted over epochs"},
     {"trainer.limit_train_batches", 0, INF, LO_OPEN | COUNT_OR_FRACTION | INT_ONE_OK,
@@ -202,7 +202,9 @@ static const num_rule num_rules[] = {
     /* inference: model is Speech2Text's arguments */
     {"model.beam_size", 1, 10000, 0, "in [1, 10000]", "1: greedy CTC"},
     {"model.batch_size", 1, 4096, 0, "in [1, 4096]", "utterances per forward pass; leave it out for 1"},
-    {"model.nbest", 1, INF, 0, ">= 1", "leave it out for 1"},
+    {"model.nbest", 1, 1000, 0, "in [1, 1000]", NULL},
+    {"batch_size", 1, 4096, 0, "in [1, 4096]", "utterances per model call (ESPnet3's form of model.batch_size); null: "
+                                               "one at a time"},
     {"model.ctc_weight", 0, 1, 0, "in [0, 1]", "1.0 for a CTC-only model"},
     {"model.lm_weight", 0, INF, 0, ">= 0", "0: no language model"},
 };
@@ -231,9 +233,71 @@ int config_check_number(const ynode *n, const char *schema_path, const char *pat
                                     "must be %s, got the integer 1 (Lightning reads it as one batch, espnet3 would "
                                     "read it as all: write 1.0 for all batches, or a count >= 2)",
                                     r->need);
-        return config_fail_node(err, n, path, "must be %s, got %s (%s)", r->need, n->str, r->hint);
+        const char *def = config_default_value(schema_path);
+        if (def)
+            return config_fail_node(err, n, path, "must be %s, got %s (%s%sleave it out for %s)", r->need, n->str,
+                                    r->hint ? r->hint : "", r->hint ? "; " : "", def);
+        return config_fail_node(err, n, path, "must be %s, got %s (%s)", r->need, n->str, r->hint ? r->hint : "");
     }
     return 0;
+}
+
+/* ---- what a left-out key means ------------------------------------------------------------- */
+
+/* The default of each key that has one, per config kind: the value a key left out (or null) takes,
+ * written into the tree the typed view is loaded from (config.c) and shown by --show_config, but
+ * not into the resolved config.yaml, which keeps what the user wrote. A default is written into
+ * its block when the block is there; MAKE_BLOCK writes the block too (Lightning's Trainer() takes
+ * all its defaults). A range rule above appends "leave it out for <value>" to its hint; every
+ * value is in its key's range (test config_values/defaults_are_in_range). */
+enum { MAKE_BLOCK = 1 };
+
+static const config_default key_defaults[] = {
+    {CONFIG_TRAINING, "trainer.devices", "1", MAKE_BLOCK},
+    {CONFIG_TRAINING, "trainer.num_nodes", "1", MAKE_BLOCK},
+    /* lightning_max_epochs writes max_epochs into a trainer block; a config without one gets 1000 */
+    {CONFIG_TRAINING, "trainer.max_epochs", "1000", MAKE_BLOCK},
+    {CONFIG_TRAINING, "trainer.max_steps", "-1", MAKE_BLOCK},
+    {CONFIG_TRAINING, "trainer.accumulate_grad_batches", "1", MAKE_BLOCK},
+    {CONFIG_TRAINING, "trainer.log_every_n_steps", "50", MAKE_BLOCK},
+    {CONFIG_TRAINING, "trainer.num_sanity_val_steps", "2", MAKE_BLOCK},
+    {CONFIG_TRAINING, "tokenizer.character_coverage", "1.0", 0},
+    {CONFIG_INFERENCE, "model.beam_size", "1", 0},
+    {CONFIG_INFERENCE, "model.nbest", "1", 0},
+};
+
+const config_default *config_defaults(size_t *n)
+{
+    *n = sizeof key_defaults / sizeof *key_defaults;
+    return key_defaults;
+}
+
+const char *config_default_value(const char *schema_path)
+{
+    for (size_t i = 0; i < sizeof key_defaults / sizeof *key_defaults; i++)
+        if (!strcmp(key_defaults[i].path, schema_path)) return key_defaults[i].value;
+    return NULL;
+}
+
+void config_fill_left_out(config_kind kind, ynode *root)
+{
+    for (size_t i = 0; i < sizeof key_defaults / sizeof *key_defaults; i++) {
+        const config_default *d = &key_defaults[i];
+        if (d->kind != kind) continue;
+        ynode *m = root;
+        const char *p = d->path;
+        for (size_t k; m && (k = strcspn(p, "."), p[k]); p += k + 1) {
+            char *part = xstrndup(p, k);
+            ynode *child = yt_map_get(m, part);
+            if (!child && (d->flags & MAKE_BLOCK)) {
+                yt_map_set(m, part, m->mark, yt_map(m->mark));
+                child = yt_map_get(m, part);
+            }
+            free(part);
+            m = child && child->kind == YN_MAP ? child : NULL;
+        }
+        if (m && !yt_map_get(m, p)) yt_map_set(m, p, m->mark, yt_scalar(d->value, 0, m->mark));
+    }
 }
 
 /* ---- defaults written into the tree ---------------------------------------------------------- */

@@ -19,6 +19,20 @@
  * checks the same bound when called with a number that came from elsewhere). */
 #define CFG_MAX_WORKERS 4096
 
+/* A key's default (core/config/config_values.c's table): the value a key left out takes. */
+typedef struct config_default {
+    config_kind kind;
+    const char *path;  /* schema path, no list items */
+    const char *value; /* as YAML writes it */
+    unsigned flags;
+} config_default;
+
+const config_default *config_defaults(size_t *n);
+/* The default of the key at schema_path in any config kind, or NULL. */
+const char *config_default_value(const char *schema_path);
+/* Writes the default of every key of `kind` that root leaves out (the typed view's tree). */
+void config_fill_left_out(config_kind kind, ynode *root);
+
 /* The range rule of the number n (already typed as v) at schema_path, if there is one. */
 int config_check_number(const ynode *n, const char *schema_path, const char *path, double v, esp_err *err);
 /* ESPnet2's true-by-default switches (model.specaug_conf.apply_time_warp, ...). */

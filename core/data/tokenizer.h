@@ -70,7 +70,7 @@ void word_token_list_build(const char *const *texts, size_t n_texts, long vocab_
 typedef struct spm_train_cfg {
     const char *model_type;  /* bpe | unigram */
     long vocab_size;
-    double character_coverage;
+    double character_coverage; /* in (0, 1] */
     const char *const *user_defined_symbols;
     size_t n_user_defined_symbols;
 } spm_train_cfg;

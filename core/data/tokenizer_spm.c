@@ -71,7 +71,7 @@ int spm_train_tokenizer(const spm_train_cfg *c, const char *const *texts, size_t
         .vocab_path = vocab_path,
         .model_type = c->model_type,
         .vocab_size = c->vocab_size,
-        .character_coverage = c->character_coverage > 0 ? c->character_coverage : 1.0,
+        .character_coverage = c->character_coverage,
         .user_defined_symbols = c->user_defined_symbols,
         .n_user_defined_symbols = c->n_user_defined_symbols,
         .input_sentence_size = SPM_INPUT_SENTENCE_SIZE,

@@ -42,6 +42,37 @@ typedef struct encoder_impl {
     void (*backward)(asr_model *m);
 } encoder_impl;
 
+/* The activations' lifecycle, one for the three encoders (core/nn/encoder_acts.c). An encoder
+ * declares its buffers (enc_act_decl); enc_acts_ensure allocates them for B x T2 rows (kept while
+ * later batches fit, only ever enlarged; block 0's shared by every block when decoding, backward
+ * work only for training) and enc_acts_release frees them. */
+typedef struct enc_act_shape {
+    size_t rows, att, prows; /* B x T2; B x heads x T2 x T2; 2 T2 - 1 relative positions (0: none) */
+} enc_act_shape;
+enum { ENC_ACT_MAX = 64 };
+/* Buffers: where each one's pointer lives and its size in floats. */
+typedef struct enc_act_list {
+    float **slot[ENC_ACT_MAX];
+    size_t n[ENC_ACT_MAX];
+    int k;
+} enc_act_list;
+void enc_act_add(enc_act_list *l, float **slot, size_t n);
+typedef struct enc_act_decl {
+    size_t block_size; /* the encoder's per-block struct */
+    int positions;     /* the blocks use the relative encoding (enc_act_shape.prows) */
+    /* What block (one of the encoder's structs) keeps for the backward, at shape s. */
+    void (*block)(const model_dims *d, void *block, enc_act_list *kept, enc_act_shape s);
+    /* The forward's buffers the blocks share (fwd) and the backward's work, in m->enc. */
+    void (*shared)(asr_model *m, enc_act_list *fwd, enc_act_list *work, enc_act_shape s);
+} enc_act_decl;
+/* An encoder's blocks (d->blocks structs of decl->block_size) and the shape they fit. */
+typedef struct enc_act_store {
+    void *blocks;
+    enc_act_shape cap;
+} enc_act_store;
+void enc_acts_ensure(asr_model *m, const enc_act_decl *decl, enc_act_store *st, int B, int T2);
+void enc_acts_release(asr_model *m, const enc_act_decl *decl, enc_act_store *st);
+
 /* Block pieces shared by the Conformer and E-Branchformer encoders (core/nn/encoder_blocks.c).
  * act: ACT_RELU or swish; the backward takes the activation's input x. */
 void enc_act_forward(backend *be, int act, float *y, const float *x, size_t n);

@@ -40,18 +40,18 @@ struct encoder_acts {
     const float **out;            /* each block's output of the last forward (its input when dropped) */
     unsigned char *dropped;       /* layer drop of the last forward */
     float *pos;                   /* the relative encoding after dropout (2 T2 - 1, d) */
-    size_t cap_rows, cap_att, cap_pos;
+    enc_act_store store;          /* blocks, and the shape they fit */
     /* Backward work. */
     float *dq, *dk, *dv, *datt, *dff, *dln, *dp, *d2a, *d2b, *e1, *e2, *e3;
 };
 
-/* One block's buffers with their sizes in floats, for allocation and release alike. */
-enum { EB_MAX = 48 };
-static int block_buffers(eblock *b, float ***p, size_t *n, const model_dims *d, size_t rows, size_t att, size_t prows)
+/* What a block keeps for the backward, at shape s. */
+static void block_kept(const model_dims *d, void *block, enc_act_list *kept, enc_act_shape s)
 {
+    eblock *b = block;
+    size_t rows = s.rows, att = s.att, prows = s.prows;
     size_t D = (size_t)d->d, FF = (size_t)d->ff, H = (size_t)d->cgmlp_units / 2;
-    int k = 0;
-#define BUF(field, count) (p[k] = &b->field, n[k++] = (count))
+#define BUF(field, count) enc_act_add(kept, &b->field, (count))
     BUF(ln_a, rows * D), BUF(mean_a, rows), BUF(rstd_a, rows), BUF(q, rows * D), BUF(k, rows * D);
     BUF(v, rows * D), BUF(att, att), BUF(atty, rows * D);
     if (d->rel_pos) BUF(pl, prows * D);
@@ -71,15 +71,36 @@ static int block_buffers(eblock *b, float ***p, size_t *n, const model_dims *d, 
     }
     BUF(mean_o, rows), BUF(rstd_o, rows), BUF(h_out, rows * D);
 #undef BUF
-    ESP_CHECK(k <= EB_MAX);
-    return k;
 }
+
+/* The relative encoding the blocks share, and the backward's work. */
+static void shared(asr_model *m, enc_act_list *fwd, enc_act_list *work, enc_act_shape s)
+{
+    encoder_acts *e = m->enc;
+    size_t rows = s.rows, prows = s.prows, D = (size_t)m->dims.d, FF = (size_t)m->dims.ff, H = (size_t)m->dims.cgmlp_units / 2;
+    enc_act_add(fwd, &e->pos, prows * D);
+    enc_act_add(work, &e->dq, rows * D);
+    enc_act_add(work, &e->dk, rows * D);
+    enc_act_add(work, &e->dv, rows * D);
+    enc_act_add(work, &e->datt, rows * D);
+    enc_act_add(work, &e->dff, rows * FF);
+    enc_act_add(work, &e->dln, rows * D);
+    enc_act_add(work, &e->dp, prows * D);
+    enc_act_add(work, &e->d2a, rows * 2 * D);
+    enc_act_add(work, &e->d2b, rows * 2 * D);
+    enc_act_add(work, &e->e1, rows * H);
+    enc_act_add(work, &e->e2, rows * H);
+    enc_act_add(work, &e->e3, rows * H);
+}
+
+static const enc_act_decl decl = {sizeof(eblock), 1, block_kept, shared};
 
 static encoder_acts *acts(asr_model *m)
 {
     if (!m->enc) {
         m->enc = xcalloc(1, sizeof *m->enc);
         m->enc->blocks = xcalloc((size_t)m->dims.blocks, sizeof *m->enc->blocks);
+        m->enc->store.blocks = m->enc->blocks;
         m->enc->out = xcalloc((size_t)m->dims.blocks, sizeof *m->enc->out);
         m->enc->dropped = xcalloc((size_t)m->dims.blocks, 1);
     }
@@ -88,26 +109,7 @@ static encoder_acts *acts(asr_model *m)
 
 static void release(asr_model *m)
 {
-    encoder_acts *e = m->enc;
-    if (!e) return;
-    backend *be = m->be;
-    float **work[] = {&e->pos, &e->dq, &e->dk, &e->dv, &e->datt, &e->dff, &e->dln,
-                      &e->dp,  &e->d2a, &e->d2b, &e->e1, &e->e2, &e->e3};
-    for (size_t i = 0; i < sizeof work / sizeof *work; i++) {
-        be->free(be, *work[i]);
-        *work[i] = NULL;
-    }
-    for (int l = 0; l < m->dims.blocks; l++) {
-        eblock *b = &e->blocks[l];
-        if (!(m->inference && l > 0)) { /* later blocks alias blocks[0] when decoding */
-            float **p[EB_MAX];
-            size_t n[EB_MAX];
-            int k = block_buffers(b, p, n, &m->dims, 0, 0, 0);
-            for (int i = 0; i < k; i++) be->free(be, *p[i]);
-        }
-        memset(b, 0, sizeof *b);
-    }
-    e->cap_rows = e->cap_att = e->cap_pos = 0;
+    if (m->enc) enc_acts_release(m, &decl, &m->enc->store);
 }
 
 static void destroy(asr_model *m)
@@ -118,36 +120,7 @@ static void destroy(asr_model *m)
     m->enc = NULL;
 }
 
-static void ensure(asr_model *m, int B, int T2)
-{
-    const model_dims *d = &m->dims;
-    encoder_acts *e = acts(m);
-    size_t rows = (size_t)B * (size_t)T2, att = (size_t)B * d->heads * (size_t)T2 * T2;
-    size_t prows = T2 > 0 ? 2 * (size_t)T2 - 1 : 0;
-    if (rows <= e->cap_rows && att <= e->cap_att && prows <= e->cap_pos) return;
-    release(m);
-    backend *be = m->be;
-    size_t D = (size_t)d->d, FF = (size_t)d->ff, H = (size_t)d->cgmlp_units / 2;
-#define A(n) be->alloc(be, (n) * sizeof(float) + 64)
-    for (int l = 0; l < d->blocks; l++) {
-        if (m->inference && l > 0) {
-            e->blocks[l] = e->blocks[0];
-            continue;
-        }
-        float **p[EB_MAX];
-        size_t n[EB_MAX];
-        int k = block_buffers(&e->blocks[l], p, n, d, rows, att, prows);
-        for (int i = 0; i < k; i++) *p[i] = A(n[i]);
-    }
-    e->pos = A(prows * D);
-    e->cap_rows = rows, e->cap_att = att, e->cap_pos = prows;
-    if (m->inference) return;
-    e->dq = A(rows * D), e->dk = A(rows * D), e->dv = A(rows * D), e->datt = A(rows * D);
-    e->dff = A(rows * FF), e->dln = A(rows * D), e->dp = A(prows * D);
-    e->d2a = A(rows * 2 * D), e->d2b = A(rows * 2 * D);
-    e->e1 = A(rows * H), e->e2 = A(rows * H), e->e3 = A(rows * H);
-#undef A
-}
+static void ensure(asr_model *m, int B, int T2) { enc_acts_ensure(m, &decl, &acts(m)->store, B, T2); }
 
 /* ---- pieces ------------------------------------------------------------------------------- */
 

@@ -15,44 +15,48 @@ typedef struct block_acts {
 
 struct encoder_acts {
     block_acts *blocks;
-    size_t cap_rows, cap_att;
+    enc_act_store store; /* blocks, and the shape they fit */
     /* Backward work. */
     float *dq, *dk, *dv, *datt, *dff, *dln;
 };
+
+/* What a block keeps for the backward. */
+static void block_kept(const model_dims *d, void *block, enc_act_list *kept, enc_act_shape s)
+{
+    block_acts *b = block;
+    size_t D = (size_t)d->d, FF = (size_t)d->ff, rows = s.rows;
+    float **rows_d[] = {&b->ln1, &b->q, &b->k, &b->v, &b->atty, &b->h1, &b->ln2};
+    enc_act_add(kept, &b->mean1, rows), enc_act_add(kept, &b->rstd1, rows);
+    for (size_t i = 0; i < sizeof rows_d / sizeof *rows_d; i++) enc_act_add(kept, rows_d[i], rows * D);
+    enc_act_add(kept, &b->att, s.att);
+    enc_act_add(kept, &b->mean2, rows), enc_act_add(kept, &b->rstd2, rows);
+    enc_act_add(kept, &b->f1, rows * FF), enc_act_add(kept, &b->h_out, rows * D);
+}
+
+static void shared(asr_model *m, enc_act_list *fwd, enc_act_list *work, enc_act_shape s)
+{
+    (void)fwd; /* the blocks share nothing in the forward */
+    encoder_acts *e = m->enc;
+    size_t D = (size_t)m->dims.d, FF = (size_t)m->dims.ff;
+    enc_act_add(work, &e->dq, s.rows * D), enc_act_add(work, &e->dk, s.rows * D), enc_act_add(work, &e->dv, s.rows * D);
+    enc_act_add(work, &e->datt, s.rows * D), enc_act_add(work, &e->dff, s.rows * FF), enc_act_add(work, &e->dln, s.rows * D);
+}
+
+static const enc_act_decl decl = {sizeof(block_acts), 0, block_kept, shared};
 
 static encoder_acts *acts(asr_model *m)
 {
     if (!m->enc) {
         m->enc = xcalloc(1, sizeof *m->enc);
         m->enc->blocks = xcalloc((size_t)m->dims.blocks, sizeof *m->enc->blocks);
+        m->enc->store.blocks = m->enc->blocks;
     }
     return m->enc;
 }
 
 static void release(asr_model *m)
 {
-    encoder_acts *e = m->enc;
-    if (!e) return;
-    backend *be = m->be;
-    float **work[] = {&e->dq, &e->dk, &e->dv, &e->datt, &e->dff, &e->dln};
-    for (size_t i = 0; i < sizeof work / sizeof *work; i++) {
-        be->free(be, *work[i]);
-        *work[i] = NULL;
-    }
-    for (int l = 0; l < m->dims.blocks; l++) {
-        block_acts *b = &e->blocks[l];
-        if (m->inference && l > 0) { /* aliases of blocks[0] */
-            memset(b, 0, sizeof *b);
-            continue;
-        }
-        float **bs[] = {&b->ln1, &b->mean1, &b->rstd1, &b->q, &b->k, &b->v, &b->att, &b->atty,
-                        &b->h1, &b->ln2, &b->mean2, &b->rstd2, &b->f1, &b->h_out};
-        for (size_t i = 0; i < sizeof bs / sizeof *bs; i++) {
-            be->free(be, *bs[i]);
-            *bs[i] = NULL;
-        }
-    }
-    e->cap_rows = e->cap_att = 0;
+    if (m->enc) enc_acts_release(m, &decl, &m->enc->store);
 }
 
 static void destroy(asr_model *m)
@@ -63,34 +67,7 @@ static void destroy(asr_model *m)
     m->enc = NULL;
 }
 
-static void ensure(asr_model *m, int B, int T2)
-{
-    const model_dims *d = &m->dims;
-    encoder_acts *e = acts(m);
-    size_t rows = (size_t)B * (size_t)T2, att = (size_t)B * d->heads * (size_t)T2 * T2;
-    if (rows <= e->cap_rows && att <= e->cap_att) return;
-    release(m);
-    backend *be = m->be;
-    size_t D = (size_t)d->d, FF = (size_t)d->ff;
-#define A(n) be->alloc(be, (n) * sizeof(float) + 64)
-    for (int l = 0; l < d->blocks; l++) {
-        block_acts *b = &e->blocks[l];
-        if (m->inference && l > 0) {
-            *b = e->blocks[0];
-            continue;
-        }
-        b->ln1 = A(rows * D), b->mean1 = A(rows), b->rstd1 = A(rows);
-        b->q = A(rows * D), b->k = A(rows * D), b->v = A(rows * D);
-        b->att = A(att), b->atty = A(rows * D), b->h1 = A(rows * D);
-        b->ln2 = A(rows * D), b->mean2 = A(rows), b->rstd2 = A(rows);
-        b->f1 = A(rows * FF), b->h_out = A(rows * D);
-    }
-    e->cap_rows = rows, e->cap_att = att;
-    if (m->inference) return;
-    e->dq = A(rows * D), e->dk = A(rows * D), e->dv = A(rows * D);
-    e->datt = A(rows * D), e->dff = A(rows * FF), e->dln = A(rows * D);
-#undef A
-}
+static void ensure(asr_model *m, int B, int T2) { enc_acts_ensure(m, &decl, &acts(m)->store, B, T2); }
 
 static const float *block_input(const asr_model *m, int l) { return l == 0 ? m->h0 : m->enc->blocks[l - 1].h_out; }
 

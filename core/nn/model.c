@@ -273,17 +273,19 @@ void asr_model_lm_new_utterance(const asr_model *m)
 
 /* ---- backward -------------------------------------------------------------------------------- */
 
-/* Reports the trained parameters whose names start with one of prefixes[] (inside = 1) or with
- * none of them (inside = 0) to m->grads_final, adjacent ones merged into one range. */
-static void report_final(asr_model *m, const char *const *prefixes, int n_prefixes, int inside)
+/* Reports the trained parameters that lie in one of spans[] (inside = 1) or in none of them
+ * (inside = 0) to m->grads_final, adjacent ones merged into one range. The spans are the gradient
+ * view's (m->g.spans), bound with its members; each holds its module's tensors and nothing else. */
+static void report_final(asr_model *m, const tensor_span *const *spans, int n_spans, int inside)
 {
     if (!m->grads_final) return;
+    for (int k = 0; k < n_spans; k++) ESP_CHECK(spans[k]->covered == spans[k]->hi - spans[k]->lo);
     size_t lo = 0, hi = 0;
     for (size_t i = 0; i < m->table.n; i++) {
         const param_info *p = &m->table.items[i];
         if (p->offset >= m->table.total) continue; /* buffers: no gradients */
         int match = 0;
-        for (int k = 0; k < n_prefixes && !match; k++) match = !strncmp(p->name, prefixes[k], strlen(prefixes[k]));
+        for (int k = 0; k < n_spans && !match; k++) match = p->offset >= spans[k]->lo && p->offset < spans[k]->hi;
         if (match != inside) continue;
         if (hi > lo && p->offset == hi) {
             hi += p->count;
@@ -297,10 +299,8 @@ static void report_final(asr_model *m, const char *const *prefixes, int n_prefix
 
 void asr_model_block_grads_final(asr_model *m, int l)
 {
-    char prefix[64];
-    snprintf(prefix, sizeof prefix, "encoder.encoders.%d.", l);
-    const char *const p[] = {prefix};
-    report_final(m, p, 1, 1);
+    const tensor_span *const s[] = {&m->g.spans.blocks[l]};
+    report_final(m, s, 1, 1);
 }
 
 void asr_model_backward(asr_model *m, float dloss)
@@ -346,13 +346,12 @@ void asr_model_backward(asr_model *m, float dloss)
 
     /* Everything but the encoder's blocks, its embedding and the preencoder is final now; with
      * intermediate CTC, the head and after_norm gain gradients in the blocks' backward. */
-    const char *const late[] = {"encoder.encoders.", "encoder.embed.", "preencoder.",
-                                "ctc.", "encoder.after_norm.", "encoder.conditioning_layer."};
+    const tensor_span *const late[] = {&m->g.spans.encoder, &m->g.spans.heads};
     int heads_late = m->ic != NULL;
-    report_final(m, late, heads_late ? 6 : 3, 0);
+    report_final(m, late, heads_late ? 2 : 1, 0);
     backend_profile_enter(be, blocks_layer(m));
     encoder_of(m)->backward(m);
-    if (heads_late) report_final(m, late + 3, 3, 1);
+    if (heads_late) report_final(m, late + 1, 1, 1);
     backend_profile_enter(be, PROF_LAYER_INPUT_LAYER);
     embed_backward(m);
     backend_profile_enter(be, PROF_LAYER_PREENCODER);

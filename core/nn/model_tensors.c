@@ -12,7 +12,16 @@ typedef struct binder {
     size_t n;             /* floats in base: entries at or past it get NULL */
     unsigned char *named; /* per table entry: some member named it */
     size_t next;          /* where the next search starts: members come mostly in table order */
+    tensor_span *span[2]; /* the spans the members bound now extend (NULL: none) */
 } binder;
+
+static void span_add(tensor_span *s, size_t offset, size_t count)
+{
+    if (!s) return;
+    if (s->covered == 0 || offset < s->lo) s->lo = offset;
+    if (s->covered == 0 || offset + count > s->hi) s->hi = offset + count;
+    s->covered += count;
+}
 
 /* "<prefix>.<leaf>" into buf. */
 static const char *join(char *buf, size_t cap, const char *prefix, const char *leaf)
@@ -33,7 +42,9 @@ static float *at(binder *b, const char *prefix, const char *leaf)
         if (strcmp(t->items[i].name, name)) continue;
         b->next = i + 1;
         b->named[i] = 1;
-        return t->items[i].offset < b->n ? b->base + t->items[i].offset : NULL;
+        if (t->items[i].offset >= b->n) return NULL;
+        for (int k = 0; k < 2; k++) span_add(b->span[k], t->items[i].offset, t->items[i].count);
+        return b->base + t->items[i].offset;
     }
     return NULL;
 }
@@ -163,19 +174,29 @@ static void bind_rnn_lm(binder *b, rnn_lm_tensors *r, const model_dims *d)
 void model_tensors_bind(model_tensors *v, const param_table *t, const model_dims *d, float *base, size_t n)
 {
     memset(v, 0, sizeof *v);
-    binder b = {t, base, n, xcalloc(t->n ? t->n : 1, 1), 0};
+    binder b = {.t = t, .base = base, .n = n, .named = xcalloc(t->n ? t->n : 1, 1)};
     if (d->lm == LM_SEQ_RNN) {
         bind_rnn_lm(&b, &v->rnn_lm, d);
     } else if (d->lm) {
         bind_decoder(&b, &v->decoder, d);
     } else {
+        model_spans *sp = &v->spans;
+        b.span[0] = &sp->encoder;
         v->preencoder = linear(&b, "preencoder.linear_out");
         bind_embed(&b, &v->embed, d);
-        if (d->blocks > 0) v->blocks = xcalloc((size_t)d->blocks, sizeof *v->blocks);
-        for (int l = 0; l < d->blocks; l++) bind_enc_block(&b, &v->blocks[l], d, l);
+        if (d->blocks > 0) {
+            v->blocks = xcalloc((size_t)d->blocks, sizeof *v->blocks);
+            sp->blocks = xcalloc((size_t)d->blocks, sizeof *sp->blocks);
+        }
+        for (int l = 0; l < d->blocks; l++) {
+            b.span[1] = &sp->blocks[l];
+            bind_enc_block(&b, &v->blocks[l], d, l);
+        }
+        b.span[0] = &sp->heads, b.span[1] = NULL;
         v->after_norm = norm(&b, "encoder.after_norm");
         v->conditioning_layer = linear(&b, "encoder.conditioning_layer");
         v->ctc_lo = linear(&b, "ctc.ctc_lo");
+        b.span[0] = NULL;
         if (d->dec_blocks > 0) bind_decoder(&b, &v->decoder, d);
     }
     for (size_t i = 0; i < t->n; i++)
@@ -190,6 +211,7 @@ void model_tensors_bind(model_tensors *v, const param_table *t, const model_dims
 void model_tensors_free(model_tensors *v)
 {
     free(v->blocks);
+    free(v->spans.blocks);
     free(v->decoder.blocks);
     free(v->rnn_lm.rnn);
     memset(v, 0, sizeof *v);

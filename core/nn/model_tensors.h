@@ -95,6 +95,20 @@ typedef struct rnn_lm_tensors {
     nn_linear decoder;            /* lm.decoder */
 } rnn_lm_tensors;
 
+/* Where a module's tensors lie in the view's buffer, in floats from its base: [lo, hi), and how
+ * many floats its tensors cover (covered == hi - lo: nothing else lies between them). The backward
+ * reports gradients final by these spans (core/nn/model.c). */
+typedef struct tensor_span {
+    size_t lo, hi, covered;
+} tensor_span;
+
+/* The spans of the modules whose gradients the backward reports final at its own time. */
+typedef struct model_spans {
+    tensor_span *blocks;          /* encoder.encoders.<l>: dims.blocks */
+    tensor_span encoder;          /* the blocks together, the embedding and the preencoder */
+    tensor_span heads;            /* ctc.ctc_lo, encoder.after_norm, encoder.conditioning_layer */
+} model_spans;
+
 typedef struct model_tensors {
     nn_linear preencoder;         /* preencoder.linear_out */
     embed_tensors embed;
@@ -104,6 +118,7 @@ typedef struct model_tensors {
     nn_linear ctc_lo;             /* ctc.ctc_lo */
     decoder_tensors decoder;      /* the attention decoder or a TransformerLM */
     rnn_lm_tensors rnn_lm;
+    model_spans spans;            /* bound with the members */
 } model_tensors;
 
 /* Binds v to base, a buffer of n floats in table t's layout (the parameters with buffers:

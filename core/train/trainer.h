@@ -49,7 +49,7 @@ typedef struct trainer_opts {
     int sharded_train;        /* the train dataloader comes in total_shards shards (one per rank and epoch) */
     model_rates rates;        /* dropout rates and CTC's zero_infinity */
     int64_t max_epochs;       /* > 0 (INT64_MAX: no epoch limit) */
-    int64_t max_steps;        /* optimizer steps after which training ends (Lightning's max_steps); 0: none */
+    int64_t max_steps;        /* optimizer steps after which training ends (Lightning's max_steps); -1 or 0: none */
     val_check_opts val_check; /* val_check_interval and check_val_every_n_epoch (core/train/val_check.h) */
     int64_t accumulate;       /* accumulate_grad_batches, > 0 */
     int sync_batchnorm;       /* BatchNorm statistics over all ranks (core/nn/encoder_syncbn.c) */

@@ -387,6 +387,42 @@ Test(cli, overrides_go_to_the_configs_that_know_their_key)
     assert_has(r->err, "did you mean max_epochs?");
 }
 
+/* --show_config: the merged, resolved config with every left-out key's default; overrides are in
+ * it, a key we refuse is still the one-line error, and nothing runs. */
+Test(cli, show_config_fills_defaults_and_runs_nothing)
+{
+    const char *cfg = tiny_copy();
+    const result *r = RUN("--config", cfg, "--template_dir", template_dir(), "--show_config", "trainer.max_epochs=2",
+                          "create_dataset.num_train=7");
+    cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
+    cr_assert(!strncmp(r->out, "# training config (", 19), "stdout:\n%s", r->out);
+    assert_has(r->out, "), with defaults\n");
+    assert_has(r->out, "max_epochs: 2\n");           /* overrides */
+    assert_has(r->out, "num_train: 7\n");
+    assert_has(r->out, "num_sanity_val_steps: 0\n"); /* as the recipe writes it */
+    assert_has(r->out, "max_steps: -1\n");           /* defaults the configs leave out */
+    assert_has(r->out, "character_coverage: 1.0\n");
+    assert_has(r->out, "task: espnet3.systems.asr.task.ASRTask\n"); /* the template */
+    cr_assert_null(strstr(r->out, "# stages to run"), "stdout:\n%s", r->out);
+    cr_assert_null(strstr(r->out, "${"), "unresolved interpolation:\n%s", r->out);
+    cr_assert(!path_exists(tpath("data_tiny")), "--show_config created the data folder");
+    /* --dry_run still shows the config as written (what config.yaml holds). */
+    r = RUN("--config", cfg, "--template_dir", template_dir(), "--dry_run");
+    cr_assert_eq(r->status, 0, "stderr:\n%s", r->err);
+    cr_assert_null(strstr(r->out, "max_steps"), "stdout:\n%s", r->out);
+    /* A bad key: the same one-line error as a run. */
+    test_write_text(tpath("bad.yaml"), "seed: 1\ntrainer:\n  devics: 2\n");
+    r = RUN("--config", tpath("bad.yaml"), "--template_dir", "", "--show_config");
+    cr_assert_eq(r->status, 1);
+    assert_has(r->err, "bad.yaml:3:3: trainer.devics: unknown key (did you mean devices?)");
+    cr_assert_eq(test_count_lines(r->err), 1, "stderr:\n%s", r->err);
+    cr_assert_str_eq(r->out, "");
+    /* Without a config there is nothing to show. */
+    r = RUN("--show_config");
+    cr_assert_eq(r->status, 1);
+    assert_has(r->err, "--show_config: no config given");
+}
+
 Test(cli, config_error_is_one_line_exit_1)
 {
     test_write_text(tpath("bad.yaml"), "seed: 1\ntrainer:\n  devices: abc\n");

@@ -130,7 +130,7 @@ Test(config, unimplemented_key_warns_once_and_is_dropped)
 {
     esp_config *cfg;
     esp_err err;
-    const char *path = fixture("cfg.yaml", "trainer:\n  benchmark: true\n  max_epochs: 2\n  profiler: simple\n"
+    const char *path = fixture("cfg.yaml", "trainer:\n  benchmark: true\n  max_epochs: 2\n  detect_anomaly: true\n"
                                            "model:\n  preencoder: null\n  preencoder_conf: {}\n");
     capture_begin();
     int rc = load_file(path, NULL, 0, &cfg, &err);
@@ -138,7 +138,7 @@ Test(config, unimplemented_key_warns_once_and_is_dropped)
     cr_assert_eq(rc, 0, "%s", err.msg);
     cr_assert_eq(count_lines_with(out, "WARNING"), 2, "stderr:\n%s", out);
     cr_assert_eq(count_lines_with(out, "trainer.benchmark"), 1, "stderr:\n%s", out);
-    cr_assert_eq(count_lines_with(out, "trainer.profiler"), 1, "stderr:\n%s", out);
+    cr_assert_eq(count_lines_with(out, "trainer.detect_anomaly"), 1, "stderr:\n%s", out);
     assert_has(out, "%s:2:3: trainer.benchmark: ", tpath("cfg.yaml"));
     assert_has(out, "not implemented");
     cr_assert_null(yt_get_path(cfg->tree, "trainer.benchmark"));

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/config/config.h"
+#include "core/config/config_values.h"
 #include "core/base/fsio.h"
 #include "test/unit/config/config_test_util.h"
 #include "core/nn/model_params.h"
@@ -409,8 +410,8 @@ Test(config_values, inference_and_metrics_ranges)
     static const bad_case inference[] = {
         {"model:\n  batch_size: 0\n", "2:15: model.batch_size: must be in [1, 4096], got 0"},
         {"model:\n  batch_size: 5000\n", "2:15: model.batch_size: must be in [1, 4096], got 5000"},
-        {"model:\n  beam_size: 0\n", "2:14: model.beam_size: must be in [1, 10000], got 0 (1: greedy CTC)"},
-        {"model:\n  nbest: 0\n", "2:10: model.nbest: must be >= 1"},
+        {"model:\n  beam_size: 0\n", "2:14: model.beam_size: must be in [1, 10000], got 0 (1: greedy CTC; leave it out for 1)"},
+        {"model:\n  nbest: 0\n", "2:10: model.nbest: must be in [1, 1000], got 0 (leave it out for 1)"},
         {"parallel:\n  n_workers: 0\n", "2:14: parallel.n_workers: must be in [1, 4096], got 0"},
     };
     expect_errors("--inference_config", inference, sizeof inference / sizeof *inference);
@@ -438,13 +439,38 @@ Test(config_values, absent_keys_keep_defaults)
     test_write_text(path, "trainer:\n  max_epochs: 3\nparallel:\n  env: local\n");
     esp_config *cfg;
     esp_err err;
-    /* Without the template the fields stay unset (0): the stages use their defaults. */
+    /* Without the template, the defaults declared with the keys (config_values.c) in the typed
+     * view; the resolved tree (config.yaml, --dry_run) keeps what was written. */
     cr_assert_eq(cfg_load(CONFIG_TRAINING, path, 0, NULL, 0, &cfg, &err), 0, "%s", err.msg);
     const training_cfg *t = cfg->typed;
-    cr_assert_eq(t->trainer->devices, 0);
-    cr_assert_eq(t->trainer->accumulate_grad_batches, 0);
-    cr_assert_eq(t->parallel->n_workers, 0);
+    cr_assert_eq(t->trainer->devices, 1);
+    cr_assert_eq(t->trainer->num_nodes, 1);
+    cr_assert_eq(t->trainer->accumulate_grad_batches, 1);
+    cr_assert_eq(t->trainer->log_every_n_steps, 50);
+    cr_assert_eq(t->trainer->num_sanity_val_steps, 2);
+    cr_assert_eq(t->trainer->max_steps, -1);
+    cr_assert_eq(t->trainer->max_epochs, 3);
+    cr_assert_eq(t->parallel->n_workers, 0); /* no default: left out, local_gpu takes one per GPU */
+    cr_assert_null(yt_get_path(cfg->tree, "trainer.devices"));
+    cr_assert_str_eq(yt_get_path(cfg->full, "trainer.devices")->str, "1");
     config_free(cfg);
+    /* No trainer block: Lightning's Trainer() with all its defaults. */
+    test_write_text(path, "seed: 1\n");
+    cr_assert_eq(cfg_load(CONFIG_TRAINING, path, 0, NULL, 0, &cfg, &err), 0, "%s", err.msg);
+    t = cfg->typed;
+    cr_assert_not_null(t->trainer);
+    cr_assert_eq(t->trainer->max_epochs, 1000);
+    cr_assert_eq(t->trainer->devices, 1);
+    cr_assert_null(t->tokenizer); /* a block without MAKE_BLOCK stays left out */
+    config_free(cfg);
+    /* Written values win over the defaults, 0 where it means something included. */
+    test_write_text(path, "trainer:\n  num_sanity_val_steps: 0\n  log_every_n_steps: 7\n");
+    cr_assert_eq(cfg_load(CONFIG_TRAINING, path, 0, NULL, 0, &cfg, &err), 0, "%s", err.msg);
+    t = cfg->typed;
+    cr_assert_eq(t->trainer->num_sanity_val_steps, 0);
+    cr_assert_eq(t->trainer->log_every_n_steps, 7);
+    config_free(cfg);
+    test_write_text(path, "trainer:\n  max_epochs: 3\nparallel:\n  env: local\n");
     /* With it, the template's values. */
     cr_assert_eq(cfg_load(CONFIG_TRAINING, path, 1, NULL, 0, &cfg, &err), 0, "%s", err.msg);
     t = cfg->typed;
@@ -463,6 +489,30 @@ Test(config_values, absent_keys_keep_defaults)
                           "        batch_size: 4\n");
     cr_assert_eq(cfg_load(CONFIG_TRAINING, path, 1, NULL, 0, &cfg, &err), 0, "%s", err.msg);
     config_free(cfg);
+}
+
+/* Every declared default is a value its key's range rule accepts, and the rule's message names it. */
+Test(config_values, defaults_are_in_range)
+{
+    size_t n;
+    const config_default *d = config_defaults(&n);
+    cr_assert_gt(n, 0);
+    for (size_t i = 0; i < n; i++) {
+        ynode *v = yt_scalar(d[i].value, 0, (ymark){0});
+        double x;
+        esp_err err;
+        cr_assert(yt_as_float(v, &x), "%s: %s", d[i].path, d[i].value);
+        cr_assert_eq(config_check_number(v, d[i].path, d[i].path, x, &err), 0, "%s: %s", d[i].path, err.msg);
+        cr_assert_str_eq(config_default_value(d[i].path), d[i].value);
+        yt_free(v);
+    }
+    static const bad_case cases[] = {
+        {"trainer:\n  log_every_n_steps: 0\n",
+         "2:22: trainer.log_every_n_steps: must be >= 1, got 0 (optimizer steps between two logged losses; leave it "
+         "out for 50)"},
+        {"trainer:\n  num_nodes: 0\n", "2:14: trainer.num_nodes: must be >= 1, got 0 (leave it out for 1)"},
+    };
+    expect_errors("--config", cases, sizeof cases / sizeof *cases);
 }
 
 /* ---- Lightning's max_epochs ------------------------------------------------------------------- */

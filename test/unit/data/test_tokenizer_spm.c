@@ -62,8 +62,8 @@ static int train(const char *type, long vocab, const char *const *uds, size_t n_
 {
     size_t n;
     char **lines = read_lines(fixture("train.txt"), &n);
-    spm_train_cfg c = {.model_type = type, .vocab_size = vocab, .user_defined_symbols = uds,
-                       .n_user_defined_symbols = n_uds};
+    spm_train_cfg c = {.model_type = type, .vocab_size = vocab, .character_coverage = 1.0,
+                       .user_defined_symbols = uds, .n_user_defined_symbols = n_uds};
     int rc = spm_train_tokenizer(&c, (const char *const *)lines, n, test_path(tmpdir, dir), "train.txt", err);
     free_lines(lines, n);
     return rc;

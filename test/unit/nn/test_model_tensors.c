@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/nn/model_tensors.h"
 
@@ -132,6 +133,55 @@ Test(model_tensors, every_model_kind_binds)
         free(base);
         param_table_free(&t);
     }
+}
+
+/* The floats of the gradient-view entries whose names start with prefix: [lo, hi) and their count. */
+static tensor_span named_span(const param_table *t, const char *const *prefixes, int n)
+{
+    tensor_span s = {0};
+    for (size_t i = 0; i < t->n; i++) {
+        const param_info *p = &t->items[i];
+        int match = 0;
+        for (int k = 0; k < n; k++) match |= !strncmp(p->name, prefixes[k], strlen(prefixes[k]));
+        if (!match || p->offset >= t->total) continue;
+        if (!s.covered || p->offset < s.lo) s.lo = p->offset;
+        if (!s.covered || p->offset + p->count > s.hi) s.hi = p->offset + p->count;
+        s.covered += p->count;
+    }
+    return s;
+}
+
+static void expect_span(tensor_span got, tensor_span want, const char *what)
+{
+    cr_assert(got.lo == want.lo && got.hi == want.hi && got.covered == want.covered,
+              "%s: span [%zu, %zu) covering %zu, the table's [%zu, %zu) covering %zu", what, got.lo, got.hi,
+              got.covered, want.lo, want.hi, want.covered);
+    cr_assert_eq(got.covered, got.hi - got.lo, "%s: other tensors lie inside its span", what);
+}
+
+/* The spans the backward reports gradients final by (core/nn/model.c) hold their modules' tensors
+ * as the names say, and nothing else. */
+Test(model_tensors, gradient_spans_are_the_modules_tensors)
+{
+    model_dims d = conformer_dims();
+    param_table t;
+    param_table_build(&t, &d);
+    float *grads = calloc(t.total, sizeof *grads);
+    model_tensors g;
+    model_tensors_bind(&g, &t, &d, grads, t.total);
+    for (int l = 0; l < d.blocks; l++) {
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "encoder.encoders.%d.", l);
+        const char *const p[] = {prefix};
+        expect_span(g.spans.blocks[l], named_span(&t, p, 1), prefix);
+    }
+    const char *const enc[] = {"encoder.encoders.", "encoder.embed.", "preencoder."};
+    expect_span(g.spans.encoder, named_span(&t, enc, 3), "encoder");
+    const char *const heads[] = {"ctc.", "encoder.after_norm.", "encoder.conditioning_layer."};
+    expect_span(g.spans.heads, named_span(&t, heads, 3), "heads");
+    model_tensors_free(&g);
+    free(grads);
+    param_table_free(&t);
 }
 
 /* A table entry the views do not know (here one renamed) would be left out of every forward. */

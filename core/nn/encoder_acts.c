@@ -1,0 +1,75 @@
+/* The one activation lifecycle of the encoders: each declares the buffers its blocks keep for the
+ * backward and the ones its blocks share (core/nn/encoder.h's enc_act_decl); this file allocates
+ * them for a batch shape, reuses them while later batches fit, aliases every block to block 0's
+ * when decoding (no backward keeps them), and frees them. */
+#include <string.h>
+
+#include "core/nn/encoder.h"
+
+void enc_act_add(enc_act_list *l, float **slot, size_t n)
+{
+    ESP_CHECK(l->k < ENC_ACT_MAX);
+    l->slot[l->k] = slot;
+    l->n[l->k++] = n;
+}
+
+static void *block_at(const enc_act_decl *decl, const enc_act_store *st, int l)
+{
+    return (char *)st->blocks + (size_t)l * decl->block_size;
+}
+
+static void alloc_list(backend *be, const enc_act_list *l)
+{
+    for (int i = 0; i < l->k; i++) *l->slot[i] = be->alloc(be, l->n[i] * sizeof(float) + 64);
+}
+
+static void free_list(backend *be, const enc_act_list *l)
+{
+    for (int i = 0; i < l->k; i++) {
+        be->free(be, *l->slot[i]);
+        *l->slot[i] = NULL;
+    }
+}
+
+void enc_acts_release(asr_model *m, const enc_act_decl *decl, enc_act_store *st)
+{
+    enc_act_shape none = {0};
+    enc_act_list fwd = {0}, work = {0};
+    decl->shared(m, &fwd, &work, none);
+    free_list(m->be, &fwd);
+    free_list(m->be, &work);
+    for (int l = 0; l < m->dims.blocks; l++) {
+        void *b = block_at(decl, st, l);
+        if (!(m->inference && l > 0)) { /* later blocks alias blocks[0] when decoding */
+            enc_act_list kept = {0};
+            decl->block(&m->dims, b, &kept, none);
+            free_list(m->be, &kept);
+        }
+        memset(b, 0, decl->block_size);
+    }
+    st->cap = none;
+}
+
+void enc_acts_ensure(asr_model *m, const enc_act_decl *decl, enc_act_store *st, int B, int T2)
+{
+    const model_dims *d = &m->dims;
+    enc_act_shape s = {(size_t)B * (size_t)T2, (size_t)B * d->heads * (size_t)T2 * T2,
+                       decl->positions && T2 > 0 ? 2 * (size_t)T2 - 1 : 0};
+    if (s.rows <= st->cap.rows && s.att <= st->cap.att && s.prows <= st->cap.prows) return;
+    enc_acts_release(m, decl, st);
+    for (int l = 0; l < d->blocks; l++) {
+        void *b = block_at(decl, st, l);
+        if (m->inference && l > 0) {
+            memcpy(b, st->blocks, decl->block_size);
+            continue;
+        }
+        enc_act_list kept = {0};
+        decl->block(d, b, &kept, s);
+        alloc_list(m->be, &kept);
+    }
+    enc_act_list fwd = {0}, work = {0};
+    decl->shared(m, &fwd, &work, s);
+    alloc_list(m->be, &fwd);
+    st->cap = s;
+    if (!m->inference) alloc_list(m->be, &work);
+}
