@@ -101,13 +101,19 @@ step() {
 }
 
 # The test binary on one filter; fails when the filter matches no test (a renamed test would
-# otherwise pass the lease by running nothing).
+# otherwise pass the lease by running nothing) and, on the GPU, when one was skipped (they skip
+# themselves without a CUDA device, as they must in the dry run).
 run_tests() {
     local tests=$1 filter=$2 out
     out=$("$tests" --filter "$filter" 2>&1)
     local rc=$?
     echo "$out"
-    grep -q 'Tested: [1-9]' <<<"$out" || { echo "lease.sh: no test matches $filter"; return 1; }
+    if [ -n "${LEASE_DRY:-}" ]; then
+        grep -qE 'Tested: [1-9]|Skipped here: [1-9]' <<<"$out" || { echo "lease.sh: no test matches $filter"; return 1; }
+    else
+        grep -q 'Tested: [1-9]' <<<"$out" || { echo "lease.sh: no test of $filter ran"; return 1; }
+        grep -q 'Skipped here: 0' <<<"$out" || { echo "lease.sh: a test of $filter was skipped on the GPU"; return 1; }
+    fi
     return $rc
 }
 export -f run_tests
@@ -165,6 +171,7 @@ pack)
     ;;
 run)
     out=${2:-${OUT:-/tmp}}
+    mkdir -p "$out"
     REPORT=$out/lease_report.md
     [ -f "$GPU_DIR/pack.tar.xz" ] || { echo "lease.sh run: no $GPU_DIR/pack.tar.xz (run 'scripts/gpu/lease.sh pack' here first, then carry $GPU_DIR)" >&2; exit 2; }
     dest=/tmp/espnet3_lease
@@ -178,8 +185,10 @@ run)
     run_steps "$dest/bin/espnet3" "$dest/bin/espnet3_tests" "$dest/bin/train_step" gpu cuda ""
     ;;
 dry-run)
-    REPORT=${2:-$(mktemp -d)}/lease_report.md
+    out=${2:-$(mktemp -d)}
+    mkdir -p "$out" && REPORT=$out/lease_report.md
     make -s -j2 CUDA=1 build-cuda/espnet3 build-cuda/espnet3_tests build-cuda/bench/train_step || exit 2
+    export LEASE_DRY=1
     run_steps "$ROOT/build-cuda/espnet3" "$ROOT/build-cuda/espnet3_tests" "$ROOT/build-cuda/bench/train_step" cpu cpu dry
     ;;
 *)
