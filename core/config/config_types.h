@@ -287,6 +287,12 @@ typedef struct encoder_conf_cfg {
     int *macaron_ffn;
     char *ffn_activation_type;
     int64_t *merge_conv_kernel;
+    /* ContextualBlockTransformerEncoder only (an error under the other encoders). */
+    int64_t *block_size;
+    int64_t *hop_size;
+    int64_t *look_ahead;
+    int *init_average;
+    int *ctx_pos_enc;
 } encoder_conf_cfg;
 
 /* ESPnet2's TransformerDecoder keys (espnet2/asr/decoder/transformer_decoder.py). */
