@@ -382,6 +382,7 @@ static const cyaml_schema_field_t model_conf_fields[] = {
     FLT("lsm_weight", model_conf_cfg, lsm_weight),
     BOOL("length_normalized_loss", model_conf_cfg, length_normalized_loss),
     FLT("interctc_weight", model_conf_cfg, interctc_weight),
+    BOOL_P("extract_feats_in_collect_stats", model_conf_cfg, extract_feats_in_collect_stats),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t lm_conf_fields[] = {

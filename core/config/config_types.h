@@ -324,6 +324,9 @@ typedef struct model_conf_cfg {
     double lsm_weight;
     int length_normalized_loss;
     double interctc_weight;    /* intermediate CTC's share of the CTC loss (core/nn/interctc.h); 0: none */
+    /* false: stage 3 takes the statistics of the waveform itself, as ESPnet2's collect_feats does
+     * (its "dummy stats"); NULL: left out (true: the log-mel features'). */
+    int *extract_feats_in_collect_stats;
 } model_conf_cfg;
 
 /* model.lm_conf of an LM task's training config: ESPnet2's TransformerLM arguments (lm: transformer)
