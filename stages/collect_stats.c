@@ -1,7 +1,9 @@
 /* Stage 3 collect_stats: per-utterance feature shapes and the sums for global mean/variance over
  * train and valid (an LM task: the transcripts' token counts alone), computed through the runner (parallel:) and merged in manifest order so the
  * output is identical for any number of workers. Writes ESPnet's files under ${stats_dir}/<split>/:
- * feats_shape ("uid T,D"), feats_stats.npz (count, sum, sum_square), stats_keys, text_shape.<token_type> (char, word, bpe). */
+ * feats_shape ("uid T,D"), feats_stats.npz (count, sum, sum_square), stats_keys, text_shape.<token_type> (char, word, bpe).
+ * model_conf.extract_feats_in_collect_stats false: the waveform's samples stand for the features
+ * ("uid L" shapes, scalar sums), as ESPnet2's collect_feats then does. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +38,7 @@ typedef struct stats_job {
     const augment_conf *aug;
     const noise_rir_conf *nr;
     uint64_t seed;
+    int waveform; /* model_conf.extract_feats_in_collect_stats false: the samples are the "features" */
 } stats_job;
 
 /* What each worker builds once: the frontend (FFTW plans, mel matrix) and a feature buffer. */
@@ -83,11 +86,13 @@ static int forward(size_t idx, void *p, runner_buf *out, esp_err *err)
         asr_augment_waveform(env->job->aug, env->job->nr, env->job->seed, 0, e->utt, env->job->opts.fs,
                              frontend_min_samples(env->fe), &x, &n);
     uint32_t T = (uint32_t)frontend_num_frames(env->fe, n), D = (uint32_t)env->job->opts.n_mels;
+    if (env->job->waveform) T = (uint32_t)n, D = 1;
     if ((size_t)T * D > env->cap) {
         env->cap = (size_t)T * D;
         env->feats = xrealloc(env->feats, env->cap * sizeof *env->feats);
     }
-    frontend_logmel(env->feats, env->fe, x, n);
+    if (env->job->waveform) memcpy(env->feats, x, n * sizeof *x);
+    else frontend_logmel(env->feats, env->fe, x, n);
     free(x);
     double *acc = xcalloc(2 * (size_t)D, sizeof *acc);
     for (uint32_t t = 0; t < T; t++) {
@@ -111,6 +116,7 @@ typedef struct merge_ctx {
     double *sum, *sum_square;
     int64_t count;
     uint32_t dim;
+    int waveform; /* shape lines "uid L", as ESPnet writes a 1-D speech's */
 } merge_ctx;
 
 static int merge_one(size_t idx, const void *data, size_t len, void *p, esp_err *err)
@@ -128,7 +134,8 @@ static int merge_one(size_t idx, const void *data, size_t len, void *p, esp_err 
         c->sum_square[d] += acc[D + d];
     }
     c->count += T;
-    fprintf(c->shape, "%s %" PRIu32 ",%" PRIu32 "\n", c->m->items[idx].utt, T, D);
+    if (c->waveform) fprintf(c->shape, "%s %" PRIu32 "\n", c->m->items[idx].utt, T);
+    else fprintf(c->shape, "%s %" PRIu32 ",%" PRIu32 "\n", c->m->items[idx].utt, T, D);
     return 0;
 }
 
@@ -202,6 +209,11 @@ static int collect_split(const training_cfg *cfg, const char *split, const token
     if (tm && !strcmp(split, "train")) job.aug = tm->aug_on ? &tm->aug : NULL, job.nr = tm->nr_on ? &tm->nr : NULL;
     frontend_opts_from_cfg(cfg->model ? cfg->model->frontend_conf : NULL, &job.opts);
     if (frontend_opts_check(&job.opts, err) != 0) goto out;
+    const model_conf_cfg *mcf = cfg->model ? cfg->model->model_conf : NULL;
+    job.waveform = mcf && mcf->extract_feats_in_collect_stats && !*mcf->extract_feats_in_collect_stats;
+    if (job.waveform)
+        log_info("collect_stats: %s: model_conf.extract_feats_in_collect_stats false: the waveform's statistics "
+                 "(ESPnet2's dummy stats), not the features'", split);
     /* Same utterances and frontend settings = same job: finished shards are reused on a rerun. */
     uint64_t h = FNV1A64_INIT;
     for (size_t i = 0; i < m.n; i++) {
@@ -218,6 +230,11 @@ static int collect_split(const training_cfg *cfg, const char *split, const token
     char *sig = xasprintf("manifest %016" PRIx64 " fs %d n_fft %d win %d hop %d mels %d fmin %g fmax %g%s%s", h,
                           job.opts.fs, job.opts.n_fft, job.opts.win_length, job.opts.hop_length, job.opts.n_mels,
                           job.opts.fmin, job.opts.fmax, job.resample ? " resample" : "", aug_sig);
+    if (job.waveform) {
+        char *s = xasprintf("%s waveform", sig);
+        free(sig);
+        sig = s;
+    }
     free(aug_sig);
     char *label = xasprintf("collect_stats %s", split);
     runner_job rj = {.name = label, .n_items = m.n, .work_dir = work_dir, .signature = sig, .provide = provide,
@@ -232,7 +249,8 @@ static int collect_split(const training_cfg *cfg, const char *split, const token
     }
 
     mc.m = &m;
-    mc.dim = (uint32_t)job.opts.n_mels;
+    mc.dim = job.waveform ? 1 : (uint32_t)job.opts.n_mels;
+    mc.waveform = job.waveform;
     mc.sum = xcalloc(mc.dim, sizeof *mc.sum);
     mc.sum_square = xcalloc(mc.dim, sizeof *mc.sum_square);
     char *shape_path = xasprintf("%s/feats_shape", out_dir);
@@ -257,6 +275,7 @@ static int collect_split(const training_cfg *cfg, const char *split, const token
         {.name = "sum", .dtype = NPY_F32, .ndim = 1, .shape = {mc.dim}, .count = mc.dim, .data = sum32},
         {.name = "sum_square", .dtype = NPY_F32, .ndim = 1, .shape = {mc.dim}, .count = mc.dim, .data = sq32},
     };
+    if (job.waveform) arrays[1].ndim = arrays[2].ndim = 0; /* ESPnet's sums of 1-D sequences are scalars */
     char *npz_path = xasprintf("%s/feats_stats.npz", out_dir);
     char *keys_path = xasprintf("%s/stats_keys", out_dir);
     char *text_path = xasprintf("%s/text_shape.%s", out_dir, token_type_name(tl->type));

@@ -59,6 +59,10 @@ static int check_model_keys(const model_cfg *m, const char *file, esp_err *err)
     if (pre_ln && m->encoder && !strcmp(m->encoder, "e_branchformer"))
         log_warn("%s: model.encoder_conf.normalize_before: not a key of EBranchformerEncoder (ESPnet2 would raise a "
                  "TypeError; its blocks are pre-LN, as true says): ignored", file);
+    const int *feats_stats = m && m->model_conf ? m->model_conf->extract_feats_in_collect_stats : NULL;
+    if (feats_stats && !*feats_stats && m->normalize && !strcmp(m->normalize, "global_mvn"))
+        return esp_fail(err, "%s: model.model_conf.extract_feats_in_collect_stats: false leaves stage 3 the waveform's "
+                        "statistics, which global_mvn would apply to the features (use utterance_mvn, or true)", file);
     esp_err why; /* the encoder keys, before any data is read */
     if (encoder_dims_from_cfg(NULL, m, &why) != 0) return esp_fail(err, "%s: %s", file, why.msg);
     return 0;

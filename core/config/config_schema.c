@@ -347,6 +347,11 @@ static const cyaml_schema_field_t encoder_conf_fields[] = {
     BOOL_P("macaron_ffn", encoder_conf_cfg, macaron_ffn),
     STR("ffn_activation_type", encoder_conf_cfg, ffn_activation_type),
     INT_P("merge_conv_kernel", encoder_conf_cfg, merge_conv_kernel),
+    INT_P("block_size", encoder_conf_cfg, block_size),
+    INT_P("hop_size", encoder_conf_cfg, hop_size),
+    INT_P("look_ahead", encoder_conf_cfg, look_ahead),
+    BOOL_P("init_average", encoder_conf_cfg, init_average),
+    BOOL_P("ctx_pos_enc", encoder_conf_cfg, ctx_pos_enc),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t decoder_conf_fields[] = {
@@ -377,6 +382,7 @@ static const cyaml_schema_field_t model_conf_fields[] = {
     FLT("lsm_weight", model_conf_cfg, lsm_weight),
     BOOL("length_normalized_loss", model_conf_cfg, length_normalized_loss),
     FLT("interctc_weight", model_conf_cfg, interctc_weight),
+    BOOL_P("extract_feats_in_collect_stats", model_conf_cfg, extract_feats_in_collect_stats),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t lm_conf_fields[] = {

@@ -288,6 +288,12 @@ typedef struct encoder_conf_cfg {
     int *macaron_ffn;
     char *ffn_activation_type;
     int64_t *merge_conv_kernel;
+    /* ContextualBlockTransformerEncoder only (an error under the other encoders). */
+    int64_t *block_size;
+    int64_t *hop_size;
+    int64_t *look_ahead;
+    int *init_average;
+    int *ctx_pos_enc;
 } encoder_conf_cfg;
 
 /* ESPnet2's TransformerDecoder keys (espnet2/asr/decoder/transformer_decoder.py). */
@@ -319,6 +325,9 @@ typedef struct model_conf_cfg {
     double lsm_weight;
     int length_normalized_loss;
     double interctc_weight;    /* intermediate CTC's share of the CTC loss (core/nn/interctc.h); 0: none */
+    /* false: stage 3 takes the statistics of the waveform itself, as ESPnet2's collect_feats does
+     * (its "dummy stats"); NULL: left out (true: the log-mel features'). */
+    int *extract_feats_in_collect_stats;
 } model_conf_cfg;
 
 /* model.lm_conf of an LM task's training config: ESPnet2's TransformerLM arguments (lm: transformer)

@@ -119,6 +119,10 @@ static const num_rule num_rules[] = {
     {"model.encoder_conf.cgmlp_linear_units", 2, 262144, EVEN, "even and in [2, 262144]", "the gating unit splits it in halves; "
      "leave it out for 2048"},
     {"model.encoder_conf.layer_drop_rate", 0, 1, 0, "in [0, 1]", "0: every block runs"},
+    {"model.encoder_conf.block_size", 1, 100000, 0, "in [1, 100000]", "frames per block after subsampling; leave it out "
+     "for 40"},
+    {"model.encoder_conf.hop_size", 1, 100000, 0, "in [1, 100000]", "leave it out for 16"},
+    {"model.encoder_conf.look_ahead", 0, 100000, 0, "in [0, 100000]", "leave it out for 16"},
     DROPOUT("model.encoder_conf.dropout_rate"),
     DROPOUT("model.encoder_conf.positional_dropout_rate"),
     DROPOUT("model.encoder_conf.attention_dropout_rate"),

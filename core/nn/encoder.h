@@ -2,7 +2,8 @@
  * (Conv2dSubsampling and the positional scaling) and the head (after_norm, CTC); an encoder runs
  * its blocks between them, with activations it owns (m->enc). One implementation per file:
  * core/nn/encoder_transformer.c, core/nn/encoder_conformer.c, core/nn/encoder_ebranchformer.c (with the
- * pieces the last two share in core/nn/encoder_blocks.c). */
+ * pieces the last two share in core/nn/encoder_blocks.c), core/nn/encoder_contextual.c (the
+ * Transformer layer of core/nn/encoder_tblock.c over blocks of frames). */
 #ifndef ESPNET3_NN_ENCODER_H
 #define ESPNET3_NN_ENCODER_H
 
@@ -103,6 +104,21 @@ void enc_attn_forward(asr_model *m, int l, const enc_attn_bufs *b, const float *
 void enc_attn_backward(asr_model *m, int l, const enc_attn_bufs *b, const enc_attn_work *w, const float *x,
                        const float *dy, int site);
 
+/* The Transformer encoder layer on nb sequences of t rows with key lengths lens (core/nn/
+ * encoder_tblock.c): its activations (each N = nb x t rows; att nb x heads x t x t) and the
+ * backward's work (tmp also the forward's scratch, N x d; dff N x ff; the others N x d). The
+ * backward takes in dh the gradient of h_out and leaves there that of x. */
+typedef struct tblock_acts {
+    float *ln1, *mean1, *rstd1, *q, *k, *v, *att, *atty, *h1, *ln2, *mean2, *rstd2, *f1, *h_out;
+} tblock_acts;
+typedef struct tblock_work {
+    float *tmp, *dq, *dk, *dv, *datt, *dff, *dln;
+} tblock_work;
+void tblock_forward(asr_model *m, int l, const tblock_acts *b, const float *x, float *tmp, int nb, int t,
+                    const int *lens);
+void tblock_backward(asr_model *m, int l, const tblock_acts *b, const tblock_work *w, const float *x, float *dh,
+                     int nb, int t, const int *lens);
+
 /* The input layer (core/nn/model_embed.c): sizes for B x T input frames into m (T2, nconv, tk,
  * fk) and the per-utterance lengths m->hlens; buffers grown with model.c's; m->x -> m->h0 and
  * back (m->dh holds the gradient of h0). */
@@ -138,5 +154,6 @@ void interctc_before_block_backward(asr_model *m, int l);
 extern const encoder_impl encoder_transformer;
 extern const encoder_impl encoder_conformer;
 extern const encoder_impl encoder_ebranchformer;
+extern const encoder_impl encoder_contextual;
 
 #endif

@@ -1,5 +1,6 @@
 /* model.encoder and encoder_conf's structural keys -> model_dims: ESPnet2's TransformerEncoder,
- * ConformerEncoder and EBranchformerEncoder arguments with their defaults. A key is implemented, or accepted where its
+ * ConformerEncoder, EBranchformerEncoder and ContextualBlockTransformerEncoder arguments with
+ * their defaults. A key is implemented, or accepted where its
  * value gives the model as implemented (ESPnet2's default, or a key without effect on it), or
  * refused here: never ignored. The sizes and rates are read by model_dims_from_cfg and stage 5. */
 #include <string.h>
@@ -36,6 +37,53 @@ static const char *ebranchformer_only_key(const encoder_conf_cfg *e)
     if (e->ffn_activation_type) return "ffn_activation_type";
     if (e->merge_conv_kernel) return "merge_conv_kernel";
     return NULL;
+}
+
+/* The keys only ContextualBlockTransformerEncoder.__init__ takes. */
+static const char *contextual_only_key(const encoder_conf_cfg *e)
+{
+    if (e->block_size) return "block_size";
+    if (e->hop_size) return "hop_size";
+    if (e->look_ahead) return "look_ahead";
+    if (e->init_average) return "init_average";
+    if (e->ctx_pos_enc) return "ctx_pos_enc";
+    return NULL;
+}
+
+/* ContextualBlockTransformerEncoder: the TransformerEncoder's keys but pos_enc_layer_type,
+ * interctc_* and layer_drop_rate (TypeError there), and its block geometry. */
+static int contextual_dims(model_dims *out, const encoder_conf_cfg *e, int input_layer, esp_err *err)
+{
+    const char *key = e ? conformer_only_key(e, 1) : NULL;
+    if (!key && e) key = ebranchformer_only_key(e);
+    if (!key && e && e->pos_enc_layer_type) key = "pos_enc_layer_type";
+    if (!key && e && e->n_interctc_layer_idx) key = "interctc_layer_idx";
+    if (!key && e && e->interctc_use_conditioning) key = "interctc_use_conditioning";
+    if (!key && e && e->layer_drop_rate) key = "layer_drop_rate";
+    if (!key && e && e->qk_norm) key = "qk_norm";
+    if (key)
+        return esp_fail(err, "model.encoder_conf.%s: not a key of ContextualBlockTransformerEncoder, which would raise "
+                             "a TypeError (remove it; its own keys: block_size, hop_size, look_ahead, init_average, "
+                             "ctx_pos_enc)", key);
+    if (input_layer != IN_CONV2D && input_layer != IN_CONV2D6 && input_layer != IN_CONV2D8 && input_layer != IN_LINEAR)
+        return esp_fail(err, "model.encoder_conf.input_layer: %s is not supported by contextual_block_transformer (use "
+                             "conv2d, conv2d6, conv2d8 or linear)", input_layer_name(input_layer));
+    int64_t bs = e && e->block_size ? *e->block_size : 40, hop = e && e->hop_size ? *e->hop_size : 16;
+    int64_t la = e && e->look_ahead ? *e->look_ahead : 16;
+    if (bs < 1 || hop < 1 || la < 0 || hop + la > bs || bs > 100000)
+        return esp_fail(err, "model.encoder_conf: block_size %lld, hop_size %lld, look_ahead %lld: need hop_size >= 1, "
+                             "look_ahead >= 0 and hop_size + look_ahead <= block_size <= 100000 (block_size 0, "
+                             "ESPnet's whole-utterance mode, cannot stream)", (long long)bs, (long long)hop,
+                        (long long)la);
+    if (e && e->init_average && !*e->init_average)
+        return esp_fail(err, "model.encoder_conf.init_average: false (max-initialized context vectors) is not "
+                             "supported: ESPnet's encoder fails on it too (assigns torch.max's tuple); use true");
+    if (out) {
+        out->encoder = ENC_CONTEXTUAL;
+        out->block_size = (int)bs, out->hop_size = (int)hop, out->look_ahead = (int)la;
+        out->ctx_pos_enc = e && e->ctx_pos_enc ? *e->ctx_pos_enc : 1;
+    }
+    return 0;
 }
 
 /* An odd kernel size in [1, 1023] ('SAME' padding), or the default when the key is left out. */
@@ -186,15 +234,22 @@ int encoder_dims_from_cfg(model_dims *out, const model_cfg *m, esp_err *err)
     const encoder_conf_cfg *e = m ? m->encoder_conf : NULL;
     int conformer = m && m->encoder && !strcmp(m->encoder, "conformer");
     int ebf = m && m->encoder && !strcmp(m->encoder, "e_branchformer");
-    if (m && m->encoder && !conformer && !ebf && strcmp(m->encoder, "transformer"))
-        return esp_fail(err, "model.encoder: '%s' is not supported (supported: transformer, conformer, e_branchformer)",
-                        m->encoder);
+    int ctx = m && m->encoder && !strcmp(m->encoder, "contextual_block_transformer");
+    if (m && m->encoder && !conformer && !ebf && !ctx && strcmp(m->encoder, "transformer"))
+        return esp_fail(err, "model.encoder: '%s' is not supported (supported: transformer, conformer, e_branchformer, "
+                             "contextual_block_transformer)", m->encoder);
     if (e && check_common(e, err) != 0) return -1;
     int kind = -1;
     if (input_layer_of(e, conformer, &kind, err) != 0) return -1;
     if (out) out->input_layer = kind;
+    if (ctx) return contextual_dims(out, e, kind, err);
+    const char *key = e ? contextual_only_key(e) : NULL;
+    if (key)
+        return esp_fail(err, "model.encoder_conf.%s: a ContextualBlockTransformerEncoder key, which the %s encoder "
+                             "does not take (set model.encoder: contextual_block_transformer, or remove it)", key,
+                        m->encoder ? m->encoder : "transformer");
     if (ebf) return ebranchformer_dims(out, e, err);
-    const char *key = e ? ebranchformer_only_key(e) : NULL;
+    key = e ? ebranchformer_only_key(e) : NULL;
     if (key)
         return esp_fail(err, "model.encoder_conf.%s: an EBranchformerEncoder key, which the %s encoder does not take "
                              "(set model.encoder: e_branchformer, or remove it)", key,

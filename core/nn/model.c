@@ -19,6 +19,7 @@ static const encoder_impl *encoder_of(const asr_model *m)
     switch (m->dims.encoder) {
     case ENC_CONFORMER: return &encoder_conformer;
     case ENC_EBRANCHFORMER: return &encoder_ebranchformer;
+    case ENC_CONTEXTUAL: return &encoder_contextual;
     default: return &encoder_transformer;
     }
 }

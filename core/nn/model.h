@@ -9,7 +9,8 @@
  *      (Conv2d(1, d, 3, 2) + ReLU, Conv2d(d, d, 3, 2) + ReLU, Linear(d * f2, d)), its 2/6/8
  *      variants, Conv1dSubsampling2, linear or none; then x * sqrt(d) (+ sinusoidal PE, except
  *      with the Conformer's relative positions), dropout(positional_dropout_rate)
- *   -> num_blocks pre-LN blocks (core/nn/encoder_transformer.c, core/nn/encoder_conformer.c)
+ *   -> num_blocks pre-LN blocks (core/nn/encoder_transformer.c, core/nn/encoder_conformer.c,
+ *      core/nn/encoder_ebranchformer.c; core/nn/encoder_contextual.c runs them over blocks of frames)
  *   -> after_norm LayerNorm -> dropout(ctc_conf.dropout_rate) -> ctc_lo -> log_softmax
  *   -> CTC loss (blank 0, sum over the batch / B, zero_infinity).
  * With model.decoder: transformer, the encoder output (after after_norm) also feeds ESPnet2's
@@ -89,6 +90,10 @@ typedef struct asr_model {
     float *pre_drop, *pre_x, *dpre;
     const float *pre_in;
     encoder_acts *enc;       /* the blocks between h0 and the head */
+    /* Set by an encoder that also reads the positional stage's input (the contextual block
+     * encoder): the gradient of that input through the encoder's own branch (B x T2, d), which
+     * the input layer's backward adds; NULL otherwise. */
+    const float *dpos_in;
     interctc_acts *ic;       /* intermediate CTC (dims.n_interctc); NULL when nothing needs it */
     const float *h_enc;      /* the last block's output */
     float *lnf, *meanf, *rstdf, *zd, *logp;

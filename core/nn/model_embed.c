@@ -9,7 +9,9 @@
  *            conformer: the positional stage alone (idim = d); e_branchformer: the positional
  *            stage alone (idim = d) or a plain Linear(idim, d) without it
  * then the positional stage: x * sqrt(d) + PE (abs_pos), or x * sqrt(d) with relative positions
- * (rel_pos: the encoder adds them in attention), dropout(positional_dropout_rate).
+ * (rel_pos: the encoder adds them in attention), dropout(positional_dropout_rate). An encoder that
+ * reads the stage's input itself (the contextual block encoder's context vectors) leaves that
+ * branch's gradient in m->dpos_in, which the backward adds.
  * The 3x3 stride-2 convs run on conv2d_* (Winograd for d channels), the others on conv2d_gen_*.
  * Conv outputs are channels last: a frame's features are (f2, d) f-major where torch flattens
  * (d, f2), so the out Linear uses its weight with the columns reordered to (f, c) (wout_fc). */
@@ -90,6 +92,12 @@ void embed_alloc(asr_model *m, int B, int T)
 #undef A
 }
 
+/* input_layer linear ends with a ReLU in the Transformer encoders (not the Conformer's). */
+static int relu_after_linear(const model_dims *d)
+{
+    return d->encoder == ENC_TRANSFORMER || d->encoder == ENC_CONTEXTUAL;
+}
+
 /* The positional stage: h0 = drop(x * sqrt(d) (+ pe)); all but input_layer null's plain cases. */
 static int has_pos_stage(const asr_model *m)
 {
@@ -163,7 +171,7 @@ void embed_forward(asr_model *m)
         be->layernorm_forward(be, m->eln, m->emean, m->erstd, m->e, m->w.embed.norm.weight, m->w.embed.norm.bias, N,
                               D, 1e-5);
         be->dropout_forward(be, m->eact, m->eln, (size_t)N * D, r.pd, m->seed, STREAM_EMBED);
-        if (d->encoder == ENC_TRANSFORMER) be->relu_forward(be, m->eact, m->eact, (size_t)N * D);
+        if (relu_after_linear(d)) be->relu_forward(be, m->eact, m->eact, (size_t)N * D);
         pin = m->eact;
     } else if (!has_pos_stage(m)) { /* input_layer null without a positional stage */
         if (model_input_dim(d) == D)
@@ -197,10 +205,11 @@ void embed_backward(asr_model *m)
     /* h0 = drop(in * sqrt(d) (+ pe)): m->dh becomes the gradient of the stage's input. */
     be->dropout_backward(be, m->dh, m->dh, (size_t)N * D, r.pp, m->seed, STREAM_POS);
     be->scale(be, m->dh, m->dh, sqrt((double)D), (size_t)N * D);
+    if (m->dpos_in) be->add(be, m->dh, m->dh, m->dpos_in, (size_t)N * D);
     if (m->nconv > 0) {
         conv_stack_backward(m, m->dh);
     } else if (d->input_layer == IN_LINEAR) {
-        if (d->encoder == ENC_TRANSFORMER) be->relu_backward(be, m->dh, m->dh, m->eact, (size_t)N * D);
+        if (relu_after_linear(d)) be->relu_backward(be, m->dh, m->dh, m->eact, (size_t)N * D);
         be->dropout_backward(be, m->dh, m->dh, (size_t)N * D, r.pd, m->seed, STREAM_EMBED);
         be->layernorm_backward(be, m->dtmp, m->g.embed.norm.weight, m->g.embed.norm.bias, m->dh, m->e,
                                m->w.embed.norm.weight, m->emean, m->erstd, N, D, 0);

@@ -49,7 +49,10 @@ const char *input_layer_name(int kind)
     return kind >= 0 && kind <= IN_NONE ? names[kind] : "?";
 }
 
-const char *input_layer_out_name(int kind) { return kind == IN_CONV2D8 ? "encoder.embed.out" : EMBED_OUT_SEQ; }
+const char *input_layer_out_name(int kind, int encoder)
+{
+    return kind == IN_CONV2D8 || encoder == ENC_CONTEXTUAL ? "encoder.embed.out" : EMBED_OUT_SEQ;
+}
 
 int model_dims_from_cfg(model_dims *out, const model_cfg *m, int idim, int vocab, esp_err *err)
 {
@@ -356,7 +359,7 @@ static void add_input_layer(param_table *t, const model_dims *d)
         snprintf(n, sizeof n, "encoder.embed.conv.%d.bias", 2 * i);
         ADD(t, n, 0, d->d);
     }
-    if (nc > 0) add_linear(t, input_layer_out_name(d->input_layer), d->d, (int64_t)d->d * d->f2);
+    if (nc > 0) add_linear(t, input_layer_out_name(d->input_layer, d->encoder), d->d, (int64_t)d->d * d->f2);
     if (d->input_layer == IN_LINEAR) {
         add_linear(t, "encoder.embed.0", d->d, model_input_dim(d));
         add_norm(t, "encoder.embed.1", d->d);

@@ -11,9 +11,12 @@
 #include "core/config/config_types.h"
 #include "core/base/log.h"
 
-/* model.encoder: ESPnet2's TransformerEncoder (the zero value), ConformerEncoder or
- * EBranchformerEncoder. */
-typedef enum encoder_kind { ENC_TRANSFORMER = 0, ENC_CONFORMER = 1, ENC_EBRANCHFORMER = 2 } encoder_kind;
+/* model.encoder: ESPnet2's TransformerEncoder (the zero value), ConformerEncoder,
+ * EBranchformerEncoder or ContextualBlockTransformerEncoder (contextual_block_transformer: the
+ * Transformer's blocks run over overlapping blocks of frames, core/nn/encoder_contextual.c). */
+typedef enum encoder_kind {
+    ENC_TRANSFORMER = 0, ENC_CONFORMER = 1, ENC_EBRANCHFORMER = 2, ENC_CONTEXTUAL = 3
+} encoder_kind;
 /* encoder_conf.activation_type of the Conformer (feed-forward and convolution module), the
  * E-Branchformer's ffn_activation_type and gate_activation (identity: the gate's only). */
 typedef enum encoder_act { ACT_SWISH = 0, ACT_RELU = 1, ACT_IDENTITY = 2 } encoder_act;
@@ -44,9 +47,10 @@ int input_layer_out_bins(int kind, int idim);
 /* "conv2d", ... "null": the config spelling. */
 const char *input_layer_name(int kind);
 /* The Linear after the convs: a Sequential's first module (out.0 in ESPnet's state dict) for conv2d,
- * conv2d2, conv2d6 and conv1d2, a plain Linear (out) for conv2d8. */
+ * conv2d2, conv2d6 and conv1d2, a plain Linear (out) for conv2d8 and for every input layer of the
+ * contextual block encoder (Conv2dSubsamplingWOPosEnc). */
 #define EMBED_OUT_SEQ "encoder.embed.out.0"
-const char *input_layer_out_name(int kind);
+const char *input_layer_out_name(int kind, int encoder);
 
 enum { MODEL_MAX_INTERCTC = 32 };
 
@@ -76,6 +80,11 @@ typedef struct model_dims {
     int linear_after_conv; /* use_linear_after_conv */
     int gate_act;        /* gate_activation: encoder_act (ACT_IDENTITY by default) */
     int merge_kernel;    /* merge_conv_kernel (odd) */
+    /* The contextual block encoder's blocks (frames after the input layer): each block sees
+     * block_size frames, consecutive blocks start hop_size apart, and a frame's output comes from
+     * the block where look_ahead frames follow it; ctx_pos_enc: the context vectors get the
+     * positional encoding too. */
+    int block_size, hop_size, look_ahead, ctx_pos_enc;
     /* The attention decoder (model.decoder: transformer, decoder_conf) and the branches of the
      * joint loss; see core/nn/decoder_conf.h. dec_blocks 0: no decoder (CTC only, ctc_weight 1). */
     int dec_blocks;      /* decoder_conf.num_blocks */

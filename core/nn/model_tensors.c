@@ -92,7 +92,7 @@ static void bind_embed(binder *b, embed_tensors *e, const model_dims *d)
         snprintf(s, sizeof s, "encoder.embed.conv.%d", 2 * i);
         e->conv[i] = linear(b, s);
     }
-    e->out = linear(b, input_layer_out_name(d->input_layer));
+    e->out = linear(b, input_layer_out_name(d->input_layer, d->encoder));
     e->linear = linear(b, "encoder.embed.0");
     e->norm = norm(b, "encoder.embed.1");
     e->plain = linear(b, "encoder.embed");

@@ -1,6 +1,6 @@
 /* A whole training step at ESPnet2's default sizes stays finite, for each model kind: forward, loss
- * and backward of the Transformer, Conformer and E-Branchformer encoders (ESPnet2's default
- * encoder_conf: 256 wide, 6 / 6 / 12 blocks), the first with the joint CTC/attention loss and
+ * and backward of the Transformer, Conformer, E-Branchformer and contextual block encoders (ESPnet2's
+ * default encoder_conf: 256 wide, 6 / 6 / 12 / 6 blocks), the first with the joint CTC/attention loss and
  * intermediate CTC, on a padded batch of 4 with dropout on; and the language models at ESPnet2's
  * defaults (TransformerLM: embed 128, att_unit 256, 4 layers; SequentialRNNLM: a 2-layer LSTM of
  * 650) on a padded batch of 4 texts, dropout on; every parameter and gradient must be
@@ -104,6 +104,14 @@ Test(finite_step, e_branchformer, .timeout = 300)
     encoder_conf_cfg e = {.use_ffn = &yes, .macaron_ffn = &yes};
     model_cfg cfg = {.encoder = ebf, .encoder_conf = &e};
     step("e_branchformer", &cfg);
+}
+
+/* 74 frames after subsampling: blocks of 40 (hop 16, look-ahead 16), ESPnet2's defaults. */
+Test(finite_step, contextual_block_transformer, .timeout = 300)
+{
+    char *ctx = "contextual_block_transformer";
+    model_cfg cfg = {.encoder = ctx};
+    step("contextual_block_transformer", &cfg);
 }
 
 /* An LM task's step: the model's LM form (no audio) on a padded batch of texts. */

@@ -17,6 +17,8 @@
 
 #include "core/data/audio.h"
 #include "core/formats/manifest.h"
+#include "core/formats/npz.h"
+#include "core/formats/safetensors.h"
 #include "test/unit/test_util.h"
 
 static char workdir[256];
@@ -501,4 +503,39 @@ Test(egs3, a_transform_runs_on_python_items_and_is_refused_on_other_sources)
                           "recipe's Python"),
               "%s", err);
     free(err);
+}
+
+/* ESPnet3's mini_an4 streaming config (conf/training_asr_streaming.yaml as it ships: the contextual
+ * block Transformer with block_size 40, hop_size 16, look_ahead 16, the joint loss,
+ * extract_feats_in_collect_stats false) runs stages 1-8 from the folder: stage 3 takes the
+ * waveform's statistics as ESPnet2's collect_feats then does ("uid L" shapes, scalar sums), the
+ * model file holds ContextualBlockTransformerEncoder's names, and conf/inference.yaml decodes it. */
+Test(egs3, mini_an4_streaming_config_runs_stages_1_8)
+{
+    char recipe[512];
+    copy_mini_an4(recipe, sizeof recipe);
+    int rc = run_in(recipe, "--training_config conf/training_asr_streaming.yaml --inference_config conf/inference.yaml "
+                            "--metrics_config conf/metrics.yaml", "stream");
+    cr_assert_eq(rc, 0, "stages 1-8 failed:\n%s", log_of("stream", "err"));
+    char exp[600];
+    snprintf(exp, sizeof exp, "%s/exp/training_asr_streaming", recipe);
+    cr_assert(test_exists(test_path(exp, "inference/test/hyp.scp")));
+    cr_assert(test_exists(test_path(exp, "inference/metrics.json")));
+    cr_assert(test_exists(test_path(exp, "model_pack")));
+    char *cfg = test_slurp(test_path(exp, "config.yaml"));
+    cr_assert(strstr(cfg, "encoder: contextual_block_transformer") && strstr(cfg, "look_ahead: 16"), "%s", cfg);
+    free(cfg);
+    char *shape = test_slurp(test_path(recipe, "exp/stats/train/feats_shape"));
+    cr_assert(!strncmp(shape, "train-000000 11200\n", 19), "%s", shape);
+    free(shape);
+    npz_file z;
+    esp_err e;
+    cr_assert_eq(npz_read(test_path(recipe, "exp/stats/train/feats_stats.npz"), &z, &e), 0, "%s", e.msg);
+    for (size_t i = 0; i < z.n; i++) cr_assert_eq(z.arrays[i].ndim, 0, "%s", z.arrays[i].name);
+    npz_free(&z);
+    st_file f;
+    cr_assert_eq(st_read(test_path(exp, "last/model.safetensors"), &f, &e), 0, "%s", e.msg);
+    cr_assert_not_null(st_get(&f, "encoder.embed.out.weight"));
+    cr_assert_not_null(st_get(&f, "encoder.encoders.0.norm2.bias"));
+    st_close(&f);
 }

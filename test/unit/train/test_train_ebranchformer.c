@@ -188,7 +188,8 @@ Test(ebranchformer_train, encoder_keys_are_checked)
         {"model.encoder_conf.cgmlp_linear_units=63", "cgmlp_linear_units: must be even and in [2, 262144]"},
         {"model.encoder_conf.layer_drop_rate=1.5", "layer_drop_rate: must be in [0, 1]"},
         {"model.encoder_conf.positionwise_layer_type=conv1d", "'conv1d' is not supported (supported: linear)"},
-        {"model.encoder=branchformer", "'branchformer' is not supported (supported: transformer, conformer, e_branchformer)"},
+        {"model.encoder=branchformer", "'branchformer' is not supported (supported: transformer, conformer, e_branchformer, "
+         "contextual_block_transformer)"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         truncate_log();

@@ -1,0 +1,278 @@
+/* ESPnet2's ContextualBlockTransformerEncoder (Tsunoo et al., "Transformer ASR with contextual
+ * block processing") for training and whole-utterance decoding, as its forward_train:
+ *   T2 <= block_size: the Transformer layers over the whole utterance (padding masked);
+ *   else the T2 frames (after the positional stage) are cut into nblk blocks of block_size frames
+ *   starting hop_size apart (the last one shorter, zero-padded), each a sequence of block_size + 2
+ *   rows: row 0 the context vector handed over from the previous block, rows 1..block_size the
+ *   frames, row block_size + 1 this block's context vector. Every layer runs on all blocks at once
+ *   (keys: rows 0..block_size; row 0's output is never read); between layers, row 0 of block k
+ *   becomes row block_size + 1 of block k - 1 (block 0: its own). The initial context vector of a
+ *   block is the mean of its frames before the positional stage (init_average), with the
+ *   positional encoding of its index (ctx_pos_enc). Frame f's output is taken from the first block
+ *   whose frames after it are at least look_ahead (the last block: the rest).
+ * Padding frames are no different from the others inside blocks (ESPnet masks nothing there), so
+ * batch results depend on padding as ESPnet's do. Blocks are gathered and scattered with the
+ * embedding ops over an index of rows (src: the frames, the context vectors, one zero row). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/nn/encoder.h"
+
+struct encoder_acts {
+    tblock_acts *layers;   /* inference: all alias layers[0] */
+    float **x;             /* each layer's input in the block layout (inference: one) */
+    size_t cap_rows, cap_att, cap_frames, cap_src;
+    float *src, *addin, *avg, *out;
+    int *idx_in, *idx_ctx, *idx_out, *lens; /* host */
+    int geom_B, geom_T2;   /* what the indices and avg were built for */
+    tblock_work w;         /* w.tmp: also the forward's scratch */
+    float *dalt, *dsrc, *dpos;
+};
+
+/* Blocks for T2 frames; 0: the whole utterance at once. */
+static int n_blocks(const model_dims *d, int T2)
+{
+    if (T2 <= d->block_size) return 0;
+    return (T2 - d->block_size + d->hop_size - 1) / d->hop_size + 1;
+}
+
+static encoder_acts *acts(asr_model *m)
+{
+    if (!m->enc) {
+        m->enc = xcalloc(1, sizeof *m->enc);
+        m->enc->layers = xcalloc((size_t)m->dims.blocks, sizeof *m->enc->layers);
+        m->enc->x = xcalloc((size_t)m->dims.blocks, sizeof *m->enc->x);
+        m->enc->geom_B = -1;
+    }
+    return m->enc;
+}
+
+static void free_all(backend *be, float **const *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        be->free(be, *p[i]);
+        *p[i] = NULL;
+    }
+}
+
+static void release(asr_model *m)
+{
+    encoder_acts *e = m->enc;
+    if (!e) return;
+    backend *be = m->be;
+    tblock_work *w = &e->w;
+    float **const own[] = {&w->tmp, &w->dq, &w->dk, &w->dv, &w->datt, &w->dff, &w->dln, &e->dalt, &e->dsrc,
+                           &e->dpos, &e->src, &e->addin, &e->avg, &e->out};
+    free_all(be, own, sizeof own / sizeof *own);
+    for (int l = 0; l < m->dims.blocks; l++) {
+        tblock_acts *b = &e->layers[l];
+        if (m->inference && l > 0) { /* aliases of layers[0] */
+            memset(b, 0, sizeof *b);
+            e->x[l] = NULL;
+            continue;
+        }
+        float **const bs[] = {&b->ln1, &b->mean1, &b->rstd1, &b->q,  &b->k,     &b->v,     &b->att,
+                              &b->atty, &b->h1,   &b->ln2,   &b->mean2, &b->rstd2, &b->f1, &b->h_out, &e->x[l]};
+        free_all(be, bs, sizeof bs / sizeof *bs);
+    }
+    free(e->idx_in), free(e->idx_ctx), free(e->idx_out), free(e->lens);
+    e->idx_in = e->idx_ctx = e->idx_out = e->lens = NULL;
+    e->cap_rows = e->cap_att = e->cap_frames = e->cap_src = 0;
+    e->geom_B = -1;
+}
+
+static void destroy(asr_model *m)
+{
+    release(m);
+    if (m->enc) free(m->enc->layers), free(m->enc->x);
+    free(m->enc);
+    m->enc = NULL;
+}
+
+static void ensure(asr_model *m, int B, int T2)
+{
+    const model_dims *d = &m->dims;
+    encoder_acts *e = acts(m);
+    int nblk = n_blocks(d, T2), t = nblk ? d->block_size + 2 : T2, nseq = nblk ? B * nblk : B;
+    size_t rows = (size_t)nseq * t, att = (size_t)nseq * d->heads * (size_t)t * t, frames = (size_t)B * T2;
+    size_t src = frames + (size_t)B * nblk + 1;
+    if (rows <= e->cap_rows && att <= e->cap_att && frames <= e->cap_frames && src <= e->cap_src) return;
+    rows = rows > e->cap_rows ? rows : e->cap_rows, att = att > e->cap_att ? att : e->cap_att;
+    frames = frames > e->cap_frames ? frames : e->cap_frames, src = src > e->cap_src ? src : e->cap_src;
+    release(m);
+    backend *be = m->be;
+    size_t D = (size_t)d->d, FF = (size_t)d->ff, ctx = src - frames; /* context vectors + the zero row */
+#define A(n) be->alloc(be, (n) * sizeof(float) + 64)
+    for (int l = 0; l < d->blocks; l++) {
+        tblock_acts *b = &e->layers[l];
+        if (m->inference && l > 0) {
+            *b = e->layers[0], e->x[l] = e->x[0];
+            continue;
+        }
+        b->ln1 = A(rows * D), b->mean1 = A(rows), b->rstd1 = A(rows);
+        b->q = A(rows * D), b->k = A(rows * D), b->v = A(rows * D);
+        b->att = A(att), b->atty = A(rows * D), b->h1 = A(rows * D);
+        b->ln2 = A(rows * D), b->mean2 = A(rows), b->rstd2 = A(rows);
+        b->f1 = A(rows * FF), b->h_out = A(rows * D);
+        e->x[l] = A(rows * D);
+    }
+    e->w.tmp = A(rows * D);
+    e->src = A(src * D), e->addin = A(ctx * D), e->out = A(frames * D);
+    e->avg = A(ctx * frames); /* nblk x T2 <= ctx x frames */
+    e->idx_in = xcalloc(rows, sizeof *e->idx_in), e->idx_ctx = xcalloc(rows, sizeof *e->idx_ctx);
+    e->idx_out = xcalloc(frames, sizeof *e->idx_out), e->lens = xcalloc(ctx + (size_t)B, sizeof *e->lens);
+    e->cap_rows = rows, e->cap_att = att, e->cap_frames = frames, e->cap_src = src;
+    if (m->inference) return;
+    tblock_work *w = &e->w;
+    w->dq = A(rows * D), w->dk = A(rows * D), w->dv = A(rows * D);
+    w->datt = A(rows * D), w->dff = A(rows * FF), w->dln = A(rows * D);
+    e->dalt = A(rows * D), e->dsrc = A(src * D), e->dpos = A(frames * D);
+#undef A
+}
+
+/* The host indices of B x T2 frames in nblk blocks (src rows: frames b * T2 + f, then the context
+ * vectors B * T2 + b * nblk + k, then the zero row) and the averaging matrix (nblk, T2). */
+static void build_geometry(asr_model *m, int nblk)
+{
+    const model_dims *d = &m->dims;
+    encoder_acts *e = m->enc;
+    int B = m->B, T2 = m->T2, bs = d->block_size, hop = d->hop_size, t = bs + 2;
+    if (e->geom_B == B && e->geom_T2 == T2) return;
+    int zero = B * T2 + B * nblk, first = bs - d->look_ahead; /* frames block 0 gives */
+    float *avg = xcalloc((size_t)nblk * T2, sizeof *avg);
+    for (int k = 0; k < nblk; k++) {
+        int lo = k * hop, n = T2 - lo < bs ? T2 - lo : bs;
+        for (int f = lo; f < lo + n; f++) avg[(size_t)k * T2 + f] = 1.0f / (float)n;
+    }
+    for (int b = 0; b < B; b++)
+        for (int k = 0; k < nblk; k++) {
+            int *in = e->idx_in + ((size_t)b * nblk + k) * t, *cx = e->idx_ctx + ((size_t)b * nblk + k) * t;
+            int ctx_row = B * T2 + b * nblk;
+            in[0] = ctx_row + (k ? k - 1 : 0), in[bs + 1] = ctx_row + k;
+            for (int r = 1; r <= bs; r++) {
+                int f = k * hop + r - 1;
+                in[r] = f < T2 ? b * T2 + f : zero;
+            }
+            int prev = (b * nblk + (k ? k - 1 : 0)) * t;
+            cx[0] = prev + bs + 1;
+            for (int r = 1; r < t; r++) cx[r] = (b * nblk + k) * t + r;
+            e->lens[b * nblk + k] = bs + 1; /* row block_size + 1 (this block's context) is no key */
+        }
+    for (int b = 0; b < B; b++)
+        for (int f = 0; f < T2; f++) {
+            int k = f < first ? 0 : (f - first) / hop + 1;
+            if (k > nblk - 1) k = nblk - 1;
+            e->idx_out[(size_t)b * T2 + f] = (b * nblk + k) * t + f - k * hop + 1;
+        }
+    m->be->copy(m->be, e->avg, avg, (size_t)nblk * T2 * sizeof(float), BACKEND_HOST_TO_DEVICE);
+    free(avg);
+    e->geom_B = B, e->geom_T2 = T2;
+}
+
+/* The positional stage's input: the input layer's output (core/nn/model_embed.c). */
+static const float *stage_input(const asr_model *m) { return m->nconv > 0 ? m->e : m->eact; }
+
+static const float *forward_blocks(asr_model *m, int nblk)
+{
+    const model_dims *d = &m->dims;
+    backend *be = m->be;
+    encoder_acts *e = m->enc;
+    int B = m->B, T2 = m->T2, D = d->d, t = d->block_size + 2, nseq = B * nblk;
+    size_t frames = (size_t)B * T2, rows = (size_t)nseq * t;
+    build_geometry(m, nblk);
+    /* src: the frames after the positional stage, the context vectors, a zero row. */
+    be->copy(be, e->src, m->h0, frames * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
+    float *ctx = e->src + frames * D;
+    for (int b = 0; b < B; b++)
+        be->gemm(be, 0, 0, nblk, D, T2, 1.0f, e->avg, T2, stage_input(m) + (size_t)b * T2 * D, D, 0.0f,
+                 e->addin + (size_t)b * nblk * D, D);
+    if (d->ctx_pos_enc) {
+        be->posenc_forward(be, ctx, e->addin, sqrt((double)D), B, nblk, D);
+        /* The encoder's one positional dropout module, on the context vectors: the stream the
+         * relative-position encoders use for their encoding's dropout. */
+        be->dropout_forward(be, ctx, ctx, (size_t)nseq * D, enc_rates_of(m).pp, m->seed, STREAM_POS_EMB);
+    } else {
+        be->copy(be, ctx, e->addin, (size_t)nseq * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
+    }
+    be->fill(be, ctx + (size_t)nseq * D, 0, (size_t)D * sizeof(float));
+    be->embedding_forward(be, e->x[0], e->src, e->idx_in, (int)rows, (int)(frames + nseq + 1), D);
+    for (int l = 0; l < d->blocks; l++) {
+        if (l > 0) be->embedding_forward(be, e->x[l], e->layers[l - 1].h_out, e->idx_ctx, (int)rows, (int)rows, D);
+        tblock_forward(m, l, &e->layers[l], e->x[l], e->w.tmp, nseq, t, e->lens);
+    }
+    be->embedding_forward(be, e->out, e->layers[d->blocks - 1].h_out, e->idx_out, (int)frames, (int)rows, D);
+    return e->out;
+}
+
+static const float *forward(asr_model *m)
+{
+    int nblk = n_blocks(&m->dims, m->T2);
+    if (nblk) return forward_blocks(m, nblk);
+    encoder_acts *e = m->enc;
+    const float *x = m->h0;
+    for (int l = 0; l < m->dims.blocks; l++) {
+        tblock_forward(m, l, &e->layers[l], x, e->w.tmp, m->B, m->T2, m->hlens);
+        x = e->layers[l].h_out;
+    }
+    return x;
+}
+
+/* m->dh: the gradient of the output frames, then that of h0; m->dpos_in: the context vectors'
+ * gradient of the positional stage's input. */
+static void backward_blocks(asr_model *m, int nblk)
+{
+    const model_dims *d = &m->dims;
+    backend *be = m->be;
+    encoder_acts *e = m->enc;
+    int B = m->B, T2 = m->T2, D = d->d, t = d->block_size + 2, nseq = B * nblk;
+    size_t frames = (size_t)B * T2, rows = (size_t)nseq * t, nsrc = frames + nseq + 1;
+    float *g = e->dalt; /* the gradient in the block layout (w.tmp: scratch) */
+    be->fill(be, g, 0, rows * D * sizeof(float));
+    be->embedding_backward(be, g, m->dh, e->idx_out, (int)frames, (int)rows, D);
+    for (int l = d->blocks - 1; l >= 0; l--) {
+        tblock_backward(m, l, &e->layers[l], &e->w, e->x[l], g, nseq, t, e->lens);
+        asr_model_block_grads_final(m, l);
+        if (l == 0) break;
+        /* The layer's input came from the previous layer's output: scatter its gradient back. */
+        be->fill(be, e->w.tmp, 0, rows * D * sizeof(float));
+        be->embedding_backward(be, e->w.tmp, g, e->idx_ctx, (int)rows, (int)rows, D);
+        be->copy(be, g, e->w.tmp, rows * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
+    }
+    be->fill(be, e->dsrc, 0, nsrc * D * sizeof(float));
+    be->embedding_backward(be, e->dsrc, g, e->idx_in, (int)rows, (int)nsrc, D);
+    be->copy(be, m->dh, e->dsrc, frames * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
+    float *dctx = e->dsrc + frames * D;
+    if (d->ctx_pos_enc) {
+        be->dropout_backward(be, dctx, dctx, (size_t)nseq * D, enc_rates_of(m).pp, m->seed, STREAM_POS_EMB);
+        be->scale(be, dctx, dctx, sqrt((double)D), (size_t)nseq * D);
+    }
+    for (int b = 0; b < B; b++) /* the means: avg^T (T2, nblk) x dctx (nblk, d) */
+        be->gemm(be, 1, 0, T2, D, nblk, 1.0f, e->avg, T2, dctx + (size_t)b * nblk * D, D, 0.0f,
+                 e->dpos + (size_t)b * T2 * D, D);
+    m->dpos_in = e->dpos;
+}
+
+static void backward(asr_model *m)
+{
+    int nblk = n_blocks(&m->dims, m->T2);
+    m->dpos_in = NULL;
+    if (nblk) {
+        backward_blocks(m, nblk);
+        return;
+    }
+    encoder_acts *e = m->enc;
+    for (int l = m->dims.blocks - 1; l >= 0; l--) {
+        const float *x = l ? e->layers[l - 1].h_out : m->h0;
+        tblock_backward(m, l, &e->layers[l], &e->w, x, m->dh, m->B, m->T2, m->hlens);
+        asr_model_block_grads_final(m, l);
+    }
+}
+
+const encoder_impl encoder_contextual = {
+    .ensure = ensure,
+    .release = release,
+    .destroy = destroy,
+    .forward = forward,
+    .backward = backward,
+};

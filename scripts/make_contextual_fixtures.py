@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Writes the ESPnet parity fixtures of the contextual block Transformer encoder
+(test/fixtures/contextual/<case>.npz).
+
+Each case builds the real ESPnet2 ContextualBlockTransformerEncoder and CTC (ESPnet 202511, torch
+2.11) at a small size with seeded weights (LayerNorm affine parameters moved off 1/0), dropout off,
+and runs a padded batch of 2 utterances in training mode (its forward_train, which whole-utterance
+decoding runs too): encoder output, CTC log-probs, CTC loss and every parameter's gradient.
+
+Arrays as scripts/make_conformer_fixtures.py writes them: param.<name>, grad.<name>, in.feats,
+in.lens, in.ys, in.ylens, out.enc, out.logp, out.hlens, out.loss; float32, np.savez_compressed,
+weights and features on bfloat16's grid.
+
+The one deviation from ESPnet is the one espnet3 documents (docs/training.md): the input layer's
+padded mask slicing is replaced by the exact conv formula for the output lengths (they only give
+the CTC lengths here: the blocks mask nothing). Run with the ESPnet venv:
+
+    /opt/espnet3-venv/bin/python scripts/make_contextual_fixtures.py [OUTDIR]
+"""
+import argparse
+import os
+
+import numpy as np
+import torch
+
+from espnet2.asr.ctc import CTC
+from espnet2.asr.encoder.contextual_block_transformer_encoder import ContextualBlockTransformerEncoder
+from espnet.nets.pytorch_backend.transformer import subsampling_without_posenc
+
+# name: (idim, encoder_conf, vocab, frames per utterance, labels per utterance)
+SMALL = dict(output_size=16, attention_heads=2, linear_units=24, num_blocks=2)
+CASES = {
+    # 24 and 18 frames after conv2d in blocks of 8 (hop 4, look-ahead 2): 6 blocks, the last one short;
+    # the shorter utterance's padding frames inside the blocks.
+    'blocks': (20, dict(SMALL, block_size=8, hop_size=4, look_ahead=2), 9, (100, 77), (5, 3)),
+    # No past frames (block 6 = hop 3 + look-ahead 3), context vectors without positional encoding.
+    'no_ctx_pe': (20, dict(SMALL, block_size=6, hop_size=3, look_ahead=3, ctx_pos_enc=False), 9, (100, 77), (5, 3)),
+    # The whole utterance fits one block: plain Transformer layers with the padding masked.
+    'short': (20, dict(SMALL, block_size=40, hop_size=16, look_ahead=16), 9, (100, 77), (5, 3)),
+    # The linear input layer (no subsampling), one layer, look-ahead 0, 45 frames in blocks of 10.
+    'linear': (12, dict(output_size=16, attention_heads=4, linear_units=24, num_blocks=1, input_layer='linear',
+                        block_size=10, hop_size=5, look_ahead=0), 9, (45, 31), (5, 3)),
+}
+
+
+def exact_mask_subsampling():
+    """Conv2dSubsamplingWOPosEnc.forward with espnet3's exact output lengths instead of the sliced mask."""
+    cls = subsampling_without_posenc.Conv2dSubsamplingWOPosEnc
+    orig = cls.forward
+
+    def forward(self, x, x_mask):
+        y, _ = orig(self, x, None)
+        if x_mask is None:
+            return y, None
+        lens = x_mask.sum(-1).reshape(-1)
+        for k, s in zip(self.kernels, self.strides):
+            lens = torch.div(lens - k, s, rounding_mode='floor') + 1
+        return y, (torch.arange(y.size(1))[None, :] < lens[:, None])[:, None, :]
+
+    cls.forward = forward
+
+
+def make_case(idim, conf, vocab, lens, ylens):
+    torch.manual_seed(0)
+    enc = ContextualBlockTransformerEncoder(idim, dropout_rate=0.0, positional_dropout_rate=0.0,
+                                            attention_dropout_rate=0.0, **conf)
+    ctc = CTC(vocab, conf['output_size'], dropout_rate=0.0, ctc_type='builtin', reduce=True)
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for mod in enc.modules():
+            if isinstance(mod, torch.nn.LayerNorm):
+                mod.weight.copy_(1 + 0.2 * torch.randn(mod.weight.shape, generator=g))
+                mod.bias.copy_(0.2 * torch.randn(mod.bias.shape, generator=g))
+        for p in list(enc.parameters()) + list(ctc.parameters()):
+            p.copy_(p.bfloat16().float())
+    state = {'encoder.' + k: v.detach().clone() for k, v in enc.state_dict().items()}
+    state.update({'ctc.' + k: v.detach().clone() for k, v in ctc.state_dict().items()})
+
+    B, T = 2, max(lens)
+    feats = torch.randn(B, T, idim, generator=g).bfloat16().float()
+    ilens = torch.tensor(lens)
+    ys = torch.full((B, max(ylens)), -1, dtype=torch.long)
+    for b, n in enumerate(ylens):
+        ys[b, :n] = torch.randint(1, vocab - 1, (n,), generator=g)
+    ylens_t = torch.tensor(ylens)
+
+    enc.train(), ctc.train()
+    hs, hlens, _ = enc(feats, ilens)
+    loss = ctc(hs, hlens, ys, ylens_t)
+    logp = ctc.log_softmax(hs)
+    loss.backward()
+
+    arrays = {'param.' + k: v.float().numpy() for k, v in state.items()}
+    for k, p in enc.named_parameters():
+        arrays['grad.encoder.' + k] = p.grad.float().numpy()
+    for k, p in ctc.named_parameters():
+        arrays['grad.ctc.' + k] = p.grad.float().numpy()
+    arrays.update({
+        'in.feats': feats.numpy(), 'in.lens': ilens.float().numpy(), 'in.ys': ys.float().numpy(),
+        'in.ylens': ylens_t.float().numpy(), 'out.enc': hs.detach().numpy(), 'out.logp': logp.detach().numpy(),
+        'out.hlens': hlens.float().numpy(), 'out.loss': loss.detach().reshape(1).numpy(),
+    })
+    return arrays, loss.item(), hlens.tolist()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('out', nargs='?', default='test/fixtures/contextual')
+    a = ap.parse_args()
+    exact_mask_subsampling()
+    torch.set_num_threads(1)
+    os.makedirs(a.out, exist_ok=True)
+    for name, (idim, conf, vocab, lens, ylens) in CASES.items():
+        arrays, loss, hlens = make_case(idim, conf, vocab, lens, ylens)
+        path = os.path.join(a.out, name + '.npz')
+        np.savez_compressed(path, **arrays)
+        print(f'{path}: {len(arrays)} arrays, {os.path.getsize(path) / 1024:.0f} KiB; loss {loss:.6f}, hlens {hlens}')
+
+
+if __name__ == '__main__':
+    main()
