@@ -1,5 +1,5 @@
 # espnet3 build. `make` builds ./espnet3 for CPUs; `make CUDA=1` adds cuda/ (nvcc);
-# `make check` checks the layer rules and runs every test; `make asan` runs them under AddressSanitizer + UBSan;
+# `make lib` builds libespnet3 (.a, .so) and its example; `make check` checks the layer rules and runs every test; `make asan` runs them under AddressSanitizer + UBSan;
 # `make fuzz` runs the config loader fuzzer for FUZZ_SECONDS, then each file reader's fuzzer for
 # FUZZ_READER_SECONDS; `make fuzz-long` runs them all for FUZZ_LONG_SECONDS each (test/fuzz/fuzz.mk).
 
