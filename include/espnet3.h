@@ -35,8 +35,10 @@ typedef struct espnet3_model espnet3_model;     /* an opened model */
 typedef struct espnet3_result espnet3_result;   /* the hypotheses of one utterance, best first */
 
 /* One token or word of a hypothesis. Times are seconds from the start of the audio and score the
- * mean frame log-posterior along the CTC alignment; all three are -1 where the model has no CTC
- * branch to align with. id is the token's index in the model's token list (-1 for a word). */
+ * mean frame log-posterior along a CTC forced alignment of the hypothesis (a word's: the mean of its
+ * tokens'); all three are -1 where there is none (a model without a CTC branch, a hypothesis no CTC
+ * path emits), and such a hypothesis has no words. id is the token's index in the model's token
+ * list (-1 for a word). */
 typedef struct espnet3_item {
     const char *text;
     int id;

@@ -15,6 +15,7 @@
 #include "core/data/dataset_src.h"
 #include "core/decode/s2t_config.h"
 #include "core/decode/speech2text.h"
+#include "core/decode/words.h"
 #include "core/nn/decoder_conf.h"
 #include "core/nn/model_files.h"
 #include "lib/model_source.h"
@@ -166,6 +167,7 @@ static int search_opts(s2t_opts *s, const model_source *ms, const model_files *m
     if (given(o, OPT_LM) && s->lm_weight == 0) s->lm_weight = 1.0; /* Speech2Text's default lm_weight */
     if (given(o, OPT_LM_WEIGHT)) s->lm_weight = o->lm_weight;
     s->resample = 1;
+    s->timestamps = ctc_in_cfg(model_files_training(mf)->model); /* times need the CTC branch */
     return 0;
 }
 
@@ -216,7 +218,10 @@ void espnet3_close(espnet3_model *m)
 
 int espnet3_sample_rate(const espnet3_model *m) { return m ? m->fs : -1; }
 
-/* Hypothesis h as result hypothesis r: text, score and its tokens. */
+/* A time or score, -1 where there is none (no CTC branch; NaN: no CTC path emits the ids). */
+static double timed(const double *v, size_t i) { return v && !isnan(v[i]) ? v[i] : -1; }
+
+/* Hypothesis h as result hypothesis r: text, score, its tokens and its words with their times. */
 static void take_hyp(const espnet3_model *m, const s2t_hyp *h, res_hyp *r)
 {
     const token_list *tl = speech2text_tokens(m->s2t);
@@ -224,9 +229,22 @@ static void take_hyp(const espnet3_model *m, const s2t_hyp *h, res_hyp *r)
     r->score = h->score;
     r->n_tok = h->n_ids;
     r->tok = xcalloc(h->n_ids + 1, sizeof *r->tok);
-    for (size_t i = 0; i < h->n_ids; i++)
-        r->tok[i] = (espnet3_item){.text = xstrdup(tl->tokens[h->ids[i]]), .id = h->ids[i], .start = -1, .end = -1,
-                                   .score = -1};
+    int have_times = h->tok_start && (h->n_ids == 0 || !isnan(h->tok_start[0]));
+    for (size_t i = 0; i < h->n_ids; i++) {
+        espnet3_item *t = &r->tok[i];
+        *t = (espnet3_item){.text = xstrdup(tl->tokens[h->ids[i]]), .id = h->ids[i], .start = -1, .end = -1, .score = -1};
+        if (have_times) t->start = timed(h->tok_start, i), t->end = timed(h->tok_end, i), t->score = timed(h->tok_score, i);
+    }
+    s2t_word *w;
+    size_t n;
+    esp_err err;
+    if (!have_times || s2t_hyp_words(m->s2t, h, &w, &n, &err) != 0) return; /* no times: no words */
+    r->n_word = n;
+    r->word = xcalloc(n + 1, sizeof *r->word);
+    for (size_t i = 0; i < n; i++)
+        r->word[i] = (espnet3_item){.text = xstrdup(w[i].text), .id = -1, .start = w[i].start, .end = w[i].end,
+                                    .score = w[i].score};
+    s2t_words_free(w, n);
 }
 
 /* The one decode path: n samples at fs Hz (owned, freed here) named `name` in messages. */

@@ -131,12 +131,27 @@ Test(transcribe, json_has_text_tokens_scores_and_the_nbest)
         char ids[64] = "";
         json_t *tok = json_object_get(o, "tokens"), *t;
         size_t i;
+        double dur = json_real_value(json_object_get(o, "duration")), prev_end = 0;
         json_array_foreach(tok, i, t) {
             snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%lld", i ? " " : "",
                      (long long)json_integer_value(json_object_get(t, "id")));
             cr_expect_eq(strlen(json_string_value(json_object_get(t, "token"))), 1, "char tokens");
+            /* times from the CTC alignment: in order, inside the audio, scores are log-posteriors */
+            double a = json_real_value(json_object_get(t, "start")), b = json_real_value(json_object_get(t, "end"));
+            cr_expect(json_is_real(json_object_get(t, "start")) && prev_end <= a && a < b && b <= dur + 1e-9,
+                      "token %zu: %g-%g after %g, in %g s", i, a, b, prev_end, dur);
+            cr_expect(json_real_value(json_object_get(t, "score")) <= 0);
+            prev_end = b;
         }
         cr_expect_str_eq(ids, fx.ids[k]);
+        /* a char model without <space> in these: the text is one word, spanning its tokens */
+        json_t *words = json_object_get(o, "words"), *w0 = json_array_get(words, 0);
+        cr_expect_eq(json_array_size(words), 1);
+        cr_expect_str_eq(json_string_value(json_object_get(w0, "word")), fx.text[k]);
+        cr_expect(json_real_value(json_object_get(w0, "start")) ==
+                      json_real_value(json_object_get(json_array_get(tok, 0), "start")) &&
+                      json_real_value(json_object_get(w0, "end")) == prev_end,
+                  "%s", line);
         json_t *nb = json_object_get(o, "nbest");
         cr_expect_eq(json_array_size(nb), 3, "--nbest 3");
         cr_expect_str_eq(json_string_value(json_object_get(json_array_get(nb, 0), "text")), fx.text[k]);
@@ -147,12 +162,27 @@ Test(transcribe, json_has_text_tokens_scores_and_the_nbest)
     }
 }
 
-Test(transcribe, srt_vtt_and_output_dir)
+Test(transcribe, ctm_srt_vtt_and_output_dir)
 {
+    /* CTM: one line per word, the recording named by the file's stem, a confidence in (0, 1] */
+    cr_assert_eq(tr("-q -o ctm '%s' '%s' '%s'", fx.pack, fx.wav[0], fx.wav[2]), 0, "%s", err);
+    cr_assert_eq(test_count_lines(out), 2, "%s", out);
+    char *save = NULL, *l = strtok_r(out, "\n", &save);
+    for (int k = 0; k < 3; k += 2, l = strtok_r(NULL, "\n", &save)) {
+        char rec[32], word[64], want_rec[16];
+        double start, dur, conf;
+        cr_assert_eq(sscanf(l, "%31s 1 %lf %lf %63s %lf", rec, &start, &dur, word, &conf), 5, "%s", l);
+        snprintf(want_rec, sizeof want_rec, "utt%d", k + 1);
+        cr_expect(!strcmp(rec, want_rec) && !strcmp(word, fx.text[k]) && start >= 0 && dur > 0 && conf > 0 &&
+                      conf <= 1, "%s", l);
+    }
     cr_assert_eq(tr("-q -o srt '%s' '%s'", fx.pack, fx.wav[0]), 0, "%s", err);
     char want[256];
     snprintf(want, sizeof want, "\n%s\n\n", fx.text[0]);
-    cr_expect(!strncmp(out, "1\n00:00:0", 9) && strstr(out, " --> 00:00:0") && strstr(out, want), "%s", out);
+    /* one cue, from the word's start to its end (the CTM's times, to the millisecond) */
+    int h0, m0, s0, ms0, h1, m1, s1, ms1;
+    cr_assert_eq(sscanf(out, "1\n%d:%d:%d,%d --> %d:%d:%d,%d\n", &h0, &m0, &s0, &ms0, &h1, &m1, &s1, &ms1), 8, "%s", out);
+    cr_expect(h0 == 0 && m0 == 0 && s0 == 0 && ms0 > 0 && ms1 > ms0 && strstr(out, want), "%s", out);
     cr_assert_eq(tr("-q -o vtt '%s' '%s'", fx.pack, fx.wav[0]), 0, "%s", err);
     cr_expect(!strncmp(out, "WEBVTT\n\n00:00:0", 15) && strstr(out, ".") && strstr(out, want), "%s", out);
     /* subtitles of several files need a folder: one file each, written whole */

@@ -118,7 +118,11 @@ Test(lib, buffers_rates_options_and_errors_in_process)
     espnet3_item it;
     cr_expect_eq(espnet3_result_token(r, 0, 0, &it), 0);
     cr_expect(it.id == atoi(fx.ids[1]) && strlen(it.text) == 1, "%d %s", it.id, it.text);
+    cr_expect(it.start >= 0 && it.end > it.start && it.score <= 0, "%g %g %g", it.start, it.end, it.score);
     cr_expect_eq(espnet3_result_token(r, 0, 99, &it), -1);
+    cr_expect_eq(espnet3_result_words(r, 0), 1);
+    cr_expect(espnet3_result_word(r, 0, 0, &it) == 0 && !strcmp(it.text, fx.text[1]) && it.id == -1 && it.start >= 0 &&
+                  it.end <= espnet3_result_duration(r), "%s %g %g", it.text, it.start, it.end);
     cr_expect_str_eq(espnet3_result_text(r, 7), "");
     cr_expect(espnet3_result_duration(r) > 0.1);
     espnet3_result_free(r);
