@@ -303,6 +303,7 @@ static constexpr backend cu_ops()
     b.lstm_cell_backward = cu_lstm_cell_backward;
     b.ctc_loss_forward = cu_ctc_loss_forward;
     b.ctc_loss_backward = cu_ctc_loss_backward;
+    b.ctc_align = cu_ctc_align;
     b.adam_update = cu_adam_update;
     b.sgd_update = cu_sgd_update;
     b.adadelta_update = cu_adadelta_update;

@@ -282,6 +282,8 @@ double cu_ctc_loss_forward(backend *be, double *losses, const float *logp, const
                            const int *label_lens, int stride, int B, int T, int V, int zero_infinity);
 void cu_ctc_loss_backward(backend *be, float *dlogits, const float *logp, const int *hlens, const int *labels,
                           const int *label_lens, int stride, int B, int T, int V, int zero_infinity, float dloss);
+// cuda/ops_ctc_align.cu
+double cu_ctc_align(backend *be, int *path, const float *logp, int T, int V, const int *labels, int L);
 // cuda/ops_step.cu
 void cu_adam_update(backend *be, float *params, float *exp_avg, float *exp_avg_sq, float *max_exp_avg_sq,
                     const float *grads, size_t n, const adam_coefs *c);

@@ -11,6 +11,7 @@
 
 #include "core/base/parallel.h"
 #include "core/compute/ctc.h"
+#include "core/compute/ctc_align.h"
 #include "core/compute/ops.h"
 #include "core/compute/ops_precision.h"
 #include "core/compute/ops_sgemm.h"
@@ -619,6 +620,12 @@ static void cpu_ctc_loss_backward(backend *be, float *dlogits, const float *logp
                       c->threads);
 }
 
+static double cpu_ctc_align(backend *be, int *path, const float *logp, int T, int V, const int *labels, int L)
+{
+    (void)be;
+    return ctc_align_f32(path, logp, T, V, labels, L);
+}
+
 static void cpu_adam_update(backend *be, float *params, float *exp_avg, float *exp_avg_sq,
                             float *max_exp_avg_sq, const float *grads, size_t n, const adam_coefs *c)
 {
@@ -714,6 +721,7 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
         .label_smoothing_backward = cpu_label_smoothing_backward,
         .ctc_loss_forward = cpu_ctc_loss_forward,
         .ctc_loss_backward = cpu_ctc_loss_backward,
+        .ctc_align = cpu_ctc_align,
         .adam_update = cpu_adam_update,
         .sgd_update = cpu_sgd_update,
         .adadelta_update = cpu_adadelta_update,

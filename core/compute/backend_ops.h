@@ -203,6 +203,13 @@
         const int *hlens, const int *labels, const int *label_lens, int stride, int B, int T, int V,     \
         int zero_infinity, float dloss),                                                                 \
         (be, dlogits, logp, hlens, labels, label_lens, stride, B, T, V, zero_infinity, dloss))           \
+    /* ---- CTC forced alignment (core/compute/ctc_align.h, blank 0): the Viterbi path of labels        \
+     * (host, L, each in 1..V-1) through logp (T, V) log-probabilities on the device, in double;         \
+     * path (host, T) gets each frame's state of the extended label sequence (0 .. 2L, odd: label        \
+     * (s - 1) / 2); returns the path's log-probability, -inf when none fits (path all -1). */           \
+    X(CTC_ALIGN, ctc_align, double, (backend *be, int *path, const float *logp, int T, int V,            \
+        const int *labels, int L),                                                                       \
+        (be, path, logp, T, V, labels, L))                                                               \
                                                                                                          \
     /* ---- optimizer: one update of n elements by the per-element functions of                          \
      * core/compute/kernel_math.h: Adam/AdamW (adam_update_one; vmax NULL without amsgrad), SGD          \

@@ -20,6 +20,7 @@
 
 #include "core/compute/backend_ref64_internal.h"
 #include "core/compute/ctc.h"
+#include "core/compute/ctc_align.h"
 #include "core/compute/ops.h"
 #include "core/compute/ops_precision.h"
 #include "core/compute/ops_step.h"
@@ -452,6 +453,13 @@ static void ref_ctc_loss_backward(backend *be, float *dlogits, const float *logp
     tmp_release(be);
 }
 
+static double ref_ctc_align(backend *be, int *path, const float *logp, int T, int V, const int *labels, int L)
+{
+    double best = ctc_align_f64(path, wide(be, logp, (size_t)T * V), T, V, labels, L);
+    tmp_release(be);
+    return best;
+}
+
 /* adam_update_one (core/compute/kernel_math.h) evaluated in double: the same formula and order,
  * the coefficients widened, one rounding to float per stored value. */
 static void adam_one_f64(float *p, float *m, float *v, float *vmax, float g, const adam_coefs *c)
@@ -655,6 +663,7 @@ int backend_ref64_init(backend *be, int threads, esp_err *err)
         .set_gemm_precision = ref_set_gemm_precision,
         .ctc_loss_forward = ref_ctc_loss_forward,
         .ctc_loss_backward = ref_ctc_loss_backward,
+        .ctc_align = ref_ctc_align,
         .adam_update = ref_adam_update,
         .sgd_update = ref_sgd_update,
         .adadelta_update = ref_adadelta_update,

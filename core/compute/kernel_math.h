@@ -17,6 +17,7 @@
  *   optimizers    adam_update_one (Adam / AdamW), sgd_update_one, adadelta_update_one
  *   clipping      clip_grad_coef, clip_grad_value_one, SUM_SQUARES_BLOCK
  *   EMA weights   ema_update_one
+ *   CTC alignment ctc_viterbi_best (one Viterbi step of the forced alignment)
  *   mixed prec.   core/compute/kernel_math_amp.h: bfloat16 / half rounding, the loss scaler's unscale */
 #ifndef ESPNET3_COMPUTE_KERNEL_MATH_H
 #define ESPNET3_COMPUTE_KERNEL_MATH_H
@@ -67,6 +68,21 @@ static inline KM_HD int ctc_ext_label(const int *lab, int s)
 static inline KM_HD int ctc_can_skip(const int *lab, int s)
 {
     return (s & 1) && s >= 3 && lab[s >> 1] != lab[(s >> 1) - 1];
+}
+
+/* ---- CTC forced alignment (core/compute/ctc_align.c, cuda/ops_ctc_align.cu) ------------------- */
+
+/* One Viterbi step of state s: the best of its predecessors in prev (frame t - 1), stay s, then
+ * s - 1, then s - 2 where ctc_can_skip allows it; a tie keeps the earlier of that order, so every
+ * backend takes the same path. *from gets 0, 1 or 2 (how many states back). */
+static inline KM_HD double ctc_viterbi_best(const double *prev, const int *lab, int s, signed char *from)
+{
+    double best = prev[s];
+    signed char f = 0;
+    if (s >= 1 && prev[s - 1] > best) best = prev[s - 1], f = 1;
+    if (ctc_can_skip(lab, s) && prev[s - 2] > best) best = prev[s - 2], f = 2;
+    *from = f;
+    return best;
 }
 
 /* ---- activations ------------------------------------------------------------------------------ */

@@ -477,3 +477,10 @@ op_cost op_cost_unscale_grads(backend *be, float *g, size_t n, float inv_scale)
     (void)be, (void)g, (void)inv_scale;
     return elementwise(n, 2, 2);
 }
+
+op_cost op_cost_ctc_align(backend *be, int *path, const float *logp, int T, int V, const int *labels, int L)
+{
+    (void)be, (void)path, (void)logp, (void)V, (void)labels;
+    double states = (double)T * (2.0 * L + 1); /* the Viterbi lattice, a few operations per state */
+    return cost(4 * states, (double)T * (L + 1) + (double)T + states / 4);
+}

@@ -8,6 +8,7 @@
 
 #include "core/data/asr_data.h"
 #include "core/decode/ctc_decode.h"
+#include "core/decode/ctc_times.h"
 #include "core/decode/ctc_prefix_beam.h"
 #include "core/nn/decoder_conf.h"
 #include "core/nn/decoder_transformer.h"
@@ -37,8 +38,8 @@ struct speech2text {
     int hlen;               /* encoder frames of the utterance being decoded */
     err_calc ec;
     /* Work buffers, grown to the longest utterance seen. */
-    float *host_feats, *dev_feats, *host_logp;
-    size_t feats_cap, dev_cap, logp_cap;
+    float *host_feats, *dev_feats, *host_logp, *dev_logp; /* dev_logp: the alignment's copy */
+    size_t feats_cap, dev_cap, logp_cap, dev_logp_cap;
 };
 
 void s2t_hyp_free(s2t_hyp *h)
@@ -48,6 +49,9 @@ void s2t_hyp_free(s2t_hyp *h)
     free(h->alt);
     free(h->ids);
     free(h->text);
+    free(h->tok_start);
+    free(h->tok_end);
+    free(h->tok_score);
     memset(h, 0, sizeof *h);
 }
 
@@ -131,6 +135,9 @@ int speech2text_check(const model_files *mf, const s2t_opts *o, esp_err *err)
     if (fusion_on(o) && !o->lm)
         return esp_fail(err, "lm_weight %g: no language model (set lm_train_config and lm_file)", o->lm_weight);
     if (fusion_on(o) && check_lm_tokens(mf, o->lm, err) != 0) return -1;
+    if (o->timestamps && !ctc_in_cfg(mc))
+        return esp_fail(err, "timestamps: they come from a CTC forced alignment, and the model has no CTC branch "
+                             "(trained with model_conf.ctc_weight 0)");
     return 0;
 }
 
@@ -176,6 +183,7 @@ void speech2text_close(speech2text *s)
     if (!s) return;
     if (s->have_model) {
         s->be->free(s->be, s->dev_feats);
+        s->be->free(s->be, s->dev_logp);
         asr_model_free(&s->model);
     }
     if (s->have_lm) asr_model_free(&s->lm);
@@ -287,6 +295,36 @@ static void decode_ctc(speech2text *s, int hlen, int frames, s2t_hyp *out)
     free(ids);
 }
 
+/* Token times of h (core/decode/ctc_times.h) against the utterance's log-probs, on the device
+ * in s->dev_logp. */
+static void add_times(speech2text *s, int hlen, int frames, s2t_hyp *h)
+{
+    ctc_clock ck = ctc_clock_of(s->model.dims.input_layer, s->data.fo.hop_length, s->data.fo.fs, frames);
+    size_t n = h->n_ids + 1; /* never a zero-size allocation */
+    h->tok_start = xmalloc(n * sizeof *h->tok_start);
+    h->tok_end = xmalloc(n * sizeof *h->tok_end);
+    h->tok_score = xmalloc(n * sizeof *h->tok_score);
+    double best = ctc_token_times(s->be, s->dev_logp, s->host_logp, hlen, s->model.dims.vocab, h->ids, h->n_ids, &ck,
+                                  h->tok_start, h->tok_end, h->tok_score);
+    if (best == -INFINITY)
+        log_warn("timestamps: no CTC path emits the %zu tokens of \"%s\" in %d frames (times left NaN)", h->n_ids,
+                 h->text, hlen);
+}
+
+static void add_all_times(speech2text *s, int hlen, int frames, s2t_hyp *out)
+{
+    backend *be = s->be;
+    size_t nl = (size_t)hlen * (size_t)s->model.dims.vocab;
+    if (nl + 1 > s->dev_logp_cap) {
+        be->free(be, s->dev_logp);
+        s->dev_logp_cap = nl + 1;
+        s->dev_logp = be->alloc(be, s->dev_logp_cap * sizeof(float));
+    }
+    be->copy(be, s->dev_logp, s->host_logp, nl * sizeof(float), BACKEND_HOST_TO_DEVICE);
+    add_times(s, hlen, frames, out);
+    for (int k = 0; k + 1 < out->n_found; k++) add_times(s, hlen, frames, &out->alt[k]);
+}
+
 void speech2text_decode_feats(speech2text *s, const float *feats, int T, s2t_hyp *out)
 {
     memset(out, 0, sizeof *out);
@@ -294,6 +332,7 @@ void speech2text_decode_feats(speech2text *s, const float *feats, int T, s2t_hyp
     /* With an LM even CTC alone runs label-synchronously, as ESPnet's search with scorers ctc and lm. */
     if (s->opts.ctc_weight < 1.0 || fusion_on(&s->opts)) decode_joint(s, hlen, T, out);
     else decode_ctc(s, hlen, T, out);
+    if (s->opts.timestamps) add_all_times(s, hlen, T, out);
 }
 
 int speech2text_decode_wav(speech2text *s, const float *wav, size_t n, s2t_hyp *out, esp_err *err)

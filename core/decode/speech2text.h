@@ -52,6 +52,9 @@ typedef struct s2t_opts {
                           * label-synchronous search (beam_search.h), 1.0 with scorers ctc and lm */
     const model_files *lm; /* the LM's files (lm_files_locate); borrowed, used by speech2text_open */
     int resample;        /* dataset.resample: audio at another rate is resampled to the model's fs */
+    int timestamps;      /* 1: every hypothesis returned, the best and its alternatives, carries token
+                          * times from a CTC forced alignment (Viterbi) of its ids against the
+                          * utterance's CTC log-probabilities (core/decode/ctc_times.h); needs a CTC branch */
 } s2t_opts;
 
 /* Greedy CTC, 1-best: the options a caller that sets nothing else wants. */
@@ -68,6 +71,10 @@ typedef struct s2t_hyp {
     int n_found;     /* hypotheses found, at most nbest: this one and alt[0 .. n_found - 1). 0: the joint
                       * search ended none (ESPnet returns an empty n-best): no ids, text "" */
     struct s2t_hyp *alt;
+    double *tok_start, *tok_end; /* n_ids each, seconds from the start of the waveform that was decoded;
+                                  * NULL unless opts.timestamps; NaN when no CTC path emits the ids
+                                  * (more tokens than frames: the attention decoder's hypotheses can) */
+    double *tok_score; /* the token's mean frame log-posterior along the path; NULL unless timestamps */
 } s2t_hyp;
 
 void s2t_hyp_free(s2t_hyp *h);

@@ -1,9 +1,11 @@
 /* test_backend_ops cases of the training step's own ops (backend_ops_test.h): the CTC loss
  * (labels with repeats, an empty label sequence, an impossible alignment with and without
- * zero_infinity: +inf losses and NaN gradients must match), Adam/AdamW (amsgrad on and off, a size
- * that splits over threads), SGD (with and without momentum, nesterov, its first step), Adadelta,
- * sum, sum of squares, gradient clipping (clipping, not clipping, a NaN norm) and the EMA of the
- * weights (decays, a size that splits over threads, counters). */
+ * zero_infinity: +inf losses and NaN gradients must match), the CTC forced alignment (repeats, a
+ * path that just fits, one that does not, no labels, more states than a CUDA block has threads),
+ * Adam/AdamW (amsgrad on and off, a size that splits over threads), SGD (with and without
+ * momentum, nesterov, its first step), Adadelta, sum, sum of squares, gradient clipping (clipping,
+ * not clipping, a NaN norm) and the EMA of the weights (decays, a size that splits over threads,
+ * counters). */
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
@@ -75,6 +77,38 @@ static void ctc_loss_backward_run(tb_run *r, int s)
     be->ctc_loss_backward(be, dlogits, in.logp, CTC_S[s].hlens, in.labels, CTC_S[s].ylens, CTC_S[s].stride,
                           CTC_S[s].B, CTC_S[s].T, CTC_S[s].V, CTC_S[s].zero_infinity, CTC_S[s].dloss);
     tb_out(r, "dlogits", dlogits, n);
+}
+
+/* ------------------------------------------------------------------ CTC forced alignment */
+
+enum { ALIGN_MAXL = 8 };
+
+static const struct {
+    int T, V, L; /* L > ALIGN_MAXL: that many random labels (more states than a CUDA block's threads) */
+    int labels[ALIGN_MAXL];
+} ALIGN_S[] = {
+    {12, 6, 3, {1, 1, 2}},                         /* a repeat needs a blank between */
+    {30, 33, 8, {5, 9, 9, 32, 1, 1, 7, 20}},
+    {7, 4, 4, {1, 1, 1, 1}},                       /* exactly the 7 frames 1 1 1 1 needs */
+    {6, 4, 4, {1, 1, 1, 1}},                       /* one frame short: no path, -inf */
+    {5, 4, 0, {0}},                                /* no labels: all blanks */
+    {1, 5, 1, {3}},
+    {700, 41, 300, {0}},
+};
+
+static void ctc_align_run(tb_run *r, int s)
+{
+    int T = ALIGN_S[s].T, V = ALIGN_S[s].V, L = ALIGN_S[s].L;
+    tb_shape(r, "T %d V %d L %d", T, V, L);
+    float *logp = tb_upload(r, tb_host_logp(r, T, V, 3), (size_t)T * V);
+    int *labels = tb_host(r, (size_t)(L + 1) * sizeof(int)), *path = tb_host(r, (size_t)T * sizeof(int));
+    for (int i = 0; i < L; i++) labels[i] = L > ALIGN_MAXL ? 1 + (int)(tb_bits(r) % (uint64_t)(V - 1)) : ALIGN_S[s].labels[i];
+    double best = tb_be(r)->ctc_align(tb_be(r), path, logp, T, V, labels, L);
+    double *p = tb_host(r, (size_t)T * sizeof(double));
+    for (int t = 0; t < T; t++) p[t] = path[t];
+    /* The same sums in double and the same tie order on every backend: exact. */
+    tb_out_host(r, "best", &best, 1);
+    tb_out_host(r, "path", p, (size_t)T);
 }
 
 /* ------------------------------------------------------------------ Adam */
@@ -295,6 +329,7 @@ static void unscale_grads_run(tb_run *r, int s)
 
 const tb_case tb_case_ctc_loss_forward = {LEN(CTC_S), TOL_ELEM, ctc_loss_forward_run};
 const tb_case tb_case_ctc_loss_backward = {LEN(CTC_S), TOL_ACC, ctc_loss_backward_run};
+const tb_case tb_case_ctc_align = {LEN(ALIGN_S), 0, ctc_align_run};
 const tb_case tb_case_adam_update = {LEN(ADAM_S), TOL_ELEM, adam_update_run};
 const tb_case tb_case_sgd_update = {LEN(SGD_S), TOL_ELEM, sgd_update_run};
 const tb_case tb_case_adadelta_update = {LEN(ADADELTA_S), TOL_ELEM, adadelta_update_run};

@@ -1,0 +1,26 @@
+/* An inference config's model: block as s2t_opts; see s2t_config.h. */
+#include "core/decode/s2t_config.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+int s2t_opts_from_cfg(s2t_opts *o, const inference_cfg *icfg, const char *file, esp_err *err)
+{
+    const infer_model_cfg *mc = icfg->model;
+    memset(o, 0, sizeof *o);
+    (void)err; /* nothing left to refuse: beam_size, nbest (defaulted) and ctc_weight were ranged when the config
+                * loaded (core/config/config_values.c) */
+    o->beam_size = (int)mc->beam_size;
+    o->nbest = (int)mc->nbest;
+    o->penalty = mc->penalty;
+    o->ctc_weight = mc->ctc_weight;
+    o->resample = icfg->dataset && icfg->dataset->resample;
+    o->maxlenratio = mc->maxlenratio;
+    o->minlenratio = mc->minlenratio;
+    o->lm_weight = mc->lm_weight;
+    if (mc->lm_weight == 0 && (mc->lm_train_config || mc->lm_file))
+        log_warn("%s: model.lm_train_config / lm_file: lm_weight is 0, so the LM is not used", file);
+    if (mc->ctc_weight == 1.0 && mc->lm_weight == 0 && (mc->maxlenratio != 0 || mc->minlenratio != 0))
+        log_warn("%s: model.maxlenratio/minlenratio: the CTC-only searches (ctc_weight 1.0) do not use them", file);
+    return 0;
+}
