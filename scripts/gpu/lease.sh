@@ -55,7 +55,6 @@ pack() {
     mkdir -p "$GPU_DIR"
     tar -C "$stage" -cJf "$GPU_DIR/pack.tar.xz" .
     rm -rf "$stage"
-    grep -qx "/$GPU_DIR/" .git/info/exclude 2>/dev/null || echo "/$GPU_DIR/" >>.git/info/exclude
     scripts/gpu/espnet_wheels.sh "$GPU_DIR/whl"
     set +e
     local size
