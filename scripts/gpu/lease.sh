@@ -46,8 +46,11 @@ pack() {
     stage=$(mktemp -d)
     mkdir -p "$stage/bin" "$stage/lib" "$stage/espeak/bin"
     cp build-cuda/espnet3 build-cuda/espnet3_tests build-cuda/bench/train_step "$stage/bin/"
+    strip --strip-debug "$stage"/bin/* # the debug sections are most of their size; line numbers stay here
     cp "$(command -v espeak-ng)" "$stage/espeak/bin/"
     cp -r /usr/lib/x86_64-linux-gnu/espeak-ng-data "$stage/espeak/"
+    # the recipes speak English: the other languages' dictionaries stay here
+    find "$stage/espeak/espeak-ng-data" -maxdepth 1 -name '*_dict' ! -name 'en_dict' -delete
     local lib
     for lib in $(ldd "$stage"/bin/* "$stage"/espeak/bin/* | awk '/=> \//{print $3}' | sort -u); do
         host_lib "$lib" || cp -L "$lib" "$stage/lib/"
