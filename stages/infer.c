@@ -374,14 +374,15 @@ static int decode_set(const esp_config *inference, const model_files *mf, const 
                     "minlenratio %.17g%s lm_weight %.17g", h, so->beam_size, so->penalty, so->ctc_weight, so->nbest,
                     so->maxlenratio, so->minlenratio, so->resample ? " resample" : "", lm ? so->lm_weight : 0.0);
     infer_job job = {.mf = mf, .m = &m, .opts = *o};
-    size_t n_workers = icfg->parallel && icfg->parallel->n_workers > 0 ? (size_t)icfg->parallel->n_workers : 1;
+    int n_workers;
+    if (runner_workers(icfg->parallel, &n_workers, err) != 0) goto out;
     label = xasprintf("infer %s", test);
     /* The runner chooses whole batches per shard and keeps an earlier run's choice, so a rerun
      * with another n_workers (say after async mode) keeps the finished shards. */
     runner_job rj = {.name = label, .n_items = m.n, .chunk_multiple = (size_t)o->batch_size, .work_dir = work_dir,
                      .signature = sig, .provide = provide, .release = release, .forward = forward,
                      .item_name = item_name, .arg = &job};
-    log_info("infer: %s: %zu utterances, %s (beam_size %d%s, nbest %d), batch_size %d, %zu worker(s) x %d thread(s) "
+    log_info("infer: %s: %zu utterances, %s (beam_size %d%s, nbest %d), batch_size %d, %d worker(s) x %d thread(s) "
              "each", test, m.n, search_name(so), so->beam_size, so->penalty != 0 ? ", penalty set" : "", so->nbest,
              o->batch_size, n_workers, o->threads);
     double t0 = now_seconds();
@@ -430,12 +431,7 @@ static int decode_opts_from_cfg(decode_opts *o, const inference_cfg *icfg, const
     const infer_model_cfg *mc = icfg->model;
     memset(o, 0, sizeof *o);
     if (s2t_opts_from_cfg(&o->s2t, icfg, file, err) != 0) return -1;
-    /* batch_size and model.batch_size: ranged at load (config_values.c) */
-    if (icfg->batch_size > 0 && mc->batch_size > 0 && icfg->batch_size != mc->batch_size)
-        return esp_fail(err, "%s: batch_size: %" PRId64 " and model.batch_size: %" PRId64 " disagree (they say the "
-                        "same thing, ESPnet3's form and Speech2Text's: keep one)", file, icfg->batch_size, mc->batch_size);
-    int64_t batch = mc->batch_size ? mc->batch_size : icfg->batch_size; /* 0: neither form written */
-    o->batch_size = batch ? (int)batch : 1;
+    o->batch_size = (int)mc->batch_size; /* with ESPnet3's top-level form: defaulted and ranged at load */
     if (icfg->output_fn && writes_text_scp(icfg))
         return esp_fail(err, "%s: output_fn: %s with model._target_ espnet3.systems.esp2_asr.inference.Inference (the "
                         "Inference API says what it outputs, `text`: leave output_fn out, as ESPnet3 requires)", file,

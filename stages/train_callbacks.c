@@ -62,7 +62,8 @@ static int max_time_seconds(const char *s, double *out)
     return -1;
 }
 
-/* EarlyStopping's arguments with Lightning's defaults for the left-out ones. */
+/* EarlyStopping's arguments (Lightning's defaults for the left-out ones are declared:
+ * core/config/config_values.c's callback_defaults). */
 static int early_stopping_opts(const callback_cfg *c, const ynode *n, const char *path, trainer_opts *o, esp_err *err)
 {
     char p[160];
@@ -73,40 +74,38 @@ static int early_stopping_opts(const callback_cfg *c, const ynode *n, const char
         snprintf(p, sizeof p, "%s.mode", path);
         return config_fail_node(err, yt_map_get(n, "mode"), p, "min or max (Lightning's modes)");
     }
-    const ynode *pat = yt_map_get(n, "patience");
-    if (pat && c->patience < 0) {
+    if (c->patience < 0) { /* the default is 3: a negative one was written */
         snprintf(p, sizeof p, "%s.patience", path);
-        return config_fail_node(err, pat, p, ">= 0 (validations without improvement before the run stops)");
+        return config_fail_node(err, yt_map_get(n, "patience"), p,
+                                ">= 0 (validations without improvement before the run stops)");
     }
-    int strict = yt_map_get(n, "strict") ? c->strict : 1, finite = yt_map_get(n, "check_finite") ? c->check_finite : 1;
-    early_stopping_init(&o->early_stop, c->monitor, c->mode && !strcmp(c->mode, "max"), c->min_delta,
-                        pat ? c->patience : 3, finite, yt_map_get(n, "stopping_threshold") ? &c->stopping_threshold : NULL,
+    early_stopping_init(&o->early_stop, c->monitor, c->mode && !strcmp(c->mode, "max"), c->min_delta, c->patience,
+                        c->check_finite, yt_map_get(n, "stopping_threshold") ? &c->stopping_threshold : NULL,
                         yt_map_get(n, "divergence_threshold") ? &c->divergence_threshold : NULL);
-    o->early_stop_strict = strict;
+    o->early_stop_strict = c->strict;
     return 0;
 }
 
-/* EMAWeightAveraging's arguments with Lightning's defaults for the left-out ones (decay 0.999,
- * update_every_n_steps 1, no starting step or epoch, use_buffers true). Its other keyword arguments
- * go to AveragedModel, where avg_fn is the callback's own and multi_avg_fn with it raises. */
+/* EMAWeightAveraging's arguments (Lightning's defaults decay 0.999, update_every_n_steps 1 and
+ * use_buffers true are declared: core/config/config_values.c's callback_defaults; the starting step
+ * and epoch default to None, no start, read from the key's absence). Its other keyword arguments go
+ * to AveragedModel, where avg_fn is the callback's own and multi_avg_fn with it raises. */
 static int ema_opts_from(const callback_cfg *c, const ynode *n, const char *path, int warn, trainer_opts *o,
                          esp_err *err)
 {
     char p[160];
     if (o->ema.on) return config_fail_node(err, n, path, "one EMAWeightAveraging per run here (this is the second)");
-    const ynode *dn = yt_map_get(n, "decay"), *ev = yt_map_get(n, "update_every_n_steps");
     const ynode *ss = yt_map_get(n, "update_starting_at_step"), *se = yt_map_get(n, "update_starting_at_epoch");
-    double decay = dn ? c->decay : 0.999;
-    if (!(decay >= 0 && decay <= 1)) {
+    if (!(c->decay >= 0 && c->decay <= 1)) { /* the default 0.999 is: this one was written */
         snprintf(p, sizeof p, "%s.decay", path);
-        return config_fail_node(err, dn, p, "in [0, 1] (torch's get_ema_avg_fn raises otherwise)");
+        return config_fail_node(err, yt_map_get(n, "decay"), p, "in [0, 1] (torch's get_ema_avg_fn raises otherwise)");
     }
     /* A negative start is met by every index, as it is in Python: the step's is then no start at
      * all (-1), the epoch's one from epoch 0. */
-    o->ema = (ema_opts){.on = 1, .decay = decay, .every_n_steps = ev ? c->update_every_n_steps : 1,
+    o->ema = (ema_opts){.on = 1, .decay = c->decay, .every_n_steps = c->update_every_n_steps,
                         .start_step = ss && c->update_starting_at_step > 0 ? c->update_starting_at_step : -1,
                         .start_epoch = !se ? -1 : c->update_starting_at_epoch > 0 ? c->update_starting_at_epoch : 0,
-                        .use_buffers = yt_map_get(n, "use_buffers") ? c->use_buffers : 1};
+                        .use_buffers = c->use_buffers};
     if (warn && o->ema.every_n_steps <= 0 && o->ema.start_epoch < 0)
         log_warn("%s.update_every_n_steps: %" PRId64 " and no update_starting_at_epoch: the average is never updated "
                  "(Lightning's should_update; validation and last.ckpt keep the first weights)", path,

@@ -99,16 +99,16 @@ typedef struct callback_cfg {
     int verbose;
     char *logging_interval;  /* LearningRateMonitor: step | epoch */
     int64_t refresh_rate;    /* TQDMProgressBar */
-    /* EarlyStopping (core/train/early_stopping.h); left-out keys take Lightning's defaults, read
-     * from the tree: patience 3, strict and check_finite true, no thresholds */
+    /* EarlyStopping (core/train/early_stopping.h); Lightning's defaults patience 3, strict and
+     * check_finite true are declared (config_values.c's callback_defaults); no thresholds */
     char *monitor;
     char *mode;              /* min | max */
     int64_t patience;
     double min_delta;
     int strict, check_finite;
     double stopping_threshold, divergence_threshold;
-    /* EMAWeightAveraging (core/train/ema.h); left-out keys take Lightning's defaults, read from the
-     * tree: decay 0.999, update_every_n_steps 1, no starting step or epoch, use_buffers true */
+    /* EMAWeightAveraging (core/train/ema.h); Lightning's defaults decay 0.999, update_every_n_steps 1
+     * and use_buffers true are declared (callback_defaults); no starting step or epoch: read from the tree */
     double decay;
     int64_t update_every_n_steps, update_starting_at_step, update_starting_at_epoch;
     int use_buffers;
@@ -143,7 +143,7 @@ typedef struct trainer_cfg {
     logger_cfg *logger; unsigned n_logger;
     callback_cfg *callbacks; unsigned n_callbacks;
     char *max_time;      /* Lightning's "DD:HH:MM:SS": stop with a checkpoint once training took this long */
-    double dist_timeout; /* espnet3: seconds any distributed wait may take (0: 300) */
+    double dist_timeout; /* espnet3: seconds any distributed wait may take (> 0; declared default 300) */
     int per_rank_logs;   /* espnet3: ranks above 0 write <exp_dir>/<stage>.rank<r>.log too */
     char *profiler;      /* Lightning's profiler: any name (simple, advanced, pytorch) runs espnet3's per-op
                           * profiler (core/compute/backend_profile.h); null or left out: none */
@@ -164,7 +164,7 @@ typedef struct slurm_options_cfg {
 
 typedef struct parallel_cfg {
     char *env;           /* local | local_gpu | slurm */
-    int64_t n_workers;
+    int64_t n_workers;   /* >= 1, default 1; local_gpu left out: 0, one worker per GPU (core/runner) */
     int async_mode;      /* slurm: submit and return; a rerun merges (ESPnet3's runner async_mode) */
     slurm_options_cfg *options;
     int allow_overwrite_lock; /* ESPnet3's: replace a stale lock; ours are always taken over from a dead run */
@@ -240,7 +240,7 @@ typedef struct normalize_conf_cfg {
     char *stats_file;
     int norm_means;
     int norm_vars;
-    double eps;          /* > 0; 0 (left out): ESPnet2's 1e-20 */
+    double eps;          /* > 0; declared default ESPnet2's 1e-20 (the block is made when normalize is set) */
 } normalize_conf_cfg;
 
 typedef struct encoder_conf_cfg {
@@ -543,7 +543,7 @@ typedef struct infer_model_cfg {
     int64_t nbest;           /* > 1: also {n}best_recog/ (text, token, token_int, score) for n = 1..nbest */
     double maxlenratio;      /* joint search: 0 = maxlen T with end detection; > 0 ratio of T; < 0 fixed */
     double minlenratio;      /* joint search: >= 0 ratio of T; < 0 fixed */
-    int64_t batch_size;      /* utterances per forward pass */
+    int64_t batch_size;      /* utterances per forward pass (default 1; the top-level batch_size is its alias) */
     char *token_type;        /* Speech2Text's: override the training config's tokenizer */
     char *bpemodel;
 } infer_model_cfg;
@@ -566,7 +566,7 @@ typedef struct inference_cfg {
     target_cfg *runner;
     parallel_cfg *parallel;
     char *python;        /* as training_cfg.python: runs a Python dataset.test entry's export */
-    int64_t batch_size;  /* ESPnet3's top-level form of model.batch_size (utterances per model call) */
+    int64_t batch_size;  /* ESPnet3's top-level form of model.batch_size: loaded into it (config_values.c) */
     char *idx_key;       /* output_fn's field that names the utterance (default utt_id) */
     char **output_keys; unsigned n_output_keys; /* output_fn's fields written as <field>.scp (default: all) */
 } inference_cfg;

@@ -75,9 +75,10 @@ static const num_rule num_rules[] = {
     {"trainer.num_sanity_val_steps", -1, INF, 0, ">= -1", "-1: all validation batches, 0: none"},
     {"trainer.min_epochs", 0, INF, 0, ">= 0", "EarlyStopping does not stop before it"},
     {"trainer.min_steps", 0, INF, 0, ">= 0", "EarlyStopping does not stop before it"},
-    {"trainer.dist_timeout", 0, INF, LO_OPEN, "> 0 seconds", "leave it out for 300"},
+    {"trainer.dist_timeout", 0, INF, LO_OPEN, "> 0 seconds", "how long any wait for another rank may take"},
     /* parallel (all three kinds) */
-    {"parallel.n_workers", 1, CFG_MAX_WORKERS, 0, "in [1, 4096]", "leave it out for 1"},
+    {"parallel.n_workers", 1, CFG_MAX_WORKERS, 0, "in [1, 4096]",
+     "worker processes or SLURM jobs; env local_gpu: one per GPU when left out"},
     {"parallel.options.cores", 1, INF, 0, ">= 1", "CPU cores per SLURM job"},
     {"parallel.options.processes", 1, INF, 0, ">= 1", "worker processes per SLURM job; leave it out for 1"},
     {"parallel.options.death_timeout", 1, INF, 0, ">= 1 seconds", "leave it out: it has no effect here"},
@@ -100,7 +101,7 @@ static const num_rule num_rules[] = {
     {"model.frontend_conf.n_mels", 1, 4096, 0, "in [1, 4096]", "leave it out for 80"},
     {"model.frontend_conf.fmin", 0, INF, 0, ">= 0 Hz", "leave it out for 0"},
     {"model.frontend_conf.fmax", 0, INF, LO_OPEN, "> 0 Hz", "leave it out or null for fs/2"},
-    {"model.normalize_conf.eps", 0, INF, LO_OPEN, "> 0", "the least standard deviation; leave it out for 1e-20"},
+    {"model.normalize_conf.eps", 0, INF, LO_OPEN, "> 0", "the least standard deviation"},
     {"model.specaug_conf.time_warp_window", 1, 100000, 0, "in [1, 100000]",
      "apply_time_warp: false turns warping off; leave it out for 5"},
     {"model.specaug_conf.num_freq_mask", 1, 1000, 0, "in [1, 1000]",
@@ -205,7 +206,7 @@ static const num_rule num_rules[] = {
     {"best_model_criterion[].nbest", 1, INF, 0, ">= 1", "how many best checkpoints to average"},
     /* inference: model is Speech2Text's arguments */
     {"model.beam_size", 1, 10000, 0, "in [1, 10000]", "1: greedy CTC"},
-    {"model.batch_size", 1, 4096, 0, "in [1, 4096]", "utterances per forward pass; leave it out for 1"},
+    {"model.batch_size", 1, 4096, 0, "in [1, 4096]", "utterances per forward pass"},
     {"model.nbest", 1, 1000, 0, "in [1, 1000]", NULL},
     {"batch_size", 1, 4096, 0, "in [1, 4096]", "utterances per model call (ESPnet3's form of model.batch_size); null: "
                                                "one at a time"},
@@ -251,23 +252,67 @@ int config_check_number(const ynode *n, const char *schema_path, const char *pat
 /* The default of each key that has one, per config kind: the value a key left out (or null) takes,
  * written into the tree the typed view is loaded from (config.c) and shown by --show_config, but
  * not into the resolved config.yaml, which keeps what the user wrote. A default is written into
- * its block when the block is there; MAKE_BLOCK writes the block too (Lightning's Trainer() takes
- * all its defaults). A range rule above appends "leave it out for <value>" to its hint; every
- * value is in its key's range (test config_values/defaults_are_in_range). */
-enum { MAKE_BLOCK = 1 };
-
+ * its block when the block is there; CONFIG_MAKE_BLOCK writes the block too (Lightning's Trainer()
+ * takes all its defaults), and `when` makes it depend on another key. A range rule above appends
+ * "leave it out for <value>" to its hint; every value is in its key's range (test
+ * config_values/defaults_are_in_range). A recipe declares the defaults of its own keys
+ * (core/config/config_recipe.h). */
 static const config_default key_defaults[] = {
-    {CONFIG_TRAINING, "trainer.devices", "1", MAKE_BLOCK},
-    {CONFIG_TRAINING, "trainer.num_nodes", "1", MAKE_BLOCK},
+    {CONFIG_TRAINING, "trainer.devices", "1", CONFIG_MAKE_BLOCK, NULL},
+    {CONFIG_TRAINING, "trainer.num_nodes", "1", CONFIG_MAKE_BLOCK, NULL},
     /* lightning_max_epochs writes max_epochs into a trainer block; a config without one gets 1000 */
-    {CONFIG_TRAINING, "trainer.max_epochs", "1000", MAKE_BLOCK},
-    {CONFIG_TRAINING, "trainer.max_steps", "-1", MAKE_BLOCK},
-    {CONFIG_TRAINING, "trainer.accumulate_grad_batches", "1", MAKE_BLOCK},
-    {CONFIG_TRAINING, "trainer.log_every_n_steps", "50", MAKE_BLOCK},
-    {CONFIG_TRAINING, "trainer.num_sanity_val_steps", "2", MAKE_BLOCK},
-    {CONFIG_TRAINING, "tokenizer.character_coverage", "1.0", 0},
-    {CONFIG_INFERENCE, "model.beam_size", "1", 0},
-    {CONFIG_INFERENCE, "model.nbest", "1", 0},
+    {CONFIG_TRAINING, "trainer.max_epochs", "1000", CONFIG_MAKE_BLOCK, NULL},
+    {CONFIG_TRAINING, "trainer.max_steps", "-1", CONFIG_MAKE_BLOCK, NULL},
+    {CONFIG_TRAINING, "trainer.accumulate_grad_batches", "1", CONFIG_MAKE_BLOCK, NULL},
+    {CONFIG_TRAINING, "trainer.log_every_n_steps", "50", CONFIG_MAKE_BLOCK, NULL},
+    {CONFIG_TRAINING, "trainer.num_sanity_val_steps", "2", CONFIG_MAKE_BLOCK, NULL},
+    {CONFIG_TRAINING, "trainer.dist_timeout", "300", CONFIG_MAKE_BLOCK, NULL},
+    {CONFIG_TRAINING, "tokenizer.character_coverage", "1.0", 0, NULL},
+    /* ESPnet2's GlobalMVN / UtteranceMVN eps: the block is made when model.normalize names a class */
+    {CONFIG_TRAINING, "model.normalize_conf.eps", "1e-20", CONFIG_MAKE_BLOCK, "model.normalize"},
+    /* local_gpu left out: one worker per visible GPU (core/runner/runner_gpu.c counts them) */
+    {CONFIG_TRAINING, "parallel.n_workers", "1", 0, "parallel.env!=local_gpu"},
+    {CONFIG_INFERENCE, "parallel.n_workers", "1", 0, "parallel.env!=local_gpu"},
+    {CONFIG_METRICS, "parallel.n_workers", "1", 0, "parallel.env!=local_gpu"},
+    {CONFIG_INFERENCE, "model.beam_size", "1", 0, NULL},
+    {CONFIG_INFERENCE, "model.nbest", "1", 0, NULL},
+    {CONFIG_INFERENCE, "model.batch_size", "1", 0, NULL},
+};
+
+/* Lightning's callbacks' defaults by class (the last part of trainer.callbacks[]._target_), written
+ * into each entry of that class. EMAWeightAveraging's update_starting_at_step/epoch default to None
+ * (no start), which its reader takes from the key being left out. */
+static const struct {
+    const char *cls, *key, *value;
+} callback_defaults[] = {
+    {"EarlyStopping", "patience", "3"},
+    {"EarlyStopping", "strict", "true"},
+    {"EarlyStopping", "check_finite", "true"},
+    {"EMAWeightAveraging", "decay", "0.999"},
+    {"EMAWeightAveraging", "update_every_n_steps", "1"},
+    {"EMAWeightAveraging", "use_buffers", "true"},
+};
+
+static void fill_callbacks(ynode *root)
+{
+    ynode *seq = yt_get_path(root, "trainer.callbacks");
+    for (size_t i = 0; seq && seq->kind == YN_SEQ && i < seq->n; i++) {
+        ynode *cb = seq->items[i];
+        const ynode *t = cb->kind == YN_MAP ? yt_map_get(cb, "_target_") : NULL;
+        const char *dot = t && t->kind == YN_SCALAR ? strrchr(t->str, '.') : NULL;
+        for (size_t k = 0; dot && k < sizeof callback_defaults / sizeof *callback_defaults; k++)
+            if (!strcmp(dot + 1, callback_defaults[k].cls) && !yt_map_get(cb, callback_defaults[k].key))
+                yt_map_set(cb, callback_defaults[k].key, cb->mark, yt_scalar(callback_defaults[k].value, 0, cb->mark));
+    }
+}
+
+/* Keys with a second spelling: a config that writes the alias and not the key means the key (both
+ * written: they must agree, config_check_values). */
+static const struct {
+    config_kind kind;
+    const char *alias, *key;
+} key_aliases[] = {
+    {CONFIG_INFERENCE, "batch_size", "model.batch_size"}, /* ESPnet3's form of Speech2Text's argument */
 };
 
 const config_default *config_defaults(size_t *n)
@@ -283,25 +328,76 @@ const char *config_default_value(const char *schema_path)
     return NULL;
 }
 
-void config_fill_left_out(config_kind kind, ynode *root)
+/* The value of a key given by its path from the root (NULL when left out or null). */
+static const ynode *set_at(const ynode *root, const char *path)
 {
-    for (size_t i = 0; i < sizeof key_defaults / sizeof *key_defaults; i++) {
-        const config_default *d = &key_defaults[i];
-        if (d->kind != kind) continue;
+    const ynode *n = yt_get_path(root, path);
+    return n && !yt_is_null(n) ? n : NULL;
+}
+
+/* Whether d's `when` holds in root. */
+static int default_applies(const config_default *d, const ynode *root)
+{
+    if (!d->when) return 1;
+    const char *w = d->when + (d->when[0] == '!'), *ne = strstr(w, "!=");
+    char *path = ne ? xstrndup(w, (size_t)(ne - w)) : xstrdup(w);
+    const ynode *n = set_at(root, path);
+    free(path);
+    if (ne) return !(n && n->kind == YN_SCALAR && !strcmp(n->str, ne + 2));
+    return d->when[0] == '!' ? !n : n != NULL;
+}
+
+static ynode *default_node(const char *value, ymark mark);
+
+void config_fill_declared(const config_default *table, size_t n, config_kind kind, ynode *root)
+{
+    for (size_t i = 0; i < n; i++) {
+        const config_default *d = &table[i];
+        if (d->kind != kind || !default_applies(d, root)) continue;
         ynode *m = root;
         const char *p = d->path;
-        for (size_t k; m && (k = strcspn(p, "."), p[k]); p += k + 1) {
+        for (size_t k = strcspn(p, "."); m && p[k]; p += k + 1, k = strcspn(p, ".")) {
             char *part = xstrndup(p, k);
             ynode *child = yt_map_get(m, part);
-            if (!child && (d->flags & MAKE_BLOCK)) {
+            if (!child && (d->flags & CONFIG_MAKE_BLOCK)) {
                 yt_map_set(m, part, m->mark, yt_map(m->mark));
                 child = yt_map_get(m, part);
             }
             free(part);
             m = child && child->kind == YN_MAP ? child : NULL;
         }
-        if (m && !yt_map_get(m, p)) yt_map_set(m, p, m->mark, yt_scalar(d->value, 0, m->mark));
+        if (m && !yt_map_get(m, p)) yt_map_set(m, p, m->mark, default_node(d->value, m->mark));
     }
+}
+
+void config_fill_left_out(config_kind kind, ynode *root)
+{
+    for (size_t i = 0; i < sizeof key_aliases / sizeof *key_aliases; i++) {
+        const ynode *a = key_aliases[i].kind == kind ? set_at(root, key_aliases[i].alias) : NULL;
+        const char *dot = strrchr(key_aliases[i].key, '.');
+        char *parent = xstrndup(key_aliases[i].key, (size_t)(dot - key_aliases[i].key));
+        ynode *m = yt_get_path(root, parent);
+        free(parent);
+        if (a && m && m->kind == YN_MAP && !yt_map_get(m, dot + 1)) yt_map_set(m, dot + 1, a->mark, yt_copy(a));
+    }
+    config_fill_declared(key_defaults, sizeof key_defaults / sizeof *key_defaults, kind, root);
+    if (kind == CONFIG_TRAINING) fill_callbacks(root);
+    /* A block made above (model.normalize_conf) takes ESPnet2's switches too. */
+    config_fill_defaults(kind, root);
+}
+
+/* An alias and its key both written: one error at the alias unless they say the same. */
+static int check_aliases(config_kind kind, const ynode *root, esp_err *err)
+{
+    for (size_t i = 0; i < sizeof key_aliases / sizeof *key_aliases; i++) {
+        const ynode *a = key_aliases[i].kind == kind ? set_at(root, key_aliases[i].alias) : NULL;
+        const ynode *k = a ? set_at(root, key_aliases[i].key) : NULL;
+        if (k && (a->kind != YN_SCALAR || k->kind != YN_SCALAR || strcmp(a->str, k->str) != 0))
+            return config_fail_node(err, a, key_aliases[i].alias, "%s and %s: %s disagree (they say the same thing: "
+                                    "keep one)", a->kind == YN_SCALAR ? a->str : "...", key_aliases[i].key,
+                                    k->kind == YN_SCALAR ? k->str : "...");
+    }
+    return 0;
 }
 
 /* ---- defaults written into the tree ---------------------------------------------------------- */
@@ -771,6 +867,7 @@ static int check_scheduler_warmup(const ynode *root, esp_err *err)
 
 int config_check_values(config_kind kind, ynode *root, esp_err *err)
 {
+    if (check_aliases(kind, root, err) != 0) return -1;
     if (kind != CONFIG_TRAINING) return 0;
     if (check_scheduler_warmup(root, err) != 0) return -1;
     if (check_batches(root, "train", err) != 0 || check_batches(root, "valid", err) != 0) return -1;

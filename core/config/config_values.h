@@ -23,15 +23,21 @@
 typedef struct config_default {
     config_kind kind;
     const char *path;  /* schema path, no list items */
-    const char *value; /* as YAML writes it */
-    unsigned flags;
+    const char *value; /* as YAML writes it; "[a, b]" is a list */
+    unsigned flags;    /* CONFIG_MAKE_BLOCK: write the blocks above it too */
+    const char *when;  /* NULL, or the other key it depends on (a path from the root): "k" when k is
+                        * set, "!k" when it is not, "k!=v" when k is not v (left out counts as not v) */
 } config_default;
+enum { CONFIG_MAKE_BLOCK = 1 };
 
 const config_default *config_defaults(size_t *n);
 /* The default of the key at schema_path in any config kind, or NULL. */
 const char *config_default_value(const char *schema_path);
-/* Writes the default of every key of `kind` that root leaves out (the typed view's tree). */
+/* Writes the default of every key of `kind` that root leaves out (the typed view's tree): the
+ * aliases' values into their keys, then key_defaults, then ESPnet2's switches of blocks made. */
 void config_fill_left_out(config_kind kind, ynode *root);
+/* The same for a table of defaults declared elsewhere (a recipe's keys). */
+void config_fill_declared(const config_default *table, size_t n, config_kind kind, ynode *root);
 
 /* The range rule of the number n (already typed as v) at schema_path, if there is one. */
 int config_check_number(const ynode *n, const char *schema_path, const char *path, double v, esp_err *err);

@@ -16,7 +16,7 @@
 
 static int load_global_mvn(asr_data *d, const model_cfg *m, esp_err *err)
 {
-    const char *path = m->normalize_conf ? m->normalize_conf->stats_file : NULL;
+    const char *path = m->normalize_conf->stats_file;
     if (!path) return esp_fail(err, "model.normalize_conf.stats_file: missing (global_mvn needs feats_stats.npz)");
     if (!path_exists(path)) return esp_fail(err, "%s: no stats file (run collect_stats, stage 3, first)", path);
     npz_file f;
@@ -93,14 +93,18 @@ int asr_data_open_files(asr_data *d, const model_cfg *m, const char *mpath, cons
         if (specaug_opts_from_cfg(m->specaug_conf, &d->sa, err) != 0) goto fail;
         d->specaug_on = 1;
     }
-    d->norm_eps = m && m->normalize_conf && m->normalize_conf->eps > 0 ? m->normalize_conf->eps : 1e-20;
+    if (m && m->normalize) {
+        /* The loader makes normalize_conf with its declared defaults whenever normalize is set. */
+        ESP_CHECK(m->normalize_conf && m->normalize_conf->eps > 0);
+        d->norm_eps = m->normalize_conf->eps;
+    }
     if (m && m->normalize && !strcmp(m->normalize, "global_mvn")) {
         d->norm = NORM_GLOBAL;
         if (load_global_mvn(d, m, err) != 0) goto fail;
     } else if (m && m->normalize && !strcmp(m->normalize, "utterance_mvn")) {
         d->norm = NORM_UTTERANCE;
-        d->utt_norm_means = m->normalize_conf ? m->normalize_conf->norm_means : 1;
-        d->utt_norm_vars = m->normalize_conf ? m->normalize_conf->norm_vars : 0;
+        d->utt_norm_means = m->normalize_conf->norm_means;
+        d->utt_norm_vars = m->normalize_conf->norm_vars;
     }
     return 0;
 fail:

@@ -47,7 +47,8 @@ int dist_join(dist_ctx *d, const dist_env *env, const char *run_id_fallback, com
     memset(d, 0, sizeof *d);
     d->env = *env;
     d->rank = env->rank, d->world = env->world_size;
-    d->timeout = timeout_s > 0 ? timeout_s : DIST_DEFAULT_TIMEOUT;
+    ESP_CHECK(timeout_s > 0); /* trainer.dist_timeout: ranged and defaulted when the config is loaded */
+    d->timeout = timeout_s;
     if (d->world <= 1) return 0;
     int nccl = kind == COMM_KIND_NCCL;
 #ifndef ESPNET3_CUDA

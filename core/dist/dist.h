@@ -7,8 +7,6 @@
 #include "core/dist/dist_env.h"
 #include "core/dist/dist_store.h"
 
-#define DIST_DEFAULT_TIMEOUT 300.0
-
 /* The launcher's view of this process (detected on first call; PMIx asked once). On a detection
  * error the process cannot know its rank: *err is filled and NULL returned. */
 const dist_env *dist_process_env(esp_err *err);
@@ -26,7 +24,8 @@ typedef struct dist_ctx {
  * the CPU backend, COMM_KIND_NCCL for CUDA's (a CUDA build only); the comm must match the backend
  * whose buffers it reduces. run_id_fallback
  * identifies the run when the launcher gave no id (ranks started by separate commands agree on it
- * because they run the same config). A world of 1 joins nothing. */
+ * because they run the same config). timeout_s (> 0) bounds any wait for another rank. A world of 1
+ * joins nothing. */
 int dist_join(dist_ctx *d, const dist_env *env, const char *run_id_fallback, comm_kind kind, double timeout_s,
               esp_err *err);
 /* Final barrier (so rank 0's store outlives every rank's last use), then closes. */

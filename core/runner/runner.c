@@ -21,8 +21,8 @@
 
 static const char sig_name[] = "runner.sig";
 
-/* An environment: how many workers it resolves when the default (n_workers, absent = 1) does
- * not fit (may be NULL), and whether its workers outlive the driver (cluster jobs: their temp
+/* An environment: how many workers it resolves when n_workers as loaded does not say it (local_gpu
+ * left out: one per GPU; may be NULL), and whether its workers outlive the driver (cluster jobs: their temp
  * files are not the driver's to remove, and a work_dir that changes job calls forget() first to
  * stop them). */
 typedef struct runner_env {
@@ -125,13 +125,19 @@ static int resolve_env(const parallel_cfg *par, const runner_env **env, int *n_w
                  name);
     }
     if ((*env)->workers) return (*env)->workers(par, n_workers, err);
-    /* An absent n_workers reads as 0: one worker, as without a parallel: block. */
+    /* No parallel: block is one worker; a loaded block holds its declared default (config_values.c). */
     int64_t n = par ? par->n_workers : 1;
-    if (n < 0) return esp_fail(err, "parallel.n_workers: must be at least 1, got %lld", (long long)n);
+    if (n < 1) return esp_fail(err, "parallel.n_workers: must be at least 1, got %lld", (long long)n);
     if (n > CFG_MAX_WORKERS)
         return esp_fail(err, "parallel.n_workers: %lld is more than the %d supported", (long long)n, CFG_MAX_WORKERS);
-    *n_workers = n == 0 ? 1 : (int)n;
+    *n_workers = (int)n;
     return 0;
+}
+
+int runner_workers(const parallel_cfg *par, int *n_workers, esp_err *err)
+{
+    const runner_env *env;
+    return resolve_env(par, &env, n_workers, err);
 }
 
 static int run_locked(const runner_job *job, const runner_env *env, const parallel_cfg *par, int n_workers,

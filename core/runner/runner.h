@@ -64,6 +64,9 @@ enum { RUNNER_PENDING = 1 };
  * RUNNER_MAX_CRASHES times, a failed SLURM job (naming its log), unwritable work_dir. No local
  * child process outlives the call. */
 int runner_run(const runner_job *job, const parallel_cfg *par, esp_err *err);
+/* The workers runner_run starts for par: n_workers as loaded, or what the env resolves (local_gpu
+ * left out: one per visible GPU); 1 when par is NULL. */
+int runner_workers(const parallel_cfg *par, int *n_workers, esp_err *err);
 
 /* The command line of this process (cli/main.c sets it): slurm jobs run the same command again,
  * in worker mode, so every stage re-creates its own runner_job there. */

@@ -85,7 +85,8 @@ Test(config_values, training_ranges_and_zero_are_errors_with_position)
         {"trainer:\n  dist_timeout: 0\n", "2:17: trainer.dist_timeout: must be > 0 seconds, got 0"},
         {"num_device: 0\n", "1:13: num_device: must be >= 1, got 0"},
         {"seed: -1\n", "1:7: seed: must be in [0, 4294967295], got -1"},
-        {"parallel:\n  n_workers: 0\n", "2:14: parallel.n_workers: must be in [1, 4096], got 0 (leave it out for 1)"},
+        {"parallel:\n  n_workers: 0\n", "2:14: parallel.n_workers: must be in [1, 4096], got 0 (worker processes or SLURM jobs; env "
+         "local_gpu: one per GPU when left out; leave it out for 1)"},
         {"parallel:\n  n_workers: 100000\n", "2:14: parallel.n_workers: must be in [1, 4096], got 100000"},
         {"model:\n  frontend_conf:\n    n_fft: 0\n", "3:12: model.frontend_conf.n_fft: must be even and in [2, 65536], got 0"},
         {"model:\n  frontend_conf:\n    n_fft: 511\n", "3:12: model.frontend_conf.n_fft: must be even"},
@@ -450,7 +451,7 @@ Test(config_values, absent_keys_keep_defaults)
     cr_assert_eq(t->trainer->num_sanity_val_steps, 2);
     cr_assert_eq(t->trainer->max_steps, -1);
     cr_assert_eq(t->trainer->max_epochs, 3);
-    cr_assert_eq(t->parallel->n_workers, 0); /* no default: left out, local_gpu takes one per GPU */
+    cr_assert_eq(t->parallel->n_workers, 1);
     cr_assert_null(yt_get_path(cfg->tree, "trainer.devices"));
     cr_assert_str_eq(yt_get_path(cfg->full, "trainer.devices")->str, "1");
     config_free(cfg);
@@ -489,6 +490,69 @@ Test(config_values, absent_keys_keep_defaults)
                           "        batch_size: 4\n");
     cr_assert_eq(cfg_load(CONFIG_TRAINING, path, 1, NULL, 0, &cfg, &err), 0, "%s", err.msg);
     config_free(cfg);
+}
+
+/* Defaults that depend on another key, class defaults of callbacks, and an alias: all in the typed
+ * view and in --show_config, none in the resolved tree. */
+Test(config_values, conditional_class_and_alias_defaults)
+{
+    const char *path = tpath("ok.yaml");
+    test_write_text(path, "model:\n  normalize: utterance_mvn\ntrainer:\n  callbacks:\n"
+                          "    - _target_: lightning.pytorch.callbacks.EMAWeightAveraging\n"
+                          "    - _target_: pytorch_lightning.callbacks.EarlyStopping\n      monitor: valid/loss\n"
+                          "parallel:\n  env: local_gpu\n");
+    esp_config *cfg;
+    esp_err err;
+    cr_assert_eq(cfg_load(CONFIG_TRAINING, path, 0, NULL, 0, &cfg, &err), 0, "%s", err.msg);
+    const training_cfg *t = cfg->typed;
+    cr_assert_not_null(t->model->normalize_conf, "normalize is set: its block is made");
+    cr_assert_eq(t->model->normalize_conf->eps, 1e-20);
+    cr_assert_eq(t->model->normalize_conf->norm_means, 1);
+    cr_assert_eq(t->model->normalize_conf->norm_vars, 0); /* utterance_mvn's */
+    cr_assert_null(yt_get_path(cfg->tree, "model.normalize_conf"));
+    cr_assert_eq(t->trainer->dist_timeout, 300);
+    const callback_cfg *ema = &t->trainer->callbacks[0], *es = &t->trainer->callbacks[1];
+    cr_assert_eq(ema->decay, 0.999);
+    cr_assert_eq(ema->update_every_n_steps, 1);
+    cr_assert_eq(ema->use_buffers, 1);
+    cr_assert_eq(es->patience, 3);
+    cr_assert(es->strict && es->check_finite);
+    cr_assert_null(yt_map_get(yt_get_path(cfg->tree, "trainer.callbacks")->items[0], "decay"));
+    cr_assert_eq(t->parallel->n_workers, 0); /* local_gpu: one per GPU, resolved by the runner */
+    config_free(cfg);
+    /* No normalize: no block; written values win. */
+    test_write_text(path, "model:\n  encoder: transformer\ntrainer:\n  dist_timeout: 7\n  callbacks:\n"
+                          "    - _target_: lightning.pytorch.callbacks.EMAWeightAveraging\n      decay: 0.5\n"
+                          "      use_buffers: false\n");
+    cr_assert_eq(cfg_load(CONFIG_TRAINING, path, 0, NULL, 0, &cfg, &err), 0, "%s", err.msg);
+    t = cfg->typed;
+    cr_assert_null(t->model->normalize_conf);
+    cr_assert_eq(t->trainer->dist_timeout, 7);
+    cr_assert_eq(t->trainer->callbacks[0].decay, 0.5);
+    cr_assert_eq(t->trainer->callbacks[0].use_buffers, 0);
+    cr_assert_eq(t->trainer->callbacks[0].update_every_n_steps, 1);
+    config_free(cfg);
+    /* The inference alias: batch_size is model.batch_size; neither written: 1. */
+    test_write_text(path, "batch_size: 4\nmodel:\n  beam_size: 2\n");
+    cr_assert_eq(cfg_load(CONFIG_INFERENCE, path, 0, NULL, 0, &cfg, &err), 0, "%s", err.msg);
+    cr_assert_eq(((const inference_cfg *)cfg->typed)->model->batch_size, 4);
+    cr_assert_null(yt_get_path(cfg->tree, "model.batch_size"));
+    config_free(cfg);
+    test_write_text(path, "model:\n  beam_size: 2\n");
+    cr_assert_eq(cfg_load(CONFIG_INFERENCE, path, 0, NULL, 0, &cfg, &err), 0, "%s", err.msg);
+    cr_assert_eq(((const inference_cfg *)cfg->typed)->model->batch_size, 1);
+    config_free(cfg);
+    static const bad_case both[] = {
+        {"batch_size: 4\nmodel:\n  batch_size: 2\n",
+         "1:13: batch_size: 4 and model.batch_size: 2 disagree (they say the same thing: keep one)"},
+    };
+    expect_errors("--inference_config", both, 1);
+    /* --show_config prints them. */
+    test_write_text(path, "model:\n  normalize: global_mvn\n");
+    const bin_run *r = CFG_RUN(tmp, "--config", path, "--template_dir", "", "--show_config");
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    assert_has(r->out, "  dist_timeout: 300\n");
+    assert_has(r->out, "  normalize_conf:\n    eps: 1e-20\n    norm_means: true\n    norm_vars: true\n");
 }
 
 /* Every declared default is a value its key's range rule accepts, and the rule's message names it. */

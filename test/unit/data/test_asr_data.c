@@ -69,7 +69,7 @@ static training_cfg *make_cfg(int specaug)
     static model_cfg mc;
     static training_cfg t;
     tc = (tokenizer_cfg){.save_path = tok};
-    nc = (normalize_conf_cfg){.stats_file = stats, .norm_means = 1, .norm_vars = 1};
+    nc = (normalize_conf_cfg){.stats_file = stats, .norm_means = 1, .norm_vars = 1, .eps = 1e-20}; /* eps: its default */
     fc = (frontend_conf_cfg){.n_fft = 512, .win_length = 400, .hop_length = 160};
     /* ESPnet2's default time-mask widths (up to 100 frames) would blank a 51-frame utterance. */
     static int64_t time_widths[2] = {0, 10};

@@ -320,11 +320,13 @@ static training_cfg *make_cfg(void)
     snprintf(tok, sizeof tok, "%s/tok", dir);
     static tokenizer_cfg tc;
     static frontend_conf_cfg fc;
+    static normalize_conf_cfg nc;
     static model_cfg mc;
     static training_cfg t;
     tc = (tokenizer_cfg){.save_path = tok};
     fc = (frontend_conf_cfg){.n_fft = 512, .win_length = 400, .hop_length = 160};
-    mc = (model_cfg){.frontend_conf = &fc, .normalize = "utterance_mvn"};
+    nc = (normalize_conf_cfg){.norm_means = 1, .eps = 1e-20}; /* the loader's defaults for utterance_mvn */
+    mc = (model_cfg){.frontend_conf = &fc, .normalize = "utterance_mvn", .normalize_conf = &nc};
     t = (training_cfg){.data_dir = data_dir, .tokenizer = &tc, .model = &mc};
     return &t;
 }

@@ -26,7 +26,7 @@ static char dir[64];
 static char tokens_path[128], weights_path[128];
 static encoder_conf_cfg enc = {.output_size = 16, .attention_heads = 2, .linear_units = 24, .num_blocks = 2};
 static frontend_conf_cfg fc = {.n_fft = 512, .win_length = 400, .hop_length = 160, .n_mels = 20};
-static normalize_conf_cfg nc = {.norm_means = 1, .norm_vars = 1};
+static normalize_conf_cfg nc = {.norm_means = 1, .norm_vars = 1, .eps = 1e-20};
 static model_cfg mc = {.frontend_conf = &fc, .normalize = "utterance_mvn", .normalize_conf = &nc, .encoder_conf = &enc};
 static training_cfg tc = {.model = &mc};
 static esp_config train_cfg = {.kind = CONFIG_TRAINING, .typed = &tc};

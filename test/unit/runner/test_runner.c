@@ -486,9 +486,12 @@ Test(runner, env_selection)
     par.n_workers = -2;
     cr_assert_eq(runner_run(&job, &par, &err), -1);
     cr_assert_str_eq(err.msg, "parallel.n_workers: must be at least 1, got -2");
-    /* No env key and no n_workers: one local worker. */
+    /* n_workers 0 never comes from a loaded config (its default is declared): refused here too. */
     par = (parallel_cfg){0};
-    run_ok(&job, &par);
+    cr_assert_eq(runner_run(&job, &par, &err), -1);
+    cr_assert_str_eq(err.msg, "parallel.n_workers: must be at least 1, got 0");
+    /* No parallel block: one local worker. */
+    run_ok(&job, NULL);
     free(t.calls);
     free(work);
 }
