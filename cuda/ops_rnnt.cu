@@ -133,8 +133,7 @@ static __global__ void rnnt_grad_kernel(float *dlogits, const float *logits, con
 
 // ---- host side
 
-// The lengths and labels (padded to maxl; labels NULL: none) on the device; the inputs were checked
-// by rnnt_batch_chunk.
+// The lengths and labels (padded to maxl; labels NULL: none) on the device; rnnt_batch_* checked them.
 static rn_dev rn_upload(backend *be, const int *hlens, const int *labels, const int *ylens, int stride, int B,
                         int T, int U1, int V, int blank, int t0, int tc)
 {
@@ -179,7 +178,7 @@ double cu_rnnt_loss_forward(backend *be, double *losses, const int *hlens, const
                             int U1)
 {
     cu_impl *c = cu_of(be);
-    rnnt_batch_forward(&c->rnnt, B, T, U1);
+    rnnt_batch_forward(&c->rnnt, hlens, label_lens, B, T, U1);
     rn_dev d = rn_upload(be, hlens, NULL, label_lens, 0, B, T, U1, 2, 0, 0, T);
     double *lat = (double *)c->rnnt_lat.p;
     rnnt_lattice_kernel<<<dim3(B, 2), RN_LAT_THREADS, 0, c->stream>>>(lat, d);
@@ -200,7 +199,8 @@ void cu_rnnt_loss_backward(backend *be, float *dlogits, const float *logits, con
                            float clamp, float dloss)
 {
     cu_impl *c = cu_of(be);
-    rnnt_batch_backward(&c->rnnt, B, T, U1, t0, tc);
+    ctc_labels y = {labels, label_lens, stride};
+    rnnt_batch_backward(&c->rnnt, hlens, &y, B, T, U1, V, blank, t0, tc);
     rn_dev d = rn_upload(be, hlens, labels, label_lens, stride, B, T, U1, V, blank, t0, tc);
     size_t rows = (size_t)B * tc * U1;
     rnnt_grad_kernel<<<rn_blocks(rows), dim3(32, RN_WARPS), 0, c->stream>>>(

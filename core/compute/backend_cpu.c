@@ -1,6 +1,6 @@
 /* The CPU backend: fills core/compute/backend.h with the float ops of core/compute/ops.h (OpenBLAS
- * sgemm), core/compute/ctc.h, core/compute/rnnt.h and core/compute/ops_step.h. Host memory is device memory here;
- * copies are memcpy and every op is synchronous. */
+ * sgemm), core/compute/ctc.h, core/compute/rnnt.h and core/compute/ops_step.h. Host memory is
+ * device memory here; copies are memcpy and every op is synchronous. */
 #include "core/compute/backend_cpu.h"
 
 #include <cblas.h>
@@ -642,7 +642,7 @@ static double cpu_rnnt_loss_forward(backend *be, double *losses, const int *hlen
                                     int T, int U1)
 {
     cpu_impl *c = be->impl;
-    rnnt_batch_forward(&c->rnnt, B, T, U1);
+    rnnt_batch_forward(&c->rnnt, hlens, label_lens, B, T, U1);
     return rnnt_lattice_forward(c->rnnt_lat, losses, hlens, label_lens, B, T, U1, c->threads);
 }
 
@@ -651,8 +651,8 @@ static void cpu_rnnt_loss_backward(backend *be, float *dlogits, const float *log
                                    int V, int blank, int t0, int tc, float clamp, float dloss)
 {
     cpu_impl *c = be->impl;
-    rnnt_batch_backward(&c->rnnt, B, T, U1, t0, tc);
     ctc_labels y = {.ids = labels, .lens = label_lens, .stride = stride};
+    rnnt_batch_backward(&c->rnnt, hlens, &y, B, T, U1, V, blank, t0, tc);
     ops_rnnt_grad_f32(dlogits, logits, c->rnnt_lat, hlens, &y, B, T, U1, V, blank, t0, tc, clamp,
                       (double)dloss / B, c->threads);
 }

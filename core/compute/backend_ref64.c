@@ -474,7 +474,7 @@ static double ref_rnnt_loss_forward(backend *be, double *losses, const int *hlen
                                     int B, int T, int U1)
 {
     ref_impl *r = be->impl;
-    rnnt_batch_forward(&r->rnnt, B, T, U1);
+    rnnt_batch_forward(&r->rnnt, hlens, label_lens, B, T, U1);
     return rnnt_lattice_forward(r->rnnt_lat, losses, hlens, label_lens, B, T, U1, r->threads);
 }
 
@@ -483,8 +483,8 @@ static void ref_rnnt_loss_backward(backend *be, float *dlogits, const float *log
                                    int U1, int V, int blank, int t0, int tc, float clamp, float dloss)
 {
     ref_impl *r = be->impl;
-    rnnt_batch_backward(&r->rnnt, B, T, U1, t0, tc);
     ctc_labels y = {.ids = labels, .lens = label_lens, .stride = stride};
+    rnnt_batch_backward(&r->rnnt, hlens, &y, B, T, U1, V, blank, t0, tc);
     size_t n = (size_t)B * tc * U1 * V;
     double *g = tmp_zeros(be, n);
     ops_rnnt_grad_f64(g, wide(be, logits, n), r->rnnt_lat, hlens, &y, B, T, U1, V, blank, t0, tc, clamp,

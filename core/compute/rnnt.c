@@ -23,35 +23,48 @@ const int *rnnt_labels_of(const ctc_labels *y, int b)
     return y->ids + off;
 }
 
+/* The lengths and label ids of one call (each call checks its own: the passes index rows and
+ * columns by them). */
+static void check_inputs(const int *hlens, const ctc_labels *y, int B, int T, int U1, int V, int blank)
+{
+    ESP_CHECK(B > 0 && T > 0 && U1 > 0 && V >= 2 && blank >= 0 && blank < V);
+    for (int b = 0; b < B; b++) {
+        ESP_CHECK(hlens[b] >= 1 && hlens[b] <= T);
+        ESP_CHECK(y->lens[b] >= 0 && y->lens[b] <= U1 - 1);
+        ESP_CHECK(y->stride == 0 || y->lens[b] <= y->stride);
+        const int *lab = rnnt_labels_of(y, b);
+        for (int i = 0; i < y->lens[b]; i++) ESP_CHECK(lab[i] >= 0 && lab[i] < V && lab[i] != blank);
+    }
+}
+
+static int same_shape(const rnnt_batch *s, int B, int T, int U1, int V, int blank)
+{
+    return s->B == B && s->T == T && s->U1 == U1 && s->V == V && s->blank == blank;
+}
+
 void rnnt_batch_chunk(rnnt_batch *s, const int *hlens, const ctc_labels *y, int B, int T, int U1,
                       int V, int blank, int t0, int tc)
 {
-    ESP_CHECK(B > 0 && T > 0 && U1 > 0 && V >= 2 && blank >= 0 && blank < V);
+    check_inputs(hlens, y, B, T, U1, V, blank);
     ESP_CHECK(tc > 0 && t0 >= 0 && t0 + tc <= T);
-    if (t0 == 0) {
-        for (int b = 0; b < B; b++) {
-            ESP_CHECK(hlens[b] >= 1 && hlens[b] <= T);
-            ESP_CHECK(y->lens[b] >= 0 && y->lens[b] <= U1 - 1);
-            ESP_CHECK(y->stride == 0 || y->lens[b] <= y->stride);
-            const int *lab = rnnt_labels_of(y, b);
-            for (int i = 0; i < y->lens[b]; i++) ESP_CHECK(lab[i] >= 0 && lab[i] < V && lab[i] != blank);
-        }
-        *s = (rnnt_batch){.B = B, .T = T, .U1 = U1};
-    }
+    if (t0 == 0) *s = (rnnt_batch){.B = B, .T = T, .U1 = U1, .V = V, .blank = blank};
     /* The chunks of one batch come in order, at its shape. */
-    ESP_CHECK(s->B == B && s->T == T && s->U1 == U1 && s->frames == t0 && !s->ready);
+    ESP_CHECK(same_shape(s, B, T, U1, V, blank) && s->frames == t0 && !s->ready);
     s->frames = t0 + tc;
 }
 
-void rnnt_batch_forward(rnnt_batch *s, int B, int T, int U1)
+void rnnt_batch_forward(rnnt_batch *s, const int *hlens, const int *ylens, int B, int T, int U1)
 {
     ESP_CHECK(s->B == B && s->T == T && s->U1 == U1 && s->frames == T);
+    for (int b = 0; b < B; b++) ESP_CHECK(hlens[b] >= 1 && hlens[b] <= T && ylens[b] >= 0 && ylens[b] <= U1 - 1);
     s->ready = 1;
 }
 
-void rnnt_batch_backward(const rnnt_batch *s, int B, int T, int U1, int t0, int tc)
+void rnnt_batch_backward(const rnnt_batch *s, const int *hlens, const ctc_labels *y, int B, int T,
+                         int U1, int V, int blank, int t0, int tc)
 {
-    ESP_CHECK(s->ready && s->B == B && s->T == T && s->U1 == U1); /* the forward of this batch ran */
+    check_inputs(hlens, y, B, T, U1, V, blank);
+    ESP_CHECK(s->ready && same_shape(s, B, T, U1, V, blank)); /* the forward of this batch ran */
     ESP_CHECK(tc > 0 && t0 >= 0 && t0 + tc <= T);
 }
 

@@ -51,7 +51,7 @@ enum { RNNT_DENOM, RNNT_LP_BLANK, RNNT_LP_EMIT, RNNT_ALPHA, RNNT_BETA, RNNT_PLAN
 
 /* Where a batch stands between the ops (every backend keeps one beside its lattice memory). */
 typedef struct rnnt_batch {
-    int B, T, U1;
+    int B, T, U1, V, blank;
     int frames; /* frames [0, frames) of the lattice are filled */
     int ready;  /* alpha, beta and nll are computed (rnnt_loss_forward ran on all T frames) */
 } rnnt_batch;
@@ -59,14 +59,16 @@ typedef struct rnnt_batch {
 /* Doubles of the lattice of a (B, T, U1) batch. */
 size_t rnnt_lattice_size(int B, int T, int U1);
 
-/* Checks a chunk of rnnt_logprobs (in order, the batch's shape) and the inputs (lengths, label
- * ids, blank); t0 == 0 starts a new batch of this shape. Aborts with file:line on a violation. */
+/* Checks a chunk of rnnt_logprobs (in order, at the batch's shape) and its inputs (lengths, label
+ * ids, blank); t0 == 0 starts a new batch of this shape. Every check aborts with file:line. */
 void rnnt_batch_chunk(rnnt_batch *s, const int *hlens, const ctc_labels *y, int B, int T, int U1,
                       int V, int blank, int t0, int tc);
-/* Checks that the forward may run (every frame filled) and marks the batch ready. */
-void rnnt_batch_forward(rnnt_batch *s, int B, int T, int U1);
-/* Checks a chunk of the backward (the forward of this batch shape ran; the chunk lies in T). */
-void rnnt_batch_backward(const rnnt_batch *s, int B, int T, int U1, int t0, int tc);
+/* Checks that the forward may run (every frame filled, the lengths the chunks had) and marks the
+ * batch ready. */
+void rnnt_batch_forward(rnnt_batch *s, const int *hlens, const int *ylens, int B, int T, int U1);
+/* Checks a chunk of the backward and its inputs (the forward of this batch's shape ran). */
+void rnnt_batch_backward(const rnnt_batch *s, const int *hlens, const ctc_labels *y, int B, int T,
+                         int U1, int V, int blank, int t0, int tc);
 
 /* Labels of utterance b. */
 const int *rnnt_labels_of(const ctc_labels *y, int b);
