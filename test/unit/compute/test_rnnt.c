@@ -2,7 +2,8 @@
  * scripts/make_rnnt_fixtures.py (mean loss, per-utterance losses, logits gradient; clamp; blank 0
  * and V - 1; U = 0 and T = 1) through the cpu and ref64 backends' ops; the same bits for any
  * thread count, any chunking of the frames, the gradient in place or not and either label layout;
- * central finite differences of the float64 loss; the one-node lattice by hand. */
+ * central finite differences of the float64 loss; the one-node lattice by hand; rows split over
+ * threads with the same bits. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -259,4 +260,25 @@ Test(rnnt, one_node_by_hand)
     cr_assert(fabs(loss - (log(s) - z[2])) < 1e-14, "loss %.17g", loss);
     ops_rnnt_grad_f64(g, z, lat, hlens, &y, 1, 1, 1, V, 2, 0, 1, 0.0, 1.0, 1);
     for (int d = 0; d < V; d++) cr_assert(fabs(g[d] - (exp(z[d]) / s - (d == 2))) < 1e-14, "g[%d] %.17g", d, g[d]);
+}
+
+/* A vocabulary wide enough that the rows split over threads: 1 and 4 threads, the same bits. */
+Test(rnnt, threads_give_the_same_bits)
+{
+    rn_fixture f = {.B = 2, .T = 20, .U1 = 9, .V = 700, .Umax = 8, .blank = 0};
+    int hlens[2] = {20, 13}, ylens[2] = {8, 5}, labels[16] = {5, 9, 9, 699, 1, 1, 7, 20, 3, 1, 4, 1, 5, 0, 0, 0};
+    f.hlens = hlens, f.ylens = ylens, f.labels = labels;
+    size_t n = (size_t)f.B * f.T * f.U1 * f.V;
+    f.logits = xmalloc(n * sizeof *f.logits);
+    unsigned s = 7;
+    for (size_t i = 0; i < n; i++) s = s * 1103515245u + 12345u, f.logits[i] = (float)((s >> 8) % 8000) / 1000.0f - 4;
+    backend *one = open_kind(BACKEND_CPU, 1), *four = open_kind(BACKEND_CPU, 4);
+    rn_result a = run_backend(one, &f, f.T, 0, 0), b = run_backend(four, &f, 7, 1, 1);
+    cr_assert(isfinite(a.loss) && a.loss > 0);
+    cr_assert_eq(a.loss, b.loss);
+    cr_assert_eq(memcmp(a.losses, b.losses, (size_t)f.B * sizeof *a.losses), 0);
+    cr_assert_eq(memcmp(a.grad, b.grad, n * sizeof *a.grad), 0);
+    free_result(&a), free_result(&b);
+    backend_close(one), backend_close(four);
+    free(f.logits);
 }
