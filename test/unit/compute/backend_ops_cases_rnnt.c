@@ -59,7 +59,8 @@ static float *rn_chunk(tb_run *r, int s, const rn_in *in, int t0, int tc)
     size_t row = rn_row(s), n = (size_t)RN_S[s].B * tc * row;
     float *h = tb_host(r, n * sizeof(float));
     for (int b = 0; b < RN_S[s].B; b++)
-        memcpy(h + (size_t)b * tc * row, in->logits + ((size_t)b * RN_S[s].T + t0) * row, (size_t)tc * row * sizeof(float));
+        memcpy(h + (size_t)b * tc * row, in->logits + ((size_t)b * RN_S[s].T + t0) * row,
+               (size_t)tc * row * sizeof(float));
     return tb_upload(r, h, n);
 }
 
