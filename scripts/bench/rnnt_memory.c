@@ -28,6 +28,12 @@ static double peak_mib(void)
     return (double)ru.ru_maxrss / 1024.0; /* KiB on Linux */
 }
 
+static unsigned lcg(unsigned *s)
+{
+    *s = *s * 1103515245u + 12345u;
+    return *s >> 8;
+}
+
 typedef struct joint {
     const float *enc, *dec; /* (T, V), (U1, V) */
     float *denc, *ddec;
@@ -76,10 +82,10 @@ int main(int argc, char **argv)
     int *labels = malloc(((size_t)U + 1) * sizeof *labels);
     float *enc = malloc((size_t)T * V * sizeof *enc), *dec = malloc((size_t)U1 * V * sizeof *dec);
     float *denc = calloc((size_t)T * V, sizeof *denc), *ddec = calloc((size_t)U1 * V, sizeof *ddec);
-    unsigned s = 1; /* values in [-2, 2) from a fixed LCG */
-    for (size_t i = 0; i < (size_t)T * V; i++) s = s * 1103515245u + 12345u, enc[i] = (float)((s >> 8) % 4000) / 1000 - 2;
-    for (size_t i = 0; i < (size_t)U1 * V; i++) s = s * 1103515245u + 12345u, dec[i] = (float)((s >> 8) % 4000) / 1000 - 2;
-    for (int u = 0; u < U; u++) s = s * 1103515245u + 12345u, labels[u] = 1 + (int)((s >> 8) % (unsigned)(V - 1));
+    unsigned s = 1; /* a fixed LCG: enc and dec in [-2, 2), labels in [1, V) */
+    for (size_t i = 0; i < (size_t)T * V; i++) enc[i] = (float)(lcg(&s) % 4000) / 1000 - 2;
+    for (size_t i = 0; i < (size_t)U1 * V; i++) dec[i] = (float)(lcg(&s) % 4000) / 1000 - 2;
+    for (int u = 0; u < U; u++) labels[u] = 1 + (int)(lcg(&s) % (unsigned)(V - 1));
     joint j = {enc, dec, denc, ddec, U1, V};
     double base = peak_mib();
 
