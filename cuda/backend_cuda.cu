@@ -222,7 +222,7 @@ static void cu_destroy(backend *be)
     if (!c) return;
     CUDA_CHECK(cudaSetDevice(c->device));
     CUDA_CHECK(cudaStreamSynchronize(c->stream));
-    cu_buf *bufs[] = {&c->scratch, &c->ints, &c->partial, &c->ctc_alpha, &c->ctc_nll, &c->half_a, &c->half_b};
+    cu_buf *bufs[] = {&c->scratch, &c->ints, &c->partial, &c->ctc_alpha, &c->ctc_nll, &c->rnnt_lat, &c->half_a, &c->half_b};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cu_free(be, bufs[i]->p);
     if (c->arena) CUDA_CHECK(cudaFree(c->arena));
     if (c->staging) CUDA_CHECK(cudaFreeHost(c->staging));
@@ -304,6 +304,9 @@ static constexpr backend cu_ops()
     b.ctc_loss_forward = cu_ctc_loss_forward;
     b.ctc_loss_backward = cu_ctc_loss_backward;
     b.ctc_align = cu_ctc_align;
+    b.rnnt_logprobs = cu_rnnt_logprobs;
+    b.rnnt_loss_forward = cu_rnnt_loss_forward;
+    b.rnnt_loss_backward = cu_rnnt_loss_backward;
     b.adam_update = cu_adam_update;
     b.sgd_update = cu_sgd_update;
     b.adadelta_update = cu_adadelta_update;

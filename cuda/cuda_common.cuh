@@ -20,6 +20,7 @@
 extern "C" {
 #include "core/base/log.h"
 #include "core/compute/backend_ops.h"
+#include "core/compute/rnnt.h"
 }
 #undef _Noreturn
 #include "core/compute/backend_cuda.h"
@@ -68,6 +69,9 @@ typedef struct cu_impl {
     // The CTC forward's workspace, read by the backward of the same batch.
     cu_buf ctc_alpha, ctc_nll;
     int ctc_ready;
+    // The RNN-T loss' lattice (core/compute/rnnt.h), kept from its first op to its backward.
+    cu_buf rnnt_lat;
+    rnnt_batch rnnt;
     // Mixed precision (be->set_gemm_precision): the GEMMs' 16-bit copies of their inputs.
     amp_precision gemm_prec;
     cu_buf half_a, half_b;
@@ -284,6 +288,14 @@ void cu_ctc_loss_backward(backend *be, float *dlogits, const float *logp, const 
                           const int *label_lens, int stride, int B, int T, int V, int zero_infinity, float dloss);
 // cuda/ops_ctc_align.cu
 double cu_ctc_align(backend *be, int *path, const float *logp, int T, int V, const int *labels, int L);
+// cuda/ops_rnnt.cu
+void cu_rnnt_logprobs(backend *be, const float *logits, const int *hlens, const int *labels, const int *label_lens,
+                      int stride, int B, int T, int U1, int V, int blank, int t0, int tc);
+double cu_rnnt_loss_forward(backend *be, double *losses, const int *hlens, const int *label_lens, int B, int T,
+                            int U1);
+void cu_rnnt_loss_backward(backend *be, float *dlogits, const float *logits, const int *hlens, const int *labels,
+                           const int *label_lens, int stride, int B, int T, int U1, int V, int blank, int t0, int tc,
+                           float clamp, float dloss);
 // cuda/ops_step.cu
 void cu_adam_update(backend *be, float *params, float *exp_avg, float *exp_avg_sq, float *max_exp_avg_sq,
                     const float *grads, size_t n, const adam_coefs *c);

@@ -1,6 +1,6 @@
 /* The CPU backend: fills core/compute/backend.h with the float ops of core/compute/ops.h (OpenBLAS
- * sgemm), core/compute/ctc.h and core/compute/ops_step.h. Host memory is device memory here;
- * copies are memcpy and every op is synchronous. */
+ * sgemm), core/compute/ctc.h, core/compute/rnnt.h and core/compute/ops_step.h. Host memory is
+ * device memory here; copies are memcpy and every op is synchronous. */
 #include "core/compute/backend_cpu.h"
 
 #include <cblas.h>
@@ -23,6 +23,9 @@ typedef struct cpu_impl {
     size_t scratch_n;
     double *ctc_work; /* the CTC forward's workspace, read by the backward of the same batch */
     size_t ctc_cap;
+    double *rnnt_lat; /* the RNN-T loss' lattice (core/compute/rnnt.h), kept from its first op to its backward */
+    size_t rnnt_cap;
+    rnnt_batch rnnt;
 } cpu_impl;
 
 static int threads_of(const backend *be)
@@ -184,6 +187,7 @@ static void cpu_destroy(backend *be)
     if (!c) return;
     free(c->scratch);
     free(c->ctc_work);
+    free(c->rnnt_lat);
     free(c);
     be->impl = NULL;
 }
@@ -626,6 +630,40 @@ static double cpu_ctc_align(backend *be, int *path, const float *logp, int T, in
     return ctc_align_f32(path, logp, T, V, labels, L);
 }
 
+static void cpu_rnnt_logprobs(backend *be, const float *logits, const int *hlens, const int *labels,
+                              const int *label_lens, int stride, int B, int T, int U1, int V, int blank, int t0,
+                              int tc)
+{
+    cpu_impl *c = be->impl;
+    ctc_labels y = {.ids = labels, .lens = label_lens, .stride = stride};
+    rnnt_batch_chunk(&c->rnnt, hlens, &y, B, T, U1, V, blank, t0, tc);
+    size_t need = rnnt_lattice_size(B, T, U1);
+    if (t0 == 0 && need > c->rnnt_cap) {
+        c->rnnt_lat = xrealloc(c->rnnt_lat, need * sizeof *c->rnnt_lat);
+        c->rnnt_cap = need;
+    }
+    ops_rnnt_logprobs_f32(c->rnnt_lat, logits, hlens, &y, B, T, U1, V, blank, t0, tc, c->threads);
+}
+
+static double cpu_rnnt_loss_forward(backend *be, double *losses, const int *hlens, const int *label_lens, int B,
+                                    int T, int U1)
+{
+    cpu_impl *c = be->impl;
+    rnnt_batch_forward(&c->rnnt, hlens, label_lens, B, T, U1);
+    return rnnt_lattice_forward(c->rnnt_lat, losses, hlens, label_lens, B, T, U1, c->threads);
+}
+
+static void cpu_rnnt_loss_backward(backend *be, float *dlogits, const float *logits, const int *hlens,
+                                   const int *labels, const int *label_lens, int stride, int B, int T, int U1,
+                                   int V, int blank, int t0, int tc, float clamp, float dloss)
+{
+    cpu_impl *c = be->impl;
+    ctc_labels y = {.ids = labels, .lens = label_lens, .stride = stride};
+    rnnt_batch_backward(&c->rnnt, hlens, &y, B, T, U1, V, blank, t0, tc);
+    ops_rnnt_grad_f32(dlogits, logits, c->rnnt_lat, hlens, &y, B, T, U1, V, blank, t0, tc, clamp,
+                      (double)dloss / B, c->threads);
+}
+
 static void cpu_adam_update(backend *be, float *params, float *exp_avg, float *exp_avg_sq,
                             float *max_exp_avg_sq, const float *grads, size_t n, const adam_coefs *c)
 {
@@ -722,6 +760,9 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
         .ctc_loss_forward = cpu_ctc_loss_forward,
         .ctc_loss_backward = cpu_ctc_loss_backward,
         .ctc_align = cpu_ctc_align,
+        .rnnt_logprobs = cpu_rnnt_logprobs,
+        .rnnt_loss_forward = cpu_rnnt_loss_forward,
+        .rnnt_loss_backward = cpu_rnnt_loss_backward,
         .adam_update = cpu_adam_update,
         .sgd_update = cpu_sgd_update,
         .adadelta_update = cpu_adadelta_update,

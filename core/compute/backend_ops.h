@@ -211,6 +211,27 @@
         const int *labels, int L),                                                                       \
         (be, path, logp, T, V, labels, L))                                                               \
                                                                                                          \
+    /* ---- RNN-T loss (core/compute/rnnt.h): the joint network's logits (B, T, U1, V) on the device,    \
+     * read a chunk of frames [t0, t0 + tc) at a time (tc = T: all at once); hlens, labels (padded       \
+     * rows of `stride`, or concatenated with stride 0) and label_lens on the host; blank any id.        \
+     * rnnt_logprobs fills the backend's lattice from a chunk (t0 = 0 starts a batch; chunks in          \
+     * order); after the last, rnnt_loss_forward returns sum(losses) / B and fills losses (host, B;      \
+     * may be NULL); rnnt_loss_backward then writes a chunk's logits gradient (the log_softmax           \
+     * backward folded in, as torchaudio's fused_log_softmax; clamped to [-clamp, clamp] when            \
+     * clamp > 0; scaled by dloss / B); dlogits may be the logits themselves. */                         \
+    X(RNNT_LOGPROBS, rnnt_logprobs, void, (backend *be, const float *logits, const int *hlens,           \
+        const int *labels, const int *label_lens, int stride, int B, int T, int U1, int V, int blank,    \
+        int t0, int tc),                                                                                 \
+        (be, logits, hlens, labels, label_lens, stride, B, T, U1, V, blank, t0, tc))                     \
+    X(RNNT_LOSS_FORWARD, rnnt_loss_forward, double, (backend *be, double *losses, const int *hlens,      \
+        const int *label_lens, int B, int T, int U1),                                                    \
+        (be, losses, hlens, label_lens, B, T, U1))                                                       \
+    X(RNNT_LOSS_BACKWARD, rnnt_loss_backward, void, (backend *be, float *dlogits, const float *logits,   \
+        const int *hlens, const int *labels, const int *label_lens, int stride, int B, int T, int U1,    \
+        int V, int blank, int t0, int tc, float clamp, float dloss),                                     \
+        (be, dlogits, logits, hlens, labels, label_lens, stride, B, T, U1, V, blank, t0, tc, clamp,      \
+        dloss))                                                                                          \
+                                                                                                         \
     /* ---- optimizer: one update of n elements by the per-element functions of                          \
      * core/compute/kernel_math.h: Adam/AdamW (adam_update_one; vmax NULL without amsgrad), SGD          \
      * (sgd_update_one; momentum_buffer NULL when momentum is 0) and Adadelta (adadelta_update_one);     \

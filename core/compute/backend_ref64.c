@@ -1,7 +1,7 @@
 /* The float64 reference backend ("ref64"): a test/reference backend, not for training. It has the
  * float interface of core/compute/backend.h, and every op widens its float inputs to double, runs
  * the double instantiation of the same op (ops_<name>_f64 of core/compute/ops.h,
- * ctc_loss_*_f64 of core/compute/ctc.h, cblas_dgemm) and rounds its outputs back to float. The
+ * ctc_loss_*_f64 of core/compute/ctc.h, the RNN-T passes' _f64, cblas_dgemm) and rounds its outputs back to float. The
  * optimizer updates (Adam, SGD, Adadelta) evaluate their kernel_math.h formulas in double.
  * test_backend_ops (test/unit/compute/test_backend_ops.c) compares every other backend against it.
  *
@@ -68,6 +68,7 @@ static void ref_destroy(backend *be)
     tmp_release(be);
     free(r->scratch);
     free(r->ctc_work);
+    free(r->rnnt_lat);
     free(r);
     be->impl = NULL;
 }
@@ -460,6 +461,46 @@ static double ref_ctc_align(backend *be, int *path, const float *logp, int T, in
     return best;
 }
 
+static void ref_rnnt_logprobs(backend *be, const float *logits, const int *hlens, const int *labels,
+                              const int *label_lens, int stride, int B, int T, int U1, int V, int blank,
+                              int t0, int tc)
+{
+    ref_impl *r = be->impl;
+    ctc_labels y = {.ids = labels, .lens = label_lens, .stride = stride};
+    rnnt_batch_chunk(&r->rnnt, hlens, &y, B, T, U1, V, blank, t0, tc);
+    size_t need = rnnt_lattice_size(B, T, U1);
+    if (t0 == 0 && need > r->rnnt_cap) {
+        r->rnnt_lat = xrealloc(r->rnnt_lat, need * sizeof *r->rnnt_lat);
+        r->rnnt_cap = need;
+    }
+    ops_rnnt_logprobs_f64(r->rnnt_lat, wide(be, logits, (size_t)B * tc * U1 * V), hlens, &y, B, T, U1, V,
+                          blank, t0, tc, r->threads);
+    tmp_release(be);
+}
+
+static double ref_rnnt_loss_forward(backend *be, double *losses, const int *hlens, const int *label_lens,
+                                    int B, int T, int U1)
+{
+    ref_impl *r = be->impl;
+    rnnt_batch_forward(&r->rnnt, hlens, label_lens, B, T, U1);
+    return rnnt_lattice_forward(r->rnnt_lat, losses, hlens, label_lens, B, T, U1, r->threads);
+}
+
+static void ref_rnnt_loss_backward(backend *be, float *dlogits, const float *logits, const int *hlens,
+                                   const int *labels, const int *label_lens, int stride, int B, int T,
+                                   int U1, int V, int blank, int t0, int tc, float clamp, float dloss)
+{
+    ref_impl *r = be->impl;
+    ctc_labels y = {.ids = labels, .lens = label_lens, .stride = stride};
+    rnnt_batch_backward(&r->rnnt, hlens, &y, B, T, U1, V, blank, t0, tc);
+    size_t n = (size_t)B * tc * U1 * V;
+    double *g = tmp_zeros(be, n);
+    ops_rnnt_grad_f64(g, wide(be, logits, n), r->rnnt_lat, hlens, &y, B, T, U1, V, blank, t0, tc, clamp,
+                      (double)dloss / B, r->threads);
+    narrow(dlogits, g, n);
+    tmp_release(be);
+}
+
 /* adam_update_one (core/compute/kernel_math.h) evaluated in double: the same formula and order,
  * the coefficients widened, one rounding to float per stored value. */
 static void adam_one_f64(float *p, float *m, float *v, float *vmax, float g, const adam_coefs *c)
@@ -664,6 +705,9 @@ int backend_ref64_init(backend *be, int threads, esp_err *err)
         .ctc_loss_forward = ref_ctc_loss_forward,
         .ctc_loss_backward = ref_ctc_loss_backward,
         .ctc_align = ref_ctc_align,
+        .rnnt_logprobs = ref_rnnt_logprobs,
+        .rnnt_loss_forward = ref_rnnt_loss_forward,
+        .rnnt_loss_backward = ref_rnnt_loss_backward,
         .adam_update = ref_adam_update,
         .sgd_update = ref_sgd_update,
         .adadelta_update = ref_adadelta_update,

@@ -10,6 +10,7 @@
  *                 dropout_r16; the kept values' scale dropout_keep_scale
  *   attention     attn_row_keys (the key padding and causal masks of a query row)
  *   label smooth. label_smoothing_prob, kl_div_term, label_smoothing_grad
+ *   RNN-T loss    rnnt_grad_final (the gradient's clamp and scale); the CTC recursions' ctc_log_add
  *   Conformer     relpos_shift_col; per type (core/compute/kernel_math_conformer.h): bn_rstd,
  *                 bn_apply, bn_running, bn_dx (BatchNorm), relpos_angle (relative encoding)
  *   LSTM cell     per type (core/compute/kernel_math_lstm.h): lstm_cell, lstm_cell_c (the forward
@@ -83,6 +84,19 @@ static inline KM_HD double ctc_viterbi_best(const double *prev, const int *lab, 
     if (ctc_can_skip(lab, s) && prev[s - 2] > best) best = prev[s - 2], f = 2;
     *from = f;
     return best;
+}
+
+/* ---- RNN-T loss (core/compute/rnnt.c, core/compute/ops_rnnt_impl.h, cuda/ops_rnnt.cu) ---------- */
+
+/* A logits-gradient entry of one utterance's loss, clamped to [-clamp, clamp] when clamp > 0
+ * (torchaudio's clamp; a NaN stays NaN), then scaled (dloss / B). */
+static inline KM_HD double rnnt_grad_final(double g, double clamp, double scale)
+{
+    if (clamp > 0) {
+        g = clamp < g ? clamp : g;
+        g = g < -clamp ? -clamp : g;
+    }
+    return g * scale;
 }
 
 /* ---- activations ------------------------------------------------------------------------------ */

@@ -420,6 +420,48 @@ op_cost op_cost_ctc_loss_backward(backend *be, float *dlogits, const float *logp
     return cost(8 * states + 3 * btv, 2 * states + 2 * btv);
 }
 
+/* Nodes (b, t, u) of frames [t0, t0 + tc) that lie in their utterance: t < hlens[b], u <= ylens[b]. */
+static double rnnt_nodes(const int *hlens, const int *label_lens, int B, int t0, int tc)
+{
+    double s = 0;
+    for (int b = 0; b < B; b++) {
+        int frames = hlens[b] - t0 < tc ? hlens[b] - t0 : tc;
+        if (frames > 0) s += (double)frames * (label_lens[b] + 1);
+    }
+    return s;
+}
+
+/* Per logit: the max, the shifted exp and its sum (reads the chunk once, the lattice's 3 doubles
+ * per node written). */
+op_cost op_cost_rnnt_logprobs(backend *be, const float *logits, const int *hlens, const int *labels,
+                              const int *label_lens, int stride, int B, int T, int U1, int V, int blank, int t0,
+                              int tc)
+{
+    (void)be, (void)logits, (void)labels, (void)stride, (void)T, (void)U1, (void)blank;
+    double nodes = rnnt_nodes(hlens, label_lens, B, t0, tc);
+    return cost(4 * nodes * V, (double)B * tc * U1 * V + 6 * nodes);
+}
+
+/* Two log-adds per node for alpha and for beta, 4 doubles read and 1 written each. */
+op_cost op_cost_rnnt_loss_forward(backend *be, double *losses, const int *hlens, const int *label_lens, int B, int T,
+                                  int U1)
+{
+    (void)be, (void)losses, (void)U1;
+    double nodes = rnnt_nodes(hlens, label_lens, B, 0, T);
+    return cost(2 * 6 * nodes, 2 * 10 * nodes);
+}
+
+/* Per logit: the shift, exp, the product by the occupancy, the scale; the chunk read and written. */
+op_cost op_cost_rnnt_loss_backward(backend *be, float *dlogits, const float *logits, const int *hlens,
+                                   const int *labels, const int *label_lens, int stride, int B, int T, int U1, int V,
+                                   int blank, int t0, int tc, float clamp, float dloss)
+{
+    (void)be, (void)dlogits, (void)logits, (void)labels, (void)stride, (void)T, (void)blank, (void)clamp,
+        (void)dloss;
+    double nodes = rnnt_nodes(hlens, label_lens, B, t0, tc);
+    return cost(4 * nodes * V, 2.0 * B * tc * U1 * V + 10 * nodes);
+}
+
 op_cost op_cost_adam_update(backend *be, float *params, float *exp_avg, float *exp_avg_sq, float *max_exp_avg_sq,
                             const float *grads, size_t n, const adam_coefs *c)
 {

@@ -170,6 +170,18 @@ void OPS_DECL_FN(label_smoothing_backward)(OPS_DECL_T *dlogits, const OPS_DECL_T
                                            const int *target, int n, int v, double smoothing,
                                            double scale);
 
+/* ---- The RNN-T loss' passes over the joint's logits (core/compute/rnnt.h; the recursions between
+ * them are rnnt_lattice_forward's). rnnt_logprobs fills frames [t0, t0 + tc) of the lattice `lat`
+ * (rnnt_lattice_size doubles) from that chunk of the logits, (B, tc, U1, V); rnnt_grad writes the
+ * chunk's logits gradient from the lattice after rnnt_lattice_forward, scale = dloss / B, clamp
+ * <= 0 none; dlogits may be logits. Rows split over `threads`, the same bits for any count. */
+void OPS_DECL_FN(rnnt_logprobs)(double *lat, const OPS_DECL_T *logits, const int *hlens,
+                                const ctc_labels *y, int B, int T, int U1, int V, int blank, int t0,
+                                int tc, int threads);
+void OPS_DECL_FN(rnnt_grad)(OPS_DECL_T *dlogits, const OPS_DECL_T *logits, const double *lat,
+                            const int *hlens, const ctc_labels *y, int B, int T, int U1, int V,
+                            int blank, int t0, int tc, double clamp, double scale, int threads);
+
 /* ---- The LSTM cell (torch.nn.LSTM's, gate order i, f, g, o; core/compute/ops_lstm_impl.h), per
  * unit kernel_math_lstm.h's lstm_cell / lstm_cell_grad: n rows of H units. gates (n, 4H): the
  * pre-activations, each row [i | f | g | o] (H each), both biases added. The forward writes h,
