@@ -2,8 +2,9 @@
  * (Conv2dSubsampling and the positional scaling) and the head (after_norm, CTC); an encoder runs
  * its blocks between them, with activations it owns (m->enc). One implementation per file:
  * core/nn/encoder_transformer.c, core/nn/encoder_conformer.c, core/nn/encoder_ebranchformer.c (with the
- * pieces the last two share in core/nn/encoder_blocks.c), core/nn/encoder_contextual.c (the
- * Transformer layer of core/nn/encoder_tblock.c over blocks of frames). */
+ * pieces the last two share in core/nn/encoder_blocks.c), core/nn/encoder_contextual.c; the
+ * first and the last run the Transformer layer of core/nn/encoder_tblock.c (the latter over blocks
+ * of frames). */
 #ifndef ESPNET3_NN_ENCODER_H
 #define ESPNET3_NN_ENCODER_H
 
@@ -43,12 +44,15 @@ typedef struct encoder_impl {
     void (*backward)(asr_model *m);
 } encoder_impl;
 
-/* The activations' lifecycle, one for the three encoders (core/nn/encoder_acts.c). An encoder
- * declares its buffers (enc_act_decl); enc_acts_ensure allocates them for B x T2 rows (kept while
+/* The activations' lifecycle, one for the four encoders (core/nn/encoder_acts.c). An encoder
+ * declares its buffers (enc_act_decl); enc_acts_ensure allocates them for B x T2 frames (kept while
  * later batches fit, only ever enlarged; block 0's shared by every block when decoding, backward
  * work only for training) and enc_acts_release frees them. */
 typedef struct enc_act_shape {
-    size_t rows, att, prows; /* B x T2; B x heads x T2 x T2; 2 T2 - 1 relative positions (0: none) */
+    /* The blocks' seqs sequences of t rows: rows = seqs x t; att = seqs x heads x t x t; prows =
+     * 2 t - 1 relative positions (0: none). frames: the batch's B x T2. Without a layout the
+     * sequences are the utterances (seqs = B, t = T2). */
+    size_t rows, att, prows, frames, seqs;
 } enc_act_shape;
 enum { ENC_ACT_MAX = 64 };
 /* Buffers: where each one's pointer lives and its size in floats. */
@@ -65,6 +69,8 @@ typedef struct enc_act_decl {
     void (*block)(const model_dims *d, void *block, enc_act_list *kept, enc_act_shape s);
     /* The forward's buffers the blocks share (fwd) and the backward's work, in m->enc. */
     void (*shared)(asr_model *m, enc_act_list *fwd, enc_act_list *work, enc_act_shape s);
+    /* How the blocks lay out B x T2 frames: seqs sequences of t rows (NULL: the utterances). */
+    void (*layout)(const model_dims *d, int B, int T2, int *seqs, int *t);
 } enc_act_decl;
 /* An encoder's blocks (d->blocks structs of decl->block_size) and the shape they fit. */
 typedef struct enc_act_store {
@@ -105,7 +111,7 @@ void enc_attn_backward(asr_model *m, int l, const enc_attn_bufs *b, const enc_at
                        const float *dy, int site);
 
 /* The Transformer encoder layer on nb sequences of t rows with key lengths lens (core/nn/
- * encoder_tblock.c): its activations (each N = nb x t rows; att nb x heads x t x t) and the
+ * encoder_tblock.c; the Transformer and contextual block encoders run their layers through it): its activations (each N = nb x t rows; att nb x heads x t x t) and the
  * backward's work (tmp also the forward's scratch, N x d; dff N x ff; the others N x d). The
  * backward takes in dh the gradient of h_out and leaves there that of x. */
 typedef struct tblock_acts {
@@ -118,6 +124,10 @@ void tblock_forward(asr_model *m, int l, const tblock_acts *b, const float *x, f
                     const int *lens);
 void tblock_backward(asr_model *m, int l, const tblock_acts *b, const tblock_work *w, const float *x, float *dh,
                      int nb, int t, const int *lens);
+/* The encoders' declarations (enc_act_decl) of a layer's kept buffers at rows rows and att
+ * attention weights, and of the backward's work but tmp (the encoder's scratch). */
+void tblock_kept(const model_dims *d, tblock_acts *b, enc_act_list *kept, size_t rows, size_t att);
+void tblock_work_decl(const model_dims *d, tblock_work *w, enc_act_list *work, size_t rows);
 
 /* The input layer (core/nn/model_embed.c): sizes for B x T input frames into m (T2, nconv, tk,
  * fk) and the per-utterance lengths m->hlens; buffers grown with model.c's; m->x -> m->h0 and

@@ -1,6 +1,6 @@
 /* The one activation lifecycle of the encoders: each declares the buffers its blocks keep for the
- * backward and the ones its blocks share (core/nn/encoder.h's enc_act_decl); this file allocates
- * them for a batch shape, reuses them while later batches fit, aliases every block to block 0's
+ * backward and the ones its blocks share (core/nn/encoder.h's enc_act_decl), and how its blocks lay
+ * out the frames; this file allocates them for a batch shape, reuses them while later batches fit, aliases every block to block 0's
  * when decoding (no backward keeps them), and frees them. */
 #include <string.h>
 
@@ -53,9 +53,16 @@ void enc_acts_release(asr_model *m, const enc_act_decl *decl, enc_act_store *st)
 void enc_acts_ensure(asr_model *m, const enc_act_decl *decl, enc_act_store *st, int B, int T2)
 {
     const model_dims *d = &m->dims;
-    enc_act_shape s = {(size_t)B * (size_t)T2, (size_t)B * d->heads * (size_t)T2 * T2,
-                       decl->positions && T2 > 0 ? 2 * (size_t)T2 - 1 : 0};
-    if (s.rows <= st->cap.rows && s.att <= st->cap.att && s.prows <= st->cap.prows) return;
+    int seqs = B, t = T2;
+    if (decl->layout) decl->layout(d, B, T2, &seqs, &t);
+    enc_act_shape s = {(size_t)seqs * (size_t)t, (size_t)seqs * d->heads * (size_t)t * t,
+                       decl->positions && t > 0 ? 2 * (size_t)t - 1 : 0, (size_t)B * (size_t)T2, (size_t)seqs};
+    const enc_act_shape c = st->cap;
+    if (s.rows <= c.rows && s.att <= c.att && s.prows <= c.prows && s.frames <= c.frames && s.seqs <= c.seqs) return;
+    /* Each size only ever grows, so batches that alternate between shapes settle. */
+#define GROW(f) s.f = s.f > c.f ? s.f : c.f
+    GROW(rows), GROW(att), GROW(prows), GROW(frames), GROW(seqs);
+#undef GROW
     enc_acts_release(m, decl, st);
     for (int l = 0; l < d->blocks; l++) {
         void *b = block_at(decl, st, l);

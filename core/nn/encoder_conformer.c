@@ -82,7 +82,7 @@ static void shared(asr_model *m, enc_act_list *fwd, enc_act_list *work, enc_act_
     enc_act_add(work, &e->dc2, rows * D);
 }
 
-static const enc_act_decl decl = {sizeof(cblock), 1, block_kept, shared};
+static const enc_act_decl decl = {sizeof(cblock), 1, block_kept, shared, NULL};
 
 static encoder_acts *acts(asr_model *m)
 {

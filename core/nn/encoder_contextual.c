@@ -19,14 +19,19 @@
 
 #include "core/nn/encoder.h"
 
+/* A layer's activations and its input in the block layout. */
+typedef struct ctx_layer {
+    tblock_acts a;
+    float *x;
+} ctx_layer;
+
 struct encoder_acts {
-    tblock_acts *layers;   /* inference: all alias layers[0] */
-    float **x;             /* each layer's input in the block layout (inference: one) */
-    size_t cap_rows, cap_att, cap_frames, cap_src;
+    ctx_layer *layers;   /* inference: all alias layers[0] */
+    enc_act_store store; /* layers, and the shape they fit */
     float *src, *addin, *avg, *out;
-    int *idx_in, *idx_ctx, *idx_out, *lens; /* host */
-    int geom_B, geom_T2;   /* what the indices and avg were built for */
-    tblock_work w;         /* w.tmp: also the forward's scratch */
+    int *idx_in, *idx_ctx, *idx_out, *lens; /* host, sized by build_geometry */
+    int geom_B, geom_T2;                     /* what the indices and avg were built for */
+    tblock_work w;                           /* w.tmp: also the forward's scratch */
     float *dalt, *dsrc, *dpos;
 };
 
@@ -37,98 +42,70 @@ static int n_blocks(const model_dims *d, int T2)
     return (T2 - d->block_size + d->hop_size - 1) / d->hop_size + 1;
 }
 
+/* The layers run on B x nblk sequences of block_size + 2 rows, or on the utterances. */
+static void layout(const model_dims *d, int B, int T2, int *seqs, int *t)
+{
+    int nblk = n_blocks(d, T2);
+    if (nblk) *seqs = B * nblk, *t = d->block_size + 2;
+}
+
+static void layer_kept(const model_dims *d, void *block, enc_act_list *kept, enc_act_shape s)
+{
+    ctx_layer *b = block;
+    tblock_kept(d, &b->a, kept, s.rows, s.att);
+    enc_act_add(kept, &b->x, s.rows * (size_t)d->d);
+}
+
+/* src: the frames, a context vector per sequence and the zero row; avg: (seqs, frames) at most. */
+static void shared(asr_model *m, enc_act_list *fwd, enc_act_list *work, enc_act_shape s)
+{
+    encoder_acts *e = m->enc;
+    size_t D = (size_t)m->dims.d, ctx = s.seqs + 1, src = s.frames + ctx;
+    enc_act_add(fwd, &e->w.tmp, s.rows * D);
+    enc_act_add(fwd, &e->src, src * D), enc_act_add(fwd, &e->addin, ctx * D), enc_act_add(fwd, &e->out, s.frames * D);
+    enc_act_add(fwd, &e->avg, ctx * s.frames);
+    tblock_work_decl(&m->dims, &e->w, work, s.rows);
+    enc_act_add(work, &e->dalt, s.rows * D), enc_act_add(work, &e->dsrc, src * D);
+    enc_act_add(work, &e->dpos, s.frames * D);
+}
+
+static const enc_act_decl decl = {sizeof(ctx_layer), 0, layer_kept, shared, layout};
+
 static encoder_acts *acts(asr_model *m)
 {
     if (!m->enc) {
         m->enc = xcalloc(1, sizeof *m->enc);
         m->enc->layers = xcalloc((size_t)m->dims.blocks, sizeof *m->enc->layers);
-        m->enc->x = xcalloc((size_t)m->dims.blocks, sizeof *m->enc->x);
+        m->enc->store.blocks = m->enc->layers;
         m->enc->geom_B = -1;
     }
     return m->enc;
-}
-
-static void free_all(backend *be, float **const *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        be->free(be, *p[i]);
-        *p[i] = NULL;
-    }
 }
 
 static void release(asr_model *m)
 {
     encoder_acts *e = m->enc;
     if (!e) return;
-    backend *be = m->be;
-    tblock_work *w = &e->w;
-    float **const own[] = {&w->tmp, &w->dq, &w->dk, &w->dv, &w->datt, &w->dff, &w->dln, &e->dalt, &e->dsrc,
-                           &e->dpos, &e->src, &e->addin, &e->avg, &e->out};
-    free_all(be, own, sizeof own / sizeof *own);
-    for (int l = 0; l < m->dims.blocks; l++) {
-        tblock_acts *b = &e->layers[l];
-        if (m->inference && l > 0) { /* aliases of layers[0] */
-            memset(b, 0, sizeof *b);
-            e->x[l] = NULL;
-            continue;
-        }
-        float **const bs[] = {&b->ln1, &b->mean1, &b->rstd1, &b->q,  &b->k,     &b->v,     &b->att,
-                              &b->atty, &b->h1,   &b->ln2,   &b->mean2, &b->rstd2, &b->f1, &b->h_out, &e->x[l]};
-        free_all(be, bs, sizeof bs / sizeof *bs);
-    }
+    enc_acts_release(m, &decl, &e->store);
     free(e->idx_in), free(e->idx_ctx), free(e->idx_out), free(e->lens);
     e->idx_in = e->idx_ctx = e->idx_out = e->lens = NULL;
-    e->cap_rows = e->cap_att = e->cap_frames = e->cap_src = 0;
     e->geom_B = -1;
 }
 
 static void destroy(asr_model *m)
 {
     release(m);
-    if (m->enc) free(m->enc->layers), free(m->enc->x);
+    if (m->enc) free(m->enc->layers);
     free(m->enc);
     m->enc = NULL;
 }
 
 static void ensure(asr_model *m, int B, int T2)
 {
-    const model_dims *d = &m->dims;
     encoder_acts *e = acts(m);
-    int nblk = n_blocks(d, T2), t = nblk ? d->block_size + 2 : T2, nseq = nblk ? B * nblk : B;
-    size_t rows = (size_t)nseq * t, att = (size_t)nseq * d->heads * (size_t)t * t, frames = (size_t)B * T2;
-    size_t src = frames + (size_t)B * nblk + 1;
-    if (rows <= e->cap_rows && att <= e->cap_att && frames <= e->cap_frames && src <= e->cap_src) return;
-    rows = rows > e->cap_rows ? rows : e->cap_rows, att = att > e->cap_att ? att : e->cap_att;
-    frames = frames > e->cap_frames ? frames : e->cap_frames, src = src > e->cap_src ? src : e->cap_src;
-    release(m);
-    backend *be = m->be;
-    size_t D = (size_t)d->d, FF = (size_t)d->ff, ctx = src - frames; /* context vectors + the zero row */
-#define A(n) be->alloc(be, (n) * sizeof(float) + 64)
-    for (int l = 0; l < d->blocks; l++) {
-        tblock_acts *b = &e->layers[l];
-        if (m->inference && l > 0) {
-            *b = e->layers[0], e->x[l] = e->x[0];
-            continue;
-        }
-        b->ln1 = A(rows * D), b->mean1 = A(rows), b->rstd1 = A(rows);
-        b->q = A(rows * D), b->k = A(rows * D), b->v = A(rows * D);
-        b->att = A(att), b->atty = A(rows * D), b->h1 = A(rows * D);
-        b->ln2 = A(rows * D), b->mean2 = A(rows), b->rstd2 = A(rows);
-        b->f1 = A(rows * FF), b->h_out = A(rows * D);
-        e->x[l] = A(rows * D);
-    }
-    e->w.tmp = A(rows * D);
-    e->src = A(src * D), e->addin = A(ctx * D), e->out = A(frames * D);
-    e->avg = A(ctx * frames); /* nblk x T2 <= ctx x frames */
-    e->idx_in = xcalloc(rows, sizeof *e->idx_in), e->idx_ctx = xcalloc(rows, sizeof *e->idx_ctx);
-    e->idx_out = xcalloc(frames, sizeof *e->idx_out), e->lens = xcalloc(ctx + (size_t)B, sizeof *e->lens);
-    e->cap_rows = rows, e->cap_att = att, e->cap_frames = frames, e->cap_src = src;
-    if (m->inference) return;
-    tblock_work *w = &e->w;
-    w->dq = A(rows * D), w->dk = A(rows * D), w->dv = A(rows * D);
-    w->datt = A(rows * D), w->dff = A(rows * FF), w->dln = A(rows * D);
-    e->dalt = A(rows * D), e->dsrc = A(src * D), e->dpos = A(frames * D);
-#undef A
+    enc_act_shape before = e->store.cap;
+    enc_acts_ensure(m, &decl, &e->store, B, T2);
+    if (memcmp(&before, &e->store.cap, sizeof before)) e->geom_B = -1; /* reallocated: avg is gone */
 }
 
 /* The host indices of B x T2 frames in nblk blocks (src rows: frames b * T2 + f, then the context
@@ -139,6 +116,10 @@ static void build_geometry(asr_model *m, int nblk)
     encoder_acts *e = m->enc;
     int B = m->B, T2 = m->T2, bs = d->block_size, hop = d->hop_size, t = bs + 2;
     if (e->geom_B == B && e->geom_T2 == T2) return;
+    size_t rows = (size_t)B * nblk * t, frames = (size_t)B * T2;
+    free(e->idx_in), free(e->idx_ctx), free(e->idx_out), free(e->lens);
+    e->idx_in = xcalloc(rows, sizeof *e->idx_in), e->idx_ctx = xcalloc(rows, sizeof *e->idx_ctx);
+    e->idx_out = xcalloc(frames, sizeof *e->idx_out), e->lens = xcalloc((size_t)B * nblk, sizeof *e->lens);
     int zero = B * T2 + B * nblk, first = bs - d->look_ahead; /* frames block 0 gives */
     float *avg = xcalloc((size_t)nblk * T2, sizeof *avg);
     for (int k = 0; k < nblk; k++) {
@@ -196,12 +177,13 @@ static const float *forward_blocks(asr_model *m, int nblk)
         be->copy(be, ctx, e->addin, (size_t)nseq * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
     }
     be->fill(be, ctx + (size_t)nseq * D, 0, (size_t)D * sizeof(float));
-    be->embedding_forward(be, e->x[0], e->src, e->idx_in, (int)rows, (int)(frames + nseq + 1), D);
+    be->embedding_forward(be, e->layers[0].x, e->src, e->idx_in, (int)rows, (int)(frames + nseq + 1), D);
     for (int l = 0; l < d->blocks; l++) {
-        if (l > 0) be->embedding_forward(be, e->x[l], e->layers[l - 1].h_out, e->idx_ctx, (int)rows, (int)rows, D);
-        tblock_forward(m, l, &e->layers[l], e->x[l], e->w.tmp, nseq, t, e->lens);
+        ctx_layer *c = &e->layers[l];
+        if (l > 0) be->embedding_forward(be, c->x, e->layers[l - 1].a.h_out, e->idx_ctx, (int)rows, (int)rows, D);
+        tblock_forward(m, l, &c->a, c->x, e->w.tmp, nseq, t, e->lens);
     }
-    be->embedding_forward(be, e->out, e->layers[d->blocks - 1].h_out, e->idx_out, (int)frames, (int)rows, D);
+    be->embedding_forward(be, e->out, e->layers[d->blocks - 1].a.h_out, e->idx_out, (int)frames, (int)rows, D);
     return e->out;
 }
 
@@ -212,8 +194,8 @@ static const float *forward(asr_model *m)
     encoder_acts *e = m->enc;
     const float *x = m->h0;
     for (int l = 0; l < m->dims.blocks; l++) {
-        tblock_forward(m, l, &e->layers[l], x, e->w.tmp, m->B, m->T2, m->hlens);
-        x = e->layers[l].h_out;
+        tblock_forward(m, l, &e->layers[l].a, x, e->w.tmp, m->B, m->T2, m->hlens);
+        x = e->layers[l].a.h_out;
     }
     return x;
 }
@@ -231,7 +213,7 @@ static void backward_blocks(asr_model *m, int nblk)
     be->fill(be, g, 0, rows * D * sizeof(float));
     be->embedding_backward(be, g, m->dh, e->idx_out, (int)frames, (int)rows, D);
     for (int l = d->blocks - 1; l >= 0; l--) {
-        tblock_backward(m, l, &e->layers[l], &e->w, e->x[l], g, nseq, t, e->lens);
+        tblock_backward(m, l, &e->layers[l].a, &e->w, e->layers[l].x, g, nseq, t, e->lens);
         asr_model_block_grads_final(m, l);
         if (l == 0) break;
         /* The layer's input came from the previous layer's output: scatter its gradient back. */
@@ -263,8 +245,8 @@ static void backward(asr_model *m)
     }
     encoder_acts *e = m->enc;
     for (int l = m->dims.blocks - 1; l >= 0; l--) {
-        const float *x = l ? e->layers[l - 1].h_out : m->h0;
-        tblock_backward(m, l, &e->layers[l], &e->w, x, m->dh, m->B, m->T2, m->hlens);
+        const float *x = l ? e->layers[l - 1].a.h_out : m->h0;
+        tblock_backward(m, l, &e->layers[l].a, &e->w, x, m->dh, m->B, m->T2, m->hlens);
         asr_model_block_grads_final(m, l);
     }
 }

@@ -1,11 +1,30 @@
-/* ESPnet's pre-LN Transformer encoder layer on any layout of rows (nb sequences of t rows, keys
- * masked past lens[i]), forward and backward with explicit buffers:
+/* ESPnet's pre-LN Transformer encoder layer (EncoderLayer with normalize_before) on any layout of
+ * rows (nb sequences of t rows, keys masked past lens[i]), forward and backward with explicit
+ * buffers, and the declaration of those buffers for core/nn/encoder_acts.c:
  *   x += dropout(MHA(norm1(x)));  x += dropout(w_2(dropout(ReLU(w_1(norm2(x))))))
- * The contextual block encoder (core/nn/encoder_contextual.c) runs it over its blocks of frames;
- * it computes what core/nn/encoder_transformer.c's blocks compute on (B, T2) (same dropout sites). */
+ * The Transformer encoder (core/nn/encoder_transformer.c) runs it on (B, T2), the contextual block
+ * encoder (core/nn/encoder_contextual.c) over its blocks of frames. */
 #include "core/nn/encoder.h"
 
 enum { SITE_ATT = 0, SITE_ATT_OUT = 1, SITE_FF_IN = 2, SITE_FF_OUT = 3 };
+
+void tblock_kept(const model_dims *d, tblock_acts *b, enc_act_list *kept, size_t rows, size_t att)
+{
+    size_t D = (size_t)d->d, FF = (size_t)d->ff;
+    float **rows_d[] = {&b->ln1, &b->q, &b->k, &b->v, &b->atty, &b->h1, &b->ln2};
+    enc_act_add(kept, &b->mean1, rows), enc_act_add(kept, &b->rstd1, rows);
+    for (size_t i = 0; i < sizeof rows_d / sizeof *rows_d; i++) enc_act_add(kept, rows_d[i], rows * D);
+    enc_act_add(kept, &b->att, att);
+    enc_act_add(kept, &b->mean2, rows), enc_act_add(kept, &b->rstd2, rows);
+    enc_act_add(kept, &b->f1, rows * FF), enc_act_add(kept, &b->h_out, rows * D);
+}
+
+void tblock_work_decl(const model_dims *d, tblock_work *w, enc_act_list *work, size_t rows)
+{
+    size_t D = (size_t)d->d, FF = (size_t)d->ff;
+    enc_act_add(work, &w->dq, rows * D), enc_act_add(work, &w->dk, rows * D), enc_act_add(work, &w->dv, rows * D);
+    enc_act_add(work, &w->datt, rows * D), enc_act_add(work, &w->dff, rows * FF), enc_act_add(work, &w->dln, rows * D);
+}
 
 void tblock_forward(asr_model *m, int l, const tblock_acts *b, const float *x, float *tmp, int nb, int t,
                     const int *lens)

@@ -225,6 +225,17 @@ void asr_model_forward(asr_model *m, const float *feats, const int *feat_lens, i
     backend_profile_leave(be, outer);
 }
 
+const float *asr_model_embed(asr_model *m, const float *feats, int B, int T)
+{
+    ESP_CHECK(!m->dims.pre_out && !m->dims.lm);
+    ensure_acts(m, B, T);
+    m->B = B, m->T = T, m->train = 0, m->seed = 0;
+    m->x = (float *)feats;
+    embed_sizes(m, B, T, NULL);
+    if (m->T2 > 0) embed_forward(m);
+    return m->nconv > 0 ? m->e : m->eact;
+}
+
 double asr_model_loss(asr_model *m, const int *labels, const int *label_lens, int stride, double *losses)
 {
     m->labels = labels, m->label_lens = label_lens, m->label_stride = stride;

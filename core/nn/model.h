@@ -154,6 +154,10 @@ void asr_model_reserve(asr_model *m, int B, int T, int Lmax);
  * eval mode (running statistics). */
 void asr_model_forward(asr_model *m, const float *feats, const int *feat_lens, int B, int T, int train,
                        uint64_t seed);
+/* The input layer alone (eval mode) on B utterances of T frames (device feats, no preencoder):
+ * its output before the positional stage (B, m->T2, d), for a streaming encoder that positions
+ * its frames itself (core/nn/encoder_stream.h). */
+const float *asr_model_embed(asr_model *m, const float *feats, int B, int T);
 /* The loss of the last forward: labels (B x stride, host, padded with -1), per-utterance CTC
  * losses (may be NULL). CTC only: the CTC loss (sum / B). With a decoder (ESPnetASRModel): the
  * decoder runs on the encoder output with <sos> + labels, and the result is ctc_weight *
