@@ -1,5 +1,5 @@
 # espnet3 build. `make` builds ./espnet3 for CPUs; `make CUDA=1` adds cuda/ (nvcc);
-# `make check` checks the layer rules and runs every test; `make asan` runs them under AddressSanitizer + UBSan;
+# `make lib` builds libespnet3 (.a, .so) and its example; `make check` checks the layer rules and runs every test; `make asan` runs them under AddressSanitizer + UBSan;
 # `make fuzz` runs the config loader fuzzer for FUZZ_SECONDS, then each file reader's fuzzer for
 # FUZZ_READER_SECONDS; `make fuzz-long` runs them all for FUZZ_LONG_SECONDS each (test/fuzz/fuzz.mk).
 
@@ -12,10 +12,13 @@ FUZZ_SECONDS ?= 60
 WARN     := -Wall -Wextra -Werror
 CSTD     := -std=c11 -D_GNU_SOURCE
 OPT      ?= -O2 -g
-CFLAGS   += $(CSTD) $(OPT) -fopenmp-simd -fno-math-errno $(WARN) -MMD -MP -I.
+# -fPIC: the same objects go into the binary and into libespnet3.so (the library, lib/);
+# -fno-semantic-interposition keeps the compiler inlining and calling them directly as before.
+PIC      := -fPIC -fno-semantic-interposition
+CFLAGS   += $(CSTD) $(OPT) $(PIC) -fopenmp-simd -fno-math-errno $(WARN) -MMD -MP -I.
 LDLIBS   += -lcyaml -lyaml -lsndfile -lsamplerate -lfftw3f -lfftw3 -lxsmm -lopenblas -lmvec -ldl -ljansson -lzip -lz -licuuc -lm -lpthread
 # SentencePiece (C++) behind core/data/spm_shim.cc: the tokenizer's bpe/unigram models.
-CXXFLAGS += -std=c++17 $(OPT) $(WARN) -MMD -MP -I.
+CXXFLAGS += -std=c++17 $(OPT) $(PIC) $(WARN) -MMD -MP -I.
 LDLIBS   += -lsentencepiece -lsentencepiece_train -lstdc++
 
 BUILD    := build
@@ -65,7 +68,7 @@ LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnccl -lcublas -
 CUDA_ARCHS ?= 80 90
 # -fmad=false: kernels round every multiply and add as the C code does (C11 does not contract
 # a * b + c into an FMA either), so ops built from kernel_math.h keep the CPU's bits.
-NVCCFLAGS ?= -O2 -std=c++17 -fmad=false -Xcompiler -Wall,-Wextra,-Werror -Werror all-warnings -I. \
+NVCCFLAGS ?= -O2 -std=c++17 -fmad=false -Xcompiler -Wall,-Wextra,-Werror,-fPIC -Werror all-warnings -I. \
              $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
 endif
 
@@ -73,7 +76,7 @@ CFLAGS   += $(SANFLAGS)
 CXXFLAGS += $(SANFLAGS)
 LDFLAGS  += $(SANFLAGS)
 
-APP_SRCS  := $(wildcard core/*/*.c stages/*.c recipes/*.c recipes/*/*.c)
+APP_SRCS  := $(wildcard core/*/*.c lib/*.c stages/*.c recipes/*.c recipes/*/*.c)
 CXX_SRCS  := $(wildcard core/*/*.cc)
 MAIN_SRCS := $(wildcard cli/*.c)
 CUDA_SRCS := $(if $(filter 1,$(CUDA)),$(wildcard cuda/*.cu))
@@ -93,7 +96,7 @@ CLI_LIB_OBJS := $(filter-out $(BUILD)/cli/main.o,$(MAIN_OBJS))
 BIN      := $(BUILD)/espnet3
 TEST_BIN := $(BUILD)/espnet3_tests
 
-.PHONY: all check asan fuzz fuzz-long clean deps print-ldlibs print-objs print-nvcc layers cuda-check test-venv bench
+.PHONY: all lib check asan fuzz fuzz-long clean deps print-ldlibs print-objs print-nvcc layers cuda-check test-venv bench
 all: $(BIN)
 	@cmp -s $(BIN) espnet3 || cp -f $(BIN) espnet3
 
@@ -118,6 +121,31 @@ $(BUILD)/%.o: %.cu
 
 $(TEST_BIN): $(TEST_OBJS) $(APP_OBJS) $(CLI_LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcriterion
+
+# The C library (include/espnet3.h, docs/library.md): core/ and lib/, static and shared; the shared
+# one exports the header's functions only (lib/espnet3.map). The example program links each.
+LIB_OBJS := $(filter $(BUILD)/core/% $(BUILD)/lib/% $(BUILD)/cuda/%,$(APP_OBJS))
+LIB_A    := $(BUILD)/libespnet3.a
+LIB_SO   := $(BUILD)/libespnet3.so
+EXAMPLES := $(BUILD)/examples/transcribe $(BUILD)/examples/transcribe_static
+
+$(LIB_A): $(LIB_OBJS)
+	rm -f $@
+	ar rcs $@ $^
+
+$(LIB_SO): $(LIB_OBJS) lib/espnet3.map
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,libespnet3.so -Wl,--version-script=lib/espnet3.map -Wl,--no-undefined \
+	    -o $@ $(LIB_OBJS) $(LDLIBS)
+
+$(BUILD)/examples/transcribe: examples/transcribe.c include/espnet3.h $(LIB_SO)
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(OPT) $(WARN) $(SANFLAGS) -I. -o $@ $< -L$(BUILD) -lespnet3 -Wl,-rpath,'$$ORIGIN/..'
+
+$(BUILD)/examples/transcribe_static: examples/transcribe.c include/espnet3.h $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(OPT) $(WARN) $(SANFLAGS) -I. -o $@ $< $(LIB_A) $(LDLIBS)
+
+lib: $(LIB_A) $(LIB_SO) $(EXAMPLES)
 
 # The benchmark drivers (scripts/bench/*.c), built against this build's objects so that they
 # cannot rot: make check builds them, the bench scripts run them.
@@ -153,7 +181,7 @@ test-venv:
 
 # The test runner finds the binary under test through ESPNET3_BIN, the venv through ESPNET3_TEST_VENV.
 check: deps layers test-venv
-	@$(MAKE) --no-print-directory $(BIN) $(TEST_BIN) $(if $(SAN),,$(BENCH_BINS))
+	@$(MAKE) --no-print-directory $(BIN) $(TEST_BIN) $(EXAMPLES) $(if $(SAN),,$(BENCH_BINS))
 	ESPNET3_BIN=$(abspath $(BIN)) ESPNET3_ROOT=$(CURDIR) ESPNET3_TEST_VENV='$(TEST_VENV)' ESPNET3_SANITIZED=$(SAN) \
 	    $(TEST_BIN) $(TEST_ARGS)
 

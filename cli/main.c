@@ -1,4 +1,4 @@
-/* espnet3: run the stages of an ESPnet3-style ASR recipe. */
+/* espnet3: run the stages of an ESPnet3-style ASR recipe, or a subcommand (cli/commands.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +8,7 @@
 #include "core/config/config.h"
 #include "core/base/fsio.h"
 #include "core/runner/runner.h"
+#include "cli/commands.h"
 #include "cli/launch.h"
 #include "cli/options.h"
 #include "cli/stage_runner.h"
@@ -144,6 +145,8 @@ int main(int argc, char **argv)
     cli_args args;
     esp_err err;
     blas_core_select(argv); /* may start this process again, with OpenBLAS' kernels for this CPU */
+    const cli_command *cmd = argc > 1 ? cli_command_find(argv[1]) : NULL;
+    if (cmd) return cmd->run(argc - 1, argv + 1);
     runner_set_command(argc, argv);
     if (cli_parse(argc, argv, &args, &err) != 0) {
         fprintf(stderr, "espnet3: error: %s\n", err.msg);

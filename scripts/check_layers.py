@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The layer check of `make check`: which room may include which (docs/developers.md).
 
-Every quoted include in cli/, stages/, core/, recipes/ and cuda/ must be root-relative
+Every quoted include in cli/, stages/, core/, recipes/, cuda/, lib/, include/ and examples/ must be root-relative
 ("core/config/config.h") and point into a room its own room may see; core/base may include
 nothing but the C library and POSIX. A violation prints the offending line as
 `file:line: #include "x": <why>` and the script exits 1. Tests and scripts may include anything.
@@ -26,7 +26,10 @@ ALLOWED = {
                    "core/decode", "core/dist"],
     "recipes": ["core/base", "core/config", "core/formats", "core/data"],
     "stages": ["core/" + r for r in CORE] + ["recipes"],
-    "cli": ["core/" + r for r in CORE] + ["stages"],
+    "include": [],  # the library's public header: the C library only
+    "lib": ["core/" + r for r in CORE] + ["include"],  # libespnet3: the header's functions over core
+    "cli": ["core/" + r for r in CORE] + ["stages", "lib", "include"],
+    "examples": ["include"],  # programs a library user would write: the public header only
     "cuda": ["core/compute", "core/dist", "core/base"],
 }
 # core/base is the floor: only headers of the C library and POSIX.
@@ -62,8 +65,8 @@ def check_file(path, problems):
             kind, target = m.groups()
             where = f'{path}:{no}: #include {kind}{target}{">" if kind == "<" else chr(34)}'
             if kind == "<":
-                if room == "core/base" and target not in LIBC:
-                    problems.append(f"{where}: core/base may include only the C library and POSIX")
+                if room in ("core/base", "include") and target not in LIBC:
+                    problems.append(f"{where}: {room} may include only the C library and POSIX")
                 continue
             if target.startswith(".") or "/" not in target:
                 problems.append(f"{where}: includes are root-relative (e.g. \"core/config/config.h\")")
@@ -83,7 +86,7 @@ def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "."
     os.chdir(root)
     problems, files = [], 0
-    for top in ("core", "stages", "cli", "recipes", "cuda"):
+    for top in ("core", "stages", "cli", "recipes", "cuda", "lib", "include", "examples"):
         for dirpath, _, names in os.walk(top):
             for name in sorted(names):
                 if name.endswith((".c", ".h", ".cu", ".cuh")):

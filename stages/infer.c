@@ -22,6 +22,7 @@
 #include "core/base/progress.h"
 #include "core/compute/backend.h"
 #include "core/data/frontend.h"
+#include "core/decode/s2t_config.h"
 #include "core/decode/speech2text.h"
 #include "core/decode/words.h"
 #include "core/formats/manifest.h"
@@ -459,14 +460,12 @@ static int worker_threads(void)
     return n > 0 ? n : 1;
 }
 
-/* Decoding options with ESPnet's meaning; keys this build cannot honour are named once. */
+/* Decoding options with ESPnet's meaning (core/decode/s2t_config.h), and the runner's batch size. */
 static int decode_opts_from_cfg(decode_opts *o, const inference_cfg *icfg, const char *file, esp_err *err)
 {
     const infer_model_cfg *mc = icfg->model;
     memset(o, 0, sizeof *o);
-    o->s2t.beam_size = mc->beam_size > 0 ? (int)mc->beam_size : 1;
-    if (mc->beam_size < 0 || mc->beam_size > 10000)
-        return esp_fail(err, "%s: model.beam_size: %" PRId64 " (use 1 for greedy, up to 10000)", file, mc->beam_size);
+    if (s2t_opts_from_cfg(&o->s2t, icfg, file, err) != 0) return -1;
     if (mc->batch_size < 0)
         return esp_fail(err, "%s: model.batch_size: %" PRId64 " (use 1 or more)", file, mc->batch_size);
     if (icfg->batch_size < 0)
@@ -476,28 +475,13 @@ static int decode_opts_from_cfg(decode_opts *o, const inference_cfg *icfg, const
         return esp_fail(err, "%s: batch_size: %" PRId64 " and model.batch_size: %" PRId64 " disagree (they say the "
                         "same thing, ESPnet3's form and Speech2Text's: keep one)", file, icfg->batch_size, mc->batch_size);
     int64_t batch = mc->batch_size > 0 ? mc->batch_size : icfg->batch_size;
-    if (mc->nbest < 0 || mc->nbest > 1000)
-        return esp_fail(err, "%s: model.nbest: %" PRId64 " (use 1 to 1000)", file, mc->nbest);
-    if (!(mc->ctc_weight >= 0.0 && mc->ctc_weight <= 1.0))
-        return esp_fail(err, "%s: model.ctc_weight: %g (use a weight in [0, 1]; 1.0 = CTC only)", file, mc->ctc_weight);
     o->batch_size = batch > 0 ? (int)(batch < 4096 ? batch : 4096) : 1;
     if (icfg->output_fn && writes_text_scp(icfg))
         return esp_fail(err, "%s: output_fn: %s with model._target_ espnet3.systems.esp2_asr.inference.Inference (the "
                         "Inference API says what it outputs, `text`: leave output_fn out, as ESPnet3 requires)", file,
                         icfg->output_fn);
-    o->s2t.penalty = mc->penalty;
-    o->s2t.ctc_weight = mc->ctc_weight;
-    o->s2t.resample = icfg->dataset && icfg->dataset->resample;
-    o->s2t.nbest = mc->nbest > 1 ? (int)mc->nbest : 1;
-    o->s2t.maxlenratio = mc->maxlenratio;
-    o->s2t.minlenratio = mc->minlenratio;
     o->s2t.timestamps = icfg->write_ctm;
     o->threads = worker_threads();
-    o->s2t.lm_weight = mc->lm_weight;
-    if (mc->lm_weight == 0 && (mc->lm_train_config || mc->lm_file))
-        log_warn("%s: model.lm_train_config / lm_file: lm_weight is 0, so the LM is not used", file);
-    if (mc->ctc_weight == 1.0 && mc->lm_weight == 0 && (mc->maxlenratio != 0 || mc->minlenratio != 0))
-        log_warn("%s: model.maxlenratio/minlenratio: the CTC-only searches (ctc_weight 1.0) do not use them", file);
     return 0;
 }
 

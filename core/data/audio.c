@@ -22,17 +22,15 @@ static uint32_t get32(const unsigned char *p, int big_endian)
 }
 
 /* libsndfile quietly shortens a WAV whose data chunk runs past the end of the file to what is
- * there. Finds the data chunk's declared size and the bytes the file holds after its start; 1 when
- * the declared size does not fit. 0 and 0xffffffff (the sizes streaming writers leave) mean "to the
- * end of the file" and always fit. */
-static int wav_data_truncated(const char *path, uint32_t *declared, long *present)
+ * there. Finds the data chunk's declared size and the bytes the file (fp, at any position) holds
+ * after its start; 1 when the declared size does not fit. 0 and 0xffffffff (the sizes streaming
+ * writers leave) mean "to the end of the file" and always fit. */
+static int wav_data_truncated(FILE *fp, uint32_t *declared, long *present)
 {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return 0;
     unsigned char h[12];
     int truncated = 0;
-    if (fread(h, 1, 12, fp) == 12 && (!memcmp(h, "RIFF", 4) || !memcmp(h, "RIFX", 4)) && !memcmp(h + 8, "WAVE", 4) &&
-        fseek(fp, 0, SEEK_END) == 0) {
+    if (fseek(fp, 0, SEEK_SET) == 0 && fread(h, 1, 12, fp) == 12 && (!memcmp(h, "RIFF", 4) || !memcmp(h, "RIFX", 4)) &&
+        !memcmp(h + 8, "WAVE", 4) && fseek(fp, 0, SEEK_END) == 0) {
         int big = h[3] == 'X';
         long size = ftell(fp), pos = 12;
         while (pos >= 0 && size - pos >= 8 && fseek(fp, pos, SEEK_SET) == 0 && fread(h, 1, 8, fp) == 8) {
@@ -46,7 +44,6 @@ static int wav_data_truncated(const char *path, uint32_t *declared, long *presen
             pos += 8 + (long)len + (len & 1);
         }
     }
-    fclose(fp);
     return truncated;
 }
 
@@ -56,35 +53,33 @@ int audio_read(const char *path, int expected_fs, const char *fs_key, float **sa
     return audio_read_fs(path, expected_fs, fs_key, samples, n, NULL, err);
 }
 
-int audio_read_fs(const char *path, int expected_fs, const char *fs_key, float **samples, size_t *n,
-                  int *fs_out, esp_err *err)
+/* The checks and the read of an opened file, named `name` in messages; raw reads the same bytes
+ * (NULL: no truncation check). Closes sf. */
+static int read_opened(SNDFILE *sf, const SF_INFO *ip, FILE *raw, const char *name, int expected_fs,
+                       const char *fs_key, float **samples, size_t *n, int *fs_out, esp_err *err)
 {
-    *samples = NULL;
-    *n = 0;
-    SF_INFO info = {0};
-    SNDFILE *sf = sf_open(path, SFM_READ, &info);
-    if (!sf) return esp_fail(err, "%s: cannot read audio: %s", path, sf_strerror(NULL));
+    SF_INFO info = *ip;
     if (info.channels != 1) {
         sf_close(sf);
         return esp_fail(err, "%s: %d channels, but espnet3 reads mono audio (downmix it, e.g. "
-                             "`sox in.wav -c 1 out.wav`)", path, info.channels);
+                             "`sox in.wav -c 1 out.wav`)", name, info.channels);
     }
     if (info.samplerate <= 0) {
         sf_close(sf);
-        return esp_fail(err, "%s: sample rate %d Hz in the header (corrupt file?)", path, info.samplerate);
+        return esp_fail(err, "%s: sample rate %d Hz in the header (corrupt file?)", name, info.samplerate);
     }
     if (expected_fs > 0 && info.samplerate != expected_fs) {
         sf_close(sf);
         return esp_fail(err, "%s: sample rate %d Hz, but %s is %d (resample the audio, set dataset.resample: true, "
-                        "or set %s)", path, info.samplerate, fs_key ? fs_key : "fs", expected_fs, fs_key ? fs_key : "fs");
+                        "or set %s)", name, info.samplerate, fs_key ? fs_key : "fs", expected_fs, fs_key ? fs_key : "fs");
     }
     int major = info.format & SF_FORMAT_TYPEMASK;
     uint32_t declared;
     long present;
-    if ((major == SF_FORMAT_WAV || major == SF_FORMAT_WAVEX) && wav_data_truncated(path, &declared, &present)) {
+    if ((major == SF_FORMAT_WAV || major == SF_FORMAT_WAVEX) && raw && wav_data_truncated(raw, &declared, &present)) {
         sf_close(sf);
         return esp_fail(err, "%s: truncated WAV: the header declares %" PRIu32 " bytes of audio data, the file "
-                             "holds %ld (re-copy or re-create the file)", path, declared, present);
+                             "holds %ld (re-copy or re-create the file)", name, declared, present);
     }
     if (fs_out) *fs_out = info.samplerate;
     /* libsndfile's float reads normalize integer PCM by 1/2^(bits-1), as soundfile does; float
@@ -104,10 +99,10 @@ int audio_read_fs(const char *path, int expected_fs, const char *fs_key, float *
         got += (size_t)r;
     }
     int rc = sf_error(sf);
-    if (rc != SF_ERR_NO_ERROR) esp_fail(err, "%s: cannot decode audio: %s", path, sf_error_number(rc));
+    if (rc != SF_ERR_NO_ERROR) esp_fail(err, "%s: cannot decode audio: %s", name, sf_error_number(rc));
     else if (info.frames > 0 && info.frames != SF_COUNT_MAX && (sf_count_t)got < info.frames)
         rc = esp_fail(err, "%s: truncated or corrupt audio: the header promises %lld samples, %zu could be decoded",
-                      path, (long long)info.frames, got);
+                      name, (long long)info.frames, got);
     sf_close(sf);
     if (rc != 0) {
         free(buf);
@@ -118,14 +113,82 @@ int audio_read_fs(const char *path, int expected_fs, const char *fs_key, float *
     return 0;
 }
 
-int audio_read_resampled(const char *path, int expected_fs, const char *fs_key, int resample, float **samples,
-                         size_t *n, esp_err *err)
+int audio_read_fs(const char *path, int expected_fs, const char *fs_key, float **samples, size_t *n,
+                  int *fs_out, esp_err *err)
 {
-    if (!resample || expected_fs <= 0) return audio_read(path, expected_fs, fs_key, samples, n, err);
-    int fs;
-    if (audio_read_fs(path, 0, fs_key, samples, n, &fs, err) != 0) return -1;
-    if (fs == expected_fs || *n == 0) return 0;
-    double ratio = (double)expected_fs / fs;
+    *samples = NULL;
+    *n = 0;
+    SF_INFO info = {0};
+    SNDFILE *sf = sf_open(path, SFM_READ, &info);
+    if (!sf) return esp_fail(err, "%s: cannot read audio: %s", path, sf_strerror(NULL));
+    FILE *raw = fopen(path, "rb");
+    int rc = read_opened(sf, &info, raw, path, expected_fs, fs_key, samples, n, fs_out, err);
+    if (raw) fclose(raw);
+    return rc;
+}
+
+/* libsndfile's virtual I/O over bytes in memory. */
+typedef struct mem_io {
+    const unsigned char *data;
+    sf_count_t len, pos;
+} mem_io;
+
+static sf_count_t mem_len(void *u) { return ((mem_io *)u)->len; }
+static sf_count_t mem_tell(void *u) { return ((mem_io *)u)->pos; }
+static sf_count_t mem_write(const void *p, sf_count_t n, void *u) { (void)p, (void)n, (void)u; return 0; }
+
+static sf_count_t mem_seek(sf_count_t off, int whence, void *u)
+{
+    mem_io *m = u;
+    sf_count_t base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? m->pos : m->len;
+    if (off < -base || off > m->len - base) return -1;
+    return m->pos = base + off;
+}
+
+static sf_count_t mem_read(void *p, sf_count_t n, void *u)
+{
+    mem_io *m = u;
+    sf_count_t left = m->len - m->pos;
+    if (n > left) n = left;
+    if (n > 0) memcpy(p, m->data + m->pos, (size_t)n);
+    m->pos += n > 0 ? n : 0;
+    return n > 0 ? n : 0;
+}
+
+int audio_read_memory(const void *data, size_t len, const char *name, float **samples, size_t *n, int *fs_out,
+                      esp_err *err)
+{
+    *samples = NULL;
+    *n = 0;
+    if (len == 0) return esp_fail(err, "%s: no audio (0 bytes)", name);
+    SF_VIRTUAL_IO vio = {mem_len, mem_seek, mem_read, mem_write, mem_tell};
+    mem_io m = {data, (sf_count_t)len, 0};
+    SF_INFO info = {0};
+    SNDFILE *sf = sf_open_virtual(&vio, SFM_READ, &info, &m);
+    if (!sf) return esp_fail(err, "%s: cannot read audio: %s", name, sf_strerror(NULL));
+    FILE *raw = fmemopen((void *)data, len, "rb");
+    int rc = read_opened(sf, &info, raw, name, 0, NULL, samples, n, fs_out, err);
+    if (raw) fclose(raw);
+    return rc;
+}
+
+int audio_read_stream(FILE *fp, const char *name, float **samples, size_t *n, int *fs_out, esp_err *err)
+{
+    size_t cap = 1 << 16, len = 0;
+    unsigned char *buf = xmalloc(cap);
+    for (size_t r; (r = fread(buf + len, 1, cap - len, fp)) > 0;) {
+        len += r;
+        if (len == cap) buf = xrealloc(buf, cap *= 2);
+    }
+    int rc = ferror(fp) ? esp_fail(err, "%s: read error", name) : audio_read_memory(buf, len, name, samples, n, fs_out, err);
+    free(buf);
+    return rc;
+}
+
+int audio_resample(const char *name, float **samples, size_t *n, int from_fs, int to_fs, esp_err *err)
+{
+    if (from_fs == to_fs || *n == 0) return 0;
+    double ratio = (double)to_fs / from_fs;
     size_t cap = (size_t)((double)*n * ratio) + 16;
     float *out = xmalloc(cap * sizeof *out);
     SRC_DATA d = {.data_in = *samples, .data_out = out, .input_frames = (long)*n, .output_frames = (long)cap,
@@ -133,14 +196,23 @@ int audio_read_resampled(const char *path, int expected_fs, const char *fs_key, 
     int rc = src_simple(&d, SRC_SINC_BEST_QUALITY, 1);
     free(*samples);
     *samples = NULL;
+    *n = 0;
     if (rc != 0) {
         free(out);
-        *n = 0;
-        return esp_fail(err, "%s: cannot resample %d Hz to %d Hz: %s", path, fs, expected_fs, src_strerror(rc));
+        return esp_fail(err, "%s: cannot resample %d Hz to %d Hz: %s", name, from_fs, to_fs, src_strerror(rc));
     }
     *samples = out;
     *n = (size_t)d.output_frames_gen;
     return 0;
+}
+
+int audio_read_resampled(const char *path, int expected_fs, const char *fs_key, int resample, float **samples,
+                         size_t *n, esp_err *err)
+{
+    if (!resample || expected_fs <= 0) return audio_read(path, expected_fs, fs_key, samples, n, err);
+    int fs;
+    if (audio_read_fs(path, 0, fs_key, samples, n, &fs, err) != 0) return -1;
+    return audio_resample(path, samples, n, fs, expected_fs, err);
 }
 
 int audio_read_span(const char *path, int expected_fs, const char *fs_key, int resample, double start, double end,
@@ -175,23 +247,8 @@ int audio_read_span(const char *path, int expected_fs, const char *fs_key, int r
     free(all);
     *samples = cut;
     *n = b - a;
-    if (expected_fs <= 0 || fs == expected_fs) return 0;
-    double ratio = (double)expected_fs / fs;
-    size_t cap = (size_t)((double)*n * ratio) + 16;
-    float *out = xmalloc(cap * sizeof *out);
-    SRC_DATA d = {.data_in = cut, .data_out = out, .input_frames = (long)*n, .output_frames = (long)cap,
-                  .src_ratio = ratio};
-    int rc = src_simple(&d, SRC_SINC_BEST_QUALITY, 1);
-    free(cut);
-    *samples = NULL;
-    *n = 0;
-    if (rc != 0) {
-        free(out);
-        return esp_fail(err, "%s: cannot resample %d Hz to %d Hz: %s", path, fs, expected_fs, src_strerror(rc));
-    }
-    *samples = out;
-    *n = (size_t)d.output_frames_gen;
-    return 0;
+    if (expected_fs <= 0) return 0;
+    return audio_resample(path, samples, n, fs, expected_fs, err);
 }
 
 int audio_write_wav16(const char *path, const float *x, size_t n, int fs, audio_pcm16 conv, esp_err *err)

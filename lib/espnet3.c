@@ -1,0 +1,336 @@
+/* libespnet3: the public interface (include/espnet3.h) over core/decode's Speech2Text. A model
+ * path becomes an inference config's model block (lib/model_source.h), model_files_locate finds its
+ * files, and speech2text decodes; every utterance goes through decode(), the one decode path. */
+#include "include/espnet3.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/base/version.h"
+#include "core/compute/backend.h"
+#include "core/data/audio.h"
+#include "core/data/dataset_src.h"
+#include "core/decode/s2t_config.h"
+#include "core/decode/speech2text.h"
+#include "core/decode/words.h"
+#include "core/nn/decoder_conf.h"
+#include "core/nn/model_files.h"
+#include "lib/model_source.h"
+
+/* The settings espnet3_options_set takes; bit k of given says setting k was set. */
+enum { OPT_DEVICE, OPT_THREADS, OPT_BEAM, OPT_CTC_WEIGHT, OPT_PENALTY, OPT_NBEST, OPT_LM, OPT_LM_WEIGHT, OPT_COUNT };
+static const char *const opt_names[OPT_COUNT] = {"device", "threads", "beam", "ctc_weight", "penalty", "nbest", "lm",
+                                                 "lm_weight"};
+
+struct espnet3_options {
+    char *device, *lm;
+    long threads, beam, nbest;
+    double ctc_weight, penalty, lm_weight;
+    unsigned given;
+};
+
+typedef struct res_hyp {
+    char *text;
+    double score;
+    espnet3_item *tok, *word;
+    size_t n_tok, n_word;
+} res_hyp;
+
+struct espnet3_result {
+    double duration;
+    res_hyp *h;
+    size_t n;
+};
+
+struct espnet3_model {
+    backend *be;
+    speech2text *s2t;
+    int fs;
+};
+
+static _Thread_local char last_error[sizeof(((esp_err *)0)->msg)];
+
+static void set_error(const esp_err *err) { snprintf(last_error, sizeof last_error, "%s", err->msg); }
+
+int espnet3_api_version(void) { return ESPNET3_API_VERSION; }
+const char *espnet3_version(void) { return ESPNET3_VERSION; }
+const char *espnet3_last_error(void) { return last_error; }
+
+espnet3_options *espnet3_options_new(void)
+{
+    espnet3_options *o = xcalloc(1, sizeof *o);
+    o->threads = 1;
+    return o;
+}
+
+void espnet3_options_free(espnet3_options *o)
+{
+    if (!o) return;
+    free(o->device), free(o->lm), free(o);
+}
+
+static int parse_long(const char *v, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (!*v || *end || errno || x < lo || x > hi) return -1;
+    *out = x;
+    return 0;
+}
+
+static int parse_double(const char *v, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (!*v || *end || errno || !(x >= lo && x <= hi)) return -1;
+    *out = x;
+    return 0;
+}
+
+/* "cpu", "cuda" or "cuda:N" into a backend kind and device index. */
+static int parse_device(const char *v, backend_kind *kind, int *device, esp_err *err)
+{
+    long dev = 0;
+    char *name = xstrndup(v, strcspn(v, ":"));
+    const char *colon = strchr(v, ':');
+    int rc = strcmp(name, "cpu") && strcmp(name, "cuda") ? -1 : 0;
+    if (rc == 0 && colon && (strcmp(name, "cuda") || parse_long(colon + 1, 0, 1023, &dev) != 0)) rc = -1;
+    free(name);
+    if (rc != 0) return esp_fail(err, "device '%s': use cpu, cuda or cuda:N", v);
+    if (backend_kind_for(strncmp(v, "cuda", 4) ? "cpu" : "cuda", kind, err) != 0) return -1;
+    *device = (int)dev;
+    return 0;
+}
+
+int espnet3_options_set(espnet3_options *o, const char *name, const char *value)
+{
+    esp_err err;
+    int k = 0, rc = 0;
+    while (k < OPT_COUNT && strcmp(opt_names[k], name)) k++;
+    if (!o || !value || k == OPT_COUNT) {
+        esp_fail(&err, "option '%s': unknown (use device, threads, beam, ctc_weight, penalty, nbest, lm, lm_weight)",
+                 name ? name : "(null)");
+        set_error(&err);
+        return -1;
+    }
+    const char *want = NULL;
+    switch (k) {
+    case OPT_DEVICE: {
+        backend_kind kind;
+        int dev;
+        if (parse_device(value, &kind, &dev, &err) != 0) {
+            set_error(&err);
+            return -1;
+        }
+        free(o->device), o->device = xstrdup(value);
+        break;
+    }
+    case OPT_THREADS: rc = parse_long(value, 1, 1024, &o->threads), want = "1 to 1024"; break;
+    case OPT_BEAM: rc = parse_long(value, 1, 10000, &o->beam), want = "1 to 10000"; break;
+    case OPT_NBEST: rc = parse_long(value, 1, 1000, &o->nbest), want = "1 to 1000"; break;
+    case OPT_CTC_WEIGHT: rc = parse_double(value, 0, 1, &o->ctc_weight), want = "a weight in [0, 1]"; break;
+    case OPT_PENALTY: rc = parse_double(value, -1e6, 1e6, &o->penalty), want = "a number"; break;
+    case OPT_LM_WEIGHT: rc = parse_double(value, 0, 1e6, &o->lm_weight), want = "a weight >= 0"; break;
+    case OPT_LM: free(o->lm), o->lm = xstrdup(value); break;
+    }
+    if (rc != 0) {
+        esp_fail(&err, "%s '%s': use %s", name, value, want);
+        set_error(&err);
+        return -1;
+    }
+    o->given |= 1u << k;
+    return 0;
+}
+
+static int given(const espnet3_options *o, int k) { return o && (o->given >> k & 1u); }
+
+/* The search: a pack's conf/inference.yaml, else ESPnet's Speech2Text defaults (beam 20, ctc_weight
+ * 0.5, or 1.0 / 0.0 for a model without an attention decoder / a CTC branch), then the options. */
+static int search_opts(s2t_opts *s, const model_source *ms, const model_files *mf, const espnet3_options *o,
+                       esp_err *err)
+{
+    if (ms->cfg) {
+        if (s2t_opts_from_cfg(s, ms->icfg, ms->name, err) != 0) return -1;
+    } else {
+        const model_cfg *mc = model_files_training(mf)->model;
+        *s = (s2t_opts){.beam_size = 20, .nbest = 1, .ctc_weight = !decoder_in_cfg(mc) ? 1.0 : !ctc_in_cfg(mc) ? 0.0 : 0.5};
+    }
+    if (given(o, OPT_BEAM)) s->beam_size = (int)o->beam;
+    if (given(o, OPT_NBEST)) s->nbest = (int)o->nbest;
+    if (given(o, OPT_CTC_WEIGHT)) s->ctc_weight = o->ctc_weight;
+    if (given(o, OPT_PENALTY)) s->penalty = o->penalty;
+    if (given(o, OPT_LM) && s->lm_weight == 0) s->lm_weight = 1.0; /* Speech2Text's default lm_weight */
+    if (given(o, OPT_LM_WEIGHT)) s->lm_weight = o->lm_weight;
+    s->resample = 1;
+    s->timestamps = ctc_in_cfg(model_files_training(mf)->model); /* times need the CTC branch */
+    return 0;
+}
+
+espnet3_model *espnet3_open(const char *path, const espnet3_options *o)
+{
+    esp_err err;
+    model_source ms;
+    model_files mf = {0}, lmf = {0};
+    espnet3_model *m = xcalloc(1, sizeof *m);
+    backend_kind kind;
+    int dev = 0, ok = 0;
+    if (!path) {
+        esp_fail(&err, "no model given");
+        goto out_nosrc;
+    }
+    if (parse_device(o && o->device ? o->device : "cpu", &kind, &dev, &err) != 0) goto out_nosrc;
+    if (model_source_open(&ms, path, &err) != 0) goto out;
+    if (given(o, OPT_LM) && model_source_add_lm(&ms, o->lm, &err) != 0) goto out;
+    if (model_files_locate(&mf, ms.icfg, ms.name, &err) != 0) goto out;
+    s2t_opts so;
+    if (search_opts(&so, &ms, &mf, o, &err) != 0) goto out;
+    if (so.lm_weight > 0) {
+        if (lm_files_locate(&lmf, ms.icfg, ms.name, &err) != 0) goto out;
+        so.lm = &lmf;
+    }
+    m->fs = (int)dataset_frontend_fs(model_files_training(&mf));
+    if (!(m->be = backend_open(kind, dev, o ? (int)o->threads : 1, &err))) goto out;
+    /* Loads everything it needs from the files, which the unpacked copies may then leave. */
+    if (!(m->s2t = speech2text_open(m->be, &mf, &so, &err))) goto out;
+    ok = 1;
+out:
+    model_files_free(&mf), model_files_free(&lmf);
+    model_source_free(&ms);
+out_nosrc:
+    if (ok) return m;
+    set_error(&err);
+    espnet3_close(m);
+    return NULL;
+}
+
+void espnet3_close(espnet3_model *m)
+{
+    if (!m) return;
+    speech2text_close(m->s2t); /* before the backend it borrows */
+    backend_close(m->be);
+    free(m);
+}
+
+int espnet3_sample_rate(const espnet3_model *m) { return m ? m->fs : -1; }
+
+/* A time or score, -1 where there is none (no CTC branch; NaN: no CTC path emits the ids). */
+static double timed(const double *v, size_t i) { return v && !isnan(v[i]) ? v[i] : -1; }
+
+/* Hypothesis h as result hypothesis r: text, score, its tokens and its words with their times. */
+static void take_hyp(const espnet3_model *m, const s2t_hyp *h, res_hyp *r)
+{
+    const token_list *tl = speech2text_tokens(m->s2t);
+    r->text = xstrdup(h->text);
+    r->score = h->score;
+    r->n_tok = h->n_ids;
+    r->tok = xcalloc(h->n_ids + 1, sizeof *r->tok);
+    int have_times = h->tok_start && (h->n_ids == 0 || !isnan(h->tok_start[0]));
+    for (size_t i = 0; i < h->n_ids; i++) {
+        espnet3_item *t = &r->tok[i];
+        *t = (espnet3_item){.text = xstrdup(tl->tokens[h->ids[i]]), .id = h->ids[i], .start = -1, .end = -1, .score = -1};
+        if (have_times) t->start = timed(h->tok_start, i), t->end = timed(h->tok_end, i), t->score = timed(h->tok_score, i);
+    }
+    s2t_word *w;
+    size_t n;
+    esp_err err;
+    if (!have_times || s2t_hyp_words(m->s2t, h, &w, &n, &err) != 0) return; /* no times: no words */
+    r->n_word = n;
+    r->word = xcalloc(n + 1, sizeof *r->word);
+    for (size_t i = 0; i < n; i++)
+        r->word[i] = (espnet3_item){.text = xstrdup(w[i].text), .id = -1, .start = w[i].start, .end = w[i].end,
+                                    .score = w[i].score};
+    s2t_words_free(w, n);
+}
+
+/* The one decode path: n samples at fs Hz (owned, freed here) named `name` in messages. */
+static espnet3_result *decode(espnet3_model *m, const char *name, float *wav, size_t n, int fs)
+{
+    esp_err err, why;
+    s2t_hyp h = {0};
+    espnet3_result *r = NULL;
+    if (n == 0) {
+        esp_fail(&err, "%s: no audio samples (an empty recording)", name);
+    } else if (fs <= 0) {
+        esp_fail(&err, "%s: sample rate %d Hz (give the rate of the samples)", name, fs);
+    } else if (audio_resample(name, &wav, &n, fs, m->fs, &err) == 0) {
+        if (speech2text_decode_wav(m->s2t, wav, n, &h, &why) != 0) {
+            esp_fail(&err, "%s: %s", name, why.msg);
+        } else {
+            r = xcalloc(1, sizeof *r);
+            r->duration = (double)n / m->fs;
+            r->n = (size_t)h.n_found;
+            r->h = xcalloc(r->n + 1, sizeof *r->h);
+            for (size_t k = 0; k < r->n; k++) take_hyp(m, k == 0 ? &h : &h.alt[k - 1], &r->h[k]);
+            s2t_hyp_free(&h);
+        }
+    }
+    free(wav);
+    if (!r) set_error(&err);
+    return r;
+}
+
+espnet3_result *espnet3_transcribe(espnet3_model *m, const float *samples, size_t n, int sample_rate)
+{
+    float *copy = xmalloc((n ? n : 1) * sizeof *copy);
+    if (n) memcpy(copy, samples, n * sizeof *copy);
+    return decode(m, "samples", copy, n, sample_rate);
+}
+
+espnet3_result *espnet3_transcribe_file(espnet3_model *m, const char *path)
+{
+    esp_err err;
+    float *wav;
+    size_t n;
+    int fs, stdin_ = !strcmp(path, "-");
+    const char *name = stdin_ ? "<stdin>" : path;
+    int rc = stdin_ ? audio_read_stream(stdin, name, &wav, &n, &fs, &err) : audio_read_fs(path, 0, NULL, &wav, &n, &fs, &err);
+    if (rc != 0) {
+        set_error(&err);
+        return NULL;
+    }
+    return decode(m, name, wav, n, fs);
+}
+
+static void items_free(espnet3_item *it, size_t n)
+{
+    for (size_t i = 0; i < n; i++) free((char *)it[i].text);
+    free(it);
+}
+
+void espnet3_result_free(espnet3_result *r)
+{
+    if (!r) return;
+    for (size_t k = 0; k < r->n; k++) {
+        free(r->h[k].text);
+        items_free(r->h[k].tok, r->h[k].n_tok);
+        items_free(r->h[k].word, r->h[k].n_word);
+    }
+    free(r->h);
+    free(r);
+}
+
+size_t espnet3_result_count(const espnet3_result *r) { return r ? r->n : 0; }
+double espnet3_result_duration(const espnet3_result *r) { return r ? r->duration : 0; }
+const char *espnet3_result_text(const espnet3_result *r, size_t k) { return r && k < r->n ? r->h[k].text : ""; }
+double espnet3_result_score(const espnet3_result *r, size_t k) { return r && k < r->n ? r->h[k].score : -INFINITY; }
+size_t espnet3_result_tokens(const espnet3_result *r, size_t k) { return r && k < r->n ? r->h[k].n_tok : 0; }
+size_t espnet3_result_words(const espnet3_result *r, size_t k) { return r && k < r->n ? r->h[k].n_word : 0; }
+
+int espnet3_result_token(const espnet3_result *r, size_t k, size_t i, espnet3_item *out)
+{
+    if (!r || k >= r->n || i >= r->h[k].n_tok) return -1;
+    *out = r->h[k].tok[i];
+    return 0;
+}
+
+int espnet3_result_word(const espnet3_result *r, size_t k, size_t i, espnet3_item *out)
+{
+    if (!r || k >= r->n || i >= r->h[k].n_word) return -1;
+    *out = r->h[k].word[i];
+    return 0;
+}
