@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes test/fixtures/synth_model: a small Transformer-CTC model on characters that recognizes
+# Makes test/fixtures/synth_model: a small Transformer-CTC model on characters trained on
 # espeak-ng's en-us voice (variants m1, m3, f2; recipes/espeak_fortunes/conf/
 # training_synth_fixture.yaml), packed by stage 8, with speech it has never heard and espeak-ng's
 # own word boundaries for it (scripts/espeak_word_times.py), for the tests of timestamps, forced
