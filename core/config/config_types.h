@@ -569,6 +569,8 @@ typedef struct inference_cfg {
     int64_t batch_size;  /* ESPnet3's top-level form of model.batch_size: loaded into it (config_values.c) */
     char *idx_key;       /* output_fn's field that names the utterance (default utt_id) */
     char **output_keys; unsigned n_output_keys; /* output_fn's fields written as <field>.scp (default: all) */
+    int write_ctm;       /* espnet3's (default false): stage 6 also writes <test>/hyp.ctm, NIST CTM of the best
+                          * hypothesis's words, timed by a CTC forced alignment (docs/decoding.md) */
 } inference_cfg;
 
 /* The metrics config (--metrics_config). */
