@@ -101,17 +101,18 @@ static const cyaml_schema_field_t preprocessor_fields[] = {
     STR("token_list", preprocessor_cfg, token_list),
     STR("bpemodel", preprocessor_cfg, bpemodel),
     STR("text_cleaner", preprocessor_cfg, text_cleaner),
-    /* read from the tree by core/data/augment_conf.c (nested, weighted lists cyaml cannot type) */
+    /* augmentation: ranges and defaults in config_values.c */
+    PAIR("data_aug_num", preprocessor_cfg, data_aug_num, &int_entry),
+    FLT("data_aug_prob", preprocessor_cfg, data_aug_prob),
+    FLT("rir_apply_prob", preprocessor_cfg, rir_apply_prob),
+    FLT("noise_apply_prob", preprocessor_cfg, noise_apply_prob),
+    STR("noise_db_range", preprocessor_cfg, noise_db_range),
+    FLT("short_noise_thres", preprocessor_cfg, short_noise_thres),
+    /* read from the tree by core/data/augment_conf.c (weighted lists that nest, which cyaml cannot type)
+     * and core/data/noise_rir_conf.c (a path or a list of paths) */
     IGNORED("data_aug_effects"),
-    IGNORED("data_aug_num"),
-    IGNORED("data_aug_prob"),
-    /* read from the tree by core/data/noise_rir_conf.c (rir_scp / noise_scp: a path or a list) */
     IGNORED("rir_scp"),
-    IGNORED("rir_apply_prob"),
     IGNORED("noise_scp"),
-    IGNORED("noise_apply_prob"),
-    IGNORED("noise_db_range"),
-    IGNORED("short_noise_thres"),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t dataset_fields[] = {

@@ -560,11 +560,8 @@ static int changes_nothing(const char *schema_path)
 static int is_read_from_tree(const char *schema_path)
 {
     static const char *const keys[] = {
-        "dataset.preprocessor.data_aug_effects", "dataset.preprocessor.data_aug_num",
-        "dataset.preprocessor.data_aug_prob",    "dataset.preprocessor.rir_scp",
-        "dataset.preprocessor.rir_apply_prob",   "dataset.preprocessor.noise_scp",
-        "dataset.preprocessor.noise_apply_prob", "dataset.preprocessor.noise_db_range",
-        "dataset.preprocessor.short_noise_thres", "pack_model.files", "pack_model.yaml_files",
+        "dataset.preprocessor.data_aug_effects", "dataset.preprocessor.rir_scp", "dataset.preprocessor.noise_scp",
+        "pack_model.files", "pack_model.yaml_files",
         "pack_model.readme_context", "pack.readme_context", "model.call_args", NULL};
     for (const char *const *k = keys; *k; k++)
         if (!strcmp(schema_path, *k)) return 1;

@@ -1,5 +1,6 @@
 #include "core/config/config_values.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@ enum {
      * in Lightning) is refused rather than read as all batches. */
     COUNT_OR_FRACTION = 16,
     INT_ONE_OK = 32, /* with COUNT_OR_FRACTION: the integer 1 is one batch (the value stays typed as written) */
+    INTEGER = 64,    /* a whole number (for lists read from the tree, where no int field types it) */
 };
 
 typedef struct num_rule {
@@ -90,6 +92,34 @@ static const num_rule num_rules[] = {
     {"dataloader.*.iter_factory.batches.batch_size", 1, INF, 0, ">= 1", "utterances per batch (types sorted, unsorted)"},
     {"dataloader.*.iter_factory.batches.batch_bins", 1, INF, 0, ">= 1",
      "feature values per batch (types numel, length), e.g. 1000000"},
+    /* dataset.preprocessor: ESPnet2's CommonPreprocessor augmentation. data_aug_effects' entries
+     * ([weight, effect, {arguments}], also inside a group) are read from the tree by
+     * core/data/augment_conf.c through config_read_number, under the paths data_aug_effects[].weight
+     * and data_aug_effects[].<argument>; each argument has one range whichever effect takes it. */
+    {"dataset.preprocessor.data_aug_prob", 0, 1, 0, "in [0, 1]", "the share of utterances augmented"},
+    {"dataset.preprocessor.data_aug_num[]", 0, CFG_MAX_AUG_ENTRIES, INTEGER, "an integer in [0, 64]",
+     "effects per utterance, [min, max]"},
+    {"dataset.preprocessor.data_aug_effects[].weight", 0, 1e6, LO_OPEN, "in (0, 1e+06]", "an entry's weight"},
+    {"dataset.preprocessor.data_aug_effects[].cutoff_freq", 0, 1e6, LO_OPEN, "in (0, 1e+06] Hz", NULL},
+    {"dataset.preprocessor.data_aug_effects[].center_freq", 0, 1e6, LO_OPEN, "in (0, 1e+06] Hz", NULL},
+    {"dataset.preprocessor.data_aug_effects[].Q", 0, 100, LO_OPEN, "in (0, 100]", "0.707: Butterworth"},
+    {"dataset.preprocessor.data_aug_effects[].gain", -60, 60, 0, "in [-60, 60] dB", NULL},
+    {"dataset.preprocessor.data_aug_effects[].enhancement_amount", 0, 100, 0, "in [0, 100]", NULL},
+    {"dataset.preprocessor.data_aug_effects[].factor", 0.5, 2, 0, "in [0.5, 2]", "a speed or time factor"},
+    {"dataset.preprocessor.data_aug_effects[].n_fft", 0.001, 0.5, 0, "in [0.001, 0.5] seconds", NULL},
+    {"dataset.preprocessor.data_aug_effects[].win_length", 1, 1e5, INTEGER, "an integer in [1, 100000]",
+     "ESPnet uses it as a number of samples"},
+    {"dataset.preprocessor.data_aug_effects[].hop_length", 0.0005, 0.5, 0, "in [0.0005, 0.5] seconds", NULL},
+    {"dataset.preprocessor.data_aug_effects[].n_steps", -24, 24, 0, "in [-24, 24]", "semitones (bins)"},
+    {"dataset.preprocessor.data_aug_effects[].bins_per_octave", 1, 96, 0, "in [1, 96]", NULL},
+    {"dataset.preprocessor.data_aug_effects[].scale", 0, 10, 0, "in [0, 10]", NULL},
+    {"dataset.preprocessor.data_aug_effects[].coeff", 0, 1, 0, "in [0, 1]", NULL},
+    {"dataset.preprocessor.data_aug_effects[].min_quantile", 0, 1, 0, "in [0, 1]", NULL},
+    {"dataset.preprocessor.data_aug_effects[].max_quantile", 0, 1, 0, "in [0, 1]", NULL},
+    {"dataset.preprocessor.rir_apply_prob", 0, 1, 0, "in [0, 1]", "the share of utterances reverberated"},
+    {"dataset.preprocessor.noise_apply_prob", 0, 1, 0, "in [0, 1]", "the share of utterances with noise added"},
+    {"dataset.preprocessor.short_noise_thres", 0, 1, 0, "in [0, 1]", "accepted; ESPnet only warns with it"},
+    {"speed_perturb_factors[]", 0.5, 2, 0, "in [0.5, 2]", "ESPnet2 asr.sh's speed copies, e.g. [0.9, 1.0, 1.1]"},
     /* model (training). Widths, heads and depths are bounded far past any ESPnet model (OWSM v3.1:
      * 1024 wide, 27 blocks) so that sizes stay exact in the int fields they go to; the parameter
      * count the sizes give together is checked too (model_dims_check_size). */
@@ -220,6 +250,7 @@ static int in_range(const num_rule *r, const ynode *n, double v)
     if (v < r->lo || v > r->hi || ((r->flags & LO_OPEN) && v == r->lo) || ((r->flags & HI_OPEN) && v == r->hi))
         return 0;
     if ((r->flags & EVEN) && fmod(v, 2) != 0) return 0;
+    if ((r->flags & INTEGER) && v != floor(v)) return 0;
     if (r->flags & COUNT_OR_FRACTION) {
         int written_int = yt_as_int(n, NULL);
         if (written_int && v == 1 && !(r->flags & INT_ONE_OK)) return 0; /* one batch or all? */
@@ -242,9 +273,50 @@ int config_check_number(const ynode *n, const char *schema_path, const char *pat
         if (def)
             return config_fail_node(err, n, path, "must be %s, got %s (%s%sleave it out for %s)", r->need, n->str,
                                     r->hint ? r->hint : "", r->hint ? "; " : "", def);
-        return config_fail_node(err, n, path, "must be %s, got %s (%s)", r->need, n->str, r->hint ? r->hint : "");
+        if (r->hint) return config_fail_node(err, n, path, "must be %s, got %s (%s)", r->need, n->str, r->hint);
+        return config_fail_node(err, n, path, "must be %s, got %s", r->need, n->str);
     }
     return 0;
+}
+
+int config_read_number(const ynode *n, const char *schema_path, const char *path, double *out, esp_err *err)
+{
+    double v;
+    if (n->kind != YN_SCALAR || n->quoted || !yt_as_float(n, &v))
+        return config_fail_node(err, n, path, "expected a number, got %s '%s'", yt_kind_name(n),
+                                n->kind == YN_SCALAR ? n->str : "...");
+    if (!isfinite(v)) return config_fail_node(err, n, path, "expected a finite number, got '%s'", n->str);
+    if (config_check_number(n, schema_path, path, v, err) != 0) return -1;
+    *out = v;
+    return 0;
+}
+
+/* noise_db_range's bound: an SNR far past any recording's */
+#define MAX_DB 100.0
+
+int config_db_range(const ynode *n, const char *path, double *lo, double *hi, esp_err *err)
+{
+    if (n->kind == YN_SCALAR) {
+        const char *s = n->str;
+        char *end;
+        errno = 0;
+        double a = strtod(s, &end), b = a;
+        int ok = end != s && errno == 0;
+        if (ok && *end == '_') {
+            const char *s2 = end + 1;
+            b = strtod(s2, &end);
+            ok = end != s2 && errno == 0;
+        }
+        ok = ok && *end == '\0' && isfinite(a) && isfinite(b) && fabs(a) <= MAX_DB && fabs(b) <= MAX_DB;
+        if (ok && a > b)
+            return config_fail_node(err, n, path, "'%s': low %g is above high %g (write \"low_high\")", s, a, b);
+        if (ok) {
+            *lo = a, *hi = b;
+            return 0;
+        }
+    }
+    return config_fail_node(err, n, path, "expected \"low_high\" in dB within +-%g, e.g. \"3_10\" (got %s '%s')",
+                            MAX_DB, yt_kind_name(n), n->kind == YN_SCALAR ? n->str : "...");
 }
 
 /* ---- what a left-out key means ------------------------------------------------------------- */
@@ -274,6 +346,13 @@ static const config_default key_defaults[] = {
     {CONFIG_TRAINING, "parallel.n_workers", "1", 0, "parallel.env!=local_gpu"},
     {CONFIG_INFERENCE, "parallel.n_workers", "1", 0, "parallel.env!=local_gpu"},
     {CONFIG_METRICS, "parallel.n_workers", "1", 0, "parallel.env!=local_gpu"},
+    /* ESPnet2's CommonPreprocessor, when the config has a preprocessor block ("..." a string) */
+    {CONFIG_TRAINING, "dataset.preprocessor.data_aug_num", "[1, 1]", 0, NULL},
+    {CONFIG_TRAINING, "dataset.preprocessor.data_aug_prob", "0.0", 0, NULL},
+    {CONFIG_TRAINING, "dataset.preprocessor.rir_apply_prob", "1.0", 0, NULL},
+    {CONFIG_TRAINING, "dataset.preprocessor.noise_apply_prob", "1.0", 0, NULL},
+    {CONFIG_TRAINING, "dataset.preprocessor.noise_db_range", "\"3_10\"", 0, NULL},
+    {CONFIG_TRAINING, "dataset.preprocessor.short_noise_thres", "0.5", 0, NULL},
     {CONFIG_INFERENCE, "model.beam_size", "1", 0, NULL},
     {CONFIG_INFERENCE, "model.nbest", "1", 0, NULL},
     {CONFIG_INFERENCE, "model.batch_size", "1", 0, NULL},
@@ -336,6 +415,20 @@ static const ynode *set_at(const ynode *root, const char *path)
 }
 
 /* Whether d's `when` holds in root. */
+static ynode *default_node(const char *value, ymark mark);
+
+const ynode *config_value_or_default(const ynode *map, const char *map_path, const char *key, ynode **owned)
+{
+    *owned = NULL;
+    const ynode *n = map && map->kind == YN_MAP ? yt_map_get(map, key) : NULL;
+    if (n && !yt_is_null(n)) return n;
+    char *path = xasprintf("%s.%s", map_path, key);
+    const char *value = config_default_value(path);
+    free(path);
+    if (value) *owned = default_node(value, n ? n->mark : map ? map->mark : (ymark){0});
+    return *owned;
+}
+
 static int default_applies(const config_default *d, const ynode *root)
 {
     if (!d->when) return 1;
@@ -346,8 +439,6 @@ static int default_applies(const config_default *d, const ynode *root)
     if (ne) return !(n && n->kind == YN_SCALAR && !strcmp(n->str, ne + 2));
     return d->when[0] == '!' ? !n : n != NULL;
 }
-
-static ynode *default_node(const char *value, ymark mark);
 
 void config_fill_declared(const config_default *table, size_t n, config_kind kind, ynode *root)
 {
@@ -481,6 +572,12 @@ static const struct {
 /* A default's value as a node: a flow list "[a, b]" becomes a list of scalars. */
 static ynode *default_node(const char *value, ymark mark)
 {
+    if (value[0] == '"') {
+        char *inner = xstrndup(value + 1, strlen(value) - 2);
+        ynode *n = yt_scalar(inner, 1, mark);
+        free(inner);
+        return n;
+    }
     if (value[0] != '[') return yt_scalar(value, 0, mark);
     ynode *seq = yt_seq(mark);
     char buf[64];
@@ -874,6 +971,9 @@ int config_check_values(config_kind kind, ynode *root, esp_err *err)
     if (check_frontend(root, err) != 0 || check_model(root, err) != 0 || check_input_layer(root, err) != 0 ||
         check_create_dataset(root, err) != 0 || check_optimizer(root, err) != 0)
         return -1;
+    const ynode *db = set_at(root, "dataset.preprocessor.noise_db_range");
+    double lo, hi;
+    if (db && config_db_range(db, "dataset.preprocessor.noise_db_range", &lo, &hi, err) != 0) return -1;
     lightning_max_epochs(root);
     return 0;
 }

@@ -18,6 +18,8 @@
 /* parallel.n_workers: worker processes or SLURM jobs of one stage (its range rule; the runner
  * checks the same bound when called with a number that came from elsewhere). */
 #define CFG_MAX_WORKERS 4096
+/* dataset.preprocessor.data_aug_effects: entries, members of a group, and data_aug_num's bound */
+#define CFG_MAX_AUG_ENTRIES 64
 
 /* A key's default (core/config/config_values.c's table): the value a key left out takes. */
 typedef struct config_default {
@@ -41,6 +43,14 @@ void config_fill_declared(const config_default *table, size_t n, config_kind kin
 
 /* The range rule of the number n (already typed as v) at schema_path, if there is one. */
 int config_check_number(const ynode *n, const char *schema_path, const char *path, double v, esp_err *err);
+/* A number read from the tree where no typed field holds it (the entries of data_aug_effects, the
+ * readers of core/data): an unquoted finite number, in its range rule at schema_path. */
+int config_read_number(const ynode *n, const char *schema_path, const char *path, double *out, esp_err *err);
+/* map's key (map at map_path), or when it is left out or null its declared default (*owned: a new
+ * node the caller frees), or NULL when it has none. */
+const ynode *config_value_or_default(const ynode *map, const char *map_path, const char *key, ynode **owned);
+/* dataset.preprocessor.noise_db_range, ESPnet's "low_high" SNR in dB ("5" is [5, 5]). */
+int config_db_range(const ynode *n, const char *path, double *lo, double *hi, esp_err *err);
 /* ESPnet2's true-by-default switches (model.specaug_conf.apply_time_warp, ...). */
 void config_fill_defaults(config_kind kind, ynode *root);
 /* Rules between keys and Lightning's max_epochs, on the validated tree. */

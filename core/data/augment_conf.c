@@ -1,4 +1,6 @@
-/* Reading the augmentation keys of core/data/augment_conf.h from the config tree. */
+/* Reading the augmentation keys of core/data/augment_conf.h from the config tree: their shapes, the
+ * effects' names and arguments and the rules between them; numbers, their ranges and the defaults
+ * are core/config/config_values.c's. */
 #include "core/data/augment_conf.h"
 
 #include <math.h>
@@ -7,6 +9,7 @@
 #include <string.h>
 
 #include "core/config/config_schema.h"
+#include "core/config/config_values.h"
 
 static const char *fail_hint_kinds(void)
 {
@@ -14,26 +17,14 @@ static const char *fail_hint_kinds(void)
            "deemphasis, clipping, polarity_inverse, reverse, time_stretch, pitch_shift, corrupt_phase";
 }
 
-/* A number in [lo, hi] (lo_open / hi_open: the bound itself excluded). */
-static int get_number(const ynode *n, const char *path, double lo, int lo_open, double hi, int hi_open, double *out,
-                      esp_err *err)
-{
-    double v;
-    if (n->kind != YN_SCALAR || n->quoted || !yt_as_float(n, &v))
-        return config_fail_node(err, n, path, "expected a number, got %s '%s'", yt_kind_name(n),
-                                n->kind == YN_SCALAR ? n->str : "...");
-    if (!isfinite(v) || (lo_open ? v <= lo : v < lo) || (hi_open ? v >= hi : v > hi))
-        return config_fail_node(err, n, path, "%g is out of range (allowed: %s%g, %g%s)", v, lo_open ? "(" : "[", lo, hi,
-                                hi_open ? ")" : "]");
-    *out = v;
-    return 0;
-}
+/* Schema paths of the range rules (core/config/config_values.c). */
+#define PRE "dataset.preprocessor"
+#define EFFECTS PRE ".data_aug_effects[]"
 
+/* The numbers of one data_aug_effects entry (its weight aside), by key, and the effects taking each. */
 typedef struct arg_rule {
     const char *key;
     int kinds;            /* bit per aug_kind */
-    double lo, hi;
-    int lo_open, hi_open;
     int is_bool;
     size_t offset;        /* into aug_effect */
 } arg_rule;
@@ -42,24 +33,22 @@ typedef struct arg_rule {
 #define STFTS (K(AUG_TIME_STRETCH) | K(AUG_PITCH_SHIFT) | K(AUG_CORRUPT_PHASE))
 #define FILTERS (K(AUG_LOWPASS) | K(AUG_HIGHPASS) | K(AUG_BANDPASS) | K(AUG_BANDREJECT) | K(AUG_EQUALIZATION))
 static const arg_rule arg_rules[] = {
-    {"cutoff_freq", K(AUG_LOWPASS) | K(AUG_HIGHPASS), 0, 1e6, 1, 0, 0, offsetof(aug_effect, freq)},
-    {"center_freq", K(AUG_BANDPASS) | K(AUG_BANDREJECT) | K(AUG_EQUALIZATION), 0, 1e6, 1, 0, 0,
-     offsetof(aug_effect, freq)},
-    {"Q", FILTERS, 0, AUG_MAX_Q, 1, 0, 0, offsetof(aug_effect, Q)},
-    {"gain", K(AUG_EQUALIZATION), -AUG_MAX_GAIN_DB, AUG_MAX_GAIN_DB, 0, 0, 0, offsetof(aug_effect, gain)},
-    {"const_skirt_gain", K(AUG_BANDPASS), 0, 1, 0, 0, 1, offsetof(aug_effect, const_skirt_gain)},
-    {"enhancement_amount", K(AUG_CONTRAST), 0, 100, 0, 0, 0, offsetof(aug_effect, amount)},
-    {"factor", K(AUG_SPEED_PERTURB) | K(AUG_TIME_STRETCH), AUG_MIN_SPEED, AUG_MAX_SPEED, 0, 0, 0,
-     offsetof(aug_effect, factor)},
-    {"n_fft", STFTS, 0.001, 0.5, 0, 0, 0, offsetof(aug_effect, n_fft_s)},
-    {"win_length", STFTS, 1, 1e5, 0, 0, 0, offsetof(aug_effect, win_samples)},
-    {"hop_length", STFTS, 0.0005, 0.5, 0, 0, 0, offsetof(aug_effect, hop_s)},
-    {"n_steps", K(AUG_PITCH_SHIFT), -24, 24, 0, 0, 0, offsetof(aug_effect, n_steps)},
-    {"bins_per_octave", K(AUG_PITCH_SHIFT), 1, 96, 0, 0, 0, offsetof(aug_effect, bins_per_octave)},
-    {"scale", K(AUG_CORRUPT_PHASE), 0, 10, 0, 0, 0, offsetof(aug_effect, scale)},
-    {"coeff", K(AUG_PREEMPHASIS) | K(AUG_DEEMPHASIS), 0, 1, 0, 0, 0, offsetof(aug_effect, coeff)},
-    {"min_quantile", K(AUG_CLIPPING), 0, 1, 0, 0, 0, offsetof(aug_effect, qmin)},
-    {"max_quantile", K(AUG_CLIPPING), 0, 1, 0, 0, 0, offsetof(aug_effect, qmax)},
+    {"cutoff_freq", K(AUG_LOWPASS) | K(AUG_HIGHPASS), 0, offsetof(aug_effect, freq)},
+    {"center_freq", K(AUG_BANDPASS) | K(AUG_BANDREJECT) | K(AUG_EQUALIZATION), 0, offsetof(aug_effect, freq)},
+    {"Q", FILTERS, 0, offsetof(aug_effect, Q)},
+    {"gain", K(AUG_EQUALIZATION), 0, offsetof(aug_effect, gain)},
+    {"const_skirt_gain", K(AUG_BANDPASS), 1, offsetof(aug_effect, const_skirt_gain)},
+    {"enhancement_amount", K(AUG_CONTRAST), 0, offsetof(aug_effect, amount)},
+    {"factor", K(AUG_SPEED_PERTURB) | K(AUG_TIME_STRETCH), 0, offsetof(aug_effect, factor)},
+    {"n_fft", STFTS, 0, offsetof(aug_effect, n_fft_s)},
+    {"win_length", STFTS, 0, offsetof(aug_effect, win_samples)},
+    {"hop_length", STFTS, 0, offsetof(aug_effect, hop_s)},
+    {"n_steps", K(AUG_PITCH_SHIFT), 0, offsetof(aug_effect, n_steps)},
+    {"bins_per_octave", K(AUG_PITCH_SHIFT), 0, offsetof(aug_effect, bins_per_octave)},
+    {"scale", K(AUG_CORRUPT_PHASE), 0, offsetof(aug_effect, scale)},
+    {"coeff", K(AUG_PREEMPHASIS) | K(AUG_DEEMPHASIS), 0, offsetof(aug_effect, coeff)},
+    {"min_quantile", K(AUG_CLIPPING), 0, offsetof(aug_effect, qmin)},
+    {"max_quantile", K(AUG_CLIPPING), 0, offsetof(aug_effect, qmax)},
 };
 
 /* ESPnet's effects that are not here: a clear refusal rather than an unknown name. */
@@ -103,7 +92,9 @@ static int parse_args(const ynode *args, const char *path, aug_effect *e, esp_er
                 rc = config_fail_node(err, v, p, "expected true or false, got %s", yt_kind_name(v));
             else *(int *)((char *)e + r->offset) = b;
         } else {
-            rc = get_number(v, p, r->lo, r->lo_open, r->hi, r->hi_open, (double *)((char *)e + r->offset), err);
+            char *sp = xasprintf(EFFECTS ".%s", key);
+            rc = config_read_number(v, sp, p, (double *)((char *)e + r->offset), err);
+            free(sp);
             if (!strcmp(key, "factor") || !strcmp(key, "n_steps")) have_factor = 1;
         }
         free(p);
@@ -116,9 +107,6 @@ static int parse_args(const ynode *args, const char *path, aug_effect *e, esp_er
     if (e->kind == AUG_PITCH_SHIFT && fabs(e->n_steps / e->bins_per_octave) > 2)
         return config_fail_node(err, args, path, "n_steps %g / bins_per_octave %g is more than two octaves",
                                 e->n_steps, e->bins_per_octave);
-    if ((K(e->kind) & STFTS) && e->win_samples != floor(e->win_samples))
-        return config_fail_node(err, args, path, "win_length %g: ESPnet uses it as a number of samples (an integer)",
-                                e->win_samples);
     if (e->kind == AUG_CLIPPING && e->qmin > e->qmax)
         return config_fail_node(err, args, path, "min_quantile %g is above max_quantile %g", e->qmin, e->qmax);
     return 0;
@@ -130,7 +118,7 @@ int augment_effect_parse(const ynode *item, const char *path, double *weight, au
         return config_fail_node(err, item, path, "expected [weight, \"effect\", {arguments}], got %s",
                                 yt_kind_name(item));
     char *wp = xasprintf("%s[0]", path);
-    int rc = get_number(item->items[0], wp, 0, 1, AUG_MAX_WEIGHT, 0, weight, err);
+    int rc = config_read_number(item->items[0], EFFECTS ".weight", wp, weight, err);
     free(wp);
     if (rc != 0) return -1;
     const ynode *name = item->items[1];
@@ -195,8 +183,7 @@ static int parse_num(const ynode *n, const char *path, size_t n_entries, int num
     for (int i = 0; i < 2; i++) {
         double v;
         char *p = xasprintf("%s[%d]", path, i);
-        int rc = get_number(n->items[i], p, 0, 0, AUG_MAX_ENTRIES, 0, &v, err);
-        if (rc == 0 && v != floor(v)) rc = config_fail_node(err, n->items[i], p, "expected an integer, got %g", v);
+        int rc = config_read_number(n->items[i], PRE ".data_aug_num[]", p, &v, err);
         free(p);
         if (rc != 0) return -1;
         num[i] = (int)v;
@@ -209,15 +196,14 @@ static int parse_num(const ynode *n, const char *path, size_t n_entries, int num
     return 0;
 }
 
-int augment_conf_parse(const ynode *pre, const char *path, augment_conf *out, esp_err *err)
+int augment_conf_parse(const ynode *pre, augment_conf *out, esp_err *err)
 {
     memset(out, 0, sizeof *out);
-    out->num[0] = out->num[1] = 1;
     if (!pre || yt_is_null(pre)) return 0;
-    if (pre->kind != YN_MAP) return config_fail_node(err, pre, path, "expected a mapping, got %s", yt_kind_name(pre));
+    if (pre->kind != YN_MAP) return config_fail_node(err, pre, PRE, "expected a mapping, got %s", yt_kind_name(pre));
     const ynode *eff = yt_map_get(pre, "data_aug_effects");
     if (!eff || yt_is_null(eff)) return 0;
-    char *ep = xasprintf("%s.data_aug_effects", path);
+    char *ep = xasprintf(PRE ".data_aug_effects");
     int rc = 0;
     if (eff->kind != YN_SEQ || eff->n == 0 || eff->n > AUG_MAX_ENTRIES)
         rc = config_fail_node(err, eff, ep, "expected a list of 1 to %d effects, got %s", AUG_MAX_ENTRIES,
@@ -232,7 +218,7 @@ int augment_conf_parse(const ynode *pre, const char *path, augment_conf *out, es
         char *ip = xasprintf("%s[%zu]", ep, i);
         if (it->kind == YN_SEQ && it->n == 2 && it->items[1]->kind == YN_SEQ) {
             char *wp = xasprintf("%s[0]", ip);
-            rc = get_number(it->items[0], wp, 0, 1, AUG_MAX_WEIGHT, 0, &en->weight, err);
+            rc = config_read_number(it->items[0], EFFECTS ".weight", wp, &en->weight, err);
             free(wp);
             if (rc == 0) rc = parse_group(it, ip, en, err);
         } else {
@@ -245,28 +231,20 @@ int augment_conf_parse(const ynode *pre, const char *path, augment_conf *out, es
         free(ip);
     }
     free(ep);
-    const ynode *num = yt_map_get(pre, "data_aug_num");
-    if (rc == 0 && num && !yt_is_null(num)) {
-        char *p = xasprintf("%s.data_aug_num", path);
-        rc = parse_num(num, p, out->n, out->num, err);
-        free(p);
-    }
-    if (rc == 0 && (size_t)out->num[1] > out->n)
-        rc = config_fail_node(err, eff, path, "data_aug_num's default [1, 1] needs at least one effect");
-    const ynode *prob = yt_map_get(pre, "data_aug_prob");
-    if (rc == 0 && prob && !yt_is_null(prob)) {
-        char *p = xasprintf("%s.data_aug_prob", path);
-        rc = get_number(prob, p, 0, 0, 1, 0, &out->prob, err);
-        free(p);
-    }
+    ynode *owned;
+    const ynode *num = config_value_or_default(pre, PRE, "data_aug_num", &owned);
+    if (rc == 0) rc = parse_num(num, PRE ".data_aug_num", out->n, out->num, err);
+    yt_free(owned);
+    const ynode *prob = config_value_or_default(pre, PRE, "data_aug_prob", &owned);
+    if (rc == 0) rc = config_read_number(prob, PRE ".data_aug_prob", PRE ".data_aug_prob", &out->prob, err);
+    yt_free(owned);
     if (rc != 0) augment_conf_free(out);
     return rc;
 }
 
 int augment_conf_from_tree(const ynode *root, augment_conf *out, esp_err *err)
 {
-    return augment_conf_parse(root ? yt_get_path(root, "dataset.preprocessor") : NULL, "dataset.preprocessor", out,
-                              err);
+    return augment_conf_parse(root ? yt_get_path(root, PRE) : NULL, out, err);
 }
 
 int augment_conf_check_fs(const augment_conf *c, int fs, const char *fs_key, esp_err *err)
@@ -309,7 +287,7 @@ int speed_perturb_factors_from_tree(const ynode *root, double *factors, size_t *
     for (size_t i = 0; i < f->n; i++) {
         char p[64];
         snprintf(p, sizeof p, "%s[%zu]", path, i);
-        if (get_number(f->items[i], p, AUG_MIN_SPEED, 0, AUG_MAX_SPEED, 0, &factors[i], err) != 0) return -1;
+        if (config_read_number(f->items[i], "speed_perturb_factors[]", p, &factors[i], err) != 0) return -1;
         for (size_t j = 0; j < i; j++)
             if (factors[j] == factors[i]) return config_fail_node(err, f->items[i], p, "factor %g is listed twice", factors[i]);
     }

@@ -12,33 +12,32 @@
  *       data_aug_prob: 1.0
  *   speed_perturb_factors: [0.9, 1.0, 1.1]   # ESPnet2 asr.sh's 3-way copies (core/data/speed_perturb.h)
  *
- * Every value has finite bounds; an error names file:line:col of the value and the key path. Keys
- * of `preprocessor` other than data_aug_* (token_type, fs, ...) are left to the dataset reader. */
+ * Every value has finite bounds; an error names file:line:col of the value and the key path. The
+ * numbers' ranges and the defaults of data_aug_num and data_aug_prob are core/config/config_values.c's
+ * (the config load checks data_aug_num and data_aug_prob too, and --show_config shows their defaults);
+ * the effect list's shape, names and the rules between arguments are here. Keys of `preprocessor`
+ * other than data_aug_* (token_type, fs, ...) are left to the dataset reader. */
 #ifndef ESPNET3_AUGMENT_CONF_H
 #define ESPNET3_AUGMENT_CONF_H
 
 #include <stddef.h>
 
 #include "core/base/log.h"
+#include "core/config/config_values.h"
 #include "core/config/yamltree.h"
 #include "core/data/augment.h"
 
-/* Bounds (inclusive unless said). */
-#define AUG_MAX_ENTRIES 64         /* entries of data_aug_effects, members of a group */
-#define AUG_MAX_WEIGHT 1e6         /* weights are in (0, AUG_MAX_WEIGHT] */
-#define AUG_MIN_SPEED 0.5          /* speed_perturb factor and speed_perturb_factors */
-#define AUG_MAX_SPEED 2.0
-#define AUG_MAX_Q 100.0            /* Q in (0, AUG_MAX_Q] */
-#define AUG_MAX_GAIN_DB 60.0       /* equalization gain in [-60, 60] dB */
+/* Lengths of the lists. */
+#define AUG_MAX_ENTRIES CFG_MAX_AUG_ENTRIES /* entries of data_aug_effects, members of a group */
 #define AUG_MAX_SPEED_FACTORS 16
 
 /* One data_aug_effects item [weight, name, {args}] (args may be left out when empty) at `path`
  * (for messages, e.g. "dataset.preprocessor.data_aug_effects[2]"). */
 int augment_effect_parse(const ynode *item, const char *path, double *weight, aug_effect *e, esp_err *err);
 
-/* The data_aug_* keys of a preprocessor mapping (pre NULL, or no data_aug_effects: out->n = 0,
- * nothing to do). path names pre in messages. */
-int augment_conf_parse(const ynode *pre, const char *path, augment_conf *out, esp_err *err);
+/* The data_aug_* keys of the dataset.preprocessor mapping (pre NULL, or no data_aug_effects:
+ * out->n = 0, nothing to do). */
+int augment_conf_parse(const ynode *pre, augment_conf *out, esp_err *err);
 
 /* The same from a whole training config tree: `dataset.preprocessor`. */
 int augment_conf_from_tree(const ynode *root, augment_conf *out, esp_err *err);
@@ -47,7 +46,7 @@ int augment_conf_from_tree(const ynode *root, augment_conf *out, esp_err *err);
 int augment_conf_check_fs(const augment_conf *c, int fs, const char *fs_key, esp_err *err);
 
 /* speed_perturb_factors at the top level of a training config: *n = 0 when absent. Factors in
- * [AUG_MIN_SPEED, AUG_MAX_SPEED], distinct, at most AUG_MAX_SPEED_FACTORS. */
+ * their range (config_values.c), distinct, at most AUG_MAX_SPEED_FACTORS. */
 int speed_perturb_factors_from_tree(const ynode *root, double *factors, size_t *n, esp_err *err);
 
 /* The same checks, for the stages' config checks that only need to know the list is valid. */

@@ -61,8 +61,9 @@ void nr_scp_free(char **paths, size_t n);
 float *noise_rir_apply(const noise_rir_conf *c, const float *x, size_t n, rng *r);
 
 /* rir_scp / noise_scp (a path or a list of paths; lines "<id> <path>" or "<path>") and the other
- * keys of a preprocessor mapping; reads every listed file (mono). pre NULL: nothing. */
-int noise_rir_conf_parse(const ynode *pre, const char *path, noise_rir_conf *out, esp_err *err);
+ * keys of the dataset.preprocessor mapping (left out: their declared defaults); reads every listed
+ * file (mono). pre NULL: nothing. */
+int noise_rir_conf_parse(const ynode *pre, noise_rir_conf *out, esp_err *err);
 int noise_rir_conf_from_tree(const ynode *root, noise_rir_conf *out, esp_err *err);
 /* Every file at the frontend's rate (ESPnet would resample with librosa; here: an error). */
 int noise_rir_conf_check_fs(const noise_rir_conf *c, int fs, const char *fs_key, esp_err *err);

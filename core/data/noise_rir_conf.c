@@ -1,68 +1,27 @@
 /* Reading rir_scp, noise_scp and their keys of dataset.preprocessor, and the files they list
- * (core/data/noise_rir.h). */
+ * (core/data/noise_rir.h); the numbers' ranges and defaults are core/config/config_values.c's. */
 #include "core/data/noise_rir.h"
 
-#include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/base/fsio.h"
 #include "core/config/config_schema.h"
+#include "core/config/config_values.h"
 #include "core/data/audio.h"
 
-#define NR_MAX_DB 100.0
+#define PRE "dataset.preprocessor"
 
-static int get_prob(const ynode *pre, const char *key, const char *path, double *out, esp_err *err)
+/* A number of pre (or its declared default) in its range rule (core/config/config_values.c). */
+static int get_number(const ynode *pre, const char *key, double *out, esp_err *err)
 {
-    const ynode *n = yt_map_get(pre, key);
-    *out = 1.0; /* ESPnet's default */
-    if (!n || yt_is_null(n)) return 0;
-    char *p = xasprintf("%s.%s", path, key);
-    double v;
-    int rc = 0;
-    if (n->kind != YN_SCALAR || n->quoted || !yt_as_float(n, &v))
-        rc = config_fail_node(err, n, p, "expected a number in [0, 1], got %s", yt_kind_name(n));
-    else if (!(v >= 0 && v <= 1))
-        rc = config_fail_node(err, n, p, "%g is outside [0, 1]", v);
-    else
-        *out = v;
+    ynode *owned;
+    const ynode *n = config_value_or_default(pre, PRE, key, &owned);
+    char *p = xasprintf(PRE ".%s", key);
+    int rc = config_read_number(n, p, p, out, err);
     free(p);
-    return rc;
-}
-
-/* "3_10" -> [3, 10]; "5" -> [5, 5] (ESPnet's format). */
-static int get_db_range(const ynode *pre, const char *path, double *lo, double *hi, esp_err *err)
-{
-    const ynode *n = yt_map_get(pre, "noise_db_range");
-    *lo = 3, *hi = 10;
-    if (!n || yt_is_null(n)) return 0;
-    char *p = xasprintf("%s.noise_db_range", path);
-    int rc = -1;
-    if (n->kind == YN_SCALAR) {
-        const char *s = n->str;
-        char *end;
-        errno = 0;
-        double a = strtod(s, &end), b = a;
-        int ok = end != s && errno == 0;
-        if (ok && *end == '_') {
-            const char *s2 = end + 1;
-            b = strtod(s2, &end);
-            ok = end != s2 && errno == 0;
-        }
-        ok = ok && *end == '\0' && isfinite(a) && isfinite(b) && fabs(a) <= NR_MAX_DB && fabs(b) <= NR_MAX_DB;
-        if (ok && a <= b) {
-            *lo = a, *hi = b;
-            rc = 0;
-        } else if (ok) {
-            rc = config_fail_node(err, n, p, "'%s': low %g is above high %g (write \"low_high\")", s, a, b);
-        }
-    }
-    if (rc != 0 && !err->msg[0])
-        rc = config_fail_node(err, n, p, "expected \"low_high\" in dB within +-%g, e.g. \"3_10\" (got %s '%s')",
-                              NR_MAX_DB, yt_kind_name(n), n->kind == YN_SCALAR ? n->str : "...");
-    free(p);
+    yt_free(owned);
     return rc;
 }
 
@@ -127,37 +86,28 @@ static int read_scps(const ynode *pre, const char *key, const char *path, nr_sig
     return rc;
 }
 
-int noise_rir_conf_parse(const ynode *pre, const char *path, noise_rir_conf *out, esp_err *err)
+int noise_rir_conf_parse(const ynode *pre, noise_rir_conf *out, esp_err *err)
 {
     memset(out, 0, sizeof *out);
-    out->rir_prob = out->noise_prob = 1.0;
-    out->db_lo = 3, out->db_hi = 10, out->short_thres = 0.5;
     if (!pre || pre->kind != YN_MAP) return 0;
-    int rc = get_prob(pre, "rir_apply_prob", path, &out->rir_prob, err);
-    if (rc == 0) rc = get_prob(pre, "noise_apply_prob", path, &out->noise_prob, err);
-    if (rc == 0) rc = get_db_range(pre, path, &out->db_lo, &out->db_hi, err);
+    int rc = get_number(pre, "rir_apply_prob", &out->rir_prob, err);
+    if (rc == 0) rc = get_number(pre, "noise_apply_prob", &out->noise_prob, err);
+    if (rc == 0) rc = get_number(pre, "short_noise_thres", &out->short_thres, err);
     if (rc == 0) {
-        const ynode *t = yt_map_get(pre, "short_noise_thres");
-        if (t && !yt_is_null(t)) {
-            char *p = xasprintf("%s.short_noise_thres", path);
-            double v;
-            if (t->kind != YN_SCALAR || t->quoted || !yt_as_float(t, &v) || !(v >= 0 && v <= 1))
-                rc = config_fail_node(err, t, p, "expected a number in [0, 1]");
-            else
-                out->short_thres = v;
-            free(p);
-        }
+        ynode *owned;
+        const ynode *db = config_value_or_default(pre, PRE, "noise_db_range", &owned);
+        rc = config_db_range(db, PRE ".noise_db_range", &out->db_lo, &out->db_hi, err);
+        yt_free(owned);
     }
-    if (rc == 0) rc = read_scps(pre, "rir_scp", path, &out->rirs, &out->n_rirs, err);
-    if (rc == 0) rc = read_scps(pre, "noise_scp", path, &out->noises, &out->n_noises, err);
+    if (rc == 0) rc = read_scps(pre, "rir_scp", PRE, &out->rirs, &out->n_rirs, err);
+    if (rc == 0) rc = read_scps(pre, "noise_scp", PRE, &out->noises, &out->n_noises, err);
     if (rc != 0) noise_rir_conf_free(out);
     return rc;
 }
 
 int noise_rir_conf_from_tree(const ynode *root, noise_rir_conf *out, esp_err *err)
 {
-    return noise_rir_conf_parse(root ? yt_get_path(root, "dataset.preprocessor") : NULL, "dataset.preprocessor", out,
-                                err);
+    return noise_rir_conf_parse(root ? yt_get_path(root, PRE) : NULL, out, err);
 }
 
 int noise_rir_conf_check_fs(const noise_rir_conf *c, int fs, const char *fs_key, esp_err *err)

@@ -163,28 +163,28 @@ Test(augment, config_errors_name_file_line_col)
     static const struct {
         const char *effects, *extra, *want;
     } bad[] = {
-        {"[[0.1, \"lowpass\", {\"Q\": 0}]]", "", "conf.yaml:3:47: dataset.preprocessor.data_aug_effects[0][2].Q: 0 is out of range"},
-        {"[[0.1, \"lowpass\", {\"Q\": 101}]]", "", "Q: 101 is out of range (allowed: (0, 100])"},
-        {"[[0, \"reverse\", {}]]", "", "data_aug_effects[0][0]: 0 is out of range"},
-        {"[[-1, \"reverse\", {}]]", "", "data_aug_effects[0][0]: -1 is out of range"},
+        {"[[0.1, \"lowpass\", {\"Q\": 0}]]", "", "conf.yaml:3:47: dataset.preprocessor.data_aug_effects[0][2].Q: must be in (0, 100], got 0 (0.707: Butterworth)"},
+        {"[[0.1, \"lowpass\", {\"Q\": 101}]]", "", "Q: must be in (0, 100], got 101"},
+        {"[[0, \"reverse\", {}]]", "", "data_aug_effects[0][0]: must be in (0, 1e+06], got 0"},
+        {"[[-1, \"reverse\", {}]]", "", "data_aug_effects[0][0]: must be in (0, 1e+06], got -1"},
         {"[[0.1, \"bandwidth_limitation\", {}]]", "", "'bandwidth_limitation' is not implemented by espnet3"},
         {"[[0.1, \"pitch_shift\", {\"bins_per_octave\": 12}]]", "", "pitch_shift needs n_steps"},
         {"[[0.1, \"time_stretch\", {\"window\": \"hamming\"}]]", "", "only \"hann\" or null is supported"},
-        {"[[0.1, \"time_stretch\", {\"factor\": 1.1, \"win_length\": 400.5}]]", "", "win_length 400.5: ESPnet uses it as a number of samples"},
-        {"[[0.1, \"corrupt_phase\", {\"scale\": 11}]]", "", "scale: 11 is out of range"},
+        {"[[0.1, \"time_stretch\", {\"factor\": 1.1, \"win_length\": 400.5}]]", "", "win_length: must be an integer in [1, 100000], got 400.5 (ESPnet uses it as a number of samples)"},
+        {"[[0.1, \"corrupt_phase\", {\"scale\": 11}]]", "", "scale: must be in [0, 10], got 11"},
         {"[[0.1, \"pitch_shift\", {\"n_steps\": -24, \"bins_per_octave\": 1}]]", "", "is more than two octaves"},
         {"[[0.1, \"reverb\", {}]]", "", "unknown effect 'reverb'"},
-        {"[[0.1, \"contrast\", {\"enhancement_amount\": 150}]]", "", "enhancement_amount: 150 is out of range"},
+        {"[[0.1, \"contrast\", {\"enhancement_amount\": 150}]]", "", "enhancement_amount: must be in [0, 100], got 150"},
         {"[[0.1, \"contrast\", {\"cutoff_freq\": 1}]]", "", "contrast takes no argument 'cutoff_freq'"},
         {"[[0.1, \"speed_perturb\", {}]]", "", "speed_perturb needs a factor"},
-        {"[[0.1, \"speed_perturb\", {\"factor\": 3}]]", "", "factor: 3 is out of range (allowed: [0.5, 2])"},
-        {"[[0.1, \"speed_perturb\", {\"factor\": .nan}]]", "", "factor: nan is out of range"},
-        {"[[0.1, \"equalization\", {\"gain\": 80}]]", "", "gain: 80 is out of range"},
+        {"[[0.1, \"speed_perturb\", {\"factor\": 3}]]", "", "factor: must be in [0.5, 2], got 3"},
+        {"[[0.1, \"speed_perturb\", {\"factor\": .nan}]]", "", "factor: expected a finite number, got '.nan'"},
+        {"[[0.1, \"equalization\", {\"gain\": 80}]]", "", "gain: must be in [-60, 60] dB, got 80"},
         {"[[0.1, \"clipping\", {\"min_quantile\": 0.9, \"max_quantile\": 0.1}]]", "", "min_quantile 0.9 is above"},
         {"[[0.1, \"reverse\", {}]]", "    data_aug_num: [1, 2]\n", "data_aug_num: max 2 is more than the 1 entries"},
-        {"[[0.1, \"reverse\", {}]]", "    data_aug_num: [1, 0.5]\n", "data_aug_num[1]: expected an integer"},
+        {"[[0.1, \"reverse\", {}]]", "    data_aug_num: [1, 0.5]\n", "data_aug_num[1]: must be an integer in [0, 64], got 0.5"},
         {"[[0.1, \"reverse\", {}], [0.1, \"reverse\", {}]]", "    data_aug_num: [2, 1]\n", "min 2 is above max 1"},
-        {"[[0.1, \"reverse\", {}]]", "    data_aug_prob: 1.5\n", "data_aug_prob: 1.5 is out of range (allowed: [0, 1])"},
+        {"[[0.1, \"reverse\", {}]]", "    data_aug_prob: 1.5\n", "data_aug_prob: must be in [0, 1], got 1.5 (the share of utterances augmented; leave it out for 0.0)"},
         {"[[0.1, \"reverse\", {}]]", "    data_aug_prob: abc\n", "data_aug_prob: expected a number"},
         {"[[0.1, [[0.5, [[1, \"reverse\", {}]]]]]]", "", "groups do not nest"},
         {"[[0.1, []]]", "", "a group needs 1 to 64 effects"},
@@ -216,7 +216,7 @@ Test(augment, speed_perturb_factors_key)
     yt_free(root);
     root = yt_parse_string("speed_perturb_factors: [0.1]\n", 29, "c.yaml", &err);
     cr_assert_eq(speed_perturb_factors_from_tree(root, f, &n, &err), -1);
-    cr_assert(strstr(err.msg, "out of range"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "c.yaml:1:25: speed_perturb_factors[0]: must be in [0.5, 2], got 0.1"), "%s", err.msg);
     yt_free(root);
 }
 

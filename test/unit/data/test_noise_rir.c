@@ -140,7 +140,7 @@ static int parse_pre(const char *yaml, noise_rir_conf *c, esp_err *err)
 {
     ynode *root = yt_parse_string(yaml, strlen(yaml), "pre.yaml", err);
     cr_assert_not_null(root, "%s", err->msg);
-    int rc = noise_rir_conf_parse(yt_map_get(root, "preprocessor"), "dataset.preprocessor", c, err);
+    int rc = noise_rir_conf_parse(yt_map_get(root, "preprocessor"), c, err);
     yt_free(root);
     return rc;
 }
