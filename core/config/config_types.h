@@ -536,6 +536,14 @@ typedef struct infer_model_cfg {
     char *bpemodel;
 } infer_model_cfg;
 
+/* Long recordings in stage 6 (core/decode/longform.h): an item longer than threshold seconds is
+ * decoded in windows of `window` seconds that overlap by `overlap`. Written with its defaults when
+ * the config leaves it out (core/config/config_values.c). */
+typedef struct longform_cfg {
+    int enabled;
+    double window, overlap, threshold;
+} longform_cfg;
+
 typedef struct inference_cfg {
     char *recipe_dir;
     char *data_dir;
@@ -557,6 +565,7 @@ typedef struct inference_cfg {
     int64_t batch_size;  /* ESPnet3's top-level form of model.batch_size (utterances per model call) */
     char *idx_key;       /* output_fn's field that names the utterance (default utt_id) */
     char **output_keys; unsigned n_output_keys; /* output_fn's fields written as <field>.scp (default: all) */
+    longform_cfg *longform;
 } inference_cfg;
 
 /* The metrics config (--metrics_config). */

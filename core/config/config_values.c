@@ -205,6 +205,10 @@ static const num_rule num_rules[] = {
     {"model.nbest", 1, INF, 0, ">= 1", "leave it out for 1"},
     {"model.ctc_weight", 0, 1, 0, "in [0, 1]", "1.0 for a CTC-only model"},
     {"model.lm_weight", 0, INF, 0, ">= 0", "0: no language model"},
+    {"longform.window", 0, 3600, LO_OPEN, "in (0, 3600] seconds", "leave it out for 20"},
+    {"longform.overlap", 0, 1800, LO_OPEN, "in (0, 1800] seconds, at most half the window", "leave it out for 4"},
+    {"longform.threshold", 0, INF, 0, ">= 0 seconds", "items longer than this are decoded in windows; leave it out "
+                                                       "for 30"},
 };
 
 static int in_range(const num_rule *r, const ynode *n, double v)
@@ -377,8 +381,28 @@ static void fill_ctc_weight(ynode *root)
         yt_map_set(mc, "ctc_weight", mc->mark, yt_scalar("0.5", 0, mc->mark));
 }
 
+/* Stage 6's long-form decoding (docs/decoding.md, "Long recordings"): the defaults were measured
+ * with the default recipe's model (docs/benchmarks.md). The block is written whole when left out. */
+static const struct {
+    const char *key, *value;
+} longform_defaults[] = {{"enabled", "true"}, {"window", "20.0"}, {"overlap", "4.0"}, {"threshold", "30.0"}};
+
+static void fill_longform(ynode *root)
+{
+    ynode *lf = yt_map_get(root, "longform");
+    if (!lf) {
+        yt_map_set(root, "longform", root->mark, yt_map(root->mark));
+        lf = yt_map_get(root, "longform");
+    }
+    if (lf->kind != YN_MAP) return; /* the schema's error */
+    for (size_t i = 0; i < sizeof longform_defaults / sizeof *longform_defaults; i++)
+        if (!yt_map_get(lf, longform_defaults[i].key))
+            yt_map_set(lf, longform_defaults[i].key, lf->mark, yt_scalar(longform_defaults[i].value, 0, lf->mark));
+}
+
 void config_fill_defaults(config_kind kind, ynode *root)
 {
+    if (kind == CONFIG_INFERENCE) fill_longform(root);
     if (kind != CONFIG_TRAINING) return;
     for (size_t i = 0; i < sizeof default_true / sizeof *default_true; i++) {
         ynode *m = yt_get_path(root, default_true[i].map_path);
@@ -701,8 +725,23 @@ static int check_scheduler_warmup(const ynode *root, esp_err *err)
     return 0;
 }
 
+/* Neighbouring windows overlap by at most half a window, so each window owns a part of its own. */
+static int check_longform(const ynode *root, esp_err *err)
+{
+    const ynode *lf = yt_map_get(root, "longform"), *on;
+    double w, o;
+    if (num_in(lf, "window", &w, NULL) && num_in(lf, "overlap", &o, &on) && o > w / 2) {
+        char what[128];
+        snprintf(what, sizeof what, "%g s is more than half the window (longform.window %g s: shorten the overlap or "
+                 "lengthen the window)", o, w);
+        return fail_key(err, on, "longform", "overlap", what);
+    }
+    return 0;
+}
+
 int config_check_values(config_kind kind, ynode *root, esp_err *err)
 {
+    if (kind == CONFIG_INFERENCE) return check_longform(root, err);
     if (kind != CONFIG_TRAINING) return 0;
     if (check_scheduler_warmup(root, err) != 0) return -1;
     if (check_batches(root, "train", err) != 0 || check_batches(root, "valid", err) != 0) return -1;
