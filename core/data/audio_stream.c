@@ -15,7 +15,7 @@ struct audio_stream {
     char *path;
     SNDFILE *sf;
     int fs;                 /* the file's rate */
-    sf_count_t header;      /* samples the header promises */
+    sf_count_t header;      /* samples the header promises (SF_COUNT_MAX: it does not say) */
     sf_count_t pos, stop;   /* the next sample to read and the span's end, at the file's rate */
     SRC_STATE *src;         /* NULL: no resampling */
     double ratio;
@@ -33,15 +33,18 @@ static int span_error(esp_err *err, const char *path, double start, double end, 
 /* The span [start, end) seconds as samples, with audio_read_span's rules. */
 static int set_span(audio_stream *st, double start, double end, esp_err *err)
 {
-    double dur = (double)st->header / st->fs;
+    double dur = st->header == SF_COUNT_MAX ? INFINITY : (double)st->header / st->fs;
     if (end <= 0) {
         st->pos = 0, st->stop = st->header;
         return 0;
     }
+    if (!(start >= 0 && start < end && start * st->fs < 9e18))
+        return span_error(err, st->path, start, end, dur, "holds no samples");
     if (end > dur && end != 1e300 && end - dur > 0.1)
         return span_error(err, st->path, start, end, dur, "runs past the end of the audio");
-    sf_count_t a = (sf_count_t)llround(start * st->fs), b = end >= dur ? st->header : (sf_count_t)llround(end * st->fs);
-    if (!(start >= 0) || a >= b || a >= st->header) return span_error(err, st->path, start, end, dur, "holds no samples");
+    sf_count_t a = (sf_count_t)llround(start * st->fs);
+    sf_count_t b = end >= dur || end * st->fs >= 9e18 ? st->header : (sf_count_t)llround(end * st->fs);
+    if (a >= b || a >= st->header) return span_error(err, st->path, start, end, dur, "holds no samples");
     if (a > 0 && sf_seek(st->sf, a, SEEK_SET) != a)
         return esp_fail(err, "%s: cannot seek to %.3f s: %s", st->path, start, sf_strerror(st->sf));
     st->pos = a, st->stop = b;
@@ -58,7 +61,8 @@ audio_stream *audio_stream_open(const char *path, int expected_fs, const char *f
     st->path = xstrdup(path);
     st->sf = sf;
     st->fs = info.samplerate;
-    st->header = info.frames > 0 ? info.frames : 0;
+    /* As audio_read: a header without a length (0, or a streamed file's maximum) is read to the end. */
+    st->header = info.frames > 0 ? info.frames : SF_COUNT_MAX;
     if (set_span(st, start, end, err) != 0) {
         audio_stream_close(st);
         return NULL;
@@ -76,20 +80,29 @@ audio_stream *audio_stream_open(const char *path, int expected_fs, const char *f
     return st;
 }
 
-double audio_stream_seconds(const audio_stream *st) { return (double)(st->stop - st->pos) / st->fs; }
+double audio_stream_seconds(const audio_stream *st)
+{
+    return st->stop == SF_COUNT_MAX ? INFINITY : (double)(st->stop - st->pos) / st->fs;
+}
 
 /* Up to n samples of the span at the file's rate: the count, 0 at its end, -1 on a decoding error
  * or a file shorter than its header. */
 static long read_span(audio_stream *st, float *buf, size_t n, esp_err *err)
 {
-    sf_count_t want = st->stop - st->pos < (sf_count_t)n ? st->stop - st->pos : (sf_count_t)n;
-    if (want <= 0) return 0;
-    sf_count_t got = sf_readf_float(st->sf, buf, want);
+    sf_count_t want = st->stop - st->pos < (sf_count_t)n ? st->stop - st->pos : (sf_count_t)n, got = 0;
+    while (got < want) { /* libsndfile may return short counts before the end */
+        sf_count_t r = sf_readf_float(st->sf, buf + got, want - got);
+        if (r <= 0) break;
+        got += r;
+    }
+    /* A decoder may note an error it recovered from (FLAC's lost sync): only a short read fails. */
     int e = sf_error(st->sf);
-    if (e != SF_ERR_NO_ERROR) return esp_fail(err, "%s: cannot decode audio: %s", st->path, sf_error_number(e));
-    if (got < want)
+    if (got < want && e != SF_ERR_NO_ERROR)
+        return esp_fail(err, "%s: cannot decode audio: %s", st->path, sf_error_number(e));
+    if (got < want && st->stop == SF_COUNT_MAX) st->stop = st->pos + got; /* its end, now known */
+    else if (got < want)
         return esp_fail(err, "%s: truncated or corrupt audio: the header promises %lld samples, %lld could be decoded",
-                        st->path, (long long)st->header, (long long)(st->pos + (got > 0 ? got : 0)));
+                        st->path, (long long)st->header, (long long)(st->pos + got));
     st->pos += got;
     return (long)got;
 }
@@ -118,17 +131,7 @@ static long read_resampled(audio_stream *st, float *buf, size_t n, esp_err *err)
 
 long audio_stream_read(audio_stream *st, float *buf, size_t n, esp_err *err)
 {
-    if (!st->src) {
-        size_t got = 0;
-        while (got < n) { /* libsndfile may return short counts before the end */
-            long r = read_span(st, buf + got, n - got, err);
-            if (r < 0) return -1;
-            if (r == 0) break;
-            got += (size_t)r;
-        }
-        return (long)got;
-    }
-    return read_resampled(st, buf, n, err);
+    return st->src ? read_resampled(st, buf, n, err) : read_span(st, buf, n, err);
 }
 
 void audio_stream_close(audio_stream *st)

@@ -17,7 +17,8 @@ typedef struct audio_stream audio_stream;
  * (> 0; fs_key names its config key in messages). NULL with err naming the file on failure. */
 audio_stream *audio_stream_open(const char *path, int expected_fs, const char *fs_key, int resample, double start,
                                 double end, esp_err *err);
-/* Seconds of audio the span holds (from the header, at the file's rate). */
+/* Seconds of audio the span holds (from the header, at the file's rate; INFINITY when the header
+ * does not say and the span runs to the end). */
 double audio_stream_seconds(const audio_stream *st);
 /* Reads up to n samples at expected_fs into buf: the count read (fewer than n only at the end, 0
  * after it), or -1 with err naming the file (a corrupt or truncated file). */

@@ -105,15 +105,17 @@ int longform_decode(speech2text *s, const char *path, double start, double end, 
     float *buf = xmalloc((wn > min ? wn : min) * sizeof *buf);
     lf_merge m = {0};
     progress pr;
-    size_t n_win = secs * fo->fs > (double)wn ? (size_t)ceil((secs * fo->fs - (double)on) / (double)hop) : 1, k = 0;
+    size_t n_win = 1, k = 0; /* for the progress line: 0 when the header does not say the length */
+    if (!isfinite(secs)) n_win = 0;
+    else if (secs * fo->fs > (double)wn) n_win = (size_t)ceil((secs * fo->fs - (double)on) / (double)hop);
     if (o->progress) progress_start(&pr, o->progress, n_win);
     long got = audio_stream_read(st, buf, wn, err);
     size_t len = got > 0 ? (size_t)got : 0, total = len;
     int rc = got < 0 ? -1 : 0;
     while (rc == 0) {
         if ((rc = decode_window(s, path, buf, len, min, (double)(k * hop) / fo->fs, &m, err)) != 0) break;
-        if (o->progress) progress_update(&pr, ++k < n_win ? k : n_win);
-        else k++;
+        k++;
+        if (o->progress) progress_update(&pr, k < n_win || !n_win ? k : n_win);
         if (len < wn) break; /* the last window */
         memmove(buf, buf + hop, on * sizeof *buf);
         if ((got = audio_stream_read(st, buf + on, hop, err)) <= 0) {
