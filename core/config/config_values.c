@@ -381,8 +381,8 @@ static void fill_ctc_weight(ynode *root)
         yt_map_set(mc, "ctc_weight", mc->mark, yt_scalar("0.5", 0, mc->mark));
 }
 
-/* Stage 6's long-form decoding (docs/decoding.md, "Long recordings"): the defaults were measured
- * with the default recipe's model (docs/benchmarks.md). The block is written whole when left out. */
+/* Stage 6's long-form decoding (docs/decoding.md, "Long recordings" says why these defaults). The
+ * block is written whole when left out, so every run's resolved config shows what it used. */
 static const struct {
     const char *key, *value;
 } longform_defaults[] = {{"enabled", "true"}, {"window", "20.0"}, {"overlap", "4.0"}, {"threshold", "30.0"}};
