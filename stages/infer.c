@@ -22,6 +22,8 @@
 #include "core/base/progress.h"
 #include "core/compute/backend.h"
 #include "core/data/frontend.h"
+#include "core/data/audio_stream.h"
+#include "core/decode/longform.h"
 #include "core/decode/s2t_config.h"
 #include "core/decode/speech2text.h"
 #include "core/formats/manifest.h"
@@ -33,6 +35,9 @@
 
 typedef struct decode_opts {
     s2t_opts s2t;
+    longform_opts lf;
+    int longform;             /* items longer than lf_threshold seconds are decoded in windows */
+    double lf_threshold;
     int batch_size;
     int threads;              /* per worker */
     backend_kind backend;     /* from model.device (the stage context's); a GPU worker sees its device as 0 */
@@ -84,6 +89,7 @@ static void *provide(void *arg, esp_err *err)
     if (backend_profile_requested()) backend_profile_start(env->be);
     env->s2t = speech2text_open(env->be, job->mf, &job->opts.s2t, err);
     if (!env->s2t) goto fail;
+    if (job->opts.longform && longform_check(env->s2t, &job->opts.lf, err) != 0) goto fail;
     env->results = xcalloc((size_t)job->opts.batch_size, sizeof *env->results);
     return env;
 fail:
@@ -118,23 +124,48 @@ static void put_hyp(runner_buf *out, const s2t_hyp *h, const token_list *tl)
     runner_buf_free(&tok);
 }
 
+/* Whether the item is long-form's: its span (or, without one, its file's header) is longer than
+ * the threshold. */
+static int is_long(const infer_env *env, const manifest_entry *e, int *yes, esp_err *err)
+{
+    const decode_opts *o = &env->job->opts;
+    *yes = 0;
+    if (!o->longform) return 0;
+    if (e->end > 0 && e->end != 1e300) {
+        *yes = e->end - e->start > o->lf_threshold;
+        return 0;
+    }
+    const frontend_opts *fo = speech2text_frontend(env->s2t);
+    audio_stream *st = audio_stream_open(e->wav, fo->fs, "model.frontend_conf.fs", o->s2t.resample, e->start, e->end,
+                                         err);
+    if (!st) return -1;
+    *yes = audio_stream_seconds(st) > o->lf_threshold;
+    audio_stream_close(st);
+    return 0;
+}
+
+/* One item: long-form when it is long, else speech2text over its span. */
+static int decode_item(infer_env *env, const manifest_entry *e, s2t_hyp *h, esp_err *err)
+{
+    int lng;
+    if (is_long(env, e, &lng, err) != 0) return -1;
+    if (lng) return longform_decode(env->s2t, e->wav, e->start, e->end, &env->job->opts.lf, h, err);
+    const char *path = e->wav;
+    return speech2text_decode_spans(env->s2t, &path, &e->start, &e->end, 1, h, err);
+}
+
 /* Result record of one utterance: u32 feature frames, u32 hypotheses found, then each (put_hyp). */
 static int decode_batch(infer_env *env, size_t lo, size_t hi, esp_err *err)
 {
     for (size_t i = env->lo; i < env->hi; i++) runner_buf_free(&env->results[i - env->lo]);
     env->lo = env->hi = 0;
-    int n = (int)(hi - lo);
-    const char **paths = xmalloc((size_t)n * sizeof *paths);
-    double *spans = xmalloc(2 * (size_t)n * sizeof *spans); /* Kaldi segments: starts, then ends */
-    for (int i = 0; i < n; i++) {
-        const manifest_entry *e = &env->job->m->items[lo + (size_t)i];
-        paths[i] = e->wav;
-        spans[i] = e->start;
-        spans[n + i] = e->end;
-    }
+    int n = (int)(hi - lo), rc = 0;
     s2t_hyp *hyps = xcalloc((size_t)n, sizeof *hyps);
-    int rc = speech2text_decode_spans(env->s2t, paths, spans, spans + n, n, hyps, err);
-    free(spans);
+    for (int i = 0; i < n && rc == 0; i++) {
+        rc = decode_item(env, &env->job->m->items[lo + (size_t)i], &hyps[i], err);
+        if (rc != 0)
+            while (i-- > 0) s2t_hyp_free(&hyps[i]);
+    }
     const token_list *tl = speech2text_tokens(env->s2t);
     for (int i = 0; i < n && rc == 0; i++) {
         uint32_t head[2] = {(uint32_t)hyps[i].frames, (uint32_t)hyps[i].n_found};
@@ -145,7 +176,6 @@ static int decode_batch(infer_env *env, size_t lo, size_t hi, esp_err *err)
         s2t_hyp_free(&hyps[i]);
     }
     free(hyps);
-    free(paths);
     if (rc != 0) return -1;
     env->lo = lo, env->hi = hi;
     return 0;
@@ -373,6 +403,12 @@ static int decode_set(const esp_config *inference, const model_files *mf, const 
     sig = xasprintf("infer2 %016" PRIx64 " beam %d penalty %.17g ctc_weight %.17g nbest %d maxlenratio %.17g "
                     "minlenratio %.17g%s lm_weight %.17g", h, so->beam_size, so->penalty, so->ctc_weight, so->nbest,
                     so->maxlenratio, so->minlenratio, so->resample ? " resample" : "", lm ? so->lm_weight : 0.0);
+    if (o->longform) { /* long items decode in windows: their settings change those items' results */
+        char *lf = xasprintf("%s longform window %.17g overlap %.17g threshold %.17g", sig, o->lf.window,
+                             o->lf.overlap, o->lf_threshold);
+        free(sig);
+        sig = lf;
+    }
     infer_job job = {.mf = mf, .m = &m, .opts = *o};
     size_t n_workers = icfg->parallel && icfg->parallel->n_workers > 0 ? (size_t)icfg->parallel->n_workers : 1;
     label = xasprintf("infer %s", test);
@@ -384,6 +420,9 @@ static int decode_set(const esp_config *inference, const model_files *mf, const 
     log_info("infer: %s: %zu utterances, %s (beam_size %d%s, nbest %d), batch_size %d, %zu worker(s) x %d thread(s) "
              "each", test, m.n, search_name(so), so->beam_size, so->penalty != 0 ? ", penalty set" : "", so->nbest,
              o->batch_size, n_workers, o->threads);
+    if (o->longform)
+        log_info("infer: %s: items longer than %g s decode in %g s windows overlapping by %g s (longform:)", test,
+                 o->lf_threshold, o->lf.window, o->lf.overlap);
     double t0 = now_seconds();
     int run_rc = runner_run(&rj, icfg->parallel, err);
     if (run_rc == RUNNER_PENDING) { /* SLURM jobs decode it (async mode); a rerun merges */
@@ -441,6 +480,13 @@ static int decode_opts_from_cfg(decode_opts *o, const inference_cfg *icfg, const
                         "Inference API says what it outputs, `text`: leave output_fn out, as ESPnet3 requires)", file,
                         icfg->output_fn);
     o->threads = worker_threads();
+    const longform_cfg *lf = icfg->longform;
+    if (lf && lf->enabled) { /* the merge of windows goes by the tokens' times */
+        o->longform = 1;
+        o->s2t.timestamps = 1;
+        o->lf = (longform_opts){.window = lf->window, .overlap = lf->overlap};
+        o->lf_threshold = lf->threshold;
+    }
     return 0;
 }
 

@@ -196,6 +196,9 @@ void speech2text_close(speech2text *s)
 }
 
 const token_list *speech2text_tokens(const speech2text *s) { return &s->data.tokens; }
+const frontend_opts *speech2text_frontend(const speech2text *s) { return &s->data.fo; }
+size_t speech2text_min_samples(const speech2text *s) { return frontend_min_samples(s->data.fe); }
+const s2t_opts *speech2text_options(const speech2text *s) { return &s->opts; }
 
 /* The encoder's log-probabilities of one utterance, copied to the host; returns their frame count. */
 static int encode(speech2text *s, const float *feats, int T)
