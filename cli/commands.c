@@ -6,6 +6,7 @@
 
 static const cli_command commands[] = {
     {"transcribe", cmd_transcribe, "audio files to text with a trained model (text, json, ctm, srt, vtt)"},
+    {"align", cmd_align, "where each line of a transcript lies in a recording (ESPnet's CTC segmentation)"},
     {NULL, NULL, NULL},
 };
 

@@ -17,5 +17,6 @@ const cli_command *cli_command_list(void);
 
 /* The commands (one file each). */
 int cmd_transcribe(int argc, char **argv);
+int cmd_align(int argc, char **argv);
 
 #endif

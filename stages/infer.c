@@ -2,7 +2,9 @@
  * model, through the runner (parallel:), and writes ESPnet3's ${inference_dir}/<test>/hyp.scp and
  * ref.scp (`utt_id text`, manifest order); with model.nbest > 1 also ESPnet2's n-best layout
  * (espnet2/bin/asr_inference.py): <test>/{n}best_recog/text, token, token_int and score for
- * n = 1..nbest, `utt_id value` lines, an utterance listed in as many as it has hypotheses.
+ * n = 1..nbest, `utt_id value` lines, an utterance listed in as many as it has hypotheses. With
+ * write_ctm also <test>/hyp.ctm (stages/infer_ctm.h): the best hypothesis's words, timed. An item
+ * longer than longform.threshold seconds is decoded in windows (core/decode/longform.h).
  *
  * The decoding itself is core/decode/speech2text.h; this stage turns the config into its options,
  * creates the backend, and runs the test set through the runner: each worker's provider opens the
@@ -26,10 +28,13 @@
 #include "core/decode/longform.h"
 #include "core/decode/s2t_config.h"
 #include "core/decode/speech2text.h"
+#include "core/decode/words.h"
 #include "core/formats/manifest.h"
 #include "core/data/dataset_src.h"
+#include "core/nn/decoder_conf.h"
 #include "core/nn/model_files.h"
 #include "core/runner/runner.h"
+#include "stages/infer_ctm.h"
 #include "stages/infer_output.h"
 #include "stages/stages.h"
 
@@ -38,6 +43,7 @@ typedef struct decode_opts {
     longform_opts lf;
     int longform;             /* items longer than lf_threshold seconds are decoded in windows */
     double lf_threshold;
+    int write_ctm;            /* the records carry the best hypothesis's words, for hyp.ctm */
     int batch_size;
     int threads;              /* per worker */
     backend_kind backend;     /* from model.device (the stage context's); a GPU worker sees its device as 0 */
@@ -149,12 +155,34 @@ static int decode_item(infer_env *env, const manifest_entry *e, s2t_hyp *h, esp_
 {
     int lng;
     if (is_long(env, e, &lng, err) != 0) return -1;
+    if (lng && !env->job->opts.s2t.timestamps)
+        return esp_fail(err, "%s: longer than longform.threshold (%g s), and windows are merged by word times, which "
+                        "come from a CTC branch the model does not have (set longform.enabled: false to decode it "
+                        "whole)", e->wav, env->job->opts.lf_threshold);
     if (lng) return longform_decode(env->s2t, e->wav, e->start, e->end, &env->job->opts.lf, h, err);
     const char *path = e->wav;
     return speech2text_decode_spans(env->s2t, &path, &e->start, &e->end, 1, h, err);
 }
 
-/* Result record of one utterance: u32 feature frames, u32 hypotheses found, then each (put_hyp). */
+/* The best hypothesis's words (timestamps): u32 count, then each: f64 start, end, score, text. */
+static void put_words(runner_buf *out, const speech2text *s, const s2t_hyp *h)
+{
+    s2t_word *w;
+    size_t n;
+    esp_err err;
+    if (s2t_hyp_words(s, h, &w, &n, &err) != 0) esp_die("infer: %s", err.msg); /* timestamps were on */
+    uint32_t nw = (uint32_t)n;
+    runner_buf_append(out, &nw, sizeof nw);
+    for (size_t i = 0; i < n; i++) {
+        double t[3] = {w[i].start, w[i].end, w[i].score};
+        runner_buf_append(out, t, sizeof t);
+        put_str(out, w[i].text, strlen(w[i].text));
+    }
+    s2t_words_free(w, n);
+}
+
+/* Result record of one utterance: u32 feature frames, u32 hypotheses found, then each (put_hyp),
+ * then with write_ctm the best one's words (put_words). */
 static int decode_batch(infer_env *env, size_t lo, size_t hi, esp_err *err)
 {
     for (size_t i = env->lo; i < env->hi; i++) runner_buf_free(&env->results[i - env->lo]);
@@ -173,6 +201,7 @@ static int decode_batch(infer_env *env, size_t lo, size_t hi, esp_err *err)
         out->len = 0;
         runner_buf_append(out, head, sizeof head);
         for (int k = 0; k < hyps[i].n_found; k++) put_hyp(out, k == 0 ? &hyps[i] : &hyps[i].alt[k - 1], tl);
+        if (env->job->opts.write_ctm) put_words(out, env->s2t, &hyps[i]);
         s2t_hyp_free(&hyps[i]);
     }
     free(hyps);
@@ -204,6 +233,7 @@ typedef struct merge_ctx {
     FILE *hyp;
     int nbest;            /* > 1: n-best files are filled */
     runner_buf *nb;       /* nbest x NB_FILES contents */
+    ctm_lines *ctm;       /* write_ctm: the words, timed */
     double frames;
     esp_err *err;
 } merge_ctx;
@@ -256,6 +286,20 @@ static int merge_hyp(merge_ctx *c, rec_reader *r, const char *utt, int k)
     return 0;
 }
 
+/* The words of a record (put_words) into the CTM lines of their recording. */
+static int merge_words(merge_ctx *c, rec_reader *r, const manifest_entry *e)
+{
+    uint32_t n, len;
+    if (rd(r, &n, sizeof n) != 0) return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        double t[3];
+        const char *text;
+        if (rd(r, t, sizeof t) != 0 || rd_str(r, &text, &len) != 0) return -1;
+        ctm_add(c->ctm, e, t[0], t[1], t[2], text, len);
+    }
+    return 0;
+}
+
 static int merge_one(size_t idx, const void *data, size_t len, void *p)
 {
     merge_ctx *c = p;
@@ -267,6 +311,8 @@ static int merge_one(size_t idx, const void *data, size_t len, void *p)
     if (head[1] == 0) fprintf(c->hyp, "%s \n", utt); /* the search ended no hypothesis */
     for (uint32_t k = 0; k < head[1]; k++)
         if (merge_hyp(c, &r, utt, (int)k) != 0) return esp_fail(c->err, "infer: result of %s is truncated", utt);
+    if (c->ctm && merge_words(c, &r, &c->m->items[idx]) != 0)
+        return esp_fail(c->err, "infer: result of %s is truncated", utt);
     return 0;
 }
 
@@ -297,8 +343,8 @@ static int write_ref(const char *path, const manifest *m, esp_err *err)
 }
 
 /* hyp.scp (and with nbest > 1 the n-best files) from the runner's results; *frames gets their sum. */
-static int merge_results(const runner_job *rj, const manifest *m, const char *out_dir, int nbest, double *frames,
-                         esp_err *err)
+static int merge_results(const runner_job *rj, const manifest *m, const char *out_dir, int nbest, int ctm,
+                         double *frames, esp_err *err)
 {
     char *hyp_path = xasprintf("%s/hyp.scp", out_dir);
     atomic_file hyp;
@@ -307,10 +353,17 @@ static int merge_results(const runner_job *rj, const manifest *m, const char *ou
     if (rc != 0) return -1;
     merge_ctx mc = {.m = m, .hyp = hyp.fp, .nbest = nbest, .err = err};
     if (nbest > 1) mc.nb = xcalloc((size_t)nbest * NB_FILES, sizeof *mc.nb);
+    if (ctm) mc.ctm = ctm_lines_new();
     rc = runner_for_each(rj, merge_one, &mc, err);
     if (rc != 0) atomic_abort(&hyp);
     else rc = atomic_commit(&hyp, err);
     if (rc == 0 && nbest > 1) rc = write_nbest(out_dir, &mc, err);
+    if (rc == 0 && ctm) {
+        char *ctm_path = xasprintf("%s/hyp.ctm", out_dir);
+        rc = ctm_write(mc.ctm, ctm_path, err);
+        free(ctm_path);
+    }
+    ctm_lines_free(mc.ctm);
     for (size_t k = 0; mc.nb && k < (size_t)nbest * NB_FILES; k++) runner_buf_free(&mc.nb[k]);
     free(mc.nb);
     *frames = mc.frames;
@@ -401,8 +454,9 @@ static int decode_set(const esp_config *inference, const model_files *mf, const 
     /* "infer2": results are n-best records since the joint search (older shards do not match). */
     const s2t_opts *so = &o->s2t;
     sig = xasprintf("infer2 %016" PRIx64 " beam %d penalty %.17g ctc_weight %.17g nbest %d maxlenratio %.17g "
-                    "minlenratio %.17g%s lm_weight %.17g", h, so->beam_size, so->penalty, so->ctc_weight, so->nbest,
-                    so->maxlenratio, so->minlenratio, so->resample ? " resample" : "", lm ? so->lm_weight : 0.0);
+                    "minlenratio %.17g%s lm_weight %.17g%s", h, so->beam_size, so->penalty, so->ctc_weight, so->nbest,
+                    so->maxlenratio, so->minlenratio, so->resample ? " resample" : "", lm ? so->lm_weight : 0.0,
+                    o->write_ctm ? " words" : "");
     if (o->longform) { /* long items decode in windows: their settings change those items' results */
         char *lf = xasprintf("%s longform window %.17g overlap %.17g threshold %.17g", sig, o->lf.window,
                              o->lf.overlap, o->lf_threshold);
@@ -431,7 +485,7 @@ static int decode_set(const esp_config *inference, const model_files *mf, const 
     }
     if (run_rc != 0) goto out;
     double wall = now_seconds() - t0, frames;
-    if (merge_results(&rj, &m, out_dir, so->nbest, &frames, err) != 0 || write_ref(ref_path, &m, err) != 0) goto out;
+    if (merge_results(&rj, &m, out_dir, so->nbest, o->write_ctm, &frames, err) != 0 || write_ref(ref_path, &m, err) != 0) goto out;
     if (writes_text_scp(icfg) && copy_hyp_to_text(out_dir, err) != 0) goto out;
     if (infer_output_fn(inference, out_dir, err) != 0) goto out;
     /* Audio seconds from the frame count: frames = samples / hop + 1. */
@@ -479,11 +533,12 @@ static int decode_opts_from_cfg(decode_opts *o, const inference_cfg *icfg, const
         return esp_fail(err, "%s: output_fn: %s with model._target_ espnet3.systems.esp2_asr.inference.Inference (the "
                         "Inference API says what it outputs, `text`: leave output_fn out, as ESPnet3 requires)", file,
                         icfg->output_fn);
+    o->write_ctm = icfg->write_ctm;
+    o->s2t.timestamps = icfg->write_ctm;
     o->threads = worker_threads();
     const longform_cfg *lf = icfg->longform;
-    if (lf && lf->enabled) { /* the merge of windows goes by the tokens' times */
+    if (lf && lf->enabled) {
         o->longform = 1;
-        o->s2t.timestamps = 1;
         o->lf = (longform_opts){.window = lf->window, .overlap = lf->overlap};
         o->lf_threshold = lf->threshold;
     }
@@ -524,6 +579,9 @@ int stage_infer(const stage_ctx *ctx, esp_err *err)
         model_files_free(&mf), model_files_free(&lmf);
         return esp_fail(err, "%s: model.%s", file, why.msg);
     }
+    /* The merge of windows goes by the tokens' times, which need the CTC branch (without one a
+     * long item is an error when it comes). */
+    if (o.longform && ctc_in_cfg(model_files_training(&mf)->model)) o.s2t.timestamps = 1;
     log_info("infer: model %s (config %s)", mf.weights, mf.train_config_path);
     if (o.s2t.lm) log_info("infer: LM %s (config %s), lm_weight %g", lmf.weights, lmf.train_config_path, o.s2t.lm_weight);
     int rc = 0;

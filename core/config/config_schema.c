@@ -592,6 +592,7 @@ static const cyaml_schema_field_t inference_fields[] = {
     STR("idx_key", inference_cfg, idx_key),
     SEQ("output_keys", inference_cfg, output_keys, &string_entry),
     MAP("longform", inference_cfg, longform, longform_fields),
+    BOOL("write_ctm", inference_cfg, write_ctm),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t metric_input_fields[] = {

@@ -578,6 +578,8 @@ typedef struct inference_cfg {
     char *idx_key;       /* output_fn's field that names the utterance (default utt_id) */
     char **output_keys; unsigned n_output_keys; /* output_fn's fields written as <field>.scp (default: all) */
     longform_cfg *longform;
+    int write_ctm;       /* espnet3's (default false): stage 6 also writes <test>/hyp.ctm, NIST CTM of the best
+                          * hypothesis's words, timed by a CTC forced alignment (docs/decoding.md) */
 } inference_cfg;
 
 /* The metrics config (--metrics_config). */

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/progress.h"
+
 #include "core/data/asr_data.h"
 #include "core/decode/ctc_decode.h"
 #include "core/decode/ctc_times.h"
@@ -15,6 +17,7 @@
 #include "core/config/config_task.h"
 #include "core/nn/lm_conf.h"
 #include "core/nn/model.h"
+#include "core/nn/model_params.h"
 
 /* The attention decoder's contract with core/nn (decoder_score_batch): for n_hyps prefixes, each
  * starting with <sos>, the next-token log-softmax (n_hyps x vocab, host) given the encoder output
@@ -199,6 +202,8 @@ const token_list *speech2text_tokens(const speech2text *s) { return &s->data.tok
 const frontend_opts *speech2text_frontend(const speech2text *s) { return &s->data.fo; }
 size_t speech2text_min_samples(const speech2text *s) { return frontend_min_samples(s->data.fe); }
 const s2t_opts *speech2text_options(const speech2text *s) { return &s->opts; }
+int speech2text_fs(const speech2text *s) { return s->data.fo.fs; }
+int speech2text_vocab(const speech2text *s) { return s->model.dims.vocab; }
 
 /* The encoder's log-probabilities of one utterance, copied to the host; returns their frame count. */
 static int encode(speech2text *s, const float *feats, int T)
@@ -300,21 +305,31 @@ static void decode_ctc(speech2text *s, int hlen, int frames, s2t_hyp *out)
 
 /* Token times of h (core/decode/ctc_times.h) against the utterance's log-probs, on the device
  * in s->dev_logp. */
-static void add_times(speech2text *s, int hlen, int frames, s2t_hyp *h)
+/* Token times of h against hlen frames of log-probs (host_logp, and the same on the device in
+ * s->dev_logp), frame 0 being encoder frame t0 of a waveform of `frames` feature frames. */
+static double add_times_at(speech2text *s, const float *host_logp, int hlen, int t0, int frames, s2t_hyp *h)
 {
     ctc_clock ck = ctc_clock_of(s->model.dims.input_layer, s->data.fo.hop_length, s->data.fo.fs, frames);
+    ck.origin += t0 * ck.step;
     size_t n = h->n_ids + 1; /* never a zero-size allocation */
     h->tok_start = xmalloc(n * sizeof *h->tok_start);
     h->tok_end = xmalloc(n * sizeof *h->tok_end);
     h->tok_score = xmalloc(n * sizeof *h->tok_score);
-    double best = ctc_token_times(s->be, s->dev_logp, s->host_logp, hlen, s->model.dims.vocab, h->ids, h->n_ids, &ck,
+    double best = ctc_token_times(s->be, s->dev_logp, host_logp, hlen, s->model.dims.vocab, h->ids, h->n_ids, &ck,
                                   h->tok_start, h->tok_end, h->tok_score);
     if (best == -INFINITY)
         log_warn("timestamps: no CTC path emits the %zu tokens of \"%s\" in %d frames (times left NaN)", h->n_ids,
                  h->text, hlen);
+    return best;
 }
 
-static void add_all_times(speech2text *s, int hlen, int frames, s2t_hyp *out)
+static double add_times(speech2text *s, int hlen, int frames, s2t_hyp *h)
+{
+    return add_times_at(s, s->host_logp, hlen, 0, frames, h);
+}
+
+/* hlen frames of log-probs (host) on the device for the alignment op. */
+static void upload_logp(speech2text *s, const float *host_logp, int hlen)
 {
     backend *be = s->be;
     size_t nl = (size_t)hlen * (size_t)s->model.dims.vocab;
@@ -323,7 +338,12 @@ static void add_all_times(speech2text *s, int hlen, int frames, s2t_hyp *out)
         s->dev_logp_cap = nl + 1;
         s->dev_logp = be->alloc(be, s->dev_logp_cap * sizeof(float));
     }
-    be->copy(be, s->dev_logp, s->host_logp, nl * sizeof(float), BACKEND_HOST_TO_DEVICE);
+    be->copy(be, s->dev_logp, host_logp, nl * sizeof(float), BACKEND_HOST_TO_DEVICE);
+}
+
+static void add_all_times(speech2text *s, int hlen, int frames, s2t_hyp *out)
+{
+    upload_logp(s, s->host_logp, hlen);
     add_times(s, hlen, frames, out);
     for (int k = 0; k + 1 < out->n_found; k++) add_times(s, hlen, frames, &out->alt[k]);
 }
@@ -338,7 +358,9 @@ void speech2text_decode_feats(speech2text *s, const float *feats, int T, s2t_hyp
     if (s->opts.timestamps) add_all_times(s, hlen, T, out);
 }
 
-int speech2text_decode_wav(speech2text *s, const float *wav, size_t n, s2t_hyp *out, esp_err *err)
+/* The waveform's normalized features into s->host_feats; returns their frame count, -1 with err
+ * when the waveform is shorter than the STFT needs. */
+static int featurize(speech2text *s, const float *wav, size_t n, esp_err *err)
 {
     size_t min = frontend_min_samples(s->data.fe);
     if (n < min) return esp_fail(err, "%zu samples is shorter than the STFT needs (%zu)", n, min);
@@ -348,7 +370,14 @@ int speech2text_decode_wav(speech2text *s, const float *wav, size_t n, s2t_hyp *
         s->host_feats = xrealloc(s->host_feats, nf * sizeof *s->host_feats);
     }
     asr_data_featurize(&s->data, s->host_feats, wav, n);
-    speech2text_decode_feats(s, s->host_feats, (int)T, out);
+    return (int)T;
+}
+
+int speech2text_decode_wav(speech2text *s, const float *wav, size_t n, s2t_hyp *out, esp_err *err)
+{
+    int T = featurize(s, wav, n, err);
+    if (T < 0) return -1;
+    speech2text_decode_feats(s, s->host_feats, T, out);
     return 0;
 }
 
@@ -372,4 +401,92 @@ int speech2text_decode_spans(speech2text *s, const char *const *paths, const dou
         }
     }
     return 0;
+}
+
+int speech2text_align_wav(speech2text *s, const float *wav, size_t n, const int *ids, size_t n_ids, s2t_hyp *out,
+                          esp_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (s->model.dims.no_ctc)
+        return esp_fail(err, "align: the model has no CTC branch (trained with model_conf.ctc_weight 0)");
+    for (size_t i = 0; i < n_ids; i++)
+        if (ids[i] <= 0 || ids[i] >= s->model.dims.vocab - 1)
+            return esp_fail(err, "align: token id %d is not a token the model emits (1 .. %d)", ids[i],
+                            s->model.dims.vocab - 2);
+    int T = featurize(s, wav, n, err);
+    if (T < 0) return -1;
+    int hlen = encode(s, s->host_feats, T);
+    alloc_alt(out, 1);
+    set_hyp(s, out, ids, (int)n_ids, 0.0, T);
+    upload_logp(s, s->host_logp, hlen);
+    out->score = add_times(s, hlen, T, out);
+    return 0;
+}
+
+int speech2text_align_file(speech2text *s, const char *path, const int *ids, size_t n_ids, s2t_hyp *out, esp_err *err)
+{
+    float *wav = NULL;
+    size_t ns;
+    int rc = asr_data_read_span(&s->data, path, 0, 0, &wav, &ns, err);
+    if (rc == 0) rc = speech2text_align_wav(s, wav, ns, ids, n_ids, out, err);
+    free(wav);
+    return rc;
+}
+
+int speech2text_ctc_logp(speech2text *s, const float *wav, size_t n, double window_s, float **logp, int *T,
+                         int *frames, esp_err *err)
+{
+    *logp = NULL;
+    if (s->model.dims.no_ctc)
+        return esp_fail(err, "align: the model has no CTC branch (trained with model_conf.ctc_weight 0)");
+    const int V = s->model.dims.vocab, hop = s->data.fo.hop_length, kind = s->model.dims.input_layer;
+    input_conv c[3];
+    size_t unit = (size_t)hop; /* samples per encoder frame: the hop times the convolutions' strides */
+    for (int i = 0, nc = input_layer_convs(kind, c); i < nc; i++) unit *= (size_t)c[i].s;
+    size_t win = (size_t)(window_s * s->data.fo.fs) / (4 * unit) * (4 * unit), quarter = win / 4;
+    if (win < 4 * unit) return esp_fail(err, "align: a window of %g s is shorter than 4 encoder frames", window_s);
+    int F = (int)frontend_num_frames(s->data.fe, n), total = input_layer_out_len(kind, F);
+    float *out = xmalloc(((size_t)total + 1) * (size_t)V * sizeof *out);
+    int filled = 0;
+    size_t n_windows = n > win ? (n - win + 2 * quarter - 1) / (2 * quarter) + 1 : 1, done = 0;
+    progress pr;
+    if (n_windows > 1) progress_start(&pr, "align: log-probs", n_windows);
+    for (size_t a = 0;; a += 2 * quarter) {
+        int last = a + win >= n;
+        size_t len = last ? n - a : win;
+        int Tw = featurize(s, wav + a, len, err);
+        if (Tw < 0) {
+            if (n_windows > 1) progress_finish(&pr);
+            free(out);
+            return -1;
+        }
+        int hw = encode(s, s->host_feats, Tw), g0 = (int)(a / unit);
+        int hi = last ? hw : hw - (int)(quarter / unit), j = filled - g0;
+        /* the frames a window keeps start where the last one's stop (its quarter of context, or
+         * one frame less where the input layer's edge gives a window a frame more) */
+        ESP_CHECK(j >= 0 && (a == 0 || j >= (int)(quarter / unit) - 1));
+        for (; j < hi && g0 + j < total; j++) {
+            memcpy(out + (size_t)(g0 + j) * V, s->host_logp + (size_t)j * V, (size_t)V * sizeof *out);
+            filled++;
+        }
+        if (n_windows > 1) progress_update(&pr, ++done);
+        if (last) break;
+    }
+    if (n_windows > 1) progress_finish(&pr);
+    ESP_CHECK(filled == total);
+    *logp = out;
+    *T = total;
+    *frames = F;
+    return 0;
+}
+
+void speech2text_align_frames(speech2text *s, const float *logp, int t0, int t1, int frames, const int *ids,
+                              size_t n_ids, s2t_hyp *out)
+{
+    memset(out, 0, sizeof *out);
+    const float *seg = logp + (size_t)t0 * s->model.dims.vocab;
+    alloc_alt(out, 1);
+    set_hyp(s, out, ids, (int)n_ids, 0.0, frames);
+    upload_logp(s, seg, t1 - t0);
+    out->score = add_times_at(s, seg, t1 - t0, t0, frames, out);
 }

@@ -99,6 +99,9 @@ const token_list *speech2text_tokens(const speech2text *s);
 const frontend_opts *speech2text_frontend(const speech2text *s);
 size_t speech2text_min_samples(const speech2text *s);
 const s2t_opts *speech2text_options(const speech2text *s);
+/* The model's sampling rate (frontend_conf.fs) and output classes (the token list's size). */
+int speech2text_fs(const speech2text *s);
+int speech2text_vocab(const speech2text *s);
 
 /* Decodes T frames of normalized features (T x n_mels, host, row-major). */
 void speech2text_decode_feats(speech2text *s, const float *feats, int T, s2t_hyp *out);
@@ -111,5 +114,30 @@ int speech2text_decode_files(speech2text *s, const char *const *paths, int n, s2
 /* The same for spans of the files: [starts[i], ends[i]) seconds (Kaldi segments; ends[i] 0: all). */
 int speech2text_decode_spans(speech2text *s, const char *const *paths, const double *starts, const double *ends, int n,
                              s2t_hyp *out, esp_err *err);
+
+/* Forced alignment of given token ids (no search): the log-probs of the waveform at the model's
+ * rate, then the ids' CTC alignment into out as a timed hypothesis (ids, text, tok_start, tok_end,
+ * tok_score as with opts.timestamps; score: the path's log-probability, -inf when no path fits, the
+ * times then NaN). Ids must be tokens of the model (1 .. vocab - 2: no blank, no <sos/eos>). */
+int speech2text_align_wav(speech2text *s, const float *wav, size_t n, const int *ids, size_t n_ids, s2t_hyp *out,
+                          esp_err *err);
+/* The same for an audio file (read and resampled as decode_files does). */
+int speech2text_align_file(speech2text *s, const char *path, const int *ids, size_t n_ids, s2t_hyp *out, esp_err *err);
+
+/* The CTC log-probabilities of a waveform of any length, for aligning a long recording: the
+ * encoder runs on windows of window_s seconds (its memory bounded by the window's), each window
+ * overlapping the next by half its length; a frame is taken from the window where it lies furthest
+ * from an edge (the middle half of each window, the outer quarters of the first and last), so it
+ * sees at least a quarter window of context on each side. Windows start on encoder-frame
+ * boundaries, so the frames stitch into the sequence of one forward over the whole waveform.
+ * *logp (*T x vocab, host) is allocated; *frames gets the feature frames of the whole waveform
+ * (for speech2text_align_frames' clock). */
+int speech2text_ctc_logp(speech2text *s, const float *wav, size_t n, double window_s, float **logp, int *T,
+                         int *frames, esp_err *err);
+/* Forced alignment of ids against frames [t0, t1) of log-probs from speech2text_ctc_logp (T rows,
+ * the waveform's feature frames `frames`): out as speech2text_align_wav gives it, the times in
+ * seconds from the start of the waveform. */
+void speech2text_align_frames(speech2text *s, const float *logp, int t0, int t1, int frames, const int *ids,
+                              size_t n_ids, s2t_hyp *out);
 
 #endif

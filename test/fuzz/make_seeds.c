@@ -175,6 +175,9 @@ static void text_seeds(void)
     put_text(out("shapes", "feats_shape"), "spk1-utt1 98,80\nspk1-utt2 7,80\nspk2-utt3 301,80\n");
     put_text(out("shapes", "text_shape.char"), "spk1-utt1 11,30\nspk1-utt2 0,30\nspk2-utt3 16,30\n");
     put_text(out("text_scp", "ref.scp"), "spk1-utt1 HELLO WORLD\nspk1-utt2\nspk2-utt3 W\xc3\x96RLD  OF\tESPNET\n");
+    /* espnet3 align's transcripts: Kaldi style, and plain lines with a blank one and CRLF ends */
+    put_text(out("align_text", "kaldi"), "rec-0001 THE SALE OF THE HOTELS\nrec-0002 ON PROPERTY MANAGEMENT\n");
+    put_text(out("align_text", "plain"), "THE SALE OF THE HOTELS\r\n\r\nON PROPERTY MANAGEMENT\r\n");
 }
 
 static void audio_seed_in(const char *target, const char *name, int fs, int format, int channels, int frames)
