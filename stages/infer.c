@@ -14,6 +14,7 @@
  * OMP_NUM_THREADS), and the decoder runs one forward per utterance, so hyp.scp is byte-identical
  * for any batch_size and n_workers. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -536,12 +537,8 @@ static int decode_opts_from_cfg(decode_opts *o, const inference_cfg *icfg, const
     o->write_ctm = icfg->write_ctm;
     o->s2t.timestamps = icfg->write_ctm;
     o->threads = worker_threads();
-    const longform_cfg *lf = icfg->longform;
-    if (lf && lf->enabled) {
-        o->longform = 1;
-        o->lf = (longform_opts){.window = lf->window, .overlap = lf->overlap};
-        o->lf_threshold = lf->threshold;
-    }
+    longform_opts_from_cfg(&o->lf, &o->lf_threshold, icfg);
+    o->longform = isfinite(o->lf_threshold);
     return 0;
 }
 

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <samplerate.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/base/fsio.h"
 #include "core/data/audio_open.h"
@@ -12,8 +13,9 @@
 #define IN_BLOCK 8192
 
 struct audio_stream {
-    char *path;
-    SNDFILE *sf;
+    char *path;             /* the file, or the samples' name in messages */
+    SNDFILE *sf;            /* NULL: samples in memory */
+    const float *mem;       /* the samples (audio_stream_from_samples), not owned */
     int fs;                 /* the file's rate */
     sf_count_t header;      /* samples the header promises (SF_COUNT_MAX: it does not say) */
     sf_count_t pos, stop;   /* the next sample to read and the span's end, at the file's rate */
@@ -51,6 +53,21 @@ static int set_span(audio_stream *st, double start, double end, esp_err *err)
     return 0;
 }
 
+/* The converter from the stream's rate to expected_fs, when they differ; closes st on failure. */
+static audio_stream *with_resampler(audio_stream *st, int expected_fs, esp_err *err)
+{
+    if (st->fs == expected_fs) return st;
+    int e;
+    st->ratio = (double)expected_fs / st->fs;
+    if (!src_is_valid_ratio(st->ratio) || !(st->src = src_new(SRC_SINC_BEST_QUALITY, 1, &e))) {
+        esp_fail(err, "%s: cannot resample %d Hz to %d Hz", st->path, st->fs, expected_fs);
+        audio_stream_close(st);
+        return NULL;
+    }
+    st->in = xmalloc(IN_BLOCK * sizeof *st->in);
+    return st;
+}
+
 audio_stream *audio_stream_open(const char *path, int expected_fs, const char *fs_key, int resample, double start,
                                 double end, esp_err *err)
 {
@@ -67,17 +84,22 @@ audio_stream *audio_stream_open(const char *path, int expected_fs, const char *f
         audio_stream_close(st);
         return NULL;
     }
-    if (st->fs != expected_fs) {
-        int e;
-        st->ratio = (double)expected_fs / st->fs;
-        if (!src_is_valid_ratio(st->ratio) || !(st->src = src_new(SRC_SINC_BEST_QUALITY, 1, &e))) {
-            esp_fail(err, "%s: cannot resample %d Hz to %d Hz", path, st->fs, expected_fs);
-            audio_stream_close(st);
-            return NULL;
-        }
-        st->in = xmalloc(IN_BLOCK * sizeof *st->in);
+    return with_resampler(st, expected_fs, err);
+}
+
+audio_stream *audio_stream_from_samples(const float *samples, size_t n, int fs, int expected_fs, const char *name,
+                                        esp_err *err)
+{
+    if (fs <= 0) {
+        esp_fail(err, "%s: sample rate %d Hz (give the rate of the samples)", name, fs);
+        return NULL;
     }
-    return st;
+    audio_stream *st = xcalloc(1, sizeof *st);
+    st->path = xstrdup(name);
+    st->mem = samples;
+    st->fs = fs;
+    st->header = st->stop = (sf_count_t)n;
+    return with_resampler(st, expected_fs, err);
 }
 
 double audio_stream_seconds(const audio_stream *st)
@@ -90,6 +112,11 @@ double audio_stream_seconds(const audio_stream *st)
 static long read_span(audio_stream *st, float *buf, size_t n, esp_err *err)
 {
     sf_count_t want = st->stop - st->pos < (sf_count_t)n ? st->stop - st->pos : (sf_count_t)n, got = 0;
+    if (st->mem) {
+        memcpy(buf, st->mem + st->pos, (size_t)want * sizeof *buf);
+        st->pos += want;
+        return (long)want;
+    }
     while (got < want) { /* libsndfile may return short counts before the end */
         sf_count_t r = sf_readf_float(st->sf, buf + got, want - got);
         if (r <= 0) break;

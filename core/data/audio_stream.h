@@ -1,7 +1,7 @@
-/* Audio read in blocks: a span of a file of any length comes through a fixed buffer, never whole
- * (long-form decoding, core/decode/longform.h). The same file checks as audio_read (mono, a
- * truncated WAV, a header that promises more samples than the file decodes) and the same span
- * rules as audio_read_span; audio at another rate is resampled on the way (libsamplerate's best
+/* Audio read in blocks: a span of a file of any length (or samples already in memory) comes
+ * through a fixed buffer, never whole (long-form decoding, core/decode/longform.h). The same file
+ * checks as audio_read (mono, a truncated WAV, a header that promises more samples than the file
+ * decodes) and the same span rules as audio_read_span; audio at another rate is resampled on the way (libsamplerate's best
  * sinc converter, run as a stream) when resample is on, else refused. */
 #ifndef ESPNET3_AUDIO_STREAM_H
 #define ESPNET3_AUDIO_STREAM_H
@@ -17,6 +17,10 @@ typedef struct audio_stream audio_stream;
  * (> 0; fs_key names its config key in messages). NULL with err naming the file on failure. */
 audio_stream *audio_stream_open(const char *path, int expected_fs, const char *fs_key, int resample, double start,
                                 double end, esp_err *err);
+/* n samples at fs Hz in memory (not copied: they must outlive the stream) read the same way, resampled
+ * to expected_fs when fs differs; name names them in messages. NULL with err for a bad rate. */
+audio_stream *audio_stream_from_samples(const float *samples, size_t n, int fs, int expected_fs, const char *name,
+                                        esp_err *err);
 /* Seconds of audio the span holds (from the header, at the file's rate; INFINITY when the header
  * does not say and the span runs to the end). */
 double audio_stream_seconds(const audio_stream *st);

@@ -31,6 +31,9 @@ static int make_piece(speech2text *s, const s2t_hyp *h, double t0, double t1, lf
 {
     s2t_word *w;
     size_t nw;
+    if (h->n_ids > 0 && isnan(h->tok_start[0])) /* only a search without CTC (ctc_weight 0) finds such a one */
+        return esp_fail(err, "window %.2f-%.2f s: no CTC path emits its hypothesis, so its words have no times to "
+                        "merge by (decode long recordings with ctc_weight above 0)", t0, t1);
     if (s2t_hyp_words(s, h, &w, &nw, err) != 0) return -1;
     size_t n = h->n_ids;
     *p = (lf_piece){.n = n, .n_words = nw, .t0 = t0, .t1 = t1, .hyp_score = h->score};
@@ -56,7 +59,7 @@ static int make_piece(speech2text *s, const s2t_hyp *h, double t0, double t1, lf
 
 /* Decodes buf[0 .. len) as the window starting at t0 seconds and hands it to the merge. A last
  * window shorter than the frontend takes is padded with zeros (a first one is an error: the
- * recording is too short). Errors name the file. */
+ * recording is too short). Errors name the audio. */
 static int decode_window(speech2text *s, const char *path, float *buf, size_t len, size_t min, double t0, lf_merge *m,
                          esp_err *err)
 {
@@ -89,18 +92,16 @@ static void take_merge(speech2text *s, lf_merge *m, size_t samples, s2t_hyp *out
     m->ids = NULL, m->start = m->end = m->score = NULL;
 }
 
-int longform_decode(speech2text *s, const char *path, double start, double end, const longform_opts *o, s2t_hyp *out,
-                    esp_err *err)
+int longform_decode_stream(speech2text *s, audio_stream *st, const char *name, const longform_opts *o, s2t_hyp *out,
+                           double *seconds, esp_err *err)
 {
     ESP_CHECK(speech2text_options(s)->timestamps); /* the merge goes by the tokens' times */
     memset(out, 0, sizeof *out);
+    *seconds = 0;
     if (longform_check(s, o, err) != 0) return -1;
     const frontend_opts *fo = speech2text_frontend(s);
     size_t wn = (size_t)llround(o->window * fo->fs), on = (size_t)llround(o->overlap * fo->fs), hop = wn - on;
     size_t min = speech2text_min_samples(s);
-    audio_stream *st = audio_stream_open(path, fo->fs, "model.frontend_conf.fs", speech2text_options(s)->resample,
-                                         start, end, err);
-    if (!st) return -1;
     double secs = audio_stream_seconds(st);
     float *buf = xmalloc((wn > min ? wn : min) * sizeof *buf);
     lf_merge m = {0};
@@ -111,9 +112,9 @@ int longform_decode(speech2text *s, const char *path, double start, double end, 
     if (o->progress) progress_start(&pr, o->progress, n_win);
     long got = audio_stream_read(st, buf, wn, err);
     size_t len = got > 0 ? (size_t)got : 0, total = len;
-    int rc = got < 0 ? -1 : 0;
+    int rc = got < 0 ? -1 : got == 0 ? esp_fail(err, "%s: no audio samples (an empty recording)", name) : 0;
     while (rc == 0) {
-        if ((rc = decode_window(s, path, buf, len, min, (double)(k * hop) / fo->fs, &m, err)) != 0) break;
+        if ((rc = decode_window(s, name, buf, len, min, (double)(k * hop) / fo->fs, &m, err)) != 0) break;
         k++;
         if (o->progress) progress_update(&pr, k < n_win || !n_win ? k : n_win);
         if (len < wn) break; /* the last window */
@@ -125,12 +126,26 @@ int longform_decode(speech2text *s, const char *path, double start, double end, 
         len = on + (size_t)got, total += (size_t)got;
     }
     if (o->progress) progress_finish(&pr);
-    audio_stream_close(st);
     free(buf);
     if (rc == 0) {
         lf_merge_finish(&m);
         take_merge(s, &m, total, out);
+        *seconds = (double)total / fo->fs;
     }
     lf_merge_free(&m);
+    return rc;
+}
+
+int longform_decode(speech2text *s, const char *path, double start, double end, const longform_opts *o, s2t_hyp *out,
+                    esp_err *err)
+{
+    memset(out, 0, sizeof *out);
+    const frontend_opts *fo = speech2text_frontend(s);
+    audio_stream *st = audio_stream_open(path, fo->fs, "model.frontend_conf.fs", speech2text_options(s)->resample,
+                                         start, end, err);
+    if (!st) return -1;
+    double secs;
+    int rc = longform_decode_stream(s, st, path, o, out, &secs, err);
+    audio_stream_close(st);
     return rc;
 }

@@ -14,6 +14,7 @@
 #define ESPNET3_LONGFORM_H
 
 #include "core/base/log.h"
+#include "core/data/audio_stream.h"
 #include "core/decode/speech2text.h"
 
 typedef struct longform_opts {
@@ -26,11 +27,17 @@ typedef struct longform_opts {
  * the error names the option. */
 int longform_check(const speech2text *s, const longform_opts *o, esp_err *err);
 
-/* Decodes [start, end) seconds of path (end <= 0: the whole file; the span rules of
- * audio_read_span) into out: the best hypothesis only (n_found 1), its token times and scores
- * relative to the span's start, score the sum of the windows' scores, frames the span's feature
- * frames. s must have been opened with timestamps. On an error nothing is left in out and err names
- * the file. */
+/* Decodes what st delivers (opened at the decoder's rate; name names it in messages) into out:
+ * the best hypothesis only (n_found 1), its token times and scores relative to the stream's first
+ * sample, score the sum of the windows' scores, frames the feature frames of the whole; *seconds
+ * gets the seconds read. s must have been opened with timestamps. On an error nothing is left in
+ * out and err names the audio. */
+int longform_decode_stream(speech2text *s, audio_stream *st, const char *name, const longform_opts *o, s2t_hyp *out,
+                           double *seconds, esp_err *err);
+
+/* The same for [start, end) seconds of path (end <= 0: the whole file; the span rules of
+ * audio_read_span; resampled when the decoder was opened with resample, else another rate is
+ * refused), times relative to the span's start. */
 int longform_decode(speech2text *s, const char *path, double start, double end, const longform_opts *o, s2t_hyp *out,
                     esp_err *err);
 
