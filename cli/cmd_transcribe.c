@@ -15,6 +15,7 @@
 
 typedef struct tr_args {
     const char *device, *beam, *ctc_weight, *penalty, *lm, *lm_weight, *nbest, *threads; /* library settings */
+    const char *lf_window, *lf_overlap, *lf_threshold;
     const char *output, *output_dir;
     int quiet, help;
 } tr_args;
@@ -31,6 +32,11 @@ static const cli_option tr_options[] = {
     {0, "lm_weight", NULL, OPT_STRING, TF(lm_weight), "W", "1.0 with --lm", "shallow fusion's weight"},
     {0, "nbest", NULL, OPT_STRING, TF(nbest), "N", "1", "hypotheses per file (json lists them)"},
     {0, "threads", NULL, OPT_STRING, TF(threads), "N", "OMP_NUM_THREADS, else 1", "CPU threads"},
+    {0, "longform_threshold", NULL, OPT_STRING, TF(lf_threshold), "SEC", "the pack's longform:, else 30",
+     "audio longer than this is decoded in overlapping windows (inf: never)"},
+    {0, "longform_window", NULL, OPT_STRING, TF(lf_window), "SEC", "the pack's, else 20", "seconds per window"},
+    {0, "longform_overlap", NULL, OPT_STRING, TF(lf_overlap), "SEC", "the pack's, else 4",
+     "seconds neighbouring windows share (at most half the window)"},
     {'o', "output", NULL, OPT_STRING, TF(output), "FORMAT", "text", "text, json, ctm, srt or vtt"},
     {0, "output_dir", NULL, OPT_STRING, TF(output_dir), "DIR", "standard output",
      "write <DIR>/<file's stem>.<txt|json|ctm|srt|vtt> per file"},
@@ -41,7 +47,7 @@ static const cli_table tr_table = {tr_options, sizeof tr_options / sizeof *tr_op
                                    "MODEL FILE..."};
 /* The options espnet3_options_set takes, by the same names (each in tr_options). */
 static const char *const lib_settings[] = {"device", "beam", "ctc_weight", "penalty", "lm", "lm_weight", "nbest",
-                                           "threads"};
+                                           "threads", "longform_threshold", "longform_window", "longform_overlap"};
 
 static void help(void)
 {
@@ -67,6 +73,7 @@ static espnet3_options *settings(const tr_args *a, int *bad)
     const char *omp = getenv("OMP_NUM_THREADS");
     if (!a->threads && omp && *omp && espnet3_options_set(o, "threads", omp) != 0)
         fprintf(stderr, "espnet3: warning: OMP_NUM_THREADS=%s: ignored (%s)\n", omp, espnet3_last_error());
+    if (!a->quiet) espnet3_options_set(o, "progress", "1"); /* a long file's windows */
     for (size_t k = 0; k < sizeof lib_settings / sizeof *lib_settings; k++) {
         size_t i = 0;
         while (strcmp(tr_options[i].long_name, lib_settings[k])) i++;

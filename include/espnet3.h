@@ -58,6 +58,13 @@ const char *espnet3_last_error(void); /* this thread's last error message ("" wh
  *   nbest       hypotheses to return (default 1)
  *   lm          a language model: an LM experiment folder or a pack that holds one
  *   lm_weight   shallow fusion's weight (default 1.0 with lm, as ESPnet's Speech2Text)
+ *   longform_threshold  audio longer than this many seconds is decoded in overlapping windows and
+ *                       read in blocks, memory bounded by the window (inf: never); the best
+ *                       hypothesis only. Default: a pack's longform: block, else 30
+ *   longform_window     seconds per window (default the pack's, else 20)
+ *   longform_overlap    seconds neighbouring windows share, at most half the window (default the
+ *                       pack's, else 4)
+ *   progress    1: a progress line on stderr over a long recording's windows (default 0)
  * -1 for an unknown name or a value that does not parse. */
 espnet3_options *espnet3_options_new(void);
 int espnet3_options_set(espnet3_options *o, const char *name, const char *value);
@@ -68,7 +75,7 @@ espnet3_model *espnet3_open(const char *model, const espnet3_options *o);
 void espnet3_close(espnet3_model *m);
 int espnet3_sample_rate(const espnet3_model *m); /* the rate the model was trained at */
 
-/* Transcribes n mono samples in [-1, 1] at sample_rate Hz. */
+/* Transcribes n mono samples in [-1, 1] at sample_rate Hz (long ones in windows, see above). */
 espnet3_result *espnet3_transcribe(espnet3_model *m, const float *samples, size_t n, int sample_rate);
 /* The same for an audio file libsndfile reads (WAV, FLAC, ...; mono), "-" for standard input. */
 espnet3_result *espnet3_transcribe_file(espnet3_model *m, const char *path);

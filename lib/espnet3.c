@@ -12,7 +12,9 @@
 #include "core/base/version.h"
 #include "core/compute/backend.h"
 #include "core/data/audio.h"
+#include "core/data/audio_stream.h"
 #include "core/data/dataset_src.h"
+#include "core/decode/longform.h"
 #include "core/decode/s2t_config.h"
 #include "core/decode/speech2text.h"
 #include "core/decode/words.h"
@@ -21,14 +23,16 @@
 #include "lib/model_source.h"
 
 /* The settings espnet3_options_set takes; bit k of given says setting k was set. */
-enum { OPT_DEVICE, OPT_THREADS, OPT_BEAM, OPT_CTC_WEIGHT, OPT_PENALTY, OPT_NBEST, OPT_LM, OPT_LM_WEIGHT, OPT_COUNT };
+enum { OPT_DEVICE, OPT_THREADS, OPT_BEAM, OPT_CTC_WEIGHT, OPT_PENALTY, OPT_NBEST, OPT_LM, OPT_LM_WEIGHT,
+       OPT_LF_WINDOW, OPT_LF_OVERLAP, OPT_LF_THRESHOLD, OPT_PROGRESS, OPT_COUNT };
 static const char *const opt_names[OPT_COUNT] = {"device", "threads", "beam", "ctc_weight", "penalty", "nbest", "lm",
-                                                 "lm_weight"};
+                                                 "lm_weight", "longform_window", "longform_overlap",
+                                                 "longform_threshold", "progress"};
 
 struct espnet3_options {
     char *device, *lm;
-    long threads, beam, nbest;
-    double ctc_weight, penalty, lm_weight;
+    long threads, beam, nbest, progress;
+    double ctc_weight, penalty, lm_weight, lf_window, lf_overlap, lf_threshold;
     unsigned given;
 };
 
@@ -49,6 +53,8 @@ struct espnet3_model {
     backend *be;
     speech2text *s2t;
     int fs;
+    longform_opts lf;    /* audio longer than lf_threshold seconds is decoded in windows */
+    double lf_threshold; /* INFINITY: never (a model without a CTC branch, whose words have no times) */
 };
 
 static _Thread_local char last_error[sizeof(((esp_err *)0)->msg)];
@@ -113,8 +119,8 @@ int espnet3_options_set(espnet3_options *o, const char *name, const char *value)
     int k = 0, rc = 0;
     while (k < OPT_COUNT && strcmp(opt_names[k], name)) k++;
     if (!o || !value || k == OPT_COUNT) {
-        esp_fail(&err, "option '%s': unknown (use device, threads, beam, ctc_weight, penalty, nbest, lm, lm_weight)",
-                 name ? name : "(null)");
+        esp_fail(&err, "option '%s': unknown (use device, threads, beam, ctc_weight, penalty, nbest, lm, lm_weight, "
+                 "longform_window, longform_overlap, longform_threshold or progress)", name ? name : "(null)");
         set_error(&err);
         return -1;
     }
@@ -137,6 +143,13 @@ int espnet3_options_set(espnet3_options *o, const char *name, const char *value)
     case OPT_PENALTY: rc = parse_double(value, -1e6, 1e6, &o->penalty), want = "a number"; break;
     case OPT_LM_WEIGHT: rc = parse_double(value, 0, 1e6, &o->lm_weight), want = "a weight >= 0"; break;
     case OPT_LM: free(o->lm), o->lm = xstrdup(value); break;
+    /* the ranges of the inference config's longform: keys (the overlap against the window: at open) */
+    case OPT_LF_WINDOW: rc = parse_double(value, 1e-9, 3600, &o->lf_window), want = "seconds in (0, 3600]"; break;
+    case OPT_LF_OVERLAP: rc = parse_double(value, 1e-9, 1800, &o->lf_overlap), want = "seconds in (0, 1800]"; break;
+    case OPT_LF_THRESHOLD:
+        rc = parse_double(value, 0, INFINITY, &o->lf_threshold), want = "seconds >= 0 (inf: never in windows)";
+        break;
+    case OPT_PROGRESS: rc = parse_long(value, 0, 1, &o->progress), want = "0 or 1"; break;
     }
     if (rc != 0) {
         esp_fail(&err, "%s '%s': use %s", name, value, want);
@@ -171,6 +184,18 @@ static int search_opts(s2t_opts *s, const model_source *ms, const model_files *m
     return 0;
 }
 
+/* Long-form decoding: the pack's longform: block, else the keys' declared defaults, then the
+ * options. Without times (no CTC branch) the windows cannot be merged, so audio decodes whole. */
+static void longform_settings(espnet3_model *m, const model_source *ms, const s2t_opts *so, const espnet3_options *o)
+{
+    longform_opts_from_cfg(&m->lf, &m->lf_threshold, ms->cfg ? ms->icfg : NULL);
+    if (given(o, OPT_LF_WINDOW)) m->lf.window = o->lf_window;
+    if (given(o, OPT_LF_OVERLAP)) m->lf.overlap = o->lf_overlap;
+    if (given(o, OPT_LF_THRESHOLD)) m->lf_threshold = o->lf_threshold;
+    if (!so->timestamps) m->lf_threshold = INFINITY;
+    m->lf.progress = given(o, OPT_PROGRESS) && o->progress ? "transcribe windows" : NULL;
+}
+
 espnet3_model *espnet3_open(const char *path, const espnet3_options *o)
 {
     esp_err err;
@@ -197,6 +222,8 @@ espnet3_model *espnet3_open(const char *path, const espnet3_options *o)
     if (!(m->be = backend_open(kind, dev, o ? (int)o->threads : 1, &err))) goto out;
     /* Loads everything it needs from the files, which the unpacked copies may then leave. */
     if (!(m->s2t = speech2text_open(m->be, &mf, &so, &err))) goto out;
+    longform_settings(m, &ms, &so, o);
+    if (isfinite(m->lf_threshold) && longform_check(m->s2t, &m->lf, &err) != 0) goto out;
     ok = 1;
 out:
     model_files_free(&mf), model_files_free(&lmf);
@@ -247,53 +274,89 @@ static void take_hyp(const espnet3_model *m, const s2t_hyp *h, res_hyp *r)
     s2t_words_free(w, n);
 }
 
-/* The one decode path: n samples at fs Hz (owned, freed here) named `name` in messages. */
-static espnet3_result *decode(espnet3_model *m, const char *name, float *wav, size_t n, int fs)
+/* Hypothesis h (n_found of them) of `seconds` of audio as a result. */
+static espnet3_result *make_result(const espnet3_model *m, s2t_hyp *h, double seconds)
+{
+    espnet3_result *r = xcalloc(1, sizeof *r);
+    r->duration = seconds;
+    r->n = (size_t)h->n_found;
+    r->h = xcalloc(r->n + 1, sizeof *r->h);
+    for (size_t k = 0; k < r->n; k++) take_hyp(m, k == 0 ? h : &h->alt[k - 1], &r->h[k]);
+    s2t_hyp_free(h);
+    return r;
+}
+
+/* Audio for decode(): a file (path, not yet read) or n samples at fs Hz in memory (wav, owned). */
+typedef struct lib_audio {
+    const char *name, *path;
+    float *wav;
+    size_t n;
+    int fs;
+} lib_audio;
+
+/* Long audio in windows from a stream (the file's blocks, or the samples'); 0 or -1 with err. */
+static int decode_long(espnet3_model *m, const lib_audio *a, audio_stream *st, s2t_hyp *h, double *secs, esp_err *err)
+{
+    esp_err why;
+    if (!st) st = audio_stream_from_samples(a->wav, a->n, a->fs, m->fs, a->name, err);
+    if (!st) return -1;
+    int rc = longform_decode_stream(m->s2t, st, a->name, &m->lf, h, secs, &why);
+    audio_stream_close(st);
+    if (rc != 0) esp_fail(err, "%s", why.msg); /* it names the audio */
+    return rc;
+}
+
+/* The one decode path. Audio longer than the long-form threshold (a file's length from its header,
+ * unknown counting as long) is decoded in windows, read in blocks; shorter audio is decoded whole,
+ * resampled at once to the model's rate. */
+static espnet3_result *decode(espnet3_model *m, lib_audio *a)
 {
     esp_err err, why;
     s2t_hyp h = {0};
     espnet3_result *r = NULL;
-    if (n == 0) {
-        esp_fail(&err, "%s: no audio samples (an empty recording)", name);
-    } else if (fs <= 0) {
-        esp_fail(&err, "%s: sample rate %d Hz (give the rate of the samples)", name, fs);
-    } else if (audio_resample(name, &wav, &n, fs, m->fs, &err) == 0) {
-        if (speech2text_decode_wav(m->s2t, wav, n, &h, &why) != 0) {
-            esp_fail(&err, "%s: %s", name, why.msg);
-        } else {
-            r = xcalloc(1, sizeof *r);
-            r->duration = (double)n / m->fs;
-            r->n = (size_t)h.n_found;
-            r->h = xcalloc(r->n + 1, sizeof *r->h);
-            for (size_t k = 0; k < r->n; k++) take_hyp(m, k == 0 ? &h : &h.alt[k - 1], &r->h[k]);
-            s2t_hyp_free(&h);
-        }
+    audio_stream *st = NULL;
+    double secs = a->fs > 0 ? (double)a->n / a->fs : 0;
+    if (a->path) {
+        if (!(st = audio_stream_open(a->path, m->fs, NULL, 1, 0, 0, &err))) goto out;
+        secs = audio_stream_seconds(st);
     }
-    free(wav);
+    if (!a->path && a->n == 0) {
+        esp_fail(&err, "%s: no audio samples (an empty recording)", a->name);
+    } else if (!a->path && a->fs <= 0) {
+        esp_fail(&err, "%s: sample rate %d Hz (give the rate of the samples)", a->name, a->fs);
+    } else if (secs > m->lf_threshold) {
+        if (decode_long(m, a, st, &h, &secs, &err) == 0) r = make_result(m, &h, secs);
+        st = NULL; /* closed there */
+    } else if ((!a->path || audio_read_fs(a->path, 0, NULL, &a->wav, &a->n, &a->fs, &err) == 0) &&
+               audio_resample(a->name, &a->wav, &a->n, a->fs, m->fs, &err) == 0) {
+        if (a->n == 0) esp_fail(&err, "%s: no audio samples (an empty recording)", a->name);
+        else if (speech2text_decode_wav(m->s2t, a->wav, a->n, &h, &why) != 0) esp_fail(&err, "%s: %s", a->name, why.msg);
+        else r = make_result(m, &h, (double)a->n / m->fs);
+    }
+out:
+    audio_stream_close(st);
+    free(a->wav);
     if (!r) set_error(&err);
     return r;
 }
 
 espnet3_result *espnet3_transcribe(espnet3_model *m, const float *samples, size_t n, int sample_rate)
 {
-    float *copy = xmalloc((n ? n : 1) * sizeof *copy);
-    if (n) memcpy(copy, samples, n * sizeof *copy);
-    return decode(m, "samples", copy, n, sample_rate);
+    lib_audio a = {.name = "samples", .wav = xmalloc((n ? n : 1) * sizeof(float)), .n = n, .fs = sample_rate};
+    if (n) memcpy(a.wav, samples, n * sizeof *a.wav);
+    return decode(m, &a);
 }
 
 espnet3_result *espnet3_transcribe_file(espnet3_model *m, const char *path)
 {
     esp_err err;
-    float *wav;
-    size_t n;
-    int fs, stdin_ = !strcmp(path, "-");
-    const char *name = stdin_ ? "<stdin>" : path;
-    int rc = stdin_ ? audio_read_stream(stdin, name, &wav, &n, &fs, &err) : audio_read_fs(path, 0, NULL, &wav, &n, &fs, &err);
-    if (rc != 0) {
+    if (strcmp(path, "-")) return decode(m, &(lib_audio){.name = path, .path = path});
+    lib_audio a = {.name = "<stdin>"}; /* a pipe: read whole (no header to stream by) */
+    if (audio_read_stream(stdin, a.name, &a.wav, &a.n, &a.fs, &err) != 0) {
         set_error(&err);
         return NULL;
     }
-    return decode(m, name, wav, n, fs);
+    return decode(m, &a);
 }
 
 static void items_free(espnet3_item *it, size_t n)

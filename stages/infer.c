@@ -3,7 +3,8 @@
  * ref.scp (`utt_id text`, manifest order); with model.nbest > 1 also ESPnet2's n-best layout
  * (espnet2/bin/asr_inference.py): <test>/{n}best_recog/text, token, token_int and score for
  * n = 1..nbest, `utt_id value` lines, an utterance listed in as many as it has hypotheses. With
- * write_ctm also <test>/hyp.ctm (stages/infer_ctm.h): the best hypothesis's words, timed.
+ * write_ctm also <test>/hyp.ctm (stages/infer_ctm.h): the best hypothesis's words, timed. An item
+ * longer than longform.threshold seconds is decoded in windows (core/decode/longform.h).
  *
  * The decoding itself is core/decode/speech2text.h; this stage turns the config into its options,
  * creates the backend, and runs the test set through the runner: each worker's provider opens the
@@ -13,6 +14,7 @@
  * OMP_NUM_THREADS), and the decoder runs one forward per utterance, so hyp.scp is byte-identical
  * for any batch_size and n_workers. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,11 +25,14 @@
 #include "core/base/progress.h"
 #include "core/compute/backend.h"
 #include "core/data/frontend.h"
+#include "core/data/audio_stream.h"
+#include "core/decode/longform.h"
 #include "core/decode/s2t_config.h"
 #include "core/decode/speech2text.h"
 #include "core/decode/words.h"
 #include "core/formats/manifest.h"
 #include "core/data/dataset_src.h"
+#include "core/nn/decoder_conf.h"
 #include "core/nn/model_files.h"
 #include "core/runner/runner.h"
 #include "stages/infer_ctm.h"
@@ -36,6 +41,10 @@
 
 typedef struct decode_opts {
     s2t_opts s2t;
+    longform_opts lf;
+    int longform;             /* items longer than lf_threshold seconds are decoded in windows */
+    double lf_threshold;
+    int write_ctm;            /* the records carry the best hypothesis's words, for hyp.ctm */
     int batch_size;
     int threads;              /* per worker */
     backend_kind backend;     /* from model.device (the stage context's); a GPU worker sees its device as 0 */
@@ -87,6 +96,7 @@ static void *provide(void *arg, esp_err *err)
     if (backend_profile_requested()) backend_profile_start(env->be);
     env->s2t = speech2text_open(env->be, job->mf, &job->opts.s2t, err);
     if (!env->s2t) goto fail;
+    if (job->opts.longform && longform_check(env->s2t, &job->opts.lf, err) != 0) goto fail;
     env->results = xcalloc((size_t)job->opts.batch_size, sizeof *env->results);
     return env;
 fail:
@@ -121,6 +131,40 @@ static void put_hyp(runner_buf *out, const s2t_hyp *h, const token_list *tl)
     runner_buf_free(&tok);
 }
 
+/* Whether the item is long-form's: its span (or, without one, its file's header) is longer than
+ * the threshold. */
+static int is_long(const infer_env *env, const manifest_entry *e, int *yes, esp_err *err)
+{
+    const decode_opts *o = &env->job->opts;
+    *yes = 0;
+    if (!o->longform) return 0;
+    if (e->end > 0 && e->end != 1e300) {
+        *yes = e->end - e->start > o->lf_threshold;
+        return 0;
+    }
+    const frontend_opts *fo = speech2text_frontend(env->s2t);
+    audio_stream *st = audio_stream_open(e->wav, fo->fs, "model.frontend_conf.fs", o->s2t.resample, e->start, e->end,
+                                         err);
+    if (!st) return -1;
+    *yes = audio_stream_seconds(st) > o->lf_threshold;
+    audio_stream_close(st);
+    return 0;
+}
+
+/* One item: long-form when it is long, else speech2text over its span. */
+static int decode_item(infer_env *env, const manifest_entry *e, s2t_hyp *h, esp_err *err)
+{
+    int lng;
+    if (is_long(env, e, &lng, err) != 0) return -1;
+    if (lng && !env->job->opts.s2t.timestamps)
+        return esp_fail(err, "%s: longer than longform.threshold (%g s), and windows are merged by word times, which "
+                        "come from a CTC branch the model does not have (set longform.enabled: false to decode it "
+                        "whole)", e->wav, env->job->opts.lf_threshold);
+    if (lng) return longform_decode(env->s2t, e->wav, e->start, e->end, &env->job->opts.lf, h, err);
+    const char *path = e->wav;
+    return speech2text_decode_spans(env->s2t, &path, &e->start, &e->end, 1, h, err);
+}
+
 /* The best hypothesis's words (timestamps): u32 count, then each: f64 start, end, score, text. */
 static void put_words(runner_buf *out, const speech2text *s, const s2t_hyp *h)
 {
@@ -139,23 +183,18 @@ static void put_words(runner_buf *out, const speech2text *s, const s2t_hyp *h)
 }
 
 /* Result record of one utterance: u32 feature frames, u32 hypotheses found, then each (put_hyp),
- * then with timestamps the best one's words (put_words). */
+ * then with write_ctm the best one's words (put_words). */
 static int decode_batch(infer_env *env, size_t lo, size_t hi, esp_err *err)
 {
     for (size_t i = env->lo; i < env->hi; i++) runner_buf_free(&env->results[i - env->lo]);
     env->lo = env->hi = 0;
-    int n = (int)(hi - lo);
-    const char **paths = xmalloc((size_t)n * sizeof *paths);
-    double *spans = xmalloc(2 * (size_t)n * sizeof *spans); /* Kaldi segments: starts, then ends */
-    for (int i = 0; i < n; i++) {
-        const manifest_entry *e = &env->job->m->items[lo + (size_t)i];
-        paths[i] = e->wav;
-        spans[i] = e->start;
-        spans[n + i] = e->end;
-    }
+    int n = (int)(hi - lo), rc = 0;
     s2t_hyp *hyps = xcalloc((size_t)n, sizeof *hyps);
-    int rc = speech2text_decode_spans(env->s2t, paths, spans, spans + n, n, hyps, err);
-    free(spans);
+    for (int i = 0; i < n && rc == 0; i++) {
+        rc = decode_item(env, &env->job->m->items[lo + (size_t)i], &hyps[i], err);
+        if (rc != 0)
+            while (i-- > 0) s2t_hyp_free(&hyps[i]);
+    }
     const token_list *tl = speech2text_tokens(env->s2t);
     for (int i = 0; i < n && rc == 0; i++) {
         uint32_t head[2] = {(uint32_t)hyps[i].frames, (uint32_t)hyps[i].n_found};
@@ -163,11 +202,10 @@ static int decode_batch(infer_env *env, size_t lo, size_t hi, esp_err *err)
         out->len = 0;
         runner_buf_append(out, head, sizeof head);
         for (int k = 0; k < hyps[i].n_found; k++) put_hyp(out, k == 0 ? &hyps[i] : &hyps[i].alt[k - 1], tl);
-        if (env->job->opts.s2t.timestamps) put_words(out, env->s2t, &hyps[i]);
+        if (env->job->opts.write_ctm) put_words(out, env->s2t, &hyps[i]);
         s2t_hyp_free(&hyps[i]);
     }
     free(hyps);
-    free(paths);
     if (rc != 0) return -1;
     env->lo = lo, env->hi = hi;
     return 0;
@@ -419,7 +457,13 @@ static int decode_set(const esp_config *inference, const model_files *mf, const 
     sig = xasprintf("infer2 %016" PRIx64 " beam %d penalty %.17g ctc_weight %.17g nbest %d maxlenratio %.17g "
                     "minlenratio %.17g%s lm_weight %.17g%s", h, so->beam_size, so->penalty, so->ctc_weight, so->nbest,
                     so->maxlenratio, so->minlenratio, so->resample ? " resample" : "", lm ? so->lm_weight : 0.0,
-                    so->timestamps ? " words" : "");
+                    o->write_ctm ? " words" : "");
+    if (o->longform) { /* long items decode in windows: their settings change those items' results */
+        char *lf = xasprintf("%s longform window %.17g overlap %.17g threshold %.17g", sig, o->lf.window,
+                             o->lf.overlap, o->lf_threshold);
+        free(sig);
+        sig = lf;
+    }
     infer_job job = {.mf = mf, .m = &m, .opts = *o};
     int n_workers;
     if (runner_workers(icfg->parallel, &n_workers, err) != 0) goto out;
@@ -432,6 +476,9 @@ static int decode_set(const esp_config *inference, const model_files *mf, const 
     log_info("infer: %s: %zu utterances, %s (beam_size %d%s, nbest %d), batch_size %d, %d worker(s) x %d thread(s) "
              "each", test, m.n, search_name(so), so->beam_size, so->penalty != 0 ? ", penalty set" : "", so->nbest,
              o->batch_size, n_workers, o->threads);
+    if (o->longform)
+        log_info("infer: %s: items longer than %g s decode in %g s windows overlapping by %g s (longform:)", test,
+                 o->lf_threshold, o->lf.window, o->lf.overlap);
     double t0 = now_seconds();
     int run_rc = runner_run(&rj, icfg->parallel, err);
     if (run_rc == RUNNER_PENDING) { /* SLURM jobs decode it (async mode); a rerun merges */
@@ -440,7 +487,7 @@ static int decode_set(const esp_config *inference, const model_files *mf, const 
     }
     if (run_rc != 0) goto out;
     double wall = now_seconds() - t0, frames;
-    if (merge_results(&rj, &m, out_dir, so->nbest, so->timestamps, &frames, err) != 0 || write_ref(ref_path, &m, err) != 0) goto out;
+    if (merge_results(&rj, &m, out_dir, so->nbest, o->write_ctm, &frames, err) != 0 || write_ref(ref_path, &m, err) != 0) goto out;
     if (writes_text_scp(icfg) && copy_hyp_to_text(out_dir, err) != 0) goto out;
     if (infer_output_fn(inference, out_dir, err) != 0) goto out;
     /* Audio seconds from the frame count: frames = samples / hop + 1. */
@@ -483,8 +530,11 @@ static int decode_opts_from_cfg(decode_opts *o, const inference_cfg *icfg, const
         return esp_fail(err, "%s: output_fn: %s with model._target_ espnet3.systems.esp2_asr.inference.Inference (the "
                         "Inference API says what it outputs, `text`: leave output_fn out, as ESPnet3 requires)", file,
                         icfg->output_fn);
+    o->write_ctm = icfg->write_ctm;
     o->s2t.timestamps = icfg->write_ctm;
     o->threads = worker_threads();
+    longform_opts_from_cfg(&o->lf, &o->lf_threshold, icfg);
+    o->longform = isfinite(o->lf_threshold);
     return 0;
 }
 
@@ -522,6 +572,9 @@ int stage_infer(const stage_ctx *ctx, esp_err *err)
         model_files_free(&mf), model_files_free(&lmf);
         return esp_fail(err, "%s: model.%s", file, why.msg);
     }
+    /* The merge of windows goes by the tokens' times, which need the CTC branch (without one a
+     * long item is an error when it comes). */
+    if (o.longform && ctc_in_cfg(model_files_training(&mf)->model)) o.s2t.timestamps = 1;
     log_info("infer: model %s (config %s)", mf.weights, mf.train_config_path);
     if (o.s2t.lm) log_info("infer: LM %s (config %s), lm_weight %g", lmf.weights, lmf.train_config_path, o.s2t.lm_weight);
     int rc = 0;

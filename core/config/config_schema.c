@@ -563,6 +563,13 @@ static const cyaml_schema_field_t infer_model_fields[] = {
     STR("bpemodel", infer_model_cfg, bpemodel),
     CYAML_FIELD_END};
 
+static const cyaml_schema_field_t longform_fields[] = {
+    BOOL("enabled", longform_cfg, enabled),
+    FLT("window", longform_cfg, window),
+    FLT("overlap", longform_cfg, overlap),
+    FLT("threshold", longform_cfg, threshold),
+    CYAML_FIELD_END};
+
 static const cyaml_schema_field_t inference_fields[] = {
     STR("recipe_dir", inference_cfg, recipe_dir),
     STR("data_dir", inference_cfg, data_dir),
@@ -585,6 +592,7 @@ static const cyaml_schema_field_t inference_fields[] = {
     INT("batch_size", inference_cfg, batch_size),
     STR("idx_key", inference_cfg, idx_key),
     SEQ("output_keys", inference_cfg, output_keys, &string_entry),
+    MAP("longform", inference_cfg, longform, longform_fields),
     BOOL("write_ctm", inference_cfg, write_ctm),
     CYAML_FIELD_END};
 

@@ -555,6 +555,14 @@ typedef struct infer_model_cfg {
     char *bpemodel;
 } infer_model_cfg;
 
+/* Long recordings in stage 6 (core/decode/longform.h): an item longer than threshold seconds is
+ * decoded in windows of `window` seconds that overlap by `overlap`. Its keys' defaults are declared
+ * in core/config/config_values.c's key_defaults (the block is made when left out). */
+typedef struct longform_cfg {
+    int enabled;
+    double window, overlap, threshold;
+} longform_cfg;
+
 typedef struct inference_cfg {
     char *recipe_dir;
     char *data_dir;
@@ -576,6 +584,7 @@ typedef struct inference_cfg {
     int64_t batch_size;  /* ESPnet3's top-level form of model.batch_size: loaded into it (config_values.c) */
     char *idx_key;       /* output_fn's field that names the utterance (default utt_id) */
     char **output_keys; unsigned n_output_keys; /* output_fn's fields written as <field>.scp (default: all) */
+    longform_cfg *longform;
     int write_ctm;       /* espnet3's (default false): stage 6 also writes <test>/hyp.ctm, NIST CTM of the best
                           * hypothesis's words, timed by a CTC forced alignment (docs/decoding.md) */
 } inference_cfg;

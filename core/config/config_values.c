@@ -242,6 +242,10 @@ static const num_rule num_rules[] = {
                                                "one at a time"},
     {"model.ctc_weight", 0, 1, 0, "in [0, 1]", "1.0 for a CTC-only model"},
     {"model.lm_weight", 0, INF, 0, ">= 0", "0: no language model"},
+    {"longform.window", 0, 3600, LO_OPEN, "in (0, 3600] seconds", "seconds per window"},
+    {"longform.overlap", 0, 1800, LO_OPEN, "in (0, 1800] seconds", "seconds neighbouring windows share, at most "
+                                                                   "half the window"},
+    {"longform.threshold", 0, INF, 0, ">= 0 seconds", "items longer than this are decoded in windows"},
 };
 
 static int in_range(const num_rule *r, const ynode *n, double v)
@@ -356,6 +360,11 @@ static const config_default key_defaults[] = {
     {CONFIG_INFERENCE, "model.beam_size", "1", 0, NULL},
     {CONFIG_INFERENCE, "model.nbest", "1", 0, NULL},
     {CONFIG_INFERENCE, "model.batch_size", "1", 0, NULL},
+    /* long recordings (docs/decoding.md, "Long recordings", says why these values) */
+    {CONFIG_INFERENCE, "longform.enabled", "true", CONFIG_MAKE_BLOCK, NULL},
+    {CONFIG_INFERENCE, "longform.window", "20.0", CONFIG_MAKE_BLOCK, NULL},
+    {CONFIG_INFERENCE, "longform.overlap", "4.0", CONFIG_MAKE_BLOCK, NULL},
+    {CONFIG_INFERENCE, "longform.threshold", "30.0", CONFIG_MAKE_BLOCK, NULL},
 };
 
 /* Lightning's callbacks' defaults by class (the last part of trainer.callbacks[]._target_), written
@@ -962,9 +971,27 @@ static int check_scheduler_warmup(const ynode *root, esp_err *err)
     return 0;
 }
 
+/* Neighbouring windows overlap by at most half a window, so each window owns a part of its own. A
+ * key left out counts as its default; the error is at the overlap's line, or the window's when the
+ * overlap is the default. */
+static int check_longform(const ynode *root, esp_err *err)
+{
+    const ynode *lf = yt_map_get(root, "longform"), *wn, *on;
+    double w, o;
+    if (!lf || lf->kind != YN_MAP) return 0;
+    if (!num_in(lf, "window", &w, &wn)) w = atof(config_default_value("longform.window"));
+    if (!num_in(lf, "overlap", &o, &on)) o = atof(config_default_value("longform.overlap"));
+    if (o <= w / 2) return 0;
+    char what[160];
+    snprintf(what, sizeof what, "an overlap of %g s is more than half the window of %g s (shorten longform.overlap "
+             "or lengthen longform.window)", o, w);
+    return on ? fail_key(err, on, "longform", "overlap", what) : fail_key(err, wn, "longform", "window", what);
+}
+
 int config_check_values(config_kind kind, ynode *root, esp_err *err)
 {
     if (check_aliases(kind, root, err) != 0) return -1;
+    if (kind == CONFIG_INFERENCE) return check_longform(root, err);
     if (kind != CONFIG_TRAINING) return 0;
     if (check_scheduler_warmup(root, err) != 0) return -1;
     if (check_batches(root, "train", err) != 0 || check_batches(root, "valid", err) != 0) return -1;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/base/fsio.h"
+#include "core/data/audio_open.h"
 
 /* The first buffer holds at most this many samples, whatever the header claims: a hostile header
  * must not make us allocate before the data is there (the buffer grows as samples arrive). */
@@ -53,38 +54,64 @@ int audio_read(const char *path, int expected_fs, const char *fs_key, float **sa
     return audio_read_fs(path, expected_fs, fs_key, samples, n, NULL, err);
 }
 
+/* The rate error of every reader: the file's rate is not the model's and resampling is off. */
+static int rate_error(const char *name, int fs, int expected_fs, const char *fs_key, esp_err *err)
+{
+    return esp_fail(err, "%s: sample rate %d Hz, but %s is %d (resample the audio, set dataset.resample: true, "
+                    "or set %s)", name, fs, fs_key ? fs_key : "fs", expected_fs, fs_key ? fs_key : "fs");
+}
+
+/* The opening checks of an opened file, named `name` in messages; raw reads the same bytes (NULL:
+ * no truncation check). 0, with float reads set to soundfile's scaling, or -1 (sf stays open). */
+static int check_opened(SNDFILE *sf, const SF_INFO *info, FILE *raw, const char *name, int expected_fs,
+                        const char *fs_key, esp_err *err)
+{
+    int major = info->format & SF_FORMAT_TYPEMASK;
+    uint32_t declared;
+    long present;
+    if (info->channels != 1)
+        return esp_fail(err, "%s: %d channels, but espnet3 reads mono audio (downmix it, e.g. "
+                             "`sox in.wav -c 1 out.wav`)", name, info->channels);
+    if (info->samplerate <= 0)
+        return esp_fail(err, "%s: sample rate %d Hz in the header (corrupt file?)", name, info->samplerate);
+    if (expected_fs > 0 && info->samplerate != expected_fs)
+        return rate_error(name, info->samplerate, expected_fs, fs_key, err);
+    if ((major == SF_FORMAT_WAV || major == SF_FORMAT_WAVEX) && raw && wav_data_truncated(raw, &declared, &present))
+        return esp_fail(err, "%s: truncated WAV: the header declares %" PRIu32 " bytes of audio data, the file "
+                             "holds %ld (re-copy or re-create the file)", name, declared, present);
+    /* libsndfile's float reads normalize integer PCM by 1/2^(bits-1), as soundfile does; float
+     * files come back unchanged. */
+    sf_command(sf, SFC_SET_NORM_FLOAT, NULL, SF_TRUE);
+    return 0;
+}
+
+SNDFILE *audio_open_checked(const char *path, int expected_fs, const char *fs_key, SF_INFO *info, esp_err *err)
+{
+    memset(info, 0, sizeof *info);
+    SNDFILE *sf = sf_open(path, SFM_READ, info);
+    if (!sf) {
+        esp_fail(err, "%s: cannot read audio: %s", path, sf_strerror(NULL));
+        return NULL;
+    }
+    FILE *raw = fopen(path, "rb");
+    int rc = check_opened(sf, info, raw, path, expected_fs, fs_key, err);
+    if (raw) fclose(raw);
+    if (rc == 0) return sf;
+    sf_close(sf);
+    return NULL;
+}
+
 /* The checks and the read of an opened file, named `name` in messages; raw reads the same bytes
  * (NULL: no truncation check). Closes sf. */
 static int read_opened(SNDFILE *sf, const SF_INFO *ip, FILE *raw, const char *name, int expected_fs,
                        const char *fs_key, float **samples, size_t *n, int *fs_out, esp_err *err)
 {
     SF_INFO info = *ip;
-    if (info.channels != 1) {
+    if (check_opened(sf, &info, raw, name, expected_fs, fs_key, err) != 0) {
         sf_close(sf);
-        return esp_fail(err, "%s: %d channels, but espnet3 reads mono audio (downmix it, e.g. "
-                             "`sox in.wav -c 1 out.wav`)", name, info.channels);
-    }
-    if (info.samplerate <= 0) {
-        sf_close(sf);
-        return esp_fail(err, "%s: sample rate %d Hz in the header (corrupt file?)", name, info.samplerate);
-    }
-    if (expected_fs > 0 && info.samplerate != expected_fs) {
-        sf_close(sf);
-        return esp_fail(err, "%s: sample rate %d Hz, but %s is %d (resample the audio, set dataset.resample: true, "
-                        "or set %s)", name, info.samplerate, fs_key ? fs_key : "fs", expected_fs, fs_key ? fs_key : "fs");
-    }
-    int major = info.format & SF_FORMAT_TYPEMASK;
-    uint32_t declared;
-    long present;
-    if ((major == SF_FORMAT_WAV || major == SF_FORMAT_WAVEX) && raw && wav_data_truncated(raw, &declared, &present)) {
-        sf_close(sf);
-        return esp_fail(err, "%s: truncated WAV: the header declares %" PRIu32 " bytes of audio data, the file "
-                             "holds %ld (re-copy or re-create the file)", name, declared, present);
+        return -1;
     }
     if (fs_out) *fs_out = info.samplerate;
-    /* libsndfile's float reads normalize integer PCM by 1/2^(bits-1), as soundfile does; float
-     * files come back unchanged. */
-    sf_command(sf, SFC_SET_NORM_FLOAT, NULL, SF_TRUE);
     size_t cap = info.frames <= 0 ? 16384 : info.frames < FIRST_CHUNK ? (size_t)info.frames : FIRST_CHUNK;
     float *buf = xmalloc(cap * sizeof *buf);
     size_t got = 0;
@@ -228,8 +255,7 @@ int audio_read_span(const char *path, int expected_fs, const char *fs_key, int r
     if (audio_read_fs(path, 0, fs_key, &all, &total, &fs, err) != 0) return -1;
     if (expected_fs > 0 && fs != expected_fs && !resample) {
         free(all);
-        return esp_fail(err, "%s: sample rate %d Hz, but %s is %d (resample the audio, set dataset.resample: true, "
-                        "or set %s)", path, fs, fs_key ? fs_key : "fs", expected_fs, fs_key ? fs_key : "fs");
+        return rate_error(path, fs, expected_fs, fs_key, err);
     }
     double dur = (double)total / fs;
     if (end > dur && end != 1e300 && end - dur > 0.1) {

@@ -2,7 +2,11 @@
 #include "core/decode/s2t_config.h"
 
 #include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "core/config/config_values.h"
 
 int s2t_opts_from_cfg(s2t_opts *o, const inference_cfg *icfg, const char *file, esp_err *err)
 {
@@ -23,4 +27,18 @@ int s2t_opts_from_cfg(s2t_opts *o, const inference_cfg *icfg, const char *file, 
     if (mc->ctc_weight == 1.0 && mc->lm_weight == 0 && (mc->maxlenratio != 0 || mc->minlenratio != 0))
         log_warn("%s: model.maxlenratio/minlenratio: the CTC-only searches (ctc_weight 1.0) do not use them", file);
     return 0;
+}
+
+void longform_opts_from_cfg(longform_opts *o, double *threshold, const inference_cfg *icfg)
+{
+    const longform_cfg *lf = icfg ? icfg->longform : NULL;
+    *o = (longform_opts){0};
+    if (lf) {
+        o->window = lf->window, o->overlap = lf->overlap;
+        *threshold = lf->enabled ? lf->threshold : INFINITY;
+        return;
+    }
+    o->window = atof(config_default_value("longform.window"));
+    o->overlap = atof(config_default_value("longform.overlap"));
+    *threshold = atof(config_default_value("longform.threshold"));
 }

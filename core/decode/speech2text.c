@@ -199,6 +199,9 @@ void speech2text_close(speech2text *s)
 }
 
 const token_list *speech2text_tokens(const speech2text *s) { return &s->data.tokens; }
+const frontend_opts *speech2text_frontend(const speech2text *s) { return &s->data.fo; }
+size_t speech2text_min_samples(const speech2text *s) { return frontend_min_samples(s->data.fe); }
+const s2t_opts *speech2text_options(const speech2text *s) { return &s->opts; }
 int speech2text_fs(const speech2text *s) { return s->data.fo.fs; }
 int speech2text_vocab(const speech2text *s) { return s->model.dims.vocab; }
 

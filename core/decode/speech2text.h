@@ -36,6 +36,7 @@
 #include "core/base/log.h"
 #include "core/compute/backend.h"
 #include "core/decode/beam_search.h"
+#include "core/data/frontend.h"
 #include "core/data/tokenizer.h"
 #include "core/nn/model_files.h"
 
@@ -93,6 +94,11 @@ void speech2text_close(speech2text *s);
 
 /* The token list the ids index (for callers that detokenize themselves). */
 const token_list *speech2text_tokens(const speech2text *s);
+/* What a caller that cuts audio itself needs (core/decode/longform.h): the frontend's settings
+ * (fs, hop_length), the shortest waveform it takes, and the options the decoder was opened with. */
+const frontend_opts *speech2text_frontend(const speech2text *s);
+size_t speech2text_min_samples(const speech2text *s);
+const s2t_opts *speech2text_options(const speech2text *s);
 /* The model's sampling rate (frontend_conf.fs) and output classes (the token list's size). */
 int speech2text_fs(const speech2text *s);
 int speech2text_vocab(const speech2text *s);

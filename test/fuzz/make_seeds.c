@@ -180,10 +180,10 @@ static void text_seeds(void)
     put_text(out("align_text", "plain"), "THE SALE OF THE HOTELS\r\n\r\nON PROPERTY MANAGEMENT\r\n");
 }
 
-static void audio_seed(const char *name, int format, int channels, int frames)
+static void audio_seed_in(const char *target, const char *name, int fs, int format, int channels, int frames)
 {
-    SF_INFO info = {.samplerate = 16000, .channels = channels, .format = format};
-    SNDFILE *sf = sf_open(out("audio", name), SFM_WRITE, &info);
+    SF_INFO info = {.samplerate = fs, .channels = channels, .format = format};
+    SNDFILE *sf = sf_open(out(target, name), SFM_WRITE, &info);
     if (!sf) esp_die("%s: %s", name, sf_strerror(NULL));
     sf_command(sf, SFC_SET_ADD_PEAK_CHUNK, NULL, SF_FALSE); /* it holds a time stamp */
     float *x = xmalloc((size_t)(frames * channels) * sizeof *x);
@@ -191,6 +191,20 @@ static void audio_seed(const char *name, int format, int channels, int frames)
     if (sf_writef_float(sf, x, frames) != frames) esp_die("%s: %s", name, sf_strerror(sf));
     free(x);
     sf_close(sf);
+}
+
+static void audio_seed(const char *name, int format, int channels, int frames)
+{
+    audio_seed_in("audio", name, 16000, format, channels, frames);
+}
+
+/* The block reader's seeds: at the model's rate and at others it resamples. */
+static void audio_stream_seeds(void)
+{
+    audio_seed_in("audio_stream", "pcm16.wav", 16000, SF_FORMAT_WAV | SF_FORMAT_PCM_16, 1, 300);
+    audio_seed_in("audio_stream", "pcm16_8k.wav", 8000, SF_FORMAT_WAV | SF_FORMAT_PCM_16, 1, 200);
+    audio_seed_in("audio_stream", "float_22k.wav", 22050, SF_FORMAT_WAV | SF_FORMAT_FLOAT, 1, 100);
+    audio_seed_in("audio_stream", "pcm16_8k.flac", 8000, SF_FORMAT_FLAC | SF_FORMAT_PCM_16, 1, 400);
 }
 
 static void audio_seeds(void)
@@ -231,6 +245,7 @@ int main(void)
     npz_seeds();
     text_seeds();
     audio_seeds();
+    audio_stream_seeds();
     metrics_csv_seeds();
     remove_tree(tmp);
     return 0;

@@ -422,6 +422,48 @@ Test(config_values, inference_and_metrics_ranges)
     expect_errors("--metrics_config", metrics, 1);
 }
 
+/* The longform: block (stage 6's and the library's long recordings): ranges, the overlap at most
+ * half the window (a key left out counting as its default), its defaults in the typed view. */
+Test(config_values, longform_ranges_and_the_overlap_rule)
+{
+    static const bad_case cases[] = {
+        {"longform:\n  window: 0\n", "2:11: longform.window: must be in (0, 3600] seconds, got 0 (seconds per "
+                                      "window; leave it out for 20.0)"},
+        {"longform:\n  window: 4000\n", "2:11: longform.window: must be in (0, 3600] seconds, got 4000"},
+        {"longform:\n  overlap: 0\n", "2:12: longform.overlap: must be in (0, 1800] seconds, got 0"},
+        {"longform:\n  threshold: -1\n", "2:14: longform.threshold: must be >= 0 seconds, got -1 (items longer than "
+                                          "this are decoded in windows; leave it out for 30.0)"},
+        {"longform:\n  enabled: maybe\n", "2:12: longform.enabled: expected true or false, got a string 'maybe'"},
+        {"longform:\n  windows: 8\n", "2:3: longform.windows: unknown key (did you mean window?)"},
+        {"longform:\n  window: 10\n  overlap: 6\n", "3:12: longform.overlap: an overlap of 6 s is more than half "
+                                                     "the window of 10 s (shorten longform.overlap or lengthen "
+                                                     "longform.window)"},
+        /* the default overlap (4 s) against a window of 6 s: at the window's line */
+        {"longform:\n  window: 6\n", "2:11: longform.window: an overlap of 4 s is more than half the window of 6 s"},
+        /* the default window (20 s) */
+        {"longform:\n  overlap: 12\n", "2:12: longform.overlap: an overlap of 12 s is more than half the window of "
+                                        "20 s"},
+    };
+    expect_errors("--inference_config", cases, sizeof cases / sizeof *cases);
+    esp_config *cfg;
+    esp_err err;
+    const char *path = tpath("lf.yaml");
+    test_write_text(path, "longform:\n  window: 10\n  overlap: 5\n");
+    cr_assert_eq(cfg_load(CONFIG_INFERENCE, path, 1, NULL, 0, &cfg, &err), 0, "%s", err.msg);
+    const longform_cfg *lf = ((const inference_cfg *)cfg->typed)->longform;
+    cr_assert_not_null(lf);
+    cr_expect(lf->enabled && lf->window == 10 && lf->overlap == 5 && lf->threshold == 30, "%d %g %g %g", lf->enabled,
+              lf->window, lf->overlap, lf->threshold);
+    config_free(cfg);
+    test_write_text(path, "model:\n  beam_size: 4\n");
+    cr_assert_eq(cfg_load(CONFIG_INFERENCE, path, 1, NULL, 0, &cfg, &err), 0, "%s", err.msg);
+    lf = ((const inference_cfg *)cfg->typed)->longform;
+    cr_assert_not_null(lf, "the block is made when left out");
+    cr_expect(lf->enabled && lf->window == 20 && lf->overlap == 4 && lf->threshold == 30, "%d %g %g %g", lf->enabled,
+              lf->window, lf->overlap, lf->threshold);
+    config_free(cfg);
+}
+
 Test(config_values, value_through_interpolation_names_both_places)
 {
     static const bad_case cases[] = {
@@ -612,7 +654,8 @@ Test(config_values, preprocessor_augmentation_keys)
     expect_errors("--config", cases, sizeof cases / sizeof *cases);
 }
 
-/* Every declared default is a value its key's range rule accepts, and the rule's message names it. */
+/* Every declared default is a value its key's range rule accepts (a switch's: a boolean), and the
+ * rule's message names it. */
 Test(config_values, defaults_are_in_range)
 {
     size_t n;
@@ -620,6 +663,11 @@ Test(config_values, defaults_are_in_range)
     cr_assert_gt(n, 0);
     for (size_t i = 0; i < n; i++) {
         esp_err err;
+        int b;
+        ynode *bv = yt_scalar(d[i].value, 0, (ymark){0});
+        int is_switch = yt_as_bool(bv, &b);
+        yt_free(bv);
+        if (is_switch) continue; /* longform.enabled: a boolean has no range */
         cr_assert_str_eq(config_default_value(d[i].path), d[i].value);
         if (d[i].value[0] == '"') continue; /* a string: noise_db_range, checked below */
         /* "[a, b]": each item against the rule of path[] */

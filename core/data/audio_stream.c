@@ -1,0 +1,172 @@
+/* Audio read in blocks, resampled on the way when asked: see audio_stream.h. */
+#include "core/data/audio_stream.h"
+
+#include <math.h>
+#include <samplerate.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/base/fsio.h"
+#include "core/data/audio_open.h"
+
+/* Samples read from the file per call when resampling (the converter's input block). */
+#define IN_BLOCK 8192
+
+struct audio_stream {
+    char *path;             /* the file, or the samples' name in messages */
+    SNDFILE *sf;            /* NULL: samples in memory */
+    const float *mem;       /* the samples (audio_stream_from_samples), not owned */
+    int fs;                 /* the file's rate */
+    sf_count_t header;      /* samples the header promises (SF_COUNT_MAX: it does not say) */
+    sf_count_t pos, stop;   /* the next sample to read and the span's end, at the file's rate */
+    SRC_STATE *src;         /* NULL: no resampling */
+    double ratio;
+    float *in;              /* the converter's input block: in[in_pos .. in_len) not yet used */
+    long in_pos, in_len;
+    int eof;                /* the file's span is all read (the converter may still hold output) */
+};
+
+static int span_error(esp_err *err, const char *path, double start, double end, double dur, const char *what)
+{
+    return esp_fail(err, "%s: segment %.3f-%.3f s %s (the audio is %.3f s)", path, start, end == 1e300 ? dur : end,
+                    what, dur);
+}
+
+/* The span [start, end) seconds as samples, with audio_read_span's rules. */
+static int set_span(audio_stream *st, double start, double end, esp_err *err)
+{
+    double dur = st->header == SF_COUNT_MAX ? INFINITY : (double)st->header / st->fs;
+    if (end <= 0) {
+        st->pos = 0, st->stop = st->header;
+        return 0;
+    }
+    if (!(start >= 0 && start < end && start * st->fs < 9e18))
+        return span_error(err, st->path, start, end, dur, "holds no samples");
+    if (end > dur && end != 1e300 && end - dur > 0.1)
+        return span_error(err, st->path, start, end, dur, "runs past the end of the audio");
+    sf_count_t a = (sf_count_t)llround(start * st->fs);
+    sf_count_t b = end >= dur || end * st->fs >= 9e18 ? st->header : (sf_count_t)llround(end * st->fs);
+    if (a >= b || a >= st->header) return span_error(err, st->path, start, end, dur, "holds no samples");
+    if (a > 0 && sf_seek(st->sf, a, SEEK_SET) != a)
+        return esp_fail(err, "%s: cannot seek to %.3f s: %s", st->path, start, sf_strerror(st->sf));
+    st->pos = a, st->stop = b;
+    return 0;
+}
+
+/* The converter from the stream's rate to expected_fs, when they differ; closes st on failure. */
+static audio_stream *with_resampler(audio_stream *st, int expected_fs, esp_err *err)
+{
+    if (st->fs == expected_fs) return st;
+    int e;
+    st->ratio = (double)expected_fs / st->fs;
+    if (!src_is_valid_ratio(st->ratio) || !(st->src = src_new(SRC_SINC_BEST_QUALITY, 1, &e))) {
+        esp_fail(err, "%s: cannot resample %d Hz to %d Hz", st->path, st->fs, expected_fs);
+        audio_stream_close(st);
+        return NULL;
+    }
+    st->in = xmalloc(IN_BLOCK * sizeof *st->in);
+    return st;
+}
+
+audio_stream *audio_stream_open(const char *path, int expected_fs, const char *fs_key, int resample, double start,
+                                double end, esp_err *err)
+{
+    SF_INFO info;
+    SNDFILE *sf = audio_open_checked(path, resample ? 0 : expected_fs, fs_key, &info, err);
+    if (!sf) return NULL;
+    audio_stream *st = xcalloc(1, sizeof *st);
+    st->path = xstrdup(path);
+    st->sf = sf;
+    st->fs = info.samplerate;
+    /* As audio_read: a header without a length (0, or a streamed file's maximum) is read to the end. */
+    st->header = info.frames > 0 ? info.frames : SF_COUNT_MAX;
+    if (set_span(st, start, end, err) != 0) {
+        audio_stream_close(st);
+        return NULL;
+    }
+    return with_resampler(st, expected_fs, err);
+}
+
+audio_stream *audio_stream_from_samples(const float *samples, size_t n, int fs, int expected_fs, const char *name,
+                                        esp_err *err)
+{
+    if (fs <= 0) {
+        esp_fail(err, "%s: sample rate %d Hz (give the rate of the samples)", name, fs);
+        return NULL;
+    }
+    audio_stream *st = xcalloc(1, sizeof *st);
+    st->path = xstrdup(name);
+    st->mem = samples;
+    st->fs = fs;
+    st->header = st->stop = (sf_count_t)n;
+    return with_resampler(st, expected_fs, err);
+}
+
+double audio_stream_seconds(const audio_stream *st)
+{
+    return st->stop == SF_COUNT_MAX ? INFINITY : (double)(st->stop - st->pos) / st->fs;
+}
+
+/* Up to n samples of the span at the file's rate: the count, 0 at its end, -1 on a decoding error
+ * or a file shorter than its header. */
+static long read_span(audio_stream *st, float *buf, size_t n, esp_err *err)
+{
+    sf_count_t want = st->stop - st->pos < (sf_count_t)n ? st->stop - st->pos : (sf_count_t)n, got = 0;
+    if (st->mem) {
+        memcpy(buf, st->mem + st->pos, (size_t)want * sizeof *buf);
+        st->pos += want;
+        return (long)want;
+    }
+    while (got < want) { /* libsndfile may return short counts before the end */
+        sf_count_t r = sf_readf_float(st->sf, buf + got, want - got);
+        if (r <= 0) break;
+        got += r;
+    }
+    /* A decoder may note an error it recovered from (FLAC's lost sync): only a short read fails. */
+    int e = sf_error(st->sf);
+    if (got < want && e != SF_ERR_NO_ERROR)
+        return esp_fail(err, "%s: cannot decode audio: %s", st->path, sf_error_number(e));
+    if (got < want && st->stop == SF_COUNT_MAX) st->stop = st->pos + got; /* its end, now known */
+    else if (got < want)
+        return esp_fail(err, "%s: truncated or corrupt audio: the header promises %lld samples, %lld could be decoded",
+                        st->path, (long long)st->header, (long long)(st->pos + got));
+    st->pos += got;
+    return (long)got;
+}
+
+/* The converter's output: feeds it input blocks until n samples are out or it is drained. */
+static long read_resampled(audio_stream *st, float *buf, size_t n, esp_err *err)
+{
+    size_t got = 0;
+    while (got < n) {
+        if (st->in_pos == st->in_len && !st->eof) {
+            long r = read_span(st, st->in, IN_BLOCK, err);
+            if (r < 0) return -1;
+            st->in_pos = 0, st->in_len = r;
+            st->eof = r == 0;
+        }
+        SRC_DATA d = {.data_in = st->in + st->in_pos, .input_frames = st->in_len - st->in_pos, .data_out = buf + got,
+                      .output_frames = (long)(n - got), .end_of_input = st->eof, .src_ratio = st->ratio};
+        int e = src_process(st->src, &d);
+        if (e != 0) return esp_fail(err, "%s: cannot resample: %s", st->path, src_strerror(e));
+        st->in_pos += d.input_frames_used;
+        got += (size_t)d.output_frames_gen;
+        if (st->eof && d.output_frames_gen == 0) break;
+    }
+    return (long)got;
+}
+
+long audio_stream_read(audio_stream *st, float *buf, size_t n, esp_err *err)
+{
+    return st->src ? read_resampled(st, buf, n, err) : read_span(st, buf, n, err);
+}
+
+void audio_stream_close(audio_stream *st)
+{
+    if (!st) return;
+    if (st->sf) sf_close(st->sf);
+    if (st->src) src_delete(st->src);
+    free(st->in);
+    free(st->path);
+    free(st);
+}
