@@ -39,6 +39,7 @@ static void fake_init(fake_configs *f)
 {
     memset(f, 0, sizeof *f);
     f->training.tokenizer = &f->tokenizer;
+    f->tokenizer.character_coverage = 1.0; /* the declared default a loaded config carries */
     f->config.kind = CONFIG_TRAINING;
     f->config.path = "train.yaml";
     f->config.typed = &f->training;
