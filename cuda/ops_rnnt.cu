@@ -69,12 +69,7 @@ static __global__ void rnnt_lattice_kernel(double *lat, rn_dev d)
                 int t = n - u;
                 if (t < 0 || t >= Tb) continue;
                 size_t k = (size_t)t * U1 + u;
-                double a;
-                if (t == 0 && u == 0) a = 0.0;
-                else if (t == 0) a = alpha[k - 1] + emit[k - 1];
-                else if (u == 0) a = alpha[k - U1] + blank[k - U1];
-                else a = ctc_log_add(alpha[k - U1] + blank[k - U1], alpha[k - 1] + emit[k - 1]);
-                alpha[k] = a;
+                alpha[k] = rnnt_alpha_node(alpha, blank, emit, t, u, k, U1);
             }
             __syncthreads();
         }
@@ -85,12 +80,7 @@ static __global__ void rnnt_lattice_kernel(double *lat, rn_dev d)
                 int t = n - u;
                 if (t < 0 || t >= Tb) continue;
                 size_t k = (size_t)t * U1 + u;
-                double v;
-                if (t == Tb - 1 && u == Ub - 1) v = blank[k];
-                else if (t == Tb - 1) v = beta[k + 1] + emit[k];
-                else if (u == Ub - 1) v = beta[k + U1] + blank[k];
-                else v = ctc_log_add(beta[k + U1] + blank[k], beta[k + 1] + emit[k]);
-                beta[k] = v;
+                beta[k] = rnnt_beta_node(beta, blank, emit, t, u, k, U1, Tb, Ub);
             }
             __syncthreads();
         }

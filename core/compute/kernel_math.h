@@ -10,7 +10,8 @@
  *                 dropout_r16; the kept values' scale dropout_keep_scale
  *   attention     attn_row_keys (the key padding and causal masks of a query row)
  *   label smooth. label_smoothing_prob, kl_div_term, label_smoothing_grad
- *   RNN-T loss    rnnt_grad_final (the gradient's clamp and scale); the CTC recursions' ctc_log_add
+ *   RNN-T loss    rnnt_alpha_node, rnnt_beta_node (the lattice), rnnt_grad_final (the gradient's
+ *                 clamp and scale); the CTC recursions' ctc_log_add
  *   Conformer     relpos_shift_col; per type (core/compute/kernel_math_conformer.h): bn_rstd,
  *                 bn_apply, bn_running, bn_dx (BatchNorm), relpos_angle (relative encoding)
  *   LSTM cell     per type (core/compute/kernel_math_lstm.h): lstm_cell, lstm_cell_c (the forward
@@ -87,6 +88,30 @@ static inline KM_HD double ctc_viterbi_best(const double *prev, const int *lab, 
 }
 
 /* ---- RNN-T loss (core/compute/rnnt.c, core/compute/ops_rnnt_impl.h, cuda/ops_rnnt.cu) ---------- */
+
+/* One node of an utterance's RNN-T lattice (rows of U1 nodes per frame, Tb frames, Ub = labels + 1
+ * nodes used per row; blank and emit the log-probs of leaving a node by blank and by its next
+ * label), in the order both the CPU and the CUDA kernels visit them:
+ * alpha(t, u) = logadd(alpha(t-1, u) + blank(t-1, u), alpha(t, u-1) + emit(t, u-1)), alpha(0, 0) = 0;
+ * beta(t, u) = logadd(beta(t+1, u) + blank(t, u), beta(t, u+1) + emit(t, u)), beta(Tb-1, Ub-1) =
+ * blank(Tb-1, Ub-1). */
+static inline KM_HD double rnnt_alpha_node(const double *alpha, const double *blank, const double *emit, int t,
+                                           int u, size_t i, int U1)
+{
+    if (t == 0 && u == 0) return 0.0;
+    if (t == 0) return alpha[i - 1] + emit[i - 1];
+    if (u == 0) return alpha[i - U1] + blank[i - U1];
+    return ctc_log_add(alpha[i - U1] + blank[i - U1], alpha[i - 1] + emit[i - 1]);
+}
+
+static inline KM_HD double rnnt_beta_node(const double *beta, const double *blank, const double *emit, int t, int u,
+                                          size_t i, int U1, int Tb, int Ub)
+{
+    if (t == Tb - 1 && u == Ub - 1) return blank[i];
+    if (t == Tb - 1) return beta[i + 1] + emit[i];
+    if (u == Ub - 1) return beta[i + U1] + blank[i];
+    return ctc_log_add(beta[i + U1] + blank[i], beta[i + 1] + emit[i]);
+}
 
 /* A logits-gradient entry of one utterance's loss, clamped to [-clamp, clamp] when clamp > 0
  * (torchaudio's clamp; a NaN stays NaN), then scaled (dloss / B). */

@@ -86,12 +86,7 @@ static void alpha_one(const lat_job *j, size_t b)
     for (int t = 0; t < Tb; t++)
         for (int u = 0; u < Ub; u++) {
             size_t i = (size_t)t * U1 + u;
-            double a;
-            if (t == 0 && u == 0) a = 0.0;
-            else if (t == 0) a = alpha[i - 1] + emit[i - 1];
-            else if (u == 0) a = alpha[i - U1] + blank[i - U1];
-            else a = ctc_log_add(alpha[i - U1] + blank[i - U1], alpha[i - 1] + emit[i - 1]);
-            alpha[i] = a;
+            alpha[i] = rnnt_alpha_node(alpha, blank, emit, t, u, i, U1);
         }
 }
 
@@ -106,12 +101,7 @@ static void beta_one(const lat_job *j, size_t b)
     for (int t = Tb - 1; t >= 0; t--)
         for (int u = Ub - 1; u >= 0; u--) {
             size_t i = (size_t)t * U1 + u;
-            double v;
-            if (t == Tb - 1 && u == Ub - 1) v = blank[i];
-            else if (t == Tb - 1) v = beta[i + 1] + emit[i];
-            else if (u == Ub - 1) v = beta[i + U1] + blank[i];
-            else v = ctc_log_add(beta[i + U1] + blank[i], beta[i + 1] + emit[i]);
-            beta[i] = v;
+            beta[i] = rnnt_beta_node(beta, blank, emit, t, u, i, U1, Tb, Ub);
         }
     j->nll[b] = -beta[0];
 }
