@@ -61,9 +61,9 @@ const char *espnet3_last_error(void); /* this thread's last error message ("" wh
  *   longform_threshold  audio longer than this many seconds is decoded in overlapping windows and
  *                       read in blocks, memory bounded by the window (inf: never); the best
  *                       hypothesis only. Default: a pack's longform: block, else 30
- *   longform_window     seconds per window (default the pack's, else 20)
+ *   longform_window     seconds per window (default the pack's, else 10)
  *   longform_overlap    seconds neighbouring windows share, at most half the window (default the
- *                       pack's, else 4)
+ *                       pack's, else 2)
  *   progress    1: a progress line on stderr over a long recording's windows (default 0)
  * -1 for an unknown name or a value that does not parse. */
 espnet3_options *espnet3_options_new(void);

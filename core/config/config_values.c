@@ -362,8 +362,8 @@ static const config_default key_defaults[] = {
     {CONFIG_INFERENCE, "model.batch_size", "1", 0, NULL},
     /* long recordings (docs/decoding.md, "Long recordings", says why these values) */
     {CONFIG_INFERENCE, "longform.enabled", "true", CONFIG_MAKE_BLOCK, NULL},
-    {CONFIG_INFERENCE, "longform.window", "20.0", CONFIG_MAKE_BLOCK, NULL},
-    {CONFIG_INFERENCE, "longform.overlap", "4.0", CONFIG_MAKE_BLOCK, NULL},
+    {CONFIG_INFERENCE, "longform.window", "10.0", CONFIG_MAKE_BLOCK, NULL},
+    {CONFIG_INFERENCE, "longform.overlap", "2.0", CONFIG_MAKE_BLOCK, NULL},
     {CONFIG_INFERENCE, "longform.threshold", "30.0", CONFIG_MAKE_BLOCK, NULL},
 };
 

@@ -428,7 +428,7 @@ Test(config_values, longform_ranges_and_the_overlap_rule)
 {
     static const bad_case cases[] = {
         {"longform:\n  window: 0\n", "2:11: longform.window: must be in (0, 3600] seconds, got 0 (seconds per "
-                                      "window; leave it out for 20.0)"},
+                                      "window; leave it out for 10.0)"},
         {"longform:\n  window: 4000\n", "2:11: longform.window: must be in (0, 3600] seconds, got 4000"},
         {"longform:\n  overlap: 0\n", "2:12: longform.overlap: must be in (0, 1800] seconds, got 0"},
         {"longform:\n  threshold: -1\n", "2:14: longform.threshold: must be >= 0 seconds, got -1 (items longer than "
@@ -438,28 +438,28 @@ Test(config_values, longform_ranges_and_the_overlap_rule)
         {"longform:\n  window: 10\n  overlap: 6\n", "3:12: longform.overlap: an overlap of 6 s is more than half "
                                                      "the window of 10 s (shorten longform.overlap or lengthen "
                                                      "longform.window)"},
-        /* the default overlap (4 s) against a window of 6 s: at the window's line */
-        {"longform:\n  window: 6\n", "2:11: longform.window: an overlap of 4 s is more than half the window of 6 s"},
-        /* the default window (20 s) */
-        {"longform:\n  overlap: 12\n", "2:12: longform.overlap: an overlap of 12 s is more than half the window of "
-                                        "20 s"},
+        /* the default overlap (2 s) against a window of 3 s: at the window's line */
+        {"longform:\n  window: 3\n", "2:11: longform.window: an overlap of 2 s is more than half the window of 3 s"},
+        /* the default window (10 s) */
+        {"longform:\n  overlap: 6\n", "2:12: longform.overlap: an overlap of 6 s is more than half the window of "
+                                       "10 s"},
     };
     expect_errors("--inference_config", cases, sizeof cases / sizeof *cases);
     esp_config *cfg;
     esp_err err;
     const char *path = tpath("lf.yaml");
-    test_write_text(path, "longform:\n  window: 10\n  overlap: 5\n");
+    test_write_text(path, "longform:\n  window: 16\n  overlap: 8\n");
     cr_assert_eq(cfg_load(CONFIG_INFERENCE, path, 1, NULL, 0, &cfg, &err), 0, "%s", err.msg);
     const longform_cfg *lf = ((const inference_cfg *)cfg->typed)->longform;
     cr_assert_not_null(lf);
-    cr_expect(lf->enabled && lf->window == 10 && lf->overlap == 5 && lf->threshold == 30, "%d %g %g %g", lf->enabled,
+    cr_expect(lf->enabled && lf->window == 16 && lf->overlap == 8 && lf->threshold == 30, "%d %g %g %g", lf->enabled,
               lf->window, lf->overlap, lf->threshold);
     config_free(cfg);
     test_write_text(path, "model:\n  beam_size: 4\n");
     cr_assert_eq(cfg_load(CONFIG_INFERENCE, path, 1, NULL, 0, &cfg, &err), 0, "%s", err.msg);
     lf = ((const inference_cfg *)cfg->typed)->longform;
     cr_assert_not_null(lf, "the block is made when left out");
-    cr_expect(lf->enabled && lf->window == 20 && lf->overlap == 4 && lf->threshold == 30, "%d %g %g %g", lf->enabled,
+    cr_expect(lf->enabled && lf->window == 10 && lf->overlap == 2 && lf->threshold == 30, "%d %g %g %g", lf->enabled,
               lf->window, lf->overlap, lf->threshold);
     config_free(cfg);
 }
