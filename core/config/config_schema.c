@@ -369,6 +369,17 @@ static const cyaml_schema_field_t decoder_conf_fields[] = {
     BOOL("concat_after", decoder_conf_cfg, concat_after),
     FLT("layer_drop_rate", decoder_conf_cfg, layer_drop_rate),
     BOOL("qk_norm", decoder_conf_cfg, qk_norm),
+    STR("rnn_type", decoder_conf_cfg, rnn_type),
+    INT("num_layers", decoder_conf_cfg, num_layers),
+    INT("hidden_size", decoder_conf_cfg, hidden_size),
+    FLT("dropout", decoder_conf_cfg, dropout),
+    FLT("dropout_embed", decoder_conf_cfg, dropout_embed),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t joint_net_conf_fields[] = {
+    INT("joint_space_size", joint_net_conf_cfg, joint_space_size),
+    STR("joint_activation_type", joint_net_conf_cfg, joint_activation_type),
+    BOOL_P("lin_dec_bias", joint_net_conf_cfg, lin_dec_bias),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t ctc_conf_fields[] = {
@@ -420,6 +431,7 @@ static const cyaml_schema_field_t model_fields[] = {
     MAP("encoder_conf", model_cfg, encoder_conf, encoder_conf_fields),
     STR("decoder", model_cfg, decoder),
     MAP("decoder_conf", model_cfg, decoder_conf, decoder_conf_fields),
+    MAP("joint_net_conf", model_cfg, joint_net_conf, joint_net_conf_fields),
     MAP("ctc_conf", model_cfg, ctc_conf, ctc_conf_fields),
     MAP("model_conf", model_cfg, model_conf, model_conf_fields),
     STR("lm", model_cfg, lm),

@@ -311,7 +311,22 @@ typedef struct decoder_conf_cfg {
     int concat_after;          /* false */
     double layer_drop_rate;    /* 0 */
     int qk_norm;               /* false */
+    /* ESPnet2's TransducerDecoder keys (espnet2/asr/decoder/transducer_decoder.py; model.decoder
+     * transducer): the prediction network's LSTM layers. */
+    char *rnn_type;            /* lstm */
+    int64_t num_layers;        /* 1 */
+    int64_t hidden_size;       /* 320 */
+    double dropout;            /* 0.0: after each layer */
+    double dropout_embed;      /* 0.0: after the embedding */
 } decoder_conf_cfg;
+
+/* model.joint_net_conf: ESPnet2's JointNetwork keys (espnet2/asr_transducer/joint_network.py, which
+ * the ASR task builds beside a transducer decoder). */
+typedef struct joint_net_conf_cfg {
+    int64_t joint_space_size;  /* 256 */
+    char *joint_activation_type; /* tanh */
+    int *lin_dec_bias;         /* NULL: left out (true) */
+} joint_net_conf_cfg;
 
 typedef struct ctc_conf_cfg {
     double dropout_rate;
@@ -360,6 +375,7 @@ typedef struct model_cfg {
     char *preencoder;          preencoder_conf_cfg *preencoder_conf; /* linear, or left out */
     char *encoder;             encoder_conf_cfg *encoder_conf;
     char *decoder;             decoder_conf_cfg *decoder_conf;
+    joint_net_conf_cfg *joint_net_conf; /* with decoder: transducer */
     ctc_conf_cfg *ctc_conf;
     model_conf_cfg *model_conf;
     char *lm;                  lm_conf_cfg *lm_conf; /* an LM task (LMTask): transformer */
