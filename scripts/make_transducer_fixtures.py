@@ -17,6 +17,11 @@ for the float32 values in <pack>.f32):
   weights   every parameter under its ESPnet2 state-dict name (2 LSTM layers of 24 units, joint 20)
   ctc03     ctc_weight 0.3: inputs (in.*), out.loss, out.loss_ctc, out.loss_transducer, out.hlens
             and grad.<name> of every parameter
+  search    BeamSearchTransducer (espnet2/asr/transducer/beam_search_transducer.py) on one
+            utterance's encoder output (in.enc), lin_out's weight times 3
+            (weight.joint_network.lin_out.weight): per mode of SEARCHES (greedy, default, tsd, alsd,
+            nsc, maes with their transducer_conf keys) <mode>.n hypotheses, <mode>.<i>.yseq (the
+            blank first) and <mode>.<i>.score (float32 of ESPnet's double)
 """
 import argparse
 import os
@@ -112,16 +117,58 @@ def loss_case(weights, ctc_weight, inputs):
     return items, loss.item()
 
 
+# Search modes: (name, beam_size, transducer_conf) as an inference config spells them.
+SEARCHES = [
+    ("greedy", 1, {}),
+    ("default", 4, {"nbest": 3}),
+    ("default_norm_during", 3, {"score_norm_during": True, "score_norm": False, "nbest": 2}),
+    ("tsd", 4, {"search_type": "tsd", "max_sym_exp": 3, "nbest": 3}),
+    ("alsd", 4, {"search_type": "alsd", "u_max": 10, "nbest": 3}),
+    ("nsc", 4, {"search_type": "nsc", "nstep": 2, "prefix_alpha": 2, "nbest": 3}),
+    ("maes", 4, {"search_type": "maes", "nstep": 3, "expansion_gamma": 2.3, "expansion_beta": 2, "nbest": 3}),
+]
+
+
+def search_case(weights):
+    """BeamSearchTransducer on the encoder output of utterance 0 (lin_out scaled by 3: peakier
+    distributions, so the beams hold distinct, non-tied hypotheses)."""
+    from espnet2.asr.transducer.beam_search_transducer import BeamSearchTransducer
+
+    model = build(0.3)
+    w = dict(weights)
+    w["joint_network.lin_out.weight"] = 3 * w["joint_network.lin_out.weight"]
+    model.load_state_dict(w)
+    model.eval()
+    feats, lens, _, _ = batch()
+    items = [("weight.joint_network.lin_out.weight", w["joint_network.lin_out.weight"])]
+    with torch.no_grad():
+        enc, _ = model.encode(feats[:1, : FEAT_LENS[0]], lens[:1])
+        enc = enc[0]
+        items.append(("in.enc", enc))
+        for name, beam, conf in SEARCHES:
+            search = BeamSearchTransducer(decoder=model.decoder, joint_network=model.joint_network, beam_size=beam,
+                                          token_list=TOKENS, **conf)
+            hyps = search(enc)
+            items.append((f"{name}.n", torch.tensor([float(len(hyps))])))
+            for i, h in enumerate(hyps):
+                items += [(f"{name}.{i}.yseq", torch.tensor(h.yseq, dtype=torch.float32)),
+                          (f"{name}.{i}.score", torch.tensor([float(h.score)], dtype=torch.float64))]
+            print(f"{name}: " + "; ".join(f"{h.yseq[1:]} {float(h.score):.4f}" for h in hyps))
+    return items
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out", nargs="?", default="test/fixtures/transducer")
     out = ap.parse_args().out
     os.makedirs(out, exist_ok=True)
+    torch.manual_seed(0)  # the modules' default init
     weights = seeded_weights(build(0.3))
     n = write_pack(out, "weights", list(weights.items()))
     items, loss = loss_case(weights, 0.3, batch())
     n += write_pack(out, "ctc03", items)
     print(f"ctc03: loss {loss:.6f}")
+    n += write_pack(out, "search", search_case(weights))
     print(f"wrote {n * 4 / 1024:.0f} KiB to {out}")
 
 

@@ -556,6 +556,19 @@ static const cyaml_schema_field_t target_fields[] = {
     STR("_target_", target_cfg, target),
     CYAML_FIELD_END};
 
+static const cyaml_schema_field_t transducer_conf_fields[] = {
+    STR("search_type", transducer_conf_cfg, search_type),
+    INT_P("max_sym_exp", transducer_conf_cfg, max_sym_exp),
+    INT_P("u_max", transducer_conf_cfg, u_max),
+    INT_P("nstep", transducer_conf_cfg, nstep),
+    INT_P("prefix_alpha", transducer_conf_cfg, prefix_alpha),
+    FLT_P("expansion_gamma", transducer_conf_cfg, expansion_gamma),
+    INT_P("expansion_beta", transducer_conf_cfg, expansion_beta),
+    BOOL_P("score_norm", transducer_conf_cfg, score_norm),
+    BOOL_P("score_norm_during", transducer_conf_cfg, score_norm_during),
+    INT_P("nbest", transducer_conf_cfg, nbest),
+    CYAML_FIELD_END};
+
 static const cyaml_schema_field_t infer_model_fields[] = {
     STR("_target_", infer_model_cfg, target),
     STR("asr_train_config", infer_model_cfg, asr_train_config),
@@ -573,6 +586,7 @@ static const cyaml_schema_field_t infer_model_fields[] = {
     INT("batch_size", infer_model_cfg, batch_size),
     STR("token_type", infer_model_cfg, token_type),
     STR("bpemodel", infer_model_cfg, bpemodel),
+    MAP("transducer_conf", infer_model_cfg, transducer_conf, transducer_conf_fields),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t longform_fields[] = {

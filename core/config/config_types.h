@@ -551,6 +551,22 @@ typedef struct training_cfg {
 } training_cfg;
 
 /* The inference config (--inference_config), ESPnet3's inference.yaml keys. */
+/* model.transducer_conf of an inference config: ESPnet2's BeamSearchTransducer keys
+ * (espnet2/asr/transducer/beam_search_transducer.py), for a model with a transducer decoder; NULL
+ * members were left out (core/decode/transducer_search.h has the defaults). */
+typedef struct transducer_conf_cfg {
+    char *search_type;       /* default | tsd | alsd | nsc | maes */
+    int64_t *max_sym_exp;    /* tsd: 2 */
+    int64_t *u_max;          /* alsd: 50 */
+    int64_t *nstep;          /* nsc, maes: 1 (maes: at least 2) */
+    int64_t *prefix_alpha;   /* nsc, maes: 1 */
+    double *expansion_gamma; /* maes: 2.3 */
+    int64_t *expansion_beta; /* maes: 2 */
+    int *score_norm;         /* true */
+    int *score_norm_during;  /* false */
+    int64_t *nbest;          /* 1 */
+} transducer_conf_cfg;
+
 typedef struct infer_model_cfg {
     char *target;            /* espnet2.bin.asr_inference.Speech2Text */
     char *asr_train_config;
@@ -569,6 +585,7 @@ typedef struct infer_model_cfg {
     int64_t batch_size;      /* utterances per forward pass (default 1; the top-level batch_size is its alias) */
     char *token_type;        /* Speech2Text's: override the training config's tokenizer */
     char *bpemodel;
+    transducer_conf_cfg *transducer_conf; /* a transducer model's search (Speech2Text's transducer_conf) */
 } infer_model_cfg;
 
 /* Long recordings in stage 6 (core/decode/longform.h): an item longer than threshold seconds is

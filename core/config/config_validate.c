@@ -69,6 +69,8 @@ static const allowed_rule allowed_rules[] = {
     {"model.decoder", "transformer|transducer|none"},
     {"model.decoder_conf.rnn_type", "lstm"}, /* gru (torch.nn.GRU) is not built */
     {"model.joint_net_conf.joint_activation_type", "tanh"},
+    /* mbg (multi-blank greedy) needs a multi-blank model, which espnet3 does not train. */
+    {"model.transducer_conf.search_type", "default|tsd|alsd|nsc|maes"},
     {"model.lm", "transformer|seq_rnn"},
     {"model.lm_conf.rnn_type", "lstm|LSTM"},
     {"model.lm_conf.tie_weights", "false"},

@@ -314,22 +314,14 @@ static void step(const asr_model *m, rnn_score *s, const int *ids, int k, int ze
 {
     backend *be = m->be;
     const lm_rnn *r = m->rnn;
-    int U = r->U, H = r->H, G = 4 * H;
+    int U = r->U, H = r->H;
     size_t kh = (size_t)k * H;
     ESP_CHECK(!zero_state || k == 1);
     be->embedding_forward(be, s->x, m->w.rnn_lm.encoder, ids, k, r->V, U);
     for (int l = 0; l < r->nl; l++) {
         const float *x = l == 0 ? s->x : s->hn + (l - 1) * kh;
-        const lstm_tensors *w = &m->w.rnn_lm.rnn[l];
-        be->linear_forward(be, s->g, x, w->weight_ih, w->bias_ih, k, l == 0 ? U : H, G);
-        if (zero_state) {
-            be->add(be, s->g, s->g, w->bias_hh, (size_t)G); /* k is 1 here */
-        } else {
-            be->linear_forward(be, s->g2, s->hp + l * kh, w->weight_hh, w->bias_hh, k, H, G);
-            be->add(be, s->g, s->g, s->g2, (size_t)k * G);
-        }
-        be->lstm_cell_forward(be, s->hn + l * kh, s->cn + l * kh, s->act, s->g, zero_state ? NULL : s->cp + l * kh, k,
-                              H);
+        lstm_seq_step(be, &m->w.rnn_lm.rnn[l], x, l == 0 ? U : H, zero_state ? NULL : s->hp + l * kh,
+                      zero_state ? NULL : s->cp + l * kh, s->hn + l * kh, s->cn + l * kh, s->g, s->g2, s->act, k, H);
     }
 }
 

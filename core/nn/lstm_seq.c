@@ -30,3 +30,17 @@ void lstm_seq_backward(backend *be, const lstm_tensors *w, const lstm_tensors *g
     /* W_hh saw h_{t-1}: hbuf's rows 0 .. N - 1 (the zero state first). */
     be->linear_backward(be, NULL, g->weight_hh, g->bias_hh, dgates, a->hbuf, w->weight_hh, B * L, H, G, 0);
 }
+
+void lstm_seq_step(backend *be, const lstm_tensors *w, const float *x, int in, const float *hp, const float *cp,
+                   float *hn, float *cn, float *g, float *g2, float *act, int k, int H)
+{
+    int G = 4 * H;
+    be->linear_forward(be, g, x, w->weight_ih, w->bias_ih, k, in, G);
+    if (hp) {
+        be->linear_forward(be, g2, hp, w->weight_hh, w->bias_hh, k, H, G);
+        be->add(be, g, g, g2, (size_t)k * G);
+    } else { /* W_hh 0 = 0: the bias alone */
+        for (int r = 0; r < k; r++) be->add(be, g + (size_t)r * G, g + (size_t)r * G, w->bias_hh, (size_t)G);
+    }
+    be->lstm_cell_forward(be, hn, cn, act, g, hp ? cp : NULL, k, H);
+}

@@ -26,4 +26,9 @@ void lstm_seq_forward(backend *be, const lstm_tensors *w, float *p, const lstm_s
 void lstm_seq_backward(backend *be, const lstm_tensors *w, const lstm_tensors *g, float *dgates, float *dh,
                        float *const dc[2], const lstm_seq_acts *a, int B, int L, int H);
 
+/* One step of k rows (eval mode): x (k x in) and the states hp, cp (k x H; NULL: zeros) into hn, cn
+ * (k x H); g, g2 and act (k x 4H each) are scratch. */
+void lstm_seq_step(backend *be, const lstm_tensors *w, const float *x, int in, const float *hp, const float *cp,
+                   float *hn, float *cn, float *g, float *g2, float *act, int k, int H);
+
 #endif

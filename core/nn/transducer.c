@@ -27,6 +27,11 @@ struct transducer_acts {
     lstm_seq_acts *acts;
     float *e, *bias, *p, *decp_tm, *decp, *encp, *z, *dz, *logits;
     float *dh, *dx, *dgates, *dc[2], *ddecp, *ddecp_tm, *dencp;
+    /* The search's steps: device work for up to cap_step rows (layer-major states). */
+    size_t cap_step, cap_enc;
+    float *s_x, *s_g, *s_g2, *s_act, *s_h, *s_c, *s_hn, *s_cn, *s_dec, *s_ep, *s_dp, *s_z, *s_logp, *s_enc;
+    float *s_host; /* a host transpose of the states */
+    int *s_ids;
 };
 
 transducer_acts *transducer_new(const asr_model *m)
@@ -56,10 +61,21 @@ static void free_acts(backend *be, transducer_acts *t)
     t->cap_n = t->cap_bt = t->cap_joint = 0;
 }
 
+static void free_step(backend *be, transducer_acts *t)
+{
+    float **all[] = {&t->s_x, &t->s_g,  &t->s_g2, &t->s_act, &t->s_h,    &t->s_c,  &t->s_hn,
+                     &t->s_cn, &t->s_dec, &t->s_ep, &t->s_dp, &t->s_z,  &t->s_logp, &t->s_enc};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) be->free(be, *all[i]), *all[i] = NULL;
+    free(t->s_host), free(t->s_ids);
+    t->s_host = NULL, t->s_ids = NULL;
+    t->cap_step = t->cap_enc = 0;
+}
+
 void transducer_free(backend *be, transducer_acts *t)
 {
     if (!t) return;
     free_acts(be, t);
+    free_step(be, t);
     free(t->x), free(t->acts), free(t->ids);
     free(t);
 }
@@ -222,4 +238,100 @@ void transducer_backward(asr_model *m, float *denc, int acc, float dloss)
     be->linear_backward(be, t->dh, g->lin_dec.weight, g->lin_dec.bias, t->ddecp_tm, t->x[t->nl], w->lin_dec.weight, N,
                         t->H, J, 0);
     decoder_backward(m, t);
+}
+
+/* ---- decoding --------------------------------------------------------------------------------- */
+
+static void ensure_step(backend *be, transducer_acts *t, size_t n, size_t T)
+{
+    if (T > t->cap_enc) {
+        be->free(be, t->s_enc);
+        t->s_enc = ALLOC(T * (size_t)t->J);
+        t->cap_enc = T;
+    }
+    if (n <= t->cap_step) return;
+    size_t enc_cap = t->cap_enc;
+    float *enc = t->s_enc;
+    t->s_enc = NULL;
+    free_step(be, t);
+    t->s_enc = enc, t->cap_enc = enc_cap;
+    size_t H = (size_t)t->H, J = (size_t)t->J, V = (size_t)t->V, st = (size_t)t->nl * n * H;
+    t->s_x = ALLOC(n * H), t->s_g = ALLOC(n * 4 * H), t->s_g2 = ALLOC(n * 4 * H), t->s_act = ALLOC(n * 4 * H);
+    t->s_h = ALLOC(st), t->s_c = ALLOC(st), t->s_hn = ALLOC(st), t->s_cn = ALLOC(st);
+    t->s_dec = ALLOC(n * H), t->s_ep = ALLOC(n * J), t->s_dp = ALLOC(n * J), t->s_z = ALLOC(n * J), t->s_logp = ALLOC(n * V);
+    t->s_host = xmalloc(st * sizeof *t->s_host);
+    t->s_ids = xmalloc(n * sizeof *t->s_ids);
+    t->cap_step = n;
+}
+
+void transducer_enc_proj(asr_model *m, const float *enc, int T, float *encp)
+{
+    backend *be = m->be;
+    transducer_acts *t = m->tr;
+    ensure_step(be, t, 1, (size_t)T);
+    const nn_linear *w = &m->w.transducer.lin_enc;
+    be->linear_forward(be, t->s_enc, enc, w->weight, w->bias, T, t->D, t->J);
+    be->synchronize(be);
+    be->copy(be, encp, t->s_enc, (size_t)T * t->J * sizeof(float), BACKEND_DEVICE_TO_HOST);
+    be->synchronize(be);
+}
+
+/* Host states (n, layers, H) <-> device (layers, n, H): each layer's rows together for its step. */
+static void states_to_device(backend *be, transducer_acts *t, float *dst, const float *src, int n)
+{
+    size_t H = (size_t)t->H;
+    for (int i = 0; i < n; i++)
+        for (int l = 0; l < t->nl; l++)
+            memcpy(t->s_host + ((size_t)l * n + i) * H, src + ((size_t)i * t->nl + l) * H, H * sizeof(float));
+    be->copy(be, dst, t->s_host, (size_t)t->nl * n * H * sizeof(float), BACKEND_HOST_TO_DEVICE);
+}
+
+static void states_to_host(backend *be, transducer_acts *t, float *dst, const float *src, int n)
+{
+    size_t H = (size_t)t->H;
+    be->copy(be, t->s_host, src, (size_t)t->nl * n * H * sizeof(float), BACKEND_DEVICE_TO_HOST);
+    for (int i = 0; i < n; i++)
+        for (int l = 0; l < t->nl; l++)
+            memcpy(dst + ((size_t)i * t->nl + l) * H, t->s_host + ((size_t)l * n + i) * H, H * sizeof(float));
+}
+
+void transducer_dec_step(asr_model *m, const int *labels, const float *h, const float *c, int n, float *dec_out,
+                         float *h_out, float *c_out)
+{
+    if (n <= 0) return;
+    backend *be = m->be;
+    transducer_acts *t = m->tr;
+    ensure_step(be, t, (size_t)n, 1);
+    size_t H = (size_t)t->H, kh = (size_t)n * H;
+    memcpy(t->s_ids, labels, (size_t)n * sizeof *labels);
+    states_to_device(be, t, t->s_h, h, n);
+    states_to_device(be, t, t->s_c, c, n);
+    be->embedding_forward(be, t->s_x, m->w.transducer.embed, t->s_ids, n, t->V, t->H);
+    for (int l = 0; l < t->nl; l++)
+        lstm_seq_step(be, &m->w.transducer.rnn[l], l == 0 ? t->s_x : t->s_hn + (l - 1) * kh, t->H, t->s_h + l * kh,
+                      t->s_c + l * kh, t->s_hn + l * kh, t->s_cn + l * kh, t->s_g, t->s_g2, t->s_act, n, t->H);
+    be->synchronize(be);
+    be->copy(be, dec_out, t->s_hn + (size_t)(t->nl - 1) * kh, kh * sizeof(float), BACKEND_DEVICE_TO_HOST);
+    states_to_host(be, t, h_out, t->s_hn, n);
+    states_to_host(be, t, c_out, t->s_cn, n);
+    be->synchronize(be);
+}
+
+void transducer_joint_logp(asr_model *m, const float *encp, const float *dec_out, int n, float *logp)
+{
+    if (n <= 0) return;
+    backend *be = m->be;
+    transducer_acts *t = m->tr;
+    ensure_step(be, t, (size_t)n, 1);
+    const transducer_tensors *w = &m->w.transducer;
+    be->copy(be, t->s_dec, dec_out, (size_t)n * t->H * sizeof(float), BACKEND_HOST_TO_DEVICE);
+    be->copy(be, t->s_ep, encp, (size_t)n * t->J * sizeof(float), BACKEND_HOST_TO_DEVICE);
+    be->linear_forward(be, t->s_dp, t->s_dec, w->lin_dec.weight, w->lin_dec.bias, n, t->H, t->J);
+    /* n rows of one frame each: B = n utterances of one frame and one prefix */
+    be->joint_tanh_forward(be, t->s_z, t->s_ep, t->s_dp, n, 1, 0, 1, 1, t->J);
+    be->linear_forward(be, t->s_logp, t->s_z, w->lin_out.weight, w->lin_out.bias, n, t->J, t->V);
+    be->log_softmax_forward(be, t->s_logp, t->s_logp, n, t->V);
+    be->synchronize(be);
+    be->copy(be, logp, t->s_logp, (size_t)n * t->V * sizeof(float), BACKEND_DEVICE_TO_HOST);
+    be->synchronize(be);
 }

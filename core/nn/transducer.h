@@ -49,4 +49,17 @@ double transducer_loss(asr_model *m, const float *enc, int B, int T2, const int 
  * the encoder output's gradient is written into denc (B x T2 x d), or added to it when acc. */
 void transducer_backward(asr_model *m, float *denc, int acc, float dloss);
 
+/* ---- decoding: the search's steps (eval mode) on host arrays (core/decode/transducer_search.h). */
+
+/* joint_network.lin_enc of T encoder frames (device, T x d) into encp (host, T x joint). */
+void transducer_enc_proj(asr_model *m, const float *enc, int T, float *encp);
+/* The prediction network's step for n hypotheses: each one's last label (labels, host) from its
+ * state before it (h, c: host, n x layers x hidden, a hypothesis' layers together) into its output
+ * (dec_out: host, n x hidden) and its state after (h_out, c_out: as h, c). */
+void transducer_dec_step(asr_model *m, const int *labels, const float *h, const float *c, int n, float *dec_out,
+                         float *h_out, float *c_out);
+/* The joint's log-probabilities log_softmax(lin_out(tanh(encp[i] + lin_dec(dec_out[i])))) of n rows
+ * (host: encp n x joint, dec_out n x hidden) into logp (host, n x vocab). */
+void transducer_joint_logp(asr_model *m, const float *encp, const float *dec_out, int n, float *logp);
+
 #endif
