@@ -52,7 +52,7 @@ from espnet2.asr.espnet_model import ESPnetASRModel  # noqa: E402
 from espnet2.asr_transducer.joint_network import JointNetwork  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_decoder_fixtures import exact_mask_subsampling, write_pack  # noqa: E402
+from make_decoder_fixtures import exact_mask_subsampling, seeded_weights, write_pack  # noqa: E402
 
 IDIM, D, HEADS, UNITS, BLOCKS = 80, 32, 4, 64, 2
 HIDDEN, LAYERS, JOINT = 24, 2, 20
@@ -73,20 +73,6 @@ def build(ctc_weight):
                            ctc=ctc, joint_network=joint, ctc_weight=ctc_weight, report_cer=False, report_wer=False)
     exact_mask_subsampling(model.encoder.embed)
     return model
-
-
-def seeded_weights(model):
-    """Default init with a seed, LayerNorms moved off 1/0 so their gradients are exercised."""
-    torch.manual_seed(0)
-    g = torch.Generator().manual_seed(1)
-    sd = {}
-    for name, p in model.named_parameters():
-        if ".norm" in name or "after_norm" in name:
-            base = 1.0 if name.endswith("weight") else 0.0
-            sd[name] = base + 0.1 * torch.randn(p.shape, generator=g)
-        else:
-            sd[name] = p.detach().clone()
-    return sd
 
 
 def batch():
