@@ -562,6 +562,7 @@ Test(egs3, mini_an4_transducer_config_runs_stages_1_8)
     free(cfg);
     char *err = log_of("transducer", "err");
     cr_assert(strstr(err, "(ctc ") && strstr(err, " transducer "), "the step's log has no loss parts:\n%s", err);
+    cr_assert_null(strstr(err, "training is CTC only"), "%s", err); /* ctc_weight 0.3 is the transducer's share */
     free(err);
     st_file f;
     esp_err e;
