@@ -10,9 +10,12 @@
 #include <string.h>
 
 #include "core/compute/backend.h"
+#include "core/config/config.h"
+#include "core/decode/s2t_config.h"
 #include "core/decode/transducer_search.h"
 #include "core/nn/model.h"
 #include "test/unit/nn/fx_pack.h"
+#include "test/unit/test_util.h"
 
 typedef struct search_case {
     const char *name;
@@ -108,3 +111,60 @@ Test(transducer_search, tsd_as_espnet) { check_mode(3); }
 Test(transducer_search, alsd_as_espnet) { check_mode(4); }
 Test(transducer_search, nsc_as_espnet) { check_mode(5); }
 Test(transducer_search, maes_as_espnet) { check_mode(6); }
+
+/* An inference config's model.transducer_conf into ts_opts: every key, ESPnet's defaults for the
+ * ones left out (and without the block), mbg and out-of-range values refused at their line. */
+static int load_infer(const char *dir, const char *text, esp_config **cfg, esp_err *err)
+{
+    const char *p = test_path(dir, "inference.yaml");
+    test_write_text(p, text);
+    config_load_opts o = {0};
+    return config_load(CONFIG_INFERENCE, p, &o, cfg, err);
+}
+
+Test(transducer_search, transducer_conf_keys_into_options)
+{
+    char dir[256];
+    test_tmpdir_make(dir, sizeof dir, "transducer_conf");
+    esp_config *cfg;
+    esp_err err;
+    cr_assert_eq(load_infer(dir, "model:\n  beam_size: 4\n  transducer_conf:\n    search_type: maes\n"
+                                 "    max_sym_exp: 3\n    u_max: 7\n    nstep: 3\n    prefix_alpha: 0\n"
+                                 "    expansion_gamma: 1.5\n    expansion_beta: 1\n    score_norm: false\n"
+                                 "    score_norm_during: true\n    nbest: 5\n",
+                            &cfg, &err),
+                 0, "%s", err.msg);
+    s2t_opts o;
+    cr_assert_eq(s2t_opts_from_cfg(&o, (const inference_cfg *)cfg->typed, "inference.yaml", &err), 0, "%s", err.msg);
+    const ts_opts *t = &o.transducer;
+    cr_assert(t->search_type == TS_MAES && t->max_sym_exp == 3 && t->u_max == 7 && t->nstep == 3 &&
+              t->prefix_alpha == 0 && t->expansion_beta == 1 && !t->score_norm && t->score_norm_during && t->nbest == 5);
+    cr_assert_float_eq(t->expansion_gamma, 1.5, 1e-12);
+    config_free(cfg);
+    cr_assert_eq(load_infer(dir, "model:\n  beam_size: 4\n", &cfg, &err), 0, "%s", err.msg);
+    cr_assert_eq(s2t_opts_from_cfg(&o, (const inference_cfg *)cfg->typed, "inference.yaml", &err), 0, "%s", err.msg);
+    ts_opts def = TS_OPTS_DEFAULT;
+    cr_assert(!memcmp(&o.transducer, &def, sizeof def));
+    config_free(cfg);
+    static const struct {
+        const char *yaml, *want;
+    } bad[] = {
+        {"model:\n  transducer_conf:\n    search_type: mbg\n",
+         "inference.yaml:3:18: model.transducer_conf.search_type: 'mbg' is not supported"},
+        {"model:\n  transducer_conf:\n    nstep: 0\n", "model.transducer_conf.nstep: must be in [1, 1000], got 0"},
+        {"model:\n  transducer_conf:\n    nbst: 2\n", "model.transducer_conf.nbst: unknown key"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cfg = NULL;
+        int rc = load_infer(dir, bad[i].yaml, &cfg, &err);
+        if (rc == 0) config_free(cfg);
+        cr_assert_neq(rc, 0, "%s", bad[i].yaml);
+        cr_assert(strstr(err.msg, bad[i].want), "%s\nlacks\n%s", err.msg, bad[i].want);
+    }
+    /* maes' candidates must fit the vocabulary (ESPnet's assertion) */
+    ts_opts m = TS_OPTS_DEFAULT;
+    m.search_type = TS_MAES;
+    cr_assert_neq(ts_check(&m, 11, 12, &err), 0);
+    cr_assert(strstr(err.msg, "beam_size (11) + expansion_beta (2)"), "%s", err.msg);
+    test_tmpdir_remove(dir);
+}
