@@ -340,7 +340,8 @@ static void default_beam(ts *s, int T, int beam_size, const ts_opts *o, hlist *o
             const float *lp = score_prefix(s, mx->y, mx->n, t);
             topk(lp, 1, s->V, beam_k, idx, val);
             push(&kept, hyp_new(s, mx->y, mx->n, -1, mx->score + (double)lp[0]));
-            for (int j = 0; j < beam_k; j++) push(&hyps, hyp_new(s, mx->y, mx->n, idx[j] + 1, mx->score + (double)val[j]));
+            for (int j = 0; j < beam_k; j++)
+                push(&hyps, hyp_new(s, mx->y, mx->n, idx[j] + 1, mx->score + (double)val[j]));
             double hyps_max = hyps.h[argmax_of(&hyps, norm)]->score;
             most.n = 0;
             for (int i = 0; i < kept.n; i++)
@@ -522,7 +523,8 @@ static void nsc(ts *s, int T, int beam_size, const ts_opts *o, hlist *out)
                 const float *lp = s->logp + (size_t)i * s->V;
                 push(&S, hyp_new(s, h->y, h->n, -1, h->score + (double)lp[0]));
                 topk(lp, 1, s->V, beam_k, idx, val);
-                for (int k = 0; k < beam_k; k++) push(&V, hyp_new(s, h->y, h->n, idx[k] + 1, h->score + (double)val[k]));
+                for (int k = 0; k < beam_k; k++)
+                    push(&V, hyp_new(s, h->y, h->n, idx[k] + 1, h->score + (double)val[k]));
             }
             sort_stable(&V, 0, 1);
             int m = 0; /* subtract(V, hyps) */

@@ -258,7 +258,8 @@ static void ensure_step(backend *be, transducer_acts *t, size_t n, size_t T)
     size_t H = (size_t)t->H, J = (size_t)t->J, V = (size_t)t->V, st = (size_t)t->nl * n * H;
     t->s_x = ALLOC(n * H), t->s_g = ALLOC(n * 4 * H), t->s_g2 = ALLOC(n * 4 * H), t->s_act = ALLOC(n * 4 * H);
     t->s_h = ALLOC(st), t->s_c = ALLOC(st), t->s_hn = ALLOC(st), t->s_cn = ALLOC(st);
-    t->s_dec = ALLOC(n * H), t->s_ep = ALLOC(n * J), t->s_dp = ALLOC(n * J), t->s_z = ALLOC(n * J), t->s_logp = ALLOC(n * V);
+    t->s_dec = ALLOC(n * H), t->s_ep = ALLOC(n * J), t->s_dp = ALLOC(n * J), t->s_z = ALLOC(n * J);
+    t->s_logp = ALLOC(n * V);
     t->s_host = xmalloc(st * sizeof *t->s_host);
     t->s_ids = xmalloc(n * sizeof *t->s_ids);
     t->cap_step = n;

@@ -191,7 +191,8 @@ Test(config_decoder, transducer_keys_defaults_and_refusals)
     const model_cfg *m = ((const training_cfg *)cfg->typed)->model;
     model_dims d = {.d = 8};
     cr_assert_eq(decoder_dims_from_cfg(&d, m, &err), 0, "%s", err.msg);
-    cr_assert(d.tr_layers == 2 && d.tr_hidden == 6 && d.tr_joint == 5 && d.tr_no_dec_bias && !d.dec_blocks && !d.no_ctc);
+    cr_assert(d.tr_layers == 2 && d.tr_hidden == 6 && d.tr_joint == 5 && d.tr_no_dec_bias);
+    cr_assert(!d.dec_blocks && !d.no_ctc);
     model_rates r = {0};
     decoder_rates_from_cfg(&r, m);
     cr_assert_float_eq(r.tr_dropout, 0.1f, 1e-7);

@@ -549,8 +549,10 @@ Test(egs3, mini_an4_transducer_config_runs_stages_1_8)
 {
     char recipe[512];
     copy_mini_an4(recipe, sizeof recipe);
-    int rc = run_in(recipe, "--training_config conf/training_asr_transducer.yaml --inference_config conf/inference.yaml "
-                            "--metrics_config conf/metrics.yaml", "transducer");
+    int rc = run_in(recipe,
+                    "--training_config conf/training_asr_transducer.yaml --inference_config conf/inference.yaml "
+                    "--metrics_config conf/metrics.yaml",
+                    "transducer");
     cr_assert_eq(rc, 0, "stages 1-8 failed:\n%s", log_of("transducer", "err"));
     char exp[600];
     snprintf(exp, sizeof exp, "%s/exp/training_asr_transducer", recipe);
@@ -567,9 +569,10 @@ Test(egs3, mini_an4_transducer_config_runs_stages_1_8)
     st_file f;
     esp_err e;
     cr_assert_eq(st_read(test_path(exp, "last/model.safetensors"), &f, &e), 0, "%s", e.msg);
-    static const char *const names[] = {"decoder.embed.weight", "decoder.decoder.0.weight_ih_l0",
+    static const char *const names[] = {"decoder.embed.weight",         "decoder.decoder.0.weight_ih_l0",
                                         "decoder.decoder.0.bias_hh_l0", "joint_network.lin_enc.weight",
-                                        "joint_network.lin_dec.bias", "joint_network.lin_out.weight", "ctc.ctc_lo.weight"};
+                                        "joint_network.lin_dec.bias",   "joint_network.lin_out.weight",
+                                        "ctc.ctc_lo.weight"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) cr_assert_not_null(st_get(&f, names[i]), "%s", names[i]);
     st_close(&f);
 }
