@@ -244,6 +244,11 @@ void cu_gelu_forward(backend *be, float *y, const float *x, size_t n);
 void cu_gelu_backward(backend *be, float *dx, const float *dy, const float *x, size_t n);
 void cu_mul_forward(backend *be, float *y, const float *a, const float *b, size_t n);
 void cu_mul_backward(backend *be, float *da, float *db, const float *dy, const float *a, const float *b, size_t n);
+// cuda/ops_joint.cu
+void cu_joint_tanh_forward(backend *be, float *z, const float *enc, const float *dec, int B, int T, int t0, int tc,
+                           int U1, int J);
+void cu_joint_tanh_backward(backend *be, float *denc, float *ddec, const float *dz, const float *z, int B, int T,
+                            int t0, int tc, int U1, int J);
 // cuda/ops_lstm.cu
 void cu_lstm_cell_forward(backend *be, float *h, float *c, float *act, const float *gates, const float *c_prev, int n,
                           int H);

@@ -86,14 +86,14 @@ static int check_unused_keys(const training_cfg *cfg, const char *file, esp_err 
                          asr[i].key, cfg->task ? cfg->task : "LMTask");
     }
     if (!lm && check_model_keys(m, file, err) != 0) return -1;
-    int has_decoder = m && m->decoder && !strcmp(m->decoder, "transformer");
+    int has_decoder = m && m->decoder && (!strcmp(m->decoder, "transformer") || transducer_in_cfg(m));
     if (!lm && !has_decoder && m && m->model_conf && m->model_conf->ctc_weight > 0 && m->model_conf->ctc_weight != 1.0)
         log_warn("%s: model.model_conf.ctc_weight: %g asks for an attention decoder, but model.decoder is not "
                  "transformer; training is CTC only (ctc_weight 1.0; set model.decoder: transformer for joint "
                  "CTC/attention)", file, m->model_conf->ctc_weight);
     if (!lm && !decoder_in_cfg(m) && m && m->model_conf && m->model_conf->lsm_weight > 0)
-        log_warn("%s: model.model_conf.lsm_weight: label smoothing applies to the attention decoder; ignored by CTC",
-                 file);
+        log_warn("%s: model.model_conf.lsm_weight: label smoothing applies to the attention decoder; ignored by CTC%s",
+                 file, transducer_in_cfg(m) ? " and the transducer (as in ESPnet2)" : "");
     if (m && m->token_list && cfg->tokenizer && cfg->tokenizer->save_path) {
         char *ours = xasprintf("%s/tokens.txt", cfg->tokenizer->save_path);
         char *a = path_absolute(ours), *b = path_absolute(m->token_list);

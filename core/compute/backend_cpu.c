@@ -514,6 +514,20 @@ static void cpu_lstm_cell_backward(backend *be, float *dgates, float *dc_prev, c
     ew_run(be, &j, (size_t)n);
 }
 
+/* ---- the transducer's joint activation */
+
+static void cpu_joint_tanh_forward(backend *be, float *z, const float *enc, const float *dec, int B, int T, int t0,
+                                   int tc, int U1, int J)
+{
+    ops_joint_tanh_forward_f32(z, enc, dec, B, T, t0, tc, U1, J, threads_of(be));
+}
+
+static void cpu_joint_tanh_backward(backend *be, float *denc, float *ddec, const float *dz, const float *z, int B,
+                                    int T, int t0, int tc, int U1, int J)
+{
+    ops_joint_tanh_backward_f32(denc, ddec, dz, z, B, T, t0, tc, U1, J, threads_of(be));
+}
+
 static double cpu_sum(backend *be, const float *x, size_t n)
 {
     (void)be;
@@ -746,6 +760,8 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
         .mul_backward = cpu_mul_backward,
         .lstm_cell_forward = cpu_lstm_cell_forward,
         .lstm_cell_backward = cpu_lstm_cell_backward,
+        .joint_tanh_forward = cpu_joint_tanh_forward,
+        .joint_tanh_backward = cpu_joint_tanh_backward,
         .sum = cpu_sum,
         .sum_squares = cpu_sum_squares,
         .clip_grad_norm = cpu_clip_grad_norm,

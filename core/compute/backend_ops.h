@@ -232,6 +232,16 @@
         (be, dlogits, logits, hlens, labels, label_lens, stride, B, T, U1, V, blank, t0, tc, clamp,      \
         dloss))                                                                                          \
                                                                                                          \
+    /* ---- the transducer's joint activation (core/compute/ops_decl.h): z (B, tc, U1, J) =            \
+     * tanh(enc[b, t0 + t] + dec[b, u]) for a chunk of frames; the backward accumulates into denc        \
+     * (B, T, J) and ddec (B, U1, J). */                                                                 \
+    X(JOINT_TANH_FORWARD, joint_tanh_forward, void, (backend *be, float *z, const float *enc,            \
+        const float *dec, int B, int T, int t0, int tc, int U1, int J),                                  \
+        (be, z, enc, dec, B, T, t0, tc, U1, J))                                                          \
+    X(JOINT_TANH_BACKWARD, joint_tanh_backward, void, (backend *be, float *denc, float *ddec,            \
+        const float *dz, const float *z, int B, int T, int t0, int tc, int U1, int J),                   \
+        (be, denc, ddec, dz, z, B, T, t0, tc, U1, J))                                                    \
+                                                                                                         \
     /* ---- optimizer: one update of n elements by the per-element functions of                          \
      * core/compute/kernel_math.h: Adam/AdamW (adam_update_one; vmax NULL without amsgrad), SGD          \
      * (sgd_update_one; momentum_buffer NULL when momentum is 0) and Adadelta (adadelta_update_one);     \

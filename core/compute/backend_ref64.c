@@ -645,6 +645,30 @@ static void ref_lstm_cell_backward(backend *be, float *dgates, float *dc_prev, c
     tmp_release(be);
 }
 
+/* ---- the transducer's joint activation */
+
+static void ref_joint_tanh_forward(backend *be, float *z, const float *enc, const float *dec, int B, int T, int t0,
+                                   int tc, int U1, int J)
+{
+    size_t nz = (size_t)B * tc * U1 * J;
+    double *zd = tmp_zeros(be, nz);
+    ops_joint_tanh_forward_f64(zd, wide(be, enc, (size_t)B * T * J), wide(be, dec, (size_t)B * U1 * J), B, T, t0, tc,
+                               U1, J, 1);
+    narrow(z, zd, nz);
+    tmp_release(be);
+}
+
+static void ref_joint_tanh_backward(backend *be, float *denc, float *ddec, const float *dz, const float *z, int B,
+                                    int T, int t0, int tc, int U1, int J)
+{
+    size_t nz = (size_t)B * tc * U1 * J, ne = (size_t)B * T * J, nd = (size_t)B * U1 * J;
+    double *de = wide(be, denc, ne), *dd = wide(be, ddec, nd);
+    ops_joint_tanh_backward_f64(de, dd, wide(be, dz, nz), wide(be, z, nz), B, T, t0, tc, U1, J, 1);
+    narrow(denc, de, ne);
+    narrow(ddec, dd, nd);
+    tmp_release(be);
+}
+
 /* The reference stays exact: GEMM inputs are not rounded. */
 static void ref_set_gemm_precision(backend *be, amp_precision p)
 {
@@ -713,6 +737,8 @@ int backend_ref64_init(backend *be, int threads, esp_err *err)
         .adadelta_update = ref_adadelta_update,
         .lstm_cell_forward = ref_lstm_cell_forward,
         .lstm_cell_backward = ref_lstm_cell_backward,
+        .joint_tanh_forward = ref_joint_tanh_forward,
+        .joint_tanh_backward = ref_joint_tanh_backward,
     };
     backend_ref64_conformer_ops(be);
     return 0;

@@ -396,6 +396,22 @@ op_cost op_cost_lstm_cell_backward(backend *be, float *dgates, float *dc_prev, c
     return cost(20 * nh, (9 + (dc ? 1 : 0) + (c_prev ? 1 : 0) + (dc_prev ? 1 : 0)) * nh + nh);
 }
 
+op_cost op_cost_joint_tanh_forward(backend *be, float *z, const float *enc, const float *dec, int B, int T, int t0,
+                                   int tc, int U1, int J)
+{
+    (void)be, (void)z, (void)enc, (void)dec, (void)T, (void)t0;
+    double n = (double)B * tc * U1 * J;
+    return cost(21 * n, n + (double)B * (tc + U1) * J);
+}
+
+op_cost op_cost_joint_tanh_backward(backend *be, float *denc, float *ddec, const float *dz, const float *z, int B,
+                                    int T, int t0, int tc, int U1, int J)
+{
+    (void)be, (void)denc, (void)ddec, (void)dz, (void)z, (void)T, (void)t0;
+    double n = (double)B * tc * U1 * J;
+    return cost(8 * n, 4 * n + 2 * (double)B * (tc + U1) * J);
+}
+
 /* CTC's lattice: 2L + 1 states per frame of each utterance, a few operations per state and pass. */
 static double ctc_states(const int *hlens, const int *label_lens, int B)
 {

@@ -66,7 +66,11 @@ static const allowed_rule allowed_rules[] = {
     {"model.encoder_conf.qk_norm", "false"},
     {"model.encoder_conf.zero_triu", "false"},
     {"model.encoder_conf.ctc_trim", "false"},
-    {"model.decoder", "transformer|none"},
+    {"model.decoder", "transformer|transducer|none"},
+    {"model.decoder_conf.rnn_type", "lstm"}, /* gru (torch.nn.GRU) is not built */
+    {"model.joint_net_conf.joint_activation_type", "tanh"},
+    /* mbg (multi-blank greedy) needs a multi-blank model, which espnet3 does not train. */
+    {"model.transducer_conf.search_type", "default|tsd|alsd|nsc|maes"},
     {"model.lm", "transformer|seq_rnn"},
     {"model.lm_conf.rnn_type", "lstm|LSTM"},
     {"model.lm_conf.tie_weights", "false"},
@@ -172,7 +176,7 @@ static const char *const unimplemented_keys[] = {
     "dataset.dataset_module",
     "val_scheduler_criterion",
     "model.decoder_conf.pos_enc_class", "model.decoder_conf.use_flash_attn", "model.encoder_conf.use_flash_attn",
-    "model.decoder_conf.gradient_checkpoint_layers", "model.joint_net_conf", "model.extract_feats_in_collect_stats",
+    "model.decoder_conf.gradient_checkpoint_layers", "model.extract_feats_in_collect_stats",
     "model.model_conf.report_cer", "model.model_conf.report_wer", "model.model_conf.sym_space",
     "model.model_conf.sym_blank", "model.model_conf.ignore_id",
     "model.model_conf.transducer_multi_blank_durations", "model.model_conf.sym_sos", "model.model_conf.sym_eos",

@@ -165,6 +165,11 @@ static const num_rule num_rules[] = {
     DROPOUT("model.decoder_conf.positional_dropout_rate"),
     DROPOUT("model.decoder_conf.self_attention_dropout_rate"),
     DROPOUT("model.decoder_conf.src_attention_dropout_rate"),
+    {"model.decoder_conf.num_layers", 1, 1024, 0, "in [1, 1024]", "leave it out for 1"},
+    {"model.decoder_conf.hidden_size", 1, 65536, 0, "in [1, 65536]", "leave it out for 320"},
+    DROPOUT("model.decoder_conf.dropout"),
+    DROPOUT("model.decoder_conf.dropout_embed"),
+    {"model.joint_net_conf.joint_space_size", 1, 65536, 0, "in [1, 65536]", "leave it out for 256"},
     {"model.model_conf.ctc_weight", 0, 1, 0, "in [0, 1]", "1.0 for a CTC-only model"},
     {"model.lm_conf.embed_unit", 1, 65536, 0, "in [1, 65536]", "leave it out for 128"},
     {"model.lm_conf.att_unit", 1, 65536, 0, "in [1, 65536]", "leave it out for 256"},
@@ -242,6 +247,13 @@ static const num_rule num_rules[] = {
                                                "one at a time"},
     {"model.ctc_weight", 0, 1, 0, "in [0, 1]", "1.0 for a CTC-only model"},
     {"model.lm_weight", 0, INF, 0, ">= 0", "0: no language model"},
+    {"model.transducer_conf.max_sym_exp", 1, 1000, 0, "in [1, 1000]", "leave it out for 2"},
+    {"model.transducer_conf.u_max", 0, 100000, 0, "in [0, 100000]", "leave it out for 50"},
+    {"model.transducer_conf.nstep", 1, 1000, 0, "in [1, 1000]", "leave it out for 1"},
+    {"model.transducer_conf.prefix_alpha", 0, 100000, 0, "in [0, 100000]", "leave it out for 1"},
+    {"model.transducer_conf.expansion_gamma", 0, INF, 0, ">= 0", "leave it out for 2.3"},
+    {"model.transducer_conf.expansion_beta", 0, 100000, 0, "in [0, 100000]", "leave it out for 2"},
+    {"model.transducer_conf.nbest", 1, 1000, 0, "in [1, 1000]", "leave it out for 1"},
     {"longform.window", 0, 3600, LO_OPEN, "in (0, 3600] seconds", "seconds per window"},
     {"longform.overlap", 0, 1800, LO_OPEN, "in (0, 1800] seconds", "seconds neighbouring windows share, at most "
                                                                    "half the window"},
@@ -631,12 +643,19 @@ static void fill_lm_dropout(ynode *root)
         if (!yt_map_get(lc, keys[i])) yt_map_set(lc, keys[i], lc->mark, yt_scalar("0.1", 0, lc->mark));
 }
 
-/* model_conf.ctc_weight defaults to 0.5 in ESPnet2's ESPnetASRModel; it matters only with an
- * attention decoder (without one, training is CTC only), so only then is the default written. */
-static void fill_ctc_weight(ynode *root)
+/* Whether model.decoder is `name`. */
+static int decoder_is(ynode *root, const char *name)
 {
     ynode *dec = yt_get_path(root, "model.decoder");
-    if (!dec || dec->kind != YN_SCALAR || strcmp(dec->str, "transformer") != 0) return;
+    return dec && dec->kind == YN_SCALAR && !strcmp(dec->str, name);
+}
+
+/* model_conf.ctc_weight defaults to 0.5 in ESPnet2's ESPnetASRModel; it matters only with an
+ * attention or transducer decoder (without one, training is CTC only), so only then is the default
+ * written. */
+static void fill_ctc_weight(ynode *root)
+{
+    if (!decoder_is(root, "transformer") && !decoder_is(root, "transducer")) return;
     ynode *model = yt_get_path(root, "model");
     ynode *mc = yt_map_get(model, "model_conf");
     if (!mc) {
@@ -651,6 +670,8 @@ void config_fill_defaults(config_kind kind, ynode *root)
 {
     if (kind != CONFIG_TRAINING) return;
     for (size_t i = 0; i < sizeof default_true / sizeof *default_true; i++) {
+        /* decoder_conf's are the TransformerDecoder's: a TransducerDecoder takes none of them. */
+        if (decoder_is(root, "transducer") && !strcmp(default_true[i].map_path, "model.decoder_conf")) continue;
         ynode *m = yt_get_path(root, default_true[i].map_path);
         if (m && m->kind == YN_MAP && !yt_map_get(m, default_true[i].key))
             yt_map_set(m, default_true[i].key, m->mark, yt_scalar(default_true[i].value, 0, m->mark));

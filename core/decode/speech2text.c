@@ -124,11 +124,24 @@ static int no_decoder(esp_err *err, double ctc_weight)
                     ctc_weight);
 }
 
+/* A transducer model: its search's checks (ctc_weight is not read, as in ESPnet's Speech2Text). */
+static int check_transducer(const model_cfg *mc, const s2t_opts *o, esp_err *err)
+{
+    if (o->lm_weight > 0.0)
+        return esp_fail(err, "lm_weight %g: shallow fusion with a transducer model is not built in espnet3 (use "
+                             "lm_weight 0)", o->lm_weight);
+    if (o->timestamps && !ctc_in_cfg(mc))
+        return esp_fail(err, "timestamps: they come from a CTC forced alignment, and the model has no CTC branch "
+                             "(trained with model_conf.ctc_weight 0)");
+    return 0;
+}
+
 int speech2text_check(const model_files *mf, const s2t_opts *o, esp_err *err)
 {
     if (!(o->ctc_weight >= 0.0 && o->ctc_weight <= 1.0))
         return esp_fail(err, "ctc_weight %g: use a weight in [0, 1] (1.0: CTC only)", o->ctc_weight);
     const model_cfg *mc = model_files_training(mf)->model;
+    if (transducer_in_cfg(mc)) return check_transducer(mc, o, err);
     if (o->ctc_weight < 1.0 && !o->attention && !has_attention_decoder(mc)) return no_decoder(err, o->ctc_weight);
     if (o->ctc_weight > 0.0 && !ctc_in_cfg(mc))
         return esp_fail(err, "ctc_weight %g: the model has no CTC branch (trained with model_conf.ctc_weight 0, "
@@ -151,6 +164,7 @@ speech2text *speech2text_open(backend *be, const model_files *mf, const s2t_opts
     if (speech2text_check(mf, o, err) != 0) goto fail;
     s = xcalloc(1, sizeof *s);
     s->opts = *o;
+    if (s->opts.transducer.nbest == 0) s->opts.transducer = (ts_opts)TS_OPTS_DEFAULT;
     s->be = be;
     if (asr_data_open_files(&s->data, tc->model, NULL, mf->tokens, 0, err) != 0) goto fail;
     s->data.resample = o->resample;
@@ -167,10 +181,11 @@ speech2text *speech2text_open(backend *be, const model_files *mf, const s2t_opts
         s->att = *o->attention;
     } else if ((s->decoder = model_decoder(&s->model))) {
         s->att = (bs_scorer){.score = decoder_score, .ctx = s};
-    } else if (o->ctc_weight < 1.0) {
+    } else if (o->ctc_weight < 1.0 && !s->model.tr) {
         no_decoder(err, o->ctc_weight);
         goto fail;
     }
+    if (s->model.tr && ts_check(&s->opts.transducer, o->beam_size, dims.vocab, err) != 0) goto fail;
     if (fusion_on(o) && open_lm(s, o->lm, err) != 0) goto fail;
     err_calc_init(&s->ec, &s->data.tokens);
     return s;
@@ -273,6 +288,19 @@ static void decode_joint(speech2text *s, int hlen, int frames, s2t_hyp *out)
     bs_nbest_free(&nb);
 }
 
+/* ESPnet's BeamSearchTransducer on the encoder output (m->lnf), its n-best cut to nbest. */
+static void decode_transducer(speech2text *s, int hlen, int frames, s2t_hyp *out)
+{
+    ts_result r;
+    transducer_search(&s->model, s->model.lnf, hlen, s->opts.beam_size, &s->opts.transducer, &r);
+    int n = r.n < nbest_of(&s->opts) ? r.n : nbest_of(&s->opts);
+    alloc_alt(out, n);
+    for (int k = 0; k < n; k++)
+        set_hyp(s, k == 0 ? out : &out->alt[k - 1], r.hyps[k].ids, r.hyps[k].n, r.hyps[k].score, frames);
+    if (n == 0) set_hyp(s, out, NULL, 0, -INFINITY, frames);
+    ts_result_free(&r);
+}
+
 static void decode_ctc(speech2text *s, int hlen, int frames, s2t_hyp *out)
 {
     int V = s->model.dims.vocab, *ids = xmalloc(((size_t)hlen + 1) * sizeof *ids);
@@ -353,7 +381,8 @@ void speech2text_decode_feats(speech2text *s, const float *feats, int T, s2t_hyp
     memset(out, 0, sizeof *out);
     int hlen = encode(s, feats, T);
     /* With an LM even CTC alone runs label-synchronously, as ESPnet's search with scorers ctc and lm. */
-    if (s->opts.ctc_weight < 1.0 || fusion_on(&s->opts)) decode_joint(s, hlen, T, out);
+    if (s->model.tr) decode_transducer(s, hlen, T, out);
+    else if (s->opts.ctc_weight < 1.0 || fusion_on(&s->opts)) decode_joint(s, hlen, T, out);
     else decode_ctc(s, hlen, T, out);
     if (s->opts.timestamps) add_all_times(s, hlen, T, out);
 }

@@ -21,6 +21,10 @@
  *       open, unless opts.attention stands in for it; so is ctc_weight above 0 for a model trained
  *       without a CTC branch (model_conf.ctc_weight 0).
  *
+ * A model with a transducer decoder (model.decoder transducer) is decoded as ESPnet's Speech2Text
+ * decodes it, whatever ctc_weight says: ESPnet2's BeamSearchTransducer on the encoder output
+ * (core/decode/transducer_search.h) with beam_size and opts.transducer; its n-best cut to nbest.
+ *
  * With lm_weight > 0 and an LM (opts.lm: the files of an LM task's model, core/nn/lm_conf.h) the
  * joint search adds it as ESPnet's Speech2Text does (scorer "lm", weight lm_weight; its token list
  * must be the ASR model's), its next-token log-probs from decoder_score_batch on the LM.
@@ -36,6 +40,7 @@
 #include "core/base/log.h"
 #include "core/compute/backend.h"
 #include "core/decode/beam_search.h"
+#include "core/decode/transducer_search.h"
 #include "core/data/frontend.h"
 #include "core/data/tokenizer.h"
 #include "core/nn/model_files.h"
@@ -53,6 +58,8 @@ typedef struct s2t_opts {
                           * label-synchronous search (beam_search.h), 1.0 with scorers ctc and lm */
     const model_files *lm; /* the LM's files (lm_files_locate); borrowed, used by speech2text_open */
     int resample;        /* dataset.resample: audio at another rate is resampled to the model's fs */
+    ts_opts transducer;  /* a transducer model's search (transducer_conf); nbest 0 (left zeroed): ESPnet's
+                          * defaults, TS_OPTS_DEFAULT */
     int timestamps;      /* 1: every hypothesis returned, the best and its alternatives, carries token
                           * times from a CTC forced alignment (Viterbi) of its ids against the
                           * utterance's CTC log-probabilities (core/decode/ctc_times.h); needs a CTC branch */

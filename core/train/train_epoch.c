@@ -141,14 +141,14 @@ static size_t *epoch_plan(trainer *t, const batch_list **bl, size_t *nplan, esp_
     return plan;
 }
 
-/* The loss's parts of a micro-batch: an attention decoder's model's loss_ctc, loss_att and acc;
- * each intermediate CTC layer's loss. */
+/* The loss's parts of a micro-batch: an attention decoder's model's loss_ctc, loss_att and acc (a
+ * transducer's loss_ctc and, in PART_ATT, loss_transducer); each intermediate CTC layer's loss. */
 enum { PART_CTC, PART_ATT, PART_ACC, PART_IC0, PARTS = PART_IC0 + MODEL_MAX_INTERCTC };
 
 /* Whether the model's loss has a decoder's parts (an ASR model with an attention decoder; an LM's
  * is one), or any parts at all (those, or intermediate CTC's). */
 static int has_parts(const asr_model *m) { return m->dec && !m->dims.lm; }
-static int has_any_parts(const asr_model *m) { return has_parts(m) || interctc_metrics(m) > 0; }
+static int has_any_parts(const asr_model *m) { return has_parts(m) || m->tr || interctc_metrics(m) > 0; }
 
 /* Sums of the micro-batches since the last step, and of the steps since the last log line. */
 typedef struct step_acc {
@@ -189,6 +189,10 @@ static int micro_batch(trainer *t, const batch_list *bl, size_t batch, size_t k,
             a->step_part[PART_CTC] += m->dims.no_ctc ? 0 : m->loss_ctc;
             a->step_part[PART_ATT] += m->loss_att;
             a->step_part[PART_ACC] += (double)m->att_correct / (double)m->att_tokens;
+        }
+        if (m->tr) {
+            a->step_part[PART_CTC] += m->dims.no_ctc ? 0 : m->loss_ctc;
+            a->step_part[PART_ATT] += m->loss_transducer;
         }
         for (int k = 0; k < interctc_metrics(m); k++) a->step_part[PART_IC0 + k] += m->loss_interctc[k];
     }
@@ -252,7 +256,8 @@ static int take_step(trainer *t, size_t k, step_acc *a, guard_verdict *v, double
 static const char *rate_unit(const trainer *t) { return t->train.data.text_only ? "tokens/s" : "audio-s/s"; }
 
 /* The train/ metrics of the steps since the last log line (with a decoder also loss_ctc,
- * loss_att and acc, with intermediate CTC each layer's loss: means over the micro-batches as
+ * loss_att and acc, with a transducer loss_transducer and loss_ctc, with intermediate CTC each
+ * layer's loss: means over the micro-batches as
  * train/loss). */
 static void log_step(trainer *t, step_acc *a, double lr, double norm, double rate)
 {
@@ -269,6 +274,12 @@ static void log_step(trainer *t, step_acc *a, double lr, double norm, double rat
         if (!t->model.dims.no_ctc) m[nm++] = (metric){"train/loss_ctc", a->part_acc[PART_CTC] / n, 0};
         snprintf(parts, sizeof parts, " (ctc %.3f att %.3f acc %.3f)", t->model.dims.no_ctc ? NAN : m[6].value,
                  m[4].value, m[5].value);
+    }
+    if (t->model.tr) { /* ESPnetASRModel's stats: loss_transducer (and loss_ctc) */
+        m[nm++] = (metric){"train/loss_transducer", a->part_acc[PART_ATT] / n, 0};
+        if (!t->model.dims.no_ctc) m[nm++] = (metric){"train/loss_ctc", a->part_acc[PART_CTC] / n, 0};
+        snprintf(parts, sizeof parts, " (ctc %.3f transducer %.3f)", t->model.dims.no_ctc ? NAN : m[5].value,
+                 m[4].value);
     }
     for (int k = 0; k < interctc_metrics(&t->model); k++)
         m[nm++] = (metric){interctc_metric_name(&t->model, 0, k), a->part_acc[PART_IC0 + k] / n, 0};
