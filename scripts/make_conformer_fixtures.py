@@ -32,6 +32,7 @@ import torch
 from espnet2.asr.ctc import CTC
 from espnet2.asr.encoder.conformer_encoder import ConformerEncoder
 from espnet.nets.pytorch_backend.transformer import subsampling
+from fixture_util import padded_targets, save_case, seed_weights
 
 # name: (idim, encoder_conf, vocab, frames per utterance, labels per utterance)
 CASES = {
@@ -79,23 +80,15 @@ def make_case(name, idim, conf, vocab, lens, ylens):
                            input_layer='conv2d', normalize_before=True, **conf)
     ctc = CTC(vocab, conf['output_size'], dropout_rate=0.0, ctc_type='builtin', reduce=True)
     g = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        for mod in enc.modules():
-            if isinstance(mod, (torch.nn.LayerNorm, torch.nn.BatchNorm1d)):
-                mod.weight.copy_(1 + 0.2 * torch.randn(mod.weight.shape, generator=g))
-                mod.bias.copy_(0.2 * torch.randn(mod.bias.shape, generator=g))
-        # Weights on bfloat16's grid (8 significant bits) compress in the npz; the math stays float32.
-        for p in list(enc.parameters()) + list(ctc.parameters()):
-            p.copy_(p.bfloat16().float())
+    seed_weights(enc.modules(), list(enc.parameters()) + list(ctc.parameters()), g,
+                 (torch.nn.LayerNorm, torch.nn.BatchNorm1d))
     state = {'encoder.' + k: v.detach().clone() for k, v in enc.state_dict().items()}
     state.update({'ctc.' + k: v.detach().clone() for k, v in ctc.state_dict().items()})
 
     B, T = 2, max(lens)
     feats = torch.randn(B, T, idim, generator=g).bfloat16().float()
     ilens = torch.tensor(lens)
-    ys = torch.full((B, max(ylens)), -1, dtype=torch.long)
-    for b, n in enumerate(ylens):
-        ys[b, :n] = torch.randint(1, vocab - 1, (n,), generator=g)  # never blank or <sos/eos>
+    ys = padded_targets(ylens, vocab, g)
     ylens_t = torch.tensor(ylens)
 
     enc.train(), ctc.train()
@@ -139,9 +132,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     for name, (idim, conf, vocab, lens, ylens) in CASES.items():
         arrays, loss, hlens = make_case(name, idim, conf, vocab, lens, ylens)
-        path = os.path.join(a.out, name + '.npz')
-        np.savez_compressed(path, **arrays)
-        print(f'{path}: {len(arrays)} arrays, {os.path.getsize(path) / 1024:.0f} KiB; loss {loss:.6f}, hlens {hlens}')
+        save_case(a.out, name, arrays, f'loss {loss:.6f}, hlens {hlens}')
 
 
 if __name__ == '__main__':

@@ -34,6 +34,7 @@ from espnet2.asr.encoder.e_branchformer_encoder import EBranchformerEncoder
 from espnet2.asr.encoder.transformer_encoder import TransformerEncoder
 from espnet2.layers.utterance_mvn import utterance_mvn
 from espnet.nets.pytorch_backend.transformer import subsampling
+from fixture_util import padded_targets, save_case, seed_weights
 
 VOCAB = 9
 CONFORMER = dict(macaron_style=True, rel_pos_type='latest', activation_type='swish', use_cnn_module=True,
@@ -106,22 +107,15 @@ def make_case(kind, idim, layer, extra, lens):
         enc = EBranchformerEncoder(idim, **common, **extra)
     ctc = CTC(VOCAB, 16, dropout_rate=0.0, ctc_type='builtin', reduce=True)
     g = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        for mod in enc.modules():
-            if isinstance(mod, (torch.nn.LayerNorm, torch.nn.BatchNorm1d)):
-                mod.weight.copy_(1 + 0.2 * torch.randn(mod.weight.shape, generator=g))
-                mod.bias.copy_(0.2 * torch.randn(mod.bias.shape, generator=g))
-        for p in list(enc.parameters()) + list(ctc.parameters()):
-            p.copy_(p.bfloat16().float())
+    seed_weights(enc.modules(), list(enc.parameters()) + list(ctc.parameters()), g,
+                 (torch.nn.LayerNorm, torch.nn.BatchNorm1d))
     state = {'encoder.' + k: v.detach().clone() for k, v in enc.state_dict().items()}
     state.update({'ctc.' + k: v.detach().clone() for k, v in ctc.state_dict().items()})
     B, T = 2, max(lens)
     feats = torch.randn(B, T, idim, generator=g).bfloat16().float()
     ilens = torch.tensor(lens)
     ylens = (5, 3)
-    ys = torch.full((B, max(ylens)), -1, dtype=torch.long)
-    for b, n in enumerate(ylens):
-        ys[b, :n] = torch.randint(1, VOCAB - 1, (n,), generator=g)
+    ys = padded_targets(ylens, VOCAB, g)
     ylens_t = torch.tensor(ylens)
     enc.train(), ctc.train()
     hs, hlens, _ = enc(feats, ilens)
@@ -170,9 +164,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     for name, (kind, idim, layer, extra, lens) in CASES.items():
         arrays, loss, hlens = make_case(kind, idim, layer, extra, lens)
-        path = os.path.join(a.out, name + '.npz')
-        np.savez_compressed(path, **arrays)
-        print(f'{path}: {len(arrays)} arrays, {os.path.getsize(path) / 1024:.0f} KiB; loss {loss:.6f}, hlens {hlens}')
+        save_case(a.out, name, arrays, f'loss {loss:.6f}, hlens {hlens}')
     path = os.path.join(a.out, 'utterance_mvn.npz')
     np.savez_compressed(path, **make_mvn())
     print(path)
