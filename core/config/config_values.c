@@ -298,26 +298,34 @@ int config_read_number(const ynode *n, const char *schema_path, const char *path
 /* noise_db_range's bound: an SNR far past any recording's */
 #define MAX_DB 100.0
 
+/* "low_high" or "v" as two numbers within MAX_DB (in either order); 0 when s is neither. */
+static int db_numbers(const char *s, double *a, double *b)
+{
+    char *end;
+    errno = 0;
+    *a = strtod(s, &end), *b = *a;
+    int ok = end != s && errno == 0;
+    if (ok && *end == '_') {
+        const char *s2 = end + 1;
+        *b = strtod(s2, &end);
+        ok = end != s2 && errno == 0;
+    }
+    return ok && *end == '\0' && isfinite(*a) && isfinite(*b) && fabs(*a) <= MAX_DB && fabs(*b) <= MAX_DB;
+}
+
+int config_db_range_of(const char *s, double *lo, double *hi)
+{
+    return db_numbers(s, lo, hi) && *lo <= *hi;
+}
+
 int config_db_range(const ynode *n, const char *path, double *lo, double *hi, esp_err *err)
 {
-    if (n->kind == YN_SCALAR) {
-        const char *s = n->str;
-        char *end;
-        errno = 0;
-        double a = strtod(s, &end), b = a;
-        int ok = end != s && errno == 0;
-        if (ok && *end == '_') {
-            const char *s2 = end + 1;
-            b = strtod(s2, &end);
-            ok = end != s2 && errno == 0;
-        }
-        ok = ok && *end == '\0' && isfinite(a) && isfinite(b) && fabs(a) <= MAX_DB && fabs(b) <= MAX_DB;
-        if (ok && a > b)
-            return config_fail_node(err, n, path, "'%s': low %g is above high %g (write \"low_high\")", s, a, b);
-        if (ok) {
-            *lo = a, *hi = b;
-            return 0;
-        }
+    double a, b;
+    if (n->kind == YN_SCALAR && db_numbers(n->str, &a, &b)) {
+        if (a > b)
+            return config_fail_node(err, n, path, "'%s': low %g is above high %g (write \"low_high\")", n->str, a, b);
+        *lo = a, *hi = b;
+        return 0;
     }
     return config_fail_node(err, n, path, "expected \"low_high\" in dB within +-%g, e.g. \"3_10\" (got %s '%s')",
                             MAX_DB, yt_kind_name(n), n->kind == YN_SCALAR ? n->str : "...");
@@ -971,6 +979,51 @@ static int check_scheduler_warmup(const ynode *root, esp_err *err)
     return 0;
 }
 
+/* The rules between dataset.preprocessor's keys that the typed view cannot carry to its readers'
+ * messages: data_aug_num against data_aug_effects' length (effects are drawn without
+ * replacement), and noise_db_range's order. */
+static int check_preprocessor(const ynode *root, esp_err *err)
+{
+    const char *P = "dataset.preprocessor";
+    const ynode *db = set_at(root, "dataset.preprocessor.noise_db_range");
+    double lo, hi;
+    if (db && config_db_range(db, "dataset.preprocessor.noise_db_range", &lo, &hi, err) != 0) return -1;
+    const ynode *num = set_at(root, "dataset.preprocessor.data_aug_num");
+    const ynode *eff = set_at(root, "dataset.preprocessor.data_aug_effects");
+    if (!num || num->kind != YN_SEQ || num->n != 2) return 0; /* typed as a pair of integers at validation */
+    int64_t a, b;
+    yt_as_int(num->items[0], &a), yt_as_int(num->items[1], &b);
+    char what[200];
+    if (a > b) snprintf(what, sizeof what, "min %lld is above max %lld", (long long)a, (long long)b);
+    else if (b < 1) snprintf(what, sizeof what, "max must be at least 1 (ESPnet asserts it)");
+    else if (eff && eff->kind == YN_SEQ && eff->n && (size_t)b > eff->n)
+        snprintf(what, sizeof what, "max %lld is more than the %zu entries of data_aug_effects (effects are drawn "
+                 "without replacement)", (long long)b, eff->n);
+    else return 0;
+    return fail_key(err, num, P, "data_aug_num", what);
+}
+
+/* ESPnet2 asr.sh's speed copies: at most CFG_MAX_SPEED_FACTORS, each once (their range is a rule above). */
+static int check_speed_perturb_factors(const ynode *root, esp_err *err)
+{
+    const ynode *f = set_at(root, "speed_perturb_factors");
+    if (!f || f->kind != YN_SEQ) return 0;
+    if (f->n == 0 || f->n > CFG_MAX_SPEED_FACTORS)
+        return config_fail_node(err, f, "speed_perturb_factors", "expected a list of 1 to %d factors (e.g. [0.9, "
+                                "1.0, 1.1])", CFG_MAX_SPEED_FACTORS);
+    for (size_t i = 0; i < f->n; i++) {
+        double v, w;
+        yt_as_float(f->items[i], &v);
+        for (size_t j = 0; j < i; j++)
+            if (yt_as_float(f->items[j], &w) && w == v) {
+                char p[64];
+                snprintf(p, sizeof p, "speed_perturb_factors[%zu]", i);
+                return config_fail_node(err, f->items[i], p, "factor %g is listed twice", v);
+            }
+    }
+    return 0;
+}
+
 /* Neighbouring windows overlap by at most half a window, so each window owns a part of its own. A
  * key left out counts as its default; the error is at the overlap's line, or the window's when the
  * overlap is the default. */
@@ -996,11 +1049,9 @@ int config_check_values(config_kind kind, ynode *root, esp_err *err)
     if (check_scheduler_warmup(root, err) != 0) return -1;
     if (check_batches(root, "train", err) != 0 || check_batches(root, "valid", err) != 0) return -1;
     if (check_frontend(root, err) != 0 || check_model(root, err) != 0 || check_input_layer(root, err) != 0 ||
-        check_create_dataset(root, err) != 0 || check_optimizer(root, err) != 0)
+        check_create_dataset(root, err) != 0 || check_optimizer(root, err) != 0 ||
+        check_preprocessor(root, err) != 0 || check_speed_perturb_factors(root, err) != 0)
         return -1;
-    const ynode *db = set_at(root, "dataset.preprocessor.noise_db_range");
-    double lo, hi;
-    if (db && config_db_range(db, "dataset.preprocessor.noise_db_range", &lo, &hi, err) != 0) return -1;
     lightning_max_epochs(root);
     return 0;
 }

@@ -20,6 +20,8 @@
 #define CFG_MAX_WORKERS 4096
 /* dataset.preprocessor.data_aug_effects: entries, members of a group, and data_aug_num's bound */
 #define CFG_MAX_AUG_ENTRIES 64
+/* speed_perturb_factors: how many copies of the training set */
+#define CFG_MAX_SPEED_FACTORS 16
 
 /* A key's default (core/config/config_values.c's table): the value a key left out takes. */
 typedef struct config_default {
@@ -51,6 +53,8 @@ int config_read_number(const ynode *n, const char *schema_path, const char *path
 const ynode *config_value_or_default(const ynode *map, const char *map_path, const char *key, ynode **owned);
 /* dataset.preprocessor.noise_db_range, ESPnet's "low_high" SNR in dB ("5" is [5, 5]). */
 int config_db_range(const ynode *n, const char *path, double *lo, double *hi, esp_err *err);
+/* The same from the typed string, which the load has checked: 1 when it is a range. */
+int config_db_range_of(const char *s, double *lo, double *hi);
 /* ESPnet2's true-by-default switches (model.specaug_conf.apply_time_warp, ...). */
 void config_fill_defaults(config_kind kind, ynode *root);
 /* Rules between keys and Lightning's max_epochs, on the validated tree. */
