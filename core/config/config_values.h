@@ -4,7 +4,8 @@
  *   a key that was left out as 0 and the stages then use their default, so a value WRITTEN as 0
  *   where 0 means nothing is an error here (it would silently mean "default"), while a key left
  *   out (or null) keeps its default;
- * - rules between keys (the batch type and batch_size / batch_bins, win_length <= n_fft, ...);
+ * - rules between keys (the batch type and batch_size / batch_bins, win_length <= n_fft, ...;
+ *   core/config/config_rules.c);
  * - Lightning's meanings of trainer.max_epochs, written into the tree and logged:
  *   absent or null -> 1000 (Lightning's default) when trainer.max_steps is unset, -1 otherwise;
  *   -1 stays -1: no epoch limit, training runs until max_steps or until it is stopped;
