@@ -435,21 +435,9 @@ const ynode *config_set_at(const ynode *root, const char *path)
     return n && !yt_is_null(n) ? n : NULL;
 }
 
-/* Whether d's `when` holds in root. */
 static ynode *default_node(const char *value, ymark mark);
 
-const ynode *config_value_or_default(const ynode *map, const char *map_path, const char *key, ynode **owned)
-{
-    *owned = NULL;
-    const ynode *n = map && map->kind == YN_MAP ? yt_map_get(map, key) : NULL;
-    if (n && !yt_is_null(n)) return n;
-    char *path = xasprintf("%s.%s", map_path, key);
-    const char *value = config_default_value(path);
-    free(path);
-    if (value) *owned = default_node(value, n ? n->mark : map ? map->mark : (ymark){0});
-    return *owned;
-}
-
+/* Whether d's `when` holds in root. */
 static int default_applies(const config_default *d, const ynode *root)
 {
     if (!d->when) return 1;

@@ -46,12 +46,9 @@ void config_fill_declared(const config_default *table, size_t n, config_kind kin
 
 /* The range rule of the number n (already typed as v) at schema_path, if there is one. */
 int config_check_number(const ynode *n, const char *schema_path, const char *path, double v, esp_err *err);
-/* A number read from the tree where no typed field holds it (the entries of data_aug_effects, the
- * readers of core/data): an unquoted finite number, in its range rule at schema_path. */
+/* A number read from the tree where no typed field holds it (the entries of data_aug_effects,
+ * core/data/augment_conf.c): an unquoted finite number, in its range rule at schema_path. */
 int config_read_number(const ynode *n, const char *schema_path, const char *path, double *out, esp_err *err);
-/* map's key (map at map_path), or when it is left out or null its declared default (*owned: a new
- * node the caller frees), or NULL when it has none. */
-const ynode *config_value_or_default(const ynode *map, const char *map_path, const char *key, ynode **owned);
 /* dataset.preprocessor.noise_db_range, ESPnet's "low_high" SNR in dB ("5" is [5, 5]). */
 int config_db_range(const ynode *n, const char *path, double *lo, double *hi, esp_err *err);
 /* The same from the typed string, which the load has checked: 1 when it is a range. */
