@@ -87,6 +87,9 @@ typedef struct enc_rel_shared {
 } enc_rel_shared;
 void enc_rel_shared_decl(const model_dims *d, enc_rel_shared *r, enc_act_list *fwd, enc_act_list *work,
                          enc_act_shape s);
+/* The forward's relative encoding of m's T2 frames into r->pos, after its dropout (nothing without
+ * relative positions). */
+void enc_rel_pos_forward(asr_model *m, enc_rel_shared *r);
 void enc_acts_release(asr_model *m, const enc_act_decl *decl, enc_act_store *st);
 
 /* Block pieces shared by the Conformer and E-Branchformer encoders (core/nn/encoder_blocks.c).

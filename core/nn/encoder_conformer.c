@@ -202,11 +202,7 @@ static const float *forward(asr_model *m)
     backend *be = m->be;
     encoder_acts *e = m->enc;
     int N = m->B * m->T2, D = d->d;
-    if (d->rel_pos && m->T2 > 0) {
-        size_t np = (size_t)(2 * m->T2 - 1) * D;
-        be->relpos_encoding(be, e->rel.pos, m->T2, D);
-        be->dropout_forward(be, e->rel.pos, e->rel.pos, np, enc_rates_of(m).pp, m->seed, STREAM_POS_EMB);
-    }
+    enc_rel_pos_forward(m, &e->rel);
     for (int l = 0; l < d->blocks; l++) {
         cblock *b = &e->blocks[l];
         const float *x = block_input(m, l);
