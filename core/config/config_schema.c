@@ -108,11 +108,11 @@ static const cyaml_schema_field_t preprocessor_fields[] = {
     FLT("noise_apply_prob", preprocessor_cfg, noise_apply_prob),
     STR("noise_db_range", preprocessor_cfg, noise_db_range),
     FLT("short_noise_thres", preprocessor_cfg, short_noise_thres),
-    /* read from the tree by core/data/augment_conf.c (weighted lists that nest, which cyaml cannot type)
-     * and core/data/noise_rir_conf.c (a path or a list of paths) */
+    /* a path or a list of paths: the validator makes a path a list of one */
+    SEQ("rir_scp", preprocessor_cfg, rir_scp, &string_entry),
+    SEQ("noise_scp", preprocessor_cfg, noise_scp, &string_entry),
+    /* read from the tree by core/data/augment_conf.c (weighted lists that nest, which cyaml cannot type) */
     IGNORED("data_aug_effects"),
-    IGNORED("rir_scp"),
-    IGNORED("noise_scp"),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t dataset_fields[] = {

@@ -487,10 +487,12 @@ typedef struct preprocessor_cfg { /* ESPnet2's CommonPreprocessor keys espnet3 r
     char *token_list;
     char *bpemodel;
     char *text_cleaner;
-    /* augmentation (core/data/augment_conf.c and noise_rir_conf.c read them with data_aug_effects
-     * and the scp lists, which stay in the tree) */
+    /* augmentation (core/data/augment_conf.c and noise_rir_conf.c read them; data_aug_effects, whose
+     * weighted entries nest, is read from the tree) */
     int64_t *data_aug_num; unsigned n_data_aug_num; /* [min, max] effects per utterance */
     double data_aug_prob;
+    char **rir_scp; unsigned n_rir_scp;     /* lists of room impulse responses (one path: a list of one) */
+    char **noise_scp; unsigned n_noise_scp; /* lists of noises (likewise) */
     double rir_apply_prob, noise_apply_prob;
     char *noise_db_range; /* "low_high" dB */
     double short_noise_thres;

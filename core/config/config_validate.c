@@ -560,11 +560,11 @@ static int changes_nothing(const char *schema_path)
 }
 
 /* IGNORED by the typed schema because their values are free-form, but read from the tree by
- * their own readers (core/data/augment_conf.c, core/data/noise_rir_conf.c): not "unused". */
+ * their own readers (core/data/augment_conf.c, stages/publish.c, stages/pack_demo.c): not "unused". */
 static int is_read_from_tree(const char *schema_path)
 {
     static const char *const keys[] = {
-        "dataset.preprocessor.data_aug_effects", "dataset.preprocessor.rir_scp", "dataset.preprocessor.noise_scp",
+        "dataset.preprocessor.data_aug_effects",
         "pack_model.files", "pack_model.yaml_files",
         "pack_model.readme_context", "pack.readme_context", "model.call_args", NULL};
     for (const char *const *k = keys; *k; k++)
@@ -698,6 +698,12 @@ static int check_written_number(walker *w, ynode *n, const char *schema_path, co
     return config_check_number(n, schema_path, path, dv, w->err);
 }
 
+/* Lists of files that ESPnet also takes as one path (CommonPreprocessor's rir_scp and noise_scp). */
+static int is_path_list(const char *schema_path)
+{
+    return !strcmp(schema_path, "dataset.preprocessor.rir_scp") || !strcmp(schema_path, "dataset.preprocessor.noise_scp");
+}
+
 static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *s, const char *schema_path, const char *path)
 {
     int64_t iv;
@@ -758,6 +764,11 @@ static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *s, const 
             n->kind = YN_SEQ;
             n->mark = item->mark;
             n->via = item->via;
+            yt_seq_push(n, item);
+        }
+        if (n->kind == YN_SCALAR && is_path_list(schema_path)) {
+            ynode *item = yt_copy(n);
+            yt_take(n, yt_seq(item->mark));
             yt_seq_push(n, item);
         }
         if (n->kind != YN_SEQ) return config_fail_node(w->err, n, path, "expected a list, got %s '%s'", yt_kind_name(n), scalar_text(n));

@@ -8,12 +8,10 @@
 
 #include "core/config/config_values.h"
 
-int s2t_opts_from_cfg(s2t_opts *o, const inference_cfg *icfg, const char *file, esp_err *err)
+void s2t_opts_from_cfg(s2t_opts *o, const inference_cfg *icfg, const char *file)
 {
     const infer_model_cfg *mc = icfg->model;
     memset(o, 0, sizeof *o);
-    (void)err; /* nothing left to refuse: beam_size, nbest (defaulted) and ctc_weight were ranged when the config
-                * loaded (core/config/config_values.c) */
     o->beam_size = (int)mc->beam_size;
     o->nbest = (int)mc->nbest;
     o->penalty = mc->penalty;
@@ -43,7 +41,6 @@ int s2t_opts_from_cfg(s2t_opts *o, const inference_cfg *icfg, const char *file, 
         log_warn("%s: model.lm_train_config / lm_file: lm_weight is 0, so the LM is not used", file);
     if (mc->ctc_weight == 1.0 && mc->lm_weight == 0 && (mc->maxlenratio != 0 || mc->minlenratio != 0))
         log_warn("%s: model.maxlenratio/minlenratio: the CTC-only searches (ctc_weight 1.0) do not use them", file);
-    return 0;
 }
 
 void longform_opts_from_cfg(longform_opts *o, double *threshold, const inference_cfg *icfg)

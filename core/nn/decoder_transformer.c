@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/nn/decoder_internal.h"
+#include "core/nn/mha_input.h"
 
 /* Dropout sites of the decoder: streams apart from the encoder's (core/nn/model.c uses 1, 2 and
  * 100 + 10 * block + site). */
@@ -284,14 +285,8 @@ static void block_backward(asr_model *m, decoder_acts *a, int l, const float *x_
                         sa->linear_out.weight, N, D, D, 0);
     be->mha_backward(be, a->dq, a->dk, a->dv, a->datt, y->att1, y->q1, D, y->k1, y->v1, D, a->lens_in, B, L, L, H,
                      D / H, ps, seed, dstream(l, DS_SELF));
-    be->linear_backward(be, a->dln, gsa->linear_q.weight, gsa->linear_q.bias, a->dq, y->ln1, sa->linear_q.weight, N,
-                        D, D, 0);
-    be->linear_backward(be, a->dln, gsa->linear_k.weight, gsa->linear_k.bias, a->dk, y->ln1, sa->linear_k.weight, N,
-                        D, D, 1);
-    be->linear_backward(be, a->dln, gsa->linear_v.weight, gsa->linear_v.bias, a->dv, y->ln1, sa->linear_v.weight, N,
-                        D, D, 1);
-    be->layernorm_backward(be, a->dh, g->norm1.weight, g->norm1.bias, a->dln, x_in, p->norm1.weight, y->mean1,
-                           y->rstd1, N, D, 1);
+    mha_input_backward(be, sa, gsa, &p->norm1, &g->norm1,
+                       &(mha_input_grads){a->dq, a->dk, a->dv, y->ln1, y->mean1, y->rstd1, x_in, a->dln, a->dh}, N, D);
 }
 
 void decoder_backward(asr_model *m, float *dhs, int acc, float scale)

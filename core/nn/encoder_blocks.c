@@ -2,6 +2,7 @@
  * core/nn/encoder_ebranchformer.c): the activation switch, the pre-LN feed-forward module and the
  * pre-LN multi-head self-attention (relative or absolute positions). Declared in core/nn/encoder.h. */
 #include "core/nn/encoder.h"
+#include "core/nn/mha_input.h"
 
 void enc_act_forward(backend *be, int act, float *y, const float *x, size_t n)
 {
@@ -113,11 +114,6 @@ void enc_attn_backward(asr_model *m, int l, const enc_attn_bufs *b, const enc_at
         be->attention_backward(be, w->dq, w->dk, w->dv, w->datt, b->att, b->q, b->k, b->v, D, m->hlens, m->B, T2,
                                d->heads, D / d->heads, r.pa, m->seed, block_stream(l, site));
     }
-    const nn_linear *proj[] = {&a->linear_q, &a->linear_k, &a->linear_v};
-    const nn_linear *gproj[] = {&ga->linear_q, &ga->linear_k, &ga->linear_v};
-    const float *dproj[] = {w->dq, w->dk, w->dv};
-    for (int i = 0; i < 3; i++)
-        be->linear_backward(be, w->dln, gproj[i]->weight, gproj[i]->bias, dproj[i], b->ln, proj[i]->weight, N, D, D,
-                            i > 0);
-    be->layernorm_backward(be, m->dh, gnm->weight, gnm->bias, w->dln, x, nm->weight, b->mean, b->rstd, N, D, 1);
+    mha_input_backward(be, a, ga, nm, gnm,
+                       &(mha_input_grads){w->dq, w->dk, w->dv, b->ln, b->mean, b->rstd, x, w->dln, m->dh}, N, D);
 }

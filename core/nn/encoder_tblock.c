@@ -5,6 +5,7 @@
  * The Transformer encoder (core/nn/encoder_transformer.c) runs it on (B, T2), the contextual block
  * encoder (core/nn/encoder_contextual.c) over its blocks of frames. */
 #include "core/nn/encoder.h"
+#include "core/nn/mha_input.h"
 
 enum { SITE_ATT = 0, SITE_ATT_OUT = 1, SITE_FF_IN = 2, SITE_FF_OUT = 3 };
 
@@ -81,12 +82,6 @@ void tblock_backward(asr_model *m, int l, const tblock_acts *b, const tblock_wor
                         sa->linear_out.weight, N, D, D, 0);
     be->attention_backward(be, w->dq, w->dk, w->dv, w->datt, b->att, b->q, b->k, b->v, D, lens, nb, t, d->heads,
                            D / d->heads, r.pa, seed, block_stream(l, SITE_ATT));
-    be->linear_backward(be, w->dln, gsa->linear_q.weight, gsa->linear_q.bias, w->dq, b->ln1, sa->linear_q.weight, N,
-                        D, D, 0);
-    be->linear_backward(be, w->dln, gsa->linear_k.weight, gsa->linear_k.bias, w->dk, b->ln1, sa->linear_k.weight, N,
-                        D, D, 1);
-    be->linear_backward(be, w->dln, gsa->linear_v.weight, gsa->linear_v.bias, w->dv, b->ln1, sa->linear_v.weight, N,
-                        D, D, 1);
-    be->layernorm_backward(be, dh, g->norm1.weight, g->norm1.bias, w->dln, x, p->norm1.weight, b->mean1, b->rstd1, N,
-                           D, 1);
+    mha_input_backward(be, sa, gsa, &p->norm1, &g->norm1,
+                       &(mha_input_grads){w->dq, w->dk, w->dv, b->ln1, b->mean1, b->rstd1, x, w->dln, dh}, N, D);
 }

@@ -64,6 +64,13 @@ int test_free_port(void);
 /* A free port whose next one is free too (a torchrun agent's MASTER_PORT: our store takes the next). */
 int test_free_port_pair(void);
 
+/* A parity fixture's array `name` of the npz file f (read from path, named in messages) as doubles,
+ * exactly want of them (caller frees); as ints; the one value of a scalar. Fail the test otherwise. */
+struct npz_file;
+double *test_npz_doubles(const struct npz_file *f, const char *path, const char *name, size_t want);
+int *test_npz_ints(const struct npz_file *f, const char *path, const char *name, size_t want);
+double test_npz_one(const struct npz_file *f, const char *path, const char *name);
+
 /* Largest |a - b| / (1 + |b|) (NaN counts as worst) over the tensors of two safetensors files
  * whose name contains `only` (NULL: all), leaving out those that contain `skip` (NULL: none). */
 double test_st_max_diff(const char *path_a, const char *path_b, const char *only, const char *skip);
