@@ -19,7 +19,7 @@ typedef struct tr_args {
     const char *device, *beam, *ctc_weight, *penalty, *lm, *lm_weight, *nbest, *threads; /* library settings */
     const char *lf_window, *lf_overlap, *lf_threshold;
     const char *output, *output_dir, *stream_push;
-    int quiet, help, stream, stream_latency;
+    int quiet, help, stream, stream_latency, stream_no_rep;
 } tr_args;
 
 #define TF(f) offsetof(tr_args, f)
@@ -48,6 +48,8 @@ static const cli_option tr_options[] = {
     {0, "stream_push", NULL, OPT_STRING, TF(stream_push), "SEC", "0.1", "--stream: audio per push"},
     {0, "stream_latency", NULL, OPT_FLAG, TF(stream_latency), NULL, NULL,
      "--stream: each line with its audio, decoded, wall and push times"},
+    {0, "stream_no_repetition_check", NULL, OPT_FLAG, TF(stream_no_rep), NULL, NULL,
+     "--stream: ESPnet's disable_repetition_detection (the search runs on within each block)"},
     {'q', "quiet", NULL, OPT_FLAG, TF(quiet), NULL, NULL, "no progress or warnings, only errors"},
     {'h', "help", NULL, OPT_FLAG, TF(help), NULL, NULL, "show this help"},
 };
@@ -186,7 +188,8 @@ int cmd_transcribe(int argc, char **argv)
             fprintf(stderr, "espnet3: error: %s\n", espnet3_last_error());
             rc = 1;
         } else {
-            tr_stream_opts so = {.input = pos[1], .json = f == TR_JSON, .latency = a.stream_latency, .push_s = push_s};
+            tr_stream_opts so = {.input = pos[1], .json = f == TR_JSON, .latency = a.stream_latency, .push_s = push_s,
+                                  .no_repetition_check = a.stream_no_rep};
             rc = a.stream ? tr_stream_run(m, &so) : transcribe_all(&a, f, m, pos + 1, n_pos - 1);
             espnet3_close(m);
         }

@@ -95,6 +95,7 @@ int tr_stream_run(espnet3_model *m, const tr_stream_opts *o)
         if (fd != STDIN_FILENO) close(fd);
         return 1;
     }
+    s2t_stream_set_repetition_check(st, !o->no_repetition_check);
     int fs = speech2text_fs(s2t), rc = 0;
     size_t chunk = (size_t)(o->push_s * fs + 0.5), n = 0, cap = chunk + 8192;
     if (chunk < 1) chunk = 1;

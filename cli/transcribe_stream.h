@@ -11,6 +11,7 @@ typedef struct tr_stream_opts {
     int json;            /* JSON lines instead of text */
     int latency;         /* text: each line gains its times */
     double push_s;       /* audio gathered before each push, seconds */
+    int no_repetition_check; /* ESPnet's disable_repetition_detection */
 } tr_stream_opts;
 
 /* Returns the exit status (0; 1 after an error line on stderr). */

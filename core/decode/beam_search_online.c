@@ -15,6 +15,7 @@ struct bs_online {
     beam_search *w;
     bs_ctx c;
     int started;          /* running_hyps is not None */
+    int no_repeat_check;  /* disable_repetition_detection */
     int n_run, T_run;     /* running hypotheses; the frames their CTC states cover */
     int T_prev;           /* the same for w->prev (w->n_prev of them) */
     int process_idx, processed_block, frames;
@@ -126,7 +127,7 @@ static void process_block(bs_online *s, int T, int is_final, double maxlenratio,
             const bs_slot *h = &w->next[j];
             local[j] = h->yseq[h->len - 1] == eos;
             n_local += local[j];
-            if (local[j] || repeat || is_final) continue;
+            if (local[j] || repeat || is_final || s->no_repeat_check) continue;
             for (int q = 0; q < h->len - 1 && !repeat; q++) repeat = h->yseq[q] == h->yseq[h->len - 1];
         }
         if (repeat) break; /* with the hypotheses that ended at this step */
@@ -233,3 +234,5 @@ int bs_online_running(bs_online *s, const int **ids)
 }
 
 int bs_online_frames(const bs_online *s) { return s->frames; }
+
+void bs_online_set_repetition_check(bs_online *s, int on) { s->no_repeat_check = !on; }

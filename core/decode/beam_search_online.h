@@ -53,6 +53,9 @@ int bs_online_push(bs_online *s, const float *ctc_logp, int T, int is_final, bs_
 int bs_online_running(bs_online *s, const int **ids);
 /* Frames the searched blocks reach (the last block's end). */
 int bs_online_frames(const bs_online *s);
+/* ESPnet's disable_repetition_detection: a block that is not the last goes on past a best
+ * hypothesis repeating a token (it still stops at one ending in <eos>). Default off, as ESPnet's. */
+void bs_online_set_repetition_check(bs_online *s, int on);
 void bs_online_reset(bs_online *s);
 
 #endif

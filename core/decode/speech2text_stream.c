@@ -84,6 +84,8 @@ s2t_stream *s2t_stream_open(const speech2text *s2t, esp_err *err)
     return s;
 }
 
+void s2t_stream_set_repetition_check(s2t_stream *s, int on) { bs_online_set_repetition_check(s->search, on); }
+
 void s2t_stream_reset(s2t_stream *s)
 {
     s->nw = s->samples = 0;

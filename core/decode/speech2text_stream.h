@@ -46,6 +46,11 @@ s2t_stream *s2t_stream_open(const speech2text *s2t, esp_err *err);
  * then ready for the next). Fills out; returns the search blocks this push ran, -1 with err
  * when the frontend cannot take the samples (fewer than the STFT needs). */
 int s2t_stream_push(s2t_stream *s, const float *pcm, size_t n, int is_final, s2t_partial *out, esp_err *err);
+/* ESPnet's disable_repetition_detection (core/decode/beam_search_online.h): with a small token
+ * set (characters) nearly every hypothesis soon repeats a token, and a block's search stops there,
+ * so the search waits for the final push; disabled, each block searches on until a hypothesis
+ * ends. Default enabled, as ESPnet's. */
+void s2t_stream_set_repetition_check(s2t_stream *s, int on);
 /* Drops the utterance in progress. */
 void s2t_stream_reset(s2t_stream *s);
 void s2t_stream_close(s2t_stream *s);

@@ -118,6 +118,29 @@ Test(transcribe_stream, a_wav_in_random_pieces_ends_in_espnets_text)
     }
 }
 
+/* Partial lines of out. */
+static int partial_lines(void)
+{
+    int n = 0;
+    for (const char *q = out; (q = strstr(q, "partial\t")); q++) n++;
+    return n;
+}
+
+/* Without the repetition check the search goes on within each block: more partial results, which
+ * run further into the utterance. */
+Test(transcribe_stream, no_repetition_check_runs_each_block_on)
+{
+    size_t n;
+    unsigned char *wav = (unsigned char *)read_file(fx("wav/utt2.wav"), READ_LIST, &n, &(esp_err){{0}});
+    cr_assert_not_null(wav);
+    cr_assert_eq(stream_bytes(wav, n, 3, 2000, model(), ""), 0, "%s", err);
+    int with = partial_lines();
+    cr_assert_eq(stream_bytes(wav, n, 3, 2000, model(), "--stream_no_repetition_check"), 0, "%s", err);
+    free(wav);
+    cr_expect_gt(partial_lines(), with, "%d partial lines with the check, without:\n%s", with, out);
+    cr_expect(strncmp(last_line(), "final\t", 6) == 0 && strlen(last_line()) > 12, "%s", out);
+}
+
 Test(transcribe_stream, json_lines_carry_the_times)
 {
     size_t n;
