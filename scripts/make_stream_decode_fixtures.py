@@ -19,7 +19,11 @@ Run with the ESPnet venv (ESPnet 202511, torch):
                   call's is -, the search is reset). Chunk sizes are seeded random, 100 to 6000
                   samples, the first shorter than a window (ESPnet then buffers it).
                   Besides, chunking "whole": the WAV in one final call.
+  calls_norep.txt the same with disable_repetition_detection=True (ctc_weight 0.3 only)
+
+With --keep-model an existing espnet_model/ is decoded again instead of trained anew.
 """
+import argparse
 import os
 import shutil
 import sys
@@ -58,10 +62,16 @@ def running_ids(bs):
 
 
 def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--keep-model', action='store_true')
+    a = ap.parse_args()
     out = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'test', 'fixtures',
                                        'stream_decode'))
-    shutil.rmtree(out, ignore_errors=True)
-    os.makedirs(os.path.join(out, 'wav'))
+    esp = os.path.join(out, 'espnet_model')
+    keep = a.keep_model and os.path.isdir(esp)
+    if not keep:
+        shutil.rmtree(out, ignore_errors=True)
+        os.makedirs(os.path.join(out, 'wav'))
     torch.set_num_threads(1)
     rng = np.random.default_rng(23)
     wavs = {}
@@ -69,16 +79,24 @@ def main():
         w = mi.synth(text, rng)
         scipy.io.wavfile.write(os.path.join(out, 'wav', utt + '.wav'), mi.FS, w)
         wavs[utt] = torch.from_numpy(w.astype(np.float32) / 32768)
-    esp = os.path.join(out, 'espnet_model')
-    mi.train_espnet_model(esp, np.random.default_rng(3), 'contextual_block_transformer')
+    if not keep:
+        mi.train_espnet_model(esp, np.random.default_rng(3), 'contextual_block_transformer')
+    for name, runs in (('calls.txt', ((0.3, False), (0.5, False))), ('calls_norep.txt', ((0.3, True),))):
+        lines = decode_calls(esp, wavs, runs)
+        with open(os.path.join(out, name), 'w', encoding='utf-8') as f:
+            f.write('\n'.join(lines) + '\n')
+
+
+def decode_calls(esp, wavs, runs):
     lines = []
     crng = np.random.default_rng(5)
     cwd = os.getcwd()
     os.chdir(esp)
     try:
-        for cw in (0.3, 0.5):
+        for cw, norep in runs:
             s2t = Speech2TextStreaming('exp/asr_train/config.yaml', 'exp/asr_train/valid.acc.ave.pth', device='cpu',
-                                       beam_size=4, ctc_weight=cw, lm_weight=0.0, penalty=0.0, nbest=1)
+                                       beam_size=4, ctc_weight=cw, lm_weight=0.0, penalty=0.0, nbest=1,
+                                       disable_repetition_detection=norep)
             for utt, x in wavs.items():
                 sizes = [int(crng.integers(100, 390))]
                 while sum(sizes) < len(x):
@@ -98,8 +116,7 @@ def main():
                       '(', ret[0][0] if ret else '', ')')
     finally:
         os.chdir(cwd)
-    with open(os.path.join(out, 'calls.txt'), 'w', encoding='utf-8') as f:
-        f.write('\n'.join(lines) + '\n')
+    return lines
 
 
 if __name__ == '__main__':

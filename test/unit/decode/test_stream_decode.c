@@ -1,6 +1,7 @@
 /* Streaming decoding against ESPnet's Speech2TextStreaming (scripts/make_stream_decode_fixtures.py,
  * ESPnet 202511): a tiny contextual block Transformer model trained by ESPnet, two WAVs pushed in
- * the chunks ESPnet was fed (the first shorter than a window), beam 4, ctc_weight 0.3 and 0.5.
+ * the chunks ESPnet was fed (the first shorter than a window), beam 4, ctc_weight 0.3 and 0.5, and
+ * 0.3 with disable_repetition_detection.
  * Per call: the same returned hypothesis, the same best running hypothesis, the same blocks
  * searched; the final results, and the WAV in one final push. */
 #include <criterion/criterion.h>
@@ -70,14 +71,18 @@ static void close_model(opened *o)
     model_files_free(&o->mf);
 }
 
-Test(stream_decode, espnet_calls_chunk_by_chunk)
+/* Every call of a calls file: returns the calls compared, the final ones with a text in *finals,
+ * the partial ones with a text (ESPnet's result before the final push) in *partials. */
+static int compare_calls(const char *file, int repetition_check, int *finals, int *partials)
 {
-    char *calls = test_slurp(fx("calls.txt"));
-    int checked = 0, finals = 0, partial_blocks = 0, running = 0;
+    char *calls = test_slurp(fx(file));
+    int checked = 0, partial_blocks = 0, running = 0;
+    *finals = *partials = 0;
     for (int w = 0; w < 2; w++) {
         double cw = w ? 0.5 : 0.3;
         opened o;
         open_model(&o, cw);
+        s2t_stream_set_repetition_check(o.st, repetition_check);
         char utt_now[32] = "";
         float *wav = NULL;
         size_t n = 0, at = 0;
@@ -121,8 +126,9 @@ Test(stream_decode, espnet_calls_chunk_by_chunk)
                              blocks);
                 partial_blocks += blocks > 0;
                 running += p.running[0] != '\0';
+                *partials += p.text[0] != '\0';
             }
-            finals += final && want[0] != '\0';
+            *finals += final && want[0] != '\0';
             checked++;
             free(want), free(want_run);
         }
@@ -131,10 +137,25 @@ Test(stream_decode, espnet_calls_chunk_by_chunk)
         close_model(&o);
     }
     free(calls);
-    cr_assert_eq(checked, 66, "%d calls compared", checked);
-    cr_assert_eq(finals, 8, "every final call (chunked and whole) has a text: %d", finals);
     cr_assert_gt(partial_blocks, 0);
     cr_assert_gt(running, 0);
+    return checked;
+}
+
+Test(stream_decode, espnet_calls_chunk_by_chunk)
+{
+    int finals, partials;
+    cr_assert_eq(compare_calls("calls.txt", 1, &finals, &partials), 66);
+    cr_assert_eq(finals, 8, "every final call (chunked and whole) has a text: %d", finals);
+}
+
+/* ESPnet's disable_repetition_detection: blocks search on, and hypotheses end before the final push. */
+Test(stream_decode, espnet_calls_without_the_repetition_check)
+{
+    int finals, partials;
+    cr_assert_eq(compare_calls("calls_norep.txt", 0, &finals, &partials), 35);
+    cr_assert_eq(finals, 4);
+    cr_assert_gt(partials, 0, "ESPnet returns ended hypotheses before the final push here");
 }
 
 /* Pushes of 0.1 s (what `espnet3 transcribe --stream` makes) end in the text ESPnet gives the WAV
