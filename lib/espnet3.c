@@ -20,6 +20,7 @@
 #include "core/decode/words.h"
 #include "core/nn/decoder_conf.h"
 #include "core/nn/model_files.h"
+#include "lib/espnet3_cli.h"
 #include "lib/model_source.h"
 
 /* The settings espnet3_options_set takes; bit k of given says setting k was set. */
@@ -248,6 +249,8 @@ void espnet3_close(espnet3_model *m)
 }
 
 int espnet3_sample_rate(const espnet3_model *m) { return m ? m->fs : -1; }
+
+speech2text *lib_model_speech2text(espnet3_model *m) { return m->s2t; }
 
 /* A time or score, -1 where there is none (no CTC branch; NaN: no CTC path emits the ids). */
 static double timed(const double *v, size_t i) { return v && !isnan(v[i]) ? v[i] : -1; }

@@ -1,6 +1,5 @@
-/* ESPnet's BatchBeamSearch with decoder, CTC prefix and length bonus scorers; see beam_search.h.
- * Running hypotheses own their prefix and CTC state buffers (carved from two pools, one for the
- * beam and one for the next beam); slots are swapped, never copied, so no buffer is shared. */
+/* ESPnet's BatchBeamSearch with decoder, CTC prefix and length bonus scorers; see beam_search.h:
+ * its steps (beam_search_steps.h) and the whole-utterance loop over them. */
 #include "core/decode/beam_search.h"
 
 #include <math.h>
@@ -9,53 +8,14 @@
 
 #include "core/base/log.h"
 #include "core/decode/beam_search_topk.h"
-#include "core/decode/ctc_prefix_score.h"
+#include "core/decode/beam_search_steps.h"
 
 #define END_DETECT_M 3
 #define END_DETECT_D (-10.0) /* np.log(1 * np.exp(-10)) */
 
-typedef struct hyp {
-    int *yseq;         /* <sos> first */
-    int len;
-    double score, dec, ctc, lb, lm;
-    double *r;         /* CTC state: T x 2 */
-    double psi;        /* CTC prefix log-probability of yseq (ESPnet's s_prev) */
-} hyp;
-
-typedef struct ended {
-    bs_hyp h;
-    int yseq_len;      /* with <sos> and <eos>, as end_detect counts */
-    int order;         /* when it ended: ties keep this order (Python's stable sort) */
-} ended;
-
-/* What one search needs besides the workspace. */
-typedef struct run_ctx {
-    ctc_prefix_scorer cps;
-    const bs_scorer *att, *lm;
-    int V, beam, pre_beam;  /* pre_beam 0: CTC scores the whole vocabulary */
-    int dec_on, ctc_on, lb_on, lm_on;
-    double w_dec, w_ctc, w_lb, w_lm;
-    int maxlen, minlen;
-} run_ctx;
-
-struct beam_search {
-    hyp *run, *next;
-    int *yseq_pool;
-    double *r_pool;
-    size_t cap_beam, cap_len, cap_T;
-    float *att, *lmp;                /* beam x V: the decoder's and the LM's log-probs */
-    double *wsc, *psi, *work;        /* beam x V, beam x V, T + 2V */
-    int *pre, *top;                  /* beam x pre_beam, beam */
-    size_t cap_bv, cap_work, cap_pre;
-    const int **prefixes;
-    int *lens;
-    ended *ended;
-    size_t n_ended, cap_ended;
-};
-
 beam_search *beam_search_new(void) { return xcalloc(1, sizeof(beam_search)); }
 
-static void clear_ended(beam_search *w)
+void bs_clear_ended(beam_search *w)
 {
     for (size_t k = 0; k < w->n_ended; k++) free(w->ended[k].h.ids);
     w->n_ended = 0;
@@ -64,8 +24,8 @@ static void clear_ended(beam_search *w)
 void beam_search_free(beam_search *w)
 {
     if (!w) return;
-    clear_ended(w);
-    free(w->run), free(w->next), free(w->yseq_pool), free(w->r_pool);
+    bs_clear_ended(w);
+    free(w->run), free(w->next), free(w->prev), free(w->yseq_pool), free(w->r_pool);
     free(w->att), free(w->lmp), free(w->wsc), free(w->psi), free(w->work), free(w->pre), free(w->top);
     free(w->prefixes), free(w->lens), free(w->ended);
     free(w);
@@ -80,24 +40,41 @@ void bs_nbest_free(bs_nbest *nb)
     nb->n = 0;
 }
 
-/* Grows the buffers to beam B, prefixes of up to L ids, T frames, V tokens, pre-beam P. */
-static void reserve(beam_search *w, size_t B, size_t L, size_t T, size_t V, size_t P)
+/* A slot's buffers at index k of the pools of cap_len ids and cap_T frames. */
+static void carve(const beam_search *w, bs_slot *h, size_t k, int *yseq_pool, double *r_pool)
+{
+    h->yseq = yseq_pool + k * w->cap_len;
+    h->r = r_pool + k * (2 * w->cap_T + 1);
+}
+
+void bs_reserve(beam_search *w, size_t B, size_t L, size_t T, size_t V, size_t P)
 {
     if (B > w->cap_beam || L > w->cap_len || T > w->cap_T) {
+        size_t ob = w->cap_beam, ol = w->cap_len, ot = w->cap_T;
+        bs_slot *old[3] = {w->run, w->next, w->prev};
         w->cap_beam = B > w->cap_beam ? B : w->cap_beam;
         w->cap_len = L > w->cap_len ? L : w->cap_len;
         w->cap_T = T > w->cap_T ? T : w->cap_T;
-        size_t nb = 2 * w->cap_beam;
-        free(w->yseq_pool), free(w->r_pool);
-        w->yseq_pool = xmalloc(nb * w->cap_len * sizeof *w->yseq_pool);
-        w->r_pool = xmalloc(nb * (2 * w->cap_T + 1) * sizeof *w->r_pool);
-        w->run = xrealloc(w->run, w->cap_beam * sizeof *w->run);
-        w->next = xrealloc(w->next, w->cap_beam * sizeof *w->next);
-        for (size_t k = 0; k < nb; k++) {
-            hyp *h = k < w->cap_beam ? &w->run[k] : &w->next[k - w->cap_beam];
-            h->yseq = w->yseq_pool + k * w->cap_len;
-            h->r = w->r_pool + k * (2 * w->cap_T + 1);
+        size_t nb = 3 * w->cap_beam;
+        int *yp = xmalloc(nb * w->cap_len * sizeof *yp);
+        double *rp = xmalloc(nb * (2 * w->cap_T + 1) * sizeof *rp);
+        bs_slot *arr[3];
+        for (int a = 0; a < 3; a++) {
+            arr[a] = xcalloc(w->cap_beam, sizeof *arr[a]);
+            for (size_t k = 0; k < w->cap_beam; k++) {
+                bs_slot *h = &arr[a][k];
+                if (k < ob) *h = old[a][k]; /* the hypothesis it holds, copied below */
+                carve(w, h, (size_t)a * w->cap_beam + k, yp, rp);
+                if (k < ob) {
+                    memcpy(h->yseq, old[a][k].yseq, ol * sizeof *yp);
+                    memcpy(h->r, old[a][k].r, (2 * ot + 1) * sizeof *rp);
+                }
+            }
+            free(old[a]);
         }
+        free(w->yseq_pool), free(w->r_pool);
+        w->yseq_pool = yp, w->r_pool = rp;
+        w->run = arr[0], w->next = arr[1], w->prev = arr[2];
         w->prefixes = xrealloc(w->prefixes, w->cap_beam * sizeof *w->prefixes);
         w->lens = xrealloc(w->lens, w->cap_beam * sizeof *w->lens);
         w->top = xrealloc(w->top, w->cap_beam * sizeof *w->top);
@@ -119,15 +96,15 @@ static void reserve(beam_search *w, size_t B, size_t L, size_t T, size_t V, size
     }
 }
 
-static void swap_hyp(hyp *a, hyp *b)
+static void swap_hyp(bs_slot *a, bs_slot *b)
 {
-    hyp t = *a;
+    bs_slot t = *a;
     *a = *b;
     *b = t;
 }
 
 /* A full scorer's log-probs of every running prefix into out (n x V), max_batch prefixes per call. */
-static void score_full(beam_search *w, const run_ctx *c, const bs_scorer *sc, int n, float *out)
+static void score_full(beam_search *w, const bs_ctx *c, const bs_scorer *sc, int n, float *out)
 {
     for (int i = 0; i < n; i++) w->prefixes[i] = w->run[i].yseq, w->lens[i] = w->run[i].len;
     int chunk = sc->max_batch > 0 ? sc->max_batch : n;
@@ -139,13 +116,13 @@ static void score_full(beam_search *w, const run_ctx *c, const bs_scorer *sc, in
 
 /* Weighted scores of every (hypothesis, token) of the beam into w->wsc, as BatchBeamSearch.search
  * sums them: full scorers, then the CTC partial scores, then the hypothesis' score. */
-static void score_step(beam_search *w, const run_ctx *c, int n)
+static void score_step(beam_search *w, const bs_ctx *c, int n)
 {
     const int V = c->V, P = c->pre_beam;
     if (c->dec_on) score_full(w, c, c->att, n, w->att);
     if (c->lm_on) score_full(w, c, c->lm, n, w->lmp);
     for (int i = 0; i < n; i++) {
-        const hyp *h = &w->run[i];
+        const bs_slot *h = &w->run[i];
         double *ws = w->wsc + (size_t)i * V;
         const float *att = w->att + (size_t)i * V, *lmp = w->lmp + (size_t)i * V;
         for (int v = 0; v < V; v++) {
@@ -169,7 +146,7 @@ static void score_step(beam_search *w, const run_ctx *c, int n)
 
 /* The CTC state column ESPnet keeps for token v of hypothesis i: v's own, or, for a token the
  * pre-beam left out, the last pre-beam column (its scoring_idmap gives -1 there). */
-static int ctc_state_column(const beam_search *w, const run_ctx *c, int i, int v)
+static int ctc_state_column(const beam_search *w, const bs_ctx *c, int i, int v)
 {
     if (c->pre_beam == 0) return v;
     const int *ids = w->pre + (size_t)i * c->pre_beam;
@@ -178,8 +155,7 @@ static int ctc_state_column(const beam_search *w, const run_ctx *c, int i, int v
     return ids[c->pre_beam - 1];
 }
 
-/* One step: scores, the beam_size best extensions into w->next; returns how many. */
-static int search_step(beam_search *w, const run_ctx *c, int n, int last_step)
+int bs_search_step(beam_search *w, const bs_ctx *c, int n, int last_step)
 {
     const int V = c->V;
     score_step(w, c, n);
@@ -187,8 +163,8 @@ static int search_step(beam_search *w, const run_ctx *c, int n, int last_step)
     bs_topk(w->wsc, n * V, k, w->top);
     for (int j = 0; j < k; j++) {
         int i = w->top[j] / V, v = w->top[j] % V;
-        const hyp *h = &w->run[i];
-        hyp *g = &w->next[j];
+        const bs_slot *h = &w->run[i];
+        bs_slot *g = &w->next[j];
         memcpy(g->yseq, h->yseq, (size_t)h->len * sizeof *g->yseq);
         g->yseq[h->len] = v;
         g->len = h->len + 1;
@@ -211,13 +187,13 @@ static int search_step(beam_search *w, const run_ctx *c, int n, int last_step)
     return k;
 }
 
-static void push_ended(beam_search *w, const hyp *h)
+void bs_push_ended(beam_search *w, const bs_slot *h)
 {
     if (w->n_ended == w->cap_ended) {
         w->cap_ended = w->cap_ended ? 2 * w->cap_ended : 64;
         w->ended = xrealloc(w->ended, w->cap_ended * sizeof *w->ended);
     }
-    ended *e = &w->ended[w->n_ended];
+    bs_ended *e = &w->ended[w->n_ended];
     int n = h->len - 2;
     e->h = (bs_hyp){.ids = xmalloc(((size_t)n + 1) * sizeof(int)), .n_ids = n, .score = h->score,
                     .decoder = h->dec, .ctc = h->ctc, .length_bonus = h->lb, .lm = h->lm};
@@ -226,16 +202,14 @@ static void push_ended(beam_search *w, const hyp *h)
     e->order = (int)w->n_ended++;
 }
 
-/* BatchBeamSearch.post_process: eos at the last step, ended hypotheses out of the beam (into the
- * ended list from step minlen on). The next beam becomes the running one; returns its size. */
-static int post_process(beam_search *w, const run_ctx *c, int n, int i)
+int bs_post_process(beam_search *w, const bs_ctx *c, int n, int i)
 {
     int eos = c->cps.eos, kept = 0;
     for (int j = 0; j < n; j++) {
-        hyp *h = &w->next[j];
+        bs_slot *h = &w->next[j];
         if (i == c->maxlen - 1) h->yseq[h->len++] = eos;
         if (h->yseq[h->len - 1] == eos) {
-            if (i >= c->minlen) push_ended(w, h);
+            if (i >= c->minlen) bs_push_ended(w, h);
         } else {
             swap_hyp(&w->run[kept++], h);
         }
@@ -245,7 +219,7 @@ static int post_process(beam_search *w, const run_ctx *c, int n, int i)
 
 /* espnet/nets/e2e_asr_common.py end_detect: for each of the last M lengths, the best ended
  * hypothesis of that length is more than |D_end| below the best overall. */
-static int end_detect(const beam_search *w, int i)
+int bs_end_detect(const beam_search *w, int i)
 {
     if (w->n_ended == 0) return 0;
     double best = -INFINITY;
@@ -264,55 +238,80 @@ static int end_detect(const beam_search *w, int i)
     return count == END_DETECT_M;
 }
 
-/* BeamSearch.forward's loop for one minlen; the ended list holds what it found. */
-static void search(beam_search *w, const run_ctx *c, double maxlenratio)
+void bs_start(beam_search *w, const bs_ctx *c)
 {
-    clear_ended(w);
-    hyp *h0 = &w->run[0];
+    bs_slot *h0 = &w->run[0];
     h0->yseq[0] = c->cps.eos; /* <sos> = <eos> */
     h0->len = 1;
     h0->score = h0->dec = h0->ctc = h0->lb = h0->lm = h0->psi = 0.0;
     if (c->ctc_on) ctc_prefix_init_state(&c->cps, h0->r);
+    w->n_prev = 0;
+}
+
+/* BeamSearch.forward's loop for one minlen; the ended list holds what it found. */
+static void search(beam_search *w, const bs_ctx *c, double maxlenratio)
+{
+    bs_clear_ended(w);
+    bs_start(w, c);
     int n = 1;
     for (int i = 0; i < c->maxlen; i++) {
-        int k = search_step(w, c, n, i == c->maxlen - 1);
-        n = post_process(w, c, k, i);
-        if (maxlenratio == 0.0 && end_detect(w, i)) break;
+        int k = bs_search_step(w, c, n, i == c->maxlen - 1);
+        n = bs_post_process(w, c, k, i);
+        if (maxlenratio == 0.0 && bs_end_detect(w, i)) break;
         if (n == 0) break;
     }
 }
 
 static int by_score(const void *pa, const void *pb)
 {
-    const ended *a = pa, *b = pb;
+    const bs_ended *a = pa, *b = pb;
     if (a->h.score != b->h.score) return a->h.score > b->h.score ? -1 : 1;
     return (a->order > b->order) - (a->order < b->order);
 }
 
-static int max_len(double maxlenratio, int T)
+int bs_max_len(double maxlenratio, int T)
 {
     if (maxlenratio == 0) return T;
-    if (maxlenratio < 0) return (int)(-maxlenratio) ;
+    if (maxlenratio < 0) return (int)(-maxlenratio);
     int m = (int)(maxlenratio * T);
     return m > 1 ? m : 1;
+}
+
+void bs_ctx_init(bs_ctx *c, const float *ctc_logp, int T, int V, const bs_scorer *att, const bs_scorer *lm,
+                 const beam_search_opts *o)
+{
+    ESP_CHECK(o->beam_size >= 1 && o->nbest >= 1 && V >= 2 && T >= 0);
+    ESP_CHECK(o->ctc_weight >= 0.0 && o->ctc_weight <= 1.0 && o->lm_weight >= 0.0);
+    *c = (bs_ctx){.cps = {.logp = ctc_logp, .T = T, .V = V, .blank = 0, .eos = V - 1}, .att = att, .lm = lm, .V = V,
+                  .beam = o->beam_size, .w_dec = 1.0 - o->ctc_weight, .w_ctc = o->ctc_weight, .w_lb = o->penalty,
+                  .w_lm = o->lm_weight};
+    c->dec_on = c->w_dec != 0.0, c->ctc_on = c->w_ctc != 0.0, c->lb_on = c->w_lb != 0.0, c->lm_on = c->w_lm != 0.0;
+    ESP_CHECK(!c->dec_on || (att && att->score));
+    ESP_CHECK(!c->lm_on || (lm && lm->score));
+    int pre = (int)(1.5 * o->beam_size);
+    c->pre_beam = c->ctc_on && c->dec_on && pre < V ? pre : 0;
+}
+
+void bs_take_nbest(beam_search *w, int nbest, bs_nbest *out)
+{
+    qsort(w->ended, w->n_ended, sizeof *w->ended, by_score);
+    out->n = (int)(w->n_ended < (size_t)nbest ? w->n_ended : (size_t)nbest);
+    out->hyps = xcalloc((size_t)out->n + 1, sizeof *out->hyps);
+    for (int k = 0; k < out->n; k++) {
+        out->hyps[k] = w->ended[k].h;
+        w->ended[k].h.ids = NULL; /* moved */
+    }
+    bs_clear_ended(w);
 }
 
 void beam_search_run(beam_search *w, const float *ctc_logp, int T, int V, const bs_scorer *att, const bs_scorer *lm,
                      const beam_search_opts *o, bs_nbest *out)
 {
-    ESP_CHECK(o->beam_size >= 1 && o->nbest >= 1 && V >= 2 && T >= 0);
-    ESP_CHECK(o->ctc_weight >= 0.0 && o->ctc_weight <= 1.0 && o->lm_weight >= 0.0);
-    run_ctx c = {.cps = {.logp = ctc_logp, .T = T, .V = V, .blank = 0, .eos = V - 1}, .att = att, .lm = lm, .V = V,
-                 .beam = o->beam_size, .w_dec = 1.0 - o->ctc_weight, .w_ctc = o->ctc_weight, .w_lb = o->penalty,
-                 .w_lm = o->lm_weight};
-    c.dec_on = c.w_dec != 0.0, c.ctc_on = c.w_ctc != 0.0, c.lb_on = c.w_lb != 0.0, c.lm_on = c.w_lm != 0.0;
-    ESP_CHECK(!c.dec_on || (att && att->score));
-    ESP_CHECK(!c.lm_on || (lm && lm->score));
+    bs_ctx c;
+    bs_ctx_init(&c, ctc_logp, T, V, att, lm, o);
     ESP_CHECK(!c.ctc_on || ctc_logp);
-    int pre = (int)(1.5 * o->beam_size);
-    c.pre_beam = c.ctc_on && c.dec_on && pre < V ? pre : 0;
-    c.maxlen = max_len(o->maxlenratio, T);
-    reserve(w, (size_t)o->beam_size, (size_t)c.maxlen + 2, (size_t)T, (size_t)V, (size_t)c.pre_beam);
+    c.maxlen = bs_max_len(o->maxlenratio, T);
+    bs_reserve(w, (size_t)o->beam_size, (size_t)c.maxlen + 2, (size_t)T, (size_t)V, (size_t)c.pre_beam);
     double minlenratio = o->minlenratio;
     for (;;) {
         c.minlen = minlenratio < 0 ? (int)(-minlenratio) : (int)(minlenratio * T);
@@ -321,12 +320,5 @@ void beam_search_run(beam_search *w, const float *ctc_logp, int T, int V, const 
         if (w->n_ended > 0 || minlenratio < 0.1) break;
         minlenratio = minlenratio - 0.1 > 0.0 ? minlenratio - 0.1 : 0.0;
     }
-    qsort(w->ended, w->n_ended, sizeof *w->ended, by_score);
-    out->n = (int)(w->n_ended < (size_t)o->nbest ? w->n_ended : (size_t)o->nbest);
-    out->hyps = xcalloc((size_t)out->n + 1, sizeof *out->hyps);
-    for (int k = 0; k < out->n; k++) {
-        out->hyps[k] = w->ended[k].h;
-        w->ended[k].h.ids = NULL; /* moved */
-    }
-    clear_ended(w);
+    bs_take_nbest(w, o->nbest, out);
 }

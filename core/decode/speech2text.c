@@ -219,6 +219,26 @@ size_t speech2text_min_samples(const speech2text *s) { return frontend_min_sampl
 const s2t_opts *speech2text_options(const speech2text *s) { return &s->opts; }
 int speech2text_fs(const speech2text *s) { return s->data.fo.fs; }
 int speech2text_vocab(const speech2text *s) { return s->model.dims.vocab; }
+asr_model *speech2text_model(const speech2text *s) { return (asr_model *)&s->model; }
+asr_data *speech2text_data(const speech2text *s) { return (asr_data *)&s->data; }
+const bs_scorer *speech2text_lm_scorer(const speech2text *s) { return s->have_lm ? &s->lm_scorer : NULL; }
+
+void speech2text_new_utterance(const speech2text *s)
+{
+    if (s->decoder) decoder_score_new_utterance(&s->model);
+    if (s->have_lm) asr_model_lm_new_utterance(&s->lm);
+}
+
+char *speech2text_text(const speech2text *s, const int *ids, size_t n)
+{
+    int *kept = xmalloc((n + 1) * sizeof *kept);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] != 0) kept[k++] = ids[i];
+    char *text = token_ids_to_text(&s->ec, kept, k);
+    free(kept);
+    return text;
+}
 
 /* The encoder's log-probabilities of one utterance, copied to the host; returns their frame count. */
 static int encode(speech2text *s, const float *feats, int T)
@@ -277,8 +297,7 @@ static void decode_joint(speech2text *s, int hlen, int frames, s2t_hyp *out)
                            .maxlenratio = o->maxlenratio, .minlenratio = o->minlenratio};
     bs_nbest nb;
     s->hlen = hlen;
-    if (s->decoder) decoder_score_new_utterance(&s->model); /* m->lnf holds a new utterance */
-    if (s->have_lm) asr_model_lm_new_utterance(&s->lm);
+    speech2text_new_utterance(s); /* m->lnf holds a new utterance */
     beam_search_run(s->bs, s->host_logp, hlen, s->model.dims.vocab, &s->att, s->have_lm ? &s->lm_scorer : NULL, &bo,
                     &nb);
     alloc_alt(out, nb.n);

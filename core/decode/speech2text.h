@@ -109,6 +109,17 @@ const s2t_opts *speech2text_options(const speech2text *s);
 /* The model's sampling rate (frontend_conf.fs) and output classes (the token list's size). */
 int speech2text_fs(const speech2text *s);
 int speech2text_vocab(const speech2text *s);
+/* What the streaming decoder (core/decode/speech2text_stream.h) runs on its own: the model (eval,
+ * on the speech2text's backend), the featurizer (frontend and normalization), the LM's scorer
+ * (NULL without shallow fusion), new-utterance resets of the decoder's and the LM's caches, and a
+ * hypothesis' text (blanks dropped, detokenized; the caller frees it). One user at a time. */
+struct asr_model;
+struct asr_data;
+struct asr_model *speech2text_model(const speech2text *s);
+struct asr_data *speech2text_data(const speech2text *s);
+const bs_scorer *speech2text_lm_scorer(const speech2text *s);
+void speech2text_new_utterance(const speech2text *s);
+char *speech2text_text(const speech2text *s, const int *ids, size_t n);
 
 /* Decodes T frames of normalized features (T x n_mels, host, row-major). */
 void speech2text_decode_feats(speech2text *s, const float *feats, int T, s2t_hyp *out);

@@ -2,10 +2,11 @@
  * TransformerDecoder.batch_score with keys and values cached.
  *
  * Caches (device): the source attention's keys/values of the utterance per layer (T x d each),
- * and the self-attention's keys/values of every prefix the previous call scored, per layer, as
- * blocks of `stride` positions. A prefix is "fast" when a block of the previous call holds its
- * first len - 1 positions (its parent, or itself): only its last position is computed, one query
- * row per hypothesis against its block. Any other prefix is "slow": all its positions run as a
+ * and the self-attention's keys/values of every prefix the last two calls scored, per layer, as
+ * blocks of `stride` positions. A prefix is "fast" when a block of the previous call (else of the
+ * one before: the online search rewinds its beam by a step) holds its first len - 1 positions
+ * (its parent, or itself): only its last position is computed, one query row per hypothesis
+ * against its block. Any other prefix is "slow": all its positions run as a
  * causal teacher-forced pass. Both groups write their keys/values into this call's blocks (the
  * next call's cache) and their last rows go through after_norm, output_layer and log_softmax.
  * The LM form (TransformerLM, decoder_internal.h) is the same without the source attention and with
@@ -27,13 +28,14 @@ typedef struct kv_blocks {
 } kv_blocks;
 
 struct dec_score {
-    /* The utterance the source caches belong to; new_utterance: drop them at the next call. */
+    /* The utterance the source caches belong to; new_utterance: drop them at the next call;
+     * grown: the next call's source is this utterance's, longer (keep the prefix caches). */
     const float *hs;
-    int T, new_utterance;
+    int T, new_utterance, grown;
     float *km, *vm; /* nl x T x d */
     size_t cap_mem;
-    kv_blocks kv[2]; /* the previous call's blocks and this call's */
-    int prev;
+    kv_blocks kv[3]; /* the blocks of the call before the previous, the previous call's and this call's */
+    int prev;        /* the previous call's; this call writes into (prev + 1) % 3 */
     float *pe;      /* sinusoidal table, pe_len x d */
     int pe_len;
     /* Work of one group: rows R = hypotheses x query rows. */
@@ -63,8 +65,7 @@ void dec_score_free(backend *be, dec_score *s)
 {
     if (!s) return;
     free_work(be, s);
-    kv_free(be, &s->kv[0]);
-    kv_free(be, &s->kv[1]);
+    for (int i = 0; i < 3; i++) kv_free(be, &s->kv[i]);
     be->free(be, s->km);
     be->free(be, s->vm);
     be->free(be, s->pe);
@@ -115,7 +116,7 @@ static void prepare_utterance(const asr_model *m, dec_score *s, const float *hs,
     backend *be = m->be;
     const decoder_acts *a = m->dec;
     size_t n = (size_t)T * a->d;
-    if (s->km && !s->new_utterance && s->hs == hs && s->T == T) return;
+    if (s->km && !s->new_utterance && !s->grown && s->hs == hs && s->T == T) return;
     if (n * a->nl > s->cap_mem) {
         be->free(be, s->km), be->free(be, s->vm);
         s->km = ALLOC(n * a->nl), s->vm = ALLOC(n * a->nl);
@@ -126,8 +127,9 @@ static void prepare_utterance(const asr_model *m, dec_score *s, const float *hs,
         be->linear_forward(be, s->km + l * n, hs, ca->linear_k.weight, ca->linear_k.bias, T, a->d, a->d);
         be->linear_forward(be, s->vm + l * n, hs, ca->linear_v.weight, ca->linear_v.bias, T, a->d, a->d);
     }
-    s->hs = hs, s->T = T, s->new_utterance = 0;
-    s->kv[0].used = s->kv[1].used = 0;
+    if (!s->grown)
+        for (int i = 0; i < 3; i++) s->kv[i].used = 0;
+    s->hs = hs, s->T = T, s->new_utterance = s->grown = 0;
 }
 
 /* The positional table pe[0..len) (posenc over zeros with scale 1 is exactly pe). */
@@ -141,7 +143,7 @@ static void ensure_pe(backend *be, const decoder_acts *a, dec_score *s, int len)
     s->pe_len = n;
 }
 
-/* A block of the previous call holding the first len - 1 positions of p, or -1. */
+/* A block of b holding the first len - 1 positions of p, or -1. */
 static int find_parent(const kv_blocks *b, const int *p, int len)
 {
     if (len < 2) return -1;
@@ -262,11 +264,12 @@ static void plan_blocks(const asr_model *m, dec_score *s, const int *const *pfx,
                         int *order, int *glens, group *fast, group *slow)
 {
     const decoder_acts *a = m->dec;
-    kv_blocks *prev = &s->kv[s->prev], *cur = &s->kv[!s->prev];
-    int *parent = xmalloc((size_t)n * sizeof *parent);
+    kv_blocks *cur = &s->kv[(s->prev + 1) % 3], *last[2] = {&s->kv[s->prev], &s->kv[(s->prev + 2) % 3]};
+    int *parent = xmalloc((size_t)n * sizeof *parent), *from = xmalloc((size_t)n * sizeof *from);
     int nf = 0, maxlen = 1;
     for (int i = 0; i < n; i++) {
-        parent[i] = find_parent(prev, pfx[i], lens[i]);
+        from[i] = 0, parent[i] = find_parent(last[0], pfx[i], lens[i]);
+        if (parent[i] < 0) from[i] = 1, parent[i] = find_parent(last[1], pfx[i], lens[i]);
         nf += parent[i] >= 0;
         maxlen = lens[i] > maxlen ? lens[i] : maxlen;
     }
@@ -280,6 +283,7 @@ static void plan_blocks(const asr_model *m, dec_score *s, const int *const *pfx,
         memcpy(cur->tokens + (size_t)blk * cur->stride, pfx[i], (size_t)lens[i] * sizeof *pfx[i]);
         if (p < 0) continue;
         size_t bytes = (size_t)(lens[i] - 1) * a->d * sizeof(float);
+        const kv_blocks *prev = last[from[i]];
         for (int l = 0; l < a->nl; l++) {
             m->be->copy(m->be, block_k(a, cur, l, blk), block_k(a, prev, l, p), bytes, BACKEND_DEVICE_TO_DEVICE);
             m->be->copy(m->be, block_v(a, cur, l, blk), block_v(a, prev, l, p), bytes, BACKEND_DEVICE_TO_DEVICE);
@@ -290,12 +294,17 @@ static void plan_blocks(const asr_model *m, dec_score *s, const int *const *pfx,
     for (int blk = nf; blk < n; blk++) slow_len = glens[blk] > slow_len ? glens[blk] : slow_len;
     *fast = (group){.first = 0, .n = nf, .tq = 1, .lens = glens};
     *slow = (group){.first = nf, .n = n - nf, .tq = slow_len, .lens = glens + nf};
-    free(parent);
+    free(parent), free(from);
 }
 
 void decoder_score_new_utterance(const asr_model *m)
 {
     if (m->dec && m->dec->score) m->dec->score->new_utterance = 1; /* no score state yet: nothing cached */
+}
+
+void decoder_score_source_grew(const asr_model *m)
+{
+    if (m->dec && m->dec->score) m->dec->score->grown = 1;
 }
 
 void decoder_score_batch(const asr_model *m, const float *hs_dev, int T, const int *const *prefixes, const int *lens,
@@ -316,14 +325,14 @@ void decoder_score_batch(const asr_model *m, const float *hs_dev, int T, const i
     if (!a->lm) {
         prepare_utterance(m, s, hs_dev, T);
     } else if (s->new_utterance) {
-        s->kv[0].used = s->kv[1].used = 0;
+        for (int i = 0; i < 3; i++) s->kv[i].used = 0;
         s->new_utterance = 0;
     }
     ensure_pe(be, a, s, maxlen);
     int *order = xmalloc((size_t)n_hyps * sizeof *order), *glens = xmalloc((size_t)n_hyps * sizeof *glens);
     group fast, slow;
     plan_blocks(m, s, prefixes, lens, n_hyps, order, glens, &fast, &slow);
-    const kv_blocks *cur = &s->kv[!s->prev];
+    const kv_blocks *cur = &s->kv[(s->prev + 1) % 3];
     size_t rows = (size_t)slow.n * slow.tq;
     if (rows < (size_t)n_hyps) rows = (size_t)n_hyps; /* the last rows' layernorm uses mean/rstd too */
     size_t self = (size_t)n_hyps * a->heads * (size_t)(slow.n ? slow.tq : 1) * cur->stride;
@@ -346,7 +355,7 @@ void decoder_score_batch(const asr_model *m, const float *hs_dev, int T, const i
     be->synchronize(be);
     be->copy(be, logp_host, s->logits, (size_t)n_hyps * V * sizeof(float), BACKEND_DEVICE_TO_HOST);
     be->synchronize(be);
-    s->prev = !s->prev;
+    s->prev = (s->prev + 1) % 3;
     free(order), free(glens), free(pfx), free(ids), free(out_row);
     backend_profile_leave(be, outer);
 }

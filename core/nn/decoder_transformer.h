@@ -57,9 +57,9 @@ void decoder_backward(asr_model *m, float *dhs, int acc, float scale);
  * prefix i). Works on models from asr_model_init and asr_model_init_inference.
  *
  * Keys and values are cached inside m: the source attention's per layer for the utterance, the
- * self-attention's per layer for every prefix scored by the previous call. A prefix whose parent
- * (itself minus its last token) or itself was scored by the previous call costs one new position;
- * any other prefix is computed whole. The caches belong to one utterance: the caller starts each
+ * self-attention's per layer for every prefix scored by the last two calls. A prefix whose parent
+ * (itself minus its last token) or itself was scored by one of them (the previous call first)
+ * costs one new position; any other prefix is computed whole. The caches belong to one utterance: the caller starts each
  * utterance with decoder_score_new_utterance (its encoder output may come in the same buffer as the
  * last one's); another hs_dev or T also empties them. Results do not depend on what is cached
  * beyond float rounding (GEMMs of other shapes). The parameters must not change while one
@@ -68,5 +68,10 @@ void decoder_score_batch(const asr_model *m, const float *hs_dev, int T, const i
                          const int *lens, int n_hyps, float *logp_host);
 /* The next decoder_score_batch call scores a new utterance: the previous one's caches are dropped. */
 void decoder_score_new_utterance(const asr_model *m);
+/* The next call's hs_dev (any buffer) and T are the utterance's encoder output grown at its end,
+ * its earlier frames unchanged (the online search, core/decode/beam_search_online.h): the source
+ * keys and values are recomputed, the prefixes' kept, as ESPnet's decoder keeps each hypothesis'
+ * cache (positions computed against the shorter output stay as they were). */
+void decoder_score_source_grew(const asr_model *m);
 
 #endif
