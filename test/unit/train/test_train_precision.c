@@ -45,7 +45,9 @@ static int file_has(const char *rel, const char *s)
 static void setup(void)
 {
     test_tmpdir_make(dir, sizeof dir, "trainprec");
-    cr_assert_eq(test_sh_once(dir, "%s", command("exp0", "--stage 1 --stop_stage 3")), 0, "stages 1-3 failed:\n%s", slurp("log"));
+    /* The same in every test: once per run of the tests (test_sh_once). */
+    cr_assert_eq(test_sh_once(dir, "%s", command("exp0", "--stage 1 --stop_stage 3")), 0, "stages 1-3 failed:\n%s",
+                 slurp("log"));
 }
 
 static void teardown(void) { if (!getenv("KEEP")) test_tmpdir_remove(dir); }
