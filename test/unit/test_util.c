@@ -112,14 +112,19 @@ void test_tmpdir_remove(const char *dir)
     cr_assert(!test_exists(dir), "could not remove %s", dir);
 }
 
+void test_vformat_command(char *cmd, size_t cap, const char *fmt, va_list ap)
+{
+    int n = vsnprintf(cmd, cap, fmt, ap);
+    cr_assert(n > 0 && (size_t)n < cap, "command too long: %.200s...", cmd);
+}
+
 int test_sh(const char *fmt, ...)
 {
     char cmd[8192];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(cmd, sizeof cmd, fmt, ap);
+    test_vformat_command(cmd, sizeof cmd, fmt, ap);
     va_end(ap);
-    cr_assert(n > 0 && (size_t)n < sizeof cmd, "command too long: %.200s...", cmd);
     int st = system(cmd);
     return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }

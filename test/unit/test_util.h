@@ -4,6 +4,7 @@
 #ifndef ESPNET3_TEST_UTIL_H
 #define ESPNET3_TEST_UTIL_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 /* getenv(name), or fallback when it is unset or empty. */
@@ -42,6 +43,13 @@ void test_tmpdir_remove(const char *dir);
 /* Runs a printf-formatted /bin/sh command line (system(3)); returns its exit status, -1 when it
  * did not exit normally. */
 int test_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* fmt and its arguments into cmd (cap bytes); fails the test when the command does not fit. */
+void test_vformat_command(char *cmd, size_t cap, const char *fmt, va_list ap);
+/* test_sh of a fixture command whose outputs all lie under dir, which it names: run once per run of
+ * the test binary in a shared folder (dir's name replaced by the folder's), then copied into dir
+ * with the folder's name in the text files written as dir, for this and every later test that runs
+ * the same command with its own dir (test_run_once.c). The status is the run's. */
+int test_sh_once(const char *dir, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Writes code to <dir>/check.py and runs it with /usr/bin/python3 in dir; returns its exit status
  * (-1 when it did not exit normally). */
