@@ -289,7 +289,7 @@ static int by_score(const void *pa, const void *pb)
     return (a->order > b->order) - (a->order < b->order);
 }
 
-static int max_len(double maxlenratio, int T)
+int beam_search_maxlen(double maxlenratio, int T)
 {
     if (maxlenratio == 0) return T;
     if (maxlenratio < 0) return (int)(-maxlenratio) ;
@@ -311,7 +311,7 @@ void beam_search_run(beam_search *w, const float *ctc_logp, int T, int V, const 
     ESP_CHECK(!c.ctc_on || ctc_logp);
     int pre = (int)(1.5 * o->beam_size);
     c.pre_beam = c.ctc_on && c.dec_on && pre < V ? pre : 0;
-    c.maxlen = max_len(o->maxlenratio, T);
+    c.maxlen = beam_search_maxlen(o->maxlenratio, T);
     reserve(w, (size_t)o->beam_size, (size_t)c.maxlen + 2, (size_t)T, (size_t)V, (size_t)c.pre_beam);
     double minlenratio = o->minlenratio;
     for (;;) {

@@ -2,7 +2,6 @@
  * longform.h. */
 #include "core/decode/longform.h"
 
-#include <malloc.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +104,7 @@ int longform_decode_stream(speech2text *s, audio_stream *st, const char *name, c
     const frontend_opts *fo = speech2text_frontend(s);
     size_t wn = (size_t)llround(o->window * fo->fs), on = (size_t)llround(o->overlap * fo->fs), hop = wn - on;
     size_t min = speech2text_min_samples(s);
+    speech2text_reserve(s, wn > min ? wn : min); /* the windows' peak memory from the first on */
     double secs = audio_stream_seconds(st);
     float *buf = xmalloc((wn > min ? wn : min) * sizeof *buf);
     lf_merge m = {0};
@@ -118,11 +118,6 @@ int longform_decode_stream(speech2text *s, audio_stream *st, const char *name, c
     int rc = got < 0 ? -1 : got == 0 ? esp_fail(err, "%s: no audio samples (an empty recording)", name) : 0;
     while (rc == 0) {
         if ((rc = decode_window(s, name, buf, len, min, (double)(k * hop) / fo->fs, &m, err)) != 0) break;
-        /* The window's buffers are free again; glibc keeps freed pages of its heap resident and,
-         * its mmap threshold having risen to their size, serves the next window's from the heap
-         * around what is still held: without this the peak RSS creeps up with the recording
-         * (174, 180, 191 MB for 43, 86, 172 s of the default model's joint search; flat with it). */
-        malloc_trim(0);
         k++;
         if (o->progress) progress_update(&pr, k < n_win || !n_win ? k : n_win);
         if (len < wn) break; /* the last window */

@@ -293,6 +293,20 @@ static void plan_blocks(const asr_model *m, dec_score *s, const int *const *pfx,
     free(parent);
 }
 
+void decoder_score_reserve(const asr_model *m, int n_hyps, int len)
+{
+    decoder_acts *a = m->dec;
+    ESP_CHECK(a != NULL && n_hyps >= 1 && len >= 1);
+    if (!a->score) a->score = xcalloc(1, sizeof *a->score);
+    dec_score *s = a->score;
+    for (int k = 0; k < 2; k++) { /* the previous call's blocks and this call's: kept only while a search runs */
+        kv_blocks *b = &s->kv[k];
+        int have = b->stride > 8 ? b->stride - 8 : 0; /* ensure_blocks' room beyond what it was asked */
+        ensure_blocks(m->be, a, b, n_hyps > b->n ? n_hyps : b->n, len > have ? len : have);
+    }
+    ensure_pe(m->be, a, s, len);
+}
+
 void decoder_score_new_utterance(const asr_model *m)
 {
     if (m->dec && m->dec->score) m->dec->score->new_utterance = 1; /* no score state yet: nothing cached */
