@@ -7,7 +7,9 @@
  * activations, the search's states and the decoder's caches (sized once for a window's beam and
  * maximum length, speech2text_reserve: every window of one length needs the same,
  * so the peak is reached in the first), plus the hypothesis so far. Windows are `window` seconds
- * long and start every window - overlap seconds; each is decoded by speech2text with timestamps
+ * long and start every window - overlap seconds, but the last, which ends with the recording
+ * (overlapping its neighbour by more when less than a hop was left): every window has the same
+ * length, so the same memory. Each is decoded by speech2text with timestamps
  * (its words by core/decode/words.h) and the windows' words are merged by time
  * (core/decode/longform_merge.h: each word from the one window that heard it in the middle of the
  * overlap, none lost or duplicated). A recording no longer than the window is one window, decoded

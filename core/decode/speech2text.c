@@ -209,7 +209,7 @@ void speech2text_reserve(speech2text *s, size_t n)
     int F = (int)frontend_num_frames(s->data.fe, n), T = input_layer_out_len(s->model.dims.input_layer, F);
     int beam = s->opts.beam_size > 1 ? s->opts.beam_size : 1;
     /* prefixes hold <sos> and up to maxlen tokens (the last step appends <eos>) */
-    decoder_score_reserve(&s->model, beam, beam_search_maxlen(s->opts.maxlenratio, T) + 2);
+    decoder_score_reserve(&s->model, beam, beam_search_maxlen(s->opts.maxlenratio, T) + 2, T);
 }
 int speech2text_fs(const speech2text *s) { return s->data.fo.fs; }
 int speech2text_vocab(const speech2text *s) { return s->model.dims.vocab; }

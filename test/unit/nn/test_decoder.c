@@ -277,8 +277,12 @@ Test(decoder, batch_score_matches_espnet_at_once_step_by_step_per_utterance_and_
     decoder_score_batch(&m, hs2, f.T, p1, &f.len[2], 1, again);
     cr_assert_lt(pack_rel_err(again, changed, 12, 1.0), 1e-6);
     /* Caches sized once for a search (decoder_score_reserve: more blocks and a longer stride than
-     * these prefixes need): the same answers, step by step and all at once. */
-    decoder_score_reserve(&m, 8, 64);
+     * these prefixes need, and room for one longest prefix's rows, so that the six computed whole
+     * go in groups): the same answers, step by step and all at once. */
+    int lmax = 1;
+    for (int i = 0; i < f.n; i++) lmax = f.len[i] > lmax ? f.len[i] : lmax;
+    decoder_score_reserve(&m, 8, lmax + 1, f.T);
+    decoder_score_reserve(&m, 8, lmax + 1, f.T); /* only ever enlarges: again is the same */
     decoder_score_new_utterance(&m);
     for (int i = 0; i < 4; i++) worst = fmax(worst, score_and_check(&m, hs, &f, &all[i], 1, NULL));
     worst = fmax(worst, score_and_check(&m, hs, &f, all, 6, NULL));
