@@ -293,7 +293,8 @@ static espnet3_result *make_result(const espnet3_model *m, s2t_hyp *h, double se
     return r;
 }
 
-/* Audio for decode(): a file (path, not yet read) or n samples at fs Hz in memory (wav, owned). */
+/* Audio for decode(): a file (path, not yet read; "-": standard input) or n samples at fs Hz in
+ * memory (wav, owned). */
 typedef struct lib_audio {
     const char *name, *path;
     float *wav;
@@ -313,9 +314,36 @@ static int decode_long(espnet3_model *m, const lib_audio *a, audio_stream *st, s
     return rc;
 }
 
+/* A stream's first samples, up to the long-form threshold and one more: all of it when it ends
+ * there (a->wav, at the model's rate: *whole 1), else they go back to st for the windows. A pipe
+ * is windowed by what arrives, not by its header (a streaming writer's length is a placeholder),
+ * and never more than the threshold's samples are held. */
+static int read_head(espnet3_model *m, audio_stream *st, lib_audio *a, int *whole, esp_err *err)
+{
+    double lim = m->lf_threshold * m->fs; /* INFINITY: all of it */
+    size_t cap = 1 << 16, n = 0;
+    float *x = xmalloc(cap * sizeof *x);
+    for (*whole = 0;;) {
+        if (n == cap) x = xrealloc(x, (cap *= 2) * sizeof *x);
+        size_t want = cap - n;
+        if ((double)(n + want) > lim + 1) want = (size_t)(lim + 1 - (double)n);
+        long r = audio_stream_read(st, x + n, want, err);
+        if (r < 0) {
+            free(x);
+            return -1;
+        }
+        n += (size_t)r;
+        if ((size_t)r < want) *whole = 1;
+        if (*whole || (double)n > lim) break;
+    }
+    if (*whole) a->wav = x, a->n = n, a->fs = m->fs;
+    else audio_stream_unread(st, x, n);
+    return 0;
+}
+
 /* The one decode path. Audio longer than the long-form threshold (a file's length from its header,
- * unknown counting as long) is decoded in windows, read in blocks; shorter audio is decoded whole,
- * resampled at once to the model's rate. */
+ * unknown counting as long; standard input's by what arrives, read_head) is decoded in windows,
+ * read in blocks; shorter audio is decoded whole, resampled at once to the model's rate. */
 static espnet3_result *decode(espnet3_model *m, lib_audio *a)
 {
     esp_err err, why;
@@ -324,8 +352,16 @@ static espnet3_result *decode(espnet3_model *m, lib_audio *a)
     audio_stream *st = NULL;
     double secs = a->fs > 0 ? (double)a->n / a->fs : 0;
     if (a->path) {
-        if (!(st = audio_stream_open(a->path, m->fs, NULL, 1, 0, 0, &err))) goto out;
+        int piped = !strcmp(a->path, "-"), whole;
+        st = piped ? audio_stream_open_fd(0, a->name, m->fs, &err)
+                   : audio_stream_open(a->path, m->fs, NULL, 1, 0, 0, &err);
+        if (!st) goto out;
         secs = audio_stream_seconds(st);
+        if (piped) {
+            if (read_head(m, st, a, &whole, &err) != 0) goto out;
+            secs = whole ? (double)a->n / a->fs : INFINITY;
+            if (whole) audio_stream_close(st), st = NULL, a->path = NULL; /* decoded as samples */
+        }
     }
     if (!a->path && a->n == 0) {
         esp_fail(&err, "%s: no audio samples (an empty recording)", a->name);
@@ -356,14 +392,7 @@ espnet3_result *espnet3_transcribe(espnet3_model *m, const float *samples, size_
 
 espnet3_result *espnet3_transcribe_file(espnet3_model *m, const char *path)
 {
-    esp_err err;
-    if (strcmp(path, "-")) return decode(m, &(lib_audio){.name = path, .path = path});
-    lib_audio a = {.name = "<stdin>"}; /* a pipe: read whole (no header to stream by) */
-    if (audio_read_stream(stdin, a.name, &a.wav, &a.n, &a.fs, &err) != 0) {
-        set_error(&err);
-        return NULL;
-    }
-    return decode(m, &a);
+    return decode(m, &(lib_audio){.name = strcmp(path, "-") ? path : "<stdin>", .path = path});
 }
 
 static void items_free(espnet3_item *it, size_t n)

@@ -269,7 +269,7 @@ static int by_score(const void *pa, const void *pb)
     return (a->order > b->order) - (a->order < b->order);
 }
 
-int bs_max_len(double maxlenratio, int T)
+int beam_search_maxlen(double maxlenratio, int T)
 {
     if (maxlenratio == 0) return T;
     if (maxlenratio < 0) return (int)(-maxlenratio);
@@ -310,7 +310,7 @@ void beam_search_run(beam_search *w, const float *ctc_logp, int T, int V, const 
     bs_ctx c;
     bs_ctx_init(&c, ctc_logp, T, V, att, lm, o);
     ESP_CHECK(!c.ctc_on || ctc_logp);
-    c.maxlen = bs_max_len(o->maxlenratio, T);
+    c.maxlen = beam_search_maxlen(o->maxlenratio, T);
     bs_reserve(w, (size_t)o->beam_size, (size_t)c.maxlen + 2, (size_t)T, (size_t)V, (size_t)c.pre_beam);
     double minlenratio = o->minlenratio;
     for (;;) {

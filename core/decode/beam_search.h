@@ -78,6 +78,8 @@ typedef struct beam_search beam_search;
 
 beam_search *beam_search_new(void);
 void beam_search_free(beam_search *w);
+/* The most steps a search of T frames takes (ESPnet's maxlen, above). */
+int beam_search_maxlen(double maxlenratio, int T);
 
 /* Decodes one utterance: ctc_logp is its CTC log-probabilities (host, T x V; may be NULL when
  * ctc_weight is 0), att the decoder (may be NULL when ctc_weight is 1), lm the language model

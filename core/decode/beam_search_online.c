@@ -177,7 +177,7 @@ int bs_online_push(bs_online *s, const float *ctc_logp, int T, int is_final, bs_
     *out = (bs_nbest){0};
     bs_ctx *c = &s->c;
     c->cps.logp = ctc_logp;
-    c->maxlen = bs_max_len(s->o.maxlenratio, T);
+    c->maxlen = beam_search_maxlen(s->o.maxlenratio, T);
     c->minlen = s->o.minlenratio < 0 ? (int)(-s->o.minlenratio) : (int)(s->o.minlenratio * T);
     int blocks = 0, done = 0;
     bs_nbest ret = {0};

@@ -77,7 +77,6 @@ void bs_clear_ended(beam_search *w);
 int bs_end_detect(const beam_search *w, int i);
 /* The ended list sorted by score (stable) and its best nbest moved into out. */
 void bs_take_nbest(beam_search *w, int nbest, bs_nbest *out);
-/* ESPnet's maxlen for T frames. */
-int bs_max_len(double maxlenratio, int T);
+/* ESPnet's maxlen for T frames: beam_search_maxlen (beam_search.h). */
 
 #endif

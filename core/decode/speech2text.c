@@ -217,6 +217,15 @@ const token_list *speech2text_tokens(const speech2text *s) { return &s->data.tok
 const frontend_opts *speech2text_frontend(const speech2text *s) { return &s->data.fo; }
 size_t speech2text_min_samples(const speech2text *s) { return frontend_min_samples(s->data.fe); }
 const s2t_opts *speech2text_options(const speech2text *s) { return &s->opts; }
+
+void speech2text_reserve(speech2text *s, size_t n)
+{
+    if (s->decoder != decoder_score_batch || !(s->opts.ctc_weight < 1.0 || fusion_on(&s->opts))) return;
+    int F = (int)frontend_num_frames(s->data.fe, n), T = input_layer_out_len(s->model.dims.input_layer, F);
+    int beam = s->opts.beam_size > 1 ? s->opts.beam_size : 1;
+    /* prefixes hold <sos> and up to maxlen tokens (the last step appends <eos>) */
+    decoder_score_reserve(&s->model, beam, beam_search_maxlen(s->opts.maxlenratio, T) + 2, T);
+}
 int speech2text_fs(const speech2text *s) { return s->data.fo.fs; }
 int speech2text_vocab(const speech2text *s) { return s->model.dims.vocab; }
 asr_model *speech2text_model(const speech2text *s) { return (asr_model *)&s->model; }

@@ -106,6 +106,13 @@ const token_list *speech2text_tokens(const speech2text *s);
 const frontend_opts *speech2text_frontend(const speech2text *s);
 size_t speech2text_min_samples(const speech2text *s);
 const s2t_opts *speech2text_options(const speech2text *s);
+/* Sizes the joint search's attention-decoder caches once for waveforms of up to n samples: the
+ * beam and the maximum length of their encoder frames, so that they do not grow step by step with
+ * the longest hypothesis heard (long-form windows: every window of one length then needs the same
+ * memory, reached in the first). Only ever enlarges; nothing for a search without the model's
+ * attention decoder. Utterances decoded whole do without it: it sizes for the maximum length,
+ * which hypotheses seldom approach. */
+void speech2text_reserve(speech2text *s, size_t n);
 /* The model's sampling rate (frontend_conf.fs) and output classes (the token list's size). */
 int speech2text_fs(const speech2text *s);
 int speech2text_vocab(const speech2text *s);

@@ -40,6 +40,7 @@ struct dec_score {
     int pe_len;
     /* Work of one group: rows R = hypotheses x query rows. */
     size_t cap_rows, cap_self, cap_src, cap_hyps;
+    int row_budget; /* rows a slow group may take at once (decoder_score_reserve; 0: all of it) */
     float *x, *ln, *q, *k, *v, *y, *tmp, *f1, *mean, *rstd, *att, *last, *logits;
     float *emb; /* the LM's token embeddings (rows x E) */
 };
@@ -110,6 +111,16 @@ static float *block_v(const decoder_acts *a, const kv_blocks *b, int l, int blk)
     return b->v + (((size_t)l * b->n + blk) * b->stride) * a->d;
 }
 
+/* Room for the source keys/values of T frames per layer. */
+static void ensure_mem(backend *be, const decoder_acts *a, dec_score *s, int T)
+{
+    size_t n = (size_t)T * a->d * a->nl;
+    if (n <= s->cap_mem) return;
+    be->free(be, s->km), be->free(be, s->vm);
+    s->km = ALLOC(n), s->vm = ALLOC(n);
+    s->cap_mem = n;
+}
+
 /* The utterance's source keys/values per layer; a new utterance empties the prefix cache. */
 static void prepare_utterance(const asr_model *m, dec_score *s, const float *hs, int T)
 {
@@ -117,11 +128,7 @@ static void prepare_utterance(const asr_model *m, dec_score *s, const float *hs,
     const decoder_acts *a = m->dec;
     size_t n = (size_t)T * a->d;
     if (s->km && !s->new_utterance && !s->grown && s->hs == hs && s->T == T) return;
-    if (n * a->nl > s->cap_mem) {
-        be->free(be, s->km), be->free(be, s->vm);
-        s->km = ALLOC(n * a->nl), s->vm = ALLOC(n * a->nl);
-        s->cap_mem = n * a->nl;
-    }
+    ensure_mem(be, a, s, T);
     for (int l = 0; l < a->nl; l++) {
         const nn_mha *ca = &m->w.decoder.blocks[l].src_attn;
         be->linear_forward(be, s->km + l * n, hs, ca->linear_k.weight, ca->linear_k.bias, T, a->d, a->d);
@@ -297,6 +304,26 @@ static void plan_blocks(const asr_model *m, dec_score *s, const int *const *pfx,
     free(parent), free(from);
 }
 
+void decoder_score_reserve(const asr_model *m, int n_hyps, int len, int T)
+{
+    decoder_acts *a = m->dec;
+    ESP_CHECK(a != NULL && n_hyps >= 1 && len >= 1);
+    if (!a->score) a->score = xcalloc(1, sizeof *a->score);
+    dec_score *s = a->score;
+    for (int k = 0; k < 3; k++) { /* the blocks of the last two calls and this call's: kept only while a search runs */
+        kv_blocks *b = &s->kv[k];
+        int have = b->stride > 8 ? b->stride - 8 : 0; /* ensure_blocks' room beyond what it was asked */
+        ensure_blocks(m->be, a, b, n_hyps > b->n ? n_hyps : b->n, len > have ? len : have);
+    }
+    ensure_pe(m->be, a, s, len);
+    if (!a->lm) ensure_mem(m->be, a, s, T);
+    /* A step's slow hypotheses (computed whole) go in groups of at most len rows (one prefix of
+     * the longest, or several shorter), so the work rows never exceed what is reserved here. */
+    s->row_budget = len > s->row_budget ? len : s->row_budget;
+    size_t rows = (size_t)(n_hyps > s->row_budget ? n_hyps : s->row_budget), hk = rows * a->heads;
+    ensure_work(m->be, a, s, rows, hk * (size_t)s->kv[0].stride, hk * (size_t)(a->lm ? 1 : T), (size_t)n_hyps);
+}
+
 void decoder_score_new_utterance(const asr_model *m)
 {
     if (m->dec && m->dec->score) m->dec->score->new_utterance = 1; /* no score state yet: nothing cached */
@@ -333,16 +360,24 @@ void decoder_score_batch(const asr_model *m, const float *hs_dev, int T, const i
     group fast, slow;
     plan_blocks(m, s, prefixes, lens, n_hyps, order, glens, &fast, &slow);
     const kv_blocks *cur = &s->kv[(s->prev + 1) % 3];
-    size_t rows = (size_t)slow.n * slow.tq;
+    int chunk = slow.n; /* slow hypotheses per group: all, or as many as the row budget holds */
+    if (s->row_budget > 0 && (size_t)slow.n * slow.tq > (size_t)s->row_budget)
+        chunk = s->row_budget / slow.tq > 1 ? s->row_budget / slow.tq : 1;
+    size_t rows = (size_t)chunk * slow.tq;
     if (rows < (size_t)n_hyps) rows = (size_t)n_hyps; /* the last rows' layernorm uses mean/rstd too */
-    size_t self = (size_t)n_hyps * a->heads * (size_t)(slow.n ? slow.tq : 1) * cur->stride;
+    size_t self = chunk < slow.n ? rows * a->heads * cur->stride /* chunk x tq query rows */
+                                 : (size_t)n_hyps * a->heads * (size_t)(slow.n ? slow.tq : 1) * cur->stride;
     ensure_work(be, a, s, rows, self, rows * a->heads * (size_t)T, (size_t)n_hyps);
 
     const int **pfx = xmalloc((size_t)n_hyps * sizeof *pfx);
     int *ids = xmalloc(rows * sizeof *ids), *out_row = xmalloc((size_t)n_hyps * sizeof *out_row);
     for (int blk = 0; blk < n_hyps; blk++) pfx[blk] = prefixes[order[blk]], out_row[blk] = order[blk];
     run_group(m, s, cur, &fast, pfx, ids, out_row);
-    run_group(m, s, cur, &slow, pfx + fast.n, ids, out_row + fast.n);
+    for (int i = 0; i < slow.n; i += chunk) { /* the same tq for each: the rows' arithmetic as at once */
+        group g = {.first = slow.first + i, .n = slow.n - i < chunk ? slow.n - i : chunk, .tq = slow.tq,
+                   .lens = slow.lens + i};
+        run_group(m, s, cur, &g, pfx + fast.n + i, ids, out_row + fast.n + i);
+    }
 
     /* after_norm -> output_layer -> log_softmax on the last rows, in the caller's order. */
     int D = a->d, V = a->vocab;

@@ -66,6 +66,12 @@ void decoder_backward(asr_model *m, float *dhs, int acc, float scale);
  * utterance is being searched. */
 void decoder_score_batch(const asr_model *m, const float *hs_dev, int T, const int *const *prefixes,
                          const int *lens, int n_hyps, float *logp_host);
+/* Sizes the caches and work buffers for up to n_hyps prefixes of up to len ids over utterances of
+ * up to T frames, so that decoder_score_batch never grows them as the prefixes lengthen (a search
+ * that knows its beam and maximum length: long-form windows of one length then reach their peak
+ * memory in the first, not in whichever hears the longest hypothesis): from then on the prefixes
+ * computed whole in one call go in groups of at most len rows. Only ever enlarges them. */
+void decoder_score_reserve(const asr_model *m, int n_hyps, int len, int T);
 /* The next decoder_score_batch call scores a new utterance: the previous one's caches are dropped. */
 void decoder_score_new_utterance(const asr_model *m);
 /* The next call's hs_dev (any buffer) and T are the utterance's encoder output grown at its end,
