@@ -86,6 +86,10 @@ typedef struct cu_impl {
     // asynchronously; when the next copy does not fit, the stream is synchronized and it restarts.
     char *staging;
     size_t staging_bytes, staging_at;
+    // The profiler's timing marks (be->mark): events recorded on the stream, reused after
+    // be->marks_reset.
+    cudaEvent_t *marks;
+    int n_marks, cap_marks;
 } cu_impl;
 
 static inline cu_impl *cu_of(backend *be)
