@@ -308,6 +308,11 @@ static constexpr backend cu_ops()
     b.softmax_backward = cu_softmax_backward;
     b.dropout_forward = cu_dropout_forward;
     b.dropout_backward = cu_dropout_backward;
+    b.act_dropout_forward = cu_act_dropout_forward;
+    b.act_dropout_backward = cu_act_dropout_backward;
+    b.dropout_add = cu_dropout_add;
+    b.dropout_add_layernorm = cu_dropout_add_layernorm;
+    b.layernorm_dropout_backward = cu_layernorm_dropout_backward;
     b.mha_forward = cu_mha_forward;
     b.mha_backward = cu_mha_backward;
     b.embedding_forward = cu_embedding_forward;
