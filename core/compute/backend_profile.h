@@ -7,7 +7,7 @@
  * that column. The peaks are measured on the backend itself when the profiler starts (its own
  * GEMM at the precision set then, on 512-square matrices on a CPU and 4096-square on a device, and
  * its device-to-device copy of 64 MiB), so the roofline is this machine's; ESPNET3_PROFILE_PEAK_GFLOPS
- * and ESPNET3_PROFILE_PEAK_GBPS set them instead (a datasheet's).
+ * and ESPNET3_PROFILE_PEAK_GBPS set them instead (a datasheet's; both given: nothing is measured).
  *
  * Timing: the CPU backends run ops synchronously, so the clock around each call is the op's time.
  * A device backend (cuda) runs them asynchronously: the profiler records a mark (be->mark, a CUDA
