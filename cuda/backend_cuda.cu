@@ -185,6 +185,36 @@ static void cu_synchronize(backend *be)
     CUDA_CHECK(cudaStreamSynchronize(cu_stream(be)));
 }
 
+// ---- timing marks (the profiler's per-op device times)
+
+static int cu_mark(backend *be)
+{
+    cu_impl *c = cu_of(be);
+    if (c->n_marks == c->cap_marks) {
+        int cap = c->cap_marks ? 2 * c->cap_marks : 256;
+        c->marks = (cudaEvent_t *)xrealloc(c->marks, (size_t)cap * sizeof *c->marks);
+        for (int i = c->cap_marks; i < cap; i++) CUDA_CHECK(cudaEventCreate(&c->marks[i]));
+        c->cap_marks = cap;
+    }
+    CUDA_CHECK(cudaEventRecord(c->marks[c->n_marks], c->stream));
+    return c->n_marks++;
+}
+
+static double cu_mark_seconds(backend *be, int a, int b)
+{
+    cu_impl *c = cu_of(be);
+    ESP_CHECK(0 <= a && a <= b && b < c->n_marks);
+    CUDA_CHECK(cudaEventSynchronize(c->marks[b]));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, c->marks[a], c->marks[b]));
+    return 1e-3 * ms;
+}
+
+static void cu_marks_reset(backend *be)
+{
+    cu_of(be)->n_marks = 0;
+}
+
 // The backend's own scratch is not in the plan: it lives outside the arena, grown to the largest
 // batch's needs during the first steps, then reused.
 void *cu_grow(backend *be, cu_buf *b, size_t bytes)
@@ -227,6 +257,8 @@ static void cu_destroy(backend *be)
     if (c->arena) CUDA_CHECK(cudaFree(c->arena));
     if (c->staging) CUDA_CHECK(cudaFreeHost(c->staging));
     free(c->blocks);
+    for (int i = 0; i < c->cap_marks; i++) CUDA_CHECK(cudaEventDestroy(c->marks[i]));
+    free(c->marks);
     CUBLAS_CHECK(cublasDestroy(c->blas));
     CUDA_CHECK(cudaStreamDestroy(c->stream));
     free(c);
@@ -276,6 +308,11 @@ static constexpr backend cu_ops()
     b.softmax_backward = cu_softmax_backward;
     b.dropout_forward = cu_dropout_forward;
     b.dropout_backward = cu_dropout_backward;
+    b.act_dropout_forward = cu_act_dropout_forward;
+    b.act_dropout_backward = cu_act_dropout_backward;
+    b.dropout_add = cu_dropout_add;
+    b.dropout_add_layernorm = cu_dropout_add_layernorm;
+    b.layernorm_dropout_backward = cu_layernorm_dropout_backward;
     b.mha_forward = cu_mha_forward;
     b.mha_backward = cu_mha_backward;
     b.embedding_forward = cu_embedding_forward;
@@ -367,5 +404,8 @@ int backend_cuda_init(backend *be, int device, int threads, esp_err *err)
     be->synchronize = cu_synchronize;
     be->destroy = cu_destroy;
     be->reserve = cu_reserve;
+    be->mark = cu_mark;
+    be->mark_seconds = cu_mark_seconds;
+    be->marks_reset = cu_marks_reset;
     return 0;
 }

@@ -65,6 +65,13 @@ struct backend {
      * does not fit is allocated on its own, with a log line), `staging_bytes` of host-pinned memory
      * that host-to-device copies go through asynchronously. Exits with one line on failure. */
     void (*reserve)(backend *be, size_t device_bytes, size_t staging_bytes);
+    /* Device backends (NULL on cpu and ref64): timing marks on the stream (CUDA events), for the
+     * per-op profiler. mark records one after the work queued so far and returns its number (from
+     * 0 after marks_reset); mark_seconds(a, b) waits for mark b and returns the device's time from
+     * mark a to mark b; marks_reset forgets every mark (their events are reused). */
+    int (*mark)(backend *be);
+    double (*mark_seconds)(backend *be, int a, int b);
+    void (*marks_reset)(backend *be);
 
     /* saved (NULL: none): conv2d_saved_floats floats that the forward fills with what the
      * backward of the same x reads instead of computing it again (the CPU's transformed input

@@ -387,6 +387,53 @@ static void cpu_swish_backward(backend *be, float *dx, const float *dy, const fl
     ew_run(be, &j, n);
 }
 
+/* ---- the fused chains: the ops they fuse, in turn (the unfused path's bits) */
+
+static void cpu_act_dropout_forward(backend *be, float *y, const float *x, size_t n, int relu, float p,
+                                    uint64_t seed, uint64_t stream)
+{
+    if (relu)
+        cpu_relu_forward(be, y, x, n);
+    else
+        cpu_swish_forward(be, y, x, n);
+    cpu_dropout_forward(be, y, y, n, p, seed, stream);
+}
+
+static void cpu_act_dropout_backward(backend *be, float *dx, const float *dy, const float *z, size_t n, int relu,
+                                     float p, uint64_t seed, uint64_t stream)
+{
+    cpu_dropout_backward(be, dx, dy, n, p, seed, stream);
+    if (relu)
+        cpu_relu_backward(be, dx, dx, z, n);
+    else
+        cpu_swish_backward(be, dx, dx, z, n);
+}
+
+static void cpu_dropout_add(backend *be, float *y, const float *x, const float *r, size_t n, double s, float p,
+                            uint64_t seed, uint64_t stream)
+{
+    ESP_CHECK(!x || y != x);
+    cpu_dropout_forward(be, y, r, n, p, seed, stream);
+    if (s != 1) cpu_scale(be, y, y, s, n);
+    if (x) cpu_add(be, y, x, y, n);
+}
+
+static void cpu_dropout_add_layernorm(backend *be, float *h, float *y, float *mean, float *rstd, const float *x,
+                                      const float *r, const float *w, const float *b, int n, int c, double eps,
+                                      double s, float p, uint64_t seed, uint64_t stream)
+{
+    cpu_dropout_add(be, h, x, r, (size_t)n * c, s, p, seed, stream);
+    cpu_layernorm_forward(be, y, mean, rstd, h, w, b, n, c, eps);
+}
+
+static void cpu_layernorm_dropout_backward(backend *be, float *dx, float *dw, float *db, float *dr, const float *dy,
+                                           const float *x, const float *w, const float *mean, const float *rstd,
+                                           int n, int c, double s, float p, uint64_t seed, uint64_t stream)
+{
+    cpu_layernorm_backward(be, dx, dw, db, dy, x, w, mean, rstd, n, c, 1);
+    cpu_dropout_add(be, dr, NULL, dx, (size_t)n * c, s, p, seed, stream);
+}
+
 static void cpu_glu_forward(backend *be, float *y, const float *x, int n, int c)
 {
     ew_job j = {.kind = EW_GLU_F, .y = y, .a = x, .row = (size_t)c, .d1 = c};
@@ -741,6 +788,11 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
         .softmax_backward = cpu_softmax_backward,
         .dropout_forward = cpu_dropout_forward,
         .dropout_backward = cpu_dropout_backward,
+        .act_dropout_forward = cpu_act_dropout_forward,
+        .act_dropout_backward = cpu_act_dropout_backward,
+        .dropout_add = cpu_dropout_add,
+        .dropout_add_layernorm = cpu_dropout_add_layernorm,
+        .layernorm_dropout_backward = cpu_layernorm_dropout_backward,
         .swish_forward = cpu_swish_forward,
         .swish_backward = cpu_swish_backward,
         .glu_forward = cpu_glu_forward,

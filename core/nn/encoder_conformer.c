@@ -115,8 +115,7 @@ static void mha_forward(asr_model *m, int l, cblock *b, const float *x)
     size_t nd = (size_t)m->B * m->T2 * m->dims.d;
     enc_attn_bufs ab = attn_bufs(b);
     enc_attn_forward(m, l, &ab, m->enc->rel.pos, x, m->dtmp, SITE_ATT);
-    be->dropout_forward(be, m->dtmp, m->dtmp, nd, enc_rates_of(m).pd, m->seed, block_stream(l, SITE_ATT_OUT));
-    be->add(be, b->h_a, x, m->dtmp, nd);
+    be->dropout_add(be, b->h_a, x, m->dtmp, nd, 1.0, enc_rates_of(m).pd, m->seed, block_stream(l, SITE_ATT_OUT));
 }
 
 static void mha_backward(asr_model *m, int l, const cblock *b, const float *x)
@@ -154,8 +153,7 @@ static void conv_forward(asr_model *m, int l, cblock *b, const float *x)
     enc_act_forward(m->be, m->dims.act, b->cact, b->bn, (size_t)N * D);
     be->linear_forward(be, m->dtmp, b->cact, p->conv_module.pointwise_conv2.weight,
                        p->conv_module.pointwise_conv2.bias, N, D, D);
-    be->dropout_forward(be, m->dtmp, m->dtmp, (size_t)N * D, r.pd, m->seed, block_stream(l, SITE_CONV_OUT));
-    be->add(be, b->h_c, x, m->dtmp, (size_t)N * D);
+    be->dropout_add(be, b->h_c, x, m->dtmp, (size_t)N * D, 1.0, r.pd, m->seed, block_stream(l, SITE_CONV_OUT));
 }
 
 static void conv_backward(asr_model *m, int l, const cblock *b, const float *x)

@@ -221,8 +221,7 @@ static void branches_forward(asr_model *m, int l, eblock *b, const float *x)
                          m->T2, 2 * D, d->merge_kernel);
     be->add(be, b->fus, b->fus, b->cat, 2 * nd);
     be->linear_forward(be, m->dtmp, b->fus, p->merge_proj.weight, p->merge_proj.bias, N, 2 * D, D);
-    be->dropout_forward(be, m->dtmp, m->dtmp, nd, r.pd, m->seed, block_stream(l, SITE_MERGE));
-    be->add(be, b->h_mg, x, m->dtmp, nd);
+    be->dropout_add(be, b->h_mg, x, m->dtmp, nd, 1.0, r.pd, m->seed, block_stream(l, SITE_MERGE));
 }
 
 static void branches_backward(asr_model *m, int l, const eblock *b, const float *x)

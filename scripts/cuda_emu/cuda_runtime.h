@@ -31,12 +31,13 @@ extern dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 typedef int cudaError_t;
 enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInvalidValue = 1, cudaErrorInitializationError = 3,
-       cudaErrorNotReady = 600 };
+       cudaErrorInvalidResourceHandle = 400, cudaErrorNotReady = 600 };
 typedef struct emu_stream *cudaStream_t;
 enum { cudaStreamNonBlocking = 1 };
-// Events: every emulated call is synchronous, so an event is complete once recorded.
+// Events: every emulated call is synchronous, so an event is complete once recorded, and its time
+// is the host's clock then (cudaEventElapsedTime: the milliseconds between two, as CUDA's).
 typedef struct emu_event *cudaEvent_t;
-enum { cudaEventDisableTiming = 2 };
+enum { cudaEventDefault = 0, cudaEventDisableTiming = 2 };
 typedef enum cudaMemcpyKind { cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3 } cudaMemcpyKind;
 enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
 
@@ -54,7 +55,10 @@ cudaError_t cudaStreamDestroy(cudaStream_t);
 cudaError_t cudaSetDevice(int);
 cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaMemset(void *p, int v, size_t n);
+cudaError_t cudaEventCreate(cudaEvent_t *);
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *, unsigned);
+cudaError_t cudaEventSynchronize(cudaEvent_t);
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
 cudaError_t cudaEventDestroy(cudaEvent_t);
 cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t);
 cudaError_t cudaEventQuery(cudaEvent_t);

@@ -8,6 +8,7 @@
 // threads in descending order, so a missing barrier shows whichever thread reads first.
 #include "cublas_v2.h"
 #include <cstdio>
+#include <ctime>
 #include <unistd.h>
 #include <ucontext.h>
 #include <vector>
@@ -63,8 +64,26 @@ float __shfl_xor_sync(unsigned, float v, int o) { return shfl_xor(v, o); }
 double __shfl_xor_sync(unsigned, double v, int o) { return shfl_xor(v, o); }
 int __shfl_xor_sync(unsigned, int v, int o) { return shfl_xor(v, o); }
 
+// ---- launch counts: with EMU_LAUNCHES set, the process prints at exit how many kernels, cuBLAS
+// calls (a batched GEMM is one), memsets and copies it issued (scripts/cuda_emu/run launches).
+static struct {
+    long kernels, gemms, memsets, copies;
+} counts;
+static void print_counts(void)
+{
+    fprintf(stderr, "emu launches: %ld kernels, %ld cuBLAS calls, %ld memsets, %ld copies\n", counts.kernels,
+            counts.gemms, counts.memsets, counts.copies);
+}
+static int count_init(void)
+{
+    if (getenv("EMU_LAUNCHES")) atexit(print_counts);
+    return 0;
+}
+[[maybe_unused]] static int count_init_done = count_init();
+
 void emu_run(const emu_cfg &c, const std::function<void()> &body)
 {
+    counts.kernels++;
     if (reverse_order < 0) reverse_order = getenv("EMU_REVERSE") && atoi(getenv("EMU_REVERSE")) != 0;
     int nt = (int)(c.block.x * c.block.y * c.block.z);
     if (nt <= 0 || nt > 1024 || c.grid.x == 0 || c.grid.y == 0 || c.grid.z == 0) {
@@ -141,10 +160,21 @@ cudaError_t cudaMalloc(void **p, size_t n)
 cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
 cudaError_t cudaHostAlloc(void **p, size_t n, unsigned) { *p = malloc(n ? n : 1); return *p ? cudaSuccess : cudaErrorMemoryAllocation; }
 cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
-cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t) { memmove(d, s, n); return cudaSuccess; }
-cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { memset(p, v, n); return cudaSuccess; }
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t)
+{
+    counts.copies++;
+    memmove(d, s, n);
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t)
+{
+    counts.memsets++;
+    memset(p, v, n);
+    return cudaSuccess;
+}
 cudaError_t cudaMemset2DAsync(void *p, size_t pitch, int v, size_t w, size_t h, cudaStream_t)
 {
+    counts.memsets++;
     if (pitch < w) return cudaErrorInvalidValue;
     for (size_t r = 0; r < h; r++) memset((char *)p + r * pitch, v, w);
     return cudaSuccess;
@@ -154,11 +184,35 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) { *s = new emu_
 cudaError_t cudaStreamDestroy(cudaStream_t s) { delete s; return cudaSuccess; }
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 cudaError_t cudaMemset(void *p, int v, size_t n) { memset(p, v, n); return cudaSuccess; }
-struct emu_event { int recorded; };
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) { *e = new emu_event(); return cudaSuccess; }
+struct emu_event {
+    int recorded, timing;
+    double at; // CLOCK_MONOTONIC seconds when recorded
+};
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
+{
+    *e = new emu_event{0, !(flags & cudaEventDisableTiming), 0};
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
 cudaError_t cudaEventDestroy(cudaEvent_t e) { delete e; return cudaSuccess; }
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) { e->recorded = 1; return cudaSuccess; }
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    e->recorded = 1;
+    e->at = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return cudaSuccess;
+}
 cudaError_t cudaEventQuery(cudaEvent_t e) { return e->recorded ? cudaSuccess : cudaErrorNotReady; }
+cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+// As CUDA: either event made without timing is an invalid handle here; one never recorded is not ready.
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
+{
+    if (!a->timing || !b->timing) return cudaErrorInvalidResourceHandle;
+    if (!a->recorded || !b->recorded) return cudaErrorNotReady;
+    *ms = (float)(1e3 * (b->at - a->at));
+    return cudaSuccess;
+}
 cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) { return cudaSuccess; }
 // CUDA's rule for fork: a child forked after its parent initialised CUDA cannot use it
 // (cudaErrorInitializationError), so the code must initialise CUDA only in the processes that
@@ -202,6 +256,7 @@ cublasStatus_t cublasSgemm(cublasHandle_t, cublasOperation_t ta, cublasOperation
                            const float *alpha, const float *a, int lda, const float *b, int ldb, const float *beta,
                            float *c, int ldc)
 {
+    counts.gemms++;
     if (m < 0 || n < 0 || k < 0 || lda < std::max(1, ta == CUBLAS_OP_N ? m : k) ||
         ldb < std::max(1, tb == CUBLAS_OP_N ? k : n) || ldc < std::max(1, m)) {
         fprintf(stderr, "emu cublasSgemm: invalid m %d n %d k %d lda %d ldb %d ldc %d ta %d tb %d\n", m, n, k, lda, ldb,
@@ -227,10 +282,12 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
                                          const float *b, int ldb, long long sb, const float *beta, float *c, int ldc,
                                          long long sc, int count)
 {
+    long calls = counts.gemms + 1; // one launch, not one per matrix
     for (int i = 0; i < count; i++) {
         cublasStatus_t s = cublasSgemm(h, ta, tb, m, n, k, alpha, a + i * sa, lda, b + i * sb, ldb, beta, c + i * sc, ldc);
         if (s) return s;
     }
+    counts.gemms = calls;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -255,6 +312,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasOperatio
                             cudaDataType_t bt, int ldb, const void *beta, void *c, cudaDataType_t ct, int ldc,
                             cublasComputeType_t compute, cublasGemmAlgo_t)
 {
+    counts.gemms++;
     if (m < 0 || n < 0 || k < 0 || lda < std::max(1, ta == CUBLAS_OP_N ? m : k) ||
         ldb < std::max(1, tb == CUBLAS_OP_N ? k : n) || ldc < std::max(1, m) || at != bt ||
         (at != CUDA_R_16BF && at != CUDA_R_16F) || ct != CUDA_R_32F || compute != CUBLAS_COMPUTE_32F) {
@@ -283,10 +341,12 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta
                                           const void *beta, void *c, cudaDataType_t ct, int ldc, long long sc,
                                           int count, cublasComputeType_t compute, cublasGemmAlgo_t algo)
 {
+    long calls = counts.gemms + 1;
     for (int i = 0; i < count; i++) {
         cublasStatus_t s = cublasGemmEx(h, ta, tb, m, n, k, alpha, (const uint16_t *)a + i * sa, at, lda, (const uint16_t *)b + i * sb,
                                         bt, ldb, beta, (float *)c + i * sc, ct, ldc, compute, algo);
         if (s) return s;
     }
+    counts.gemms = calls;
     return CUBLAS_STATUS_SUCCESS;
 }
