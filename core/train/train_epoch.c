@@ -438,9 +438,12 @@ int train_epoch(trainer *t, esp_err *err)
     }
     batch_prefetch_close(&t->pf); /* a batch loaded for a step that did not come */
     if (rc == 0 && t->rank == 0) progress_finish(&pr);
-    if (rc == 0 && t->prefetch && t->rank == 0 && t->epoch_batches > (int64_t)k0)
-        log_info("train: epoch %" PRId64 ": the step waited %.2f ms per batch for it (loaded beside the step%s)",
-                 t->epoch + 1, 1e3 * t->pf.wait_s / (double)(t->epoch_batches - (int64_t)k0),
+    /* The data stall: the host's wait for batches, against the epoch's wall time. */
+    double batches = (double)(t->epoch_batches - (int64_t)k0), wall = now_seconds() - t0;
+    if (rc == 0 && t->prefetch && t->rank == 0 && batches > 0 && wall > 0)
+        log_info("train: epoch %" PRId64 ": the step waited %.2f ms per batch for it, %.1f%% of the epoch's %.1f ms "
+                 "per batch (loaded beside the step%s)", t->epoch + 1, 1e3 * t->pf.wait_s / batches,
+                 100 * t->pf.wait_s / wall, 1e3 * wall / batches,
                  t->be->upload ? ", its features uploaded on a second stream" : "");
     free(items);
     free(plan);
