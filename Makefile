@@ -192,7 +192,7 @@ check: deps layers test-venv
 ifeq ($(CUDA),1)
 cuda-check: $(BIN) $(TEST_BIN)
 	python3 scripts/check_cuda_resources.py
-	$(TEST_BIN) --filter '@(backend_ops/*|comm_nccl/*|speech2text/decodes_on_the_cuda*|train_cuda/*)'
+	$(TEST_BIN) --filter '@(backend_ops/*|comm_nccl/*|speech2text/decodes_on_the_cuda*|train_cuda/*|cuda_graph/*)'
 	EMU_ASAN=1 scripts/cuda_emu/run
 	scripts/gpu/lease.sh dry-run
 else

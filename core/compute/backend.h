@@ -84,6 +84,18 @@ struct backend {
     void (*upload)(backend *be, int slot, void *dst, const void *src, size_t bytes);
     void (*upload_wait)(backend *be, int slot);
     void (*upload_done)(backend *be);
+    /* Device backends (NULL on cpu and ref64): CUDA graphs of a run of ops. After graph_begin the
+     * ops and copies issued are captured on the backend's stream (recorded, not run) until
+     * graph_end(be, key), which makes them the graph of key (a shape bucket's; replacing one key
+     * had) and returns how many launches it holds; graph_launch(be, key) runs key's graph (1), or
+     * returns 0 when key has none. What a graph reads varies from launch to launch only through
+     * device memory: its arguments are those it was captured with. Nothing captured may wait for
+     * the device on the host (a copy to the host, a reduction to a host value, a cudaMalloc: the
+     * backend's scratch must have grown before, in an uncaptured run): that stops with file:line
+     * and CUDA's error. */
+    void (*graph_begin)(backend *be);
+    size_t (*graph_end)(backend *be, uint64_t key);
+    int (*graph_launch)(backend *be, uint64_t key);
 
     /* ---- the compute ops: core/compute/backend_ops.h lists them (each one's signature after
      * `backend *be`, its semantics and layouts) */

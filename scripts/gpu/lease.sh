@@ -21,6 +21,8 @@
 #   backend_ops   every op on cuda against ref64 (test_backend_ops)
 #   train_cuda    three training steps of the tiny models on the GPU against the CPU
 #   speech2text   stage 6's decoder on the GPU against the CPU
+#   cuda_graph    a small training step captured as a CUDA graph and replayed against the same
+#                 ops issued one by one (bit for bit), a second shape's graph, a host wait refused
 #   step          scripts/bench/gpu_step: the reference-size Transformer and the LibriSpeech-100
 #                 recipe-size model (train_step's ls100) against ESPnet's own modules, FP32 and
 #                 bf16-mixed, and the other models ours alone; each of ours once more under the
@@ -131,6 +133,7 @@ run_steps() {
     step backend_ops 120 "$env run_tests $tests 'backend_ops/*'"
     step train_cuda 120 "$env run_tests $tests 'train_cuda/*'"
     step speech2text 60 "$env run_tests $tests 'speech2text/decodes_on_the_cuda*'"
+    step cuda_graph 30 "$env run_tests $tests 'cuda_graph/*'"
     if [ -n "$dry" ]; then
         step step 120 "TRAIN_STEP_BIN=$train_step GPU_STEP_BACKEND=cpu RUNS=1 STEPS=1 WARMUP=0 PRECISIONS=fp32 MODELS=transformer PROFILE=1 PROFILE_DIR=$work/profiles PYTHON=${PYTHON:-python3} scripts/bench/gpu_step"
     else
