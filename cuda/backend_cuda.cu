@@ -254,6 +254,8 @@ static void cu_destroy(backend *be)
     CUDA_CHECK(cudaStreamSynchronize(c->stream));
     cu_buf *bufs[] = {&c->scratch, &c->ints, &c->partial, &c->ctc_alpha, &c->ctc_nll, &c->rnnt_lat, &c->half_a, &c->half_b};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cu_free(be, bufs[i]->p);
+    cu_upload_destroy(be);
+    cu_graph_destroy(be);
     if (c->arena) CUDA_CHECK(cudaFree(c->arena));
     if (c->staging) CUDA_CHECK(cudaFreeHost(c->staging));
     free(c->blocks);
@@ -397,6 +399,8 @@ int backend_cuda_init(backend *be, int device, int threads, esp_err *err)
     CUBLAS_CHECK(cublasSetPointerMode(c->blas, CUBLAS_POINTER_MODE_HOST));
     *be = cu_ops();
     be->impl = c;
+    cu_upload_init(be);
+    cu_graph_init(be);
     be->alloc = cu_alloc;
     be->free = cu_free;
     be->copy = cu_copy;

@@ -58,11 +58,25 @@ typedef struct cu_block {
     int used;
 } cu_block;
 
+// A captured, instantiated run of ops (be->graph_end) and the launches it holds.
+typedef struct cu_graph {
+    uint64_t key;
+    cudaGraphExec_t exec;
+    size_t nodes;
+} cu_graph;
+
 typedef struct cu_impl {
     int device;
     int sms;              // multiprocessors, for grid sizes
     cudaStream_t stream;  // every op and copy of this backend runs on it, in order
     cublasHandle_t blas;  // bound to stream
+    // Batch uploads (be->upload): their own stream, and per slot the event the compute stream
+    // waits for (cuda/backend_upload.cu).
+    cudaStream_t up_stream;
+    cudaEvent_t up_done[BACKEND_UPLOAD_SLOTS];
+    // The graphs be->graph_end made, one per key (cuda/backend_graph.cu).
+    struct cu_graph *graphs;
+    size_t n_graphs;
     cu_buf scratch;       // per-op temporaries (one op runs at a time)
     cu_buf ints;          // host int arrays an op needs on the device (lens, labels)
     cu_buf partial;       // partial sums of the reductions
@@ -100,6 +114,13 @@ static inline cudaStream_t cu_stream(backend *be)
 {
     return cu_of(be)->stream;
 }
+
+// The upload stream's entries (cuda/backend_upload.cu): set up with the backend, torn down with it.
+void cu_upload_init(backend *be);
+void cu_upload_destroy(backend *be);
+// The graph entries (cuda/backend_graph.cu), likewise.
+void cu_graph_init(backend *be);
+void cu_graph_destroy(backend *be);
 
 // At least `bytes` of the buffer (its old contents are lost when it grows).
 void *cu_grow(backend *be, cu_buf *b, size_t bytes);

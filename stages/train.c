@@ -102,10 +102,6 @@ static int check_unused_keys(const training_cfg *cfg, const char *file, esp_err 
                      file, m->token_list, ours);
         free(a), free(b), free(ours);
     }
-    const loader_split_cfg *tr = cfg->dataloader->train;
-    if (tr->iter_factory && tr->iter_factory->num_workers > 0)
-        log_warn("%s: dataloader.train.iter_factory.num_workers: not implemented yet; features are computed in the "
-                 "training process", file);
     return 0;
 }
 
@@ -387,6 +383,10 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
         .backend = kind,
         .device = device,
         .threads = cpu_threads(),
+        /* ESPnet's DataLoader workers load batches ahead of the step: here one thread (spreading a
+         * batch over the run's threads) loads the next; a GPU's step never waits for the host. */
+        .prefetch = kind == BACKEND_CUDA || (cfg->dataloader->train->iter_factory &&
+                                             cfg->dataloader->train->iter_factory->num_workers > 0),
         .profile = tc->profiler != NULL || backend_profile_requested(),
         .fsdp = tc->strategy && !strcmp(tc->strategy, "fsdp"),
         .sharded_train = sharded[0],

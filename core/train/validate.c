@@ -98,7 +98,7 @@ int validate(trainer *t, size_t max_batches, metric *out, size_t *n_out, esp_err
             rc = -1;
             break;
         }
-        asr_model_forward(m, trainer_to_device(t, &ab), ab.feat_lens, ab.B, (int)ab.Tmax, 0, 0);
+        asr_model_forward(m, trainer_to_device(t, &ab, 0), ab.feat_lens, ab.B, (int)ab.Tmax, 0, 0);
         double loss = asr_model_loss(m, ab.labels, ab.label_lens, (int)ab.Lmax, NULL);
         double weight = m->dims.lm ? (double)m->att_tokens : (double)n;
         v[V_LOSS] += loss * weight;
