@@ -18,9 +18,7 @@ FUZZ_DIR     := build-fuzz
 FUZZ_BIN     := $(FUZZ_DIR)/fuzz_config$(if $(FUZZ_EXTRA),_extra)
 FUZZ_CFLAGS  := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 -std=c11 -D_GNU_SOURCE -I. $(FUZZ_EXTRA)
 FUZZ_SRCS    := test/fuzz/fuzz_config.c \
-                $(addprefix core/config/,yamltree.c yamltree_emit.c yindex.c config_compose.c config_interp.c \
-                  config_resolvers.c config_expr.c config_schema.c config_validate.c config_values.c config.c \
-                  config_task.c config_python.c) \
+                $(wildcard core/config/*.c) \
                 $(addprefix core/base/,log.c fsio.c progress.c edit_distance.c rng.c) \
                 $(addprefix core/data/,augment.c augment_conf.c augment_stft.c)
 FUZZ_SEEDS   := $(wildcard conf/*.yaml recipes/*/conf/*.yaml test/fuzz/seeds/*.yaml)
