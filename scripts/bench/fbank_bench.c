@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/base/progress.h"
 #include "core/data/audio.h"
 #include "core/data/frontend.h"
 
@@ -45,13 +46,6 @@ static void *work(void *arg)
     free(out);
     frontend_free(f);
     return NULL;
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -91,13 +85,13 @@ int main(int argc, char **argv)
         atomic_store(&j.next, 0);
         pthread_t tid[64];
         worker w[64];
-        double t0 = now();
+        double t0 = now_seconds();
         for (int t = 0; t < threads; t++) {
             w[t] = (worker){&j, t};
             pthread_create(&tid[t], NULL, work, &w[t]);
         }
         for (int t = 0; t < threads; t++) pthread_join(tid[t], NULL);
-        secs[r] = now() - t0;
+        secs[r] = now_seconds() - t0;
     }
     qsort(secs + 1, (size_t)runs, sizeof *secs, cmp_double);
     double med = secs[1 + runs / 2], audio = (double)samples / j.o.fs;

@@ -7,16 +7,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/base/progress.h"
 #include "core/compute/backend.h"
 #include "core/compute/blas_core.h"
 #include "core/compute/ops.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -43,9 +37,9 @@ static const char *only; /* run only the ops whose name contains this */
         if (only && !strstr(name, only)) break;                                                    \
         what;                                                                                      \
         for (int r_ = 0; r_ < runs; r_++) {                                                        \
-            double t0_ = now();                                                                    \
+            double t0_ = now_seconds();                                                                    \
             what;                                                                                  \
-            t_[r_] = now() - t0_;                                                                  \
+            t_[r_] = now_seconds() - t0_;                                                                  \
         }                                                                                          \
         qsort(t_, (size_t)runs, sizeof(double), cmp_double);                                       \
         double m_ = t_[runs / 2];                                                                  \

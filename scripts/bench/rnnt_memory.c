@@ -12,14 +12,8 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "core/base/progress.h"
 #include "core/compute/backend.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static double peak_mib(void)
 {
@@ -91,21 +85,21 @@ int main(int argc, char **argv)
 
     size_t chunk = (size_t)tc * U1 * V;
     float *x = be->alloc(be, chunk * sizeof *x);
-    double t_start = now();
+    double t_start = now_seconds();
     for (int t0 = 0; t0 < T; t0 += tc) {
         int k = T - t0 < tc ? T - t0 : tc;
         joint_forward(&j, x, t0, k);
         be->rnnt_logprobs(be, x, hlens, labels, ylens, U, 1, T, U1, V, 0, t0, k);
     }
     double loss = be->rnnt_loss_forward(be, NULL, hlens, ylens, 1, T, U1);
-    double t_fwd = now();
+    double t_fwd = now_seconds();
     for (int t0 = 0; t0 < T; t0 += tc) {
         int k = T - t0 < tc ? T - t0 : tc;
         if (tc < T || t0 > 0) joint_forward(&j, x, t0, k); /* whole: the forward's logits are still there */
         be->rnnt_loss_backward(be, x, x, hlens, labels, ylens, U, 1, T, U1, V, 0, t0, k, 0.0f, 1.0f);
         joint_backward(&j, x, t0, k);
     }
-    double t_bwd = now();
+    double t_bwd = now_seconds();
     double ce = 0, cd = 0;
     for (size_t i = 0; i < (size_t)T * V; i++) ce += denc[i];
     for (size_t i = 0; i < (size_t)U1 * V; i++) cd += (double)ddec[i] * (double)(i % 7);

@@ -10,16 +10,10 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "core/base/progress.h"
 #include "core/compute/backend.h"
 #include "core/nn/model.h"
 #include "core/nn/transducer.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static double peak_mib(void)
 {
@@ -62,13 +56,13 @@ int main(int argc, char **argv)
     be->copy(be, feats, fh, nf * sizeof(float), BACKEND_HOST_TO_DEVICE);
     int *labels = malloc(((size_t)U + 1) * sizeof *labels);
     for (int u = 0; u < U; u++) labels[u] = 1 + (u * 7919) % (V - 1);
-    double base = peak_mib(), t0 = now();
+    double base = peak_mib(), t0 = now_seconds();
     asr_model_zero_grad(&m);
     asr_model_forward(&m, feats, &T, 1, T, 1, 1);
     double loss = asr_model_loss(&m, labels, &U, U, NULL);
     asr_model_backward(&m, 1.0f);
     be->synchronize(be);
-    double secs = now() - t0;
+    double secs = now_seconds() - t0;
     printf("T %d U %d V %d joint %s threads %d: loss %.4f (transducer %.4f), step %.2f s, peak RSS %.0f MiB "
            "(%.0f MiB before the step)\n",
            T, U, V, whole ? "whole" : "chunked", threads, loss, m.loss_transducer, secs, peak_mib(), base);
