@@ -65,6 +65,13 @@ struct backend {
      * does not fit is allocated on its own, with a log line), `staging_bytes` of host-pinned memory
      * that host-to-device copies go through asynchronously. Exits with one line on failure. */
     void (*reserve)(backend *be, size_t device_bytes, size_t staging_bytes);
+    /* The bytes later allocs can still get now (NULL: not known): cpu, what its cap leaves
+     * (SIZE_MAX without one); cuda, the device's free memory. The batched decoder splits a batch
+     * whose planned memory is more than this (core/decode/speech2text.h). */
+    size_t (*mem_available)(backend *be);
+    /* cpu only (NULL elsewhere): caps what the buffers it hands out may hold together (0: no cap);
+     * an alloc past the cap fails as running out of memory does. */
+    void (*set_mem_limit)(backend *be, size_t bytes);
 
     /* saved (NULL: none): conv2d_saved_floats floats that the forward fills with what the
      * backward of the same x reads instead of computing it again (the CPU's transformed input
