@@ -392,8 +392,7 @@ static void decode_files(espnet3_model *m, const char *const *paths, size_t n, e
     for (size_t i = 0; i < n; i++) {
         free(a[i].wav);
         if (out[i]) continue;
-        lib_audio one = {.name = paths[i], .path = paths[i]};
-        if (!(out[i] = decode(m, &one))) out[i] = error_result(last_error);
+        if (!(out[i] = espnet3_transcribe_file(m, paths[i]))) out[i] = error_result(last_error);
     }
     free(a), free(wavs), free(ns), free(at), free(h);
 }

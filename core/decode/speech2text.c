@@ -495,6 +495,7 @@ int speech2text_decode_wavs(speech2text *s, const float *const *wavs, const size
         memcpy(feats[i], s->host_feats, (size_t)T[i] * M * sizeof **feats);
     }
     if (rc == 0 && n > 0) speech2text_decode_feats_batch(s, (const float *const *)feats, T, n, out);
+    else if (rc != 0) memset(out, 0, (size_t)n * sizeof *out); /* nothing left in out */
     for (int i = 0; i < n; i++) free(feats[i]);
     free(feats);
     free(T);
@@ -510,6 +511,7 @@ int speech2text_decode_spans(speech2text *s, const char *const *paths, const dou
     for (int i = 0; i < n && rc == 0; i++)
         rc = asr_data_read_span(&s->data, paths[i], starts ? starts[i] : 0, ends ? ends[i] : 0, &wavs[i], &ns[i], err);
     if (rc == 0) rc = speech2text_decode_wavs(s, (const float *const *)wavs, ns, n, out, err);
+    else memset(out, 0, (size_t)n * sizeof *out);
     for (int i = 0; i < n; i++) free(wavs[i]);
     free(wavs);
     free(ns);
