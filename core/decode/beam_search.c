@@ -1,6 +1,7 @@
-/* ESPnet's BatchBeamSearch with decoder, CTC prefix and length bonus scorers; see beam_search.h.
- * Running hypotheses own their prefix and CTC state buffers (carved from two pools, one for the
- * beam and one for the next beam); slots are swapped, never copied, so no buffer is shared. */
+/* ESPnet's BatchBeamSearch with decoder, CTC prefix, length bonus and LM scorers, over one
+ * utterance or a batch of them; see beam_search.h. Each utterance's running hypotheses own their
+ * prefix and CTC state buffers (carved from two pools, one for the beam and one for the next
+ * beam); slots are swapped, never copied, so no buffer is shared. */
 #include "core/decode/beam_search.h"
 
 #include <math.h>
