@@ -147,7 +147,8 @@ run_steps() {
     [ -z "$dry" ] || epoch_cfg="recipes/espeak_fortunes/conf/training_tiny_hybrid.yaml" \
         infer_cfg="recipes/espeak_fortunes/conf/inference_tiny.yaml" batches="1 4" \
         espnet_py=${ESPNET_PYTHON:-/opt/espnet3-venv/bin/python}
-    step default_epoch 200 "cd $work && $bin --template_dir conf --config $epoch_cfg --stage 1 --stop_stage 3 >/dev/null && /usr/bin/time -f 'epoch wall %e s' $bin --template_dir conf --config $epoch_cfg --stages train $epoch_keys trainer.accelerator=$accel exp_dir=exp/epoch && tail -n 3 exp/epoch/metrics.csv"
+    step default_epoch 200 "cd $work && $bin --template_dir conf --config $work/$epoch_cfg --stage 1 --stop_stage 3 >/dev/null && /usr/bin/time -f 'epoch wall %e s' $bin --template_dir conf --config $work/$epoch_cfg --stages train $epoch_keys trainer.accelerator=$accel exp_dir=exp/epoch && tail -n 3 exp/epoch/metrics.csv"
+    # (the epoch's config.yaml names its data by absolute paths: the training config was given so)
     step decode 150 "ESPNET3_BIN=$bin INFERENCE_CONFIG=$work/$infer_cfg JOINT=1 BATCH_SIZES='$batches' DEVICE=$device RUNS=1 ESPNET_PYTHON=$espnet_py scripts/bench/decode exp_dir=$work/exp/epoch"
     {
         echo "# GPU lease report ($(date -u +%Y-%m-%d' '%H:%M' UTC'))${dry:+ (dry run on the CPU)}"
