@@ -27,6 +27,8 @@ ifeq ($(SAN),1)
 BUILD    := build-asan
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
+# The CPU variant's folder: a CUDA build takes from it every object that does not depend on CUDA.
+BASE_BUILD := $(BUILD)
 
 # Optional parts are detected by compiling a probe, never by asking the package manager.
 probe = $(shell printf '%s\n' '$(1)' 'int main(void){return 0;}' | $(CC) -x c - $(2) -o /dev/null 2>/dev/null && echo 1)
@@ -61,7 +63,10 @@ ifneq ($(HAVE_NCCL),1)
 $(error CUDA=1 but a probe program does not link against libnccl (install NCCL, e.g. libnccl-dev, or set CUDA_HOME))
 endif
 BUILD    := $(BUILD)-cuda
-CFLAGS   += -DESPNET3_CUDA=1 -I$(CUDA_HOME)/include
+# Only the sources that depend on it (scripts/cuda_aware_srcs.sh) are compiled with ESPNET3_CUDA,
+# into $(BUILD); every other object is the CPU variant's, the same bytes, built once.
+CUDA_CFLAGS := -DESPNET3_CUDA=1 -I$(CUDA_HOME)/include
+CUDA_AWARE_SRCS := $(shell scripts/cuda_aware_srcs.sh)
 # nvcc's host code (kernel registration, guarded statics) needs the C++ runtime: the link is gcc's.
 LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnccl -lcublas -lcudart -lstdc++
 # The architectures every kernel is built for (scripts/check_cuda_resources.sh checks each).
@@ -82,21 +87,24 @@ MAIN_SRCS := $(wildcard cli/*.c)
 CUDA_SRCS := $(if $(filter 1,$(CUDA)),$(wildcard cuda/*.cu))
 TEST_SRCS := $(wildcard test/unit/*.c test/unit/*/*.c)
 
-APP_OBJS  := $(APP_SRCS:%.c=$(BUILD)/%.o) $(CXX_SRCS:%.cc=$(BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
+# A C source's object: in $(BUILD) when CUDA-aware, else the CPU variant's ($(BASE_BUILD); the same
+# folder unless CUDA=1).
+c_objs = $(foreach s,$(1),$(if $(filter $(s),$(CUDA_AWARE_SRCS)),$(BUILD),$(BASE_BUILD))/$(s:.c=.o))
+APP_OBJS  := $(call c_objs,$(APP_SRCS)) $(CXX_SRCS:%.cc=$(BASE_BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
 # Python files that go into the binary as data (ld -r -b binary): the bridge to a recipe's Python
 # runs core/data/py_helper.py with `python -c`; pack_demo writes stages/demo_app.py as the demo's app.
 PY_RESOURCES := core/data/py_helper.py stages/demo_app.py
-APP_OBJS  += $(PY_RESOURCES:%.py=$(BUILD)/%_py.o)
-MAIN_OBJS := $(MAIN_SRCS:%.c=$(BUILD)/%.o)
-TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
+APP_OBJS  += $(PY_RESOURCES:%.py=$(BASE_BUILD)/%_py.o)
+MAIN_OBJS := $(call c_objs,$(MAIN_SRCS))
+TEST_OBJS := $(call c_objs,$(TEST_SRCS))
 # The tests link everything but main().
-CLI_LIB_OBJS := $(filter-out $(BUILD)/cli/main.o,$(MAIN_OBJS))
+CLI_LIB_OBJS := $(filter-out %/cli/main.o,$(MAIN_OBJS))
 
 # Each variant links into its own build folder; `make` (and `make CUDA=1`) copies it to ./espnet3.
 BIN      := $(BUILD)/espnet3
 TEST_BIN := $(BUILD)/espnet3_tests
 
-.PHONY: all lib check asan fuzz fuzz-long clean deps print-ldlibs print-objs print-nvcc layers cuda-check test-venv bench
+.PHONY: all lib check asan fuzz fuzz-long clean deps print-ldlibs print-objs print-test-objs print-main-objs print-nvcc layers cuda-check test-venv bench
 all: $(BIN)
 	@cmp -s $(BIN) espnet3 || cp -f $(BIN) espnet3
 
@@ -105,26 +113,36 @@ $(BIN): $(APP_OBJS) $(MAIN_OBJS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c -o $@ $<
+	$(CC) $(CFLAGS) $(CUDA_CFLAGS) -c -o $@ $<
 
-$(BUILD)/%_py.o: %.py
+ifeq ($(CUDA),1)
+$(BASE_BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+endif
+
+$(BASE_BUILD)/%_py.o: %.py
 	@mkdir -p $(dir $@)
 	ld -r -b binary -z noexecstack -o $@ $<
 
-$(BUILD)/%.o: %.cc
+$(BASE_BUILD)/%.o: %.cc
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c -o $@ $<
 
+# ptxas' report of every kernel (-Xptxas -v: registers, spills, stack, shared memory per
+# architecture) is kept beside the object as .ptxas for scripts/check_cuda_resources.py, so the
+# check compiles nothing again; it is printed when the compile fails.
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -c -o $@ $<
+	$(NVCC) $(NVCCFLAGS) -Xptxas -v -MMD -MP -MF $(@:.o=.d) -c -o $@ $< 2>$(@:.o=.ptxas) || \
+	    { cat $(@:.o=.ptxas) >&2; rm -f $@; exit 1; }
 
 $(TEST_BIN): $(TEST_OBJS) $(APP_OBJS) $(CLI_LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcriterion
 
 # The C library (include/espnet3.h, docs/library.md): core/ and lib/, static and shared; the shared
 # one exports the header's functions only (lib/espnet3.map). The example program links each.
-LIB_OBJS := $(filter $(BUILD)/core/% $(BUILD)/lib/% $(BUILD)/cuda/%,$(APP_OBJS))
+LIB_OBJS := $(filter-out %/stages/% %/recipes/%,$(APP_OBJS))
 LIB_A    := $(BUILD)/libespnet3.a
 LIB_SO   := $(BUILD)/libespnet3.so
 EXAMPLES := $(BUILD)/examples/transcribe $(BUILD)/examples/transcribe_static
@@ -154,7 +172,7 @@ BENCH_BINS := $(BENCH_SRCS:scripts/bench/%.c=$(BUILD)/bench/%) $(BUILD)/bench/ge
 
 $(BUILD)/bench/%: scripts/bench/%.c $(APP_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(APP_OBJS) $(LDLIBS)
+	$(CC) $(CFLAGS) $(CUDA_CFLAGS) $(LDFLAGS) -o $@ $< $(APP_OBJS) $(LDLIBS)
 
 $(BUILD)/bench/gemm_shapes_preload.so: scripts/bench/gemm_shapes_preload.c
 	@mkdir -p $(dir $@)
@@ -186,13 +204,14 @@ check: deps layers test-venv
 	    $(TEST_BIN) $(TEST_ARGS)
 
 # The CUDA checks (make CUDA=1 cuda-check; .ci/run runs them after the CUDA build): ptxas'
-# registers and spills per kernel, the CUDA build's test_backend_ops (cuda against ref64 where a
-# GPU is visible, reported as skipped elsewhere) and 2-rank NCCL check (2 GPUs, else skipped), and
-# the kernels and the NCCL comm on the CPU emulation, and the GPU lease's dry run (scripts/gpu/lease.sh).
+# registers and spills per kernel (from the build's reports), the CUDA build's 2-rank NCCL check
+# (2 GPUs, else skipped), the kernels and the NCCL comm on the CPU emulation, and the GPU lease's
+# dry run (scripts/gpu/lease.sh), which runs the CUDA build's test_backend_ops (cuda against ref64
+# where a GPU is visible, reported as skipped elsewhere), train_cuda and speech2text-on-cuda tests.
 ifeq ($(CUDA),1)
 cuda-check: $(BIN) $(TEST_BIN)
-	python3 scripts/check_cuda_resources.py
-	$(TEST_BIN) --filter '@(backend_ops/*|comm_nccl/*|speech2text/decodes_on_the_cuda*|train_cuda/*)'
+	python3 scripts/check_cuda_resources.py --build $(BUILD)
+	$(TEST_BIN) --filter 'comm_nccl/*'
 	EMU_ASAN=1 scripts/cuda_emu/run
 	scripts/gpu/lease.sh dry-run
 else
@@ -206,7 +225,7 @@ endif
 asan: deps
 	@ESPNET3_NO_TEST_VENV=1 $(MAKE) --no-print-directory SAN=1 check
 
-# The fuzz targets build on every core, then run one after another.
+# The fuzz targets build on every core, then run one per core (FUZZ_JOBS, test/fuzz/fuzz.mk).
 fuzz: deps
 	@$(MAKE) --no-print-directory -j$(shell nproc) -f test/fuzz/fuzz.mk fuzz-build
 	@$(MAKE) --no-print-directory -f test/fuzz/fuzz.mk FUZZ_SECONDS=$(FUZZ_SECONDS)
@@ -226,6 +245,13 @@ print-ldlibs:
 
 print-objs:
 	@echo $(APP_OBJS)
+
+# The test and command-line objects of this build (scripts/cuda_emu/run links its own binaries from them).
+print-test-objs:
+	@echo $(TEST_OBJS)
+
+print-main-objs:
+	@echo $(MAIN_OBJS)
 
 # nvcc, its flags and the architectures of `make CUDA=1`, for scripts/check_cuda_resources.sh.
 print-nvcc:

@@ -1,7 +1,8 @@
 /* `espnet3 transcribe MODEL FILE...`: audio files (or "-", standard input) to text with a trained
  * model, through the C library (include/espnet3.h): the options go to espnet3_options_set by name,
  * the files through espnet3_transcribe_files, batch_size at a time, and cli/transcribe_output.h
- * writes each result. A file that fails is one error line and the others go on (exit 1 at the end). */
+ * writes each result. A file that fails is one error line and the others go on (exit 1 at the end).
+ * With --stream, one stream decoded as it arrives (cli/transcribe_stream.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/transcribe_output.h"
+#include "cli/transcribe_stream.h"
 #include "core/base/fsio.h"
 #include "core/base/progress.h"
 #include "include/espnet3.h"
@@ -16,8 +18,8 @@
 typedef struct tr_args {
     const char *device, *beam, *ctc_weight, *penalty, *lm, *lm_weight, *nbest, *threads, *batch_size; /* library settings */
     const char *lf_window, *lf_overlap, *lf_threshold;
-    const char *output, *output_dir;
-    int quiet, help;
+    const char *output, *output_dir, *stream_push;
+    int quiet, help, stream, stream_latency, stream_no_rep;
 } tr_args;
 
 #define TF(f) offsetof(tr_args, f)
@@ -42,6 +44,14 @@ static const cli_option tr_options[] = {
     {'o', "output", NULL, OPT_STRING, TF(output), "FORMAT", "text", "text, json, ctm, srt or vtt"},
     {0, "output_dir", NULL, OPT_STRING, TF(output_dir), "DIR", "standard output",
      "write <DIR>/<file's stem>.<txt|json|ctm|srt|vtt> per file"},
+    {0, "stream", NULL, OPT_FLAG, TF(stream), NULL, NULL,
+     "decode one FILE ('-', a FIFO) of 16-bit PCM (raw at the model's rate, or a WAV) as it arrives: "
+     "partial results as they change, then the final (a contextual block model)"},
+    {0, "stream_push", NULL, OPT_STRING, TF(stream_push), "SEC", "0.1", "--stream: audio per push"},
+    {0, "stream_latency", NULL, OPT_FLAG, TF(stream_latency), NULL, NULL,
+     "--stream: each line with its audio, decoded, wall and push times"},
+    {0, "stream_no_repetition_check", NULL, OPT_FLAG, TF(stream_no_rep), NULL, NULL,
+     "--stream: ESPnet's disable_repetition_detection (the search runs on within each block)"},
     {'q', "quiet", NULL, OPT_FLAG, TF(quiet), NULL, NULL, "no progress or warnings, only errors"},
     {'h', "help", NULL, OPT_FLAG, TF(help), NULL, NULL, "show this help"},
 };
@@ -162,6 +172,17 @@ int cmd_transcribe(int argc, char **argv)
     if (!rc && !a.help && n_pos < 2) rc = usage_error("give a MODEL and at least one audio FILE ('-': standard input)");
     if (!rc && !a.help && n_pos > 2 && (f == TR_SRT || f == TR_VTT) && !a.output_dir)
         rc = usage_error("--output srt/vtt holds one file's subtitles: give one FILE, or --output_dir DIR");
+    if (!rc && !a.help && a.stream && (n_pos != 2 || a.output_dir || (f != TR_TEXT && f != TR_JSON)))
+        rc = usage_error("--stream decodes one FILE to standard output as text or json");
+    double push_s = 0.1;
+    if (!rc && !a.help && a.stream_push) {
+        char *end;
+        push_s = strtod(a.stream_push, &end);
+        if (*end || end == a.stream_push || !(push_s >= 0.01 && push_s <= 60)) {
+            snprintf(err.msg, sizeof err.msg, "--stream_push '%s': give seconds in [0.01, 60]", a.stream_push);
+            rc = usage_error(err.msg);
+        }
+    }
     if (!rc && !a.help && a.output_dir && !is_dir(a.output_dir)) {
         snprintf(err.msg, sizeof err.msg, "--output_dir %s: no such folder", a.output_dir);
         rc = usage_error(err.msg);
@@ -175,7 +196,9 @@ int cmd_transcribe(int argc, char **argv)
             fprintf(stderr, "espnet3: error: %s\n", espnet3_last_error());
             rc = 1;
         } else {
-            rc = transcribe_all(&a, f, m, pos + 1, n_pos - 1);
+            tr_stream_opts so = {.input = pos[1], .json = f == TR_JSON, .latency = a.stream_latency, .push_s = push_s,
+                                  .no_repetition_check = a.stream_no_rep};
+            rc = a.stream ? tr_stream_run(m, &so) : transcribe_all(&a, f, m, pos + 1, n_pos - 1);
             espnet3_close(m);
         }
     }

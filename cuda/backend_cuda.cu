@@ -194,6 +194,36 @@ static void cu_synchronize(backend *be)
     CUDA_CHECK(cudaStreamSynchronize(cu_stream(be)));
 }
 
+// ---- timing marks (the profiler's per-op device times)
+
+static int cu_mark(backend *be)
+{
+    cu_impl *c = cu_of(be);
+    if (c->n_marks == c->cap_marks) {
+        int cap = c->cap_marks ? 2 * c->cap_marks : 256;
+        c->marks = (cudaEvent_t *)xrealloc(c->marks, (size_t)cap * sizeof *c->marks);
+        for (int i = c->cap_marks; i < cap; i++) CUDA_CHECK(cudaEventCreate(&c->marks[i]));
+        c->cap_marks = cap;
+    }
+    CUDA_CHECK(cudaEventRecord(c->marks[c->n_marks], c->stream));
+    return c->n_marks++;
+}
+
+static double cu_mark_seconds(backend *be, int a, int b)
+{
+    cu_impl *c = cu_of(be);
+    ESP_CHECK(0 <= a && a <= b && b < c->n_marks);
+    CUDA_CHECK(cudaEventSynchronize(c->marks[b]));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, c->marks[a], c->marks[b]));
+    return 1e-3 * ms;
+}
+
+static void cu_marks_reset(backend *be)
+{
+    cu_of(be)->n_marks = 0;
+}
+
 // The backend's own scratch is not in the plan: it lives outside the arena, grown to the largest
 // batch's needs during the first steps, then reused.
 void *cu_grow(backend *be, cu_buf *b, size_t bytes)
@@ -233,9 +263,13 @@ static void cu_destroy(backend *be)
     CUDA_CHECK(cudaStreamSynchronize(c->stream));
     cu_buf *bufs[] = {&c->scratch, &c->ints, &c->partial, &c->ctc_alpha, &c->ctc_nll, &c->rnnt_lat, &c->half_a, &c->half_b};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cu_free(be, bufs[i]->p);
+    cu_upload_destroy(be);
+    cu_graph_destroy(be);
     if (c->arena) CUDA_CHECK(cudaFree(c->arena));
     if (c->staging) CUDA_CHECK(cudaFreeHost(c->staging));
     free(c->blocks);
+    for (int i = 0; i < c->cap_marks; i++) CUDA_CHECK(cudaEventDestroy(c->marks[i]));
+    free(c->marks);
     CUBLAS_CHECK(cublasDestroy(c->blas));
     CUDA_CHECK(cudaStreamDestroy(c->stream));
     free(c);
@@ -285,6 +319,11 @@ static constexpr backend cu_ops()
     b.softmax_backward = cu_softmax_backward;
     b.dropout_forward = cu_dropout_forward;
     b.dropout_backward = cu_dropout_backward;
+    b.act_dropout_forward = cu_act_dropout_forward;
+    b.act_dropout_backward = cu_act_dropout_backward;
+    b.dropout_add = cu_dropout_add;
+    b.dropout_add_layernorm = cu_dropout_add_layernorm;
+    b.layernorm_dropout_backward = cu_layernorm_dropout_backward;
     b.mha_forward = cu_mha_forward;
     b.mha_backward = cu_mha_backward;
     b.embedding_forward = cu_embedding_forward;
@@ -310,6 +349,8 @@ static constexpr backend cu_ops()
     b.mul_backward = cu_mul_backward;
     b.lstm_cell_forward = cu_lstm_cell_forward;
     b.lstm_cell_backward = cu_lstm_cell_backward;
+    b.joint_tanh_forward = cu_joint_tanh_forward;
+    b.joint_tanh_backward = cu_joint_tanh_backward;
     b.ctc_loss_forward = cu_ctc_loss_forward;
     b.ctc_loss_backward = cu_ctc_loss_backward;
     b.ctc_align = cu_ctc_align;
@@ -367,6 +408,8 @@ int backend_cuda_init(backend *be, int device, int threads, esp_err *err)
     CUBLAS_CHECK(cublasSetPointerMode(c->blas, CUBLAS_POINTER_MODE_HOST));
     *be = cu_ops();
     be->impl = c;
+    cu_upload_init(be);
+    cu_graph_init(be);
     be->alloc = cu_alloc;
     be->free = cu_free;
     be->copy = cu_copy;
@@ -375,5 +418,8 @@ int backend_cuda_init(backend *be, int device, int threads, esp_err *err)
     be->destroy = cu_destroy;
     be->reserve = cu_reserve;
     be->mem_available = cu_mem_available;
+    be->mark = cu_mark;
+    be->mark_seconds = cu_mark_seconds;
+    be->marks_reset = cu_marks_reset;
     return 0;
 }

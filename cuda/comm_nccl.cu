@@ -270,7 +270,7 @@ static int nc_barrier(comm *cc, esp_err *err)
 static void nc_attach(comm *cc, void *be)
 {
     backend *b = (backend *)be; // NULL: detach (before the backend closes)
-    ESP_CHECK(!b || (b->name && strcmp(b->name, "cuda") == 0)); // device buffers of the CUDA backend only
+    ESP_CHECK(!b || b->kind == BACKEND_CUDA); // device buffers of the CUDA backend only
     nc_of(cc)->compute = b ? cu_stream(b) : NULL;
 }
 

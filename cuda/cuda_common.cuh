@@ -58,11 +58,25 @@ typedef struct cu_block {
     int used;
 } cu_block;
 
+// A captured, instantiated run of ops (be->graph_end) and the launches it holds.
+typedef struct cu_graph {
+    uint64_t key;
+    cudaGraphExec_t exec;
+    size_t nodes;
+} cu_graph;
+
 typedef struct cu_impl {
     int device;
     int sms;              // multiprocessors, for grid sizes
     cudaStream_t stream;  // every op and copy of this backend runs on it, in order
     cublasHandle_t blas;  // bound to stream
+    // Batch uploads (be->upload): their own stream, and per slot the event the compute stream
+    // waits for (cuda/backend_upload.cu).
+    cudaStream_t up_stream;
+    cudaEvent_t up_done[BACKEND_UPLOAD_SLOTS];
+    // The graphs be->graph_end made, one per key (cuda/backend_graph.cu).
+    struct cu_graph *graphs;
+    size_t n_graphs;
     cu_buf scratch;       // per-op temporaries (one op runs at a time)
     cu_buf ints;          // host int arrays an op needs on the device (lens, labels)
     cu_buf partial;       // partial sums of the reductions
@@ -86,6 +100,10 @@ typedef struct cu_impl {
     // asynchronously; when the next copy does not fit, the stream is synchronized and it restarts.
     char *staging;
     size_t staging_bytes, staging_at;
+    // The profiler's timing marks (be->mark): events recorded on the stream, reused after
+    // be->marks_reset.
+    cudaEvent_t *marks;
+    int n_marks, cap_marks;
 } cu_impl;
 
 static inline cu_impl *cu_of(backend *be)
@@ -96,6 +114,13 @@ static inline cudaStream_t cu_stream(backend *be)
 {
     return cu_of(be)->stream;
 }
+
+// The upload stream's entries (cuda/backend_upload.cu): set up with the backend, torn down with it.
+void cu_upload_init(backend *be);
+void cu_upload_destroy(backend *be);
+// The graph entries (cuda/backend_graph.cu), likewise.
+void cu_graph_init(backend *be);
+void cu_graph_destroy(backend *be);
 
 // At least `bytes` of the buffer (its old contents are lost when it grows).
 void *cu_grow(backend *be, cu_buf *b, size_t bytes);
@@ -244,6 +269,11 @@ void cu_gelu_forward(backend *be, float *y, const float *x, size_t n);
 void cu_gelu_backward(backend *be, float *dx, const float *dy, const float *x, size_t n);
 void cu_mul_forward(backend *be, float *y, const float *a, const float *b, size_t n);
 void cu_mul_backward(backend *be, float *da, float *db, const float *dy, const float *a, const float *b, size_t n);
+// cuda/ops_joint.cu
+void cu_joint_tanh_forward(backend *be, float *z, const float *enc, const float *dec, int B, int T, int t0, int tc,
+                           int U1, int J);
+void cu_joint_tanh_backward(backend *be, float *denc, float *ddec, const float *dz, const float *z, int B, int T,
+                            int t0, int tc, int U1, int J);
 // cuda/ops_lstm.cu
 void cu_lstm_cell_forward(backend *be, float *h, float *c, float *act, const float *gates, const float *c_prev, int n,
                           int H);
@@ -269,10 +299,48 @@ void cu_log_softmax_forward(backend *be, float *y, const float *x, int n, int v)
 void cu_log_softmax_backward(backend *be, float *dx, const float *dy, const float *y, int n, int v);
 void cu_softmax_forward(backend *be, float *y, const float *x, int n, int v);
 void cu_softmax_backward(backend *be, float *dx, const float *dy, const float *y, int n, int v);
+// ---- the dropout of one element inside a fused kernel (cuda/ops_fused.cu, cuda/ops_norm.cu), as
+// ops_dropout_forward_at's three cases: p <= 0 keeps the value as it is, p >= 1 writes +0 (a
+// memset: NaN too), else the mask's multiply by 0 or the keep scale.
+typedef struct cu_drop {
+    uint64_t key;
+    uint32_t thr;
+    float keep;
+    int mode; // 0 keep all, 1 the mask, 2 drop all
+} cu_drop;
+
+static inline cu_drop cu_drop_of(float p, uint64_t seed, uint64_t stream)
+{
+    if (p <= 0) return cu_drop{0, 0, 1.0f, 0};
+    if (p >= 1) return cu_drop{0, 0, 0.0f, 2};
+    return cu_drop{dropout_key(seed, stream), dropout_threshold(p), (float)dropout_keep_scale(p), 1};
+}
+
+static inline __device__ float cu_drop_at(const cu_drop d, float v, size_t i)
+{
+    if (d.mode == 0) return v;
+    if (d.mode == 2) return 0.0f;
+    return v * (dropout_r16(d.key, i) >= d.thr ? d.keep : 0.0f);
+}
+
 // cuda/ops_dropout.cu
 void cu_dropout_forward(backend *be, float *y, const float *x, size_t n, float p, uint64_t seed, uint64_t stream);
 void cu_dropout_backward(backend *be, float *dx, const float *dy, size_t n, float p, uint64_t seed,
                          uint64_t stream);
+// cuda/ops_fused.cu
+void cu_act_dropout_forward(backend *be, float *y, const float *x, size_t n, int relu, float p, uint64_t seed,
+                            uint64_t stream);
+void cu_act_dropout_backward(backend *be, float *dx, const float *dy, const float *z, size_t n, int relu, float p,
+                             uint64_t seed, uint64_t stream);
+void cu_dropout_add(backend *be, float *y, const float *x, const float *r, size_t n, double s, float p, uint64_t seed,
+                    uint64_t stream);
+// cuda/ops_norm.cu (the fused LayerNorm chains)
+void cu_dropout_add_layernorm(backend *be, float *h, float *y, float *mean, float *rstd, const float *x, const float *r,
+                              const float *w, const float *b, int n, int c, double eps, double s, float p,
+                              uint64_t seed, uint64_t stream);
+void cu_layernorm_dropout_backward(backend *be, float *dx, float *dw, float *db, float *dr, const float *dy,
+                                   const float *x, const float *w, const float *mean, const float *rstd, int n, int c,
+                                   double s, float p, uint64_t seed, uint64_t stream);
 // cuda/ops_embedding.cu
 void cu_embedding_forward(backend *be, float *y, const float *w, const int *ids, int n, int v, int d);
 void cu_embedding_backward(backend *be, float *dw, const float *dy, const int *ids, int n, int v, int d);

@@ -2,16 +2,38 @@
 // one warp per row (8 rows per block). The parameter gradients dw += sum_r dy * xh and
 // db += sum_r dy: column sums in two passes (chunks of rows into partial rows, then the partial
 // rows in order), without atomics. The per-element formulas are core/compute/ops_impl.h's, in
-// float; only the order of the sums differs.
+// float; only the order of the sums differs. The fused chains (dropout_add_layernorm,
+// layernorm_dropout_backward) are the same kernels with the residual's dropout and add before the
+// statistics (FUSED: each lane writes h and reads back only its own elements) or the next
+// dropout after the input gradient.
 #include "cuda/cuda_common.cuh"
 
 enum { LN_WARPS = 8 };
 
+// The residual of a fused forward: h = xres + s * dropout(r) (scaled 0: s is 1).
+typedef struct ln_res {
+    float *h;
+    const float *xres, *r;
+    float s;
+    int scaled;
+    cu_drop d;
+} ln_res;
+
+template <int FUSED>
 static __global__ void layernorm_forward_kernel(float *y, float *mean, float *rstd, const float *x, const float *w,
-                                                const float *b, int n, int c, float eps)
+                                                const float *b, int n, int c, float eps, ln_res res)
 {
     int row = blockIdx.x * LN_WARPS + threadIdx.y, lane = threadIdx.x;
     if (row >= n) return; // the whole warp leaves together
+    if (FUSED) {
+        for (int i = lane; i < c; i += 32) {
+            size_t e = (size_t)row * c + i;
+            float v = cu_drop_at(res.d, res.r[e], e);
+            if (res.scaled) v = v * res.s;
+            res.h[e] = res.xres[e] + v;
+        }
+        x = res.h;
+    }
     const float *xr = x + (size_t)row * c;
     float *yr = y + (size_t)row * c;
     float s = 0.0f;
@@ -25,9 +47,18 @@ static __global__ void layernorm_forward_kernel(float *y, float *mean, float *rs
     if (lane == 0) mean[row] = m, rstd[row] = rs;
 }
 
+// The next dropout of a fused backward: dr = s * dropout(dx) (scaled 0: s is 1).
+typedef struct ln_next {
+    float *dr;
+    float s;
+    int scaled;
+    cu_drop d;
+} ln_next;
+
 // dx = rstd * (g - mean(g) - xh * mean(g * xh)), g = dy * w, xh = (x - mean) * rstd.
+template <int FUSED>
 static __global__ void layernorm_dx_kernel(float *dx, const float *dy, const float *x, const float *w,
-                                           const float *mean, const float *rstd, int n, int c, int acc)
+                                           const float *mean, const float *rstd, int n, int c, int acc, ln_next nx)
 {
     int row = blockIdx.x * LN_WARPS + threadIdx.y, lane = threadIdx.x;
     if (row >= n) return;
@@ -44,7 +75,13 @@ static __global__ void layernorm_dx_kernel(float *dx, const float *dy, const flo
     for (int i = lane; i < c; i += 32) {
         float xh = (xr[i] - m) * rs;
         float d = rs * (gr[i] * w[i] - sg - xh * sgx);
-        dxr[i] = acc ? dxr[i] + d : d;
+        d = acc ? dxr[i] + d : d;
+        dxr[i] = d;
+        if (FUSED) {
+            size_t e = (size_t)row * c + i;
+            float v = cu_drop_at(nx.d, d, e);
+            nx.dr[e] = nx.scaled ? v * nx.s : v;
+        }
     }
 }
 
@@ -95,19 +132,55 @@ void cu_layernorm_forward(backend *be, float *y, float *mean, float *rstd, const
 {
     if (n <= 0 || c <= 0) return;
     dim3 block(32, LN_WARPS);
-    layernorm_forward_kernel<<<(n + LN_WARPS - 1) / LN_WARPS, block, 0, cu_stream(be)>>>(y, mean, rstd, x, w, b, n,
-                                                                                          c, (float)eps);
+    layernorm_forward_kernel<0><<<(n + LN_WARPS - 1) / LN_WARPS, block, 0, cu_stream(be)>>>(y, mean, rstd, x, w, b, n,
+                                                                                             c, (float)eps, ln_res{});
     KERNEL_CHECK();
 }
+
+void cu_dropout_add_layernorm(backend *be, float *h, float *y, float *mean, float *rstd, const float *x, const float *r,
+                              const float *w, const float *b, int n, int c, double eps, double s, float p,
+                              uint64_t seed, uint64_t stream)
+{
+    ESP_CHECK(h != x);
+    if (n <= 0 || c <= 0) return;
+    dim3 block(32, LN_WARPS);
+    ln_res res = {h, x, r, (float)s, s != 1, cu_drop_of(p, seed, stream)};
+    layernorm_forward_kernel<1><<<(n + LN_WARPS - 1) / LN_WARPS, block, 0, cu_stream(be)>>>(y, mean, rstd, h, w, b, n,
+                                                                                             c, (float)eps, res);
+    KERNEL_CHECK();
+}
+
+// The parameter gradients of the backward: column sums of dy * xh and dy in two passes.
+static void layernorm_dwdb(backend *be, float *dw, float *db, const float *dy, const float *x, const float *mean,
+                           const float *rstd, int n, int c);
 
 void cu_layernorm_backward(backend *be, float *dx, float *dw, float *db, const float *dy, const float *x,
                            const float *w, const float *mean, const float *rstd, int n, int c, int acc)
 {
     if (n <= 0 || c <= 0) return;
     dim3 block(32, LN_WARPS);
-    layernorm_dx_kernel<<<(n + LN_WARPS - 1) / LN_WARPS, block, 0, cu_stream(be)>>>(dx, dy, x, w, mean, rstd, n, c,
-                                                                                     acc);
+    layernorm_dx_kernel<0><<<(n + LN_WARPS - 1) / LN_WARPS, block, 0, cu_stream(be)>>>(dx, dy, x, w, mean, rstd, n, c,
+                                                                                        acc, ln_next{});
     KERNEL_CHECK();
+    layernorm_dwdb(be, dw, db, dy, x, mean, rstd, n, c);
+}
+
+void cu_layernorm_dropout_backward(backend *be, float *dx, float *dw, float *db, float *dr, const float *dy,
+                                   const float *x, const float *w, const float *mean, const float *rstd, int n, int c,
+                                   double s, float p, uint64_t seed, uint64_t stream)
+{
+    if (n <= 0 || c <= 0) return;
+    dim3 block(32, LN_WARPS);
+    ln_next nx = {dr, (float)s, s != 1, cu_drop_of(p, seed, stream)};
+    layernorm_dx_kernel<1><<<(n + LN_WARPS - 1) / LN_WARPS, block, 0, cu_stream(be)>>>(dx, dy, x, w, mean, rstd, n, c,
+                                                                                        1, nx);
+    KERNEL_CHECK();
+    layernorm_dwdb(be, dw, db, dy, x, mean, rstd, n, c);
+}
+
+static void layernorm_dwdb(backend *be, float *dw, float *db, const float *dy, const float *x, const float *mean,
+                           const float *rstd, int n, int c)
+{
     int chunks = (n + CU_COLSUM_MIN_ROWS - 1) / CU_COLSUM_MIN_ROWS;
     if (chunks > LN_MAX_CHUNKS) chunks = LN_MAX_CHUNKS;
     int rows_per = (n + chunks - 1) / chunks;

@@ -21,6 +21,7 @@
 #include "core/decode/words.h"
 #include "core/nn/decoder_conf.h"
 #include "core/nn/model_files.h"
+#include "lib/espnet3_cli.h"
 #include "lib/model_source.h"
 
 /* The settings espnet3_options_set takes; bit k of given says setting k was set. */
@@ -107,13 +108,19 @@ static int parse_device(const char *v, backend_kind *kind, int *device, esp_err 
     long dev = 0;
     char *name = xstrndup(v, strcspn(v, ":"));
     const char *colon = strchr(v, ':');
-    int rc = strcmp(name, "cpu") && strcmp(name, "cuda") ? -1 : 0;
-    if (rc == 0 && colon && (strcmp(name, "cuda") || parse_long(colon + 1, 0, 1023, &dev) != 0)) rc = -1;
+    esp_err unknown;
+    backend_kind k;
+    /* a kind's name (core/compute/backend.c spells them), but not the tests' ref64 */
+    int rc = backend_kind_parse(name, &k, &unknown) == 0 && k != BACKEND_REF64 ? 0 : -1;
+    if (rc == 0 && colon && (k != BACKEND_CUDA || parse_long(colon + 1, 0, 1023, &dev) != 0)) rc = -1;
+    if (rc != 0) {
+        free(name);
+        return esp_fail(err, "device '%s': use cpu, cuda or cuda:N", v);
+    }
+    rc = backend_kind_for(name, kind, err); /* cuda: an error where this build or machine has no GPU */
     free(name);
-    if (rc != 0) return esp_fail(err, "device '%s': use cpu, cuda or cuda:N", v);
-    if (backend_kind_for(strncmp(v, "cuda", 4) ? "cpu" : "cuda", kind, err) != 0) return -1;
     *device = (int)dev;
-    return 0;
+    return rc;
 }
 
 int espnet3_options_set(espnet3_options *o, const char *name, const char *value)
@@ -170,11 +177,10 @@ static int given(const espnet3_options *o, int k) { return o && (o->given >> k &
 
 /* The search: a pack's conf/inference.yaml, else ESPnet's Speech2Text defaults (beam 20, ctc_weight
  * 0.5, or 1.0 / 0.0 for a model without an attention decoder / a CTC branch), then the options. */
-static int search_opts(s2t_opts *s, const model_source *ms, const model_files *mf, const espnet3_options *o,
-                       esp_err *err)
+static void search_opts(s2t_opts *s, const model_source *ms, const model_files *mf, const espnet3_options *o)
 {
     if (ms->cfg) {
-        if (s2t_opts_from_cfg(s, ms->icfg, ms->name, err) != 0) return -1;
+        s2t_opts_from_cfg(s, ms->icfg, ms->name);
     } else {
         const model_cfg *mc = model_files_training(mf)->model;
         *s = (s2t_opts){.beam_size = 20, .nbest = 1, .ctc_weight = !decoder_in_cfg(mc) ? 1.0 : !ctc_in_cfg(mc) ? 0.0 : 0.5};
@@ -187,7 +193,6 @@ static int search_opts(s2t_opts *s, const model_source *ms, const model_files *m
     if (given(o, OPT_LM_WEIGHT)) s->lm_weight = o->lm_weight;
     s->resample = 1;
     s->timestamps = ctc_in_cfg(model_files_training(mf)->model); /* times need the CTC branch */
-    return 0;
 }
 
 /* Long-form decoding: the pack's longform: block, else the keys' declared defaults, then the
@@ -219,7 +224,7 @@ espnet3_model *espnet3_open(const char *path, const espnet3_options *o)
     if (given(o, OPT_LM) && model_source_add_lm(&ms, o->lm, &err) != 0) goto out;
     if (model_files_locate(&mf, ms.icfg, ms.name, &err) != 0) goto out;
     s2t_opts so;
-    if (search_opts(&so, &ms, &mf, o, &err) != 0) goto out;
+    search_opts(&so, &ms, &mf, o);
     if (so.lm_weight > 0) {
         if (lm_files_locate(&lmf, ms.icfg, ms.name, &err) != 0) goto out;
         so.lm = &lmf;
@@ -253,6 +258,8 @@ void espnet3_close(espnet3_model *m)
 }
 
 int espnet3_sample_rate(const espnet3_model *m) { return m ? m->fs : -1; }
+
+speech2text *lib_model_speech2text(espnet3_model *m) { return m->s2t; }
 
 /* A time or score, -1 where there is none (no CTC branch; NaN: no CTC path emits the ids). */
 static double timed(const double *v, size_t i) { return v && !isnan(v[i]) ? v[i] : -1; }
@@ -295,7 +302,8 @@ static espnet3_result *make_result(const espnet3_model *m, s2t_hyp *h, double se
     return r;
 }
 
-/* Audio for decode(): a file (path, not yet read) or n samples at fs Hz in memory (wav, owned). */
+/* Audio for decode(): a file (path, not yet read; "-": standard input) or n samples at fs Hz in
+ * memory (wav, owned). */
 typedef struct lib_audio {
     const char *name, *path;
     float *wav;
@@ -315,9 +323,36 @@ static int decode_long(espnet3_model *m, const lib_audio *a, audio_stream *st, s
     return rc;
 }
 
+/* A stream's first samples, up to the long-form threshold and one more: all of it when it ends
+ * there (a->wav, at the model's rate: *whole 1), else they go back to st for the windows. A pipe
+ * is windowed by what arrives, not by its header (a streaming writer's length is a placeholder),
+ * and never more than the threshold's samples are held. */
+static int read_head(espnet3_model *m, audio_stream *st, lib_audio *a, int *whole, esp_err *err)
+{
+    double lim = m->lf_threshold * m->fs; /* INFINITY: all of it */
+    size_t cap = 1 << 16, n = 0;
+    float *x = xmalloc(cap * sizeof *x);
+    for (*whole = 0;;) {
+        if (n == cap) x = xrealloc(x, (cap *= 2) * sizeof *x);
+        size_t want = cap - n;
+        if ((double)(n + want) > lim + 1) want = (size_t)(lim + 1 - (double)n);
+        long r = audio_stream_read(st, x + n, want, err);
+        if (r < 0) {
+            free(x);
+            return -1;
+        }
+        n += (size_t)r;
+        if ((size_t)r < want) *whole = 1;
+        if (*whole || (double)n > lim) break;
+    }
+    if (*whole) a->wav = x, a->n = n, a->fs = m->fs;
+    else audio_stream_unread(st, x, n);
+    return 0;
+}
+
 /* The one decode path. Audio longer than the long-form threshold (a file's length from its header,
- * unknown counting as long) is decoded in windows, read in blocks; shorter audio is decoded whole,
- * resampled at once to the model's rate. */
+ * unknown counting as long; standard input's by what arrives, read_head) is decoded in windows,
+ * read in blocks; shorter audio is decoded whole, resampled at once to the model's rate. */
 static espnet3_result *decode(espnet3_model *m, lib_audio *a)
 {
     esp_err err, why;
@@ -326,8 +361,16 @@ static espnet3_result *decode(espnet3_model *m, lib_audio *a)
     audio_stream *st = NULL;
     double secs = a->fs > 0 ? (double)a->n / a->fs : 0;
     if (a->path) {
-        if (!(st = audio_stream_open(a->path, m->fs, NULL, 1, 0, 0, &err))) goto out;
+        int piped = !strcmp(a->path, "-"), whole;
+        st = piped ? audio_stream_open_fd(0, a->name, m->fs, &err)
+                   : audio_stream_open(a->path, m->fs, NULL, 1, 0, 0, &err);
+        if (!st) goto out;
         secs = audio_stream_seconds(st);
+        if (piped) {
+            if (read_head(m, st, a, &whole, &err) != 0) goto out;
+            secs = whole ? (double)a->n / a->fs : INFINITY;
+            if (whole) audio_stream_close(st), st = NULL, a->path = NULL; /* decoded as samples */
+        }
     }
     if (!a->path && a->n == 0) {
         esp_fail(&err, "%s: no audio samples (an empty recording)", a->name);
@@ -417,14 +460,7 @@ espnet3_result *espnet3_transcribe(espnet3_model *m, const float *samples, size_
 
 espnet3_result *espnet3_transcribe_file(espnet3_model *m, const char *path)
 {
-    esp_err err;
-    if (strcmp(path, "-")) return decode(m, &(lib_audio){.name = path, .path = path});
-    lib_audio a = {.name = "<stdin>"}; /* a pipe: read whole (no header to stream by) */
-    if (audio_read_stream(stdin, a.name, &a.wav, &a.n, &a.fs, &err) != 0) {
-        set_error(&err);
-        return NULL;
-    }
-    return decode(m, &a);
+    return decode(m, &(lib_audio){.name = strcmp(path, "-") ? path : "<stdin>", .path = path});
 }
 
 static void items_free(espnet3_item *it, size_t n)

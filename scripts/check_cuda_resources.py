@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Resource check of the CUDA kernels (.ci/run runs it after the CUDA build; no GPU needed).
 
-Every cuda/*.cu is compiled to a cubin for each architecture of `make CUDA=1` (CUDA_ARCHS: 80 and
-90) with the build's own nvcc flags plus `-Xptxas -v`, and ptxas' report of every kernel is
-checked:
+`make CUDA=1` compiles every cuda/*.cu for each architecture of CUDA_ARCHS (80 and 90) with
+`-Xptxas -v` and keeps ptxas' report beside the object (build-cuda/cuda/<file>.ptxas); this script
+reads those reports, so it compiles nothing again, and checks every kernel:
 
   - no spill stores or loads: a spill moves registers to local memory, which a hot loop then
     reads and writes at memory speed;
@@ -13,20 +13,17 @@ checked:
 Every kernel counts as hot: each runs over whole activations or gradients in a training step.
 A stack frame without spills is reported but allowed (CUDA's sinf/cosf keep a small array for
 the slow path of their argument reduction). One line per kernel and architecture; exit status 1
-on a violation, 2 when nvcc fails.
+on a violation, 2 when a report is missing or older than its source (build with make CUDA=1 first).
 
-    scripts/check_cuda_resources.py [--max-regs N] [FILE.cu ...]
+    scripts/check_cuda_resources.py [--max-regs N] [--build DIR] [FILE.cu ...]
 """
 import argparse
 import glob
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
-from concurrent.futures import ThreadPoolExecutor
 
 MAX_REGS = 128
 
@@ -37,44 +34,35 @@ USED = re.compile(r"Used (\d+) registers")
 SMEM = re.compile(r"(\d+) bytes smem")
 
 
-def build_flags(root):
-    """nvcc, its flags without the -gencode pairs, and the architectures, as `make CUDA=1` has them."""
+def archs_of(root):
+    """The architectures of `make CUDA=1` (CUDA_ARCHS)."""
     out = subprocess.run(["make", "-s", "--no-print-directory", "CUDA=1", "print-nvcc"], cwd=root, check=True,
                          capture_output=True, text=True).stdout
     vals = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-    flags, skip = [], False
-    for f in shlex.split(vals["NVCCFLAGS"]):
-        if skip:
-            skip = False
-        elif f == "-gencode":
-            skip = True
-        elif not f.startswith("-gencode="):
-            flags.append(f)
-    return vals["NVCC"], flags, vals["CUDA_ARCHS"].split()
+    return vals["CUDA_ARCHS"].split()
 
 
-def report(nvcc, flags, src, arch, tmp):
-    """ptxas' report for one file and architecture: {kernel: dict} (kernels only, not device functions)."""
-    cubin = os.path.join(tmp, f"{os.path.basename(src)}.sm_{arch}.cubin")
-    cmd = [nvcc, *flags, f"-arch=sm_{arch}", "-cubin", "-Xptxas", "-v", "-o", cubin, src]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.stderr.write(r.stdout + r.stderr)
-        raise SystemExit(f"check_cuda_resources: nvcc failed on {src} for sm_{arch}: {shlex.join(cmd)}")
-    kernels, props, entry = {}, {}, None
-    for line in (r.stdout + r.stderr).splitlines():
-        if m := ENTRY.search(line):
-            entry = m.group(1)
-            kernels[entry] = {"regs": 0, "frame": 0, "spill_st": 0, "spill_ld": 0, "smem": 0}
-        elif m := PROPS.search(line):
-            props["cur"] = m.group(1)
-        elif (m := FRAME.search(line)) and props.get("cur") in kernels:
-            k = kernels[props["cur"]]
-            k["frame"], k["spill_st"], k["spill_ld"] = map(int, m.groups())
-        elif (m := USED.search(line)) and entry:
-            kernels[entry]["regs"] = int(m.group(1))
-            if s := SMEM.search(line):
-                kernels[entry]["smem"] = int(s.group(1))
+def report(src, build):
+    """ptxas' report of one file's build: {(kernel, arch): dict} (kernels only, not device functions)."""
+    path = os.path.join(build, "cuda", os.path.basename(src)[:-3] + ".ptxas")
+    obj = path[:-6] + ".o"
+    if not os.path.exists(path) or not os.path.exists(obj) or os.path.getmtime(obj) < os.path.getmtime(src):
+        raise SystemExit(f"check_cuda_resources: no current ptxas report of {src} ({path}): build with make CUDA=1 first")
+    kernels, cur, entry = {}, None, None
+    with open(path) as f:
+        for line in f:
+            if m := ENTRY.search(line):
+                entry = (m.group(1), m.group(2)[3:])
+                kernels[entry] = {"regs": 0, "frame": 0, "spill_st": 0, "spill_ld": 0, "smem": 0}
+            elif m := PROPS.search(line):
+                cur = (m.group(1), entry[1]) if entry else None
+            elif (m := FRAME.search(line)) and cur in kernels:
+                k = kernels[cur]
+                k["frame"], k["spill_st"], k["spill_ld"] = map(int, m.groups())
+            elif (m := USED.search(line)) and entry:
+                kernels[entry]["regs"] = int(m.group(1))
+                if s := SMEM.search(line):
+                    kernels[entry]["smem"] = int(s.group(1))
     return kernels
 
 
@@ -89,20 +77,25 @@ def demangle(names):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--max-regs", type=int, default=MAX_REGS)
+    ap.add_argument("--build", default="build-cuda", help="the CUDA build's folder (default build-cuda)")
     ap.add_argument("files", nargs="*")
     args = ap.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     os.chdir(root)
     files = args.files or sorted(glob.glob("cuda/*.cu"))
-    nvcc, flags, archs = build_flags(root)
-    jobs = [(f, a) for f in files for a in archs]
-    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(lambda fa: (fa, report(nvcc, flags, fa[0], fa[1], tmp)), jobs))
-    names = demangle(sorted({k for _, ks in results for k in ks}))
+    archs = archs_of(root)
+    results = [(src, report(src, args.build)) for src in files]
+    for src, kernels in results:
+        seen = {a for _, a in kernels}
+        if kernels and seen != set(archs):
+            print(f"check_cuda_resources: {src}: ptxas reported sm_{', sm_'.join(sorted(seen))}, the build asks for "
+                  f"sm_{', sm_'.join(archs)} (rebuild with make CUDA=1)", file=sys.stderr)
+            return 2
+    names = demangle(sorted({k for _, ks in results for k, _ in ks}))
     bad, count = [], 0
     print(f"{'kernel':<58} {'arch':<6} {'regs':>4} {'spill st/ld':>11} {'stack':>5} {'smem':>5}")
-    for (src, arch), kernels in results:
-        for k, v in sorted(kernels.items(), key=lambda kv: names[kv[0]]):
+    for src, kernels in results:
+        for (k, arch), v in sorted(kernels.items(), key=lambda kv: (names[kv[0][0]], kv[0][1])):
             count += 1
             label = f"{os.path.basename(src)}:{names[k]}"
             print(f"{label:<58} sm_{arch:<3} {v['regs']:>4} {v['spill_st']:>5}/{v['spill_ld']:<5} {v['frame']:>5} "

@@ -23,8 +23,6 @@ espnet3's; everything else runs as ESPnet has it. Run with the ESPnet venv:
 
     /opt/espnet3-venv/bin/python scripts/make_conformer_fixtures.py [OUTDIR]
 """
-import argparse
-import os
 
 import numpy as np
 import torch
@@ -32,6 +30,7 @@ import torch
 from espnet2.asr.ctc import CTC
 from espnet2.asr.encoder.conformer_encoder import ConformerEncoder
 from espnet.nets.pytorch_backend.transformer import subsampling
+from fixture_util import encoder_ctc_step, fixture_dir, save_case, seed_weights
 
 # name: (idim, encoder_conf, vocab, frames per utterance, labels per utterance)
 CASES = {
@@ -79,30 +78,9 @@ def make_case(name, idim, conf, vocab, lens, ylens):
                            input_layer='conv2d', normalize_before=True, **conf)
     ctc = CTC(vocab, conf['output_size'], dropout_rate=0.0, ctc_type='builtin', reduce=True)
     g = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        for mod in enc.modules():
-            if isinstance(mod, (torch.nn.LayerNorm, torch.nn.BatchNorm1d)):
-                mod.weight.copy_(1 + 0.2 * torch.randn(mod.weight.shape, generator=g))
-                mod.bias.copy_(0.2 * torch.randn(mod.bias.shape, generator=g))
-        # Weights on bfloat16's grid (8 significant bits) compress in the npz; the math stays float32.
-        for p in list(enc.parameters()) + list(ctc.parameters()):
-            p.copy_(p.bfloat16().float())
-    state = {'encoder.' + k: v.detach().clone() for k, v in enc.state_dict().items()}
-    state.update({'ctc.' + k: v.detach().clone() for k, v in ctc.state_dict().items()})
-
-    B, T = 2, max(lens)
-    feats = torch.randn(B, T, idim, generator=g).bfloat16().float()
-    ilens = torch.tensor(lens)
-    ys = torch.full((B, max(ylens)), -1, dtype=torch.long)
-    for b, n in enumerate(ylens):
-        ys[b, :n] = torch.randint(1, vocab - 1, (n,), generator=g)  # never blank or <sos/eos>
-    ylens_t = torch.tensor(ylens)
-
-    enc.train(), ctc.train()
-    hs, hlens, _ = enc(feats, ilens)
-    loss = ctc(hs, hlens, ys, ylens_t)
-    logp = ctc.log_softmax(hs)
-    loss.backward()
+    seed_weights(enc.modules(), list(enc.parameters()) + list(ctc.parameters()), g,
+                 (torch.nn.LayerNorm, torch.nn.BatchNorm1d))
+    arrays, (feats, ilens, hs, hlens, loss) = encoder_ctc_step(enc, ctc, idim, lens, ylens, vocab, g)
     after = {'encoder.' + k: v.detach().clone() for k, v in enc.state_dict().items() if 'norm.running' in k
              or 'num_batches_tracked' in k}
 
@@ -111,37 +89,17 @@ def make_case(name, idim, conf, vocab, lens, ylens):
         hs_e, _, _ = enc(feats, ilens)
         logp_e = ctc.log_softmax(hs_e)
 
-    arrays = {}
-    for k, v in state.items():
-        arrays['param.' + k] = v.numpy() if v.dtype == torch.int64 else v.float().numpy()
-    for k, p in list(enc.named_parameters()):
-        arrays['grad.encoder.' + k] = p.grad.float().numpy()
-    for k, p in list(ctc.named_parameters()):
-        arrays['grad.ctc.' + k] = p.grad.float().numpy()
     for k, v in after.items():
         arrays['after.' + k] = v.numpy() if v.dtype == torch.int64 else v.float().numpy()
-    arrays.update({
-        'in.feats': feats.float().numpy(), 'in.lens': ilens.float().numpy(), 'in.ys': ys.float().numpy(),
-        'in.ylens': ylens_t.float().numpy(), 'out.enc': hs.detach().float().numpy(),
-        'out.logp': logp.detach().float().numpy(), 'out.hlens': hlens.float().numpy(),
-        'out.loss': loss.detach().reshape(1).float().numpy(), 'eval.enc': hs_e.float().numpy(),
-        'eval.logp': logp_e.float().numpy(),
-    })
+    arrays.update({'eval.enc': hs_e.float().numpy(), 'eval.logp': logp_e.float().numpy()})
     return arrays, loss.item(), hlens.tolist()
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument('out', nargs='?', default='test/fixtures/conformer')
-    a = ap.parse_args()
-    exact_mask_subsampling()
-    torch.set_num_threads(1)
-    os.makedirs(a.out, exist_ok=True)
+    out = fixture_dir('test/fixtures/conformer', exact_mask_subsampling)
     for name, (idim, conf, vocab, lens, ylens) in CASES.items():
         arrays, loss, hlens = make_case(name, idim, conf, vocab, lens, ylens)
-        path = os.path.join(a.out, name + '.npz')
-        np.savez_compressed(path, **arrays)
-        print(f'{path}: {len(arrays)} arrays, {os.path.getsize(path) / 1024:.0f} KiB; loss {loss:.6f}, hlens {hlens}')
+        save_case(out, name, arrays, f'loss {loss:.6f}, hlens {hlens}')
 
 
 if __name__ == '__main__':

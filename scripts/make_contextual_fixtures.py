@@ -17,8 +17,6 @@ the CTC lengths here: the blocks mask nothing). Run with the ESPnet venv:
 
     /opt/espnet3-venv/bin/python scripts/make_contextual_fixtures.py [OUTDIR]
 """
-import argparse
-import os
 
 import numpy as np
 import torch
@@ -26,6 +24,7 @@ import torch
 from espnet2.asr.ctc import CTC
 from espnet2.asr.encoder.contextual_block_transformer_encoder import ContextualBlockTransformerEncoder
 from espnet.nets.pytorch_backend.transformer import subsampling_without_posenc
+from fixture_util import encoder_ctc_step, fixture_dir, save_case, seed_weights
 
 # name: (idim, encoder_conf, vocab, frames per utterance, labels per utterance)
 SMALL = dict(output_size=16, attention_heads=2, linear_units=24, num_blocks=2)
@@ -66,55 +65,16 @@ def make_case(idim, conf, vocab, lens, ylens):
                                             attention_dropout_rate=0.0, **conf)
     ctc = CTC(vocab, conf['output_size'], dropout_rate=0.0, ctc_type='builtin', reduce=True)
     g = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        for mod in enc.modules():
-            if isinstance(mod, torch.nn.LayerNorm):
-                mod.weight.copy_(1 + 0.2 * torch.randn(mod.weight.shape, generator=g))
-                mod.bias.copy_(0.2 * torch.randn(mod.bias.shape, generator=g))
-        for p in list(enc.parameters()) + list(ctc.parameters()):
-            p.copy_(p.bfloat16().float())
-    state = {'encoder.' + k: v.detach().clone() for k, v in enc.state_dict().items()}
-    state.update({'ctc.' + k: v.detach().clone() for k, v in ctc.state_dict().items()})
-
-    B, T = 2, max(lens)
-    feats = torch.randn(B, T, idim, generator=g).bfloat16().float()
-    ilens = torch.tensor(lens)
-    ys = torch.full((B, max(ylens)), -1, dtype=torch.long)
-    for b, n in enumerate(ylens):
-        ys[b, :n] = torch.randint(1, vocab - 1, (n,), generator=g)
-    ylens_t = torch.tensor(ylens)
-
-    enc.train(), ctc.train()
-    hs, hlens, _ = enc(feats, ilens)
-    loss = ctc(hs, hlens, ys, ylens_t)
-    logp = ctc.log_softmax(hs)
-    loss.backward()
-
-    arrays = {'param.' + k: v.float().numpy() for k, v in state.items()}
-    for k, p in enc.named_parameters():
-        arrays['grad.encoder.' + k] = p.grad.float().numpy()
-    for k, p in ctc.named_parameters():
-        arrays['grad.ctc.' + k] = p.grad.float().numpy()
-    arrays.update({
-        'in.feats': feats.numpy(), 'in.lens': ilens.float().numpy(), 'in.ys': ys.float().numpy(),
-        'in.ylens': ylens_t.float().numpy(), 'out.enc': hs.detach().numpy(), 'out.logp': logp.detach().numpy(),
-        'out.hlens': hlens.float().numpy(), 'out.loss': loss.detach().reshape(1).numpy(),
-    })
+    seed_weights(enc.modules(), list(enc.parameters()) + list(ctc.parameters()), g)
+    arrays, (_, _, _, hlens, loss) = encoder_ctc_step(enc, ctc, idim, lens, ylens, vocab, g)
     return arrays, loss.item(), hlens.tolist()
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument('out', nargs='?', default='test/fixtures/contextual')
-    a = ap.parse_args()
-    exact_mask_subsampling()
-    torch.set_num_threads(1)
-    os.makedirs(a.out, exist_ok=True)
+    out = fixture_dir('test/fixtures/contextual', exact_mask_subsampling)
     for name, (idim, conf, vocab, lens, ylens) in CASES.items():
         arrays, loss, hlens = make_case(idim, conf, vocab, lens, ylens)
-        path = os.path.join(a.out, name + '.npz')
-        np.savez_compressed(path, **arrays)
-        print(f'{path}: {len(arrays)} arrays, {os.path.getsize(path) / 1024:.0f} KiB; loss {loss:.6f}, hlens {hlens}')
+        save_case(out, name, arrays, f'loss {loss:.6f}, hlens {hlens}')
 
 
 if __name__ == '__main__':

@@ -22,6 +22,7 @@ import torch
 
 from espnet2.asr.ctc import CTC
 from espnet2.asr.encoder.contextual_block_transformer_encoder import ContextualBlockTransformerEncoder
+from fixture_util import save_case, seed_weights
 
 SMALL = dict(output_size=16, attention_heads=2, linear_units=24, num_blocks=2)
 # name: (idim, encoder_conf, frames, chunk sizes (the rest goes with the final push))
@@ -46,13 +47,7 @@ def make_case(idim, conf, T, chunks):
                                             attention_dropout_rate=0.0, **conf)
     ctc = CTC(9, conf['output_size'], dropout_rate=0.0)
     g = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        for mod in enc.modules():
-            if isinstance(mod, torch.nn.LayerNorm):
-                mod.weight.copy_(1 + 0.2 * torch.randn(mod.weight.shape, generator=g))
-                mod.bias.copy_(0.2 * torch.randn(mod.bias.shape, generator=g))
-        for p in enc.parameters():
-            p.copy_(p.bfloat16().float())
+    seed_weights(enc.modules(), enc.parameters(), g)
     enc.eval()
     feats = torch.randn(T, idim, generator=g).bfloat16().float()
     sizes = list(chunks) + [T - sum(chunks)]
@@ -81,9 +76,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     for name, (idim, conf, T, chunks) in CASES.items():
         arrays, counts = make_case(idim, conf, T, chunks)
-        path = os.path.join(a.out, name + '.npz')
-        np.savez_compressed(path, **arrays)
-        print(f'{path}: {len(arrays)} arrays, {os.path.getsize(path) / 1024:.0f} KiB; frames per push {counts}')
+        save_case(a.out, name, arrays, f'frames per push {counts}')
 
 
 if __name__ == '__main__':

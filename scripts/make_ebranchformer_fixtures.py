@@ -41,6 +41,7 @@ from espnet2.asr.decoder.transformer_decoder import TransformerDecoder
 from espnet2.asr.encoder.e_branchformer_encoder import EBranchformerEncoder
 from espnet2.asr.espnet_model import ESPnetASRModel
 from espnet.nets.pytorch_backend.transformer import subsampling
+from fixture_util import padded_targets, save_case, seed_weights
 
 # name: (idim, encoder_conf, vocab, decoder blocks (0: none), ctc_weight, frames, labels per utterance)
 CASES = {
@@ -95,21 +96,13 @@ def make_case(idim, conf, vocab, dec_blocks, ctc_weight, lens, ylens):
                            joint_network=None, ctc_weight=ctc_weight, lsm_weight=0.1, length_normalized_loss=False,
                            report_cer=False, report_wer=False)
     g = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        for mod in model.modules():
-            if isinstance(mod, torch.nn.LayerNorm):
-                mod.weight.copy_(1 + 0.2 * torch.randn(mod.weight.shape, generator=g))
-                mod.bias.copy_(0.2 * torch.randn(mod.bias.shape, generator=g))
-        for p in model.parameters():
-            p.copy_(p.bfloat16().float())
+    seed_weights(model.modules(), model.parameters(), g)
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
 
     B, T = 2, max(lens)
     feats = torch.randn(B, T, idim, generator=g).bfloat16().float()
     ilens = torch.tensor(lens)
-    ys = torch.full((B, max(ylens)), -1, dtype=torch.long)
-    for b, n in enumerate(ylens):
-        ys[b, :n] = torch.randint(2, vocab - 1, (n,), generator=g)  # never blank, <unk> or <sos/eos>
+    ys = padded_targets(ylens, vocab, g, low=2)  # never <unk> either
     ylens_t = torch.tensor(ylens)
 
     model.train()
@@ -143,9 +136,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     for name, (idim, conf, vocab, dec_blocks, w, lens, ylens) in CASES.items():
         arrays, loss, hlens = make_case(idim, conf, vocab, dec_blocks, w, lens, ylens)
-        path = os.path.join(a.out, name + '.npz')
-        np.savez_compressed(path, **arrays)
-        print(f'{path}: {len(arrays)} arrays, {os.path.getsize(path) / 1024:.0f} KiB; loss {loss:.6f}, hlens {hlens}')
+        save_case(a.out, name, arrays, f'loss {loss:.6f}, hlens {hlens}')
 
 
 if __name__ == '__main__':

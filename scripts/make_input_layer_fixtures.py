@@ -22,7 +22,6 @@ out.<m><v>[_eps] (m, v in {0, 1}).
 
     /opt/espnet3-venv/bin/python scripts/make_input_layer_fixtures.py [OUTDIR]
 """
-import argparse
 import os
 
 import numpy as np
@@ -34,6 +33,7 @@ from espnet2.asr.encoder.e_branchformer_encoder import EBranchformerEncoder
 from espnet2.asr.encoder.transformer_encoder import TransformerEncoder
 from espnet2.layers.utterance_mvn import utterance_mvn
 from espnet.nets.pytorch_backend.transformer import subsampling
+from fixture_util import encoder_ctc_step, fixture_dir, save_case, seed_weights
 
 VOCAB = 9
 CONFORMER = dict(macaron_style=True, rel_pos_type='latest', activation_type='swish', use_cnn_module=True,
@@ -106,41 +106,9 @@ def make_case(kind, idim, layer, extra, lens):
         enc = EBranchformerEncoder(idim, **common, **extra)
     ctc = CTC(VOCAB, 16, dropout_rate=0.0, ctc_type='builtin', reduce=True)
     g = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        for mod in enc.modules():
-            if isinstance(mod, (torch.nn.LayerNorm, torch.nn.BatchNorm1d)):
-                mod.weight.copy_(1 + 0.2 * torch.randn(mod.weight.shape, generator=g))
-                mod.bias.copy_(0.2 * torch.randn(mod.bias.shape, generator=g))
-        for p in list(enc.parameters()) + list(ctc.parameters()):
-            p.copy_(p.bfloat16().float())
-    state = {'encoder.' + k: v.detach().clone() for k, v in enc.state_dict().items()}
-    state.update({'ctc.' + k: v.detach().clone() for k, v in ctc.state_dict().items()})
-    B, T = 2, max(lens)
-    feats = torch.randn(B, T, idim, generator=g).bfloat16().float()
-    ilens = torch.tensor(lens)
-    ylens = (5, 3)
-    ys = torch.full((B, max(ylens)), -1, dtype=torch.long)
-    for b, n in enumerate(ylens):
-        ys[b, :n] = torch.randint(1, VOCAB - 1, (n,), generator=g)
-    ylens_t = torch.tensor(ylens)
-    enc.train(), ctc.train()
-    hs, hlens, _ = enc(feats, ilens)
-    loss = ctc(hs, hlens, ys, ylens_t)
-    logp = ctc.log_softmax(hs)
-    loss.backward()
-    arrays = {}
-    for k, v in state.items():
-        arrays['param.' + k] = v.numpy() if v.dtype == torch.int64 else v.float().numpy()
-    for k, p in enc.named_parameters():
-        arrays['grad.encoder.' + k] = p.grad.float().numpy()
-    for k, p in ctc.named_parameters():
-        arrays['grad.ctc.' + k] = p.grad.float().numpy()
-    arrays.update({
-        'in.feats': feats.numpy(), 'in.lens': ilens.float().numpy(), 'in.ys': ys.float().numpy(),
-        'in.ylens': ylens_t.float().numpy(), 'out.enc': hs.detach().float().numpy(),
-        'out.logp': logp.detach().float().numpy(), 'out.hlens': hlens.float().numpy(),
-        'out.loss': loss.detach().reshape(1).float().numpy(),
-    })
+    seed_weights(enc.modules(), list(enc.parameters()) + list(ctc.parameters()), g,
+                 (torch.nn.LayerNorm, torch.nn.BatchNorm1d))
+    arrays, (_, _, _, hlens, loss) = encoder_ctc_step(enc, ctc, idim, lens, (5, 3), VOCAB, g)
     return arrays, loss.item(), hlens.tolist()
 
 
@@ -162,18 +130,11 @@ def make_mvn():
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument('out', nargs='?', default='test/fixtures/input_layer')
-    a = ap.parse_args()
-    exact_masks()
-    torch.set_num_threads(1)
-    os.makedirs(a.out, exist_ok=True)
+    out = fixture_dir('test/fixtures/input_layer', exact_masks)
     for name, (kind, idim, layer, extra, lens) in CASES.items():
         arrays, loss, hlens = make_case(kind, idim, layer, extra, lens)
-        path = os.path.join(a.out, name + '.npz')
-        np.savez_compressed(path, **arrays)
-        print(f'{path}: {len(arrays)} arrays, {os.path.getsize(path) / 1024:.0f} KiB; loss {loss:.6f}, hlens {hlens}')
-    path = os.path.join(a.out, 'utterance_mvn.npz')
+        save_case(out, name, arrays, f'loss {loss:.6f}, hlens {hlens}')
+    path = os.path.join(out, 'utterance_mvn.npz')
     np.savez_compressed(path, **make_mvn())
     print(path)
 

@@ -40,6 +40,7 @@ from espnet2.asr.espnet_model import ESPnetASRModel
 
 # espnet3's exact subsampling lengths, patched into ESPnet's Conv2dSubsampling as for the E-Branchformer
 from make_ebranchformer_fixtures import exact_mask_subsampling
+from fixture_util import padded_targets, save_case, seed_weights
 
 IDIM, VOCAB, LENS, YLENS = 20, 9, (40, 29), (5, 3)
 OFF = dict(dropout_rate=0.0, positional_dropout_rate=0.0, attention_dropout_rate=0.0, input_layer='conv2d')
@@ -82,21 +83,13 @@ def make_case(enc_cls, conf, interctc_weight, ctc_weight, dec_blocks):
                            joint_network=None, ctc_weight=ctc_weight, interctc_weight=interctc_weight,
                            lsm_weight=0.1, length_normalized_loss=False, report_cer=False, report_wer=False)
     g = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        for mod in model.modules():
-            if isinstance(mod, torch.nn.LayerNorm):
-                mod.weight.copy_(1 + 0.2 * torch.randn(mod.weight.shape, generator=g))
-                mod.bias.copy_(0.2 * torch.randn(mod.bias.shape, generator=g))
-        for p in model.parameters():  # on bfloat16's grid (8 significant bits) so the file compresses
-            p.copy_(p.bfloat16().float())
+    seed_weights(model.modules(), model.parameters(), g)
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
 
     B, T = 2, max(LENS)
     feats = torch.randn(B, T, IDIM, generator=g).bfloat16().float()
     ilens = torch.tensor(LENS)
-    ys = torch.full((B, max(YLENS)), -1, dtype=torch.long)
-    for b, n in enumerate(YLENS):
-        ys[b, :n] = torch.randint(2, VOCAB - 1, (n,), generator=g)  # never blank, <unk> or <sos/eos>
+    ys = padded_targets(YLENS, VOCAB, g, low=2)  # never <unk> either
     ylens = torch.tensor(YLENS)
 
     model.train()
@@ -135,10 +128,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     for name, case in CASES.items():
         arrays, loss, inter = make_case(*case)
-        path = os.path.join(a.out, name + '.npz')
-        np.savez_compressed(path, **arrays)
-        print(f'{path}: {len(arrays)} arrays, {os.path.getsize(path) / 1024:.0f} KiB; loss {loss:.6f}, '
-              f'interctc {inter}')
+        save_case(a.out, name, arrays, f'loss {loss:.6f}, interctc {inter}')
 
 
 if __name__ == '__main__':

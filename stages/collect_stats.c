@@ -299,12 +299,6 @@ out:
     return rc;
 }
 
-int stage_collect_stats_check(const esp_configs *configs, esp_err *err)
-{
-    if (!training_of(configs)) return 0; /* no typed config: the stage says what is missing */
-    return speed_perturb_factors_check(configs->training->tree, err);
-}
-
 int stage_collect_stats(const stage_ctx *ctx, esp_err *err)
 {
     const training_cfg *cfg = training_of(ctx->configs);
@@ -331,15 +325,15 @@ int stage_collect_stats(const stage_ctx *ctx, esp_err *err)
         frontend_opts fo;
         frontend_opts_from_cfg(cfg->model ? cfg->model->frontend_conf : NULL, &fo);
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        /* speed_perturb_factors were range-checked before any stage ran (stage_collect_stats_check) */
+        /* speed_perturb_factors were checked when the config loaded */
         if (speed_perturb_prepare(cfg, fo.fs, cpus > 0 ? (int)cpus : 1, err) != 0) rc = -1;
     }
     /* ESPnet3's collect_stats_train_mode: the train split's statistics of augmented audio (epoch 0's
      * draws, as training makes them); off, ESPnet2's: the audio as it is. */
     train_mode tm = {0};
     int use_tm = rc == 0 && cfg->collect_stats_train_mode && !config_is_lm_task(cfg);
-    if (use_tm && (rc = augment_conf_from_tree(ctx->configs->training->tree, &tm.aug, err)) == 0 &&
-        (rc = noise_rir_conf_from_tree(ctx->configs->training->tree, &tm.nr, err)) == 0) {
+    if (use_tm && (rc = augment_conf_read(ctx->configs->training, &tm.aug, err)) == 0 &&
+        (rc = noise_rir_conf_read(ctx->configs->training, &tm.nr, err)) == 0) {
         tm.aug_on = tm.aug.n > 0 && tm.aug.prob > 0;
         char *pre = config_tree_json(yt_get_path(ctx->configs->training->tree, "dataset.preprocessor"), NULL);
         tm.hash = fnv1a64_str(pre);

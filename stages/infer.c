@@ -544,7 +544,7 @@ static int decode_opts_from_cfg(decode_opts *o, const inference_cfg *icfg, const
 {
     const infer_model_cfg *mc = icfg->model;
     memset(o, 0, sizeof *o);
-    if (s2t_opts_from_cfg(&o->s2t, icfg, file, err) != 0) return -1;
+    s2t_opts_from_cfg(&o->s2t, icfg, file);
     o->batch_size = (int)mc->batch_size; /* with ESPnet3's top-level form: defaulted and ranged at load */
     if (icfg->output_fn && writes_text_scp(icfg))
         return esp_fail(err, "%s: output_fn: %s with model._target_ espnet3.systems.esp2_asr.inference.Inference (the "

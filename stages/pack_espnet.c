@@ -37,7 +37,7 @@ static ynode *espnet_config(const model_files *mf, const token_list *tl, int has
     ynode *cfg = yt_map((ymark){0});
     static const char *const keys[] = {"frontend", "frontend_conf", "specaug", "specaug_conf", "normalize",
                                        "normalize_conf", "encoder", "encoder_conf", "decoder", "decoder_conf",
-                                       "ctc_conf", "model_conf"};
+                                       "joint_net_conf", "ctc_conf", "model_conf"};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
         const ynode *v = m ? yt_map_get(m, keys[i]) : NULL;
         put(cfg, keys[i], v ? yt_copy(v) : scalar("null"));
@@ -45,7 +45,7 @@ static ynode *espnet_config(const model_files *mf, const token_list *tl, int has
     if (yt_is_null(yt_map_get(cfg, "encoder"))) put(cfg, "encoder", scalar("transformer"));
     if (yt_is_null(yt_map_get(cfg, "frontend"))) put(cfg, "frontend", scalar("default"));
     static const char *const maps[] = {"frontend_conf", "specaug_conf", "normalize_conf", "encoder_conf",
-                                       "decoder_conf", "ctc_conf", "model_conf", "preencoder_conf",
+                                       "decoder_conf", "joint_net_conf", "ctc_conf", "model_conf", "preencoder_conf",
                                        "postencoder_conf"};
     for (size_t i = 0; i < sizeof maps / sizeof *maps; i++) ensure_map(cfg, maps[i]);
     /* normalize_before (true; the recipes' base config writes it) is the one key stage 5 accepts for the

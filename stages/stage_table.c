@@ -87,7 +87,7 @@ const stage_def stage_table[] = {
      data_dir_of, NULL},
     {2, "train_tokenizer", NULL, NEEDS_TRAINING, 0, "build the token list", stage_train_tokenizer, tokenizer_dir_of, NULL},
     {3, "collect_stats", NULL, NEEDS_TRAINING, 0, "feature shapes and global mean/variance sums", stage_collect_stats,
-     stats_dir_of, stage_collect_stats_check},
+     stats_dir_of, NULL},
     {5, "train", NULL, NEEDS_TRAINING, STAGE_SPAWNS_RANKS | STAGE_NEEDS_BACKEND,
      "train the model (one rank or several: ddp, fsdp)", stage_train, exp_dir_of, stage_train_check},
     {6, "infer", "decode", NEEDS_INFERENCE, STAGE_NEEDS_BACKEND,

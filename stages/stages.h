@@ -78,9 +78,8 @@ int stage_upload_demo(const stage_ctx *ctx, esp_err *err);
 /* pack_model with a publication config: ESPnet3's Hugging Face model folder (stages/publish.c). */
 int stage_pack_model_publication(const stage_ctx *ctx, esp_err *err);
 int stage_train_tokenizer(const stage_ctx *ctx, esp_err *err);
-/* The config checks of collect_stats (speed_perturb_factors) and train (speed_perturb_factors, the
- * data_aug_* keys and what they need of the sample rate). */
-int stage_collect_stats_check(const esp_configs *configs, esp_err *err);
+/* The config checks of train (the data_aug_* keys and what they need of the sample rate; the
+ * rules of speed_perturb_factors and data_aug_num are the config load's). */
 int stage_train_check(const esp_configs *configs, esp_err *err);
 int stage_collect_stats(const stage_ctx *ctx, esp_err *err);
 int stage_train(const stage_ctx *ctx, esp_err *err);

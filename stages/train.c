@@ -86,14 +86,14 @@ static int check_unused_keys(const training_cfg *cfg, const char *file, esp_err 
                          asr[i].key, cfg->task ? cfg->task : "LMTask");
     }
     if (!lm && check_model_keys(m, file, err) != 0) return -1;
-    int has_decoder = m && m->decoder && !strcmp(m->decoder, "transformer");
+    int has_decoder = m && m->decoder && (!strcmp(m->decoder, "transformer") || transducer_in_cfg(m));
     if (!lm && !has_decoder && m && m->model_conf && m->model_conf->ctc_weight > 0 && m->model_conf->ctc_weight != 1.0)
         log_warn("%s: model.model_conf.ctc_weight: %g asks for an attention decoder, but model.decoder is not "
                  "transformer; training is CTC only (ctc_weight 1.0; set model.decoder: transformer for joint "
                  "CTC/attention)", file, m->model_conf->ctc_weight);
     if (!lm && !decoder_in_cfg(m) && m && m->model_conf && m->model_conf->lsm_weight > 0)
-        log_warn("%s: model.model_conf.lsm_weight: label smoothing applies to the attention decoder; ignored by CTC",
-                 file);
+        log_warn("%s: model.model_conf.lsm_weight: label smoothing applies to the attention decoder; ignored by CTC%s",
+                 file, transducer_in_cfg(m) ? " and the transducer (as in ESPnet2)" : "");
     if (m && m->token_list && cfg->tokenizer && cfg->tokenizer->save_path) {
         char *ours = xasprintf("%s/tokens.txt", cfg->tokenizer->save_path);
         char *a = path_absolute(ours), *b = path_absolute(m->token_list);
@@ -102,10 +102,6 @@ static int check_unused_keys(const training_cfg *cfg, const char *file, esp_err 
                      file, m->token_list, ours);
         free(a), free(b), free(ours);
     }
-    const loader_split_cfg *tr = cfg->dataloader->train;
-    if (tr->iter_factory && tr->iter_factory->num_workers > 0)
-        log_warn("%s: dataloader.train.iter_factory.num_workers: not implemented yet; features are computed in the "
-                 "training process", file);
     return 0;
 }
 
@@ -197,7 +193,7 @@ static int check_val_points(const trainer_cfg *tc, const ynode *tree, esp_err *e
 }
 
 /* What the config alone decides about values, before any stage runs (stage_table's check):
- * ctc_conf.reduce, speed_perturb_factors and the waveform augmentation keys (the frontend's
+ * ctc_conf.reduce and the waveform augmentation keys (the frontend's
  * sample rate bounds their frequencies; an LM task has none). Missing sections are the stage's own error, so that a
  * partial config still shows under --dry_run. */
 /* fit.ckpt_path as Lightning's _parse_ckpt_path reads it: "last" and "hpc" are the run's newest
@@ -237,8 +233,11 @@ static int fit_ckpt_path(const training_cfg *cfg, const char **out, esp_err *err
     return 0;
 }
 
-static int check_static(const training_cfg *cfg, const char *file, const ynode *tree, esp_err *err)
+static int check_static(const esp_config *training, esp_err *err)
 {
+    const training_cfg *cfg = training->typed;
+    const char *file = training->path;
+    const ynode *tree = training->tree;
     const trainer_cfg *tc = cfg->trainer;
     if (tc->max_epochs == -1 && tc->max_steps == -1) {
         const ynode *n = yt_get_path(tree, "trainer.max_epochs");
@@ -254,14 +253,14 @@ static int check_static(const training_cfg *cfg, const char *file, const ynode *
     trainer_opts schedule;
     if (train_callbacks_to_opts(tc, tree, 1, &schedule, err) != 0 || check_val_points(tc, tree, err) != 0) return -1;
     if (check_fit(cfg->fit, tree, err) != 0) return -1;
-    if (speed_perturb_factors_check(tree, err) != 0) return -1;
     augment_conf aug;
-    if (augment_conf_from_tree(tree, &aug, err) != 0) return -1;
+    if (augment_conf_read(training, &aug, err) != 0) return -1;
     if (config_is_lm_task(cfg)) {
+        const preprocessor_cfg *pc = cfg->dataset ? cfg->dataset->preprocessor : NULL;
         const char *key = aug.n ? "dataset.preprocessor.data_aug_effects"
-                        : yt_get_path(tree, "dataset.preprocessor.rir_scp")   ? "dataset.preprocessor.rir_scp"
-                        : yt_get_path(tree, "dataset.preprocessor.noise_scp") ? "dataset.preprocessor.noise_scp"
-                                                                              : NULL;
+                        : pc && pc->n_rir_scp   ? "dataset.preprocessor.rir_scp"
+                        : pc && pc->n_noise_scp ? "dataset.preprocessor.noise_scp"
+                                                : NULL;
         augment_conf_free(&aug);
         if (key)
             return esp_fail(err, "%s: %s: a language model's data are text; waveform augmentation does not apply "
@@ -278,7 +277,7 @@ static int check_static(const training_cfg *cfg, const char *file, const ynode *
 int stage_train_check(const esp_configs *configs, esp_err *err)
 {
     if (!training_of(configs)) return 0; /* no typed config: the stage says what is missing */
-    return check_static(training_of(configs), configs->training->path, configs->training->tree, err);
+    return check_static(configs->training, err);
 }
 
 /* The sections the stage needs, the preprocessor, keys ESPnet would use that we would not, and the
@@ -384,6 +383,10 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
         .backend = kind,
         .device = device,
         .threads = cpu_threads(),
+        /* ESPnet's DataLoader workers load batches ahead of the step: here one thread (spreading a
+         * batch over the run's threads) loads the next; a GPU's step never waits for the host. */
+        .prefetch = kind == BACKEND_CUDA || (cfg->dataloader->train->iter_factory &&
+                                             cfg->dataloader->train->iter_factory->num_workers > 0),
         .profile = tc->profiler != NULL || backend_profile_requested(),
         .fsdp = tc->strategy && !strcmp(tc->strategy, "fsdp"),
         .sharded_train = sharded[0],
@@ -410,7 +413,7 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
     };
     augment_conf aug = {0};
     int rc = fit_ckpt_path(cfg, &o.fit_ckpt_path, err);
-    if (rc == 0) rc = augment_conf_from_tree(ctx->configs->training->tree, &aug, err);
+    if (rc == 0) rc = augment_conf_read(ctx->configs->training, &aug, err);
     if (rc == 0 && aug.n) {
         if (aug.prob > 0)
             log_info("train: waveform augmentation of the training split: %zu data_aug_effects entries, %d to %d per "
@@ -421,7 +424,7 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
         o.augment = &aug;
     }
     noise_rir_conf nr = {0};
-    if (rc == 0) rc = noise_rir_conf_from_tree(ctx->configs->training->tree, &nr, err);
+    if (rc == 0) rc = noise_rir_conf_read(ctx->configs->training, &nr, err);
     if (rc == 0 && noise_rir_conf_active(&nr)) {
         log_info("train: reverberation (%zu RIRs, rir_apply_prob %g) and noise (%zu files, noise_apply_prob %g, "
                  "SNR %g..%g dB) on the training split", nr.n_rirs, nr.rir_prob, nr.n_noises, nr.noise_prob,

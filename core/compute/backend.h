@@ -39,6 +39,8 @@ typedef enum backend_copy_kind {
 typedef enum backend_kind { BACKEND_CPU, BACKEND_REF64, BACKEND_CUDA, BACKEND_KINDS } backend_kind;
 
 typedef struct backend backend;
+
+enum { BACKEND_UPLOAD_SLOTS = 2 };
 struct backend {
     const char *name; /* backend_kind_name(kind) */
     backend_kind kind;
@@ -72,11 +74,42 @@ struct backend {
     /* cpu only (NULL elsewhere): caps what the buffers it hands out may hold together (0: no cap);
      * an alloc past the cap fails as running out of memory does. */
     void (*set_mem_limit)(backend *be, size_t bytes);
+    /* Device backends (NULL on cpu and ref64): timing marks on the stream (CUDA events), for the
+     * per-op profiler. mark records one after the work queued so far and returns its number (from
+     * 0 after marks_reset); mark_seconds(a, b) waits for mark b and returns the device's time from
+     * mark a to mark b; marks_reset forgets every mark (their events are reused). */
+    int (*mark)(backend *be);
+    double (*mark_seconds)(backend *be, int a, int b);
+    void (*marks_reset)(backend *be);
 
     /* saved (NULL: none): conv2d_saved_floats floats that the forward fills with what the
      * backward of the same x reads instead of computing it again (the CPU's transformed input
      * tiles). conv2d_saved_floats is NULL where a backend keeps nothing (then pass NULL). */
     size_t (*conv2d_saved_floats)(backend *be, int nb, int ic, int oc, int h, int wd);
+    /* Device backends (NULL on cpu and ref64): batch uploads on a second stream beside the compute
+     * stream, so the next batch's copy overlaps the step. pinned_alloc/pinned_free: page-locked host
+     * memory (zero-filled; exits with one line on failure). upload(be, slot, dst, src, bytes): starts
+     * the copy of `bytes` from src (pinned) to dst on the upload stream and returns at once; src must
+     * stay untouched until upload_done. upload_wait(be, slot): the compute stream's later work waits
+     * for slot's copy (the host does not). upload_done(be): the host waits for every upload. Slots 0
+     * .. BACKEND_UPLOAD_SLOTS - 1 (a double buffer). */
+    void *(*pinned_alloc)(backend *be, size_t bytes);
+    void (*pinned_free)(backend *be, void *p);
+    void (*upload)(backend *be, int slot, void *dst, const void *src, size_t bytes);
+    void (*upload_wait)(backend *be, int slot);
+    void (*upload_done)(backend *be);
+    /* Device backends (NULL on cpu and ref64): CUDA graphs of a run of ops. After graph_begin the
+     * ops and copies issued are captured on the backend's stream (recorded, not run) until
+     * graph_end(be, key), which makes them the graph of key (a shape bucket's; replacing one key
+     * had) and returns how many launches it holds; graph_launch(be, key) runs key's graph (1), or
+     * returns 0 when key has none. What a graph reads varies from launch to launch only through
+     * device memory: its arguments are those it was captured with. Nothing captured may wait for
+     * the device on the host (a copy to the host, a reduction to a host value, a cudaMalloc: the
+     * backend's scratch must have grown before, in an uncaptured run): that stops with file:line
+     * and CUDA's error. */
+    void (*graph_begin)(backend *be);
+    size_t (*graph_end)(backend *be, uint64_t key);
+    int (*graph_launch)(backend *be, uint64_t key);
 
     /* ---- the compute ops: core/compute/backend_ops.h lists them (each one's signature after
      * `backend *be`, its semantics and layouts) */

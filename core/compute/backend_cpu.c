@@ -405,6 +405,53 @@ static void cpu_swish_backward(backend *be, float *dx, const float *dy, const fl
     ew_run(be, &j, n);
 }
 
+/* ---- the fused chains: the ops they fuse, in turn (the unfused path's bits) */
+
+static void cpu_act_dropout_forward(backend *be, float *y, const float *x, size_t n, int relu, float p,
+                                    uint64_t seed, uint64_t stream)
+{
+    if (relu)
+        cpu_relu_forward(be, y, x, n);
+    else
+        cpu_swish_forward(be, y, x, n);
+    cpu_dropout_forward(be, y, y, n, p, seed, stream);
+}
+
+static void cpu_act_dropout_backward(backend *be, float *dx, const float *dy, const float *z, size_t n, int relu,
+                                     float p, uint64_t seed, uint64_t stream)
+{
+    cpu_dropout_backward(be, dx, dy, n, p, seed, stream);
+    if (relu)
+        cpu_relu_backward(be, dx, dx, z, n);
+    else
+        cpu_swish_backward(be, dx, dx, z, n);
+}
+
+static void cpu_dropout_add(backend *be, float *y, const float *x, const float *r, size_t n, double s, float p,
+                            uint64_t seed, uint64_t stream)
+{
+    ESP_CHECK(!x || y != x);
+    cpu_dropout_forward(be, y, r, n, p, seed, stream);
+    if (s != 1) cpu_scale(be, y, y, s, n);
+    if (x) cpu_add(be, y, x, y, n);
+}
+
+static void cpu_dropout_add_layernorm(backend *be, float *h, float *y, float *mean, float *rstd, const float *x,
+                                      const float *r, const float *w, const float *b, int n, int c, double eps,
+                                      double s, float p, uint64_t seed, uint64_t stream)
+{
+    cpu_dropout_add(be, h, x, r, (size_t)n * c, s, p, seed, stream);
+    cpu_layernorm_forward(be, y, mean, rstd, h, w, b, n, c, eps);
+}
+
+static void cpu_layernorm_dropout_backward(backend *be, float *dx, float *dw, float *db, float *dr, const float *dy,
+                                           const float *x, const float *w, const float *mean, const float *rstd,
+                                           int n, int c, double s, float p, uint64_t seed, uint64_t stream)
+{
+    cpu_layernorm_backward(be, dx, dw, db, dy, x, w, mean, rstd, n, c, 1);
+    cpu_dropout_add(be, dr, NULL, dx, (size_t)n * c, s, p, seed, stream);
+}
+
 static void cpu_glu_forward(backend *be, float *y, const float *x, int n, int c)
 {
     ew_job j = {.kind = EW_GLU_F, .y = y, .a = x, .row = (size_t)c, .d1 = c};
@@ -530,6 +577,20 @@ static void cpu_lstm_cell_backward(backend *be, float *dgates, float *dc_prev, c
     ew_job j = {.kind = EW_LSTM_B, .y = dgates, .m = dc_prev, .a = dh, .b = dc, .c = act, .d = c_prev, .e = c,
                 .row = (size_t)H, .d1 = H};
     ew_run(be, &j, (size_t)n);
+}
+
+/* ---- the transducer's joint activation */
+
+static void cpu_joint_tanh_forward(backend *be, float *z, const float *enc, const float *dec, int B, int T, int t0,
+                                   int tc, int U1, int J)
+{
+    ops_joint_tanh_forward_f32(z, enc, dec, B, T, t0, tc, U1, J, threads_of(be));
+}
+
+static void cpu_joint_tanh_backward(backend *be, float *denc, float *ddec, const float *dz, const float *z, int B,
+                                    int T, int t0, int tc, int U1, int J)
+{
+    ops_joint_tanh_backward_f32(denc, ddec, dz, z, B, T, t0, tc, U1, J, threads_of(be));
 }
 
 static double cpu_sum(backend *be, const float *x, size_t n)
@@ -747,6 +808,11 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
         .softmax_backward = cpu_softmax_backward,
         .dropout_forward = cpu_dropout_forward,
         .dropout_backward = cpu_dropout_backward,
+        .act_dropout_forward = cpu_act_dropout_forward,
+        .act_dropout_backward = cpu_act_dropout_backward,
+        .dropout_add = cpu_dropout_add,
+        .dropout_add_layernorm = cpu_dropout_add_layernorm,
+        .layernorm_dropout_backward = cpu_layernorm_dropout_backward,
         .swish_forward = cpu_swish_forward,
         .swish_backward = cpu_swish_backward,
         .glu_forward = cpu_glu_forward,
@@ -766,6 +832,8 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
         .mul_backward = cpu_mul_backward,
         .lstm_cell_forward = cpu_lstm_cell_forward,
         .lstm_cell_backward = cpu_lstm_cell_backward,
+        .joint_tanh_forward = cpu_joint_tanh_forward,
+        .joint_tanh_backward = cpu_joint_tanh_backward,
         .sum = cpu_sum,
         .sum_squares = cpu_sum_squares,
         .clip_grad_norm = cpu_clip_grad_norm,

@@ -92,6 +92,36 @@
         float p, uint64_t seed, uint64_t stream),                                                        \
         (be, dx, dy, n, p, seed, stream))                                                                \
                                                                                                          \
+    /* ---- fused elementwise chains: one pass on a device; the CPU runs the ops they fuse in turn       \
+     * (the same bits as calling them). act_dropout: the FFN's activation then its dropout, relu         \
+     * non-zero: ReLU, else Swish (swish_forward); y may be x. Its backward: dx = the activation's       \
+     * backward of dropout_backward(dy) at z, what that backward reads: Swish's input x; for ReLU the    \
+     * input or the output, dropped or not (a dropped element's gradient is 0 either way); dx may be     \
+     * dy. dropout_add: y = x + s * dropout(r), a module's output r dropped, scaled (s 1: no scale)      \
+     * and added to its residual x; x NULL: y = s * dropout(r), the same chain's backward on dy; y       \
+     * may be r, not x. */                                                                               \
+    X(ACT_DROPOUT_FORWARD, act_dropout_forward, void, (backend *be, float *y, const float *x, size_t n,  \
+        int relu, float p, uint64_t seed, uint64_t stream),                                              \
+        (be, y, x, n, relu, p, seed, stream))                                                            \
+    X(ACT_DROPOUT_BACKWARD, act_dropout_backward, void, (backend *be, float *dx, const float *dy,        \
+        const float *z, size_t n, int relu, float p, uint64_t seed, uint64_t stream),                    \
+        (be, dx, dy, z, n, relu, p, seed, stream))                                                       \
+    X(DROPOUT_ADD, dropout_add, void, (backend *be, float *y, const float *x, const float *r, size_t n,  \
+        double s, float p, uint64_t seed, uint64_t stream),                                              \
+        (be, y, x, r, n, s, p, seed, stream))                                                            \
+    /* dropout_add_layernorm: h = dropout_add(x, r) as above (n rows of c), then y = the LayerNorm of    \
+     * h (layernorm_forward: the next module's norm of the residual stream). Its backward:               \
+     * layernorm_backward of dy into dx with acc (dx the residual stream's gradient so far), then        \
+     * dr = s * dropout(dx), dropout_add's backward on the sum. */                                       \
+    X(DROPOUT_ADD_LAYERNORM, dropout_add_layernorm, void, (backend *be, float *h, float *y, float *mean, \
+        float *rstd, const float *x, const float *r, const float *w, const float *b, int n, int c,       \
+        double eps, double s, float p, uint64_t seed, uint64_t stream),                                  \
+        (be, h, y, mean, rstd, x, r, w, b, n, c, eps, s, p, seed, stream))                               \
+    X(LAYERNORM_DROPOUT_BACKWARD, layernorm_dropout_backward, void, (backend *be, float *dx, float *dw,  \
+        float *db, float *dr, const float *dy, const float *x, const float *w, const float *mean,        \
+        const float *rstd, int n, int c, double s, float p, uint64_t seed, uint64_t stream),             \
+        (be, dx, dw, db, dr, dy, x, w, mean, rstd, n, c, s, p, seed, stream))                            \
+                                                                                                         \
     /* ---- attention decoder (core/compute/ops_decl.h): attention with query and key lengths of         \
      * their own and an optional causal mask; the token embedding; ESPnet's label-smoothing loss         \
      * on device log-probabilities (targets on the host; the forward returns the host sum and the        \
@@ -231,6 +261,16 @@
         int V, int blank, int t0, int tc, float clamp, float dloss),                                     \
         (be, dlogits, logits, hlens, labels, label_lens, stride, B, T, U1, V, blank, t0, tc, clamp,      \
         dloss))                                                                                          \
+                                                                                                         \
+    /* ---- the transducer's joint activation (core/compute/ops_decl.h): z (B, tc, U1, J) =            \
+     * tanh(enc[b, t0 + t] + dec[b, u]) for a chunk of frames; the backward accumulates into denc        \
+     * (B, T, J) and ddec (B, U1, J). */                                                                 \
+    X(JOINT_TANH_FORWARD, joint_tanh_forward, void, (backend *be, float *z, const float *enc,            \
+        const float *dec, int B, int T, int t0, int tc, int U1, int J),                                  \
+        (be, z, enc, dec, B, T, t0, tc, U1, J))                                                          \
+    X(JOINT_TANH_BACKWARD, joint_tanh_backward, void, (backend *be, float *denc, float *ddec,            \
+        const float *dz, const float *z, int B, int T, int t0, int tc, int U1, int J),                   \
+        (be, denc, ddec, dz, z, B, T, t0, tc, U1, J))                                                    \
                                                                                                          \
     /* ---- optimizer: one update of n elements by the per-element functions of                          \
      * core/compute/kernel_math.h: Adam/AdamW (adam_update_one; vmax NULL without amsgrad), SGD          \

@@ -24,10 +24,21 @@ typedef struct prof_cell {
     double seconds, flops, bytes;
 } prof_cell;
 
+/* A device op's time not read yet: its marks and the cell it goes to. */
+typedef struct prof_pending {
+    prof_cell *cell;
+    int a, b;
+} prof_pending;
+
+/* Marks kept before they are read (and the stream waited for): a step's ops, read at its end. */
+enum { PENDING_MAX = 8192 };
+
 struct backend_profile {
     backend saved;      /* the backend's entries before profiling: the trampolines call these */
     prof_layer layer;   /* what ops are charged to now */
-    int sync;           /* a device backend: synchronize around each op */
+    int marks;          /* a device backend: each op timed by be->mark around it */
+    prof_pending *pending;
+    int n_pending;
     double started;     /* now_seconds() when profiling began */
     double peak_flops;  /* per second, measured */
     double peak_bytes;  /* per second, measured */
@@ -56,24 +67,46 @@ typedef struct prof_call {
     int row;
     op_cost cost;
     double t0;
+    int mark;
 } prof_call;
+
+/* The device times of the pending ops (waiting for the last one's mark), then the marks are free. */
+static void read_marks(backend *be)
+{
+    struct backend_profile *p = be->profile;
+    if (!p || !p->marks) return;
+    for (int i = 0; i < p->n_pending; i++)
+        p->pending[i].cell->seconds += p->saved.mark_seconds(be, p->pending[i].a, p->pending[i].b);
+    p->n_pending = 0;
+    p->saved.marks_reset(be);
+}
 
 static prof_call call_begin(backend *be, int row, op_cost cost)
 {
-    if (be->profile->sync) be->profile->saved.synchronize(be);
-    return (prof_call){.be = be, .row = row, .cost = cost, .t0 = now_seconds()};
+    struct backend_profile *p = be->profile;
+    prof_call k = {.be = be, .row = row, .cost = cost};
+    if (p->marks) k.mark = p->saved.mark(be);
+    else k.t0 = now_seconds();
+    return k;
 }
 
-/* Runs when the trampoline's call has returned (the cleanup of its prof_call). */
+/* Runs when the trampoline's call has returned (the cleanup of its prof_call). A device op's time
+ * is read later: at a synchronize, after a copy to the host (the stream is idle then), or when
+ * PENDING_MAX are waiting. */
 static void call_end(prof_call *k)
 {
-    struct backend_profile *p = k->be->profile;
-    if (p->sync) p->saved.synchronize(k->be);
+    backend *be = k->be;
+    struct backend_profile *p = be->profile;
     prof_cell *c = &p->cells[p->layer][k->row];
     c->calls++;
-    c->seconds += now_seconds() - k->t0;
     c->flops += k->cost.flops;
     c->bytes += k->cost.bytes;
+    if (!p->marks) {
+        c->seconds += now_seconds() - k->t0;
+        return;
+    }
+    p->pending[p->n_pending++] = (prof_pending){.cell = c, .a = k->mark, .b = p->saved.mark(be)};
+    if (p->n_pending == PENDING_MAX || k->row == ROW_COPY_D2H) read_marks(be);
 }
 
 #define TIMED(row, cost) __attribute__((cleanup(call_end))) prof_call timed_call_ = call_begin(be, row, cost)
@@ -100,11 +133,23 @@ static void prof_fill(backend *be, void *q, int byte, size_t bytes)
     be->profile->saved.fill(be, q, byte, bytes);
 }
 
+static void prof_synchronize(backend *be)
+{
+    be->profile->saved.synchronize(be);
+    read_marks(be);
+}
+
 /* ---- peaks ----------------------------------------------------------------------------------- */
 
-/* The best of a few timed runs of the backend's own GEMM and device-to-device copy. */
+/* The best of a few timed runs of the backend's own GEMM and device-to-device copy; nothing is
+ * run when ESPNET3_PROFILE_PEAK_GFLOPS and _GBPS give both. */
 static void measure_peaks(backend *be, struct backend_profile *p)
 {
+    const char *gf = getenv("ESPNET3_PROFILE_PEAK_GFLOPS"), *gb = getenv("ESPNET3_PROFILE_PEAK_GBPS");
+    if (gf && atof(gf) > 0 && gb && atof(gb) > 0) {
+        p->peak_flops = atof(gf) * 1e9, p->peak_bytes = atof(gb) * 1e9, p->peaks_given = 1;
+        return;
+    }
     const int n = be->kind == BACKEND_CUDA ? 4096 : 512, runs = 4;
     const size_t copy_bytes = (size_t)64 << 20;
     size_t mat = (size_t)n * n * sizeof(float);
@@ -130,7 +175,6 @@ static void measure_peaks(backend *be, struct backend_profile *p)
     }
     p->peak_bytes = 2.0 * copy_bytes / (best > 0 ? best : 1e-9);
     be->free(be, src), be->free(be, dst);
-    const char *gf = getenv("ESPNET3_PROFILE_PEAK_GFLOPS"), *gb = getenv("ESPNET3_PROFILE_PEAK_GBPS");
     if (gf && atof(gf) > 0) p->peak_flops = atof(gf) * 1e9, p->peaks_given = 1;
     if (gb && atof(gb) > 0) p->peak_bytes = atof(gb) * 1e9, p->peaks_given = 1;
 }
@@ -141,7 +185,9 @@ void backend_profile_start(backend *be)
 {
     if (be->profile) return;
     struct backend_profile *p = xcalloc(1, sizeof *p);
-    p->sync = be->kind == BACKEND_CUDA;
+    p->marks = be->mark != NULL;
+    ESP_CHECK(p->marks || be->kind != BACKEND_CUDA); /* a device backend times its ops on the device */
+    if (p->marks) p->pending = xcalloc(PENDING_MAX, sizeof *p->pending);
     measure_peaks(be, p);
     p->saved = *be;
 #define X(OP, name, ret, params, args) \
@@ -150,6 +196,7 @@ void backend_profile_start(backend *be)
 #undef X
     be->copy = prof_copy;
     be->fill = prof_fill;
+    be->synchronize = prof_synchronize;
     p->started = now_seconds();
     be->profile = p;
 }
@@ -163,14 +210,22 @@ void backend_profile_stop(backend *be)
 #undef X
     be->copy = p->saved.copy;
     be->fill = p->saved.fill;
+    be->synchronize = p->saved.synchronize;
+    if (p->marks) {
+        p->saved.synchronize(be);
+        p->n_pending = 0; /* what was not read is dropped with the counts */
+        p->saved.marks_reset(be);
+    }
     be->profile = NULL;
+    free(p->pending);
     free(p);
 }
 
-prof_counts backend_profile_counts(const backend *be, backend_op op, prof_layer layer)
+prof_counts backend_profile_counts(backend *be, backend_op op, prof_layer layer)
 {
     ESP_CHECK(op >= 0 && op < BACKEND_OP_COUNT && layer >= 0 && layer < PROF_LAYER_COUNT);
     if (!be->profile) return (prof_counts){0};
+    read_marks(be);
     const prof_cell *c = &be->profile->cells[layer][op];
     return (prof_counts){.calls = c->calls, .seconds = c->seconds, .flops = c->flops, .bytes = c->bytes};
 }
@@ -240,10 +295,11 @@ static void print_table(const struct backend_profile *p, const char *head, repor
     }
 }
 
-void backend_profile_report(const backend *be, const char *what, FILE *out)
+void backend_profile_report(backend *be, const char *what, FILE *out)
 {
     const struct backend_profile *p = be->profile;
     if (!p) return;
+    read_marks(be);
     double wall = now_seconds() - p->started;
     if (wall <= 0) wall = 1e-9;
     report_row ops[N_ROWS], layers[PROF_LAYER_COUNT];
@@ -262,7 +318,9 @@ void backend_profile_report(const backend *be, const char *what, FILE *out)
     fprintf(out, "peaks %s: GEMM %.1f GFLOP/s, device copy %.1f GB/s%s\n",
             p->peaks_given ? "(ESPNET3_PROFILE_PEAK_*)" : "measured on this backend", p->peak_flops * 1e-9,
             p->peak_bytes * 1e-9,
-            p->sync ? "; each op timed between two synchronizes (no overlap: the step runs slower profiled)" : "");
+            p->marks ? "; each op timed on the device by events recorded around it (a wait of the device for the "
+                       "host's next launch inside that span counts to the op)"
+                     : "");
     double roof = backend_profile_roofline_seconds(be);
     fprintf(out, "roofline ms = max(FLOPs / GEMM peak, bytes / copy peak); x roofline = total / roofline; all "
                  "counted: %.2f ms in ops and copies against a roofline of %.2f ms (x %.1f)\n\n",

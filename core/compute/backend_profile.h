@@ -7,15 +7,17 @@
  * that column. The peaks are measured on the backend itself when the profiler starts (its own
  * GEMM at the precision set then, on 512-square matrices on a CPU and 4096-square on a device, and
  * its device-to-device copy of 64 MiB), so the roofline is this machine's; ESPNET3_PROFILE_PEAK_GFLOPS
- * and ESPNET3_PROFILE_PEAK_GBPS set them instead (a datasheet's).
+ * and ESPNET3_PROFILE_PEAK_GBPS set them instead (a datasheet's; both given: nothing is measured).
  *
  * Timing: the CPU backends run ops synchronously, so the clock around each call is the op's time.
- * A device backend (cuda) runs them asynchronously: the profiler synchronizes before and after each
- * op, so its times are each op's own kernel time plus launch, and the profiled step is slower than
- * an unprofiled one by the lost overlap (the report says so).
+ * A device backend (cuda) runs them asynchronously: the profiler records a mark (be->mark, a CUDA
+ * event) on the stream before and after each op and reads the device's time between them later,
+ * when the stream is idle anyway (a synchronize, a copy to the host: the step's end) or after
+ * 8192 pending ops, so profiling adds no synchronization to a step. A span in which the device
+ * waited for the host's next launch counts to the op (the report says so).
  *
- * Install with backend_profile_start (it swaps the backend's op entries for timing trampolines that
- * call the saved ones, so the backend's impl and every caller stay as they are); backend_close
+ * Install with backend_profile_start (it swaps the backend's op entries, copy, fill and synchronize
+ * for timing trampolines that call the saved ones, so the backend's impl and every caller stay as they are); backend_close
  * stops it. Scopes (backend_profile_enter/leave) cost one test when the profiler is off. */
 #ifndef ESPNET3_COMPUTE_BACKEND_PROFILE_H
 #define ESPNET3_COMPUTE_BACKEND_PROFILE_H
@@ -72,7 +74,7 @@ typedef struct prof_counts {
     unsigned long long calls;
     double seconds, flops, bytes;
 } prof_counts;
-prof_counts backend_profile_counts(const backend *be, backend_op op, prof_layer layer);
+prof_counts backend_profile_counts(backend *be, backend_op op, prof_layer layer);
 
 /* The roofline time of everything counted so far: the sum over op calls of max(FLOPs / peak,
  * bytes / bandwidth), copies included. 0 when the profiler is off. */
@@ -80,6 +82,6 @@ double backend_profile_roofline_seconds(const backend *be);
 
 /* Writes the report of everything profiled since start to out (what: a title line, e.g. "train, 40
  * steps"). Nothing when the profiler is off. */
-void backend_profile_report(const backend *be, const char *what, FILE *out);
+void backend_profile_report(backend *be, const char *what, FILE *out);
 
 #endif

@@ -343,6 +343,62 @@ static void ref_dropout_backward(backend *be, float *dx, const float *dy, size_t
     tmp_release(be);
 }
 
+/* The fused chains: the _f64 ops they fuse, in turn, in double (the LayerNorm ones: dropout_add's
+ * float result is the norm's input, as the residual stream h is). */
+static void ref_act_dropout_forward(backend *be, float *y, const float *x, size_t n, int relu, float p,
+                                    uint64_t seed, uint64_t stream)
+{
+    double *a = tmp_zeros(be, n), *yd = tmp_zeros(be, n), *xd = wide(be, x, n);
+    if (relu)
+        ops_relu_forward_f64(a, xd, n);
+    else
+        ops_swish_forward_f64(a, xd, n);
+    ops_dropout_forward_f64(yd, a, n, p, seed, stream);
+    narrow(y, yd, n);
+    tmp_release(be);
+}
+
+static void ref_act_dropout_backward(backend *be, float *dx, const float *dy, const float *z, size_t n, int relu,
+                                     float p, uint64_t seed, uint64_t stream)
+{
+    double *g = tmp_zeros(be, n), *dxd = tmp_zeros(be, n), *zd = wide(be, z, n);
+    ops_dropout_backward_f64(g, wide(be, dy, n), n, p, seed, stream);
+    if (relu)
+        ops_relu_backward_f64(dxd, g, zd, n);
+    else
+        ops_swish_backward_f64(dxd, g, zd, n);
+    narrow(dx, dxd, n);
+    tmp_release(be);
+}
+
+static void ref_dropout_add(backend *be, float *y, const float *x, const float *r, size_t n, double s, float p,
+                            uint64_t seed, uint64_t stream)
+{
+    ESP_CHECK(!x || y != x);
+    double *yd = tmp_zeros(be, n), *xd = x ? wide(be, x, n) : NULL;
+    ops_dropout_forward_f64(yd, wide(be, r, n), n, p, seed, stream);
+    if (s != 1) ops_scale_f64(yd, yd, s, n);
+    if (xd) ops_add_f64(yd, xd, yd, n);
+    narrow(y, yd, n);
+    tmp_release(be);
+}
+
+static void ref_dropout_add_layernorm(backend *be, float *h, float *y, float *mean, float *rstd, const float *x,
+                                      const float *r, const float *w, const float *b, int n, int c, double eps,
+                                      double s, float p, uint64_t seed, uint64_t stream)
+{
+    ref_dropout_add(be, h, x, r, (size_t)n * c, s, p, seed, stream);
+    be->layernorm_forward(be, y, mean, rstd, h, w, b, n, c, eps);
+}
+
+static void ref_layernorm_dropout_backward(backend *be, float *dx, float *dw, float *db, float *dr, const float *dy,
+                                           const float *x, const float *w, const float *mean, const float *rstd,
+                                           int n, int c, double s, float p, uint64_t seed, uint64_t stream)
+{
+    be->layernorm_backward(be, dx, dw, db, dy, x, w, mean, rstd, n, c, 1);
+    ref_dropout_add(be, dr, NULL, dx, (size_t)n * c, s, p, seed, stream);
+}
+
 /* ---- the attention decoder's ops */
 
 static void ref_mha_forward(backend *be, float *y, float *att, const float *q, int ldq,
@@ -645,6 +701,30 @@ static void ref_lstm_cell_backward(backend *be, float *dgates, float *dc_prev, c
     tmp_release(be);
 }
 
+/* ---- the transducer's joint activation */
+
+static void ref_joint_tanh_forward(backend *be, float *z, const float *enc, const float *dec, int B, int T, int t0,
+                                   int tc, int U1, int J)
+{
+    size_t nz = (size_t)B * tc * U1 * J;
+    double *zd = tmp_zeros(be, nz);
+    ops_joint_tanh_forward_f64(zd, wide(be, enc, (size_t)B * T * J), wide(be, dec, (size_t)B * U1 * J), B, T, t0, tc,
+                               U1, J, 1);
+    narrow(z, zd, nz);
+    tmp_release(be);
+}
+
+static void ref_joint_tanh_backward(backend *be, float *denc, float *ddec, const float *dz, const float *z, int B,
+                                    int T, int t0, int tc, int U1, int J)
+{
+    size_t nz = (size_t)B * tc * U1 * J, ne = (size_t)B * T * J, nd = (size_t)B * U1 * J;
+    double *de = wide(be, denc, ne), *dd = wide(be, ddec, nd);
+    ops_joint_tanh_backward_f64(de, dd, wide(be, dz, nz), wide(be, z, nz), B, T, t0, tc, U1, J, 1);
+    narrow(denc, de, ne);
+    narrow(ddec, dd, nd);
+    tmp_release(be);
+}
+
 /* The reference stays exact: GEMM inputs are not rounded. */
 static void ref_set_gemm_precision(backend *be, amp_precision p)
 {
@@ -689,6 +769,11 @@ int backend_ref64_init(backend *be, int threads, esp_err *err)
         .softmax_backward = ref_softmax_backward,
         .dropout_forward = ref_dropout_forward,
         .dropout_backward = ref_dropout_backward,
+        .act_dropout_forward = ref_act_dropout_forward,
+        .act_dropout_backward = ref_act_dropout_backward,
+        .dropout_add = ref_dropout_add,
+        .dropout_add_layernorm = ref_dropout_add_layernorm,
+        .layernorm_dropout_backward = ref_layernorm_dropout_backward,
         .mha_forward = ref_mha_forward,
         .mha_backward = ref_mha_backward,
         .embedding_forward = ref_embedding_forward,
@@ -713,6 +798,8 @@ int backend_ref64_init(backend *be, int threads, esp_err *err)
         .adadelta_update = ref_adadelta_update,
         .lstm_cell_forward = ref_lstm_cell_forward,
         .lstm_cell_backward = ref_lstm_cell_backward,
+        .joint_tanh_forward = ref_joint_tanh_forward,
+        .joint_tanh_backward = ref_joint_tanh_backward,
     };
     backend_ref64_conformer_ops(be);
     return 0;

@@ -200,6 +200,47 @@ op_cost op_cost_dropout_backward(backend *be, float *dx, const float *dy, size_t
     return p > 0 ? elementwise(n, 2, 2) : elementwise(n, 0, 2);
 }
 
+op_cost op_cost_act_dropout_forward(backend *be, float *y, const float *x, size_t n, int relu, float p, uint64_t seed,
+                                    uint64_t stream)
+{
+    (void)be, (void)y, (void)x, (void)seed, (void)stream;
+    return elementwise(n, (relu ? 1 : 4) + (p > 0 ? 2 : 0), 2);
+}
+
+op_cost op_cost_act_dropout_backward(backend *be, float *dx, const float *dy, const float *z, size_t n, int relu,
+                                     float p, uint64_t seed, uint64_t stream)
+{
+    (void)be, (void)dx, (void)dy, (void)z, (void)seed, (void)stream;
+    return elementwise(n, (relu ? 1 : 7) + (p > 0 ? 2 : 0), 3);
+}
+
+op_cost op_cost_dropout_add(backend *be, float *y, const float *x, const float *r, size_t n, double s, float p,
+                            uint64_t seed, uint64_t stream)
+{
+    (void)be, (void)y, (void)seed, (void)stream, (void)r;
+    return elementwise(n, (p > 0 ? 2 : 0) + (s != 1) + (x != NULL), x ? 3 : 2);
+}
+
+op_cost op_cost_dropout_add_layernorm(backend *be, float *h, float *y, float *mean, float *rstd, const float *x,
+                                      const float *r, const float *w, const float *b, int n, int c, double eps,
+                                      double s, float p, uint64_t seed, uint64_t stream)
+{
+    (void)h, (void)y, (void)mean, (void)rstd, (void)w, (void)b, (void)eps;
+    op_cost a = op_cost_dropout_add(be, NULL, x, r, (size_t)n * c, s, p, seed, stream);
+    double N = n, C = c; /* h written once and normalized in the same pass: not read back */
+    return cost(a.flops + 8 * N * C, a.bytes / F + N * C + 2 * C + 2 * N);
+}
+
+op_cost op_cost_layernorm_dropout_backward(backend *be, float *dx, float *dw, float *db, float *dr, const float *dy,
+                                           const float *x, const float *w, const float *mean, const float *rstd,
+                                           int n, int c, double s, float p, uint64_t seed, uint64_t stream)
+{
+    (void)dr, (void)seed, (void)stream;
+    op_cost a = op_cost_layernorm_backward(be, dx, dw, db, dy, x, w, mean, rstd, n, c, 1);
+    double N = n, C = c; /* dr: computed from dx in registers, written once */
+    return cost(a.flops + ((p > 0 ? 2 : 0) + (s != 1)) * N * C, a.bytes / F + N * C);
+}
+
 op_cost op_cost_mha_forward(backend *be, float *y, float *att, const float *q, int ldq, const float *k, const float *v,
                             int ldkv, const int *lens, int nb, int tq, int tk, int causal, int h, int hd, float p,
                             uint64_t seed, uint64_t stream)
@@ -394,6 +435,22 @@ op_cost op_cost_lstm_cell_backward(backend *be, float *dgates, float *dc_prev, c
     (void)be, (void)dgates, (void)dh, (void)act, (void)c;
     double nh = (double)n * H;
     return cost(20 * nh, (9 + (dc ? 1 : 0) + (c_prev ? 1 : 0) + (dc_prev ? 1 : 0)) * nh + nh);
+}
+
+op_cost op_cost_joint_tanh_forward(backend *be, float *z, const float *enc, const float *dec, int B, int T, int t0,
+                                   int tc, int U1, int J)
+{
+    (void)be, (void)z, (void)enc, (void)dec, (void)T, (void)t0;
+    double n = (double)B * tc * U1 * J;
+    return cost(21 * n, n + (double)B * (tc + U1) * J);
+}
+
+op_cost op_cost_joint_tanh_backward(backend *be, float *denc, float *ddec, const float *dz, const float *z, int B,
+                                    int T, int t0, int tc, int U1, int J)
+{
+    (void)be, (void)denc, (void)ddec, (void)dz, (void)z, (void)T, (void)t0;
+    double n = (double)B * tc * U1 * J;
+    return cost(8 * n, 4 * n + 2 * (double)B * (tc + U1) * J);
 }
 
 /* CTC's lattice: 2L + 1 states per frame of each utterance, a few operations per state and pass. */

@@ -182,6 +182,18 @@ void OPS_DECL_FN(rnnt_grad)(OPS_DECL_T *dlogits, const OPS_DECL_T *logits, const
                             const int *hlens, const ctc_labels *y, int B, int T, int U1, int V,
                             int blank, int t0, int tc, double clamp, double scale, int threads);
 
+/* ---- The transducer's joint activation (ESPnet2's JointNetwork with joint_activation_type tanh;
+ * core/compute/ops_joint_impl.h): for the frames [t0, t0 + tc) of enc (B, T, J) (lin_enc's output)
+ * and every prefix of dec (B, U1, J) (lin_dec's), z (B, tc, U1, J) = tanh(enc[b, t0 + t] + dec[b, u]).
+ * The backward from dz and the forward's z (B, tc, U1, J): with g = dz (1 - z^2), denc[b, t0 + t] +=
+ * sum_u g and ddec[b, u] += sum_t g (both accumulate: a caller running the frames in chunks sums
+ * ddec over them). Rows split over `threads`, the same bits for any count. */
+void OPS_DECL_FN(joint_tanh_forward)(OPS_DECL_T *z, const OPS_DECL_T *enc, const OPS_DECL_T *dec, int B, int T,
+                                     int t0, int tc, int U1, int J, int threads);
+void OPS_DECL_FN(joint_tanh_backward)(OPS_DECL_T *denc, OPS_DECL_T *ddec, const OPS_DECL_T *dz,
+                                      const OPS_DECL_T *z, int B, int T, int t0, int tc, int U1, int J,
+                                      int threads);
+
 /* ---- The LSTM cell (torch.nn.LSTM's, gate order i, f, g, o; core/compute/ops_lstm_impl.h), per
  * unit kernel_math_lstm.h's lstm_cell / lstm_cell_grad: n rows of H units. gates (n, 4H): the
  * pre-activations, each row [i | f | g | o] (H each), both biases added. The forward writes h,

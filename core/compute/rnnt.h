@@ -5,8 +5,7 @@
  * RNNTLoss(blank=0, reduction="mean") on the joint's output: the same numbers (it has no clamp;
  * clamp <= 0 here is none). The clamp is torchaudio's CPU kernel's, to [-clamp, clamp]; its CUDA
  * kernel applies the lower bound only (both bounds are computed from the unclamped value there).
- * No model calls these ops yet (nothing user-visible, so no page of docs/ names them): the
- * transducer models, their joint network and decoding are issue 43's later parts.
+ * The ASR task's transducer (core/nn/transducer.h) calls them on its joint network's logits.
  *
  * Shapes and layout
  *   logits  (B, T, U1, V) row-major float: the joint's output for utterance b, frame t and label

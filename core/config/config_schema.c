@@ -108,11 +108,11 @@ static const cyaml_schema_field_t preprocessor_fields[] = {
     FLT("noise_apply_prob", preprocessor_cfg, noise_apply_prob),
     STR("noise_db_range", preprocessor_cfg, noise_db_range),
     FLT("short_noise_thres", preprocessor_cfg, short_noise_thres),
-    /* read from the tree by core/data/augment_conf.c (weighted lists that nest, which cyaml cannot type)
-     * and core/data/noise_rir_conf.c (a path or a list of paths) */
+    /* a path or a list of paths: the validator makes a path a list of one */
+    SEQ("rir_scp", preprocessor_cfg, rir_scp, &string_entry),
+    SEQ("noise_scp", preprocessor_cfg, noise_scp, &string_entry),
+    /* read from the tree by core/data/augment_conf.c (weighted lists that nest, which cyaml cannot type) */
     IGNORED("data_aug_effects"),
-    IGNORED("rir_scp"),
-    IGNORED("noise_scp"),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t dataset_fields[] = {
@@ -369,6 +369,17 @@ static const cyaml_schema_field_t decoder_conf_fields[] = {
     BOOL("concat_after", decoder_conf_cfg, concat_after),
     FLT("layer_drop_rate", decoder_conf_cfg, layer_drop_rate),
     BOOL("qk_norm", decoder_conf_cfg, qk_norm),
+    STR("rnn_type", decoder_conf_cfg, rnn_type),
+    INT("num_layers", decoder_conf_cfg, num_layers),
+    INT("hidden_size", decoder_conf_cfg, hidden_size),
+    FLT("dropout", decoder_conf_cfg, dropout),
+    FLT("dropout_embed", decoder_conf_cfg, dropout_embed),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t joint_net_conf_fields[] = {
+    INT("joint_space_size", joint_net_conf_cfg, joint_space_size),
+    STR("joint_activation_type", joint_net_conf_cfg, joint_activation_type),
+    BOOL_P("lin_dec_bias", joint_net_conf_cfg, lin_dec_bias),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t ctc_conf_fields[] = {
@@ -420,6 +431,7 @@ static const cyaml_schema_field_t model_fields[] = {
     MAP("encoder_conf", model_cfg, encoder_conf, encoder_conf_fields),
     STR("decoder", model_cfg, decoder),
     MAP("decoder_conf", model_cfg, decoder_conf, decoder_conf_fields),
+    MAP("joint_net_conf", model_cfg, joint_net_conf, joint_net_conf_fields),
     MAP("ctc_conf", model_cfg, ctc_conf, ctc_conf_fields),
     MAP("model_conf", model_cfg, model_conf, model_conf_fields),
     STR("lm", model_cfg, lm),
@@ -544,6 +556,19 @@ static const cyaml_schema_field_t target_fields[] = {
     STR("_target_", target_cfg, target),
     CYAML_FIELD_END};
 
+static const cyaml_schema_field_t transducer_conf_fields[] = {
+    STR("search_type", transducer_conf_cfg, search_type),
+    INT_P("max_sym_exp", transducer_conf_cfg, max_sym_exp),
+    INT_P("u_max", transducer_conf_cfg, u_max),
+    INT_P("nstep", transducer_conf_cfg, nstep),
+    INT_P("prefix_alpha", transducer_conf_cfg, prefix_alpha),
+    FLT_P("expansion_gamma", transducer_conf_cfg, expansion_gamma),
+    INT_P("expansion_beta", transducer_conf_cfg, expansion_beta),
+    BOOL_P("score_norm", transducer_conf_cfg, score_norm),
+    BOOL_P("score_norm_during", transducer_conf_cfg, score_norm_during),
+    INT_P("nbest", transducer_conf_cfg, nbest),
+    CYAML_FIELD_END};
+
 static const cyaml_schema_field_t infer_model_fields[] = {
     STR("_target_", infer_model_cfg, target),
     STR("asr_train_config", infer_model_cfg, asr_train_config),
@@ -561,6 +586,7 @@ static const cyaml_schema_field_t infer_model_fields[] = {
     INT("batch_size", infer_model_cfg, batch_size),
     STR("token_type", infer_model_cfg, token_type),
     STR("bpemodel", infer_model_cfg, bpemodel),
+    MAP("transducer_conf", infer_model_cfg, transducer_conf, transducer_conf_fields),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t longform_fields[] = {

@@ -311,7 +311,22 @@ typedef struct decoder_conf_cfg {
     int concat_after;          /* false */
     double layer_drop_rate;    /* 0 */
     int qk_norm;               /* false */
+    /* ESPnet2's TransducerDecoder keys (espnet2/asr/decoder/transducer_decoder.py; model.decoder
+     * transducer): the prediction network's LSTM layers. */
+    char *rnn_type;            /* lstm */
+    int64_t num_layers;        /* 1 */
+    int64_t hidden_size;       /* 320 */
+    double dropout;            /* 0.0: after each layer */
+    double dropout_embed;      /* 0.0: after the embedding */
 } decoder_conf_cfg;
+
+/* model.joint_net_conf: ESPnet2's JointNetwork keys (espnet2/asr_transducer/joint_network.py, which
+ * the ASR task builds beside a transducer decoder). */
+typedef struct joint_net_conf_cfg {
+    int64_t joint_space_size;  /* 256 */
+    char *joint_activation_type; /* tanh */
+    int *lin_dec_bias;         /* NULL: left out (true) */
+} joint_net_conf_cfg;
 
 typedef struct ctc_conf_cfg {
     double dropout_rate;
@@ -360,6 +375,7 @@ typedef struct model_cfg {
     char *preencoder;          preencoder_conf_cfg *preencoder_conf; /* linear, or left out */
     char *encoder;             encoder_conf_cfg *encoder_conf;
     char *decoder;             decoder_conf_cfg *decoder_conf;
+    joint_net_conf_cfg *joint_net_conf; /* with decoder: transducer */
     ctc_conf_cfg *ctc_conf;
     model_conf_cfg *model_conf;
     char *lm;                  lm_conf_cfg *lm_conf; /* an LM task (LMTask): transformer */
@@ -471,10 +487,12 @@ typedef struct preprocessor_cfg { /* ESPnet2's CommonPreprocessor keys espnet3 r
     char *token_list;
     char *bpemodel;
     char *text_cleaner;
-    /* augmentation (core/data/augment_conf.c and noise_rir_conf.c read them with data_aug_effects
-     * and the scp lists, which stay in the tree) */
+    /* augmentation (core/data/augment_conf.c and noise_rir_conf.c read them; data_aug_effects, whose
+     * weighted entries nest, is read from the tree) */
     int64_t *data_aug_num; unsigned n_data_aug_num; /* [min, max] effects per utterance */
     double data_aug_prob;
+    char **rir_scp; unsigned n_rir_scp;     /* lists of room impulse responses (one path: a list of one) */
+    char **noise_scp; unsigned n_noise_scp; /* lists of noises (likewise) */
     double rir_apply_prob, noise_apply_prob;
     char *noise_db_range; /* "low_high" dB */
     double short_noise_thres;
@@ -535,6 +553,22 @@ typedef struct training_cfg {
 } training_cfg;
 
 /* The inference config (--inference_config), ESPnet3's inference.yaml keys. */
+/* model.transducer_conf of an inference config: ESPnet2's BeamSearchTransducer keys
+ * (espnet2/asr/transducer/beam_search_transducer.py), for a model with a transducer decoder; NULL
+ * members were left out (core/decode/transducer_search.h has the defaults). */
+typedef struct transducer_conf_cfg {
+    char *search_type;       /* default | tsd | alsd | nsc | maes */
+    int64_t *max_sym_exp;    /* tsd: 2 */
+    int64_t *u_max;          /* alsd: 50 */
+    int64_t *nstep;          /* nsc, maes: 1 (maes: at least 2) */
+    int64_t *prefix_alpha;   /* nsc, maes: 1 */
+    double *expansion_gamma; /* maes: 2.3 */
+    int64_t *expansion_beta; /* maes: 2 */
+    int *score_norm;         /* true */
+    int *score_norm_during;  /* false */
+    int64_t *nbest;          /* 1 */
+} transducer_conf_cfg;
+
 typedef struct infer_model_cfg {
     char *target;            /* espnet2.bin.asr_inference.Speech2Text */
     char *asr_train_config;
@@ -553,6 +587,7 @@ typedef struct infer_model_cfg {
     int64_t batch_size;      /* utterances decoded together (default 1; the top-level batch_size is its alias) */
     char *token_type;        /* Speech2Text's: override the training config's tokenizer */
     char *bpemodel;
+    transducer_conf_cfg *transducer_conf; /* a transducer model's search (Speech2Text's transducer_conf) */
 } infer_model_cfg;
 
 /* Long recordings in stage 6 (core/decode/longform.h): an item longer than threshold seconds is

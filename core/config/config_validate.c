@@ -66,7 +66,11 @@ static const allowed_rule allowed_rules[] = {
     {"model.encoder_conf.qk_norm", "false"},
     {"model.encoder_conf.zero_triu", "false"},
     {"model.encoder_conf.ctc_trim", "false"},
-    {"model.decoder", "transformer|none"},
+    {"model.decoder", "transformer|transducer|none"},
+    {"model.decoder_conf.rnn_type", "lstm"}, /* gru (torch.nn.GRU) is not built */
+    {"model.joint_net_conf.joint_activation_type", "tanh"},
+    /* mbg (multi-blank greedy) needs a multi-blank model, which espnet3 does not train. */
+    {"model.transducer_conf.search_type", "default|tsd|alsd|nsc|maes"},
     {"model.lm", "transformer|seq_rnn"},
     {"model.lm_conf.rnn_type", "lstm|LSTM"},
     {"model.lm_conf.tie_weights", "false"},
@@ -172,7 +176,7 @@ static const char *const unimplemented_keys[] = {
     "dataset.dataset_module",
     "val_scheduler_criterion",
     "model.decoder_conf.pos_enc_class", "model.decoder_conf.use_flash_attn", "model.encoder_conf.use_flash_attn",
-    "model.decoder_conf.gradient_checkpoint_layers", "model.joint_net_conf", "model.extract_feats_in_collect_stats",
+    "model.decoder_conf.gradient_checkpoint_layers", "model.extract_feats_in_collect_stats",
     "model.model_conf.report_cer", "model.model_conf.report_wer", "model.model_conf.sym_space",
     "model.model_conf.sym_blank", "model.model_conf.ignore_id",
     "model.model_conf.transducer_multi_blank_durations", "model.model_conf.sym_sos", "model.model_conf.sym_eos",
@@ -556,11 +560,11 @@ static int changes_nothing(const char *schema_path)
 }
 
 /* IGNORED by the typed schema because their values are free-form, but read from the tree by
- * their own readers (core/data/augment_conf.c, core/data/noise_rir_conf.c): not "unused". */
+ * their own readers (core/data/augment_conf.c, stages/publish.c, stages/pack_demo.c): not "unused". */
 static int is_read_from_tree(const char *schema_path)
 {
     static const char *const keys[] = {
-        "dataset.preprocessor.data_aug_effects", "dataset.preprocessor.rir_scp", "dataset.preprocessor.noise_scp",
+        "dataset.preprocessor.data_aug_effects",
         "pack_model.files", "pack_model.yaml_files",
         "pack_model.readme_context", "pack.readme_context", "model.call_args", NULL};
     for (const char *const *k = keys; *k; k++)
@@ -694,6 +698,12 @@ static int check_written_number(walker *w, ynode *n, const char *schema_path, co
     return config_check_number(n, schema_path, path, dv, w->err);
 }
 
+/* Lists of files that ESPnet also takes as one path (CommonPreprocessor's rir_scp and noise_scp). */
+static int is_path_list(const char *schema_path)
+{
+    return !strcmp(schema_path, "dataset.preprocessor.rir_scp") || !strcmp(schema_path, "dataset.preprocessor.noise_scp");
+}
+
 static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *s, const char *schema_path, const char *path)
 {
     int64_t iv;
@@ -754,6 +764,11 @@ static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *s, const 
             n->kind = YN_SEQ;
             n->mark = item->mark;
             n->via = item->via;
+            yt_seq_push(n, item);
+        }
+        if (n->kind == YN_SCALAR && is_path_list(schema_path)) {
+            ynode *item = yt_copy(n);
+            yt_take(n, yt_seq(item->mark));
             yt_seq_push(n, item);
         }
         if (n->kind != YN_SEQ) return config_fail_node(w->err, n, path, "expected a list, got %s '%s'", yt_kind_name(n), scalar_text(n));

@@ -1,3 +1,7 @@
+/* The value rules of the configs that belong to one key: the ranges of numbers (num_rules), the
+ * declared defaults of left-out keys (key_defaults, and the defaults by class or switch written
+ * into their blocks), and the number readers; see config_values.h. The rules between keys are
+ * core/config/config_rules.c's. */
 #include "core/config/config_values.h"
 
 #include <errno.h>
@@ -8,6 +12,7 @@
 #include <string.h>
 
 #include "core/config/config_schema.h"
+#include "core/config/config_values_internal.h"
 
 /* ---- ranges of numbers --------------------------------------------------------------------- */
 
@@ -165,6 +170,11 @@ static const num_rule num_rules[] = {
     DROPOUT("model.decoder_conf.positional_dropout_rate"),
     DROPOUT("model.decoder_conf.self_attention_dropout_rate"),
     DROPOUT("model.decoder_conf.src_attention_dropout_rate"),
+    {"model.decoder_conf.num_layers", 1, 1024, 0, "in [1, 1024]", "leave it out for 1"},
+    {"model.decoder_conf.hidden_size", 1, 65536, 0, "in [1, 65536]", "leave it out for 320"},
+    DROPOUT("model.decoder_conf.dropout"),
+    DROPOUT("model.decoder_conf.dropout_embed"),
+    {"model.joint_net_conf.joint_space_size", 1, 65536, 0, "in [1, 65536]", "leave it out for 256"},
     {"model.model_conf.ctc_weight", 0, 1, 0, "in [0, 1]", "1.0 for a CTC-only model"},
     {"model.lm_conf.embed_unit", 1, 65536, 0, "in [1, 65536]", "leave it out for 128"},
     {"model.lm_conf.att_unit", 1, 65536, 0, "in [1, 65536]", "leave it out for 256"},
@@ -243,6 +253,13 @@ static const num_rule num_rules[] = {
                                                "one at a time"},
     {"model.ctc_weight", 0, 1, 0, "in [0, 1]", "1.0 for a CTC-only model"},
     {"model.lm_weight", 0, INF, 0, ">= 0", "0: no language model"},
+    {"model.transducer_conf.max_sym_exp", 1, 1000, 0, "in [1, 1000]", "leave it out for 2"},
+    {"model.transducer_conf.u_max", 0, 100000, 0, "in [0, 100000]", "leave it out for 50"},
+    {"model.transducer_conf.nstep", 1, 1000, 0, "in [1, 1000]", "leave it out for 1"},
+    {"model.transducer_conf.prefix_alpha", 0, 100000, 0, "in [0, 100000]", "leave it out for 1"},
+    {"model.transducer_conf.expansion_gamma", 0, INF, 0, ">= 0", "leave it out for 2.3"},
+    {"model.transducer_conf.expansion_beta", 0, 100000, 0, "in [0, 100000]", "leave it out for 2"},
+    {"model.transducer_conf.nbest", 1, 1000, 0, "in [1, 1000]", "leave it out for 1"},
     {"longform.window", 0, 3600, LO_OPEN, "in (0, 3600] seconds", "seconds per window"},
     {"longform.overlap", 0, 1800, LO_OPEN, "in (0, 1800] seconds", "seconds neighbouring windows share, at most "
                                                                    "half the window"},
@@ -299,26 +316,34 @@ int config_read_number(const ynode *n, const char *schema_path, const char *path
 /* noise_db_range's bound: an SNR far past any recording's */
 #define MAX_DB 100.0
 
+/* "low_high" or "v" as two numbers within MAX_DB (in either order); 0 when s is neither. */
+static int db_numbers(const char *s, double *a, double *b)
+{
+    char *end;
+    errno = 0;
+    *a = strtod(s, &end), *b = *a;
+    int ok = end != s && errno == 0;
+    if (ok && *end == '_') {
+        const char *s2 = end + 1;
+        *b = strtod(s2, &end);
+        ok = end != s2 && errno == 0;
+    }
+    return ok && *end == '\0' && isfinite(*a) && isfinite(*b) && fabs(*a) <= MAX_DB && fabs(*b) <= MAX_DB;
+}
+
+int config_db_range_of(const char *s, double *lo, double *hi)
+{
+    return db_numbers(s, lo, hi) && *lo <= *hi;
+}
+
 int config_db_range(const ynode *n, const char *path, double *lo, double *hi, esp_err *err)
 {
-    if (n->kind == YN_SCALAR) {
-        const char *s = n->str;
-        char *end;
-        errno = 0;
-        double a = strtod(s, &end), b = a;
-        int ok = end != s && errno == 0;
-        if (ok && *end == '_') {
-            const char *s2 = end + 1;
-            b = strtod(s2, &end);
-            ok = end != s2 && errno == 0;
-        }
-        ok = ok && *end == '\0' && isfinite(a) && isfinite(b) && fabs(a) <= MAX_DB && fabs(b) <= MAX_DB;
-        if (ok && a > b)
-            return config_fail_node(err, n, path, "'%s': low %g is above high %g (write \"low_high\")", s, a, b);
-        if (ok) {
-            *lo = a, *hi = b;
-            return 0;
-        }
+    double a, b;
+    if (n->kind == YN_SCALAR && db_numbers(n->str, &a, &b)) {
+        if (a > b)
+            return config_fail_node(err, n, path, "'%s': low %g is above high %g (write \"low_high\")", n->str, a, b);
+        *lo = a, *hi = b;
+        return 0;
     }
     return config_fail_node(err, n, path, "expected \"low_high\" in dB within +-%g, e.g. \"3_10\" (got %s '%s')",
                             MAX_DB, yt_kind_name(n), n->kind == YN_SCALAR ? n->str : "...");
@@ -417,34 +442,21 @@ const char *config_default_value(const char *schema_path)
     return NULL;
 }
 
-/* The value of a key given by its path from the root (NULL when left out or null). */
-static const ynode *set_at(const ynode *root, const char *path)
+const ynode *config_set_at(const ynode *root, const char *path)
 {
     const ynode *n = yt_get_path(root, path);
     return n && !yt_is_null(n) ? n : NULL;
 }
 
-/* Whether d's `when` holds in root. */
 static ynode *default_node(const char *value, ymark mark);
 
-const ynode *config_value_or_default(const ynode *map, const char *map_path, const char *key, ynode **owned)
-{
-    *owned = NULL;
-    const ynode *n = map && map->kind == YN_MAP ? yt_map_get(map, key) : NULL;
-    if (n && !yt_is_null(n)) return n;
-    char *path = xasprintf("%s.%s", map_path, key);
-    const char *value = config_default_value(path);
-    free(path);
-    if (value) *owned = default_node(value, n ? n->mark : map ? map->mark : (ymark){0});
-    return *owned;
-}
-
+/* Whether d's `when` holds in root. */
 static int default_applies(const config_default *d, const ynode *root)
 {
     if (!d->when) return 1;
     const char *w = d->when + (d->when[0] == '!'), *ne = strstr(w, "!=");
     char *path = ne ? xstrndup(w, (size_t)(ne - w)) : xstrdup(w);
-    const ynode *n = set_at(root, path);
+    const ynode *n = config_set_at(root, path);
     free(path);
     if (ne) return !(n && n->kind == YN_SCALAR && !strcmp(n->str, ne + 2));
     return d->when[0] == '!' ? !n : n != NULL;
@@ -474,7 +486,7 @@ void config_fill_declared(const config_default *table, size_t n, config_kind kin
 void config_fill_left_out(config_kind kind, ynode *root)
 {
     for (size_t i = 0; i < sizeof key_aliases / sizeof *key_aliases; i++) {
-        const ynode *a = key_aliases[i].kind == kind ? set_at(root, key_aliases[i].alias) : NULL;
+        const ynode *a = key_aliases[i].kind == kind ? config_set_at(root, key_aliases[i].alias) : NULL;
         const char *dot = strrchr(key_aliases[i].key, '.');
         char *parent = xstrndup(key_aliases[i].key, (size_t)(dot - key_aliases[i].key));
         ynode *m = yt_get_path(root, parent);
@@ -487,12 +499,11 @@ void config_fill_left_out(config_kind kind, ynode *root)
     config_fill_defaults(kind, root);
 }
 
-/* An alias and its key both written: one error at the alias unless they say the same. */
-static int check_aliases(config_kind kind, const ynode *root, esp_err *err)
+int config_check_aliases(config_kind kind, const ynode *root, esp_err *err)
 {
     for (size_t i = 0; i < sizeof key_aliases / sizeof *key_aliases; i++) {
-        const ynode *a = key_aliases[i].kind == kind ? set_at(root, key_aliases[i].alias) : NULL;
-        const ynode *k = a ? set_at(root, key_aliases[i].key) : NULL;
+        const ynode *a = key_aliases[i].kind == kind ? config_set_at(root, key_aliases[i].alias) : NULL;
+        const ynode *k = a ? config_set_at(root, key_aliases[i].key) : NULL;
         if (k && (a->kind != YN_SCALAR || k->kind != YN_SCALAR || strcmp(a->str, k->str) != 0))
             return config_fail_node(err, a, key_aliases[i].alias, "%s and %s: %s disagree (they say the same thing: "
                                     "keep one)", a->kind == YN_SCALAR ? a->str : "...", key_aliases[i].key,
@@ -526,7 +537,6 @@ static const struct {
  * or epochs and steps_per_epoch, ...) have none. WarmupLR's warmup_steps (25000) is
  * core/train/scheduler.c's. */
 #define TORCH_SCHED "torch.optim.lr_scheduler."
-#define ESPNET2_PLATEAU "espnet2.schedulers.warmup_reducelronplateau.WarmupReduceLROnPlateau"
 #define PLATEAU_DEFAULTS(cls)                                                                                    \
     {cls, "mode", "min"}, {cls, "factor", "0.1"}, {cls, "patience", "10"}, {cls, "threshold", "0.0001"},        \
     {cls, "threshold_mode", "rel"}, {cls, "cooldown", "0"}, {cls, "min_lr", "0.0"}, {cls, "eps", "1e-08"}
@@ -632,12 +642,19 @@ static void fill_lm_dropout(ynode *root)
         if (!yt_map_get(lc, keys[i])) yt_map_set(lc, keys[i], lc->mark, yt_scalar("0.1", 0, lc->mark));
 }
 
-/* model_conf.ctc_weight defaults to 0.5 in ESPnet2's ESPnetASRModel; it matters only with an
- * attention decoder (without one, training is CTC only), so only then is the default written. */
-static void fill_ctc_weight(ynode *root)
+/* Whether model.decoder is `name`. */
+static int decoder_is(ynode *root, const char *name)
 {
     ynode *dec = yt_get_path(root, "model.decoder");
-    if (!dec || dec->kind != YN_SCALAR || strcmp(dec->str, "transformer") != 0) return;
+    return dec && dec->kind == YN_SCALAR && !strcmp(dec->str, name);
+}
+
+/* model_conf.ctc_weight defaults to 0.5 in ESPnet2's ESPnetASRModel; it matters only with an
+ * attention or transducer decoder (without one, training is CTC only), so only then is the default
+ * written. */
+static void fill_ctc_weight(ynode *root)
+{
+    if (!decoder_is(root, "transformer") && !decoder_is(root, "transducer")) return;
     ynode *model = yt_get_path(root, "model");
     ynode *mc = yt_map_get(model, "model_conf");
     if (!mc) {
@@ -652,6 +669,8 @@ void config_fill_defaults(config_kind kind, ynode *root)
 {
     if (kind != CONFIG_TRAINING) return;
     for (size_t i = 0; i < sizeof default_true / sizeof *default_true; i++) {
+        /* decoder_conf's are the TransformerDecoder's: a TransducerDecoder takes none of them. */
+        if (decoder_is(root, "transducer") && !strcmp(default_true[i].map_path, "model.decoder_conf")) continue;
         ynode *m = yt_get_path(root, default_true[i].map_path);
         if (m && m->kind == YN_MAP && !yt_map_get(m, default_true[i].key))
             yt_map_set(m, default_true[i].key, m->mark, yt_scalar(default_true[i].value, 0, m->mark));
@@ -667,341 +686,4 @@ void config_fill_defaults(config_kind kind, ynode *root)
     fill_lm_dropout(root);
     fill_scheduler(root);
     fill_optimizer(root);
-}
-
-
-/* ---- rules between keys ------------------------------------------------------------------------ */
-
-/* The number under key in map m, or 0 when it is not there. */
-static int num_in(const ynode *m, const char *key, double *v, const ynode **node)
-{
-    const ynode *n = m ? yt_map_get(m, key) : NULL;
-    if (node) *node = n;
-    return n && yt_as_float(n, v);
-}
-
-static char *key_path(const char *map_path, const char *key) { return xasprintf("%s.%s", map_path, key); }
-
-/* A fail for the value under key in the map at map_path. */
-static int fail_key(esp_err *err, const ynode *n, const char *map_path, const char *key, const char *what)
-{
-    char *p = key_path(map_path, key);
-    int rc = config_fail_node(err, n, p, "%s", what);
-    free(p);
-    return rc;
-}
-
-/* The samplers of core/data/sampler.c: numel and length fill batches up to batch_bins feature
- * values, sorted and unsorted split into batches of batch_size utterances; all read shape files. */
-static int check_batches(const ynode *root, const char *split, esp_err *err)
-{
-    char path[96], what[400];
-    snprintf(path, sizeof path, "dataloader.%s.iter_factory.batches", split);
-    const ynode *b = yt_get_path(root, path);
-    if (!b || b->kind != YN_MAP) return 0;
-    const ynode *type = yt_map_get(b, "type");
-    const char *t = type ? type->str : "numel";
-    int bins = !strcmp(t, "numel") || !strcmp(t, "length");
-    const char *need = bins ? "batch_bins" : "batch_size";
-    if (!yt_map_get(b, need)) {
-        snprintf(what, sizeof what, "%s batches%s need %s (%s)", t, type ? "" : " (the default type)", need,
-                 bins ? "feature values per batch, e.g. 1000000; or type sorted with batch_size"
-                      : "utterances per batch, e.g. 16; or type numel with batch_bins");
-        return type ? fail_key(err, type, path, "type", what) : config_fail_node(err, b, path, "%s", what);
-    }
-    const ynode *sf = yt_map_get(b, "shape_files");
-    snprintf(what, sizeof what, "list the shape files that stage 3 writes, e.g. ${stats_dir}/%s/feats_shape", split);
-    if (!sf) return config_fail_node(err, b, path, "shape_files is missing (%s)", what);
-    if (sf->n == 0) {
-        char *p = key_path(path, "shape_files");
-        config_fail_node(err, sf, p, "the list is empty (%s)", what);
-        free(p);
-        return -1;
-    }
-    return 0;
-}
-
-/* What core/data/frontend.c checks when stage 3 starts, with ESPnet2's defaults for left-out keys. */
-static int check_frontend(const ynode *root, esp_err *err)
-{
-    const char *P = "model.frontend_conf";
-    const ynode *fc = yt_get_path(root, P), *n;
-    if (!fc || fc->kind != YN_MAP) return 0;
-    double fs = 16000, n_fft = 512, win, fmin = 0, fmax, n_mels;
-    char what[200];
-    num_in(fc, "fs", &fs, NULL);
-    num_in(fc, "n_fft", &n_fft, NULL);
-    num_in(fc, "fmin", &fmin, NULL);
-    if (num_in(fc, "win_length", &win, &n) && win > n_fft) {
-        snprintf(what, sizeof what, "%g is above n_fft = %g (the window must fit in the FFT frame; leave it out for n_fft)",
-                 win, n_fft);
-        return fail_key(err, n, P, "win_length", what);
-    }
-    if (num_in(fc, "fmax", &fmax, &n) && (fmax <= fmin || fmax > fs / 2)) {
-        snprintf(what, sizeof what, "%g is not in (fmin = %g, fs/2 = %g] (leave it out for fs/2)", fmax, fmin, fs / 2);
-        return fail_key(err, n, P, "fmax", what);
-    }
-    if (num_in(fc, "fmin", &fmin, &n) && fmin >= fs / 2) {
-        snprintf(what, sizeof what, "%g is not below fs/2 = %g (leave it out for 0)", fmin, fs / 2);
-        return fail_key(err, n, P, "fmin", what);
-    }
-    (void)n_mels; /* its least value depends on the input layer: check_input_layer */
-    return 0;
-}
-
-/* model.encoder_conf.input_layer against the encoder and the features (core/nn/model_embed.c). */
-static int check_input_layer(const ynode *root, esp_err *err)
-{
-    const char *E = "model.encoder_conf";
-    const ynode *enc = yt_get_path(root, E), *il = enc && enc->kind == YN_MAP ? yt_map_get(enc, "input_layer") : NULL;
-    const ynode *kind = yt_get_path(root, "model.encoder"), *nm = yt_get_path(root, "model.frontend_conf.n_mels");
-    const char *layer = il ? il->str : "conv2d";
-    int conformer = kind && kind->kind == YN_SCALAR && !strcmp(kind->str, "conformer");
-    int ebf = kind && kind->kind == YN_SCALAR && !strcmp(kind->str, "e_branchformer");
-    const ynode *pe = enc && enc->kind == YN_MAP ? yt_map_get(enc, "pos_enc_layer_type") : NULL;
-    int rel_pos = pe ? pe->kind == YN_SCALAR && !strcmp(pe->str, "rel_pos") : ebf; /* e_branchformer's default */
-    double n_mels = 80, d = 256;
-    if (nm) yt_as_float(nm, &n_mels);
-    num_in(enc, "output_size", &d, NULL);
-    char what[300];
-    if (!strcmp(layer, "embed"))
-        return fail_key(err, il, E, "input_layer",
-                        "embed (nn.Embedding) takes token ids, but the ASR model's input is the frontend's log-mel "
-                        "features (ESPnet's Embedding fails on them too): use conv2d, linear or null");
-    if (!strcmp(layer, "conv1d2") && conformer)
-        return fail_key(err, il, E, "input_layer",
-                        "conv1d2 is a TransformerEncoder input layer; ConformerEncoder has none (ESPnet2 raises "
-                        "'unknown input_layer'): use conv2d, conv2d2, conv2d6, conv2d8, linear or null");
-    if (!strcmp(layer, "null") && conformer && n_mels != d) {
-        snprintf(what, sizeof what, "null (the positional encoding alone) needs the feature dimension (n_mels = %g) "
-                 "to equal output_size = %g", n_mels, d);
-        return fail_key(err, il, E, "input_layer", what);
-    }
-    if (!strcmp(layer, "null") && ebf && rel_pos && n_mels != d) {
-        snprintf(what, sizeof what, "null with n_mels = %g != output_size = %g is a plain Linear without the relative "
-                 "positions rel_pos attention needs (ESPnet2 fails on it): use abs_pos, or n_mels = output_size",
-                 n_mels, d);
-        return fail_key(err, il, E, "input_layer", what);
-    }
-    int least = !strcmp(layer, "conv2d6") ? 11 : !strcmp(layer, "conv2d8") ? 15
-              : !strcmp(layer, "conv2d") || !strcmp(layer, "conv2d2") ? 7 : 1;
-    if (n_mels < least) {
-        snprintf(what, sizeof what, "is below %d, the least the encoder's %s input layer can subsample (leave it out "
-                 "for 80)", least, layer);
-        return nm ? fail_key(err, nm, "model.frontend_conf", "n_mels", what) : fail_key(err, il, E, "input_layer", what);
-    }
-    return 0;
-}
-
-/* What core/nn/model_params.c and core/data/specaug.c check when the model is built. */
-static int check_model(const ynode *root, esp_err *err)
-{
-    const ynode *enc = yt_get_path(root, "model.encoder_conf"), *n;
-    double d = 256, heads = 4;
-    char what[200];
-    int has_d = num_in(enc, "output_size", &d, &n), has_h = num_in(enc, "attention_heads", &heads, NULL);
-    if ((has_d || has_h) && fmod(d, heads) != 0) {
-        snprintf(what, sizeof what, "%g is not a multiple of attention_heads = %g (each head takes output_size / "
-                 "attention_heads)", d, heads);
-        return fail_key(err, has_d ? n : yt_map_get(enc, "attention_heads"), "model.encoder_conf", "output_size", what);
-    }
-    const char *S = "model.specaug_conf";
-    const ynode *sc = yt_get_path(root, S);
-    if (!sc || sc->kind != YN_MAP) return 0;
-    static const char *const ranges[] = {"freq_mask_width_range", "time_mask_width_range", "time_mask_width_ratio_range"};
-    for (int i = 0; i < 3; i++) {
-        const ynode *r = yt_map_get(sc, ranges[i]);
-        double lo, hi;
-        if (r && r->n == 2 && yt_as_float(r->items[0], &lo) && yt_as_float(r->items[1], &hi) && !(lo < hi)) {
-            snprintf(what, sizeof what, "[%g, %g] is not a range [lo, hi) with lo < hi (widths are drawn from it)", lo, hi);
-            return fail_key(err, r, S, ranges[i], what);
-        }
-    }
-    const ynode *both = yt_map_get(sc, "time_mask_width_ratio_range"), *on = yt_map_get(sc, "apply_time_mask");
-    int apply = 1;
-    if (both && yt_map_get(sc, "time_mask_width_range") && (!on || (yt_as_bool(on, &apply) && apply)))
-        return fail_key(err, both, S, "time_mask_width_ratio_range",
-                        "is set together with time_mask_width_range (keep one of the two)");
-    return 0;
-}
-
-static int check_create_dataset(const ynode *root, esp_err *err)
-{
-    const char *C = "create_dataset";
-    const ynode *cd = yt_get_path(root, C), *n;
-    if (!cd || cd->kind != YN_MAP) return 0;
-    double lo, hi;
-    char what[200];
-    if (num_in(cd, "min_words", &lo, &n) && num_in(cd, "max_words", &hi, NULL) && lo > hi) {
-        snprintf(what, sizeof what, "%g is above max_words = %g (lower min_words or raise max_words)", lo, hi);
-        return fail_key(err, n, C, "min_words", what);
-    }
-    static const char *const ranges[] = {"speed_range", "pitch_range"};
-    for (int i = 0; i < 2; i++) {
-        const ynode *r = yt_map_get(cd, ranges[i]);
-        if (r && r->n == 2 && yt_as_float(r->items[0], &lo) && yt_as_float(r->items[1], &hi) && lo > hi) {
-            snprintf(what, sizeof what, "low %g is above high %g (write it as [low, high])", lo, hi);
-            return fail_key(err, r, C, ranges[i], what);
-        }
-    }
-    return 0;
-}
-
-/* The keyword arguments of torch 2.11's optimizers that espnet3 builds. */
-static const struct {
-    const char *target, *cls, *keys;
-} optimizer_keys[] = {
-    {"torch.optim.Adam", "Adam",
-     "lr, betas, eps, weight_decay, amsgrad, foreach, maximize, capturable, differentiable, fused, "
-     "decoupled_weight_decay"},
-    {"torch.optim.AdamW", "AdamW",
-     "lr, betas, eps, weight_decay, amsgrad, maximize, foreach, capturable, differentiable, fused"},
-    {"torch.optim.SGD", "SGD", "lr, momentum, dampening, weight_decay, nesterov, maximize, foreach, differentiable, fused"},
-    {"torch.optim.Adadelta", "Adadelta", "lr, rho, eps, weight_decay, foreach, capturable, maximize, differentiable"},
-};
-
-/* Whether key is one of the ", "-separated names of list. */
-static int in_key_list(const char *list, const char *key)
-{
-    size_t k = strlen(key);
-    for (const char *p = list; (p = strstr(p, key)); p += k)
-        if ((p == list || p[-1] == ' ') && (p[k] == ',' || p[k] == '\0')) return 1;
-    return 0;
-}
-
-/* torch's own checks of the optimizer's arguments, with its wording, at the argument's line; and
- * its implementation switches, accepted where they leave the single-tensor update's bits alone
- * (what scripts/make_sgd_adadelta_fixtures.py checks against torch 2.11 on the CPU):
- * - foreach (true, false, null): torch's _foreach ops run per tensor on the CPU: the same bits;
- *   espnet3 computes the single-tensor update for every value;
- * - fused: true runs torch's fused kernels, which round otherwise (SGD with momentum, Adam,
- *   AdamW): refused; false and null are the single-tensor path;
- * - capturable: true makes Adam/AdamW compute step and the bias corrections as float32 tensors
- *   (other bits): refused there; Adadelta's update never reads step, so there it changes nothing;
- * - differentiable: true fails in torch at the first step of a model's parameters (an in-place
- *   update of a leaf that requires grad), and changes Adam's path: refused. */
-static int check_optimizer(const ynode *root, esp_err *err)
-{
-    const char *O = "optimizer";
-    const ynode *oc = yt_get_path(root, O), *t = oc && oc->kind == YN_MAP ? yt_map_get(oc, "_target_") : NULL, *n;
-    if (!t || t->kind != YN_SCALAR) return 0;
-    size_t i = 0, nk = sizeof optimizer_keys / sizeof *optimizer_keys;
-    while (i < nk && strcmp(t->str, optimizer_keys[i].target) != 0) i++;
-    if (i == nk) return 0; /* the _target_ check names what is built */
-    const char *cls = optimizer_keys[i].cls;
-    char what[400];
-    for (size_t k = 0; k < oc->n; k++)
-        if (strcmp(oc->keys[k], "_target_") != 0 && !in_key_list(optimizer_keys[i].keys, oc->keys[k])) {
-            snprintf(what, sizeof what, "%s.__init__() got an unexpected keyword argument '%s' (torch's %s takes %s)",
-                     cls, oc->keys[k], t->str, optimizer_keys[i].keys);
-            return fail_key(err, oc->items[k], O, oc->keys[k], what);
-        }
-    int on = 0, adam = !strcmp(cls, "Adam") || !strcmp(cls, "AdamW");
-    if ((n = yt_map_get(oc, "fused")) && yt_as_bool(n, &on) && on)
-        return fail_key(err, n, O, "fused", "fused=True runs torch's fused kernel, which rounds otherwise than the "
-                                            "single-tensor update espnet3 computes (write false, or leave it out)");
-    if ((n = yt_map_get(oc, "differentiable")) && yt_as_bool(n, &on) && on)
-        return fail_key(err, n, O, "differentiable",
-                        "torch's step with differentiable=True fails on a model's parameters ('a leaf Variable that "
-                        "requires grad is being used in an in-place operation.'): write false, or leave it out");
-    if (adam && (n = yt_map_get(oc, "capturable")) && yt_as_bool(n, &on) && on)
-        return fail_key(err, n, O, "capturable",
-                        "capturable=True computes step and the bias corrections as float32 tensors, which rounds "
-                        "otherwise than the single-tensor update espnet3 computes (and torch refuses it for CPU "
-                        "parameters): write false, or leave it out");
-    double momentum = 0, dampening = 0, rho;
-    num_in(oc, "dampening", &dampening, NULL);
-    if (num_in(oc, "momentum", &momentum, &n) && !(momentum >= 0)) {
-        snprintf(what, sizeof what, "Invalid momentum value: %g (torch's SGD takes momentum >= 0)", momentum);
-        return fail_key(err, n, O, "momentum", what);
-    }
-    if ((n = yt_map_get(oc, "nesterov")) && yt_as_bool(n, &on) && on && (momentum <= 0 || dampening != 0)) {
-        snprintf(what, sizeof what, "Nesterov momentum requires a momentum and zero dampening (momentum %g, "
-                 "dampening %g)", momentum, dampening);
-        return fail_key(err, n, O, "nesterov", what);
-    }
-    if (num_in(oc, "rho", &rho, &n) && !(rho >= 0 && rho <= 1)) {
-        snprintf(what, sizeof what, "Invalid rho value: %g (torch's Adadelta takes rho in [0, 1])", rho);
-        return fail_key(err, n, O, "rho", what);
-    }
-    return 0;
-}
-
-/* Lightning's max_epochs: None becomes 1000 when max_steps is unset (-1), -1 (no limit) when it is
- * set; -1 means no limit. The result is written into the tree so that the trainer and the
- * resolved config.yaml hold the number Lightning would use. */
-static void lightning_max_epochs(ynode *root)
-{
-    ynode *t = yt_get_path(root, "trainer");
-    if (!t || t->kind != YN_MAP) return;
-    const ynode *me = yt_map_get(t, "max_epochs"), *ms = yt_map_get(t, "max_steps");
-    int64_t epochs = 0, steps = -1;
-    if (ms) yt_as_int(ms, &steps);
-    char where[512];
-    if (!me) {
-        yt_map_set(t, "max_epochs", t->mark, yt_scalar(steps == -1 ? "1000" : "-1", 0, t->mark));
-        if (steps == -1)
-            log_info("%s: trainer.max_epochs: not set: Lightning's default, 1000 epochs", ymark_str(t->mark, where, sizeof where));
-        else
-            log_info("%s: trainer.max_epochs: not set and trainer.max_steps is %lld: no epoch limit (Lightning); "
-                     "training stops at max_steps", ymark_str(t->mark, where, sizeof where), (long long)steps);
-    } else if (yt_as_int(me, &epochs) && epochs == -1) {
-        log_info("%s: trainer.max_epochs: -1: no epoch limit (Lightning); training runs until %s",
-                 ymark_str(me->mark, where, sizeof where),
-                 steps == -1 ? "it is stopped (trainer.max_steps is not set)" : "trainer.max_steps");
-    }
-}
-
-/* The classes that divide by warmup_steps refuse 0 at its line (the others take 0: no warmup). */
-static int check_scheduler_warmup(const ynode *root, esp_err *err)
-{
-    static const struct {
-        const char *target, *name;
-    } divide[] = {{"espnet2.schedulers.warmup_lr.WarmupLR", "WarmupLR"},
-                  {"espnet2.schedulers.noam_lr.NoamLR", "NoamLR"},
-                  {"espnet2.schedulers.warmup_step_lr.WarmupStepLR", "WarmupStepLR"},
-                  {ESPNET2_PLATEAU, "WarmupReduceLROnPlateau"}};
-    const ynode *t = yt_get_path(root, "scheduler._target_"), *w = yt_get_path(root, "scheduler.warmup_steps");
-    double v;
-    if (!t || t->kind != YN_SCALAR || !num_in(yt_get_path(root, "scheduler"), "warmup_steps", &v, NULL) || v >= 1)
-        return 0;
-    for (size_t i = 0; i < sizeof divide / sizeof *divide; i++)
-        if (!strcmp(t->str, divide[i].target))
-            return config_fail_node(err, w, "scheduler.warmup_steps", "must be >= 1, got %s (%s divides by it; leave "
-                                    "it out for 25000)", w->str, divide[i].name);
-    return 0;
-}
-
-/* Neighbouring windows overlap by at most half a window, so each window owns a part of its own. A
- * key left out counts as its default; the error is at the overlap's line, or the window's when the
- * overlap is the default. */
-static int check_longform(const ynode *root, esp_err *err)
-{
-    const ynode *lf = yt_map_get(root, "longform"), *wn, *on;
-    double w, o;
-    if (!lf || lf->kind != YN_MAP) return 0;
-    if (!num_in(lf, "window", &w, &wn)) w = atof(config_default_value("longform.window"));
-    if (!num_in(lf, "overlap", &o, &on)) o = atof(config_default_value("longform.overlap"));
-    if (o <= w / 2) return 0;
-    char what[160];
-    snprintf(what, sizeof what, "an overlap of %g s is more than half the window of %g s (shorten longform.overlap "
-             "or lengthen longform.window)", o, w);
-    return on ? fail_key(err, on, "longform", "overlap", what) : fail_key(err, wn, "longform", "window", what);
-}
-
-int config_check_values(config_kind kind, ynode *root, esp_err *err)
-{
-    if (check_aliases(kind, root, err) != 0) return -1;
-    if (kind == CONFIG_INFERENCE) return check_longform(root, err);
-    if (kind != CONFIG_TRAINING) return 0;
-    if (check_scheduler_warmup(root, err) != 0) return -1;
-    if (check_batches(root, "train", err) != 0 || check_batches(root, "valid", err) != 0) return -1;
-    if (check_frontend(root, err) != 0 || check_model(root, err) != 0 || check_input_layer(root, err) != 0 ||
-        check_create_dataset(root, err) != 0 || check_optimizer(root, err) != 0)
-        return -1;
-    const ynode *db = set_at(root, "dataset.preprocessor.noise_db_range");
-    double lo, hi;
-    if (db && config_db_range(db, "dataset.preprocessor.noise_db_range", &lo, &hi, err) != 0) return -1;
-    lightning_max_epochs(root);
-    return 0;
 }

@@ -4,7 +4,8 @@
  *   a key that was left out as 0 and the stages then use their default, so a value WRITTEN as 0
  *   where 0 means nothing is an error here (it would silently mean "default"), while a key left
  *   out (or null) keeps its default;
- * - rules between keys (the batch type and batch_size / batch_bins, win_length <= n_fft, ...);
+ * - rules between keys (the batch type and batch_size / batch_bins, win_length <= n_fft, ...;
+ *   core/config/config_rules.c);
  * - Lightning's meanings of trainer.max_epochs, written into the tree and logged:
  *   absent or null -> 1000 (Lightning's default) when trainer.max_steps is unset, -1 otherwise;
  *   -1 stays -1: no epoch limit, training runs until max_steps or until it is stopped;
@@ -20,6 +21,8 @@
 #define CFG_MAX_WORKERS 4096
 /* dataset.preprocessor.data_aug_effects: entries, members of a group, and data_aug_num's bound */
 #define CFG_MAX_AUG_ENTRIES 64
+/* speed_perturb_factors: how many copies of the training set */
+#define CFG_MAX_SPEED_FACTORS 16
 
 /* A key's default (core/config/config_values.c's table): the value a key left out takes. */
 typedef struct config_default {
@@ -43,14 +46,13 @@ void config_fill_declared(const config_default *table, size_t n, config_kind kin
 
 /* The range rule of the number n (already typed as v) at schema_path, if there is one. */
 int config_check_number(const ynode *n, const char *schema_path, const char *path, double v, esp_err *err);
-/* A number read from the tree where no typed field holds it (the entries of data_aug_effects, the
- * readers of core/data): an unquoted finite number, in its range rule at schema_path. */
+/* A number read from the tree where no typed field holds it (the entries of data_aug_effects,
+ * core/data/augment_conf.c): an unquoted finite number, in its range rule at schema_path. */
 int config_read_number(const ynode *n, const char *schema_path, const char *path, double *out, esp_err *err);
-/* map's key (map at map_path), or when it is left out or null its declared default (*owned: a new
- * node the caller frees), or NULL when it has none. */
-const ynode *config_value_or_default(const ynode *map, const char *map_path, const char *key, ynode **owned);
 /* dataset.preprocessor.noise_db_range, ESPnet's "low_high" SNR in dB ("5" is [5, 5]). */
 int config_db_range(const ynode *n, const char *path, double *lo, double *hi, esp_err *err);
+/* The same from the typed string, which the load has checked: 1 when it is a range. */
+int config_db_range_of(const char *s, double *lo, double *hi);
 /* ESPnet2's true-by-default switches (model.specaug_conf.apply_time_warp, ...). */
 void config_fill_defaults(config_kind kind, ynode *root);
 /* Rules between keys and Lightning's max_epochs, on the validated tree. */

@@ -61,9 +61,8 @@ static int rate_error(const char *name, int fs, int expected_fs, const char *fs_
                     "or set %s)", name, fs, fs_key ? fs_key : "fs", expected_fs, fs_key ? fs_key : "fs");
 }
 
-/* The opening checks of an opened file, named `name` in messages; raw reads the same bytes (NULL:
- * no truncation check). 0, with float reads set to soundfile's scaling, or -1 (sf stays open). */
-static int check_opened(SNDFILE *sf, const SF_INFO *info, FILE *raw, const char *name, int expected_fs,
+/* The checks of audio_open.h. */
+int audio_check_opened(SNDFILE *sf, const SF_INFO *info, FILE *raw, const char *name, int expected_fs,
                         const char *fs_key, esp_err *err)
 {
     int major = info->format & SF_FORMAT_TYPEMASK;
@@ -94,7 +93,7 @@ SNDFILE *audio_open_checked(const char *path, int expected_fs, const char *fs_ke
         return NULL;
     }
     FILE *raw = fopen(path, "rb");
-    int rc = check_opened(sf, info, raw, path, expected_fs, fs_key, err);
+    int rc = audio_check_opened(sf, info, raw, path, expected_fs, fs_key, err);
     if (raw) fclose(raw);
     if (rc == 0) return sf;
     sf_close(sf);
@@ -107,7 +106,7 @@ static int read_opened(SNDFILE *sf, const SF_INFO *ip, FILE *raw, const char *na
                        const char *fs_key, float **samples, size_t *n, int *fs_out, esp_err *err)
 {
     SF_INFO info = *ip;
-    if (check_opened(sf, &info, raw, name, expected_fs, fs_key, err) != 0) {
+    if (audio_check_opened(sf, &info, raw, name, expected_fs, fs_key, err) != 0) {
         sf_close(sf);
         return -1;
     }
@@ -151,64 +150,6 @@ int audio_read_fs(const char *path, int expected_fs, const char *fs_key, float *
     FILE *raw = fopen(path, "rb");
     int rc = read_opened(sf, &info, raw, path, expected_fs, fs_key, samples, n, fs_out, err);
     if (raw) fclose(raw);
-    return rc;
-}
-
-/* libsndfile's virtual I/O over bytes in memory. */
-typedef struct mem_io {
-    const unsigned char *data;
-    sf_count_t len, pos;
-} mem_io;
-
-static sf_count_t mem_len(void *u) { return ((mem_io *)u)->len; }
-static sf_count_t mem_tell(void *u) { return ((mem_io *)u)->pos; }
-static sf_count_t mem_write(const void *p, sf_count_t n, void *u) { (void)p, (void)n, (void)u; return 0; }
-
-static sf_count_t mem_seek(sf_count_t off, int whence, void *u)
-{
-    mem_io *m = u;
-    sf_count_t base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? m->pos : m->len;
-    if (off < -base || off > m->len - base) return -1;
-    return m->pos = base + off;
-}
-
-static sf_count_t mem_read(void *p, sf_count_t n, void *u)
-{
-    mem_io *m = u;
-    sf_count_t left = m->len - m->pos;
-    if (n > left) n = left;
-    if (n > 0) memcpy(p, m->data + m->pos, (size_t)n);
-    m->pos += n > 0 ? n : 0;
-    return n > 0 ? n : 0;
-}
-
-int audio_read_memory(const void *data, size_t len, const char *name, float **samples, size_t *n, int *fs_out,
-                      esp_err *err)
-{
-    *samples = NULL;
-    *n = 0;
-    if (len == 0) return esp_fail(err, "%s: no audio (0 bytes)", name);
-    SF_VIRTUAL_IO vio = {mem_len, mem_seek, mem_read, mem_write, mem_tell};
-    mem_io m = {data, (sf_count_t)len, 0};
-    SF_INFO info = {0};
-    SNDFILE *sf = sf_open_virtual(&vio, SFM_READ, &info, &m);
-    if (!sf) return esp_fail(err, "%s: cannot read audio: %s", name, sf_strerror(NULL));
-    FILE *raw = fmemopen((void *)data, len, "rb");
-    int rc = read_opened(sf, &info, raw, name, 0, NULL, samples, n, fs_out, err);
-    if (raw) fclose(raw);
-    return rc;
-}
-
-int audio_read_stream(FILE *fp, const char *name, float **samples, size_t *n, int *fs_out, esp_err *err)
-{
-    size_t cap = 1 << 16, len = 0;
-    unsigned char *buf = xmalloc(cap);
-    for (size_t r; (r = fread(buf + len, 1, cap - len, fp)) > 0;) {
-        len += r;
-        if (len == cap) buf = xrealloc(buf, cap *= 2);
-    }
-    int rc = ferror(fp) ? esp_fail(err, "%s: read error", name) : audio_read_memory(buf, len, name, samples, n, fs_out, err);
-    free(buf);
     return rc;
 }
 

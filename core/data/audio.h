@@ -5,7 +5,6 @@
 #define ESPNET3_AUDIO_H
 
 #include <stddef.h>
-#include <stdio.h>
 
 #include "core/base/log.h"
 
@@ -24,13 +23,6 @@ int audio_read_fs(const char *path, int expected_fs, const char *fs_key, float *
  * to it with libsamplerate's best sinc converter instead of refused (dataset.resample). */
 int audio_read_resampled(const char *path, int expected_fs, const char *fs_key, int resample, float **samples,
                          size_t *n, esp_err *err);
-
-/* Audio held in memory (a file's bytes, e.g. read from a pipe: libsndfile's virtual I/O), checked
- * as audio_read_fs at any rate; messages name it `name`. */
-int audio_read_memory(const void *data, size_t len, const char *name, float **samples, size_t *n, int *fs_out,
-                      esp_err *err);
-/* The same for everything a stream (standard input) holds, read to its end. */
-int audio_read_stream(FILE *fp, const char *name, float **samples, size_t *n, int *fs_out, esp_err *err);
 
 /* *samples (mono, *n of them, from_fs Hz; replaced, freed on error) at to_fs Hz, with libsamplerate's
  * best sinc converter; `name` for messages. */

@@ -1,16 +1,33 @@
 /* Audio read in blocks, resampled on the way when asked: see audio_stream.h. */
 #include "core/data/audio_stream.h"
 
+#include <errno.h>
 #include <math.h>
 #include <samplerate.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/base/fsio.h"
 #include "core/data/audio_open.h"
 
 /* Samples read from the file per call when resampling (the converter's input block). */
 #define IN_BLOCK 8192
+/* Bytes of a sequential input kept for libsndfile's header parsers to seek back into. */
+#define PIPE_HEAD 65536
+/* A header length of this many frames or more on a sequential input is a streaming writer's
+ * placeholder (a WAV data size of 0xffffffff is 2^31 16-bit frames, 2^30 32-bit): read to the end. */
+#define PIPE_PLACEHOLDER ((sf_count_t)1 << 29)
+
+/* libsndfile's virtual I/O over a file descriptor read once, front to back (a pipe): seeks land
+ * in the first PIPE_HEAD bytes, which are kept, or forward within them; others fail, and the
+ * parsers take that as a stream (a WAV's chunks after its data are not looked for). */
+typedef struct pipe_io {
+    int fd;
+    unsigned char head[PIPE_HEAD]; /* the first bytes read, head_len of them */
+    sf_count_t head_len, consumed, pos; /* bytes taken from fd; the reader's position */
+    int error;                          /* errno of a failed read */
+} pipe_io;
 
 struct audio_stream {
     char *path;             /* the file, or the samples' name in messages */
@@ -24,7 +41,70 @@ struct audio_stream {
     float *in;              /* the converter's input block: in[in_pos .. in_len) not yet used */
     long in_pos, in_len;
     int eof;                /* the file's span is all read (the converter may still hold output) */
+    pipe_io *pipe;          /* a sequential input's virtual I/O (audio_stream_open_fd) */
+    int out_fs;             /* the rate reads deliver */
+    float *back;            /* samples at out_fs put back (audio_stream_unread): back[back_pos .. back_n) */
+    size_t back_n, back_pos;
 };
+
+/* Up to n bytes from fd (fewer only at its end or on an error). */
+static sf_count_t fd_read(pipe_io *p, void *buf, sf_count_t n)
+{
+    sf_count_t got = 0;
+    while (got < n) {
+        ssize_t r = read(p->fd, (unsigned char *)buf + got, (size_t)(n - got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            if (r < 0) p->error = errno;
+            break;
+        }
+        got += r;
+    }
+    p->consumed += got;
+    return got;
+}
+
+static sf_count_t pipe_read(void *buf, sf_count_t n, void *u)
+{
+    pipe_io *p = u;
+    sf_count_t got = 0;
+    if (p->pos < p->head_len) { /* the kept head */
+        got = p->head_len - p->pos < n ? p->head_len - p->pos : n;
+        memcpy(buf, p->head + p->pos, (size_t)got);
+        p->pos += got;
+    }
+    if (got == n || p->pos != p->consumed) return got; /* a gap between the head and the rest: lost */
+    if (p->consumed < PIPE_HEAD) { /* still filling the head */
+        sf_count_t want = n - got < PIPE_HEAD - p->consumed ? n - got : PIPE_HEAD - p->consumed;
+        sf_count_t r = fd_read(p, p->head + p->head_len, want);
+        memcpy((unsigned char *)buf + got, p->head + p->head_len, (size_t)r);
+        p->head_len += r, p->pos += r, got += r;
+        if (r < want) return got;
+    }
+    sf_count_t r = got < n ? fd_read(p, (unsigned char *)buf + got, n - got) : 0;
+    p->pos += r;
+    return got + r;
+}
+
+static sf_count_t pipe_seek(sf_count_t off, int whence, void *u)
+{
+    pipe_io *p = u;
+    sf_count_t to = whence == SEEK_SET ? off : whence == SEEK_CUR ? p->pos + off : -1;
+    if (to == p->pos) return to;
+    if (to >= 0 && to <= p->head_len) return p->pos = to;
+    if (to < 0 || to > PIPE_HEAD || p->consumed != p->head_len) return -1; /* past the head: not kept */
+    unsigned char skip[4096];
+    p->pos = p->head_len;
+    while (p->pos < to) { /* forward within the head: read it in */
+        sf_count_t k = to - p->pos < (sf_count_t)sizeof skip ? to - p->pos : (sf_count_t)sizeof skip;
+        if (pipe_read(skip, k, p) != k) return -1;
+    }
+    return p->pos;
+}
+
+static sf_count_t pipe_length(void *u) { (void)u; return SF_COUNT_MAX; } /* unknown until read */
+static sf_count_t pipe_tell(void *u) { return ((pipe_io *)u)->pos; }
+static sf_count_t pipe_write(const void *buf, sf_count_t n, void *u) { (void)buf, (void)n, (void)u; return 0; }
 
 static int span_error(esp_err *err, const char *path, double start, double end, double dur, const char *what)
 {
@@ -56,6 +136,7 @@ static int set_span(audio_stream *st, double start, double end, esp_err *err)
 /* The converter from the stream's rate to expected_fs, when they differ; closes st on failure. */
 static audio_stream *with_resampler(audio_stream *st, int expected_fs, esp_err *err)
 {
+    st->out_fs = expected_fs;
     if (st->fs == expected_fs) return st;
     int e;
     st->ratio = (double)expected_fs / st->fs;
@@ -87,6 +168,46 @@ audio_stream *audio_stream_open(const char *path, int expected_fs, const char *f
     return with_resampler(st, expected_fs, err);
 }
 
+audio_stream *audio_stream_open_fd(int fd, const char *name, int expected_fs, esp_err *err)
+{
+    pipe_io *p = xcalloc(1, sizeof *p);
+    p->fd = fd;
+    SF_VIRTUAL_IO vio = {pipe_length, pipe_seek, pipe_read, pipe_write, pipe_tell};
+    SF_INFO info = {0};
+    SNDFILE *sf = sf_open_virtual(&vio, SFM_READ, &info, p);
+    if (!sf) {
+        if (p->error) esp_fail(err, "%s: read error: %s", name, strerror(p->error));
+        else if (p->consumed == 0) esp_fail(err, "%s: no audio (0 bytes)", name);
+        else esp_fail(err, "%s: cannot read audio: %s (read front to back, libsndfile must find the format "
+                      "in the first 64 KiB: WAV, FLAC, Ogg, AIFF, CAF, AU, NIST, ...; give other files by path)",
+                      name, sf_strerror(NULL));
+        free(p);
+        return NULL;
+    }
+    /* No truncation check of a WAV's data chunk against the bytes (they are not there yet): a
+     * short stream is found by read_span, against the header's length. */
+    if (audio_check_opened(sf, &info, NULL, name, 0, NULL, err) != 0) {
+        sf_close(sf);
+        free(p);
+        return NULL;
+    }
+    audio_stream *st = xcalloc(1, sizeof *st);
+    st->path = xstrdup(name);
+    st->sf = sf;
+    st->pipe = p;
+    st->fs = info.samplerate;
+    st->header = info.frames > 0 && info.frames < PIPE_PLACEHOLDER ? info.frames : SF_COUNT_MAX;
+    st->stop = st->header;
+    return with_resampler(st, expected_fs, err);
+}
+
+void audio_stream_unread(audio_stream *st, float *samples, size_t n)
+{
+    ESP_CHECK(st->back_pos == st->back_n);
+    free(st->back);
+    st->back = samples, st->back_n = n, st->back_pos = 0;
+}
+
 audio_stream *audio_stream_from_samples(const float *samples, size_t n, int fs, int expected_fs, const char *name,
                                         esp_err *err)
 {
@@ -104,7 +225,8 @@ audio_stream *audio_stream_from_samples(const float *samples, size_t n, int fs, 
 
 double audio_stream_seconds(const audio_stream *st)
 {
-    return st->stop == SF_COUNT_MAX ? INFINITY : (double)(st->stop - st->pos) / st->fs;
+    double back = (double)(st->back_n - st->back_pos) / st->out_fs;
+    return st->stop == SF_COUNT_MAX ? INFINITY : (double)(st->stop - st->pos) / st->fs + back;
 }
 
 /* Up to n samples of the span at the file's rate: the count, 0 at its end, -1 on a decoding error
@@ -158,7 +280,15 @@ static long read_resampled(audio_stream *st, float *buf, size_t n, esp_err *err)
 
 long audio_stream_read(audio_stream *st, float *buf, size_t n, esp_err *err)
 {
-    return st->src ? read_resampled(st, buf, n, err) : read_span(st, buf, n, err);
+    size_t k = st->back_n - st->back_pos < n ? st->back_n - st->back_pos : n;
+    if (k) { /* the samples put back first */
+        memcpy(buf, st->back + st->back_pos, k * sizeof *buf);
+        st->back_pos += k;
+        if (st->back_pos == st->back_n) free(st->back), st->back = NULL, st->back_n = st->back_pos = 0;
+        if (k == n) return (long)k;
+    }
+    long r = st->src ? read_resampled(st, buf + k, n - k, err) : read_span(st, buf + k, n - k, err);
+    return r < 0 ? -1 : (long)k + r;
 }
 
 void audio_stream_close(audio_stream *st)
@@ -166,6 +296,8 @@ void audio_stream_close(audio_stream *st)
     if (!st) return;
     if (st->sf) sf_close(st->sf);
     if (st->src) src_delete(st->src);
+    free(st->pipe);
+    free(st->back);
     free(st->in);
     free(st->path);
     free(st);

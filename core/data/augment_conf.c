@@ -1,6 +1,7 @@
-/* Reading the augmentation keys of core/data/augment_conf.h from the config tree: their shapes, the
- * effects' names and arguments and the rules between them; numbers, their ranges and the defaults
- * are core/config/config_values.c's. */
+/* Reading the augmentation keys of core/data/augment_conf.h: data_aug_effects from the config tree
+ * (its shape, the effects' names and arguments and the rules between them), data_aug_num and
+ * data_aug_prob from the typed view; numbers, their ranges and the defaults are
+ * core/config/config_values.c's. */
 #include "core/data/augment_conf.h"
 
 #include <math.h>
@@ -177,31 +178,9 @@ static int parse_group(const ynode *item, const char *path, aug_entry *en, esp_e
     return rc;
 }
 
-static int parse_num(const ynode *n, const char *path, size_t n_entries, int num[2], esp_err *err)
-{
-    if (n->kind != YN_SEQ || n->n != 2) return config_fail_node(err, n, path, "expected [min, max], got %s", yt_kind_name(n));
-    for (int i = 0; i < 2; i++) {
-        double v;
-        char *p = xasprintf("%s[%d]", path, i);
-        int rc = config_read_number(n->items[i], PRE ".data_aug_num[]", p, &v, err);
-        free(p);
-        if (rc != 0) return -1;
-        num[i] = (int)v;
-    }
-    if (num[0] > num[1]) return config_fail_node(err, n, path, "min %d is above max %d", num[0], num[1]);
-    if (num[1] < 1) return config_fail_node(err, n, path, "max must be at least 1 (ESPnet asserts it)");
-    if ((size_t)num[1] > n_entries)
-        return config_fail_node(err, n, path, "max %d is more than the %zu entries of data_aug_effects (effects are "
-                                              "drawn without replacement)", num[1], n_entries);
-    return 0;
-}
-
-int augment_conf_parse(const ynode *pre, augment_conf *out, esp_err *err)
+int augment_effects_parse(const ynode *eff, augment_conf *out, esp_err *err)
 {
     memset(out, 0, sizeof *out);
-    if (!pre || yt_is_null(pre)) return 0;
-    if (pre->kind != YN_MAP) return config_fail_node(err, pre, PRE, "expected a mapping, got %s", yt_kind_name(pre));
-    const ynode *eff = yt_map_get(pre, "data_aug_effects");
     if (!eff || yt_is_null(eff)) return 0;
     char *ep = xasprintf(PRE ".data_aug_effects");
     int rc = 0;
@@ -231,20 +210,22 @@ int augment_conf_parse(const ynode *pre, augment_conf *out, esp_err *err)
         free(ip);
     }
     free(ep);
-    ynode *owned;
-    const ynode *num = config_value_or_default(pre, PRE, "data_aug_num", &owned);
-    if (rc == 0) rc = parse_num(num, PRE ".data_aug_num", out->n, out->num, err);
-    yt_free(owned);
-    const ynode *prob = config_value_or_default(pre, PRE, "data_aug_prob", &owned);
-    if (rc == 0) rc = config_read_number(prob, PRE ".data_aug_prob", PRE ".data_aug_prob", &out->prob, err);
-    yt_free(owned);
     if (rc != 0) augment_conf_free(out);
     return rc;
 }
 
-int augment_conf_from_tree(const ynode *root, augment_conf *out, esp_err *err)
+int augment_conf_read(const esp_config *training, augment_conf *out, esp_err *err)
 {
-    return augment_conf_parse(root ? yt_get_path(root, PRE) : NULL, out, err);
+    const training_cfg *t = training->typed;
+    const preprocessor_cfg *pc = t->dataset ? t->dataset->preprocessor : NULL;
+    if (augment_effects_parse(pc ? yt_get_path(training->tree, PRE ".data_aug_effects") : NULL, out, err) != 0)
+        return -1;
+    if (!out->n) return 0;
+    /* Declared defaults, ranged and checked against the entries when the config loaded. */
+    ESP_CHECK(pc->n_data_aug_num == 2);
+    out->num[0] = (int)pc->data_aug_num[0], out->num[1] = (int)pc->data_aug_num[1];
+    out->prob = pc->data_aug_prob;
+    return 0;
 }
 
 int augment_conf_check_fs(const augment_conf *c, int fs, const char *fs_key, esp_err *err)
@@ -273,31 +254,4 @@ int augment_conf_check_fs(const augment_conf *c, int fs, const char *fs_key, esp
         }
     }
     return 0;
-}
-
-int speed_perturb_factors_from_tree(const ynode *root, double *factors, size_t *n, esp_err *err)
-{
-    *n = 0;
-    const ynode *f = root ? yt_map_get(root, "speed_perturb_factors") : NULL;
-    if (!f || yt_is_null(f)) return 0;
-    const char *path = "speed_perturb_factors";
-    if (f->kind != YN_SEQ || f->n == 0 || f->n > AUG_MAX_SPEED_FACTORS)
-        return config_fail_node(err, f, path, "expected a list of 1 to %d factors (e.g. [0.9, 1.0, 1.1])",
-                                AUG_MAX_SPEED_FACTORS);
-    for (size_t i = 0; i < f->n; i++) {
-        char p[64];
-        snprintf(p, sizeof p, "%s[%zu]", path, i);
-        if (config_read_number(f->items[i], "speed_perturb_factors[]", p, &factors[i], err) != 0) return -1;
-        for (size_t j = 0; j < i; j++)
-            if (factors[j] == factors[i]) return config_fail_node(err, f->items[i], p, "factor %g is listed twice", factors[i]);
-    }
-    *n = f->n;
-    return 0;
-}
-
-int speed_perturb_factors_check(const ynode *root, esp_err *err)
-{
-    double factors[AUG_MAX_SPEED_FACTORS];
-    size_t n;
-    return speed_perturb_factors_from_tree(root, factors, &n, err);
 }

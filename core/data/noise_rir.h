@@ -19,7 +19,7 @@
 
 #include "core/base/log.h"
 #include "core/base/rng.h"
-#include "core/config/yamltree.h"
+#include "core/config/config.h"
 
 typedef struct nr_signal {
     double *x;
@@ -60,11 +60,10 @@ void nr_scp_free(char **paths, size_t n);
  * was drawn), else a new array of n samples (caller frees). */
 float *noise_rir_apply(const noise_rir_conf *c, const float *x, size_t n, rng *r);
 
-/* rir_scp / noise_scp (a path or a list of paths; lines "<id> <path>" or "<path>") and the other
- * keys of the dataset.preprocessor mapping (left out: their declared defaults); reads every listed
- * file (mono). pre NULL: nothing. */
-int noise_rir_conf_parse(const ynode *pre, noise_rir_conf *out, esp_err *err);
-int noise_rir_conf_from_tree(const ynode *root, noise_rir_conf *out, esp_err *err);
+/* rir_scp / noise_scp (lists of scp files; lines "<id> <path>" or "<path>") and the other keys of
+ * a loaded training config's dataset.preprocessor (left out: their declared defaults); reads every
+ * listed file (mono). No preprocessor: nothing. */
+int noise_rir_conf_read(const esp_config *training, noise_rir_conf *out, esp_err *err);
 /* Every file at the frontend's rate (ESPnet would resample with librosa; here: an error). */
 int noise_rir_conf_check_fs(const noise_rir_conf *c, int fs, const char *fs_key, esp_err *err);
 int noise_rir_conf_active(const noise_rir_conf *c);

@@ -1,5 +1,6 @@
-/* Reading rir_scp, noise_scp and their keys of dataset.preprocessor, and the files they list
- * (core/data/noise_rir.h); the numbers' ranges and defaults are core/config/config_values.c's. */
+/* Reading rir_scp, noise_scp and their keys of dataset.preprocessor from the typed view, and the
+ * files they list (core/data/noise_rir.h); the numbers' ranges and defaults are
+ * core/config/config_values.c's. */
 #include "core/data/noise_rir.h"
 
 #include <stdio.h>
@@ -7,34 +8,14 @@
 #include <string.h>
 
 #include "core/base/fsio.h"
-#include "core/config/config_schema.h"
 #include "core/config/config_values.h"
 #include "core/data/audio.h"
 
 #define PRE "dataset.preprocessor"
 
-/* A number of pre (or its declared default) in its range rule (core/config/config_values.c). */
-static int get_number(const ynode *pre, const char *key, double *out, esp_err *err)
+/* Reads every file an scp lists. */
+static int read_files(const char *scp, char *const *paths, size_t np, nr_signal **v, size_t *n, esp_err *err)
 {
-    ynode *owned;
-    const ynode *n = config_value_or_default(pre, PRE, key, &owned);
-    char *p = xasprintf(PRE ".%s", key);
-    int rc = config_read_number(n, p, p, out, err);
-    free(p);
-    yt_free(owned);
-    return rc;
-}
-
-/* Reads one scp and every file it lists. */
-static int read_scp(const char *scp, const ynode *where, const char *key, nr_signal **v, size_t *n, esp_err *err)
-{
-    char **paths;
-    size_t np;
-    if (nr_scp_read(scp, &paths, &np, err) != 0) {
-        char msg[sizeof err->msg];
-        snprintf(msg, sizeof msg, "%s", err->msg);
-        return config_fail_node(err, where, key, "%s", msg);
-    }
     int rc = 0;
     for (size_t i = 0; i < np && rc == 0; i++) {
         float *f = NULL;
@@ -59,55 +40,46 @@ static int read_scp(const char *scp, const ynode *where, const char *key, nr_sig
         sig->path = xstrdup(paths[i]);
         free(f);
     }
-    nr_scp_free(paths, np);
     return rc;
 }
 
-static int read_scps(const ynode *pre, const char *key, const char *path, nr_signal **v, size_t *n,
-                     esp_err *err)
+/* The files of one list key (key: its path from the root, for messages at its line). */
+static int read_scps(const esp_config *training, char *const *scps, unsigned n_scps, const char *key, nr_signal **v,
+                     size_t *n, esp_err *err)
 {
-    const ynode *node = yt_map_get(pre, key);
-    if (!node || yt_is_null(node)) return 0;
-    char *p = xasprintf("%s.%s", path, key);
+    if (!n_scps) return 0;
+    char *where = config_where(training, key);
     int rc = 0;
-    if (node->kind == YN_SCALAR) {
-        rc = read_scp(node->str, node, p, v, n, err);
-    } else if (node->kind == YN_SEQ) {
-        for (size_t i = 0; i < node->n && rc == 0; i++) {
-            const ynode *it = node->items[i];
-            if (it->kind != YN_SCALAR) rc = config_fail_node(err, it, p, "expected a path, got %s", yt_kind_name(it));
-            else rc = read_scp(it->str, it, p, v, n, err);
+    for (unsigned i = 0; i < n_scps && rc == 0; i++) {
+        char **paths;
+        size_t np;
+        if (nr_scp_read(scps[i], &paths, &np, err) != 0) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            rc = esp_fail(err, "%s: %s", where, msg);
+            break;
         }
-    } else {
-        rc = config_fail_node(err, node, p, "expected a path or a list of paths, got %s", yt_kind_name(node));
+        rc = read_files(scps[i], paths, np, v, n, err);
+        nr_scp_free(paths, np);
     }
-    if (rc == 0 && *n == 0) rc = config_fail_node(err, node, p, "lists no files");
-    free(p);
+    if (rc == 0 && *n == 0) rc = esp_fail(err, "%s: lists no files", where);
+    free(where);
     return rc;
 }
 
-int noise_rir_conf_parse(const ynode *pre, noise_rir_conf *out, esp_err *err)
+int noise_rir_conf_read(const esp_config *training, noise_rir_conf *out, esp_err *err)
 {
     memset(out, 0, sizeof *out);
-    if (!pre || pre->kind != YN_MAP) return 0;
-    int rc = get_number(pre, "rir_apply_prob", &out->rir_prob, err);
-    if (rc == 0) rc = get_number(pre, "noise_apply_prob", &out->noise_prob, err);
-    if (rc == 0) rc = get_number(pre, "short_noise_thres", &out->short_thres, err);
-    if (rc == 0) {
-        ynode *owned;
-        const ynode *db = config_value_or_default(pre, PRE, "noise_db_range", &owned);
-        rc = config_db_range(db, PRE ".noise_db_range", &out->db_lo, &out->db_hi, err);
-        yt_free(owned);
-    }
-    if (rc == 0) rc = read_scps(pre, "rir_scp", PRE, &out->rirs, &out->n_rirs, err);
-    if (rc == 0) rc = read_scps(pre, "noise_scp", PRE, &out->noises, &out->n_noises, err);
+    const training_cfg *t = training->typed;
+    const preprocessor_cfg *pc = t->dataset ? t->dataset->preprocessor : NULL;
+    if (!pc) return 0;
+    /* Declared defaults, ranged when the config loaded. */
+    out->rir_prob = pc->rir_apply_prob, out->noise_prob = pc->noise_apply_prob, out->short_thres = pc->short_noise_thres;
+    ESP_CHECK(pc->noise_db_range && config_db_range_of(pc->noise_db_range, &out->db_lo, &out->db_hi));
+    int rc = read_scps(training, pc->rir_scp, pc->n_rir_scp, PRE ".rir_scp", &out->rirs, &out->n_rirs, err);
+    if (rc == 0) rc = read_scps(training, pc->noise_scp, pc->n_noise_scp, PRE ".noise_scp", &out->noises, &out->n_noises, err);
     if (rc != 0) noise_rir_conf_free(out);
     return rc;
-}
-
-int noise_rir_conf_from_tree(const ynode *root, noise_rir_conf *out, esp_err *err)
-{
-    return noise_rir_conf_parse(root ? yt_get_path(root, PRE) : NULL, out, err);
 }
 
 int noise_rir_conf_check_fs(const noise_rir_conf *c, int fs, const char *fs_key, esp_err *err)

@@ -54,7 +54,8 @@ typedef struct bs_scorer {
     int max_batch;
     /* A scorer that depends on the utterance (an attention decoder over a batch's encoder output):
      * when set it is called instead of score, utt[i] naming prefix i's utterance (its index in
-     * beam_search_run_batch's list; all 0 in beam_search_run). NULL: score, which must then not
+     * beam_search_run_batch's list; all 0 in beam_search_run; utt NULL, as the online search of
+     * beam_search_online.h gives it: all 0). NULL: score, which must then not
      * depend on the utterance (a language model, a stand-in table). */
     void (*score_utts)(void *ctx, const int *utt, const int *const *prefixes, const int *lens, int n, float *logp);
 } bs_scorer;
@@ -91,6 +92,8 @@ typedef struct beam_search beam_search;
 
 beam_search *beam_search_new(void);
 void beam_search_free(beam_search *w);
+/* The most steps a search of T frames takes (ESPnet's maxlen, above). */
+int beam_search_maxlen(double maxlenratio, int T);
 
 /* Decodes one utterance: ctc_logp is its CTC log-probabilities (host, T x V; may be NULL when
  * ctc_weight is 0), att the decoder (may be NULL when ctc_weight is 1), lm the language model

@@ -2,7 +2,6 @@
  * longform.h. */
 #include "core/decode/longform.h"
 
-#include <malloc.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,14 +59,12 @@ static int make_piece(speech2text *s, const s2t_hyp *h, double t0, double t1, lf
     return 0;
 }
 
-/* Decodes buf[0 .. len) as the window starting at t0 seconds and hands it to the merge. A last
- * window shorter than the frontend takes is padded with zeros (a first one is an error: the
- * recording is too short). Errors name the audio. */
-static int decode_window(speech2text *s, const char *path, float *buf, size_t len, size_t min, double t0, lf_merge *m,
+/* Decodes buf[0 .. len) as the window starting at t0 seconds and hands it to the merge. Errors
+ * name the audio. */
+static int decode_window(speech2text *s, const char *path, const float *buf, size_t len, double t0, lf_merge *m,
                          esp_err *err)
 {
-    double fs = speech2text_frontend(s)->fs, t1 = t0 + (double)len / fs;
-    if (len < min && t0 > 0) memset(buf + len, 0, (min - len) * sizeof *buf), len = min;
+    double t1 = t0 + (double)len / speech2text_frontend(s)->fs;
     s2t_hyp h;
     lf_piece p;
     esp_err why;
@@ -104,9 +101,9 @@ int longform_decode_stream(speech2text *s, audio_stream *st, const char *name, c
     if (longform_check(s, o, err) != 0) return -1;
     const frontend_opts *fo = speech2text_frontend(s);
     size_t wn = (size_t)llround(o->window * fo->fs), on = (size_t)llround(o->overlap * fo->fs), hop = wn - on;
-    size_t min = speech2text_min_samples(s);
+    speech2text_reserve(s, wn); /* the windows' peak memory from the first on */
     double secs = audio_stream_seconds(st);
-    float *buf = xmalloc((wn > min ? wn : min) * sizeof *buf);
+    float *buf = xmalloc((wn + hop) * sizeof *buf); /* a window and the next hop's samples */
     lf_merge m = {0};
     progress pr;
     size_t n_win = 1, k = 0; /* for the progress line: 0 when the header does not say the length */
@@ -114,24 +111,22 @@ int longform_decode_stream(speech2text *s, audio_stream *st, const char *name, c
     else if (secs * fo->fs > (double)wn) n_win = (size_t)ceil((secs * fo->fs - (double)on) / (double)hop);
     if (o->progress) progress_start(&pr, o->progress, n_win);
     long got = audio_stream_read(st, buf, wn, err);
-    size_t len = got > 0 ? (size_t)got : 0, total = len;
+    size_t len = got > 0 ? (size_t)got : 0, total = len, start = 0;
     int rc = got < 0 ? -1 : got == 0 ? esp_fail(err, "%s: no audio samples (an empty recording)", name) : 0;
     while (rc == 0) {
-        if ((rc = decode_window(s, name, buf, len, min, (double)(k * hop) / fo->fs, &m, err)) != 0) break;
-        /* The window's buffers are free again; glibc keeps freed pages of its heap resident and,
-         * its mmap threshold having risen to their size, serves the next window's from the heap
-         * around what is still held: without this the peak RSS creeps up with the recording
-         * (174, 180, 191 MB for 43, 86, 172 s of the default model's joint search; flat with it). */
-        malloc_trim(0);
+        if ((rc = decode_window(s, name, buf, len, (double)start / fo->fs, &m, err)) != 0) break;
         k++;
         if (o->progress) progress_update(&pr, k < n_win || !n_win ? k : n_win);
-        if (len < wn) break; /* the last window */
-        memmove(buf, buf + hop, on * sizeof *buf);
-        if ((got = audio_stream_read(st, buf + on, hop, err)) <= 0) {
+        if (len < wn) break; /* the recording is one window, shorter than the others would be */
+        /* The next window starts a hop later, or, when less than a hop is left, ends with the
+         * recording (overlapping this one more): every window has the same length, so the same
+         * features, activations and convolution tiling, and the same memory. */
+        if ((got = audio_stream_read(st, buf + wn, hop, err)) <= 0) {
             rc = got < 0 ? -1 : 0;
-            break; /* the window before ended with the audio */
+            break; /* this window ended with the audio */
         }
-        len = on + (size_t)got, total += (size_t)got;
+        memmove(buf, buf + got, wn * sizeof *buf);
+        start += (size_t)got, total += (size_t)got;
     }
     if (o->progress) progress_finish(&pr);
     free(buf);

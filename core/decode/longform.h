@@ -4,12 +4,16 @@
  * The audio comes through core/data/audio_stream.h in window-sized blocks (resampled on the way
  * when the decoder was opened with resample, else another rate is refused), so memory is bounded
  * by the window, never by the recording: one window of samples, its features and the encoder's
- * activations, plus the hypothesis so far. Windows are `window` seconds long and start every
- * window - overlap seconds; each is decoded by speech2text with timestamps (its words by
- * core/decode/words.h) and the windows' words are merged by time (core/decode/longform_merge.h:
- * each word from the one window that heard it in the middle of the overlap, none lost or
- * duplicated). A recording no longer than the window is one window, decoded as speech2text
- * decodes it. docs/decoding.md ("Long recordings") has the defaults and why. */
+ * activations, the search's states and the decoder's caches (sized once for a window's beam and
+ * maximum length, speech2text_reserve: every window of one length needs the same,
+ * so the peak is reached in the first), plus the hypothesis so far. Windows are `window` seconds
+ * long and start every window - overlap seconds, but the last, which ends with the recording
+ * (overlapping its neighbour by more when less than a hop was left): every window has the same
+ * length, so the same memory. Each is decoded by speech2text with timestamps
+ * (its words by core/decode/words.h) and the windows' words are merged by time
+ * (core/decode/longform_merge.h: each word from the one window that heard it in the middle of the
+ * overlap, none lost or duplicated). A recording no longer than the window is one window, decoded
+ * as speech2text decodes it. docs/decoding.md ("Long recordings") has the defaults and why. */
 #ifndef ESPNET3_LONGFORM_H
 #define ESPNET3_LONGFORM_H
 

@@ -130,11 +130,24 @@ static int no_decoder(esp_err *err, double ctc_weight)
                     ctc_weight);
 }
 
+/* A transducer model: its search's checks (ctc_weight is not read, as in ESPnet's Speech2Text). */
+static int check_transducer(const model_cfg *mc, const s2t_opts *o, esp_err *err)
+{
+    if (o->lm_weight > 0.0)
+        return esp_fail(err, "lm_weight %g: shallow fusion with a transducer model is not built in espnet3 (use "
+                             "lm_weight 0)", o->lm_weight);
+    if (o->timestamps && !ctc_in_cfg(mc))
+        return esp_fail(err, "timestamps: they come from a CTC forced alignment, and the model has no CTC branch "
+                             "(trained with model_conf.ctc_weight 0)");
+    return 0;
+}
+
 int speech2text_check(const model_files *mf, const s2t_opts *o, esp_err *err)
 {
     if (!(o->ctc_weight >= 0.0 && o->ctc_weight <= 1.0))
         return esp_fail(err, "ctc_weight %g: use a weight in [0, 1] (1.0: CTC only)", o->ctc_weight);
     const model_cfg *mc = model_files_training(mf)->model;
+    if (transducer_in_cfg(mc)) return check_transducer(mc, o, err);
     if (o->ctc_weight < 1.0 && !o->attention && !has_attention_decoder(mc)) return no_decoder(err, o->ctc_weight);
     if (o->ctc_weight > 0.0 && !ctc_in_cfg(mc))
         return esp_fail(err, "ctc_weight %g: the model has no CTC branch (trained with model_conf.ctc_weight 0, "
@@ -157,6 +170,7 @@ speech2text *speech2text_open(backend *be, const model_files *mf, const s2t_opts
     if (speech2text_check(mf, o, err) != 0) goto fail;
     s = xcalloc(1, sizeof *s);
     s->opts = *o;
+    if (s->opts.transducer.nbest == 0) s->opts.transducer = (ts_opts)TS_OPTS_DEFAULT;
     s->be = be;
     if (asr_data_open_files(&s->data, tc->model, NULL, mf->tokens, 0, err) != 0) goto fail;
     s->data.resample = o->resample;
@@ -173,10 +187,11 @@ speech2text *speech2text_open(backend *be, const model_files *mf, const s2t_opts
         s->att = *o->attention;
     } else if ((s->decoder = model_decoder(&s->model))) {
         s->att = (bs_scorer){.score_utts = decoder_score, .ctx = s};
-    } else if (o->ctc_weight < 1.0) {
+    } else if (o->ctc_weight < 1.0 && !s->model.tr) {
         no_decoder(err, o->ctc_weight);
         goto fail;
     }
+    if (s->model.tr && ts_check(&s->opts.transducer, o->beam_size, dims.vocab, err) != 0) goto fail;
     if (fusion_on(o) && open_lm(s, o->lm, err) != 0) goto fail;
     err_calc_init(&s->ec, &s->data.tokens);
     return s;
@@ -210,8 +225,37 @@ const token_list *speech2text_tokens(const speech2text *s) { return &s->data.tok
 const frontend_opts *speech2text_frontend(const speech2text *s) { return &s->data.fo; }
 size_t speech2text_min_samples(const speech2text *s) { return frontend_min_samples(s->data.fe); }
 const s2t_opts *speech2text_options(const speech2text *s) { return &s->opts; }
+
+void speech2text_reserve(speech2text *s, size_t n)
+{
+    if (s->decoder != decoder_score_utts || !(s->opts.ctc_weight < 1.0 || fusion_on(&s->opts))) return;
+    int F = (int)frontend_num_frames(s->data.fe, n), T = input_layer_out_len(s->model.dims.input_layer, F);
+    int beam = s->opts.beam_size > 1 ? s->opts.beam_size : 1;
+    /* prefixes hold <sos> and up to maxlen tokens (the last step appends <eos>) */
+    decoder_score_reserve(&s->model, beam, beam_search_maxlen(s->opts.maxlenratio, T) + 2, T);
+}
 int speech2text_fs(const speech2text *s) { return s->data.fo.fs; }
 int speech2text_vocab(const speech2text *s) { return s->model.dims.vocab; }
+asr_model *speech2text_model(const speech2text *s) { return (asr_model *)&s->model; }
+asr_data *speech2text_data(const speech2text *s) { return (asr_data *)&s->data; }
+const bs_scorer *speech2text_lm_scorer(const speech2text *s) { return s->have_lm ? &s->lm_scorer : NULL; }
+
+void speech2text_new_utterance(const speech2text *s)
+{
+    if (s->decoder) decoder_score_new_utterance(&s->model);
+    if (s->have_lm) asr_model_lm_new_utterance(&s->lm);
+}
+
+char *speech2text_text(const speech2text *s, const int *ids, size_t n)
+{
+    int *kept = xmalloc((n + 1) * sizeof *kept);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] != 0) kept[k++] = ids[i];
+    char *text = token_ids_to_text(&s->ec, kept, k);
+    free(kept);
+    return text;
+}
 
 /* The encoder over n utterances (feats[b]: T[b] x n_mels) as one batch padded with zeros to the
  * longest: the log-probabilities (n x T2 x vocab) copied to s->host_logp, the encoder lengths to
@@ -303,8 +347,7 @@ static void decode_joint(speech2text *s, int n, const int *frames, s2t_hyp *out)
     bs_nbest *nb = xcalloc((size_t)n, sizeof *nb);
     bs_utt *u = xmalloc((size_t)n * sizeof *u);
     for (int b = 0; b < n; b++) u[b] = (bs_utt){.ctc_logp = s->model.dims.no_ctc ? NULL : batch_logp(s, b), .T = s->hl[b]};
-    if (s->decoder) decoder_score_new_utterance(&s->model); /* m->lnf holds new utterances */
-    if (s->have_lm) asr_model_lm_new_utterance(&s->lm);
+    speech2text_new_utterance(s); /* m->lnf holds new utterances */
     beam_search_run_batch(s->bs, u, n, s->model.dims.vocab, &s->att, s->have_lm ? &s->lm_scorer : NULL, &bo, nb);
     for (int b = 0; b < n; b++) {
         alloc_alt(&out[b], nb[b].n);
@@ -316,6 +359,22 @@ static void decode_joint(speech2text *s, int n, const int *frames, s2t_hyp *out)
     }
     free(nb);
     free(u);
+}
+
+/* ESPnet's BeamSearchTransducer on utterance b's encoder output of the last batch (m->lnf: B x T2
+ * x d, its first hl[b] frames), its n-best cut to nbest. */
+static void decode_transducer(speech2text *s, int b, int frames, s2t_hyp *out)
+{
+    asr_model *m = &s->model;
+    ts_result r;
+    transducer_search(m, m->lnf + (size_t)b * m->T2 * m->dims.d, s->hl[b], s->opts.beam_size, &s->opts.transducer,
+                      &r);
+    int n = r.n < nbest_of(&s->opts) ? r.n : nbest_of(&s->opts);
+    alloc_alt(out, n);
+    for (int k = 0; k < n; k++)
+        set_hyp(s, k == 0 ? out : &out->alt[k - 1], r.hyps[k].ids, r.hyps[k].n, r.hyps[k].score, frames);
+    if (n == 0) set_hyp(s, out, NULL, 0, -INFINITY, frames);
+    ts_result_free(&r);
 }
 
 static void decode_ctc(speech2text *s, const float *logp, int hlen, int frames, s2t_hyp *out)
@@ -393,7 +452,9 @@ static void run_batch(speech2text *s, const float *const *feats, const int *T, i
     memset(out, 0, (size_t)n * sizeof *out);
     encode_batch(s, feats, T, n);
     /* With an LM even CTC alone runs label-synchronously, as ESPnet's search with scorers ctc and lm. */
-    if (s->opts.ctc_weight < 1.0 || fusion_on(&s->opts)) decode_joint(s, n, T, out);
+    if (s->model.tr)
+        for (int b = 0; b < n; b++) decode_transducer(s, b, T[b], &out[b]);
+    else if (s->opts.ctc_weight < 1.0 || fusion_on(&s->opts)) decode_joint(s, n, T, out);
     else
         for (int b = 0; b < n; b++) decode_ctc(s, batch_logp(s, b), s->hl[b], T[b], &out[b]);
     if (s->opts.timestamps)

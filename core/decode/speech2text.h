@@ -8,7 +8,8 @@
  * training), then every utterance's search: the joint CTC/attention search over all their
  * hypotheses at once (beam_search_run_batch: one decoder call per step for every running hypothesis
  * of every utterance, each utterance ending on its own end detection, CTC prefix scores per
- * utterance), the CTC-only searches one utterance after another. The hypotheses are those of
+ * utterance), the CTC-only searches and a transducer model's one utterance after another (each on
+ * its rows of the batch's encoder output). The hypotheses are those of
  * decoding each utterance alone (tested on the fixture models, batches of mixed lengths): only
  * float rounding differs, since OpenBLAS (and cuBLAS) round a GEMM row differently at other row
  * counts, so the padded encoder's log-probs and the decoder's batched rows differ from an
@@ -36,6 +37,10 @@
  *       open, unless opts.attention stands in for it; so is ctc_weight above 0 for a model trained
  *       without a CTC branch (model_conf.ctc_weight 0).
  *
+ * A model with a transducer decoder (model.decoder transducer) is decoded as ESPnet's Speech2Text
+ * decodes it, whatever ctc_weight says: ESPnet2's BeamSearchTransducer on the encoder output
+ * (core/decode/transducer_search.h) with beam_size and opts.transducer; its n-best cut to nbest.
+ *
  * With lm_weight > 0 and an LM (opts.lm: the files of an LM task's model, core/nn/lm_conf.h) the
  * joint search adds it as ESPnet's Speech2Text does (scorer "lm", weight lm_weight; its token list
  * must be the ASR model's), its next-token log-probs from decoder_score_batch on the LM.
@@ -51,6 +56,7 @@
 #include "core/base/log.h"
 #include "core/compute/backend.h"
 #include "core/decode/beam_search.h"
+#include "core/decode/transducer_search.h"
 #include "core/data/frontend.h"
 #include "core/data/tokenizer.h"
 #include "core/nn/model_files.h"
@@ -68,6 +74,8 @@ typedef struct s2t_opts {
                           * label-synchronous search (beam_search.h), 1.0 with scorers ctc and lm */
     const model_files *lm; /* the LM's files (lm_files_locate); borrowed, used by speech2text_open */
     int resample;        /* dataset.resample: audio at another rate is resampled to the model's fs */
+    ts_opts transducer;  /* a transducer model's search (transducer_conf); nbest 0 (left zeroed): ESPnet's
+                          * defaults, TS_OPTS_DEFAULT */
     int timestamps;      /* 1: every hypothesis returned, the best and its alternatives, carries token
                           * times from a CTC forced alignment (Viterbi) of its ids against the
                           * utterance's CTC log-probabilities (core/decode/ctc_times.h); needs a CTC branch */
@@ -114,9 +122,27 @@ const token_list *speech2text_tokens(const speech2text *s);
 const frontend_opts *speech2text_frontend(const speech2text *s);
 size_t speech2text_min_samples(const speech2text *s);
 const s2t_opts *speech2text_options(const speech2text *s);
+/* Sizes the joint search's attention-decoder caches once for waveforms of up to n samples: the
+ * beam and the maximum length of their encoder frames, so that they do not grow step by step with
+ * the longest hypothesis heard (long-form windows: every window of one length then needs the same
+ * memory, reached in the first). Only ever enlarges; nothing for a search without the model's
+ * attention decoder. Utterances decoded whole do without it: it sizes for the maximum length,
+ * which hypotheses seldom approach. */
+void speech2text_reserve(speech2text *s, size_t n);
 /* The model's sampling rate (frontend_conf.fs) and output classes (the token list's size). */
 int speech2text_fs(const speech2text *s);
 int speech2text_vocab(const speech2text *s);
+/* What the streaming decoder (core/decode/speech2text_stream.h) runs on its own: the model (eval,
+ * on the speech2text's backend), the featurizer (frontend and normalization), the LM's scorer
+ * (NULL without shallow fusion), new-utterance resets of the decoder's and the LM's caches, and a
+ * hypothesis' text (blanks dropped, detokenized; the caller frees it). One user at a time. */
+struct asr_model;
+struct asr_data;
+struct asr_model *speech2text_model(const speech2text *s);
+struct asr_data *speech2text_data(const speech2text *s);
+const bs_scorer *speech2text_lm_scorer(const speech2text *s);
+void speech2text_new_utterance(const speech2text *s);
+char *speech2text_text(const speech2text *s, const int *ids, size_t n);
 
 /* Decodes T frames of normalized features (T x n_mels, host, row-major). */
 void speech2text_decode_feats(speech2text *s, const float *feats, int T, s2t_hyp *out);

@@ -9,24 +9,54 @@ static double ctc_weight_of(const model_cfg *m)
     return m && m->model_conf ? m->model_conf->ctc_weight : 0.5;
 }
 
+static int decoder_is(const model_cfg *m, const char *name) { return m && m->decoder && !strcmp(m->decoder, name); }
+
 int decoder_in_cfg(const model_cfg *m)
 {
-    return m && m->decoder && !strcmp(m->decoder, "transformer") && ctc_weight_of(m) < 1.0;
+    return decoder_is(m, "transformer") && ctc_weight_of(m) < 1.0;
 }
+
+int transducer_in_cfg(const model_cfg *m) { return decoder_is(m, "transducer"); }
 
 int ctc_in_cfg(const model_cfg *m)
 {
-    return !(m && m->decoder && !strcmp(m->decoder, "transformer") && ctc_weight_of(m) == 0.0);
+    return !((decoder_is(m, "transformer") || decoder_is(m, "transducer")) && ctc_weight_of(m) == 0.0);
+}
+
+/* ESPnet2's TransducerDecoder and JointNetwork; their keys against the TransformerDecoder's. */
+static int transducer_dims(model_dims *dims, const model_cfg *m, esp_err *err)
+{
+    const decoder_conf_cfg *c = m->decoder_conf;
+    if (c && (c->attention_heads || c->linear_units || c->num_blocks))
+        return esp_fail(err, "model.decoder_conf: attention_heads, linear_units and num_blocks are "
+                             "TransformerDecoder's; a transducer decoder takes rnn_type, num_layers, hidden_size, "
+                             "dropout and dropout_embed");
+    dims->tr_layers = c && c->num_layers ? (int)c->num_layers : 1;
+    dims->tr_hidden = c && c->hidden_size ? (int)c->hidden_size : 320;
+    const joint_net_conf_cfg *j = m->joint_net_conf;
+    dims->tr_joint = j && j->joint_space_size ? (int)j->joint_space_size : 256;
+    dims->tr_no_dec_bias = j && j->lin_dec_bias && !*j->lin_dec_bias;
+    dims->no_ctc = ctc_weight_of(m) == 0.0;
+    return 0;
 }
 
 int decoder_dims_from_cfg(model_dims *dims, const model_cfg *m, esp_err *err)
 {
     dims->dec_blocks = dims->dec_heads = dims->dec_ff = 0;
+    dims->tr_layers = dims->tr_hidden = dims->tr_joint = dims->tr_no_dec_bias = 0;
     dims->no_ctc = 0;
-    if (!m || !m->decoder || strcmp(m->decoder, "transformer") != 0) return 0;
+    if (m && m->joint_net_conf && !transducer_in_cfg(m))
+        return esp_fail(err, "model.joint_net_conf: the joint network goes with model.decoder: transducer");
+    if (!m || !m->decoder || (strcmp(m->decoder, "transformer") != 0 && strcmp(m->decoder, "transducer") != 0))
+        return 0;
     double w = ctc_weight_of(m);
     if (!(w >= 0.0 && w <= 1.0))
         return esp_fail(err, "model.model_conf.ctc_weight: %g is outside [0, 1]", w);
+    if (transducer_in_cfg(m)) return transducer_dims(dims, m, err);
+    const decoder_conf_cfg *tc = m->decoder_conf;
+    if (tc && (tc->rnn_type || tc->num_layers || tc->hidden_size || tc->dropout || tc->dropout_embed))
+        return esp_fail(err, "model.decoder_conf: rnn_type, num_layers, hidden_size, dropout and dropout_embed are "
+                             "TransducerDecoder's (model.decoder: transducer)");
     if (w == 1.0) {
         log_info("model.model_conf.ctc_weight 1.0: no attention decoder (ESPnet2 sets the decoder to none)");
         return 0;
@@ -57,4 +87,6 @@ void decoder_rates_from_cfg(model_rates *r, const model_cfg *m)
     r->lsm_weight = m && m->model_conf ? (float)m->model_conf->lsm_weight : 0.0f;
     r->length_normalized_loss = m && m->model_conf && m->model_conf->length_normalized_loss;
     r->interctc_weight = m && m->model_conf ? (float)m->model_conf->interctc_weight : 0.0f;
+    r->tr_dropout = c && transducer_in_cfg(m) ? (float)c->dropout : 0.0f;
+    r->tr_dropout_embed = c && transducer_in_cfg(m) ? (float)c->dropout_embed : 0.0f;
 }

@@ -1,4 +1,4 @@
-/* The attention decoder's part of the training config: model.decoder (transformer | none),
+/* The decoder's part of the training config: model.decoder (transformer | transducer | none),
  * decoder_conf (ESPnet2's TransformerDecoder keys) and model_conf's joint-loss keys (ctc_weight,
  * lsm_weight, length_normalized_loss), mapped into model_dims (what the parameters look like) and
  * model_rates (how training uses them). The schema (core/config/config_schema.c) has already
@@ -8,7 +8,11 @@
  * As ESPnet2's ESPnetASRModel: ctc_weight 1.0 drops the decoder (no decoder.* parameters; today's
  * CTC model), ctc_weight 0.0 drops the CTC branch (no ctc.* parameters), anything between trains
  * both with loss = ctc_weight * loss_ctc + (1 - ctc_weight) * loss_att. Without a decoder
- * (model.decoder unset or none) training is CTC only whatever ctc_weight says (stage 5 warns). */
+ * (model.decoder unset or none) training is CTC only whatever ctc_weight says (stage 5 warns).
+ * model.decoder transducer: decoder_conf holds TransducerDecoder's keys (rnn_type lstm, num_layers
+ * 1, hidden_size 320, dropout, dropout_embed) and joint_net_conf JointNetwork's (joint_space_size
+ * 256, joint_activation_type tanh, lin_dec_bias true); the loss is loss_transducer + ctc_weight *
+ * loss_ctc (ctc_weight 0: no CTC branch), as ESPnetASRModel's. */
 #ifndef ESPNET3_NN_DECODER_CONF_H
 #define ESPNET3_NN_DECODER_CONF_H
 
@@ -27,6 +31,8 @@ void decoder_rates_from_cfg(model_rates *r, const model_cfg *m);
 
 /* Whether the config trains an attention decoder (model.decoder transformer and ctc_weight < 1). */
 int decoder_in_cfg(const model_cfg *m);
+/* Whether the config has ESPnet2's transducer decoder (model.decoder transducer, core/nn/transducer.h). */
+int transducer_in_cfg(const model_cfg *m);
 /* Whether it trains a CTC branch (all but a decoder with ctc_weight 0). */
 int ctc_in_cfg(const model_cfg *m);
 

@@ -2,10 +2,11 @@
  * TransformerDecoder.batch_score with keys and values cached.
  *
  * Caches (device): the source attention's keys/values of the utterance per layer (T x d each),
- * and the self-attention's keys/values of every prefix the previous call scored, per layer, as
- * blocks of `stride` positions. A prefix is "fast" when a block of the previous call holds its
- * first len - 1 positions (its parent, or itself): only its last position is computed, one query
- * row per hypothesis against its block. Any other prefix is "slow": all its positions run as a
+ * and the self-attention's keys/values of every prefix the last two calls scored, per layer, as
+ * blocks of `stride` positions. A prefix is "fast" when a block of the previous call (else of the
+ * one before: the online search rewinds its beam by a step) holds its first len - 1 positions
+ * (its parent, or itself): only its last position is computed, one query row per hypothesis
+ * against its block. Any other prefix is "slow": all its positions run as a
  * causal teacher-forced pass. Both groups write their keys/values into this call's blocks (the
  * next call's cache) and their last rows go through after_norm, output_layer and log_softmax.
  * The LM form (TransformerLM, decoder_internal.h) is the same without the source attention and with
@@ -33,18 +34,20 @@ typedef struct kv_blocks {
 } kv_blocks;
 
 struct dec_score {
-    /* The utterances the source caches belong to; new_utterance: drop them at the next call. */
+    /* The utterances the source caches belong to; new_utterance: drop them at the next call;
+     * grown: the next call's source is this utterance's, longer (keep the prefix caches). */
     const float *hs;
-    int T, B, new_utterance;
+    int T, B, new_utterance, grown;
     int *hlens;     /* host, B */
     float *km, *vm; /* nl x B x T x d */
     size_t cap_mem;
-    kv_blocks kv[2]; /* the previous call's blocks and this call's */
-    int prev;
+    kv_blocks kv[3]; /* the blocks of the call before the previous, the previous call's and this call's */
+    int prev;        /* the previous call's; this call writes into (prev + 1) % 3 */
     float *pe;      /* sinusoidal table, pe_len x d */
     int pe_len;
     /* Work of one group: rows R = hypotheses x query rows. */
     size_t cap_rows, cap_self, cap_src, cap_hyps;
+    int row_budget; /* rows a slow group may take at once (decoder_score_reserve; 0: all of it) */
     float *x, *ln, *q, *k, *v, *y, *tmp, *f1, *mean, *rstd, *att, *last, *logits;
     float *emb; /* the LM's token embeddings (rows x E) */
 };
@@ -71,8 +74,7 @@ void dec_score_free(backend *be, dec_score *s)
 {
     if (!s) return;
     free_work(be, s);
-    kv_free(be, &s->kv[0]);
-    kv_free(be, &s->kv[1]);
+    for (int i = 0; i < 3; i++) kv_free(be, &s->kv[i]);
     be->free(be, s->km);
     be->free(be, s->vm);
     be->free(be, s->pe);
@@ -121,23 +123,29 @@ static float *block_v(const decoder_acts *a, const kv_blocks *b, int l, int blk)
 
 static int same_utterances(const dec_score *s, const float *hs, const int *hlens, int B, int T)
 {
-    return s->km && !s->new_utterance && s->hs == hs && s->T == T && s->B == B &&
+    return s->km && !s->new_utterance && !s->grown && s->hs == hs && s->T == T && s->B == B &&
            !memcmp(s->hlens, hlens, (size_t)B * sizeof *hlens);
 }
 
+/* Room for the source keys/values of `frames` frames (all utterances') per layer. */
+static void ensure_mem(backend *be, const decoder_acts *a, dec_score *s, size_t frames)
+{
+    size_t n = frames * a->d * a->nl;
+    if (n <= s->cap_mem) return;
+    be->free(be, s->km), be->free(be, s->vm);
+    s->km = ALLOC(n), s->vm = ALLOC(n);
+    s->cap_mem = n;
+}
+
 /* The utterances' source keys/values per layer (each its own hlens[b] rows, as alone); new
- * utterances empty the prefix cache. */
+ * utterances empty the prefix cache (a grown source keeps it). */
 static void prepare_utterances(const asr_model *m, dec_score *s, const float *hs, const int *hlens, int B, int T)
 {
     backend *be = m->be;
     const decoder_acts *a = m->dec;
     size_t n = (size_t)B * T * a->d, per = (size_t)T * a->d;
     if (same_utterances(s, hs, hlens, B, T)) return;
-    if (n * a->nl > s->cap_mem) {
-        be->free(be, s->km), be->free(be, s->vm);
-        s->km = ALLOC(n * a->nl), s->vm = ALLOC(n * a->nl);
-        s->cap_mem = n * a->nl;
-    }
+    ensure_mem(be, a, s, (size_t)B * T);
     for (int l = 0; l < a->nl; l++) {
         const nn_mha *ca = &m->w.decoder.blocks[l].src_attn;
         for (int b = 0; b < B; b++) {
@@ -151,8 +159,9 @@ static void prepare_utterances(const asr_model *m, dec_score *s, const float *hs
     }
     s->hlens = xrealloc(s->hlens, (size_t)B * sizeof *s->hlens);
     memcpy(s->hlens, hlens, (size_t)B * sizeof *hlens);
-    s->hs = hs, s->T = T, s->B = B, s->new_utterance = 0;
-    s->kv[0].used = s->kv[1].used = 0;
+    if (!s->grown)
+        for (int i = 0; i < 3; i++) s->kv[i].used = 0;
+    s->hs = hs, s->T = T, s->B = B, s->new_utterance = s->grown = 0;
 }
 
 /* The positional table pe[0..len) (posenc over zeros with scale 1 is exactly pe). */
@@ -166,7 +175,7 @@ static void ensure_pe(backend *be, const decoder_acts *a, dec_score *s, int len)
     s->pe_len = n;
 }
 
-/* A block of the previous call holding the first len - 1 positions of p in utterance u, or -1. */
+/* A block of b holding the first len - 1 positions of p in utterance u, or -1. */
 static int find_parent(const kv_blocks *b, const int *p, int len, int u)
 {
     if (len < 2) return -1;
@@ -295,11 +304,12 @@ static void plan_blocks(const asr_model *m, dec_score *s, const int *const *pfx,
                         int n, int *order, int *glens, int *gutt, group *fast, group *slow)
 {
     const decoder_acts *a = m->dec;
-    kv_blocks *prev = &s->kv[s->prev], *cur = &s->kv[!s->prev];
-    int *parent = xmalloc((size_t)n * sizeof *parent);
+    kv_blocks *cur = &s->kv[(s->prev + 1) % 3], *last[2] = {&s->kv[s->prev], &s->kv[(s->prev + 2) % 3]};
+    int *parent = xmalloc((size_t)n * sizeof *parent), *from = xmalloc((size_t)n * sizeof *from);
     int nf = 0, maxlen = 1, B = 1;
     for (int i = 0; i < n; i++) {
-        parent[i] = find_parent(prev, pfx[i], lens[i], utt[i]);
+        from[i] = 0, parent[i] = find_parent(last[0], pfx[i], lens[i], utt[i]);
+        if (parent[i] < 0) from[i] = 1, parent[i] = find_parent(last[1], pfx[i], lens[i], utt[i]);
         nf += parent[i] >= 0;
         maxlen = lens[i] > maxlen ? lens[i] : maxlen;
         B = utt[i] >= B ? utt[i] + 1 : B;
@@ -319,6 +329,7 @@ static void plan_blocks(const asr_model *m, dec_score *s, const int *const *pfx,
         memcpy(cur->tokens + (size_t)blk * cur->stride, pfx[i], (size_t)lens[i] * sizeof *pfx[i]);
         if (p < 0) continue;
         size_t bytes = (size_t)(lens[i] - 1) * a->d * sizeof(float);
+        const kv_blocks *prev = last[from[i]];
         for (int l = 0; l < a->nl; l++) {
             m->be->copy(m->be, block_k(a, cur, l, blk), block_k(a, prev, l, p), bytes, BACKEND_DEVICE_TO_DEVICE);
             m->be->copy(m->be, block_v(a, cur, l, blk), block_v(a, prev, l, p), bytes, BACKEND_DEVICE_TO_DEVICE);
@@ -329,12 +340,37 @@ static void plan_blocks(const asr_model *m, dec_score *s, const int *const *pfx,
     for (int blk = nf; blk < n; blk++) slow_len = glens[blk] > slow_len ? glens[blk] : slow_len;
     *fast = (group){.first = 0, .n = nf, .tq = 1, .lens = glens, .utt = gutt};
     *slow = (group){.first = nf, .n = n - nf, .tq = slow_len, .lens = glens + nf, .utt = gutt + nf};
-    free(parent);
+    free(parent), free(from);
+}
+
+void decoder_score_reserve(const asr_model *m, int n_hyps, int len, int T)
+{
+    decoder_acts *a = m->dec;
+    ESP_CHECK(a != NULL && n_hyps >= 1 && len >= 1);
+    if (!a->score) a->score = xcalloc(1, sizeof *a->score);
+    dec_score *s = a->score;
+    for (int k = 0; k < 3; k++) { /* the blocks of the last two calls and this call's: kept only while a search runs */
+        kv_blocks *b = &s->kv[k];
+        int have = b->stride > 8 ? b->stride - 8 : 0; /* ensure_blocks' room beyond what it was asked */
+        ensure_blocks(m->be, a, b, n_hyps > b->n ? n_hyps : b->n, len > have ? len : have);
+    }
+    ensure_pe(m->be, a, s, len);
+    if (!a->lm) ensure_mem(m->be, a, s, (size_t)T);
+    /* A step's slow hypotheses (computed whole) go in groups of at most len rows (one prefix of
+     * the longest, or several shorter), so the work rows never exceed what is reserved here. */
+    s->row_budget = len > s->row_budget ? len : s->row_budget;
+    size_t rows = (size_t)(n_hyps > s->row_budget ? n_hyps : s->row_budget), hk = rows * a->heads;
+    ensure_work(m->be, a, s, rows, hk * (size_t)s->kv[0].stride, hk * (size_t)(a->lm ? 1 : T), (size_t)n_hyps);
 }
 
 void decoder_score_new_utterance(const asr_model *m)
 {
     if (m->dec && m->dec->score) m->dec->score->new_utterance = 1; /* no score state yet: nothing cached */
+}
+
+void decoder_score_source_grew(const asr_model *m)
+{
+    if (m->dec && m->dec->score) m->dec->score->grown = 1;
 }
 
 void decoder_score_batch(const asr_model *m, const float *hs_dev, int T, const int *const *prefixes, const int *lens,
@@ -363,7 +399,7 @@ void decoder_score_utts(const asr_model *m, const float *hs_dev, const int *hlen
     if (!a->lm) {
         prepare_utterances(m, s, hs_dev, hlens, B, T);
     } else if (s->new_utterance) {
-        s->kv[0].used = s->kv[1].used = 0;
+        for (int i = 0; i < 3; i++) s->kv[i].used = 0;
         s->new_utterance = 0;
     }
     ensure_pe(be, a, s, maxlen);
@@ -371,17 +407,25 @@ void decoder_score_utts(const asr_model *m, const float *hs_dev, const int *hlen
     int *gutt = xmalloc((size_t)n_hyps * sizeof *gutt);
     group fast, slow;
     plan_blocks(m, s, prefixes, lens, utt, n_hyps, order, glens, gutt, &fast, &slow);
-    const kv_blocks *cur = &s->kv[!s->prev];
-    size_t rows = (size_t)slow.n * slow.tq;
+    const kv_blocks *cur = &s->kv[(s->prev + 1) % 3];
+    int chunk = slow.n; /* slow hypotheses per group: all, or as many as the row budget holds */
+    if (s->row_budget > 0 && (size_t)slow.n * slow.tq > (size_t)s->row_budget)
+        chunk = s->row_budget / slow.tq > 1 ? s->row_budget / slow.tq : 1;
+    size_t rows = (size_t)chunk * slow.tq;
     if (rows < (size_t)n_hyps) rows = (size_t)n_hyps; /* the last rows' layernorm uses mean/rstd too */
-    size_t self = (size_t)n_hyps * a->heads * (size_t)(slow.n ? slow.tq : 1) * cur->stride;
+    size_t self = chunk < slow.n ? rows * a->heads * cur->stride /* chunk x tq query rows */
+                                 : (size_t)n_hyps * a->heads * (size_t)(slow.n ? slow.tq : 1) * cur->stride;
     ensure_work(be, a, s, rows, self, rows * a->heads * (size_t)T, (size_t)n_hyps);
 
     const int **pfx = xmalloc((size_t)n_hyps * sizeof *pfx);
     int *ids = xmalloc(rows * sizeof *ids), *out_row = xmalloc((size_t)n_hyps * sizeof *out_row);
     for (int blk = 0; blk < n_hyps; blk++) pfx[blk] = prefixes[order[blk]], out_row[blk] = order[blk];
     run_group(m, s, cur, &fast, pfx, ids, out_row);
-    run_group(m, s, cur, &slow, pfx + fast.n, ids, out_row + fast.n);
+    for (int i = 0; i < slow.n; i += chunk) { /* the same tq for each: the rows' arithmetic as at once */
+        group g = {.first = slow.first + i, .n = slow.n - i < chunk ? slow.n - i : chunk, .tq = slow.tq,
+                   .lens = slow.lens + i, .utt = slow.utt + i};
+        run_group(m, s, cur, &g, pfx + fast.n + i, ids, out_row + fast.n + i);
+    }
 
     /* after_norm -> output_layer -> log_softmax on the last rows, in the caller's order. */
     int D = a->d, V = a->vocab;
@@ -394,7 +438,7 @@ void decoder_score_utts(const asr_model *m, const float *hs_dev, const int *hlen
     be->synchronize(be);
     be->copy(be, logp_host, s->logits, (size_t)n_hyps * V * sizeof(float), BACKEND_DEVICE_TO_HOST);
     be->synchronize(be);
-    s->prev = !s->prev;
+    s->prev = (s->prev + 1) % 3;
     free(order), free(glens), free(gutt), free(pfx), free(ids), free(out_row), free(utt0);
     backend_profile_leave(be, outer);
 }

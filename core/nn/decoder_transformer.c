@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/nn/decoder_internal.h"
+#include "core/nn/mha_input.h"
 
 /* Dropout sites of the decoder: streams apart from the encoder's (core/nn/model.c uses 1, 2 and
  * 100 + 10 * block + site). */
@@ -147,27 +148,26 @@ static void block_forward(asr_model *m, decoder_acts *a, int l, const float *x_i
     be->mha_forward(be, y->y1, y->att1, y->q1, D, y->k1, y->v1, D, a->lens_in, B, L, L, 1, H, D / H, ps, seed,
                     dstream(l, DS_SELF));
     be->linear_forward(be, a->dtmp, y->y1, sa->linear_out.weight, sa->linear_out.bias, N, D, D);
-    be->dropout_forward(be, a->dtmp, a->dtmp, (size_t)N * D, pd, seed, dstream(l, DS_SELF_OUT));
-    be->add(be, y->h1, x_in, a->dtmp, (size_t)N * D);
     const float *h2 = a->lm ? y->h1 : y->h2; /* the feed-forward's input */
-    if (!a->lm) { /* source attention */
-        be->layernorm_forward(be, y->ln2, y->mean2, y->rstd2, y->h1, p->norm2.weight, p->norm2.bias, N, D, 1e-12);
+    if (a->lm) /* no source attention: norm3 follows */
+        be->dropout_add_layernorm(be, y->h1, y->ln3, y->mean3, y->rstd3, x_in, a->dtmp, p->norm3.weight,
+                                  p->norm3.bias, N, D, 1e-12, 1.0, pd, seed, dstream(l, DS_SELF_OUT));
+    else { /* source attention */
+        be->dropout_add_layernorm(be, y->h1, y->ln2, y->mean2, y->rstd2, x_in, a->dtmp, p->norm2.weight,
+                                  p->norm2.bias, N, D, 1e-12, 1.0, pd, seed, dstream(l, DS_SELF_OUT));
         be->linear_forward(be, y->q2, y->ln2, ca->linear_q.weight, ca->linear_q.bias, N, D, D);
         be->linear_forward(be, y->km, a->mem, ca->linear_k.weight, ca->linear_k.bias, M, D, D);
         be->linear_forward(be, y->vm, a->mem, ca->linear_v.weight, ca->linear_v.bias, M, D, D);
         be->mha_forward(be, y->y2, y->att2, y->q2, D, y->km, y->vm, D, a->hlens, B, L, T, 0, H, D / H, pc, seed,
                         dstream(l, DS_SRC));
         be->linear_forward(be, a->dtmp, y->y2, ca->linear_out.weight, ca->linear_out.bias, N, D, D);
-        be->dropout_forward(be, a->dtmp, a->dtmp, (size_t)N * D, pd, seed, dstream(l, DS_SRC_OUT));
-        be->add(be, y->h2, y->h1, a->dtmp, (size_t)N * D);
+        be->dropout_add_layernorm(be, y->h2, y->ln3, y->mean3, y->rstd3, y->h1, a->dtmp, p->norm3.weight,
+                                  p->norm3.bias, N, D, 1e-12, 1.0, pd, seed, dstream(l, DS_SRC_OUT));
     }
-    be->layernorm_forward(be, y->ln3, y->mean3, y->rstd3, h2, p->norm3.weight, p->norm3.bias, N, D, 1e-12);
     be->linear_forward(be, y->f1, y->ln3, ff->w_1.weight, ff->w_1.bias, N, D, a->ff);
-    be->relu_forward(be, y->f1, y->f1, (size_t)N * a->ff);
-    be->dropout_forward(be, y->f1, y->f1, (size_t)N * a->ff, pd, seed, dstream(l, DS_FF_IN));
+    be->act_dropout_forward(be, y->f1, y->f1, (size_t)N * a->ff, 1, pd, seed, dstream(l, DS_FF_IN));
     be->linear_forward(be, a->dtmp, y->f1, ff->w_2.weight, ff->w_2.bias, N, a->ff, D);
-    be->dropout_forward(be, a->dtmp, a->dtmp, (size_t)N * D, pd, seed, dstream(l, DS_FF_OUT));
-    be->add(be, y->h_out, h2, a->dtmp, (size_t)N * D);
+    be->dropout_add(be, y->h_out, h2, a->dtmp, (size_t)N * D, 1.0, pd, seed, dstream(l, DS_FF_OUT));
 }
 
 /* The LM's input layer, teacher forced: ids_in -> h0. */
@@ -256,14 +256,14 @@ static void block_backward(asr_model *m, decoder_acts *a, int l, const float *x_
     /* Feed-forward: h_out = h2 + drop(w2(drop(relu(w1(ln3(h2)))))). */
     be->dropout_backward(be, a->dtmp, a->dh, (size_t)N * D, pd, seed, dstream(l, DS_FF_OUT));
     be->linear_backward(be, a->dff, gff->w_2.weight, gff->w_2.bias, a->dtmp, y->f1, ff->w_2.weight, N, FF, D, 0);
-    be->dropout_backward(be, a->dff, a->dff, (size_t)N * FF, pd, seed, dstream(l, DS_FF_IN));
-    be->relu_backward(be, a->dff, a->dff, y->f1, (size_t)N * FF);
+    be->act_dropout_backward(be, a->dff, a->dff, y->f1, (size_t)N * FF, 1, pd, seed, dstream(l, DS_FF_IN));
     be->linear_backward(be, a->dln, gff->w_1.weight, gff->w_1.bias, a->dff, y->ln3, ff->w_1.weight, N, D, FF, 0);
-    be->layernorm_backward(be, a->dh, g->norm3.weight, g->norm3.bias, a->dln, a->lm ? y->h1 : y->h2, p->norm3.weight,
-                           y->mean3, y->rstd3, N, D, 1);
+    /* ... and the dropout of the residual before norm3: the source attention's, or the LM's self-attention's */
+    be->layernorm_dropout_backward(be, a->dh, g->norm3.weight, g->norm3.bias, a->dtmp, a->dln, a->lm ? y->h1 : y->h2,
+                                   p->norm3.weight, y->mean3, y->rstd3, N, D, 1.0, pd, seed,
+                                   dstream(l, a->lm ? DS_SELF_OUT : DS_SRC_OUT));
     if (!a->lm) {
         /* Source attention: h2 = h1 + drop(out(att(q(ln2(h1)), k(mem), v(mem)))). */
-        be->dropout_backward(be, a->dtmp, a->dh, (size_t)N * D, pd, seed, dstream(l, DS_SRC_OUT));
         be->linear_backward(be, a->datt, gca->linear_out.weight, gca->linear_out.bias, a->dtmp, y->y2,
                             ca->linear_out.weight, N, D, D, 0);
         be->mha_backward(be, a->dq, a->dkm, a->dvm, a->datt, y->att2, y->q2, D, y->km, y->vm, D, a->hlens, B, L, T,
@@ -275,23 +275,17 @@ static void block_backward(asr_model *m, decoder_acts *a, int l, const float *x_
         be->linear_backward(be, dmem, gca->linear_v.weight, gca->linear_v.bias, a->dvm, a->mem, ca->linear_v.weight, M,
                             D, D, 1);
         *dmem_acc = 1;
-        be->layernorm_backward(be, a->dh, g->norm2.weight, g->norm2.bias, a->dln, y->h1, p->norm2.weight, y->mean2,
-                               y->rstd2, N, D, 1);
+        be->layernorm_dropout_backward(be, a->dh, g->norm2.weight, g->norm2.bias, a->dtmp, a->dln, y->h1,
+                                       p->norm2.weight, y->mean2, y->rstd2, N, D, 1.0, pd, seed,
+                                       dstream(l, DS_SELF_OUT));
     }
-    /* Self-attention: h1 = x + drop(out(att(q, k, v of ln1(x)))), causal. */
-    be->dropout_backward(be, a->dtmp, a->dh, (size_t)N * D, pd, seed, dstream(l, DS_SELF_OUT));
+    /* Self-attention: h1 = x + drop(out(att(q, k, v of ln1(x)))), causal (a->dtmp: its dropout, above). */
     be->linear_backward(be, a->datt, gsa->linear_out.weight, gsa->linear_out.bias, a->dtmp, y->y1,
                         sa->linear_out.weight, N, D, D, 0);
     be->mha_backward(be, a->dq, a->dk, a->dv, a->datt, y->att1, y->q1, D, y->k1, y->v1, D, a->lens_in, B, L, L, H,
                      D / H, ps, seed, dstream(l, DS_SELF));
-    be->linear_backward(be, a->dln, gsa->linear_q.weight, gsa->linear_q.bias, a->dq, y->ln1, sa->linear_q.weight, N,
-                        D, D, 0);
-    be->linear_backward(be, a->dln, gsa->linear_k.weight, gsa->linear_k.bias, a->dk, y->ln1, sa->linear_k.weight, N,
-                        D, D, 1);
-    be->linear_backward(be, a->dln, gsa->linear_v.weight, gsa->linear_v.bias, a->dv, y->ln1, sa->linear_v.weight, N,
-                        D, D, 1);
-    be->layernorm_backward(be, a->dh, g->norm1.weight, g->norm1.bias, a->dln, x_in, p->norm1.weight, y->mean1,
-                           y->rstd1, N, D, 1);
+    mha_input_backward(be, sa, gsa, &p->norm1, &g->norm1,
+                       &(mha_input_grads){a->dq, a->dk, a->dv, y->ln1, y->mean1, y->rstd1, x_in, a->dln, a->dh}, N, D);
 }
 
 void decoder_backward(asr_model *m, float *dhs, int acc, float scale)

@@ -57,9 +57,9 @@ void decoder_backward(asr_model *m, float *dhs, int acc, float scale);
  * prefix i). Works on models from asr_model_init and asr_model_init_inference.
  *
  * Keys and values are cached inside m: the source attention's per layer for the utterance, the
- * self-attention's per layer for every prefix scored by the previous call. A prefix whose parent
- * (itself minus its last token) or itself was scored by the previous call costs one new position;
- * any other prefix is computed whole. The caches belong to one utterance: the caller starts each
+ * self-attention's per layer for every prefix scored by the last two calls. A prefix whose parent
+ * (itself minus its last token) or itself was scored by one of them (the previous call first)
+ * costs one new position; any other prefix is computed whole. The caches belong to one utterance: the caller starts each
  * utterance with decoder_score_new_utterance (its encoder output may come in the same buffer as the
  * last one's); another hs_dev or T also empties them. Results do not depend on what is cached
  * beyond float rounding (GEMMs of other shapes). The parameters must not change while one
@@ -73,7 +73,19 @@ void decoder_score_batch(const asr_model *m, const float *hs_dev, int T, const i
  * other row counts. decoder_score_batch is this with B = 1. */
 void decoder_score_utts(const asr_model *m, const float *hs_dev, const int *hlens, int B, int T, const int *utt,
                         const int *const *prefixes, const int *lens, int n_hyps, float *logp_host);
+
+/* Sizes the caches and work buffers for up to n_hyps prefixes of up to len ids over utterances of
+ * up to T frames, so that decoder_score_batch never grows them as the prefixes lengthen (a search
+ * that knows its beam and maximum length: long-form windows of one length then reach their peak
+ * memory in the first, not in whichever hears the longest hypothesis): from then on the prefixes
+ * computed whole in one call go in groups of at most len rows. Only ever enlarges them. */
+void decoder_score_reserve(const asr_model *m, int n_hyps, int len, int T);
 /* The next decoder_score_batch call scores a new utterance: the previous one's caches are dropped. */
 void decoder_score_new_utterance(const asr_model *m);
+/* The next call's hs_dev (any buffer) and T are the utterance's encoder output grown at its end,
+ * its earlier frames unchanged (the online search, core/decode/beam_search_online.h): the source
+ * keys and values are recomputed, the prefixes' kept, as ESPnet's decoder keeps each hypothesis'
+ * cache (positions computed against the shorter output stay as they were). */
+void decoder_score_source_grew(const asr_model *m);
 
 #endif

@@ -78,6 +78,18 @@ typedef struct enc_act_store {
     enc_act_shape cap;
 } enc_act_store;
 void enc_acts_ensure(asr_model *m, const enc_act_decl *decl, enc_act_store *st, int B, int T2);
+/* What the blocks of the relative-position encoders (Conformer, E-Branchformer) share: the relative
+ * encoding after dropout (2 t - 1, d), and the attention and feed-forward part of the backward's
+ * work. enc_rel_shared_decl declares them, for an enc_act_decl's shared. */
+typedef struct enc_rel_shared {
+    float *pos;
+    float *dq, *dk, *dv, *datt, *dff, *dln, *dp;
+} enc_rel_shared;
+void enc_rel_shared_decl(const model_dims *d, enc_rel_shared *r, enc_act_list *fwd, enc_act_list *work,
+                         enc_act_shape s);
+/* The forward's relative encoding of m's T2 frames into r->pos, after its dropout (nothing without
+ * relative positions). */
+void enc_rel_pos_forward(asr_model *m, enc_rel_shared *r);
 void enc_acts_release(asr_model *m, const enc_act_decl *decl, enc_act_store *st);
 
 /* Block pieces shared by the Conformer and E-Branchformer encoders (core/nn/encoder_blocks.c).

@@ -13,6 +13,29 @@ void enc_act_add(enc_act_list *l, float **slot, size_t n)
     l->n[l->k++] = n;
 }
 
+void enc_rel_shared_decl(const model_dims *d, enc_rel_shared *r, enc_act_list *fwd, enc_act_list *work,
+                         enc_act_shape s)
+{
+    size_t D = (size_t)d->d, FF = (size_t)d->ff;
+    enc_act_add(fwd, &r->pos, s.prows * D);
+    enc_act_add(work, &r->dq, s.rows * D);
+    enc_act_add(work, &r->dk, s.rows * D);
+    enc_act_add(work, &r->dv, s.rows * D);
+    enc_act_add(work, &r->datt, s.rows * D);
+    enc_act_add(work, &r->dff, s.rows * FF);
+    enc_act_add(work, &r->dln, s.rows * D);
+    enc_act_add(work, &r->dp, s.prows * D);
+}
+
+void enc_rel_pos_forward(asr_model *m, enc_rel_shared *r)
+{
+    size_t D = (size_t)m->dims.d;
+    if (!m->dims.rel_pos || m->T2 <= 0) return;
+    m->be->relpos_encoding(m->be, r->pos, m->T2, (int)D);
+    m->be->dropout_forward(m->be, r->pos, r->pos, (size_t)(2 * m->T2 - 1) * D, enc_rates_of(m).pp, m->seed,
+                           STREAM_POS_EMB);
+}
+
 static void *block_at(const enc_act_decl *decl, const enc_act_store *st, int l)
 {
     return (char *)st->blocks + (size_t)l * decl->block_size;

@@ -3,6 +3,7 @@
  * pre-LN multi-head self-attention (relative or absolute positions), and an inference batch's
  * padding zeroed before their depthwise convolutions. Declared in core/nn/encoder.h. */
 #include "core/nn/encoder.h"
+#include "core/nn/mha_input.h"
 
 void enc_act_forward(backend *be, int act, float *y, const float *x, size_t n)
 {
@@ -41,12 +42,11 @@ void enc_ff_forward(asr_model *m, int l, int macaron, float *ln, float *mean, fl
     const nn_norm *nm = ff_norm_of(&m->w.blocks[l], macaron);
     be->layernorm_forward(be, ln, mean, rstd, x, nm->weight, nm->bias, N, D, 1e-12);
     be->linear_forward(be, pre, ln, ff->w_1.weight, ff->w_1.bias, N, D, d->ff);
-    enc_act_forward(be, d->act, post, pre, (size_t)N * d->ff);
-    be->dropout_forward(be, post, post, (size_t)N * d->ff, r.pd, m->seed, block_stream(l, site_in));
+    be->act_dropout_forward(be, post, pre, (size_t)N * d->ff, d->act == ACT_RELU, r.pd, m->seed,
+                            block_stream(l, site_in));
     be->linear_forward(be, m->dtmp, post, ff->w_2.weight, ff->w_2.bias, N, d->ff, D);
-    be->dropout_forward(be, m->dtmp, m->dtmp, (size_t)N * D, r.pd, m->seed, block_stream(l, site_out));
-    if (d->macaron) be->scale(be, m->dtmp, m->dtmp, 0.5, (size_t)N * D);
-    be->add(be, out, x, m->dtmp, (size_t)N * D);
+    be->dropout_add(be, out, x, m->dtmp, (size_t)N * D, d->macaron ? 0.5 : 1.0, r.pd, m->seed,
+                    block_stream(l, site_out));
 }
 
 void enc_ff_backward(asr_model *m, int l, int macaron, const float *ln, const float *mean, const float *rstd,
@@ -59,11 +59,11 @@ void enc_ff_backward(asr_model *m, int l, int macaron, const float *ln, const fl
     enc_rates r = enc_rates_of(m);
     const nn_ffn *ff = ff_of(&m->w.blocks[l], macaron), *gff = ff_of(&m->g.blocks[l], macaron);
     const nn_norm *nm = ff_norm_of(&m->w.blocks[l], macaron), *gnm = ff_norm_of(&m->g.blocks[l], macaron);
-    be->dropout_backward(be, m->dtmp, m->dh, (size_t)N * D, r.pd, m->seed, block_stream(l, site_out));
-    if (d->macaron) be->scale(be, m->dtmp, m->dtmp, 0.5, (size_t)N * D);
+    be->dropout_add(be, m->dtmp, NULL, m->dh, (size_t)N * D, d->macaron ? 0.5 : 1.0, r.pd, m->seed,
+                    block_stream(l, site_out));
     be->linear_backward(be, dff, gff->w_2.weight, gff->w_2.bias, m->dtmp, post, ff->w_2.weight, N, FF, D, 0);
-    be->dropout_backward(be, dff, dff, (size_t)N * FF, r.pd, m->seed, block_stream(l, site_in));
-    enc_act_backward(be, d->act, dff, dff, pre, (size_t)N * FF);
+    be->act_dropout_backward(be, dff, dff, pre, (size_t)N * FF, d->act == ACT_RELU, r.pd, m->seed,
+                             block_stream(l, site_in));
     be->linear_backward(be, dln, gff->w_1.weight, gff->w_1.bias, dff, ln, ff->w_1.weight, N, D, FF, 0);
     be->layernorm_backward(be, m->dh, gnm->weight, gnm->bias, dln, x, nm->weight, mean, rstd, N, D, 1);
 }
@@ -114,13 +114,8 @@ void enc_attn_backward(asr_model *m, int l, const enc_attn_bufs *b, const enc_at
         be->attention_backward(be, w->dq, w->dk, w->dv, w->datt, b->att, b->q, b->k, b->v, D, m->hlens, m->B, T2,
                                d->heads, D / d->heads, r.pa, m->seed, block_stream(l, site));
     }
-    const nn_linear *proj[] = {&a->linear_q, &a->linear_k, &a->linear_v};
-    const nn_linear *gproj[] = {&ga->linear_q, &ga->linear_k, &ga->linear_v};
-    const float *dproj[] = {w->dq, w->dk, w->dv};
-    for (int i = 0; i < 3; i++)
-        be->linear_backward(be, w->dln, gproj[i]->weight, gproj[i]->bias, dproj[i], b->ln, proj[i]->weight, N, D, D,
-                            i > 0);
-    be->layernorm_backward(be, m->dh, gnm->weight, gnm->bias, w->dln, x, nm->weight, b->mean, b->rstd, N, D, 1);
+    mha_input_backward(be, a, ga, nm, gnm,
+                       &(mha_input_grads){w->dq, w->dk, w->dv, b->ln, b->mean, b->rstd, x, w->dln, m->dh}, N, D);
 }
 
 void enc_zero_padding(const asr_model *m, float *x, int C)

@@ -34,10 +34,9 @@ typedef struct cblock {
 
 struct encoder_acts {
     cblock *blocks;
-    float *pos;                   /* the relative encoding after dropout (2 T2 - 1, d) */
+    enc_rel_shared rel;           /* the relative encoding, and backward work the blocks share */
     enc_act_store store;          /* blocks, and the shape they fit */
-    /* Backward work. */
-    float *dq, *dk, *dv, *datt, *dff, *dln, *dp, *d2, *dc, *dc2;
+    float *d2, *dc, *dc2;         /* backward work of the convolution module */
 };
 
 /* What a block keeps for the backward, at shape s. */
@@ -68,15 +67,8 @@ static void block_kept(const model_dims *d, void *block, enc_act_list *kept, enc
 static void shared(asr_model *m, enc_act_list *fwd, enc_act_list *work, enc_act_shape s)
 {
     encoder_acts *e = m->enc;
-    size_t rows = s.rows, prows = s.prows, D = (size_t)m->dims.d, FF = (size_t)m->dims.ff;
-    enc_act_add(fwd, &e->pos, prows * D);
-    enc_act_add(work, &e->dq, rows * D);
-    enc_act_add(work, &e->dk, rows * D);
-    enc_act_add(work, &e->dv, rows * D);
-    enc_act_add(work, &e->datt, rows * D);
-    enc_act_add(work, &e->dff, rows * FF);
-    enc_act_add(work, &e->dln, rows * D);
-    enc_act_add(work, &e->dp, prows * D);
+    size_t rows = s.rows, D = (size_t)m->dims.d;
+    enc_rel_shared_decl(&m->dims, &e->rel, fwd, work, s);
     enc_act_add(work, &e->d2, rows * 2 * D);
     enc_act_add(work, &e->dc, rows * D);
     enc_act_add(work, &e->dc2, rows * D);
@@ -122,9 +114,8 @@ static void mha_forward(asr_model *m, int l, cblock *b, const float *x)
     backend *be = m->be;
     size_t nd = (size_t)m->B * m->T2 * m->dims.d;
     enc_attn_bufs ab = attn_bufs(b);
-    enc_attn_forward(m, l, &ab, m->enc->pos, x, m->dtmp, SITE_ATT);
-    be->dropout_forward(be, m->dtmp, m->dtmp, nd, enc_rates_of(m).pd, m->seed, block_stream(l, SITE_ATT_OUT));
-    be->add(be, b->h_a, x, m->dtmp, nd);
+    enc_attn_forward(m, l, &ab, m->enc->rel.pos, x, m->dtmp, SITE_ATT);
+    be->dropout_add(be, b->h_a, x, m->dtmp, nd, 1.0, enc_rates_of(m).pd, m->seed, block_stream(l, SITE_ATT_OUT));
 }
 
 static void mha_backward(asr_model *m, int l, const cblock *b, const float *x)
@@ -133,7 +124,7 @@ static void mha_backward(asr_model *m, int l, const cblock *b, const float *x)
     encoder_acts *e = m->enc;
     size_t nd = (size_t)m->B * m->T2 * m->dims.d;
     enc_attn_bufs ab = attn_bufs(b);
-    enc_attn_work w = {e->pos, e->dq, e->dk, e->dv, e->datt, e->dp, e->dln};
+    enc_attn_work w = {e->rel.pos, e->rel.dq, e->rel.dk, e->rel.dv, e->rel.datt, e->rel.dp, e->rel.dln};
     be->dropout_backward(be, m->dtmp, m->dh, nd, enc_rates_of(m).pd, m->seed, block_stream(l, SITE_ATT_OUT));
     enc_attn_backward(m, l, &ab, &w, x, m->dtmp, SITE_ATT);
 }
@@ -163,8 +154,7 @@ static void conv_forward(asr_model *m, int l, cblock *b, const float *x)
     enc_act_forward(m->be, m->dims.act, b->cact, b->bn, (size_t)N * D);
     be->linear_forward(be, m->dtmp, b->cact, p->conv_module.pointwise_conv2.weight,
                        p->conv_module.pointwise_conv2.bias, N, D, D);
-    be->dropout_forward(be, m->dtmp, m->dtmp, (size_t)N * D, r.pd, m->seed, block_stream(l, SITE_CONV_OUT));
-    be->add(be, b->h_c, x, m->dtmp, (size_t)N * D);
+    be->dropout_add(be, b->h_c, x, m->dtmp, (size_t)N * D, 1.0, r.pd, m->seed, block_stream(l, SITE_CONV_OUT));
 }
 
 static void conv_backward(asr_model *m, int l, const cblock *b, const float *x)
@@ -190,8 +180,8 @@ static void conv_backward(asr_model *m, int l, const cblock *b, const float *x)
     be->dwconv1d_backward(be, e->dc, gdw->weight, gdw->bias, e->dc2, b->glu, dw->weight, m->B, m->T2, D,
                           d->cnn_kernel);
     be->glu_backward(be, e->d2, e->dc, b->pw1, N, D);
-    be->linear_backward(be, e->dln, gpw1->weight, gpw1->bias, e->d2, b->ln_c, pw1->weight, N, D, 2 * D, 0);
-    be->layernorm_backward(be, m->dh, g->norm_conv.weight, g->norm_conv.bias, e->dln, x, p->norm_conv.weight,
+    be->linear_backward(be, e->rel.dln, gpw1->weight, gpw1->bias, e->d2, b->ln_c, pw1->weight, N, D, 2 * D, 0);
+    be->layernorm_backward(be, m->dh, g->norm_conv.weight, g->norm_conv.bias, e->rel.dln, x, p->norm_conv.weight,
                            b->mean_c, b->rstd_c, N, D, 1);
 }
 
@@ -211,11 +201,7 @@ static const float *forward(asr_model *m)
     backend *be = m->be;
     encoder_acts *e = m->enc;
     int N = m->B * m->T2, D = d->d;
-    if (d->rel_pos && m->T2 > 0) {
-        size_t np = (size_t)(2 * m->T2 - 1) * D;
-        be->relpos_encoding(be, e->pos, m->T2, D);
-        be->dropout_forward(be, e->pos, e->pos, np, enc_rates_of(m).pp, m->seed, STREAM_POS_EMB);
-    }
+    enc_rel_pos_forward(m, &e->rel);
     for (int l = 0; l < d->blocks; l++) {
         cblock *b = &e->blocks[l];
         const float *x = block_input(m, l);
@@ -255,17 +241,17 @@ static void backward(asr_model *m)
         interctc_before_block_backward(m, l);
         if (d->use_cnn) {
             const nn_norm *nf = &m->w.blocks[l].norm_final, *gnf = &m->g.blocks[l].norm_final;
-            be->layernorm_backward(be, e->dln, gnf->weight, gnf->bias, m->dh, b->h_f, nf->weight, b->mean_o, b->rstd_o,
+            be->layernorm_backward(be, e->rel.dln, gnf->weight, gnf->bias, m->dh, b->h_f, nf->weight, b->mean_o, b->rstd_o,
                                    N, D, 0);
-            be->copy(be, m->dh, e->dln, (size_t)N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
+            be->copy(be, m->dh, e->rel.dln, (size_t)N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
         }
         enc_ff_backward(m, l, 0, b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, xc, SITE_FF_IN, SITE_FF_OUT,
-                        e->dff, e->dln);
+                        e->rel.dff, e->rel.dln);
         if (d->use_cnn) conv_backward(m, l, b, b->h_a);
         mha_backward(m, l, b, xa);
         if (d->macaron)
             enc_ff_backward(m, l, 1, b->ln_m, b->mean_m, b->rstd_m, b->fm_pre, b->fm_act, x0, SITE_FFM_IN,
-                            SITE_FFM_OUT, e->dff, e->dln);
+                            SITE_FFM_OUT, e->rel.dff, e->rel.dln);
         asr_model_block_grads_final(m, l);
     }
 }

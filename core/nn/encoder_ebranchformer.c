@@ -39,10 +39,9 @@ struct encoder_acts {
     eblock *blocks;
     const float **out;            /* each block's output of the last forward (its input when dropped) */
     unsigned char *dropped;       /* layer drop of the last forward */
-    float *pos;                   /* the relative encoding after dropout (2 T2 - 1, d) */
+    enc_rel_shared rel;           /* the relative encoding, and backward work the blocks share */
     enc_act_store store;          /* blocks, and the shape they fit */
-    /* Backward work. */
-    float *dq, *dk, *dv, *datt, *dff, *dln, *dp, *d2a, *d2b, *e1, *e2, *e3;
+    float *d2a, *d2b, *e1, *e2, *e3; /* backward work of the merge and the cgMLP branch */
 };
 
 /* What a block keeps for the backward, at shape s. */
@@ -77,15 +76,8 @@ static void block_kept(const model_dims *d, void *block, enc_act_list *kept, enc
 static void shared(asr_model *m, enc_act_list *fwd, enc_act_list *work, enc_act_shape s)
 {
     encoder_acts *e = m->enc;
-    size_t rows = s.rows, prows = s.prows, D = (size_t)m->dims.d, FF = (size_t)m->dims.ff, H = (size_t)m->dims.cgmlp_units / 2;
-    enc_act_add(fwd, &e->pos, prows * D);
-    enc_act_add(work, &e->dq, rows * D);
-    enc_act_add(work, &e->dk, rows * D);
-    enc_act_add(work, &e->dv, rows * D);
-    enc_act_add(work, &e->datt, rows * D);
-    enc_act_add(work, &e->dff, rows * FF);
-    enc_act_add(work, &e->dln, rows * D);
-    enc_act_add(work, &e->dp, prows * D);
+    size_t rows = s.rows, D = (size_t)m->dims.d, H = (size_t)m->dims.cgmlp_units / 2;
+    enc_rel_shared_decl(&m->dims, &e->rel, fwd, work, s);
     enc_act_add(work, &e->d2a, rows * 2 * D);
     enc_act_add(work, &e->d2b, rows * 2 * D);
     enc_act_add(work, &e->e1, rows * H);
@@ -133,7 +125,7 @@ static enc_attn_bufs attn_bufs(const eblock *b)
 static void attn_forward(asr_model *m, int l, eblock *b, const float *x, float *out)
 {
     enc_attn_bufs ab = attn_bufs(b);
-    enc_attn_forward(m, l, &ab, m->enc->pos, x, out, SITE_ATT);
+    enc_attn_forward(m, l, &ab, m->enc->rel.pos, x, out, SITE_ATT);
 }
 
 /* dy: the gradient of attn_forward's out; m->dh gains the branch's gradient of x. */
@@ -141,7 +133,7 @@ static void attn_backward(asr_model *m, int l, const eblock *b, const float *x, 
 {
     encoder_acts *e = m->enc;
     enc_attn_bufs ab = attn_bufs(b);
-    enc_attn_work w = {e->pos, e->dq, e->dk, e->dv, e->datt, e->dp, e->dln};
+    enc_attn_work w = {e->rel.pos, e->rel.dq, e->rel.dk, e->rel.dv, e->rel.datt, e->rel.dp, e->rel.dln};
     enc_attn_backward(m, l, &ab, &w, x, dy, SITE_ATT);
 }
 
@@ -207,9 +199,9 @@ static void cgmlp_backward(asr_model *m, int l, const eblock *b, const float *x,
                            p->cgmlp.csgu.norm.weight, b->mean_n, b->rstd_n, N, H, 0);
     be->gelu_backward(be, dgc, dgc, b->pg, nh);
     be->gelu_backward(be, e->e2, e->e2, b->pr, nh);
-    be->linear_backward(be, e->dln, gw1, gb1, e->e2, b->ln_g, w1, N, D, H, 0);
-    be->linear_backward(be, e->dln, gw1 + (size_t)H * D, gb1 + H, dgc, b->ln_g, w1 + (size_t)H * D, N, D, H, 1);
-    be->layernorm_backward(be, m->dh, g->norm_mlp.weight, g->norm_mlp.bias, e->dln, x, p->norm_mlp.weight, b->mean_g,
+    be->linear_backward(be, e->rel.dln, gw1, gb1, e->e2, b->ln_g, w1, N, D, H, 0);
+    be->linear_backward(be, e->rel.dln, gw1 + (size_t)H * D, gb1 + H, dgc, b->ln_g, w1 + (size_t)H * D, N, D, H, 1);
+    be->layernorm_backward(be, m->dh, g->norm_mlp.weight, g->norm_mlp.bias, e->rel.dln, x, p->norm_mlp.weight, b->mean_g,
                            b->rstd_g, N, D, 1);
 }
 
@@ -231,8 +223,7 @@ static void branches_forward(asr_model *m, int l, eblock *b, const float *x)
                          m->T2, 2 * D, d->merge_kernel);
     be->add(be, b->fus, b->fus, b->cat, 2 * nd);
     be->linear_forward(be, m->dtmp, b->fus, p->merge_proj.weight, p->merge_proj.bias, N, 2 * D, D);
-    be->dropout_forward(be, m->dtmp, m->dtmp, nd, r.pd, m->seed, block_stream(l, SITE_MERGE));
-    be->add(be, b->h_mg, x, m->dtmp, nd);
+    be->dropout_add(be, b->h_mg, x, m->dtmp, nd, 1.0, r.pd, m->seed, block_stream(l, SITE_MERGE));
 }
 
 static void branches_backward(asr_model *m, int l, const eblock *b, const float *x)
@@ -275,11 +266,7 @@ static const float *forward(asr_model *m)
     backend *be = m->be;
     encoder_acts *e = m->enc;
     int N = m->B * m->T2, D = d->d;
-    if (d->rel_pos && m->T2 > 0) {
-        size_t np = (size_t)(2 * m->T2 - 1) * D;
-        be->relpos_encoding(be, e->pos, m->T2, D);
-        be->dropout_forward(be, e->pos, e->pos, np, enc_rates_of(m).pp, m->seed, STREAM_POS_EMB);
-    }
+    enc_rel_pos_forward(m, &e->rel);
     for (int l = 0; l < d->blocks; l++) {
         eblock *b = &e->blocks[l];
         const float *x = block_input(m, l);
@@ -323,16 +310,16 @@ static void backward(asr_model *m)
         const float *x0 = block_input(m, l), *xb = d->use_ffn && d->macaron ? b->h_m : x0;
         interctc_before_block_backward(m, l);
         const nn_norm *nf = &m->w.blocks[l].norm_final, *gnf = &m->g.blocks[l].norm_final;
-        be->layernorm_backward(be, e->dln, gnf->weight, gnf->bias, m->dh, d->use_ffn ? b->h_f : b->h_mg, nf->weight,
+        be->layernorm_backward(be, e->rel.dln, gnf->weight, gnf->bias, m->dh, d->use_ffn ? b->h_f : b->h_mg, nf->weight,
                                b->mean_o, b->rstd_o, N, D, 0);
-        be->copy(be, m->dh, e->dln, (size_t)N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
+        be->copy(be, m->dh, e->rel.dln, (size_t)N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
         if (d->use_ffn)
             enc_ff_backward(m, l, 0, b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, b->h_mg, SITE_FF_IN,
-                            SITE_FF_OUT, e->dff, e->dln);
+                            SITE_FF_OUT, e->rel.dff, e->rel.dln);
         branches_backward(m, l, b, xb);
         if (d->use_ffn && d->macaron)
             enc_ff_backward(m, l, 1, b->ln_m, b->mean_m, b->rstd_m, b->fm_pre, b->fm_act, x0, SITE_FFM_IN,
-                            SITE_FFM_OUT, e->dff, e->dln);
+                            SITE_FFM_OUT, e->rel.dff, e->rel.dln);
         asr_model_block_grads_final(m, l);
     }
 }

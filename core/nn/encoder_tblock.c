@@ -5,6 +5,7 @@
  * The Transformer encoder (core/nn/encoder_transformer.c) runs it on (B, T2), the contextual block
  * encoder (core/nn/encoder_contextual.c) over its blocks of frames. */
 #include "core/nn/encoder.h"
+#include "core/nn/mha_input.h"
 
 enum { SITE_ATT = 0, SITE_ATT_OUT = 1, SITE_FF_IN = 2, SITE_FF_OUT = 3 };
 
@@ -43,16 +44,12 @@ void tblock_forward(asr_model *m, int l, const tblock_acts *b, const float *x, f
     be->attention_forward(be, b->atty, b->att, b->q, b->k, b->v, D, lens, nb, t, d->heads, D / d->heads, r.pa, seed,
                           block_stream(l, SITE_ATT));
     be->linear_forward(be, tmp, b->atty, sa->linear_out.weight, sa->linear_out.bias, N, D, D);
-    be->dropout_forward(be, tmp, tmp, (size_t)N * D, r.pd, seed, block_stream(l, SITE_ATT_OUT));
-    be->add(be, b->h1, x, tmp, (size_t)N * D);
-
-    be->layernorm_forward(be, b->ln2, b->mean2, b->rstd2, b->h1, p->norm2.weight, p->norm2.bias, N, D, 1e-12);
+    be->dropout_add_layernorm(be, b->h1, b->ln2, b->mean2, b->rstd2, x, tmp, p->norm2.weight, p->norm2.bias, N, D,
+                              1e-12, 1.0, r.pd, seed, block_stream(l, SITE_ATT_OUT));
     be->linear_forward(be, b->f1, b->ln2, p->feed_forward.w_1.weight, p->feed_forward.w_1.bias, N, D, d->ff);
-    be->relu_forward(be, b->f1, b->f1, (size_t)N * d->ff);
-    be->dropout_forward(be, b->f1, b->f1, (size_t)N * d->ff, r.pd, seed, block_stream(l, SITE_FF_IN));
+    be->act_dropout_forward(be, b->f1, b->f1, (size_t)N * d->ff, 1, r.pd, seed, block_stream(l, SITE_FF_IN));
     be->linear_forward(be, tmp, b->f1, p->feed_forward.w_2.weight, p->feed_forward.w_2.bias, N, d->ff, D);
-    be->dropout_forward(be, tmp, tmp, (size_t)N * D, r.pd, seed, block_stream(l, SITE_FF_OUT));
-    be->add(be, b->h_out, b->h1, tmp, (size_t)N * D);
+    be->dropout_add(be, b->h_out, b->h1, tmp, (size_t)N * D, 1.0, r.pd, seed, block_stream(l, SITE_FF_OUT));
 }
 
 void tblock_backward(asr_model *m, int l, const tblock_acts *b, const tblock_work *w, const float *x, float *dh,
@@ -69,24 +66,16 @@ void tblock_backward(asr_model *m, int l, const tblock_acts *b, const tblock_wor
     be->dropout_backward(be, w->tmp, dh, (size_t)N * D, r.pd, seed, block_stream(l, SITE_FF_OUT));
     be->linear_backward(be, w->dff, g->feed_forward.w_2.weight, g->feed_forward.w_2.bias, w->tmp, b->f1,
                         p->feed_forward.w_2.weight, N, FF, D, 0);
-    be->dropout_backward(be, w->dff, w->dff, (size_t)N * FF, r.pd, seed, block_stream(l, SITE_FF_IN));
-    be->relu_backward(be, w->dff, w->dff, b->f1, (size_t)N * FF);
+    be->act_dropout_backward(be, w->dff, w->dff, b->f1, (size_t)N * FF, 1, r.pd, seed, block_stream(l, SITE_FF_IN));
     be->linear_backward(be, w->dln, g->feed_forward.w_1.weight, g->feed_forward.w_1.bias, w->dff, b->ln2,
                         p->feed_forward.w_1.weight, N, D, FF, 0);
-    be->layernorm_backward(be, dh, g->norm2.weight, g->norm2.bias, w->dln, b->h1, p->norm2.weight, b->mean2, b->rstd2,
-                           N, D, 1);
-    /* Attention branch: h1 = x + drop(linear_out(att(q, k, v))). */
-    be->dropout_backward(be, w->tmp, dh, (size_t)N * D, r.pd, seed, block_stream(l, SITE_ATT_OUT));
+    /* ... and the attention branch's dropout: h1 = x + drop(linear_out(att(q, k, v))). */
+    be->layernorm_dropout_backward(be, dh, g->norm2.weight, g->norm2.bias, w->tmp, w->dln, b->h1, p->norm2.weight,
+                                   b->mean2, b->rstd2, N, D, 1.0, r.pd, seed, block_stream(l, SITE_ATT_OUT));
     be->linear_backward(be, w->datt, gsa->linear_out.weight, gsa->linear_out.bias, w->tmp, b->atty,
                         sa->linear_out.weight, N, D, D, 0);
     be->attention_backward(be, w->dq, w->dk, w->dv, w->datt, b->att, b->q, b->k, b->v, D, lens, nb, t, d->heads,
                            D / d->heads, r.pa, seed, block_stream(l, SITE_ATT));
-    be->linear_backward(be, w->dln, gsa->linear_q.weight, gsa->linear_q.bias, w->dq, b->ln1, sa->linear_q.weight, N,
-                        D, D, 0);
-    be->linear_backward(be, w->dln, gsa->linear_k.weight, gsa->linear_k.bias, w->dk, b->ln1, sa->linear_k.weight, N,
-                        D, D, 1);
-    be->linear_backward(be, w->dln, gsa->linear_v.weight, gsa->linear_v.bias, w->dv, b->ln1, sa->linear_v.weight, N,
-                        D, D, 1);
-    be->layernorm_backward(be, dh, g->norm1.weight, g->norm1.bias, w->dln, x, p->norm1.weight, b->mean1, b->rstd1, N,
-                           D, 1);
+    mha_input_backward(be, sa, gsa, &p->norm1, &g->norm1,
+                       &(mha_input_grads){w->dq, w->dk, w->dv, b->ln1, b->mean1, b->rstd1, x, w->dln, dh}, N, D);
 }

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/nn/lstm_seq.h"
+
 /* Dropout sites: streams apart from the encoder's and the decoder's. */
 enum { RSTREAM_EMBED = 60000, RSTREAM_BETWEEN = 60001, RSTREAM_OUT = 60100 };
 
@@ -175,19 +177,10 @@ static void layer_input(asr_model *m, int l)
 /* One LSTM layer over all positions: its input -> y->hbuf (h) and y->c. */
 static void layer_forward(asr_model *m, int l)
 {
-    backend *be = m->be;
     lm_rnn *r = m->rnn;
     rnn_layer *y = &r->layers[l];
-    int B = r->B, H = r->H, G = 4 * H;
     layer_input(m, l);
-    be->fill(be, y->hbuf, 0, (size_t)B * H * sizeof(float)); /* the zero initial state */
-    for (int t = 0; t < r->L; t++) {
-        size_t s = (size_t)t * B;
-        float *g = r->p + s * G;
-        if (t) be->gemm(be, 0, 1, B, G, H, 1.0f, y->hbuf + s * H, H, m->w.rnn_lm.rnn[l].weight_hh, H, 1.0f, g, G);
-        be->lstm_cell_forward(be, y->hbuf + (s + B) * H, y->c + s * H, y->act + s * G, g,
-                              t ? y->c + (s - B) * H : NULL, B, H);
-    }
+    lstm_seq_forward(m->be, &m->w.rnn_lm.rnn[l], r->p, &(lstm_seq_acts){y->hbuf, y->c, y->act}, r->B, r->L, r->H);
 }
 
 double lm_rnn_loss(asr_model *m, const int *labels, const int *label_lens, int stride, int B, int train,
@@ -247,25 +240,11 @@ static void layer_input_backward(asr_model *m, int l)
  * the recurrent part in place); the gradient of its input lands as layer_input_backward says. */
 static void layer_backward(asr_model *m, int l)
 {
-    backend *be = m->be;
     lm_rnn *r = m->rnn;
     rnn_layer *y = &r->layers[l];
-    int B = r->B, H = r->H, G = 4 * H, cur = 0;
-    size_t N = (size_t)B * r->L;
-    const lstm_tensors *w = &m->w.rnn_lm.rnn[l], *gw = &m->g.rnn_lm.rnn[l];
-    for (int t = r->L - 1; t >= 0; t--) {
-        size_t s = (size_t)t * B;
-        /* dc[cur] holds the gradient of c_t from step t + 1 (none at the last step). */
-        be->lstm_cell_backward(be, r->dgates + s * G, t ? r->dc[!cur] : NULL, r->dh + s * H,
-                               t < r->L - 1 ? r->dc[cur] : NULL, y->act + s * G, t ? y->c + (s - B) * H : NULL,
-                               y->c + s * H, B, H);
-        cur = !cur;
-        if (t) /* dh_{t-1} += dgates_t W_hh */
-            be->gemm(be, 0, 0, B, H, G, 1.0f, r->dgates + s * G, G, w->weight_hh, H, 1.0f, r->dh + (s - B) * H, H);
-    }
+    lstm_seq_backward(m->be, &m->w.rnn_lm.rnn[l], &m->g.rnn_lm.rnn[l], r->dgates, r->dh, r->dc,
+                      &(lstm_seq_acts){y->hbuf, y->c, y->act}, r->B, r->L, r->H);
     layer_input_backward(m, l);
-    /* W_hh saw h_{t-1}: hbuf's rows 0 .. N - 1 (the zero state first). */
-    be->linear_backward(be, NULL, gw->weight_hh, gw->bias_hh, r->dgates, y->hbuf, w->weight_hh, (int)N, H, G, 0);
 }
 
 void lm_rnn_backward(asr_model *m, float scale)
@@ -335,22 +314,14 @@ static void step(const asr_model *m, rnn_score *s, const int *ids, int k, int ze
 {
     backend *be = m->be;
     const lm_rnn *r = m->rnn;
-    int U = r->U, H = r->H, G = 4 * H;
+    int U = r->U, H = r->H;
     size_t kh = (size_t)k * H;
     ESP_CHECK(!zero_state || k == 1);
     be->embedding_forward(be, s->x, m->w.rnn_lm.encoder, ids, k, r->V, U);
     for (int l = 0; l < r->nl; l++) {
         const float *x = l == 0 ? s->x : s->hn + (l - 1) * kh;
-        const lstm_tensors *w = &m->w.rnn_lm.rnn[l];
-        be->linear_forward(be, s->g, x, w->weight_ih, w->bias_ih, k, l == 0 ? U : H, G);
-        if (zero_state) {
-            be->add(be, s->g, s->g, w->bias_hh, (size_t)G); /* k is 1 here */
-        } else {
-            be->linear_forward(be, s->g2, s->hp + l * kh, w->weight_hh, w->bias_hh, k, H, G);
-            be->add(be, s->g, s->g, s->g2, (size_t)k * G);
-        }
-        be->lstm_cell_forward(be, s->hn + l * kh, s->cn + l * kh, s->act, s->g, zero_state ? NULL : s->cp + l * kh, k,
-                              H);
+        lstm_seq_step(be, &m->w.rnn_lm.rnn[l], x, l == 0 ? U : H, zero_state ? NULL : s->hp + l * kh,
+                      zero_state ? NULL : s->cp + l * kh, s->hn + l * kh, s->cn + l * kh, s->g, s->g2, s->act, k, H);
     }
 }
 

@@ -13,6 +13,7 @@
 #include "core/nn/decoder_transformer.h"
 #include "core/nn/encoder.h"
 #include "core/nn/lm_rnn.h"
+#include "core/nn/transducer.h"
 
 static const encoder_impl *encoder_of(const asr_model *m)
 {
@@ -62,6 +63,7 @@ void asr_model_init(asr_model *m, backend *be, const model_dims *d, const model_
     init_buffers(m);
     if (d->dec_blocks > 0) m->dec = decoder_new(m);
     if (d->lm == LM_SEQ_RNN) m->rnn = lm_rnn_new(m);
+    if (d->tr_layers > 0) m->tr = transducer_new(m);
 }
 
 void asr_model_init_inference(asr_model *m, backend *be, const model_dims *d)
@@ -76,6 +78,7 @@ void asr_model_init_inference(asr_model *m, backend *be, const model_dims *d)
     init_buffers(m);
     if (d->dec_blocks > 0) m->dec = decoder_new(m);
     if (d->lm == LM_SEQ_RNN) m->rnn = lm_rnn_new(m);
+    if (d->tr_layers > 0) m->tr = transducer_new(m);
 }
 
 /* The input layer's and the head's buffers (the encoder frees its own). */
@@ -100,6 +103,7 @@ void asr_model_free(asr_model *m)
     encoder_of(m)->destroy(m);
     decoder_free(m->be, m->dec);
     lm_rnn_free(m->be, m->rnn);
+    transducer_free(m->be, m->tr);
     m->be->free(m->be, m->sync_dev);
     m->be->free(m->be, m->params);
     m->be->free(m->be, m->grads);
@@ -178,6 +182,7 @@ void asr_model_reserve(asr_model *m, int B, int T, int Lmax)
     if (m->dims.lm) return;
     ensure_acts(m, B, T);
     if (m->dec) decoder_reserve(m, B, Lmax + 1, input_layer_out_len(m->dims.input_layer, T));
+    if (m->tr) transducer_reserve(m, B, input_layer_out_len(m->dims.input_layer, T), Lmax);
 }
 
 /* ---- forward --------------------------------------------------------------------------------- */
@@ -239,7 +244,7 @@ const float *asr_model_embed(asr_model *m, const float *feats, int B, int T)
 double asr_model_loss(asr_model *m, const int *labels, const int *label_lens, int stride, double *losses)
 {
     m->labels = labels, m->label_lens = label_lens, m->label_stride = stride;
-    m->loss_ctc = m->loss_att = NAN;
+    m->loss_ctc = m->loss_att = m->loss_transducer = NAN;
     m->att_correct = m->att_tokens = 0;
     if (m->rnn) {
         prof_layer outer = backend_profile_enter(m->be, PROF_LAYER_LM);
@@ -256,6 +261,12 @@ double asr_model_loss(asr_model *m, const int *labels, const int *label_lens, in
         m->loss_ctc = m->be->ctc_loss_forward(m->be, losses, m->logp, m->hlens, labels, label_lens, stride, m->B,
                                               m->T2, m->dims.vocab, !m->rates.ctc_keep_inf);
     double iw = m->rates.interctc_weight, ctc = isnan(ic) ? m->loss_ctc : (1 - iw) * m->loss_ctc + iw * ic;
+    if (m->tr) { /* ESPnetASRModel: loss_transducer + ctc_weight * loss_ctc */
+        backend_profile_enter(m->be, PROF_LAYER_DECODER);
+        m->loss_transducer = transducer_loss(m, m->lnf, m->B, m->T2, labels, label_lens, stride, m->train, m->seed);
+        backend_profile_leave(m->be, outer);
+        return m->dims.no_ctc ? m->loss_transducer : m->loss_transducer + m->rates.ctc_weight * ctc;
+    }
     if (!m->dec) {
         backend_profile_leave(m->be, outer);
         return ctc;
@@ -332,7 +343,7 @@ void asr_model_backward(asr_model *m, float dloss)
     }
 
     /* m->dtmp gets the gradient of the encoder output from the CTC branch, then the decoder's. */
-    float w = m->rates.ctc_weight, dloss_ctc = m->dec ? dloss * w : dloss;
+    float w = m->rates.ctc_weight, dloss_ctc = m->dec || m->tr ? dloss * w : dloss;
     prof_layer outer = backend_profile_enter(be, PROF_LAYER_CTC_LOSS);
     interctc_backward_begin(m, dloss_ctc);
     if (!d->no_ctc) {
@@ -347,6 +358,7 @@ void asr_model_backward(asr_model *m, float dloss)
     }
     backend_profile_enter(be, d->lm ? PROF_LAYER_LM : PROF_LAYER_DECODER);
     if (m->dec) decoder_backward(m, m->dtmp, !d->no_ctc, d->no_ctc ? dloss : dloss * (1 - w));
+    if (m->tr) transducer_backward(m, m->dtmp, !d->no_ctc, dloss);
     if (d->lm) {
         report_final(m, NULL, 0, 0);
         backend_profile_leave(be, outer);

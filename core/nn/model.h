@@ -15,7 +15,8 @@
  *   -> CTC loss (blank 0, sum over the batch / B, zero_infinity).
  * With model.decoder: transformer, the encoder output (after after_norm) also feeds ESPnet2's
  * TransformerDecoder (core/nn/decoder_transformer.h) and the loss is ESPnetASRModel's joint
- * CTC/attention loss.
+ * CTC/attention loss. With model.decoder: transducer, it feeds ESPnet2's transducer decoder and
+ * joint network instead (core/nn/transducer.h; loss_transducer + ctc_weight * loss_ctc).
  * Encoder output lengths use the exact conv formula per utterance (input_layer_out_len: e.g.
  * ((L - 1) // 2 - 1) // 2 for conv2d), so results do not depend on batch padding (ESPnet2 slices
  * the padded mask instead; both agree at batch size 1). Parameters and gradients are flat buffers
@@ -47,6 +48,9 @@ typedef struct model_rates {
     float lsm_weight;    /* label smoothing of loss_att */
     int length_normalized_loss; /* loss_att / tokens instead of / batch size */
     float interctc_weight; /* model_conf.interctc_weight (core/nn/interctc.h) */
+    /* The transducer decoder's (decoder_conf.dropout_embed, dropout; core/nn/transducer.h). With a
+     * transducer the loss is loss_transducer + ctc_weight * loss_ctc, as ESPnetASRModel's. */
+    float tr_dropout_embed, tr_dropout;
 } model_rates;
 
 /* trainer.sync_batchnorm (torch's SyncBatchNorm): all_reduce sums n host floats over every rank in
@@ -61,6 +65,7 @@ typedef struct encoder_acts encoder_acts; /* the encoder's own activations (core
 typedef struct decoder_acts decoder_acts;
 typedef struct lm_rnn lm_rnn;             /* a SequentialRNNLM's state (core/nn/lm_rnn.h) */
 typedef struct interctc_acts interctc_acts; /* intermediate CTC's activations (core/nn/interctc.c) */
+typedef struct transducer_acts transducer_acts; /* the transducer's (core/nn/transducer.c) */
 
 typedef struct asr_model {
     model_dims dims;
@@ -108,12 +113,13 @@ typedef struct asr_model {
      * att_correct / att_tokens are th_accuracy's numerator and denominator. */
     decoder_acts *dec;
     lm_rnn *rnn;             /* dims.lm LM_SEQ_RNN: the LSTM LM (core/nn/lm_rnn.h), else NULL */
+    transducer_acts *tr;     /* dims.tr_layers > 0: the transducer decoder and joint network, else NULL */
     /* trainer.sync_batchnorm (core/nn/encoder_syncbn.c): the hook, a device scratch of 4 x d floats
      * and the rows of the last synchronized forward over all ranks. */
     bn_sync sync;
     float *sync_dev;
     double sync_count;
-    double loss_ctc, loss_att;
+    double loss_ctc, loss_att, loss_transducer; /* NAN for a branch the model does not have */
     double loss_interctc[MODEL_MAX_INTERCTC]; /* each intermediate layer's CTC loss (with interctc_weight) */
     int64_t att_correct, att_tokens;
     /* Set by the trainer for the backward before a step (DDP buckets overlapped with it): called
@@ -164,7 +170,8 @@ const float *asr_model_embed(asr_model *m, const float *feats, int B, int T);
  * loss_ctc + (1 - ctc_weight) * loss_att (loss_att alone without a CTC branch); m->loss_ctc,
  * loss_att, att_correct and att_tokens hold the parts. With intermediate CTC (interctc_weight w), the
  * CTC branch's loss is (1 - w) * loss_ctc + w * the mean of m->loss_interctc (loss_ctc stays the
- * final layer's, as ESPnet2's stats). */
+ * final layer's, as ESPnet2's stats). With a transducer: loss_transducer (m->loss_transducer) +
+ * ctc_weight * the CTC branch's loss (loss_transducer alone without a CTC branch). */
 double asr_model_loss(asr_model *m, const int *labels, const int *label_lens, int stride, double *losses);
 /* A language model's (dims.lm) beam-search step: the next-token log-probs of n prefixes (host,
  * each starting with <sos>) into logp_host (n x vocab), by its class's step (decoder_score_batch

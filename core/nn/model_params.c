@@ -343,6 +343,32 @@ static void add_decoder(param_table *t, const model_dims *d)
     }
 }
 
+/* ESPnet2's TransducerDecoder (decoder.embed, decoder.decoder.<l>: single-layer torch.nn.LSTMs,
+ * suffix _l0) and the ASR task's JointNetwork (joint_network.lin_enc, lin_dec, lin_out), in the
+ * state dict's order. The embedding's padding_idx is the blank (0). */
+static void add_transducer(param_table *t, const model_dims *d)
+{
+    int64_t H = d->tr_hidden, G = 4 * H, J = d->tr_joint;
+    ADD(t, "decoder.embed.weight", 0, d->vocab, H);
+    t->items[t->n - 1].is_embedding = 1;
+    t->items[t->n - 1].zero_row0 = 1;
+    double bound = 1.0 / sqrt((double)H);
+    for (int l = 0; l < d->tr_layers; l++) {
+        static const char *const leaf[] = {"weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"};
+        for (int k = 0; k < 4; k++) {
+            char n[96];
+            snprintf(n, sizeof n, "decoder.decoder.%d.%s", l, leaf[k]);
+            if (k < 2) ADD(t, n, 0, G, H);
+            else ADD(t, n, 0, G);
+            t->items[t->n - 1].uniform_bound = bound;
+        }
+    }
+    add_linear(t, "joint_network.lin_enc", J, d->d);
+    if (d->tr_no_dec_bias) ADD(t, "joint_network.lin_dec.weight", 0, J, H);
+    else add_linear(t, "joint_network.lin_dec", J, H);
+    add_linear(t, "joint_network.lin_out", d->vocab, J);
+}
+
 /* The input layer's parameters in ESPnet2's state-dict order. */
 static void add_input_layer(param_table *t, const model_dims *d)
 {
@@ -438,7 +464,7 @@ void param_table_build(param_table *t, const model_dims *d)
         layout(t);
         return;
     }
-    size_t cap = 12 + (size_t)d->blocks * 48 + 8 + 8 + (size_t)d->dec_blocks * 26;
+    size_t cap = 12 + (size_t)d->blocks * 48 + 8 + 8 + (size_t)d->dec_blocks * 26 + 7 + (size_t)d->tr_layers * 4;
     t->items = xcalloc(cap, sizeof *t->items);
     t->n = 0;
     t->total = 0;
@@ -457,6 +483,7 @@ void param_table_build(param_table *t, const model_dims *d)
     if (d->interctc_cond) add_linear(t, "encoder.conditioning_layer", d->d, d->vocab);
     if (!d->no_ctc) add_linear(t, "ctc.ctc_lo", d->vocab, d->d);
     if (d->dec_blocks > 0) add_decoder(t, d);
+    if (d->tr_layers > 0) add_transducer(t, d);
     ESP_CHECK(t->n <= cap);
     layout(t);
 }

@@ -91,6 +91,14 @@ typedef struct model_dims {
     int dec_heads;       /* decoder_conf.attention_heads */
     int dec_ff;          /* decoder_conf.linear_units */
     int no_ctc;          /* model_conf.ctc_weight 0: no CTC branch (ESPnet2 then has no ctc module) */
+    /* The transducer (model.decoder: transducer; core/nn/transducer.h): ESPnet2's TransducerDecoder
+     * (decoder.embed, then tr_layers single-layer LSTMs of tr_hidden units, decoder.decoder.<l>) and
+     * the ASR task's JointNetwork (joint_network.lin_enc / lin_dec into tr_joint units, tanh,
+     * lin_out; lin_dec without a bias when tr_no_dec_bias). tr_layers 0: no transducer. */
+    int tr_layers;       /* decoder_conf.num_layers */
+    int tr_hidden;       /* decoder_conf.hidden_size */
+    int tr_joint;        /* joint_net_conf.joint_space_size */
+    int tr_no_dec_bias;  /* joint_net_conf.lin_dec_bias false */
     /* Intermediate CTC (core/nn/interctc.h): the blocks (0-based, ascending) whose outputs also
      * feed the CTC head, from encoder_conf.interctc_layer_idx (1-based); interctc_cond:
      * interctc_use_conditioning, the model's encoder.conditioning_layer feeding each back. */

@@ -171,6 +171,21 @@ static void bind_rnn_lm(binder *b, rnn_lm_tensors *r, const model_dims *d)
     r->decoder = linear(b, "lm.decoder");
 }
 
+static void bind_transducer(binder *b, transducer_tensors *tr, const model_dims *d)
+{
+    tr->embed = at(b, "decoder.embed", "weight");
+    tr->rnn = xcalloc((size_t)d->tr_layers, sizeof *tr->rnn);
+    for (int l = 0; l < d->tr_layers; l++) {
+        char p[48];
+        snprintf(p, sizeof p, "decoder.decoder.%d", l);
+        tr->rnn[l] = (lstm_tensors){at(b, p, "weight_ih_l0"), at(b, p, "weight_hh_l0"), at(b, p, "bias_ih_l0"),
+                                    at(b, p, "bias_hh_l0")};
+    }
+    tr->lin_enc = linear(b, "joint_network.lin_enc");
+    tr->lin_dec = linear(b, "joint_network.lin_dec");
+    tr->lin_out = linear(b, "joint_network.lin_out");
+}
+
 void model_tensors_bind(model_tensors *v, const param_table *t, const model_dims *d, float *base, size_t n)
 {
     memset(v, 0, sizeof *v);
@@ -198,6 +213,7 @@ void model_tensors_bind(model_tensors *v, const param_table *t, const model_dims
         v->ctc_lo = linear(&b, "ctc.ctc_lo");
         b.span[0] = NULL;
         if (d->dec_blocks > 0) bind_decoder(&b, &v->decoder, d);
+        if (d->tr_layers > 0) bind_transducer(&b, &v->transducer, d);
     }
     for (size_t i = 0; i < t->n; i++)
         if (!b.named[i] && t->items[i].offset < n) {
@@ -214,5 +230,6 @@ void model_tensors_free(model_tensors *v)
     free(v->spans.blocks);
     free(v->decoder.blocks);
     free(v->rnn_lm.rnn);
+    free(v->transducer.rnn);
     memset(v, 0, sizeof *v);
 }

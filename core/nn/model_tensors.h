@@ -83,7 +83,8 @@ typedef struct decoder_tensors {
     nn_linear output_layer;       /* decoder.output_layer / lm.decoder */
 } decoder_tensors;
 
-/* lm.rnn's layer l of a SequentialRNNLM (torch.nn.LSTM's names, suffix _l<l>). */
+/* A torch.nn.LSTM layer: lm.rnn's layer l of a SequentialRNNLM (suffix _l<l>), a transducer
+ * decoder's decoder.decoder.<l> (suffix _l0). */
 typedef struct lstm_tensors {
     float *weight_ih, *weight_hh, *bias_ih, *bias_hh;
 } lstm_tensors;
@@ -94,6 +95,13 @@ typedef struct rnn_lm_tensors {
     lstm_tensors *rnn;            /* dims.lm_layers */
     nn_linear decoder;            /* lm.decoder */
 } rnn_lm_tensors;
+
+/* The transducer (core/nn/transducer.h): ESPnet2's TransducerDecoder and JointNetwork. */
+typedef struct transducer_tensors {
+    float *embed;                 /* decoder.embed: the Embedding's weight */
+    lstm_tensors *rnn;            /* decoder.decoder.<l> (_l0): dims.tr_layers */
+    nn_linear lin_enc, lin_dec, lin_out; /* joint_network.*; lin_dec.bias NULL without lin_dec_bias */
+} transducer_tensors;
 
 /* Where a module's tensors lie in the view's buffer, in floats from its base: [lo, hi), and how
  * many floats its tensors cover (covered == hi - lo: nothing else lies between them). The backward
@@ -118,6 +126,7 @@ typedef struct model_tensors {
     nn_linear ctc_lo;             /* ctc.ctc_lo */
     decoder_tensors decoder;      /* the attention decoder or a TransformerLM */
     rnn_lm_tensors rnn_lm;
+    transducer_tensors transducer;
     model_spans spans;            /* bound with the members */
 } model_tensors;
 

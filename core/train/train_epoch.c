@@ -13,17 +13,63 @@
 #include "core/base/rng.h"
 #include "core/train/trainer_internal.h"
 
-const float *trainer_to_device(trainer *t, const asr_batch *b)
+/* Device slot `slot` with room for n floats (grown: the arena planned the largest batch's). */
+static float *feats_slot(trainer *t, int slot, size_t n)
+{
+    if (n > t->dev_cap[slot]) {
+        t->be->free(t->be, t->dev_feats[slot]);
+        t->dev_feats[slot] = t->be->alloc(t->be, n * sizeof(float));
+        t->dev_cap[slot] = n;
+    }
+    return t->dev_feats[slot];
+}
+
+const float *trainer_to_device(trainer *t, const asr_batch *b, int slot)
 {
     if (!b->feats) return NULL; /* an LM's batch: tokens alone */
     size_t n = (size_t)b->B * b->Tmax * (size_t)b->D;
-    if (n > t->dev_cap) {
-        t->be->free(t->be, t->dev_feats);
-        t->dev_feats = t->be->alloc(t->be, n * sizeof(float));
-        t->dev_cap = n;
-    }
-    t->be->copy(t->be, t->dev_feats, b->feats, n * sizeof(float), BACKEND_HOST_TO_DEVICE);
-    return t->dev_feats;
+    float *d = feats_slot(t, slot, n);
+    t->be->copy(t->be, d, b->feats, n * sizeof(float), BACKEND_HOST_TO_DEVICE);
+    return d;
+}
+
+/* The features of the batch at plan position k on the device. With uploads (a device backend and
+ * the loading thread's page-locked copy) they travel on the upload stream into slot k % 2, and
+ * the step's kernels wait for them on the device, not the host. */
+static const float *batch_to_device(trainer *t, const asr_batch *b, size_t k, int in_pinned)
+{
+    int slot = (int)(k % BACKEND_UPLOAD_SLOTS);
+    if (!in_pinned) return trainer_to_device(t, b, t->pinned[0] ? slot : 0); /* two slots were planned */
+    size_t n = (size_t)b->B * b->Tmax * (size_t)b->D;
+    float *d = feats_slot(t, slot, n);
+    t->be->upload(t->be, slot, d, t->pinned[slot], n * sizeof(float));
+    t->be->upload_wait(t->be, slot);
+    return d;
+}
+
+/* Every random draw of the batch at plan position k comes from (seed, epoch, global position). */
+static uint64_t batch_seed(const trainer *t, size_t k)
+{
+    return rng_derive((uint64_t)t->cfg->seed, (uint64_t)t->epoch, k * (size_t)t->world + (size_t)t->rank);
+}
+
+/* This rank's batches of the epoch: the plan's batch lists and how many of them train. */
+typedef struct epoch_batches {
+    const batch_list *bl;
+    const size_t *plan;
+    size_t nb;
+} epoch_batches;
+
+/* Starts loading the batch after plan position k beside the step (trainer.prefetch), into the
+ * page-locked buffer of its slot once that buffer's last upload is done. */
+static void prefetch_next(trainer *t, const epoch_batches *eb, size_t k, size_t *items)
+{
+    if (!t->prefetch || k + 1 >= eb->nb) return;
+    size_t n = split_batch_items(&t->train, eb->bl, eb->plan[k + 1], items);
+    int slot = (int)((k + 1) % BACKEND_UPLOAD_SLOTS);
+    if (t->pinned[slot]) t->be->upload_done(t->be);
+    batch_prefetch_start(&t->pf, &t->train.data, items, (int)n, batch_seed(t, k + 1), k + 1, t->pinned[slot],
+                         t->pinned_floats);
 }
 
 /* Logging failures (disk full under tensorboard/) warn but do not stop training. */
@@ -141,14 +187,14 @@ static size_t *epoch_plan(trainer *t, const batch_list **bl, size_t *nplan, esp_
     return plan;
 }
 
-/* The loss's parts of a micro-batch: an attention decoder's model's loss_ctc, loss_att and acc;
- * each intermediate CTC layer's loss. */
+/* The loss's parts of a micro-batch: an attention decoder's model's loss_ctc, loss_att and acc (a
+ * transducer's loss_ctc and, in PART_ATT, loss_transducer); each intermediate CTC layer's loss. */
 enum { PART_CTC, PART_ATT, PART_ACC, PART_IC0, PARTS = PART_IC0 + MODEL_MAX_INTERCTC };
 
 /* Whether the model's loss has a decoder's parts (an ASR model with an attention decoder; an LM's
  * is one), or any parts at all (those, or intermediate CTC's). */
 static int has_parts(const asr_model *m) { return m->dec && !m->dims.lm; }
-static int has_any_parts(const asr_model *m) { return has_parts(m) || interctc_metrics(m) > 0; }
+static int has_any_parts(const asr_model *m) { return has_parts(m) || m->tr || interctc_metrics(m) > 0; }
 
 /* Sums of the micro-batches since the last step, and of the steps since the last log line. */
 typedef struct step_acc {
@@ -160,20 +206,26 @@ typedef struct step_acc {
 
 /* Forward, loss and backward of plan entry k on this rank; an invalid loss skips the backward
  * (except with sync_batchnorm). */
-static int micro_batch(trainer *t, const batch_list *bl, size_t batch, size_t k, size_t *items, step_acc *a,
-                       double *loss, int *invalid, esp_err *err)
+static int micro_batch(trainer *t, const epoch_batches *eb, size_t k, size_t *items, step_acc *a, double *loss,
+                       int *invalid, esp_err *err)
 {
     split_data *s = &t->train;
-    size_t n = split_batch_items(s, bl, batch, items);
     asr_batch ab;
-    /* Every random draw of this batch comes from (seed, epoch, global position). */
-    uint64_t bseed = rng_derive((uint64_t)t->cfg->seed, (uint64_t)t->epoch, k * (size_t)t->world + (size_t)t->rank);
-    if (asr_batch_load(&ab, &s->data, items, (int)n, bseed, err) != 0) return -1;
+    uint64_t bseed = batch_seed(t, k);
+    int in_pinned = 0, got = batch_prefetch_take(&t->pf, k, &ab, &in_pinned, err);
+    if (got < 0) return -1;
+    if (!got) { /* the epoch's first batch: the step waits for all of it */
+        double t0 = now_seconds();
+        size_t n = split_batch_items(s, eb->bl, eb->plan[k], items);
+        if (asr_batch_load(&ab, &s->data, items, (int)n, bseed, err) != 0) return -1;
+        t->pf.wait_s += now_seconds() - t0;
+    }
+    prefetch_next(t, eb, k, items);
     /* Throughput: seconds of audio, or an LM's tokens (with <eos>). */
     for (int i = 0; i < ab.B; i++)
         a->audio_s += s->data.text_only ? ab.label_lens[i] + 1.0
                                         : ab.feat_lens[i] * (double)s->data.fo.hop_length / s->data.fo.fs;
-    asr_model_forward(&t->model, trainer_to_device(t, &ab), ab.feat_lens, ab.B, (int)ab.Tmax, 1, bseed);
+    asr_model_forward(&t->model, batch_to_device(t, &ab, k, in_pinned), ab.feat_lens, ab.B, (int)ab.Tmax, 1, bseed);
     *loss = asr_model_loss(&t->model, ab.labels, ab.label_lens, (int)ab.Lmax, NULL);
     *invalid = isfinite(*loss) ? NAN_GUARD_OK : NAN_GUARD_LOSS;
     /* With sync_batchnorm the backward all-reduces too, so every rank runs it (the step is skipped
@@ -189,6 +241,10 @@ static int micro_batch(trainer *t, const batch_list *bl, size_t batch, size_t k,
             a->step_part[PART_CTC] += m->dims.no_ctc ? 0 : m->loss_ctc;
             a->step_part[PART_ATT] += m->loss_att;
             a->step_part[PART_ACC] += (double)m->att_correct / (double)m->att_tokens;
+        }
+        if (m->tr) {
+            a->step_part[PART_CTC] += m->dims.no_ctc ? 0 : m->loss_ctc;
+            a->step_part[PART_ATT] += m->loss_transducer;
         }
         for (int k = 0; k < interctc_metrics(m); k++) a->step_part[PART_IC0 + k] += m->loss_interctc[k];
     }
@@ -252,7 +308,8 @@ static int take_step(trainer *t, size_t k, step_acc *a, guard_verdict *v, double
 static const char *rate_unit(const trainer *t) { return t->train.data.text_only ? "tokens/s" : "audio-s/s"; }
 
 /* The train/ metrics of the steps since the last log line (with a decoder also loss_ctc,
- * loss_att and acc, with intermediate CTC each layer's loss: means over the micro-batches as
+ * loss_att and acc, with a transducer loss_transducer and loss_ctc, with intermediate CTC each
+ * layer's loss: means over the micro-batches as
  * train/loss). */
 static void log_step(trainer *t, step_acc *a, double lr, double norm, double rate)
 {
@@ -269,6 +326,12 @@ static void log_step(trainer *t, step_acc *a, double lr, double norm, double rat
         if (!t->model.dims.no_ctc) m[nm++] = (metric){"train/loss_ctc", a->part_acc[PART_CTC] / n, 0};
         snprintf(parts, sizeof parts, " (ctc %.3f att %.3f acc %.3f)", t->model.dims.no_ctc ? NAN : m[6].value,
                  m[4].value, m[5].value);
+    }
+    if (t->model.tr) { /* ESPnetASRModel's stats: loss_transducer (and loss_ctc) */
+        m[nm++] = (metric){"train/loss_transducer", a->part_acc[PART_ATT] / n, 0};
+        if (!t->model.dims.no_ctc) m[nm++] = (metric){"train/loss_ctc", a->part_acc[PART_CTC] / n, 0};
+        snprintf(parts, sizeof parts, " (ctc %.3f transducer %.3f)", t->model.dims.no_ctc ? NAN : m[5].value,
+                 m[4].value);
     }
     for (int k = 0; k < interctc_metrics(&t->model); k++)
         m[nm++] = (metric){interctc_metric_name(&t->model, 0, k), a->part_acc[PART_IC0 + k] / n, 0};
@@ -310,6 +373,8 @@ int train_epoch(trainer *t, esp_err *err)
     t->resume_batch = 0;
     if (k0 > 0) log_info("train: epoch %" PRId64 " goes on at batch %zu of %zu", t->epoch + 1, k0 + 1, nb);
     step_acc a = {.micro = (int64_t)k0};
+    epoch_batches eb = {bl, plan, nb};
+    t->pf.wait_s = 0;
     t->epoch_batches = (int64_t)k0;
     int rc = 0, save = 0, stop = 0, stopped = 0;
     asr_model_zero_grad(&t->model);
@@ -326,7 +391,7 @@ int train_epoch(trainer *t, esp_err *err)
          * ddp buckets. */
         if (t->world > 1 && !t->fsdp && ((a.micro + 1) % accum == 0 || !has_after))
             grad_buckets_arm(&t->buckets, t->dist.comm, t->model.grads);
-        if (micro_batch(t, bl, plan[k], k, items, &a, &loss, &invalid, err) != 0) {
+        if (micro_batch(t, &eb, k, items, &a, &loss, &invalid, err) != 0) {
             rc = -1;
             break;
         }
@@ -382,7 +447,15 @@ int train_epoch(trainer *t, esp_err *err)
             }
         }
     }
+    batch_prefetch_close(&t->pf); /* a batch loaded for a step that did not come */
     if (rc == 0 && t->rank == 0) progress_finish(&pr);
+    /* The data stall: the host's wait for batches, against the epoch's wall time. */
+    double batches = (double)(t->epoch_batches - (int64_t)k0), wall = now_seconds() - t0;
+    if (rc == 0 && t->prefetch && t->rank == 0 && batches > 0 && wall > 0)
+        log_info("train: epoch %" PRId64 ": the step waited %.2f ms per batch for it, %.1f%% of the epoch's %.1f ms "
+                 "per batch (loaded beside the step%s)", t->epoch + 1, 1e3 * t->pf.wait_s / batches,
+                 100 * t->pf.wait_s / wall, 1e3 * wall / batches,
+                 t->be->upload ? ", its features uploaded on a second stream" : "");
     free(items);
     free(plan);
     return rc == 0 && stopped ? TRAINER_STOPPED : rc;

@@ -243,6 +243,14 @@ static int reserve_arena(trainer *t, esp_err *err)
     arena_plan p;
     model_arena_plan(&p, &dims, &t->o->rates, B, T, L, optim_buffer_count(&oo));
     size_t feats = ((size_t)B * T * dims.idim * sizeof(float) + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+    /* Uploads beside the step: a second device buffer (the step before may still read the first)
+     * and a page-locked host copy per slot, which the loading thread fills. */
+    if (t->prefetch && t->be->pinned_alloc) {
+        feats *= BACKEND_UPLOAD_SLOTS;
+        t->pinned_floats = (size_t)B * T * dims.idim;
+        for (int i = 0; i < BACKEND_UPLOAD_SLOTS; i++)
+            t->pinned[i] = t->be->pinned_alloc(t->be, t->pinned_floats * sizeof(float));
+    }
     /* EMAWeightAveraging: the average and, during a validation, the model's weights set aside */
     size_t ema = t->o->ema.on ? 2 * ((p.kind_bytes[ARENA_PARAMS] + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN) : 0;
     t->be->reserve(t->be, p.total + feats + ema, p.staging_bytes);
@@ -336,6 +344,7 @@ static int train_on_backend(trainer *t, esp_err *err)
     /* A batch's utterances are read and featurized on the step's threads, not on one of them. */
     asr_data_set_threads(&t->train.data, t->o->threads);
     asr_data_set_threads(&t->valid.data, t->o->threads);
+    t->prefetch = t->o->prefetch;
     t->be->set_gemm_precision(t->be, t->o->precision);
     if (t->o->profile) backend_profile_start(t->be); /* its GEMM peak at the run's precision */
     grad_scaler_init(&t->scaler, t->o->precision == AMP_FP16);
@@ -359,7 +368,10 @@ static int train_on_backend(trainer *t, esp_err *err)
 out_opt:
     optim_state_free(&t->opt);
 out_model:
-    t->be->free(t->be, t->dev_feats);
+    for (int i = 0; i < BACKEND_UPLOAD_SLOTS; i++) {
+        t->be->free(t->be, t->dev_feats[i]);
+        if (t->pinned[i]) t->be->pinned_free(t->be, t->pinned[i]);
+    }
     t->be->free(t->be, t->dev_scratch);
     train_ema_free(t);
     asr_model_free(&t->model);

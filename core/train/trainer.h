@@ -42,6 +42,9 @@ typedef struct trainer_opts {
     backend_kind backend;     /* from trainer.accelerator (the stage context's) */
     int device;               /* GPU of this rank (its local rank) */
     int threads;              /* CPU threads of this rank */
+    int prefetch;             /* the next batch is loaded on a thread of its own while the step runs
+                               * (core/train/batch_prefetch.h): on a device backend, and with
+                               * dataloader.train.iter_factory.num_workers > 0 */
     int profile;              /* trainer.profiler or ESPNET3_PROFILE: time every op (core/compute/
                                * backend_profile.h); the report goes to <exp_dir>/profile.txt (rank r > 0:
                                * profile.rank<r>.txt) and rank 0's to the log */

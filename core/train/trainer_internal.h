@@ -13,6 +13,7 @@
 #include "core/formats/metrics_csv.h"
 #include "core/formats/tb_events.h"
 #include "core/nn/model.h"
+#include "core/train/batch_prefetch.h"
 #include "core/train/checkpoint.h"
 #include "core/train/ema.h"
 #include "core/train/grad_buckets.h"
@@ -49,8 +50,16 @@ typedef struct trainer {
     metrics_csv csv;
     err_calc ec;
     int64_t epoch, step;
-    float *dev_feats; /* the batch's features on the device */
-    size_t dev_cap;
+    /* The batch's features on the device: slot 0 (validation, the host backends, and training's
+     * even plan positions) and slot 1 (training's odd ones, when uploads overlap the step: the
+     * step before may still read the other); pinned: their page-locked host copies (device
+     * backends), pinned_floats each. */
+    float *dev_feats[BACKEND_UPLOAD_SLOTS];
+    size_t dev_cap[BACKEND_UPLOAD_SLOTS];
+    float *pinned[BACKEND_UPLOAD_SLOTS];
+    size_t pinned_floats;
+    batch_prefetch pf; /* the next batch, loaded beside the step (prefetch) */
+    int prefetch;
     float *dev_scratch; /* device staging of host values for the collectives (train_comm.c) */
     size_t scratch_cap;
     dist_ctx dist;
@@ -96,7 +105,8 @@ const char *train_stop_cause(const trainer *t);
 /* train_epoch.c: one epoch (from t->resume_batch); TRAINER_STOPPED when a stop request ended it
  * early, after its checkpoint */
 int train_epoch(trainer *t, esp_err *err);
-const float *trainer_to_device(trainer *t, const asr_batch *b);
+/* The batch's features into device slot `slot` (be->copy); NULL for an LM's batch. */
+const float *trainer_to_device(trainer *t, const asr_batch *b, int slot);
 void trainer_log_metrics(trainer *t, const metric *m, size_t n);
 
 /* validate.c: the validation metrics of this model (names; values NAN) into out (up to

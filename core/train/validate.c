@@ -71,6 +71,10 @@ size_t validation_metrics(const asr_model *m, metric *out)
         if (!m->dims.no_ctc) out[n++] = (metric){"valid/loss_ctc", NAN, 0};
         out[n++] = (metric){"valid/loss_att", NAN, 0};
     }
+    if (m->tr) {
+        if (!m->dims.no_ctc) out[n++] = (metric){"valid/loss_ctc", NAN, 0};
+        out[n++] = (metric){"valid/loss_transducer", NAN, 0};
+    }
     for (int k = 0; k < interctc_metrics(m); k++) out[n++] = (metric){interctc_metric_name(m, 1, k), NAN, 0};
     return n;
 }
@@ -94,7 +98,7 @@ int validate(trainer *t, size_t max_batches, metric *out, size_t *n_out, esp_err
             rc = -1;
             break;
         }
-        asr_model_forward(m, trainer_to_device(t, &ab), ab.feat_lens, ab.B, (int)ab.Tmax, 0, 0);
+        asr_model_forward(m, trainer_to_device(t, &ab, 0), ab.feat_lens, ab.B, (int)ab.Tmax, 0, 0);
         double loss = asr_model_loss(m, ab.labels, ab.label_lens, (int)ab.Lmax, NULL);
         double weight = m->dims.lm ? (double)m->att_tokens : (double)n;
         v[V_LOSS] += loss * weight;
@@ -103,6 +107,10 @@ int validate(trainer *t, size_t max_batches, metric *out, size_t *n_out, esp_err
             if (!m->dims.no_ctc) v[V_CTC] += m->loss_ctc * (double)n;
             v[V_ATT] += m->loss_att * (double)n;
             v[V_ACC] += (double)m->att_correct / (double)m->att_tokens * (double)n;
+        }
+        if (m->tr) { /* loss_transducer in V_ATT: a model has one decoder or the other */
+            if (!m->dims.no_ctc) v[V_CTC] += m->loss_ctc * (double)n;
+            v[V_ATT] += m->loss_transducer * (double)n;
         }
         for (int k = 0; k < interctc_metrics(m); k++) v[V_IC0 + k] += m->loss_interctc[k] * (double)n;
         if (!m->dims.no_ctc) {
@@ -121,7 +129,8 @@ int validate(trainer *t, size_t max_batches, metric *out, size_t *n_out, esp_err
     for (size_t i = 0; i < *n_out; i++) {
         const char *k = out[i].name;
         double x = !strcmp(k, "valid/loss") ? v[V_LOSS] : !strcmp(k, "valid/loss_ctc") ? v[V_CTC]
-                 : !strcmp(k, "valid/loss_att") ? v[V_ATT] : !strcmp(k, "valid/acc") ? v[V_ACC] : NAN;
+                 : !strcmp(k, "valid/loss_att") || !strcmp(k, "valid/loss_transducer") ? v[V_ATT]
+                 : !strcmp(k, "valid/acc") ? v[V_ACC] : NAN;
         for (int l = 0; l < interctc_metrics(m); l++)
             if (!strcmp(k, interctc_metric_name(m, 1, l))) x = v[V_IC0 + l];
         out[i].value = !strcmp(k, "valid/cer") ? err_rate(&cer) : u ? x / u : NAN;

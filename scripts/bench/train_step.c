@@ -25,6 +25,7 @@
  *                take; --openblas: every product through OpenBLAS, for scripts/bench/gemm_shapes)
  *   ESPNET3_PROFILE=1 profiles the timed steps (core/compute/backend_profile.h): the report goes to
  *   stderr and the summary line gains "roofline_ms <the steps' roofline / steps>"
+ *   TRAIN_STEP_SHAPE=BxTxL: another batch than the model's (not lm)
  *   TRAIN_STEP_BACKEND=cuda runs the step on the GPU (a CUDA build's objects); TRAIN_STEP_PRECISION
  *   bf16 or fp16 runs every GEMM on 16-bit copies of its inputs, as trainer.precision bf16-mixed /
  *   16-mixed (default fp32)
@@ -120,6 +121,13 @@ int main(int argc, char **argv)
     int warmup = argc > 3 ? atoi(argv[3]) : 3;
     enum { B_ASR = 16, T_ASR = 400, L_ASR = 50, T_LS100 = 1270, L_LS100 = 45, B_LM = 160, L_LM = 63 };
     int B = lm ? B_LM : B_ASR, L = lm ? L_LM : ls100 ? L_LS100 : L_ASR, T = ls100 ? T_LS100 : T_ASR;
+    /* TRAIN_STEP_SHAPE=BxTxL: B utterances of T frames and L labels instead (scripts/cuda_emu/run
+     * launches counts a step's launches on the emulation at a small batch) */
+    const char *shape = getenv("TRAIN_STEP_SHAPE");
+    if (shape && !lm && (sscanf(shape, "%dx%dx%d", &B, &T, &L) != 3 || B < 1 || T < 16 || L < 1)) {
+        fprintf(stderr, "train_step: TRAIN_STEP_SHAPE %s (BxTxL: utterances, frames >= 16, labels)\n", shape);
+        return 2;
+    }
     model_dims d = {.idim = 80, .d = 256, .heads = 4, .ff = 1024, .blocks = 6, .vocab = 30};
     /* LM_UNIT, LM_DROPOUT: the LM's width and dropout rate (384, 0: the bench's default case) */
     int lm_unit = getenv("LM_UNIT") ? atoi(getenv("LM_UNIT")) : 384;

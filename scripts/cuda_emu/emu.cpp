@@ -8,6 +8,7 @@
 // threads in descending order, so a missing barrier shows whichever thread reads first.
 #include "cublas_v2.h"
 #include <cstdio>
+#include <ctime>
 #include <unistd.h>
 #include <ucontext.h>
 #include <vector>
@@ -63,8 +64,26 @@ float __shfl_xor_sync(unsigned, float v, int o) { return shfl_xor(v, o); }
 double __shfl_xor_sync(unsigned, double v, int o) { return shfl_xor(v, o); }
 int __shfl_xor_sync(unsigned, int v, int o) { return shfl_xor(v, o); }
 
+// ---- launch counts: with EMU_LAUNCHES set, the process prints at exit how many kernels, cuBLAS
+// calls (a batched GEMM is one), memsets and copies it issued (scripts/cuda_emu/run launches).
+static struct {
+    long kernels, gemms, memsets, copies;
+} counts;
+static void print_counts(void)
+{
+    fprintf(stderr, "emu launches: %ld kernels, %ld cuBLAS calls, %ld memsets, %ld copies\n", counts.kernels,
+            counts.gemms, counts.memsets, counts.copies);
+}
+static int count_init(void)
+{
+    if (getenv("EMU_LAUNCHES")) atexit(print_counts);
+    return 0;
+}
+[[maybe_unused]] static int count_init_done = count_init();
+
 void emu_run(const emu_cfg &c, const std::function<void()> &body)
 {
+    counts.kernels++;
     if (reverse_order < 0) reverse_order = getenv("EMU_REVERSE") && atoi(getenv("EMU_REVERSE")) != 0;
     int nt = (int)(c.block.x * c.block.y * c.block.z);
     if (nt <= 0 || nt > 1024 || c.grid.x == 0 || c.grid.y == 0 || c.grid.z == 0) {
@@ -132,6 +151,7 @@ static long malloc_calls;
 extern "C" long emu_malloc_calls(void) { return malloc_calls; }
 cudaError_t cudaMalloc(void **p, size_t n)
 {
+    if (emu_capturing(nullptr)) return emu_capture_violation(nullptr); // it may synchronize: refused in a capture
     malloc_calls++;
     // The exact size (malloc's alignment is enough here), so AddressSanitizer sees overruns.
     *p = malloc(n ? n : 1);
@@ -141,24 +161,65 @@ cudaError_t cudaMalloc(void **p, size_t n)
 cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
 cudaError_t cudaHostAlloc(void **p, size_t n, unsigned) { *p = malloc(n ? n : 1); return *p ? cudaSuccess : cudaErrorMemoryAllocation; }
 cudaError_t cudaFreeHost(void *p) { free(p); return cudaSuccess; }
-cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t) { memmove(d, s, n); return cudaSuccess; }
-cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { memset(p, v, n); return cudaSuccess; }
-cudaError_t cudaMemset2DAsync(void *p, size_t pitch, int v, size_t w, size_t h, cudaStream_t)
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t st)
+{
+    if (emu_record(st, [=]() { memmove(d, s, n); })) return cudaSuccess;
+    counts.copies++;
+    memmove(d, s, n);
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t st)
+{
+    if (emu_record(st, [=]() { memset(p, v, n); })) return cudaSuccess;
+    counts.memsets++;
+    memset(p, v, n);
+    return cudaSuccess;
+}
+cudaError_t cudaMemset2DAsync(void *p, size_t pitch, int v, size_t w, size_t h, cudaStream_t st)
 {
     if (pitch < w) return cudaErrorInvalidValue;
+    if (emu_record(st, [=]() { cudaMemset2DAsync(p, pitch, v, w, h, nullptr); })) return cudaSuccess;
+    counts.memsets++;
     for (size_t r = 0; r < h; r++) memset((char *)p + r * pitch, v, w);
     return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t s) { return emu_capturing(s) ? emu_capture_violation(s) : cudaSuccess; }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) { *s = new emu_stream(); return cudaSuccess; }
 cudaError_t cudaStreamDestroy(cudaStream_t s) { delete s; return cudaSuccess; }
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) { return emu_capturing(nullptr) ? emu_capture_violation(nullptr) : cudaSuccess; }
 cudaError_t cudaMemset(void *p, int v, size_t n) { memset(p, v, n); return cudaSuccess; }
-struct emu_event { int recorded; };
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) { *e = new emu_event(); return cudaSuccess; }
+struct emu_event {
+    int recorded, timing;
+    double at; // CLOCK_MONOTONIC seconds when recorded
+};
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
+{
+    *e = new emu_event{0, !(flags & cudaEventDisableTiming), 0};
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
 cudaError_t cudaEventDestroy(cudaEvent_t e) { delete e; return cudaSuccess; }
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) { e->recorded = 1; return cudaSuccess; }
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+    auto record = [e]() {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        e->recorded = 1;
+        e->at = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    };
+    if (!emu_record(s, record)) record();
+    return cudaSuccess;
+}
 cudaError_t cudaEventQuery(cudaEvent_t e) { return e->recorded ? cudaSuccess : cudaErrorNotReady; }
+cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+// As CUDA: either event made without timing is an invalid handle here; one never recorded is not ready.
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
+{
+    if (!a->timing || !b->timing) return cudaErrorInvalidResourceHandle;
+    if (!a->recorded || !b->recorded) return cudaErrorNotReady;
+    *ms = (float)(1e3 * (b->at - a->at));
+    return cudaSuccess;
+}
 cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) { return cudaSuccess; }
 // CUDA's rule for fork: a child forked after its parent initialised CUDA cannot use it
 // (cudaErrorInitializationError), so the code must initialise CUDA only in the processes that
@@ -196,19 +257,28 @@ const char *cudaGetErrorName(cudaError_t) { return "emu"; }
 const char *cudaGetErrorString(cudaError_t) { return "emu error"; }
 
 // ---- cuBLAS: column-major as documented; invalid arguments are reported as cuBLAS reports them
-struct emu_blas { int x; };
+struct emu_blas { cudaStream_t stream; }; // cublasSetStream's
 cublasStatus_t cublasCreate(cublasHandle_t *h) { *h = new emu_blas(); return CUBLAS_STATUS_SUCCESS; }
 cublasStatus_t cublasDestroy(cublasHandle_t h) { delete h; return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) { h->stream = s; return CUBLAS_STATUS_SUCCESS; }
+// A call on a capturing stream is recorded with its scalars' values (host pointer mode reads them
+// when the call is issued, so a graph keeps them) and checked when the graph runs.
+#define EMU_BLAS_RECORD(h, call)                                            \
+    do {                                                                    \
+        if (emu_record((h)->stream, [=]() { (void)(call); })) return CUBLAS_STATUS_SUCCESS; \
+    } while (0)
 cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
 cublasStatus_t cublasSetPointerMode(cublasHandle_t, cublasPointerMode_t) { return CUBLAS_STATUS_SUCCESS; }
 const char *cublasGetStatusName(cublasStatus_t) { return "CUBLAS_STATUS_INVALID_VALUE"; }
 const char *cublasGetStatusString(cublasStatus_t) { return "invalid value"; }
 
-cublasStatus_t cublasSgemm(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                            const float *alpha, const float *a, int lda, const float *b, int ldb, const float *beta,
                            float *c, int ldc)
 {
+    const float al = *alpha, bt = *beta;
+    EMU_BLAS_RECORD(h, cublasSgemm(h, ta, tb, m, n, k, &al, a, lda, b, ldb, &bt, c, ldc));
+    counts.gemms++;
     if (m < 0 || n < 0 || k < 0 || lda < std::max(1, ta == CUBLAS_OP_N ? m : k) ||
         ldb < std::max(1, tb == CUBLAS_OP_N ? k : n) || ldc < std::max(1, m)) {
         fprintf(stderr, "emu cublasSgemm: invalid m %d n %d k %d lda %d ldb %d ldc %d ta %d tb %d\n", m, n, k, lda, ldb,
@@ -234,10 +304,15 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
                                          const float *b, int ldb, long long sb, const float *beta, float *c, int ldc,
                                          long long sc, int count)
 {
+    const float al = *alpha, bt = *beta;
+    EMU_BLAS_RECORD(h, cublasSgemmStridedBatched(h, ta, tb, m, n, k, &al, a, lda, sa, b, ldb, sb, &bt, c, ldc, sc,
+                                                 count));
+    long calls = counts.gemms + 1; // one launch, not one per matrix
     for (int i = 0; i < count; i++) {
         cublasStatus_t s = cublasSgemm(h, ta, tb, m, n, k, alpha, a + i * sa, lda, b + i * sb, ldb, beta, c + i * sc, ldc);
         if (s) return s;
     }
+    counts.gemms = calls;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -257,11 +332,14 @@ static float emu_decode(const void *p, cudaDataType_t t, size_t i)
     return (float)((h & 0x8000) ? -v : v);
 }
 
-cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                             const void *alpha, const void *a, cudaDataType_t at, int lda, const void *b,
                             cudaDataType_t bt, int ldb, const void *beta, void *c, cudaDataType_t ct, int ldc,
-                            cublasComputeType_t compute, cublasGemmAlgo_t)
+                            cublasComputeType_t compute, cublasGemmAlgo_t algo)
 {
+    const float al32 = *(const float *)alpha, be32 = *(const float *)beta;
+    EMU_BLAS_RECORD(h, cublasGemmEx(h, ta, tb, m, n, k, &al32, a, at, lda, b, bt, ldb, &be32, c, ct, ldc, compute, algo));
+    counts.gemms++;
     if (m < 0 || n < 0 || k < 0 || lda < std::max(1, ta == CUBLAS_OP_N ? m : k) ||
         ldb < std::max(1, tb == CUBLAS_OP_N ? k : n) || ldc < std::max(1, m) || at != bt ||
         (at != CUDA_R_16BF && at != CUDA_R_16F) || ct != CUDA_R_32F || compute != CUBLAS_COMPUTE_32F) {
@@ -290,10 +368,15 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta
                                           const void *beta, void *c, cudaDataType_t ct, int ldc, long long sc,
                                           int count, cublasComputeType_t compute, cublasGemmAlgo_t algo)
 {
+    const float al32 = *(const float *)alpha, be32 = *(const float *)beta;
+    EMU_BLAS_RECORD(h, cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, &al32, a, at, lda, sa, b, bt, ldb, sb, &be32, c,
+                                                  ct, ldc, sc, count, compute, algo));
+    long calls = counts.gemms + 1;
     for (int i = 0; i < count; i++) {
         cublasStatus_t s = cublasGemmEx(h, ta, tb, m, n, k, alpha, (const uint16_t *)a + i * sa, at, lda, (const uint16_t *)b + i * sb,
                                         bt, ldb, beta, (float *)c + i * sc, ct, ldc, compute, algo);
         if (s) return s;
     }
+    counts.gemms = calls;
     return CUBLAS_STATUS_SUCCESS;
 }

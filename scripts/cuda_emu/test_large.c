@@ -13,6 +13,7 @@
 
 #include "core/base/rng.h"
 #include "core/compute/backend.h"
+#include "core/compute/backend_profile.h"
 
 enum { N = 1000003 }; /* 245 blocks of 4096: 8 thread blocks of the blocked sum */
 
@@ -128,6 +129,58 @@ Test(cuda_emu, dropout_and_adam_have_the_cpu_bits)
     cu->free(cu, xg);
     free(h);
     backend_close(cpu);
+    backend_close(cu);
+}
+
+/* The profiler on a device backend times ops by marks (CUDA events) on the stream: no synchronize
+ * around an op; the times are read at the next copy to the host or synchronize; a mark's time
+ * runs forward; stop gives the backend its own entries back. */
+Test(cuda_emu, profiler_times_device_ops_with_events)
+{
+    backend *cu = open_kind("cuda");
+    cr_assert(cu->mark && cu->mark_seconds && cu->marks_reset);
+    int a = cu->mark(cu), b = cu->mark(cu);
+    cr_assert(b == a + 1 && cu->mark_seconds(cu, a, b) >= 0);
+    cu->marks_reset(cu);
+    cr_assert_eq(cu->mark(cu), 0, "marks count from 0 after a reset");
+    cu->marks_reset(cu);
+    backend before = *cu;
+    /* given peaks: the profiler measures none (a 4096-square GEMM is hours on the emulation) */
+    setenv("ESPNET3_PROFILE_PEAK_GFLOPS", "1000", 1);
+    setenv("ESPNET3_PROFILE_PEAK_GBPS", "1000", 1);
+    enum { M = 40, K = 30 };
+    float *h = host_rand((size_t)M * K, 7, -1, 1), *x = upload(cu, h, (size_t)M * K);
+    float *y = cu->alloc(cu, (size_t)M * M * sizeof(float));
+    backend_profile_start(cu);
+    cr_assert(cu->synchronize != before.synchronize && cu->mark == before.mark);
+    prof_layer outer = backend_profile_enter(cu, PROF_LAYER_DECODER);
+    for (int i = 0; i < 3; i++) cu->gemm(cu, 0, 1, M, M, K, 1.0f, x, K, x, K, 0.0f, y, M);
+    backend_profile_leave(cu, outer);
+    cu->add(cu, y, y, y, (size_t)M * M);
+    float back[M * M];
+    cu->copy(cu, back, y, sizeof back, BACKEND_DEVICE_TO_HOST);
+    prof_counts g = backend_profile_counts(cu, BACKEND_OP_GEMM, PROF_LAYER_DECODER);
+    cr_assert_eq(g.calls, 3);
+    cr_assert(g.seconds > 0, "the GEMMs' event times were read: %g s", g.seconds);
+    cr_assert_float_eq(g.flops, 3 * 2.0 * M * M * K, 0.5);
+    prof_counts ad = backend_profile_counts(cu, BACKEND_OP_ADD, PROF_LAYER_OTHER);
+    cr_assert(ad.calls == 1 && ad.seconds > 0);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    backend_profile_report(cu, "emulated", mem);
+    fclose(mem);
+    cr_assert(strstr(text, "profile (cuda backend): emulated:") && strstr(text, "by events recorded around it"), "%s",
+              text);
+    free(text);
+    backend_profile_stop(cu);
+    unsetenv("ESPNET3_PROFILE_PEAK_GFLOPS");
+    unsetenv("ESPNET3_PROFILE_PEAK_GBPS");
+    cr_assert(cu->synchronize == before.synchronize && cu->gemm == before.gemm && cu->copy == before.copy);
+    cr_assert_eq(cu->mark(cu), 0, "stop left no marks pending");
+    cu->marks_reset(cu);
+    free(h);
+    cu->free(cu, x), cu->free(cu, y);
     backend_close(cu);
 }
 

@@ -21,13 +21,16 @@
 #   backend_ops   every op on cuda against ref64 (test_backend_ops)
 #   train_cuda    three training steps of the tiny models on the GPU against the CPU
 #   speech2text   stage 6's decoder on the GPU against the CPU
+#   cuda_graph    a small training step captured as a CUDA graph and replayed against the same
+#                 ops issued one by one (bit for bit), a second shape's graph, a host wait refused
 #   step          scripts/bench/gpu_step: the reference-size Transformer and the LibriSpeech-100
 #                 recipe-size model (train_step's ls100) against ESPnet's own modules, FP32 and
 #                 bf16-mixed, and the other models ours alone; each of ours once more under the
 #                 per-op profiler (its report with the roofline in the report's appendix)
 #   mini_an4      ESPnet's mini_an4 recipe, stages 1-8 on the GPU
 #   default_epoch the default recipe (recipes/espeak_fortunes): its data, tokens and statistics,
-#                 then one epoch of training.yaml on the GPU, timed
+#                 then one epoch of training.yaml on the GPU, timed, with the host's wait for each
+#                 next batch (loaded beside the step, uploaded on a second stream)
 #   decode        scripts/bench/decode JOINT=1 on that epoch's model: the joint CTC/attention search
 #                 of stage 6 on the GPU at batch_size 1, 16 and 64 against ESPnet's Speech2Text on
 #                 the same GPU (one utterance at a time: ESPnet 202511 has no batch decoding), in
@@ -134,20 +137,23 @@ run_steps() {
     step backend_ops 120 "$env run_tests $tests 'backend_ops/*'"
     step train_cuda 120 "$env run_tests $tests 'train_cuda/*'"
     step speech2text 60 "$env run_tests $tests 'speech2text/decodes_on_the_cuda*'"
+    step cuda_graph 30 "$env run_tests $tests 'cuda_graph/*'"
     if [ -n "$dry" ]; then
         step step 120 "TRAIN_STEP_BIN=$train_step GPU_STEP_BACKEND=cpu RUNS=1 STEPS=1 WARMUP=0 PRECISIONS=fp32 MODELS=transformer PROFILE=1 PROFILE_DIR=$work/profiles PYTHON=${PYTHON:-python3} scripts/bench/gpu_step"
     else
         step step 240 "TRAIN_STEP_BIN=$train_step RUNS=3 PRECISIONS='fp32 bf16' MODELS='transformer ls100' PROFILE=1 PROFILE_DIR=$work/profiles scripts/bench/gpu_step && TRAIN_STEP_BIN=$train_step RUNS=1 PRECISIONS='fp32 bf16' MODELS='conformer hybrid ebranchformer' ESPNET=0 scripts/bench/gpu_step"
     fi
     step mini_an4 60 "cd $work/recipes/mini_an4 && $bin --training_config conf/training.yaml --inference_config conf/inference.yaml --metrics_config conf/metrics.yaml trainer.accelerator=$accel model.device=$device && cat exp/*/inference/RESULTS.md"
-    local epoch_cfg="recipes/espeak_fortunes/conf/training.yaml" epoch_keys="trainer.max_epochs=1"
+    # num_workers 1: the dry run on the CPU loads batches beside the step as the GPU always does.
+    local epoch_cfg="recipes/espeak_fortunes/conf/training.yaml"
+    local epoch_keys="trainer.max_epochs=1 dataloader.train.iter_factory.num_workers=1"
     local infer_cfg="recipes/espeak_fortunes/conf/inference.yaml" batches="1 16 64" espnet_py=python3
     # A dry run takes the tiny recipe (with an attention decoder, for the joint search): the same
     # stages at a size this machine runs in seconds.
     [ -z "$dry" ] || epoch_cfg="recipes/espeak_fortunes/conf/training_tiny_hybrid.yaml" \
         infer_cfg="recipes/espeak_fortunes/conf/inference_tiny.yaml" batches="1 4" \
         espnet_py=${ESPNET_PYTHON:-/opt/espnet3-venv/bin/python}
-    step default_epoch 200 "cd $work && $bin --template_dir conf --config $work/$epoch_cfg --stage 1 --stop_stage 3 >/dev/null && /usr/bin/time -f 'epoch wall %e s' $bin --template_dir conf --config $work/$epoch_cfg --stages train $epoch_keys trainer.accelerator=$accel exp_dir=exp/epoch && tail -n 3 exp/epoch/metrics.csv"
+    step default_epoch 200 "cd $work && $bin --template_dir conf --config $work/$epoch_cfg --stage 1 --stop_stage 3 >/dev/null && /usr/bin/time -f 'epoch wall %e s' $bin --template_dir conf --config $work/$epoch_cfg --stages train $epoch_keys trainer.accelerator=$accel exp_dir=exp/epoch && tail -n 3 exp/epoch/metrics.csv && grep -h 'the step waited' exp/epoch/train.log"
     # (the epoch's config.yaml names its data by absolute paths: the training config was given so)
     step decode 150 "ESPNET3_BIN=$bin INFERENCE_CONFIG=$work/$infer_cfg JOINT=1 BATCH_SIZES='$batches' DEVICE=$device RUNS=1 ESPNET_PYTHON=$espnet_py scripts/bench/decode exp_dir=$work/exp/epoch"
     {

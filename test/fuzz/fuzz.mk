@@ -28,9 +28,10 @@ FUZZ_SEEDS   := $(wildcard conf/*.yaml recipes/*/conf/*.yaml test/fuzz/seeds/*.y
 FUZZ_FLAGS   := -rss_limit_mb=2048 -malloc_limit_mb=512 -timeout=10 -close_fd_mask=2 -print_final_stats=1
 
 FUZZ_READERS := safetensors trainer_state npz tokens manifest kaldi_dir corpus shapes audio audio_stream metrics_csv text_scp \
-                torch torch_pickle zip_unpack noise_scp espnet2_config align_text
+                torch torch_pickle zip_unpack noise_scp espnet2_config align_text pcm_stream
 # The readers and what they need, compiled once (instrumented) and linked into every target.
 FUZZ_LIB_SRCS := $(wildcard core/base/*.c core/formats/*.c) core/data/audio.c core/data/audio_stream.c core/data/tokenizer.c \
+                 core/data/pcm_stream.c \
                  core/data/noise_rir_scp.c \
                  $(wildcard core/config/*.c) core/nn/espnet2_config.c core/data/augment.c core/data/augment_conf.c \
                  core/data/augment_stft.c \
@@ -46,8 +47,13 @@ FUZZ_OBJ_CFLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-rec
 FUZZ_LIBS    := -lsndfile -lsamplerate -ljansson -lzip -lz -licuuc -lcyaml -lyaml -lfftw3f -lm -lpthread -lsentencepiece \
                 -lsentencepiece_train -lstdc++
 
+# The runs go FUZZ_JOBS at a time (default: one per core), each target's output kept together.
+FUZZ_JOBS    ?= $(shell nproc)
+
 .PHONY: fuzz-run fuzz-config fuzz-readers fuzz-long fuzz-build $(FUZZ_READERS:%=fuzz-run-%)
-fuzz-run: fuzz-config fuzz-readers
+fuzz-run: $(FUZZ_BIN) $(FUZZ_READERS:%=$(FUZZ_DIR)/fuzz_%)
+	@$(MAKE) --no-print-directory -f test/fuzz/fuzz.mk -j$(FUZZ_JOBS) --output-sync=target fuzz-config \
+	    $(FUZZ_READERS:%=fuzz-run-%)
 
 fuzz-build: $(FUZZ_BIN) $(FUZZ_READERS:%=$(FUZZ_DIR)/fuzz_%)
 
@@ -57,9 +63,9 @@ fuzz-config: $(FUZZ_BIN)
 	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=10 -close_fd_mask=2 \
 	    -dict=test/fuzz/config.dict -artifact_prefix=$(FUZZ_DIR)/ -print_final_stats=1 $(FUZZ_DIR)/corpus
 
-# Built before any run starts, so a compile error fails fast; then the targets one after another.
+# Built before any run starts, so a compile error fails fast; then the readers' runs.
 fuzz-readers: $(FUZZ_READERS:%=$(FUZZ_DIR)/fuzz_%)
-	@for t in $(FUZZ_READERS); do $(MAKE) --no-print-directory -f test/fuzz/fuzz.mk fuzz-run-$$t || exit 1; done
+	@$(MAKE) --no-print-directory -f test/fuzz/fuzz.mk -j$(FUZZ_JOBS) --output-sync=target $(FUZZ_READERS:%=fuzz-run-%)
 
 fuzz-long:
 	@$(MAKE) --no-print-directory -f test/fuzz/fuzz.mk fuzz-run FUZZ_SECONDS=$(FUZZ_LONG_SECONDS) \

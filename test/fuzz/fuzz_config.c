@@ -1,8 +1,8 @@
 /* libFuzzer target for the config loader: YAML bytes -> tree -> interpolation, then validation as a
  * training, an inference and a metrics config (each on its own copy) -> YAML text again; a tree
  * that validates as a training config also goes through the
- * augmentation keys' reader (dataset.preprocessor.data_aug_*, speed_perturb_factors), and an
- * effect list it accepts is applied to a short signal. Must never crash, hang or leak. */
+ * effect list's reader (dataset.preprocessor.data_aug_effects, read from the tree), and an effect
+ * list it accepts is applied to a short signal. Must never crash, hang or leak. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,11 +33,13 @@ static void check_cyaml_loads(const ynode *tree)
 static void fuzz_augment(const ynode *tree)
 {
     esp_err err;
-    double f[AUG_MAX_SPEED_FACTORS];
-    size_t nf;
-    (void)speed_perturb_factors_from_tree(tree, f, &nf, &err);
     augment_conf c;
-    if (augment_conf_from_tree(tree, &c, &err) != 0) return;
+    if (augment_effects_parse(yt_get_path(tree, "dataset.preprocessor.data_aug_effects"), &c, &err) != 0) return;
+    /* data_aug_num as written (the validation checked it against the entries), else its default [1, 1] */
+    const ynode *num = yt_get_path(tree, "dataset.preprocessor.data_aug_num");
+    int64_t lo = 1, hi = 1;
+    if (num && num->kind == YN_SEQ && num->n == 2) yt_as_int(num->items[0], &lo), yt_as_int(num->items[1], &hi);
+    c.num[0] = (int)lo, c.num[1] = (int)hi;
     if (augment_conf_check_fs(&c, 16000, "fs", &err) == 0) {
         float x[400];
         for (int i = 0; i < 400; i++) x[i] = (float)((i * 37 % 101) - 50) / 64.0f;

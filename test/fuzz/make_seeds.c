@@ -207,6 +207,30 @@ static void audio_stream_seeds(void)
     audio_seed_in("audio_stream", "pcm16_8k.flac", 8000, SF_FORMAT_FLAC | SF_FORMAT_PCM_16, 1, 400);
 }
 
+/* Bytes as given into seeds/<target>/<name>. */
+static void raw_seed(const char *target, const char *name, const void *bytes, size_t n)
+{
+    FILE *fp = fopen(out(target, name), "wb");
+    if (!fp || fwrite(bytes, 1, n, fp) != n || fclose(fp) != 0) esp_die("cannot write %s", out(target, name));
+}
+
+/* The stream reader's seeds: a WAV as libsndfile writes it, raw samples, a WAV whose data size a
+ * pipe writer left at 0xFFFFFFFF after a LIST chunk of odd size, and a stereo one it refuses. */
+static void pcm_stream_seeds(void)
+{
+    audio_seed_in("pcm_stream", "pcm16.wav", 16000, SF_FORMAT_WAV | SF_FORMAT_PCM_16, 1, 100);
+    audio_seed_in("pcm_stream", "pcm16_8k.wav", 8000, SF_FORMAT_WAV | SF_FORMAT_PCM_16, 1, 50);
+    unsigned char raw[64];
+    for (int i = 0; i < 64; i++) raw[i] = (unsigned char)(i * 37);
+    raw_seed("pcm_stream", "raw.pcm", raw, sizeof raw);
+    static const unsigned char piped[] = {'R', 'I', 'F', 'F', 0xFF, 0xFF, 0xFF, 0xFF, 'W', 'A', 'V', 'E', 'f', 'm', 't',
+                                          ' ', 16, 0, 0, 0, 1, 0, 1, 0, 0x80, 0x3E, 0, 0, 0, 0x7D, 0, 0, 2, 0, 16, 0,
+                                          'L', 'I', 'S', 'T', 3, 0, 0, 0, 'a', 'b', 'c', 0, 'd', 'a', 't', 'a', 0xFF,
+                                          0xFF, 0xFF, 0xFF, 1, 0, 0xFF, 0x7F, 0, 0x80, 0x34, 0x12};
+    raw_seed("pcm_stream", "piped.wav", piped, sizeof piped);
+    audio_seed_in("pcm_stream", "stereo.wav", 16000, SF_FORMAT_WAV | SF_FORMAT_PCM_16, 2, 20);
+}
+
 static void audio_seeds(void)
 {
     audio_seed("pcm16.wav", SF_FORMAT_WAV | SF_FORMAT_PCM_16, 1, 200);
@@ -246,6 +270,7 @@ int main(void)
     text_seeds();
     audio_seeds();
     audio_stream_seeds();
+    pcm_stream_seeds();
     metrics_csv_seeds();
     remove_tree(tmp);
     return 0;

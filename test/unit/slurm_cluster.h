@@ -16,20 +16,28 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "test/unit/test_util.h"
+
 static inline const char *slurm_cluster_root(void)
 {
     const char *v = getenv("ESPNET3_ROOT");
     return v && *v ? v : ".";
 }
 
-/* Runs a shell command in the repository root; returns its exit status (-1: killed). */
-static inline int slurm_cluster_vsh(const char *dir, const char *log, const char *fmt, va_list ap)
+/* The shell command that runs body in the repository root with its output in <dir>/<log>.out/.err. */
+static inline const char *slurm_cluster_command(const char *dir, const char *log, const char *fmt, va_list ap)
 {
-    char body[4096], cmd[8192];
+    static char body[4096], cmd[8192];
     vsnprintf(body, sizeof body, fmt, ap);
     snprintf(cmd, sizeof cmd, "cd '%s' && ( %s ) >'%s/%s.out' 2>'%s/%s.err'", slurm_cluster_root(), body, dir, log,
              dir, log);
-    int st = system(cmd);
+    return cmd;
+}
+
+/* Runs a shell command in the repository root; returns its exit status (-1: killed). */
+static inline int slurm_cluster_vsh(const char *dir, const char *log, const char *fmt, va_list ap)
+{
+    int st = system(slurm_cluster_command(dir, log, fmt, ap));
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
@@ -40,6 +48,17 @@ static inline int slurm_cluster_sh(const char *dir, const char *log, const char 
     int rc = slurm_cluster_vsh(dir, log, fmt, ap);
     va_end(ap);
     return rc;
+}
+
+/* slurm_cluster_sh of a fixture command whose outputs all lie under dir: once per run of the test
+ * binary, copied into dir for every later test that runs it (test_sh_once). */
+static inline int slurm_cluster_sh_once(const char *dir, const char *log, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    const char *cmd = slurm_cluster_command(dir, log, fmt, ap);
+    va_end(ap);
+    return test_sh_once(dir, "%s", cmd);
 }
 
 /* The first bytes of <dir>/<name> into buf (empty when it cannot be read). */

@@ -1,6 +1,7 @@
 /* Helpers the unit tests share; see test_util.h. No Test() here. */
 #include "test/unit/test_util.h"
 
+#include "core/formats/npz.h"
 #include "core/formats/safetensors.h"
 
 #include <arpa/inet.h>
@@ -111,14 +112,19 @@ void test_tmpdir_remove(const char *dir)
     cr_assert(!test_exists(dir), "could not remove %s", dir);
 }
 
+void test_vformat_command(char *cmd, size_t cap, const char *fmt, va_list ap)
+{
+    int n = vsnprintf(cmd, cap, fmt, ap);
+    cr_assert(n > 0 && (size_t)n < cap, "command too long: %.200s...", cmd);
+}
+
 int test_sh(const char *fmt, ...)
 {
     char cmd[8192];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(cmd, sizeof cmd, fmt, ap);
+    test_vformat_command(cmd, sizeof cmd, fmt, ap);
     va_end(ap);
-    cr_assert(n > 0 && (size_t)n < sizeof cmd, "command too long: %.200s...", cmd);
     int st = system(cmd);
     return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
@@ -291,4 +297,30 @@ ReportHook(POST_ALL)(struct criterion_global_stats *stats)
 {
     (void)stats;
     fprintf(stderr, "[====] Skipped here: %zu%s\n", skipped_n, skipped_names);
+}
+
+double *test_npz_doubles(const npz_file *f, const char *path, const char *name, size_t want)
+{
+    esp_err err;
+    double *x;
+    size_t n;
+    cr_assert_eq(npz_get_doubles(f, path, name, &x, &n, &err), 0, "%s", err.msg);
+    cr_assert_eq(n, want, "%s: %s has %zu values, want %zu", path, name, n, want);
+    return x;
+}
+
+int *test_npz_ints(const npz_file *f, const char *path, const char *name, size_t want)
+{
+    double *x = test_npz_doubles(f, path, name, want);
+    int *v = xmalloc(want * sizeof *v);
+    for (size_t i = 0; i < want; i++) v[i] = (int)x[i];
+    free(x);
+    return v;
+}
+
+double test_npz_one(const npz_file *f, const char *path, const char *name)
+{
+    double *x = test_npz_doubles(f, path, name, 1), v = x[0];
+    free(x);
+    return v;
 }

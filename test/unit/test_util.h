@@ -4,6 +4,7 @@
 #ifndef ESPNET3_TEST_UTIL_H
 #define ESPNET3_TEST_UTIL_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 /* getenv(name), or fallback when it is unset or empty. */
@@ -42,6 +43,13 @@ void test_tmpdir_remove(const char *dir);
 /* Runs a printf-formatted /bin/sh command line (system(3)); returns its exit status, -1 when it
  * did not exit normally. */
 int test_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* fmt and its arguments into cmd (cap bytes); fails the test when the command does not fit. */
+void test_vformat_command(char *cmd, size_t cap, const char *fmt, va_list ap);
+/* test_sh of a fixture command whose outputs all lie under dir, which it names: run once per run of
+ * the test binary in a shared folder (dir's name replaced by the folder's), then copied into dir
+ * with the folder's name in the text files written as dir, for this and every later test that runs
+ * the same command with its own dir (test_run_once.c). The status is the run's. */
+int test_sh_once(const char *dir, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Writes code to <dir>/check.py and runs it with /usr/bin/python3 in dir; returns its exit status
  * (-1 when it did not exit normally). */
@@ -63,6 +71,13 @@ void test_skip_under_sanitizer(const char *why);
 int test_free_port(void);
 /* A free port whose next one is free too (a torchrun agent's MASTER_PORT: our store takes the next). */
 int test_free_port_pair(void);
+
+/* A parity fixture's array `name` of the npz file f (read from path, named in messages) as doubles,
+ * exactly want of them (caller frees); as ints; the one value of a scalar. Fail the test otherwise. */
+struct npz_file;
+double *test_npz_doubles(const struct npz_file *f, const char *path, const char *name, size_t want);
+int *test_npz_ints(const struct npz_file *f, const char *path, const char *name, size_t want);
+double test_npz_one(const struct npz_file *f, const char *path, const char *name);
 
 /* Largest |a - b| / (1 + |b|) (NaN counts as worst) over the tensors of two safetensors files
  * whose name contains `only` (NULL: all), leaving out those that contain `skip` (NULL: none). */

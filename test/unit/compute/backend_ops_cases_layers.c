@@ -386,6 +386,105 @@ static void dropout_backward_run(tb_run *r, int s)
     dropout_run(r, s, 1);
 }
 
+/* ------------------------------------------------------------------ fused chains */
+
+/* ReLU and Swish, dropout on, off (p 0) and dropping everything (p 1), in place and not. */
+static const struct {
+    size_t n;
+    float p;
+    int relu, inplace;
+} ACTDROP_S[] = {{1001, 0.1f, 1, 0}, {4099, 0.5f, 0, 1}, {17, 0, 0, 0}, {9, 1, 1, 1}, {100003, 0.3f, 0, 0}};
+
+static void act_dropout_forward_run(tb_run *r, int s)
+{
+    size_t n = ACTDROP_S[s].n;
+    uint64_t seed = tb_bits(r), stream = tb_bits(r);
+    tb_shape(r, "n %zu p %g relu %d in place %d", n, ACTDROP_S[s].p, ACTDROP_S[s].relu, ACTDROP_S[s].inplace);
+    float *x = tb_rand(r, n, -4, 4), *y = ACTDROP_S[s].inplace ? x : tb_rand(r, n, -9, 9);
+    backend *be = tb_be(r);
+    be->act_dropout_forward(be, y, x, n, ACTDROP_S[s].relu, ACTDROP_S[s].p, seed, stream);
+    tb_out(r, "y", y, n);
+    tb_out_mask(r, "mask", y, n); /* kept and positive: the same bits on every backend */
+}
+
+static void act_dropout_backward_run(tb_run *r, int s)
+{
+    size_t n = ACTDROP_S[s].n;
+    uint64_t seed = tb_bits(r), stream = tb_bits(r);
+    tb_shape(r, "n %zu p %g relu %d in place %d", n, ACTDROP_S[s].p, ACTDROP_S[s].relu, ACTDROP_S[s].inplace);
+    float *z = tb_rand(r, n, -4, 4), *dy = tb_rand(r, n, -1, 1), *dx = ACTDROP_S[s].inplace ? dy : tb_rand(r, n, -9, 9);
+    backend *be = tb_be(r);
+    be->act_dropout_backward(be, dx, dy, z, n, ACTDROP_S[s].relu, ACTDROP_S[s].p, seed, stream);
+    tb_out(r, "dx", dx, n);
+}
+
+/* With and without the residual, scaled by 0.5 (macaron) or not, y the module's output or not. */
+static const struct {
+    size_t n;
+    float p;
+    double s;
+    int residual, inplace;
+} DROPADD_S[] = {{1001, 0.1f, 0.5, 1, 0}, {4099, 0.5f, 1, 1, 1}, {17, 0, 0.5, 0, 0}, {9, 1, 1, 1, 0},
+                 {100003, 0.3f, 0.5, 0, 1}};
+
+static void dropout_add_run(tb_run *r, int s)
+{
+    size_t n = DROPADD_S[s].n;
+    uint64_t seed = tb_bits(r), stream = tb_bits(r);
+    tb_shape(r, "n %zu p %g s %g residual %d in place %d", n, DROPADD_S[s].p, DROPADD_S[s].s, DROPADD_S[s].residual,
+             DROPADD_S[s].inplace);
+    float *m = tb_rand(r, n, -3, 3), *x = DROPADD_S[s].residual ? tb_rand(r, n, -2, 2) : NULL;
+    float *y = DROPADD_S[s].inplace ? m : tb_rand(r, n, -9, 9);
+    backend *be = tb_be(r);
+    be->dropout_add(be, y, x, m, n, DROPADD_S[s].s, DROPADD_S[s].p, seed, stream);
+    tb_out(r, "y", y, n);
+}
+
+/* The residual stream's LayerNorm: rows of the model width and of a width that is no multiple of
+ * the warp, macaron scale or not, dropout on, off and dropping everything. */
+static const struct {
+    int n, c;
+    float p;
+    double s;
+} DROPLN_S[] = {{7, 64, 0.1f, 1}, {33, 45, 0.5f, 0.5}, {5, 8, 0, 1}, {3, 40, 1, 1}, {300, 256, 0.3f, 0.5}};
+
+static void dropout_add_layernorm_run(tb_run *r, int s)
+{
+    int n = DROPLN_S[s].n, c = DROPLN_S[s].c;
+    size_t nc = (size_t)n * c;
+    uint64_t seed = tb_bits(r), stream = tb_bits(r);
+    tb_shape(r, "n %d c %d p %g s %g", n, c, DROPLN_S[s].p, DROPLN_S[s].s);
+    float *x = tb_rand(r, nc, -2, 2), *m = tb_rand(r, nc, -3, 3), *w = tb_rand(r, (size_t)c, 0.5, 1.5);
+    float *b = tb_rand(r, (size_t)c, -0.5, 0.5), *h = tb_rand(r, nc, -9, 9), *y = tb_rand(r, nc, -9, 9);
+    float *mean = tb_rand(r, (size_t)n, -9, 9), *rstd = tb_rand(r, (size_t)n, -9, 9);
+    backend *be = tb_be(r);
+    be->dropout_add_layernorm(be, h, y, mean, rstd, x, m, w, b, n, c, 1e-12, DROPLN_S[s].s, DROPLN_S[s].p, seed, stream);
+    tb_out(r, "h", h, nc);
+    tb_out(r, "y", y, nc);
+    tb_out(r, "mean", mean, (size_t)n);
+    tb_out(r, "rstd", rstd, (size_t)n);
+}
+
+static void layernorm_dropout_backward_run(tb_run *r, int s)
+{
+    int n = DROPLN_S[s].n, c = DROPLN_S[s].c;
+    size_t nc = (size_t)n * c;
+    uint64_t seed = tb_bits(r), stream = tb_bits(r);
+    tb_shape(r, "n %d c %d p %g s %g", n, c, DROPLN_S[s].p, DROPLN_S[s].s);
+    float *x = tb_rand(r, nc, -2, 2), *w = tb_rand(r, (size_t)c, 0.5, 1.5), *b = tb_rand(r, (size_t)c, -0.5, 0.5);
+    float *y = tb_zeros(r, nc), *mean = tb_zeros(r, (size_t)n), *rstd = tb_zeros(r, (size_t)n);
+    backend *be = tb_be(r);
+    be->layernorm_forward(be, y, mean, rstd, x, w, b, n, c, 1e-12); /* the statistics the backward reads */
+    float *dy = tb_rand(r, nc, -1, 1), *dx = tb_rand(r, nc, -1, 1), *dr = tb_rand(r, nc, -9, 9);
+    float *dw = tb_rand(r, (size_t)c, -1, 1), *db = tb_rand(r, (size_t)c, -1, 1);
+    be->layernorm_dropout_backward(be, dx, dw, db, dr, dy, x, w, mean, rstd, n, c, DROPLN_S[s].s, DROPLN_S[s].p, seed,
+                                   stream);
+    tb_out(r, "dx", dx, nc);
+    tb_out(r, "dw", dw, (size_t)c);
+    tb_out(r, "db", db, (size_t)c);
+    tb_out(r, "dr", dr, nc);
+}
+
 /* ------------------------------------------------------------------ attention */
 
 static const struct {
@@ -483,3 +582,8 @@ const tb_case tb_case_softmax_forward = {LEN(LS_S), TOL_ACC, softmax_forward_run
 const tb_case tb_case_softmax_backward = {LEN(LS_S), TOL_ACC, softmax_backward_run};
 const tb_case tb_case_dropout_forward = {LEN(DROP_S), TOL_ELEM, dropout_forward_run};
 const tb_case tb_case_dropout_backward = {LEN(DROP_S), TOL_ELEM, dropout_backward_run};
+const tb_case tb_case_act_dropout_forward = {LEN(ACTDROP_S), TOL_ELEM, act_dropout_forward_run};
+const tb_case tb_case_act_dropout_backward = {LEN(ACTDROP_S), TOL_ELEM, act_dropout_backward_run};
+const tb_case tb_case_dropout_add = {LEN(DROPADD_S), TOL_ELEM, dropout_add_run};
+const tb_case tb_case_dropout_add_layernorm = {LEN(DROPLN_S), TOL_ACC, dropout_add_layernorm_run};
+const tb_case tb_case_layernorm_dropout_backward = {LEN(DROPLN_S), TOL_ACC, layernorm_dropout_backward_run};

@@ -28,14 +28,15 @@ Test(backend_profile, wraps_every_op_and_gives_the_entries_back)
     cr_assert(before.name && be->name != before.name, "%s is not timed", #name);
     BACKEND_OPS(X)
 #undef X
-    cr_assert(be->copy != before.copy && be->fill != before.fill);
+    cr_assert(be->copy != before.copy && be->fill != before.fill && be->synchronize != before.synchronize);
+    cr_assert(!be->mark, "the CPU times its ops by the clock: no marks");
     cr_assert(be->alloc == before.alloc && be->impl == before.impl, "memory and state stay the backend's own");
     backend_profile_stop(be);
     cr_assert_null(be->profile);
 #define X(OP, name, ret, params, args) cr_assert(be->name == before.name, "%s not restored", #name);
     BACKEND_OPS(X)
 #undef X
-    cr_assert(be->copy == before.copy && be->fill == before.fill);
+    cr_assert(be->copy == before.copy && be->fill == before.fill && be->synchronize == before.synchronize);
     backend_close(be);
 }
 

@@ -270,25 +270,6 @@ typedef struct ctc_fixture {
     double loss32, *losses32, *grad32;
 } ctc_fixture;
 
-static double *get(ctc_fixture *f, const char *path, const char *name, size_t want)
-{
-    esp_err err;
-    double *x;
-    size_t n;
-    cr_assert_eq(npz_get_doubles(&f->npz, path, name, &x, &n, &err), 0, "%s", err.msg);
-    cr_assert_eq(n, want, "%s: %s has %zu values, want %zu", path, name, n, want);
-    return x;
-}
-
-static int *get_ints(ctc_fixture *f, const char *path, const char *name, size_t want)
-{
-    double *x = get(f, path, name, want);
-    int *v = xmalloc(want * sizeof *v);
-    for (size_t i = 0; i < want; i++) v[i] = (int)x[i];
-    free(x);
-    return v;
-}
-
 static void load_fixture(ctc_fixture *f, const char *name)
 {
     esp_err err;
@@ -301,19 +282,15 @@ static void load_fixture(ctc_fixture *f, const char *name)
     size_t n = lp->count;
     f->logp = xmalloc(n * sizeof *f->logp);
     memcpy(f->logp, lp->data, n * sizeof *f->logp);
-    f->hlens = get_ints(f, path, "hlens", f->B);
-    f->ylens = get_ints(f, path, "ylens", f->B);
-    f->labels = get_ints(f, path, "labels", (size_t)f->B * f->Lmax);
-    double *x = get(f, path, "loss", 1);
-    f->loss = x[0];
-    free(x);
-    x = get(f, path, "loss32", 1);
-    f->loss32 = x[0];
-    free(x);
-    f->losses = get(f, path, "losses", f->B);
-    f->losses32 = get(f, path, "losses32", f->B);
-    f->grad = get(f, path, "grad", n);
-    f->grad32 = get(f, path, "grad32", n);
+    f->hlens = test_npz_ints(&f->npz, path, "hlens", f->B);
+    f->ylens = test_npz_ints(&f->npz, path, "ylens", f->B);
+    f->labels = test_npz_ints(&f->npz, path, "labels", (size_t)f->B * f->Lmax);
+    f->loss = test_npz_one(&f->npz, path, "loss");
+    f->loss32 = test_npz_one(&f->npz, path, "loss32");
+    f->losses = test_npz_doubles(&f->npz, path, "losses", f->B);
+    f->losses32 = test_npz_doubles(&f->npz, path, "losses32", f->B);
+    f->grad = test_npz_doubles(&f->npz, path, "grad", n);
+    f->grad32 = test_npz_doubles(&f->npz, path, "grad32", n);
     free(path);
 }
 

@@ -25,32 +25,6 @@ typedef struct rn_fixture {
     double loss, *losses, *grad;
 } rn_fixture;
 
-static double *get(rn_fixture *f, const char *path, const char *name, size_t want)
-{
-    esp_err err;
-    double *x;
-    size_t n;
-    cr_assert_eq(npz_get_doubles(&f->npz, path, name, &x, &n, &err), 0, "%s", err.msg);
-    cr_assert_eq(n, want, "%s: %s has %zu values, want %zu", path, name, n, want);
-    return x;
-}
-
-static int *get_ints(rn_fixture *f, const char *path, const char *name, size_t want)
-{
-    double *x = get(f, path, name, want);
-    int *v = xmalloc(want * sizeof *v);
-    for (size_t i = 0; i < want; i++) v[i] = (int)x[i];
-    free(x);
-    return v;
-}
-
-static double get_one(rn_fixture *f, const char *path, const char *name)
-{
-    double *x = get(f, path, name, 1), v = x[0];
-    free(x);
-    return v;
-}
-
 static void load_fixture(rn_fixture *f, const char *name)
 {
     esp_err err;
@@ -63,14 +37,14 @@ static void load_fixture(rn_fixture *f, const char *name)
     f->Umax = (int)lab->shape[1];
     f->logits = xmalloc(x->count * sizeof *f->logits);
     memcpy(f->logits, x->data, x->count * sizeof *f->logits);
-    f->hlens = get_ints(f, path, "hlens", f->B);
-    f->ylens = get_ints(f, path, "ylens", f->B);
-    f->labels = get_ints(f, path, "labels", (size_t)f->B * f->Umax);
-    f->blank = (int)get_one(f, path, "blank");
-    f->clamp = (float)get_one(f, path, "clamp");
-    f->loss = get_one(f, path, "loss");
-    f->losses = get(f, path, "losses", f->B);
-    f->grad = get(f, path, "grad", x->count);
+    f->hlens = test_npz_ints(&f->npz, path, "hlens", f->B);
+    f->ylens = test_npz_ints(&f->npz, path, "ylens", f->B);
+    f->labels = test_npz_ints(&f->npz, path, "labels", (size_t)f->B * f->Umax);
+    f->blank = (int)test_npz_one(&f->npz, path, "blank");
+    f->clamp = (float)test_npz_one(&f->npz, path, "clamp");
+    f->loss = test_npz_one(&f->npz, path, "loss");
+    f->losses = test_npz_doubles(&f->npz, path, "losses", f->B);
+    f->grad = test_npz_doubles(&f->npz, path, "grad", x->count);
     free(path);
 }
 

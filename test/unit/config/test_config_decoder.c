@@ -148,7 +148,7 @@ Test(config_decoder, unsupported_variants_fail_with_file_line_col)
         const char *yaml, *want;
     } cases[] = {
         {"model:\n  decoder: rnn\n",
-         "cfg.yaml:2:12: model.decoder: 'rnn' is not supported (supported: transformer, none)"},
+         "cfg.yaml:2:12: model.decoder: 'rnn' is not supported (supported: transformer, transducer, none)"},
         {"model:\n  decoder_conf:\n    input_layer: linear\n",
          "cfg.yaml:3:18: model.decoder_conf.input_layer: 'linear' is not supported (supported: embed)"},
         {"model:\n  decoder_conf:\n    concat_after: true\n",
@@ -172,4 +172,74 @@ Test(config_decoder, unsupported_variants_fail_with_file_line_col)
     esp_err err;
     cr_assert_eq(load("model:\n  decoder_conf:\n    layer_drop_rate: 0.0\n", &cfg, &err), 0, "%s", err.msg);
     config_free(cfg);
+}
+
+/* The ASR task's transducer (core/nn/decoder_conf.h): every TransducerDecoder and JointNetwork key
+ * into dims and rates, ESPnet2's defaults, ctc_weight's default 0.5 written, and what is refused:
+ * gru, another joint activation, a ranged key out of range, keys of the other decoder class,
+ * joint_net_conf without a transducer. */
+Test(config_decoder, transducer_keys_defaults_and_refusals)
+{
+    esp_config *cfg;
+    esp_err err;
+    cr_assert_eq(load("model:\n  encoder_conf:\n    output_size: 8\n  decoder: transducer\n  decoder_conf:\n"
+                      "    rnn_type: lstm\n    num_layers: 2\n    hidden_size: 6\n    dropout: 0.1\n"
+                      "    dropout_embed: 0.2\n  joint_net_conf:\n    joint_space_size: 5\n"
+                      "    joint_activation_type: tanh\n    lin_dec_bias: false\n",
+                      &cfg, &err),
+                 0, "%s", err.msg);
+    const model_cfg *m = ((const training_cfg *)cfg->typed)->model;
+    model_dims d = {.d = 8};
+    cr_assert_eq(decoder_dims_from_cfg(&d, m, &err), 0, "%s", err.msg);
+    cr_assert(d.tr_layers == 2 && d.tr_hidden == 6 && d.tr_joint == 5 && d.tr_no_dec_bias);
+    cr_assert(!d.dec_blocks && !d.no_ctc);
+    model_rates r = {0};
+    decoder_rates_from_cfg(&r, m);
+    cr_assert_float_eq(r.tr_dropout, 0.1f, 1e-7);
+    cr_assert_float_eq(r.tr_dropout_embed, 0.2f, 1e-7);
+    cr_assert_float_eq(r.ctc_weight, 0.5f, 1e-7); /* ESPnetASRModel's default */
+    cr_assert(transducer_in_cfg(m) && !decoder_in_cfg(m) && ctc_in_cfg(m));
+    config_free(cfg);
+
+    cr_assert_eq(load("model:\n  decoder: transducer\n", &cfg, &err), 0, "%s", err.msg);
+    m = ((const training_cfg *)cfg->typed)->model;
+    d = (model_dims){.d = 8};
+    cr_assert_eq(decoder_dims_from_cfg(&d, m, &err), 0, "%s", err.msg);
+    cr_assert(d.tr_layers == 1 && d.tr_hidden == 320 && d.tr_joint == 256 && !d.tr_no_dec_bias);
+    cr_assert_null(m->decoder_conf); /* TransformerDecoder's defaults are not written for a transducer */
+    config_free(cfg);
+
+    static const struct {
+        const char *yaml, *want;
+    } cases[] = {
+        {"model:\n  decoder: transducer\n  decoder_conf:\n    rnn_type: gru\n",
+         "cfg.yaml:4:15: model.decoder_conf.rnn_type: 'gru' is not supported (supported: lstm)"},
+        {"model:\n  decoder: transducer\n  joint_net_conf:\n    joint_activation_type: relu\n",
+         "model.joint_net_conf.joint_activation_type: 'relu' is not supported (supported: tanh)"},
+        {"model:\n  decoder: transducer\n  decoder_conf:\n    hidden_size: 0\n",
+         "model.decoder_conf.hidden_size: must be in [1, 65536], got 0"},
+        {"model:\n  decoder: transducer\n  decoder_conf:\n    dropout_embed: 1.0\n",
+         "model.decoder_conf.dropout_embed: must be in [0, 1)"},
+        {"model:\n  decoder: transducer\n  joint_net_conf:\n    joint_space: 4\n",
+         "cfg.yaml:4:5: model.joint_net_conf.joint_space: unknown key"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) assert_has(load_error(cases[i].yaml), cases[i].want);
+    /* the other class's keys, and a joint network without a transducer: errors when the model is made */
+    static const struct {
+        const char *yaml, *want;
+    } dims_cases[] = {
+        {"model:\n  decoder: transducer\n  decoder_conf:\n    num_blocks: 2\n",
+         "attention_heads, linear_units and num_blocks are TransformerDecoder's"},
+        {"model:\n  decoder: transformer\n  decoder_conf:\n    hidden_size: 4\n",
+         "are TransducerDecoder's (model.decoder: transducer)"},
+        {"model:\n  decoder: transformer\n  joint_net_conf:\n    joint_space_size: 4\n",
+         "model.joint_net_conf: the joint network goes with model.decoder: transducer"},
+    };
+    for (size_t i = 0; i < sizeof dims_cases / sizeof *dims_cases; i++) {
+        cr_assert_eq(load(dims_cases[i].yaml, &cfg, &err), 0, "%s", err.msg);
+        d = (model_dims){.d = 8};
+        cr_assert_neq(decoder_dims_from_cfg(&d, ((const training_cfg *)cfg->typed)->model, &err), 0);
+        assert_has(err.msg, dims_cases[i].want);
+        config_free(cfg);
+    }
 }

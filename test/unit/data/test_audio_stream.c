@@ -1,6 +1,7 @@
 /* audio_stream: a file read in blocks of any size gives audio_read's samples exactly, a span gives
  * audio_read_span's, another rate is refused or (resample on) converted as audio_read_resampled
- * converts the whole file, and broken files fail as audio_read fails, naming the file. */
+ * converts the whole file, and broken files fail as audio_read fails, naming the file; a pipe gives
+ * the file's samples. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <sndfile.h>
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base/fsio.h"
 #include "core/data/audio.h"
 #include "core/data/audio_stream.h"
 #include "test/unit/test_util.h"
@@ -18,19 +20,24 @@ static void setup(void) { test_tmpdir_make(dir, sizeof dir, "astream"); }
 static void teardown(void) { test_tmpdir_remove(dir); }
 TestSuite(audio_stream, .init = setup, .fini = teardown);
 
-static const char *write_wav(const char *name, int fs, int n)
+/* n frames of a test signal in `format` (16-bit), each sample repeated on `channels` channels. */
+static const char *write_audio(const char *name, int fs, int n, int format, int channels)
 {
     const char *path = test_path(dir, name);
-    SF_INFO info = {.samplerate = fs, .channels = 1, .format = SF_FORMAT_WAV | SF_FORMAT_PCM_16};
+    SF_INFO info = {.samplerate = fs, .channels = channels, .format = format | SF_FORMAT_PCM_16};
     SNDFILE *sf = sf_open(path, SFM_WRITE, &info);
     cr_assert_not_null(sf);
-    short *s = malloc((size_t)n * sizeof *s);
-    for (int i = 0; i < n; i++) s[i] = (short)(9000 * sin(2 * M_PI * 300 * i / fs) + 3000 * sin(0.001 * i * (double)i / fs));
-    cr_assert_eq(sf_write_short(sf, s, n), n);
+    short *s = malloc((size_t)n * channels * sizeof *s);
+    for (int i = 0; i < n * channels; i++)
+        s[i] = (short)(9000 * sin(2 * M_PI * 300 * (i / channels) / fs) +
+                       3000 * sin(0.001 * (i / channels) * (double)(i / channels) / fs));
+    cr_assert_eq(sf_writef_short(sf, s, n), n);
     sf_close(sf);
     free(s);
     return path;
 }
+
+static const char *write_wav(const char *name, int fs, int n) { return write_audio(name, fs, n, SF_FORMAT_WAV, 1); }
 
 /* Every sample of the stream, read in blocks of `block`. */
 static float *read_all(audio_stream *st, size_t block, size_t *n)
@@ -127,4 +134,70 @@ Test(audio_stream, broken_files_and_spans_fail_naming_the_file)
     cr_assert_eq(test_sh("head -c 20000 '%s' > '%s/cut.wav'", path, dir), 0);
     cr_assert_null(audio_stream_open(test_path(dir, "cut.wav"), 16000, "fs", 0, 0, 0, &err));
     cr_assert(strstr(err.msg, "cut.wav") && strstr(err.msg, "truncated"), "%s", err.msg);
+}
+
+/* A file read through its descriptor as from a pipe (never seeking): cmd's output on a pipe. */
+static audio_stream *open_piped(const char *cmd, int fs, FILE **pp, esp_err *err)
+{
+    *pp = popen(cmd, "r");
+    cr_assert_not_null(*pp, "%s", cmd);
+    return audio_stream_open_fd(fileno(*pp), "<stdin>", fs, err);
+}
+
+/* WAV and FLAC through a pipe give the file's samples, in blocks of any size, resampled as the file
+ * is; the samples read to decide put back come first; broken input fails in one line naming the
+ * stream (nothing, not audio, a WAV cut short, stereo). */
+Test(audio_stream, a_pipe_is_read_front_to_back)
+{
+    const char *wav = write_wav("a.wav", 22050, 30000), *flac = write_audio("a.flac", 22050, 30000, SF_FORMAT_FLAC, 1),
+               *stereo = write_audio("st.wav", 22050, 3000, SF_FORMAT_WAV, 2);
+    esp_err err;
+    size_t n, nf, np;
+    FILE *pp;
+    audio_stream *st = audio_stream_open(wav, 22050, "fs", 0, 0, 0, &err);
+    cr_assert_not_null(st, "%s", err.msg);
+    float *want = read_all(st, 4096, &n);
+    audio_stream_close(st);
+    const char *files[] = {wav, flac};
+    for (int k = 0; k < 2; k++) {
+        char *cmd = xasprintf("cat '%s'", files[k]);
+        st = open_piped(cmd, 22050, &pp, &err);
+        cr_assert_not_null(st, "%s: %s", files[k], err.msg);
+        cr_expect_eq(audio_stream_seconds(st), 30000.0 / 22050, "the header's length");
+        float *got = read_all(st, 1 + 777 * (size_t)k, &np);
+        cr_expect(np == n && !memcmp(got, want, n * sizeof *got), "%s piped: %zu samples, %zu from the file", files[k],
+                  np, n);
+        audio_stream_close(st), pclose(pp), free(got), free(cmd);
+    }
+    /* resampled to 16 kHz as the file is; a head read and put back comes first */
+    st = audio_stream_open(wav, 16000, "fs", 1, 0, 0, &err);
+    free(want);
+    want = read_all(st, 4096, &n);
+    audio_stream_close(st);
+    char *cmd = xasprintf("cat '%s'", wav);
+    st = open_piped(cmd, 16000, &pp, &err);
+    float *head = malloc(1000 * sizeof *head);
+    cr_assert_eq(audio_stream_read(st, head, 1000, &err), 1000);
+    audio_stream_unread(st, head, 1000);
+    float *got = read_all(st, 4096, &nf);
+    cr_expect(nf == n && !memcmp(got, want, n * sizeof *got), "resampled piped: %zu samples, %zu from the file", nf,
+              n);
+    audio_stream_close(st), pclose(pp), free(got), free(want), free(cmd);
+    /* broken input */
+    const char *bad[][2] = {{"true", "no audio (0 bytes)"},
+                            {"echo not audio", "cannot read audio"},
+                            {"head -c 20000 '%s'", "truncated or corrupt audio"},
+                            {"cat '%s'", "2 channels"}};
+    for (int k = 0; k < 4; k++) {
+        cmd = xasprintf(bad[k][0], k == 3 ? stereo : wav);
+        st = open_piped(cmd, 22050, &pp, &err);
+        if (st) {
+            float *x = malloc(40000 * sizeof *x);
+            cr_expect_lt(audio_stream_read(st, x, 40000, &err), 0, "%s: read", cmd);
+            audio_stream_close(st), free(x);
+        }
+        cr_expect(!strncmp(err.msg, "<stdin>: ", 9) && strstr(err.msg, bad[k][1]) && !strchr(err.msg, '\n'), "%s: %s",
+                  cmd, err.msg);
+        pclose(pp), free(cmd);
+    }
 }

@@ -123,12 +123,15 @@ static const char *MINI_AN4 =
     "    data_aug_num: [1, 4]\n"
     "    data_aug_prob: 1.0\n";
 
+/* text loaded as a training config (its rules checked), then its augmentation read. */
 static int parse_text(const char *text, augment_conf *c, esp_err *err)
 {
     ynode *root = yt_parse_string(text, strlen(text), "conf.yaml", err);
     cr_assert_not_null(root, "%s", err->msg);
-    int rc = augment_conf_from_tree(root, c, err);
-    yt_free(root);
+    esp_config *cfg;
+    if (config_load_tree(CONFIG_TRAINING, root, "conf.yaml", 0, &cfg, err) != 0) return -1;
+    int rc = augment_conf_read(cfg, c, err);
+    config_free(cfg);
     return rc;
 }
 
@@ -182,7 +185,8 @@ Test(augment, config_errors_name_file_line_col)
         {"[[0.1, \"equalization\", {\"gain\": 80}]]", "", "gain: must be in [-60, 60] dB, got 80"},
         {"[[0.1, \"clipping\", {\"min_quantile\": 0.9, \"max_quantile\": 0.1}]]", "", "min_quantile 0.9 is above"},
         {"[[0.1, \"reverse\", {}]]", "    data_aug_num: [1, 2]\n", "data_aug_num: max 2 is more than the 1 entries"},
-        {"[[0.1, \"reverse\", {}]]", "    data_aug_num: [1, 0.5]\n", "data_aug_num[1]: must be an integer in [0, 64], got 0.5"},
+        {"[[0.1, \"reverse\", {}]]", "    data_aug_num: [1, 0.5]\n", "data_aug_num[1]: expected an integer, got a float '0.5'"},
+        {"[[0.1, \"reverse\", {}]]", "    data_aug_num: [1, 65]\n", "data_aug_num[1]: must be an integer in [0, 64], got 65"},
         {"[[0.1, \"reverse\", {}], [0.1, \"reverse\", {}]]", "    data_aug_num: [2, 1]\n", "min 2 is above max 1"},
         {"[[0.1, \"reverse\", {}]]", "    data_aug_prob: 1.5\n", "data_aug_prob: must be in [0, 1], got 1.5 (the share of utterances augmented; leave it out for 0.0)"},
         {"[[0.1, \"reverse\", {}]]", "    data_aug_prob: abc\n", "data_aug_prob: expected a number"},
@@ -200,24 +204,27 @@ Test(augment, config_errors_name_file_line_col)
     }
 }
 
+/* speed_perturb_factors' rules are the config load's: the typed list holds what passed them. */
+static int load_factors(const char *text, esp_config **cfg, esp_err *err)
+{
+    ynode *root = yt_parse_string(text, strlen(text), "c.yaml", err);
+    cr_assert_not_null(root, "%s", err->msg);
+    return config_load_tree(CONFIG_TRAINING, root, "c.yaml", 0, cfg, err);
+}
+
 Test(augment, speed_perturb_factors_key)
 {
     esp_err err;
-    double f[AUG_MAX_SPEED_FACTORS];
-    size_t n;
-    ynode *root = yt_parse_string("speed_perturb_factors: [0.9, 1.0, 1.1]\n", 39, "c.yaml", &err);
-    cr_assert_eq(speed_perturb_factors_from_tree(root, f, &n, &err), 0, "%s", err.msg);
-    cr_assert_eq(n, 3u);
-    cr_assert_float_eq(f[2], 1.1, 0);
-    yt_free(root);
-    root = yt_parse_string("speed_perturb_factors: [0.9, 0.9]\n", 34, "c.yaml", &err);
-    cr_assert_eq(speed_perturb_factors_from_tree(root, f, &n, &err), -1);
+    esp_config *cfg;
+    cr_assert_eq(load_factors("speed_perturb_factors: [0.9, 1.0, 1.1]\n", &cfg, &err), 0, "%s", err.msg);
+    const training_cfg *t = cfg->typed;
+    cr_assert_eq(t->n_speed_perturb_factors, 3u);
+    cr_assert_float_eq(t->speed_perturb_factors[2], 1.1, 0);
+    config_free(cfg);
+    cr_assert_eq(load_factors("speed_perturb_factors: [0.9, 0.9]\n", &cfg, &err), -1);
     cr_assert(strstr(err.msg, "c.yaml:1:30: speed_perturb_factors[1]: factor 0.9 is listed twice"), "%s", err.msg);
-    yt_free(root);
-    root = yt_parse_string("speed_perturb_factors: [0.1]\n", 29, "c.yaml", &err);
-    cr_assert_eq(speed_perturb_factors_from_tree(root, f, &n, &err), -1);
+    cr_assert_eq(load_factors("speed_perturb_factors: [0.1]\n", &cfg, &err), -1);
     cr_assert(strstr(err.msg, "c.yaml:1:25: speed_perturb_factors[0]: must be in [0.5, 2], got 0.1"), "%s", err.msg);
-    yt_free(root);
 }
 
 /* Efraimidis-Spirakis with k = 1 picks item i with probability w_i / sum(w); with k = n it

@@ -136,12 +136,25 @@ static void write_wav(const char *path, const double *x, size_t n, int fs)
     sf_close(sf);
 }
 
+/* yaml (a `preprocessor:` block) under `dataset:` of a training config, loaded (its rules checked),
+ * then its noise and reverberation read. */
 static int parse_pre(const char *yaml, noise_rir_conf *c, esp_err *err)
 {
-    ynode *root = yt_parse_string(yaml, strlen(yaml), "pre.yaml", err);
+    size_t cap = 16 + 3 * strlen(yaml), k = 0;
+    char *text = xmalloc(cap);
+    k += (size_t)snprintf(text, cap, "dataset:\n  ");
+    for (const char *p = yaml; *p; p++) {
+        text[k++] = *p;
+        if (*p == '\n' && p[1]) text[k++] = ' ', text[k++] = ' ';
+    }
+    text[k] = '\0';
+    ynode *root = yt_parse_string(text, k, "pre.yaml", err);
+    free(text);
     cr_assert_not_null(root, "%s", err->msg);
-    int rc = noise_rir_conf_parse(yt_map_get(root, "preprocessor"), c, err);
-    yt_free(root);
+    esp_config *cfg;
+    if (config_load_tree(CONFIG_TRAINING, root, "pre.yaml", 0, &cfg, err) != 0) return -1;
+    int rc = noise_rir_conf_read(cfg, c, err);
+    config_free(cfg);
     return rc;
 }
 

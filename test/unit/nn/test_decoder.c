@@ -241,7 +241,7 @@ static double score_and_check(asr_model *m, const float *hs, score_fx *f, const 
     return worst;
 }
 
-Test(decoder, batch_score_matches_espnet_at_once_step_by_step_and_per_utterance)
+Test(decoder, batch_score_matches_espnet_at_once_step_by_step_per_utterance_and_reserved)
 {
     backend *be;
     esp_err err;
@@ -276,6 +276,16 @@ Test(decoder, batch_score_matches_espnet_at_once_step_by_step_and_per_utterance)
     worst = fmax(worst, score_and_check(&m, hs, &f, &all[2], 1, NULL));
     decoder_score_batch(&m, hs2, f.T, p1, &f.len[2], 1, again);
     cr_assert_lt(pack_rel_err(again, changed, 12, 1.0), 1e-6);
+    /* Caches sized once for a search (decoder_score_reserve: more blocks and a longer stride than
+     * these prefixes need, and room for one longest prefix's rows, so that the six computed whole
+     * go in groups): the same answers, step by step and all at once. */
+    int lmax = 1;
+    for (int i = 0; i < f.n; i++) lmax = f.len[i] > lmax ? f.len[i] : lmax;
+    decoder_score_reserve(&m, 8, lmax + 1, f.T);
+    decoder_score_reserve(&m, 8, lmax + 1, f.T); /* only ever enlarges: again is the same */
+    decoder_score_new_utterance(&m);
+    for (int i = 0; i < 4; i++) worst = fmax(worst, score_and_check(&m, hs, &f, &all[i], 1, NULL));
+    worst = fmax(worst, score_and_check(&m, hs, &f, all, 6, NULL));
     cr_log_info("batch_score: worst log-prob rel err vs ESPnet %.2g", worst);
     free(hs), free(hs2);
     score_free(&f);

@@ -539,3 +539,40 @@ Test(egs3, mini_an4_streaming_config_runs_stages_1_8)
     cr_assert_not_null(st_get(&f, "encoder.encoders.0.norm2.bias"));
     st_close(&f);
 }
+
+/* ESPnet3's mini_an4 transducer config (conf/training_asr_transducer.yaml as it ships: the ASR task
+ * with decoder: transducer, an LSTM prediction network of 4 units, joint_net_conf, ctc_weight 0.3)
+ * runs stages 1-8 from the folder with conf/inference.yaml (as ESPnet3's test script pairs them:
+ * beam_size 1, Speech2Text's greedy transducer search): the model file holds ESPnet2's names of the
+ * decoder and the joint network, the logs loss_transducer. */
+Test(egs3, mini_an4_transducer_config_runs_stages_1_8)
+{
+    char recipe[512];
+    copy_mini_an4(recipe, sizeof recipe);
+    int rc = run_in(recipe,
+                    "--training_config conf/training_asr_transducer.yaml --inference_config conf/inference.yaml "
+                    "--metrics_config conf/metrics.yaml",
+                    "transducer");
+    cr_assert_eq(rc, 0, "stages 1-8 failed:\n%s", log_of("transducer", "err"));
+    char exp[600];
+    snprintf(exp, sizeof exp, "%s/exp/training_asr_transducer", recipe);
+    cr_assert(test_exists(test_path(exp, "inference/test/hyp.scp")));
+    cr_assert(test_exists(test_path(exp, "inference/metrics.json")));
+    cr_assert(test_exists(test_path(exp, "model_pack")));
+    char *cfg = test_slurp(test_path(exp, "config.yaml"));
+    cr_assert(strstr(cfg, "decoder: transducer") && strstr(cfg, "joint_space_size: 4"), "%s", cfg);
+    free(cfg);
+    char *err = log_of("transducer", "err");
+    cr_assert(strstr(err, "(ctc ") && strstr(err, " transducer "), "the step's log has no loss parts:\n%s", err);
+    cr_assert_null(strstr(err, "training is CTC only"), "%s", err); /* ctc_weight 0.3 is the transducer's share */
+    free(err);
+    st_file f;
+    esp_err e;
+    cr_assert_eq(st_read(test_path(exp, "last/model.safetensors"), &f, &e), 0, "%s", e.msg);
+    static const char *const names[] = {"decoder.embed.weight",         "decoder.decoder.0.weight_ih_l0",
+                                        "decoder.decoder.0.bias_hh_l0", "joint_network.lin_enc.weight",
+                                        "joint_network.lin_dec.bias",   "joint_network.lin_out.weight",
+                                        "ctc.ctc_lo.weight"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) cr_assert_not_null(st_get(&f, names[i]), "%s", names[i]);
+    st_close(&f);
+}

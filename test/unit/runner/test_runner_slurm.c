@@ -11,18 +11,25 @@
 #include "test/unit/slurm_test_cluster.h"
 
 /* The tiny recipe's stages through the binary, data under workdir, stats under <workdir>/<stats>. */
-static int espnet3(const char *log, const char *stats, const char *extra)
+static const char *espnet3_command(const char *stats, const char *extra)
 {
-    return sh(log,
-              "timeout 300 '%s' --config recipes/espeak_fortunes/conf/training_tiny.yaml data_dir=%s/data "
-              "dataset_dir=%s/dl stats_dir=%s/%s exp_dir=%s/exp %s",
-              env_or("ESPNET3_BIN", "./espnet3"), workdir, workdir, workdir, stats, workdir, extra);
+    static char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "timeout 300 '%s' --config recipes/espeak_fortunes/conf/training_tiny.yaml data_dir=%s/data "
+             "dataset_dir=%s/dl stats_dir=%s/%s exp_dir=%s/exp %s",
+             env_or("ESPNET3_BIN", "./espnet3"), workdir, workdir, workdir, stats, workdir, extra);
+    return cmd;
 }
 
-/* Stages 1-2, then stage 3 locally as the reference under <workdir>/ref. */
+static int espnet3(const char *log, const char *stats, const char *extra)
+{
+    return sh(log, "%s", espnet3_command(stats, extra));
+}
+
+/* Stages 1-2, then stage 3 locally as the reference under <workdir>/ref (once per run of the tests). */
 static void prepare_reference(void)
 {
-    cr_assert_eq(espnet3("prep", "ref", "--stage 1 --stop_stage 3"), 0, "stages 1-3 failed: %s",
+    cr_assert_eq(slurm_cluster_sh_once(workdir, "prep", "%s", espnet3_command("ref", "--stage 1 --stop_stage 3")), 0, "stages 1-3 failed: %s",
                  slurp("%s/prep.err", workdir));
 }
 
@@ -160,7 +167,7 @@ Test(runner_slurm, async_submits_then_a_rerun_after_scancel_redoes_only_unfinish
 
 Test(runner_local_gpu, without_a_gpu_is_a_clear_error, .init = setup, .fini = teardown)
 {
-    cr_assert_eq(espnet3("prep", "ref", "--stage 1 --stop_stage 2"), 0, "%s", slurp("%s/prep.err", workdir));
+    cr_assert_eq(slurm_cluster_sh_once(workdir, "prep", "%s", espnet3_command("ref", "--stage 1 --stop_stage 2")), 0, "%s", slurp("%s/prep.err", workdir));
     /* An empty CUDA_VISIBLE_DEVICES hides every GPU, also in a CUDA build on a GPU machine. */
     cr_assert_eq(sh("gpu", "CUDA_VISIBLE_DEVICES= timeout 60 '%s' --config "
                            "recipes/espeak_fortunes/conf/training_tiny.yaml data_dir=%s/data dataset_dir=%s/dl stats_dir=%s/st "
@@ -176,7 +183,7 @@ Test(runner_local_gpu, without_a_gpu_is_a_clear_error, .init = setup, .fini = te
 Test(runner_slurm, changed_inputs_cancel_the_queued_jobs_of_the_old_ones)
 {
     start_cluster();
-    cr_assert_eq(espnet3("prep", "ref", "--stage 1 --stop_stage 2"), 0, "%s", slurp("%s/prep.err", workdir));
+    cr_assert_eq(slurm_cluster_sh_once(workdir, "prep", "%s", espnet3_command("ref", "--stage 1 --stop_stage 2")), 0, "%s", slurp("%s/prep.err", workdir));
     const char *held = "--stages collect_stats parallel.env=slurm parallel.n_workers=2 parallel.async_mode=true "
                        "'parallel.options.job_extra_directives=[--hold]'";
     cr_assert_eq(espnet3("old", "st", held), 0, "%s", slurp("%s/old.err", workdir));

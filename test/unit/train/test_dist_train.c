@@ -142,7 +142,9 @@ static int leftovers(void)
 static void setup(void)
 {
     test_tmpdir_make(dir, sizeof dir, "dist");
-    cr_assert_eq(run("exp0", "--stage 1 --stop_stage 3"), 0, "stages 1-3 failed:\n%s", slurp("log"));
+    /* The same in every test: once per run of the tests (test_sh_once). */
+    cr_assert_eq(test_sh_once(dir, "%s >>%s/log 2>&1", command("exp0", "--stage 1 --stop_stage 3"), dir), 0,
+                 "stages 1-3 failed:\n%s", slurp("log"));
 }
 
 static void teardown(void) { test_tmpdir_remove(dir); }

@@ -16,21 +16,28 @@
 
 static char dir[64];
 
-static int run(const char *exp, const char *extra)
+static const char *command(const char *exp, const char *extra)
 {
-    return test_sh("cd '%s' && timeout 300 '%s' -q --config recipes/espeak_fortunes/conf/training_tiny.yaml "
-                   "data_dir=%s/data dataset_dir=%s/dl stats_dir=%s/stats exp_dir=%s/%s "
-                   "dataloader.train.iter_factory.batches.batch_bins=80000 model.encoder_conf.output_size=16 "
-                   "model.encoder_conf.linear_units=32 model.encoder_conf.attention_heads=2 %s >>%s/log 2>&1",
-                   test_root_dir(), test_bin_path(), dir, dir, dir, dir, exp, extra, dir);
+    static char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && timeout 300 '%s' -q --config recipes/espeak_fortunes/conf/training_tiny.yaml "
+             "data_dir=%s/data dataset_dir=%s/dl stats_dir=%s/stats exp_dir=%s/%s "
+             "dataloader.train.iter_factory.batches.batch_bins=80000 model.encoder_conf.output_size=16 "
+             "model.encoder_conf.linear_units=32 model.encoder_conf.attention_heads=2 %s >>%s/log 2>&1",
+             test_root_dir(), test_bin_path(), dir, dir, dir, dir, exp, extra, dir);
+    return cmd;
 }
+
+static int run(const char *exp, const char *extra) { return test_sh("%s", command(exp, extra)); }
 
 static char *slurp(const char *rel) { return test_slurp_or_empty(test_path(dir, rel)); }
 
 static void setup(void)
 {
     test_tmpdir_make(dir, sizeof dir, "fit_ckpt");
-    cr_assert_eq(run("exp0", "--stage 1 --stop_stage 3"), 0, "stages 1-3 failed:\n%s", slurp("log"));
+    /* The same in every test: once per run of the tests (test_sh_once). */
+    cr_assert_eq(test_sh_once(dir, "%s", command("exp0", "--stage 1 --stop_stage 3")), 0, "stages 1-3 failed:\n%s",
+                 slurp("log"));
 }
 
 static void teardown(void) { test_tmpdir_remove(dir); }

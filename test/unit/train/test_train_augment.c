@@ -2,7 +2,8 @@
  * data_aug_* keys in stage 5 (the same weights on 1 rank accumulating 2 batches and on 2 ranks,
  * since each utterance's draws depend on (seed, epoch, utterance) only; other weights than
  * without augmentation), and speed_perturb_factors in stage 3 (copies in the manifest and in
- * feats_shape, reused on a rerun, trained on), with their config errors. */
+ * feats_shape, reused on a rerun, trained on), with their config errors; batches loaded beside the
+ * step (num_workers) give the same weights. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -40,7 +41,9 @@ static void truncate_log(void)
 static void setup(void)
 {
     test_tmpdir_make(dir, sizeof dir, "trainaug");
-    cr_assert_eq(run("exp0", "--stage 1 --stop_stage 3"), 0, "stages 1-3 failed:\n%s", slurp("log"));
+    /* The same in every test: once per run of the tests (test_sh_once). */
+    cr_assert_eq(test_sh_once(dir, "%s >>%s/log 2>&1", command("exp0", "--stage 1 --stop_stage 3"), dir), 0,
+                 "stages 1-3 failed:\n%s", slurp("log"));
 }
 
 static void teardown(void) { test_tmpdir_remove(dir); }
@@ -76,6 +79,25 @@ Test(train_augment, same_weights_on_one_and_two_ranks_and_other_than_without)
                  "%s", slurp("log"));
     d = max_diff("plain/" FINAL, "one/" FINAL);
     cr_assert(d > 1e-4, "augmentation changed nothing (max difference %g)", d);
+}
+
+/* dataloader num_workers > 0: the next batch is loaded (read, augmented, featurized, SpecAugment'd)
+ * on a thread beside the step, also while a validation inside the epoch runs; every draw depends
+ * on (seed, epoch, position, utterance) alone, so the weights are the same bits. */
+Test(train_augment, batches_loaded_beside_the_step_give_the_same_weights)
+{
+#define LIM "trainer.accumulate_grad_batches=2 trainer.limit_train_batches=8 "
+    cr_assert_eq(run("inline", "--stages train trainer.val_check_interval=2 " LIM AUG), 0, "%s", slurp("log"));
+    cr_assert_eq(run("ahead", "--stages train trainer.val_check_interval=2 "
+                              "dataloader.train.iter_factory.num_workers=2 " LIM AUG), 0, "%s", slurp("log"));
+    cr_assert(test_same_file(test_path(dir, "inline/" FINAL), test_path(dir, "ahead/" FINAL)),
+              "the weights differ when batches are loaded beside the step");
+    char *a = slurp("ahead/train.log"), *b = slurp("inline/train.log");
+    cr_assert(strstr(a, "train: epoch 2: the step waited ") && strstr(a, " ms per batch for it, ") &&
+              strstr(a, " ms per batch (loaded beside the step)"), "%s", a);
+    cr_assert(!strstr(b, "the step waited"), "%s", b);
+    free(a), free(b);
+#undef LIM
 }
 
 Test(train_augment, bad_augmentation_values_stop_the_stage_with_the_key)

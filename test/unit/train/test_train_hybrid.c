@@ -74,19 +74,26 @@ Test(train_hybrid, recipe_stages_1_5_then_ctc_decoding_of_the_hybrid_model)
     free(hyp);
 }
 
+/* 3 epochs, one, then a resume to 3 (2 under ASan: the resume after epoch 1 and the averages over
+ * epochs before and after it are there too). */
 Test(train_hybrid, resumes_bit_identically)
 {
-    cr_assert_eq(run("full", "--stage 1 --stop_stage 5 trainer.max_epochs=3"), 0, "%s", slurp("log"));
+    const int n = test_sanitized() ? 2 : 3;
+    char full[128], split[128], files[4][96];
+    snprintf(full, sizeof full, "--stage 1 --stop_stage 5 trainer.max_epochs=%d", n);
+    snprintf(split, sizeof split, "--stages train trainer.max_epochs=%d", n);
+    cr_assert_eq(run("full", full), 0, "%s", slurp("log"));
     cr_assert_eq(run("split", "--stages train trainer.max_epochs=1"), 0, "%s", slurp("log"));
-    cr_assert_eq(run("split", "--stages train trainer.max_epochs=3"), 0, "%s", slurp("log"));
-    const char *files[] = {"checkpoints/epoch=3-step=3/model.safetensors",
-                           "checkpoints/epoch=3-step=3/trainer_state.safetensors",
-                           "valid.acc.ave_3best.safetensors", "valid.loss.ave_3best.safetensors"};
+    cr_assert_eq(run("split", split), 0, "%s", slurp("log"));
+    snprintf(files[0], sizeof files[0], "checkpoints/epoch=%d-step=%d/model.safetensors", n, n);
+    snprintf(files[1], sizeof files[1], "checkpoints/epoch=%d-step=%d/trainer_state.safetensors", n, n);
+    snprintf(files[2], sizeof files[2], "valid.acc.ave_%dbest.safetensors", n);
+    snprintf(files[3], sizeof files[3], "valid.loss.ave_%dbest.safetensors", n);
     for (int i = 0; i < 4; i++) {
         char a[256], b[256];
-        snprintf(a, sizeof a, "full/%s", files[i]);
-        snprintf(b, sizeof b, "split/%s", files[i]);
-        cr_assert(test_same_file(test_path(dir, a), test_path(dir, b)), "%s: resumed run differs", files[i]);
+        snprintf(a, sizeof a, "%s/full", dir);
+        snprintf(b, sizeof b, "%s/split", dir);
+        cr_assert(test_same_file(test_path(a, files[i]), test_path(b, files[i])), "%s: resumed run differs", files[i]);
     }
 }
 

@@ -13,11 +13,13 @@
 
 static char dir[64];
 
+/* The ASR fixture both tests decode with: the same command, run once per run of the tests (test_sh_once). */
 static int run_asr(const char *extra)
 {
-    return test_sh("cd '%s' && timeout 300 '%s' -q --config recipes/espeak_fortunes/conf/training_tiny_hybrid.yaml "
-                   "data_dir=%s/data dataset_dir=%s/dl stats_dir=%s/stats exp_dir=%s/asr %s >>%s/log 2>&1",
-                   test_root_dir(), test_bin_path(), dir, dir, dir, dir, extra, dir);
+    return test_sh_once(dir,
+                        "cd '%s' && timeout 300 '%s' -q --config recipes/espeak_fortunes/conf/training_tiny_hybrid.yaml "
+                        "data_dir=%s/data dataset_dir=%s/dl stats_dir=%s/stats exp_dir=%s/asr %s >>%s/log 2>&1",
+                        test_root_dir(), test_bin_path(), dir, dir, dir, dir, extra, dir);
 }
 
 static int run_lm_cfg(const char *cfg, const char *exp, const char *extra)

@@ -12,12 +12,17 @@
 
 static char dir[64];
 
-static int run(const char *exp, const char *extra)
+static const char *command(const char *exp, const char *extra)
 {
-    return test_sh("cd '%s' && timeout 300 '%s' --config recipes/espeak_fortunes/conf/training_tiny.yaml "
-                   "data_dir=%s/data dataset_dir=%s/dl stats_dir=%s/stats exp_dir=%s/%s %s >>%s/log 2>&1",
-                   test_root_dir(), test_bin_path(), dir, dir, dir, dir, exp, extra, dir);
+    static char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && timeout 300 '%s' --config recipes/espeak_fortunes/conf/training_tiny.yaml "
+             "data_dir=%s/data dataset_dir=%s/dl stats_dir=%s/stats exp_dir=%s/%s %s >>%s/log 2>&1",
+             test_root_dir(), test_bin_path(), dir, dir, dir, dir, exp, extra, dir);
+    return cmd;
 }
+
+static int run(const char *exp, const char *extra) { return test_sh("%s", command(exp, extra)); }
 
 static char *slurp(const char *rel) { return test_slurp_or_empty(test_path(dir, rel)); }
 static int same_file(const char *a, const char *b) { return test_same_file(test_path(dir, a), test_path(dir, b)); }
@@ -40,7 +45,9 @@ static int file_has(const char *rel, const char *s)
 static void setup(void)
 {
     test_tmpdir_make(dir, sizeof dir, "trainprec");
-    cr_assert_eq(run("exp0", "--stage 1 --stop_stage 3"), 0, "stages 1-3 failed:\n%s", slurp("log"));
+    /* The same in every test: once per run of the tests (test_sh_once). */
+    cr_assert_eq(test_sh_once(dir, "%s", command("exp0", "--stage 1 --stop_stage 3")), 0, "stages 1-3 failed:\n%s",
+                 slurp("log"));
 }
 
 static void teardown(void) { if (!getenv("KEEP")) test_tmpdir_remove(dir); }

@@ -42,7 +42,9 @@ static int same_file(const char *a, const char *b) { return test_same_file(test_
 static void setup(void)
 {
     test_tmpdir_make(dir, sizeof dir, "train_stop");
-    cr_assert_eq(run("exp0", "--stage 1 --stop_stage 3"), 0, "stages 1-3 failed:\n%s", slurp("log"));
+    /* The same in every test: once per run of the tests (test_sh_once). */
+    cr_assert_eq(test_sh_once(dir, "%s >>%s/log 2>&1", command("exp0", "--stage 1 --stop_stage 3"), dir), 0,
+                 "stages 1-3 failed:\n%s", slurp("log"));
 }
 
 static void teardown(void) { test_tmpdir_remove(dir); }

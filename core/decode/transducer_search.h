@@ -1,0 +1,70 @@
+/* ESPnet2's BeamSearchTransducer (espnet2/asr/transducer/beam_search_transducer.py), the search
+ * Speech2Text runs for a model with a transducer decoder (core/nn/transducer.h), on one utterance's
+ * encoder output:
+ *   beam_size <= 1    greedy_search: per frame, the best label if it is not blank (one label a frame);
+ *   default           default_beam_search (Graves 2012 as ESPnet modifies it);
+ *   tsd               time_sync_decoding, up to max_sym_exp - 1 labels a frame;
+ *   alsd              align_length_sync_decoding, T + min(u_max, T - 1) steps, hypotheses recombined;
+ *   nsc               nsc_beam_search (N-step constrained, nstep expansions a frame, prefix search);
+ *   maes              modified_adaptive_expansion_search (nstep >= 2, prune-by-value expansion_gamma,
+ *                     beam_size + expansion_beta candidates, prefix search).
+ * Each step as ESPnet writes it: the same hypotheses in the same order, scores in double from float
+ * log-probabilities, Python's stable sorts and first maxima, np.logaddexp where ESPnet merges, and
+ * the n-best as each algorithm returns it (sort_nbest's score / len(yseq) with score_norm; greedy
+ * its one hypothesis; alsd its final hypotheses, or its last beam unsorted when none reached the
+ * last frame). The prediction network's output and state are a function of the label sequence, so
+ * they are cached by it (as ESPnet's decoder cache), and the hypotheses that need a new one are
+ * computed in one batched step (where ESPnet's batch_score batches; default_beam_search scores one
+ * hypothesis a step, as ESPnet's score does). No LM (ESPnet's lm / lm_weight): Speech2Text refuses
+ * lm_weight with a transducer. */
+#ifndef ESPNET3_DECODE_TRANSDUCER_SEARCH_H
+#define ESPNET3_DECODE_TRANSDUCER_SEARCH_H
+
+#include "core/nn/model.h"
+
+typedef enum ts_type { TS_DEFAULT = 0, TS_TSD, TS_ALSD, TS_NSC, TS_MAES } ts_type;
+
+/* The inference config's transducer_conf, with ESPnet's defaults (TS_OPTS_DEFAULT). */
+typedef struct ts_opts {
+    int search_type;     /* ts_type */
+    int max_sym_exp;     /* 2 */
+    int u_max;           /* 50 */
+    int nstep;           /* 1 */
+    int prefix_alpha;    /* 1 */
+    double expansion_gamma; /* 2.3 */
+    int expansion_beta;  /* 2 */
+    int score_norm;      /* 1 */
+    int score_norm_during; /* 0 */
+    int nbest;           /* 1 */
+} ts_opts;
+
+#define TS_OPTS_DEFAULT                                                                                    \
+    {.search_type = TS_DEFAULT, .max_sym_exp = 2, .u_max = 50, .nstep = 1, .prefix_alpha = 1,             \
+     .expansion_gamma = 2.3, .expansion_beta = 2, .score_norm = 1, .nbest = 1}
+
+/* The search_type's name ("default", ...). */
+const char *ts_type_name(int type);
+
+/* One hypothesis of the result: yseq without its leading blank. */
+typedef struct ts_hyp {
+    int *ids;
+    int n;
+    double score;
+} ts_hyp;
+
+typedef struct ts_result {
+    ts_hyp *hyps; /* as the algorithm returns them (best first where it sorts) */
+    int n;
+} ts_result;
+
+void ts_result_free(ts_result *r);
+
+/* The search over T frames of the encoder output enc (device, T x d: after after_norm) of model m
+ * (which has a transducer) with beam_size; fills out. beam_size + expansion_beta must not pass the
+ * vocabulary with maes (ESPnet asserts it; checked by the caller: ts_check). */
+void transducer_search(asr_model *m, const float *enc, int T, int beam_size, const ts_opts *o, ts_result *out);
+
+/* The options' checks against a model of `vocab` classes (ESPnet's assertions), as one-line errors. */
+int ts_check(const ts_opts *o, int beam_size, int vocab, esp_err *err);
+
+#endif

@@ -1,0 +1,14 @@
+/* The q/k/v projections' and their LayerNorm's backward; see mha_input.h. */
+#include "core/nn/mha_input.h"
+
+void mha_input_backward(backend *be, const nn_mha *a, const nn_mha *ga, const nn_norm *norm, const nn_norm *gnorm,
+                        const mha_input_grads *t, int N, int D)
+{
+    const nn_linear *proj[] = {&a->linear_q, &a->linear_k, &a->linear_v};
+    const nn_linear *gproj[] = {&ga->linear_q, &ga->linear_k, &ga->linear_v};
+    const float *dproj[] = {t->dq, t->dk, t->dv};
+    for (int i = 0; i < 3; i++) /* the first writes dln, the others add to it */
+        be->linear_backward(be, t->dln, gproj[i]->weight, gproj[i]->bias, dproj[i], t->ln, proj[i]->weight, N, D, D,
+                            i > 0);
+    be->layernorm_backward(be, t->dx, gnorm->weight, gnorm->bias, t->dln, t->x, norm->weight, t->mean, t->rstd, N, D, 1);
+}
