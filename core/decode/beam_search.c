@@ -60,7 +60,8 @@ static void carve(const beam_search *w, bs_slot *h, size_t k, int *yseq_pool, do
     h->r = r_pool + k * (2 * w->cap_T + 1);
 }
 
-void bs_reserve(beam_search *w, size_t B, size_t L, size_t T, size_t V, size_t P)
+/* The slots: beam B, prefixes of up to L ids, CTC states of T frames (kept as they grow). */
+static void reserve_slots(beam_search *w, size_t B, size_t L, size_t T)
 {
     if (B > w->cap_beam || L > w->cap_len || T > w->cap_T) {
         size_t ob = w->cap_beam, ol = w->cap_len, ot = w->cap_T;
@@ -88,9 +89,17 @@ void bs_reserve(beam_search *w, size_t B, size_t L, size_t T, size_t V, size_t P
         free(w->yseq_pool), free(w->r_pool);
         w->yseq_pool = yp, w->r_pool = rp;
         w->run = arr[0], w->next = arr[1], w->prev = arr[2];
-        w->prefixes = xrealloc(w->prefixes, w->cap_beam * sizeof *w->prefixes);
-        w->lens = xrealloc(w->lens, w->cap_beam * sizeof *w->lens);
-        w->top = xrealloc(w->top, w->cap_beam * sizeof *w->top);
+    }
+}
+
+/* A step's work buffers: beam B, T frames, V tokens, pre-beam P. */
+static void reserve_scratch(beam_search *w, size_t B, size_t T, size_t V, size_t P)
+{
+    if (B > w->cap_top) {
+        w->cap_top = B;
+        w->prefixes = xrealloc(w->prefixes, B * sizeof *w->prefixes);
+        w->lens = xrealloc(w->lens, B * sizeof *w->lens);
+        w->top = xrealloc(w->top, B * sizeof *w->top);
     }
     if (B * V > w->cap_bv) {
         w->cap_bv = B * V;
@@ -107,6 +116,12 @@ void bs_reserve(beam_search *w, size_t B, size_t L, size_t T, size_t V, size_t P
         w->cap_pre = B * P;
         w->pre = xrealloc(w->pre, w->cap_pre * sizeof *w->pre);
     }
+}
+
+void bs_reserve(beam_search *w, size_t B, size_t L, size_t T, size_t V, size_t P)
+{
+    reserve_slots(w, B, L, T);
+    reserve_scratch(w, B, T, V, P);
 }
 
 static void swap_hyp(bs_slot *a, bs_slot *b)
@@ -130,15 +145,16 @@ static void score_full(const bs_scorer *sc, int V, const int *utt, const int *co
     }
 }
 
-/* Weighted scores of every (hypothesis, token) of the beam into w->wsc, as BatchBeamSearch.search
- * sums them: the full scorers' (att, lmp: n x V, already computed), then the CTC partial scores,
- * then the hypothesis' score. */
-static void score_step(beam_search *w, const bs_ctx *c, int n, const float *att_rows, const float *lmp_rows)
+/* Weighted scores of every (hypothesis, token) of w's beam into x->wsc (x: the workspace whose
+ * step buffers are used), as BatchBeamSearch.search sums them: the full scorers' (att, lmp: n x V,
+ * already computed), then the CTC partial scores, then the hypothesis' score. */
+static void score_step(const beam_search *w, beam_search *x, const bs_ctx *c, int n, const float *att_rows,
+                       const float *lmp_rows)
 {
     const int V = c->V, P = c->pre_beam;
     for (int i = 0; i < n; i++) {
         const bs_slot *h = &w->run[i];
-        double *ws = w->wsc + (size_t)i * V;
+        double *ws = x->wsc + (size_t)i * V;
         const float *att = att_rows + (size_t)i * V, *lmp = lmp_rows + (size_t)i * V;
         for (int v = 0; v < V; v++) {
             double s = c->dec_on ? c->w_dec * att[v] : 0.0;
@@ -148,11 +164,11 @@ static void score_step(beam_search *w, const bs_ctx *c, int n, const float *att_
         if (c->ctc_on) {
             int *ids = NULL;
             if (P > 0) {
-                ids = w->pre + (size_t)i * P;
+                ids = x->pre + (size_t)i * P;
                 bs_topk(ws, V, P, ids);
             }
-            double *psi = w->psi + (size_t)i * V;
-            ctc_prefix_psi(&c->cps, h->r, h->yseq[h->len - 1], h->len - 1, ids, P, psi, w->work);
+            double *psi = x->psi + (size_t)i * V;
+            ctc_prefix_psi(&c->cps, h->r, h->yseq[h->len - 1], h->len - 1, ids, P, psi, x->work);
             for (int v = 0; v < V; v++) ws[v] += c->w_ctc * (psi[v] - h->psi);
         }
         for (int v = 0; v < V; v++) ws[v] += h->score;
@@ -170,33 +186,35 @@ static int ctc_state_column(const beam_search *w, const bs_ctx *c, int i, int v)
     return ids[c->pre_beam - 1];
 }
 
-/* bs_search_step once the full scorers' log-probs of the n running hypotheses are in att, lmp. */
-static int step_scored(beam_search *w, const bs_ctx *c, int n, const float *att, const float *lmp, int last_step)
+/* bs_search_step once the full scorers' log-probs of the n running hypotheses are in att, lmp;
+ * x's step buffers (w's own, or the batch's shared ones). */
+static int step_scored(beam_search *w, beam_search *x, const bs_ctx *c, int n, const float *att, const float *lmp,
+                       int last_step)
 {
     const int V = c->V;
-    score_step(w, c, n, att, lmp);
+    score_step(w, x, c, n, att, lmp);
     int k = (size_t)n * V < (size_t)c->beam ? n * V : c->beam;
-    bs_topk(w->wsc, n * V, k, w->top);
+    bs_topk(x->wsc, n * V, k, x->top);
     for (int j = 0; j < k; j++) {
-        int i = w->top[j] / V, v = w->top[j] % V;
+        int i = x->top[j] / V, v = x->top[j] % V;
         const bs_slot *h = &w->run[i];
         bs_slot *g = &w->next[j];
         memcpy(g->yseq, h->yseq, (size_t)h->len * sizeof *g->yseq);
         g->yseq[h->len] = v;
         g->len = h->len + 1;
-        g->score = w->wsc[w->top[j]];
-        g->dec = h->dec + (c->dec_on ? att[w->top[j]] : 0.0);
+        g->score = x->wsc[x->top[j]];
+        g->dec = h->dec + (c->dec_on ? att[x->top[j]] : 0.0);
         g->lb = h->lb + (c->lb_on ? 1.0 : 0.0);
-        g->lm = h->lm + (c->lm_on ? lmp[w->top[j]] : 0.0);
+        g->lm = h->lm + (c->lm_on ? lmp[x->top[j]] : 0.0);
         g->ctc = h->ctc;
         g->psi = h->psi;
         if (c->ctc_on) {
-            double p = w->psi[w->top[j]];
+            double p = x->psi[x->top[j]];
             g->ctc = h->ctc + (p - h->psi);
             g->psi = p;
             /* An ended or last-step hypothesis never extends again: its state is not needed. */
             if (v != c->cps.eos && !last_step)
-                ctc_prefix_extend(&c->cps, h->r, h->yseq[h->len - 1], h->len - 1, ctc_state_column(w, c, i, v),
+                ctc_prefix_extend(&c->cps, h->r, h->yseq[h->len - 1], h->len - 1, ctc_state_column(x, c, i, v),
                                   g->r);
         }
     }
@@ -208,7 +226,7 @@ int bs_search_step(beam_search *w, const bs_ctx *c, int n, int last_step)
     for (int i = 0; i < n; i++) w->prefixes[i] = w->run[i].yseq, w->lens[i] = w->run[i].len;
     if (c->dec_on) score_full(c->att, c->V, NULL, w->prefixes, w->lens, n, w->att);
     if (c->lm_on) score_full(c->lm, c->V, NULL, w->prefixes, w->lens, n, w->lmp);
-    return step_scored(w, c, n, w->att, w->lmp, last_step);
+    return step_scored(w, w, c, n, w->att, w->lmp, last_step);
 }
 
 void bs_push_ended(beam_search *w, const bs_slot *h)
@@ -309,7 +327,7 @@ static void search(beam_search *w, const bs_ctx *c, const int *todo, int m, doub
             struct bs_batch_utt *u = &w->batch[todo[k]];
             if (u->done) continue;
             size_t r0 = (size_t)u->row0 * c->V;
-            int n = step_scored(u->w, &u->c, u->n, w->row_att + r0, w->row_lmp + r0, i == u->c.maxlen - 1);
+            int n = step_scored(u->w, w, &u->c, u->n, w->row_att + r0, w->row_lmp + r0, i == u->c.maxlen - 1);
             u->n = bs_post_process(u->w, &u->c, n, i);
             if (maxlenratio == 0.0 && bs_end_detect(u->w, i)) u->done = 1;
             if (u->n == 0 || i + 1 >= u->c.maxlen) u->done = 1;
@@ -386,7 +404,7 @@ void beam_search_run_batch(beam_search *w, const bs_utt *utts, int n, int V, con
     bs_ctx c;
     bs_ctx_init(&c, NULL, 0, V, att, lm, o);
     reserve_batch(w, n, (size_t)n * o->beam_size, (size_t)V);
-    int *todo = xmalloc((size_t)n * sizeof *todo);
+    int *todo = xmalloc((size_t)n * sizeof *todo), maxT = 0;
     for (int k = 0; k < n; k++) {
         struct bs_batch_utt *u = &w->batch[k];
         int T = utts[k].T;
@@ -395,9 +413,12 @@ void beam_search_run_batch(beam_search *w, const bs_utt *utts, int n, int V, con
         u->c.cps.logp = utts[k].ctc_logp, u->c.cps.T = T;
         u->c.maxlen = beam_search_maxlen(o->maxlenratio, T);
         u->minlenratio = o->minlenratio;
-        bs_reserve(u->w, (size_t)o->beam_size, (size_t)u->c.maxlen + 2, (size_t)T, (size_t)V, (size_t)c.pre_beam);
+        reserve_slots(u->w, (size_t)o->beam_size, (size_t)u->c.maxlen + 2, (size_t)T);
+        maxT = T > maxT ? T : maxT;
         todo[k] = k;
     }
+    /* the utterances' steps run one after another on w's step buffers */
+    reserve_scratch(w, (size_t)o->beam_size, (size_t)maxT, (size_t)V, (size_t)c.pre_beam);
     for (int m = n; m > 0;) {
         search(w, &c, todo, m, o->maxlenratio);
         /* None ended: ESPnet tries again with a smaller minlenratio, down to below 0.1. */
