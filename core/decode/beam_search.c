@@ -367,7 +367,7 @@ void bs_ctx_init(bs_ctx *c, const float *ctc_logp, int T, int V, const bs_scorer
 
 void bs_take_nbest(beam_search *w, int nbest, bs_nbest *out)
 {
-    qsort(w->ended, w->n_ended, sizeof *w->ended, by_score);
+    if (w->n_ended > 1) qsort(w->ended, w->n_ended, sizeof *w->ended, by_score); /* none: ended may be NULL */
     out->n = (int)(w->n_ended < (size_t)nbest ? w->n_ended : (size_t)nbest);
     out->hyps = xcalloc((size_t)out->n + 1, sizeof *out->hyps);
     for (int k = 0; k < out->n; k++) {

@@ -88,14 +88,14 @@ static void assemble(bs_online *s, const unsigned char *local, int k, bs_nbest *
     size_t nl = w->n_ended - n0;
     for (size_t q = 0; q < w->n_ended; q++) w->ended[q].order = (int)(q < n0 ? q + nl : q - n0);
     bs_ended *keep = xmalloc((w->n_ended + 1) * sizeof *keep);
-    memcpy(keep, w->ended, w->n_ended * sizeof *keep);
+    if (w->n_ended) memcpy(keep, w->ended, w->n_ended * sizeof *keep); /* none yet: w->ended may be NULL */
     for (size_t q = 0; q < n0; q++) { /* the ended list stays: copy its ids */
         int *ids = xmalloc(((size_t)keep[q].h.n_ids + 1) * sizeof *ids);
         memcpy(ids, keep[q].h.ids, (size_t)keep[q].h.n_ids * sizeof *ids);
         keep[q].h.ids = ids;
     }
     bs_take_nbest(w, s->o.nbest, out);
-    memcpy(w->ended, keep, n0 * sizeof *keep);
+    if (n0) memcpy(w->ended, keep, n0 * sizeof *keep);
     for (size_t q = 0; q < n0; q++) w->ended[q].order = (int)q;
     w->n_ended = n0;
     free(keep);
