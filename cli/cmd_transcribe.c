@@ -1,8 +1,8 @@
 /* `espnet3 transcribe MODEL FILE...`: audio files (or "-", standard input) to text with a trained
  * model, through the C library (include/espnet3.h): the options go to espnet3_options_set by name,
- * each file through espnet3_transcribe_file, and cli/transcribe_output.h writes the result. A file
- * that fails is one error line and the others go on (exit 1 at the end). With --stream, one
- * stream decoded as it arrives (cli/transcribe_stream.h). */
+ * the files through espnet3_transcribe_files, batch_size at a time, and cli/transcribe_output.h
+ * writes each result. A file that fails is one error line and the others go on (exit 1 at the end).
+ * With --stream, one stream decoded as it arrives (cli/transcribe_stream.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +16,7 @@
 #include "include/espnet3.h"
 
 typedef struct tr_args {
-    const char *device, *beam, *ctc_weight, *penalty, *lm, *lm_weight, *nbest, *threads; /* library settings */
+    const char *device, *beam, *ctc_weight, *penalty, *lm, *lm_weight, *nbest, *threads, *batch_size; /* library settings */
     const char *lf_window, *lf_overlap, *lf_threshold;
     const char *output, *output_dir, *stream_push;
     int quiet, help, stream, stream_latency, stream_no_rep;
@@ -34,6 +34,8 @@ static const cli_option tr_options[] = {
     {0, "lm_weight", NULL, OPT_STRING, TF(lm_weight), "W", "1.0 with --lm", "shallow fusion's weight"},
     {0, "nbest", NULL, OPT_STRING, TF(nbest), "N", "1", "hypotheses per file (json lists them)"},
     {0, "threads", NULL, OPT_STRING, TF(threads), "N", "OMP_NUM_THREADS, else 1", "CPU threads"},
+    {0, "batch_size", NULL, OPT_STRING, TF(batch_size), "N", "the pack's inference.yaml, else 1",
+     "files decoded at once (one padded encoder pass, one beam search over all)"},
     {0, "longform_threshold", NULL, OPT_STRING, TF(lf_threshold), "SEC", "the pack's longform:, else 30",
      "audio longer than this is decoded in overlapping windows (inf: never)"},
     {0, "longform_window", NULL, OPT_STRING, TF(lf_window), "SEC", "the pack's, else 10", "seconds per window"},
@@ -57,7 +59,8 @@ static const cli_table tr_table = {tr_options, sizeof tr_options / sizeof *tr_op
                                    "MODEL FILE..."};
 /* The options espnet3_options_set takes, by the same names (each in tr_options). */
 static const char *const lib_settings[] = {"device", "beam", "ctc_weight", "penalty", "lm", "lm_weight", "nbest",
-                                           "threads", "longform_threshold", "longform_window", "longform_overlap"};
+                                           "threads", "longform_threshold", "longform_window", "longform_overlap",
+                                           "batch_size"};
 
 static void help(void)
 {
@@ -127,23 +130,28 @@ static int emit(const tr_args *a, tr_format f, const char *name, const espnet3_r
 
 static int transcribe_all(const tr_args *a, tr_format f, espnet3_model *m, const char **files, int n)
 {
-    int failed = 0;
+    int failed = 0, bs = espnet3_batch_size(m);
     progress p;
+    espnet3_result **r = calloc((size_t)bs, sizeof *r);
     if (n > 1 && !a->quiet) progress_start(&p, "transcribe", (size_t)n);
-    for (int i = 0; i < n; i++) {
-        espnet3_result *r = espnet3_transcribe_file(m, files[i]);
-        if (!r) {
-            fprintf(stderr, "espnet3: error: %s\n", espnet3_last_error());
-            failed = 1;
-        } else {
-            if (!*espnet3_result_text(r, 0) && !a->quiet)
-                fprintf(stderr, "espnet3: warning: %s: empty transcript (silence, or nothing the model recognizes)\n",
-                        strcmp(files[i], "-") ? files[i] : "<stdin>");
-            failed |= emit(a, f, files[i], r, n > 1) != 0;
-            espnet3_result_free(r);
+    for (int i0 = 0; i0 < n; i0 += bs) {
+        int k = n - i0 < bs ? n - i0 : bs;
+        espnet3_transcribe_files(m, files + i0, (size_t)k, r);
+        for (int j = 0, i = i0; j < k; j++, i++) {
+            if (espnet3_result_error(r[j])) {
+                fprintf(stderr, "espnet3: error: %s\n", espnet3_result_error(r[j]));
+                failed = 1;
+            } else {
+                if (!*espnet3_result_text(r[j], 0) && !a->quiet)
+                    fprintf(stderr, "espnet3: warning: %s: empty transcript (silence, or nothing the model "
+                            "recognizes)\n", strcmp(files[i], "-") ? files[i] : "<stdin>");
+                failed |= emit(a, f, files[i], r[j], n > 1) != 0;
+            }
+            espnet3_result_free(r[j]);
         }
-        if (n > 1 && !a->quiet) progress_update(&p, (size_t)i + 1);
+        if (n > 1 && !a->quiet) progress_update(&p, (size_t)(i0 + k));
     }
+    free(r);
     if (n > 1 && !a->quiet) progress_finish(&p);
     return failed;
 }

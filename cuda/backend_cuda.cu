@@ -118,6 +118,15 @@ static void cu_free(backend *be, void *p)
     CUDA_CHECK(cudaFree(p)); // waits for the work that may still use p
 }
 
+// The device's free memory (an alloc outside the arena is a cudaMalloc of its own).
+static size_t cu_mem_available(backend *be)
+{
+    (void)be;
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    return free_b;
+}
+
 static void cu_reserve(backend *be, size_t device_bytes, size_t staging_bytes)
 {
     cu_impl *c = cu_of(be);
@@ -408,6 +417,7 @@ int backend_cuda_init(backend *be, int device, int threads, esp_err *err)
     be->synchronize = cu_synchronize;
     be->destroy = cu_destroy;
     be->reserve = cu_reserve;
+    be->mem_available = cu_mem_available;
     be->mark = cu_mark;
     be->mark_seconds = cu_mark_seconds;
     be->marks_reset = cu_marks_reset;

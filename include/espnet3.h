@@ -65,6 +65,8 @@ const char *espnet3_last_error(void); /* this thread's last error message ("" wh
  *   longform_overlap    seconds neighbouring windows share, at most half the window (default the
  *                       pack's, else 2)
  *   progress    1: a progress line on stderr over a long recording's windows (default 0)
+ *   batch_size  files espnet3_transcribe_files decodes at once (default: a pack's inference.yaml
+ *               batch_size, else 1)
  * -1 for an unknown name or a value that does not parse. */
 espnet3_options *espnet3_options_new(void);
 int espnet3_options_set(espnet3_options *o, const char *name, const char *value);
@@ -74,11 +76,19 @@ void espnet3_options_free(espnet3_options *o);
 espnet3_model *espnet3_open(const char *model, const espnet3_options *o);
 void espnet3_close(espnet3_model *m);
 int espnet3_sample_rate(const espnet3_model *m); /* the rate the model was trained at */
+int espnet3_batch_size(const espnet3_model *m);  /* espnet3_transcribe_files' files per batch */
 
 /* Transcribes n mono samples in [-1, 1] at sample_rate Hz (long ones in windows, see above). */
 espnet3_result *espnet3_transcribe(espnet3_model *m, const float *samples, size_t n, int sample_rate);
 /* The same for an audio file libsndfile reads (WAV, FLAC, ...; mono), "-" for standard input. */
 espnet3_result *espnet3_transcribe_file(espnet3_model *m, const char *path);
+/* Transcribes n files as espnet3_transcribe_file would, batch_size at a time: the files of a batch
+ * that are decoded whole go through the encoder padded together and one beam search over all their
+ * hypotheses (the same hypotheses as one at a time). out[i] gets file i's result, also when it failed
+ * (then espnet3_result_error says why). Returns how many failed. */
+size_t espnet3_transcribe_files(espnet3_model *m, const char *const *paths, size_t n, espnet3_result **out);
+/* NULL, or the error of a file espnet3_transcribe_files could not transcribe (no hypotheses). */
+const char *espnet3_result_error(const espnet3_result *r);
 void espnet3_result_free(espnet3_result *r);
 
 size_t espnet3_result_count(const espnet3_result *r);            /* hypotheses: 0 .. nbest */

@@ -11,6 +11,7 @@
 
 #include "core/base/version.h"
 #include "core/compute/backend.h"
+#include "core/config/config_values.h"
 #include "core/data/audio.h"
 #include "core/data/audio_stream.h"
 #include "core/data/dataset_src.h"
@@ -25,14 +26,14 @@
 
 /* The settings espnet3_options_set takes; bit k of given says setting k was set. */
 enum { OPT_DEVICE, OPT_THREADS, OPT_BEAM, OPT_CTC_WEIGHT, OPT_PENALTY, OPT_NBEST, OPT_LM, OPT_LM_WEIGHT,
-       OPT_LF_WINDOW, OPT_LF_OVERLAP, OPT_LF_THRESHOLD, OPT_PROGRESS, OPT_COUNT };
+       OPT_LF_WINDOW, OPT_LF_OVERLAP, OPT_LF_THRESHOLD, OPT_PROGRESS, OPT_BATCH_SIZE, OPT_COUNT };
 static const char *const opt_names[OPT_COUNT] = {"device", "threads", "beam", "ctc_weight", "penalty", "nbest", "lm",
                                                  "lm_weight", "longform_window", "longform_overlap",
-                                                 "longform_threshold", "progress"};
+                                                 "longform_threshold", "progress", "batch_size"};
 
 struct espnet3_options {
     char *device, *lm;
-    long threads, beam, nbest, progress;
+    long threads, beam, nbest, progress, batch_size;
     double ctc_weight, penalty, lm_weight, lf_window, lf_overlap, lf_threshold;
     unsigned given;
 };
@@ -48,6 +49,7 @@ struct espnet3_result {
     double duration;
     res_hyp *h;
     size_t n;
+    char *error; /* espnet3_transcribe_files' result for a file that failed; else NULL */
 };
 
 struct espnet3_model {
@@ -56,6 +58,7 @@ struct espnet3_model {
     int fs;
     longform_opts lf;    /* audio longer than lf_threshold seconds is decoded in windows */
     double lf_threshold; /* INFINITY: never (a model without a CTC branch, whose words have no times) */
+    int batch_size;      /* espnet3_transcribe_files' utterances per batch */
 };
 
 static _Thread_local char last_error[sizeof(((esp_err *)0)->msg)];
@@ -127,7 +130,8 @@ int espnet3_options_set(espnet3_options *o, const char *name, const char *value)
     while (k < OPT_COUNT && strcmp(opt_names[k], name)) k++;
     if (!o || !value || k == OPT_COUNT) {
         esp_fail(&err, "option '%s': unknown (use device, threads, beam, ctc_weight, penalty, nbest, lm, lm_weight, "
-                 "longform_window, longform_overlap, longform_threshold or progress)", name ? name : "(null)");
+                 "longform_window, longform_overlap, longform_threshold, progress or batch_size)",
+                 name ? name : "(null)");
         set_error(&err);
         return -1;
     }
@@ -157,6 +161,8 @@ int espnet3_options_set(espnet3_options *o, const char *name, const char *value)
         rc = parse_double(value, 0, INFINITY, &o->lf_threshold), want = "seconds >= 0 (inf: never in windows)";
         break;
     case OPT_PROGRESS: rc = parse_long(value, 0, 1, &o->progress), want = "0 or 1"; break;
+    /* the inference config's batch_size range (core/config/config_values.c) */
+    case OPT_BATCH_SIZE: rc = parse_long(value, 1, 4096, &o->batch_size), want = "1 to 4096"; break;
     }
     if (rc != 0) {
         esp_fail(&err, "%s '%s': use %s", name, value, want);
@@ -228,6 +234,9 @@ espnet3_model *espnet3_open(const char *path, const espnet3_options *o)
     /* Loads everything it needs from the files, which the unpacked copies may then leave. */
     if (!(m->s2t = speech2text_open(m->be, &mf, &so, &err))) goto out;
     longform_settings(m, &ms, &so, o);
+    /* the pack's inference.yaml batch_size, else the key's declared default */
+    m->batch_size = ms.cfg ? (int)ms.icfg->model->batch_size : atoi(config_default_value("model.batch_size"));
+    if (given(o, OPT_BATCH_SIZE)) m->batch_size = (int)o->batch_size;
     if (isfinite(m->lf_threshold) && longform_check(m->s2t, &m->lf, &err) != 0) goto out;
     ok = 1;
 out:
@@ -383,6 +392,65 @@ out:
     return r;
 }
 
+/* A result that holds the error of a file that failed. */
+static espnet3_result *error_result(const char *msg)
+{
+    espnet3_result *r = xcalloc(1, sizeof *r);
+    r->h = xcalloc(1, sizeof *r->h);
+    r->error = xstrdup(msg);
+    return r;
+}
+
+/* Reads file a->path whole at the model's rate when it is decoded whole (not standard input, not
+ * longer than the long-form threshold, readable, not empty): 1 with a->wav, a->n set; else 0. */
+static int read_short(espnet3_model *m, lib_audio *a)
+{
+    esp_err err;
+    if (!strcmp(a->path, "-")) return 0;
+    audio_stream *st = audio_stream_open(a->path, m->fs, NULL, 1, 0, 0, &err);
+    int whole = st && audio_stream_seconds(st) <= m->lf_threshold;
+    audio_stream_close(st);
+    if (!whole || audio_read_fs(a->path, 0, NULL, &a->wav, &a->n, &a->fs, &err) != 0) return 0;
+    if (audio_resample(a->name, &a->wav, &a->n, a->fs, m->fs, &err) == 0 && a->n > 0) return 1;
+    free(a->wav), a->wav = NULL;
+    return 0;
+}
+
+/* One batch of files: those read whole go through the decoder together; the others (and, should
+ * the batch fail, all of them, so each gets its own error) one by one through decode(). */
+static void decode_files(espnet3_model *m, const char *const *paths, size_t n, espnet3_result **out)
+{
+    lib_audio *a = xcalloc(n, sizeof *a);
+    const float **wavs = xcalloc(n, sizeof *wavs);
+    size_t *ns = xcalloc(n, sizeof *ns), *at = xcalloc(n, sizeof *at), k = 0;
+    for (size_t i = 0; i < n; i++) {
+        a[i] = (lib_audio){.name = paths[i], .path = paths[i]};
+        out[i] = NULL;
+        if (read_short(m, &a[i])) wavs[k] = a[i].wav, ns[k] = a[i].n, at[k++] = i;
+    }
+    s2t_hyp *h = xcalloc(k + 1, sizeof *h);
+    esp_err why;
+    if (k > 0 && speech2text_decode_wavs(m->s2t, wavs, ns, (int)k, h, &why) == 0)
+        for (size_t j = 0; j < k; j++) out[at[j]] = make_result(m, &h[j], (double)ns[j] / m->fs);
+    for (size_t i = 0; i < n; i++) {
+        free(a[i].wav);
+        if (out[i]) continue;
+        if (!(out[i] = espnet3_transcribe_file(m, paths[i]))) out[i] = error_result(last_error);
+    }
+    free(a), free(wavs), free(ns), free(at), free(h);
+}
+
+size_t espnet3_transcribe_files(espnet3_model *m, const char *const *paths, size_t n, espnet3_result **out)
+{
+    size_t failed = 0, bs = (size_t)m->batch_size;
+    for (size_t i = 0; i < n; i += bs) decode_files(m, paths + i, n - i < bs ? n - i : bs, out + i);
+    for (size_t i = 0; i < n; i++) failed += out[i]->error != NULL;
+    return failed;
+}
+
+const char *espnet3_result_error(const espnet3_result *r) { return r ? r->error : NULL; }
+int espnet3_batch_size(const espnet3_model *m) { return m->batch_size; }
+
 espnet3_result *espnet3_transcribe(espnet3_model *m, const float *samples, size_t n, int sample_rate)
 {
     lib_audio a = {.name = "samples", .wav = xmalloc((n ? n : 1) * sizeof(float)), .n = n, .fs = sample_rate};
@@ -410,6 +478,7 @@ void espnet3_result_free(espnet3_result *r)
         items_free(r->h[k].word, r->h[k].n_word);
     }
     free(r->h);
+    free(r->error);
     free(r);
 }
 

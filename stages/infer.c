@@ -8,11 +8,13 @@
  *
  * The decoding itself is core/decode/speech2text.h; this stage turns the config into its options,
  * creates the backend, and runs the test set through the runner: each worker's provider opens the
- * decoder once and decodes its utterances one runner call each (shards are whole batch_size
- * batches, so a rerun with the same batch_size keeps finished shards).
- * Each worker computes on the same number of threads whatever n_workers is (1, or
- * OMP_NUM_THREADS), and the decoder runs one forward per utterance, so hyp.scp is byte-identical
- * for any batch_size and n_workers. */
+ * decoder once and decodes batch_size utterances at once (speech2text_decode_spans: one padded
+ * encoder pass and one joint search over the batch; long-form items on their own), the first
+ * runner call of a batch decoding all of it (shards are whole batch_size batches, so a rerun with
+ * the same batch_size keeps finished shards). Each worker computes on the same number of threads
+ * whatever n_workers is (1, or OMP_NUM_THREADS), so hyp.scp is byte-identical for any n_workers;
+ * for any batch_size the hypotheses are the same (speech2text.h: scores may differ in their last
+ * bits). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -63,6 +65,7 @@ typedef struct infer_env {
     speech2text *s2t;
     /* The last decoded batch: items [lo, hi), one result record each. */
     size_t lo, hi;
+    size_t single_until; /* items below it (of a batch that failed) are decoded one by one */
     runner_buf *results;
 } infer_env;
 
@@ -151,18 +154,33 @@ static int is_long(const infer_env *env, const manifest_entry *e, int *yes, esp_
     return 0;
 }
 
-/* One item: long-form when it is long, else speech2text over its span. */
-static int decode_item(infer_env *env, const manifest_entry *e, s2t_hyp *h, esp_err *err)
+/* Items [lo, lo + n) into h (zeroed): long-form ones one at a time, the others as one batch over
+ * their spans. On an error h is left empty. */
+static int decode_items(infer_env *env, size_t lo, int n, s2t_hyp *h, esp_err *err)
 {
-    int lng;
-    if (is_long(env, e, &lng, err) != 0) return -1;
-    if (lng && !env->job->opts.s2t.timestamps)
-        return esp_fail(err, "%s: longer than longform.threshold (%g s), and windows are merged by word times, which "
-                        "come from a CTC branch the model does not have (set longform.enabled: false to decode it "
-                        "whole)", e->wav, env->job->opts.lf_threshold);
-    if (lng) return longform_decode(env->s2t, e->wav, e->start, e->end, &env->job->opts.lf, h, err);
-    const char *path = e->wav;
-    return speech2text_decode_spans(env->s2t, &path, &e->start, &e->end, 1, h, err);
+    const char **paths = xmalloc((size_t)n * sizeof *paths);
+    double *starts = xmalloc((size_t)n * sizeof *starts), *ends = xmalloc((size_t)n * sizeof *ends);
+    int *at = xmalloc((size_t)n * sizeof *at), k = 0, rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        const manifest_entry *e = &env->job->m->items[lo + (size_t)i];
+        int lng;
+        rc = is_long(env, e, &lng, err);
+        if (rc == 0 && lng && !env->job->opts.s2t.timestamps)
+            rc = esp_fail(err, "%s: longer than longform.threshold (%g s), and windows are merged by word times, "
+                          "which come from a CTC branch the model does not have (set longform.enabled: false to "
+                          "decode it whole)", e->wav, env->job->opts.lf_threshold);
+        else if (rc == 0 && lng)
+            rc = longform_decode(env->s2t, e->wav, e->start, e->end, &env->job->opts.lf, &h[i], err);
+        else if (rc == 0)
+            paths[k] = e->wav, starts[k] = e->start, ends[k] = e->end, at[k++] = i;
+    }
+    s2t_hyp *bh = xcalloc((size_t)k + 1, sizeof *bh);
+    if (rc == 0 && k > 0 && (rc = speech2text_decode_spans(env->s2t, paths, starts, ends, k, bh, err)) == 0)
+        for (int j = 0; j < k; j++) h[at[j]] = bh[j];
+    if (rc != 0)
+        for (int i = 0; i < n; i++) s2t_hyp_free(&h[i]);
+    free(paths), free(starts), free(ends), free(at), free(bh);
+    return rc;
 }
 
 /* The best hypothesis's words (timestamps): u32 count, then each: f64 start, end, score, text. */
@@ -188,13 +206,9 @@ static int decode_batch(infer_env *env, size_t lo, size_t hi, esp_err *err)
 {
     for (size_t i = env->lo; i < env->hi; i++) runner_buf_free(&env->results[i - env->lo]);
     env->lo = env->hi = 0;
-    int n = (int)(hi - lo), rc = 0;
+    int n = (int)(hi - lo);
     s2t_hyp *hyps = xcalloc((size_t)n, sizeof *hyps);
-    for (int i = 0; i < n && rc == 0; i++) {
-        rc = decode_item(env, &env->job->m->items[lo + (size_t)i], &hyps[i], err);
-        if (rc != 0)
-            while (i-- > 0) s2t_hyp_free(&hyps[i]);
-    }
+    int rc = decode_items(env, lo, n, hyps, err);
     const token_list *tl = speech2text_tokens(env->s2t);
     for (int i = 0; i < n && rc == 0; i++) {
         uint32_t head[2] = {(uint32_t)hyps[i].frames, (uint32_t)hyps[i].n_found};
@@ -211,14 +225,20 @@ static int decode_batch(infer_env *env, size_t lo, size_t hi, esp_err *err)
     return 0;
 }
 
-/* The decoder runs one forward per utterance, so each item is decoded on its own call: an
- * unreadable file fails the call of its own utterance, which the runner names (shards stay whole
- * batches, so a rerun with another batch_size finds them). */
+/* The first call of a batch (items [b, b + batch_size) from a multiple b of batch_size, as the
+ * shards are cut) decodes all of it; the others take their records. A batch that fails (an
+ * unreadable file) is decoded item by item instead, so that the call that fails is its own item's,
+ * which the runner names. */
 static int forward(size_t idx, void *p, runner_buf *out, esp_err *err)
 {
     infer_env *env = p;
     if (idx < env->lo || idx >= env->hi) {
-        if (decode_batch(env, idx, idx + 1, err) != 0) return -1;
+        size_t bs = (size_t)env->job->opts.batch_size, end = idx - idx % bs + bs;
+        if (end > env->job->m->n) end = env->job->m->n;
+        if (idx < env->single_until || decode_batch(env, idx, end, err) != 0) {
+            env->single_until = end;
+            if (decode_batch(env, idx, idx + 1, err) != 0) return -1;
+        }
     }
     const runner_buf *r = &env->results[idx - env->lo];
     runner_buf_append(out, r->data, r->len);

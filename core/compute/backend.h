@@ -67,6 +67,13 @@ struct backend {
      * does not fit is allocated on its own, with a log line), `staging_bytes` of host-pinned memory
      * that host-to-device copies go through asynchronously. Exits with one line on failure. */
     void (*reserve)(backend *be, size_t device_bytes, size_t staging_bytes);
+    /* The bytes later allocs can still get now (NULL: not known): cpu, what its cap leaves
+     * (SIZE_MAX without one); cuda, the device's free memory. The batched decoder splits a batch
+     * whose planned memory is more than this (core/decode/speech2text.h). */
+    size_t (*mem_available)(backend *be);
+    /* cpu only (NULL elsewhere): caps what the buffers it hands out may hold together (0: no cap);
+     * an alloc past the cap fails as running out of memory does. */
+    void (*set_mem_limit)(backend *be, size_t bytes);
     /* Device backends (NULL on cpu and ref64): timing marks on the stream (CUDA events), for the
      * per-op profiler. mark records one after the work queued so far and returns its number (from
      * 0 after marks_reset); mark_seconds(a, b) waits for mark b and returns the device's time from

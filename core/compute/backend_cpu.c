@@ -4,7 +4,9 @@
 #include "core/compute/backend_cpu.h"
 
 #include <cblas.h>
+#include <malloc.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -19,6 +21,7 @@
 
 typedef struct cpu_impl {
     int threads;    /* OpenBLAS' and the threaded loops' thread count */
+    size_t held, limit; /* bytes of the buffers handed out (malloc_usable_size); the cap (0: none) */
     float *scratch; /* grown on demand, shared by the ops (one op runs at a time) */
     size_t scratch_n;
     double *ctc_work; /* the CTC forward's workspace, read by the backward of the same batch */
@@ -136,24 +139,39 @@ enum { CPU_HUGE_PAGE = 2u << 20 };
 
 static void *cpu_alloc(backend *be, size_t bytes)
 {
-    (void)be;
+    cpu_impl *c = be->impl;
     void *p = NULL;
     size_t n = bytes ? (bytes + 63) / 64 * 64 : 64, align = n >= CPU_HUGE_PAGE ? CPU_HUGE_PAGE : 64;
     n = (n + align - 1) / align * align;
+    if (c->limit && __atomic_load_n(&c->held, __ATOMIC_RELAXED) + n > c->limit)
+        esp_die("cpu backend: out of memory allocating %zu bytes (the cap of %zu bytes, %zu held)", bytes, c->limit,
+                c->held);
     if (posix_memalign(&p, align, n) != 0)
         esp_die("cpu backend: out of memory allocating %zu bytes", bytes);
 #ifdef MADV_HUGEPAGE
     if (align == CPU_HUGE_PAGE) (void)madvise(p, n, MADV_HUGEPAGE);
 #endif
     memset(p, 0, n);
+    __atomic_add_fetch(&c->held, malloc_usable_size(p), __ATOMIC_RELAXED);
     return p;
 }
 
 static void cpu_free(backend *be, void *p)
 {
-    (void)be;
+    cpu_impl *c = be->impl;
+    if (p) __atomic_sub_fetch(&c->held, malloc_usable_size(p), __ATOMIC_RELAXED);
     free(p);
 }
+
+static size_t cpu_mem_available(backend *be)
+{
+    const cpu_impl *c = be->impl;
+    size_t held = __atomic_load_n(&c->held, __ATOMIC_RELAXED);
+    if (!c->limit) return SIZE_MAX;
+    return held < c->limit ? c->limit - held : 0;
+}
+
+static void cpu_set_mem_limit(backend *be, size_t bytes) { ((cpu_impl *)be->impl)->limit = bytes; }
 
 static void cpu_copy(backend *be, void *dst, const void *src, size_t bytes, backend_copy_kind kind)
 {
@@ -762,6 +780,8 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
         .fill = cpu_fill,
         .synchronize = cpu_synchronize,
         .destroy = cpu_destroy,
+        .mem_available = cpu_mem_available,
+        .set_mem_limit = cpu_set_mem_limit,
         .gemm = cpu_gemm,
         .linear_forward = cpu_linear_forward,
         .linear_backward = cpu_linear_backward,

@@ -584,7 +584,7 @@ typedef struct infer_model_cfg {
     int64_t nbest;           /* > 1: also {n}best_recog/ (text, token, token_int, score) for n = 1..nbest */
     double maxlenratio;      /* joint search: 0 = maxlen T with end detection; > 0 ratio of T; < 0 fixed */
     double minlenratio;      /* joint search: >= 0 ratio of T; < 0 fixed */
-    int64_t batch_size;      /* utterances per forward pass (default 1; the top-level batch_size is its alias) */
+    int64_t batch_size;      /* utterances decoded together (default 1; the top-level batch_size is its alias) */
     char *token_type;        /* Speech2Text's: override the training config's tokenizer */
     char *bpemodel;
     transducer_conf_cfg *transducer_conf; /* a transducer model's search (Speech2Text's transducer_conf) */

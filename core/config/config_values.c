@@ -246,7 +246,8 @@ static const num_rule num_rules[] = {
     {"best_model_criterion[].nbest", 1, INF, 0, ">= 1", "how many best checkpoints to average"},
     /* inference: model is Speech2Text's arguments */
     {"model.beam_size", 1, 10000, 0, "in [1, 10000]", "1: greedy CTC"},
-    {"model.batch_size", 1, 4096, 0, "in [1, 4096]", "utterances per forward pass"},
+    {"model.batch_size", 1, 4096, 0, "in [1, 4096]", "utterances decoded together (one padded encoder pass, one "
+                                                     "beam search over all their hypotheses)"},
     {"model.nbest", 1, 1000, 0, "in [1, 1000]", NULL},
     {"batch_size", 1, 4096, 0, "in [1, 4096]", "utterances per model call (ESPnet3's form of model.batch_size); null: "
                                                "one at a time"},
@@ -384,7 +385,7 @@ static const config_default key_defaults[] = {
     {CONFIG_TRAINING, "dataset.preprocessor.short_noise_thres", "0.5", 0, NULL},
     {CONFIG_INFERENCE, "model.beam_size", "1", 0, NULL},
     {CONFIG_INFERENCE, "model.nbest", "1", 0, NULL},
-    {CONFIG_INFERENCE, "model.batch_size", "1", 0, NULL},
+    {CONFIG_INFERENCE, "model.batch_size", "1", 0, NULL}, /* ESPnet3's batch_size None: one at a time */
     /* long recordings (docs/decoding.md, "Long recordings", says why these values) */
     {CONFIG_INFERENCE, "longform.enabled", "true", CONFIG_MAKE_BLOCK, NULL},
     {CONFIG_INFERENCE, "longform.window", "10.0", CONFIG_MAKE_BLOCK, NULL},

@@ -1,5 +1,6 @@
-/* ESPnet's BatchBeamSearch with decoder, CTC prefix and length bonus scorers; see beam_search.h:
- * its steps (beam_search_steps.h) and the whole-utterance loop over them. */
+/* ESPnet's BatchBeamSearch with decoder, CTC prefix, length bonus and LM scorers; see beam_search.h:
+ * its steps (beam_search_steps.h) and the whole-utterance loop over them, for one utterance or a
+ * batch of them (each in a workspace of its own, one scorer call per step over all of them). */
 #include "core/decode/beam_search.h"
 
 #include <math.h>
@@ -12,6 +13,16 @@
 
 #define END_DETECT_M 3
 #define END_DETECT_D (-10.0) /* np.log(1 * np.exp(-10)) */
+
+/* One utterance of beam_search_run_batch: its workspace, its CTC scorer and lengths, its beam. */
+struct bs_batch_utt {
+    beam_search *w;
+    bs_ctx c;
+    int n;             /* running hypotheses */
+    int row0;          /* the first of this step's scorer rows that are its own */
+    int done;
+    double minlenratio;
+};
 
 beam_search *beam_search_new(void) { return xcalloc(1, sizeof(beam_search)); }
 
@@ -28,6 +39,8 @@ void beam_search_free(beam_search *w)
     free(w->run), free(w->next), free(w->prev), free(w->yseq_pool), free(w->r_pool);
     free(w->att), free(w->lmp), free(w->wsc), free(w->psi), free(w->work), free(w->pre), free(w->top);
     free(w->prefixes), free(w->lens), free(w->ended);
+    for (int k = 0; k < w->cap_batch; k++) beam_search_free(w->batch[k].w);
+    free(w->batch), free(w->row_pfx), free(w->row_len), free(w->row_utt), free(w->row_att), free(w->row_lmp);
     free(w);
 }
 
@@ -47,7 +60,8 @@ static void carve(const beam_search *w, bs_slot *h, size_t k, int *yseq_pool, do
     h->r = r_pool + k * (2 * w->cap_T + 1);
 }
 
-void bs_reserve(beam_search *w, size_t B, size_t L, size_t T, size_t V, size_t P)
+/* The slots: beam B, prefixes of up to L ids, CTC states of T frames (kept as they grow). */
+static void reserve_slots(beam_search *w, size_t B, size_t L, size_t T)
 {
     if (B > w->cap_beam || L > w->cap_len || T > w->cap_T) {
         size_t ob = w->cap_beam, ol = w->cap_len, ot = w->cap_T;
@@ -75,9 +89,17 @@ void bs_reserve(beam_search *w, size_t B, size_t L, size_t T, size_t V, size_t P
         free(w->yseq_pool), free(w->r_pool);
         w->yseq_pool = yp, w->r_pool = rp;
         w->run = arr[0], w->next = arr[1], w->prev = arr[2];
-        w->prefixes = xrealloc(w->prefixes, w->cap_beam * sizeof *w->prefixes);
-        w->lens = xrealloc(w->lens, w->cap_beam * sizeof *w->lens);
-        w->top = xrealloc(w->top, w->cap_beam * sizeof *w->top);
+    }
+}
+
+/* A step's work buffers: beam B, T frames, V tokens, pre-beam P. */
+static void reserve_scratch(beam_search *w, size_t B, size_t T, size_t V, size_t P)
+{
+    if (B > w->cap_top) {
+        w->cap_top = B;
+        w->prefixes = xrealloc(w->prefixes, B * sizeof *w->prefixes);
+        w->lens = xrealloc(w->lens, B * sizeof *w->lens);
+        w->top = xrealloc(w->top, B * sizeof *w->top);
     }
     if (B * V > w->cap_bv) {
         w->cap_bv = B * V;
@@ -96,6 +118,12 @@ void bs_reserve(beam_search *w, size_t B, size_t L, size_t T, size_t V, size_t P
     }
 }
 
+void bs_reserve(beam_search *w, size_t B, size_t L, size_t T, size_t V, size_t P)
+{
+    reserve_slots(w, B, L, T);
+    reserve_scratch(w, B, T, V, P);
+}
+
 static void swap_hyp(bs_slot *a, bs_slot *b)
 {
     bs_slot t = *a;
@@ -103,28 +131,31 @@ static void swap_hyp(bs_slot *a, bs_slot *b)
     *b = t;
 }
 
-/* A full scorer's log-probs of every running prefix into out (n x V), max_batch prefixes per call. */
-static void score_full(beam_search *w, const bs_ctx *c, const bs_scorer *sc, int n, float *out)
+/* A full scorer's log-probs of n prefixes into out (n x V), max_batch prefixes per call; utt[i] is
+ * prefix i's utterance (NULL: all 0). */
+static void score_full(const bs_scorer *sc, int V, const int *utt, const int *const *pfx, const int *lens, int n,
+                       float *out)
 {
-    for (int i = 0; i < n; i++) w->prefixes[i] = w->run[i].yseq, w->lens[i] = w->run[i].len;
     int chunk = sc->max_batch > 0 ? sc->max_batch : n;
     for (int i0 = 0; i0 < n; i0 += chunk) {
         int m = n - i0 < chunk ? n - i0 : chunk;
-        sc->score(sc->ctx, w->prefixes + i0, w->lens + i0, m, out + (size_t)i0 * c->V);
+        float *o = out + (size_t)i0 * V;
+        if (sc->score_utts) sc->score_utts(sc->ctx, utt ? utt + i0 : NULL, pfx + i0, lens + i0, m, o);
+        else sc->score(sc->ctx, pfx + i0, lens + i0, m, o);
     }
 }
 
-/* Weighted scores of every (hypothesis, token) of the beam into w->wsc, as BatchBeamSearch.search
- * sums them: full scorers, then the CTC partial scores, then the hypothesis' score. */
-static void score_step(beam_search *w, const bs_ctx *c, int n)
+/* Weighted scores of every (hypothesis, token) of w's beam into x->wsc (x: the workspace whose
+ * step buffers are used), as BatchBeamSearch.search sums them: the full scorers' (att, lmp: n x V,
+ * already computed), then the CTC partial scores, then the hypothesis' score. */
+static void score_step(const beam_search *w, beam_search *x, const bs_ctx *c, int n, const float *att_rows,
+                       const float *lmp_rows)
 {
     const int V = c->V, P = c->pre_beam;
-    if (c->dec_on) score_full(w, c, c->att, n, w->att);
-    if (c->lm_on) score_full(w, c, c->lm, n, w->lmp);
     for (int i = 0; i < n; i++) {
         const bs_slot *h = &w->run[i];
-        double *ws = w->wsc + (size_t)i * V;
-        const float *att = w->att + (size_t)i * V, *lmp = w->lmp + (size_t)i * V;
+        double *ws = x->wsc + (size_t)i * V;
+        const float *att = att_rows + (size_t)i * V, *lmp = lmp_rows + (size_t)i * V;
         for (int v = 0; v < V; v++) {
             double s = c->dec_on ? c->w_dec * att[v] : 0.0;
             if (c->lb_on) s += c->w_lb;
@@ -133,11 +164,11 @@ static void score_step(beam_search *w, const bs_ctx *c, int n)
         if (c->ctc_on) {
             int *ids = NULL;
             if (P > 0) {
-                ids = w->pre + (size_t)i * P;
+                ids = x->pre + (size_t)i * P;
                 bs_topk(ws, V, P, ids);
             }
-            double *psi = w->psi + (size_t)i * V;
-            ctc_prefix_psi(&c->cps, h->r, h->yseq[h->len - 1], h->len - 1, ids, P, psi, w->work);
+            double *psi = x->psi + (size_t)i * V;
+            ctc_prefix_psi(&c->cps, h->r, h->yseq[h->len - 1], h->len - 1, ids, P, psi, x->work);
             for (int v = 0; v < V; v++) ws[v] += c->w_ctc * (psi[v] - h->psi);
         }
         for (int v = 0; v < V; v++) ws[v] += h->score;
@@ -155,36 +186,47 @@ static int ctc_state_column(const beam_search *w, const bs_ctx *c, int i, int v)
     return ids[c->pre_beam - 1];
 }
 
-int bs_search_step(beam_search *w, const bs_ctx *c, int n, int last_step)
+/* bs_search_step once the full scorers' log-probs of the n running hypotheses are in att, lmp;
+ * x's step buffers (w's own, or the batch's shared ones). */
+static int step_scored(beam_search *w, beam_search *x, const bs_ctx *c, int n, const float *att, const float *lmp,
+                       int last_step)
 {
     const int V = c->V;
-    score_step(w, c, n);
+    score_step(w, x, c, n, att, lmp);
     int k = (size_t)n * V < (size_t)c->beam ? n * V : c->beam;
-    bs_topk(w->wsc, n * V, k, w->top);
+    bs_topk(x->wsc, n * V, k, x->top);
     for (int j = 0; j < k; j++) {
-        int i = w->top[j] / V, v = w->top[j] % V;
+        int i = x->top[j] / V, v = x->top[j] % V;
         const bs_slot *h = &w->run[i];
         bs_slot *g = &w->next[j];
         memcpy(g->yseq, h->yseq, (size_t)h->len * sizeof *g->yseq);
         g->yseq[h->len] = v;
         g->len = h->len + 1;
-        g->score = w->wsc[w->top[j]];
-        g->dec = h->dec + (c->dec_on ? w->att[w->top[j]] : 0.0);
+        g->score = x->wsc[x->top[j]];
+        g->dec = h->dec + (c->dec_on ? att[x->top[j]] : 0.0);
         g->lb = h->lb + (c->lb_on ? 1.0 : 0.0);
-        g->lm = h->lm + (c->lm_on ? w->lmp[w->top[j]] : 0.0);
+        g->lm = h->lm + (c->lm_on ? lmp[x->top[j]] : 0.0);
         g->ctc = h->ctc;
         g->psi = h->psi;
         if (c->ctc_on) {
-            double p = w->psi[w->top[j]];
+            double p = x->psi[x->top[j]];
             g->ctc = h->ctc + (p - h->psi);
             g->psi = p;
             /* An ended or last-step hypothesis never extends again: its state is not needed. */
             if (v != c->cps.eos && !last_step)
-                ctc_prefix_extend(&c->cps, h->r, h->yseq[h->len - 1], h->len - 1, ctc_state_column(w, c, i, v),
+                ctc_prefix_extend(&c->cps, h->r, h->yseq[h->len - 1], h->len - 1, ctc_state_column(x, c, i, v),
                                   g->r);
         }
     }
     return k;
+}
+
+int bs_search_step(beam_search *w, const bs_ctx *c, int n, int last_step)
+{
+    for (int i = 0; i < n; i++) w->prefixes[i] = w->run[i].yseq, w->lens[i] = w->run[i].len;
+    if (c->dec_on) score_full(c->att, c->V, NULL, w->prefixes, w->lens, n, w->att);
+    if (c->lm_on) score_full(c->lm, c->V, NULL, w->prefixes, w->lens, n, w->lmp);
+    return step_scored(w, w, c, n, w->att, w->lmp, last_step);
 }
 
 void bs_push_ended(beam_search *w, const bs_slot *h)
@@ -248,17 +290,48 @@ void bs_start(beam_search *w, const bs_ctx *c)
     w->n_prev = 0;
 }
 
-/* BeamSearch.forward's loop for one minlen; the ended list holds what it found. */
-static void search(beam_search *w, const bs_ctx *c, double maxlenratio)
+/* The running prefixes of every utterance still searching into w's scorer rows (utterance by
+ * utterance, row0 the first of each); returns how many. */
+static int gather_rows(beam_search *w, const int *todo, int m)
 {
-    bs_clear_ended(w);
-    bs_start(w, c);
-    int n = 1;
-    for (int i = 0; i < c->maxlen; i++) {
-        int k = bs_search_step(w, c, n, i == c->maxlen - 1);
-        n = bs_post_process(w, c, k, i);
-        if (maxlenratio == 0.0 && bs_end_detect(w, i)) break;
-        if (n == 0) break;
+    int rows = 0;
+    for (int k = 0; k < m; k++) {
+        struct bs_batch_utt *u = &w->batch[todo[k]];
+        if (u->done) continue;
+        u->row0 = rows;
+        for (int i = 0; i < u->n; i++, rows++)
+            w->row_pfx[rows] = u->w->run[i].yseq, w->row_len[rows] = u->w->run[i].len, w->row_utt[rows] = todo[k];
+    }
+    return rows;
+}
+
+/* BeamSearch.forward's loop for one minlen, for utterances todo[0..m) together: one scorer call per
+ * step over all their running hypotheses, the rest per utterance; each stops on its own and its
+ * ended list holds what it found. */
+static void search(beam_search *w, const bs_ctx *c, const int *todo, int m, double maxlenratio)
+{
+    for (int k = 0; k < m; k++) {
+        struct bs_batch_utt *u = &w->batch[todo[k]];
+        u->c.minlen = u->minlenratio < 0 ? (int)(-u->minlenratio) : (int)(u->minlenratio * u->c.cps.T);
+        bs_clear_ended(u->w);
+        bs_start(u->w, &u->c);
+        u->n = 1;
+        u->done = u->c.maxlen <= 0;
+    }
+    for (int i = 0;; i++) {
+        int rows = gather_rows(w, todo, m);
+        if (rows == 0) break;
+        if (c->dec_on) score_full(c->att, c->V, w->row_utt, w->row_pfx, w->row_len, rows, w->row_att);
+        if (c->lm_on) score_full(c->lm, c->V, w->row_utt, w->row_pfx, w->row_len, rows, w->row_lmp);
+        for (int k = 0; k < m; k++) {
+            struct bs_batch_utt *u = &w->batch[todo[k]];
+            if (u->done) continue;
+            size_t r0 = (size_t)u->row0 * c->V;
+            int n = step_scored(u->w, w, &u->c, u->n, w->row_att + r0, w->row_lmp + r0, i == u->c.maxlen - 1);
+            u->n = bs_post_process(u->w, &u->c, n, i);
+            if (maxlenratio == 0.0 && bs_end_detect(u->w, i)) u->done = 1;
+            if (u->n == 0 || i + 1 >= u->c.maxlen) u->done = 1;
+        }
     }
 }
 
@@ -286,8 +359,8 @@ void bs_ctx_init(bs_ctx *c, const float *ctc_logp, int T, int V, const bs_scorer
                   .beam = o->beam_size, .w_dec = 1.0 - o->ctc_weight, .w_ctc = o->ctc_weight, .w_lb = o->penalty,
                   .w_lm = o->lm_weight};
     c->dec_on = c->w_dec != 0.0, c->ctc_on = c->w_ctc != 0.0, c->lb_on = c->w_lb != 0.0, c->lm_on = c->w_lm != 0.0;
-    ESP_CHECK(!c->dec_on || (att && att->score));
-    ESP_CHECK(!c->lm_on || (lm && lm->score));
+    ESP_CHECK(!c->dec_on || (att && (att->score || att->score_utts)));
+    ESP_CHECK(!c->lm_on || (lm && (lm->score || lm->score_utts)));
     int pre = (int)(1.5 * o->beam_size);
     c->pre_beam = c->ctc_on && c->dec_on && pre < V ? pre : 0;
 }
@@ -304,21 +377,67 @@ void bs_take_nbest(beam_search *w, int nbest, bs_nbest *out)
     bs_clear_ended(w);
 }
 
+/* Room for n utterances' workspaces and `rows` scorer rows of V log-probs. */
+static void reserve_batch(beam_search *w, int n, size_t rows, size_t V)
+{
+    if (n > w->cap_batch) {
+        w->batch = xrealloc(w->batch, (size_t)n * sizeof *w->batch);
+        memset(w->batch + w->cap_batch, 0, (size_t)(n - w->cap_batch) * sizeof *w->batch);
+        for (int k = w->cap_batch; k < n; k++) w->batch[k].w = beam_search_new();
+        w->cap_batch = n;
+    }
+    if (rows > w->cap_rows || rows * V > w->cap_rows * w->cap_v) {
+        w->cap_rows = rows > w->cap_rows ? rows : w->cap_rows;
+        w->cap_v = V > w->cap_v ? V : w->cap_v;
+        w->row_pfx = xrealloc(w->row_pfx, w->cap_rows * sizeof *w->row_pfx);
+        w->row_len = xrealloc(w->row_len, w->cap_rows * sizeof *w->row_len);
+        w->row_utt = xrealloc(w->row_utt, w->cap_rows * sizeof *w->row_utt);
+        w->row_att = xrealloc(w->row_att, w->cap_rows * w->cap_v * sizeof *w->row_att);
+        w->row_lmp = xrealloc(w->row_lmp, w->cap_rows * w->cap_v * sizeof *w->row_lmp);
+    }
+}
+
+void beam_search_run_batch(beam_search *w, const bs_utt *utts, int n, int V, const bs_scorer *att,
+                           const bs_scorer *lm, const beam_search_opts *o, bs_nbest *out)
+{
+    ESP_CHECK(n >= 1);
+    bs_ctx c;
+    bs_ctx_init(&c, NULL, 0, V, att, lm, o);
+    reserve_batch(w, n, (size_t)n * o->beam_size, (size_t)V);
+    int *todo = xmalloc((size_t)n * sizeof *todo), maxT = 0;
+    for (int k = 0; k < n; k++) {
+        struct bs_batch_utt *u = &w->batch[k];
+        int T = utts[k].T;
+        ESP_CHECK(T >= 0 && (!c.ctc_on || utts[k].ctc_logp));
+        u->c = c;
+        u->c.cps.logp = utts[k].ctc_logp, u->c.cps.T = T;
+        u->c.maxlen = beam_search_maxlen(o->maxlenratio, T);
+        u->minlenratio = o->minlenratio;
+        reserve_slots(u->w, (size_t)o->beam_size, (size_t)u->c.maxlen + 2, (size_t)T);
+        maxT = T > maxT ? T : maxT;
+        todo[k] = k;
+    }
+    /* the utterances' steps run one after another on w's step buffers */
+    reserve_scratch(w, (size_t)o->beam_size, (size_t)maxT, (size_t)V, (size_t)c.pre_beam);
+    for (int m = n; m > 0;) {
+        search(w, &c, todo, m, o->maxlenratio);
+        /* None ended: ESPnet tries again with a smaller minlenratio, down to below 0.1. */
+        int again = 0;
+        for (int k = 0; k < m; k++) {
+            struct bs_batch_utt *u = &w->batch[todo[k]];
+            if (u->w->n_ended > 0 || u->minlenratio < 0.1) continue;
+            u->minlenratio = u->minlenratio - 0.1 > 0.0 ? u->minlenratio - 0.1 : 0.0;
+            todo[again++] = todo[k];
+        }
+        m = again;
+    }
+    free(todo);
+    for (int k = 0; k < n; k++) bs_take_nbest(w->batch[k].w, o->nbest, &out[k]);
+}
+
 void beam_search_run(beam_search *w, const float *ctc_logp, int T, int V, const bs_scorer *att, const bs_scorer *lm,
                      const beam_search_opts *o, bs_nbest *out)
 {
-    bs_ctx c;
-    bs_ctx_init(&c, ctc_logp, T, V, att, lm, o);
-    ESP_CHECK(!c.ctc_on || ctc_logp);
-    c.maxlen = beam_search_maxlen(o->maxlenratio, T);
-    bs_reserve(w, (size_t)o->beam_size, (size_t)c.maxlen + 2, (size_t)T, (size_t)V, (size_t)c.pre_beam);
-    double minlenratio = o->minlenratio;
-    for (;;) {
-        c.minlen = minlenratio < 0 ? (int)(-minlenratio) : (int)(minlenratio * T);
-        search(w, &c, o->maxlenratio);
-        /* None ended: ESPnet tries again with a smaller minlenratio, down to below 0.1. */
-        if (w->n_ended > 0 || minlenratio < 0.1) break;
-        minlenratio = minlenratio - 0.1 > 0.0 ? minlenratio - 0.1 : 0.0;
-    }
-    bs_take_nbest(w, o->nbest, out);
+    bs_utt u = {.ctc_logp = ctc_logp, .T = T};
+    beam_search_run_batch(w, &u, 1, V, att, lm, o, out);
 }

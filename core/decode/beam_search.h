@@ -33,7 +33,15 @@
  * within float32 rounding of each other (the parity fixtures check they are not).
  *
  * The attention decoder is a callback scoring n prefixes per call (n = all running hypotheses,
- * or at most max_batch), so a model's decoder can batch a step's hypotheses into one forward. */
+ * or at most max_batch), so a model's decoder can batch a step's hypotheses into one forward.
+ *
+ * beam_search_run_batch searches several utterances at once (ESPnet3's inference batch_size): per
+ * step, one scorer call over the running hypotheses of every utterance still searching, then each
+ * utterance's CTC prefix scores, beam, post-processing and end detection on its own, exactly as
+ * beam_search_run would (which is the batch of one); an utterance that ends none is retried with
+ * its own smaller minlenratio. The hypotheses are those of searching each alone wherever the
+ * scorers give each prefix the same log-probs in both (beam_search_run's own results already
+ * depend on that: a decoder's GEMMs over more rows may round its last bits otherwise). */
 #ifndef ESPNET3_BEAM_SEARCH_H
 #define ESPNET3_BEAM_SEARCH_H
 
@@ -44,6 +52,12 @@ typedef struct bs_scorer {
     void (*score)(void *ctx, const int *const *prefixes, const int *lens, int n, float *logp);
     void *ctx;
     int max_batch;
+    /* A scorer that depends on the utterance (an attention decoder over a batch's encoder output):
+     * when set it is called instead of score, utt[i] naming prefix i's utterance (its index in
+     * beam_search_run_batch's list; all 0 in beam_search_run; utt NULL, as the online search of
+     * beam_search_online.h gives it: all 0). NULL: score, which must then not
+     * depend on the utterance (a language model, a stand-in table). */
+    void (*score_utts)(void *ctx, const int *utt, const int *const *prefixes, const int *lens, int n, float *logp);
 } bs_scorer;
 
 typedef struct beam_search_opts {
@@ -87,5 +101,15 @@ int beam_search_maxlen(double maxlenratio, int T);
  * bs_nbest_free, also when empty). */
 void beam_search_run(beam_search *w, const float *ctc_logp, int T, int V, const bs_scorer *att, const bs_scorer *lm,
                      const beam_search_opts *o, bs_nbest *out);
+
+/* One utterance of a batch: its CTC log-probabilities (host, T x V; NULL when ctc_weight is 0). */
+typedef struct bs_utt {
+    const float *ctc_logp;
+    int T;
+} bs_utt;
+
+/* Decodes n utterances together (see above) into out[0..n), each as beam_search_run fills it. */
+void beam_search_run_batch(beam_search *w, const bs_utt *utts, int n, int V, const bs_scorer *att,
+                           const bs_scorer *lm, const beam_search_opts *o, bs_nbest *out);
 
 #endif

@@ -47,11 +47,20 @@ struct beam_search {
     float *att, *lmp;                /* beam x V: the decoder's and the LM's log-probs */
     double *wsc, *psi, *work;        /* beam x V, beam x V, T + 2V */
     int *pre, *top;                  /* beam x pre_beam, beam */
-    size_t cap_bv, cap_work, cap_pre;
+    size_t cap_bv, cap_work, cap_pre, cap_top;
     const int **prefixes;
     int *lens;
     bs_ended *ended;
     size_t n_ended, cap_ended;
+    /* beam_search_run_batch: each utterance's search in a workspace of its own (its slots and
+     * ended list; the step buffers above are this one's, used by each in turn), and the scorer rows
+     * of all their running hypotheses (rows x V; one scorer call per step), utterance by utterance. */
+    struct bs_batch_utt *batch;
+    int cap_batch;
+    const int **row_pfx;
+    int *row_len, *row_utt;
+    float *row_att, *row_lmp;
+    size_t cap_rows, cap_v;
 };
 
 /* The scorers' weights, switches and pre-beam from o (T, maxlen, minlen left to the caller);

@@ -18,12 +18,14 @@
 #include "core/nn/lm_conf.h"
 #include "core/nn/model.h"
 #include "core/nn/model_params.h"
+#include "core/nn/model_plan.h"
 
-/* The attention decoder's contract with core/nn (decoder_score_batch): for n_hyps prefixes, each
- * starting with <sos>, the next-token log-softmax (n_hyps x vocab, host) given the encoder output
- * hs_dev (T x d, device) of one utterance. */
-typedef void (*s2t_decoder_fn)(const asr_model *m, const float *hs_dev, int T, const int *const *prefixes,
-                               const int *lens, int n_hyps, float *logp_host);
+/* The attention decoder's contract with core/nn (decoder_score_utts): for n_hyps prefixes, each
+ * starting with <sos> and belonging to utterance utt[i] of the batch, the next-token log-softmax
+ * (n_hyps x vocab, host) given the encoder output hs_dev (B x T x d, device, hlens[b] valid). */
+typedef void (*s2t_decoder_fn)(const asr_model *m, const float *hs_dev, const int *hlens, int B, int T,
+                               const int *utt, const int *const *prefixes, const int *lens, int n_hyps,
+                               float *logp_host);
 
 struct speech2text {
     s2t_opts opts;
@@ -38,11 +40,14 @@ struct speech2text {
     int have_lm;
     bs_scorer lm_scorer;
     s2t_decoder_fn decoder; /* the model's, when att calls it */
-    int hlen;               /* encoder frames of the utterance being decoded */
     err_calc ec;
-    /* Work buffers, grown to the longest utterance seen. */
-    float *host_feats, *dev_feats, *host_logp, *dev_logp; /* dev_logp: the alignment's copy */
-    size_t feats_cap, dev_cap, logp_cap, dev_logp_cap;
+    /* Work buffers, grown to the largest batch seen: host_logp holds the batch's log-probs (B x T2
+     * x vocab), hl its encoder lengths, host_batch its padded features. */
+    float *host_feats, *dev_feats, *host_logp, *dev_logp, *host_batch; /* dev_logp: the alignment's copy */
+    size_t feats_cap, dev_cap, logp_cap, dev_logp_cap, batch_cap;
+    int *hl, hl_cap;
+    size_t planned;         /* the largest batch's planned bytes that ran (its buffers are held) */
+    int splits;             /* batches split because they did not fit (speech2text_batch_splits) */
 };
 
 void s2t_hyp_free(s2t_hyp *h)
@@ -61,7 +66,7 @@ void s2t_hyp_free(s2t_hyp *h)
 /* The model's attention decoder (core/nn/decoder_transformer.h), for a model that has one. */
 static s2t_decoder_fn model_decoder(const asr_model *m)
 {
-    return m->dec ? decoder_score_batch : NULL;
+    return m->dec ? decoder_score_utts : NULL;
 }
 
 /* The training config's model.decoder: transformer with model_conf.ctc_weight < 1. */
@@ -70,12 +75,13 @@ static int has_attention_decoder(const model_cfg *mc)
     return decoder_in_cfg(mc);
 }
 
-/* The model's decoder as the search's scorer, on the encoder output of the current utterance
- * (m->lnf: after_norm, the input of ctc_lo, B = 1). */
-static void decoder_score(void *ctx, const int *const *prefixes, const int *lens, int n, float *logp)
+/* The model's decoder as the search's scorer, on the encoder output of the current batch (m->lnf:
+ * after_norm, the input of ctc_lo; B x T2 x d). */
+static void decoder_score(void *ctx, const int *utt, const int *const *prefixes, const int *lens, int n, float *logp)
 {
     speech2text *s = ctx;
-    s->decoder(&s->model, s->model.lnf, s->hlen, prefixes, lens, n, logp);
+    const asr_model *m = &s->model;
+    s->decoder(m, m->lnf, s->hl, m->B, m->T2, utt, prefixes, lens, n, logp);
 }
 
 /* The LM as the search's scorer: its next-token log-probs for each prefix. */
@@ -180,7 +186,7 @@ speech2text *speech2text_open(backend *be, const model_files *mf, const s2t_opts
     if (o->attention) {
         s->att = *o->attention;
     } else if ((s->decoder = model_decoder(&s->model))) {
-        s->att = (bs_scorer){.score = decoder_score, .ctx = s};
+        s->att = (bs_scorer){.score_utts = decoder_score, .ctx = s};
     } else if (o->ctc_weight < 1.0 && !s->model.tr) {
         no_decoder(err, o->ctc_weight);
         goto fail;
@@ -210,6 +216,8 @@ void speech2text_close(speech2text *s)
     beam_search_free(s->bs);
     free(s->host_feats);
     free(s->host_logp);
+    free(s->host_batch);
+    free(s->hl);
     free(s);
 }
 
@@ -220,7 +228,7 @@ const s2t_opts *speech2text_options(const speech2text *s) { return &s->opts; }
 
 void speech2text_reserve(speech2text *s, size_t n)
 {
-    if (s->decoder != decoder_score_batch || !(s->opts.ctc_weight < 1.0 || fusion_on(&s->opts))) return;
+    if (s->decoder != decoder_score_utts || !(s->opts.ctc_weight < 1.0 || fusion_on(&s->opts))) return;
     int F = (int)frontend_num_frames(s->data.fe, n), T = input_layer_out_len(s->model.dims.input_layer, F);
     int beam = s->opts.beam_size > 1 ? s->opts.beam_size : 1;
     /* prefixes hold <sos> and up to maxlen tokens (the last step appends <eos>) */
@@ -249,21 +257,40 @@ char *speech2text_text(const speech2text *s, const int *ids, size_t n)
     return text;
 }
 
-/* The encoder's log-probabilities of one utterance, copied to the host; returns their frame count. */
-static int encode(speech2text *s, const float *feats, int T)
+/* The encoder over n utterances (feats[b]: T[b] x n_mels) as one batch padded with zeros to the
+ * longest: the log-probabilities (n x T2 x vocab) copied to s->host_logp, the encoder lengths to
+ * s->hl; m->lnf keeps the encoder output for the decoder. */
+static void encode_batch(speech2text *s, const float *const *feats, const int *T, int n)
 {
     backend *be = s->be;
     asr_model *m = &s->model;
-    size_t nf = (size_t)T * (size_t)s->data.fo.n_mels;
+    size_t M = (size_t)s->data.fo.n_mels;
+    int Tmax = 0;
+    for (int b = 0; b < n; b++) Tmax = T[b] > Tmax ? T[b] : Tmax;
+    size_t nf = (size_t)n * Tmax * M;
     if (nf > s->dev_cap) {
         be->free(be, s->dev_feats);
         s->dev_feats = be->alloc(be, nf * sizeof(float));
         s->dev_cap = nf;
     }
-    be->copy(be, s->dev_feats, feats, nf * sizeof(float), BACKEND_HOST_TO_DEVICE);
-    asr_model_forward(m, s->dev_feats, &T, 1, T, 0, 0);
-    int hlen = m->hlens[0]; /* host */
-    size_t nl = (size_t)hlen * (size_t)m->dims.vocab;
+    const float *src = feats[0];
+    if (n > 1) { /* one host block, padded */
+        if (nf > s->batch_cap) {
+            s->batch_cap = nf;
+            s->host_batch = xrealloc(s->host_batch, nf * sizeof *s->host_batch);
+        }
+        memset(s->host_batch, 0, nf * sizeof *s->host_batch);
+        for (int b = 0; b < n; b++) memcpy(s->host_batch + (size_t)b * Tmax * M, feats[b], (size_t)T[b] * M * sizeof(float));
+        src = s->host_batch;
+    }
+    be->copy(be, s->dev_feats, src, nf * sizeof(float), BACKEND_HOST_TO_DEVICE);
+    asr_model_forward(m, s->dev_feats, T, n, Tmax, 0, 0);
+    if (n > s->hl_cap) {
+        s->hl_cap = n;
+        s->hl = xrealloc(s->hl, (size_t)n * sizeof *s->hl);
+    }
+    memcpy(s->hl, m->hlens, (size_t)n * sizeof *s->hl); /* host */
+    size_t nl = (size_t)n * m->T2 * (size_t)m->dims.vocab;
     if (nl + 1 > s->logp_cap) {
         s->logp_cap = nl + 1;
         s->host_logp = xrealloc(s->host_logp, s->logp_cap * sizeof *s->host_logp);
@@ -274,7 +301,19 @@ static int encode(speech2text *s, const float *feats, int T)
     if (!m->dims.no_ctc) /* without a CTC branch (attention-only search) there are none */
         be->copy(be, s->host_logp, m->logp, nl * sizeof(float), BACKEND_DEVICE_TO_HOST);
     be->synchronize(be);
-    return hlen;
+}
+
+/* The log-probabilities of utterance b of the last batch (host, hl[b] rows). */
+static const float *batch_logp(const speech2text *s, int b)
+{
+    return s->host_logp + (size_t)b * s->model.T2 * s->model.dims.vocab;
+}
+
+/* The encoder's log-probabilities of one utterance into s->host_logp; returns their frame count. */
+static int encode(speech2text *s, const float *feats, int T)
+{
+    encode_batch(s, &feats, &T, 1);
+    return s->hl[0];
 }
 
 /* One hypothesis: ids without blanks (ESPnet drops id 0 from token_int), text, score. */
@@ -298,29 +337,38 @@ static void alloc_alt(s2t_hyp *out, int n_found)
 
 static int nbest_of(const s2t_opts *o) { return o->nbest > 1 ? o->nbest : 1; }
 
-static void decode_joint(speech2text *s, int hlen, int frames, s2t_hyp *out)
+/* The joint search over the last batch's n utterances at once (frames[b]: their feature frames). */
+static void decode_joint(speech2text *s, int n, const int *frames, s2t_hyp *out)
 {
     const s2t_opts *o = &s->opts;
     beam_search_opts bo = {.beam_size = o->beam_size > 1 ? o->beam_size : 1, .nbest = nbest_of(o),
                            .ctc_weight = o->ctc_weight, .lm_weight = o->lm_weight, .penalty = o->penalty,
                            .maxlenratio = o->maxlenratio, .minlenratio = o->minlenratio};
-    bs_nbest nb;
-    s->hlen = hlen;
-    speech2text_new_utterance(s); /* m->lnf holds a new utterance */
-    beam_search_run(s->bs, s->host_logp, hlen, s->model.dims.vocab, &s->att, s->have_lm ? &s->lm_scorer : NULL, &bo,
-                    &nb);
-    alloc_alt(out, nb.n);
-    for (int k = 0; k < nb.n; k++)
-        set_hyp(s, k == 0 ? out : &out->alt[k - 1], nb.hyps[k].ids, nb.hyps[k].n_ids, nb.hyps[k].score, frames);
-    if (nb.n == 0) set_hyp(s, out, NULL, 0, -INFINITY, frames);
-    bs_nbest_free(&nb);
+    bs_nbest *nb = xcalloc((size_t)n, sizeof *nb);
+    bs_utt *u = xmalloc((size_t)n * sizeof *u);
+    for (int b = 0; b < n; b++) u[b] = (bs_utt){.ctc_logp = s->model.dims.no_ctc ? NULL : batch_logp(s, b), .T = s->hl[b]};
+    speech2text_new_utterance(s); /* m->lnf holds new utterances */
+    beam_search_run_batch(s->bs, u, n, s->model.dims.vocab, &s->att, s->have_lm ? &s->lm_scorer : NULL, &bo, nb);
+    for (int b = 0; b < n; b++) {
+        alloc_alt(&out[b], nb[b].n);
+        for (int k = 0; k < nb[b].n; k++)
+            set_hyp(s, k == 0 ? &out[b] : &out[b].alt[k - 1], nb[b].hyps[k].ids, nb[b].hyps[k].n_ids,
+                    nb[b].hyps[k].score, frames[b]);
+        if (nb[b].n == 0) set_hyp(s, &out[b], NULL, 0, -INFINITY, frames[b]);
+        bs_nbest_free(&nb[b]);
+    }
+    free(nb);
+    free(u);
 }
 
-/* ESPnet's BeamSearchTransducer on the encoder output (m->lnf), its n-best cut to nbest. */
-static void decode_transducer(speech2text *s, int hlen, int frames, s2t_hyp *out)
+/* ESPnet's BeamSearchTransducer on utterance b's encoder output of the last batch (m->lnf: B x T2
+ * x d, its first hl[b] frames), its n-best cut to nbest. */
+static void decode_transducer(speech2text *s, int b, int frames, s2t_hyp *out)
 {
+    asr_model *m = &s->model;
     ts_result r;
-    transducer_search(&s->model, s->model.lnf, hlen, s->opts.beam_size, &s->opts.transducer, &r);
+    transducer_search(m, m->lnf + (size_t)b * m->T2 * m->dims.d, s->hl[b], s->opts.beam_size, &s->opts.transducer,
+                      &r);
     int n = r.n < nbest_of(&s->opts) ? r.n : nbest_of(&s->opts);
     alloc_alt(out, n);
     for (int k = 0; k < n; k++)
@@ -329,14 +377,14 @@ static void decode_transducer(speech2text *s, int hlen, int frames, s2t_hyp *out
     ts_result_free(&r);
 }
 
-static void decode_ctc(speech2text *s, int hlen, int frames, s2t_hyp *out)
+static void decode_ctc(speech2text *s, const float *logp, int hlen, int frames, s2t_hyp *out)
 {
     int V = s->model.dims.vocab, *ids = xmalloc(((size_t)hlen + 1) * sizeof *ids);
     if (s->opts.beam_size <= 1) {
-        int n = ctc_greedy_decode(ids, s->host_logp, hlen, V);
+        int n = ctc_greedy_decode(ids, logp, hlen, V);
         double best = 0.0;
         for (int t = 0; t < hlen; t++) {
-            const float *row = s->host_logp + (size_t)t * V;
+            const float *row = logp + (size_t)t * V;
             float m = row[0];
             for (int c = 1; c < V; c++) m = row[c] > m ? row[c] : m;
             best += m;
@@ -346,7 +394,7 @@ static void decode_ctc(speech2text *s, int hlen, int frames, s2t_hyp *out)
     } else {
         ctc_beam_opts bo = {.beam_size = s->opts.beam_size, .penalty = s->opts.penalty};
         double score;
-        int n = ctc_prefix_beam_search(s->beam, s->host_logp, hlen, V, &bo, ids, &score), found = 1;
+        int n = ctc_prefix_beam_search(s->beam, logp, hlen, V, &bo, ids, &score), found = 1;
         set_hyp(s, out, ids, n, score, frames);
         int want = nbest_of(&s->opts);
         while (found < want && ctc_prefix_beam_nth(s->beam, found, &bo, ids, NULL) >= 0) found++;
@@ -359,8 +407,6 @@ static void decode_ctc(speech2text *s, int hlen, int frames, s2t_hyp *out)
     free(ids);
 }
 
-/* Token times of h (core/decode/ctc_times.h) against the utterance's log-probs, on the device
- * in s->dev_logp. */
 /* Token times of h against hlen frames of log-probs (host_logp, and the same on the device in
  * s->dev_logp), frame 0 being encoder frame t0 of a waveform of `frames` feature frames. */
 static double add_times_at(speech2text *s, const float *host_logp, int hlen, int t0, int frames, s2t_hyp *h)
@@ -379,10 +425,6 @@ static double add_times_at(speech2text *s, const float *host_logp, int hlen, int
     return best;
 }
 
-static double add_times(speech2text *s, int hlen, int frames, s2t_hyp *h)
-{
-    return add_times_at(s, s->host_logp, hlen, 0, frames, h);
-}
 
 /* hlen frames of log-probs (host) on the device for the alignment op. */
 static void upload_logp(speech2text *s, const float *host_logp, int hlen)
@@ -397,22 +439,78 @@ static void upload_logp(speech2text *s, const float *host_logp, int hlen)
     be->copy(be, s->dev_logp, host_logp, nl * sizeof(float), BACKEND_HOST_TO_DEVICE);
 }
 
-static void add_all_times(speech2text *s, int hlen, int frames, s2t_hyp *out)
+static void add_all_times(speech2text *s, const float *logp, int hlen, int frames, s2t_hyp *out)
 {
-    upload_logp(s, s->host_logp, hlen);
-    add_times(s, hlen, frames, out);
-    for (int k = 0; k + 1 < out->n_found; k++) add_times(s, hlen, frames, &out->alt[k]);
+    upload_logp(s, logp, hlen);
+    add_times_at(s, logp, hlen, 0, frames, out);
+    for (int k = 0; k + 1 < out->n_found; k++) add_times_at(s, logp, hlen, 0, frames, &out->alt[k]);
 }
+
+/* One batch: the encoder over all, then the searches (the joint one over all at once). */
+static void run_batch(speech2text *s, const float *const *feats, const int *T, int n, s2t_hyp *out)
+{
+    memset(out, 0, (size_t)n * sizeof *out);
+    encode_batch(s, feats, T, n);
+    /* With an LM even CTC alone runs label-synchronously, as ESPnet's search with scorers ctc and lm. */
+    if (s->model.tr)
+        for (int b = 0; b < n; b++) decode_transducer(s, b, T[b], &out[b]);
+    else if (s->opts.ctc_weight < 1.0 || fusion_on(&s->opts)) decode_joint(s, n, T, out);
+    else
+        for (int b = 0; b < n; b++) decode_ctc(s, batch_logp(s, b), s->hl[b], T[b], &out[b]);
+    if (s->opts.timestamps)
+        for (int b = 0; b < n; b++) add_all_times(s, batch_logp(s, b), s->hl[b], T[b], &out[b]);
+}
+
+/* The forward's activations (the model's own allocation code, model_plan.h), the features, and the
+ * joint search's decoder caches at full length (the source keys/values, two steps of
+ * self-attention blocks for beam hypotheses per utterance, a step's rows). */
+size_t speech2text_batch_bytes(const speech2text *s, int n, int Tmax)
+{
+    const model_dims *d = &s->model.dims;
+    size_t T2 = (size_t)input_layer_out_len(d->input_layer, Tmax), floats = (size_t)n * Tmax * s->data.fo.n_mels;
+    if (s->decoder && (s->opts.ctc_weight < 1.0 || fusion_on(&s->opts))) {
+        size_t nl = (size_t)d->dec_blocks, D = (size_t)d->d, hyps = (size_t)n * (s->opts.beam_size > 1 ? s->opts.beam_size : 1);
+        floats += 2 * nl * n * T2 * D + 4 * nl * hyps * (T2 + 10) * D + hyps * (8 * D + (size_t)d->dec_ff + d->vocab);
+    }
+    return model_infer_act_bytes(d, n, Tmax) + floats * sizeof(float);
+}
+
+/* Whether a batch fits in what the backend has left, counting the buffers an earlier batch holds
+ * (a larger batch frees them as it grows them). */
+static int batch_fits(speech2text *s, const int *T, int n, size_t *need)
+{
+    *need = 0;
+    size_t avail = s->be->mem_available ? s->be->mem_available(s->be) : SIZE_MAX;
+    if (avail == SIZE_MAX) return 1;
+    int Tmax = 0;
+    for (int b = 0; b < n; b++) Tmax = T[b] > Tmax ? T[b] : Tmax;
+    *need = speech2text_batch_bytes(s, n, Tmax);
+    return *need <= s->planned || *need - s->planned <= avail;
+}
+
+void speech2text_decode_feats_batch(speech2text *s, const float *const *feats, const int *T, int n, s2t_hyp *out)
+{
+    ESP_CHECK(n >= 1);
+    size_t need = 0;
+    if (n > 1 && !batch_fits(s, T, n, &need)) {
+        /* What ESPnet3 does on CUDA's out of memory, before anything is allocated: halves. */
+        log_info("speech2text: a batch of %d utterances plans %.1f MB, more than the %.1f MB the %s backend has "
+                 "left: decoding it in halves", n, need / 1e6, s->be->mem_available(s->be) / 1e6, s->be->name);
+        s->splits++;
+        int h = n / 2;
+        speech2text_decode_feats_batch(s, feats, T, h, out);
+        speech2text_decode_feats_batch(s, feats + h, T + h, n - h, out + h);
+        return;
+    }
+    run_batch(s, feats, T, n, out);
+    if (need > s->planned) s->planned = need;
+}
+
+int speech2text_batch_splits(const speech2text *s) { return s->splits; }
 
 void speech2text_decode_feats(speech2text *s, const float *feats, int T, s2t_hyp *out)
 {
-    memset(out, 0, sizeof *out);
-    int hlen = encode(s, feats, T);
-    /* With an LM even CTC alone runs label-synchronously, as ESPnet's search with scorers ctc and lm. */
-    if (s->model.tr) decode_transducer(s, hlen, T, out);
-    else if (s->opts.ctc_weight < 1.0 || fusion_on(&s->opts)) decode_joint(s, hlen, T, out);
-    else decode_ctc(s, hlen, T, out);
-    if (s->opts.timestamps) add_all_times(s, hlen, T, out);
+    speech2text_decode_feats_batch(s, &feats, &T, 1, out);
 }
 
 /* The waveform's normalized features into s->host_feats; returns their frame count, -1 with err
@@ -443,21 +541,42 @@ int speech2text_decode_files(speech2text *s, const char *const *paths, int n, s2
     return speech2text_decode_spans(s, paths, NULL, NULL, n, out, err);
 }
 
+int speech2text_decode_wavs(speech2text *s, const float *const *wavs, const size_t *ns, int n, s2t_hyp *out,
+                            esp_err *err)
+{
+    float **feats = xcalloc((size_t)n + 1, sizeof *feats);
+    int *T = xmalloc(((size_t)n + 1) * sizeof *T), rc = 0;
+    size_t M = (size_t)s->data.fo.n_mels;
+    for (int i = 0; i < n && rc == 0; i++) {
+        if ((T[i] = featurize(s, wavs[i], ns[i], err)) < 0) {
+            rc = -1;
+            break;
+        }
+        feats[i] = xmalloc((size_t)T[i] * M * sizeof **feats);
+        memcpy(feats[i], s->host_feats, (size_t)T[i] * M * sizeof **feats);
+    }
+    if (rc == 0 && n > 0) speech2text_decode_feats_batch(s, (const float *const *)feats, T, n, out);
+    else if (rc != 0) memset(out, 0, (size_t)n * sizeof *out); /* nothing left in out */
+    for (int i = 0; i < n; i++) free(feats[i]);
+    free(feats);
+    free(T);
+    return rc;
+}
+
 int speech2text_decode_spans(speech2text *s, const char *const *paths, const double *starts, const double *ends, int n,
                              s2t_hyp *out, esp_err *err)
 {
-    for (int i = 0; i < n; i++) {
-        float *wav = NULL;
-        size_t ns;
-        int rc = asr_data_read_span(&s->data, paths[i], starts ? starts[i] : 0, ends ? ends[i] : 0, &wav, &ns, err);
-        if (rc == 0) rc = speech2text_decode_wav(s, wav, ns, &out[i], err);
-        free(wav);
-        if (rc != 0) {
-            while (i-- > 0) s2t_hyp_free(&out[i]);
-            return -1;
-        }
-    }
-    return 0;
+    float **wavs = xcalloc((size_t)n + 1, sizeof *wavs);
+    size_t *ns = xcalloc((size_t)n + 1, sizeof *ns);
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++)
+        rc = asr_data_read_span(&s->data, paths[i], starts ? starts[i] : 0, ends ? ends[i] : 0, &wavs[i], &ns[i], err);
+    if (rc == 0) rc = speech2text_decode_wavs(s, (const float *const *)wavs, ns, n, out, err);
+    else memset(out, 0, (size_t)n * sizeof *out);
+    for (int i = 0; i < n; i++) free(wavs[i]);
+    free(wavs);
+    free(ns);
+    return rc;
 }
 
 int speech2text_align_wav(speech2text *s, const float *wav, size_t n, const int *ids, size_t n_ids, s2t_hyp *out,
@@ -476,7 +595,7 @@ int speech2text_align_wav(speech2text *s, const float *wav, size_t n, const int 
     alloc_alt(out, 1);
     set_hyp(s, out, ids, (int)n_ids, 0.0, T);
     upload_logp(s, s->host_logp, hlen);
-    out->score = add_times(s, hlen, T, out);
+    out->score = add_times_at(s, s->host_logp, hlen, 0, T, out);
     return 0;
 }
 

@@ -3,10 +3,26 @@
  * sizes, frontend, normalization stats, token list; weights) and plain options; then waveforms
  * (or audio files, or features) go in and the 1-best token ids and text come out.
  *
- * Each utterance runs through the encoder alone, at its own length: OpenBLAS rounds a GEMM row
- * differently for other row counts, so a padded batch would change the log-probs' last bits with
- * the batch it came in; one forward per utterance gives the same hypothesis in any batch (and is
- * faster on a CPU).
+ * Batches (ESPnet3's inference batch_size; speech2text_decode_feats_batch and the file readers):
+ * the encoder runs once over the batch padded to its longest utterance (the encoders' masks, as in
+ * training), then every utterance's search: the joint CTC/attention search over all their
+ * hypotheses at once (beam_search_run_batch: one decoder call per step for every running hypothesis
+ * of every utterance, each utterance ending on its own end detection, CTC prefix scores per
+ * utterance), the CTC-only searches and a transducer model's one utterance after another (each on
+ * its rows of the batch's encoder output). The hypotheses are those of
+ * decoding each utterance alone (tested on the fixture models, batches of mixed lengths): only
+ * float rounding differs, since OpenBLAS (and cuBLAS) round a GEMM row differently at other row
+ * counts, so the padded encoder's log-probs and the decoder's batched rows differ from an
+ * utterance's own in their last bits, and scores with them (docs/decoding.md gives the largest
+ * difference measured). A batch of one is the unbatched decoder.
+ *
+ * Out of memory: before a batch runs, its device memory is planned (the encoder's activations by
+ * the model's own allocation code, core/nn/model_plan.h; the features; the joint search's decoder
+ * caches at full length) and compared with what the backend has left (be->mem_available: the
+ * device's free memory on cuda, a cap on the cpu); a batch that does not fit is decoded as two
+ * halves, each split again while it does not fit, down to one utterance (which then runs and fails
+ * as today if it cannot). Planning first, instead of catching the failed allocation, leaves no
+ * half-grown buffers to unwind; ESPnet3 splits after CUDA's OutOfMemoryError.
  *
  * The search, by ctc_weight (ESPnet's Speech2Text weights: decoder 1 - ctc_weight, ctc ctc_weight,
  * length_bonus penalty):
@@ -130,13 +146,26 @@ char *speech2text_text(const speech2text *s, const int *ids, size_t n);
 
 /* Decodes T frames of normalized features (T x n_mels, host, row-major). */
 void speech2text_decode_feats(speech2text *s, const float *feats, int T, s2t_hyp *out);
+/* Decodes n utterances' features (feats[i]: T[i] x n_mels) as one batch (split while it does not
+ * fit, see above) into out[0..n). */
+void speech2text_decode_feats_batch(speech2text *s, const float *const *feats, const int *T, int n, s2t_hyp *out);
+/* How many times a batch was split because it did not fit, since speech2text_open. */
+int speech2text_batch_splits(const speech2text *s);
+/* The device bytes a batch of n utterances of at most Tmax feature frames is planned to take
+ * beyond the model's parameters (what is compared with be->mem_available). */
+size_t speech2text_batch_bytes(const speech2text *s, int n, int Tmax);
 /* Decodes a waveform at the model's rate (model.frontend_conf.fs); one shorter than the STFT
  * needs is an error. */
 int speech2text_decode_wav(speech2text *s, const float *wav, size_t n, s2t_hyp *out, esp_err *err);
-/* Decodes n audio files in order into out[0..n). On an error (unreadable file, wrong rate, too
+/* Decodes n waveforms at the model's rate as one batch into out[0..n); one too short is an error
+ * (nothing is left in out). */
+int speech2text_decode_wavs(speech2text *s, const float *const *wavs, const size_t *ns, int n, s2t_hyp *out,
+                            esp_err *err);
+/* Decodes n audio files in order into out[0..n), as one batch. On an error (unreadable file, wrong rate, too
  * short) nothing is left in out and err names the file. */
 int speech2text_decode_files(speech2text *s, const char *const *paths, int n, s2t_hyp *out, esp_err *err);
-/* The same for spans of the files: [starts[i], ends[i]) seconds (Kaldi segments; ends[i] 0: all). */
+/* The same for spans of the files: [starts[i], ends[i]) seconds (Kaldi segments; ends[i] 0: all),
+ * one batch. */
 int speech2text_decode_spans(speech2text *s, const char *const *paths, const double *starts, const double *ends, int n,
                              s2t_hyp *out, esp_err *err);
 

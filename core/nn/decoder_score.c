@@ -10,7 +10,12 @@
  * causal teacher-forced pass. Both groups write their keys/values into this call's blocks (the
  * next call's cache) and their last rows go through after_norm, output_layer and log_softmax.
  * The LM form (TransformerLM, decoder_internal.h) is the same without the source attention and with
- * its own input layer; it depends on no utterance (hs_dev NULL, T 0). */
+ * its own input layer; it depends on no utterance (hs_dev NULL, T 0).
+ *
+ * Several utterances (decoder_score_utts): the source keys/values per utterance (its own GEMM over
+ * its hlens[b] frames, as alone), a cached block belongs to one utterance (a parent is found only
+ * in its own), and each group's hypotheses are ordered by utterance so that each utterance's rows
+ * attend to its source in one call, keys [0, hlens[b]) as alone. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,15 +29,17 @@ typedef struct kv_blocks {
     int n, stride;  /* blocks and positions per block (capacity) */
     int *tokens;    /* host: the prefix of each block (n x stride), its length in lens */
     int *lens;
+    int *utt;       /* host: the utterance each block's prefix belongs to */
     int used;       /* blocks holding a scored prefix */
 } kv_blocks;
 
 struct dec_score {
-    /* The utterance the source caches belong to; new_utterance: drop them at the next call;
+    /* The utterances the source caches belong to; new_utterance: drop them at the next call;
      * grown: the next call's source is this utterance's, longer (keep the prefix caches). */
     const float *hs;
-    int T, new_utterance, grown;
-    float *km, *vm; /* nl x T x d */
+    int T, B, new_utterance, grown;
+    int *hlens;     /* host, B */
+    float *km, *vm; /* nl x B x T x d */
     size_t cap_mem;
     kv_blocks kv[3]; /* the blocks of the call before the previous, the previous call's and this call's */
     int prev;        /* the previous call's; this call writes into (prev + 1) % 3 */
@@ -51,6 +58,7 @@ static void kv_free(backend *be, kv_blocks *b)
     be->free(be, b->v);
     free(b->tokens);
     free(b->lens);
+    free(b->utt);
     memset(b, 0, sizeof *b);
 }
 
@@ -70,6 +78,7 @@ void dec_score_free(backend *be, dec_score *s)
     be->free(be, s->km);
     be->free(be, s->vm);
     be->free(be, s->pe);
+    free(s->hlens);
     free(s);
 }
 
@@ -100,6 +109,7 @@ static void ensure_blocks(backend *be, const decoder_acts *a, kv_blocks *b, int 
     b->k = ALLOC(floats), b->v = ALLOC(floats);
     b->tokens = xcalloc((size_t)b->n * b->stride, sizeof *b->tokens);
     b->lens = xcalloc((size_t)b->n, sizeof *b->lens);
+    b->utt = xcalloc((size_t)b->n, sizeof *b->utt);
 }
 
 static float *block_k(const decoder_acts *a, const kv_blocks *b, int l, int blk)
@@ -111,32 +121,47 @@ static float *block_v(const decoder_acts *a, const kv_blocks *b, int l, int blk)
     return b->v + (((size_t)l * b->n + blk) * b->stride) * a->d;
 }
 
-/* Room for the source keys/values of T frames per layer. */
-static void ensure_mem(backend *be, const decoder_acts *a, dec_score *s, int T)
+static int same_utterances(const dec_score *s, const float *hs, const int *hlens, int B, int T)
 {
-    size_t n = (size_t)T * a->d * a->nl;
+    return s->km && !s->new_utterance && !s->grown && s->hs == hs && s->T == T && s->B == B &&
+           !memcmp(s->hlens, hlens, (size_t)B * sizeof *hlens);
+}
+
+/* Room for the source keys/values of `frames` frames (all utterances') per layer. */
+static void ensure_mem(backend *be, const decoder_acts *a, dec_score *s, size_t frames)
+{
+    size_t n = frames * a->d * a->nl;
     if (n <= s->cap_mem) return;
     be->free(be, s->km), be->free(be, s->vm);
     s->km = ALLOC(n), s->vm = ALLOC(n);
     s->cap_mem = n;
 }
 
-/* The utterance's source keys/values per layer; a new utterance empties the prefix cache. */
-static void prepare_utterance(const asr_model *m, dec_score *s, const float *hs, int T)
+/* The utterances' source keys/values per layer (each its own hlens[b] rows, as alone); new
+ * utterances empty the prefix cache (a grown source keeps it). */
+static void prepare_utterances(const asr_model *m, dec_score *s, const float *hs, const int *hlens, int B, int T)
 {
     backend *be = m->be;
     const decoder_acts *a = m->dec;
-    size_t n = (size_t)T * a->d;
-    if (s->km && !s->new_utterance && !s->grown && s->hs == hs && s->T == T) return;
-    ensure_mem(be, a, s, T);
+    size_t n = (size_t)B * T * a->d, per = (size_t)T * a->d;
+    if (same_utterances(s, hs, hlens, B, T)) return;
+    ensure_mem(be, a, s, (size_t)B * T);
     for (int l = 0; l < a->nl; l++) {
         const nn_mha *ca = &m->w.decoder.blocks[l].src_attn;
-        be->linear_forward(be, s->km + l * n, hs, ca->linear_k.weight, ca->linear_k.bias, T, a->d, a->d);
-        be->linear_forward(be, s->vm + l * n, hs, ca->linear_v.weight, ca->linear_v.bias, T, a->d, a->d);
+        for (int b = 0; b < B; b++) {
+            size_t o = l * n + b * per;
+            ESP_CHECK(hlens[b] >= 1 && hlens[b] <= T);
+            be->linear_forward(be, s->km + o, hs + b * per, ca->linear_k.weight, ca->linear_k.bias, hlens[b], a->d,
+                               a->d);
+            be->linear_forward(be, s->vm + o, hs + b * per, ca->linear_v.weight, ca->linear_v.bias, hlens[b], a->d,
+                               a->d);
+        }
     }
+    s->hlens = xrealloc(s->hlens, (size_t)B * sizeof *s->hlens);
+    memcpy(s->hlens, hlens, (size_t)B * sizeof *hlens);
     if (!s->grown)
         for (int i = 0; i < 3; i++) s->kv[i].used = 0;
-    s->hs = hs, s->T = T, s->new_utterance = s->grown = 0;
+    s->hs = hs, s->T = T, s->B = B, s->new_utterance = s->grown = 0;
 }
 
 /* The positional table pe[0..len) (posenc over zeros with scale 1 is exactly pe). */
@@ -150,12 +175,13 @@ static void ensure_pe(backend *be, const decoder_acts *a, dec_score *s, int len)
     s->pe_len = n;
 }
 
-/* A block of b holding the first len - 1 positions of p, or -1. */
-static int find_parent(const kv_blocks *b, const int *p, int len)
+/* A block of b holding the first len - 1 positions of p in utterance u, or -1. */
+static int find_parent(const kv_blocks *b, const int *p, int len, int u)
 {
     if (len < 2) return -1;
     for (int e = 0; e < b->used; e++)
-        if (b->lens[e] >= len - 1 && !memcmp(b->tokens + (size_t)e * b->stride, p, (size_t)(len - 1) * sizeof *p))
+        if (b->utt[e] == u && b->lens[e] >= len - 1 &&
+            !memcmp(b->tokens + (size_t)e * b->stride, p, (size_t)(len - 1) * sizeof *p))
             return e;
     return -1;
 }
@@ -165,6 +191,7 @@ static int find_parent(const kv_blocks *b, const int *p, int len)
 typedef struct group {
     int first, n, tq;
     const int *lens; /* n prefix lengths */
+    const int *utt;  /* n utterances, in runs of one utterance */
 } group;
 
 /* The blocks of one layer: queries (rows g->n * tq of s->x) against this call's kv blocks, the
@@ -174,7 +201,6 @@ static void group_layer(const asr_model *m, dec_score *s, const kv_blocks *kv, c
     backend *be = m->be;
     const decoder_acts *a = m->dec;
     int R = g->n * g->tq, D = a->d, H = a->heads, T = s->T;
-    const int len_T[1] = {T};
     const dec_block_tensors *p = &m->w.decoder.blocks[l];
     const nn_mha *sa = &p->self_attn, *ca = &p->src_attn;
     const nn_ffn *ff = &p->feed_forward;
@@ -194,11 +220,18 @@ static void group_layer(const asr_model *m, dec_score *s, const kv_blocks *kv, c
     be->linear_forward(be, s->tmp, s->y, sa->linear_out.weight, sa->linear_out.bias, R, D, D);
     be->add(be, s->x, s->x, s->tmp, (size_t)R * D);
     if (!a->lm) {
-        /* Source attention: every query row of the group against the utterance (one batch item). */
+        /* Source attention: the query rows of each utterance's run of hypotheses against its frames
+         * (one batch item per run). */
         be->layernorm_forward(be, s->ln, s->mean, s->rstd, s->x, p->norm2.weight, p->norm2.bias, R, D, 1e-12);
         be->linear_forward(be, s->q, s->ln, ca->linear_q.weight, ca->linear_q.bias, R, D, D);
-        size_t mo = (size_t)l * T * D;
-        be->mha_forward(be, s->y, s->att, s->q, D, s->km + mo, s->vm + mo, D, len_T, 1, R, T, 0, H, D / H, 0, 0, 0);
+        for (int i0 = 0, i1; i0 < g->n; i0 = i1) {
+            int u = g->utt[i0];
+            for (i1 = i0 + 1; i1 < g->n && g->utt[i1] == u;) i1++;
+            size_t mo = ((size_t)l * s->B + u) * T * D, r0 = (size_t)i0 * g->tq * D;
+            const int *len_u = &s->hlens[u];
+            be->mha_forward(be, s->y + r0, s->att, s->q + r0, D, s->km + mo, s->vm + mo, D, len_u, 1,
+                            (i1 - i0) * g->tq, *len_u, 0, H, D / H, 0, 0, 0);
+        }
         be->linear_forward(be, s->tmp, s->y, ca->linear_out.weight, ca->linear_out.bias, R, D, D);
         be->add(be, s->x, s->x, s->tmp, (size_t)R * D);
     }
@@ -267,26 +300,32 @@ static void run_group(const asr_model *m, dec_score *s, const kv_blocks *kv, con
 
 /* Sorts the hypotheses into fast (a parent block found; its rows copied into this call's block)
  * and slow ones; fills order (block -> hypothesis), the groups' lens and this call's records. */
-static void plan_blocks(const asr_model *m, dec_score *s, const int *const *pfx, const int *lens, int n,
-                        int *order, int *glens, group *fast, group *slow)
+static void plan_blocks(const asr_model *m, dec_score *s, const int *const *pfx, const int *lens, const int *utt,
+                        int n, int *order, int *glens, int *gutt, group *fast, group *slow)
 {
     const decoder_acts *a = m->dec;
     kv_blocks *cur = &s->kv[(s->prev + 1) % 3], *last[2] = {&s->kv[s->prev], &s->kv[(s->prev + 2) % 3]};
     int *parent = xmalloc((size_t)n * sizeof *parent), *from = xmalloc((size_t)n * sizeof *from);
-    int nf = 0, maxlen = 1;
+    int nf = 0, maxlen = 1, B = 1;
     for (int i = 0; i < n; i++) {
-        from[i] = 0, parent[i] = find_parent(last[0], pfx[i], lens[i]);
-        if (parent[i] < 0) from[i] = 1, parent[i] = find_parent(last[1], pfx[i], lens[i]);
+        from[i] = 0, parent[i] = find_parent(last[0], pfx[i], lens[i], utt[i]);
+        if (parent[i] < 0) from[i] = 1, parent[i] = find_parent(last[1], pfx[i], lens[i], utt[i]);
         nf += parent[i] >= 0;
         maxlen = lens[i] > maxlen ? lens[i] : maxlen;
+        B = utt[i] >= B ? utt[i] + 1 : B;
     }
     ensure_blocks(m->be, a, cur, n, maxlen);
+    /* fast ones first, each group by utterance (in call order within one) */
     int f = 0, sl = nf;
-    for (int i = 0; i < n; i++) order[parent[i] >= 0 ? f++ : sl++] = i;
+    for (int u = 0; u < B; u++)
+        for (int i = 0; i < n; i++)
+            if (utt[i] == u) order[parent[i] >= 0 ? f++ : sl++] = i;
     for (int blk = 0; blk < n; blk++) {
         int i = order[blk], p = parent[i];
         glens[blk] = lens[i];
+        gutt[blk] = utt[i];
         cur->lens[blk] = lens[i];
+        cur->utt[blk] = utt[i];
         memcpy(cur->tokens + (size_t)blk * cur->stride, pfx[i], (size_t)lens[i] * sizeof *pfx[i]);
         if (p < 0) continue;
         size_t bytes = (size_t)(lens[i] - 1) * a->d * sizeof(float);
@@ -299,8 +338,8 @@ static void plan_blocks(const asr_model *m, dec_score *s, const int *const *pfx,
     cur->used = n;
     int slow_len = 1;
     for (int blk = nf; blk < n; blk++) slow_len = glens[blk] > slow_len ? glens[blk] : slow_len;
-    *fast = (group){.first = 0, .n = nf, .tq = 1, .lens = glens};
-    *slow = (group){.first = nf, .n = n - nf, .tq = slow_len, .lens = glens + nf};
+    *fast = (group){.first = 0, .n = nf, .tq = 1, .lens = glens, .utt = gutt};
+    *slow = (group){.first = nf, .n = n - nf, .tq = slow_len, .lens = glens + nf, .utt = gutt + nf};
     free(parent), free(from);
 }
 
@@ -316,7 +355,7 @@ void decoder_score_reserve(const asr_model *m, int n_hyps, int len, int T)
         ensure_blocks(m->be, a, b, n_hyps > b->n ? n_hyps : b->n, len > have ? len : have);
     }
     ensure_pe(m->be, a, s, len);
-    if (!a->lm) ensure_mem(m->be, a, s, T);
+    if (!a->lm) ensure_mem(m->be, a, s, (size_t)T);
     /* A step's slow hypotheses (computed whole) go in groups of at most len rows (one prefix of
      * the longest, or several shorter), so the work rows never exceed what is reserved here. */
     s->row_budget = len > s->row_budget ? len : s->row_budget;
@@ -337,28 +376,37 @@ void decoder_score_source_grew(const asr_model *m)
 void decoder_score_batch(const asr_model *m, const float *hs_dev, int T, const int *const *prefixes, const int *lens,
                          int n_hyps, float *logp_host)
 {
+    decoder_score_utts(m, hs_dev, &T, 1, T, NULL, prefixes, lens, n_hyps, logp_host);
+}
+
+void decoder_score_utts(const asr_model *m, const float *hs_dev, const int *hlens, int B, int T, const int *utt,
+                        const int *const *prefixes, const int *lens, int n_hyps, float *logp_host)
+{
     decoder_acts *a = m->dec;
-    ESP_CHECK(a != NULL && (a->lm || T > 0) && n_hyps >= 0);
+    ESP_CHECK(a != NULL && (a->lm || (T > 0 && B >= 1)) && n_hyps >= 0);
     if (n_hyps == 0) return;
     backend *be = m->be;
     prof_layer outer = backend_profile_enter(be, a->lm ? PROF_LAYER_LM : PROF_LAYER_DECODER);
     if (!a->score) a->score = xcalloc(1, sizeof *a->score);
     dec_score *s = a->score;
-    int maxlen = 1;
+    int maxlen = 1, *utt0 = NULL;
+    if (!utt) utt = utt0 = xcalloc((size_t)n_hyps, sizeof *utt0);
     for (int i = 0; i < n_hyps; i++) {
         ESP_CHECK(lens[i] >= 1 && prefixes[i][0] == a->vocab - 1); /* <sos> first */
+        ESP_CHECK(utt[i] >= 0 && (a->lm || utt[i] < B));
         maxlen = lens[i] > maxlen ? lens[i] : maxlen;
     }
     if (!a->lm) {
-        prepare_utterance(m, s, hs_dev, T);
+        prepare_utterances(m, s, hs_dev, hlens, B, T);
     } else if (s->new_utterance) {
         for (int i = 0; i < 3; i++) s->kv[i].used = 0;
         s->new_utterance = 0;
     }
     ensure_pe(be, a, s, maxlen);
     int *order = xmalloc((size_t)n_hyps * sizeof *order), *glens = xmalloc((size_t)n_hyps * sizeof *glens);
+    int *gutt = xmalloc((size_t)n_hyps * sizeof *gutt);
     group fast, slow;
-    plan_blocks(m, s, prefixes, lens, n_hyps, order, glens, &fast, &slow);
+    plan_blocks(m, s, prefixes, lens, utt, n_hyps, order, glens, gutt, &fast, &slow);
     const kv_blocks *cur = &s->kv[(s->prev + 1) % 3];
     int chunk = slow.n; /* slow hypotheses per group: all, or as many as the row budget holds */
     if (s->row_budget > 0 && (size_t)slow.n * slow.tq > (size_t)s->row_budget)
@@ -375,7 +423,7 @@ void decoder_score_batch(const asr_model *m, const float *hs_dev, int T, const i
     run_group(m, s, cur, &fast, pfx, ids, out_row);
     for (int i = 0; i < slow.n; i += chunk) { /* the same tq for each: the rows' arithmetic as at once */
         group g = {.first = slow.first + i, .n = slow.n - i < chunk ? slow.n - i : chunk, .tq = slow.tq,
-                   .lens = slow.lens + i};
+                   .lens = slow.lens + i, .utt = slow.utt + i};
         run_group(m, s, cur, &g, pfx + fast.n + i, ids, out_row + fast.n + i);
     }
 
@@ -391,6 +439,6 @@ void decoder_score_batch(const asr_model *m, const float *hs_dev, int T, const i
     be->copy(be, logp_host, s->logits, (size_t)n_hyps * V * sizeof(float), BACKEND_DEVICE_TO_HOST);
     be->synchronize(be);
     s->prev = (s->prev + 1) % 3;
-    free(order), free(glens), free(pfx), free(ids), free(out_row);
+    free(order), free(glens), free(gutt), free(pfx), free(ids), free(out_row), free(utt0);
     backend_profile_leave(be, outer);
 }

@@ -66,6 +66,14 @@ void decoder_backward(asr_model *m, float *dhs, int acc, float scale);
  * utterance is being searched. */
 void decoder_score_batch(const asr_model *m, const float *hs_dev, int T, const int *const *prefixes,
                          const int *lens, int n_hyps, float *logp_host);
+/* The same over the encoder outputs of B utterances at once (hs_dev: B x T x d, utterance b's first
+ * hlens[b] frames valid; the batched encoder's output): prefix i belongs to utterance utt[i] (NULL:
+ * all to 0). Each prefix gets what decoder_score_batch gives it over its utterance alone (the same
+ * source keys and values; caches never shared between utterances), up to the rounding of GEMMs over
+ * other row counts. decoder_score_batch is this with B = 1. */
+void decoder_score_utts(const asr_model *m, const float *hs_dev, const int *hlens, int B, int T, const int *utt,
+                        const int *const *prefixes, const int *lens, int n_hyps, float *logp_host);
+
 /* Sizes the caches and work buffers for up to n_hyps prefixes of up to len ids over utterances of
  * up to T frames, so that decoder_score_batch never grows them as the prefixes lengthen (a search
  * that knows its beam and maximum length: long-form windows of one length then reach their peak

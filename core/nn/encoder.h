@@ -152,6 +152,12 @@ void embed_free(asr_model *m);
 void embed_forward(asr_model *m);
 void embed_backward(asr_model *m);
 
+/* An inference model's padded frames of x (B x T2 frames of C; from m->hlens[b] on) set to zero
+ * before a depthwise convolution reads them: the zeros an utterance decoded alone has past its end,
+ * so a padded batch decodes as its utterances alone (core/decode/speech2text.h). Training and
+ * validation keep ESPnet's ConvolutionModule, which reads the padded frames. (core/nn/encoder_blocks.c) */
+void enc_zero_padding(const asr_model *m, float *x, int C);
+
 /* BatchNorm1d in training mode with statistics over every rank's rows (m->sync set; core/nn/
  * encoder_syncbn.c): the arguments of be->batchnorm_forward / batchnorm_backward. */
 void syncbn_forward(asr_model *m, float *y, float *mean, float *rstd, const float *x, const float *w, const float *b,

@@ -1,6 +1,7 @@
 /* The block pieces the Conformer and E-Branchformer encoders share (core/nn/encoder_conformer.c,
  * core/nn/encoder_ebranchformer.c): the activation switch, the pre-LN feed-forward module and the
- * pre-LN multi-head self-attention (relative or absolute positions). Declared in core/nn/encoder.h. */
+ * pre-LN multi-head self-attention (relative or absolute positions), and an inference batch's
+ * padding zeroed before their depthwise convolutions. Declared in core/nn/encoder.h. */
 #include "core/nn/encoder.h"
 #include "core/nn/mha_input.h"
 
@@ -115,4 +116,14 @@ void enc_attn_backward(asr_model *m, int l, const enc_attn_bufs *b, const enc_at
     }
     mha_input_backward(be, a, ga, nm, gnm,
                        &(mha_input_grads){w->dq, w->dk, w->dv, b->ln, b->mean, b->rstd, x, w->dln, m->dh}, N, D);
+}
+
+void enc_zero_padding(const asr_model *m, float *x, int C)
+{
+    if (!m->inference) return;
+    for (int b = 0; b < m->B; b++) {
+        int h = m->hlens[b];
+        if (h < m->T2)
+            m->be->fill(m->be, x + ((size_t)b * m->T2 + (size_t)h) * C, 0, (size_t)(m->T2 - h) * C * sizeof(float));
+    }
 }

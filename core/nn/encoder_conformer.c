@@ -9,7 +9,7 @@
  * FF(x) = w_2(drop(act(w_1(x)))), act swish or relu (activation_type). As ESPnet's
  * ConvolutionModule, the convolution and BatchNorm see every frame of the padded batch: BatchNorm's
  * statistics are over all B x T rows, padding included, and the depthwise conv reads padded frames
- * next to an utterance's end. The relative encoding (2 T - 1 positions) is computed once per
+ * next to an utterance's end (an inference model zeroes them first: enc_zero_padding). The relative encoding (2 T - 1 positions) is computed once per
  * forward and shared by the blocks, with its own positional dropout. */
 #include <stdlib.h>
 #include <string.h>
@@ -142,6 +142,7 @@ static void conv_forward(asr_model *m, int l, cblock *b, const float *x)
     be->linear_forward(be, b->pw1, b->ln_c, p->conv_module.pointwise_conv1.weight,
                        p->conv_module.pointwise_conv1.bias, N, D, 2 * D);
     be->glu_forward(be, b->glu, b->pw1, N, D);
+    enc_zero_padding(m, b->glu, D);
     be->dwconv1d_forward(be, b->dwo, b->glu, p->conv_module.depthwise_conv.weight, p->conv_module.depthwise_conv.bias,
                          m->B, m->T2, D, d->cnn_kernel);
     if (m->train && m->sync.all_reduce) /* trainer.sync_batchnorm */

@@ -11,7 +11,7 @@
  * swish or relu (gate_activation).
  * channel_proj1's two output halves are two linears on the rows of its weight (contiguous), so the
  * gating unit never copies z apart. As ESPnet's, the cgMLP and the merge convolution see every
- * frame of the padded batch (no mask). The relative encoding is computed once per forward, shared
+ * frame of the padded batch (no mask; an inference model zeroes the padding first: enc_zero_padding). The relative encoding is computed once per forward, shared
  * by the blocks. layer_drop_rate: in training, block l is skipped (its output is its input) when
  * a uniform draw from rng_derive(seed, STREAM_LAYER_DROP, l) is below the rate: the seed is the
  * batch's, so any number of ranks drops the same blocks for the same batch, as dropout masks. */
@@ -160,6 +160,7 @@ static void cgmlp_forward(asr_model *m, int l, eblock *b, const float *x, float 
     be->gelu_forward(be, b->gg, b->pg, nh);
     be->layernorm_forward(be, b->gn, b->mean_n, b->rstd_n, b->gg, p->cgmlp.csgu.norm.weight, p->cgmlp.csgu.norm.bias,
                           N, H, 1e-12);
+    enc_zero_padding(m, b->gn, H);
     be->dwconv1d_forward(be, b->gc, b->gn, p->cgmlp.csgu.conv.weight, p->cgmlp.csgu.conv.bias, m->B, m->T2, H,
                          d->cgmlp_kernel);
     if (d->linear_after_conv)
@@ -217,6 +218,7 @@ static void branches_forward(asr_model *m, int l, eblock *b, const float *x)
     cgmlp_forward(m, l, b, x, b->br + nd);
     be->dropout_forward(be, b->br, b->br, 2 * nd, r.pd, m->seed, block_stream(l, SITE_BRANCH));
     be->swap12(be, b->cat, b->br, 1, 2, N, D); /* torch.cat([x1, x2], dim=-1): (N, 2D) */
+    enc_zero_padding(m, b->cat, 2 * D);
     be->dwconv1d_forward(be, b->fus, b->cat, p->depthwise_conv_fusion.weight, p->depthwise_conv_fusion.bias, m->B,
                          m->T2, 2 * D, d->merge_kernel);
     be->add(be, b->fus, b->fus, b->cat, 2 * nd);

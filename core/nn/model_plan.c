@@ -87,3 +87,19 @@ const char *arena_kind_name(arena_kind k)
     static const char *const names[] = {"params", "grads", "moments", "activations"};
     return (unsigned)k < ARENA_KINDS ? names[k] : "?";
 }
+
+size_t model_infer_act_bytes(const model_dims *d, int B, int T)
+{
+    arena_plan p = {0};
+    recorder r = {.p = &p, .kind = ARENA_PARAMS, .next = (uintptr_t)1 << 40};
+    backend be = {.name = "plan", .impl = &r, .alloc = plan_alloc, .free = plan_free, .copy = plan_copy,
+                  .fill = plan_fill, .synchronize = plan_synchronize};
+    asr_model m;
+    asr_model_init_inference(&m, &be, d);
+    r.kind = ARENA_ACTS;
+    asr_model_reserve(&m, B, T, 0);
+    asr_model_free(&m);
+    size_t bytes = p.kind_bytes[ARENA_ACTS];
+    arena_plan_free(&p);
+    return bytes;
+}

@@ -44,6 +44,10 @@ typedef struct arena_plan {
 void model_arena_plan(arena_plan *p, const model_dims *d, const model_rates *r, int B, int T, int Lmax,
                       size_t n_optim_buffers);
 void arena_plan_free(arena_plan *p);
+/* The device bytes of the activations an inference model (asr_model_init_inference) of dims d
+ * allocates for a forward of B utterances of T feature frames, planned the same way (the batched
+ * decoder's memory estimate). */
+size_t model_infer_act_bytes(const model_dims *d, int B, int T);
 const char *arena_kind_name(arena_kind k); /* "params", "grads", "moments", "activations" */
 
 #endif

@@ -9,7 +9,7 @@ read WAV + frontend + encoder + search for the whole list, one warm-up pass, med
 passes. Needs ESPnet 202511 + torch (/opt/espnet3-venv).
     decode_espnet.py --train_config exp/config.yaml --weights W.safetensors --tokens tokens.txt
                      --manifest test.tsv --workdir DIR --hyp OUT [--beam 10] [--ctc_weight 0.3]
-                     [--penalty 0] [--threads 1] [--runs 3]"""
+                     [--penalty 0] [--threads 1] [--runs 3] [--device cpu|cuda]"""
 import argparse
 import importlib
 import json
@@ -86,6 +86,7 @@ def main():
     ap.add_argument('--penalty', type=float, default=0.0)
     ap.add_argument('--threads', type=int, default=1)
     ap.add_argument('--runs', type=int, default=3)
+    ap.add_argument('--device', default='cpu')
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
 
@@ -112,7 +113,7 @@ def main():
     pth = os.path.join(a.workdir, 'model.pth')
     torch.save(sd, pth)
 
-    s2t = Speech2Text(asr_train_config=cfg_path, asr_model_file=pth, device='cpu', beam_size=a.beam,
+    s2t = Speech2Text(asr_train_config=cfg_path, asr_model_file=pth, device=a.device, beam_size=a.beam,
                       ctc_weight=a.ctc_weight, lm_weight=0.0, penalty=a.penalty, maxlenratio=0.0, minlenratio=0.0,
                       nbest=1, batch_size=1)
     utts = [line.rstrip('\n').split('\t')[:2] for line in open(a.manifest, encoding='utf-8') if line.strip()]

@@ -243,7 +243,14 @@ cudaError_t cudaGetDeviceCount(int *n)
 }
 cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr, int) { *v = 2; return cudaSuccess; }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
-cudaError_t cudaMemGetInfo(size_t *f, size_t *t) { *f = *t = 0; return cudaSuccess; }
+// The host's memory stands for the device's (the batched decoder plans against the free part).
+cudaError_t cudaMemGetInfo(size_t *f, size_t *t)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    *f = (size_t)sysconf(_SC_AVPHYS_PAGES) * page;
+    *t = (size_t)sysconf(_SC_PHYS_PAGES) * page;
+    return cudaSuccess;
+}
 cudaError_t cudaRuntimeGetVersion(int *v) { *v = 0; return cudaSuccess; }
 cudaError_t cudaDriverGetVersion(int *v) { *v = 0; return cudaSuccess; }
 const char *cudaGetErrorName(cudaError_t) { return "emu"; }

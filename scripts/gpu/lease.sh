@@ -31,6 +31,10 @@
 #   default_epoch the default recipe (recipes/espeak_fortunes): its data, tokens and statistics,
 #                 then one epoch of training.yaml on the GPU, timed, with the host's wait for each
 #                 next batch (loaded beside the step, uploaded on a second stream)
+#   decode        scripts/bench/decode JOINT=1 on that epoch's model: the joint CTC/attention search
+#                 of stage 6 on the GPU at batch_size 1, 16 and 64 against ESPnet's Speech2Text on
+#                 the same GPU (one utterance at a time: ESPnet 202511 has no batch decoding), in
+#                 utterances per second, and how many hypotheses agree
 # Then `scripts/gpu/lease.sh run` prints the report's tables, which go into docs/gpu.md with the date.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -143,9 +147,15 @@ run_steps() {
     # num_workers 1: the dry run on the CPU loads batches beside the step as the GPU always does.
     local epoch_cfg="recipes/espeak_fortunes/conf/training.yaml"
     local epoch_keys="trainer.max_epochs=1 dataloader.train.iter_factory.num_workers=1"
-    # A dry run takes the tiny recipe: the same stages at a size this machine runs in seconds.
-    [ -z "$dry" ] || epoch_cfg="recipes/espeak_fortunes/conf/training_tiny.yaml"
-    step default_epoch 200 "cd $work && $bin --template_dir conf --config $epoch_cfg --stage 1 --stop_stage 3 >/dev/null && /usr/bin/time -f 'epoch wall %e s' $bin --template_dir conf --config $epoch_cfg --stages train $epoch_keys trainer.accelerator=$accel exp_dir=exp/epoch && tail -n 3 exp/epoch/metrics.csv && grep -h 'the step waited' exp/epoch/train.log"
+    local infer_cfg="recipes/espeak_fortunes/conf/inference.yaml" batches="1 16 64" espnet_py=python3
+    # A dry run takes the tiny recipe (with an attention decoder, for the joint search): the same
+    # stages at a size this machine runs in seconds.
+    [ -z "$dry" ] || epoch_cfg="recipes/espeak_fortunes/conf/training_tiny_hybrid.yaml" \
+        infer_cfg="recipes/espeak_fortunes/conf/inference_tiny.yaml" batches="1 4" \
+        espnet_py=${ESPNET_PYTHON:-/opt/espnet3-venv/bin/python}
+    step default_epoch 200 "cd $work && $bin --template_dir conf --config $work/$epoch_cfg --stage 1 --stop_stage 3 >/dev/null && /usr/bin/time -f 'epoch wall %e s' $bin --template_dir conf --config $work/$epoch_cfg --stages train $epoch_keys trainer.accelerator=$accel exp_dir=exp/epoch && tail -n 3 exp/epoch/metrics.csv && grep -h 'the step waited' exp/epoch/train.log"
+    # (the epoch's config.yaml names its data by absolute paths: the training config was given so)
+    step decode 150 "ESPNET3_BIN=$bin INFERENCE_CONFIG=$work/$infer_cfg JOINT=1 BATCH_SIZES='$batches' DEVICE=$device RUNS=1 ESPNET_PYTHON=$espnet_py scripts/bench/decode exp_dir=$work/exp/epoch"
     {
         echo "# GPU lease report ($(date -u +%Y-%m-%d' '%H:%M' UTC'))${dry:+ (dry run on the CPU)}"
         echo

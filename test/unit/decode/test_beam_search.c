@@ -7,7 +7,9 @@
  * - the CTC prefix score against a plain CTC forward over the whole prefix;
  * - beam 1 is greedy on the joint score; results do not depend on how hypotheses are batched into
  *   decoder calls, and a step is one call when the scorer takes them all;
- * - top-k order and ties; scores are the weighted sums of the per-scorer scores. */
+ * - top-k order and ties; scores are the weighted sums of the per-scorer scores;
+ * - a batch of utterances (beam_search_run_batch) gives each the n-best it gets alone, in one
+ *   decoder call per step over all of them. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdint.h>
@@ -481,4 +483,114 @@ Test(beam_search, topk_is_sorted_and_ties_go_to_the_lower_index)
         for (int k = 0; k < 37; k++) in |= top[k] == i;
         if (!in) cr_assert(big[i] < big[kth] || (big[i] == big[kth] && i > kth));
     }
+}
+
+/* ------------------------------------------------------------------ batches of utterances */
+
+/* A decoder that depends on the utterance: utterance u's distribution after (a, b) is the table's
+ * row (a * V + b + 7 * (u + base)) mod V^2 (a valid log-softmax row of another context). */
+typedef struct utt_dec {
+    const float *dec;
+    int V, base;
+    int calls;
+} utt_dec;
+
+static void utt_dec_score(void *ctx, const int *utt, const int *const *prefixes, const int *lens, int n, float *logp)
+{
+    utt_dec *d = ctx;
+    d->calls++;
+    size_t VV = (size_t)d->V * d->V;
+    for (int i = 0; i < n; i++) {
+        const int *p = prefixes[i];
+        int a = lens[i] >= 2 ? p[lens[i] - 2] : d->V - 1, b = p[lens[i] - 1];
+        size_t row = ((size_t)a * d->V + (size_t)b + 7 * (size_t)(utt[i] + d->base)) % VV;
+        memcpy(logp + (size_t)i * d->V, d->dec + row * d->V, (size_t)d->V * sizeof(float));
+    }
+}
+
+static void expect_same_nbest(const bs_nbest *a, const bs_nbest *b, const char *what)
+{
+    cr_assert_eq(a->n, b->n, "%s: %d hypotheses batched, %d alone", what, a->n, b->n);
+    for (int k = 0; k < a->n; k++) {
+        const bs_hyp *x = &a->hyps[k], *y = &b->hyps[k];
+        cr_assert_eq(x->n_ids, y->n_ids, "%s hyp %d: length", what, k);
+        cr_assert_arr_eq(x->ids, y->ids, (size_t)x->n_ids * sizeof *x->ids, "%s hyp %d: tokens", what, k);
+        cr_assert(x->score == y->score && x->decoder == y->decoder && x->ctc == y->ctc && x->lm == y->lm &&
+                  x->length_bonus == y->length_bonus, "%s hyp %d: score %.17g batched, %.17g alone", what, k,
+                  x->score, y->score);
+    }
+}
+
+/* Five utterances of mixed lengths (the fixture's first T - 3u frames), each with its own decoder,
+ * with and without the LM, every case of the fixture: batches of every size from every start
+ * give each utterance exactly the n-best it gets alone (the scorers here give a prefix the same
+ * log-probs in any call, so nothing may differ, scores included), in one decoder call per step. */
+static void batch_is_each_alone(const char *dir, const char *name)
+{
+    fixture f;
+    fixture_load_from(&f, dir, name);
+    enum { U = 5 };
+    bs_utt u[U];
+    for (int k = 0; k < U; k++) u[k] = (bs_utt){.ctc_logp = f.logp, .T = f.T - 3 * k};
+    beam_search *w = beam_search_new(), *w1 = beam_search_new();
+    table_dec tl = {.dec = f.lm, .V = f.V};
+    bs_scorer lm = {.score = table_lm_score, .ctx = &tl};
+    int compared = 0;
+    for (int c = 0; c < f.n_cases; c += test_sanitized() ? 4 : 1) { /* a quarter of the cases under ASan */
+        beam_search_opts o = case_opts(&f, c);
+        bs_nbest alone[U], batch[U];
+        for (int k = 0; k < U; k++) {
+            utt_dec d = {.dec = f.dec, .V = f.V, .base = k};
+            bs_scorer att = {.score_utts = utt_dec_score, .ctx = &d};
+            beam_search_run(w1, u[k].ctc_logp, u[k].T, f.V, &att, f.lm ? &lm : NULL, &o, &alone[k]);
+        }
+        for (int n = 1; n <= U; n++)
+            for (int k0 = 0; k0 + n <= U; k0 += n) {
+                utt_dec d = {.dec = f.dec, .V = f.V, .base = k0};
+                bs_scorer att = {.score_utts = utt_dec_score, .ctx = &d};
+                beam_search_run_batch(w, u + k0, n, f.V, &att, f.lm ? &lm : NULL, &o, batch);
+                for (int k = 0; k < n; k++) {
+                    char what[96];
+                    snprintf(what, sizeof what, "%s case %d batch of %d from %d, utterance %d", name, c, n, k0, k0 + k);
+                    expect_same_nbest(&batch[k], &alone[k0 + k], what);
+                    bs_nbest_free(&batch[k]);
+                    compared++;
+                }
+            }
+        for (int k = 0; k < U; k++) bs_nbest_free(&alone[k]);
+    }
+    cr_log_info("%s/%s: %d batched searches compared with their utterance alone", dir, name, compared);
+    beam_search_free(w);
+    beam_search_free(w1);
+    npz_free(&f.npz);
+}
+
+Test(beam_search, batch_of_utterances_is_each_alone) { batch_is_each_alone("beam", "utt_t32_v15"); }
+Test(beam_search, batch_of_utterances_is_each_alone_with_lm) { batch_is_each_alone("beam_lm", "utt_t24_v12"); }
+
+/* One scorer call per step over every running hypothesis of the batch. */
+Test(beam_search, batch_scores_all_utterances_in_one_call_per_step)
+{
+    fixture f;
+    fixture_load(&f, "utt_t40_v20");
+    bs_utt u[3] = {{f.logp, f.T}, {f.logp, f.T - 5}, {f.logp, f.T - 9}};
+    beam_search *w = beam_search_new();
+    beam_search_opts o = {.beam_size = 4, .nbest = 2, .ctc_weight = 0.3, .maxlenratio = -6};
+    utt_dec d = {.dec = f.dec, .V = f.V};
+    bs_scorer att = {.score_utts = utt_dec_score, .ctx = &d};
+    bs_nbest nb[3];
+    beam_search_run_batch(w, u, 3, f.V, &att, NULL, &o, nb);
+    int alone = 0;
+    for (int k = 0; k < 3; k++) {
+        bs_nbest_free(&nb[k]);
+        utt_dec dk = {.dec = f.dec, .V = f.V, .base = k};
+        bs_scorer ak = {.score_utts = utt_dec_score, .ctx = &dk};
+        beam_search_run(w, u[k].ctc_logp, u[k].T, f.V, &ak, NULL, &o, &nb[k]);
+        bs_nbest_free(&nb[k]);
+        cr_assert_leq(dk.calls, 6);
+        alone = dk.calls > alone ? dk.calls : alone;
+    }
+    cr_assert_eq(d.calls, alone, "the batch took %d decoder calls, its longest search alone %d", d.calls, alone);
+    beam_search_free(w);
+    npz_free(&f.npz);
 }

@@ -102,6 +102,12 @@ Test(train_lm, trains_resumes_and_fuses_into_the_joint_search)
     char *hyp = slurp("joint/test/hyp.scp");
     cr_assert_eq(test_count_lines(hyp), 6, "%s", hyp);
     free(hyp);
+    /* Batched (inference_tiny.yaml's batch_size 4: one search over a batch's hypotheses, the LM
+     * scoring them all in one call per step) and one at a time: the same hypotheses. */
+    cr_assert_eq(infer("joint_b1", "model.beam_size=3 model.ctc_weight=0.3 model.lm_weight=0.5 model.batch_size=1"), 0,
+                 "%s", slurp("log"));
+    cr_assert(test_same_file(test_path(dir, "joint/test/hyp.scp"), test_path(dir, "joint_b1/test/hyp.scp")),
+              "batch_size 4 and 1 decode differently with the LM");
     cr_assert_eq(infer("ctc_lm", "model.beam_size=3 model.ctc_weight=1.0 model.lm_weight=0.3"), 0, "%s",
                  slurp("log"));
     hyp = slurp("ctc_lm/test/hyp.scp");
