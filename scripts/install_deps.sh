@@ -18,6 +18,7 @@ packages=(
   libpmix-dev pkg-config        # ranks of `srun --mpi=pmix` steps (optional: probed by the Makefile)
   # tests
   libcriterion-dev              # unit/integration test framework
+  libboost-context-dev          # fibers of the CUDA emulation's threads (scripts/cuda_emu/emu.cpp)
   clang libclang-rt-14-dev      # libFuzzer + sanitizer runtimes for `make fuzz`
   python3-numpy                 # checks that numpy reads our .npz / safetensors files
   python3-protobuf              # decodes our TensorBoard event records in a test

@@ -1,30 +1,48 @@
 // The CPU emulation behind scripts/cuda_emu/cuda_runtime.h and cublas_v2.h: a fiber scheduler for
 // kernel launches, the runtime calls on host memory, and a reference sgemm.
 //
-// A block's threads are ucontext fibers run in turn, each until it waits at a barrier or returns;
+// A block's threads are fibers run in turn, each until it waits at a barrier or returns;
 // when every live thread of a warp waits at __syncwarp (or a shuffle), or every live thread of
 // the block at __syncthreads, they go on. Threads that returned count as arrived. A block whose
 // threads wait at different barriers is a deadlock: the run aborts. EMU_REVERSE=1 runs the
 // threads in descending order, so a missing barrier shows whichever thread reads first.
 #include "cublas_v2.h"
+#include <boost/context/fiber.hpp>
 #include <cstdio>
 #include <ctime>
 #include <unistd.h>
-#include <ucontext.h>
 #include <vector>
 
 dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 // ---- fibers
+// Boost.Context's fibers: a switch saves registers in user space, where ucontext's swapcontext made
+// a sigprocmask system call and, under AddressSanitizer, cleared the shadow of the whole stack on
+// every switch (most of the emulation's time). A thread's fiber lives as long as the process and
+// runs the kernel body once per block it is given. Under AddressSanitizer every switch is announced
+// (__sanitizer_start/finish_switch_fiber), so it knows which stack runs.
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+static void switch_start(const void *bottom, size_t size) { __sanitizer_start_switch_fiber(nullptr, bottom, size); }
+static void switch_done(const void **bottom, size_t *size) { __sanitizer_finish_switch_fiber(nullptr, bottom, size); }
+#else
+static void switch_start(const void *, size_t) {}
+static void switch_done(const void **, size_t *) {}
+#endif
+namespace bctx = boost::context;
 enum { RUN = 0, AT_BLOCK = 1, AT_WARP = 2, DONE = 3 };
+enum { FIBER_STACK = 1 << 16 };
 struct fiber {
-    ucontext_t ctx;
+    bctx::fiber self;  // the thread, suspended (empty while it runs)
+    bctx::fiber sched; // the scheduler, suspended while the thread runs
+    const void *stack; // the thread's stack (its lowest address)
     dim3 tid;
     int state;
-    std::vector<char> stack;
 };
-static std::vector<fiber> fibers;
-static ucontext_t sched;
+// Never destroyed: a suspended fiber's destructor would unwind its stack at exit.
+static std::vector<fiber> &fibers = *new std::vector<fiber>();
+static const void *sched_stack; // the scheduler's stack, as AddressSanitizer reports it
+static size_t sched_stack_size;
 static int cur;
 static const std::function<void()> *body_fn;
 static unsigned char shfl_slot[1024][8]; // one value per thread, up to 8 bytes
@@ -32,18 +50,58 @@ static int reverse_order = -1;
 
 static int lin(const dim3 &t) { return (int)(t.x + t.y * blockDim.x + t.z * blockDim.x * blockDim.y); }
 
-static void entry(void)
+// A fiber's stack, kept for the process (fibers are never destroyed).
+struct emu_stack {
+    const void **base; // where the stack's lowest address goes
+    bctx::stack_context allocate()
+    {
+        void *p = malloc(FIBER_STACK);
+        if (!p) abort();
+        *base = p;
+        bctx::stack_context sc;
+        sc.size = FIBER_STACK;
+        sc.sp = (char *)p + FIBER_STACK;
+        return sc;
+    }
+    void deallocate(bctx::stack_context &) {}
+};
+
+// Back to the scheduler; on return this thread runs again (the scheduler set cur and threadIdx).
+static void yield_to_sched(int me)
 {
-    (*body_fn)();
-    fibers[cur].state = DONE;
-    swapcontext(&fibers[cur].ctx, &sched);
+    switch_start(sched_stack, sched_stack_size);
+    fibers[me].sched = std::move(fibers[me].sched).resume();
+    switch_done(nullptr, nullptr);
+}
+
+static void thread_fiber(int i)
+{
+    fibers[i].self = bctx::fiber(std::allocator_arg, emu_stack{&fibers[i].stack}, [i](bctx::fiber &&s) {
+        switch_done(&sched_stack, &sched_stack_size);
+        fibers[i].sched = std::move(s);
+        for (;;) { // one block per turn
+            (*body_fn)();
+            fibers[i].state = DONE;
+            yield_to_sched(i);
+        }
+        return std::move(fibers[i].sched); // not reached
+    });
+}
+
+// The scheduler runs thread i until it waits or returns.
+static void run_thread(int i)
+{
+    switch_start(fibers[i].stack, FIBER_STACK);
+    fibers[i].self = std::move(fibers[i].self).resume();
+    switch_done(nullptr, nullptr);
 }
 
 static void wait_at(int st)
 {
-    fibers[cur].state = st;
-    swapcontext(&fibers[cur].ctx, &sched);
-    threadIdx = fibers[cur].tid;
+    int me = cur;
+    fibers[me].state = st;
+    yield_to_sched(me);
+    threadIdx = fibers[me].tid;
 }
 
 void __syncthreads(void) { wait_at(AT_BLOCK); }
@@ -93,21 +151,17 @@ void emu_run(const emu_cfg &c, const std::function<void()> &body)
     }
     gridDim = c.grid, blockDim = c.block;
     body_fn = &body;
-    if ((int)fibers.size() < nt) fibers.resize(nt);
+    while ((int)fibers.size() < nt) {
+        fibers.emplace_back();
+        thread_fiber((int)fibers.size() - 1);
+    }
     for (unsigned bz = 0; bz < c.grid.z; bz++)
         for (unsigned by = 0; by < c.grid.y; by++)
             for (unsigned bx = 0; bx < c.grid.x; bx++) {
                 blockIdx = dim3(bx, by, bz);
                 for (int i = 0; i < nt; i++) {
-                    fiber &f = fibers[i];
-                    f.tid = dim3(i % c.block.x, i / c.block.x % c.block.y, i / (c.block.x * c.block.y));
-                    f.state = RUN;
-                    if (f.stack.empty()) f.stack.resize(1 << 16);
-                    getcontext(&f.ctx);
-                    f.ctx.uc_stack.ss_sp = f.stack.data();
-                    f.ctx.uc_stack.ss_size = f.stack.size();
-                    f.ctx.uc_link = nullptr;
-                    makecontext(&f.ctx, entry, 0);
+                    fibers[i].tid = dim3(i % c.block.x, i / c.block.x % c.block.y, i / (c.block.x * c.block.y));
+                    fibers[i].state = RUN;
                 }
                 for (;;) {
                     for (int k = 0; k < nt; k++) {
@@ -115,7 +169,7 @@ void emu_run(const emu_cfg &c, const std::function<void()> &body)
                         if (fibers[i].state == RUN) {
                             cur = i;
                             threadIdx = fibers[i].tid;
-                            swapcontext(&sched, &fibers[i].ctx);
+                            run_thread(i);
                         }
                     }
                     int live = 0, at_block = 0, released = 0;

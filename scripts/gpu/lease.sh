@@ -14,6 +14,7 @@
 #                                    tests report themselves skipped, but each filter must match a
 #                                    test), so that every command, test filter, file and option the
 #                                    lease uses is checked before device time is spent on it
+#                                    (the decode step without ESPnet's side unless LEASE_ESPNET=1)
 #
 # The steps, each with a time limit; a step that does not fit in what is left of LEASE_BUDGET
 # (470 s) is reported as not run:
@@ -147,15 +148,16 @@ run_steps() {
     # num_workers 1: the dry run on the CPU loads batches beside the step as the GPU always does.
     local epoch_cfg="recipes/espeak_fortunes/conf/training.yaml"
     local epoch_keys="trainer.max_epochs=1 dataloader.train.iter_factory.num_workers=1"
-    local infer_cfg="recipes/espeak_fortunes/conf/inference.yaml" batches="1 16 64" espnet_py=python3
+    local infer_cfg="recipes/espeak_fortunes/conf/inference.yaml" batches="1 16 64" espnet_py=python3 espnet=1
     # A dry run takes the tiny recipe (with an attention decoder, for the joint search): the same
-    # stages at a size this machine runs in seconds.
+    # stages at a size this machine runs in seconds. ESPnet's side of the decode only with
+    # LEASE_ESPNET=1 (ESPnet is no test dependency: scripts/install_espnet_venv.sh).
     [ -z "$dry" ] || epoch_cfg="recipes/espeak_fortunes/conf/training_tiny_hybrid.yaml" \
         infer_cfg="recipes/espeak_fortunes/conf/inference_tiny.yaml" batches="1 4" \
-        espnet_py=${ESPNET_PYTHON:-/opt/espnet3-venv/bin/python}
+        espnet_py=${ESPNET_PYTHON:-/opt/espnet3-venv/bin/python} espnet=${LEASE_ESPNET:-0}
     step default_epoch 200 "cd $work && $bin --template_dir conf --config $work/$epoch_cfg --stage 1 --stop_stage 3 >/dev/null && /usr/bin/time -f 'epoch wall %e s' $bin --template_dir conf --config $work/$epoch_cfg --stages train $epoch_keys trainer.accelerator=$accel exp_dir=exp/epoch && tail -n 3 exp/epoch/metrics.csv && grep -h 'the step waited' exp/epoch/train.log"
     # (the epoch's config.yaml names its data by absolute paths: the training config was given so)
-    step decode 150 "ESPNET3_BIN=$bin INFERENCE_CONFIG=$work/$infer_cfg JOINT=1 BATCH_SIZES='$batches' DEVICE=$device RUNS=1 ESPNET_PYTHON=$espnet_py scripts/bench/decode exp_dir=$work/exp/epoch"
+    step decode 150 "ESPNET3_BIN=$bin INFERENCE_CONFIG=$work/$infer_cfg JOINT=1 BATCH_SIZES='$batches' DEVICE=$device RUNS=1 ESPNET_PYTHON=$espnet_py ESPNET=$espnet scripts/bench/decode exp_dir=$work/exp/epoch"
     {
         echo "# GPU lease report ($(date -u +%Y-%m-%d' '%H:%M' UTC'))${dry:+ (dry run on the CPU)}"
         echo
