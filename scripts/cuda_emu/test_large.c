@@ -502,9 +502,10 @@ Test(cuda_emu, batchnorm_and_relpos_have_the_cpu_bits)
     backend_close(bes[1]);
 }
 
-/* The rel-pos attention at t = 70 (three keys per lane, 139 relative positions), lens {70, 33, 0},
- * dropout 0.1: within float rounding of the CPU (NMSE below 1e-10), the backward's du / dvb
- * accumulated onto their old values. */
+/* The rel-pos attention at t = 70 (three key tiles, 139 relative positions), lens {70, 33, 0},
+ * dropout 0.1, head dim 16 (the fused path, cuda/flash.cuh): within float rounding of the CPU
+ * (NMSE below 1e-10), the backward's du / dvb accumulated onto their old values. att is each
+ * backend's own (the weights on the CPU, the row logsumexps on the fused path): not compared. */
 static void expect_close(backend *bes[2], pair p, const char *what)
 {
     float *h[2];
@@ -539,7 +540,6 @@ Test(cuda_emu, relattn_matches_the_cpu)
                                  q + 2 * D, LD, p.d[b], u.d[b], vb.d[b], lens, NB, T, H, HD, 0.1f, 99, 3);
     }
     expect_close(bes, y, "relattn_forward y");
-    expect_close(bes, att, "relattn_forward att");
     expect_close(bes, dqkv, "relattn_backward dq dk dv");
     expect_close(bes, dp, "relattn_backward dp");
     expect_close(bes, du, "relattn_backward du");
