@@ -104,6 +104,27 @@ static __device__ inline void fa_bias_dots(float *w, const float *rows, int pitc
     }
 }
 
+// Key tile [c0, c0 + BK) of utterance b for the block of FA_ROWS queries from i0: K and V rows
+// (zeros from len on) and, rel-pos, the positional rows the block's (query, key) pairs read (the
+// query il's row of key cc is (FA_ROWS - 1 - il) + cc) with u . k and vb . pos. Ends synchronized.
+template <int HD, bool REL, int BK>
+static __device__ inline void fa_key_tile(float *ks, float *vs, float *ps, float *uk, float *vbp, const fa_args &a,
+                                          int b, int j, int i0, int c0, int len)
+{
+    constexpr int P1 = HD + 1, NP = FA_ROWS + BK - 1;
+    const int t = a.tk;
+    const size_t base = (size_t)b * a.tk * a.ldkv;
+    fa_load<HD>(ks, P1, a.k + base, a.ldkv, j, c0, BK, len);
+    fa_load<HD>(vs, P1, a.v + base, a.ldkv, j, c0, BK, len);
+    if (REL) fa_load<HD>(ps, P1, a.pos, a.h * HD, j, (t - 1) - (i0 + FA_ROWS - 1) + c0, NP, 2 * t - 1);
+    __syncthreads();
+    if (REL) {
+        fa_bias_dots<HD>(uk, ks, P1, a.u + j * HD, BK);
+        fa_bias_dots<HD>(vbp, ps, P1, a.vb + j * HD, NP);
+        __syncthreads();
+    }
+}
+
 // ---- host side (cuda/ops_flash_fwd.cu, cuda/ops_flash_bwd.cu)
 
 // The arguments of a plain mha call (lens checked and uploaded); the rel-pos caller adds pos, u, vb.

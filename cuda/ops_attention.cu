@@ -9,6 +9,8 @@
 // Dropout on the weights uses the mask of dropout_forward over att's element index:
 // cu_dropout_apply over the whole att buffer gives element (b, j, i, c) its CPU index
 // ((b * h + j) * tq + i) * tk + c.
+// Where cu_flash_applies, the fused path (cuda/flash.cuh) runs instead and att keeps only what its
+// backward reads.
 #include <math.h>
 
 #include "cuda/flash.cuh"

@@ -17,30 +17,20 @@ static __global__ void __launch_bounds__(FA_THREADS, FA_MIN_BLOCKS) fa_dq_kernel
     __shared__ float ps[NP * P1], uk[REL ? FA_BKB : 1], vbp[NP], part[FA_ROWS * FA_G];
     const int b = blockIdx.z, j = blockIdx.y, i0 = blockIdx.x * FA_ROWS;
     const int il = threadIdx.x / FA_G, g = threadIdx.x % FA_G, i = i0 + il, d = a.h * HD;
-    const int len = a.lens[b], t = a.tk, causal = fa_causal(a);
+    const int len = a.lens[b], causal = fa_causal(a);
     const int n = i < a.tq ? attn_row_keys(len, causal, i) : 0;
     const int nmax = attn_row_keys(len, causal, min(i0 + FA_ROWS, a.tq) - 1);
     const size_t row = ((size_t)b * a.h + j) * a.tq + i;
     const float lse = i < a.tq ? a.lse[row] : 0.0f;
     fa_load<HD>(qs, P1, a.q + (size_t)b * a.tq * a.ldq, a.ldq, j, i0, FA_ROWS, a.tq);
     fa_load<HD>(dys, P1, a.dy + (size_t)b * a.tq * d, d, j, i0, FA_ROWS, a.tq);
-    const float *kb = a.k + (size_t)b * a.tk * a.ldkv, *vbase = a.v + (size_t)b * a.tk * a.ldkv;
     float ga[M], gb[M], dsum = 0.0f, part_sum = 0.0f;
     FA_PRAGMA(unroll)
     for (int x = 0; x < M; x++) ga[x] = gb[x] = 0.0f;
     for (int pass = 0; pass < 2; pass++) {
         for (int c0 = 0; c0 < nmax; c0 += FA_BKB) {
             __syncthreads();
-            fa_load<HD>(ks, P1, kb, a.ldkv, j, c0, FA_BKB, len);
-            fa_load<HD>(vs, P1, vbase, a.ldkv, j, c0, FA_BKB, len);
-            const int pr0 = (t - 1) - (i0 + FA_ROWS - 1) + c0;
-            if (REL) fa_load<HD>(ps, P1, a.pos, d, j, pr0, NP, 2 * t - 1);
-            __syncthreads();
-            if (REL) {
-                fa_bias_dots<HD>(uk, ks, P1, a.u + j * HD, FA_BKB);
-                fa_bias_dots<HD>(vbp, ps, P1, a.vb + j * HD, NP);
-                __syncthreads();
-            }
+            fa_key_tile<HD, REL, FA_BKB>(ks, vs, ps, uk, vbp, a, b, j, i0, c0, len);
             for (int cc = g; cc < FA_BKB; cc += FA_G) {
                 int c = c0 + cc, pr = REL ? (FA_ROWS - 1 - il) + cc : 0;
                 float ds = 0.0f;

@@ -14,26 +14,16 @@ static __global__ void __launch_bounds__(FA_THREADS, FA_MIN_BLOCKS) fa_forward_k
     __shared__ float ps[NP * P1], uk[REL ? FA_BK : 1], vbp[NP];
     const int b = blockIdx.z, j = blockIdx.y, i0 = blockIdx.x * FA_ROWS;
     const int il = threadIdx.x / FA_G, g = threadIdx.x % FA_G, i = i0 + il, d = a.h * HD;
-    const int len = a.lens[b], t = a.tk;
+    const int len = a.lens[b];
     const int n = i < a.tq ? attn_row_keys(len, a.causal, i) : 0;
     const int nmax = attn_row_keys(len, a.causal, min(i0 + FA_ROWS, a.tq) - 1); // rows see more keys as i grows
     fa_load<HD>(qs, P1, a.q + (size_t)b * a.tq * a.ldq, a.ldq, j, i0, FA_ROWS, a.tq);
-    const float *kb = a.k + (size_t)b * a.tk * a.ldkv, *vbase = a.v + (size_t)b * a.tk * a.ldkv;
     float o[M], m = -INFINITY, l = 0.0f;
     FA_PRAGMA(unroll)
     for (int x = 0; x < M; x++) o[x] = 0.0f;
     for (int c0 = 0; c0 < nmax; c0 += FA_BK) {
         __syncthreads(); // the previous tile's readers are done (and qs is loaded)
-        fa_load<HD>(ks, P1, kb, a.ldkv, j, c0, FA_BK, len);
-        fa_load<HD>(vs, P1, vbase, a.ldkv, j, c0, FA_BK, len);
-        const int pr0 = (t - 1) - (i0 + FA_ROWS - 1) + c0; // the tile's first positional row
-        if (REL) fa_load<HD>(ps, P1, a.pos, d, j, pr0, NP, 2 * t - 1);
-        __syncthreads();
-        if (REL) {
-            fa_bias_dots<HD>(uk, ks, P1, a.u + j * HD, FA_BK);
-            fa_bias_dots<HD>(vbp, ps, P1, a.vb + j * HD, NP);
-            __syncthreads();
-        }
+        fa_key_tile<HD, REL, FA_BK>(ks, vs, ps, uk, vbp, a, b, j, i0, c0, len);
         for (int cc = g; cc < FA_BK; cc += FA_G) { // this thread's keys of the tile
             float s = -INFINITY;
             if (c0 + cc < n) {

@@ -10,6 +10,7 @@
 // (per utterance in order, beta 1, as the CPU), and one thread per column of u / vb sums du and
 // dvb over the utterances and rows in the CPU's order. Not the CPU's bits: GEMM and softmax sums
 // differ by summation order (the per-column du / dvb sums are in the CPU's order, over GEMM outputs).
+// Where cu_flash_applies, the fused path (cuda/flash.cuh) runs instead (du / dvb still summed here).
 #include <math.h>
 
 #include "cuda/flash.cuh"
