@@ -148,9 +148,9 @@ run_steps() {
         step step 240 "TRAIN_STEP_BIN=$train_step RUNS=3 PRECISIONS='fp32 bf16' MODELS='transformer ls100' PROFILE=1 PROFILE_DIR=$work/profiles scripts/bench/gpu_step && TRAIN_STEP_BIN=$train_step RUNS=1 PRECISIONS='fp32 bf16' MODELS='conformer hybrid ebranchformer' ESPNET=0 scripts/bench/gpu_step"
     fi
     # The attention ops under the profiler, fused path on then off (the dry run: the CPU, once).
-    local att_runs="transformer:1 transformer:0 ls100:1 ls100:0" att_be=cuda att_steps="5 2"
-    [ -z "$dry" ] || att_runs="transformer:1" att_be=cpu att_steps="1 0"
-    step attention 90 "for r in $att_runs; do m=\${r%:*} f=\${r#*:}; echo \"== \$m, ESPNET3_CUDA_FLASH=\$f\"; ESPNET3_CUDA_FLASH=\$f ESPNET3_PROFILE=1 TRAIN_STEP_BACKEND=$att_be TRAIN_STEP_PRECISION=fp32 timeout 60 $train_step --model \$m 1 $att_steps 2>&1 >/dev/null | grep -E '^(profile|op |attention_|relattn_|mha_)' | grep . || exit 1; done"
+    local att_runs="transformer:1 transformer:0 ls100:1 ls100:0" att_env="TRAIN_STEP_BACKEND=cuda" att_steps="5 2"
+    [ -z "$dry" ] || att_runs="transformer:1" att_env="TRAIN_STEP_BACKEND=cpu TRAIN_STEP_SHAPE=2x100x8" att_steps="1 0"
+    step attention 90 "for r in $att_runs; do m=\${r%:*} f=\${r#*:}; echo \"== \$m, ESPNET3_CUDA_FLASH=\$f\"; ESPNET3_CUDA_FLASH=\$f ESPNET3_PROFILE=1 $att_env TRAIN_STEP_PRECISION=fp32 timeout 80 $train_step --model \$m 1 $att_steps 2>&1 >/dev/null | grep -E '^(profile|op |attention_|relattn_|mha_)' | grep . || exit 1; done"
     step mini_an4 60 "cd $work/recipes/mini_an4 && $bin --training_config conf/training.yaml --inference_config conf/inference.yaml --metrics_config conf/metrics.yaml trainer.accelerator=$accel model.device=$device && cat exp/*/inference/RESULTS.md"
     # num_workers 1: the dry run on the CPU loads batches beside the step as the GPU always does.
     local epoch_cfg="recipes/espeak_fortunes/conf/training.yaml"
