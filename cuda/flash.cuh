@@ -1,10 +1,11 @@
 // The fused (flash-style) attention's shared pieces (cuda/ops_flash_fwd.cu, cuda/ops_flash_bwd.cu):
 // the arguments of one call, the tile sizes, and the per-element math of a score, its dropout
-// factor and the tile loads. Scores live only in registers and shared memory, one tile of keys at a
-// time; what the backward needs of the forward is the row's logsumexp (lse), kept in the op's att
-// buffer (its first nb * h * tq floats, then the causal flag). Each query (or key, or relative position) row is owned by
-// FA_G consecutive threads of one warp: they split the row's keys when scoring and its head
-// columns (column e is thread e % FA_G's) when accumulating, and meet at __syncwarp.
+// factor and the tile loads. Scores live only in registers and shared memory, one tile of keys at
+// a time; what the backward needs of the forward is the row's logsumexp (lse), kept in the op's
+// att buffer (its first nb * h * tq floats, then the causal flag). Each query (or key, or relative
+// position) row is owned by FA_G consecutive threads of one warp: they split the row's keys when
+// scoring and its head columns (column e is thread e % FA_G's) when accumulating, and meet at
+// __syncwarp.
 #ifndef ESPNET3_CUDA_FLASH_CUH
 #define ESPNET3_CUDA_FLASH_CUH
 
