@@ -397,6 +397,8 @@ int backend_cuda_init(backend *be, int device, int threads, esp_err *err)
     CUDA_CHECK(cudaSetDevice(device));
     cu_impl *c = (cu_impl *)xcalloc(1, sizeof *c);
     c->device = device;
+    const char *flash = getenv("ESPNET3_CUDA_FLASH");
+    c->flash = !flash || strcmp(flash, "0") != 0;
     CUDA_CHECK(cudaDeviceGetAttribute(&c->sms, cudaDevAttrMultiProcessorCount, device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     CUBLAS_CHECK(cublasCreate(&c->blas));

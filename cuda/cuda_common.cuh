@@ -104,6 +104,9 @@ typedef struct cu_impl {
     // be->marks_reset.
     cudaEvent_t *marks;
     int n_marks, cap_marks;
+    // The fused attention (cuda/flash.cuh) where it applies; ESPNET3_CUDA_FLASH=0 at backend open
+    // turns it off (the lease's bench times both).
+    int flash;
 } cu_impl;
 
 static inline cu_impl *cu_of(backend *be)
@@ -205,6 +208,11 @@ const float *cu_att_dropped(backend *be, float *scratch, const float *att, size_
 void cu_zero_rows(backend *be, float *m, int ld, int d, size_t from, size_t rows);
 void cu_att_softmax_backward(backend *be, float *dp, const float *att, const int *dlens, int nb, int h, int tq,
                              int tk, float p, uint64_t seed, uint64_t stream);
+// Whether mha / attention / relattn of head dim hd take the fused path (cuda/flash.cuh): head dims
+// 16, 32 and 64, FP32 GEMM precision (under bf16 / fp16 the unfused path's GEMMs round their
+// inputs as the CPU emulates), not turned off. Forward and backward ask alike, so the backward
+// reads what its forward left in att.
+int cu_flash_applies(backend *be, int hd);
 
 // ---- the backend entries, one family per file (signatures of core/compute/backend.h)
 

@@ -9,9 +9,11 @@
 // Dropout on the weights uses the mask of dropout_forward over att's element index:
 // cu_dropout_apply over the whole att buffer gives element (b, j, i, c) its CPU index
 // ((b * h + j) * tq + i) * tk + c.
+// Where cu_flash_applies, the fused path (cuda/flash.cuh) runs instead and att keeps only what its
+// backward reads.
 #include <math.h>
 
-#include "cuda/cuda_common.cuh"
+#include "cuda/flash.cuh"
 
 enum { ATT_WARPS = 8 };
 
@@ -118,6 +120,12 @@ void cu_mha_forward(backend *be, float *y, float *att, const float *q, int ldq, 
                     uint64_t seed, uint64_t stream)
 {
     if (nb <= 0 || tq <= 0 || tk <= 0 || h <= 0) return;
+    if (cu_flash_applies(be, hd)) { // att keeps the rows' logsumexp (and the causal flag) only
+        fa_args a = fa_make(be, q, ldq, k, v, ldkv, lens, nb, tq, tk, causal, h, hd, p, seed, stream);
+        a.lse = att;
+        cu_flash_forward(be, y, a, nb, hd);
+        return;
+    }
     const int d = h * hd;
     const float sc = (float)(1.0 / sqrt((double)hd));
     const size_t tt = (size_t)tq * tk, na = (size_t)nb * h * tt, rows = (size_t)nb * h * tq;
@@ -146,6 +154,14 @@ void cu_mha_backward(backend *be, float *dq, float *dk, float *dv, const float *
                      int h, int hd, float p, uint64_t seed, uint64_t stream)
 {
     if (nb <= 0 || tq <= 0 || tk <= 0 || h <= 0) return;
+    if (cu_flash_applies(be, hd)) {
+        fa_args a = fa_make(be, q, ldq, k, v, ldkv, lens, nb, tq, tk, 0, h, hd, p, seed, stream);
+        a.dy = dy, a.lse = (float *)att;
+        a.causal_flag = tk > 1 ? att + (size_t)nb * h * tq : NULL;
+        a.dsum = (float *)cu_scratch(be, (size_t)nb * h * tq * sizeof(float));
+        cu_flash_backward(be, dq, dk, dv, NULL, NULL, a, nb, hd);
+        return;
+    }
     const int d = h * hd;
     const float sc = (float)(1.0 / sqrt((double)hd));
     const size_t tt = (size_t)tq * tk, na = (size_t)nb * h * tt;

@@ -10,9 +10,10 @@
 // (per utterance in order, beta 1, as the CPU), and one thread per column of u / vb sums du and
 // dvb over the utterances and rows in the CPU's order. Not the CPU's bits: GEMM and softmax sums
 // differ by summation order (the per-column du / dvb sums are in the CPU's order, over GEMM outputs).
+// Where cu_flash_applies, the fused path (cuda/flash.cuh) runs instead (du / dvb still summed here).
 #include <math.h>
 
-#include "cuda/cuda_common.cuh"
+#include "cuda/flash.cuh"
 
 enum { RA_WARPS = 8 };
 
@@ -125,6 +126,12 @@ void cu_relattn_forward(backend *be, float *y, float *att, const float *q, const
                         int hd, float pdrop, uint64_t seed, uint64_t stream)
 {
     if (nb <= 0 || t <= 0 || h <= 0) return;
+    if (cu_flash_applies(be, hd)) { // att keeps the rows' logsumexp only
+        fa_args a = fa_make(be, q, ld, k, v, ld, lens, nb, t, t, 0, h, hd, pdrop, seed, stream);
+        a.pos = p, a.u = u, a.vb = vb, a.lse = att;
+        cu_flash_forward(be, y, a, nb, hd);
+        return;
+    }
     const int d = h * hd, tp = 2 * t - 1;
     const float sq = (float)sqrt((double)hd);
     const size_t tt = (size_t)t * t, na = (size_t)nb * h * tt, nq = (size_t)nb * t * d, nbd = (size_t)h * t * tp;
@@ -198,6 +205,17 @@ void cu_relattn_backward(backend *be, float *dq, float *dk, float *dv, float *dp
     if (nb <= 0) return;
     const size_t tt = (size_t)t * t, na = (size_t)nb * h * tt, nq = (size_t)nb * t * d, nbd = (size_t)h * t * tp;
     const int *dlens = cu_att_lens(be, lens, nb, t);
+    if (cu_flash_applies(be, hd)) {
+        fa_args a = fa_make(be, q, ld, k, v, ld, lens, nb, t, t, 0, h, hd, pdrop, seed, stream);
+        a.pos = p, a.u = u, a.vb = vb, a.dy = dy, a.lse = (float *)att;
+        a.dsum = (float *)cu_scratch(be, ((size_t)nb * h * t + nq) * sizeof(float));
+        float *dqbd = a.dsum + (size_t)nb * h * t;
+        cu_flash_backward(be, dq, dk, dv, dp, dqbd, a, nb, hd);
+        relattn_bias_grad_kernel<<<cu_blocks(be, (size_t)d), CU_THREADS, 0, cu_stream(be)>>>(dq, du, dvb, dqbd, ld,
+                                                                                            dlens, nb, t, d);
+        KERNEL_CHECK();
+        return;
+    }
     ra_bufs s;
     s.ds = (float *)cu_scratch(be, (na + (pdrop > 0 ? na : 0) + nbd + 3 * nq) * sizeof(float));
     s.drop = s.ds + na;

@@ -8,7 +8,9 @@ reads those reports, so it compiles nothing again, and checks every kernel:
   - no spill stores or loads: a spill moves registers to local memory, which a hot loop then
     reads and writes at memory speed;
   - at most MAX_REGS registers per thread (default 128): with the backend's 256-thread blocks an
-    SM (65536 registers on sm_80 and sm_90) still holds two blocks, 16 warps, to hide latency.
+    SM (65536 registers on sm_80 and sm_90) still holds two blocks, 16 warps, to hide latency;
+  - at most MAX_SMEM bytes of static shared memory per block (48 KB, what a block gets without
+    opting in; the fused attention's tiles, cuda/flash.cuh, are sized to it).
 
 Every kernel counts as hot: each runs over whole activations or gradients in a training step.
 A stack frame without spills is reported but allowed (CUDA's sinf/cosf keep a small array for
@@ -26,6 +28,7 @@ import subprocess
 import sys
 
 MAX_REGS = 128
+MAX_SMEM = 48 * 1024
 
 ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(sm_\d+)'")
 PROPS = re.compile(r"Function properties for (\S+)")
@@ -104,6 +107,8 @@ def main():
                 bad.append(f"{label} (sm_{arch}): spills {v['spill_st']} bytes stored, {v['spill_ld']} loaded")
             if v["regs"] > args.max_regs:
                 bad.append(f"{label} (sm_{arch}): {v['regs']} registers > {args.max_regs}")
+            if v["smem"] > MAX_SMEM:
+                bad.append(f"{label} (sm_{arch}): {v['smem']} bytes of shared memory > {MAX_SMEM}")
     for b in bad:
         print(f"check_cuda_resources: {b}", file=sys.stderr)
     if bad:
@@ -114,7 +119,8 @@ def main():
         return 1
     print(f"check_cuda_resources: {count} kernel builds ({len(files)} files x sm_{', sm_'.join(archs)}): "
           f"no spills, at most {max(v['regs'] for _, ks in results for v in ks.values())} registers "
-          f"(limit {args.max_regs})")
+          f"(limit {args.max_regs}), at most {max(v['smem'] for _, ks in results for v in ks.values())} bytes of "
+          f"shared memory (limit {MAX_SMEM})")
     return 0
 
 

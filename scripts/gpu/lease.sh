@@ -28,6 +28,10 @@
 #                 recipe-size model (train_step's ls100) against ESPnet's own modules, FP32 and
 #                 bf16-mixed, and the other models ours alone; each of ours once more under the
 #                 per-op profiler (its report with the roofline in the report's appendix)
+#   attention     the attention ops' rows of the per-op profiler (attention_*, relattn_*, mha_*:
+#                 calls, ms, GFLOP/s, share of the step) for the Transformer and the
+#                 LibriSpeech-100 E-Branchformer + decoder in FP32, with the fused attention
+#                 (cuda/flash.cuh) on and, for comparison, off (ESPNET3_CUDA_FLASH=0)
 #   mini_an4      ESPnet's mini_an4 recipe, stages 1-8 on the GPU
 #   default_epoch the default recipe (recipes/espeak_fortunes): its data, tokens and statistics,
 #                 then one epoch of training.yaml on the GPU, timed, with the host's wait for each
@@ -144,6 +148,10 @@ run_steps() {
     else
         step step 240 "TRAIN_STEP_BIN=$train_step RUNS=3 PRECISIONS='fp32 bf16' MODELS='transformer ls100' PROFILE=1 PROFILE_DIR=$work/profiles scripts/bench/gpu_step && TRAIN_STEP_BIN=$train_step RUNS=1 PRECISIONS='fp32 bf16' MODELS='conformer hybrid ebranchformer' ESPNET=0 scripts/bench/gpu_step"
     fi
+    # The attention ops under the profiler, fused path on then off (the dry run: the CPU, once).
+    local att_runs="transformer:1 transformer:0 ls100:1 ls100:0" att_env="TRAIN_STEP_BACKEND=cuda" att_steps="5 2"
+    [ -z "$dry" ] || att_runs="transformer:1" att_env="TRAIN_STEP_BACKEND=cpu TRAIN_STEP_SHAPE=2x100x8" att_steps="1 0"
+    step attention 90 "for r in $att_runs; do m=\${r%:*} f=\${r#*:}; echo \"== \$m, ESPNET3_CUDA_FLASH=\$f\"; ESPNET3_CUDA_FLASH=\$f ESPNET3_PROFILE=1 $att_env TRAIN_STEP_PRECISION=fp32 timeout 80 $train_step --model \$m 1 $att_steps 2>&1 >/dev/null | grep -E '^(profile|op |attention_|relattn_|mha_)' | grep . || exit 1; done"
     step mini_an4 60 "cd $work/recipes/mini_an4 && $bin --training_config conf/training.yaml --inference_config conf/inference.yaml --metrics_config conf/metrics.yaml trainer.accelerator=$accel model.device=$device && cat exp/*/inference/RESULTS.md"
     # num_workers 1: the dry run on the CPU loads batches beside the step as the GPU always does.
     local epoch_cfg="recipes/espeak_fortunes/conf/training.yaml"
