@@ -320,7 +320,9 @@ Test(intermediate_ctc, ebranchformer_gradients_conditioned) { check_gradients(EN
 /* ---- decoding -------------------------------------------------------------------------------- */
 
 /* The decoding model (shared block buffers, no losses) feeds the conditioning back as the
- * training model's eval forward does; zeroing the conditioning layer changes the output. */
+ * training model's eval forward does; zeroing the conditioning layer changes the output. Both
+ * utterances fill the batch: the decoding model zeroes the padding before the Conformer's
+ * depthwise conv (a batch decodes as its utterances alone), the training model does not. */
 Test(intermediate_ctc, decoding_applies_the_conditioning)
 {
     esp_err err;
@@ -334,6 +336,7 @@ Test(intermediate_ctc, decoding_applies_the_conditioning)
     cr_assert_eq(param_init(tr.params, &tr.table, NULL, 8, &err), 0, "%s", err.msg);
     memcpy(dec.params, tr.params, tr.table.state_total * sizeof(float));
     batch b = make_batch();
+    b.lens[0] = b.lens[1] = T;
     asr_model_forward(&tr, b.feats, b.lens, B, T, 0, 1);
     asr_model_forward(&dec, b.feats, b.lens, B, T, 0, 1);
     size_t n = (size_t)B * tr.T2 * d.vocab;
