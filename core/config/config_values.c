@@ -669,8 +669,11 @@ void config_fill_defaults(config_kind kind, ynode *root)
 {
     if (kind != CONFIG_TRAINING) return;
     for (size_t i = 0; i < sizeof default_true / sizeof *default_true; i++) {
-        /* decoder_conf's are the TransformerDecoder's: a TransducerDecoder takes none of them. */
-        if (decoder_is(root, "transducer") && !strcmp(default_true[i].map_path, "model.decoder_conf")) continue;
+        /* decoder_conf's are the TransformerDecoder's: a TransducerDecoder takes none of them, nor
+         * the asr_transducer task's decoders (its encoder_conf has body_conf). */
+        if ((decoder_is(root, "transducer") || yt_get_path(root, "model.encoder_conf.body_conf")) &&
+            !strcmp(default_true[i].map_path, "model.decoder_conf"))
+            continue;
         ynode *m = yt_get_path(root, default_true[i].map_path);
         if (m && m->kind == YN_MAP && !yt_map_get(m, default_true[i].key))
             yt_map_set(m, default_true[i].key, m->mark, yt_scalar(default_true[i].value, 0, m->mark));

@@ -89,4 +89,5 @@ void decoder_rates_from_cfg(model_rates *r, const model_cfg *m)
     r->interctc_weight = m && m->model_conf ? (float)m->model_conf->interctc_weight : 0.0f;
     r->tr_dropout = c && transducer_in_cfg(m) ? (float)c->dropout : 0.0f;
     r->tr_dropout_embed = c && transducer_in_cfg(m) ? (float)c->dropout_embed : 0.0f;
+    r->tr_weight = 1.0f;
 }
