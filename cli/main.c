@@ -14,6 +14,9 @@
 #include "cli/stage_runner.h"
 #include "cli/version.h"
 
+/* The training config ESPnet3 loads when none is given (run from a recipe folder). */
+#define DEFAULT_TRAINING_CONFIG "conf/training.yaml"
+
 /* conf/ beside the binary (the repository root), unless --template_dir says otherwise. */
 static char *default_template_dir(void)
 {
@@ -179,6 +182,12 @@ int main(int argc, char **argv)
         return 0;
     }
     log_set_quiet(args.quiet);
+    /* ESPnet3's run.py loads the recipe's conf/training.yaml when --training_config is not given
+     * (load_and_merge_config's config_name): from a recipe folder that has one, so do we. */
+    if (!args.training_config && access(DEFAULT_TRAINING_CONFIG, F_OK) == 0) {
+        args.training_config = DEFAULT_TRAINING_CONFIG;
+        log_info("--training_config not given: %s (ESPnet3's default)", DEFAULT_TRAINING_CONFIG);
+    }
 
     const stage_def *selected[64];
     backend_kind kinds[64];

@@ -670,6 +670,7 @@ static const cyaml_schema_field_t infer_model_fields[] = {
     STR("token_type", infer_model_cfg, token_type),
     STR("bpemodel", infer_model_cfg, bpemodel),
     MAP("transducer_conf", infer_model_cfg, transducer_conf, transducer_conf_fields),
+    MAP("beam_search_config", infer_model_cfg, beam_search_config, transducer_conf_fields),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t longform_fields[] = {

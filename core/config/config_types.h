@@ -643,6 +643,9 @@ typedef struct transducer_conf_cfg {
     int64_t *nbest;          /* 1 */
 } transducer_conf_cfg;
 
+/* The asr_transducer task's Speech2Text class (model._target_ of an inference config). */
+#define TARGET_ASR_TRANSDUCER_S2T "espnet2.bin.asr_transducer_inference.Speech2Text"
+
 typedef struct infer_model_cfg {
     char *target;            /* espnet2.bin.asr_inference.Speech2Text */
     char *asr_train_config;
@@ -662,6 +665,9 @@ typedef struct infer_model_cfg {
     char *token_type;        /* Speech2Text's: override the training config's tokenizer */
     char *bpemodel;
     transducer_conf_cfg *transducer_conf; /* a transducer model's search (Speech2Text's transducer_conf) */
+    /* asr_transducer_inference.Speech2Text's name of the same keys (but prefix_alpha,
+     * score_norm_during and nbest: core/config/config_rules.c) for the asr_transducer task's model. */
+    transducer_conf_cfg *beam_search_config;
 } infer_model_cfg;
 
 /* Long recordings in stage 6 (core/decode/longform.h): an item longer than threshold seconds is

@@ -153,6 +153,7 @@ const target_entry target_registry[] = {
     {"dataloader.*.iter_factory.collate_fn", "espnet2.train.collate_fn.CommonCollateFn", "padding collate"},
     {"model", "espnet2.asr.espnet_model.ESPnetASRModel", "CTC ASR model"},
     {"model", "espnet2.bin.asr_inference.Speech2Text", "CTC decoding"},
+    {"model", TARGET_ASR_TRANSDUCER_S2T, "the asr_transducer task's decoding"},
     {"model", "espnet3.systems.esp2_asr.inference.Inference", "ESPnet3's Inference API (Speech2Text's keys, text.scp)"},
     {"provider", "espnet3.systems.base.inference_provider.InferenceProvider", "inference provider"},
     {"runner", "espnet3.systems.base.inference_runner.InferenceRunner", "inference runner"},

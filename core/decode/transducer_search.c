@@ -628,7 +628,7 @@ void transducer_search(asr_model *m, const float *enc, int T, int beam_size, con
     s.encp = encp;
     s.zeros = xcalloc((size_t)s.S, sizeof *s.zeros);
     hlist res = {0};
-    if (beam_size <= 1) greedy(&s, T, &res);
+    if (beam_size <= 1 && !o->no_greedy) greedy(&s, T, &res);
     else if (o->search_type == TS_TSD) tsd(&s, T, beam_size, o, &res);
     else if (o->search_type == TS_ALSD) alsd(&s, T, beam_size, o, &res);
     else if (o->search_type == TS_NSC) nsc(&s, T, beam_size, o, &res);
