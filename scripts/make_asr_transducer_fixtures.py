@@ -16,6 +16,9 @@ Files (scripts/make_decoder_fixtures.py's pack format):
   weights  every parameter and buffer under its ESPnet2 state-dict name
   loss     inputs (in.*), out.hlens, out.enc (the Encoder's output in eval mode), out.loss, out.loss_transducer,
            out.loss_aux_ctc and grad.<name> of every parameter
+  search   espnet2/asr_transducer's BeamSearchTransducer (asr_transducer_inference's) on utterance 0's
+           Encoder output (in.enc), lin_out's weight times 3 (weight.joint_network.lin_out.weight): per
+           mode of SEARCHES <mode>.n hypotheses, <mode>.<i>.yseq (the blank first) and <mode>.<i>.score
 """
 import argparse
 import os
@@ -92,6 +95,42 @@ def loss_case(weights):
     return items, loss.item(), hlens.tolist()
 
 
+# Search modes: (name, beam_size, nbest, beam_search_config) as asr_transducer_inference spells them.
+SEARCHES = [
+    ("beam1", 1, 1, {}),
+    ("default", 4, 3, {}),
+    ("default_norm", 3, 2, {"score_norm": True}),
+    ("tsd", 4, 3, {"search_type": "tsd", "max_sym_exp": 3}),
+    ("alsd", 4, 3, {"search_type": "alsd", "u_max": 10}),
+    ("maes", 4, 3, {"search_type": "maes", "nstep": 3, "expansion_gamma": 2.3, "expansion_beta": 2}),
+]
+
+
+def search_case(weights):
+    from espnet2.asr_transducer.beam_search_transducer import BeamSearchTransducer
+
+    model = build()
+    w = dict(weights)
+    w["joint_network.lin_out.weight"] = 3 * w["joint_network.lin_out.weight"]
+    model.load_state_dict(w)
+    model.eval()
+    feats, lens, _, _ = batch()
+    items = [("weight.joint_network.lin_out.weight", w["joint_network.lin_out.weight"])]
+    with torch.no_grad():
+        enc, _ = model.encoder(feats[:1, : FEAT_LENS[0]], lens[:1])
+        enc = enc[0]
+        items.append(("in.enc", enc))
+        for name, beam, nbest, conf in SEARCHES:
+            search = BeamSearchTransducer(model.decoder, model.joint_network, beam, nbest=nbest, **conf)
+            hyps = search(enc)
+            items.append((f"{name}.n", torch.tensor([float(len(hyps))])))
+            for i, h in enumerate(hyps):
+                items += [(f"{name}.{i}.yseq", torch.tensor(h.yseq, dtype=torch.float32)),
+                          (f"{name}.{i}.score", torch.tensor([float(h.score)], dtype=torch.float64))]
+            print(f"{name}: " + "; ".join(f"{h.yseq[1:]} {float(h.score):.4f}" for h in hyps))
+    return items
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out", nargs="?", default="test/fixtures/asr_transducer")
@@ -102,6 +141,7 @@ def main():
     n = write_pack(out, "weights", list(weights.items()))
     items, loss, hlens = loss_case(weights)
     n += write_pack(out, "loss", items)
+    n += write_pack(out, "search", search_case(weights))
     print(f"loss {loss:.6f}, encoder lengths {hlens}")
     print(f"wrote {n * 4 / 1024:.0f} KiB to {out}")
 

@@ -378,9 +378,8 @@ static int check_longform(const ynode *root, esp_err *err)
 /* ESPnet2's two Speech2Text classes name their transducer search's keys differently:
  * asr_inference's transducer_conf (espnet2/asr/transducer's BeamSearchTransducer) and
  * asr_transducer_inference's beam_search_config (espnet2/asr_transducer's, whose keys are the
- * former's but prefix_alpha, score_norm_during and nbest, and whose search_type has no nsc); each
- * class refuses the other's (a TypeError in ESPnet2). The asr_transducer search_types other than
- * default are not compared with ESPnet's yet (core/decode/transducer_search.h): refused. */
+ * former's but prefix_alpha, score_norm_during and nbest; its search_type has no nsc); each
+ * class refuses the other's (a TypeError in ESPnet2). */
 static int check_transducer_search(const ynode *root, esp_err *err)
 {
     const ynode *m = yt_map_get(root, "model"), *t = m ? yt_map_get(m, "_target_") : NULL, *n;
@@ -399,10 +398,6 @@ static int check_transducer_search(const ynode *root, esp_err *err)
         if ((n = yt_map_get(c, theirs[i])) != NULL)
             return fail_key(err, n, "model.beam_search_config", theirs[i],
                             "not a key of espnet2/asr_transducer's BeamSearchTransducer (nbest is model.nbest)");
-    if ((n = yt_map_get(c, "search_type")) != NULL && n->kind == YN_SCALAR && strcmp(n->str, "default"))
-        return fail_key(err, n, "model.beam_search_config", "search_type",
-                        "the asr_transducer search is built for default (tsd, alsd and maes are not compared with "
-                        "ESPnet2's asr_transducer search yet)");
     return 0;
 }
 

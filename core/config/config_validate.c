@@ -88,6 +88,7 @@ static const allowed_rule allowed_rules[] = {
     {"model.joint_net_conf.joint_activation_type", "tanh"},
     /* mbg (multi-blank greedy) needs a multi-blank model, which espnet3 does not train. */
     {"model.transducer_conf.search_type", "default|tsd|alsd|nsc|maes"},
+    {"model.beam_search_config.search_type", "default|tsd|alsd|maes"}, /* asr_transducer's (no nsc) */
     {"model.lm", "transformer|seq_rnn"},
     {"model.lm_conf.rnn_type", "lstm|LSTM"},
     {"model.lm_conf.tie_weights", "false"},

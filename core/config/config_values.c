@@ -260,6 +260,11 @@ static const num_rule num_rules[] = {
     {"model.transducer_conf.expansion_gamma", 0, INF, 0, ">= 0", "leave it out for 2.3"},
     {"model.transducer_conf.expansion_beta", 0, 100000, 0, "in [0, 100000]", "leave it out for 2"},
     {"model.transducer_conf.nbest", 1, 1000, 0, "in [1, 1000]", "leave it out for 1"},
+    {"model.beam_search_config.max_sym_exp", 1, 1000, 0, "in [1, 1000]", "leave it out for 2"},
+    {"model.beam_search_config.u_max", 0, 100000, 0, "in [0, 100000]", "leave it out for 50"},
+    {"model.beam_search_config.nstep", 1, 1000, 0, "in [1, 1000]", "leave it out for 1"},
+    {"model.beam_search_config.expansion_gamma", 0, INF, 0, ">= 0", "leave it out for 2.3"},
+    {"model.beam_search_config.expansion_beta", 0, 100000, 0, "in [0, 100000]", "leave it out for 2"},
     {"longform.window", 0, 3600, LO_OPEN, "in (0, 3600] seconds", "seconds per window"},
     {"longform.overlap", 0, 1800, LO_OPEN, "in (0, 1800] seconds", "seconds neighbouring windows share, at most "
                                                                    "half the window"},

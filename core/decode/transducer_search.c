@@ -457,7 +457,8 @@ static void alsd(ts *s, int T, int beam_size, const ts_opts *o, hlist *out)
     if (fin.n) {
         sort_nbest(o, &fin);
         set_list(out, &fin);
-    } else {
+    } else { /* espnet/asr's returns the last beam as it is; asr_transducer's __call__ sorts and cuts it */
+        if (o->no_greedy) sort_nbest(o, &B);
         set_list(out, &B);
     }
     free(A.h), free(B.h), free(B_.h), free(fin.h), free(idx), free(val), free(tt), free(ys), free(lens);

@@ -39,8 +39,10 @@ typedef struct ts_opts {
     /* ESPnet2's asr_transducer BeamSearchTransducer (espnet2/asr_transducer/beam_search_transducer.py,
      * asr_transducer_inference's): it has no greedy branch, so beam_size 1 runs default with a beam
      * of 1 (which may emit more than one label a frame); its default, tsd, alsd and maes are the
-     * algorithms above (score_norm_during, prefix_alpha and nsc are not its: s2t_config refuses
-     * them), its score_norm defaults to false. */
+     * algorithms above, but that every result goes through sort_nbest (alsd's last beam when no
+     * hypothesis reached the last frame too); score_norm_during, prefix_alpha and nsc are not its
+     * (core/config/config_rules.c refuses them) and its score_norm defaults to false. Compared with
+     * ESPnet on a fixture: test/unit/decode/test_asr_transducer_search.c. */
     int no_greedy;
 } ts_opts;
 
