@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/compute/backend.h"
+#include "core/config/config.h"
 #include "core/nn/model.h"
 #include "test/unit/nn/fx_pack.h"
 #include "test/unit/test_util.h"
@@ -146,3 +147,69 @@ Test(asr_transducer, encoder_output_matches_espnet_cpu) { check_encoder(BACKEND_
 Test(asr_transducer, encoder_output_matches_espnet_ref64) { check_encoder(BACKEND_REF64); }
 Test(asr_transducer, loss_and_every_gradient_match_espnet_cpu) { check_loss(BACKEND_CPU, 1e-5); }
 Test(asr_transducer, loss_and_every_gradient_match_espnet_ref64) { check_loss(BACKEND_REF64, 1e-5); }
+
+/* ---- the config -------------------------------------------------------------------------- */
+
+static int dims_of_yaml(const char *dir, const char *model, model_dims *d, esp_err *err)
+{
+    const char *p = test_path(dir, "training.yaml");
+    char *text = xasprintf("model:\n%s", model);
+    test_write_text(p, text);
+    free(text);
+    config_load_opts o = {0};
+    esp_config *cfg;
+    if (config_load(CONFIG_TRAINING, p, &o, &cfg, err) != 0) return -1;
+    int rc = model_dims_from_cfg(d, ((const training_cfg *)cfg->typed)->model, 80, 30, err);
+    config_free(cfg);
+    return rc;
+}
+
+#define BODY "  encoder_conf:\n    body_conf:\n      - block_type: conformer\n        hidden_size: 8\n" \
+             "        linear_size: 16\n        heads: 2\n        conv_mod_kernel_size: 3\n"
+
+/* mini_an4's model section into the dims (ESPnet2's defaults for the rest); each key ESPnet2 takes
+ * that espnet3 does not build, and the ASR task's keys under this task, refused with the key. */
+Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
+{
+    char dir[256];
+    test_tmpdir_make(dir, sizeof dir, "asr_transducer_cfg");
+    model_dims d;
+    esp_err err;
+    cr_assert_eq(dims_of_yaml(dir, BODY "        num_blocks: 3\n  decoder_conf:\n    embed_size: 4\n    hidden_size: 4\n"
+                                     "  joint_network_conf:\n    joint_space_size: 6\n  model_conf:\n"
+                                     "    auxiliary_ctc_weight: 0.3\n",
+                              &d, &err),
+                 0, "%s", err.msg);
+    cr_assert(d.body && d.encoder == ENC_CONFORMER && d.macaron && d.rel_pos && d.use_cnn && d.act == ACT_SWISH);
+    cr_assert(d.d == 8 && d.ff == 16 && d.heads == 2 && d.cnn_kernel == 3 && d.blocks == 3 &&
+              d.input_layer == IN_CONV2D);
+    cr_assert(d.tr_layers == 1 && d.tr_hidden == 4 && d.tr_joint == 6 && !d.no_ctc);
+    cr_assert_eq(dims_of_yaml(dir, BODY, &d, &err), 0, "%s", err.msg);
+    cr_assert(d.tr_hidden == 256 && d.tr_joint == 256 && d.no_ctc); /* RNNDecoder's, JointNetwork's defaults */
+    static const struct {
+        const char *yaml, *want;
+    } bad[] = {
+        {"  encoder_conf:\n    body_conf:\n      - block_type: conv1d\n        output_size: 4\n        kernel_size: 3\n",
+         "model.encoder_conf.body_conf[0].block_type: 'conv1d' is not supported"},
+        {BODY "      - block_type: conformer\n        hidden_size: 4\n        linear_size: 16\n"
+              "        conv_mod_kernel_size: 3\n",
+         "body_conf[1]: its sizes or rates differ from the first block's"},
+        {BODY "  decoder: stateless\n", "model.decoder: 'stateless' is not supported"},
+        {BODY "  decoder_conf:\n    embed_size: 8\n    hidden_size: 4\n",
+         "model.decoder_conf.embed_size: 8 differs from hidden_size 4"},
+        {BODY "  model_conf:\n    fastemit_lambda: 0.1\n", "model.model_conf.fastemit_lambda: 0.1 is not supported"},
+        {BODY "  model_conf:\n    ctc_weight: 0.3\n", "ctc_weight, lsm_weight, length_normalized_loss and interctc_weight"},
+        {BODY "    output_size: 8\n", "model.encoder_conf.output_size: a key of the ASR task's encoders"},
+        {BODY "    input_conf:\n      conv_size: 16\n", "input_conf.conv_size: 16 channels are not supported"},
+        {BODY "    main_conf:\n      conv_mod_act_type: relu\n", "pos_wise_act_type swish and conv_mod_act_type relu"},
+        {BODY "    main_conf:\n      dynamic_chunk_training: true\n",
+         "model.encoder_conf.main_conf.dynamic_chunk_training: 'true' is not supported"},
+        {BODY "  joint_net_conf:\n    joint_space_size: 4\n", "model.joint_net_conf: the ASR task's name"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int rc = dims_of_yaml(dir, bad[i].yaml, &d, &err);
+        cr_assert_neq(rc, 0, "%s", bad[i].yaml);
+        cr_assert(strstr(err.msg, bad[i].want), "%s\nlacks\n%s", err.msg, bad[i].want);
+    }
+    test_tmpdir_remove(dir);
+}
