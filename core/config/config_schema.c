@@ -472,11 +472,6 @@ static const cyaml_schema_field_t model_conf_fields[] = {
     BOOL_P("use_k2_pruned_loss", model_conf_cfg, use_k2_pruned_loss),
     INT_P("warmup_steps", model_conf_cfg, warmup_steps),
     INT_P("validation_nstep", model_conf_cfg, validation_nstep),
-    INT_P("ignore_id", model_conf_cfg, ignore_id),
-    STR("sym_space", model_conf_cfg, sym_space),
-    STR("sym_blank", model_conf_cfg, sym_blank),
-    BOOL_P("report_cer", model_conf_cfg, report_cer),
-    BOOL_P("report_wer", model_conf_cfg, report_wer),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t lm_conf_fields[] = {

@@ -412,10 +412,9 @@ typedef struct model_conf_cfg {
     double *fastemit_lambda;           /* 0.0 */
     int *use_k2_pruned_loss;           /* false */
     int64_t *warmup_steps;             /* 25000 (the k2 loss' only) */
-    int64_t *validation_nstep;         /* 2 */
-    int64_t *ignore_id;                /* -1 */
-    char *sym_space, *sym_blank;       /* <space>, <blank> */
-    int *report_cer, *report_wer;      /* false */
+    int64_t *validation_nstep;         /* 2 (report_cer / report_wer's search) */
+    /* report_cer, report_wer, sym_space, sym_blank and ignore_id, which both tasks' models take, are
+     * accepted with a warning (core/config/config_validate.c's unimplemented_keys). */
 } model_conf_cfg;
 
 /* model.lm_conf of an LM task's training config: ESPnet2's TransformerLM arguments (lm: transformer)

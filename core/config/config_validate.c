@@ -82,8 +82,6 @@ static const allowed_rule allowed_rules[] = {
     {"model.encoder_conf.main_conf.simplified_att_score", "false"},
     {"model.encoder_conf.main_conf.dynamic_chunk_training", "false"},
     {"model.model_conf.use_k2_pruned_loss", "false"},
-    {"model.model_conf.report_cer", "false"},
-    {"model.model_conf.report_wer", "false"},
     {"model.decoder_conf.rnn_type", "lstm"}, /* gru (torch.nn.GRU) is not built */
     {"model.joint_net_conf.joint_activation_type", "tanh"},
     /* mbg (multi-blank greedy) needs a multi-blank model, which espnet3 does not train. */

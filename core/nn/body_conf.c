@@ -152,9 +152,6 @@ static int loss_dims(model_dims *out, model_rates *r, const model_conf_cfg *c, e
               only(c->auxiliary_lm_loss_weight, 0.0, "model.model_conf.auxiliary_lm_loss_weight",
                    "the auxiliary LM loss is not built; use 0.0", err)))
         return -1;
-    if (c && c->ignore_id && *c->ignore_id != -1)
-        return esp_fail(err, "model.model_conf.ignore_id: %lld is not supported (the labels' padding is -1)",
-                        (long long)*c->ignore_id);
     out->no_ctc = cw == 0;
     if (r) {
         r->tr_weight = (float)tw, r->ctc_weight = (float)cw;
@@ -187,6 +184,23 @@ static int body_from_cfg(model_dims *out, model_rates *r, const model_cfg *m, es
         decoder_dims(out, r, m, err) != 0 || loss_dims(out, r, m->model_conf, err) != 0)
         return -1;
     return 0;
+}
+
+const char *body_only_key(const model_cfg *m)
+{
+    const encoder_conf_cfg *e = m ? m->encoder_conf : NULL;
+    const decoder_conf_cfg *d = m ? m->decoder_conf : NULL;
+    const model_conf_cfg *c = m ? m->model_conf : NULL;
+    if (!m) return NULL;
+    if (e && e->input_conf) return "encoder_conf.input_conf";
+    if (e && e->main_conf) return "encoder_conf.main_conf";
+    if (m->joint_network_conf) return "joint_network_conf";
+    if (d && (d->embed_size || d->embed_dropout_rate || d->embed_pad)) return "decoder_conf.embed_size";
+    if (c && (c->transducer_weight || c->auxiliary_ctc_weight || c->auxiliary_ctc_dropout_rate ||
+              c->auxiliary_lm_loss_weight || c->auxiliary_lm_loss_smoothing || c->fastemit_lambda ||
+              c->use_k2_pruned_loss || c->warmup_steps || c->validation_nstep))
+        return "model_conf (transducer_weight, auxiliary_*, fastemit_lambda, use_k2_pruned_loss, ...)";
+    return NULL;
 }
 
 int body_dims_from_cfg(model_dims *out, const model_cfg *m, esp_err *err)

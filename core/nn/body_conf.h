@@ -13,8 +13,9 @@
  * must share one size (hidden_size, linear_size, heads, conv_mod_kernel_size, rates), the
  * feed-forward and convolution activations must be the same, ConvInput's conv_size is
  * hidden_size, embed_size is hidden_size; block types other than conformer, the stateless, GRU,
- * MEGA and RWKV decoders, FastEmit, the k2 pruned loss, the auxiliary LM loss, blockdrop, dynamic
- * chunk training and report_cer/wer are not built. */
+ * MEGA and RWKV decoders, FastEmit, the k2 pruned loss, the auxiliary LM loss, blockdrop and dynamic
+ * chunk training are not built. report_cer / report_wer are warned about and ignored, as under the
+ * ASR task (no validation CER/WER by a transducer search). */
 #ifndef ESPNET3_NN_BODY_CONF_H
 #define ESPNET3_NN_BODY_CONF_H
 
@@ -29,6 +30,11 @@ int body_in_cfg(const model_cfg *m);
 /* out (already holding idim, vocab and the preencoder's sizes) from m: the encoder, decoder, joint
  * and CTC sizes, with the errors above. */
 int body_dims_from_cfg(model_dims *out, const model_cfg *m, esp_err *err);
+
+/* The first key set in m that only the asr_transducer task's model takes (its encoder_conf.input_conf /
+ * main_conf, joint_network_conf, RNNDecoder's decoder_conf keys, ESPnetASRTransducerModel's
+ * model_conf keys), NULL when none: under the ASR task they are a TypeError in ESPnet2. */
+const char *body_only_key(const model_cfg *m);
 
 /* The rates of a model body_dims_from_cfg accepted. */
 void body_rates_from_cfg(model_rates *r, const model_cfg *m);

@@ -78,6 +78,9 @@ int model_dims_from_cfg(model_dims *out, const model_cfg *m, int idim, int vocab
     if (body_in_cfg(m)) {
         if (m->preencoder) return esp_fail(err, "model.preencoder: the asr_transducer task has none");
         if (body_dims_from_cfg(out, m, err) != 0) return -1;
+    } else if (body_only_key(m)) {
+        return esp_fail(err, "model.%s: the asr_transducer task's (a model with encoder_conf.body_conf); the ASR "
+                             "task's model does not take it", body_only_key(m));
     } else if (encoder_dims_from_cfg(out, m, err) != 0) {
         return -1;
     }

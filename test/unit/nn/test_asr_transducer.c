@@ -205,6 +205,9 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
         {BODY "    main_conf:\n      dynamic_chunk_training: true\n",
          "model.encoder_conf.main_conf.dynamic_chunk_training: 'true' is not supported"},
         {BODY "  joint_net_conf:\n    joint_space_size: 4\n", "model.joint_net_conf: the ASR task's name"},
+        {"  decoder: transducer\n  joint_network_conf:\n    joint_space_size: 4\n",
+         "model.joint_network_conf: the asr_transducer task's"},
+        {"  model_conf:\n    ctc_weight: 0.3\n    transducer_weight: 0.5\n", "model.model_conf (transducer_weight"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         int rc = dims_of_yaml(dir, bad[i].yaml, &d, &err);
