@@ -472,6 +472,7 @@ static const cyaml_schema_field_t model_conf_fields[] = {
     BOOL_P("use_k2_pruned_loss", model_conf_cfg, use_k2_pruned_loss),
     INT_P("warmup_steps", model_conf_cfg, warmup_steps),
     INT_P("validation_nstep", model_conf_cfg, validation_nstep),
+    IGNORED("k2_pruned_loss_args"), /* only with use_k2_pruned_loss, which is refused */
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t lm_conf_fields[] = {
