@@ -14,6 +14,29 @@
 #include "cli/stage_runner.h"
 #include "cli/version.h"
 
+/* The training config ESPnet3 loads when none is given (run from a recipe folder). */
+#define DEFAULT_TRAINING_CONFIG "conf/training.yaml"
+
+static char *default_template_dir(void);
+
+/* ESPnet3's run.py loads the recipe's conf/training.yaml when --training_config is not given
+ * (load_and_merge_config's config_name). So do we, run from a folder that has one, when the stages
+ * are not chosen (--stage, --stop_stage, --stages: those name what runs) and that conf/ is not the
+ * templates' (the repository root's conf/training.yaml is the template, not a recipe's config). */
+static void default_training_config(cli_args *a)
+{
+    if (a->training_config || a->stage >= 0 || a->stop_stage >= 0 || a->stages ||
+        access(DEFAULT_TRAINING_CONFIG, F_OK) != 0)
+        return;
+    char *tdir = a->template_dir ? xstrdup(a->template_dir) : default_template_dir();
+    char *here = realpath("conf", NULL), *tmpl = tdir ? realpath(tdir, NULL) : NULL;
+    int is_template = here && tmpl && !strcmp(here, tmpl);
+    free(here), free(tmpl), free(tdir);
+    if (is_template) return;
+    a->training_config = DEFAULT_TRAINING_CONFIG;
+    log_info("--training_config not given: %s (ESPnet3's default)", DEFAULT_TRAINING_CONFIG);
+}
+
 /* conf/ beside the binary (the repository root), unless --template_dir says otherwise. */
 static char *default_template_dir(void)
 {
@@ -179,6 +202,7 @@ int main(int argc, char **argv)
         return 0;
     }
     log_set_quiet(args.quiet);
+    default_training_config(&args);
 
     const stage_def *selected[64];
     backend_kind kinds[64];

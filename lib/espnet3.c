@@ -19,6 +19,7 @@
 #include "core/decode/s2t_config.h"
 #include "core/decode/speech2text.h"
 #include "core/decode/words.h"
+#include "core/nn/body_conf.h"
 #include "core/nn/decoder_conf.h"
 #include "core/nn/model_files.h"
 #include "lib/espnet3_cli.h"
@@ -184,6 +185,8 @@ static void search_opts(s2t_opts *s, const model_source *ms, const model_files *
     } else {
         const model_cfg *mc = model_files_training(mf)->model;
         *s = (s2t_opts){.beam_size = 20, .nbest = 1, .ctc_weight = !decoder_in_cfg(mc) ? 1.0 : !ctc_in_cfg(mc) ? 0.0 : 0.5};
+        if (body_in_cfg(mc)) /* asr_transducer_inference.Speech2Text's defaults: beam 5, its search's */
+            s->beam_size = 5, s->transducer = (ts_opts)TS_OPTS_ASR_TRANSDUCER;
     }
     if (given(o, OPT_BEAM)) s->beam_size = (int)o->beam;
     if (given(o, OPT_NBEST)) s->nbest = (int)o->nbest;

@@ -10,6 +10,7 @@
 #include "core/data/frontend.h"
 #include "core/formats/npz.h"
 #include "core/formats/torch_zip.h"
+#include "core/nn/body_conf.h"
 #include "core/nn/model_params.h"
 
 #define ESP_CONFIG "exp/asr_train/config.yaml"
@@ -29,19 +30,29 @@ static void ensure_map(ynode *cfg, const char *key)
     if (!v || v->kind != YN_MAP) put(cfg, key, yt_map((ymark){0}));
 }
 
-/* The ESPnet2 training config: the model block's ESPnet keys, ESPnet's defaults made explicit
- * where ours differ (encoder, frontend), the token list inline, the pack's relative paths. */
-static ynode *espnet_config(const model_files *mf, const token_list *tl, int has_decoder, int has_ctc)
+/* The asr_transducer task's config (ASRTransducerTask.build_model_from_file): its model keys (no
+ * encoder choice, no CTC or pre/post-encoder blocks: the Encoder is body_conf's, the CTC head
+ * model_conf's), the decoder's default (rnn) explicit. */
+static void body_config(ynode *cfg, const ynode *m)
 {
-    const ynode *m = yt_get_path(mf->train_cfg->tree, "model");
-    ynode *cfg = yt_map((ymark){0});
     static const char *const keys[] = {"frontend", "frontend_conf", "specaug", "specaug_conf", "normalize",
-                                       "normalize_conf", "encoder", "encoder_conf", "decoder", "decoder_conf",
-                                       "joint_net_conf", "ctc_conf", "model_conf"};
+                                       "normalize_conf", "encoder_conf", "decoder", "decoder_conf",
+                                       "joint_network_conf", "model_conf"};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
         const ynode *v = m ? yt_map_get(m, keys[i]) : NULL;
         put(cfg, keys[i], v ? yt_copy(v) : scalar("null"));
     }
+    if (yt_is_null(yt_map_get(cfg, "decoder"))) put(cfg, "decoder", scalar("rnn"));
+    if (yt_is_null(yt_map_get(cfg, "frontend"))) put(cfg, "frontend", scalar("default"));
+    static const char *const maps[] = {"frontend_conf", "specaug_conf", "normalize_conf", "encoder_conf",
+                                       "decoder_conf", "joint_network_conf", "model_conf"};
+    for (size_t i = 0; i < sizeof maps / sizeof *maps; i++) ensure_map(cfg, maps[i]);
+}
+
+/* The ASR task's (ESPnetASRModel's) keys: the encoder, frontend and decoder made explicit, the
+ * pre/post-encoder and CTC blocks as kwargs, ctc_weight where a branch is dropped. */
+static void espnet_asr_keys(ynode *cfg, int has_decoder, int has_ctc)
+{
     if (yt_is_null(yt_map_get(cfg, "encoder"))) put(cfg, "encoder", scalar("transformer"));
     if (yt_is_null(yt_map_get(cfg, "frontend"))) put(cfg, "frontend", scalar("default"));
     static const char *const maps[] = {"frontend_conf", "specaug_conf", "normalize_conf", "encoder_conf",
@@ -61,6 +72,24 @@ static ynode *espnet_config(const model_files *mf, const token_list *tl, int has
         put(cfg, "decoder", scalar("transformer"));
     }
     if (!has_ctc) put(mc, "ctc_weight", scalar("0.0"));
+}
+
+/* The ESPnet2 training config: the model block's ESPnet keys, ESPnet's defaults made explicit
+ * where ours differ (encoder, frontend), the token list inline, the pack's relative paths. */
+static ynode *espnet_config(const model_files *mf, const token_list *tl, int has_decoder, int has_ctc)
+{
+    const ynode *m = yt_get_path(mf->train_cfg->tree, "model");
+    ynode *cfg = yt_map((ymark){0});
+    static const char *const keys[] = {"frontend", "frontend_conf", "specaug", "specaug_conf", "normalize",
+                                       "normalize_conf", "encoder", "encoder_conf", "decoder", "decoder_conf",
+                                       "joint_net_conf", "ctc_conf", "model_conf"};
+    int body = body_in_cfg(model_files_training(mf)->model);
+    if (body) body_config(cfg, m);
+    for (size_t i = 0; i < sizeof keys / sizeof *keys && !body; i++) {
+        const ynode *v = m ? yt_map_get(m, keys[i]) : NULL;
+        put(cfg, keys[i], v ? yt_copy(v) : scalar("null"));
+    }
+    if (!body) espnet_asr_keys(cfg, has_decoder, has_ctc);
     if (mf->stats) put(yt_map_get(cfg, "normalize_conf"), "stats_file", scalar(ESP_STATS));
     ynode *toks = yt_seq((ymark){0});
     for (size_t i = 0; i < tl->n; i++) yt_seq_push(toks, yt_scalar(tl->tokens[i], 1, (ymark){0}));
@@ -72,8 +101,9 @@ static ynode *espnet_config(const model_files *mf, const token_list *tl, int has
     free(bpe);
     static const char *const nulls[] = {"input_size", "init", "preencoder", "postencoder", "non_linguistic_symbols",
                                         "cleaner", "g2p"};
-    for (size_t i = 0; i < sizeof nulls / sizeof *nulls; i++) put(cfg, nulls[i], scalar("null"));
-    put(cfg, "model", scalar("espnet"));
+    for (size_t i = 0; i < sizeof nulls / sizeof *nulls; i++)
+        if (!body || !strstr(nulls[i], "encoder")) put(cfg, nulls[i], scalar("null")); /* none in its task */
+    if (!body) put(cfg, "model", scalar("espnet"));
     put(cfg, "use_preprocessor", scalar("true"));
     return cfg;
 }
@@ -170,9 +200,9 @@ int pack_espnet(const char *root, const model_files *mf, const st_file *weights,
         ynode *cfg = espnet_config(mf, &tl, has_decoder, has_ctc);
         size_t len;
         char *text = yt_emit(cfg, &len);
-        char *all = xasprintf("# ESPnet2 training config of the packed espnet3 model (ASRTask.build_model_from_file);\n"
+        char *all = xasprintf("# ESPnet2 training config of the packed espnet3 model (%s.build_model_from_file);\n"
                               "# paths are relative to the folder holding meta.yaml.\n%s",
-                              text);
+                              body_in_cfg(model_files_training(mf)->model) ? "ASRTransducerTask" : "ASRTask", text);
         rc = atomic_write_file(cfg_path, all, strlen(all), err);
         free(all), free(text);
         yt_free(cfg);

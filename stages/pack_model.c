@@ -23,6 +23,7 @@
 
 #include "core/data/dataset_src.h"
 #include "core/base/fsio.h"
+#include "core/nn/body_conf.h"
 #include "core/nn/model_files.h"
 #include "core/formats/safetensors.h"
 #include "core/formats/torch_zip.h"
@@ -220,9 +221,16 @@ static int write_readme(const char *staging, const model_files *mf, const infere
 {
     const training_cfg *t = model_files_training(mf);
     const encoder_conf_cfg *ec = t->model ? t->model->encoder_conf : NULL;
+    model_dims bd = {0}; /* the asr_transducer task's sizes are its body_conf's */
+    esp_err why;
+    int body = body_in_cfg(t->model) && body_dims_from_cfg(&bd, t->model, &why) == 0;
+    long long blocks = body ? bd.blocks : ec ? (long long)ec->num_blocks : 6LL;
+    long long width = body ? bd.d : ec ? (long long)ec->output_size : 256LL;
+    long long heads = body ? bd.heads : ec ? (long long)ec->attention_heads : 4LL;
+    long long units = body ? bd.ff : ec ? (long long)ec->linear_units : 2048LL;
     char *text = xasprintf(
         "# Packed espnet3 model\n\n"
-        "A %s-CTC ASR model (ESPnet2 parameter names, safetensors) with everything decoding needs.\n\n"
+        "A %s%s ASR model (ESPnet2 parameter names, safetensors) with everything decoding needs.\n\n"
         "- weights: `model.safetensors` (%zu parameters; from `%s`)\n"
         "- encoder: num_blocks %lld, output_size %lld, attention_heads %lld, linear_units %lld\n"
         "- configs: `conf/config.yaml` (training), `conf/inference.yaml` (decoding: beam_size %lld)\n"
@@ -240,19 +248,20 @@ static int write_readme(const char *staging, const model_files *mf, const infere
         "is given.\n\n"
         "With ESPnet2 (from inside `espnet/`; `zip -r model.zip .` there gives ESPnet's packed-model zip):\n\n"
         "```python\n"
-        "from espnet2.bin.asr_inference import Speech2Text\n"
+        "from espnet2.bin.%s import Speech2Text\n"
         "s2t = Speech2Text(\"exp/asr_train/config.yaml\", \"exp/asr_train/valid.loss.ave.pth\")\n"
         "```\n",
-        !t->model || !t->model->encoder                  ? "Transformer"
+        body                                             ? "Conformer"
+        : !t->model || !t->model->encoder                ? "Transformer"
         : !strcmp(t->model->encoder, "conformer")        ? "Conformer"
         : !strcmp(t->model->encoder, "e_branchformer")   ? "E-Branchformer"
         : !strcmp(t->model->encoder, "contextual_block_transformer") ? "contextual block Transformer"
                                                          : "Transformer",
-        n_params, mf->weights, ec ? (long long)ec->num_blocks : 6LL, ec ? (long long)ec->output_size : 256LL,
-        ec ? (long long)ec->attention_heads : 4LL, ec ? (long long)ec->linear_units : 2048LL,
-        ic->model ? (long long)ic->model->beam_size : 0LL,
+        body ? "-transducer (ESPnet2's asr_transducer task)" : "-CTC", n_params, mf->weights, blocks, width, heads,
+        units, ic->model ? (long long)ic->model->beam_size : 0LL,
         mf->stats ? "\n- feature statistics (global_mvn): `stats/feats_stats.npz`" : "",
-        n_metrics ? "`metrics/` (training curves; scoring results when stage 7 ran)" : "none found");
+        n_metrics ? "`metrics/` (training curves; scoring results when stage 7 ran)" : "none found",
+        body ? "asr_transducer_inference" : "asr_inference");
     char *p = xasprintf("%s/README.md", staging);
     int rc = atomic_write_file(p, text, strlen(text), err);
     free(p);

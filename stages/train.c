@@ -21,6 +21,7 @@
 #include "core/data/sampler.h"
 #include "core/dist/dist.h"
 #include "core/config/config_task.h"
+#include "core/nn/body_conf.h"
 #include "core/nn/decoder_conf.h"
 #include "core/nn/lm_conf.h"
 #include "core/nn/model_params.h"
@@ -64,7 +65,9 @@ static int check_model_keys(const model_cfg *m, const char *file, esp_err *err)
         return esp_fail(err, "%s: model.model_conf.extract_feats_in_collect_stats: false leaves stage 3 the waveform's "
                         "statistics, which global_mvn would apply to the features (use utterance_mvn, or true)", file);
     esp_err why; /* the encoder keys, before any data is read */
-    if (encoder_dims_from_cfg(NULL, m, &why) != 0) return esp_fail(err, "%s: %s", file, why.msg);
+    model_dims scratch = {0};
+    if (body_in_cfg(m) ? body_dims_from_cfg(&scratch, m, &why) : encoder_dims_from_cfg(NULL, m, &why))
+        return esp_fail(err, "%s: %s", file, why.msg);
     return 0;
 }
 
@@ -125,6 +128,10 @@ static model_rates rates_from_cfg(const training_cfg *cfg)
                      .layer_drop = ec && ec->layer_drop_rate ? (float)*ec->layer_drop_rate : 0.0f,
                      .ctc_keep_inf = cc && !cc->zero_infinity};
     decoder_rates_from_cfg(&r, m);
+    if (body_in_cfg(m)) { /* the asr_transducer task's rates are its own keys' */
+        r = (model_rates){.ctc_keep_inf = 0};
+        body_rates_from_cfg(&r, m);
+    }
     return r;
 }
 

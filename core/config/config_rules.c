@@ -375,10 +375,36 @@ static int check_longform(const ynode *root, esp_err *err)
     return on ? fail_key(err, on, "longform", "overlap", what) : fail_key(err, wn, "longform", "window", what);
 }
 
+/* ESPnet2's two Speech2Text classes name their transducer search's keys differently:
+ * asr_inference's transducer_conf (espnet2/asr/transducer's BeamSearchTransducer) and
+ * asr_transducer_inference's beam_search_config (espnet2/asr_transducer's, whose keys are the
+ * former's but prefix_alpha, score_norm_during and nbest; its search_type has no nsc); each
+ * class refuses the other's (a TypeError in ESPnet2). */
+static int check_transducer_search(const ynode *root, esp_err *err)
+{
+    const ynode *m = yt_map_get(root, "model"), *t = m ? yt_map_get(m, "_target_") : NULL, *n;
+    int body = t && t->kind == YN_SCALAR && !strcmp(t->str, TARGET_ASR_TRANSDUCER_S2T);
+    const char *mine = body ? "beam_search_config" : "transducer_conf", *other = body ? "transducer_conf" : "beam_search_config";
+    if (m && (n = yt_map_get(m, other)) != NULL) {
+        char what[200];
+        snprintf(what, sizeof what, "not a key of %s's Speech2Text (its search's keys are model.%s)",
+                 body ? "asr_transducer_inference" : "asr_inference", mine);
+        return fail_key(err, n, "model", other, what);
+    }
+    const ynode *c = m ? yt_map_get(m, "beam_search_config") : NULL;
+    if (!c || c->kind != YN_MAP) return 0;
+    static const char *const theirs[] = {"prefix_alpha", "score_norm_during", "nbest"};
+    for (size_t i = 0; i < 3; i++)
+        if ((n = yt_map_get(c, theirs[i])) != NULL)
+            return fail_key(err, n, "model.beam_search_config", theirs[i],
+                            "not a key of espnet2/asr_transducer's BeamSearchTransducer (nbest is model.nbest)");
+    return 0;
+}
+
 int config_check_values(config_kind kind, ynode *root, esp_err *err)
 {
     if (config_check_aliases(kind, root, err) != 0) return -1;
-    if (kind == CONFIG_INFERENCE) return check_longform(root, err);
+    if (kind == CONFIG_INFERENCE) return check_longform(root, err) || check_transducer_search(root, err);
     if (kind != CONFIG_TRAINING) return 0;
     if (check_scheduler_warmup(root, err) != 0) return -1;
     if (check_batches(root, "train", err) != 0 || check_batches(root, "valid", err) != 0) return -1;

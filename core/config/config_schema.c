@@ -310,6 +310,68 @@ static const cyaml_schema_field_t normalize_conf_fields[] = {
 #define FLT_P(key, type, member) CYAML_FIELD_FLOAT_PTR(key, OPT_PTR, type, member)
 #define BOOL_P(key, type, member) CYAML_FIELD_BOOL_PTR(key, OPT_PTR, type, member)
 
+static const cyaml_schema_field_t body_block_fields[] = {
+    STR("block_type", body_block_cfg, block_type),
+    INT_P("num_blocks", body_block_cfg, num_blocks),
+    INT_P("hidden_size", body_block_cfg, hidden_size),
+    INT_P("linear_size", body_block_cfg, linear_size),
+    INT_P("heads", body_block_cfg, heads),
+    INT_P("conv_mod_kernel_size", body_block_cfg, conv_mod_kernel_size),
+    FLT_P("dropout_rate", body_block_cfg, dropout_rate),
+    FLT_P("pos_wise_dropout_rate", body_block_cfg, pos_wise_dropout_rate),
+    FLT_P("att_dropout_rate", body_block_cfg, att_dropout_rate),
+    FLT_P("norm_eps", body_block_cfg, norm_eps),
+    FLT_P("norm_partial", body_block_cfg, norm_partial),
+    FLT_P("conv_mod_norm_eps", body_block_cfg, conv_mod_norm_eps),
+    FLT_P("conv_mod_norm_momentum", body_block_cfg, conv_mod_norm_momentum),
+    FLT_P("conv_mod_norm_partial", body_block_cfg, conv_mod_norm_partial),
+    INT_P("depth_conv_kernel_size", body_block_cfg, depth_conv_kernel_size),
+    INT_P("output_size", body_block_cfg, output_size),
+    INT_P("kernel_size", body_block_cfg, kernel_size),
+    INT_P("stride", body_block_cfg, stride),
+    INT_P("dilation", body_block_cfg, dilation),
+    INT_P("groups", body_block_cfg, groups),
+    BOOL_P("bias", body_block_cfg, bias),
+    BOOL_P("relu", body_block_cfg, relu),
+    BOOL_P("batch_norm", body_block_cfg, batch_norm),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_value_t body_block_entry = {
+    CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, body_block_cfg, body_block_fields)};
+
+static const cyaml_schema_field_t body_input_fields[] = {
+    BOOL_P("vgg_like", body_input_cfg, vgg_like),
+    INT_P("conv_size", body_input_cfg, conv_size),
+    INT_P("subsampling_factor", body_input_cfg, subsampling_factor),
+    CYAML_FIELD_END};
+
+static const cyaml_schema_field_t body_main_fields[] = {
+    STR("pos_wise_act_type", body_main_cfg, pos_wise_act_type),
+    STR("conv_mod_act_type", body_main_cfg, conv_mod_act_type),
+    FLT_P("pos_enc_dropout_rate", body_main_cfg, pos_enc_dropout_rate),
+    INT_P("pos_enc_max_len", body_main_cfg, pos_enc_max_len),
+    BOOL_P("simplified_att_score", body_main_cfg, simplified_att_score),
+    STR("norm_type", body_main_cfg, norm_type),
+    STR("conv_mod_norm_type", body_main_cfg, conv_mod_norm_type),
+    FLT_P("after_norm_eps", body_main_cfg, after_norm_eps),
+    FLT_P("after_norm_partial", body_main_cfg, after_norm_partial),
+    FLT_P("blockdrop_rate", body_main_cfg, blockdrop_rate),
+    BOOL_P("dynamic_chunk_training", body_main_cfg, dynamic_chunk_training),
+    FLT_P("short_chunk_threshold", body_main_cfg, short_chunk_threshold),
+    INT_P("short_chunk_size", body_main_cfg, short_chunk_size),
+    INT_P("num_left_chunks", body_main_cfg, num_left_chunks),
+    FLT_P("ftswish_threshold", body_main_cfg, ftswish_threshold),
+    FLT_P("ftswish_mean_shift", body_main_cfg, ftswish_mean_shift),
+    FLT_P("hardtanh_min_val", body_main_cfg, hardtanh_min_val),
+    FLT_P("hardtanh_max_val", body_main_cfg, hardtanh_max_val),
+    FLT_P("leakyrelu_neg_slope", body_main_cfg, leakyrelu_neg_slope),
+    FLT_P("smish_alpha", body_main_cfg, smish_alpha),
+    FLT_P("smish_beta", body_main_cfg, smish_beta),
+    FLT_P("softplus_beta", body_main_cfg, softplus_beta),
+    FLT_P("softplus_threshold", body_main_cfg, softplus_threshold),
+    FLT_P("swish_beta", body_main_cfg, swish_beta),
+    CYAML_FIELD_END};
+
 static const cyaml_schema_field_t encoder_conf_fields[] = {
     INT("output_size", encoder_conf_cfg, output_size),
     INT("attention_heads", encoder_conf_cfg, attention_heads),
@@ -353,6 +415,9 @@ static const cyaml_schema_field_t encoder_conf_fields[] = {
     INT_P("look_ahead", encoder_conf_cfg, look_ahead),
     BOOL_P("init_average", encoder_conf_cfg, init_average),
     BOOL_P("ctx_pos_enc", encoder_conf_cfg, ctx_pos_enc),
+    SEQ("body_conf", encoder_conf_cfg, body_conf, &body_block_entry),
+    MAP("input_conf", encoder_conf_cfg, input_conf, body_input_fields),
+    MAP("main_conf", encoder_conf_cfg, main_conf, body_main_fields),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t decoder_conf_fields[] = {
@@ -374,6 +439,9 @@ static const cyaml_schema_field_t decoder_conf_fields[] = {
     INT("hidden_size", decoder_conf_cfg, hidden_size),
     FLT("dropout", decoder_conf_cfg, dropout),
     FLT("dropout_embed", decoder_conf_cfg, dropout_embed),
+    INT_P("embed_size", decoder_conf_cfg, embed_size),
+    FLT_P("embed_dropout_rate", decoder_conf_cfg, embed_dropout_rate),
+    INT_P("embed_pad", decoder_conf_cfg, embed_pad),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t joint_net_conf_fields[] = {
@@ -395,6 +463,16 @@ static const cyaml_schema_field_t model_conf_fields[] = {
     BOOL("length_normalized_loss", model_conf_cfg, length_normalized_loss),
     FLT("interctc_weight", model_conf_cfg, interctc_weight),
     BOOL_P("extract_feats_in_collect_stats", model_conf_cfg, extract_feats_in_collect_stats),
+    FLT_P("transducer_weight", model_conf_cfg, transducer_weight),
+    FLT_P("auxiliary_ctc_weight", model_conf_cfg, auxiliary_ctc_weight),
+    FLT_P("auxiliary_ctc_dropout_rate", model_conf_cfg, auxiliary_ctc_dropout_rate),
+    FLT_P("auxiliary_lm_loss_weight", model_conf_cfg, auxiliary_lm_loss_weight),
+    FLT_P("auxiliary_lm_loss_smoothing", model_conf_cfg, auxiliary_lm_loss_smoothing),
+    FLT_P("fastemit_lambda", model_conf_cfg, fastemit_lambda),
+    BOOL_P("use_k2_pruned_loss", model_conf_cfg, use_k2_pruned_loss),
+    INT_P("warmup_steps", model_conf_cfg, warmup_steps),
+    INT_P("validation_nstep", model_conf_cfg, validation_nstep),
+    IGNORED("k2_pruned_loss_args"), /* only with use_k2_pruned_loss, which is refused */
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t lm_conf_fields[] = {
@@ -432,6 +510,7 @@ static const cyaml_schema_field_t model_fields[] = {
     STR("decoder", model_cfg, decoder),
     MAP("decoder_conf", model_cfg, decoder_conf, decoder_conf_fields),
     MAP("joint_net_conf", model_cfg, joint_net_conf, joint_net_conf_fields),
+    MAP("joint_network_conf", model_cfg, joint_network_conf, joint_net_conf_fields),
     MAP("ctc_conf", model_cfg, ctc_conf, ctc_conf_fields),
     MAP("model_conf", model_cfg, model_conf, model_conf_fields),
     STR("lm", model_cfg, lm),
@@ -587,6 +666,7 @@ static const cyaml_schema_field_t infer_model_fields[] = {
     STR("token_type", infer_model_cfg, token_type),
     STR("bpemodel", infer_model_cfg, bpemodel),
     MAP("transducer_conf", infer_model_cfg, transducer_conf, transducer_conf_fields),
+    MAP("beam_search_config", infer_model_cfg, beam_search_config, transducer_conf_fields),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t longform_fields[] = {

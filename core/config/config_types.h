@@ -243,6 +243,54 @@ typedef struct normalize_conf_cfg {
     double eps;          /* > 0; declared default ESPnet2's 1e-20 (the block is made when normalize is set) */
 } normalize_conf_cfg;
 
+/* ESPnet2's asr_transducer encoder (espnet2/asr_transducer/encoder/): one entry of
+ * model.encoder_conf.body_conf (building.py's block keys; NULL pointers: left out). */
+typedef struct body_block_cfg {
+    char *block_type;            /* conformer | conv1d | branchformer | ebranchformer (required) */
+    int64_t *num_blocks;         /* repeats the entry (1) */
+    int64_t *hidden_size;        /* X-former blocks: width (required) */
+    int64_t *linear_size;        /* X-former blocks: feed-forward units (required) */
+    int64_t *heads;              /* 4 */
+    int64_t *conv_mod_kernel_size; /* required, odd */
+    double *dropout_rate, *pos_wise_dropout_rate, *att_dropout_rate; /* 0.0 each */
+    double *norm_eps, *norm_partial; /* the block's norm_type (main_conf) arguments */
+    double *conv_mod_norm_eps;   /* Conformer: its BatchNorm1d's eps (1e-5) */
+    double *conv_mod_norm_momentum; /* Conformer: its BatchNorm1d's momentum (0.1) */
+    double *conv_mod_norm_partial;
+    int64_t *depth_conv_kernel_size; /* E-Branchformer */
+    /* Conv1d block */
+    int64_t *output_size, *kernel_size, *stride, *dilation, *groups;
+    int *bias, *relu, *batch_norm;
+} body_block_cfg;
+
+/* model.encoder_conf.input_conf: the ConvInput block (encoder/blocks/conv_input.py). */
+typedef struct body_input_cfg {
+    int *vgg_like;               /* false */
+    int64_t *conv_size;          /* the convolutions' channels (the first block's hidden_size) */
+    int64_t *subsampling_factor; /* 4 (2, 4 or 6) */
+} body_input_cfg;
+
+/* model.encoder_conf.main_conf: building.py's build_main_parameters keywords. */
+typedef struct body_main_cfg {
+    char *pos_wise_act_type;     /* swish */
+    char *conv_mod_act_type;     /* swish */
+    double *pos_enc_dropout_rate; /* 0.0 */
+    int64_t *pos_enc_max_len;    /* 5000 */
+    int *simplified_att_score;   /* false */
+    char *norm_type;             /* layer_norm */
+    char *conv_mod_norm_type;    /* layer_norm */
+    double *after_norm_eps, *after_norm_partial;
+    double *blockdrop_rate;      /* 0.0 */
+    int *dynamic_chunk_training; /* false */
+    double *short_chunk_threshold; /* 0.75 */
+    int64_t *short_chunk_size;   /* 25 */
+    int64_t *num_left_chunks;    /* 0 */
+    /* activation.py's get_activation keywords */
+    double *ftswish_threshold, *ftswish_mean_shift, *hardtanh_min_val, *hardtanh_max_val;
+    double *leakyrelu_neg_slope, *smish_alpha, *smish_beta, *softplus_beta, *softplus_threshold;
+    double *swish_beta;          /* 1.0 */
+} body_main_cfg;
+
 typedef struct encoder_conf_cfg {
     int64_t output_size;
     int64_t attention_heads;
@@ -294,6 +342,11 @@ typedef struct encoder_conf_cfg {
     int64_t *look_ahead;
     int *init_average;
     int *ctx_pos_enc;
+    /* ESPnet2's asr_transducer Encoder (its task, core/nn/body_conf.h): the blocks, the input block
+     * and the main parameters; with body_conf none of the keys above applies. */
+    body_block_cfg *body_conf; unsigned n_body_conf;
+    body_input_cfg *input_conf;
+    body_main_cfg *main_conf;
 } encoder_conf_cfg;
 
 /* ESPnet2's TransformerDecoder keys (espnet2/asr/decoder/transformer_decoder.py). */
@@ -318,6 +371,12 @@ typedef struct decoder_conf_cfg {
     int64_t hidden_size;       /* 320 */
     double dropout;            /* 0.0: after each layer */
     double dropout_embed;      /* 0.0: after the embedding */
+    /* The asr_transducer task's RNNDecoder / StatelessDecoder keys (espnet2/asr_transducer/decoder/;
+     * rnn_type, num_layers, hidden_size and dropout_rate above are RNNDecoder's too: its
+     * dropout_rate, 0.0, is after each RNN layer). NULL: left out. */
+    int64_t *embed_size;       /* 256 */
+    double *embed_dropout_rate; /* 0.0 */
+    int64_t *embed_pad;        /* 0 */
 } decoder_conf_cfg;
 
 /* model.joint_net_conf: ESPnet2's JointNetwork keys (espnet2/asr_transducer/joint_network.py, which
@@ -343,6 +402,19 @@ typedef struct model_conf_cfg {
     /* false: stage 3 takes the statistics of the waveform itself, as ESPnet2's collect_feats does
      * (its "dummy stats"); NULL: left out (true: the log-mel features'). */
     int *extract_feats_in_collect_stats;
+    /* ESPnetASRTransducerModel's keys (espnet2/asr_transducer/espnet_transducer_model.py; its task
+     * only; NULL: left out, its default). */
+    double *transducer_weight;         /* 1.0 */
+    double *auxiliary_ctc_weight;      /* 0.0: no ctc_lin */
+    double *auxiliary_ctc_dropout_rate; /* 0.0 */
+    double *auxiliary_lm_loss_weight;  /* 0.0 */
+    double *auxiliary_lm_loss_smoothing; /* 0.05 */
+    double *fastemit_lambda;           /* 0.0 */
+    int *use_k2_pruned_loss;           /* false */
+    int64_t *warmup_steps;             /* 25000 (the k2 loss' only) */
+    int64_t *validation_nstep;         /* 2 (report_cer / report_wer's search) */
+    /* report_cer, report_wer, sym_space, sym_blank and ignore_id, which both tasks' models take, are
+     * accepted with a warning (core/config/config_validate.c's unimplemented_keys). */
 } model_conf_cfg;
 
 /* model.lm_conf of an LM task's training config: ESPnet2's TransformerLM arguments (lm: transformer)
@@ -376,6 +448,7 @@ typedef struct model_cfg {
     char *encoder;             encoder_conf_cfg *encoder_conf;
     char *decoder;             decoder_conf_cfg *decoder_conf;
     joint_net_conf_cfg *joint_net_conf; /* with decoder: transducer */
+    joint_net_conf_cfg *joint_network_conf; /* the asr_transducer task's name of the same keys */
     ctc_conf_cfg *ctc_conf;
     model_conf_cfg *model_conf;
     char *lm;                  lm_conf_cfg *lm_conf; /* an LM task (LMTask): transformer */
@@ -569,6 +642,9 @@ typedef struct transducer_conf_cfg {
     int64_t *nbest;          /* 1 */
 } transducer_conf_cfg;
 
+/* The asr_transducer task's Speech2Text class (model._target_ of an inference config). */
+#define TARGET_ASR_TRANSDUCER_S2T "espnet2.bin.asr_transducer_inference.Speech2Text"
+
 typedef struct infer_model_cfg {
     char *target;            /* espnet2.bin.asr_inference.Speech2Text */
     char *asr_train_config;
@@ -588,6 +664,9 @@ typedef struct infer_model_cfg {
     char *token_type;        /* Speech2Text's: override the training config's tokenizer */
     char *bpemodel;
     transducer_conf_cfg *transducer_conf; /* a transducer model's search (Speech2Text's transducer_conf) */
+    /* asr_transducer_inference.Speech2Text's name of the same keys (but prefix_alpha,
+     * score_norm_during and nbest: core/config/config_rules.c) for the asr_transducer task's model. */
+    transducer_conf_cfg *beam_search_config;
 } infer_model_cfg;
 
 /* Long recordings in stage 6 (core/decode/longform.h): an item longer than threshold seconds is

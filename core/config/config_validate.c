@@ -66,11 +66,27 @@ static const allowed_rule allowed_rules[] = {
     {"model.encoder_conf.qk_norm", "false"},
     {"model.encoder_conf.zero_triu", "false"},
     {"model.encoder_conf.ctc_trim", "false"},
-    {"model.decoder", "transformer|transducer|none"},
+    /* rnn (and its default, left out): the asr_transducer task's RNNDecoder (core/nn/body_conf.h);
+     * its stateless, mega and rwkv decoders are not built. */
+    {"model.decoder", "transformer|transducer|none|rnn"},
+    {"model.joint_network_conf.joint_activation_type", "tanh"},
+    {"model.decoder_conf.embed_pad", "0"},
+    /* The asr_transducer Encoder's variants ESPnet2 has but espnet3 does not. */
+    {"model.encoder_conf.body_conf[].block_type", "conformer"},
+    {"model.encoder_conf.input_conf.vgg_like", "false"},
+    {"model.encoder_conf.input_conf.subsampling_factor", "2|4|6"},
+    {"model.encoder_conf.main_conf.pos_wise_act_type", "swish|relu"},
+    {"model.encoder_conf.main_conf.conv_mod_act_type", "swish|relu"},
+    {"model.encoder_conf.main_conf.norm_type", "layer_norm"},
+    {"model.encoder_conf.main_conf.conv_mod_norm_type", "layer_norm|basic_norm|rms_norm|scale_norm"},
+    {"model.encoder_conf.main_conf.simplified_att_score", "false"},
+    {"model.encoder_conf.main_conf.dynamic_chunk_training", "false"},
+    {"model.model_conf.use_k2_pruned_loss", "false"},
     {"model.decoder_conf.rnn_type", "lstm"}, /* gru (torch.nn.GRU) is not built */
     {"model.joint_net_conf.joint_activation_type", "tanh"},
     /* mbg (multi-blank greedy) needs a multi-blank model, which espnet3 does not train. */
     {"model.transducer_conf.search_type", "default|tsd|alsd|nsc|maes"},
+    {"model.beam_search_config.search_type", "default|tsd|alsd|maes"}, /* asr_transducer's (no nsc) */
     {"model.lm", "transformer|seq_rnn"},
     {"model.lm_conf.rnn_type", "lstm|LSTM"},
     {"model.lm_conf.tie_weights", "false"},
@@ -136,6 +152,7 @@ const target_entry target_registry[] = {
     {"dataloader.*.iter_factory.collate_fn", "espnet2.train.collate_fn.CommonCollateFn", "padding collate"},
     {"model", "espnet2.asr.espnet_model.ESPnetASRModel", "CTC ASR model"},
     {"model", "espnet2.bin.asr_inference.Speech2Text", "CTC decoding"},
+    {"model", TARGET_ASR_TRANSDUCER_S2T, "the asr_transducer task's decoding"},
     {"model", "espnet3.systems.esp2_asr.inference.Inference", "ESPnet3's Inference API (Speech2Text's keys, text.scp)"},
     {"provider", "espnet3.systems.base.inference_provider.InferenceProvider", "inference provider"},
     {"runner", "espnet3.systems.base.inference_runner.InferenceRunner", "inference runner"},

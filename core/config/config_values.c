@@ -260,6 +260,11 @@ static const num_rule num_rules[] = {
     {"model.transducer_conf.expansion_gamma", 0, INF, 0, ">= 0", "leave it out for 2.3"},
     {"model.transducer_conf.expansion_beta", 0, 100000, 0, "in [0, 100000]", "leave it out for 2"},
     {"model.transducer_conf.nbest", 1, 1000, 0, "in [1, 1000]", "leave it out for 1"},
+    {"model.beam_search_config.max_sym_exp", 1, 1000, 0, "in [1, 1000]", "leave it out for 2"},
+    {"model.beam_search_config.u_max", 0, 100000, 0, "in [0, 100000]", "leave it out for 50"},
+    {"model.beam_search_config.nstep", 1, 1000, 0, "in [1, 1000]", "leave it out for 1"},
+    {"model.beam_search_config.expansion_gamma", 0, INF, 0, ">= 0", "leave it out for 2.3"},
+    {"model.beam_search_config.expansion_beta", 0, 100000, 0, "in [0, 100000]", "leave it out for 2"},
     {"longform.window", 0, 3600, LO_OPEN, "in (0, 3600] seconds", "seconds per window"},
     {"longform.overlap", 0, 1800, LO_OPEN, "in (0, 1800] seconds", "seconds neighbouring windows share, at most "
                                                                    "half the window"},
@@ -669,8 +674,11 @@ void config_fill_defaults(config_kind kind, ynode *root)
 {
     if (kind != CONFIG_TRAINING) return;
     for (size_t i = 0; i < sizeof default_true / sizeof *default_true; i++) {
-        /* decoder_conf's are the TransformerDecoder's: a TransducerDecoder takes none of them. */
-        if (decoder_is(root, "transducer") && !strcmp(default_true[i].map_path, "model.decoder_conf")) continue;
+        /* decoder_conf's are the TransformerDecoder's: a TransducerDecoder takes none of them, nor
+         * the asr_transducer task's decoders (its encoder_conf has body_conf). */
+        if ((decoder_is(root, "transducer") || yt_get_path(root, "model.encoder_conf.body_conf")) &&
+            !strcmp(default_true[i].map_path, "model.decoder_conf"))
+            continue;
         ynode *m = yt_get_path(root, default_true[i].map_path);
         if (m && m->kind == YN_MAP && !yt_map_get(m, default_true[i].key))
             yt_map_set(m, default_true[i].key, m->mark, yt_scalar(default_true[i].value, 0, m->mark));

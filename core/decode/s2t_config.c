@@ -22,6 +22,10 @@ void s2t_opts_from_cfg(s2t_opts *o, const inference_cfg *icfg, const char *file)
     o->lm_weight = mc->lm_weight;
     o->transducer = (ts_opts)TS_OPTS_DEFAULT;
     const transducer_conf_cfg *tc = mc->transducer_conf;
+    if (mc->target && !strcmp(mc->target, TARGET_ASR_TRANSDUCER_S2T)) {
+        o->transducer = (ts_opts)TS_OPTS_ASR_TRANSDUCER;
+        tc = mc->beam_search_config;
+    }
     if (tc) { /* each key ranged at load (core/config/config_values.c) */
         static const char *const types[] = {"default", "tsd", "alsd", "nsc", "maes"};
         for (int k = 0; tc->search_type && k < 5; k++)

@@ -12,6 +12,7 @@
 #include "core/decode/ctc_decode.h"
 #include "core/decode/ctc_times.h"
 #include "core/decode/ctc_prefix_beam.h"
+#include "core/nn/body_conf.h"
 #include "core/nn/decoder_conf.h"
 #include "core/nn/decoder_transformer.h"
 #include "core/config/config_task.h"
@@ -147,6 +148,12 @@ int speech2text_check(const model_files *mf, const s2t_opts *o, esp_err *err)
     if (!(o->ctc_weight >= 0.0 && o->ctc_weight <= 1.0))
         return esp_fail(err, "ctc_weight %g: use a weight in [0, 1] (1.0: CTC only)", o->ctc_weight);
     const model_cfg *mc = model_files_training(mf)->model;
+    if (body_in_cfg(mc) && !o->transducer.no_greedy)
+        return esp_fail(err, "the model is ESPnet2's asr_transducer task's: decode it with model._target_: "
+                             TARGET_ASR_TRANSDUCER_S2T);
+    if (!body_in_cfg(mc) && o->transducer.no_greedy)
+        return esp_fail(err, TARGET_ASR_TRANSDUCER_S2T " decodes the asr_transducer task's models; this one is the "
+                             "ASR task's (use espnet2.bin.asr_inference.Speech2Text)");
     if (transducer_in_cfg(mc)) return check_transducer(mc, o, err);
     if (o->ctc_weight < 1.0 && !o->attention && !has_attention_decoder(mc)) return no_decoder(err, o->ctc_weight);
     if (o->ctc_weight > 0.0 && !ctc_in_cfg(mc))

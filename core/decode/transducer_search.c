@@ -457,7 +457,8 @@ static void alsd(ts *s, int T, int beam_size, const ts_opts *o, hlist *out)
     if (fin.n) {
         sort_nbest(o, &fin);
         set_list(out, &fin);
-    } else {
+    } else { /* espnet/asr's returns the last beam as it is; asr_transducer's __call__ sorts and cuts it */
+        if (o->no_greedy) sort_nbest(o, &B);
         set_list(out, &B);
     }
     free(A.h), free(B.h), free(B_.h), free(fin.h), free(idx), free(val), free(tt), free(ys), free(lens);
@@ -628,7 +629,7 @@ void transducer_search(asr_model *m, const float *enc, int T, int beam_size, con
     s.encp = encp;
     s.zeros = xcalloc((size_t)s.S, sizeof *s.zeros);
     hlist res = {0};
-    if (beam_size <= 1) greedy(&s, T, &res);
+    if (beam_size <= 1 && !o->no_greedy) greedy(&s, T, &res);
     else if (o->search_type == TS_TSD) tsd(&s, T, beam_size, o, &res);
     else if (o->search_type == TS_ALSD) alsd(&s, T, beam_size, o, &res);
     else if (o->search_type == TS_NSC) nsc(&s, T, beam_size, o, &res);

@@ -36,11 +36,24 @@ typedef struct ts_opts {
     int score_norm;      /* 1 */
     int score_norm_during; /* 0 */
     int nbest;           /* 1 */
+    /* ESPnet2's asr_transducer BeamSearchTransducer (espnet2/asr_transducer/beam_search_transducer.py,
+     * asr_transducer_inference's): it has no greedy branch, so beam_size 1 runs default with a beam
+     * of 1 (which may emit more than one label a frame); its default, tsd, alsd and maes are the
+     * algorithms above, but that every result goes through sort_nbest (alsd's last beam when no
+     * hypothesis reached the last frame too); score_norm_during, prefix_alpha and nsc are not its
+     * (core/config/config_rules.c refuses them) and its score_norm defaults to false. Compared with
+     * ESPnet on a fixture: test/unit/decode/test_asr_transducer_search.c. */
+    int no_greedy;
 } ts_opts;
 
 #define TS_OPTS_DEFAULT                                                                                    \
     {.search_type = TS_DEFAULT, .max_sym_exp = 2, .u_max = 50, .nstep = 1, .prefix_alpha = 1,             \
      .expansion_gamma = 2.3, .expansion_beta = 2, .score_norm = 1, .nbest = 1}
+
+/* espnet2/asr_transducer's BeamSearchTransducer's defaults (asr_transducer_inference.Speech2Text). */
+#define TS_OPTS_ASR_TRANSDUCER                                                                             \
+    {.search_type = TS_DEFAULT, .max_sym_exp = 2, .u_max = 50, .nstep = 1, .prefix_alpha = 1,             \
+     .expansion_gamma = 2.3, .expansion_beta = 2, .score_norm = 0, .nbest = 1, .no_greedy = 1}
 
 /* The search_type's name ("default", ...). */
 const char *ts_type_name(int type);

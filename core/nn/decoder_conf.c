@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "core/nn/body_conf.h"
+
 static double ctc_weight_of(const model_cfg *m)
 {
     /* The schema writes ESPnet2's default 0.5 when a decoder is configured without one. */
@@ -16,10 +18,14 @@ int decoder_in_cfg(const model_cfg *m)
     return decoder_is(m, "transformer") && ctc_weight_of(m) < 1.0;
 }
 
-int transducer_in_cfg(const model_cfg *m) { return decoder_is(m, "transducer"); }
+int transducer_in_cfg(const model_cfg *m) { return decoder_is(m, "transducer") || body_in_cfg(m); }
 
 int ctc_in_cfg(const model_cfg *m)
 {
+    if (body_in_cfg(m)) { /* the asr_transducer task: ctc_lin with auxiliary_ctc_weight > 0 */
+        const double *w = m->model_conf ? m->model_conf->auxiliary_ctc_weight : NULL;
+        return w && *w > 0;
+    }
     return !((decoder_is(m, "transformer") || decoder_is(m, "transducer")) && ctc_weight_of(m) == 0.0);
 }
 
@@ -89,4 +95,5 @@ void decoder_rates_from_cfg(model_rates *r, const model_cfg *m)
     r->interctc_weight = m && m->model_conf ? (float)m->model_conf->interctc_weight : 0.0f;
     r->tr_dropout = c && transducer_in_cfg(m) ? (float)c->dropout : 0.0f;
     r->tr_dropout_embed = c && transducer_in_cfg(m) ? (float)c->dropout_embed : 0.0f;
+    r->tr_weight = 1.0f;
 }

@@ -31,9 +31,11 @@ void decoder_rates_from_cfg(model_rates *r, const model_cfg *m);
 
 /* Whether the config trains an attention decoder (model.decoder transformer and ctc_weight < 1). */
 int decoder_in_cfg(const model_cfg *m);
-/* Whether the config has ESPnet2's transducer decoder (model.decoder transducer, core/nn/transducer.h). */
+/* Whether the config has ESPnet2's transducer decoder (model.decoder transducer, core/nn/transducer.h),
+ * or is the asr_transducer task's model (core/nn/body_conf.h). */
 int transducer_in_cfg(const model_cfg *m);
-/* Whether it trains a CTC branch (all but a decoder with ctc_weight 0). */
+/* Whether it trains a CTC branch (all but a decoder with ctc_weight 0; the asr_transducer task's
+ * with auxiliary_ctc_weight > 0). */
 int ctc_in_cfg(const model_cfg *m);
 
 #endif

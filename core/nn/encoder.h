@@ -155,7 +155,9 @@ void embed_backward(asr_model *m);
 /* An inference model's padded frames of x (B x T2 frames of C; from m->hlens[b] on) set to zero
  * before a depthwise convolution reads them: the zeros an utterance decoded alone has past its end,
  * so a padded batch decodes as its utterances alone (core/decode/speech2text.h). Training and
- * validation keep ESPnet's ConvolutionModule, which reads the padded frames. (core/nn/encoder_blocks.c) */
+ * validation keep ESPnet's ConvolutionModule, which reads the padded frames; the asr_transducer
+ * task's ConformerConvolution zeroes them always (dims.body: its masked_fill_ of the GLU output,
+ * whose backward zeroes the same frames of the gradient). (core/nn/encoder_blocks.c) */
 void enc_zero_padding(const asr_model *m, float *x, int C);
 
 /* BatchNorm1d in training mode with statistics over every rank's rows (m->sync set; core/nn/

@@ -120,7 +120,7 @@ void enc_attn_backward(asr_model *m, int l, const enc_attn_bufs *b, const enc_at
 
 void enc_zero_padding(const asr_model *m, float *x, int C)
 {
-    if (!m->inference) return;
+    if (!m->inference && !m->dims.body) return;
     for (int b = 0; b < m->B; b++) {
         int h = m->hlens[b];
         if (h < m->T2)

@@ -179,6 +179,7 @@ static void conv_backward(asr_model *m, int l, const cblock *b, const float *x)
                                N, D);
     be->dwconv1d_backward(be, e->dc, gdw->weight, gdw->bias, e->dc2, b->glu, dw->weight, m->B, m->T2, D,
                           d->cnn_kernel);
+    enc_zero_padding(m, e->dc, D); /* the forward's masked_fill_ (the asr_transducer task's) */
     be->glu_backward(be, e->d2, e->dc, b->pw1, N, D);
     be->linear_backward(be, e->rel.dln, gpw1->weight, gpw1->bias, e->d2, b->ln_c, pw1->weight, N, D, 2 * D, 0);
     be->layernorm_backward(be, m->dh, g->norm_conv.weight, g->norm_conv.bias, e->rel.dln, x, p->norm_conv.weight,

@@ -181,7 +181,8 @@ int espnet2_config_convert(const char *path, const char *shown_as, char **out_di
     ynode *cfg = yt_map((ymark){0}), *m = yt_map((ymark){0});
     static const char *const keys[] = {"frontend",    "frontend_conf", "specaug",    "specaug_conf", "normalize",
                                        "normalize_conf", "preencoder", "preencoder_conf", "encoder", "encoder_conf",
-                                       "decoder",     "decoder_conf",  "joint_net_conf", "ctc_conf", "model_conf"};
+                                       "decoder",     "decoder_conf",  "joint_net_conf", "ctc_conf", "model_conf",
+                                       "joint_network_conf"}; /* the last: the asr_transducer task's */
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
         const ynode *v = yt_map_get(root, keys[i]);
         if (v && !yt_is_null(v)) yt_map_set(m, keys[i], v->mark, yt_copy(v));

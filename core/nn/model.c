@@ -265,7 +265,8 @@ double asr_model_loss(asr_model *m, const int *labels, const int *label_lens, in
         backend_profile_enter(m->be, PROF_LAYER_DECODER);
         m->loss_transducer = transducer_loss(m, m->lnf, m->B, m->T2, labels, label_lens, stride, m->train, m->seed);
         backend_profile_leave(m->be, outer);
-        return m->dims.no_ctc ? m->loss_transducer : m->loss_transducer + m->rates.ctc_weight * ctc;
+        double tr = m->rates.tr_weight * m->loss_transducer;
+        return m->dims.no_ctc ? tr : tr + m->rates.ctc_weight * ctc;
     }
     if (!m->dec) {
         backend_profile_leave(m->be, outer);
@@ -358,7 +359,7 @@ void asr_model_backward(asr_model *m, float dloss)
     }
     backend_profile_enter(be, d->lm ? PROF_LAYER_LM : PROF_LAYER_DECODER);
     if (m->dec) decoder_backward(m, m->dtmp, !d->no_ctc, d->no_ctc ? dloss : dloss * (1 - w));
-    if (m->tr) transducer_backward(m, m->dtmp, !d->no_ctc, dloss);
+    if (m->tr) transducer_backward(m, m->dtmp, !d->no_ctc, dloss * m->rates.tr_weight);
     if (d->lm) {
         report_final(m, NULL, 0, 0);
         backend_profile_leave(be, outer);

@@ -51,6 +51,10 @@ typedef struct model_rates {
     /* The transducer decoder's (decoder_conf.dropout_embed, dropout; core/nn/transducer.h). With a
      * transducer the loss is loss_transducer + ctc_weight * loss_ctc, as ESPnetASRModel's. */
     float tr_dropout_embed, tr_dropout;
+    /* loss_transducer's weight: 1 in the ASR task; the asr_transducer task's transducer_weight
+     * (its loss is tr_weight * loss_transducer + ctc_weight * loss_ctc, ctc_weight being its
+     * auxiliary_ctc_weight; core/nn/body_conf.h). */
+    float tr_weight;
 } model_rates;
 
 /* trainer.sync_batchnorm (torch's SyncBatchNorm): all_reduce sums n host floats over every rank in

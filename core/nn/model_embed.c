@@ -39,7 +39,11 @@ void embed_sizes(asr_model *m, int B, int T, const int *feat_lens)
     m->T2 = input_layer_out_len(d->input_layer, T);
     if (!feat_lens) return;
     m->hlens = xrealloc(m->hlens, (size_t)(B > 0 ? B : 1) * sizeof *m->hlens);
-    for (int b = 0; b < B; b++) m->hlens[b] = input_layer_out_len(d->input_layer, feat_lens[b]);
+    /* The asr_transducer Encoder cuts its input mask to T2 frames (ConvInput's mask[:, :T2]): an
+     * utterance keeps min(its input frames, T2) of them, padded frames counted, as ESPnet2 does. */
+    for (int b = 0; b < B; b++)
+        m->hlens[b] = d->body ? (feat_lens[b] < m->T2 ? feat_lens[b] : m->T2)
+                              : input_layer_out_len(d->input_layer, feat_lens[b]);
 }
 
 void embed_free(asr_model *m)
@@ -181,6 +185,10 @@ void embed_forward(asr_model *m)
                                model_input_dim(d), D);
         return;
     }
+    if (d->body) { /* the asr_transducer Encoder: its RelPositionalEncoding returns the positions alone */
+        be->copy(be, m->h0, pin, (size_t)N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
+        return;
+    }
     if (d->encoder != ENC_TRANSFORMER && d->rel_pos) /* RelPositionalEncoding: positions go to the attention */
         be->scale(be, m->h0, pin, sqrt((double)D), (size_t)N * D);
     else
@@ -202,9 +210,12 @@ void embed_backward(asr_model *m)
             be->copy(be, m->dpre, m->dh, (size_t)N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
         return;
     }
-    /* h0 = drop(in * sqrt(d) (+ pe)): m->dh becomes the gradient of the stage's input. */
-    be->dropout_backward(be, m->dh, m->dh, (size_t)N * D, r.pp, m->seed, STREAM_POS);
-    be->scale(be, m->dh, m->dh, sqrt((double)D), (size_t)N * D);
+    /* h0 = drop(in * sqrt(d) (+ pe)) (h0 = in for the asr_transducer Encoder): m->dh becomes the
+     * gradient of the stage's input. */
+    if (!d->body) {
+        be->dropout_backward(be, m->dh, m->dh, (size_t)N * D, r.pp, m->seed, STREAM_POS);
+        be->scale(be, m->dh, m->dh, sqrt((double)D), (size_t)N * D);
+    }
     if (m->dpos_in) be->add(be, m->dh, m->dh, m->dpos_in, (size_t)N * D);
     if (m->nconv > 0) {
         conv_stack_backward(m, m->dh);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/base/rng.h"
+#include "core/nn/body_conf.h"
 #include "core/nn/decoder_conf.h"
 
 /* ---- input layers ---------------------------------------------------------------------------- */
@@ -74,7 +75,15 @@ int model_dims_from_cfg(model_dims *out, const model_cfg *m, int idim, int vocab
         out->pre_in = idim, out->pre_out = (int)pc->output_size;
         idim = out->pre_out; /* what the input layer sees */
     }
-    if (encoder_dims_from_cfg(out, m, err) != 0) return -1;
+    if (body_in_cfg(m)) {
+        if (m->preencoder) return esp_fail(err, "model.preencoder: the asr_transducer task has none");
+        if (body_dims_from_cfg(out, m, err) != 0) return -1;
+    } else if (body_only_key(m)) {
+        return esp_fail(err, "model.%s: the asr_transducer task's (a model with encoder_conf.body_conf); the ASR "
+                             "task's model does not take it", body_only_key(m));
+    } else if (encoder_dims_from_cfg(out, m, err) != 0) {
+        return -1;
+    }
     if (out->d <= 0 || out->heads <= 0 || out->d % out->heads)
         return esp_fail(err, "model.encoder_conf: output_size %d must be a positive multiple of attention_heads %d",
                         out->d, out->heads);
@@ -93,8 +102,8 @@ int model_dims_from_cfg(model_dims *out, const model_cfg *m, int idim, int vocab
                              "it): use abs_pos, or n_mels = output_size", idim, out->d);
     if (vocab < 2) return esp_fail(err, "token list has %d tokens; the CTC layer needs at least 2", vocab);
     out->f2 = input_layer_out_bins(kind, idim);
-    if (decoder_dims_from_cfg(out, m, err) != 0) return -1;
-    if (interctc_dims_from_cfg(out, m, err) != 0) return -1;
+    if (!out->body && decoder_dims_from_cfg(out, m, err) != 0) return -1;
+    if (!out->body && interctc_dims_from_cfg(out, m, err) != 0) return -1;
     return model_dims_check_size(out, err);
 }
 
@@ -485,6 +494,13 @@ void param_table_build(param_table *t, const model_dims *d)
     if (d->dec_blocks > 0) add_decoder(t, d);
     if (d->tr_layers > 0) add_transducer(t, d);
     ESP_CHECK(t->n <= cap);
+    if (d->body) {
+        t->body = 1;
+        for (size_t i = 0; i < t->n; i++) {
+            char n[sizeof t->items[i].name];
+            if (param_body_name(t->items[i].name, n, sizeof n)) memcpy(t->items[i].name, n, sizeof n);
+        }
+    }
     layout(t);
 }
 

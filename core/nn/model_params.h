@@ -99,6 +99,12 @@ typedef struct model_dims {
     int tr_hidden;       /* decoder_conf.hidden_size */
     int tr_joint;        /* joint_net_conf.joint_space_size */
     int tr_no_dec_bias;  /* joint_net_conf.lin_dec_bias false */
+    /* ESPnet2's asr_transducer task (core/nn/body_conf.h): its Encoder's Conformer blocks are the
+     * Conformer above with ConvInput (no x * sqrt(d), no dropout but the positional encoding's),
+     * the convolution module's GLU output zeroed past each utterance's length in training too, an
+     * utterance's length min(input frames, T2) as its make_source_mask gives, its RNNDecoder the
+     * LSTMs above, and the parameters under its names (param_body_name). */
+    int body;
     /* Intermediate CTC (core/nn/interctc.h): the blocks (0-based, ascending) whose outputs also
      * feed the CTC head, from encoder_conf.interctc_layer_idx (1-based); interctc_cond:
      * interctc_use_conditioning, the model's encoder.conditioning_layer feeding each back. */
@@ -162,6 +168,7 @@ typedef struct param_table {
     size_t n;
     size_t total;        /* floats of the trained parameters */
     size_t state_total;  /* floats with the buffers (= total without BatchNorm) */
+    int body;            /* the names are the asr_transducer task's (param_body_name) */
 } param_table;
 
 void param_table_build(param_table *t, const model_dims *d);
@@ -181,6 +188,10 @@ const param_info *param_find_alias(const param_table *t, const char *name);
 int param_legacy_name(const char *name, char *buf, size_t cap);
 /* The reverse: ESPnet's name of an older espnet3 name into buf (1), or 0 when `name` is not one. */
 int param_current_name(const char *name, char *buf, size_t cap);
+/* The asr_transducer task's name (model_dims.body) of the ASR task's table name `name` into buf
+ * (1), or 0 when the name stays (core/nn/param_names.c): the one map between the two tasks' module
+ * paths, which the table (param_table_build) and the typed views' binding both go through. */
+int param_body_name(const char *name, char *buf, size_t cap);
 
 /* Initializes the flat buffer: init NULL = PyTorch module defaults; "xavier_uniform",
  * "xavier_normal", "kaiming_uniform", "kaiming_normal" as espnet2.torch_utils.initialize

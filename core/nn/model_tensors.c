@@ -34,9 +34,10 @@ static const char *join(char *buf, size_t cap, const char *prefix, const char *l
 /* The tensor "<prefix>.<leaf>", or NULL when the model has none (or it is a buffer past b->n). */
 static float *at(binder *b, const char *prefix, const char *leaf)
 {
-    char name[128];
+    char name[128], body[128];
     join(name, sizeof name, prefix, leaf);
     const param_table *t = b->t;
+    if (t->body && param_body_name(name, body, sizeof body)) memcpy(name, body, sizeof name);
     for (size_t k = 0; k < t->n; k++) {
         size_t i = (b->next + k) % t->n;
         if (strcmp(t->items[i].name, name)) continue;

@@ -19,3 +19,44 @@ int param_current_name(const char *name, char *buf, size_t cap)
     if (strncmp(name, older, sizeof older - 1) || strchr(name + sizeof older - 1, '.')) return 0;
     return snprintf(buf, cap, "encoder.embed.out.0.%s", name + sizeof older - 1) < (int)cap;
 }
+
+/* The ASR task's module paths -> the asr_transducer task's (espnet2/asr_transducer/: ConvInput's
+ * `output`, MultiBlocks' `blocks` and `norm_blocks`, the Conformer block's `self_att`, `conv_mod`
+ * and norms, RNNDecoder's `rnn`, the model's `ctc_lin`). Prefix rewrites, first match wins. */
+static const struct {
+    const char *from, *to;
+} body_prefix[] = {
+    {"encoder.embed.out.0.", "encoder.embed.output."},
+    {"encoder.after_norm.", "encoder.encoders.norm_blocks."},
+    {"ctc.ctc_lo.", "ctc_lin."},
+    {"decoder.decoder.", "decoder.rnn."},
+};
+/* Inside encoder.encoders.<i>. */
+static const struct {
+    const char *from, *to;
+} body_block_part[] = {
+    {"self_attn.", "self_att."},       {"conv_module.", "conv_mod."},   {"norm_ff_macaron.", "norm_macaron."},
+    {"norm_ff.", "norm_feed_forward."}, {"norm_mha.", "norm_self_att."},
+};
+
+int param_body_name(const char *name, char *buf, size_t cap)
+{
+    for (size_t i = 0; i < sizeof body_prefix / sizeof *body_prefix; i++) {
+        size_t n = strlen(body_prefix[i].from);
+        if (!strncmp(name, body_prefix[i].from, n)) return snprintf(buf, cap, "%s%s", body_prefix[i].to, name + n) < (int)cap;
+    }
+    static const char blocks[] = "encoder.encoders.";
+    const char *rest = name + sizeof blocks - 1, *dot;
+    if (strncmp(name, blocks, sizeof blocks - 1) || !(dot = strchr(rest, '.')) || dot == rest) return 0;
+    for (const char *p = rest; p < dot; p++)
+        if (*p < '0' || *p > '9') return 0;
+    int idx = (int)(dot - rest);
+    const char *leaf = dot + 1;
+    for (size_t i = 0; i < sizeof body_block_part / sizeof *body_block_part; i++) {
+        size_t n = strlen(body_block_part[i].from);
+        if (!strncmp(leaf, body_block_part[i].from, n))
+            return snprintf(buf, cap, "encoder.encoders.blocks.%.*s.%s%s", idx, rest, body_block_part[i].to, leaf + n) <
+                   (int)cap;
+    }
+    return snprintf(buf, cap, "encoder.encoders.blocks.%.*s.%s", idx, rest, leaf) < (int)cap;
+}

@@ -41,7 +41,7 @@ int main(int argc, char **argv)
     }
     model_dims d = {.idim = 80, .d = 256, .heads = 4, .ff = 1024, .blocks = 2, .vocab = V, .input_layer = IN_LINEAR,
                     .tr_layers = 1, .tr_hidden = 320, .tr_joint = 256};
-    model_rates r = {.ctc_weight = 0.3f};
+    model_rates r = {.ctc_weight = 0.3f, .tr_weight = 1.0f};
     asr_model m;
     asr_model_init(&m, be, &d, &r);
     if (whole) transducer_set_joint_floats(&m, (size_t)-1);

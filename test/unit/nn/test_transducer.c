@@ -76,7 +76,7 @@ static void check(backend_kind kind, int no_ctc, int chunked, double tol)
     cr_assert((be = backend_open(kind, 0, 1, &err)) != NULL, "%s", err.msg);
     pack w = load("weights"), c = load("ctc03");
     model_dims d = fixture_dims(no_ctc);
-    model_rates rates = {.ctc_weight = no_ctc ? 0.0f : 0.3f};
+    model_rates rates = {.ctc_weight = no_ctc ? 0.0f : 0.3f, .tr_weight = 1.0f};
     asr_model m;
     asr_model_init(&m, be, &d, &rates);
     cr_assert_not_null(m.tr);

@@ -540,6 +540,51 @@ Test(egs3, mini_an4_streaming_config_runs_stages_1_8)
     st_close(&f);
 }
 
+/* ESPnet3's mini_an4 default: conf/training.yaml, a link to training_transducer_asr_conformer_rnnt.yaml
+ * (ESPnet2's asr_transducer task: one conformer block of body_conf, hidden 2, an RNN decoder of 4
+ * units, joint_network_conf; the model section as ESPnet3 ships it, the rest in this folder's
+ * generation), runs stages 1-8 with no --training_config and conf/inference_transducer.yaml
+ * (asr_transducer_inference.Speech2Text, beam_size 1: its default beam search with a beam of one):
+ * the model file holds the asr_transducer task's parameter names. */
+Test(egs3, mini_an4_default_training_yaml_is_the_asr_transducer_task)
+{
+    char recipe[512];
+    copy_mini_an4(recipe, sizeof recipe);
+    int rc = run_in(recipe, "--inference_config conf/inference_transducer.yaml --metrics_config conf/metrics.yaml",
+                    "body");
+    cr_assert_eq(rc, 0, "stages 1-8 failed:\n%s", log_of("body", "err"));
+    char exp[600];
+    snprintf(exp, sizeof exp, "%s/exp/training", recipe);
+    cr_assert(test_exists(test_path(exp, "inference_transducer/test/hyp.scp")), "%s", log_of("body", "err"));
+    cr_assert(test_exists(test_path(exp, "inference_transducer/metrics.json")));
+    cr_assert(test_exists(test_path(exp, "model_pack")));
+    char *cfg = test_slurp(test_path(exp, "config.yaml"));
+    cr_assert(strstr(cfg, "body_conf:") && strstr(cfg, "joint_network_conf:"), "%s", cfg);
+    free(cfg);
+    /* The pack's ESPnet2 side is the asr_transducer task's, and its README says how to load it. */
+    char *esp = test_slurp(test_path(exp, "model_pack/espnet/exp/asr_train/config.yaml"));
+    cr_assert(strstr(esp, "ASRTransducerTask") && strstr(esp, "decoder: rnn") && !strstr(esp, "joint_net_conf"), "%s",
+              esp);
+    free(esp);
+    char *readme = test_slurp(test_path(exp, "model_pack/README.md"));
+    cr_assert(strstr(readme, "asr_transducer_inference import Speech2Text") && strstr(readme, "num_blocks 1, output_size 2"),
+              "%s", readme);
+    free(readme);
+    char *err = log_of("body", "err");
+    cr_assert(strstr(err, " transducer "), "the step's log has no transducer loss:\n%s", err);
+    free(err);
+    st_file f;
+    esp_err e;
+    cr_assert_eq(st_read(test_path(exp, "last/model.safetensors"), &f, &e), 0, "%s", e.msg);
+    static const char *const names[] = {"encoder.embed.output.weight", "encoder.encoders.blocks.0.self_att.linear_q.weight",
+                                        "encoder.encoders.blocks.0.conv_mod.norm.running_var",
+                                        "encoder.encoders.norm_blocks.weight", "decoder.rnn.0.weight_ih_l0",
+                                        "joint_network.lin_out.weight"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) cr_assert_not_null(st_get(&f, names[i]), "%s", names[i]);
+    cr_assert_null(st_get(&f, "ctc_lin.weight")); /* auxiliary_ctc_weight 0: no CTC head */
+    st_close(&f);
+}
+
 /* ESPnet3's mini_an4 transducer config (conf/training_asr_transducer.yaml as it ships: the ASR task
  * with decoder: transducer, an LSTM prediction network of 4 units, joint_net_conf, ctc_weight 0.3)
  * runs stages 1-8 from the folder with conf/inference.yaml (as ESPnet3's test script pairs them:

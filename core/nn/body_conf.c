@@ -1,0 +1,217 @@
+/* The asr_transducer task's config keys into model_dims / model_rates; see body_conf.h. */
+#include "core/nn/body_conf.h"
+
+#include <string.h>
+
+#define B "model.encoder_conf.body_conf"
+
+int body_in_cfg(const model_cfg *m) { return m && m->encoder_conf && m->encoder_conf->body_conf; }
+
+static double or_default(const double *v, double dflt) { return v ? *v : dflt; }
+static int64_t int_or(const int64_t *v, int64_t dflt) { return v ? *v : dflt; }
+
+/* A value other than the one implemented: "<key>: <v> is not supported (<hint>)". */
+static int only(const double *v, double want, const char *key, const char *hint, esp_err *err)
+{
+    if (v && *v != want) return esp_fail(err, "%s: %g is not supported (%s)", key, *v, hint);
+    return 0;
+}
+
+/* The ASR task's encoder_conf keys: the asr_transducer Encoder takes body_conf, input_conf and
+ * main_conf alone (anything else is a TypeError there). */
+static int check_encoder_keys(const encoder_conf_cfg *e, esp_err *err)
+{
+    const char *k = e->output_size ? "output_size" : e->attention_heads ? "attention_heads"
+                  : e->linear_units ? "linear_units" : e->num_blocks ? "num_blocks"
+                  : e->dropout_rate ? "dropout_rate" : e->positional_dropout_rate ? "positional_dropout_rate"
+                  : e->attention_dropout_rate ? "attention_dropout_rate" : e->input_layer ? "input_layer"
+                  : e->macaron_style ? "macaron_style" : e->pos_enc_layer_type ? "pos_enc_layer_type"
+                  : e->selfattention_layer_type ? "selfattention_layer_type" : e->activation_type ? "activation_type"
+                  : e->use_cnn_module ? "use_cnn_module" : e->cnn_module_kernel ? "cnn_module_kernel" : NULL;
+    if (k)
+        return esp_fail(err, "model.encoder_conf.%s: a key of the ASR task's encoders; the asr_transducer Encoder takes "
+                             "body_conf, input_conf and main_conf (write it as a body_conf block's key, e.g. "
+                             "hidden_size, linear_size, heads, conv_mod_kernel_size, dropout_rate)", k);
+    return 0;
+}
+
+/* One expanded Conformer block of body_conf[i] against the first one's sizes (out, set by i 0). */
+static int block_dims(model_dims *out, model_rates *r, const body_block_cfg *c, unsigned i, esp_err *err)
+{
+    if (!c->block_type)
+        return esp_fail(err, B "[%u]: no block_type (ESPnet2: \"Block %u in encoder doesn't have a type assigned\")", i,
+                        i + 1);
+    if (strcmp(c->block_type, "conformer"))
+        return esp_fail(err, B "[%u].block_type: %s is not built (conformer blocks are)", i, c->block_type);
+    if (!c->hidden_size || !c->linear_size || !c->conv_mod_kernel_size)
+        return esp_fail(err, B "[%u]: a conformer block needs hidden_size, linear_size and conv_mod_kernel_size", i);
+    int d = (int)*c->hidden_size, ff = (int)*c->linear_size, heads = (int)int_or(c->heads, 4);
+    int k = (int)*c->conv_mod_kernel_size;
+    if (d < 1 || ff < 1 || heads < 1 || d % heads)
+        return esp_fail(err, B "[%u]: hidden_size %d must be a positive multiple of heads %d, linear_size %d positive", i,
+                        d, heads, ff);
+    if (k < 1 || k % 2 == 0)
+        return esp_fail(err, B "[%u].conv_mod_kernel_size: %d must be odd (ESPnet2 asserts it)", i, k);
+    float pd = (float)or_default(c->dropout_rate, 0), pf = (float)or_default(c->pos_wise_dropout_rate, 0);
+    float pa = (float)or_default(c->att_dropout_rate, 0);
+    if (pf != pd)
+        return esp_fail(err, B "[%u].pos_wise_dropout_rate: %g differs from dropout_rate %g, which espnet3's blocks use for "
+                             "both (write the same value)", i, (double)pf, (double)pd);
+    if (only(c->norm_eps, 1e-12, B "[].norm_eps", "layer_norm's 1e-12 is", err) ||
+        only(c->conv_mod_norm_eps, 1e-5, B "[].conv_mod_norm_eps", "BatchNorm1d's 1e-5 is", err) ||
+        only(c->conv_mod_norm_momentum, 0.1, B "[].conv_mod_norm_momentum", "BatchNorm1d's 0.1 is", err))
+        return -1;
+    if (i == 0) {
+        out->d = d, out->ff = ff, out->heads = heads, out->cnn_kernel = k;
+        r->dropout = pd, r->att_dropout = pa;
+    } else if (d != out->d || ff != out->ff || heads != out->heads || k != out->cnn_kernel || pd != r->dropout ||
+               pa != r->att_dropout) {
+        return esp_fail(err, B "[%u]: its sizes or rates differ from the first block's; espnet3 builds blocks of one "
+                             "hidden_size, linear_size, heads, conv_mod_kernel_size and dropout rates", i);
+    }
+    return 0;
+}
+
+/* input_conf: ConvInput, the Conv2dSubsampling of its subsampling_factor with conv_size channels. */
+static int input_dims(model_dims *out, const body_input_cfg *c, esp_err *err)
+{
+    int64_t f = c ? int_or(c->subsampling_factor, 4) : 4;
+    out->input_layer = f == 2 ? IN_CONV2D2 : f == 6 ? IN_CONV2D6 : IN_CONV2D;
+    if (f != 2 && f != 4 && f != 6)
+        return esp_fail(err, "model.encoder_conf.input_conf.subsampling_factor: %lld (ESPnet2's Conv2D input supports "
+                             "2, 4 and 6)", (long long)f);
+    if (c && c->conv_size && *c->conv_size != out->d)
+        return esp_fail(err, "model.encoder_conf.input_conf.conv_size: %lld channels are not supported (leave it out "
+                             "for the first block's hidden_size %d)", (long long)*c->conv_size, out->d);
+    return 0;
+}
+
+/* main_conf: one activation for the feed-forward and convolution modules; the keys of what is not
+ * built are refused, those only an unbuilt variant reads (short_chunk_*, num_left_chunks without
+ * dynamic chunk training, other activations' parameters, pos_enc_max_len: the table grows with the
+ * input) are accepted. */
+static int main_dims(model_dims *out, model_rates *r, const body_main_cfg *c, esp_err *err)
+{
+    const char *fa = c && c->pos_wise_act_type ? c->pos_wise_act_type : "swish";
+    const char *ca = c && c->conv_mod_act_type ? c->conv_mod_act_type : "swish";
+    if (strcmp(fa, ca))
+        return esp_fail(err, "model.encoder_conf.main_conf: pos_wise_act_type %s and conv_mod_act_type %s differ; "
+                             "espnet3's blocks take one activation (write the same)", fa, ca);
+    out->act = !strcmp(fa, "relu") ? ACT_RELU : ACT_SWISH;
+    if (r) r->pos_dropout = c ? (float)or_default(c->pos_enc_dropout_rate, 0) : 0;
+    if (!c) return 0;
+    if (only(c->swish_beta, 1.0, "model.encoder_conf.main_conf.swish_beta", "Swish with beta 1 is", err) ||
+        only(c->after_norm_eps, 1e-12, "model.encoder_conf.main_conf.after_norm_eps", "layer_norm's 1e-12 is", err) ||
+        only(c->blockdrop_rate, 0.0, "model.encoder_conf.main_conf.blockdrop_rate", "use 0.0: every block runs", err))
+        return -1;
+    return 0;
+}
+
+/* model.decoder rnn (RNNDecoder) with decoder_conf, and joint_network_conf. */
+static int decoder_dims(model_dims *out, model_rates *r, const model_cfg *m, esp_err *err)
+{
+    const decoder_conf_cfg *c = m->decoder_conf;
+    if (m->joint_net_conf)
+        return esp_fail(err, "model.joint_net_conf: the ASR task's name; the asr_transducer task's is joint_network_conf");
+    if (c && (c->attention_heads || c->linear_units || c->num_blocks || c->positional_dropout_rate ||
+              c->self_attention_dropout_rate || c->src_attention_dropout_rate || c->input_layer || c->dropout ||
+              c->dropout_embed))
+        return esp_fail(err, "model.decoder_conf: a key of the ASR task's decoders; RNNDecoder takes embed_size, "
+                             "hidden_size, rnn_type, num_layers, dropout_rate, embed_dropout_rate and embed_pad");
+    if (c && c->rnn_type && strcmp(c->rnn_type, "lstm"))
+        return esp_fail(err, "model.decoder_conf.rnn_type: %s is not built (lstm is)", c->rnn_type);
+    int64_t H = c && c->hidden_size ? c->hidden_size : 256, E = c ? int_or(c->embed_size, 256) : 256;
+    int64_t L = c && c->num_layers ? c->num_layers : 1;
+    if (H < 1 || L < 1) return esp_fail(err, "model.decoder_conf: hidden_size and num_layers must be positive");
+    if (E != H)
+        return esp_fail(err, "model.decoder_conf.embed_size: %lld differs from hidden_size %lld; espnet3's prediction "
+                             "network embeds into hidden_size (write the same)", (long long)E, (long long)H);
+    out->tr_layers = (int)L, out->tr_hidden = (int)H;
+    const joint_net_conf_cfg *j = m->joint_network_conf;
+    out->tr_joint = j && j->joint_space_size ? (int)j->joint_space_size : 256;
+    out->tr_no_dec_bias = j && j->lin_dec_bias && !*j->lin_dec_bias;
+    if (r) {
+        r->tr_dropout = c ? (float)c->dropout_rate : 0;
+        r->tr_dropout_embed = c ? (float)or_default(c->embed_dropout_rate, 0) : 0;
+    }
+    return 0;
+}
+
+/* model_conf: ESPnetASRTransducerModel's keys; the ASR model's are a TypeError there. */
+static int loss_dims(model_dims *out, model_rates *r, const model_conf_cfg *c, esp_err *err)
+{
+    if (c && (c->ctc_weight || c->lsm_weight || c->length_normalized_loss || c->interctc_weight))
+        return esp_fail(err, "model.model_conf: ctc_weight, lsm_weight, length_normalized_loss and interctc_weight are "
+                             "ESPnetASRModel's; the asr_transducer task's model takes transducer_weight and "
+                             "auxiliary_ctc_weight");
+    double tw = c ? or_default(c->transducer_weight, 1.0) : 1.0, cw = c ? or_default(c->auxiliary_ctc_weight, 0) : 0;
+    if (!(tw >= 0) || !(cw >= 0))
+        return esp_fail(err, "model.model_conf: transducer_weight %g and auxiliary_ctc_weight %g must not be negative",
+                        tw, cw);
+    if (c && (only(c->fastemit_lambda, 0.0, "model.model_conf.fastemit_lambda", "FastEmit is not built; use 0.0", err) ||
+              only(c->auxiliary_lm_loss_weight, 0.0, "model.model_conf.auxiliary_lm_loss_weight",
+                   "the auxiliary LM loss is not built; use 0.0", err)))
+        return -1;
+    out->no_ctc = cw == 0;
+    if (r) {
+        r->tr_weight = (float)tw, r->ctc_weight = (float)cw;
+        r->ctc_dropout = c ? (float)or_default(c->auxiliary_ctc_dropout_rate, 0) : 0;
+    }
+    return 0;
+}
+
+/* Everything but the rates (r NULL) or with them. */
+static int body_from_cfg(model_dims *out, model_rates *r, const model_cfg *m, esp_err *err)
+{
+    const encoder_conf_cfg *e = m->encoder_conf;
+    if (check_encoder_keys(e, err) != 0) return -1;
+    if (m->ctc_conf)
+        return esp_fail(err, "model.ctc_conf: the ASR task's; the asr_transducer task's CTC is model_conf."
+                             "auxiliary_ctc_weight / auxiliary_ctc_dropout_rate");
+    if (m->decoder && strcmp(m->decoder, "rnn"))
+        return esp_fail(err, "model.decoder: %s is not built for the asr_transducer task (rnn is)", m->decoder);
+    out->blocks = 0;
+    for (unsigned i = 0; i < e->n_body_conf; i++) {
+        const body_block_cfg *c = &e->body_conf[i];
+        int64_t n = int_or(c->num_blocks, 1);
+        if (n < 1 || n > 1024) return esp_fail(err, B "[%u].num_blocks: %lld is outside [1, 1024]", i, (long long)n);
+        if (block_dims(out, r, c, i, err) != 0) return -1;
+        out->blocks += (int)n;
+    }
+    if (out->blocks == 0) return esp_fail(err, B ": no blocks");
+    out->encoder = ENC_CONFORMER, out->macaron = 1, out->rel_pos = 1, out->use_cnn = 1, out->body = 1;
+    if (input_dims(out, e->input_conf, err) != 0 || main_dims(out, r, e->main_conf, err) != 0 ||
+        decoder_dims(out, r, m, err) != 0 || loss_dims(out, r, m->model_conf, err) != 0)
+        return -1;
+    return 0;
+}
+
+const char *body_only_key(const model_cfg *m)
+{
+    const encoder_conf_cfg *e = m ? m->encoder_conf : NULL;
+    const decoder_conf_cfg *d = m ? m->decoder_conf : NULL;
+    const model_conf_cfg *c = m ? m->model_conf : NULL;
+    if (!m) return NULL;
+    if (e && e->input_conf) return "encoder_conf.input_conf";
+    if (e && e->main_conf) return "encoder_conf.main_conf";
+    if (m->joint_network_conf) return "joint_network_conf";
+    if (d && (d->embed_size || d->embed_dropout_rate || d->embed_pad)) return "decoder_conf.embed_size";
+    if (c && (c->transducer_weight || c->auxiliary_ctc_weight || c->auxiliary_ctc_dropout_rate ||
+              c->auxiliary_lm_loss_weight || c->auxiliary_lm_loss_smoothing || c->fastemit_lambda ||
+              c->use_k2_pruned_loss || c->warmup_steps || c->validation_nstep))
+        return "model_conf (transducer_weight, auxiliary_*, fastemit_lambda, use_k2_pruned_loss, ...)";
+    return NULL;
+}
+
+int body_dims_from_cfg(model_dims *out, const model_cfg *m, esp_err *err)
+{
+    model_rates r = {0};
+    return body_from_cfg(out, &r, m, err);
+}
+
+void body_rates_from_cfg(model_rates *r, const model_cfg *m)
+{
+    model_dims d = {0};
+    esp_err e;
+    ESP_CHECK(body_from_cfg(&d, r, m, &e) == 0); /* body_dims_from_cfg accepted it */
+}

@@ -1,0 +1,42 @@
+/* ESPnet2's asr_transducer task (espnet2/tasks/asr_transducer.py; ESPnet3's ASRTransducerTask) in
+ * the training config -> model_dims / model_rates. Its model, ESPnetASRTransducerModel, is built
+ * from pieces espnet3 has: the Encoder's `conformer` blocks of encoder_conf.body_conf (after the
+ * ConvInput of input_conf, with main_conf's parameters) are the Conformer encoder
+ * (core/nn/encoder_conformer.c) with model_dims.body's differences, the RNNDecoder (model.decoder
+ * rnn, its default) is the transducer's LSTM prediction network and joint_network_conf its joint
+ * network (core/nn/transducer.h), auxiliary_ctc_weight > 0 adds the CTC head (ctc_lin). The loss is
+ * transducer_weight * loss_transducer + auxiliary_ctc_weight * loss_ctc.
+ *
+ * Every key ESPnetASRTransducerModel, the Encoder's builders and the decoder take is implemented,
+ * accepted where its value leaves the model as implemented (a key only another block kind or
+ * activation reads, ESPnet's default), or refused here with what to write instead: the blocks
+ * must share one size (hidden_size, linear_size, heads, conv_mod_kernel_size, rates), the
+ * feed-forward and convolution activations must be the same, ConvInput's conv_size is
+ * hidden_size, embed_size is hidden_size; block types other than conformer, the stateless, GRU,
+ * MEGA and RWKV decoders, FastEmit, the k2 pruned loss, the auxiliary LM loss, blockdrop and dynamic
+ * chunk training are not built. report_cer / report_wer are warned about and ignored, as under the
+ * ASR task (no validation CER/WER by a transducer search). */
+#ifndef ESPNET3_NN_BODY_CONF_H
+#define ESPNET3_NN_BODY_CONF_H
+
+#include "core/base/log.h"
+#include "core/config/config_types.h"
+#include "core/nn/model.h"
+
+/* Whether m is the asr_transducer task's model (its encoder_conf has body_conf, which that task's
+ * Encoder requires and no other encoder takes). */
+int body_in_cfg(const model_cfg *m);
+
+/* out (already holding idim, vocab and the preencoder's sizes) from m: the encoder, decoder, joint
+ * and CTC sizes, with the errors above. */
+int body_dims_from_cfg(model_dims *out, const model_cfg *m, esp_err *err);
+
+/* The first key set in m that only the asr_transducer task's model takes (its encoder_conf.input_conf /
+ * main_conf, joint_network_conf, RNNDecoder's decoder_conf keys, ESPnetASRTransducerModel's
+ * model_conf keys), NULL when none: under the ASR task they are a TypeError in ESPnet2. */
+const char *body_only_key(const model_cfg *m);
+
+/* The rates of a model body_dims_from_cfg accepted. */
+void body_rates_from_cfg(model_rates *r, const model_cfg *m);
+
+#endif

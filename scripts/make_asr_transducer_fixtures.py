@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Writes the parity fixtures of ESPnet2's asr_transducer task (test/fixtures/asr_transducer/) with
+the real ESPnet2: ESPnetASRTransducerModel with its Encoder (ConvInput, subsampling 4, then two
+`conformer` blocks of body_conf and MultiBlocks' norm_blocks), a 2-layer LSTM RNNDecoder and the
+JointNetwork, transducer_weight 0.8 and auxiliary_ctc_weight 0.3 (ctc_lin); no frontend, specaug or
+normalize, dropout off, seeded weights, a padded batch of 2 whose second utterance (12 input
+frames) is shorter than the encoder's 15 output frames, so the Encoder's masks (attention, the
+convolution module's masked_fill_) cut it. Run with the ESPnet venv:
+
+    /opt/espnet3-venv/bin/python scripts/make_asr_transducer_fixtures.py [OUTDIR]
+
+warp-transducer's RNNTLoss (`warprnnt_pytorch`, not on PyPI for torch 2.11) is stood in by
+torchaudio's rnnt_loss, as scripts/make_transducer_fixtures.py does.
+
+Files (scripts/make_decoder_fixtures.py's pack format):
+  weights  every parameter and buffer under its ESPnet2 state-dict name
+  loss     inputs (in.*), out.hlens, out.enc (the Encoder's output in eval mode), out.loss, out.loss_transducer,
+           out.loss_aux_ctc and grad.<name> of every parameter
+  search   espnet2/asr_transducer's BeamSearchTransducer (asr_transducer_inference's) on utterance 0's
+           Encoder output (in.enc), lin_out's weight times 3 (weight.joint_network.lin_out.weight): per
+           mode of SEARCHES <mode>.n hypotheses, <mode>.<i>.yseq (the blank first) and <mode>.<i>.score
+"""
+import argparse
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_transducer_fixtures  # noqa: E402,F401  (installs the warprnnt_pytorch stand-in)
+from make_decoder_fixtures import write_pack  # noqa: E402
+
+from espnet2.asr_transducer.decoder.rnn_decoder import RNNDecoder  # noqa: E402
+from espnet2.asr_transducer.encoder.encoder import Encoder  # noqa: E402
+from espnet2.asr_transducer.espnet_transducer_model import ESPnetASRTransducerModel  # noqa: E402
+from espnet2.asr_transducer.joint_network import JointNetwork  # noqa: E402
+
+IDIM, D, LINEAR, HEADS, KERNEL, BLOCKS = 20, 16, 24, 2, 3, 2
+HIDDEN, LAYERS, JOINT = 12, 2, 10
+TOKENS = ["<blank>", "<unk>"] + list("abcdefghi") + ["<sos/eos>"]  # vocab 12
+FEAT_LENS, LABEL_LENS = [64, 12], [7, 4]
+
+
+def build():
+    body = [{"block_type": "conformer", "hidden_size": D, "linear_size": LINEAR, "heads": HEADS,
+             "conv_mod_kernel_size": KERNEL, "num_blocks": BLOCKS}]
+    encoder = Encoder(IDIM, body, input_conf={}, main_conf={})
+    decoder = RNNDecoder(len(TOKENS), embed_size=HIDDEN, hidden_size=HIDDEN, num_layers=LAYERS)
+    joint = JointNetwork(len(TOKENS), encoder.output_size, decoder.output_size, joint_space_size=JOINT)
+    return ESPnetASRTransducerModel(len(TOKENS), TOKENS, frontend=None, specaug=None, normalize=None, encoder=encoder,
+                                    decoder=decoder, joint_network=joint, transducer_weight=0.8,
+                                    auxiliary_ctc_weight=0.3)
+
+
+def seeded_weights(model):
+    """Default init with a seed; norms and the BatchNorms' statistics moved off 1/0."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    sd = {}
+    for name, p in model.state_dict().items():
+        if "norm" in name and p.is_floating_point():
+            base = 1.0 if name.endswith("weight") or name.endswith("running_var") else 0.0
+            sd[name] = base + 0.1 * torch.randn(p.shape, generator=g).abs()
+        else:
+            sd[name] = p.detach().clone()
+    return sd
+
+
+def batch():
+    g = torch.Generator().manual_seed(2)
+    feats = torch.randn(2, max(FEAT_LENS), IDIM, generator=g)
+    for b, n in enumerate(FEAT_LENS):
+        feats[b, n:] = 0.0
+    ys = torch.full((2, max(LABEL_LENS)), -1, dtype=torch.long)
+    for b, n in enumerate(LABEL_LENS):
+        ys[b, :n] = torch.randint(1, len(TOKENS), (n,), generator=g)  # never the blank
+    return feats, torch.tensor(FEAT_LENS), ys, torch.tensor(LABEL_LENS)
+
+
+def loss_case(weights):
+    feats, lens, ys, ylens = batch()
+    model = build()
+    model.load_state_dict(weights)
+    model.eval()  # the Encoder's output with the BatchNorms' running statistics
+    with torch.no_grad():
+        enc, hlens = model.encoder(feats, lens)
+    model.train()  # dropout rates are 0; BatchNorm on the batch's statistics
+    loss, stats, _ = model(feats, lens, ys.clone(), ylens)
+    loss.backward()
+    items = [("in.feats", feats), ("in.lens", lens.float()), ("in.ys", ys.float()), ("in.ylens", ylens.float()),
+             ("out.hlens", hlens.float()), ("out.enc", enc), ("out.loss", loss.detach().reshape(1)),
+             ("out.loss_transducer", stats["loss_transducer"].reshape(1)),
+             ("out.loss_aux_ctc", stats["loss_aux_ctc"].reshape(1))]
+    items += [("grad." + k, p.grad) for k, p in model.named_parameters()]
+    return items, loss.item(), hlens.tolist()
+
+
+# Search modes: (name, beam_size, nbest, beam_search_config) as asr_transducer_inference spells them.
+SEARCHES = [
+    ("beam1", 1, 1, {}),
+    ("default", 4, 3, {}),
+    ("default_norm", 3, 2, {"score_norm": True}),
+    ("tsd", 4, 3, {"search_type": "tsd", "max_sym_exp": 3}),
+    ("alsd", 4, 3, {"search_type": "alsd", "u_max": 10}),
+    ("maes", 4, 3, {"search_type": "maes", "nstep": 3, "expansion_gamma": 2.3, "expansion_beta": 2}),
+]
+
+
+def search_case(weights):
+    from espnet2.asr_transducer.beam_search_transducer import BeamSearchTransducer
+
+    model = build()
+    w = dict(weights)
+    w["joint_network.lin_out.weight"] = 3 * w["joint_network.lin_out.weight"]
+    model.load_state_dict(w)
+    model.eval()
+    feats, lens, _, _ = batch()
+    items = [("weight.joint_network.lin_out.weight", w["joint_network.lin_out.weight"])]
+    with torch.no_grad():
+        enc, _ = model.encoder(feats[:1, : FEAT_LENS[0]], lens[:1])
+        enc = enc[0]
+        items.append(("in.enc", enc))
+        for name, beam, nbest, conf in SEARCHES:
+            search = BeamSearchTransducer(model.decoder, model.joint_network, beam, nbest=nbest, **conf)
+            hyps = search(enc)
+            items.append((f"{name}.n", torch.tensor([float(len(hyps))])))
+            for i, h in enumerate(hyps):
+                items += [(f"{name}.{i}.yseq", torch.tensor(h.yseq, dtype=torch.float32)),
+                          (f"{name}.{i}.score", torch.tensor([float(h.score)], dtype=torch.float64))]
+            print(f"{name}: " + "; ".join(f"{h.yseq[1:]} {float(h.score):.4f}" for h in hyps))
+    return items
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out", nargs="?", default="test/fixtures/asr_transducer")
+    out = ap.parse_args().out
+    os.makedirs(out, exist_ok=True)
+    torch.manual_seed(0)  # the modules' default init
+    weights = seeded_weights(build())
+    n = write_pack(out, "weights", list(weights.items()))
+    items, loss, hlens = loss_case(weights)
+    n += write_pack(out, "loss", items)
+    n += write_pack(out, "search", search_case(weights))
+    print(f"loss {loss:.6f}, encoder lengths {hlens}")
+    print(f"wrote {n * 4 / 1024:.0f} KiB to {out}")
+
+
+if __name__ == "__main__":
+    main()

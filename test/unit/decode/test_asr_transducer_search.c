@@ -1,0 +1,165 @@
+/* espnet2/asr_transducer's BeamSearchTransducer (asr_transducer_inference.Speech2Text's search)
+ * against the real one (fixtures by scripts/make_asr_transducer_fixtures.py, pack "search"): the
+ * asr_transducer fixture model's RNNDecoder and joint on one utterance's Encoder output, with
+ * TS_OPTS_ASR_TRANSDUCER (no greedy branch: beam 1 is default with a beam of one; score_norm false)
+ * and the beam_search_config of each mode: the same n-best, in the same order, labels identical and
+ * scores within float rounding. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/compute/backend.h"
+#include "core/config/config.h"
+#include "core/decode/s2t_config.h"
+#include "core/decode/transducer_search.h"
+#include "core/nn/model.h"
+#include "test/unit/nn/fx_pack.h"
+#include "test/unit/test_util.h"
+
+typedef struct search_case {
+    const char *name;
+    int beam;
+    ts_opts o;
+} search_case;
+
+/* The script's SEARCHES, as ts_opts over TS_OPTS_ASR_TRANSDUCER. */
+static search_case case_of(int i)
+{
+    search_case c = {.o = (ts_opts)TS_OPTS_ASR_TRANSDUCER};
+    switch (i) {
+    case 0: c.name = "beam1", c.beam = 1; break;
+    case 1: c.name = "default", c.beam = 4, c.o.nbest = 3; break;
+    case 2: c.name = "default_norm", c.beam = 3, c.o.nbest = 2, c.o.score_norm = 1; break;
+    case 3: c.name = "tsd", c.beam = 4, c.o.search_type = TS_TSD, c.o.max_sym_exp = 3, c.o.nbest = 3; break;
+    case 4: c.name = "alsd", c.beam = 4, c.o.search_type = TS_ALSD, c.o.u_max = 10, c.o.nbest = 3; break;
+    default:
+        c.name = "maes", c.beam = 4, c.o.search_type = TS_MAES, c.o.nstep = 3, c.o.expansion_gamma = 2.3;
+        c.o.expansion_beta = 2, c.o.nbest = 3;
+    }
+    return c;
+}
+
+static void check_mode(int which)
+{
+    search_case sc = case_of(which);
+    backend *be;
+    esp_err err;
+    cr_assert((be = backend_open(BACKEND_CPU, 0, 1, &err)) != NULL, "%s", err.msg);
+    pack w = load_pack("asr_transducer", "weights"), s = load_pack("asr_transducer", "search");
+    model_dims d = {.idim = 20, .d = 16, .heads = 2, .ff = 24, .blocks = 2, .vocab = 12, .encoder = ENC_CONFORMER,
+                    .macaron = 1, .rel_pos = 1, .use_cnn = 1, .cnn_kernel = 3, .act = ACT_SWISH,
+                    .input_layer = IN_CONV2D, .tr_layers = 2, .tr_hidden = 12, .tr_joint = 10, .body = 1};
+    d.f2 = input_layer_out_bins(IN_CONV2D, d.idim);
+    asr_model m;
+    asr_model_init_inference(&m, be, &d);
+    float *host = calloc(m.table.state_total, sizeof *host);
+    for (size_t i = 0; i < m.table.n; i++) {
+        const param_info *p = &m.table.items[i];
+        char scaled[160];
+        snprintf(scaled, sizeof scaled, "weight.%s", p->name);
+        size_t n;
+        const float *v = pack_get(&s, scaled, &n);
+        if (!v) v = pack_must(&w, p->name, &n);
+        cr_assert_eq(n, p->count, "%s", p->name);
+        memcpy(host + p->offset, v, n * sizeof *v);
+    }
+    asr_model_state_from_host(&m, host);
+    size_t ne;
+    const float *enc_h = pack_must(&s, "in.enc", &ne);
+    int T = (int)(ne / (size_t)d.d);
+    float *enc = be->alloc(be, ne * sizeof(float));
+    be->copy(be, enc, enc_h, ne * sizeof(float), BACKEND_HOST_TO_DEVICE);
+    ts_result r;
+    cr_assert_eq(ts_check(&sc.o, sc.beam, d.vocab, &err), 0, "%s", err.msg);
+    transducer_search(&m, enc, T, sc.beam, &sc.o, &r);
+    char key[96];
+    snprintf(key, sizeof key, "%s.n", sc.name);
+    int n_ref = (int)pack_must(&s, key, NULL)[0];
+    cr_assert_eq(r.n, n_ref, "%s: %d hypotheses, ESPnet %d", sc.name, r.n, n_ref);
+    double worst = 0;
+    for (int i = 0; i < r.n; i++) {
+        size_t ny;
+        snprintf(key, sizeof key, "%s.%d.yseq", sc.name, i);
+        const float *y = pack_must(&s, key, &ny);
+        snprintf(key, sizeof key, "%s.%d.score", sc.name, i);
+        double ref = pack_must(&s, key, NULL)[0];
+        cr_assert_eq((size_t)r.hyps[i].n + 1, ny, "%s hyp %d: %d labels, ESPnet %zu", sc.name, i, r.hyps[i].n, ny - 1);
+        for (int k = 0; k < r.hyps[i].n; k++)
+            cr_assert_eq(r.hyps[i].ids[k], (int)y[k + 1], "%s hyp %d label %d: %d, ESPnet %d", sc.name, i, k,
+                         r.hyps[i].ids[k], (int)y[k + 1]);
+        double e = fabs(r.hyps[i].score - ref) / fmax(1.0, fabs(ref));
+        worst = fmax(worst, e);
+        cr_expect_lt(e, 1e-5, "%s hyp %d: score %.7f, ESPnet %.7f", sc.name, i, r.hyps[i].score, ref);
+    }
+    cr_log_info("%s: %d hypotheses as ESPnet's, worst score rel err %.2g", sc.name, r.n, worst);
+    ts_result_free(&r);
+    be->free(be, enc);
+    free(host);
+    pack_free(&w), pack_free(&s);
+    asr_model_free(&m);
+    backend_close(be);
+}
+
+Test(asr_transducer_search, beam_1_is_default_with_a_beam_of_one) { check_mode(0); }
+Test(asr_transducer_search, default_as_espnet) { check_mode(1); }
+Test(asr_transducer_search, default_with_score_norm_as_espnet) { check_mode(2); }
+Test(asr_transducer_search, tsd_as_espnet) { check_mode(3); }
+Test(asr_transducer_search, alsd_as_espnet) { check_mode(4); }
+Test(asr_transducer_search, maes_as_espnet) { check_mode(5); }
+
+/* asr_transducer_inference.Speech2Text's model.beam_search_config into ts_opts (its search's
+ * defaults for the keys left out); the other Speech2Text's transducer_conf, the keys its
+ * BeamSearchTransducer lacks and nsc refused at their line. */
+static int load_infer(const char *dir, const char *text, esp_config **cfg, esp_err *err)
+{
+    const char *p = test_path(dir, "inference.yaml");
+    test_write_text(p, text);
+    config_load_opts o = {0};
+    return config_load(CONFIG_INFERENCE, p, &o, cfg, err);
+}
+
+#define TARGET "model:\n  _target_: " TARGET_ASR_TRANSDUCER_S2T "\n"
+
+Test(asr_transducer_search, beam_search_config_keys_into_options)
+{
+    char dir[256];
+    test_tmpdir_make(dir, sizeof dir, "beam_search_config");
+    esp_config *cfg;
+    esp_err err;
+    cr_assert_eq(load_infer(dir, TARGET "  beam_size: 4\n  beam_search_config:\n    search_type: alsd\n    u_max: 7\n"
+                                        "    score_norm: true\n",
+                            &cfg, &err),
+                 0, "%s", err.msg);
+    s2t_opts o;
+    s2t_opts_from_cfg(&o, (const inference_cfg *)cfg->typed, "inference.yaml");
+    cr_assert(o.transducer.search_type == TS_ALSD && o.transducer.u_max == 7 && o.transducer.score_norm);
+    cr_assert(o.transducer.no_greedy);
+    config_free(cfg);
+    cr_assert_eq(load_infer(dir, TARGET "  beam_size: 1\n", &cfg, &err), 0, "%s", err.msg);
+    s2t_opts_from_cfg(&o, (const inference_cfg *)cfg->typed, "inference.yaml");
+    ts_opts def = TS_OPTS_ASR_TRANSDUCER;
+    cr_assert(!memcmp(&o.transducer, &def, sizeof def));
+    config_free(cfg);
+    static const struct {
+        const char *yaml, *want;
+    } bad[] = {
+        {TARGET "  transducer_conf:\n    nbest: 2\n",
+         "inference.yaml:4:5: model.transducer_conf: not a key of asr_transducer_inference's Speech2Text"},
+        {"model:\n  beam_search_config:\n    u_max: 2\n",
+         "model.beam_search_config: not a key of asr_inference's Speech2Text"},
+        {TARGET "  beam_search_config:\n    prefix_alpha: 2\n",
+         "inference.yaml:4:19: model.beam_search_config.prefix_alpha: not a key of espnet2/asr_transducer's"},
+        {TARGET "  beam_search_config:\n    search_type: nsc\n",
+         "inference.yaml:4:18: model.beam_search_config.search_type: 'nsc' is not supported"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cfg = NULL;
+        int rc = load_infer(dir, bad[i].yaml, &cfg, &err);
+        if (rc == 0) config_free(cfg);
+        cr_assert_neq(rc, 0, "%s", bad[i].yaml);
+        cr_assert(strstr(err.msg, bad[i].want), "%s\nlacks\n%s", err.msg, bad[i].want);
+    }
+    test_tmpdir_remove(dir);
+}

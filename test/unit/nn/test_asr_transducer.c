@@ -1,0 +1,218 @@
+/* ESPnet2's asr_transducer task against the real ESPnet2 (fixtures by
+ * scripts/make_asr_transducer_fixtures.py): ESPnetASRTransducerModel with its Encoder (ConvInput,
+ * two conformer blocks of body_conf, norm_blocks), a 2-layer LSTM RNNDecoder, the JointNetwork and
+ * the auxiliary CTC (ctc_lin), transducer_weight 0.8, auxiliary_ctc_weight 0.3, a padded batch of 2
+ * whose second utterance is shorter than the encoder output. The Encoder's output (eval mode, the
+ * BatchNorms' running statistics), the loss, its parts and every parameter gradient (training mode)
+ * on the CPU backend and on ref64; every tensor of ESPnet's state dict is one of ours by name. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/compute/backend.h"
+#include "core/config/config.h"
+#include "core/nn/model.h"
+#include "test/unit/nn/fx_pack.h"
+#include "test/unit/test_util.h"
+
+enum { IDIM = 20, D = 16, VOCAB = 12, B = 2, STRIDE = 7 };
+
+static model_dims fixture_dims(void)
+{
+    model_dims d = {.idim = IDIM, .d = D, .heads = 2, .ff = 24, .blocks = 2, .vocab = VOCAB,
+                    .encoder = ENC_CONFORMER, .macaron = 1, .rel_pos = 1, .use_cnn = 1, .cnn_kernel = 3,
+                    .act = ACT_SWISH, .input_layer = IN_CONV2D, .tr_layers = 2, .tr_hidden = 12, .tr_joint = 10,
+                    .body = 1};
+    d.f2 = input_layer_out_bins(IN_CONV2D, IDIM);
+    return d;
+}
+
+/* Every ESPnet2 tensor into the model by name, and every one of ours from ESPnet2. */
+static void load_weights(asr_model *m, const pack *w)
+{
+    float *host = calloc(m->table.state_total, sizeof *host);
+    for (size_t i = 0; i < w->n; i++) {
+        const param_info *p = param_find(&m->table, w->names[i]);
+        cr_assert_not_null(p, "ESPnet2's %s is not a tensor of espnet3's model", w->names[i]);
+        cr_assert_eq(w->count[i], p->count, "%s", p->name);
+        memcpy(host + p->offset, w->data + w->off[i], p->count * sizeof(float));
+    }
+    cr_assert_eq(w->n, m->table.n, "the fixture has %zu tensors, espnet3's model %zu", w->n, m->table.n);
+    asr_model_state_from_host(m, host);
+    free(host);
+}
+
+typedef struct fixture {
+    backend *be;
+    asr_model m;
+    pack w, c;
+    float *feats; /* device */
+    int T, lens[B], ylens[B], labels[B * STRIDE];
+} fixture;
+
+static void setup(fixture *f, backend_kind kind)
+{
+    esp_err err;
+    cr_assert((f->be = backend_open(kind, 0, 1, &err)) != NULL, "%s", err.msg);
+    f->w = load_pack("asr_transducer", "weights"), f->c = load_pack("asr_transducer", "loss");
+    model_dims d = fixture_dims();
+    model_rates rates = {.ctc_weight = 0.3f, .tr_weight = 0.8f};
+    asr_model_init(&f->m, f->be, &d, &rates);
+    load_weights(&f->m, &f->w);
+    size_t nf, n, ny;
+    const float *x = pack_must(&f->c, "in.feats", &nf), *l = pack_must(&f->c, "in.lens", &n);
+    const float *y = pack_must(&f->c, "in.ys", &ny), *yl = pack_must(&f->c, "in.ylens", &n);
+    cr_assert_eq(ny, (size_t)B * STRIDE);
+    f->T = (int)(nf / B / IDIM);
+    for (int i = 0; i < B; i++) f->lens[i] = (int)l[i], f->ylens[i] = (int)yl[i];
+    for (int i = 0; i < B * STRIDE; i++) f->labels[i] = (int)y[i];
+    f->feats = f->be->alloc(f->be, nf * sizeof(float));
+    f->be->copy(f->be, f->feats, x, nf * sizeof(float), BACKEND_HOST_TO_DEVICE);
+}
+
+static void teardown(fixture *f)
+{
+    f->be->free(f->be, f->feats);
+    pack_free(&f->w), pack_free(&f->c);
+    asr_model_free(&f->m);
+    backend_close(f->be);
+}
+
+/* The Encoder's output and lengths (ESPnet2's: min(input frames, T2), padded frames counted). */
+static void check_encoder(backend_kind kind)
+{
+    fixture f;
+    setup(&f, kind);
+    asr_model_forward(&f.m, f.feats, f.lens, B, f.T, 0, 0);
+    size_t n;
+    const float *hl = pack_must(&f.c, "out.hlens", &n), *ref = pack_must(&f.c, "out.enc", &n);
+    cr_assert(f.m.hlens[0] == (int)hl[0] && f.m.hlens[1] == (int)hl[1], "lengths %d %d vs ESPnet %g %g",
+              f.m.hlens[0], f.m.hlens[1], hl[0], hl[1]);
+    cr_assert_eq(n, (size_t)B * f.m.T2 * D);
+    float *enc = malloc(n * sizeof *enc);
+    f.be->synchronize(f.be);
+    f.be->copy(f.be, enc, f.m.lnf, n * sizeof(float), BACKEND_DEVICE_TO_HOST);
+    double e = pack_rel_err(enc, ref, n, 1.0);
+    cr_expect_lt(e, 1e-5, "the Encoder's output differs from ESPnet2's: %g", e);
+    cr_log_info("%s: Encoder output rel err %.2g", f.be->name, e);
+    free(enc);
+    teardown(&f);
+}
+
+static void check_loss(backend_kind kind, double tol)
+{
+    fixture f;
+    setup(&f, kind);
+    asr_model_zero_grad(&f.m);
+    asr_model_forward(&f.m, f.feats, f.lens, B, f.T, 1, 0);
+    double loss = asr_model_loss(&f.m, f.labels, f.ylens, STRIDE, NULL);
+    double ref = pack_must(&f.c, "out.loss", NULL)[0], ref_tr = pack_must(&f.c, "out.loss_transducer", NULL)[0];
+    double ref_ctc = pack_must(&f.c, "out.loss_aux_ctc", NULL)[0];
+    cr_expect_lt(fabs(f.m.loss_transducer - ref_tr) / ref_tr, tol, "loss_transducer %.8f vs ESPnet %.8f",
+                 f.m.loss_transducer, ref_tr);
+    cr_expect_lt(fabs(f.m.loss_ctc - ref_ctc) / ref_ctc, tol, "loss_aux_ctc %.8f vs %.8f", f.m.loss_ctc, ref_ctc);
+    cr_expect_lt(fabs(loss - ref) / ref, tol, "loss %.8f vs ESPnet %.8f", loss, ref);
+    asr_model_backward(&f.m, 1.0f);
+    float *g = malloc(f.m.table.total * sizeof *g);
+    f.be->synchronize(f.be);
+    f.be->copy(f.be, g, f.m.grads, f.m.table.total * sizeof(float), BACKEND_DEVICE_TO_HOST);
+    double worst = 0;
+    for (size_t i = 0; i < f.m.table.n; i++) {
+        const param_info *p = &f.m.table.items[i];
+        if (p->offset >= f.m.table.total) continue; /* BatchNorm's buffers */
+        char name[160];
+        snprintf(name, sizeof name, "grad.%.127s", p->name);
+        size_t n;
+        const float *ref_g = pack_must(&f.c, name, &n);
+        cr_assert_eq(n, p->count, "%s", p->name);
+        /* Softmax ignores linear_k's bias, training-mode BatchNorm the depthwise conv's (a per-channel
+         * constant): rounding noise on both sides. */
+        if (strstr(p->name, "linear_k.bias") || strstr(p->name, "depthwise_conv.bias")) {
+            cr_expect_lt(test_max_abs(g + p->offset, n), 1e-4, "%s", p->name);
+            cr_expect_lt(test_max_abs(ref_g, n), 1e-4, "ESPnet's %s", p->name);
+            continue;
+        }
+        double e = pack_rel_err(g + p->offset, ref_g, n, 1.0);
+        worst = fmax(worst, e);
+        cr_expect_lt(e, 1e-4, "gradient of %s differs: %g", p->name, e);
+    }
+    cr_log_info("%s: loss %.7f (ESPnet %.7f), worst gradient rel err %.2g", f.be->name, loss, ref, worst);
+    free(g);
+    teardown(&f);
+}
+
+Test(asr_transducer, encoder_output_matches_espnet_cpu) { check_encoder(BACKEND_CPU); }
+Test(asr_transducer, encoder_output_matches_espnet_ref64) { check_encoder(BACKEND_REF64); }
+Test(asr_transducer, loss_and_every_gradient_match_espnet_cpu) { check_loss(BACKEND_CPU, 1e-5); }
+Test(asr_transducer, loss_and_every_gradient_match_espnet_ref64) { check_loss(BACKEND_REF64, 1e-5); }
+
+/* ---- the config -------------------------------------------------------------------------- */
+
+static int dims_of_yaml(const char *dir, const char *model, model_dims *d, esp_err *err)
+{
+    const char *p = test_path(dir, "training.yaml");
+    char *text = xasprintf("model:\n%s", model);
+    test_write_text(p, text);
+    free(text);
+    config_load_opts o = {0};
+    esp_config *cfg;
+    if (config_load(CONFIG_TRAINING, p, &o, &cfg, err) != 0) return -1;
+    int rc = model_dims_from_cfg(d, ((const training_cfg *)cfg->typed)->model, 80, 30, err);
+    config_free(cfg);
+    return rc;
+}
+
+#define BODY "  encoder_conf:\n    body_conf:\n      - block_type: conformer\n        hidden_size: 8\n" \
+             "        linear_size: 16\n        heads: 2\n        conv_mod_kernel_size: 3\n"
+
+/* mini_an4's model section into the dims (ESPnet2's defaults for the rest); each key ESPnet2 takes
+ * that espnet3 does not build, and the ASR task's keys under this task, refused with the key. */
+Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
+{
+    char dir[256];
+    test_tmpdir_make(dir, sizeof dir, "asr_transducer_cfg");
+    model_dims d;
+    esp_err err;
+    cr_assert_eq(dims_of_yaml(dir, BODY "        num_blocks: 3\n  decoder_conf:\n    embed_size: 4\n    hidden_size: 4\n"
+                                     "  joint_network_conf:\n    joint_space_size: 6\n  model_conf:\n"
+                                     "    auxiliary_ctc_weight: 0.3\n",
+                              &d, &err),
+                 0, "%s", err.msg);
+    cr_assert(d.body && d.encoder == ENC_CONFORMER && d.macaron && d.rel_pos && d.use_cnn && d.act == ACT_SWISH);
+    cr_assert(d.d == 8 && d.ff == 16 && d.heads == 2 && d.cnn_kernel == 3 && d.blocks == 3 &&
+              d.input_layer == IN_CONV2D);
+    cr_assert(d.tr_layers == 1 && d.tr_hidden == 4 && d.tr_joint == 6 && !d.no_ctc);
+    cr_assert_eq(dims_of_yaml(dir, BODY, &d, &err), 0, "%s", err.msg);
+    cr_assert(d.tr_hidden == 256 && d.tr_joint == 256 && d.no_ctc); /* RNNDecoder's, JointNetwork's defaults */
+    static const struct {
+        const char *yaml, *want;
+    } bad[] = {
+        {"  encoder_conf:\n    body_conf:\n      - block_type: conv1d\n        output_size: 4\n        kernel_size: 3\n",
+         "model.encoder_conf.body_conf[0].block_type: 'conv1d' is not supported"},
+        {BODY "      - block_type: conformer\n        hidden_size: 4\n        linear_size: 16\n"
+              "        conv_mod_kernel_size: 3\n",
+         "body_conf[1]: its sizes or rates differ from the first block's"},
+        {BODY "  decoder: stateless\n", "model.decoder: 'stateless' is not supported"},
+        {BODY "  decoder_conf:\n    embed_size: 8\n    hidden_size: 4\n",
+         "model.decoder_conf.embed_size: 8 differs from hidden_size 4"},
+        {BODY "  model_conf:\n    fastemit_lambda: 0.1\n", "model.model_conf.fastemit_lambda: 0.1 is not supported"},
+        {BODY "  model_conf:\n    ctc_weight: 0.3\n", "ctc_weight, lsm_weight, length_normalized_loss and interctc_weight"},
+        {BODY "    output_size: 8\n", "model.encoder_conf.output_size: a key of the ASR task's encoders"},
+        {BODY "    input_conf:\n      conv_size: 16\n", "input_conf.conv_size: 16 channels are not supported"},
+        {BODY "    main_conf:\n      conv_mod_act_type: relu\n", "pos_wise_act_type swish and conv_mod_act_type relu"},
+        {BODY "    main_conf:\n      dynamic_chunk_training: true\n",
+         "model.encoder_conf.main_conf.dynamic_chunk_training: 'true' is not supported"},
+        {BODY "  joint_net_conf:\n    joint_space_size: 4\n", "model.joint_net_conf: the ASR task's name"},
+        {"  decoder: transducer\n  joint_network_conf:\n    joint_space_size: 4\n",
+         "model.joint_network_conf: the asr_transducer task's"},
+        {"  model_conf:\n    ctc_weight: 0.3\n    transducer_weight: 0.5\n", "model.model_conf (transducer_weight"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int rc = dims_of_yaml(dir, bad[i].yaml, &d, &err);
+        cr_assert_neq(rc, 0, "%s", bad[i].yaml);
+        cr_assert(strstr(err.msg, bad[i].want), "%s\nlacks\n%s", err.msg, bad[i].want);
+    }
+    test_tmpdir_remove(dir);
+}
