@@ -27,8 +27,9 @@
  *                espnet_step.py --model lm reads the same variables)
  *   train_step [--openblas] [--model MODEL] THREADS STEPS WARMUP -> prints "ms <median> min <min>
  *                loss <last> ... cpu_ms <median user CPU> ... xsmm <0|1>" (cpu_ms: the process'
- *                user CPU time per step, every thread's, median over the timed steps; xsmm: whether libxsmm's kernels ran the products they
- *                take; --openblas: every product through OpenBLAS, for scripts/bench/gemm_shapes)
+ *                user CPU time per step, every thread's, median over the timed steps; xsmm: whether
+ *                libxsmm's kernels ran the products they take; --openblas: every product through
+ *                OpenBLAS, for scripts/bench/gemm_shapes)
  *   ESPNET3_PROFILE=1 profiles the timed steps (core/compute/backend_profile.h): the report goes to
  *   stderr and the summary line gains "roofline_ms <the steps' roofline / steps>"
  *   TRAIN_STEP_SHAPE=BxTxL: another batch than the model's (not lm)
