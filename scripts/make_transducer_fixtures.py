@@ -9,8 +9,7 @@ batch of 2 with different feature and label lengths. Run with the ESPnet venv
 
 ESPnetASRModel's transducer loss is warp-transducer's RNNTLoss(blank=0, reduction="mean")
 (`warprnnt_pytorch`), which PyPI does not carry for torch 2.11: the script stands it in with
-torchaudio.functional.rnnt_loss(reduction="mean", fused_log_softmax=True), the same function of the
-logits (the sum over the batch of -log p(y|x), divided by the batch size; log_softmax inside).
+torchaudio's rnnt_loss (scripts/rnnt_loss_standin.py), the same function of the logits.
 
 Files (the format of scripts/make_decoder_fixtures.py: <pack>.txt lists "name offset count dim..."
 for the float32 values in <pack>.f32):
@@ -26,24 +25,13 @@ for the float32 values in <pack>.f32):
 import argparse
 import os
 import sys
-import types
 
 import torch
-import torchaudio
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rnnt_loss_standin  # noqa: E402
 
-class _RNNTLoss(torch.nn.Module):
-    def __init__(self, blank=0, fastemit_lambda=0.0, reduction="mean"):
-        super().__init__()
-        assert fastemit_lambda == 0.0
-        self.blank, self.reduction = blank, reduction
-
-    def forward(self, acts, labels, act_lens, label_lens):
-        return torchaudio.functional.rnnt_loss(acts, labels.int(), act_lens.int(), label_lens.int(), blank=self.blank,
-                                               reduction=self.reduction, fused_log_softmax=True)
-
-
-sys.modules["warprnnt_pytorch"] = types.SimpleNamespace(RNNTLoss=_RNNTLoss)
+rnnt_loss_standin.install()
 
 from espnet2.asr.ctc import CTC  # noqa: E402
 from espnet2.asr.decoder.transducer_decoder import TransducerDecoder  # noqa: E402
@@ -51,7 +39,6 @@ from espnet2.asr.encoder.transformer_encoder import TransformerEncoder  # noqa: 
 from espnet2.asr.espnet_model import ESPnetASRModel  # noqa: E402
 from espnet2.asr_transducer.joint_network import JointNetwork  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_decoder_fixtures import exact_mask_subsampling, seeded_weights, write_pack  # noqa: E402
 
 IDIM, D, HEADS, UNITS, BLOCKS = 80, 32, 4, 64, 2

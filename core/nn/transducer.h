@@ -25,8 +25,11 @@
 
 #include "core/nn/model.h"
 
-/* The joint's chunk budget in floats (z, its gradient and the logits together): 128 MB. */
-#define TRANSDUCER_JOINT_FLOATS ((size_t)32 << 20)
+/* The joint's chunk budget in floats (z, its gradient and the logits together): 16 MB. A batch
+ * whose joint is larger runs in chunks anyway (the backward computing each again), and then smaller
+ * chunks cost no more work: at scripts/bench/train_step's rnnt (16 x 99 frames x 51 x (2 x 256 +
+ * 256)) 128 MB ran 2 chunks and held 115 MB more at the step's peak than 16 MB's 17 chunks. */
+#define TRANSDUCER_JOINT_FLOATS ((size_t)4 << 20)
 
 typedef struct transducer_acts transducer_acts;
 

@@ -16,16 +16,25 @@
  *                above with 12 blocks, a 6-block TransformerDecoder (4 heads, 2048 units), BPE 5000,
  *                ctc_weight 0.3, lsm_weight 0.1, on 16 utterances of 12.7 s (1270 frames) with 45
  *                tokens (espnet_step.py --model ls100)
+ *   rnnt:        a Conformer RNN-T: the conformer encoder above, BPE 256, ESPnet2's ASR task with
+ *                decoder: transducer as LibriSpeech-100's conformer-rnn_transducer and mini_an4's
+ *                training_asr_transducer.yaml set it (TransducerDecoder: one LSTM layer, embed and
+ *                hidden 256, dropout 0.1, dropout_embed 0.2; JointNetwork joint_space_size 256,
+ *                tanh) + CTC, ctc_weight 0.3 (espnet_step.py --model rnnt)
  *   lm:          a character LM as the default recipe's: SequentialRNNLM (2-layer LSTM, LM_UNIT
  *                units, default 384; dropout LM_DROPOUT, default 0) in ESPnetLanguageModel, vocab
  *                31, on a batch of 160 texts of 63 tokens (about the recipe's 10,000 per batch;
  *                espnet_step.py --model lm reads the same variables)
  *   train_step [--openblas] [--model MODEL] THREADS STEPS WARMUP -> prints "ms <median> min <min>
- *                loss <last> ... xsmm <0|1>" (xsmm: whether libxsmm's kernels ran the products they
- *                take; --openblas: every product through OpenBLAS, for scripts/bench/gemm_shapes)
+ *                loss <last> ... cpu_ms <median user CPU> ... xsmm <0|1>" (cpu_ms: the process'
+ *                user CPU time per step, every thread's, median over the timed steps; xsmm: whether
+ *                libxsmm's kernels ran the products they take; --openblas: every product through
+ *                OpenBLAS, for scripts/bench/gemm_shapes)
  *   ESPNET3_PROFILE=1 profiles the timed steps (core/compute/backend_profile.h): the report goes to
  *   stderr and the summary line gains "roofline_ms <the steps' roofline / steps>"
  *   TRAIN_STEP_SHAPE=BxTxL: another batch than the model's (not lm)
+ *   TRAIN_STEP_JOINT_FLOATS=N: the transducer's joint chunk budget in floats (rnnt; default
+ *   core/nn/transducer.h's TRANSDUCER_JOINT_FLOATS), for trading its peak memory against its time
  *   TRAIN_STEP_BACKEND=cuda runs the step on the GPU (a CUDA build's objects); TRAIN_STEP_PRECISION
  *   bf16 or fp16 runs every GEMM on 16-bit copies of its inputs, as trainer.precision bf16-mixed /
  *   16-mixed (default fp32)
@@ -38,15 +47,26 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/time.h>
 
 #include "core/compute/backend.h"
 #include "core/compute/backend_profile.h"
 #include "core/compute/blas_core.h"
 #include "core/compute/ops_xsmm.h"
 #include "core/nn/model.h"
+#include "core/nn/transducer.h"
 #include "core/train/optim.h"
 #include "core/base/progress.h"
 #include "core/base/rng.h"
+
+/* The process' user CPU time so far (all its threads), in milliseconds: on a shared host the
+ * step's own work, what the wall clock mixes with the other processes' turns. */
+static double user_cpu_ms(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_utime.tv_sec * 1e3 + ru.ru_utime.tv_usec * 1e-3;
+}
 
 static int cmp(const void *a, const void *b)
 {
@@ -112,8 +132,10 @@ int main(int argc, char **argv)
     if (argc > 2 && strcmp(argv[1], "--model") == 0) kind = argv[2], argv += 2, argc -= 2;
     int conformer = strcmp(kind, "conformer") == 0, hybrid = strcmp(kind, "hybrid") == 0;
     int ebf = strcmp(kind, "ebranchformer") == 0, lm = strcmp(kind, "lm") == 0, ls100 = strcmp(kind, "ls100") == 0;
-    if (!conformer && !hybrid && !ebf && !lm && !ls100 && strcmp(kind, "transformer") != 0) {
-        fprintf(stderr, "train_step: unknown model %s (transformer, conformer, hybrid, ebranchformer, ls100 or lm)\n",
+    int rnnt = strcmp(kind, "rnnt") == 0;
+    if (!conformer && !hybrid && !ebf && !lm && !ls100 && !rnnt && strcmp(kind, "transformer") != 0) {
+        fprintf(stderr,
+                "train_step: unknown model %s (transformer, conformer, hybrid, ebranchformer, ls100, rnnt or lm)\n",
                 kind);
         return 2;
     }
@@ -134,7 +156,7 @@ int main(int argc, char **argv)
     float lm_dropout = getenv("LM_DROPOUT") ? (float)atof(getenv("LM_DROPOUT")) : 0.0f;
     if (lm) d = (model_dims){.lm = LM_SEQ_RNN, .no_ctc = 1, .vocab = 31, .lm_embed = lm_unit, .d = lm_unit, .lm_layers = 2};
     d.f2 = ((d.idim - 1) / 2 - 1) / 2;
-    if (conformer) {
+    if (conformer || rnnt) {
         d.encoder = ENC_CONFORMER, d.macaron = 1, d.rel_pos = 1, d.use_cnn = 1, d.cnn_kernel = 31;
         d.act = ACT_SWISH;
     }
@@ -144,6 +166,7 @@ int main(int argc, char **argv)
     }
     if (hybrid) d.dec_blocks = 3, d.dec_heads = 4, d.dec_ff = 1024;
     if (ls100) d.blocks = 12, d.dec_blocks = 6, d.dec_heads = 4, d.dec_ff = 2048, d.vocab = 5000;
+    if (rnnt) d.vocab = 256, d.tr_layers = 1, d.tr_hidden = 256, d.tr_joint = 256;
     backend *be;
     esp_err err;
     /* TRAIN_STEP_BACKEND=cuda times the step on the GPU (a CUDA build's objects). */
@@ -165,8 +188,12 @@ int main(int argc, char **argv)
         rates.dec_dropout = 0.1f, rates.dec_pos_dropout = 0.1f;
         rates.ctc_weight = 0.3f, rates.lsm_weight = 0.1f, rates.length_normalized_loss = 0;
     }
+    if (rnnt) rates.ctc_weight = 0.3f, rates.tr_dropout = 0.1f, rates.tr_dropout_embed = 0.2f;
     asr_model m;
     asr_model_init(&m, be, &d, &rates);
+    /* TRAIN_STEP_JOINT_FLOATS: the transducer's joint chunk budget (core/nn/transducer.h) */
+    if (m.tr && getenv("TRAIN_STEP_JOINT_FLOATS"))
+        transducer_set_joint_floats(&m, (size_t)strtoull(getenv("TRAIN_STEP_JOINT_FLOATS"), NULL, 10));
     float *host = malloc(m.table.total * sizeof *host);
     if (param_init(host, &m.table, NULL, 0, &err) != 0) esp_die_err(&err);
     asr_model_params_from_host(&m, host);
@@ -179,18 +206,18 @@ int main(int argc, char **argv)
     int *ylens = malloc((size_t)B * sizeof *ylens);
     for (int b = 0; b < B; b++) lens[b] = T, ylens[b] = L;
     /* never blank (0), <unk> (1) or <sos/eos> (vocab - 1) */
-    int top = ls100 ? d.vocab - 2 : conformer || hybrid || ebf || lm ? 28 : 29;
+    int top = ls100 || rnnt ? d.vocab - 2 : conformer || hybrid || ebf || lm ? 28 : 29;
     for (int i = 0; i < B * L; i++) labels[i] = (int)rng_uniform_int(&r, 2, top);
     float *dev_feats = be->alloc(be, (size_t)B * T * 80 * sizeof *feats);
     be->copy(be, dev_feats, feats, (size_t)B * T * 80 * sizeof *feats, BACKEND_HOST_TO_DEVICE);
     optim_opts o = optim_opts_default(OPTIM_ADAM);
     optim_state st;
     optim_state_init(&st, be, m.table.total, &o);
-    double *ms = malloc((size_t)steps * sizeof *ms), loss = 0;
+    double *ms = malloc((size_t)steps * sizeof *ms), *cpu = malloc((size_t)steps * sizeof *cpu), loss = 0;
     int profile = backend_profile_requested();
     for (int i = 0; i < warmup + steps; i++) {
         if (profile && i == warmup) backend_profile_start(be);
-        double t0 = now_seconds();
+        double t0 = now_seconds(), c0 = user_cpu_ms();
         asr_model_zero_grad(&m);
         if (lm) asr_model_forward(&m, NULL, NULL, B, 0, 1, (uint64_t)i);
         else asr_model_forward(&m, dev_feats, lens, B, T, 1, (uint64_t)i);
@@ -199,9 +226,10 @@ int main(int argc, char **argv)
         optim_step(m.params, &st, m.grads, &o, 1e-3);
         be->synchronize(be); /* the GPU's queued work belongs to this step */
         double t = now_seconds() - t0;
-        if (i >= warmup) ms[i - warmup] = t * 1e3;
+        if (i >= warmup) ms[i - warmup] = t * 1e3, cpu[i - warmup] = user_cpu_ms() - c0;
     }
     qsort(ms, (size_t)steps, sizeof *ms, cmp);
+    qsort(cpu, (size_t)steps, sizeof *cpu, cmp);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     char roof[48] = "";
@@ -211,8 +239,9 @@ int main(int argc, char **argv)
         backend_profile_report(be, what, stderr);
         snprintf(roof, sizeof roof, " roofline_ms %.2f", 1e3 * backend_profile_roofline_seconds(be) / steps);
     }
-    printf("ms %.1f min %.1f loss %.3f maxrss_mb %.0f params %zu model %s xsmm %d precision %s openblas %s%s\n",
-           ms[steps / 2], ms[0], loss, ru.ru_maxrss / 1024.0, m.table.total, kind, ops_xsmm_enabled(),
+    printf("ms %.1f min %.1f loss %.3f maxrss_mb %.0f params %zu model %s cpu_ms %.1f xsmm %d precision %s openblas "
+           "%s%s\n",
+           ms[steps / 2], ms[0], loss, ru.ru_maxrss / 1024.0, m.table.total, kind, cpu[steps / 2], ops_xsmm_enabled(),
            prec ? prec : "fp32", blas_core_name(), roof);
     optim_state_free(&st);
     be->free(be, dev_feats);
@@ -220,6 +249,6 @@ int main(int argc, char **argv)
     backend_close(be);
     free(feats);
     free(lens), free(labels), free(ylens);
-    free(ms);
+    free(ms), free(cpu);
     return 0;
 }

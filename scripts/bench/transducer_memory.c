@@ -2,7 +2,7 @@
  * the CPU backend: forward, loss and backward of one utterance of T encoder frames (input_layer
  * linear, so T features are T frames) and U labels over V tokens, a 2-block Transformer encoder of
  * d 256, ESPnet2's default prediction network (one LSTM of 320) and joint space (256). The joint's
- * chunk budget is the model's (128 MB) or, with WHOLE 1, unbounded (the (1, T, U+1, V) logits and
+ * chunk budget is the model's (16 MB) or, with WHOLE 1, unbounded (the (1, T, U+1, V) logits and
  * the joint's activations held at once).
  *   usage: transducer_memory T U V WHOLE THREADS      (e.g. 500 100 5000 0 2, then 500 100 5000 1 2) */
 #include <stdio.h>
