@@ -247,6 +247,7 @@ static int write_readme(const char *staging, const model_files *mf, const infere
         : !strcmp(t->model->encoder, "conformer")        ? "Conformer"
         : !strcmp(t->model->encoder, "e_branchformer")   ? "E-Branchformer"
         : !strcmp(t->model->encoder, "contextual_block_transformer") ? "contextual block Transformer"
+        : !strcmp(t->model->encoder, "contextual_block_conformer") ? "contextual block Conformer"
                                                          : "Transformer",
         n_params, mf->weights, ec ? (long long)ec->num_blocks : 6LL, ec ? (long long)ec->output_size : 256LL,
         ec ? (long long)ec->attention_heads : 4LL, ec ? (long long)ec->linear_units : 2048LL,
