@@ -241,3 +241,33 @@ Test(contextual, config_keys)
         cr_assert(strstr(err.msg, bad[i].msg), "case %zu: %s", i, err.msg);
     }
 }
+
+/* contextual_block_conformer: ContextualBlockConformerEncoder's defaults (the convolution module of
+ * kernel 31, swish, no macaron, plain attention whatever selfattention_layer_type says); its
+ * Conformer keys taken, the relative-position ones refused by name. */
+Test(contextual, conformer_config_keys)
+{
+    char *ctxc = "contextual_block_conformer", *rel = "rel_selfattn", *latest = "latest", *relu = "relu";
+    int yes = 1;
+    int64_t k = 4, k3 = 3;
+    encoder_conf_cfg e = {.selfattention_layer_type = rel};
+    model_cfg m = {.encoder = ctxc, .encoder_conf = &e};
+    model_dims d = {0};
+    esp_err err;
+    cr_assert_eq(encoder_dims_from_cfg(&d, &m, &err), 0, "%s", err.msg);
+    cr_assert(d.encoder == ENC_CONTEXTUAL && d.ctx_conformer && d.use_cnn && d.cnn_kernel == 31 && !d.macaron &&
+              !d.rel_pos && d.act == ACT_SWISH && d.block_size == 40);
+    e = (encoder_conf_cfg){.macaron_style = &yes, .activation_type = relu, .cnn_module_kernel = &k3};
+    cr_assert_eq(encoder_dims_from_cfg(&d, &m, &err), 0, "%s", err.msg);
+    cr_assert(d.macaron && d.act == ACT_RELU && d.cnn_kernel == 3);
+    e = (encoder_conf_cfg){.rel_pos_type = latest};
+    cr_assert_neq(encoder_dims_from_cfg(&d, &m, &err), 0);
+    cr_assert(strstr(err.msg, "rel_pos_type: not a key of ContextualBlockConformerEncoder"), "%s", err.msg);
+    e = (encoder_conf_cfg){.cnn_module_kernel = &k};
+    cr_assert_neq(encoder_dims_from_cfg(&d, &m, &err), 0);
+    cr_assert(strstr(err.msg, "cnn_module_kernel: 4 must be odd"), "%s", err.msg);
+    e = (encoder_conf_cfg){.macaron_style = &yes};
+    m.encoder = "contextual_block_transformer";
+    cr_assert_neq(encoder_dims_from_cfg(&d, &m, &err), 0);
+    cr_assert(strstr(err.msg, "macaron_style: not a key of ContextualBlockTransformerEncoder"), "%s", err.msg);
+}
