@@ -101,12 +101,17 @@ static void ensure_work(backend *be, const decoder_acts *a, dec_score *s, size_t
     s->cap_rows = rows, s->cap_self = self, s->cap_src = src, s->cap_hyps = hyps;
 }
 
-/* This call's blocks: at least n of `stride` positions (the previous call's stay untouched). */
-static void ensure_blocks(backend *be, const decoder_acts *a, kv_blocks *b, int n, int stride)
+/* This call's blocks: at least n of `stride` positions (the previous call's stay untouched). The
+ * positions grow by half at least, up to limit (no hypothesis is longer; 0: none): a long
+ * hypothesis (a stream's) reallocates, into fresh pages the kernel zeroes, a logarithmic number of
+ * times, not every few steps; within limit + 8, the memory speech2text_batch_bytes plans. */
+static void ensure_blocks(backend *be, const decoder_acts *a, kv_blocks *b, int n, int stride, int limit)
 {
     if (n <= b->n && stride <= b->stride) return;
+    int grown = b->stride + b->stride / 2;
+    if (limit > 0 && grown > limit) grown = limit;
     kv_free(be, b);
-    b->n = n, b->stride = stride + 8; /* room for a few more steps before the next growth */
+    b->n = n, b->stride = (stride > grown ? stride : grown) + 8;
     size_t floats = (size_t)a->nl * b->n * b->stride * a->d;
     b->k = ALLOC(floats), b->v = ALLOC(floats);
     b->tokens = xcalloc((size_t)b->n * b->stride, sizeof *b->tokens);
@@ -327,7 +332,7 @@ static void plan_blocks(const asr_model *m, dec_score *s, const int *const *pfx,
         maxlen = lens[i] > maxlen ? lens[i] : maxlen;
         B = utt[i] >= B ? utt[i] + 1 : B;
     }
-    ensure_blocks(m->be, a, cur, n, maxlen);
+    ensure_blocks(m->be, a, cur, n, maxlen, a->lm ? 0 : s->T + 2); /* <sos>, T tokens, <eos> at most */
     /* fast ones first, each group by utterance (in call order within one) */
     int f = 0, sl = nf;
     for (int u = 0; u < B; u++)
@@ -365,7 +370,7 @@ void decoder_score_reserve(const asr_model *m, int n_hyps, int len, int T)
     for (int k = 0; k < 3; k++) { /* the blocks of the last two calls and this call's: kept only while a search runs */
         kv_blocks *b = &s->kv[k];
         int have = b->stride > 8 ? b->stride - 8 : 0; /* ensure_blocks' room beyond what it was asked */
-        ensure_blocks(m->be, a, b, n_hyps > b->n ? n_hyps : b->n, len > have ? len : have);
+        ensure_blocks(m->be, a, b, n_hyps > b->n ? n_hyps : b->n, len > have ? len : have, len);
     }
     ensure_pe(m->be, a, s, len);
     if (!a->lm && ensure_mem(m->be, a, s, 1, T)) s->B = 0; /* the slots moved: the next call computes them */
