@@ -4,7 +4,7 @@
  * core/nn/encoder_transformer.c, core/nn/encoder_conformer.c, core/nn/encoder_ebranchformer.c (with the
  * pieces the last two share in core/nn/encoder_blocks.c), core/nn/encoder_contextual.c; the
  * first and the last run the Transformer layer of core/nn/encoder_tblock.c (the latter over blocks
- * of frames). */
+ * of frames), the Conformer and the last (contextual_block_conformer) the Conformer block. */
 #ifndef ESPNET3_NN_ENCODER_H
 #define ESPNET3_NN_ENCODER_H
 
