@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Writes the ESPnet parity fixtures of the streaming contextual block Transformer encoder
-(test/fixtures/contextual_stream/<case>.npz).
+"""Writes the ESPnet parity fixtures of the streaming contextual block Transformer and Conformer
+encoders (test/fixtures/contextual_stream/<case>.npz; the Conformer's cases are named conformer*).
 
-Each case builds the real ESPnet2 ContextualBlockTransformerEncoder (ESPnet 202511, torch 2.11) at
-a small size with seeded weights (LayerNorm affine parameters moved off 1/0), in eval mode, and
+Each case builds the real ESPnet2 ContextualBlockTransformerEncoder or
+ContextualBlockConformerEncoder (ESPnet 202511, torch 2.11) at a small size with seeded weights
+(LayerNorm and BatchNorm affine parameters moved off 1/0, BatchNorm's running statistics drawn),
+in eval mode, and
 feeds one utterance's features to its forward_infer in chunks (the last one final), as
 Speech2TextStreaming does: per push, the output frames it returns.
 
@@ -21,6 +23,7 @@ import numpy as np
 import torch
 
 from espnet2.asr.ctc import CTC
+from espnet2.asr.encoder.contextual_block_conformer_encoder import ContextualBlockConformerEncoder
 from espnet2.asr.encoder.contextual_block_transformer_encoder import ContextualBlockTransformerEncoder
 from fixture_util import save_case, seed_weights
 
@@ -38,16 +41,30 @@ CASES = {
     # The linear input layer (no subsampling), look-ahead 0.
     'linear': (12, dict(output_size=16, attention_heads=4, linear_units=24, num_blocks=1, input_layer='linear',
                         block_size=10, hop_size=5, look_ahead=0), 61, (7, 20, 3)),
+    # The Conformer layer (macaron, conv module of kernel 5, swish) in the 'chunks' pushes.
+    'conformer': (20, dict(SMALL, block_size=8, hop_size=4, look_ahead=2, macaron_style=True, cnn_module_kernel=5),
+                  150, (5, 13, 1, 30, 17, 40)),
+    # The Conformer layer over a whole utterance that fits a block (one final push).
+    'conformer_whole': (20, dict(SMALL, block_size=40, hop_size=16, look_ahead=16, cnn_module_kernel=3), 70, ()),
 }
 
 
-def make_case(idim, conf, T, chunks):
+def make_case(name, idim, conf, T, chunks):
     torch.manual_seed(0)
-    enc = ContextualBlockTransformerEncoder(idim, dropout_rate=0.0, positional_dropout_rate=0.0,
-                                            attention_dropout_rate=0.0, **conf)
+    conformer = name.startswith('conformer')
+    cls = ContextualBlockConformerEncoder if conformer else ContextualBlockTransformerEncoder
+    enc = cls(idim, dropout_rate=0.0, positional_dropout_rate=0.0, attention_dropout_rate=0.0, **conf)
     ctc = CTC(9, conf['output_size'], dropout_rate=0.0)
     g = torch.Generator().manual_seed(3)
-    seed_weights(enc.modules(), enc.parameters(), g)
+    if conformer:
+        seed_weights(enc.modules(), enc.parameters(), g, (torch.nn.LayerNorm, torch.nn.BatchNorm1d))
+        with torch.no_grad():
+            for mod in enc.modules():
+                if isinstance(mod, torch.nn.BatchNorm1d):
+                    mod.running_mean.copy_((0.3 * torch.randn(mod.running_mean.shape, generator=g)).bfloat16())
+                    mod.running_var.copy_((0.5 + torch.rand(mod.running_var.shape, generator=g)).bfloat16())
+    else:
+        seed_weights(enc.modules(), enc.parameters(), g)
     enc.eval()
     feats = torch.randn(T, idim, generator=g).bfloat16().float()
     sizes = list(chunks) + [T - sum(chunks)]
@@ -61,7 +78,8 @@ def make_case(idim, conf, T, chunks):
             y = y.reshape(-1, conf['output_size'])
             outs.append(y)
             counts.append(y.shape[0])
-    arrays = {'param.encoder.' + k: v.float().numpy() for k, v in enc.state_dict().items()}
+    arrays = {'param.encoder.' + k: v.numpy() if v.dtype == torch.int64 else v.float().numpy()
+              for k, v in enc.state_dict().items()}
     arrays.update({'param.ctc.' + k: v.float().numpy() for k, v in ctc.state_dict().items()})
     arrays.update({'in.feats': feats.numpy(), 'in.chunks': np.array(sizes, np.float32),
                    'out.counts': np.array(counts, np.float32), 'out.enc': torch.cat(outs).numpy()})
@@ -75,7 +93,7 @@ def main():
     torch.set_num_threads(1)
     os.makedirs(a.out, exist_ok=True)
     for name, (idim, conf, T, chunks) in CASES.items():
-        arrays, counts = make_case(idim, conf, T, chunks)
+        arrays, counts = make_case(name, idim, conf, T, chunks)
         save_case(a.out, name, arrays, f'frames per push {counts}')
 
 

@@ -21,7 +21,10 @@ Run with the ESPnet venv (ESPnet 202511, torch):
                   Besides, chunking "whole": the WAV in one final call.
   calls_norep.txt the same with disable_repetition_detection=True (ctc_weight 0.3 only)
 
-With --keep-model an existing espnet_model/ is decoded again instead of trained anew.
+With --keep-model an existing espnet_model/ is decoded again instead of trained anew. With
+--encoder contextual_block_conformer the same for the contextual block Conformer (macaron, the
+convolution module of kernel 7; the same block geometry) into test/fixtures/stream_decode_conformer/,
+calls.txt only (the WAVs: stream_decode's).
 """
 import argparse
 import os
@@ -41,6 +44,8 @@ mi.ENCODER_CONF['contextual_block_transformer'] = {
     'output_size': 32, 'attention_heads': 4, 'linear_units': 64, 'num_blocks': 2, 'dropout_rate': 0.1,
     'positional_dropout_rate': 0.1, 'attention_dropout_rate': 0.0, 'input_layer': 'conv2d',
     'normalize_before': True, 'block_size': 16, 'hop_size': 8, 'look_ahead': 4}
+mi.ENCODER_CONF['contextual_block_conformer'] = dict(
+    mi.ENCODER_CONF['contextual_block_transformer'], macaron_style=True, use_cnn_module=True, cnn_module_kernel=7)
 TEST = {'utt1': 'ABC DEAD CAB EDA BAD', 'utt2': 'EDC BAD ACE DAB BEAD CAD EB'}
 
 
@@ -64,24 +69,29 @@ def running_ids(bs):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--keep-model', action='store_true')
+    ap.add_argument('--encoder', default='contextual_block_transformer',
+                    choices=('contextual_block_transformer', 'contextual_block_conformer'))
     a = ap.parse_args()
+    conformer = a.encoder == 'contextual_block_conformer'
     out = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'test', 'fixtures',
-                                       'stream_decode'))
+                                       'stream_decode_conformer' if conformer else 'stream_decode'))
     esp = os.path.join(out, 'espnet_model')
     keep = a.keep_model and os.path.isdir(esp)
+    wavdir = os.path.join(os.path.dirname(out), 'stream_decode', 'wav')  # the Conformer's share them
     if not keep:
         shutil.rmtree(out, ignore_errors=True)
-        os.makedirs(os.path.join(out, 'wav'))
+        os.makedirs(wavdir, exist_ok=True)
     torch.set_num_threads(1)
     rng = np.random.default_rng(23)
     wavs = {}
     for utt, text in TEST.items():
         w = mi.synth(text, rng)
-        scipy.io.wavfile.write(os.path.join(out, 'wav', utt + '.wav'), mi.FS, w)
+        scipy.io.wavfile.write(os.path.join(wavdir, utt + '.wav'), mi.FS, w)
         wavs[utt] = torch.from_numpy(w.astype(np.float32) / 32768)
     if not keep:
-        mi.train_espnet_model(esp, np.random.default_rng(3), 'contextual_block_transformer')
-    for name, runs in (('calls.txt', ((0.3, False), (0.5, False))), ('calls_norep.txt', ((0.3, True),))):
+        mi.train_espnet_model(esp, np.random.default_rng(3), a.encoder)
+    files = (('calls.txt', ((0.3, False), (0.5, False))), ('calls_norep.txt', ((0.3, True),)))
+    for name, runs in files[:1] if conformer else files:
         lines = decode_calls(esp, wavs, runs)
         with open(os.path.join(out, name), 'w', encoding='utf-8') as f:
             f.write('\n'.join(lines) + '\n')

@@ -256,6 +256,7 @@ static int write_readme(const char *staging, const model_files *mf, const infere
         : !strcmp(t->model->encoder, "conformer")        ? "Conformer"
         : !strcmp(t->model->encoder, "e_branchformer")   ? "E-Branchformer"
         : !strcmp(t->model->encoder, "contextual_block_transformer") ? "contextual block Transformer"
+        : !strcmp(t->model->encoder, "contextual_block_conformer") ? "contextual block Conformer"
                                                          : "Transformer",
         body ? "-transducer (ESPnet2's asr_transducer task)" : "-CTC", n_params, mf->weights, blocks, width, heads,
         units, ic->model ? (long long)ic->model->beam_size : 0LL,

@@ -50,7 +50,7 @@ static const allowed_rule allowed_rules[] = {
     {"model.preencoder", "linear"}, /* sinc (LightweightSincConvs) is not built */
     {"model.specaug", "specaug"},
     {"model.normalize", "global_mvn|utterance_mvn"},
-    {"model.encoder", "transformer|conformer|e_branchformer|contextual_block_transformer"},
+    {"model.encoder", "transformer|conformer|e_branchformer|contextual_block_transformer|contextual_block_conformer"},
     /* embed is refused with its reason by core/config/config_values.c. */
     {"model.encoder_conf.input_layer", "conv2d|conv2d2|conv2d6|conv2d8|conv1d2|linear|embed|null"},
     {"model.encoder_conf.positionwise_layer_type", "linear"},

@@ -1,7 +1,8 @@
 /* The beam search's decoder step (decoder_score_batch, see decoder_transformer.h): ESPnet's
  * TransformerDecoder.batch_score with keys and values cached.
  *
- * Caches (device): the source attention's keys/values of the utterance per layer (T x d each),
+ * Caches (device): the source attention's keys/values of the utterance per layer (T x d each; when
+ * the online search's source grew, only the new frames' are computed: the earlier rows are the same),
  * and the self-attention's keys/values of every prefix the last two calls scored, per layer, as
  * blocks of `stride` positions. A prefix is "fast" when a block of the previous call (else of the
  * one before: the online search rewinds its beam by a step) holds its first len - 1 positions
@@ -39,8 +40,9 @@ struct dec_score {
     const float *hs;
     int T, B, new_utterance, grown;
     int *hlens;     /* host, B */
-    float *km, *vm; /* nl x B x T x d */
+    float *km, *vm; /* nl x B x mstride x d: frames [0, hlens[b]) of each slot */
     size_t cap_mem;
+    int mstride;    /* frames per slot (grows by half, so a growing source seldom moves) */
     kv_blocks kv[3]; /* the blocks of the call before the previous, the previous call's and this call's */
     int prev;        /* the previous call's; this call writes into (prev + 1) % 3 */
     float *pe;      /* sinusoidal table, pe_len x d */
@@ -99,12 +101,17 @@ static void ensure_work(backend *be, const decoder_acts *a, dec_score *s, size_t
     s->cap_rows = rows, s->cap_self = self, s->cap_src = src, s->cap_hyps = hyps;
 }
 
-/* This call's blocks: at least n of `stride` positions (the previous call's stay untouched). */
-static void ensure_blocks(backend *be, const decoder_acts *a, kv_blocks *b, int n, int stride)
+/* This call's blocks: at least n of `stride` positions (the previous call's stay untouched). The
+ * positions grow by half at least, up to limit (no hypothesis is longer; 0: none): a long
+ * hypothesis (a stream's) reallocates, into fresh pages the kernel zeroes, a logarithmic number of
+ * times, not every few steps; within limit + 8, the memory speech2text_batch_bytes plans. */
+static void ensure_blocks(backend *be, const decoder_acts *a, kv_blocks *b, int n, int stride, int limit)
 {
     if (n <= b->n && stride <= b->stride) return;
+    int grown = b->stride + b->stride / 2;
+    if (limit > 0 && grown > limit) grown = limit;
     kv_free(be, b);
-    b->n = n, b->stride = stride + 8; /* room for a few more steps before the next growth */
+    b->n = n, b->stride = (stride > grown ? stride : grown) + 8;
     size_t floats = (size_t)a->nl * b->n * b->stride * a->d;
     b->k = ALLOC(floats), b->v = ALLOC(floats);
     b->tokens = xcalloc((size_t)b->n * b->stride, sizeof *b->tokens);
@@ -127,33 +134,44 @@ static int same_utterances(const dec_score *s, const float *hs, const int *hlens
            !memcmp(s->hlens, hlens, (size_t)B * sizeof *hlens);
 }
 
-/* Room for the source keys/values of `frames` frames (all utterances') per layer. */
-static void ensure_mem(backend *be, const decoder_acts *a, dec_score *s, size_t frames)
+/* Room for the source keys/values of B utterances of up to T frames per layer; returns 1 when the
+ * layout changed (what the slots held is gone). */
+static int ensure_mem(backend *be, const decoder_acts *a, dec_score *s, int B, int T)
 {
-    size_t n = frames * a->d * a->nl;
-    if (n <= s->cap_mem) return;
-    be->free(be, s->km), be->free(be, s->vm);
-    s->km = ALLOC(n), s->vm = ALLOC(n);
-    s->cap_mem = n;
+    int stride = s->mstride;
+    if (T > stride) stride = T > stride + stride / 2 ? T : stride + stride / 2;
+    size_t n = (size_t)B * stride * a->d * a->nl;
+    if (stride == s->mstride && n <= s->cap_mem) return 0;
+    s->mstride = stride;
+    if (n > s->cap_mem) {
+        be->free(be, s->km), be->free(be, s->vm);
+        s->km = ALLOC(n), s->vm = ALLOC(n);
+        s->cap_mem = n;
+    }
+    return 1;
 }
 
 /* The utterances' source keys/values per layer (each its own hlens[b] rows, as alone); new
- * utterances empty the prefix cache (a grown source keeps it). */
+ * utterances empty the prefix cache (a grown source keeps it, and its earlier frames' keys/values:
+ * only the new frames go through the projections). */
 static void prepare_utterances(const asr_model *m, dec_score *s, const float *hs, const int *hlens, int B, int T)
 {
     backend *be = m->be;
     const decoder_acts *a = m->dec;
-    size_t n = (size_t)B * T * a->d, per = (size_t)T * a->d;
+    size_t D = (size_t)a->d, per = (size_t)T * D;
     if (same_utterances(s, hs, hlens, B, T)) return;
-    ensure_mem(be, a, s, (size_t)B * T);
+    int keep = s->km && s->grown && !s->new_utterance && B == 1 && s->B == 1 && hlens[0] >= s->hlens[0] ? s->hlens[0]
+                                                                                                         : 0;
+    if (ensure_mem(be, a, s, B, T)) keep = 0;
     for (int l = 0; l < a->nl; l++) {
         const nn_mha *ca = &m->w.decoder.blocks[l].src_attn;
         for (int b = 0; b < B; b++) {
-            size_t o = l * n + b * per;
+            size_t o = ((size_t)l * B + b) * s->mstride * D + keep * D, x = b * per + keep * D;
             ESP_CHECK(hlens[b] >= 1 && hlens[b] <= T);
-            be->linear_forward(be, s->km + o, hs + b * per, ca->linear_k.weight, ca->linear_k.bias, hlens[b], a->d,
+            if (hlens[b] == keep) continue;
+            be->linear_forward(be, s->km + o, hs + x, ca->linear_k.weight, ca->linear_k.bias, hlens[b] - keep, a->d,
                                a->d);
-            be->linear_forward(be, s->vm + o, hs + b * per, ca->linear_v.weight, ca->linear_v.bias, hlens[b], a->d,
+            be->linear_forward(be, s->vm + o, hs + x, ca->linear_v.weight, ca->linear_v.bias, hlens[b] - keep, a->d,
                                a->d);
         }
     }
@@ -200,7 +218,7 @@ static void group_layer(const asr_model *m, dec_score *s, const kv_blocks *kv, c
 {
     backend *be = m->be;
     const decoder_acts *a = m->dec;
-    int R = g->n * g->tq, D = a->d, H = a->heads, T = s->T;
+    int R = g->n * g->tq, D = a->d, H = a->heads;
     const dec_block_tensors *p = &m->w.decoder.blocks[l];
     const nn_mha *sa = &p->self_attn, *ca = &p->src_attn;
     const nn_ffn *ff = &p->feed_forward;
@@ -227,7 +245,7 @@ static void group_layer(const asr_model *m, dec_score *s, const kv_blocks *kv, c
         for (int i0 = 0, i1; i0 < g->n; i0 = i1) {
             int u = g->utt[i0];
             for (i1 = i0 + 1; i1 < g->n && g->utt[i1] == u;) i1++;
-            size_t mo = ((size_t)l * s->B + u) * T * D, r0 = (size_t)i0 * g->tq * D;
+            size_t mo = ((size_t)l * s->B + u) * s->mstride * D, r0 = (size_t)i0 * g->tq * D;
             const int *len_u = &s->hlens[u];
             be->mha_forward(be, s->y + r0, s->att, s->q + r0, D, s->km + mo, s->vm + mo, D, len_u, 1,
                             (i1 - i0) * g->tq, *len_u, 0, H, D / H, 0, 0, 0);
@@ -314,7 +332,7 @@ static void plan_blocks(const asr_model *m, dec_score *s, const int *const *pfx,
         maxlen = lens[i] > maxlen ? lens[i] : maxlen;
         B = utt[i] >= B ? utt[i] + 1 : B;
     }
-    ensure_blocks(m->be, a, cur, n, maxlen);
+    ensure_blocks(m->be, a, cur, n, maxlen, a->lm ? 0 : s->T + 2); /* <sos>, T tokens, <eos> at most */
     /* fast ones first, each group by utterance (in call order within one) */
     int f = 0, sl = nf;
     for (int u = 0; u < B; u++)
@@ -352,10 +370,10 @@ void decoder_score_reserve(const asr_model *m, int n_hyps, int len, int T)
     for (int k = 0; k < 3; k++) { /* the blocks of the last two calls and this call's: kept only while a search runs */
         kv_blocks *b = &s->kv[k];
         int have = b->stride > 8 ? b->stride - 8 : 0; /* ensure_blocks' room beyond what it was asked */
-        ensure_blocks(m->be, a, b, n_hyps > b->n ? n_hyps : b->n, len > have ? len : have);
+        ensure_blocks(m->be, a, b, n_hyps > b->n ? n_hyps : b->n, len > have ? len : have, len);
     }
     ensure_pe(m->be, a, s, len);
-    if (!a->lm) ensure_mem(m->be, a, s, (size_t)T);
+    if (!a->lm && ensure_mem(m->be, a, s, 1, T)) s->B = 0; /* the slots moved: the next call computes them */
     /* A step's slow hypotheses (computed whole) go in groups of at most len rows (one prefix of
      * the longest, or several shorter), so the work rows never exceed what is reserved here. */
     s->row_budget = len > s->row_budget ? len : s->row_budget;

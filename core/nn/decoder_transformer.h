@@ -84,8 +84,9 @@ void decoder_score_reserve(const asr_model *m, int n_hyps, int len, int T);
 void decoder_score_new_utterance(const asr_model *m);
 /* The next call's hs_dev (any buffer) and T are the utterance's encoder output grown at its end,
  * its earlier frames unchanged (the online search, core/decode/beam_search_online.h): the source
- * keys and values are recomputed, the prefixes' kept, as ESPnet's decoder keeps each hypothesis'
- * cache (positions computed against the shorter output stay as they were). */
+ * keys and values of the new frames are computed (the earlier frames' kept), the prefixes' kept,
+ * as ESPnet's decoder keeps each hypothesis' cache (positions computed against the shorter output
+ * stay as they were). */
 void decoder_score_source_grew(const asr_model *m);
 
 #endif

@@ -4,7 +4,7 @@
  * core/nn/encoder_transformer.c, core/nn/encoder_conformer.c, core/nn/encoder_ebranchformer.c (with the
  * pieces the last two share in core/nn/encoder_blocks.c), core/nn/encoder_contextual.c; the
  * first and the last run the Transformer layer of core/nn/encoder_tblock.c (the latter over blocks
- * of frames). */
+ * of frames), the Conformer and the last (contextual_block_conformer) the Conformer block. */
 #ifndef ESPNET3_NN_ENCODER_H
 #define ESPNET3_NN_ENCODER_H
 
@@ -92,35 +92,72 @@ void enc_rel_shared_decl(const model_dims *d, enc_rel_shared *r, enc_act_list *f
 void enc_rel_pos_forward(asr_model *m, enc_rel_shared *r);
 void enc_acts_release(asr_model *m, const enc_act_decl *decl, enc_act_store *st);
 
+/* The rows the block pieces below run on: nb sequences of t rows, keys masked past lens[i]; tmp:
+ * scratch for a branch's output, dh: the gradient flowing back (each nb x t x d). blocks: the
+ * contextual block layout (core/nn/encoder_contextual.c), where row 0 of a sequence (the context
+ * handed over) attends to nothing, as ESPnet's mask_online, and no row is padding. enc_rows_of: the
+ * batch's utterances. */
+typedef struct enc_rows {
+    int nb, t;
+    const int *lens;
+    float *tmp, *dh;
+    int blocks;
+} enc_rows;
+static inline enc_rows enc_rows_of(asr_model *m) { return (enc_rows){m->B, m->T2, m->hlens, m->dtmp, m->dh, 0}; }
+
 /* Block pieces shared by the Conformer and E-Branchformer encoders (core/nn/encoder_blocks.c).
  * act: ACT_RELU or swish; the backward takes the activation's input x. */
 void enc_act_forward(backend *be, int act, float *y, const float *x, size_t n);
 void enc_act_backward(backend *be, int act, float *dx, const float *dy, const float *x, size_t n);
 /* out = x + s * drop(w_2(drop(act(w_1(LN(x)))))) for block l's feed_forward_macaron with
  * norm_ff_macaron (macaron 1) or its feed_forward with norm_ff (macaron 0), s = 0.5 with
- * macaron_style, else 1; m->dtmp is scratch. */
-void enc_ff_forward(asr_model *m, int l, int macaron, float *ln, float *mean, float *rstd, float *pre, float *post,
-                    const float *x, float *out, int site_in, int site_out);
-/* The backward of enc_ff_forward: m->dh (the gradient of out) gains the branch's gradient of x;
+ * macaron_style, else 1; r->tmp is scratch. act: activation_type, but ReLU in the contextual block
+ * Conformer, which builds its PositionwiseFeedForward without one (torch's ReLU default). */
+void enc_ff_forward(asr_model *m, const enc_rows *r, int l, int macaron, float *ln, float *mean, float *rstd,
+                    float *pre, float *post, const float *x, float *out, int site_in, int site_out);
+/* The backward of enc_ff_forward: r->dh (the gradient of out) gains the branch's gradient of x;
  * dff (N, ff) and dln (N, d) are scratch. */
-void enc_ff_backward(asr_model *m, int l, int macaron, const float *ln, const float *mean, const float *rstd,
-                     const float *pre, const float *post, const float *x, int site_in, int site_out, float *dff,
-                     float *dln);
+void enc_ff_backward(asr_model *m, const enc_rows *r, int l, int macaron, const float *ln, const float *mean,
+                     const float *rstd, const float *pre, const float *post, const float *x, int site_in,
+                     int site_out, float *dff, float *dln);
 /* A block's self-attention activations (pl only with rel_pos) and the backward's work. */
 typedef struct enc_attn_bufs {
     float *ln, *mean, *rstd, *q, *k, *v, *pl, *att, *atty;
 } enc_attn_bufs;
 typedef struct enc_attn_work {
-    const float *pos; /* the relative encoding the forward used (2 T2 - 1, d) */
+    const float *pos; /* the relative encoding the forward used (2 t - 1, d) */
     float *dq, *dk, *dv, *datt, *dp, *dln;
 } enc_attn_work;
 /* out (N, d) = linear_out(MHA(LN_norm_mha(x))) for block l's self-attention (self_attn / attn),
  * relative (pos) or absolute positions, attention dropout on stream site; no output dropout. */
-void enc_attn_forward(asr_model *m, int l, const enc_attn_bufs *b, const float *pos, const float *x, float *out,
-                      int site);
-/* dy: the gradient of enc_attn_forward's out; m->dh gains the branch's gradient of x. */
-void enc_attn_backward(asr_model *m, int l, const enc_attn_bufs *b, const enc_attn_work *w, const float *x,
-                       const float *dy, int site);
+void enc_attn_forward(asr_model *m, const enc_rows *r, int l, const enc_attn_bufs *b, const float *pos,
+                      const float *x, float *out, int site);
+/* dy: the gradient of enc_attn_forward's out (changed: the rows that attend to nothing); r->dh gains
+ * the branch's gradient of x. */
+void enc_attn_backward(asr_model *m, const enc_rows *r, int l, const enc_attn_bufs *b, const enc_attn_work *w,
+                       const float *x, float *dy, int site);
+
+/* The Conformer block (core/nn/encoder_conformer.c; ConformerEncoder's EncoderLayer, and the
+ * contextual block Conformer's ContextualBlockEncoderLayer over blocks of frames): what its forward
+ * keeps, the backward's work of its convolution module, and the two passes on rows r (pos: the
+ * relative encoding with rel_pos). cblock_forward returns the block's output; cblock_backward takes
+ * in r->dh the gradient of that output and leaves there that of x (rel: the attention and
+ * feed-forward work, enc_rel_shared). */
+typedef struct cblock {
+    float *ln_m, *mean_m, *rstd_m, *fm_pre, *fm_act, *h_m;                  /* macaron feed-forward */
+    float *ln_a, *mean_a, *rstd_a, *q, *k, *v, *pl, *att, *atty, *h_a;      /* self-attention */
+    float *ln_c, *mean_c, *rstd_c, *pw1, *glu, *dwo, *bn_mean, *bn_rstd, *bn, *cact, *h_c; /* conv */
+    float *ln_f, *mean_f, *rstd_f, *f_pre, *f_act, *h_f;                    /* feed-forward */
+    float *mean_o, *rstd_o, *h_out;                                          /* norm_final */
+} cblock;
+typedef struct cblock_work {
+    float *d2, *dc, *dc2;
+} cblock_work;
+void cblock_kept(const model_dims *d, cblock *b, enc_act_list *kept, enc_act_shape s);
+void cblock_work_decl(const model_dims *d, cblock_work *w, enc_act_list *work, size_t rows);
+float *cblock_forward(asr_model *m, const enc_rows *r, int l, cblock *b, const float *pos, const float *x);
+void cblock_backward(asr_model *m, const enc_rows *r, int l, const cblock *b, const enc_rel_shared *rel,
+                     const cblock_work *w, const float *x);
 
 /* The Transformer encoder layer on nb sequences of t rows with key lengths lens (core/nn/
  * encoder_tblock.c; the Transformer and contextual block encoders run their layers through it): its activations (each N = nb x t rows; att nb x heads x t x t) and the
@@ -141,6 +178,18 @@ void tblock_backward(asr_model *m, int l, const tblock_acts *b, const tblock_wor
 void tblock_kept(const model_dims *d, tblock_acts *b, enc_act_list *kept, size_t rows, size_t att);
 void tblock_work_decl(const model_dims *d, tblock_work *w, enc_act_list *work, size_t rows);
 
+/* A contextual block encoder's layer (core/nn/encoder_contextual.c): the Transformer layer, or
+ * the Conformer block with dims.ctx_conformer, on nb sequences of t rows (keys masked past lens;
+ * blocks: the block layout, enc_rows.blocks; tmp: scratch, nb x t x d). ctx_layer_kept declares
+ * its buffers at shape s; ctx_layer_forward returns its output. core/nn/encoder_stream.c runs it too. */
+typedef struct ctx_layer_acts {
+    tblock_acts t;
+    cblock c;
+} ctx_layer_acts;
+void ctx_layer_kept(const model_dims *d, ctx_layer_acts *b, enc_act_list *kept, enc_act_shape s);
+const float *ctx_layer_forward(asr_model *m, int l, ctx_layer_acts *b, const float *x, float *tmp, int nb, int t,
+                               const int *lens, int blocks);
+
 /* The input layer (core/nn/model_embed.c): sizes for B x T input frames into m (T2, nconv, tk,
  * fk) and the per-utterance lengths m->hlens; buffers grown with model.c's; m->x -> m->h0 and
  * back (m->dh holds the gradient of h0). */
@@ -152,13 +201,14 @@ void embed_free(asr_model *m);
 void embed_forward(asr_model *m);
 void embed_backward(asr_model *m);
 
-/* An inference model's padded frames of x (B x T2 frames of C; from m->hlens[b] on) set to zero
- * before a depthwise convolution reads them: the zeros an utterance decoded alone has past its end,
- * so a padded batch decodes as its utterances alone (core/decode/speech2text.h). Training and
- * validation keep ESPnet's ConvolutionModule, which reads the padded frames; the asr_transducer
- * task's ConformerConvolution zeroes them always (dims.body: its masked_fill_ of the GLU output,
- * whose backward zeroes the same frames of the gradient). (core/nn/encoder_blocks.c) */
-void enc_zero_padding(const asr_model *m, float *x, int C);
+/* An inference model's padded frames of x (the utterances' rows r, C per row; from lens[b] on) set
+ * to zero before a depthwise convolution reads them: the zeros an utterance decoded alone has past
+ * its end, so a padded batch decodes as its utterances alone (core/decode/speech2text.h). Training
+ * and validation keep ESPnet's ConvolutionModule, which reads the padded frames, and so do the
+ * contextual blocks (r->blocks: nothing there is padding); the asr_transducer task's
+ * ConformerConvolution zeroes them always (dims.body: its masked_fill_ of the GLU output, whose
+ * backward zeroes the same frames of the gradient). (core/nn/encoder_blocks.c) */
+void enc_zero_padding(const asr_model *m, const enc_rows *r, float *x, int C);
 
 /* BatchNorm1d in training mode with statistics over every rank's rows (m->sync set; core/nn/
  * encoder_syncbn.c): the arguments of be->batchnorm_forward / batchnorm_backward. */

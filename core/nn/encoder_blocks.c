@@ -1,7 +1,7 @@
 /* The block pieces the Conformer and E-Branchformer encoders share (core/nn/encoder_conformer.c,
  * core/nn/encoder_ebranchformer.c): the activation switch, the pre-LN feed-forward module and the
  * pre-LN multi-head self-attention (relative or absolute positions), and an inference batch's
- * padding zeroed before their depthwise convolutions. Declared in core/nn/encoder.h. */
+ * padding zeroed before their depthwise convolutions, on the rows of enc_rows. Declared in core/nn/encoder.h. */
 #include "core/nn/encoder.h"
 #include "core/nn/mha_input.h"
 
@@ -31,50 +31,59 @@ static const nn_norm *ff_norm_of(const enc_block_tensors *t, int macaron)
     return macaron ? &t->norm_ff_macaron : &t->norm_ff;
 }
 
-void enc_ff_forward(asr_model *m, int l, int macaron, float *ln, float *mean, float *rstd, float *pre, float *post,
-                    const float *x, float *out, int site_in, int site_out)
+/* The contextual block Conformer's PositionwiseFeedForward gets no activation: torch's ReLU. */
+static int ff_relu(const model_dims *d) { return d->act == ACT_RELU || d->encoder == ENC_CONTEXTUAL; }
+
+void enc_ff_forward(asr_model *m, const enc_rows *r, int l, int macaron, float *ln, float *mean, float *rstd,
+                    float *pre, float *post, const float *x, float *out, int site_in, int site_out)
 {
     const model_dims *d = &m->dims;
     backend *be = m->be;
-    int N = m->B * m->T2, D = d->d;
-    enc_rates r = enc_rates_of(m);
+    int N = r->nb * r->t, D = d->d;
+    enc_rates rt = enc_rates_of(m);
     const nn_ffn *ff = ff_of(&m->w.blocks[l], macaron);
     const nn_norm *nm = ff_norm_of(&m->w.blocks[l], macaron);
     be->layernorm_forward(be, ln, mean, rstd, x, nm->weight, nm->bias, N, D, 1e-12);
     be->linear_forward(be, pre, ln, ff->w_1.weight, ff->w_1.bias, N, D, d->ff);
-    be->act_dropout_forward(be, post, pre, (size_t)N * d->ff, d->act == ACT_RELU, r.pd, m->seed,
-                            block_stream(l, site_in));
-    be->linear_forward(be, m->dtmp, post, ff->w_2.weight, ff->w_2.bias, N, d->ff, D);
-    be->dropout_add(be, out, x, m->dtmp, (size_t)N * D, d->macaron ? 0.5 : 1.0, r.pd, m->seed,
+    be->act_dropout_forward(be, post, pre, (size_t)N * d->ff, ff_relu(d), rt.pd, m->seed, block_stream(l, site_in));
+    be->linear_forward(be, r->tmp, post, ff->w_2.weight, ff->w_2.bias, N, d->ff, D);
+    be->dropout_add(be, out, x, r->tmp, (size_t)N * D, d->macaron ? 0.5 : 1.0, rt.pd, m->seed,
                     block_stream(l, site_out));
 }
 
-void enc_ff_backward(asr_model *m, int l, int macaron, const float *ln, const float *mean, const float *rstd,
-                     const float *pre, const float *post, const float *x, int site_in, int site_out, float *dff,
-                     float *dln)
+void enc_ff_backward(asr_model *m, const enc_rows *r, int l, int macaron, const float *ln, const float *mean,
+                     const float *rstd, const float *pre, const float *post, const float *x, int site_in,
+                     int site_out, float *dff, float *dln)
 {
     const model_dims *d = &m->dims;
     backend *be = m->be;
-    int N = m->B * m->T2, D = d->d, FF = d->ff;
-    enc_rates r = enc_rates_of(m);
+    int N = r->nb * r->t, D = d->d, FF = d->ff;
+    enc_rates rt = enc_rates_of(m);
     const nn_ffn *ff = ff_of(&m->w.blocks[l], macaron), *gff = ff_of(&m->g.blocks[l], macaron);
     const nn_norm *nm = ff_norm_of(&m->w.blocks[l], macaron), *gnm = ff_norm_of(&m->g.blocks[l], macaron);
-    be->dropout_add(be, m->dtmp, NULL, m->dh, (size_t)N * D, d->macaron ? 0.5 : 1.0, r.pd, m->seed,
+    be->dropout_add(be, r->tmp, NULL, r->dh, (size_t)N * D, d->macaron ? 0.5 : 1.0, rt.pd, m->seed,
                     block_stream(l, site_out));
-    be->linear_backward(be, dff, gff->w_2.weight, gff->w_2.bias, m->dtmp, post, ff->w_2.weight, N, FF, D, 0);
-    be->act_dropout_backward(be, dff, dff, pre, (size_t)N * FF, d->act == ACT_RELU, r.pd, m->seed,
-                             block_stream(l, site_in));
+    be->linear_backward(be, dff, gff->w_2.weight, gff->w_2.bias, r->tmp, post, ff->w_2.weight, N, FF, D, 0);
+    be->act_dropout_backward(be, dff, dff, pre, (size_t)N * FF, ff_relu(d), rt.pd, m->seed, block_stream(l, site_in));
     be->linear_backward(be, dln, gff->w_1.weight, gff->w_1.bias, dff, ln, ff->w_1.weight, N, D, FF, 0);
-    be->layernorm_backward(be, m->dh, gnm->weight, gnm->bias, dln, x, nm->weight, mean, rstd, N, D, 1);
+    be->layernorm_backward(be, r->dh, gnm->weight, gnm->bias, dln, x, nm->weight, mean, rstd, N, D, 1);
 }
 
-void enc_attn_forward(asr_model *m, int l, const enc_attn_bufs *b, const float *pos, const float *x, float *out,
-                      int site)
+/* Row 0 of every block (r->blocks) attends to nothing: ESPnet's masked softmax gives it zero
+ * weights, so its attention output (forward) and that output's gradient (backward) are zero. */
+static void zero_row0(backend *be, const enc_rows *r, float *x, int D)
+{
+    if (!r->blocks) return;
+    for (int i = 0; i < r->nb; i++) be->fill(be, x + (size_t)i * r->t * D, 0, (size_t)D * sizeof(float));
+}
+
+void enc_attn_forward(asr_model *m, const enc_rows *r, int l, const enc_attn_bufs *b, const float *pos,
+                      const float *x, float *out, int site)
 {
     const model_dims *d = &m->dims;
     backend *be = m->be;
-    int N = m->B * m->T2, D = d->d, T2 = m->T2;
-    enc_rates r = enc_rates_of(m);
+    int N = r->nb * r->t, D = d->d, T2 = r->t;
+    enc_rates rt = enc_rates_of(m);
     const nn_mha *a = &m->w.blocks[l].self_attn;
     const nn_norm *nm = &m->w.blocks[l].norm_mha;
     be->layernorm_forward(be, b->ln, b->mean, b->rstd, x, nm->weight, nm->bias, N, D, 1e-12);
@@ -83,47 +92,49 @@ void enc_attn_forward(asr_model *m, int l, const enc_attn_bufs *b, const float *
     be->linear_forward(be, b->v, b->ln, a->linear_v.weight, a->linear_v.bias, N, D, D);
     if (d->rel_pos) {
         be->linear_forward(be, b->pl, pos, a->linear_pos.weight, NULL, 2 * T2 - 1, D, D);
-        be->relattn_forward(be, b->atty, b->att, b->q, b->k, b->v, D, b->pl, a->pos_bias_u, a->pos_bias_v, m->hlens,
-                            m->B, T2, d->heads, D / d->heads, r.pa, m->seed, block_stream(l, site));
+        be->relattn_forward(be, b->atty, b->att, b->q, b->k, b->v, D, b->pl, a->pos_bias_u, a->pos_bias_v, r->lens,
+                            r->nb, T2, d->heads, D / d->heads, rt.pa, m->seed, block_stream(l, site));
     } else {
-        be->attention_forward(be, b->atty, b->att, b->q, b->k, b->v, D, m->hlens, m->B, T2, d->heads, D / d->heads,
-                              r.pa, m->seed, block_stream(l, site));
+        be->attention_forward(be, b->atty, b->att, b->q, b->k, b->v, D, r->lens, r->nb, T2, d->heads, D / d->heads,
+                              rt.pa, m->seed, block_stream(l, site));
     }
+    zero_row0(be, r, b->atty, D);
     be->linear_forward(be, out, b->atty, a->linear_out.weight, a->linear_out.bias, N, D, D);
 }
 
-void enc_attn_backward(asr_model *m, int l, const enc_attn_bufs *b, const enc_attn_work *w, const float *x,
-                       const float *dy, int site)
+void enc_attn_backward(asr_model *m, const enc_rows *r, int l, const enc_attn_bufs *b, const enc_attn_work *w,
+                       const float *x, float *dy, int site)
 {
     const model_dims *d = &m->dims;
     backend *be = m->be;
-    int N = m->B * m->T2, D = d->d, T2 = m->T2;
-    enc_rates r = enc_rates_of(m);
+    int N = r->nb * r->t, D = d->d, T2 = r->t;
+    enc_rates rt = enc_rates_of(m);
     const nn_mha *a = &m->w.blocks[l].self_attn, *ga = &m->g.blocks[l].self_attn;
     const nn_norm *nm = &m->w.blocks[l].norm_mha, *gnm = &m->g.blocks[l].norm_mha;
     be->linear_backward(be, w->datt, ga->linear_out.weight, ga->linear_out.bias, dy, b->atty, a->linear_out.weight, N,
                         D, D, 0);
+    zero_row0(be, r, w->datt, D);
     if (d->rel_pos) {
         be->relattn_backward(be, w->dq, w->dk, w->dv, w->dp, ga->pos_bias_u, ga->pos_bias_v, w->datt, b->att, b->q,
-                             b->k, b->v, D, b->pl, a->pos_bias_u, a->pos_bias_v, m->hlens, m->B, T2, d->heads,
-                             D / d->heads, r.pa, m->seed, block_stream(l, site));
+                             b->k, b->v, D, b->pl, a->pos_bias_u, a->pos_bias_v, r->lens, r->nb, T2, d->heads,
+                             D / d->heads, rt.pa, m->seed, block_stream(l, site));
         /* The encoding is no parameter's function: only linear_pos' weight gets a gradient. */
         be->linear_backward(be, NULL, ga->linear_pos.weight, NULL, w->dp, w->pos, a->linear_pos.weight, 2 * T2 - 1, D,
                             D, 0);
     } else {
-        be->attention_backward(be, w->dq, w->dk, w->dv, w->datt, b->att, b->q, b->k, b->v, D, m->hlens, m->B, T2,
-                               d->heads, D / d->heads, r.pa, m->seed, block_stream(l, site));
+        be->attention_backward(be, w->dq, w->dk, w->dv, w->datt, b->att, b->q, b->k, b->v, D, r->lens, r->nb, T2,
+                               d->heads, D / d->heads, rt.pa, m->seed, block_stream(l, site));
     }
     mha_input_backward(be, a, ga, nm, gnm,
-                       &(mha_input_grads){w->dq, w->dk, w->dv, b->ln, b->mean, b->rstd, x, w->dln, m->dh}, N, D);
+                       &(mha_input_grads){w->dq, w->dk, w->dv, b->ln, b->mean, b->rstd, x, w->dln, r->dh}, N, D);
 }
 
-void enc_zero_padding(const asr_model *m, float *x, int C)
+void enc_zero_padding(const asr_model *m, const enc_rows *r, float *x, int C)
 {
-    if (!m->inference && !m->dims.body) return;
-    for (int b = 0; b < m->B; b++) {
-        int h = m->hlens[b];
-        if (h < m->T2)
-            m->be->fill(m->be, x + ((size_t)b * m->T2 + (size_t)h) * C, 0, (size_t)(m->T2 - h) * C * sizeof(float));
+    if ((!m->inference && !m->dims.body) || r->blocks) return;
+    for (int b = 0; b < r->nb; b++) {
+        int h = r->lens[b];
+        if (h < r->t)
+            m->be->fill(m->be, x + ((size_t)b * r->t + (size_t)h) * C, 0, (size_t)(r->t - h) * C * sizeof(float));
     }
 }

@@ -1,5 +1,6 @@
 /* model.encoder and encoder_conf's structural keys -> model_dims: ESPnet2's TransformerEncoder,
- * ConformerEncoder, EBranchformerEncoder and ContextualBlockTransformerEncoder arguments with
+ * ConformerEncoder, EBranchformerEncoder, ContextualBlockTransformerEncoder and
+ * ContextualBlockConformerEncoder arguments with
  * their defaults. A key is implemented, or accepted where its
  * value gives the model as implemented (ESPnet2's default, or a key without effect on it), or
  * refused here: never ignored. The sizes and rates are read by model_dims_from_cfg and stage 5. */
@@ -50,11 +51,35 @@ static const char *contextual_only_key(const encoder_conf_cfg *e)
     return NULL;
 }
 
-/* ContextualBlockTransformerEncoder: the TransformerEncoder's keys but pos_enc_layer_type,
- * interctc_* and layer_drop_rate (TypeError there), and its block geometry. */
-static int contextual_dims(model_dims *out, const encoder_conf_cfg *e, int input_layer, esp_err *err)
+/* An odd kernel size in [1, 1023] ('SAME' padding), or the default when the key is left out. */
+static int odd_kernel(const int64_t *v, int64_t dflt, const char *key, int *out, esp_err *err)
 {
-    const char *key = e ? conformer_only_key(e, 1) : NULL;
+    int64_t k = v ? *v : dflt;
+    if (k < 1 || k % 2 == 0 || k > 1023)
+        return esp_fail(err, "model.encoder_conf.%s: %lld must be odd and positive ('SAME' padding)", key,
+                        (long long)k);
+    *out = (int)k;
+    return 0;
+}
+
+/* The Conformer keys ContextualBlockConformerEncoder.__init__ does not take. */
+static const char *not_ctx_conformer_key(const encoder_conf_cfg *e)
+{
+    if (e->rel_pos_type) return "rel_pos_type";
+    if (e->zero_triu) return "zero_triu";
+    if (e->ctc_trim) return "ctc_trim";
+    if (e->stochastic_depth_rate) return "stochastic_depth_rate";
+    if (e->max_pos_emb_len) return "max_pos_emb_len";
+    return NULL;
+}
+
+/* ContextualBlockTransformerEncoder (conformer 0) and ContextualBlockConformerEncoder (1): the
+ * TransformerEncoder's keys (the ConformerEncoder's for the latter, but its relative-position ones)
+ * but pos_enc_layer_type, interctc_* and layer_drop_rate (TypeError there), and the block geometry. */
+static int contextual_dims(model_dims *out, const encoder_conf_cfg *e, int input_layer, int conformer, esp_err *err)
+{
+    const char *cls = conformer ? "ContextualBlockConformerEncoder" : "ContextualBlockTransformerEncoder";
+    const char *key = e ? (conformer ? not_ctx_conformer_key(e) : conformer_only_key(e, 1)) : NULL;
     if (!key && e) key = ebranchformer_only_key(e);
     if (!key && e && e->pos_enc_layer_type) key = "pos_enc_layer_type";
     if (!key && e && e->n_interctc_layer_idx) key = "interctc_layer_idx";
@@ -62,12 +87,14 @@ static int contextual_dims(model_dims *out, const encoder_conf_cfg *e, int input
     if (!key && e && e->layer_drop_rate) key = "layer_drop_rate";
     if (!key && e && e->qk_norm) key = "qk_norm";
     if (key)
-        return esp_fail(err, "model.encoder_conf.%s: not a key of ContextualBlockTransformerEncoder, which would raise "
-                             "a TypeError (remove it; its own keys: block_size, hop_size, look_ahead, init_average, "
-                             "ctx_pos_enc)", key);
+        return esp_fail(err, "model.encoder_conf.%s: not a key of %s, which would raise a TypeError (remove it; its own "
+                             "keys: block_size, hop_size, look_ahead, init_average, ctx_pos_enc%s)", key, cls,
+                        conformer ? ", and the Conformer's macaron_style, use_cnn_module, cnn_module_kernel, "
+                                    "activation_type" : "");
     if (input_layer != IN_CONV2D && input_layer != IN_CONV2D6 && input_layer != IN_CONV2D8 && input_layer != IN_LINEAR)
-        return esp_fail(err, "model.encoder_conf.input_layer: %s is not supported by contextual_block_transformer (use "
-                             "conv2d, conv2d6, conv2d8 or linear)", input_layer_name(input_layer));
+        return esp_fail(err, "model.encoder_conf.input_layer: %s is not supported by %s (use conv2d, conv2d6, conv2d8 or "
+                             "linear)", input_layer_name(input_layer), conformer ? "contextual_block_conformer" :
+                                                                         "contextual_block_transformer");
     int64_t bs = e && e->block_size ? *e->block_size : 40, hop = e && e->hop_size ? *e->hop_size : 16;
     int64_t la = e && e->look_ahead ? *e->look_ahead : 16;
     if (bs < 1 || hop < 1 || la < 0 || hop + la > bs || bs > 100000)
@@ -78,22 +105,23 @@ static int contextual_dims(model_dims *out, const encoder_conf_cfg *e, int input
     if (e && e->init_average && !*e->init_average)
         return esp_fail(err, "model.encoder_conf.init_average: false (max-initialized context vectors) is not "
                              "supported: ESPnet's encoder fails on it too (assigns torch.max's tuple); use true");
+    int k = 0;
+    if (conformer && odd_kernel(e ? e->cnn_module_kernel : NULL, 31, "cnn_module_kernel", &k, err) != 0) return -1;
     if (out) {
         out->encoder = ENC_CONTEXTUAL;
         out->block_size = (int)bs, out->hop_size = (int)hop, out->look_ahead = (int)la;
         out->ctx_pos_enc = e && e->ctx_pos_enc ? *e->ctx_pos_enc : 1;
+        /* The Conformer layer: always plain self-attention with absolute positions (ESPnet builds
+         * MultiHeadedAttention whatever selfattention_layer_type says). */
+        out->ctx_conformer = conformer;
+        if (conformer) {
+            out->macaron = e && e->macaron_style ? *e->macaron_style : 0;
+            out->rel_pos = 0;
+            out->use_cnn = e && e->use_cnn_module ? *e->use_cnn_module : 1;
+            out->cnn_kernel = k;
+            out->act = e && e->activation_type && !strcmp(e->activation_type, "relu") ? ACT_RELU : ACT_SWISH;
+        }
     }
-    return 0;
-}
-
-/* An odd kernel size in [1, 1023] ('SAME' padding), or the default when the key is left out. */
-static int odd_kernel(const int64_t *v, int64_t dflt, const char *key, int *out, esp_err *err)
-{
-    int64_t k = v ? *v : dflt;
-    if (k < 1 || k % 2 == 0 || k > 1023)
-        return esp_fail(err, "model.encoder_conf.%s: %lld must be odd and positive ('SAME' padding)", key,
-                        (long long)k);
-    *out = (int)k;
     return 0;
 }
 
@@ -235,18 +263,20 @@ int encoder_dims_from_cfg(model_dims *out, const model_cfg *m, esp_err *err)
     int conformer = m && m->encoder && !strcmp(m->encoder, "conformer");
     int ebf = m && m->encoder && !strcmp(m->encoder, "e_branchformer");
     int ctx = m && m->encoder && !strcmp(m->encoder, "contextual_block_transformer");
-    if (m && m->encoder && !conformer && !ebf && !ctx && strcmp(m->encoder, "transformer"))
+    int ctxc = m && m->encoder && !strcmp(m->encoder, "contextual_block_conformer");
+    if (m && m->encoder && !conformer && !ebf && !ctx && !ctxc && strcmp(m->encoder, "transformer"))
         return esp_fail(err, "model.encoder: '%s' is not supported (supported: transformer, conformer, e_branchformer, "
-                             "contextual_block_transformer)", m->encoder);
+                             "contextual_block_transformer, contextual_block_conformer)", m->encoder);
     if (e && check_common(e, err) != 0) return -1;
     int kind = -1;
     if (input_layer_of(e, conformer, &kind, err) != 0) return -1;
     if (out) out->input_layer = kind;
-    if (ctx) return contextual_dims(out, e, kind, err);
+    if (ctx || ctxc) return contextual_dims(out, e, kind, ctxc, err);
     const char *key = e ? contextual_only_key(e) : NULL;
     if (key)
-        return esp_fail(err, "model.encoder_conf.%s: a ContextualBlockTransformerEncoder key, which the %s encoder "
-                             "does not take (set model.encoder: contextual_block_transformer, or remove it)", key,
+        return esp_fail(err, "model.encoder_conf.%s: a contextual block encoder key, which the %s encoder does not "
+                             "take (set model.encoder: contextual_block_transformer or contextual_block_conformer, "
+                             "or remove it)", key,
                         m->encoder ? m->encoder : "transformer");
     if (ebf) return ebranchformer_dims(out, e, err);
     key = e ? ebranchformer_only_key(e) : NULL;

@@ -10,7 +10,8 @@
  * ConvolutionModule, the convolution and BatchNorm see every frame of the padded batch: BatchNorm's
  * statistics are over all B x T rows, padding included, and the depthwise conv reads padded frames
  * next to an utterance's end (an inference model zeroes them first: enc_zero_padding). The relative encoding (2 T - 1 positions) is computed once per
- * forward and shared by the blocks, with its own positional dropout. */
+ * forward and shared by the blocks, with its own positional dropout. The block (cblock_*) runs on any
+ * rows (enc_rows): the contextual block Conformer runs it over its blocks of frames. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,25 +25,15 @@ enum {
 #define BN_EPS 1e-5      /* torch.nn.BatchNorm1d's defaults */
 #define BN_MOMENTUM 0.1
 
-typedef struct cblock {
-    float *ln_m, *mean_m, *rstd_m, *fm_pre, *fm_act, *h_m;                  /* macaron feed-forward */
-    float *ln_a, *mean_a, *rstd_a, *q, *k, *v, *pl, *att, *atty, *h_a;      /* self-attention */
-    float *ln_c, *mean_c, *rstd_c, *pw1, *glu, *dwo, *bn_mean, *bn_rstd, *bn, *cact, *h_c; /* conv */
-    float *ln_f, *mean_f, *rstd_f, *f_pre, *f_act, *h_f;                    /* feed-forward */
-    float *mean_o, *rstd_o, *h_out;                                          /* norm_final */
-} cblock;
-
 struct encoder_acts {
     cblock *blocks;
     enc_rel_shared rel;           /* the relative encoding, and backward work the blocks share */
     enc_act_store store;          /* blocks, and the shape they fit */
-    float *d2, *dc, *dc2;         /* backward work of the convolution module */
+    cblock_work cw;               /* backward work of the convolution module */
 };
 
-/* What a block keeps for the backward, at shape s. */
-static void block_kept(const model_dims *d, void *block, enc_act_list *kept, enc_act_shape s)
+void cblock_kept(const model_dims *d, cblock *b, enc_act_list *kept, enc_act_shape s)
 {
-    cblock *b = block;
     size_t rows = s.rows, att = s.att, prows = s.prows;
     size_t D = (size_t)d->d, FF = (size_t)d->ff;
 #define BUF(field, count) enc_act_add(kept, &b->field, (count))
@@ -63,15 +54,25 @@ static void block_kept(const model_dims *d, void *block, enc_act_list *kept, enc
 #undef BUF
 }
 
+void cblock_work_decl(const model_dims *d, cblock_work *w, enc_act_list *work, size_t rows)
+{
+    size_t D = (size_t)d->d;
+    enc_act_add(work, &w->d2, rows * 2 * D);
+    enc_act_add(work, &w->dc, rows * D);
+    enc_act_add(work, &w->dc2, rows * D);
+}
+
+static void block_kept(const model_dims *d, void *block, enc_act_list *kept, enc_act_shape s)
+{
+    cblock_kept(d, block, kept, s);
+}
+
 /* The relative encoding the blocks share, and the backward's work. */
 static void shared(asr_model *m, enc_act_list *fwd, enc_act_list *work, enc_act_shape s)
 {
     encoder_acts *e = m->enc;
-    size_t rows = s.rows, D = (size_t)m->dims.d;
     enc_rel_shared_decl(&m->dims, &e->rel, fwd, work, s);
-    enc_act_add(work, &e->d2, rows * 2 * D);
-    enc_act_add(work, &e->dc, rows * D);
-    enc_act_add(work, &e->dc2, rows * D);
+    cblock_work_decl(&m->dims, &e->cw, work, s.rows);
 }
 
 static const enc_act_decl decl = {sizeof(cblock), 1, block_kept, shared, NULL};
@@ -109,42 +110,42 @@ static enc_attn_bufs attn_bufs(const cblock *b)
 }
 
 /* h_a = x + drop(linear_out(MHA(LN(x)))), relative or absolute positions. */
-static void mha_forward(asr_model *m, int l, cblock *b, const float *x)
+static void mha_forward(asr_model *m, const enc_rows *r, int l, cblock *b, const float *pos, const float *x)
 {
     backend *be = m->be;
-    size_t nd = (size_t)m->B * m->T2 * m->dims.d;
+    size_t nd = (size_t)r->nb * r->t * m->dims.d;
     enc_attn_bufs ab = attn_bufs(b);
-    enc_attn_forward(m, l, &ab, m->enc->rel.pos, x, m->dtmp, SITE_ATT);
-    be->dropout_add(be, b->h_a, x, m->dtmp, nd, 1.0, enc_rates_of(m).pd, m->seed, block_stream(l, SITE_ATT_OUT));
+    enc_attn_forward(m, r, l, &ab, pos, x, r->tmp, SITE_ATT);
+    be->dropout_add(be, b->h_a, x, r->tmp, nd, 1.0, enc_rates_of(m).pd, m->seed, block_stream(l, SITE_ATT_OUT));
 }
 
-static void mha_backward(asr_model *m, int l, const cblock *b, const float *x)
+static void mha_backward(asr_model *m, const enc_rows *r, int l, const cblock *b, const enc_rel_shared *rel,
+                         const float *x)
 {
     backend *be = m->be;
-    encoder_acts *e = m->enc;
-    size_t nd = (size_t)m->B * m->T2 * m->dims.d;
+    size_t nd = (size_t)r->nb * r->t * m->dims.d;
     enc_attn_bufs ab = attn_bufs(b);
-    enc_attn_work w = {e->rel.pos, e->rel.dq, e->rel.dk, e->rel.dv, e->rel.datt, e->rel.dp, e->rel.dln};
-    be->dropout_backward(be, m->dtmp, m->dh, nd, enc_rates_of(m).pd, m->seed, block_stream(l, SITE_ATT_OUT));
-    enc_attn_backward(m, l, &ab, &w, x, m->dtmp, SITE_ATT);
+    enc_attn_work w = {rel->pos, rel->dq, rel->dk, rel->dv, rel->datt, rel->dp, rel->dln};
+    be->dropout_backward(be, r->tmp, r->dh, nd, enc_rates_of(m).pd, m->seed, block_stream(l, SITE_ATT_OUT));
+    enc_attn_backward(m, r, l, &ab, &w, x, r->tmp, SITE_ATT);
 }
 
 /* h_c = x + drop(pointwise_conv2(act(BN(depthwise(GLU(pointwise_conv1(LN(x)))))))). */
-static void conv_forward(asr_model *m, int l, cblock *b, const float *x)
+static void conv_forward(asr_model *m, const enc_rows *r, int l, cblock *b, const float *x)
 {
     const model_dims *d = &m->dims;
     backend *be = m->be;
-    int N = m->B * m->T2, D = d->d;
-    enc_rates r = enc_rates_of(m);
+    int N = r->nb * r->t, D = d->d;
+    enc_rates rt = enc_rates_of(m);
     const enc_block_tensors *p = &m->w.blocks[l];
     const nn_batchnorm *bn = &p->conv_module.norm;
     be->layernorm_forward(be, b->ln_c, b->mean_c, b->rstd_c, x, p->norm_conv.weight, p->norm_conv.bias, N, D, 1e-12);
     be->linear_forward(be, b->pw1, b->ln_c, p->conv_module.pointwise_conv1.weight,
                        p->conv_module.pointwise_conv1.bias, N, D, 2 * D);
     be->glu_forward(be, b->glu, b->pw1, N, D);
-    enc_zero_padding(m, b->glu, D);
+    enc_zero_padding(m, r, b->glu, D);
     be->dwconv1d_forward(be, b->dwo, b->glu, p->conv_module.depthwise_conv.weight, p->conv_module.depthwise_conv.bias,
-                         m->B, m->T2, D, d->cnn_kernel);
+                         r->nb, r->t, D, d->cnn_kernel);
     if (m->train && m->sync.all_reduce) /* trainer.sync_batchnorm */
         syncbn_forward(m, b->bn, b->bn_mean, b->bn_rstd, b->dwo, bn->weight, bn->bias, bn->running_mean,
                        bn->running_var, bn->num_batches_tracked, N, D, BN_EPS, BN_MOMENTUM);
@@ -152,107 +153,118 @@ static void conv_forward(asr_model *m, int l, cblock *b, const float *x)
         be->batchnorm_forward(be, b->bn, b->bn_mean, b->bn_rstd, b->dwo, bn->weight, bn->bias, bn->running_mean,
                               bn->running_var, bn->num_batches_tracked, N, D, BN_EPS, BN_MOMENTUM, m->train);
     enc_act_forward(m->be, m->dims.act, b->cact, b->bn, (size_t)N * D);
-    be->linear_forward(be, m->dtmp, b->cact, p->conv_module.pointwise_conv2.weight,
+    be->linear_forward(be, r->tmp, b->cact, p->conv_module.pointwise_conv2.weight,
                        p->conv_module.pointwise_conv2.bias, N, D, D);
-    be->dropout_add(be, b->h_c, x, m->dtmp, (size_t)N * D, 1.0, r.pd, m->seed, block_stream(l, SITE_CONV_OUT));
+    be->dropout_add(be, b->h_c, x, r->tmp, (size_t)N * D, 1.0, rt.pd, m->seed, block_stream(l, SITE_CONV_OUT));
 }
 
-static void conv_backward(asr_model *m, int l, const cblock *b, const float *x)
+static void conv_backward(asr_model *m, const enc_rows *r, int l, const cblock *b, const enc_rel_shared *rel,
+                          const cblock_work *w, const float *x)
 {
     const model_dims *d = &m->dims;
     backend *be = m->be;
-    encoder_acts *e = m->enc;
-    int N = m->B * m->T2, D = d->d;
-    enc_rates r = enc_rates_of(m);
+    int N = r->nb * r->t, D = d->d;
+    enc_rates rt = enc_rates_of(m);
     const enc_block_tensors *p = &m->w.blocks[l], *g = &m->g.blocks[l];
     const nn_linear *pw1 = &p->conv_module.pointwise_conv1, *gpw1 = &g->conv_module.pointwise_conv1;
     const nn_linear *dw = &p->conv_module.depthwise_conv, *gdw = &g->conv_module.depthwise_conv;
     const nn_linear *pw2 = &p->conv_module.pointwise_conv2, *gpw2 = &g->conv_module.pointwise_conv2;
     const nn_batchnorm *bn = &p->conv_module.norm, *gbn = &g->conv_module.norm;
-    be->dropout_backward(be, m->dtmp, m->dh, (size_t)N * D, r.pd, m->seed, block_stream(l, SITE_CONV_OUT));
-    be->linear_backward(be, e->dc, gpw2->weight, gpw2->bias, m->dtmp, b->cact, pw2->weight, N, D, D, 0);
-    enc_act_backward(m->be, m->dims.act, e->dc, e->dc, b->bn, (size_t)N * D);
+    be->dropout_backward(be, r->tmp, r->dh, (size_t)N * D, rt.pd, m->seed, block_stream(l, SITE_CONV_OUT));
+    be->linear_backward(be, w->dc, gpw2->weight, gpw2->bias, r->tmp, b->cact, pw2->weight, N, D, D, 0);
+    enc_act_backward(m->be, m->dims.act, w->dc, w->dc, b->bn, (size_t)N * D);
     if (m->sync.all_reduce)
-        syncbn_backward(m, e->dc2, gbn->weight, gbn->bias, e->dc, b->dwo, bn->weight, b->bn_mean, b->bn_rstd, N, D);
+        syncbn_backward(m, w->dc2, gbn->weight, gbn->bias, w->dc, b->dwo, bn->weight, b->bn_mean, b->bn_rstd, N, D);
     else
-        be->batchnorm_backward(be, e->dc2, gbn->weight, gbn->bias, e->dc, b->dwo, bn->weight, b->bn_mean, b->bn_rstd,
+        be->batchnorm_backward(be, w->dc2, gbn->weight, gbn->bias, w->dc, b->dwo, bn->weight, b->bn_mean, b->bn_rstd,
                                N, D);
-    be->dwconv1d_backward(be, e->dc, gdw->weight, gdw->bias, e->dc2, b->glu, dw->weight, m->B, m->T2, D,
+    be->dwconv1d_backward(be, w->dc, gdw->weight, gdw->bias, w->dc2, b->glu, dw->weight, r->nb, r->t, D,
                           d->cnn_kernel);
-    enc_zero_padding(m, e->dc, D); /* the forward's masked_fill_ (the asr_transducer task's) */
-    be->glu_backward(be, e->d2, e->dc, b->pw1, N, D);
-    be->linear_backward(be, e->rel.dln, gpw1->weight, gpw1->bias, e->d2, b->ln_c, pw1->weight, N, D, 2 * D, 0);
-    be->layernorm_backward(be, m->dh, g->norm_conv.weight, g->norm_conv.bias, e->rel.dln, x, p->norm_conv.weight,
+    enc_zero_padding(m, r, w->dc, D); /* the forward's masked_fill_ (the asr_transducer task's) */
+    be->glu_backward(be, w->d2, w->dc, b->pw1, N, D);
+    be->linear_backward(be, rel->dln, gpw1->weight, gpw1->bias, w->d2, b->ln_c, pw1->weight, N, D, 2 * D, 0);
+    be->layernorm_backward(be, r->dh, g->norm_conv.weight, g->norm_conv.bias, rel->dln, x, p->norm_conv.weight,
                            b->mean_c, b->rstd_c, N, D, 1);
 }
 
-/* ---- blocks ------------------------------------------------------------------------------- */
+/* ---- the block ------------------------------------------------------------------------------ */
 
-static const float *block_output(const asr_model *m, int l)
-{
-    const cblock *b = &m->enc->blocks[l];
-    return m->dims.use_cnn ? b->h_out : b->h_f;
-}
+static float *cblock_out(const model_dims *d, const cblock *b) { return d->use_cnn ? b->h_out : b->h_f; }
 
-static const float *block_input(const asr_model *m, int l) { return l == 0 ? m->h0 : block_output(m, l - 1); }
-
-static const float *forward(asr_model *m)
+float *cblock_forward(asr_model *m, const enc_rows *r, int l, cblock *b, const float *pos, const float *x)
 {
     const model_dims *d = &m->dims;
     backend *be = m->be;
-    encoder_acts *e = m->enc;
-    int N = m->B * m->T2, D = d->d;
-    enc_rel_pos_forward(m, &e->rel);
-    for (int l = 0; l < d->blocks; l++) {
-        cblock *b = &e->blocks[l];
-        const float *x = block_input(m, l);
-        if (d->macaron) {
-            enc_ff_forward(m, l, 1, b->ln_m, b->mean_m, b->rstd_m, b->fm_pre, b->fm_act, x, b->h_m, SITE_FFM_IN,
-                           SITE_FFM_OUT);
-            x = b->h_m;
-        }
-        mha_forward(m, l, b, x);
-        x = b->h_a;
-        if (d->use_cnn) {
-            conv_forward(m, l, b, x);
-            x = b->h_c;
-        }
-        enc_ff_forward(m, l, 0, b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, x, b->h_f, SITE_FF_IN,
-                       SITE_FF_OUT);
-        if (d->use_cnn) {
-            const nn_norm *nf = &m->w.blocks[l].norm_final;
-            be->layernorm_forward(be, b->h_out, b->mean_o, b->rstd_o, b->h_f, nf->weight, nf->bias, N, D, 1e-12);
-        }
-        interctc_after_block(m, l, d->use_cnn ? b->h_out : b->h_f);
+    if (d->macaron) {
+        enc_ff_forward(m, r, l, 1, b->ln_m, b->mean_m, b->rstd_m, b->fm_pre, b->fm_act, x, b->h_m, SITE_FFM_IN,
+                       SITE_FFM_OUT);
+        x = b->h_m;
     }
-    return block_output(m, d->blocks - 1);
+    mha_forward(m, r, l, b, pos, x);
+    x = b->h_a;
+    if (d->use_cnn) {
+        conv_forward(m, r, l, b, x);
+        x = b->h_c;
+    }
+    enc_ff_forward(m, r, l, 0, b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, x, b->h_f, SITE_FF_IN, SITE_FF_OUT);
+    if (d->use_cnn) {
+        const nn_norm *nf = &m->w.blocks[l].norm_final;
+        be->layernorm_forward(be, b->h_out, b->mean_o, b->rstd_o, b->h_f, nf->weight, nf->bias, r->nb * r->t, d->d,
+                              1e-12);
+    }
+    return cblock_out(d, b);
+}
+
+void cblock_backward(asr_model *m, const enc_rows *r, int l, const cblock *b, const enc_rel_shared *rel,
+                     const cblock_work *w, const float *x0)
+{
+    const model_dims *d = &m->dims;
+    backend *be = m->be;
+    int N = r->nb * r->t, D = d->d;
+    /* BatchNorm's backward is the training mode's (batch statistics): the forward must have been one. */
+    ESP_CHECK(m->train || !d->use_cnn);
+    const float *xa = d->macaron ? b->h_m : x0, *xc = d->use_cnn ? b->h_c : b->h_a;
+    if (d->use_cnn) {
+        const nn_norm *nf = &m->w.blocks[l].norm_final, *gnf = &m->g.blocks[l].norm_final;
+        be->layernorm_backward(be, rel->dln, gnf->weight, gnf->bias, r->dh, b->h_f, nf->weight, b->mean_o, b->rstd_o, N,
+                               D, 0);
+        be->copy(be, r->dh, rel->dln, (size_t)N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
+    }
+    enc_ff_backward(m, r, l, 0, b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, xc, SITE_FF_IN, SITE_FF_OUT,
+                    rel->dff, rel->dln);
+    if (d->use_cnn) conv_backward(m, r, l, b, rel, w, b->h_a);
+    mha_backward(m, r, l, b, rel, xa);
+    if (d->macaron)
+        enc_ff_backward(m, r, l, 1, b->ln_m, b->mean_m, b->rstd_m, b->fm_pre, b->fm_act, x0, SITE_FFM_IN, SITE_FFM_OUT,
+                        rel->dff, rel->dln);
+}
+
+/* ---- the encoder ---------------------------------------------------------------------------- */
+
+static const float *block_input(const asr_model *m, int l)
+{
+    return l == 0 ? m->h0 : cblock_out(&m->dims, &m->enc->blocks[l - 1]);
+}
+
+static const float *forward(asr_model *m)
+{
+    encoder_acts *e = m->enc;
+    enc_rows r = enc_rows_of(m);
+    enc_rel_pos_forward(m, &e->rel);
+    for (int l = 0; l < m->dims.blocks; l++) {
+        float *y = cblock_forward(m, &r, l, &e->blocks[l], e->rel.pos, block_input(m, l));
+        interctc_after_block(m, l, y);
+    }
+    return block_input(m, m->dims.blocks);
 }
 
 static void backward(asr_model *m)
 {
-    const model_dims *d = &m->dims;
-    backend *be = m->be;
     encoder_acts *e = m->enc;
-    int N = m->B * m->T2, D = d->d;
-    /* BatchNorm's backward is the training mode's (batch statistics): the forward must have been one. */
-    ESP_CHECK(m->train || !d->use_cnn);
-    for (int l = d->blocks - 1; l >= 0; l--) {
-        const cblock *b = &e->blocks[l];
-        const float *x0 = block_input(m, l), *xa = d->macaron ? b->h_m : x0, *xc = d->use_cnn ? b->h_c : b->h_a;
+    enc_rows r = enc_rows_of(m);
+    for (int l = m->dims.blocks - 1; l >= 0; l--) {
         interctc_before_block_backward(m, l);
-        if (d->use_cnn) {
-            const nn_norm *nf = &m->w.blocks[l].norm_final, *gnf = &m->g.blocks[l].norm_final;
-            be->layernorm_backward(be, e->rel.dln, gnf->weight, gnf->bias, m->dh, b->h_f, nf->weight, b->mean_o, b->rstd_o,
-                                   N, D, 0);
-            be->copy(be, m->dh, e->rel.dln, (size_t)N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
-        }
-        enc_ff_backward(m, l, 0, b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, xc, SITE_FF_IN, SITE_FF_OUT,
-                        e->rel.dff, e->rel.dln);
-        if (d->use_cnn) conv_backward(m, l, b, b->h_a);
-        mha_backward(m, l, b, xa);
-        if (d->macaron)
-            enc_ff_backward(m, l, 1, b->ln_m, b->mean_m, b->rstd_m, b->fm_pre, b->fm_act, x0, SITE_FFM_IN,
-                            SITE_FFM_OUT, e->rel.dff, e->rel.dln);
+        cblock_backward(m, &r, l, &e->blocks[l], &e->rel, &e->cw, block_input(m, l));
         asr_model_block_grads_final(m, l);
     }
 }

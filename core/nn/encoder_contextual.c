@@ -12,7 +12,11 @@
  *   whose frames after it are at least look_ahead (the last block: the rest).
  * Padding frames are no different from the others inside blocks (ESPnet masks nothing there), so
  * batch results depend on padding as ESPnet's do. Blocks are gathered and scattered with the
- * embedding ops over an index of rows (src: the frames, the context vectors, one zero row). */
+ * embedding ops over an index of rows (src: the frames, the context vectors, one zero row).
+ * contextual_block_conformer (ContextualBlockConformerEncoder) is the same with the Conformer block
+ * of core/nn/encoder_conformer.c as the layer: its convolution module runs over a block's
+ * block_size + 2 rows as they are (the context rows and the zero rows included), and row 0, which
+ * ESPnet's mask lets attend to nothing, gets a zero attention output (enc_rows.blocks). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,8 +25,9 @@
 
 /* A layer's activations and its input in the block layout. */
 typedef struct ctx_layer {
-    tblock_acts a;
+    ctx_layer_acts a;
     float *x;
+    const float *y; /* its output (whole utterances) */
 } ctx_layer;
 
 struct encoder_acts {
@@ -32,8 +37,42 @@ struct encoder_acts {
     int *idx_in, *idx_ctx, *idx_out, *lens; /* host, sized by build_geometry */
     int geom_B, geom_T2;                     /* what the indices and avg were built for */
     tblock_work w;                           /* w.tmp: also the forward's scratch */
+    enc_rel_shared rel;                      /* the Conformer layers' backward work (no positions) */
+    cblock_work cw;
     float *dalt, *dsrc, *dpos;
 };
+
+void ctx_layer_kept(const model_dims *d, ctx_layer_acts *b, enc_act_list *kept, enc_act_shape s)
+{
+    if (d->ctx_conformer)
+        cblock_kept(d, &b->c, kept, s);
+    else
+        tblock_kept(d, &b->t, kept, s.rows, s.att);
+}
+
+const float *ctx_layer_forward(asr_model *m, int l, ctx_layer_acts *b, const float *x, float *tmp, int nb, int t,
+                               const int *lens, int blocks)
+{
+    if (!m->dims.ctx_conformer) {
+        tblock_forward(m, l, &b->t, x, tmp, nb, t, lens);
+        return b->t.h_out;
+    }
+    enc_rows r = {nb, t, lens, tmp, NULL, blocks};
+    return cblock_forward(m, &r, l, &b->c, NULL, x);
+}
+
+/* The backward of ctx_layer_forward: dh, the gradient of its output, becomes that of x. */
+static void layer_backward(asr_model *m, int l, ctx_layer *c, const float *x, float *dh, int nb, int t,
+                           const int *lens, int blocks)
+{
+    encoder_acts *e = m->enc;
+    if (!m->dims.ctx_conformer) {
+        tblock_backward(m, l, &c->a.t, &e->w, x, dh, nb, t, lens);
+        return;
+    }
+    enc_rows r = {nb, t, lens, e->w.tmp, dh, blocks};
+    cblock_backward(m, &r, l, &c->a.c, &e->rel, &e->cw, x);
+}
 
 /* Blocks for T2 frames; 0: the whole utterance at once. */
 static int n_blocks(const model_dims *d, int T2)
@@ -52,7 +91,7 @@ static void layout(const model_dims *d, int B, int T2, int *seqs, int *t)
 static void layer_kept(const model_dims *d, void *block, enc_act_list *kept, enc_act_shape s)
 {
     ctx_layer *b = block;
-    tblock_kept(d, &b->a, kept, s.rows, s.att);
+    ctx_layer_kept(d, &b->a, kept, s);
     enc_act_add(kept, &b->x, s.rows * (size_t)d->d);
 }
 
@@ -64,7 +103,12 @@ static void shared(asr_model *m, enc_act_list *fwd, enc_act_list *work, enc_act_
     enc_act_add(fwd, &e->w.tmp, s.rows * D);
     enc_act_add(fwd, &e->src, src * D), enc_act_add(fwd, &e->addin, ctx * D), enc_act_add(fwd, &e->out, s.frames * D);
     enc_act_add(fwd, &e->avg, ctx * s.frames);
-    tblock_work_decl(&m->dims, &e->w, work, s.rows);
+    if (m->dims.ctx_conformer) {
+        enc_rel_shared_decl(&m->dims, &e->rel, fwd, work, s);
+        cblock_work_decl(&m->dims, &e->cw, work, s.rows);
+    } else {
+        tblock_work_decl(&m->dims, &e->w, work, s.rows);
+    }
     enc_act_add(work, &e->dalt, s.rows * D), enc_act_add(work, &e->dsrc, src * D);
     enc_act_add(work, &e->dpos, s.frames * D);
 }
@@ -178,12 +222,13 @@ static const float *forward_blocks(asr_model *m, int nblk)
     }
     be->fill(be, ctx + (size_t)nseq * D, 0, (size_t)D * sizeof(float));
     be->embedding_forward(be, e->layers[0].x, e->src, e->idx_in, (int)rows, (int)(frames + nseq + 1), D);
+    const float *y = NULL;
     for (int l = 0; l < d->blocks; l++) {
         ctx_layer *c = &e->layers[l];
-        if (l > 0) be->embedding_forward(be, c->x, e->layers[l - 1].a.h_out, e->idx_ctx, (int)rows, (int)rows, D);
-        tblock_forward(m, l, &c->a, c->x, e->w.tmp, nseq, t, e->lens);
+        if (l > 0) be->embedding_forward(be, c->x, y, e->idx_ctx, (int)rows, (int)rows, D);
+        y = ctx_layer_forward(m, l, &c->a, c->x, e->w.tmp, nseq, t, e->lens, 1);
     }
-    be->embedding_forward(be, e->out, e->layers[d->blocks - 1].a.h_out, e->idx_out, (int)frames, (int)rows, D);
+    be->embedding_forward(be, e->out, y, e->idx_out, (int)frames, (int)rows, D);
     return e->out;
 }
 
@@ -194,8 +239,8 @@ static const float *forward(asr_model *m)
     encoder_acts *e = m->enc;
     const float *x = m->h0;
     for (int l = 0; l < m->dims.blocks; l++) {
-        tblock_forward(m, l, &e->layers[l].a, x, e->w.tmp, m->B, m->T2, m->hlens);
-        x = e->layers[l].a.h_out;
+        e->layers[l].y = ctx_layer_forward(m, l, &e->layers[l].a, x, e->w.tmp, m->B, m->T2, m->hlens, 0);
+        x = e->layers[l].y;
     }
     return x;
 }
@@ -213,7 +258,7 @@ static void backward_blocks(asr_model *m, int nblk)
     be->fill(be, g, 0, rows * D * sizeof(float));
     be->embedding_backward(be, g, m->dh, e->idx_out, (int)frames, (int)rows, D);
     for (int l = d->blocks - 1; l >= 0; l--) {
-        tblock_backward(m, l, &e->layers[l].a, &e->w, e->layers[l].x, g, nseq, t, e->lens);
+        layer_backward(m, l, &e->layers[l], e->layers[l].x, g, nseq, t, e->lens, 1);
         asr_model_block_grads_final(m, l);
         if (l == 0) break;
         /* The layer's input came from the previous layer's output: scatter its gradient back. */
@@ -245,8 +290,8 @@ static void backward(asr_model *m)
     }
     encoder_acts *e = m->enc;
     for (int l = m->dims.blocks - 1; l >= 0; l--) {
-        const float *x = l ? e->layers[l - 1].a.h_out : m->h0;
-        tblock_backward(m, l, &e->layers[l].a, &e->w, x, m->dh, m->B, m->T2, m->hlens);
+        const float *x = l ? e->layers[l - 1].y : m->h0;
+        layer_backward(m, l, &e->layers[l], x, m->dh, m->B, m->T2, m->hlens, 0);
         asr_model_block_grads_final(m, l);
     }
 }

@@ -125,16 +125,18 @@ static enc_attn_bufs attn_bufs(const eblock *b)
 static void attn_forward(asr_model *m, int l, eblock *b, const float *x, float *out)
 {
     enc_attn_bufs ab = attn_bufs(b);
-    enc_attn_forward(m, l, &ab, m->enc->rel.pos, x, out, SITE_ATT);
+    enc_rows r = enc_rows_of(m);
+    enc_attn_forward(m, &r, l, &ab, m->enc->rel.pos, x, out, SITE_ATT);
 }
 
 /* dy: the gradient of attn_forward's out; m->dh gains the branch's gradient of x. */
-static void attn_backward(asr_model *m, int l, const eblock *b, const float *x, const float *dy)
+static void attn_backward(asr_model *m, int l, const eblock *b, const float *x, float *dy)
 {
     encoder_acts *e = m->enc;
     enc_attn_bufs ab = attn_bufs(b);
     enc_attn_work w = {e->rel.pos, e->rel.dq, e->rel.dk, e->rel.dv, e->rel.datt, e->rel.dp, e->rel.dln};
-    enc_attn_backward(m, l, &ab, &w, x, dy, SITE_ATT);
+    enc_rows r = enc_rows_of(m);
+    enc_attn_backward(m, &r, l, &ab, &w, x, dy, SITE_ATT);
 }
 
 /* The gate's input after the optional linear (gc or gl) and its output (the same without an act). */
@@ -160,7 +162,8 @@ static void cgmlp_forward(asr_model *m, int l, eblock *b, const float *x, float 
     be->gelu_forward(be, b->gg, b->pg, nh);
     be->layernorm_forward(be, b->gn, b->mean_n, b->rstd_n, b->gg, p->cgmlp.csgu.norm.weight, p->cgmlp.csgu.norm.bias,
                           N, H, 1e-12);
-    enc_zero_padding(m, b->gn, H);
+    enc_rows u = enc_rows_of(m);
+    enc_zero_padding(m, &u, b->gn, H);
     be->dwconv1d_forward(be, b->gc, b->gn, p->cgmlp.csgu.conv.weight, p->cgmlp.csgu.conv.bias, m->B, m->T2, H,
                          d->cgmlp_kernel);
     if (d->linear_after_conv)
@@ -218,7 +221,8 @@ static void branches_forward(asr_model *m, int l, eblock *b, const float *x)
     cgmlp_forward(m, l, b, x, b->br + nd);
     be->dropout_forward(be, b->br, b->br, 2 * nd, r.pd, m->seed, block_stream(l, SITE_BRANCH));
     be->swap12(be, b->cat, b->br, 1, 2, N, D); /* torch.cat([x1, x2], dim=-1): (N, 2D) */
-    enc_zero_padding(m, b->cat, 2 * D);
+    enc_rows u = enc_rows_of(m);
+    enc_zero_padding(m, &u, b->cat, 2 * D);
     be->dwconv1d_forward(be, b->fus, b->cat, p->depthwise_conv_fusion.weight, p->depthwise_conv_fusion.bias, m->B,
                          m->T2, 2 * D, d->merge_kernel);
     be->add(be, b->fus, b->fus, b->cat, 2 * nd);
@@ -266,6 +270,7 @@ static const float *forward(asr_model *m)
     backend *be = m->be;
     encoder_acts *e = m->enc;
     int N = m->B * m->T2, D = d->d;
+    enc_rows r = enc_rows_of(m);
     enc_rel_pos_forward(m, &e->rel);
     for (int l = 0; l < d->blocks; l++) {
         eblock *b = &e->blocks[l];
@@ -276,14 +281,14 @@ static const float *forward(asr_model *m)
             continue;
         }
         if (d->use_ffn && d->macaron) {
-            enc_ff_forward(m, l, 1, b->ln_m, b->mean_m, b->rstd_m, b->fm_pre, b->fm_act, x, b->h_m, SITE_FFM_IN,
+            enc_ff_forward(m, &r, l, 1, b->ln_m, b->mean_m, b->rstd_m, b->fm_pre, b->fm_act, x, b->h_m, SITE_FFM_IN,
                            SITE_FFM_OUT);
             x = b->h_m;
         }
         branches_forward(m, l, b, x);
         x = b->h_mg;
         if (d->use_ffn) {
-            enc_ff_forward(m, l, 0, b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, x, b->h_f, SITE_FF_IN,
+            enc_ff_forward(m, &r, l, 0, b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, x, b->h_f, SITE_FF_IN,
                            SITE_FF_OUT);
             x = b->h_f;
         }
@@ -301,6 +306,7 @@ static void backward(asr_model *m)
     backend *be = m->be;
     encoder_acts *e = m->enc;
     int N = m->B * m->T2, D = d->d;
+    enc_rows r = enc_rows_of(m);
     for (int l = d->blocks - 1; l >= 0; l--) {
         if (e->dropped[l]) { /* the identity: m->dh passes through, the block's gradients stay as they are */
             asr_model_block_grads_final(m, l);
@@ -314,11 +320,11 @@ static void backward(asr_model *m)
                                b->mean_o, b->rstd_o, N, D, 0);
         be->copy(be, m->dh, e->rel.dln, (size_t)N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
         if (d->use_ffn)
-            enc_ff_backward(m, l, 0, b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, b->h_mg, SITE_FF_IN,
+            enc_ff_backward(m, &r, l, 0, b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, b->h_mg, SITE_FF_IN,
                             SITE_FF_OUT, e->rel.dff, e->rel.dln);
         branches_backward(m, l, b, xb);
         if (d->use_ffn && d->macaron)
-            enc_ff_backward(m, l, 1, b->ln_m, b->mean_m, b->rstd_m, b->fm_pre, b->fm_act, x0, SITE_FFM_IN,
+            enc_ff_backward(m, &r, l, 1, b->ln_m, b->mean_m, b->rstd_m, b->fm_pre, b->fm_act, x0, SITE_FFM_IN,
                             SITE_FFM_OUT, e->rel.dff, e->rel.dln);
         asr_model_block_grads_final(m, l);
     }

@@ -1,9 +1,9 @@
-/* ESPnet2's ContextualBlockTransformerEncoder.forward_infer (batch 1), a push at a time (see
+/* ESPnet2's ContextualBlock{Transformer,Conformer}Encoder.forward_infer (batch 1), a push at a time (see
  * core/nn/encoder_stream.h). Each push: the features after the buffered ones; unless final, only
  * whole groups of the input layer's subsampling go through it (keeping 2 groups and the remainder
  * for the next push, as ESPnet does); the input layer's frames after the buffered ones; unless
  * final, only whole hops of blocks (the overlap kept). The blocks run one by one through the
- * Transformer layers of core/nn/encoder_tblock.c (block_size + 2 rows: row 0 the context handed
+ * layers (ctx_layer_forward: the Transformer's or the Conformer's; block_size + 2 rows: row 0 the context handed
  * over, the frames with the positional encoding from their position in the utterance, zero rows,
  * the block's own context vector); each layer's input row 0 is the previous block's context
  * output of the layer below. The first push that is also the last and fits one block runs the
@@ -32,7 +32,8 @@ struct enc_stream {
     size_t cap_feat, cap_xs;      /* floats */
     float *pe;                    /* the positional encoding table, pe_rows x d */
     int pe_rows;
-    tblock_acts a;                /* one layer's activations, shared by the layers */
+    ctx_layer_acts a;             /* one layer's activations, shared by the layers */
+    const float *y;               /* the last layer's output */
     float *x, *tmp, *avg, *addin; /* a layer's input; scratch; 1/n weights (block_size); d */
     int cap_rows;                 /* rows the layer workspace fits */
     float *ys, *out, *omean, *orstd; /* this push's output frames before and after after_norm */
@@ -44,7 +45,7 @@ static float *dalloc(backend *be, size_t n) { return be->alloc(be, n * sizeof(fl
 static void ws_list(enc_stream *s, enc_act_list *l, size_t rows)
 {
     const model_dims *d = &s->m->dims;
-    tblock_kept(d, &s->a, l, rows, (size_t)d->heads * rows * rows);
+    ctx_layer_kept(d, &s->a, l, (enc_act_shape){rows, (size_t)d->heads * rows * rows, 0, rows, 1});
     enc_act_add(l, &s->x, rows * (size_t)s->D), enc_act_add(l, &s->tmp, rows * (size_t)s->D);
 }
 
@@ -118,7 +119,7 @@ enc_stream *enc_stream_open(asr_model *m, esp_err *err)
 {
     const model_dims *d = &m->dims;
     if (d->encoder != ENC_CONTEXTUAL) {
-        esp_fail(err, "streaming decoding needs a model with encoder contextual_block_transformer");
+        esp_fail(err, "streaming decoding needs a model with encoder contextual_block_transformer or contextual_block_conformer");
         return NULL;
     }
     if (d->pre_out || !subsampling(d->input_layer)) {
@@ -155,7 +156,7 @@ void enc_stream_close(enc_stream *s)
 }
 
 /* The layers over one block: n frames at xs row c (utterance position pos) in block k. Leaves
- * the last layer's output in s->a.h_out (block_size + 2 rows). */
+ * the last layer's output in s->y (block_size + 2 rows). */
 static void run_block(enc_stream *s, int c, int n, int pos, int k)
 {
     asr_model *m = s->m;
@@ -177,11 +178,11 @@ static void run_block(enc_stream *s, int c, int n, int pos, int k)
     be->copy(be, s->prev_addin, s->addin, rd, BACKEND_DEVICE_TO_DEVICE);
     s->has_addin = 1;
     for (int l = 0; l < s->L; l++) {
-        tblock_forward(m, l, &s->a, s->x, s->tmp, 1, t, &lens);
-        const float *ctx = s->a.h_out + (size_t)(t - 1) * D; /* this block's context output */
+        s->y = ctx_layer_forward(m, l, &s->a, s->x, s->tmp, 1, t, &lens, 1);
+        const float *ctx = s->y + (size_t)(t - 1) * D; /* this block's context output */
         float *past = s->past_ctx + (size_t)l * D;
         if (l + 1 < s->L) {
-            row_copy(be, s->x, s->a.h_out, t, D);
+            row_copy(be, s->x, s->y, t, D);
             be->copy(be, s->x, s->has_past ? past : ctx, rd, BACKEND_DEVICE_TO_DEVICE);
         }
         be->copy(be, past, ctx, rd, BACKEND_DEVICE_TO_DEVICE);
@@ -189,14 +190,14 @@ static void run_block(enc_stream *s, int c, int n, int pos, int k)
     s->has_past = 1;
 }
 
-/* The layers over the whole utterance (n frames at xs row 0, nothing kept): into s->a.h_out. */
+/* The layers over the whole utterance (n frames at xs row 0, nothing kept): into s->y. */
 static void run_whole(enc_stream *s, int n)
 {
     ws_ensure(s, n);
     posenc_at(s, s->x, s->xs, n, 0);
     for (int l = 0; l < s->L; l++) {
-        tblock_forward(s->m, l, &s->a, s->x, s->tmp, 1, n, &n);
-        if (l + 1 < s->L) row_copy(s->m->be, s->x, s->a.h_out, n, s->D);
+        s->y = ctx_layer_forward(s->m, l, &s->a, s->x, s->tmp, 1, n, &n, 0);
+        if (l + 1 < s->L) row_copy(s->m->be, s->x, s->y, n, s->D);
     }
 }
 
@@ -296,7 +297,7 @@ int enc_stream_push(enc_stream *s, const float *feats, int T, int is_final, cons
         if (total > 0) {
             run_whole(s, total);
             ys_ensure(s, total);
-            row_copy(be, s->ys, s->a.h_out, total, D);
+            row_copy(be, s->ys, s->y, total, D);
             *out = finish(s, total);
         }
         ny = total;
@@ -312,7 +313,7 @@ int enc_stream_push(enc_stream *s, const float *feats, int T, int is_final, cons
     for (int i = 0; i < nblk; i++) {
         int c = i * hop, n = total - c < bs ? total - c : bs;
         run_block(s, c, n, c + hop * s->nproc, i + s->nproc);
-        const float *rows = s->a.h_out + D; /* the frames (row 0 is the context) */
+        const float *rows = s->y + D; /* the frames (row 0 is the context) */
         if (first && i == 0) row_copy(be, s->ys, rows, offset, D);
         int at = c + (first ? offset : 0), len = hop;
         if (is_final && i == nblk - 1) len = bs - offset < ny - at ? bs - offset : ny - at;

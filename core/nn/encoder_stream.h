@@ -1,5 +1,5 @@
-/* The contextual block Transformer encoder run online, as ESPnet2's
- * ContextualBlockTransformerEncoder.forward_infer: normalized feature frames go in as they come,
+/* The contextual block encoders run online, as ESPnet2's
+ * ContextualBlock{Transformer,Conformer}Encoder.forward_infer: normalized feature frames go in as they come,
  * the encoder's output frames (after after_norm) come out a block at a time. What it keeps between
  * pushes is what forward_infer keeps in its states: the features the input layer has not consumed
  * (buffer_before_downsampling), the input layer's frames no block has finished with

@@ -241,10 +241,12 @@ static void add_conformer_block(param_table *t, const model_dims *d, int b)
         snprintf(p, sizeof p, "encoder.encoders.%d.conv_module.pointwise_conv2", b);
         add_conv1d(t, p, D, D, 1);
     }
+    /* ContextualBlockEncoderLayer names the attention's and the feed-forward's norms norm1, norm2. */
     static const char *const norms[] = {"norm_ff", "norm_mha", "norm_ff_macaron", "norm_conv", "norm_final"};
+    static const char *const ctx_norms[] = {"norm1", "norm2", "norm_ff_macaron", "norm_conv", "norm_final"};
     for (int i = 0; i < 5; i++) {
         if ((i == 2 && !d->macaron) || (i >= 3 && !d->use_cnn)) continue;
-        snprintf(p, sizeof p, "encoder.encoders.%d.%s", b, norms[i]);
+        snprintf(p, sizeof p, "encoder.encoders.%d.%s", b, d->ctx_conformer ? ctx_norms[i] : norms[i]);
         add_norm(t, p, D);
     }
 }
@@ -480,7 +482,7 @@ void param_table_build(param_table *t, const model_dims *d)
     if (d->pre_out) add_linear(t, "preencoder.linear_out", d->pre_out, d->pre_in);
     add_input_layer(t, d);
     for (int b = 0; b < d->blocks; b++) {
-        if (d->encoder == ENC_CONFORMER)
+        if (d->encoder == ENC_CONFORMER || d->ctx_conformer)
             add_conformer_block(t, d, b);
         else if (d->encoder == ENC_EBRANCHFORMER)
             add_ebranchformer_block(t, d, b);

@@ -12,8 +12,9 @@
 #include "core/base/log.h"
 
 /* model.encoder: ESPnet2's TransformerEncoder (the zero value), ConformerEncoder,
- * EBranchformerEncoder or ContextualBlockTransformerEncoder (contextual_block_transformer: the
- * Transformer's blocks run over overlapping blocks of frames, core/nn/encoder_contextual.c). */
+ * EBranchformerEncoder or ContextualBlockTransformerEncoder / ContextualBlockConformerEncoder
+ * (contextual_block_transformer / _conformer: the Transformer's or the Conformer's blocks run over
+ * overlapping blocks of frames, core/nn/encoder_contextual.c; model_dims.ctx_conformer). */
 typedef enum encoder_kind {
     ENC_TRANSFORMER = 0, ENC_CONFORMER = 1, ENC_EBRANCHFORMER = 2, ENC_CONTEXTUAL = 3
 } encoder_kind;
@@ -85,6 +86,8 @@ typedef struct model_dims {
      * the block where look_ahead frames follow it; ctx_pos_enc: the context vectors get the
      * positional encoding too. */
     int block_size, hop_size, look_ahead, ctx_pos_enc;
+    int ctx_conformer;   /* contextual_block_conformer: the blocks are Conformer blocks (macaron, use_cnn,
+                          * cnn_kernel, act above; rel_pos 0), their norms named norm1 / norm2 */
     /* The attention decoder (model.decoder: transformer, decoder_conf) and the branches of the
      * joint loss; see core/nn/decoder_conf.h. dec_blocks 0: no decoder (CTC only, ctc_weight 1). */
     int dec_blocks;      /* decoder_conf.num_blocks */

@@ -116,10 +116,12 @@ static void bind_enc_block(binder *b, enc_block_tensors *k, const model_dims *d,
     k->conv_module.depthwise_conv = linear(b, SUB("conv_module.depthwise_conv"));
     k->conv_module.norm = batchnorm(b, SUB("conv_module.norm"));
     k->conv_module.pointwise_conv2 = linear(b, SUB("conv_module.pointwise_conv2"));
-    k->norm1 = norm(b, SUB("norm1"));
-    k->norm2 = norm(b, SUB("norm2"));
-    k->norm_ff = norm(b, SUB("norm_ff"));
-    k->norm_mha = norm(b, SUB("norm_mha"));
+    /* The contextual block Conformer's attention and feed-forward norms are norm1 and norm2, bound
+     * (once) as its Conformer block reads them. */
+    k->norm1 = d->ctx_conformer ? (nn_norm){0} : norm(b, SUB("norm1"));
+    k->norm2 = d->ctx_conformer ? (nn_norm){0} : norm(b, SUB("norm2"));
+    k->norm_ff = norm(b, SUB(d->ctx_conformer ? "norm2" : "norm_ff"));
+    k->norm_mha = norm(b, SUB(d->ctx_conformer ? "norm1" : "norm_mha"));
     k->norm_ff_macaron = norm(b, SUB("norm_ff_macaron"));
     k->norm_conv = norm(b, SUB("norm_conv"));
     k->norm_mlp = norm(b, SUB("norm_mlp"));

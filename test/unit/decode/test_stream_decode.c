@@ -1,7 +1,8 @@
 /* Streaming decoding against ESPnet's Speech2TextStreaming (scripts/make_stream_decode_fixtures.py,
  * ESPnet 202511): a tiny contextual block Transformer model trained by ESPnet, two WAVs pushed in
  * the chunks ESPnet was fed (the first shorter than a window), beam 4, ctc_weight 0.3 and 0.5, and
- * 0.3 with disable_repetition_detection.
+ * 0.3 with disable_repetition_detection; and the same calls (0.3, 0.5) of a tiny contextual block
+ * Conformer model (stream_decode_conformer/).
  * Per call: the same returned hypothesis, the same best running hypothesis, the same blocks
  * searched; the final results, and the WAV in one final push. */
 #include <criterion/criterion.h>
@@ -16,12 +17,15 @@
 #include "core/nn/model_files.h"
 #include "test/unit/test_util.h"
 
+static const char *model_dir = "stream_decode"; /* the model's fixture folder (the WAVs: stream_decode's) */
+
 static const char *fx(const char *rel)
 {
     static char p[4][512];
     static int k;
     k = (k + 1) % 4;
-    snprintf(p[k], sizeof p[k], "%s/test/fixtures/stream_decode/%s", test_root_dir(), rel);
+    snprintf(p[k], sizeof p[k], "%s/test/fixtures/%s/%s", test_root_dir(),
+             strncmp(rel, "wav/", 4) ? model_dir : "stream_decode", rel);
     return p[k];
 }
 
@@ -145,6 +149,14 @@ static int compare_calls(const char *file, int repetition_check, int *finals, in
 Test(stream_decode, espnet_calls_chunk_by_chunk)
 {
     int finals, partials;
+    cr_assert_eq(compare_calls("calls.txt", 1, &finals, &partials), 66);
+    cr_assert_eq(finals, 8, "every final call (chunked and whole) has a text: %d", finals);
+}
+
+Test(stream_decode, conformer_espnet_calls_chunk_by_chunk)
+{
+    int finals, partials;
+    model_dir = "stream_decode_conformer";
     cr_assert_eq(compare_calls("calls.txt", 1, &finals, &partials), 66);
     cr_assert_eq(finals, 8, "every final call (chunked and whole) has a text: %d", finals);
 }

@@ -1,9 +1,9 @@
-/* The contextual block Transformer encoder against the real ESPnet (fixtures by
- * scripts/make_contextual_fixtures.py: ESPnet2's ContextualBlockTransformerEncoder + CTC, seeded
+/* The contextual block Transformer and Conformer encoders against the real ESPnet (fixtures by
+ * scripts/make_contextual_fixtures.py: ESPnet2's ContextualBlock{Transformer,Conformer}Encoder + CTC, seeded
  * weights, a padded batch of 2, dropout off): encoder output, log-probs, CTC loss and every
  * parameter gradient of its forward_train, within a relative 1e-4, in blocks (with and without the
  * context vectors' positional encoding, the linear input layer) and in one piece (the utterance
- * fits a block). Also: the decoding model (one shared workspace) computes the same bits. */
+ * fits a block; the Conformer with and without macaron, swish and ReLU). Also: the decoding model (one shared workspace) computes the same bits. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -29,6 +29,10 @@ static model_dims case_dims(const char *name)
         m.idim = 12, m.heads = 4, m.blocks = 1, m.input_layer = IN_LINEAR;
         m.block_size = 10, m.hop_size = 5, m.look_ahead = 0;
     }
+    if (!strncmp(name, "conformer", 9)) m.ctx_conformer = 1, m.use_cnn = 1, m.macaron = 1, m.cnn_kernel = 5;
+    if (!strcmp(name, "conformer_relu"))
+        m.macaron = 0, m.act = ACT_RELU, m.cnn_kernel = 7, m.block_size = 6, m.hop_size = 3, m.look_ahead = 1;
+    if (!strcmp(name, "conformer_short")) m.cnn_kernel = 3, m.block_size = 40, m.hop_size = 16, m.look_ahead = 16;
     m.f2 = input_layer_out_bins(m.input_layer, m.idim);
     return m;
 }
@@ -83,9 +87,11 @@ static void check_case(const char *name)
     const char *worst_name = "";
     for (size_t i = 0; i < t->n; i++) {
         const param_info *p = &t->items[i];
+        if (p->kind != PARAM_TRAINED) continue; /* BatchNorm's running statistics */
         char gname[160];
         snprintf(gname, sizeof gname, "grad.%s", p->name);
-        if (strstr(p->name, "linear_k.bias")) { /* softmax cancels it: a true gradient of 0 */
+        /* Softmax (linear_k) or BatchNorm's mean (depthwise_conv) cancels it: a true gradient of 0. */
+        if (strstr(p->name, "linear_k.bias") || strstr(p->name, "depthwise_conv.bias")) {
             double w = test_max_abs(m.grads + p->offset, p->count);
             cr_expect_lt(w, 1e-5, "gradient of %s should vanish: %g", p->name, w);
             continue;
@@ -105,6 +111,9 @@ Test(contextual, blocks_match_espnet) { check_case("blocks"); }
 Test(contextual, context_without_positions_matches_espnet) { check_case("no_ctx_pe"); }
 Test(contextual, one_block_utterances_match_espnet) { check_case("short"); }
 Test(contextual, linear_input_layer_matches_espnet) { check_case("linear"); }
+Test(contextual, conformer_blocks_match_espnet) { check_case("conformer"); }
+Test(contextual, conformer_relu_wide_kernel_matches_espnet) { check_case("conformer_relu"); }
+Test(contextual, conformer_one_block_utterances_match_espnet) { check_case("conformer_short"); }
 
 /* The decoding model shares one layer workspace; at batch size 1 its log-probs are the training
  * model's (eval mode) to the bit. */
@@ -224,11 +233,41 @@ Test(contextual, config_keys)
         {{.init_average = &no}, ctx, "init_average: false"},
         {{.pos_enc_layer_type = abs_pos}, ctx, "pos_enc_layer_type: not a key of ContextualBlockTransformerEncoder"},
         {{.input_layer = null}, ctx, "input_layer: null is not supported by contextual_block_transformer"},
-        {{.block_size = &bs}, transformer, "block_size: a ContextualBlockTransformerEncoder key"},
+        {{.block_size = &bs}, transformer, "block_size: a contextual block encoder key"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         m = (model_cfg){.encoder = (char *)bad[i].encoder, .encoder_conf = &bad[i].e};
         cr_assert_neq(encoder_dims_from_cfg(&d, &m, &err), 0, "case %zu", i);
         cr_assert(strstr(err.msg, bad[i].msg), "case %zu: %s", i, err.msg);
     }
+}
+
+/* contextual_block_conformer: ContextualBlockConformerEncoder's defaults (the convolution module of
+ * kernel 31, swish, no macaron, plain attention whatever selfattention_layer_type says); its
+ * Conformer keys taken, the relative-position ones refused by name. */
+Test(contextual, conformer_config_keys)
+{
+    char *ctxc = "contextual_block_conformer", *rel = "rel_selfattn", *latest = "latest", *relu = "relu";
+    int yes = 1;
+    int64_t k = 4, k3 = 3;
+    encoder_conf_cfg e = {.selfattention_layer_type = rel};
+    model_cfg m = {.encoder = ctxc, .encoder_conf = &e};
+    model_dims d = {0};
+    esp_err err;
+    cr_assert_eq(encoder_dims_from_cfg(&d, &m, &err), 0, "%s", err.msg);
+    cr_assert(d.encoder == ENC_CONTEXTUAL && d.ctx_conformer && d.use_cnn && d.cnn_kernel == 31 && !d.macaron &&
+              !d.rel_pos && d.act == ACT_SWISH && d.block_size == 40);
+    e = (encoder_conf_cfg){.macaron_style = &yes, .activation_type = relu, .cnn_module_kernel = &k3};
+    cr_assert_eq(encoder_dims_from_cfg(&d, &m, &err), 0, "%s", err.msg);
+    cr_assert(d.macaron && d.act == ACT_RELU && d.cnn_kernel == 3);
+    e = (encoder_conf_cfg){.rel_pos_type = latest};
+    cr_assert_neq(encoder_dims_from_cfg(&d, &m, &err), 0);
+    cr_assert(strstr(err.msg, "rel_pos_type: not a key of ContextualBlockConformerEncoder"), "%s", err.msg);
+    e = (encoder_conf_cfg){.cnn_module_kernel = &k};
+    cr_assert_neq(encoder_dims_from_cfg(&d, &m, &err), 0);
+    cr_assert(strstr(err.msg, "cnn_module_kernel: 4 must be odd"), "%s", err.msg);
+    e = (encoder_conf_cfg){.macaron_style = &yes};
+    m.encoder = "contextual_block_transformer";
+    cr_assert_neq(encoder_dims_from_cfg(&d, &m, &err), 0);
+    cr_assert(strstr(err.msg, "macaron_style: not a key of ContextualBlockTransformerEncoder"), "%s", err.msg);
 }

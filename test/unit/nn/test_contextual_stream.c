@@ -1,9 +1,9 @@
 /* The streaming contextual block encoder (core/nn/encoder_stream.h) against the real ESPnet
  * (fixtures by scripts/make_contextual_stream_fixtures.py: ESPnet2's
- * ContextualBlockTransformerEncoder.forward_infer fed one utterance in chunks): the frames each
+ * ContextualBlock{Transformer,Conformer}Encoder.forward_infer fed one utterance in chunks): the frames each
  * push returns and their values within a relative 1e-5, in blocks across pushes (with and without
- * the context vectors' positional encoding, the linear input layer) and over a whole utterance
- * that fits a block. Also: a reset stream decodes the same again, and other encoders are refused. */
+ * the context vectors' positional encoding, the linear input layer, the Conformer layer with
+ * BatchNorm's running statistics) and over a whole utterance that fits a block. Also: a reset stream decodes the same again, and other encoders are refused. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +27,11 @@ static model_dims case_dims(const char *name)
     if (!strcmp(name, "linear")) {
         m.idim = 12, m.heads = 4, m.blocks = 1, m.input_layer = IN_LINEAR;
         m.block_size = 10, m.hop_size = 5, m.look_ahead = 0;
+    }
+    if (!strcmp(name, "conformer")) m.ctx_conformer = 1, m.use_cnn = 1, m.macaron = 1, m.cnn_kernel = 5;
+    if (!strcmp(name, "conformer_whole")) {
+        m.ctx_conformer = 1, m.use_cnn = 1, m.cnn_kernel = 3;
+        m.block_size = 40, m.hop_size = 16, m.look_ahead = 16;
     }
     m.f2 = input_layer_out_bins(m.input_layer, m.idim);
     return m;
@@ -92,6 +97,8 @@ Test(contextual_stream, blocks_across_pushes_match_espnet) { check_case("chunks"
 Test(contextual_stream, context_without_positions_matches_espnet) { check_case("no_ctx_pe"); }
 Test(contextual_stream, one_block_utterance_matches_espnet) { check_case("whole"); }
 Test(contextual_stream, linear_input_layer_matches_espnet) { check_case("linear"); }
+Test(contextual_stream, conformer_blocks_across_pushes_match_espnet) { check_case("conformer"); }
+Test(contextual_stream, conformer_one_block_utterance_matches_espnet) { check_case("conformer_whole"); }
 
 Test(contextual_stream, other_encoders_are_refused)
 {

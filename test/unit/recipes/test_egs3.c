@@ -585,6 +585,37 @@ Test(egs3, mini_an4_default_training_yaml_is_the_asr_transducer_task)
     st_close(&f);
 }
 
+/* The same config with the contextual block Conformer (model.encoder and its Conformer keys as
+ * overrides: macaron, the convolution module of kernel 3) trains, decodes and packs from the
+ * folder; the model file holds ContextualBlockConformerEncoder's names. */
+Test(egs3, mini_an4_streaming_conformer_runs_stages_1_8)
+{
+    char recipe[512];
+    copy_mini_an4(recipe, sizeof recipe);
+    int rc = run_in(recipe, "--training_config conf/training_asr_streaming.yaml --inference_config conf/inference.yaml "
+                            "--metrics_config conf/metrics.yaml model.encoder=contextual_block_conformer "
+                            "model.encoder_conf.macaron_style=true model.encoder_conf.cnn_module_kernel=3",
+                    "streamc");
+    cr_assert_eq(rc, 0, "stages 1-8 failed:\n%s", log_of("streamc", "err"));
+    char exp[600];
+    snprintf(exp, sizeof exp, "%s/exp/training_asr_streaming", recipe);
+    cr_assert(test_exists(test_path(exp, "inference/test/hyp.scp")));
+    cr_assert(test_exists(test_path(exp, "model_pack")));
+    char *cfg = test_slurp(test_path(exp, "config.yaml"));
+    cr_assert(strstr(cfg, "encoder: contextual_block_conformer") && strstr(cfg, "macaron_style: true"), "%s", cfg);
+    free(cfg);
+    st_file f;
+    esp_err e;
+    cr_assert_eq(st_read(test_path(exp, "last/model.safetensors"), &f, &e), 0, "%s", e.msg);
+    static const char *const names[] = {"encoder.encoders.0.norm1.weight", "encoder.encoders.0.norm2.bias",
+                                        "encoder.encoders.0.feed_forward_macaron.w_1.weight",
+                                        "encoder.encoders.0.conv_module.depthwise_conv.weight",
+                                        "encoder.encoders.0.conv_module.norm.running_var",
+                                        "encoder.encoders.0.norm_final.bias"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) cr_assert_not_null(st_get(&f, names[i]), "%s", names[i]);
+    st_close(&f);
+}
+
 /* ESPnet3's mini_an4 transducer config (conf/training_asr_transducer.yaml as it ships: the ASR task
  * with decoder: transducer, an LSTM prediction network of 4 units, joint_net_conf, ctc_weight 0.3)
  * runs stages 1-8 from the folder with conf/inference.yaml (as ESPnet3's test script pairs them:
