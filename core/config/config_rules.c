@@ -146,6 +146,13 @@ static int check_model(const ynode *root, esp_err *err)
                  "attention_heads)", d, heads);
         return fail_key(err, has_d ? n : yt_map_get(enc, "attention_heads"), "model.encoder_conf", "output_size", what);
     }
+    /* rnn is the asr_transducer task's RNNDecoder (core/nn/body_conf.h); the ASR task's RNN
+     * attention decoder is not built. */
+    const ynode *dec = yt_get_path(root, "model.decoder");
+    if (dec && dec->kind == YN_SCALAR && !strcmp(dec->str, "rnn") && !yt_get_path(root, "model.encoder_conf.body_conf"))
+        return fail_key(err, dec, "model", "decoder",
+                        "'rnn' is not supported (supported: transformer, transducer, none) in the ASR task; it is "
+                        "the asr_transducer task's decoder (an encoder_conf.body_conf)");
     const char *S = "model.specaug_conf";
     const ynode *sc = yt_get_path(root, S);
     if (!sc || sc->kind != YN_MAP) return 0;

@@ -457,6 +457,7 @@ static void add_lm_rnn(param_table *t, const model_dims *d)
 
 void param_table_build(param_table *t, const model_dims *d)
 {
+    t->body = d->body != 0; /* every table says which names it holds (a caller's table is not zeroed) */
     if (d->lm == LM_SEQ_RNN) {
         size_t cap = 3 + (size_t)d->lm_layers * 4;
         t->items = xcalloc(cap, sizeof *t->items);
@@ -497,7 +498,6 @@ void param_table_build(param_table *t, const model_dims *d)
     if (d->tr_layers > 0) add_transducer(t, d);
     ESP_CHECK(t->n <= cap);
     if (d->body) {
-        t->body = 1;
         for (size_t i = 0; i < t->n; i++) {
             char n[sizeof t->items[i].name];
             if (param_body_name(t->items[i].name, n, sizeof n)) memcpy(t->items[i].name, n, sizeof n);

@@ -220,7 +220,7 @@ Test(conformer_train, encoder_keys_are_checked)
         {"model.encoder_conf.selfattention_layer_type=selfattn", "rel_pos needs selfattention_layer_type rel_selfattn"},
         {"+model.encoder_conf.positionwise_layer_type=conv1d", "'conv1d' is not supported (supported: linear)"},
         {"model.encoder=branchformer", "'branchformer' is not supported (supported: transformer, conformer, e_branchformer, "
-         "contextual_block_transformer)"},
+         "contextual_block_transformer, contextual_block_conformer)"},
         {"model.encoder_conf.input_layer=conv1d2", "conv1d2 is a TransformerEncoder input layer"},
         {"model.encoder_conf.input_layer=embed", "embed (nn.Embedding) takes token ids"},
     };

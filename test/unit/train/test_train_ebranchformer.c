@@ -195,7 +195,7 @@ Test(ebranchformer_train, encoder_keys_are_checked)
         {"model.encoder_conf.layer_drop_rate=1.5", "layer_drop_rate: must be in [0, 1]"},
         {"model.encoder_conf.positionwise_layer_type=conv1d", "'conv1d' is not supported (supported: linear)"},
         {"model.encoder=branchformer", "'branchformer' is not supported (supported: transformer, conformer, e_branchformer, "
-         "contextual_block_transformer)"},
+         "contextual_block_transformer, contextual_block_conformer)"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         truncate_log();
