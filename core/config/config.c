@@ -7,6 +7,7 @@
 #include "core/config/config_compose.h"
 #include "core/config/config_interp.h"
 #include "core/config/config_python.h"
+#include "core/config/config_recipe.h"
 #include "core/config/config_schema.h"
 #include "core/config/config_values.h"
 #include "core/base/fsio.h"
@@ -156,6 +157,8 @@ int config_load_tree(config_kind kind, ynode *tree, const char *path, int foreig
      * accept it. */
     ynode *full = yt_copy(tree);
     config_fill_left_out(kind, full);
+    const config_recipe *recipe = kind == CONFIG_TRAINING ? config_recipe_of(tree) : NULL;
+    if (recipe) config_fill_declared(recipe->defaults, recipe->n_defaults, kind, full);
     size_t len;
     char *yaml = yt_emit(full, &len);
     void *typed = NULL;
@@ -168,6 +171,8 @@ int config_load_tree(config_kind kind, ynode *tree, const char *path, int foreig
         ESP_CHECK(cerr == CYAML_OK);
     }
     config_python_attach(kind, tree, typed);
+    create_dataset_cfg *cd = kind == CONFIG_TRAINING ? ((training_cfg *)typed)->create_dataset : NULL;
+    if (cd) cd->recipe = recipe, cd->keys = config_recipe_load(recipe, full);
     esp_config *cfg = xcalloc(1, sizeof *cfg);
     cfg->kind = kind;
     cfg->path = xstrdup(path);
@@ -189,6 +194,8 @@ void config_free(esp_config *cfg)
 {
     if (!cfg) return;
     config_python_free(cfg->kind, cfg->typed);
+    create_dataset_cfg *cd = cfg->kind == CONFIG_TRAINING && cfg->typed ? ((training_cfg *)cfg->typed)->create_dataset : NULL;
+    if (cd) config_recipe_free(cd->recipe, cd->keys);
     if (cfg->typed) cyaml_free(&cyaml_cfg, config_schema(cfg->kind), cfg->typed, 0);
     yt_free(cfg->tree);
     yt_free(cfg->full);

@@ -13,42 +13,19 @@ typedef struct int_range {
     unsigned n;
 } int_range;
 
-/* create_dataset.engines[] / test_engine of the default recipe: a speech synthesizer and its voices. */
-typedef struct synth_engine_cfg {
-    char *name;          /* espeak-ng | festival | flite */
-    char **voices; unsigned n_voices;           /* train and valid (test_engine: its only voices) */
-    char **variants; unsigned n_variants;       /* espeak-ng voice variants (m1, f2, ...) */
-    char **test_voices; unsigned n_test_voices; /* the test split's unseen voices of this engine */
-    char **test_variants; unsigned n_test_variants;
-} synth_engine_cfg;
-
-/* create_dataset: the recipe's dataset builder and its arguments. */
+/* create_dataset: the recipe's dataset builder and its arguments. The keys every builder takes are
+ * here; a recipe's own keys are declared by the recipe (core/config/config_recipe.h) and typed
+ * into its struct. */
 typedef struct create_dataset_cfg {
     char *func;          /* builder name from the builder registry */
     char *dataset_dir;   /* where audio is written */
     char *recipe_dir;
-    char *synthesizer;   /* espeak-ng */
-    char *text_source;   /* directory of fortune files */
-    int64_t seed;
-    int64_t num_train, num_valid, num_test;
-    char **train_voices; unsigned n_train_voices;
-    char **test_voices;  unsigned n_test_voices;
-    char **train_variants; unsigned n_train_variants;
-    char **test_variants;  unsigned n_test_variants;
-    int64_t *speed_range; unsigned n_speed_range; /* words per minute [low, high] */
-    int64_t *pitch_range; unsigned n_pitch_range; /* espeak pitch 0..99 [low, high] */
-    int64_t min_words, max_words;
-    int64_t fs;
-    int64_t nj;          /* parallel synthesis processes */
-    synth_engine_cfg *engines; unsigned n_engines; /* several synthesizers (instead of synthesizer + *_voices) */
-    synth_engine_cfg *test_engine; /* a synthesizer never heard in training: the test_engine split */
-    int64_t num_test_engine;
-    int64_t num_rirs;    /* generated room impulse responses: <dataset_dir>/rir.scp (for rir_scp) */
-    int64_t num_noises;  /* generated colored noises: <dataset_dir>/noise.scp (for noise_scp) */
-    char *archive_path;  /* mini_an4: the AN4 archive (default <recipe_dir>/downloads.tar.gz) */
-    int64_t dev_size;    /* mini_an4: train utterances held out as valid (ESPnet3's dev_size, default 1) */
-    /* Not a key: attached after loading (core/config/config_python.c). The block less func, as JSON:
-     * the keyword arguments of a Python func or of the recipe's DatasetBuilder methods. */
+    /* Not keys: attached after loading. The recipe whose keys the block holds (core/config/
+     * config_recipe.c; NULL: none, or Python) and its typed view of them (the recipe's struct). */
+    const struct config_recipe *recipe;
+    void *keys;
+    /* The block less func, as JSON (core/config/config_python.c): the keyword arguments of a
+     * Python func or of the recipe's DatasetBuilder methods. */
     char *kwargs_json;
 } create_dataset_cfg;
 
