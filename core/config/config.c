@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/config/config_aug.h"
 #include "core/config/config_compose.h"
 #include "core/config/config_interp.h"
 #include "core/config/config_python.h"
@@ -149,6 +150,8 @@ int config_load_tree(config_kind kind, ynode *tree, const char *path, int foreig
     int rc = config_interpolate(tree, &io, err);
     free(stem);
     if (rc == 0) rc = config_validate(kind, tree, err);
+    aug_effects_cfg *aug = NULL; /* the one list-shaped key libcyaml cannot type, parsed here once */
+    if (rc == 0 && kind == CONFIG_TRAINING) rc = config_aug_read(tree, &aug, err);
     if (rc != 0) {
         yt_free(tree);
         return -1;
@@ -173,6 +176,11 @@ int config_load_tree(config_kind kind, ynode *tree, const char *path, int foreig
     config_python_attach(kind, tree, typed);
     create_dataset_cfg *cd = kind == CONFIG_TRAINING ? ((training_cfg *)typed)->create_dataset : NULL;
     if (cd) cd->recipe = recipe, cd->keys = config_recipe_load(recipe, full);
+    if (aug) { /* data_aug_effects is under dataset.preprocessor, so the block is there */
+        const training_cfg *t = typed;
+        ESP_CHECK(t->dataset && t->dataset->preprocessor);
+        t->dataset->preprocessor->data_aug_effects = aug;
+    }
     esp_config *cfg = xcalloc(1, sizeof *cfg);
     cfg->kind = kind;
     cfg->path = xstrdup(path);
@@ -196,6 +204,8 @@ void config_free(esp_config *cfg)
     config_python_free(cfg->kind, cfg->typed);
     create_dataset_cfg *cd = cfg->kind == CONFIG_TRAINING && cfg->typed ? ((training_cfg *)cfg->typed)->create_dataset : NULL;
     if (cd) config_recipe_free(cd->recipe, cd->keys);
+    const training_cfg *t = cfg->kind == CONFIG_TRAINING ? cfg->typed : NULL;
+    if (t && t->dataset && t->dataset->preprocessor) config_aug_effects_free(t->dataset->preprocessor->data_aug_effects);
     if (cfg->typed) cyaml_free(&cyaml_cfg, config_schema(cfg->kind), cfg->typed, 0);
     yt_free(cfg->tree);
     yt_free(cfg->full);

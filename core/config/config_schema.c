@@ -68,7 +68,7 @@ static const cyaml_schema_field_t preprocessor_fields[] = {
     /* a path or a list of paths: the validator makes a path a list of one */
     SEQ("rir_scp", preprocessor_cfg, rir_scp, &config_string_entry),
     SEQ("noise_scp", preprocessor_cfg, noise_scp, &config_string_entry),
-    /* read from the tree by core/data/augment_conf.c (weighted lists that nest, which cyaml cannot type) */
+    /* parsed by core/config/config_aug.c at load (weighted lists that nest, which cyaml cannot type) */
     IGNORED("data_aug_effects"),
     CYAML_FIELD_END};
 

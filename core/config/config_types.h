@@ -464,8 +464,10 @@ typedef struct preprocessor_cfg { /* ESPnet2's CommonPreprocessor keys espnet3 r
     char *token_list;
     char *bpemodel;
     char *text_cleaner;
-    /* augmentation (core/data/augment_conf.c and noise_rir_conf.c read them; data_aug_effects, whose
-     * weighted entries nest, is read from the tree) */
+    /* augmentation (core/data/augment_conf.c and noise_rir_conf.c read them). data_aug_effects is
+     * not a libcyaml field (its weighted entries nest): the load parses it and attaches it here
+     * (core/config/config_aug.h; NULL: none). */
+    struct aug_effects_cfg *data_aug_effects;
     int64_t *data_aug_num; unsigned n_data_aug_num; /* [min, max] effects per utterance */
     double data_aug_prob;
     char **rir_scp; unsigned n_rir_scp;     /* lists of room impulse responses (one path: a list of one) */

@@ -575,7 +575,7 @@ static int changes_nothing(const char *schema_path)
 }
 
 /* IGNORED by the typed schema because their values are free-form, but read from the tree by
- * their own readers (core/data/augment_conf.c, stages/publish.c, stages/pack_demo.c): not "unused". */
+ * their own readers (core/config/config_aug.c, stages/publish.c, stages/pack_demo.c): not "unused". */
 static int is_read_from_tree(const char *schema_path)
 {
     static const char *const keys[] = {

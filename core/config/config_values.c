@@ -65,8 +65,8 @@ static const config_range num_rules[] = {
     {"dataloader.*.iter_factory.batches.batch_bins", 1, INF, 0, ">= 1",
      "feature values per batch (types numel, length), e.g. 1000000"},
     /* dataset.preprocessor: ESPnet2's CommonPreprocessor augmentation. data_aug_effects' entries
-     * ([weight, effect, {arguments}], also inside a group) are read from the tree by
-     * core/data/augment_conf.c through config_read_number, under the paths data_aug_effects[].weight
+     * ([weight, effect, {arguments}], also inside a group) are parsed at load by
+     * core/config/config_aug.c through config_read_number, under the paths data_aug_effects[].weight
      * and data_aug_effects[].<argument>; each argument has one range whichever effect takes it. */
     {"dataset.preprocessor.data_aug_prob", 0, 1, 0, "in [0, 1]", "the share of utterances augmented"},
     {"dataset.preprocessor.data_aug_num[]", 0, CFG_MAX_AUG_ENTRIES, INTEGER, "an integer in [0, 64]",

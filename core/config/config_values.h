@@ -75,7 +75,7 @@ int config_check_number(const ynode *n, const char *schema_path, const char *pat
 int config_check_range(const config_range *rules, size_t n_rules, const ynode *n, const char *schema_path,
                        const char *path, double v, esp_err *err);
 /* A number read from the tree where no typed field holds it (the entries of data_aug_effects,
- * core/data/augment_conf.c): an unquoted finite number, in its range rule at schema_path. */
+ * core/config/config_aug.c): an unquoted finite number, in its range rule at schema_path. */
 int config_read_number(const ynode *n, const char *schema_path, const char *path, double *out, esp_err *err);
 /* dataset.preprocessor.noise_db_range, ESPnet's "low_high" SNR in dB ("5" is [5, 5]). */
 int config_db_range(const ynode *n, const char *path, double *lo, double *hi, esp_err *err);
