@@ -40,6 +40,9 @@ typedef struct config_recipe {
     int (*check)(const ynode *block, esp_err *err);
 } config_recipe;
 
+/* A table member and its count, for a config_recipe's initializer: CONFIG_RECIPE_TABLE(ranges). */
+#define CONFIG_RECIPE_TABLE(t) .t = t, .n_##t = sizeof t / sizeof *t
+
 /* The recipes the program knows (NULL-terminated; the list is kept, not copied). */
 void config_recipes_set(const config_recipe *const *list);
 const config_recipe *const *config_recipes(void);

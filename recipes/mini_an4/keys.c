@@ -25,8 +25,6 @@ const config_recipe mini_an4_recipe = {
     .short_name = "mini_an4",
     .fields = fields,
     .schema = &schema,
-    .defaults = defaults,
-    .n_defaults = sizeof defaults / sizeof *defaults,
-    .ranges = ranges,
-    .n_ranges = sizeof ranges / sizeof *ranges,
+    CONFIG_RECIPE_TABLE(defaults),
+    CONFIG_RECIPE_TABLE(ranges),
 };

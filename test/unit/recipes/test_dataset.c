@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "recipes/registry.h"
-#include "recipes/espeak_fortunes/keys.h"
+#include "test/unit/recipes/espeak_args.h"
 #include "core/base/fsio.h"
 #include "core/formats/manifest.h"
 #include "core/base/rng.h"
@@ -56,19 +56,6 @@ static char *test_voices[] = {"en-gb-scotland"};
 static char *train_variants[] = {"m3", "f2"};
 static int64_t speed[] = {170, 190};
 static int64_t pitch[] = {40, 60};
-
-/* The builder's arguments as the config load gives them: the block's common keys and the recipe's
- * own (espeak_fortunes_cfg, recipes/espeak_fortunes/keys.h). */
-typedef struct tiny_args {
-    create_dataset_cfg cd;
-    espeak_fortunes_cfg k;
-} tiny_args;
-
-static int build_tiny(tiny_args *a, const char *data_dir, esp_err *err)
-{
-    a->cd.keys = &a->k;
-    return espeak_fortunes_create_dataset(&a->cd, data_dir, err);
-}
 
 static tiny_args tiny_cfg(const char *text_source, const char *dataset_dir, int nj)
 {

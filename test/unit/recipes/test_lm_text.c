@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "recipes/registry.h"
-#include "recipes/espeak_fortunes/keys.h"
+#include "test/unit/recipes/espeak_args.h"
 #include "core/base/fsio.h"
 #include "core/formats/manifest.h"
 #include "recipes/espeak_fortunes/text_norm.h"
@@ -118,19 +118,6 @@ static char *train_voices[] = {"en-us", "en-gb"}, *test_voices[] = {"en-gb-scotl
 static char *flite_voices[] = {"rms", "awb"};
 static int64_t speed[] = {170, 190}, pitch[] = {40, 60};
 static synth_engine_cfg flite = {.name = "flite", .voices = flite_voices, .n_voices = 2};
-
-/* The builder's arguments as the config load gives them: the block's common keys and the recipe's
- * own (espeak_fortunes_cfg, recipes/espeak_fortunes/keys.h). */
-typedef struct tiny_args {
-    create_dataset_cfg cd;
-    espeak_fortunes_cfg k;
-} tiny_args;
-
-static int build_tiny(tiny_args *a, const char *data_dir, esp_err *err)
-{
-    a->cd.keys = &a->k;
-    return espeak_fortunes_create_dataset(&a->cd, data_dir, err);
-}
 
 static tiny_args lm_cfg(const char *text_source)
 {
