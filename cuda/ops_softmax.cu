@@ -62,34 +62,32 @@ static __global__ void softmax_backward_kernel(float *dx, const float *dy, const
     for (int i = lane; i < v; i += 32) dr[i] = yr[i] * (gr[i] - s);
 }
 
-void cu_log_softmax_forward(backend *be, float *y, const float *x, int n, int v)
+/* A row kernel over n rows of v, one warp a row, LS_WARPS rows a block. */
+template <typename Kernel, typename... Args>
+static void launch_rows(backend *be, Kernel kernel, int n, int v, Args... args)
 {
     if (n <= 0 || v <= 0) return;
     dim3 block(32, LS_WARPS);
-    log_softmax_forward_kernel<<<(n + LS_WARPS - 1) / LS_WARPS, block, 0, cu_stream(be)>>>(y, x, n, v);
+    kernel<<<(n + LS_WARPS - 1) / LS_WARPS, block, 0, cu_stream(be)>>>(args..., n, v);
     KERNEL_CHECK();
+}
+
+void cu_log_softmax_forward(backend *be, float *y, const float *x, int n, int v)
+{
+    launch_rows(be, log_softmax_forward_kernel, n, v, y, x);
 }
 
 void cu_log_softmax_backward(backend *be, float *dx, const float *dy, const float *y, int n, int v)
 {
-    if (n <= 0 || v <= 0) return;
-    dim3 block(32, LS_WARPS);
-    log_softmax_backward_kernel<<<(n + LS_WARPS - 1) / LS_WARPS, block, 0, cu_stream(be)>>>(dx, dy, y, n, v);
-    KERNEL_CHECK();
+    launch_rows(be, log_softmax_backward_kernel, n, v, dx, dy, y);
 }
 
 void cu_softmax_forward(backend *be, float *y, const float *x, int n, int v)
 {
-    if (n <= 0 || v <= 0) return;
-    dim3 block(32, LS_WARPS);
-    softmax_forward_kernel<<<(n + LS_WARPS - 1) / LS_WARPS, block, 0, cu_stream(be)>>>(y, x, n, v);
-    KERNEL_CHECK();
+    launch_rows(be, softmax_forward_kernel, n, v, y, x);
 }
 
 void cu_softmax_backward(backend *be, float *dx, const float *dy, const float *y, int n, int v)
 {
-    if (n <= 0 || v <= 0) return;
-    dim3 block(32, LS_WARPS);
-    softmax_backward_kernel<<<(n + LS_WARPS - 1) / LS_WARPS, block, 0, cu_stream(be)>>>(dx, dy, y, n, v);
-    KERNEL_CHECK();
+    launch_rows(be, softmax_backward_kernel, n, v, dx, dy, y);
 }
