@@ -19,6 +19,12 @@ const cyaml_schema_value_t config_string_entry = {CYAML_VALUE_STRING(CYAML_FLAG_
 const cyaml_schema_value_t config_int_entry = {CYAML_VALUE_INT(CYAML_FLAG_DEFAULT, int64_t)};
 static const cyaml_schema_value_t float_entry = {CYAML_VALUE_FLOAT(CYAML_FLAG_DEFAULT, double)};
 
+/* The folders of a run config (CFG_RUN_DIRS of core/config/config_types.h). */
+#define RUN_DIR_FIELDS(type)                                                                                  \
+    STR("recipe_dir", type, recipe_dir), STR("data_dir", type, data_dir), STR("dataset_dir", type, dataset_dir), \
+        STR("exp_tag", type, exp_tag), STR("exp_dir", type, exp_dir), STR("stats_dir", type, stats_dir),         \
+        STR("inference_dir", type, inference_dir)
+
 /* A recipe's own keys are its table's (core/config/config_recipe.h). */
 static const cyaml_schema_field_t create_dataset_fields[] = {
     STR("func", create_dataset_cfg, func),
@@ -478,13 +484,7 @@ static const cyaml_schema_field_t training_fields[] = {
     INT("num_device", training_cfg, num_device),
     INT("num_nodes", training_cfg, num_nodes),
     STR("task", training_cfg, task),
-    STR("recipe_dir", training_cfg, recipe_dir),
-    STR("data_dir", training_cfg, data_dir),
-    STR("dataset_dir", training_cfg, dataset_dir),
-    STR("exp_tag", training_cfg, exp_tag),
-    STR("exp_dir", training_cfg, exp_dir),
-    STR("stats_dir", training_cfg, stats_dir),
-    STR("inference_dir", training_cfg, inference_dir),
+    RUN_DIR_FIELDS(training_cfg),
     INT("seed", training_cfg, seed),
     STR("init", training_cfg, init),
     SEQ("init_param", training_cfg, init_param, &config_string_entry),
@@ -554,13 +554,7 @@ static const cyaml_schema_field_t longform_fields[] = {
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t inference_fields[] = {
-    STR("recipe_dir", inference_cfg, recipe_dir),
-    STR("data_dir", inference_cfg, data_dir),
-    STR("dataset_dir", inference_cfg, dataset_dir),
-    STR("exp_tag", inference_cfg, exp_tag),
-    STR("exp_dir", inference_cfg, exp_dir),
-    STR("stats_dir", inference_cfg, stats_dir),
-    STR("inference_dir", inference_cfg, inference_dir),
+    RUN_DIR_FIELDS(inference_cfg),
     STR("infer_dir", inference_cfg, infer_dir),
     STR("decode_dir", inference_cfg, decode_dir),
     SEQ("test_sets", inference_cfg, test_sets, &config_string_entry),
@@ -598,15 +592,9 @@ static const cyaml_schema_field_t metric_fields[] = {
 static const cyaml_schema_value_t metric_entry = {CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, metric_cfg, metric_fields)};
 
 static const cyaml_schema_field_t metrics_fields[] = {
-    STR("recipe_dir", metrics_cfg, recipe_dir),
-    STR("data_dir", metrics_cfg, data_dir),
-    STR("dataset_dir", metrics_cfg, dataset_dir),
-    STR("exp_tag", metrics_cfg, exp_tag),
-    STR("exp_dir", metrics_cfg, exp_dir),
-    STR("stats_dir", metrics_cfg, stats_dir),
+    RUN_DIR_FIELDS(metrics_cfg),
     STR("infer_dir", metrics_cfg, infer_dir),
     STR("decode_dir", metrics_cfg, decode_dir),
-    STR("inference_dir", metrics_cfg, inference_dir),
     SEQ("test_sets", metrics_cfg, test_sets, &config_string_entry),
     MAP("dataset", metrics_cfg, dataset, dataset_fields),
     SEQ("metrics", metrics_cfg, metrics, &metric_entry),

@@ -8,6 +8,12 @@
 
 #include <stdint.h>
 
+/* The folders a run config (training, inference, metrics) names, ESPnet3's keys: where the recipe,
+ * the manifests, the audio, the experiment (exp_dir, named by exp_tag), the statistics and the
+ * decoding results are. */
+#define CFG_RUN_DIRS                                                                                   \
+    char *recipe_dir, *data_dir, *dataset_dir, *exp_tag, *exp_dir, *stats_dir, *inference_dir
+
 typedef struct int_range {
     int64_t *v; /* exactly two values: [low, high] */
     unsigned n;
@@ -499,13 +505,7 @@ typedef struct training_cfg {
     int64_t num_device;
     int64_t num_nodes;
     char *task;
-    char *recipe_dir;
-    char *data_dir;
-    char *dataset_dir;
-    char *exp_tag;
-    char *exp_dir;
-    char *stats_dir;
-    char *inference_dir;
+    CFG_RUN_DIRS;
     int64_t seed;
     char *init;
     char **init_param; unsigned n_init_param; /* ESPnet's path:src_key:dst_key:exclude (core/nn/model_files.h) */
@@ -578,13 +578,7 @@ typedef struct longform_cfg {
 } longform_cfg;
 
 typedef struct inference_cfg {
-    char *recipe_dir;
-    char *data_dir;
-    char *dataset_dir;
-    char *exp_tag;
-    char *exp_dir;
-    char *stats_dir;
-    char *inference_dir;
+    CFG_RUN_DIRS;
     char *infer_dir, *decode_dir; /* ESPnet3's older names: inference_dir takes theirs (config.c) */
     char **test_sets; unsigned n_test_sets;  /* splits under ${data_dir}/manifest to decode */
     dataset_cfg *dataset;                    /* dataset.test entries: decoded instead of test_sets */
@@ -622,14 +616,8 @@ typedef struct metric_cfg {
 } metric_cfg;
 
 typedef struct metrics_cfg {
-    char *recipe_dir;
-    char *data_dir;
-    char *dataset_dir;
-    char *exp_tag;
-    char *exp_dir;
-    char *stats_dir;
+    CFG_RUN_DIRS;
     char *infer_dir, *decode_dir; /* ESPnet3's older names: inference_dir takes theirs (config.c) */
-    char *inference_dir;
     char **test_sets; unsigned n_test_sets;
     dataset_cfg *dataset;                    /* dataset.test names: scored instead of test_sets */
     metric_cfg *metrics; unsigned n_metrics;
