@@ -8,18 +8,26 @@
 
 enum { LS_WARPS = 8 };
 
+// A row's max and sum of exp(x - max), reduced across the warp: every lane gets both.
+static __device__ void row_max_sumexp(const float *xr, int v, int lane, float *mx_out, float *s_out)
+{
+    float mx = -INFINITY;
+    for (int i = lane; i < v; i += 32) mx = xr[i] > mx ? xr[i] : mx;
+    mx = cu_warp_max(mx);
+    float s = 0.0f;
+    for (int i = lane; i < v; i += 32) s += expf(xr[i] - mx);
+    *mx_out = mx, *s_out = cu_warp_sum(s);
+}
+
 static __global__ void log_softmax_forward_kernel(float *y, const float *x, int n, int v)
 {
     int row = blockIdx.x * LS_WARPS + threadIdx.y, lane = threadIdx.x;
     if (row >= n) return; // the whole warp leaves together
     const float *xr = x + (size_t)row * v;
     float *yr = y + (size_t)row * v;
-    float mx = -INFINITY;
-    for (int i = lane; i < v; i += 32) mx = xr[i] > mx ? xr[i] : mx;
-    mx = cu_warp_max(mx);
-    float s = 0.0f;
-    for (int i = lane; i < v; i += 32) s += expf(xr[i] - mx);
-    float lse = mx + logf(cu_warp_sum(s));
+    float mx, s;
+    row_max_sumexp(xr, v, lane, &mx, &s);
+    float lse = mx + logf(s);
     for (int i = lane; i < v; i += 32) yr[i] = xr[i] - lse;
 }
 
@@ -41,12 +49,8 @@ static __global__ void softmax_forward_kernel(float *y, const float *x, int n, i
     if (row >= n) return;
     const float *xr = x + (size_t)row * v;
     float *yr = y + (size_t)row * v;
-    float mx = -INFINITY;
-    for (int i = lane; i < v; i += 32) mx = xr[i] > mx ? xr[i] : mx;
-    mx = cu_warp_max(mx);
-    float s = 0.0f;
-    for (int i = lane; i < v; i += 32) s += expf(xr[i] - mx);
-    s = cu_warp_sum(s);
+    float mx, s;
+    row_max_sumexp(xr, v, lane, &mx, &s);
     for (int i = lane; i < v; i += 32) yr[i] = expf(xr[i] - mx) / s;
 }
 
