@@ -13,6 +13,7 @@
 #include "cli/options.h"
 #include "cli/stage_runner.h"
 #include "cli/version.h"
+#include "stages/stages.h"
 
 /* The training config ESPnet3 loads when none is given (run from a recipe folder). */
 #define DEFAULT_TRAINING_CONFIG "conf/training.yaml"
@@ -182,6 +183,7 @@ int main(int argc, char **argv)
     cli_args args;
     esp_err err;
     blas_core_select(argv); /* may start this process again, with OpenBLAS' kernels for this CPU */
+    stages_register_recipes(); /* before any config is loaded: the recipes' own keys */
     const cli_command *cmd = argc > 1 ? cli_command_find(argv[1]) : NULL;
     if (cmd) return cmd->run(argc - 1, argv + 1);
     runner_set_command(argc, argv);

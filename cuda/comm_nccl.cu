@@ -206,9 +206,10 @@ static int nc_wait(comm *cc, esp_err *err)
     return finish(c, "all_reduce (gradient buckets)", err);
 }
 
-// Chunks of comm_chunk: equal ones go to ncclReduceScatter in place; unequal ones are one
-// ncclReduce per rank (root r gets chunk r) in a group.
-static int nc_reduce_scatter(comm *cc, float *buf, size_t n, comm_op op, esp_err *err)
+// Chunks of comm_chunk, rank r's chunk r: reduce-scatter (the sum into the owner's chunk) or
+// all-gather (each owner's chunk to all), in place. Equal chunks are one ncclReduceScatter /
+// ncclAllGather; unequal ones one ncclReduce / ncclBroadcast per rank (root r) in a group.
+static int chunked(comm *cc, float *buf, size_t n, int gather, comm_op op, esp_err *err)
 {
     nccl_comm *c = nc_of(cc);
     int W = cc->world;
@@ -216,38 +217,30 @@ static int nc_reduce_scatter(comm *cc, float *buf, size_t n, comm_op op, esp_err
     after_compute(c);
     if (n % (size_t)W == 0) {
         size_t k = n / (size_t)W;
-        NCCL_TRY(c, ncclReduceScatter(buf, buf + (size_t)cc->rank * k, k, ncclFloat, red_op(op), c->nc, c->stream), err);
+        float *own = buf + (size_t)cc->rank * k;
+        NCCL_TRY(c, gather ? ncclAllGather(own, buf, k, ncclFloat, c->nc, c->stream)
+                           : ncclReduceScatter(buf, own, k, ncclFloat, red_op(op), c->nc, c->stream), err);
     } else {
         NCCL_TRY(c, ncclGroupStart(), err);
         for (int r = 0; r < W; r++) {
             size_t b, e;
             comm_chunk(n, W, r, &b, &e);
-            NCCL_TRY(c, ncclReduce(buf + b, buf + b, e - b, ncclFloat, red_op(op), r, c->nc, c->stream), err);
+            NCCL_TRY(c, gather ? ncclBroadcast(buf + b, buf + b, e - b, ncclFloat, r, c->nc, c->stream)
+                               : ncclReduce(buf + b, buf + b, e - b, ncclFloat, red_op(op), r, c->nc, c->stream), err);
         }
         NCCL_TRY(c, ncclGroupEnd(), err);
     }
-    return finish(c, "reduce_scatter", err);
+    return finish(c, gather ? "all_gather" : "reduce_scatter", err);
+}
+
+static int nc_reduce_scatter(comm *cc, float *buf, size_t n, comm_op op, esp_err *err)
+{
+    return chunked(cc, buf, n, 0, op, err);
 }
 
 static int nc_all_gather(comm *cc, float *buf, size_t n, esp_err *err)
 {
-    nccl_comm *c = nc_of(cc);
-    int W = cc->world;
-    if (usable(c, err) != 0) return -1;
-    after_compute(c);
-    if (n % (size_t)W == 0) {
-        size_t k = n / (size_t)W;
-        NCCL_TRY(c, ncclAllGather(buf + (size_t)cc->rank * k, buf, k, ncclFloat, c->nc, c->stream), err);
-    } else {
-        NCCL_TRY(c, ncclGroupStart(), err);
-        for (int r = 0; r < W; r++) {
-            size_t b, e;
-            comm_chunk(n, W, r, &b, &e);
-            NCCL_TRY(c, ncclBroadcast(buf + b, buf + b, e - b, ncclFloat, r, c->nc, c->stream), err);
-        }
-        NCCL_TRY(c, ncclGroupEnd(), err);
-    }
-    return finish(c, "all_gather", err);
+    return chunked(cc, buf, n, 1, COMM_SUM, err); /* op unused */
 }
 
 static int nc_broadcast(comm *cc, void *buf, size_t bytes, int root, esp_err *err)

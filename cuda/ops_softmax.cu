@@ -8,18 +8,26 @@
 
 enum { LS_WARPS = 8 };
 
+// A row's max and sum of exp(x - max), reduced across the warp: every lane gets both.
+static __device__ void row_max_sumexp(const float *xr, int v, int lane, float *mx_out, float *s_out)
+{
+    float mx = -INFINITY;
+    for (int i = lane; i < v; i += 32) mx = xr[i] > mx ? xr[i] : mx;
+    mx = cu_warp_max(mx);
+    float s = 0.0f;
+    for (int i = lane; i < v; i += 32) s += expf(xr[i] - mx);
+    *mx_out = mx, *s_out = cu_warp_sum(s);
+}
+
 static __global__ void log_softmax_forward_kernel(float *y, const float *x, int n, int v)
 {
     int row = blockIdx.x * LS_WARPS + threadIdx.y, lane = threadIdx.x;
     if (row >= n) return; // the whole warp leaves together
     const float *xr = x + (size_t)row * v;
     float *yr = y + (size_t)row * v;
-    float mx = -INFINITY;
-    for (int i = lane; i < v; i += 32) mx = xr[i] > mx ? xr[i] : mx;
-    mx = cu_warp_max(mx);
-    float s = 0.0f;
-    for (int i = lane; i < v; i += 32) s += expf(xr[i] - mx);
-    float lse = mx + logf(cu_warp_sum(s));
+    float mx, s;
+    row_max_sumexp(xr, v, lane, &mx, &s);
+    float lse = mx + logf(s);
     for (int i = lane; i < v; i += 32) yr[i] = xr[i] - lse;
 }
 
@@ -41,12 +49,8 @@ static __global__ void softmax_forward_kernel(float *y, const float *x, int n, i
     if (row >= n) return;
     const float *xr = x + (size_t)row * v;
     float *yr = y + (size_t)row * v;
-    float mx = -INFINITY;
-    for (int i = lane; i < v; i += 32) mx = xr[i] > mx ? xr[i] : mx;
-    mx = cu_warp_max(mx);
-    float s = 0.0f;
-    for (int i = lane; i < v; i += 32) s += expf(xr[i] - mx);
-    s = cu_warp_sum(s);
+    float mx, s;
+    row_max_sumexp(xr, v, lane, &mx, &s);
     for (int i = lane; i < v; i += 32) yr[i] = expf(xr[i] - mx) / s;
 }
 
@@ -62,34 +66,32 @@ static __global__ void softmax_backward_kernel(float *dx, const float *dy, const
     for (int i = lane; i < v; i += 32) dr[i] = yr[i] * (gr[i] - s);
 }
 
-void cu_log_softmax_forward(backend *be, float *y, const float *x, int n, int v)
+/* A row kernel over n rows of v, one warp a row, LS_WARPS rows a block. */
+template <typename Kernel, typename... Args>
+static void launch_rows(backend *be, Kernel kernel, int n, int v, Args... args)
 {
     if (n <= 0 || v <= 0) return;
     dim3 block(32, LS_WARPS);
-    log_softmax_forward_kernel<<<(n + LS_WARPS - 1) / LS_WARPS, block, 0, cu_stream(be)>>>(y, x, n, v);
+    kernel<<<(n + LS_WARPS - 1) / LS_WARPS, block, 0, cu_stream(be)>>>(args..., n, v);
     KERNEL_CHECK();
+}
+
+void cu_log_softmax_forward(backend *be, float *y, const float *x, int n, int v)
+{
+    launch_rows(be, log_softmax_forward_kernel, n, v, y, x);
 }
 
 void cu_log_softmax_backward(backend *be, float *dx, const float *dy, const float *y, int n, int v)
 {
-    if (n <= 0 || v <= 0) return;
-    dim3 block(32, LS_WARPS);
-    log_softmax_backward_kernel<<<(n + LS_WARPS - 1) / LS_WARPS, block, 0, cu_stream(be)>>>(dx, dy, y, n, v);
-    KERNEL_CHECK();
+    launch_rows(be, log_softmax_backward_kernel, n, v, dx, dy, y);
 }
 
 void cu_softmax_forward(backend *be, float *y, const float *x, int n, int v)
 {
-    if (n <= 0 || v <= 0) return;
-    dim3 block(32, LS_WARPS);
-    softmax_forward_kernel<<<(n + LS_WARPS - 1) / LS_WARPS, block, 0, cu_stream(be)>>>(y, x, n, v);
-    KERNEL_CHECK();
+    launch_rows(be, softmax_forward_kernel, n, v, y, x);
 }
 
 void cu_softmax_backward(backend *be, float *dx, const float *dy, const float *y, int n, int v)
 {
-    if (n <= 0 || v <= 0) return;
-    dim3 block(32, LS_WARPS);
-    softmax_backward_kernel<<<(n + LS_WARPS - 1) / LS_WARPS, block, 0, cu_stream(be)>>>(dx, dy, y, n, v);
-    KERNEL_CHECK();
+    launch_rows(be, softmax_backward_kernel, n, v, dx, dy, y);
 }

@@ -1,20 +1,44 @@
+/* The recipes' table: each recipe's names and keys with its dataset builder, and the text
+ * builders and output functions of ESPnet3's recipes that ours carry in C (recipes/registry.h). */
 #include "recipes/registry.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "recipes/espeak_fortunes/keys.h"
+#include "recipes/mini_an4/keys.h"
+
+/* librispeech_100 has no keys of its own. */
+static const config_recipe librispeech_100_recipe = {
+    .name = "espnet3.recipes.librispeech_100.create_dataset",
+    .short_name = "librispeech_100",
+};
+
 static const dataset_builder builders[] = {
-    {"espnet3.recipes.espeak_fortunes.create_dataset", "espeak_fortunes", espeak_fortunes_create_dataset},
-    {"espnet3.recipes.mini_an4.create_dataset", "mini_an4", mini_an4_create_dataset},
-    {"espnet3.recipes.librispeech_100.create_dataset", "librispeech_100", librispeech_100_create_dataset},
+    {&espeak_fortunes_recipe, espeak_fortunes_create_dataset},
+    {&mini_an4_recipe, mini_an4_create_dataset},
+    {&librispeech_100_recipe, librispeech_100_create_dataset},
 };
 
 static const size_t builder_count = sizeof builders / sizeof builders[0];
 
+const config_recipe *const *recipes_all(void)
+{
+    static const config_recipe *const all[] = {&espeak_fortunes_recipe, &mini_an4_recipe, &librispeech_100_recipe, NULL};
+    return all;
+}
+
+const dataset_builder *dataset_builder_of(const config_recipe *r)
+{
+    for (size_t i = 0; i < builder_count; i++)
+        if (builders[i].recipe == r) return &builders[i];
+    return NULL;
+}
+
 const dataset_builder *dataset_builder_find(const char *name)
 {
     for (size_t i = 0; i < builder_count; i++)
-        if (strcmp(name, builders[i].name) == 0 || strcmp(name, builders[i].short_name) == 0)
+        if (strcmp(name, builders[i].recipe->name) == 0 || strcmp(name, builders[i].recipe->short_name) == 0)
             return &builders[i];
     return NULL;
 }
@@ -23,8 +47,8 @@ char *dataset_builder_names(void)
 {
     char *out = xstrdup("");
     for (size_t i = 0; i < builder_count; i++) {
-        char *next = xasprintf("%s%s%s (alias %s)", out, i ? ", " : "", builders[i].name,
-                               builders[i].short_name);
+        char *next = xasprintf("%s%s%s (alias %s)", out, i ? ", " : "", builders[i].recipe->name,
+                               builders[i].recipe->short_name);
         free(out);
         out = next;
     }

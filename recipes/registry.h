@@ -1,22 +1,28 @@
-/* Registry of dataset builders that stage 1 (create_dataset) selects with `create_dataset.func`.
- * Names are the Python module paths ESPnet3 configs use, plus a short alias. */
+/* Registry of the recipes: their dataset builders, which stage 1 (create_dataset) selects with
+ * `create_dataset.func`, and their own keys of create_dataset (core/config/config_recipe.h). Names
+ * are the Python module paths ESPnet3 configs use, plus a short alias (the recipe's). */
 #ifndef ESPNET3_DATASET_BUILDERS_H
 #define ESPNET3_DATASET_BUILDERS_H
 
-#include "core/config/config_types.h"
 #include "core/base/log.h"
+#include "core/config/config_recipe.h"
+#include "core/config/config_types.h"
 
-/* Builds the dataset described by cfg: audio under cfg->dataset_dir, manifests under data_dir. */
+/* Builds the dataset described by cfg (cfg->keys: the recipe's own keys, its struct): audio under
+ * cfg->dataset_dir, manifests under data_dir. */
 typedef int (*dataset_builder_fn)(const create_dataset_cfg *cfg, const char *data_dir, esp_err *err);
 
 typedef struct dataset_builder {
-    const char *name;       /* espnet3.recipes.<recipe>.create_dataset */
-    const char *short_name; /* <recipe> */
+    const config_recipe *recipe; /* its names and keys */
     dataset_builder_fn build;
 } dataset_builder;
 
+/* Every recipe, NULL-terminated: what the stage layer registers with config_recipes_set. */
+const config_recipe *const *recipes_all(void);
 /* Looks a builder up by full or short name; NULL when unknown. */
 const dataset_builder *dataset_builder_find(const char *name);
+/* The builder of a recipe; NULL when it has none. */
+const dataset_builder *dataset_builder_of(const config_recipe *r);
 /* "a (alias a1), b (alias b1)" for error messages; caller frees. */
 char *dataset_builder_names(void);
 

@@ -81,14 +81,15 @@ def seeded_weights(model):
     return sd
 
 
-def batch():
+def batch(label_lo=2, label_hi=len(TOKENS) - 1):
+    """Labels drawn from [label_lo, label_hi): by default never blank, <unk> or <sos/eos>."""
     g = torch.Generator().manual_seed(2)
     feats = torch.randn(2, max(FEAT_LENS), IDIM, generator=g)
     for b, n in enumerate(FEAT_LENS):
         feats[b, n:] = 0.0
     ys = torch.full((2, max(LABEL_LENS)), -1, dtype=torch.long)
     for b, n in enumerate(LABEL_LENS):
-        ys[b, :n] = torch.randint(2, len(TOKENS) - 1, (n,), generator=g)  # never blank, <unk> or <sos/eos>
+        ys[b, :n] = torch.randint(label_lo, label_hi, (n,), generator=g)
     return feats, torch.tensor(FEAT_LENS), ys, torch.tensor(LABEL_LENS)
 
 

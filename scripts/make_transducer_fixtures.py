@@ -39,12 +39,11 @@ from espnet2.asr.encoder.transformer_encoder import TransformerEncoder  # noqa: 
 from espnet2.asr.espnet_model import ESPnetASRModel  # noqa: E402
 from espnet2.asr_transducer.joint_network import JointNetwork  # noqa: E402
 
-from make_decoder_fixtures import exact_mask_subsampling, seeded_weights, write_pack  # noqa: E402
+from make_decoder_fixtures import (  # noqa: E402
+    BLOCKS, D, FEAT_LENS, HEADS, IDIM, TOKENS, UNITS, batch, exact_mask_subsampling, seeded_weights, write_pack)
 
-IDIM, D, HEADS, UNITS, BLOCKS = 80, 32, 4, 64, 2
+# The encoder, tokens (vocab 12) and batch are make_decoder_fixtures.py's.
 HIDDEN, LAYERS, JOINT = 24, 2, 20
-TOKENS = ["<blank>", "<unk>"] + list("abcdefghi") + ["<sos/eos>"]  # vocab 12
-FEAT_LENS, LABEL_LENS = [64, 51], [7, 4]
 
 
 def build(ctc_weight):
@@ -60,17 +59,6 @@ def build(ctc_weight):
                            ctc=ctc, joint_network=joint, ctc_weight=ctc_weight, report_cer=False, report_wer=False)
     exact_mask_subsampling(model.encoder.embed)
     return model
-
-
-def batch():
-    g = torch.Generator().manual_seed(2)
-    feats = torch.randn(2, max(FEAT_LENS), IDIM, generator=g)
-    for b, n in enumerate(FEAT_LENS):
-        feats[b, n:] = 0.0
-    ys = torch.full((2, max(LABEL_LENS)), -1, dtype=torch.long)
-    for b, n in enumerate(LABEL_LENS):
-        ys[b, :n] = torch.randint(1, len(TOKENS), (n,), generator=g)  # never the blank
-    return feats, torch.tensor(FEAT_LENS), ys, torch.tensor(LABEL_LENS)
 
 
 def loss_case(weights, ctc_weight, inputs):
@@ -112,7 +100,7 @@ def search_case(weights):
     w["joint_network.lin_out.weight"] = 3 * w["joint_network.lin_out.weight"]
     model.load_state_dict(w)
     model.eval()
-    feats, lens, _, _ = batch()
+    feats, lens, _, _ = batch(1, len(TOKENS))
     items = [("weight.joint_network.lin_out.weight", w["joint_network.lin_out.weight"])]
     with torch.no_grad():
         enc, _ = model.encode(feats[:1, : FEAT_LENS[0]], lens[:1])
@@ -138,7 +126,7 @@ def main():
     torch.manual_seed(0)  # the modules' default init
     weights = seeded_weights(build(0.3))
     n = write_pack(out, "weights", list(weights.items()))
-    items, loss = loss_case(weights, 0.3, batch())
+    items, loss = loss_case(weights, 0.3, batch(1, len(TOKENS)))  # labels never the blank
     n += write_pack(out, "ctc03", items)
     print(f"ctc03: loss {loss:.6f}")
     n += write_pack(out, "search", search_case(weights))

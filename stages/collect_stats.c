@@ -332,8 +332,8 @@ int stage_collect_stats(const stage_ctx *ctx, esp_err *err)
      * draws, as training makes them); off, ESPnet2's: the audio as it is. */
     train_mode tm = {0};
     int use_tm = rc == 0 && cfg->collect_stats_train_mode && !config_is_lm_task(cfg);
-    if (use_tm && (rc = augment_conf_read(ctx->configs->training, &tm.aug, err)) == 0 &&
-        (rc = noise_rir_conf_read(ctx->configs->training, &tm.nr, err)) == 0) {
+    if (use_tm) augment_conf_read(ctx->configs->training, &tm.aug);
+    if (use_tm && (rc = noise_rir_conf_read(ctx->configs->training, &tm.nr, err)) == 0) {
         tm.aug_on = tm.aug.n > 0 && tm.aug.prob > 0;
         char *pre = config_tree_json(yt_get_path(ctx->configs->training->tree, "dataset.preprocessor"), NULL);
         tm.hash = fnv1a64_str(pre);

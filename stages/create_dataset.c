@@ -14,35 +14,17 @@
 
 #include "core/base/fsio.h"
 #include "core/config/config_python.h"
+#include "core/config/config_recipe.h"
 #include "core/data/dataset_src.h"
 #include "core/data/py_export.h"
-
-/* The builder named after the recipe folder: its last component, else the one above it
- * (egs3/<corpus>/<task>). *tried names what was looked for; caller frees both. */
-static const dataset_builder *builder_by_folder(const char *recipe_dir, char **tried)
-{
-    char *abs = path_absolute(recipe_dir);
-    char *base = strrchr(abs, '/');
-    const dataset_builder *b = NULL;
-    *tried = xstrdup(base && base[1] ? base + 1 : abs);
-    if (!(b = dataset_builder_find(*tried)) && base && base > abs) {
-        *base = '\0';
-        char *corpus = strrchr(abs, '/');
-        if (corpus && corpus[1] && (b = dataset_builder_find(corpus + 1))) {
-            free(*tried);
-            *tried = xstrdup(corpus + 1);
-        }
-    }
-    free(abs);
-    return b;
-}
 
 static int run_builtin(const training_cfg *cfg, const create_dataset_cfg *cd, const char *file, esp_err *err)
 {
     char *by_dir = NULL;
-    const dataset_builder *b = NULL;
-    if (cd->func) b = dataset_builder_find(cd->func);
-    else if (cd->recipe_dir || cfg->recipe_dir) b = builder_by_folder(cd->recipe_dir ? cd->recipe_dir : cfg->recipe_dir, &by_dir);
+    const config_recipe *r = config_recipe_find(cd->func, cd->recipe_dir ? cd->recipe_dir : cfg->recipe_dir, &by_dir);
+    const dataset_builder *b = r ? dataset_builder_of(r) : NULL;
+    /* The load typed the block's keys for the same recipe (config_recipe_of). */
+    ESP_CHECK(!cd->recipe || cd->recipe == r);
     if (!b) {
         char *names = dataset_builder_names();
         int rc = cd->func ? esp_fail(err, "%s: create_dataset.func: unknown builder %s (supported: %s, or a Python "
@@ -161,3 +143,5 @@ int stage_create_dataset(const stage_ctx *ctx, esp_err *err)
     if (python) return run_python(ctx->configs->training, cfg, err);
     return run_builtin(cfg, cd, file, err);
 }
+
+void stages_register_recipes(void) { config_recipes_set(recipes_all()); }

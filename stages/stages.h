@@ -70,6 +70,9 @@ const stage_def *stage_by_number(int number);
 int stage_backend(const stage_def *s, const esp_configs *c, backend_kind *out, esp_err *err);
 
 /* Stage functions, one file each. */
+/* Hands the recipes' own keys (recipes/registry.h) to the config layer: called once, before any
+ * config is loaded (core/config/config_recipe.h). */
+void stages_register_recipes(void);
 int stage_create_dataset(const stage_ctx *ctx, esp_err *err);
 /* ESPnet3's publication stages (stages/publish.c, stages/pack_demo.c). */
 int stage_upload_model(const stage_ctx *ctx, esp_err *err);

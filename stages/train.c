@@ -261,7 +261,7 @@ static int check_static(const esp_config *training, esp_err *err)
     if (train_callbacks_to_opts(tc, tree, 1, &schedule, err) != 0 || check_val_points(tc, tree, err) != 0) return -1;
     if (check_fit(cfg->fit, tree, err) != 0) return -1;
     augment_conf aug;
-    if (augment_conf_read(training, &aug, err) != 0) return -1;
+    augment_conf_read(training, &aug);
     if (config_is_lm_task(cfg)) {
         const preprocessor_cfg *pc = cfg->dataset ? cfg->dataset->preprocessor : NULL;
         const char *key = aug.n ? "dataset.preprocessor.data_aug_effects"
@@ -420,7 +420,7 @@ int stage_train(const stage_ctx *ctx, esp_err *err)
     };
     augment_conf aug = {0};
     int rc = fit_ckpt_path(cfg, &o.fit_ckpt_path, err);
-    if (rc == 0) rc = augment_conf_read(ctx->configs->training, &aug, err);
+    if (rc == 0) augment_conf_read(ctx->configs->training, &aug);
     if (rc == 0 && aug.n) {
         if (aug.prob > 0)
             log_info("train: waveform augmentation of the training split: %zu data_aug_effects entries, %d to %d per "

@@ -17,5 +17,7 @@ void progress_update(progress *p, size_t done);
 void progress_finish(progress *p);
 /* Seconds since an arbitrary point, monotonic. */
 double now_seconds(void);
+/* This process's peak resident memory so far, in MiB (getrusage's ru_maxrss). */
+double peak_rss_mib(void);
 
 #endif

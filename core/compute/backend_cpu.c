@@ -14,6 +14,7 @@
 #include "core/base/parallel.h"
 #include "core/compute/ctc.h"
 #include "core/compute/ctc_align.h"
+#include "core/compute/loss_state.h"
 #include "core/compute/ops.h"
 #include "core/compute/ops_precision.h"
 #include "core/compute/ops_sgemm.h"
@@ -24,11 +25,7 @@ typedef struct cpu_impl {
     size_t held, limit; /* bytes of the buffers handed out (malloc_usable_size); the cap (0: none) */
     float *scratch; /* grown on demand, shared by the ops (one op runs at a time) */
     size_t scratch_n;
-    double *ctc_work; /* the CTC forward's workspace, read by the backward of the same batch */
-    size_t ctc_cap;
-    double *rnnt_lat; /* the RNN-T loss' lattice (core/compute/rnnt.h), kept from its first op to its backward */
-    size_t rnnt_cap;
-    rnnt_batch rnnt;
+    loss_state loss; /* the CTC workspace and the RNN-T lattice between a loss' ops */
 } cpu_impl;
 
 static int threads_of(const backend *be)
@@ -204,8 +201,7 @@ static void cpu_destroy(backend *be)
     cpu_impl *c = be->impl;
     if (!c) return;
     free(c->scratch);
-    free(c->ctc_work);
-    free(c->rnnt_lat);
+    loss_state_free(&c->loss);
     free(c);
     be->impl = NULL;
 }
@@ -684,12 +680,8 @@ static double cpu_ctc_loss_forward(backend *be, double *losses, const float *log
 {
     cpu_impl *c = be->impl;
     ctc_labels y = {.ids = labels, .lens = label_lens, .stride = stride};
-    size_t need = ctc_workspace_size(B, T, ctc_max_label_len(&y, B));
-    if (need > c->ctc_cap) {
-        c->ctc_work = xrealloc(c->ctc_work, need * sizeof *c->ctc_work);
-        c->ctc_cap = need;
-    }
-    return ctc_loss_forward(losses, c->ctc_work, logp, hlens, &y, B, T, V, zero_infinity, c->threads);
+    double *work = loss_state_ctc_work(&c->loss, &y, B, T);
+    return ctc_loss_forward(losses, work, logp, hlens, &y, B, T, V, zero_infinity, c->threads);
 }
 
 static void cpu_ctc_loss_backward(backend *be, float *dlogits, const float *logp, const int *hlens,
@@ -697,9 +689,9 @@ static void cpu_ctc_loss_backward(backend *be, float *dlogits, const float *logp
                                   int V, int zero_infinity, float dloss)
 {
     cpu_impl *c = be->impl;
-    ESP_CHECK(c->ctc_work != NULL); /* the forward of this batch ran */
+    ESP_CHECK(c->loss.ctc_work != NULL); /* the forward of this batch ran */
     ctc_labels y = {.ids = labels, .lens = label_lens, .stride = stride};
-    ctc_loss_backward(dlogits, c->ctc_work, logp, hlens, &y, B, T, V, zero_infinity, dloss, CTC_GRAD_TORCH,
+    ctc_loss_backward(dlogits, c->loss.ctc_work, logp, hlens, &y, B, T, V, zero_infinity, dloss, CTC_GRAD_TORCH,
                       c->threads);
 }
 
@@ -715,21 +707,16 @@ static void cpu_rnnt_logprobs(backend *be, const float *logits, const int *hlens
 {
     cpu_impl *c = be->impl;
     ctc_labels y = {.ids = labels, .lens = label_lens, .stride = stride};
-    rnnt_batch_chunk(&c->rnnt, hlens, &y, B, T, U1, V, blank, t0, tc);
-    size_t need = rnnt_lattice_size(B, T, U1);
-    if (t0 == 0 && need > c->rnnt_cap) {
-        c->rnnt_lat = xrealloc(c->rnnt_lat, need * sizeof *c->rnnt_lat);
-        c->rnnt_cap = need;
-    }
-    ops_rnnt_logprobs_f32(c->rnnt_lat, logits, hlens, &y, B, T, U1, V, blank, t0, tc, c->threads);
+    double *lat = loss_state_rnnt_chunk(&c->loss, hlens, &y, B, T, U1, V, blank, t0, tc);
+    ops_rnnt_logprobs_f32(lat, logits, hlens, &y, B, T, U1, V, blank, t0, tc, c->threads);
 }
 
 static double cpu_rnnt_loss_forward(backend *be, double *losses, const int *hlens, const int *label_lens, int B,
                                     int T, int U1)
 {
     cpu_impl *c = be->impl;
-    rnnt_batch_forward(&c->rnnt, hlens, label_lens, B, T, U1);
-    return rnnt_lattice_forward(c->rnnt_lat, losses, hlens, label_lens, B, T, U1, c->threads);
+    rnnt_batch_forward(&c->loss.rnnt, hlens, label_lens, B, T, U1);
+    return rnnt_lattice_forward(c->loss.rnnt_lat, losses, hlens, label_lens, B, T, U1, c->threads);
 }
 
 static void cpu_rnnt_loss_backward(backend *be, float *dlogits, const float *logits, const int *hlens,
@@ -738,8 +725,8 @@ static void cpu_rnnt_loss_backward(backend *be, float *dlogits, const float *log
 {
     cpu_impl *c = be->impl;
     ctc_labels y = {.ids = labels, .lens = label_lens, .stride = stride};
-    rnnt_batch_backward(&c->rnnt, hlens, &y, B, T, U1, V, blank, t0, tc);
-    ops_rnnt_grad_f32(dlogits, logits, c->rnnt_lat, hlens, &y, B, T, U1, V, blank, t0, tc, clamp,
+    rnnt_batch_backward(&c->loss.rnnt, hlens, &y, B, T, U1, V, blank, t0, tc);
+    ops_rnnt_grad_f32(dlogits, logits, c->loss.rnnt_lat, hlens, &y, B, T, U1, V, blank, t0, tc, clamp,
                       (double)dloss / B, c->threads);
 }
 

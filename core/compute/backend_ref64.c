@@ -67,8 +67,7 @@ static void ref_destroy(backend *be)
     if (!r) return;
     tmp_release(be);
     free(r->scratch);
-    free(r->ctc_work);
-    free(r->rnnt_lat);
+    loss_state_free(&r->loss);
     free(r);
     be->impl = NULL;
 }
@@ -484,12 +483,8 @@ static double ref_ctc_loss_forward(backend *be, double *losses, const float *log
 {
     ref_impl *r = be->impl;
     ctc_labels y = {.ids = labels, .lens = label_lens, .stride = stride};
-    size_t need = ctc_workspace_size(B, T, ctc_max_label_len(&y, B));
-    if (need > r->ctc_cap) {
-        r->ctc_work = xrealloc(r->ctc_work, need * sizeof *r->ctc_work);
-        r->ctc_cap = need;
-    }
-    double loss = ctc_loss_forward_f64(losses, r->ctc_work, wide(be, logp, (size_t)B * T * V),
+    double *work = loss_state_ctc_work(&r->loss, &y, B, T);
+    double loss = ctc_loss_forward_f64(losses, work, wide(be, logp, (size_t)B * T * V),
                                        hlens, &y, B, T, V, zero_infinity, r->threads);
     tmp_release(be);
     return loss;
@@ -500,11 +495,11 @@ static void ref_ctc_loss_backward(backend *be, float *dlogits, const float *logp
                                   int T, int V, int zero_infinity, float dloss)
 {
     ref_impl *r = be->impl;
-    ESP_CHECK(r->ctc_work != NULL); /* the forward of this batch ran */
+    ESP_CHECK(r->loss.ctc_work != NULL); /* the forward of this batch ran */
     ctc_labels y = {.ids = labels, .lens = label_lens, .stride = stride};
     size_t n = (size_t)B * T * V;
     double *g = tmp_zeros(be, n);
-    ctc_loss_backward_f64(g, r->ctc_work, wide(be, logp, n), hlens, &y, B, T, V, zero_infinity,
+    ctc_loss_backward_f64(g, r->loss.ctc_work, wide(be, logp, n), hlens, &y, B, T, V, zero_infinity,
                           (double)dloss, CTC_GRAD_TORCH, r->threads);
     narrow(dlogits, g, n);
     tmp_release(be);
@@ -523,13 +518,8 @@ static void ref_rnnt_logprobs(backend *be, const float *logits, const int *hlens
 {
     ref_impl *r = be->impl;
     ctc_labels y = {.ids = labels, .lens = label_lens, .stride = stride};
-    rnnt_batch_chunk(&r->rnnt, hlens, &y, B, T, U1, V, blank, t0, tc);
-    size_t need = rnnt_lattice_size(B, T, U1);
-    if (t0 == 0 && need > r->rnnt_cap) {
-        r->rnnt_lat = xrealloc(r->rnnt_lat, need * sizeof *r->rnnt_lat);
-        r->rnnt_cap = need;
-    }
-    ops_rnnt_logprobs_f64(r->rnnt_lat, wide(be, logits, (size_t)B * tc * U1 * V), hlens, &y, B, T, U1, V,
+    double *lat = loss_state_rnnt_chunk(&r->loss, hlens, &y, B, T, U1, V, blank, t0, tc);
+    ops_rnnt_logprobs_f64(lat, wide(be, logits, (size_t)B * tc * U1 * V), hlens, &y, B, T, U1, V,
                           blank, t0, tc, r->threads);
     tmp_release(be);
 }
@@ -538,8 +528,8 @@ static double ref_rnnt_loss_forward(backend *be, double *losses, const int *hlen
                                     int B, int T, int U1)
 {
     ref_impl *r = be->impl;
-    rnnt_batch_forward(&r->rnnt, hlens, label_lens, B, T, U1);
-    return rnnt_lattice_forward(r->rnnt_lat, losses, hlens, label_lens, B, T, U1, r->threads);
+    rnnt_batch_forward(&r->loss.rnnt, hlens, label_lens, B, T, U1);
+    return rnnt_lattice_forward(r->loss.rnnt_lat, losses, hlens, label_lens, B, T, U1, r->threads);
 }
 
 static void ref_rnnt_loss_backward(backend *be, float *dlogits, const float *logits, const int *hlens,
@@ -548,10 +538,10 @@ static void ref_rnnt_loss_backward(backend *be, float *dlogits, const float *log
 {
     ref_impl *r = be->impl;
     ctc_labels y = {.ids = labels, .lens = label_lens, .stride = stride};
-    rnnt_batch_backward(&r->rnnt, hlens, &y, B, T, U1, V, blank, t0, tc);
+    rnnt_batch_backward(&r->loss.rnnt, hlens, &y, B, T, U1, V, blank, t0, tc);
     size_t n = (size_t)B * tc * U1 * V;
     double *g = tmp_zeros(be, n);
-    ops_rnnt_grad_f64(g, wide(be, logits, n), r->rnnt_lat, hlens, &y, B, T, U1, V, blank, t0, tc, clamp,
+    ops_rnnt_grad_f64(g, wide(be, logits, n), r->loss.rnnt_lat, hlens, &y, B, T, U1, V, blank, t0, tc, clamp,
                       (double)dloss / B, r->threads);
     narrow(dlogits, g, n);
     tmp_release(be);

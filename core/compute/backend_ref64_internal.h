@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "core/compute/backend.h"
-#include "core/compute/rnnt.h"
+#include "core/compute/loss_state.h"
 
 enum { REF_TMP_MAX = 16 };
 
@@ -15,11 +15,7 @@ typedef struct ref_impl {
     int threads;     /* the CTC and RNN-T losses' threads */
     double *scratch; /* the _f64 ops' scratch, grown on demand */
     size_t scratch_n;
-    double *ctc_work; /* the CTC forward's workspace, read by the backward of the same batch */
-    size_t ctc_cap;
-    double *rnnt_lat; /* the RNN-T loss' lattice (core/compute/rnnt.h), kept from its first op to its backward */
-    size_t rnnt_cap;
-    rnnt_batch rnnt;
+    loss_state loss; /* the CTC workspace and the RNN-T lattice between a loss' ops */
     double *tmp[REF_TMP_MAX]; /* the double copies of the running op, freed when it returns */
     int ntmp;
 } ref_impl;

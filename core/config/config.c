@@ -4,9 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/config/config_aug.h"
 #include "core/config/config_compose.h"
 #include "core/config/config_interp.h"
 #include "core/config/config_python.h"
+#include "core/config/config_recipe.h"
 #include "core/config/config_schema.h"
 #include "core/config/config_values.h"
 #include "core/base/fsio.h"
@@ -148,6 +150,8 @@ int config_load_tree(config_kind kind, ynode *tree, const char *path, int foreig
     int rc = config_interpolate(tree, &io, err);
     free(stem);
     if (rc == 0) rc = config_validate(kind, tree, err);
+    aug_effects_cfg *aug = NULL; /* the one list-shaped key libcyaml cannot type, parsed here once */
+    if (rc == 0 && kind == CONFIG_TRAINING) rc = config_aug_read(tree, &aug, err);
     if (rc != 0) {
         yt_free(tree);
         return -1;
@@ -156,6 +160,8 @@ int config_load_tree(config_kind kind, ynode *tree, const char *path, int foreig
      * accept it. */
     ynode *full = yt_copy(tree);
     config_fill_left_out(kind, full);
+    const config_recipe *recipe = kind == CONFIG_TRAINING ? config_recipe_of(tree) : NULL;
+    if (recipe) config_fill_declared(recipe->defaults, recipe->n_defaults, kind, full);
     size_t len;
     char *yaml = yt_emit(full, &len);
     void *typed = NULL;
@@ -168,6 +174,13 @@ int config_load_tree(config_kind kind, ynode *tree, const char *path, int foreig
         ESP_CHECK(cerr == CYAML_OK);
     }
     config_python_attach(kind, tree, typed);
+    create_dataset_cfg *cd = kind == CONFIG_TRAINING ? ((training_cfg *)typed)->create_dataset : NULL;
+    if (cd) cd->recipe = recipe, cd->keys = config_recipe_load(recipe, full);
+    if (aug) { /* data_aug_effects is under dataset.preprocessor, so the block is there */
+        const training_cfg *t = typed;
+        ESP_CHECK(t->dataset && t->dataset->preprocessor);
+        t->dataset->preprocessor->data_aug_effects = aug;
+    }
     esp_config *cfg = xcalloc(1, sizeof *cfg);
     cfg->kind = kind;
     cfg->path = xstrdup(path);
@@ -189,6 +202,10 @@ void config_free(esp_config *cfg)
 {
     if (!cfg) return;
     config_python_free(cfg->kind, cfg->typed);
+    create_dataset_cfg *cd = cfg->kind == CONFIG_TRAINING && cfg->typed ? ((training_cfg *)cfg->typed)->create_dataset : NULL;
+    if (cd) config_recipe_free(cd->recipe, cd->keys);
+    const training_cfg *t = cfg->kind == CONFIG_TRAINING ? cfg->typed : NULL;
+    if (t && t->dataset && t->dataset->preprocessor) config_aug_effects_free(t->dataset->preprocessor->data_aug_effects);
     if (cfg->typed) cyaml_free(&cyaml_cfg, config_schema(cfg->kind), cfg->typed, 0);
     yt_free(cfg->tree);
     yt_free(cfg->full);

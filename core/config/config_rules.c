@@ -173,28 +173,6 @@ static int check_model(const ynode *root, esp_err *err)
     return 0;
 }
 
-static int check_create_dataset(const ynode *root, esp_err *err)
-{
-    const char *C = "create_dataset";
-    const ynode *cd = yt_get_path(root, C), *n;
-    if (!cd || cd->kind != YN_MAP) return 0;
-    double lo, hi;
-    char what[200];
-    if (num_in(cd, "min_words", &lo, &n) && num_in(cd, "max_words", &hi, NULL) && lo > hi) {
-        snprintf(what, sizeof what, "%g is above max_words = %g (lower min_words or raise max_words)", lo, hi);
-        return fail_key(err, n, C, "min_words", what);
-    }
-    static const char *const ranges[] = {"speed_range", "pitch_range"};
-    for (int i = 0; i < 2; i++) {
-        const ynode *r = yt_map_get(cd, ranges[i]);
-        if (r && r->n == 2 && yt_as_float(r->items[0], &lo) && yt_as_float(r->items[1], &hi) && lo > hi) {
-            snprintf(what, sizeof what, "low %g is above high %g (write it as [low, high])", lo, hi);
-            return fail_key(err, r, C, ranges[i], what);
-        }
-    }
-    return 0;
-}
-
 /* The keyword arguments of torch 2.11's optimizers that espnet3 builds. */
 static const struct {
     const char *target, *cls, *keys;
@@ -416,7 +394,7 @@ int config_check_values(config_kind kind, ynode *root, esp_err *err)
     if (check_scheduler_warmup(root, err) != 0) return -1;
     if (check_batches(root, "train", err) != 0 || check_batches(root, "valid", err) != 0) return -1;
     if (check_frontend(root, err) != 0 || check_model(root, err) != 0 || check_input_layer(root, err) != 0 ||
-        check_create_dataset(root, err) != 0 || check_optimizer(root, err) != 0 ||
+        check_optimizer(root, err) != 0 ||
         check_preprocessor(root, err) != 0 || check_speed_perturb_factors(root, err) != 0)
         return -1;
     lightning_max_epochs(root);

@@ -10,63 +10,26 @@
 #include <string.h>
 
 #include "core/base/edit_distance.h"
+#include "core/config/config_fields.h"
 #include "core/config/config_values.h"
 
 /* ---- libcyaml schemas ------------------------------------------------------------------ */
 
-#define OPT (CYAML_FLAG_OPTIONAL)
-#define OPT_PTR (CYAML_FLAG_OPTIONAL | CYAML_FLAG_POINTER)
-#define STR(key, type, member) CYAML_FIELD_STRING_PTR(key, OPT_PTR, type, member, 0, CYAML_UNLIMITED)
-#define INT(key, type, member) CYAML_FIELD_INT(key, OPT, type, member)
-#define FLT(key, type, member) CYAML_FIELD_FLOAT(key, OPT, type, member)
-#define BOOL(key, type, member) CYAML_FIELD_BOOL(key, OPT, type, member)
-#define MAP(key, type, member, fields) CYAML_FIELD_MAPPING_PTR(key, OPT_PTR, type, member, fields)
-#define SEQ(key, type, member, entry) \
-    CYAML_FIELD_SEQUENCE_COUNT(key, OPT_PTR, type, member, n_##member, entry, 0, CYAML_UNLIMITED)
-#define PAIR(key, type, member, entry) CYAML_FIELD_SEQUENCE_COUNT(key, OPT_PTR, type, member, n_##member, entry, 2, 2)
-#define IGNORED(key) CYAML_FIELD_IGNORE(key, OPT)
-
-static const cyaml_schema_value_t string_entry = {CYAML_VALUE_STRING(CYAML_FLAG_POINTER, char, 0, CYAML_UNLIMITED)};
-static const cyaml_schema_value_t int_entry = {CYAML_VALUE_INT(CYAML_FLAG_DEFAULT, int64_t)};
+const cyaml_schema_value_t config_string_entry = {CYAML_VALUE_STRING(CYAML_FLAG_POINTER, char, 0, CYAML_UNLIMITED)};
+const cyaml_schema_value_t config_int_entry = {CYAML_VALUE_INT(CYAML_FLAG_DEFAULT, int64_t)};
 static const cyaml_schema_value_t float_entry = {CYAML_VALUE_FLOAT(CYAML_FLAG_DEFAULT, double)};
 
-static const cyaml_schema_field_t synth_engine_fields[] = {
-    STR("name", synth_engine_cfg, name),
-    SEQ("voices", synth_engine_cfg, voices, &string_entry),
-    SEQ("variants", synth_engine_cfg, variants, &string_entry),
-    SEQ("test_voices", synth_engine_cfg, test_voices, &string_entry),
-    SEQ("test_variants", synth_engine_cfg, test_variants, &string_entry),
-    CYAML_FIELD_END};
-static const cyaml_schema_value_t synth_engine_entry = {
-    CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, synth_engine_cfg, synth_engine_fields)};
+/* The folders of a run config (CFG_RUN_DIRS of core/config/config_types.h). */
+#define RUN_DIR_FIELDS(type)                                                                                  \
+    STR("recipe_dir", type, recipe_dir), STR("data_dir", type, data_dir), STR("dataset_dir", type, dataset_dir), \
+        STR("exp_tag", type, exp_tag), STR("exp_dir", type, exp_dir), STR("stats_dir", type, stats_dir),         \
+        STR("inference_dir", type, inference_dir)
 
+/* A recipe's own keys are its table's (core/config/config_recipe.h). */
 static const cyaml_schema_field_t create_dataset_fields[] = {
     STR("func", create_dataset_cfg, func),
     STR("dataset_dir", create_dataset_cfg, dataset_dir),
     STR("recipe_dir", create_dataset_cfg, recipe_dir),
-    STR("synthesizer", create_dataset_cfg, synthesizer),
-    STR("text_source", create_dataset_cfg, text_source),
-    INT("seed", create_dataset_cfg, seed),
-    INT("num_train", create_dataset_cfg, num_train),
-    INT("num_valid", create_dataset_cfg, num_valid),
-    INT("num_test", create_dataset_cfg, num_test),
-    SEQ("train_voices", create_dataset_cfg, train_voices, &string_entry),
-    SEQ("test_voices", create_dataset_cfg, test_voices, &string_entry),
-    SEQ("train_variants", create_dataset_cfg, train_variants, &string_entry),
-    SEQ("test_variants", create_dataset_cfg, test_variants, &string_entry),
-    PAIR("speed_range", create_dataset_cfg, speed_range, &int_entry),
-    PAIR("pitch_range", create_dataset_cfg, pitch_range, &int_entry),
-    INT("min_words", create_dataset_cfg, min_words),
-    INT("max_words", create_dataset_cfg, max_words),
-    INT("fs", create_dataset_cfg, fs),
-    INT("nj", create_dataset_cfg, nj),
-    SEQ("engines", create_dataset_cfg, engines, &synth_engine_entry),
-    MAP("test_engine", create_dataset_cfg, test_engine, synth_engine_fields),
-    INT("num_test_engine", create_dataset_cfg, num_test_engine),
-    INT("num_rirs", create_dataset_cfg, num_rirs),
-    INT("num_noises", create_dataset_cfg, num_noises),
-    STR("archive_path", create_dataset_cfg, archive_path),
-    INT("dev_size", create_dataset_cfg, dev_size),
     CYAML_FIELD_END};
 
 /* ESPnet3's dataset: block (DataOrganizer). */
@@ -102,16 +65,16 @@ static const cyaml_schema_field_t preprocessor_fields[] = {
     STR("bpemodel", preprocessor_cfg, bpemodel),
     STR("text_cleaner", preprocessor_cfg, text_cleaner),
     /* augmentation: ranges and defaults in config_values.c */
-    PAIR("data_aug_num", preprocessor_cfg, data_aug_num, &int_entry),
+    PAIR("data_aug_num", preprocessor_cfg, data_aug_num, &config_int_entry),
     FLT("data_aug_prob", preprocessor_cfg, data_aug_prob),
     FLT("rir_apply_prob", preprocessor_cfg, rir_apply_prob),
     FLT("noise_apply_prob", preprocessor_cfg, noise_apply_prob),
     STR("noise_db_range", preprocessor_cfg, noise_db_range),
     FLT("short_noise_thres", preprocessor_cfg, short_noise_thres),
     /* a path or a list of paths: the validator makes a path a list of one */
-    SEQ("rir_scp", preprocessor_cfg, rir_scp, &string_entry),
-    SEQ("noise_scp", preprocessor_cfg, noise_scp, &string_entry),
-    /* read from the tree by core/data/augment_conf.c (weighted lists that nest, which cyaml cannot type) */
+    SEQ("rir_scp", preprocessor_cfg, rir_scp, &config_string_entry),
+    SEQ("noise_scp", preprocessor_cfg, noise_scp, &config_string_entry),
+    /* parsed by core/config/config_aug.c at load (weighted lists that nest, which cyaml cannot type) */
     IGNORED("data_aug_effects"),
     CYAML_FIELD_END};
 
@@ -135,7 +98,7 @@ static const cyaml_schema_field_t tokenizer_fields[] = {
     STR("model_type", tokenizer_cfg, model_type),
     INT("vocab_size", tokenizer_cfg, vocab_size),
     FLT("character_coverage", tokenizer_cfg, character_coverage),
-    SEQ("user_defined_symbols", tokenizer_cfg, user_defined_symbols, &string_entry),
+    SEQ("user_defined_symbols", tokenizer_cfg, user_defined_symbols, &config_string_entry),
     STR("save_path", tokenizer_cfg, save_path),
     STR("text", tokenizer_cfg, text),
     MAP("text_builder", tokenizer_cfg, text_builder, text_builder_fields),
@@ -222,8 +185,8 @@ static const cyaml_schema_field_t slurm_options_fields[] = {
     STR("walltime", slurm_options_cfg, walltime),
     INT("death_timeout", slurm_options_cfg, death_timeout),
     STR("log_directory", slurm_options_cfg, log_directory),
-    SEQ("job_extra_directives", slurm_options_cfg, job_extra_directives, &string_entry),
-    SEQ("job_script_prologue", slurm_options_cfg, job_script_prologue, &string_entry),
+    SEQ("job_extra_directives", slurm_options_cfg, job_extra_directives, &config_string_entry),
+    SEQ("job_script_prologue", slurm_options_cfg, job_script_prologue, &config_string_entry),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t parallel_fields[] = {
@@ -236,7 +199,7 @@ static const cyaml_schema_field_t parallel_fields[] = {
 
 static const cyaml_schema_field_t batches_fields[] = {
     STR("type", batches_cfg, type),
-    SEQ("shape_files", batches_cfg, shape_files, &string_entry),
+    SEQ("shape_files", batches_cfg, shape_files, &config_string_entry),
     INT("batch_size", batches_cfg, batch_size),
     INT("batch_bins", batches_cfg, batch_bins),
     CYAML_FIELD_END};
@@ -290,10 +253,10 @@ static const cyaml_schema_field_t specaug_conf_fields[] = {
     INT("time_warp_window", specaug_conf_cfg, time_warp_window),
     STR("time_warp_mode", specaug_conf_cfg, time_warp_mode),
     BOOL("apply_freq_mask", specaug_conf_cfg, apply_freq_mask),
-    PAIR("freq_mask_width_range", specaug_conf_cfg, freq_mask_width_range, &int_entry),
+    PAIR("freq_mask_width_range", specaug_conf_cfg, freq_mask_width_range, &config_int_entry),
     INT("num_freq_mask", specaug_conf_cfg, num_freq_mask),
     BOOL("apply_time_mask", specaug_conf_cfg, apply_time_mask),
-    PAIR("time_mask_width_range", specaug_conf_cfg, time_mask_width_range, &int_entry),
+    PAIR("time_mask_width_range", specaug_conf_cfg, time_mask_width_range, &config_int_entry),
     PAIR("time_mask_width_ratio_range", specaug_conf_cfg, time_mask_width_ratio_range, &float_entry),
     INT("num_time_mask", specaug_conf_cfg, num_time_mask),
     CYAML_FIELD_END};
@@ -387,7 +350,7 @@ static const cyaml_schema_field_t encoder_conf_fields[] = {
     INT_P("positionwise_conv_kernel_size", encoder_conf_cfg, positionwise_conv_kernel_size),
     STR("pos_enc_layer_type", encoder_conf_cfg, pos_enc_layer_type),
     INT_P("padding_idx", encoder_conf_cfg, padding_idx),
-    SEQ("interctc_layer_idx", encoder_conf_cfg, interctc_layer_idx, &int_entry),
+    SEQ("interctc_layer_idx", encoder_conf_cfg, interctc_layer_idx, &config_int_entry),
     BOOL_P("interctc_use_conditioning", encoder_conf_cfg, interctc_use_conditioning),
     FLT_P("layer_drop_rate", encoder_conf_cfg, layer_drop_rate),
     BOOL_P("qk_norm", encoder_conf_cfg, qk_norm),
@@ -548,7 +511,7 @@ static const cyaml_schema_field_t scheduler_fields[] = {
     INT("T_max", scheduler_cfg, T_max),
     FLT("eta_min", scheduler_cfg, eta_min),
     FLT("model_size", scheduler_cfg, model_size),
-    SEQ("milestones", scheduler_cfg, milestones, &int_entry),
+    SEQ("milestones", scheduler_cfg, milestones, &config_int_entry),
     FLT("power", scheduler_cfg, power),
     INT("T_0", scheduler_cfg, T_0),
     INT("T_mult", scheduler_cfg, T_mult),
@@ -600,16 +563,10 @@ static const cyaml_schema_field_t training_fields[] = {
     INT("num_device", training_cfg, num_device),
     INT("num_nodes", training_cfg, num_nodes),
     STR("task", training_cfg, task),
-    STR("recipe_dir", training_cfg, recipe_dir),
-    STR("data_dir", training_cfg, data_dir),
-    STR("dataset_dir", training_cfg, dataset_dir),
-    STR("exp_tag", training_cfg, exp_tag),
-    STR("exp_dir", training_cfg, exp_dir),
-    STR("stats_dir", training_cfg, stats_dir),
-    STR("inference_dir", training_cfg, inference_dir),
+    RUN_DIR_FIELDS(training_cfg),
     INT("seed", training_cfg, seed),
     STR("init", training_cfg, init),
-    SEQ("init_param", training_cfg, init_param, &string_entry),
+    SEQ("init_param", training_cfg, init_param, &config_string_entry),
     BOOL("ignore_init_mismatch", training_cfg, ignore_init_mismatch),
     MAP("create_dataset", training_cfg, create_dataset, create_dataset_fields),
     MAP("dataset", training_cfg, dataset, dataset_fields),
@@ -677,16 +634,10 @@ static const cyaml_schema_field_t longform_fields[] = {
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t inference_fields[] = {
-    STR("recipe_dir", inference_cfg, recipe_dir),
-    STR("data_dir", inference_cfg, data_dir),
-    STR("dataset_dir", inference_cfg, dataset_dir),
-    STR("exp_tag", inference_cfg, exp_tag),
-    STR("exp_dir", inference_cfg, exp_dir),
-    STR("stats_dir", inference_cfg, stats_dir),
-    STR("inference_dir", inference_cfg, inference_dir),
+    RUN_DIR_FIELDS(inference_cfg),
     STR("infer_dir", inference_cfg, infer_dir),
     STR("decode_dir", inference_cfg, decode_dir),
-    SEQ("test_sets", inference_cfg, test_sets, &string_entry),
+    SEQ("test_sets", inference_cfg, test_sets, &config_string_entry),
     MAP("dataset", inference_cfg, dataset, dataset_fields),
     MAP("model", inference_cfg, model, infer_model_fields),
     STR("input_key", inference_cfg, input_key),
@@ -697,7 +648,7 @@ static const cyaml_schema_field_t inference_fields[] = {
     STR("python", inference_cfg, python),
     INT("batch_size", inference_cfg, batch_size),
     STR("idx_key", inference_cfg, idx_key),
-    SEQ("output_keys", inference_cfg, output_keys, &string_entry),
+    SEQ("output_keys", inference_cfg, output_keys, &config_string_entry),
     MAP("longform", inference_cfg, longform, longform_fields),
     BOOL("write_ctm", inference_cfg, write_ctm),
     CYAML_FIELD_END};
@@ -714,23 +665,17 @@ static const cyaml_schema_field_t metric_fields[] = {
     STR("ref_key", metric_cfg, ref_key),
     STR("hyp_key", metric_cfg, hyp_key),
     SEQ("inputs", metric_cfg, inputs, &metric_input_entry),
-    SEQ("apply_to", metric_cfg, apply_to, &string_entry),
+    SEQ("apply_to", metric_cfg, apply_to, &config_string_entry),
     STR("bpemodel", metric_cfg, bpemodel),
-    SEQ("clean_types", metric_cfg, clean_types, &string_entry),
+    SEQ("clean_types", metric_cfg, clean_types, &config_string_entry),
     CYAML_FIELD_END};
 static const cyaml_schema_value_t metric_entry = {CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, metric_cfg, metric_fields)};
 
 static const cyaml_schema_field_t metrics_fields[] = {
-    STR("recipe_dir", metrics_cfg, recipe_dir),
-    STR("data_dir", metrics_cfg, data_dir),
-    STR("dataset_dir", metrics_cfg, dataset_dir),
-    STR("exp_tag", metrics_cfg, exp_tag),
-    STR("exp_dir", metrics_cfg, exp_dir),
-    STR("stats_dir", metrics_cfg, stats_dir),
+    RUN_DIR_FIELDS(metrics_cfg),
     STR("infer_dir", metrics_cfg, infer_dir),
     STR("decode_dir", metrics_cfg, decode_dir),
-    STR("inference_dir", metrics_cfg, inference_dir),
-    SEQ("test_sets", metrics_cfg, test_sets, &string_entry),
+    SEQ("test_sets", metrics_cfg, test_sets, &config_string_entry),
     MAP("dataset", metrics_cfg, dataset, dataset_fields),
     SEQ("metrics", metrics_cfg, metrics, &metric_entry),
     MAP("parallel", metrics_cfg, parallel, parallel_fields),
@@ -741,8 +686,8 @@ static const cyaml_schema_field_t pack_model_fields[] = {
     STR("out_dir", pack_model_cfg, out_dir),
     STR("inference_dir", pack_model_cfg, inference_dir),
     STR("readme", pack_model_cfg, readme),
-    SEQ("include", pack_model_cfg, include, &string_entry),
-    SEQ("exclude", pack_model_cfg, exclude, &string_entry),
+    SEQ("include", pack_model_cfg, include, &config_string_entry),
+    SEQ("exclude", pack_model_cfg, exclude, &config_string_entry),
     /* name -> path maps and README values, read from the tree by stages/publish.c */
     IGNORED("files"),
     IGNORED("yaml_files"),
@@ -753,7 +698,7 @@ static const cyaml_schema_field_t upload_fields[] = {
     STR("hf_repo", upload_cfg, hf_repo),
     STR("organization", upload_cfg, organization),
     BOOL("update", upload_cfg, update),
-    SEQ("delete_patterns", upload_cfg, delete_patterns, &string_entry),
+    SEQ("delete_patterns", upload_cfg, delete_patterns, &config_string_entry),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t publication_fields[] = {
@@ -790,9 +735,9 @@ static const cyaml_schema_field_t demo_ui_fields[] = {
 
 static const cyaml_schema_field_t demo_pack_fields[] = {
     STR("out_dir", demo_pack_cfg, out_dir),
-    SEQ("include", demo_pack_cfg, include, &string_entry),
-    SEQ("exclude", demo_pack_cfg, exclude, &string_entry),
-    SEQ("requirements", demo_pack_cfg, requirements, &string_entry),
+    SEQ("include", demo_pack_cfg, include, &config_string_entry),
+    SEQ("exclude", demo_pack_cfg, exclude, &config_string_entry),
+    SEQ("requirements", demo_pack_cfg, requirements, &config_string_entry),
     STR("readme", demo_pack_cfg, readme),
     IGNORED("readme_context"),
     CYAML_FIELD_END};

@@ -8,47 +8,30 @@
 
 #include <stdint.h>
 
+/* The folders a run config (training, inference, metrics) names, ESPnet3's keys: where the recipe,
+ * the manifests, the audio, the experiment (exp_dir, named by exp_tag), the statistics and the
+ * decoding results are. */
+#define CFG_RUN_DIRS                                                                                   \
+    char *recipe_dir, *data_dir, *dataset_dir, *exp_tag, *exp_dir, *stats_dir, *inference_dir
+
 typedef struct int_range {
     int64_t *v; /* exactly two values: [low, high] */
     unsigned n;
 } int_range;
 
-/* create_dataset.engines[] / test_engine of the default recipe: a speech synthesizer and its voices. */
-typedef struct synth_engine_cfg {
-    char *name;          /* espeak-ng | festival | flite */
-    char **voices; unsigned n_voices;           /* train and valid (test_engine: its only voices) */
-    char **variants; unsigned n_variants;       /* espeak-ng voice variants (m1, f2, ...) */
-    char **test_voices; unsigned n_test_voices; /* the test split's unseen voices of this engine */
-    char **test_variants; unsigned n_test_variants;
-} synth_engine_cfg;
-
-/* create_dataset: the recipe's dataset builder and its arguments. */
+/* create_dataset: the recipe's dataset builder and its arguments. The keys every builder takes are
+ * here; a recipe's own keys are declared by the recipe (core/config/config_recipe.h) and typed
+ * into its struct. */
 typedef struct create_dataset_cfg {
     char *func;          /* builder name from the builder registry */
     char *dataset_dir;   /* where audio is written */
     char *recipe_dir;
-    char *synthesizer;   /* espeak-ng */
-    char *text_source;   /* directory of fortune files */
-    int64_t seed;
-    int64_t num_train, num_valid, num_test;
-    char **train_voices; unsigned n_train_voices;
-    char **test_voices;  unsigned n_test_voices;
-    char **train_variants; unsigned n_train_variants;
-    char **test_variants;  unsigned n_test_variants;
-    int64_t *speed_range; unsigned n_speed_range; /* words per minute [low, high] */
-    int64_t *pitch_range; unsigned n_pitch_range; /* espeak pitch 0..99 [low, high] */
-    int64_t min_words, max_words;
-    int64_t fs;
-    int64_t nj;          /* parallel synthesis processes */
-    synth_engine_cfg *engines; unsigned n_engines; /* several synthesizers (instead of synthesizer + *_voices) */
-    synth_engine_cfg *test_engine; /* a synthesizer never heard in training: the test_engine split */
-    int64_t num_test_engine;
-    int64_t num_rirs;    /* generated room impulse responses: <dataset_dir>/rir.scp (for rir_scp) */
-    int64_t num_noises;  /* generated colored noises: <dataset_dir>/noise.scp (for noise_scp) */
-    char *archive_path;  /* mini_an4: the AN4 archive (default <recipe_dir>/downloads.tar.gz) */
-    int64_t dev_size;    /* mini_an4: train utterances held out as valid (ESPnet3's dev_size, default 1) */
-    /* Not a key: attached after loading (core/config/config_python.c). The block less func, as JSON:
-     * the keyword arguments of a Python func or of the recipe's DatasetBuilder methods. */
+    /* Not keys: attached after loading. The recipe whose keys the block holds (core/config/
+     * config_recipe.c; NULL: none, or Python) and its typed view of them (the recipe's struct). */
+    const struct config_recipe *recipe;
+    void *keys;
+    /* The block less func, as JSON (core/config/config_python.c): the keyword arguments of a
+     * Python func or of the recipe's DatasetBuilder methods. */
     char *kwargs_json;
 } create_dataset_cfg;
 
@@ -560,8 +543,10 @@ typedef struct preprocessor_cfg { /* ESPnet2's CommonPreprocessor keys espnet3 r
     char *token_list;
     char *bpemodel;
     char *text_cleaner;
-    /* augmentation (core/data/augment_conf.c and noise_rir_conf.c read them; data_aug_effects, whose
-     * weighted entries nest, is read from the tree) */
+    /* augmentation (core/data/augment_conf.c and noise_rir_conf.c read them). data_aug_effects is
+     * not a libcyaml field (its weighted entries nest): the load parses it and attaches it here
+     * (core/config/config_aug.h; NULL: none). */
+    struct aug_effects_cfg *data_aug_effects;
     int64_t *data_aug_num; unsigned n_data_aug_num; /* [min, max] effects per utterance */
     double data_aug_prob;
     char **rir_scp; unsigned n_rir_scp;     /* lists of room impulse responses (one path: a list of one) */
@@ -593,13 +578,7 @@ typedef struct training_cfg {
     int64_t num_device;
     int64_t num_nodes;
     char *task;
-    char *recipe_dir;
-    char *data_dir;
-    char *dataset_dir;
-    char *exp_tag;
-    char *exp_dir;
-    char *stats_dir;
-    char *inference_dir;
+    CFG_RUN_DIRS;
     int64_t seed;
     char *init;
     char **init_param; unsigned n_init_param; /* ESPnet's path:src_key:dst_key:exclude (core/nn/model_files.h) */
@@ -678,13 +657,7 @@ typedef struct longform_cfg {
 } longform_cfg;
 
 typedef struct inference_cfg {
-    char *recipe_dir;
-    char *data_dir;
-    char *dataset_dir;
-    char *exp_tag;
-    char *exp_dir;
-    char *stats_dir;
-    char *inference_dir;
+    CFG_RUN_DIRS;
     char *infer_dir, *decode_dir; /* ESPnet3's older names: inference_dir takes theirs (config.c) */
     char **test_sets; unsigned n_test_sets;  /* splits under ${data_dir}/manifest to decode */
     dataset_cfg *dataset;                    /* dataset.test entries: decoded instead of test_sets */
@@ -722,14 +695,8 @@ typedef struct metric_cfg {
 } metric_cfg;
 
 typedef struct metrics_cfg {
-    char *recipe_dir;
-    char *data_dir;
-    char *dataset_dir;
-    char *exp_tag;
-    char *exp_dir;
-    char *stats_dir;
+    CFG_RUN_DIRS;
     char *infer_dir, *decode_dir; /* ESPnet3's older names: inference_dir takes theirs (config.c) */
-    char *inference_dir;
     char **test_sets; unsigned n_test_sets;
     dataset_cfg *dataset;                    /* dataset.test names: scored instead of test_sets */
     metric_cfg *metrics; unsigned n_metrics;

@@ -15,18 +15,14 @@
 #include "core/base/edit_distance.h"
 #include "core/base/fsio.h"
 #include "core/config/config_python.h"
+#include "core/config/config_recipe.h"
 #include "core/config/config_task.h"
 #include "core/config/config_values.h"
 
 /* ---- rules beyond types ---------------------------------------------------------------- */
 
 /* Paths use '*' for one component and "[]" for a list item. */
-typedef struct allowed_rule {
-    const char *path;
-    const char *values; /* '|' separated */
-} allowed_rule;
-
-static const allowed_rule allowed_rules[] = {
+static const config_allowed allowed_rules[] = {
     {"trainer.accelerator", "auto|cpu|gpu|cuda"},
     {"trainer.strategy", "auto|ddp|ddp_find_unused_parameters_true|fsdp"},
     {"trainer.precision", "32|32-true|16-mixed|bf16-mixed"},
@@ -42,9 +38,6 @@ static const allowed_rule allowed_rules[] = {
     {"token_type", "char|bpe|word"},
     {"model.token_type", "char|bpe|word"},
     {"init", "xavier_uniform|xavier_normal|kaiming_uniform|kaiming_normal|chainer"},
-    {"create_dataset.synthesizer", "espeak-ng|flite|festival"},
-    {"create_dataset.engines[].name", "espeak-ng|flite|festival"},
-    {"create_dataset.test_engine.name", "espeak-ng|flite|festival"},
     {"model.frontend", "default"},
     {"model.model", "espnet"},
     {"model.preencoder", "linear"}, /* sinc (LightweightSincConvs) is not built */
@@ -237,6 +230,7 @@ typedef struct walker {
     const ynode *root; /* the whole config: data_src tags are checked against its recipe_dir */
     config_kind kind;
     const ynode *open_map; /* a mapping whose other keys are arguments of the recipe's Python */
+    const config_recipe *recipe; /* whose keys create_dataset takes beside the schema's */
 } walker;
 
 /* Mappings whose keys beyond the schema's are keyword arguments of the recipe's Python (kept in
@@ -291,11 +285,12 @@ static char *shortest_repr(double dv)
     return xasprintf("%.17g", dv);
 }
 
-static int check_allowed(walker *w, const ynode *n, const char *schema_path, const char *path)
+static int check_allowed_in(walker *w, const config_allowed *rules, size_t n_rules, const ynode *n,
+                            const char *schema_path, const char *path)
 {
-    for (size_t i = 0; i < sizeof allowed_rules / sizeof *allowed_rules; i++) {
-        if (!config_path_match(allowed_rules[i].path, schema_path)) continue;
-        const char *vals = allowed_rules[i].values;
+    for (size_t i = 0; i < n_rules; i++) {
+        if (!config_path_match(rules[i].path, schema_path)) continue;
+        const char *vals = rules[i].values;
         size_t len = strlen(n->str);
         for (const char *p = vals; *p;) {
             const char *bar = strchr(p, '|');
@@ -313,6 +308,21 @@ static int check_allowed(walker *w, const ynode *n, const char *schema_path, con
         return config_fail_node(w->err, n, path, "'%s' is not supported (supported: %s)", n->str, list);
     }
     return 0;
+}
+
+static int check_allowed(walker *w, const ynode *n, const char *schema_path, const char *path)
+{
+    if (w->recipe && check_allowed_in(w, w->recipe->allowed, w->recipe->n_allowed, n, schema_path, path) != 0)
+        return -1;
+    return check_allowed_in(w, allowed_rules, sizeof allowed_rules / sizeof *allowed_rules, n, schema_path, path);
+}
+
+/* A number's range: the recipe's rule for its own keys, else core's. */
+static int check_number(walker *w, const ynode *n, const char *schema_path, const char *path, double v)
+{
+    if (w->recipe && config_check_range(w->recipe->ranges, w->recipe->n_ranges, n, schema_path, path, v, w->err) != 0)
+        return -1;
+    return config_check_number(n, schema_path, path, v, w->err);
 }
 
 /* Classes ESPnet3 configs may name that espnet3 refuses, with the reason. */
@@ -507,6 +517,9 @@ static int walk_mapping(walker *w, ynode *n, const cyaml_schema_field_t *fields,
         const cyaml_schema_field_t *f = NULL;
         for (const cyaml_schema_field_t *c = fields; c->key; c++)
             if (!strcmp(c->key, key)) f = c;
+        if (!f && w->recipe && w->recipe->fields && !strcmp(schema_path, "create_dataset"))
+            for (const cyaml_schema_field_t *c = w->recipe->fields; c->key; c++)
+                if (!strcmp(c->key, key)) f = c;
         int rc = 0, drop = 0;
         int harmless = 0;
         const char *noop = NULL, *refused = f ? NULL : refused_reason(sp, val, &harmless, &noop);
@@ -530,6 +543,8 @@ static int walk_mapping(walker *w, ynode *n, const cyaml_schema_field_t *fields,
                 drop = 1;
             } else {
                 const char *s = suggest(fields, schema_path, key);
+                if (!s && w->recipe && w->recipe->fields && !strcmp(schema_path, "create_dataset"))
+                    s = suggest(w->recipe->fields, schema_path, key);
                 if (s) rc = esp_fail(w->err, "%s: %s: unknown key (did you mean %s?)", ymark_str(km, where, sizeof where), p, s);
                 else rc = esp_fail(w->err, "%s: %s: unknown key (see docs/configs.md for the keys of %s)",
                                    ymark_str(km, where, sizeof where), p, *path ? path : "the top level");
@@ -577,7 +592,7 @@ static int changes_nothing(const char *schema_path)
 }
 
 /* IGNORED by the typed schema because their values are free-form, but read from the tree by
- * their own readers (core/data/augment_conf.c, stages/publish.c, stages/pack_demo.c): not "unused". */
+ * their own readers (core/config/config_aug.c, stages/publish.c, stages/pack_demo.c): not "unused". */
 static int is_read_from_tree(const char *schema_path)
 {
     static const char *const keys[] = {
@@ -708,11 +723,11 @@ static int check_written_number(walker *w, ynode *n, const char *schema_path, co
         if (!yt_as_int(n, &iv))
             return config_fail_node(w->err, n, path, "expected an integer or null, got %s '%s'", yt_kind_name(n),
                                     n->str);
-        return config_check_number(n, schema_path, path, (double)iv, w->err);
+        return check_number(w, n, schema_path, path, (double)iv);
     }
     if (!yt_as_float(n, &dv) || !isfinite(dv))
         return config_fail_node(w->err, n, path, "expected a number, got %s '%s'", yt_kind_name(n), n->str);
-    return config_check_number(n, schema_path, path, dv, w->err);
+    return check_number(w, n, schema_path, path, dv);
 }
 
 /* Lists of files that ESPnet also takes as one path (CommonPreprocessor's rir_scp and noise_scp). */
@@ -731,7 +746,7 @@ static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *s, const 
     case CYAML_UINT:
         if (!yt_as_int(n, &iv)) return config_fail_node(w->err, n, path, "expected an integer, got %s '%s'", yt_kind_name(n), scalar_text(n));
         if (s->type == CYAML_UINT && iv < 0) return config_fail_node(w->err, n, path, "expected a non-negative integer, got %lld", (long long)iv);
-        if (config_check_number(n, schema_path, path, (double)iv, w->err) != 0) return -1;
+        if (check_number(w, n, schema_path, path, (double)iv) != 0) return -1;
         /* Rewrite in plain decimal so libcyaml reads the value we validated (not "010" as octal). */
         free(n->str);
         n->str = xasprintf("%lld", (long long)iv);
@@ -739,7 +754,7 @@ static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *s, const 
     case CYAML_FLOAT:
         if (!yt_as_float(n, &dv)) return config_fail_node(w->err, n, path, "expected a number, got %s '%s'", yt_kind_name(n), scalar_text(n));
         if (!isfinite(dv)) return config_fail_node(w->err, n, path, "expected a finite number, got '%s'", n->str);
-        if (config_check_number(n, schema_path, path, dv, w->err) != 0) return -1;
+        if (check_number(w, n, schema_path, path, dv) != 0) return -1;
         /* Rules see the short form ("0", "0.1"); libcyaml the exact one (its strtod does not read "1_0"). */
         free(n->str);
         n->str = xasprintf("%g", dv);
@@ -817,10 +832,11 @@ static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *s, const 
 
 int config_validate(config_kind kind, ynode *root, esp_err *err)
 {
-    walker w = {.err = err, .root = root, .kind = kind};
+    walker w = {.err = err, .root = root, .kind = kind, .recipe = kind == CONFIG_TRAINING ? config_recipe_of(root) : NULL};
     /* Keys that only steer composition are gone by now; `defaults` may remain in a template. */
     yt_map_remove(root, "defaults");
     if (walk_mapping(&w, root, config_schema(kind)->mapping.fields, "", "") != 0) return -1;
+    if (w.recipe && w.recipe->check && w.recipe->check(yt_map_get(root, "create_dataset"), err) != 0) return -1;
     config_fill_defaults(kind, root);
     return config_check_values(kind, root, err);
 }

@@ -16,48 +16,15 @@
 
 /* ---- ranges of numbers --------------------------------------------------------------------- */
 
-enum {
-    LO_OPEN = 1,   /* lo itself is not allowed */
-    HI_OPEN = 2,   /* hi itself is not allowed */
-    MINUS_ONE = 4, /* -1 is allowed too (Lightning's "no limit") */
-    EVEN = 8,      /* an even number */
-    /* Lightning's int-or-float keys: a float in (0, 1] is a fraction, an integer >= 2 a count of
-     * batches. The typed field is a double, where 1 and 1.0 read the same: the integer 1 (one batch
-     * in Lightning) is refused rather than read as all batches. */
-    COUNT_OR_FRACTION = 16,
-    INT_ONE_OK = 32, /* with COUNT_OR_FRACTION: the integer 1 is one batch (the value stays typed as written) */
-    INTEGER = 64,    /* a whole number (for lists read from the tree, where no int field types it) */
-};
-
-typedef struct num_rule {
-    const char *path; /* schema path: '*' one component, "[]" a list item */
-    double lo, hi;
-    unsigned flags;
-    const char *need; /* what the value must be, as printed */
-    const char *hint;
-} num_rule;
-
 #define INF HUGE_VAL
 #define DROPOUT(p) {p, 0, 1, HI_OPEN, "in [0, 1)", "0: no dropout"}
 
-static const num_rule num_rules[] = {
+static const config_range num_rules[] = {
     /* training: top level */
     {"num_device", 1, INF, 0, ">= 1", "devices per node, passed on by ${num_device}; leave it out for 1"},
     {"num_nodes", 1, INF, 0, ">= 1", "leave it out for 1"},
     {"seed", 0, 4294967295.0, 0, "in [0, 4294967295]", "numpy's RandomState, which orders the batches, takes 32-bit seeds"},
-    /* create_dataset */
-    {"create_dataset.num_train", 1, INF, 0, ">= 1", "utterances to make; leave it out for the recipe's default"},
-    {"create_dataset.num_valid", 1, INF, 0, ">= 1", "utterances to make; leave it out for the recipe's default"},
-    {"create_dataset.num_test", 1, INF, 0, ">= 1", "utterances to make; leave it out for the recipe's default"},
-    {"create_dataset.num_test_engine", 1, INF, 0, ">= 1", "utterances to make; leave it out for num_test"},
-    {"create_dataset.num_rirs", 1, 1000, 0, "in [1, 1000]", "generated room impulse responses; leave it out for none"},
-    {"create_dataset.num_noises", 1, 1000, 0, "in [1, 1000]", "generated noises; leave it out for none"},
-    {"create_dataset.min_words", 1, INF, 0, ">= 1", "leave it out for the recipe's default"},
-    {"create_dataset.max_words", 1, INF, 0, ">= 1", "leave it out for the recipe's default"},
-    {"create_dataset.fs", 1000, 192000, 0, "a sample rate in [1000, 192000] Hz", "leave it out for 16000"},
-    {"create_dataset.nj", 1, 1024, 0, "in [1, 1024]", "parallel processes; leave it out for one per CPU"},
-    {"create_dataset.speed_range[]", 1, INF, 0, ">= 1", "words per minute"},
-    {"create_dataset.pitch_range[]", 0, 99, 0, "in [0, 99]", "espeak-ng's pitch scale"},
+    /* create_dataset: a recipe's keys are in its own table (core/config/config_recipe.h) */
     /* tokenizer */
     {"tokenizer.vocab_size", 1, INF, 0, ">= 1", "leave it out for the size the text gives"},
     {"tokenizer.character_coverage", 0, 1, LO_OPEN, "in (0, 1]", "the fraction of characters the model covers"},
@@ -98,8 +65,8 @@ static const num_rule num_rules[] = {
     {"dataloader.*.iter_factory.batches.batch_bins", 1, INF, 0, ">= 1",
      "feature values per batch (types numel, length), e.g. 1000000"},
     /* dataset.preprocessor: ESPnet2's CommonPreprocessor augmentation. data_aug_effects' entries
-     * ([weight, effect, {arguments}], also inside a group) are read from the tree by
-     * core/data/augment_conf.c through config_read_number, under the paths data_aug_effects[].weight
+     * ([weight, effect, {arguments}], also inside a group) are parsed at load by
+     * core/config/config_aug.c through config_read_number, under the paths data_aug_effects[].weight
      * and data_aug_effects[].<argument>; each argument has one range whichever effect takes it. */
     {"dataset.preprocessor.data_aug_prob", 0, 1, 0, "in [0, 1]", "the share of utterances augmented"},
     {"dataset.preprocessor.data_aug_num[]", 0, CFG_MAX_AUG_ENTRIES, INTEGER, "an integer in [0, 64]",
@@ -271,7 +238,7 @@ static const num_rule num_rules[] = {
     {"longform.threshold", 0, INF, 0, ">= 0 seconds", "items longer than this are decoded in windows"},
 };
 
-static int in_range(const num_rule *r, const ynode *n, double v)
+static int in_range(const config_range *r, const ynode *n, double v)
 {
     if ((r->flags & MINUS_ONE) && v == -1) return 1;
     if (v < r->lo || v > r->hi || ((r->flags & LO_OPEN) && v == r->lo) || ((r->flags & HI_OPEN) && v == r->hi))
@@ -286,10 +253,11 @@ static int in_range(const num_rule *r, const ynode *n, double v)
     return 1;
 }
 
-int config_check_number(const ynode *n, const char *schema_path, const char *path, double v, esp_err *err)
+int config_check_range(const config_range *rules, size_t n_rules, const ynode *n, const char *schema_path,
+                       const char *path, double v, esp_err *err)
 {
-    for (size_t i = 0; i < sizeof num_rules / sizeof *num_rules; i++) {
-        const num_rule *r = &num_rules[i];
+    for (size_t i = 0; i < n_rules; i++) {
+        const config_range *r = &rules[i];
         if (!config_path_match(r->path, schema_path) || in_range(r, n, v)) continue;
         if ((r->flags & COUNT_OR_FRACTION) && v == 1)
             return config_fail_node(err, n, path,
@@ -304,6 +272,11 @@ int config_check_number(const ynode *n, const char *schema_path, const char *pat
         return config_fail_node(err, n, path, "must be %s, got %s", r->need, n->str);
     }
     return 0;
+}
+
+int config_check_number(const ynode *n, const char *schema_path, const char *path, double v, esp_err *err)
+{
+    return config_check_range(num_rules, sizeof num_rules / sizeof *num_rules, n, schema_path, path, v, err);
 }
 
 int config_read_number(const ynode *n, const char *schema_path, const char *path, double *out, esp_err *err)

@@ -14,6 +14,8 @@
 #ifndef ESPNET3_CONFIG_VALUES_H
 #define ESPNET3_CONFIG_VALUES_H
 
+#include <stddef.h>
+
 #include "core/config/config.h"
 
 /* parallel.n_workers: worker processes or SLURM jobs of one stage (its range rule; the runner
@@ -23,6 +25,29 @@
 #define CFG_MAX_AUG_ENTRIES 64
 /* speed_perturb_factors: how many copies of the training set */
 #define CFG_MAX_SPEED_FACTORS 16
+
+/* A range rule of a number (core/config/config_values.c's num_rules; a recipe's own in its table,
+ * core/config/config_recipe.h). */
+enum {
+    LO_OPEN = 1,   /* lo itself is not allowed */
+    HI_OPEN = 2,   /* hi itself is not allowed */
+    MINUS_ONE = 4, /* -1 is allowed too (Lightning's "no limit") */
+    EVEN = 8,      /* an even number */
+    /* Lightning's int-or-float keys: a float in (0, 1] is a fraction, an integer >= 2 a count of
+     * batches. The typed field is a double, where 1 and 1.0 read the same: the integer 1 (one batch
+     * in Lightning) is refused rather than read as all batches. */
+    COUNT_OR_FRACTION = 16,
+    INT_ONE_OK = 32, /* with COUNT_OR_FRACTION: the integer 1 is one batch (the value stays typed as written) */
+    INTEGER = 64,    /* a whole number (for lists read from the tree, where no int field types it) */
+};
+
+typedef struct config_range {
+    const char *path; /* schema path: '*' one component, "[]" a list item */
+    double lo, hi;
+    unsigned flags;
+    const char *need; /* what the value must be, as printed */
+    const char *hint;
+} config_range;
 
 /* A key's default (core/config/config_values.c's table): the value a key left out takes. */
 typedef struct config_default {
@@ -46,8 +71,11 @@ void config_fill_declared(const config_default *table, size_t n, config_kind kin
 
 /* The range rule of the number n (already typed as v) at schema_path, if there is one. */
 int config_check_number(const ynode *n, const char *schema_path, const char *path, double v, esp_err *err);
+/* The same against a table of rules declared elsewhere (a recipe's). */
+int config_check_range(const config_range *rules, size_t n_rules, const ynode *n, const char *schema_path,
+                       const char *path, double v, esp_err *err);
 /* A number read from the tree where no typed field holds it (the entries of data_aug_effects,
- * core/data/augment_conf.c): an unquoted finite number, in its range rule at schema_path. */
+ * core/config/config_aug.c): an unquoted finite number, in its range rule at schema_path. */
 int config_read_number(const ynode *n, const char *schema_path, const char *path, double *out, esp_err *err);
 /* dataset.preprocessor.noise_db_range, ESPnet's "low_high" SNR in dB ("5" is [5, 5]). */
 int config_db_range(const ynode *n, const char *path, double *lo, double *hi, esp_err *err);

@@ -8,57 +8,6 @@
 #include "core/base/hash.h"
 #include "core/base/log.h"
 
-static const char *const kind_names[AUG_KIND_COUNT] = {
-    [AUG_LOWPASS] = "lowpass",
-    [AUG_HIGHPASS] = "highpass",
-    [AUG_BANDPASS] = "bandpass",
-    [AUG_BANDREJECT] = "bandreject",
-    [AUG_EQUALIZATION] = "equalization",
-    [AUG_CONTRAST] = "contrast",
-    [AUG_SPEED_PERTURB] = "speed_perturb",
-    [AUG_PREEMPHASIS] = "preemphasis",
-    [AUG_DEEMPHASIS] = "deemphasis",
-    [AUG_CLIPPING] = "clipping",
-    [AUG_POLARITY_INVERSE] = "polarity_inverse",
-    [AUG_REVERSE] = "reverse",
-    [AUG_TIME_STRETCH] = "time_stretch",
-    [AUG_PITCH_SHIFT] = "pitch_shift",
-    [AUG_CORRUPT_PHASE] = "corrupt_phase",
-};
-
-const char *aug_kind_name(aug_kind k) { return k < AUG_KIND_COUNT ? kind_names[k] : "?"; }
-
-aug_kind aug_kind_from_name(const char *name)
-{
-    for (int k = 0; k < AUG_KIND_COUNT; k++)
-        if (!strcmp(kind_names[k], name)) return (aug_kind)k;
-    return AUG_KIND_COUNT;
-}
-
-void aug_effect_default(aug_effect *e, aug_kind k)
-{
-    memset(e, 0, sizeof *e);
-    e->kind = k;
-    e->Q = 0.707;
-    switch (k) {
-    case AUG_LOWPASS: e->freq = 1000; break;
-    case AUG_HIGHPASS: e->freq = 3000; break;
-    case AUG_BANDPASS: e->freq = 3000; break;
-    case AUG_BANDREJECT: e->freq = 3000; break;
-    case AUG_EQUALIZATION: e->freq = 1000; break;
-    case AUG_CONTRAST: e->amount = 75.0; break;
-    case AUG_SPEED_PERTURB: e->factor = 1.0; break;
-    case AUG_PREEMPHASIS:
-    case AUG_DEEMPHASIS: e->coeff = 0.97; break;
-    case AUG_CLIPPING: e->qmin = 0.0, e->qmax = 0.9; break;
-    case AUG_TIME_STRETCH: e->factor = 1.0; break;
-    case AUG_PITCH_SHIFT: e->bins_per_octave = 12; break;
-    case AUG_CORRUPT_PHASE: e->scale = 0.5; break;
-    default: break;
-    }
-    e->n_fft_s = 0.032, e->hop_s = 0.008; /* ESPnet's STFT defaults (used by the STFT effects) */
-}
-
 /* ---- filters ----------------------------------------------------------------------------- */
 
 void aug_biquad_design(const aug_effect *e, int fs, double b[3], double a[3])
@@ -268,11 +217,7 @@ float *aug_effect_apply(const aug_effect *e, const float *x, size_t n, int fs, r
 
 void augment_conf_free(augment_conf *c)
 {
-    for (size_t i = 0; i < c->n; i++) {
-        free(c->entries[i].weights);
-        free(c->entries[i].effects);
-    }
-    free(c->entries);
+    aug_entries_free(c->entries, c->n);
     memset(c, 0, sizeof *c);
 }
 

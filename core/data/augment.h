@@ -7,7 +7,8 @@
  * The random choices (whether to augment, how many effects, which ones) follow
  * DataAugmentation.__call__; the draws come from an rng keyed by (seed, epoch, utterance id)
  * (augment_utt_seed), so an utterance gets the same augmentation whatever rank, worker or batch
- * loads it. The config (the effect list, data_aug_num, data_aug_prob) is read by augment_conf.c. */
+ * loads it. The effects' kinds and arguments are the config's (core/config/config_aug.h, parsed when the
+ * config loads); augment_conf.c takes them with data_aug_num and data_aug_prob. */
 #ifndef ESPNET3_AUGMENT_H
 #define ESPNET3_AUGMENT_H
 
@@ -15,56 +16,11 @@
 #include <stdint.h>
 
 #include "core/base/rng.h"
-#include "core/config/yamltree.h"
-
-typedef enum aug_kind {
-    AUG_LOWPASS,          /* lowpass_biquad(cutoff_freq = 1000, Q = 0.707) */
-    AUG_HIGHPASS,         /* highpass_biquad(cutoff_freq = 3000, Q) */
-    AUG_BANDPASS,         /* bandpass_biquad(center_freq = 3000, Q, const_skirt_gain = false) */
-    AUG_BANDREJECT,       /* bandreject_biquad(center_freq = 3000, Q) */
-    AUG_EQUALIZATION,     /* equalizer_biquad(center_freq = 1000, gain = 0 dB, Q) */
-    AUG_CONTRAST,         /* contrast(enhancement_amount = 75) */
-    AUG_SPEED_PERTURB,    /* resample(int(factor * fs) -> fs): changes length and pitch */
-    AUG_PREEMPHASIS,      /* y[i] = x[i] - coeff x[i-1] (coeff = 0.97) */
-    AUG_DEEMPHASIS,       /* lfilter([1, -coeff], [1, 0]): y[i] = x[i] + coeff y[i-1], clamped */
-    AUG_CLIPPING,         /* clamp to the min_quantile (0) and max_quantile (0.9) quantiles */
-    AUG_POLARITY_INVERSE, /* -x */
-    AUG_REVERSE,          /* x backwards */
-    /* Through an STFT (n_fft 0.032 s, hop_length 0.008 s, win_length = n_fft, Hann window): */
-    AUG_TIME_STRETCH,     /* phase vocoder: length n / factor, pitch kept */
-    AUG_PITCH_SHIFT,      /* torchaudio's pitch_shift(n_steps, bins_per_octave = 12): length kept */
-    AUG_CORRUPT_PHASE,    /* Gaussian noise (scale 0.5) on the STFT phase */
-    AUG_KIND_COUNT
-} aug_kind;
-
-/* One effect with its arguments (the ones its kind does not use stay 0). */
-typedef struct aug_effect {
-    aug_kind kind;
-    double freq;          /* cutoff_freq or center_freq, Hz */
-    double Q;
-    double gain;          /* equalization, dB */
-    int const_skirt_gain; /* bandpass */
-    double amount;        /* contrast's enhancement_amount, [0, 100] */
-    double factor;        /* speed_perturb */
-    double coeff;         /* pre/deemphasis */
-    double qmin, qmax;    /* clipping's quantiles */
-    double n_fft_s, hop_s; /* STFT effects: seconds (hop_s 0: n_fft / 4) */
-    double win_samples;   /* samples, as ESPnet's code uses win_length (its docstring says seconds); 0: n_fft */
-    int window_none;      /* window: null (rectangular) instead of "hann" */
-    double n_steps, bins_per_octave; /* pitch_shift */
-    double scale;         /* corrupt_phase's noise */
-    ymark mark;           /* where the config wrote it (errors) */
-} aug_effect;
+#include "core/config/config_aug.h"
 
 /* speed_perturb's resampling: int(factor * fs) -> fs, divided by their gcd (orig, new may be
  * NULL); -1 when int(factor * fs) is not positive. */
 int aug_speed_rates(double factor, int fs, int *orig, int *new_freq);
-
-/* ESPnet's name of a kind ("lowpass", "speed_perturb", ...); AUG_KIND_COUNT when unknown. */
-const char *aug_kind_name(aug_kind k);
-aug_kind aug_kind_from_name(const char *name);
-/* The kind's defaults (ESPnet's keyword defaults; speed_perturb's factor has none: 1). */
-void aug_effect_default(aug_effect *e, aug_kind k);
 
 /* Applies e to x (n samples at fs Hz): a new array of *n_out samples (caller frees). r: the
  * utterance's generator (corrupt_phase draws its noise from it; the others draw nothing). */
@@ -84,16 +40,6 @@ void aug_lfilter2(float *y, const float *x, size_t n, const double b[3], const d
 float *aug_resample(const float *x, size_t n, int orig, int new_freq, size_t *n_out);
 /* torch.quantile(x, q) with linear interpolation, 0 <= q <= 1, n > 0. */
 double aug_quantile(const float *x, size_t n, double q);
-
-/* An entry of data_aug_effects: one effect, or a group ([weight, [[w, name, args], ...]]) of
- * which exactly one is applied. */
-typedef struct aug_entry {
-    double weight;
-    int group;             /* 1: choose one of effects by weights */
-    size_t n;              /* effects (1 when !group) */
-    double *weights;       /* the group members' weights */
-    aug_effect *effects;
-} aug_entry;
 
 typedef struct augment_conf {
     size_t n;

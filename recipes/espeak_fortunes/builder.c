@@ -9,6 +9,7 @@
  * Beside the manifests goes the text of a character LM (lm/train.txt, lm/valid.txt: lm_text.h),
  * with its own stamp, so a dataset built before it gets it without synthesizing again. */
 #include "recipes/registry.h"
+#include "recipes/espeak_fortunes/keys.h"
 #include "core/base/fsio.h"
 #include "core/base/hash.h"
 #include "core/formats/manifest.h"
@@ -41,19 +42,9 @@
 /* Bump when the output for the same arguments changes, so old builds are redone. */
 #define BUILDER_FORMAT 1
 
-/* Defaults for fields the config leaves 0 / NULL. */
+/* Defaults of the keys that depend on engines (the others are declared in keys.c). */
 #define DEFAULT_SYNTHESIZER "espeak-ng"
 #define DEFAULT_TEXT_SOURCE "/usr/share/games/fortunes" /* Debian package fortunes */
-#define DEFAULT_NUM_TRAIN 1000
-#define DEFAULT_NUM_VALID 100
-#define DEFAULT_NUM_TEST 100
-#define DEFAULT_SPEED_LO 130 /* words per minute; espeak-ng's normal rate is 175 */
-#define DEFAULT_SPEED_HI 200
-#define DEFAULT_PITCH_LO 30  /* espeak-ng pitch 0..99; 50 is normal */
-#define DEFAULT_PITCH_HI 70
-#define DEFAULT_MIN_WORDS 3
-#define DEFAULT_MAX_WORDS 15
-#define DEFAULT_FS 16000
 /* nj 0: one worker per online CPU. dataset_dir NULL: data_dir. seed 0 is used as given.
  * Empty variant lists mean the plain voices. */
 static const char *const default_train_voices[] = {"en-us", "en-gb", "en-gb-x-rp", "en-029"};
@@ -101,20 +92,16 @@ typedef struct utterance {
 
 /* ---- settings ---------------------------------------------------------------------------- */
 
-static int resolve_count(int64_t v, int64_t dflt, const char *key, size_t *out, esp_err *err)
+static int resolve_count(int64_t v, const char *key, size_t *out, esp_err *err)
 {
-    if (v < 0) return esp_fail(err, "create_dataset.%s: must be > 0 (got %lld)", key, (long long)v);
-    *out = (size_t)(v ? v : dflt);
+    if (v < 1) return esp_fail(err, "create_dataset.%s: must be >= 1 (got %lld)", key, (long long)v);
+    *out = (size_t)v;
     return 0;
 }
 
-static int resolve_range(const int64_t *v, unsigned n, int dlo, int dhi, int min, int max, const char *key,
-                         const char *unit, int out[2], esp_err *err)
+static int resolve_range(const int64_t *v, unsigned n, int min, int max, const char *key, const char *unit, int out[2],
+                         esp_err *err)
 {
-    if (n == 0) {
-        out[0] = dlo, out[1] = dhi;
-        return 0;
-    }
     if (n != 2) return esp_fail(err, "create_dataset.%s: expected [low, high] (got %u values)", key, n);
     if (v[0] > v[1])
         return esp_fail(err, "create_dataset.%s: low %lld is above high %lld (write it as [low, high])", key,
@@ -184,19 +171,21 @@ static int resolve_engine(const synth_engine_cfg *c, const char *key, int test, 
     return check_engine_voices(e, key, err);
 }
 
-static int resolve_settings(const create_dataset_cfg *c, const char *data_dir, settings *s, esp_err *err)
+static int resolve_settings(const create_dataset_cfg *cd, const char *data_dir, settings *s, esp_err *err)
 {
+    const espeak_fortunes_cfg *c = cd->keys;
+    ESP_CHECK(c);
     memset(s, 0, sizeof *s);
     s->synthesizer = c->synthesizer ? c->synthesizer : DEFAULT_SYNTHESIZER;
     s->text_source = c->text_source ? c->text_source : DEFAULT_TEXT_SOURCE;
     /* Manifests hold absolute wav paths so later stages work from any directory. */
-    char *abs = path_absolute(c->dataset_dir ? c->dataset_dir : data_dir);
+    char *abs = path_absolute(cd->dataset_dir ? cd->dataset_dir : data_dir);
     s->dataset_dir = intern(abs);
     free(abs);
     s->seed = (uint64_t)c->seed;
-    if (resolve_count(c->num_train, DEFAULT_NUM_TRAIN, "num_train", &s->num[SPLIT_TRAIN], err) != 0 ||
-        resolve_count(c->num_valid, DEFAULT_NUM_VALID, "num_valid", &s->num[SPLIT_VALID], err) != 0 ||
-        resolve_count(c->num_test, DEFAULT_NUM_TEST, "num_test", &s->num[SPLIT_TEST], err) != 0)
+    if (resolve_count(c->num_train, "num_train", &s->num[SPLIT_TRAIN], err) != 0 ||
+        resolve_count(c->num_valid, "num_valid", &s->num[SPLIT_VALID], err) != 0 ||
+        resolve_count(c->num_test, "num_test", &s->num[SPLIT_TEST], err) != 0)
         return -1;
 
     if (c->n_engines) {
@@ -255,7 +244,7 @@ static int resolve_settings(const create_dataset_cfg *c, const char *data_dir, s
                 return esp_fail(err, "create_dataset.test_engine: %s is also a training engine (the test_engine "
                                 "split is speech from an engine never heard in training)",
                                 synth_engine_name(s->test_eng.engine));
-        if (resolve_count(c->num_test_engine, (int64_t)s->num[SPLIT_TEST], "num_test_engine",
+        if (resolve_count(c->num_test_engine ? c->num_test_engine : (int64_t)s->num[SPLIT_TEST], "num_test_engine",
                           &s->num[SPLIT_TEST_ENGINE], err) != 0)
             return -1;
     } else if (c->num_test_engine) {
@@ -267,23 +256,22 @@ static int resolve_settings(const create_dataset_cfg *c, const char *data_dir, s
 
     /* espeak-ng clamps -s to 80..450 and -p to 0..99; refuse values it would silently change. */
     int speed_min = any_espeak ? 80 : 1, speed_max = any_espeak ? 450 : 1000;
-    if (resolve_range(c->speed_range, c->n_speed_range, DEFAULT_SPEED_LO, DEFAULT_SPEED_HI, speed_min, speed_max,
-                      "speed_range", "words per minute", s->speed, err) != 0 ||
-        resolve_range(c->pitch_range, c->n_pitch_range, DEFAULT_PITCH_LO, DEFAULT_PITCH_HI, 0, 99, "pitch_range",
-                      "(espeak-ng pitch)", s->pitch, err) != 0)
+    if (resolve_range(c->speed_range, c->n_speed_range, speed_min, speed_max, "speed_range", "words per minute",
+                      s->speed, err) != 0 ||
+        resolve_range(c->pitch_range, c->n_pitch_range, 0, 99, "pitch_range", "(espeak-ng pitch)", s->pitch, err) != 0)
         return -1;
 
-    if (c->min_words < 0 || c->max_words < 0)
-        return esp_fail(err, "create_dataset.%s: must be > 0", c->min_words < 0 ? "min_words" : "max_words");
-    s->min_words = c->min_words ? (int)c->min_words : DEFAULT_MIN_WORDS;
-    s->max_words = c->max_words ? (int)c->max_words : DEFAULT_MAX_WORDS;
+    if (c->min_words < 1 || c->max_words < 1)
+        return esp_fail(err, "create_dataset.%s: must be >= 1", c->min_words < 1 ? "min_words" : "max_words");
+    s->min_words = (int)c->min_words;
+    s->max_words = (int)c->max_words;
     if (s->min_words > s->max_words)
         return esp_fail(err, "create_dataset.min_words: %d is above create_dataset.max_words %d (lower min_words "
                         "or raise max_words)", s->min_words, s->max_words);
-    if (c->fs < 0 || (c->fs && (c->fs < 1000 || c->fs > 192000)))
+    if (c->fs < 1000 || c->fs > 192000)
         return esp_fail(err, "create_dataset.fs: %lld Hz is not a usable sample rate (use e.g. 16000)",
                         (long long)c->fs);
-    s->fs = c->fs ? (int)c->fs : DEFAULT_FS;
+    s->fs = (int)c->fs;
     if (c->num_rirs < 0 || c->num_rirs > 1000 || c->num_noises < 0 || c->num_noises > 1000)
         return esp_fail(err, "create_dataset.%s: must be in 1..1000", c->num_rirs < 0 || c->num_rirs > 1000 ? "num_rirs" : "num_noises");
     s->num_rirs = (size_t)c->num_rirs;

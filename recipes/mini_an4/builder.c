@@ -4,6 +4,7 @@
  * dev_size (1) sorted train utterances out as valid, and write ${data_dir}/manifest/{train,valid,test}.tsv.
  * The SPHERE files are read as they are (libsndfile), so no sph2pipe and no converted copies. */
 #include "recipes/registry.h"
+#include "recipes/mini_an4/keys.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,9 +89,11 @@ static int write_split(const char *data_dir, const char *name, const manifest *m
 int mini_an4_create_dataset(const create_dataset_cfg *cfg, const char *data_dir, esp_err *err)
 {
     if (!cfg->dataset_dir) return esp_fail(err, "create_dataset.dataset_dir: missing (where the archive is unpacked)");
+    const mini_an4_cfg *k = cfg->keys;
+    ESP_CHECK(k && k->dev_size >= 1); /* declared in keys.c: default 1, range >= 1 */
     const char *recipe = cfg->recipe_dir ? cfg->recipe_dir : ".";
-    char *archive = cfg->archive_path ? xstrdup(cfg->archive_path) : path_join(recipe, "downloads.tar.gz");
-    long dev = cfg->dev_size > 0 ? (long)cfg->dev_size : 1;
+    char *archive = k->archive_path ? xstrdup(k->archive_path) : path_join(recipe, "downloads.tar.gz");
+    long dev = (long)k->dev_size;
     int rc = unpack(archive, cfg->dataset_dir, err);
     free(archive);
     if (rc != 0) return -1;

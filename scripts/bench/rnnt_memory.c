@@ -9,18 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 
 #include "core/base/progress.h"
 #include "core/compute/backend.h"
-
-static double peak_mib(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_maxrss / 1024.0; /* KiB on Linux */
-}
 
 static unsigned lcg(unsigned *s)
 {
@@ -81,7 +73,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < (size_t)U1 * V; i++) dec[i] = (float)(lcg(&s) % 4000) / 1000 - 2;
     for (int u = 0; u < U; u++) labels[u] = 1 + (int)(lcg(&s) % (unsigned)(V - 1));
     joint j = {enc, dec, denc, ddec, U1, V};
-    double base = peak_mib();
+    double base = peak_rss_mib();
 
     size_t chunk = (size_t)tc * U1 * V;
     float *x = be->alloc(be, chunk * sizeof *x);
@@ -105,7 +97,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < (size_t)U1 * V; i++) cd += (double)ddec[i] * (double)(i % 7);
     printf("T %d U %d V %d chunk %d threads %d: loss %.6f  logits buffer %.1f MiB  peak RSS %.1f MiB "
            "(%.1f before the loss)  forward %.2f s  backward %.2f s  checksums %.9g %.9g\n",
-           T, U, V, tc, threads, loss, (double)chunk * sizeof(float) / 1048576.0, peak_mib(), base,
+           T, U, V, tc, threads, loss, (double)chunk * sizeof(float) / 1048576.0, peak_rss_mib(), base,
            t_fwd - t_start, t_bwd - t_fwd, ce, cd);
     be->free(be, x);
     backend_close(be);

@@ -7,20 +7,12 @@
  *   usage: transducer_memory T U V WHOLE THREADS      (e.g. 500 100 5000 0 2, then 500 100 5000 1 2) */
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/resource.h>
 #include <time.h>
 
 #include "core/base/progress.h"
 #include "core/compute/backend.h"
 #include "core/nn/model.h"
 #include "core/nn/transducer.h"
-
-static double peak_mib(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_maxrss / 1024.0; /* KiB on Linux */
-}
 
 int main(int argc, char **argv)
 {
@@ -56,7 +48,7 @@ int main(int argc, char **argv)
     be->copy(be, feats, fh, nf * sizeof(float), BACKEND_HOST_TO_DEVICE);
     int *labels = malloc(((size_t)U + 1) * sizeof *labels);
     for (int u = 0; u < U; u++) labels[u] = 1 + (u * 7919) % (V - 1);
-    double base = peak_mib(), t0 = now_seconds();
+    double base = peak_rss_mib(), t0 = now_seconds();
     asr_model_zero_grad(&m);
     asr_model_forward(&m, feats, &T, 1, T, 1, 1);
     double loss = asr_model_loss(&m, labels, &U, U, NULL);
@@ -65,7 +57,7 @@ int main(int argc, char **argv)
     double secs = now_seconds() - t0;
     printf("T %d U %d V %d joint %s threads %d: loss %.4f (transducer %.4f), step %.2f s, peak RSS %.0f MiB "
            "(%.0f MiB before the step)\n",
-           T, U, V, whole ? "whole" : "chunked", threads, loss, m.loss_transducer, secs, peak_mib(), base);
+           T, U, V, whole ? "whole" : "chunked", threads, loss, m.loss_transducer, secs, peak_rss_mib(), base);
     free(fh), free(labels);
     be->free(be, feats);
     asr_model_free(&m);

@@ -1,7 +1,7 @@
 /* libFuzzer target for the config loader: YAML bytes -> tree -> interpolation, then validation as a
  * training, an inference and a metrics config (each on its own copy) -> YAML text again; a tree
  * that validates as a training config also goes through the
- * effect list's reader (dataset.preprocessor.data_aug_effects, read from the tree), and an effect
+ * effect list's parser (dataset.preprocessor.data_aug_effects, core/config/config_aug.c), and an effect
  * list it accepts is applied to a short signal. Must never crash, hang or leak. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -12,6 +12,8 @@
 #include "core/config/config_schema.h"
 #include "core/config/yamltree.h"
 #include "core/data/augment_conf.h"
+#include "recipes/espeak_fortunes/keys.h"
+#include "recipes/mini_an4/keys.h"
 
 #ifdef FUZZ_CYAML_LOAD
 /* Also check config_load's invariant: libcyaml accepts every tree the validator accepts.
@@ -33,8 +35,9 @@ static void check_cyaml_loads(const ynode *tree)
 static void fuzz_augment(const ynode *tree)
 {
     esp_err err;
-    augment_conf c;
-    if (augment_effects_parse(yt_get_path(tree, "dataset.preprocessor.data_aug_effects"), &c, &err) != 0) return;
+    aug_effects_cfg eff;
+    if (config_aug_effects_parse(yt_get_path(tree, "dataset.preprocessor.data_aug_effects"), &eff, &err) != 0) return;
+    augment_conf c = {.n = eff.n, .entries = eff.entries};
     /* data_aug_num as written (the validation checked it against the entries), else its default [1, 1] */
     const ynode *num = yt_get_path(tree, "dataset.preprocessor.data_aug_num");
     int64_t lo = 1, hi = 1;
@@ -59,6 +62,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
     log_set_quiet(1); /* warnings still go to stderr: fuzz.mk runs with -close_fd_mask=2 */
+    /* the recipes' own keys, as the program registers them (the recipe configs are seeds) */
+    static const config_recipe *const recipes[] = {&espeak_fortunes_recipe, &mini_an4_recipe, NULL};
+    config_recipes_set(recipes);
     return 0;
 }
 

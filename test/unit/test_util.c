@@ -1,5 +1,6 @@
 /* Helpers the unit tests share; see test_util.h. No Test() here. */
 #include "test/unit/test_util.h"
+#include "stages/stages.h"
 
 #include "core/formats/npz.h"
 #include "core/formats/safetensors.h"
@@ -324,3 +325,7 @@ double test_npz_one(const npz_file *f, const char *path, const char *name)
     free(x);
     return v;
 }
+
+/* The program registers the recipes' own keys before it loads a config (cli/main.c); the tests load
+ * configs as it does. */
+__attribute__((constructor)) static void register_recipes(void) { stages_register_recipes(); }

@@ -14,6 +14,7 @@
 #include "core/base/fsio.h"
 #include "core/config/config.h"
 #include "core/config/config_limits.h"
+#include "recipes/espeak_fortunes/keys.h"
 #include "test/unit/config/config_suite_util.h"
 
 /* The only declaration of suite `config`; test_config_typed.c and test_config_recipes.c add to it.
@@ -210,16 +211,17 @@ Test(config, cli_overrides_set_add_delete)
 
 Test(config, cli_override_lists_and_quoted_strings)
 {
-    const char *path = fixture("cfg.yaml", "create_dataset:\n  train_voices: [x]\n");
+    const char *path = fixture("cfg.yaml", "create_dataset:\n  func: espeak_fortunes\n  train_voices: [x]\n");
     esp_config *cfg;
     esp_err err;
     const char *ov[] = {"create_dataset.train_voices=[en-us, en-gb]", "create_dataset.speed_range=[1,2]",
                         "exp_tag='007'"};
     cr_assert_eq(load_file(path, ov, 3, &cfg, &err), 0, "%s", err.msg);
     const training_cfg *t = cfg->typed;
-    cr_assert_eq(t->create_dataset->n_train_voices, 2);
-    cr_assert_str_eq(t->create_dataset->train_voices[1], "en-gb");
-    cr_assert_eq(t->create_dataset->speed_range[1], 2);
+    const espeak_fortunes_cfg *k = t->create_dataset->keys;
+    cr_assert_eq(k->n_train_voices, 2);
+    cr_assert_str_eq(k->train_voices[1], "en-gb");
+    cr_assert_eq(k->speed_range[1], 2);
     cr_assert_str_eq(t->exp_tag, "007");
     cr_assert(yt_get_path(cfg->tree, "exp_tag")->quoted);
     config_free(cfg);

@@ -11,6 +11,7 @@
 
 #include "core/base/fsio.h"
 #include "core/config/config.h"
+#include "recipes/espeak_fortunes/keys.h"
 #include "test/unit/config/config_suite_util.h"
 #include "test/unit/test_util.h"
 
@@ -22,15 +23,18 @@ static const struct {
     const char *key;
     ftype type;
     size_t off, count_off;
+    int recipe_key; /* in the recipe's struct (create_dataset_cfg.keys) */
 } cd_fields[] = {
-#define CD(k, t) {#k, t, offsetof(create_dataset_cfg, k), 0}
-#define CDL(k, t) {#k, t, offsetof(create_dataset_cfg, k), offsetof(create_dataset_cfg, n_##k)}
-    CD(func, F_STR), CD(dataset_dir, F_STR), CD(recipe_dir, F_STR), CD(synthesizer, F_STR), CD(text_source, F_STR),
+#define CG(k, t) {#k, t, offsetof(create_dataset_cfg, k), 0, 0}
+#define CD(k, t) {#k, t, offsetof(espeak_fortunes_cfg, k), 0, 1}
+#define CDL(k, t) {#k, t, offsetof(espeak_fortunes_cfg, k), offsetof(espeak_fortunes_cfg, n_##k), 1}
+    CG(func, F_STR), CG(dataset_dir, F_STR), CG(recipe_dir, F_STR), CD(synthesizer, F_STR), CD(text_source, F_STR),
     CD(seed, F_INT), CD(num_train, F_INT), CD(num_valid, F_INT), CD(num_test, F_INT),
     CDL(train_voices, F_STRS), CDL(test_voices, F_STRS), CDL(train_variants, F_STRS), CDL(test_variants, F_STRS),
     CDL(speed_range, F_INTS), CDL(pitch_range, F_INTS), CD(min_words, F_INT), CD(max_words, F_INT), CD(fs, F_INT),
     CD(nj, F_INT), CD(num_test_engine, F_INT), CD(num_rirs, F_INT), CD(num_noises, F_INT),
     CDL(engines, F_ENGINES), CD(test_engine, F_ENGINE),
+#undef CG
 #undef CD
 #undef CDL
 };
@@ -46,7 +50,7 @@ static int check_create_dataset(const create_dataset_cfg *cd, const ynode *expec
         size_t f = 0;
         while (f < sizeof cd_fields / sizeof *cd_fields && strcmp(cd_fields[f].key, key)) f++;
         cr_assert(f < sizeof cd_fields / sizeof *cd_fields, "create_dataset.%s has no typed field", key);
-        const char *base = (const char *)cd;
+        const char *base = cd_fields[f].recipe_key ? (const char *)cd->keys : (const char *)cd;
         if (yt_is_null(v)) { /* null in a config on top: the field is left unset */
             cr_assert_null(*(void *const *)(base + cd_fields[f].off), "create_dataset.%s is set", key);
             checked++;
@@ -187,7 +191,8 @@ Test(config, write_resolved_reloads_to_same_values)
     free(a);
     free(b);
     const training_cfg *t1 = cfg->typed, *t2 = again->typed;
-    cr_assert_eq(t1->create_dataset->num_train, t2->create_dataset->num_train);
+    cr_assert_eq(((const espeak_fortunes_cfg *)t1->create_dataset->keys)->num_train,
+                 ((const espeak_fortunes_cfg *)t2->create_dataset->keys)->num_train);
     cr_assert_str_eq(t1->data_dir, t2->data_dir);
     cr_assert_eq(t1->trainer->max_epochs, t2->trainer->max_epochs);
     cr_assert_eq(t1->n_best_model_criterion, t2->n_best_model_criterion);

@@ -20,9 +20,9 @@ Test(config, type_error_names_position)
     assert_has(msg, "%s:2:7: optimizer.lr: expected a number", tpath("cfg.yaml"));
     msg = load_error("trainer: 3\n");
     assert_has(msg, "%s:1:10: trainer: expected a mapping", tpath("cfg.yaml"));
-    msg = load_error("create_dataset:\n  train_voices: en-us\n");
+    msg = load_error("create_dataset:\n  func: espeak_fortunes\n  train_voices: en-us\n");
     assert_has(msg, "create_dataset.train_voices: expected a list");
-    msg = load_error("create_dataset:\n  train_voices: [a, [b]]\n");
+    msg = load_error("create_dataset:\n  func: espeak_fortunes\n  train_voices: [a, [b]]\n");
     assert_has(msg, "create_dataset.train_voices[1]: expected a string");
 }
 

@@ -108,8 +108,8 @@ Test(config_values, training_ranges_and_zero_are_errors_with_position)
         {"optimizer:\n  betas: [0.9, 1.5]\n", "2:16: optimizer.betas[1]: must be in [0, 1), got 1.5"},
         {"scheduler:\n  warmup_steps: 0\n", "2:17: scheduler.warmup_steps: must be >= 1"},
         {"best_model_criterion:\n  - [valid/loss, 0, min]\n", "2:18: best_model_criterion[0].nbest: must be >= 1, got 0"},
-        {"create_dataset:\n  num_test: 0\n", "2:13: create_dataset.num_test: must be >= 1, got 0"},
-        {"create_dataset:\n  nj: 0\n", "2:7: create_dataset.nj: must be in [1, 1024], got 0"},
+        {"create_dataset:\n  func: espeak_fortunes\n  num_test: 0\n", "3:13: create_dataset.num_test: must be >= 1, got 0"},
+        {"create_dataset:\n  func: espeak_fortunes\n  nj: 0\n", "3:7: create_dataset.nj: must be in [1, 1024], got 0"},
     };
     expect_errors("--config", cases, sizeof cases / sizeof *cases);
 }
@@ -164,8 +164,8 @@ Test(config_values, rules_between_keys)
          "2:3: model: 3418849542146 parameters (13675.4 GB of float32 before gradients and optimizer moments)"},
         {"model:\n  specaug_conf:\n    freq_mask_width_range: [5, 5]\n",
          "3:28: model.specaug_conf.freq_mask_width_range: [5, 5] is not a range [lo, hi) with lo < hi"},
-        {"create_dataset:\n  min_words: 9\n  max_words: 3\n", "2:14: create_dataset.min_words: 9 is above max_words = 3"},
-        {"create_dataset:\n  pitch_range: [70, 30]\n", "2:16: create_dataset.pitch_range: low 70 is above high 30"},
+        {"create_dataset:\n  func: espeak_fortunes\n  min_words: 9\n  max_words: 3\n", "3:14: create_dataset.min_words: 9 is above max_words = 3"},
+        {"create_dataset:\n  func: espeak_fortunes\n  pitch_range: [70, 30]\n", "3:16: create_dataset.pitch_range: low 70 is above high 30"},
     };
     expect_errors("--config", cases, sizeof cases / sizeof *cases);
 }

@@ -55,7 +55,7 @@ Test(augment, effects_match_torchaudio_fixtures)
         cr_assert(yt_as_int(yt_map_get(cs, "samples"), &want_n));
         double w;
         aug_effect e;
-        cr_assert_eq(augment_effect_parse(yt_map_get(cs, "effect"), name, &w, &e, &err), 0, "%s", err.msg);
+        cr_assert_eq(config_aug_effect_parse(yt_map_get(cs, "effect"), name, &w, &e, &err), 0, "%s", err.msg);
         kinds_seen[e.kind] = 1;
         char *file = xasprintf("%s.f32", name);
         size_t ref_n;
@@ -123,16 +123,21 @@ static const char *MINI_AN4 =
     "    data_aug_num: [1, 4]\n"
     "    data_aug_prob: 1.0\n";
 
-/* text loaded as a training config (its rules checked), then its augmentation read. */
+/* text loaded as a training config (its rules checked, its effect list parsed), then its augmentation read. */
 static int parse_text(const char *text, augment_conf *c, esp_err *err)
 {
     ynode *root = yt_parse_string(text, strlen(text), "conf.yaml", err);
     cr_assert_not_null(root, "%s", err->msg);
     esp_config *cfg;
-    if (config_load_tree(CONFIG_TRAINING, root, "conf.yaml", 0, &cfg, err) != 0) return -1;
-    int rc = augment_conf_read(cfg, c, err);
+    if (config_load_tree(CONFIG_TRAINING, root, "conf.yaml", 0, &cfg, err) != 0) return -1; /* errors: the load's */
+    const preprocessor_cfg *pc = ((const training_cfg *)cfg->typed)->dataset ?
+                                 ((const training_cfg *)cfg->typed)->dataset->preprocessor : NULL;
+    augment_conf_read(cfg, c);
+    /* the typed view holds the parsed list; the reader's copy is its own */
+    cr_assert_eq(pc && pc->data_aug_effects ? pc->data_aug_effects->n : 0, c->n);
+    cr_assert(!c->n || c->entries != pc->data_aug_effects->entries);
     config_free(cfg);
-    return rc;
+    return 0;
 }
 
 Test(augment, mini_an4_config_parses)

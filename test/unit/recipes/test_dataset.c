@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "recipes/registry.h"
+#include "test/unit/recipes/espeak_args.h"
 #include "core/base/fsio.h"
 #include "core/formats/manifest.h"
 #include "core/base/rng.h"
@@ -56,23 +57,23 @@ static char *train_variants[] = {"m3", "f2"};
 static int64_t speed[] = {170, 190};
 static int64_t pitch[] = {40, 60};
 
-static create_dataset_cfg tiny_cfg(const char *text_source, const char *dataset_dir, int nj)
+static tiny_args tiny_cfg(const char *text_source, const char *dataset_dir, int nj)
 {
-    create_dataset_cfg c = {0};
-    c.func = "espeak_fortunes";
-    c.text_source = (char *)text_source;
-    c.dataset_dir = (char *)dataset_dir;
-    c.synthesizer = "espeak-ng";
-    c.seed = 7;
-    c.num_train = 6, c.num_valid = 2, c.num_test = 2;
-    c.train_voices = train_voices, c.n_train_voices = 2;
-    c.test_voices = test_voices, c.n_test_voices = 1;
-    c.train_variants = train_variants, c.n_train_variants = 2;
-    c.speed_range = speed, c.n_speed_range = 2;
-    c.pitch_range = pitch, c.n_pitch_range = 2;
-    c.min_words = 3, c.max_words = 8;
-    c.fs = 16000;
-    c.nj = nj;
+    tiny_args c = {0};
+    c.cd.func = "espeak_fortunes";
+    c.k.text_source = (char *)text_source;
+    c.cd.dataset_dir = (char *)dataset_dir;
+    c.k.synthesizer = "espeak-ng";
+    c.k.seed = 7;
+    c.k.num_train = 6, c.k.num_valid = 2, c.k.num_test = 2;
+    c.k.train_voices = train_voices, c.k.n_train_voices = 2;
+    c.k.test_voices = test_voices, c.k.n_test_voices = 1;
+    c.k.train_variants = train_variants, c.k.n_train_variants = 2;
+    c.k.speed_range = speed, c.k.n_speed_range = 2;
+    c.k.pitch_range = pitch, c.k.n_pitch_range = 2;
+    c.k.min_words = 3, c.k.max_words = 8;
+    c.k.fs = 16000;
+    c.k.nj = nj;
     return c;
 }
 
@@ -233,8 +234,8 @@ static void build_in(const char *sub, const char *fortunes, int nj)
     esp_err err;
     cr_assert_eq(mkdir_p(dir, &err), 0, "%s", err.msg);
     cr_assert_eq(chdir(dir), 0);
-    create_dataset_cfg c = tiny_cfg(fortunes, "ds", nj);
-    cr_assert_eq(espeak_fortunes_create_dataset(&c, "data", &err), 0, "%s", err.msg);
+    tiny_args c = tiny_cfg(fortunes, "ds", nj);
+    cr_assert_eq(build_tiny(&c, "data", &err), 0, "%s", err.msg);
     free(dir);
 }
 
@@ -321,12 +322,12 @@ Test(espeak_fortunes, test_split_has_unseen_voices_and_sentences, .init = setup,
 {
     /* The real fortunes package, as the recipe uses it. */
     char *data = tmp_path("data"), *ds = tmp_path("ds");
-    create_dataset_cfg c = tiny_cfg(NULL, ds, 2);
+    tiny_args c = tiny_cfg(NULL, ds, 2);
     static char *test_variants[] = {"f4"};
-    c.test_variants = test_variants, c.n_test_variants = 1;
-    c.num_train = 5, c.num_valid = 3, c.num_test = 3;
+    c.k.test_variants = test_variants, c.k.n_test_variants = 1;
+    c.k.num_train = 5, c.k.num_valid = 3, c.k.num_test = 3;
     esp_err err;
-    cr_assert_eq(espeak_fortunes_create_dataset(&c, data, &err), 0, "%s", err.msg);
+    cr_assert_eq(build_tiny(&c, data, &err), 0, "%s", err.msg);
     char *texts[11];
     size_t n_texts = 0;
     for (int s = 0; s < 3; s++) {
@@ -362,16 +363,16 @@ Test(espeak_fortunes, skips_when_built_and_rebuilds_on_new_arguments, .init = se
     cr_assert_eq(unlink(first_wav), 0);
 
     /* Same arguments (nj does not count): nothing is redone, so the removed file stays away. */
-    create_dataset_cfg c = tiny_cfg(fortunes, "ds", 1);
+    tiny_args c = tiny_cfg(fortunes, "ds", 1);
     esp_err err;
-    cr_assert_eq(espeak_fortunes_create_dataset(&c, "data", &err), 0, "%s", err.msg);
+    cr_assert_eq(build_tiny(&c, "data", &err), 0, "%s", err.msg);
     cr_expect_not(path_exists(first_wav));
 
     /* A new seed is a new dataset. */
     char *old_stamp = test_slurp("data/manifest/.built");
     char *old_train = test_slurp("data/manifest/train.tsv");
-    c.seed = 8;
-    cr_assert_eq(espeak_fortunes_create_dataset(&c, "data", &err), 0, "%s", err.msg);
+    c.k.seed = 8;
+    cr_assert_eq(build_tiny(&c, "data", &err), 0, "%s", err.msg);
     char *new_stamp = test_slurp("data/manifest/.built");
     char *new_train = test_slurp("data/manifest/train.tsv");
     cr_expect_str_neq(old_stamp, new_stamp);
@@ -388,12 +389,12 @@ Test(espeak_fortunes, skips_when_built_and_rebuilds_on_new_arguments, .init = se
     free(fortunes);
 }
 
-static void expect_build_error(create_dataset_cfg *c, const char *want)
+static void expect_build_error(tiny_args *c, const char *want)
 {
     char *data = tmp_path("data");
     esp_err err;
     err.msg[0] = '\0';
-    cr_assert_neq(espeak_fortunes_create_dataset(c, data, &err), 0, "expected an error with: %s", want);
+    cr_assert_neq(build_tiny(c, data, &err), 0, "expected an error with: %s", want);
     cr_expect(strstr(err.msg, want), "error \"%s\" lacks \"%s\"", err.msg, want);
     free(data);
 }
@@ -404,9 +405,9 @@ Test(espeak_fortunes, missing_synthesizer_names_the_debian_package, .init = setu
     esp_err err;
     cr_assert_eq(mkdir_p(empty, &err), 0);
     setenv("PATH", empty, 1);
-    create_dataset_cfg c = tiny_cfg(fortunes, ds, 1);
+    tiny_args c = tiny_cfg(fortunes, ds, 1);
     expect_build_error(&c, "espeak-ng not found on PATH (install the Debian package espeak-ng)");
-    c.synthesizer = "flite";
+    c.k.synthesizer = "flite";
     expect_build_error(&c, "flite not found on PATH (install the Debian package flite)");
     free(fortunes);
     free(empty);
@@ -416,9 +417,9 @@ Test(espeak_fortunes, missing_synthesizer_names_the_debian_package, .init = setu
 Test(espeak_fortunes, synthesis_failure_names_the_utterance, .init = setup, .fini = teardown)
 {
     char *fortunes = fortune_file(), *ds = tmp_path("ds");
-    create_dataset_cfg c = tiny_cfg(fortunes, ds, 2);
+    tiny_args c = tiny_cfg(fortunes, ds, 2);
     static char *bad_voice[] = {"nosuchvoice"};
-    c.test_voices = bad_voice;
+    c.k.test_voices = bad_voice;
     expect_build_error(&c, "create_dataset: utterance nosuchvoice-test-0000");
     expect_build_error(&c, "The specified espeak-ng voice does not exist");
     char *stamp = tmp_path("data/manifest/.built");
@@ -431,27 +432,27 @@ Test(espeak_fortunes, synthesis_failure_names_the_utterance, .init = setup, .fin
 Test(espeak_fortunes, bad_arguments_name_their_key, .init = setup, .fini = teardown)
 {
     char *fortunes = fortune_file(), *ds = tmp_path("ds");
-    create_dataset_cfg c;
+    tiny_args c;
     int64_t reversed[] = {200, 100}, three[] = {1, 2, 3}, loud[] = {0, 120};
 
-    c = tiny_cfg(fortunes, ds, 1), c.speed_range = reversed;
+    c = tiny_cfg(fortunes, ds, 1), c.k.speed_range = reversed;
     expect_build_error(&c, "create_dataset.speed_range: low 200 is above high 100");
-    c = tiny_cfg(fortunes, ds, 1), c.pitch_range = three, c.n_pitch_range = 3;
+    c = tiny_cfg(fortunes, ds, 1), c.k.pitch_range = three, c.k.n_pitch_range = 3;
     expect_build_error(&c, "create_dataset.pitch_range: expected [low, high] (got 3 values)");
-    c = tiny_cfg(fortunes, ds, 1), c.pitch_range = loud;
+    c = tiny_cfg(fortunes, ds, 1), c.k.pitch_range = loud;
     expect_build_error(&c, "create_dataset.pitch_range: [0, 120] is outside 0..99");
-    c = tiny_cfg(fortunes, ds, 1), c.min_words = 9, c.max_words = 4;
+    c = tiny_cfg(fortunes, ds, 1), c.k.min_words = 9, c.k.max_words = 4;
     expect_build_error(&c, "create_dataset.min_words: 9 is above create_dataset.max_words 4");
-    c = tiny_cfg(fortunes, ds, 1), c.num_valid = -1;
-    expect_build_error(&c, "create_dataset.num_valid: must be > 0");
-    c = tiny_cfg(fortunes, ds, 1), c.test_voices = train_voices + 1;
+    c = tiny_cfg(fortunes, ds, 1), c.k.num_valid = -1;
+    expect_build_error(&c, "create_dataset.num_valid: must be >= 1");
+    c = tiny_cfg(fortunes, ds, 1), c.k.test_voices = train_voices + 1;
     expect_build_error(&c, "create_dataset.test_voices: en-gb is also in create_dataset.train_voices");
-    c = tiny_cfg(fortunes, ds, 1), c.synthesizer = "say";
+    c = tiny_cfg(fortunes, ds, 1), c.k.synthesizer = "say";
     expect_build_error(&c, "create_dataset.synthesizer: say is not supported (use espeak-ng, flite or festival)");
     c = tiny_cfg("/nonexistent/fortunes", ds, 1);
     expect_build_error(&c, "create_dataset.text_source: /nonexistent/fortunes does not exist");
     /* fortune_text has 14 usable sentences of 3..8 words. */
-    c = tiny_cfg(fortunes, ds, 1), c.num_train = 12;
+    c = tiny_cfg(fortunes, ds, 1), c.k.num_train = 12;
     expect_build_error(&c, "16 distinct sentences needed (num_train 12 + num_valid 2 + num_test 2) but");
     expect_build_error(&c, "has only 14 with 3..8 words (lower create_dataset.num_train");
     free(fortunes);
@@ -464,7 +465,7 @@ static char *espeak_voices[] = {"en-us"}, *espeak_test[] = {"en-gb-scotland"};
 static char *festival_voices[] = {"kal_diphone", "ked_diphone"}, *flite_voices[] = {"rms", "awb"};
 
 /* espeak-ng and festival for train/valid (espeak-ng's unseen voice for test), flite held out. */
-static void engines_cfg(create_dataset_cfg *c, synth_engine_cfg e[2], synth_engine_cfg *te)
+static void engines_cfg(tiny_args *c, synth_engine_cfg e[2], synth_engine_cfg *te)
 {
     memset(e, 0, 2 * sizeof *e);
     memset(te, 0, sizeof *te);
@@ -472,14 +473,14 @@ static void engines_cfg(create_dataset_cfg *c, synth_engine_cfg e[2], synth_engi
     e[0].test_voices = espeak_test, e[0].n_test_voices = 1;
     e[1].name = "festival", e[1].voices = festival_voices, e[1].n_voices = 2;
     te->name = "flite", te->voices = flite_voices, te->n_voices = 2;
-    c->synthesizer = NULL;
-    c->train_voices = c->test_voices = c->train_variants = c->test_variants = NULL;
-    c->n_train_voices = c->n_test_voices = c->n_train_variants = c->n_test_variants = 0;
-    c->engines = e, c->n_engines = 2;
-    c->test_engine = te;
-    c->num_train = 6, c->num_valid = 1, c->num_test = 1, c->num_test_engine = 2;
-    c->num_rirs = 2, c->num_noises = 2;
-    c->seed = 3; /* train then has both engines */
+    c->k.synthesizer = NULL;
+    c->k.train_voices = c->k.test_voices = c->k.train_variants = c->k.test_variants = NULL;
+    c->k.n_train_voices = c->k.n_test_voices = c->k.n_train_variants = c->k.n_test_variants = 0;
+    c->k.engines = e, c->k.n_engines = 2;
+    c->k.test_engine = te;
+    c->k.num_train = 6, c->k.num_valid = 1, c->k.num_test = 1, c->k.num_test_engine = 2;
+    c->k.num_rirs = 2, c->k.num_noises = 2;
+    c->k.seed = 3; /* train then has both engines */
 }
 
 static void build_engines_in(const char *sub, const char *fortunes, int nj)
@@ -488,10 +489,10 @@ static void build_engines_in(const char *sub, const char *fortunes, int nj)
     esp_err err;
     cr_assert_eq(mkdir_p(dir, &err), 0, "%s", err.msg);
     cr_assert_eq(chdir(dir), 0);
-    create_dataset_cfg c = tiny_cfg(fortunes, "ds", nj);
+    tiny_args c = tiny_cfg(fortunes, "ds", nj);
     synth_engine_cfg e[2], te;
     engines_cfg(&c, e, &te);
-    cr_assert_eq(espeak_fortunes_create_dataset(&c, "data", &err), 0, "%s", err.msg);
+    cr_assert_eq(build_tiny(&c, "data", &err), 0, "%s", err.msg);
     free(dir);
 }
 
@@ -554,14 +555,14 @@ Test(espeak_fortunes, engines_and_test_engine_identical_for_any_nj, .init = setu
 Test(espeak_fortunes, engine_errors_name_the_engine, .init = setup, .fini = teardown)
 {
     char *fortunes = fortune_file(), *ds = tmp_path("ds");
-    create_dataset_cfg c = tiny_cfg(fortunes, ds, 1);
+    tiny_args c = tiny_cfg(fortunes, ds, 1);
     synth_engine_cfg e[2], te;
 
     engines_cfg(&c, e, &te), e[1].name = "say";
     expect_build_error(&c, "create_dataset.engines[1].name: say is not supported (use espeak-ng, flite or festival)");
     engines_cfg(&c, e, &te), te.name = "festival";
     expect_build_error(&c, "create_dataset.test_engine: festival is also a training engine");
-    engines_cfg(&c, e, &te), c.synthesizer = "espeak-ng";
+    engines_cfg(&c, e, &te), c.k.synthesizer = "espeak-ng";
     expect_build_error(&c, "create_dataset.engines: replaces synthesizer");
     engines_cfg(&c, e, &te), e[0].n_test_voices = 0;
     expect_build_error(&c, "create_dataset.engines: no engine has test_voices");

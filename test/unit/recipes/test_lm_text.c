@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "recipes/registry.h"
+#include "test/unit/recipes/espeak_args.h"
 #include "core/base/fsio.h"
 #include "core/formats/manifest.h"
 #include "recipes/espeak_fortunes/text_norm.h"
@@ -118,31 +119,31 @@ static char *flite_voices[] = {"rms", "awb"};
 static int64_t speed[] = {170, 190}, pitch[] = {40, 60};
 static synth_engine_cfg flite = {.name = "flite", .voices = flite_voices, .n_voices = 2};
 
-static create_dataset_cfg lm_cfg(const char *text_source)
+static tiny_args lm_cfg(const char *text_source)
 {
-    create_dataset_cfg c = {0};
-    c.func = "espeak_fortunes";
-    c.text_source = (char *)text_source;
-    c.dataset_dir = "ds";
-    c.synthesizer = "espeak-ng";
-    c.seed = 11;
-    c.num_train = 4, c.num_valid = 2, c.num_test = 2, c.num_test_engine = 2;
-    c.test_engine = &flite;
-    c.train_voices = train_voices, c.n_train_voices = 2;
-    c.test_voices = test_voices, c.n_test_voices = 1;
-    c.speed_range = speed, c.n_speed_range = 2;
-    c.pitch_range = pitch, c.n_pitch_range = 2;
-    c.min_words = 3, c.max_words = 8;
-    c.fs = 16000;
-    c.nj = 2;
+    tiny_args c = {0};
+    c.cd.func = "espeak_fortunes";
+    c.k.text_source = (char *)text_source;
+    c.cd.dataset_dir = "ds";
+    c.k.synthesizer = "espeak-ng";
+    c.k.seed = 11;
+    c.k.num_train = 4, c.k.num_valid = 2, c.k.num_test = 2, c.k.num_test_engine = 2;
+    c.k.test_engine = &flite;
+    c.k.train_voices = train_voices, c.k.n_train_voices = 2;
+    c.k.test_voices = test_voices, c.k.n_test_voices = 1;
+    c.k.speed_range = speed, c.k.n_speed_range = 2;
+    c.k.pitch_range = pitch, c.k.n_pitch_range = 2;
+    c.k.min_words = 3, c.k.max_words = 8;
+    c.k.fs = 16000;
+    c.k.nj = 2;
     return c;
 }
 
 static void build(const char *fortunes)
 {
-    create_dataset_cfg c = lm_cfg(fortunes);
+    tiny_args c = lm_cfg(fortunes);
     esp_err err;
-    cr_assert_eq(espeak_fortunes_create_dataset(&c, "data", &err), 0, "%s", err.msg);
+    cr_assert_eq(build_tiny(&c, "data", &err), 0, "%s", err.msg);
 }
 
 static manifest read_split(const char *split)
