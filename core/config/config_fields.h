@@ -9,6 +9,10 @@
 #define OPT (CYAML_FLAG_OPTIONAL)
 #define OPT_PTR (CYAML_FLAG_OPTIONAL | CYAML_FLAG_POINTER)
 #define STR(key, type, member) CYAML_FIELD_STRING_PTR(key, OPT_PTR, type, member, 0, CYAML_UNLIMITED)
+/* A string whose null is a value (ESPnet's None, kept in the tree: config_validate.c's null_meaning)
+ * that reads as NULL. */
+#define STR_OR_NONE(key, type, member) \
+    CYAML_FIELD_STRING_PTR(key, CYAML_FLAG_OPTIONAL | CYAML_FLAG_POINTER_NULL_STR, type, member, 0, CYAML_UNLIMITED)
 #define INT(key, type, member) CYAML_FIELD_INT(key, OPT, type, member)
 #define FLT(key, type, member) CYAML_FIELD_FLOAT(key, OPT, type, member)
 #define BOOL(key, type, member) CYAML_FIELD_BOOL(key, OPT, type, member)

@@ -466,7 +466,7 @@ static const cyaml_schema_field_t model_fields[] = {
     MAP("specaug_conf", model_cfg, specaug_conf, specaug_conf_fields),
     STR("preencoder", model_cfg, preencoder),
     MAP("preencoder_conf", model_cfg, preencoder_conf, preencoder_conf_fields),
-    STR("normalize", model_cfg, normalize),
+    STR_OR_NONE("normalize", model_cfg, normalize),
     MAP("normalize_conf", model_cfg, normalize_conf, normalize_conf_fields),
     STR("encoder", model_cfg, encoder),
     MAP("encoder_conf", model_cfg, encoder_conf, encoder_conf_fields),

@@ -18,3 +18,10 @@ int config_is_lm_task(const training_cfg *cfg)
     if (cfg->model && cfg->model->lm) return 1;
     return names_class(cfg->task, "LMTask");
 }
+
+int config_tree_is_lm_task(const ynode *root)
+{
+    const ynode *lm = yt_get_path(root, "model.lm"), *task = yt_get_path(root, "task");
+    if (lm && !yt_is_null(lm)) return 1;
+    return task && task->kind == YN_SCALAR && names_class(task->str, "LMTask");
+}

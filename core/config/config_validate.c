@@ -42,7 +42,7 @@ static const config_allowed allowed_rules[] = {
     {"model.model", "espnet"},
     {"model.preencoder", "linear"}, /* sinc (LightweightSincConvs) is not built */
     {"model.specaug", "specaug"},
-    {"model.normalize", "global_mvn|utterance_mvn"},
+    {"model.normalize", "global_mvn|utterance_mvn|null"},
     {"model.encoder", "transformer|conformer|e_branchformer|contextual_block_transformer|contextual_block_conformer"},
     /* embed is refused with its reason by core/config/config_values.c. */
     {"model.encoder_conf.input_layer", "conv2d|conv2d2|conv2d6|conv2d8|conv1d2|linear|embed|null"},
@@ -377,13 +377,21 @@ static int check_target(walker *w, const ynode *n, const char *section_schema_pa
 }
 
 /* Keys where null means something other than the default (ESPnet's None): kept in the tree as the
- * plain scalar "null", which libcyaml loads as that string and the allowed values list. */
-static int null_is_a_value(const char *schema_path)
+ * plain scalar "null", which the allowed values list and libcyaml loads as that string (or as NULL
+ * where the schema says so: model.normalize). What null means, for a quoted 'null'; NULL: null is
+ * not a value of the key. */
+static const char *null_meaning(const char *schema_path)
 {
-    static const char *const keys[] = {"model.encoder_conf.input_layer", "trainer.check_val_every_n_epoch"};
+    static const struct {
+        const char *key, *none;
+    } keys[] = {
+        {"model.encoder_conf.input_layer", "no input layer"},
+        {"trainer.check_val_every_n_epoch", "validation counted over epochs"},
+        {"model.normalize", "no normalization; left out, it is the task's utterance_mvn"},
+    };
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
-        if (config_path_match(keys[i], schema_path)) return 1;
-    return 0;
+        if (config_path_match(keys[i].key, schema_path)) return keys[i].none;
+    return NULL;
 }
 
 static int is_unimplemented(const char *schema_path);
@@ -549,7 +557,7 @@ static int walk_mapping(walker *w, ynode *n, const cyaml_schema_field_t *fields,
                 else rc = esp_fail(w->err, "%s: %s: unknown key (see docs/configs.md for the keys of %s)",
                                    ymark_str(km, where, sizeof where), p, *path ? path : "the top level");
             }
-        } else if (yt_is_null(val) && f->value.type != CYAML_IGNORE && !null_is_a_value(sp)) {
+        } else if (yt_is_null(val) && f->value.type != CYAML_IGNORE && !null_meaning(sp)) {
             drop = 1; /* an empty value leaves the field unset */
         } else if (!strcmp(key, "_target_")) {
             if (val->kind != YN_SCALAR) rc = config_fail_node(w->err, val, p, "_target_ must be a class name string");
@@ -771,10 +779,10 @@ static int walk_value(walker *w, ynode *n, const cyaml_schema_value_t *s, const 
     case CYAML_STRING:
         if (is_written_number(schema_path)) return check_written_number(w, n, schema_path, path);
         if (n->kind != YN_SCALAR) return config_fail_node(w->err, n, path, "expected a string, got %s", yt_kind_name(n));
-        if (null_is_a_value(schema_path)) {
+        if (null_meaning(schema_path)) {
             if (n->quoted && !strcmp(n->str, "null"))
                 return config_fail_node(w->err, n, path, "'null' in quotes is the string null, not None (write null "
-                                                         "without quotes for no input layer)");
+                                                         "without quotes for %s)", null_meaning(schema_path));
             if (yt_is_null(n)) { /* ~, Null, an empty value: one spelling */
                 free(n->str);
                 n->str = xstrdup("null");

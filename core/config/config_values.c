@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/config/config_schema.h"
+#include "core/config/config_task.h"
 #include "core/config/config_values_internal.h"
 
 /* ---- ranges of numbers --------------------------------------------------------------------- */
@@ -643,9 +644,20 @@ static void fill_ctc_weight(ynode *root)
         yt_map_set(mc, "ctc_weight", mc->mark, yt_scalar("0.5", 0, mc->mark));
 }
 
+/* model.normalize left out is ESPnet2's ASRTask (and ASRTransducerTask) default, utterance_mvn:
+ * ESPnet3 builds the model from the task's default config updated by the config's model block.
+ * null (kept by the validator) is none. The LM task has no normalize. */
+static void fill_normalize(ynode *root)
+{
+    ynode *model = yt_get_path(root, "model");
+    if (!model || model->kind != YN_MAP || yt_map_get(model, "normalize") || config_tree_is_lm_task(root)) return;
+    yt_map_set(model, "normalize", model->mark, yt_scalar("utterance_mvn", 0, model->mark));
+}
+
 void config_fill_defaults(config_kind kind, ynode *root)
 {
     if (kind != CONFIG_TRAINING) return;
+    fill_normalize(root); /* before the switches of its normalize_conf below */
     for (size_t i = 0; i < sizeof default_true / sizeof *default_true; i++) {
         /* decoder_conf's are the TransformerDecoder's: a TransducerDecoder takes none of them, nor
          * the asr_transducer task's decoders (its encoder_conf has body_conf). */

@@ -185,7 +185,8 @@ int espnet2_config_convert(const char *path, const char *shown_as, char **out_di
                                        "joint_network_conf"}; /* the last: the asr_transducer task's */
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
         const ynode *v = yt_map_get(root, keys[i]);
-        if (v && !yt_is_null(v)) yt_map_set(m, keys[i], v->mark, yt_copy(v));
+        /* normalize: null stays (none): left out, it would be the task's utterance_mvn */
+        if (v && (!yt_is_null(v) || !strcmp(keys[i], "normalize"))) yt_map_set(m, keys[i], v->mark, yt_copy(v));
     }
     fix_fs(m);
     ynode *nc = yt_map_get(m, "normalize_conf"), *sf = nc && nc->kind == YN_MAP ? yt_map_get(nc, "stats_file") : NULL;

@@ -562,8 +562,9 @@ Test(config_values, conditional_class_and_alias_defaults)
     cr_assert_null(yt_map_get(yt_get_path(cfg->tree, "trainer.callbacks")->items[0], "decay"));
     cr_assert_eq(t->parallel->n_workers, 0); /* local_gpu: one per GPU, resolved by the runner */
     config_free(cfg);
-    /* No normalize: no block; written values win. */
-    test_write_text(path, "model:\n  encoder: transformer\ntrainer:\n  dist_timeout: 7\n  callbacks:\n"
+    /* normalize null (none): no block; written values win. */
+    test_write_text(path, "model:\n  encoder: transformer\n  normalize: null\ntrainer:\n  dist_timeout: 7\n"
+                          "  callbacks:\n"
                           "    - _target_: lightning.pytorch.callbacks.EMAWeightAveraging\n      decay: 0.5\n"
                           "      use_buffers: false\n");
     cr_assert_eq(cfg_load(CONFIG_TRAINING, path, 0, NULL, 0, &cfg, &err), 0, "%s", err.msg);

@@ -117,6 +117,25 @@ static void locate_fails(char *path, esp_err *err)
     cr_assert_neq(model_files_locate(&mf, &ic, "inference.yaml", err), 0, "%s was located", path);
 }
 
+/* espnet_model's config.yaml as dir/config.yaml with its first `from` written as `to` (a path to
+ * free). */
+static char *espnet_config_with(const char *dir, const char *from, const char *to)
+{
+    char cfg_path[600];
+    snprintf(cfg_path, sizeof cfg_path, "%s/exp/asr_train/config.yaml", fx("espnet_model"));
+    esp_err err = {{0}};
+    size_t len;
+    char *cfg = read_file(cfg_path, READ_LIST, &len, &err), *at = cfg ? strstr(cfg, from) : NULL;
+    cr_assert_not_null(at, "%s", err.msg);
+    char *copy = path_join(dir, "config.yaml");
+    FILE *fp = fopen(copy, "w");
+    cr_assert_not_null(fp);
+    fprintf(fp, "%.*s%s%s", (int)(at - cfg), cfg, to, at + strlen(from));
+    fclose(fp);
+    free(cfg);
+    return copy;
+}
+
 /* An ESPnet2 config.yaml is checked as espnet3's form of it, and what the checks say points at the
  * user's file, line and column (not at a rewritten copy): ESPnet's own config loads without a word,
  * and its ctc_type made brctc (line 34) is refused there. */
@@ -131,21 +150,34 @@ Test(interop, espnet2_config_messages_point_at_the_users_file)
     char dir[64];
     test_tmpdir_make(dir, sizeof dir, "interop_brctc");
     esp_err err = {{0}};
-    size_t len;
-    char *cfg = read_file(cfg_path, READ_LIST, &len, &err), *at = cfg ? strstr(cfg, "ctc_type: builtin") : NULL;
-    cr_assert_not_null(at, "%s", err.msg);
-    char *copy = path_join(dir, "config.yaml");
-    FILE *fp = fopen(copy, "w");
-    cr_assert_not_null(fp);
-    fprintf(fp, "%.*sctc_type: brctc%s", (int)(at - cfg), cfg, at + strlen("ctc_type: builtin"));
-    fclose(fp);
+    char *copy = espnet_config_with(dir, "ctc_type: builtin", "ctc_type: brctc");
     infer_model_cfg mc = {.asr_train_config = copy, .asr_model_file = model_path};
     inference_cfg ic = {.model = &mc};
     model_files mf;
     cr_assert_neq(model_files_locate(&mf, &ic, "inference.yaml", &err), 0, "brctc was accepted");
     snprintf(want, sizeof want, "%s:34:13: model.ctc_conf.ctc_type: espnet3's CTC is ESPnet2's builtin one", copy);
     cr_expect(strstr(err.msg, want) && !strstr(err.msg, "espnet3_espnet2_config"), "%s", err.msg);
-    free(cfg), free(copy);
+    free(copy);
+    test_tmpdir_remove(dir);
+}
+
+/* An ESPnet2 config.yaml's normalize: null is none (its model has no normalize layer), not the
+ * left-out key's utterance_mvn: the conversion to espnet3's form keeps the null. */
+Test(interop, espnet2_configs_normalize_null_stays_none)
+{
+    char model_path[700], dir[64];
+    snprintf(model_path, sizeof model_path, "%s/exp/asr_train/valid.acc.ave.pth", fx("espnet_model"));
+    test_tmpdir_make(dir, sizeof dir, "interop_norm_null");
+    esp_err err = {{0}};
+    char *copy = espnet_config_with(dir, "normalize: global_mvn", "normalize: null");
+    infer_model_cfg mc = {.asr_train_config = copy, .asr_model_file = model_path};
+    inference_cfg ic = {.model = &mc};
+    model_files mf;
+    cr_assert_eq(model_files_locate(&mf, &ic, "inference.yaml", &err), 0, "%s", err.msg);
+    const char *kind = model_files_training(&mf)->model->normalize;
+    cr_assert_null(kind, "normalize: null read as %s", kind);
+    model_files_free(&mf);
+    free(copy);
     test_tmpdir_remove(dir);
 }
 

@@ -558,13 +558,16 @@ Test(egs3, mini_an4_default_training_yaml_is_the_asr_transducer_task)
     cr_assert(test_exists(test_path(exp, "inference_transducer/test/hyp.scp")), "%s", log_of("body", "err"));
     cr_assert(test_exists(test_path(exp, "inference_transducer/metrics.json")));
     cr_assert(test_exists(test_path(exp, "model_pack")));
+    /* The config has no normalize: ASRTransducerTask's default, utterance_mvn, as ESPnet3 builds it. */
     char *cfg = test_slurp(test_path(exp, "config.yaml"));
     cr_assert(strstr(cfg, "body_conf:") && strstr(cfg, "joint_network_conf:"), "%s", cfg);
+    cr_assert(strstr(cfg, "  normalize: utterance_mvn\n"), "%s", cfg);
     free(cfg);
     /* The pack's ESPnet2 side is the asr_transducer task's, and its README says how to load it. */
     char *esp = test_slurp(test_path(exp, "model_pack/espnet/exp/asr_train/config.yaml"));
     cr_assert(strstr(esp, "ASRTransducerTask") && strstr(esp, "decoder: rnn") && !strstr(esp, "joint_net_conf"), "%s",
               esp);
+    cr_assert(strstr(esp, "\nnormalize: utterance_mvn\n"), "%s", esp);
     free(esp);
     char *readme = test_slurp(test_path(exp, "model_pack/README.md"));
     cr_assert(strstr(readme, "asr_transducer_inference import Speech2Text") && strstr(readme, "num_blocks 1, output_size 2"),
