@@ -27,8 +27,12 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import make_transducer_fixtures  # noqa: E402,F401  (installs the warprnnt_pytorch stand-in)
+import rnnt_loss_standin  # noqa: E402
+
+rnnt_loss_standin.install()
+
 from make_decoder_fixtures import write_pack  # noqa: E402
+from make_transducer_fixtures import search_items  # noqa: E402
 
 from espnet2.asr_transducer.decoder.rnn_decoder import RNNDecoder  # noqa: E402
 from espnet2.asr_transducer.encoder.encoder import Encoder  # noqa: E402
@@ -122,12 +126,7 @@ def search_case(weights):
         items.append(("in.enc", enc))
         for name, beam, nbest, conf in SEARCHES:
             search = BeamSearchTransducer(model.decoder, model.joint_network, beam, nbest=nbest, **conf)
-            hyps = search(enc)
-            items.append((f"{name}.n", torch.tensor([float(len(hyps))])))
-            for i, h in enumerate(hyps):
-                items += [(f"{name}.{i}.yseq", torch.tensor(h.yseq, dtype=torch.float32)),
-                          (f"{name}.{i}.score", torch.tensor([float(h.score)], dtype=torch.float64))]
-            print(f"{name}: " + "; ".join(f"{h.yseq[1:]} {float(h.score):.4f}" for h in hyps))
+            items += search_items(name, search(enc))
     return items
 
 

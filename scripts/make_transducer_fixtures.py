@@ -109,12 +109,17 @@ def search_case(weights):
         for name, beam, conf in SEARCHES:
             search = BeamSearchTransducer(decoder=model.decoder, joint_network=model.joint_network, beam_size=beam,
                                           token_list=TOKENS, **conf)
-            hyps = search(enc)
-            items.append((f"{name}.n", torch.tensor([float(len(hyps))])))
-            for i, h in enumerate(hyps):
-                items += [(f"{name}.{i}.yseq", torch.tensor(h.yseq, dtype=torch.float32)),
-                          (f"{name}.{i}.score", torch.tensor([float(h.score)], dtype=torch.float64))]
-            print(f"{name}: " + "; ".join(f"{h.yseq[1:]} {float(h.score):.4f}" for h in hyps))
+            items += search_items(name, search(enc))
+    return items
+
+
+def search_items(name, hyps):
+    """A search's n-best as the pack's arrays: their count, each one's label sequence and score."""
+    items = [(f"{name}.n", torch.tensor([float(len(hyps))]))]
+    for i, h in enumerate(hyps):
+        items += [(f"{name}.{i}.yseq", torch.tensor(h.yseq, dtype=torch.float32)),
+                  (f"{name}.{i}.score", torch.tensor([float(h.score)], dtype=torch.float64))]
+    print(f"{name}: " + "; ".join(f"{h.yseq[1:]} {float(h.score):.4f}" for h in hyps))
     return items
 
 
