@@ -18,15 +18,23 @@
 /* A header length of this many frames or more on a sequential input is a streaming writer's
  * placeholder (a WAV data size of 0xffffffff is 2^31 16-bit frames, 2^30 32-bit): read to the end. */
 #define PIPE_PLACEHOLDER ((sf_count_t)1 << 29)
+/* Reads at the input's end while libsndfile parses the header, past which the parse is looping on
+ * its stale header buffer (its chunk loops stop at the file's length, which a pipe does not have). */
+#define PIPE_OPEN_EOF_READS 64
 
 /* libsndfile's virtual I/O over a file descriptor read once, front to back (a pipe): seeks land
- * in the first PIPE_HEAD bytes, which are kept, or forward within them; others fail, and the
- * parsers take that as a stream (a WAV's chunks after its data are not looked for). */
+ * in the first PIPE_HEAD bytes, which are kept, or forward within them; others fail and leave the
+ * reader nowhere: reads give nothing until a seek lands (the parsers take that as the end, so a
+ * WAV's chunks after its data are not looked for, and no chunk is parsed from the wrong bytes). */
 typedef struct pipe_io {
     int fd;
     unsigned char head[PIPE_HEAD]; /* the first bytes read, head_len of them */
     sf_count_t head_len, consumed, pos; /* bytes taken from fd; the reader's position */
     int error;                          /* errno of a failed read */
+    int ended;                          /* fd has no more bytes */
+    int lost;                           /* a seek failed: no position until one lands */
+    int opening;                        /* libsndfile is parsing the header */
+    int open_eof_reads;                 /* reads at the end while opening */
 } pipe_io;
 
 struct audio_stream {
@@ -56,6 +64,7 @@ static sf_count_t fd_read(pipe_io *p, void *buf, sf_count_t n)
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) {
             if (r < 0) p->error = errno;
+            else p->ended = 1;
             break;
         }
         got += r;
@@ -64,10 +73,11 @@ static sf_count_t fd_read(pipe_io *p, void *buf, sf_count_t n)
     return got;
 }
 
-static sf_count_t pipe_read(void *buf, sf_count_t n, void *u)
+/* Up to n bytes at the reader's position: from the kept head, then from fd. */
+static sf_count_t read_bytes(pipe_io *p, void *buf, sf_count_t n)
 {
-    pipe_io *p = u;
     sf_count_t got = 0;
+    if (p->lost) return 0;
     if (p->pos < p->head_len) { /* the kept head */
         got = p->head_len - p->pos < n ? p->head_len - p->pos : n;
         memcpy(buf, p->head + p->pos, (size_t)got);
@@ -86,10 +96,18 @@ static sf_count_t pipe_read(void *buf, sf_count_t n, void *u)
     return got + r;
 }
 
-static sf_count_t pipe_seek(sf_count_t off, int whence, void *u)
+/* read_bytes, counting the reads at the end while opening (see pipe_tell). */
+static sf_count_t pipe_read(void *buf, sf_count_t n, void *u)
 {
     pipe_io *p = u;
-    sf_count_t to = whence == SEEK_SET ? off : whence == SEEK_CUR ? p->pos + off : -1;
+    sf_count_t got = read_bytes(p, buf, n);
+    if (p->opening && got == 0 && n > 0 && (p->ended || p->lost)) p->open_eof_reads++;
+    return got;
+}
+
+/* The position `to`, or -1 where the pipe cannot go (past the head, or its end). */
+static sf_count_t seek_to(pipe_io *p, sf_count_t to)
+{
     if (to == p->pos) return to;
     if (to >= 0 && to <= p->head_len) return p->pos = to;
     if (to < 0 || to > PIPE_HEAD || p->consumed != p->head_len) return -1; /* past the head: not kept */
@@ -97,13 +115,29 @@ static sf_count_t pipe_seek(sf_count_t off, int whence, void *u)
     p->pos = p->head_len;
     while (p->pos < to) { /* forward within the head: read it in */
         sf_count_t k = to - p->pos < (sf_count_t)sizeof skip ? to - p->pos : (sf_count_t)sizeof skip;
-        if (pipe_read(skip, k, p) != k) return -1;
+        if (read_bytes(p, skip, k) != k) return -1;
     }
     return p->pos;
 }
 
+static sf_count_t pipe_seek(sf_count_t off, int whence, void *u)
+{
+    pipe_io *p = u;
+    sf_count_t to = whence == SEEK_SET ? off : whence == SEEK_CUR ? p->pos + off : -1;
+    p->lost = 0; /* seek_to may read forward */
+    p->lost = seek_to(p, to) < 0;
+    return p->lost ? -1 : p->pos;
+}
+
 static sf_count_t pipe_length(void *u) { (void)u; return SF_COUNT_MAX; } /* unknown until read */
-static sf_count_t pipe_tell(void *u) { return ((pipe_io *)u)->pos; }
+/* A header parse still reading at the end after PIPE_OPEN_EOF_READS reads is told it stands at the
+ * end of the longest file, which ends its chunk loop (a header claiming chunks the input does not
+ * hold would otherwise be parsed from stale bytes until memory runs out). */
+static sf_count_t pipe_tell(void *u)
+{
+    pipe_io *p = u;
+    return p->opening && p->open_eof_reads > PIPE_OPEN_EOF_READS ? SF_COUNT_MAX : p->pos;
+}
 static sf_count_t pipe_write(const void *buf, sf_count_t n, void *u) { (void)buf, (void)n, (void)u; return 0; }
 
 static int span_error(esp_err *err, const char *path, double start, double end, double dur, const char *what)
@@ -174,7 +208,9 @@ audio_stream *audio_stream_open_fd(int fd, const char *name, int expected_fs, es
     p->fd = fd;
     SF_VIRTUAL_IO vio = {pipe_length, pipe_seek, pipe_read, pipe_write, pipe_tell};
     SF_INFO info = {0};
+    p->opening = 1;
     SNDFILE *sf = sf_open_virtual(&vio, SFM_READ, &info, p);
+    p->opening = 0;
     if (!sf) {
         if (p->error) esp_fail(err, "%s: read error: %s", name, strerror(p->error));
         else if (p->consumed == 0) esp_fail(err, "%s: no audio (0 bytes)", name);

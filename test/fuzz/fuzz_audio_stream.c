@@ -28,10 +28,13 @@ static volatile float sink;
 static float *drain(audio_stream *st, const char *path, size_t block, size_t *n)
 {
     float *x = NULL;
-    size_t got = 0;
+    size_t got = 0, cap = 0;
     esp_err err;
     for (;;) {
-        x = realloc(x, (got + block) * sizeof *x);
+        if (got + block > cap) { /* doubling: a block of one sample must not make the run quadratic */
+            cap = 2 * (got + block);
+            x = realloc(x, cap * sizeof *x);
+        }
         long r = audio_stream_read(st, x + got, block, &err);
         if (r < 0) {
             if (!strstr(err.msg, path)) abort();
