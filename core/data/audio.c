@@ -11,6 +11,7 @@
 
 #include "core/base/fsio.h"
 #include "core/data/audio_open.h"
+#include "core/data/audio_riff.h"
 
 /* The first buffer holds at most this many samples, whatever the header claims: a hostile header
  * must not make us allocate before the data is there (the buffer grows as samples arrive). */
@@ -84,15 +85,29 @@ int audio_check_opened(SNDFILE *sf, const SF_INFO *info, FILE *raw, const char *
     return 0;
 }
 
-SNDFILE *audio_open_checked(const char *path, int expected_fs, const char *fs_key, SF_INFO *info, esp_err *err)
+/* libsndfile's handle on path, after the RIFF checks (audio_riff.h) of its bytes, which *raw reads
+ * (NULL where it cannot be opened so: libsndfile's error says why); NULL with err on failure. */
+static SNDFILE *open_path(const char *path, SF_INFO *info, FILE **raw, esp_err *err)
 {
     memset(info, 0, sizeof *info);
+    *raw = fopen(path, "rb");
+    if (*raw && audio_riff_check_file(*raw, path, err) != 0) {
+        fclose(*raw);
+        return NULL;
+    }
     SNDFILE *sf = sf_open(path, SFM_READ, info);
     if (!sf) {
         esp_fail(err, "%s: cannot read audio: %s", path, sf_strerror(NULL));
-        return NULL;
+        if (*raw) fclose(*raw);
     }
-    FILE *raw = fopen(path, "rb");
+    return sf;
+}
+
+SNDFILE *audio_open_checked(const char *path, int expected_fs, const char *fs_key, SF_INFO *info, esp_err *err)
+{
+    FILE *raw;
+    SNDFILE *sf = open_path(path, info, &raw, err);
+    if (!sf) return NULL;
     int rc = audio_check_opened(sf, info, raw, path, expected_fs, fs_key, err);
     if (raw) fclose(raw);
     if (rc == 0) return sf;
@@ -144,10 +159,10 @@ int audio_read_fs(const char *path, int expected_fs, const char *fs_key, float *
 {
     *samples = NULL;
     *n = 0;
-    SF_INFO info = {0};
-    SNDFILE *sf = sf_open(path, SFM_READ, &info);
-    if (!sf) return esp_fail(err, "%s: cannot read audio: %s", path, sf_strerror(NULL));
-    FILE *raw = fopen(path, "rb");
+    SF_INFO info;
+    FILE *raw;
+    SNDFILE *sf = open_path(path, &info, &raw, err);
+    if (!sf) return -1;
     int rc = read_opened(sf, &info, raw, path, expected_fs, fs_key, samples, n, fs_out, err);
     if (raw) fclose(raw);
     return rc;

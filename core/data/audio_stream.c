@@ -10,6 +10,7 @@
 
 #include "core/base/fsio.h"
 #include "core/data/audio_open.h"
+#include "core/data/audio_riff.h"
 
 /* Samples read from the file per call when resampling (the converter's input block). */
 #define IN_BLOCK 8192
@@ -35,6 +36,9 @@ typedef struct pipe_io {
     int lost;                           /* a seek failed: no position until one lands */
     int opening;                        /* libsndfile is parsing the header */
     int open_eof_reads;                 /* reads at the end while opening */
+    const char *name;                   /* the input in messages */
+    int hostile;                        /* the head failed audio_riff_check: no bytes from here on */
+    esp_err hostile_err;                /* why */
 } pipe_io;
 
 struct audio_stream {
@@ -73,11 +77,21 @@ static sf_count_t fd_read(pipe_io *p, void *buf, sf_count_t n)
     return got;
 }
 
+/* The kept head's bytes at off (riff_read_fn). */
+static long head_read(void *src, long off, void *buf, long n)
+{
+    pipe_io *p = src;
+    long k = off < p->head_len ? (long)(p->head_len - off) : 0;
+    if (k > n) k = n;
+    if (k > 0) memcpy(buf, p->head + off, (size_t)k);
+    return k;
+}
+
 /* Up to n bytes at the reader's position: from the kept head, then from fd. */
 static sf_count_t read_bytes(pipe_io *p, void *buf, sf_count_t n)
 {
     sf_count_t got = 0;
-    if (p->lost) return 0;
+    if (p->lost || p->hostile) return 0;
     if (p->pos < p->head_len) { /* the kept head */
         got = p->head_len - p->pos < n ? p->head_len - p->pos : n;
         memcpy(buf, p->head + p->pos, (size_t)got);
@@ -87,8 +101,15 @@ static sf_count_t read_bytes(pipe_io *p, void *buf, sf_count_t n)
     if (p->consumed < PIPE_HEAD) { /* still filling the head */
         sf_count_t want = n - got < PIPE_HEAD - p->consumed ? n - got : PIPE_HEAD - p->consumed;
         sf_count_t r = fd_read(p, p->head + p->head_len, want);
-        memcpy((unsigned char *)buf + got, p->head + p->head_len, (size_t)r);
-        p->head_len += r, p->pos += r, got += r;
+        /* the new bytes reach libsndfile's parsers only if the head so far passes the RIFF checks */
+        sf_count_t at = p->head_len;
+        p->head_len += r;
+        if (r > 0 && audio_riff_check(head_read, p, p->name, &p->hostile_err) != 0) {
+            p->hostile = 1;
+            return got;
+        }
+        memcpy((unsigned char *)buf + got, p->head + at, (size_t)r);
+        p->pos += r, got += r;
         if (r < want) return got;
     }
     sf_count_t r = got < n ? fd_read(p, (unsigned char *)buf + got, n - got) : 0;
@@ -101,7 +122,7 @@ static sf_count_t pipe_read(void *buf, sf_count_t n, void *u)
 {
     pipe_io *p = u;
     sf_count_t got = read_bytes(p, buf, n);
-    if (p->opening && got == 0 && n > 0 && (p->ended || p->lost)) p->open_eof_reads++;
+    if (p->opening && got == 0 && n > 0 && (p->ended || p->lost || p->hostile)) p->open_eof_reads++;
     return got;
 }
 
@@ -208,11 +229,14 @@ audio_stream *audio_stream_open_fd(int fd, const char *name, int expected_fs, es
     p->fd = fd;
     SF_VIRTUAL_IO vio = {pipe_length, pipe_seek, pipe_read, pipe_write, pipe_tell};
     SF_INFO info = {0};
+    p->name = name;
     p->opening = 1;
     SNDFILE *sf = sf_open_virtual(&vio, SFM_READ, &info, p);
     p->opening = 0;
+    if (sf && p->hostile) sf_close(sf), sf = NULL;
     if (!sf) {
-        if (p->error) esp_fail(err, "%s: read error: %s", name, strerror(p->error));
+        if (p->hostile) *err = p->hostile_err;
+        else if (p->error) esp_fail(err, "%s: read error: %s", name, strerror(p->error));
         else if (p->consumed == 0) esp_fail(err, "%s: no audio (0 bytes)", name);
         else esp_fail(err, "%s: cannot read audio: %s (read front to back, libsndfile must find the format "
                       "in the first 64 KiB: WAV, FLAC, Ogg, AIFF, CAF, AU, NIST, ...; give other files by path)",

@@ -18,6 +18,7 @@
 #include "core/base/hash.h"
 #include "core/base/progress.h"
 #include "core/data/audio.h"
+#include "core/data/audio_riff.h"
 #include "core/formats/manifest.h"
 
 extern const char _binary_core_data_py_helper_py_start[], _binary_core_data_py_helper_py_end[];
@@ -173,6 +174,11 @@ static int same_samples(const char *path, const float *x, size_t n, long fs)
 static int check_item_file(const char *path, const py_export_opts *o, const char *where, long long i, esp_err *err)
 {
     SF_INFO info = {0};
+    FILE *raw = fopen(path, "rb");
+    esp_err bad;
+    int hostile = raw && audio_riff_check_file(raw, path, &bad) != 0;
+    if (raw) fclose(raw);
+    if (hostile) return esp_fail(err, "%s: item %lld: %s", where, i, bad.msg);
     SNDFILE *sf = sf_open(path, SFM_READ, &info);
     if (!sf) return esp_fail(err, "%s: item %lld names %s as its speech, which libsndfile cannot read (%s)", where, i, path,
                              sf_strerror(NULL));

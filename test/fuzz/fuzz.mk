@@ -29,7 +29,7 @@ FUZZ_FLAGS   := -rss_limit_mb=2048 -malloc_limit_mb=512 -timeout=10 -close_fd_ma
 FUZZ_READERS := safetensors trainer_state npz tokens manifest kaldi_dir corpus shapes audio audio_stream metrics_csv text_scp \
                 torch torch_pickle zip_unpack noise_scp espnet2_config align_text pcm_stream
 # The readers and what they need, compiled once (instrumented) and linked into every target.
-FUZZ_LIB_SRCS := $(wildcard core/base/*.c core/formats/*.c) core/data/audio.c core/data/audio_stream.c core/data/tokenizer.c \
+FUZZ_LIB_SRCS := $(wildcard core/base/*.c core/formats/*.c) core/data/audio.c core/data/audio_riff.c core/data/audio_stream.c core/data/tokenizer.c \
                  core/data/pcm_stream.c \
                  core/data/noise_rir_scp.c \
                  $(wildcard core/config/*.c) core/nn/espnet2_config.c core/data/augment.c core/data/augment_conf.c \

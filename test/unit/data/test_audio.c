@@ -2,6 +2,7 @@
  * one is an error naming the file, never a short read, a crash or a huge allocation. */
 #include <criterion/criterion.h>
 #include <sndfile.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,4 +113,45 @@ Test(audio, flac_claiming_2_to_the_36_samples_allocates_nothing_for_it)
     patch(path, 21, b + 21, 5);
     free(b);
     expect_error(path, "the header promises 68719476735 samples, 400 could be decoded");
+}
+
+/* A 16 kHz mono WAV of 100 samples with a LIST INFO chunk before its data holding one ISFT entry
+ * that claims entry_len bytes (its 8 bytes of text there all the same). */
+static const char *write_wav_with_list(const char *name, uint32_t entry_len)
+{
+    unsigned char b[12 + 24 + 28 + 8 + 200];
+    size_t k = 0;
+#define PUT(s, n) (memcpy(b + k, s, n), k += n)
+#define PUT32(v) (b[k] = (unsigned char)(v), b[k + 1] = (unsigned char)((v) >> 8), \
+                  b[k + 2] = (unsigned char)((v) >> 16), b[k + 3] = (unsigned char)((v) >> 24), k += 4)
+    PUT("RIFF", 4), PUT32(4 + 8 + 16 + 8 + 20 + 8 + 200), PUT("WAVE", 4);
+    PUT("fmt ", 4), PUT32(16), PUT("\x01\x00\x01\x00\x80\x3e\x00\x00\x00\x7d\x00\x00\x02\x00\x10\x00", 16);
+    PUT("LIST", 4), PUT32(20), PUT("INFO", 4), PUT("ISFT", 4), PUT32(entry_len), PUT("espnet3\0", 8);
+    PUT("data", 4), PUT32(200);
+    memset(b + k, 0x11, 200), k += 200;
+#undef PUT
+#undef PUT32
+    const char *path = test_path(dir, name);
+    FILE *fp = fopen(path, "wb");
+    cr_assert_not_null(fp);
+    cr_assert_eq(fwrite(b, 1, k, fp), k);
+    fclose(fp);
+    return path;
+}
+
+/* What fuzz_audio found as a 13 s timeout, minimized (the seed test/fuzz/seeds/audio/
+ * list_entry_loop.wav): a LIST chunk whose entries claim 2^32 - 1 and 2^32 - 17 bytes, which
+ * libsndfile's list parser adds to a 32-bit count that wraps, and it never returns. It is an error
+ * naming the file, before libsndfile sees it; a LIST chunk with a sane entry reads. */
+Test(audio, a_list_entry_of_4_gib_is_an_error_not_a_hang)
+{
+    float *x;
+    size_t n;
+    esp_err err;
+    cr_assert_eq(audio_read(write_wav_with_list("info.wav", 8), 16000, NULL, &x, &n, &err), 0, "%s", err.msg);
+    cr_expect_eq(n, 100);
+    free(x);
+    char *path = path_join(test_root_dir(), "test/fuzz/seeds/audio/list_entry_loop.wav");
+    expect_error(path, "malformed WAV: entry '?' of its LIST chunk at byte 20 claims 4294967295 bytes");
+    free(path);
 }

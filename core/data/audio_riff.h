@@ -1,0 +1,24 @@
+/* The RIFF chunk checks made before libsndfile parses a WAV or RF64 header: a LIST chunk whose
+ * subchunk claims 2 GiB or more sends libsndfile's list parser (wavlike_subchunk_parse, 1.2.0 and
+ * upstream as of 2026-07) into an endless loop, its 32-bit byte count wrapping around. The check
+ * walks the chunks as that parser does and refuses such a file in one line naming it; every other
+ * file (not RIFF, or a sane one) passes untouched. */
+#ifndef ESPNET3_AUDIO_RIFF_H
+#define ESPNET3_AUDIO_RIFF_H
+
+#include <stdio.h>
+
+#include "core/base/log.h"
+
+/* Up to n bytes of the input at byte offset off into buf: the count, fewer at its end or where
+ * the bytes are not (yet) there. */
+typedef long (*riff_read_fn)(void *src, long off, void *buf, long n);
+
+/* 0, or -1 with err "<name>: ..." when a LIST chunk holds a subchunk of 2 GiB or more. The walk
+ * stops where the bytes end (a partial input is checked as far as it goes). */
+int audio_riff_check(riff_read_fn read, void *src, const char *name, esp_err *err);
+
+/* audio_riff_check over an open file (any position; left where it was not guaranteed). */
+int audio_riff_check_file(FILE *fp, const char *name, esp_err *err);
+
+#endif
