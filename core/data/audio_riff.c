@@ -45,11 +45,15 @@ int audio_riff_check(riff_read_fn read, void *src, const char *name, esp_err *er
     if (read(src, 0, h, 12) != 12 || memcmp(h + 8, "WAVE", 4) ||
         (memcmp(h, "RIFF", 4) && memcmp(h, "RIFX", 4) && memcmp(h, "RF64", 4)))
         return 0;
-    int big = h[3] == 'X';
+    int big = h[3] == 'X', fmts = 0, datas = 0;
     long pos = 12;
     while (read(src, pos, h, 8) == 8) {
         uint32_t len = get32(h + 4, big);
         if (!memcmp(h, "LIST", 4) && check_list(read, src, pos + 8, len, big, name, err) != 0) return -1;
+        int *seen = !memcmp(h, "fmt ", 4) ? &fmts : !memcmp(h, "data", 4) ? &datas : NULL;
+        if (seen && ++*seen > 1)
+            return esp_fail(err, "%s: malformed WAV: a second '%.4s' chunk at byte %ld (a WAV holds one; libsndfile "
+                                 "would read the file by its last and a pipe by its first)", name, (const char *)h, pos);
         if (len == UINT32_MAX || (len == 0 && !memcmp(h, "data", 4))) break; /* runs to the end of the file */
         pos += 8 + (long)len + (len & 1);
     }

@@ -1,8 +1,10 @@
 /* The RIFF chunk checks made before libsndfile parses a WAV or RF64 header: a LIST chunk whose
  * subchunk claims 2 GiB or more sends libsndfile's list parser (wavlike_subchunk_parse, 1.2.0 and
- * upstream as of 2026-07) into an endless loop, its 32-bit byte count wrapping around. The check
- * walks the chunks as that parser does and refuses such a file in one line naming it; every other
- * file (not RIFF, or a sane one) passes untouched. */
+ * upstream as of 2026-07) into an endless loop, its 32-bit byte count wrapping around; a second
+ * 'fmt ' or 'data' chunk is read differently from a file (libsndfile parses on past the data and
+ * takes the last) and from a pipe (which ends at the data: audio_stream_open_fd). The check walks
+ * the chunks as those parsers do and refuses such a file in one line naming it; every other file
+ * (not RIFF, or a sane one) passes untouched. */
 #ifndef ESPNET3_AUDIO_RIFF_H
 #define ESPNET3_AUDIO_RIFF_H
 
@@ -14,8 +16,9 @@
  * the bytes are not (yet) there. */
 typedef long (*riff_read_fn)(void *src, long off, void *buf, long n);
 
-/* 0, or -1 with err "<name>: ..." when a LIST chunk holds a subchunk of 2 GiB or more. The walk
- * stops where the bytes end (a partial input is checked as far as it goes). */
+/* 0, or -1 with err "<name>: ..." when a LIST chunk holds a subchunk of 2 GiB or more or a chunk
+ * 'fmt ' or 'data' comes twice. The walk stops where the bytes end (a partial input is checked as
+ * far as it goes). */
 int audio_riff_check(riff_read_fn read, void *src, const char *name, esp_err *err);
 
 /* audio_riff_check over an open file (any position; left where it was not guaranteed). */

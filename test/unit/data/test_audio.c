@@ -155,3 +155,13 @@ Test(audio, a_list_entry_of_4_gib_is_an_error_not_a_hang)
     expect_error(path, "malformed WAV: entry '?' of its LIST chunk at byte 20 claims 4294967295 bytes");
     free(path);
 }
+
+/* Two data chunks (fuzz_audio: libsndfile read the file by its second and a pipe of the same bytes
+ * by its first, so the two disagreed on the samples): an error naming the file, on both. The
+ * chunks after data that a WAV may hold (the seed chunks_after_data.wav) still read. */
+Test(audio, a_second_data_chunk_is_an_error)
+{
+    char *path = path_join(test_root_dir(), "test/fuzz/seeds/audio/two_data_chunks.wav");
+    expect_error(path, "malformed WAV: a second 'data' chunk at byte 144");
+    free(path);
+}
