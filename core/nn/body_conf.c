@@ -107,7 +107,20 @@ static int main_dims(model_dims *out, model_rates *r, const body_main_cfg *c, es
     return 0;
 }
 
-/* model.decoder rnn (RNNDecoder) with decoder_conf, and joint_network_conf. */
+/* model.decoder stateless (StatelessDecoder): decoder.embed of embed_size (256) is its output. */
+static int stateless_dims(model_dims *out, model_rates *r, const decoder_conf_cfg *c, esp_err *err)
+{
+    if (c && (c->rnn_type || c->num_layers || c->hidden_size || c->dropout_rate))
+        return esp_fail(err, "model.decoder_conf: rnn_type, num_layers, hidden_size and dropout_rate are RNNDecoder's; "
+                             "StatelessDecoder takes embed_size, embed_dropout_rate and embed_pad");
+    int64_t E = c ? int_or(c->embed_size, 256) : 256;
+    if (E < 1) return esp_fail(err, "model.decoder_conf.embed_size: %lld must be positive", (long long)E);
+    out->tr_stateless = 1, out->tr_layers = 0, out->tr_hidden = (int)E;
+    if (r) r->tr_dropout = 0, r->tr_dropout_embed = c ? (float)or_default(c->embed_dropout_rate, 0) : 0;
+    return 0;
+}
+
+/* model.decoder rnn (RNNDecoder) or stateless with decoder_conf, and joint_network_conf. */
 static int decoder_dims(model_dims *out, model_rates *r, const model_cfg *m, esp_err *err)
 {
     const decoder_conf_cfg *c = m->decoder_conf;
@@ -117,7 +130,12 @@ static int decoder_dims(model_dims *out, model_rates *r, const model_cfg *m, esp
               c->self_attention_dropout_rate || c->src_attention_dropout_rate || c->input_layer || c->dropout ||
               c->dropout_embed))
         return esp_fail(err, "model.decoder_conf: a key of the ASR task's decoders; RNNDecoder takes embed_size, "
-                             "hidden_size, rnn_type, num_layers, dropout_rate, embed_dropout_rate and embed_pad");
+                             "hidden_size, rnn_type, num_layers, dropout_rate, embed_dropout_rate and embed_pad "
+                             "(StatelessDecoder: embed_size, embed_dropout_rate and embed_pad)");
+    const joint_net_conf_cfg *j = m->joint_network_conf;
+    out->tr_joint = j && j->joint_space_size ? (int)j->joint_space_size : 256;
+    out->tr_no_dec_bias = j && j->lin_dec_bias && !*j->lin_dec_bias;
+    if (m->decoder && !strcmp(m->decoder, "stateless")) return stateless_dims(out, r, c, err);
     if (c && c->rnn_type && strcmp(c->rnn_type, "lstm"))
         return esp_fail(err, "model.decoder_conf.rnn_type: %s is not built (lstm is)", c->rnn_type);
     int64_t H = c && c->hidden_size ? c->hidden_size : 256, E = c ? int_or(c->embed_size, 256) : 256;
@@ -126,10 +144,7 @@ static int decoder_dims(model_dims *out, model_rates *r, const model_cfg *m, esp
     if (E != H)
         return esp_fail(err, "model.decoder_conf.embed_size: %lld differs from hidden_size %lld; espnet3's prediction "
                              "network embeds into hidden_size (write the same)", (long long)E, (long long)H);
-    out->tr_layers = (int)L, out->tr_hidden = (int)H;
-    const joint_net_conf_cfg *j = m->joint_network_conf;
-    out->tr_joint = j && j->joint_space_size ? (int)j->joint_space_size : 256;
-    out->tr_no_dec_bias = j && j->lin_dec_bias && !*j->lin_dec_bias;
+    out->tr_layers = (int)L, out->tr_stateless = 0, out->tr_hidden = (int)H;
     if (r) {
         r->tr_dropout = c ? (float)c->dropout_rate : 0;
         r->tr_dropout_embed = c ? (float)or_default(c->embed_dropout_rate, 0) : 0;
@@ -168,8 +183,9 @@ static int body_from_cfg(model_dims *out, model_rates *r, const model_cfg *m, es
     if (m->ctc_conf)
         return esp_fail(err, "model.ctc_conf: the ASR task's; the asr_transducer task's CTC is model_conf."
                              "auxiliary_ctc_weight / auxiliary_ctc_dropout_rate");
-    if (m->decoder && strcmp(m->decoder, "rnn"))
-        return esp_fail(err, "model.decoder: %s is not built for the asr_transducer task (rnn is)", m->decoder);
+    if (m->decoder && strcmp(m->decoder, "rnn") && strcmp(m->decoder, "stateless"))
+        return esp_fail(err, "model.decoder: %s is not built for the asr_transducer task (rnn and stateless are)",
+                        m->decoder);
     out->blocks = 0;
     for (unsigned i = 0; i < e->n_body_conf; i++) {
         const body_block_cfg *c = &e->body_conf[i];

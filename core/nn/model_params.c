@@ -356,7 +356,8 @@ static void add_decoder(param_table *t, const model_dims *d)
 
 /* ESPnet2's TransducerDecoder (decoder.embed, decoder.decoder.<l>: single-layer torch.nn.LSTMs,
  * suffix _l0) and the ASR task's JointNetwork (joint_network.lin_enc, lin_dec, lin_out), in the
- * state dict's order. The embedding's padding_idx is the blank (0). */
+ * state dict's order (the asr_transducer task's StatelessDecoder: decoder.embed alone). The
+ * embedding's padding_idx is the blank (0). */
 static void add_transducer(param_table *t, const model_dims *d)
 {
     int64_t H = d->tr_hidden, G = 4 * H, J = d->tr_joint;
@@ -495,7 +496,7 @@ void param_table_build(param_table *t, const model_dims *d)
     if (d->interctc_cond) add_linear(t, "encoder.conditioning_layer", d->d, d->vocab);
     if (!d->no_ctc) add_linear(t, "ctc.ctc_lo", d->vocab, d->d);
     if (d->dec_blocks > 0) add_decoder(t, d);
-    if (d->tr_layers > 0) add_transducer(t, d);
+    if (model_has_transducer(d)) add_transducer(t, d);
     ESP_CHECK(t->n <= cap);
     if (d->body) {
         for (size_t i = 0; i < t->n; i++) {

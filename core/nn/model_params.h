@@ -97,9 +97,12 @@ typedef struct model_dims {
     /* The transducer (model.decoder: transducer; core/nn/transducer.h): ESPnet2's TransducerDecoder
      * (decoder.embed, then tr_layers single-layer LSTMs of tr_hidden units, decoder.decoder.<l>) and
      * the ASR task's JointNetwork (joint_network.lin_enc / lin_dec into tr_joint units, tanh,
-     * lin_out; lin_dec without a bias when tr_no_dec_bias). tr_layers 0: no transducer. */
+     * lin_out; lin_dec without a bias when tr_no_dec_bias). tr_stateless: the asr_transducer task's
+     * StatelessDecoder instead (decoder.embed alone, its output the embedding of tr_hidden =
+     * embed_size units; tr_layers 0). Neither: no transducer (model_has_transducer). */
     int tr_layers;       /* decoder_conf.num_layers */
-    int tr_hidden;       /* decoder_conf.hidden_size */
+    int tr_stateless;    /* model.decoder stateless */
+    int tr_hidden;       /* decoder_conf.hidden_size (stateless: embed_size) */
     int tr_joint;        /* joint_net_conf.joint_space_size */
     int tr_no_dec_bias;  /* joint_net_conf.lin_dec_bias false */
     /* ESPnet2's asr_transducer task (core/nn/body_conf.h): its Encoder's Conformer blocks are the
@@ -123,6 +126,9 @@ typedef struct model_dims {
     int lm_pos_enc;      /* transformer: lm_conf.pos_enc sinusoidal (1) or null (0: no positional encoding) */
     int lm_layers;       /* seq_rnn: nlayers */
 } model_dims;
+
+/* Whether the model has a transducer decoder and joint network (core/nn/transducer.h). */
+static inline int model_has_transducer(const model_dims *d) { return d->tr_layers > 0 || d->tr_stateless; }
 
 /* What the encoder's input layer receives: the preencoder's output, else the features. */
 static inline int model_input_dim(const model_dims *d) { return d->pre_out ? d->pre_out : d->idim; }

@@ -4,7 +4,9 @@
  * the auxiliary CTC (ctc_lin), transducer_weight 0.8, auxiliary_ctc_weight 0.3, a padded batch of 2
  * whose second utterance is shorter than the encoder output. The Encoder's output (eval mode, the
  * BatchNorms' running statistics), the loss, its parts and every parameter gradient (training mode)
- * on the CPU backend and on ref64; every tensor of ESPnet's state dict is one of ours by name. */
+ * on the CPU backend and on ref64; every tensor of ESPnet's state dict is one of ours by name. The
+ * same model with the StatelessDecoder (pack stateless_loss: the RNN model's weights but its LSTMs,
+ * the same batch): its loss and every gradient. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -19,27 +21,32 @@
 
 enum { IDIM = 20, D = 16, VOCAB = 12, B = 2, STRIDE = 7 };
 
-static model_dims fixture_dims(void)
+/* stateless: the StatelessDecoder (embed_size 12) instead of the 2-layer LSTM RNNDecoder. */
+static model_dims fixture_dims(int stateless)
 {
     model_dims d = {.idim = IDIM, .d = D, .heads = 2, .ff = 24, .blocks = 2, .vocab = VOCAB,
                     .encoder = ENC_CONFORMER, .macaron = 1, .rel_pos = 1, .use_cnn = 1, .cnn_kernel = 3,
-                    .act = ACT_SWISH, .input_layer = IN_CONV2D, .tr_layers = 2, .tr_hidden = 12, .tr_joint = 10,
-                    .body = 1};
+                    .act = ACT_SWISH, .input_layer = IN_CONV2D, .tr_layers = stateless ? 0 : 2,
+                    .tr_stateless = stateless, .tr_hidden = 12, .tr_joint = 10, .body = 1};
     d.f2 = input_layer_out_bins(IN_CONV2D, IDIM);
     return d;
 }
 
-/* Every ESPnet2 tensor into the model by name, and every one of ours from ESPnet2. */
-static void load_weights(asr_model *m, const pack *w)
+/* Every ESPnet2 tensor into the model by name, and every one of ours from ESPnet2 (the stateless
+ * model: all but the RNNDecoder's LSTMs, decoder.rnn.*). */
+static void load_weights(asr_model *m, const pack *w, int stateless)
 {
     float *host = calloc(m->table.state_total, sizeof *host);
+    size_t used = 0;
     for (size_t i = 0; i < w->n; i++) {
+        if (stateless && !strncmp(w->names[i], "decoder.rnn.", 12)) continue;
         const param_info *p = param_find(&m->table, w->names[i]);
         cr_assert_not_null(p, "ESPnet2's %s is not a tensor of espnet3's model", w->names[i]);
         cr_assert_eq(w->count[i], p->count, "%s", p->name);
         memcpy(host + p->offset, w->data + w->off[i], p->count * sizeof(float));
+        used++;
     }
-    cr_assert_eq(w->n, m->table.n, "the fixture has %zu tensors, espnet3's model %zu", w->n, m->table.n);
+    cr_assert_eq(used, m->table.n, "the fixture has %zu tensors, espnet3's model %zu", used, m->table.n);
     asr_model_state_from_host(m, host);
     free(host);
 }
@@ -47,20 +54,23 @@ static void load_weights(asr_model *m, const pack *w)
 typedef struct fixture {
     backend *be;
     asr_model m;
-    pack w, c;
+    pack w, c, o; /* weights, inputs (loss), outputs (loss or stateless_loss) */
+    int stateless;
     float *feats; /* device */
     int T, lens[B], ylens[B], labels[B * STRIDE];
 } fixture;
 
-static void setup(fixture *f, backend_kind kind)
+static void setup(fixture *f, backend_kind kind, int stateless)
 {
     esp_err err;
     cr_assert((f->be = backend_open(kind, 0, 1, &err)) != NULL, "%s", err.msg);
     f->w = load_pack("asr_transducer", "weights"), f->c = load_pack("asr_transducer", "loss");
-    model_dims d = fixture_dims();
+    f->o = load_pack("asr_transducer", stateless ? "stateless_loss" : "loss");
+    f->stateless = stateless;
+    model_dims d = fixture_dims(stateless);
     model_rates rates = {.ctc_weight = 0.3f, .tr_weight = 0.8f};
     asr_model_init(&f->m, f->be, &d, &rates);
-    load_weights(&f->m, &f->w);
+    load_weights(&f->m, &f->w, stateless);
     size_t nf, n, ny;
     const float *x = pack_must(&f->c, "in.feats", &nf), *l = pack_must(&f->c, "in.lens", &n);
     const float *y = pack_must(&f->c, "in.ys", &ny), *yl = pack_must(&f->c, "in.ylens", &n);
@@ -75,7 +85,7 @@ static void setup(fixture *f, backend_kind kind)
 static void teardown(fixture *f)
 {
     f->be->free(f->be, f->feats);
-    pack_free(&f->w), pack_free(&f->c);
+    pack_free(&f->w), pack_free(&f->c), pack_free(&f->o);
     asr_model_free(&f->m);
     backend_close(f->be);
 }
@@ -84,7 +94,7 @@ static void teardown(fixture *f)
 static void check_encoder(backend_kind kind)
 {
     fixture f;
-    setup(&f, kind);
+    setup(&f, kind, 0);
     asr_model_forward(&f.m, f.feats, f.lens, B, f.T, 0, 0);
     size_t n;
     const float *hl = pack_must(&f.c, "out.hlens", &n), *ref = pack_must(&f.c, "out.enc", &n);
@@ -101,15 +111,15 @@ static void check_encoder(backend_kind kind)
     teardown(&f);
 }
 
-static void check_loss(backend_kind kind, double tol)
+static void check_loss(backend_kind kind, double tol, int stateless)
 {
     fixture f;
-    setup(&f, kind);
+    setup(&f, kind, stateless);
     asr_model_zero_grad(&f.m);
     asr_model_forward(&f.m, f.feats, f.lens, B, f.T, 1, 0);
     double loss = asr_model_loss(&f.m, f.labels, f.ylens, STRIDE, NULL);
-    double ref = pack_must(&f.c, "out.loss", NULL)[0], ref_tr = pack_must(&f.c, "out.loss_transducer", NULL)[0];
-    double ref_ctc = pack_must(&f.c, "out.loss_aux_ctc", NULL)[0];
+    double ref = pack_must(&f.o, "out.loss", NULL)[0], ref_tr = pack_must(&f.o, "out.loss_transducer", NULL)[0];
+    double ref_ctc = pack_must(&f.o, "out.loss_aux_ctc", NULL)[0];
     cr_expect_lt(fabs(f.m.loss_transducer - ref_tr) / ref_tr, tol, "loss_transducer %.8f vs ESPnet %.8f",
                  f.m.loss_transducer, ref_tr);
     cr_expect_lt(fabs(f.m.loss_ctc - ref_ctc) / ref_ctc, tol, "loss_aux_ctc %.8f vs %.8f", f.m.loss_ctc, ref_ctc);
@@ -119,13 +129,16 @@ static void check_loss(backend_kind kind, double tol)
     f.be->synchronize(f.be);
     f.be->copy(f.be, g, f.m.grads, f.m.table.total * sizeof(float), BACKEND_DEVICE_TO_HOST);
     double worst = 0;
+    size_t n_grads = 0;
+    for (size_t i = 0; i < f.o.n; i++) n_grads += !strncmp(f.o.names[i], "grad.", 5);
     for (size_t i = 0; i < f.m.table.n; i++) {
         const param_info *p = &f.m.table.items[i];
         if (p->offset >= f.m.table.total) continue; /* BatchNorm's buffers */
+        n_grads--;
         char name[160];
         snprintf(name, sizeof name, "grad.%.127s", p->name);
         size_t n;
-        const float *ref_g = pack_must(&f.c, name, &n);
+        const float *ref_g = pack_must(&f.o, name, &n);
         cr_assert_eq(n, p->count, "%s", p->name);
         /* Softmax ignores linear_k's bias, training-mode BatchNorm the depthwise conv's (a per-channel
          * constant): rounding noise on both sides. */
@@ -138,15 +151,22 @@ static void check_loss(backend_kind kind, double tol)
         worst = fmax(worst, e);
         cr_expect_lt(e, 1e-4, "gradient of %s differs: %g", p->name, e);
     }
-    cr_log_info("%s: loss %.7f (ESPnet %.7f), worst gradient rel err %.2g", f.be->name, loss, ref, worst);
+    cr_assert_eq(n_grads, 0, "ESPnet2 has parameters espnet3's model lacks");
+    cr_log_info("%s%s: loss %.7f (ESPnet %.7f), worst gradient rel err %.2g", f.be->name,
+                stateless ? " (stateless)" : "", loss, ref, worst);
     free(g);
     teardown(&f);
 }
 
 Test(asr_transducer, encoder_output_matches_espnet_cpu) { check_encoder(BACKEND_CPU); }
 Test(asr_transducer, encoder_output_matches_espnet_ref64) { check_encoder(BACKEND_REF64); }
-Test(asr_transducer, loss_and_every_gradient_match_espnet_cpu) { check_loss(BACKEND_CPU, 1e-5); }
-Test(asr_transducer, loss_and_every_gradient_match_espnet_ref64) { check_loss(BACKEND_REF64, 1e-5); }
+Test(asr_transducer, loss_and_every_gradient_match_espnet_cpu) { check_loss(BACKEND_CPU, 1e-5, 0); }
+Test(asr_transducer, loss_and_every_gradient_match_espnet_ref64) { check_loss(BACKEND_REF64, 1e-5, 0); }
+Test(asr_transducer, stateless_decoder_loss_and_every_gradient_match_espnet_cpu) { check_loss(BACKEND_CPU, 1e-5, 1); }
+Test(asr_transducer, stateless_decoder_loss_and_every_gradient_match_espnet_ref64)
+{
+    check_loss(BACKEND_REF64, 1e-5, 1);
+}
 
 /* ---- the config -------------------------------------------------------------------------- */
 
@@ -186,6 +206,11 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
     cr_assert(d.tr_layers == 1 && d.tr_hidden == 4 && d.tr_joint == 6 && !d.no_ctc);
     cr_assert_eq(dims_of_yaml(dir, BODY, &d, &err), 0, "%s", err.msg);
     cr_assert(d.tr_hidden == 256 && d.tr_joint == 256 && d.no_ctc); /* RNNDecoder's, JointNetwork's defaults */
+    cr_assert_eq(dims_of_yaml(dir, BODY "  decoder: stateless\n  decoder_conf:\n    embed_size: 6\n", &d, &err), 0,
+                 "%s", err.msg);
+    cr_assert(d.tr_stateless && d.tr_layers == 0 && d.tr_hidden == 6 && d.tr_joint == 256);
+    cr_assert_eq(dims_of_yaml(dir, BODY "  decoder: stateless\n", &d, &err), 0, "%s", err.msg);
+    cr_assert(d.tr_stateless && d.tr_hidden == 256); /* StatelessDecoder's embed_size */
     static const struct {
         const char *yaml, *want;
     } bad[] = {
@@ -194,7 +219,11 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
         {BODY "      - block_type: conformer\n        hidden_size: 4\n        linear_size: 16\n"
               "        conv_mod_kernel_size: 3\n",
          "body_conf[1]: its sizes or rates differ from the first block's"},
-        {BODY "  decoder: stateless\n", "model.decoder: 'stateless' is not supported"},
+        {BODY "  decoder: mega\n", "model.decoder: 'mega' is not supported"},
+        {BODY "  decoder: stateless\n  decoder_conf:\n    hidden_size: 4\n",
+         "rnn_type, num_layers, hidden_size and dropout_rate are RNNDecoder's"},
+        {"  decoder: stateless\n", "model.decoder: 'stateless' is not supported (supported: transformer, transducer, "
+                                  "none) in the ASR task"},
         {BODY "  decoder_conf:\n    embed_size: 8\n    hidden_size: 4\n",
          "model.decoder_conf.embed_size: 8 differs from hidden_size 4"},
         {BODY "  model_conf:\n    fastemit_lambda: 0.1\n", "model.model_conf.fastemit_lambda: 0.1 is not supported"},
