@@ -35,16 +35,43 @@ static int check_encoder_keys(const encoder_conf_cfg *e, esp_err *err)
     return 0;
 }
 
-/* One expanded Conformer block of body_conf[i] against the first one's sizes (out, set by i 0). */
-static int block_dims(model_dims *out, model_rates *r, const body_block_cfg *c, unsigned i, esp_err *err)
+/* Block i's kind: conformer or ebranchformer (the others are refused). */
+static int block_kind(const body_block_cfg *c, unsigned i, int *kind, esp_err *err)
 {
     if (!c->block_type)
         return esp_fail(err, B "[%u]: no block_type (ESPnet2: \"Block %u in encoder doesn't have a type assigned\")", i,
                         i + 1);
-    if (strcmp(c->block_type, "conformer"))
-        return esp_fail(err, B "[%u].block_type: %s is not built (conformer blocks are)", i, c->block_type);
+    if (!strcmp(c->block_type, "conformer")) *kind = ENC_CONFORMER;
+    else if (!strcmp(c->block_type, "ebranchformer")) *kind = ENC_EBRANCHFORMER;
+    else return esp_fail(err, B "[%u].block_type: %s is not built (conformer and ebranchformer blocks are)", i,
+                         c->block_type);
+    return 0;
+}
+
+/* An E-Branchformer block's own keys: its gating unit splits linear_size in halves, its LayerNorm
+ * (conv_mod_norm_type layer_norm) takes conv_mod_norm_eps, its merge convolution
+ * depth_conv_kernel_size (conv_mod_kernel_size). */
+static int ebranchformer_dims(model_dims *out, const body_block_cfg *c, unsigned i, int ff, int k, esp_err *err)
+{
+    int mk = (int)int_or(c->depth_conv_kernel_size, k);
+    if (ff % 2) return esp_fail(err, B "[%u].linear_size: %d must be even (the gating unit takes its halves)", i, ff);
+    if (mk < 1 || mk % 2 == 0)
+        return esp_fail(err, B "[%u].depth_conv_kernel_size: %d must be odd and positive (the output keeps its length)", i,
+                        mk);
+    if (only(c->conv_mod_norm_eps, 1e-12, B "[].conv_mod_norm_eps", "layer_norm's 1e-12 is", err)) return -1;
+    out->cgmlp_units = ff, out->cgmlp_kernel = k, out->merge_kernel = mk;
+    out->use_ffn = 1, out->gate_act = ACT_IDENTITY, out->linear_after_conv = 0;
+    return 0;
+}
+
+/* One expanded block of body_conf[i] against the first one's kind and sizes (out, set by i 0). */
+static int block_dims(model_dims *out, model_rates *r, const body_block_cfg *c, unsigned i, esp_err *err)
+{
+    int kind = ENC_CONFORMER;
+    if (block_kind(c, i, &kind, err) != 0) return -1;
     if (!c->hidden_size || !c->linear_size || !c->conv_mod_kernel_size)
-        return esp_fail(err, B "[%u]: a conformer block needs hidden_size, linear_size and conv_mod_kernel_size", i);
+        return esp_fail(err, B "[%u]: a %s block needs hidden_size, linear_size and conv_mod_kernel_size", i,
+                        c->block_type);
     int d = (int)*c->hidden_size, ff = (int)*c->linear_size, heads = (int)int_or(c->heads, 4);
     int k = (int)*c->conv_mod_kernel_size;
     if (d < 1 || ff < 1 || heads < 1 || d % heads)
@@ -57,18 +84,23 @@ static int block_dims(model_dims *out, model_rates *r, const body_block_cfg *c, 
     if (pf != pd)
         return esp_fail(err, B "[%u].pos_wise_dropout_rate: %g differs from dropout_rate %g, which espnet3's blocks use for "
                              "both (write the same value)", i, (double)pf, (double)pd);
-    if (only(c->norm_eps, 1e-12, B "[].norm_eps", "layer_norm's 1e-12 is", err) ||
-        only(c->conv_mod_norm_eps, 1e-5, B "[].conv_mod_norm_eps", "BatchNorm1d's 1e-5 is", err) ||
-        only(c->conv_mod_norm_momentum, 0.1, B "[].conv_mod_norm_momentum", "BatchNorm1d's 0.1 is", err))
+    if (only(c->norm_eps, 1e-12, B "[].norm_eps", "layer_norm's 1e-12 is", err)) return -1;
+    if (kind == ENC_CONFORMER &&
+        (only(c->conv_mod_norm_eps, 1e-5, B "[].conv_mod_norm_eps", "BatchNorm1d's 1e-5 is", err) ||
+         only(c->conv_mod_norm_momentum, 0.1, B "[].conv_mod_norm_momentum", "BatchNorm1d's 0.1 is", err)))
         return -1;
     if (i == 0) {
-        out->d = d, out->ff = ff, out->heads = heads, out->cnn_kernel = k;
+        out->encoder = kind, out->d = d, out->ff = ff, out->heads = heads, out->cnn_kernel = k;
         r->dropout = pd, r->att_dropout = pa;
-    } else if (d != out->d || ff != out->ff || heads != out->heads || k != out->cnn_kernel || pd != r->dropout ||
-               pa != r->att_dropout) {
-        return esp_fail(err, B "[%u]: its sizes or rates differ from the first block's; espnet3 builds blocks of one "
-                             "hidden_size, linear_size, heads, conv_mod_kernel_size and dropout rates", i);
+        return kind == ENC_EBRANCHFORMER ? ebranchformer_dims(out, c, i, ff, k, err) : 0;
     }
+    model_dims e = *out;
+    if (kind == ENC_EBRANCHFORMER && ebranchformer_dims(&e, c, i, ff, k, err) != 0) return -1;
+    if (kind != out->encoder || d != out->d || ff != out->ff || heads != out->heads || k != out->cnn_kernel ||
+        e.merge_kernel != out->merge_kernel || pd != r->dropout || pa != r->att_dropout)
+        return esp_fail(err, B "[%u]: its type, sizes or rates differ from the first block's; espnet3 builds blocks of "
+                             "one block_type, hidden_size, linear_size, heads, conv_mod_kernel_size (and "
+                             "depth_conv_kernel_size) and dropout rates", i);
     return 0;
 }
 
@@ -94,9 +126,13 @@ static int main_dims(model_dims *out, model_rates *r, const body_main_cfg *c, es
 {
     const char *fa = c && c->pos_wise_act_type ? c->pos_wise_act_type : "swish";
     const char *ca = c && c->conv_mod_act_type ? c->conv_mod_act_type : "swish";
-    if (strcmp(fa, ca))
+    const char *cn = c && c->conv_mod_norm_type ? c->conv_mod_norm_type : "layer_norm";
+    if (out->encoder == ENC_CONFORMER && strcmp(fa, ca)) /* the E-Branchformer has no conv_mod activation */
         return esp_fail(err, "model.encoder_conf.main_conf: pos_wise_act_type %s and conv_mod_act_type %s differ; "
                              "espnet3's blocks take one activation (write the same)", fa, ca);
+    if (out->encoder == ENC_EBRANCHFORMER && strcmp(cn, "layer_norm")) /* the Conformer's is BatchNorm1d */
+        return esp_fail(err, "model.encoder_conf.main_conf.conv_mod_norm_type: %s is not built for ebranchformer blocks "
+                             "(layer_norm is)", cn);
     out->act = !strcmp(fa, "relu") ? ACT_RELU : ACT_SWISH;
     if (r) r->pos_dropout = c ? (float)or_default(c->pos_enc_dropout_rate, 0) : 0;
     if (!c) return 0;
@@ -195,7 +231,7 @@ static int body_from_cfg(model_dims *out, model_rates *r, const model_cfg *m, es
         out->blocks += (int)n;
     }
     if (out->blocks == 0) return esp_fail(err, B ": no blocks");
-    out->encoder = ENC_CONFORMER, out->macaron = 1, out->rel_pos = 1, out->use_cnn = 1, out->body = 1;
+    out->macaron = 1, out->rel_pos = 1, out->use_cnn = out->encoder == ENC_CONFORMER, out->body = 1;
     if (input_dims(out, e->input_conf, err) != 0 || main_dims(out, r, e->main_conf, err) != 0 ||
         decoder_dims(out, r, m, err) != 0 || loss_dims(out, r, m->model_conf, err) != 0)
         return -1;

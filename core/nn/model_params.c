@@ -459,6 +459,7 @@ static void add_lm_rnn(param_table *t, const model_dims *d)
 void param_table_build(param_table *t, const model_dims *d)
 {
     t->body = d->body != 0; /* every table says which names it holds (a caller's table is not zeroed) */
+    t->body_encoder = d->encoder;
     if (d->lm == LM_SEQ_RNN) {
         size_t cap = 3 + (size_t)d->lm_layers * 4;
         t->items = xcalloc(cap, sizeof *t->items);
@@ -501,7 +502,7 @@ void param_table_build(param_table *t, const model_dims *d)
     if (d->body) {
         for (size_t i = 0; i < t->n; i++) {
             char n[sizeof t->items[i].name];
-            if (param_body_name(t->items[i].name, n, sizeof n)) memcpy(t->items[i].name, n, sizeof n);
+            if (param_body_name(t->items[i].name, d->encoder, n, sizeof n)) memcpy(t->items[i].name, n, sizeof n);
         }
     }
     layout(t);

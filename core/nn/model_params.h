@@ -178,6 +178,7 @@ typedef struct param_table {
     size_t total;        /* floats of the trained parameters */
     size_t state_total;  /* floats with the buffers (= total without BatchNorm) */
     int body;            /* the names are the asr_transducer task's (param_body_name) */
+    int body_encoder;    /* and its blocks' kind (encoder_kind: conformer or ebranchformer) */
 } param_table;
 
 void param_table_build(param_table *t, const model_dims *d);
@@ -197,10 +198,11 @@ const param_info *param_find_alias(const param_table *t, const char *name);
 int param_legacy_name(const char *name, char *buf, size_t cap);
 /* The reverse: ESPnet's name of an older espnet3 name into buf (1), or 0 when `name` is not one. */
 int param_current_name(const char *name, char *buf, size_t cap);
-/* The asr_transducer task's name (model_dims.body) of the ASR task's table name `name` into buf
+/* The asr_transducer task's name (model_dims.body) of the ASR task's table name `name` of a model
+ * whose blocks are of kind `encoder` (ENC_CONFORMER or ENC_EBRANCHFORMER) into buf
  * (1), or 0 when the name stays (core/nn/param_names.c): the one map between the two tasks' module
  * paths, which the table (param_table_build) and the typed views' binding both go through. */
-int param_body_name(const char *name, char *buf, size_t cap);
+int param_body_name(const char *name, int encoder, char *buf, size_t cap);
 
 /* Initializes the flat buffer: init NULL = PyTorch module defaults; "xavier_uniform",
  * "xavier_normal", "kaiming_uniform", "kaiming_normal" as espnet2.torch_utils.initialize

@@ -37,7 +37,7 @@ static float *at(binder *b, const char *prefix, const char *leaf)
     char name[128], body[128];
     join(name, sizeof name, prefix, leaf);
     const param_table *t = b->t;
-    if (t->body && param_body_name(name, body, sizeof body)) memcpy(name, body, sizeof name);
+    if (t->body && param_body_name(name, t->body_encoder, body, sizeof body)) memcpy(name, body, sizeof name);
     for (size_t k = 0; k < t->n; k++) {
         size_t i = (b->next + k) % t->n;
         if (strcmp(t->items[i].name, name)) continue;

@@ -6,7 +6,8 @@
  * BatchNorms' running statistics), the loss, its parts and every parameter gradient (training mode)
  * on the CPU backend and on ref64; every tensor of ESPnet's state dict is one of ours by name. The
  * same model with the StatelessDecoder (pack stateless_loss: the RNN model's weights but its LSTMs,
- * the same batch): its loss and every gradient. */
+ * the same batch): its loss and every gradient; and a model of two ebranchformer blocks with that
+ * decoder (packs ebranchformer_*): its Encoder output, loss and every gradient. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,25 +22,31 @@
 
 enum { IDIM = 20, D = 16, VOCAB = 12, B = 2, STRIDE = 7 };
 
-/* stateless: the StatelessDecoder (embed_size 12) instead of the 2-layer LSTM RNNDecoder. */
-static model_dims fixture_dims(int stateless)
+/* The fixture's models: conformer blocks with the RNNDecoder, the same with the StatelessDecoder
+ * (embed_size 12) instead, ebranchformer blocks (depth_conv_kernel_size 5) with the StatelessDecoder. */
+typedef enum variant { V_RNN = 0, V_STATELESS, V_EBRANCHFORMER } variant;
+
+static model_dims fixture_dims(variant v)
 {
     model_dims d = {.idim = IDIM, .d = D, .heads = 2, .ff = 24, .blocks = 2, .vocab = VOCAB,
                     .encoder = ENC_CONFORMER, .macaron = 1, .rel_pos = 1, .use_cnn = 1, .cnn_kernel = 3,
-                    .act = ACT_SWISH, .input_layer = IN_CONV2D, .tr_layers = stateless ? 0 : 2,
-                    .tr_stateless = stateless, .tr_hidden = 12, .tr_joint = 10, .body = 1};
+                    .act = ACT_SWISH, .input_layer = IN_CONV2D, .tr_layers = v == V_RNN ? 2 : 0,
+                    .tr_stateless = v != V_RNN, .tr_hidden = 12, .tr_joint = 10, .body = 1};
+    if (v == V_EBRANCHFORMER)
+        d.encoder = ENC_EBRANCHFORMER, d.use_cnn = 0, d.use_ffn = 1, d.cgmlp_units = 24, d.cgmlp_kernel = 3,
+        d.merge_kernel = 5, d.gate_act = ACT_IDENTITY;
     d.f2 = input_layer_out_bins(IN_CONV2D, IDIM);
     return d;
 }
 
 /* Every ESPnet2 tensor into the model by name, and every one of ours from ESPnet2 (the stateless
- * model: all but the RNNDecoder's LSTMs, decoder.rnn.*). */
-static void load_weights(asr_model *m, const pack *w, int stateless)
+ * model of the RNN model's weights: all but the RNNDecoder's LSTMs, decoder.rnn.*). */
+static void load_weights(asr_model *m, const pack *w, variant v)
 {
     float *host = calloc(m->table.state_total, sizeof *host);
     size_t used = 0;
     for (size_t i = 0; i < w->n; i++) {
-        if (stateless && !strncmp(w->names[i], "decoder.rnn.", 12)) continue;
+        if (v == V_STATELESS && !strncmp(w->names[i], "decoder.rnn.", 12)) continue;
         const param_info *p = param_find(&m->table, w->names[i]);
         cr_assert_not_null(p, "ESPnet2's %s is not a tensor of espnet3's model", w->names[i]);
         cr_assert_eq(w->count[i], p->count, "%s", p->name);
@@ -54,23 +61,23 @@ static void load_weights(asr_model *m, const pack *w, int stateless)
 typedef struct fixture {
     backend *be;
     asr_model m;
-    pack w, c, o; /* weights, inputs (loss), outputs (loss or stateless_loss) */
-    int stateless;
+    pack w, c, o; /* weights, inputs (loss), outputs (the variant's loss pack) */
     float *feats; /* device */
     int T, lens[B], ylens[B], labels[B * STRIDE];
 } fixture;
 
-static void setup(fixture *f, backend_kind kind, int stateless)
+static void setup(fixture *f, backend_kind kind, variant v)
 {
+    static const char *const weights[] = {"weights", "weights", "ebranchformer_weights"};
+    static const char *const outputs[] = {"loss", "stateless_loss", "ebranchformer_loss"};
     esp_err err;
     cr_assert((f->be = backend_open(kind, 0, 1, &err)) != NULL, "%s", err.msg);
-    f->w = load_pack("asr_transducer", "weights"), f->c = load_pack("asr_transducer", "loss");
-    f->o = load_pack("asr_transducer", stateless ? "stateless_loss" : "loss");
-    f->stateless = stateless;
-    model_dims d = fixture_dims(stateless);
+    f->w = load_pack("asr_transducer", weights[v]), f->c = load_pack("asr_transducer", "loss");
+    f->o = load_pack("asr_transducer", outputs[v]);
+    model_dims d = fixture_dims(v);
     model_rates rates = {.ctc_weight = 0.3f, .tr_weight = 0.8f};
     asr_model_init(&f->m, f->be, &d, &rates);
-    load_weights(&f->m, &f->w, stateless);
+    load_weights(&f->m, &f->w, v);
     size_t nf, n, ny;
     const float *x = pack_must(&f->c, "in.feats", &nf), *l = pack_must(&f->c, "in.lens", &n);
     const float *y = pack_must(&f->c, "in.ys", &ny), *yl = pack_must(&f->c, "in.ylens", &n);
@@ -91,13 +98,13 @@ static void teardown(fixture *f)
 }
 
 /* The Encoder's output and lengths (ESPnet2's: min(input frames, T2), padded frames counted). */
-static void check_encoder(backend_kind kind)
+static void check_encoder(backend_kind kind, variant v)
 {
     fixture f;
-    setup(&f, kind, 0);
+    setup(&f, kind, v);
     asr_model_forward(&f.m, f.feats, f.lens, B, f.T, 0, 0);
     size_t n;
-    const float *hl = pack_must(&f.c, "out.hlens", &n), *ref = pack_must(&f.c, "out.enc", &n);
+    const float *hl = pack_must(&f.o, "out.hlens", &n), *ref = pack_must(&f.o, "out.enc", &n);
     cr_assert(f.m.hlens[0] == (int)hl[0] && f.m.hlens[1] == (int)hl[1], "lengths %d %d vs ESPnet %g %g",
               f.m.hlens[0], f.m.hlens[1], hl[0], hl[1]);
     cr_assert_eq(n, (size_t)B * f.m.T2 * D);
@@ -111,10 +118,10 @@ static void check_encoder(backend_kind kind)
     teardown(&f);
 }
 
-static void check_loss(backend_kind kind, double tol, int stateless)
+static void check_loss(backend_kind kind, double tol, variant v)
 {
     fixture f;
-    setup(&f, kind, stateless);
+    setup(&f, kind, v);
     asr_model_zero_grad(&f.m);
     asr_model_forward(&f.m, f.feats, f.lens, B, f.T, 1, 0);
     double loss = asr_model_loss(&f.m, f.labels, f.ylens, STRIDE, NULL);
@@ -152,20 +159,36 @@ static void check_loss(backend_kind kind, double tol, int stateless)
         cr_expect_lt(e, 1e-4, "gradient of %s differs: %g", p->name, e);
     }
     cr_assert_eq(n_grads, 0, "ESPnet2 has parameters espnet3's model lacks");
-    cr_log_info("%s%s: loss %.7f (ESPnet %.7f), worst gradient rel err %.2g", f.be->name,
-                stateless ? " (stateless)" : "", loss, ref, worst);
+    static const char *const what[] = {"", " (stateless)", " (ebranchformer)"};
+    cr_log_info("%s%s: loss %.7f (ESPnet %.7f), worst gradient rel err %.2g", f.be->name, what[v], loss, ref, worst);
     free(g);
     teardown(&f);
 }
 
-Test(asr_transducer, encoder_output_matches_espnet_cpu) { check_encoder(BACKEND_CPU); }
-Test(asr_transducer, encoder_output_matches_espnet_ref64) { check_encoder(BACKEND_REF64); }
-Test(asr_transducer, loss_and_every_gradient_match_espnet_cpu) { check_loss(BACKEND_CPU, 1e-5, 0); }
-Test(asr_transducer, loss_and_every_gradient_match_espnet_ref64) { check_loss(BACKEND_REF64, 1e-5, 0); }
-Test(asr_transducer, stateless_decoder_loss_and_every_gradient_match_espnet_cpu) { check_loss(BACKEND_CPU, 1e-5, 1); }
+Test(asr_transducer, encoder_output_matches_espnet_cpu) { check_encoder(BACKEND_CPU, V_RNN); }
+Test(asr_transducer, encoder_output_matches_espnet_ref64) { check_encoder(BACKEND_REF64, V_RNN); }
+Test(asr_transducer, loss_and_every_gradient_match_espnet_cpu) { check_loss(BACKEND_CPU, 1e-5, V_RNN); }
+Test(asr_transducer, loss_and_every_gradient_match_espnet_ref64) { check_loss(BACKEND_REF64, 1e-5, V_RNN); }
+Test(asr_transducer, stateless_decoder_loss_and_every_gradient_match_espnet_cpu)
+{
+    check_loss(BACKEND_CPU, 1e-5, V_STATELESS);
+}
 Test(asr_transducer, stateless_decoder_loss_and_every_gradient_match_espnet_ref64)
 {
-    check_loss(BACKEND_REF64, 1e-5, 1);
+    check_loss(BACKEND_REF64, 1e-5, V_STATELESS);
+}
+Test(asr_transducer, ebranchformer_encoder_output_matches_espnet_cpu) { check_encoder(BACKEND_CPU, V_EBRANCHFORMER); }
+Test(asr_transducer, ebranchformer_encoder_output_matches_espnet_ref64)
+{
+    check_encoder(BACKEND_REF64, V_EBRANCHFORMER);
+}
+Test(asr_transducer, ebranchformer_loss_and_every_gradient_match_espnet_cpu)
+{
+    check_loss(BACKEND_CPU, 1e-5, V_EBRANCHFORMER);
+}
+Test(asr_transducer, ebranchformer_loss_and_every_gradient_match_espnet_ref64)
+{
+    check_loss(BACKEND_REF64, 1e-5, V_EBRANCHFORMER);
 }
 
 /* ---- the config -------------------------------------------------------------------------- */
@@ -186,6 +209,9 @@ static int dims_of_yaml(const char *dir, const char *model, model_dims *d, esp_e
 
 #define BODY "  encoder_conf:\n    body_conf:\n      - block_type: conformer\n        hidden_size: 8\n" \
              "        linear_size: 16\n        heads: 2\n        conv_mod_kernel_size: 3\n"
+
+#define EBF "  encoder_conf:\n    body_conf:\n      - block_type: ebranchformer\n        hidden_size: 8\n" \
+            "        heads: 2\n        conv_mod_kernel_size: 3\n"
 
 /* mini_an4's model section into the dims (ESPnet2's defaults for the rest); each key ESPnet2 takes
  * that espnet3 does not build, and the ASR task's keys under this task, refused with the key. */
@@ -211,6 +237,15 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
     cr_assert(d.tr_stateless && d.tr_layers == 0 && d.tr_hidden == 6 && d.tr_joint == 256);
     cr_assert_eq(dims_of_yaml(dir, BODY "  decoder: stateless\n", &d, &err), 0, "%s", err.msg);
     cr_assert(d.tr_stateless && d.tr_hidden == 256); /* StatelessDecoder's embed_size */
+    /* ebranchformer blocks: linear_size is the feed-forward's and the gating MLP's; conv_mod_act_type
+     * is the Conformer's alone */
+    cr_assert_eq(dims_of_yaml(dir, EBF "        linear_size: 16\n        num_blocks: 2\n    main_conf:\n"
+                                   "      pos_wise_act_type: relu\n      conv_mod_act_type: swish\n",
+                              &d, &err),
+                 0, "%s", err.msg);
+    cr_assert(d.body && d.encoder == ENC_EBRANCHFORMER && d.macaron && d.use_ffn && d.rel_pos && !d.use_cnn);
+    cr_assert(d.d == 8 && d.ff == 16 && d.cgmlp_units == 16 && d.cgmlp_kernel == 3 && d.merge_kernel == 3 &&
+              d.blocks == 2 && d.act == ACT_RELU && d.gate_act == ACT_IDENTITY && !d.linear_after_conv);
     static const struct {
         const char *yaml, *want;
     } bad[] = {
@@ -218,7 +253,15 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
          "model.encoder_conf.body_conf[0].block_type: 'conv1d' is not supported"},
         {BODY "      - block_type: conformer\n        hidden_size: 4\n        linear_size: 16\n"
               "        conv_mod_kernel_size: 3\n",
-         "body_conf[1]: its sizes or rates differ from the first block's"},
+         "body_conf[1]: its type, sizes or rates differ from the first block's"},
+        {BODY "      - block_type: ebranchformer\n        hidden_size: 8\n        linear_size: 16\n        heads: 2\n"
+              "        conv_mod_kernel_size: 3\n",
+         "body_conf[1]: its type, sizes or rates differ from the first block's"},
+        {EBF "        linear_size: 15\n", "body_conf[0].linear_size: 15 must be even"},
+        {EBF "        linear_size: 16\n        depth_conv_kernel_size: 4\n", "depth_conv_kernel_size: 4 must be odd"},
+        {EBF "        linear_size: 16\n    main_conf:\n      conv_mod_norm_type: rms_norm\n",
+         "conv_mod_norm_type: rms_norm is not built for ebranchformer blocks"},
+        {EBF "        linear_size: 16\n        conv_mod_norm_eps: 0.00001\n", "conv_mod_norm_eps: 1e-05 is not supported"},
         {BODY "  decoder: mega\n", "model.decoder: 'mega' is not supported"},
         {BODY "  decoder: stateless\n  decoder_conf:\n    hidden_size: 4\n",
          "rnn_type, num_layers, hidden_size and dropout_rate are RNNDecoder's"},
