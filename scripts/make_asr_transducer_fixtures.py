@@ -14,8 +14,8 @@ torchaudio's rnnt_loss, as scripts/make_transducer_fixtures.py does.
 
 The same model with a StatelessDecoder (embed_size 12; the RNNDecoder's weights but its LSTMs, the
 same batch and search encoder output) gives the stateless_* packs; a model of two `ebranchformer`
-blocks (depth_conv_kernel_size 5, dropout off) with that StatelessDecoder, on the same batch, the
-ebranchformer_* packs.
+blocks (depth_conv_kernel_size 5) with that StatelessDecoder, on the same batch, the ebranchformer_*
+packs, and one of two `branchformer` blocks the branchformer_* packs.
 
 Files (scripts/make_decoder_fixtures.py's pack format):
   weights  every parameter and buffer under its ESPnet2 state-dict name
@@ -27,8 +27,8 @@ Files (scripts/make_decoder_fixtures.py's pack format):
   stateless_loss    the stateless model's out.loss, out.loss_transducer, out.loss_aux_ctc and grad.<name>
                     of every parameter (inputs: loss's in.*)
   stateless_search  search's items for the stateless model
-  ebranchformer_weights, ebranchformer_loss  weights and loss for the E-Branchformer model (inputs:
-                    loss's in.*; its own out.hlens and out.enc)
+  <block>_weights, <block>_loss  weights and loss for the E-Branchformer and Branchformer models
+                    (inputs: loss's in.*; their own out.hlens and out.enc)
 """
 import argparse
 import os
@@ -56,12 +56,11 @@ TOKENS = ["<blank>", "<unk>"] + list("abcdefghi") + ["<sos/eos>"]  # vocab 12
 FEAT_LENS, LABEL_LENS = [64, 12], [7, 4]
 
 
-def build(stateless=False, ebranchformer=False):
-    body = [{"block_type": "conformer", "hidden_size": D, "linear_size": LINEAR, "heads": HEADS,
+def build(stateless=False, block="conformer"):
+    body = [{"block_type": block, "hidden_size": D, "linear_size": LINEAR, "heads": HEADS,
              "conv_mod_kernel_size": KERNEL, "num_blocks": BLOCKS}]
-    if ebranchformer:
-        body = [{"block_type": "ebranchformer", "hidden_size": D, "linear_size": LINEAR, "heads": HEADS,
-                 "conv_mod_kernel_size": KERNEL, "depth_conv_kernel_size": 5, "num_blocks": BLOCKS}]
+    if block == "ebranchformer":
+        body[0]["depth_conv_kernel_size"] = 5
     encoder = Encoder(IDIM, body, input_conf={}, main_conf={})
     if stateless:
         decoder = StatelessDecoder(len(TOKENS), embed_size=HIDDEN)
@@ -103,9 +102,9 @@ def stateless_weights(weights):
     return {k: v for k, v in weights.items() if not k.startswith("decoder.rnn.")}
 
 
-def loss_case(weights, stateless=False, ebranchformer=False):
+def loss_case(weights, stateless=False, block="conformer"):
     feats, lens, ys, ylens = batch()
-    model = build(stateless, ebranchformer)
+    model = build(stateless, block)
     model.load_state_dict(weights)
     model.eval()  # the Encoder's output with the BatchNorms' running statistics
     with torch.no_grad():
@@ -120,7 +119,7 @@ def loss_case(weights, stateless=False, ebranchformer=False):
     items += [("grad." + k, p.grad) for k, p in model.named_parameters()]
     if stateless:  # the inputs (and but for another encoder, its output) are loss's
         items = [kv for kv in items if not kv[0].startswith("in.")
-                 and (ebranchformer or kv[0] not in ("out.hlens", "out.enc"))]
+                 and (block != "conformer" or kv[0] not in ("out.hlens", "out.enc"))]
     return items, loss.item(), hlens.tolist()
 
 
@@ -174,12 +173,13 @@ def main():
     n += write_pack(out, "stateless_loss", items)
     n += write_pack(out, "stateless_search", search_case(sw, stateless=True))
     print(f"stateless decoder: loss {loss:.6f}")
-    torch.manual_seed(0)
-    ew = seeded_weights(build(stateless=True, ebranchformer=True))
-    n += write_pack(out, "ebranchformer_weights", list(ew.items()))
-    items, loss, _ = loss_case(ew, stateless=True, ebranchformer=True)
-    n += write_pack(out, "ebranchformer_loss", items)
-    print(f"ebranchformer blocks: loss {loss:.6f}")
+    for block in ("ebranchformer", "branchformer"):
+        torch.manual_seed(0)
+        bw = seeded_weights(build(stateless=True, block=block))
+        n += write_pack(out, block + "_weights", list(bw.items()))
+        items, loss, _ = loss_case(bw, stateless=True, block=block)
+        n += write_pack(out, block + "_loss", items)
+        print(f"{block} blocks: loss {loss:.6f}")
     print(f"wrote {n * 4 / 1024:.0f} KiB to {out}")
 
 

@@ -35,39 +35,50 @@ static int check_encoder_keys(const encoder_conf_cfg *e, esp_err *err)
     return 0;
 }
 
-/* Block i's kind: conformer or ebranchformer (the others are refused). */
-static int block_kind(const body_block_cfg *c, unsigned i, int *kind, esp_err *err)
+/* The X-former blocks espnet3 builds (conv1d is refused). */
+typedef enum block_type { BT_CONFORMER, BT_EBRANCHFORMER, BT_BRANCHFORMER } block_type;
+
+static int block_kind(const body_block_cfg *c, unsigned i, block_type *kind, esp_err *err)
 {
+    static const char *const names[] = {"conformer", "ebranchformer", "branchformer"};
     if (!c->block_type)
         return esp_fail(err, B "[%u]: no block_type (ESPnet2: \"Block %u in encoder doesn't have a type assigned\")", i,
                         i + 1);
-    if (!strcmp(c->block_type, "conformer")) *kind = ENC_CONFORMER;
-    else if (!strcmp(c->block_type, "ebranchformer")) *kind = ENC_EBRANCHFORMER;
-    else return esp_fail(err, B "[%u].block_type: %s is not built (conformer and ebranchformer blocks are)", i,
-                         c->block_type);
-    return 0;
+    for (int k = 0; k < 3; k++)
+        if (!strcmp(c->block_type, names[k])) return *kind = (block_type)k, 0;
+    return esp_fail(err, B "[%u].block_type: %s is not built (conformer, ebranchformer and branchformer blocks are)", i,
+                    c->block_type);
 }
 
-/* An E-Branchformer block's own keys: its gating unit splits linear_size in halves, its LayerNorm
- * (conv_mod_norm_type layer_norm) takes conv_mod_norm_eps, its merge convolution
- * depth_conv_kernel_size (conv_mod_kernel_size). */
-static int ebranchformer_dims(model_dims *out, const body_block_cfg *c, unsigned i, int ff, int k, esp_err *err)
+/* A block's structure in out: a Conformer block, or the E-Branchformer encoder's for an
+ * (E-)Branchformer block, whose gating unit splits linear_size in halves, whose LayerNorm
+ * (conv_mod_norm_type layer_norm) takes conv_mod_norm_eps, and whose merge convolution (the
+ * E-Branchformer's alone) depth_conv_kernel_size (conv_mod_kernel_size). */
+static int type_dims(model_dims *out, const body_block_cfg *c, unsigned i, block_type kind, int ff, int k, esp_err *err)
 {
-    int mk = (int)int_or(c->depth_conv_kernel_size, k);
+    out->cnn_kernel = k;
+    if (kind == BT_CONFORMER) {
+        out->encoder = ENC_CONFORMER;
+        return only(c->conv_mod_norm_eps, 1e-5, B "[].conv_mod_norm_eps", "BatchNorm1d's 1e-5 is", err) ||
+                       only(c->conv_mod_norm_momentum, 0.1, B "[].conv_mod_norm_momentum", "BatchNorm1d's 0.1 is", err)
+                   ? -1
+                   : 0;
+    }
+    int mk = kind == BT_EBRANCHFORMER ? (int)int_or(c->depth_conv_kernel_size, k) : 0;
     if (ff % 2) return esp_fail(err, B "[%u].linear_size: %d must be even (the gating unit takes its halves)", i, ff);
-    if (mk < 1 || mk % 2 == 0)
+    if (kind == BT_EBRANCHFORMER && (mk < 1 || mk % 2 == 0))
         return esp_fail(err, B "[%u].depth_conv_kernel_size: %d must be odd and positive (the output keeps its length)", i,
                         mk);
     if (only(c->conv_mod_norm_eps, 1e-12, B "[].conv_mod_norm_eps", "layer_norm's 1e-12 is", err)) return -1;
-    out->cgmlp_units = ff, out->cgmlp_kernel = k, out->merge_kernel = mk;
-    out->use_ffn = 1, out->gate_act = ACT_IDENTITY, out->linear_after_conv = 0;
+    out->encoder = ENC_EBRANCHFORMER, out->cgmlp_units = ff, out->cgmlp_kernel = k, out->merge_kernel = mk;
+    out->use_ffn = kind == BT_EBRANCHFORMER, out->gate_act = ACT_IDENTITY, out->linear_after_conv = 0;
     return 0;
 }
 
-/* One expanded block of body_conf[i] against the first one's kind and sizes (out, set by i 0). */
+/* One expanded block of body_conf[i] against the first one's type and sizes (out, set by i 0). */
 static int block_dims(model_dims *out, model_rates *r, const body_block_cfg *c, unsigned i, esp_err *err)
 {
-    int kind = ENC_CONFORMER;
+    block_type kind = BT_CONFORMER;
     if (block_kind(c, i, &kind, err) != 0) return -1;
     if (!c->hidden_size || !c->linear_size || !c->conv_mod_kernel_size)
         return esp_fail(err, B "[%u]: a %s block needs hidden_size, linear_size and conv_mod_kernel_size", i,
@@ -81,23 +92,20 @@ static int block_dims(model_dims *out, model_rates *r, const body_block_cfg *c, 
         return esp_fail(err, B "[%u].conv_mod_kernel_size: %d must be odd (ESPnet2 asserts it)", i, k);
     float pd = (float)or_default(c->dropout_rate, 0), pf = (float)or_default(c->pos_wise_dropout_rate, 0);
     float pa = (float)or_default(c->att_dropout_rate, 0);
-    if (pf != pd)
+    if (kind != BT_BRANCHFORMER && pf != pd) /* the Branchformer has no feed-forward */
         return esp_fail(err, B "[%u].pos_wise_dropout_rate: %g differs from dropout_rate %g, which espnet3's blocks use for "
                              "both (write the same value)", i, (double)pf, (double)pd);
     if (only(c->norm_eps, 1e-12, B "[].norm_eps", "layer_norm's 1e-12 is", err)) return -1;
-    if (kind == ENC_CONFORMER &&
-        (only(c->conv_mod_norm_eps, 1e-5, B "[].conv_mod_norm_eps", "BatchNorm1d's 1e-5 is", err) ||
-         only(c->conv_mod_norm_momentum, 0.1, B "[].conv_mod_norm_momentum", "BatchNorm1d's 0.1 is", err)))
-        return -1;
     if (i == 0) {
-        out->encoder = kind, out->d = d, out->ff = ff, out->heads = heads, out->cnn_kernel = k;
+        out->d = d, out->ff = ff, out->heads = heads;
         r->dropout = pd, r->att_dropout = pa;
-        return kind == ENC_EBRANCHFORMER ? ebranchformer_dims(out, c, i, ff, k, err) : 0;
+        return type_dims(out, c, i, kind, ff, k, err);
     }
     model_dims e = *out;
-    if (kind == ENC_EBRANCHFORMER && ebranchformer_dims(&e, c, i, ff, k, err) != 0) return -1;
-    if (kind != out->encoder || d != out->d || ff != out->ff || heads != out->heads || k != out->cnn_kernel ||
-        e.merge_kernel != out->merge_kernel || pd != r->dropout || pa != r->att_dropout)
+    if (type_dims(&e, c, i, kind, ff, k, err) != 0) return -1;
+    if (e.encoder != out->encoder || e.use_ffn != out->use_ffn || d != out->d || ff != out->ff ||
+        heads != out->heads || k != out->cnn_kernel || e.merge_kernel != out->merge_kernel || pd != r->dropout ||
+        pa != r->att_dropout)
         return esp_fail(err, B "[%u]: its type, sizes or rates differ from the first block's; espnet3 builds blocks of "
                              "one block_type, hidden_size, linear_size, heads, conv_mod_kernel_size (and "
                              "depth_conv_kernel_size) and dropout rates", i);

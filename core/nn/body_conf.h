@@ -4,7 +4,8 @@
  * ConvInput of input_conf, with main_conf's parameters) are the Conformer encoder
  * (core/nn/encoder_conformer.c) with model_dims.body's differences, its `ebranchformer` blocks the
  * E-Branchformer encoder's (core/nn/encoder_ebranchformer.c; linear_size is both the feed-forward's
- * and the gating MLP's units, depth_conv_kernel_size the merge convolution's), the RNNDecoder (model.decoder
+ * and the gating MLP's units, depth_conv_kernel_size the merge convolution's) and its
+ * `branchformer` blocks that code without feed-forwards or merge convolution, the RNNDecoder (model.decoder
  * rnn, its default) is the transducer's LSTM prediction network, the StatelessDecoder (stateless)
  * its embedding alone (model_dims.tr_stateless), and joint_network_conf its joint network
  * (core/nn/transducer.h), auxiliary_ctc_weight > 0 adds the CTC head (ctc_lin). The loss is
@@ -15,7 +16,7 @@
  * activation reads, ESPnet's default), or refused here with what to write instead: the blocks
  * must share one type and size (hidden_size, linear_size, heads, conv_mod_kernel_size, rates), a
  * Conformer's feed-forward and convolution activations must be the same, ConvInput's conv_size is
- * hidden_size, embed_size is hidden_size; conv1d and branchformer blocks, the GRU,
+ * hidden_size, embed_size is hidden_size; conv1d blocks, the GRU,
  * MEGA and RWKV decoders, FastEmit, the k2 pruned loss, the auxiliary LM loss, blockdrop and dynamic
  * chunk training are not built. report_cer / report_wer are warned about and ignored, as under the
  * ASR task (no validation CER/WER by a transducer search). */

@@ -253,7 +253,7 @@ static void add_conformer_block(param_table *t, const model_dims *d, int b)
 
 /* ESPnet2's EBranchformerEncoderLayer in its state-dict order: attn, cgmlp (channel_proj1.0, the
  * gating unit's norm, conv and optional linear, channel_proj2), feed_forward(_macaron), the norms,
- * depthwise_conv_fusion, merge_proj. */
+ * depthwise_conv_fusion (none in the asr_transducer task's Branchformer block), merge_proj. */
 static void add_ebranchformer_block(param_table *t, const model_dims *d, int b)
 {
     char p[96];
@@ -303,7 +303,7 @@ static void add_ebranchformer_block(param_table *t, const model_dims *d, int b)
         add_norm(t, p, D);
     }
     snprintf(p, sizeof p, "encoder.encoders.%d.depthwise_conv_fusion", b);
-    add_conv1d(t, p, 2 * D, 1, d->merge_kernel);
+    if (d->merge_kernel) add_conv1d(t, p, 2 * D, 1, d->merge_kernel);
     snprintf(p, sizeof p, "encoder.encoders.%d.merge_proj", b);
     add_linear(t, p, D, 2 * D);
 }

@@ -80,7 +80,8 @@ typedef struct model_dims {
     int cgmlp_kernel;    /* cgmlp_conv_kernel (odd) */
     int linear_after_conv; /* use_linear_after_conv */
     int gate_act;        /* gate_activation: encoder_act (ACT_IDENTITY by default) */
-    int merge_kernel;    /* merge_conv_kernel (odd) */
+    int merge_kernel;    /* merge_conv_kernel (odd); 0: no merge convolution, the asr_transducer
+                          * task's Branchformer block (x += drop(merge_proj([x1, x2])), use_ffn 0) */
     /* The contextual block encoder's blocks (frames after the input layer): each block sees
      * block_size frames, consecutive blocks start hop_size apart, and a frame's output comes from
      * the block where look_ahead frames follow it; ctx_pos_enc: the context vectors get the

@@ -7,7 +7,8 @@
  * on the CPU backend and on ref64; every tensor of ESPnet's state dict is one of ours by name. The
  * same model with the StatelessDecoder (pack stateless_loss: the RNN model's weights but its LSTMs,
  * the same batch): its loss and every gradient; and a model of two ebranchformer blocks with that
- * decoder (packs ebranchformer_*): its Encoder output, loss and every gradient. */
+ * decoder (packs ebranchformer_*) and one of two branchformer blocks (branchformer_*): their Encoder
+ * output, loss and every gradient. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -23,8 +24,9 @@
 enum { IDIM = 20, D = 16, VOCAB = 12, B = 2, STRIDE = 7 };
 
 /* The fixture's models: conformer blocks with the RNNDecoder, the same with the StatelessDecoder
- * (embed_size 12) instead, ebranchformer blocks (depth_conv_kernel_size 5) with the StatelessDecoder. */
-typedef enum variant { V_RNN = 0, V_STATELESS, V_EBRANCHFORMER } variant;
+ * (embed_size 12) instead, ebranchformer blocks (depth_conv_kernel_size 5) and branchformer blocks
+ * with the StatelessDecoder. */
+typedef enum variant { V_RNN = 0, V_STATELESS, V_EBRANCHFORMER, V_BRANCHFORMER } variant;
 
 static model_dims fixture_dims(variant v)
 {
@@ -32,9 +34,9 @@ static model_dims fixture_dims(variant v)
                     .encoder = ENC_CONFORMER, .macaron = 1, .rel_pos = 1, .use_cnn = 1, .cnn_kernel = 3,
                     .act = ACT_SWISH, .input_layer = IN_CONV2D, .tr_layers = v == V_RNN ? 2 : 0,
                     .tr_stateless = v != V_RNN, .tr_hidden = 12, .tr_joint = 10, .body = 1};
-    if (v == V_EBRANCHFORMER)
-        d.encoder = ENC_EBRANCHFORMER, d.use_cnn = 0, d.use_ffn = 1, d.cgmlp_units = 24, d.cgmlp_kernel = 3,
-        d.merge_kernel = 5, d.gate_act = ACT_IDENTITY;
+    if (v >= V_EBRANCHFORMER)
+        d.encoder = ENC_EBRANCHFORMER, d.use_cnn = 0, d.use_ffn = v == V_EBRANCHFORMER, d.cgmlp_units = 24,
+        d.cgmlp_kernel = 3, d.merge_kernel = v == V_EBRANCHFORMER ? 5 : 0, d.gate_act = ACT_IDENTITY;
     d.f2 = input_layer_out_bins(IN_CONV2D, IDIM);
     return d;
 }
@@ -68,8 +70,8 @@ typedef struct fixture {
 
 static void setup(fixture *f, backend_kind kind, variant v)
 {
-    static const char *const weights[] = {"weights", "weights", "ebranchformer_weights"};
-    static const char *const outputs[] = {"loss", "stateless_loss", "ebranchformer_loss"};
+    static const char *const weights[] = {"weights", "weights", "ebranchformer_weights", "branchformer_weights"};
+    static const char *const outputs[] = {"loss", "stateless_loss", "ebranchformer_loss", "branchformer_loss"};
     esp_err err;
     cr_assert((f->be = backend_open(kind, 0, 1, &err)) != NULL, "%s", err.msg);
     f->w = load_pack("asr_transducer", weights[v]), f->c = load_pack("asr_transducer", "loss");
@@ -159,7 +161,7 @@ static void check_loss(backend_kind kind, double tol, variant v)
         cr_expect_lt(e, 1e-4, "gradient of %s differs: %g", p->name, e);
     }
     cr_assert_eq(n_grads, 0, "ESPnet2 has parameters espnet3's model lacks");
-    static const char *const what[] = {"", " (stateless)", " (ebranchformer)"};
+    static const char *const what[] = {"", " (stateless)", " (ebranchformer)", " (branchformer)"};
     cr_log_info("%s%s: loss %.7f (ESPnet %.7f), worst gradient rel err %.2g", f.be->name, what[v], loss, ref, worst);
     free(g);
     teardown(&f);
@@ -189,6 +191,16 @@ Test(asr_transducer, ebranchformer_loss_and_every_gradient_match_espnet_cpu)
 Test(asr_transducer, ebranchformer_loss_and_every_gradient_match_espnet_ref64)
 {
     check_loss(BACKEND_REF64, 1e-5, V_EBRANCHFORMER);
+}
+Test(asr_transducer, branchformer_encoder_output_matches_espnet_cpu) { check_encoder(BACKEND_CPU, V_BRANCHFORMER); }
+Test(asr_transducer, branchformer_encoder_output_matches_espnet_ref64) { check_encoder(BACKEND_REF64, V_BRANCHFORMER); }
+Test(asr_transducer, branchformer_loss_and_every_gradient_match_espnet_cpu)
+{
+    check_loss(BACKEND_CPU, 1e-5, V_BRANCHFORMER);
+}
+Test(asr_transducer, branchformer_loss_and_every_gradient_match_espnet_ref64)
+{
+    check_loss(BACKEND_REF64, 1e-5, V_BRANCHFORMER);
 }
 
 /* ---- the config -------------------------------------------------------------------------- */
@@ -246,6 +258,14 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
     cr_assert(d.body && d.encoder == ENC_EBRANCHFORMER && d.macaron && d.use_ffn && d.rel_pos && !d.use_cnn);
     cr_assert(d.d == 8 && d.ff == 16 && d.cgmlp_units == 16 && d.cgmlp_kernel == 3 && d.merge_kernel == 3 &&
               d.blocks == 2 && d.act == ACT_RELU && d.gate_act == ACT_IDENTITY && !d.linear_after_conv);
+    /* branchformer blocks: no feed-forward (pos_wise_dropout_rate unread) and no merge convolution */
+    cr_assert_eq(dims_of_yaml(dir, "  encoder_conf:\n    body_conf:\n      - block_type: branchformer\n"
+                                   "        hidden_size: 8\n        heads: 2\n        linear_size: 16\n"
+                                   "        conv_mod_kernel_size: 5\n        pos_wise_dropout_rate: 0.3\n",
+                              &d, &err),
+                 0, "%s", err.msg);
+    cr_assert(d.encoder == ENC_EBRANCHFORMER && !d.use_ffn && d.merge_kernel == 0 && d.cgmlp_kernel == 5 &&
+              d.cgmlp_units == 16);
     static const struct {
         const char *yaml, *want;
     } bad[] = {
@@ -256,6 +276,9 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
          "body_conf[1]: its type, sizes or rates differ from the first block's"},
         {BODY "      - block_type: ebranchformer\n        hidden_size: 8\n        linear_size: 16\n        heads: 2\n"
               "        conv_mod_kernel_size: 3\n",
+         "body_conf[1]: its type, sizes or rates differ from the first block's"},
+        {EBF "        linear_size: 16\n      - block_type: branchformer\n        hidden_size: 8\n        linear_size: 16\n"
+             "        heads: 2\n        conv_mod_kernel_size: 3\n",
          "body_conf[1]: its type, sizes or rates differ from the first block's"},
         {EBF "        linear_size: 15\n", "body_conf[0].linear_size: 15 must be even"},
         {EBF "        linear_size: 16\n        depth_conv_kernel_size: 4\n", "depth_conv_kernel_size: 4 must be odd"},
