@@ -12,6 +12,11 @@ convolution module's masked_fill_) cut it. Run with the ESPnet venv:
 warp-transducer's RNNTLoss (`warprnnt_pytorch`, not on PyPI for torch 2.11) is stood in by
 torchaudio's rnnt_loss, as scripts/make_transducer_fixtures.py does.
 
+The same model with a StatelessDecoder (embed_size 12; the RNNDecoder's weights but its LSTMs, the
+same batch and search encoder output) gives the stateless_* packs; a model of two `ebranchformer`
+blocks (depth_conv_kernel_size 5) with that StatelessDecoder, on the same batch, the ebranchformer_*
+packs, and one of two `branchformer` blocks the branchformer_* packs.
+
 Files (scripts/make_decoder_fixtures.py's pack format):
   weights  every parameter and buffer under its ESPnet2 state-dict name
   loss     inputs (in.*), out.hlens, out.enc (the Encoder's output in eval mode), out.loss, out.loss_transducer,
@@ -19,6 +24,11 @@ Files (scripts/make_decoder_fixtures.py's pack format):
   search   espnet2/asr_transducer's BeamSearchTransducer (asr_transducer_inference's) on utterance 0's
            Encoder output (in.enc), lin_out's weight times 3 (weight.joint_network.lin_out.weight): per
            mode of SEARCHES <mode>.n hypotheses, <mode>.<i>.yseq (the blank first) and <mode>.<i>.score
+  stateless_loss    the stateless model's out.loss, out.loss_transducer, out.loss_aux_ctc and grad.<name>
+                    of every parameter (inputs: loss's in.*)
+  stateless_search  search's items for the stateless model
+  <block>_weights, <block>_loss  weights and loss for the E-Branchformer and Branchformer models
+                    (inputs: loss's in.*; their own out.hlens and out.enc)
 """
 import argparse
 import os
@@ -35,6 +45,7 @@ from make_decoder_fixtures import write_pack  # noqa: E402
 from make_transducer_fixtures import search_items  # noqa: E402
 
 from espnet2.asr_transducer.decoder.rnn_decoder import RNNDecoder  # noqa: E402
+from espnet2.asr_transducer.decoder.stateless_decoder import StatelessDecoder  # noqa: E402
 from espnet2.asr_transducer.encoder.encoder import Encoder  # noqa: E402
 from espnet2.asr_transducer.espnet_transducer_model import ESPnetASRTransducerModel  # noqa: E402
 from espnet2.asr_transducer.joint_network import JointNetwork  # noqa: E402
@@ -45,11 +56,16 @@ TOKENS = ["<blank>", "<unk>"] + list("abcdefghi") + ["<sos/eos>"]  # vocab 12
 FEAT_LENS, LABEL_LENS = [64, 12], [7, 4]
 
 
-def build():
-    body = [{"block_type": "conformer", "hidden_size": D, "linear_size": LINEAR, "heads": HEADS,
+def build(stateless=False, block="conformer"):
+    body = [{"block_type": block, "hidden_size": D, "linear_size": LINEAR, "heads": HEADS,
              "conv_mod_kernel_size": KERNEL, "num_blocks": BLOCKS}]
+    if block == "ebranchformer":
+        body[0]["depth_conv_kernel_size"] = 5
     encoder = Encoder(IDIM, body, input_conf={}, main_conf={})
-    decoder = RNNDecoder(len(TOKENS), embed_size=HIDDEN, hidden_size=HIDDEN, num_layers=LAYERS)
+    if stateless:
+        decoder = StatelessDecoder(len(TOKENS), embed_size=HIDDEN)
+    else:
+        decoder = RNNDecoder(len(TOKENS), embed_size=HIDDEN, hidden_size=HIDDEN, num_layers=LAYERS)
     joint = JointNetwork(len(TOKENS), encoder.output_size, decoder.output_size, joint_space_size=JOINT)
     return ESPnetASRTransducerModel(len(TOKENS), TOKENS, frontend=None, specaug=None, normalize=None, encoder=encoder,
                                     decoder=decoder, joint_network=joint, transducer_weight=0.8,
@@ -81,9 +97,14 @@ def batch():
     return feats, torch.tensor(FEAT_LENS), ys, torch.tensor(LABEL_LENS)
 
 
-def loss_case(weights):
+def stateless_weights(weights):
+    """The RNN model's weights but its LSTMs (decoder.rnn.*), which the StatelessDecoder lacks."""
+    return {k: v for k, v in weights.items() if not k.startswith("decoder.rnn.")}
+
+
+def loss_case(weights, stateless=False, block="conformer"):
     feats, lens, ys, ylens = batch()
-    model = build()
+    model = build(stateless, block)
     model.load_state_dict(weights)
     model.eval()  # the Encoder's output with the BatchNorms' running statistics
     with torch.no_grad():
@@ -96,6 +117,9 @@ def loss_case(weights):
              ("out.loss_transducer", stats["loss_transducer"].reshape(1)),
              ("out.loss_aux_ctc", stats["loss_aux_ctc"].reshape(1))]
     items += [("grad." + k, p.grad) for k, p in model.named_parameters()]
+    if stateless:  # the inputs (and but for another encoder, its output) are loss's
+        items = [kv for kv in items if not kv[0].startswith("in.")
+                 and (block != "conformer" or kv[0] not in ("out.hlens", "out.enc"))]
     return items, loss.item(), hlens.tolist()
 
 
@@ -107,13 +131,15 @@ SEARCHES = [
     ("tsd", 4, 3, {"search_type": "tsd", "max_sym_exp": 3}),
     ("alsd", 4, 3, {"search_type": "alsd", "u_max": 10}),
     ("maes", 4, 3, {"search_type": "maes", "nstep": 3, "expansion_gamma": 2.3, "expansion_beta": 2}),
+    ("tsd_defaults", 3, 2, {"search_type": "tsd"}),  # BeamSearchTransducer's max_sym_exp 3
+    ("maes_defaults", 3, 2, {"search_type": "maes"}),  # its nstep 2
 ]
 
 
-def search_case(weights):
+def search_case(weights, stateless=False):
     from espnet2.asr_transducer.beam_search_transducer import BeamSearchTransducer
 
-    model = build()
+    model = build(stateless)
     w = dict(weights)
     w["joint_network.lin_out.weight"] = 3 * w["joint_network.lin_out.weight"]
     model.load_state_dict(w)
@@ -142,6 +168,18 @@ def main():
     n += write_pack(out, "loss", items)
     n += write_pack(out, "search", search_case(weights))
     print(f"loss {loss:.6f}, encoder lengths {hlens}")
+    sw = stateless_weights(weights)
+    items, loss, _ = loss_case(sw, stateless=True)
+    n += write_pack(out, "stateless_loss", items)
+    n += write_pack(out, "stateless_search", search_case(sw, stateless=True))
+    print(f"stateless decoder: loss {loss:.6f}")
+    for block in ("ebranchformer", "branchformer"):
+        torch.manual_seed(0)
+        bw = seeded_weights(build(stateless=True, block=block))
+        n += write_pack(out, block + "_weights", list(bw.items()))
+        items, loss, _ = loss_case(bw, stateless=True, block=block)
+        n += write_pack(out, block + "_loss", items)
+        print(f"{block} blocks: loss {loss:.6f}")
     print(f"wrote {n * 4 / 1024:.0f} KiB to {out}")
 
 

@@ -146,13 +146,16 @@ static int check_model(const ynode *root, esp_err *err)
                  "attention_heads)", d, heads);
         return fail_key(err, has_d ? n : yt_map_get(enc, "attention_heads"), "model.encoder_conf", "output_size", what);
     }
-    /* rnn is the asr_transducer task's RNNDecoder (core/nn/body_conf.h); the ASR task's RNN
-     * attention decoder is not built. */
+    /* rnn and stateless are the asr_transducer task's RNNDecoder and StatelessDecoder
+     * (core/nn/body_conf.h); the ASR task's RNN attention decoder is not built, and it has no
+     * stateless one. */
     const ynode *dec = yt_get_path(root, "model.decoder");
-    if (dec && dec->kind == YN_SCALAR && !strcmp(dec->str, "rnn") && !yt_get_path(root, "model.encoder_conf.body_conf"))
-        return fail_key(err, dec, "model", "decoder",
-                        "'rnn' is not supported (supported: transformer, transducer, none) in the ASR task; it is "
-                        "the asr_transducer task's decoder (an encoder_conf.body_conf)");
+    if (dec && dec->kind == YN_SCALAR && (!strcmp(dec->str, "rnn") || !strcmp(dec->str, "stateless")) &&
+        !yt_get_path(root, "model.encoder_conf.body_conf")) {
+        snprintf(what, sizeof what, "'%s' is not supported (supported: transformer, transducer, none) in the ASR task; "
+                 "it is the asr_transducer task's decoder (an encoder_conf.body_conf)", dec->str);
+        return fail_key(err, dec, "model", "decoder", what);
+    }
     const char *S = "model.specaug_conf";
     const ynode *sc = yt_get_path(root, S);
     if (!sc || sc->kind != YN_MAP) return 0;

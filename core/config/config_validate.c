@@ -59,13 +59,13 @@ static const config_allowed allowed_rules[] = {
     {"model.encoder_conf.qk_norm", "false"},
     {"model.encoder_conf.zero_triu", "false"},
     {"model.encoder_conf.ctc_trim", "false"},
-    /* rnn (and its default, left out): the asr_transducer task's RNNDecoder (core/nn/body_conf.h);
-     * its stateless, mega and rwkv decoders are not built. */
-    {"model.decoder", "transformer|transducer|none|rnn"},
+    /* rnn (and its default, left out) and stateless: the asr_transducer task's RNNDecoder and
+     * StatelessDecoder (core/nn/body_conf.h); its mega and rwkv decoders are not built. */
+    {"model.decoder", "transformer|transducer|none|rnn|stateless"},
     {"model.joint_network_conf.joint_activation_type", "tanh"},
     {"model.decoder_conf.embed_pad", "0"},
     /* The asr_transducer Encoder's variants ESPnet2 has but espnet3 does not. */
-    {"model.encoder_conf.body_conf[].block_type", "conformer"},
+    {"model.encoder_conf.body_conf[].block_type", "conformer|ebranchformer|branchformer"},
     {"model.encoder_conf.input_conf.vgg_like", "false"},
     {"model.encoder_conf.input_conf.subsampling_factor", "2|4|6"},
     {"model.encoder_conf.main_conf.pos_wise_act_type", "swish|relu"},

@@ -57,7 +57,7 @@ typedef struct dec_entry {
 
 typedef struct ts {
     asr_model *m;
-    int V, H, J, S; /* S: floats of a state (layers x hidden) */
+    int V, H, J, S; /* S: floats of a state (layers x hidden; 0: the stateless decoder) */
     const float *encp; /* host, T x J */
     /* the arena */
     hyp **all;
@@ -554,7 +554,9 @@ static void nsc(ts *s, int T, int beam_size, const ts_opts *o, hlist *out)
 static void maes(ts *s, int T, int beam_size, const ts_opts *o, hlist *out)
 {
     int beam = beam_size < s->V ? beam_size : s->V, cand = beam_size + o->expansion_beta;
-    int nstep = o->nstep > 1 ? o->nstep : 2;
+    /* asr_transducer's (no_greedy): nstep as given, no prefix search or duplication check, and
+     * the hypotheses kept recombined */
+    int at = o->no_greedy, nstep = at || o->nstep > 1 ? o->nstep : 2;
     int *idx = xmalloc((size_t)cand * sizeof *idx), *order = xmalloc((size_t)cand * sizeof *order);
     float *val = xmalloc((size_t)cand * sizeof *val);
     double *sc = xmalloc((size_t)cand * sizeof *sc);
@@ -562,10 +564,10 @@ static void maes(ts *s, int T, int beam_size, const ts_opts *o, hlist *out)
     push(&kept, start(s));
     for (int t = 0; t < T; t++) {
         set_list(&hyps, &kept);
-        sort_by_len_desc(&hyps);
-        prefix_search(s, &hyps, t, o->prefix_alpha);
+        if (!at) sort_by_len_desc(&hyps), prefix_search(s, &hyps, t, o->prefix_alpha);
         kept.n = 0, list_b.n = 0;
-        set_list(&dup, &hyps); /* duplication_check: their yseqs, as they are now */
+        dup.n = 0;
+        if (!at) set_list(&dup, &hyps); /* duplication_check: their yseqs, as they are now */
         for (int n = 0; n < nstep; n++) {
             score_list(s, &hyps, t);
             exp_l.n = 0;
@@ -598,6 +600,7 @@ static void maes(ts *s, int T, int beam_size, const ts_opts *o, hlist *out)
             }
             if (!exp_l.n) {
                 set_list(&kept, &list_b);
+                if (at) recombine(&kept);
                 sort_stable(&kept, 0, 1);
                 truncate_list(&kept, beam);
                 break;
@@ -609,6 +612,7 @@ static void maes(ts *s, int T, int beam_size, const ts_opts *o, hlist *out)
                 for (int i = 0; i < exp_l.n; i++) exp_l.h[i]->score += (double)s->logp[(size_t)i * s->V];
                 set_list(&kept, &list_b);
                 for (int i = 0; i < exp_l.n; i++) push(&kept, exp_l.h[i]);
+                if (at) recombine(&kept);
                 sort_stable(&kept, 0, 1);
                 truncate_list(&kept, beam);
             }

@@ -40,8 +40,10 @@ typedef struct ts_opts {
      * asr_transducer_inference's): it has no greedy branch, so beam_size 1 runs default with a beam
      * of 1 (which may emit more than one label a frame); its default, tsd, alsd and maes are the
      * algorithms above, but that every result goes through sort_nbest (alsd's last beam when no
-     * hypothesis reached the last frame too); score_norm_during, prefix_alpha and nsc are not its
-     * (core/config/config_rules.c refuses them) and its score_norm defaults to false. Compared with
+     * hypothesis reached the last frame too) and that its maes has no prefix search or duplication
+     * check, recombines the hypotheses it keeps and runs nstep as given (1 too); score_norm_during,
+     * prefix_alpha and nsc are not its (core/config/config_rules.c refuses them), and its defaults
+     * differ: max_sym_exp 3, nstep 2, score_norm false. Compared with
      * ESPnet on a fixture: test/unit/decode/test_asr_transducer_search.c. */
     int no_greedy;
 } ts_opts;
@@ -52,7 +54,7 @@ typedef struct ts_opts {
 
 /* espnet2/asr_transducer's BeamSearchTransducer's defaults (asr_transducer_inference.Speech2Text). */
 #define TS_OPTS_ASR_TRANSDUCER                                                                             \
-    {.search_type = TS_DEFAULT, .max_sym_exp = 2, .u_max = 50, .nstep = 1, .prefix_alpha = 1,             \
+    {.search_type = TS_DEFAULT, .max_sym_exp = 3, .u_max = 50, .nstep = 2, .prefix_alpha = 1,             \
      .expansion_gamma = 2.3, .expansion_beta = 2, .score_norm = 0, .nbest = 1, .no_greedy = 1}
 
 /* The search_type's name ("default", ...). */

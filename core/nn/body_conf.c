@@ -35,16 +35,54 @@ static int check_encoder_keys(const encoder_conf_cfg *e, esp_err *err)
     return 0;
 }
 
-/* One expanded Conformer block of body_conf[i] against the first one's sizes (out, set by i 0). */
-static int block_dims(model_dims *out, model_rates *r, const body_block_cfg *c, unsigned i, esp_err *err)
+/* The X-former blocks espnet3 builds (conv1d is refused). */
+typedef enum block_type { BT_CONFORMER, BT_EBRANCHFORMER, BT_BRANCHFORMER } block_type;
+
+static int block_kind(const body_block_cfg *c, unsigned i, block_type *kind, esp_err *err)
 {
+    static const char *const names[] = {"conformer", "ebranchformer", "branchformer"};
     if (!c->block_type)
         return esp_fail(err, B "[%u]: no block_type (ESPnet2: \"Block %u in encoder doesn't have a type assigned\")", i,
                         i + 1);
-    if (strcmp(c->block_type, "conformer"))
-        return esp_fail(err, B "[%u].block_type: %s is not built (conformer blocks are)", i, c->block_type);
+    for (int k = 0; k < 3; k++)
+        if (!strcmp(c->block_type, names[k])) return *kind = (block_type)k, 0;
+    return esp_fail(err, B "[%u].block_type: %s is not built (conformer, ebranchformer and branchformer blocks are)", i,
+                    c->block_type);
+}
+
+/* A block's structure in out: a Conformer block, or the E-Branchformer encoder's for an
+ * (E-)Branchformer block, whose gating unit splits linear_size in halves, whose LayerNorm
+ * (conv_mod_norm_type layer_norm) takes conv_mod_norm_eps, and whose merge convolution (the
+ * E-Branchformer's alone) depth_conv_kernel_size (conv_mod_kernel_size). */
+static int type_dims(model_dims *out, const body_block_cfg *c, unsigned i, block_type kind, int ff, int k, esp_err *err)
+{
+    out->cnn_kernel = k;
+    if (kind == BT_CONFORMER) {
+        out->encoder = ENC_CONFORMER;
+        return only(c->conv_mod_norm_eps, 1e-5, B "[].conv_mod_norm_eps", "BatchNorm1d's 1e-5 is", err) ||
+                       only(c->conv_mod_norm_momentum, 0.1, B "[].conv_mod_norm_momentum", "BatchNorm1d's 0.1 is", err)
+                   ? -1
+                   : 0;
+    }
+    int mk = kind == BT_EBRANCHFORMER ? (int)int_or(c->depth_conv_kernel_size, k) : 0;
+    if (ff % 2) return esp_fail(err, B "[%u].linear_size: %d must be even (the gating unit takes its halves)", i, ff);
+    if (kind == BT_EBRANCHFORMER && (mk < 1 || mk % 2 == 0))
+        return esp_fail(err, B "[%u].depth_conv_kernel_size: %d must be odd and positive (the output keeps its length)", i,
+                        mk);
+    if (only(c->conv_mod_norm_eps, 1e-12, B "[].conv_mod_norm_eps", "layer_norm's 1e-12 is", err)) return -1;
+    out->encoder = ENC_EBRANCHFORMER, out->cgmlp_units = ff, out->cgmlp_kernel = k, out->merge_kernel = mk;
+    out->use_ffn = kind == BT_EBRANCHFORMER, out->gate_act = ACT_IDENTITY, out->linear_after_conv = 0;
+    return 0;
+}
+
+/* One expanded block of body_conf[i] against the first one's type and sizes (out, set by i 0). */
+static int block_dims(model_dims *out, model_rates *r, const body_block_cfg *c, unsigned i, esp_err *err)
+{
+    block_type kind = BT_CONFORMER;
+    if (block_kind(c, i, &kind, err) != 0) return -1;
     if (!c->hidden_size || !c->linear_size || !c->conv_mod_kernel_size)
-        return esp_fail(err, B "[%u]: a conformer block needs hidden_size, linear_size and conv_mod_kernel_size", i);
+        return esp_fail(err, B "[%u]: a %s block needs hidden_size, linear_size and conv_mod_kernel_size", i,
+                        c->block_type);
     int d = (int)*c->hidden_size, ff = (int)*c->linear_size, heads = (int)int_or(c->heads, 4);
     int k = (int)*c->conv_mod_kernel_size;
     if (d < 1 || ff < 1 || heads < 1 || d % heads)
@@ -54,21 +92,23 @@ static int block_dims(model_dims *out, model_rates *r, const body_block_cfg *c, 
         return esp_fail(err, B "[%u].conv_mod_kernel_size: %d must be odd (ESPnet2 asserts it)", i, k);
     float pd = (float)or_default(c->dropout_rate, 0), pf = (float)or_default(c->pos_wise_dropout_rate, 0);
     float pa = (float)or_default(c->att_dropout_rate, 0);
-    if (pf != pd)
+    if (kind != BT_BRANCHFORMER && pf != pd) /* the Branchformer has no feed-forward */
         return esp_fail(err, B "[%u].pos_wise_dropout_rate: %g differs from dropout_rate %g, which espnet3's blocks use for "
                              "both (write the same value)", i, (double)pf, (double)pd);
-    if (only(c->norm_eps, 1e-12, B "[].norm_eps", "layer_norm's 1e-12 is", err) ||
-        only(c->conv_mod_norm_eps, 1e-5, B "[].conv_mod_norm_eps", "BatchNorm1d's 1e-5 is", err) ||
-        only(c->conv_mod_norm_momentum, 0.1, B "[].conv_mod_norm_momentum", "BatchNorm1d's 0.1 is", err))
-        return -1;
+    if (only(c->norm_eps, 1e-12, B "[].norm_eps", "layer_norm's 1e-12 is", err)) return -1;
     if (i == 0) {
-        out->d = d, out->ff = ff, out->heads = heads, out->cnn_kernel = k;
+        out->d = d, out->ff = ff, out->heads = heads;
         r->dropout = pd, r->att_dropout = pa;
-    } else if (d != out->d || ff != out->ff || heads != out->heads || k != out->cnn_kernel || pd != r->dropout ||
-               pa != r->att_dropout) {
-        return esp_fail(err, B "[%u]: its sizes or rates differ from the first block's; espnet3 builds blocks of one "
-                             "hidden_size, linear_size, heads, conv_mod_kernel_size and dropout rates", i);
+        return type_dims(out, c, i, kind, ff, k, err);
     }
+    model_dims e = *out;
+    if (type_dims(&e, c, i, kind, ff, k, err) != 0) return -1;
+    if (e.encoder != out->encoder || e.use_ffn != out->use_ffn || d != out->d || ff != out->ff ||
+        heads != out->heads || k != out->cnn_kernel || e.merge_kernel != out->merge_kernel || pd != r->dropout ||
+        pa != r->att_dropout)
+        return esp_fail(err, B "[%u]: its type, sizes or rates differ from the first block's; espnet3 builds blocks of "
+                             "one block_type, hidden_size, linear_size, heads, conv_mod_kernel_size (and "
+                             "depth_conv_kernel_size) and dropout rates", i);
     return 0;
 }
 
@@ -94,9 +134,13 @@ static int main_dims(model_dims *out, model_rates *r, const body_main_cfg *c, es
 {
     const char *fa = c && c->pos_wise_act_type ? c->pos_wise_act_type : "swish";
     const char *ca = c && c->conv_mod_act_type ? c->conv_mod_act_type : "swish";
-    if (strcmp(fa, ca))
+    const char *cn = c && c->conv_mod_norm_type ? c->conv_mod_norm_type : "layer_norm";
+    if (out->encoder == ENC_CONFORMER && strcmp(fa, ca)) /* the E-Branchformer has no conv_mod activation */
         return esp_fail(err, "model.encoder_conf.main_conf: pos_wise_act_type %s and conv_mod_act_type %s differ; "
                              "espnet3's blocks take one activation (write the same)", fa, ca);
+    if (out->encoder == ENC_EBRANCHFORMER && strcmp(cn, "layer_norm")) /* the Conformer's is BatchNorm1d */
+        return esp_fail(err, "model.encoder_conf.main_conf.conv_mod_norm_type: %s is not built for ebranchformer blocks "
+                             "(layer_norm is)", cn);
     out->act = !strcmp(fa, "relu") ? ACT_RELU : ACT_SWISH;
     if (r) r->pos_dropout = c ? (float)or_default(c->pos_enc_dropout_rate, 0) : 0;
     if (!c) return 0;
@@ -107,7 +151,20 @@ static int main_dims(model_dims *out, model_rates *r, const body_main_cfg *c, es
     return 0;
 }
 
-/* model.decoder rnn (RNNDecoder) with decoder_conf, and joint_network_conf. */
+/* model.decoder stateless (StatelessDecoder): decoder.embed of embed_size (256) is its output. */
+static int stateless_dims(model_dims *out, model_rates *r, const decoder_conf_cfg *c, esp_err *err)
+{
+    if (c && (c->rnn_type || c->num_layers || c->hidden_size || c->dropout_rate))
+        return esp_fail(err, "model.decoder_conf: rnn_type, num_layers, hidden_size and dropout_rate are RNNDecoder's; "
+                             "StatelessDecoder takes embed_size, embed_dropout_rate and embed_pad");
+    int64_t E = c ? int_or(c->embed_size, 256) : 256;
+    if (E < 1) return esp_fail(err, "model.decoder_conf.embed_size: %lld must be positive", (long long)E);
+    out->tr_stateless = 1, out->tr_layers = 0, out->tr_hidden = (int)E;
+    if (r) r->tr_dropout = 0, r->tr_dropout_embed = c ? (float)or_default(c->embed_dropout_rate, 0) : 0;
+    return 0;
+}
+
+/* model.decoder rnn (RNNDecoder) or stateless with decoder_conf, and joint_network_conf. */
 static int decoder_dims(model_dims *out, model_rates *r, const model_cfg *m, esp_err *err)
 {
     const decoder_conf_cfg *c = m->decoder_conf;
@@ -117,7 +174,12 @@ static int decoder_dims(model_dims *out, model_rates *r, const model_cfg *m, esp
               c->self_attention_dropout_rate || c->src_attention_dropout_rate || c->input_layer || c->dropout ||
               c->dropout_embed))
         return esp_fail(err, "model.decoder_conf: a key of the ASR task's decoders; RNNDecoder takes embed_size, "
-                             "hidden_size, rnn_type, num_layers, dropout_rate, embed_dropout_rate and embed_pad");
+                             "hidden_size, rnn_type, num_layers, dropout_rate, embed_dropout_rate and embed_pad "
+                             "(StatelessDecoder: embed_size, embed_dropout_rate and embed_pad)");
+    const joint_net_conf_cfg *j = m->joint_network_conf;
+    out->tr_joint = j && j->joint_space_size ? (int)j->joint_space_size : 256;
+    out->tr_no_dec_bias = j && j->lin_dec_bias && !*j->lin_dec_bias;
+    if (m->decoder && !strcmp(m->decoder, "stateless")) return stateless_dims(out, r, c, err);
     if (c && c->rnn_type && strcmp(c->rnn_type, "lstm"))
         return esp_fail(err, "model.decoder_conf.rnn_type: %s is not built (lstm is)", c->rnn_type);
     int64_t H = c && c->hidden_size ? c->hidden_size : 256, E = c ? int_or(c->embed_size, 256) : 256;
@@ -126,10 +188,7 @@ static int decoder_dims(model_dims *out, model_rates *r, const model_cfg *m, esp
     if (E != H)
         return esp_fail(err, "model.decoder_conf.embed_size: %lld differs from hidden_size %lld; espnet3's prediction "
                              "network embeds into hidden_size (write the same)", (long long)E, (long long)H);
-    out->tr_layers = (int)L, out->tr_hidden = (int)H;
-    const joint_net_conf_cfg *j = m->joint_network_conf;
-    out->tr_joint = j && j->joint_space_size ? (int)j->joint_space_size : 256;
-    out->tr_no_dec_bias = j && j->lin_dec_bias && !*j->lin_dec_bias;
+    out->tr_layers = (int)L, out->tr_stateless = 0, out->tr_hidden = (int)H;
     if (r) {
         r->tr_dropout = c ? (float)c->dropout_rate : 0;
         r->tr_dropout_embed = c ? (float)or_default(c->embed_dropout_rate, 0) : 0;
@@ -168,8 +227,9 @@ static int body_from_cfg(model_dims *out, model_rates *r, const model_cfg *m, es
     if (m->ctc_conf)
         return esp_fail(err, "model.ctc_conf: the ASR task's; the asr_transducer task's CTC is model_conf."
                              "auxiliary_ctc_weight / auxiliary_ctc_dropout_rate");
-    if (m->decoder && strcmp(m->decoder, "rnn"))
-        return esp_fail(err, "model.decoder: %s is not built for the asr_transducer task (rnn is)", m->decoder);
+    if (m->decoder && strcmp(m->decoder, "rnn") && strcmp(m->decoder, "stateless"))
+        return esp_fail(err, "model.decoder: %s is not built for the asr_transducer task (rnn and stateless are)",
+                        m->decoder);
     out->blocks = 0;
     for (unsigned i = 0; i < e->n_body_conf; i++) {
         const body_block_cfg *c = &e->body_conf[i];
@@ -179,7 +239,7 @@ static int body_from_cfg(model_dims *out, model_rates *r, const model_cfg *m, es
         out->blocks += (int)n;
     }
     if (out->blocks == 0) return esp_fail(err, B ": no blocks");
-    out->encoder = ENC_CONFORMER, out->macaron = 1, out->rel_pos = 1, out->use_cnn = 1, out->body = 1;
+    out->macaron = 1, out->rel_pos = 1, out->use_cnn = out->encoder == ENC_CONFORMER, out->body = 1;
     if (input_dims(out, e->input_conf, err) != 0 || main_dims(out, r, e->main_conf, err) != 0 ||
         decoder_dims(out, r, m, err) != 0 || loss_dims(out, r, m->model_conf, err) != 0)
         return -1;

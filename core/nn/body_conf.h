@@ -2,17 +2,21 @@
  * the training config -> model_dims / model_rates. Its model, ESPnetASRTransducerModel, is built
  * from pieces espnet3 has: the Encoder's `conformer` blocks of encoder_conf.body_conf (after the
  * ConvInput of input_conf, with main_conf's parameters) are the Conformer encoder
- * (core/nn/encoder_conformer.c) with model_dims.body's differences, the RNNDecoder (model.decoder
- * rnn, its default) is the transducer's LSTM prediction network and joint_network_conf its joint
- * network (core/nn/transducer.h), auxiliary_ctc_weight > 0 adds the CTC head (ctc_lin). The loss is
+ * (core/nn/encoder_conformer.c) with model_dims.body's differences, its `ebranchformer` blocks the
+ * E-Branchformer encoder's (core/nn/encoder_ebranchformer.c; linear_size is both the feed-forward's
+ * and the gating MLP's units, depth_conv_kernel_size the merge convolution's) and its
+ * `branchformer` blocks that code without feed-forwards or merge convolution, the RNNDecoder (model.decoder
+ * rnn, its default) is the transducer's LSTM prediction network, the StatelessDecoder (stateless)
+ * its embedding alone (model_dims.tr_stateless), and joint_network_conf its joint network
+ * (core/nn/transducer.h), auxiliary_ctc_weight > 0 adds the CTC head (ctc_lin). The loss is
  * transducer_weight * loss_transducer + auxiliary_ctc_weight * loss_ctc.
  *
  * Every key ESPnetASRTransducerModel, the Encoder's builders and the decoder take is implemented,
  * accepted where its value leaves the model as implemented (a key only another block kind or
  * activation reads, ESPnet's default), or refused here with what to write instead: the blocks
- * must share one size (hidden_size, linear_size, heads, conv_mod_kernel_size, rates), the
- * feed-forward and convolution activations must be the same, ConvInput's conv_size is
- * hidden_size, embed_size is hidden_size; block types other than conformer, the stateless, GRU,
+ * must share one type and size (hidden_size, linear_size, heads, conv_mod_kernel_size, rates), a
+ * Conformer's feed-forward and convolution activations must be the same, ConvInput's conv_size is
+ * hidden_size, embed_size is hidden_size; conv1d blocks, the GRU,
  * MEGA and RWKV decoders, FastEmit, the k2 pruned loss, the auxiliary LM loss, blockdrop and dynamic
  * chunk training are not built. report_cer / report_wer are warned about and ignored, as under the
  * ASR task (no validation CER/WER by a transducer search). */

@@ -11,7 +11,14 @@
  * swish or relu (gate_activation).
  * channel_proj1's two output halves are two linears on the rows of its weight (contiguous), so the
  * gating unit never copies z apart. As ESPnet's, the cgMLP and the merge convolution see every
- * frame of the padded batch (no mask; an inference model zeroes the padding first: enc_zero_padding). The relative encoding is computed once per forward, shared
+ * frame of the padded batch (no mask; an inference model zeroes the padding first: enc_zero_padding).
+ * The asr_transducer task's EBranchformer block (dims.body; espnet2/asr_transducer/encoder/blocks/
+ * ebranchformer.py) is this block with macaron_ffn and use_ffn, an identity gate, no linear after
+ * the convolution, and two differences: its convolutions' masked_fill_ zeroes the padded frames of
+ * their inputs (the gating unit's normed half and c, which the merge then reads as zeroed) in
+ * training too, so their gradients there are zero; and x += merge_proj(...) has no dropout. Its
+ * Branchformer block (blocks/branchformer.py) is that block without feed-forwards (use_ffn 0) or
+ * merge convolution (merge_kernel 0): x += drop(merge_proj(c)), c as it is. The relative encoding is computed once per forward, shared
  * by the blocks. layer_drop_rate: in training, block l is skipped (its output is its input) when
  * a uniform draw from rng_derive(seed, STREAM_LAYER_DROP, l) is below the rate: the seed is the
  * batch's, so any number of ranks drops the same blocks for the same batch, as dropout masks. */
@@ -59,7 +66,8 @@ static void block_kept(const model_dims *d, void *block, enc_act_list *kept, enc
     BUF(gc, rows * H), BUF(gm, rows * H);
     if (d->linear_after_conv) BUF(gl, rows * H);
     if (d->gate_act != ACT_IDENTITY) BUF(ga, rows * H);
-    BUF(br, rows * 2 * D), BUF(cat, rows * 2 * D), BUF(fus, rows * 2 * D), BUF(h_mg, rows * D);
+    BUF(br, rows * 2 * D), BUF(cat, rows * 2 * D), BUF(h_mg, rows * D);
+    if (d->merge_kernel) BUF(fus, rows * 2 * D);
     if (d->use_ffn) {
         BUF(ln_f, rows * D), BUF(mean_f, rows), BUF(rstd_f, rows), BUF(f_pre, rows * FF), BUF(f_act, rows * FF);
         BUF(h_f, rows * D);
@@ -198,6 +206,8 @@ static void cgmlp_backward(asr_model *m, int l, const eblock *b, const float *x,
     }
     be->dwconv1d_backward(be, spare, g->cgmlp.csgu.conv.weight, g->cgmlp.csgu.conv.bias, dgc, b->gn,
                           p->cgmlp.csgu.conv.weight, m->B, m->T2, H, d->cgmlp_kernel);
+    enc_rows u = enc_rows_of(m);
+    enc_zero_padding(m, &u, spare, H); /* the forward's zeroed frames pass no gradient */
     be->layernorm_backward(be, dgc, g->cgmlp.csgu.norm.weight, g->cgmlp.csgu.norm.bias, spare, b->gg,
                            p->cgmlp.csgu.norm.weight, b->mean_n, b->rstd_n, N, H, 0);
     be->gelu_backward(be, dgc, dgc, b->pg, nh);
@@ -207,6 +217,16 @@ static void cgmlp_backward(asr_model *m, int l, const eblock *b, const float *x,
     be->layernorm_backward(be, m->dh, g->norm_mlp.weight, g->norm_mlp.bias, e->rel.dln, x, p->norm_mlp.weight, b->mean_g,
                            b->rstd_g, N, D, 1);
 }
+
+/* The merge's dropout rate: the asr_transducer task's EBranchformer has none there (its
+ * Branchformer has). */
+static float merge_dropout(const asr_model *m)
+{
+    return m->dims.body && m->dims.merge_kernel ? 0.0f : enc_rates_of(m).pd;
+}
+
+/* What merge_proj reads: c + dwconv(c), or c without a merge convolution. */
+static const float *merge_in(const model_dims *d, const eblock *b) { return d->merge_kernel ? b->fus : b->cat; }
 
 /* The two branches and their merge: h_mg = x + drop(merge_proj(c + dwconv(c))), c = [x1, x2]. */
 static void branches_forward(asr_model *m, int l, eblock *b, const float *x)
@@ -221,13 +241,15 @@ static void branches_forward(asr_model *m, int l, eblock *b, const float *x)
     cgmlp_forward(m, l, b, x, b->br + nd);
     be->dropout_forward(be, b->br, b->br, 2 * nd, r.pd, m->seed, block_stream(l, SITE_BRANCH));
     be->swap12(be, b->cat, b->br, 1, 2, N, D); /* torch.cat([x1, x2], dim=-1): (N, 2D) */
-    enc_rows u = enc_rows_of(m);
-    enc_zero_padding(m, &u, b->cat, 2 * D);
-    be->dwconv1d_forward(be, b->fus, b->cat, p->depthwise_conv_fusion.weight, p->depthwise_conv_fusion.bias, m->B,
-                         m->T2, 2 * D, d->merge_kernel);
-    be->add(be, b->fus, b->fus, b->cat, 2 * nd);
-    be->linear_forward(be, m->dtmp, b->fus, p->merge_proj.weight, p->merge_proj.bias, N, 2 * D, D);
-    be->dropout_add(be, b->h_mg, x, m->dtmp, nd, 1.0, r.pd, m->seed, block_stream(l, SITE_MERGE));
+    if (d->merge_kernel) {
+        enc_rows u = enc_rows_of(m);
+        enc_zero_padding(m, &u, b->cat, 2 * D);
+        be->dwconv1d_forward(be, b->fus, b->cat, p->depthwise_conv_fusion.weight, p->depthwise_conv_fusion.bias, m->B,
+                             m->T2, 2 * D, d->merge_kernel);
+        be->add(be, b->fus, b->fus, b->cat, 2 * nd);
+    }
+    be->linear_forward(be, m->dtmp, merge_in(d, b), p->merge_proj.weight, p->merge_proj.bias, N, 2 * D, D);
+    be->dropout_add(be, b->h_mg, x, m->dtmp, nd, 1.0, merge_dropout(m), m->seed, block_stream(l, SITE_MERGE));
 }
 
 static void branches_backward(asr_model *m, int l, const eblock *b, const float *x)
@@ -239,12 +261,17 @@ static void branches_backward(asr_model *m, int l, const eblock *b, const float 
     size_t nd = (size_t)N * D;
     enc_rates r = enc_rates_of(m);
     const enc_block_tensors *p = &m->w.blocks[l], *g = &m->g.blocks[l];
-    be->dropout_backward(be, m->dtmp, m->dh, nd, r.pd, m->seed, block_stream(l, SITE_MERGE));
-    be->linear_backward(be, e->d2a, g->merge_proj.weight, g->merge_proj.bias, m->dtmp, b->fus, p->merge_proj.weight, N,
-                        2 * D, D, 0);
-    be->dwconv1d_backward(be, e->d2b, g->depthwise_conv_fusion.weight, g->depthwise_conv_fusion.bias, e->d2a, b->cat,
-                          p->depthwise_conv_fusion.weight, m->B, m->T2, 2 * D, d->merge_kernel);
-    be->add(be, e->d2b, e->d2b, e->d2a, 2 * nd);      /* the gradient of c */
+    be->dropout_backward(be, m->dtmp, m->dh, nd, merge_dropout(m), m->seed, block_stream(l, SITE_MERGE));
+    /* the gradient of c into d2b (through d2a with a merge convolution) */
+    be->linear_backward(be, d->merge_kernel ? e->d2a : e->d2b, g->merge_proj.weight, g->merge_proj.bias, m->dtmp,
+                        merge_in(d, b), p->merge_proj.weight, N, 2 * D, D, 0);
+    if (d->merge_kernel) {
+        be->dwconv1d_backward(be, e->d2b, g->depthwise_conv_fusion.weight, g->depthwise_conv_fusion.bias, e->d2a,
+                              b->cat, p->depthwise_conv_fusion.weight, m->B, m->T2, 2 * D, d->merge_kernel);
+        be->add(be, e->d2b, e->d2b, e->d2a, 2 * nd);
+        enc_rows u = enc_rows_of(m);
+        enc_zero_padding(m, &u, e->d2b, 2 * D); /* zeroed in the forward: no gradient there */
+    }
     be->swap12(be, e->d2a, e->d2b, 1, N, 2, D);       /* back to (2, N, D) */
     be->dropout_backward(be, e->d2a, e->d2a, 2 * nd, r.pd, m->seed, block_stream(l, SITE_BRANCH));
     attn_backward(m, l, b, x, e->d2a);

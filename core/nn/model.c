@@ -63,7 +63,7 @@ void asr_model_init(asr_model *m, backend *be, const model_dims *d, const model_
     init_buffers(m);
     if (d->dec_blocks > 0) m->dec = decoder_new(m);
     if (d->lm == LM_SEQ_RNN) m->rnn = lm_rnn_new(m);
-    if (d->tr_layers > 0) m->tr = transducer_new(m);
+    if (model_has_transducer(d)) m->tr = transducer_new(m);
 }
 
 void asr_model_init_inference(asr_model *m, backend *be, const model_dims *d)
@@ -78,7 +78,7 @@ void asr_model_init_inference(asr_model *m, backend *be, const model_dims *d)
     init_buffers(m);
     if (d->dec_blocks > 0) m->dec = decoder_new(m);
     if (d->lm == LM_SEQ_RNN) m->rnn = lm_rnn_new(m);
-    if (d->tr_layers > 0) m->tr = transducer_new(m);
+    if (model_has_transducer(d)) m->tr = transducer_new(m);
 }
 
 /* The input layer's and the head's buffers (the encoder frees its own). */

@@ -117,7 +117,7 @@ typedef struct asr_model {
      * att_correct / att_tokens are th_accuracy's numerator and denominator. */
     decoder_acts *dec;
     lm_rnn *rnn;             /* dims.lm LM_SEQ_RNN: the LSTM LM (core/nn/lm_rnn.h), else NULL */
-    transducer_acts *tr;     /* dims.tr_layers > 0: the transducer decoder and joint network, else NULL */
+    transducer_acts *tr;     /* model_has_transducer(&dims): the transducer decoder and joint network, else NULL */
     /* trainer.sync_batchnorm (core/nn/encoder_syncbn.c): the hook, a device scratch of 4 x d floats
      * and the rows of the last synchronized forward over all ranks. */
     bn_sync sync;

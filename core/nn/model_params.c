@@ -253,7 +253,7 @@ static void add_conformer_block(param_table *t, const model_dims *d, int b)
 
 /* ESPnet2's EBranchformerEncoderLayer in its state-dict order: attn, cgmlp (channel_proj1.0, the
  * gating unit's norm, conv and optional linear, channel_proj2), feed_forward(_macaron), the norms,
- * depthwise_conv_fusion, merge_proj. */
+ * depthwise_conv_fusion (none in the asr_transducer task's Branchformer block), merge_proj. */
 static void add_ebranchformer_block(param_table *t, const model_dims *d, int b)
 {
     char p[96];
@@ -303,7 +303,7 @@ static void add_ebranchformer_block(param_table *t, const model_dims *d, int b)
         add_norm(t, p, D);
     }
     snprintf(p, sizeof p, "encoder.encoders.%d.depthwise_conv_fusion", b);
-    add_conv1d(t, p, 2 * D, 1, d->merge_kernel);
+    if (d->merge_kernel) add_conv1d(t, p, 2 * D, 1, d->merge_kernel);
     snprintf(p, sizeof p, "encoder.encoders.%d.merge_proj", b);
     add_linear(t, p, D, 2 * D);
 }
@@ -356,7 +356,8 @@ static void add_decoder(param_table *t, const model_dims *d)
 
 /* ESPnet2's TransducerDecoder (decoder.embed, decoder.decoder.<l>: single-layer torch.nn.LSTMs,
  * suffix _l0) and the ASR task's JointNetwork (joint_network.lin_enc, lin_dec, lin_out), in the
- * state dict's order. The embedding's padding_idx is the blank (0). */
+ * state dict's order (the asr_transducer task's StatelessDecoder: decoder.embed alone). The
+ * embedding's padding_idx is the blank (0). */
 static void add_transducer(param_table *t, const model_dims *d)
 {
     int64_t H = d->tr_hidden, G = 4 * H, J = d->tr_joint;
@@ -458,6 +459,7 @@ static void add_lm_rnn(param_table *t, const model_dims *d)
 void param_table_build(param_table *t, const model_dims *d)
 {
     t->body = d->body != 0; /* every table says which names it holds (a caller's table is not zeroed) */
+    t->body_encoder = d->encoder;
     if (d->lm == LM_SEQ_RNN) {
         size_t cap = 3 + (size_t)d->lm_layers * 4;
         t->items = xcalloc(cap, sizeof *t->items);
@@ -495,12 +497,12 @@ void param_table_build(param_table *t, const model_dims *d)
     if (d->interctc_cond) add_linear(t, "encoder.conditioning_layer", d->d, d->vocab);
     if (!d->no_ctc) add_linear(t, "ctc.ctc_lo", d->vocab, d->d);
     if (d->dec_blocks > 0) add_decoder(t, d);
-    if (d->tr_layers > 0) add_transducer(t, d);
+    if (model_has_transducer(d)) add_transducer(t, d);
     ESP_CHECK(t->n <= cap);
     if (d->body) {
         for (size_t i = 0; i < t->n; i++) {
             char n[sizeof t->items[i].name];
-            if (param_body_name(t->items[i].name, n, sizeof n)) memcpy(t->items[i].name, n, sizeof n);
+            if (param_body_name(t->items[i].name, d->encoder, n, sizeof n)) memcpy(t->items[i].name, n, sizeof n);
         }
     }
     layout(t);

@@ -80,7 +80,8 @@ typedef struct model_dims {
     int cgmlp_kernel;    /* cgmlp_conv_kernel (odd) */
     int linear_after_conv; /* use_linear_after_conv */
     int gate_act;        /* gate_activation: encoder_act (ACT_IDENTITY by default) */
-    int merge_kernel;    /* merge_conv_kernel (odd) */
+    int merge_kernel;    /* merge_conv_kernel (odd); 0: no merge convolution, the asr_transducer
+                          * task's Branchformer block (x += drop(merge_proj([x1, x2])), use_ffn 0) */
     /* The contextual block encoder's blocks (frames after the input layer): each block sees
      * block_size frames, consecutive blocks start hop_size apart, and a frame's output comes from
      * the block where look_ahead frames follow it; ctx_pos_enc: the context vectors get the
@@ -97,9 +98,12 @@ typedef struct model_dims {
     /* The transducer (model.decoder: transducer; core/nn/transducer.h): ESPnet2's TransducerDecoder
      * (decoder.embed, then tr_layers single-layer LSTMs of tr_hidden units, decoder.decoder.<l>) and
      * the ASR task's JointNetwork (joint_network.lin_enc / lin_dec into tr_joint units, tanh,
-     * lin_out; lin_dec without a bias when tr_no_dec_bias). tr_layers 0: no transducer. */
+     * lin_out; lin_dec without a bias when tr_no_dec_bias). tr_stateless: the asr_transducer task's
+     * StatelessDecoder instead (decoder.embed alone, its output the embedding of tr_hidden =
+     * embed_size units; tr_layers 0). Neither: no transducer (model_has_transducer). */
     int tr_layers;       /* decoder_conf.num_layers */
-    int tr_hidden;       /* decoder_conf.hidden_size */
+    int tr_stateless;    /* model.decoder stateless */
+    int tr_hidden;       /* decoder_conf.hidden_size (stateless: embed_size) */
     int tr_joint;        /* joint_net_conf.joint_space_size */
     int tr_no_dec_bias;  /* joint_net_conf.lin_dec_bias false */
     /* ESPnet2's asr_transducer task (core/nn/body_conf.h): its Encoder's Conformer blocks are the
@@ -123,6 +127,9 @@ typedef struct model_dims {
     int lm_pos_enc;      /* transformer: lm_conf.pos_enc sinusoidal (1) or null (0: no positional encoding) */
     int lm_layers;       /* seq_rnn: nlayers */
 } model_dims;
+
+/* Whether the model has a transducer decoder and joint network (core/nn/transducer.h). */
+static inline int model_has_transducer(const model_dims *d) { return d->tr_layers > 0 || d->tr_stateless; }
 
 /* What the encoder's input layer receives: the preencoder's output, else the features. */
 static inline int model_input_dim(const model_dims *d) { return d->pre_out ? d->pre_out : d->idim; }
@@ -172,6 +179,7 @@ typedef struct param_table {
     size_t total;        /* floats of the trained parameters */
     size_t state_total;  /* floats with the buffers (= total without BatchNorm) */
     int body;            /* the names are the asr_transducer task's (param_body_name) */
+    int body_encoder;    /* and its blocks' kind (encoder_kind: conformer or ebranchformer) */
 } param_table;
 
 void param_table_build(param_table *t, const model_dims *d);
@@ -191,10 +199,11 @@ const param_info *param_find_alias(const param_table *t, const char *name);
 int param_legacy_name(const char *name, char *buf, size_t cap);
 /* The reverse: ESPnet's name of an older espnet3 name into buf (1), or 0 when `name` is not one. */
 int param_current_name(const char *name, char *buf, size_t cap);
-/* The asr_transducer task's name (model_dims.body) of the ASR task's table name `name` into buf
+/* The asr_transducer task's name (model_dims.body) of the ASR task's table name `name` of a model
+ * whose blocks are of kind `encoder` (ENC_CONFORMER or ENC_EBRANCHFORMER) into buf
  * (1), or 0 when the name stays (core/nn/param_names.c): the one map between the two tasks' module
  * paths, which the table (param_table_build) and the typed views' binding both go through. */
-int param_body_name(const char *name, char *buf, size_t cap);
+int param_body_name(const char *name, int encoder, char *buf, size_t cap);
 
 /* Initializes the flat buffer: init NULL = PyTorch module defaults; "xavier_uniform",
  * "xavier_normal", "kaiming_uniform", "kaiming_normal" as espnet2.torch_utils.initialize

@@ -37,7 +37,7 @@ static float *at(binder *b, const char *prefix, const char *leaf)
     char name[128], body[128];
     join(name, sizeof name, prefix, leaf);
     const param_table *t = b->t;
-    if (t->body && param_body_name(name, body, sizeof body)) memcpy(name, body, sizeof name);
+    if (t->body && param_body_name(name, t->body_encoder, body, sizeof body)) memcpy(name, body, sizeof name);
     for (size_t k = 0; k < t->n; k++) {
         size_t i = (b->next + k) % t->n;
         if (strcmp(t->items[i].name, name)) continue;
@@ -216,7 +216,7 @@ void model_tensors_bind(model_tensors *v, const param_table *t, const model_dims
         v->ctc_lo = linear(&b, "ctc.ctc_lo");
         b.span[0] = NULL;
         if (d->dec_blocks > 0) bind_decoder(&b, &v->decoder, d);
-        if (d->tr_layers > 0) bind_transducer(&b, &v->transducer, d);
+        if (model_has_transducer(d)) bind_transducer(&b, &v->transducer, d);
     }
     for (size_t i = 0; i < t->n; i++)
         if (!b.named[i] && t->items[i].offset < n) {

@@ -21,8 +21,9 @@ int param_current_name(const char *name, char *buf, size_t cap)
 }
 
 /* The ASR task's module paths -> the asr_transducer task's (espnet2/asr_transducer/: ConvInput's
- * `output`, MultiBlocks' `blocks` and `norm_blocks`, the Conformer block's `self_att`, `conv_mod`
- * and norms, RNNDecoder's `rnn`, the model's `ctc_lin`). Prefix rewrites, first match wins. */
+ * `output`, MultiBlocks' `blocks` and `norm_blocks`, the Conformer and E-Branchformer blocks'
+ * `self_att`, `conv_mod` and norms, RNNDecoder's `rnn`, the model's `ctc_lin`). Prefix rewrites,
+ * first match wins. */
 static const struct {
     const char *from, *to;
 } body_prefix[] = {
@@ -31,15 +32,29 @@ static const struct {
     {"ctc.ctc_lo.", "ctc_lin."},
     {"decoder.decoder.", "decoder.rnn."},
 };
-/* Inside encoder.encoders.<i>. */
-static const struct {
+/* Inside encoder.encoders.<i>: a Conformer block (ConformerEncoderLayer -> Conformer) and an
+ * E-Branchformer block (EBranchformerEncoderLayer with its cgMLP -> EBranchformer with its
+ * ConvolutionalSpatialGatingUnit conv_mod and DepthwiseConvolution depthwise_conv_mod). */
+typedef struct {
     const char *from, *to;
-} body_block_part[] = {
+} name_part;
+static const name_part conformer_part[] = {
     {"self_attn.", "self_att."},       {"conv_module.", "conv_mod."},   {"norm_ff_macaron.", "norm_macaron."},
-    {"norm_ff.", "norm_feed_forward."}, {"norm_mha.", "norm_self_att."},
+    {"norm_ff.", "norm_feed_forward."}, {"norm_mha.", "norm_self_att."}, {NULL, NULL},
+};
+static const name_part ebranchformer_part[] = {
+    {"attn.", "self_att."},
+    {"cgmlp.channel_proj1.", "channel_proj1."},
+    {"cgmlp.channel_proj2.", "channel_proj2."},
+    {"cgmlp.csgu.", "conv_mod."},
+    {"depthwise_conv_fusion.", "depthwise_conv_mod.conv."},
+    {"norm_ff_macaron.", "norm_feed_forward_macaron."},
+    {"norm_ff.", "norm_feed_forward."},
+    {"norm_mha.", "norm_self_att."},
+    {NULL, NULL},
 };
 
-int param_body_name(const char *name, char *buf, size_t cap)
+int param_body_name(const char *name, int encoder, char *buf, size_t cap)
 {
     for (size_t i = 0; i < sizeof body_prefix / sizeof *body_prefix; i++) {
         size_t n = strlen(body_prefix[i].from);
@@ -52,11 +67,10 @@ int param_body_name(const char *name, char *buf, size_t cap)
         if (*p < '0' || *p > '9') return 0;
     int idx = (int)(dot - rest);
     const char *leaf = dot + 1;
-    for (size_t i = 0; i < sizeof body_block_part / sizeof *body_block_part; i++) {
-        size_t n = strlen(body_block_part[i].from);
-        if (!strncmp(leaf, body_block_part[i].from, n))
-            return snprintf(buf, cap, "encoder.encoders.blocks.%.*s.%s%s", idx, rest, body_block_part[i].to, leaf + n) <
-                   (int)cap;
+    for (const name_part *p = encoder == ENC_EBRANCHFORMER ? ebranchformer_part : conformer_part; p->from; p++) {
+        size_t n = strlen(p->from);
+        if (!strncmp(leaf, p->from, n))
+            return snprintf(buf, cap, "encoder.encoders.blocks.%.*s.%s%s", idx, rest, p->to, leaf + n) < (int)cap;
     }
     return snprintf(buf, cap, "encoder.encoders.blocks.%.*s.%s", idx, rest, leaf) < (int)cap;
 }

@@ -37,7 +37,7 @@ struct transducer_acts {
 transducer_acts *transducer_new(const asr_model *m)
 {
     const model_dims *d = &m->dims;
-    ESP_CHECK(d->tr_layers > 0 && d->tr_hidden > 0 && d->tr_joint > 0);
+    ESP_CHECK(model_has_transducer(d) && d->tr_hidden > 0 && d->tr_joint > 0);
     transducer_acts *t = xcalloc(1, sizeof *t);
     t->V = d->vocab, t->H = d->tr_hidden, t->J = d->tr_joint, t->D = d->d, t->nl = d->tr_layers;
     t->x = xcalloc((size_t)t->nl + 1, sizeof *t->x);
@@ -305,9 +305,15 @@ void transducer_dec_step(asr_model *m, const int *labels, const float *h, const 
     ensure_step(be, t, (size_t)n, 1);
     size_t H = (size_t)t->H, kh = (size_t)n * H;
     memcpy(t->s_ids, labels, (size_t)n * sizeof *labels);
+    be->embedding_forward(be, t->s_x, m->w.transducer.embed, t->s_ids, n, t->V, t->H);
+    if (t->nl == 0) { /* StatelessDecoder: the embedding is the output; no state */
+        be->synchronize(be);
+        be->copy(be, dec_out, t->s_x, kh * sizeof(float), BACKEND_DEVICE_TO_HOST);
+        be->synchronize(be);
+        return;
+    }
     states_to_device(be, t, t->s_h, h, n);
     states_to_device(be, t, t->s_c, c, n);
-    be->embedding_forward(be, t->s_x, m->w.transducer.embed, t->s_ids, n, t->V, t->H);
     for (int l = 0; l < t->nl; l++)
         lstm_seq_step(be, &m->w.transducer.rnn[l], l == 0 ? t->s_x : t->s_hn + (l - 1) * kh, t->H, t->s_h + l * kh,
                       t->s_c + l * kh, t->s_hn + l * kh, t->s_cn + l * kh, t->s_g, t->s_g2, t->s_act, n, t->H);

@@ -9,6 +9,9 @@
  *   -> joint_network: tanh(lin_enc(enc[b, t]) + lin_dec(dec[b, u])) -> lin_out: logits
  *      (B, T, U1, V) -> the RNN-T loss (core/compute/rnnt.h, blank 0, sum over the batch / B: warp-
  *      transducer's RNNTLoss(reduction "mean") that ESPnet2 calls).
+ * The asr_transducer task's StatelessDecoder (model_dims.tr_stateless;
+ * espnet2/asr_transducer/decoder/stateless_decoder.py) is this with no LSTM layer: the embedding
+ * after its dropout (embed_dropout_rate) is the decoder's output, a position sees its own label only.
  * The encoder output is the encoder's after its after_norm (what CTC reads before its dropout).
  * The decoder's rows are time-major (row u * B + b) as the LSTM's recurrence wants them
  * (core/nn/lstm_seq.h); lin_dec's output is reordered to (B, U1, J) for the joint.
@@ -58,7 +61,8 @@ void transducer_backward(asr_model *m, float *denc, int acc, float dloss);
 void transducer_enc_proj(asr_model *m, const float *enc, int T, float *encp);
 /* The prediction network's step for n hypotheses: each one's last label (labels, host) from its
  * state before it (h, c: host, n x layers x hidden, a hypothesis' layers together) into its output
- * (dec_out: host, n x hidden) and its state after (h_out, c_out: as h, c). */
+ * (dec_out: host, n x hidden) and its state after (h_out, c_out: as h, c). The stateless decoder
+ * has no state: its output is the last label's embedding, and the states are not touched. */
 void transducer_dec_step(asr_model *m, const int *labels, const float *h, const float *c, int n, float *dec_out,
                          float *h_out, float *c_out);
 /* The joint's log-probabilities log_softmax(lin_out(tanh(encp[i] + lin_dec(dec_out[i])))) of n rows

@@ -3,7 +3,8 @@
  * asr_transducer fixture model's RNNDecoder and joint on one utterance's Encoder output, with
  * TS_OPTS_ASR_TRANSDUCER (no greedy branch: beam 1 is default with a beam of one; score_norm false)
  * and the beam_search_config of each mode: the same n-best, in the same order, labels identical and
- * scores within float rounding. */
+ * scores within float rounding. The same for the model with the StatelessDecoder (pack
+ * stateless_search). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -34,6 +35,8 @@ static search_case case_of(int i)
     case 2: c.name = "default_norm", c.beam = 3, c.o.nbest = 2, c.o.score_norm = 1; break;
     case 3: c.name = "tsd", c.beam = 4, c.o.search_type = TS_TSD, c.o.max_sym_exp = 3, c.o.nbest = 3; break;
     case 4: c.name = "alsd", c.beam = 4, c.o.search_type = TS_ALSD, c.o.u_max = 10, c.o.nbest = 3; break;
+    case 6: c.name = "tsd_defaults", c.beam = 3, c.o.search_type = TS_TSD, c.o.nbest = 2; break;
+    case 7: c.name = "maes_defaults", c.beam = 3, c.o.search_type = TS_MAES, c.o.nbest = 2; break;
     default:
         c.name = "maes", c.beam = 4, c.o.search_type = TS_MAES, c.o.nstep = 3, c.o.expansion_gamma = 2.3;
         c.o.expansion_beta = 2, c.o.nbest = 3;
@@ -41,16 +44,18 @@ static search_case case_of(int i)
     return c;
 }
 
-static void check_mode(int which)
+static void check_mode(int which, int stateless)
 {
     search_case sc = case_of(which);
     backend *be;
     esp_err err;
     cr_assert((be = backend_open(BACKEND_CPU, 0, 1, &err)) != NULL, "%s", err.msg);
-    pack w = load_pack("asr_transducer", "weights"), s = load_pack("asr_transducer", "search");
+    pack w = load_pack("asr_transducer", "weights");
+    pack s = load_pack("asr_transducer", stateless ? "stateless_search" : "search");
     model_dims d = {.idim = 20, .d = 16, .heads = 2, .ff = 24, .blocks = 2, .vocab = 12, .encoder = ENC_CONFORMER,
                     .macaron = 1, .rel_pos = 1, .use_cnn = 1, .cnn_kernel = 3, .act = ACT_SWISH,
-                    .input_layer = IN_CONV2D, .tr_layers = 2, .tr_hidden = 12, .tr_joint = 10, .body = 1};
+                    .input_layer = IN_CONV2D, .tr_layers = stateless ? 0 : 2, .tr_stateless = stateless,
+                    .tr_hidden = 12, .tr_joint = 10, .body = 1};
     d.f2 = input_layer_out_bins(IN_CONV2D, d.idim);
     asr_model m;
     asr_model_init_inference(&m, be, &d);
@@ -93,7 +98,8 @@ static void check_mode(int which)
         worst = fmax(worst, e);
         cr_expect_lt(e, 1e-5, "%s hyp %d: score %.7f, ESPnet %.7f", sc.name, i, r.hyps[i].score, ref);
     }
-    cr_log_info("%s: %d hypotheses as ESPnet's, worst score rel err %.2g", sc.name, r.n, worst);
+    cr_log_info("%s%s: %d hypotheses as ESPnet's, worst score rel err %.2g", sc.name, stateless ? " (stateless)" : "",
+                r.n, worst);
     ts_result_free(&r);
     be->free(be, enc);
     free(host);
@@ -102,12 +108,17 @@ static void check_mode(int which)
     backend_close(be);
 }
 
-Test(asr_transducer_search, beam_1_is_default_with_a_beam_of_one) { check_mode(0); }
-Test(asr_transducer_search, default_as_espnet) { check_mode(1); }
-Test(asr_transducer_search, default_with_score_norm_as_espnet) { check_mode(2); }
-Test(asr_transducer_search, tsd_as_espnet) { check_mode(3); }
-Test(asr_transducer_search, alsd_as_espnet) { check_mode(4); }
-Test(asr_transducer_search, maes_as_espnet) { check_mode(5); }
+Test(asr_transducer_search, beam_1_is_default_with_a_beam_of_one) { check_mode(0, 0); }
+Test(asr_transducer_search, default_as_espnet) { check_mode(1, 0); }
+Test(asr_transducer_search, default_with_score_norm_as_espnet) { check_mode(2, 0); }
+Test(asr_transducer_search, tsd_as_espnet) { check_mode(3, 0); }
+Test(asr_transducer_search, alsd_as_espnet) { check_mode(4, 0); }
+Test(asr_transducer_search, maes_as_espnet) { check_mode(5, 0); }
+Test(asr_transducer_search, tsd_and_maes_with_its_defaults_as_espnet) { check_mode(6, 0), check_mode(7, 0); }
+Test(asr_transducer_search, stateless_decoder_every_mode_as_espnet)
+{
+    for (int i = 0; i < 8; i++) check_mode(i, 1);
+}
 
 /* asr_transducer_inference.Speech2Text's model.beam_search_config into ts_opts (its search's
  * defaults for the keys left out); the other Speech2Text's transducer_conf, the keys its

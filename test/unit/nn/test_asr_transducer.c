@@ -4,7 +4,11 @@
  * the auxiliary CTC (ctc_lin), transducer_weight 0.8, auxiliary_ctc_weight 0.3, a padded batch of 2
  * whose second utterance is shorter than the encoder output. The Encoder's output (eval mode, the
  * BatchNorms' running statistics), the loss, its parts and every parameter gradient (training mode)
- * on the CPU backend and on ref64; every tensor of ESPnet's state dict is one of ours by name. */
+ * on the CPU backend and on ref64; every tensor of ESPnet's state dict is one of ours by name. The
+ * same model with the StatelessDecoder (pack stateless_loss: the RNN model's weights but its LSTMs,
+ * the same batch): its loss and every gradient; and a model of two ebranchformer blocks with that
+ * decoder (packs ebranchformer_*) and one of two branchformer blocks (branchformer_*): their Encoder
+ * output, loss and every gradient. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -19,27 +23,39 @@
 
 enum { IDIM = 20, D = 16, VOCAB = 12, B = 2, STRIDE = 7 };
 
-static model_dims fixture_dims(void)
+/* The fixture's models: conformer blocks with the RNNDecoder, the same with the StatelessDecoder
+ * (embed_size 12) instead, ebranchformer blocks (depth_conv_kernel_size 5) and branchformer blocks
+ * with the StatelessDecoder. */
+typedef enum variant { V_RNN = 0, V_STATELESS, V_EBRANCHFORMER, V_BRANCHFORMER } variant;
+
+static model_dims fixture_dims(variant v)
 {
     model_dims d = {.idim = IDIM, .d = D, .heads = 2, .ff = 24, .blocks = 2, .vocab = VOCAB,
                     .encoder = ENC_CONFORMER, .macaron = 1, .rel_pos = 1, .use_cnn = 1, .cnn_kernel = 3,
-                    .act = ACT_SWISH, .input_layer = IN_CONV2D, .tr_layers = 2, .tr_hidden = 12, .tr_joint = 10,
-                    .body = 1};
+                    .act = ACT_SWISH, .input_layer = IN_CONV2D, .tr_layers = v == V_RNN ? 2 : 0,
+                    .tr_stateless = v != V_RNN, .tr_hidden = 12, .tr_joint = 10, .body = 1};
+    if (v >= V_EBRANCHFORMER)
+        d.encoder = ENC_EBRANCHFORMER, d.use_cnn = 0, d.use_ffn = v == V_EBRANCHFORMER, d.cgmlp_units = 24,
+        d.cgmlp_kernel = 3, d.merge_kernel = v == V_EBRANCHFORMER ? 5 : 0, d.gate_act = ACT_IDENTITY;
     d.f2 = input_layer_out_bins(IN_CONV2D, IDIM);
     return d;
 }
 
-/* Every ESPnet2 tensor into the model by name, and every one of ours from ESPnet2. */
-static void load_weights(asr_model *m, const pack *w)
+/* Every ESPnet2 tensor into the model by name, and every one of ours from ESPnet2 (the stateless
+ * model of the RNN model's weights: all but the RNNDecoder's LSTMs, decoder.rnn.*). */
+static void load_weights(asr_model *m, const pack *w, variant v)
 {
     float *host = calloc(m->table.state_total, sizeof *host);
+    size_t used = 0;
     for (size_t i = 0; i < w->n; i++) {
+        if (v == V_STATELESS && !strncmp(w->names[i], "decoder.rnn.", 12)) continue;
         const param_info *p = param_find(&m->table, w->names[i]);
         cr_assert_not_null(p, "ESPnet2's %s is not a tensor of espnet3's model", w->names[i]);
         cr_assert_eq(w->count[i], p->count, "%s", p->name);
         memcpy(host + p->offset, w->data + w->off[i], p->count * sizeof(float));
+        used++;
     }
-    cr_assert_eq(w->n, m->table.n, "the fixture has %zu tensors, espnet3's model %zu", w->n, m->table.n);
+    cr_assert_eq(used, m->table.n, "the fixture has %zu tensors, espnet3's model %zu", used, m->table.n);
     asr_model_state_from_host(m, host);
     free(host);
 }
@@ -47,20 +63,23 @@ static void load_weights(asr_model *m, const pack *w)
 typedef struct fixture {
     backend *be;
     asr_model m;
-    pack w, c;
+    pack w, c, o; /* weights, inputs (loss), outputs (the variant's loss pack) */
     float *feats; /* device */
     int T, lens[B], ylens[B], labels[B * STRIDE];
 } fixture;
 
-static void setup(fixture *f, backend_kind kind)
+static void setup(fixture *f, backend_kind kind, variant v)
 {
+    static const char *const weights[] = {"weights", "weights", "ebranchformer_weights", "branchformer_weights"};
+    static const char *const outputs[] = {"loss", "stateless_loss", "ebranchformer_loss", "branchformer_loss"};
     esp_err err;
     cr_assert((f->be = backend_open(kind, 0, 1, &err)) != NULL, "%s", err.msg);
-    f->w = load_pack("asr_transducer", "weights"), f->c = load_pack("asr_transducer", "loss");
-    model_dims d = fixture_dims();
+    f->w = load_pack("asr_transducer", weights[v]), f->c = load_pack("asr_transducer", "loss");
+    f->o = load_pack("asr_transducer", outputs[v]);
+    model_dims d = fixture_dims(v);
     model_rates rates = {.ctc_weight = 0.3f, .tr_weight = 0.8f};
     asr_model_init(&f->m, f->be, &d, &rates);
-    load_weights(&f->m, &f->w);
+    load_weights(&f->m, &f->w, v);
     size_t nf, n, ny;
     const float *x = pack_must(&f->c, "in.feats", &nf), *l = pack_must(&f->c, "in.lens", &n);
     const float *y = pack_must(&f->c, "in.ys", &ny), *yl = pack_must(&f->c, "in.ylens", &n);
@@ -75,19 +94,19 @@ static void setup(fixture *f, backend_kind kind)
 static void teardown(fixture *f)
 {
     f->be->free(f->be, f->feats);
-    pack_free(&f->w), pack_free(&f->c);
+    pack_free(&f->w), pack_free(&f->c), pack_free(&f->o);
     asr_model_free(&f->m);
     backend_close(f->be);
 }
 
 /* The Encoder's output and lengths (ESPnet2's: min(input frames, T2), padded frames counted). */
-static void check_encoder(backend_kind kind)
+static void check_encoder(backend_kind kind, variant v)
 {
     fixture f;
-    setup(&f, kind);
+    setup(&f, kind, v);
     asr_model_forward(&f.m, f.feats, f.lens, B, f.T, 0, 0);
     size_t n;
-    const float *hl = pack_must(&f.c, "out.hlens", &n), *ref = pack_must(&f.c, "out.enc", &n);
+    const float *hl = pack_must(&f.o, "out.hlens", &n), *ref = pack_must(&f.o, "out.enc", &n);
     cr_assert(f.m.hlens[0] == (int)hl[0] && f.m.hlens[1] == (int)hl[1], "lengths %d %d vs ESPnet %g %g",
               f.m.hlens[0], f.m.hlens[1], hl[0], hl[1]);
     cr_assert_eq(n, (size_t)B * f.m.T2 * D);
@@ -101,15 +120,15 @@ static void check_encoder(backend_kind kind)
     teardown(&f);
 }
 
-static void check_loss(backend_kind kind, double tol)
+static void check_loss(backend_kind kind, double tol, variant v)
 {
     fixture f;
-    setup(&f, kind);
+    setup(&f, kind, v);
     asr_model_zero_grad(&f.m);
     asr_model_forward(&f.m, f.feats, f.lens, B, f.T, 1, 0);
     double loss = asr_model_loss(&f.m, f.labels, f.ylens, STRIDE, NULL);
-    double ref = pack_must(&f.c, "out.loss", NULL)[0], ref_tr = pack_must(&f.c, "out.loss_transducer", NULL)[0];
-    double ref_ctc = pack_must(&f.c, "out.loss_aux_ctc", NULL)[0];
+    double ref = pack_must(&f.o, "out.loss", NULL)[0], ref_tr = pack_must(&f.o, "out.loss_transducer", NULL)[0];
+    double ref_ctc = pack_must(&f.o, "out.loss_aux_ctc", NULL)[0];
     cr_expect_lt(fabs(f.m.loss_transducer - ref_tr) / ref_tr, tol, "loss_transducer %.8f vs ESPnet %.8f",
                  f.m.loss_transducer, ref_tr);
     cr_expect_lt(fabs(f.m.loss_ctc - ref_ctc) / ref_ctc, tol, "loss_aux_ctc %.8f vs %.8f", f.m.loss_ctc, ref_ctc);
@@ -119,13 +138,16 @@ static void check_loss(backend_kind kind, double tol)
     f.be->synchronize(f.be);
     f.be->copy(f.be, g, f.m.grads, f.m.table.total * sizeof(float), BACKEND_DEVICE_TO_HOST);
     double worst = 0;
+    size_t n_grads = 0;
+    for (size_t i = 0; i < f.o.n; i++) n_grads += !strncmp(f.o.names[i], "grad.", 5);
     for (size_t i = 0; i < f.m.table.n; i++) {
         const param_info *p = &f.m.table.items[i];
         if (p->offset >= f.m.table.total) continue; /* BatchNorm's buffers */
+        n_grads--;
         char name[160];
         snprintf(name, sizeof name, "grad.%.127s", p->name);
         size_t n;
-        const float *ref_g = pack_must(&f.c, name, &n);
+        const float *ref_g = pack_must(&f.o, name, &n);
         cr_assert_eq(n, p->count, "%s", p->name);
         /* Softmax ignores linear_k's bias, training-mode BatchNorm the depthwise conv's (a per-channel
          * constant): rounding noise on both sides. */
@@ -138,15 +160,48 @@ static void check_loss(backend_kind kind, double tol)
         worst = fmax(worst, e);
         cr_expect_lt(e, 1e-4, "gradient of %s differs: %g", p->name, e);
     }
-    cr_log_info("%s: loss %.7f (ESPnet %.7f), worst gradient rel err %.2g", f.be->name, loss, ref, worst);
+    cr_assert_eq(n_grads, 0, "ESPnet2 has parameters espnet3's model lacks");
+    static const char *const what[] = {"", " (stateless)", " (ebranchformer)", " (branchformer)"};
+    cr_log_info("%s%s: loss %.7f (ESPnet %.7f), worst gradient rel err %.2g", f.be->name, what[v], loss, ref, worst);
     free(g);
     teardown(&f);
 }
 
-Test(asr_transducer, encoder_output_matches_espnet_cpu) { check_encoder(BACKEND_CPU); }
-Test(asr_transducer, encoder_output_matches_espnet_ref64) { check_encoder(BACKEND_REF64); }
-Test(asr_transducer, loss_and_every_gradient_match_espnet_cpu) { check_loss(BACKEND_CPU, 1e-5); }
-Test(asr_transducer, loss_and_every_gradient_match_espnet_ref64) { check_loss(BACKEND_REF64, 1e-5); }
+Test(asr_transducer, encoder_output_matches_espnet_cpu) { check_encoder(BACKEND_CPU, V_RNN); }
+Test(asr_transducer, encoder_output_matches_espnet_ref64) { check_encoder(BACKEND_REF64, V_RNN); }
+Test(asr_transducer, loss_and_every_gradient_match_espnet_cpu) { check_loss(BACKEND_CPU, 1e-5, V_RNN); }
+Test(asr_transducer, loss_and_every_gradient_match_espnet_ref64) { check_loss(BACKEND_REF64, 1e-5, V_RNN); }
+Test(asr_transducer, stateless_decoder_loss_and_every_gradient_match_espnet_cpu)
+{
+    check_loss(BACKEND_CPU, 1e-5, V_STATELESS);
+}
+Test(asr_transducer, stateless_decoder_loss_and_every_gradient_match_espnet_ref64)
+{
+    check_loss(BACKEND_REF64, 1e-5, V_STATELESS);
+}
+Test(asr_transducer, ebranchformer_encoder_output_matches_espnet_cpu) { check_encoder(BACKEND_CPU, V_EBRANCHFORMER); }
+Test(asr_transducer, ebranchformer_encoder_output_matches_espnet_ref64)
+{
+    check_encoder(BACKEND_REF64, V_EBRANCHFORMER);
+}
+Test(asr_transducer, ebranchformer_loss_and_every_gradient_match_espnet_cpu)
+{
+    check_loss(BACKEND_CPU, 1e-5, V_EBRANCHFORMER);
+}
+Test(asr_transducer, ebranchformer_loss_and_every_gradient_match_espnet_ref64)
+{
+    check_loss(BACKEND_REF64, 1e-5, V_EBRANCHFORMER);
+}
+Test(asr_transducer, branchformer_encoder_output_matches_espnet_cpu) { check_encoder(BACKEND_CPU, V_BRANCHFORMER); }
+Test(asr_transducer, branchformer_encoder_output_matches_espnet_ref64) { check_encoder(BACKEND_REF64, V_BRANCHFORMER); }
+Test(asr_transducer, branchformer_loss_and_every_gradient_match_espnet_cpu)
+{
+    check_loss(BACKEND_CPU, 1e-5, V_BRANCHFORMER);
+}
+Test(asr_transducer, branchformer_loss_and_every_gradient_match_espnet_ref64)
+{
+    check_loss(BACKEND_REF64, 1e-5, V_BRANCHFORMER);
+}
 
 /* ---- the config -------------------------------------------------------------------------- */
 
@@ -167,6 +222,9 @@ static int dims_of_yaml(const char *dir, const char *model, model_dims *d, esp_e
 #define BODY "  encoder_conf:\n    body_conf:\n      - block_type: conformer\n        hidden_size: 8\n" \
              "        linear_size: 16\n        heads: 2\n        conv_mod_kernel_size: 3\n"
 
+#define EBF "  encoder_conf:\n    body_conf:\n      - block_type: ebranchformer\n        hidden_size: 8\n" \
+            "        heads: 2\n        conv_mod_kernel_size: 3\n"
+
 /* mini_an4's model section into the dims (ESPnet2's defaults for the rest); each key ESPnet2 takes
  * that espnet3 does not build, and the ASR task's keys under this task, refused with the key. */
 Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
@@ -186,6 +244,28 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
     cr_assert(d.tr_layers == 1 && d.tr_hidden == 4 && d.tr_joint == 6 && !d.no_ctc);
     cr_assert_eq(dims_of_yaml(dir, BODY, &d, &err), 0, "%s", err.msg);
     cr_assert(d.tr_hidden == 256 && d.tr_joint == 256 && d.no_ctc); /* RNNDecoder's, JointNetwork's defaults */
+    cr_assert_eq(dims_of_yaml(dir, BODY "  decoder: stateless\n  decoder_conf:\n    embed_size: 6\n", &d, &err), 0,
+                 "%s", err.msg);
+    cr_assert(d.tr_stateless && d.tr_layers == 0 && d.tr_hidden == 6 && d.tr_joint == 256);
+    cr_assert_eq(dims_of_yaml(dir, BODY "  decoder: stateless\n", &d, &err), 0, "%s", err.msg);
+    cr_assert(d.tr_stateless && d.tr_hidden == 256); /* StatelessDecoder's embed_size */
+    /* ebranchformer blocks: linear_size is the feed-forward's and the gating MLP's; conv_mod_act_type
+     * is the Conformer's alone */
+    cr_assert_eq(dims_of_yaml(dir, EBF "        linear_size: 16\n        num_blocks: 2\n    main_conf:\n"
+                                   "      pos_wise_act_type: relu\n      conv_mod_act_type: swish\n",
+                              &d, &err),
+                 0, "%s", err.msg);
+    cr_assert(d.body && d.encoder == ENC_EBRANCHFORMER && d.macaron && d.use_ffn && d.rel_pos && !d.use_cnn);
+    cr_assert(d.d == 8 && d.ff == 16 && d.cgmlp_units == 16 && d.cgmlp_kernel == 3 && d.merge_kernel == 3 &&
+              d.blocks == 2 && d.act == ACT_RELU && d.gate_act == ACT_IDENTITY && !d.linear_after_conv);
+    /* branchformer blocks: no feed-forward (pos_wise_dropout_rate unread) and no merge convolution */
+    cr_assert_eq(dims_of_yaml(dir, "  encoder_conf:\n    body_conf:\n      - block_type: branchformer\n"
+                                   "        hidden_size: 8\n        heads: 2\n        linear_size: 16\n"
+                                   "        conv_mod_kernel_size: 5\n        pos_wise_dropout_rate: 0.3\n",
+                              &d, &err),
+                 0, "%s", err.msg);
+    cr_assert(d.encoder == ENC_EBRANCHFORMER && !d.use_ffn && d.merge_kernel == 0 && d.cgmlp_kernel == 5 &&
+              d.cgmlp_units == 16);
     static const struct {
         const char *yaml, *want;
     } bad[] = {
@@ -193,8 +273,23 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
          "model.encoder_conf.body_conf[0].block_type: 'conv1d' is not supported"},
         {BODY "      - block_type: conformer\n        hidden_size: 4\n        linear_size: 16\n"
               "        conv_mod_kernel_size: 3\n",
-         "body_conf[1]: its sizes or rates differ from the first block's"},
-        {BODY "  decoder: stateless\n", "model.decoder: 'stateless' is not supported"},
+         "body_conf[1]: its type, sizes or rates differ from the first block's"},
+        {BODY "      - block_type: ebranchformer\n        hidden_size: 8\n        linear_size: 16\n        heads: 2\n"
+              "        conv_mod_kernel_size: 3\n",
+         "body_conf[1]: its type, sizes or rates differ from the first block's"},
+        {EBF "        linear_size: 16\n      - block_type: branchformer\n        hidden_size: 8\n        linear_size: 16\n"
+             "        heads: 2\n        conv_mod_kernel_size: 3\n",
+         "body_conf[1]: its type, sizes or rates differ from the first block's"},
+        {EBF "        linear_size: 15\n", "body_conf[0].linear_size: 15 must be even"},
+        {EBF "        linear_size: 16\n        depth_conv_kernel_size: 4\n", "depth_conv_kernel_size: 4 must be odd"},
+        {EBF "        linear_size: 16\n    main_conf:\n      conv_mod_norm_type: rms_norm\n",
+         "conv_mod_norm_type: rms_norm is not built for ebranchformer blocks"},
+        {EBF "        linear_size: 16\n        conv_mod_norm_eps: 0.00001\n", "conv_mod_norm_eps: 1e-05 is not supported"},
+        {BODY "  decoder: mega\n", "model.decoder: 'mega' is not supported"},
+        {BODY "  decoder: stateless\n  decoder_conf:\n    hidden_size: 4\n",
+         "rnn_type, num_layers, hidden_size and dropout_rate are RNNDecoder's"},
+        {"  decoder: stateless\n", "model.decoder: 'stateless' is not supported (supported: transformer, transducer, "
+                                  "none) in the ASR task"},
         {BODY "  decoder_conf:\n    embed_size: 8\n    hidden_size: 4\n",
          "model.decoder_conf.embed_size: 8 differs from hidden_size 4"},
         {BODY "  model_conf:\n    fastemit_lambda: 0.1\n", "model.model_conf.fastemit_lambda: 0.1 is not supported"},
