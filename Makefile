@@ -104,7 +104,7 @@ CLI_LIB_OBJS := $(filter-out %/cli/main.o,$(MAIN_OBJS))
 BIN      := $(BUILD)/espnet3
 TEST_BIN := $(BUILD)/espnet3_tests
 
-.PHONY: all lib check asan fuzz fuzz-long clean deps print-ldlibs print-objs print-test-objs print-main-objs print-nvcc layers cuda-check test-venv bench
+.PHONY: all lib check check-build asan fuzz fuzz-long clean deps print-ldlibs print-objs print-test-objs print-main-objs print-nvcc layers cuda-check test-venv bench
 all: $(BIN)
 	@cmp -s $(BIN) espnet3 || cp -f $(BIN) espnet3
 
@@ -197,9 +197,13 @@ TEST_VENV ?= $(or $(ESPNET3_TEST_VENV),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/es
 test-venv:
 	@scripts/install_test_venv.sh '$(TEST_VENV)'
 
+# What make check runs and builds: the binary, the tests, the library's examples and (plain) the
+# bench drivers. .ci/run builds it with -j2 on its own, beside the CUDA checks.
+check-build: $(BIN) $(TEST_BIN) $(EXAMPLES) $(if $(SAN),,$(BENCH_BINS))
+
 # The test runner finds the binary under test through ESPNET3_BIN, the venv through ESPNET3_TEST_VENV.
 check: deps layers test-venv
-	@$(MAKE) --no-print-directory $(BIN) $(TEST_BIN) $(EXAMPLES) $(if $(SAN),,$(BENCH_BINS))
+	@$(MAKE) --no-print-directory check-build
 	ESPNET3_BIN=$(abspath $(BIN)) ESPNET3_ROOT=$(CURDIR) ESPNET3_TEST_VENV='$(TEST_VENV)' ESPNET3_SANITIZED=$(SAN) \
 	    $(TEST_BIN) $(TEST_ARGS)
 
