@@ -202,10 +202,23 @@ test-venv:
 check-build: $(BIN) $(TEST_BIN) $(EXAMPLES) $(if $(SAN),,$(BENCH_BINS))
 
 # The test runner finds the binary under test through ESPNET3_BIN, the venv through ESPNET3_TEST_VENV.
+TEST_ENV = ESPNET3_BIN=$(abspath $(BIN)) ESPNET3_ROOT=$(CURDIR) ESPNET3_TEST_VENV='$(TEST_VENV)' ESPNET3_SANITIZED=$(SAN)
+# The suites that spend most of their time waiting on the local SLURM cluster's daemons (node
+# registration, job scheduling: minutes of an idle core in all) run in a second runner beside the
+# others; its output, kept in $(BUILD)/check-slurm.log, follows theirs. TEST_ARGS: one runner.
+SLURM_SUITES := dist_slurm|runner_slurm|infer_slurm
+
 check: deps layers test-venv
 	@$(MAKE) --no-print-directory check-build
-	ESPNET3_BIN=$(abspath $(BIN)) ESPNET3_ROOT=$(CURDIR) ESPNET3_TEST_VENV='$(TEST_VENV)' ESPNET3_SANITIZED=$(SAN) \
-	    $(TEST_BIN) $(TEST_ARGS)
+ifeq ($(TEST_ARGS),)
+	@echo "$(TEST_BIN): every suite but $(SLURM_SUITES), which run beside them"
+	@$(TEST_ENV) $(TEST_BIN) --filter '@($(SLURM_SUITES))/*' >$(BUILD)/check-slurm.log 2>&1 & slurm=$$!; \
+	    $(TEST_ENV) $(TEST_BIN) --filter '!($(SLURM_SUITES))/*'; rc=$$?; wait $$slurm; slurm_rc=$$?; \
+	    echo "== $(TEST_BIN): the suites $(SLURM_SUITES) (run beside the others)"; cat $(BUILD)/check-slurm.log; \
+	    [ $$rc -eq 0 ] && [ $$slurm_rc -eq 0 ]
+else
+	$(TEST_ENV) $(TEST_BIN) $(TEST_ARGS)
+endif
 
 # The CUDA checks (make CUDA=1 cuda-check; .ci/run runs them after the CUDA build): ptxas'
 # registers and spills per kernel (from the build's reports), the CUDA build's 2-rank NCCL check
