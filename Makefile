@@ -104,7 +104,7 @@ CLI_LIB_OBJS := $(filter-out %/cli/main.o,$(MAIN_OBJS))
 BIN      := $(BUILD)/espnet3
 TEST_BIN := $(BUILD)/espnet3_tests
 
-.PHONY: all lib check asan fuzz fuzz-long clean deps print-ldlibs print-objs print-test-objs print-main-objs print-nvcc layers cuda-check test-venv bench
+.PHONY: all lib check check-build asan fuzz fuzz-long clean deps print-ldlibs print-objs print-test-objs print-main-objs print-nvcc layers cuda-check test-venv bench
 all: $(BIN)
 	@cmp -s $(BIN) espnet3 || cp -f $(BIN) espnet3
 
@@ -197,11 +197,28 @@ TEST_VENV ?= $(or $(ESPNET3_TEST_VENV),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/es
 test-venv:
 	@scripts/install_test_venv.sh '$(TEST_VENV)'
 
+# What make check runs and builds: the binary, the tests, the library's examples and (plain) the
+# bench drivers. .ci/run builds it with -j2 on its own, beside the CUDA checks.
+check-build: $(BIN) $(TEST_BIN) $(EXAMPLES) $(if $(SAN),,$(BENCH_BINS))
+
 # The test runner finds the binary under test through ESPNET3_BIN, the venv through ESPNET3_TEST_VENV.
+TEST_ENV = ESPNET3_BIN=$(abspath $(BIN)) ESPNET3_ROOT=$(CURDIR) ESPNET3_TEST_VENV='$(TEST_VENV)' ESPNET3_SANITIZED=$(SAN)
+# The suites that spend most of their time waiting on the local SLURM cluster's daemons (node
+# registration, job scheduling: minutes of an idle core in all) run in a second runner beside the
+# others; its output, kept in $(BUILD)/check-slurm.log, follows theirs. TEST_ARGS: one runner.
+SLURM_SUITES := dist_slurm|runner_slurm|infer_slurm
+
 check: deps layers test-venv
-	@$(MAKE) --no-print-directory $(BIN) $(TEST_BIN) $(EXAMPLES) $(if $(SAN),,$(BENCH_BINS))
-	ESPNET3_BIN=$(abspath $(BIN)) ESPNET3_ROOT=$(CURDIR) ESPNET3_TEST_VENV='$(TEST_VENV)' ESPNET3_SANITIZED=$(SAN) \
-	    $(TEST_BIN) $(TEST_ARGS)
+	@$(MAKE) --no-print-directory check-build
+ifeq ($(TEST_ARGS),)
+	@echo "$(TEST_BIN): every suite but $(SLURM_SUITES), which run beside them"
+	@$(TEST_ENV) $(TEST_BIN) --filter '@($(SLURM_SUITES))/*' >$(BUILD)/check-slurm.log 2>&1 & slurm=$$!; \
+	    $(TEST_ENV) $(TEST_BIN) --filter '!($(SLURM_SUITES))/*'; rc=$$?; wait $$slurm; slurm_rc=$$?; \
+	    echo "== $(TEST_BIN): the suites $(SLURM_SUITES) (run beside the others)"; cat $(BUILD)/check-slurm.log; \
+	    [ $$rc -eq 0 ] && [ $$slurm_rc -eq 0 ]
+else
+	$(TEST_ENV) $(TEST_BIN) $(TEST_ARGS)
+endif
 
 # The CUDA checks (make CUDA=1 cuda-check; .ci/run runs them after the CUDA build): ptxas'
 # registers and spills per kernel (from the build's reports), the CUDA build's 2-rank NCCL check
