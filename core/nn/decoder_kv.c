@@ -74,7 +74,10 @@ void dec_kv_reserve(backend *be, dec_kv *kv, int free_needed, int len, int limit
         if (limit > 0 && grown > limit) grown = limit;
         stride = (len > grown ? len : grown) + 8;
     }
-    if (kv->n_free < free_needed) nslots += free_needed - kv->n_free;
+    if (kv->n_free < free_needed) { /* by half at least: a beam that fills up moves the slots a few times */
+        int more = free_needed - kv->n_free;
+        nslots += more > nslots / 2 ? more : nslots / 2;
+    }
     if (stride == kv->stride && nslots == kv->nslots) return;
     /* A new layout: the live slots' written rows move into it. */
     size_t per = slot_floats(kv, stride), bytes = (size_t)nslots * per * sizeof(float) + 64;

@@ -35,9 +35,9 @@ void dec_kv_init(dec_kv *kv, int nl, int d);
 void dec_kv_free(backend *be, dec_kv *kv);
 /* Every record dropped (a new utterance). */
 void dec_kv_clear(dec_kv *kv);
-/* Room for at least `free` free slots now and prefixes of `len` positions; positions grow by half
- * at least, up to limit (no prefix is longer; 0: none), so a stream's growing hypotheses move their
- * slots a logarithmic number of times. Live slots keep their rows. */
+/* Room for at least `free` free slots now and prefixes of `len` positions; slots and positions
+ * grow by half at least (positions up to limit: no prefix is longer; 0: none), so a stream's
+ * growing hypotheses move their slots a logarithmic number of times. Live slots keep their rows. */
 void dec_kv_reserve(backend *be, dec_kv *kv, int free, int len, int limit);
 /* This call's generation, emptied (the records of three calls ago dropped, their slots freed when
  * no other record names them). */
