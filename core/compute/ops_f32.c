@@ -11,6 +11,8 @@
  * rounded into copies); libxsmm's kernels read them in place (core/compute/ops_xsmm.h). */
 #define GEMM_COPIES_OPERANDS() (!ops_xsmm_enabled() || ops_gemm_precision() != AMP_FP32)
 #define GEMM_SERIAL ops_sgemm_mp_serial /* the same on the calling thread alone */
+#define GEMV cblas_sgemv
+#define GEMV_TAKES() (ops_gemm_precision() == AMP_FP32) /* mixed precision: GEMM rounds the inputs */
 #include "core/compute/ops_sgemm.h"
 #include "core/compute/ops_precision.h"
 #include "core/compute/ops_xsmm.h"

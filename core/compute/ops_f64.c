@@ -9,6 +9,8 @@
 #define GEMM cblas_dgemm
 #define GEMM_COPIES_OPERANDS() 1 /* cblas_dgemm packs them */
 #define GEMM_SERIAL cblas_dgemm
+#define GEMV cblas_dgemv
+#define GEMV_TAKES() 1
 #include "core/compute/vmath.h"
 #include "core/compute/ops_impl.h"
 #include "core/compute/ops_embed_impl.h"

@@ -782,7 +782,11 @@ static void OPS_FN(mha_forward_part)(void *ctx, size_t lo, size_t hi, int part)
                 memset(yb + (size_t)i * d, 0, (size_t)hd * sizeof(real));
             continue;
         }
-        GEMM(ROWMAJOR, NT, TR, tq, len, hd, sc, qb, ldq, kb, ldkv, 0, a, tk);
+        /* One query (the decoder's beam-search step): a matrix-vector product reads K where it
+         * lies; a GEMM would pack all of K for one row. */
+        int one = tq == 1 && GEMV_TAKES();
+        if (one) GEMV(ROWMAJOR, NT, len, hd, sc, kb, ldkv, qb, 1, 0, a, 1);
+        else GEMM(ROWMAJOR, NT, TR, tq, len, hd, sc, qb, ldq, kb, ldkv, 0, a, tk);
         for (int i = 0; i < tq; i++) {
             int n = attn_row_keys(len, jb->causal, i);
             real *ar = a + (size_t)i * tk, mx = ar[0], s = 0;
@@ -802,7 +806,8 @@ static void OPS_FN(mha_forward_part)(void *ctx, size_t lo, size_t hi, int part)
                 dropout_apply(scratch, a, tt, ((size_t)b * h + j) * tt, p, jb->seed, jb->stream);
             pa = scratch;
         }
-        GEMM(ROWMAJOR, NT, NT, tq, hd, len, 1, pa, tk, vb, ldkv, 0, yb, d);
+        if (one) GEMV(ROWMAJOR, TR, len, hd, 1, vb, ldkv, pa, 1, 0, yb, 1);
+        else GEMM(ROWMAJOR, NT, NT, tq, hd, len, 1, pa, tk, vb, ldkv, 0, yb, d);
     }
 }
 

@@ -3,18 +3,19 @@
  *
  * Caches (device): the source attention's keys/values of the utterance per layer (T x d each; when
  * the online search's source grew, only the new frames' are computed: the earlier rows are the same),
- * and the self-attention's keys/values of every prefix the last two calls scored, per layer, as
- * blocks of `stride` positions. A prefix is "fast" when a block of the previous call (else of the
- * one before: the online search rewinds its beam by a step) holds its first len - 1 positions
- * (its parent, or itself): only its last position is computed, one query row per hypothesis
- * against its block. Any other prefix is "slow": all its positions run as a
- * causal teacher-forced pass. Both groups write their keys/values into this call's blocks (the
- * next call's cache) and their last rows go through after_norm, output_layer and log_softmax.
+ * and the self-attention's keys/values of every prefix the last two calls scored, per layer, in
+ * the slots of core/nn/decoder_kv.h (a hypothesis writes its new row into its parent's slot when
+ * it is the first to extend it; others copy the parent's rows). A prefix is "fast" when a record
+ * of the previous call (else of the one before: the online search rewinds its beam by a step)
+ * holds its first len - 1 positions (its parent, or itself): only its last position is computed,
+ * one query row per hypothesis against its slot. Any other prefix is "slow": all its positions run
+ * as a causal teacher-forced pass. Both groups write their keys/values into their slots (the next
+ * call's cache) and their last rows go through after_norm, output_layer and log_softmax.
  * The LM form (TransformerLM, decoder_internal.h) is the same without the source attention and with
  * its own input layer; it depends on no utterance (hs_dev NULL, T 0).
  *
  * Several utterances (decoder_score_utts): the source keys/values per utterance (its own GEMM over
- * its hlens[b] frames, as alone), a cached block belongs to one utterance (a parent is found only
+ * its hlens[b] frames, as alone), a cached record belongs to one utterance (a parent is found only
  * in its own), and each group's hypotheses are ordered by utterance so that each utterance's rows
  * attend to its source in one call, keys [0, hlens[b]) as alone. */
 #include <math.h>
@@ -23,16 +24,8 @@
 
 #include "core/compute/backend_profile.h"
 #include "core/nn/decoder_internal.h"
+#include "core/nn/decoder_kv.h"
 #include "core/nn/decoder_transformer.h"
-
-typedef struct kv_blocks {
-    float *k, *v;   /* nl x n x stride x d */
-    int n, stride;  /* blocks and positions per block (capacity) */
-    int *tokens;    /* host: the prefix of each block (n x stride), its length in lens */
-    int *lens;
-    int *utt;       /* host: the utterance each block's prefix belongs to */
-    int used;       /* blocks holding a scored prefix */
-} kv_blocks;
 
 struct dec_score {
     /* The utterances the source caches belong to; new_utterance: drop them at the next call;
@@ -43,8 +36,7 @@ struct dec_score {
     float *km, *vm; /* nl x B x mstride x d: frames [0, hlens[b]) of each slot */
     size_t cap_mem;
     int mstride;    /* frames per slot (grows by half, so a growing source seldom moves) */
-    kv_blocks kv[3]; /* the blocks of the call before the previous, the previous call's and this call's */
-    int prev;        /* the previous call's; this call writes into (prev + 1) % 3 */
+    dec_kv kv;      /* the self-attention's keys/values of the prefixes the last calls scored */
     float *pe;      /* sinusoidal table, pe_len x d */
     int pe_len;
     /* Work of one group: rows R = hypotheses x query rows. */
@@ -53,16 +45,6 @@ struct dec_score {
     float *x, *ln, *q, *k, *v, *y, *tmp, *f1, *mean, *rstd, *att, *last, *logits;
     float *emb; /* the LM's token embeddings (rows x E) */
 };
-
-static void kv_free(backend *be, kv_blocks *b)
-{
-    be->free(be, b->k);
-    be->free(be, b->v);
-    free(b->tokens);
-    free(b->lens);
-    free(b->utt);
-    memset(b, 0, sizeof *b);
-}
 
 static void free_work(backend *be, dec_score *s)
 {
@@ -76,7 +58,7 @@ void dec_score_free(backend *be, dec_score *s)
 {
     if (!s) return;
     free_work(be, s);
-    for (int i = 0; i < 3; i++) kv_free(be, &s->kv[i]);
+    dec_kv_free(be, &s->kv);
     be->free(be, s->km);
     be->free(be, s->vm);
     be->free(be, s->pe);
@@ -85,6 +67,16 @@ void dec_score_free(backend *be, dec_score *s)
 }
 
 #define ALLOC(n) be->alloc(be, (n) * sizeof(float) + 64)
+
+/* The step's state of decoder a, made on first use. */
+static dec_score *score_state(decoder_acts *a)
+{
+    if (!a->score) {
+        a->score = xcalloc(1, sizeof *a->score);
+        dec_kv_init(&a->score->kv, a->nl, a->d);
+    }
+    return a->score;
+}
 
 static void ensure_work(backend *be, const decoder_acts *a, dec_score *s, size_t rows, size_t self, size_t src,
                         size_t hyps)
@@ -99,33 +91,6 @@ static void ensure_work(backend *be, const decoder_acts *a, dec_score *s, size_t
     s->last = ALLOC(hyps * D * 2), s->logits = ALLOC(hyps * a->vocab);
     if (a->lm) s->emb = ALLOC(rows * a->E);
     s->cap_rows = rows, s->cap_self = self, s->cap_src = src, s->cap_hyps = hyps;
-}
-
-/* This call's blocks: at least n of `stride` positions (the previous call's stay untouched). The
- * positions grow by half at least, up to limit (no hypothesis is longer; 0: none): a long
- * hypothesis (a stream's) reallocates, into fresh pages the kernel zeroes, a logarithmic number of
- * times, not every few steps; within limit + 8, the memory speech2text_batch_bytes plans. */
-static void ensure_blocks(backend *be, const decoder_acts *a, kv_blocks *b, int n, int stride, int limit)
-{
-    if (n <= b->n && stride <= b->stride) return;
-    int grown = b->stride + b->stride / 2;
-    if (limit > 0 && grown > limit) grown = limit;
-    kv_free(be, b);
-    b->n = n, b->stride = (stride > grown ? stride : grown) + 8;
-    size_t floats = (size_t)a->nl * b->n * b->stride * a->d;
-    b->k = ALLOC(floats), b->v = ALLOC(floats);
-    b->tokens = xcalloc((size_t)b->n * b->stride, sizeof *b->tokens);
-    b->lens = xcalloc((size_t)b->n, sizeof *b->lens);
-    b->utt = xcalloc((size_t)b->n, sizeof *b->utt);
-}
-
-static float *block_k(const decoder_acts *a, const kv_blocks *b, int l, int blk)
-{
-    return b->k + (((size_t)l * b->n + blk) * b->stride) * a->d;
-}
-static float *block_v(const decoder_acts *a, const kv_blocks *b, int l, int blk)
-{
-    return b->v + (((size_t)l * b->n + blk) * b->stride) * a->d;
 }
 
 static int same_utterances(const dec_score *s, const float *hs, const int *hlens, int B, int T)
@@ -177,8 +142,7 @@ static void prepare_utterances(const asr_model *m, dec_score *s, const float *hs
     }
     s->hlens = xrealloc(s->hlens, (size_t)B * sizeof *s->hlens);
     memcpy(s->hlens, hlens, (size_t)B * sizeof *hlens);
-    if (!s->grown)
-        for (int i = 0; i < 3; i++) s->kv[i].used = 0;
+    if (!s->grown) dec_kv_clear(&s->kv);
     s->hs = hs, s->T = T, s->B = B, s->new_utterance = s->grown = 0;
 }
 
@@ -193,28 +157,18 @@ static void ensure_pe(backend *be, const decoder_acts *a, dec_score *s, int len)
     s->pe_len = n;
 }
 
-/* A block of b holding the first len - 1 positions of p in utterance u, or -1. */
-static int find_parent(const kv_blocks *b, const int *p, int len, int u)
-{
-    if (len < 2) return -1;
-    for (int e = 0; e < b->used; e++)
-        if (b->utt[e] == u && b->lens[e] >= len - 1 &&
-            !memcmp(b->tokens + (size_t)e * b->stride, p, (size_t)(len - 1) * sizeof *p))
-            return e;
-    return -1;
-}
-
-/* A group of hypotheses scored together: blocks [first, first + n) of this call's kv, tq query
- * rows per hypothesis (1: fast, the last position only; else slow, positions 0..tq-1 causally). */
+/* A group of hypotheses scored together: their slots of s->kv, tq query rows per hypothesis (1:
+ * fast, the last position only; else slow, positions 0..tq-1 causally). */
 typedef struct group {
-    int first, n, tq;
+    int n, tq;
+    const int *slots; /* n */
     const int *lens; /* n prefix lengths */
     const int *utt;  /* n utterances, in runs of one utterance */
 } group;
 
-/* The blocks of one layer: queries (rows g->n * tq of s->x) against this call's kv blocks, the
+/* The blocks of one layer: queries (rows g->n * tq of s->x) against each hypothesis' slot, the
  * source attention against the utterance; s->x is updated in place (the residual stream). */
-static void group_layer(const asr_model *m, dec_score *s, const kv_blocks *kv, const group *g, int l)
+static void group_layer(const asr_model *m, dec_score *s, const group *g, int l)
 {
     backend *be = m->be;
     const decoder_acts *a = m->dec;
@@ -226,15 +180,18 @@ static void group_layer(const asr_model *m, dec_score *s, const kv_blocks *kv, c
     be->linear_forward(be, s->q, s->ln, sa->linear_q.weight, sa->linear_q.bias, R, D, D);
     be->linear_forward(be, s->k, s->ln, sa->linear_k.weight, sa->linear_k.bias, R, D, D);
     be->linear_forward(be, s->v, s->ln, sa->linear_v.weight, sa->linear_v.bias, R, D, D);
-    /* The new rows' keys/values into the blocks: the last position (fast) or all (slow). */
+    /* The new rows' keys/values into the slots (the last position, fast, or all, slow), then each
+     * hypothesis' queries against its slot (the slots lie anywhere: one attention each). */
+    const dec_kv *kv = &s->kv;
     for (int i = 0; i < g->n; i++) {
         int pos0 = g->tq == 1 ? g->lens[i] - 1 : 0, rows = g->tq == 1 ? 1 : g->lens[i];
         size_t src = (size_t)i * g->tq * D, dst = (size_t)pos0 * D, bytes = (size_t)rows * D * sizeof(float);
-        be->copy(be, block_k(a, kv, l, g->first + i) + dst, s->k + src, bytes, BACKEND_DEVICE_TO_DEVICE);
-        be->copy(be, block_v(a, kv, l, g->first + i) + dst, s->v + src, bytes, BACKEND_DEVICE_TO_DEVICE);
+        float *k = dec_kv_k(kv, g->slots[i], l), *v = dec_kv_v(kv, g->slots[i], l);
+        be->copy(be, k + dst, s->k + src, bytes, BACKEND_DEVICE_TO_DEVICE);
+        be->copy(be, v + dst, s->v + src, bytes, BACKEND_DEVICE_TO_DEVICE);
+        be->mha_forward(be, s->y + src, s->att, s->q + src, D, k, v, D, &g->lens[i], 1, g->tq, kv->stride, g->tq > 1,
+                        H, D / H, 0, 0, 0);
     }
-    be->mha_forward(be, s->y, s->att, s->q, D, block_k(a, kv, l, g->first), block_v(a, kv, l, g->first), D, g->lens,
-                    g->n, g->tq, kv->stride, g->tq > 1, H, D / H, 0, 0, 0);
     be->linear_forward(be, s->tmp, s->y, sa->linear_out.weight, sa->linear_out.bias, R, D, D);
     be->add(be, s->x, s->x, s->tmp, (size_t)R * D);
     if (!a->lm) {
@@ -301,14 +258,14 @@ static void group_embed(const asr_model *m, dec_score *s, const group *g, const 
 }
 
 /* Runs a group and gathers each hypothesis' last row into s->last (rows out_row[i]). */
-static void run_group(const asr_model *m, dec_score *s, const kv_blocks *kv, const group *g,
+static void run_group(const asr_model *m, dec_score *s, const group *g,
                       const int *const *pfx, int *ids, const int *out_row)
 {
     if (g->n == 0) return;
     const decoder_acts *a = m->dec;
     backend *be = m->be;
     group_embed(m, s, g, pfx, ids);
-    for (int l = 0; l < a->nl; l++) group_layer(m, s, kv, g, l);
+    for (int l = 0; l < a->nl; l++) group_layer(m, s, g, l);
     for (int i = 0; i < g->n; i++) {
         size_t row = (size_t)i * g->tq + (g->tq == 1 ? 0 : (size_t)g->lens[i] - 1);
         be->copy(be, s->last + (size_t)out_row[i] * a->d, s->x + row * a->d, (size_t)a->d * sizeof(float),
@@ -316,69 +273,54 @@ static void run_group(const asr_model *m, dec_score *s, const kv_blocks *kv, con
     }
 }
 
-/* Sorts the hypotheses into fast (a parent block found; its rows copied into this call's block)
- * and slow ones; fills order (block -> hypothesis), the groups' lens and this call's records. */
+/* Sorts the hypotheses into fast (a parent's rows found: in its slot, or copied) and slow ones;
+ * fills order (group position -> hypothesis), the groups' lens, utterances and slots, and this
+ * call's records. */
 static void plan_blocks(const asr_model *m, dec_score *s, const int *const *pfx, const int *lens, const int *utt,
-                        int n, int *order, int *glens, int *gutt, group *fast, group *slow)
+                        int n, int *order, int *glens, int *gutt, int *gslot, group *fast, group *slow)
 {
-    const decoder_acts *a = m->dec;
-    kv_blocks *cur = &s->kv[(s->prev + 1) % 3], *last[2] = {&s->kv[s->prev], &s->kv[(s->prev + 2) % 3]};
-    int *parent = xmalloc((size_t)n * sizeof *parent), *from = xmalloc((size_t)n * sizeof *from);
+    dec_kv *kv = &s->kv;
+    int *parent = xmalloc((size_t)n * sizeof *parent);
     int nf = 0, maxlen = 1, B = 1;
+    dec_kv_begin(kv);
     for (int i = 0; i < n; i++) {
-        from[i] = 0, parent[i] = find_parent(last[0], pfx[i], lens[i], utt[i]);
-        if (parent[i] < 0) from[i] = 1, parent[i] = find_parent(last[1], pfx[i], lens[i], utt[i]);
+        parent[i] = dec_kv_find_parent(kv, pfx[i], lens[i], utt[i]);
         nf += parent[i] >= 0;
         maxlen = lens[i] > maxlen ? lens[i] : maxlen;
         B = utt[i] >= B ? utt[i] + 1 : B;
     }
-    ensure_blocks(m->be, a, cur, n, maxlen, a->lm ? 0 : s->T + 2); /* <sos>, T tokens, <eos> at most */
+    dec_kv_reserve(m->be, kv, n, maxlen, m->dec->lm ? 0 : s->T + 2); /* <sos>, T tokens, <eos> at most */
     /* fast ones first, each group by utterance (in call order within one) */
     int f = 0, sl = nf;
     for (int u = 0; u < B; u++)
         for (int i = 0; i < n; i++)
             if (utt[i] == u) order[parent[i] >= 0 ? f++ : sl++] = i;
-    for (int blk = 0; blk < n; blk++) {
-        int i = order[blk], p = parent[i];
-        glens[blk] = lens[i];
-        gutt[blk] = utt[i];
-        cur->lens[blk] = lens[i];
-        cur->utt[blk] = utt[i];
-        memcpy(cur->tokens + (size_t)blk * cur->stride, pfx[i], (size_t)lens[i] * sizeof *pfx[i]);
-        if (p < 0) continue;
-        size_t bytes = (size_t)(lens[i] - 1) * a->d * sizeof(float);
-        const kv_blocks *prev = last[from[i]];
-        for (int l = 0; l < a->nl; l++) {
-            m->be->copy(m->be, block_k(a, cur, l, blk), block_k(a, prev, l, p), bytes, BACKEND_DEVICE_TO_DEVICE);
-            m->be->copy(m->be, block_v(a, cur, l, blk), block_v(a, prev, l, p), bytes, BACKEND_DEVICE_TO_DEVICE);
-        }
+    for (int k = 0; k < n; k++) {
+        int i = order[k];
+        glens[k] = lens[i], gutt[k] = utt[i];
+        gslot[k] = dec_kv_add(m->be, kv, pfx[i], lens[i], utt[i], parent[i]);
     }
-    cur->used = n;
     int slow_len = 1;
-    for (int blk = nf; blk < n; blk++) slow_len = glens[blk] > slow_len ? glens[blk] : slow_len;
-    *fast = (group){.first = 0, .n = nf, .tq = 1, .lens = glens, .utt = gutt};
-    *slow = (group){.first = nf, .n = n - nf, .tq = slow_len, .lens = glens + nf, .utt = gutt + nf};
-    free(parent), free(from);
+    for (int k = nf; k < n; k++) slow_len = glens[k] > slow_len ? glens[k] : slow_len;
+    *fast = (group){.n = nf, .tq = 1, .slots = gslot, .lens = glens, .utt = gutt};
+    *slow = (group){.n = n - nf, .tq = slow_len, .slots = gslot + nf, .lens = glens + nf, .utt = gutt + nf};
+    free(parent);
 }
 
 void decoder_score_reserve(const asr_model *m, int n_hyps, int len, int T)
 {
     decoder_acts *a = m->dec;
     ESP_CHECK(a != NULL && n_hyps >= 1 && len >= 1);
-    if (!a->score) a->score = xcalloc(1, sizeof *a->score);
-    dec_score *s = a->score;
-    for (int k = 0; k < 3; k++) { /* the blocks of the last two calls and this call's: kept only while a search runs */
-        kv_blocks *b = &s->kv[k];
-        int have = b->stride > 8 ? b->stride - 8 : 0; /* ensure_blocks' room beyond what it was asked */
-        ensure_blocks(m->be, a, b, n_hyps > b->n ? n_hyps : b->n, len > have ? len : have, len);
-    }
+    dec_score *s = score_state(a);
+    /* slots for the records of the last two calls and this call's, none shared */
+    dec_kv_reserve(m->be, &s->kv, 3 * n_hyps - (s->kv.nslots - s->kv.n_free), len, len);
     ensure_pe(m->be, a, s, len);
     if (!a->lm && ensure_mem(m->be, a, s, 1, T)) s->B = 0; /* the slots moved: the next call computes them */
     /* A step's slow hypotheses (computed whole) go in groups of at most len rows (one prefix of
      * the longest, or several shorter), so the work rows never exceed what is reserved here. */
     s->row_budget = len > s->row_budget ? len : s->row_budget;
     size_t rows = (size_t)(n_hyps > s->row_budget ? n_hyps : s->row_budget), hk = rows * a->heads;
-    ensure_work(m->be, a, s, rows, hk * (size_t)s->kv[0].stride, hk * (size_t)(a->lm ? 1 : T), (size_t)n_hyps);
+    ensure_work(m->be, a, s, rows, hk * (size_t)s->kv.stride, hk * (size_t)(a->lm ? 1 : T), (size_t)n_hyps);
 }
 
 void decoder_score_new_utterance(const asr_model *m)
@@ -405,8 +347,7 @@ void decoder_score_utts(const asr_model *m, const float *hs_dev, const int *hlen
     if (n_hyps == 0) return;
     backend *be = m->be;
     prof_layer outer = backend_profile_enter(be, a->lm ? PROF_LAYER_LM : PROF_LAYER_DECODER);
-    if (!a->score) a->score = xcalloc(1, sizeof *a->score);
-    dec_score *s = a->score;
+    dec_score *s = score_state(a);
     int maxlen = 1, *utt0 = NULL;
     if (!utt) utt = utt0 = xcalloc((size_t)n_hyps, sizeof *utt0);
     for (int i = 0; i < n_hyps; i++) {
@@ -417,32 +358,32 @@ void decoder_score_utts(const asr_model *m, const float *hs_dev, const int *hlen
     if (!a->lm) {
         prepare_utterances(m, s, hs_dev, hlens, B, T);
     } else if (s->new_utterance) {
-        for (int i = 0; i < 3; i++) s->kv[i].used = 0;
+        dec_kv_clear(&s->kv);
         s->new_utterance = 0;
     }
     ensure_pe(be, a, s, maxlen);
     int *order = xmalloc((size_t)n_hyps * sizeof *order), *glens = xmalloc((size_t)n_hyps * sizeof *glens);
-    int *gutt = xmalloc((size_t)n_hyps * sizeof *gutt);
+    int *gutt = xmalloc((size_t)n_hyps * sizeof *gutt), *gslot = xmalloc((size_t)n_hyps * sizeof *gslot);
     group fast, slow;
-    plan_blocks(m, s, prefixes, lens, utt, n_hyps, order, glens, gutt, &fast, &slow);
-    const kv_blocks *cur = &s->kv[(s->prev + 1) % 3];
+    plan_blocks(m, s, prefixes, lens, utt, n_hyps, order, glens, gutt, gslot, &fast, &slow);
+    size_t stride = (size_t)s->kv.stride;
     int chunk = slow.n; /* slow hypotheses per group: all, or as many as the row budget holds */
     if (s->row_budget > 0 && (size_t)slow.n * slow.tq > (size_t)s->row_budget)
         chunk = s->row_budget / slow.tq > 1 ? s->row_budget / slow.tq : 1;
     size_t rows = (size_t)chunk * slow.tq;
     if (rows < (size_t)n_hyps) rows = (size_t)n_hyps; /* the last rows' layernorm uses mean/rstd too */
-    size_t self = chunk < slow.n ? rows * a->heads * cur->stride /* chunk x tq query rows */
-                                 : (size_t)n_hyps * a->heads * (size_t)(slow.n ? slow.tq : 1) * cur->stride;
+    size_t self = chunk < slow.n ? rows * a->heads * stride /* chunk x tq query rows */
+                                 : (size_t)n_hyps * a->heads * (size_t)(slow.n ? slow.tq : 1) * stride;
     ensure_work(be, a, s, rows, self, rows * a->heads * (size_t)T, (size_t)n_hyps);
 
     const int **pfx = xmalloc((size_t)n_hyps * sizeof *pfx);
     int *ids = xmalloc(rows * sizeof *ids), *out_row = xmalloc((size_t)n_hyps * sizeof *out_row);
     for (int blk = 0; blk < n_hyps; blk++) pfx[blk] = prefixes[order[blk]], out_row[blk] = order[blk];
-    run_group(m, s, cur, &fast, pfx, ids, out_row);
+    run_group(m, s, &fast, pfx, ids, out_row);
     for (int i = 0; i < slow.n; i += chunk) { /* the same tq for each: the rows' arithmetic as at once */
-        group g = {.first = slow.first + i, .n = slow.n - i < chunk ? slow.n - i : chunk, .tq = slow.tq,
+        group g = {.n = slow.n - i < chunk ? slow.n - i : chunk, .tq = slow.tq, .slots = slow.slots + i,
                    .lens = slow.lens + i, .utt = slow.utt + i};
-        run_group(m, s, cur, &g, pfx + fast.n + i, ids, out_row + fast.n + i);
+        run_group(m, s, &g, pfx + fast.n + i, ids, out_row + fast.n + i);
     }
 
     /* after_norm -> output_layer -> log_softmax on the last rows, in the caller's order. */
@@ -456,7 +397,7 @@ void decoder_score_utts(const asr_model *m, const float *hs_dev, const int *hlen
     be->synchronize(be);
     be->copy(be, logp_host, s->logits, (size_t)n_hyps * V * sizeof(float), BACKEND_DEVICE_TO_HOST);
     be->synchronize(be);
-    s->prev = (s->prev + 1) % 3;
-    free(order), free(glens), free(gutt), free(pfx), free(ids), free(out_row), free(utt0);
+    dec_kv_end(&s->kv);
+    free(order), free(glens), free(gutt), free(gslot), free(pfx), free(ids), free(out_row), free(utt0);
     backend_profile_leave(be, outer);
 }

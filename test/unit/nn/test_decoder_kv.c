@@ -1,0 +1,89 @@
+/* The decoder step's key/value slots (core/nn/decoder_kv.h): a first child writes into its
+ * parent's slot, a second child or a prefix scored again gets a copy, rows once written never
+ * change, slots come back when no kept call names them, and growing the positions keeps every
+ * live slot's rows. */
+#include <criterion/criterion.h>
+
+#include "core/compute/backend.h"
+#include "core/nn/decoder_kv.h"
+
+enum { NL = 2, D = 3 };
+
+/* Writes row `pos` of every layer of a slot: keys (tag, l, pos), values their negation. */
+static void put(dec_kv *kv, int slot, int pos, float tag)
+{
+    for (int l = 0; l < NL; l++)
+        for (int j = 0; j < D; j++) {
+            dec_kv_k(kv, slot, l)[(size_t)pos * D + j] = tag + 10.0f * l + 0.1f * pos;
+            dec_kv_v(kv, slot, l)[(size_t)pos * D + j] = -(tag + 10.0f * l + 0.1f * pos);
+        }
+}
+
+/* Whether row pos of every layer of a slot holds what put wrote with tag. */
+static int holds(const dec_kv *kv, int slot, int pos, float tag)
+{
+    for (int l = 0; l < NL; l++)
+        for (int j = 0; j < D; j++)
+            if (dec_kv_k(kv, slot, l)[(size_t)pos * D + j] != tag + 10.0f * l + 0.1f * pos ||
+                dec_kv_v(kv, slot, l)[(size_t)pos * D + j] != -(tag + 10.0f * l + 0.1f * pos))
+                return 0;
+    return 1;
+}
+
+/* One decoder call: records for the prefixes (n of them), new rows written with tag. */
+static void call(backend *be, dec_kv *kv, int (*p)[8], const int *len, int n, float tag, int *slot)
+{
+    dec_kv_begin(kv);
+    int parent[8];
+    for (int i = 0; i < n; i++) parent[i] = dec_kv_find_parent(kv, p[i], len[i], 0);
+    dec_kv_reserve(be, kv, n, 8, 0);
+    for (int i = 0; i < n; i++) {
+        slot[i] = dec_kv_add(be, kv, p[i], len[i], 0, parent[i]);
+        for (int pos = parent[i] < 0 ? 0 : len[i] - 1; pos < len[i]; pos++) put(kv, slot[i], pos, tag);
+    }
+    dec_kv_end(kv);
+}
+
+Test(decoder_kv, first_child_in_place_sibling_and_rescore_copied_rows_never_change)
+{
+    esp_err err;
+    backend *be = backend_open(BACKEND_CPU, 0, 1, &err);
+    cr_assert(be, "%s", err.msg);
+    dec_kv kv;
+    dec_kv_init(&kv, NL, D);
+    int s0[8], s1[8], s2[8], s3[8];
+    int p0[1][8] = {{9}}, l0[] = {1};
+    call(be, &kv, p0, l0, 1, 1.0f, s0); /* <sos>: computed whole */
+    int p1[2][8] = {{9, 4}, {9, 5}}, l1[] = {2, 2};
+    call(be, &kv, p1, l1, 2, 2.0f, s1);
+    cr_expect_eq(s1[0], s0[0], "the first child takes its parent's slot");
+    cr_expect_neq(s1[1], s0[0], "a sibling gets a slot of its own");
+    cr_expect(holds(&kv, s1[1], 0, 1.0f) && holds(&kv, s1[1], 1, 2.0f), "the sibling: the parent's row copied, its own after");
+    cr_expect(holds(&kv, s0[0], 0, 1.0f) && holds(&kv, s0[0], 1, 2.0f));
+    /* The online search's rewind: {9, 4} scored again (its last row anew) and {9, 4, 7} */
+    int p2[2][8] = {{9, 4}, {9, 5, 7}}, l2[] = {2, 3};
+    call(be, &kv, p2, l2, 2, 3.0f, s2);
+    cr_expect_neq(s2[0], s1[0], "a prefix scored again does not overwrite its rows");
+    cr_expect(holds(&kv, s2[0], 0, 1.0f) && holds(&kv, s2[0], 1, 3.0f));
+    cr_expect(holds(&kv, s1[0], 1, 2.0f), "the earlier record's row is unchanged");
+    cr_expect_eq(s2[1], s1[1]);
+    cr_expect(holds(&kv, s2[1], 2, 3.0f) && holds(&kv, s2[1], 1, 2.0f));
+    /* Three more calls of one new prefix: the first calls' slots come back; the kept ones live. */
+    int used_before = kv.nslots;
+    for (int c = 0; c < 3; c++) {
+        int p3[1][8] = {{9, 5, 7, 1, 1, 1}}, l3[] = {4 + c};
+        call(be, &kv, p3, l3, 1, 4.0f + c, s3);
+    }
+    cr_expect_eq(kv.nslots, used_before, "freed slots are reused");
+    cr_expect(holds(&kv, s3[0], 0, 1.0f) && holds(&kv, s3[0], 3, 4.0f) && holds(&kv, s3[0], 5, 6.0f));
+    /* Growing the positions moves the live slot's rows. */
+    dec_kv_reserve(be, &kv, 1, 64, 0);
+    cr_expect_geq(kv.stride, 64);
+    for (int pos = 0; pos < 6; pos++)
+        cr_expect(holds(&kv, s3[0], pos, pos == 0 ? 1.0f : pos == 1 ? 2.0f : pos == 2 ? 3.0f : 1.0f + pos),
+                  "row %d after the move", pos);
+    dec_kv_clear(&kv);
+    cr_expect_eq(kv.n_free, kv.nslots, "a new utterance frees every slot");
+    dec_kv_free(be, &kv);
+    backend_close(be);
+}
