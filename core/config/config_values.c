@@ -650,7 +650,7 @@ static void fill_ctc_weight(ynode *root)
 static void fill_normalize(ynode *root)
 {
     ynode *model = yt_get_path(root, "model");
-    if (!model || model->kind != YN_MAP || yt_map_get(model, "normalize") || config_tree_is_lm_task(root)) return;
+    if (!model || model->kind != YN_MAP || yt_map_get(model, "normalize") || config_is_lm_task(root)) return;
     yt_map_set(model, "normalize", model->mark, yt_scalar("utterance_mvn", 0, model->mark));
 }
 
