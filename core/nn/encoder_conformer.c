@@ -12,6 +12,7 @@
  * next to an utterance's end (an inference model zeroes them first: enc_zero_padding). The relative encoding (2 T - 1 positions) is computed once per
  * forward and shared by the blocks, with its own positional dropout. The block (cblock_*) runs on any
  * rows (enc_rows): the contextual block Conformer runs it over its blocks of frames. */
+#include <stddef.h>
 #include <string.h>
 
 #include "core/nn/encoder.h"
@@ -30,6 +31,7 @@ struct encoder_acts {
     cblock_work cw;               /* backward work of the convolution module */
 };
 
+_Static_assert(offsetof(encoder_acts, store) == 0, "core/nn/encoder_acts.c finds the store first");
 static cblock *blocks(const asr_model *m) { return m->enc->store.blocks; }
 
 void cblock_kept(const model_dims *d, cblock *b, enc_act_list *kept, enc_act_shape s)

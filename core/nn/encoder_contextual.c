@@ -18,6 +18,7 @@
  * block_size + 2 rows as they are (the context rows and the zero rows included), and row 0, which
  * ESPnet's mask lets attend to nothing, gets a zero attention output (enc_rows.blocks). */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "core/nn/encoder.h"
@@ -41,6 +42,7 @@ struct encoder_acts {
     float *dalt, *dsrc, *dpos;
 };
 
+_Static_assert(offsetof(encoder_acts, store) == 0, "core/nn/encoder_acts.c finds the store first");
 static ctx_layer *layers(const asr_model *m) { return m->enc->store.blocks; }
 
 void ctx_layer_kept(const model_dims *d, ctx_layer_acts *b, enc_act_list *kept, enc_act_shape s)

@@ -15,6 +15,7 @@
  * by the blocks. layer_drop_rate: in training, block l is skipped (its output is its input) when
  * a uniform draw from rng_derive(seed, STREAM_LAYER_DROP, l) is below the rate: the seed is the
  * batch's, so any number of ranks drops the same blocks for the same batch, as dropout masks. */
+#include <stddef.h>
 #include <string.h>
 
 #include "core/nn/encoder.h"
@@ -42,6 +43,7 @@ struct encoder_acts {
     float *d2a, *d2b, *e1, *e2, *e3; /* backward work of the merge and the cgMLP branch */
 };
 
+_Static_assert(offsetof(encoder_acts, store) == 0, "core/nn/encoder_acts.c finds the store first");
 static eblock *blocks(const asr_model *m) { return m->enc->store.blocks; }
 
 /* What a block keeps for the backward, at shape s. */

@@ -1,6 +1,7 @@
 /* ESPnet2's TransformerEncoder: num_blocks of the pre-LN Transformer layer (core/nn/
  * encoder_tblock.c) on the (B, T2) frames, keys masked past each utterance's length, with the
  * activations' lifecycle of core/nn/encoder_acts.c. */
+#include <stddef.h>
 
 #include "core/nn/encoder.h"
 
@@ -9,6 +10,7 @@ struct encoder_acts {
     tblock_work w;       /* the backward's work; w.tmp is m->dtmp */
 };
 
+_Static_assert(offsetof(encoder_acts, store) == 0, "core/nn/encoder_acts.c finds the store first");
 static tblock_acts *blocks(const asr_model *m) { return m->enc->store.blocks; }
 
 static void block_kept(const model_dims *d, void *block, enc_act_list *kept, enc_act_shape s)
