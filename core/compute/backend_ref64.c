@@ -274,42 +274,31 @@ static void ref_attention_backward(backend *be, float *dq, float *dk, float *dv,
     tmp_release(be);
 }
 
-static void ref_log_softmax_forward(backend *be, float *y, const float *x, int n, int v)
-{
-    size_t nx = (size_t)n * v;
-    double *yd = tmp_zeros(be, nx);
-    ops_log_softmax_forward_f64(yd, wide(be, x, nx), n, v);
-    narrow(y, yd, nx);
-    tmp_release(be);
-}
+/* A row-wise op over n rows of v values: REF_ROWS op(y, x, n, v); REF_ROWS_BACKWARD op(dx, dy, y,
+ * n, v). */
+#define REF_ROWS(op)                                                                                    \
+    static void ref_##op(backend *be, float *y, const float *x, int n, int v)                           \
+    {                                                                                                   \
+        size_t nx = (size_t)n * v;                                                                      \
+        double *yd = tmp_zeros(be, nx);                                                                 \
+        ops_##op##_f64(yd, wide(be, x, nx), n, v);                                                      \
+        narrow(y, yd, nx);                                                                              \
+        tmp_release(be);                                                                                \
+    }
+#define REF_ROWS_BACKWARD(op)                                                                           \
+    static void ref_##op(backend *be, float *dx, const float *dy, const float *y, int n, int v)         \
+    {                                                                                                   \
+        size_t nx = (size_t)n * v;                                                                      \
+        double *dxd = tmp_zeros(be, nx);                                                                \
+        ops_##op##_f64(dxd, wide(be, dy, nx), wide(be, y, nx), n, v);                                   \
+        narrow(dx, dxd, nx);                                                                            \
+        tmp_release(be);                                                                                \
+    }
 
-static void ref_log_softmax_backward(backend *be, float *dx, const float *dy, const float *y, int n,
-                                     int v)
-{
-    size_t nx = (size_t)n * v;
-    double *dxd = tmp_zeros(be, nx);
-    ops_log_softmax_backward_f64(dxd, wide(be, dy, nx), wide(be, y, nx), n, v);
-    narrow(dx, dxd, nx);
-    tmp_release(be);
-}
-
-static void ref_softmax_forward(backend *be, float *y, const float *x, int n, int v)
-{
-    size_t nx = (size_t)n * v;
-    double *yd = tmp_zeros(be, nx);
-    ops_softmax_forward_f64(yd, wide(be, x, nx), n, v);
-    narrow(y, yd, nx);
-    tmp_release(be);
-}
-
-static void ref_softmax_backward(backend *be, float *dx, const float *dy, const float *y, int n, int v)
-{
-    size_t nx = (size_t)n * v;
-    double *dxd = tmp_zeros(be, nx);
-    ops_softmax_backward_f64(dxd, wide(be, dy, nx), wide(be, y, nx), n, v);
-    narrow(dx, dxd, nx);
-    tmp_release(be);
-}
+REF_ROWS(log_softmax_forward)
+REF_ROWS_BACKWARD(log_softmax_backward)
+REF_ROWS(softmax_forward)
+REF_ROWS_BACKWARD(softmax_backward)
 
 REF_MASKED(dropout_forward)
 REF_MASKED(dropout_backward)

@@ -456,20 +456,13 @@ static void add_lm_rnn(param_table *t, const model_dims *d)
 void param_table_build(param_table *t, const model_dims *d)
 {
     t->body = d->body != 0; /* every table says which names it holds (a caller's table is not zeroed) */
-    if (d->lm == LM_SEQ_RNN) {
-        size_t cap = 3 + (size_t)d->lm_layers * 4;
+    if (d->lm) { /* an LM task's model: the LM alone */
+        int rnn = d->lm == LM_SEQ_RNN;
+        size_t cap = rnn ? 3 + (size_t)d->lm_layers * 4 : 9 + (size_t)d->dec_blocks * 16;
         t->items = xcalloc(cap, sizeof *t->items);
         t->n = 0;
-        add_lm_rnn(t, d);
-        ESP_CHECK(t->n <= cap);
-        layout(t);
-        return;
-    }
-    if (d->lm) {
-        size_t cap = 9 + (size_t)d->dec_blocks * 16;
-        t->items = xcalloc(cap, sizeof *t->items);
-        t->n = 0;
-        add_lm(t, d);
+        if (rnn) add_lm_rnn(t, d);
+        else add_lm(t, d);
         ESP_CHECK(t->n <= cap);
         layout(t);
         return;
