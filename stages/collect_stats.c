@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include "core/config/config_python.h"
-#include "core/config/config_task.h"
 #include "core/data/asr_data.h"
 #include "core/data/audio.h"
 #include "core/data/augment_conf.h"
@@ -200,7 +199,7 @@ static int collect_split(const training_cfg *cfg, const char *split, const token
     merge_ctx mc = {0};
     int rc = -1;
     if (dataset_split_load(cfg, split, &m, &manifest_path, err) != 0 || mkdir_p(out_dir, err) != 0) goto out;
-    if (config_is_lm_task(cfg)) { /* a language model's data: transcripts, no features */
+    if (cfg->lm_task) { /* a language model's data: transcripts, no features */
         rc = write_lm_shapes(out_dir, split, &m, tl, err);
         goto out;
     }
@@ -331,7 +330,7 @@ int stage_collect_stats(const stage_ctx *ctx, esp_err *err)
     /* ESPnet3's collect_stats_train_mode: the train split's statistics of augmented audio (epoch 0's
      * draws, as training makes them); off, ESPnet2's: the audio as it is. */
     train_mode tm = {0};
-    int use_tm = rc == 0 && cfg->collect_stats_train_mode && !config_is_lm_task(cfg);
+    int use_tm = rc == 0 && cfg->collect_stats_train_mode && !cfg->lm_task;
     if (use_tm) augment_conf_read(ctx->configs->training, &tm.aug);
     if (use_tm && (rc = noise_rir_conf_read(ctx->configs->training, &tm.nr, err)) == 0) {
         tm.aug_on = tm.aug.n > 0 && tm.aug.prob > 0;

@@ -62,15 +62,28 @@ static void set_key(ynode *root, const char *dotted, const char *value)
     free(path);
 }
 
-static int write_tree(const ynode *tree, const char *path, const char *header, esp_err *err)
+/* Writes tree (freed) to dir/name under a header. */
+static int write_tree(ynode *tree, const char *dir, const char *name, const char *header, esp_err *err)
 {
     size_t len;
     char *text = yt_emit_config(tree, &len);
-    char *all = xasprintf("%s%s", header, text);
+    char *all = xasprintf("%s%s", header, text), *path = xasprintf("%s/%s", dir, name);
     int rc = atomic_write_file(path, all, strlen(all), err);
+    free(path);
     free(all);
     free(text);
+    yt_free(tree);
     return rc;
+}
+
+/* A copy of a training config's tree whose exp_dir is the pack's exp_dir (a config_path
+ * interpolation) and whose token list is the pack's. */
+static ynode *packed_training(const esp_config *cfg, const char *exp_dir)
+{
+    ynode *t = yt_copy(cfg->tree);
+    set_key(t, "exp_dir", exp_dir);
+    set_key(t, "tokenizer.save_path", "${config_path:../tokens}");
+    return t;
 }
 
 static const char *last_component(const char *path)
@@ -115,16 +128,12 @@ static int pack_lm(const char *staging, const model_files *lm, const model_files
     if (rc == 0) rc = mkdir_p(dir, err);
     if (rc == 0) rc = pack_weights(lm->weights, w, NULL, err);
     if (rc == 0) {
-        ynode *t = yt_copy(lm->train_cfg->tree);
-        set_key(t, "exp_dir", "${config_path:../lm}");
-        set_key(t, "tokenizer.save_path", "${config_path:../tokens}");
-        char *p = xasprintf("%s/conf/lm_config.yaml", staging);
-        rc = write_tree(t, p,
+        char *conf = xasprintf("%s/conf", staging);
+        rc = write_tree(packed_training(lm->train_cfg, "${config_path:../lm}"), conf, "lm_config.yaml",
                         "# Training config of the packed model's language model (pack_model): the token list points\n"
                         "# into the pack; data and training paths are those of the original run.\n",
                         err);
-        free(p);
-        yt_free(t);
+        free(conf);
     }
     free(dir), free(w);
     return rc;
@@ -136,19 +145,14 @@ static int write_configs(const char *staging, const esp_config *inference, const
     char *conf = xasprintf("%s/conf", staging);
     int rc = mkdir_p(conf, err);
     if (rc == 0) {
-        ynode *t = yt_copy(mf->train_cfg->tree);
-        set_key(t, "exp_dir", "${config_path:..}");
-        set_key(t, "tokenizer.save_path", "${config_path:../tokens}");
+        ynode *t = packed_training(mf->train_cfg, "${config_path:..}");
         if (mf->stats) set_key(t, "model.normalize_conf.stats_file", "${config_path:../stats/feats_stats.npz}");
         if (yt_get_path(t, "model.token_list")) set_key(t, "model.token_list", "${config_path:../tokens/tokens.txt}");
         set_bpemodel(t, "bpemodel", mf);
-        char *p = xasprintf("%s/config.yaml", conf);
-        rc = write_tree(t, p,
+        rc = write_tree(t, conf, "config.yaml",
                         "# Training config of the packed model (pack_model): token list and statistics point into\n"
                         "# the pack; data and training paths are those of the original run.\n",
                         err);
-        free(p);
-        yt_free(t);
     }
     if (rc == 0) {
         const inference_cfg *ic = inference->typed;
@@ -170,14 +174,11 @@ static int write_configs(const char *staging, const esp_config *inference, const
         }
         yt_map_remove(t, "recipe_dir");
         set_key(t, "recipe_dir", "${config_path:..}");
-        char *p = xasprintf("%s/inference.yaml", conf);
-        rc = write_tree(t, p,
+        rc = write_tree(t, conf, "inference.yaml",
                         "# Inference config of the packed model (pack_model). Decode with\n"
                         "#   espnet3 --inference_config <this file> --stages infer\n"
                         "# Outputs go to inference_dir (inside the pack unless overridden: inference_dir=...).\n",
                         err);
-        free(p);
-        yt_free(t);
     }
     free(conf);
     return rc;

@@ -20,7 +20,6 @@
 #include "core/data/frontend.h"
 #include "core/data/sampler.h"
 #include "core/dist/dist.h"
-#include "core/config/config_task.h"
 #include "core/nn/body_conf.h"
 #include "core/nn/decoder_conf.h"
 #include "core/nn/lm_conf.h"
@@ -76,7 +75,7 @@ static int check_model_keys(const model_cfg *m, const char *file, esp_err *err)
 static int check_unused_keys(const training_cfg *cfg, const char *file, esp_err *err)
 {
     const model_cfg *m = cfg->model;
-    int lm = config_is_lm_task(cfg);
+    int lm = cfg->lm_task;
     if (lm && m) { /* an LM task builds the LM alone, as ESPnet's LMTask does */
         const struct { const void *set; const char *key; } asr[] = {
             {m->frontend, "frontend"}, {m->frontend_conf, "frontend_conf"}, {m->specaug, "specaug"},
@@ -113,7 +112,7 @@ static int check_unused_keys(const training_cfg *cfg, const char *file, esp_err 
 static model_rates rates_from_cfg(const training_cfg *cfg)
 {
     const model_cfg *m = cfg->model;
-    if (config_is_lm_task(cfg)) {
+    if (cfg->lm_task) {
         model_rates r;
         lm_rates_from_cfg(&r, m);
         return r;
@@ -143,7 +142,7 @@ static int check_model_size(const training_cfg *cfg, const char *file, const yno
     if (!cfg->model) return 0; /* the stage's own error */
     model_dims d;
     esp_err why;
-    int rc = config_is_lm_task(cfg) ? lm_dims_from_cfg(&d, cfg->model, 2, &why)
+    int rc = cfg->lm_task ? lm_dims_from_cfg(&d, cfg->model, 2, &why)
                                     : model_dims_from_cfg(&d, cfg->model, n_mels, 2, &why);
     if (rc == 0) return 0;
     const ynode *m = yt_get_path(tree, "model");
@@ -262,7 +261,7 @@ static int check_static(const esp_config *training, esp_err *err)
     if (check_fit(cfg->fit, tree, err) != 0) return -1;
     augment_conf aug;
     augment_conf_read(training, &aug);
-    if (config_is_lm_task(cfg)) {
+    if (cfg->lm_task) {
         const preprocessor_cfg *pc = cfg->dataset ? cfg->dataset->preprocessor : NULL;
         const char *key = aug.n ? "dataset.preprocessor.data_aug_effects"
                         : pc && pc->n_rir_scp   ? "dataset.preprocessor.rir_scp"

@@ -126,6 +126,21 @@ static void ew_run(const backend *be, ew_job *job, size_t units)
     parallel_parts(units, min_units, threads_of(be), ew_part, job);
 }
 
+/* Elementwise ops over n values on the threads: CPU_UNARY op(y, x, n); CPU_BINARY op(y, a, b, n),
+ * as a backward's (dx, dy, x or y, n). */
+#define CPU_UNARY(op, k)                                                                                \
+    static void cpu_##op(backend *be, float *y, const float *x, size_t n)                               \
+    {                                                                                                   \
+        ew_job j = {.kind = k, .y = y, .a = x, .row = 1};                                               \
+        ew_run(be, &j, n);                                                                              \
+    }
+#define CPU_BINARY(op, k)                                                                               \
+    static void cpu_##op(backend *be, float *y, const float *a, const float *b, size_t n)               \
+    {                                                                                                   \
+        ew_job j = {.kind = k, .y = y, .a = a, .b = b, .row = 1};                                       \
+        ew_run(be, &j, n);                                                                              \
+    }
+
 /* ---- memory */
 
 /* Buffers of a huge page or more are aligned to it and asked for transparent huge pages (madvise:
@@ -283,17 +298,8 @@ static void cpu_swap12(backend *be, float *y, const float *x, int nb, int d1, in
     ew_run(be, &j, (size_t)nb);
 }
 
-static void cpu_relu_forward(backend *be, float *y, const float *x, size_t n)
-{
-    ew_job j = {.kind = EW_RELU_F, .y = y, .a = x, .row = 1};
-    ew_run(be, &j, n);
-}
-
-static void cpu_relu_backward(backend *be, float *dx, const float *dy, const float *y, size_t n)
-{
-    ew_job j = {.kind = EW_RELU_B, .y = dx, .a = dy, .b = y, .row = 1};
-    ew_run(be, &j, n);
-}
+CPU_UNARY(relu_forward, EW_RELU_F)
+CPU_BINARY(relu_backward, EW_RELU_B)
 
 static void cpu_layernorm_forward(backend *be, float *y, float *mean, float *rstd, const float *x,
                                   const float *w, const float *b, int n, int c, double eps)
@@ -310,11 +316,7 @@ static void cpu_layernorm_backward(backend *be, float *dx, float *dw, float *db,
     ops_layernorm_backward_mt_f32(dx, dw, db, dy, x, w, mean, rstd, n, c, acc, threads_of(be));
 }
 
-static void cpu_add(backend *be, float *y, const float *a, const float *b, size_t n)
-{
-    ew_job j = {.kind = EW_ADD, .y = y, .a = a, .b = b, .row = 1};
-    ew_run(be, &j, n);
-}
+CPU_BINARY(add, EW_ADD)
 
 static void cpu_scale(backend *be, float *y, const float *x, double s, size_t n)
 {
@@ -372,6 +374,8 @@ static void cpu_softmax_backward(backend *be, float *dx, const float *dy, const 
     ew_run(be, &j, (size_t)n);
 }
 
+/* Also dropout's backward: the mask is linear in its input, so the backward is the forward applied
+ * to dy. */
 static void cpu_dropout_forward(backend *be, float *y, const float *x, size_t n, float p,
                                 uint64_t seed, uint64_t stream)
 {
@@ -379,27 +383,10 @@ static void cpu_dropout_forward(backend *be, float *y, const float *x, size_t n,
     ew_run(be, &j, n);
 }
 
-static void cpu_dropout_backward(backend *be, float *dx, const float *dy, size_t n, float p,
-                                 uint64_t seed, uint64_t stream)
-{
-    /* the mask is linear in its input: the backward is the forward applied to dy */
-    ew_job j = {.kind = EW_DROPOUT, .y = dx, .a = dy, .row = 1, .p = p, .seed = seed, .stream = stream};
-    ew_run(be, &j, n);
-}
-
 /* ---- Conformer layers */
 
-static void cpu_swish_forward(backend *be, float *y, const float *x, size_t n)
-{
-    ew_job j = {.kind = EW_SWISH_F, .y = y, .a = x, .row = 1};
-    ew_run(be, &j, n);
-}
-
-static void cpu_swish_backward(backend *be, float *dx, const float *dy, const float *x, size_t n)
-{
-    ew_job j = {.kind = EW_SWISH_B, .y = dx, .a = dy, .b = x, .row = 1};
-    ew_run(be, &j, n);
-}
+CPU_UNARY(swish_forward, EW_SWISH_F)
+CPU_BINARY(swish_backward, EW_SWISH_B)
 
 /* ---- the fused chains: the ops they fuse, in turn (the unfused path's bits) */
 
@@ -416,7 +403,7 @@ static void cpu_act_dropout_forward(backend *be, float *y, const float *x, size_
 static void cpu_act_dropout_backward(backend *be, float *dx, const float *dy, const float *z, size_t n, int relu,
                                      float p, uint64_t seed, uint64_t stream)
 {
-    cpu_dropout_backward(be, dx, dy, n, p, seed, stream);
+    cpu_dropout_forward(be, dx, dy, n, p, seed, stream);
     if (relu)
         cpu_relu_backward(be, dx, dx, z, n);
     else
@@ -531,23 +518,9 @@ static void cpu_relattn_backward(backend *be, float *dq, float *dk, float *dv, f
 
 /* ---- E-Branchformer layers */
 
-static void cpu_gelu_forward(backend *be, float *y, const float *x, size_t n)
-{
-    ew_job j = {.kind = EW_GELU_F, .y = y, .a = x, .row = 1};
-    ew_run(be, &j, n);
-}
-
-static void cpu_gelu_backward(backend *be, float *dx, const float *dy, const float *x, size_t n)
-{
-    ew_job j = {.kind = EW_GELU_B, .y = dx, .a = dy, .b = x, .row = 1};
-    ew_run(be, &j, n);
-}
-
-static void cpu_mul_forward(backend *be, float *y, const float *a, const float *b, size_t n)
-{
-    ew_job j = {.kind = EW_MUL_F, .y = y, .a = a, .b = b, .row = 1};
-    ew_run(be, &j, n);
-}
+CPU_UNARY(gelu_forward, EW_GELU_F)
+CPU_BINARY(gelu_backward, EW_GELU_B)
+CPU_BINARY(mul_forward, EW_MUL_F)
 
 static void cpu_mul_backward(backend *be, float *da, float *db, const float *dy, const float *a, const float *b,
                              size_t n)
@@ -794,7 +767,7 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
         .softmax_forward = cpu_softmax_forward,
         .softmax_backward = cpu_softmax_backward,
         .dropout_forward = cpu_dropout_forward,
-        .dropout_backward = cpu_dropout_backward,
+        .dropout_backward = cpu_dropout_forward,
         .act_dropout_forward = cpu_act_dropout_forward,
         .act_dropout_backward = cpu_act_dropout_backward,
         .dropout_add = cpu_dropout_add,

@@ -184,21 +184,8 @@ static void ref_swap12(backend *be, float *y, const float *x, int nb, int d1, in
     tmp_release(be);
 }
 
-static void ref_relu_forward(backend *be, float *y, const float *x, size_t n)
-{
-    double *yd = tmp_zeros(be, n);
-    ops_relu_forward_f64(yd, wide(be, x, n), n);
-    narrow(y, yd, n);
-    tmp_release(be);
-}
-
-static void ref_relu_backward(backend *be, float *dx, const float *dy, const float *y, size_t n)
-{
-    double *dxd = tmp_zeros(be, n);
-    ops_relu_backward_f64(dxd, wide(be, dy, n), wide(be, y, n), n);
-    narrow(dx, dxd, n);
-    tmp_release(be);
-}
+REF_UNARY(relu_forward)
+REF_BINARY(relu_backward)
 
 static void ref_layernorm_forward(backend *be, float *y, float *mean, float *rstd, const float *x,
                                   const float *w, const float *b, int n, int c, double eps)
@@ -287,60 +274,34 @@ static void ref_attention_backward(backend *be, float *dq, float *dk, float *dv,
     tmp_release(be);
 }
 
-static void ref_log_softmax_forward(backend *be, float *y, const float *x, int n, int v)
-{
-    size_t nx = (size_t)n * v;
-    double *yd = tmp_zeros(be, nx);
-    ops_log_softmax_forward_f64(yd, wide(be, x, nx), n, v);
-    narrow(y, yd, nx);
-    tmp_release(be);
-}
+/* A row-wise op over n rows of v values: REF_ROWS op(y, x, n, v); REF_ROWS_BACKWARD op(dx, dy, y,
+ * n, v). */
+#define REF_ROWS(op)                                                                                    \
+    static void ref_##op(backend *be, float *y, const float *x, int n, int v)                           \
+    {                                                                                                   \
+        size_t nx = (size_t)n * v;                                                                      \
+        double *yd = tmp_zeros(be, nx);                                                                 \
+        ops_##op##_f64(yd, wide(be, x, nx), n, v);                                                      \
+        narrow(y, yd, nx);                                                                              \
+        tmp_release(be);                                                                                \
+    }
+#define REF_ROWS_BACKWARD(op)                                                                           \
+    static void ref_##op(backend *be, float *dx, const float *dy, const float *y, int n, int v)         \
+    {                                                                                                   \
+        size_t nx = (size_t)n * v;                                                                      \
+        double *dxd = tmp_zeros(be, nx);                                                                \
+        ops_##op##_f64(dxd, wide(be, dy, nx), wide(be, y, nx), n, v);                                   \
+        narrow(dx, dxd, nx);                                                                            \
+        tmp_release(be);                                                                                \
+    }
 
-static void ref_log_softmax_backward(backend *be, float *dx, const float *dy, const float *y, int n,
-                                     int v)
-{
-    size_t nx = (size_t)n * v;
-    double *dxd = tmp_zeros(be, nx);
-    ops_log_softmax_backward_f64(dxd, wide(be, dy, nx), wide(be, y, nx), n, v);
-    narrow(dx, dxd, nx);
-    tmp_release(be);
-}
+REF_ROWS(log_softmax_forward)
+REF_ROWS_BACKWARD(log_softmax_backward)
+REF_ROWS(softmax_forward)
+REF_ROWS_BACKWARD(softmax_backward)
 
-static void ref_softmax_forward(backend *be, float *y, const float *x, int n, int v)
-{
-    size_t nx = (size_t)n * v;
-    double *yd = tmp_zeros(be, nx);
-    ops_softmax_forward_f64(yd, wide(be, x, nx), n, v);
-    narrow(y, yd, nx);
-    tmp_release(be);
-}
-
-static void ref_softmax_backward(backend *be, float *dx, const float *dy, const float *y, int n, int v)
-{
-    size_t nx = (size_t)n * v;
-    double *dxd = tmp_zeros(be, nx);
-    ops_softmax_backward_f64(dxd, wide(be, dy, nx), wide(be, y, nx), n, v);
-    narrow(dx, dxd, nx);
-    tmp_release(be);
-}
-
-static void ref_dropout_forward(backend *be, float *y, const float *x, size_t n, float p,
-                                uint64_t seed, uint64_t stream)
-{
-    double *yd = tmp_zeros(be, n);
-    ops_dropout_forward_f64(yd, wide(be, x, n), n, p, seed, stream);
-    narrow(y, yd, n);
-    tmp_release(be);
-}
-
-static void ref_dropout_backward(backend *be, float *dx, const float *dy, size_t n, float p,
-                                 uint64_t seed, uint64_t stream)
-{
-    double *dxd = tmp_zeros(be, n);
-    ops_dropout_backward_f64(dxd, wide(be, dy, n), n, p, seed, stream);
-    narrow(dx, dxd, n);
-    tmp_release(be);
-}
+REF_MASKED(dropout_forward)
+REF_MASKED(dropout_backward)
 
 /* The fused chains: the _f64 ops they fuse, in turn, in double (the LayerNorm ones: dropout_add's
  * float result is the norm's input, as the residual stream h is). */

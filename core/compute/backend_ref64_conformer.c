@@ -5,21 +5,8 @@
 #include "core/compute/backend_ref64_internal.h"
 #include "core/compute/ops.h"
 
-static void ref_swish_forward(backend *be, float *y, const float *x, size_t n)
-{
-    double *yd = tmp_zeros(be, n);
-    ops_swish_forward_f64(yd, wide(be, x, n), n);
-    narrow(y, yd, n);
-    tmp_release(be);
-}
-
-static void ref_swish_backward(backend *be, float *dx, const float *dy, const float *x, size_t n)
-{
-    double *dxd = tmp_zeros(be, n);
-    ops_swish_backward_f64(dxd, wide(be, dy, n), wide(be, x, n), n);
-    narrow(dx, dxd, n);
-    tmp_release(be);
-}
+REF_UNARY(swish_forward)
+REF_BINARY(swish_backward)
 
 static void ref_glu_forward(backend *be, float *y, const float *x, int n, int c)
 {
@@ -167,29 +154,9 @@ static void ref_relattn_backward(backend *be, float *dq, float *dk, float *dv, f
 
 /* ---- the E-Branchformer's cgMLP */
 
-static void ref_gelu_forward(backend *be, float *y, const float *x, size_t n)
-{
-    double *yd = tmp_zeros(be, n);
-    ops_gelu_forward_f64(yd, wide(be, x, n), n);
-    narrow(y, yd, n);
-    tmp_release(be);
-}
-
-static void ref_gelu_backward(backend *be, float *dx, const float *dy, const float *x, size_t n)
-{
-    double *dxd = tmp_zeros(be, n);
-    ops_gelu_backward_f64(dxd, wide(be, dy, n), wide(be, x, n), n);
-    narrow(dx, dxd, n);
-    tmp_release(be);
-}
-
-static void ref_mul_forward(backend *be, float *y, const float *a, const float *b, size_t n)
-{
-    double *yd = tmp_zeros(be, n);
-    ops_mul_forward_f64(yd, wide(be, a, n), wide(be, b, n), n);
-    narrow(y, yd, n);
-    tmp_release(be);
-}
+REF_UNARY(gelu_forward)
+REF_BINARY(gelu_backward)
+REF_BINARY(mul_forward)
 
 static void ref_mul_backward(backend *be, float *da, float *db, const float *dy, const float *a, const float *b,
                              size_t n)

@@ -51,6 +51,35 @@ static inline void narrow(float *y, const double *d, size_t n)
     for (size_t i = 0; i < n; i++) y[i] = (float)d[i];
 }
 
+/* The reference of an elementwise op over n values (its _f64 op): the inputs widened, the output
+ * (overwritten) rounded back. REF_UNARY: op(y, x, n); REF_BINARY: op(y, a, b, n), as a backward's
+ * (dx, dy, x or y, n); REF_MASKED: dropout's op(y, x, n, p, seed, stream). */
+#define REF_UNARY(op)                                                                                   \
+    static void ref_##op(backend *be, float *y, const float *x, size_t n)                               \
+    {                                                                                                   \
+        double *yd = tmp_zeros(be, n);                                                                  \
+        ops_##op##_f64(yd, wide(be, x, n), n);                                                          \
+        narrow(y, yd, n);                                                                               \
+        tmp_release(be);                                                                                \
+    }
+#define REF_BINARY(op)                                                                                  \
+    static void ref_##op(backend *be, float *y, const float *a, const float *b, size_t n)               \
+    {                                                                                                   \
+        double *yd = tmp_zeros(be, n);                                                                  \
+        ops_##op##_f64(yd, wide(be, a, n), wide(be, b, n), n);                                          \
+        narrow(y, yd, n);                                                                               \
+        tmp_release(be);                                                                                \
+    }
+#define REF_MASKED(op)                                                                                  \
+    static void ref_##op(backend *be, float *y, const float *x, size_t n, float p, uint64_t seed,        \
+                         uint64_t stream)                                                               \
+    {                                                                                                   \
+        double *yd = tmp_zeros(be, n);                                                                  \
+        ops_##op##_f64(yd, wide(be, x, n), n, p, seed, stream);                                         \
+        narrow(y, yd, n);                                                                               \
+        tmp_release(be);                                                                                \
+    }
+
 /* Elements spanned by `rows` rows of `cols` values at row stride ld. */
 static inline size_t extent(int rows, int cols, int ld)
 {

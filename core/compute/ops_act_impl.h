@@ -19,45 +19,38 @@ OPS_CLONE_INLINE void OPS_FN(exp_neg)(real *e, const real *x, size_t k)
     VEXP(e, e, k);
 }
 
+/* The sigmoid activations' loop: for each block [o, o + k) of the n elements of x (k <= ACT_BLOCK),
+ * xo = x + o and e[i] = exp(-xo[i]), then STMT for each i < k, vectorized. */
+#define SIGMOID_BLOCKS(n, x, STMT)                                                                      \
+    do {                                                                                                \
+        real e[ACT_BLOCK];                                                                              \
+        for (size_t o = 0; o < (n); o += ACT_BLOCK) {                                                   \
+            size_t k = OPS_FN(act_block)((n), o);                                                       \
+            const real *xo = (x) + o;                                                                   \
+            OPS_FN(exp_neg)(e, xo, k);                                                                  \
+            _Pragma("omp simd") for (size_t i = 0; i < k; i++) STMT;                                    \
+        }                                                                                               \
+    } while (0)
+
 OPS_SIMD_CLONES
 void OPS_FN(swish_forward)(real *y, const real *x, size_t n)
 {
-    real e[ACT_BLOCK];
-    for (size_t o = 0; o < n; o += ACT_BLOCK) {
-        size_t k = OPS_FN(act_block)(n, o);
-        const real *xo = x + o;
-        OPS_FN(exp_neg)(e, xo, k);
-#pragma omp simd
-        for (size_t i = 0; i < k; i++) y[o + i] = ACT(swish_e)(xo[i], e[i]);
-    }
+    SIGMOID_BLOCKS(n, x, y[o + i] = ACT(swish_e)(xo[i], e[i]));
 }
 
 OPS_SIMD_CLONES
 void OPS_FN(swish_backward)(real *dx, const real *dy, const real *x, size_t n)
 {
-    real e[ACT_BLOCK];
-    for (size_t o = 0; o < n; o += ACT_BLOCK) {
-        size_t k = OPS_FN(act_block)(n, o);
-        const real *xo = x + o;
-        OPS_FN(exp_neg)(e, xo, k);
-#pragma omp simd
-        for (size_t i = 0; i < k; i++) dx[o + i] = ACT(silu_grad_e)(dy[o + i], xo[i], e[i]);
-    }
+    SIGMOID_BLOCKS(n, x, dx[o + i] = ACT(silu_grad_e)(dy[o + i], xo[i], e[i]));
 }
 
 OPS_SIMD_CLONES
 void OPS_FN(glu_forward)(real *y, const real *x, int n, int c)
 {
-    real e[ACT_BLOCK];
     for (int r = 0; r < n; r++) {
         const real *a = x + (size_t)r * 2 * c, *g = a + c;
         real *yr = y + (size_t)r * c;
-        for (size_t o = 0; o < (size_t)c; o += ACT_BLOCK) {
-            size_t k = OPS_FN(act_block)((size_t)c, o);
-            OPS_FN(exp_neg)(e, g + o, k);
-#pragma omp simd
-            for (size_t i = 0; i < k; i++) yr[o + i] = ACT(glu_e)(a[o + i], e[i]);
-        }
+        SIGMOID_BLOCKS((size_t)c, g, yr[o + i] = ACT(glu_e)(a[o + i], e[i]));
     }
 }
 

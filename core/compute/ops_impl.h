@@ -716,18 +716,6 @@ static void dropout_apply(real *y, const real *x, size_t n, size_t base, float p
     }
 }
 
-void OPS_FN(dropout_forward)(real *y, const real *x, size_t n, float p, uint64_t seed,
-                             uint64_t stream)
-{
-    if (p <= 0) {
-        if (y != x) memmove(y, x, n * sizeof(real));
-    } else if (p >= 1) {
-        memset(y, 0, n * sizeof(real));
-    } else {
-        dropout_apply(y, x, n, 0, p, seed, stream);
-    }
-}
-
 void OPS_FN(dropout_forward_at)(real *y, const real *x, size_t n, size_t base, float p, uint64_t seed,
                                 uint64_t stream)
 {
@@ -737,6 +725,58 @@ void OPS_FN(dropout_forward_at)(real *y, const real *x, size_t n, size_t base, f
         memset(y, 0, n * sizeof(real));
     } else {
         dropout_apply(y, x, n, base, p, seed, stream);
+    }
+}
+
+void OPS_FN(dropout_forward)(real *y, const real *x, size_t n, float p, uint64_t seed,
+                             uint64_t stream)
+{
+    OPS_FN(dropout_forward_at)(y, x, n, 0, p, seed, stream);
+}
+
+/* ---- what the attentions (mha_*, relattn_*) share, per (utterance, head) pair */
+
+/* The pair's attention probabilities a (n values, element base of the op's whole tensor on) after
+ * dropout p: into buf, or a itself without dropout. */
+static const real *attn_dropped(real *buf, const real *a, size_t n, size_t base, float p, uint64_t seed,
+                                uint64_t stream)
+{
+    if (p <= 0) return a;
+    OPS_FN(dropout_forward_at)(buf, a, n, base, p, seed, stream);
+    return buf;
+}
+
+/* Row ar of t scores, n of them seen (the rest masked), whose largest is mx, as probabilities:
+ * softmax over the n, 0 past them. */
+OPS_CLONE_INLINE void attn_softmax_row(real *ar, int n, int t, real mx)
+{
+    real s = 0;
+    for (int c = 0; c < n; c++) ar[c] -= mx;
+    VEXP(ar, ar, (size_t)n);
+    for (int c = 0; c < n; c++) s += ar[c];
+    real is = 1 / s;
+    for (int c = 0; c < n; c++) ar[c] *= is;
+    for (int c = n; c < t; c++) ar[c] = 0;
+}
+
+/* dS of a pair's rows x len scores at row stride ld, from dP (in dpa, overwritten) and the
+ * probabilities a: dropout's mask (element base of the op's whole tensor on), then the softmax
+ * backward dS = A * (dA - rowsum(A * dA)). */
+OPS_CLONE_INLINE void attn_score_grad(real *dpa, const real *a, int rows, int ld, int len, size_t base, float p,
+                                      uint64_t seed, uint64_t stream)
+{
+    if (p >= 1) {
+        memset(dpa, 0, (size_t)rows * ld * sizeof(real));
+    } else if (p > 0) {
+        for (int i = 0; i < rows; i++)
+            dropout_apply(dpa + (size_t)i * ld, dpa + (size_t)i * ld, (size_t)len, base + (size_t)i * ld, p, seed,
+                          stream);
+    }
+    for (int i = 0; i < rows; i++) {
+        const real *ar = a + (size_t)i * ld;
+        real *gr = dpa + (size_t)i * ld, s = 0;
+        for (int c = 0; c < len; c++) s += ar[c] * gr[c];
+        for (int c = 0; c < len; c++) gr[c] = ar[c] * (gr[c] - s);
     }
 }
 
@@ -789,23 +829,11 @@ static void OPS_FN(mha_forward_part)(void *ctx, size_t lo, size_t hi, int part)
         else GEMM(ROWMAJOR, NT, TR, tq, len, hd, sc, qb, ldq, kb, ldkv, 0, a, tk);
         for (int i = 0; i < tq; i++) {
             int n = attn_row_keys(len, jb->causal, i);
-            real *ar = a + (size_t)i * tk, mx = ar[0], s = 0;
+            real *ar = a + (size_t)i * tk, mx = ar[0];
             for (int c = 1; c < n; c++) mx = ar[c] > mx ? ar[c] : mx;
-            for (int c = 0; c < n; c++) ar[c] -= mx;
-            VEXP(ar, ar, (size_t)n);
-            for (int c = 0; c < n; c++) s += ar[c];
-            real is = 1 / s;
-            for (int c = 0; c < n; c++) ar[c] *= is;
-            for (int c = n; c < tk; c++) ar[c] = 0;
+            attn_softmax_row(ar, n, tk, mx);
         }
-        const real *pa = a;
-        if (p > 0) {
-            if (p >= 1)
-                memset(scratch, 0, tt * sizeof(real));
-            else
-                dropout_apply(scratch, a, tt, ((size_t)b * h + j) * tt, p, jb->seed, jb->stream);
-            pa = scratch;
-        }
+        const real *pa = attn_dropped(scratch, a, tt, ((size_t)b * h + j) * tt, p, jb->seed, jb->stream);
         if (one) GEMV(ROWMAJOR, TR, len, hd, 1, vb, ldkv, pa, 1, 0, yb, 1);
         else GEMM(ROWMAJOR, NT, NT, tq, hd, len, 1, pa, tk, vb, ldkv, 0, yb, d);
     }
@@ -867,31 +895,11 @@ static void OPS_FN(mha_backward_part)(void *ctx, size_t lo, size_t hi, int part)
             continue;
         }
         size_t base = ((size_t)b * h + j) * tt;
-        const real *pa = a;
-        if (p > 0) {
-            if (p >= 1)
-                memset(pd, 0, tt * sizeof(real));
-            else
-                dropout_apply(pd, a, tt, base, p, jb->seed, jb->stream);
-            pa = pd;
-        }
+        const real *pa = attn_dropped(pd, a, tt, base, p, jb->seed, jb->stream);
         GEMM(ROWMAJOR, TR, NT, len, hd, tq, 1, pa, tk, dyb, d, 0, dvb, ldkv);
         GEMM(ROWMAJOR, NT, TR, tq, len, hd, 1, dyb, d, vb, ldkv, 0, dp, tk);
-        if (p > 0) {
-            /* drop'(dP): the same mask and scale, over the len valid columns of each row. */
-            if (p >= 1)
-                memset(dp, 0, tt * sizeof(real));
-            else
-                for (int i = 0; i < tq; i++)
-                    dropout_apply(dp + (size_t)i * tk, dp + (size_t)i * tk, (size_t)len,
-                                  base + (size_t)i * tk, p, jb->seed, jb->stream);
-        }
-        for (int i = 0; i < tq; i++) {
-            const real *ar = a + (size_t)i * tk;
-            real *gr = dp + (size_t)i * tk, s = 0;
-            for (int c = 0; c < len; c++) s += ar[c] * gr[c];
-            for (int c = 0; c < len; c++) gr[c] = ar[c] * (gr[c] - s);
-        }
+        /* drop'(dP): the same mask and scale, over the len valid columns of each row */
+        attn_score_grad(dp, a, tq, tk, len, base, p, jb->seed, jb->stream);
         GEMM(ROWMAJOR, NT, NT, tq, hd, len, sc, dp, tk, kb, ldkv, 0, dqb, ldq);
         GEMM(ROWMAJOR, TR, NT, len, hd, tq, sc, dp, tk, qb, ldq, 0, dkb, ldkv);
     }

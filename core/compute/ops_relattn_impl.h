@@ -64,27 +64,16 @@ static void OPS_FN(relattn_forward_part)(void *ctx, size_t lo, size_t hi, int pa
         GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, t, len, hd, 1, qu, hd, kb, ld, 0, a, t);          /* matrix_ac */
         GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, t, tp, hd, 1, qv, hd, jb->p + (size_t)j * hd, d, 0, bd, tp); /* matrix_bd */
         for (int i = 0; i < t; i++) {
-            real *ar = a + (size_t)i * t, mx = 0, s = 0;
+            real *ar = a + (size_t)i * t, mx = 0;
             const real *br = bd + (size_t)i * tp;
             for (int c = 0; c < len; c++) {
                 ar[c] = (ar[c] + br[relpos_shift_col(i, c, t)]) / sq;
                 mx = c == 0 || ar[c] > mx ? ar[c] : mx;
             }
-            for (int c = 0; c < len; c++) ar[c] -= mx;
-            VEXP(ar, ar, (size_t)len);
-            for (int c = 0; c < len; c++) s += ar[c];
-            real is = 1 / s;
-            for (int c = 0; c < len; c++) ar[c] *= is;
-            for (int c = len; c < t; c++) ar[c] = 0;
+            attn_softmax_row(ar, len, t, mx);
         }
-        const real *pa = a;
-        if (pdrop > 0) {
-            if (pdrop >= 1)
-                memset(drop, 0, (size_t)t * t * sizeof(real));
-            else
-                dropout_apply(drop, a, (size_t)t * t, ((size_t)b * h + j) * t * t, pdrop, jb->seed, jb->stream);
-            pa = drop;
-        }
+        const real *pa =
+            attn_dropped(drop, a, (size_t)t * t, ((size_t)b * h + j) * t * t, pdrop, jb->seed, jb->stream);
         GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, hd, len, 1, pa, t, vbb, ld, 0, yb, d);
     }
 }
@@ -107,25 +96,6 @@ void OPS_FN(relattn_forward)(real *y, real *att, const real *q, const real *k, c
                              int h, int hd, float pdrop, uint64_t seed, uint64_t stream, real *scratch)
 {
     OPS_FN(relattn_forward_mt)(y, att, q, k, v, ld, p, u, vb, lens, nb, t, h, hd, pdrop, seed, stream, scratch, 1);
-}
-
-/* dS (t x len at stride t) of one head from dP: dropout's mask, then the softmax backward. */
-OPS_CLONE_INLINE void relattn_score_grad(real *dpa, const real *a, int t, int len, size_t base, float pdrop,
-                                         uint64_t seed, uint64_t stream)
-{
-    if (pdrop >= 1) {
-        memset(dpa, 0, (size_t)t * t * sizeof(real));
-    } else if (pdrop > 0) {
-        for (int i = 0; i < t; i++)
-            dropout_apply(dpa + (size_t)i * t, dpa + (size_t)i * t, (size_t)len, base + (size_t)i * t, pdrop, seed,
-                          stream);
-    }
-    for (int i = 0; i < t; i++) {
-        const real *ar = a + (size_t)i * t;
-        real *gr = dpa + (size_t)i * t, s = 0;
-        for (int c = 0; c < len; c++) s += ar[c] * gr[c];
-        for (int c = 0; c < len; c++) gr[c] = ar[c] * (gr[c] - s);
-    }
 }
 
 /* relattn_backward of heads lo .. hi - 1, utterances in order (dp, du and dvb of a head sum over
@@ -160,17 +130,10 @@ static void OPS_FN(relattn_backward_part)(void *ctx, size_t lo, size_t hi, int p
                 continue;
             }
             size_t base = ((size_t)b * h + j) * t * t;
-            const real *pa = a;
-            if (pdrop > 0) {
-                if (pdrop >= 1)
-                    memset(pd, 0, (size_t)t * t * sizeof(real));
-                else
-                    dropout_apply(pd, a, (size_t)t * t, base, pdrop, jb->seed, jb->stream);
-                pa = pd;
-            }
+            const real *pa = attn_dropped(pd, a, (size_t)t * t, base, pdrop, jb->seed, jb->stream);
             GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, len, hd, t, 1, pa, t, dyb, d, 0, dvbb, ld);
             GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, t, len, hd, 1, dyb, d, vbb, ld, 0, dpa, t);
-            relattn_score_grad(dpa, a, t, len, base, pdrop, jb->seed, jb->stream);
+            attn_score_grad(dpa, a, t, t, len, base, pdrop, jb->seed, jb->stream);
             relattn_biased_queries(qu, qv, qb, ld, jb->u + (size_t)j * hd, jb->vb + (size_t)j * hd, t, hd);
             GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, hd, len, sc, dpa, t, kb, ld, 0, dqb, ld);
             GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, len, hd, t, sc, dpa, t, qu, hd, 0, dkb, ld);

@@ -10,6 +10,7 @@
 #include "core/config/config_python.h"
 #include "core/config/config_recipe.h"
 #include "core/config/config_schema.h"
+#include "core/config/config_task.h"
 #include "core/config/config_values.h"
 #include "core/base/fsio.h"
 #include "core/base/log.h"
@@ -176,6 +177,7 @@ int config_load_tree(config_kind kind, ynode *tree, const char *path, int foreig
     config_python_attach(kind, tree, typed);
     create_dataset_cfg *cd = kind == CONFIG_TRAINING ? ((training_cfg *)typed)->create_dataset : NULL;
     if (cd) cd->recipe = recipe, cd->keys = config_recipe_load(recipe, full);
+    if (kind == CONFIG_TRAINING) ((training_cfg *)typed)->lm_task = config_is_lm_task(tree);
     if (aug) { /* data_aug_effects is under dataset.preprocessor, so the block is there */
         const training_cfg *t = typed;
         ESP_CHECK(t->dataset && t->dataset->preprocessor);

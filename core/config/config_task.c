@@ -12,14 +12,7 @@ static int names_class(const char *s, const char *name)
 
 int config_is_lm_data_src(const char *data_src) { return names_class(data_src, "lm_dataset"); }
 
-int config_is_lm_task(const training_cfg *cfg)
-{
-    if (!cfg) return 0;
-    if (cfg->model && cfg->model->lm) return 1;
-    return names_class(cfg->task, "LMTask");
-}
-
-int config_tree_is_lm_task(const ynode *root)
+int config_is_lm_task(const ynode *root)
 {
     const ynode *lm = yt_get_path(root, "model.lm"), *task = yt_get_path(root, "task");
     if (lm && !yt_is_null(lm)) return 1;

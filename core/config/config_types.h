@@ -602,6 +602,7 @@ typedef struct training_cfg {
     char *token_type;    /* ESPnet2's config.yaml keys: char | word | bpe, and the bpe model; */
     char *bpemodel;      /* they override the tokenizer block (core/data/tokenizer_spec.c) */
     fit_cfg *fit;
+    int lm_task; /* trains a language model: config_is_lm_task of the tree, set at load (no key) */
 } training_cfg;
 
 /* The inference config (--inference_config), ESPnet3's inference.yaml keys. */

@@ -19,6 +19,12 @@
 
 #define INF HUGE_VAL
 #define DROPOUT(p) {p, 0, 1, HI_OPEN, "in [0, 1)", "0: no dropout"}
+/* A key of the transducer search, which asr_inference's Speech2Text reads from model.transducer_conf
+ * and asr_transducer_inference's from model.beam_search_config: one range for both blocks, each
+ * with its own default (the two classes' defaults differ: max_sym_exp, nstep). */
+#define TRANSDUCER_SEARCH(key, lo, hi, need, hint_asr, hint_asr_transducer)                              \
+    {"model.transducer_conf." key, lo, hi, 0, need, hint_asr},                                           \
+        {"model.beam_search_config." key, lo, hi, 0, need, hint_asr_transducer}
 
 static const config_range num_rules[] = {
     /* training: top level */
@@ -221,18 +227,14 @@ static const config_range num_rules[] = {
                                                "one at a time"},
     {"model.ctc_weight", 0, 1, 0, "in [0, 1]", "1.0 for a CTC-only model"},
     {"model.lm_weight", 0, INF, 0, ">= 0", "0: no language model"},
-    {"model.transducer_conf.max_sym_exp", 1, 1000, 0, "in [1, 1000]", "leave it out for 2"},
-    {"model.transducer_conf.u_max", 0, 100000, 0, "in [0, 100000]", "leave it out for 50"},
-    {"model.transducer_conf.nstep", 1, 1000, 0, "in [1, 1000]", "leave it out for 1"},
+    TRANSDUCER_SEARCH("max_sym_exp", 1, 1000, "in [1, 1000]", "leave it out for 2", "leave it out for 3"),
+    TRANSDUCER_SEARCH("u_max", 0, 100000, "in [0, 100000]", "leave it out for 50", "leave it out for 50"),
+    TRANSDUCER_SEARCH("nstep", 1, 1000, "in [1, 1000]", "leave it out for 1", "leave it out for 2"),
+    TRANSDUCER_SEARCH("expansion_gamma", 0, INF, ">= 0", "leave it out for 2.3", "leave it out for 2.3"),
+    TRANSDUCER_SEARCH("expansion_beta", 0, 100000, "in [0, 100000]", "leave it out for 2", "leave it out for 2"),
+    /* transducer_conf's own (beam_search_config refuses them: core/config/config_rules.c) */
     {"model.transducer_conf.prefix_alpha", 0, 100000, 0, "in [0, 100000]", "leave it out for 1"},
-    {"model.transducer_conf.expansion_gamma", 0, INF, 0, ">= 0", "leave it out for 2.3"},
-    {"model.transducer_conf.expansion_beta", 0, 100000, 0, "in [0, 100000]", "leave it out for 2"},
     {"model.transducer_conf.nbest", 1, 1000, 0, "in [1, 1000]", "leave it out for 1"},
-    {"model.beam_search_config.max_sym_exp", 1, 1000, 0, "in [1, 1000]", "leave it out for 3"},
-    {"model.beam_search_config.u_max", 0, 100000, 0, "in [0, 100000]", "leave it out for 50"},
-    {"model.beam_search_config.nstep", 1, 1000, 0, "in [1, 1000]", "leave it out for 2"},
-    {"model.beam_search_config.expansion_gamma", 0, INF, 0, ">= 0", "leave it out for 2.3"},
-    {"model.beam_search_config.expansion_beta", 0, 100000, 0, "in [0, 100000]", "leave it out for 2"},
     {"longform.window", 0, 3600, LO_OPEN, "in (0, 3600] seconds", "seconds per window"},
     {"longform.overlap", 0, 1800, LO_OPEN, "in (0, 1800] seconds", "seconds neighbouring windows share, at most "
                                                                    "half the window"},
@@ -650,7 +652,7 @@ static void fill_ctc_weight(ynode *root)
 static void fill_normalize(ynode *root)
 {
     ynode *model = yt_get_path(root, "model");
-    if (!model || model->kind != YN_MAP || yt_map_get(model, "normalize") || config_tree_is_lm_task(root)) return;
+    if (!model || model->kind != YN_MAP || yt_map_get(model, "normalize") || config_is_lm_task(root)) return;
     yt_map_set(model, "normalize", model->mark, yt_scalar("utterance_mvn", 0, model->mark));
 }
 

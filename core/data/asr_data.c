@@ -3,7 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/config/config_task.h"
 #include "core/data/audio.h"
 #include "core/data/augment_conf.h"
 #include "core/data/dataset_src.h"
@@ -50,7 +49,7 @@ int asr_data_open(asr_data *d, const training_cfg *cfg, const char *split, int t
     manifest m;
     char *mpath = NULL;
     int rc = dataset_split_load(cfg, split, &m, &mpath, err);
-    if (rc == 0 && config_is_lm_task(cfg)) { /* transcripts alone: no frontend, no features */
+    if (rc == 0 && cfg->lm_task) { /* transcripts alone: no frontend, no features */
         if (!path_exists(ts.tokens_path))
             rc = esp_fail(err, "%s: no token list (run train_tokenizer, stage 2, first)", ts.tokens_path);
         else rc = token_list_read(ts.tokens_path, &d->tokens, err);

@@ -42,7 +42,7 @@ typedef struct asr_data {
     int threads;             /* asr_batch_load's threads (asr_data_set_threads; below 2: this one) */
     frontend **fe_slots;     /* one frontend per parallel part beyond the first (d->fe) */
     int n_fe_slots;
-    int text_only;           /* an LM task's data (config_is_lm_task): transcripts alone, no audio, no
+    int text_only;           /* an LM task's data (training_cfg.lm_task): transcripts alone, no audio, no
                               * frontend; batches hold labels only (feats NULL, feat_lens 0) */
 } asr_data;
 

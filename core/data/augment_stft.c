@@ -8,14 +8,11 @@
 
 #include <fftw3.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/base/log.h"
-
-/* FFTW's planner is not thread-safe; executing a plan is. */
-static pthread_mutex_t plan_lock = PTHREAD_MUTEX_INITIALIZER;
+#include "core/data/fft_plan.h"
 
 typedef struct stft_geom {
     int n_fft, win, hop, F;
@@ -52,17 +49,17 @@ static fftwf_complex *stft(const float *x, size_t n, const stft_geom *g, size_t 
     fftwf_complex *spec = fftwf_malloc(T * (size_t)g->F * sizeof *spec);
     float *buf = fftwf_malloc((size_t)g->n_fft * sizeof *buf);
     fftwf_complex *out = fftwf_malloc((size_t)g->F * sizeof *out);
-    pthread_mutex_lock(&plan_lock);
+    fft_plan_lock();
     fftwf_plan p = fftwf_plan_dft_r2c_1d(g->n_fft, buf, out, FFTW_ESTIMATE);
-    pthread_mutex_unlock(&plan_lock);
+    fft_plan_unlock();
     for (size_t t = 0; t < T; t++) {
         for (int i = 0; i < g->n_fft; i++) buf[i] = xp[t * (size_t)g->hop + (size_t)i] * g->window[i];
         fftwf_execute(p);
         memcpy(spec + t * (size_t)g->F, out, (size_t)g->F * sizeof *out);
     }
-    pthread_mutex_lock(&plan_lock);
+    fft_plan_lock();
     fftwf_destroy_plan(p);
-    pthread_mutex_unlock(&plan_lock);
+    fft_plan_unlock();
     fftwf_free(buf);
     fftwf_free(out);
     free(xp);
@@ -78,9 +75,9 @@ static float *istft(const fftwf_complex *spec, size_t T, const stft_geom *g, siz
     double *y = xcalloc(total, sizeof *y), *env = xcalloc(total, sizeof *env);
     float *buf = fftwf_malloc((size_t)g->n_fft * sizeof *buf);
     fftwf_complex *in = fftwf_malloc((size_t)g->F * sizeof *in);
-    pthread_mutex_lock(&plan_lock);
+    fft_plan_lock();
     fftwf_plan p = fftwf_plan_dft_c2r_1d(g->n_fft, in, buf, FFTW_ESTIMATE);
-    pthread_mutex_unlock(&plan_lock);
+    fft_plan_unlock();
     for (size_t t = 0; t < T; t++) {
         memcpy(in, spec + t * (size_t)g->F, (size_t)g->F * sizeof *in);
         in[0][1] = 0; /* irfft ignores the imaginary parts of DC and Nyquist */
@@ -92,9 +89,9 @@ static float *istft(const fftwf_complex *spec, size_t T, const stft_geom *g, siz
             env[t * (size_t)g->hop + (size_t)i] += w * w;
         }
     }
-    pthread_mutex_lock(&plan_lock);
+    fft_plan_lock();
     fftwf_destroy_plan(p);
-    pthread_mutex_unlock(&plan_lock);
+    fft_plan_unlock();
     fftwf_free(buf);
     fftwf_free(in);
     float *out = xcalloc(len ? len : 1, sizeof *out);

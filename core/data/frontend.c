@@ -2,12 +2,10 @@
 
 #include <fftw3.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* FFTW's planner and plan destruction are not thread-safe; execution is. */
-static pthread_mutex_t plan_lock = PTHREAD_MUTEX_INITIALIZER;
+#include "core/data/fft_plan.h"
 
 /* The filterbank is ~98% zeros: triangles over increasing edges overlap only with their
  * neighbours, so each bin feeds at most two consecutive bands. Stored bin-major as
@@ -142,11 +140,11 @@ frontend *frontend_new(const frontend_opts *o)
     f->spec = fftwf_alloc_complex((size_t)f->n_bins);
     f->mel = xmalloc((size_t)(o->n_mels + 3) * sizeof *f->mel);
     ESP_CHECK(f->frame && f->spec);
-    pthread_mutex_lock(&plan_lock);
+    fft_plan_lock();
     /* ESTIMATE picks the same algorithm on every run, so features are bit-identical across
      * processes and runs (collect_stats, training and decoding agree). */
     f->plan = fftwf_plan_dft_r2c_1d(o->n_fft, f->frame, f->spec, FFTW_ESTIMATE);
-    pthread_mutex_unlock(&plan_lock);
+    fft_plan_unlock();
     ESP_CHECK(f->plan);
     memset(f->frame, 0, (size_t)o->n_fft * sizeof *f->frame);
 
@@ -176,9 +174,9 @@ frontend *frontend_new(const frontend_opts *o)
 void frontend_free(frontend *f)
 {
     if (!f) return;
-    pthread_mutex_lock(&plan_lock);
+    fft_plan_lock();
     fftwf_destroy_plan(f->plan);
-    pthread_mutex_unlock(&plan_lock);
+    fft_plan_unlock();
     fftwf_free(f->frame);
     fftwf_free(f->spec);
     free(f->mel);

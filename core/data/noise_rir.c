@@ -3,11 +3,11 @@
 
 #include <fftw3.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/data/augment.h"
+#include "core/data/fft_plan.h"
 
 #define NS_FRAME 1024
 #define NS_SHIFT 512
@@ -60,9 +60,6 @@ double nr_power(const double *x, size_t n)
     return k ? s / (double)k : NAN; /* numpy's mean of nothing */
 }
 
-/* FFTW's planner is not thread-safe; executing a plan is. */
-static pthread_mutex_t plan_lock = PTHREAD_MUTEX_INITIALIZER;
-
 void nr_convolve_rir(double *x, size_t n, const double *rir, size_t m, double power)
 {
     if (n == 0) return;
@@ -71,11 +68,11 @@ void nr_convolve_rir(double *x, size_t n, const double *rir, size_t m, double po
     size_t F = N / 2 + 1;
     double *a = fftw_malloc(N * sizeof *a), *b = fftw_malloc(N * sizeof *b);
     fftw_complex *A = fftw_malloc(F * sizeof *A), *B = fftw_malloc(F * sizeof *B);
-    pthread_mutex_lock(&plan_lock);
+    fft_plan_lock();
     fftw_plan pa = fftw_plan_dft_r2c_1d((int)N, a, A, FFTW_ESTIMATE);
     fftw_plan pb = fftw_plan_dft_r2c_1d((int)N, b, B, FFTW_ESTIMATE);
     fftw_plan pi = fftw_plan_dft_c2r_1d((int)N, A, a, FFTW_ESTIMATE);
-    pthread_mutex_unlock(&plan_lock);
+    fft_plan_unlock();
     memset(a, 0, N * sizeof *a);
     memset(b, 0, N * sizeof *b);
     memcpy(a, x, n * sizeof *a);
@@ -89,11 +86,11 @@ void nr_convolve_rir(double *x, size_t n, const double *rir, size_t m, double po
     }
     fftw_execute(pi);
     for (size_t i = 0; i < n; i++) x[i] = a[i] / (double)N;
-    pthread_mutex_lock(&plan_lock);
+    fft_plan_lock();
     fftw_destroy_plan(pa);
     fftw_destroy_plan(pb);
     fftw_destroy_plan(pi);
-    pthread_mutex_unlock(&plan_lock);
+    fft_plan_unlock();
     fftw_free(a), fftw_free(b), fftw_free(A), fftw_free(B);
     double power2 = nr_power(x, n);
     double g = sqrt(power / fmax(power2, 1e-10));

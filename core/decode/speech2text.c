@@ -15,7 +15,6 @@
 #include "core/nn/body_conf.h"
 #include "core/nn/decoder_conf.h"
 #include "core/nn/decoder_transformer.h"
-#include "core/config/config_task.h"
 #include "core/nn/lm_conf.h"
 #include "core/nn/model.h"
 #include "core/nn/model_params.h"
@@ -115,7 +114,7 @@ static int check_lm_tokens(const model_files *mf, const model_files *lf, esp_err
 static int open_lm(speech2text *s, const model_files *lf, esp_err *err)
 {
     const training_cfg *lt = model_files_training(lf);
-    ESP_CHECK(config_is_lm_task(lt)); /* lm_files_locate checked it */
+    ESP_CHECK(lt->lm_task); /* lm_files_locate checked it */
     model_dims dims;
     if (lm_dims_from_cfg(&dims, lt->model, (int)s->data.tokens.n, err) != 0) return -1;
     asr_model_init_inference(&s->lm, s->be, &dims);

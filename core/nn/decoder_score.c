@@ -26,6 +26,7 @@
 #include "core/nn/decoder_internal.h"
 #include "core/nn/decoder_kv.h"
 #include "core/nn/decoder_transformer.h"
+#include "core/nn/mha_input.h"
 
 struct dec_score {
     /* The utterances the source caches belong to; new_utterance: drop them at the next call;
@@ -176,10 +177,7 @@ static void group_layer(const asr_model *m, dec_score *s, const group *g, int l)
     const dec_block_tensors *p = &m->w.decoder.blocks[l];
     const nn_mha *sa = &p->self_attn, *ca = &p->src_attn;
     const nn_ffn *ff = &p->feed_forward;
-    be->layernorm_forward(be, s->ln, s->mean, s->rstd, s->x, p->norm1.weight, p->norm1.bias, R, D, 1e-12);
-    be->linear_forward(be, s->q, s->ln, sa->linear_q.weight, sa->linear_q.bias, R, D, D);
-    be->linear_forward(be, s->k, s->ln, sa->linear_k.weight, sa->linear_k.bias, R, D, D);
-    be->linear_forward(be, s->v, s->ln, sa->linear_v.weight, sa->linear_v.bias, R, D, D);
+    mha_input_forward(be, sa, &p->norm1, s->x, s->ln, s->mean, s->rstd, s->q, s->k, s->v, R, D);
     /* The new rows' keys/values into the slots (the last position, fast, or all, slow), then each
      * hypothesis' queries against its slot (the slots lie anywhere: one attention each). */
     const dec_kv *kv = &s->kv;

@@ -141,10 +141,7 @@ static void block_forward(asr_model *m, decoder_acts *a, int l, const float *x_i
     const dec_block_tensors *p = &m->w.decoder.blocks[l];
     const nn_mha *sa = &p->self_attn, *ca = &p->src_attn;
     const nn_ffn *ff = &p->feed_forward;
-    be->layernorm_forward(be, y->ln1, y->mean1, y->rstd1, x_in, p->norm1.weight, p->norm1.bias, N, D, 1e-12);
-    be->linear_forward(be, y->q1, y->ln1, sa->linear_q.weight, sa->linear_q.bias, N, D, D);
-    be->linear_forward(be, y->k1, y->ln1, sa->linear_k.weight, sa->linear_k.bias, N, D, D);
-    be->linear_forward(be, y->v1, y->ln1, sa->linear_v.weight, sa->linear_v.bias, N, D, D);
+    mha_input_forward(be, sa, &p->norm1, x_in, y->ln1, y->mean1, y->rstd1, y->q1, y->k1, y->v1, N, D);
     be->mha_forward(be, y->y1, y->att1, y->q1, D, y->k1, y->v1, D, a->lens_in, B, L, L, 1, H, D / H, ps, seed,
                     dstream(l, DS_SELF));
     be->linear_forward(be, a->dtmp, y->y1, sa->linear_out.weight, sa->linear_out.bias, N, D, D);

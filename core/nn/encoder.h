@@ -32,12 +32,9 @@ static inline enc_rates enc_rates_of(const asr_model *m)
     return (enc_rates){t ? m->rates.dropout : 0, t ? m->rates.pos_dropout : 0, t ? m->rates.att_dropout : 0};
 }
 
+typedef struct enc_act_decl enc_act_decl;
 typedef struct encoder_impl {
-    /* Grows the activations for N = B x T2 rows (they are only ever enlarged), with backward work
-     * unless m->inference. */
-    void (*ensure)(asr_model *m, int B, int T2);
-    void (*release)(asr_model *m); /* frees the activations (m->enc stays) */
-    void (*destroy)(asr_model *m); /* release, then m->enc itself */
+    const enc_act_decl *acts; /* its activations, for the lifecycle below */
     /* m->h0 (B, T2, d) through the blocks; returns the last block's output. */
     const float *(*forward)(asr_model *m);
     /* On entry m->dh holds the gradient of the forward's output; on return that of m->h0. */
@@ -45,9 +42,9 @@ typedef struct encoder_impl {
 } encoder_impl;
 
 /* The activations' lifecycle, one for the four encoders (core/nn/encoder_acts.c). An encoder
- * declares its buffers (enc_act_decl); enc_acts_ensure allocates them for B x T2 frames (kept while
- * later batches fit, only ever enlarged; block 0's shared by every block when decoding, backward
- * work only for training) and enc_acts_release frees them. */
+ * declares its buffers (enc_act_decl); enc_acts_ensure makes m->enc and allocates them for B x T2
+ * frames (kept while later batches fit, only ever enlarged; block 0's shared by every block when
+ * decoding, backward work only for training); enc_acts_destroy frees them and m->enc. */
 typedef struct enc_act_shape {
     /* The blocks' seqs sequences of t rows: rows = seqs x t; att = seqs x heads x t x t; prows =
      * 2 t - 1 relative positions (0: none). frames: the batch's B x T2. Without a layout the
@@ -62,7 +59,8 @@ typedef struct enc_act_list {
     int k;
 } enc_act_list;
 void enc_act_add(enc_act_list *l, float **slot, size_t n);
-typedef struct enc_act_decl {
+struct enc_act_decl {
+    size_t enc_size;   /* the encoder's struct encoder_acts, whose first member is its enc_act_store */
     size_t block_size; /* the encoder's per-block struct */
     int positions;     /* the blocks use the relative encoding (enc_act_shape.prows) */
     /* What block (one of the encoder's structs) keeps for the backward, at shape s. */
@@ -71,13 +69,16 @@ typedef struct enc_act_decl {
     void (*shared)(asr_model *m, enc_act_list *fwd, enc_act_list *work, enc_act_shape s);
     /* How the blocks lay out B x T2 frames: seqs sequences of t rows (NULL: the utterances). */
     void (*layout)(const model_dims *d, int B, int T2, int *seqs, int *t);
-} enc_act_decl;
+    /* Drops what else m->enc keeps for a shape (NULL: nothing): when m->enc is made and whenever
+     * its activations are freed. */
+    void (*reset)(asr_model *m);
+};
 /* An encoder's blocks (d->blocks structs of decl->block_size) and the shape they fit. */
 typedef struct enc_act_store {
     void *blocks;
     enc_act_shape cap;
 } enc_act_store;
-void enc_acts_ensure(asr_model *m, const enc_act_decl *decl, enc_act_store *st, int B, int T2);
+void enc_acts_ensure(asr_model *m, const enc_act_decl *decl, int B, int T2);
 /* What the blocks of the relative-position encoders (Conformer, E-Branchformer) share: the relative
  * encoding after dropout (2 t - 1, d), and the attention and feed-forward part of the backward's
  * work. enc_rel_shared_decl declares them, for an enc_act_decl's shared. */
@@ -90,7 +91,7 @@ void enc_rel_shared_decl(const model_dims *d, enc_rel_shared *r, enc_act_list *f
 /* The forward's relative encoding of m's T2 frames into r->pos, after its dropout (nothing without
  * relative positions). */
 void enc_rel_pos_forward(asr_model *m, enc_rel_shared *r);
-void enc_acts_release(asr_model *m, const enc_act_decl *decl, enc_act_store *st);
+void enc_acts_destroy(asr_model *m, const enc_act_decl *decl);
 
 /* The rows the block pieces below run on: nb sequences of t rows, keys masked past lens[i]; tmp:
  * scratch for a branch's output, dh: the gradient flowing back (each nb x t x d). blocks: the

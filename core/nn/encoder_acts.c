@@ -1,7 +1,9 @@
 /* The one activation lifecycle of the encoders: each declares the buffers its blocks keep for the
  * backward and the ones its blocks share (core/nn/encoder.h's enc_act_decl), and how its blocks lay
- * out the frames; this file allocates them for a batch shape, reuses them while later batches fit, aliases every block to block 0's
- * when decoding (no backward keeps them), and frees them. */
+ * out the frames; this file makes m->enc, allocates them for a batch shape, reuses them while later
+ * batches fit, aliases every block to block 0's when decoding (no backward keeps them), and frees
+ * them. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/nn/encoder.h"
@@ -54,8 +56,14 @@ static void free_list(backend *be, const enc_act_list *l)
     }
 }
 
-void enc_acts_release(asr_model *m, const enc_act_decl *decl, enc_act_store *st)
+/* m->enc's store: the first member of every encoder's struct encoder_acts. */
+static enc_act_store *store_of(const asr_model *m) { return (enc_act_store *)(void *)m->enc; }
+
+/* Frees the activations (m->enc stays). */
+static void enc_acts_release(asr_model *m, const enc_act_decl *decl)
 {
+    if (!m->enc) return;
+    enc_act_store *st = store_of(m);
     enc_act_shape none = {0};
     enc_act_list fwd = {0}, work = {0};
     decl->shared(m, &fwd, &work, none);
@@ -71,11 +79,26 @@ void enc_acts_release(asr_model *m, const enc_act_decl *decl, enc_act_store *st)
         memset(b, 0, decl->block_size);
     }
     st->cap = none;
+    if (decl->reset) decl->reset(m);
 }
 
-void enc_acts_ensure(asr_model *m, const enc_act_decl *decl, enc_act_store *st, int B, int T2)
+void enc_acts_destroy(asr_model *m, const enc_act_decl *decl)
+{
+    enc_acts_release(m, decl);
+    if (m->enc) free(store_of(m)->blocks);
+    free(m->enc);
+    m->enc = NULL;
+}
+
+void enc_acts_ensure(asr_model *m, const enc_act_decl *decl, int B, int T2)
 {
     const model_dims *d = &m->dims;
+    if (!m->enc) {
+        m->enc = xcalloc(1, decl->enc_size);
+        store_of(m)->blocks = xcalloc((size_t)d->blocks, decl->block_size);
+        if (decl->reset) decl->reset(m);
+    }
+    enc_act_store *st = store_of(m);
     int seqs = B, t = T2;
     if (decl->layout) decl->layout(d, B, T2, &seqs, &t);
     enc_act_shape s = {(size_t)seqs * (size_t)t, (size_t)seqs * d->heads * (size_t)t * t,
@@ -86,7 +109,7 @@ void enc_acts_ensure(asr_model *m, const enc_act_decl *decl, enc_act_store *st, 
 #define GROW(f) s.f = s.f > c.f ? s.f : c.f
     GROW(rows), GROW(att), GROW(prows), GROW(frames), GROW(seqs);
 #undef GROW
-    enc_acts_release(m, decl, st);
+    enc_acts_release(m, decl);
     for (int l = 0; l < d->blocks; l++) {
         void *b = block_at(decl, st, l);
         if (m->inference && l > 0) {

@@ -86,10 +86,7 @@ void enc_attn_forward(asr_model *m, const enc_rows *r, int l, const enc_attn_buf
     enc_rates rt = enc_rates_of(m);
     const nn_mha *a = &m->w.blocks[l].self_attn;
     const nn_norm *nm = &m->w.blocks[l].norm_mha;
-    be->layernorm_forward(be, b->ln, b->mean, b->rstd, x, nm->weight, nm->bias, N, D, 1e-12);
-    be->linear_forward(be, b->q, b->ln, a->linear_q.weight, a->linear_q.bias, N, D, D);
-    be->linear_forward(be, b->k, b->ln, a->linear_k.weight, a->linear_k.bias, N, D, D);
-    be->linear_forward(be, b->v, b->ln, a->linear_v.weight, a->linear_v.bias, N, D, D);
+    mha_input_forward(be, a, nm, x, b->ln, b->mean, b->rstd, b->q, b->k, b->v, N, D);
     if (d->rel_pos) {
         be->linear_forward(be, b->pl, pos, a->linear_pos.weight, NULL, 2 * T2 - 1, D, D);
         be->relattn_forward(be, b->atty, b->att, b->q, b->k, b->v, D, b->pl, a->pos_bias_u, a->pos_bias_v, r->lens,

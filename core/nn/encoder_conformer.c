@@ -12,7 +12,7 @@
  * next to an utterance's end (an inference model zeroes them first: enc_zero_padding). The relative encoding (2 T - 1 positions) is computed once per
  * forward and shared by the blocks, with its own positional dropout. The block (cblock_*) runs on any
  * rows (enc_rows): the contextual block Conformer runs it over its blocks of frames. */
-#include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "core/nn/encoder.h"
@@ -26,11 +26,13 @@ enum {
 #define BN_MOMENTUM 0.1
 
 struct encoder_acts {
-    cblock *blocks;
+    enc_act_store store;          /* first (core/nn/encoder_acts.c): the blocks (cblock), and the shape they fit */
     enc_rel_shared rel;           /* the relative encoding, and backward work the blocks share */
-    enc_act_store store;          /* blocks, and the shape they fit */
     cblock_work cw;               /* backward work of the convolution module */
 };
+
+_Static_assert(offsetof(encoder_acts, store) == 0, "core/nn/encoder_acts.c finds the store first");
+static cblock *blocks(const asr_model *m) { return m->enc->store.blocks; }
 
 void cblock_kept(const model_dims *d, cblock *b, enc_act_list *kept, enc_act_shape s)
 {
@@ -75,32 +77,7 @@ static void shared(asr_model *m, enc_act_list *fwd, enc_act_list *work, enc_act_
     cblock_work_decl(&m->dims, &e->cw, work, s.rows);
 }
 
-static const enc_act_decl decl = {sizeof(cblock), 1, block_kept, shared, NULL};
-
-static encoder_acts *acts(asr_model *m)
-{
-    if (!m->enc) {
-        m->enc = xcalloc(1, sizeof *m->enc);
-        m->enc->blocks = xcalloc((size_t)m->dims.blocks, sizeof *m->enc->blocks);
-        m->enc->store.blocks = m->enc->blocks;
-    }
-    return m->enc;
-}
-
-static void release(asr_model *m)
-{
-    if (m->enc) enc_acts_release(m, &decl, &m->enc->store);
-}
-
-static void destroy(asr_model *m)
-{
-    release(m);
-    if (m->enc) free(m->enc->blocks);
-    free(m->enc);
-    m->enc = NULL;
-}
-
-static void ensure(asr_model *m, int B, int T2) { enc_acts_ensure(m, &decl, &acts(m)->store, B, T2); }
+static const enc_act_decl decl = {sizeof(encoder_acts), sizeof(cblock), 1, block_kept, shared, NULL, NULL};
 
 /* ---- pieces ------------------------------------------------------------------------------- */
 
@@ -243,7 +220,7 @@ void cblock_backward(asr_model *m, const enc_rows *r, int l, const cblock *b, co
 
 static const float *block_input(const asr_model *m, int l)
 {
-    return l == 0 ? m->h0 : cblock_out(&m->dims, &m->enc->blocks[l - 1]);
+    return l == 0 ? m->h0 : cblock_out(&m->dims, &blocks(m)[l - 1]);
 }
 
 static const float *forward(asr_model *m)
@@ -252,7 +229,7 @@ static const float *forward(asr_model *m)
     enc_rows r = enc_rows_of(m);
     enc_rel_pos_forward(m, &e->rel);
     for (int l = 0; l < m->dims.blocks; l++) {
-        float *y = cblock_forward(m, &r, l, &e->blocks[l], e->rel.pos, block_input(m, l));
+        float *y = cblock_forward(m, &r, l, &blocks(m)[l], e->rel.pos, block_input(m, l));
         interctc_after_block(m, l, y);
     }
     return block_input(m, m->dims.blocks);
@@ -264,15 +241,13 @@ static void backward(asr_model *m)
     enc_rows r = enc_rows_of(m);
     for (int l = m->dims.blocks - 1; l >= 0; l--) {
         interctc_before_block_backward(m, l);
-        cblock_backward(m, &r, l, &e->blocks[l], &e->rel, &e->cw, block_input(m, l));
+        cblock_backward(m, &r, l, &blocks(m)[l], &e->rel, &e->cw, block_input(m, l));
         asr_model_block_grads_final(m, l);
     }
 }
 
 const encoder_impl encoder_conformer = {
-    .ensure = ensure,
-    .release = release,
-    .destroy = destroy,
+    .acts = &decl,
     .forward = forward,
     .backward = backward,
 };

@@ -18,8 +18,8 @@
  * block_size + 2 rows as they are (the context rows and the zero rows included), and row 0, which
  * ESPnet's mask lets attend to nothing, gets a zero attention output (enc_rows.blocks). */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "core/nn/encoder.h"
 
@@ -31,8 +31,8 @@ typedef struct ctx_layer {
 } ctx_layer;
 
 struct encoder_acts {
-    ctx_layer *layers;   /* inference: all alias layers[0] */
-    enc_act_store store; /* layers, and the shape they fit */
+    enc_act_store store; /* first (core/nn/encoder_acts.c): the layers (ctx_layer; inference: all alias
+                          * layer 0's buffers), and the shape they fit */
     float *src, *addin, *avg, *out;
     int *idx_in, *idx_ctx, *idx_out, *lens; /* host, sized by build_geometry */
     int geom_B, geom_T2;                     /* what the indices and avg were built for */
@@ -41,6 +41,9 @@ struct encoder_acts {
     cblock_work cw;
     float *dalt, *dsrc, *dpos;
 };
+
+_Static_assert(offsetof(encoder_acts, store) == 0, "core/nn/encoder_acts.c finds the store first");
+static ctx_layer *layers(const asr_model *m) { return m->enc->store.blocks; }
 
 void ctx_layer_kept(const model_dims *d, ctx_layer_acts *b, enc_act_list *kept, enc_act_shape s)
 {
@@ -113,44 +116,16 @@ static void shared(asr_model *m, enc_act_list *fwd, enc_act_list *work, enc_act_
     enc_act_add(work, &e->dpos, s.frames * D);
 }
 
-static const enc_act_decl decl = {sizeof(ctx_layer), 0, layer_kept, shared, layout};
-
-static encoder_acts *acts(asr_model *m)
-{
-    if (!m->enc) {
-        m->enc = xcalloc(1, sizeof *m->enc);
-        m->enc->layers = xcalloc((size_t)m->dims.blocks, sizeof *m->enc->layers);
-        m->enc->store.blocks = m->enc->layers;
-        m->enc->geom_B = -1;
-    }
-    return m->enc;
-}
-
-static void release(asr_model *m)
+/* The indices and avg go with the activations' shape: built again after a reallocation. */
+static void reset(asr_model *m)
 {
     encoder_acts *e = m->enc;
-    if (!e) return;
-    enc_acts_release(m, &decl, &e->store);
     free(e->idx_in), free(e->idx_ctx), free(e->idx_out), free(e->lens);
     e->idx_in = e->idx_ctx = e->idx_out = e->lens = NULL;
     e->geom_B = -1;
 }
 
-static void destroy(asr_model *m)
-{
-    release(m);
-    if (m->enc) free(m->enc->layers);
-    free(m->enc);
-    m->enc = NULL;
-}
-
-static void ensure(asr_model *m, int B, int T2)
-{
-    encoder_acts *e = acts(m);
-    enc_act_shape before = e->store.cap;
-    enc_acts_ensure(m, &decl, &e->store, B, T2);
-    if (memcmp(&before, &e->store.cap, sizeof before)) e->geom_B = -1; /* reallocated: avg is gone */
-}
+static const enc_act_decl decl = {sizeof(encoder_acts), sizeof(ctx_layer), 0, layer_kept, shared, layout, reset};
 
 /* The host indices of B x T2 frames in nblk blocks (src rows: frames b * T2 + f, then the context
  * vectors B * T2 + b * nblk + k, then the zero row) and the averaging matrix (nblk, T2). */
@@ -221,10 +196,10 @@ static const float *forward_blocks(asr_model *m, int nblk)
         be->copy(be, ctx, e->addin, (size_t)nseq * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
     }
     be->fill(be, ctx + (size_t)nseq * D, 0, (size_t)D * sizeof(float));
-    be->embedding_forward(be, e->layers[0].x, e->src, e->idx_in, (int)rows, (int)(frames + nseq + 1), D);
+    be->embedding_forward(be, layers(m)[0].x, e->src, e->idx_in, (int)rows, (int)(frames + nseq + 1), D);
     const float *y = NULL;
     for (int l = 0; l < d->blocks; l++) {
-        ctx_layer *c = &e->layers[l];
+        ctx_layer *c = &layers(m)[l];
         if (l > 0) be->embedding_forward(be, c->x, y, e->idx_ctx, (int)rows, (int)rows, D);
         y = ctx_layer_forward(m, l, &c->a, c->x, e->w.tmp, nseq, t, e->lens, 1);
     }
@@ -239,8 +214,8 @@ static const float *forward(asr_model *m)
     encoder_acts *e = m->enc;
     const float *x = m->h0;
     for (int l = 0; l < m->dims.blocks; l++) {
-        e->layers[l].y = ctx_layer_forward(m, l, &e->layers[l].a, x, e->w.tmp, m->B, m->T2, m->hlens, 0);
-        x = e->layers[l].y;
+        layers(m)[l].y = ctx_layer_forward(m, l, &layers(m)[l].a, x, e->w.tmp, m->B, m->T2, m->hlens, 0);
+        x = layers(m)[l].y;
     }
     return x;
 }
@@ -258,7 +233,7 @@ static void backward_blocks(asr_model *m, int nblk)
     be->fill(be, g, 0, rows * D * sizeof(float));
     be->embedding_backward(be, g, m->dh, e->idx_out, (int)frames, (int)rows, D);
     for (int l = d->blocks - 1; l >= 0; l--) {
-        layer_backward(m, l, &e->layers[l], e->layers[l].x, g, nseq, t, e->lens, 1);
+        layer_backward(m, l, &layers(m)[l], layers(m)[l].x, g, nseq, t, e->lens, 1);
         asr_model_block_grads_final(m, l);
         if (l == 0) break;
         /* The layer's input came from the previous layer's output: scatter its gradient back. */
@@ -288,18 +263,15 @@ static void backward(asr_model *m)
         backward_blocks(m, nblk);
         return;
     }
-    encoder_acts *e = m->enc;
     for (int l = m->dims.blocks - 1; l >= 0; l--) {
-        const float *x = l ? e->layers[l - 1].y : m->h0;
-        layer_backward(m, l, &e->layers[l], x, m->dh, m->B, m->T2, m->hlens, 0);
+        const float *x = l ? layers(m)[l - 1].y : m->h0;
+        layer_backward(m, l, &layers(m)[l], x, m->dh, m->B, m->T2, m->hlens, 0);
         asr_model_block_grads_final(m, l);
     }
 }
 
 const encoder_impl encoder_contextual = {
-    .ensure = ensure,
-    .release = release,
-    .destroy = destroy,
+    .acts = &decl,
     .forward = forward,
     .backward = backward,
 };

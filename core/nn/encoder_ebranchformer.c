@@ -22,7 +22,7 @@
  * by the blocks. layer_drop_rate: in training, block l is skipped (its output is its input) when
  * a uniform draw from rng_derive(seed, STREAM_LAYER_DROP, l) is below the rate: the seed is the
  * batch's, so any number of ranks drops the same blocks for the same batch, as dropout masks. */
-#include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "core/nn/encoder.h"
@@ -40,16 +40,18 @@ typedef struct eblock {
     float *br, *cat, *fus, *h_mg;                                            /* merge */
     float *ln_f, *mean_f, *rstd_f, *f_pre, *f_act, *h_f;                    /* feed-forward */
     float *mean_o, *rstd_o, *h_out;                                          /* norm_final */
+    const float *out; /* the block's output of the last forward (its input when dropped) */
+    int dropped;      /* layer drop of the last forward */
 } eblock;
 
 struct encoder_acts {
-    eblock *blocks;
-    const float **out;            /* each block's output of the last forward (its input when dropped) */
-    unsigned char *dropped;       /* layer drop of the last forward */
+    enc_act_store store;          /* first (core/nn/encoder_acts.c): the blocks (eblock), and the shape they fit */
     enc_rel_shared rel;           /* the relative encoding, and backward work the blocks share */
-    enc_act_store store;          /* blocks, and the shape they fit */
     float *d2a, *d2b, *e1, *e2, *e3; /* backward work of the merge and the cgMLP branch */
 };
+
+_Static_assert(offsetof(encoder_acts, store) == 0, "core/nn/encoder_acts.c finds the store first");
+static eblock *blocks(const asr_model *m) { return m->enc->store.blocks; }
 
 /* What a block keeps for the backward, at shape s. */
 static void block_kept(const model_dims *d, void *block, enc_act_list *kept, enc_act_shape s)
@@ -93,34 +95,7 @@ static void shared(asr_model *m, enc_act_list *fwd, enc_act_list *work, enc_act_
     enc_act_add(work, &e->e3, rows * H);
 }
 
-static const enc_act_decl decl = {sizeof(eblock), 1, block_kept, shared, NULL};
-
-static encoder_acts *acts(asr_model *m)
-{
-    if (!m->enc) {
-        m->enc = xcalloc(1, sizeof *m->enc);
-        m->enc->blocks = xcalloc((size_t)m->dims.blocks, sizeof *m->enc->blocks);
-        m->enc->store.blocks = m->enc->blocks;
-        m->enc->out = xcalloc((size_t)m->dims.blocks, sizeof *m->enc->out);
-        m->enc->dropped = xcalloc((size_t)m->dims.blocks, 1);
-    }
-    return m->enc;
-}
-
-static void release(asr_model *m)
-{
-    if (m->enc) enc_acts_release(m, &decl, &m->enc->store);
-}
-
-static void destroy(asr_model *m)
-{
-    release(m);
-    if (m->enc) free(m->enc->blocks), free(m->enc->out), free(m->enc->dropped);
-    free(m->enc);
-    m->enc = NULL;
-}
-
-static void ensure(asr_model *m, int B, int T2) { enc_acts_ensure(m, &decl, &acts(m)->store, B, T2); }
+static const enc_act_decl decl = {sizeof(encoder_acts), sizeof(eblock), 1, block_kept, shared, NULL, NULL};
 
 /* ---- pieces ------------------------------------------------------------------------------- */
 
@@ -280,7 +255,7 @@ static void branches_backward(asr_model *m, int l, const eblock *b, const float 
 
 /* ---- blocks ------------------------------------------------------------------------------- */
 
-static const float *block_input(const asr_model *m, int l) { return l == 0 ? m->h0 : m->enc->out[l - 1]; }
+static const float *block_input(const asr_model *m, int l) { return l == 0 ? m->h0 : blocks(m)[l - 1].out; }
 
 /* Stochastic depth: ESPnet draws torch.empty(1).uniform_() per block in training. */
 static int layer_dropped(const asr_model *m, int l)
@@ -300,11 +275,11 @@ static const float *forward(asr_model *m)
     enc_rows r = enc_rows_of(m);
     enc_rel_pos_forward(m, &e->rel);
     for (int l = 0; l < d->blocks; l++) {
-        eblock *b = &e->blocks[l];
+        eblock *b = &blocks(m)[l];
         const float *x = block_input(m, l);
-        e->dropped[l] = (unsigned char)layer_dropped(m, l);
-        if (e->dropped[l]) {
-            e->out[l] = x;
+        b->dropped = layer_dropped(m, l);
+        if (b->dropped) {
+            b->out = x;
             continue;
         }
         if (d->use_ffn && d->macaron) {
@@ -321,10 +296,10 @@ static const float *forward(asr_model *m)
         }
         const nn_norm *nf = &m->w.blocks[l].norm_final;
         be->layernorm_forward(be, b->h_out, b->mean_o, b->rstd_o, x, nf->weight, nf->bias, N, D, 1e-12);
-        e->out[l] = b->h_out;
+        b->out = b->h_out;
         interctc_after_block(m, l, b->h_out);
     }
-    return e->out[d->blocks - 1];
+    return blocks(m)[d->blocks - 1].out;
 }
 
 static void backward(asr_model *m)
@@ -335,11 +310,11 @@ static void backward(asr_model *m)
     int N = m->B * m->T2, D = d->d;
     enc_rows r = enc_rows_of(m);
     for (int l = d->blocks - 1; l >= 0; l--) {
-        if (e->dropped[l]) { /* the identity: m->dh passes through, the block's gradients stay as they are */
+        const eblock *b = &blocks(m)[l];
+        if (b->dropped) { /* the identity: m->dh passes through, the block's gradients stay as they are */
             asr_model_block_grads_final(m, l);
             continue;
         }
-        const eblock *b = &e->blocks[l];
         const float *x0 = block_input(m, l), *xb = d->use_ffn && d->macaron ? b->h_m : x0;
         interctc_before_block_backward(m, l);
         const nn_norm *nf = &m->w.blocks[l].norm_final, *gnf = &m->g.blocks[l].norm_final;
@@ -358,9 +333,7 @@ static void backward(asr_model *m)
 }
 
 const encoder_impl encoder_ebranchformer = {
-    .ensure = ensure,
-    .release = release,
-    .destroy = destroy,
+    .acts = &decl,
     .forward = forward,
     .backward = backward,
 };

@@ -37,10 +37,7 @@ void tblock_forward(asr_model *m, int l, const tblock_acts *b, const float *x, f
     uint64_t seed = m->seed;
     const enc_block_tensors *p = &m->w.blocks[l];
     const nn_mha *sa = &p->self_attn;
-    be->layernorm_forward(be, b->ln1, b->mean1, b->rstd1, x, p->norm1.weight, p->norm1.bias, N, D, 1e-12);
-    be->linear_forward(be, b->q, b->ln1, sa->linear_q.weight, sa->linear_q.bias, N, D, D);
-    be->linear_forward(be, b->k, b->ln1, sa->linear_k.weight, sa->linear_k.bias, N, D, D);
-    be->linear_forward(be, b->v, b->ln1, sa->linear_v.weight, sa->linear_v.bias, N, D, D);
+    mha_input_forward(be, sa, &p->norm1, x, b->ln1, b->mean1, b->rstd1, b->q, b->k, b->v, N, D);
     be->attention_forward(be, b->atty, b->att, b->q, b->k, b->v, D, lens, nb, t, d->heads, D / d->heads, r.pa, seed,
                           block_stream(l, SITE_ATT));
     be->linear_forward(be, tmp, b->atty, sa->linear_out.weight, sa->linear_out.bias, N, D, D);

@@ -1,5 +1,14 @@
-/* The q/k/v projections' and their LayerNorm's backward; see mha_input.h. */
+/* The q/k/v projections and their LayerNorm, forward and backward; see mha_input.h. */
 #include "core/nn/mha_input.h"
+
+void mha_input_forward(backend *be, const nn_mha *a, const nn_norm *norm, const float *x, float *ln, float *mean,
+                       float *rstd, float *q, float *k, float *v, int N, int D)
+{
+    be->layernorm_forward(be, ln, mean, rstd, x, norm->weight, norm->bias, N, D, 1e-12);
+    be->linear_forward(be, q, ln, a->linear_q.weight, a->linear_q.bias, N, D, D);
+    be->linear_forward(be, k, ln, a->linear_k.weight, a->linear_k.bias, N, D, D);
+    be->linear_forward(be, v, ln, a->linear_v.weight, a->linear_v.bias, N, D, D);
+}
 
 void mha_input_backward(backend *be, const nn_mha *a, const nn_mha *ga, const nn_norm *norm, const nn_norm *gnorm,
                         const mha_input_grads *t, int N, int D)

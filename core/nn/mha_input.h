@@ -1,12 +1,18 @@
-/* The input side of a pre-LN multi-head attention's backward, one for every attention that projects
- * one normalized input into q, k and v (the Transformer encoder block, the Conformer's and
- * E-Branchformer's attention module, the decoder's self-attention): the q, k and v Linears'
- * backward into the normalized input's gradient, then the LayerNorm's into the block input's. */
+/* The input side of a pre-LN multi-head attention, one for every attention that projects one
+ * normalized input into q, k and v (the Transformer encoder block, the Conformer's and
+ * E-Branchformer's attention module, the decoder's self-attention, in training and in the search):
+ * the forward's LayerNorm and q, k and v Linears; the backward's Linears into the normalized
+ * input's gradient, then the LayerNorm's into the block input's. */
 #ifndef ESPNET3_NN_MHA_INPUT_H
 #define ESPNET3_NN_MHA_INPUT_H
 
 #include "core/compute/backend.h"
 #include "core/nn/model_tensors.h"
+
+/* ln = LayerNorm(x) with its mean and rstd (norm's, eps 1e-12), then q, k and v = a's three
+ * Linears of ln. N rows of D. */
+void mha_input_forward(backend *be, const nn_mha *a, const nn_norm *norm, const float *x, float *ln, float *mean,
+                       float *rstd, float *q, float *k, float *v, int N, int D);
 
 typedef struct mha_input_grads {
     const float *dq, *dk, *dv;         /* the gradients of q, k and v (N x D each) */

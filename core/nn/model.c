@@ -100,7 +100,7 @@ void asr_model_free(asr_model *m)
     if (!m->be) return;
     free_head_acts(m);
     interctc_free(m);
-    encoder_of(m)->destroy(m);
+    enc_acts_destroy(m, encoder_of(m)->acts);
     decoder_free(m->be, m->dec);
     lm_rnn_free(m->be, m->rnn);
     transducer_free(m->be, m->tr);
@@ -152,7 +152,7 @@ static void ensure_acts(asr_model *m, int B, int T)
     int grow = rows > m->cap_rows || in > m->cap_in;
     for (int i = 0; i < m->nconv; i++)
         grow |= (size_t)B * m->tk[i] * m->fk[i] * d->d > m->cap_c[i] || embed_saved_floats(m, i, B, T) > m->cap_saved[i];
-    encoder_of(m)->ensure(m, B, m->T2);
+    enc_acts_ensure(m, encoder_of(m)->acts, B, m->T2);
     interctc_ensure(m, rows);
     if (!grow) return;
     free_head_acts(m);

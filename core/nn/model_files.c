@@ -6,7 +6,6 @@
 
 #include "core/base/fsio.h"
 #include "core/base/tmpdir.h"
-#include "core/config/config_task.h"
 #include "core/formats/safetensors.h"
 #include "core/formats/torch_zip.h"
 #include "core/nn/espnet2_config.h"
@@ -178,7 +177,7 @@ int lm_files_locate(model_files *f, const inference_cfg *icfg, const char *cfg_f
     config_load_opts lo = {0};
     if (config_load(CONFIG_TRAINING, f->train_config_path, &lo, &f->train_cfg, err) != 0) goto fail;
     const training_cfg *t = model_files_training(f);
-    if (!config_is_lm_task(t)) {
+    if (!t->lm_task) {
         esp_fail(err, "%s: model.lm_train_config: %s is not a language model's training config (task: "
                  "espnet3.systems.esp2_asr.lm_task.LMTask, model.lm: transformer)", cfg_file, f->train_config_path);
         goto fail;

@@ -203,33 +203,59 @@ static void add_batchnorm(param_table *t, const char *prefix, int64_t c)
     p->kind = PARAM_COUNTER;
 }
 
-static void add_conformer_block(param_table *t, const model_dims *d, int b)
+/* mod.leaf into p[96] (a module's name and a member). */
+static void join(char p[96], const char *mod, const char *leaf)
+{
+    int k = snprintf(p, 96, "%s.%s", mod, leaf);
+    ESP_CHECK(k > 0 && k < 96);
+}
+
+/* An attention module under mod (e.g. encoder.encoders.3.self_attn) in ESPnet2's state-dict order:
+ * MultiHeadedAttention's linear_q/k/v/out, with rel_pos RelPositionMultiHeadedAttention's
+ * pos_bias_u/v before them and linear_pos after. */
+static void add_attention(param_table *t, const char *mod, const model_dims *d, int rel_pos)
 {
     char p[96];
-    int64_t D = d->d, hd = d->d / d->heads;
-    static const char *const att[] = {"linear_q", "linear_k", "linear_v", "linear_out"};
-    if (d->rel_pos) {
+    int64_t D = d->d;
+    if (rel_pos) {
         static const char *const pb[] = {"pos_bias_u", "pos_bias_v"};
         for (int i = 0; i < 2; i++) {
-            snprintf(p, sizeof p, "encoder.encoders.%d.self_attn.%s", b, pb[i]);
-            const int64_t shape[] = {d->heads, hd};
+            join(p, mod, pb[i]);
+            const int64_t shape[] = {d->heads, D / d->heads};
             add(t, p, 2, shape, 0)->is_pos_bias = 1;
         }
     }
+    static const char *const att[] = {"linear_q", "linear_k", "linear_v", "linear_out"};
     for (int i = 0; i < 4; i++) {
-        snprintf(p, sizeof p, "encoder.encoders.%d.self_attn.%s", b, att[i]);
+        join(p, mod, att[i]);
         add_linear(t, p, D, D);
     }
-    if (d->rel_pos) {
-        snprintf(p, sizeof p, "encoder.encoders.%d.self_attn.linear_pos", b);
+    if (rel_pos) {
+        join(p, mod, "linear_pos");
         add_bias_free_linear(t, p, D, D);
     }
+}
+
+/* PositionwiseFeedForward under mod: w_1 (ff, D), w_2 (D, ff). */
+static void add_feed_forward(param_table *t, const char *mod, int64_t D, int64_t ff)
+{
+    char p[96];
+    join(p, mod, "w_1");
+    add_linear(t, p, ff, D);
+    join(p, mod, "w_2");
+    add_linear(t, p, D, ff);
+}
+
+static void add_conformer_block(param_table *t, const model_dims *d, int b)
+{
+    char p[96];
+    int64_t D = d->d;
+    snprintf(p, sizeof p, "encoder.encoders.%d.self_attn", b);
+    add_attention(t, p, d, d->rel_pos);
     static const char *const ffs[] = {"feed_forward", "feed_forward_macaron"};
     for (int i = 0; i < (d->macaron ? 2 : 1); i++) {
-        snprintf(p, sizeof p, "encoder.encoders.%d.%s.w_1", b, ffs[i]);
-        add_linear(t, p, d->ff, D);
-        snprintf(p, sizeof p, "encoder.encoders.%d.%s.w_2", b, ffs[i]);
-        add_linear(t, p, D, d->ff);
+        snprintf(p, sizeof p, "encoder.encoders.%d.%s", b, ffs[i]);
+        add_feed_forward(t, p, D, d->ff);
     }
     if (d->use_cnn) {
         snprintf(p, sizeof p, "encoder.encoders.%d.conv_module.pointwise_conv1", b);
@@ -257,24 +283,9 @@ static void add_conformer_block(param_table *t, const model_dims *d, int b)
 static void add_ebranchformer_block(param_table *t, const model_dims *d, int b)
 {
     char p[96];
-    int64_t D = d->d, hd = d->d / d->heads, U = d->cgmlp_units, H = d->cgmlp_units / 2;
-    static const char *const att[] = {"linear_q", "linear_k", "linear_v", "linear_out"};
-    if (d->rel_pos) {
-        static const char *const pb[] = {"pos_bias_u", "pos_bias_v"};
-        for (int i = 0; i < 2; i++) {
-            snprintf(p, sizeof p, "encoder.encoders.%d.attn.%s", b, pb[i]);
-            const int64_t shape[] = {d->heads, hd};
-            add(t, p, 2, shape, 0)->is_pos_bias = 1;
-        }
-    }
-    for (int i = 0; i < 4; i++) {
-        snprintf(p, sizeof p, "encoder.encoders.%d.attn.%s", b, att[i]);
-        add_linear(t, p, D, D);
-    }
-    if (d->rel_pos) {
-        snprintf(p, sizeof p, "encoder.encoders.%d.attn.linear_pos", b);
-        add_bias_free_linear(t, p, D, D);
-    }
+    int64_t D = d->d, U = d->cgmlp_units, H = d->cgmlp_units / 2;
+    snprintf(p, sizeof p, "encoder.encoders.%d.attn", b);
+    add_attention(t, p, d, d->rel_pos);
     snprintf(p, sizeof p, "encoder.encoders.%d.cgmlp.channel_proj1.0", b);
     add_linear(t, p, U, D);
     snprintf(p, sizeof p, "encoder.encoders.%d.cgmlp.csgu.norm", b);
@@ -291,10 +302,8 @@ static void add_ebranchformer_block(param_table *t, const model_dims *d, int b)
     add_linear(t, p, D, H);
     static const char *const ffs[] = {"feed_forward", "feed_forward_macaron"};
     for (int i = 0; d->use_ffn && i < (d->macaron ? 2 : 1); i++) {
-        snprintf(p, sizeof p, "encoder.encoders.%d.%s.w_1", b, ffs[i]);
-        add_linear(t, p, d->ff, D);
-        snprintf(p, sizeof p, "encoder.encoders.%d.%s.w_2", b, ffs[i]);
-        add_linear(t, p, D, d->ff);
+        snprintf(p, sizeof p, "encoder.encoders.%d.%s", b, ffs[i]);
+        add_feed_forward(t, p, D, d->ff);
     }
     static const char *const norms[] = {"norm_ff", "norm_ff_macaron", "norm_mha", "norm_mlp", "norm_final"};
     for (int i = 0; i < 5; i++) {
@@ -308,22 +317,26 @@ static void add_ebranchformer_block(param_table *t, const model_dims *d, int b)
     add_linear(t, p, D, 2 * D);
 }
 
+/* ESPnet2's Transformer EncoderLayer under mod (e.g. encoder.encoders.3): self_attn, feed_forward
+ * (ff wide), norm1, norm2. */
+static void add_transformer_layer(param_table *t, const char *mod, const model_dims *d, int64_t ff)
+{
+    char p[96];
+    join(p, mod, "self_attn");
+    add_attention(t, p, d, 0);
+    join(p, mod, "feed_forward");
+    add_feed_forward(t, p, d->d, ff);
+    join(p, mod, "norm1");
+    add_norm(t, p, d->d);
+    join(p, mod, "norm2");
+    add_norm(t, p, d->d);
+}
+
 static void add_transformer_block(param_table *t, const model_dims *d, int b)
 {
     char p[96];
-    static const char *const att[] = {"linear_q", "linear_k", "linear_v", "linear_out"};
-    for (int i = 0; i < 4; i++) {
-        snprintf(p, sizeof p, "encoder.encoders.%d.self_attn.%s", b, att[i]);
-        add_linear(t, p, d->d, d->d);
-    }
-    snprintf(p, sizeof p, "encoder.encoders.%d.feed_forward.w_1", b);
-    add_linear(t, p, d->ff, d->d);
-    snprintf(p, sizeof p, "encoder.encoders.%d.feed_forward.w_2", b);
-    add_linear(t, p, d->d, d->ff);
-    snprintf(p, sizeof p, "encoder.encoders.%d.norm1", b);
-    add_norm(t, p, d->d);
-    snprintf(p, sizeof p, "encoder.encoders.%d.norm2", b);
-    add_norm(t, p, d->d);
+    snprintf(p, sizeof p, "encoder.encoders.%d", b);
+    add_transformer_layer(t, p, d, d->ff);
 }
 
 /* The attention decoder, in the order of ESPnet2's state dict (embed, after_norm, output_layer,
@@ -337,16 +350,12 @@ static void add_decoder(param_table *t, const model_dims *d)
     for (int b = 0; b < d->dec_blocks; b++) {
         char p[96];
         static const char *const att[] = {"self_attn", "src_attn"};
-        static const char *const lin[] = {"linear_q", "linear_k", "linear_v", "linear_out"};
-        for (int a = 0; a < 2; a++)
-            for (int i = 0; i < 4; i++) {
-                snprintf(p, sizeof p, "decoder.decoders.%d.%s.%s", b, att[a], lin[i]);
-                add_linear(t, p, d->d, d->d);
-            }
-        snprintf(p, sizeof p, "decoder.decoders.%d.feed_forward.w_1", b);
-        add_linear(t, p, d->dec_ff, d->d);
-        snprintf(p, sizeof p, "decoder.decoders.%d.feed_forward.w_2", b);
-        add_linear(t, p, d->d, d->dec_ff);
+        for (int a = 0; a < 2; a++) {
+            snprintf(p, sizeof p, "decoder.decoders.%d.%s", b, att[a]);
+            add_attention(t, p, d, 0);
+        }
+        snprintf(p, sizeof p, "decoder.decoders.%d.feed_forward", b);
+        add_feed_forward(t, p, d->d, d->dec_ff);
         for (int i = 1; i <= 3; i++) {
             snprintf(p, sizeof p, "decoder.decoders.%d.norm%d", b, i);
             add_norm(t, p, d->d);
@@ -415,19 +424,8 @@ static void add_lm(param_table *t, const model_dims *d)
     add_linear(t, "lm.encoder.embed.0", d->d, d->lm_embed);
     add_norm(t, "lm.encoder.embed.1", d->d);
     for (int l = 0; l < d->dec_blocks; l++) {
-        static const char *const att[] = {"linear_q", "linear_k", "linear_v", "linear_out"};
-        for (int k = 0; k < 4; k++) {
-            snprintf(n, sizeof n, "lm.encoder.encoders.%d.self_attn.%s", l, att[k]);
-            add_linear(t, n, d->d, d->d);
-        }
-        snprintf(n, sizeof n, "lm.encoder.encoders.%d.feed_forward.w_1", l);
-        add_linear(t, n, d->dec_ff, d->d);
-        snprintf(n, sizeof n, "lm.encoder.encoders.%d.feed_forward.w_2", l);
-        add_linear(t, n, d->d, d->dec_ff);
-        snprintf(n, sizeof n, "lm.encoder.encoders.%d.norm1", l);
-        add_norm(t, n, d->d);
-        snprintf(n, sizeof n, "lm.encoder.encoders.%d.norm2", l);
-        add_norm(t, n, d->d);
+        snprintf(n, sizeof n, "lm.encoder.encoders.%d", l);
+        add_transformer_layer(t, n, d, d->dec_ff);
     }
     add_norm(t, "lm.encoder.after_norm", d->d);
     add_linear(t, "lm.decoder", d->vocab, d->d);
@@ -460,20 +458,13 @@ void param_table_build(param_table *t, const model_dims *d)
 {
     t->body = d->body != 0; /* every table says which names it holds (a caller's table is not zeroed) */
     t->body_encoder = d->encoder;
-    if (d->lm == LM_SEQ_RNN) {
-        size_t cap = 3 + (size_t)d->lm_layers * 4;
+    if (d->lm) { /* an LM task's model: the LM alone */
+        int rnn = d->lm == LM_SEQ_RNN;
+        size_t cap = rnn ? 3 + (size_t)d->lm_layers * 4 : 9 + (size_t)d->dec_blocks * 16;
         t->items = xcalloc(cap, sizeof *t->items);
         t->n = 0;
-        add_lm_rnn(t, d);
-        ESP_CHECK(t->n <= cap);
-        layout(t);
-        return;
-    }
-    if (d->lm) {
-        size_t cap = 9 + (size_t)d->dec_blocks * 16;
-        t->items = xcalloc(cap, sizeof *t->items);
-        t->n = 0;
-        add_lm(t, d);
+        if (rnn) add_lm_rnn(t, d);
+        else add_lm(t, d);
         ESP_CHECK(t->n <= cap);
         layout(t);
         return;

@@ -10,7 +10,6 @@
 #include "core/base/fsio.h"
 #include "core/compute/backend_profile.h"
 #include "core/compute/blas_core.h"
-#include "core/config/config_task.h"
 #include "core/data/tokenizer.h"
 #include "core/nn/model_files.h"
 #include "core/nn/lm_conf.h"
@@ -218,7 +217,7 @@ static int split_max_shape(const split_data *s, int *B, int *T, int *L, esp_err 
 static int dims_from_cfg(const trainer *t, model_dims *dims, esp_err *err)
 {
     int vocab = (int)t->train.data.tokens.n;
-    if (config_is_lm_task(t->cfg)) return lm_dims_from_cfg(dims, t->cfg->model, vocab, err);
+    if (t->cfg->lm_task) return lm_dims_from_cfg(dims, t->cfg->model, vocab, err);
     return model_dims_from_cfg(dims, t->cfg->model, t->train.data.fo.n_mels, vocab, err);
 }
 
