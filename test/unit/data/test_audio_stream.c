@@ -151,7 +151,8 @@ Test(audio_stream, a_pipe_is_read_front_to_back)
 {
     const char *wav = write_wav("a.wav", 22050, 30000), *flac = write_audio("a.flac", 22050, 30000, SF_FORMAT_FLAC, 1),
                *stereo = write_audio("st.wav", 22050, 3000, SF_FORMAT_WAV, 2);
-    char *loop = path_join(test_root_dir(), "test/fuzz/seeds/audio/list_entry_loop.wav");
+    char *loop = path_join(test_root_dir(), "test/fuzz/seeds/audio/list_entry_loop.wav"),
+         *spin = path_join(test_root_dir(), "test/fuzz/seeds/audio/pipe_parse_without_reads.wav");
     esp_err err;
     size_t n, nf, np;
     FILE *pp;
@@ -194,9 +195,11 @@ Test(audio_stream, a_pipe_is_read_front_to_back)
                             {"(printf 'RIFF\\377\\377\\377\\177WAVEjunk\\160\\021\\001\\000'; head -c 70000 /dev/zero | tr '\\0' A; "
                              "printf 'LIST I\\020')", "No 'data' chunk"},
                             /* a LIST entry libsndfile's parser would loop on for ever (test_audio.c) */
-                            {"cat '%s'", "malformed WAV: entry '?' of its LIST chunk"}};
-    for (int k = 0; k < 7; k++) {
-        cmd = xasprintf(bad[k][0], k == 3 ? stereo : k == 6 ? loop : wav);
+                            {"cat '%s'", "malformed WAV: entry '?' of its LIST chunk"},
+                            /* a LIST of 4 GiB: the parse spun on its header buffer without a read */
+                            {"cat '%s'", "No 'data' chunk"}};
+    for (int k = 0; k < 8; k++) {
+        cmd = xasprintf(bad[k][0], k == 3 ? stereo : k == 6 ? loop : k == 7 ? spin : wav);
         st = open_piped(cmd, 22050, &pp, &err);
         if (st) {
             float *x = malloc(40000 * sizeof *x);
@@ -207,5 +210,5 @@ Test(audio_stream, a_pipe_is_read_front_to_back)
                   cmd, err.msg);
         pclose(pp), free(cmd);
     }
-    free(loop);
+    free(loop), free(spin);
 }
