@@ -20,7 +20,7 @@ FUZZ_CFLAGS  := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefi
 FUZZ_SRCS    := test/fuzz/fuzz_config.c \
                 $(wildcard core/config/*.c) \
                 $(addprefix core/base/,log.c fsio.c progress.c edit_distance.c rng.c) \
-                $(addprefix core/data/,augment.c augment_conf.c augment_stft.c) \
+                $(addprefix core/data/,augment.c augment_conf.c augment_stft.c fft_plan.c) \
                 recipes/espeak_fortunes/keys.c recipes/mini_an4/keys.c
 FUZZ_SEEDS   := $(wildcard conf/*.yaml recipes/*/conf/*.yaml test/fuzz/seeds/*.yaml)
 # -malloc_limit_mb: no reader may allocate hundreds of MB for a few KB of input (a header's claim).
@@ -33,7 +33,7 @@ FUZZ_LIB_SRCS := $(wildcard core/base/*.c core/formats/*.c) core/data/audio.c co
                  core/data/pcm_stream.c \
                  core/data/noise_rir_scp.c \
                  $(wildcard core/config/*.c) core/nn/espnet2_config.c core/data/augment.c core/data/augment_conf.c \
-                 core/data/augment_stft.c \
+                 core/data/augment_stft.c core/data/fft_plan.c \
                  core/train/checkpoint.c core/train/checkpoint_average.c core/train/checkpoint_espnet3.c \
                  core/nn/param_names.c core/decode/text_cleaner.c test/fuzz/fuzz_util.c
 # The tokenizer reaches SentencePiece (C++) through its shim, compiled with the same instrumentation
