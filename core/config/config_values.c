@@ -22,9 +22,11 @@
 /* A key of the transducer search, which asr_inference's Speech2Text reads from model.transducer_conf
  * and asr_transducer_inference's from model.beam_search_config: one range for both blocks, each
  * with its own default (the two classes' defaults differ: max_sym_exp, nstep). */
-#define TRANSDUCER_SEARCH(key, lo, hi, need, hint_asr, hint_asr_transducer)                              \
-    {"model.transducer_conf." key, lo, hi, 0, need, hint_asr},                                           \
-        {"model.beam_search_config." key, lo, hi, 0, need, hint_asr_transducer}
+#define TRANSDUCER_SEARCH(key, lo, hi, need, def_asr, def_asr_transducer)                                \
+    {"model.transducer_conf." key, lo, hi, 0, need, "leave it out for " STRINGIFY(def_asr)},             \
+        {"model.beam_search_config." key, lo, hi, 0, need, "leave it out for " STRINGIFY(def_asr_transducer)}
+#define STRINGIFY(x) STRINGIFY_(x)
+#define STRINGIFY_(x) #x
 
 static const config_range num_rules[] = {
     /* training: top level */
@@ -227,14 +229,15 @@ static const config_range num_rules[] = {
                                                "one at a time"},
     {"model.ctc_weight", 0, 1, 0, "in [0, 1]", "1.0 for a CTC-only model"},
     {"model.lm_weight", 0, INF, 0, ">= 0", "0: no language model"},
-    TRANSDUCER_SEARCH("max_sym_exp", 1, 1000, "in [1, 1000]", "leave it out for 2", "leave it out for 3"),
-    TRANSDUCER_SEARCH("u_max", 0, 100000, "in [0, 100000]", "leave it out for 50", "leave it out for 50"),
-    TRANSDUCER_SEARCH("nstep", 1, 1000, "in [1, 1000]", "leave it out for 1", "leave it out for 2"),
-    TRANSDUCER_SEARCH("expansion_gamma", 0, INF, ">= 0", "leave it out for 2.3", "leave it out for 2.3"),
-    TRANSDUCER_SEARCH("expansion_beta", 0, 100000, "in [0, 100000]", "leave it out for 2", "leave it out for 2"),
+    TRANSDUCER_SEARCH("max_sym_exp", 1, 1000, "in [1, 1000]", TS_DEF_MAX_SYM_EXP, TS_DEF_AT_MAX_SYM_EXP),
+    TRANSDUCER_SEARCH("u_max", 0, 100000, "in [0, 100000]", TS_DEF_U_MAX, TS_DEF_U_MAX),
+    TRANSDUCER_SEARCH("nstep", 1, 1000, "in [1, 1000]", TS_DEF_NSTEP, TS_DEF_AT_NSTEP),
+    TRANSDUCER_SEARCH("expansion_gamma", 0, INF, ">= 0", TS_DEF_EXPANSION_GAMMA, TS_DEF_EXPANSION_GAMMA),
+    TRANSDUCER_SEARCH("expansion_beta", 0, 100000, "in [0, 100000]", TS_DEF_EXPANSION_BETA, TS_DEF_EXPANSION_BETA),
     /* transducer_conf's own (beam_search_config refuses them: core/config/config_rules.c) */
-    {"model.transducer_conf.prefix_alpha", 0, 100000, 0, "in [0, 100000]", "leave it out for 1"},
-    {"model.transducer_conf.nbest", 1, 1000, 0, "in [1, 1000]", "leave it out for 1"},
+    {"model.transducer_conf.prefix_alpha", 0, 100000, 0, "in [0, 100000]",
+     "leave it out for " STRINGIFY(TS_DEF_PREFIX_ALPHA)},
+    {"model.transducer_conf.nbest", 1, 1000, 0, "in [1, 1000]", "leave it out for " STRINGIFY(TS_DEF_NBEST)},
     {"longform.window", 0, 3600, LO_OPEN, "in (0, 3600] seconds", "seconds per window"},
     {"longform.overlap", 0, 1800, LO_OPEN, "in (0, 1800] seconds", "seconds neighbouring windows share, at most "
                                                                    "half the window"},

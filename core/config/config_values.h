@@ -26,6 +26,22 @@
 /* speed_perturb_factors: how many copies of the training set */
 #define CFG_MAX_SPEED_FACTORS 16
 
+/* The transducer search's defaults, ESPnet's: asr_inference's Speech2Text reads model.transducer_conf
+ * (TS_DEF_*), asr_transducer_inference's model.beam_search_config (TS_DEF_AT_* where they differ).
+ * The range rows' hints (config_values.c) and core/decode/transducer_search.h's ts_opts are made
+ * from these. */
+#define TS_DEF_MAX_SYM_EXP 2
+#define TS_DEF_AT_MAX_SYM_EXP 3
+#define TS_DEF_U_MAX 50
+#define TS_DEF_NSTEP 1
+#define TS_DEF_AT_NSTEP 2
+#define TS_DEF_PREFIX_ALPHA 1
+#define TS_DEF_EXPANSION_GAMMA 2.3
+#define TS_DEF_EXPANSION_BETA 2
+#define TS_DEF_SCORE_NORM 1
+#define TS_DEF_AT_SCORE_NORM 0
+#define TS_DEF_NBEST 1
+
 /* A range rule of a number (core/config/config_values.c's num_rules; a recipe's own in its table,
  * core/config/config_recipe.h). */
 enum {

@@ -20,42 +20,47 @@
 #ifndef ESPNET3_DECODE_TRANSDUCER_SEARCH_H
 #define ESPNET3_DECODE_TRANSDUCER_SEARCH_H
 
+#include "core/config/config_values.h"
 #include "core/nn/model.h"
 
 typedef enum ts_type { TS_DEFAULT = 0, TS_TSD, TS_ALSD, TS_NSC, TS_MAES } ts_type;
 
-/* The inference config's transducer_conf, with ESPnet's defaults (TS_OPTS_DEFAULT). */
+/* The inference config's transducer_conf, with ESPnet's defaults (TS_OPTS_DEFAULT, made from
+ * core/config/config_values.h's TS_DEF_*). */
 typedef struct ts_opts {
-    int search_type;     /* ts_type */
-    int max_sym_exp;     /* 2 */
-    int u_max;           /* 50 */
-    int nstep;           /* 1 */
-    int prefix_alpha;    /* 1 */
-    double expansion_gamma; /* 2.3 */
-    int expansion_beta;  /* 2 */
-    int score_norm;      /* 1 */
+    int search_type; /* ts_type */
+    int max_sym_exp;
+    int u_max;
+    int nstep;
+    int prefix_alpha;
+    double expansion_gamma;
+    int expansion_beta;
+    int score_norm;
     int score_norm_during; /* 0 */
-    int nbest;           /* 1 */
+    int nbest;
     /* ESPnet2's asr_transducer BeamSearchTransducer (espnet2/asr_transducer/beam_search_transducer.py,
      * asr_transducer_inference's): it has no greedy branch, so beam_size 1 runs default with a beam
      * of 1 (which may emit more than one label a frame); its default, tsd, alsd and maes are the
      * algorithms above, but that every result goes through sort_nbest (alsd's last beam when no
      * hypothesis reached the last frame too) and that its maes has no prefix search or duplication
      * check, recombines the hypotheses it keeps and runs nstep as given (1 too); score_norm_during,
-     * prefix_alpha and nsc are not its (core/config/config_rules.c refuses them), and its defaults
-     * differ: max_sym_exp 3, nstep 2, score_norm false. Compared with
-     * ESPnet on a fixture: test/unit/decode/test_asr_transducer_search.c. */
+     * prefix_alpha and nsc are not its (core/config/config_rules.c refuses them), and some of its
+     * defaults differ (TS_DEF_AT_*). Compared with ESPnet on a fixture:
+     * test/unit/decode/test_asr_transducer_search.c. */
     int no_greedy;
 } ts_opts;
 
 #define TS_OPTS_DEFAULT                                                                                    \
-    {.search_type = TS_DEFAULT, .max_sym_exp = 2, .u_max = 50, .nstep = 1, .prefix_alpha = 1,             \
-     .expansion_gamma = 2.3, .expansion_beta = 2, .score_norm = 1, .nbest = 1}
+    {.search_type = TS_DEFAULT, .max_sym_exp = TS_DEF_MAX_SYM_EXP, .u_max = TS_DEF_U_MAX,                  \
+     .nstep = TS_DEF_NSTEP, .prefix_alpha = TS_DEF_PREFIX_ALPHA, .expansion_gamma = TS_DEF_EXPANSION_GAMMA, \
+     .expansion_beta = TS_DEF_EXPANSION_BETA, .score_norm = TS_DEF_SCORE_NORM, .nbest = TS_DEF_NBEST}
 
 /* espnet2/asr_transducer's BeamSearchTransducer's defaults (asr_transducer_inference.Speech2Text). */
 #define TS_OPTS_ASR_TRANSDUCER                                                                             \
-    {.search_type = TS_DEFAULT, .max_sym_exp = 3, .u_max = 50, .nstep = 2, .prefix_alpha = 1,             \
-     .expansion_gamma = 2.3, .expansion_beta = 2, .score_norm = 0, .nbest = 1, .no_greedy = 1}
+    {.search_type = TS_DEFAULT, .max_sym_exp = TS_DEF_AT_MAX_SYM_EXP, .u_max = TS_DEF_U_MAX,               \
+     .nstep = TS_DEF_AT_NSTEP, .prefix_alpha = TS_DEF_PREFIX_ALPHA, .expansion_gamma = TS_DEF_EXPANSION_GAMMA, \
+     .expansion_beta = TS_DEF_EXPANSION_BETA, .score_norm = TS_DEF_AT_SCORE_NORM, .nbest = TS_DEF_NBEST,     \
+     .no_greedy = 1}
 
 /* The search_type's name ("default", ...). */
 const char *ts_type_name(int type);
