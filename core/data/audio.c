@@ -17,38 +17,6 @@
  * must not make us allocate before the data is there (the buffer grows as samples arrive). */
 #define FIRST_CHUNK (1u << 20)
 
-static uint32_t get32(const unsigned char *p, int big_endian)
-{
-    return big_endian ? (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]
-                      : p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-/* libsndfile quietly shortens a WAV whose data chunk runs past the end of the file to what is
- * there. Finds the data chunk's declared size and the bytes the file (fp, at any position) holds
- * after its start; 1 when the declared size does not fit. 0 and 0xffffffff (the sizes streaming
- * writers leave) mean "to the end of the file" and always fit. */
-static int wav_data_truncated(FILE *fp, uint32_t *declared, long *present)
-{
-    unsigned char h[12];
-    int truncated = 0;
-    if (fseek(fp, 0, SEEK_SET) == 0 && fread(h, 1, 12, fp) == 12 && (!memcmp(h, "RIFF", 4) || !memcmp(h, "RIFX", 4)) &&
-        !memcmp(h + 8, "WAVE", 4) && fseek(fp, 0, SEEK_END) == 0) {
-        int big = h[3] == 'X';
-        long size = ftell(fp), pos = 12;
-        while (pos >= 0 && size - pos >= 8 && fseek(fp, pos, SEEK_SET) == 0 && fread(h, 1, 8, fp) == 8) {
-            uint32_t len = get32(h + 4, big);
-            if (!memcmp(h, "data", 4)) {
-                *declared = len;
-                *present = size - pos - 8;
-                truncated = len != 0 && len != UINT32_MAX && (long)len > *present;
-                break;
-            }
-            pos += 8 + (long)len + (len & 1);
-        }
-    }
-    return truncated;
-}
-
 int audio_read(const char *path, int expected_fs, const char *fs_key, float **samples, size_t *n,
                esp_err *err)
 {
@@ -76,7 +44,7 @@ int audio_check_opened(SNDFILE *sf, const SF_INFO *info, FILE *raw, const char *
         return esp_fail(err, "%s: sample rate %d Hz in the header (corrupt file?)", name, info->samplerate);
     if (expected_fs > 0 && info->samplerate != expected_fs)
         return rate_error(name, info->samplerate, expected_fs, fs_key, err);
-    if ((major == SF_FORMAT_WAV || major == SF_FORMAT_WAVEX) && raw && wav_data_truncated(raw, &declared, &present))
+    if ((major == SF_FORMAT_WAV || major == SF_FORMAT_WAVEX) && raw && audio_riff_data_truncated(raw, &declared, &present))
         return esp_fail(err, "%s: truncated WAV: the header declares %" PRIu32 " bytes of audio data, the file "
                              "holds %ld (re-copy or re-create the file)", name, declared, present);
     /* libsndfile's float reads normalize integer PCM by 1/2^(bits-1), as soundfile does; float

@@ -1,4 +1,4 @@
-/* The RIFF chunk checks made before libsndfile parses a WAV or RF64 header: see audio_riff.h. */
+/* The RIFF chunk checks around libsndfile's WAV and RF64 parsers: see audio_riff.h. */
 #include "core/data/audio_riff.h"
 
 #include <stdint.h>
@@ -69,4 +69,26 @@ static long file_read(void *src, long off, void *buf, long n)
 int audio_riff_check_file(FILE *fp, const char *name, esp_err *err)
 {
     return audio_riff_check(file_read, fp, name, err);
+}
+
+int audio_riff_data_truncated(FILE *fp, uint32_t *declared, long *present)
+{
+    unsigned char h[12];
+    int truncated = 0;
+    if (fseek(fp, 0, SEEK_SET) == 0 && fread(h, 1, 12, fp) == 12 && (!memcmp(h, "RIFF", 4) || !memcmp(h, "RIFX", 4)) &&
+        !memcmp(h + 8, "WAVE", 4) && fseek(fp, 0, SEEK_END) == 0) {
+        int big = h[3] == 'X';
+        long size = ftell(fp), pos = 12;
+        while (pos >= 0 && size - pos >= 8 && fseek(fp, pos, SEEK_SET) == 0 && fread(h, 1, 8, fp) == 8) {
+            uint32_t len = get32(h + 4, big);
+            if (!memcmp(h, "data", 4)) {
+                *declared = len;
+                *present = size - pos - 8;
+                truncated = len != 0 && len != UINT32_MAX && (long)len > *present;
+                break;
+            }
+            pos += 8 + (long)len + (len & 1);
+        }
+    }
+    return truncated;
 }

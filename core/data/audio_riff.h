@@ -4,10 +4,12 @@
  * 'fmt ' or 'data' chunk is read differently from a file (libsndfile parses on past the data and
  * takes the last) and from a pipe (which ends at the data: audio_stream_open_fd). The check walks
  * the chunks as those parsers do and refuses such a file in one line naming it; every other file
- * (not RIFF, or a sane one) passes untouched. */
+ * (not RIFF, or a sane one) passes untouched. After opening, the truncation check of a WAV's data
+ * chunk (audio_riff_data_truncated). */
 #ifndef ESPNET3_AUDIO_RIFF_H
 #define ESPNET3_AUDIO_RIFF_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "core/base/log.h"
@@ -23,5 +25,11 @@ int audio_riff_check(riff_read_fn read, void *src, const char *name, esp_err *er
 
 /* audio_riff_check over an open file (any position; left where it was not guaranteed). */
 int audio_riff_check_file(FILE *fp, const char *name, esp_err *err);
+
+/* libsndfile quietly shortens a WAV whose data chunk runs past the end of the file to what is
+ * there: 1 when fp (a WAV, at any position) declares more data bytes than it holds after the data
+ * chunk's start (*declared and *present say how many), else 0. The sizes streaming writers leave
+ * (0, 0xffffffff) mean "to the end of the file" and always fit. */
+int audio_riff_data_truncated(FILE *fp, uint32_t *declared, long *present);
 
 #endif
