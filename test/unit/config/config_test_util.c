@@ -23,6 +23,13 @@ double cfg_now(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+double cfg_cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 const bin_run *cfg_run_bin(const char *dir, const char *const *args)
 {
     static bin_run r;

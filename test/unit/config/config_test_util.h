@@ -28,4 +28,8 @@ int cfg_count_lines(const char *text);
 /* Seconds on the monotonic clock. */
 double cfg_now(void);
 
+/* This process' CPU seconds: the measure of in-process work's limits, which other work sharing
+ * the machine does not inflate as it does the wall clock. */
+double cfg_cpu_now(void);
+
 #endif
