@@ -19,10 +19,9 @@
 /* A header length of this many frames or more on a sequential input is a streaming writer's
  * placeholder (a WAV data size of 0xffffffff is 2^31 16-bit frames, 2^30 32-bit): read to the end. */
 #define PIPE_PLACEHOLDER ((sf_count_t)1 << 29)
-/* Reads at the input's end, or calls since the last byte was delivered, while libsndfile parses
- * the header, past which the parse is looping on its stale header buffer (its chunk loops stop at
- * the file's length, which a pipe does not have). */
-#define PIPE_OPEN_EOF_READS 64
+/* Calls since a read last delivered bytes while libsndfile parses the header (reads at the end,
+ * tells, seeks), past which the parse is looping on its stale header buffer (its chunk loops stop
+ * at the file's length, which a pipe does not have). */
 #define PIPE_OPEN_IDLE_CALLS 4096
 
 /* libsndfile's virtual I/O over a file descriptor read once, front to back (a pipe): seeks land
@@ -34,10 +33,8 @@ typedef struct pipe_io {
     unsigned char head[PIPE_HEAD]; /* the first bytes read, head_len of them */
     sf_count_t head_len, consumed, pos; /* bytes taken from fd; the reader's position */
     int error;                          /* errno of a failed read */
-    int ended;                          /* fd has no more bytes */
     int lost;                           /* a seek failed: no position until one lands */
     int opening;                        /* libsndfile is parsing the header */
-    int open_eof_reads;                 /* reads at the end while opening */
     int open_idle_calls;                /* calls since a read last delivered bytes, while opening */
     const char *name;                   /* the input in messages */
     int hostile;                        /* the head failed audio_riff_check: no bytes from here on */
@@ -71,7 +68,6 @@ static sf_count_t fd_read(pipe_io *p, void *buf, sf_count_t n)
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) {
             if (r < 0) p->error = errno;
-            else p->ended = 1;
             break;
         }
         got += r;
@@ -120,12 +116,11 @@ static sf_count_t read_bytes(pipe_io *p, void *buf, sf_count_t n)
     return got + r;
 }
 
-/* read_bytes, counting the reads at the end while opening (see pipe_tell). */
+/* read_bytes, counting the calls that deliver nothing while opening (see pipe_tell). */
 static sf_count_t pipe_read(void *buf, sf_count_t n, void *u)
 {
     pipe_io *p = u;
     sf_count_t got = read_bytes(p, buf, n);
-    if (p->opening && got == 0 && n > 0 && (p->ended || p->lost || p->hostile)) p->open_eof_reads++;
     if (p->opening) p->open_idle_calls = got > 0 ? 0 : p->open_idle_calls + 1;
     return got;
 }
@@ -156,16 +151,14 @@ static sf_count_t pipe_seek(sf_count_t off, int whence, void *u)
 }
 
 static sf_count_t pipe_length(void *u) { (void)u; return SF_COUNT_MAX; } /* unknown until read */
-/* A header parse still reading at the end after PIPE_OPEN_EOF_READS reads, or that has taken no
- * byte for PIPE_OPEN_IDLE_CALLS calls, is told it stands at the end of the longest file, which ends
- * its chunk loop (a header claiming chunks the input does not hold would otherwise be parsed from
- * stale bytes until memory runs out). */
+/* A header parse that has taken no byte for PIPE_OPEN_IDLE_CALLS calls is told it stands at the
+ * end of the longest file, which ends its chunk loop (a header claiming chunks the input does not
+ * hold would otherwise be parsed from stale bytes until memory runs out). */
 static sf_count_t pipe_tell(void *u)
 {
     pipe_io *p = u;
     if (!p->opening) return p->pos;
-    int stuck = p->open_eof_reads > PIPE_OPEN_EOF_READS || ++p->open_idle_calls > PIPE_OPEN_IDLE_CALLS;
-    return stuck ? SF_COUNT_MAX : p->pos;
+    return ++p->open_idle_calls > PIPE_OPEN_IDLE_CALLS ? SF_COUNT_MAX : p->pos;
 }
 static sf_count_t pipe_write(const void *buf, sf_count_t n, void *u) { (void)buf, (void)n, (void)u; return 0; }
 
