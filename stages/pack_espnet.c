@@ -114,6 +114,12 @@ static ynode *espnet_config(const model_files *mf, const token_list *tl, int has
 static int write_state_dict(const char *path, const model_files *mf, const st_file *w, esp_err *err)
 {
     const training_cfg *t = model_files_training(mf);
+    /* espnet3's older encoder.embed.out.* become ESPnet's out.0.* unless the model's own name is the
+     * plain one (input_layer conv2d8, the contextual block encoders' Conv2dSubsamplingWOPosEnc). */
+    model_dims d = {0};
+    esp_err why;
+    int plain_out = !body_in_cfg(t->model) && encoder_dims_from_cfg(&d, t->model, &why) == 0 &&
+                    strcmp(input_layer_out_name(d.input_layer, d.encoder), EMBED_OUT_SEQ) != 0;
     st_tensor *ts = xcalloc(w->n + 3, sizeof *ts);
     char **names = xcalloc(w->n + 1, sizeof *names);
     size_t n = 0;
@@ -124,7 +130,7 @@ static int write_state_dict(const char *path, const model_files *mf, const st_fi
         if (!strncmp(nm, "frontend.", 9) || !strncmp(nm, "normalize.", 10)) continue;
         ts[n] = w->tensors[i];
         char cur[128];
-        names[i] = xstrdup(param_current_name(nm, cur, sizeof cur) ? cur : nm);
+        names[i] = xstrdup(!plain_out && param_current_name(nm, cur, sizeof cur) ? cur : nm);
         ts[n++].name = names[i];
     }
     frontend_opts fo;

@@ -116,7 +116,8 @@ int ckpt_average(const ckpt_manager *m, esp_err *err);
 int ckpt_write_espnet3_names(const ckpt_manager *m, esp_err *err);
 
 /* Element-wise mean of the float tensors (F32, F64; summed in double) of n model files with the same
- * names, dtypes and shapes; integer and bool tensors are copied from inputs[newest]. Atomic write. */
+ * names, dtypes and shapes; integer and bool tensors are copied from inputs[newest], whose names the
+ * output has (an older file may use espnet3's older names). Atomic write. */
 int ckpt_average_files(const char *out_path, const char *const *inputs, size_t n, size_t newest, esp_err *err);
 
 /* "valid/loss" -> "valid.loss", the file-name form of a monitor; caller frees. */

@@ -20,7 +20,7 @@ char *ckpt_monitor_file_name(const char *monitor)
 }
 
 /* A tensor by name, also under espnet3's older parameter name (checkpoints written before the rename
- * and after it average together; the output has ESPnet's names). */
+ * and after it average together; the output has the newest file's names). */
 static const st_tensor *get_any(const st_file *f, const char *name)
 {
     const st_tensor *t = st_get(f, name);
@@ -44,42 +44,40 @@ int ckpt_average_files(const char *out_path, const char *const *inputs, size_t n
     st_file *files = xcalloc(n, sizeof *files);
     st_tensor *out = NULL;
     void **bufs = NULL;
-    char **names = NULL;
     size_t n_out = 0;
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) rc = st_read(inputs[i], &files[i], err);
     if (rc != 0) goto done;
-    const st_file *ref = &files[0];
-    for (size_t i = 1; i < n && rc == 0; i++) {
+    /* The newest file, which this code wrote, gives the names: older files may spell them as espnet3
+     * did before ESPnet's names (get_any finds them), and the model's names are not ours to guess
+     * here (a conv2d8 or contextual encoder's embed.out has no Sequential index). */
+    const st_file *ref = &files[newest];
+    for (size_t i = 0; i < n && rc == 0; i++) {
         if (files[i].n != ref->n) {
             rc = esp_fail(err, "%s: %zu tensors, but %s has %zu (checkpoints of different models?)", inputs[i],
-                          files[i].n, inputs[0], ref->n);
+                          files[i].n, inputs[newest], ref->n);
             break;
         }
         for (size_t t = 0; t < ref->n; t++) {
             const st_tensor *o = get_any(&files[i], ref->tensors[t].name);
             if (!o) {
-                rc = esp_fail(err, "%s: no tensor '%s' (present in %s)", inputs[i], ref->tensors[t].name, inputs[0]);
+                rc = esp_fail(err, "%s: no tensor '%s' (present in %s)", inputs[i], ref->tensors[t].name,
+                              inputs[newest]);
                 break;
             }
             if (!same_shape(o, &ref->tensors[t])) {
-                rc = esp_fail(err, "%s: tensor '%s' differs in dtype or shape from %s", inputs[i], o->name, inputs[0]);
+                rc = esp_fail(err, "%s: tensor '%s' differs in dtype or shape from %s", inputs[i], o->name,
+                              inputs[newest]);
                 break;
             }
         }
     }
     if (rc != 0) goto done;
-    /* input_layer conv2d8's Linear is ESPnet's encoder.embed.out itself (no Sequential): its name is
-     * current, not espnet3's older spelling of out.0 (espnet3 had no conv2d8 before the rename). */
-    int conv2d8 = st_get(ref, "encoder.embed.conv.4.weight") != NULL;
     out = xcalloc(ref->n + 1, sizeof *out);
     bufs = xcalloc(ref->n + 1, sizeof *bufs);
-    names = xcalloc(ref->n + 1, sizeof *names);
     for (size_t t = 0; t < ref->n; t++) {
         const st_tensor *r = &ref->tensors[t];
         out[n_out] = *r;
-        char cur[128];
-        if (!conv2d8 && param_current_name(r->name, cur, sizeof cur)) out[n_out].name = names[n_out] = xstrdup(cur);
         int64_t cnt = st_numel(r);
         if (r->dtype == ST_F32 || r->dtype == ST_F64) {
             double *acc = xcalloc((size_t)cnt + 1, sizeof *acc);
@@ -99,12 +97,12 @@ int ckpt_average_files(const char *out_path, const char *const *inputs, size_t n
             }
             out[n_out].data = bufs[n_out];
         } else if (r->dtype == ST_F16 || r->dtype == ST_BF16) {
-            rc = esp_fail(err, "%s: tensor '%s' is %s; averaging supports F32 and F64 weights", inputs[0], r->name,
+            rc = esp_fail(err, "%s: tensor '%s' is %s; averaging supports F32 and F64 weights", inputs[newest], r->name,
                           st_dtype_name(r->dtype));
             goto done;
         } else {
             /* Integer buffers (counters such as num_batches_tracked) are not means: the newest one's. */
-            out[n_out].data = get_any(&files[newest], r->name)->data;
+            out[n_out].data = r->data;
         }
         n_out++;
     }
@@ -113,9 +111,8 @@ int ckpt_average_files(const char *out_path, const char *const *inputs, size_t n
     const st_kv meta[] = {{"format", "pt"}, {"averaged_models", count}};
     rc = st_write(out_path, out, n_out, meta, 2, err);
 done:
-    for (size_t i = 0; i < n_out; i++) free(bufs[i]), free(names[i]);
+    for (size_t i = 0; i < n_out; i++) free(bufs[i]);
     free(bufs);
-    free(names);
     free(out);
     for (size_t i = 0; i < n; i++) st_close(&files[i]);
     free(files);

@@ -314,12 +314,12 @@ Test(checkpoint, nan_metrics_are_stored_and_never_ranked)
     ckpt_close(&m);
 }
 
-/* input_layer conv2d8's Linear is ESPnet's encoder.embed.out itself: averaging keeps that name (only
- * conv2d-style models map espnet3's older encoder.embed.out to out.0). */
-Test(checkpoint, average_keeps_conv2d8_embed_out)
+/* input_layer conv2d8's Linear (and the contextual block encoders') is ESPnet's encoder.embed.out
+ * itself: averaging keeps that name (the output has the newest file's names). */
+static void average_keeps_embed_out(const char *conv)
 {
     float w4[2] = {1, 2}, wo[2] = {3, 4}, w4b[2] = {3, 4}, wob[2] = {5, 6};
-    const char *names[2] = {"encoder.embed.conv.4.weight", "encoder.embed.out.weight"};
+    const char *names[2] = {conv, "encoder.embed.out.weight"};
     float *vals[2][2] = {{w4, wo}, {w4b, wob}};
     char *in[2];
     esp_err err;
@@ -336,11 +336,20 @@ Test(checkpoint, average_keeps_conv2d8_embed_out)
     st_file f;
     cr_assert_eq(st_read(out, &f, &err), 0, "%s", err.msg);
     const st_tensor *o = st_get(&f, "encoder.embed.out.weight");
-    cr_assert_not_null(o, "conv2d8's encoder.embed.out was renamed");
+    cr_assert_not_null(o, "encoder.embed.out was renamed (%s)", conv);
     cr_assert_eq(((const float *)o->data)[1], 5.0f);
     cr_assert_null(st_get(&f, "encoder.embed.out.0.weight"));
     st_close(&f);
     free(in[0]), free(in[1]), free(out);
+}
+
+Test(checkpoint, average_keeps_conv2d8_embed_out) { average_keeps_embed_out("encoder.embed.conv.4.weight"); }
+
+/* The contextual block encoders' Conv2dSubsamplingWOPosEnc has two convs and a plain out Linear: the
+ * averaged file once said out.0, which no loader of that model read. */
+Test(checkpoint, average_keeps_the_contextual_encoders_embed_out)
+{
+    average_keeps_embed_out("encoder.embed.conv.2.weight");
 }
 
 /* ESPnet3's names of the run (last.ckpt, epoch<E>_step<S>_<monitor>.ckpt, <monitor>.ave_<n>best.pth)
