@@ -140,9 +140,12 @@ $(BUILD)/%.o: %.cu
 $(TEST_BIN): $(TEST_OBJS) $(APP_OBJS) $(CLI_LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcriterion
 
-# The C library (include/espnet3.h, docs/library.md): core/ and lib/, static and shared; the shared
-# one exports the header's functions only (lib/espnet3.map). The example program links each.
-LIB_OBJS := $(filter-out %/stages/% %/recipes/%,$(APP_OBJS))
+# The C library (include/espnet3.h, docs/library.md): core/, lib/ and the recipes' key tables (a
+# model's training config names its recipe's create_dataset keys; not their dataset builders), static
+# and shared; the shared one exports the header's functions only (lib/espnet3.map). The example
+# program links each.
+RECIPE_KEY_OBJS := $(filter %/recipes/keys.o %/keys.o,$(filter %/recipes/%,$(APP_OBJS)))
+LIB_OBJS := $(filter-out %/stages/% %/recipes/%,$(APP_OBJS)) $(RECIPE_KEY_OBJS)
 LIB_A    := $(BUILD)/libespnet3.a
 LIB_SO   := $(BUILD)/libespnet3.so
 EXAMPLES := $(BUILD)/examples/transcribe $(BUILD)/examples/transcribe_static

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@
 #include "core/nn/model_files.h"
 #include "lib/espnet3_cli.h"
 #include "lib/model_source.h"
+#include "recipes/keys.h"
 
 /* The settings espnet3_options_set takes; bit k of given says setting k was set. */
 enum { OPT_DEVICE, OPT_THREADS, OPT_BEAM, OPT_CTC_WEIGHT, OPT_PENALTY, OPT_NBEST, OPT_LM, OPT_LM_WEIGHT,
@@ -210,8 +212,14 @@ static void longform_settings(espnet3_model *m, const model_source *ms, const s2
     m->lf.progress = given(o, OPT_PROGRESS) && o->progress ? "transcribe windows" : NULL;
 }
 
+/* A model's training config (an experiment folder's, a pack's) names its recipe's create_dataset
+ * keys: the config layer knows them once the recipes' key tables are handed down, as the CLI does. */
+static pthread_once_t recipes_once = PTHREAD_ONCE_INIT;
+static void register_recipes(void) { config_recipes_set(recipes_all()); }
+
 espnet3_model *espnet3_open(const char *path, const espnet3_options *o)
 {
+    pthread_once(&recipes_once, register_recipes);
     esp_err err;
     model_source ms;
     model_files mf = {0}, lmf = {0};

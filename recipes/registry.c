@@ -6,13 +6,8 @@
 #include <string.h>
 
 #include "recipes/espeak_fortunes/keys.h"
+#include "recipes/librispeech_100/keys.h"
 #include "recipes/mini_an4/keys.h"
-
-/* librispeech_100 has no keys of its own. */
-static const config_recipe librispeech_100_recipe = {
-    .name = "espnet3.recipes.librispeech_100.create_dataset",
-    .short_name = "librispeech_100",
-};
 
 static const dataset_builder builders[] = {
     {&espeak_fortunes_recipe, espeak_fortunes_create_dataset},
@@ -21,12 +16,6 @@ static const dataset_builder builders[] = {
 };
 
 static const size_t builder_count = sizeof builders / sizeof builders[0];
-
-const config_recipe *const *recipes_all(void)
-{
-    static const config_recipe *const all[] = {&espeak_fortunes_recipe, &mini_an4_recipe, &librispeech_100_recipe, NULL};
-    return all;
-}
 
 const dataset_builder *dataset_builder_of(const config_recipe *r)
 {

@@ -7,6 +7,7 @@
 #include "core/base/log.h"
 #include "core/config/config_recipe.h"
 #include "core/config/config_types.h"
+#include "recipes/keys.h" /* recipes_all: every recipe's names and keys */
 
 /* Builds the dataset described by cfg (cfg->keys: the recipe's own keys, its struct): audio under
  * cfg->dataset_dir, manifests under data_dir. */
@@ -17,8 +18,6 @@ typedef struct dataset_builder {
     dataset_builder_fn build;
 } dataset_builder;
 
-/* Every recipe, NULL-terminated: what the stage layer registers with config_recipes_set. */
-const config_recipe *const *recipes_all(void);
 /* Looks a builder up by full or short name; NULL when unknown. */
 const dataset_builder *dataset_builder_find(const char *name);
 /* The builder of a recipe; NULL when it has none. */

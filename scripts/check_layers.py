@@ -27,7 +27,8 @@ ALLOWED = {
     "recipes": ["core/base", "core/config", "core/formats", "core/data"],
     "stages": ["core/" + r for r in CORE] + ["recipes"],
     "include": [],  # the library's public header: the C library only
-    "lib": ["core/" + r for r in CORE] + ["include"],  # libespnet3: the header's functions over core
+    # libespnet3: the header's functions over core, and the recipes' key tables (recipes/keys.h)
+    "lib": ["core/" + r for r in CORE] + ["include", "recipes"],
     "cli": ["core/" + r for r in CORE] + ["stages", "lib", "include"],
     "examples": ["include"],  # programs a library user would write: the public header only
     "cuda": ["core/compute", "core/dist", "core/base"],

@@ -16,7 +16,6 @@
 #include "core/nn/model.h"
 #include "include/espnet3.h"
 #include "lib/espnet3_cli.h"
-#include "stages/stages.h"
 
 static double cpu_s(void)
 {
@@ -31,7 +30,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: stream_bench MODEL WAV PUSH_S BEAM CTC_WEIGHT REPETITION_CHECK\n");
         return 2;
     }
-    stages_register_recipes(); /* an experiment folder's config has its recipe's create_dataset keys */
     espnet3_options *o = espnet3_options_new();
     espnet3_options_set(o, "threads", "1");
     espnet3_options_set(o, "beam", argv[4]);

@@ -71,6 +71,18 @@ Test(lib, the_example_links_shared_and_static_and_transcribes)
         cr_expect_str_eq(text_lines, want, "%s", progs[k]);
         free(out), free(text_lines);
     }
+    /* a model whose training config names its recipe's create_dataset keys (espeak_fortunes' seed,
+     * num_train, ...): the library knows the recipes' keys as the CLI does */
+    char synth[1024];
+    snprintf(synth, sizeof synth, "%s/test/fixtures/synth_model", test_root_dir());
+    for (int k = 0; k < 2; k++) {
+        cr_assert_eq(test_sh("'%s' '%s' '%s/speech/synth00.flac' >'%s/out' 2>'%s/err'", built(progs[k]), synth, synth,
+                             fx.dir, fx.dir),
+                     0, "%s: %s", progs[k], test_slurp_or_empty(test_path(fx.dir, "err")));
+        char *out = test_slurp(test_path(fx.dir, "out"));
+        cr_expect(strstr(out, "synth00.flac\t"), "%s", out);
+        free(out);
+    }
     cr_assert_eq(test_sh("'%s' nosuch '%s' 2>'%s/err'", built(progs[0]), fx.wav[0], fx.dir), 1 << 8 >> 8);
     char *e = test_slurp(test_path(fx.dir, "err"));
     cr_expect(strstr(e, "error: nosuch: no such model"), "%s", e);
