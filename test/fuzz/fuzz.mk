@@ -21,7 +21,7 @@ FUZZ_SRCS    := test/fuzz/fuzz_config.c \
                 $(wildcard core/config/*.c) \
                 $(addprefix core/base/,log.c fsio.c progress.c edit_distance.c rng.c) \
                 $(addprefix core/data/,augment.c augment_conf.c augment_stft.c fft_plan.c) \
-                recipes/espeak_fortunes/keys.c recipes/mini_an4/keys.c
+                recipes/keys.c $(wildcard recipes/*/keys.c)
 FUZZ_SEEDS   := $(wildcard conf/*.yaml recipes/*/conf/*.yaml test/fuzz/seeds/*.yaml)
 # -malloc_limit_mb: no reader may allocate hundreds of MB for a few KB of input (a header's claim).
 FUZZ_FLAGS   := -rss_limit_mb=2048 -malloc_limit_mb=512 -timeout=10 -close_fd_mask=2 -print_final_stats=1

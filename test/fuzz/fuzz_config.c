@@ -12,8 +12,7 @@
 #include "core/config/config_schema.h"
 #include "core/config/yamltree.h"
 #include "core/data/augment_conf.h"
-#include "recipes/espeak_fortunes/keys.h"
-#include "recipes/mini_an4/keys.h"
+#include "recipes/keys.h"
 
 #ifdef FUZZ_CYAML_LOAD
 /* Also check config_load's invariant: libcyaml accepts every tree the validator accepts.
@@ -63,8 +62,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argc, (void)argv;
     log_set_quiet(1); /* warnings still go to stderr: fuzz.mk runs with -close_fd_mask=2 */
     /* the recipes' own keys, as the program registers them (the recipe configs are seeds) */
-    static const config_recipe *const recipes[] = {&espeak_fortunes_recipe, &mini_an4_recipe, NULL};
-    config_recipes_set(recipes);
+    config_recipes_set(recipes_all());
     return 0;
 }
 
