@@ -235,6 +235,12 @@ void cu_conv2d_gen_forward(backend *be, float *y, const float *x, const float *w
 void cu_conv2d_gen_backward(backend *be, float *dx, float *dw, float *db, const float *dy, const float *x,
                             const float *w, const float *y, int nb, int ic, int oc, int h, int wd, int kh, int kw,
                             int sh, int sw, int acc);
+// cuda/ops_conv1d_gen.cu
+void cu_conv1d_gen_forward(backend *be, float *y, const float *x, const float *w, const float *b, int nb, int t,
+                           int ic, int oc, int k, int stride, int dil, int groups);
+void cu_conv1d_gen_backward(backend *be, float *dx, float *dw, float *db, const float *dy, const float *x,
+                            const float *w, int nb, int t, int ic, int oc, int k, int stride, int dil, int groups,
+                            int acc);
 // cuda/ops_elementwise.cu
 void cu_swap12(backend *be, float *y, const float *x, int nb, int d1, int d2, int d3);
 void cu_relu_forward(backend *be, float *y, const float *x, size_t n);
