@@ -1,7 +1,8 @@
 // Conv1d with kernel k, stride, dilation and groups, no padding, channels last
 // (core/compute/ops_decl.h: conv1d_gen_*; ESPnet2's asr_transducer conv1d block), as im2col + one
 // cuBLAS GEMM per group and chunk of batch items. A patch row of group g holds tap j's icg
-// channels at column j * icg + ci; the weight is packed to (oc, k * icg) in that order. The input
+// channels at column j * icg + ci; the weight is packed to (oc, k * icg) in that order
+// (cu_conv_pack of cuda/ops_convg.cu: a k x 1 kernel on icg channels). The input
 // gradient is a gather over the patches that cover each input (no atomics).
 #include "cuda/cuda_common.cuh"
 
@@ -18,33 +19,6 @@ static c1g_geom geom_of(int t, int ic, int oc, int k, int s, int d, int groups)
     g.t = t, g.ic = ic, g.oc = oc, g.k = k, g.s = s, g.d = d, g.icg = ic / groups, g.ocg = oc / groups;
     g.ot = ops_conv1d_gen_len(t, k, s, d), g.kg = (size_t)k * g.icg;
     return g;
-}
-
-static int chunk_items(const c1g_geom &g, int nb)
-{
-    size_t per = (size_t)g.ot * g.kg, cb = per ? (size_t)CU_CONV_CHUNK_FLOATS / per : nb;
-    if (cb < 1) cb = 1;
-    return cb < (size_t)nb ? (int)cb : nb;
-}
-
-// wp[o][j * icg + ci] = w[o][ci][j].
-static __global__ void c1g_pack_kernel(float *wp, const float *w, int icg, int oc, int k)
-{
-    CU_GRID_STRIDE(e, (size_t)oc * icg * k)
-    {
-        size_t o = e / ((size_t)icg * k), r = e % ((size_t)icg * k);
-        wp[o * icg * k + (r % k) * icg + r / k] = w[e];
-    }
-}
-
-// w[o][ci][j] += wp[o][j * icg + ci].
-static __global__ void c1g_unpack_add_kernel(float *w, const float *wp, int icg, int oc, int k)
-{
-    CU_GRID_STRIDE(e, (size_t)oc * icg * k)
-    {
-        size_t o = e / ((size_t)icg * k), r = e % ((size_t)icg * k);
-        w[e] += wp[o * icg * k + (r % k) * icg + r / k];
-    }
 }
 
 // col[(item * ot + q) * kg + j * icg + ci] = x[item][s q + d j][c0 + ci].
@@ -90,12 +64,11 @@ void cu_conv1d_gen_forward(backend *be, float *y, const float *x, const float *w
 {
     c1g_geom g = geom_of(t, ic, oc, k, stride, dil, groups);
     if (g.ot == 0 || nb <= 0 || oc <= 0) return;
-    int cb = chunk_items(g, nb);
+    int cb = cu_conv_chunk_items((size_t)g.ot * g.kg, nb);
     float *wp = (float *)cu_scratch(be, ((size_t)oc * g.kg + (size_t)cb * g.ot * g.kg) * sizeof(float));
     float *col = wp + (size_t)oc * g.kg;
     cudaStream_t st = cu_stream(be);
-    c1g_pack_kernel<<<cu_blocks(be, (size_t)oc * g.kg), CU_THREADS, 0, st>>>(wp, w, g.icg, oc, k);
-    KERNEL_CHECK();
+    cu_conv_pack(be, wp, w, g.icg, oc, k);
     size_t ny = (size_t)nb * g.ot * oc;
     c1g_bias_kernel<<<cu_blocks(be, ny), CU_THREADS, 0, st>>>(y, b, ny, oc);
     KERNEL_CHECK();
@@ -121,12 +94,11 @@ void cu_conv1d_gen_backward(backend *be, float *dx, float *dw, float *db, const 
         if (dx && !acc && nb > 0) CUDA_CHECK(cudaMemsetAsync(dx, 0, (size_t)nb * t * ic * sizeof(float), st));
         return;
     }
-    int cb = chunk_items(g, nb);
+    int cb = cu_conv_chunk_items((size_t)g.ot * g.kg, nb);
     size_t nw = (size_t)oc * g.kg;
     float *wp = (float *)cu_scratch(be, (2 * nw + (size_t)cb * g.ot * g.kg) * sizeof(float));
     float *dwp = wp + nw, *col = dwp + nw;
-    c1g_pack_kernel<<<cu_blocks(be, nw), CU_THREADS, 0, st>>>(wp, w, g.icg, oc, k);
-    KERNEL_CHECK();
+    cu_conv_pack(be, wp, w, g.icg, oc, k);
     for (int n0 = 0; n0 < nb; n0 += cb) {
         int c = nb - n0 < cb ? nb - n0 : cb, rows = c * g.ot;
         const float *gc = dy + (size_t)n0 * g.ot * oc;
@@ -149,8 +121,5 @@ void cu_conv1d_gen_backward(backend *be, float *dx, float *dw, float *db, const 
             }
         }
     }
-    if (dw) {
-        c1g_unpack_add_kernel<<<cu_blocks(be, nw), CU_THREADS, 0, st>>>(dw, dwp, g.icg, oc, k);
-        KERNEL_CHECK();
-    }
+    if (dw) cu_conv_unpack_add(be, dw, dwp, g.icg, oc, k);
 }

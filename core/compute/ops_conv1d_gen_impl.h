@@ -3,25 +3,8 @@
  * core/compute/ops_f64.c after core/compute/ops_impl.h: ESPnet2's asr_transducer conv1d block.
  * Per batch item and group, the patch matrix (ot x kg, kg = k * icg, column j * icg + ci: tap j's
  * icg channels of the group, a contiguous run of the input row) times the group's rows of the
- * packed weight (oc x kg, the same column order). */
-
-/* wp[o][j * icg + ci] = w[o][ci][j]. */
-static void c1g_pack(real *restrict wp, const real *restrict w, int oc, int icg, int k)
-{
-    size_t kg = (size_t)k * icg;
-    for (int o = 0; o < oc; o++)
-        for (int ci = 0; ci < icg; ci++)
-            for (int j = 0; j < k; j++) wp[o * kg + (size_t)j * icg + ci] = w[((size_t)o * icg + ci) * k + j];
-}
-
-/* dw (torch's layout) += dwp (packed). */
-static void c1g_unpack_add(real *restrict dw, const real *restrict dwp, int oc, int icg, int k)
-{
-    size_t kg = (size_t)k * icg;
-    for (int o = 0; o < oc; o++)
-        for (int ci = 0; ci < icg; ci++)
-            for (int j = 0; j < k; j++) dw[((size_t)o * icg + ci) * k + j] += dwp[o * kg + (size_t)j * icg + ci];
-}
+ * packed weight (oc x kg, the same column order: convg_pack's of a k x 1 kernel on icg channels,
+ * core/compute/ops_convg_impl.h, which the instantiations include first). */
 
 /* col[q][j * icg + ci] = x[s * q + d * j][c0 + ci] of one item (rows of ic channels). */
 static void c1g_gather(real *restrict col, const real *restrict x, int ic, int icg, int c0, int ot, int k, int s,
@@ -56,7 +39,7 @@ void OPS_FN(conv1d_gen_forward)(real *y, const real *x, const real *w, const rea
     size_t kg = (size_t)k * icg;
     if (ot == 0 || nb <= 0) return;
     real *wp = scratch, *col = wp + (size_t)oc * kg;
-    c1g_pack(wp, w, oc, icg, k);
+    convg_pack(wp, w, oc, icg, k, 1);
     for (int n = 0; n < nb; n++) {
         real *yn = y + (size_t)n * ot * oc;
         for (int q = 0; q < ot; q++)
@@ -79,7 +62,7 @@ void OPS_FN(conv1d_gen_backward)(real *dx, real *dw, real *db, const real *dy, c
     if (dx && !acc) memset(dx, 0, (size_t)nb * t * ic * sizeof(real));
     if (ot == 0 || nb <= 0) return;
     real *wp = scratch, *dwp = wp + (size_t)oc * kg, *col = dwp + (size_t)oc * kg;
-    if (dx) c1g_pack(wp, w, oc, icg, k);
+    if (dx) convg_pack(wp, w, oc, icg, k, 1);
     if (dw) memset(dwp, 0, (size_t)oc * kg * sizeof(real));
     for (int n = 0; n < nb; n++) {
         const real *gn = dy + (size_t)n * ot * oc, *xn = x + (size_t)n * t * ic;
@@ -100,5 +83,5 @@ void OPS_FN(conv1d_gen_backward)(real *dx, real *dw, real *db, const real *dy, c
             }
         }
     }
-    if (dw) c1g_unpack_add(dw, dwp, oc, icg, k);
+    if (dw) convg_unpack_add(dw, dwp, oc, icg, k, 1);
 }
