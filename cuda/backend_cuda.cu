@@ -303,6 +303,8 @@ static constexpr backend cu_ops()
     b.conv2d_backward = cu_conv2d_backward;
     b.conv2d_gen_forward = cu_conv2d_gen_forward;
     b.conv2d_gen_backward = cu_conv2d_gen_backward;
+    b.conv1d_gen_forward = cu_conv1d_gen_forward;
+    b.conv1d_gen_backward = cu_conv1d_gen_backward;
     b.swap12 = cu_swap12;
     b.relu_forward = cu_relu_forward;
     b.relu_backward = cu_relu_backward;

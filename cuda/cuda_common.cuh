@@ -229,12 +229,23 @@ void cu_conv2d_forward(backend *be, float *y, const float *x, const float *w, co
 void cu_conv2d_backward(backend *be, float *dx, float *dw, float *db, const float *dy, const float *x,
                         const float *w, const float *y, int nb, int ic, int oc, int h, int wd, int acc,
                         const float *saved);
-// cuda/ops_convg.cu
+// cuda/ops_convg.cu; the pieces cuda/ops_conv1d_gen.cu shares: batch items per chunk of
+// CU_CONV_CHUNK_FLOATS patch-matrix floats (per: one item's), and the weight (oc, ic, taps) packed
+// to (oc, taps * ic) and its gradient added back.
+int cu_conv_chunk_items(size_t per, int nb);
+void cu_conv_pack(backend *be, float *wp, const float *w, int ic, int oc, int taps);
+void cu_conv_unpack_add(backend *be, float *w, const float *wp, int ic, int oc, int taps);
 void cu_conv2d_gen_forward(backend *be, float *y, const float *x, const float *w, const float *b, int nb, int ic,
                            int oc, int h, int wd, int kh, int kw, int sh, int sw, int relu);
 void cu_conv2d_gen_backward(backend *be, float *dx, float *dw, float *db, const float *dy, const float *x,
                             const float *w, const float *y, int nb, int ic, int oc, int h, int wd, int kh, int kw,
                             int sh, int sw, int acc);
+// cuda/ops_conv1d_gen.cu
+void cu_conv1d_gen_forward(backend *be, float *y, const float *x, const float *w, const float *b, int nb, int t,
+                           int ic, int oc, int k, int stride, int dil, int groups);
+void cu_conv1d_gen_backward(backend *be, float *dx, float *dw, float *db, const float *dy, const float *x,
+                            const float *w, int nb, int t, int ic, int oc, int k, int stride, int dil, int groups,
+                            int acc);
 // cuda/ops_elementwise.cu
 void cu_swap12(backend *be, float *y, const float *x, int nb, int d1, int d2, int d3);
 void cu_relu_forward(backend *be, float *y, const float *x, size_t n);

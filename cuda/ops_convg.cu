@@ -21,12 +21,14 @@ static convg_geom geom_of(int ic, int oc, int h, int wd, int kh, int kw, int sh,
     return g;
 }
 
-static int chunk_items(const convg_geom &g, int nb)
+int cu_conv_chunk_items(size_t per, int nb)
 {
-    size_t per = g.p * g.kk, cb = per ? (size_t)CU_CONV_CHUNK_FLOATS / per : nb;
+    size_t cb = per ? (size_t)CU_CONV_CHUNK_FLOATS / per : nb;
     if (cb < 1) cb = 1;
     return cb < (size_t)nb ? (int)cb : nb;
 }
+
+static int chunk_items(const convg_geom &g, int nb) { return cu_conv_chunk_items(g.p * g.kk, nb); }
 
 // wp[o][t * ic + ci] = w[o][ci][t] (t = i * kw + j).
 static __global__ void convg_pack_kernel(float *wp, const float *w, int ic, int oc, int taps)
@@ -46,6 +48,19 @@ static __global__ void convg_unpack_add_kernel(float *w, const float *wp, int ic
         size_t o = e / ((size_t)ic * taps), r = e % ((size_t)ic * taps);
         w[e] += wp[o * ic * taps + (r % taps) * ic + r / taps];
     }
+}
+
+void cu_conv_pack(backend *be, float *wp, const float *w, int ic, int oc, int taps)
+{
+    convg_pack_kernel<<<cu_blocks(be, (size_t)oc * ic * taps), CU_THREADS, 0, cu_stream(be)>>>(wp, w, ic, oc, taps);
+    KERNEL_CHECK();
+}
+
+void cu_conv_unpack_add(backend *be, float *w, const float *wp, int ic, int oc, int taps)
+{
+    convg_unpack_add_kernel<<<cu_blocks(be, (size_t)oc * ic * taps), CU_THREADS, 0, cu_stream(be)>>>(w, wp, ic, oc,
+                                                                                                      taps);
+    KERNEL_CHECK();
 }
 
 // col[(item * p + oy * ow + ox) * kk + (i * kw + j) * ic + ci] = x[item][sh oy + i][sw ox + j][ci].
@@ -110,8 +125,7 @@ void cu_conv2d_gen_forward(backend *be, float *y, const float *x, const float *w
     float *wp = (float *)cu_scratch(be, ((size_t)oc * g.kk + (size_t)cb * g.p * g.kk) * sizeof(float));
     float *col = wp + (size_t)oc * g.kk;
     cudaStream_t st = cu_stream(be);
-    convg_pack_kernel<<<cu_blocks(be, (size_t)oc * g.kk), CU_THREADS, 0, st>>>(wp, w, ic, oc, taps);
-    KERNEL_CHECK();
+    cu_conv_pack(be, wp, w, ic, oc, taps);
     for (int n0 = 0; n0 < nb; n0 += cb) {
         int c = nb - n0 < cb ? nb - n0 : cb;
         size_t ncol = (size_t)c * g.p * g.kk;
@@ -142,8 +156,7 @@ void cu_conv2d_gen_backward(backend *be, float *dx, float *dw, float *db, const 
     size_t nw = (size_t)oc * g.kk;
     float *wp = (float *)cu_scratch(be, (2 * nw + (size_t)cb * g.p * (oc + g.kk)) * sizeof(float));
     float *dwp = wp + nw, *gm = dwp + nw, *col = gm + (size_t)cb * g.p * oc;
-    convg_pack_kernel<<<cu_blocks(be, nw), CU_THREADS, 0, st>>>(wp, w, ic, oc, taps);
-    KERNEL_CHECK();
+    cu_conv_pack(be, wp, w, ic, oc, taps);
     for (int n0 = 0; n0 < nb; n0 += cb) {
         int c = nb - n0 < cb ? nb - n0 : cb;
         int rows = (int)(c * g.p);
@@ -169,8 +182,5 @@ void cu_conv2d_gen_backward(backend *be, float *dx, float *dw, float *db, const 
             KERNEL_CHECK();
         }
     }
-    if (dw) {
-        convg_unpack_add_kernel<<<cu_blocks(be, nw), CU_THREADS, 0, st>>>(dw, dwp, ic, oc, taps);
-        KERNEL_CHECK();
-    }
+    if (dw) cu_conv_unpack_add(be, dw, dwp, ic, oc, taps);
 }

@@ -292,6 +292,22 @@ static void cpu_conv2d_gen_backward(backend *be, float *dx, float *dw, float *db
     ops_conv2d_gen_backward_f32(dx, dw, db, dy, x, w, y, nb, ic, oc, h, wd, kh, kw, sh, sw, acc, s);
 }
 
+static void cpu_conv1d_gen_forward(backend *be, float *y, const float *x, const float *w,
+                                   const float *b, int nb, int t, int ic, int oc, int k, int stride,
+                                   int dil, int groups)
+{
+    float *s = scratch(be, ops_conv1d_gen_forward_scratch(t, ic, oc, k, stride, dil, groups));
+    ops_conv1d_gen_forward_f32(y, x, w, b, nb, t, ic, oc, k, stride, dil, groups, s);
+}
+
+static void cpu_conv1d_gen_backward(backend *be, float *dx, float *dw, float *db, const float *dy,
+                                    const float *x, const float *w, int nb, int t, int ic, int oc,
+                                    int k, int stride, int dil, int groups, int acc)
+{
+    float *s = scratch(be, ops_conv1d_gen_backward_scratch(t, ic, oc, k, stride, dil, groups));
+    ops_conv1d_gen_backward_f32(dx, dw, db, dy, x, w, nb, t, ic, oc, k, stride, dil, groups, acc, s);
+}
+
 static void cpu_swap12(backend *be, float *y, const float *x, int nb, int d1, int d2, int d3)
 {
     ew_job j = {.kind = EW_SWAP12, .y = y, .a = x, .row = (size_t)d1 * d2 * d3, .d1 = d1, .d2 = d2, .d3 = d3};
@@ -750,6 +766,8 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
         .conv2d_backward = cpu_conv2d_backward,
         .conv2d_gen_forward = cpu_conv2d_gen_forward,
         .conv2d_gen_backward = cpu_conv2d_gen_backward,
+        .conv1d_gen_forward = cpu_conv1d_gen_forward,
+        .conv1d_gen_backward = cpu_conv1d_gen_backward,
         .swap12 = cpu_swap12,
         .relu_forward = cpu_relu_forward,
         .relu_backward = cpu_relu_backward,

@@ -45,6 +45,14 @@
         const float *dy, const float *x, const float *w, const float *y, int nb, int ic, int oc, int h,  \
         int wd, int kh, int kw, int sh, int sw, int acc),                                                \
         (be, dx, dw, db, dy, x, w, y, nb, ic, oc, h, wd, kh, kw, sh, sw, acc))                           \
+    X(CONV1D_GEN_FORWARD, conv1d_gen_forward, void, (backend *be, float *y, const float *x,              \
+        const float *w, const float *b, int nb, int t, int ic, int oc, int k, int stride, int dil,       \
+        int groups),                                                                                     \
+        (be, y, x, w, b, nb, t, ic, oc, k, stride, dil, groups))                                         \
+    X(CONV1D_GEN_BACKWARD, conv1d_gen_backward, void, (backend *be, float *dx, float *dw, float *db,     \
+        const float *dy, const float *x, const float *w, int nb, int t, int ic, int oc, int k,           \
+        int stride, int dil, int groups, int acc),                                                       \
+        (be, dx, dw, db, dy, x, w, nb, t, ic, oc, k, stride, dil, groups, acc))                          \
     X(SWAP12, swap12, void, (backend *be, float *y, const float *x, int nb, int d1, int d2, int d3),     \
         (be, y, x, nb, d1, d2, d3))                                                                      \
     X(RELU_FORWARD, relu_forward, void, (backend *be, float *y, const float *x, size_t n),               \

@@ -175,6 +175,36 @@ static void ref_conv2d_gen_backward(backend *be, float *dx, float *dw, float *db
     tmp_release(be);
 }
 
+static void ref_conv1d_gen_forward(backend *be, float *y, const float *x, const float *w,
+                                   const float *b, int nb, int t, int ic, int oc, int k, int stride,
+                                   int dil, int groups)
+{
+    size_t ny = (size_t)nb * ops_conv1d_gen_len(t, k, stride, dil) * oc;
+    double *yd = tmp_zeros(be, ny);
+    ops_conv1d_gen_forward_f64(yd, wide(be, x, (size_t)nb * t * ic), wide(be, w, (size_t)oc * (ic / groups) * k),
+                               wide(be, b, (size_t)oc), nb, t, ic, oc, k, stride, dil, groups,
+                               scratch(be, ops_conv1d_gen_forward_scratch(t, ic, oc, k, stride, dil, groups)));
+    narrow(y, yd, ny);
+    tmp_release(be);
+}
+
+static void ref_conv1d_gen_backward(backend *be, float *dx, float *dw, float *db, const float *dy,
+                                    const float *x, const float *w, int nb, int t, int ic, int oc,
+                                    int k, int stride, int dil, int groups, int acc)
+{
+    size_t nx = (size_t)nb * t * ic, nw = (size_t)oc * (ic / groups) * k;
+    size_t ny = (size_t)nb * ops_conv1d_gen_len(t, k, stride, dil) * oc;
+    double *dxd = dx ? (acc ? wide(be, dx, nx) : tmp_zeros(be, nx)) : NULL;
+    double *dwd = wide(be, dw, nw), *dbd = wide(be, db, (size_t)oc);
+    ops_conv1d_gen_backward_f64(dxd, dwd, dbd, wide(be, dy, ny), wide(be, x, nx), wide(be, w, nw), nb, t, ic, oc,
+                                k, stride, dil, groups, acc,
+                                scratch(be, ops_conv1d_gen_backward_scratch(t, ic, oc, k, stride, dil, groups)));
+    narrow(dx, dxd, nx);
+    narrow(dw, dwd, nw);
+    narrow(db, dbd, (size_t)oc);
+    tmp_release(be);
+}
+
 static void ref_swap12(backend *be, float *y, const float *x, int nb, int d1, int d2, int d3)
 {
     size_t n = (size_t)nb * d1 * d2 * d3;
@@ -704,6 +734,8 @@ int backend_ref64_init(backend *be, int threads, esp_err *err)
         .conv2d_backward = ref_conv2d_backward,
         .conv2d_gen_forward = ref_conv2d_gen_forward,
         .conv2d_gen_backward = ref_conv2d_gen_backward,
+        .conv1d_gen_forward = ref_conv1d_gen_forward,
+        .conv1d_gen_backward = ref_conv1d_gen_backward,
         .swap12 = ref_swap12,
         .relu_forward = ref_relu_forward,
         .relu_backward = ref_relu_backward,

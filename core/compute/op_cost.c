@@ -84,6 +84,31 @@ op_cost op_cost_conv2d_gen_backward(backend *be, float *dx, float *dw, float *db
     return conv(nb, ic, oc, h, wd, ops_conv_len(h, kh, sh), ops_conv_len(wd, kw, sw), kh, kw, 1, dx != NULL, acc);
 }
 
+/* A grouped Conv1d: each output reads k taps of its group's ic / groups channels. */
+static op_cost conv1d_gen(int nb, int t, int ic, int oc, int k, int stride, int dil, int groups, int backward, int dx,
+                          int acc)
+{
+    double in = (double)nb * t * ic, out = (double)nb * ops_conv1d_gen_len(t, k, stride, dil) * oc;
+    double wts = (double)oc * (ic / groups) * k, macs = out * (ic / groups) * k;
+    if (!backward) return cost(2 * macs + out, in + wts + out);
+    return cost(2 * macs * (dx ? 2 : 1) + out, out + in + 2 * wts + (dx ? in * (acc ? 2 : 1) : 0));
+}
+
+op_cost op_cost_conv1d_gen_forward(backend *be, float *y, const float *x, const float *w, const float *b, int nb,
+                                   int t, int ic, int oc, int k, int stride, int dil, int groups)
+{
+    (void)be, (void)y, (void)x, (void)w, (void)b;
+    return conv1d_gen(nb, t, ic, oc, k, stride, dil, groups, 0, 0, 0);
+}
+
+op_cost op_cost_conv1d_gen_backward(backend *be, float *dx, float *dw, float *db, const float *dy, const float *x,
+                                    const float *w, int nb, int t, int ic, int oc, int k, int stride, int dil,
+                                    int groups, int acc)
+{
+    (void)be, (void)dw, (void)db, (void)dy, (void)x, (void)w;
+    return conv1d_gen(nb, t, ic, oc, k, stride, dil, groups, 1, dx != NULL, acc);
+}
+
 op_cost op_cost_swap12(backend *be, float *y, const float *x, int nb, int d1, int d2, int d3)
 {
     (void)be, (void)y, (void)x;

@@ -96,6 +96,23 @@ static inline size_t ops_conv2d_backward_scratch_mt(int ic, int oc, int h, int w
     if (ic > 1 && oh > 0 && ow > 0) return wino_scratch_threads(ic, oc, oh, ow, 1, threads);
     return ops_conv2d_backward_scratch(ic, oc, h, w);
 }
+/* Output frames of a Conv1d of kernel k, stride s and dilation d without padding (torch's
+ * (t - d (k - 1) - 1) // s + 1), 0 when t is shorter than the dilated kernel. */
+static inline int ops_conv1d_gen_len(int t, int k, int s, int d)
+{
+    return ops_conv_len(t, d * (k - 1) + 1, s);
+}
+/* Scratch (elements) for conv1d_gen_forward: the packed weight (oc x kg, kg = k * ic / groups)
+ * and one group's patch matrix (ot x kg); conv1d_gen_backward: also the packed weight gradient. */
+static inline size_t ops_conv1d_gen_forward_scratch(int t, int ic, int oc, int k, int s, int d, int groups)
+{
+    size_t kg = (size_t)k * (ic / groups);
+    return (size_t)oc * kg + (size_t)ops_conv1d_gen_len(t, k, s, d) * kg;
+}
+static inline size_t ops_conv1d_gen_backward_scratch(int t, int ic, int oc, int k, int s, int d, int groups)
+{
+    return ops_conv1d_gen_forward_scratch(t, ic, oc, k, s, d, groups) + (size_t)oc * k * (ic / groups);
+}
 /* Scratch (elements) for conv2d_gen_forward: the packed weight (oc x kk) and one item's patch
  * matrix (P x kk), kk = kh * kw * ic, P = output positions per item; conv2d_gen_backward: also
  * the packed weight gradient and one item's masked output gradient (P x oc). */

@@ -41,6 +41,19 @@ void OPS_DECL_FN(conv2d_gen_backward)(OPS_DECL_T *dx, OPS_DECL_T *dw, OPS_DECL_T
                                       const OPS_DECL_T *y, int nb, int ic, int oc, int h, int wd, int kh,
                                       int kw, int sh, int sw, int acc, OPS_DECL_T *scratch);
 
+/* ---- Conv1d with kernel k, stride, dilation and groups, no padding, channels last, as patch
+ * matrix x weight GEMMs per group (core/compute/ops_conv1d_gen_impl.h): x (nb, t, ic) ->
+ * y (nb, ot, oc), ot = ops_conv1d_gen_len(t, k, stride, dil); w in torch's layout
+ * (oc, ic / groups, k); groups divides ic and oc. b may be NULL. Backward: dx NULL or acc (else
+ * zeroed first); dw +=, db +=. scratch: ops_conv1d_gen_forward_scratch / _backward_scratch. */
+void OPS_DECL_FN(conv1d_gen_forward)(OPS_DECL_T *y, const OPS_DECL_T *x, const OPS_DECL_T *w,
+                                     const OPS_DECL_T *b, int nb, int t, int ic, int oc, int k, int stride,
+                                     int dil, int groups, OPS_DECL_T *scratch);
+void OPS_DECL_FN(conv1d_gen_backward)(OPS_DECL_T *dx, OPS_DECL_T *dw, OPS_DECL_T *db,
+                                      const OPS_DECL_T *dy, const OPS_DECL_T *x, const OPS_DECL_T *w, int nb,
+                                      int t, int ic, int oc, int k, int stride, int dil, int groups, int acc,
+                                      OPS_DECL_T *scratch);
+
 /* ---- Swap dims 1 and 2: x (nb, d1, d2, d3) -> y (nb, d2, d1, d3); y must not alias x. Its
  * backward is the same op with d1, d2 swapped. The model uses it (d3 = 1, a transpose per row) to
  * reorder the columns of embed.out's weight from torch's (c, f) to the conv output's (f, c). */

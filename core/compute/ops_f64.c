@@ -23,3 +23,4 @@
 #include "core/compute/ops_norm_impl.h"
 #include "core/compute/ops_relattn_impl.h"
 #include "core/compute/ops_convg_impl.h"
+#include "core/compute/ops_conv1d_gen_impl.h"

@@ -65,7 +65,8 @@ static const config_allowed allowed_rules[] = {
     {"model.joint_network_conf.joint_activation_type", "tanh"},
     {"model.decoder_conf.embed_pad", "0"},
     /* The asr_transducer Encoder's variants ESPnet2 has but espnet3 does not. */
-    {"model.encoder_conf.body_conf[].block_type", "conformer|ebranchformer|branchformer"},
+    /* conv1d passes on to core/nn/body_conf.c, which checks its sizes as ESPnet2 does and refuses it. */
+    {"model.encoder_conf.body_conf[].block_type", "conformer|ebranchformer|branchformer|conv1d"},
     {"model.encoder_conf.input_conf.vgg_like", "false"},
     {"model.encoder_conf.input_conf.subsampling_factor", "2|4|6"},
     {"model.encoder_conf.main_conf.pos_wise_act_type", "swish|relu"},

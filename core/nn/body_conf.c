@@ -35,19 +35,81 @@ static int check_encoder_keys(const encoder_conf_cfg *e, esp_err *err)
     return 0;
 }
 
-/* The X-former blocks espnet3 builds (conv1d is refused). */
+/* The X-former blocks espnet3 builds (conv1d blocks pass validate_architecture, then are refused). */
 typedef enum block_type { BT_CONFORMER, BT_EBRANCHFORMER, BT_BRANCHFORMER } block_type;
 
 static int block_kind(const body_block_cfg *c, unsigned i, block_type *kind, esp_err *err)
 {
     static const char *const names[] = {"conformer", "ebranchformer", "branchformer"};
-    if (!c->block_type)
-        return esp_fail(err, B "[%u]: no block_type (ESPnet2: \"Block %u in encoder doesn't have a type assigned\")", i,
-                        i + 1);
     for (int k = 0; k < 3; k++)
         if (!strcmp(c->block_type, names[k])) return *kind = (block_type)k, 0;
-    return esp_fail(err, B "[%u].block_type: %s is not built (conformer, ebranchformer and branchformer blocks are)", i,
-                    c->block_type);
+    return esp_fail(err, B "[%u].block_type: %s blocks are not built (conformer, ebranchformer and branchformer "
+                           "blocks are)", i, c->block_type);
+}
+
+/* input_conf's ConvInput as the input layer of its subsampling_factor (4 by default). */
+static int input_kind(const body_input_cfg *c)
+{
+    int64_t f = c ? int_or(c->subsampling_factor, 4) : 4;
+    return f == 2 ? IN_CONV2D2 : f == 6 ? IN_CONV2D6 : IN_CONV2D;
+}
+
+/* A conv1d entry's torch.nn.Conv1d (and MultiBlocks' repetition of it) on `in` channels. */
+static int conv1d_sizes(const body_block_cfg *c, unsigned i, int in, esp_err *err)
+{
+    int64_t out = *c->output_size, k = *c->kernel_size, s = int_or(c->stride, 1), dl = int_or(c->dilation, 1);
+    int64_t g = int_or(c->groups, 1);
+    if (out < 1 || k < 1 || s < 1 || dl < 1 || g < 1)
+        return esp_fail(err, B "[%u]: output_size, kernel_size, stride, dilation and groups must be positive", i);
+    if (in % g || out % g)
+        return esp_fail(err, B "[%u].groups: %lld must divide the input size %d and output_size %lld (torch's Conv1d)",
+                        i, (long long)g, in, (long long)out);
+    if (int_or(c->num_blocks, 1) > 1 && out != in)
+        return esp_fail(err, B "[%u].num_blocks: repeated conv1d blocks need output_size %lld = their input size %d",
+                        i, (long long)out, in);
+    return 0;
+}
+
+/* ESPnet2's validate_architecture (asr_transducer/encoder/validation.py), with its errors, before
+ * anything espnet3 does not build is refused: an X-former entry's input and output size is its
+ * hidden_size, a conv1d entry's input the previous entry's output, and the first entry's the
+ * input block's (before a conv1d block, ConvInput has no output Linear: conv_size channels,
+ * default the block's output_size, times the frequency bins left). */
+static int validate_architecture(const encoder_conf_cfg *e, int idim, esp_err *err)
+{
+    int prev = 0;
+    for (unsigned i = 0; i < e->n_body_conf; i++) {
+        const body_block_cfg *c = &e->body_conf[i];
+        int in, out;
+        if (!c->block_type)
+            return esp_fail(err, B "[%u]: no block_type (ESPnet2: \"Block %u in encoder doesn't have a type "
+                                   "assigned\")", i, i + 1);
+        if (!strcmp(c->block_type, "conv1d")) {
+            const char *miss = !c->output_size ? "output_size" : !c->kernel_size ? "kernel_size" : NULL;
+            if (miss)
+                return esp_fail(err, B "[%u]: a conv1d block needs %s (ESPnet2: \"Missing '%s' argument for Conv1d "
+                                       "block (ID: %u)\")", i, miss, miss, i + 1);
+            const body_input_cfg *ic = e->input_conf;
+            in = i ? prev
+                   : (int)(ic && ic->conv_size ? *ic->conv_size : *c->output_size) *
+                         input_layer_out_bins(input_kind(ic), idim);
+            out = (int)*c->output_size;
+            if (conv1d_sizes(c, i, in, err) != 0) return -1;
+        } else {
+            const char *miss = !c->linear_size ? "linear_size" : !c->conv_mod_kernel_size ? "conv_mod_kernel_size" : NULL;
+            if (miss)
+                return esp_fail(err, B "[%u]: a %s block needs %s (ESPnet2: \"Missing '%s' argument for X-former "
+                                       "block (ID: %u)\")", i, c->block_type, miss, miss, i + 1);
+            if (!c->hidden_size) return esp_fail(err, B "[%u]: a %s block needs hidden_size", i, c->block_type);
+            in = out = (int)*c->hidden_size;
+        }
+        if (i && in != prev)
+            return esp_fail(err, B "[%u]: its input size %d differs from body_conf[%u]'s output size %d (ESPnet2: "
+                                   "\"Output/Input mismatch between blocks %u and %u in the encoder body\")", i, in,
+                            i - 1, prev, i - 1, i);
+        prev = out;
+    }
+    return 0;
 }
 
 /* A block's structure in out: a Conformer block, or the E-Branchformer encoder's for an
@@ -79,10 +141,7 @@ static int type_dims(model_dims *out, const body_block_cfg *c, unsigned i, block
 static int block_dims(model_dims *out, model_rates *r, const body_block_cfg *c, unsigned i, esp_err *err)
 {
     block_type kind = BT_CONFORMER;
-    if (block_kind(c, i, &kind, err) != 0) return -1;
-    if (!c->hidden_size || !c->linear_size || !c->conv_mod_kernel_size)
-        return esp_fail(err, B "[%u]: a %s block needs hidden_size, linear_size and conv_mod_kernel_size", i,
-                        c->block_type);
+    if (block_kind(c, i, &kind, err) != 0) return -1; /* sizes present: validate_architecture */
     int d = (int)*c->hidden_size, ff = (int)*c->linear_size, heads = (int)int_or(c->heads, 4);
     int k = (int)*c->conv_mod_kernel_size;
     if (d < 1 || ff < 1 || heads < 1 || d % heads)
@@ -116,7 +175,7 @@ static int block_dims(model_dims *out, model_rates *r, const body_block_cfg *c, 
 static int input_dims(model_dims *out, const body_input_cfg *c, esp_err *err)
 {
     int64_t f = c ? int_or(c->subsampling_factor, 4) : 4;
-    out->input_layer = f == 2 ? IN_CONV2D2 : f == 6 ? IN_CONV2D6 : IN_CONV2D;
+    out->input_layer = input_kind(c);
     if (f != 2 && f != 4 && f != 6)
         return esp_fail(err, "model.encoder_conf.input_conf.subsampling_factor: %lld (ESPnet2's Conv2D input supports "
                              "2, 4 and 6)", (long long)f);
@@ -230,6 +289,7 @@ static int body_from_cfg(model_dims *out, model_rates *r, const model_cfg *m, es
     if (m->decoder && strcmp(m->decoder, "rnn") && strcmp(m->decoder, "stateless"))
         return esp_fail(err, "model.decoder: %s is not built for the asr_transducer task (rnn and stateless are)",
                         m->decoder);
+    if (validate_architecture(e, out->idim, err) != 0) return -1;
     out->blocks = 0;
     for (unsigned i = 0; i < e->n_body_conf; i++) {
         const body_block_cfg *c = &e->body_conf[i];

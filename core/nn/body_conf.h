@@ -11,7 +11,9 @@
  * (core/nn/transducer.h), auxiliary_ctc_weight > 0 adds the CTC head (ctc_lin). The loss is
  * transducer_weight * loss_transducer + auxiliary_ctc_weight * loss_ctc.
  *
- * Every key ESPnetASRTransducerModel, the Encoder's builders and the decoder take is implemented,
+ * body_conf's sizes are checked first as ESPnet2's validate_architecture checks them (its messages
+ * quoted), so a config ESPnet2 rejects gets its reason rather than a refusal. Every key
+ * ESPnetASRTransducerModel, the Encoder's builders and the decoder take is implemented,
  * accepted where its value leaves the model as implemented (a key only another block kind or
  * activation reads, ESPnet's default), or refused here with what to write instead: the blocks
  * must share one type and size (hidden_size, linear_size, heads, conv_mod_kernel_size, rates), a

@@ -225,6 +225,9 @@ static int dims_of_yaml(const char *dir, const char *model, model_dims *d, esp_e
 #define EBF "  encoder_conf:\n    body_conf:\n      - block_type: ebranchformer\n        hidden_size: 8\n" \
             "        heads: 2\n        conv_mod_kernel_size: 3\n"
 
+#define C1D "  encoder_conf:\n    body_conf:\n      - block_type: conv1d\n"
+#define C1D_NEXT "      - block_type: conv1d\n"
+
 /* mini_an4's model section into the dims (ESPnet2's defaults for the rest); each key ESPnet2 takes
  * that espnet3 does not build, and the ASR task's keys under this task, refused with the key. */
 Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
@@ -269,11 +272,34 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
     static const struct {
         const char *yaml, *want;
     } bad[] = {
-        {"  encoder_conf:\n    body_conf:\n      - block_type: conv1d\n        output_size: 4\n        kernel_size: 3\n",
-         "model.encoder_conf.body_conf[0].block_type: 'conv1d' is not supported"},
+        /* what ESPnet2's validate_architecture rejects, with its reasons */
+        {C1D "        kernel_size: 3\n", "body_conf[0]: a conv1d block needs output_size (ESPnet2: \"Missing "
+                                          "'output_size' argument for Conv1d block (ID: 1)\")"},
+        {C1D "        output_size: 4\n", "Missing 'kernel_size' argument for Conv1d block (ID: 1)"},
+        {"  encoder_conf:\n    body_conf:\n      - block_type: conformer\n        hidden_size: 8\n"
+         "        conv_mod_kernel_size: 3\n",
+         "body_conf[0]: a conformer block needs linear_size (ESPnet2: \"Missing 'linear_size' argument for X-former "
+         "block (ID: 1)\")"},
         {BODY "      - block_type: conformer\n        hidden_size: 4\n        linear_size: 16\n"
               "        conv_mod_kernel_size: 3\n",
-         "body_conf[1]: its type, sizes or rates differ from the first block's"},
+         "body_conf[1]: its input size 4 differs from body_conf[0]'s output size 8 (ESPnet2: \"Output/Input "
+         "mismatch between blocks 0 and 1 in the encoder body\")"},
+        {BODY C1D_NEXT "        output_size: 16\n        kernel_size: 3\n      - block_type: conformer\n"
+              "        hidden_size: 8\n        linear_size: 16\n        conv_mod_kernel_size: 3\n",
+         "body_conf[2]: its input size 8 differs from body_conf[1]'s output size 16"},
+        {BODY C1D_NEXT "        output_size: 6\n        kernel_size: 3\n        groups: 3\n",
+         "body_conf[1].groups: 3 must divide the input size 8 and output_size 6 (torch's Conv1d)"},
+        {BODY C1D_NEXT "        output_size: 6\n        kernel_size: 3\n        num_blocks: 2\n",
+         "body_conf[1].num_blocks: repeated conv1d blocks need output_size 6 = their input size 8"},
+        /* what ESPnet2 builds and espnet3 does not: conv1d blocks, first (after a ConvInput without
+         * its output Linear) or between X-former blocks whose sizes they change */
+        {C1D "        output_size: 4\n        kernel_size: 3\n",
+         "model.encoder_conf.body_conf[0].block_type: conv1d blocks are not built (conformer, ebranchformer and "
+         "branchformer blocks are)"},
+        {BODY C1D_NEXT "        output_size: 16\n        kernel_size: 3\n        stride: 2\n"
+              "      - block_type: conformer\n        hidden_size: 16\n        linear_size: 16\n"
+              "        conv_mod_kernel_size: 3\n",
+         "body_conf[1].block_type: conv1d blocks are not built"},
         {BODY "      - block_type: ebranchformer\n        hidden_size: 8\n        linear_size: 16\n        heads: 2\n"
               "        conv_mod_kernel_size: 3\n",
          "body_conf[1]: its type, sizes or rates differ from the first block's"},
