@@ -382,7 +382,7 @@ double cu_rnnt_loss_forward(backend *be, double *losses, const int *hlens, const
                             int U1);
 void cu_rnnt_loss_backward(backend *be, float *dlogits, const float *logits, const int *hlens, const int *labels,
                            const int *label_lens, int stride, int B, int T, int U1, int V, int blank, int t0, int tc,
-                           float clamp, float dloss);
+                           float fastemit, float clamp, float dloss);
 // cuda/ops_step.cu
 void cu_adam_update(backend *be, float *params, float *exp_avg, float *exp_avg_sq, float *max_exp_avg_sq,
                     const float *grads, size_t n, const adam_coefs *c);

@@ -89,7 +89,7 @@ static __global__ void rnnt_lattice_kernel(double *lat, rn_dev d)
 }
 
 static __global__ void rnnt_grad_kernel(float *dlogits, const float *logits, const double *lat, rn_dev d,
-                                        size_t rows, double clamp, double scale)
+                                        size_t rows, double fastemit, double clamp, double scale)
 {
     size_t r = blockIdx.x * (size_t)RN_WARPS + threadIdx.y;
     if (r >= rows) return;
@@ -106,18 +106,19 @@ static __global__ void rnnt_grad_kernel(float *dlogits, const float *logits, con
     const double den = lat[RNNT_DENOM * d.plane + i], lb = lat[RNNT_LP_BLANK * d.plane + i],
                  le = lat[RNNT_LP_EMIT * d.plane + i];
     const double c = lat[RNNT_ALPHA * d.plane + i] + lat[RNNT_PLANES * d.plane + b], occ = exp(c + beta[i]);
+    const double pe = u < Ub - 1 ? exp(c + le + beta[i + 1]) : 0.0, w = rnnt_node_weight(occ, pe, fastemit);
     // Each lane reads its logits before it writes their gradient (in place allowed).
     for (int k = lane; k < d.V; k += 32)
-        g[k] = (float)rnnt_grad_final((double)expf((float)((double)x[k] - den)) * occ, clamp, scale);
+        g[k] = (float)rnnt_grad_final((double)expf((float)((double)x[k] - den)) * w, clamp, scale);
     __syncwarp();
     if (lane == 0) { // the node's two arcs, over what the other lanes wrote
-        double gb = exp(lb) * occ;
+        double gb = exp(lb) * w;
         if (t == Tb - 1 && u == Ub - 1) gb -= exp(c + lb);
         else if (t < Tb - 1) gb -= exp(c + lb + beta[i + d.U1]);
         g[d.blank] = (float)rnnt_grad_final(gb, clamp, scale);
         if (u < Ub - 1)
             g[d.labels[(size_t)b * d.maxl + u]] =
-                (float)rnnt_grad_final(exp(le) * occ - exp(c + le + beta[i + 1]), clamp, scale);
+                (float)rnnt_grad_final(exp(le) * w - rnnt_label_arc(pe, fastemit), clamp, scale);
     }
 }
 
@@ -186,7 +187,7 @@ double cu_rnnt_loss_forward(backend *be, double *losses, const int *hlens, const
 
 void cu_rnnt_loss_backward(backend *be, float *dlogits, const float *logits, const int *hlens, const int *labels,
                            const int *label_lens, int stride, int B, int T, int U1, int V, int blank, int t0, int tc,
-                           float clamp, float dloss)
+                           float fastemit, float clamp, float dloss)
 {
     cu_impl *c = cu_of(be);
     ctc_labels y = {labels, label_lens, stride};
@@ -194,6 +195,6 @@ void cu_rnnt_loss_backward(backend *be, float *dlogits, const float *logits, con
     rn_dev d = rn_upload(be, hlens, labels, label_lens, stride, B, T, U1, V, blank, t0, tc);
     size_t rows = (size_t)B * tc * U1;
     rnnt_grad_kernel<<<rn_blocks(rows), dim3(32, RN_WARPS), 0, c->stream>>>(
-        dlogits, logits, (const double *)c->rnnt_lat.p, d, rows, (double)clamp, (double)dloss / B);
+        dlogits, logits, (const double *)c->rnnt_lat.p, d, rows, (double)fastemit, (double)clamp, (double)dloss / B);
     KERNEL_CHECK();
 }

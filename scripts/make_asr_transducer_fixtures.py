@@ -10,7 +10,8 @@ convolution module's masked_fill_) cut it. Run with the ESPnet venv:
     /opt/espnet3-venv/bin/python scripts/make_asr_transducer_fixtures.py [OUTDIR]
 
 warp-transducer's RNNTLoss (`warprnnt_pytorch`, not on PyPI for torch 2.11) is stood in by
-torchaudio's rnnt_loss, as scripts/make_transducer_fixtures.py does.
+torchaudio's rnnt_loss, as scripts/make_transducer_fixtures.py does; with fastemit_lambda by
+scripts/rnnt_loss_standin.py's float64 PyTorch reference of warp-transducer's FastEmit formula.
 
 The same model with a StatelessDecoder (embed_size 12; the RNNDecoder's weights but its LSTMs, the
 same batch and search encoder output) gives the stateless_* packs; a model of two `ebranchformer`
@@ -29,6 +30,9 @@ Files (scripts/make_decoder_fixtures.py's pack format):
   stateless_search  search's items for the stateless model
   <block>_weights, <block>_loss  weights and loss for the E-Branchformer and Branchformer models
                     (inputs: loss's in.*; their own out.hlens and out.enc)
+  aux_weights, aux_loss  the RNNDecoder model with model_conf AUX (fastemit_lambda, the auxiliary LM
+                    loss' lm_lin): its weights (lm_lin.* besides weights' tensors) and loss's items
+                    with out.loss_aux_lm (inputs: loss's in.*)
 """
 import argparse
 import os
@@ -56,7 +60,11 @@ TOKENS = ["<blank>", "<unk>"] + list("abcdefghi") + ["<sos/eos>"]  # vocab 12
 FEAT_LENS, LABEL_LENS = [64, 12], [7, 4]
 
 
-def build(stateless=False, block="conformer"):
+# The aux_* packs' model_conf: FastEmit and the auxiliary LM loss (lm_lin) with a smoothing of its own.
+AUX = {"fastemit_lambda": 0.5, "auxiliary_lm_loss_weight": 0.4, "auxiliary_lm_loss_smoothing": 0.1}
+
+
+def build(stateless=False, block="conformer", aux=False):
     body = [{"block_type": block, "hidden_size": D, "linear_size": LINEAR, "heads": HEADS,
              "conv_mod_kernel_size": KERNEL, "num_blocks": BLOCKS}]
     if block == "ebranchformer":
@@ -69,7 +77,7 @@ def build(stateless=False, block="conformer"):
     joint = JointNetwork(len(TOKENS), encoder.output_size, decoder.output_size, joint_space_size=JOINT)
     return ESPnetASRTransducerModel(len(TOKENS), TOKENS, frontend=None, specaug=None, normalize=None, encoder=encoder,
                                     decoder=decoder, joint_network=joint, transducer_weight=0.8,
-                                    auxiliary_ctc_weight=0.3)
+                                    auxiliary_ctc_weight=0.3, **(AUX if aux else {}))
 
 
 def seeded_weights(model):
@@ -102,9 +110,9 @@ def stateless_weights(weights):
     return {k: v for k, v in weights.items() if not k.startswith("decoder.rnn.")}
 
 
-def loss_case(weights, stateless=False, block="conformer"):
+def loss_case(weights, stateless=False, block="conformer", aux=False):
     feats, lens, ys, ylens = batch()
-    model = build(stateless, block)
+    model = build(stateless, block, aux)
     model.load_state_dict(weights)
     model.eval()  # the Encoder's output with the BatchNorms' running statistics
     with torch.no_grad():
@@ -116,6 +124,8 @@ def loss_case(weights, stateless=False, block="conformer"):
              ("out.hlens", hlens.float()), ("out.enc", enc), ("out.loss", loss.detach().reshape(1)),
              ("out.loss_transducer", stats["loss_transducer"].reshape(1)),
              ("out.loss_aux_ctc", stats["loss_aux_ctc"].reshape(1))]
+    if aux:
+        items.append(("out.loss_aux_lm", stats["loss_aux_lm"].reshape(1)))
     items += [("grad." + k, p.grad) for k, p in model.named_parameters()]
     if stateless:  # the inputs (and but for another encoder, its output) are loss's
         items = [kv for kv in items if not kv[0].startswith("in.")
@@ -180,6 +190,14 @@ def main():
         items, loss, _ = loss_case(bw, stateless=True, block=block)
         n += write_pack(out, block + "_loss", items)
         print(f"{block} blocks: loss {loss:.6f}")
+    torch.manual_seed(0)  # the same init as build()'s, then lm_lin's
+    aw = seeded_weights(build(aux=True))
+    n += write_pack(out, "aux_weights", list(aw.items()))
+    items, loss, _ = loss_case(aw, aux=True)
+    items = [kv for kv in items if not kv[0].startswith("in.")]
+    n += write_pack(out, "aux_loss", items)
+    lm = dict(items)["out.loss_aux_lm"].item()
+    print(f"FastEmit and the auxiliary LM loss ({AUX}): loss {loss:.6f}, loss_aux_lm {lm:.6f}")
     print(f"wrote {n * 4 / 1024:.0f} KiB to {out}")
 
 

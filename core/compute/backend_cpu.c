@@ -710,13 +710,13 @@ static double cpu_rnnt_loss_forward(backend *be, double *losses, const int *hlen
 
 static void cpu_rnnt_loss_backward(backend *be, float *dlogits, const float *logits, const int *hlens,
                                    const int *labels, const int *label_lens, int stride, int B, int T, int U1,
-                                   int V, int blank, int t0, int tc, float clamp, float dloss)
+                                   int V, int blank, int t0, int tc, float fastemit, float clamp, float dloss)
 {
     cpu_impl *c = be->impl;
     ctc_labels y = {.ids = labels, .lens = label_lens, .stride = stride};
     rnnt_batch_backward(&c->loss.rnnt, hlens, &y, B, T, U1, V, blank, t0, tc);
-    ops_rnnt_grad_f32(dlogits, logits, c->loss.rnnt_lat, hlens, &y, B, T, U1, V, blank, t0, tc, clamp,
-                      (double)dloss / B, c->threads);
+    ops_rnnt_grad_f32(dlogits, logits, c->loss.rnnt_lat, hlens, &y, B, T, U1, V, blank, t0, tc, fastemit,
+                      clamp, (double)dloss / B, c->threads);
 }
 
 static void cpu_adam_update(backend *be, float *params, float *exp_avg, float *exp_avg_sq,

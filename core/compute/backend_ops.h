@@ -255,8 +255,9 @@
      * rnnt_logprobs fills the backend's lattice from a chunk (t0 = 0 starts a batch; chunks in          \
      * order); after the last, rnnt_loss_forward returns sum(losses) / B and fills losses (host, B;      \
      * may be NULL); rnnt_loss_backward then writes a chunk's logits gradient (the log_softmax           \
-     * backward folded in, as torchaudio's fused_log_softmax; clamped to [-clamp, clamp] when            \
-     * clamp > 0; scaled by dloss / B); dlogits may be the logits themselves. */                         \
+     * backward folded in, as torchaudio's fused_log_softmax; FastEmit's fastemit lambda (0: none)       \
+     * on the label arcs, as warp-transducer's; clamped to [-clamp, clamp] when clamp > 0; scaled by     \
+     * dloss / B); dlogits may be the logits themselves. */                                              \
     X(RNNT_LOGPROBS, rnnt_logprobs, void, (backend *be, const float *logits, const int *hlens,           \
         const int *labels, const int *label_lens, int stride, int B, int T, int U1, int V, int blank,    \
         int t0, int tc),                                                                                 \
@@ -266,9 +267,9 @@
         (be, losses, hlens, label_lens, B, T, U1))                                                       \
     X(RNNT_LOSS_BACKWARD, rnnt_loss_backward, void, (backend *be, float *dlogits, const float *logits,   \
         const int *hlens, const int *labels, const int *label_lens, int stride, int B, int T, int U1,    \
-        int V, int blank, int t0, int tc, float clamp, float dloss),                                     \
-        (be, dlogits, logits, hlens, labels, label_lens, stride, B, T, U1, V, blank, t0, tc, clamp,      \
-        dloss))                                                                                          \
+        int V, int blank, int t0, int tc, float fastemit, float clamp, float dloss),                     \
+        (be, dlogits, logits, hlens, labels, label_lens, stride, B, T, U1, V, blank, t0, tc, fastemit,   \
+        clamp, dloss))                                                                                   \
                                                                                                          \
     /* ---- the transducer's joint activation (core/compute/ops_decl.h): z (B, tc, U1, J) =            \
      * tanh(enc[b, t0 + t] + dec[b, u]) for a chunk of frames; the backward accumulates into denc        \

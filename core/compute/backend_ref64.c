@@ -525,15 +525,16 @@ static double ref_rnnt_loss_forward(backend *be, double *losses, const int *hlen
 
 static void ref_rnnt_loss_backward(backend *be, float *dlogits, const float *logits, const int *hlens,
                                    const int *labels, const int *label_lens, int stride, int B, int T,
-                                   int U1, int V, int blank, int t0, int tc, float clamp, float dloss)
+                                   int U1, int V, int blank, int t0, int tc, float fastemit, float clamp,
+                                   float dloss)
 {
     ref_impl *r = be->impl;
     ctc_labels y = {.ids = labels, .lens = label_lens, .stride = stride};
     rnnt_batch_backward(&r->loss.rnnt, hlens, &y, B, T, U1, V, blank, t0, tc);
     size_t n = (size_t)B * tc * U1 * V;
     double *g = tmp_zeros(be, n);
-    ops_rnnt_grad_f64(g, wide(be, logits, n), r->loss.rnnt_lat, hlens, &y, B, T, U1, V, blank, t0, tc, clamp,
-                      (double)dloss / B, r->threads);
+    ops_rnnt_grad_f64(g, wide(be, logits, n), r->loss.rnnt_lat, hlens, &y, B, T, U1, V, blank, t0, tc, fastemit,
+                      clamp, (double)dloss / B, r->threads);
     narrow(dlogits, g, n);
     tmp_release(be);
 }

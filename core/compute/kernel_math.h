@@ -10,7 +10,8 @@
  *                 dropout_r16; the kept values' scale dropout_keep_scale
  *   attention     attn_row_keys (the key padding and causal masks of a query row)
  *   label smooth. label_smoothing_prob, kl_div_term, label_smoothing_grad
- *   RNN-T loss    rnnt_alpha_node, rnnt_beta_node (the lattice), rnnt_grad_final (the gradient's
+ *   RNN-T loss    rnnt_alpha_node, rnnt_beta_node (the lattice), rnnt_node_weight, rnnt_label_arc
+ *                 (FastEmit), rnnt_grad_final (the gradient's
  *                 clamp and scale); the CTC recursions' ctc_log_add
  *   Conformer     relpos_shift_col; per type (core/compute/kernel_math_conformer.h): bn_rstd,
  *                 bn_apply, bn_running, bn_dx (BatchNorm), relpos_angle (relative encoding)
@@ -111,6 +112,21 @@ static inline KM_HD double rnnt_beta_node(const double *beta, const double *blan
     if (t == Tb - 1) return beta[i + 1] + emit[i];
     if (u == Ub - 1) return beta[i + U1] + blank[i];
     return ctc_log_add(beta[i + U1] + blank[i], beta[i + 1] + emit[i]);
+}
+
+/* FastEmit (Yu et al. 2021, arXiv:2010.11148) as warp-transducer's RNNTLoss(fastemit_lambda) applies
+ * it: the loss is unchanged, the gradient of a label arc's log-prob is scaled by 1 + lambda. With pe
+ * = exp(alpha + lp_emit + beta(t, u + 1) + nll), the label arc's posterior (0 at u = Ub - 1), the
+ * log_softmax backward weighs the node's softmax by rnnt_node_weight instead of occ, and the label's
+ * entry loses rnnt_label_arc; lambda 0 gives occ and pe, the plain loss' gradient, bit for bit. */
+static inline KM_HD double rnnt_node_weight(double occ, double pe, double lambda)
+{
+    return lambda != 0 ? occ + lambda * pe : occ;
+}
+
+static inline KM_HD double rnnt_label_arc(double pe, double lambda)
+{
+    return lambda != 0 ? (1.0 + lambda) * pe : pe;
 }
 
 /* A logits-gradient entry of one utterance's loss, clamped to [-clamp, clamp] when clamp > 0

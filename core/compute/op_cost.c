@@ -536,10 +536,10 @@ op_cost op_cost_rnnt_loss_forward(backend *be, double *losses, const int *hlens,
 /* Per logit: the shift, exp, the product by the occupancy, the scale; the chunk read and written. */
 op_cost op_cost_rnnt_loss_backward(backend *be, float *dlogits, const float *logits, const int *hlens,
                                    const int *labels, const int *label_lens, int stride, int B, int T, int U1, int V,
-                                   int blank, int t0, int tc, float clamp, float dloss)
+                                   int blank, int t0, int tc, float fastemit, float clamp, float dloss)
 {
-    (void)be, (void)dlogits, (void)logits, (void)labels, (void)stride, (void)T, (void)blank, (void)clamp,
-        (void)dloss;
+    (void)be, (void)dlogits, (void)logits, (void)labels, (void)stride, (void)T, (void)blank, (void)fastemit,
+        (void)clamp, (void)dloss;
     double nodes = rnnt_nodes(hlens, label_lens, B, t0, tc);
     return cost(4 * nodes * V, 2.0 * B * tc * U1 * V + 10 * nodes);
 }

@@ -186,14 +186,16 @@ void OPS_DECL_FN(label_smoothing_backward)(OPS_DECL_T *dlogits, const OPS_DECL_T
 /* ---- The RNN-T loss' passes over the joint's logits (core/compute/rnnt.h; the recursions between
  * them are rnnt_lattice_forward's). rnnt_logprobs fills frames [t0, t0 + tc) of the lattice `lat`
  * (rnnt_lattice_size doubles) from that chunk of the logits, (B, tc, U1, V); rnnt_grad writes the
- * chunk's logits gradient from the lattice after rnnt_lattice_forward, scale = dloss / B, clamp
- * <= 0 none; dlogits may be logits. Rows split over `threads`, the same bits for any count. */
+ * chunk's logits gradient from the lattice after rnnt_lattice_forward, scale = dloss / B, fastemit
+ * FastEmit's lambda (0 none), clamp <= 0 none; dlogits may be logits. Rows split over `threads`,
+ * the same bits for any count. */
 void OPS_DECL_FN(rnnt_logprobs)(double *lat, const OPS_DECL_T *logits, const int *hlens,
                                 const ctc_labels *y, int B, int T, int U1, int V, int blank, int t0,
                                 int tc, int threads);
 void OPS_DECL_FN(rnnt_grad)(OPS_DECL_T *dlogits, const OPS_DECL_T *logits, const double *lat,
                             const int *hlens, const ctc_labels *y, int B, int T, int U1, int V,
-                            int blank, int t0, int tc, double clamp, double scale, int threads);
+                            int blank, int t0, int tc, double fastemit, double clamp, double scale,
+                            int threads);
 
 /* ---- The transducer's joint activation (ESPnet2's JointNetwork with joint_activation_type tanh;
  * core/compute/ops_joint_impl.h): for the frames [t0, t0 + tc) of enc (B, T, J) (lin_enc's output)

@@ -16,7 +16,7 @@ typedef struct OPS_FN(rnnt_job) {
     const int **lab; /* (B) each utterance's labels */
     size_t plane;    /* B T U1 */
     int T, U1, V, blank, t0, tc;
-    double clamp, scale;
+    double fastemit, clamp, scale;
 } OPS_FN(rnnt_job);
 
 /* Chunk row r -> utterance b, frame t, prefix u and the node's index in a lattice plane; returns
@@ -81,16 +81,18 @@ static void OPS_FN(rnnt_grad_part)(void *ctx, size_t lo, size_t hi, int slot)
         const real *x = j->logits + r * (size_t)V;
         const int Tb = j->hlens[b], Ub = j->ylens[b] + 1;
         const double c = alpha[i] + nll[b], occ = exp(c + beta[i]);
+        const double pe = u < Ub - 1 ? exp(c + le[i] + beta[i + 1]) : 0.0; /* the label arc's posterior */
+        const double w = rnnt_node_weight(occ, pe, j->fastemit);
         for (int d = 0; d < V; d++) g[d] = (real)((double)x[d] - den[i]);
         VEXP(g, g, (size_t)V);
-        for (int d = 0; d < V; d++) g[d] = (real)rnnt_grad_final((double)g[d] * occ, j->clamp, j->scale);
+        for (int d = 0; d < V; d++) g[d] = (real)rnnt_grad_final((double)g[d] * w, j->clamp, j->scale);
         /* The arcs out of the node: blank to (t + 1, u) (or the path's end), the label to (t, u + 1). */
-        double gb = exp(lb[i]) * occ;
+        double gb = exp(lb[i]) * w;
         if (t == Tb - 1 && u == Ub - 1) gb -= exp(c + lb[i]);
         else if (t < Tb - 1) gb -= exp(c + lb[i] + beta[i + U1]);
         g[j->blank] = (real)rnnt_grad_final(gb, j->clamp, j->scale);
         if (u < Ub - 1)
-            g[j->lab[b][u]] = (real)rnnt_grad_final(exp(le[i]) * occ - exp(c + le[i] + beta[i + 1]), j->clamp,
+            g[j->lab[b][u]] = (real)rnnt_grad_final(exp(le[i]) * w - rnnt_label_arc(pe, j->fastemit), j->clamp,
                                                     j->scale);
     }
 }
@@ -116,10 +118,10 @@ void OPS_FN(rnnt_logprobs)(double *lat, const real *logits, const int *hlens, co
 
 void OPS_FN(rnnt_grad)(real *dlogits, const real *logits, const double *lat, const int *hlens,
                        const ctc_labels *y, int B, int T, int U1, int V, int blank, int t0, int tc,
-                       double clamp, double scale, int threads)
+                       double fastemit, double clamp, double scale, int threads)
 {
     OPS_FN(rnnt_job) j = {.lat = (double *)lat, .logits = logits, .dlogits = dlogits, .hlens = hlens, .T = T,
-                          .U1 = U1, .V = V, .blank = blank, .t0 = t0, .tc = tc, .clamp = clamp,
-                          .scale = scale};
+                          .U1 = U1, .V = V, .blank = blank, .t0 = t0, .tc = tc, .fastemit = fastemit,
+                          .clamp = clamp, .scale = scale};
     OPS_FN(rnnt_run)(&j, y, B, OPS_FN(rnnt_grad_part), threads);
 }

@@ -23,7 +23,11 @@
  *     g(t, u, d) = softmax(d) occ(t, u)
  *                  - [d == blank] exp(alpha + lp_blank(t, u) + beta(t + 1, u) + nll)
  *                  - [d == y_{u+1}] exp(alpha + lp_emit(t, u) + beta(t, u + 1) + nll)
- * (beta past the last frame: 0 at (T-1, U-1), where blank ends the path; -inf elsewhere), then,
+ * (beta past the last frame: 0 at (T-1, U-1), where blank ends the path; -inf elsewhere). FastEmit
+ * (fastemit = lambda > 0; warp-transducer's RNNTLoss(fastemit_lambda), which the asr_transducer task
+ * uses; the loss is unchanged) multiplies the label arc's term by 1 + lambda, and the softmax's weight
+ * becomes occ(t, u) + lambda pe(t, u), pe that term unscaled (kernel_math.h's rnnt_node_weight and
+ * rnnt_label_arc). Then,
  * when clamp > 0, clamped to [-clamp, clamp] (torchaudio clamps the per-utterance gradient, before
  * the mean's 1 / B), then scaled by dloss / B. Rows outside an utterance (t >= hlens[b] or
  * u > ylens[b]) get 0. The gradient is written, not accumulated; it may overwrite the logits

@@ -190,7 +190,9 @@ static const char *const unimplemented_keys[] = {
     "model.decoder_conf.gradient_checkpoint_layers", "model.extract_feats_in_collect_stats",
     "model.model_conf.report_cer", "model.model_conf.report_wer", "model.model_conf.sym_space",
     "model.model_conf.sym_blank", "model.model_conf.ignore_id",
-    "model.model_conf.transducer_multi_blank_durations", "model.model_conf.sym_sos", "model.model_conf.sym_eos",
+    "model.model_conf.sym_sos", "model.model_conf.sym_eos",
+    /* only read with transducer_multi_blank_durations, which is refused */
+    "model.model_conf.transducer_multi_blank_sigma",
     "model.frontend_conf.apply_stft", "model.frontend_conf.frontend_conf",
     "model.encoder_conf.pos_enc_class", "model.encoder_conf.gradient_checkpoint_layers",
     "model.ctc_conf.brctc_risk_strategy", "model.ctc_conf.brctc_group_strategy",
@@ -415,6 +417,10 @@ static const struct {
     {"model.postencoder", "ESPnet2's postencoder (after the encoder) is not built by espnet3 yet", NULL},
     {"model.postencoder_conf", "ESPnet2's postencoder is not built by espnet3 yet", NULL},
     {"model.aux_ctc", "ESPnet2's auxiliary CTC tasks are not built by espnet3", NULL},
+    /* ESPnetASRModel's transducer with big blanks: V + len(durations) joint outputs and its
+     * MultiblankRNNTLossNumba; [] is the plain transducer. */
+    {"model.model_conf.transducer_multi_blank_durations", "ESPnet2's multi-blank transducer is not built by espnet3",
+     NULL},
     {"model.ctc_conf.ctc_type", "espnet3's CTC is ESPnet2's builtin one; brctc (Bayes-risk CTC) is not built "
                                 "(warpctc and gtnctc compute the builtin loss: write builtin)", "builtin"},
     {"model.frontend_conf.window", "the STFT window is hann, ESPnet2's default; other windows are not built", "hann"},

@@ -263,17 +263,22 @@ static int loss_dims(model_dims *out, model_rates *r, const model_conf_cfg *c, e
                              "ESPnetASRModel's; the asr_transducer task's model takes transducer_weight and "
                              "auxiliary_ctc_weight");
     double tw = c ? or_default(c->transducer_weight, 1.0) : 1.0, cw = c ? or_default(c->auxiliary_ctc_weight, 0) : 0;
-    if (!(tw >= 0) || !(cw >= 0))
-        return esp_fail(err, "model.model_conf: transducer_weight %g and auxiliary_ctc_weight %g must not be negative",
-                        tw, cw);
-    if (c && (only(c->fastemit_lambda, 0.0, "model.model_conf.fastemit_lambda", "FastEmit is not built; use 0.0", err) ||
-              only(c->auxiliary_lm_loss_weight, 0.0, "model.model_conf.auxiliary_lm_loss_weight",
-                   "the auxiliary LM loss is not built; use 0.0", err)))
-        return -1;
+    double lw = c ? or_default(c->auxiliary_lm_loss_weight, 0) : 0, fe = c ? or_default(c->fastemit_lambda, 0) : 0;
+    double ls = c ? or_default(c->auxiliary_lm_loss_smoothing, 0.05) : 0.05;
+    if (!(tw >= 0) || !(cw >= 0) || !(lw >= 0))
+        return esp_fail(err, "model.model_conf: transducer_weight %g, auxiliary_ctc_weight %g and "
+                             "auxiliary_lm_loss_weight %g must not be negative", tw, cw, lw);
+    /* warp-transducer's CUDA kernel applies FastEmit only above 0, its CPU one at any value. */
+    if (!(fe >= 0))
+        return esp_fail(err, "model.model_conf.fastemit_lambda: %g must not be negative (0 is no FastEmit)", fe);
+    if (lw > 0 && !(ls >= 0 && ls <= 1))
+        return esp_fail(err, "model.model_conf.auxiliary_lm_loss_smoothing: %g is outside [0, 1]", ls);
     out->no_ctc = cw == 0;
+    out->tr_lm_lin = lw > 0; /* ESPnet2 builds lm_lin only then */
     if (r) {
         r->tr_weight = (float)tw, r->ctc_weight = (float)cw;
         r->ctc_dropout = c ? (float)or_default(c->auxiliary_ctc_dropout_rate, 0) : 0;
+        r->tr_fastemit = (float)fe, r->tr_lm_weight = (float)lw, r->tr_lm_smoothing = (float)ls;
     }
     return 0;
 }

@@ -244,7 +244,7 @@ const float *asr_model_embed(asr_model *m, const float *feats, int B, int T)
 double asr_model_loss(asr_model *m, const int *labels, const int *label_lens, int stride, double *losses)
 {
     m->labels = labels, m->label_lens = label_lens, m->label_stride = stride;
-    m->loss_ctc = m->loss_att = m->loss_transducer = NAN;
+    m->loss_ctc = m->loss_att = m->loss_transducer = m->loss_aux_lm = NAN;
     m->att_correct = m->att_tokens = 0;
     if (m->rnn) {
         prof_layer outer = backend_profile_enter(m->be, PROF_LAYER_LM);
@@ -264,8 +264,10 @@ double asr_model_loss(asr_model *m, const int *labels, const int *label_lens, in
     if (m->tr) { /* ESPnetASRModel: loss_transducer + ctc_weight * loss_ctc */
         backend_profile_enter(m->be, PROF_LAYER_DECODER);
         m->loss_transducer = transducer_loss(m, m->lnf, m->B, m->T2, labels, label_lens, stride, m->train, m->seed);
+        m->loss_aux_lm = transducer_lm_loss(m);
         backend_profile_leave(m->be, outer);
         double tr = m->rates.tr_weight * m->loss_transducer;
+        if (m->dims.tr_lm_lin) tr += m->rates.tr_lm_weight * m->loss_aux_lm;
         return m->dims.no_ctc ? tr : tr + m->rates.ctc_weight * ctc;
     }
     if (!m->dec) {
@@ -359,7 +361,7 @@ void asr_model_backward(asr_model *m, float dloss)
     }
     backend_profile_enter(be, d->lm ? PROF_LAYER_LM : PROF_LAYER_DECODER);
     if (m->dec) decoder_backward(m, m->dtmp, !d->no_ctc, d->no_ctc ? dloss : dloss * (1 - w));
-    if (m->tr) transducer_backward(m, m->dtmp, !d->no_ctc, dloss * m->rates.tr_weight);
+    if (m->tr) transducer_backward(m, m->dtmp, !d->no_ctc, dloss);
     if (d->lm) {
         report_final(m, NULL, 0, 0);
         backend_profile_leave(be, outer);

@@ -55,6 +55,10 @@ typedef struct model_rates {
      * (its loss is tr_weight * loss_transducer + ctc_weight * loss_ctc, ctc_weight being its
      * auxiliary_ctc_weight; core/nn/body_conf.h). */
     float tr_weight;
+    /* The asr_transducer task's model_conf.fastemit_lambda (FastEmit on the RNN-T loss' gradient),
+     * auxiliary_lm_loss_weight and auxiliary_lm_loss_smoothing (the auxiliary LM loss on lm_lin;
+     * read only with dims.tr_lm_lin). 0 in the ASR task. */
+    float tr_fastemit, tr_lm_weight, tr_lm_smoothing;
 } model_rates;
 
 /* trainer.sync_batchnorm (torch's SyncBatchNorm): all_reduce sums n host floats over every rank in
@@ -124,6 +128,7 @@ typedef struct asr_model {
     float *sync_dev;
     double sync_count;
     double loss_ctc, loss_att, loss_transducer; /* NAN for a branch the model does not have */
+    double loss_aux_lm;      /* the asr_transducer task's auxiliary LM loss (dims.tr_lm_lin), else NAN */
     double loss_interctc[MODEL_MAX_INTERCTC]; /* each intermediate layer's CTC loss (with interctc_weight) */
     int64_t att_correct, att_tokens;
     /* Set by the trainer for the backward before a step (DDP buckets overlapped with it): called

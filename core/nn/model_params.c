@@ -388,6 +388,8 @@ static void add_transducer(param_table *t, const model_dims *d)
     if (d->tr_no_dec_bias) ADD(t, "joint_network.lin_dec.weight", 0, J, H);
     else add_linear(t, "joint_network.lin_dec", J, H);
     add_linear(t, "joint_network.lin_out", d->vocab, J);
+    /* ESPnetASRTransducerModel registers lm_lin after ctc_lin: last in its state dict. */
+    if (d->tr_lm_lin) add_linear(t, "lm_lin", d->vocab, H);
 }
 
 /* The input layer's parameters in ESPnet2's state-dict order. */
@@ -469,7 +471,7 @@ void param_table_build(param_table *t, const model_dims *d)
         layout(t);
         return;
     }
-    size_t cap = 12 + (size_t)d->blocks * 48 + 8 + 8 + (size_t)d->dec_blocks * 26 + 7 + (size_t)d->tr_layers * 4;
+    size_t cap = 12 + (size_t)d->blocks * 48 + 8 + 8 + (size_t)d->dec_blocks * 26 + 9 + (size_t)d->tr_layers * 4;
     t->items = xcalloc(cap, sizeof *t->items);
     t->n = 0;
     t->total = 0;

@@ -106,6 +106,9 @@ typedef struct model_dims {
     int tr_hidden;       /* decoder_conf.hidden_size (stateless: embed_size) */
     int tr_joint;        /* joint_net_conf.joint_space_size */
     int tr_no_dec_bias;  /* joint_net_conf.lin_dec_bias false */
+    /* The asr_transducer task's lm_lin (model_conf.auxiliary_lm_loss_weight > 0: the auxiliary LM
+     * loss' Linear from the decoder's output to the vocabulary; core/nn/transducer.h). */
+    int tr_lm_lin;
     /* ESPnet2's asr_transducer task (core/nn/body_conf.h): its Encoder's Conformer blocks are the
      * Conformer above with ConvInput (no x * sqrt(d), no dropout but the positional encoding's),
      * the convolution module's GLU output zeroed past each utterance's length in training too, an

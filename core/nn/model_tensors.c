@@ -187,6 +187,7 @@ static void bind_transducer(binder *b, transducer_tensors *tr, const model_dims 
     tr->lin_enc = linear(b, "joint_network.lin_enc");
     tr->lin_dec = linear(b, "joint_network.lin_dec");
     tr->lin_out = linear(b, "joint_network.lin_out");
+    if (d->tr_lm_lin) tr->lm_lin = linear(b, "lm_lin");
 }
 
 void model_tensors_bind(model_tensors *v, const param_table *t, const model_dims *d, float *base, size_t n)

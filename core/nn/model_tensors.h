@@ -101,6 +101,7 @@ typedef struct transducer_tensors {
     float *embed;                 /* decoder.embed: the Embedding's weight */
     lstm_tensors *rnn;            /* decoder.decoder.<l> (_l0): dims.tr_layers */
     nn_linear lin_enc, lin_dec, lin_out; /* joint_network.*; lin_dec.bias NULL without lin_dec_bias */
+    nn_linear lm_lin;             /* the auxiliary LM loss' (dims.tr_lm_lin), else NULLs */
 } transducer_tensors;
 
 /* Where a module's tensors lie in the view's buffer, in floats from its base: [lo, hi), and how

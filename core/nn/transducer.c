@@ -1,6 +1,7 @@
 /* ESPnet2's transducer decoder and joint network with the RNN-T loss; see transducer.h. */
 #include "core/nn/transducer.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +28,12 @@ struct transducer_acts {
     lstm_seq_acts *acts;
     float *e, *bias, *p, *decp_tm, *decp, *encp, *z, *dz, *logits;
     float *dh, *dx, *dgates, *dc[2], *ddecp, *ddecp_tm, *dencp;
+    /* The auxiliary LM loss (dims.tr_lm_lin): lm_lin's log-probabilities of the first (U1 - 1) x B
+     * decoder rows and their gradient; lm_target (host, those rows) each row's label, -1 past it. */
+    float *lm_logp, *lm_dlogits;
+    int *lm_target;
+    int lm_rows, lm_counted;
+    double loss_lm;
     /* The search's steps: device work for up to cap_step rows (layer-major states). */
     size_t cap_step, cap_enc;
     float *s_x, *s_g, *s_g2, *s_act, *s_h, *s_c, *s_hn, *s_cn, *s_dec, *s_ep, *s_dp, *s_z, *s_logp, *s_enc;
@@ -56,7 +63,7 @@ static void free_acts(backend *be, transducer_acts *t)
     }
     float **all[] = {&t->e,  &t->bias, &t->p,  &t->decp_tm, &t->decp,  &t->encp,     &t->z,
                      &t->dz, &t->logits, &t->dh, &t->dx, &t->dgates, &t->dc[0], &t->dc[1],
-                     &t->ddecp, &t->ddecp_tm, &t->dencp};
+                     &t->ddecp, &t->ddecp_tm, &t->dencp, &t->lm_logp, &t->lm_dlogits};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) be->free(be, *all[i]), *all[i] = NULL;
     t->cap_n = t->cap_bt = t->cap_joint = 0;
 }
@@ -76,7 +83,7 @@ void transducer_free(backend *be, transducer_acts *t)
     if (!t) return;
     free_acts(be, t);
     free_step(be, t);
-    free(t->x), free(t->acts), free(t->ids);
+    free(t->x), free(t->acts), free(t->ids), free(t->lm_target);
     free(t);
 }
 
@@ -84,7 +91,8 @@ void transducer_free(backend *be, transducer_acts *t)
 
 /* Grows the buffers (only ever enlarged) for N = U1 x B decoder rows of batches of up to B
  * utterances, BT = B x T2 encoder rows and a joint chunk of `joint` nodes. */
-static void ensure_acts(backend *be, transducer_acts *t, size_t n, size_t b, size_t bt, size_t joint, int grads)
+static void ensure_acts(backend *be, transducer_acts *t, size_t n, size_t b, size_t bt, size_t joint, int grads,
+                        int lm)
 {
     if (n <= t->cap_n && bt <= t->cap_bt && joint <= t->cap_joint && (t->grads || !grads)) return;
     grads |= t->grads;
@@ -100,6 +108,8 @@ static void ensure_acts(backend *be, transducer_acts *t, size_t n, size_t b, siz
     t->e = ALLOC(n * H), t->bias = ALLOC(4 * H), t->p = ALLOC(n * 4 * H);
     t->decp_tm = ALLOC(n * J), t->decp = ALLOC(n * J), t->encp = ALLOC(bt * J);
     t->z = ALLOC(joint * J), t->logits = ALLOC(joint * V);
+    if (lm) t->lm_logp = ALLOC(n * V);
+    if (lm && grads) t->lm_dlogits = ALLOC(n * V);
     if (grads) {
         t->dz = ALLOC(joint * J), t->dh = ALLOC(n * H), t->dx = ALLOC(n * H), t->dgates = ALLOC(n * 4 * H);
         t->dc[0] = ALLOC(b * H), t->dc[1] = ALLOC(b * H);
@@ -122,7 +132,8 @@ void transducer_reserve(asr_model *m, int B, int T2, int Lmax)
 {
     transducer_acts *t = m->tr;
     int U1 = Lmax + 1, tc = chunk_frames(t, B, T2, U1);
-    ensure_acts(m->be, t, (size_t)U1 * B, (size_t)B, (size_t)B * T2, (size_t)B * tc * U1, !m->inference);
+    ensure_acts(m->be, t, (size_t)U1 * B, (size_t)B, (size_t)B * T2, (size_t)B * tc * U1, !m->inference,
+                m->dims.tr_lm_lin);
 }
 
 /* The decoder's input, time-major: blank, then the labels, padded with blank. */
@@ -161,6 +172,57 @@ static void decoder_forward(asr_model *m, transducer_acts *t)
     }
 }
 
+/* ESPnet2's true_dist of the auxiliary LM loss (ESPnetASRTransducerModel._calc_lm_loss): eps =
+ * smoothing / (V - 1) on every class, 1 - smoothing + eps on the label; it sums to 1 + eps. It is
+ * (1 + eps) times label_smoothing_prob's distribution of smoothing / (1 + eps), so with that
+ * smoothing the backend's label-smoothing ops give its loss, sum q (log q - logp) =
+ * (1 + eps) (KL + log(1 + eps)) per counted row, and its gradient (1 + eps) (softmax - t). */
+static double lm_eps(const asr_model *m)
+{
+    return (double)m->rates.tr_lm_smoothing / (m->dims.vocab - 1);
+}
+
+/* The auxiliary LM loss: log_softmax(lm_lin(decoder_out[:, :-1])) against the labels (rows past an
+ * utterance's labels, ESPnet2's target 0 there, masked), summed and divided by B. */
+static void lm_loss(asr_model *m, transducer_acts *t)
+{
+    backend *be = m->be;
+    int B = t->B, V = t->V, n = (t->U1 - 1) * B;
+    t->lm_rows = n, t->lm_counted = 0;
+    t->lm_target = xrealloc(t->lm_target, (size_t)(n > 0 ? n : 1) * sizeof *t->lm_target);
+    for (int u = 0; u < t->U1 - 1; u++)
+        for (int b = 0; b < B; b++) {
+            int k = u * B + b, in = u < t->label_lens[b];
+            t->lm_target[k] = in ? t->labels[(size_t)b * t->stride + u] : -1;
+            t->lm_counted += in;
+        }
+    if (n == 0) {
+        t->loss_lm = 0;
+        return;
+    }
+    const nn_linear *w = &m->w.transducer.lm_lin;
+    be->linear_forward(be, t->lm_logp, t->x[t->nl], w->weight, w->bias, n, t->H, V); /* rows u < U1 - 1 first */
+    be->log_softmax_forward(be, t->lm_logp, t->lm_logp, n, V);
+    double eps = lm_eps(m), s = be->label_smoothing_forward(be, t->lm_logp, t->lm_target, n, V,
+                                                           m->rates.tr_lm_smoothing / (1 + eps), NULL);
+    t->loss_lm = (1 + eps) * (s + t->lm_counted * log1p(eps)) / B;
+}
+
+double transducer_lm_loss(const asr_model *m) { return m->dims.tr_lm_lin ? m->tr->loss_lm : NAN; }
+
+/* The auxiliary LM loss' backward (scaled by dloss) into lm_lin's gradients and added to t->dh. */
+static void lm_backward(asr_model *m, transducer_acts *t, float dloss)
+{
+    if (t->lm_rows == 0) return;
+    backend *be = m->be;
+    int n = t->lm_rows, V = t->V;
+    double eps = lm_eps(m);
+    be->label_smoothing_backward(be, t->lm_dlogits, t->lm_logp, t->lm_target, n, V,
+                                 m->rates.tr_lm_smoothing / (1 + eps), dloss * (1 + eps) / t->B);
+    const nn_linear *w = &m->w.transducer.lm_lin, *g = &m->g.transducer.lm_lin;
+    be->linear_backward(be, t->dh, g->weight, g->bias, t->lm_dlogits, t->x[t->nl], w->weight, n, t->H, V, 1);
+}
+
 /* The joint's logits of frames [t0, t0 + tc) into t->logits (B, tc, U1, V), its activations in t->z. */
 static void joint_chunk(asr_model *m, transducer_acts *t, int t0, int tc)
 {
@@ -180,8 +242,10 @@ double transducer_loss(asr_model *m, const float *enc, int B, int T2, const int 
     t->labels = labels, t->label_lens = label_lens, t->stride = stride;
     t->tc = chunk_frames(t, B, T2, t->U1);
     int U1 = t->U1, N = U1 * B, J = t->J;
-    ensure_acts(be, t, (size_t)N, (size_t)B, (size_t)B * T2, (size_t)B * t->tc * U1, !m->inference);
+    ensure_acts(be, t, (size_t)N, (size_t)B, (size_t)B * T2, (size_t)B * t->tc * U1, !m->inference,
+                m->dims.tr_lm_lin);
     decoder_forward(m, t);
+    if (m->dims.tr_lm_lin) lm_loss(m, t);
     const transducer_tensors *w = &m->w.transducer;
     be->linear_forward(be, t->decp_tm, t->x[t->nl], w->lin_dec.weight, w->lin_dec.bias, N, t->H, J);
     be->swap12(be, t->decp, t->decp_tm, 1, U1, B, J); /* (U1, B, J) -> (B, U1, J) */
@@ -214,8 +278,9 @@ static void decoder_backward(asr_model *m, transducer_acts *t)
     be->fill(be, m->g.transducer.embed, 0, (size_t)H * sizeof(float));
 }
 
-void transducer_backward(asr_model *m, float *denc, int acc, float dloss)
+void transducer_backward(asr_model *m, float *denc, int acc, float dloss_total)
 {
+    float dloss = dloss_total * m->rates.tr_weight;
     ESP_CHECK(!m->inference);
     backend *be = m->be;
     transducer_acts *t = m->tr;
@@ -227,7 +292,7 @@ void transducer_backward(asr_model *m, float *denc, int acc, float dloss)
         int tc = T2 - t0 < t->tc ? T2 - t0 : t->tc, rows = B * tc * U1;
         if (t->tc < T2) joint_chunk(m, t, t0, tc); /* the forward's last chunk is still there otherwise */
         be->rnnt_loss_backward(be, t->logits, t->logits, t->hlens, t->labels, t->label_lens, t->stride, B, T2, U1, V,
-                               0, t0, tc, 0.0f, dloss);
+                               0, t0, tc, m->rates.tr_fastemit, 0.0f, dloss);
         be->linear_backward(be, t->dz, g->lin_out.weight, g->lin_out.bias, t->logits, t->z, w->lin_out.weight, rows, J,
                             V, 0);
         be->joint_tanh_backward(be, t->dencp, t->ddecp, t->dz, t->z, B, T2, t0, tc, U1, J);
@@ -237,6 +302,7 @@ void transducer_backward(asr_model *m, float *denc, int acc, float dloss)
     be->swap12(be, t->ddecp_tm, t->ddecp, 1, B, U1, J); /* (B, U1, J) -> (U1, B, J) */
     be->linear_backward(be, t->dh, g->lin_dec.weight, g->lin_dec.bias, t->ddecp_tm, t->x[t->nl], w->lin_dec.weight, N,
                         t->H, J, 0);
+    if (m->dims.tr_lm_lin) lm_backward(m, t, dloss_total * m->rates.tr_lm_weight);
     decoder_backward(m, t);
 }
 

@@ -12,6 +12,15 @@
  * The asr_transducer task's StatelessDecoder (model_dims.tr_stateless;
  * espnet2/asr_transducer/decoder/stateless_decoder.py) is this with no LSTM layer: the embedding
  * after its dropout (embed_dropout_rate) is the decoder's output, a position sees its own label only.
+ * The asr_transducer task's model_conf adds (core/nn/body_conf.h):
+ *   fastemit_lambda: FastEmit (Yu et al. 2021) as the warp-transducer ESPnet2 installs applies it:
+ *     the loss is unchanged, its gradient through a label arc's log-prob is scaled by 1 + lambda
+ *     (core/compute/kernel_math.h's rnnt_node_weight / rnnt_label_arc, inside the RNN-T ops);
+ *   auxiliary_lm_loss_weight > 0: lm_lin (Linear, decoder output -> V) on the decoder's output at
+ *     positions 0 .. U1 - 2 (decoder_out[:, :-1]), log_softmax, and ESPnet2's _calc_lm_loss against
+ *     the labels: KL divergence from true_dist = eps (smoothing / (V - 1)) everywhere and
+ *     1 - smoothing + eps at the label (auxiliary_lm_loss_smoothing), rows past an utterance's labels
+ *     masked, summed and divided by B; the model loss adds auxiliary_lm_loss_weight times it.
  * The encoder output is the encoder's after its after_norm (what CTC reads before its dropout).
  * The decoder's rows are time-major (row u * B + b) as the LSTM's recurrence wants them
  * (core/nn/lstm_seq.h); lin_dec's output is reordered to (B, U1, J) for the joint.
@@ -51,8 +60,12 @@ void transducer_set_joint_floats(asr_model *m, size_t floats);
  * dropout with masks from seed. */
 double transducer_loss(asr_model *m, const float *enc, int B, int T2, const int *labels, const int *label_lens,
                        int stride, int train, uint64_t seed);
-/* Backward of the last transducer_loss scaled by dloss: parameter gradients accumulate into m->g;
- * the encoder output's gradient is written into denc (B x T2 x d), or added to it when acc. */
+/* The auxiliary LM loss of the last transducer_loss (dims.tr_lm_lin; NAN without lm_lin). */
+double transducer_lm_loss(const asr_model *m);
+/* Backward of the last transducer_loss and auxiliary LM loss, dloss the model loss' gradient (the
+ * RNN-T loss' share rates.tr_weight, with FastEmit's rates.tr_fastemit; the LM loss'
+ * rates.tr_lm_weight): parameter gradients accumulate into m->g; the encoder output's gradient is
+ * written into denc (B x T2 x d), or added to it when acc. */
 void transducer_backward(asr_model *m, float *denc, int acc, float dloss);
 
 /* ---- decoding: the search's steps (eval mode) on host arrays (core/decode/transducer_search.h). */

@@ -188,8 +188,9 @@ static size_t *epoch_plan(trainer *t, const batch_list **bl, size_t *nplan, esp_
 }
 
 /* The loss's parts of a micro-batch: an attention decoder's model's loss_ctc, loss_att and acc (a
- * transducer's loss_ctc and, in PART_ATT, loss_transducer); each intermediate CTC layer's loss. */
-enum { PART_CTC, PART_ATT, PART_ACC, PART_IC0, PARTS = PART_IC0 + MODEL_MAX_INTERCTC };
+ * transducer's loss_ctc and, in PART_ATT, loss_transducer; with lm_lin its auxiliary LM loss);
+ * each intermediate CTC layer's loss. */
+enum { PART_CTC, PART_ATT, PART_ACC, PART_LM, PART_IC0, PARTS = PART_IC0 + MODEL_MAX_INTERCTC };
 
 /* Whether the model's loss has a decoder's parts (an ASR model with an attention decoder; an LM's
  * is one), or any parts at all (those, or intermediate CTC's). */
@@ -245,6 +246,7 @@ static int micro_batch(trainer *t, const epoch_batches *eb, size_t k, size_t *it
         if (m->tr) {
             a->step_part[PART_CTC] += m->dims.no_ctc ? 0 : m->loss_ctc;
             a->step_part[PART_ATT] += m->loss_transducer;
+            if (m->dims.tr_lm_lin) a->step_part[PART_LM] += m->loss_aux_lm;
         }
         for (int k = 0; k < interctc_metrics(m); k++) a->step_part[PART_IC0 + k] += m->loss_interctc[k];
     }
@@ -332,6 +334,7 @@ static void log_step(trainer *t, step_acc *a, double lr, double norm, double rat
         if (!t->model.dims.no_ctc) m[nm++] = (metric){"train/loss_ctc", a->part_acc[PART_CTC] / n, 0};
         snprintf(parts, sizeof parts, " (ctc %.3f transducer %.3f)", t->model.dims.no_ctc ? NAN : m[5].value,
                  m[4].value);
+        if (t->model.dims.tr_lm_lin) m[nm++] = (metric){"train/loss_aux_lm", a->part_acc[PART_LM] / n, 0};
     }
     for (int k = 0; k < interctc_metrics(&t->model); k++)
         m[nm++] = (metric){interctc_metric_name(&t->model, 0, k), a->part_acc[PART_IC0 + k] / n, 0};

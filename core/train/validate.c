@@ -33,7 +33,7 @@ static void batch_cer(trainer *t, const asr_batch *ab, float **host_logp, size_t
 /* The batch-size-weighted sums of one rank, in this order (ESPnet's reporter weights every
  * batch's stats by its batch size): loss, loss_ctc, loss_att, acc, utterances, CER edits, CER
  * reference length, each intermediate CTC layer's loss. */
-enum { V_LOSS, V_CTC, V_ATT, V_ACC, V_UTTS, V_EDITS, V_REF, V_IC0, V_COUNT = V_IC0 + MODEL_MAX_INTERCTC };
+enum { V_LOSS, V_CTC, V_ATT, V_ACC, V_LM, V_UTTS, V_EDITS, V_REF, V_IC0, V_COUNT = V_IC0 + MODEL_MAX_INTERCTC };
 
 /* Every rank's sums, gathered as doubles and added in rank order: the same bits everywhere. */
 static int sum_over_ranks(trainer *t, double *v, esp_err *err)
@@ -74,6 +74,7 @@ size_t validation_metrics(const asr_model *m, metric *out)
     if (m->tr) {
         if (!m->dims.no_ctc) out[n++] = (metric){"valid/loss_ctc", NAN, 0};
         out[n++] = (metric){"valid/loss_transducer", NAN, 0};
+        if (m->dims.tr_lm_lin) out[n++] = (metric){"valid/loss_aux_lm", NAN, 0}; /* ESPnet2's stats name */
     }
     for (int k = 0; k < interctc_metrics(m); k++) out[n++] = (metric){interctc_metric_name(m, 1, k), NAN, 0};
     return n;
@@ -111,6 +112,7 @@ int validate(trainer *t, size_t max_batches, metric *out, size_t *n_out, esp_err
         if (m->tr) { /* loss_transducer in V_ATT: a model has one decoder or the other */
             if (!m->dims.no_ctc) v[V_CTC] += m->loss_ctc * (double)n;
             v[V_ATT] += m->loss_transducer * (double)n;
+            if (m->dims.tr_lm_lin) v[V_LM] += m->loss_aux_lm * (double)n;
         }
         for (int k = 0; k < interctc_metrics(m); k++) v[V_IC0 + k] += m->loss_interctc[k] * (double)n;
         if (!m->dims.no_ctc) {
@@ -130,7 +132,7 @@ int validate(trainer *t, size_t max_batches, metric *out, size_t *n_out, esp_err
         const char *k = out[i].name;
         double x = !strcmp(k, "valid/loss") ? v[V_LOSS] : !strcmp(k, "valid/loss_ctc") ? v[V_CTC]
                  : !strcmp(k, "valid/loss_att") || !strcmp(k, "valid/loss_transducer") ? v[V_ATT]
-                 : !strcmp(k, "valid/acc") ? v[V_ACC] : NAN;
+                 : !strcmp(k, "valid/acc") ? v[V_ACC] : !strcmp(k, "valid/loss_aux_lm") ? v[V_LM] : NAN;
         for (int l = 0; l < interctc_metrics(m); l++)
             if (!strcmp(k, interctc_metric_name(m, 1, l))) x = v[V_IC0 + l];
         out[i].value = !strcmp(k, "valid/cer") ? err_rate(&cer) : u ? x / u : NAN;

@@ -88,7 +88,7 @@ int main(int argc, char **argv)
     for (int t0 = 0; t0 < T; t0 += tc) {
         int k = T - t0 < tc ? T - t0 : tc;
         if (tc < T || t0 > 0) joint_forward(&j, x, t0, k); /* whole: the forward's logits are still there */
-        be->rnnt_loss_backward(be, x, x, hlens, labels, ylens, U, 1, T, U1, V, 0, t0, k, 0.0f, 1.0f);
+        be->rnnt_loss_backward(be, x, x, hlens, labels, ylens, U, 1, T, U1, V, 0, t0, k, 0.0f, 0.0f, 1.0f);
         joint_backward(&j, x, t0, k);
     }
     double t_bwd = now_seconds();

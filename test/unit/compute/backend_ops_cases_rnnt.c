@@ -1,7 +1,7 @@
 /* test_backend_ops cases of the RNN-T loss (backend_ops_test.h): the lattice's log-probs a frame
  * at a time (rnnt_logprobs), the loss from whole and chunked logits (rnnt_loss_forward) and the
  * logits gradient per chunk (rnnt_loss_backward): padded and concatenated labels, a repeated
- * label, blank 0 and blank V - 1, clamp on and off, an utterance with no labels and one of a
+ * label, blank 0 and blank V - 1, FastEmit, clamp on and off, an utterance with no labels and one of a
  * single frame, padding frames and prefixes past each utterance, the gradient in place over the
  * logits, and a vocabulary wide enough that the rows split over threads. */
 #include <string.h>
@@ -14,17 +14,19 @@ enum { RN_MAXB = 3, RN_MAXL = 8 };
 
 static const struct {
     int B, T, U1, V, blank, stride, tc, in_place;
-    float clamp, dloss;
+    float fastemit, clamp, dloss;
     int hlens[RN_MAXB], ylens[RN_MAXB], labels[RN_MAXB][RN_MAXL];
 } RN_S[] = {
     /* padded labels (stride 5), a repeat (2 2), frames and prefixes past the utterances */
-    {3, 7, 5, 6, 0, 5, 7, 0, 0.0f, 1.0f, {7, 5, 1}, {4, 2, 0}, {{1, 2, 2, 5}, {3, 4}, {0}}},
+    {3, 7, 5, 6, 0, 5, 7, 0, 0.0f, 0.0f, 1.0f, {7, 5, 1}, {4, 2, 0}, {{1, 2, 2, 5}, {3, 4}, {0}}},
     /* concatenated labels, blank V - 1 (torchaudio's default), clamp, chunks of 4 frames, in place */
-    {2, 9, 4, 11, 10, 0, 4, 1, 0.05f, 0.5f, {9, 6}, {3, 1}, {{0, 3, 9}, {7}}},
+    {2, 9, 4, 11, 10, 0, 4, 1, 0.0f, 0.05f, 0.5f, {9, 6}, {3, 1}, {{0, 3, 9}, {7}}},
     /* U = 0 and T = 1: one node, the blank ends the path */
-    {1, 1, 1, 5, 0, 1, 1, 0, 0.0f, 1.0f, {1}, {0}, {{0}}},
+    {1, 1, 1, 5, 0, 1, 1, 0, 0.0f, 0.0f, 1.0f, {1}, {0}, {{0}}},
+    /* FastEmit (lambda 0.5): padded labels, a repeat, chunks of 3 frames, in place */
+    {3, 7, 5, 6, 0, 5, 3, 1, 0.5f, 0.0f, 1.0f, {7, 5, 1}, {4, 2, 0}, {{1, 2, 2, 5}, {3, 4}, {0}}},
     /* a wide vocabulary (the rows split over threads), chunks of 7 frames */
-    {2, 20, 9, 700, 0, 8, 7, 0, 0.0f, 2.0f, {20, 13}, {8, 5}, {{5, 9, 9, 699, 1, 1, 7, 20}, {3, 1, 4, 1, 5}}},
+    {2, 20, 9, 700, 0, 8, 7, 0, 0.0f, 0.0f, 2.0f, {20, 13}, {8, 5}, {{5, 9, 9, 699, 1, 1, 7, 20}, {3, 1, 4, 1, 5}}},
 };
 
 typedef struct rn_in {
@@ -40,8 +42,8 @@ static size_t rn_row(int s)
 static rn_in rn_inputs(tb_run *r, int s)
 {
     int B = RN_S[s].B, stride = RN_S[s].stride;
-    tb_shape(r, "B %d T %d U1 %d V %d blank %d stride %d chunk %d clamp %g", B, RN_S[s].T, RN_S[s].U1, RN_S[s].V,
-             RN_S[s].blank, stride, RN_S[s].tc, (double)RN_S[s].clamp);
+    tb_shape(r, "B %d T %d U1 %d V %d blank %d stride %d chunk %d fastemit %g clamp %g", B, RN_S[s].T, RN_S[s].U1,
+             RN_S[s].V, RN_S[s].blank, stride, RN_S[s].tc, (double)RN_S[s].fastemit, (double)RN_S[s].clamp);
     rn_in in;
     in.logits = tb_host_rand(r, (size_t)B * RN_S[s].T * rn_row(s), -4, 4);
     int total = 0;
@@ -113,7 +115,7 @@ static void rnnt_loss_backward_run(tb_run *r, int s)
         float *x = rn_chunk(r, s, &in, t0, k);
         float *dx = RN_S[s].in_place ? x : tb_rand(r, nc, -9, 9); /* every element overwritten */
         be->rnnt_loss_backward(be, dx, x, RN_S[s].hlens, in.labels, RN_S[s].ylens, RN_S[s].stride, B, T, RN_S[s].U1,
-                               RN_S[s].V, RN_S[s].blank, t0, k, RN_S[s].clamp, RN_S[s].dloss);
+                               RN_S[s].V, RN_S[s].blank, t0, k, RN_S[s].fastemit, RN_S[s].clamp, RN_S[s].dloss);
         be->synchronize(be);
         be->copy(be, h, dx, nc * sizeof(float), BACKEND_DEVICE_TO_HOST);
         for (int b = 0; b < B; b++)

@@ -2,8 +2,8 @@
  * scripts/make_rnnt_fixtures.py (mean loss, per-utterance losses, logits gradient; clamp; blank 0
  * and V - 1; U = 0 and T = 1) through the cpu and ref64 backends' ops; the same bits for any
  * thread count, any chunking of the frames, the gradient in place or not and either label layout;
- * central finite differences of the float64 loss; the one-node lattice by hand; rows split over
- * threads with the same bits. */
+ * central finite differences of the float64 loss, and of FastEmit's surrogate loss; the one-node
+ * lattice by hand; rows split over threads with the same bits. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -91,7 +91,7 @@ static rn_result run_backend(backend *be, const rn_fixture *f, int tc, int in_pl
                 continue;
             }
             be->rnnt_loss_backward(be, dx, x, f->hlens, lab, f->ylens, stride, f->B, f->T, f->U1, f->V, f->blank, t0,
-                                   k, f->clamp, 1.0f);
+                                   k, 0.0f, f->clamp, 1.0f);
             be->copy(be, h, dx, (size_t)f->B * k * row * sizeof *h, BACKEND_DEVICE_TO_HOST);
             for (int b = 0; b < f->B; b++)
                 memcpy(r.grad + ((size_t)b * f->T + t0) * row, h + (size_t)b * k * row, (size_t)k * row * sizeof *h);
@@ -203,7 +203,7 @@ Test(rnnt, gradient_matches_finite_differences_f64)
     unsigned s = 12345;
     for (size_t i = 0; i < n; i++) s = s * 1103515245u + 12345u, z[i] = 3.0 * ((s >> 8) / 16777216.0 - 0.5);
     loss_f64(lat, z, hlens, &y, B, T, U1, V, 0);
-    ops_rnnt_grad_f64(g, z, lat, hlens, &y, B, T, U1, V, 0, 0, T, 0.0, 0.5 / B, 1); /* dloss 0.5 */
+    ops_rnnt_grad_f64(g, z, lat, hlens, &y, B, T, U1, V, 0, 0, T, 0.0, 0.0, 0.5 / B, 1); /* dloss 0.5 */
     double worst = 0, eps = 1e-5;
     for (size_t i = 0; i < n; i++) {
         double keep = z[i];
@@ -219,6 +219,53 @@ Test(rnnt, gradient_matches_finite_differences_f64)
     free(z), free(g), free(lat);
 }
 
+/* FastEmit's gradient is the gradient of the loss whose label arcs' log-probs are (1 + lambda)
+ * lp_emit(z) - lambda lp_emit(z0) (the same value at z0: warp-transducer's scaling, written as a
+ * function): central finite differences of that loss at z0 against the op's gradient with lambda. */
+static double fastemit_surrogate(double *lat, const double *z, const double *emit0, const int *hlens,
+                                 const ctc_labels *y, int B, int T, int U1, int V, double lambda)
+{
+    ops_rnnt_logprobs_f64(lat, z, hlens, y, B, T, U1, V, 0, 0, T, 1);
+    size_t plane = (size_t)B * T * U1;
+    double *le = lat + RNNT_LP_EMIT * plane;
+    for (size_t i = 0; i < plane; i++)
+        if (isfinite(le[i])) le[i] = (1 + lambda) * le[i] - lambda * emit0[i];
+    return rnnt_lattice_forward(lat, NULL, hlens, y->lens, B, T, U1, 1);
+}
+
+Test(rnnt, fastemit_gradient_matches_finite_differences_f64)
+{
+    enum { B = 2, T = 4, U1 = 4, V = 5 };
+    const double lambda = 0.7;
+    int hlens[B] = {4, 3}, ylens[B] = {3, 1}, labels[B * 3] = {1, 3, 3, 4, 0, 0};
+    ctc_labels y = {labels, ylens, 3};
+    size_t n = (size_t)B * T * U1 * V, plane = (size_t)B * T * U1;
+    double *z = xmalloc(n * sizeof *z), *g = xmalloc(n * sizeof *g), *g0 = xmalloc(n * sizeof *g0);
+    double *lat = xcalloc(rnnt_lattice_size(B, T, U1), sizeof *lat), *emit0 = xmalloc(plane * sizeof *emit0);
+    unsigned s = 777;
+    for (size_t i = 0; i < n; i++) s = s * 1103515245u + 12345u, z[i] = 3.0 * ((s >> 8) / 16777216.0 - 0.5);
+    double plain = loss_f64(lat, z, hlens, &y, B, T, U1, V, 0);
+    memcpy(emit0, lat + RNNT_LP_EMIT * plane, plane * sizeof *emit0);
+    ops_rnnt_grad_f64(g0, z, lat, hlens, &y, B, T, U1, V, 0, 0, T, 0.0, 0.0, 1.0 / B, 1);
+    ops_rnnt_grad_f64(g, z, lat, hlens, &y, B, T, U1, V, 0, 0, T, lambda, 0.0, 1.0 / B, 1);
+    cr_assert(fabs(fastemit_surrogate(lat, z, emit0, hlens, &y, B, T, U1, V, lambda) - plain) < 1e-12);
+    double worst = 0, moved = 0, eps = 1e-5;
+    for (size_t i = 0; i < n; i++) {
+        double keep = z[i];
+        z[i] = keep + eps;
+        double lp = fastemit_surrogate(lat, z, emit0, hlens, &y, B, T, U1, V, lambda);
+        z[i] = keep - eps;
+        double lm = fastemit_surrogate(lat, z, emit0, hlens, &y, B, T, U1, V, lambda);
+        z[i] = keep;
+        double fd = (lp - lm) / (2 * eps);
+        worst = fmax(worst, fabs(fd - g[i]));
+        moved = fmax(moved, fabs(g[i] - g0[i]));
+    }
+    cr_assert(worst < 1e-8, "max |FastEmit gradient - finite difference| %.3g", worst);
+    cr_assert(moved > 1e-3, "lambda %g left the gradient as it was (max change %.3g)", lambda, moved);
+    free(z), free(g), free(g0), free(lat), free(emit0);
+}
+
 /* One frame and no labels: one node, left by the blank: loss = -log softmax(blank), gradient
  * softmax - onehot(blank), both by hand. */
 Test(rnnt, one_node_by_hand)
@@ -232,7 +279,7 @@ Test(rnnt, one_node_by_hand)
     for (int d = 0; d < V; d++) s += exp(z[d]);
     double loss = loss_f64(lat, z, hlens, &y, 1, 1, 1, V, 2);
     cr_assert(fabs(loss - (log(s) - z[2])) < 1e-14, "loss %.17g", loss);
-    ops_rnnt_grad_f64(g, z, lat, hlens, &y, 1, 1, 1, V, 2, 0, 1, 0.0, 1.0, 1);
+    ops_rnnt_grad_f64(g, z, lat, hlens, &y, 1, 1, 1, V, 2, 0, 1, 0.0, 0.0, 1.0, 1);
     for (int d = 0; d < V; d++) cr_assert(fabs(g[d] - (exp(z[d]) / s - (d == 2))) < 1e-14, "g[%d] %.17g", d, g[d]);
 }
 

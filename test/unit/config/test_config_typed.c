@@ -170,6 +170,14 @@ Test(config, a_model_key_espnet3_does_not_build_is_refused_at_its_line)
     cr_assert_neq(load_file(path, NULL, 0, &cfg, &err), 0);
     assert_has(err.msg, "%s:3:15: model.ctc_conf.ctc_type: espnet3's CTC is ESPnet2's builtin one", tpath("cfg4.yaml"));
     assert_has(err.msg, "%s", "(remove it, or write builtin)");
+    path = fixture("cfg_mb1.yaml", "model:\n  model_conf:\n    transducer_multi_blank_durations: [2, 4]\n");
+    cr_assert_neq(load_file(path, NULL, 0, &cfg, &err), 0);
+    assert_has(err.msg, "%s:3:39: model.model_conf.transducer_multi_blank_durations: ESPnet2's multi-blank transducer",
+               tpath("cfg_mb1.yaml"));
+    path = fixture("cfg_mb2.yaml", "model:\n  model_conf:\n    transducer_multi_blank_durations: []\n"
+                                "    transducer_multi_blank_sigma: 0.05\n");
+    cr_assert_eq(load_file(path, NULL, 0, &cfg, &err), 0, "%s", err.msg);
+    config_free(cfg);
     path = fixture("cfg5.yaml", "model:\n  frontend_conf:\n    window: hamming\n");
     cr_assert_neq(load_file(path, NULL, 0, &cfg, &err), 0);
     assert_has(err.msg, "%s:3:13: model.frontend_conf.window: the STFT window is hann", tpath("cfg5.yaml"));

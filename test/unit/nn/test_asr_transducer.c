@@ -8,7 +8,10 @@
  * same model with the StatelessDecoder (pack stateless_loss: the RNN model's weights but its LSTMs,
  * the same batch): its loss and every gradient; and a model of two ebranchformer blocks with that
  * decoder (packs ebranchformer_*) and one of two branchformer blocks (branchformer_*): their Encoder
- * output, loss and every gradient. */
+ * output, loss and every gradient. The RNNDecoder model with model_conf fastemit_lambda 0.5,
+ * auxiliary_lm_loss_weight 0.4 and auxiliary_lm_loss_smoothing 0.1 (packs aux_*: lm_lin besides the
+ * weights; warp-transducer's FastEmit by scripts/rnnt_loss_standin.py's PyTorch reference): its
+ * loss, loss_aux_lm and every gradient, lm_lin's by name both ways. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -26,15 +29,16 @@ enum { IDIM = 20, D = 16, VOCAB = 12, B = 2, STRIDE = 7 };
 /* The fixture's models: conformer blocks with the RNNDecoder, the same with the StatelessDecoder
  * (embed_size 12) instead, ebranchformer blocks (depth_conv_kernel_size 5) and branchformer blocks
  * with the StatelessDecoder. */
-typedef enum variant { V_RNN = 0, V_STATELESS, V_EBRANCHFORMER, V_BRANCHFORMER } variant;
+typedef enum variant { V_RNN = 0, V_STATELESS, V_EBRANCHFORMER, V_BRANCHFORMER, V_AUX } variant;
 
 static model_dims fixture_dims(variant v)
 {
     model_dims d = {.idim = IDIM, .d = D, .heads = 2, .ff = 24, .blocks = 2, .vocab = VOCAB,
                     .encoder = ENC_CONFORMER, .macaron = 1, .rel_pos = 1, .use_cnn = 1, .cnn_kernel = 3,
-                    .act = ACT_SWISH, .input_layer = IN_CONV2D, .tr_layers = v == V_RNN ? 2 : 0,
-                    .tr_stateless = v != V_RNN, .tr_hidden = 12, .tr_joint = 10, .body = 1};
-    if (v >= V_EBRANCHFORMER)
+                    .act = ACT_SWISH, .input_layer = IN_CONV2D, .tr_layers = v == V_RNN || v == V_AUX ? 2 : 0,
+                    .tr_stateless = v != V_RNN && v != V_AUX, .tr_hidden = 12, .tr_joint = 10, .body = 1,
+                    .tr_lm_lin = v == V_AUX};
+    if (v == V_EBRANCHFORMER || v == V_BRANCHFORMER)
         d.encoder = ENC_EBRANCHFORMER, d.use_cnn = 0, d.use_ffn = v == V_EBRANCHFORMER, d.cgmlp_units = 24,
         d.cgmlp_kernel = 3, d.merge_kernel = v == V_EBRANCHFORMER ? 5 : 0, d.gate_act = ACT_IDENTITY;
     d.f2 = input_layer_out_bins(IN_CONV2D, IDIM);
@@ -70,14 +74,17 @@ typedef struct fixture {
 
 static void setup(fixture *f, backend_kind kind, variant v)
 {
-    static const char *const weights[] = {"weights", "weights", "ebranchformer_weights", "branchformer_weights"};
-    static const char *const outputs[] = {"loss", "stateless_loss", "ebranchformer_loss", "branchformer_loss"};
+    static const char *const weights[] = {"weights", "weights", "ebranchformer_weights", "branchformer_weights",
+                                          "aux_weights"};
+    static const char *const outputs[] = {"loss", "stateless_loss", "ebranchformer_loss", "branchformer_loss",
+                                          "aux_loss"};
     esp_err err;
     cr_assert((f->be = backend_open(kind, 0, 1, &err)) != NULL, "%s", err.msg);
     f->w = load_pack("asr_transducer", weights[v]), f->c = load_pack("asr_transducer", "loss");
     f->o = load_pack("asr_transducer", outputs[v]);
     model_dims d = fixture_dims(v);
     model_rates rates = {.ctc_weight = 0.3f, .tr_weight = 0.8f};
+    if (v == V_AUX) rates.tr_fastemit = 0.5f, rates.tr_lm_weight = 0.4f, rates.tr_lm_smoothing = 0.1f;
     asr_model_init(&f->m, f->be, &d, &rates);
     load_weights(&f->m, &f->w, v);
     size_t nf, n, ny;
@@ -133,6 +140,14 @@ static void check_loss(backend_kind kind, double tol, variant v)
                  f.m.loss_transducer, ref_tr);
     cr_expect_lt(fabs(f.m.loss_ctc - ref_ctc) / ref_ctc, tol, "loss_aux_ctc %.8f vs %.8f", f.m.loss_ctc, ref_ctc);
     cr_expect_lt(fabs(loss - ref) / ref, tol, "loss %.8f vs ESPnet %.8f", loss, ref);
+    if (v == V_AUX) {
+        double ref_lm = pack_must(&f.o, "out.loss_aux_lm", NULL)[0];
+        cr_expect_lt(fabs(f.m.loss_aux_lm - ref_lm) / ref_lm, tol, "loss_aux_lm %.8f vs ESPnet %.8f", f.m.loss_aux_lm,
+                     ref_lm);
+        cr_log_info("%s (aux): loss_aux_lm %.7f (ESPnet %.7f)", f.be->name, f.m.loss_aux_lm, ref_lm);
+    } else {
+        cr_expect(isnan(f.m.loss_aux_lm), "no lm_lin, no auxiliary LM loss");
+    }
     asr_model_backward(&f.m, 1.0f);
     float *g = malloc(f.m.table.total * sizeof *g);
     f.be->synchronize(f.be);
@@ -161,7 +176,8 @@ static void check_loss(backend_kind kind, double tol, variant v)
         cr_expect_lt(e, 1e-4, "gradient of %s differs: %g", p->name, e);
     }
     cr_assert_eq(n_grads, 0, "ESPnet2 has parameters espnet3's model lacks");
-    static const char *const what[] = {"", " (stateless)", " (ebranchformer)", " (branchformer)"};
+    static const char *const what[] = {"", " (stateless)", " (ebranchformer)", " (branchformer)",
+                                       " (FastEmit, auxiliary LM loss)"};
     cr_log_info("%s%s: loss %.7f (ESPnet %.7f), worst gradient rel err %.2g", f.be->name, what[v], loss, ref, worst);
     free(g);
     teardown(&f);
@@ -252,6 +268,15 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
     cr_assert(d.tr_stateless && d.tr_layers == 0 && d.tr_hidden == 6 && d.tr_joint == 256);
     cr_assert_eq(dims_of_yaml(dir, BODY "  decoder: stateless\n", &d, &err), 0, "%s", err.msg);
     cr_assert(d.tr_stateless && d.tr_hidden == 256); /* StatelessDecoder's embed_size */
+    /* lm_lin with auxiliary_lm_loss_weight > 0 alone (ESPnet2 builds it only then) */
+    cr_assert(!d.tr_lm_lin);
+    cr_assert_eq(dims_of_yaml(dir, BODY "  model_conf:\n    auxiliary_lm_loss_weight: 0.2\n    fastemit_lambda: 0.01\n",
+                              &d, &err),
+                 0, "%s", err.msg);
+    cr_assert(d.tr_lm_lin);
+    cr_assert_eq(dims_of_yaml(dir, BODY "  model_conf:\n    auxiliary_lm_loss_weight: 0.0\n", &d, &err), 0, "%s",
+                 err.msg);
+    cr_assert(!d.tr_lm_lin);
     /* ebranchformer blocks: linear_size is the feed-forward's and the gating MLP's; conv_mod_act_type
      * is the Conformer's alone */
     cr_assert_eq(dims_of_yaml(dir, EBF "        linear_size: 16\n        num_blocks: 2\n    main_conf:\n"
@@ -318,7 +343,11 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
                                   "none) in the ASR task"},
         {BODY "  decoder_conf:\n    embed_size: 8\n    hidden_size: 4\n",
          "model.decoder_conf.embed_size: 8 differs from hidden_size 4"},
-        {BODY "  model_conf:\n    fastemit_lambda: 0.1\n", "model.model_conf.fastemit_lambda: 0.1 is not supported"},
+        {BODY "  model_conf:\n    fastemit_lambda: -0.1\n",
+         "model.model_conf.fastemit_lambda: -0.1 must not be negative"},
+        {BODY "  model_conf:\n    auxiliary_lm_loss_weight: -1\n", "auxiliary_lm_loss_weight -1 must not be negative"},
+        {BODY "  model_conf:\n    auxiliary_lm_loss_weight: 0.3\n    auxiliary_lm_loss_smoothing: 1.5\n",
+         "model.model_conf.auxiliary_lm_loss_smoothing: 1.5 is outside [0, 1]"},
         {BODY "  model_conf:\n    ctc_weight: 0.3\n", "ctc_weight, lsm_weight, length_normalized_loss and interctc_weight"},
         {BODY "    output_size: 8\n", "model.encoder_conf.output_size: a key of the ASR task's encoders"},
         {BODY "    input_conf:\n      conv_size: 16\n", "input_conf.conv_size: 16 channels are not supported"},
@@ -336,4 +365,13 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
         cr_assert(strstr(err.msg, bad[i].want), "%s\nlacks\n%s", err.msg, bad[i].want);
     }
     test_tmpdir_remove(dir);
+}
+
+Test(asr_transducer, fastemit_and_aux_lm_loss_and_every_gradient_match_espnet_cpu)
+{
+    check_loss(BACKEND_CPU, 1e-5, V_AUX);
+}
+Test(asr_transducer, fastemit_and_aux_lm_loss_and_every_gradient_match_espnet_ref64)
+{
+    check_loss(BACKEND_REF64, 1e-5, V_AUX);
 }

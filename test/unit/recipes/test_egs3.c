@@ -598,6 +598,46 @@ Test(egs3, mini_an4_default_training_yaml_is_the_asr_transducer_task)
     st_close(&f);
 }
 
+/* The file's text holds every one of the NULL-ended strings. */
+static void assert_text_has(const char *path, const char *const *want)
+{
+    char *text = test_slurp(path);
+    for (; *want; want++) cr_assert(strstr(text, *want), "%s lacks %s:\n%s", path, *want, text);
+    free(text);
+}
+
+/* run_in, which must succeed. */
+static void run_ok(const char *dir, const char *args, const char *log)
+{
+    cr_assert_eq(run_in(dir, args, log), 0, "espnet3 %s failed:\n%s", args, log_of(log, "err"));
+}
+
+/* The same with model_conf's FastEmit (fastemit_lambda 0.01) and auxiliary LM loss
+ * (auxiliary_lm_loss_weight 0.3) as overrides of the training config (stages 1-5; the overrides
+ * would reach the inference config too): it trains, logs train/ and valid/loss_aux_lm, and the
+ * model file holds lm_lin; then stage 8 packs it from the experiment's config, the ESPnet2 side's
+ * model_conf saying so (ESPnet2 builds lm_lin from it). */
+Test(egs3, mini_an4_asr_transducer_fastemit_and_aux_lm_loss_train_and_pack)
+{
+    char recipe[512], exp[600];
+    copy_mini_an4(recipe, sizeof recipe);
+    snprintf(exp, sizeof exp, "%s/exp/training", recipe);
+    run_ok(recipe, "--training_config conf/training.yaml --stop_stage 5 +model.model_conf.fastemit_lambda=0.01 "
+                   "+model.model_conf.auxiliary_lm_loss_weight=0.3", "auxlm");
+    static const char *const logged[] = {"train/loss_aux_lm", "valid/loss_aux_lm", NULL};
+    static const char *const lm_lin[] = {"lm_lin.weight", "lm_lin.bias", NULL};
+    static const char *const conf[] = {"auxiliary_lm_loss_weight: 0.3", "fastemit_lambda: 0.01", NULL};
+    assert_text_has(test_path(exp, "metrics.csv"), logged);
+    st_file f;
+    esp_err e;
+    cr_assert_eq(st_read(test_path(exp, "last/model.safetensors"), &f, &e), 0, "%s", e.msg);
+    for (const char *const *n = lm_lin; *n; n++) cr_assert_not_null(st_get(&f, *n), "%s", *n);
+    st_close(&f);
+    run_ok(recipe, "--training_config conf/training.yaml --inference_config conf/inference_transducer.yaml "
+                   "--stage 8 --stop_stage 8", "auxlm8");
+    assert_text_has(test_path(exp, "model_pack/espnet/exp/asr_train/config.yaml"), conf);
+}
+
 /* The same config with the contextual block Conformer (model.encoder and its Conformer keys as
  * overrides: macaron, the convolution module of kernel 3) trains, decodes and packs from the
  * folder; the model file holds ContextualBlockConformerEncoder's names. */
