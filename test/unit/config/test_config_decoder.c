@@ -176,7 +176,7 @@ Test(config_decoder, unsupported_variants_fail_with_file_line_col)
 
 /* The ASR task's transducer (core/nn/decoder_conf.h): every TransducerDecoder and JointNetwork key
  * into dims and rates, ESPnet2's defaults, ctc_weight's default 0.5 written, and what is refused:
- * gru, another joint activation, a ranged key out of range, keys of the other decoder class,
+ * rnn_type gru taken (torch.nn.GRU layers), another rnn_type, another joint activation, a ranged key out of range, keys of the other decoder class,
  * joint_net_conf without a transducer. */
 Test(config_decoder, transducer_keys_defaults_and_refusals)
 {
@@ -207,13 +207,24 @@ Test(config_decoder, transducer_keys_defaults_and_refusals)
     cr_assert_eq(decoder_dims_from_cfg(&d, m, &err), 0, "%s", err.msg);
     cr_assert(d.tr_layers == 1 && d.tr_hidden == 320 && d.tr_joint == 256 && !d.tr_no_dec_bias);
     cr_assert_null(m->decoder_conf); /* TransformerDecoder's defaults are not written for a transducer */
+    cr_assert(!d.tr_gru && !d.tr_embed);
+    config_free(cfg);
+
+    cr_assert_eq(load("model:\n  encoder_conf:\n    output_size: 8\n  decoder: transducer\n  decoder_conf:\n"
+                      "    rnn_type: gru\n    hidden_size: 6\n",
+                      &cfg, &err),
+                 0, "%s", err.msg);
+    m = ((const training_cfg *)cfg->typed)->model;
+    d = (model_dims){.d = 8};
+    cr_assert_eq(decoder_dims_from_cfg(&d, m, &err), 0, "%s", err.msg);
+    cr_assert(d.tr_gru && d.tr_layers == 1 && d.tr_hidden == 6 && model_tr_embed(&d) == 6 && model_tr_gates(&d) == 3);
     config_free(cfg);
 
     static const struct {
         const char *yaml, *want;
     } cases[] = {
-        {"model:\n  decoder: transducer\n  decoder_conf:\n    rnn_type: gru\n",
-         "cfg.yaml:4:15: model.decoder_conf.rnn_type: 'gru' is not supported (supported: lstm)"},
+        {"model:\n  decoder: transducer\n  decoder_conf:\n    rnn_type: rnn\n",
+         "cfg.yaml:4:15: model.decoder_conf.rnn_type: 'rnn' is not supported (supported: lstm, gru)"},
         {"model:\n  decoder: transducer\n  joint_net_conf:\n    joint_activation_type: relu\n",
          "model.joint_net_conf.joint_activation_type: 'relu' is not supported (supported: tanh)"},
         {"model:\n  decoder: transducer\n  decoder_conf:\n    hidden_size: 0\n",
