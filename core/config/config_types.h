@@ -414,7 +414,7 @@ typedef struct lm_conf_cfg {
     double attention_dropout_rate;  /* transformer: 0.1 */
     int64_t nhid;              /* seq_rnn: hidden units (unit) */
     int64_t nlayers;           /* seq_rnn: 2 */
-    char *rnn_type;            /* seq_rnn: lstm */
+    char *rnn_type;            /* seq_rnn: lstm | gru */
     int tie_weights;           /* seq_rnn: false */
     int64_t ignore_id;         /* seq_rnn: 0 (the embedding's padding_idx) */
 } lm_conf_cfg;

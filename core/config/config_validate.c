@@ -81,7 +81,7 @@ static const config_allowed allowed_rules[] = {
     {"model.transducer_conf.search_type", "default|tsd|alsd|nsc|maes"},
     {"model.beam_search_config.search_type", "default|tsd|alsd|maes"}, /* asr_transducer's (no nsc) */
     {"model.lm", "transformer|seq_rnn"},
-    {"model.lm_conf.rnn_type", "lstm|LSTM"},
+    {"model.lm_conf.rnn_type", "lstm|LSTM|gru|GRU"},
     {"model.lm_conf.tie_weights", "false"},
     {"model.lm_conf.ignore_id", "0"},
     {"model.lm_conf.pos_enc", "sinusoidal"},

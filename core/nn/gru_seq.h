@@ -1,5 +1,6 @@
 /* One torch.nn.GRU layer over a padded batch of sequences on the backend, forward and backward
- * through time, for the transducer's decoder (core/nn/transducer.c) with decoder_conf.rnn_type gru.
+ * through time, for the transducer decoders (core/nn/transducer.c, decoder_conf.rnn_type gru) and the
+ * SequentialRNNLM (core/nn/lm_rnn.c, lm_conf.rnn_type gru).
  * Rows are time-major (row t * B + b) as in core/nn/lstm_seq.h: the caller computes the input
  * products of all positions as one GEMM; each step adds W_hh h_{t-1} + b_hh as one GEMM of B rows
  * (b_hn stays inside r * (W_hn h + b_hn), so the hidden side is kept apart from the input side). */

@@ -369,7 +369,7 @@ static void add_decoder(param_table *t, const model_dims *d)
  * StatelessDecoder: decoder.embed alone). The embedding's padding_idx is the blank (0). */
 static void add_transducer(param_table *t, const model_dims *d)
 {
-    int64_t H = d->tr_hidden, G = model_tr_gates(d) * H, J = d->tr_joint, E = model_tr_embed(d);
+    int64_t H = d->tr_hidden, G = rnn_gates(d->tr_gru) * H, J = d->tr_joint, E = model_tr_embed(d);
     ADD(t, "decoder.embed.weight", 0, d->vocab, E);
     t->items[t->n - 1].is_embedding = 1;
     t->items[t->n - 1].zero_row0 = 1;
@@ -431,7 +431,7 @@ static void add_lm(param_table *t, const model_dims *d)
     add_linear(t, "lm.decoder", d->vocab, d->d);
 }
 
-/* ESPnet2's SequentialRNNLM (lstm) under ESPnetLanguageModel, in its state-dict order. */
+/* ESPnet2's SequentialRNNLM (lstm or gru) under ESPnetLanguageModel, in its state-dict order. */
 static void add_lm_rnn(param_table *t, const model_dims *d)
 {
     char n[96];
@@ -440,7 +440,7 @@ static void add_lm_rnn(param_table *t, const model_dims *d)
     t->items[t->n - 1].zero_row0 = 1;
     double bound = 1.0 / sqrt((double)d->d);
     for (int l = 0; l < d->lm_layers; l++) {
-        int64_t in = l == 0 ? d->lm_embed : d->d, g = 4 * (int64_t)d->d;
+        int64_t in = l == 0 ? d->lm_embed : d->d, g = rnn_gates(d->lm_gru) * (int64_t)d->d;
         snprintf(n, sizeof n, "lm.rnn.weight_ih_l%d", l);
         ADD(t, n, 0, g, in);
         snprintf(n, sizeof n, "lm.rnn.weight_hh_l%d", l);

@@ -125,19 +125,21 @@ typedef struct model_dims {
     /* An LM task (core/nn/lm_conf.h): lm makes the model a language model inside ESPnet2's
      * ESPnetLanguageModel (no encoder: blocks 0, no_ctc 1). LM_TRANSFORMER: TransformerLM, run by the
      * decoder's code without source attention (d = att_unit, dec_heads = head, dec_ff = unit,
-     * dec_blocks = layer); LM_SEQ_RNN: SequentialRNNLM with an LSTM (core/nn/lm_rnn.h; d = nhid). */
+     * dec_blocks = layer); LM_SEQ_RNN: SequentialRNNLM with an LSTM or a GRU (core/nn/lm_rnn.h; d = nhid). */
     int lm;              /* lm_kind; 0: not an LM */
     int lm_embed;        /* transformer: lm_conf.embed_unit; seq_rnn: unit (the embedding's width) */
     int lm_pos_enc;      /* transformer: lm_conf.pos_enc sinusoidal (1) or null (0: no positional encoding) */
     int lm_layers;       /* seq_rnn: nlayers */
+    int lm_gru;          /* seq_rnn: rnn_type gru (torch.nn.GRU layers; lstm otherwise) */
 } model_dims;
 
 /* Whether the model has a transducer decoder and joint network (core/nn/transducer.h). */
 static inline int model_has_transducer(const model_dims *d) { return d->tr_layers > 0 || d->tr_stateless; }
 
-/* The transducer decoder's embedding width and its recurrent layers' gate count (GRU 3, LSTM 4). */
+/* The transducer decoder's embedding width. */
 static inline int model_tr_embed(const model_dims *d) { return d->tr_embed ? d->tr_embed : d->tr_hidden; }
-static inline int model_tr_gates(const model_dims *d) { return d->tr_gru ? 3 : 4; }
+/* A recurrent layer's gate count: torch.nn.GRU's 3 (r, z, n), torch.nn.LSTM's 4 (i, f, g, o). */
+static inline int rnn_gates(int gru) { return gru ? 3 : 4; }
 
 /* What the encoder's input layer receives: the preencoder's output, else the features. */
 static inline int model_input_dim(const model_dims *d) { return d->pre_out ? d->pre_out : d->idim; }

@@ -42,7 +42,7 @@ transducer_acts *transducer_new(const asr_model *m)
     ESP_CHECK(model_has_transducer(d) && d->tr_hidden > 0 && d->tr_joint > 0);
     transducer_acts *t = xcalloc(1, sizeof *t);
     t->V = d->vocab, t->H = d->tr_hidden, t->J = d->tr_joint, t->D = d->d, t->nl = d->tr_layers;
-    t->E = model_tr_embed(d), t->gru = d->tr_gru, t->G = model_tr_gates(d) * t->H;
+    t->E = model_tr_embed(d), t->gru = d->tr_gru, t->G = rnn_gates(d->tr_gru) * t->H;
     t->x = xcalloc((size_t)t->nl + 1, sizeof *t->x);
     t->acts = xcalloc((size_t)t->nl, sizeof *t->acts);
     t->budget = TRANSDUCER_JOINT_FLOATS;
