@@ -382,34 +382,13 @@ static inline KM_HD int relpos_shift_col(int i, int j, int t) { return t - 1 - i
 #undef KM_FN
 #undef KM_EXP
 
-/* ---- the LSTM cell ----------------------------------------------------------------------------- */
+/* ---- the LSTM and GRU cells ----------------------------------------------------------------------- */
 
 #define KM_T float
 #define KM_FN(name) name##_f32
 #define KM_EXP expf
 #define KM_TANH tanhf
 #include "core/compute/kernel_math_lstm.h"
-#undef KM_T
-#undef KM_FN
-#undef KM_EXP
-#undef KM_TANH
-
-#define KM_T double
-#define KM_FN(name) name##_f64
-#define KM_EXP exp
-#define KM_TANH tanh
-#include "core/compute/kernel_math_lstm.h"
-#undef KM_T
-#undef KM_FN
-#undef KM_EXP
-#undef KM_TANH
-
-/* ---- the GRU cell ------------------------------------------------------------------------------ */
-
-#define KM_T float
-#define KM_FN(name) name##_f32
-#define KM_EXP expf
-#define KM_TANH tanhf
 #include "core/compute/kernel_math_gru.h"
 #undef KM_T
 #undef KM_FN
@@ -420,6 +399,7 @@ static inline KM_HD int relpos_shift_col(int i, int j, int t) { return t - 1 - i
 #define KM_FN(name) name##_f64
 #define KM_EXP exp
 #define KM_TANH tanh
+#include "core/compute/kernel_math_lstm.h"
 #include "core/compute/kernel_math_gru.h"
 #undef KM_T
 #undef KM_FN

@@ -405,14 +405,16 @@ void lm_rnn_score_batch(const asr_model *m, const int *const *prefixes, const in
     if (nf > 0) {
         for (int l = 0; l < r->nl; l++)
             for (int j = 0; j < nf; j++) {
-                copy_rows(be, s->hp + ((size_t)l * nf + j) * H, st_h(r, prev, l, parent[fast[j]]), (size_t)H);
-                if (!r->gru) copy_rows(be, s->cp + ((size_t)l * nf + j) * H, st_c(r, prev, l, parent[fast[j]]), (size_t)H);
+                size_t at = ((size_t)l * nf + j) * H;
+                copy_rows(be, s->hp + at, st_h(r, prev, l, parent[fast[j]]), (size_t)H);
+                if (!r->gru) copy_rows(be, s->cp + at, st_c(r, prev, l, parent[fast[j]]), (size_t)H);
             }
         step(m, s, ids, nf, 0);
         for (int l = 0; l < r->nl; l++)
             for (int j = 0; j < nf; j++) {
-                copy_rows(be, st_h(r, cur, l, fast[j]), s->hn + ((size_t)l * nf + j) * H, (size_t)H);
-                if (!r->gru) copy_rows(be, st_c(r, cur, l, fast[j]), s->cn + ((size_t)l * nf + j) * H, (size_t)H);
+                size_t at = ((size_t)l * nf + j) * H;
+                copy_rows(be, st_h(r, cur, l, fast[j]), s->hn + at, (size_t)H);
+                if (!r->gru) copy_rows(be, st_c(r, cur, l, fast[j]), s->cn + at, (size_t)H);
             }
     }
     for (int i = 0; i < n; i++)

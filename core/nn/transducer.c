@@ -272,7 +272,8 @@ static void ensure_step(backend *be, transducer_acts *t, size_t n, size_t T)
     free_step(be, t);
     t->s_enc = enc, t->cap_enc = enc_cap;
     size_t H = (size_t)t->H, J = (size_t)t->J, V = (size_t)t->V, st = (size_t)t->nl * n * H;
-    t->s_x = ALLOC(n * (size_t)t->E), t->s_g = ALLOC(n * 4 * H), t->s_g2 = ALLOC(n * 4 * H), t->s_act = ALLOC(n * 4 * H);
+    t->s_x = ALLOC(n * (size_t)t->E), t->s_g = ALLOC(n * 4 * H), t->s_g2 = ALLOC(n * 4 * H);
+    t->s_act = ALLOC(n * 4 * H);
     t->s_h = ALLOC(st), t->s_hn = ALLOC(st);
     if (!t->gru) t->s_c = ALLOC(st), t->s_cn = ALLOC(st); /* a GRU has no cell state */
     t->s_dec = ALLOC(n * H), t->s_ep = ALLOC(n * J), t->s_dp = ALLOC(n * J), t->s_z = ALLOC(n * J);

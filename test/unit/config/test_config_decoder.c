@@ -177,8 +177,8 @@ Test(config_decoder, unsupported_variants_fail_with_file_line_col)
 
 /* The ASR task's transducer (core/nn/decoder_conf.h): every TransducerDecoder and JointNetwork key
  * into dims and rates, ESPnet2's defaults, ctc_weight's default 0.5 written, and what is refused:
- * rnn_type gru taken (torch.nn.GRU layers), another rnn_type, another joint activation, a ranged key out of range, keys of the other decoder class,
- * joint_net_conf without a transducer. */
+ * rnn_type gru taken (torch.nn.GRU layers), another rnn_type, another joint activation, a ranged
+ * key out of range, keys of the other decoder class, joint_net_conf without a transducer. */
 Test(config_decoder, transducer_keys_defaults_and_refusals)
 {
     esp_config *cfg;
