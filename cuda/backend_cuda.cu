@@ -351,6 +351,8 @@ static constexpr backend cu_ops()
     b.mul_backward = cu_mul_backward;
     b.lstm_cell_forward = cu_lstm_cell_forward;
     b.lstm_cell_backward = cu_lstm_cell_backward;
+    b.gru_cell_forward = cu_gru_cell_forward;
+    b.gru_cell_backward = cu_gru_cell_backward;
     b.joint_tanh_forward = cu_joint_tanh_forward;
     b.joint_tanh_backward = cu_joint_tanh_backward;
     b.ctc_loss_forward = cu_ctc_loss_forward;

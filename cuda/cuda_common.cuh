@@ -298,6 +298,11 @@ void cu_lstm_cell_forward(backend *be, float *h, float *c, float *act, const flo
                           int H);
 void cu_lstm_cell_backward(backend *be, float *dgates, float *dc_prev, const float *dh, const float *dc,
                            const float *act, const float *c_prev, const float *c, int n, int H);
+// cuda/ops_gru.cu
+void cu_gru_cell_forward(backend *be, float *h, float *act, const float *gi, const float *gh, const float *h_prev,
+                         int n, int H);
+void cu_gru_cell_backward(backend *be, float *dgi, float *dgh, float *dh_prev, const float *dh, const float *act,
+                          const float *h_prev, int n, int H);
 // cuda/ops_conv1d.cu
 void cu_dwconv1d_forward(backend *be, float *y, const float *x, const float *w, const float *b, int nb, int t,
                          int c, int k);

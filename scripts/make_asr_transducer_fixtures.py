@@ -33,6 +33,11 @@ Files (scripts/make_decoder_fixtures.py's pack format):
   aux_weights, aux_loss  the RNNDecoder model with model_conf AUX (fastemit_lambda, the auxiliary LM
                     loss' lm_lin): its weights (lm_lin.* besides weights' tensors) and loss's items
                     with out.loss_aux_lm (inputs: loss's in.*)
+  gru_weights  an RNNDecoder with rnn_type gru and embed_size 8 (2 GRU layers of 12 units; default
+               init under seed 3): its decoder.* parameters; every other one is weights'
+  gru_loss     loss's batch on the GRU model: out.loss, out.loss_transducer, out.loss_aux_ctc and
+               grad.<name> of the decoder's and the joint network's parameters
+  gru_search   search's modes on the GRU model (in.enc: the same encoder output)
 """
 import argparse
 import os
@@ -64,7 +69,11 @@ FEAT_LENS, LABEL_LENS = [64, 12], [7, 4]
 AUX = {"fastemit_lambda": 0.5, "auxiliary_lm_loss_weight": 0.4, "auxiliary_lm_loss_smoothing": 0.1}
 
 
-def build(stateless=False, block="conformer", aux=False):
+
+GRU_EMBED = 8  # the GRU decoder's embed_size, apart from its hidden_size
+
+
+def build(stateless=False, block="conformer", aux=False, rnn_type="lstm"):
     body = [{"block_type": block, "hidden_size": D, "linear_size": LINEAR, "heads": HEADS,
              "conv_mod_kernel_size": KERNEL, "num_blocks": BLOCKS}]
     if block == "ebranchformer":
@@ -72,6 +81,8 @@ def build(stateless=False, block="conformer", aux=False):
     encoder = Encoder(IDIM, body, input_conf={}, main_conf={})
     if stateless:
         decoder = StatelessDecoder(len(TOKENS), embed_size=HIDDEN)
+    elif rnn_type == "gru":
+        decoder = RNNDecoder(len(TOKENS), embed_size=GRU_EMBED, hidden_size=HIDDEN, rnn_type="gru", num_layers=LAYERS)
     else:
         decoder = RNNDecoder(len(TOKENS), embed_size=HIDDEN, hidden_size=HIDDEN, num_layers=LAYERS)
     joint = JointNetwork(len(TOKENS), encoder.output_size, decoder.output_size, joint_space_size=JOINT)
@@ -110,9 +121,9 @@ def stateless_weights(weights):
     return {k: v for k, v in weights.items() if not k.startswith("decoder.rnn.")}
 
 
-def loss_case(weights, stateless=False, block="conformer", aux=False):
+def loss_case(weights, stateless=False, block="conformer", aux=False, rnn_type="lstm"):
     feats, lens, ys, ylens = batch()
-    model = build(stateless, block, aux)
+    model = build(stateless, block, aux, rnn_type)
     model.load_state_dict(weights)
     model.eval()  # the Encoder's output with the BatchNorms' running statistics
     with torch.no_grad():
@@ -146,10 +157,10 @@ SEARCHES = [
 ]
 
 
-def search_case(weights, stateless=False):
+def search_case(weights, stateless=False, rnn_type="lstm"):
     from espnet2.asr_transducer.beam_search_transducer import BeamSearchTransducer
 
-    model = build(stateless)
+    model = build(stateless, rnn_type=rnn_type)
     w = dict(weights)
     w["joint_network.lin_out.weight"] = 3 * w["joint_network.lin_out.weight"]
     model.load_state_dict(w)
@@ -198,6 +209,16 @@ def main():
     n += write_pack(out, "aux_loss", items)
     lm = dict(items)["out.loss_aux_lm"].item()
     print(f"FastEmit and the auxiliary LM loss ({AUX}): loss {loss:.6f}, loss_aux_lm {lm:.6f}")
+    torch.manual_seed(3)
+    gru = {k: v.detach().clone() for k, v in build(rnn_type="gru").state_dict().items() if k.startswith("decoder.")}
+    gw = {k: v for k, v in weights.items() if not k.startswith("decoder.")}
+    gw.update(gru)
+    n += write_pack(out, "gru_weights", list(gru.items()))
+    items, loss, _ = loss_case(gw, rnn_type="gru")
+    n += write_pack(out, "gru_loss", [kv for kv in items if kv[0].startswith("out.loss")
+                                      or kv[0].startswith("grad.decoder.") or kv[0].startswith("grad.joint_network.")])
+    n += write_pack(out, "gru_search", search_case(gw, rnn_type="gru"))
+    print(f"gru decoder: loss {loss:.6f}")
     print(f"wrote {n * 4 / 1024:.0f} KiB to {out}")
 
 

@@ -89,6 +89,11 @@ lm.encoder.weight is set to ZERO again, as nn.Embedding(padding_idx=0)'s own ini
                 prefix 4 cut to length k + 1; logp_batch.<k> (k = 0, 1): prefixes 3 and 4 in ONE
                 batch_score call, given the states each reached step by step on its first 4 tokens
 
+"_gru" (weights_gru, loss_gru, score_gru): the "_rnn" packs' layouts for SequentialRNNLM(12, unit=16,
+nhid=24, nlayers=2, rnn_type="gru") (seed 12): lm.rnn.weight_ih_l0 (72,16), 3H = 72 in the order r, z,
+n of nn.GRU (n = tanh(W_in x + b_in + r * (W_hn h + b_hn)), h = (1 - z) n + z h_prev); its states
+in batch_score are h alone.
+
 SequentialRNNLM facts (torch nn.LSTM / nn.Embedding semantics):
   * forward(ids, hidden): emb = drop(encoder(ids)); out, hidden = rnn(emb, hidden); out =
     drop(out); logits = decoder(out) (Linear nhid -> vocab). hidden None = zero h0 and c0 for
@@ -220,8 +225,8 @@ def score_case(model):
     return items
 
 
-def build_rnn(unit, nhid, nlayers):
-    lm = SequentialRNNLM(V, unit=unit, nhid=nhid, nlayers=nlayers, dropout_rate=0.0, rnn_type="lstm")
+def build_rnn(unit, nhid, nlayers, rnn_type="lstm"):
+    lm = SequentialRNNLM(V, unit=unit, nhid=nhid, nlayers=nlayers, dropout_rate=0.0, rnn_type=rnn_type)
     return ESPnetLanguageModel(lm, V)
 
 
@@ -266,8 +271,10 @@ def rnn_score_case(model):
                 logp, states = lm.batch_score(torch.tensor([p[: k + 1]]), states, dummy)
                 whole = lm(torch.tensor([p[: k + 1]]), None)[0][0, -1].log_softmax(-1)
                 assert torch.allclose(logp[0], whole, atol=1e-5), (i, k)
-                single, _ = lm.score(torch.tensor(p[: k + 1]), None if prev[0] is None else
-                                     tuple(s.unsqueeze(1) for s in prev[0]), dummy[0])
+                st = prev[0]  # an LSTM's (h, c), a GRU's h: each (nlayers, nhid) -> (nlayers, 1, nhid)
+                if st is not None:
+                    st = tuple(s.unsqueeze(1) for s in st) if isinstance(st, tuple) else st.unsqueeze(1)
+                single, _ = lm.score(torch.tensor(p[: k + 1]), st, dummy[0])
                 assert torch.allclose(logp[0], single, atol=1e-5), (i, k)
                 inc.append(logp[0])
             assert torch.allclose(inc[-1], ref, atol=1e-5), i
@@ -302,14 +309,16 @@ def main():
         n += write_pack(out, "score" + sfx, score_case(model))
         print(f"pos_enc {pos_enc}: loss {loss:.6f}, {len(model.state_dict())} tensors, "
               f"{sum(p.numel() for p in model.parameters())} parameters")
-    for sfx, (unit, nhid, nlayers), seed in [("_rnn", (16, 24, 2), 10), ("_rnn1", (20, None, 1), 11)]:
-        model = seed_rnn_weights(build_rnn(unit, nhid, nlayers), seed)
+    for sfx, (unit, nhid, nlayers), seed in [("_rnn", (16, 24, 2), 10), ("_rnn1", (20, None, 1), 11),
+                                             ("_gru", (16, 24, 2), 12)]:
+        rnn_type = "gru" if sfx == "_gru" else "lstm"
+        model = seed_rnn_weights(build_rnn(unit, nhid, nlayers, rnn_type), seed)
         n += write_pack(out, "weights" + sfx, list(model.state_dict().items()))
         items, loss = rnn_loss_case(model)
         n += write_pack(out, "loss" + sfx, items)
-        if sfx == "_rnn":
+        if sfx != "_rnn1":
             n += write_pack(out, "score" + sfx, rnn_score_case(model))
-        print(f"lstm unit {unit} nhid {model.lm.nhid} nlayers {nlayers}: loss {loss:.6f}, "
+        print(f"{rnn_type} unit {unit} nhid {model.lm.nhid} nlayers {nlayers}: loss {loss:.6f}, "
               f"{len(model.state_dict())} tensors, {sum(p.numel() for p in model.parameters())} parameters")
     print(f"wrote {n * 4 / 1024:.0f} KiB to {out}")
 

@@ -21,6 +21,11 @@ for the float32 values in <pack>.f32):
             (weight.joint_network.lin_out.weight): per mode of SEARCHES (greedy, default, tsd, alsd,
             nsc, maes with their transducer_conf keys) <mode>.n hypotheses, <mode>.<i>.yseq (the
             blank first) and <mode>.<i>.score (float32 of ESPnet's double)
+  gru_weights  the same model with rnn_type gru: its decoder.decoder.* (2 torch.nn.GRU layers, default
+            init under seed 3); every other parameter is weights'
+  gru_ctc03 ctc03's batch on the GRU model: out.loss, out.loss_ctc, out.loss_transducer and grad.<name>
+            of the decoder's and the joint network's parameters (inputs: ctc03's in.*)
+  gru_search  search's modes on the GRU model (in.enc its encoder output: weights' encoder)
 """
 import argparse
 import os
@@ -46,11 +51,11 @@ from make_decoder_fixtures import (  # noqa: E402
 HIDDEN, LAYERS, JOINT = 24, 2, 20
 
 
-def build(ctc_weight):
+def build(ctc_weight, rnn_type="lstm"):
     encoder = TransformerEncoder(IDIM, output_size=D, attention_heads=HEADS, linear_units=UNITS,
                                  num_blocks=BLOCKS, dropout_rate=0.0, positional_dropout_rate=0.0,
                                  attention_dropout_rate=0.0, input_layer="conv2d", use_flash_attn=False)
-    decoder = TransducerDecoder(len(TOKENS), rnn_type="lstm", num_layers=LAYERS, hidden_size=HIDDEN, dropout=0.0,
+    decoder = TransducerDecoder(len(TOKENS), rnn_type=rnn_type, num_layers=LAYERS, hidden_size=HIDDEN, dropout=0.0,
                                 dropout_embed=0.0, embed_pad=0)
     joint = JointNetwork(len(TOKENS), encoder.output_size(), decoder.dunits, joint_space_size=JOINT)
     ctc = CTC(len(TOKENS), D)
@@ -61,8 +66,8 @@ def build(ctc_weight):
     return model
 
 
-def loss_case(weights, ctc_weight, inputs):
-    model = build(ctc_weight)
+def loss_case(weights, ctc_weight, inputs, rnn_type="lstm"):
+    model = build(ctc_weight, rnn_type)
     model.load_state_dict(weights)
     model.train()  # dropout rates are 0
     feats, lens, ys, ylens = inputs
@@ -90,12 +95,12 @@ SEARCHES = [
 ]
 
 
-def search_case(weights):
+def search_case(weights, rnn_type="lstm"):
     """BeamSearchTransducer on the encoder output of utterance 0 (lin_out scaled by 3: peakier
     distributions, so the beams hold distinct, non-tied hypotheses)."""
     from espnet2.asr.transducer.beam_search_transducer import BeamSearchTransducer
 
-    model = build(0.3)
+    model = build(0.3, rnn_type)
     w = dict(weights)
     w["joint_network.lin_out.weight"] = 3 * w["joint_network.lin_out.weight"]
     model.load_state_dict(w)
@@ -135,6 +140,16 @@ def main():
     n += write_pack(out, "ctc03", items)
     print(f"ctc03: loss {loss:.6f}")
     n += write_pack(out, "search", search_case(weights))
+    torch.manual_seed(3)
+    gru = {k: v.detach().clone() for k, v in build(0.3, "gru").named_parameters() if k.startswith("decoder.decoder.")}
+    gw = {k: v for k, v in weights.items() if not k.startswith("decoder.decoder.")}
+    gw.update(gru)
+    n += write_pack(out, "gru_weights", list(gru.items()))
+    items, loss = loss_case(gw, 0.3, batch(1, len(TOKENS)), "gru")
+    n += write_pack(out, "gru_ctc03", [kv for kv in items if kv[0].startswith("out.loss")
+                                       or kv[0].startswith("grad.decoder.") or kv[0].startswith("grad.joint_network.")])
+    print(f"gru ctc03: loss {loss:.6f}")
+    n += write_pack(out, "gru_search", search_case(gw, "gru"))
     print(f"wrote {n * 4 / 1024:.0f} KiB to {out}")
 
 

@@ -58,7 +58,7 @@ enum { MT_MIN = 1 << 15 };
 typedef enum {
     EW_RELU_F, EW_RELU_B, EW_ADD, EW_SWISH_F, EW_SWISH_B, EW_DROPOUT, EW_GLU_F, EW_GLU_B, EW_LN_F, EW_LSM_F,
     EW_LSM_B, EW_SM_F, EW_SM_B, EW_POSENC, EW_SWAP12, EW_EMBED_F, EW_FILL, EW_COPY, EW_GELU_F, EW_GELU_B, EW_MUL_F, EW_MUL_B,
-    EW_LSTM_F, EW_LSTM_B
+    EW_LSTM_F, EW_LSTM_B, EW_GRU_F, EW_GRU_B
 } ew_kind;
 
 typedef struct ew_job {
@@ -115,6 +115,13 @@ static void ew_part(void *ctx, size_t lo, size_t hi, int part)
     case EW_LSTM_B:
         ops_lstm_cell_backward_f32(j->y + 4 * o, j->m ? j->m + o : NULL, j->a + o, at(j->b, o), j->c + 4 * o,
                                    at(j->d, o), j->e + o, (int)cnt, j->d1);
+        break;
+    case EW_GRU_F: /* rows of d1 units: h, h_prev at o, act at 4 * o, the gates at 3 * o */
+        ops_gru_cell_forward_f32(j->y + o, j->r + 4 * o, j->a + 3 * o, j->b + 3 * o, at(j->c, o), (int)cnt, j->d1);
+        break;
+    case EW_GRU_B:
+        ops_gru_cell_backward_f32(j->y + 3 * o, j->m + 3 * o, j->r ? j->r + o : NULL, j->a + o, j->b + 4 * o,
+                                  at(j->c, o), (int)cnt, j->d1);
         break;
     }
 }
@@ -564,6 +571,25 @@ static void cpu_lstm_cell_backward(backend *be, float *dgates, float *dc_prev, c
     ew_run(be, &j, (size_t)n);
 }
 
+/* ---- the GRU cell: rows of H units split over the threads */
+
+static void cpu_gru_cell_forward(backend *be, float *h, float *act, const float *gi, const float *gh,
+                                 const float *h_prev, int n, int H)
+{
+    if (n <= 0 || H <= 0) return;
+    ew_job j = {.kind = EW_GRU_F, .y = h, .r = act, .a = gi, .b = gh, .c = h_prev, .row = (size_t)H, .d1 = H};
+    ew_run(be, &j, (size_t)n);
+}
+
+static void cpu_gru_cell_backward(backend *be, float *dgi, float *dgh, float *dh_prev, const float *dh,
+                                  const float *act, const float *h_prev, int n, int H)
+{
+    if (n <= 0 || H <= 0) return;
+    ew_job j = {.kind = EW_GRU_B, .y = dgi, .m = dgh, .r = dh_prev, .a = dh, .b = act, .c = h_prev,
+                .row = (size_t)H, .d1 = H};
+    ew_run(be, &j, (size_t)n);
+}
+
 /* ---- the transducer's joint activation */
 
 static void cpu_joint_tanh_forward(backend *be, float *z, const float *enc, const float *dec, int B, int T, int t0,
@@ -810,6 +836,8 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
         .mul_backward = cpu_mul_backward,
         .lstm_cell_forward = cpu_lstm_cell_forward,
         .lstm_cell_backward = cpu_lstm_cell_backward,
+        .gru_cell_forward = cpu_gru_cell_forward,
+        .gru_cell_backward = cpu_gru_cell_backward,
         .joint_tanh_forward = cpu_joint_tanh_forward,
         .joint_tanh_backward = cpu_joint_tanh_backward,
         .sum = cpu_sum,

@@ -227,6 +227,17 @@
         const float *dh, const float *dc, const float *act, const float *c_prev, const float *c, int n,  \
         int H),                                                                                          \
         (be, dgates, dc_prev, dh, dc, act, c_prev, c, n, H))                                             \
+    /* the GRU cell of torch.nn.GRU, gate order r, z, n, on n rows of H units. gi, gh (n, 3H): the       \
+     * input side W_ih x + b_ih and the hidden side W_hh h_prev + b_hh, each row [r | z | n]; act       \
+     * (n, 4H, out): r, z, n and gh's n part, kept for the backward; h = n + z (h_prev - n),             \
+     * n = tanh(gi_n + r gh_n); h_prev NULL: zeros. The backward from dh: overwrites dgi, dgh (n, 3H)    \
+     * and dh_prev (n, H; NULL: not wanted) with dh z (the rest of h_prev's is dgh W_hh). */             \
+    X(GRU_CELL_FORWARD, gru_cell_forward, void, (backend *be, float *h, float *act, const float *gi,     \
+        const float *gh, const float *h_prev, int n, int H),                                             \
+        (be, h, act, gi, gh, h_prev, n, H))                                                              \
+    X(GRU_CELL_BACKWARD, gru_cell_backward, void, (backend *be, float *dgi, float *dgh, float *dh_prev,  \
+        const float *dh, const float *act, const float *h_prev, int n, int H),                           \
+        (be, dgi, dgh, dh_prev, dh, act, h_prev, n, H))                                                  \
                                                                                                          \
     /* ---- CTC loss (core/compute/ctc.h, blank 0): logp (B, T, V) log-probabilities on the device;      \
      * hlens, labels (padded rows of `stride`) and label_lens on the host. The forward returns           \

@@ -683,6 +683,31 @@ static void ref_lstm_cell_backward(backend *be, float *dgates, float *dc_prev, c
     tmp_release(be);
 }
 
+/* ---- the GRU cell */
+
+static void ref_gru_cell_forward(backend *be, float *h, float *act, const float *gi, const float *gh,
+                                 const float *h_prev, int n, int H)
+{
+    size_t nh = n > 0 && H > 0 ? (size_t)n * H : 0;
+    double *hd = tmp_zeros(be, nh), *ad = tmp_zeros(be, 4 * nh);
+    ops_gru_cell_forward_f64(hd, ad, wide(be, gi, 3 * nh), wide(be, gh, 3 * nh), wide(be, h_prev, nh), n, H);
+    narrow(h, hd, nh);
+    narrow(act, ad, 4 * nh);
+    tmp_release(be);
+}
+
+static void ref_gru_cell_backward(backend *be, float *dgi, float *dgh, float *dh_prev, const float *dh,
+                                  const float *act, const float *h_prev, int n, int H)
+{
+    size_t nh = n > 0 && H > 0 ? (size_t)n * H : 0;
+    double *di = tmp_zeros(be, 3 * nh), *dg = tmp_zeros(be, 3 * nh), *dp = dh_prev ? tmp_zeros(be, nh) : NULL;
+    ops_gru_cell_backward_f64(di, dg, dp, wide(be, dh, nh), wide(be, act, 4 * nh), wide(be, h_prev, nh), n, H);
+    narrow(dgi, di, 3 * nh);
+    narrow(dgh, dg, 3 * nh);
+    narrow(dh_prev, dp, nh);
+    tmp_release(be);
+}
+
 /* ---- the transducer's joint activation */
 
 static void ref_joint_tanh_forward(backend *be, float *z, const float *enc, const float *dec, int B, int T, int t0,
@@ -782,6 +807,8 @@ int backend_ref64_init(backend *be, int threads, esp_err *err)
         .adadelta_update = ref_adadelta_update,
         .lstm_cell_forward = ref_lstm_cell_forward,
         .lstm_cell_backward = ref_lstm_cell_backward,
+        .gru_cell_forward = ref_gru_cell_forward,
+        .gru_cell_backward = ref_gru_cell_backward,
         .joint_tanh_forward = ref_joint_tanh_forward,
         .joint_tanh_backward = ref_joint_tanh_backward,
     };

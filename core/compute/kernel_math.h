@@ -17,6 +17,8 @@
  *                 bn_apply, bn_running, bn_dx (BatchNorm), relpos_angle (relative encoding)
  *   LSTM cell     per type (core/compute/kernel_math_lstm.h): lstm_cell, lstm_cell_c (the forward
  *                 of one unit), lstm_cell_grad, lstm_cell_grad_t (its backward)
+ *   GRU cell      per type (core/compute/kernel_math_gru.h): gru_cell, gru_cell_n, gru_cell_h (the
+ *                 forward of one unit), gru_cell_grad (its backward)
  *   optimizers    adam_update_one (Adam / AdamW), sgd_update_one, adadelta_update_one
  *   clipping      clip_grad_coef, clip_grad_value_one, SUM_SQUARES_BLOCK
  *   EMA weights   ema_update_one
@@ -396,13 +398,14 @@ static inline KM_HD int relpos_shift_col(int i, int j, int t) { return t - 1 - i
 #undef KM_FN
 #undef KM_EXP
 
-/* ---- the LSTM cell ----------------------------------------------------------------------------- */
+/* ---- the LSTM and GRU cells ----------------------------------------------------------------------- */
 
 #define KM_T float
 #define KM_FN(name) name##_f32
 #define KM_EXP expf
 #define KM_TANH tanhf
 #include "core/compute/kernel_math_lstm.h"
+#include "core/compute/kernel_math_gru.h"
 #undef KM_T
 #undef KM_FN
 #undef KM_EXP
@@ -413,6 +416,7 @@ static inline KM_HD int relpos_shift_col(int i, int j, int t) { return t - 1 - i
 #define KM_EXP exp
 #define KM_TANH tanh
 #include "core/compute/kernel_math_lstm.h"
+#include "core/compute/kernel_math_gru.h"
 #undef KM_T
 #undef KM_FN
 #undef KM_EXP

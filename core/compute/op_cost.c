@@ -462,6 +462,22 @@ op_cost op_cost_lstm_cell_backward(backend *be, float *dgates, float *dc_prev, c
     return cost(20 * nh, (9 + (dc ? 1 : 0) + (c_prev ? 1 : 0) + (dc_prev ? 1 : 0)) * nh + nh);
 }
 
+op_cost op_cost_gru_cell_forward(backend *be, float *h, float *act, const float *gi, const float *gh, const float *h_prev,
+                                 int n, int H)
+{
+    (void)be, (void)h, (void)act, (void)gi, (void)gh;
+    double nh = (double)n * H;
+    return cost(20 * nh, (11 + (h_prev ? 1 : 0)) * nh);
+}
+
+op_cost op_cost_gru_cell_backward(backend *be, float *dgi, float *dgh, float *dh_prev, const float *dh,
+                                  const float *act, const float *h_prev, int n, int H)
+{
+    (void)be, (void)dgi, (void)dgh, (void)dh, (void)act;
+    double nh = (double)n * H;
+    return cost(16 * nh, (11 + (h_prev ? 1 : 0) + (dh_prev ? 1 : 0)) * nh);
+}
+
 op_cost op_cost_joint_tanh_forward(backend *be, float *z, const float *enc, const float *dec, int B, int T, int t0,
                                    int tc, int U1, int J)
 {

@@ -2,7 +2,7 @@
  * backward, written once (core/compute/ops_impl.h; the embedding and the label-smoothing loss in
  * ops_embed_impl.h and ops_loss_impl.h; the Conformer's in ops_act_impl.h, ops_conv1d_impl.h,
  * ops_norm_impl.h and ops_relattn_impl.h, declared in ops_conformer_decl.h; the LSTM cell in
- * ops_lstm_impl.h; the transducer's joint activation in ops_joint_impl.h; the RNN-T loss' passes
+ * ops_lstm_impl.h, the GRU cell in ops_gru_impl.h; the transducer's joint activation in ops_joint_impl.h; the RNN-T loss' passes
  * over the logits in ops_rnnt_impl.h) and instantiated
  * twice: `_f32` (float: the CPU backend, core/compute/ops_f32.c) and `_f64` (double: the float64 reference backend
  * core/compute/backend_ref64.c and the finite-difference tests, core/compute/ops_f64.c). The

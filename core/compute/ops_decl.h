@@ -223,3 +223,18 @@ void OPS_DECL_FN(lstm_cell_forward)(OPS_DECL_T *h, OPS_DECL_T *c, OPS_DECL_T *ac
 void OPS_DECL_FN(lstm_cell_backward)(OPS_DECL_T *dgates, OPS_DECL_T *dc_prev, const OPS_DECL_T *dh,
                                      const OPS_DECL_T *dc, const OPS_DECL_T *act, const OPS_DECL_T *c_prev,
                                      const OPS_DECL_T *c, int n, int H);
+
+/* ---- The GRU cell (torch.nn.GRU's, gate order r, z, n; core/compute/ops_gru_impl.h), per unit
+ * kernel_math_gru.h's gru_cell / gru_cell_grad: n rows of H units. gi (n, 3H): W_ih x + b_ih, each
+ * row [r | z | n] (H each); gh (n, 3H): W_hh h_prev + b_hh, the same layout (b_hn stays inside
+ * r * (W_hn h + b_hn), so the two sides cannot be summed first). The forward writes h (n, H) =
+ * n + z (h_prev - n) and act (n, 4H): r, z, n (after tanh) and gh's n part, kept for the backward;
+ * h_prev (n, H) NULL: zeros. The backward from dh (n, H), the gradient of h, with act and h_prev
+ * (NULL: zeros) the forward's: it overwrites dgi (n, 3H) and dgh (n, 3H), the gradients of the
+ * input and the hidden pre-activations (their r and z parts equal), and dh_prev (n, H; NULL: not
+ * wanted) with dh z, the part of h_prev's gradient that skips W_hh (dgh W_hh is the rest). No
+ * output may alias an input. */
+void OPS_DECL_FN(gru_cell_forward)(OPS_DECL_T *h, OPS_DECL_T *act, const OPS_DECL_T *gi, const OPS_DECL_T *gh,
+                                   const OPS_DECL_T *h_prev, int n, int H);
+void OPS_DECL_FN(gru_cell_backward)(OPS_DECL_T *dgi, OPS_DECL_T *dgh, OPS_DECL_T *dh_prev, const OPS_DECL_T *dh,
+                                    const OPS_DECL_T *act, const OPS_DECL_T *h_prev, int n, int H);

@@ -22,6 +22,7 @@
 #include "core/compute/ops_loss_impl.h"
 #include "core/compute/ops_act_impl.h"
 #include "core/compute/ops_lstm_impl.h"
+#include "core/compute/ops_gru_impl.h"
 #include "core/compute/ops_joint_impl.h"
 #include "core/compute/ops_rnnt_impl.h"
 #include "core/compute/ops_conv1d_impl.h"

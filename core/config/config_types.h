@@ -348,8 +348,8 @@ typedef struct decoder_conf_cfg {
     double layer_drop_rate;    /* 0 */
     int qk_norm;               /* false */
     /* ESPnet2's TransducerDecoder keys (espnet2/asr/decoder/transducer_decoder.py; model.decoder
-     * transducer): the prediction network's LSTM layers. */
-    char *rnn_type;            /* lstm */
+     * transducer): the prediction network's LSTM or GRU layers. */
+    char *rnn_type;            /* lstm | gru */
     int64_t num_layers;        /* 1 */
     int64_t hidden_size;       /* 320 */
     double dropout;            /* 0.0: after each layer */
@@ -414,7 +414,7 @@ typedef struct lm_conf_cfg {
     double attention_dropout_rate;  /* transformer: 0.1 */
     int64_t nhid;              /* seq_rnn: hidden units (unit) */
     int64_t nlayers;           /* seq_rnn: 2 */
-    char *rnn_type;            /* seq_rnn: lstm */
+    char *rnn_type;            /* seq_rnn: lstm | gru */
     int tie_weights;           /* seq_rnn: false */
     int64_t ignore_id;         /* seq_rnn: 0 (the embedding's padding_idx) */
 } lm_conf_cfg;

@@ -76,13 +76,13 @@ static const config_allowed allowed_rules[] = {
     {"model.encoder_conf.main_conf.simplified_att_score", "false"},
     {"model.encoder_conf.main_conf.dynamic_chunk_training", "false"},
     {"model.model_conf.use_k2_pruned_loss", "false"},
-    {"model.decoder_conf.rnn_type", "lstm"}, /* gru (torch.nn.GRU) is not built */
+    {"model.decoder_conf.rnn_type", "lstm|gru"}, /* the transducer decoders' (ESPnet2 takes these two) */
     {"model.joint_net_conf.joint_activation_type", "tanh"},
     /* mbg (multi-blank greedy) needs a multi-blank model, which espnet3 does not train. */
     {"model.transducer_conf.search_type", "default|tsd|alsd|nsc|maes"},
     {"model.beam_search_config.search_type", "default|tsd|alsd|maes"}, /* asr_transducer's (no nsc) */
     {"model.lm", "transformer|seq_rnn"},
-    {"model.lm_conf.rnn_type", "lstm|LSTM"},
+    {"model.lm_conf.rnn_type", "lstm|LSTM|gru|GRU"},
     {"model.lm_conf.tie_weights", "false"},
     {"model.lm_conf.ignore_id", "0"},
     {"model.lm_conf.pos_enc", "sinusoidal"},

@@ -218,7 +218,7 @@ static int stateless_dims(model_dims *out, model_rates *r, const decoder_conf_cf
                              "StatelessDecoder takes embed_size, embed_dropout_rate and embed_pad");
     int64_t E = c ? int_or(c->embed_size, 256) : 256;
     if (E < 1) return esp_fail(err, "model.decoder_conf.embed_size: %lld must be positive", (long long)E);
-    out->tr_stateless = 1, out->tr_layers = 0, out->tr_hidden = (int)E;
+    out->tr_stateless = 1, out->tr_layers = 0, out->tr_hidden = (int)E, out->tr_embed = 0, out->tr_gru = 0;
     if (r) r->tr_dropout = 0, r->tr_dropout_embed = c ? (float)or_default(c->embed_dropout_rate, 0) : 0;
     return 0;
 }
@@ -239,15 +239,13 @@ static int decoder_dims(model_dims *out, model_rates *r, const model_cfg *m, esp
     out->tr_joint = j && j->joint_space_size ? (int)j->joint_space_size : 256;
     out->tr_no_dec_bias = j && j->lin_dec_bias && !*j->lin_dec_bias;
     if (m->decoder && !strcmp(m->decoder, "stateless")) return stateless_dims(out, r, c, err);
-    if (c && c->rnn_type && strcmp(c->rnn_type, "lstm"))
-        return esp_fail(err, "model.decoder_conf.rnn_type: %s is not built (lstm is)", c->rnn_type);
     int64_t H = c && c->hidden_size ? c->hidden_size : 256, E = c ? int_or(c->embed_size, 256) : 256;
     int64_t L = c && c->num_layers ? c->num_layers : 1;
-    if (H < 1 || L < 1) return esp_fail(err, "model.decoder_conf: hidden_size and num_layers must be positive");
-    if (E != H)
-        return esp_fail(err, "model.decoder_conf.embed_size: %lld differs from hidden_size %lld; espnet3's prediction "
-                             "network embeds into hidden_size (write the same)", (long long)E, (long long)H);
-    out->tr_layers = (int)L, out->tr_stateless = 0, out->tr_hidden = (int)H;
+    if (H < 1 || L < 1 || E < 1)
+        return esp_fail(err, "model.decoder_conf: embed_size, hidden_size and num_layers must be positive");
+    /* RNNDecoder: Embedding(vocab, embed_size), the first layer embed_size -> hidden_size */
+    out->tr_layers = (int)L, out->tr_stateless = 0, out->tr_hidden = (int)H, out->tr_embed = (int)E;
+    out->tr_gru = c && c->rnn_type && !strcmp(c->rnn_type, "gru"); /* lstm | gru (config_validate.c) */
     if (r) {
         r->tr_dropout = c ? (float)c->dropout_rate : 0;
         r->tr_dropout_embed = c ? (float)or_default(c->embed_dropout_rate, 0) : 0;

@@ -39,6 +39,7 @@ static int transducer_dims(model_dims *dims, const model_cfg *m, esp_err *err)
                              "dropout and dropout_embed");
     dims->tr_layers = c && c->num_layers ? (int)c->num_layers : 1;
     dims->tr_hidden = c && c->hidden_size ? (int)c->hidden_size : 320;
+    dims->tr_gru = c && c->rnn_type && !strcmp(c->rnn_type, "gru"); /* lstm | gru (config_validate.c) */
     const joint_net_conf_cfg *j = m->joint_net_conf;
     dims->tr_joint = j && j->joint_space_size ? (int)j->joint_space_size : 256;
     dims->tr_no_dec_bias = j && j->lin_dec_bias && !*j->lin_dec_bias;
@@ -49,7 +50,7 @@ static int transducer_dims(model_dims *dims, const model_cfg *m, esp_err *err)
 int decoder_dims_from_cfg(model_dims *dims, const model_cfg *m, esp_err *err)
 {
     dims->dec_blocks = dims->dec_heads = dims->dec_ff = 0;
-    dims->tr_layers = dims->tr_hidden = dims->tr_joint = dims->tr_no_dec_bias = 0;
+    dims->tr_layers = dims->tr_hidden = dims->tr_joint = dims->tr_no_dec_bias = dims->tr_embed = dims->tr_gru = 0;
     dims->no_ctc = 0;
     if (m && m->joint_net_conf && !transducer_in_cfg(m))
         return esp_fail(err, "model.joint_net_conf: the joint network goes with model.decoder: transducer");

@@ -9,7 +9,7 @@
  * CTC model), ctc_weight 0.0 drops the CTC branch (no ctc.* parameters), anything between trains
  * both with loss = ctc_weight * loss_ctc + (1 - ctc_weight) * loss_att. Without a decoder
  * (model.decoder unset or none) training is CTC only whatever ctc_weight says (stage 5 warns).
- * model.decoder transducer: decoder_conf holds TransducerDecoder's keys (rnn_type lstm, num_layers
+ * model.decoder transducer: decoder_conf holds TransducerDecoder's keys (rnn_type lstm | gru, num_layers
  * 1, hidden_size 320, dropout, dropout_embed) and joint_net_conf JointNetwork's (joint_space_size
  * 256, joint_activation_type tanh, lin_dec_bias true); the loss is loss_transducer + ctc_weight *
  * loss_ctc (ctc_weight 0: no CTC branch), as ESPnetASRModel's. */

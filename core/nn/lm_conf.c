@@ -31,6 +31,8 @@ static int seq_rnn_dims(model_dims *out, const lm_conf_cfg *c, esp_err *err)
     out->lm_embed = c && c->unit ? (int)c->unit : 650;
     out->d = c && c->nhid ? (int)c->nhid : out->lm_embed;
     out->lm_layers = c && c->nlayers ? (int)c->nlayers : 2;
+    /* lstm | gru, either case (config_validate.c; SequentialRNNLM upper-cases it) */
+    out->lm_gru = c && c->rnn_type && (!strcmp(c->rnn_type, "gru") || !strcmp(c->rnn_type, "GRU"));
     return 0;
 }
 

@@ -1,9 +1,10 @@
-/* ESPnet2's SequentialRNNLM (LSTM) on the backend; see lm_rnn.h. */
+/* ESPnet2's SequentialRNNLM (LSTM or GRU) on the backend; see lm_rnn.h. */
 #include "core/nn/lm_rnn.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/nn/gru_seq.h"
 #include "core/nn/lstm_seq.h"
 
 /* Dropout sites: streams apart from the encoder's and the decoder's. */
@@ -12,11 +13,12 @@ enum { RSTREAM_EMBED = 60000, RSTREAM_BETWEEN = 60001, RSTREAM_OUT = 60100 };
 typedef struct rnn_layer {
     float *in;   /* the layer's input (N x in): dropout(embedding) or dropout(the layer below) */
     float *hbuf; /* (N + B) x H: B zero rows (the initial state), then h of every position */
-    float *c;    /* N x H */
-    float *act;  /* N x 4H: the activated gates */
+    float *c;    /* N x H (LSTM only) */
+    float *act;  /* N x 4H: the activated gates (GRU: r, z, n and the hidden side's n part) */
 } rnn_layer;
 
-/* The beam search's states: per slot (hypothesis) and layer, h and c after its prefix. */
+/* The beam search's states: per slot (hypothesis) and layer, h and c after its prefix (a GRU has
+ * no c: NULL). */
 typedef struct rnn_states {
     float *h, *c;   /* nl x cap x H */
     int *tokens;    /* host: the prefix of each slot (cap x stride), its length in lens */
@@ -34,6 +36,7 @@ typedef struct rnn_score {
 
 struct lm_rnn {
     int V, U, H, nl;
+    int gru, G;  /* GRU layers (G = 3H) or LSTM (G = 4H) */
     /* The last batch: time-major ids and targets (host, N = L x B). */
     int B, L, train;
     uint64_t seed;
@@ -43,8 +46,8 @@ struct lm_rnn {
     int grads;
     rnn_layer *layers;
     int table; /* the last forward ran layer 0's input product through the vocabulary (see layer_input) */
-    float *e, *p, *z, *logp, *bias, *tab;
-    float *dlogits, *dh, *dx, *dgates, *dtab, *dc[2];
+    float *e, *p, *z, *logp, *bias, *tab, *gh; /* gh: a GRU step's hidden side (B x G) */
+    float *dlogits, *dh, *dx, *dgates, *dgh, *dtab, *dc[2]; /* dgh: a GRU's hidden-side gradients */
     rnn_score *score;
 };
 
@@ -54,6 +57,7 @@ lm_rnn *lm_rnn_new(const asr_model *m)
     ESP_CHECK(d->lm == LM_SEQ_RNN && d->lm_layers > 0 && d->d > 0 && d->lm_embed > 0);
     lm_rnn *r = xcalloc(1, sizeof *r);
     r->V = d->vocab, r->U = d->lm_embed, r->H = d->d, r->nl = d->lm_layers;
+    r->gru = d->lm_gru, r->G = rnn_gates(d->lm_gru) * r->H;
     r->layers = xcalloc((size_t)r->nl, sizeof *r->layers);
     return r;
 }
@@ -62,8 +66,8 @@ lm_rnn *lm_rnn_new(const asr_model *m)
 
 static void free_acts(backend *be, lm_rnn *r)
 {
-    float **all[] = {&r->e, &r->p, &r->z, &r->logp, &r->bias, &r->tab, &r->dlogits, &r->dh, &r->dx, &r->dgates,
-                     &r->dtab, &r->dc[0], &r->dc[1]};
+    float **all[] = {&r->e,  &r->p,  &r->z,      &r->logp, &r->bias, &r->tab,   &r->gh,   &r->dlogits,
+                     &r->dh, &r->dx, &r->dgates, &r->dgh,  &r->dtab, &r->dc[0], &r->dc[1]};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) be->free(be, *all[i]), *all[i] = NULL;
     for (int l = 0; l < r->nl; l++) {
         rnn_layer *y = &r->layers[l];
@@ -104,19 +108,21 @@ static void ensure_acts(backend *be, lm_rnn *r, size_t rows, size_t b, int grads
     if (rows <= r->cap_rows && b <= r->cap_b && (r->grads || !grads)) return;
     grads |= r->grads;
     free_acts(be, r);
-    size_t U = (size_t)r->U, H = (size_t)r->H, V = (size_t)r->V, in_max = U > H ? U : H;
+    size_t U = (size_t)r->U, H = (size_t)r->H, V = (size_t)r->V, G = (size_t)r->G, in_max = U > H ? U : H;
     for (int l = 0; l < r->nl; l++) {
         rnn_layer *y = &r->layers[l];
         y->in = ALLOC(rows * (l == 0 ? U : H));
         y->hbuf = ALLOC((rows + b) * H);
-        y->c = ALLOC(rows * H);
+        y->c = r->gru ? NULL : ALLOC(rows * H);
         y->act = ALLOC(rows * 4 * H);
     }
-    r->e = ALLOC(rows * U), r->p = ALLOC(rows * 4 * H), r->bias = ALLOC(4 * H), r->tab = ALLOC(V * 4 * H);
+    r->e = ALLOC(rows * U), r->p = ALLOC(rows * G), r->bias = ALLOC(G), r->tab = ALLOC(V * G);
     r->z = ALLOC(rows * H), r->logp = ALLOC(rows * V);
+    if (r->gru) r->gh = ALLOC(b * G);
     if (grads) {
         r->dlogits = ALLOC(rows * V), r->dh = ALLOC(rows * H), r->dx = ALLOC(rows * in_max);
-        r->dgates = ALLOC(rows * 4 * H), r->dtab = ALLOC(V * 4 * H), r->dc[0] = ALLOC(b * H), r->dc[1] = ALLOC(b * H);
+        r->dgates = ALLOC(rows * G), r->dtab = ALLOC(V * G), r->dc[0] = ALLOC(b * H), r->dc[1] = ALLOC(b * H);
+        if (r->gru) r->dgh = ALLOC(rows * G);
     }
     r->cap_rows = rows, r->cap_b = b, r->grads = grads;
 }
@@ -154,7 +160,7 @@ static int64_t make_targets(lm_rnn *r, const int *labels, const int *label_lens,
 }
 
 /* Layer l's input products of all positions into r->p: W_ih x + b_ih + b_hh (the recurrence adds
- * W_hh h_{t-1} in place). Layer 0 without dropout on the embedding: x W_ih^T + b is row ids of the
+ * W_hh h_{t-1} in place; a GRU's: W_ih x + b_ih, its hidden side kept apart by gru_seq). Layer 0 without dropout on the embedding: x W_ih^T + b is row ids of the
  * table E W_ih^T + b (V x 4H with V the vocabulary, far fewer rows than positions), so the N x U x
  * 4H product becomes a V x U x 4H one and a gather (and in the backward, the gates' gradients summed
  * per token first, the two products of dW_ih and dE likewise: layer_input_backward). */
@@ -162,25 +168,30 @@ static void layer_input(asr_model *m, int l)
 {
     backend *be = m->be;
     lm_rnn *r = m->rnn;
-    int H = r->H, G = 4 * H, in = l == 0 ? r->U : H;
+    int H = r->H, G = r->G, in = l == 0 ? r->U : H;
     size_t N = (size_t)r->B * r->L;
     const lstm_tensors *w = &m->w.rnn_lm.rnn[l];
-    be->add(be, r->bias, w->bias_ih, w->bias_hh, (size_t)G);
+    const float *bias = w->bias_ih;
+    if (!r->gru) be->add(be, r->bias, w->bias_ih, w->bias_hh, (size_t)G), bias = r->bias;
     if (l == 0 && r->table) {
-        be->linear_forward(be, r->tab, m->w.rnn_lm.encoder, w->weight_ih, r->bias, r->V, in, G);
+        be->linear_forward(be, r->tab, m->w.rnn_lm.encoder, w->weight_ih, bias, r->V, in, G);
         be->embedding_forward(be, r->p, r->tab, r->ids, (int)N, r->V, G);
     } else {
-        be->linear_forward(be, r->p, r->layers[l].in, w->weight_ih, r->bias, (int)N, in, G);
+        be->linear_forward(be, r->p, r->layers[l].in, w->weight_ih, bias, (int)N, in, G);
     }
 }
 
-/* One LSTM layer over all positions: its input -> y->hbuf (h) and y->c. */
+/* One LSTM or GRU layer over all positions: its input -> y->hbuf (h) and (LSTM) y->c. */
 static void layer_forward(asr_model *m, int l)
 {
     lm_rnn *r = m->rnn;
     rnn_layer *y = &r->layers[l];
     layer_input(m, l);
-    lstm_seq_forward(m->be, &m->w.rnn_lm.rnn[l], r->p, &(lstm_seq_acts){y->hbuf, y->c, y->act}, r->B, r->L, r->H);
+    lstm_seq_acts a = {y->hbuf, y->c, y->act};
+    if (r->gru)
+        gru_seq_forward(m->be, &m->w.rnn_lm.rnn[l], r->p, &a, r->gh, r->B, r->L, r->H);
+    else
+        lstm_seq_forward(m->be, &m->w.rnn_lm.rnn[l], r->p, &a, r->B, r->L, r->H);
 }
 
 double lm_rnn_loss(asr_model *m, const int *labels, const int *label_lens, int stride, int B, int train,
@@ -215,14 +226,14 @@ double lm_rnn_loss(asr_model *m, const int *labels, const int *label_lens, int s
 
 const float *lm_rnn_logp(const asr_model *m) { return m->rnn->logp; }
 
-/* The backward of layer_input: the gradients of W_ih and b_ih (b_hh's is the same sum, taken with
- * W_hh's) from r->dgates, and that of the layer's input: into r->dx, or for layer 0 through the
+/* The backward of layer_input: the gradients of W_ih and b_ih (an LSTM's b_hh's is the same sum,
+ * taken with W_hh's; a GRU's comes from its hidden side) from r->dgates, and that of the layer's input: into r->dx, or for layer 0 through the
  * vocabulary table straight into the embedding's gradient (r->dx is then untouched). */
 static void layer_input_backward(asr_model *m, int l)
 {
     backend *be = m->be;
     lm_rnn *r = m->rnn;
-    int H = r->H, G = 4 * H, in = l == 0 ? r->U : H;
+    int H = r->H, G = r->G, in = l == 0 ? r->U : H;
     size_t N = (size_t)r->B * r->L;
     const lstm_tensors *w = &m->w.rnn_lm.rnn[l], *gw = &m->g.rnn_lm.rnn[l];
     if (l == 0 && r->table) {
@@ -242,8 +253,13 @@ static void layer_backward(asr_model *m, int l)
 {
     lm_rnn *r = m->rnn;
     rnn_layer *y = &r->layers[l];
-    lstm_seq_backward(m->be, &m->w.rnn_lm.rnn[l], &m->g.rnn_lm.rnn[l], r->dgates, r->dh, r->dc,
-                      &(lstm_seq_acts){y->hbuf, y->c, y->act}, r->B, r->L, r->H);
+    lstm_seq_acts a = {y->hbuf, y->c, y->act};
+    if (r->gru)
+        gru_seq_backward(m->be, &m->w.rnn_lm.rnn[l], &m->g.rnn_lm.rnn[l], r->dgates, r->dgh, r->dh, r->dc[0], &a, r->B,
+                         r->L, r->H);
+    else
+        lstm_seq_backward(m->be, &m->w.rnn_lm.rnn[l], &m->g.rnn_lm.rnn[l], r->dgates, r->dh, r->dc, &a, r->B, r->L,
+                          r->H);
     layer_input_backward(m, l);
 }
 
@@ -277,7 +293,7 @@ static void ensure_states(backend *be, const lm_rnn *r, rnn_states *s, int n, in
     states_free(be, s);
     s->cap = n, s->stride = stride + 8;
     size_t floats = (size_t)r->nl * s->cap * r->H;
-    s->h = ALLOC(floats), s->c = ALLOC(floats);
+    s->h = ALLOC(floats), s->c = r->gru ? NULL : ALLOC(floats);
     s->tokens = xcalloc((size_t)s->cap * s->stride, sizeof *s->tokens);
     s->lens = xcalloc((size_t)s->cap, sizeof *s->lens);
 }
@@ -298,7 +314,8 @@ static void ensure_score_work(backend *be, const lm_rnn *r, rnn_score *s, size_t
     for (size_t i = 0; i < sizeof w / sizeof *w; i++) be->free(be, *w[i]);
     size_t U = (size_t)r->U, H = (size_t)r->H, in = U > H ? U : H, states = (size_t)r->nl * n * H;
     s->x = ALLOC(n * in), s->g = ALLOC(n * 4 * H), s->g2 = ALLOC(n * 4 * H), s->act = ALLOC(n * 4 * H);
-    s->hp = ALLOC(states), s->cp = ALLOC(states), s->hn = ALLOC(states), s->cn = ALLOC(states); /* layer-major */
+    s->hp = ALLOC(states), s->hn = ALLOC(states); /* layer-major */
+    s->cp = r->gru ? NULL : ALLOC(states), s->cn = r->gru ? NULL : ALLOC(states);
     s->logits = ALLOC(n * (size_t)r->V);
     s->cap_n = n;
 }
@@ -309,7 +326,7 @@ static void copy_rows(backend *be, float *dst, const float *src, size_t floats)
 }
 
 /* One step of k rows: tokens ids (host) from states (s->hp / s->cp per layer, layer-major k x H
- * blocks; zero_state: from zeros) into s->hn / s->cn (same layout). */
+ * blocks; zero_state: from zeros) into s->hn / s->cn (same layout; a GRU has h alone). */
 static void step(const asr_model *m, rnn_score *s, const int *ids, int k, int zero_state)
 {
     backend *be = m->be;
@@ -319,9 +336,12 @@ static void step(const asr_model *m, rnn_score *s, const int *ids, int k, int ze
     ESP_CHECK(!zero_state || k == 1);
     be->embedding_forward(be, s->x, m->w.rnn_lm.encoder, ids, k, r->V, U);
     for (int l = 0; l < r->nl; l++) {
-        const float *x = l == 0 ? s->x : s->hn + (l - 1) * kh;
-        lstm_seq_step(be, &m->w.rnn_lm.rnn[l], x, l == 0 ? U : H, zero_state ? NULL : s->hp + l * kh,
-                      zero_state ? NULL : s->cp + l * kh, s->hn + l * kh, s->cn + l * kh, s->g, s->g2, s->act, k, H);
+        const float *x = l == 0 ? s->x : s->hn + (l - 1) * kh, *hp = zero_state ? NULL : s->hp + l * kh;
+        if (r->gru)
+            gru_seq_step(be, &m->w.rnn_lm.rnn[l], x, l == 0 ? U : H, hp, s->hn + l * kh, s->g, s->g2, s->act, k, H);
+        else
+            lstm_seq_step(be, &m->w.rnn_lm.rnn[l], x, l == 0 ? U : H, hp, zero_state ? NULL : s->cp + l * kh,
+                          s->hn + l * kh, s->cn + l * kh, s->g, s->g2, s->act, k, H);
     }
 }
 
@@ -350,13 +370,13 @@ static void score_slow(const asr_model *m, rnn_score *s, rnn_states *cur, const 
         if (t) /* the state so far becomes the step's input state */
             for (int l = 0; l < r->nl; l++) {
                 copy_rows(be, s->hp + (size_t)l * H, s->hn + (size_t)l * H, (size_t)H);
-                copy_rows(be, s->cp + (size_t)l * H, s->cn + (size_t)l * H, (size_t)H);
+                if (!r->gru) copy_rows(be, s->cp + (size_t)l * H, s->cn + (size_t)l * H, (size_t)H);
             }
         step(m, s, &p[t], 1, t == 0);
     }
     for (int l = 0; l < r->nl; l++) {
         copy_rows(be, st_h(r, cur, l, slot), s->hn + (size_t)l * H, (size_t)H);
-        copy_rows(be, st_c(r, cur, l, slot), s->cn + (size_t)l * H, (size_t)H);
+        if (!r->gru) copy_rows(be, st_c(r, cur, l, slot), s->cn + (size_t)l * H, (size_t)H);
     }
 }
 
@@ -385,14 +405,16 @@ void lm_rnn_score_batch(const asr_model *m, const int *const *prefixes, const in
     if (nf > 0) {
         for (int l = 0; l < r->nl; l++)
             for (int j = 0; j < nf; j++) {
-                copy_rows(be, s->hp + ((size_t)l * nf + j) * H, st_h(r, prev, l, parent[fast[j]]), (size_t)H);
-                copy_rows(be, s->cp + ((size_t)l * nf + j) * H, st_c(r, prev, l, parent[fast[j]]), (size_t)H);
+                size_t at = ((size_t)l * nf + j) * H;
+                copy_rows(be, s->hp + at, st_h(r, prev, l, parent[fast[j]]), (size_t)H);
+                if (!r->gru) copy_rows(be, s->cp + at, st_c(r, prev, l, parent[fast[j]]), (size_t)H);
             }
         step(m, s, ids, nf, 0);
         for (int l = 0; l < r->nl; l++)
             for (int j = 0; j < nf; j++) {
-                copy_rows(be, st_h(r, cur, l, fast[j]), s->hn + ((size_t)l * nf + j) * H, (size_t)H);
-                copy_rows(be, st_c(r, cur, l, fast[j]), s->cn + ((size_t)l * nf + j) * H, (size_t)H);
+                size_t at = ((size_t)l * nf + j) * H;
+                copy_rows(be, st_h(r, cur, l, fast[j]), s->hn + at, (size_t)H);
+                if (!r->gru) copy_rows(be, st_c(r, cur, l, fast[j]), s->cn + at, (size_t)H);
             }
     }
     for (int i = 0; i < n; i++)

@@ -1,4 +1,4 @@
-/* ESPnet2's SequentialRNNLM (rnn_type lstm) inside ESPnetLanguageModel on a compute backend, forward
+/* ESPnet2's SequentialRNNLM (rnn_type lstm or gru) inside ESPnetLanguageModel on a compute backend, forward
  * and backward by hand, parameters in the model's flat buffer under ESPnet's names (lm.encoder,
  * lm.rnn.{weight,bias}_{ih,hh}_l<k>, lm.decoder; core/nn/model_params.c):
  *   x = <sos/eos> + text padded with 0 (B x L, L = longest text + 1), run over all L positions as
@@ -6,7 +6,9 @@
  *   no real position's output)
  *   -> lm.encoder (Embedding, padding_idx 0) -> dropout
  *   -> nlayers LSTM layers as torch.nn.LSTM (gates = W_ih x + b_ih + W_hh h + b_hh in the order i, f,
- *      g, o; c = f c_prev + i g; h = o tanh(c); zero initial state; dropout between layers)
+ *      g, o; c = f c_prev + i g; h = o tanh(c); zero initial state; dropout between layers), or with
+ *      rnn_type gru (dims.lm_gru) GRU layers as torch.nn.GRU (core/nn/gru_seq.h: gates r, z, n, the
+ *      hidden side W_hh h + b_hh kept apart; no cell state)
  *   -> dropout -> lm.decoder (Linear) -> log_softmax -> the negative log-likelihood of text +
  *      <sos/eos> summed over real tokens / their count.
  * Rows are time-major (row t * B + b), so each step of the recurrence is B contiguous rows: a layer's
@@ -43,7 +45,7 @@ void lm_rnn_backward(asr_model *m, float scale);
 
 /* The beam search's step (SequentialRNNLM.batch_score, eval mode): for n prefixes (host, each
  * starting with <sos>), the next-token log_softmax into logp_host (n x vocab). Each prefix's state
- * (h, c of every layer after it) is kept for the next call: a prefix whose parent (itself minus its
+ * (h, and an LSTM's c, of every layer after it) is kept for the next call: a prefix whose parent (itself minus its
  * last token) the previous call scored costs one step, any other runs from the zero state.
  * Results do not depend on what is cached beyond float rounding. */
 void lm_rnn_score_batch(const asr_model *m, const int *const *prefixes, const int *lens, int n, float *logp_host);

@@ -363,14 +363,14 @@ static void add_decoder(param_table *t, const model_dims *d)
     }
 }
 
-/* ESPnet2's TransducerDecoder (decoder.embed, decoder.decoder.<l>: single-layer torch.nn.LSTMs,
- * suffix _l0) and the ASR task's JointNetwork (joint_network.lin_enc, lin_dec, lin_out), in the
- * state dict's order (the asr_transducer task's StatelessDecoder: decoder.embed alone). The
- * embedding's padding_idx is the blank (0). */
+/* ESPnet2's TransducerDecoder (decoder.embed, decoder.decoder.<l>: single-layer torch.nn.LSTMs or
+ * GRUs, suffix _l0, the first from the embedding's width) and the ASR task's JointNetwork
+ * (joint_network.lin_enc, lin_dec, lin_out), in the state dict's order (the asr_transducer task's
+ * StatelessDecoder: decoder.embed alone). The embedding's padding_idx is the blank (0). */
 static void add_transducer(param_table *t, const model_dims *d)
 {
-    int64_t H = d->tr_hidden, G = 4 * H, J = d->tr_joint;
-    ADD(t, "decoder.embed.weight", 0, d->vocab, H);
+    int64_t H = d->tr_hidden, G = rnn_gates(d->tr_gru) * H, J = d->tr_joint, E = model_tr_embed(d);
+    ADD(t, "decoder.embed.weight", 0, d->vocab, E);
     t->items[t->n - 1].is_embedding = 1;
     t->items[t->n - 1].zero_row0 = 1;
     double bound = 1.0 / sqrt((double)H);
@@ -379,7 +379,7 @@ static void add_transducer(param_table *t, const model_dims *d)
         for (int k = 0; k < 4; k++) {
             char n[96];
             snprintf(n, sizeof n, "decoder.decoder.%d.%s", l, leaf[k]);
-            if (k < 2) ADD(t, n, 0, G, H);
+            if (k < 2) ADD(t, n, 0, G, k == 0 && l == 0 ? E : H);
             else ADD(t, n, 0, G);
             t->items[t->n - 1].uniform_bound = bound;
         }
@@ -433,7 +433,7 @@ static void add_lm(param_table *t, const model_dims *d)
     add_linear(t, "lm.decoder", d->vocab, d->d);
 }
 
-/* ESPnet2's SequentialRNNLM (lstm) under ESPnetLanguageModel, in its state-dict order. */
+/* ESPnet2's SequentialRNNLM (lstm or gru) under ESPnetLanguageModel, in its state-dict order. */
 static void add_lm_rnn(param_table *t, const model_dims *d)
 {
     char n[96];
@@ -442,7 +442,7 @@ static void add_lm_rnn(param_table *t, const model_dims *d)
     t->items[t->n - 1].zero_row0 = 1;
     double bound = 1.0 / sqrt((double)d->d);
     for (int l = 0; l < d->lm_layers; l++) {
-        int64_t in = l == 0 ? d->lm_embed : d->d, g = 4 * (int64_t)d->d;
+        int64_t in = l == 0 ? d->lm_embed : d->d, g = rnn_gates(d->lm_gru) * (int64_t)d->d;
         snprintf(n, sizeof n, "lm.rnn.weight_ih_l%d", l);
         ADD(t, n, 0, g, in);
         snprintf(n, sizeof n, "lm.rnn.weight_hh_l%d", l);

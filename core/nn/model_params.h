@@ -96,7 +96,8 @@ typedef struct model_dims {
     int dec_ff;          /* decoder_conf.linear_units */
     int no_ctc;          /* model_conf.ctc_weight 0: no CTC branch (ESPnet2 then has no ctc module) */
     /* The transducer (model.decoder: transducer; core/nn/transducer.h): ESPnet2's TransducerDecoder
-     * (decoder.embed, then tr_layers single-layer LSTMs of tr_hidden units, decoder.decoder.<l>) and
+     * (decoder.embed into tr_embed units, then tr_layers single-layer LSTMs, or GRUs when tr_gru, of
+     * tr_hidden units, decoder.decoder.<l>, the first from tr_embed) and
      * the ASR task's JointNetwork (joint_network.lin_enc / lin_dec into tr_joint units, tanh,
      * lin_out; lin_dec without a bias when tr_no_dec_bias). tr_stateless: the asr_transducer task's
      * StatelessDecoder instead (decoder.embed alone, its output the embedding of tr_hidden =
@@ -104,6 +105,9 @@ typedef struct model_dims {
     int tr_layers;       /* decoder_conf.num_layers */
     int tr_stateless;    /* model.decoder stateless */
     int tr_hidden;       /* decoder_conf.hidden_size (stateless: embed_size) */
+    int tr_embed;        /* the embedding's width: the asr_transducer RNNDecoder's embed_size; 0: tr_hidden
+                          * (the ASR task's TransducerDecoder and the StatelessDecoder) */
+    int tr_gru;          /* decoder_conf.rnn_type gru: torch.nn.GRU layers (gates r, z, n) */
     int tr_joint;        /* joint_net_conf.joint_space_size */
     int tr_no_dec_bias;  /* joint_net_conf.lin_dec_bias false */
     /* The asr_transducer task's lm_lin (model_conf.auxiliary_lm_loss_weight > 0: the auxiliary LM
@@ -124,15 +128,21 @@ typedef struct model_dims {
     /* An LM task (core/nn/lm_conf.h): lm makes the model a language model inside ESPnet2's
      * ESPnetLanguageModel (no encoder: blocks 0, no_ctc 1). LM_TRANSFORMER: TransformerLM, run by the
      * decoder's code without source attention (d = att_unit, dec_heads = head, dec_ff = unit,
-     * dec_blocks = layer); LM_SEQ_RNN: SequentialRNNLM with an LSTM (core/nn/lm_rnn.h; d = nhid). */
+     * dec_blocks = layer); LM_SEQ_RNN: SequentialRNNLM with an LSTM or a GRU (core/nn/lm_rnn.h; d = nhid). */
     int lm;              /* lm_kind; 0: not an LM */
     int lm_embed;        /* transformer: lm_conf.embed_unit; seq_rnn: unit (the embedding's width) */
     int lm_pos_enc;      /* transformer: lm_conf.pos_enc sinusoidal (1) or null (0: no positional encoding) */
     int lm_layers;       /* seq_rnn: nlayers */
+    int lm_gru;          /* seq_rnn: rnn_type gru (torch.nn.GRU layers; lstm otherwise) */
 } model_dims;
 
 /* Whether the model has a transducer decoder and joint network (core/nn/transducer.h). */
 static inline int model_has_transducer(const model_dims *d) { return d->tr_layers > 0 || d->tr_stateless; }
+
+/* The transducer decoder's embedding width. */
+static inline int model_tr_embed(const model_dims *d) { return d->tr_embed ? d->tr_embed : d->tr_hidden; }
+/* A recurrent layer's gate count: torch.nn.GRU's 3 (r, z, n), torch.nn.LSTM's 4 (i, f, g, o). */
+static inline int rnn_gates(int gru) { return gru ? 3 : 4; }
 
 /* What the encoder's input layer receives: the preencoder's output, else the features. */
 static inline int model_input_dim(const model_dims *d) { return d->pre_out ? d->pre_out : d->idim; }

@@ -83,8 +83,9 @@ typedef struct decoder_tensors {
     nn_linear output_layer;       /* decoder.output_layer / lm.decoder */
 } decoder_tensors;
 
-/* A torch.nn.LSTM layer: lm.rnn's layer l of a SequentialRNNLM (suffix _l<l>), a transducer
- * decoder's decoder.decoder.<l> (suffix _l0). */
+/* A torch.nn.LSTM layer (or torch.nn.GRU's: the same four tensors of 3H rows, not 4H): lm.rnn's
+ * layer l of a SequentialRNNLM (suffix _l<l>), a transducer decoder's decoder.decoder.<l> (suffix
+ * _l0). */
 typedef struct lstm_tensors {
     float *weight_ih, *weight_hh, *bias_ih, *bias_hh;
 } lstm_tensors;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/nn/gru_seq.h"
 #include "core/nn/lstm_seq.h"
 
 /* Dropout sites: streams apart from the encoder's, the attention decoder's and the LM's. */
@@ -12,6 +13,7 @@ enum { TSTREAM_EMBED = 61000, TSTREAM_LAYER = 61001 };
 
 struct transducer_acts {
     int V, H, J, D, nl;
+    int E, gru, G;      /* the embedding's width; GRU layers (G = 3H) or LSTM (G = 4H) */
     /* The last batch. */
     int B, T2, U1, tc, train;
     uint64_t seed;
@@ -26,8 +28,8 @@ struct transducer_acts {
      * activations. */
     float **x;
     lstm_seq_acts *acts;
-    float *e, *bias, *p, *decp_tm, *decp, *encp, *z, *dz, *logits;
-    float *dh, *dx, *dgates, *dc[2], *ddecp, *ddecp_tm, *dencp;
+    float *e, *bias, *gh, *p, *decp_tm, *decp, *encp, *z, *dz, *logits;
+    float *dh, *dx, *dgates, *dgh, *dc[2], *ddecp, *ddecp_tm, *dencp; /* dgh: GRU's hidden side */
     /* The auxiliary LM loss (dims.tr_lm_lin): lm_lin's log-probabilities of the first (U1 - 1) x B
      * decoder rows and their gradient; lm_target (host, those rows) each row's label, -1 past it. */
     float *lm_logp, *lm_dlogits;
@@ -47,6 +49,7 @@ transducer_acts *transducer_new(const asr_model *m)
     ESP_CHECK(model_has_transducer(d) && d->tr_hidden > 0 && d->tr_joint > 0);
     transducer_acts *t = xcalloc(1, sizeof *t);
     t->V = d->vocab, t->H = d->tr_hidden, t->J = d->tr_joint, t->D = d->d, t->nl = d->tr_layers;
+    t->E = model_tr_embed(d), t->gru = d->tr_gru, t->G = rnn_gates(d->tr_gru) * t->H;
     t->x = xcalloc((size_t)t->nl + 1, sizeof *t->x);
     t->acts = xcalloc((size_t)t->nl, sizeof *t->acts);
     t->budget = TRANSDUCER_JOINT_FLOATS;
@@ -61,8 +64,8 @@ static void free_acts(backend *be, transducer_acts *t)
         be->free(be, a->hbuf), be->free(be, a->c), be->free(be, a->act);
         memset(a, 0, sizeof *a);
     }
-    float **all[] = {&t->e,  &t->bias, &t->p,  &t->decp_tm, &t->decp,  &t->encp,     &t->z,
-                     &t->dz, &t->logits, &t->dh, &t->dx, &t->dgates, &t->dc[0], &t->dc[1],
+    float **all[] = {&t->e,  &t->bias, &t->gh, &t->p,  &t->decp_tm, &t->decp,  &t->encp,     &t->z,
+                     &t->dz, &t->logits, &t->dh, &t->dx, &t->dgates, &t->dgh, &t->dc[0], &t->dc[1],
                      &t->ddecp, &t->ddecp_tm, &t->dencp, &t->lm_logp, &t->lm_dlogits};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) be->free(be, *all[i]), *all[i] = NULL;
     t->cap_n = t->cap_bt = t->cap_joint = 0;
@@ -99,19 +102,22 @@ static void ensure_acts(backend *be, transducer_acts *t, size_t n, size_t b, siz
     n = n > t->cap_n ? n : t->cap_n, bt = bt > t->cap_bt ? bt : t->cap_bt;
     joint = joint > t->cap_joint ? joint : t->cap_joint;
     free_acts(be, t);
-    size_t H = (size_t)t->H, J = (size_t)t->J, V = (size_t)t->V;
-    for (int l = 0; l <= t->nl; l++) t->x[l] = ALLOC(n * H);
+    size_t H = (size_t)t->H, J = (size_t)t->J, V = (size_t)t->V, G = (size_t)t->G;
+    size_t W = (size_t)(t->E > t->H ? t->E : t->H); /* a layer's input or output width */
+    for (int l = 0; l <= t->nl; l++) t->x[l] = ALLOC(n * (l ? H : (size_t)t->E));
     for (int l = 0; l < t->nl; l++) {
         lstm_seq_acts *a = &t->acts[l];
-        a->hbuf = ALLOC(n * H + b * H), a->c = ALLOC(n * H), a->act = ALLOC(n * 4 * H);
+        a->hbuf = ALLOC(n * H + b * H), a->c = t->gru ? NULL : ALLOC(n * H), a->act = ALLOC(n * 4 * H);
     }
-    t->e = ALLOC(n * H), t->bias = ALLOC(4 * H), t->p = ALLOC(n * 4 * H);
+    t->e = ALLOC(n * (size_t)t->E), t->bias = ALLOC(G), t->p = ALLOC(n * G);
+    if (t->gru) t->gh = ALLOC(b * G); /* a step's hidden side */
     t->decp_tm = ALLOC(n * J), t->decp = ALLOC(n * J), t->encp = ALLOC(bt * J);
     t->z = ALLOC(joint * J), t->logits = ALLOC(joint * V);
     if (lm) t->lm_logp = ALLOC(n * V);
     if (lm && grads) t->lm_dlogits = ALLOC(n * V);
     if (grads) {
-        t->dz = ALLOC(joint * J), t->dh = ALLOC(n * H), t->dx = ALLOC(n * H), t->dgates = ALLOC(n * 4 * H);
+        t->dz = ALLOC(joint * J), t->dh = ALLOC(n * W), t->dx = ALLOC(n * W), t->dgates = ALLOC(n * G);
+        if (t->gru) t->dgh = ALLOC(n * G);
         t->dc[0] = ALLOC(b * H), t->dc[1] = ALLOC(b * H);
         t->ddecp = ALLOC(n * J), t->ddecp_tm = ALLOC(n * J), t->dencp = ALLOC(bt * J);
     }
@@ -158,15 +164,21 @@ static void make_ids(transducer_acts *t, const int *labels, const int *label_len
 static void decoder_forward(asr_model *m, transducer_acts *t)
 {
     backend *be = m->be;
-    int B = t->B, H = t->H, G = 4 * H, N = t->U1 * B;
+    int B = t->B, H = t->H, E = t->E, G = t->G, N = t->U1 * B;
     float pe = t->train ? m->rates.tr_dropout_embed : 0, pd = t->train ? m->rates.tr_dropout : 0;
-    be->embedding_forward(be, t->e, m->w.transducer.embed, t->ids, N, t->V, H);
-    be->dropout_forward(be, t->x[0], t->e, (size_t)N * H, pe, t->seed, TSTREAM_EMBED);
+    be->embedding_forward(be, t->e, m->w.transducer.embed, t->ids, N, t->V, E);
+    be->dropout_forward(be, t->x[0], t->e, (size_t)N * E, pe, t->seed, TSTREAM_EMBED);
     for (int l = 0; l < t->nl; l++) {
         const lstm_tensors *w = &m->w.transducer.rnn[l];
-        be->add(be, t->bias, w->bias_ih, w->bias_hh, (size_t)G);
-        be->linear_forward(be, t->p, t->x[l], w->weight_ih, t->bias, N, H, G);
-        lstm_seq_forward(be, w, t->p, &t->acts[l], B, t->U1, H);
+        int in = l ? H : E;
+        if (t->gru) { /* the hidden side's bias stays apart (b_hn inside r * (...)) */
+            be->linear_forward(be, t->p, t->x[l], w->weight_ih, w->bias_ih, N, in, G);
+            gru_seq_forward(be, w, t->p, &t->acts[l], t->gh, B, t->U1, H);
+        } else {
+            be->add(be, t->bias, w->bias_ih, w->bias_hh, (size_t)G);
+            be->linear_forward(be, t->p, t->x[l], w->weight_ih, t->bias, N, in, G);
+            lstm_seq_forward(be, w, t->p, &t->acts[l], B, t->U1, H);
+        }
         be->dropout_forward(be, t->x[l + 1], t->acts[l].hbuf + (size_t)B * H, (size_t)N * H, pd, t->seed,
                             TSTREAM_LAYER + (uint64_t)l);
     }
@@ -262,20 +274,24 @@ double transducer_loss(asr_model *m, const float *enc, int B, int T2, const int 
 static void decoder_backward(asr_model *m, transducer_acts *t)
 {
     backend *be = m->be;
-    int B = t->B, H = t->H, G = 4 * H, N = t->U1 * B;
+    int B = t->B, H = t->H, E = t->E, G = t->G, N = t->U1 * B;
     float pe = t->train ? m->rates.tr_dropout_embed : 0, pd = t->train ? m->rates.tr_dropout : 0;
     for (int l = t->nl - 1; l >= 0; l--) {
         const lstm_tensors *w = &m->w.transducer.rnn[l], *g = &m->g.transducer.rnn[l];
         be->dropout_backward(be, t->dh, t->dh, (size_t)N * H, pd, t->seed, TSTREAM_LAYER + (uint64_t)l);
-        lstm_seq_backward(be, w, g, t->dgates, t->dh, t->dc, &t->acts[l], B, t->U1, H);
-        be->linear_backward(be, t->dx, g->weight_ih, g->bias_ih, t->dgates, t->x[l], w->weight_ih, N, H, G, 0);
+        if (t->gru)
+            gru_seq_backward(be, w, g, t->dgates, t->dgh, t->dh, t->dc[0], &t->acts[l], B, t->U1, H);
+        else
+            lstm_seq_backward(be, w, g, t->dgates, t->dh, t->dc, &t->acts[l], B, t->U1, H);
+        be->linear_backward(be, t->dx, g->weight_ih, g->bias_ih, t->dgates, t->x[l], w->weight_ih, N, l ? H : E, G,
+                            0);
         float *s = t->dh;
         t->dh = t->dx, t->dx = s; /* the layer below's output gradient */
     }
-    be->dropout_backward(be, t->dh, t->dh, (size_t)N * H, pe, t->seed, TSTREAM_EMBED);
-    be->embedding_backward(be, m->g.transducer.embed, t->dh, t->ids, N, t->V, H);
+    be->dropout_backward(be, t->dh, t->dh, (size_t)N * E, pe, t->seed, TSTREAM_EMBED);
+    be->embedding_backward(be, m->g.transducer.embed, t->dh, t->ids, N, t->V, E);
     /* padding_idx 0: torch gives the blank's row no gradient (it is the decoder's first input). */
-    be->fill(be, m->g.transducer.embed, 0, (size_t)H * sizeof(float));
+    be->fill(be, m->g.transducer.embed, 0, (size_t)E * sizeof(float));
 }
 
 void transducer_backward(asr_model *m, float *denc, int acc, float dloss_total)
@@ -322,8 +338,10 @@ static void ensure_step(backend *be, transducer_acts *t, size_t n, size_t T)
     free_step(be, t);
     t->s_enc = enc, t->cap_enc = enc_cap;
     size_t H = (size_t)t->H, J = (size_t)t->J, V = (size_t)t->V, st = (size_t)t->nl * n * H;
-    t->s_x = ALLOC(n * H), t->s_g = ALLOC(n * 4 * H), t->s_g2 = ALLOC(n * 4 * H), t->s_act = ALLOC(n * 4 * H);
-    t->s_h = ALLOC(st), t->s_c = ALLOC(st), t->s_hn = ALLOC(st), t->s_cn = ALLOC(st);
+    t->s_x = ALLOC(n * (size_t)t->E), t->s_g = ALLOC(n * 4 * H), t->s_g2 = ALLOC(n * 4 * H);
+    t->s_act = ALLOC(n * 4 * H);
+    t->s_h = ALLOC(st), t->s_hn = ALLOC(st);
+    if (!t->gru) t->s_c = ALLOC(st), t->s_cn = ALLOC(st); /* a GRU has no cell state */
     t->s_dec = ALLOC(n * H), t->s_ep = ALLOC(n * J), t->s_dp = ALLOC(n * J), t->s_z = ALLOC(n * J);
     t->s_logp = ALLOC(n * V);
     t->s_host = xmalloc(st * sizeof *t->s_host);
@@ -371,7 +389,7 @@ void transducer_dec_step(asr_model *m, const int *labels, const float *h, const 
     ensure_step(be, t, (size_t)n, 1);
     size_t H = (size_t)t->H, kh = (size_t)n * H;
     memcpy(t->s_ids, labels, (size_t)n * sizeof *labels);
-    be->embedding_forward(be, t->s_x, m->w.transducer.embed, t->s_ids, n, t->V, t->H);
+    be->embedding_forward(be, t->s_x, m->w.transducer.embed, t->s_ids, n, t->V, t->E);
     if (t->nl == 0) { /* StatelessDecoder: the embedding is the output; no state */
         be->synchronize(be);
         be->copy(be, dec_out, t->s_x, kh * sizeof(float), BACKEND_DEVICE_TO_HOST);
@@ -379,14 +397,24 @@ void transducer_dec_step(asr_model *m, const int *labels, const float *h, const 
         return;
     }
     states_to_device(be, t, t->s_h, h, n);
-    states_to_device(be, t, t->s_c, c, n);
-    for (int l = 0; l < t->nl; l++)
-        lstm_seq_step(be, &m->w.transducer.rnn[l], l == 0 ? t->s_x : t->s_hn + (l - 1) * kh, t->H, t->s_h + l * kh,
-                      t->s_c + l * kh, t->s_hn + l * kh, t->s_cn + l * kh, t->s_g, t->s_g2, t->s_act, n, t->H);
+    if (!t->gru) states_to_device(be, t, t->s_c, c, n);
+    for (int l = 0; l < t->nl; l++) {
+        const float *x = l == 0 ? t->s_x : t->s_hn + (l - 1) * kh;
+        int in = l == 0 ? t->E : t->H;
+        if (t->gru)
+            gru_seq_step(be, &m->w.transducer.rnn[l], x, in, t->s_h + l * kh, t->s_hn + l * kh, t->s_g, t->s_g2,
+                         t->s_act, n, t->H);
+        else
+            lstm_seq_step(be, &m->w.transducer.rnn[l], x, in, t->s_h + l * kh, t->s_c + l * kh, t->s_hn + l * kh,
+                          t->s_cn + l * kh, t->s_g, t->s_g2, t->s_act, n, t->H);
+    }
     be->synchronize(be);
     be->copy(be, dec_out, t->s_hn + (size_t)(t->nl - 1) * kh, kh * sizeof(float), BACKEND_DEVICE_TO_HOST);
     states_to_host(be, t, h_out, t->s_hn, n);
-    states_to_host(be, t, c_out, t->s_cn, n);
+    if (t->gru) /* no cell state: the search's c stays zeros */
+        memset(c_out, 0, (size_t)t->nl * kh * sizeof(float));
+    else
+        states_to_host(be, t, c_out, t->s_cn, n);
     be->synchronize(be);
 }
 

@@ -4,8 +4,10 @@
  * ESPnetASRModel._calc_transducer_loss does:
  *   decoder_in = blank (0) + labels, padded with blank (B x U1, U1 = longest label sequence + 1)
  *   -> decoder.embed (Embedding, padding_idx 0: the blank's row stays zero and gets no gradient)
- *   -> dropout(dropout_embed) -> num_layers x (one-layer torch.nn.LSTM -> dropout(dropout)), zero
- *      initial states, over the padded batch as ESPnet runs it (a position never sees a later one)
+ *   -> dropout(dropout_embed) -> num_layers x (one-layer torch.nn.LSTM, or torch.nn.GRU with
+ *      rnn_type gru (core/nn/gru_seq.h) -> dropout(dropout)), zero initial states, over the padded
+ *      batch as ESPnet runs it (a position never sees a later one); the first layer's input is the
+ *      embedding's width (model_tr_embed: the asr_transducer RNNDecoder's embed_size)
  *   -> joint_network: tanh(lin_enc(enc[b, t]) + lin_dec(dec[b, u])) -> lin_out: logits
  *      (B, T, U1, V) -> the RNN-T loss (core/compute/rnnt.h, blank 0, sum over the batch / B: warp-
  *      transducer's RNNTLoss(reduction "mean") that ESPnet2 calls).
@@ -74,7 +76,8 @@ void transducer_backward(asr_model *m, float *denc, int acc, float dloss);
 void transducer_enc_proj(asr_model *m, const float *enc, int T, float *encp);
 /* The prediction network's step for n hypotheses: each one's last label (labels, host) from its
  * state before it (h, c: host, n x layers x hidden, a hypothesis' layers together) into its output
- * (dec_out: host, n x hidden) and its state after (h_out, c_out: as h, c). The stateless decoder
+ * (dec_out: host, n x hidden) and its state after (h_out, c_out: as h, c; a GRU has no cell
+ * state: c is not read and c_out is written zeros). The stateless decoder
  * has no state: its output is the last label's embedding, and the states are not touched. */
 void transducer_dec_step(asr_model *m, const int *labels, const float *h, const float *c, int n, float *dec_out,
                          float *h_out, float *c_out);

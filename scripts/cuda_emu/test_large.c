@@ -431,6 +431,36 @@ Test(cuda_emu, swish_glu_within_rounding_dwconv1d_with_the_cpu_bits)
     backend_close(bes[1]);
 }
 
+/* The GRU cell within float rounding of the CPU (the CPU's exp and tanh a block at a time, the
+ * kernels' per element): rows of an odd H over many thread blocks, the first step (h_prev NULL, no
+ * dh_prev) and a later one; the backward (no exp) the CPU's bits. */
+Test(cuda_emu, gru_cell_within_rounding)
+{
+    enum { LN = 97, LH = 1031 };
+    size_t nh = (size_t)LN * LH;
+    backend *bes[2] = {open_kind("cpu"), open_kind("cuda")};
+    pair gi = pair_rand(bes, 3 * nh, 50, -6, 6), gh = pair_rand(bes, 3 * nh, 51, -6, 6);
+    pair hp = pair_rand(bes, nh, 52, -1, 1), dh = pair_rand(bes, nh, 53, -1, 1), h = pair_rand(bes, nh, 54, -9, 9);
+    pair act = pair_rand(bes, 4 * nh, 55, -9, 9), dgi = pair_rand(bes, 3 * nh, 56, -9, 9);
+    pair dgh = pair_rand(bes, 3 * nh, 57, -9, 9), dhp = pair_rand(bes, nh, 58, -9, 9);
+    for (int first = 0; first < 2; first++) {
+        for (int b = 0; b < 2; b++)
+            bes[b]->gru_cell_forward(bes[b], h.d[b], act.d[b], gi.d[b], gh.d[b], first ? NULL : hp.d[b], LN, LH);
+        expect_within(bes, h, nh, 1e-6, "gru_cell_forward h");
+        expect_within(bes, act, 4 * nh, 1e-6, "gru_cell_forward act");
+        for (int b = 0; b < 2; b++)
+            bes[b]->gru_cell_backward(bes[b], dgi.d[b], dgh.d[b], first ? NULL : dhp.d[b], dh.d[b], act.d[b],
+                                      first ? NULL : hp.d[b], LN, LH);
+        expect_within(bes, dgi, 3 * nh, 1e-6, "gru_cell_backward dgi");
+        expect_within(bes, dgh, 3 * nh, 1e-6, "gru_cell_backward dgh");
+        if (!first) expect_within(bes, dhp, nh, 1e-6, "gru_cell_backward dh_prev");
+    }
+    pair all[] = {gi, gh, hp, dh, h, act, dgi, dgh, dhp};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(bes, all[i]);
+    backend_close(bes[0]);
+    backend_close(bes[1]);
+}
+
 /* The LSTM cell within float rounding of the CPU (its sigmoids take exp a block at a time from
  * libmvec, the kernels expf per element; tanh is the host's tanhf on both sides here): rows of an
  * odd H over many thread blocks, the first step (c_prev NULL, no dc, no dc_prev) and a later one. */

@@ -11,6 +11,7 @@
 #include "core/base/fsio.h"
 #include "core/config/config.h"
 #include "core/nn/decoder_conf.h"
+#include "core/nn/lm_conf.h"
 #include "test/unit/test_util.h"
 
 static char tmp[256];
@@ -176,8 +177,8 @@ Test(config_decoder, unsupported_variants_fail_with_file_line_col)
 
 /* The ASR task's transducer (core/nn/decoder_conf.h): every TransducerDecoder and JointNetwork key
  * into dims and rates, ESPnet2's defaults, ctc_weight's default 0.5 written, and what is refused:
- * gru, another joint activation, a ranged key out of range, keys of the other decoder class,
- * joint_net_conf without a transducer. */
+ * rnn_type gru taken (torch.nn.GRU layers), another rnn_type, another joint activation, a ranged
+ * key out of range, keys of the other decoder class, joint_net_conf without a transducer. */
 Test(config_decoder, transducer_keys_defaults_and_refusals)
 {
     esp_config *cfg;
@@ -207,13 +208,24 @@ Test(config_decoder, transducer_keys_defaults_and_refusals)
     cr_assert_eq(decoder_dims_from_cfg(&d, m, &err), 0, "%s", err.msg);
     cr_assert(d.tr_layers == 1 && d.tr_hidden == 320 && d.tr_joint == 256 && !d.tr_no_dec_bias);
     cr_assert_null(m->decoder_conf); /* TransformerDecoder's defaults are not written for a transducer */
+    cr_assert(!d.tr_gru && !d.tr_embed);
+    config_free(cfg);
+
+    cr_assert_eq(load("model:\n  encoder_conf:\n    output_size: 8\n  decoder: transducer\n  decoder_conf:\n"
+                      "    rnn_type: gru\n    hidden_size: 6\n",
+                      &cfg, &err),
+                 0, "%s", err.msg);
+    m = ((const training_cfg *)cfg->typed)->model;
+    d = (model_dims){.d = 8};
+    cr_assert_eq(decoder_dims_from_cfg(&d, m, &err), 0, "%s", err.msg);
+    cr_assert(d.tr_gru && d.tr_layers == 1 && d.tr_hidden == 6 && model_tr_embed(&d) == 6 && rnn_gates(d.tr_gru) == 3);
     config_free(cfg);
 
     static const struct {
         const char *yaml, *want;
     } cases[] = {
-        {"model:\n  decoder: transducer\n  decoder_conf:\n    rnn_type: gru\n",
-         "cfg.yaml:4:15: model.decoder_conf.rnn_type: 'gru' is not supported (supported: lstm)"},
+        {"model:\n  decoder: transducer\n  decoder_conf:\n    rnn_type: rnn\n",
+         "cfg.yaml:4:15: model.decoder_conf.rnn_type: 'rnn' is not supported (supported: lstm, gru)"},
         {"model:\n  decoder: transducer\n  joint_net_conf:\n    joint_activation_type: relu\n",
          "model.joint_net_conf.joint_activation_type: 'relu' is not supported (supported: tanh)"},
         {"model:\n  decoder: transducer\n  decoder_conf:\n    hidden_size: 0\n",
@@ -242,4 +254,32 @@ Test(config_decoder, transducer_keys_defaults_and_refusals)
         assert_has(err.msg, dims_cases[i].want);
         config_free(cfg);
     }
+}
+
+/* The LM task's SequentialRNNLM (core/nn/lm_conf.h): lm_conf.rnn_type gru (either case, as
+ * SequentialRNNLM upper-cases it) into GRU layers, lstm (the default) not; rnn_tanh, which ESPnet2
+ * has and espnet3 does not build, refused at its line. */
+Test(config_decoder, seq_rnn_lm_rnn_type)
+{
+    static const struct {
+        const char *type;
+        int gru;
+    } ok[] = {{"gru", 1}, {"GRU", 1}, {"lstm", 0}, {NULL, 0}};
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        char *text = ok[i].type ? xasprintf("model:\n  lm: seq_rnn\n  lm_conf:\n    rnn_type: %s\n", ok[i].type)
+                                : xasprintf("model:\n  lm: seq_rnn\n");
+        esp_config *cfg;
+        esp_err err;
+        cr_assert_eq(load(text, &cfg, &err), 0, "%s", err.msg);
+        model_dims d;
+        cr_assert_eq(lm_dims_from_cfg(&d, ((const training_cfg *)cfg->typed)->model, 12, &err), 0, "%s", err.msg);
+        cr_assert_eq(d.lm_gru, ok[i].gru, "%s", ok[i].type ? ok[i].type : "(default)");
+        cr_assert(d.lm == LM_SEQ_RNN && d.lm_layers == 2);
+        config_free(cfg);
+        free(text);
+    }
+    esp_config *cfg;
+    esp_err err;
+    cr_assert_neq(load("model:\n  lm: seq_rnn\n  lm_conf:\n    rnn_type: rnn_tanh\n", &cfg, &err), 0);
+    cr_assert(strstr(err.msg, "cfg.yaml:4:15: model.lm_conf.rnn_type: 'rnn_tanh' is not supported"), "%s", err.msg);
 }

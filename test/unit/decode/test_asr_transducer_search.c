@@ -4,7 +4,7 @@
  * TS_OPTS_ASR_TRANSDUCER (no greedy branch: beam 1 is default with a beam of one; score_norm false)
  * and the beam_search_config of each mode: the same n-best, in the same order, labels identical and
  * scores within float rounding. The same for the model with the StatelessDecoder (pack
- * stateless_search). */
+ * stateless_search) and with a GRU RNNDecoder of embed_size 8 (packs gru_weights, gru_search). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -44,18 +44,22 @@ static search_case case_of(int i)
     return c;
 }
 
-static void check_mode(int which, int stateless)
+enum { RNN_LSTM = 0, STATELESS, RNN_GRU };
+
+static void check_mode(int which, int decoder)
 {
+    int stateless = decoder == STATELESS, gru = decoder == RNN_GRU;
     search_case sc = case_of(which);
     backend *be;
     esp_err err;
     cr_assert((be = backend_open(BACKEND_CPU, 0, 1, &err)) != NULL, "%s", err.msg);
     pack w = load_pack("asr_transducer", "weights");
-    pack s = load_pack("asr_transducer", stateless ? "stateless_search" : "search");
+    pack s = load_pack("asr_transducer", stateless ? "stateless_search" : gru ? "gru_search" : "search");
+    pack gw = gru ? load_pack("asr_transducer", "gru_weights") : (pack){0};
     model_dims d = {.idim = 20, .d = 16, .heads = 2, .ff = 24, .blocks = 2, .vocab = 12, .encoder = ENC_CONFORMER,
                     .macaron = 1, .rel_pos = 1, .use_cnn = 1, .cnn_kernel = 3, .act = ACT_SWISH,
                     .input_layer = IN_CONV2D, .tr_layers = stateless ? 0 : 2, .tr_stateless = stateless,
-                    .tr_hidden = 12, .tr_joint = 10, .body = 1};
+                    .tr_hidden = 12, .tr_joint = 10, .body = 1, .tr_gru = gru, .tr_embed = gru ? 8 : 0};
     d.f2 = input_layer_out_bins(IN_CONV2D, d.idim);
     asr_model m;
     asr_model_init_inference(&m, be, &d);
@@ -66,6 +70,7 @@ static void check_mode(int which, int stateless)
         snprintf(scaled, sizeof scaled, "weight.%s", p->name);
         size_t n;
         const float *v = pack_get(&s, scaled, &n);
+        if (!v && gru) v = pack_get(&gw, p->name, &n);
         if (!v) v = pack_must(&w, p->name, &n);
         cr_assert_eq(n, p->count, "%s", p->name);
         memcpy(host + p->offset, v, n * sizeof *v);
@@ -98,12 +103,13 @@ static void check_mode(int which, int stateless)
         worst = fmax(worst, e);
         cr_expect_lt(e, 1e-5, "%s hyp %d: score %.7f, ESPnet %.7f", sc.name, i, r.hyps[i].score, ref);
     }
-    cr_log_info("%s%s: %d hypotheses as ESPnet's, worst score rel err %.2g", sc.name, stateless ? " (stateless)" : "",
-                r.n, worst);
+    cr_log_info("%s%s: %d hypotheses as ESPnet's, worst score rel err %.2g", sc.name,
+                stateless ? " (stateless)" : gru ? " (gru)" : "", r.n, worst);
     ts_result_free(&r);
     be->free(be, enc);
     free(host);
     pack_free(&w), pack_free(&s);
+    if (gru) pack_free(&gw);
     asr_model_free(&m);
     backend_close(be);
 }
@@ -117,7 +123,11 @@ Test(asr_transducer_search, maes_as_espnet) { check_mode(5, 0); }
 Test(asr_transducer_search, tsd_and_maes_with_its_defaults_as_espnet) { check_mode(6, 0), check_mode(7, 0); }
 Test(asr_transducer_search, stateless_decoder_every_mode_as_espnet)
 {
-    for (int i = 0; i < 8; i++) check_mode(i, 1);
+    for (int i = 0; i < 8; i++) check_mode(i, STATELESS);
+}
+Test(asr_transducer_search, gru_decoder_every_mode_as_espnet)
+{
+    for (int i = 0; i < 8; i++) check_mode(i, RNN_GRU);
 }
 
 /* asr_transducer_inference.Speech2Text's model.beam_search_config into ts_opts (its search's

@@ -2,7 +2,8 @@
  * scripts/make_transducer_fixtures.py, pack "search"): the fixture model's transducer on one
  * utterance's encoder output, every search mode with the transducer_conf keys the script used
  * (greedy, default, default with score_norm_during, tsd, alsd, nsc, maes): the same n-best, in the
- * same order, each hypothesis' labels identical and its score within float rounding. */
+ * same order, each hypothesis' labels identical and its score within float rounding. The same with
+ * the decoder's rnn_type gru (packs gru_weights, gru_search). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -45,15 +46,16 @@ static search_case case_of(int i)
     return c;
 }
 
-static void check_mode(int which)
+static void check_mode(int which, int gru)
 {
     search_case sc = case_of(which);
     backend *be;
     esp_err err;
     cr_assert((be = backend_open(BACKEND_CPU, 0, 1, &err)) != NULL, "%s", err.msg);
-    pack w = load_pack("transducer", "weights"), s = load_pack("transducer", "search");
+    pack w = load_pack("transducer", "weights"), s = load_pack("transducer", gru ? "gru_search" : "search");
+    pack gw = gru ? load_pack("transducer", "gru_weights") : (pack){0};
     model_dims d = {.idim = 80, .d = 32, .heads = 4, .ff = 64, .blocks = 2, .vocab = 12, .tr_layers = 2,
-                    .tr_hidden = 24, .tr_joint = 20};
+                    .tr_hidden = 24, .tr_joint = 20, .tr_gru = gru};
     d.f2 = ((d.idim - 1) / 2 - 1) / 2;
     asr_model m;
     asr_model_init_inference(&m, be, &d);
@@ -64,6 +66,7 @@ static void check_mode(int which)
         snprintf(scaled, sizeof scaled, "weight.%s", p->name);
         size_t n;
         const float *v = pack_get(&s, scaled, &n);
+        if (!v && gru) v = pack_get(&gw, p->name, &n);
         if (!v) v = pack_must(&w, p->name, &n);
         cr_assert_eq(n, p->count, "%s", p->name);
         memcpy(host + p->offset, v, n * sizeof *v);
@@ -97,22 +100,29 @@ static void check_mode(int which)
         worst = fmax(worst, e);
         cr_expect_lt(e, 1e-5, "%s hyp %d: score %.7f, ESPnet %.7f", sc.name, i, r.hyps[i].score, ref);
     }
-    cr_log_info("%s: %d hypotheses as ESPnet's, worst score rel err %.2g", sc.name, r.n, worst);
+    cr_log_info("%s%s: %d hypotheses as ESPnet's, worst score rel err %.2g", gru ? "gru " : "", sc.name, r.n, worst);
     ts_result_free(&r);
     be->free(be, enc);
     free(host);
     pack_free(&w), pack_free(&s);
+    if (gru) pack_free(&gw);
     asr_model_free(&m);
     backend_close(be);
 }
 
-Test(transducer_search, greedy_as_espnet) { check_mode(0); }
-Test(transducer_search, default_beam_search_as_espnet) { check_mode(1); }
-Test(transducer_search, default_with_score_norm_during_as_espnet) { check_mode(2); }
-Test(transducer_search, tsd_as_espnet) { check_mode(3); }
-Test(transducer_search, alsd_as_espnet) { check_mode(4); }
-Test(transducer_search, nsc_as_espnet) { check_mode(5); }
-Test(transducer_search, maes_as_espnet) { check_mode(6); }
+Test(transducer_search, greedy_as_espnet) { check_mode(0, 0); }
+Test(transducer_search, default_beam_search_as_espnet) { check_mode(1, 0); }
+Test(transducer_search, default_with_score_norm_during_as_espnet) { check_mode(2, 0); }
+Test(transducer_search, tsd_as_espnet) { check_mode(3, 0); }
+Test(transducer_search, alsd_as_espnet) { check_mode(4, 0); }
+Test(transducer_search, nsc_as_espnet) { check_mode(5, 0); }
+Test(transducer_search, maes_as_espnet) { check_mode(6, 0); }
+
+/* rnn_type gru: every mode on the GRU decoder (a hypothesis' state is h alone). */
+Test(transducer_search, gru_every_mode_as_espnet)
+{
+    for (int i = 0; i < 7; i++) check_mode(i, 1);
+}
 
 /* An inference config's model.transducer_conf into ts_opts: every key, ESPnet's defaults for the
  * ones left out (and without the block), mbg and out-of-range values refused at their line. */

@@ -8,7 +8,9 @@
  * same model with the StatelessDecoder (pack stateless_loss: the RNN model's weights but its LSTMs,
  * the same batch): its loss and every gradient; and a model of two ebranchformer blocks with that
  * decoder (packs ebranchformer_*) and one of two branchformer blocks (branchformer_*): their Encoder
- * output, loss and every gradient. The RNNDecoder model with model_conf fastemit_lambda 0.5,
+ * output, loss and every gradient; the RNNDecoder with rnn_type gru and embed_size 8 apart from
+ * hidden_size 12 (packs gru_weights: its decoder.*, gru_loss): the losses and the decoder's and the
+ * joint network's gradients. The RNNDecoder model with model_conf fastemit_lambda 0.5,
  * auxiliary_lm_loss_weight 0.4 and auxiliary_lm_loss_smoothing 0.1 (packs aux_*: lm_lin besides the
  * weights; warp-transducer's FastEmit by scripts/rnnt_loss_standin.py's PyTorch reference): its
  * loss, loss_aux_lm and every gradient, lm_lin's by name both ways. */
@@ -28,16 +30,18 @@ enum { IDIM = 20, D = 16, VOCAB = 12, B = 2, STRIDE = 7 };
 
 /* The fixture's models: conformer blocks with the RNNDecoder, the same with the StatelessDecoder
  * (embed_size 12) instead, ebranchformer blocks (depth_conv_kernel_size 5) and branchformer blocks
- * with the StatelessDecoder. */
-typedef enum variant { V_RNN = 0, V_STATELESS, V_EBRANCHFORMER, V_BRANCHFORMER, V_AUX } variant;
+ * with the StatelessDecoder, conformer blocks with a GRU RNNDecoder (embed_size 8), and the
+ * RNNDecoder model with FastEmit and the auxiliary LM loss. */
+typedef enum variant { V_RNN = 0, V_STATELESS, V_EBRANCHFORMER, V_BRANCHFORMER, V_GRU, V_AUX } variant;
 
 static model_dims fixture_dims(variant v)
 {
     model_dims d = {.idim = IDIM, .d = D, .heads = 2, .ff = 24, .blocks = 2, .vocab = VOCAB,
                     .encoder = ENC_CONFORMER, .macaron = 1, .rel_pos = 1, .use_cnn = 1, .cnn_kernel = 3,
-                    .act = ACT_SWISH, .input_layer = IN_CONV2D, .tr_layers = v == V_RNN || v == V_AUX ? 2 : 0,
-                    .tr_stateless = v != V_RNN && v != V_AUX, .tr_hidden = 12, .tr_joint = 10, .body = 1,
-                    .tr_lm_lin = v == V_AUX};
+                    .act = ACT_SWISH, .input_layer = IN_CONV2D,
+                    .tr_layers = v == V_RNN || v == V_GRU || v == V_AUX ? 2 : 0,
+                    .tr_stateless = v != V_RNN && v != V_GRU && v != V_AUX, .tr_hidden = 12, .tr_joint = 10, .body = 1,
+                    .tr_gru = v == V_GRU, .tr_embed = v == V_GRU ? 8 : 0, .tr_lm_lin = v == V_AUX};
     if (v == V_EBRANCHFORMER || v == V_BRANCHFORMER)
         d.encoder = ENC_EBRANCHFORMER, d.use_cnn = 0, d.use_ffn = v == V_EBRANCHFORMER, d.cgmlp_units = 24,
         d.cgmlp_kernel = 3, d.merge_kernel = v == V_EBRANCHFORMER ? 5 : 0, d.gate_act = ACT_IDENTITY;
@@ -46,17 +50,21 @@ static model_dims fixture_dims(variant v)
 }
 
 /* Every ESPnet2 tensor into the model by name, and every one of ours from ESPnet2 (the stateless
- * model of the RNN model's weights: all but the RNNDecoder's LSTMs, decoder.rnn.*). */
-static void load_weights(asr_model *m, const pack *w, variant v)
+ * model of the RNN model's weights: all but the RNNDecoder's LSTMs, decoder.rnn.*; the GRU model of
+ * them with its decoder.* from gw). */
+static void load_weights(asr_model *m, const pack *w, const pack *gw, variant v)
 {
     float *host = calloc(m->table.state_total, sizeof *host);
     size_t used = 0;
-    for (size_t i = 0; i < w->n; i++) {
+    for (size_t i = 0; i < w->n + (v == V_GRU ? gw->n : 0); i++) {
+        const pack *src = i < w->n ? w : gw;
+        size_t k = i < w->n ? i : i - w->n;
         if (v == V_STATELESS && !strncmp(w->names[i], "decoder.rnn.", 12)) continue;
-        const param_info *p = param_find(&m->table, w->names[i]);
-        cr_assert_not_null(p, "ESPnet2's %s is not a tensor of espnet3's model", w->names[i]);
-        cr_assert_eq(w->count[i], p->count, "%s", p->name);
-        memcpy(host + p->offset, w->data + w->off[i], p->count * sizeof(float));
+        if (v == V_GRU && src == w && !strncmp(w->names[i], "decoder.", 8)) continue;
+        const param_info *p = param_find(&m->table, src->names[k]);
+        cr_assert_not_null(p, "ESPnet2's %s is not a tensor of espnet3's model", src->names[k]);
+        cr_assert_eq(src->count[k], p->count, "%s", p->name);
+        memcpy(host + p->offset, src->data + src->off[k], p->count * sizeof(float));
         used++;
     }
     cr_assert_eq(used, m->table.n, "the fixture has %zu tensors, espnet3's model %zu", used, m->table.n);
@@ -68,6 +76,7 @@ typedef struct fixture {
     backend *be;
     asr_model m;
     pack w, c, o; /* weights, inputs (loss), outputs (the variant's loss pack) */
+    pack gw;      /* V_GRU: its decoder's weights */
     float *feats; /* device */
     int T, lens[B], ylens[B], labels[B * STRIDE];
 } fixture;
@@ -75,18 +84,19 @@ typedef struct fixture {
 static void setup(fixture *f, backend_kind kind, variant v)
 {
     static const char *const weights[] = {"weights", "weights", "ebranchformer_weights", "branchformer_weights",
-                                          "aux_weights"};
+                                          "weights", "aux_weights"};
     static const char *const outputs[] = {"loss", "stateless_loss", "ebranchformer_loss", "branchformer_loss",
-                                          "aux_loss"};
+                                          "gru_loss", "aux_loss"};
     esp_err err;
     cr_assert((f->be = backend_open(kind, 0, 1, &err)) != NULL, "%s", err.msg);
     f->w = load_pack("asr_transducer", weights[v]), f->c = load_pack("asr_transducer", "loss");
     f->o = load_pack("asr_transducer", outputs[v]);
+    f->gw = v == V_GRU ? load_pack("asr_transducer", "gru_weights") : (pack){0};
     model_dims d = fixture_dims(v);
     model_rates rates = {.ctc_weight = 0.3f, .tr_weight = 0.8f};
     if (v == V_AUX) rates.tr_fastemit = 0.5f, rates.tr_lm_weight = 0.4f, rates.tr_lm_smoothing = 0.1f;
     asr_model_init(&f->m, f->be, &d, &rates);
-    load_weights(&f->m, &f->w, v);
+    load_weights(&f->m, &f->w, &f->gw, v);
     size_t nf, n, ny;
     const float *x = pack_must(&f->c, "in.feats", &nf), *l = pack_must(&f->c, "in.lens", &n);
     const float *y = pack_must(&f->c, "in.ys", &ny), *yl = pack_must(&f->c, "in.ylens", &n);
@@ -102,6 +112,7 @@ static void teardown(fixture *f)
 {
     f->be->free(f->be, f->feats);
     pack_free(&f->w), pack_free(&f->c), pack_free(&f->o);
+    if (f->gw.n) pack_free(&f->gw);
     asr_model_free(&f->m);
     backend_close(f->be);
 }
@@ -158,6 +169,8 @@ static void check_loss(backend_kind kind, double tol, variant v)
     for (size_t i = 0; i < f.m.table.n; i++) {
         const param_info *p = &f.m.table.items[i];
         if (p->offset >= f.m.table.total) continue; /* BatchNorm's buffers */
+        /* the GRU pack holds the decoder's and the joint network's */
+        if (v == V_GRU && strncmp(p->name, "decoder.", 8) && strncmp(p->name, "joint_network.", 14)) continue;
         n_grads--;
         char name[160];
         snprintf(name, sizeof name, "grad.%.127s", p->name);
@@ -176,7 +189,7 @@ static void check_loss(backend_kind kind, double tol, variant v)
         cr_expect_lt(e, 1e-4, "gradient of %s differs: %g", p->name, e);
     }
     cr_assert_eq(n_grads, 0, "ESPnet2 has parameters espnet3's model lacks");
-    static const char *const what[] = {"", " (stateless)", " (ebranchformer)", " (branchformer)",
+    static const char *const what[] = {"", " (stateless)", " (ebranchformer)", " (branchformer)", " (gru)",
                                        " (FastEmit, auxiliary LM loss)"};
     cr_log_info("%s%s: loss %.7f (ESPnet %.7f), worst gradient rel err %.2g", f.be->name, what[v], loss, ref, worst);
     free(g);
@@ -218,6 +231,9 @@ Test(asr_transducer, branchformer_loss_and_every_gradient_match_espnet_ref64)
 {
     check_loss(BACKEND_REF64, 1e-5, V_BRANCHFORMER);
 }
+/* RNNDecoder rnn_type gru, embed_size 8 -> hidden_size 12: torch.nn.GRU layers decoder.rnn.<l>. */
+Test(asr_transducer, gru_decoder_loss_and_gradients_match_espnet_cpu) { check_loss(BACKEND_CPU, 1e-5, V_GRU); }
+Test(asr_transducer, gru_decoder_loss_and_gradients_match_espnet_ref64) { check_loss(BACKEND_REF64, 1e-5, V_GRU); }
 
 /* ---- the config -------------------------------------------------------------------------- */
 
@@ -268,6 +284,12 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
     cr_assert(d.tr_stateless && d.tr_layers == 0 && d.tr_hidden == 6 && d.tr_joint == 256);
     cr_assert_eq(dims_of_yaml(dir, BODY "  decoder: stateless\n", &d, &err), 0, "%s", err.msg);
     cr_assert(d.tr_stateless && d.tr_hidden == 256); /* StatelessDecoder's embed_size */
+    /* RNNDecoder with GRU layers and its own embedding width */
+    cr_assert_eq(dims_of_yaml(dir, BODY "  decoder_conf:\n    rnn_type: gru\n    embed_size: 6\n    hidden_size: 4\n"
+                                     "    num_layers: 2\n",
+                              &d, &err),
+                 0, "%s", err.msg);
+    cr_assert(d.tr_gru && d.tr_layers == 2 && d.tr_hidden == 4 && model_tr_embed(&d) == 6);
     /* lm_lin with auxiliary_lm_loss_weight > 0 alone (ESPnet2 builds it only then) */
     cr_assert(!d.tr_lm_lin);
     cr_assert_eq(dims_of_yaml(dir, BODY "  model_conf:\n    auxiliary_lm_loss_weight: 0.2\n    fastemit_lambda: 0.01\n",
@@ -341,8 +363,8 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
          "rnn_type, num_layers, hidden_size and dropout_rate are RNNDecoder's"},
         {"  decoder: stateless\n", "model.decoder: 'stateless' is not supported (supported: transformer, transducer, "
                                   "none) in the ASR task"},
-        {BODY "  decoder_conf:\n    embed_size: 8\n    hidden_size: 4\n",
-         "model.decoder_conf.embed_size: 8 differs from hidden_size 4"},
+        {BODY "  decoder_conf:\n    rnn_type: rnn\n", "model.decoder_conf.rnn_type: 'rnn' is not supported"},
+        {BODY "  decoder_conf:\n    embed_size: 0\n", "embed_size, hidden_size and num_layers must be positive"},
         {BODY "  model_conf:\n    fastemit_lambda: -0.1\n",
          "model.model_conf.fastemit_lambda: -0.1 must not be negative"},
         {BODY "  model_conf:\n    auxiliary_lm_loss_weight: -1\n", "auxiliary_lm_loss_weight -1 must not be negative"},

@@ -1,7 +1,8 @@
 /* ESPnet2's language models in ESPnetLanguageModel (the model's LM forms) against the real ESPnet
  * (fixtures by scripts/make_lm_fixtures.py), vocabulary 12, dropout off: TransformerLM (embed_unit
  * 16, att_unit 32, 4 heads, unit 64, 2 layers; pos_enc null and sinusoidal) and SequentialRNNLM
- * (an LSTM: unit 16, nhid 24, 2 layers; and unit 20, 1 layer). The loss (negative log-likelihood
+ * (an LSTM: unit 16, nhid 24, 2 layers; and unit 20, 1 layer; a GRU: unit 16, nhid 24, 2 layers,
+ * rnn_type gru). The loss (negative log-likelihood
  * per token), the log-probabilities and every parameter gradient of a padded batch of 3; the beam
  * search's batch_score for prefixes of several lengths, at once, step by step through the cache
  * and in a batch of two. */
@@ -31,6 +32,13 @@ static model_dims lm_dims(int pos_enc)
 static model_dims rnn_dims(int unit, int nhid, int layers)
 {
     return (model_dims){.lm = LM_SEQ_RNN, .no_ctc = 1, .vocab = V, .lm_embed = unit, .d = nhid, .lm_layers = layers};
+}
+
+static model_dims gru_dims(void)
+{
+    model_dims d = rnn_dims(16, 24, 2);
+    d.lm_gru = 1;
+    return d;
 }
 
 
@@ -150,6 +158,11 @@ Test(lm, one_layer_lstm_with_nhid_unit_matches_espnet)
     check_loss("_rnn1", rnn_dims(20, 20, 1));
 }
 
+Test(lm, gru_loss_logp_and_every_gradient_match_espnet)
+{
+    check_loss("_gru", gru_dims());
+}
+
 /* Dropout: a training forward is reproducible from its seed and differs from eval mode. */
 Test(lm, training_dropout_follows_the_seed)
 {
@@ -178,15 +191,16 @@ Test(lm, training_dropout_follows_the_seed)
     backend_close(be);
 }
 
-/* A train-mode loss and its gradients of the LSTM LM of "_rnn" at the given embedding/between/output
- * dropout rate and seed; the gradients are copied to grads (m's table's total floats). */
-static double rnn_train_loss(float rate, uint64_t seed, float *grads)
+/* A train-mode loss and its gradients of the LSTM LM of "_rnn" (gru: the GRU LM of "_gru") at the
+ * given embedding/between/output dropout rate and seed; the gradients are copied to grads (m's
+ * table's total floats). */
+static double rnn_train_loss(int gru, float rate, uint64_t seed, float *grads)
 {
     backend *be;
     esp_err err;
     cr_assert((be = backend_open(BACKEND_CPU, 0, 1, &err)) != NULL, "%s", err.msg);
-    pack w = load_pack("lm", "weights_rnn"), c = load_pack("lm", "loss_rnn");
-    model_dims d = rnn_dims(16, 24, 2);
+    pack w = load_pack("lm", gru ? "weights_gru" : "weights_rnn"), c = load_pack("lm", gru ? "loss_gru" : "loss_rnn");
+    model_dims d = gru ? gru_dims() : rnn_dims(16, 24, 2);
     model_rates rates = {.dec_dropout = rate};
     asr_model m;
     asr_model_init(&m, be, &d, &rates);
@@ -204,32 +218,37 @@ static double rnn_train_loss(float rate, uint64_t seed, float *grads)
     return loss;
 }
 
-/* The LSTM's two routes into its first layer: without dropout on the embedding, the input product
- * runs through the vocabulary (core/nn/lm_rnn.c, layer_input; the ESPnet fixtures above check that
- * route), with dropout through every position's embedding. A rate of 1e-7 takes the second route
- * without dropping anything in this batch (its 1 / (1 - p) is one float ulp above 1): the loss and
- * every gradient equal the first route's to float rounding. A real rate follows its seed. */
-Test(lm, lstm_first_layer_routes_agree_and_dropout_follows_the_seed)
+/* The LSTM's (and the GRU's) two routes into its first layer: without dropout on the embedding,
+ * the input product runs through the vocabulary (core/nn/lm_rnn.c, layer_input; the ESPnet fixtures
+ * above check that route), with dropout through every position's embedding. A rate of 1e-7 takes
+ * the second route without dropping anything in this batch (its 1 / (1 - p) is one float ulp above
+ * 1): the loss and every gradient equal the first route's to float rounding. A real rate follows
+ * its seed. */
+static void first_layer_routes(int gru)
 {
     size_t total;
     {
-        model_dims d = rnn_dims(16, 24, 2);
+        model_dims d = gru ? gru_dims() : rnn_dims(16, 24, 2);
         param_table t;
         param_table_build(&t, &d);
         total = t.total;
         param_table_free(&t);
     }
     float *g0 = malloc(total * sizeof *g0), *g1 = malloc(total * sizeof *g1);
-    double l0 = rnn_train_loss(0.0f, 7, g0), l1 = rnn_train_loss(1e-7f, 7, g1);
+    double l0 = rnn_train_loss(gru, 0.0f, 7, g0), l1 = rnn_train_loss(gru, 1e-7f, 7, g1);
     cr_expect_lt(fabs(l0 - l1) / l0, 1e-6, "loss %.9g (vocabulary route) vs %.9g (per position)", l0, l1);
     double e = pack_rel_err(g1, g0, total, 1.0);
     cr_expect_lt(e, 1e-5, "gradients of the two routes differ: %g", e);
-    double a = rnn_train_loss(0.3f, 5, NULL), b = rnn_train_loss(0.3f, 5, NULL), c = rnn_train_loss(0.3f, 6, NULL);
+    double a = rnn_train_loss(gru, 0.3f, 5, NULL), b = rnn_train_loss(gru, 0.3f, 5, NULL);
+    double c = rnn_train_loss(gru, 0.3f, 6, NULL);
     cr_expect_eq(a, b, "same seed, same loss: %.9g vs %.9g", a, b);
     cr_expect_neq(a, c, "another seed, other masks");
     cr_expect_gt(fabs(a - l0), 1e-4, "dropout 0.3 changes the loss (%.9g vs %.9g)", a, l0);
     free(g0), free(g1);
 }
+
+Test(lm, lstm_first_layer_routes_agree_and_dropout_follows_the_seed) { first_layer_routes(0); }
+Test(lm, gru_first_layer_routes_agree_and_dropout_follows_the_seed) { first_layer_routes(1); }
 
 /* ---- batch_score -------------------------------------------------------------------------------- */
 
@@ -315,4 +334,9 @@ Test(lm, batch_score_matches_espnet_with_sinusoidal_positions)
 Test(lm, lstm_batch_score_matches_espnet_at_once_step_by_step_and_in_a_batch)
 {
     check_score("_rnn", rnn_dims(16, 24, 2));
+}
+
+Test(lm, gru_batch_score_matches_espnet_at_once_step_by_step_and_in_a_batch)
+{
+    check_score("_gru", gru_dims());
 }

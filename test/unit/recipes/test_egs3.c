@@ -669,6 +669,42 @@ Test(egs3, mini_an4_streaming_conformer_runs_stages_1_8)
     st_close(&f);
 }
 
+/* The same default with its RNNDecoder's rnn_type gru and embed_size 3 (hidden_size 4) from the
+ * command line: stages 1-8 run (the asr_transducer search over GRU states), and the model file holds
+ * torch.nn.GRU's tensors under the task's names, the first layer from the embedding's width (a pack
+ * of this loads into ASRTransducerTask.build_model_from_file with strict=True: checked by hand, ESPnet
+ * is not a test dependency). */
+Test(egs3, mini_an4_asr_transducer_gru_decoder_runs_stages_1_8)
+{
+    char recipe[512];
+    copy_mini_an4(recipe, sizeof recipe);
+    int rc = run_in(recipe,
+                    "--inference_config conf/inference_transducer.yaml --metrics_config conf/metrics.yaml "
+                    "model.decoder_conf.rnn_type=gru model.decoder_conf.embed_size=3",
+                    "gru");
+    cr_assert_eq(rc, 0, "stages 1-8 failed:\n%s", log_of("gru", "err"));
+    char exp[600];
+    snprintf(exp, sizeof exp, "%s/exp/training", recipe);
+    cr_assert(test_exists(test_path(exp, "inference_transducer/test/hyp.scp")));
+    cr_assert(test_exists(test_path(exp, "model_pack")));
+    st_file f;
+    esp_err e;
+    cr_assert_eq(st_read(test_path(exp, "last/model.safetensors"), &f, &e), 0, "%s", e.msg);
+    static const struct {
+        const char *name;
+        int64_t rows, cols;
+    } want[] = {{"decoder.embed.weight", 0, 3},
+                {"decoder.rnn.0.weight_ih_l0", 12, 3}, /* 3 x hidden_size rows: r, z, n */
+                {"decoder.rnn.0.weight_hh_l0", 12, 4}};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        const st_tensor *t = st_get(&f, want[i].name);
+        cr_assert_not_null(t, "%s", want[i].name);
+        cr_assert(t->ndim == 2 && (!want[i].rows || t->shape[0] == want[i].rows) && t->shape[1] == want[i].cols,
+                  "%s: %lld x %lld", want[i].name, (long long)t->shape[0], (long long)t->shape[1]);
+    }
+    st_close(&f);
+}
+
 /* ESPnet3's mini_an4 transducer config (conf/training_asr_transducer.yaml as it ships: the ASR task
  * with decoder: transducer, an LSTM prediction network of 4 units, joint_net_conf, ctc_weight 0.3)
  * runs stages 1-8 from the folder with conf/inference.yaml (as ESPnet3's test script pairs them:
