@@ -4,26 +4,16 @@
  * the GEMM. On a CPU without AVX-512 only the last holds (it takes nothing). */
 #include <criterion/criterion.h>
 #include <math.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/base/parallel.h"
 #include "core/compute/ops_precision.h"
 #include "core/compute/ops_rows.h"
+#include "test/unit/compute/ops_test_util.h"
 
-static uint64_t gen_state = 7;
-
-static float *rnd(size_t n)
-{
-    float *p = malloc((n ? n : 1) * sizeof *p);
-    cr_assert(p);
-    for (size_t i = 0; i < n; i++) {
-        gen_state = gen_state * 6364136223846793005ull + 1442695040888963407ull;
-        p[i] = (float)((gen_state >> 40) * (2.0 / 16777216.0) - 1.0);
-    }
-    return p;
-}
+/* n floats uniform in [-1, 1), freed by ops_arena_free. */
+static float *rnd(size_t n) { return tof(drand(n ? n : 1, -1.0, 1.0), n ? n : 1); }
 
 static int avx512(void) { return __builtin_cpu_supports("avx512f") != 0; }
 
@@ -48,11 +38,12 @@ static void check_shape(int n, int ic, int oc, int bias)
                       n, ic, oc, r, got, one[o]);
         }
     }
-    free(x), free(w), free(b), free(y), free(one);
+    ops_arena_free(); /* this shape's buffers */
 }
 
-Test(ops_rows, matches_a_double_sum)
+Test(ops_rows, matches_a_double_sum, .fini = ops_arena_free)
 {
+    rng_init(&ops_rng, 7);
     if (!avx512()) cr_skip_test("no AVX-512: nothing taken");
     static const int rows[] = {1, 2, 5, 10, 11, 12, 13, 16}, ics[] = {16, 48, 256, 2048}, ocs[] = {1, 2, 7, 33, 256};
     for (size_t a = 0; a < sizeof rows / sizeof *rows; a++)
@@ -60,8 +51,9 @@ Test(ops_rows, matches_a_double_sum)
             for (size_t d = 0; d < sizeof ocs / sizeof *ocs; d++) check_shape(rows[a], ics[c], ocs[d], (int)(d & 1));
 }
 
-Test(ops_rows, threads_keep_the_bits)
+Test(ops_rows, threads_keep_the_bits, .fini = ops_arena_free)
 {
+    rng_init(&ops_rng, 8);
     if (!avx512()) cr_skip_test("no AVX-512: nothing taken");
     int n = 10, ic = 256, oc = 2048 + 3;
     float *x = rnd((size_t)n * ic), *w = rnd((size_t)oc * ic), *b = rnd((size_t)oc);
@@ -69,7 +61,6 @@ Test(ops_rows, threads_keep_the_bits)
     ops_rows_linear(y1, x, w, b, n, ic, oc, 1);
     ops_rows_linear(y2, x, w, b, n, ic, oc, 2);
     cr_assert(memcmp(y1, y2, (size_t)n * oc * sizeof *y1) == 0, "two threads changed the bits");
-    free(x), free(w), free(b), free(y1), free(y2);
 }
 
 Test(ops_rows, leaves_the_rest_to_the_gemm)
