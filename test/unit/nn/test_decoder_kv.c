@@ -44,13 +44,28 @@ static void call(backend *be, dec_kv *kv, int (*p)[8], const int *len, int n, fl
     dec_kv_end(kv);
 }
 
-Test(decoder_kv, first_child_in_place_sibling_and_rescore_copied_rows_never_change)
+/* Each test's CPU backend and slots. */
+static backend *be;
+static dec_kv kv;
+
+static void setup(void)
 {
     esp_err err;
-    backend *be = backend_open(BACKEND_CPU, 0, 1, &err);
+    be = backend_open(BACKEND_CPU, 0, 1, &err);
     cr_assert(be, "%s", err.msg);
-    dec_kv kv;
     dec_kv_init(&kv, NL, D);
+}
+
+static void teardown(void)
+{
+    dec_kv_free(be, &kv);
+    backend_close(be);
+}
+
+TestSuite(decoder_kv, .init = setup, .fini = teardown);
+
+Test(decoder_kv, first_child_in_place_sibling_and_rescore_copied_rows_never_change)
+{
     int s0[8], s1[8], s2[8], s3[8];
     int p0[1][8] = {{9}}, l0[] = {1};
     call(be, &kv, p0, l0, 1, 1.0f, s0); /* <sos>: computed whole */
@@ -84,8 +99,6 @@ Test(decoder_kv, first_child_in_place_sibling_and_rescore_copied_rows_never_chan
                   "row %d after the move", pos);
     dec_kv_clear(&kv);
     cr_expect_eq(kv.n_free, kv.nslots, "a new utterance frees every slot");
-    dec_kv_free(be, &kv);
-    backend_close(be);
 }
 
 /* A copy into a free slot keeps the rows that slot already holds of the same computations and
@@ -93,11 +106,6 @@ Test(decoder_kv, first_child_in_place_sibling_and_rescore_copied_rows_never_chan
  * tokens computed again (the rewind's), whose values may differ. */
 Test(decoder_kv, a_copy_reuses_only_rows_of_the_same_computations)
 {
-    esp_err err;
-    backend *be = backend_open(BACKEND_CPU, 0, 1, &err);
-    cr_assert(be, "%s", err.msg);
-    dec_kv kv;
-    dec_kv_init(&kv, NL, D);
     int s[8];
     int p1[1][8] = {{9}}, l1[] = {1};
     call(be, &kv, p1, l1, 1, 1.0f, s);
@@ -120,6 +128,4 @@ Test(decoder_kv, a_copy_reuses_only_rows_of_the_same_computations)
     for (int k = 0; k < 2; k++)
         cr_expect(holds(&kv, s[k], 0, 1.0f) && holds(&kv, s[k], 1, 7.0f) && holds(&kv, s[k], 2, 8.0f),
                   "child %d: row 1 from the rescore", k);
-    dec_kv_free(be, &kv);
-    backend_close(be);
 }
