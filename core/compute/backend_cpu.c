@@ -20,12 +20,27 @@
 #include "core/compute/ops_sgemm.h"
 #include "core/compute/ops_step.h"
 
+/* The Winograd kernels conv2d_forward made from a weight (core/compute/ops_mt_decl.h's
+ * conv2d_kernels_mt), kept with a copy of that weight: a stream's encoder runs its convolution on
+ * each push's few frames, and transforming the 256 x 256 x 9 weight again each time cost more
+ * than the convolution (perf, docs/benchmarks.md "## Streaming"). Used only while the weight's
+ * values are those of the copy (training changes them every step: made again then). */
+enum { CONV_KERNELS_KEPT = 4 }; /* a stream's pushes pick a few tile sizes */
+typedef struct conv_kernels {
+    const float *w;  /* the weight they were made from (NULL: unused) */
+    int ic, oc, key; /* its shape; ops_conv2d_kernels_key */
+    float *w_copy, *u;
+    size_t cap_w, cap_u;
+} conv_kernels;
+
 typedef struct cpu_impl {
     int threads;    /* OpenBLAS' and the threaded loops' thread count */
     size_t held, limit; /* bytes of the buffers handed out (malloc_usable_size); the cap (0: none) */
     float *scratch; /* grown on demand, shared by the ops (one op runs at a time) */
     size_t scratch_n;
     loss_state loss; /* the CTC workspace and the RNN-T lattice between a loss' ops */
+    conv_kernels kept[CONV_KERNELS_KEPT];
+    int kept_next; /* the entry a new weight replaces */
 } cpu_impl;
 
 static int threads_of(const backend *be)
@@ -37,6 +52,10 @@ static float *scratch(backend *be, size_t n)
 {
     cpu_impl *c = be->impl;
     if (n > c->scratch_n) {
+        /* By half at least: a stream's growing attention and each push's conv asked a little more
+         * almost every call, and each new block was zeroed page by page (be->alloc). */
+        size_t grown = c->scratch_n + c->scratch_n / 2;
+        n = n > grown ? n : grown;
         be->free(be, c->scratch);
         c->scratch = be->alloc(be, n * sizeof(float));
         c->scratch_n = n;
@@ -223,6 +242,7 @@ static void cpu_destroy(backend *be)
     cpu_impl *c = be->impl;
     if (!c) return;
     free(c->scratch);
+    for (int i = 0; i < CONV_KERNELS_KEPT; i++) free(c->kept[i].w_copy), free(c->kept[i].u);
     loss_state_free(&c->loss);
     free(c);
     be->impl = NULL;
@@ -268,11 +288,34 @@ static size_t cpu_conv2d_saved_floats(backend *be, int nb, int ic, int oc, int h
     return ops_conv2d_saved_floats(nb, ic, h, wd);
 }
 
+/* The Winograd kernels of w for inputs of h x wd: kept ones when w's values are those they were
+ * made from, else made now (into the entry of this weight and tile size, or the oldest). */
+static const float *conv_kernels_of(backend *be, const float *w, int ic, int oc, int h, int wd, float *s)
+{
+    cpu_impl *c = be->impl;
+    size_t nw = (size_t)oc * ic * 9, nu = ops_conv2d_kernels_floats(ic, oc, h, wd);
+    int key = ops_conv2d_kernels_key(h, wd);
+    conv_kernels *e = NULL;
+    for (int i = 0; i < CONV_KERNELS_KEPT && !e; i++) {
+        conv_kernels *k = &c->kept[i];
+        if (k->w == w && k->ic == ic && k->oc == oc && k->key == key) e = k;
+    }
+    if (e && !memcmp(e->w_copy, w, nw * sizeof *w)) return e->u;
+    if (!e) e = &c->kept[c->kept_next], c->kept_next = (c->kept_next + 1) % CONV_KERNELS_KEPT;
+    if (nw > e->cap_w) free(e->w_copy), e->w_copy = xmalloc(nw * sizeof *w), e->cap_w = nw;
+    if (nu > e->cap_u) free(e->u), e->u = xmalloc(nu * sizeof *e->u), e->cap_u = nu;
+    memcpy(e->w_copy, w, nw * sizeof *w);
+    ops_conv2d_kernels_mt_f32(e->u, w, ic, oc, h, wd, s, threads_of(be));
+    e->w = w, e->ic = ic, e->oc = oc, e->key = key;
+    return e->u;
+}
+
 static void cpu_conv2d_forward(backend *be, float *y, const float *x, const float *w,
                                const float *b, int nb, int ic, int oc, int h, int wd, int relu, float *saved)
 {
     float *s = scratch(be, ops_conv2d_forward_scratch_mt(ic, oc, h, wd, threads_of(be)));
-    ops_conv2d_forward_mt_f32(y, x, w, b, nb, ic, oc, h, wd, relu, saved, s, threads_of(be));
+    const float *u = ops_conv2d_kernels_floats(ic, oc, h, wd) ? conv_kernels_of(be, w, ic, oc, h, wd, s) : NULL;
+    ops_conv2d_forward_u_mt_f32(y, x, w, u, b, nb, ic, oc, h, wd, relu, saved, s, threads_of(be));
 }
 
 static void cpu_conv2d_backward(backend *be, float *dx, float *dw, float *db, const float *dy,

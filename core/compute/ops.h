@@ -83,6 +83,22 @@ static inline size_t ops_conv2d_saved_floats(int nb, int ic, int h, int w)
     return ic > 1 && oh > 0 && ow > 0 && nb > 0 ? wino_saved_floats(nb, ic, oh, ow) : 0;
 }
 
+/* Floats of conv2d_kernels_mt's transformed kernels (0: no Winograd form, one input channel or no
+ * output), and which tile sizes they are for: kernels of one w for inputs of the same key are the
+ * same. */
+static inline size_t ops_conv2d_kernels_floats(int ic, int oc, int h, int w)
+{
+    int oh = ops_conv_out_len(h), ow = ops_conv_out_len(w);
+    if (ic <= 1 || oh <= 0 || ow <= 0) return 0;
+    wino_plan p = wino_plan_make(oh, ow);
+    return (size_t)p.classes * ic * oc;
+}
+static inline int ops_conv2d_kernels_key(int h, int w)
+{
+    wino_plan p = wino_plan_make(ops_conv_out_len(h), ops_conv_out_len(w));
+    return p.mh * (WINO_MAX_M + 1) + p.mw;
+}
+
 /* The same on `threads` threads (conv2d_forward_mt / conv2d_backward_mt). */
 static inline size_t ops_conv2d_forward_scratch_mt(int ic, int oc, int h, int w, int threads)
 {

@@ -104,6 +104,12 @@ void OPS_FN(linear_forward_mt)(real *y, const real *x, const real *w, const real
      *   for r < n, o < oc: y[r][o] = b[o] + sum_i x[r][i] * w[o][i]
      * The bias is written first so the GEMM adds into it (beta 1): one pass over y less. */
     if (n <= 0 || oc <= 0) return;
+#ifdef LINEAR_ROWS
+    if (LINEAR_ROWS_TAKES(n, ic)) { /* a few rows: W read in place, not packed */
+        LINEAR_ROWS(y, x, w, b, n, ic, oc, threads);
+        return;
+    }
+#endif
     real beta = 0;
     if (b) {
         OPS_FN(bias_rows_job) j = {y, b, oc};
@@ -253,8 +259,21 @@ static void OPS_FN(conv1_part)(void *ctx, size_t lo, size_t hi, int part)
                            j->relu);
 }
 
+void OPS_FN(conv2d_kernels_mt)(real *u, const real *w, int ic, int oc, int h, int wd, real *scratch, int threads)
+{
+    int oh = ops_conv_out_len(h), ow = ops_conv_out_len(wd);
+    ESP_CHECK(ic > 1 && oh > 0 && ow > 0);
+    wino_forward_kernels(u, w, ic, oc, oh, ow, scratch, threads);
+}
+
 void OPS_FN(conv2d_forward_mt)(real *y, const real *x, const real *w, const real *b, int nb, int ic,
                                int oc, int h, int wd, int relu, real *saved, real *scratch, int threads)
+{
+    OPS_FN(conv2d_forward_u_mt)(y, x, w, NULL, b, nb, ic, oc, h, wd, relu, saved, scratch, threads);
+}
+
+void OPS_FN(conv2d_forward_u_mt)(real *y, const real *x, const real *w, const real *u, const real *b, int nb,
+                                 int ic, int oc, int h, int wd, int relu, real *saved, real *scratch, int threads)
 {
     /* Reference loop:
      *   y[n][i][j][o] = b[o] + sum_{c,kh,kw} w[o][c][kh][kw] * x[n][2i + kh][2j + kw][c]
@@ -264,7 +283,7 @@ void OPS_FN(conv2d_forward_mt)(real *y, const real *x, const real *w, const real
     size_t p = (size_t)oh * ow;
     if (p == 0) return;
     if (ic > 1) {
-        wino_forward(y, x, w, b, nb, ic, oc, h, wd, relu, saved, scratch, threads);
+        wino_forward(y, x, w, u, b, nb, ic, oc, h, wd, relu, saved, scratch, threads);
         return;
     }
     real *wp = scratch, *bias = wp + (size_t)9 * oc;

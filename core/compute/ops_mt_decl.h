@@ -16,6 +16,16 @@ void OPS_DECL_FN(linear_backward_mt)(OPS_DECL_T *dx, OPS_DECL_T *dw, OPS_DECL_T 
 void OPS_DECL_FN(conv2d_forward_mt)(OPS_DECL_T *y, const OPS_DECL_T *x, const OPS_DECL_T *w,
                                     const OPS_DECL_T *b, int nb, int ic, int oc, int h, int wd,
                                     int relu, OPS_DECL_T *saved, OPS_DECL_T *scratch, int threads);
+/* The Winograd form's transformed kernels of w (ic > 1) for inputs of h x wd (they depend on w and
+ * the tile sizes the output's size picks): ops_conv2d_kernels_floats(ic, oc, h, wd) floats into u;
+ * scratch as conv2d_forward_mt's. conv2d_forward_u_mt is conv2d_forward_mt with them given (u made
+ * from this w for this h x wd; NULL: made there), the same bits: a caller that keeps them (the CPU
+ * backend, for an unchanged w) skips the transform on every call. */
+void OPS_DECL_FN(conv2d_kernels_mt)(OPS_DECL_T *u, const OPS_DECL_T *w, int ic, int oc, int h, int wd,
+                                    OPS_DECL_T *scratch, int threads);
+void OPS_DECL_FN(conv2d_forward_u_mt)(OPS_DECL_T *y, const OPS_DECL_T *x, const OPS_DECL_T *w,
+                                      const OPS_DECL_T *u, const OPS_DECL_T *b, int nb, int ic, int oc, int h,
+                                      int wd, int relu, OPS_DECL_T *saved, OPS_DECL_T *scratch, int threads);
 void OPS_DECL_FN(conv2d_backward_mt)(OPS_DECL_T *dx, OPS_DECL_T *dw, OPS_DECL_T *db,
                                      const OPS_DECL_T *dy, const OPS_DECL_T *x, const OPS_DECL_T *w,
                                      const OPS_DECL_T *y, int nb, int ic, int oc, int h, int wd,

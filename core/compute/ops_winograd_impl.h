@@ -696,17 +696,31 @@ static int wino_zero_tail(const real *x, int h, size_t row)
 
 /* saved (NULL: none): each chunk's V goes there, chunk after chunk (wino_saved_floats), for the
  * backward, instead of into the scratch. */
-static void wino_forward(real *y, const real *x, const real *w, const real *b, int nb, int ic, int oc, int h,
-                         int wd, int relu, real *saved, real *scratch, int threads)
+/* The transformed kernels of w for outputs of oh x ow into u (the taps reordered in scratch). */
+static void wino_forward_kernels(real *u, const real *w, int ic, int oc, int oh, int ow, real *scratch, int threads)
+{
+    wino W;
+    wino_make(&W, oh, ow);
+    wino_layout l = wino_layout_make(&W.plan, ic, oc, 0, threads);
+    wino_taps(scratch + l.wt, w, ic, oc, 0, threads);
+    wino_kernels(u, scratch + l.wt, ic, oc, &W, threads);
+}
+
+/* u_ready (NULL: made here): the transformed kernels of w for these outputs (wino_forward_kernels). */
+static void wino_forward(real *y, const real *x, const real *w, const real *u_ready, const real *b, int nb, int ic,
+                         int oc, int h, int wd, int relu, real *saved, real *scratch, int threads)
 {
     int oh = ops_conv_out_len(h), ow = ops_conv_out_len(wd);
     wino W;
     wino_make(&W, oh, ow);
     const wino_plan *P = &W.plan;
     wino_layout l = wino_layout_make(P, ic, oc, 0, threads);
-    real *u = scratch + l.u, *wt = scratch + l.wt, *v = scratch + l.v, *m = scratch + l.m, *tile = scratch + l.tile;
-    wino_taps(wt, w, ic, oc, 0, threads);
-    wino_kernels(u, wt, ic, oc, &W, threads);
+    real *v = scratch + l.v, *m = scratch + l.m, *tile = scratch + l.tile;
+    const real *u = u_ready;
+    if (!u) {
+        wino_forward_kernels(scratch + l.u, w, ic, oc, oh, ow, scratch, threads);
+        u = scratch + l.u;
+    }
     int *zero_from = xmalloc((size_t)nb * sizeof *zero_from);
     for (int n = 0; n < nb; n++) zero_from[n] = wino_zero_tail(x + (size_t)n * h * wd * ic, h, (size_t)wd * ic);
     for (int n0 = 0; n0 < nb; n0 += P->items) {

@@ -16,7 +16,7 @@ void dec_kv_init(dec_kv *kv, int nl, int d)
 void dec_kv_free(backend *be, dec_kv *kv)
 {
     be->free(be, kv->k), be->free(be, kv->v);
-    free(kv->filled), free(kv->refs), free(kv->free_slots);
+    free(kv->filled), free(kv->refs), free(kv->free_slots), free(kv->row_id), free(kv->kept);
     for (int g = 0; g < 3; g++) {
         kv_gen *e = &kv->gen[g];
         free(e->slot), free(e->lens), free(e->utt), free(e->tokens);
@@ -36,12 +36,15 @@ float *dec_kv_v(const dec_kv *kv, int slot, int l)
     return kv->v + (size_t)slot * slot_floats(kv, kv->stride) + (size_t)l * kv->stride * kv->d;
 }
 
-/* The free list from the reference counts. */
+/* The free list from the reference counts (a slot freed now keeps its rows as kept ones). */
 static void collect_free(dec_kv *kv)
 {
     kv->n_free = 0;
     for (int s = kv->nslots - 1; s >= 0; s--)
-        if (kv->refs[s] == 0) kv->free_slots[kv->n_free++] = s, kv->filled[s] = 0;
+        if (kv->refs[s] == 0) {
+            if (kv->filled[s] > 0) kv->kept[s] = kv->filled[s];
+            kv->free_slots[kv->n_free++] = s, kv->filled[s] = 0;
+        }
 }
 
 void dec_kv_clear(dec_kv *kv)
@@ -49,6 +52,7 @@ void dec_kv_clear(dec_kv *kv)
     for (int g = 0; g < 3; g++) kv->gen[g].n = 0;
     if (kv->nslots) memset(kv->refs, 0, (size_t)kv->nslots * sizeof *kv->refs);
     collect_free(kv);
+    if (kv->nslots) memset(kv->kept, 0, (size_t)kv->nslots * sizeof *kv->kept); /* another utterance's rows */
 }
 
 /* Room for n records of prefixes up to stride tokens in generation e, its records kept. */
@@ -91,10 +95,17 @@ void dec_kv_reserve(backend *be, dec_kv *kv, int free_needed, int len, int limit
         }
     be->free(be, kv->k), be->free(be, kv->v);
     kv->k = k, kv->v = v;
+    unsigned *ids = xcalloc((size_t)nslots * stride, sizeof *ids);
+    for (int s = 0; s < kv->nslots; s++)
+        memcpy(ids + (size_t)s * stride, kv->row_id + (size_t)s * kv->stride, (size_t)kv->filled[s] * sizeof *ids);
+    free(kv->row_id);
+    kv->row_id = ids;
     kv->filled = xrealloc(kv->filled, (size_t)nslots * sizeof *kv->filled);
     kv->refs = xrealloc(kv->refs, (size_t)nslots * sizeof *kv->refs);
+    kv->kept = xrealloc(kv->kept, (size_t)nslots * sizeof *kv->kept);
     kv->free_slots = xrealloc(kv->free_slots, (size_t)nslots * sizeof *kv->free_slots);
     for (int s = kv->nslots; s < nslots; s++) kv->filled[s] = kv->refs[s] = 0;
+    for (int s = 0; s < nslots; s++) kv->kept[s] = 0; /* a free slot's rows did not move */
     kv->nslots = nslots, kv->stride = stride;
     for (int g = 0; g < 3; g++) gen_reserve(&kv->gen[g], kv->gen[g].n, stride);
     collect_free(kv);
@@ -131,24 +142,56 @@ int dec_kv_find_parent(const dec_kv *kv, const int *p, int len, int u)
     return -1;
 }
 
+/* Rows [0, n) of slot s that hold the computations of those of slot t. */
+static int same_rows(const dec_kv *kv, int s, int t, int n)
+{
+    const unsigned *a = kv->row_id + (size_t)s * kv->stride, *b = kv->row_id + (size_t)t * kv->stride;
+    int m = 0;
+    while (m < n && a[m] == b[m]) m++;
+    return m;
+}
+
+/* Takes a free slot for a copy of rows [0, n) of parent (-1: none): the one already holding most
+ * of them (the last freed on ties); returns it and the rows it holds in *held. */
+static int take_free(dec_kv *kv, int parent, int n, int *held)
+{
+    ESP_CHECK(kv->n_free > 0);
+    int best = kv->n_free - 1, most = 0;
+    for (int f = kv->n_free - 1; f >= 0 && parent >= 0 && most < n; f--) {
+        int s = kv->free_slots[f], lim = kv->kept[s] < n ? kv->kept[s] : n;
+        int m = lim > most ? same_rows(kv, s, parent, lim) : 0;
+        if (m > most) best = f, most = m;
+    }
+    int s = kv->free_slots[best];
+    kv->free_slots[best] = kv->free_slots[--kv->n_free];
+    kv->kept[s] = 0;
+    *held = most;
+    return s;
+}
+
 int dec_kv_add(backend *be, dec_kv *kv, const int *p, int len, int u, int parent)
 {
     ESP_CHECK(len >= 1 && len <= kv->stride);
     kv_gen *e = &kv->gen[(kv->prev + 1) % 3];
     gen_reserve(e, e->n + 1, kv->stride);
-    int s = parent;
+    int s = parent, held = 0;
+    unsigned *ids;
     if (parent < 0 || kv->filled[parent] != len - 1) {
-        ESP_CHECK(kv->n_free > 0);
-        s = kv->free_slots[--kv->n_free];
+        s = take_free(kv, parent, parent >= 0 ? len - 1 : 0, &held);
+        ids = kv->row_id + (size_t)s * kv->stride;
         if (parent >= 0) {
             ESP_CHECK(kv->filled[parent] >= len - 1);
-            size_t bytes = (size_t)(len - 1) * kv->d * sizeof(float);
-            for (int l = 0; l < kv->nl; l++) {
-                be->copy(be, dec_kv_k(kv, s, l), dec_kv_k(kv, parent, l), bytes, BACKEND_DEVICE_TO_DEVICE);
-                be->copy(be, dec_kv_v(kv, s, l), dec_kv_v(kv, parent, l), bytes, BACKEND_DEVICE_TO_DEVICE);
+            size_t at = (size_t)held * kv->d, bytes = (size_t)(len - 1 - held) * kv->d * sizeof(float);
+            for (int l = 0; l < kv->nl && bytes; l++) {
+                be->copy(be, dec_kv_k(kv, s, l) + at, dec_kv_k(kv, parent, l) + at, bytes, BACKEND_DEVICE_TO_DEVICE);
+                be->copy(be, dec_kv_v(kv, s, l) + at, dec_kv_v(kv, parent, l) + at, bytes, BACKEND_DEVICE_TO_DEVICE);
             }
+            memcpy(ids + held, kv->row_id + (size_t)parent * kv->stride + held, (size_t)(len - 1 - held) * sizeof *ids);
+        } else {
+            for (int r = 0; r < len - 1; r++) ids[r] = ++kv->next_id; /* all len rows the caller's */
         }
     }
+    kv->row_id[(size_t)s * kv->stride + len - 1] = ++kv->next_id;
     kv->filled[s] = len; /* row len - 1 (or all len: a new slot without parent) is the caller's to write now */
     kv->refs[s]++;
     int r = e->n++;

@@ -7,7 +7,8 @@
  * when the parent's next row is still unwritten, so that its one new row goes where it lies (no
  * copy: the first child of every parent in a beam, and the whole lineage of a long stream's best
  * hypotheses); a second child, or a prefix scored again (the online search's rewind), gets a free
- * slot with its parent's rows copied. A slot is free when no record of the kept calls names it. */
+ * slot with its parent's rows copied (those it does not hold already: rows written by the same
+ * computations, the same bits). A slot is free when no record of the kept calls names it. */
 #ifndef ESPNET3_NN_DECODER_KV_H
 #define ESPNET3_NN_DECODER_KV_H
 
@@ -26,6 +27,11 @@ typedef struct dec_kv {
     int nslots, stride;
     int *filled, *refs;      /* host, per slot: rows written; records naming it */
     int *free_slots, n_free;
+    /* Which computation wrote each row (host, nslots x stride; a copy keeps the id), and the rows
+     * a free slot still holds: a copy into a free slot skips the rows it already holds of the same
+     * computations (a cousin's lineage freed a call ago shares most of a stream's prefix). */
+    unsigned *row_id, next_id;
+    int *kept;
     kv_gen gen[3];           /* the calls before the previous, the previous one's and this one's */
     int prev;                /* the previous call's generation; this call writes (prev + 1) % 3 */
 } dec_kv;

@@ -122,6 +122,7 @@ void asr_model_params_to_host(const asr_model *m, float *host)
 
 void asr_model_params_from_host(asr_model *m, const float *host)
 {
+    m->wout_fc_ready = 0; /* the input layer's reordered weight is stale */
     m->be->copy(m->be, m->params, host, m->table.total * sizeof(float), BACKEND_HOST_TO_DEVICE);
 }
 
@@ -133,6 +134,7 @@ void asr_model_state_to_host(const asr_model *m, float *host)
 
 void asr_model_state_from_host(asr_model *m, const float *host)
 {
+    m->wout_fc_ready = 0; /* the input layer's reordered weight is stale */
     m->be->copy(m->be, m->params, host, m->table.state_total * sizeof(float), BACKEND_HOST_TO_DEVICE);
 }
 

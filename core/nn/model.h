@@ -98,6 +98,9 @@ typedef struct asr_model {
      * linear: e the Linear, eln LayerNorm(e) with emean / erstd, eact after dropout (and ReLU). */
     int nconv, tk[3], fk[3];
     float *x, *c[3], *wout_fc, *e, *eln, *emean, *erstd, *eact, *h0;
+    /* wout_fc holds the loaded weight's columns (inference only: made on the first forward after
+     * the weights or the buffers change, not per call; a stream's pushes reordered 5 MB each) */
+    int wout_fc_ready;
     /* The preencoder (dims.pre_out > 0): its input after dropout (pre_drop, or the features
      * themselves: pre_in), its output (pre_x, which x then points at), and its output's gradient. */
     float *pre_drop, *pre_x, *dpre;

@@ -88,7 +88,7 @@ void embed_alloc(asr_model *m, int B, int T)
         if (m->cap_saved[i]) m->csaved[i] = A(m->cap_saved[i]);
     }
     if (m->nconv > 0) {
-        m->wout_fc = A(D * D * (size_t)d->f2);
+        m->wout_fc = A(D * D * (size_t)d->f2), m->wout_fc_ready = 0;
         if (!m->inference) m->dwout_fc = A(D * D * (size_t)d->f2);
     }
     m->e = A(rows * D);
@@ -127,7 +127,8 @@ static void conv_stack_forward(asr_model *m)
                                    conv1d(m) ? 1 : c[i].s, 1);
         in = m->c[i], h = m->tk[i], w = m->fk[i], ic = D;
     }
-    be->swap12(be, m->wout_fc, m->w.embed.out.weight, D, D, d->f2, 1);
+    if (!m->wout_fc_ready) be->swap12(be, m->wout_fc, m->w.embed.out.weight, D, D, d->f2, 1);
+    m->wout_fc_ready = m->inference; /* training changes the weight every step */
     be->linear_forward(be, m->e, in, m->wout_fc, m->w.embed.out.bias, m->B * m->T2, D * d->f2, D);
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/compute/blas_core.h"
 #include "core/data/audio.h"
 #include "core/decode/speech2text_stream.h"
 #include "core/nn/model.h"
@@ -30,6 +31,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: stream_bench MODEL WAV PUSH_S BEAM CTC_WEIGHT REPETITION_CHECK\n");
         return 2;
     }
+    blas_core_select(argv); /* OpenBLAS' kernels as espnet3 runs them (core/compute/blas_core.h) */
     espnet3_options *o = espnet3_options_new();
     espnet3_options_set(o, "threads", "1");
     espnet3_options_set(o, "beam", argv[4]);
@@ -63,6 +65,12 @@ int main(int argc, char **argv)
     double total = 0, worst = 0, lag_sum = 0, lag_max = 0;
     int pushes = 0, lags = 0, words = 0;
     s2t_partial p = {0};
+    const char *texts_path = getenv("STREAM_BENCH_TEXTS");
+    FILE *texts = texts_path ? fopen(texts_path, "w") : NULL;
+    if (texts_path && !texts) {
+        fprintf(stderr, "stream_bench: cannot write %s\n", texts_path);
+        return 1;
+    }
     for (size_t at = 0; at < n; at += piece) {
         int final = at + piece >= n;
         double a = cpu_s();
@@ -72,6 +80,8 @@ int main(int argc, char **argv)
         }
         double c = cpu_s() - a;
         total += c, worst = c > worst ? c : worst, pushes++;
+        if (texts) fprintf(texts, "%d %s\t%s\t%d\n", pushes, final ? "final" : "partial", p.text, p.frames),
+                   fprintf(texts, "%d running\t%s\n", pushes, p.running);
         if (!final && p.frames > 0) {
             double lag = p.audio_s - p.decoded_s;
             lag_sum += lag, lags++, lag_max = lag > lag_max ? lag : lag_max;
@@ -83,6 +93,7 @@ int main(int argc, char **argv)
     if (lags) snprintf(lag_mean, sizeof lag_mean, "%.2f", lag_sum / lags), snprintf(lag_worst, sizeof lag_worst, "%.2f", lag_max);
     printf("| %.1f | %d | %.2f | %.4f | %.1f | %.1f | %s | %s | %.2f | %d |\n", audio, pushes, total, total / audio,
            1e3 * total / pushes, 1e3 * worst, lag_mean, lag_worst, bound, words);
+    if (texts) fclose(texts);
     s2t_stream_close(st);
     espnet3_close(m);
     free(x);

@@ -44,13 +44,28 @@ static void call(backend *be, dec_kv *kv, int (*p)[8], const int *len, int n, fl
     dec_kv_end(kv);
 }
 
-Test(decoder_kv, first_child_in_place_sibling_and_rescore_copied_rows_never_change)
+/* Each test's CPU backend and slots. */
+static backend *be;
+static dec_kv kv;
+
+static void setup(void)
 {
     esp_err err;
-    backend *be = backend_open(BACKEND_CPU, 0, 1, &err);
+    be = backend_open(BACKEND_CPU, 0, 1, &err);
     cr_assert(be, "%s", err.msg);
-    dec_kv kv;
     dec_kv_init(&kv, NL, D);
+}
+
+static void teardown(void)
+{
+    dec_kv_free(be, &kv);
+    backend_close(be);
+}
+
+TestSuite(decoder_kv, .init = setup, .fini = teardown);
+
+Test(decoder_kv, first_child_in_place_sibling_and_rescore_copied_rows_never_change)
+{
     int s0[8], s1[8], s2[8], s3[8];
     int p0[1][8] = {{9}}, l0[] = {1};
     call(be, &kv, p0, l0, 1, 1.0f, s0); /* <sos>: computed whole */
@@ -84,6 +99,33 @@ Test(decoder_kv, first_child_in_place_sibling_and_rescore_copied_rows_never_chan
                   "row %d after the move", pos);
     dec_kv_clear(&kv);
     cr_expect_eq(kv.n_free, kv.nslots, "a new utterance frees every slot");
-    dec_kv_free(be, &kv);
-    backend_close(be);
+}
+
+/* A copy into a free slot keeps the rows that slot already holds of the same computations and
+ * copies the rest: a freed cousin's rows of a shared prefix are reused, but not rows of the same
+ * tokens computed again (the rewind's), whose values may differ. */
+Test(decoder_kv, a_copy_reuses_only_rows_of_the_same_computations)
+{
+    int s[8];
+    int p1[1][8] = {{9}}, l1[] = {1};
+    call(be, &kv, p1, l1, 1, 1.0f, s);
+    int p2[2][8] = {{9, 4}, {9, 5}}, l2[] = {2, 2};
+    call(be, &kv, p2, l2, 2, 2.0f, s);
+    int p3[3][8] = {{9, 4, 1}, {9, 4, 2}, {9, 5, 1}}, l3[] = {3, 3, 3};
+    call(be, &kv, p3, l3, 3, 3.0f, s); /* {9, 4} now in two slots: its first computation */
+    for (int c = 0; c < 3; c++) { /* {9, 4}'s lineage ends: three calls later its slots are free */
+        int p[1][8] = {{9, 5, 1, 1, 1, 1}}, l[] = {4 + c};
+        call(be, &kv, p, l, 1, 4.0f + c, s);
+    }
+    /* {9, 4} scored again (row 0 found in {9, 5, 1, ...}'s slot, row 1 a new computation, tag 7),
+     * into a free slot that holds row 0 already; then its two children: the second copies into
+     * the other free slot, which holds {9, 4}'s first row 1 (tag 2): not the rescore's. */
+    int p7[1][8] = {{9, 4}}, l7[] = {2};
+    call(be, &kv, p7, l7, 1, 7.0f, s);
+    cr_expect(holds(&kv, s[0], 0, 1.0f) && holds(&kv, s[0], 1, 7.0f), "the rescored prefix");
+    int p8[2][8] = {{9, 4, 1}, {9, 4, 2}}, l8[] = {3, 3};
+    call(be, &kv, p8, l8, 2, 8.0f, s);
+    for (int k = 0; k < 2; k++)
+        cr_expect(holds(&kv, s[k], 0, 1.0f) && holds(&kv, s[k], 1, 7.0f) && holds(&kv, s[k], 2, 8.0f),
+                  "child %d: row 1 from the rescore", k);
 }

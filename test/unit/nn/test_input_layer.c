@@ -217,3 +217,45 @@ Test(input_layer, utterance_mvn_matches_espnet)
     free(lens);
     npz_free(&f);
 }
+
+/* An inference model reorders embed.out's weight once, not per call (model.h's wout_fc_ready):
+ * after new weights are loaded into it, its input layer gives what a model made with those weights
+ * gives, bit for bit (the stale order would not). */
+static float *embed_of(backend *be, const model_dims *dims, const float *state, const float *feats, int T,
+                       asr_model *keep)
+{
+    asr_model fresh, *m = keep ? keep : &fresh;
+    if (!keep) asr_model_init_inference(m, be, dims);
+    asr_model_state_from_host(m, state);
+    const float *e = asr_model_embed(m, feats, 1, T);
+    size_t n = (size_t)m->T2 * dims->d;
+    float *out = malloc(n * sizeof *out);
+    memcpy(out, e, n * sizeof *out);
+    if (!keep) asr_model_free(m);
+    return out;
+}
+
+Test(input_layer, inference_reorders_new_weights)
+{
+    model_dims dims = dims_of(0, 0, 20, IN_CONV2D2);
+    esp_err err;
+    backend *be = backend_open(BACKEND_CPU, 0, 1, &err);
+    cr_assert_not_null(be, "%s", err.msg);
+    asr_model m;
+    asr_model_init_inference(&m, be, &dims);
+    const param_info *p = param_find_alias(&m.table, "encoder.embed.out.0.weight");
+    cr_assert_not_null(p);
+    int T = 16;
+    float *state = calloc(m.table.state_total, sizeof *state), *feats = malloc((size_t)T * 20 * sizeof *feats);
+    for (size_t i = 0; i < m.table.state_total; i++) state[i] = (float)((i * 7919 % 201) - 100) / 400.0f;
+    for (int i = 0; i < T * 20; i++) feats[i] = (float)((i * 31 % 17) - 8) / 8.0f;
+    float *a = embed_of(be, &dims, state, feats, T, &m);
+    for (size_t i = 0; i < p->count; i++) state[p->offset + i] *= -0.5f; /* embed.out's weight only */
+    float *b = embed_of(be, &dims, state, feats, T, &m), *want = embed_of(be, &dims, state, feats, T, NULL);
+    size_t n = (size_t)m.T2 * dims.d;
+    cr_assert(memcmp(a, b, n * sizeof *a) != 0, "the new weight changed nothing");
+    cr_assert(memcmp(b, want, n * sizeof *b) == 0, "the reused model's input layer differs from a fresh one's");
+    free(state), free(feats), free(a), free(b), free(want);
+    asr_model_free(&m);
+    backend_close(be);
+}
