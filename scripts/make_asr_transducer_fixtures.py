@@ -33,6 +33,10 @@ Files (scripts/make_decoder_fixtures.py's pack format):
   aux_weights, aux_loss  the RNNDecoder model with model_conf AUX (fastemit_lambda, the auxiliary LM
                     loss' lm_lin): its weights (lm_lin.* besides weights' tensors) and loss's items
                     with out.loss_aux_lm (inputs: loss's in.*)
+  mixed_weights, mixed_loss, mixed_search  the RNNDecoder model on MIXED, an Encoder whose blocks
+                    differ in type, linear_size, heads and conv_mod_kernel_size: weights, loss's items
+                    (inputs: loss's in.*; its own out.hlens and out.enc) and search's items on its
+                    Encoder output of utterance 0
 """
 import argparse
 import os
@@ -64,11 +68,24 @@ FEAT_LENS, LABEL_LENS = [64, 12], [7, 4]
 AUX = {"fastemit_lambda": 0.5, "auxiliary_lm_loss_weight": 0.4, "auxiliary_lm_loss_smoothing": 0.1}
 
 
+# body_conf of the mixed_* packs: blocks of three types, each with its own sizes, in four runs.
+MIXED = [
+    {"block_type": "conformer", "hidden_size": D, "linear_size": 24, "heads": 2, "conv_mod_kernel_size": 3,
+     "num_blocks": 2},
+    {"block_type": "ebranchformer", "hidden_size": D, "linear_size": 20, "heads": 4, "conv_mod_kernel_size": 5,
+     "depth_conv_kernel_size": 3},
+    {"block_type": "branchformer", "hidden_size": D, "linear_size": 12, "heads": 1, "conv_mod_kernel_size": 3},
+    {"block_type": "conformer", "hidden_size": D, "linear_size": 32, "heads": 4, "conv_mod_kernel_size": 5},
+]
+
+
 def build(stateless=False, block="conformer", aux=False):
     body = [{"block_type": block, "hidden_size": D, "linear_size": LINEAR, "heads": HEADS,
              "conv_mod_kernel_size": KERNEL, "num_blocks": BLOCKS}]
     if block == "ebranchformer":
         body[0]["depth_conv_kernel_size"] = 5
+    if block == "mixed":
+        body = MIXED
     encoder = Encoder(IDIM, body, input_conf={}, main_conf={})
     if stateless:
         decoder = StatelessDecoder(len(TOKENS), embed_size=HIDDEN)
@@ -146,10 +163,10 @@ SEARCHES = [
 ]
 
 
-def search_case(weights, stateless=False):
+def search_case(weights, stateless=False, block="conformer"):
     from espnet2.asr_transducer.beam_search_transducer import BeamSearchTransducer
 
-    model = build(stateless)
+    model = build(stateless, block)
     w = dict(weights)
     w["joint_network.lin_out.weight"] = 3 * w["joint_network.lin_out.weight"]
     model.load_state_dict(w)
@@ -198,6 +215,13 @@ def main():
     n += write_pack(out, "aux_loss", items)
     lm = dict(items)["out.loss_aux_lm"].item()
     print(f"FastEmit and the auxiliary LM loss ({AUX}): loss {loss:.6f}, loss_aux_lm {lm:.6f}")
+    torch.manual_seed(0)
+    mw = seeded_weights(build(block="mixed"))
+    n += write_pack(out, "mixed_weights", list(mw.items()))
+    items, loss, hlens = loss_case(mw, block="mixed")
+    n += write_pack(out, "mixed_loss", [kv for kv in items if not kv[0].startswith("in.")])
+    n += write_pack(out, "mixed_search", search_case(mw, block="mixed"))
+    print(f"mixed blocks: loss {loss:.6f}, encoder lengths {hlens}")
     print(f"wrote {n * 4 / 1024:.0f} KiB to {out}")
 
 

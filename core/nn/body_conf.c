@@ -137,8 +137,9 @@ static int type_dims(model_dims *out, const body_block_cfg *c, unsigned i, block
     return 0;
 }
 
-/* One expanded block of body_conf[i] against the first one's type and sizes (out, set by i 0). */
-static int block_dims(model_dims *out, model_rates *r, const body_block_cfg *c, unsigned i, esp_err *err)
+/* body_conf[i]'s blocks as a group of out (its kind, sizes and rates); out->d is the first entry's
+ * hidden_size, which validate_architecture made every X-former entry's. */
+static int block_group(model_dims *out, model_rates *r, const body_block_cfg *c, unsigned i, int n, esp_err *err)
 {
     block_type kind = BT_CONFORMER;
     if (block_kind(c, i, &kind, err) != 0) return -1; /* sizes present: validate_architecture */
@@ -155,19 +156,52 @@ static int block_dims(model_dims *out, model_rates *r, const body_block_cfg *c, 
         return esp_fail(err, B "[%u].pos_wise_dropout_rate: %g differs from dropout_rate %g, which espnet3's blocks use for "
                              "both (write the same value)", i, (double)pf, (double)pd);
     if (only(c->norm_eps, 1e-12, B "[].norm_eps", "layer_norm's 1e-12 is", err)) return -1;
-    if (i == 0) {
-        out->d = d, out->ff = ff, out->heads = heads;
-        r->dropout = pd, r->att_dropout = pa;
-        return type_dims(out, c, i, kind, ff, k, err);
-    }
+    if (!out->n_groups) out->d = d;
+    if (out->n_groups == MODEL_MAX_GROUPS)
+        return esp_fail(err, B "[%u]: more than %d runs of blocks that differ (write consecutive equal blocks as one "
+                             "entry's num_blocks)", i, MODEL_MAX_GROUPS);
     model_dims e = *out;
     if (type_dims(&e, c, i, kind, ff, k, err) != 0) return -1;
-    if (e.encoder != out->encoder || e.use_ffn != out->use_ffn || d != out->d || ff != out->ff ||
-        heads != out->heads || k != out->cnn_kernel || e.merge_kernel != out->merge_kernel || pd != r->dropout ||
-        pa != r->att_dropout)
-        return esp_fail(err, B "[%u]: its type, sizes or rates differ from the first block's; espnet3 builds blocks of "
-                             "one block_type, hidden_size, linear_size, heads, conv_mod_kernel_size (and "
-                             "depth_conv_kernel_size) and dropout rates", i);
+    struct model_group g = {n, (int)e.encoder, heads, ff, k, kind == BT_CONFORMER, e.use_ffn, e.cgmlp_units,
+                            e.cgmlp_kernel, e.merge_kernel};
+    int last = out->n_groups - 1;
+    struct model_group *p = last >= 0 ? &out->group[last] : NULL;
+    if (p && p->encoder == g.encoder && p->heads == g.heads && p->ff == g.ff && p->cnn_kernel == g.cnn_kernel &&
+        p->use_ffn == g.use_ffn && p->merge_kernel == g.merge_kernel && r->group_dropout[last] == pd &&
+        r->group_att_dropout[last] == pa) {
+        p->blocks += n; /* the same blocks as the entry before: one group */
+        return 0;
+    }
+    out->group[++last] = g;
+    r->group_dropout[last] = pd, r->group_att_dropout[last] = pa;
+    out->n_groups = last + 1;
+    return 0;
+}
+
+/* The groups into out's fields: one group is every block (the Conformer or E-Branchformer encoder
+ * as before); several leave the first group's kind and the largest sizes (core/nn/encoder_body.c). */
+static void groups_dims(model_dims *out, model_rates *r)
+{
+    const struct model_group *g = &out->group[0];
+    out->encoder = g->encoder, out->heads = g->heads, out->ff = g->ff, out->cnn_kernel = g->cnn_kernel;
+    out->use_cnn = g->use_cnn, out->use_ffn = g->use_ffn, out->cgmlp_units = g->cgmlp_units;
+    out->cgmlp_kernel = g->cgmlp_kernel, out->merge_kernel = g->merge_kernel;
+    r->dropout = r->group_dropout[0], r->att_dropout = r->group_att_dropout[0];
+    for (int k = 1; k < out->n_groups; k++) {
+        g = &out->group[k];
+        out->heads = g->heads > out->heads ? g->heads : out->heads;
+        out->ff = g->ff > out->ff ? g->ff : out->ff;
+        out->cgmlp_units = g->cgmlp_units > out->cgmlp_units ? g->cgmlp_units : out->cgmlp_units;
+    }
+    if (out->n_groups == 1) out->n_groups = 0; /* every block as out's fields */
+}
+
+/* Whether a group of out is of kind k (one group or several). */
+static int has_kind(const model_dims *out, int k)
+{
+    if (!out->n_groups) return out->encoder == k;
+    for (int i = 0; i < out->n_groups; i++)
+        if (out->group[i].encoder == k) return 1;
     return 0;
 }
 
@@ -194,10 +228,10 @@ static int main_dims(model_dims *out, model_rates *r, const body_main_cfg *c, es
     const char *fa = c && c->pos_wise_act_type ? c->pos_wise_act_type : "swish";
     const char *ca = c && c->conv_mod_act_type ? c->conv_mod_act_type : "swish";
     const char *cn = c && c->conv_mod_norm_type ? c->conv_mod_norm_type : "layer_norm";
-    if (out->encoder == ENC_CONFORMER && strcmp(fa, ca)) /* the E-Branchformer has no conv_mod activation */
+    if (has_kind(out, ENC_CONFORMER) && strcmp(fa, ca)) /* the E-Branchformer has no conv_mod activation */
         return esp_fail(err, "model.encoder_conf.main_conf: pos_wise_act_type %s and conv_mod_act_type %s differ; "
                              "espnet3's blocks take one activation (write the same)", fa, ca);
-    if (out->encoder == ENC_EBRANCHFORMER && strcmp(cn, "layer_norm")) /* the Conformer's is BatchNorm1d */
+    if (has_kind(out, ENC_EBRANCHFORMER) && strcmp(cn, "layer_norm")) /* the Conformer's is BatchNorm1d */
         return esp_fail(err, "model.encoder_conf.main_conf.conv_mod_norm_type: %s is not built for ebranchformer blocks "
                              "(layer_norm is)", cn);
     out->act = !strcmp(fa, "relu") ? ACT_RELU : ACT_SWISH;
@@ -295,16 +329,19 @@ static int body_from_cfg(model_dims *out, model_rates *r, const model_cfg *m, es
         return esp_fail(err, "model.decoder: %s is not built for the asr_transducer task (rnn and stateless are)",
                         m->decoder);
     if (validate_architecture(e, out->idim, err) != 0) return -1;
-    out->blocks = 0;
+    out->blocks = 0, out->n_groups = 0;
     for (unsigned i = 0; i < e->n_body_conf; i++) {
         const body_block_cfg *c = &e->body_conf[i];
         int64_t n = int_or(c->num_blocks, 1);
         if (n < 1 || n > 1024) return esp_fail(err, B "[%u].num_blocks: %lld is outside [1, 1024]", i, (long long)n);
-        if (block_dims(out, r, c, i, err) != 0) return -1;
+        if (block_group(out, r, c, i, (int)n, err) != 0) return -1;
         out->blocks += (int)n;
     }
     if (out->blocks == 0) return esp_fail(err, B ": no blocks");
-    out->macaron = 1, out->rel_pos = 1, out->use_cnn = out->encoder == ENC_CONFORMER, out->body = 1;
+    groups_dims(out, r);
+    /* the asr_transducer blocks' gate and convolution, whatever the first group's kind */
+    out->gate_act = ACT_IDENTITY, out->linear_after_conv = 0;
+    out->macaron = 1, out->rel_pos = 1, out->body = 1;
     if (input_dims(out, e->input_conf, err) != 0 || main_dims(out, r, e->main_conf, err) != 0 ||
         decoder_dims(out, r, m, err) != 0 || loss_dims(out, r, m->model_conf, err) != 0)
         return -1;

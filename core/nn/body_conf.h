@@ -15,12 +15,12 @@
  * quoted), so a config ESPnet2 rejects gets its reason rather than a refusal. Every key
  * ESPnetASRTransducerModel, the Encoder's builders and the decoder take is implemented,
  * accepted where its value leaves the model as implemented (a key only another block kind or
- * activation reads, ESPnet's default), or refused here with what to write instead: the blocks
- * must share one type and size (hidden_size, linear_size, heads, conv_mod_kernel_size, rates), a
+ * activation reads, ESPnet's default), or refused here with what to write instead: a
  * Conformer's feed-forward and convolution activations must be the same, ConvInput's conv_size is
- * hidden_size, embed_size is hidden_size; conv1d blocks, the GRU,
- * MEGA and RWKV decoders, FastEmit, the k2 pruned loss, the auxiliary LM loss, blockdrop and dynamic
- * chunk training are not built. report_cer / report_wer are warned about and ignored, as under the
+ * hidden_size, embed_size is hidden_size; conv1d blocks, the GRU, MEGA and RWKV decoders, the k2
+ * pruned loss, blockdrop and dynamic chunk training are not built. Blocks of different types or
+ * sizes (one hidden_size, as validate_architecture wants) are model_dims.group's runs, each with
+ * its own sizes and dropout rates (model_rates.group_*), run by core/nn/encoder_body.c. report_cer / report_wer are warned about and ignored, as under the
  * ASR task (no validation CER/WER by a transducer search). */
 #ifndef ESPNET3_NN_BODY_CONF_H
 #define ESPNET3_NN_BODY_CONF_H

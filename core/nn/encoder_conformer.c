@@ -77,7 +77,7 @@ static void shared(asr_model *m, enc_act_list *fwd, enc_act_list *work, enc_act_
     cblock_work_decl(&m->dims, &e->cw, work, s.rows);
 }
 
-static const enc_act_decl decl = {sizeof(encoder_acts), sizeof(cblock), 1, block_kept, shared, NULL, NULL};
+static const enc_act_decl decl = {sizeof(encoder_acts), sizeof(cblock), 1, block_kept, shared, NULL, NULL, 0};
 
 /* ---- pieces ------------------------------------------------------------------------------- */
 

@@ -59,6 +59,8 @@ typedef struct model_rates {
      * auxiliary_lm_loss_weight and auxiliary_lm_loss_smoothing (the auxiliary LM loss on lm_lin;
      * read only with dims.tr_lm_lin). 0 in the ASR task. */
     float tr_fastemit, tr_lm_weight, tr_lm_smoothing;
+    /* dropout and att_dropout of each block group (model_dims.n_groups > 1; core/nn/encoder_body.c). */
+    float group_dropout[MODEL_MAX_GROUPS], group_att_dropout[MODEL_MAX_GROUPS];
 } model_rates;
 
 /* trainer.sync_batchnorm (torch's SyncBatchNorm): all_reduce sums n host floats over every rank in
