@@ -37,6 +37,10 @@ Files (scripts/make_decoder_fixtures.py's pack format):
                     differ in type, linear_size, heads and conv_mod_kernel_size: weights, loss's items
                     (inputs: loss's in.*; its own out.hlens and out.enc) and search's items on its
                     Encoder output of utterance 0
+  pointwise_weights, pointwise_loss, pointwise_search  the same for POINTWISE, X-former blocks with
+                    conv1d blocks between them that keep the frames and the size (kernel_size 1,
+                    stride 1: ESPnet2's Encoder is right about the lengths there, unpatched), one
+                    with BatchNorm1d and 2 groups, one without ReLU or bias
 """
 import argparse
 import os
@@ -79,6 +83,16 @@ MIXED = [
 ]
 
 
+# body_conf of the pointwise_* packs: conv1d blocks of kernel 1 between X-former blocks.
+POINTWISE = [
+    MIXED[0] | {"num_blocks": 1},
+    {"block_type": "conv1d", "output_size": D, "kernel_size": 1, "batch_norm": True, "groups": 2},
+    MIXED[1],
+    {"block_type": "conv1d", "output_size": D, "kernel_size": 1, "relu": False, "bias": False},
+    MIXED[3],
+]
+
+
 def build(stateless=False, block="conformer", aux=False):
     body = [{"block_type": block, "hidden_size": D, "linear_size": LINEAR, "heads": HEADS,
              "conv_mod_kernel_size": KERNEL, "num_blocks": BLOCKS}]
@@ -86,6 +100,8 @@ def build(stateless=False, block="conformer", aux=False):
         body[0]["depth_conv_kernel_size"] = 5
     if block == "mixed":
         body = MIXED
+    if block == "pointwise":
+        body = POINTWISE
     encoder = Encoder(IDIM, body, input_conf={}, main_conf={})
     if stateless:
         decoder = StatelessDecoder(len(TOKENS), embed_size=HIDDEN)
@@ -103,7 +119,7 @@ def seeded_weights(model):
     g = torch.Generator().manual_seed(1)
     sd = {}
     for name, p in model.state_dict().items():
-        if "norm" in name and p.is_floating_point():
+        if ("norm" in name or ".bn." in name) and p.is_floating_point():
             base = 1.0 if name.endswith("weight") or name.endswith("running_var") else 0.0
             sd[name] = base + 0.1 * torch.randn(p.shape, generator=g).abs()
         else:
@@ -222,6 +238,13 @@ def main():
     n += write_pack(out, "mixed_loss", [kv for kv in items if not kv[0].startswith("in.")])
     n += write_pack(out, "mixed_search", search_case(mw, block="mixed"))
     print(f"mixed blocks: loss {loss:.6f}, encoder lengths {hlens}")
+    torch.manual_seed(0)
+    pw = seeded_weights(build(block="pointwise"))
+    n += write_pack(out, "pointwise_weights", list(pw.items()))
+    items, loss, hlens = loss_case(pw, block="pointwise")
+    n += write_pack(out, "pointwise_loss", [kv for kv in items if not kv[0].startswith("in.")])
+    n += write_pack(out, "pointwise_search", search_case(pw, block="pointwise"))
+    print(f"pointwise conv1d blocks: loss {loss:.6f}, encoder lengths {hlens}")
     print(f"wrote {n * 4 / 1024:.0f} KiB to {out}")
 
 

@@ -35,16 +35,15 @@ static int check_encoder_keys(const encoder_conf_cfg *e, esp_err *err)
     return 0;
 }
 
-/* The X-former blocks espnet3 builds (conv1d blocks pass validate_architecture, then are refused). */
-typedef enum block_type { BT_CONFORMER, BT_EBRANCHFORMER, BT_BRANCHFORMER } block_type;
+/* The block types (validate_architecture has checked the name). */
+typedef enum block_type { BT_CONFORMER, BT_EBRANCHFORMER, BT_BRANCHFORMER, BT_CONV1D } block_type;
 
-static int block_kind(const body_block_cfg *c, unsigned i, block_type *kind, esp_err *err)
+static block_type block_kind(const body_block_cfg *c)
 {
     static const char *const names[] = {"conformer", "ebranchformer", "branchformer"};
     for (int k = 0; k < 3; k++)
-        if (!strcmp(c->block_type, names[k])) return *kind = (block_type)k, 0;
-    return esp_fail(err, B "[%u].block_type: %s blocks are not built (conformer, ebranchformer and branchformer "
-                           "blocks are)", i, c->block_type);
+        if (!strcmp(c->block_type, names[k])) return (block_type)k;
+    return BT_CONV1D;
 }
 
 /* input_conf's ConvInput as the input layer of its subsampling_factor (4 by default). */
@@ -137,12 +136,55 @@ static int type_dims(model_dims *out, const body_block_cfg *c, unsigned i, block
     return 0;
 }
 
+/* body_conf[i]'s g after out's groups, or into the last one when its blocks are the same. */
+static int add_group(model_dims *out, model_rates *r, const struct model_group *g, float pd, float pa, unsigned i,
+                     esp_err *err)
+{
+    int last = out->n_groups - 1;
+    if (last >= 0) {
+        struct model_group p = out->group[last];
+        p.blocks = g->blocks;
+        if (!memcmp(&p, g, sizeof p) && r->group_dropout[last] == pd && r->group_att_dropout[last] == pa) {
+            out->group[last].blocks += g->blocks;
+            return 0;
+        }
+    }
+    if (out->n_groups == MODEL_MAX_GROUPS)
+        return esp_fail(err, B "[%u]: more than %d runs of blocks that differ (write consecutive equal blocks as one "
+                               "entry's num_blocks)", i, MODEL_MAX_GROUPS);
+    out->group[++last] = *g;
+    r->group_dropout[last] = pd, r->group_att_dropout[last] = pa;
+    out->n_groups = last + 1;
+    return 0;
+}
+
+/* body_conf[i]'s conv1d blocks (validate_architecture checked its sizes and groups) as a group:
+ * what is built is a Conv1d that keeps the frames and the size (kernel_size 1, stride 1,
+ * output_size its input's) after an X-former block; the others are refused with that. */
+static int conv1d_group(model_dims *out, model_rates *r, const body_block_cfg *c, unsigned i, int n, esp_err *err)
+{
+    int64_t k = *c->kernel_size, s = int_or(c->stride, 1), o = *c->output_size;
+    if (!out->n_groups)
+        return esp_fail(err, B "[%u].block_type: a conv1d block first (after ConvInput without its output Linear) is "
+                               "not built (put an X-former block first)", i);
+    if (k != 1 || s != 1)
+        return esp_fail(err, B "[%u]: conv1d blocks that shrink the frames (kernel_size %lld, stride %lld) are not "
+                               "built (kernel_size 1 and stride 1 are)", i, (long long)k, (long long)s);
+    if (o != out->d)
+        return esp_fail(err, B "[%u].output_size: conv1d blocks that change the size (%d -> %lld) are not built (write "
+                               "output_size %d)", i, out->d, (long long)o, out->d);
+    struct model_group g = {n, ENC_CONV1D, 0, 0, (int)k, 0, 0, 0, 0, 0, (int)int_or(c->groups, 1),
+                            (int)int_or(c->dilation, 1), !c->bias || *c->bias, c->batch_norm && *c->batch_norm,
+                            !c->relu || *c->relu};
+    return add_group(out, r, &g, (float)or_default(c->dropout_rate, 0), 0, i, err);
+}
+
 /* body_conf[i]'s blocks as a group of out (its kind, sizes and rates); out->d is the first entry's
  * hidden_size, which validate_architecture made every X-former entry's. */
 static int block_group(model_dims *out, model_rates *r, const body_block_cfg *c, unsigned i, int n, esp_err *err)
 {
-    block_type kind = BT_CONFORMER;
-    if (block_kind(c, i, &kind, err) != 0) return -1; /* sizes present: validate_architecture */
+    block_type kind = block_kind(c);
+    if (kind == BT_CONV1D) return conv1d_group(out, r, c, i, n, err);
     int d = (int)*c->hidden_size, ff = (int)*c->linear_size, heads = (int)int_or(c->heads, 4);
     int k = (int)*c->conv_mod_kernel_size;
     if (d < 1 || ff < 1 || heads < 1 || d % heads)
@@ -157,25 +199,11 @@ static int block_group(model_dims *out, model_rates *r, const body_block_cfg *c,
                              "both (write the same value)", i, (double)pf, (double)pd);
     if (only(c->norm_eps, 1e-12, B "[].norm_eps", "layer_norm's 1e-12 is", err)) return -1;
     if (!out->n_groups) out->d = d;
-    if (out->n_groups == MODEL_MAX_GROUPS)
-        return esp_fail(err, B "[%u]: more than %d runs of blocks that differ (write consecutive equal blocks as one "
-                             "entry's num_blocks)", i, MODEL_MAX_GROUPS);
     model_dims e = *out;
     if (type_dims(&e, c, i, kind, ff, k, err) != 0) return -1;
     struct model_group g = {n, (int)e.encoder, heads, ff, k, kind == BT_CONFORMER, e.use_ffn, e.cgmlp_units,
-                            e.cgmlp_kernel, e.merge_kernel};
-    int last = out->n_groups - 1;
-    struct model_group *p = last >= 0 ? &out->group[last] : NULL;
-    if (p && p->encoder == g.encoder && p->heads == g.heads && p->ff == g.ff && p->cnn_kernel == g.cnn_kernel &&
-        p->use_ffn == g.use_ffn && p->merge_kernel == g.merge_kernel && r->group_dropout[last] == pd &&
-        r->group_att_dropout[last] == pa) {
-        p->blocks += n; /* the same blocks as the entry before: one group */
-        return 0;
-    }
-    out->group[++last] = g;
-    r->group_dropout[last] = pd, r->group_att_dropout[last] = pa;
-    out->n_groups = last + 1;
-    return 0;
+                            e.cgmlp_kernel, e.merge_kernel, 0, 0, 0, 0, 0};
+    return add_group(out, r, &g, pd, pa, i, err);
 }
 
 /* The groups into out's fields: one group is every block (the Conformer or E-Branchformer encoder

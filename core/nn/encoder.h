@@ -89,6 +89,7 @@ void enc_acts_ensure(asr_model *m, const enc_act_decl *decl, int B, int T2);
 typedef struct enc_rel_shared {
     float *pos;
     float *dq, *dk, *dv, *datt, *dff, *dln, *dp;
+    float *dpos; /* NULL; where the attention adds the gradient of pos (encoder_body.c's conv1d blocks) */
 } enc_rel_shared;
 void enc_rel_shared_decl(const model_dims *d, enc_rel_shared *r, enc_act_list *fwd, enc_act_list *work,
                          enc_act_shape s);
@@ -132,6 +133,7 @@ typedef struct enc_attn_bufs {
 typedef struct enc_attn_work {
     const float *pos; /* the relative encoding the forward used (2 t - 1, d) */
     float *dq, *dk, *dv, *datt, *dp, *dln;
+    float *dpos;      /* NULL, or gains the gradient of pos (linear_pos^T of the position scores') */
 } enc_attn_work;
 /* out (N, d) = linear_out(MHA(LN_norm_mha(x))) for block l's self-attention (self_attn / attn),
  * relative (pos) or absolute positions, attention dropout on stream site; no output dropout. */

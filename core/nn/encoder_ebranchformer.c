@@ -113,7 +113,7 @@ static void attn_forward(asr_model *m, int l, eblock *b, const float *pos, const
 static void attn_backward(asr_model *m, int l, const eblock *b, const enc_rel_shared *rel, const float *x, float *dy)
 {
     enc_attn_bufs ab = attn_bufs(b);
-    enc_attn_work w = {rel->pos, rel->dq, rel->dk, rel->dv, rel->datt, rel->dp, rel->dln};
+    enc_attn_work w = {rel->pos, rel->dq, rel->dk, rel->dv, rel->datt, rel->dp, rel->dln, rel->dpos};
     enc_rows r = enc_rows_of(m);
     enc_attn_backward(m, &r, l, &ab, &w, x, dy, SITE_ATT);
 }

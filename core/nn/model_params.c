@@ -63,6 +63,11 @@ model_dims model_block_dims(const model_dims *d, int l)
     return b;
 }
 
+const struct model_group *model_block_group_of(const model_dims *d, int l)
+{
+    return d->n_groups > 1 ? &d->group[model_block_group(d, l)] : NULL;
+}
+
 const char *input_layer_name(int kind)
 {
     static const char *const names[] = {"conv2d", "conv2d2", "conv2d6", "conv2d8", "conv1d2", "linear", "null"};
@@ -338,6 +343,25 @@ static void add_ebranchformer_block(param_table *t, const model_dims *d, int b)
 
 /* ESPnet2's Transformer EncoderLayer under mod (e.g. encoder.encoders.3): self_attn, feed_forward
  * (ff wide), norm1, norm2. */
+/* The asr_transducer task's Conv1d block (size kept): conv (D, D / groups, k), bn, out_pos (D, D). */
+static void add_conv1d_block(param_table *t, const struct model_group *g, int64_t D, int b)
+{
+    char p[96];
+    snprintf(p, sizeof p, "encoder.encoders.%d.conv", b);
+    if (g->c1_bias) add_conv1d(t, p, D, D / g->c1_groups, g->cnn_kernel);
+    else {
+        char n[128];
+        snprintf(n, sizeof n, "%s.weight", p);
+        ADD(t, n, 0, D, D / g->c1_groups, (int64_t)g->cnn_kernel);
+    }
+    if (g->c1_bn) {
+        snprintf(p, sizeof p, "encoder.encoders.%d.bn", b);
+        add_batchnorm(t, p, D);
+    }
+    snprintf(p, sizeof p, "encoder.encoders.%d.out_pos", b);
+    add_linear(t, p, D, D);
+}
+
 static void add_transformer_layer(param_table *t, const char *mod, const model_dims *d, int64_t ff)
 {
     char p[96];
@@ -499,7 +523,9 @@ void param_table_build(param_table *t, const model_dims *d)
     for (int b = 0; b < d->blocks; b++) {
         model_dims bd = model_block_dims(d, b);
         size_t first = t->n;
-        if (bd.encoder == ENC_CONFORMER || d->ctx_conformer)
+        if (bd.encoder == ENC_CONV1D)
+            add_conv1d_block(t, model_block_group_of(d, b), d->d, b);
+        else if (bd.encoder == ENC_CONFORMER || d->ctx_conformer)
             add_conformer_block(t, &bd, b);
         else if (bd.encoder == ENC_EBRANCHFORMER)
             add_ebranchformer_block(t, &bd, b);

@@ -16,7 +16,8 @@
  * (contextual_block_transformer / _conformer: the Transformer's or the Conformer's blocks run over
  * overlapping blocks of frames, core/nn/encoder_contextual.c; model_dims.ctx_conformer). */
 typedef enum encoder_kind {
-    ENC_TRANSFORMER = 0, ENC_CONFORMER = 1, ENC_EBRANCHFORMER = 2, ENC_CONTEXTUAL = 3
+    ENC_TRANSFORMER = 0, ENC_CONFORMER = 1, ENC_EBRANCHFORMER = 2, ENC_CONTEXTUAL = 3,
+    ENC_CONV1D = 4, /* the asr_transducer task's conv1d block: a model_group's kind only */
 } encoder_kind;
 /* encoder_conf.activation_type of the Conformer (feed-forward and convolution module), the
  * E-Branchformer's ffn_activation_type and gate_activation (identity: the gate's only). */
@@ -123,6 +124,9 @@ typedef struct model_dims {
     int n_groups;
     struct model_group {
         int blocks, encoder, heads, ff, cnn_kernel, use_cnn, use_ffn, cgmlp_units, cgmlp_kernel, merge_kernel;
+        /* ENC_CONV1D (espnet2/asr_transducer/encoder/blocks/conv1d.py; cnn_kernel its kernel_size):
+         * Conv1d's groups and dilation, its bias, then batch_norm (BatchNorm1d) and relu */
+        int c1_groups, c1_dilation, c1_bias, c1_bn, c1_relu;
     } group[MODEL_MAX_GROUPS];
     /* Intermediate CTC (core/nn/interctc.h): the blocks (0-based, ascending) whose outputs also
      * feed the CTC head, from encoder_conf.interctc_layer_idx (1-based); interctc_cond:
@@ -144,6 +148,8 @@ typedef struct model_dims {
 int model_block_group(const model_dims *d, int l);
 /* The dims block l is built with: d itself, with its group's fields when d has groups. */
 model_dims model_block_dims(const model_dims *d, int l);
+/* Block l's group (NULL without groups). */
+const struct model_group *model_block_group_of(const model_dims *d, int l);
 
 /* Whether the model has a transducer decoder and joint network (core/nn/transducer.h). */
 static inline int model_has_transducer(const model_dims *d) { return d->tr_layers > 0 || d->tr_stateless; }

@@ -132,6 +132,9 @@ static void bind_enc_block(binder *b, enc_block_tensors *k, const model_dims *di
     k->norm_final = norm(b, SUB("norm_final"));
     k->depthwise_conv_fusion = linear(b, SUB("depthwise_conv_fusion"));
     k->merge_proj = linear(b, SUB("merge_proj"));
+    k->conv1d.conv = linear(b, SUB("conv"));
+    k->conv1d.bn = batchnorm(b, SUB("bn"));
+    k->conv1d.out_pos = linear(b, SUB("out_pos"));
 #undef SUB
 }
 

@@ -6,7 +6,7 @@
  * scores within float rounding. The same for the model with the StatelessDecoder (pack
  * stateless_search), and for the model whose Encoder's blocks differ in type and sizes (packs mixed_*):
  * there espnet3's inference model encodes utterance 0 itself (its Encoder output against ESPnet2's)
- * and searches its own output. */
+ * and searches its own output; the same with conv1d blocks of kernel 1 between them (pointwise_*). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -47,7 +47,7 @@ static search_case case_of(int i)
     return c;
 }
 
-enum { RNN = 0, STATELESS = 1, MIXED = 2 };
+enum { RNN = 0, STATELESS = 1, MIXED = 2, POINTWISE = 3 };
 
 /* Utterance 0 of the loss pack's batch through m's Encoder (inference), into enc (T2 x d, device):
  * ESPnet2's Encoder output in the search pack. Returns T2. */
@@ -85,8 +85,8 @@ static void check_mode(int which, int variant)
     backend *be;
     esp_err err;
     cr_assert((be = backend_open(BACKEND_CPU, 0, 1, &err)) != NULL, "%s", err.msg);
-    static const char *const weights[] = {"weights", "weights", "mixed_weights"};
-    static const char *const searches[] = {"search", "stateless_search", "mixed_search"};
+    static const char *const weights[] = {"weights", "weights", "mixed_weights", "pointwise_weights"};
+    static const char *const searches[] = {"search", "stateless_search", "mixed_search", "pointwise_search"};
     pack w = load_pack("asr_transducer", weights[variant]);
     pack s = load_pack("asr_transducer", searches[variant]);
     model_dims d = {.idim = 20, .d = 16, .heads = 2, .ff = 24, .blocks = 2, .vocab = 12, .encoder = ENC_CONFORMER,
@@ -95,6 +95,7 @@ static void check_mode(int which, int variant)
                     .tr_hidden = 12, .tr_joint = 10, .body = 1};
     d.f2 = input_layer_out_bins(IN_CONV2D, d.idim);
     if (variant == MIXED) d = fx_mixed_dims();
+    if (variant == POINTWISE) d = fx_pointwise_dims();
     asr_model m;
     asr_model_init_inference(&m, be, &d);
     float *host = calloc(m.table.state_total, sizeof *host);
@@ -113,7 +114,7 @@ static void check_mode(int which, int variant)
     const float *enc_h = pack_must(&s, "in.enc", &ne);
     int T = (int)(ne / (size_t)d.d);
     float *enc;
-    if (variant == MIXED) {
+    if (variant >= MIXED) {
         T = encode_utterance0(&m, &s, &enc);
     } else {
         enc = be->alloc(be, ne * sizeof(float));
@@ -141,7 +142,8 @@ static void check_mode(int which, int variant)
         worst = fmax(worst, e);
         cr_expect_lt(e, 1e-5, "%s hyp %d: score %.7f, ESPnet %.7f", sc.name, i, r.hyps[i].score, ref);
     }
-    static const char *const what[] = {"", " (stateless)", " (mixed blocks, espnet3's Encoder)"};
+    static const char *const what[] = {"", " (stateless)", " (mixed blocks, espnet3's Encoder)",
+                                       " (pointwise conv1d blocks, espnet3's Encoder)"};
     cr_log_info("%s%s: %d hypotheses as ESPnet's, worst score rel err %.2g", sc.name, what[variant], r.n, worst);
     ts_result_free(&r);
     be->free(be, enc);
@@ -165,6 +167,10 @@ Test(asr_transducer_search, stateless_decoder_every_mode_as_espnet)
 Test(asr_transducer_search, mixed_blocks_encoder_then_every_mode_as_espnet)
 {
     for (int i = 0; i < 8; i++) check_mode(i, MIXED);
+}
+Test(asr_transducer_search, pointwise_conv1d_blocks_encoder_then_every_mode_as_espnet)
+{
+    for (int i = 0; i < 8; i++) check_mode(i, POINTWISE);
 }
 
 /* asr_transducer_inference.Speech2Text's model.beam_search_config into ts_opts (its search's
