@@ -220,7 +220,7 @@ static int copy_metrics(const char *staging, const inference_cfg *ic, size_t *n_
 /* The asr_transducer Encoder's blocks in words. */
 static const char *body_kind(const model_dims *d)
 {
-    if (d->n_groups > 1) return "mixed-block (conformer, (e)branchformer)";
+    if (d->n_groups > 1) return "mixed-block (conformer, (e)branchformer, conv1d)";
     return d->encoder == ENC_CONFORMER ? "Conformer" : d->use_ffn ? "E-Branchformer" : "Branchformer";
 }
 
