@@ -147,7 +147,8 @@ typedef struct asr_model {
 void asr_model_init(asr_model *m, backend *be, const model_dims *d, const model_rates *r);
 /* For decoding only: no gradient buffers and no backward work; all blocks share one set of
  * activation buffers (a block's input is consumed before its output is written), so memory does
- * not grow with num_blocks. Forward with train = 0; loss and backward are not available. */
+ * not grow with num_blocks (but for an asr_transducer Encoder whose blocks differ, whose blocks
+ * keep their own: core/nn/encoder_body.c). Forward with train = 0; loss and backward are not available. */
 void asr_model_init_inference(asr_model *m, backend *be, const model_dims *d);
 void asr_model_free(asr_model *m);
 /* All parameters as host floats (table.total, in the flat layout of core/nn/model_params.h),
