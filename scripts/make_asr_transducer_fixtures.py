@@ -38,6 +38,14 @@ Files (scripts/make_decoder_fixtures.py's pack format):
   gru_loss     loss's batch on the GRU model: out.loss, out.loss_transducer, out.loss_aux_ctc and
                grad.<name> of the decoder's and the joint network's parameters
   gru_search   search's modes on the GRU model (in.enc: the same encoder output)
+  mixed_weights, mixed_loss, mixed_search  the RNNDecoder model on MIXED, an Encoder whose blocks
+                    differ in type, linear_size, heads and conv_mod_kernel_size: weights, loss's items
+                    (inputs: loss's in.*; its own out.hlens and out.enc) and search's items on its
+                    Encoder output of utterance 0
+  pointwise_weights, pointwise_loss, pointwise_search  the same for POINTWISE, X-former blocks with
+                    conv1d blocks between them that keep the frames and the size (kernel_size 1,
+                    stride 1: ESPnet2's Encoder is right about the lengths there, unpatched), one
+                    with BatchNorm1d and 2 groups, one without ReLU or bias
 """
 import argparse
 import os
@@ -69,8 +77,28 @@ FEAT_LENS, LABEL_LENS = [64, 12], [7, 4]
 AUX = {"fastemit_lambda": 0.5, "auxiliary_lm_loss_weight": 0.4, "auxiliary_lm_loss_smoothing": 0.1}
 
 
-
 GRU_EMBED = 8  # the GRU decoder's embed_size, apart from its hidden_size
+
+
+# body_conf of the mixed_* packs: blocks of three types, each with its own sizes, in four runs.
+MIXED = [
+    {"block_type": "conformer", "hidden_size": D, "linear_size": 24, "heads": 2, "conv_mod_kernel_size": 3,
+     "num_blocks": 2},
+    {"block_type": "ebranchformer", "hidden_size": D, "linear_size": 20, "heads": 4, "conv_mod_kernel_size": 5,
+     "depth_conv_kernel_size": 3},
+    {"block_type": "branchformer", "hidden_size": D, "linear_size": 12, "heads": 1, "conv_mod_kernel_size": 3},
+    {"block_type": "conformer", "hidden_size": D, "linear_size": 32, "heads": 4, "conv_mod_kernel_size": 5},
+]
+
+
+# body_conf of the pointwise_* packs: conv1d blocks of kernel 1 between X-former blocks.
+POINTWISE = [
+    MIXED[0] | {"num_blocks": 1},
+    {"block_type": "conv1d", "output_size": D, "kernel_size": 1, "batch_norm": True, "groups": 2},
+    MIXED[1],
+    {"block_type": "conv1d", "output_size": D, "kernel_size": 1, "relu": False, "bias": False},
+    MIXED[3],
+]
 
 
 def build(stateless=False, block="conformer", aux=False, rnn_type="lstm"):
@@ -78,6 +106,10 @@ def build(stateless=False, block="conformer", aux=False, rnn_type="lstm"):
              "conv_mod_kernel_size": KERNEL, "num_blocks": BLOCKS}]
     if block == "ebranchformer":
         body[0]["depth_conv_kernel_size"] = 5
+    if block == "mixed":
+        body = MIXED
+    if block == "pointwise":
+        body = POINTWISE
     encoder = Encoder(IDIM, body, input_conf={}, main_conf={})
     if stateless:
         decoder = StatelessDecoder(len(TOKENS), embed_size=HIDDEN)
@@ -97,7 +129,7 @@ def seeded_weights(model):
     g = torch.Generator().manual_seed(1)
     sd = {}
     for name, p in model.state_dict().items():
-        if "norm" in name and p.is_floating_point():
+        if ("norm" in name or ".bn." in name) and p.is_floating_point():
             base = 1.0 if name.endswith("weight") or name.endswith("running_var") else 0.0
             sd[name] = base + 0.1 * torch.randn(p.shape, generator=g).abs()
         else:
@@ -157,10 +189,10 @@ SEARCHES = [
 ]
 
 
-def search_case(weights, stateless=False, rnn_type="lstm"):
+def search_case(weights, stateless=False, block="conformer", rnn_type="lstm"):
     from espnet2.asr_transducer.beam_search_transducer import BeamSearchTransducer
 
-    model = build(stateless, rnn_type=rnn_type)
+    model = build(stateless, block, rnn_type=rnn_type)
     w = dict(weights)
     w["joint_network.lin_out.weight"] = 3 * w["joint_network.lin_out.weight"]
     model.load_state_dict(w)
@@ -219,6 +251,14 @@ def main():
                                       or kv[0].startswith("grad.decoder.") or kv[0].startswith("grad.joint_network.")])
     n += write_pack(out, "gru_search", search_case(gw, rnn_type="gru"))
     print(f"gru decoder: loss {loss:.6f}")
+    for body in ("mixed", "pointwise"):  # the MIXED and POINTWISE Encoders with the RNNDecoder
+        torch.manual_seed(0)
+        bw = seeded_weights(build(block=body))
+        n += write_pack(out, body + "_weights", list(bw.items()))
+        items, loss, hlens = loss_case(bw, block=body)
+        n += write_pack(out, body + "_loss", [kv for kv in items if not kv[0].startswith("in.")])
+        n += write_pack(out, body + "_search", search_case(bw, block=body))
+        print(f"{body} blocks: loss {loss:.6f}, encoder lengths {hlens}")
     print(f"wrote {n * 4 / 1024:.0f} KiB to {out}")
 
 

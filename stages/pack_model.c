@@ -217,6 +217,13 @@ static int copy_metrics(const char *staging, const inference_cfg *ic, size_t *n_
     return rc;
 }
 
+/* The asr_transducer Encoder's blocks in words. */
+static const char *body_kind(const model_dims *d)
+{
+    if (d->n_groups > 1) return "mixed-block (conformer, (e)branchformer, conv1d)";
+    return d->encoder == ENC_CONFORMER ? "Conformer" : d->use_ffn ? "E-Branchformer" : "Branchformer";
+}
+
 static int write_readme(const char *staging, const model_files *mf, const inference_cfg *ic, size_t n_params,
                         size_t n_metrics, esp_err *err)
 {
@@ -233,7 +240,7 @@ static int write_readme(const char *staging, const model_files *mf, const infere
         "# Packed espnet3 model\n\n"
         "A %s%s ASR model (ESPnet2 parameter names, safetensors) with everything decoding needs.\n\n"
         "- weights: `model.safetensors` (%zu parameters; from `%s`)\n"
-        "- encoder: num_blocks %lld, output_size %lld, attention_heads %lld, linear_units %lld\n"
+        "- encoder: num_blocks %lld, output_size %lld, attention_heads %lld, linear_units %lld%s\n"
         "- configs: `conf/config.yaml` (training), `conf/inference.yaml` (decoding: beam_size %lld)\n"
         "- token list: `tokens/tokens.txt`%s\n"
         "- metrics: %s\n"
@@ -252,7 +259,7 @@ static int write_readme(const char *staging, const model_files *mf, const infere
         "from espnet2.bin.%s import Speech2Text\n"
         "s2t = Speech2Text(\"exp/asr_train/config.yaml\", \"exp/asr_train/valid.loss.ave.pth\")\n"
         "```\n",
-        body                                             ? "Conformer"
+        body                                             ? body_kind(&bd)
         : !t->model || !t->model->encoder                ? "Transformer"
         : !strcmp(t->model->encoder, "conformer")        ? "Conformer"
         : !strcmp(t->model->encoder, "e_branchformer")   ? "E-Branchformer"
@@ -260,7 +267,7 @@ static int write_readme(const char *staging, const model_files *mf, const infere
         : !strcmp(t->model->encoder, "contextual_block_conformer") ? "contextual block Conformer"
                                                          : "Transformer",
         body ? "-transducer (ESPnet2's asr_transducer task)" : "-CTC", n_params, mf->weights, blocks, width, heads,
-        units, ic->model ? (long long)ic->model->beam_size : 0LL,
+        units, bd.n_groups > 1 ? " (the largest of its blocks')" : "", ic->model ? (long long)ic->model->beam_size : 0LL,
         mf->stats ? "\n- feature statistics (global_mvn): `stats/feats_stats.npz`" : "",
         n_metrics ? "`metrics/` (training curves; scoring results when stage 7 ran)" : "none found",
         body ? "asr_transducer_inference" : "asr_inference");

@@ -35,16 +35,15 @@ static int check_encoder_keys(const encoder_conf_cfg *e, esp_err *err)
     return 0;
 }
 
-/* The X-former blocks espnet3 builds (conv1d blocks pass validate_architecture, then are refused). */
-typedef enum block_type { BT_CONFORMER, BT_EBRANCHFORMER, BT_BRANCHFORMER } block_type;
+/* The block types (validate_architecture has checked the name). */
+typedef enum block_type { BT_CONFORMER, BT_EBRANCHFORMER, BT_BRANCHFORMER, BT_CONV1D } block_type;
 
-static int block_kind(const body_block_cfg *c, unsigned i, block_type *kind, esp_err *err)
+static block_type block_kind(const body_block_cfg *c)
 {
     static const char *const names[] = {"conformer", "ebranchformer", "branchformer"};
     for (int k = 0; k < 3; k++)
-        if (!strcmp(c->block_type, names[k])) return *kind = (block_type)k, 0;
-    return esp_fail(err, B "[%u].block_type: %s blocks are not built (conformer, ebranchformer and branchformer "
-                           "blocks are)", i, c->block_type);
+        if (!strcmp(c->block_type, names[k])) return (block_type)k;
+    return BT_CONV1D;
 }
 
 /* input_conf's ConvInput as the input layer of its subsampling_factor (4 by default). */
@@ -137,11 +136,55 @@ static int type_dims(model_dims *out, const body_block_cfg *c, unsigned i, block
     return 0;
 }
 
-/* One expanded block of body_conf[i] against the first one's type and sizes (out, set by i 0). */
-static int block_dims(model_dims *out, model_rates *r, const body_block_cfg *c, unsigned i, esp_err *err)
+/* body_conf[i]'s g after out's groups, or into the last one when its blocks are the same. */
+static int add_group(model_dims *out, model_rates *r, const struct model_group *g, float pd, float pa, unsigned i,
+                     esp_err *err)
 {
-    block_type kind = BT_CONFORMER;
-    if (block_kind(c, i, &kind, err) != 0) return -1; /* sizes present: validate_architecture */
+    int last = out->n_groups - 1;
+    if (last >= 0) {
+        struct model_group p = out->group[last];
+        p.blocks = g->blocks;
+        if (!memcmp(&p, g, sizeof p) && r->group_dropout[last] == pd && r->group_att_dropout[last] == pa) {
+            out->group[last].blocks += g->blocks;
+            return 0;
+        }
+    }
+    if (out->n_groups == MODEL_MAX_GROUPS)
+        return esp_fail(err, B "[%u]: more than %d runs of blocks that differ (write consecutive equal blocks as one "
+                               "entry's num_blocks)", i, MODEL_MAX_GROUPS);
+    out->group[++last] = *g;
+    r->group_dropout[last] = pd, r->group_att_dropout[last] = pa;
+    out->n_groups = last + 1;
+    return 0;
+}
+
+/* body_conf[i]'s conv1d blocks (validate_architecture checked its sizes and groups) as a group:
+ * what is built is a Conv1d that keeps the frames and the size (kernel_size 1, stride 1,
+ * output_size its input's) after an X-former block; the others are refused with that. */
+static int conv1d_group(model_dims *out, model_rates *r, const body_block_cfg *c, unsigned i, int n, esp_err *err)
+{
+    int64_t k = *c->kernel_size, s = int_or(c->stride, 1), o = *c->output_size;
+    if (!out->n_groups)
+        return esp_fail(err, B "[%u].block_type: a conv1d block first (after ConvInput without its output Linear) is "
+                               "not built (put an X-former block first)", i);
+    if (k != 1 || s != 1)
+        return esp_fail(err, B "[%u]: conv1d blocks that shrink the frames (kernel_size %lld, stride %lld) are not "
+                               "built (kernel_size 1 and stride 1 are)", i, (long long)k, (long long)s);
+    if (o != out->d)
+        return esp_fail(err, B "[%u].output_size: conv1d blocks that change the size (%d -> %lld) are not built (write "
+                               "output_size %d)", i, out->d, (long long)o, out->d);
+    struct model_group g = {n, ENC_CONV1D, 0, 0, (int)k, 0, 0, 0, 0, 0, (int)int_or(c->groups, 1),
+                            (int)int_or(c->dilation, 1), !c->bias || *c->bias, c->batch_norm && *c->batch_norm,
+                            !c->relu || *c->relu};
+    return add_group(out, r, &g, (float)or_default(c->dropout_rate, 0), 0, i, err);
+}
+
+/* body_conf[i]'s blocks as a group of out (its kind, sizes and rates); out->d is the first entry's
+ * hidden_size, which validate_architecture made every X-former entry's. */
+static int block_group(model_dims *out, model_rates *r, const body_block_cfg *c, unsigned i, int n, esp_err *err)
+{
+    block_type kind = block_kind(c);
+    if (kind == BT_CONV1D) return conv1d_group(out, r, c, i, n, err);
     int d = (int)*c->hidden_size, ff = (int)*c->linear_size, heads = (int)int_or(c->heads, 4);
     int k = (int)*c->conv_mod_kernel_size;
     if (d < 1 || ff < 1 || heads < 1 || d % heads)
@@ -155,19 +198,38 @@ static int block_dims(model_dims *out, model_rates *r, const body_block_cfg *c, 
         return esp_fail(err, B "[%u].pos_wise_dropout_rate: %g differs from dropout_rate %g, which espnet3's blocks use for "
                              "both (write the same value)", i, (double)pf, (double)pd);
     if (only(c->norm_eps, 1e-12, B "[].norm_eps", "layer_norm's 1e-12 is", err)) return -1;
-    if (i == 0) {
-        out->d = d, out->ff = ff, out->heads = heads;
-        r->dropout = pd, r->att_dropout = pa;
-        return type_dims(out, c, i, kind, ff, k, err);
-    }
+    if (!out->n_groups) out->d = d;
     model_dims e = *out;
     if (type_dims(&e, c, i, kind, ff, k, err) != 0) return -1;
-    if (e.encoder != out->encoder || e.use_ffn != out->use_ffn || d != out->d || ff != out->ff ||
-        heads != out->heads || k != out->cnn_kernel || e.merge_kernel != out->merge_kernel || pd != r->dropout ||
-        pa != r->att_dropout)
-        return esp_fail(err, B "[%u]: its type, sizes or rates differ from the first block's; espnet3 builds blocks of "
-                             "one block_type, hidden_size, linear_size, heads, conv_mod_kernel_size (and "
-                             "depth_conv_kernel_size) and dropout rates", i);
+    struct model_group g = {n, (int)e.encoder, heads, ff, k, kind == BT_CONFORMER, e.use_ffn, e.cgmlp_units,
+                            e.cgmlp_kernel, e.merge_kernel, 0, 0, 0, 0, 0};
+    return add_group(out, r, &g, pd, pa, i, err);
+}
+
+/* The groups into out's fields: one group is every block (the Conformer or E-Branchformer encoder
+ * as before); several leave the first group's kind and the largest sizes (core/nn/encoder_body.c). */
+static void groups_dims(model_dims *out, model_rates *r)
+{
+    const struct model_group *g = &out->group[0];
+    out->encoder = g->encoder, out->heads = g->heads, out->ff = g->ff, out->cnn_kernel = g->cnn_kernel;
+    out->use_cnn = g->use_cnn, out->use_ffn = g->use_ffn, out->cgmlp_units = g->cgmlp_units;
+    out->cgmlp_kernel = g->cgmlp_kernel, out->merge_kernel = g->merge_kernel;
+    r->dropout = r->group_dropout[0], r->att_dropout = r->group_att_dropout[0];
+    for (int k = 1; k < out->n_groups; k++) {
+        g = &out->group[k];
+        out->heads = g->heads > out->heads ? g->heads : out->heads;
+        out->ff = g->ff > out->ff ? g->ff : out->ff;
+        out->cgmlp_units = g->cgmlp_units > out->cgmlp_units ? g->cgmlp_units : out->cgmlp_units;
+    }
+    if (out->n_groups == 1) out->n_groups = 0; /* every block as out's fields */
+}
+
+/* Whether a group of out is of kind k (one group or several). */
+static int has_kind(const model_dims *out, int k)
+{
+    if (!out->n_groups) return out->encoder == k;
+    for (int i = 0; i < out->n_groups; i++)
+        if (out->group[i].encoder == k) return 1;
     return 0;
 }
 
@@ -194,10 +256,10 @@ static int main_dims(model_dims *out, model_rates *r, const body_main_cfg *c, es
     const char *fa = c && c->pos_wise_act_type ? c->pos_wise_act_type : "swish";
     const char *ca = c && c->conv_mod_act_type ? c->conv_mod_act_type : "swish";
     const char *cn = c && c->conv_mod_norm_type ? c->conv_mod_norm_type : "layer_norm";
-    if (out->encoder == ENC_CONFORMER && strcmp(fa, ca)) /* the E-Branchformer has no conv_mod activation */
+    if (has_kind(out, ENC_CONFORMER) && strcmp(fa, ca)) /* the E-Branchformer has no conv_mod activation */
         return esp_fail(err, "model.encoder_conf.main_conf: pos_wise_act_type %s and conv_mod_act_type %s differ; "
                              "espnet3's blocks take one activation (write the same)", fa, ca);
-    if (out->encoder == ENC_EBRANCHFORMER && strcmp(cn, "layer_norm")) /* the Conformer's is BatchNorm1d */
+    if (has_kind(out, ENC_EBRANCHFORMER) && strcmp(cn, "layer_norm")) /* the Conformer's is BatchNorm1d */
         return esp_fail(err, "model.encoder_conf.main_conf.conv_mod_norm_type: %s is not built for ebranchformer blocks "
                              "(layer_norm is)", cn);
     out->act = !strcmp(fa, "relu") ? ACT_RELU : ACT_SWISH;
@@ -293,16 +355,19 @@ static int body_from_cfg(model_dims *out, model_rates *r, const model_cfg *m, es
         return esp_fail(err, "model.decoder: %s is not built for the asr_transducer task (rnn and stateless are)",
                         m->decoder);
     if (validate_architecture(e, out->idim, err) != 0) return -1;
-    out->blocks = 0;
+    out->blocks = 0, out->n_groups = 0;
     for (unsigned i = 0; i < e->n_body_conf; i++) {
         const body_block_cfg *c = &e->body_conf[i];
         int64_t n = int_or(c->num_blocks, 1);
         if (n < 1 || n > 1024) return esp_fail(err, B "[%u].num_blocks: %lld is outside [1, 1024]", i, (long long)n);
-        if (block_dims(out, r, c, i, err) != 0) return -1;
+        if (block_group(out, r, c, i, (int)n, err) != 0) return -1;
         out->blocks += (int)n;
     }
     if (out->blocks == 0) return esp_fail(err, B ": no blocks");
-    out->macaron = 1, out->rel_pos = 1, out->use_cnn = out->encoder == ENC_CONFORMER, out->body = 1;
+    groups_dims(out, r);
+    /* the asr_transducer blocks' gate and convolution, whatever the first group's kind */
+    out->gate_act = ACT_IDENTITY, out->linear_after_conv = 0;
+    out->macaron = 1, out->rel_pos = 1, out->body = 1;
     if (input_dims(out, e->input_conf, err) != 0 || main_dims(out, r, e->main_conf, err) != 0 ||
         decoder_dims(out, r, m, err) != 0 || loss_dims(out, r, m->model_conf, err) != 0)
         return -1;

@@ -5,7 +5,8 @@
  * (core/nn/encoder_conformer.c) with model_dims.body's differences, its `ebranchformer` blocks the
  * E-Branchformer encoder's (core/nn/encoder_ebranchformer.c; linear_size is both the feed-forward's
  * and the gating MLP's units, depth_conv_kernel_size the merge convolution's) and its
- * `branchformer` blocks that code without feed-forwards or merge convolution, the RNNDecoder (model.decoder
+ * `branchformer` blocks that code without feed-forwards or merge convolution (its `conv1d` blocks:
+ * core/nn/encoder_body.c), the RNNDecoder (model.decoder
  * rnn, its default) is the transducer's LSTM prediction network, the StatelessDecoder (stateless)
  * its embedding alone (model_dims.tr_stateless), and joint_network_conf its joint network
  * (core/nn/transducer.h), auxiliary_ctc_weight > 0 adds the CTC head (ctc_lin). The loss is
@@ -15,12 +16,13 @@
  * quoted), so a config ESPnet2 rejects gets its reason rather than a refusal. Every key
  * ESPnetASRTransducerModel, the Encoder's builders and the decoder take is implemented,
  * accepted where its value leaves the model as implemented (a key only another block kind or
- * activation reads, ESPnet's default), or refused here with what to write instead: the blocks
- * must share one type and size (hidden_size, linear_size, heads, conv_mod_kernel_size, rates), a
+ * activation reads, ESPnet's default), or refused here with what to write instead: a
  * Conformer's feed-forward and convolution activations must be the same, ConvInput's conv_size is
- * hidden_size, embed_size is hidden_size; conv1d blocks, the GRU,
- * MEGA and RWKV decoders, FastEmit, the k2 pruned loss, the auxiliary LM loss, blockdrop and dynamic
- * chunk training are not built. report_cer / report_wer are warned about and ignored, as under the
+ * hidden_size, embed_size is hidden_size; conv1d blocks that shrink the frames, change the size or
+ * come first (those of kernel_size 1, stride 1 after an X-former block are built), the GRU, MEGA and RWKV decoders, the k2
+ * pruned loss, blockdrop and dynamic chunk training are not built. Blocks of different types or
+ * sizes (one hidden_size, as validate_architecture wants) are model_dims.group's runs, each with
+ * its own sizes and dropout rates (model_rates.group_*), run by core/nn/encoder_body.c. report_cer / report_wer are warned about and ignored, as under the
  * ASR task (no validation CER/WER by a transducer search). */
 #ifndef ESPNET3_NN_BODY_CONF_H
 #define ESPNET3_NN_BODY_CONF_H

@@ -2,7 +2,8 @@
  * (Conv2dSubsampling and the positional scaling) and the head (after_norm, CTC); an encoder runs
  * its blocks between them, with activations it owns (m->enc). One implementation per file:
  * core/nn/encoder_transformer.c, core/nn/encoder_conformer.c, core/nn/encoder_ebranchformer.c (with the
- * pieces the last two share in core/nn/encoder_blocks.c), core/nn/encoder_contextual.c; the
+ * pieces the last two share in core/nn/encoder_blocks.c), core/nn/encoder_contextual.c,
+ * core/nn/encoder_body.c (the asr_transducer task's blocks of different kinds, on their kinds' code); the
  * first and the last run the Transformer layer of core/nn/encoder_tblock.c (the latter over blocks
  * of frames), the Conformer and the last (contextual_block_conformer) the Conformer block. */
 #ifndef ESPNET3_NN_ENCODER_H
@@ -72,6 +73,9 @@ struct enc_act_decl {
     /* Drops what else m->enc keeps for a shape (NULL: nothing): when m->enc is made and whenever
      * its activations are freed. */
     void (*reset)(asr_model *m);
+    /* The blocks differ (core/nn/encoder_body.c): block gets each block's dims (model_block_dims)
+     * and each block has its own buffers when decoding too. */
+    int per_block;
 };
 /* An encoder's blocks (d->blocks structs of decl->block_size) and the shape they fit. */
 typedef struct enc_act_store {
@@ -85,6 +89,7 @@ void enc_acts_ensure(asr_model *m, const enc_act_decl *decl, int B, int T2);
 typedef struct enc_rel_shared {
     float *pos;
     float *dq, *dk, *dv, *datt, *dff, *dln, *dp;
+    float *dpos; /* NULL; where the attention adds the gradient of pos (encoder_body.c's conv1d blocks) */
 } enc_rel_shared;
 void enc_rel_shared_decl(const model_dims *d, enc_rel_shared *r, enc_act_list *fwd, enc_act_list *work,
                          enc_act_shape s);
@@ -128,6 +133,7 @@ typedef struct enc_attn_bufs {
 typedef struct enc_attn_work {
     const float *pos; /* the relative encoding the forward used (2 t - 1, d) */
     float *dq, *dk, *dv, *datt, *dp, *dln;
+    float *dpos;      /* NULL, or gains the gradient of pos (linear_pos^T of the position scores') */
 } enc_attn_work;
 /* out (N, d) = linear_out(MHA(LN_norm_mha(x))) for block l's self-attention (self_attn / attn),
  * relative (pos) or absolute positions, attention dropout on stream site; no output dropout. */
@@ -159,6 +165,30 @@ void cblock_work_decl(const model_dims *d, cblock_work *w, enc_act_list *work, s
 float *cblock_forward(asr_model *m, const enc_rows *r, int l, cblock *b, const float *pos, const float *x);
 void cblock_backward(asr_model *m, const enc_rows *r, int l, const cblock *b, const enc_rel_shared *rel,
                      const cblock_work *w, const float *x);
+
+/* The E-Branchformer block (core/nn/encoder_ebranchformer.c; also the asr_transducer task's
+ * EBranchformer and Branchformer blocks) on the batch's utterances (r: enc_rows_of): what its
+ * forward keeps, the backward's work of its merge and cgMLP branch, and the two passes, as the
+ * Conformer block's above (eblock_forward returns h_out; out and dropped are the encoder's). */
+typedef struct eblock {
+    float *ln_m, *mean_m, *rstd_m, *fm_pre, *fm_act, *h_m;                  /* macaron feed-forward */
+    float *ln_a, *mean_a, *rstd_a, *q, *k, *v, *pl, *att, *atty;            /* attention branch */
+    float *ln_g, *mean_g, *rstd_g, *pr, *pg, *r, *gg, *gn, *mean_n, *rstd_n; /* cgMLP branch */
+    float *gc, *gl, *ga, *gm;
+    float *br, *cat, *fus, *h_mg;                                            /* merge */
+    float *ln_f, *mean_f, *rstd_f, *f_pre, *f_act, *h_f;                    /* feed-forward */
+    float *mean_o, *rstd_o, *h_out;                                          /* norm_final */
+    const float *out; /* the block's output of the last forward (its input when dropped) */
+    int dropped;      /* layer drop of the last forward */
+} eblock;
+typedef struct eblock_work {
+    float *d2a, *d2b, *e1, *e2, *e3;
+} eblock_work;
+void eblock_kept(const model_dims *d, eblock *b, enc_act_list *kept, enc_act_shape s);
+void eblock_work_decl(const model_dims *d, eblock_work *w, enc_act_list *work, size_t rows);
+float *eblock_forward(asr_model *m, const enc_rows *r, int l, eblock *b, const float *pos, const float *x);
+void eblock_backward(asr_model *m, const enc_rows *r, int l, const eblock *b, const enc_rel_shared *rel,
+                     const eblock_work *w, const float *x0);
 
 /* The Transformer encoder layer on nb sequences of t rows with key lengths lens (core/nn/
  * encoder_tblock.c; the Transformer and contextual block encoders run their layers through it): its activations (each N = nb x t rows; att nb x heads x t x t) and the
@@ -236,5 +266,6 @@ extern const encoder_impl encoder_transformer;
 extern const encoder_impl encoder_conformer;
 extern const encoder_impl encoder_ebranchformer;
 extern const encoder_impl encoder_contextual;
+extern const encoder_impl encoder_body;
 
 #endif

@@ -1,7 +1,8 @@
 /* The one activation lifecycle of the encoders: each declares the buffers its blocks keep for the
  * backward and the ones its blocks share (core/nn/encoder.h's enc_act_decl), and how its blocks lay
  * out the frames; this file makes m->enc, allocates them for a batch shape, reuses them while later
- * batches fit, aliases every block to block 0's when decoding (no backward keeps them), and frees
+ * batches fit, aliases every block to block 0's when decoding (no backward keeps them; not the
+ * blocks of an encoder whose blocks differ, enc_act_decl.per_block), and frees
  * them. */
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,17 @@ static void free_list(backend *be, const enc_act_list *l)
 /* m->enc's store: the first member of every encoder's struct encoder_acts. */
 static enc_act_store *store_of(const asr_model *m) { return (enc_act_store *)(void *)m->enc; }
 
+/* Whether block l shares block 0's buffers: when decoding, but blocks of different kinds or sizes. */
+static int aliased(const asr_model *m, const enc_act_decl *decl, int l)
+{
+    return m->inference && l > 0 && !decl->per_block;
+}
+
+static model_dims block_dims(const asr_model *m, const enc_act_decl *decl, int l)
+{
+    return decl->per_block ? model_block_dims(&m->dims, l) : m->dims;
+}
+
 /* Frees the activations (m->enc stays). */
 static void enc_acts_release(asr_model *m, const enc_act_decl *decl)
 {
@@ -71,9 +83,10 @@ static void enc_acts_release(asr_model *m, const enc_act_decl *decl)
     free_list(m->be, &work);
     for (int l = 0; l < m->dims.blocks; l++) {
         void *b = block_at(decl, st, l);
-        if (!(m->inference && l > 0)) { /* later blocks alias blocks[0] when decoding */
+        if (!aliased(m, decl, l)) {
+            model_dims bd = block_dims(m, decl, l);
             enc_act_list kept = {0};
-            decl->block(&m->dims, b, &kept, none);
+            decl->block(&bd, b, &kept, none);
             free_list(m->be, &kept);
         }
         memset(b, 0, decl->block_size);
@@ -112,12 +125,13 @@ void enc_acts_ensure(asr_model *m, const enc_act_decl *decl, int B, int T2)
     enc_acts_release(m, decl);
     for (int l = 0; l < d->blocks; l++) {
         void *b = block_at(decl, st, l);
-        if (m->inference && l > 0) {
+        if (aliased(m, decl, l)) {
             memcpy(b, st->blocks, decl->block_size);
             continue;
         }
+        model_dims bd = block_dims(m, decl, l);
         enc_act_list kept = {0};
-        decl->block(d, b, &kept, s);
+        decl->block(&bd, b, &kept, s);
         alloc_list(m->be, &kept);
     }
     enc_act_list fwd = {0}, work = {0};

@@ -115,9 +115,9 @@ void enc_attn_backward(asr_model *m, const enc_rows *r, int l, const enc_attn_bu
         be->relattn_backward(be, w->dq, w->dk, w->dv, w->dp, ga->pos_bias_u, ga->pos_bias_v, w->datt, b->att, b->q,
                              b->k, b->v, D, b->pl, a->pos_bias_u, a->pos_bias_v, r->lens, r->nb, T2, d->heads,
                              D / d->heads, rt.pa, m->seed, block_stream(l, site));
-        /* The encoding is no parameter's function: only linear_pos' weight gets a gradient. */
-        be->linear_backward(be, NULL, ga->linear_pos.weight, NULL, w->dp, w->pos, a->linear_pos.weight, 2 * T2 - 1, D,
-                            D, 0);
+        /* linear_pos' weight gets a gradient, and the encoding one where a parameter made it (dpos) */
+        be->linear_backward(be, w->dpos, ga->linear_pos.weight, NULL, w->dp, w->pos, a->linear_pos.weight, 2 * T2 - 1,
+                            D, D, 1);
     } else {
         be->attention_backward(be, w->dq, w->dk, w->dv, w->datt, b->att, b->q, b->k, b->v, D, r->lens, r->nb, T2,
                                d->heads, D / d->heads, rt.pa, m->seed, block_stream(l, site));

@@ -77,7 +77,7 @@ static void shared(asr_model *m, enc_act_list *fwd, enc_act_list *work, enc_act_
     cblock_work_decl(&m->dims, &e->cw, work, s.rows);
 }
 
-static const enc_act_decl decl = {sizeof(encoder_acts), sizeof(cblock), 1, block_kept, shared, NULL, NULL};
+static const enc_act_decl decl = {sizeof(encoder_acts), sizeof(cblock), 1, block_kept, shared, NULL, NULL, 0};
 
 /* ---- pieces ------------------------------------------------------------------------------- */
 
@@ -102,7 +102,7 @@ static void mha_backward(asr_model *m, const enc_rows *r, int l, const cblock *b
     backend *be = m->be;
     size_t nd = (size_t)r->nb * r->t * m->dims.d;
     enc_attn_bufs ab = attn_bufs(b);
-    enc_attn_work w = {rel->pos, rel->dq, rel->dk, rel->dv, rel->datt, rel->dp, rel->dln};
+    enc_attn_work w = {rel->pos, rel->dq, rel->dk, rel->dv, rel->datt, rel->dp, rel->dln, rel->dpos};
     be->dropout_backward(be, r->tmp, r->dh, nd, enc_rates_of(m).pd, m->seed, block_stream(l, SITE_ATT_OUT));
     enc_attn_backward(m, r, l, &ab, &w, x, r->tmp, SITE_ATT);
 }

@@ -125,7 +125,7 @@ static void reset(asr_model *m)
     e->geom_B = -1;
 }
 
-static const enc_act_decl decl = {sizeof(encoder_acts), sizeof(ctx_layer), 0, layer_kept, shared, layout, reset};
+static const enc_act_decl decl = {sizeof(encoder_acts), sizeof(ctx_layer), 0, layer_kept, shared, layout, reset, 0};
 
 /* The host indices of B x T2 frames in nblk blocks (src rows: frames b * T2 + f, then the context
  * vectors B * T2 + b * nblk + k, then the zero row) and the averaging matrix (nblk, T2). */

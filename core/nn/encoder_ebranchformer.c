@@ -32,31 +32,18 @@ enum {
     SITE_CSGU = 6, SITE_MERGE = 7,
 };
 
-typedef struct eblock {
-    float *ln_m, *mean_m, *rstd_m, *fm_pre, *fm_act, *h_m;                  /* macaron feed-forward */
-    float *ln_a, *mean_a, *rstd_a, *q, *k, *v, *pl, *att, *atty;            /* attention branch */
-    float *ln_g, *mean_g, *rstd_g, *pr, *pg, *r, *gg, *gn, *mean_n, *rstd_n; /* cgMLP branch */
-    float *gc, *gl, *ga, *gm;
-    float *br, *cat, *fus, *h_mg;                                            /* merge */
-    float *ln_f, *mean_f, *rstd_f, *f_pre, *f_act, *h_f;                    /* feed-forward */
-    float *mean_o, *rstd_o, *h_out;                                          /* norm_final */
-    const float *out; /* the block's output of the last forward (its input when dropped) */
-    int dropped;      /* layer drop of the last forward */
-} eblock;
 
 struct encoder_acts {
     enc_act_store store;          /* first (core/nn/encoder_acts.c): the blocks (eblock), and the shape they fit */
     enc_rel_shared rel;           /* the relative encoding, and backward work the blocks share */
-    float *d2a, *d2b, *e1, *e2, *e3; /* backward work of the merge and the cgMLP branch */
+    eblock_work ew;               /* backward work of the merge and the cgMLP branch */
 };
 
 _Static_assert(offsetof(encoder_acts, store) == 0, "core/nn/encoder_acts.c finds the store first");
 static eblock *blocks(const asr_model *m) { return m->enc->store.blocks; }
 
-/* What a block keeps for the backward, at shape s. */
-static void block_kept(const model_dims *d, void *block, enc_act_list *kept, enc_act_shape s)
+void eblock_kept(const model_dims *d, eblock *b, enc_act_list *kept, enc_act_shape s)
 {
-    eblock *b = block;
     size_t rows = s.rows, att = s.att, prows = s.prows;
     size_t D = (size_t)d->d, FF = (size_t)d->ff, H = (size_t)d->cgmlp_units / 2;
 #define BUF(field, count) enc_act_add(kept, &b->field, (count))
@@ -82,20 +69,30 @@ static void block_kept(const model_dims *d, void *block, enc_act_list *kept, enc
 #undef BUF
 }
 
+void eblock_work_decl(const model_dims *d, eblock_work *w, enc_act_list *work, size_t rows)
+{
+    size_t D = (size_t)d->d, H = (size_t)d->cgmlp_units / 2;
+    enc_act_add(work, &w->d2a, rows * 2 * D);
+    enc_act_add(work, &w->d2b, rows * 2 * D);
+    enc_act_add(work, &w->e1, rows * H);
+    enc_act_add(work, &w->e2, rows * H);
+    enc_act_add(work, &w->e3, rows * H);
+}
+
+static void block_kept(const model_dims *d, void *block, enc_act_list *kept, enc_act_shape s)
+{
+    eblock_kept(d, block, kept, s);
+}
+
 /* The relative encoding the blocks share, and the backward's work. */
 static void shared(asr_model *m, enc_act_list *fwd, enc_act_list *work, enc_act_shape s)
 {
     encoder_acts *e = m->enc;
-    size_t rows = s.rows, D = (size_t)m->dims.d, H = (size_t)m->dims.cgmlp_units / 2;
     enc_rel_shared_decl(&m->dims, &e->rel, fwd, work, s);
-    enc_act_add(work, &e->d2a, rows * 2 * D);
-    enc_act_add(work, &e->d2b, rows * 2 * D);
-    enc_act_add(work, &e->e1, rows * H);
-    enc_act_add(work, &e->e2, rows * H);
-    enc_act_add(work, &e->e3, rows * H);
+    eblock_work_decl(&m->dims, &e->ew, work, s.rows);
 }
 
-static const enc_act_decl decl = {sizeof(encoder_acts), sizeof(eblock), 1, block_kept, shared, NULL, NULL};
+static const enc_act_decl decl = {sizeof(encoder_acts), sizeof(eblock), 1, block_kept, shared, NULL, NULL, 0};
 
 /* ---- pieces ------------------------------------------------------------------------------- */
 
@@ -105,19 +102,18 @@ static enc_attn_bufs attn_bufs(const eblock *b)
 }
 
 /* out (N, D) = linear_out(MHA(LN_mha(x))), relative or absolute positions (no dropout yet). */
-static void attn_forward(asr_model *m, int l, eblock *b, const float *x, float *out)
+static void attn_forward(asr_model *m, int l, eblock *b, const float *pos, const float *x, float *out)
 {
     enc_attn_bufs ab = attn_bufs(b);
     enc_rows r = enc_rows_of(m);
-    enc_attn_forward(m, &r, l, &ab, m->enc->rel.pos, x, out, SITE_ATT);
+    enc_attn_forward(m, &r, l, &ab, pos, x, out, SITE_ATT);
 }
 
 /* dy: the gradient of attn_forward's out; m->dh gains the branch's gradient of x. */
-static void attn_backward(asr_model *m, int l, const eblock *b, const float *x, float *dy)
+static void attn_backward(asr_model *m, int l, const eblock *b, const enc_rel_shared *rel, const float *x, float *dy)
 {
-    encoder_acts *e = m->enc;
     enc_attn_bufs ab = attn_bufs(b);
-    enc_attn_work w = {e->rel.pos, e->rel.dq, e->rel.dk, e->rel.dv, e->rel.datt, e->rel.dp, e->rel.dln};
+    enc_attn_work w = {rel->pos, rel->dq, rel->dk, rel->dv, rel->datt, rel->dp, rel->dln, rel->dpos};
     enc_rows r = enc_rows_of(m);
     enc_attn_backward(m, &r, l, &ab, &w, x, dy, SITE_ATT);
 }
@@ -158,11 +154,11 @@ static void cgmlp_forward(asr_model *m, int l, eblock *b, const float *x, float 
 }
 
 /* dy: the gradient of cgmlp_forward's out; m->dh gains the branch's gradient of x. */
-static void cgmlp_backward(asr_model *m, int l, const eblock *b, const float *x, const float *dy)
+static void cgmlp_backward(asr_model *m, int l, const eblock *b, const enc_rel_shared *rel, const eblock_work *e,
+                           const float *x, const float *dy)
 {
     const model_dims *d = &m->dims;
     backend *be = m->be;
-    encoder_acts *e = m->enc;
     int N = m->B * m->T2, D = d->d, H = d->cgmlp_units / 2;
     size_t nh = (size_t)N * H;
     const enc_block_tensors *p = &m->w.blocks[l], *g = &m->g.blocks[l];
@@ -187,9 +183,9 @@ static void cgmlp_backward(asr_model *m, int l, const eblock *b, const float *x,
                            p->cgmlp.csgu.norm.weight, b->mean_n, b->rstd_n, N, H, 0);
     be->gelu_backward(be, dgc, dgc, b->pg, nh);
     be->gelu_backward(be, e->e2, e->e2, b->pr, nh);
-    be->linear_backward(be, e->rel.dln, gw1, gb1, e->e2, b->ln_g, w1, N, D, H, 0);
-    be->linear_backward(be, e->rel.dln, gw1 + (size_t)H * D, gb1 + H, dgc, b->ln_g, w1 + (size_t)H * D, N, D, H, 1);
-    be->layernorm_backward(be, m->dh, g->norm_mlp.weight, g->norm_mlp.bias, e->rel.dln, x, p->norm_mlp.weight, b->mean_g,
+    be->linear_backward(be, rel->dln, gw1, gb1, e->e2, b->ln_g, w1, N, D, H, 0);
+    be->linear_backward(be, rel->dln, gw1 + (size_t)H * D, gb1 + H, dgc, b->ln_g, w1 + (size_t)H * D, N, D, H, 1);
+    be->layernorm_backward(be, m->dh, g->norm_mlp.weight, g->norm_mlp.bias, rel->dln, x, p->norm_mlp.weight, b->mean_g,
                            b->rstd_g, N, D, 1);
 }
 
@@ -204,7 +200,7 @@ static float merge_dropout(const asr_model *m)
 static const float *merge_in(const model_dims *d, const eblock *b) { return d->merge_kernel ? b->fus : b->cat; }
 
 /* The two branches and their merge: h_mg = x + drop(merge_proj(c + dwconv(c))), c = [x1, x2]. */
-static void branches_forward(asr_model *m, int l, eblock *b, const float *x)
+static void branches_forward(asr_model *m, int l, eblock *b, const float *pos, const float *x)
 {
     const model_dims *d = &m->dims;
     backend *be = m->be;
@@ -212,7 +208,7 @@ static void branches_forward(asr_model *m, int l, eblock *b, const float *x)
     size_t nd = (size_t)N * D;
     enc_rates r = enc_rates_of(m);
     const enc_block_tensors *p = &m->w.blocks[l];
-    attn_forward(m, l, b, x, b->br);       /* br (2, N, D): x1 then x2 */
+    attn_forward(m, l, b, pos, x, b->br);       /* br (2, N, D): x1 then x2 */
     cgmlp_forward(m, l, b, x, b->br + nd);
     be->dropout_forward(be, b->br, b->br, 2 * nd, r.pd, m->seed, block_stream(l, SITE_BRANCH));
     be->swap12(be, b->cat, b->br, 1, 2, N, D); /* torch.cat([x1, x2], dim=-1): (N, 2D) */
@@ -227,11 +223,11 @@ static void branches_forward(asr_model *m, int l, eblock *b, const float *x)
     be->dropout_add(be, b->h_mg, x, m->dtmp, nd, 1.0, merge_dropout(m), m->seed, block_stream(l, SITE_MERGE));
 }
 
-static void branches_backward(asr_model *m, int l, const eblock *b, const float *x)
+static void branches_backward(asr_model *m, int l, const eblock *b, const enc_rel_shared *rel, const eblock_work *e,
+                              const float *x)
 {
     const model_dims *d = &m->dims;
     backend *be = m->be;
-    encoder_acts *e = m->enc;
     int N = m->B * m->T2, D = d->d;
     size_t nd = (size_t)N * D;
     enc_rates r = enc_rates_of(m);
@@ -249,8 +245,8 @@ static void branches_backward(asr_model *m, int l, const eblock *b, const float 
     }
     be->swap12(be, e->d2a, e->d2b, 1, N, 2, D);       /* back to (2, N, D) */
     be->dropout_backward(be, e->d2a, e->d2a, 2 * nd, r.pd, m->seed, block_stream(l, SITE_BRANCH));
-    attn_backward(m, l, b, x, e->d2a);
-    cgmlp_backward(m, l, b, x, e->d2a + nd);
+    attn_backward(m, l, b, rel, x, e->d2a);
+    cgmlp_backward(m, l, b, rel, e, x, e->d2a + nd);
 }
 
 /* ---- blocks ------------------------------------------------------------------------------- */
@@ -266,68 +262,72 @@ static int layer_dropped(const asr_model *m, int l)
     return u < m->rates.layer_drop;
 }
 
-static const float *forward(asr_model *m)
+float *eblock_forward(asr_model *m, const enc_rows *r, int l, eblock *b, const float *pos, const float *x)
 {
     const model_dims *d = &m->dims;
     backend *be = m->be;
+    if (d->use_ffn && d->macaron) {
+        enc_ff_forward(m, r, l, 1, b->ln_m, b->mean_m, b->rstd_m, b->fm_pre, b->fm_act, x, b->h_m, SITE_FFM_IN,
+                       SITE_FFM_OUT);
+        x = b->h_m;
+    }
+    branches_forward(m, l, b, pos, x);
+    x = b->h_mg;
+    if (d->use_ffn) {
+        enc_ff_forward(m, r, l, 0, b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, x, b->h_f, SITE_FF_IN,
+                       SITE_FF_OUT);
+        x = b->h_f;
+    }
+    const nn_norm *nf = &m->w.blocks[l].norm_final;
+    be->layernorm_forward(be, b->h_out, b->mean_o, b->rstd_o, x, nf->weight, nf->bias, r->nb * r->t, d->d, 1e-12);
+    return b->h_out;
+}
+
+void eblock_backward(asr_model *m, const enc_rows *r, int l, const eblock *b, const enc_rel_shared *rel,
+                     const eblock_work *w, const float *x0)
+{
+    const model_dims *d = &m->dims;
+    backend *be = m->be;
+    int N = r->nb * r->t, D = d->d;
+    const float *xb = d->use_ffn && d->macaron ? b->h_m : x0;
+    const nn_norm *nf = &m->w.blocks[l].norm_final, *gnf = &m->g.blocks[l].norm_final;
+    be->layernorm_backward(be, rel->dln, gnf->weight, gnf->bias, r->dh, d->use_ffn ? b->h_f : b->h_mg, nf->weight,
+                           b->mean_o, b->rstd_o, N, D, 0);
+    be->copy(be, r->dh, rel->dln, (size_t)N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
+    if (d->use_ffn)
+        enc_ff_backward(m, r, l, 0, b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, b->h_mg, SITE_FF_IN,
+                        SITE_FF_OUT, rel->dff, rel->dln);
+    branches_backward(m, l, b, rel, w, xb);
+    if (d->use_ffn && d->macaron)
+        enc_ff_backward(m, r, l, 1, b->ln_m, b->mean_m, b->rstd_m, b->fm_pre, b->fm_act, x0, SITE_FFM_IN,
+                        SITE_FFM_OUT, rel->dff, rel->dln);
+}
+
+static const float *forward(asr_model *m)
+{
     encoder_acts *e = m->enc;
-    int N = m->B * m->T2, D = d->d;
     enc_rows r = enc_rows_of(m);
     enc_rel_pos_forward(m, &e->rel);
-    for (int l = 0; l < d->blocks; l++) {
+    for (int l = 0; l < m->dims.blocks; l++) {
         eblock *b = &blocks(m)[l];
         const float *x = block_input(m, l);
         b->dropped = layer_dropped(m, l);
-        if (b->dropped) {
-            b->out = x;
-            continue;
-        }
-        if (d->use_ffn && d->macaron) {
-            enc_ff_forward(m, &r, l, 1, b->ln_m, b->mean_m, b->rstd_m, b->fm_pre, b->fm_act, x, b->h_m, SITE_FFM_IN,
-                           SITE_FFM_OUT);
-            x = b->h_m;
-        }
-        branches_forward(m, l, b, x);
-        x = b->h_mg;
-        if (d->use_ffn) {
-            enc_ff_forward(m, &r, l, 0, b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, x, b->h_f, SITE_FF_IN,
-                           SITE_FF_OUT);
-            x = b->h_f;
-        }
-        const nn_norm *nf = &m->w.blocks[l].norm_final;
-        be->layernorm_forward(be, b->h_out, b->mean_o, b->rstd_o, x, nf->weight, nf->bias, N, D, 1e-12);
-        b->out = b->h_out;
-        interctc_after_block(m, l, b->h_out);
+        b->out = b->dropped ? x : eblock_forward(m, &r, l, b, e->rel.pos, x);
+        if (!b->dropped) interctc_after_block(m, l, b->h_out);
     }
-    return blocks(m)[d->blocks - 1].out;
+    return blocks(m)[m->dims.blocks - 1].out;
 }
 
 static void backward(asr_model *m)
 {
-    const model_dims *d = &m->dims;
-    backend *be = m->be;
     encoder_acts *e = m->enc;
-    int N = m->B * m->T2, D = d->d;
     enc_rows r = enc_rows_of(m);
-    for (int l = d->blocks - 1; l >= 0; l--) {
+    for (int l = m->dims.blocks - 1; l >= 0; l--) {
         const eblock *b = &blocks(m)[l];
-        if (b->dropped) { /* the identity: m->dh passes through, the block's gradients stay as they are */
-            asr_model_block_grads_final(m, l);
-            continue;
+        if (!b->dropped) { /* dropped: the identity, m->dh passes through, the block's gradients stay */
+            interctc_before_block_backward(m, l);
+            eblock_backward(m, &r, l, b, &e->rel, &e->ew, block_input(m, l));
         }
-        const float *x0 = block_input(m, l), *xb = d->use_ffn && d->macaron ? b->h_m : x0;
-        interctc_before_block_backward(m, l);
-        const nn_norm *nf = &m->w.blocks[l].norm_final, *gnf = &m->g.blocks[l].norm_final;
-        be->layernorm_backward(be, e->rel.dln, gnf->weight, gnf->bias, m->dh, d->use_ffn ? b->h_f : b->h_mg, nf->weight,
-                               b->mean_o, b->rstd_o, N, D, 0);
-        be->copy(be, m->dh, e->rel.dln, (size_t)N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
-        if (d->use_ffn)
-            enc_ff_backward(m, &r, l, 0, b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, b->h_mg, SITE_FF_IN,
-                            SITE_FF_OUT, e->rel.dff, e->rel.dln);
-        branches_backward(m, l, b, xb);
-        if (d->use_ffn && d->macaron)
-            enc_ff_backward(m, &r, l, 1, b->ln_m, b->mean_m, b->rstd_m, b->fm_pre, b->fm_act, x0, SITE_FFM_IN,
-                            SITE_FFM_OUT, e->rel.dff, e->rel.dln);
         asr_model_block_grads_final(m, l);
     }
 }

@@ -24,7 +24,7 @@ static void shared(asr_model *m, enc_act_list *fwd, enc_act_list *work, enc_act_
     tblock_work_decl(&m->dims, &m->enc->w, work, s.rows);
 }
 
-static const enc_act_decl decl = {sizeof(encoder_acts), sizeof(tblock_acts), 0, block_kept, shared, NULL, NULL};
+static const enc_act_decl decl = {sizeof(encoder_acts), sizeof(tblock_acts), 0, block_kept, shared, NULL, NULL, 0};
 
 static const float *block_input(const asr_model *m, int l) { return l == 0 ? m->h0 : blocks(m)[l - 1].h_out; }
 

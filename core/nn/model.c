@@ -17,6 +17,7 @@
 
 static const encoder_impl *encoder_of(const asr_model *m)
 {
+    if (m->dims.n_groups > 1) return &encoder_body;
     switch (m->dims.encoder) {
     case ENC_CONFORMER: return &encoder_conformer;
     case ENC_EBRANCHFORMER: return &encoder_ebranchformer;

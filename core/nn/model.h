@@ -59,6 +59,8 @@ typedef struct model_rates {
      * auxiliary_lm_loss_weight and auxiliary_lm_loss_smoothing (the auxiliary LM loss on lm_lin;
      * read only with dims.tr_lm_lin). 0 in the ASR task. */
     float tr_fastemit, tr_lm_weight, tr_lm_smoothing;
+    /* dropout and att_dropout of each block group (model_dims.n_groups > 1; core/nn/encoder_body.c). */
+    float group_dropout[MODEL_MAX_GROUPS], group_att_dropout[MODEL_MAX_GROUPS];
 } model_rates;
 
 /* trainer.sync_batchnorm (torch's SyncBatchNorm): all_reduce sums n host floats over every rank in
@@ -148,7 +150,8 @@ typedef struct asr_model {
 void asr_model_init(asr_model *m, backend *be, const model_dims *d, const model_rates *r);
 /* For decoding only: no gradient buffers and no backward work; all blocks share one set of
  * activation buffers (a block's input is consumed before its output is written), so memory does
- * not grow with num_blocks. Forward with train = 0; loss and backward are not available. */
+ * not grow with num_blocks (but for an asr_transducer Encoder whose blocks differ, whose blocks
+ * keep their own: core/nn/encoder_body.c). Forward with train = 0; loss and backward are not available. */
 void asr_model_init_inference(asr_model *m, backend *be, const model_dims *d);
 void asr_model_free(asr_model *m);
 /* All parameters as host floats (table.total, in the flat layout of core/nn/model_params.h),

@@ -44,6 +44,30 @@ int input_layer_out_bins(int kind, int idim)
     return idim;
 }
 
+int model_block_group(const model_dims *d, int l)
+{
+    int g = 0;
+    for (int first = 0; g + 1 < d->n_groups && l >= first + d->group[g].blocks; g++) first += d->group[g].blocks;
+    return g;
+}
+
+model_dims model_block_dims(const model_dims *d, int l)
+{
+    model_dims b = *d;
+    if (d->n_groups > 1) {
+        const struct model_group *g = &d->group[model_block_group(d, l)];
+        b.encoder = g->encoder, b.heads = g->heads, b.ff = g->ff, b.cnn_kernel = g->cnn_kernel;
+        b.use_cnn = g->use_cnn, b.use_ffn = g->use_ffn, b.cgmlp_units = g->cgmlp_units;
+        b.cgmlp_kernel = g->cgmlp_kernel, b.merge_kernel = g->merge_kernel;
+    }
+    return b;
+}
+
+const struct model_group *model_block_group_of(const model_dims *d, int l)
+{
+    return d->n_groups > 1 ? &d->group[model_block_group(d, l)] : NULL;
+}
+
 const char *input_layer_name(int kind)
 {
     static const char *const names[] = {"conv2d", "conv2d2", "conv2d6", "conv2d8", "conv1d2", "linear", "null"};
@@ -319,6 +343,25 @@ static void add_ebranchformer_block(param_table *t, const model_dims *d, int b)
 
 /* ESPnet2's Transformer EncoderLayer under mod (e.g. encoder.encoders.3): self_attn, feed_forward
  * (ff wide), norm1, norm2. */
+/* The asr_transducer task's Conv1d block (size kept): conv (D, D / groups, k), bn, out_pos (D, D). */
+static void add_conv1d_block(param_table *t, const struct model_group *g, int64_t D, int b)
+{
+    char p[96];
+    snprintf(p, sizeof p, "encoder.encoders.%d.conv", b);
+    if (g->c1_bias) add_conv1d(t, p, D, D / g->c1_groups, g->cnn_kernel);
+    else {
+        char n[128];
+        snprintf(n, sizeof n, "%s.weight", p);
+        ADD(t, n, 0, D, D / g->c1_groups, (int64_t)g->cnn_kernel);
+    }
+    if (g->c1_bn) {
+        snprintf(p, sizeof p, "encoder.encoders.%d.bn", b);
+        add_batchnorm(t, p, D);
+    }
+    snprintf(p, sizeof p, "encoder.encoders.%d.out_pos", b);
+    add_linear(t, p, D, D);
+}
+
 static void add_transformer_layer(param_table *t, const char *mod, const model_dims *d, int64_t ff)
 {
     char p[96];
@@ -478,12 +521,20 @@ void param_table_build(param_table *t, const model_dims *d)
     if (d->pre_out) add_linear(t, "preencoder.linear_out", d->pre_out, d->pre_in);
     add_input_layer(t, d);
     for (int b = 0; b < d->blocks; b++) {
-        if (d->encoder == ENC_CONFORMER || d->ctx_conformer)
-            add_conformer_block(t, d, b);
-        else if (d->encoder == ENC_EBRANCHFORMER)
-            add_ebranchformer_block(t, d, b);
+        model_dims bd = model_block_dims(d, b);
+        size_t first = t->n;
+        if (bd.encoder == ENC_CONV1D)
+            add_conv1d_block(t, model_block_group_of(d, b), d->d, b);
+        else if (bd.encoder == ENC_CONFORMER || d->ctx_conformer)
+            add_conformer_block(t, &bd, b);
+        else if (bd.encoder == ENC_EBRANCHFORMER)
+            add_ebranchformer_block(t, &bd, b);
         else
-            add_transformer_block(t, d, b);
+            add_transformer_block(t, &bd, b);
+        for (size_t i = first; d->body && i < t->n; i++) { /* a block's names follow its own kind */
+            char n[sizeof t->items[i].name];
+            if (param_body_name(t->items[i].name, bd.encoder, n, sizeof n)) memcpy(t->items[i].name, n, sizeof n);
+        }
     }
     add_norm(t, "encoder.after_norm", d->d);
     /* ESPnetASRModel gives the encoder this Linear whenever interctc_use_conditioning is set. */

@@ -16,7 +16,8 @@
  * (contextual_block_transformer / _conformer: the Transformer's or the Conformer's blocks run over
  * overlapping blocks of frames, core/nn/encoder_contextual.c; model_dims.ctx_conformer). */
 typedef enum encoder_kind {
-    ENC_TRANSFORMER = 0, ENC_CONFORMER = 1, ENC_EBRANCHFORMER = 2, ENC_CONTEXTUAL = 3
+    ENC_TRANSFORMER = 0, ENC_CONFORMER = 1, ENC_EBRANCHFORMER = 2, ENC_CONTEXTUAL = 3,
+    ENC_CONV1D = 4, /* the asr_transducer task's conv1d block: a model_group's kind only */
 } encoder_kind;
 /* encoder_conf.activation_type of the Conformer (feed-forward and convolution module), the
  * E-Branchformer's ffn_activation_type and gate_activation (identity: the gate's only). */
@@ -53,7 +54,7 @@ const char *input_layer_name(int kind);
 #define EMBED_OUT_SEQ "encoder.embed.out.0"
 const char *input_layer_out_name(int kind, int encoder);
 
-enum { MODEL_MAX_INTERCTC = 32 };
+enum { MODEL_MAX_INTERCTC = 32, MODEL_MAX_GROUPS = 16 };
 
 /* Sizes and structure of the model (ESPnet2 encoder_conf names). */
 typedef struct model_dims {
@@ -119,6 +120,18 @@ typedef struct model_dims {
      * utterance's length min(input frames, T2) as its make_source_mask gives, its RNNDecoder the
      * LSTMs above, and the parameters under its names (param_body_name). */
     int body;
+    /* The asr_transducer task's encoder whose body_conf entries differ in block_type or sizes
+     * (n_groups > 1; 0 or 1: every block as the fields above): runs of consecutive blocks, each
+     * built with its group's fields (model_block_dims); the fields above then hold the first
+     * group's kind and the groups' largest heads, ff and cgmlp_units (the shared buffers' sizes).
+     * core/nn/encoder_body.c runs them. */
+    int n_groups;
+    struct model_group {
+        int blocks, encoder, heads, ff, cnn_kernel, use_cnn, use_ffn, cgmlp_units, cgmlp_kernel, merge_kernel;
+        /* ENC_CONV1D (espnet2/asr_transducer/encoder/blocks/conv1d.py; cnn_kernel its kernel_size):
+         * Conv1d's groups and dilation, its bias, then batch_norm (BatchNorm1d) and relu */
+        int c1_groups, c1_dilation, c1_bias, c1_bn, c1_relu;
+    } group[MODEL_MAX_GROUPS];
     /* Intermediate CTC (core/nn/interctc.h): the blocks (0-based, ascending) whose outputs also
      * feed the CTC head, from encoder_conf.interctc_layer_idx (1-based); interctc_cond:
      * interctc_use_conditioning, the model's encoder.conditioning_layer feeding each back. */
@@ -135,6 +148,13 @@ typedef struct model_dims {
     int lm_layers;       /* seq_rnn: nlayers */
     int lm_gru;          /* seq_rnn: rnn_type gru (torch.nn.GRU layers; lstm otherwise) */
 } model_dims;
+
+/* The group of block l (its index into d->group; 0 without groups). */
+int model_block_group(const model_dims *d, int l);
+/* The dims block l is built with: d itself, with its group's fields when d has groups. */
+model_dims model_block_dims(const model_dims *d, int l);
+/* Block l's group (NULL without groups). */
+const struct model_group *model_block_group_of(const model_dims *d, int l);
 
 /* Whether the model has a transducer decoder and joint network (core/nn/transducer.h). */
 static inline int model_has_transducer(const model_dims *d) { return d->tr_layers > 0 || d->tr_stateless; }
@@ -192,7 +212,7 @@ typedef struct param_table {
     size_t total;        /* floats of the trained parameters */
     size_t state_total;  /* floats with the buffers (= total without BatchNorm) */
     int body;            /* the names are the asr_transducer task's (param_body_name) */
-    int body_encoder;    /* and its blocks' kind (encoder_kind: conformer or ebranchformer) */
+    int body_encoder;    /* and its first block's kind (encoder_kind: conformer or ebranchformer) */
 } param_table;
 
 void param_table_build(param_table *t, const model_dims *d);

@@ -13,6 +13,7 @@ typedef struct binder {
     unsigned char *named; /* per table entry: some member named it */
     size_t next;          /* where the next search starts: members come mostly in table order */
     tensor_span *span[2]; /* the spans the members bound now extend (NULL: none) */
+    int encoder;          /* the kind whose asr_transducer names (t->body) the block bound now has */
 } binder;
 
 static void span_add(tensor_span *s, size_t offset, size_t count)
@@ -37,7 +38,7 @@ static float *at(binder *b, const char *prefix, const char *leaf)
     char name[128], body[128];
     join(name, sizeof name, prefix, leaf);
     const param_table *t = b->t;
-    if (t->body && param_body_name(name, t->body_encoder, body, sizeof body)) memcpy(name, body, sizeof name);
+    if (t->body && param_body_name(name, b->encoder, body, sizeof body)) memcpy(name, body, sizeof name);
     for (size_t k = 0; k < t->n; k++) {
         size_t i = (b->next + k) % t->n;
         if (strcmp(t->items[i].name, name)) continue;
@@ -99,9 +100,12 @@ static void bind_embed(binder *b, embed_tensors *e, const model_dims *d)
     e->plain = linear(b, "encoder.embed");
 }
 
-static void bind_enc_block(binder *b, enc_block_tensors *k, const model_dims *d, int l)
+static void bind_enc_block(binder *b, enc_block_tensors *k, const model_dims *dims, int l)
 {
     char p[64], s[128];
+    model_dims bd = model_block_dims(dims, l);
+    const model_dims *d = &bd;
+    b->encoder = d->encoder;
     snprintf(p, sizeof p, "encoder.encoders.%d", l);
 #define SUB(leaf) join(s, sizeof s, p, leaf)
     k->self_attn = mha(b, SUB(d->encoder == ENC_EBRANCHFORMER ? "attn" : "self_attn"));
@@ -128,6 +132,9 @@ static void bind_enc_block(binder *b, enc_block_tensors *k, const model_dims *d,
     k->norm_final = norm(b, SUB("norm_final"));
     k->depthwise_conv_fusion = linear(b, SUB("depthwise_conv_fusion"));
     k->merge_proj = linear(b, SUB("merge_proj"));
+    k->conv1d.conv = linear(b, SUB("conv"));
+    k->conv1d.bn = batchnorm(b, SUB("bn"));
+    k->conv1d.out_pos = linear(b, SUB("out_pos"));
 #undef SUB
 }
 
@@ -193,7 +200,7 @@ static void bind_transducer(binder *b, transducer_tensors *tr, const model_dims 
 void model_tensors_bind(model_tensors *v, const param_table *t, const model_dims *d, float *base, size_t n)
 {
     memset(v, 0, sizeof *v);
-    binder b = {.t = t, .base = base, .n = n, .named = xcalloc(t->n ? t->n : 1, 1)};
+    binder b = {.t = t, .base = base, .n = n, .named = xcalloc(t->n ? t->n : 1, 1), .encoder = t->body_encoder};
     if (d->lm == LM_SEQ_RNN) {
         bind_rnn_lm(&b, &v->rnn_lm, d);
     } else if (d->lm) {
@@ -211,7 +218,7 @@ void model_tensors_bind(model_tensors *v, const param_table *t, const model_dims
             b.span[1] = &sp->blocks[l];
             bind_enc_block(&b, &v->blocks[l], d, l);
         }
-        b.span[0] = &sp->heads, b.span[1] = NULL;
+        b.span[0] = &sp->heads, b.span[1] = NULL, b.encoder = t->body_encoder;
         v->after_norm = norm(&b, "encoder.after_norm");
         v->conditioning_layer = linear(&b, "encoder.conditioning_layer");
         v->ctc_lo = linear(&b, "ctc.ctc_lo");

@@ -54,6 +54,10 @@ typedef struct enc_block_tensors {
         } csgu;
     } cgmlp;
     nn_linear depthwise_conv_fusion, merge_proj; /* the E-Branchformer's merge */
+    struct {                      /* the asr_transducer task's Conv1d block: conv, bn, out_pos */
+        nn_linear conv, out_pos;
+        nn_batchnorm bn;
+    } conv1d;
 } enc_block_tensors;
 
 /* encoder.embed: the input layer (model_embed.c). */

@@ -4,7 +4,10 @@
  * TS_OPTS_ASR_TRANSDUCER (no greedy branch: beam 1 is default with a beam of one; score_norm false)
  * and the beam_search_config of each mode: the same n-best, in the same order, labels identical and
  * scores within float rounding. The same for the model with the StatelessDecoder (pack
- * stateless_search) and with a GRU RNNDecoder of embed_size 8 (packs gru_weights, gru_search). */
+ * stateless_search), with a GRU RNNDecoder of embed_size 8 (packs gru_weights, gru_search), and for
+ * the model whose Encoder's blocks differ in type and sizes (packs mixed_*): there espnet3's inference
+ * model encodes utterance 0 itself (its Encoder output against ESPnet2's) and searches its own
+ * output; the same with conv1d blocks of kernel 1 between them (pointwise_*). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +19,7 @@
 #include "core/decode/s2t_config.h"
 #include "core/decode/transducer_search.h"
 #include "core/nn/model.h"
+#include "test/unit/nn/fx_asr_transducer.h"
 #include "test/unit/nn/fx_pack.h"
 #include "test/unit/test_util.h"
 
@@ -44,23 +48,57 @@ static search_case case_of(int i)
     return c;
 }
 
-enum { RNN_LSTM = 0, STATELESS, RNN_GRU };
+enum { RNN = 0, STATELESS = 1, MIXED = 2, POINTWISE = 3, RNN_GRU = 4 };
 
-static void check_mode(int which, int decoder)
+/* Utterance 0 of the loss pack's batch through m's Encoder (inference), into enc (T2 x d, device):
+ * ESPnet2's Encoder output in the search pack. Returns T2. */
+static int encode_utterance0(asr_model *m, const pack *s, float **enc)
 {
-    int stateless = decoder == STATELESS, gru = decoder == RNN_GRU;
+    backend *be = m->be;
+    pack in = load_pack("asr_transducer", "loss");
+    size_t nf, n;
+    const float *x = pack_must(&in, "in.feats", &nf), *lens = pack_must(&in, "in.lens", &n);
+    int T = (int)(nf / 2 / (size_t)m->dims.idim), len = (int)lens[0];
+    float *feats = be->alloc(be, (size_t)len * m->dims.idim * sizeof(float));
+    be->copy(be, feats, x, (size_t)len * m->dims.idim * sizeof(float), BACKEND_HOST_TO_DEVICE);
+    cr_assert_eq(len, T, "utterance 0 is the longest");
+    asr_model_forward(m, feats, &len, 1, len, 0, 0);
+    size_t ne;
+    const float *ref = pack_must(s, "in.enc", &ne);
+    cr_assert_eq(ne, (size_t)m->T2 * m->dims.d);
+    float *host = malloc(ne * sizeof *host);
+    be->synchronize(be);
+    be->copy(be, host, m->lnf, ne * sizeof(float), BACKEND_DEVICE_TO_HOST);
+    double e = pack_rel_err(host, ref, ne, 1.0);
+    cr_expect_lt(e, 1e-5, "the Encoder's output differs from ESPnet2's: %g", e);
+    *enc = be->alloc(be, ne * sizeof(float));
+    be->copy(be, *enc, m->lnf, ne * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
+    be->free(be, feats);
+    free(host);
+    pack_free(&in);
+    return m->T2;
+}
+
+static void check_mode(int which, int variant)
+{
+    int stateless = variant == STATELESS, gru = variant == RNN_GRU;
     search_case sc = case_of(which);
     backend *be;
     esp_err err;
     cr_assert((be = backend_open(BACKEND_CPU, 0, 1, &err)) != NULL, "%s", err.msg);
-    pack w = load_pack("asr_transducer", "weights");
-    pack s = load_pack("asr_transducer", stateless ? "stateless_search" : gru ? "gru_search" : "search");
+    static const char *const weights[] = {"weights", "weights", "mixed_weights", "pointwise_weights", "weights"};
+    static const char *const searches[] = {"search", "stateless_search", "mixed_search", "pointwise_search",
+                                           "gru_search"};
+    pack w = load_pack("asr_transducer", weights[variant]);
+    pack s = load_pack("asr_transducer", searches[variant]);
     pack gw = gru ? load_pack("asr_transducer", "gru_weights") : (pack){0};
     model_dims d = {.idim = 20, .d = 16, .heads = 2, .ff = 24, .blocks = 2, .vocab = 12, .encoder = ENC_CONFORMER,
                     .macaron = 1, .rel_pos = 1, .use_cnn = 1, .cnn_kernel = 3, .act = ACT_SWISH,
                     .input_layer = IN_CONV2D, .tr_layers = stateless ? 0 : 2, .tr_stateless = stateless,
                     .tr_hidden = 12, .tr_joint = 10, .body = 1, .tr_gru = gru, .tr_embed = gru ? 8 : 0};
     d.f2 = input_layer_out_bins(IN_CONV2D, d.idim);
+    if (variant == MIXED) d = fx_mixed_dims();
+    if (variant == POINTWISE) d = fx_pointwise_dims();
     asr_model m;
     asr_model_init_inference(&m, be, &d);
     float *host = calloc(m.table.state_total, sizeof *host);
@@ -79,8 +117,13 @@ static void check_mode(int which, int decoder)
     size_t ne;
     const float *enc_h = pack_must(&s, "in.enc", &ne);
     int T = (int)(ne / (size_t)d.d);
-    float *enc = be->alloc(be, ne * sizeof(float));
-    be->copy(be, enc, enc_h, ne * sizeof(float), BACKEND_HOST_TO_DEVICE);
+    float *enc;
+    if (variant == MIXED || variant == POINTWISE) {
+        T = encode_utterance0(&m, &s, &enc);
+    } else {
+        enc = be->alloc(be, ne * sizeof(float));
+        be->copy(be, enc, enc_h, ne * sizeof(float), BACKEND_HOST_TO_DEVICE);
+    }
     ts_result r;
     cr_assert_eq(ts_check(&sc.o, sc.beam, d.vocab, &err), 0, "%s", err.msg);
     transducer_search(&m, enc, T, sc.beam, &sc.o, &r);
@@ -103,8 +146,9 @@ static void check_mode(int which, int decoder)
         worst = fmax(worst, e);
         cr_expect_lt(e, 1e-5, "%s hyp %d: score %.7f, ESPnet %.7f", sc.name, i, r.hyps[i].score, ref);
     }
-    cr_log_info("%s%s: %d hypotheses as ESPnet's, worst score rel err %.2g", sc.name,
-                stateless ? " (stateless)" : gru ? " (gru)" : "", r.n, worst);
+    static const char *const what[] = {"", " (stateless)", " (mixed blocks, espnet3's Encoder)",
+                                       " (pointwise conv1d blocks, espnet3's Encoder)", " (gru)"};
+    cr_log_info("%s%s: %d hypotheses as ESPnet's, worst score rel err %.2g", sc.name, what[variant], r.n, worst);
     ts_result_free(&r);
     be->free(be, enc);
     free(host);
@@ -128,6 +172,14 @@ Test(asr_transducer_search, stateless_decoder_every_mode_as_espnet)
 Test(asr_transducer_search, gru_decoder_every_mode_as_espnet)
 {
     for (int i = 0; i < 8; i++) check_mode(i, RNN_GRU);
+}
+Test(asr_transducer_search, mixed_blocks_encoder_then_every_mode_as_espnet)
+{
+    for (int i = 0; i < 8; i++) check_mode(i, MIXED);
+}
+Test(asr_transducer_search, pointwise_conv1d_blocks_encoder_then_every_mode_as_espnet)
+{
+    for (int i = 0; i < 8; i++) check_mode(i, POINTWISE);
 }
 
 /* asr_transducer_inference.Speech2Text's model.beam_search_config into ts_opts (its search's

@@ -23,6 +23,7 @@
 #include "core/compute/backend.h"
 #include "core/config/config.h"
 #include "core/nn/model.h"
+#include "test/unit/nn/fx_asr_transducer.h"
 #include "test/unit/nn/fx_pack.h"
 #include "test/unit/test_util.h"
 
@@ -30,12 +31,16 @@ enum { IDIM = 20, D = 16, VOCAB = 12, B = 2, STRIDE = 7 };
 
 /* The fixture's models: conformer blocks with the RNNDecoder, the same with the StatelessDecoder
  * (embed_size 12) instead, ebranchformer blocks (depth_conv_kernel_size 5) and branchformer blocks
- * with the StatelessDecoder, conformer blocks with a GRU RNNDecoder (embed_size 8), and the
- * RNNDecoder model with FastEmit and the auxiliary LM loss. */
-typedef enum variant { V_RNN = 0, V_STATELESS, V_EBRANCHFORMER, V_BRANCHFORMER, V_GRU, V_AUX } variant;
+ * with the StatelessDecoder, conformer blocks with a GRU RNNDecoder (embed_size 8), the RNNDecoder
+ * model with FastEmit and the auxiliary LM loss, and the mixed and pointwise-conv1d Encoders. */
+typedef enum variant {
+    V_RNN = 0, V_STATELESS, V_EBRANCHFORMER, V_BRANCHFORMER, V_GRU, V_AUX, V_MIXED, V_POINTWISE
+} variant;
 
 static model_dims fixture_dims(variant v)
 {
+    if (v == V_MIXED) return fx_mixed_dims();
+    if (v == V_POINTWISE) return fx_pointwise_dims();
     model_dims d = {.idim = IDIM, .d = D, .heads = 2, .ff = 24, .blocks = 2, .vocab = VOCAB,
                     .encoder = ENC_CONFORMER, .macaron = 1, .rel_pos = 1, .use_cnn = 1, .cnn_kernel = 3,
                     .act = ACT_SWISH, .input_layer = IN_CONV2D,
@@ -84,9 +89,9 @@ typedef struct fixture {
 static void setup(fixture *f, backend_kind kind, variant v)
 {
     static const char *const weights[] = {"weights", "weights", "ebranchformer_weights", "branchformer_weights",
-                                          "weights", "aux_weights"};
+                                          "weights", "aux_weights", "mixed_weights", "pointwise_weights"};
     static const char *const outputs[] = {"loss", "stateless_loss", "ebranchformer_loss", "branchformer_loss",
-                                          "gru_loss", "aux_loss"};
+                                          "gru_loss", "aux_loss", "mixed_loss", "pointwise_loss"};
     esp_err err;
     cr_assert((f->be = backend_open(kind, 0, 1, &err)) != NULL, "%s", err.msg);
     f->w = load_pack("asr_transducer", weights[v]), f->c = load_pack("asr_transducer", "loss");
@@ -178,8 +183,12 @@ static void check_loss(backend_kind kind, double tol, variant v)
         const float *ref_g = pack_must(&f.o, name, &n);
         cr_assert_eq(n, p->count, "%s", p->name);
         /* Softmax ignores linear_k's bias, training-mode BatchNorm the depthwise conv's (a per-channel
-         * constant): rounding noise on both sides. */
-        if (strstr(p->name, "linear_k.bias") || strstr(p->name, "depthwise_conv.bias")) {
+         * constant): rounding noise on both sides. So in the pointwise model: out_pos' bias (the same
+         * vector added to every position's encoding shifts a query's scores alike), and the conv1d
+         * with BatchNorm's bias and its input's (block 0's norm_final) bias. */
+        if (strstr(p->name, "linear_k.bias") || strstr(p->name, "depthwise_conv.bias") ||
+            (v == V_POINTWISE && (strstr(p->name, "out_pos.bias") || strstr(p->name, "blocks.1.conv.bias") ||
+                                  strstr(p->name, "blocks.0.norm_final.bias")))) {
             cr_expect_lt(test_max_abs(g + p->offset, n), 1e-4, "%s", p->name);
             cr_expect_lt(test_max_abs(ref_g, n), 1e-4, "ESPnet's %s", p->name);
             continue;
@@ -190,7 +199,8 @@ static void check_loss(backend_kind kind, double tol, variant v)
     }
     cr_assert_eq(n_grads, 0, "ESPnet2 has parameters espnet3's model lacks");
     static const char *const what[] = {"", " (stateless)", " (ebranchformer)", " (branchformer)", " (gru)",
-                                       " (FastEmit, auxiliary LM loss)"};
+                                       " (FastEmit, auxiliary LM loss)", " (mixed blocks)",
+                                       " (pointwise conv1d blocks)"};
     cr_log_info("%s%s: loss %.7f (ESPnet %.7f), worst gradient rel err %.2g", f.be->name, what[v], loss, ref, worst);
     free(g);
     teardown(&f);
@@ -316,6 +326,43 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
                  0, "%s", err.msg);
     cr_assert(d.encoder == ENC_EBRANCHFORMER && !d.use_ffn && d.merge_kernel == 0 && d.cgmlp_kernel == 5 &&
               d.cgmlp_units == 16);
+    /* blocks of different types and sizes (the fixture's MIXED): one group per run, the largest sizes */
+    cr_assert_eq(dims_of_yaml(dir, "  encoder_conf:\n    body_conf:\n"
+                                   "      - {block_type: conformer, hidden_size: 16, linear_size: 24, heads: 2, "
+                                   "conv_mod_kernel_size: 3, num_blocks: 1}\n"
+                                   "      - {block_type: conformer, hidden_size: 16, linear_size: 24, heads: 2, "
+                                   "conv_mod_kernel_size: 3}\n"
+                                   "      - {block_type: ebranchformer, hidden_size: 16, linear_size: 20, heads: 4, "
+                                   "conv_mod_kernel_size: 5, depth_conv_kernel_size: 3, dropout_rate: 0.2, "
+                                   "pos_wise_dropout_rate: 0.2}\n"
+                                   "      - {block_type: branchformer, hidden_size: 16, linear_size: 12, heads: 1, "
+                                   "conv_mod_kernel_size: 3, att_dropout_rate: 0.1}\n"
+                                   "      - {block_type: conformer, hidden_size: 16, linear_size: 32, heads: 4, "
+                                   "conv_mod_kernel_size: 5}\n",
+                              &d, &err),
+                 0, "%s", err.msg);
+    model_dims want = fx_mixed_dims();
+    cr_assert(d.blocks == 5 && d.n_groups == 4 && d.encoder == ENC_CONFORMER && d.heads == 4 && d.ff == 32 &&
+              d.cgmlp_units == 20 && d.gate_act == ACT_IDENTITY);
+    for (int g = 0; g < 4; g++)
+        cr_assert(!memcmp(&d.group[g], &want.group[g], sizeof want.group[g]), "group %d", g);
+    for (int l = 0; l < 5; l++) /* blocks 0-1, 2, 3, 4 */
+        cr_assert_eq(model_block_group(&d, l), l < 2 ? 0 : l - 1, "block %d", l);
+    model_dims b3 = model_block_dims(&d, 3);
+    cr_assert(b3.encoder == ENC_EBRANCHFORMER && b3.heads == 1 && b3.ff == 12 && !b3.use_ffn && !b3.merge_kernel);
+    /* a conv1d block that keeps the frames and the size, with ESPnet2's defaults and without */
+    cr_assert_eq(dims_of_yaml(dir, BODY C1D_NEXT "        output_size: 8\n        kernel_size: 1\n"
+                                   C1D_NEXT "        output_size: 8\n        kernel_size: 1\n        groups: 2\n"
+                                   "        dilation: 3\n        bias: false\n        batch_norm: true\n"
+                                   "        relu: false\n        dropout_rate: 0.1\n",
+                              &d, &err),
+                 0, "%s", err.msg);
+    cr_assert(d.blocks == 3 && d.n_groups == 3 && d.group[0].encoder == ENC_CONFORMER);
+    const struct model_group *c1 = &d.group[1], *c2 = &d.group[2];
+    cr_assert(c1->encoder == ENC_CONV1D && c1->cnn_kernel == 1 && c1->c1_groups == 1 && c1->c1_dilation == 1 &&
+              c1->c1_bias && !c1->c1_bn && c1->c1_relu);
+    cr_assert(c2->encoder == ENC_CONV1D && c2->c1_groups == 2 && c2->c1_dilation == 3 && !c2->c1_bias && c2->c1_bn &&
+              !c2->c1_relu);
     static const struct {
         const char *yaml, *want;
     } bad[] = {
@@ -341,18 +388,24 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
         /* what ESPnet2 builds and espnet3 does not: conv1d blocks, first (after a ConvInput without
          * its output Linear) or between X-former blocks whose sizes they change */
         {C1D "        output_size: 4\n        kernel_size: 3\n",
-         "model.encoder_conf.body_conf[0].block_type: conv1d blocks are not built (conformer, ebranchformer and "
-         "branchformer blocks are)"},
+         "model.encoder_conf.body_conf[0].block_type: a conv1d block first (after ConvInput without its output "
+         "Linear) is not built"},
         {BODY C1D_NEXT "        output_size: 16\n        kernel_size: 3\n        stride: 2\n"
               "      - block_type: conformer\n        hidden_size: 16\n        linear_size: 16\n"
               "        conv_mod_kernel_size: 3\n",
-         "body_conf[1].block_type: conv1d blocks are not built"},
+         "body_conf[1]: conv1d blocks that shrink the frames (kernel_size 3, stride 2) are not built (kernel_size 1 "
+         "and stride 1 are)"},
+        {BODY C1D_NEXT "        output_size: 8\n        kernel_size: 1\n        stride: 2\n",
+         "body_conf[1]: conv1d blocks that shrink the frames (kernel_size 1, stride 2)"},
+        {BODY C1D_NEXT "        output_size: 16\n        kernel_size: 1\n      - block_type: conformer\n"
+              "        hidden_size: 16\n        linear_size: 16\n        conv_mod_kernel_size: 3\n",
+         "body_conf[1].output_size: conv1d blocks that change the size (8 -> 16) are not built (write output_size 8)"},
         {BODY "      - block_type: ebranchformer\n        hidden_size: 8\n        linear_size: 16\n        heads: 2\n"
-              "        conv_mod_kernel_size: 3\n",
-         "body_conf[1]: its type, sizes or rates differ from the first block's"},
-        {EBF "        linear_size: 16\n      - block_type: branchformer\n        hidden_size: 8\n        linear_size: 16\n"
-             "        heads: 2\n        conv_mod_kernel_size: 3\n",
-         "body_conf[1]: its type, sizes or rates differ from the first block's"},
+              "        conv_mod_kernel_size: 3\n    main_conf:\n      conv_mod_norm_type: rms_norm\n",
+         "conv_mod_norm_type: rms_norm is not built for ebranchformer blocks"},
+        {EBF "        linear_size: 16\n      - block_type: conformer\n        hidden_size: 8\n        linear_size: 16\n"
+             "        conv_mod_kernel_size: 3\n    main_conf:\n      conv_mod_act_type: relu\n",
+         "pos_wise_act_type swish and conv_mod_act_type relu differ"},
         {EBF "        linear_size: 15\n", "body_conf[0].linear_size: 15 must be even"},
         {EBF "        linear_size: 16\n        depth_conv_kernel_size: 4\n", "depth_conv_kernel_size: 4 must be odd"},
         {EBF "        linear_size: 16\n    main_conf:\n      conv_mod_norm_type: rms_norm\n",
@@ -386,6 +439,14 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
         cr_assert_neq(rc, 0, "%s", bad[i].yaml);
         cr_assert(strstr(err.msg, bad[i].want), "%s\nlacks\n%s", err.msg, bad[i].want);
     }
+    /* more runs of differing blocks than model_dims holds */
+    char yaml[4096] = "  encoder_conf:\n    body_conf:\n";
+    for (int i = 0; i <= MODEL_MAX_GROUPS; i++)
+        snprintf(yaml + strlen(yaml), sizeof yaml - strlen(yaml),
+                 "      - {block_type: conformer, hidden_size: 8, linear_size: %d, conv_mod_kernel_size: 3}\n",
+                 16 + 2 * (i % 2));
+    cr_assert_neq(dims_of_yaml(dir, yaml, &d, &err), 0);
+    cr_assert(strstr(err.msg, "body_conf[16]: more than 16 runs of blocks that differ"), "%s", err.msg);
     test_tmpdir_remove(dir);
 }
 
@@ -396,4 +457,29 @@ Test(asr_transducer, fastemit_and_aux_lm_loss_and_every_gradient_match_espnet_cp
 Test(asr_transducer, fastemit_and_aux_lm_loss_and_every_gradient_match_espnet_ref64)
 {
     check_loss(BACKEND_REF64, 1e-5, V_AUX);
+}
+
+/* An Encoder whose blocks differ in type and sizes (packs mixed_*; core/nn/encoder_body.c). */
+Test(asr_transducer, mixed_blocks_encoder_output_matches_espnet_cpu) { check_encoder(BACKEND_CPU, V_MIXED); }
+Test(asr_transducer, mixed_blocks_encoder_output_matches_espnet_ref64) { check_encoder(BACKEND_REF64, V_MIXED); }
+Test(asr_transducer, mixed_blocks_loss_and_every_gradient_match_espnet_cpu) { check_loss(BACKEND_CPU, 1e-5, V_MIXED); }
+Test(asr_transducer, mixed_blocks_loss_and_every_gradient_match_espnet_ref64)
+{
+    check_loss(BACKEND_REF64, 1e-5, V_MIXED);
+}
+
+/* conv1d blocks of kernel 1 between X-former blocks (packs pointwise_*): BatchNorm1d, groups, no ReLU
+ * or bias, and out_pos, whose gradient comes from the later blocks' attention. */
+Test(asr_transducer, pointwise_conv1d_encoder_output_matches_espnet_cpu) { check_encoder(BACKEND_CPU, V_POINTWISE); }
+Test(asr_transducer, pointwise_conv1d_encoder_output_matches_espnet_ref64)
+{
+    check_encoder(BACKEND_REF64, V_POINTWISE);
+}
+Test(asr_transducer, pointwise_conv1d_loss_and_every_gradient_match_espnet_cpu)
+{
+    check_loss(BACKEND_CPU, 1e-5, V_POINTWISE);
+}
+Test(asr_transducer, pointwise_conv1d_loss_and_every_gradient_match_espnet_ref64)
+{
+    check_loss(BACKEND_REF64, 1e-5, V_POINTWISE);
 }
