@@ -20,8 +20,7 @@
  * Conformer's feed-forward and convolution activations must be the same, ConvInput's conv_size is
  * hidden_size, embed_size is hidden_size; conv1d blocks, the GRU,
  * MEGA and RWKV decoders, FastEmit, the k2 pruned loss, the auxiliary LM loss, blockdrop and dynamic
- * chunk training are not built. report_cer / report_wer are warned about and ignored, as under the
- * ASR task (no validation CER/WER by a transducer search). */
+ * chunk training are not built. report_cer / report_wer: core/decode/transducer_errors.h. */
 #ifndef ESPNET3_NN_BODY_CONF_H
 #define ESPNET3_NN_BODY_CONF_H
 
