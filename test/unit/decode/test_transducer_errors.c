@@ -32,17 +32,14 @@ static void expect_rate(double got, const json_t *want, const char *what, int li
 
 Test(transducer_errors, rates_match_espnet_calculators)
 {
-    char path[512];
-    snprintf(path, sizeof path, "%s/test/fixtures/transducer_errors/cases.jsonl", test_root_dir());
-    FILE *fp = fopen(path, "r");
-    cr_assert_not_null(fp, "%s", path);
-    char line[8192];
+    char *all = test_slurp(test_path(test_root_dir(), "test/fixtures/transducer_errors/cases.jsonl"));
     int n = 0;
-    while (fgets(line, sizeof line, fp)) {
+    char *save = NULL;
+    for (char *line = strtok_r(all, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         n++;
         json_error_t jerr;
         json_t *c = json_loads(line, 0, &jerr);
-        cr_assert_not_null(c, "%s:%d: %s", path, n, jerr.text);
+        cr_assert_not_null(c, "cases.jsonl:%d: %s", n, jerr.text);
         const json_t *tj = json_object_get(c, "tokens"), *hj = json_object_get(c, "hyps"), *rj = json_object_get(c, "refs");
         size_t V = json_array_size(tj);
         char **toks = calloc(V, sizeof *toks);
@@ -80,7 +77,7 @@ Test(transducer_errors, rates_match_espnet_calculators)
         free(hyps), free(nh), free(refs), free(nr), free(labels), free(toks);
         json_decref(c);
     }
-    fclose(fp);
+    free(all);
     cr_assert_geq(n, 8, "the fixture has %d cases", n);
 }
 
