@@ -19,6 +19,7 @@
 #include "core/data/dataset_src.h"
 #include "core/data/frontend.h"
 #include "core/data/sampler.h"
+#include "core/data/tokenizer.h"
 #include "core/dist/dist.h"
 #include "core/nn/body_conf.h"
 #include "core/nn/decoder_conf.h"
@@ -347,12 +348,34 @@ static void requeue_slurm_job(void)
     free(out.data), free(errs.data);
 }
 
+/* ESPnet2's ASR task takes a transducer's blank id from model_conf.sym_blank's place in the token
+ * list (0 when the list lacks it); espnet3's transducer's blank is token 0, so a sym_blank listed
+ * elsewhere is refused at its line (the asr_transducer task's blank is 0 whatever sym_blank says,
+ * and its error calculator reads sym_blank as text, as espnet3 does: core/decode/transducer_errors.h). */
+static int check_sym_blank(const training_cfg *cfg, const ynode *tree, esp_err *err)
+{
+    const model_cfg *m = cfg->model;
+    const char *sym = m && m->model_conf ? m->model_conf->sym_blank : NULL;
+    if (!sym || !transducer_in_cfg(m) || body_in_cfg(m) || !cfg->tokenizer || !cfg->tokenizer->save_path) return 0;
+    char *path = xasprintf("%s/tokens.txt", cfg->tokenizer->save_path);
+    token_list tl = {0};
+    long at = token_list_read(path, &tl, err) == 0 ? token_list_find(&tl, sym) : 0;
+    token_list_free(&tl);
+    free(path);
+    if (at <= 0) return 0; /* not listed: blank 0, as ESPnet2; an unreadable list is the trainer's error */
+    return config_fail_node(err, yt_get_path(tree, "model.model_conf.sym_blank"), "model.model_conf.sym_blank",
+                            "'%s' is token %ld of the token list, which ESPnet2 would take as the transducer's "
+                            "blank; espnet3's transducer blank is token 0 (name token 0, or leave sym_blank out)",
+                            sym, at);
+}
+
 int stage_train(const stage_ctx *ctx, esp_err *err)
 {
     const training_cfg *cfg = training_of(ctx->configs);
     const char *file = ctx->configs->training->path;
     const dist_env *env = dist_process_env(err);
     if (!env || check_config(cfg, file, env, err) != 0) return -1;
+    if (check_sym_blank(cfg, ctx->configs->training->tree, err) != 0) return -1;
     const trainer_cfg *tc = cfg->trainer;
     if (tc->max_epochs == -1) log_info("train: no epoch limit (trainer.max_epochs -1): training stops after %" PRId64
                                        " optimizer steps (trainer.max_steps)", tc->max_steps);

@@ -435,6 +435,10 @@ static const cyaml_schema_field_t model_conf_fields[] = {
     BOOL_P("use_k2_pruned_loss", model_conf_cfg, use_k2_pruned_loss),
     INT_P("warmup_steps", model_conf_cfg, warmup_steps),
     INT_P("validation_nstep", model_conf_cfg, validation_nstep),
+    BOOL_P("report_cer", model_conf_cfg, report_cer),
+    BOOL_P("report_wer", model_conf_cfg, report_wer),
+    STR("sym_space", model_conf_cfg, sym_space),
+    STR("sym_blank", model_conf_cfg, sym_blank),
     IGNORED("k2_pruned_loss_args"), /* only with use_k2_pruned_loss, which is refused */
     CYAML_FIELD_END};
 

@@ -396,8 +396,14 @@ typedef struct model_conf_cfg {
     int *use_k2_pruned_loss;           /* false */
     int64_t *warmup_steps;             /* 25000 (the k2 loss' only) */
     int64_t *validation_nstep;         /* 2 (report_cer / report_wer's search) */
-    /* report_cer, report_wer, sym_space, sym_blank and ignore_id, which both tasks' models take, are
-     * accepted with a warning (core/config/config_validate.c's unimplemented_keys). */
+    /* Both tasks' models' keys: a transducer's validation reports valid/cer_transducer and
+     * valid/wer_transducer with them (core/decode/transducer_errors.h); the defaults are each
+     * model class's (tr_err_calc_from_cfg). ignore_id is accepted with a warning
+     * (core/config/config_validate.c's unimplemented_keys). */
+    int *report_cer;                   /* NULL: left out (ASR task true, asr_transducer task false) */
+    int *report_wer;                   /* NULL: left out (as report_cer) */
+    char *sym_space;                   /* NULL: left out (<space>) */
+    char *sym_blank;                   /* NULL: left out (<blank>) */
 } model_conf_cfg;
 
 /* model.lm_conf of an LM task's training config: ESPnet2's TransformerLM arguments (lm: transformer)

@@ -188,8 +188,7 @@ static const char *const unimplemented_keys[] = {
     "val_scheduler_criterion",
     "model.decoder_conf.pos_enc_class", "model.decoder_conf.use_flash_attn", "model.encoder_conf.use_flash_attn",
     "model.decoder_conf.gradient_checkpoint_layers", "model.extract_feats_in_collect_stats",
-    "model.model_conf.report_cer", "model.model_conf.report_wer", "model.model_conf.sym_space",
-    "model.model_conf.sym_blank", "model.model_conf.ignore_id",
+    "model.model_conf.ignore_id",
     "model.model_conf.sym_sos", "model.model_conf.sym_eos",
     /* only read with transducer_multi_blank_durations, which is refused */
     "model.model_conf.transducer_multi_blank_sigma",

@@ -162,6 +162,7 @@ static const config_range num_rules[] = {
     DROPOUT("model.lm_conf.dropout_rate"),
     DROPOUT("model.lm_conf.positional_dropout_rate"),
     DROPOUT("model.lm_conf.attention_dropout_rate"),
+    {"model.model_conf.validation_nstep", 1, 1024, 0, "in [1, 1024]", "leave it out for 2"},
     {"model.model_conf.lsm_weight", 0, 1, HI_OPEN, "in [0, 1)", "0: no label smoothing"},
     {"model.model_conf.interctc_weight", 0, 1, HI_OPEN, "in [0, 1)", "0: no intermediate CTC loss; ESPnet2 asserts the same"},
     /* optimizer and scheduler */

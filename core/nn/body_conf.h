@@ -10,7 +10,8 @@
  * rnn, its default) is the transducer's LSTM prediction network, the StatelessDecoder (stateless)
  * its embedding alone (model_dims.tr_stateless), and joint_network_conf its joint network
  * (core/nn/transducer.h), auxiliary_ctc_weight > 0 adds the CTC head (ctc_lin). The loss is
- * transducer_weight * loss_transducer + auxiliary_ctc_weight * loss_ctc.
+ * transducer_weight * loss_transducer + auxiliary_ctc_weight * loss_ctc + auxiliary_lm_loss_weight *
+ * loss_aux_lm (lm_lin), with fastemit_lambda in the RNN-T loss' gradient.
  *
  * body_conf's sizes are checked first as ESPnet2's validate_architecture checks them (its messages
  * quoted), so a config ESPnet2 rejects gets its reason rather than a refusal. Every key
@@ -18,12 +19,12 @@
  * accepted where its value leaves the model as implemented (a key only another block kind or
  * activation reads, ESPnet's default), or refused here with what to write instead: a
  * Conformer's feed-forward and convolution activations must be the same, ConvInput's conv_size is
- * hidden_size, embed_size is hidden_size; conv1d blocks that shrink the frames, change the size or
- * come first (those of kernel_size 1, stride 1 after an X-former block are built), the GRU, MEGA and RWKV decoders, the k2
+ * hidden_size; conv1d blocks that shrink the frames, change the size or come first (those of
+ * kernel_size 1, stride 1 after an X-former block are built), the MEGA and RWKV decoders, the k2
  * pruned loss, blockdrop and dynamic chunk training are not built. Blocks of different types or
  * sizes (one hidden_size, as validate_architecture wants) are model_dims.group's runs, each with
- * its own sizes and dropout rates (model_rates.group_*), run by core/nn/encoder_body.c. report_cer / report_wer are warned about and ignored, as under the
- * ASR task (no validation CER/WER by a transducer search). */
+ * its own sizes and dropout rates (model_rates.group_*), run by core/nn/encoder_body.c.
+ * report_cer / report_wer: core/decode/transducer_errors.h. */
 #ifndef ESPNET3_NN_BODY_CONF_H
 #define ESPNET3_NN_BODY_CONF_H
 

@@ -25,7 +25,7 @@ static int steps_done(const trainer *t)
 static int validation_reports(const trainer *t, const char *monitor, char *have, size_t cap)
 {
     metric v[VALID_METRICS_MAX];
-    size_t n = validation_metrics(&t->model, v), used = 0;
+    size_t n = validation_metrics(t, v), used = 0;
     for (size_t k = 0; k < n; k++)
         if (monitor && !strcmp(v[k].name, monitor)) return 1;
     have[0] = '\0';
@@ -269,6 +269,11 @@ static int open_model(trainer *t, esp_err *err)
     model_dims dims;
     if (dims_from_cfg(t, &dims, err) != 0) return -1;
     asr_model_init(&t->model, t->be, &dims, &t->o->rates);
+    const model_conf_cfg *mc = cfg->model ? cfg->model->model_conf : NULL;
+    if (t->model.tr && tr_err_calc_from_cfg(&t->trerr, &t->train.data.tokens, dims.body, mc, err) != 0) return -1;
+    if (!t->model.tr && mc && (mc->report_cer || mc->report_wer || mc->sym_space || mc->sym_blank) && t->rank == 0)
+        log_warn("model.model_conf: report_cer, report_wer, sym_space and sym_blank are read by a transducer's "
+                 "validation only; this model's valid/cer is the greedy CTC CER, <blank> and <space> dropped");
     /* DDP: the gradient buckets start their all-reduce as the backward finishes them. */
     grad_buckets_init(&t->buckets, t->model.table.total, grad_bucket_floats(t->model.table.total));
     if (t->world > 1 && !t->fsdp) {

@@ -9,6 +9,7 @@
 
 #include "core/compute/backend.h"
 #include "core/decode/ctc_decode.h"
+#include "core/decode/transducer_errors.h"
 #include "core/dist/dist.h"
 #include "core/formats/metrics_csv.h"
 #include "core/formats/tb_events.h"
@@ -49,6 +50,7 @@ typedef struct trainer {
     tb_writer tb;
     metrics_csv csv;
     err_calc ec;
+    tr_err_calc trerr; /* a transducer's valid/cer_transducer and wer_transducer (when reported) */
     int64_t epoch, step;
     /* The batch's features on the device: slot 0 (validation, the host backends, and training's
      * even plan positions) and slot 1 (training's odd ones, when uploads overlap the step: the
@@ -109,17 +111,19 @@ int train_epoch(trainer *t, esp_err *err);
 const float *trainer_to_device(trainer *t, const asr_batch *b, int slot);
 void trainer_log_metrics(trainer *t, const metric *m, size_t n);
 
-/* validate.c: the validation metrics of this model (names; values NAN) into out (up to
+/* validate.c: the validation metrics of the trainer's model (names; values NAN) into out (up to
  * VALID_METRICS_MAX); validate fills them over the valid split (its first max_batches batches
  * when not 0, after limit_val_batches): valid/loss and valid/cer (greedy
  * CTC; not without a CTC branch), with a decoder valid/acc, valid/loss_ctc and valid/loss_att, with
- * intermediate CTC valid/loss_interctc_layer<N> for each of its layers (ESPnet's names). */
-enum { VALID_METRICS_MAX = 5 + MODEL_MAX_INTERCTC };
+ * a transducer valid/loss_transducer (valid/loss_aux_lm) and, as model_conf's report_cer /
+ * report_wer say, valid/cer_transducer and valid/wer_transducer (t->trerr), with intermediate CTC
+ * valid/loss_interctc_layer<N> for each of its layers (ESPnet's names). */
+enum { VALID_METRICS_MAX = 7 + MODEL_MAX_INTERCTC };
 /* How many intermediate CTC losses the model's loss has (0: none), and the metric name of the k-th
  * ("train/loss_interctc_layer6": N is encoder_conf.interctc_layer_idx's, 1-based). */
 int interctc_metrics(const asr_model *m);
 const char *interctc_metric_name(const asr_model *m, int valid, int k);
-size_t validation_metrics(const asr_model *m, metric *out);
+size_t validation_metrics(const trainer *t, metric *out);
 int validate(trainer *t, size_t max_batches, metric *out, size_t *n_out, esp_err *err);
 
 /* train_ema.c: the average (core/train/ema.h) on the trainer: made from the model after it is

@@ -1,5 +1,7 @@
 /* Validation: the mean loss and the greedy-CTC CER of the valid split, with an attention decoder
- * also loss_ctc, loss_att and acc (ESPnet's th_accuracy); its batches striped over the ranks. The
+ * also loss_ctc, loss_att and acc (ESPnet's th_accuracy), with a transducer loss_ctc,
+ * loss_transducer (loss_aux_lm) and its searched cer_transducer / wer_transducer; its batches
+ * striped over the ranks. The
  * log-probabilities are copied to the host for the greedy decode. A language model reports its
  * loss alone, weighted by tokens as ESPnetLanguageModel weights its stats (the mean negative
  * log-likelihood per token of the whole split: perplexity = exp(valid/loss)). */
@@ -32,8 +34,11 @@ static void batch_cer(trainer *t, const asr_batch *ab, float **host_logp, size_t
 
 /* The batch-size-weighted sums of one rank, in this order (ESPnet's reporter weights every
  * batch's stats by its batch size): loss, loss_ctc, loss_att, acc, utterances, CER edits, CER
- * reference length, each intermediate CTC layer's loss. */
-enum { V_LOSS, V_CTC, V_ATT, V_ACC, V_LM, V_UTTS, V_EDITS, V_REF, V_IC0, V_COUNT = V_IC0 + MODEL_MAX_INTERCTC };
+ * reference length, the transducer's CER and WER (a batch's ratio times its size) and the
+ * utterances of the batches that gave one (the reporter leaves out a batch whose rate is not
+ * finite), each intermediate CTC layer's loss. */
+enum { V_LOSS, V_CTC, V_ATT, V_ACC, V_LM, V_UTTS, V_EDITS, V_REF, V_TCER, V_TCER_N, V_TWER, V_TWER_N, V_IC0,
+       V_COUNT = V_IC0 + MODEL_MAX_INTERCTC };
 
 /* Every rank's sums, gathered as doubles and added in rank order: the same bits everywhere. */
 static int sum_over_ranks(trainer *t, double *v, esp_err *err)
@@ -61,8 +66,9 @@ const char *interctc_metric_name(const asr_model *m, int valid, int k)
     return names[!!valid][k];
 }
 
-size_t validation_metrics(const asr_model *m, metric *out)
+size_t validation_metrics(const trainer *t, metric *out)
 {
+    const asr_model *m = &t->model;
     size_t n = 0;
     out[n++] = (metric){"valid/loss", NAN, 0};
     if (!m->dims.no_ctc) out[n++] = (metric){"valid/cer", NAN, 0};
@@ -75,6 +81,8 @@ size_t validation_metrics(const asr_model *m, metric *out)
         if (!m->dims.no_ctc) out[n++] = (metric){"valid/loss_ctc", NAN, 0};
         out[n++] = (metric){"valid/loss_transducer", NAN, 0};
         if (m->dims.tr_lm_lin) out[n++] = (metric){"valid/loss_aux_lm", NAN, 0}; /* ESPnet2's stats name */
+        if (t->trerr.cer) out[n++] = (metric){"valid/cer_transducer", NAN, 0};
+        if (t->trerr.wer) out[n++] = (metric){"valid/wer_transducer", NAN, 0};
     }
     for (int k = 0; k < interctc_metrics(m); k++) out[n++] = (metric){interctc_metric_name(m, 1, k), NAN, 0};
     return n;
@@ -113,6 +121,12 @@ int validate(trainer *t, size_t max_batches, metric *out, size_t *n_out, esp_err
             if (!m->dims.no_ctc) v[V_CTC] += m->loss_ctc * (double)n;
             v[V_ATT] += m->loss_transducer * (double)n;
             if (m->dims.tr_lm_lin) v[V_LM] += m->loss_aux_lm * (double)n;
+            if (t->trerr.cer || t->trerr.wer) {
+                double cer, wer;
+                tr_err_batch(&t->trerr, m, m->hlens, ab.labels, (int)ab.Lmax, ab.label_lens, ab.B, &cer, &wer);
+                if (isfinite(cer)) v[V_TCER] += cer * (double)n, v[V_TCER_N] += (double)n;
+                if (isfinite(wer)) v[V_TWER] += wer * (double)n, v[V_TWER_N] += (double)n;
+            }
         }
         for (int k = 0; k < interctc_metrics(m); k++) v[V_IC0 + k] += m->loss_interctc[k] * (double)n;
         if (!m->dims.no_ctc) {
@@ -127,15 +141,18 @@ int validate(trainer *t, size_t max_batches, metric *out, size_t *n_out, esp_err
     if (rc != 0 || sum_over_ranks(t, v, err) != 0) return -1;
     double u = v[V_UTTS];
     err_counts cer = {.edits = (size_t)v[V_EDITS], .ref_len = (size_t)v[V_REF]};
-    *n_out = validation_metrics(m, out);
+    *n_out = validation_metrics(t, out);
     for (size_t i = 0; i < *n_out; i++) {
         const char *k = out[i].name;
         double x = !strcmp(k, "valid/loss") ? v[V_LOSS] : !strcmp(k, "valid/loss_ctc") ? v[V_CTC]
                  : !strcmp(k, "valid/loss_att") || !strcmp(k, "valid/loss_transducer") ? v[V_ATT]
                  : !strcmp(k, "valid/acc") ? v[V_ACC] : !strcmp(k, "valid/loss_aux_lm") ? v[V_LM] : NAN;
+        double per = u; /* the utterances the value is averaged over */
+        if (!strcmp(k, "valid/cer_transducer")) x = v[V_TCER], per = v[V_TCER_N];
+        if (!strcmp(k, "valid/wer_transducer")) x = v[V_TWER], per = v[V_TWER_N];
         for (int l = 0; l < interctc_metrics(m); l++)
             if (!strcmp(k, interctc_metric_name(m, 1, l))) x = v[V_IC0 + l];
-        out[i].value = !strcmp(k, "valid/cer") ? err_rate(&cer) : u ? x / u : NAN;
+        out[i].value = !strcmp(k, "valid/cer") ? err_rate(&cer) : per ? x / per : NAN;
     }
     return 0;
 }
