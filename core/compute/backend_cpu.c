@@ -4,7 +4,6 @@
 #include "core/compute/backend_cpu.h"
 
 #include <cblas.h>
-#include <malloc.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -35,7 +34,7 @@ typedef struct conv_kernels {
 
 typedef struct cpu_impl {
     int threads;    /* OpenBLAS' and the threaded loops' thread count */
-    size_t held, limit; /* bytes of the buffers handed out (malloc_usable_size); the cap (0: none) */
+    size_t held, limit; /* bytes of the buffers handed out (rounded up as cpu_alloc does); the cap (0: none) */
     float *scratch; /* grown on demand, shared by the ops (one op runs at a time) */
     size_t scratch_n;
     loss_state loss; /* the CTC workspace and the RNN-T lattice between a loss' ops */
@@ -172,33 +171,53 @@ static void ew_run(const backend *be, ew_job *job, size_t units)
 /* Buffers of a huge page or more are aligned to it and asked for transparent huge pages (madvise:
  * the kernel's usual THP mode gives them only to who asks): a step's passes run through hundreds
  * of MB of activations and Winograd tiles (121 streams per tile, 400 KB apart), which miss the
- * TLB on 4 KB pages. Advice only: where THP is off, nothing changes. */
+ * TLB on 4 KB pages. Advice only: where THP is off, nothing changes.
+ * They come from calloc, aligned inside it here: glibc maps large sizes fresh and then skips the
+ * zeroing (the kernel zeroes each page when first touched), so a buffer with room to grow costs
+ * only the pages used; a memset of all of it zeroed ~900 MB of the decoder's key/value slots on a
+ * 41 s stream (6% of its pushes, perf). Smaller ones are zeroed here. Each buffer is preceded by its
+ * block's header, so that free finds the allocation. */
 enum { CPU_HUGE_PAGE = 2u << 20 };
+typedef struct cpu_block {
+    void *base;   /* what malloc returned */
+    size_t bytes; /* the buffer's, rounded up (counted in held) */
+} cpu_block;
 
 static void *cpu_alloc(backend *be, size_t bytes)
 {
     cpu_impl *c = be->impl;
-    void *p = NULL;
-    size_t n = bytes ? (bytes + 63) / 64 * 64 : 64, align = n >= CPU_HUGE_PAGE ? CPU_HUGE_PAGE : 64;
-    n = (n + align - 1) / align * align;
+    void *base = NULL;
+    char *p;
+    size_t n = bytes ? (bytes + 63) / 64 * 64 : 64;
+    int huge = n >= CPU_HUGE_PAGE;
+    if (huge) n = (n + CPU_HUGE_PAGE - 1) / CPU_HUGE_PAGE * CPU_HUGE_PAGE;
     if (c->limit && __atomic_load_n(&c->held, __ATOMIC_RELAXED) + n > c->limit)
         esp_die("cpu backend: out of memory allocating %zu bytes (the cap of %zu bytes, %zu held)", bytes, c->limit,
                 c->held);
-    if (posix_memalign(&p, align, n) != 0)
-        esp_die("cpu backend: out of memory allocating %zu bytes", bytes);
+    if (huge) {
+        if (!(base = calloc(1, n + CPU_HUGE_PAGE))) esp_die("cpu backend: out of memory allocating %zu bytes", bytes);
+        p = (char *)(((uintptr_t)base + sizeof(cpu_block) + CPU_HUGE_PAGE - 1) / CPU_HUGE_PAGE * CPU_HUGE_PAGE);
 #ifdef MADV_HUGEPAGE
-    if (align == CPU_HUGE_PAGE) (void)madvise(p, n, MADV_HUGEPAGE);
+        (void)madvise(p, n, MADV_HUGEPAGE);
 #endif
-    memset(p, 0, n);
-    __atomic_add_fetch(&c->held, malloc_usable_size(p), __ATOMIC_RELAXED);
+    } else {
+        if (posix_memalign(&base, 64, n + 64) != 0) esp_die("cpu backend: out of memory allocating %zu bytes", bytes);
+        p = (char *)base + 64;
+        memset(p, 0, n);
+    }
+    cpu_block *h = (cpu_block *)p - 1;
+    h->base = base, h->bytes = n;
+    __atomic_add_fetch(&c->held, n, __ATOMIC_RELAXED);
     return p;
 }
 
 static void cpu_free(backend *be, void *p)
 {
     cpu_impl *c = be->impl;
-    if (p) __atomic_sub_fetch(&c->held, malloc_usable_size(p), __ATOMIC_RELAXED);
-    free(p);
+    if (!p) return;
+    const cpu_block *h = (const cpu_block *)p - 1;
+    __atomic_sub_fetch(&c->held, h->bytes, __ATOMIC_RELAXED);
+    free(h->base);
 }
 
 static size_t cpu_mem_available(backend *be)
@@ -241,7 +260,7 @@ static void cpu_destroy(backend *be)
     ops_set_gemm_precision(AMP_FP32); /* the next backend starts in float32 */
     cpu_impl *c = be->impl;
     if (!c) return;
-    free(c->scratch);
+    cpu_free(be, c->scratch);
     for (int i = 0; i < CONV_KERNELS_KEPT; i++) free(c->kept[i].w_copy), free(c->kept[i].u);
     loss_state_free(&c->loss);
     free(c);
