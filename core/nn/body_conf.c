@@ -35,6 +35,18 @@ static int check_encoder_keys(const encoder_conf_cfg *e, esp_err *err)
     return 0;
 }
 
+int body_shrinks_frames(const model_cfg *m)
+{
+    const encoder_conf_cfg *e = body_in_cfg(m) ? m->encoder_conf : NULL;
+    for (unsigned i = 0; e && i < e->n_body_conf; i++) {
+        const body_block_cfg *c = &e->body_conf[i];
+        if (c->block_type && !strcmp(c->block_type, "conv1d") &&
+            ((c->kernel_size && *c->kernel_size > 1) || int_or(c->stride, 1) > 1))
+            return 1;
+    }
+    return 0;
+}
+
 /* The block types (validate_architecture has checked the name). */
 typedef enum block_type { BT_CONFORMER, BT_EBRANCHFORMER, BT_BRANCHFORMER, BT_CONV1D } block_type;
 

@@ -22,6 +22,7 @@
 
 #include "core/compute/backend.h"
 #include "core/config/config.h"
+#include "core/nn/decoder_conf.h"
 #include "core/nn/model.h"
 #include "test/unit/nn/fx_asr_transducer.h"
 #include "test/unit/nn/fx_pack.h"
@@ -264,6 +265,22 @@ static int dims_of_yaml(const char *dir, const char *model, model_dims *d, esp_e
     return rc;
 }
 
+/* ctc_times_in_cfg of a model section (-1: it does not load). */
+static int times_of_yaml(const char *dir, const char *model)
+{
+    const char *p = test_path(dir, "training.yaml");
+    char *text = xasprintf("model:\n%s", model);
+    test_write_text(p, text);
+    free(text);
+    config_load_opts o = {0};
+    esp_config *cfg;
+    esp_err err;
+    if (config_load(CONFIG_TRAINING, p, &o, &cfg, &err) != 0) return -1;
+    int rc = ctc_times_in_cfg(((const training_cfg *)cfg->typed)->model);
+    config_free(cfg);
+    return rc;
+}
+
 #define BODY "  encoder_conf:\n    body_conf:\n      - block_type: conformer\n        hidden_size: 8\n" \
              "        linear_size: 16\n        heads: 2\n        conv_mod_kernel_size: 3\n"
 
@@ -373,6 +390,13 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
                  0, "%s", err.msg);
     cr_assert(d.group[1].encoder == ENC_CONV1D && d.group[1].cnn_kernel == 3 && d.group[1].c1_stride == 2 &&
               d.group[1].c1_dilation == 2);
+    /* its CTC's frames are not the input layer's: no times (timestamps, long-form) from it */
+#define AUX_CTC "  model_conf:\n    auxiliary_ctc_weight: 0.3\n"
+    cr_assert_eq(times_of_yaml(dir, BODY C1D_NEXT "        output_size: 8\n        kernel_size: 1\n" AUX_CTC), 1);
+    cr_assert_eq(times_of_yaml(dir, BODY C1D_NEXT "        output_size: 8\n        kernel_size: 3\n" AUX_CTC), 0);
+    cr_assert_eq(times_of_yaml(dir, BODY C1D_NEXT "        output_size: 8\n        kernel_size: 1\n        stride: 2\n"
+                                    AUX_CTC), 0);
+#undef AUX_CTC
     static const struct {
         const char *yaml, *want;
     } bad[] = {
