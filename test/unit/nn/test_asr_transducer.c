@@ -251,7 +251,8 @@ Test(asr_transducer, gru_decoder_loss_and_gradients_match_espnet_ref64) { check_
 
 /* ---- the config -------------------------------------------------------------------------- */
 
-static int dims_of_yaml(const char *dir, const char *model, model_dims *d, esp_err *err)
+/* A training config whose model section is `model` (NULL, err set: it does not load). */
+static esp_config *model_yaml(const char *dir, const char *model, esp_err *err)
 {
     const char *p = test_path(dir, "training.yaml");
     char *text = xasprintf("model:\n%s", model);
@@ -259,7 +260,13 @@ static int dims_of_yaml(const char *dir, const char *model, model_dims *d, esp_e
     free(text);
     config_load_opts o = {0};
     esp_config *cfg;
-    if (config_load(CONFIG_TRAINING, p, &o, &cfg, err) != 0) return -1;
+    return config_load(CONFIG_TRAINING, p, &o, &cfg, err) != 0 ? NULL : cfg;
+}
+
+static int dims_of_yaml(const char *dir, const char *model, model_dims *d, esp_err *err)
+{
+    esp_config *cfg = model_yaml(dir, model, err);
+    if (!cfg) return -1;
     int rc = model_dims_from_cfg(d, ((const training_cfg *)cfg->typed)->model, 80, 30, err);
     config_free(cfg);
     return rc;
@@ -268,14 +275,9 @@ static int dims_of_yaml(const char *dir, const char *model, model_dims *d, esp_e
 /* ctc_times_in_cfg of a model section (-1: it does not load). */
 static int times_of_yaml(const char *dir, const char *model)
 {
-    const char *p = test_path(dir, "training.yaml");
-    char *text = xasprintf("model:\n%s", model);
-    test_write_text(p, text);
-    free(text);
-    config_load_opts o = {0};
-    esp_config *cfg;
     esp_err err;
-    if (config_load(CONFIG_TRAINING, p, &o, &cfg, &err) != 0) return -1;
+    esp_config *cfg = model_yaml(dir, model, &err);
+    if (!cfg) return -1;
     int rc = ctc_times_in_cfg(((const training_cfg *)cfg->typed)->model);
     config_free(cfg);
     return rc;
@@ -517,19 +519,11 @@ Test(asr_transducer, pointwise_conv1d_loss_and_every_gradient_match_espnet_ref64
 
 /* conv1d blocks that shrink the frames (packs shrink_*; ESPnet2 with its Encoder.forward patched to
  * return the last block's mask lengths): 15 -> 7 -> 6 frames, lengths [15, 12] -> [7, 6] -> [6, 6]. */
-Test(asr_transducer, shrinking_conv1d_encoder_output_and_lengths_match_espnet_cpu)
+Test(asr_transducer, shrinking_conv1d_encoder_output_and_lengths_match_espnet_cpu_and_ref64)
 {
-    check_encoder(BACKEND_CPU, V_SHRINK);
+    check_encoder(BACKEND_CPU, V_SHRINK), check_encoder(BACKEND_REF64, V_SHRINK);
 }
-Test(asr_transducer, shrinking_conv1d_encoder_output_and_lengths_match_espnet_ref64)
+Test(asr_transducer, shrinking_conv1d_loss_and_every_gradient_match_espnet_cpu_and_ref64)
 {
-    check_encoder(BACKEND_REF64, V_SHRINK);
-}
-Test(asr_transducer, shrinking_conv1d_loss_and_every_gradient_match_espnet_cpu)
-{
-    check_loss(BACKEND_CPU, 1e-5, V_SHRINK);
-}
-Test(asr_transducer, shrinking_conv1d_loss_and_every_gradient_match_espnet_ref64)
-{
-    check_loss(BACKEND_REF64, 1e-5, V_SHRINK);
+    check_loss(BACKEND_CPU, 1e-5, V_SHRINK), check_loss(BACKEND_REF64, 1e-5, V_SHRINK);
 }
