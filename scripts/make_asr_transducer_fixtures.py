@@ -46,6 +46,13 @@ Files (scripts/make_decoder_fixtures.py's pack format):
                     conv1d blocks between them that keep the frames and the size (kernel_size 1,
                     stride 1: ESPnet2's Encoder is right about the lengths there, unpatched), one
                     with BatchNorm1d and 2 groups, one without ReLU or bias
+  shrink_weights, shrink_loss, shrink_search  the same for SHRINK, conv1d blocks that shrink the
+                    frames (kernel 2, dilation 2, stride 2 with BatchNorm1d; kernel 2 without ReLU or
+                    bias) between X-former
+                    blocks. ESPnet2's Encoder.forward returns the lengths from before the blocks
+                    (MultiBlocks never hands back the shrunk mask; torchaudio's rnnt_loss then fails
+                    with "input length mismatch"), so for this body the script patches
+                    Encoder.forward to return the lengths of the last block's mask (shrunk_forward)
 """
 import argparse
 import os
@@ -101,6 +108,31 @@ POINTWISE = [
 ]
 
 
+# body_conf of the shrink_* packs: conv1d blocks that shrink the frames (15 -> 7 -> 6 frames,
+# lengths [15, 12] -> [7, 6] -> [6, 6]; utterance 0's 7 labels, one repeated, no longer fit CTC's
+# 6 frames: zero_infinity drops its CTC loss, on both sides).
+SHRINK = [
+    MIXED[0] | {"num_blocks": 1},
+    {"block_type": "conv1d", "output_size": D, "kernel_size": 2, "dilation": 2, "stride": 2, "batch_norm": True},
+    MIXED[1],
+    {"block_type": "conv1d", "output_size": D, "kernel_size": 2, "relu": False, "bias": False},
+    MIXED[3],
+]
+
+
+def shrunk_forward(self, x, x_len):
+    """Encoder.forward (no dynamic chunks) returning the lengths of the blocks' last mask, which
+    MultiBlocks.forward computes but drops; the unpatched one returns the input block's."""
+    from espnet2.asr_transducer.utils import make_source_mask
+
+    mask = make_source_mask(x_len)
+    x, mask = self.embed(x, mask)
+    pos_enc = self.pos_enc(x)
+    for block in self.encoders.blocks:
+        x, mask, pos_enc = block(x, pos_enc, mask, chunk_mask=None)
+    return self.encoders.norm_blocks(x), mask.eq(0).sum(1)
+
+
 def build(stateless=False, block="conformer", aux=False, rnn_type="lstm"):
     body = [{"block_type": block, "hidden_size": D, "linear_size": LINEAR, "heads": HEADS,
              "conv_mod_kernel_size": KERNEL, "num_blocks": BLOCKS}]
@@ -110,7 +142,11 @@ def build(stateless=False, block="conformer", aux=False, rnn_type="lstm"):
         body = MIXED
     if block == "pointwise":
         body = POINTWISE
+    if block == "shrink":
+        body = SHRINK
     encoder = Encoder(IDIM, body, input_conf={}, main_conf={})
+    if block == "shrink":
+        encoder.forward = shrunk_forward.__get__(encoder)
     if stateless:
         decoder = StatelessDecoder(len(TOKENS), embed_size=HIDDEN)
     elif rnn_type == "gru":
@@ -251,7 +287,7 @@ def main():
                                       or kv[0].startswith("grad.decoder.") or kv[0].startswith("grad.joint_network.")])
     n += write_pack(out, "gru_search", search_case(gw, rnn_type="gru"))
     print(f"gru decoder: loss {loss:.6f}")
-    for body in ("mixed", "pointwise"):  # the MIXED and POINTWISE Encoders with the RNNDecoder
+    for body in ("mixed", "pointwise", "shrink"):  # the MIXED, POINTWISE and SHRINK Encoders with the RNNDecoder
         torch.manual_seed(0)
         bw = seeded_weights(build(block=body))
         n += write_pack(out, body + "_weights", list(bw.items()))

@@ -594,7 +594,7 @@ int stage_infer(const stage_ctx *ctx, esp_err *err)
     }
     /* The merge of windows goes by the tokens' times, which need the CTC branch (without one a
      * long item is an error when it comes). */
-    if (o.longform && ctc_in_cfg(model_files_training(&mf)->model)) o.s2t.timestamps = 1;
+    if (o.longform && ctc_times_in_cfg(model_files_training(&mf)->model)) o.s2t.timestamps = 1;
     log_info("infer: model %s (config %s)", mf.weights, mf.train_config_path);
     if (o.s2t.lm) log_info("infer: LM %s (config %s), lm_weight %g", lmf.weights, lmf.train_config_path, o.s2t.lm_weight);
     int rc = 0;

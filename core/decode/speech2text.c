@@ -139,6 +139,10 @@ static int check_transducer(const model_cfg *mc, const s2t_opts *o, esp_err *err
     if (o->timestamps && !ctc_in_cfg(mc))
         return esp_fail(err, "timestamps: they come from a CTC forced alignment, and the model has no CTC branch "
                              "(trained with model_conf.ctc_weight 0)");
+    if (o->timestamps && body_shrinks_frames(mc))
+        return esp_fail(err, "timestamps: a conv1d block of the Encoder shrinks its frames, and times from its CTC "
+                             "branch are not built for such an Encoder (decode without timestamps, write_ctm or "
+                             "longform)");
     return 0;
 }
 

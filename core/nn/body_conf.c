@@ -35,6 +35,18 @@ static int check_encoder_keys(const encoder_conf_cfg *e, esp_err *err)
     return 0;
 }
 
+int body_shrinks_frames(const model_cfg *m)
+{
+    const encoder_conf_cfg *e = body_in_cfg(m) ? m->encoder_conf : NULL;
+    for (unsigned i = 0; e && i < e->n_body_conf; i++) {
+        const body_block_cfg *c = &e->body_conf[i];
+        if (c->block_type && !strcmp(c->block_type, "conv1d") &&
+            ((c->kernel_size && *c->kernel_size > 1) || int_or(c->stride, 1) > 1))
+            return 1;
+    }
+    return 0;
+}
+
 /* The block types (validate_architecture has checked the name). */
 typedef enum block_type { BT_CONFORMER, BT_EBRANCHFORMER, BT_BRANCHFORMER, BT_CONV1D } block_type;
 
@@ -159,23 +171,21 @@ static int add_group(model_dims *out, model_rates *r, const struct model_group *
 }
 
 /* body_conf[i]'s conv1d blocks (validate_architecture checked its sizes and groups) as a group:
- * what is built is a Conv1d that keeps the frames and the size (kernel_size 1, stride 1,
- * output_size its input's) after an X-former block; the others are refused with that. */
+ * what is built is a Conv1d that keeps the size (output_size its input's) after an X-former block,
+ * of any kernel_size, stride and dilation (encoder_body.c shrinks the frames, lengths and encoding
+ * as blocks/conv1d.py's create_new_mask / create_new_pos_enc); the others are refused with that. */
 static int conv1d_group(model_dims *out, model_rates *r, const body_block_cfg *c, unsigned i, int n, esp_err *err)
 {
-    int64_t k = *c->kernel_size, s = int_or(c->stride, 1), o = *c->output_size;
+    int64_t k = *c->kernel_size, o = *c->output_size;
     if (!out->n_groups)
         return esp_fail(err, B "[%u].block_type: a conv1d block first (after ConvInput without its output Linear) is "
                                "not built (put an X-former block first)", i);
-    if (k != 1 || s != 1)
-        return esp_fail(err, B "[%u]: conv1d blocks that shrink the frames (kernel_size %lld, stride %lld) are not "
-                               "built (kernel_size 1 and stride 1 are)", i, (long long)k, (long long)s);
     if (o != out->d)
         return esp_fail(err, B "[%u].output_size: conv1d blocks that change the size (%d -> %lld) are not built (write "
                                "output_size %d)", i, out->d, (long long)o, out->d);
     struct model_group g = {n, ENC_CONV1D, 0, 0, (int)k, 0, 0, 0, 0, 0, (int)int_or(c->groups, 1),
                             (int)int_or(c->dilation, 1), !c->bias || *c->bias, c->batch_norm && *c->batch_norm,
-                            !c->relu || *c->relu};
+                            !c->relu || *c->relu, (int)int_or(c->stride, 1)};
     return add_group(out, r, &g, (float)or_default(c->dropout_rate, 0), 0, i, err);
 }
 
@@ -202,7 +212,7 @@ static int block_group(model_dims *out, model_rates *r, const body_block_cfg *c,
     model_dims e = *out;
     if (type_dims(&e, c, i, kind, ff, k, err) != 0) return -1;
     struct model_group g = {n, (int)e.encoder, heads, ff, k, kind == BT_CONFORMER, e.use_ffn, e.cgmlp_units,
-                            e.cgmlp_kernel, e.merge_kernel, 0, 0, 0, 0, 0};
+                            e.cgmlp_kernel, e.merge_kernel, 0, 0, 0, 0, 0, 0};
     return add_group(out, r, &g, pd, pa, i, err);
 }
 

@@ -36,6 +36,10 @@
  * Encoder requires and no other encoder takes). */
 int body_in_cfg(const model_cfg *m);
 
+/* Whether a conv1d block of m's body_conf shrinks the frames (kernel_size or stride above 1): its
+ * encoder frames are then not the input layer's, which CTC times (ctc_times_in_cfg) count in. */
+int body_shrinks_frames(const model_cfg *m);
+
 /* out (already holding idim, vocab and the preencoder's sizes) from m: the encoder, decoder, joint
  * and CTC sizes, with the errors above. */
 int body_dims_from_cfg(model_dims *out, const model_cfg *m, esp_err *err);

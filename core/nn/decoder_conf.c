@@ -29,6 +29,8 @@ int ctc_in_cfg(const model_cfg *m)
     return !((decoder_is(m, "transformer") || decoder_is(m, "transducer")) && ctc_weight_of(m) == 0.0);
 }
 
+int ctc_times_in_cfg(const model_cfg *m) { return ctc_in_cfg(m) && !body_shrinks_frames(m); }
+
 /* ESPnet2's TransducerDecoder and JointNetwork; their keys against the TransformerDecoder's. */
 static int transducer_dims(model_dims *dims, const model_cfg *m, esp_err *err)
 {

@@ -37,5 +37,8 @@ int transducer_in_cfg(const model_cfg *m);
 /* Whether it trains a CTC branch (all but a decoder with ctc_weight 0; the asr_transducer task's
  * with auxiliary_ctc_weight > 0). */
 int ctc_in_cfg(const model_cfg *m);
+/* Whether its CTC gives times (timestamps, long-form merging): a CTC branch on the input layer's
+ * frames (not an asr_transducer Encoder whose conv1d blocks shrink them, body_shrinks_frames). */
+int ctc_times_in_cfg(const model_cfg *m);
 
 #endif

@@ -6,19 +6,27 @@
  * rates' dropout / att_dropout set to its own (model_block_dims, model_rates.group_*) and put
  * back after it. The relative encoding is computed once and shared, as MultiBlocks' pos_enc.
  *
- * A conv1d block (blocks/conv1d.py; those that keep the frames and the size: kernel_size 1,
- * stride 1, body_conf.c refuses the others) is x -> relu?(drop(bn?(conv(x)))), no residual, and it
- * hands the blocks after it out_pos(pos): their attention reads that encoding, so their backward
- * adds the gradient of it (enc_attn_work.dpos) into the conv1d block's dpos, whose backward takes
- * out_pos' gradients from it and passes the rest to the encoding before (an earlier conv1d's). */
+ * A conv1d block (blocks/conv1d.py; those that keep the size, body_conf.c refuses the others) is
+ * x -> relu?(drop(bn?(conv(x)))), no residual, and it hands the blocks after it out_pos(pos): their
+ * attention reads that encoding, so their backward adds the gradient of it (enc_attn_work.dpos)
+ * into the conv1d block's dpos, whose backward takes out_pos' gradients from it and passes the rest
+ * to the encoding before (an earlier conv1d's). One whose kernel, dilation or stride shrinks the
+ * frames hands on create_new_mask's lengths and create_new_pos_enc's rows of the encoding (m->T2 and
+ * m->hlens are each block's input frames while it runs, the last block's output's after the
+ * forward: the model's head and loss read those). */
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "core/base/log.h"
+#include "core/compute/ops.h"
 #include "core/nn/encoder.h"
 
 /* A conv1d block's buffers: conv output, BatchNorm's output and statistics, dropout's output (ReLU's
- * input), the output, the encoding it hands on (prows x d) and that encoding's gradient. */
+ * input), the output, the encoding it hands on (prows x d) and that encoding's gradient, and when
+ * it shrinks the frames, the rows of its input encoding out_pos reads (sel) and their gradient. */
 typedef struct c1block {
-    float *y, *bn, *bn_mean, *bn_rstd, *dr, *out, *pos, *dpos;
+    float *y, *bn, *bn_mean, *bn_rstd, *dr, *out, *pos, *dpos, *sel, *dsel;
 } c1block;
 
 typedef struct body_block {
@@ -32,6 +40,7 @@ struct encoder_acts {
     enc_rel_shared rel;  /* the relative encoding, and backward work the blocks share */
     cblock_work cw;
     eblock_work ew;
+    int T0, *hlens0, cap_b; /* the input layer's frames and lengths (host), block 0's input */
 };
 
 _Static_assert(offsetof(encoder_acts, store) == 0, "core/nn/encoder_acts.c finds the store first");
@@ -44,6 +53,7 @@ static void c1block_kept(const model_dims *d, c1block *b, enc_act_list *kept, en
 #define BUF(field, count) enc_act_add(kept, &b->field, (count))
     BUF(y, rd), BUF(bn, rd), BUF(bn_mean, d->d), BUF(bn_rstd, d->d), BUF(dr, rd), BUF(out, rd);
     BUF(pos, s.prows * (size_t)d->d), BUF(dpos, s.prows * (size_t)d->d);
+    BUF(sel, s.prows * (size_t)d->d), BUF(dsel, s.prows * (size_t)d->d);
 #undef BUF
 }
 
@@ -65,7 +75,14 @@ static void shared(asr_model *m, enc_act_list *fwd, enc_act_list *work, enc_act_
     eblock_work_decl(&m->dims, &e->ew, work, s.rows);
 }
 
-static const enc_act_decl decl = {sizeof(encoder_acts), sizeof(body_block), 1, block_kept, shared, NULL, NULL, 1};
+/* The host lengths go with the activations (enc_acts_release calls this, enc_acts_destroy too). */
+static void reset(asr_model *m)
+{
+    free(m->enc->hlens0);
+    m->enc->hlens0 = NULL, m->enc->cap_b = 0;
+}
+
+static const enc_act_decl decl = {sizeof(encoder_acts), sizeof(body_block), 1, block_kept, shared, NULL, reset, 1};
 
 /* What block l changes in m while it runs, to be put back. */
 typedef struct block_view {
@@ -114,6 +131,37 @@ static const float *pos_of(const asr_model *m, int l)
     return c < 0 ? m->enc->rel.pos : blocks(m)[c].k.pos;
 }
 
+/* Whether a conv1d group changes the frame count (create_new_mask / create_new_pos_enc apply). */
+static int shrinks(const struct model_group *g) { return g->cnn_kernel > 1 || g->c1_stride > 1; }
+
+/* m->T2 and m->hlens to block l's input frames (l = blocks: the last block's output): the input
+ * layer's, shrunk by each conv1d block before l as create_new_mask shrinks the mask (the first
+ * T - dilation (kernel - 1) frames, every stride-th), an utterance's length the unmasked frames
+ * left, ceil(min(length, T - padding) / stride). */
+static void enter_frames(asr_model *m, int l)
+{
+    const encoder_acts *e = m->enc;
+    int T = e->T0;
+    memcpy(m->hlens, e->hlens0, (size_t)m->B * sizeof *m->hlens);
+    for (int i = 0; i < l; i++) {
+        const struct model_group *g = group_of(m, i);
+        if (g->encoder != ENC_CONV1D || !shrinks(g)) continue;
+        int pad = g->c1_dilation * (g->cnn_kernel - 1), s = g->c1_stride;
+        ESP_CHECK(T - pad > 0); /* torch's Conv1d fails on input shorter than its dilated kernel */
+        for (int b = 0; b < m->B; b++) {
+            int h = m->hlens[b] < T - pad ? m->hlens[b] : T - pad;
+            m->hlens[b] = (h + s - 1) / s;
+        }
+        T = ops_conv1d_gen_len(T, g->cnn_kernel, s, g->c1_dilation);
+    }
+    m->T2 = T;
+}
+
+/* create_new_pos_enc's rows of an encoding of T frames (2 T - 1 rows) for To output frames: the
+ * positive half's rows 0, s, 2s ... and the negative half's (from row T - 1) s, 2s ...;
+ * row i of the result is row src_row(i) of the input. */
+static int src_row(int i, int T, int To, int s) { return i < To ? i * s : T - 1 + (i - To + 1) * s; }
+
 enum { SITE_C1_DROP = 0 };
 
 static void c1_forward(asr_model *m, int l, c1block *b, const float *x)
@@ -122,10 +170,11 @@ static void c1_forward(asr_model *m, int l, c1block *b, const float *x)
     const struct model_group *g = group_of(m, l);
     const enc_block_tensors *p = &m->w.blocks[l];
     const nn_batchnorm *bn = &p->conv1d.bn;
-    int N = m->B * m->T2, D = m->dims.d, P = 2 * m->T2 - 1;
+    int T = m->T2, To = ops_conv1d_gen_len(T, g->cnn_kernel, g->c1_stride, g->c1_dilation);
+    int N = m->B * To, D = m->dims.d, P = 2 * To - 1;
     size_t n = (size_t)N * D;
-    be->conv1d_gen_forward(be, b->y, x, p->conv1d.conv.weight, p->conv1d.conv.bias, m->B, m->T2, D, D, g->cnn_kernel,
-                           1, g->c1_dilation, g->c1_groups);
+    be->conv1d_gen_forward(be, b->y, x, p->conv1d.conv.weight, p->conv1d.conv.bias, m->B, T, D, D, g->cnn_kernel,
+                           g->c1_stride, g->c1_dilation, g->c1_groups);
     const float *z = b->y;
     if (g->c1_bn) {
         if (m->train && m->sync.all_reduce) /* trainer.sync_batchnorm */
@@ -138,7 +187,14 @@ static void c1_forward(asr_model *m, int l, c1block *b, const float *x)
     }
     be->dropout_forward(be, b->dr, z, n, enc_rates_of(m).pd, m->seed, block_stream(l, SITE_C1_DROP));
     if (g->c1_relu) enc_act_forward(be, ACT_RELU, b->out, b->dr, n);
-    be->linear_forward(be, b->pos, pos_of(m, l), p->conv1d.out_pos.weight, p->conv1d.out_pos.bias, P, D, D);
+    const float *pos = pos_of(m, l);
+    if (shrinks(g)) {
+        for (int i = 0; i < P; i++)
+            be->copy(be, b->sel + (size_t)i * D, pos + (size_t)src_row(i, T, To, g->c1_stride) * D, D * sizeof(float),
+                     BACKEND_DEVICE_TO_DEVICE);
+        pos = b->sel;
+    }
+    be->linear_forward(be, b->pos, pos, p->conv1d.out_pos.weight, p->conv1d.out_pos.bias, P, D, D);
 }
 
 /* m->dh: the gradient of the block's output, then of its input; b->dpos holds its encoding's. */
@@ -147,7 +203,8 @@ static void c1_backward(asr_model *m, int l, const c1block *b, const float *x)
     backend *be = m->be;
     const struct model_group *g = group_of(m, l);
     const enc_block_tensors *p = &m->w.blocks[l], *gr = &m->g.blocks[l];
-    int N = m->B * m->T2, D = m->dims.d, P = 2 * m->T2 - 1, src = pos_source(m, l);
+    int T = m->T2, To = ops_conv1d_gen_len(T, g->cnn_kernel, g->c1_stride, g->c1_dilation);
+    int N = m->B * To, D = m->dims.d, P = 2 * To - 1, src = pos_source(m, l);
     size_t n = (size_t)N * D;
     ESP_CHECK(m->train || !g->c1_bn); /* BatchNorm's backward is the training mode's */
     if (g->c1_relu) enc_act_backward(be, ACT_RELU, m->dh, m->dh, b->dr, n);
@@ -162,9 +219,19 @@ static void c1_backward(asr_model *m, int l, const c1block *b, const float *x)
         be->copy(be, m->dtmp, m->dh, n * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
     }
     be->conv1d_gen_backward(be, m->dh, gr->conv1d.conv.weight, gr->conv1d.conv.bias, m->dtmp, x, p->conv1d.conv.weight,
-                            m->B, m->T2, D, D, g->cnn_kernel, 1, g->c1_dilation, g->c1_groups, 0);
-    be->linear_backward(be, src < 0 ? NULL : blocks(m)[src].k.dpos, gr->conv1d.out_pos.weight,
-                        gr->conv1d.out_pos.bias, b->dpos, pos_of(m, l), p->conv1d.out_pos.weight, P, D, D, 1);
+                            m->B, T, D, D, g->cnn_kernel, g->c1_stride, g->c1_dilation, g->c1_groups, 0);
+    float *dsrc = src < 0 ? NULL : blocks(m)[src].k.dpos; /* the first encoding has no parameters */
+    if (!shrinks(g)) {
+        be->linear_backward(be, dsrc, gr->conv1d.out_pos.weight, gr->conv1d.out_pos.bias, b->dpos, pos_of(m, l),
+                            p->conv1d.out_pos.weight, P, D, D, 1);
+        return;
+    }
+    be->linear_backward(be, dsrc ? b->dsel : NULL, gr->conv1d.out_pos.weight, gr->conv1d.out_pos.bias, b->dpos, b->sel,
+                        p->conv1d.out_pos.weight, P, D, D, 1);
+    for (int i = 0; dsrc && i < P; i++) { /* the rows are distinct: each gradient row adds to its source's */
+        float *to = dsrc + (size_t)src_row(i, T, To, g->c1_stride) * D;
+        be->add(be, to, to, b->dsel + (size_t)i * D, (size_t)D);
+    }
 }
 
 static const float *block_input(const asr_model *m, int l) { return l == 0 ? m->h0 : block_output(m, l - 1); }
@@ -172,9 +239,13 @@ static const float *block_input(const asr_model *m, int l) { return l == 0 ? m->
 static const float *forward(asr_model *m)
 {
     encoder_acts *e = m->enc;
-    enc_rows r = enc_rows_of(m);
+    if (m->B > e->cap_b) e->hlens0 = xrealloc(e->hlens0, (size_t)m->B * sizeof *e->hlens0), e->cap_b = m->B;
+    memcpy(e->hlens0, m->hlens, (size_t)m->B * sizeof *m->hlens);
+    e->T0 = m->T2;
     enc_rel_pos_forward(m, &e->rel);
     for (int l = 0; l < m->dims.blocks; l++) {
+        enter_frames(m, l);
+        enc_rows r = enc_rows_of(m);
         const float *x = block_input(m, l);
         int kind = group_of(m, l)->encoder;
         const float *pos = pos_of(m, l);
@@ -184,17 +255,19 @@ static const float *forward(asr_model *m)
         else c1_forward(m, l, &blocks(m)[l].k, x);
         leave(m, &saved);
     }
+    enter_frames(m, m->dims.blocks);
     return block_output(m, m->dims.blocks - 1);
 }
 
 static void backward(asr_model *m)
 {
     encoder_acts *e = m->enc;
-    enc_rows r = enc_rows_of(m);
-    size_t pn = (size_t)(2 * m->T2 - 1) * m->dims.d * sizeof(float);
+    size_t pn = e->store.cap.prows * m->dims.d * sizeof(float);
     for (int l = 0; l < m->dims.blocks; l++)
         if (group_of(m, l)->encoder == ENC_CONV1D) m->be->fill(m->be, blocks(m)[l].k.dpos, 0, pn);
     for (int l = m->dims.blocks - 1; l >= 0; l--) {
+        enter_frames(m, l); /* block 0's: the input layer's, for its backward */
+        enc_rows r = enc_rows_of(m);
         const float *x = block_input(m, l);
         int kind = group_of(m, l)->encoder, src = pos_source(m, l);
         enc_rel_shared rel = e->rel; /* with the encoding block l read, and where its gradient goes */

@@ -215,13 +215,13 @@ void asr_model_forward(asr_model *m, const float *feats, const int *feat_lens, i
         m->x = m->pre_x;
     }
     embed_sizes(m, B, T, feat_lens);
-    int N = B * m->T2, D = d->d;
     float pc = train ? m->rates.ctc_dropout : 0;
 
     backend_profile_enter(be, PROF_LAYER_INPUT_LAYER);
     embed_forward(m);
     backend_profile_enter(be, blocks_layer(m));
     m->h_enc = encoder_of(m)->forward(m);
+    int N = B * m->T2, D = d->d; /* the encoder's output frames (an asr_transducer conv1d block shrinks them) */
     backend_profile_enter(be, PROF_LAYER_ENCODER_HEAD);
     be->layernorm_forward(be, m->lnf, m->meanf, m->rstdf, m->h_enc, m->w.after_norm.weight, m->w.after_norm.bias, N,
                           D, 1e-12);

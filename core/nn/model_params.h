@@ -129,8 +129,9 @@ typedef struct model_dims {
     struct model_group {
         int blocks, encoder, heads, ff, cnn_kernel, use_cnn, use_ffn, cgmlp_units, cgmlp_kernel, merge_kernel;
         /* ENC_CONV1D (espnet2/asr_transducer/encoder/blocks/conv1d.py; cnn_kernel its kernel_size):
-         * Conv1d's groups and dilation, its bias, then batch_norm (BatchNorm1d) and relu */
-        int c1_groups, c1_dilation, c1_bias, c1_bn, c1_relu;
+         * Conv1d's groups and dilation, its bias, then batch_norm (BatchNorm1d) and relu, and its
+         * stride (with kernel_size and dilation, how it shrinks the frames: encoder_body.c) */
+        int c1_groups, c1_dilation, c1_bias, c1_bn, c1_relu, c1_stride;
     } group[MODEL_MAX_GROUPS];
     /* Intermediate CTC (core/nn/interctc.h): the blocks (0-based, ascending) whose outputs also
      * feed the CTC head, from encoder_conf.interctc_layer_idx (1-based); interctc_cond:

@@ -22,6 +22,7 @@
 
 #include "core/compute/backend.h"
 #include "core/config/config.h"
+#include "core/nn/decoder_conf.h"
 #include "core/nn/model.h"
 #include "test/unit/nn/fx_asr_transducer.h"
 #include "test/unit/nn/fx_pack.h"
@@ -32,15 +33,17 @@ enum { IDIM = 20, D = 16, VOCAB = 12, B = 2, STRIDE = 7 };
 /* The fixture's models: conformer blocks with the RNNDecoder, the same with the StatelessDecoder
  * (embed_size 12) instead, ebranchformer blocks (depth_conv_kernel_size 5) and branchformer blocks
  * with the StatelessDecoder, conformer blocks with a GRU RNNDecoder (embed_size 8), the RNNDecoder
- * model with FastEmit and the auxiliary LM loss, and the mixed and pointwise-conv1d Encoders. */
+ * model with FastEmit and the auxiliary LM loss, and the mixed, pointwise-conv1d and shrinking-conv1d
+ * Encoders. */
 typedef enum variant {
-    V_RNN = 0, V_STATELESS, V_EBRANCHFORMER, V_BRANCHFORMER, V_GRU, V_AUX, V_MIXED, V_POINTWISE
+    V_RNN = 0, V_STATELESS, V_EBRANCHFORMER, V_BRANCHFORMER, V_GRU, V_AUX, V_MIXED, V_POINTWISE, V_SHRINK
 } variant;
 
 static model_dims fixture_dims(variant v)
 {
     if (v == V_MIXED) return fx_mixed_dims();
     if (v == V_POINTWISE) return fx_pointwise_dims();
+    if (v == V_SHRINK) return fx_shrink_dims();
     model_dims d = {.idim = IDIM, .d = D, .heads = 2, .ff = 24, .blocks = 2, .vocab = VOCAB,
                     .encoder = ENC_CONFORMER, .macaron = 1, .rel_pos = 1, .use_cnn = 1, .cnn_kernel = 3,
                     .act = ACT_SWISH, .input_layer = IN_CONV2D,
@@ -89,9 +92,10 @@ typedef struct fixture {
 static void setup(fixture *f, backend_kind kind, variant v)
 {
     static const char *const weights[] = {"weights", "weights", "ebranchformer_weights", "branchformer_weights",
-                                          "weights", "aux_weights", "mixed_weights", "pointwise_weights"};
+                                          "weights", "aux_weights", "mixed_weights", "pointwise_weights",
+                                          "shrink_weights"};
     static const char *const outputs[] = {"loss", "stateless_loss", "ebranchformer_loss", "branchformer_loss",
-                                          "gru_loss", "aux_loss", "mixed_loss", "pointwise_loss"};
+                                          "gru_loss", "aux_loss", "mixed_loss", "pointwise_loss", "shrink_loss"};
     esp_err err;
     cr_assert((f->be = backend_open(kind, 0, 1, &err)) != NULL, "%s", err.msg);
     f->w = load_pack("asr_transducer", weights[v]), f->c = load_pack("asr_transducer", "loss");
@@ -185,9 +189,9 @@ static void check_loss(backend_kind kind, double tol, variant v)
         /* Softmax ignores linear_k's bias, training-mode BatchNorm the depthwise conv's (a per-channel
          * constant): rounding noise on both sides. So in the pointwise model: out_pos' bias (the same
          * vector added to every position's encoding shifts a query's scores alike), and the conv1d
-         * with BatchNorm's bias and its input's (block 0's norm_final) bias. */
+         * with BatchNorm's bias and its input's (block 0's norm_final) bias; the same in the shrink model. */
         if (strstr(p->name, "linear_k.bias") || strstr(p->name, "depthwise_conv.bias") ||
-            (v == V_POINTWISE && (strstr(p->name, "out_pos.bias") || strstr(p->name, "blocks.1.conv.bias") ||
+            ((v == V_POINTWISE || v == V_SHRINK) && (strstr(p->name, "out_pos.bias") || strstr(p->name, "blocks.1.conv.bias") ||
                                   strstr(p->name, "blocks.0.norm_final.bias")))) {
             cr_expect_lt(test_max_abs(g + p->offset, n), 1e-4, "%s", p->name);
             cr_expect_lt(test_max_abs(ref_g, n), 1e-4, "ESPnet's %s", p->name);
@@ -200,7 +204,7 @@ static void check_loss(backend_kind kind, double tol, variant v)
     cr_assert_eq(n_grads, 0, "ESPnet2 has parameters espnet3's model lacks");
     static const char *const what[] = {"", " (stateless)", " (ebranchformer)", " (branchformer)", " (gru)",
                                        " (FastEmit, auxiliary LM loss)", " (mixed blocks)",
-                                       " (pointwise conv1d blocks)"};
+                                       " (pointwise conv1d blocks)", " (conv1d blocks that shrink the frames)"};
     cr_log_info("%s%s: loss %.7f (ESPnet %.7f), worst gradient rel err %.2g", f.be->name, what[v], loss, ref, worst);
     free(g);
     teardown(&f);
@@ -247,7 +251,8 @@ Test(asr_transducer, gru_decoder_loss_and_gradients_match_espnet_ref64) { check_
 
 /* ---- the config -------------------------------------------------------------------------- */
 
-static int dims_of_yaml(const char *dir, const char *model, model_dims *d, esp_err *err)
+/* A training config whose model section is `model` (NULL, err set: it does not load). */
+static esp_config *model_yaml(const char *dir, const char *model, esp_err *err)
 {
     const char *p = test_path(dir, "training.yaml");
     char *text = xasprintf("model:\n%s", model);
@@ -255,8 +260,25 @@ static int dims_of_yaml(const char *dir, const char *model, model_dims *d, esp_e
     free(text);
     config_load_opts o = {0};
     esp_config *cfg;
-    if (config_load(CONFIG_TRAINING, p, &o, &cfg, err) != 0) return -1;
+    return config_load(CONFIG_TRAINING, p, &o, &cfg, err) != 0 ? NULL : cfg;
+}
+
+static int dims_of_yaml(const char *dir, const char *model, model_dims *d, esp_err *err)
+{
+    esp_config *cfg = model_yaml(dir, model, err);
+    if (!cfg) return -1;
     int rc = model_dims_from_cfg(d, ((const training_cfg *)cfg->typed)->model, 80, 30, err);
+    config_free(cfg);
+    return rc;
+}
+
+/* ctc_times_in_cfg of a model section (-1: it does not load). */
+static int times_of_yaml(const char *dir, const char *model)
+{
+    esp_err err;
+    esp_config *cfg = model_yaml(dir, model, &err);
+    if (!cfg) return -1;
+    int rc = ctc_times_in_cfg(((const training_cfg *)cfg->typed)->model);
     config_free(cfg);
     return rc;
 }
@@ -363,6 +385,20 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
               c1->c1_bias && !c1->c1_bn && c1->c1_relu);
     cr_assert(c2->encoder == ENC_CONV1D && c2->c1_groups == 2 && c2->c1_dilation == 3 && !c2->c1_bias && c2->c1_bn &&
               !c2->c1_relu);
+    /* one that shrinks the frames: kernel_size, stride and dilation as given */
+    cr_assert_eq(dims_of_yaml(dir, BODY C1D_NEXT "        output_size: 8\n        kernel_size: 3\n        stride: 2\n"
+                                   "        dilation: 2\n",
+                              &d, &err),
+                 0, "%s", err.msg);
+    cr_assert(d.group[1].encoder == ENC_CONV1D && d.group[1].cnn_kernel == 3 && d.group[1].c1_stride == 2 &&
+              d.group[1].c1_dilation == 2);
+    /* its CTC's frames are not the input layer's: no times (timestamps, long-form) from it */
+#define AUX_CTC "  model_conf:\n    auxiliary_ctc_weight: 0.3\n"
+    cr_assert_eq(times_of_yaml(dir, BODY C1D_NEXT "        output_size: 8\n        kernel_size: 1\n" AUX_CTC), 1);
+    cr_assert_eq(times_of_yaml(dir, BODY C1D_NEXT "        output_size: 8\n        kernel_size: 3\n" AUX_CTC), 0);
+    cr_assert_eq(times_of_yaml(dir, BODY C1D_NEXT "        output_size: 8\n        kernel_size: 1\n        stride: 2\n"
+                                    AUX_CTC), 0);
+#undef AUX_CTC
     static const struct {
         const char *yaml, *want;
     } bad[] = {
@@ -393,10 +429,7 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
         {BODY C1D_NEXT "        output_size: 16\n        kernel_size: 3\n        stride: 2\n"
               "      - block_type: conformer\n        hidden_size: 16\n        linear_size: 16\n"
               "        conv_mod_kernel_size: 3\n",
-         "body_conf[1]: conv1d blocks that shrink the frames (kernel_size 3, stride 2) are not built (kernel_size 1 "
-         "and stride 1 are)"},
-        {BODY C1D_NEXT "        output_size: 8\n        kernel_size: 1\n        stride: 2\n",
-         "body_conf[1]: conv1d blocks that shrink the frames (kernel_size 1, stride 2)"},
+         "body_conf[1].output_size: conv1d blocks that change the size (8 -> 16) are not built (write output_size 8)"},
         {BODY C1D_NEXT "        output_size: 16\n        kernel_size: 1\n      - block_type: conformer\n"
               "        hidden_size: 16\n        linear_size: 16\n        conv_mod_kernel_size: 3\n",
          "body_conf[1].output_size: conv1d blocks that change the size (8 -> 16) are not built (write output_size 8)"},
@@ -482,4 +515,15 @@ Test(asr_transducer, pointwise_conv1d_loss_and_every_gradient_match_espnet_cpu)
 Test(asr_transducer, pointwise_conv1d_loss_and_every_gradient_match_espnet_ref64)
 {
     check_loss(BACKEND_REF64, 1e-5, V_POINTWISE);
+}
+
+/* conv1d blocks that shrink the frames (packs shrink_*; ESPnet2 with its Encoder.forward patched to
+ * return the last block's mask lengths): 15 -> 7 -> 6 frames, lengths [15, 12] -> [7, 6] -> [6, 6]. */
+Test(asr_transducer, shrinking_conv1d_encoder_output_and_lengths_match_espnet_cpu_and_ref64)
+{
+    check_encoder(BACKEND_CPU, V_SHRINK), check_encoder(BACKEND_REF64, V_SHRINK);
+}
+Test(asr_transducer, shrinking_conv1d_loss_and_every_gradient_match_espnet_cpu_and_ref64)
+{
+    check_loss(BACKEND_CPU, 1e-5, V_SHRINK), check_loss(BACKEND_REF64, 1e-5, V_SHRINK);
 }

@@ -743,8 +743,9 @@ Test(egs3, mini_an4_transducer_config_runs_stages_1_8)
 }
 
 /* mini_an4's asr_transducer config with an Encoder of four block types (a conformer block, a conv1d
- * block of kernel 1 with BatchNorm1d, an ebranchformer and a branchformer block, each with its own
- * linear_size, heads and kernel; core/nn/encoder_body.c) runs stages 1-8: the model file names each block after its kind, the pack's ESPnet2 state dict
+ * block of kernel 1 with BatchNorm1d, an ebranchformer block, a conv1d block of kernel 3 and stride 2
+ * that shrinks the frames, and a branchformer block, each with its own linear_size, heads and kernel;
+ * core/nn/encoder_body.c) runs stages 1-8: the model file names each block after its kind, the pack's ESPnet2 state dict
  * holds the same names, and espnet3 transcribes a test utterance from the pack's ESPnet2 side
  * (its config.yaml and .pth) as from the experiment. */
 Test(egs3, mini_an4_asr_transducer_blocks_of_four_types_run_stages_1_8_and_cross_the_pth)
@@ -758,6 +759,7 @@ Test(egs3, mini_an4_asr_transducer_blocks_of_four_types_run_stages_1_8_and_cross
                          "      - {block_type: conv1d, output_size: 2, kernel_size: 1, batch_norm: true}\\\n"
                          "      - {block_type: ebranchformer, hidden_size: 2, linear_size: 6, heads: 1, "
                          "conv_mod_kernel_size: 3, depth_conv_kernel_size: 5}\\\n"
+                         "      - {block_type: conv1d, output_size: 2, kernel_size: 3, stride: 2, relu: false}\\\n"
                          "      - {block_type: branchformer, hidden_size: 2, linear_size: 4, heads: 2, "
                          "conv_mod_kernel_size: 5}\\\n"
                          "' training_transducer_asr_conformer_rnnt.yaml >training_mixed.yaml",
@@ -775,8 +777,10 @@ Test(egs3, mini_an4_asr_transducer_blocks_of_four_types_run_stages_1_8_and_cross
                                         "encoder.encoders.blocks.2.conv_mod.conv.weight",
                                         "encoder.encoders.blocks.2.depthwise_conv_mod.conv.weight",
                                         "encoder.encoders.blocks.2.norm_feed_forward_macaron.weight",
-                                        "encoder.encoders.blocks.3.channel_proj1.0.weight",
-                                        "encoder.encoders.blocks.3.merge_proj.weight"};
+                                        "encoder.encoders.blocks.3.conv.weight",
+                                        "encoder.encoders.blocks.3.out_pos.weight",
+                                        "encoder.encoders.blocks.4.channel_proj1.0.weight",
+                                        "encoder.encoders.blocks.4.merge_proj.weight"};
     const char *files[] = {"last/model.safetensors", "model_pack/espnet/exp/asr_train/valid.loss.ave.pth"};
     for (size_t k = 0; k < 2; k++) {
         st_file f;
@@ -784,8 +788,8 @@ Test(egs3, mini_an4_asr_transducer_blocks_of_four_types_run_stages_1_8_and_cross
         cr_assert_eq(model_weights_open(test_path(exp, files[k]), &f, &e), 0, "%s", e.msg);
         for (size_t i = 0; i < sizeof names / sizeof *names; i++)
             cr_assert_not_null(st_get(&f, names[i]), "%s: %s", files[k], names[i]);
-        cr_assert_null(st_get(&f, "encoder.encoders.blocks.3.depthwise_conv_mod.conv.weight"), "%s", files[k]);
-        cr_assert_null(st_get(&f, "encoder.encoders.blocks.3.feed_forward.w_1.weight"), "%s", files[k]);
+        cr_assert_null(st_get(&f, "encoder.encoders.blocks.4.depthwise_conv_mod.conv.weight"), "%s", files[k]);
+        cr_assert_null(st_get(&f, "encoder.encoders.blocks.4.feed_forward.w_1.weight"), "%s", files[k]);
         st_close(&f);
     }
     static const char *const readme[] = {"mixed-block", "(the largest of its blocks')", NULL};
