@@ -147,7 +147,10 @@ static void enter_frames(asr_model *m, int l)
         const struct model_group *g = group_of(m, i);
         if (g->encoder != ENC_CONV1D || !shrinks(g)) continue;
         int pad = g->c1_dilation * (g->cnn_kernel - 1), s = g->c1_stride;
-        ESP_CHECK(T - pad > 0); /* torch's Conv1d fails on input shorter than its dilated kernel */
+        if (T - pad <= 0) /* torch's Conv1d fails on input shorter than its dilated kernel too */
+            esp_die("model.encoder_conf.body_conf: the conv1d block %d (kernel_size %d, dilation %d) gets %d frames, "
+                    "no more than its dilated kernel (leave utterances this short out of the data)",
+                    i, g->cnn_kernel, g->c1_dilation, T);
         for (int b = 0; b < m->B; b++) {
             int h = m->hlens[b] < T - pad ? m->hlens[b] : T - pad;
             m->hlens[b] = (h + s - 1) / s;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/base/rng.h"
+#include "core/compute/ops.h"
 #include "core/nn/body_conf.h"
 #include "core/nn/decoder_conf.h"
 
@@ -66,6 +67,17 @@ model_dims model_block_dims(const model_dims *d, int l)
 const struct model_group *model_block_group_of(const model_dims *d, int l)
 {
     return d->n_groups > 1 ? &d->group[model_block_group(d, l)] : NULL;
+}
+
+int model_encoder_frames(const model_dims *d, int t)
+{
+    for (int l = 0; d->n_groups > 1 && l < d->blocks; l++) {
+        const struct model_group *g = &d->group[model_block_group(d, l)];
+        if (g->encoder != ENC_CONV1D) continue;
+        if (t <= g->c1_dilation * (g->cnn_kernel - 1)) return 0;
+        t = ops_conv1d_gen_len(t, g->cnn_kernel, g->c1_stride, g->c1_dilation);
+    }
+    return t;
 }
 
 const char *input_layer_name(int kind)

@@ -156,6 +156,10 @@ int model_block_group(const model_dims *d, int l);
 model_dims model_block_dims(const model_dims *d, int l);
 /* Block l's group (NULL without groups). */
 const struct model_group *model_block_group_of(const model_dims *d, int l);
+/* The encoder's output frames for t frames out of the input layer: t, shrunk by the asr_transducer
+ * conv1d blocks (kernel_size, dilation, stride); 0 when one of them gets fewer frames than its
+ * dilated kernel (torch's Conv1d refuses such input). */
+int model_encoder_frames(const model_dims *d, int t);
 
 /* Whether the model has a transducer decoder and joint network (core/nn/transducer.h). */
 static inline int model_has_transducer(const model_dims *d) { return d->tr_layers > 0 || d->tr_stateless; }

@@ -801,4 +801,12 @@ Test(egs3, mini_an4_asr_transducer_blocks_of_four_types_run_stages_1_8_and_cross
                          recipe, test_bin_path(), test_bin_path()),
                  0, "transcripts differ or failed:\n%s\n%s", test_slurp_or_empty(test_path(recipe, "ours.err")),
                  test_slurp_or_empty(test_path(recipe, "pth.err")));
+    /* 0.1 s leaves the stride-2 conv1d block one frame, fewer than its kernel: an error, not an abort */
+    cr_assert_neq(test_sh("cd '%s' && sox -n -r 16000 -c 1 -b 16 short.wav synth 0.1 sine 440 && "
+                          "'%s' transcribe exp/training_mixed short.wav >short.txt 2>short.err",
+                          recipe, test_bin_path()),
+                  0);
+    char *e = test_slurp(test_path(recipe, "short.err"));
+    cr_assert(strstr(e, "espnet3: error: ") && strstr(e, "shorter than the encoder's conv1d blocks need"), "%s", e);
+    free(e);
 }
