@@ -531,7 +531,7 @@ static int featurize(speech2text *s, const float *wav, size_t n, esp_err *err)
     if (n < min) return esp_fail(err, "%zu samples is shorter than the STFT needs (%zu)", n, min);
     size_t T = frontend_num_frames(s->data.fe, n), nf = T * (size_t)s->data.fo.n_mels;
     const model_dims *d = &s->model.dims;
-    if (model_encoder_frames(d, input_layer_out_len(d->input_layer, (int)T)) < 1 && d->n_groups > 1)
+    if (d->n_groups > 1 && model_encoder_frames(d, input_layer_out_len(d->input_layer, (int)T)) < 1)
         return esp_fail(err, "%zu samples is shorter than the encoder's conv1d blocks need (no frame is left "
                              "after their kernels)", n);
     if (nf > s->feats_cap) {

@@ -353,8 +353,6 @@ static void add_ebranchformer_block(param_table *t, const model_dims *d, int b)
     add_linear(t, p, D, 2 * D);
 }
 
-/* ESPnet2's Transformer EncoderLayer under mod (e.g. encoder.encoders.3): self_attn, feed_forward
- * (ff wide), norm1, norm2. */
 /* The asr_transducer task's Conv1d block (size kept): conv (D, D / groups, k), bn, out_pos (D, D). */
 static void add_conv1d_block(param_table *t, const struct model_group *g, int64_t D, int b)
 {
@@ -374,6 +372,8 @@ static void add_conv1d_block(param_table *t, const struct model_group *g, int64_
     add_linear(t, p, D, D);
 }
 
+/* ESPnet2's Transformer EncoderLayer under mod (e.g. encoder.encoders.3): self_attn, feed_forward
+ * (ff wide), norm1, norm2. */
 static void add_transformer_layer(param_table *t, const char *mod, const model_dims *d, int64_t ff)
 {
     char p[96];
