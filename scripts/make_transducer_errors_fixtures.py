@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""Writes the parity fixture of the transducer's validation error rates
-(test/fixtures/transducer_errors/cases.jsonl; core/decode/transducer_errors.h): one JSON object a
-line with a token list, sym_space, sym_blank, a batch of hypotheses and references (token ids,
-references unpadded), and the CER and WER of ESPnet2's two calculators on them
-(espnet2/asr/transducer/error_calculator.py's ErrorCalculatorTransducer under "asr",
-espnet2/asr_transducer/error_calculator.py's ErrorCalculator under "asr_transducer"; null where
-Python divides by zero). The references are padded with id 0 to the batch's longest, as
-get_transducer_task_io pads the target the calculators read. The searches are not run here (their
+"""Writes the parity fixture of validation's error rates (test/fixtures/transducer_errors/cases.jsonl;
+core/decode/error_calculator.h): one JSON object a line with a token list, sym_space, sym_blank, a
+batch of hypotheses and references (token ids, references unpadded), and the CER and WER of
+ESPnet's three calculators on them (espnet2/asr/transducer/error_calculator.py's
+ErrorCalculatorTransducer under "asr", espnet2/asr_transducer/error_calculator.py's ErrorCalculator
+under "asr_transducer", espnet/nets/e2e_asr_common.py's ErrorCalculator, which ESPnetASRModel runs
+on its attention decoder's argmax, under "attention"; null where Python divides by zero). For the
+transducer calculators the references are padded with id 0 to the batch's longest, as
+get_transducer_task_io pads the target they read; for the attention one with -1, and its
+hypotheses are rows of the batch's longest reference + 1 ids ("att_hat": each hypothesis padded
+with <sos/eos> or cut), of which it reads each reference's length, as _calc_att_loss passes them. The searches are not run here (their
 parity is test_transducer_search.c's and test_asr_transducer_search.c's): convert_to_char,
 calculate_cer and calculate_wer are. Run with the ESPnet venv:
 
@@ -17,6 +20,7 @@ import json
 import os
 
 import torch
+from espnet.nets.e2e_asr_common import ErrorCalculator as AttentionErrorCalculator
 from espnet2.asr.transducer.error_calculator import ErrorCalculatorTransducer
 from espnet2.asr_transducer.error_calculator import ErrorCalculator
 
@@ -60,6 +64,25 @@ def rates(cls, tokens, space, blank, hyps, refs):
     return out
 
 
+def attention_rates(tokens, space, blank, hyps, refs):
+    """ESPnetASRModel's cer/wer: ys_hat (B, lmax + 1) against ys_pad padded with -1."""
+    calc = AttentionErrorCalculator(tokens, space, blank, report_cer=True, report_wer=True)
+    lmax = max(len(r) for r in refs)
+    eos = len(tokens) - 1
+    ys_hat = torch.tensor([(h + [eos] * (lmax + 1))[: lmax + 1] for h in hyps], dtype=torch.long)
+    ys_pad = torch.full((len(refs), lmax), -1, dtype=torch.long)
+    for i, r in enumerate(refs):
+        ys_pad[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+    cp, ct = calc.convert_to_char(ys_hat, ys_pad)
+    out = []
+    for f in (calc.calculate_cer, calc.calculate_wer):
+        try:
+            out.append(f(cp, ct))
+        except ZeroDivisionError:
+            out.append(None)
+    return ys_hat.tolist(), out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out", nargs="?", default="test/fixtures/transducer_errors")
@@ -72,6 +95,7 @@ def main():
             row = dict(tokens=c["tokens"], sym_space=space, sym_blank=blank, hyps=c["hyps"], refs=c["refs"])
             row["asr"] = rates(ErrorCalculatorTransducer, c["tokens"], space, blank, c["hyps"], c["refs"])
             row["asr_transducer"] = rates(ErrorCalculator, c["tokens"], space, blank, c["hyps"], c["refs"])
+            row["att_hat"], row["attention"] = attention_rates(c["tokens"], space, blank, c["hyps"], c["refs"])
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
     print(f"{path}: {len(cases)} cases")
 

@@ -5,13 +5,8 @@
  *   asr_transducer task (espnet2/asr_transducer/error_calculator.py, ErrorCalculator): its
  *     BeamSearchTransducer with beam_size 2, search_type maes, nstep model_conf.validation_nstep
  *     (2), score_norm false.
- * The best hypothesis of each utterance (without its leading blank) and the target (the labels
- * padded with the blank, id 0, to the batch's longest) become text: the token strings joined, every
- * sym_space replaced by ' ', every sym_blank removed (Python's str.replace, on the text). CER: the
- * edit distance over the characters (code points) with the spaces removed; WER: over the words
- * (str.split(); the asr_transducer task first turns every U+2581 '▁' into a space). Each is the
- * batch's sum of distances over the sum of reference lengths (utterances with an empty reference
- * count too); NaN where that sum is 0 (ESPnet2 divides by zero there) and where the rate is off.
+ * The best hypothesis of each utterance (without its leading blank) against the labels, as
+ * error_calculator.h counts them (ERR_TRANSDUCER_ASR / ERR_TRANSDUCER_BODY).
  *
  * Difference from ESPnet2 on purpose: the ASR task's calculator searches the padded encoder output
  * of each utterance; here only its first hlen frames are searched (as the asr_transducer task
@@ -22,13 +17,11 @@
 
 #include "core/config/config_types.h"
 #include "core/data/tokenizer.h"
+#include "core/decode/error_calculator.h"
 #include "core/decode/transducer_search.h"
 
 typedef struct tr_err_calc {
-    const token_list *tl;
-    const char *space, *blank; /* sym_space, sym_blank */
-    int cer, wer;              /* report_cer, report_wer */
-    int wer_u2581;             /* the asr_transducer task: '▁' counts as a space in WER */
+    err_calculator text; /* report_cer, report_wer, sym_space, sym_blank */
     int beam;
     ts_opts search;
 } tr_err_calc;
@@ -43,11 +36,6 @@ int tr_err_calc_init(tr_err_calc *c, const token_list *tl, int body, int report_
  * report_wer true in the ASR task (ESPnetASRModel), false in the asr_transducer task
  * (ESPnetASRTransducerModel); sym_space <space>, sym_blank <blank>, validation_nstep 2. */
 int tr_err_calc_from_cfg(tr_err_calc *c, const token_list *tl, int body, const model_conf_cfg *mc, esp_err *err);
-
-/* Rates of one batch of B hypotheses (hyps[i], nh[i] ids) against its labels (row i of labels,
- * stride lstride, label_lens[i] ids; padded here with id 0 to the longest): *cer and *wer. */
-void tr_err_rates(const tr_err_calc *c, int *const *hyps, const int *nh, const int *labels, int lstride,
-                  const int *label_lens, int B, double *cer, double *wer);
 
 /* Searches each utterance of the last forward of m (m->lnf: B x T2 x d, hlens[i] frames) and gives
  * the batch's rates. */

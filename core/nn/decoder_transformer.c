@@ -202,6 +202,24 @@ static void lm_input_backward(asr_model *m, decoder_acts *a, float pd, float pp)
     be->embedding_backward(be, g->embed, a->de, a->ids_in, N, a->vocab, E);
 }
 
+int decoder_loss_argmax(const asr_model *m, int *ids)
+{
+    const decoder_acts *a = m->dec;
+    size_t N = (size_t)a->B * (size_t)a->L, V = (size_t)a->vocab;
+    float *lp = xmalloc(N * V * sizeof *lp);
+    m->be->synchronize(m->be);
+    m->be->copy(m->be, lp, a->logp, N * V * sizeof *lp, BACKEND_DEVICE_TO_HOST);
+    for (size_t r = 0; r < N; r++) {
+        const float *row = lp + r * V;
+        size_t best = 0;
+        for (size_t v = 1; v < V; v++)
+            if (row[v] > row[best]) best = v;
+        ids[r] = (int)best;
+    }
+    free(lp);
+    return a->L;
+}
+
 static const float *block_input(const decoder_acts *a, int l) { return l == 0 ? a->h0 : a->layers[l - 1].h_out; }
 
 double decoder_loss(asr_model *m, const float *hs, const int *hlens, int B, int T, const int *labels,

@@ -45,6 +45,11 @@ double decoder_loss(asr_model *m, const float *hs, const int *hlens, int B, int 
                     const int *label_lens, int stride, int train, uint64_t seed, int64_t *correct,
                     int64_t *tokens);
 
+/* The argmax token of each position of the last decoder_loss (its log-probabilities copied to the
+ * host; the first maximum wins, as torch.argmax): ids gets B x L (L = its longest label + 1,
+ * position j of utterance i at i * L + j). Returns L. ESPnet2's validation cer/wer read it. */
+int decoder_loss_argmax(const asr_model *m, int *ids);
+
 /* Backward of the last decoder_loss scaled by `scale` (dloss * (1 - ctc_weight)): parameter
  * gradients accumulate into m->grads; the gradient of hs goes into dhs (device, B x T x d;
  * acc 0 overwrites, 1 adds to what the CTC branch left there). */

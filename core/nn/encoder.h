@@ -260,6 +260,9 @@ void interctc_after_block(asr_model *m, int l, float *x);
 int interctc_has_loss(const asr_model *m);
 double interctc_loss(asr_model *m);
 void interctc_backward_begin(asr_model *m, float dloss_ctc);
+/* The k-th listed layer's CTC log-probabilities of the last interctc_loss (device, B x T2 x vocab,
+ * as m->logp): validation's cer_interctc_layer<N>. */
+const float *interctc_logp(const asr_model *m, int k);
 void interctc_before_block_backward(asr_model *m, int l);
 
 extern const encoder_impl encoder_transformer;

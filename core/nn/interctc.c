@@ -132,6 +132,12 @@ double interctc_loss(asr_model *m)
     return sum / d->n_interctc;
 }
 
+const float *interctc_logp(const asr_model *m, int k)
+{
+    ESP_CHECK(m->ic && k >= 0 && k < m->dims.n_interctc);
+    return m->ic->layers[k].logp;
+}
+
 void interctc_backward_begin(asr_model *m, float dloss_ctc)
 {
     if (m->ic) m->ic->dloss = dloss_ctc;

@@ -287,6 +287,14 @@ double asr_model_loss(asr_model *m, const int *labels, const int *label_lens, in
     return w * ctc + (1 - w) * m->loss_att;
 }
 
+int asr_model_att_argmax(const asr_model *m, int *ids)
+{
+    ESP_CHECK(m->dec && !m->dims.lm);
+    return decoder_loss_argmax(m, ids);
+}
+
+const float *asr_model_interctc_logp(const asr_model *m, int k) { return interctc_logp(m, k); }
+
 void asr_model_lm_score(const asr_model *m, const int *const *prefixes, const int *lens, int n, float *logp_host)
 {
     ESP_CHECK(m->dims.lm);

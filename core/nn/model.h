@@ -188,6 +188,12 @@ const float *asr_model_embed(asr_model *m, const float *feats, int B, int T);
  * final layer's, as ESPnet2's stats). With a transducer: loss_transducer (m->loss_transducer) +
  * ctc_weight * the CTC branch's loss (loss_transducer alone without a CTC branch). */
 double asr_model_loss(asr_model *m, const int *labels, const int *label_lens, int stride, double *losses);
+/* What validation's error rates read after asr_model_loss (eval mode): the attention decoder's
+ * argmax token of each position (host ids, B x L, L = the longest label + 1; returns L; a model
+ * with a decoder), and the k-th intermediate CTC layer's log-probabilities (device, as m->logp;
+ * interctc_weight not 0). */
+int asr_model_att_argmax(const asr_model *m, int *ids);
+const float *asr_model_interctc_logp(const asr_model *m, int k);
 /* A language model's (dims.lm) beam-search step: the next-token log-probs of n prefixes (host,
  * each starting with <sos>) into logp_host (n x vocab), by its class's step (decoder_score_batch
  * without an utterance, or lm_rnn_score_batch); asr_model_lm_new_utterance drops its caches. */

@@ -76,9 +76,9 @@ static void prefetch_next(trainer *t, const epoch_batches *eb, size_t k, size_t 
 void trainer_log_metrics(trainer *t, const metric *m, size_t n)
 {
     if (t->rank != 0) return;
-    const char *tags[8];
-    float vals[8];
-    ESP_CHECK(n <= 8);
+    const char *tags[VALID_METRICS_MAX + 1]; /* validation's and the epoch (the train log's are fewer) */
+    float vals[VALID_METRICS_MAX + 1];
+    ESP_CHECK(n <= VALID_METRICS_MAX + 1);
     for (size_t i = 0; i < n; i++) tags[i] = m[i].name, vals[i] = (float)m[i].value;
     esp_err e2;
     if (tb_add_scalars(&t->tb, t->step, tb_wall_time(), tags, vals, n, &e2) != 0) log_warn("tensorboard: %s", e2.msg);
@@ -329,15 +329,16 @@ static void log_step(trainer *t, step_acc *a, double lr, double norm, double rat
         snprintf(parts, sizeof parts, " (ctc %.3f att %.3f acc %.3f)", t->model.dims.no_ctc ? NAN : m[6].value,
                  m[4].value, m[5].value);
     }
-    if (t->model.tr) { /* ESPnetASRModel's stats: loss_transducer (and loss_ctc) */
+    if (t->model.tr) { /* loss_transducer and loss_ctc (ESPnetASRTransducerModel's loss_aux_ctc) */
         m[nm++] = (metric){"train/loss_transducer", a->part_acc[PART_ATT] / n, 0};
-        if (!t->model.dims.no_ctc) m[nm++] = (metric){"train/loss_ctc", a->part_acc[PART_CTC] / n, 0};
+        if (!t->model.dims.no_ctc)
+            m[nm++] = (metric){t->model.dims.body ? "train/loss_aux_ctc" : "train/loss_ctc", a->part_acc[PART_CTC] / n, 0};
         snprintf(parts, sizeof parts, " (ctc %.3f transducer %.3f)", t->model.dims.no_ctc ? NAN : m[5].value,
                  m[4].value);
         if (t->model.dims.tr_lm_lin) m[nm++] = (metric){"train/loss_aux_lm", a->part_acc[PART_LM] / n, 0};
     }
     for (int k = 0; k < interctc_metrics(&t->model); k++)
-        m[nm++] = (metric){interctc_metric_name(&t->model, 0, k), a->part_acc[PART_IC0 + k] / n, 0};
+        m[nm++] = (metric){interctc_metric_name(&t->model, IC_TRAIN_LOSS, k), a->part_acc[PART_IC0 + k] / n, 0};
     trainer_log_metrics(t, m, nm);
     log_info("epoch %" PRId64 " step %" PRId64 " loss %.3f%s lr %.3g grad_norm %.3g %.1f %s", t->epoch + 1,
              t->step, m[0].value, parts, lr, norm, rate, rate_unit(t));

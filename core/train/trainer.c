@@ -262,6 +262,21 @@ static int reserve_arena(trainer *t, esp_err *err)
     return 0;
 }
 
+/* Validation's error calculators as ESPnet2's model classes build them (validate.c): the attention
+ * decoder's (report_cer / report_wer), and whether the CTC one exists (ESPnetASRModel: with either
+ * key; with a transducer decoder: with neither, as its constructor's indentation has it; the
+ * asr_transducer task and LMs: never), its blank and space ids those of sym_blank and sym_space. */
+static void open_error_calculators(trainer *t, const model_dims *dims, const model_conf_cfg *mc)
+{
+    const token_list *tl = &t->train.data.tokens;
+    err_calculator_from_cfg(&t->atterr, ERR_ATTENTION, tl, mc);
+    int reported = t->atterr.cer || t->atterr.wer;
+    if (!t->model.dec || dims->lm) t->atterr.cer = t->atterr.wer = 0;
+    t->cer_ctc = !dims->no_ctc && !dims->lm && !dims->body && (t->model.tr ? !reported : reported);
+    t->ec = (err_calc){.tl = tl, .blank = (int)token_list_find(tl, t->atterr.blank),
+                       .space = (int)token_list_find(tl, t->atterr.space)};
+}
+
 /* The model with initialized parameters (initialized on the host, then copied to the device). */
 static int open_model(trainer *t, esp_err *err)
 {
@@ -271,9 +286,7 @@ static int open_model(trainer *t, esp_err *err)
     asr_model_init(&t->model, t->be, &dims, &t->o->rates);
     const model_conf_cfg *mc = cfg->model ? cfg->model->model_conf : NULL;
     if (t->model.tr && tr_err_calc_from_cfg(&t->trerr, &t->train.data.tokens, dims.body, mc, err) != 0) return -1;
-    if (!t->model.tr && mc && (mc->report_cer || mc->report_wer || mc->sym_space || mc->sym_blank) && t->rank == 0)
-        log_warn("model.model_conf: report_cer, report_wer, sym_space and sym_blank are read by a transducer's "
-                 "validation only; this model's valid/cer is the greedy CTC CER, <blank> and <space> dropped");
+    open_error_calculators(t, &dims, mc);
     /* DDP: the gradient buckets start their all-reduce as the backward finishes them. */
     grad_buckets_init(&t->buckets, t->model.table.total, grad_bucket_floats(t->model.table.total));
     if (t->world > 1 && !t->fsdp) {
@@ -365,7 +378,6 @@ static int train_on_backend(trainer *t, esp_err *err)
     if (resumed == 0 && sync_from_rank0(t, err) == 0 && train_ema_sync(t, err) == 0 &&
         (!t->imported || save_imported(t, err) == 0)) {
         t->first_epoch = t->epoch;
-        err_calc_init(&t->ec, &t->train.data.tokens);
         rc = train_with_logs(t, err);
     }
     if (t->rank == 0) ckpt_close(&t->ckpt);

@@ -9,6 +9,7 @@
 
 #include "core/compute/backend.h"
 #include "core/decode/ctc_decode.h"
+#include "core/decode/error_calculator.h"
 #include "core/decode/transducer_errors.h"
 #include "core/dist/dist.h"
 #include "core/formats/metrics_csv.h"
@@ -49,8 +50,10 @@ typedef struct trainer {
     ckpt_manager ckpt;
     tb_writer tb;
     metrics_csv csv;
-    err_calc ec;
-    tr_err_calc trerr; /* a transducer's valid/cer_transducer and wer_transducer (when reported) */
+    err_calc ec;           /* cer_ctc's ids of sym_blank and sym_space */
+    int cer_ctc;           /* valid/cer_ctc and cer_interctc_layer<N>: ESPnet2's CTC error calculator */
+    err_calculator atterr; /* the attention decoder's valid/cer and valid/wer (when reported) */
+    tr_err_calc trerr;     /* a transducer's valid/cer_transducer and wer_transducer (when reported) */
     int64_t epoch, step;
     /* The batch's features on the device: slot 0 (validation, the host backends, and training's
      * even plan positions) and slot 1 (training's odd ones, when uploads overlap the step: the
@@ -113,16 +116,21 @@ void trainer_log_metrics(trainer *t, const metric *m, size_t n);
 
 /* validate.c: the validation metrics of the trainer's model (names; values NAN) into out (up to
  * VALID_METRICS_MAX); validate fills them over the valid split (its first max_batches batches
- * when not 0, after limit_val_batches): valid/loss and valid/cer (greedy
- * CTC; not without a CTC branch), with a decoder valid/acc, valid/loss_ctc and valid/loss_att, with
- * a transducer valid/loss_transducer (valid/loss_aux_lm) and, as model_conf's report_cer /
- * report_wer say, valid/cer_transducer and valid/wer_transducer (t->trerr), with intermediate CTC
- * valid/loss_interctc_layer<N> for each of its layers (ESPnet's names). */
-enum { VALID_METRICS_MAX = 7 + MODEL_MAX_INTERCTC };
+ * when not 0, after limit_val_batches). ESPnet2's stats names, as its model class reports them in
+ * eval mode: valid/loss; with a CTC branch valid/loss_ctc (the asr_transducer task's
+ * valid/loss_aux_ctc) and, where ESPnet2 builds its CTC error calculator (ESPnetASRModel with
+ * report_cer or report_wer; with a transducer decoder only with both false), valid/cer_ctc; with
+ * intermediate CTC valid/loss_interctc_layer<N> (and cer_interctc_layer<N> as cer_ctc) for each
+ * of its layers; with an attention decoder valid/loss_att, valid/acc (th_accuracy) and, as
+ * report_cer / report_wer say, valid/cer and valid/wer (t->atterr); with a transducer
+ * valid/loss_transducer (valid/loss_aux_lm) and, as report_cer / report_wer say,
+ * valid/cer_transducer and valid/wer_transducer (t->trerr). */
+enum { VALID_METRICS_MAX = 7 + 2 * MODEL_MAX_INTERCTC };
 /* How many intermediate CTC losses the model's loss has (0: none), and the metric name of the k-th
- * ("train/loss_interctc_layer6": N is encoder_conf.interctc_layer_idx's, 1-based). */
+ * layer's stat ("train/loss_interctc_layer6": N is encoder_conf.interctc_layer_idx's, 1-based). */
+typedef enum { IC_TRAIN_LOSS, IC_VALID_LOSS, IC_VALID_CER } ic_stat;
 int interctc_metrics(const asr_model *m);
-const char *interctc_metric_name(const asr_model *m, int valid, int k);
+const char *interctc_metric_name(const asr_model *m, ic_stat which, int k);
 size_t validation_metrics(const trainer *t, metric *out);
 int validate(trainer *t, size_t max_batches, metric *out, size_t *n_out, esp_err *err);
 

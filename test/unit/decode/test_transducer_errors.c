@@ -1,7 +1,8 @@
-/* The transducer's validation error rates (core/decode/transducer_errors.h) against ESPnet2's two
- * calculators' convert_to_char, calculate_cer and calculate_wer
- * (test/fixtures/transducer_errors/cases.jsonl, by scripts/make_transducer_errors_fixtures.py), and
- * the searches each task's calculator runs. */
+/* Validation's error rates (core/decode/error_calculator.h) against ESPnet's three calculators'
+ * convert_to_char, calculate_cer and calculate_wer: the two transducer tasks' and the attention
+ * decoder's (test/fixtures/transducer_errors/cases.jsonl, by
+ * scripts/make_transducer_errors_fixtures.py), and the searches each transducer task's calculator
+ * runs (core/decode/transducer_errors.h). */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <math.h>
@@ -63,16 +64,31 @@ Test(transducer_errors, rates_match_espnet_calculators)
             esp_err err;
             cr_assert_eq(tr_err_calc_init(&ec, &tl, body, 1, 1, sp, bl, 2, &err), 0, "%s", err.msg);
             double cer, wer;
-            tr_err_rates(&ec, hyps, nh, labels, stride, nr, B, &cer, &wer);
+            err_calculator_rates(&ec.text, hyps, nh, labels, stride, nr, B, &cer, &wer);
             const json_t *want = json_object_get(c, body ? "asr_transducer" : "asr");
             expect_rate(cer, json_array_get(want, 0), body ? "asr_transducer cer" : "asr cer", n);
             expect_rate(wer, json_array_get(want, 1), body ? "asr_transducer wer" : "asr wer", n);
             /* report_cer false: its rate is off (NaN), the other unchanged */
             tr_err_calc_init(&ec, &tl, body, 0, 1, sp, bl, 2, &err);
             double cer2, wer2;
-            tr_err_rates(&ec, hyps, nh, labels, stride, nr, B, &cer2, &wer2);
+            err_calculator_rates(&ec.text, hyps, nh, labels, stride, nr, B, &cer2, &wer2);
             cr_expect(isnan(cer2) && (wer2 == wer || (isnan(wer) && isnan(wer2))));
         }
+        /* The attention decoder's: rows of lmax + 1 argmax ids, each read up to its label length. */
+        const json_t *aj = json_object_get(c, "att_hat");
+        cr_assert_eq((int)json_array_size(aj), B, "case %d: att_hat rows", n);
+        int **att = calloc((size_t)B, sizeof *att), na;
+        for (int i = 0; i < B; i++) {
+            att[i] = ids_of(json_array_get(aj, (size_t)i), &na);
+            cr_assert_eq(na, lmax + 1);
+        }
+        err_calculator ac = {.kind = ERR_ATTENTION, .tl = &tl, .space = sp, .blank = bl, .cer = 1, .wer = 1};
+        double acer, awer;
+        err_calculator_rates(&ac, att, nr, labels, stride, nr, B, &acer, &awer);
+        expect_rate(acer, json_array_get(json_object_get(c, "attention"), 0), "attention cer", n);
+        expect_rate(awer, json_array_get(json_object_get(c, "attention"), 1), "attention wer", n);
+        for (int i = 0; i < B; i++) free(att[i]);
+        free(att);
         for (int i = 0; i < B; i++) free(hyps[i]), free(refs[i]);
         free(hyps), free(nh), free(refs), free(nr), free(labels), free(toks);
         json_decref(c);
@@ -90,20 +106,20 @@ Test(transducer_errors, each_task_runs_its_calculators_search)
     /* ASR task: BeamSearchTransducer(beam_size=2, search_type="default", score_norm=False) */
     cr_assert_eq(tr_err_calc_from_cfg(&ec, &tl, 0, NULL, &err), 0);
     cr_expect(ec.beam == 2 && ec.search.search_type == TS_DEFAULT && !ec.search.score_norm && !ec.search.no_greedy);
-    cr_expect(ec.cer && ec.wer, "ESPnetASRModel reports both by default");
-    cr_expect_str_eq(ec.space, "<space>");
-    cr_expect_str_eq(ec.blank, "<blank>");
+    cr_expect(ec.text.cer && ec.text.wer, "ESPnetASRModel reports both by default");
+    cr_expect_str_eq(ec.text.space, "<space>");
+    cr_expect_str_eq(ec.text.blank, "<blank>");
     /* asr_transducer task: its BeamSearchTransducer(beam_size=2, search_type="maes", nstep, score_norm=False) */
     cr_assert_eq(tr_err_calc_from_cfg(&ec, &tl, 1, NULL, &err), 0);
     cr_expect(ec.beam == 2 && ec.search.search_type == TS_MAES && ec.search.nstep == 2 && !ec.search.score_norm &&
-              ec.search.no_greedy && ec.wer_u2581);
-    cr_expect(!ec.cer && !ec.wer, "ESPnetASRTransducerModel reports neither by default");
+              ec.search.no_greedy && ec.text.kind == ERR_TRANSDUCER_BODY);
+    cr_expect(!ec.text.cer && !ec.text.wer, "ESPnetASRTransducerModel reports neither by default");
     int64_t nstep = 3;
     int yes = 1, no = 0;
     model_conf_cfg mc = {.validation_nstep = &nstep, .report_cer = &yes, .report_wer = &no, .sym_space = "_"};
     cr_assert_eq(tr_err_calc_from_cfg(&ec, &tl, 1, &mc, &err), 0);
-    cr_expect(ec.search.nstep == 3 && ec.cer && !ec.wer);
-    cr_expect_str_eq(ec.space, "_");
+    cr_expect(ec.search.nstep == 3 && ec.text.cer && !ec.text.wer);
+    cr_expect_str_eq(ec.text.space, "_");
     /* maes needs beam_size + expansion_beta (4) labels, as ESPnet2 asserts: refused at the start */
     token_list small = {.tokens = toks, .n = 3};
     cr_expect_neq(tr_err_calc_from_cfg(&ec, &small, 1, &mc, &err), 0);

@@ -95,7 +95,8 @@ Test(ebranchformer_train, stages_1_to_6_train_and_joint_decode)
 
 /* Self-conditioned intermediate CTC after block 1 of 2 (model_conf.interctc_weight 0.3): training
  * writes the conditioning layer under ESPnet's name, logs the layer's CTC loss under ESPnet's
- * name (loss_interctc_layer1, train/ and valid/), and decoding (which feeds it back) runs. */
+ * name (loss_interctc_layer1, train/ and valid/; valid/cer_interctc_layer1, its greedy CER, in
+ * [0, 1] here, beside cer_ctc), and decoding (which feeds it back) runs. */
 Test(ebranchformer_train, intermediate_ctc_trains_and_decodes)
 {
     cr_assert_eq(run("ic", "--inference_config " CONF "inference_tiny_ebranchformer.yaml --stages train infer "
@@ -117,11 +118,14 @@ Test(ebranchformer_train, intermediate_ctc_trains_and_decodes)
     st_close(&f);
     char *csv = slurp("ic/metrics.csv");
     char *header = strndup(csv, strcspn(csv, "\n"));
-    cr_assert(strstr(header, "train/loss_interctc_layer1") && strstr(header, "valid/loss_interctc_layer1"), "%s", header);
+    cr_assert(strstr(header, "train/loss_interctc_layer1") && strstr(header, "valid/loss_interctc_layer1") &&
+                  strstr(header, "valid/cer_interctc_layer1") && strstr(header, "valid/cer_ctc"),
+              "%s", header);
     free(header), free(csv);
     /* the valid value is a positive loss (a CTC loss of 6 untrained utterances) */
     cr_assert_eq(test_sh("cd '%s/ic' && /usr/bin/python3 -c \"import csv; r=[x for x in csv.DictReader(open('metrics.csv')) "
-                         "if x.get('valid/loss_interctc_layer1')]; assert r and float(r[-1]['valid/loss_interctc_layer1']) > 0, r\"",
+                         "if x.get('valid/loss_interctc_layer1')]; assert r and float(r[-1]['valid/loss_interctc_layer1']) > 0, r; "
+                         "c=float(r[-1]['valid/cer_interctc_layer1']); assert 0 <= c <= 1, c\"",
                          dir),
                  0);
 }

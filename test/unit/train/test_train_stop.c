@@ -198,7 +198,7 @@ Test(train_stop, callback_keys_are_checked_at_their_line)
          "every_n_train_steps: 3}]'",
          "trainer.callbacks[0].every_n_train_steps: not an argument of EarlyStopping here"},
         {"'+trainer.callbacks=[{_target_: lightning.pytorch.callbacks.EarlyStopping, monitor: valid/loss}, "
-         "{_target_: lightning.pytorch.callbacks.EarlyStopping, monitor: valid/cer}]'",
+         "{_target_: lightning.pytorch.callbacks.EarlyStopping, monitor: valid/cer_ctc}]'",
          "trainer.callbacks[1]: one EarlyStopping per run here"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -379,7 +379,7 @@ Test(train_stop, early_stopping_ends_the_run_after_the_validation_that_asks)
                  1);
     char *all = slurp("log");
     cr_assert(strstr(all, "trainer.callbacks: EarlyStopping's monitor valid/acc is not reported by this model's "
-                          "validation (it reports valid/loss, valid/cer; or strict: false)"),
+                          "validation (it reports valid/loss, valid/loss_ctc, valid/cer_ctc; or strict: false)"),
               "%s", all);
     free(all);
 }
@@ -416,7 +416,7 @@ Test(train_stop, plateau_and_one_cycle_schedulers_through_the_trainer)
     cr_assert_eq(run("acc", PLATEAU_ARGS "+scheduler_monitor=valid/acc trainer.max_epochs=2"), 1);
     char *all = slurp("log");
     cr_assert(strstr(all, "espnet3: error: +scheduler_monitor=valid/acc: scheduler_monitor: valid/acc is not reported "
-                          "by this model's validation (it reports valid/loss, valid/cer;"),
+                          "by this model's validation (it reports valid/loss, valid/loss_ctc, valid/cer_ctc;"),
               "%s", all);
     free(all);
     cr_assert_not(test_exists(test_path(dir, "acc/checkpoints/epoch=1-step=5")), "training ran");

@@ -1,7 +1,8 @@
 /* A transducer's validation error rates through stage 5 on the tiny recipe: valid/cer_transducer
  * and valid/wer_transducer in metrics.csv, the log and the TensorBoard events of the ASR task's
  * transducer (on by default, as ESPnetASRModel's report_cer / report_wer), usable as
- * best_model_criterion, each turned off by its key; the asr_transducer task's (off by default,
+ * best_model_criterion, each turned off by its key (with both off, ESPnet2's valid/cer_ctc instead);
+ * the asr_transducer task's (off by default,
  * as ESPnetASRTransducerModel's); a sym_blank that names a token other than 0 refused at its line. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -100,6 +101,7 @@ Test(train_transducer_errors, each_key_turns_its_rate_off)
                  0, "%s", slurp("log"));
     char *csv = slurp("nocer/metrics.csv");
     cr_expect(column(csv, "valid/cer_transducer") < 0 && column(csv, "valid/wer_transducer") > 0, "%s", csv);
+    cr_expect(column(csv, "valid/cer_ctc") < 0, "ESPnet2 builds no CTC error calculator here:\n%s", csv);
     free(csv);
     cr_assert_eq(run_tiny("none", "--stages train trainer.max_epochs=1 " TRANSDUCER
                                   " model.model_conf.report_cer=false model.model_conf.report_wer=false"),
@@ -107,6 +109,8 @@ Test(train_transducer_errors, each_key_turns_its_rate_off)
     csv = slurp("none/metrics.csv");
     cr_expect(column(csv, "valid/cer_transducer") < 0 && column(csv, "valid/wer_transducer") < 0 &&
               column(csv, "valid/loss_transducer") > 0, "%s", csv);
+    /* with both false ESPnetASRModel's constructor builds the CTC branch's calculator instead */
+    cr_expect(column(csv, "valid/cer_ctc") > 0 && column(csv, "valid/loss_ctc") > 0, "%s", csv);
     free(csv);
 }
 
