@@ -360,6 +360,7 @@ Test(checkpoint, espnet3_names_load_in_pytorch)
     const char *python = test_venv_tool("python");
     ckpt_manager m;
     five_epochs_averaged(&m);
+    ckpt_close(&m); /* the files are what PyTorch reads */
     cr_assert_eq(test_sh("cd '%s' && '%s' '%s/scripts/check_torch_load.py' . > loaded 2>&1", dir, python, test_root_dir()), 0,
                  "%s", test_slurp_or_empty(test_path(dir, "loaded")));
     char *out = test_slurp(test_path(dir, "loaded"));
