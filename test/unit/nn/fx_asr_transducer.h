@@ -15,10 +15,10 @@ static inline model_dims fx_mixed_dims(void)
                     .cgmlp_units = 20, .gate_act = ACT_IDENTITY, .n_groups = 4};
     /* blocks, encoder, heads, ff, cnn_kernel, use_cnn, use_ffn, cgmlp_units, cgmlp_kernel, merge_kernel,
      * then the conv1d block's groups, dilation, bias, batch_norm, relu, stride */
-    d.group[0] = (struct model_group){2, ENC_CONFORMER, 2, 24, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-    d.group[1] = (struct model_group){1, ENC_EBRANCHFORMER, 4, 20, 5, 0, 1, 20, 5, 3, 0, 0, 0, 0, 0, 0};
-    d.group[2] = (struct model_group){1, ENC_EBRANCHFORMER, 1, 12, 3, 0, 0, 12, 3, 0, 0, 0, 0, 0, 0, 0};
-    d.group[3] = (struct model_group){1, ENC_CONFORMER, 4, 32, 5, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    d.group[0] = (struct model_group){2, ENC_CONFORMER, 2, 24, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {0}, {0}};
+    d.group[1] = (struct model_group){1, ENC_EBRANCHFORMER, 4, 20, 5, 0, 1, 20, 5, 3, 0, 0, 0, 0, 0, 0, {0}, {0}};
+    d.group[2] = (struct model_group){1, ENC_EBRANCHFORMER, 1, 12, 3, 0, 0, 12, 3, 0, 0, 0, 0, 0, 0, 0, {0}, {0}};
+    d.group[3] = (struct model_group){1, ENC_CONFORMER, 4, 32, 5, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {0}, {0}};
     d.f2 = input_layer_out_bins(IN_CONV2D, d.idim);
     return d;
 }
@@ -30,10 +30,10 @@ static inline model_dims fx_pointwise_dims(void)
     model_dims d = fx_mixed_dims();
     d.n_groups = 5;
     d.group[0].blocks = 1;
-    d.group[1] = (struct model_group){1, ENC_CONV1D, 0, 0, 1, 0, 0, 0, 0, 0, 2, 1, 1, 1, 1, 1};
-    d.group[2] = (struct model_group){1, ENC_EBRANCHFORMER, 4, 20, 5, 0, 1, 20, 5, 3, 0, 0, 0, 0, 0, 0};
-    d.group[3] = (struct model_group){1, ENC_CONV1D, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1};
-    d.group[4] = (struct model_group){1, ENC_CONFORMER, 4, 32, 5, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    d.group[1] = (struct model_group){1, ENC_CONV1D, 0, 0, 1, 0, 0, 0, 0, 0, 2, 1, 1, 1, 1, 1, {0}, {0}};
+    d.group[2] = (struct model_group){1, ENC_EBRANCHFORMER, 4, 20, 5, 0, 1, 20, 5, 3, 0, 0, 0, 0, 0, 0, {0}, {0}};
+    d.group[3] = (struct model_group){1, ENC_CONV1D, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1, {0}, {0}};
+    d.group[4] = (struct model_group){1, ENC_CONFORMER, 4, 32, 5, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {0}, {0}};
     return d;
 }
 
@@ -43,8 +43,8 @@ static inline model_dims fx_pointwise_dims(void)
 static inline model_dims fx_shrink_dims(void)
 {
     model_dims d = fx_pointwise_dims();
-    d.group[1] = (struct model_group){1, ENC_CONV1D, 0, 0, 2, 0, 0, 0, 0, 0, 1, 2, 1, 1, 1, 2};
-    d.group[3] = (struct model_group){1, ENC_CONV1D, 0, 0, 2, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1};
+    d.group[1] = (struct model_group){1, ENC_CONV1D, 0, 0, 2, 0, 0, 0, 0, 0, 1, 2, 1, 1, 1, 2, {0}, {0}};
+    d.group[3] = (struct model_group){1, ENC_CONV1D, 0, 0, 2, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1, {0}, {0}};
     return d;
 }
 

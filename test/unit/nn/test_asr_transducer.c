@@ -348,6 +348,22 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
                  0, "%s", err.msg);
     cr_assert(d.encoder == ENC_EBRANCHFORMER && !d.use_ffn && d.merge_kernel == 0 && d.cgmlp_kernel == 5 &&
               d.cgmlp_units == 16);
+    /* main_conf's norms with each block's eps and partial, get_normalization's defaults for the rest
+     * (RMSNorm's eps 1e-5; layer_norm's 1e-12 is eps 0); the Conformer's convolution module keeps
+     * its BatchNorm1d whatever conv_mod_norm_type says */
+    cr_assert_eq(dims_of_yaml(dir, EBF "        linear_size: 16\n        norm_partial: 0.5\n        conv_mod_norm_eps: 0.001\n"
+                                   "    main_conf:\n      norm_type: rms_norm\n      conv_mod_norm_type: basic_norm\n"
+                                   "      after_norm_eps: 0.01\n",
+                              &d, &err),
+                 0, "%s", err.msg);
+    cr_assert(d.norm.kind == NORM_RMS && d.norm.p == 4 && d.norm.eps == 1e-5f);
+    cr_assert(d.csgu_norm.kind == NORM_BASIC && d.csgu_norm.eps == 0.001f && d.csgu_norm.p == 0);
+    cr_assert(d.after_norm.kind == NORM_RMS && d.after_norm.eps == 0.01f && d.after_norm.p == 0);
+    cr_assert_eq(dims_of_yaml(dir, BODY "        norm_eps: 0.0001\n    main_conf:\n      conv_mod_norm_type: scale_norm\n",
+                              &d, &err),
+                 0, "%s", err.msg);
+    cr_assert(d.norm.kind == NORM_LAYER && d.norm.eps == 1e-4f && d.after_norm.kind == NORM_LAYER &&
+              d.after_norm.eps == 0 && d.csgu_norm.kind == NORM_LAYER && d.use_cnn);
     /* blocks of different types and sizes (the fixture's MIXED): one group per run, the largest sizes */
     cr_assert_eq(dims_of_yaml(dir, "  encoder_conf:\n    body_conf:\n"
                                    "      - {block_type: conformer, hidden_size: 16, linear_size: 24, heads: 2, "
@@ -433,17 +449,14 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
         {BODY C1D_NEXT "        output_size: 16\n        kernel_size: 1\n      - block_type: conformer\n"
               "        hidden_size: 16\n        linear_size: 16\n        conv_mod_kernel_size: 3\n",
          "body_conf[1].output_size: conv1d blocks that change the size (8 -> 16) are not built (write output_size 8)"},
-        {BODY "      - block_type: ebranchformer\n        hidden_size: 8\n        linear_size: 16\n        heads: 2\n"
-              "        conv_mod_kernel_size: 3\n    main_conf:\n      conv_mod_norm_type: rms_norm\n",
-         "conv_mod_norm_type: rms_norm is not built for ebranchformer blocks"},
         {EBF "        linear_size: 16\n      - block_type: conformer\n        hidden_size: 8\n        linear_size: 16\n"
              "        conv_mod_kernel_size: 3\n    main_conf:\n      conv_mod_act_type: relu\n",
          "pos_wise_act_type swish and conv_mod_act_type relu differ"},
         {EBF "        linear_size: 15\n", "body_conf[0].linear_size: 15 must be even"},
         {EBF "        linear_size: 16\n        depth_conv_kernel_size: 4\n", "depth_conv_kernel_size: 4 must be odd"},
-        {EBF "        linear_size: 16\n    main_conf:\n      conv_mod_norm_type: rms_norm\n",
-         "conv_mod_norm_type: rms_norm is not built for ebranchformer blocks"},
-        {EBF "        linear_size: 16\n        conv_mod_norm_eps: 0.00001\n", "conv_mod_norm_eps: 1e-05 is not supported"},
+        {EBF "        linear_size: 16\n        conv_mod_norm_eps: 0\n", "conv_mod_norm_eps: 0 must be positive"},
+        {EBF "        linear_size: 16\n        norm_partial: 0.01\n    main_conf:\n      norm_type: rms_norm\n",
+         "norm_partial: 0.01 of 8 columns is none"},
         {BODY "  decoder: mega\n", "model.decoder: 'mega' is not supported"},
         {BODY "  decoder: stateless\n  decoder_conf:\n    hidden_size: 4\n",
          "rnn_type, num_layers, hidden_size and dropout_rate are RNNDecoder's"},
