@@ -48,4 +48,26 @@ static inline model_dims fx_shrink_dims(void)
     return d;
 }
 
+/* The norms_<kind>_* models (NORMS): MIXED's blocks with main_conf's norm_type and
+ * conv_mod_norm_type and each entry's eps / partial keys (norm_spec: kind, partial columns, eps;
+ * layer_norm's eps 0 is its 1e-12). kind: NORM_RMS (rms_norm, gating units scale_norm), NORM_BASIC
+ * (basic_norm, gating units rms_norm), NORM_SCALE (scale_norm, gating units basic_norm). */
+static inline model_dims fx_norms_dims(int kind)
+{
+    model_dims d = fx_mixed_dims();
+    norm_spec n = {kind, 0, kind == NORM_BASIC ? 0.25f : 1e-5f};
+    int ck = kind == NORM_RMS ? NORM_SCALE : kind == NORM_BASIC ? NORM_RMS : NORM_BASIC;
+    norm_spec c = {ck, 0, ck == NORM_BASIC ? 0.25f : 1e-5f};
+    for (int g = 0; g < 4; g++) d.group[g].norm = n;
+    d.group[1].csgu_norm = d.group[2].csgu_norm = c;
+    d.after_norm = n;
+    if (kind == NORM_RMS) /* block 0: norm_partial 0.5, norm_eps 1e-4; ebranchformer: conv_mod_norm_eps 1e-3 */
+        d.group[0].norm = (norm_spec){NORM_RMS, 8, 1e-4f}, d.group[1].csgu_norm.eps = 1e-3f, d.after_norm.p = 4;
+    if (kind == NORM_BASIC) /* ebranchformer: conv_mod_norm_partial 0.5; branchformer: norm_eps 0.1 */
+        d.group[1].csgu_norm.p = 5, d.group[2].norm.eps = 0.1f, d.after_norm.eps = 0.5f;
+    if (kind == NORM_SCALE) d.group[3].norm.eps = 1e-3f;
+    d.norm = d.group[0].norm, d.csgu_norm = d.group[0].csgu_norm;
+    return d;
+}
+
 #endif

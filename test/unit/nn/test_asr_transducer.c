@@ -36,7 +36,8 @@ enum { IDIM = 20, D = 16, VOCAB = 12, B = 2, STRIDE = 7 };
  * model with FastEmit and the auxiliary LM loss, and the mixed, pointwise-conv1d and shrinking-conv1d
  * Encoders. */
 typedef enum variant {
-    V_RNN = 0, V_STATELESS, V_EBRANCHFORMER, V_BRANCHFORMER, V_GRU, V_AUX, V_MIXED, V_POINTWISE, V_SHRINK
+    V_RNN = 0, V_STATELESS, V_EBRANCHFORMER, V_BRANCHFORMER, V_GRU, V_AUX, V_MIXED, V_POINTWISE, V_SHRINK,
+    V_NORMS_RMS, V_NORMS_BASIC, V_NORMS_SCALE
 } variant;
 
 static model_dims fixture_dims(variant v)
@@ -44,6 +45,7 @@ static model_dims fixture_dims(variant v)
     if (v == V_MIXED) return fx_mixed_dims();
     if (v == V_POINTWISE) return fx_pointwise_dims();
     if (v == V_SHRINK) return fx_shrink_dims();
+    if (v >= V_NORMS_RMS) return fx_norms_dims(v == V_NORMS_RMS ? NORM_RMS : v == V_NORMS_BASIC ? NORM_BASIC : NORM_SCALE);
     model_dims d = {.idim = IDIM, .d = D, .heads = 2, .ff = 24, .blocks = 2, .vocab = VOCAB,
                     .encoder = ENC_CONFORMER, .macaron = 1, .rel_pos = 1, .use_cnn = 1, .cnn_kernel = 3,
                     .act = ACT_SWISH, .input_layer = IN_CONV2D,
@@ -93,9 +95,11 @@ static void setup(fixture *f, backend_kind kind, variant v)
 {
     static const char *const weights[] = {"weights", "weights", "ebranchformer_weights", "branchformer_weights",
                                           "weights", "aux_weights", "mixed_weights", "pointwise_weights",
-                                          "shrink_weights"};
+                                          "shrink_weights", "norms_rms_weights", "norms_basic_weights",
+                                          "norms_scale_weights"};
     static const char *const outputs[] = {"loss", "stateless_loss", "ebranchformer_loss", "branchformer_loss",
-                                          "gru_loss", "aux_loss", "mixed_loss", "pointwise_loss", "shrink_loss"};
+                                          "gru_loss", "aux_loss", "mixed_loss", "pointwise_loss", "shrink_loss",
+                                          "norms_rms_loss", "norms_basic_loss", "norms_scale_loss"};
     esp_err err;
     cr_assert((f->be = backend_open(kind, 0, 1, &err)) != NULL, "%s", err.msg);
     f->w = load_pack("asr_transducer", weights[v]), f->c = load_pack("asr_transducer", "loss");
@@ -189,8 +193,10 @@ static void check_loss(backend_kind kind, double tol, variant v)
         /* Softmax ignores linear_k's bias, training-mode BatchNorm the depthwise conv's (a per-channel
          * constant): rounding noise on both sides. So in the pointwise model: out_pos' bias (the same
          * vector added to every position's encoding shifts a query's scores alike), and the conv1d
-         * with BatchNorm's bias and its input's (block 0's norm_final) bias; the same in the shrink model. */
+         * with BatchNorm's bias and its input's (block 0's norm_final) bias; the same in the shrink model.
+         * With scale_norm, norm_blocks (a ScaleNorm) undoes the last block's norm_final scale. */
         if (strstr(p->name, "linear_k.bias") || strstr(p->name, "depthwise_conv.bias") ||
+            (v == V_NORMS_SCALE && strstr(p->name, "blocks.4.norm_final.scale")) ||
             ((v == V_POINTWISE || v == V_SHRINK) && (strstr(p->name, "out_pos.bias") || strstr(p->name, "blocks.1.conv.bias") ||
                                   strstr(p->name, "blocks.0.norm_final.bias")))) {
             cr_expect_lt(test_max_abs(g + p->offset, n), 1e-4, "%s", p->name);
@@ -204,7 +210,9 @@ static void check_loss(backend_kind kind, double tol, variant v)
     cr_assert_eq(n_grads, 0, "ESPnet2 has parameters espnet3's model lacks");
     static const char *const what[] = {"", " (stateless)", " (ebranchformer)", " (branchformer)", " (gru)",
                                        " (FastEmit, auxiliary LM loss)", " (mixed blocks)",
-                                       " (pointwise conv1d blocks)", " (conv1d blocks that shrink the frames)"};
+                                       " (pointwise conv1d blocks)", " (conv1d blocks that shrink the frames)",
+                                       " (rms_norm, scale_norm gating units)", " (basic_norm, rms_norm gating units)",
+                                       " (scale_norm, basic_norm gating units)"};
     cr_log_info("%s%s: loss %.7f (ESPnet %.7f), worst gradient rel err %.2g", f.be->name, what[v], loss, ref, worst);
     free(g);
     teardown(&f);
@@ -386,6 +394,36 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
         cr_assert(!memcmp(&d.group[g], &want.group[g], sizeof want.group[g]), "group %d", g);
     for (int l = 0; l < 5; l++) /* blocks 0-1, 2, 3, 4 */
         cr_assert_eq(model_block_group(&d, l), l < 2 ? 0 : l - 1, "block %d", l);
+    /* the fixture's norms_rms model from its config: each group's norms, and norm_blocks' */
+    cr_assert_eq(dims_of_yaml(dir, "  encoder_conf:\n    body_conf:\n"
+                                   "      - {block_type: conformer, hidden_size: 16, linear_size: 24, heads: 2, "
+                                   "conv_mod_kernel_size: 3, num_blocks: 2, norm_partial: 0.5, norm_eps: 0.0001}\n"
+                                   "      - {block_type: ebranchformer, hidden_size: 16, linear_size: 20, heads: 4, "
+                                   "conv_mod_kernel_size: 5, depth_conv_kernel_size: 3, conv_mod_norm_eps: 0.001}\n"
+                                   "      - {block_type: branchformer, hidden_size: 16, linear_size: 12, heads: 1, "
+                                   "conv_mod_kernel_size: 3}\n"
+                                   "      - {block_type: conformer, hidden_size: 16, linear_size: 32, heads: 4, "
+                                   "conv_mod_kernel_size: 5}\n"
+                                   "    main_conf:\n      norm_type: rms_norm\n      conv_mod_norm_type: scale_norm\n"
+                                   "      after_norm_partial: 0.25\n",
+                              &d, &err),
+                 0, "%s", err.msg);
+    want = fx_norms_dims(NORM_RMS);
+    for (int g = 0; g < 4; g++)
+        cr_assert(!memcmp(&d.group[g], &want.group[g], sizeof want.group[g]), "norms_rms group %d", g);
+    cr_assert(!memcmp(&d.after_norm, &want.after_norm, sizeof d.after_norm) &&
+              !memcmp(&d.norm, &want.norm, sizeof d.norm));
+    cr_assert_eq(dims_of_yaml(dir, "  encoder_conf:\n    body_conf:\n"
+                                   "      - {block_type: conformer, hidden_size: 16, linear_size: 24, heads: 2, "
+                                   "conv_mod_kernel_size: 3, num_blocks: 2}\n"
+                                   "      - {block_type: ebranchformer, hidden_size: 16, linear_size: 20, heads: 4, "
+                                   "conv_mod_kernel_size: 5, depth_conv_kernel_size: 3}\n"
+                                   "      - {block_type: branchformer, hidden_size: 16, linear_size: 12, heads: 1, "
+                                   "conv_mod_kernel_size: 3}\n"
+                                   "      - {block_type: conformer, hidden_size: 16, linear_size: 32, heads: 4, "
+                                   "conv_mod_kernel_size: 5}\n",
+                              &d, &err),
+                 0, "%s", err.msg);
     model_dims b3 = model_block_dims(&d, 3);
     cr_assert(b3.encoder == ENC_EBRANCHFORMER && b3.heads == 1 && b3.ff == 12 && !b3.use_ffn && !b3.merge_kernel);
     /* a conv1d block that keeps the frames and the size, with ESPnet2's defaults and without */
@@ -539,4 +577,23 @@ Test(asr_transducer, shrinking_conv1d_encoder_output_and_lengths_match_espnet_cp
 Test(asr_transducer, shrinking_conv1d_loss_and_every_gradient_match_espnet_cpu_and_ref64)
 {
     check_loss(BACKEND_CPU, 1e-5, V_SHRINK), check_loss(BACKEND_REF64, 1e-5, V_SHRINK);
+}
+
+/* main_conf's norm_type and conv_mod_norm_type other than layer_norm (packs norms_<kind>_*; MIXED's
+ * blocks, so every norm site: the Conformer's, the (E-)Branchformer's and their gating units',
+ * norm_blocks), with per-entry eps and partial keys: core/nn/norm_spec.h, the rownorm ops. */
+Test(asr_transducer, rms_norm_encoder_output_loss_and_every_gradient_match_espnet)
+{
+    check_encoder(BACKEND_CPU, V_NORMS_RMS), check_encoder(BACKEND_REF64, V_NORMS_RMS);
+    check_loss(BACKEND_CPU, 1e-5, V_NORMS_RMS), check_loss(BACKEND_REF64, 1e-5, V_NORMS_RMS);
+}
+Test(asr_transducer, basic_norm_encoder_output_loss_and_every_gradient_match_espnet)
+{
+    check_encoder(BACKEND_CPU, V_NORMS_BASIC), check_encoder(BACKEND_REF64, V_NORMS_BASIC);
+    check_loss(BACKEND_CPU, 1e-5, V_NORMS_BASIC), check_loss(BACKEND_REF64, 1e-5, V_NORMS_BASIC);
+}
+Test(asr_transducer, scale_norm_encoder_output_loss_and_every_gradient_match_espnet)
+{
+    check_encoder(BACKEND_CPU, V_NORMS_SCALE), check_encoder(BACKEND_REF64, V_NORMS_SCALE);
+    check_loss(BACKEND_CPU, 1e-5, V_NORMS_SCALE), check_loss(BACKEND_REF64, 1e-5, V_NORMS_SCALE);
 }
