@@ -22,8 +22,10 @@
 
 #include "core/compute/backend.h"
 #include "core/config/config.h"
+#include "core/formats/torch_zip.h"
 #include "core/nn/decoder_conf.h"
 #include "core/nn/model.h"
+#include "core/nn/model_files.h"
 #include "test/unit/nn/fx_asr_transducer.h"
 #include "test/unit/nn/fx_pack.h"
 #include "test/unit/test_util.h"
@@ -596,4 +598,41 @@ Test(asr_transducer, scale_norm_encoder_output_loss_and_every_gradient_match_esp
 {
     check_encoder(BACKEND_CPU, V_NORMS_SCALE), check_encoder(BACKEND_REF64, V_NORMS_SCALE);
     check_loss(BACKEND_CPU, 1e-5, V_NORMS_SCALE), check_loss(BACKEND_REF64, 1e-5, V_NORMS_SCALE);
+}
+
+/* A .pth of each norm model (BasicNorm's scalar eps, ScaleNorm's scalar scale, RMSNorm's scale
+ * vector under ESPnet2's names and shapes) loads back into the same model bit for bit. */
+Test(asr_transducer, norm_models_cross_a_pth_file)
+{
+    char dir[256];
+    test_tmpdir_make(dir, sizeof dir, "asr_transducer_norm_pth");
+    for (variant v = V_NORMS_RMS; v <= V_NORMS_SCALE; v++) {
+        fixture f;
+        setup(&f, BACKEND_CPU, v);
+        const param_table *t = &f.m.table;
+        float *state = calloc(t->state_total, sizeof *state), *back = calloc(t->state_total, sizeof *back);
+        int64_t *counts = calloc(t->n, sizeof *counts);
+        st_tensor *ts = calloc(t->n, sizeof *ts);
+        asr_model_state_to_host(&f.m, state);
+        model_state_tensors(t, state, counts, ts);
+        for (size_t i = 0; i < t->n; i++) { /* the fixture's ESPnet2 tensors, shapes as torch's */
+            size_t n;
+            pack_must(&f.w, ts[i].name, &n);
+            cr_assert_eq(n, t->items[i].count, "%s", ts[i].name);
+            if (strstr(ts[i].name, ".eps") || (v == V_NORMS_SCALE && strstr(ts[i].name, ".scale")))
+                cr_assert_eq(ts[i].ndim, 0, "%s is a scalar in ESPnet2", ts[i].name);
+        }
+        const char *path = test_path(dir, "m.pth");
+        esp_err err;
+        cr_assert_eq(pt_write(path, ts, t->n, &err), 0, "%s", err.msg);
+        model_dims d = fixture_dims(v);
+        asr_model m2;
+        asr_model_init_inference(&m2, f.be, &d);
+        cr_assert_eq(asr_model_load_weights(&m2, path, &err), 0, "%s", err.msg);
+        asr_model_state_to_host(&m2, back);
+        cr_assert(!memcmp(state, back, t->state_total * sizeof *state), "variant %d: the weights differ", (int)v);
+        asr_model_free(&m2);
+        free(state), free(back), free(counts), free(ts);
+        teardown(&f);
+    }
 }
