@@ -635,4 +635,5 @@ Test(asr_transducer, norm_models_cross_a_pth_file)
         free(state), free(back), free(counts), free(ts);
         teardown(&f);
     }
+    test_tmpdir_remove(dir);
 }
