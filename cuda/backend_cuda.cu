@@ -310,6 +310,8 @@ static constexpr backend cu_ops()
     b.relu_backward = cu_relu_backward;
     b.layernorm_forward = cu_layernorm_forward;
     b.layernorm_backward = cu_layernorm_backward;
+    b.rownorm_forward = cu_rownorm_forward;
+    b.rownorm_backward = cu_rownorm_backward;
     b.add = cu_add;
     b.scale = cu_scale;
     b.posenc_forward = cu_posenc_forward;

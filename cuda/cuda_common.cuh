@@ -21,6 +21,7 @@ extern "C" {
 #include "core/base/log.h"
 #include "core/compute/backend_ops.h"
 #include "core/compute/rnnt.h"
+#include "core/compute/rownorm.h"
 }
 #undef _Noreturn
 #include "core/compute/backend_cuda.h"
@@ -257,6 +258,11 @@ void cu_layernorm_forward(backend *be, float *y, float *mean, float *rstd, const
                           const float *b, int n, int c, double eps);
 void cu_layernorm_backward(backend *be, float *dx, float *dw, float *db, const float *dy, const float *x,
                            const float *w, const float *mean, const float *rstd, int n, int c, int acc);
+// cuda/ops_rownorm.cu
+void cu_rownorm_forward(backend *be, float *y, float *a, const float *x, const float *w, int n, int c, int kind, int p,
+                        double eps);
+void cu_rownorm_backward(backend *be, float *dx, float *dw, const float *dy, const float *x, const float *w,
+                         const float *a, int n, int c, int kind, int p, double eps, int acc);
 // cuda/ops_attention.cu
 void cu_mha_forward(backend *be, float *y, float *att, const float *q, int ldq, const float *k, const float *v,
                     int ldkv, const int *lens, int nb, int tq, int tk, int causal, int h, int hd, float p,

@@ -46,6 +46,10 @@ Files (scripts/make_decoder_fixtures.py's pack format):
                     conv1d blocks between them that keep the frames and the size (kernel_size 1,
                     stride 1: ESPnet2's Encoder is right about the lengths there, unpatched), one
                     with BatchNorm1d and 2 groups, one without ReLU or bias
+  norms_<kind>_weights, norms_<kind>_loss  the same for MIXED's Encoder with NORMS[kind]: main_conf's
+                    norm_type and conv_mod_norm_type (rms_norm, basic_norm, scale_norm) with per-block
+                    norm_eps / norm_partial / conv_mod_norm_eps / conv_mod_norm_partial and after_norm_*;
+                    norms_rms_search: search's items on its Encoder output of utterance 0
   shrink_weights, shrink_loss, shrink_search  the same for SHRINK, conv1d blocks that shrink the
                     frames (kernel 2, dilation 2, stride 2 with BatchNorm1d; kernel 2 without ReLU or
                     bias) between X-former
@@ -120,6 +124,20 @@ SHRINK = [
 ]
 
 
+# The norms_<kind>_* packs: MIXED's Encoder (every norm site: the Conformer's, the E-Branchformer's
+# and the Branchformer's, their gating units' and norm_blocks) with main_conf's norm_type and
+# conv_mod_norm_type of get_normalization's other kinds, and per-block eps / partial keys:
+# (main_conf, {body entry: extra keys}).
+NORMS = {
+    "rms": ({"norm_type": "rms_norm", "conv_mod_norm_type": "scale_norm", "after_norm_partial": 0.25},
+            {0: {"norm_partial": 0.5, "norm_eps": 1e-4}, 1: {"conv_mod_norm_eps": 1e-3}}),
+    "basic": ({"norm_type": "basic_norm", "conv_mod_norm_type": "rms_norm", "after_norm_eps": 0.5},
+              {1: {"conv_mod_norm_partial": 0.5}, 2: {"norm_eps": 0.1}}),
+    "scale": ({"norm_type": "scale_norm", "conv_mod_norm_type": "basic_norm"},
+              {3: {"norm_eps": 1e-3}}),
+}
+
+
 def shrunk_forward(self, x, x_len):
     """Encoder.forward (no dynamic chunks) returning the lengths of the blocks' last mask, which
     MultiBlocks.forward computes but drops; the unpatched one returns the input block's."""
@@ -134,6 +152,7 @@ def shrunk_forward(self, x, x_len):
 
 
 def build(stateless=False, block="conformer", aux=False, rnn_type="lstm"):
+    main_conf = {}
     body = [{"block_type": block, "hidden_size": D, "linear_size": LINEAR, "heads": HEADS,
              "conv_mod_kernel_size": KERNEL, "num_blocks": BLOCKS}]
     if block == "ebranchformer":
@@ -144,7 +163,10 @@ def build(stateless=False, block="conformer", aux=False, rnn_type="lstm"):
         body = POINTWISE
     if block == "shrink":
         body = SHRINK
-    encoder = Encoder(IDIM, body, input_conf={}, main_conf={})
+    if block.startswith("norms_"):
+        main_conf, extra = NORMS[block[len("norms_"):]]
+        body = [entry | extra.get(i, {}) for i, entry in enumerate(MIXED)]
+    encoder = Encoder(IDIM, body, input_conf={}, main_conf=main_conf)
     if block == "shrink":
         encoder.forward = shrunk_forward.__get__(encoder)
     if stateless:
@@ -167,6 +189,8 @@ def seeded_weights(model):
     for name, p in model.state_dict().items():
         if ("norm" in name or ".bn." in name) and p.is_floating_point():
             base = 1.0 if name.endswith("weight") or name.endswith("running_var") else 0.0
+            if name.endswith(".scale") or name.endswith(".eps"):  # RMSNorm's, ScaleNorm's, BasicNorm's: off their init
+                base = p.detach().clone()
             sd[name] = base + 0.1 * torch.randn(p.shape, generator=g).abs()
         else:
             sd[name] = p.detach().clone()
@@ -295,6 +319,16 @@ def main():
         n += write_pack(out, body + "_loss", [kv for kv in items if not kv[0].startswith("in.")])
         n += write_pack(out, body + "_search", search_case(bw, block=body))
         print(f"{body} blocks: loss {loss:.6f}, encoder lengths {hlens}")
+    for kind in NORMS:  # MIXED's Encoder with the other norms, the RNNDecoder
+        body = "norms_" + kind
+        torch.manual_seed(0)
+        bw = seeded_weights(build(block=body))
+        n += write_pack(out, body + "_weights", list(bw.items()))
+        items, loss, hlens = loss_case(bw, block=body)
+        n += write_pack(out, body + "_loss", [kv for kv in items if not kv[0].startswith("in.")])
+        if kind == "rms":
+            n += write_pack(out, body + "_search", search_case(bw, block=body))
+        print(f"{body}: loss {loss:.7f}")
     print(f"wrote {n * 4 / 1024:.0f} KiB to {out}")
 
 

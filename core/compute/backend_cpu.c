@@ -394,6 +394,20 @@ static void cpu_layernorm_forward(backend *be, float *y, float *mean, float *rst
     ew_run(be, &j, (size_t)n);
 }
 
+static void cpu_rownorm_forward(backend *be, float *y, float *a, const float *x, const float *w, int n, int c,
+                                int kind, int p, double eps)
+{
+    (void)be;
+    ops_rownorm_forward_f32(y, a, x, w, n, c, kind, p, eps);
+}
+
+static void cpu_rownorm_backward(backend *be, float *dx, float *dw, const float *dy, const float *x, const float *w,
+                                 const float *a, int n, int c, int kind, int p, double eps, int acc)
+{
+    (void)be;
+    ops_rownorm_backward_f32(dx, dw, dy, x, w, a, n, c, kind, p, eps, acc);
+}
+
 static void cpu_layernorm_backward(backend *be, float *dx, float *dw, float *db, const float *dy,
                                    const float *x, const float *w, const float *mean,
                                    const float *rstd, int n, int c, int acc)
@@ -861,6 +875,8 @@ int backend_cpu_init(backend *be, int threads, esp_err *err)
         .relu_backward = cpu_relu_backward,
         .layernorm_forward = cpu_layernorm_forward,
         .layernorm_backward = cpu_layernorm_backward,
+        .rownorm_forward = cpu_rownorm_forward,
+        .rownorm_backward = cpu_rownorm_backward,
         .add = cpu_add,
         .scale = cpu_scale,
         .clip_grad_value = cpu_clip_grad_value,

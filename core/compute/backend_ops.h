@@ -67,6 +67,14 @@
         const float *dy, const float *x, const float *w, const float *mean, const float *rstd, int n,    \
         int c, int acc),                                                                                 \
         (be, dx, dw, db, dy, x, w, mean, rstd, n, c, acc))                                               \
+    /* the asr_transducer task's BasicNorm, RMSNorm and ScaleNorm (kind: core/compute/rownorm.h) */      \
+    X(ROWNORM_FORWARD, rownorm_forward, void, (backend *be, float *y, float *a, const float *x,          \
+        const float *w, int n, int c, int kind, int p, double eps),                                      \
+        (be, y, a, x, w, n, c, kind, p, eps))                                                            \
+    X(ROWNORM_BACKWARD, rownorm_backward, void, (backend *be, float *dx, float *dw, const float *dy,      \
+        const float *x, const float *w, const float *a, int n, int c, int kind, int p, double eps,       \
+        int acc),                                                                                        \
+        (be, dx, dw, dy, x, w, a, n, c, kind, p, eps, acc))                                              \
     X(ADD, add, void, (backend *be, float *y, const float *a, const float *b, size_t n),                 \
         (be, y, a, b, n))                                                                                \
     X(SCALE, scale, void, (backend *be, float *y, const float *x, double s, size_t n),                   \

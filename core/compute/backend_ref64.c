@@ -246,6 +246,29 @@ static void ref_layernorm_backward(backend *be, float *dx, float *dw, float *db,
     tmp_release(be);
 }
 
+static void ref_rownorm_forward(backend *be, float *y, float *a, const float *x, const float *w, int n, int c,
+                                int kind, int p, double eps)
+{
+    size_t nx = (size_t)n * c, nw = kind == ROWNORM_RMS ? (size_t)c : 1;
+    double *yd = tmp_zeros(be, nx), *ad = tmp_zeros(be, (size_t)n);
+    ops_rownorm_forward_f64(yd, ad, wide(be, x, nx), wide(be, w, nw), n, c, kind, p, eps);
+    narrow(y, yd, nx);
+    narrow(a, ad, (size_t)n);
+    tmp_release(be);
+}
+
+static void ref_rownorm_backward(backend *be, float *dx, float *dw, const float *dy, const float *x, const float *w,
+                                 const float *a, int n, int c, int kind, int p, double eps, int acc)
+{
+    size_t nx = (size_t)n * c, nw = kind == ROWNORM_RMS ? (size_t)c : 1;
+    double *dxd = acc ? wide(be, dx, nx) : tmp_zeros(be, nx), *dwd = wide(be, dw, nw);
+    ops_rownorm_backward_f64(dxd, dwd, wide(be, dy, nx), wide(be, x, nx), wide(be, w, nw), wide(be, a, (size_t)n), n,
+                             c, kind, p, eps, acc);
+    narrow(dx, dxd, nx);
+    narrow(dw, dwd, nw);
+    tmp_release(be);
+}
+
 static void ref_add(backend *be, float *y, const float *a, const float *b, size_t n)
 {
     double *yd = tmp_zeros(be, n);
@@ -767,6 +790,8 @@ int backend_ref64_init(backend *be, int threads, esp_err *err)
         .relu_backward = ref_relu_backward,
         .layernorm_forward = ref_layernorm_forward,
         .layernorm_backward = ref_layernorm_backward,
+        .rownorm_forward = ref_rownorm_forward,
+        .rownorm_backward = ref_rownorm_backward,
         .add = ref_add,
         .scale = ref_scale,
         .posenc_forward = ref_posenc_forward,

@@ -135,6 +135,22 @@ op_cost op_cost_layernorm_forward(backend *be, float *y, float *mean, float *rst
     return cost(8 * N * C, 2 * N * C + 2 * C + 2 * N);
 }
 
+op_cost op_cost_rownorm_forward(backend *be, float *y, float *a, const float *x, const float *w, int n, int c,
+                                int kind, int p, double eps)
+{
+    (void)be, (void)y, (void)a, (void)x, (void)w, (void)kind, (void)p, (void)eps;
+    double N = n, C = c;
+    return cost(4 * N * C, 2 * N * C + C + N);
+}
+
+op_cost op_cost_rownorm_backward(backend *be, float *dx, float *dw, const float *dy, const float *x, const float *w,
+                                 const float *a, int n, int c, int kind, int p, double eps, int acc)
+{
+    (void)be, (void)dx, (void)dw, (void)dy, (void)x, (void)w, (void)a, (void)kind, (void)p, (void)eps;
+    double N = n, C = c;
+    return cost(10 * N * C, N * C * (acc ? 4 : 3) + 2 * C + N);
+}
+
 op_cost op_cost_layernorm_backward(backend *be, float *dx, float *dw, float *db, const float *dy, const float *x,
                                    const float *w, const float *mean, const float *rstd, int n, int c, int acc)
 {

@@ -33,6 +33,7 @@
 #include "core/compute/conv_winograd.h"
 #include "core/compute/kernel_math.h"
 #include "core/compute/rnnt.h"
+#include "core/compute/rownorm.h"
 
 /* Output length of one Conv2d(kernel 3, stride 2, no padding) along a dimension: torch's
  * (n - 3) // 2 + 1 (= (n - 1) // 2), 0 when the input is shorter than the kernel. */

@@ -77,6 +77,18 @@ void OPS_DECL_FN(layernorm_backward)(OPS_DECL_T *dx, OPS_DECL_T *dw, OPS_DECL_T 
                                      const OPS_DECL_T *mean, const OPS_DECL_T *rstd, int n, int c,
                                      int acc);
 
+/* ---- The asr_transducer task's other norms over the last dim c of x (n, c) (ESPnet2's
+ * asr_transducer/normalization.py), kind ROWNORM_* (core/compute/rownorm.h): BasicNorm y = x * (mean(x^2) + exp(w[0]))^-0.5
+ * (w[0] the learned log eps); RMSNorm y = w * x / (sqrt(sum_{i<p} x_i^2 / p) + eps) (p the partial
+ * columns, c when not partial); ScaleNorm y = x * w[0] / max(||x||, eps). Saves a[n], the row's
+ * factor (BasicNorm's and RMSNorm's; ScaleNorm's 1 / max(||x||, eps)) for the backward. */
+void OPS_DECL_FN(rownorm_forward)(OPS_DECL_T *y, OPS_DECL_T *a, const OPS_DECL_T *x, const OPS_DECL_T *w,
+                                  int n, int c, int kind, int p, double eps);
+/* dx (acc 0 '=', 1 '+='; must not alias dy), dw += (c values for RMSNorm, 1 for the others). */
+void OPS_DECL_FN(rownorm_backward)(OPS_DECL_T *dx, OPS_DECL_T *dw, const OPS_DECL_T *dy, const OPS_DECL_T *x,
+                                   const OPS_DECL_T *w, const OPS_DECL_T *a, int n, int c, int kind, int p,
+                                   double eps, int acc);
+
 /* ---- Elementwise: y = a + b (residual add; y may alias a or b; its backward is the identity),
  * y = x * (type)s (y may alias x; its own backward with the same s). ---- */
 void OPS_DECL_FN(add)(OPS_DECL_T *y, const OPS_DECL_T *a, const OPS_DECL_T *b, size_t n);

@@ -625,6 +625,66 @@ void OPS_FN(layernorm_backward)(real *dx, real *dw, real *db, const real *dy, co
     }
 }
 
+/* -------------------------------------------------------------------- rownorm */
+
+/* sum of x_i^2 over the first p columns of row xr. */
+static real OPS_FN(rownorm_sumsq)(const real *xr, int p)
+{
+    real s = 0;
+    for (int i = 0; i < p; i++) s += xr[i] * xr[i];
+    return s;
+}
+
+/* The columns whose squares the row's statistic sums: RMSNorm's partial ones, else all. */
+static int OPS_FN(rownorm_cols)(int kind, int p, int c) { return kind == ROWNORM_RMS && p > 0 && p < c ? p : c; }
+
+void OPS_FN(rownorm_forward)(real *y, real *a, const real *x, const real *w, int n, int c, int kind, int p,
+                             double eps)
+{
+    int pc = OPS_FN(rownorm_cols)(kind, p, c);
+    for (int r = 0; r < n; r++) {
+        const real *xr = x + (size_t)r * c;
+        real *yr = y + (size_t)r * c, ss = OPS_FN(rownorm_sumsq)(xr, pc), nrm = sqrt(ss), f;
+        if (kind == ROWNORM_BASIC) f = 1 / sqrt(ss / (real)c + exp(w[0]));
+        else if (kind == ROWNORM_RMS) f = 1 / (nrm / sqrt((real)pc) + (real)eps);
+        else f = 1 / (nrm > (real)eps ? nrm : (real)eps);
+        for (int i = 0; i < c; i++) yr[i] = xr[i] * f * (kind == ROWNORM_RMS ? w[i] : kind == ROWNORM_SCALE ? w[0] : 1);
+        a[r] = f;
+    }
+}
+
+/* With f the row's factor, S = sum(g * x) (g = dy * w for RMSNorm, else dy) and nrm the norm:
+ *   BasicNorm: dx = f dy - f^3 S x / c;               dw[0] += -f^3 S exp(w[0]) / 2
+ *   RMSNorm:   dx = f g - f^2 S x_i / (sqrt(p) nrm)   (the second term for i < p);  dw += dy x f
+ *   ScaleNorm: dx = w0 (f dy - f^2 S x / nrm)         (the second term where nrm >= eps); dw[0] += S f
+ * (torch's norm passes no gradient at nrm 0). */
+void OPS_FN(rownorm_backward)(real *dx, real *dw, const real *dy, const real *x, const real *w, const real *a, int n,
+                              int c, int kind, int p, double eps, int acc)
+{
+    int pc = OPS_FN(rownorm_cols)(kind, p, c);
+    for (int r = 0; r < n; r++) {
+        const real *xr = x + (size_t)r * c, *gr = dy + (size_t)r * c;
+        real *dxr = dx + (size_t)r * c, f = a[r], S = 0, nrm = sqrt(OPS_FN(rownorm_sumsq)(xr, pc));
+        for (int i = 0; i < c; i++) S += gr[i] * xr[i] * (kind == ROWNORM_RMS ? w[i] : 1);
+        real k2 = 0; /* dx_i = (coefficient of g_i) + k2 * x_i for the statistic's columns */
+        if (kind == ROWNORM_BASIC) {
+            k2 = -f * f * f * S / (real)c;
+            dw[0] += (real)-0.5 * f * f * f * S * exp(w[0]);
+        } else if (kind == ROWNORM_RMS) {
+            k2 = nrm > 0 ? -f * f * S / (sqrt((real)pc) * nrm) : 0;
+            for (int i = 0; i < c; i++) dw[i] += gr[i] * xr[i] * f;
+        } else {
+            k2 = nrm >= (real)eps && nrm > 0 ? -w[0] * f * f * S / nrm : 0;
+            dw[0] += S * f;
+        }
+        for (int i = 0; i < c; i++) {
+            real g = kind == ROWNORM_RMS ? gr[i] * w[i] : kind == ROWNORM_SCALE ? gr[i] * w[0] : gr[i];
+            real d = f * g + (i < pc ? k2 * xr[i] : 0);
+            dxr[i] = acc ? dxr[i] + d : d;
+        }
+    }
+}
+
 typedef struct OPS_FN(lnb_job) {
     real *dx, *dw, *db;
     const real *dy, *x, *w, *mean, *rstd;

@@ -71,7 +71,7 @@ static const config_allowed allowed_rules[] = {
     {"model.encoder_conf.input_conf.subsampling_factor", "2|4|6"},
     {"model.encoder_conf.main_conf.pos_wise_act_type", "swish|relu"},
     {"model.encoder_conf.main_conf.conv_mod_act_type", "swish|relu"},
-    {"model.encoder_conf.main_conf.norm_type", "layer_norm"},
+    {"model.encoder_conf.main_conf.norm_type", "layer_norm|basic_norm|rms_norm|scale_norm"},
     {"model.encoder_conf.main_conf.conv_mod_norm_type", "layer_norm|basic_norm|rms_norm|scale_norm"},
     {"model.encoder_conf.main_conf.simplified_att_score", "false"},
     {"model.encoder_conf.main_conf.dynamic_chunk_training", "false"},

@@ -47,6 +47,32 @@ int body_shrinks_frames(const model_cfg *m)
     return 0;
 }
 
+/* main_conf's norm_type / conv_mod_norm_type (config_validate.c allows these four). */
+static int norm_kind_of(const char *name)
+{
+    return !name ? NORM_LAYER : !strcmp(name, "basic_norm") ? NORM_BASIC : !strcmp(name, "rms_norm") ? NORM_RMS
+         : !strcmp(name, "scale_norm") ? NORM_SCALE : NORM_LAYER;
+}
+
+/* A norm of kind over d columns with its eps and partial keys (`key`_eps, `key`_partial) as
+ * get_normalization takes them: eps by default 1e-12 (layer_norm), 0.25 (basic_norm: the initial
+ * value of its learned log) or 1e-5; RMSNorm's partial statistic over int(d * partial) columns when
+ * partial is in (0, 1), else every column. */
+static int norm_spec_of(norm_spec *out, int kind, const double *eps, const double *partial, int64_t d,
+                        const char *key, esp_err *err)
+{
+    double e = eps ? *eps : kind == NORM_LAYER ? 1e-12 : kind == NORM_BASIC ? 0.25 : 1e-5;
+    if (!(e > 0)) return esp_fail(err, "%s_eps: %g must be positive", key, e);
+    out->kind = kind, out->eps = kind == NORM_LAYER && !eps ? 0.0f : (float)e, out->p = 0; /* 0: 1e-12 */
+    if (kind == NORM_RMS && partial && *partial > 0 && *partial < 1) {
+        out->p = (int)((double)d * *partial);
+        if (out->p < 1)
+            return esp_fail(err, "%s_partial: %g of %lld columns is none (RMSNorm's statistic would be NaN)", key,
+                            *partial, (long long)d);
+    }
+    return 0;
+}
+
 /* The block types (validate_architecture has checked the name). */
 typedef enum block_type { BT_CONFORMER, BT_EBRANCHFORMER, BT_BRANCHFORMER, BT_CONV1D } block_type;
 
@@ -124,8 +150,8 @@ static int validate_architecture(const encoder_conf_cfg *e, int idim, esp_err *e
 }
 
 /* A block's structure in out: a Conformer block, or the E-Branchformer encoder's for an
- * (E-)Branchformer block, whose gating unit splits linear_size in halves, whose LayerNorm
- * (conv_mod_norm_type layer_norm) takes conv_mod_norm_eps, and whose merge convolution (the
+ * (E-)Branchformer block, whose gating unit splits linear_size in halves, whose norm
+ * (conv_mod_norm_type, out->csgu_norm.kind) takes conv_mod_norm_eps / _partial, and whose merge convolution (the
  * E-Branchformer's alone) depth_conv_kernel_size (conv_mod_kernel_size). */
 static int type_dims(model_dims *out, const body_block_cfg *c, unsigned i, block_type kind, int ff, int k, esp_err *err)
 {
@@ -142,7 +168,9 @@ static int type_dims(model_dims *out, const body_block_cfg *c, unsigned i, block
     if (kind == BT_EBRANCHFORMER && (mk < 1 || mk % 2 == 0))
         return esp_fail(err, B "[%u].depth_conv_kernel_size: %d must be odd and positive (the output keeps its length)", i,
                         mk);
-    if (only(c->conv_mod_norm_eps, 1e-12, B "[].conv_mod_norm_eps", "layer_norm's 1e-12 is", err)) return -1;
+    if (norm_spec_of(&out->csgu_norm, out->csgu_norm.kind, c->conv_mod_norm_eps, c->conv_mod_norm_partial, ff / 2,
+                     B "[].conv_mod_norm", err) != 0)
+        return -1;
     out->encoder = ENC_EBRANCHFORMER, out->cgmlp_units = ff, out->cgmlp_kernel = k, out->merge_kernel = mk;
     out->use_ffn = kind == BT_EBRANCHFORMER, out->gate_act = ACT_IDENTITY, out->linear_after_conv = 0;
     return 0;
@@ -185,7 +213,7 @@ static int conv1d_group(model_dims *out, model_rates *r, const body_block_cfg *c
                                "output_size %d)", i, out->d, (long long)o, out->d);
     struct model_group g = {n, ENC_CONV1D, 0, 0, (int)k, 0, 0, 0, 0, 0, (int)int_or(c->groups, 1),
                             (int)int_or(c->dilation, 1), !c->bias || *c->bias, c->batch_norm && *c->batch_norm,
-                            !c->relu || *c->relu, (int)int_or(c->stride, 1)};
+                            !c->relu || *c->relu, (int)int_or(c->stride, 1), {0}, {0}};
     return add_group(out, r, &g, (float)or_default(c->dropout_rate, 0), 0, i, err);
 }
 
@@ -207,12 +235,14 @@ static int block_group(model_dims *out, model_rates *r, const body_block_cfg *c,
     if (kind != BT_BRANCHFORMER && pf != pd) /* the Branchformer has no feed-forward */
         return esp_fail(err, B "[%u].pos_wise_dropout_rate: %g differs from dropout_rate %g, which espnet3's blocks use for "
                              "both (write the same value)", i, (double)pf, (double)pd);
-    if (only(c->norm_eps, 1e-12, B "[].norm_eps", "layer_norm's 1e-12 is", err)) return -1;
     if (!out->n_groups) out->d = d;
     model_dims e = *out;
-    if (type_dims(&e, c, i, kind, ff, k, err) != 0) return -1;
+    if (norm_spec_of(&e.norm, out->norm.kind, c->norm_eps, c->norm_partial, d, B "[].norm", err) != 0 ||
+        type_dims(&e, c, i, kind, ff, k, err) != 0)
+        return -1;
+    if (kind == BT_CONFORMER) e.csgu_norm = (norm_spec){0}; /* its convolution module's norm is BatchNorm1d */
     struct model_group g = {n, (int)e.encoder, heads, ff, k, kind == BT_CONFORMER, e.use_ffn, e.cgmlp_units,
-                            e.cgmlp_kernel, e.merge_kernel, 0, 0, 0, 0, 0, 0};
+                            e.cgmlp_kernel, e.merge_kernel, 0, 0, 0, 0, 0, 0, e.norm, e.csgu_norm};
     return add_group(out, r, &g, pd, pa, i, err);
 }
 
@@ -224,6 +254,7 @@ static void groups_dims(model_dims *out, model_rates *r)
     out->encoder = g->encoder, out->heads = g->heads, out->ff = g->ff, out->cnn_kernel = g->cnn_kernel;
     out->use_cnn = g->use_cnn, out->use_ffn = g->use_ffn, out->cgmlp_units = g->cgmlp_units;
     out->cgmlp_kernel = g->cgmlp_kernel, out->merge_kernel = g->merge_kernel;
+    out->norm = g->norm, out->csgu_norm = g->csgu_norm;
     r->dropout = r->group_dropout[0], r->att_dropout = r->group_att_dropout[0];
     for (int k = 1; k < out->n_groups; k++) {
         g = &out->group[k];
@@ -265,18 +296,16 @@ static int main_dims(model_dims *out, model_rates *r, const body_main_cfg *c, es
 {
     const char *fa = c && c->pos_wise_act_type ? c->pos_wise_act_type : "swish";
     const char *ca = c && c->conv_mod_act_type ? c->conv_mod_act_type : "swish";
-    const char *cn = c && c->conv_mod_norm_type ? c->conv_mod_norm_type : "layer_norm";
     if (has_kind(out, ENC_CONFORMER) && strcmp(fa, ca)) /* the E-Branchformer has no conv_mod activation */
         return esp_fail(err, "model.encoder_conf.main_conf: pos_wise_act_type %s and conv_mod_act_type %s differ; "
                              "espnet3's blocks take one activation (write the same)", fa, ca);
-    if (has_kind(out, ENC_EBRANCHFORMER) && strcmp(cn, "layer_norm")) /* the Conformer's is BatchNorm1d */
-        return esp_fail(err, "model.encoder_conf.main_conf.conv_mod_norm_type: %s is not built for ebranchformer blocks "
-                             "(layer_norm is)", cn);
     out->act = !strcmp(fa, "relu") ? ACT_RELU : ACT_SWISH;
     if (r) r->pos_dropout = c ? (float)or_default(c->pos_enc_dropout_rate, 0) : 0;
+    if (norm_spec_of(&out->after_norm, norm_kind_of(c ? c->norm_type : NULL), c ? c->after_norm_eps : NULL,
+                     c ? c->after_norm_partial : NULL, out->d, "model.encoder_conf.main_conf.after_norm", err) != 0)
+        return -1;
     if (!c) return 0;
     if (only(c->swish_beta, 1.0, "model.encoder_conf.main_conf.swish_beta", "Swish with beta 1 is", err) ||
-        only(c->after_norm_eps, 1e-12, "model.encoder_conf.main_conf.after_norm_eps", "layer_norm's 1e-12 is", err) ||
         only(c->blockdrop_rate, 0.0, "model.encoder_conf.main_conf.blockdrop_rate", "use 0.0: every block runs", err))
         return -1;
     return 0;
@@ -366,6 +395,9 @@ static int body_from_cfg(model_dims *out, model_rates *r, const model_cfg *m, es
                         m->decoder);
     if (validate_architecture(e, out->idim, err) != 0) return -1;
     out->blocks = 0, out->n_groups = 0;
+    const body_main_cfg *mc = e->main_conf; /* the kinds here, each block's eps and partial in block_group */
+    out->norm.kind = norm_kind_of(mc ? mc->norm_type : NULL);
+    out->csgu_norm.kind = norm_kind_of(mc ? mc->conv_mod_norm_type : NULL);
     for (unsigned i = 0; i < e->n_body_conf; i++) {
         const body_block_cfg *c = &e->body_conf[i];
         int64_t n = int_or(c->num_blocks, 1);

@@ -177,7 +177,7 @@ static void group_layer(const asr_model *m, dec_score *s, const group *g, int l)
     const dec_block_tensors *p = &m->w.decoder.blocks[l];
     const nn_mha *sa = &p->self_attn, *ca = &p->src_attn;
     const nn_ffn *ff = &p->feed_forward;
-    mha_input_forward(be, sa, &p->norm1, s->x, s->ln, s->mean, s->rstd, s->q, s->k, s->v, R, D);
+    mha_input_forward(be, sa, NULL, &p->norm1, s->x, s->ln, s->mean, s->rstd, s->q, s->k, s->v, R, D);
     /* The new rows' keys/values into the slots (the last position, fast, or all, slow), then each
      * hypothesis' queries against its slot (the slots lie anywhere: one attention each). */
     const dec_kv *kv = &s->kv;

@@ -141,7 +141,7 @@ static void block_forward(asr_model *m, decoder_acts *a, int l, const float *x_i
     const dec_block_tensors *p = &m->w.decoder.blocks[l];
     const nn_mha *sa = &p->self_attn, *ca = &p->src_attn;
     const nn_ffn *ff = &p->feed_forward;
-    mha_input_forward(be, sa, &p->norm1, x_in, y->ln1, y->mean1, y->rstd1, y->q1, y->k1, y->v1, N, D);
+    mha_input_forward(be, sa, NULL, &p->norm1, x_in, y->ln1, y->mean1, y->rstd1, y->q1, y->k1, y->v1, N, D);
     be->mha_forward(be, y->y1, y->att1, y->q1, D, y->k1, y->v1, D, a->lens_in, B, L, L, 1, H, D / H, ps, seed,
                     dstream(l, DS_SELF));
     be->linear_forward(be, a->dtmp, y->y1, sa->linear_out.weight, sa->linear_out.bias, N, D, D);
@@ -299,7 +299,7 @@ static void block_backward(asr_model *m, decoder_acts *a, int l, const float *x_
                         sa->linear_out.weight, N, D, D, 0);
     be->mha_backward(be, a->dq, a->dk, a->dv, a->datt, y->att1, y->q1, D, y->k1, y->v1, D, a->lens_in, B, L, L, H,
                      D / H, ps, seed, dstream(l, DS_SELF));
-    mha_input_backward(be, sa, gsa, &p->norm1, &g->norm1,
+    mha_input_backward(be, sa, gsa, NULL, &p->norm1, &g->norm1,
                        &(mha_input_grads){a->dq, a->dk, a->dv, y->ln1, y->mean1, y->rstd1, x_in, a->dln, a->dh}, N, D);
 }
 

@@ -43,7 +43,7 @@ void enc_ff_forward(asr_model *m, const enc_rows *r, int l, int macaron, float *
     enc_rates rt = enc_rates_of(m);
     const nn_ffn *ff = ff_of(&m->w.blocks[l], macaron);
     const nn_norm *nm = ff_norm_of(&m->w.blocks[l], macaron);
-    be->layernorm_forward(be, ln, mean, rstd, x, nm->weight, nm->bias, N, D, 1e-12);
+    norm_spec_forward(be, &d->norm, nm, ln, mean, rstd, x, N, D);
     be->linear_forward(be, pre, ln, ff->w_1.weight, ff->w_1.bias, N, D, d->ff);
     be->act_dropout_forward(be, post, pre, (size_t)N * d->ff, ff_relu(d), rt.pd, m->seed, block_stream(l, site_in));
     be->linear_forward(be, r->tmp, post, ff->w_2.weight, ff->w_2.bias, N, d->ff, D);
@@ -66,7 +66,7 @@ void enc_ff_backward(asr_model *m, const enc_rows *r, int l, int macaron, const 
     be->linear_backward(be, dff, gff->w_2.weight, gff->w_2.bias, r->tmp, post, ff->w_2.weight, N, FF, D, 0);
     be->act_dropout_backward(be, dff, dff, pre, (size_t)N * FF, ff_relu(d), rt.pd, m->seed, block_stream(l, site_in));
     be->linear_backward(be, dln, gff->w_1.weight, gff->w_1.bias, dff, ln, ff->w_1.weight, N, D, FF, 0);
-    be->layernorm_backward(be, r->dh, gnm->weight, gnm->bias, dln, x, nm->weight, mean, rstd, N, D, 1);
+    norm_spec_backward(be, &d->norm, nm, gnm, r->dh, dln, x, mean, rstd, N, D, 1);
 }
 
 /* Row 0 of every block (r->blocks) attends to nothing: ESPnet's masked softmax gives it zero
@@ -86,7 +86,7 @@ void enc_attn_forward(asr_model *m, const enc_rows *r, int l, const enc_attn_buf
     enc_rates rt = enc_rates_of(m);
     const nn_mha *a = &m->w.blocks[l].self_attn;
     const nn_norm *nm = &m->w.blocks[l].norm_mha;
-    mha_input_forward(be, a, nm, x, b->ln, b->mean, b->rstd, b->q, b->k, b->v, N, D);
+    mha_input_forward(be, a, &m->dims.norm, nm, x, b->ln, b->mean, b->rstd, b->q, b->k, b->v, N, D);
     if (d->rel_pos) {
         be->linear_forward(be, b->pl, pos, a->linear_pos.weight, NULL, 2 * T2 - 1, D, D);
         be->relattn_forward(be, b->atty, b->att, b->q, b->k, b->v, D, b->pl, a->pos_bias_u, a->pos_bias_v, r->lens,
@@ -122,7 +122,7 @@ void enc_attn_backward(asr_model *m, const enc_rows *r, int l, const enc_attn_bu
         be->attention_backward(be, w->dq, w->dk, w->dv, w->datt, b->att, b->q, b->k, b->v, D, r->lens, r->nb, T2,
                                d->heads, D / d->heads, rt.pa, m->seed, block_stream(l, site));
     }
-    mha_input_backward(be, a, ga, nm, gnm,
+    mha_input_backward(be, a, ga, &m->dims.norm, nm, gnm,
                        &(mha_input_grads){w->dq, w->dk, w->dv, b->ln, b->mean, b->rstd, x, w->dln, r->dh}, N, D);
 }
 

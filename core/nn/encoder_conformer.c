@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/nn/encoder.h"
+#include "core/nn/norm_spec.h"
 
 enum {
     SITE_ATT = 0, SITE_ATT_OUT = 1, SITE_FF_IN = 2, SITE_FF_OUT = 3, SITE_FFM_IN = 4, SITE_FFM_OUT = 5,
@@ -116,7 +117,7 @@ static void conv_forward(asr_model *m, const enc_rows *r, int l, cblock *b, cons
     enc_rates rt = enc_rates_of(m);
     const enc_block_tensors *p = &m->w.blocks[l];
     const nn_batchnorm *bn = &p->conv_module.norm;
-    be->layernorm_forward(be, b->ln_c, b->mean_c, b->rstd_c, x, p->norm_conv.weight, p->norm_conv.bias, N, D, 1e-12);
+    norm_spec_forward(be, &d->norm, &p->norm_conv, b->ln_c, b->mean_c, b->rstd_c, x, N, D);
     be->linear_forward(be, b->pw1, b->ln_c, p->conv_module.pointwise_conv1.weight,
                        p->conv_module.pointwise_conv1.bias, N, D, 2 * D);
     be->glu_forward(be, b->glu, b->pw1, N, D);
@@ -160,8 +161,7 @@ static void conv_backward(asr_model *m, const enc_rows *r, int l, const cblock *
     enc_zero_padding(m, r, w->dc, D); /* the forward's masked_fill_ (the asr_transducer task's) */
     be->glu_backward(be, w->d2, w->dc, b->pw1, N, D);
     be->linear_backward(be, rel->dln, gpw1->weight, gpw1->bias, w->d2, b->ln_c, pw1->weight, N, D, 2 * D, 0);
-    be->layernorm_backward(be, r->dh, g->norm_conv.weight, g->norm_conv.bias, rel->dln, x, p->norm_conv.weight,
-                           b->mean_c, b->rstd_c, N, D, 1);
+    norm_spec_backward(be, &d->norm, &p->norm_conv, &g->norm_conv, r->dh, rel->dln, x, b->mean_c, b->rstd_c, N, D, 1);
 }
 
 /* ---- the block ------------------------------------------------------------------------------ */
@@ -186,8 +186,7 @@ float *cblock_forward(asr_model *m, const enc_rows *r, int l, cblock *b, const f
     enc_ff_forward(m, r, l, 0, b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, x, b->h_f, SITE_FF_IN, SITE_FF_OUT);
     if (d->use_cnn) {
         const nn_norm *nf = &m->w.blocks[l].norm_final;
-        be->layernorm_forward(be, b->h_out, b->mean_o, b->rstd_o, b->h_f, nf->weight, nf->bias, r->nb * r->t, d->d,
-                              1e-12);
+        norm_spec_forward(be, &d->norm, nf, b->h_out, b->mean_o, b->rstd_o, b->h_f, r->nb * r->t, d->d);
     }
     return cblock_out(d, b);
 }
@@ -203,8 +202,7 @@ void cblock_backward(asr_model *m, const enc_rows *r, int l, const cblock *b, co
     const float *xa = d->macaron ? b->h_m : x0, *xc = d->use_cnn ? b->h_c : b->h_a;
     if (d->use_cnn) {
         const nn_norm *nf = &m->w.blocks[l].norm_final, *gnf = &m->g.blocks[l].norm_final;
-        be->layernorm_backward(be, rel->dln, gnf->weight, gnf->bias, r->dh, b->h_f, nf->weight, b->mean_o, b->rstd_o, N,
-                               D, 0);
+        norm_spec_backward(be, &d->norm, nf, gnf, rel->dln, r->dh, b->h_f, b->mean_o, b->rstd_o, N, D, 0);
         be->copy(be, r->dh, rel->dln, (size_t)N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
     }
     enc_ff_backward(m, r, l, 0, b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, xc, SITE_FF_IN, SITE_FF_OUT,

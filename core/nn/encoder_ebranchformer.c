@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "core/nn/encoder.h"
+#include "core/nn/norm_spec.h"
 
 enum {
     SITE_ATT = 0, SITE_BRANCH = 1, SITE_FF_IN = 2, SITE_FF_OUT = 3, SITE_FFM_IN = 4, SITE_FFM_OUT = 5,
@@ -134,13 +135,12 @@ static void cgmlp_forward(asr_model *m, int l, eblock *b, const float *x, float 
     size_t nh = (size_t)N * H;
     const enc_block_tensors *p = &m->w.blocks[l];
     const float *w1 = p->cgmlp.channel_proj1.weight, *b1 = p->cgmlp.channel_proj1.bias;
-    be->layernorm_forward(be, b->ln_g, b->mean_g, b->rstd_g, x, p->norm_mlp.weight, p->norm_mlp.bias, N, D, 1e-12);
+    norm_spec_forward(be, &d->norm, &p->norm_mlp, b->ln_g, b->mean_g, b->rstd_g, x, N, D);
     be->linear_forward(be, b->pr, b->ln_g, w1, b1, N, D, H);                              /* z_r: rows 0..H-1 */
     be->linear_forward(be, b->pg, b->ln_g, w1 + (size_t)H * D, b1 + H, N, D, H);         /* z_g: rows H..2H-1 */
     be->gelu_forward(be, b->r, b->pr, nh);
     be->gelu_forward(be, b->gg, b->pg, nh);
-    be->layernorm_forward(be, b->gn, b->mean_n, b->rstd_n, b->gg, p->cgmlp.csgu.norm.weight, p->cgmlp.csgu.norm.bias,
-                          N, H, 1e-12);
+    norm_spec_forward(be, &d->csgu_norm, &p->cgmlp.csgu.norm, b->gn, b->mean_n, b->rstd_n, b->gg, N, H);
     enc_rows u = enc_rows_of(m);
     enc_zero_padding(m, &u, b->gn, H);
     be->dwconv1d_forward(be, b->gc, b->gn, p->cgmlp.csgu.conv.weight, p->cgmlp.csgu.conv.bias, m->B, m->T2, H,
@@ -179,14 +179,13 @@ static void cgmlp_backward(asr_model *m, int l, const eblock *b, const enc_rel_s
                           p->cgmlp.csgu.conv.weight, m->B, m->T2, H, d->cgmlp_kernel);
     enc_rows u = enc_rows_of(m);
     enc_zero_padding(m, &u, spare, H); /* the forward's zeroed frames pass no gradient */
-    be->layernorm_backward(be, dgc, g->cgmlp.csgu.norm.weight, g->cgmlp.csgu.norm.bias, spare, b->gg,
-                           p->cgmlp.csgu.norm.weight, b->mean_n, b->rstd_n, N, H, 0);
+    norm_spec_backward(be, &d->csgu_norm, &p->cgmlp.csgu.norm, &g->cgmlp.csgu.norm, dgc, spare, b->gg, b->mean_n,
+                       b->rstd_n, N, H, 0);
     be->gelu_backward(be, dgc, dgc, b->pg, nh);
     be->gelu_backward(be, e->e2, e->e2, b->pr, nh);
     be->linear_backward(be, rel->dln, gw1, gb1, e->e2, b->ln_g, w1, N, D, H, 0);
     be->linear_backward(be, rel->dln, gw1 + (size_t)H * D, gb1 + H, dgc, b->ln_g, w1 + (size_t)H * D, N, D, H, 1);
-    be->layernorm_backward(be, m->dh, g->norm_mlp.weight, g->norm_mlp.bias, rel->dln, x, p->norm_mlp.weight, b->mean_g,
-                           b->rstd_g, N, D, 1);
+    norm_spec_backward(be, &d->norm, &p->norm_mlp, &g->norm_mlp, m->dh, rel->dln, x, b->mean_g, b->rstd_g, N, D, 1);
 }
 
 /* The merge's dropout rate: the asr_transducer task's EBranchformer has none there (its
@@ -279,7 +278,7 @@ float *eblock_forward(asr_model *m, const enc_rows *r, int l, eblock *b, const f
         x = b->h_f;
     }
     const nn_norm *nf = &m->w.blocks[l].norm_final;
-    be->layernorm_forward(be, b->h_out, b->mean_o, b->rstd_o, x, nf->weight, nf->bias, r->nb * r->t, d->d, 1e-12);
+    norm_spec_forward(be, &d->norm, nf, b->h_out, b->mean_o, b->rstd_o, x, r->nb * r->t, d->d);
     return b->h_out;
 }
 
@@ -291,8 +290,8 @@ void eblock_backward(asr_model *m, const enc_rows *r, int l, const eblock *b, co
     int N = r->nb * r->t, D = d->d;
     const float *xb = d->use_ffn && d->macaron ? b->h_m : x0;
     const nn_norm *nf = &m->w.blocks[l].norm_final, *gnf = &m->g.blocks[l].norm_final;
-    be->layernorm_backward(be, rel->dln, gnf->weight, gnf->bias, r->dh, d->use_ffn ? b->h_f : b->h_mg, nf->weight,
-                           b->mean_o, b->rstd_o, N, D, 0);
+    norm_spec_backward(be, &d->norm, nf, gnf, rel->dln, r->dh, d->use_ffn ? b->h_f : b->h_mg, b->mean_o, b->rstd_o, N,
+                       D, 0);
     be->copy(be, r->dh, rel->dln, (size_t)N * D * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
     if (d->use_ffn)
         enc_ff_backward(m, r, l, 0, b->ln_f, b->mean_f, b->rstd_f, b->f_pre, b->f_act, b->h_mg, SITE_FF_IN,

@@ -37,7 +37,7 @@ void tblock_forward(asr_model *m, int l, const tblock_acts *b, const float *x, f
     uint64_t seed = m->seed;
     const enc_block_tensors *p = &m->w.blocks[l];
     const nn_mha *sa = &p->self_attn;
-    mha_input_forward(be, sa, &p->norm1, x, b->ln1, b->mean1, b->rstd1, b->q, b->k, b->v, N, D);
+    mha_input_forward(be, sa, NULL, &p->norm1, x, b->ln1, b->mean1, b->rstd1, b->q, b->k, b->v, N, D);
     be->attention_forward(be, b->atty, b->att, b->q, b->k, b->v, D, lens, nb, t, d->heads, D / d->heads, r.pa, seed,
                           block_stream(l, SITE_ATT));
     be->linear_forward(be, tmp, b->atty, sa->linear_out.weight, sa->linear_out.bias, N, D, D);
@@ -73,6 +73,6 @@ void tblock_backward(asr_model *m, int l, const tblock_acts *b, const tblock_wor
                         sa->linear_out.weight, N, D, D, 0);
     be->attention_backward(be, w->dq, w->dk, w->dv, w->datt, b->att, b->q, b->k, b->v, D, lens, nb, t, d->heads,
                            D / d->heads, r.pa, seed, block_stream(l, SITE_ATT));
-    mha_input_backward(be, sa, gsa, &p->norm1, &g->norm1,
+    mha_input_backward(be, sa, gsa, NULL, &p->norm1, &g->norm1,
                        &(mha_input_grads){w->dq, w->dk, w->dv, b->ln1, b->mean1, b->rstd1, x, w->dln, dh}, N, D);
 }

@@ -8,11 +8,12 @@
 
 #include "core/compute/backend.h"
 #include "core/nn/model_tensors.h"
+#include "core/nn/norm_spec.h"
 
-/* ln = LayerNorm(x) with its mean and rstd (norm's, eps 1e-12), then q, k and v = a's three
- * Linears of ln. N rows of D. */
-void mha_input_forward(backend *be, const nn_mha *a, const nn_norm *norm, const float *x, float *ln, float *mean,
-                       float *rstd, float *q, float *k, float *v, int N, int D);
+/* ln = the norm of x with its statistics (norm's parameters, of kind ns: norm_spec.h; NULL:
+ * LayerNorm, eps 1e-12), then q, k and v = a's three Linears of ln. N rows of D. */
+void mha_input_forward(backend *be, const nn_mha *a, const norm_spec *ns, const nn_norm *norm, const float *x,
+                       float *ln, float *mean, float *rstd, float *q, float *k, float *v, int N, int D);
 
 typedef struct mha_input_grads {
     const float *dq, *dk, *dv;         /* the gradients of q, k and v (N x D each) */
@@ -22,7 +23,7 @@ typedef struct mha_input_grads {
 } mha_input_grads;
 
 /* a / ga: the attention's parameters and gradients; norm / gnorm: the LayerNorm's. N rows of D. */
-void mha_input_backward(backend *be, const nn_mha *a, const nn_mha *ga, const nn_norm *norm, const nn_norm *gnorm,
-                        const mha_input_grads *t, int N, int D);
+void mha_input_backward(backend *be, const nn_mha *a, const nn_mha *ga, const norm_spec *ns, const nn_norm *norm,
+                        const nn_norm *gnorm, const mha_input_grads *t, int N, int D);
 
 #endif

@@ -13,6 +13,7 @@
 #include "core/nn/decoder_transformer.h"
 #include "core/nn/encoder.h"
 #include "core/nn/lm_rnn.h"
+#include "core/nn/norm_spec.h"
 #include "core/nn/transducer.h"
 
 static const encoder_impl *encoder_of(const asr_model *m)
@@ -223,8 +224,7 @@ void asr_model_forward(asr_model *m, const float *feats, const int *feat_lens, i
     m->h_enc = encoder_of(m)->forward(m);
     int N = B * m->T2, D = d->d; /* the encoder's output frames (an asr_transducer conv1d block shrinks them) */
     backend_profile_enter(be, PROF_LAYER_ENCODER_HEAD);
-    be->layernorm_forward(be, m->lnf, m->meanf, m->rstdf, m->h_enc, m->w.after_norm.weight, m->w.after_norm.bias, N,
-                          D, 1e-12);
+    norm_spec_forward(be, &d->after_norm, &m->w.after_norm, m->lnf, m->meanf, m->rstdf, m->h_enc, N, D);
     if (!d->no_ctc) { /* else the decoder reads m->lnf in asr_model_loss */
         be->dropout_forward(be, m->zd, m->lnf, (size_t)N * D, pc, seed, STREAM_CTC);
         be->linear_forward(be, m->logp, m->zd, m->w.ctc_lo.weight, m->w.ctc_lo.bias, N, D, d->vocab);
@@ -379,8 +379,8 @@ void asr_model_backward(asr_model *m, float dloss)
         return;
     }
     backend_profile_enter(be, PROF_LAYER_ENCODER_HEAD);
-    be->layernorm_backward(be, m->dh, m->g.after_norm.weight, m->g.after_norm.bias, m->dtmp, m->h_enc,
-                           m->w.after_norm.weight, m->meanf, m->rstdf, N, D, 0);
+    norm_spec_backward(be, &m->dims.after_norm, &m->w.after_norm, &m->g.after_norm, m->dh, m->dtmp, m->h_enc, m->meanf,
+                       m->rstdf, N, D, 0);
 
     /* Everything but the encoder's blocks, its embedding and the preencoder is final now; with
      * intermediate CTC, the head and after_norm gain gradients in the blocks' backward. */

@@ -60,6 +60,7 @@ model_dims model_block_dims(const model_dims *d, int l)
         b.encoder = g->encoder, b.heads = g->heads, b.ff = g->ff, b.cnn_kernel = g->cnn_kernel;
         b.use_cnn = g->use_cnn, b.use_ffn = g->use_ffn, b.cgmlp_units = g->cgmlp_units;
         b.cgmlp_kernel = g->cgmlp_kernel, b.merge_kernel = g->merge_kernel;
+        b.norm = g->norm, b.csgu_norm = g->csgu_norm;
     }
     return b;
 }
@@ -205,6 +206,22 @@ static void add_norm(param_table *t, const char *prefix, int64_t d)
     ADD(t, n, 1, d);
 }
 
+/* The norm of kind s (core/nn/norm_spec.h) over d: LayerNorm's weight and bias, RMSNorm's scale (d,
+ * ones), ScaleNorm's scale (a scalar, sqrt(d)) or BasicNorm's eps (a scalar, the log of its eps),
+ * their initial values under every init scheme (ESPnet2's initialize leaves them). */
+static void add_norm_of(param_table *t, const char *prefix, int64_t d, const norm_spec *s)
+{
+    char n[96];
+    if (s->kind == NORM_LAYER) {
+        add_norm(t, prefix, d);
+        return;
+    }
+    snprintf(n, sizeof n, "%s.%s", prefix, s->kind == NORM_BASIC ? "eps" : "scale");
+    param_info *p = s->kind == NORM_RMS ? add(t, n, 1, &d, 0) : add(t, n, 0, NULL, 0);
+    p->has_fill = 1;
+    p->fill = s->kind == NORM_RMS ? 1.0 : s->kind == NORM_SCALE ? sqrt((double)d) : log((double)s->eps);
+}
+
 /* ---- the Conformer's blocks (ESPnet2 EncoderLayer's state-dict order) --------------------- */
 
 static void add_bias_free_linear(param_table *t, const char *prefix, int64_t out, int64_t in)
@@ -309,7 +326,7 @@ static void add_conformer_block(param_table *t, const model_dims *d, int b)
     for (int i = 0; i < 5; i++) {
         if ((i == 2 && !d->macaron) || (i >= 3 && !d->use_cnn)) continue;
         snprintf(p, sizeof p, "encoder.encoders.%d.%s", b, d->ctx_conformer ? ctx_norms[i] : norms[i]);
-        add_norm(t, p, D);
+        add_norm_of(t, p, D, &d->norm);
     }
 }
 
@@ -325,7 +342,7 @@ static void add_ebranchformer_block(param_table *t, const model_dims *d, int b)
     snprintf(p, sizeof p, "encoder.encoders.%d.cgmlp.channel_proj1.0", b);
     add_linear(t, p, U, D);
     snprintf(p, sizeof p, "encoder.encoders.%d.cgmlp.csgu.norm", b);
-    add_norm(t, p, H);
+    add_norm_of(t, p, H, &d->csgu_norm);
     snprintf(p, sizeof p, "encoder.encoders.%d.cgmlp.csgu.conv", b);
     add_conv1d(t, p, H, 1, d->cgmlp_kernel);
     t->items[t->n - 1].is_csgu = t->items[t->n - 2].is_csgu = 1;
@@ -345,7 +362,7 @@ static void add_ebranchformer_block(param_table *t, const model_dims *d, int b)
     for (int i = 0; i < 5; i++) {
         if ((i == 0 && !d->use_ffn) || (i == 1 && !(d->use_ffn && d->macaron))) continue;
         snprintf(p, sizeof p, "encoder.encoders.%d.%s", b, norms[i]);
-        add_norm(t, p, D);
+        add_norm_of(t, p, D, &d->norm);
     }
     snprintf(p, sizeof p, "encoder.encoders.%d.depthwise_conv_fusion", b);
     if (d->merge_kernel) add_conv1d(t, p, 2 * D, 1, d->merge_kernel);
@@ -548,7 +565,7 @@ void param_table_build(param_table *t, const model_dims *d)
             if (param_body_name(t->items[i].name, bd.encoder, n, sizeof n)) memcpy(t->items[i].name, n, sizeof n);
         }
     }
-    add_norm(t, "encoder.after_norm", d->d);
+    add_norm_of(t, "encoder.after_norm", d->d, &d->after_norm);
     /* ESPnetASRModel gives the encoder this Linear whenever interctc_use_conditioning is set. */
     if (d->interctc_cond) add_linear(t, "encoder.conditioning_layer", d->d, d->vocab);
     if (!d->no_ctc) add_linear(t, "ctc.ctc_lo", d->vocab, d->d);
@@ -634,6 +651,10 @@ int param_init(float *params, const param_table *t, const char *init, uint64_t s
         if (p->is_csgu && scheme != TORCH_DEFAULT) { /* ConvolutionalSpatialGatingUnit.espnet_initialization_fn */
             int is_weight = p->ndim > 1;
             for (size_t k = 0; k < p->count; k++) w[k] = is_weight ? (float)(1e-6 * normal01(&r)) : 1.0f;
+            continue;
+        }
+        if (p->has_fill) {
+            for (size_t k = 0; k < p->count; k++) w[k] = (float)p->fill;
             continue;
         }
         if (p->is_layernorm) {

@@ -57,6 +57,17 @@ const char *input_layer_out_name(int kind, int encoder);
 enum { MODEL_MAX_INTERCTC = 32, MODEL_MAX_GROUPS = 16 };
 
 /* Sizes and structure of the model (ESPnet2 encoder_conf names). */
+/* Which norm a module of the asr_transducer task's encoder is (espnet2/asr_transducer/
+ * normalization.py's get_normalization): kind NORM_LAYER (torch.nn.LayerNorm), else BasicNorm,
+ * RMSNorm or ScaleNorm (the rownorm ops); eps its eps (BasicNorm: its learned log's initial value;
+ * 0: LayerNorm's 1e-12 of the other models), p RMSNorm's partial columns (0: every column). All
+ * members 4 bytes: model_group compares with memcmp. */
+enum { NORM_LAYER = 0, NORM_BASIC = 1, NORM_RMS = 2, NORM_SCALE = 3 };
+typedef struct norm_spec {
+    int kind, p;
+    float eps;
+} norm_spec;
+
 typedef struct model_dims {
     int idim;            /* feature dimension (n_mels) */
     int pre_in, pre_out; /* model.preencoder linear: Linear(pre_in = idim, pre_out) before the input layer; 0: none */
@@ -120,6 +131,11 @@ typedef struct model_dims {
      * utterance's length min(input frames, T2) as its make_source_mask gives, its RNNDecoder the
      * LSTMs above, and the parameters under its names (param_body_name). */
     int body;
+    /* The asr_transducer task's norms (main_conf.norm_type with each block's norm_eps / norm_partial;
+     * conv_mod_norm_type, the (E-)Branchformer gating unit's, with conv_mod_norm_eps / _partial;
+     * MultiBlocks' norm_blocks with after_norm_eps / _partial): core/nn/norm_spec.h. Zero (the other
+     * models): LayerNorm with ESPnet's eps 1e-12. */
+    norm_spec norm, csgu_norm, after_norm;
     /* The asr_transducer task's encoder whose body_conf entries differ in block_type or sizes
      * (n_groups > 1; 0 or 1: every block as the fields above): runs of consecutive blocks, each
      * built with its group's fields (model_block_dims); the fields above then hold the first
@@ -132,6 +148,7 @@ typedef struct model_dims {
          * Conv1d's groups and dilation, its bias, then batch_norm (BatchNorm1d) and relu, and its
          * stride (with kernel_size and dilation, how it shrinks the frames: encoder_body.c) */
         int c1_groups, c1_dilation, c1_bias, c1_bn, c1_relu, c1_stride;
+        norm_spec norm, csgu_norm; /* the X-former blocks' norms (their eps and partial are per entry) */
     } group[MODEL_MAX_GROUPS];
     /* Intermediate CTC (core/nn/interctc.h): the blocks (0-based, ascending) whose outputs also
      * feed the CTC head, from encoder_conf.interctc_layer_idx (1-based); interctc_cond:
@@ -206,6 +223,8 @@ typedef struct param_info {
     int is_csgu;         /* cgMLP gating unit's conv / linear: espnet_initialization_fn under an init scheme */
     int zero_row0;       /* nn.Embedding(padding_idx=0): row 0 starts at zero under every scheme */
     double uniform_bound; /* > 0: PyTorch's default is U(-bound, bound) (nn.LSTM: 1 / sqrt(hidden)) */
+    int has_fill;        /* every element starts at fill under every init scheme (add_norm_of's norms) */
+    double fill;
     int kind;            /* param_kind */
 } param_info;
 

@@ -56,7 +56,15 @@ static nn_linear linear(binder *b, const char *prefix)
     return (nn_linear){at(b, prefix, "weight"), at(b, prefix, "bias")};
 }
 
-static nn_norm norm(binder *b, const char *prefix) { return (nn_norm){at(b, prefix, "weight"), at(b, prefix, "bias")}; }
+/* LayerNorm's weight and bias, or the one tensor of the asr_transducer task's other norms (RMSNorm's
+ * and ScaleNorm's scale, BasicNorm's eps; core/nn/norm_spec.h) in weight. */
+static nn_norm norm(binder *b, const char *prefix)
+{
+    float *w = at(b, prefix, "weight");
+    if (!w) w = at(b, prefix, "scale");
+    if (!w) w = at(b, prefix, "eps");
+    return (nn_norm){w, at(b, prefix, "bias")};
+}
 
 static nn_batchnorm batchnorm(binder *b, const char *prefix)
 {

@@ -15,7 +15,7 @@ typedef struct nn_linear {
     float *weight, *bias;
 } nn_linear;
 
-/* LayerNorm. */
+/* LayerNorm (weight, bias), or another norm's one tensor in weight (core/nn/norm_spec.h). */
 typedef struct nn_norm {
     float *weight, *bias;
 } nn_norm;

@@ -286,6 +286,52 @@ static void layernorm_backward_run(tb_run *r, int s)
     tb_out(r, "db", db, (size_t)c);
 }
 
+/* ------------------------------------------------------------------ rownorm */
+
+static const struct {
+    int n, c, kind, p, acc;
+    double eps;
+} RN_S[] = {
+    {5, 7, ROWNORM_BASIC, 0, 0, 0},
+    {3, 256, ROWNORM_RMS, 0, 1, 1e-5},
+    {17, 33, ROWNORM_RMS, 13, 0, 1e-5}, /* partial: the first 13 columns' statistic */
+    {4, 9, ROWNORM_SCALE, 0, 1, 1e-5},
+    {2, 3, ROWNORM_SCALE, 0, 0, 1e3}, /* eps above every norm: the clamp */
+};
+
+/* RMSNorm's c learned scales, else one value (BasicNorm's log eps, ScaleNorm's scale). */
+static float *rownorm_w(tb_run *r, int s)
+{
+    return RN_S[s].kind == ROWNORM_RMS ? tb_rand(r, (size_t)RN_S[s].c, 0.5, 1.5)
+                                       : tb_rand(r, 1, RN_S[s].kind == ROWNORM_BASIC ? -2 : 1, 3);
+}
+
+static void rownorm_forward_run(tb_run *r, int s)
+{
+    int n = RN_S[s].n, c = RN_S[s].c;
+    tb_shape(r, "n %d c %d kind %d p %d eps %g", n, c, RN_S[s].kind, RN_S[s].p, RN_S[s].eps);
+    float *x = tb_rand(r, (size_t)n * c, -1, 1), *w = rownorm_w(r, s);
+    float *y = tb_rand(r, (size_t)n * c, -9, 9), *a = tb_zeros(r, (size_t)n);
+    tb_be(r)->rownorm_forward(tb_be(r), y, a, x, w, n, c, RN_S[s].kind, RN_S[s].p, RN_S[s].eps);
+    tb_out(r, "y", y, (size_t)n * c);
+    tb_out(r, "a", a, (size_t)n);
+}
+
+static void rownorm_backward_run(tb_run *r, int s)
+{
+    int n = RN_S[s].n, c = RN_S[s].c, kind = RN_S[s].kind, p = RN_S[s].p;
+    size_t nw = kind == ROWNORM_RMS ? (size_t)c : 1;
+    tb_shape(r, "n %d c %d kind %d p %d acc %d", n, c, kind, p, RN_S[s].acc);
+    float *x = tb_rand(r, (size_t)n * c, -1, 1), *w = rownorm_w(r, s), *a = tb_zeros(r, (size_t)n);
+    float *y = tb_zeros(r, (size_t)n * c), *dy = tb_rand(r, (size_t)n * c, -1, 1);
+    float *dx = tb_rand(r, (size_t)n * c, -1, 1), *dw = tb_rand(r, nw, -1, 1);
+    backend *be = tb_be(r);
+    be->rownorm_forward(be, y, a, x, w, n, c, kind, p, RN_S[s].eps); /* the factors the backward reads */
+    be->rownorm_backward(be, dx, dw, dy, x, w, a, n, c, kind, p, RN_S[s].eps, RN_S[s].acc);
+    tb_out(r, "dx", dx, (size_t)n * c);
+    tb_out(r, "dw", dw, nw);
+}
+
 /* ------------------------------------------------------------------ posenc */
 
 static const struct {
@@ -566,6 +612,8 @@ const tb_case tb_case_relu_forward = {LEN(EW_S), 0, relu_forward_run};
 const tb_case tb_case_relu_backward = {LEN(EW_S), 0, relu_backward_run};
 const tb_case tb_case_layernorm_forward = {LEN(LN_S), TOL_ACC, layernorm_forward_run};
 const tb_case tb_case_layernorm_backward = {LEN(LN_S), TOL_ACC, layernorm_backward_run};
+const tb_case tb_case_rownorm_forward = {LEN(RN_S), TOL_ACC, rownorm_forward_run};
+const tb_case tb_case_rownorm_backward = {LEN(RN_S), TOL_ACC, rownorm_backward_run};
 const tb_case tb_case_add = {LEN(EW_S), 0, add_run};
 const tb_case tb_case_scale = {LEN(EW_S), TOL_ELEM, scale_run};
 const tb_case tb_case_posenc_forward = {LEN(PE_S), TOL_ACC, posenc_forward_run};

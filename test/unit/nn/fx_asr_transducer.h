@@ -15,10 +15,10 @@ static inline model_dims fx_mixed_dims(void)
                     .cgmlp_units = 20, .gate_act = ACT_IDENTITY, .n_groups = 4};
     /* blocks, encoder, heads, ff, cnn_kernel, use_cnn, use_ffn, cgmlp_units, cgmlp_kernel, merge_kernel,
      * then the conv1d block's groups, dilation, bias, batch_norm, relu, stride */
-    d.group[0] = (struct model_group){2, ENC_CONFORMER, 2, 24, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-    d.group[1] = (struct model_group){1, ENC_EBRANCHFORMER, 4, 20, 5, 0, 1, 20, 5, 3, 0, 0, 0, 0, 0, 0};
-    d.group[2] = (struct model_group){1, ENC_EBRANCHFORMER, 1, 12, 3, 0, 0, 12, 3, 0, 0, 0, 0, 0, 0, 0};
-    d.group[3] = (struct model_group){1, ENC_CONFORMER, 4, 32, 5, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    d.group[0] = (struct model_group){2, ENC_CONFORMER, 2, 24, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {0}, {0}};
+    d.group[1] = (struct model_group){1, ENC_EBRANCHFORMER, 4, 20, 5, 0, 1, 20, 5, 3, 0, 0, 0, 0, 0, 0, {0}, {0}};
+    d.group[2] = (struct model_group){1, ENC_EBRANCHFORMER, 1, 12, 3, 0, 0, 12, 3, 0, 0, 0, 0, 0, 0, 0, {0}, {0}};
+    d.group[3] = (struct model_group){1, ENC_CONFORMER, 4, 32, 5, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {0}, {0}};
     d.f2 = input_layer_out_bins(IN_CONV2D, d.idim);
     return d;
 }
@@ -30,10 +30,10 @@ static inline model_dims fx_pointwise_dims(void)
     model_dims d = fx_mixed_dims();
     d.n_groups = 5;
     d.group[0].blocks = 1;
-    d.group[1] = (struct model_group){1, ENC_CONV1D, 0, 0, 1, 0, 0, 0, 0, 0, 2, 1, 1, 1, 1, 1};
-    d.group[2] = (struct model_group){1, ENC_EBRANCHFORMER, 4, 20, 5, 0, 1, 20, 5, 3, 0, 0, 0, 0, 0, 0};
-    d.group[3] = (struct model_group){1, ENC_CONV1D, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1};
-    d.group[4] = (struct model_group){1, ENC_CONFORMER, 4, 32, 5, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    d.group[1] = (struct model_group){1, ENC_CONV1D, 0, 0, 1, 0, 0, 0, 0, 0, 2, 1, 1, 1, 1, 1, {0}, {0}};
+    d.group[2] = (struct model_group){1, ENC_EBRANCHFORMER, 4, 20, 5, 0, 1, 20, 5, 3, 0, 0, 0, 0, 0, 0, {0}, {0}};
+    d.group[3] = (struct model_group){1, ENC_CONV1D, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1, {0}, {0}};
+    d.group[4] = (struct model_group){1, ENC_CONFORMER, 4, 32, 5, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {0}, {0}};
     return d;
 }
 
@@ -43,8 +43,30 @@ static inline model_dims fx_pointwise_dims(void)
 static inline model_dims fx_shrink_dims(void)
 {
     model_dims d = fx_pointwise_dims();
-    d.group[1] = (struct model_group){1, ENC_CONV1D, 0, 0, 2, 0, 0, 0, 0, 0, 1, 2, 1, 1, 1, 2};
-    d.group[3] = (struct model_group){1, ENC_CONV1D, 0, 0, 2, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1};
+    d.group[1] = (struct model_group){1, ENC_CONV1D, 0, 0, 2, 0, 0, 0, 0, 0, 1, 2, 1, 1, 1, 2, {0}, {0}};
+    d.group[3] = (struct model_group){1, ENC_CONV1D, 0, 0, 2, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1, {0}, {0}};
+    return d;
+}
+
+/* The norms_<kind>_* models (NORMS): MIXED's blocks with main_conf's norm_type and
+ * conv_mod_norm_type and each entry's eps / partial keys (norm_spec: kind, partial columns, eps;
+ * layer_norm's eps 0 is its 1e-12). kind: NORM_RMS (rms_norm, gating units scale_norm), NORM_BASIC
+ * (basic_norm, gating units rms_norm), NORM_SCALE (scale_norm, gating units basic_norm). */
+static inline model_dims fx_norms_dims(int kind)
+{
+    model_dims d = fx_mixed_dims();
+    norm_spec n = {kind, 0, kind == NORM_BASIC ? 0.25f : 1e-5f};
+    int ck = kind == NORM_RMS ? NORM_SCALE : kind == NORM_BASIC ? NORM_RMS : NORM_BASIC;
+    norm_spec c = {ck, 0, ck == NORM_BASIC ? 0.25f : 1e-5f};
+    for (int g = 0; g < 4; g++) d.group[g].norm = n;
+    d.group[1].csgu_norm = d.group[2].csgu_norm = c;
+    d.after_norm = n;
+    if (kind == NORM_RMS) /* block 0: norm_partial 0.5, norm_eps 1e-4; ebranchformer: conv_mod_norm_eps 1e-3 */
+        d.group[0].norm = (norm_spec){NORM_RMS, 8, 1e-4f}, d.group[1].csgu_norm.eps = 1e-3f, d.after_norm.p = 4;
+    if (kind == NORM_BASIC) /* ebranchformer: conv_mod_norm_partial 0.5; branchformer: norm_eps 0.1 */
+        d.group[1].csgu_norm.p = 5, d.group[2].norm.eps = 0.1f, d.after_norm.eps = 0.5f;
+    if (kind == NORM_SCALE) d.group[3].norm.eps = 1e-3f;
+    d.norm = d.group[0].norm, d.csgu_norm = d.group[0].csgu_norm;
     return d;
 }
 

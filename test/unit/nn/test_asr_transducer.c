@@ -22,8 +22,10 @@
 
 #include "core/compute/backend.h"
 #include "core/config/config.h"
+#include "core/formats/torch_zip.h"
 #include "core/nn/decoder_conf.h"
 #include "core/nn/model.h"
+#include "core/nn/model_files.h"
 #include "test/unit/nn/fx_asr_transducer.h"
 #include "test/unit/nn/fx_pack.h"
 #include "test/unit/test_util.h"
@@ -36,7 +38,8 @@ enum { IDIM = 20, D = 16, VOCAB = 12, B = 2, STRIDE = 7 };
  * model with FastEmit and the auxiliary LM loss, and the mixed, pointwise-conv1d and shrinking-conv1d
  * Encoders. */
 typedef enum variant {
-    V_RNN = 0, V_STATELESS, V_EBRANCHFORMER, V_BRANCHFORMER, V_GRU, V_AUX, V_MIXED, V_POINTWISE, V_SHRINK
+    V_RNN = 0, V_STATELESS, V_EBRANCHFORMER, V_BRANCHFORMER, V_GRU, V_AUX, V_MIXED, V_POINTWISE, V_SHRINK,
+    V_NORMS_RMS, V_NORMS_BASIC, V_NORMS_SCALE
 } variant;
 
 static model_dims fixture_dims(variant v)
@@ -44,6 +47,7 @@ static model_dims fixture_dims(variant v)
     if (v == V_MIXED) return fx_mixed_dims();
     if (v == V_POINTWISE) return fx_pointwise_dims();
     if (v == V_SHRINK) return fx_shrink_dims();
+    if (v >= V_NORMS_RMS) return fx_norms_dims(v == V_NORMS_RMS ? NORM_RMS : v == V_NORMS_BASIC ? NORM_BASIC : NORM_SCALE);
     model_dims d = {.idim = IDIM, .d = D, .heads = 2, .ff = 24, .blocks = 2, .vocab = VOCAB,
                     .encoder = ENC_CONFORMER, .macaron = 1, .rel_pos = 1, .use_cnn = 1, .cnn_kernel = 3,
                     .act = ACT_SWISH, .input_layer = IN_CONV2D,
@@ -93,9 +97,11 @@ static void setup(fixture *f, backend_kind kind, variant v)
 {
     static const char *const weights[] = {"weights", "weights", "ebranchformer_weights", "branchformer_weights",
                                           "weights", "aux_weights", "mixed_weights", "pointwise_weights",
-                                          "shrink_weights"};
+                                          "shrink_weights", "norms_rms_weights", "norms_basic_weights",
+                                          "norms_scale_weights"};
     static const char *const outputs[] = {"loss", "stateless_loss", "ebranchformer_loss", "branchformer_loss",
-                                          "gru_loss", "aux_loss", "mixed_loss", "pointwise_loss", "shrink_loss"};
+                                          "gru_loss", "aux_loss", "mixed_loss", "pointwise_loss", "shrink_loss",
+                                          "norms_rms_loss", "norms_basic_loss", "norms_scale_loss"};
     esp_err err;
     cr_assert((f->be = backend_open(kind, 0, 1, &err)) != NULL, "%s", err.msg);
     f->w = load_pack("asr_transducer", weights[v]), f->c = load_pack("asr_transducer", "loss");
@@ -189,8 +195,10 @@ static void check_loss(backend_kind kind, double tol, variant v)
         /* Softmax ignores linear_k's bias, training-mode BatchNorm the depthwise conv's (a per-channel
          * constant): rounding noise on both sides. So in the pointwise model: out_pos' bias (the same
          * vector added to every position's encoding shifts a query's scores alike), and the conv1d
-         * with BatchNorm's bias and its input's (block 0's norm_final) bias; the same in the shrink model. */
+         * with BatchNorm's bias and its input's (block 0's norm_final) bias; the same in the shrink model.
+         * With scale_norm, norm_blocks (a ScaleNorm) undoes the last block's norm_final scale. */
         if (strstr(p->name, "linear_k.bias") || strstr(p->name, "depthwise_conv.bias") ||
+            (v == V_NORMS_SCALE && strstr(p->name, "blocks.4.norm_final.scale")) ||
             ((v == V_POINTWISE || v == V_SHRINK) && (strstr(p->name, "out_pos.bias") || strstr(p->name, "blocks.1.conv.bias") ||
                                   strstr(p->name, "blocks.0.norm_final.bias")))) {
             cr_expect_lt(test_max_abs(g + p->offset, n), 1e-4, "%s", p->name);
@@ -204,7 +212,9 @@ static void check_loss(backend_kind kind, double tol, variant v)
     cr_assert_eq(n_grads, 0, "ESPnet2 has parameters espnet3's model lacks");
     static const char *const what[] = {"", " (stateless)", " (ebranchformer)", " (branchformer)", " (gru)",
                                        " (FastEmit, auxiliary LM loss)", " (mixed blocks)",
-                                       " (pointwise conv1d blocks)", " (conv1d blocks that shrink the frames)"};
+                                       " (pointwise conv1d blocks)", " (conv1d blocks that shrink the frames)",
+                                       " (rms_norm, scale_norm gating units)", " (basic_norm, rms_norm gating units)",
+                                       " (scale_norm, basic_norm gating units)"};
     cr_log_info("%s%s: loss %.7f (ESPnet %.7f), worst gradient rel err %.2g", f.be->name, what[v], loss, ref, worst);
     free(g);
     teardown(&f);
@@ -348,6 +358,22 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
                  0, "%s", err.msg);
     cr_assert(d.encoder == ENC_EBRANCHFORMER && !d.use_ffn && d.merge_kernel == 0 && d.cgmlp_kernel == 5 &&
               d.cgmlp_units == 16);
+    /* main_conf's norms with each block's eps and partial, get_normalization's defaults for the rest
+     * (RMSNorm's eps 1e-5; layer_norm's 1e-12 is eps 0); the Conformer's convolution module keeps
+     * its BatchNorm1d whatever conv_mod_norm_type says */
+    cr_assert_eq(dims_of_yaml(dir, EBF "        linear_size: 16\n        norm_partial: 0.5\n        conv_mod_norm_eps: 0.001\n"
+                                   "    main_conf:\n      norm_type: rms_norm\n      conv_mod_norm_type: basic_norm\n"
+                                   "      after_norm_eps: 0.01\n",
+                              &d, &err),
+                 0, "%s", err.msg);
+    cr_assert(d.norm.kind == NORM_RMS && d.norm.p == 4 && d.norm.eps == 1e-5f);
+    cr_assert(d.csgu_norm.kind == NORM_BASIC && d.csgu_norm.eps == 0.001f && d.csgu_norm.p == 0);
+    cr_assert(d.after_norm.kind == NORM_RMS && d.after_norm.eps == 0.01f && d.after_norm.p == 0);
+    cr_assert_eq(dims_of_yaml(dir, BODY "        norm_eps: 0.0001\n    main_conf:\n      conv_mod_norm_type: scale_norm\n",
+                              &d, &err),
+                 0, "%s", err.msg);
+    cr_assert(d.norm.kind == NORM_LAYER && d.norm.eps == 1e-4f && d.after_norm.kind == NORM_LAYER &&
+              d.after_norm.eps == 0 && d.csgu_norm.kind == NORM_LAYER && d.use_cnn);
     /* blocks of different types and sizes (the fixture's MIXED): one group per run, the largest sizes */
     cr_assert_eq(dims_of_yaml(dir, "  encoder_conf:\n    body_conf:\n"
                                    "      - {block_type: conformer, hidden_size: 16, linear_size: 24, heads: 2, "
@@ -370,6 +396,36 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
         cr_assert(!memcmp(&d.group[g], &want.group[g], sizeof want.group[g]), "group %d", g);
     for (int l = 0; l < 5; l++) /* blocks 0-1, 2, 3, 4 */
         cr_assert_eq(model_block_group(&d, l), l < 2 ? 0 : l - 1, "block %d", l);
+    /* the fixture's norms_rms model from its config: each group's norms, and norm_blocks' */
+    cr_assert_eq(dims_of_yaml(dir, "  encoder_conf:\n    body_conf:\n"
+                                   "      - {block_type: conformer, hidden_size: 16, linear_size: 24, heads: 2, "
+                                   "conv_mod_kernel_size: 3, num_blocks: 2, norm_partial: 0.5, norm_eps: 0.0001}\n"
+                                   "      - {block_type: ebranchformer, hidden_size: 16, linear_size: 20, heads: 4, "
+                                   "conv_mod_kernel_size: 5, depth_conv_kernel_size: 3, conv_mod_norm_eps: 0.001}\n"
+                                   "      - {block_type: branchformer, hidden_size: 16, linear_size: 12, heads: 1, "
+                                   "conv_mod_kernel_size: 3}\n"
+                                   "      - {block_type: conformer, hidden_size: 16, linear_size: 32, heads: 4, "
+                                   "conv_mod_kernel_size: 5}\n"
+                                   "    main_conf:\n      norm_type: rms_norm\n      conv_mod_norm_type: scale_norm\n"
+                                   "      after_norm_partial: 0.25\n",
+                              &d, &err),
+                 0, "%s", err.msg);
+    want = fx_norms_dims(NORM_RMS);
+    for (int g = 0; g < 4; g++)
+        cr_assert(!memcmp(&d.group[g], &want.group[g], sizeof want.group[g]), "norms_rms group %d", g);
+    cr_assert(!memcmp(&d.after_norm, &want.after_norm, sizeof d.after_norm) &&
+              !memcmp(&d.norm, &want.norm, sizeof d.norm));
+    cr_assert_eq(dims_of_yaml(dir, "  encoder_conf:\n    body_conf:\n"
+                                   "      - {block_type: conformer, hidden_size: 16, linear_size: 24, heads: 2, "
+                                   "conv_mod_kernel_size: 3, num_blocks: 2}\n"
+                                   "      - {block_type: ebranchformer, hidden_size: 16, linear_size: 20, heads: 4, "
+                                   "conv_mod_kernel_size: 5, depth_conv_kernel_size: 3}\n"
+                                   "      - {block_type: branchformer, hidden_size: 16, linear_size: 12, heads: 1, "
+                                   "conv_mod_kernel_size: 3}\n"
+                                   "      - {block_type: conformer, hidden_size: 16, linear_size: 32, heads: 4, "
+                                   "conv_mod_kernel_size: 5}\n",
+                              &d, &err),
+                 0, "%s", err.msg);
     model_dims b3 = model_block_dims(&d, 3);
     cr_assert(b3.encoder == ENC_EBRANCHFORMER && b3.heads == 1 && b3.ff == 12 && !b3.use_ffn && !b3.merge_kernel);
     /* a conv1d block that keeps the frames and the size, with ESPnet2's defaults and without */
@@ -433,17 +489,14 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
         {BODY C1D_NEXT "        output_size: 16\n        kernel_size: 1\n      - block_type: conformer\n"
               "        hidden_size: 16\n        linear_size: 16\n        conv_mod_kernel_size: 3\n",
          "body_conf[1].output_size: conv1d blocks that change the size (8 -> 16) are not built (write output_size 8)"},
-        {BODY "      - block_type: ebranchformer\n        hidden_size: 8\n        linear_size: 16\n        heads: 2\n"
-              "        conv_mod_kernel_size: 3\n    main_conf:\n      conv_mod_norm_type: rms_norm\n",
-         "conv_mod_norm_type: rms_norm is not built for ebranchformer blocks"},
         {EBF "        linear_size: 16\n      - block_type: conformer\n        hidden_size: 8\n        linear_size: 16\n"
              "        conv_mod_kernel_size: 3\n    main_conf:\n      conv_mod_act_type: relu\n",
          "pos_wise_act_type swish and conv_mod_act_type relu differ"},
         {EBF "        linear_size: 15\n", "body_conf[0].linear_size: 15 must be even"},
         {EBF "        linear_size: 16\n        depth_conv_kernel_size: 4\n", "depth_conv_kernel_size: 4 must be odd"},
-        {EBF "        linear_size: 16\n    main_conf:\n      conv_mod_norm_type: rms_norm\n",
-         "conv_mod_norm_type: rms_norm is not built for ebranchformer blocks"},
-        {EBF "        linear_size: 16\n        conv_mod_norm_eps: 0.00001\n", "conv_mod_norm_eps: 1e-05 is not supported"},
+        {EBF "        linear_size: 16\n        conv_mod_norm_eps: 0\n", "conv_mod_norm_eps: 0 must be positive"},
+        {EBF "        linear_size: 16\n        norm_partial: 0.01\n    main_conf:\n      norm_type: rms_norm\n",
+         "norm_partial: 0.01 of 8 columns is none"},
         {BODY "  decoder: mega\n", "model.decoder: 'mega' is not supported"},
         {BODY "  decoder: stateless\n  decoder_conf:\n    hidden_size: 4\n",
          "rnn_type, num_layers, hidden_size and dropout_rate are RNNDecoder's"},
@@ -526,4 +579,61 @@ Test(asr_transducer, shrinking_conv1d_encoder_output_and_lengths_match_espnet_cp
 Test(asr_transducer, shrinking_conv1d_loss_and_every_gradient_match_espnet_cpu_and_ref64)
 {
     check_loss(BACKEND_CPU, 1e-5, V_SHRINK), check_loss(BACKEND_REF64, 1e-5, V_SHRINK);
+}
+
+/* main_conf's norm_type and conv_mod_norm_type other than layer_norm (packs norms_<kind>_*; MIXED's
+ * blocks, so every norm site: the Conformer's, the (E-)Branchformer's and their gating units',
+ * norm_blocks), with per-entry eps and partial keys: core/nn/norm_spec.h, the rownorm ops. */
+Test(asr_transducer, rms_norm_encoder_output_loss_and_every_gradient_match_espnet)
+{
+    check_encoder(BACKEND_CPU, V_NORMS_RMS), check_encoder(BACKEND_REF64, V_NORMS_RMS);
+    check_loss(BACKEND_CPU, 1e-5, V_NORMS_RMS), check_loss(BACKEND_REF64, 1e-5, V_NORMS_RMS);
+}
+Test(asr_transducer, basic_norm_encoder_output_loss_and_every_gradient_match_espnet)
+{
+    check_encoder(BACKEND_CPU, V_NORMS_BASIC), check_encoder(BACKEND_REF64, V_NORMS_BASIC);
+    check_loss(BACKEND_CPU, 1e-5, V_NORMS_BASIC), check_loss(BACKEND_REF64, 1e-5, V_NORMS_BASIC);
+}
+Test(asr_transducer, scale_norm_encoder_output_loss_and_every_gradient_match_espnet)
+{
+    check_encoder(BACKEND_CPU, V_NORMS_SCALE), check_encoder(BACKEND_REF64, V_NORMS_SCALE);
+    check_loss(BACKEND_CPU, 1e-5, V_NORMS_SCALE), check_loss(BACKEND_REF64, 1e-5, V_NORMS_SCALE);
+}
+
+/* A .pth of each norm model (BasicNorm's scalar eps, ScaleNorm's scalar scale, RMSNorm's scale
+ * vector under ESPnet2's names and shapes) loads back into the same model bit for bit. */
+Test(asr_transducer, norm_models_cross_a_pth_file)
+{
+    char dir[256];
+    test_tmpdir_make(dir, sizeof dir, "asr_transducer_norm_pth");
+    for (variant v = V_NORMS_RMS; v <= V_NORMS_SCALE; v++) {
+        fixture f;
+        setup(&f, BACKEND_CPU, v);
+        const param_table *t = &f.m.table;
+        float *state = calloc(t->state_total, sizeof *state), *back = calloc(t->state_total, sizeof *back);
+        int64_t *counts = calloc(t->n, sizeof *counts);
+        st_tensor *ts = calloc(t->n, sizeof *ts);
+        asr_model_state_to_host(&f.m, state);
+        model_state_tensors(t, state, counts, ts);
+        for (size_t i = 0; i < t->n; i++) { /* the fixture's ESPnet2 tensors, shapes as torch's */
+            size_t n;
+            pack_must(&f.w, ts[i].name, &n);
+            cr_assert_eq(n, t->items[i].count, "%s", ts[i].name);
+            if (strstr(ts[i].name, ".eps") || (v == V_NORMS_SCALE && strstr(ts[i].name, ".scale")))
+                cr_assert_eq(ts[i].ndim, 0, "%s is a scalar in ESPnet2", ts[i].name);
+        }
+        const char *path = test_path(dir, "m.pth");
+        esp_err err;
+        cr_assert_eq(pt_write(path, ts, t->n, &err), 0, "%s", err.msg);
+        model_dims d = fixture_dims(v);
+        asr_model m2;
+        asr_model_init_inference(&m2, f.be, &d);
+        cr_assert_eq(asr_model_load_weights(&m2, path, &err), 0, "%s", err.msg);
+        asr_model_state_to_host(&m2, back);
+        cr_assert(!memcmp(state, back, t->state_total * sizeof *state), "variant %d: the weights differ", (int)v);
+        asr_model_free(&m2);
+        free(state), free(back), free(counts), free(ts);
+        teardown(&f);
+    }
+    test_tmpdir_remove(dir);
 }
