@@ -54,12 +54,11 @@ static inline model_dims fx_shrink_dims(void)
  * kernel 3); the last entry of each group its output width. */
 static inline model_dims fx_widen_dims(void)
 {
-    model_dims d = fx_mixed_dims();
-    d.n_groups = 5, d.d = 20, d.embed_d = 16, d.embed_ch = 8;
-    d.group[0] = (struct model_group){1, ENC_CONFORMER, 2, 24, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 16};
-    d.group[1] = (struct model_group){1, ENC_CONV1D, 0, 0, 1, 0, 0, 0, 0, 0, 2, 1, 1, 1, 1, 1, 24};
+    model_dims d = fx_pointwise_dims(); /* its first two groups, then shrink's second conv1d block */
+    d.d = 20, d.embed_d = 16, d.embed_ch = 8;
+    d.group[1].d = 24;
     d.group[2] = (struct model_group){1, ENC_CONFORMER, 4, 32, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 24};
-    d.group[3] = (struct model_group){1, ENC_CONV1D, 0, 0, 2, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 20};
+    d.group[3] = fx_shrink_dims().group[3], d.group[3].d = 20;
     d.group[4] = (struct model_group){1, ENC_EBRANCHFORMER, 2, 20, 3, 0, 1, 20, 3, 3, 0, 0, 0, 0, 0, 0, 20};
     return d;
 }
