@@ -4,10 +4,12 @@
  * E-Branchformer block (eblock_*, also the Branchformer's), with its own sizes and dropout rates.
  * The block code reads the model's dims and rates, so each block runs with m->dims and the
  * rates' dropout / att_dropout set to its own (model_block_dims, model_rates.group_*) and put
- * back after it. The relative encoding is computed once and shared, as MultiBlocks' pos_enc.
+ * back after it. The relative encoding is computed once, of the input layer's width, and shared,
+ * as MultiBlocks' pos_enc.
  *
- * A conv1d block (blocks/conv1d.py; those that keep the size, body_conf.c refuses the others) is
- * x -> relu?(drop(bn?(conv(x)))), no residual, and it hands the blocks after it out_pos(pos): their
+ * Each block runs at its own width (model_block_dims' d; model_block_in_dim its input's): a conv1d
+ * block (blocks/conv1d.py) from its input's width to output_size, which the blocks after it keep.
+ * It is x -> relu?(drop(bn?(conv(x)))), no residual, and it hands the blocks after it out_pos(pos): their
  * attention reads that encoding, so their backward adds the gradient of it (enc_attn_work.dpos)
  * into the conv1d block's dpos, whose backward takes out_pos' gradients from it and passes the rest
  * to the encoding before (an earlier conv1d's). One whose kernel, dilation or stride shrinks the

@@ -12,6 +12,8 @@
  * (rel_pos: the encoder adds them in attention), dropout(positional_dropout_rate). An encoder that
  * reads the stage's input itself (the contextual block encoder's context vectors) leaves that
  * branch's gradient in m->dpos_in, which the backward adds.
+ * The asr_transducer task's ConvInput has model_embed_ch channels and a Linear to model_embed_dim,
+ * or no Linear before a conv1d block (embed_raw: the convs' output in torch's (c, f) order).
  * The 3x3 stride-2 convs run on conv2d_* (Winograd for d channels), the others on conv2d_gen_*.
  * Conv outputs are channels last: a frame's features are (f2, d) f-major where torch flattens
  * (d, f2), so the out Linear uses its weight with the columns reordered to (f, c) (wout_fc). */
