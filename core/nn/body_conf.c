@@ -383,8 +383,9 @@ static int body_from_cfg(model_dims *out, model_rates *r, const model_cfg *m, es
         out->blocks += (int)n;
     }
     if (out->blocks == 0) return esp_fail(err, B ": no blocks");
-    if (out->n_groups == 1 && out->group[0].encoder == ENC_CONV1D)
-        return esp_fail(err, B ": conv1d blocks alone are not built (add an X-former block after them)");
+    int xformers = 0;
+    for (int g = 0; g < out->n_groups; g++) xformers += out->group[g].encoder != ENC_CONV1D;
+    if (!xformers) return esp_fail(err, B ": conv1d blocks alone are not built (add an X-former block after them)");
     out->d = last; /* after_norm (norm_blocks), ctc_lin and the joint network's lin_enc read the last block's */
     groups_dims(out, r);
     /* the asr_transducer blocks' gate and convolution, whatever the first group's kind */

@@ -459,6 +459,8 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
          * whose output (conv_size x bins) is odd, which ESPnet2's RelPositionalEncoding fails on */
         {C1D "        output_size: 4\n        kernel_size: 3\n",
          "model.encoder_conf.body_conf: conv1d blocks alone are not built (add an X-former block after them)"},
+        {C1D "        output_size: 4\n        kernel_size: 3\n" C1D_NEXT "        output_size: 4\n        kernel_size: 1\n",
+         "model.encoder_conf.body_conf: conv1d blocks alone are not built"},
         {"  encoder_conf:\n    input_conf:\n      conv_size: 3\n    body_conf:\n" C1D_NEXT "        output_size: 8\n        kernel_size: 1\n"
          "      - block_type: conformer\n        hidden_size: 8\n        linear_size: 16\n"
          "        conv_mod_kernel_size: 3\n",
