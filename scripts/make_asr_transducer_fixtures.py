@@ -57,6 +57,14 @@ Files (scripts/make_decoder_fixtures.py's pack format):
                     (MultiBlocks never hands back the shrunk mask; torchaudio's rnnt_loss then fails
                     with "input length mismatch"), so for this body the script patches
                     Encoder.forward to return the lengths of the last block's mask (shrunk_forward)
+  widen_weights, widen_loss, widen_search  the same for WIDEN, conv1d blocks that change the size
+                    (16 -> 24 with BatchNorm1d and 2 groups, then X-former blocks of hidden 24; 24 -> 20
+                    of kernel 2, one frame fewer, without ReLU or bias, then an E-Branchformer of 20)
+                    after a ConvInput of conv_size 8 (its Linear from 8 x 4 bins to 16); shrunk_forward
+  convfirst_weights, convfirst_loss, convfirst_search  the same for CONVFIRST, a conv1d block first:
+                    ConvInput without its output Linear (conv_size = the block's output_size 16, x 4
+                    bins: 64 features, the positional encoding's size too), the conv1d block 64 -> 16
+                    (kernel 3: 15 -> 13 frames), then X-former blocks of 16; shrunk_forward
 """
 import argparse
 import os
@@ -112,6 +120,25 @@ POINTWISE = [
 ]
 
 
+# body_conf of the widen_* packs (input_conf WIDEN_INPUT): conv1d blocks that change the size.
+WIDEN = [
+    MIXED[0] | {"num_blocks": 1},
+    {"block_type": "conv1d", "output_size": 24, "kernel_size": 1, "batch_norm": True, "groups": 2},
+    {"block_type": "conformer", "hidden_size": 24, "linear_size": 32, "heads": 4, "conv_mod_kernel_size": 3},
+    {"block_type": "conv1d", "output_size": 20, "kernel_size": 2, "relu": False, "bias": False},
+    {"block_type": "ebranchformer", "hidden_size": 20, "linear_size": 20, "heads": 2, "conv_mod_kernel_size": 3},
+]
+WIDEN_INPUT = {"conv_size": 8}
+
+
+# body_conf of the convfirst_* packs: a conv1d block first, after ConvInput without its Linear.
+CONVFIRST = [
+    {"block_type": "conv1d", "output_size": D, "kernel_size": 3},
+    MIXED[1],
+    MIXED[3],
+]
+
+
 # body_conf of the shrink_* packs: conv1d blocks that shrink the frames (15 -> 7 -> 6 frames,
 # lengths [15, 12] -> [7, 6] -> [6, 6]; utterance 0's 7 labels, one repeated, no longer fit CTC's
 # 6 frames: zero_infinity drops its CTC loss, on both sides).
@@ -163,11 +190,15 @@ def build(stateless=False, block="conformer", aux=False, rnn_type="lstm"):
         body = POINTWISE
     if block == "shrink":
         body = SHRINK
+    if block == "widen":
+        body = WIDEN
+    if block == "convfirst":
+        body = CONVFIRST
     if block.startswith("norms_"):
         main_conf, extra = NORMS[block[len("norms_"):]]
         body = [entry | extra.get(i, {}) for i, entry in enumerate(MIXED)]
-    encoder = Encoder(IDIM, body, input_conf={}, main_conf=main_conf)
-    if block == "shrink":
+    encoder = Encoder(IDIM, body, input_conf=dict(WIDEN_INPUT) if block == "widen" else {}, main_conf=main_conf)
+    if block in ("shrink", "widen", "convfirst"):
         encoder.forward = shrunk_forward.__get__(encoder)
     if stateless:
         decoder = StatelessDecoder(len(TOKENS), embed_size=HIDDEN)
@@ -311,7 +342,7 @@ def main():
                                       or kv[0].startswith("grad.decoder.") or kv[0].startswith("grad.joint_network.")])
     n += write_pack(out, "gru_search", search_case(gw, rnn_type="gru"))
     print(f"gru decoder: loss {loss:.6f}")
-    for body in ("mixed", "pointwise", "shrink"):  # the MIXED, POINTWISE and SHRINK Encoders with the RNNDecoder
+    for body in ("mixed", "pointwise", "shrink", "widen", "convfirst"):  # these Encoders with the RNNDecoder
         torch.manual_seed(0)
         bw = seeded_weights(build(block=body))
         n += write_pack(out, body + "_weights", list(bw.items()))

@@ -111,8 +111,9 @@ static int conv1d_sizes(const body_block_cfg *c, unsigned i, int in, esp_err *er
  * anything espnet3 does not build is refused: an X-former entry's input and output size is its
  * hidden_size, a conv1d entry's input the previous entry's output, and the first entry's the
  * input block's (before a conv1d block, ConvInput has no output Linear: conv_size channels,
- * default the block's output_size, times the frequency bins left). */
-static int validate_architecture(const encoder_conf_cfg *e, int idim, esp_err *err)
+ * default the block's output_size, times the frequency bins left). *embed: the input block's
+ * output size (the positional encoding's too), *last: the last entry's (the encoder's). */
+static int validate_architecture(const encoder_conf_cfg *e, int idim, int *embed, int *last, esp_err *err)
 {
     int prev = 0;
     for (unsigned i = 0; i < e->n_body_conf; i++) {
@@ -128,9 +129,11 @@ static int validate_architecture(const encoder_conf_cfg *e, int idim, esp_err *e
                                        "block (ID: %u)\")", i, miss, miss, i + 1);
             const body_input_cfg *ic = e->input_conf;
             in = i ? prev
-                   : (int)(ic && ic->conv_size ? *ic->conv_size : *c->output_size) *
-                         input_layer_out_bins(input_kind(ic), idim);
+                 : !idim ? (int)*c->output_size /* body_rates_from_cfg: the rates alone, the input unknown */
+                         : (int)(ic && ic->conv_size ? *ic->conv_size : *c->output_size) *
+                               input_layer_out_bins(input_kind(ic), idim);
             out = (int)*c->output_size;
+            if (!i) *embed = in;
             if (conv1d_sizes(c, i, in, err) != 0) return -1;
         } else {
             const char *miss = !c->linear_size ? "linear_size" : !c->conv_mod_kernel_size ? "conv_mod_kernel_size" : NULL;
@@ -139,6 +142,7 @@ static int validate_architecture(const encoder_conf_cfg *e, int idim, esp_err *e
                                        "block (ID: %u)\")", i, c->block_type, miss, miss, i + 1);
             if (!c->hidden_size) return esp_fail(err, B "[%u]: a %s block needs hidden_size", i, c->block_type);
             in = out = (int)*c->hidden_size;
+            if (!i) *embed = in;
         }
         if (i && in != prev)
             return esp_fail(err, B "[%u]: its input size %d differs from body_conf[%u]'s output size %d (ESPnet2: "
@@ -146,6 +150,7 @@ static int validate_architecture(const encoder_conf_cfg *e, int idim, esp_err *e
                             i - 1, prev, i - 1, i);
         prev = out;
     }
+    *last = prev;
     return 0;
 }
 
@@ -198,27 +203,19 @@ static int add_group(model_dims *out, model_rates *r, const struct model_group *
     return 0;
 }
 
-/* body_conf[i]'s conv1d blocks (validate_architecture checked its sizes and groups) as a group:
- * what is built is a Conv1d that keeps the size (output_size its input's) after an X-former block,
- * of any kernel_size, stride and dilation (encoder_body.c shrinks the frames, lengths and encoding
- * as blocks/conv1d.py's create_new_mask / create_new_pos_enc); the others are refused with that. */
+/* body_conf[i]'s conv1d blocks (validate_architecture checked its sizes and groups) as a group of
+ * output_size wide blocks, of any kernel_size, stride and dilation (encoder_body.c shrinks the
+ * frames, lengths and encoding as blocks/conv1d.py's create_new_mask / create_new_pos_enc, and its
+ * out_pos maps the encoding to output_size for the blocks after it). */
 static int conv1d_group(model_dims *out, model_rates *r, const body_block_cfg *c, unsigned i, int n, esp_err *err)
 {
-    int64_t k = *c->kernel_size, o = *c->output_size;
-    if (!out->n_groups)
-        return esp_fail(err, B "[%u].block_type: a conv1d block first (after ConvInput without its output Linear) is "
-                               "not built (put an X-former block first)", i);
-    if (o != out->d)
-        return esp_fail(err, B "[%u].output_size: conv1d blocks that change the size (%d -> %lld) are not built (write "
-                               "output_size %d)", i, out->d, (long long)o, out->d);
-    struct model_group g = {n, ENC_CONV1D, 0, 0, (int)k, 0, 0, 0, 0, 0, (int)int_or(c->groups, 1),
+    struct model_group g = {n, ENC_CONV1D, 0, 0, (int)*c->kernel_size, 0, 0, 0, 0, 0, (int)int_or(c->groups, 1),
                             (int)int_or(c->dilation, 1), !c->bias || *c->bias, c->batch_norm && *c->batch_norm,
-                            !c->relu || *c->relu, (int)int_or(c->stride, 1), {0}, {0}};
+                            !c->relu || *c->relu, (int)int_or(c->stride, 1), {0}, {0}, (int)*c->output_size};
     return add_group(out, r, &g, (float)or_default(c->dropout_rate, 0), 0, i, err);
 }
 
-/* body_conf[i]'s blocks as a group of out (its kind, sizes and rates); out->d is the first entry's
- * hidden_size, which validate_architecture made every X-former entry's. */
+/* body_conf[i]'s blocks as a group of out (its kind, sizes and rates). */
 static int block_group(model_dims *out, model_rates *r, const body_block_cfg *c, unsigned i, int n, esp_err *err)
 {
     block_type kind = block_kind(c);
@@ -235,27 +232,28 @@ static int block_group(model_dims *out, model_rates *r, const body_block_cfg *c,
     if (kind != BT_BRANCHFORMER && pf != pd) /* the Branchformer has no feed-forward */
         return esp_fail(err, B "[%u].pos_wise_dropout_rate: %g differs from dropout_rate %g, which espnet3's blocks use for "
                              "both (write the same value)", i, (double)pf, (double)pd);
-    if (!out->n_groups) out->d = d;
     model_dims e = *out;
     if (norm_spec_of(&e.norm, out->norm.kind, c->norm_eps, c->norm_partial, d, B "[].norm", err) != 0 ||
         type_dims(&e, c, i, kind, ff, k, err) != 0)
         return -1;
     if (kind == BT_CONFORMER) e.csgu_norm = (norm_spec){0}; /* its convolution module's norm is BatchNorm1d */
     struct model_group g = {n, (int)e.encoder, heads, ff, k, kind == BT_CONFORMER, e.use_ffn, e.cgmlp_units,
-                            e.cgmlp_kernel, e.merge_kernel, 0, 0, 0, 0, 0, 0, e.norm, e.csgu_norm};
+                            e.cgmlp_kernel, e.merge_kernel, 0, 0, 0, 0, 0, 0, e.norm, e.csgu_norm, d};
     return add_group(out, r, &g, pd, pa, i, err);
 }
 
 /* The groups into out's fields: one group is every block (the Conformer or E-Branchformer encoder
- * as before); several leave the first group's kind and the largest sizes (core/nn/encoder_body.c). */
+ * as before); several leave the first X-former group's kind and the largest sizes
+ * (core/nn/encoder_body.c). */
 static void groups_dims(model_dims *out, model_rates *r)
 {
-    const struct model_group *g = &out->group[0];
+    int x = out->group[0].encoder == ENC_CONV1D; /* a conv1d group first: the X-former after it */
+    const struct model_group *g = &out->group[x];
     out->encoder = g->encoder, out->heads = g->heads, out->ff = g->ff, out->cnn_kernel = g->cnn_kernel;
     out->use_cnn = g->use_cnn, out->use_ffn = g->use_ffn, out->cgmlp_units = g->cgmlp_units;
     out->cgmlp_kernel = g->cgmlp_kernel, out->merge_kernel = g->merge_kernel;
     out->norm = g->norm, out->csgu_norm = g->csgu_norm;
-    r->dropout = r->group_dropout[0], r->att_dropout = r->group_att_dropout[0];
+    r->dropout = r->group_dropout[x], r->att_dropout = r->group_att_dropout[x];
     for (int k = 1; k < out->n_groups; k++) {
         g = &out->group[k];
         out->heads = g->heads > out->heads ? g->heads : out->heads;
@@ -274,17 +272,27 @@ static int has_kind(const model_dims *out, int k)
     return 0;
 }
 
-/* input_conf: ConvInput, the Conv2dSubsampling of its subsampling_factor with conv_size channels. */
-static int input_dims(model_dims *out, const body_input_cfg *c, esp_err *err)
+/* input_conf: ConvInput, the Conv2dSubsampling of its subsampling_factor with conv_size channels
+ * (default: the first block's hidden_size, or a first conv1d block's output_size), then a Linear to
+ * the first block's hidden_size, or before a conv1d block none (ESPnet2's validate_input_block):
+ * embed wide, as validate_architecture found. */
+static int input_dims(model_dims *out, const body_input_cfg *c, const body_block_cfg *first, int embed, esp_err *err)
 {
     int64_t f = c ? int_or(c->subsampling_factor, 4) : 4;
     out->input_layer = input_kind(c);
     if (f != 2 && f != 4 && f != 6)
         return esp_fail(err, "model.encoder_conf.input_conf.subsampling_factor: %lld (ESPnet2's Conv2D input supports "
                              "2, 4 and 6)", (long long)f);
-    if (c && c->conv_size && *c->conv_size != out->d)
-        return esp_fail(err, "model.encoder_conf.input_conf.conv_size: %lld channels are not supported (leave it out "
-                             "for the first block's hidden_size %d)", (long long)*c->conv_size, out->d);
+    out->embed_raw = block_kind(first) == BT_CONV1D;
+    int64_t ch = c && c->conv_size ? *c->conv_size : out->embed_raw ? *first->output_size : embed;
+    if (!out->idim) return 0; /* body_rates_from_cfg */
+    if (ch < 1 || embed < 1)
+        return esp_fail(err, "model.encoder_conf.input_conf.conv_size: %lld channels leave %d features for the first "
+                             "block (both must be positive)", (long long)ch, embed);
+    if (embed % 2) /* RelPositionalEncoding fills sines and cosines in pairs (ESPnet2 fails on an odd size) */
+        return esp_fail(err, "model.encoder_conf.input_conf.conv_size: the input block's output size %d (conv_size %lld "
+                             "x the frequency bins left) must be even for the positional encoding", embed, (long long)ch);
+    out->embed_ch = (int)ch, out->embed_d = embed;
     return 0;
 }
 
@@ -393,7 +401,8 @@ static int body_from_cfg(model_dims *out, model_rates *r, const model_cfg *m, es
     if (m->decoder && strcmp(m->decoder, "rnn") && strcmp(m->decoder, "stateless"))
         return esp_fail(err, "model.decoder: %s is not built for the asr_transducer task (rnn and stateless are)",
                         m->decoder);
-    if (validate_architecture(e, out->idim, err) != 0) return -1;
+    int embed = 0, last = 0;
+    if (validate_architecture(e, out->idim, &embed, &last, err) != 0) return -1;
     out->blocks = 0, out->n_groups = 0;
     const body_main_cfg *mc = e->main_conf; /* the kinds here, each block's eps and partial in block_group */
     out->norm.kind = norm_kind_of(mc ? mc->norm_type : NULL);
@@ -406,11 +415,15 @@ static int body_from_cfg(model_dims *out, model_rates *r, const model_cfg *m, es
         out->blocks += (int)n;
     }
     if (out->blocks == 0) return esp_fail(err, B ": no blocks");
+    int xformers = 0;
+    for (int g = 0; g < out->n_groups; g++) xformers += out->group[g].encoder != ENC_CONV1D;
+    if (!xformers) return esp_fail(err, B ": conv1d blocks alone are not built (add an X-former block after them)");
+    out->d = last; /* after_norm (norm_blocks), ctc_lin and the joint network's lin_enc read the last block's */
     groups_dims(out, r);
     /* the asr_transducer blocks' gate and convolution, whatever the first group's kind */
     out->gate_act = ACT_IDENTITY, out->linear_after_conv = 0;
     out->macaron = 1, out->rel_pos = 1, out->body = 1;
-    if (input_dims(out, e->input_conf, err) != 0 || main_dims(out, r, e->main_conf, err) != 0 ||
+    if (input_dims(out, e->input_conf, &e->body_conf[0], embed, err) != 0 || main_dims(out, r, e->main_conf, err) != 0 ||
         decoder_dims(out, r, m, err) != 0 || loss_dims(out, r, m->model_conf, err) != 0)
         return -1;
     return 0;

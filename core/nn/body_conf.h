@@ -18,12 +18,13 @@
  * ESPnetASRTransducerModel, the Encoder's builders and the decoder take is implemented,
  * accepted where its value leaves the model as implemented (a key only another block kind or
  * activation reads, ESPnet's default), or refused here with what to write instead: a
- * Conformer's feed-forward and convolution activations must be the same, ConvInput's conv_size is
- * hidden_size; conv1d blocks that shrink the frames, change the size or come first (those of
- * kernel_size 1, stride 1 after an X-former block are built), the MEGA and RWKV decoders, the k2
- * pruned loss, blockdrop and dynamic chunk training are not built. Blocks of different types or
- * sizes (one hidden_size, as validate_architecture wants) are model_dims.group's runs, each with
- * its own sizes and dropout rates (model_rates.group_*), run by core/nn/encoder_body.c.
+ * Conformer's feed-forward and convolution activations must be the same; an Encoder of conv1d
+ * blocks alone, the MEGA and RWKV decoders, the k2 pruned loss, blockdrop and dynamic chunk
+ * training are not built. Blocks of different types or sizes are model_dims.group's runs, each
+ * with its own sizes, width (model_group.d: a conv1d block's output_size is the hidden_size of the
+ * blocks after it, as validate_architecture wants) and dropout rates (model_rates.group_*), run by
+ * core/nn/encoder_body.c; ConvInput's conv_size channels and its output width (no Linear before a
+ * conv1d block first) are model_dims.embed_ch / embed_d / embed_raw.
  * report_cer / report_wer: core/decode/transducer_errors.h. */
 #ifndef ESPNET3_NN_BODY_CONF_H
 #define ESPNET3_NN_BODY_CONF_H

@@ -32,7 +32,7 @@ void enc_rel_shared_decl(const model_dims *d, enc_rel_shared *r, enc_act_list *f
 
 void enc_rel_pos_forward(asr_model *m, enc_rel_shared *r)
 {
-    size_t D = (size_t)m->dims.d;
+    size_t D = (size_t)model_embed_dim(&m->dims); /* the input layer's width (ESPnet2's build_positional_encoding) */
     if (!m->dims.rel_pos || m->T2 <= 0) return;
     m->be->relpos_encoding(m->be, r->pos, m->T2, (int)D);
     m->be->dropout_forward(m->be, r->pos, r->pos, (size_t)(2 * m->T2 - 1) * D, enc_rates_of(m).pp, m->seed,

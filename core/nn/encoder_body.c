@@ -4,10 +4,12 @@
  * E-Branchformer block (eblock_*, also the Branchformer's), with its own sizes and dropout rates.
  * The block code reads the model's dims and rates, so each block runs with m->dims and the
  * rates' dropout / att_dropout set to its own (model_block_dims, model_rates.group_*) and put
- * back after it. The relative encoding is computed once and shared, as MultiBlocks' pos_enc.
+ * back after it. The relative encoding is computed once, of the input layer's width, and shared,
+ * as MultiBlocks' pos_enc.
  *
- * A conv1d block (blocks/conv1d.py; those that keep the size, body_conf.c refuses the others) is
- * x -> relu?(drop(bn?(conv(x)))), no residual, and it hands the blocks after it out_pos(pos): their
+ * Each block runs at its own width (model_block_dims' d; model_block_in_dim its input's): a conv1d
+ * block (blocks/conv1d.py) from its input's width to output_size, which the blocks after it keep.
+ * It is x -> relu?(drop(bn?(conv(x)))), no residual, and it hands the blocks after it out_pos(pos): their
  * attention reads that encoding, so their backward adds the gradient of it (enc_attn_work.dpos)
  * into the conv1d block's dpos, whose backward takes out_pos' gradients from it and passes the rest
  * to the encoding before (an earlier conv1d's). One whose kernel, dilation or stride shrinks the
@@ -46,14 +48,15 @@ struct encoder_acts {
 _Static_assert(offsetof(encoder_acts, store) == 0, "core/nn/encoder_acts.c finds the store first");
 static body_block *blocks(const asr_model *m) { return m->enc->store.blocks; }
 
-/* All of a conv1d block's buffers (BatchNorm's used or not: a block's dims do not say). */
+/* All of a conv1d block's buffers (BatchNorm's used or not: a block's dims do not say); its input
+ * encoding's rows (sel, dsel) are as wide as its input, at most the widest (d->d is its output's). */
 static void c1block_kept(const model_dims *d, c1block *b, enc_act_list *kept, enc_act_shape s)
 {
-    size_t rd = s.rows * (size_t)d->d;
+    size_t rd = s.rows * (size_t)d->d, pw = s.prows * (size_t)model_max_width(d);
 #define BUF(field, count) enc_act_add(kept, &b->field, (count))
     BUF(y, rd), BUF(bn, rd), BUF(bn_mean, d->d), BUF(bn_rstd, d->d), BUF(dr, rd), BUF(out, rd);
     BUF(pos, s.prows * (size_t)d->d), BUF(dpos, s.prows * (size_t)d->d);
-    BUF(sel, s.prows * (size_t)d->d), BUF(dsel, s.prows * (size_t)d->d);
+    BUF(sel, pw), BUF(dsel, pw);
 #undef BUF
 }
 
@@ -66,13 +69,16 @@ static void block_kept(const model_dims *d, void *block, enc_act_list *kept, enc
     else c1block_kept(d, &b->k, kept, s);
 }
 
-/* m->dims holds the groups' largest ff, heads and cgmlp_units: the shared work fits every block. */
+/* m->dims holds the groups' largest ff, heads and cgmlp_units, and w the widest block: the shared
+ * work fits every block. */
 static void shared(asr_model *m, enc_act_list *fwd, enc_act_list *work, enc_act_shape s)
 {
     encoder_acts *e = m->enc;
-    enc_rel_shared_decl(&m->dims, &e->rel, fwd, work, s);
-    cblock_work_decl(&m->dims, &e->cw, work, s.rows);
-    eblock_work_decl(&m->dims, &e->ew, work, s.rows);
+    model_dims w = m->dims;
+    w.d = model_max_width(&m->dims);
+    enc_rel_shared_decl(&w, &e->rel, fwd, work, s);
+    cblock_work_decl(&w, &e->cw, work, s.rows);
+    eblock_work_decl(&w, &e->ew, work, s.rows);
 }
 
 /* The host lengths go with the activations (enc_acts_release calls this, enc_acts_destroy too). */
@@ -174,9 +180,9 @@ static void c1_forward(asr_model *m, int l, c1block *b, const float *x)
     const enc_block_tensors *p = &m->w.blocks[l];
     const nn_batchnorm *bn = &p->conv1d.bn;
     int T = m->T2, To = ops_conv1d_gen_len(T, g->cnn_kernel, g->c1_stride, g->c1_dilation);
-    int N = m->B * To, D = m->dims.d, P = 2 * To - 1;
+    int N = m->B * To, D = m->dims.d, Din = model_block_in_dim(&m->dims, l), P = 2 * To - 1;
     size_t n = (size_t)N * D;
-    be->conv1d_gen_forward(be, b->y, x, p->conv1d.conv.weight, p->conv1d.conv.bias, m->B, T, D, D, g->cnn_kernel,
+    be->conv1d_gen_forward(be, b->y, x, p->conv1d.conv.weight, p->conv1d.conv.bias, m->B, T, Din, D, g->cnn_kernel,
                            g->c1_stride, g->c1_dilation, g->c1_groups);
     const float *z = b->y;
     if (g->c1_bn) {
@@ -193,11 +199,11 @@ static void c1_forward(asr_model *m, int l, c1block *b, const float *x)
     const float *pos = pos_of(m, l);
     if (shrinks(g)) {
         for (int i = 0; i < P; i++)
-            be->copy(be, b->sel + (size_t)i * D, pos + (size_t)src_row(i, T, To, g->c1_stride) * D, D * sizeof(float),
-                     BACKEND_DEVICE_TO_DEVICE);
+            be->copy(be, b->sel + (size_t)i * Din, pos + (size_t)src_row(i, T, To, g->c1_stride) * Din,
+                     Din * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
         pos = b->sel;
     }
-    be->linear_forward(be, b->pos, pos, p->conv1d.out_pos.weight, p->conv1d.out_pos.bias, P, D, D);
+    be->linear_forward(be, b->pos, pos, p->conv1d.out_pos.weight, p->conv1d.out_pos.bias, P, Din, D);
 }
 
 /* m->dh: the gradient of the block's output, then of its input; b->dpos holds its encoding's. */
@@ -207,7 +213,7 @@ static void c1_backward(asr_model *m, int l, const c1block *b, const float *x)
     const struct model_group *g = group_of(m, l);
     const enc_block_tensors *p = &m->w.blocks[l], *gr = &m->g.blocks[l];
     int T = m->T2, To = ops_conv1d_gen_len(T, g->cnn_kernel, g->c1_stride, g->c1_dilation);
-    int N = m->B * To, D = m->dims.d, P = 2 * To - 1, src = pos_source(m, l);
+    int N = m->B * To, D = m->dims.d, Din = model_block_in_dim(&m->dims, l), P = 2 * To - 1, src = pos_source(m, l);
     size_t n = (size_t)N * D;
     ESP_CHECK(m->train || !g->c1_bn); /* BatchNorm's backward is the training mode's */
     if (g->c1_relu) enc_act_backward(be, ACT_RELU, m->dh, m->dh, b->dr, n);
@@ -222,18 +228,18 @@ static void c1_backward(asr_model *m, int l, const c1block *b, const float *x)
         be->copy(be, m->dtmp, m->dh, n * sizeof(float), BACKEND_DEVICE_TO_DEVICE);
     }
     be->conv1d_gen_backward(be, m->dh, gr->conv1d.conv.weight, gr->conv1d.conv.bias, m->dtmp, x, p->conv1d.conv.weight,
-                            m->B, T, D, D, g->cnn_kernel, g->c1_stride, g->c1_dilation, g->c1_groups, 0);
+                            m->B, T, Din, D, g->cnn_kernel, g->c1_stride, g->c1_dilation, g->c1_groups, 0);
     float *dsrc = src < 0 ? NULL : blocks(m)[src].k.dpos; /* the first encoding has no parameters */
     if (!shrinks(g)) {
         be->linear_backward(be, dsrc, gr->conv1d.out_pos.weight, gr->conv1d.out_pos.bias, b->dpos, pos_of(m, l),
-                            p->conv1d.out_pos.weight, P, D, D, 1);
+                            p->conv1d.out_pos.weight, P, Din, D, 1);
         return;
     }
     be->linear_backward(be, dsrc ? b->dsel : NULL, gr->conv1d.out_pos.weight, gr->conv1d.out_pos.bias, b->dpos, b->sel,
-                        p->conv1d.out_pos.weight, P, D, D, 1);
+                        p->conv1d.out_pos.weight, P, Din, D, 1);
     for (int i = 0; dsrc && i < P; i++) { /* the rows are distinct: each gradient row adds to its source's */
-        float *to = dsrc + (size_t)src_row(i, T, To, g->c1_stride) * D;
-        be->add(be, to, to, b->dsel + (size_t)i * D, (size_t)D);
+        float *to = dsrc + (size_t)src_row(i, T, To, g->c1_stride) * Din;
+        be->add(be, to, to, b->dsel + (size_t)i * Din, (size_t)Din);
     }
 }
 
@@ -265,9 +271,10 @@ static const float *forward(asr_model *m)
 static void backward(asr_model *m)
 {
     encoder_acts *e = m->enc;
-    size_t pn = e->store.cap.prows * m->dims.d * sizeof(float);
     for (int l = 0; l < m->dims.blocks; l++)
-        if (group_of(m, l)->encoder == ENC_CONV1D) m->be->fill(m->be, blocks(m)[l].k.dpos, 0, pn);
+        if (group_of(m, l)->encoder == ENC_CONV1D)
+            m->be->fill(m->be, blocks(m)[l].k.dpos, 0,
+                        e->store.cap.prows * (size_t)model_block_dims(&m->dims, l).d * sizeof(float));
     for (int l = m->dims.blocks - 1; l >= 0; l--) {
         enter_frames(m, l); /* block 0's: the input layer's, for its backward */
         enc_rows r = enc_rows_of(m);

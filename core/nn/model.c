@@ -155,26 +155,27 @@ static void ensure_acts(asr_model *m, int B, int T)
     size_t rows = (size_t)B * (size_t)m->T2, in = (size_t)B * (size_t)T;
     int grow = rows > m->cap_rows || in > m->cap_in;
     for (int i = 0; i < m->nconv; i++)
-        grow |= (size_t)B * m->tk[i] * m->fk[i] * d->d > m->cap_c[i] || embed_saved_floats(m, i, B, T) > m->cap_saved[i];
+        grow |= (size_t)B * m->tk[i] * m->fk[i] * model_embed_ch(d) > m->cap_c[i] ||
+                embed_saved_floats(m, i, B, T) > m->cap_saved[i];
     enc_acts_ensure(m, encoder_of(m)->acts, B, m->T2);
     interctc_ensure(m, rows);
     if (!grow) return;
     free_head_acts(m);
     backend *be = m->be;
-    size_t D = (size_t)d->d, V = (size_t)d->vocab;
+    size_t D = (size_t)d->d, V = (size_t)d->vocab, W = (size_t)model_max_width(d); /* the blocks' widths may differ */
     embed_alloc(m, B, T);
 #define A(n) be->alloc(be, (n) * sizeof(float) + 64)
-    m->h0 = A(rows * D);
+    m->h0 = A(rows * W);
     m->lnf = A(rows * D), m->meanf = A(rows), m->rstdf = A(rows), m->zd = A(rows * D);
     m->logp = A(rows * V);
-    m->dtmp = A(rows * D); /* the forward's branch output too */
+    m->dtmp = A(rows * W); /* the forward's branch output too */
     if (d->pre_out) {
         m->pre_x = A(in * (size_t)d->pre_out);
         if (!m->inference) m->pre_drop = A(in * (size_t)d->pre_in), m->dpre = A(in * (size_t)d->pre_out);
     }
     m->cap_rows = rows, m->cap_in = in;
     if (m->inference) return;
-    m->dh = A(rows * D);
+    m->dh = A(rows * W);
     m->dlogp = A(rows * V);
 #undef A
 }

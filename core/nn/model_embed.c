@@ -12,6 +12,8 @@
  * (rel_pos: the encoder adds them in attention), dropout(positional_dropout_rate). An encoder that
  * reads the stage's input itself (the contextual block encoder's context vectors) leaves that
  * branch's gradient in m->dpos_in, which the backward adds.
+ * The asr_transducer task's ConvInput has model_embed_ch channels and a Linear to model_embed_dim,
+ * or no Linear before a conv1d block (embed_raw: the convs' output in torch's (c, f) order).
  * The 3x3 stride-2 convs run on conv2d_* (Winograd for d channels), the others on conv2d_gen_*.
  * Conv outputs are channels last: a frame's features are (f2, d) f-major where torch flattens
  * (d, f2), so the out Linear uses its weight with the columns reordered to (f, c) (wout_fc). */
@@ -68,8 +70,9 @@ size_t embed_saved_floats(const asr_model *m, int i, int B, int T)
     input_conv c[3];
     input_layer_convs(m->dims.input_layer, c);
     if (m->inference || !be->conv2d_saved_floats || !conv3s2(m, &c[i])) return 0;
-    int h = i ? m->tk[i - 1] : T, w = i ? m->fk[i - 1] : model_input_dim(&m->dims), ic = i ? m->dims.d : 1;
-    return be->conv2d_saved_floats(be, B, ic, m->dims.d, h, w);
+    int C = model_embed_ch(&m->dims);
+    int h = i ? m->tk[i - 1] : T, w = i ? m->fk[i - 1] : model_input_dim(&m->dims), ic = i ? C : 1;
+    return be->conv2d_saved_floats(be, B, ic, C, h, w);
 }
 
 /* Allocates for B x T input frames (model.c calls it after embed_sizes, when its buffers grow). */
@@ -78,18 +81,18 @@ void embed_alloc(asr_model *m, int B, int T)
     const model_dims *d = &m->dims;
     backend *be = m->be;
     embed_sizes(m, B, T, NULL);
-    size_t D = (size_t)d->d, rows = (size_t)B * (size_t)m->T2;
+    size_t D = (size_t)model_embed_dim(d), C = (size_t)model_embed_ch(d), rows = (size_t)B * (size_t)m->T2;
 #define A(n) be->alloc(be, (n) * sizeof(float) + 64)
     for (int i = 0; i < m->nconv; i++) {
-        m->cap_c[i] = (size_t)B * m->tk[i] * m->fk[i] * D;
+        m->cap_c[i] = (size_t)B * m->tk[i] * m->fk[i] * C;
         m->c[i] = A(m->cap_c[i]);
         if (!m->inference) m->dc[i] = A(m->cap_c[i]);
         m->cap_saved[i] = embed_saved_floats(m, i, B, T);
         if (m->cap_saved[i]) m->csaved[i] = A(m->cap_saved[i]);
     }
-    if (m->nconv > 0) {
-        m->wout_fc = A(D * D * (size_t)d->f2), m->wout_fc_ready = 0;
-        if (!m->inference) m->dwout_fc = A(D * D * (size_t)d->f2);
+    if (m->nconv > 0 && !d->embed_raw) {
+        m->wout_fc = A(D * C * (size_t)d->f2), m->wout_fc_ready = 0;
+        if (!m->inference) m->dwout_fc = A(D * C * (size_t)d->f2);
     }
     m->e = A(rows * D);
     if (d->input_layer == IN_LINEAR) m->eln = A(rows * D), m->emean = A(rows), m->erstd = A(rows), m->eact = A(rows * D);
@@ -107,7 +110,7 @@ static int has_pos_stage(const asr_model *m)
 {
     const model_dims *d = &m->dims;
     if (d->input_layer != IN_NONE) return 1;
-    return d->encoder == ENC_CONFORMER || (d->encoder == ENC_EBRANCHFORMER && model_input_dim(d) == d->d);
+    return d->encoder == ENC_CONFORMER || (d->encoder == ENC_EBRANCHFORMER && model_input_dim(d) == model_embed_dim(d));
 }
 
 static void conv_stack_forward(asr_model *m)
@@ -117,19 +120,24 @@ static void conv_stack_forward(asr_model *m)
     input_conv c[3];
     input_layer_convs(d->input_layer, c);
     const float *in = m->x;
-    int h = m->T, w = conv1d(m) ? 1 : model_input_dim(d), ic = conv1d(m) ? model_input_dim(d) : 1, D = d->d;
+    int h = m->T, w = conv1d(m) ? 1 : model_input_dim(d), ic = conv1d(m) ? model_input_dim(d) : 1;
+    int D = model_embed_dim(d), C = model_embed_ch(d);
     for (int i = 0; i < m->nconv; i++) {
         const float *W = m->w.embed.conv[i].weight, *b = m->w.embed.conv[i].bias;
         if (conv3s2(m, &c[i]))
-            be->conv2d_forward(be, m->c[i], in, W, b, m->B, ic, D, h, w, 1, m->csaved[i]);
+            be->conv2d_forward(be, m->c[i], in, W, b, m->B, ic, C, h, w, 1, m->csaved[i]);
         else
-            be->conv2d_gen_forward(be, m->c[i], in, W, b, m->B, ic, D, h, w, c[i].k, conv1d(m) ? 1 : c[i].k, c[i].s,
+            be->conv2d_gen_forward(be, m->c[i], in, W, b, m->B, ic, C, h, w, c[i].k, conv1d(m) ? 1 : c[i].k, c[i].s,
                                    conv1d(m) ? 1 : c[i].s, 1);
-        in = m->c[i], h = m->tk[i], w = m->fk[i], ic = D;
+        in = m->c[i], h = m->tk[i], w = m->fk[i], ic = C;
     }
-    if (!m->wout_fc_ready) be->swap12(be, m->wout_fc, m->w.embed.out.weight, D, D, d->f2, 1);
+    if (d->embed_raw) { /* ConvInput without its Linear: torch's (c, f) order of a frame's features */
+        be->swap12(be, m->e, in, m->B * m->T2, d->f2, C, 1);
+        return;
+    }
+    if (!m->wout_fc_ready) be->swap12(be, m->wout_fc, m->w.embed.out.weight, D, C, d->f2, 1);
     m->wout_fc_ready = m->inference; /* training changes the weight every step */
-    be->linear_forward(be, m->e, in, m->wout_fc, m->w.embed.out.bias, m->B * m->T2, D * d->f2, D);
+    be->linear_forward(be, m->e, in, m->wout_fc, m->w.embed.out.bias, m->B * m->T2, C * d->f2, D);
 }
 
 static void conv_stack_backward(asr_model *m, float *dy)
@@ -138,24 +146,27 @@ static void conv_stack_backward(asr_model *m, float *dy)
     backend *be = m->be;
     input_conv c[3];
     input_layer_convs(d->input_layer, c);
-    int D = d->d, L = m->nconv - 1;
+    int D = model_embed_dim(d), C = model_embed_ch(d), L = m->nconv - 1;
     const embed_tensors *g = &m->g.embed;
-    /* embed.out's weight gradient accumulates in the (f, c) column order of wout_fc, then goes back. */
-    be->swap12(be, m->dwout_fc, g->out.weight, D, D, d->f2, 1);
-    be->linear_backward(be, m->dc[L], m->dwout_fc, g->out.bias, dy, m->c[L], m->wout_fc, m->B * m->T2, D * d->f2,
-                        D, 0);
-    be->swap12(be, g->out.weight, m->dwout_fc, D, d->f2, D, 1);
+    if (d->embed_raw) {
+        be->swap12(be, m->dc[L], dy, m->B * m->T2, C, d->f2, 1);
+    } else { /* embed.out's weight gradient accumulates in the (f, c) column order of wout_fc, then goes back */
+        be->swap12(be, m->dwout_fc, g->out.weight, D, C, d->f2, 1);
+        be->linear_backward(be, m->dc[L], m->dwout_fc, g->out.bias, dy, m->c[L], m->wout_fc, m->B * m->T2,
+                            C * d->f2, D, 0);
+        be->swap12(be, g->out.weight, m->dwout_fc, D, d->f2, C, 1);
+    }
     for (int i = L; i >= 0; i--) {
         const float *in = i ? m->c[i - 1] : m->x;
         int h = i ? m->tk[i - 1] : m->T, w = i ? m->fk[i - 1] : conv1d(m) ? 1 : model_input_dim(d);
-        int ic = i ? D : conv1d(m) ? model_input_dim(d) : 1;
+        int ic = i ? C : conv1d(m) ? model_input_dim(d) : 1;
         float *dx = i ? m->dc[i - 1] : m->dpre; /* the features' gradient only for a preencoder */
         if (conv3s2(m, &c[i]))
             be->conv2d_backward(be, dx, g->conv[i].weight, g->conv[i].bias, m->dc[i], in, m->w.embed.conv[i].weight,
-                                m->c[i], m->B, ic, D, h, w, 0, m->csaved[i]);
+                                m->c[i], m->B, ic, C, h, w, 0, m->csaved[i]);
         else
             be->conv2d_gen_backward(be, dx, g->conv[i].weight, g->conv[i].bias, m->dc[i], in,
-                                    m->w.embed.conv[i].weight, m->c[i], m->B, ic, D, h, w, c[i].k,
+                                    m->w.embed.conv[i].weight, m->c[i], m->B, ic, C, h, w, c[i].k,
                                     conv1d(m) ? 1 : c[i].k, c[i].s, conv1d(m) ? 1 : c[i].s, 0);
     }
 }
@@ -164,7 +175,7 @@ void embed_forward(asr_model *m)
 {
     const model_dims *d = &m->dims;
     backend *be = m->be;
-    int N = m->B * m->T2, D = d->d;
+    int N = m->B * m->T2, D = model_embed_dim(d);
     enc_rates r = enc_rates_of(m);
     const float *pin = m->x; /* the positional stage's input */
     if (m->nconv > 0) {
@@ -201,7 +212,7 @@ void embed_backward(asr_model *m)
 {
     const model_dims *d = &m->dims;
     backend *be = m->be;
-    int N = m->B * m->T2, D = d->d;
+    int N = m->B * m->T2, D = model_embed_dim(d);
     enc_rates r = enc_rates_of(m);
     if (!has_pos_stage(m)) {
         if (model_input_dim(d) != D)

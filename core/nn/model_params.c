@@ -61,8 +61,21 @@ model_dims model_block_dims(const model_dims *d, int l)
         b.use_cnn = g->use_cnn, b.use_ffn = g->use_ffn, b.cgmlp_units = g->cgmlp_units;
         b.cgmlp_kernel = g->cgmlp_kernel, b.merge_kernel = g->merge_kernel;
         b.norm = g->norm, b.csgu_norm = g->csgu_norm;
+        if (g->d) b.d = g->d;
     }
     return b;
+}
+
+int model_block_in_dim(const model_dims *d, int l)
+{
+    return l == 0 ? model_embed_dim(d) : model_block_dims(d, l - 1).d;
+}
+
+int model_max_width(const model_dims *d)
+{
+    int w = d->d > model_embed_dim(d) ? d->d : model_embed_dim(d);
+    for (int g = 0; g < d->n_groups; g++) w = d->group[g].d > w ? d->group[g].d : w;
+    return w;
 }
 
 const struct model_group *model_block_group_of(const model_dims *d, int l)
@@ -371,22 +384,22 @@ static void add_ebranchformer_block(param_table *t, const model_dims *d, int b)
 }
 
 /* The asr_transducer task's Conv1d block (size kept): conv (D, D / groups, k), bn, out_pos (D, D). */
-static void add_conv1d_block(param_table *t, const struct model_group *g, int64_t D, int b)
+static void add_conv1d_block(param_table *t, const struct model_group *g, int64_t Din, int64_t D, int b)
 {
     char p[96];
     snprintf(p, sizeof p, "encoder.encoders.%d.conv", b);
-    if (g->c1_bias) add_conv1d(t, p, D, D / g->c1_groups, g->cnn_kernel);
+    if (g->c1_bias) add_conv1d(t, p, D, Din / g->c1_groups, g->cnn_kernel);
     else {
         char n[128];
         snprintf(n, sizeof n, "%s.weight", p);
-        ADD(t, n, 0, D, D / g->c1_groups, (int64_t)g->cnn_kernel);
+        ADD(t, n, 0, D, Din / g->c1_groups, (int64_t)g->cnn_kernel);
     }
     if (g->c1_bn) {
         snprintf(p, sizeof p, "encoder.encoders.%d.bn", b);
         add_batchnorm(t, p, D);
     }
     snprintf(p, sizeof p, "encoder.encoders.%d.out_pos", b);
-    add_linear(t, p, D, D);
+    add_linear(t, p, D, Din);
 }
 
 /* ESPnet2's Transformer EncoderLayer under mod (e.g. encoder.encoders.3): self_attn, feed_forward
@@ -469,18 +482,20 @@ static void add_input_layer(param_table *t, const model_dims *d)
 {
     input_conv c[3];
     int nc = input_layer_convs(d->input_layer, c);
+    int64_t C = model_embed_ch(d);
     for (int i = 0; i < nc; i++) {
         char n[96];
-        int64_t ic = i ? d->d : d->input_layer == IN_CONV1D2 ? model_input_dim(d) : 1;
+        int64_t ic = i ? C : d->input_layer == IN_CONV1D2 ? model_input_dim(d) : 1;
         snprintf(n, sizeof n, "encoder.embed.conv.%d.weight", 2 * i);
         if (d->input_layer == IN_CONV1D2)
-            ADD(t, n, 0, d->d, ic, c[i].k);
+            ADD(t, n, 0, C, ic, c[i].k);
         else
-            ADD(t, n, 0, d->d, ic, c[i].k, c[i].k);
+            ADD(t, n, 0, C, ic, c[i].k, c[i].k);
         snprintf(n, sizeof n, "encoder.embed.conv.%d.bias", 2 * i);
-        ADD(t, n, 0, d->d);
+        ADD(t, n, 0, C);
     }
-    if (nc > 0) add_linear(t, input_layer_out_name(d->input_layer, d->encoder), d->d, (int64_t)d->d * d->f2);
+    if (nc > 0 && !d->embed_raw)
+        add_linear(t, input_layer_out_name(d->input_layer, d->encoder), model_embed_dim(d), C * d->f2);
     if (d->input_layer == IN_LINEAR) {
         add_linear(t, "encoder.embed.0", d->d, model_input_dim(d));
         add_norm(t, "encoder.embed.1", d->d);
@@ -553,7 +568,7 @@ void param_table_build(param_table *t, const model_dims *d)
         model_dims bd = model_block_dims(d, b);
         size_t first = t->n;
         if (bd.encoder == ENC_CONV1D)
-            add_conv1d_block(t, model_block_group_of(d, b), d->d, b);
+            add_conv1d_block(t, model_block_group_of(d, b), model_block_in_dim(d, b), bd.d, b);
         else if (bd.encoder == ENC_CONFORMER || d->ctx_conformer)
             add_conformer_block(t, &bd, b);
         else if (bd.encoder == ENC_EBRANCHFORMER)

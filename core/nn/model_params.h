@@ -136,6 +136,12 @@ typedef struct model_dims {
      * MultiBlocks' norm_blocks with after_norm_eps / _partial): core/nn/norm_spec.h. Zero (the other
      * models): LayerNorm with ESPnet's eps 1e-12. */
     norm_spec norm, csgu_norm, after_norm;
+    /* The asr_transducer task's ConvInput when its width differs from d (the encoder's output, which
+     * after_norm, ctc_lin and the joint network's lin_enc read): embed_d its output width, which
+     * the positional encoding and the first block take (0: d); embed_ch its convolutions' channels
+     * (input_conf.conv_size; 0: embed_d); embed_raw: no output Linear (a conv1d block first, ESPnet2's
+     * validate_input_block): the output is the convolutions' channels x bins, embed_d = embed_ch * f2. */
+    int embed_d, embed_ch, embed_raw;
     /* The asr_transducer task's encoder whose body_conf entries differ in block_type or sizes
      * (n_groups > 1; 0 or 1: every block as the fields above): runs of consecutive blocks, each
      * built with its group's fields (model_block_dims); the fields above then hold the first
@@ -149,6 +155,7 @@ typedef struct model_dims {
          * stride (with kernel_size and dilation, how it shrinks the frames: encoder_body.c) */
         int c1_groups, c1_dilation, c1_bias, c1_bn, c1_relu, c1_stride;
         norm_spec norm, csgu_norm; /* the X-former blocks' norms (their eps and partial are per entry) */
+        int d; /* the blocks' output width (hidden_size, a conv1d block's output_size); 0: model_dims.d */
     } group[MODEL_MAX_GROUPS];
     /* Intermediate CTC (core/nn/interctc.h): the blocks (0-based, ascending) whose outputs also
      * feed the CTC head, from encoder_conf.interctc_layer_idx (1-based); interctc_cond:
@@ -171,6 +178,14 @@ typedef struct model_dims {
 int model_block_group(const model_dims *d, int l);
 /* The dims block l is built with: d itself, with its group's fields when d has groups. */
 model_dims model_block_dims(const model_dims *d, int l);
+/* The input layer's output width (model_dims.embed_d) and its convolutions' channels. */
+static inline int model_embed_dim(const model_dims *d) { return d->embed_d ? d->embed_d : d->d; }
+static inline int model_embed_ch(const model_dims *d) { return d->embed_ch ? d->embed_ch : model_embed_dim(d); }
+/* Block l's input width: the input layer's for block 0, else block l - 1's output width. */
+int model_block_in_dim(const model_dims *d, int l);
+/* The widest activation of the encoder (input layer, blocks, output): what buffers shared by its
+ * blocks hold per row. */
+int model_max_width(const model_dims *d);
 /* Block l's group (NULL without groups). */
 const struct model_group *model_block_group_of(const model_dims *d, int l);
 /* The encoder's output frames for t frames out of the input layer: t, shrunk by the asr_transducer

@@ -7,9 +7,10 @@
  * stateless_search), with a GRU RNNDecoder of embed_size 8 (packs gru_weights, gru_search), and for
  * the model whose Encoder's blocks differ in type and sizes (packs mixed_*): there espnet3's inference
  * model encodes utterance 0 itself (its Encoder output against ESPnet2's) and searches its own
- * output; the same with conv1d blocks of kernel 1 between them (pointwise_*) and with conv1d blocks
- * that shrink the frames (shrink_*: 6 encoder frames from 15), and with main_conf's rms_norm and
- * scale_norm gating units (norms_rms_*). */
+ * output; the same with conv1d blocks of kernel 1 between them (pointwise_*), with conv1d blocks
+ * that shrink the frames (shrink_*: 6 encoder frames from 15), with conv1d blocks that change the
+ * size (widen_*: an encoder output of 20), with a conv1d block first (convfirst_*) and with
+ * main_conf's rms_norm and scale_norm gating units (norms_rms_*). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -50,7 +51,7 @@ static search_case case_of(int i)
     return c;
 }
 
-enum { RNN = 0, STATELESS = 1, MIXED = 2, POINTWISE = 3, RNN_GRU = 4, SHRINK = 5, NORMS_RMS = 6 };
+enum { RNN = 0, STATELESS = 1, MIXED = 2, POINTWISE = 3, RNN_GRU = 4, SHRINK = 5, WIDEN = 6, CONVFIRST = 7, NORMS_RMS = 8 };
 
 /* Utterance 0 of the loss pack's batch through m's Encoder (inference), into enc (T2 x d, device):
  * ESPnet2's Encoder output in the search pack. Returns T2. */
@@ -89,9 +90,10 @@ static void check_mode(int which, int variant)
     esp_err err;
     cr_assert((be = backend_open(BACKEND_CPU, 0, 1, &err)) != NULL, "%s", err.msg);
     static const char *const weights[] = {"weights", "weights", "mixed_weights", "pointwise_weights", "weights",
-                                           "shrink_weights", "norms_rms_weights"};
+                                           "shrink_weights", "widen_weights", "convfirst_weights", "norms_rms_weights"};
     static const char *const searches[] = {"search", "stateless_search", "mixed_search", "pointwise_search",
-                                           "gru_search", "shrink_search", "norms_rms_search"};
+                                           "gru_search", "shrink_search", "widen_search", "convfirst_search",
+                                           "norms_rms_search"};
     pack w = load_pack("asr_transducer", weights[variant]);
     pack s = load_pack("asr_transducer", searches[variant]);
     pack gw = gru ? load_pack("asr_transducer", "gru_weights") : (pack){0};
@@ -103,6 +105,8 @@ static void check_mode(int which, int variant)
     if (variant == MIXED) d = fx_mixed_dims();
     if (variant == POINTWISE) d = fx_pointwise_dims();
     if (variant == SHRINK) d = fx_shrink_dims();
+    if (variant == WIDEN) d = fx_widen_dims();
+    if (variant == CONVFIRST) d = fx_convfirst_dims();
     if (variant == NORMS_RMS) d = fx_norms_dims(NORM_RMS);
     asr_model m;
     asr_model_init_inference(&m, be, &d);
@@ -123,7 +127,7 @@ static void check_mode(int which, int variant)
     const float *enc_h = pack_must(&s, "in.enc", &ne);
     int T = (int)(ne / (size_t)d.d);
     float *enc;
-    if (variant == MIXED || variant == POINTWISE || variant == SHRINK || variant == NORMS_RMS) {
+    if (variant == MIXED || variant == POINTWISE || variant >= SHRINK) {
         T = encode_utterance0(&m, &s, &enc);
     } else {
         enc = be->alloc(be, ne * sizeof(float));
@@ -154,6 +158,8 @@ static void check_mode(int which, int variant)
     static const char *const what[] = {"", " (stateless)", " (mixed blocks, espnet3's Encoder)",
                                        " (pointwise conv1d blocks, espnet3's Encoder)", " (gru)",
                                        " (conv1d blocks that shrink the frames, espnet3's Encoder)",
+                                       " (conv1d blocks that change the size, espnet3's Encoder)",
+                                       " (a conv1d block first, espnet3's Encoder)",
                                        " (rms_norm and scale_norm gating units, espnet3's Encoder)"};
     cr_log_info("%s%s: %d hypotheses as ESPnet's, worst score rel err %.2g", sc.name, what[variant], r.n, worst);
     ts_result_free(&r);
@@ -191,6 +197,14 @@ Test(asr_transducer_search, pointwise_conv1d_blocks_encoder_then_every_mode_as_e
 Test(asr_transducer_search, shrinking_conv1d_blocks_encoder_then_every_mode_as_espnet)
 {
     for (int i = 0; i < 8; i++) check_mode(i, SHRINK);
+}
+Test(asr_transducer_search, widening_conv1d_blocks_encoder_then_every_mode_as_espnet)
+{
+    for (int i = 0; i < 8; i++) check_mode(i, WIDEN);
+}
+Test(asr_transducer_search, conv1d_block_first_encoder_then_every_mode_as_espnet)
+{
+    for (int i = 0; i < 8; i++) check_mode(i, CONVFIRST);
 }
 Test(asr_transducer_search, rms_norm_encoder_then_every_mode_as_espnet)
 {

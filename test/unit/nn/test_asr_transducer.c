@@ -39,7 +39,7 @@ enum { IDIM = 20, D = 16, VOCAB = 12, B = 2, STRIDE = 7 };
  * Encoders. */
 typedef enum variant {
     V_RNN = 0, V_STATELESS, V_EBRANCHFORMER, V_BRANCHFORMER, V_GRU, V_AUX, V_MIXED, V_POINTWISE, V_SHRINK,
-    V_NORMS_RMS, V_NORMS_BASIC, V_NORMS_SCALE
+    V_WIDEN, V_CONVFIRST, V_NORMS_RMS, V_NORMS_BASIC, V_NORMS_SCALE
 } variant;
 
 static model_dims fixture_dims(variant v)
@@ -47,6 +47,8 @@ static model_dims fixture_dims(variant v)
     if (v == V_MIXED) return fx_mixed_dims();
     if (v == V_POINTWISE) return fx_pointwise_dims();
     if (v == V_SHRINK) return fx_shrink_dims();
+    if (v == V_WIDEN) return fx_widen_dims();
+    if (v == V_CONVFIRST) return fx_convfirst_dims();
     if (v >= V_NORMS_RMS) return fx_norms_dims(v == V_NORMS_RMS ? NORM_RMS : v == V_NORMS_BASIC ? NORM_BASIC : NORM_SCALE);
     model_dims d = {.idim = IDIM, .d = D, .heads = 2, .ff = 24, .blocks = 2, .vocab = VOCAB,
                     .encoder = ENC_CONFORMER, .macaron = 1, .rel_pos = 1, .use_cnn = 1, .cnn_kernel = 3,
@@ -97,11 +99,12 @@ static void setup(fixture *f, backend_kind kind, variant v)
 {
     static const char *const weights[] = {"weights", "weights", "ebranchformer_weights", "branchformer_weights",
                                           "weights", "aux_weights", "mixed_weights", "pointwise_weights",
-                                          "shrink_weights", "norms_rms_weights", "norms_basic_weights",
-                                          "norms_scale_weights"};
+                                          "shrink_weights", "widen_weights", "convfirst_weights", "norms_rms_weights",
+                                          "norms_basic_weights", "norms_scale_weights"};
     static const char *const outputs[] = {"loss", "stateless_loss", "ebranchformer_loss", "branchformer_loss",
                                           "gru_loss", "aux_loss", "mixed_loss", "pointwise_loss", "shrink_loss",
-                                          "norms_rms_loss", "norms_basic_loss", "norms_scale_loss"};
+                                          "widen_loss", "convfirst_loss", "norms_rms_loss", "norms_basic_loss",
+                                          "norms_scale_loss"};
     esp_err err;
     cr_assert((f->be = backend_open(kind, 0, 1, &err)) != NULL, "%s", err.msg);
     f->w = load_pack("asr_transducer", weights[v]), f->c = load_pack("asr_transducer", "loss");
@@ -142,7 +145,7 @@ static void check_encoder(backend_kind kind, variant v)
     const float *hl = pack_must(&f.o, "out.hlens", &n), *ref = pack_must(&f.o, "out.enc", &n);
     cr_assert(f.m.hlens[0] == (int)hl[0] && f.m.hlens[1] == (int)hl[1], "lengths %d %d vs ESPnet %g %g",
               f.m.hlens[0], f.m.hlens[1], hl[0], hl[1]);
-    cr_assert_eq(n, (size_t)B * f.m.T2 * D);
+    cr_assert_eq(n, (size_t)B * f.m.T2 * f.m.dims.d);
     float *enc = malloc(n * sizeof *enc);
     f.be->synchronize(f.be);
     f.be->copy(f.be, enc, f.m.lnf, n * sizeof(float), BACKEND_DEVICE_TO_HOST);
@@ -195,11 +198,12 @@ static void check_loss(backend_kind kind, double tol, variant v)
         /* Softmax ignores linear_k's bias, training-mode BatchNorm the depthwise conv's (a per-channel
          * constant): rounding noise on both sides. So in the pointwise model: out_pos' bias (the same
          * vector added to every position's encoding shifts a query's scores alike), and the conv1d
-         * with BatchNorm's bias and its input's (block 0's norm_final) bias; the same in the shrink model.
-         * With scale_norm, norm_blocks (a ScaleNorm) undoes the last block's norm_final scale. */
+         * with BatchNorm's bias and its input's (block 0's norm_final) bias; the same in the shrink and
+         * widen models, and out_pos' in the convfirst model. With scale_norm, norm_blocks (a ScaleNorm)
+         * undoes the last block's norm_final scale. */
         if (strstr(p->name, "linear_k.bias") || strstr(p->name, "depthwise_conv.bias") ||
             (v == V_NORMS_SCALE && strstr(p->name, "blocks.4.norm_final.scale")) ||
-            ((v == V_POINTWISE || v == V_SHRINK) && (strstr(p->name, "out_pos.bias") || strstr(p->name, "blocks.1.conv.bias") ||
+            (v >= V_POINTWISE && v <= V_CONVFIRST && (strstr(p->name, "out_pos.bias") || strstr(p->name, "blocks.1.conv.bias") ||
                                   strstr(p->name, "blocks.0.norm_final.bias")))) {
             cr_expect_lt(test_max_abs(g + p->offset, n), 1e-4, "%s", p->name);
             cr_expect_lt(test_max_abs(ref_g, n), 1e-4, "ESPnet's %s", p->name);
@@ -213,6 +217,7 @@ static void check_loss(backend_kind kind, double tol, variant v)
     static const char *const what[] = {"", " (stateless)", " (ebranchformer)", " (branchformer)", " (gru)",
                                        " (FastEmit, auxiliary LM loss)", " (mixed blocks)",
                                        " (pointwise conv1d blocks)", " (conv1d blocks that shrink the frames)",
+                                       " (conv1d blocks that change the size)", " (a conv1d block first)",
                                        " (rms_norm, scale_norm gating units)", " (basic_norm, rms_norm gating units)",
                                        " (scale_norm, basic_norm gating units)"};
     cr_log_info("%s%s: loss %.7f (ESPnet %.7f), worst gradient rel err %.2g", f.be->name, what[v], loss, ref, worst);
@@ -448,6 +453,34 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
                  0, "%s", err.msg);
     cr_assert(d.group[1].encoder == ENC_CONV1D && d.group[1].cnn_kernel == 3 && d.group[1].c1_stride == 2 &&
               d.group[1].c1_dilation == 2);
+    /* one that changes the size: the blocks after it are of its output_size, so is the encoder's
+     * output (after_norm, ctc_lin, lin_enc); the input layer's width and channels stay the first block's */
+    cr_assert_eq(dims_of_yaml(dir, BODY C1D_NEXT "        output_size: 16\n        kernel_size: 3\n        stride: 2\n"
+                                   "      - block_type: conformer\n        hidden_size: 16\n        linear_size: 16\n"
+                                   "        conv_mod_kernel_size: 3\n",
+                              &d, &err),
+                 0, "%s", err.msg);
+    cr_assert(d.d == 16 && model_embed_dim(&d) == 8 && model_embed_ch(&d) == 8 && !d.embed_raw && d.n_groups == 3);
+    cr_assert(d.group[0].d == 8 && d.group[1].d == 16 && d.group[2].d == 16 && model_block_in_dim(&d, 1) == 8 &&
+              model_block_in_dim(&d, 2) == 16 && model_block_dims(&d, 1).d == 16 && model_max_width(&d) == 16);
+    /* input_conf.conv_size: ConvInput's channels, then its Linear to the first block's hidden_size */
+    cr_assert_eq(dims_of_yaml(dir, BODY "    input_conf:\n      conv_size: 16\n", &d, &err), 0, "%s", err.msg);
+    cr_assert(d.d == 8 && model_embed_dim(&d) == 8 && model_embed_ch(&d) == 16 && !d.embed_raw);
+    /* a conv1d block first: ConvInput without its Linear, of the block's output_size channels (or
+     * conv_size) x 19 bins (80 features), the positional encoding's size and the block's input */
+    cr_assert_eq(dims_of_yaml(dir, "  encoder_conf:\n    body_conf:\n" C1D_NEXT "        output_size: 8\n"
+                                   "        kernel_size: 3\n      - block_type: conformer\n        hidden_size: 8\n"
+                                   "        linear_size: 16\n        conv_mod_kernel_size: 3\n",
+                              &d, &err),
+                 0, "%s", err.msg);
+    cr_assert(d.embed_raw && model_embed_ch(&d) == 8 && model_embed_dim(&d) == 8 * 19 && d.d == 8 &&
+              d.encoder == ENC_CONFORMER && d.group[0].encoder == ENC_CONV1D && model_block_in_dim(&d, 0) == 152);
+    cr_assert_eq(dims_of_yaml(dir, "  encoder_conf:\n    input_conf:\n      conv_size: 4\n    body_conf:\n" C1D_NEXT
+                                   "        output_size: 8\n        kernel_size: 3\n      - block_type: conformer\n"
+                                   "        hidden_size: 8\n        linear_size: 16\n        conv_mod_kernel_size: 3\n",
+                              &d, &err),
+                 0, "%s", err.msg);
+    cr_assert(d.embed_raw && model_embed_ch(&d) == 4 && model_embed_dim(&d) == 4 * 19);
     /* its CTC's frames are not the input layer's: no times (timestamps, long-form) from it */
 #define AUX_CTC "  model_conf:\n    auxiliary_ctc_weight: 0.3\n"
     cr_assert_eq(times_of_yaml(dir, BODY C1D_NEXT "        output_size: 8\n        kernel_size: 1\n" AUX_CTC), 1);
@@ -477,18 +510,16 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
          "body_conf[1].groups: 3 must divide the input size 8 and output_size 6 (torch's Conv1d)"},
         {BODY C1D_NEXT "        output_size: 6\n        kernel_size: 3\n        num_blocks: 2\n",
          "body_conf[1].num_blocks: repeated conv1d blocks need output_size 6 = their input size 8"},
-        /* what ESPnet2 builds and espnet3 does not: conv1d blocks, first (after a ConvInput without
-         * its output Linear) or between X-former blocks whose sizes they change */
+        /* what ESPnet2 builds and espnet3 does not: an encoder of conv1d blocks alone; a ConvInput
+         * whose output (conv_size x bins) is odd, which ESPnet2's RelPositionalEncoding fails on */
         {C1D "        output_size: 4\n        kernel_size: 3\n",
-         "model.encoder_conf.body_conf[0].block_type: a conv1d block first (after ConvInput without its output "
-         "Linear) is not built"},
-        {BODY C1D_NEXT "        output_size: 16\n        kernel_size: 3\n        stride: 2\n"
-              "      - block_type: conformer\n        hidden_size: 16\n        linear_size: 16\n"
-              "        conv_mod_kernel_size: 3\n",
-         "body_conf[1].output_size: conv1d blocks that change the size (8 -> 16) are not built (write output_size 8)"},
-        {BODY C1D_NEXT "        output_size: 16\n        kernel_size: 1\n      - block_type: conformer\n"
-              "        hidden_size: 16\n        linear_size: 16\n        conv_mod_kernel_size: 3\n",
-         "body_conf[1].output_size: conv1d blocks that change the size (8 -> 16) are not built (write output_size 8)"},
+         "model.encoder_conf.body_conf: conv1d blocks alone are not built (add an X-former block after them)"},
+        {C1D "        output_size: 4\n        kernel_size: 3\n" C1D_NEXT "        output_size: 4\n        kernel_size: 1\n",
+         "model.encoder_conf.body_conf: conv1d blocks alone are not built"},
+        {"  encoder_conf:\n    input_conf:\n      conv_size: 3\n    body_conf:\n" C1D_NEXT "        output_size: 8\n        kernel_size: 1\n"
+         "      - block_type: conformer\n        hidden_size: 8\n        linear_size: 16\n"
+         "        conv_mod_kernel_size: 3\n",
+         "the input block's output size 57 (conv_size 3 x the frequency bins left) must be even"},
         {EBF "        linear_size: 16\n      - block_type: conformer\n        hidden_size: 8\n        linear_size: 16\n"
              "        conv_mod_kernel_size: 3\n    main_conf:\n      conv_mod_act_type: relu\n",
          "pos_wise_act_type swish and conv_mod_act_type relu differ"},
@@ -511,7 +542,6 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
          "model.model_conf.auxiliary_lm_loss_smoothing: 1.5 is outside [0, 1]"},
         {BODY "  model_conf:\n    ctc_weight: 0.3\n", "ctc_weight, lsm_weight, length_normalized_loss and interctc_weight"},
         {BODY "    output_size: 8\n", "model.encoder_conf.output_size: a key of the ASR task's encoders"},
-        {BODY "    input_conf:\n      conv_size: 16\n", "input_conf.conv_size: 16 channels are not supported"},
         {BODY "    main_conf:\n      conv_mod_act_type: relu\n", "pos_wise_act_type swish and conv_mod_act_type relu"},
         {BODY "    main_conf:\n      dynamic_chunk_training: true\n",
          "model.encoder_conf.main_conf.dynamic_chunk_training: 'true' is not supported"},
@@ -636,4 +666,26 @@ Test(asr_transducer, norm_models_cross_a_pth_file)
         teardown(&f);
     }
     test_tmpdir_remove(dir);
+}
+
+/* conv1d blocks that change the size (packs widen_*: 16 -> 24 -> 20, X-former blocks of each width
+ * between them, ConvInput of conv_size 8; ESPnet2's Encoder.forward patched as for shrink_*). */
+Test(asr_transducer, widening_conv1d_encoder_output_and_lengths_match_espnet_cpu_and_ref64)
+{
+    check_encoder(BACKEND_CPU, V_WIDEN), check_encoder(BACKEND_REF64, V_WIDEN);
+}
+Test(asr_transducer, widening_conv1d_loss_and_every_gradient_match_espnet_cpu_and_ref64)
+{
+    check_loss(BACKEND_CPU, 1e-5, V_WIDEN), check_loss(BACKEND_REF64, 1e-5, V_WIDEN);
+}
+
+/* A conv1d block first (packs convfirst_*: ConvInput without its Linear, 64 features into the
+ * positional encoding and the conv1d block 64 -> 16). */
+Test(asr_transducer, conv1d_first_encoder_output_and_lengths_match_espnet_cpu_and_ref64)
+{
+    check_encoder(BACKEND_CPU, V_CONVFIRST), check_encoder(BACKEND_REF64, V_CONVFIRST);
+}
+Test(asr_transducer, conv1d_first_loss_and_every_gradient_match_espnet_cpu_and_ref64)
+{
+    check_loss(BACKEND_CPU, 1e-5, V_CONVFIRST), check_loss(BACKEND_REF64, 1e-5, V_CONVFIRST);
 }

@@ -742,10 +742,11 @@ Test(egs3, mini_an4_transducer_config_runs_stages_1_8)
     st_close(&f);
 }
 
-/* mini_an4's asr_transducer config with an Encoder of four block types (a conformer block, a conv1d
- * block of kernel 1 with BatchNorm1d, an ebranchformer block, a conv1d block of kernel 3 and stride 2
- * that shrinks the frames, and a branchformer block, each with its own linear_size, heads and kernel;
- * core/nn/encoder_body.c) runs stages 1-8: the model file names each block after its kind, the pack's ESPnet2 state dict
+/* mini_an4's asr_transducer config with an Encoder of four block types (a conv1d block of kernel 1
+ * with BatchNorm1d first, after a ConvInput without its output Linear, a conformer block of 2, a
+ * conv1d block 2 -> 4 of kernel 3 and stride 2 that shrinks the frames, an ebranchformer and a
+ * branchformer block of 4, each with its own linear_size, heads and kernel; core/nn/encoder_body.c)
+ * runs stages 1-8: the model file names each block after its kind, the pack's ESPnet2 state dict
  * holds the same names, and espnet3 transcribes a test utterance from the pack's ESPnet2 side
  * (its config.yaml and .pth) as from the experiment. */
 Test(egs3, mini_an4_asr_transducer_blocks_of_four_types_run_stages_1_8_and_cross_the_pth)
@@ -754,13 +755,13 @@ Test(egs3, mini_an4_asr_transducer_blocks_of_four_types_run_stages_1_8_and_cross
     copy_mini_an4(recipe, sizeof recipe);
     cr_assert_eq(test_sh("cd '%s/conf' && sed '/^    body_conf:/,/^$/c\\\n"
                          "    body_conf:\\\n"
+                         "      - {block_type: conv1d, output_size: 2, kernel_size: 1, batch_norm: true}\\\n"
                          "      - {block_type: conformer, hidden_size: 2, linear_size: 4, heads: 2, "
                          "conv_mod_kernel_size: 3}\\\n"
-                         "      - {block_type: conv1d, output_size: 2, kernel_size: 1, batch_norm: true}\\\n"
-                         "      - {block_type: ebranchformer, hidden_size: 2, linear_size: 6, heads: 1, "
+                         "      - {block_type: conv1d, output_size: 4, kernel_size: 3, stride: 2, relu: false}\\\n"
+                         "      - {block_type: ebranchformer, hidden_size: 4, linear_size: 6, heads: 1, "
                          "conv_mod_kernel_size: 3, depth_conv_kernel_size: 5}\\\n"
-                         "      - {block_type: conv1d, output_size: 2, kernel_size: 3, stride: 2, relu: false}\\\n"
-                         "      - {block_type: branchformer, hidden_size: 2, linear_size: 4, heads: 2, "
+                         "      - {block_type: branchformer, hidden_size: 4, linear_size: 4, heads: 2, "
                          "conv_mod_kernel_size: 5}\\\n"
                          "' training_transducer_asr_conformer_rnnt.yaml >training_mixed.yaml",
                          recipe),
@@ -769,16 +770,16 @@ Test(egs3, mini_an4_asr_transducer_blocks_of_four_types_run_stages_1_8_and_cross
                    "--metrics_config conf/metrics.yaml", "mixed");
     snprintf(exp, sizeof exp, "%s/exp/training_mixed", recipe);
     cr_assert(test_exists(test_path(exp, "inference_transducer/test/hyp.scp")), "%s", log_of("mixed", "err"));
-    static const char *const names[] = {"encoder.encoders.blocks.0.conv_mod.norm.running_var",
-                                        "encoder.encoders.blocks.0.norm_macaron.weight",
-                                        "encoder.encoders.blocks.1.conv.weight",
-                                        "encoder.encoders.blocks.1.bn.running_var",
-                                        "encoder.encoders.blocks.1.out_pos.weight",
-                                        "encoder.encoders.blocks.2.conv_mod.conv.weight",
-                                        "encoder.encoders.blocks.2.depthwise_conv_mod.conv.weight",
-                                        "encoder.encoders.blocks.2.norm_feed_forward_macaron.weight",
-                                        "encoder.encoders.blocks.3.conv.weight",
-                                        "encoder.encoders.blocks.3.out_pos.weight",
+    static const char *const names[] = {"encoder.encoders.blocks.1.conv_mod.norm.running_var",
+                                        "encoder.encoders.blocks.1.norm_macaron.weight",
+                                        "encoder.encoders.blocks.0.conv.weight",
+                                        "encoder.encoders.blocks.0.bn.running_var",
+                                        "encoder.encoders.blocks.0.out_pos.weight",
+                                        "encoder.encoders.blocks.3.conv_mod.conv.weight",
+                                        "encoder.encoders.blocks.3.depthwise_conv_mod.conv.weight",
+                                        "encoder.encoders.blocks.3.norm_feed_forward_macaron.weight",
+                                        "encoder.encoders.blocks.2.conv.weight",
+                                        "encoder.encoders.blocks.2.out_pos.weight",
                                         "encoder.encoders.blocks.4.channel_proj1.0.weight",
                                         "encoder.encoders.blocks.4.merge_proj.weight"};
     const char *files[] = {"last/model.safetensors", "model_pack/espnet/exp/asr_train/valid.loss.ave.pth"};
@@ -790,6 +791,11 @@ Test(egs3, mini_an4_asr_transducer_blocks_of_four_types_run_stages_1_8_and_cross
             cr_assert_not_null(st_get(&f, names[i]), "%s: %s", files[k], names[i]);
         cr_assert_null(st_get(&f, "encoder.encoders.blocks.4.depthwise_conv_mod.conv.weight"), "%s", files[k]);
         cr_assert_null(st_get(&f, "encoder.encoders.blocks.4.feed_forward.w_1.weight"), "%s", files[k]);
+        cr_assert_null(st_get(&f, "encoder.embed.output.weight"), "%s: ConvInput has no Linear", files[k]);
+        const st_tensor *w = st_get(&f, "encoder.encoders.blocks.2.out_pos.weight");
+        const st_tensor *n = st_get(&f, "encoder.encoders.norm_blocks.weight"), *j = st_get(&f, "joint_network.lin_enc.weight");
+        cr_assert(w && w->shape[0] == 4 && w->shape[1] == 2 && n && n->shape[0] == 4 && j && j->shape[1] == 4,
+                  "%s: the widths", files[k]);
         st_close(&f);
     }
     static const char *const readme[] = {"mixed-block", "(the largest of its blocks')", NULL};
