@@ -13,6 +13,7 @@
 #define GEMM_SERIAL ops_sgemm_mp_serial /* the same on the calling thread alone */
 #define GEMV cblas_sgemv
 #define GEMV_TAKES() (ops_gemm_precision() == AMP_FP32) /* mixed precision: GEMM rounds the inputs */
+#define GEMM_QT_TAKES ops_sgemm_qt_takes /* scores of a few query rows from Q^T (core/compute/ops_sgemm.h) */
 /* Linear layers of a few rows (a beam's hypotheses) without packing the weights */
 #define LINEAR_ROWS_TAKES ops_rows_linear_takes
 #define LINEAR_ROWS ops_rows_linear

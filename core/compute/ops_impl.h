@@ -904,8 +904,18 @@ static void OPS_FN(mha_forward_part)(void *ctx, size_t lo, size_t hi, int part)
         /* One query (the decoder's beam-search step): a matrix-vector product reads K where it
          * lies; a GEMM would pack all of K for one row. */
         int one = tq == 1 && GEMV_TAKES();
-        if (one) GEMV(ROWMAJOR, NT, len, hd, sc, kb, ldkv, qb, 1, 0, a, 1);
-        else GEMM(ROWMAJOR, NT, TR, tq, len, hd, sc, qb, ldq, kb, ldkv, 0, a, tk);
+        if (one) {
+            GEMV(ROWMAJOR, NT, len, hd, sc, kb, ldkv, qb, 1, 0, a, 1);
+        } else if (GEMM_QT_TAKES(tq, len, hd, (float)sc)) {
+            /* A few queries against many keys (the beam's rows against the frames): Q transposed
+             * here, K read where it lies (the other form packs all of K per call), same bits. */
+            real qt[16 * 128];
+            for (int i = 0; i < tq; i++)
+                for (int c = 0; c < hd; c++) qt[(size_t)c * tq + i] = qb[(size_t)i * ldq + c];
+            GEMM(ROWMAJOR, TR, TR, tq, len, hd, sc, qt, tq, kb, ldkv, 0, a, tk);
+        } else {
+            GEMM(ROWMAJOR, NT, TR, tq, len, hd, sc, qb, ldq, kb, ldkv, 0, a, tk);
+        }
         for (int i = 0; i < tq; i++) {
             int n = attn_row_keys(len, jb->causal, i);
             real *ar = a + (size_t)i * tk, mx = ar[0];

@@ -80,6 +80,45 @@ static void probe_rule(void)
     rule.cols = rule.row_unit && cut_keeps_bits(GEMM_UNIT, 0);
 }
 
+enum {
+    QT_ROWS_MAX = 16,    /* query rows the (Trans, Trans) scores take */
+    QT_DEPTH_MAX = 128,  /* head widths (the caller's Q^T on its stack) */
+    QT_SMALL_MNK = 76800 /* OpenBLAS 0.3.21's small-matrix kernels at or below: the forms differ */
+};
+
+static int qt_same;
+static pthread_once_t qt_once = PTHREAD_ONCE_INIT;
+
+/* Whether alpha Q K^T equals alpha (Q^T)^T K^T bit for bit on a few shapes of the beam's kind
+ * (strided K as the attention's heads have it; the scale of a 64-wide head). */
+static void probe_qt(void)
+{
+    static const int shapes[][3] = {{10, 200, 64}, {2, 1000, 64}, {16, 301, 64}, {7, 400, 32}};
+    int same = 1;
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes && same; s++) {
+        int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2], ld = 4 * k;
+        float *q = probe_fill((size_t)m * ld, 3), *kk = probe_fill((size_t)n * ld, 4), *qt = xmalloc((size_t)k * m * sizeof *qt);
+        float *c0 = xmalloc((size_t)m * n * sizeof *c0), *c1 = xmalloc((size_t)m * n * sizeof *c1);
+        for (int i = 0; i < m; i++)
+            for (int c = 0; c < k; c++) qt[(size_t)c * m + i] = q[(size_t)i * ld + c];
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 0.125f, q, ld, kk, ld, 0.0f, c0, n);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasTrans, m, n, k, 0.125f, qt, m, kk, ld, 0.0f, c1, n);
+        same = memcmp(c0, c1, (size_t)m * n * sizeof *c0) == 0;
+        free(q), free(kk), free(qt), free(c0), free(c1);
+    }
+    qt_same = same;
+}
+
+int ops_sgemm_qt_takes(int m, int n, int k, float alpha)
+{
+    if (m < 2 || m > QT_ROWS_MAX || k > QT_DEPTH_MAX || (double)m * n * k <= QT_SMALL_MNK ||
+        ops_gemm_precision() != AMP_FP32 || ops_xsmm_takes(CblasNoTrans, CblasTrans, m, n, k, alpha, 0.0f) ||
+        ops_xsmm_takes(CblasTrans, CblasTrans, m, n, k, alpha, 0.0f))
+        return 0;
+    pthread_once(&qt_once, probe_qt);
+    return qt_same;
+}
+
 typedef struct gemm_job {
     enum CBLAS_TRANSPOSE ta, tb;
     int m, n, k, lda, ldb, ldc, by_rows, xsmm; /* xsmm: libxsmm takes the whole product */

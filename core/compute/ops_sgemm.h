@@ -33,4 +33,14 @@ void ops_sgemm_mp_serial(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum C
                          int k, float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c,
                          int ldc);
 
+/* Whether the attention's scores S = alpha Q K^T of m query rows (Q m x k, K n x k, row-major)
+ * may run as cblas_sgemm(Trans, Trans) on Q^T (k x m, packed by the caller) with the same bits as
+ * cblas_sgemm(NoTrans, Trans) on Q. Why: for a beam's few rows against many keys (the decoder's
+ * source attention over the frames so far) OpenBLAS packs all of K in the (NoTrans, Trans) form
+ * and not in the other, which ran 2.7x faster (docs/notes/2026-11-streaming-rtf.md). Taken for
+ * 2 to 16 rows, k <= 128, float GEMMs, where libxsmm takes neither form, above OpenBLAS 0.3.21's
+ * small-matrix bound (m n k <= 76800, where the two forms take different kernels) and where a
+ * probe (once, on shapes of this kind) found both forms' bits equal with this process' kernel. */
+int ops_sgemm_qt_takes(int m, int n, int k, float alpha);
+
 #endif

@@ -2,15 +2,20 @@
  * and the causal mask (a plain softmax loop as reference, central finite differences in double
  * with padding, causal masks and dropout held fixed by the seed, float against double, the
  * encoder's attention being mha with tq = tk), the embedding and ESPnet's label-smoothing loss
- * (values from the definition, finite differences through log_softmax). Suite `ops`. */
+ * (values from the definition, finite differences through log_softmax), and a beam's few queries
+ * against many keys (the scores from Q^T, core/compute/ops_sgemm.h: float against double, and the
+ * bits of the other form where taken). Suite `ops`. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
+#include <cblas.h>
+
 #include "core/compute/kernel_math.h"
 #include "core/compute/ops.h"
+#include "core/compute/ops_sgemm.h"
 #include "test/unit/compute/ops_test_util.h"
 
 /* ------------------------------------------------------------------ mha */
@@ -123,6 +128,48 @@ Test(ops, attention_is_mha_with_equal_lengths)
     ops_attention_forward_f32(y1, a1, q, k, v, d, lens, nb, t, h, hd, 0.2f, 3, 4, scr);
     ops_mha_forward_f32(y2, a2, q, d, k, v, d, lens, nb, t, t, 0, h, hd, 0.2f, 3, 4, scr);
     cr_assert(!memcmp(y1, y2, n * sizeof *y1) && !memcmp(a1, a2, na * sizeof *a1));
+}
+
+/* A beam's rows against the frames so far (4 heads of 64, strided rows as the decoder's are):
+ * float against double, and where ops_sgemm_qt_takes, each head's scores in the bits of the
+ * (NoTrans, Trans) product the attention ran before (what the streaming texts rely on). */
+Test(ops, mha_few_queries_many_keys, .fini = ops_arena_free)
+{
+    rng_init(&ops_rng, 33);
+    static const int shapes[][3] = {{10, 300, 0}, {2, 1100, 0}, {16, 160, 1}, {7, 700, 0}}; /* tq, tk, causal */
+    int h = 4, hd = 64, d = h * hd, ld = d + 16, taken = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        int tq = shapes[s][0], tk = shapes[s][1], causal = shapes[s][2], lens[1] = {tk - 3};
+        size_t nq = (size_t)tq * ld, nkv = (size_t)tk * ld, ny = (size_t)tq * d, na = (size_t)h * tq * tk;
+        double *q = drand(nq, -1.5, 1.5), *k = drand(nkv, -1.5, 1.5), *v = drand(nkv, -1.5, 1.5), *y = dz(ny);
+        double *att = dz(na);
+        ops_mha_forward_f64(y, att, q, ld, k, v, ld, lens, 1, tq, tk, causal, h, hd, 0, 0, 0,
+                            dz(ops_mha_forward_scratch(tq, tk, 0) + 1));
+        float *fq = tof(q, nq), *fk = tof(k, nkv), *fv = tof(v, nkv), *fy = fz(ny), *fa = fz(na);
+        ops_mha_forward_f32(fy, fa, fq, ld, fk, fv, ld, lens, 1, tq, tk, causal, h, hd, 0, 0, 0,
+                            fz(ops_mha_forward_scratch(tq, tk, 0) + 1));
+        CHECK_F32(fy, y, ny, "few-query mha y");
+        CHECK_F32(fa, att, na, "few-query mha att");
+        if (!ops_sgemm_qt_takes(tq, lens[0], hd, 0.125f)) continue;
+        taken++;
+        float *c0 = fz((size_t)tq * tk), *c1 = fz((size_t)tq * tk), *qt = fz((size_t)hd * tq);
+        for (int j = 0; j < h; j++) {
+            for (int i = 0; i < tq; i++)
+                for (int c = 0; c < hd; c++) qt[(size_t)c * tq + i] = fq[(size_t)i * ld + j * hd + c];
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tq, lens[0], hd, 0.125f, fq + j * hd, ld, fk + j * hd,
+                        ld, 0, c0, tk);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasTrans, tq, lens[0], hd, 0.125f, qt, tq, fk + j * hd, ld, 0, c1,
+                        tk);
+            for (int i = 0; i < tq; i++)
+                cr_assert(!memcmp(c0 + (size_t)i * tk, c1 + (size_t)i * tk, (size_t)lens[0] * sizeof *c0),
+                          "%d x %d, head %d: the two forms' scores differ", tq, tk, j);
+        }
+    }
+    /* What it leaves to the other form: one row (a matrix-vector product), more than 16, OpenBLAS'
+     * small products, wide heads. */
+    cr_assert(!ops_sgemm_qt_takes(1, 5000, 64, 0.125f) && !ops_sgemm_qt_takes(17, 5000, 64, 0.125f));
+    cr_assert(!ops_sgemm_qt_takes(10, 120, 64, 0.125f) && !ops_sgemm_qt_takes(10, 5000, 256, 0.0625f));
+    cr_log_info("few-query scores from Q^T taken in %d of 4 shapes", taken);
 }
 
 /* ------------------------------------------------------------------ embedding */
