@@ -53,6 +53,10 @@ Files (scripts/make_decoder_fixtures.py's pack format):
                     (MultiBlocks never hands back the shrunk mask; torchaudio's rnnt_loss then fails
                     with "input length mismatch"), so for this body the script patches
                     Encoder.forward to return the lengths of the last block's mask (shrunk_forward)
+  blockdrop_loss    mixed_weights' model with main_conf blockdrop_rate BLOCKDROP_RATE in training:
+                    MultiBlocks' draws fixed to BLOCKDROP_DRAWS (FixedDraws stands in for keep_probs),
+                    which skip blocks 1 and 2 of 5; out.dropped (1 per skipped block), out.loss,
+                    out.loss_transducer, out.loss_aux_ctc and grad.<name> (the skipped blocks' zero)
 """
 import argparse
 import os
@@ -120,6 +124,21 @@ SHRINK = [
 ]
 
 
+# main_conf.blockdrop_rate of the blockdrop_loss pack and MultiBlocks' uniform draws (the last block's
+# stays 1): block l of 5 is skipped when its draw is below 0.8 * l / 5 (0, 0.16, 0.32, 0.48, 0.64).
+BLOCKDROP_RATE, BLOCKDROP_DRAWS = 0.8, [0.05, 0.1, 0.3, 0.5, 1.0]
+
+
+class FixedDraws:
+    """MultiBlocks.keep_probs with its draws fixed: keep_probs[:-1].uniform_() fills a copy."""
+
+    def __init__(self, draws):
+        self.u = torch.tensor(draws)
+
+    def __getitem__(self, i):
+        return self.u[i].clone() if isinstance(i, slice) else self.u[i]
+
+
 def shrunk_forward(self, x, x_len):
     """Encoder.forward (no dynamic chunks) returning the lengths of the blocks' last mask, which
     MultiBlocks.forward computes but drops; the unpatched one returns the input block's."""
@@ -133,7 +152,7 @@ def shrunk_forward(self, x, x_len):
     return self.encoders.norm_blocks(x), mask.eq(0).sum(1)
 
 
-def build(stateless=False, block="conformer", aux=False, rnn_type="lstm"):
+def build(stateless=False, block="conformer", aux=False, rnn_type="lstm", main_conf=None):
     body = [{"block_type": block, "hidden_size": D, "linear_size": LINEAR, "heads": HEADS,
              "conv_mod_kernel_size": KERNEL, "num_blocks": BLOCKS}]
     if block == "ebranchformer":
@@ -144,7 +163,7 @@ def build(stateless=False, block="conformer", aux=False, rnn_type="lstm"):
         body = POINTWISE
     if block == "shrink":
         body = SHRINK
-    encoder = Encoder(IDIM, body, input_conf={}, main_conf={})
+    encoder = Encoder(IDIM, body, input_conf={}, main_conf=main_conf or {})
     if block == "shrink":
         encoder.forward = shrunk_forward.__get__(encoder)
     if stateless:
@@ -210,6 +229,25 @@ def loss_case(weights, stateless=False, block="conformer", aux=False, rnn_type="
         items = [kv for kv in items if not kv[0].startswith("in.")
                  and (block != "conformer" or kv[0] not in ("out.hlens", "out.enc"))]
     return items, loss.item(), hlens.tolist()
+
+
+def blockdrop_case(weights):
+    """loss_case's training step on MIXED with blockdrop_rate and BLOCKDROP_DRAWS."""
+    feats, lens, ys, ylens = batch()
+    model = build(block="mixed", main_conf={"blockdrop_rate": BLOCKDROP_RATE})
+    model.load_state_dict(weights)
+    model.train()
+    model.encoder.encoders.keep_probs = FixedDraws(BLOCKDROP_DRAWS)
+    loss, stats, _ = model(feats, lens, ys.clone(), ylens)
+    loss.backward()
+    n = len(BLOCKDROP_DRAWS)
+    dropped = [float(u < BLOCKDROP_RATE * (1.0 / n * l)) for l, u in enumerate(BLOCKDROP_DRAWS)]
+    items = [("out.dropped", torch.tensor(dropped)), ("out.loss", loss.detach().reshape(1)),
+             ("out.loss_transducer", stats["loss_transducer"].reshape(1)),
+             ("out.loss_aux_ctc", stats["loss_aux_ctc"].reshape(1))]
+    items += [("grad." + k, p.grad if p.grad is not None else torch.zeros_like(p)) for k, p in model.named_parameters()]
+    print(f"blockdrop_rate {BLOCKDROP_RATE}, skipped blocks {dropped}: loss {loss.item():.6f}")
+    return items
 
 
 # Search modes: (name, beam_size, nbest, beam_search_config) as asr_transducer_inference spells them.
@@ -295,6 +333,9 @@ def main():
         n += write_pack(out, body + "_loss", [kv for kv in items if not kv[0].startswith("in.")])
         n += write_pack(out, body + "_search", search_case(bw, block=body))
         print(f"{body} blocks: loss {loss:.6f}, encoder lengths {hlens}")
+    torch.manual_seed(0)
+    mw = seeded_weights(build(block="mixed"))  # mixed_weights
+    n += write_pack(out, "blockdrop_loss", blockdrop_case(mw))
     print(f"wrote {n * 4 / 1024:.0f} KiB to {out}")
 
 

@@ -274,10 +274,10 @@ static int main_dims(model_dims *out, model_rates *r, const body_main_cfg *c, es
                              "(layer_norm is)", cn);
     out->act = !strcmp(fa, "relu") ? ACT_RELU : ACT_SWISH;
     if (r) r->pos_dropout = c ? (float)or_default(c->pos_enc_dropout_rate, 0) : 0;
+    if (r) r->blockdrop = c ? (float)or_default(c->blockdrop_rate, 0) : 0;
     if (!c) return 0;
     if (only(c->swish_beta, 1.0, "model.encoder_conf.main_conf.swish_beta", "Swish with beta 1 is", err) ||
-        only(c->after_norm_eps, 1e-12, "model.encoder_conf.main_conf.after_norm_eps", "layer_norm's 1e-12 is", err) ||
-        only(c->blockdrop_rate, 0.0, "model.encoder_conf.main_conf.blockdrop_rate", "use 0.0: every block runs", err))
+        only(c->after_norm_eps, 1e-12, "model.encoder_conf.main_conf.after_norm_eps", "layer_norm's 1e-12 is", err))
         return -1;
     return 0;
 }

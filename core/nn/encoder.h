@@ -17,6 +17,7 @@
  * ten streams (site 0..9); the transformer's numbers are the ones its checkpoints were made with. */
 enum {
     STREAM_POS = 1, STREAM_CTC = 2, STREAM_POS_EMB = 3, STREAM_LAYER_DROP = 4, STREAM_EMBED = 5, STREAM_PRE = 6,
+    STREAM_BLOCKDROP = 7, /* the asr_transducer Encoder's blockdrop draws (core/nn/encoder_body.c) */
     STREAM_INTERCTC0 = 10, /* + k: the CTC dropout of intermediate layer k (< MODEL_MAX_INTERCTC) */
     STREAM_BLOCK0 = 100
 };
@@ -267,5 +268,10 @@ extern const encoder_impl encoder_conformer;
 extern const encoder_impl encoder_ebranchformer;
 extern const encoder_impl encoder_contextual;
 extern const encoder_impl encoder_body;
+/* Whether encoder_body skips block l of n in a training forward with seed and blockdrop_rate rate
+ * (ESPnet2's MultiBlocks: block l runs when a uniform draw, 1 for the last block, is at least
+ * rate * l / n); the draw is rng_derive(seed, STREAM_BLOCKDROP, l), so a batch's seed (the
+ * trainer's seed, epoch and batch index) makes it again on resume. */
+int body_block_dropped(uint64_t seed, double rate, int l, int n);
 
 #endif

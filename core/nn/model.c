@@ -17,7 +17,8 @@
 
 static const encoder_impl *encoder_of(const asr_model *m)
 {
-    if (m->dims.n_groups > 1) return &encoder_body;
+    /* encoder_body also runs one group's blocks when they may be skipped (blockdrop_rate) */
+    if (m->dims.n_groups > 1 || (m->dims.n_groups == 1 && m->rates.blockdrop > 0)) return &encoder_body;
     switch (m->dims.encoder) {
     case ENC_CONFORMER: return &encoder_conformer;
     case ENC_EBRANCHFORMER: return &encoder_ebranchformer;

@@ -61,6 +61,9 @@ typedef struct model_rates {
     float tr_fastemit, tr_lm_weight, tr_lm_smoothing;
     /* dropout and att_dropout of each block group (model_dims.n_groups > 1; core/nn/encoder_body.c). */
     float group_dropout[MODEL_MAX_GROUPS], group_att_dropout[MODEL_MAX_GROUPS];
+    /* The asr_transducer task's main_conf.blockdrop_rate (MultiBlocks' stochastic depth: in
+     * training, block l of n is skipped with probability blockdrop * l / n; core/nn/encoder_body.c). */
+    float blockdrop;
 } model_rates;
 
 /* trainer.sync_batchnorm (torch's SyncBatchNorm): all_reduce sums n host floats over every rank in

@@ -13,7 +13,11 @@
  * joint network's gradients. The RNNDecoder model with model_conf fastemit_lambda 0.5,
  * auxiliary_lm_loss_weight 0.4 and auxiliary_lm_loss_smoothing 0.1 (packs aux_*: lm_lin besides the
  * weights; warp-transducer's FastEmit by scripts/rnnt_loss_standin.py's PyTorch reference): its
- * loss, loss_aux_lm and every gradient, lm_lin's by name both ways. */
+ * loss, loss_aux_lm and every gradient, lm_lin's by name both ways. main_conf.blockdrop_rate: the
+ * mixed model's training step with ESPnet2's draws fixed (pack blockdrop_loss, blocks 1 and 2 of 5
+ * skipped) against ours on a seed whose draws skip the same blocks; its eval forward runs every
+ * block; the draws' schedule over seeds; and a one-group model with blockdrop_rate (on
+ * encoder_body.c, whose draws there skip no block) gives the conformer model's loss and gradients. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -23,6 +27,7 @@
 #include "core/compute/backend.h"
 #include "core/config/config.h"
 #include "core/nn/decoder_conf.h"
+#include "core/nn/encoder.h"
 #include "core/nn/model.h"
 #include "test/unit/nn/fx_asr_transducer.h"
 #include "test/unit/nn/fx_pack.h"
@@ -36,12 +41,22 @@ enum { IDIM = 20, D = 16, VOCAB = 12, B = 2, STRIDE = 7 };
  * model with FastEmit and the auxiliary LM loss, and the mixed, pointwise-conv1d and shrinking-conv1d
  * Encoders. */
 typedef enum variant {
-    V_RNN = 0, V_STATELESS, V_EBRANCHFORMER, V_BRANCHFORMER, V_GRU, V_AUX, V_MIXED, V_POINTWISE, V_SHRINK
+    V_RNN = 0, V_STATELESS, V_EBRANCHFORMER, V_BRANCHFORMER, V_GRU, V_AUX, V_MIXED, V_POINTWISE, V_SHRINK,
+    V_BLOCKDROP, /* the mixed model with blockdrop_rate BLOCKDROP (pack blockdrop_loss) */
+    V_ONEGROUP   /* V_RNN as one group of body_conf (n_groups 1) with blockdrop_rate BLOCKDROP */
 } variant;
+
+#define BLOCKDROP 0.8f /* the fixture's BLOCKDROP_RATE */
 
 static model_dims fixture_dims(variant v)
 {
-    if (v == V_MIXED) return fx_mixed_dims();
+    if (v == V_MIXED || v == V_BLOCKDROP) return fx_mixed_dims();
+    if (v == V_ONEGROUP) {
+        model_dims d = fixture_dims(V_RNN);
+        d.n_groups = 1;
+        d.group[0] = (struct model_group){2, ENC_CONFORMER, 2, 24, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+        return d;
+    }
     if (v == V_POINTWISE) return fx_pointwise_dims();
     if (v == V_SHRINK) return fx_shrink_dims();
     model_dims d = {.idim = IDIM, .d = D, .heads = 2, .ff = 24, .blocks = 2, .vocab = VOCAB,
@@ -93,9 +108,10 @@ static void setup(fixture *f, backend_kind kind, variant v)
 {
     static const char *const weights[] = {"weights", "weights", "ebranchformer_weights", "branchformer_weights",
                                           "weights", "aux_weights", "mixed_weights", "pointwise_weights",
-                                          "shrink_weights"};
+                                          "shrink_weights", "mixed_weights", "weights"};
     static const char *const outputs[] = {"loss", "stateless_loss", "ebranchformer_loss", "branchformer_loss",
-                                          "gru_loss", "aux_loss", "mixed_loss", "pointwise_loss", "shrink_loss"};
+                                          "gru_loss", "aux_loss", "mixed_loss", "pointwise_loss", "shrink_loss",
+                                          "blockdrop_loss", "loss"};
     esp_err err;
     cr_assert((f->be = backend_open(kind, 0, 1, &err)) != NULL, "%s", err.msg);
     f->w = load_pack("asr_transducer", weights[v]), f->c = load_pack("asr_transducer", "loss");
@@ -104,6 +120,7 @@ static void setup(fixture *f, backend_kind kind, variant v)
     model_dims d = fixture_dims(v);
     model_rates rates = {.ctc_weight = 0.3f, .tr_weight = 0.8f};
     if (v == V_AUX) rates.tr_fastemit = 0.5f, rates.tr_lm_weight = 0.4f, rates.tr_lm_smoothing = 0.1f;
+    if (v == V_BLOCKDROP || v == V_ONEGROUP) rates.blockdrop = BLOCKDROP;
     asr_model_init(&f->m, f->be, &d, &rates);
     load_weights(&f->m, &f->w, &f->gw, v);
     size_t nf, n, ny;
@@ -126,11 +143,13 @@ static void teardown(fixture *f)
     backend_close(f->be);
 }
 
-/* The Encoder's output and lengths (ESPnet2's: min(input frames, T2), padded frames counted). */
+/* The Encoder's output and lengths (ESPnet2's: min(input frames, T2), padded frames counted); with
+ * blockdrop_rate, eval mode runs every block: the mixed model's output. */
 static void check_encoder(backend_kind kind, variant v)
 {
     fixture f;
     setup(&f, kind, v);
+    if (v == V_BLOCKDROP) pack_free(&f.o), f.o = load_pack("asr_transducer", "mixed_loss");
     asr_model_forward(&f.m, f.feats, f.lens, B, f.T, 0, 0);
     size_t n;
     const float *hl = pack_must(&f.o, "out.hlens", &n), *ref = pack_must(&f.o, "out.enc", &n);
@@ -147,12 +166,26 @@ static void check_encoder(backend_kind kind, variant v)
     teardown(&f);
 }
 
+/* The first seed whose blockdrop draws skip the blocks the pack's out.dropped names (0: none). */
+static uint64_t seed_dropping(const fixture *f)
+{
+    size_t n;
+    const float *want = pack_must(&f->o, "out.dropped", &n);
+    for (uint64_t seed = 1; seed < 100000; seed++) {
+        int l = 0;
+        while (l < (int)n && body_block_dropped(seed, BLOCKDROP, l, (int)n) == (want[l] != 0)) l++;
+        if (l == (int)n) return seed;
+    }
+    cr_assert_fail("no seed skips the fixture's blocks");
+    return 0;
+}
+
 static void check_loss(backend_kind kind, double tol, variant v)
 {
     fixture f;
     setup(&f, kind, v);
     asr_model_zero_grad(&f.m);
-    asr_model_forward(&f.m, f.feats, f.lens, B, f.T, 1, 0);
+    asr_model_forward(&f.m, f.feats, f.lens, B, f.T, 1, v == V_BLOCKDROP ? seed_dropping(&f) : 0);
     double loss = asr_model_loss(&f.m, f.labels, f.ylens, STRIDE, NULL);
     double ref = pack_must(&f.o, "out.loss", NULL)[0], ref_tr = pack_must(&f.o, "out.loss_transducer", NULL)[0];
     double ref_ctc = pack_must(&f.o, "out.loss_aux_ctc", NULL)[0];
@@ -204,7 +237,8 @@ static void check_loss(backend_kind kind, double tol, variant v)
     cr_assert_eq(n_grads, 0, "ESPnet2 has parameters espnet3's model lacks");
     static const char *const what[] = {"", " (stateless)", " (ebranchformer)", " (branchformer)", " (gru)",
                                        " (FastEmit, auxiliary LM loss)", " (mixed blocks)",
-                                       " (pointwise conv1d blocks)", " (conv1d blocks that shrink the frames)"};
+                                       " (pointwise conv1d blocks)", " (conv1d blocks that shrink the frames)",
+                                       " (blockdrop_rate, blocks 1 and 2 skipped)", " (one group, blockdrop_rate)"};
     cr_log_info("%s%s: loss %.7f (ESPnet %.7f), worst gradient rel err %.2g", f.be->name, what[v], loss, ref, worst);
     free(g);
     teardown(&f);
@@ -526,4 +560,42 @@ Test(asr_transducer, shrinking_conv1d_encoder_output_and_lengths_match_espnet_cp
 Test(asr_transducer, shrinking_conv1d_loss_and_every_gradient_match_espnet_cpu_and_ref64)
 {
     check_loss(BACKEND_CPU, 1e-5, V_SHRINK), check_loss(BACKEND_REF64, 1e-5, V_SHRINK);
+}
+
+/* main_conf.blockdrop_rate (MultiBlocks' stochastic depth; core/nn/encoder_body.c). */
+Test(asr_transducer, blockdrop_loss_and_every_gradient_match_espnet_cpu) { check_loss(BACKEND_CPU, 1e-5, V_BLOCKDROP); }
+Test(asr_transducer, blockdrop_loss_and_every_gradient_match_espnet_ref64)
+{
+    check_loss(BACKEND_REF64, 1e-5, V_BLOCKDROP);
+}
+Test(asr_transducer, blockdrop_eval_runs_every_block_cpu) { check_encoder(BACKEND_CPU, V_BLOCKDROP); }
+Test(asr_transducer, blockdrop_one_group_runs_on_encoder_body_as_the_conformer_encoder_cpu)
+{
+    check_loss(BACKEND_CPU, 1e-5, V_ONEGROUP);
+}
+
+/* The draws vary with the batch's seed, with ESPnet2's schedule: block l of n skipped with
+ * probability rate * l / n, the first never, the last never for rates up to 1. */
+Test(asr_transducer, blockdrop_draws_vary_by_seed_with_espnets_schedule)
+{
+    enum { N = 5, SEEDS = 20000 };
+    int count[N] = {0}, patterns[1 << N] = {0}, distinct = 0;
+    for (uint64_t seed = 1; seed <= SEEDS; seed++) {
+        int p = 0;
+        for (int l = 0; l < N; l++) {
+            int d = body_block_dropped(seed, 0.8, l, N);
+            count[l] += d, p |= d << l;
+        }
+        distinct += !patterns[p]++;
+    }
+    cr_expect_eq(count[0], 0, "the first block always runs");
+    cr_expect_eq(count[N - 1], 0, "the last block always runs (rate 0.8)");
+    for (int l = 1; l < N - 1; l++) {
+        double f = (double)count[l] / SEEDS, want = 0.8 * l / N;
+        cr_expect_lt(fabs(f - want), 0.015, "block %d skipped %.3f of the batches, want %.3f", l, f, want);
+    }
+    cr_expect_eq(distinct, 8, "every skip pattern of blocks 1-3 occurs: %d", distinct);
+    cr_expect(body_block_dropped(7, 2.0, N - 1, N), "past 1 the last block may be skipped (its draw is 1)");
+    for (uint64_t seed = 1; seed <= 100; seed++)
+        cr_expect(!body_block_dropped(seed, 0.0, 3, N), "rate 0 skips nothing");
 }
