@@ -57,6 +57,14 @@ Files (scripts/make_decoder_fixtures.py's pack format):
                     MultiBlocks' draws fixed to BLOCKDROP_DRAWS (FixedDraws stands in for keep_probs),
                     which skip blocks 1 and 2 of 5; out.dropped (1 per skipped block), out.loss,
                     out.loss_transducer, out.loss_aux_ctc and grad.<name> (the skipped blocks' zero)
+  chunk_loss        mixed_weights' model with main_conf CHUNK_CONF (dynamic_chunk_training: causal
+                    convolutions, the attention's chunk mask): Encoder.forward's torch.randint patched
+                    to CHUNK_DRAW (chunk CHUNK_DRAW % short_chunk_size + 1 = 5 of the 15 frames, one
+                    left chunk); out.chunk, out.loss, out.loss_transducer, out.loss_aux_ctc, grad.<name>
+                    (training mode); out.enc_chunk: the eval-mode Encoder output with that draw
+                    (validation: ESPnet2's Encoder.forward draws whatever the mode); out.enc: the
+                    eval-mode output with dynamic_chunk_training off (asr_transducer_inference's
+                    Speech2Text turns it off: causal convolutions, full-context attention)
 """
 import argparse
 import os
@@ -127,6 +135,11 @@ SHRINK = [
 # main_conf.blockdrop_rate of the blockdrop_loss pack and MultiBlocks' uniform draws (the last block's
 # stays 1): block l of 5 is skipped when its draw is below 0.8 * l / 5 (0, 0.16, 0.32, 0.48, 0.64).
 BLOCKDROP_RATE, BLOCKDROP_DRAWS = 0.8, [0.05, 0.1, 0.3, 0.5, 1.0]
+
+# main_conf of the chunk_loss pack, and the torch.randint(1, 15) draw its Encoder.forward gets:
+# 4 <= 15 * 0.75, so the chunk is 4 % 25 + 1 = 5 frames (3 chunks), each seeing one chunk before it.
+CHUNK_CONF = {"dynamic_chunk_training": True, "short_chunk_size": 25, "num_left_chunks": 1}
+CHUNK_DRAW = 4
 
 
 class FixedDraws:
@@ -250,6 +263,35 @@ def blockdrop_case(weights):
     return items
 
 
+def chunk_case(weights):
+    """loss_case on MIXED with CHUNK_CONF, Encoder.forward's chunk draw fixed to CHUNK_DRAW."""
+    from unittest import mock
+
+    feats, lens, ys, ylens = batch()
+    model = build(block="mixed", main_conf=CHUNK_CONF)
+    model.load_state_dict(weights)
+    fixed = mock.patch("torch.randint", lambda lo, hi, size: torch.tensor([CHUNK_DRAW]))
+    model.eval()
+    with torch.no_grad(), fixed:
+        enc_chunk, _ = model.encoder(feats, lens)
+    model.encoder.dynamic_chunk_training = False  # as asr_transducer_inference's Speech2Text
+    with torch.no_grad():
+        enc, hlens = model.encoder(feats, lens)
+    model.encoder.dynamic_chunk_training = True
+    model.train()
+    with fixed:
+        loss, stats, _ = model(feats, lens, ys.clone(), ylens)
+    loss.backward()
+    chunk = CHUNK_DRAW % CHUNK_CONF["short_chunk_size"] + 1
+    items = [("out.chunk", torch.tensor([float(chunk)])), ("out.hlens", hlens.float()), ("out.enc", enc),
+             ("out.enc_chunk", enc_chunk), ("out.loss", loss.detach().reshape(1)),
+             ("out.loss_transducer", stats["loss_transducer"].reshape(1)),
+             ("out.loss_aux_ctc", stats["loss_aux_ctc"].reshape(1))]
+    items += [("grad." + k, p.grad) for k, p in model.named_parameters()]
+    print(f"dynamic chunk training {CHUNK_CONF}, chunk {chunk}: loss {loss.item():.6f}")
+    return items
+
+
 # Search modes: (name, beam_size, nbest, beam_search_config) as asr_transducer_inference spells them.
 SEARCHES = [
     ("beam1", 1, 1, {}),
@@ -336,6 +378,7 @@ def main():
     torch.manual_seed(0)
     mw = seeded_weights(build(block="mixed"))  # mixed_weights
     n += write_pack(out, "blockdrop_loss", blockdrop_case(mw))
+    n += write_pack(out, "chunk_loss", chunk_case(mw))
     print(f"wrote {n * 4 / 1024:.0f} KiB to {out}")
 
 

@@ -77,7 +77,7 @@ void OPS_DECL_FN(relpos_encoding)(OPS_DECL_T *pe, int t, int d);
 void OPS_DECL_FN(relattn_forward)(OPS_DECL_T *y, OPS_DECL_T *att, const OPS_DECL_T *q,
                                   const OPS_DECL_T *k, const OPS_DECL_T *v, int ld,
                                   const OPS_DECL_T *p, const OPS_DECL_T *u, const OPS_DECL_T *vb,
-                                  const int *lens, int nb, int t, int h, int hd, float pdrop,
+                                  const int *lens, int nb, int t, int h, int hd, int chunk, int left, float pdrop,
                                   uint64_t seed, uint64_t stream, OPS_DECL_T *scratch);
 /* dq, dk, dv overwritten as attention_backward's; dp ((2t - 1, h*hd), summed over the batch)
  * overwritten; du, dvb += (the pos_bias gradients). */
@@ -86,7 +86,7 @@ void OPS_DECL_FN(relattn_backward)(OPS_DECL_T *dq, OPS_DECL_T *dk, OPS_DECL_T *d
                                    const OPS_DECL_T *att, const OPS_DECL_T *q, const OPS_DECL_T *k,
                                    const OPS_DECL_T *v, int ld, const OPS_DECL_T *p,
                                    const OPS_DECL_T *u, const OPS_DECL_T *vb, const int *lens,
-                                   int nb, int t, int h, int hd, float pdrop, uint64_t seed,
+                                   int nb, int t, int h, int hd, int chunk, int left, float pdrop, uint64_t seed,
                                    uint64_t stream, OPS_DECL_T *scratch);
 
 /* ---- The E-Branchformer's cgMLP (espnet2/asr/layers/cgmlp.py).

@@ -21,8 +21,9 @@
  * Conformer's feed-forward and convolution activations must be the same, ConvInput's conv_size is
  * hidden_size; conv1d blocks that shrink the frames, change the size or come first (those of
  * kernel_size 1, stride 1 after an X-former block are built), the MEGA and RWKV decoders, the k2
- * pruned loss and dynamic chunk training are not built (main_conf.blockdrop_rate is
- * model_rates.blockdrop, run by core/nn/encoder_body.c). Blocks of different types or
+ * pruned loss and causal conv1d blocks of kernel_size > 1 (dynamic_chunk_training) are not built
+ * (main_conf.blockdrop_rate is model_rates.blockdrop, run by core/nn/encoder_body.c;
+ * dynamic_chunk_training is dims.causal and model_rates.chunk_*). Blocks of different types or
  * sizes (one hidden_size, as validate_architecture wants) are model_dims.group's runs, each with
  * its own sizes and dropout rates (model_rates.group_*), run by core/nn/encoder_body.c.
  * report_cer / report_wer: core/decode/transducer_errors.h. */

@@ -259,6 +259,15 @@ int body_block_dropped(uint64_t seed, double rate, int l, int n)
     return u < rate * (1.0 / n * l); /* ESPnet2: keep_probs[l] >= blockdrop_rate * (blockdrop_decay * l) */
 }
 
+int body_chunk_size(uint64_t seed, int T2, double threshold, int short_size)
+{
+    if (T2 <= 1) return T2 > 0 ? T2 : 1; /* torch.randint(1, 1) fails in ESPnet2 */
+    rng r;
+    rng_init(&r, rng_derive(seed, STREAM_CHUNK, 0));
+    int c = (int)rng_uniform_int(&r, 1, T2 - 1);
+    return c > T2 * threshold ? T2 : c % short_size + 1;
+}
+
 static const float *forward(asr_model *m)
 {
     encoder_acts *e = m->enc;

@@ -120,6 +120,10 @@ typedef struct model_dims {
      * utterance's length min(input frames, T2) as its make_source_mask gives, its RNNDecoder the
      * LSTMs above, and the parameters under its names (param_body_name). */
     int body;
+    /* Its main_conf.dynamic_chunk_training: the blocks' depthwise convolutions are causal (k - 1
+     * zeros before each sequence, none after: ConformerConvolution's, the gating unit's and the
+     * merge's causal=True; core/nn/encoder_blocks.c's enc_dwconv_*), in decoding too. */
+    int causal;
     /* The asr_transducer task's encoder whose body_conf entries differ in block_type or sizes
      * (n_groups > 1; 0 or 1: every block as the fields above): runs of consecutive blocks, each
      * built with its group's fields (model_block_dims); the fields above then hold the first
