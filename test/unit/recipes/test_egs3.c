@@ -641,7 +641,8 @@ Test(egs3, mini_an4_asr_transducer_fastemit_and_aux_lm_loss_train_and_pack)
 /* The default config with three conformer blocks and main_conf's blockdrop_rate and dynamic chunk
  * training (short_chunk_size 4, num_left_chunks 1; conf/training_chunk.yaml written from it):
  * stages 1-8 run (decoding full-context with the causal convolutions), the resolved config keeps the
- * keys, the pack's ESPnet2 config carries them. */
+ * keys, the pack's ESPnet2 config carries them; a second epoch resumed from the first gives the model
+ * of two epochs trained at once, bit for bit (the skipped blocks and chunks follow the batch seed). */
 Test(egs3, mini_an4_asr_transducer_blockdrop_and_dynamic_chunks_run_stages_1_8)
 {
     char recipe[512], exp[600];
@@ -663,6 +664,14 @@ Test(egs3, mini_an4_asr_transducer_blockdrop_and_dynamic_chunks_run_stages_1_8)
                                        "num_left_chunks: 1", "num_blocks: 3", NULL};
     assert_text_has(test_path(exp, "config.yaml"), keys);
     assert_text_has(test_path(exp, "model_pack/espnet/exp/asr_train/config.yaml"), keys);
+    char fresh[700], args[900];
+    run_ok(recipe, "--training_config conf/training_chunk.yaml --stage 5 --stop_stage 5 trainer.max_epochs=2", "chunk2");
+    snprintf(fresh, sizeof fresh, "%s/exp/fresh", recipe);
+    snprintf(args, sizeof args, "--training_config conf/training_chunk.yaml --stage 5 --stop_stage 5 "
+             "trainer.max_epochs=2 exp_dir=%s", fresh);
+    run_ok(recipe, args, "fresh");
+    cr_assert(test_same_file(test_path(exp, "last/model.safetensors"), test_path(fresh, "last/model.safetensors")),
+              "the resumed model differs from the one trained at once");
 }
 
 /* The same config with the contextual block Conformer (model.encoder and its Conformer keys as
