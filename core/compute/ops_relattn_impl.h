@@ -73,7 +73,8 @@ static void OPS_FN(relattn_forward_part)(void *ctx, size_t lo, size_t hi, int pa
                 mx = c == lo || ar[c] > mx ? ar[c] : mx;
             }
             for (int c = 0; c < lo; c++) ar[c] = 0;
-            attn_softmax_row(ar + lo, hi > lo ? hi - lo : 0, t - lo, mx);
+            if (hi > lo) attn_softmax_row(ar + lo, hi - lo, t - lo, mx);
+            else memset(ar + lo, 0, (size_t)(t - lo) * sizeof(real));
         }
         const real *pa =
             attn_dropped(drop, a, (size_t)t * t, ((size_t)b * h + j) * t * t, pdrop, jb->seed, jb->stream);
