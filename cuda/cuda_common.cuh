@@ -280,11 +280,11 @@ void cu_attention_backward(backend *be, float *dq, float *dk, float *dv, const f
 void cu_relpos_encoding(backend *be, float *pe, int t, int d);
 void cu_relattn_forward(backend *be, float *y, float *att, const float *q, const float *k, const float *v, int ld,
                         const float *p, const float *u, const float *vb, const int *lens, int nb, int t, int h,
-                        int hd, float pdrop, uint64_t seed, uint64_t stream);
+                        int hd, int chunk, int left, float pdrop, uint64_t seed, uint64_t stream);
 void cu_relattn_backward(backend *be, float *dq, float *dk, float *dv, float *dp, float *du, float *dvb,
                          const float *dy, const float *att, const float *q, const float *k, const float *v, int ld,
                          const float *p, const float *u, const float *vb, const int *lens, int nb, int t, int h,
-                         int hd, float pdrop, uint64_t seed, uint64_t stream);
+                         int hd, int chunk, int left, float pdrop, uint64_t seed, uint64_t stream);
 // cuda/ops_act.cu
 void cu_swish_forward(backend *be, float *y, const float *x, size_t n);
 void cu_swish_backward(backend *be, float *dx, const float *dy, const float *x, size_t n);

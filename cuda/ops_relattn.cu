@@ -10,7 +10,8 @@
 // (per utterance in order, beta 1, as the CPU), and one thread per column of u / vb sums du and
 // dvb over the utterances and rows in the CPU's order. Not the CPU's bits: GEMM and softmax sums
 // differ by summation order (the per-column du / dvb sums are in the CPU's order, over GEMM outputs).
-// Where cu_flash_applies, the fused path (cuda/flash.cuh) runs instead (du / dvb still summed here).
+// Where cu_flash_applies and there is no chunk mask, the fused path (cuda/flash.cuh) runs instead (du / dvb
+// still summed here).
 #include <math.h>
 
 #include "cuda/flash.cuh"
@@ -42,30 +43,34 @@ static __global__ void relattn_bias_kernel(float *qu, float *qv, const float *q,
     }
 }
 
-// Utterance b's rows (h * t of them, head-major): S = (AC + BD[rel_shift]) / sq over the first len
-// keys, softmax, zeros past len. att points at the utterance's first row; bd at its (h, t, 2t - 1).
-static __global__ void relattn_softmax_kernel(float *att, const float *bd, int h, int t, int len, float sq)
+// Utterance b's rows (h * t of them, head-major): S = (AC + BD[rel_shift]) / sq over the keys
+// [lo, hi) of the chunk mask up to len (attn_chunk_keys; chunk 0: the first len), softmax, zeros
+// elsewhere. att points at the utterance's first row; bd at its (h, t, 2t - 1).
+static __global__ void relattn_softmax_kernel(float *att, const float *bd, int h, int t, int len, int chunk, int left,
+                                              float sq)
 {
     int row = blockIdx.x * RA_WARPS + threadIdx.y, lane = threadIdx.x;
     if (row >= h * t) return; // the whole warp leaves together
-    int i = row % t, tp = 2 * t - 1;
+    int i = row % t, tp = 2 * t - 1, lo, hi;
+    attn_chunk_keys(i, chunk, left, len, &lo, &hi);
     float *a = att + (size_t)row * t;
     const float *br = bd + (size_t)row * tp;
     float mx = -INFINITY, sum = 0.0f;
-    for (int c = lane; c < len; c += 32) {
+    for (int c = lo + lane; c < hi; c += 32) {
         float s = (a[c] + br[relpos_shift_col(i, c, t)]) / sq;
         a[c] = s;
         mx = s > mx ? s : mx;
     }
     mx = cu_warp_max(mx);
-    for (int c = lane; c < len; c += 32) {
+    for (int c = lo + lane; c < hi; c += 32) {
         float e = expf(a[c] - mx);
         a[c] = e;
         sum += e;
     }
     float is = 1.0f / cu_warp_sum(sum);
-    for (int c = lane; c < len; c += 32) a[c] *= is;
-    for (int c = len + lane; c < t; c += 32) a[c] = 0.0f;
+    for (int c = lo + lane; c < hi; c += 32) a[c] *= is;
+    for (int c = lane; c < t; c += 32)
+        if (c < lo || c >= hi) a[c] = 0.0f;
 }
 
 // dBD (h, t, 2t - 1) of utterance b: dS[j][i][c] at column relpos_shift_col(i, c, t) for c < len,
@@ -123,10 +128,10 @@ static void relattn_biased(backend *be, float *qu, float *qv, const float *q, in
 
 void cu_relattn_forward(backend *be, float *y, float *att, const float *q, const float *k, const float *v, int ld,
                         const float *p, const float *u, const float *vb, const int *lens, int nb, int t, int h,
-                        int hd, float pdrop, uint64_t seed, uint64_t stream)
+                        int hd, int chunk, int left, float pdrop, uint64_t seed, uint64_t stream)
 {
     if (nb <= 0 || t <= 0 || h <= 0) return;
-    if (cu_flash_applies(be, hd)) { // att keeps the rows' logsumexp only
+    if (!chunk && cu_flash_applies(be, hd)) { // att keeps the rows' logsumexp only (no chunk mask there)
         fa_args a = fa_make(be, q, ld, k, v, ld, lens, nb, t, t, 0, h, hd, pdrop, seed, stream);
         a.pos = p, a.u = u, a.vb = vb, a.lse = att;
         cu_flash_forward(be, y, a, nb, hd);
@@ -153,7 +158,7 @@ void cu_relattn_forward(backend *be, float *y, float *att, const float *q, const
         cu_gemm_rm_batched(be, 0, 1, t, tp, hd, 1.0f, qv + qo, d, hd, p, d, hd, 0.0f, bd, tp, (long long)t * tp,
                            h); // matrix_bd
         relattn_softmax_kernel<<<(unsigned)((h * t + RA_WARPS - 1) / RA_WARPS), dim3(32, RA_WARPS), 0,
-                                 cu_stream(be)>>>(ab, bd, h, t, len, sq);
+                                 cu_stream(be)>>>(ab, bd, h, t, len, chunk, left, sq);
         KERNEL_CHECK();
     }
     const float *pa = cu_att_dropped(be, drop, att, na, pdrop, seed, stream);
@@ -197,7 +202,7 @@ static void relattn_backward_products(backend *be, const ra_bufs *s, float *dq, 
 void cu_relattn_backward(backend *be, float *dq, float *dk, float *dv, float *dp, float *du, float *dvb,
                          const float *dy, const float *att, const float *q, const float *k, const float *v, int ld,
                          const float *p, const float *u, const float *vb, const int *lens, int nb, int t, int h,
-                         int hd, float pdrop, uint64_t seed, uint64_t stream)
+                         int hd, int chunk, int left, float pdrop, uint64_t seed, uint64_t stream)
 {
     if (t <= 0 || h <= 0) return;
     const int d = h * hd, tp = 2 * t - 1;
@@ -205,7 +210,8 @@ void cu_relattn_backward(backend *be, float *dq, float *dk, float *dv, float *dp
     if (nb <= 0) return;
     const size_t tt = (size_t)t * t, na = (size_t)nb * h * tt, nq = (size_t)nb * t * d, nbd = (size_t)h * t * tp;
     const int *dlens = cu_att_lens(be, lens, nb, t);
-    if (cu_flash_applies(be, hd)) {
+    (void)left;                                  // the forward's zeros in att mask the chunk's keys
+    if (!chunk && cu_flash_applies(be, hd)) { // as the forward chose
         fa_args a = fa_make(be, q, ld, k, v, ld, lens, nb, t, t, 0, h, hd, pdrop, seed, stream);
         a.pos = p, a.u = u, a.vb = vb, a.dy = dy, a.lse = (float *)att;
         a.dsum = (float *)cu_scratch(be, ((size_t)nb * h * t + nq) * sizeof(float));

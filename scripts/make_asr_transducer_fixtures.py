@@ -65,6 +65,18 @@ Files (scripts/make_decoder_fixtures.py's pack format):
                     ConvInput without its output Linear (conv_size = the block's output_size 16, x 4
                     bins: 64 features, the positional encoding's size too), the conv1d block 64 -> 16
                     (kernel 3: 15 -> 13 frames), then X-former blocks of 16; shrunk_forward
+  blockdrop_loss    mixed_weights' model with main_conf blockdrop_rate BLOCKDROP_RATE in training:
+                    MultiBlocks' draws fixed to BLOCKDROP_DRAWS (FixedDraws stands in for keep_probs),
+                    which skip blocks 1 and 2 of 5; out.dropped (1 per skipped block), out.loss,
+                    out.loss_transducer, out.loss_aux_ctc and grad.<name> (the skipped blocks' zero)
+  chunk_loss        mixed_weights' model with main_conf CHUNK_CONF (dynamic_chunk_training: causal
+                    convolutions, the attention's chunk mask): Encoder.forward's torch.randint patched
+                    to CHUNK_DRAW (chunk CHUNK_DRAW % short_chunk_size + 1 = 5 of the 15 frames, one
+                    left chunk); out.chunk, out.loss, out.loss_transducer, out.loss_aux_ctc, grad.<name>
+                    (training mode); out.enc_chunk: the eval-mode Encoder output with that draw
+                    (validation: ESPnet2's Encoder.forward draws whatever the mode); out.enc: the
+                    eval-mode output with dynamic_chunk_training off (asr_transducer_inference's
+                    Speech2Text turns it off: causal convolutions, full-context attention)
 """
 import argparse
 import os
@@ -163,6 +175,24 @@ NORMS = {
     "scale": ({"norm_type": "scale_norm", "conv_mod_norm_type": "basic_norm"},
               {3: {"norm_eps": 1e-3}}),
 }
+# main_conf.blockdrop_rate of the blockdrop_loss pack and MultiBlocks' uniform draws (the last block's
+# stays 1): block l of 5 is skipped when its draw is below 0.8 * l / 5 (0, 0.16, 0.32, 0.48, 0.64).
+BLOCKDROP_RATE, BLOCKDROP_DRAWS = 0.8, [0.05, 0.1, 0.3, 0.5, 1.0]
+
+# main_conf of the chunk_loss pack, and the torch.randint(1, 15) draw its Encoder.forward gets:
+# 4 <= 15 * 0.75, so the chunk is 4 % 25 + 1 = 5 frames (3 chunks), each seeing one chunk before it.
+CHUNK_CONF = {"dynamic_chunk_training": True, "short_chunk_size": 25, "num_left_chunks": 1}
+CHUNK_DRAW = 4
+
+
+class FixedDraws:
+    """MultiBlocks.keep_probs with its draws fixed: keep_probs[:-1].uniform_() fills a copy."""
+
+    def __init__(self, draws):
+        self.u = torch.tensor(draws)
+
+    def __getitem__(self, i):
+        return self.u[i].clone() if isinstance(i, slice) else self.u[i]
 
 
 def shrunk_forward(self, x, x_len):
@@ -178,8 +208,7 @@ def shrunk_forward(self, x, x_len):
     return self.encoders.norm_blocks(x), mask.eq(0).sum(1)
 
 
-def build(stateless=False, block="conformer", aux=False, rnn_type="lstm"):
-    main_conf = {}
+def build(stateless=False, block="conformer", aux=False, rnn_type="lstm", main_conf=None):
     body = [{"block_type": block, "hidden_size": D, "linear_size": LINEAR, "heads": HEADS,
              "conv_mod_kernel_size": KERNEL, "num_blocks": BLOCKS}]
     if block == "ebranchformer":
@@ -197,7 +226,7 @@ def build(stateless=False, block="conformer", aux=False, rnn_type="lstm"):
     if block.startswith("norms_"):
         main_conf, extra = NORMS[block[len("norms_"):]]
         body = [entry | extra.get(i, {}) for i, entry in enumerate(MIXED)]
-    encoder = Encoder(IDIM, body, input_conf=dict(WIDEN_INPUT) if block == "widen" else {}, main_conf=main_conf)
+    encoder = Encoder(IDIM, body, input_conf=dict(WIDEN_INPUT) if block == "widen" else {}, main_conf=main_conf or {})
     if block in ("shrink", "widen", "convfirst"):
         encoder.forward = shrunk_forward.__get__(encoder)
     if stateless:
@@ -265,6 +294,54 @@ def loss_case(weights, stateless=False, block="conformer", aux=False, rnn_type="
         items = [kv for kv in items if not kv[0].startswith("in.")
                  and (block != "conformer" or kv[0] not in ("out.hlens", "out.enc"))]
     return items, loss.item(), hlens.tolist()
+
+
+def blockdrop_case(weights):
+    """loss_case's training step on MIXED with blockdrop_rate and BLOCKDROP_DRAWS."""
+    feats, lens, ys, ylens = batch()
+    model = build(block="mixed", main_conf={"blockdrop_rate": BLOCKDROP_RATE})
+    model.load_state_dict(weights)
+    model.train()
+    model.encoder.encoders.keep_probs = FixedDraws(BLOCKDROP_DRAWS)
+    loss, stats, _ = model(feats, lens, ys.clone(), ylens)
+    loss.backward()
+    n = len(BLOCKDROP_DRAWS)
+    dropped = [float(u < BLOCKDROP_RATE * (1.0 / n * l)) for l, u in enumerate(BLOCKDROP_DRAWS)]
+    items = [("out.dropped", torch.tensor(dropped)), ("out.loss", loss.detach().reshape(1)),
+             ("out.loss_transducer", stats["loss_transducer"].reshape(1)),
+             ("out.loss_aux_ctc", stats["loss_aux_ctc"].reshape(1))]
+    items += [("grad." + k, p.grad if p.grad is not None else torch.zeros_like(p)) for k, p in model.named_parameters()]
+    print(f"blockdrop_rate {BLOCKDROP_RATE}, skipped blocks {dropped}: loss {loss.item():.6f}")
+    return items
+
+
+def chunk_case(weights):
+    """loss_case on MIXED with CHUNK_CONF, Encoder.forward's chunk draw fixed to CHUNK_DRAW."""
+    from unittest import mock
+
+    feats, lens, ys, ylens = batch()
+    model = build(block="mixed", main_conf=CHUNK_CONF)
+    model.load_state_dict(weights)
+    fixed = mock.patch("torch.randint", lambda lo, hi, size: torch.tensor([CHUNK_DRAW]))
+    model.eval()
+    with torch.no_grad(), fixed:
+        enc_chunk, _ = model.encoder(feats, lens)
+    model.encoder.dynamic_chunk_training = False  # as asr_transducer_inference's Speech2Text
+    with torch.no_grad():
+        enc, hlens = model.encoder(feats, lens)
+    model.encoder.dynamic_chunk_training = True
+    model.train()
+    with fixed:
+        loss, stats, _ = model(feats, lens, ys.clone(), ylens)
+    loss.backward()
+    chunk = CHUNK_DRAW % CHUNK_CONF["short_chunk_size"] + 1
+    items = [("out.chunk", torch.tensor([float(chunk)])), ("out.hlens", hlens.float()), ("out.enc", enc),
+             ("out.enc_chunk", enc_chunk), ("out.loss", loss.detach().reshape(1)),
+             ("out.loss_transducer", stats["loss_transducer"].reshape(1)),
+             ("out.loss_aux_ctc", stats["loss_aux_ctc"].reshape(1))]
+    items += [("grad." + k, p.grad) for k, p in model.named_parameters()]
+    print(f"dynamic chunk training {CHUNK_CONF}, chunk {chunk}: loss {loss.item():.6f}")
+    return items
 
 
 # Search modes: (name, beam_size, nbest, beam_search_config) as asr_transducer_inference spells them.
@@ -360,6 +437,10 @@ def main():
         if kind == "rms":
             n += write_pack(out, body + "_search", search_case(bw, block=body))
         print(f"{body}: loss {loss:.7f}")
+    torch.manual_seed(0)
+    mw = seeded_weights(build(block="mixed"))  # mixed_weights
+    n += write_pack(out, "blockdrop_loss", blockdrop_case(mw))
+    n += write_pack(out, "chunk_loss", chunk_case(mw))
     print(f"wrote {n * 4 / 1024:.0f} KiB to {out}")
 
 

@@ -596,22 +596,22 @@ static void cpu_relpos_encoding(backend *be, float *pe, int t, int d)
 
 static void cpu_relattn_forward(backend *be, float *y, float *att, const float *q, const float *k,
                                 const float *v, int ld, const float *p, const float *u, const float *vb,
-                                const int *lens, int nb, int t, int h, int hd, float pdrop, uint64_t seed,
+                                const int *lens, int nb, int t, int h, int hd, int chunk, int left, float pdrop, uint64_t seed,
                                 uint64_t stream)
 {
     float *s = scratch(be, ops_relattn_forward_scratch(t, hd, pdrop) * (size_t)threads_of(be));
-    ops_relattn_forward_mt_f32(y, att, q, k, v, ld, p, u, vb, lens, nb, t, h, hd, pdrop, seed, stream, s,
+    ops_relattn_forward_mt_f32(y, att, q, k, v, ld, p, u, vb, lens, nb, t, h, hd, chunk, left, pdrop, seed, stream, s,
                                threads_of(be));
 }
 
 static void cpu_relattn_backward(backend *be, float *dq, float *dk, float *dv, float *dp, float *du,
                                  float *dvb, const float *dy, const float *att, const float *q,
                                  const float *k, const float *v, int ld, const float *p, const float *u,
-                                 const float *vb, const int *lens, int nb, int t, int h, int hd,
+                                 const float *vb, const int *lens, int nb, int t, int h, int hd, int chunk, int left,
                                  float pdrop, uint64_t seed, uint64_t stream)
 {
     float *s = scratch(be, ops_relattn_backward_scratch(t, hd) * (size_t)threads_of(be));
-    ops_relattn_backward_mt_f32(dq, dk, dv, dp, du, dvb, dy, att, q, k, v, ld, p, u, vb, lens, nb, t, h, hd, pdrop,
+    ops_relattn_backward_mt_f32(dq, dk, dv, dp, du, dvb, dy, att, q, k, v, ld, p, u, vb, lens, nb, t, h, hd, chunk, left, pdrop,
                                 seed, stream, s, threads_of(be));
 }
 

@@ -200,13 +200,16 @@
         (be, pe, t, d))                                                                                  \
     X(RELATTN_FORWARD, relattn_forward, void, (backend *be, float *y, float *att, const float *q,        \
         const float *k, const float *v, int ld, const float *p, const float *u, const float *vb,         \
-        const int *lens, int nb, int t, int h, int hd, float pdrop, uint64_t seed, uint64_t stream),     \
-        (be, y, att, q, k, v, ld, p, u, vb, lens, nb, t, h, hd, pdrop, seed, stream))                    \
+        const int *lens, int nb, int t, int h, int hd, int chunk, int left, float pdrop, uint64_t seed,  \
+        uint64_t stream),                                                                                \
+        (be, y, att, q, k, v, ld, p, u, vb, lens, nb, t, h, hd, chunk, left, pdrop, seed, stream))       \
     X(RELATTN_BACKWARD, relattn_backward, void, (backend *be, float *dq, float *dk, float *dv,           \
         float *dp, float *du, float *dvb, const float *dy, const float *att, const float *q,             \
         const float *k, const float *v, int ld, const float *p, const float *u, const float *vb,         \
-        const int *lens, int nb, int t, int h, int hd, float pdrop, uint64_t seed, uint64_t stream),     \
-        (be, dq, dk, dv, dp, du, dvb, dy, att, q, k, v, ld, p, u, vb, lens, nb, t, h, hd, pdrop, seed, stream)) \
+        const int *lens, int nb, int t, int h, int hd, int chunk, int left, float pdrop, uint64_t seed,  \
+        uint64_t stream),                                                                                \
+        (be, dq, dk, dv, dp, du, dvb, dy, att, q, k, v, ld, p, u, vb, lens, nb, t, h, hd, chunk, left,   \
+         pdrop, seed, stream))                                                                           \
                                                                                                          \
     /* ---- E-Branchformer layers (see core/compute/ops_conformer_decl.h): the cgMLP's GELU and          \
      * gating product */                                                                                 \

@@ -115,14 +115,14 @@ static void ref_relpos_encoding(backend *be, float *pe, int t, int d)
 
 static void ref_relattn_forward(backend *be, float *y, float *att, const float *q, const float *k, const float *v,
                                 int ld, const float *p, const float *u, const float *vb, const int *lens, int nb, int t,
-                                int h, int hd, float pdrop, uint64_t seed, uint64_t stream)
+                                int h, int hd, int chunk, int left, float pdrop, uint64_t seed, uint64_t stream)
 {
     int d = h * hd;
     size_t e = extent(nb * t, d, ld), ny = (size_t)nb * t * d, na = (size_t)nb * h * t * t;
     size_t np = t > 0 ? (size_t)(2 * t - 1) * d : 0;
     double *yd = tmp_zeros(be, ny), *ad = tmp_zeros(be, na);
     ops_relattn_forward_f64(yd, ad, wide(be, q, e), wide(be, k, e), wide(be, v, e), ld, wide(be, p, np),
-                            wide(be, u, (size_t)d), wide(be, vb, (size_t)d), lens, nb, t, h, hd, pdrop, seed, stream,
+                            wide(be, u, (size_t)d), wide(be, vb, (size_t)d), lens, nb, t, h, hd, chunk, left, pdrop, seed, stream,
                             scratch(be, ops_relattn_forward_scratch(t, hd, pdrop) + 1));
     narrow(y, yd, ny);
     narrow(att, ad, na);
@@ -132,7 +132,7 @@ static void ref_relattn_forward(backend *be, float *y, float *att, const float *
 static void ref_relattn_backward(backend *be, float *dq, float *dk, float *dv, float *dp, float *du, float *dvb,
                                  const float *dy, const float *att, const float *q, const float *k, const float *v,
                                  int ld, const float *p, const float *u, const float *vb, const int *lens, int nb,
-                                 int t, int h, int hd, float pdrop, uint64_t seed, uint64_t stream)
+                                 int t, int h, int hd, int chunk, int left, float pdrop, uint64_t seed, uint64_t stream)
 {
     int d = h * hd, rows = nb * t;
     size_t e = extent(rows, d, ld), ny = (size_t)rows * d, na = (size_t)nb * h * t * t;
@@ -141,7 +141,7 @@ static void ref_relattn_backward(backend *be, float *dq, float *dk, float *dv, f
     double *dud = wide(be, du, (size_t)d), *dvbd = wide(be, dvb, (size_t)d);
     ops_relattn_backward_f64(dqd, dkd, dvd, dpd, dud, dvbd, wide(be, dy, ny), wide(be, att, na), wide(be, q, e),
                              wide(be, k, e), wide(be, v, e), ld, wide(be, p, np), wide(be, u, (size_t)d),
-                             wide(be, vb, (size_t)d), lens, nb, t, h, hd, pdrop, seed, stream,
+                             wide(be, vb, (size_t)d), lens, nb, t, h, hd, chunk, left, pdrop, seed, stream,
                              scratch(be, ops_relattn_backward_scratch(t, hd)));
     narrow_rows(dq, dqd, rows, d, ld);
     narrow_rows(dk, dkd, rows, d, ld);

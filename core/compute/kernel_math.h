@@ -8,7 +8,8 @@
  *                 (core/compute/kernel_math_act.h: _f32 and _f64)
  *   dropout       the counter-based mask: dropout_key, dropout_bits, dropout_threshold,
  *                 dropout_r16; the kept values' scale dropout_keep_scale
- *   attention     attn_row_keys (the key padding and causal masks of a query row)
+ *   attention     attn_row_keys (the key padding and causal masks of a query row), attn_chunk_keys
+ *                 (the asr_transducer chunk mask's)
  *   label smooth. label_smoothing_prob, kl_div_term, label_smoothing_grad
  *   RNN-T loss    rnnt_alpha_node, rnnt_beta_node (the lattice), rnnt_node_weight, rnnt_label_arc
  *                 (FastEmit), rnnt_grad_final (the gradient's
@@ -313,6 +314,16 @@ static inline KM_HD void adadelta_update_one(float *p, float *square_avg, float 
 static inline KM_HD int attn_row_keys(int len, int causal, int i)
 {
     return causal && i + 1 < len ? i + 1 : len;
+}
+
+/* The keys [*lo, *hi) query row i sees under espnet2/asr_transducer/utils.py's make_chunk_mask and
+ * the key padding mask: its own chunk of `chunk` frames and the `left` chunks before it (every one
+ * before with left <= 0), up to len; chunk <= 0: the first len. *hi <= *lo: none. */
+static inline KM_HD void attn_chunk_keys(int i, int chunk, int left, int len, int *lo, int *hi)
+{
+    int c = chunk > 0 ? i / chunk : 0, start = left > 0 ? (c - left) * chunk : 0, end = (c + 1) * chunk;
+    *lo = chunk > 0 && start > 0 ? start : 0;
+    *hi = chunk > 0 && end < len ? end : len;
 }
 
 /* ---- label smoothing (ESPnet's LabelSmoothingLoss) ------------------------------------------------ */

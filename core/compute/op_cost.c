@@ -420,20 +420,21 @@ static op_cost relattn(int nb, int h, int hd, int t, int backward)
 
 op_cost op_cost_relattn_forward(backend *be, float *y, float *att, const float *q, const float *k, const float *v,
                                 int ld, const float *p, const float *u, const float *vb, const int *lens, int nb, int t,
-                                int h, int hd, float pdrop, uint64_t seed, uint64_t stream)
+                                int h, int hd, int chunk, int left, float pdrop, uint64_t seed, uint64_t stream)
 {
     (void)be, (void)y, (void)att, (void)q, (void)k, (void)v, (void)ld, (void)p, (void)u, (void)vb, (void)lens,
-        (void)pdrop, (void)seed, (void)stream;
+        (void)chunk, (void)left, (void)pdrop, (void)seed, (void)stream;
     return relattn(nb, h, hd, t, 0);
 }
 
 op_cost op_cost_relattn_backward(backend *be, float *dq, float *dk, float *dv, float *dp, float *du, float *dvb,
                                  const float *dy, const float *att, const float *q, const float *k, const float *v,
                                  int ld, const float *p, const float *u, const float *vb, const int *lens, int nb,
-                                 int t, int h, int hd, float pdrop, uint64_t seed, uint64_t stream)
+                                 int t, int h, int hd, int chunk, int left, float pdrop, uint64_t seed, uint64_t stream)
 {
     (void)be, (void)dq, (void)dk, (void)dv, (void)dp, (void)du, (void)dvb, (void)dy, (void)att, (void)q, (void)k,
-        (void)v, (void)ld, (void)p, (void)u, (void)vb, (void)lens, (void)pdrop, (void)seed, (void)stream;
+        (void)v, (void)ld, (void)p, (void)u, (void)vb, (void)lens, (void)chunk, (void)left, (void)pdrop, (void)seed,
+        (void)stream;
     return relattn(nb, h, hd, t, 1);
 }
 

@@ -72,12 +72,15 @@ void OPS_DECL_FN(relpos_encoding)(OPS_DECL_T *pe, int t, int d);
  * the relative encoding, shared by the batch), u / vb that head's row of pos_bias_u / pos_bias_v
  * (h, hd):
  *   S[i][j] = ((Q_i + u) . K_j + (Q_i + vb) . P[relpos_shift_col(i, j, t)]) / sqrt(hd)
- * then masking, softmax, dropout, y, att and the scratch rules as attention_forward.
+ * then masking, softmax, dropout, y, att and the scratch rules as attention_forward. chunk > 0
+ * also masks the keys outside query i's chunk and the `left` chunks before it (attn_chunk_keys of
+ * core/compute/kernel_math.h: the asr_transducer Encoder's make_chunk_mask); a row left no key is
+ * zero. The backward reads the mask from att's zeros.
  * scratch: ops_relattn_forward_scratch(t, hd, p) / ops_relattn_backward_scratch(t, hd). */
 void OPS_DECL_FN(relattn_forward)(OPS_DECL_T *y, OPS_DECL_T *att, const OPS_DECL_T *q,
                                   const OPS_DECL_T *k, const OPS_DECL_T *v, int ld,
                                   const OPS_DECL_T *p, const OPS_DECL_T *u, const OPS_DECL_T *vb,
-                                  const int *lens, int nb, int t, int h, int hd, float pdrop,
+                                  const int *lens, int nb, int t, int h, int hd, int chunk, int left, float pdrop,
                                   uint64_t seed, uint64_t stream, OPS_DECL_T *scratch);
 /* dq, dk, dv overwritten as attention_backward's; dp ((2t - 1, h*hd), summed over the batch)
  * overwritten; du, dvb += (the pos_bias gradients). */
@@ -86,7 +89,7 @@ void OPS_DECL_FN(relattn_backward)(OPS_DECL_T *dq, OPS_DECL_T *dk, OPS_DECL_T *d
                                    const OPS_DECL_T *att, const OPS_DECL_T *q, const OPS_DECL_T *k,
                                    const OPS_DECL_T *v, int ld, const OPS_DECL_T *p,
                                    const OPS_DECL_T *u, const OPS_DECL_T *vb, const int *lens,
-                                   int nb, int t, int h, int hd, float pdrop, uint64_t seed,
+                                   int nb, int t, int h, int hd, int chunk, int left, float pdrop, uint64_t seed,
                                    uint64_t stream, OPS_DECL_T *scratch);
 
 /* ---- The E-Branchformer's cgMLP (espnet2/asr/layers/cgmlp.py).

@@ -68,11 +68,11 @@ void OPS_DECL_FN(batchnorm_backward_mt)(OPS_DECL_T *dx, OPS_DECL_T *dw, OPS_DECL
  * the (utterance, head) pairs, the backward the heads (dp, du, dvb of a head sum over utterances). */
 void OPS_DECL_FN(relattn_forward_mt)(OPS_DECL_T *y, OPS_DECL_T *att, const OPS_DECL_T *q, const OPS_DECL_T *k,
                                      const OPS_DECL_T *v, int ld, const OPS_DECL_T *p, const OPS_DECL_T *u,
-                                     const OPS_DECL_T *vb, const int *lens, int nb, int t, int h, int hd,
+                                     const OPS_DECL_T *vb, const int *lens, int nb, int t, int h, int hd, int chunk, int left,
                                      float pdrop, uint64_t seed, uint64_t stream, OPS_DECL_T *scratch, int threads);
 void OPS_DECL_FN(relattn_backward_mt)(OPS_DECL_T *dq, OPS_DECL_T *dk, OPS_DECL_T *dv, OPS_DECL_T *dp,
                                       OPS_DECL_T *du, OPS_DECL_T *dvb, const OPS_DECL_T *dy, const OPS_DECL_T *att,
                                       const OPS_DECL_T *q, const OPS_DECL_T *k, const OPS_DECL_T *v, int ld,
                                       const OPS_DECL_T *p, const OPS_DECL_T *u, const OPS_DECL_T *vb,
-                                      const int *lens, int nb, int t, int h, int hd, float pdrop, uint64_t seed,
+                                      const int *lens, int nb, int t, int h, int hd, int chunk, int left, float pdrop, uint64_t seed,
                                       uint64_t stream, OPS_DECL_T *scratch, int threads);

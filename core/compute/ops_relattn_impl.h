@@ -33,7 +33,7 @@ typedef struct OPS_FN(relattn_job) {
     const real *q, *k, *v, *p, *u, *vb, *dy, *catt;
     const int *lens;
     size_t scratch_n;
-    int ld, nb, t, h, hd;
+    int ld, nb, t, h, hd, chunk, left;
     float pdrop;
     uint64_t seed, stream;
 } OPS_FN(relattn_job);
@@ -66,11 +66,15 @@ static void OPS_FN(relattn_forward_part)(void *ctx, size_t lo, size_t hi, int pa
         for (int i = 0; i < t; i++) {
             real *ar = a + (size_t)i * t, mx = 0;
             const real *br = bd + (size_t)i * tp;
-            for (int c = 0; c < len; c++) {
+            int lo, hi; /* the keys the chunk mask leaves row i, up to len (none: a row of zeros) */
+            attn_chunk_keys(i, jb->chunk, jb->left, len, &lo, &hi);
+            for (int c = lo; c < hi; c++) {
                 ar[c] = (ar[c] + br[relpos_shift_col(i, c, t)]) / sq;
-                mx = c == 0 || ar[c] > mx ? ar[c] : mx;
+                mx = c == lo || ar[c] > mx ? ar[c] : mx;
             }
-            attn_softmax_row(ar, len, t, mx);
+            for (int c = 0; c < lo; c++) ar[c] = 0;
+            if (hi > lo) attn_softmax_row(ar + lo, hi - lo, t - lo, mx);
+            else memset(ar + lo, 0, (size_t)(t - lo) * sizeof(real));
         }
         const real *pa =
             attn_dropped(drop, a, (size_t)t * t, ((size_t)b * h + j) * t * t, pdrop, jb->seed, jb->stream);
@@ -80,22 +84,22 @@ static void OPS_FN(relattn_forward_part)(void *ctx, size_t lo, size_t hi, int pa
 
 void OPS_FN(relattn_forward_mt)(real *y, real *att, const real *q, const real *k, const real *v, int ld,
                                 const real *p, const real *u, const real *vb, const int *lens, int nb, int t,
-                                int h, int hd, float pdrop, uint64_t seed, uint64_t stream, real *scratch,
+                                int h, int hd, int chunk, int left, float pdrop, uint64_t seed, uint64_t stream, real *scratch,
                                 int threads)
 {
     for (int b = 0; b < nb; b++) ESP_CHECK(lens[b] >= 0 && lens[b] <= t);
     OPS_FN(relattn_job) jb = {.y = y, .att = att, .scratch = scratch, .q = q, .k = k, .v = v, .p = p, .u = u,
                               .vb = vb, .lens = lens, .scratch_n = ops_relattn_forward_scratch(t, hd, pdrop),
-                              .ld = ld, .nb = nb, .t = t, .h = h, .hd = hd, .pdrop = pdrop, .seed = seed,
-                              .stream = stream};
+                              .ld = ld, .nb = nb, .t = t, .h = h, .hd = hd, .chunk = chunk, .left = left,
+                              .pdrop = pdrop, .seed = seed, .stream = stream};
     parallel_parts((size_t)nb * h, 1, threads, OPS_FN(relattn_forward_part), &jb);
 }
 
 void OPS_FN(relattn_forward)(real *y, real *att, const real *q, const real *k, const real *v, int ld,
                              const real *p, const real *u, const real *vb, const int *lens, int nb, int t,
-                             int h, int hd, float pdrop, uint64_t seed, uint64_t stream, real *scratch)
+                             int h, int hd, int chunk, int left, float pdrop, uint64_t seed, uint64_t stream, real *scratch)
 {
-    OPS_FN(relattn_forward_mt)(y, att, q, k, v, ld, p, u, vb, lens, nb, t, h, hd, pdrop, seed, stream, scratch, 1);
+    OPS_FN(relattn_forward_mt)(y, att, q, k, v, ld, p, u, vb, lens, nb, t, h, hd, chunk, left, pdrop, seed, stream, scratch, 1);
 }
 
 /* relattn_backward of heads lo .. hi - 1, utterances in order (dp, du and dvb of a head sum over
@@ -156,10 +160,11 @@ static void OPS_FN(relattn_backward_part)(void *ctx, size_t lo, size_t hi, int p
 
 void OPS_FN(relattn_backward_mt)(real *dq, real *dk, real *dv, real *dp, real *du, real *dvb, const real *dy,
                                  const real *att, const real *q, const real *k, const real *v, int ld, const real *p,
-                                 const real *u, const real *vb, const int *lens, int nb, int t, int h, int hd,
+                                 const real *u, const real *vb, const int *lens, int nb, int t, int h, int hd, int chunk, int left,
                                  float pdrop, uint64_t seed, uint64_t stream, real *scratch, int threads)
 {
     int d = h * hd, tp = 2 * t - 1;
+    (void)chunk, (void)left; /* the forward's zeros in att mask the chunk's keys here */
     for (int b = 0; b < nb; b++) ESP_CHECK(lens[b] >= 0 && lens[b] <= t);
     memset(dp, 0, (size_t)tp * d * sizeof(real));
     OPS_FN(relattn_job) jb = {.dq = dq, .dk = dk, .dv = dv, .dp = dp, .du = du, .dvb = dvb, .scratch = scratch,
@@ -171,9 +176,9 @@ void OPS_FN(relattn_backward_mt)(real *dq, real *dk, real *dv, real *dp, real *d
 
 void OPS_FN(relattn_backward)(real *dq, real *dk, real *dv, real *dp, real *du, real *dvb, const real *dy,
                               const real *att, const real *q, const real *k, const real *v, int ld, const real *p,
-                              const real *u, const real *vb, const int *lens, int nb, int t, int h, int hd,
+                              const real *u, const real *vb, const int *lens, int nb, int t, int h, int hd, int chunk, int left,
                               float pdrop, uint64_t seed, uint64_t stream, real *scratch)
 {
-    OPS_FN(relattn_backward_mt)(dq, dk, dv, dp, du, dvb, dy, att, q, k, v, ld, p, u, vb, lens, nb, t, h, hd, pdrop,
+    OPS_FN(relattn_backward_mt)(dq, dk, dv, dp, du, dvb, dy, att, q, k, v, ld, p, u, vb, lens, nb, t, h, hd, chunk, left, pdrop,
                                 seed, stream, scratch, 1);
 }

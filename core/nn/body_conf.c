@@ -296,6 +296,29 @@ static int input_dims(model_dims *out, const body_input_cfg *c, const body_block
     return 0;
 }
 
+/* main_conf.dynamic_chunk_training (build_main_parameters clamps the other three at 0): causal
+ * depthwise convolutions (dims.causal) and the training forward's chunk draw (rates). A conv1d
+ * block of kernel_size > 1 would be causal too (its lorder): not built. */
+static int chunk_dims(model_dims *out, model_rates *r, const body_main_cfg *c, esp_err *err)
+{
+    if (!c || !c->dynamic_chunk_training || !*c->dynamic_chunk_training) return 0;
+    int64_t sz = int_or(c->short_chunk_size, 25), left = int_or(c->num_left_chunks, 0);
+    if (sz < 1)
+        return esp_fail(err, "model.encoder_conf.main_conf.short_chunk_size: %lld with dynamic_chunk_training divides "
+                             "by zero in ESPnet2 (write 1 or more)", (long long)sz);
+    for (int g = 0; g < out->n_groups; g++)
+        if (out->group[g].encoder == ENC_CONV1D && out->group[g].cnn_kernel > 1)
+            return esp_fail(err, "model.encoder_conf.main_conf.dynamic_chunk_training: causal conv1d blocks of "
+                                 "kernel_size %d are not built (kernel_size 1 blocks are)", out->group[g].cnn_kernel);
+    out->causal = 1;
+    if (r) {
+        double th = or_default(c->short_chunk_threshold, 0.75);
+        r->chunk_training = 1, r->chunk_short = (int)sz, r->chunk_left = left > 0 ? (int)left : 0;
+        r->chunk_threshold = th > 0 ? (float)th : 0;
+    }
+    return 0;
+}
+
 /* main_conf: one activation for the feed-forward and convolution modules; the keys of what is not
  * built are refused, those only an unbuilt variant reads (short_chunk_*, num_left_chunks without
  * dynamic chunk training, other activations' parameters, pos_enc_max_len: the table grows with the
@@ -312,11 +335,11 @@ static int main_dims(model_dims *out, model_rates *r, const body_main_cfg *c, es
     if (norm_spec_of(&out->after_norm, norm_kind_of(c ? c->norm_type : NULL), c ? c->after_norm_eps : NULL,
                      c ? c->after_norm_partial : NULL, out->d, "model.encoder_conf.main_conf.after_norm", err) != 0)
         return -1;
+    if (r) r->blockdrop = c ? (float)or_default(c->blockdrop_rate, 0) : 0;
     if (!c) return 0;
-    if (only(c->swish_beta, 1.0, "model.encoder_conf.main_conf.swish_beta", "Swish with beta 1 is", err) ||
-        only(c->blockdrop_rate, 0.0, "model.encoder_conf.main_conf.blockdrop_rate", "use 0.0: every block runs", err))
+    if (only(c->swish_beta, 1.0, "model.encoder_conf.main_conf.swish_beta", "Swish with beta 1 is", err))
         return -1;
-    return 0;
+    return chunk_dims(out, r, c, err);
 }
 
 /* model.decoder stateless (StatelessDecoder): decoder.embed of embed_size (256) is its output. */

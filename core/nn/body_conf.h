@@ -19,8 +19,10 @@
  * accepted where its value leaves the model as implemented (a key only another block kind or
  * activation reads, ESPnet's default), or refused here with what to write instead: a
  * Conformer's feed-forward and convolution activations must be the same; an Encoder of conv1d
- * blocks alone, the MEGA and RWKV decoders, the k2 pruned loss, blockdrop and dynamic chunk
- * training are not built. Blocks of different types or sizes are model_dims.group's runs, each
+ * blocks alone, the MEGA and RWKV decoders, the k2 pruned loss and causal conv1d blocks of
+ * kernel_size > 1 (dynamic_chunk_training) are not built (main_conf.blockdrop_rate is
+ * model_rates.blockdrop, run by core/nn/encoder_body.c; dynamic_chunk_training is dims.causal and
+ * model_rates.chunk_*). Blocks of different types or sizes are model_dims.group's runs, each
  * with its own sizes, width (model_group.d: a conv1d block's output_size is the hidden_size of the
  * blocks after it, as validate_architecture wants) and dropout rates (model_rates.group_*), run by
  * core/nn/encoder_body.c; ConvInput's conv_size channels and its output width (no Linear before a

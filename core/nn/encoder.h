@@ -17,6 +17,8 @@
  * ten streams (site 0..9); the transformer's numbers are the ones its checkpoints were made with. */
 enum {
     STREAM_POS = 1, STREAM_CTC = 2, STREAM_POS_EMB = 3, STREAM_LAYER_DROP = 4, STREAM_EMBED = 5, STREAM_PRE = 6,
+    STREAM_BLOCKDROP = 7, /* the asr_transducer Encoder's blockdrop draws (core/nn/encoder_body.c) */
+    STREAM_CHUNK = 8,     /* its dynamic chunk size (body_chunk_size) */
     STREAM_INTERCTC0 = 10, /* + k: the CTC dropout of intermediate layer k (< MODEL_MAX_INTERCTC) */
     STREAM_BLOCK0 = 100
 };
@@ -241,6 +243,21 @@ void embed_backward(asr_model *m);
  * backward zeroes the same frames of the gradient). (core/nn/encoder_blocks.c) */
 void enc_zero_padding(const asr_model *m, const enc_rows *r, float *x, int C);
 
+/* be->dwconv1d_forward / dwconv1d_backward of nb sequences of t rows of c channels, kernel k; with
+ * dims.causal the asr_transducer task's causal convolution (k - 1 zeros before each sequence, none
+ * after): the symmetric op on each sequence with (k - 1) / 2 zeros put before it, its first t
+ * outputs (m->cpad). */
+void enc_dwconv_forward(asr_model *m, float *y, const float *x, const float *w, const float *b, int nb, int t, int c,
+                        int k);
+void enc_dwconv_backward(asr_model *m, float *dx, float *dw, float *db, const float *dy, const float *x,
+                         const float *w, int nb, int t, int c, int k);
+/* The floats each of m->cpad needs for B sequences of T2 rows (0 without dims.causal). */
+size_t enc_dwconv_pad_floats(const model_dims *d, int B, int T2);
+/* The asr_transducer Encoder's dynamic chunk size (rates.chunk_training) for a batch of T2 frames:
+ * torch.randint(1, T2)'s draw from rng_derive(seed, STREAM_CHUNK, 0) (1 when T2 is 1), T2 past
+ * T2 * threshold, else draw % short + 1. */
+int body_chunk_size(uint64_t seed, int T2, double threshold, int short_size);
+
 /* BatchNorm1d in training mode with statistics over every rank's rows (m->sync set; core/nn/
  * encoder_syncbn.c): the arguments of be->batchnorm_forward / batchnorm_backward. */
 void syncbn_forward(asr_model *m, float *y, float *mean, float *rstd, const float *x, const float *w, const float *b,
@@ -270,5 +287,10 @@ extern const encoder_impl encoder_conformer;
 extern const encoder_impl encoder_ebranchformer;
 extern const encoder_impl encoder_contextual;
 extern const encoder_impl encoder_body;
+/* Whether encoder_body skips block l of n in a training forward with seed and blockdrop_rate rate
+ * (ESPnet2's MultiBlocks: block l runs when a uniform draw, 1 for the last block, is at least
+ * rate * l / n); the draw is rng_derive(seed, STREAM_BLOCKDROP, l), so a batch's seed (the
+ * trainer's seed, epoch and batch index) makes it again on resume. */
+int body_block_dropped(uint64_t seed, double rate, int l, int n);
 
 #endif

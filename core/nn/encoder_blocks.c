@@ -90,7 +90,7 @@ void enc_attn_forward(asr_model *m, const enc_rows *r, int l, const enc_attn_buf
     if (d->rel_pos) {
         be->linear_forward(be, b->pl, pos, a->linear_pos.weight, NULL, 2 * T2 - 1, D, D);
         be->relattn_forward(be, b->atty, b->att, b->q, b->k, b->v, D, b->pl, a->pos_bias_u, a->pos_bias_v, r->lens,
-                            r->nb, T2, d->heads, D / d->heads, rt.pa, m->seed, block_stream(l, site));
+                            r->nb, T2, d->heads, D / d->heads, m->chunk, m->left_chunks, rt.pa, m->seed, block_stream(l, site));
     } else {
         be->attention_forward(be, b->atty, b->att, b->q, b->k, b->v, D, r->lens, r->nb, T2, d->heads, D / d->heads,
                               rt.pa, m->seed, block_stream(l, site));
@@ -114,7 +114,7 @@ void enc_attn_backward(asr_model *m, const enc_rows *r, int l, const enc_attn_bu
     if (d->rel_pos) {
         be->relattn_backward(be, w->dq, w->dk, w->dv, w->dp, ga->pos_bias_u, ga->pos_bias_v, w->datt, b->att, b->q,
                              b->k, b->v, D, b->pl, a->pos_bias_u, a->pos_bias_v, r->lens, r->nb, T2, d->heads,
-                             D / d->heads, rt.pa, m->seed, block_stream(l, site));
+                             D / d->heads, m->chunk, m->left_chunks, rt.pa, m->seed, block_stream(l, site));
         /* linear_pos' weight gets a gradient, and the encoding one where a parameter made it (dpos) */
         be->linear_backward(be, w->dpos, ga->linear_pos.weight, NULL, w->dp, w->pos, a->linear_pos.weight, 2 * T2 - 1,
                             D, D, 1);
@@ -124,6 +124,70 @@ void enc_attn_backward(asr_model *m, const enc_rows *r, int l, const enc_attn_bu
     }
     mha_input_backward(be, a, ga, &m->dims.norm, nm, gnm,
                        &(mha_input_grads){w->dq, w->dk, w->dv, b->ln, b->mean, b->rstd, x, w->dln, r->dh}, N, D);
+}
+
+/* The largest depthwise kernel and channel count of d's blocks. */
+static void dwconv_max(const model_dims *d, int *k, int *c)
+{
+    *k = 1, *c = 2 * d->d; /* the merge convolution's 2 d channels, the Conformer's d */
+    for (int l = 0; l < d->blocks; l++) {
+        model_dims b = model_block_dims(d, l);
+        int bk = b.encoder == ENC_CONFORMER ? (b.use_cnn ? b.cnn_kernel : 1)
+               : b.encoder == ENC_EBRANCHFORMER ? (b.cgmlp_kernel > b.merge_kernel ? b.cgmlp_kernel : b.merge_kernel)
+                                                : 1;
+        *k = bk > *k ? bk : *k;
+        if (b.encoder == ENC_EBRANCHFORMER && b.cgmlp_units / 2 > *c) *c = b.cgmlp_units / 2;
+    }
+}
+
+size_t enc_dwconv_pad_floats(const model_dims *d, int B, int T2)
+{
+    if (!d->causal) return 0;
+    int k, c;
+    dwconv_max(d, &k, &c);
+    return (size_t)B * (size_t)(T2 + (k - 1) / 2) * (size_t)c;
+}
+
+/* Each of nb sequences of t rows of c (src, rows apart by t) into dst's of tp rows, from row `at`,
+ * the rest zero (to: pad), or dst's t rows from src's row `at` of tp (back). */
+static void pad_rows(backend *be, float *dst, const float *src, int nb, int t, int tp, int at, int c, int to)
+{
+    size_t row = (size_t)c * sizeof(float);
+    if (to) be->fill(be, dst, 0, (size_t)nb * tp * row);
+    for (int b = 0; b < nb; b++) {
+        if (to) be->copy(be, dst + ((size_t)b * tp + at) * c, src + (size_t)b * t * c, t * row, BACKEND_DEVICE_TO_DEVICE);
+        else be->copy(be, dst + (size_t)b * t * c, src + ((size_t)b * tp + at) * c, t * row, BACKEND_DEVICE_TO_DEVICE);
+    }
+}
+
+void enc_dwconv_forward(asr_model *m, float *y, const float *x, const float *w, const float *b, int nb, int t, int c,
+                        int k)
+{
+    backend *be = m->be;
+    if (!m->dims.causal) {
+        be->dwconv1d_forward(be, y, x, w, b, nb, t, c, k);
+        return;
+    }
+    int p = (k - 1) / 2, tp = t + p; /* the op's own p zeros each side: k - 1 before, the p after unread */
+    ESP_CHECK((size_t)nb * tp * c <= m->cap_cpad);
+    pad_rows(be, m->cpad[0], x, nb, t, tp, p, c, 1);
+    be->dwconv1d_forward(be, m->cpad[1], m->cpad[0], w, b, nb, tp, c, k);
+    pad_rows(be, y, m->cpad[1], nb, t, tp, 0, c, 0);
+}
+
+void enc_dwconv_backward(asr_model *m, float *dx, float *dw, float *db, const float *dy, const float *x,
+                         const float *w, int nb, int t, int c, int k)
+{
+    backend *be = m->be;
+    if (!m->dims.causal) {
+        be->dwconv1d_backward(be, dx, dw, db, dy, x, w, nb, t, c, k);
+        return;
+    }
+    int p = (k - 1) / 2, tp = t + p;
+    pad_rows(be, m->cpad[0], x, nb, t, tp, p, c, 1);
+    pad_rows(be, m->cpad[1], dy, nb, t, tp, 0, c, 1); /* the p outputs after t were dropped: no gradient */
+    be->dwconv1d_backward(be, m->cpad[2], dw, db, m->cpad[1], m->cpad[0], w, nb, tp, c, k);
+    pad_rows(be, dx, m->cpad[2], nb, t, tp, p, c, 0);
 }
 
 void enc_zero_padding(const asr_model *m, const enc_rows *r, float *x, int C)

@@ -15,12 +15,19 @@
  * to the encoding before (an earlier conv1d's). One whose kernel, dilation or stride shrinks the
  * frames hands on create_new_mask's lengths and create_new_pos_enc's rows of the encoding (m->T2 and
  * m->hlens are each block's input frames while it runs, the last block's output's after the
- * forward: the model's head and loss read those). */
+ * forward: the model's head and loss read those).
+ *
+ * main_conf.blockdrop_rate (MultiBlocks' stochastic depth, training only): block l of n is skipped
+ * when its draw (body_block_dropped) falls below blockdrop_rate * l / n; the first block always
+ * runs, the last does for rates up to 1. A skipped block hands on its input, its mask and the
+ * encoding it got, unscaled, as MultiBlocks does; its backward is skipped (its gradients stay
+ * zero). A model of one group with blockdrop_rate runs here too (core/nn/model.c). */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/base/log.h"
+#include "core/base/rng.h"
 #include "core/compute/ops.h"
 #include "core/nn/encoder.h"
 
@@ -43,6 +50,7 @@ struct encoder_acts {
     cblock_work cw;
     eblock_work ew;
     int T0, *hlens0, cap_b; /* the input layer's frames and lengths (host), block 0's input */
+    unsigned char *dropped; /* per block: skipped in this forward (blockdrop_rate) */
 };
 
 _Static_assert(offsetof(encoder_acts, store) == 0, "core/nn/encoder_acts.c finds the store first");
@@ -85,7 +93,8 @@ static void shared(asr_model *m, enc_act_list *fwd, enc_act_list *work, enc_act_
 static void reset(asr_model *m)
 {
     free(m->enc->hlens0);
-    m->enc->hlens0 = NULL, m->enc->cap_b = 0;
+    free(m->enc->dropped);
+    m->enc->hlens0 = NULL, m->enc->cap_b = 0, m->enc->dropped = NULL;
 }
 
 static const enc_act_decl decl = {sizeof(encoder_acts), sizeof(body_block), 1, block_kept, shared, NULL, reset, 1};
@@ -116,18 +125,23 @@ static const struct model_group *group_of(const asr_model *m, int l)
     return &m->dims.group[model_block_group(&m->dims, l)];
 }
 
+static int dropped(const asr_model *m, int l) { return m->enc->dropped[l]; }
+
+static const float *block_input(const asr_model *m, int l);
+
 static const float *block_output(const asr_model *m, int l)
 {
+    if (dropped(m, l)) return block_input(m, l);
     const struct model_group *g = group_of(m, l);
     const body_block *b = &blocks(m)[l];
     if (g->encoder == ENC_CONV1D) return g->c1_relu ? b->k.out : b->k.dr;
     return g->encoder != ENC_CONFORMER ? b->e.h_out : g->use_cnn ? b->c.h_out : b->c.h_f;
 }
 
-/* The conv1d block before l nearest to it (-1: none): whose encoding block l reads. */
+/* The conv1d block that ran before l nearest to it (-1: none): whose encoding block l reads. */
 static int pos_source(const asr_model *m, int l)
 {
-    while (--l >= 0 && group_of(m, l)->encoder != ENC_CONV1D) {}
+    while (--l >= 0 && (group_of(m, l)->encoder != ENC_CONV1D || dropped(m, l))) {}
     return l;
 }
 
@@ -151,7 +165,7 @@ static void enter_frames(asr_model *m, int l)
     memcpy(m->hlens, e->hlens0, (size_t)m->B * sizeof *m->hlens);
     for (int i = 0; i < l; i++) {
         const struct model_group *g = group_of(m, i);
-        if (g->encoder != ENC_CONV1D || !shrinks(g)) continue;
+        if (g->encoder != ENC_CONV1D || !shrinks(g) || dropped(m, i)) continue;
         int pad = g->c1_dilation * (g->cnn_kernel - 1), s = g->c1_stride;
         if (T - pad <= 0) /* torch's Conv1d fails on input shorter than its dilated kernel too */
             esp_die("model.encoder_conf.body_conf: the conv1d block %d (kernel_size %d, dilation %d) gets %d frames, "
@@ -245,14 +259,33 @@ static void c1_backward(asr_model *m, int l, const c1block *b, const float *x)
 
 static const float *block_input(const asr_model *m, int l) { return l == 0 ? m->h0 : block_output(m, l - 1); }
 
+int body_block_dropped(uint64_t seed, double rate, int l, int n)
+{
+    double u = l == n - 1 ? 1.0 : (double)(rng_derive(seed, STREAM_BLOCKDROP, (uint64_t)l) >> 11) * 0x1p-53;
+    return u < rate * (1.0 / n * l); /* ESPnet2: keep_probs[l] >= blockdrop_rate * (blockdrop_decay * l) */
+}
+
+int body_chunk_size(uint64_t seed, int T2, double threshold, int short_size)
+{
+    if (T2 <= 1) return T2 > 0 ? T2 : 1; /* torch.randint(1, 1) fails in ESPnet2 */
+    rng r;
+    rng_init(&r, rng_derive(seed, STREAM_CHUNK, 0));
+    int c = (int)rng_uniform_int(&r, 1, T2 - 1);
+    return c > T2 * threshold ? T2 : c % short_size + 1;
+}
+
 static const float *forward(asr_model *m)
 {
     encoder_acts *e = m->enc;
+    if (!e->dropped) e->dropped = xmalloc((size_t)m->dims.blocks);
+    for (int l = 0; l < m->dims.blocks; l++)
+        e->dropped[l] = m->train && body_block_dropped(m->seed, m->rates.blockdrop, l, m->dims.blocks);
     if (m->B > e->cap_b) e->hlens0 = xrealloc(e->hlens0, (size_t)m->B * sizeof *e->hlens0), e->cap_b = m->B;
     memcpy(e->hlens0, m->hlens, (size_t)m->B * sizeof *m->hlens);
     e->T0 = m->T2;
     enc_rel_pos_forward(m, &e->rel);
     for (int l = 0; l < m->dims.blocks; l++) {
+        if (dropped(m, l)) continue;
         enter_frames(m, l);
         enc_rows r = enc_rows_of(m);
         const float *x = block_input(m, l);
@@ -276,6 +309,10 @@ static void backward(asr_model *m)
             m->be->fill(m->be, blocks(m)[l].k.dpos, 0,
                         e->store.cap.prows * (size_t)model_block_dims(&m->dims, l).d * sizeof(float));
     for (int l = m->dims.blocks - 1; l >= 0; l--) {
+        if (dropped(m, l)) { /* the identity: m->dh passes through */
+            asr_model_block_grads_final(m, l);
+            continue;
+        }
         enter_frames(m, l); /* block 0's: the input layer's, for its backward */
         enc_rows r = enc_rows_of(m);
         const float *x = block_input(m, l);

@@ -122,7 +122,7 @@ static void conv_forward(asr_model *m, const enc_rows *r, int l, cblock *b, cons
                        p->conv_module.pointwise_conv1.bias, N, D, 2 * D);
     be->glu_forward(be, b->glu, b->pw1, N, D);
     enc_zero_padding(m, r, b->glu, D);
-    be->dwconv1d_forward(be, b->dwo, b->glu, p->conv_module.depthwise_conv.weight, p->conv_module.depthwise_conv.bias,
+    enc_dwconv_forward(m, b->dwo, b->glu, p->conv_module.depthwise_conv.weight, p->conv_module.depthwise_conv.bias,
                          r->nb, r->t, D, d->cnn_kernel);
     if (m->train && m->sync.all_reduce) /* trainer.sync_batchnorm */
         syncbn_forward(m, b->bn, b->bn_mean, b->bn_rstd, b->dwo, bn->weight, bn->bias, bn->running_mean,
@@ -156,7 +156,7 @@ static void conv_backward(asr_model *m, const enc_rows *r, int l, const cblock *
     else
         be->batchnorm_backward(be, w->dc2, gbn->weight, gbn->bias, w->dc, b->dwo, bn->weight, b->bn_mean, b->bn_rstd,
                                N, D);
-    be->dwconv1d_backward(be, w->dc, gdw->weight, gdw->bias, w->dc2, b->glu, dw->weight, r->nb, r->t, D,
+    enc_dwconv_backward(m, w->dc, gdw->weight, gdw->bias, w->dc2, b->glu, dw->weight, r->nb, r->t, D,
                           d->cnn_kernel);
     enc_zero_padding(m, r, w->dc, D); /* the forward's masked_fill_ (the asr_transducer task's) */
     be->glu_backward(be, w->d2, w->dc, b->pw1, N, D);

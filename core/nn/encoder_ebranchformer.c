@@ -143,7 +143,7 @@ static void cgmlp_forward(asr_model *m, int l, eblock *b, const float *x, float 
     norm_spec_forward(be, &d->csgu_norm, &p->cgmlp.csgu.norm, b->gn, b->mean_n, b->rstd_n, b->gg, N, H);
     enc_rows u = enc_rows_of(m);
     enc_zero_padding(m, &u, b->gn, H);
-    be->dwconv1d_forward(be, b->gc, b->gn, p->cgmlp.csgu.conv.weight, p->cgmlp.csgu.conv.bias, m->B, m->T2, H,
+    enc_dwconv_forward(m, b->gc, b->gn, p->cgmlp.csgu.conv.weight, p->cgmlp.csgu.conv.bias, m->B, m->T2, H,
                          d->cgmlp_kernel);
     if (d->linear_after_conv)
         be->linear_forward(be, b->gl, b->gc, p->cgmlp.csgu.linear.weight, p->cgmlp.csgu.linear.bias, N, H, H);
@@ -175,7 +175,7 @@ static void cgmlp_backward(asr_model *m, int l, const eblock *b, const enc_rel_s
                             p->cgmlp.csgu.linear.weight, N, H, H, 0);
         dgc = e->e1, spare = e->e3;
     }
-    be->dwconv1d_backward(be, spare, g->cgmlp.csgu.conv.weight, g->cgmlp.csgu.conv.bias, dgc, b->gn,
+    enc_dwconv_backward(m, spare, g->cgmlp.csgu.conv.weight, g->cgmlp.csgu.conv.bias, dgc, b->gn,
                           p->cgmlp.csgu.conv.weight, m->B, m->T2, H, d->cgmlp_kernel);
     enc_rows u = enc_rows_of(m);
     enc_zero_padding(m, &u, spare, H); /* the forward's zeroed frames pass no gradient */
@@ -214,7 +214,7 @@ static void branches_forward(asr_model *m, int l, eblock *b, const float *pos, c
     if (d->merge_kernel) {
         enc_rows u = enc_rows_of(m);
         enc_zero_padding(m, &u, b->cat, 2 * D);
-        be->dwconv1d_forward(be, b->fus, b->cat, p->depthwise_conv_fusion.weight, p->depthwise_conv_fusion.bias, m->B,
+        enc_dwconv_forward(m, b->fus, b->cat, p->depthwise_conv_fusion.weight, p->depthwise_conv_fusion.bias, m->B,
                              m->T2, 2 * D, d->merge_kernel);
         be->add(be, b->fus, b->fus, b->cat, 2 * nd);
     }
@@ -236,7 +236,7 @@ static void branches_backward(asr_model *m, int l, const eblock *b, const enc_re
     be->linear_backward(be, d->merge_kernel ? e->d2a : e->d2b, g->merge_proj.weight, g->merge_proj.bias, m->dtmp,
                         merge_in(d, b), p->merge_proj.weight, N, 2 * D, D, 0);
     if (d->merge_kernel) {
-        be->dwconv1d_backward(be, e->d2b, g->depthwise_conv_fusion.weight, g->depthwise_conv_fusion.bias, e->d2a,
+        enc_dwconv_backward(m, e->d2b, g->depthwise_conv_fusion.weight, g->depthwise_conv_fusion.bias, e->d2a,
                               b->cat, p->depthwise_conv_fusion.weight, m->B, m->T2, 2 * D, d->merge_kernel);
         be->add(be, e->d2b, e->d2b, e->d2a, 2 * nd);
         enc_rows u = enc_rows_of(m);

@@ -18,7 +18,8 @@
 
 static const encoder_impl *encoder_of(const asr_model *m)
 {
-    if (m->dims.n_groups > 1) return &encoder_body;
+    /* encoder_body also runs one group's blocks when they may be skipped (blockdrop_rate) */
+    if (m->dims.n_groups > 1 || (m->dims.n_groups == 1 && m->rates.blockdrop > 0)) return &encoder_body;
     switch (m->dims.encoder) {
     case ENC_CONFORMER: return &encoder_conformer;
     case ENC_EBRANCHFORMER: return &encoder_ebranchformer;
@@ -101,6 +102,7 @@ void asr_model_free(asr_model *m)
 {
     if (!m->be) return;
     free_head_acts(m);
+    for (int i = 0; i < 3; i++) m->be->free(m->be, m->cpad[i]);
     interctc_free(m);
     enc_acts_destroy(m, encoder_of(m)->acts);
     decoder_free(m->be, m->dec);
@@ -159,6 +161,12 @@ static void ensure_acts(asr_model *m, int B, int T)
                 embed_saved_floats(m, i, B, T) > m->cap_saved[i];
     enc_acts_ensure(m, encoder_of(m)->acts, B, m->T2);
     interctc_ensure(m, rows);
+    size_t pad = enc_dwconv_pad_floats(d, B, m->T2);
+    if (pad > m->cap_cpad) {
+        for (int i = 0; i < 3; i++) m->be->free(m->be, m->cpad[i]), m->cpad[i] = NULL;
+        for (int i = 0; i < 3 - m->inference; i++) m->cpad[i] = m->be->alloc(m->be, pad * sizeof(float));
+        m->cap_cpad = pad;
+    }
     if (!grow) return;
     free_head_acts(m);
     backend *be = m->be;
@@ -222,6 +230,11 @@ void asr_model_forward(asr_model *m, const float *feats, const int *feat_lens, i
     backend_profile_enter(be, PROF_LAYER_INPUT_LAYER);
     embed_forward(m);
     backend_profile_enter(be, blocks_layer(m));
+    m->chunk = 0, m->left_chunks = 0;
+    if (m->rates.chunk_training) { /* full context (no mask) when the draw is every frame */
+        int c = body_chunk_size(seed, m->T2, m->rates.chunk_threshold, m->rates.chunk_short);
+        if (c < m->T2) m->chunk = c, m->left_chunks = m->rates.chunk_left;
+    }
     m->h_enc = encoder_of(m)->forward(m);
     int N = B * m->T2, D = d->d; /* the encoder's output frames (an asr_transducer conv1d block shrinks them) */
     backend_profile_enter(be, PROF_LAYER_ENCODER_HEAD);

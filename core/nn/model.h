@@ -61,6 +61,16 @@ typedef struct model_rates {
     float tr_fastemit, tr_lm_weight, tr_lm_smoothing;
     /* dropout and att_dropout of each block group (model_dims.n_groups > 1; core/nn/encoder_body.c). */
     float group_dropout[MODEL_MAX_GROUPS], group_att_dropout[MODEL_MAX_GROUPS];
+    /* The asr_transducer task's main_conf.dynamic_chunk_training (its Encoder.forward): each forward
+     * of the loss, validation's too, draws a chunk size c uniform in [1, T2 - 1] (T2 the batch's
+     * encoder frames), takes T2 when c > T2 * chunk_threshold and c % chunk_short + 1 otherwise,
+     * and masks the attention to that chunk and chunk_left chunks before it (0: all before). Not
+     * set when decoding (asr_transducer_inference turns it off): full context. */
+    int chunk_training, chunk_short, chunk_left;
+    float chunk_threshold;
+    /* The asr_transducer task's main_conf.blockdrop_rate (MultiBlocks' stochastic depth: in
+     * training, block l of n is skipped with probability blockdrop * l / n; core/nn/encoder_body.c). */
+    float blockdrop;
 } model_rates;
 
 /* trainer.sync_batchnorm (torch's SyncBatchNorm): all_reduce sums n host floats over every rank in
@@ -94,6 +104,12 @@ typedef struct asr_model {
     int train;
     int inference;           /* made by asr_model_init_inference: no gradients, one block workspace */
     uint64_t seed;
+    /* This forward's attention chunk mask (rates.chunk_training; 0: none): chunk frames, left chunks. */
+    int chunk, left_chunks;
+    /* dims.causal: the causal convolutions' padded input, output and input gradient (each
+     * cap_cpad floats; core/nn/encoder_blocks.c). */
+    float *cpad[3];
+    size_t cap_cpad;
     size_t cap_rows, cap_in, cap_c[3], cap_saved[3];
     /* The input layer (core/nn/model_embed.c): conv outputs c[i] (B, tk[i], fk[i], d) channels
      * last, wout_fc (embed.out's weight in their column order), e (B x T2, d) its Linear output;

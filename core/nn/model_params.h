@@ -142,6 +142,10 @@ typedef struct model_dims {
      * (input_conf.conv_size; 0: embed_d); embed_raw: no output Linear (a conv1d block first, ESPnet2's
      * validate_input_block): the output is the convolutions' channels x bins, embed_d = embed_ch * f2. */
     int embed_d, embed_ch, embed_raw;
+    /* Its main_conf.dynamic_chunk_training: the blocks' depthwise convolutions are causal (k - 1
+     * zeros before each sequence, none after: ConformerConvolution's, the gating unit's and the
+     * merge's causal=True; core/nn/encoder_blocks.c's enc_dwconv_*), in decoding too. */
+    int causal;
     /* The asr_transducer task's encoder whose body_conf entries differ in block_type or sizes
      * (n_groups > 1; 0 or 1: every block as the fields above): runs of consecutive blocks, each
      * built with its group's fields (model_block_dims); the fields above then hold the first

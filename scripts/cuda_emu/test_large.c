@@ -552,7 +552,8 @@ static void expect_close(backend *bes[2], pair p, const char *what)
     free(h[1]);
 }
 
-Test(cuda_emu, relattn_matches_the_cpu)
+/* chunk, left: the asr_transducer chunk mask (0: none; the fused path for HD 16 otherwise). */
+static void relattn_case(int chunk, int left)
 {
     enum { NB = 3, T = 70, H = 4, HD = 16, D = H * HD, LD = 3 * D, TP = 2 * T - 1 };
     int lens[NB] = {70, 33, 0};
@@ -565,9 +566,10 @@ Test(cuda_emu, relattn_matches_the_cpu)
     for (int b = 0; b < 2; b++) {
         float *q = qkv.d[b], *dq = dqkv.d[b];
         bes[b]->relattn_forward(bes[b], y.d[b], att.d[b], q, q + D, q + 2 * D, LD, p.d[b], u.d[b], vb.d[b], lens, NB, T,
-                                H, HD, 0.1f, 99, 3);
+                                H, HD, chunk, left, 0.1f, 99, 3);
         bes[b]->relattn_backward(bes[b], dq, dq + D, dq + 2 * D, dp.d[b], du.d[b], dvb.d[b], dy.d[b], att.d[b], q, q + D,
-                                 q + 2 * D, LD, p.d[b], u.d[b], vb.d[b], lens, NB, T, H, HD, 0.1f, 99, 3);
+                                 q + 2 * D, LD, p.d[b], u.d[b], vb.d[b], lens, NB, T, H, HD, chunk, left, 0.1f, 99,
+                                 3);
     }
     expect_close(bes, y, "relattn_forward y");
     expect_close(bes, dqkv, "relattn_backward dq dk dv");
@@ -579,6 +581,10 @@ Test(cuda_emu, relattn_matches_the_cpu)
     backend_close(bes[0]);
     backend_close(bes[1]);
 }
+
+Test(cuda_emu, relattn_matches_the_cpu) { relattn_case(0, 0); }
+/* 8-frame chunks with 2 left chunks: utterance 1's padded queries past frame 40 see no key */
+Test(cuda_emu, relattn_chunk_mask_matches_the_cpu) { relattn_case(8, 2); }
 
 /* ---- the run's arena (be->reserve): a few training steps of a tiny Transformer with hybrid
  * CTC/attention on the CUDA backend whose parameters, gradients, Adam moments and activations

@@ -407,7 +407,7 @@ Test(ops_conformer, rel_shift_index_is_espnets)
 }
 
 typedef struct {
-    int nb, t, h, hd, ld;
+    int nb, t, h, hd, ld, chunk, left;
     const int *lens;
     float p;
     double *qkv, *pos, *u, *vb, *r, *y, *att, *scr;
@@ -421,8 +421,18 @@ static double ra_loss(void *pp)
     ra_ctx *c = pp;
     int d = c->h * c->hd;
     ops_relattn_forward_f64(c->y, c->att, c->qkv, c->qkv + d, c->qkv + 2 * d, c->ld, c->pos, c->u, c->vb, c->lens,
-                            c->nb, c->t, c->h, c->hd, c->p, RA_SEED, RA_STREAM, c->scr);
+                            c->nb, c->t, c->h, c->hd, c->chunk, c->left, c->p, RA_SEED, RA_STREAM, c->scr);
     return dot(c->y, c->r, (size_t)c->nb * c->t * d);
+}
+
+/* Whether key kk is masked for query i: padding, or make_chunk_mask's (its own chunk and `left`
+ * chunks before it; every one before with left 0), as espnet2/asr_transducer/utils.py loops it. */
+static int ra_masked(const ra_ctx *c, int len, int i, int kk)
+{
+    if (kk >= len) return 1;
+    if (!c->chunk) return 0;
+    int start = c->left <= 0 ? 0 : (i / c->chunk - c->left) * c->chunk, end = (i / c->chunk + 1) * c->chunk;
+    return kk < (start > 0 ? start : 0) || kk >= (end < c->t ? end : c->t);
 }
 
 /* Scores, softmax over the valid keys and outputs from the formula, rel_shift done ESPnet's way. */
@@ -451,9 +461,9 @@ static void relattn_reference(const ra_ctx *c)
                     s[kk] = (ac + sh[(size_t)i * t + kk]) / sqrt(c->hd);
                     mx = fmax(mx, s[kk]);
                 }
-                for (int kk = 0; kk < len; kk++) z += exp(s[kk] - mx);
+                for (int kk = 0; kk < len; kk++) z += ra_masked(c, len, i, kk) ? 0 : exp(s[kk] - mx);
                 for (int kk = 0; kk < t; kk++) {
-                    double a = kk < len ? exp(s[kk] - mx) / z : 0;
+                    double a = ra_masked(c, len, i, kk) ? 0 : exp(s[kk] - mx) / z;
                     cr_assert(fabs(c->att[(((size_t)b * c->h + j) * t + i) * t + kk] - a) < 1e-13);
                 }
                 for (int e = 0; e < c->hd; e++) {
@@ -466,10 +476,10 @@ static void relattn_reference(const ra_ctx *c)
         }
 }
 
-static void relattn_case(const int *lens, int nb, int t, int h, int hd, float p)
+static void relattn_chunk_case(const int *lens, int nb, int t, int h, int hd, float p, int chunk, int left)
 {
     int d = h * hd, w = 2 * t - 1;
-    ra_ctx c = {.nb = nb, .t = t, .h = h, .hd = hd, .ld = 3 * d, .lens = lens, .p = p};
+    ra_ctx c = {.nb = nb, .t = t, .h = h, .hd = hd, .ld = 3 * d, .chunk = chunk, .left = left, .lens = lens, .p = p};
     size_t nq = (size_t)nb * t * 3 * d, ny = (size_t)nb * t * d, na = (size_t)nb * h * t * t, np = (size_t)w * d;
     c.qkv = drand(nq, -1.5, 1.5), c.pos = drand(np, -1, 1), c.u = drand((size_t)d, -0.5, 0.5);
     c.vb = drand((size_t)d, -0.5, 0.5), c.r = drand(ny, -1, 1), c.y = dz(ny), c.att = dz(na);
@@ -481,7 +491,7 @@ static void relattn_case(const int *lens, int nb, int t, int h, int hd, float p)
     for (size_t i = 0; i < nq; i++) dqkv[i] = 5; /* overwritten, masked key rows included */
     for (size_t i = 0; i < np; i++) dpos[i] = 3;
     ops_relattn_backward_f64(dqkv, dqkv + d, dqkv + 2 * d, dpos, du, dvb, c.r, c.att, c.qkv, c.qkv + d,
-                             c.qkv + 2 * d, c.ld, c.pos, c.u, c.vb, lens, nb, t, h, hd, p, RA_SEED, RA_STREAM,
+                             c.qkv + 2 * d, c.ld, c.pos, c.u, c.vb, lens, nb, t, h, hd, chunk, left, p, RA_SEED, RA_STREAM,
                              dz(ops_relattn_backward_scratch(t, hd)));
     const char *tag = p > 0 ? " (dropout)" : "";
     char what[64];
@@ -507,12 +517,13 @@ static void relattn_case(const int *lens, int nb, int t, int h, int hd, float p)
     cr_assert_not_null(be, "%s", err.msg);
     float *fy = fz(ny), *fa = fz(na), *fdq = fz(ny), *fdk = fz(ny), *fdv = fz(ny), *fdp = fz(np);
     float *fdu = fz(d), *fdvb = fz(d), *fpos = tof(c.pos, np), *fu = tof(c.u, d), *fvb = tof(c.vb, d);
-    be->relattn_forward(be, fy, fa, fq, fk, fv, d, fpos, fu, fvb, lens, nb, t, h, hd, p, RA_SEED, RA_STREAM);
+    be->relattn_forward(be, fy, fa, fq, fk, fv, d, fpos, fu, fvb, lens, nb, t, h, hd, chunk, left, p, RA_SEED,
+                        RA_STREAM);
     ra_loss(&c);
     CHECK_F32(fy, c.y, ny, "relattn y");
     CHECK_F32(fa, c.att, na, "relattn att");
     be->relattn_backward(be, fdq, fdk, fdv, fdp, fdu, fdvb, tof(c.r, ny), fa, fq, fk, fv, d, fpos, fu, fvb, lens, nb,
-                         t, h, hd, p, RA_SEED, RA_STREAM);
+                         t, h, hd, chunk, left, p, RA_SEED, RA_STREAM);
     backend_close(be);
     double *dq = dz(ny), *dk = dz(ny), *dv = dz(ny);
     for (size_t r = 0; r < (size_t)nb * t; r++)
@@ -529,6 +540,11 @@ static void relattn_case(const int *lens, int nb, int t, int h, int hd, float p)
     CHECK_F32(fdvb, dvb, d, "relattn dpos_bias_v");
 }
 
+static void relattn_case(const int *lens, int nb, int t, int h, int hd, float p)
+{
+    relattn_chunk_case(lens, nb, t, h, hd, p, 0, 0);
+}
+
 Test(ops_conformer, relattn)
 {
     rng_init(&R, 24);
@@ -538,6 +554,18 @@ Test(ops_conformer, relattn)
     static const int one[] = {1}, zero_and_full[] = {0, 4};
     relattn_case(one, 1, 1, 1, 2, 0);
     relattn_case(zero_and_full, 2, 4, 1, 2, 0); /* an empty utterance: zero weights and outputs */
+    cr_log_info("worst finite-difference error of the rel-pos attention: %.3g", fd_worst);
+}
+
+/* The asr_transducer chunk mask (make_chunk_mask): 2-frame chunks with one left chunk (utterance
+ * 1's padded queries of frames 4-5 see no key: zero rows), with every left chunk, and with dropout. */
+Test(ops_conformer, relattn_chunk_mask)
+{
+    rng_init(&R, 26);
+    static const int lens[] = {6, 3};
+    relattn_chunk_case(lens, 2, 6, 2, 3, 0, 2, 1);
+    relattn_chunk_case(lens, 2, 6, 2, 3, 0, 4, 0);
+    relattn_chunk_case(lens, 2, 6, 2, 3, 0.25f, 2, 1);
     cr_log_info("worst finite-difference error of the rel-pos attention: %.3g", fd_worst);
 }
 

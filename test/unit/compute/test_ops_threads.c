@@ -258,9 +258,9 @@ static void scen_attention(backend *be, outs *o)
     size_t np = (size_t)(2 * T - 1) * D;
     float *p = rnd(np, -1, 1), *u = rnd(D, -0.5f, 0.5f), *vb = rnd(D, -0.5f, 0.5f);
     float *dp = zeros(np), *du = zeros(D), *dvb = zeros(D);
-    be->relattn_forward(be, y, att, qkv, qkv + D, qkv + 2 * D, 3 * D, p, u, vb, lens, NB, T, H, HD, 0.1f, 4, 4);
+    be->relattn_forward(be, y, att, qkv, qkv + D, qkv + 2 * D, 3 * D, p, u, vb, lens, NB, T, H, HD, 0, 0, 0.1f, 4, 4);
     be->relattn_backward(be, dqkv, dqkv + D, dqkv + 2 * D, dp, du, dvb, dy, att, qkv, qkv + D, qkv + 2 * D, 3 * D, p,
-                         u, vb, lens, NB, T, H, HD, 0.1f, 4, 4);
+                         u, vb, lens, NB, T, H, HD, 0, 0, 0.1f, 4, 4);
     out_add(o, y, ny), out_add(o, att, na), out_add(o, dqkv, nq), out_add(o, dp, np), out_add(o, du, D);
     out_add(o, dvb, D);
     free(qkv), free(y), free(att), free(dy), free(dqkv), free(p), free(u), free(vb), free(dp), free(du), free(dvb);

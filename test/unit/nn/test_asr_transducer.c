@@ -13,7 +13,11 @@
  * joint network's gradients. The RNNDecoder model with model_conf fastemit_lambda 0.5,
  * auxiliary_lm_loss_weight 0.4 and auxiliary_lm_loss_smoothing 0.1 (packs aux_*: lm_lin besides the
  * weights; warp-transducer's FastEmit by scripts/rnnt_loss_standin.py's PyTorch reference): its
- * loss, loss_aux_lm and every gradient, lm_lin's by name both ways. */
+ * loss, loss_aux_lm and every gradient, lm_lin's by name both ways. main_conf.blockdrop_rate: the
+ * mixed model's training step with ESPnet2's draws fixed (pack blockdrop_loss, blocks 1 and 2 of 5
+ * skipped) against ours on a seed whose draws skip the same blocks; its eval forward runs every
+ * block; the draws' schedule over seeds; and a one-group model with blockdrop_rate (on
+ * encoder_body.c, whose draws there skip no block) gives the conformer model's loss and gradients. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +28,7 @@
 #include "core/config/config.h"
 #include "core/formats/torch_zip.h"
 #include "core/nn/decoder_conf.h"
+#include "core/nn/encoder.h"
 #include "core/nn/model.h"
 #include "core/nn/model_files.h"
 #include "test/unit/nn/fx_asr_transducer.h"
@@ -39,17 +44,34 @@ enum { IDIM = 20, D = 16, VOCAB = 12, B = 2, STRIDE = 7 };
  * Encoders. */
 typedef enum variant {
     V_RNN = 0, V_STATELESS, V_EBRANCHFORMER, V_BRANCHFORMER, V_GRU, V_AUX, V_MIXED, V_POINTWISE, V_SHRINK,
-    V_WIDEN, V_CONVFIRST, V_NORMS_RMS, V_NORMS_BASIC, V_NORMS_SCALE
+    V_WIDEN, V_CONVFIRST, V_NORMS_RMS, V_NORMS_BASIC, V_NORMS_SCALE,
+    V_BLOCKDROP, /* the mixed model with blockdrop_rate BLOCKDROP (pack blockdrop_loss) */
+    V_ONEGROUP,  /* V_RNN as one group of body_conf (n_groups 1) with blockdrop_rate BLOCKDROP */
+    V_CHUNK,     /* the mixed model with dynamic_chunk_training (pack chunk_loss) */
+    V_CAUSAL     /* the same model decoding: causal convolutions, no chunk draw */
 } variant;
+
+#define BLOCKDROP 0.8f /* the fixture's BLOCKDROP_RATE */
 
 static model_dims fixture_dims(variant v)
 {
-    if (v == V_MIXED) return fx_mixed_dims();
+    if (v == V_MIXED || v == V_BLOCKDROP) return fx_mixed_dims();
+    if (v == V_CHUNK || v == V_CAUSAL) {
+        model_dims d = fx_mixed_dims();
+        d.causal = 1;
+        return d;
+    }
+    if (v == V_ONEGROUP) {
+        model_dims d = fixture_dims(V_RNN);
+        d.n_groups = 1;
+        d.group[0] = (struct model_group){2, ENC_CONFORMER, 2, 24, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {0}, {0}, 0};
+        return d;
+    }
     if (v == V_POINTWISE) return fx_pointwise_dims();
     if (v == V_SHRINK) return fx_shrink_dims();
     if (v == V_WIDEN) return fx_widen_dims();
     if (v == V_CONVFIRST) return fx_convfirst_dims();
-    if (v >= V_NORMS_RMS) return fx_norms_dims(v == V_NORMS_RMS ? NORM_RMS : v == V_NORMS_BASIC ? NORM_BASIC : NORM_SCALE);
+    if (v >= V_NORMS_RMS && v <= V_NORMS_SCALE) return fx_norms_dims(v == V_NORMS_RMS ? NORM_RMS : v == V_NORMS_BASIC ? NORM_BASIC : NORM_SCALE);
     model_dims d = {.idim = IDIM, .d = D, .heads = 2, .ff = 24, .blocks = 2, .vocab = VOCAB,
                     .encoder = ENC_CONFORMER, .macaron = 1, .rel_pos = 1, .use_cnn = 1, .cnn_kernel = 3,
                     .act = ACT_SWISH, .input_layer = IN_CONV2D,
@@ -100,11 +122,12 @@ static void setup(fixture *f, backend_kind kind, variant v)
     static const char *const weights[] = {"weights", "weights", "ebranchformer_weights", "branchformer_weights",
                                           "weights", "aux_weights", "mixed_weights", "pointwise_weights",
                                           "shrink_weights", "widen_weights", "convfirst_weights", "norms_rms_weights",
-                                          "norms_basic_weights", "norms_scale_weights"};
+                                          "norms_basic_weights", "norms_scale_weights", "mixed_weights", "weights",
+                                          "mixed_weights", "mixed_weights"};
     static const char *const outputs[] = {"loss", "stateless_loss", "ebranchformer_loss", "branchformer_loss",
                                           "gru_loss", "aux_loss", "mixed_loss", "pointwise_loss", "shrink_loss",
                                           "widen_loss", "convfirst_loss", "norms_rms_loss", "norms_basic_loss",
-                                          "norms_scale_loss"};
+                                          "norms_scale_loss", "blockdrop_loss", "loss", "chunk_loss", "chunk_loss"};
     esp_err err;
     cr_assert((f->be = backend_open(kind, 0, 1, &err)) != NULL, "%s", err.msg);
     f->w = load_pack("asr_transducer", weights[v]), f->c = load_pack("asr_transducer", "loss");
@@ -113,6 +136,9 @@ static void setup(fixture *f, backend_kind kind, variant v)
     model_dims d = fixture_dims(v);
     model_rates rates = {.ctc_weight = 0.3f, .tr_weight = 0.8f};
     if (v == V_AUX) rates.tr_fastemit = 0.5f, rates.tr_lm_weight = 0.4f, rates.tr_lm_smoothing = 0.1f;
+    if (v == V_BLOCKDROP || v == V_ONEGROUP) rates.blockdrop = BLOCKDROP;
+    if (v == V_CHUNK) /* the fixture's CHUNK_CONF, short_chunk_threshold's default */
+        rates.chunk_training = 1, rates.chunk_short = 25, rates.chunk_left = 1, rates.chunk_threshold = 0.75f;
     asr_model_init(&f->m, f->be, &d, &rates);
     load_weights(&f->m, &f->w, &f->gw, v);
     size_t nf, n, ny;
@@ -135,14 +161,20 @@ static void teardown(fixture *f)
     backend_close(f->be);
 }
 
-/* The Encoder's output and lengths (ESPnet2's: min(input frames, T2), padded frames counted). */
+static uint64_t seed_chunking(const fixture *f);
+
+/* The Encoder's output and lengths (ESPnet2's: min(input frames, T2), padded frames counted); with
+ * blockdrop_rate, eval mode runs every block: the mixed model's output. With dynamic chunk
+ * training, validation's eval-mode forward draws a chunk as ESPnet2's Encoder.forward does
+ * (out.enc_chunk, on a seed drawing the fixture's chunk), decoding (V_CAUSAL) does not (out.enc). */
 static void check_encoder(backend_kind kind, variant v)
 {
     fixture f;
     setup(&f, kind, v);
-    asr_model_forward(&f.m, f.feats, f.lens, B, f.T, 0, 0);
+    if (v == V_BLOCKDROP) pack_free(&f.o), f.o = load_pack("asr_transducer", "mixed_loss");
+    asr_model_forward(&f.m, f.feats, f.lens, B, f.T, 0, v == V_CHUNK ? seed_chunking(&f) : 0);
     size_t n;
-    const float *hl = pack_must(&f.o, "out.hlens", &n), *ref = pack_must(&f.o, "out.enc", &n);
+    const float *hl = pack_must(&f.o, "out.hlens", &n), *ref = pack_must(&f.o, v == V_CHUNK ? "out.enc_chunk" : "out.enc", &n);
     cr_assert(f.m.hlens[0] == (int)hl[0] && f.m.hlens[1] == (int)hl[1], "lengths %d %d vs ESPnet %g %g",
               f.m.hlens[0], f.m.hlens[1], hl[0], hl[1]);
     cr_assert_eq(n, (size_t)B * f.m.T2 * f.m.dims.d);
@@ -156,12 +188,38 @@ static void check_encoder(backend_kind kind, variant v)
     teardown(&f);
 }
 
+/* The first seed whose blockdrop draws skip the blocks the pack's out.dropped names (0: none). */
+static uint64_t seed_dropping(const fixture *f)
+{
+    size_t n;
+    const float *want = pack_must(&f->o, "out.dropped", &n);
+    for (uint64_t seed = 1; seed < 100000; seed++) {
+        int l = 0;
+        while (l < (int)n && body_block_dropped(seed, BLOCKDROP, l, (int)n) == (want[l] != 0)) l++;
+        if (l == (int)n) return seed;
+    }
+    cr_assert_fail("no seed skips the fixture's blocks");
+    return 0;
+}
+
+/* The first seed whose chunk draw for the fixture's 15 frames is its out.chunk. */
+static uint64_t seed_chunking(const fixture *f)
+{
+    int want = (int)pack_must(&f->o, "out.chunk", NULL)[0];
+    for (uint64_t seed = 1; seed < 100000; seed++)
+        if (body_chunk_size(seed, 15, f->m.rates.chunk_threshold, f->m.rates.chunk_short) == want) return seed;
+    cr_assert_fail("no seed draws the fixture's chunk");
+    return 0;
+}
+
 static void check_loss(backend_kind kind, double tol, variant v)
 {
     fixture f;
     setup(&f, kind, v);
     asr_model_zero_grad(&f.m);
-    asr_model_forward(&f.m, f.feats, f.lens, B, f.T, 1, 0);
+    uint64_t seed = v == V_BLOCKDROP ? seed_dropping(&f) : v == V_CHUNK ? seed_chunking(&f) : 0;
+    asr_model_forward(&f.m, f.feats, f.lens, B, f.T, 1, seed);
+    cr_assert(v != V_CHUNK || (f.m.chunk == 5 && f.m.left_chunks == 1), "chunk %d", f.m.chunk);
     double loss = asr_model_loss(&f.m, f.labels, f.ylens, STRIDE, NULL);
     double ref = pack_must(&f.o, "out.loss", NULL)[0], ref_tr = pack_must(&f.o, "out.loss_transducer", NULL)[0];
     double ref_ctc = pack_must(&f.o, "out.loss_aux_ctc", NULL)[0];
@@ -219,7 +277,9 @@ static void check_loss(backend_kind kind, double tol, variant v)
                                        " (pointwise conv1d blocks)", " (conv1d blocks that shrink the frames)",
                                        " (conv1d blocks that change the size)", " (a conv1d block first)",
                                        " (rms_norm, scale_norm gating units)", " (basic_norm, rms_norm gating units)",
-                                       " (scale_norm, basic_norm gating units)"};
+                                       " (scale_norm, basic_norm gating units)",
+                                       " (blockdrop_rate, blocks 1 and 2 skipped)", " (one group, blockdrop_rate)",
+                                       " (dynamic chunk training: chunk 5 of 15, one left chunk)", ""};
     cr_log_info("%s%s: loss %.7f (ESPnet %.7f), worst gradient rel err %.2g", f.be->name, what[v], loss, ref, worst);
     free(g);
     teardown(&f);
@@ -543,8 +603,8 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
         {BODY "  model_conf:\n    ctc_weight: 0.3\n", "ctc_weight, lsm_weight, length_normalized_loss and interctc_weight"},
         {BODY "    output_size: 8\n", "model.encoder_conf.output_size: a key of the ASR task's encoders"},
         {BODY "    main_conf:\n      conv_mod_act_type: relu\n", "pos_wise_act_type swish and conv_mod_act_type relu"},
-        {BODY "    main_conf:\n      dynamic_chunk_training: true\n",
-         "model.encoder_conf.main_conf.dynamic_chunk_training: 'true' is not supported"},
+        {BODY "    main_conf:\n      dynamic_chunk_training: true\n      short_chunk_size: 0\n",
+         "main_conf.short_chunk_size: 0 with dynamic_chunk_training divides by zero in ESPnet2"},
         {BODY "  joint_net_conf:\n    joint_space_size: 4\n", "model.joint_net_conf: the ASR task's name"},
         {"  decoder: transducer\n  joint_network_conf:\n    joint_space_size: 4\n",
          "model.joint_network_conf: the asr_transducer task's"},
@@ -688,4 +748,82 @@ Test(asr_transducer, conv1d_first_encoder_output_and_lengths_match_espnet_cpu_an
 Test(asr_transducer, conv1d_first_loss_and_every_gradient_match_espnet_cpu_and_ref64)
 {
     check_loss(BACKEND_CPU, 1e-5, V_CONVFIRST), check_loss(BACKEND_REF64, 1e-5, V_CONVFIRST);
+}
+
+/* main_conf.blockdrop_rate (MultiBlocks' stochastic depth; core/nn/encoder_body.c). */
+Test(asr_transducer, blockdrop_loss_and_every_gradient_match_espnet_cpu) { check_loss(BACKEND_CPU, 1e-5, V_BLOCKDROP); }
+Test(asr_transducer, blockdrop_loss_and_every_gradient_match_espnet_ref64)
+{
+    check_loss(BACKEND_REF64, 1e-5, V_BLOCKDROP);
+}
+Test(asr_transducer, blockdrop_eval_runs_every_block_cpu) { check_encoder(BACKEND_CPU, V_BLOCKDROP); }
+Test(asr_transducer, blockdrop_one_group_runs_on_encoder_body_as_the_conformer_encoder_cpu)
+{
+    check_loss(BACKEND_CPU, 1e-5, V_ONEGROUP);
+}
+
+/* The draws vary with the batch's seed, with ESPnet2's schedule: block l of n skipped with
+ * probability rate * l / n, the first never, the last never for rates up to 1. */
+Test(asr_transducer, blockdrop_draws_vary_by_seed_with_espnets_schedule)
+{
+    enum { N = 5, SEEDS = 20000 };
+    int count[N] = {0}, patterns[1 << N] = {0}, distinct = 0;
+    for (uint64_t seed = 1; seed <= SEEDS; seed++) {
+        int p = 0;
+        for (int l = 0; l < N; l++) {
+            int d = body_block_dropped(seed, 0.8, l, N);
+            count[l] += d, p |= d << l;
+        }
+        distinct += !patterns[p]++;
+    }
+    cr_expect_eq(count[0], 0, "the first block always runs");
+    cr_expect_eq(count[N - 1], 0, "the last block always runs (rate 0.8)");
+    for (int l = 1; l < N - 1; l++) {
+        double f = (double)count[l] / SEEDS, want = 0.8 * l / N;
+        cr_expect_lt(fabs(f - want), 0.015, "block %d skipped %.3f of the batches, want %.3f", l, f, want);
+    }
+    cr_expect_eq(distinct, 8, "every skip pattern of blocks 1-3 occurs: %d", distinct);
+    cr_expect(body_block_dropped(7, 2.0, N - 1, N), "past 1 the last block may be skipped (its draw is 1)");
+    for (uint64_t seed = 1; seed <= 100; seed++)
+        cr_expect(!body_block_dropped(seed, 0.0, 3, N), "rate 0 skips nothing");
+}
+
+/* main_conf.dynamic_chunk_training (ESPnet2's Encoder.forward and make_chunk_mask, the blocks'
+ * causal convolutions): pack chunk_loss, its chunk of 5 of the 15 frames with one left chunk. */
+Test(asr_transducer, dynamic_chunk_loss_and_every_gradient_match_espnet_cpu) { check_loss(BACKEND_CPU, 1e-5, V_CHUNK); }
+Test(asr_transducer, dynamic_chunk_loss_and_every_gradient_match_espnet_ref64)
+{
+    check_loss(BACKEND_REF64, 1e-5, V_CHUNK);
+}
+Test(asr_transducer, dynamic_chunk_validation_draws_a_chunk_as_espnet_cpu)
+{
+    check_encoder(BACKEND_CPU, V_CHUNK);
+    /* the three outputs differ: the chunk mask and the causal convolutions each change the encoding */
+    pack c = load_pack("asr_transducer", "chunk_loss"), m = load_pack("asr_transducer", "mixed_loss");
+    size_t n;
+    const float *chunked = pack_must(&c, "out.enc_chunk", &n), *causal = pack_must(&c, "out.enc", &n);
+    cr_expect_gt(pack_rel_err(chunked, causal, n, 1.0), 1e-3);
+    cr_expect_gt(pack_rel_err(causal, pack_must(&m, "out.enc", &n), n, 1.0), 1e-3);
+    pack_free(&c), pack_free(&m);
+}
+Test(asr_transducer, dynamic_chunk_decoding_is_full_context_with_causal_convolutions_cpu)
+{
+    check_encoder(BACKEND_CPU, V_CAUSAL);
+}
+
+/* The chunk draw: torch.randint(1, T2)'s range, T2 past the threshold, draw % short + 1 below it,
+ * varying with the batch's seed. */
+Test(asr_transducer, dynamic_chunk_draw_varies_by_seed_with_espnets_rule)
+{
+    enum { T = 40, SEEDS = 4000 };
+    int seen[T + 1] = {0};
+    for (uint64_t seed = 1; seed <= SEEDS; seed++) {
+        int c = body_chunk_size(seed, T, 0.75, 8);
+        cr_assert(c == T || (c >= 1 && c <= 8), "chunk %d", c);
+        seen[c]++;
+    }
+    /* draws 31-39 (9 of 39) take the whole utterance; 1-30 give 1-8 */
+    cr_expect_lt(fabs((double)seen[T] / SEEDS - 9.0 / 39), 0.03, "whole-utterance share %d", seen[T]);
+    for (int c = 1; c <= 8; c++) cr_expect_gt(seen[c], 0, "chunk %d never drawn", c);
+    cr_expect_eq(body_chunk_size(3, 1, 0.75, 8), 1, "one frame: that frame");
 }

@@ -638,6 +638,42 @@ Test(egs3, mini_an4_asr_transducer_fastemit_and_aux_lm_loss_train_and_pack)
     assert_text_has(test_path(exp, "model_pack/espnet/exp/asr_train/config.yaml"), conf);
 }
 
+/* The default config with three conformer blocks and main_conf's blockdrop_rate and dynamic chunk
+ * training (short_chunk_size 4, num_left_chunks 1; conf/training_chunk.yaml written from it):
+ * stages 1-8 run (decoding full-context with the causal convolutions), the resolved config keeps the
+ * keys, the pack's ESPnet2 config carries them; a second epoch resumed from the first gives the model
+ * of two epochs trained at once, bit for bit (the skipped blocks and chunks follow the batch seed). */
+Test(egs3, mini_an4_asr_transducer_blockdrop_and_dynamic_chunks_run_stages_1_8)
+{
+    char recipe[512], exp[600];
+    copy_mini_an4(recipe, sizeof recipe);
+    char *yaml = test_slurp(test_path(recipe, "conf/training_transducer_asr_conformer_rnnt.yaml"));
+    const char *at = strstr(yaml, "  decoder_conf:"), *mk = "          conv_mod_kernel_size: 3\n";
+    cr_assert(at && strstr(yaml, mk), "the config changed:\n%s", yaml);
+    char *out = malloc(strlen(yaml) + 512);
+    snprintf(out, strlen(yaml) + 512, "%.*s          num_blocks: 3\n    main_conf:\n      blockdrop_rate: 0.5\n"
+             "      dynamic_chunk_training: true\n      short_chunk_size: 4\n      num_left_chunks: 1\n\n%s",
+             (int)(strstr(yaml, mk) + strlen(mk) - yaml), yaml, at);
+    test_write_text(test_path(recipe, "conf/training_chunk.yaml"), out);
+    free(out), free(yaml);
+    run_ok(recipe, "--training_config conf/training_chunk.yaml --inference_config conf/inference_transducer.yaml "
+                   "--metrics_config conf/metrics.yaml", "chunk");
+    snprintf(exp, sizeof exp, "%s/exp/training_chunk", recipe);
+    cr_assert(test_exists(test_path(exp, "inference_transducer/test/hyp.scp")), "%s", log_of("chunk", "err"));
+    static const char *const keys[] = {"blockdrop_rate: 0.5", "dynamic_chunk_training: true", "short_chunk_size: 4",
+                                       "num_left_chunks: 1", "num_blocks: 3", NULL};
+    assert_text_has(test_path(exp, "config.yaml"), keys);
+    assert_text_has(test_path(exp, "model_pack/espnet/exp/asr_train/config.yaml"), keys);
+    char fresh[700], args[900];
+    run_ok(recipe, "--training_config conf/training_chunk.yaml --stage 5 --stop_stage 5 trainer.max_epochs=2", "chunk2");
+    snprintf(fresh, sizeof fresh, "%s/exp/fresh", recipe);
+    snprintf(args, sizeof args, "--training_config conf/training_chunk.yaml --stage 5 --stop_stage 5 "
+             "trainer.max_epochs=2 exp_dir=%s", fresh);
+    run_ok(recipe, args, "fresh");
+    cr_assert(test_same_file(test_path(exp, "last/model.safetensors"), test_path(fresh, "last/model.safetensors")),
+              "the resumed model differs from the one trained at once");
+}
+
 /* The same config with the contextual block Conformer (model.encoder and its Conformer keys as
  * overrides: macaron, the convolution module of kernel 3) trains, decodes and packs from the
  * folder; the model file holds ContextualBlockConformerEncoder's names. */
