@@ -1,0 +1,111 @@
+/* espnet2/asr_transducer's chunk-by-chunk decoding (Speech2Text.streaming_decode) against the real
+ * one (fixtures by scripts/make_asr_transducer_stream_fixtures.py, pack conformer_search): ESPnet2's
+ * encoder output of each call (Encoder.chunk_forward over decoding_window pieces of a 1.9 s
+ * utterance, left_context 0, 4 and 8) searched chunk by chunk (transducer_search_chunk, the
+ * hypotheses carried between calls, is_final on the last): after every call the same best running
+ * hypothesis, and the same final n-best, labels identical and scores within float rounding, for
+ * default beam 1 and 4, tsd and maes. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/compute/backend.h"
+#include "core/decode/transducer_search.h"
+#include "core/nn/model.h"
+#include "test/unit/nn/fx_pack.h"
+
+/* The script's DECODINGS: search type and beam (nbest 2). */
+static const struct {
+    int type, beam;
+} decodings[] = {{TS_DEFAULT, 1}, {TS_DEFAULT, 4}, {TS_DEFAULT, 4}, {TS_DEFAULT, 4}, {TS_TSD, 3}, {TS_MAES, 3}};
+
+/* The first hypothesis of the highest score (Python's max). */
+static int best_of(const ts_result *r)
+{
+    int b = 0;
+    for (int i = 1; i < r->n; i++) b = r->hyps[i].score > r->hyps[b].score ? i : b;
+    return b;
+}
+
+/* hyp against the pack's <key>.yseq / <key>.score; the worst relative score error so far in worst. */
+static void expect_hyp(const pack *s, const char *key, const ts_hyp *h, double *worst)
+{
+    char k[96];
+    size_t ny;
+    snprintf(k, sizeof k, "%s.yseq", key);
+    const float *y = pack_must(s, k, &ny);
+    snprintf(k, sizeof k, "%s.score", key);
+    double ref = pack_must(s, k, NULL)[0];
+    cr_assert_eq((size_t)h->n + 1, ny, "%s: %d labels, ESPnet %zu", key, h->n, ny - 1);
+    for (int i = 0; i < h->n; i++)
+        cr_assert_eq(h->ids[i], (int)y[i + 1], "%s label %d: %d, ESPnet %d", key, i, h->ids[i], (int)y[i + 1]);
+    double e = fabs(h->score - ref) / fmax(1.0, fabs(ref));
+    *worst = fmax(*worst, e);
+    cr_expect_lt(e, 1e-5, "%s: score %.7f, ESPnet %.7f", key, h->score, ref);
+}
+
+Test(asr_transducer_stream, search_carried_across_espnets_encoder_chunks)
+{
+    backend *be;
+    esp_err err;
+    cr_assert((be = backend_open(BACKEND_CPU, 0, 1, &err)) != NULL, "%s", err.msg);
+    pack s = load_pack("asr_transducer_stream", "conformer_search");
+    model_dims d = {.idim = 20, .d = 16, .heads = 2, .ff = 24, .blocks = 2, .vocab = 12, .encoder = ENC_CONFORMER,
+                    .macaron = 1, .rel_pos = 1, .use_cnn = 1, .cnn_kernel = 3, .act = ACT_SWISH,
+                    .input_layer = IN_CONV2D, .tr_layers = 2, .tr_hidden = 12, .tr_joint = 10, .body = 1,
+                    .no_ctc = 1}; /* auxiliary_ctc_weight 0: no ctc_lin */
+    d.f2 = input_layer_out_bins(IN_CONV2D, d.idim);
+    asr_model m;
+    asr_model_init_inference(&m, be, &d);
+    float *host = calloc(m.table.state_total, sizeof *host);
+    for (size_t i = 0; i < m.table.n; i++) {
+        const param_info *p = &m.table.items[i];
+        size_t n;
+        const float *v = pack_must(&s, p->name, &n);
+        cr_assert_eq(n, p->count, "%s", p->name);
+        memcpy(host + p->offset, v, n * sizeof *v);
+    }
+    asr_model_state_from_host(&m, host);
+    float *enc = be->alloc(be, 4096 * sizeof(float));
+    for (int c = 0; c < (int)(sizeof decodings / sizeof *decodings); c++) {
+        ts_opts o = TS_OPTS_ASR_TRANSDUCER;
+        o.search_type = decodings[c].type, o.nbest = 2;
+        char key[96];
+        snprintf(key, sizeof key, "c%d.calls", c);
+        int calls = (int)pack_must(&s, key, NULL)[0];
+        ts_result carry = {0};
+        double worst = 0;
+        for (int k = 0; k < calls; k++) {
+            size_t ne = 0;
+            snprintf(key, sizeof key, "c%d.%d.enc", c, k);
+            const float *e = pack_get(&s, key, &ne);
+            cr_assert(ne <= 4096);
+            if (ne) be->copy(be, enc, e, ne * sizeof(float), BACKEND_HOST_TO_DEVICE);
+            ts_result r;
+            int final = k == calls - 1;
+            transducer_search_chunk(&m, enc, (int)(ne / (size_t)d.d), decodings[c].beam, &o, &carry, final, &r);
+            if (!final) {
+                snprintf(key, sizeof key, "c%d.%d", c, k);
+                expect_hyp(&s, key, &r.hyps[best_of(&r)], &worst);
+            } else {
+                snprintf(key, sizeof key, "c%d.n", c);
+                cr_assert_eq(r.n, (int)pack_must(&s, key, NULL)[0], "decoding %d: %d final hypotheses", c, r.n);
+                for (int i = 0; i < r.n; i++) {
+                    snprintf(key, sizeof key, "c%d.%d.final", c, i);
+                    expect_hyp(&s, key, &r.hyps[i], &worst);
+                }
+                cr_assert_eq(carry.n, 0, "the final call empties the carried hypotheses");
+            }
+            ts_result_free(&r);
+        }
+        cr_log_info("decoding %d (%s, beam %d): %d calls as ESPnet's, worst score rel err %.2g", c,
+                    ts_type_name(decodings[c].type), decodings[c].beam, calls, worst);
+    }
+    be->free(be, enc);
+    free(host);
+    pack_free(&s);
+    asr_model_free(&m);
+    backend_close(be);
+}
