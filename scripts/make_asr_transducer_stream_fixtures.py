@@ -26,6 +26,7 @@ Run with the ESPnet venv (ESPnet 202511, torch):
                     <model> <search> <beam> <window_ms> <left_context> <call> <score> <k> <ids...>
 """
 import argparse
+import copy
 import os
 from argparse import Namespace
 
@@ -71,7 +72,7 @@ def config(body):
 def make_model(outdir, name, body, seed):
     conf = config(body)
     torch.manual_seed(seed)
-    model = ASRTransducerTask.build_model(Namespace(**conf))
+    model = ASRTransducerTask.build_model(Namespace(**copy.deepcopy(conf)))  # it fills input_conf in
     g = torch.Generator().manual_seed(seed + 1)
     sd = model.state_dict()
     for k, v in sd.items():
@@ -109,11 +110,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("outdir", nargs="?", default=os.path.join(os.path.dirname(__file__), "..", "test", "fixtures",
                                                               "asr_transducer_stream"))
+    ap.add_argument("--models", default=",".join(BODIES), help="the models to write (comma-separated)")
     a = ap.parse_args()
     os.makedirs(a.outdir, exist_ok=True)
     speech = utterance(a.outdir)
     res, part = [], []
     for seed, (name, body) in enumerate(BODIES.items()):
+        if name not in a.models.split(","):
+            continue
         d = make_model(a.outdir, name, body, seed)
         items = list(torch.load(os.path.join(d, "model.pth")).items())
         for c, (search, beam, win, left) in enumerate(DECODINGS):

@@ -12,9 +12,15 @@
 #include <string.h>
 
 #include "core/compute/backend.h"
+#include "core/compute/backend_cpu.h"
+#include "core/data/audio.h"
+#include "core/decode/speech2text.h"
 #include "core/decode/transducer_search.h"
+#include "core/decode/transducer_stream.h"
+#include "core/nn/model_files.h"
 #include "core/nn/model.h"
 #include "test/unit/nn/fx_pack.h"
+#include "test/unit/test_util.h"
 
 /* The script's DECODINGS: search type and beam (nbest 2). */
 static const struct {
@@ -109,3 +115,127 @@ Test(asr_transducer_stream, search_carried_across_espnets_encoder_chunks)
     asr_model_free(&m);
     backend_close(be);
 }
+
+/* ---- the whole chunk-by-chunk decoding: frontend, encoder chunks and search ----------------- */
+
+static const char *fx(const char *rel)
+{
+    static char p[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(p[k], sizeof p[k], "%s/test/fixtures/asr_transducer_stream/%s", test_root_dir(), rel);
+    return p[k];
+}
+
+typedef struct opened {
+    backend be;
+    model_files mf;
+    speech2text *s;
+    ts_stream *st;
+} opened;
+
+static void open_model(opened *o, const char *model, int type, int beam, int window, int left)
+{
+    char cfg[600], pth[600];
+    snprintf(cfg, sizeof cfg, "%s/config.yaml", fx(model));
+    snprintf(pth, sizeof pth, "%s/model.pth", fx(model));
+    infer_model_cfg mc = {.asr_train_config = cfg, .asr_model_file = pth, .beam_size = beam, .nbest = 2};
+    inference_cfg ic = {.model = &mc};
+    esp_err err = {{0}};
+    cr_assert_eq(model_files_locate(&o->mf, &ic, "inference.yaml", &err), 0, "%s", err.msg);
+    cr_assert_eq(backend_cpu_init(&o->be, 1, &err), 0, "%s", err.msg);
+    s2t_opts so = {.beam_size = beam, .nbest = 2, .transducer = TS_OPTS_ASR_TRANSDUCER};
+    so.transducer.search_type = type, so.transducer.nbest = 2;
+    o->s = speech2text_open(&o->be, &o->mf, &so, &err);
+    cr_assert_not_null(o->s, "%s", err.msg);
+    o->st = ts_stream_open(o->s, window, left, &err);
+    cr_assert_not_null(o->st, "%s", err.msg);
+}
+
+static void close_model(opened *o)
+{
+    ts_stream_close(o->st);
+    speech2text_close(o->s);
+    o->be.destroy(&o->be);
+    model_files_free(&o->mf);
+}
+
+static int type_of(const char *name)
+{
+    return !strcmp(name, "tsd") ? TS_TSD : !strcmp(name, "maes") ? TS_MAES : TS_DEFAULT;
+}
+
+/* Every decoding of results.txt for `model`: ESPnet's pieces through ts_stream_decode (the same
+ * final n-best), then the WAV pushed in seeded random sizes through ts_stream_push (the text of
+ * that n-best's first). Returns the decodings compared. */
+static int compare_results(const char *model)
+{
+    FILE *f = fopen(fx("results.txt"), "r");
+    cr_assert_not_null(f);
+    float *wav;
+    size_t n;
+    esp_err err;
+    cr_assert_eq(audio_read(fx("utt.wav"), 16000, "fs", &wav, &n, &err), 0, "%s", err.msg);
+    char line[8192], name[32], search[16];
+    int done = 0;
+    unsigned rng = 7;
+    while (fgets(line, sizeof line, f)) {
+        int beam, window, left, calls, nh, used;
+        cr_assert_eq(sscanf(line, "%31s %15s %d %d %d %d %d%n", name, search, &beam, &window, &left, &calls, &nh, &used),
+                     7);
+        if (strcmp(name, model)) continue;
+        opened o;
+        open_model(&o, model, type_of(search), beam, window, left);
+        size_t ds = ts_stream_window(o.st), steps = n / ds;
+        cr_assert_eq((int)steps + 1, calls);
+        ts_result r = {0};
+        for (size_t i = 0; i <= steps; i++) {
+            ts_result_free(&r);
+            int fin = i == steps;
+            cr_assert_eq(ts_stream_decode(o.st, wav + i * ds, fin ? n - i * ds : ds, fin, &r, &err), 0, "%s", err.msg);
+        }
+        cr_assert_eq(r.n, nh, "%s: %d hypotheses, ESPnet %d", line, r.n, nh);
+        const char *q = line + used;
+        double worst = 0;
+        int best_ids[512], nbest_ids = 0;
+        for (int i = 0; i < nh; i++) {
+            double score;
+            int k, at;
+            cr_assert_eq(sscanf(q, "%lf %d%n", &score, &k, &at), 2);
+            q += at;
+            cr_assert_eq(r.hyps[i].n, k, "%s hyp %d: %d labels, ESPnet %d", line, i, r.hyps[i].n, k);
+            for (int j = 0; j < k; j++) {
+                int id;
+                cr_assert_eq(sscanf(q, "%d%n", &id, &at), 1);
+                q += at;
+                cr_assert_eq(r.hyps[i].ids[j], id, "%s hyp %d label %d", line, i, j);
+                if (i == 0 && j < 512) best_ids[nbest_ids++] = id;
+            }
+            double e = fabs(r.hyps[i].score - score) / fmax(1.0, fabs(score));
+            worst = fmax(worst, e);
+            cr_expect_lt(e, 1e-4, "%s hyp %d: score %.7f, ESPnet %.7f", line, i, r.hyps[i].score, score);
+        }
+        ts_result_free(&r);
+        /* pushes of random sizes: the same pieces, the same text */
+        char *want = speech2text_text(o.s, best_ids, (size_t)nbest_ids);
+        const char *text = NULL;
+        for (size_t at = 0; at < n;) {
+            rng = rng * 1103515245u + 12345u;
+            size_t step = 1 + (rng >> 8) % 9000, take = step < n - at ? step : n - at;
+            int fin = at + take == n;
+            cr_assert_geq(ts_stream_push(o.st, wav + at, take, fin, &text, &err), 0, "%s", err.msg);
+            at += take;
+        }
+        cr_assert_str_eq(text, want, "%s: pushes of random sizes end in '%s', ESPnet '%s'", line, text, want);
+        cr_log_info("%s %s beam %d, window %d ms, left_context %d: %d calls, the n-best as ESPnet's (worst score rel "
+                    "err %.2g); random pushes: '%s'", model, search, beam, window, left, calls, worst, want);
+        free(want);
+        close_model(&o);
+        done++;
+    }
+    fclose(f);
+    free(wav);
+    return done;
+}
+
+Test(asr_transducer_stream, conformer_model_streamed_as_espnet) { cr_assert_eq(compare_results("conformer"), 6); }
