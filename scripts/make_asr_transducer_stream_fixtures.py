@@ -5,7 +5,7 @@ models (espnet2.bin.asr_transducer_inference.Speech2Text with streaming: true; i
 Run with the ESPnet venv (ESPnet 202511, torch):
     /opt/espnet3-venv/bin/python scripts/make_asr_transducer_stream_fixtures.py [OUTDIR]
 
-  <model>/config.yaml, <model>/model.pth  a tiny asr_transducer model (ASRTransducerTask.build_model
+  <model>/config.yaml, <model>/valid.acc.ave.pth  a tiny asr_transducer model (ASRTransducerTask.build_model
                   from the config; seeded default init, lin_out's weight times 4 so that the joint
                   network is peaked, the blank's bias lowered by 1.5): DefaultFrontend (n_fft 512, hop 128, 20 mels), no normalize,
                   ConvInput (its defaults, subsampling 4), a 2-layer LSTM decoder (12 units), joint 10;
@@ -86,7 +86,7 @@ def make_model(outdir, name, body, seed):
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "config.yaml"), "w") as f:
         yaml.safe_dump(conf, f, sort_keys=False)
-    torch.save(model.state_dict(), os.path.join(d, "model.pth"))
+    torch.save(model.state_dict(), os.path.join(d, "valid.acc.ave.pth"))
     return d
 
 
@@ -119,9 +119,9 @@ def main():
         if name not in a.models.split(","):
             continue
         d = make_model(a.outdir, name, body, seed)
-        items = list(torch.load(os.path.join(d, "model.pth")).items())
+        items = list(torch.load(os.path.join(d, "valid.acc.ave.pth")).items())
         for c, (search, beam, win, left) in enumerate(DECODINGS):
-            s2t = Speech2Text(os.path.join(d, "config.yaml"), os.path.join(d, "model.pth"), beam_size=beam,
+            s2t = Speech2Text(os.path.join(d, "config.yaml"), os.path.join(d, "valid.acc.ave.pth"), beam_size=beam,
                               nbest=2, streaming=True, decoding_window=win, left_context=left,
                               beam_search_config={"search_type": search})
             ds = s2t.audio_processor.decoding_samples
