@@ -201,7 +201,7 @@ Test(transcribe_stream, bad_streams_are_one_error_line)
  * conf/inference.yaml names test/fixtures/asr_transducer_stream/conformer's files, tsd beam 3,
  * decoding_window 320, left_context 8): the WAV in random pieces through --stream, and the file
  * decoded at once (chunk by chunk, as the inference config says), end in the text of ESPnet2's
- * streaming_decode (results.txt: 16 x 'a'); without streaming the offline decode differs. */
+ * streaming_decode (conformer_results.txt: 16 x 'a'); without streaming the offline decode differs. */
 Test(transcribe_stream, asr_transducer_streaming_pack_ends_in_espnets_text)
 {
     char fxd[600], conf[700], yaml[2048];

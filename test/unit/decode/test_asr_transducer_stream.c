@@ -4,7 +4,10 @@
  * utterance, left_context 0, 4 and 8) searched chunk by chunk (transducer_search_chunk, the
  * hypotheses carried between calls, is_final on the last): after every call the same best running
  * hypothesis, and the same final n-best, labels identical and scores within float rounding, for
- * default beam 1 and 4, tsd and maes. */
+ * default beam 1 and 4, tsd and maes. Then the whole of it from ESPnet2's model folder and WAV
+ * (conformer/, utt.wav; the frontend's buffering, the encoder's chunks with their left context, the
+ * search): ESPnet2's final n-best (conformer_results.txt), and pushes of random sizes end in the
+ * same text. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,8 +16,6 @@
 
 #include "core/compute/backend.h"
 #include "core/compute/backend_cpu.h"
-#include "core/config/config.h"
-#include "core/decode/s2t_config.h"
 #include "core/data/audio.h"
 #include "core/decode/speech2text.h"
 #include "core/decode/transducer_search.h"
@@ -167,12 +168,14 @@ static int type_of(const char *name)
     return !strcmp(name, "tsd") ? TS_TSD : !strcmp(name, "maes") ? TS_MAES : TS_DEFAULT;
 }
 
-/* Every decoding of results.txt for `model`: ESPnet's pieces through ts_stream_decode (the same
+/* Every decoding of <model>_results.txt: ESPnet's pieces through ts_stream_decode (the same
  * final n-best), then the WAV pushed in seeded random sizes through ts_stream_push (the text of
  * that n-best's first). Returns the decodings compared. */
 static int compare_results(const char *model)
 {
-    FILE *f = fopen(fx("results.txt"), "r");
+    char results[64];
+    snprintf(results, sizeof results, "%s_results.txt", model);
+    FILE *f = fopen(fx(results), "r");
     cr_assert_not_null(f);
     float *wav;
     size_t n;
@@ -241,54 +244,4 @@ static int compare_results(const char *model)
 }
 
 Test(asr_transducer_stream, conformer_model_streamed_as_espnet) { cr_assert_eq(compare_results("conformer"), 6); }
-
-/* asr_transducer_inference.Speech2Text's streaming keys into s2t_opts (ESPnet2's defaults when left
- * out, a negative left_context 0); under asr_inference's Speech2Text they are refused at their line,
- * and so is a decoding_window below 1 ms. */
-static int load_infer(const char *dir, const char *text, esp_config **cfg, esp_err *err)
-{
-    const char *p = test_path(dir, "inference.yaml");
-    test_write_text(p, text);
-    config_load_opts o = {0};
-    return config_load(CONFIG_INFERENCE, p, &o, cfg, err);
-}
-
-#define TARGET "model:\n  _target_: " TARGET_ASR_TRANSDUCER_S2T "\n"
-
-Test(asr_transducer_stream, streaming_keys_into_options_and_refused_where_not_built)
-{
-    char dir[256];
-    test_tmpdir_make(dir, sizeof dir, "tstream_keys");
-    esp_config *cfg;
-    esp_err err;
-    s2t_opts o;
-    cr_assert_eq(load_infer(dir, TARGET "  streaming: true\n", &cfg, &err), 0, "%s", err.msg);
-    s2t_opts_from_cfg(&o, (const inference_cfg *)cfg->typed, "inference.yaml");
-    cr_assert(o.streaming && o.decoding_window == 640 && o.left_context == 32, "%d %d %d", o.streaming,
-              o.decoding_window, o.left_context);
-    config_free(cfg);
-    cr_assert_eq(load_infer(dir, TARGET "  streaming: true\n  decoding_window: 200\n  left_context: -3\n", &cfg, &err),
-                 0, "%s", err.msg);
-    s2t_opts_from_cfg(&o, (const inference_cfg *)cfg->typed, "inference.yaml");
-    cr_assert(o.streaming && o.decoding_window == 200 && o.left_context == 0);
-    config_free(cfg);
-    cr_assert_eq(load_infer(dir, "model:\n  streaming: false\n", &cfg, &err), 0, "%s", err.msg); /* changes nothing */
-    config_free(cfg);
-    static const struct {
-        const char *yaml, *want;
-    } bad[] = {
-        {"model:\n  beam_size: 2\n  streaming: true\n",
-         "inference.yaml:3:14: model.streaming: asr_inference's streaming decoding (BatchBeamSearchOnlineSim) is not "
-         "built"},
-        {"model:\n  left_context: 4\n", "inference.yaml:2:17: model.left_context: not a key of asr_inference's"},
-        {TARGET "  decoding_window: 0\n", "model.decoding_window"},
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        cfg = NULL;
-        int rc = load_infer(dir, bad[i].yaml, &cfg, &err);
-        if (rc == 0) config_free(cfg);
-        cr_assert_neq(rc, 0, "%s", bad[i].yaml);
-        cr_assert(strstr(err.msg, bad[i].want), "%s\nlacks\n%s", err.msg, bad[i].want);
-    }
-    test_tmpdir_remove(dir);
-}
+Test(asr_transducer_stream, mixed_blocks_model_streamed_as_espnet) { cr_assert_eq(compare_results("mixed"), 3); }
