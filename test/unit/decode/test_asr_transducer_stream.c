@@ -6,7 +6,9 @@
  * hypothesis, and the same final n-best, labels identical and scores within float rounding, for
  * default beam 1 and 4, tsd and maes. Then the whole of it from ESPnet2's model folder and WAV
  * (conformer/, utt.wav; the frontend's buffering, the encoder's chunks with their left context, the
- * search): ESPnet2's final n-best (conformer_results.txt), and pushes of random sizes end in the
+ * search): ESPnet2's best running hypothesis after every call (<model>_partial.txt) and its final n-best
+ * (<model>_results.txt), for the conformer model and one of conformer, ebranchformer and
+ * branchformer blocks (mixed/), and pushes of random sizes end in the
  * same text. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -168,6 +170,34 @@ static int type_of(const char *name)
     return !strcmp(name, "tsd") ? TS_TSD : !strcmp(name, "maes") ? TS_MAES : TS_DEFAULT;
 }
 
+/* h against <model>_partial.txt's best running hypothesis after call `call` of the decoding. */
+static void expect_partial(const char *model, const char *search, int beam, int window, int left, int call,
+                           const ts_hyp *h)
+{
+    char file[64], tag[128], *text, *save = NULL;
+    snprintf(file, sizeof file, "%s_partial.txt", model);
+    snprintf(tag, sizeof tag, "%s %s %d %d %d %d ", model, search, beam, window, left, call);
+    text = test_slurp(fx(file));
+    const char *line = NULL;
+    for (char *l = strtok_r(text, "\n", &save); l && !line; l = strtok_r(NULL, "\n", &save))
+        if (!strncmp(l, tag, strlen(tag))) line = l + strlen(tag);
+    cr_assert_not_null(line, "%s: no line %s", file, tag);
+    double score;
+    int k, at;
+    cr_assert_eq(sscanf(line, "%lf %d%n", &score, &k, &at), 2);
+    cr_assert_eq(h->n, k, "%s: %d labels, ESPnet %d", tag, h->n, k);
+    for (int j = 0; j < k; j++) {
+        int id, more;
+        line += at;
+        cr_assert_eq(sscanf(line, "%d%n", &id, &more), 1);
+        at = more;
+        cr_assert_eq(h->ids[j], id, "%s label %d", tag, j);
+    }
+    cr_expect_lt(fabs(h->score - score) / fmax(1.0, fabs(score)), 1e-4, "%s: score %.7f, ESPnet %.7f", tag, h->score,
+                 score);
+    free(text);
+}
+
 /* Every decoding of <model>_results.txt: ESPnet's pieces through ts_stream_decode (the same
  * final n-best), then the WAV pushed in seeded random sizes through ts_stream_push (the text of
  * that n-best's first). Returns the decodings compared. */
@@ -198,6 +228,7 @@ static int compare_results(const char *model)
             ts_result_free(&r);
             int fin = i == steps;
             cr_assert_eq(ts_stream_decode(o.st, wav + i * ds, fin ? n - i * ds : ds, fin, &r, &err), 0, "%s", err.msg);
+            if (!fin) expect_partial(model, search, beam, window, left, (int)i, &r.hyps[best_of(&r)]);
         }
         cr_assert_eq(r.n, nh, "%s: %d hypotheses, ESPnet %d", line, r.n, nh);
         const char *q = line + used;
