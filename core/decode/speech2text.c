@@ -159,6 +159,8 @@ int speech2text_check(const model_files *mf, const s2t_opts *o, esp_err *err)
     if (!body_in_cfg(mc) && o->transducer.no_greedy)
         return esp_fail(err, TARGET_ASR_TRANSDUCER_S2T " decodes the asr_transducer task's models; this one is the "
                              "ASR task's (use espnet2.bin.asr_inference.Speech2Text)");
+    if (o->streaming && o->timestamps) /* the chunks' search keeps no alignment (ESPnet2's neither) */
+        return esp_fail(err, "streaming: true gives no token times (leave write_ctm / timestamps off)");
     if (transducer_in_cfg(mc)) return check_transducer(mc, o, err);
     if (o->ctc_weight < 1.0 && !o->attention && !has_attention_decoder(mc)) return no_decoder(err, o->ctc_weight);
     if (o->ctc_weight > 0.0 && !ctc_in_cfg(mc))
