@@ -84,14 +84,17 @@ static int push_transducer(s2t_stream *s, const float *pcm, size_t n, int is_fin
 {
     const char *text;
     int fs = speech2text_fs(s->s2t), pieces = ts_stream_push(s->ts, pcm, n, is_final, &text, err);
-    s->samples = is_final ? 0 : s->samples + n;
-    if (pieces < 0) return -1;
+    s->samples += n;
+    if (pieces < 0) {
+        s2t_stream_reset(s);
+        return -1;
+    }
     s->T += pieces; /* the pieces decoded in this utterance */
-    double done = (double)s->T * (double)ts_stream_window(s->ts) / 16000.0;
+    double done = (double)s->T * (double)ts_stream_window(s->ts) / fs; /* the windows' samples, at the model's rate */
     *out = (s2t_partial){.text = is_final ? text : "", .running = is_final ? "" : text,
-                         .audio_s = (double)(s->samples + (is_final ? n : 0)) / fs, .is_final = is_final};
+                         .audio_s = (double)s->samples / fs, .is_final = is_final};
     out->decoded_s = is_final ? out->audio_s : done;
-    if (is_final) s->T = 0;
+    if (is_final) s->T = 0, s->samples = 0;
     return pieces;
 }
 
