@@ -46,7 +46,8 @@ static const cli_option tr_options[] = {
      "write <DIR>/<file's stem>.<txt|json|ctm|srt|vtt> per file"},
     {0, "stream", NULL, OPT_FLAG, TF(stream), NULL, NULL,
      "decode one FILE ('-', a FIFO) of 16-bit PCM (raw at the model's rate, or a WAV) as it arrives: "
-     "partial results as they change, then the final (a contextual block model)"},
+     "partial results as they change, then the final (a contextual block model, or an asr_transducer model "
+     "chunk by chunk)"},
     {0, "stream_push", NULL, OPT_STRING, TF(stream_push), "SEC", "0.1", "--stream: audio per push"},
     {0, "stream_latency", NULL, OPT_FLAG, TF(stream_latency), NULL, NULL,
      "--stream: each line with its audio, decoded, wall and push times"},

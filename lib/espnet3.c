@@ -197,7 +197,8 @@ static void search_opts(s2t_opts *s, const model_source *ms, const model_files *
     if (given(o, OPT_LM) && s->lm_weight == 0) s->lm_weight = 1.0; /* Speech2Text's default lm_weight */
     if (given(o, OPT_LM_WEIGHT)) s->lm_weight = o->lm_weight;
     s->resample = 1;
-    s->timestamps = ctc_times_in_cfg(model_files_training(mf)->model); /* times need the CTC branch's */
+    /* times need the CTC branch's; a streaming decode has none (and so no long-form windows either) */
+    s->timestamps = !s->streaming && ctc_times_in_cfg(model_files_training(mf)->model);
 }
 
 /* Long-form decoding: the pack's longform: block, else the keys' declared defaults, then the

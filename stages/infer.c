@@ -554,7 +554,7 @@ static int decode_opts_from_cfg(decode_opts *o, const inference_cfg *icfg, const
     o->s2t.timestamps = icfg->write_ctm;
     o->threads = worker_threads();
     longform_opts_from_cfg(&o->lf, &o->lf_threshold, icfg);
-    o->longform = isfinite(o->lf_threshold);
+    o->longform = isfinite(o->lf_threshold) && !o->s2t.streaming; /* streaming: any length, chunk by chunk */
     return 0;
 }
 

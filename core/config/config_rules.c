@@ -379,6 +379,20 @@ static int check_transducer_search(const ynode *root, esp_err *err)
                  body ? "asr_transducer_inference" : "asr_inference", mine);
         return fail_key(err, n, "model", other, what);
     }
+    /* Speech2Text's streaming: the asr_transducer task's (asr_inference's BatchBeamSearchOnlineSim is not built) */
+    static const char *const streaming[] = {"streaming", "decoding_window", "left_context"};
+    for (size_t i = 0; m && !body && i < 3; i++)
+        if ((n = yt_map_get(m, streaming[i])) != NULL) {
+            int off = 0;
+            if (i == 0 && (n->kind != YN_SCALAR || !yt_as_bool(n, &off) || off)) /* streaming: false changes nothing */
+                return fail_key(err, n, "model", "streaming",
+                                "asr_inference's streaming decoding (BatchBeamSearchOnlineSim) is not built; "
+                                "asr_transducer_inference's is, and a contextual block model streams with "
+                                "transcribe --stream");
+            if (i > 0)
+                return fail_key(err, n, "model", streaming[i],
+                                "not a key of asr_inference's Speech2Text (asr_transducer_inference's streaming)");
+        }
     const ynode *c = m ? yt_map_get(m, "beam_search_config") : NULL;
     if (!c || c->kind != YN_MAP) return 0;
     static const char *const theirs[] = {"prefix_alpha", "score_norm_during", "nbest"};

@@ -628,6 +628,9 @@ static const cyaml_schema_field_t infer_model_fields[] = {
     STR("bpemodel", infer_model_cfg, bpemodel),
     MAP("transducer_conf", infer_model_cfg, transducer_conf, transducer_conf_fields),
     MAP("beam_search_config", infer_model_cfg, beam_search_config, transducer_conf_fields),
+    BOOL("streaming", infer_model_cfg, streaming),
+    INT("decoding_window", infer_model_cfg, decoding_window),
+    INT("left_context", infer_model_cfg, left_context),
     CYAML_FIELD_END};
 
 static const cyaml_schema_field_t longform_fields[] = {

@@ -653,6 +653,12 @@ typedef struct infer_model_cfg {
     /* asr_transducer_inference.Speech2Text's name of the same keys (but prefix_alpha,
      * score_norm_during and nbest: core/config/config_rules.c) for the asr_transducer task's model. */
     transducer_conf_cfg *beam_search_config;
+    /* asr_transducer_inference.Speech2Text's chunk-by-chunk decoding (core/decode/transducer_stream.h):
+     * streaming, the audio of each piece (ms, 640) and the attention's left context (encoder frames,
+     * 32; a negative one is 0, as ESPnet2's max(left_context, 0)) */
+    int streaming;
+    int64_t decoding_window;
+    int64_t left_context;
 } infer_model_cfg;
 
 /* Long recordings in stage 6 (core/decode/longform.h): an item longer than threshold seconds is

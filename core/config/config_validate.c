@@ -437,7 +437,6 @@ static const struct {
      NULL},
     {"model.normalize_length", "Speech2Text's length-normalized final scores are not built (ESPnet2's default "
                                "is false)", NULL},
-    {"model.streaming", "streaming decoding is not built", NULL},
     {"model.quantize_asr_model", "a quantized model is not built", NULL},
     {"model.dtype", "decoding runs in float32 (ESPnet2's default)", "float32"},
     /* Lightning's switches that change what is trained or kept */

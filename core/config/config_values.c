@@ -226,6 +226,7 @@ static const config_range num_rules[] = {
     {"model.batch_size", 1, 4096, 0, "in [1, 4096]", "utterances decoded together (one padded encoder pass, one "
                                                      "beam search over all their hypotheses)"},
     {"model.nbest", 1, 1000, 0, "in [1, 1000]", NULL},
+    {"model.decoding_window", 1, 3600000, 0, "in [1, 3600000]", "the audio of each streaming piece, in ms"},
     {"batch_size", 1, 4096, 0, "in [1, 4096]", "utterances per model call (ESPnet3's form of model.batch_size); null: "
                                                "one at a time"},
     {"model.ctc_weight", 0, 1, 0, "in [0, 1]", "1.0 for a CTC-only model"},
@@ -370,6 +371,8 @@ static const config_default key_defaults[] = {
     {CONFIG_TRAINING, "dataset.preprocessor.short_noise_thres", "0.5", 0, NULL},
     {CONFIG_INFERENCE, "model.beam_size", "1", 0, NULL},
     {CONFIG_INFERENCE, "model.nbest", "1", 0, NULL},
+    {CONFIG_INFERENCE, "model.decoding_window", "640", 0, NULL}, /* asr_transducer_inference's defaults */
+    {CONFIG_INFERENCE, "model.left_context", "32", 0, NULL},
     {CONFIG_INFERENCE, "model.batch_size", "1", 0, NULL}, /* ESPnet3's batch_size None: one at a time */
     /* long recordings (docs/decoding.md, "Long recordings", says why these values) */
     {CONFIG_INFERENCE, "longform.enabled", "true", CONFIG_MAKE_BLOCK, NULL},

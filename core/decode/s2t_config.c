@@ -25,6 +25,8 @@ void s2t_opts_from_cfg(s2t_opts *o, const inference_cfg *icfg, const char *file)
     if (mc->target && !strcmp(mc->target, TARGET_ASR_TRANSDUCER_S2T)) {
         o->transducer = (ts_opts)TS_OPTS_ASR_TRANSDUCER;
         tc = mc->beam_search_config;
+        o->streaming = mc->streaming, o->decoding_window = (int)mc->decoding_window;
+        o->left_context = mc->left_context > 0 ? (int)mc->left_context : 0; /* max(left_context, 0) */
     }
     if (tc) { /* each key ranged at load (core/config/config_values.c) */
         static const char *const types[] = {"default", "tsd", "alsd", "nsc", "maes"};

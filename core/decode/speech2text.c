@@ -12,6 +12,7 @@
 #include "core/decode/ctc_decode.h"
 #include "core/decode/ctc_times.h"
 #include "core/decode/ctc_prefix_beam.h"
+#include "core/decode/transducer_stream.h"
 #include "core/nn/body_conf.h"
 #include "core/nn/decoder_conf.h"
 #include "core/nn/decoder_transformer.h"
@@ -29,6 +30,7 @@ typedef void (*s2t_decoder_fn)(const asr_model *m, const float *hs_dev, const in
 
 struct speech2text {
     s2t_opts opts;
+    ts_stream *stream;      /* opts.streaming: each utterance decoded chunk by chunk */
     backend *be;            /* borrowed */
     asr_data data;          /* no manifest: token list, frontend, normalization */
     asr_model model;
@@ -157,6 +159,13 @@ int speech2text_check(const model_files *mf, const s2t_opts *o, esp_err *err)
     if (!body_in_cfg(mc) && o->transducer.no_greedy)
         return esp_fail(err, TARGET_ASR_TRANSDUCER_S2T " decodes the asr_transducer task's models; this one is the "
                              "ASR task's (use espnet2.bin.asr_inference.Speech2Text)");
+    if (o->streaming && o->timestamps) /* the chunks' search keeps no alignment (ESPnet2's neither) */
+        return esp_fail(err, "streaming: true gives no token times (leave write_ctm / timestamps off)");
+    const body_main_cfg *bm = mc->encoder_conf ? mc->encoder_conf->main_conf : NULL;
+    if (o->streaming && bm && bm->dynamic_chunk_training && *bm->dynamic_chunk_training)
+        /* ESPnet2 builds causal convolution modules then, whose chunk_forward reads their caches */
+        return esp_fail(err, "streaming: true with causal convolution modules (main_conf.dynamic_chunk_training) "
+                             "is not built (the chunk path carries the attention's left context only)");
     if (transducer_in_cfg(mc)) return check_transducer(mc, o, err);
     if (o->ctc_weight < 1.0 && !o->attention && !has_attention_decoder(mc)) return no_decoder(err, o->ctc_weight);
     if (o->ctc_weight > 0.0 && !ctc_in_cfg(mc))
@@ -203,6 +212,7 @@ speech2text *speech2text_open(backend *be, const model_files *mf, const s2t_opts
     }
     if (s->model.tr && ts_check(&s->opts.transducer, o->beam_size, dims.vocab, err) != 0) goto fail;
     if (fusion_on(o) && open_lm(s, o->lm, err) != 0) goto fail;
+    if (o->streaming && !(s->stream = ts_stream_open(s, o->decoding_window, o->left_context, err))) goto fail;
     err_calc_init(&s->ec, &s->data.tokens);
     return s;
 fail: /* a reader's message about a file of a packed zip names the zip's entry */
@@ -215,6 +225,7 @@ fail: /* a reader's message about a file of a packed zip names the zip's entry *
 void speech2text_close(speech2text *s)
 {
     if (!s) return;
+    ts_stream_close(s->stream);
     if (s->have_model) {
         s->be->free(s->be, s->dev_feats);
         s->be->free(s->be, s->dev_logp);
@@ -542,8 +553,24 @@ static int featurize(speech2text *s, const float *wav, size_t n, esp_err *err)
     return (int)T;
 }
 
+/* streaming: the utterance chunk by chunk (inference()'s loop), its n-best cut to nbest. */
+static int decode_streaming(speech2text *s, const float *wav, size_t n, s2t_hyp *out, esp_err *err)
+{
+    ts_result r;
+    memset(out, 0, sizeof *out);
+    if (ts_stream_utterance(s->stream, wav, n, &r, err) != 0) return -1;
+    int k = r.n < nbest_of(&s->opts) ? r.n : nbest_of(&s->opts);
+    alloc_alt(out, k);
+    for (int i = 0; i < k; i++)
+        set_hyp(s, i == 0 ? out : &out->alt[i - 1], r.hyps[i].ids, r.hyps[i].n, r.hyps[i].score, 0);
+    if (k == 0) set_hyp(s, out, NULL, 0, -INFINITY, 0);
+    ts_result_free(&r);
+    return 0;
+}
+
 int speech2text_decode_wav(speech2text *s, const float *wav, size_t n, s2t_hyp *out, esp_err *err)
 {
+    if (s->stream) return decode_streaming(s, wav, n, out, err);
     int T = featurize(s, wav, n, err);
     if (T < 0) return -1;
     speech2text_decode_feats(s, s->host_feats, T, out);
@@ -558,6 +585,12 @@ int speech2text_decode_files(speech2text *s, const char *const *paths, int n, s2
 int speech2text_decode_wavs(speech2text *s, const float *const *wavs, const size_t *ns, int n, s2t_hyp *out,
                             esp_err *err)
 {
+    if (s->stream) {
+        memset(out, 0, (size_t)n * sizeof *out);
+        for (int i = 0; i < n; i++)
+            if (decode_streaming(s, wavs[i], ns[i], &out[i], err) != 0) return -1;
+        return 0;
+    }
     float **feats = xcalloc((size_t)n + 1, sizeof *feats);
     int *T = xmalloc(((size_t)n + 1) * sizeof *T), rc = 0;
     size_t M = (size_t)s->data.fo.n_mels;

@@ -76,6 +76,10 @@ typedef struct s2t_opts {
     int resample;        /* dataset.resample: audio at another rate is resampled to the model's fs */
     ts_opts transducer;  /* a transducer model's search (transducer_conf); nbest 0 (left zeroed): ESPnet's
                           * defaults, TS_OPTS_DEFAULT */
+    /* asr_transducer_inference's streaming (core/decode/transducer_stream.h): each utterance decoded
+     * chunk by chunk in pieces of decoding_window ms, left_context encoder frames of attention
+     * context */
+    int streaming, decoding_window, left_context;
     int timestamps;      /* 1: every hypothesis returned, the best and its alternatives, carries token
                           * times from a CTC forced alignment (Viterbi) of its ids against the
                           * utterance's CTC log-probabilities (core/decode/ctc_times.h); needs a CTC branch */

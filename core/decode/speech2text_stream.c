@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "core/data/asr_data.h"
+#include "core/config/config_values.h"
 #include "core/decode/beam_search_online.h"
+#include "core/decode/transducer_stream.h"
 #include "core/nn/decoder_transformer.h"
 #include "core/nn/encoder_stream.h"
 #include "core/nn/model.h"
@@ -32,6 +34,7 @@ struct s2t_stream {
     float *feats;
     size_t cap_feats;
     char *text, *running;
+    ts_stream *ts; /* an asr_transducer model: its chunk-by-chunk decoding instead of all the above */
 };
 
 /* The decoder over the current block's frames (ESPnet's score_full on x = h). */
@@ -61,9 +64,44 @@ static int subsampling(int input_layer)
 
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
+/* An asr_transducer model's stream: the inference config's decoding_window and left_context (their
+ * defaults for options that did not come from one). */
+static s2t_stream *open_transducer(const speech2text *s2t, esp_err *err)
+{
+    const s2t_opts *o = speech2text_options(s2t);
+    int window = o->decoding_window, left = o->left_context;
+    if (window == 0)
+        window = atoi(config_default_value("model.decoding_window")), left = atoi(config_default_value("model.left_context"));
+    ts_stream *ts = ts_stream_open(s2t, window, left, err);
+    if (!ts) return NULL;
+    s2t_stream *s = xcalloc(1, sizeof *s);
+    s->s2t = s2t, s->m = speech2text_model(s2t), s->ts = ts;
+    return s;
+}
+
+/* A push to the transducer stream: its best running hypothesis, the final one at is_final. */
+static int push_transducer(s2t_stream *s, const float *pcm, size_t n, int is_final, s2t_partial *out, esp_err *err)
+{
+    const char *text;
+    int fs = speech2text_fs(s->s2t), pieces = ts_stream_push(s->ts, pcm, n, is_final, &text, err);
+    s->samples += n;
+    if (pieces < 0) {
+        s2t_stream_reset(s);
+        return -1;
+    }
+    s->T += pieces; /* the pieces decoded in this utterance */
+    double done = (double)s->T * (double)ts_stream_window(s->ts) / fs; /* the windows' samples, at the model's rate */
+    *out = (s2t_partial){.text = is_final ? text : "", .running = is_final ? "" : text,
+                         .audio_s = (double)s->samples / fs, .is_final = is_final};
+    out->decoded_s = is_final ? out->audio_s : done;
+    if (is_final) s->T = 0, s->samples = 0;
+    return pieces;
+}
+
 s2t_stream *s2t_stream_open(const speech2text *s2t, esp_err *err)
 {
     asr_model *m = speech2text_model(s2t);
+    if (m->dims.body) return open_transducer(s2t, err);
     enc_stream *enc = enc_stream_open(m, err);
     if (!enc) return NULL;
     s2t_stream *s = xcalloc(1, sizeof *s);
@@ -84,10 +122,18 @@ s2t_stream *s2t_stream_open(const speech2text *s2t, esp_err *err)
     return s;
 }
 
-void s2t_stream_set_repetition_check(s2t_stream *s, int on) { bs_online_set_repetition_check(s->search, on); }
+void s2t_stream_set_repetition_check(s2t_stream *s, int on)
+{
+    if (s->search) bs_online_set_repetition_check(s->search, on);
+}
 
 void s2t_stream_reset(s2t_stream *s)
 {
+    if (s->ts) {
+        ts_stream_reset(s->ts);
+        s->samples = 0, s->T = 0;
+        return;
+    }
     s->nw = s->samples = 0;
     s->has_prev = 0;
     s->T = s->h_T = 0;
@@ -99,6 +145,7 @@ void s2t_stream_close(s2t_stream *s)
 {
     if (!s) return;
     backend *be = s->m->be;
+    ts_stream_close(s->ts);
     enc_stream_close(s->enc);
     bs_online_free(s->search);
     be->free(be, s->enc_dev), be->free(be, s->ctc_dev);
@@ -187,6 +234,7 @@ static void set_text(char **dst, char *text)
 
 int s2t_stream_push(s2t_stream *s, const float *pcm, size_t n, int is_final, s2t_partial *out, esp_err *err)
 {
+    if (s->ts) return push_transducer(s, pcm, n, is_final, out, err);
     s->samples += n;
     const frontend_opts *fo = speech2text_frontend(s->s2t);
     *out = (s2t_partial){.audio_s = (double)s->samples / fo->fs, .is_final = is_final};

@@ -40,7 +40,11 @@ typedef struct s2t_partial {
 } s2t_partial;
 
 /* NULL with err for a model whose encoder is not contextual_block_transformer (or has a
- * preencoder, or an input layer forward_infer does not take). */
+ * preencoder, or an input layer forward_infer does not take). An asr_transducer model's stream is
+ * its chunk-by-chunk decoding instead (core/decode/transducer_stream.h; the speech2text's
+ * decoding_window and left_context, else their defaults): the pushes' running text is the best
+ * hypothesis after the last whole window, decoded_s the windows decoded, and the repetition check
+ * does not apply. */
 s2t_stream *s2t_stream_open(const speech2text *s2t, esp_err *err);
 /* Pushes n samples (at the model's rate, [-1, 1)); is_final ends the utterance (the stream is
  * then ready for the next). Fills out; returns the search blocks this push ran, -1 with err

@@ -70,6 +70,10 @@ typedef struct ts {
     float *logp, *rows_enc, *rows_dec, *st_h, *st_c, *out, *h_out, *c_out;
     int *labels;
     size_t cap_rows;
+    /* chunk-by-chunk (transducer_search_chunk): the hypotheses carried in (NULL: none), and
+     * whether this is the last chunk (the n-best sorted; else the kept hypotheses as they are) */
+    const ts_result *carry;
+    int final;
 } ts;
 
 static hyp *hyp_new(ts *s, const int *y, int n, int extra, double score)
@@ -323,13 +327,42 @@ static void greedy(ts *s, int T, hlist *out)
     push(out, h);
 }
 
+/* The hypotheses a search starts from: those carried from the last chunk (search_cache), else the
+ * blank alone. */
+static void start_list(ts *s, const ts_result *carry, hlist *l)
+{
+    if (!carry || carry->n == 0) {
+        push(l, hyp_new(s, (int[]){0}, 1, -1, 0.0));
+        return;
+    }
+    int longest = 0;
+    for (int i = 0; i < carry->n; i++) {
+        hyp *h = hyp_new(s, (int[]){0}, 1, -1, carry->hyps[i].score);
+        h->y = xrealloc(h->y, ((size_t)carry->hyps[i].n + 1) * sizeof *h->y);
+        memcpy(h->y + 1, carry->hyps[i].ids, (size_t)carry->hyps[i].n * sizeof *h->y);
+        h->n = carry->hyps[i].n + 1;
+        longest = h->n > longest ? h->n : longest;
+        push(l, h);
+    }
+    /* the decoder cache is this call's: every prefix of the carried sequences again, a length at a
+     * time (each one's parent is then cached) */
+    int **y = xmalloc((size_t)l->n * sizeof *y), *len = xmalloc((size_t)l->n * sizeof *len);
+    for (int n = 1; n <= longest; n++) {
+        int k = 0;
+        for (int i = 0; i < l->n; i++)
+            if (l->h[i]->n >= n) y[k] = l->h[i]->y, len[k++] = n;
+        dec_outs(s, y, len, k);
+    }
+    free(y), free(len);
+}
+
 static void default_beam(ts *s, int T, int beam_size, const ts_opts *o, hlist *out)
 {
     int beam = beam_size < s->V ? beam_size : s->V, beam_k = beam < s->V - 1 ? beam : s->V - 1;
     int norm = o->score_norm_during, *idx = xmalloc((size_t)beam_k * sizeof *idx);
     float *val = xmalloc((size_t)beam_k * sizeof *val);
     hlist kept = {0}, hyps = {0}, most = {0};
-    push(&kept, hyp_new(s, (int[]){0}, 1, -1, 0.0));
+    start_list(s, s->carry, &kept);
     for (int t = 0; t < T; t++) {
         set_list(&hyps, &kept);
         kept.n = 0;
@@ -353,7 +386,7 @@ static void default_beam(ts *s, int T, int beam_size, const ts_opts *o, hlist *o
             }
         }
     }
-    sort_nbest(o, &kept);
+    if (s->final) sort_nbest(o, &kept);
     set_list(out, &kept);
     free(kept.h), free(hyps.h), free(most.h), free(idx), free(val);
 }
@@ -372,7 +405,7 @@ static void tsd(ts *s, int T, int beam_size, const ts_opts *o, hlist *out)
     int *idx = xmalloc((size_t)beam * sizeof *idx);
     float *val = xmalloc((size_t)beam * sizeof *val);
     hlist B = {0}, A = {0}, C = {0}, D = {0};
-    push(&B, hyp_new(s, (int[]){0}, 1, -1, 0.0));
+    start_list(s, s->carry, &B);
     for (int t = 0; t < T; t++) {
         A.n = 0;
         set_list(&C, &B);
@@ -401,7 +434,7 @@ static void tsd(ts *s, int T, int beam_size, const ts_opts *o, hlist *out)
         truncate_list(&A, beam);
         set_list(&B, &A);
     }
-    sort_nbest(o, &B);
+    if (s->final) sort_nbest(o, &B);
     set_list(out, &B);
     free(A.h), free(B.h), free(C.h), free(D.h), free(idx), free(val);
 }
@@ -561,7 +594,8 @@ static void maes(ts *s, int T, int beam_size, const ts_opts *o, hlist *out)
     float *val = xmalloc((size_t)cand * sizeof *val);
     double *sc = xmalloc((size_t)cand * sizeof *sc);
     hlist kept = {0}, hyps = {0}, list_b = {0}, exp_l = {0}, dup = {0};
-    push(&kept, start(s));
+    if (s->carry && s->carry->n) start_list(s, s->carry, &kept);
+    else push(&kept, start(s));
     for (int t = 0; t < T; t++) {
         set_list(&hyps, &kept);
         if (!at) sort_by_len_desc(&hyps), prefix_search(s, &hyps, t, o->prefix_alpha);
@@ -618,18 +652,22 @@ static void maes(ts *s, int T, int beam_size, const ts_opts *o, hlist *out)
             }
         }
     }
-    sort_nbest(o, &kept);
+    if (s->final) sort_nbest(o, &kept);
     set_list(out, &kept);
     free(kept.h), free(hyps.h), free(list_b.h), free(exp_l.h), free(dup.h), free(idx), free(order), free(val), free(sc);
 }
 
-void transducer_search(asr_model *m, const float *enc, int T, int beam_size, const ts_opts *o, ts_result *out)
+/* One search over T frames (T may be 0 for a chunk), from carry's hypotheses (NULL: the blank). */
+static void search(asr_model *m, const float *enc, int T, int beam_size, const ts_opts *o, const ts_result *carry,
+                   int final, ts_result *out)
 {
-    ESP_CHECK(m->tr != NULL && T >= 1);
+    ESP_CHECK(m->tr != NULL && (T >= 1 || carry));
+    ESP_CHECK(!carry || (o->no_greedy && o->search_type != TS_ALSD && o->search_type != TS_NSC));
     const model_dims *d = &m->dims;
-    ts s = {.m = m, .V = d->vocab, .H = d->tr_hidden, .J = d->tr_joint, .S = d->tr_layers * d->tr_hidden};
-    float *encp = xmalloc((size_t)T * s.J * sizeof *encp);
-    transducer_enc_proj(m, enc, T, encp);
+    ts s = {.m = m, .V = d->vocab, .H = d->tr_hidden, .J = d->tr_joint, .S = d->tr_layers * d->tr_hidden,
+            .carry = carry, .final = final};
+    float *encp = xmalloc(((size_t)T * s.J + 1) * sizeof *encp);
+    if (T > 0) transducer_enc_proj(m, enc, T, encp);
     s.encp = encp;
     s.zeros = xcalloc((size_t)s.S, sizeof *s.zeros);
     hlist res = {0};
@@ -655,4 +693,30 @@ void transducer_search(asr_model *m, const float *enc, int T, int beam_size, con
     free(s.tab), free(s.zeros), free(encp);
     free(s.logp), free(s.rows_enc), free(s.rows_dec), free(s.st_h), free(s.st_c), free(s.out), free(s.h_out);
     free(s.c_out), free(s.labels);
+}
+
+void transducer_search(asr_model *m, const float *enc, int T, int beam_size, const ts_opts *o, ts_result *out)
+{
+    search(m, enc, T, beam_size, o, NULL, 1, out);
+}
+
+/* A copy of r's hypotheses into dst (freed first). */
+static void copy_result(ts_result *dst, const ts_result *r)
+{
+    ts_result_free(dst);
+    dst->n = r->n;
+    dst->hyps = xcalloc((size_t)(r->n ? r->n : 1), sizeof *dst->hyps);
+    for (int i = 0; i < r->n; i++) {
+        dst->hyps[i] = r->hyps[i];
+        dst->hyps[i].ids = xmalloc(((size_t)r->hyps[i].n + 1) * sizeof *r->hyps[i].ids);
+        memcpy(dst->hyps[i].ids, r->hyps[i].ids, (size_t)r->hyps[i].n * sizeof *r->hyps[i].ids);
+    }
+}
+
+void transducer_search_chunk(asr_model *m, const float *enc, int T, int beam_size, const ts_opts *o, ts_result *carry,
+                             int is_final, ts_result *out)
+{
+    search(m, enc, T, beam_size, o, carry, is_final, out);
+    if (is_final) ts_result_free(carry);
+    else copy_result(carry, out);
 }

@@ -84,6 +84,15 @@ void ts_result_free(ts_result *r);
  * vocabulary with maes (ESPnet asserts it; checked by the caller: ts_check). */
 void transducer_search(asr_model *m, const float *enc, int T, int beam_size, const ts_opts *o, ts_result *out);
 
+/* espnet2/asr_transducer's BeamSearchTransducer called chunk by chunk (Speech2Text.streaming_decode):
+ * the search over this chunk's T encoder frames (T may be 0) starts from the hypotheses carry holds
+ * (its search_cache; {0}: the blank alone). Not final: out gets the hypotheses the algorithm kept,
+ * unsorted, as ESPnet returns them, and carry a copy of them; final: out the sorted n-best and carry
+ * is emptied (reset_cache). Default, tsd and maes (ALSD does not carry: ESPnet's streaming asserts
+ * it away; the caller refuses it). carry is the caller's, freed by ts_result_free. */
+void transducer_search_chunk(asr_model *m, const float *enc, int T, int beam_size, const ts_opts *o, ts_result *carry,
+                             int is_final, ts_result *out);
+
 /* The options' checks against a model of `vocab` classes (ESPnet's assertions), as one-line errors. */
 int ts_check(const ts_opts *o, int beam_size, int vocab, esp_err *err);
 

@@ -141,6 +141,9 @@ typedef struct enc_attn_work {
  * relative (pos) or absolute positions, attention dropout on stream site; no output dropout. */
 void enc_attn_forward(asr_model *m, const enc_rows *r, int l, const enc_attn_bufs *b, const float *pos,
                       const float *x, float *out, int site);
+/* enc_attn_forward while m->stream_chunk is set (core/nn/encoder_chunk.c): block l's self-attention of the
+ * chunk's t rows x over the keys of the left context before them and theirs; out gets t rows. */
+void enc_attn_chunk_forward(asr_model *m, int l, const float *x, float *out, int t);
 /* dy: the gradient of enc_attn_forward's out (changed: the rows that attend to nothing); r->dh gains
  * the branch's gradient of x. */
 void enc_attn_backward(asr_model *m, const enc_rows *r, int l, const enc_attn_bufs *b, const enc_attn_work *w,

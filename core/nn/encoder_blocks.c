@@ -86,6 +86,10 @@ void enc_attn_forward(asr_model *m, const enc_rows *r, int l, const enc_attn_buf
     enc_rates rt = enc_rates_of(m);
     const nn_mha *a = &m->w.blocks[l].self_attn;
     const nn_norm *nm = &m->w.blocks[l].norm_mha;
+    if (m->stream_chunk) {
+        enc_attn_chunk_forward(m, l, x, out, N);
+        return;
+    }
     mha_input_forward(be, a, &m->dims.norm, nm, x, b->ln, b->mean, b->rstd, b->q, b->k, b->v, N, D);
     if (d->rel_pos) {
         be->linear_forward(be, b->pl, pos, a->linear_pos.weight, NULL, 2 * T2 - 1, D, D);

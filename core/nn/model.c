@@ -258,6 +258,15 @@ const float *asr_model_embed(asr_model *m, const float *feats, int B, int T)
     return m->nconv > 0 ? m->e : m->eact;
 }
 
+const float *asr_model_encode_blocks(asr_model *m)
+{
+    ESP_CHECK(!m->train);
+    m->h_enc = encoder_of(m)->forward(m);
+    m->be->layernorm_forward(m->be, m->lnf, m->meanf, m->rstdf, m->h_enc, m->w.after_norm.weight,
+                             m->w.after_norm.bias, m->B * m->T2, m->dims.d, 1e-12);
+    return m->lnf;
+}
+
 double asr_model_loss(asr_model *m, const int *labels, const int *label_lens, int stride, double *losses)
 {
     m->labels = labels, m->label_lens = label_lens, m->label_stride = stride;

@@ -82,6 +82,7 @@ typedef struct bn_sync {
 } bn_sync;
 
 typedef struct encoder_acts encoder_acts; /* the encoder's own activations (core/nn/encoder_*.c) */
+typedef struct enc_chunk enc_chunk;       /* chunk-by-chunk encoding (core/nn/encoder_chunk.h) */
 typedef struct decoder_acts decoder_acts;
 typedef struct lm_rnn lm_rnn;             /* a SequentialRNNLM's state (core/nn/lm_rnn.h) */
 typedef struct interctc_acts interctc_acts; /* intermediate CTC's activations (core/nn/interctc.c) */
@@ -124,6 +125,9 @@ typedef struct asr_model {
     float *pre_drop, *pre_x, *dpre;
     const float *pre_in;
     encoder_acts *enc;       /* the blocks between h0 and the head */
+    /* Set while core/nn/encoder_chunk.c runs the blocks over a chunk: their self-attention reads
+     * the frames before the chunk too (enc_attn_forward); NULL otherwise. */
+    enc_chunk *stream_chunk;
     /* Set by an encoder that also reads the positional stage's input (the contextual block
      * encoder): the gradient of that input through the encoder's own branch (B x T2, d), which
      * the input layer's backward adds; NULL otherwise. */
@@ -195,6 +199,9 @@ void asr_model_forward(asr_model *m, const float *feats, const int *feat_lens, i
  * its output before the positional stage (B, m->T2, d), for a streaming encoder that positions
  * its frames itself (core/nn/encoder_stream.h). */
 const float *asr_model_embed(asr_model *m, const float *feats, int B, int T);
+/* The encoder's blocks and after_norm (eval mode) over m->h0's m->B x m->T2 frames as the input
+ * layer left them (asr_model_embed; core/nn/encoder_chunk.c trims them first): returns m->lnf. */
+const float *asr_model_encode_blocks(asr_model *m);
 /* The loss of the last forward: labels (B x stride, host, padded with -1), per-utterance CTC
  * losses (may be NULL). CTC only: the CTC loss (sum / B). With a decoder (ESPnetASRModel): the
  * decoder runs on the encoder output with <sos> + labels, and the result is ctc_weight *

@@ -35,6 +35,14 @@ int input_layer_out_len(int kind, int t)
     return t;
 }
 
+int input_layer_subsampling(int kind)
+{
+    input_conv c[3];
+    int n = input_layer_convs(kind, c), f = 1;
+    for (int i = 0; i < n; i++) f *= c[i].s;
+    return f;
+}
+
 int input_layer_out_bins(int kind, int idim)
 {
     input_conv c[3];

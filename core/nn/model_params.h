@@ -43,6 +43,9 @@ int input_layer_convs(int kind, input_conv *out);
 /* Frames after the input layer for t input frames: the exact conv formula, conv after conv
  * ((t - k) // s + 1, 0 when shorter than a kernel); t itself without convs. */
 int input_layer_out_len(int kind, int t);
+/* The frames input layer `kind` takes for one it gives: the product of its convs' strides (1
+ * without convs; ConvInput's subsampling_factor). */
+int input_layer_subsampling(int kind);
 /* Frequency bins after the conv2d* input layers' convs (Linear(d * bins, d) follows); 1 for
  * conv1d2 (Linear(d, d)); 0 without convs. */
 int input_layer_out_bins(int kind, int idim);

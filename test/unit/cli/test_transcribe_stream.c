@@ -1,7 +1,8 @@
 /* `espnet3 transcribe --stream` through the binary, on the streaming fixture (a contextual block
  * model trained by ESPnet, test/fixtures/stream_decode/): WAVs written into its standard input in
  * pieces of random sizes (with pauses) end in the text ESPnet's Speech2TextStreaming gives them,
- * as raw PCM too; JSON lines carry the partials' times; bad streams are one error line each. */
+ * as raw PCM too; JSON lines carry the partials' times; bad streams are one error line each; an
+ * asr_transducer pack with streaming: true ends in the text of ESPnet2's streaming_decode. */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -194,4 +195,52 @@ Test(transcribe_stream, bad_streams_are_one_error_line)
     cr_expect_eq(stream_bytes((const unsigned char *)"\0\0", 2, 1, 2, other, ""), 1);
     cr_expect(strstr(err, "espnet3: error: --stream: streaming decoding needs a model with encoder "
                           "contextual_block_transformer") == err, "%s", err);
+}
+
+/* An asr_transducer model with asr_transducer_inference's streaming: true (a pack whose
+ * conf/inference.yaml names test/fixtures/asr_transducer_stream/conformer's files, tsd beam 3,
+ * decoding_window 320, left_context 8): the WAV in random pieces through --stream, and the file
+ * decoded at once (chunk by chunk, as the inference config says), end in the text of ESPnet2's
+ * streaming_decode (conformer_results.txt: 16 x 'a'); without streaming the offline decode differs. */
+Test(transcribe_stream, asr_transducer_streaming_pack_ends_in_espnets_text)
+{
+    char fxd[600], conf[700], yaml[2048];
+    snprintf(fxd, sizeof fxd, "%s/test/fixtures/asr_transducer_stream", test_root_dir());
+    snprintf(conf, sizeof conf, "%s/pack/conf", dir);
+    cr_assert_eq(test_sh("mkdir -p '%s'", conf), 0);
+    static const char *const tmpl =
+        "model:\n  _target_: espnet2.bin.asr_transducer_inference.Speech2Text\n"
+        "  asr_train_config: %s/conformer/config.yaml\n  asr_model_file: %s/conformer/valid.acc.ave.pth\n"
+        "  beam_size: 3\n  beam_search_config:\n    search_type: tsd\n  streaming: %s\n  decoding_window: 320\n"
+        "  left_context: 8\n";
+    snprintf(yaml, sizeof yaml, tmpl, fxd, fxd, "true");
+    snprintf(conf, sizeof conf, "%s/pack/conf/inference.yaml", dir);
+    test_write_text(conf, yaml);
+    char pack[600], wavp[700];
+    snprintf(pack, sizeof pack, "%s/pack", dir);
+    snprintf(wavp, sizeof wavp, "%s/utt.wav", fxd);
+    const char *want = "aaaaaaaaaaaaaaaa";
+    size_t n;
+    unsigned char *wav = (unsigned char *)read_file(wavp, READ_LIST, &n, &(esp_err){{0}});
+    cr_assert_not_null(wav);
+    for (unsigned seed = 1; seed <= 2; seed++) {
+        cr_assert_eq(stream_bytes(wav, n, seed, seed == 1 ? 5000 : 301, pack, "--beam 3"), 0, "%s", err);
+        char line[64];
+        snprintf(line, sizeof line, "final\t%s", want);
+        cr_expect_str_eq(last_line(), line, "seed %u:\n%s", seed, out);
+        cr_expect(strstr(out, "partial\t") != NULL, "no partial result:\n%s", out);
+    }
+    free(wav);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' transcribe -q '%s' '%s' >'%s/out' 2>'%s/err'", test_bin_path(), pack, wavp, dir, dir);
+    cr_assert_eq(system(cmd), 0);
+    free(out);
+    out = test_slurp(test_path(dir, "out"));
+    cr_expect_str_eq(last_line(), want, "the file at once, streaming: true:\n%s", out);
+    snprintf(yaml, sizeof yaml, tmpl, fxd, fxd, "false");
+    test_write_text(conf, yaml);
+    cr_assert_eq(system(cmd), 0);
+    free(out);
+    out = test_slurp(test_path(dir, "out"));
+    cr_expect_str_neq(last_line(), want, "the offline decode of this model differs from the chunked one:\n%s", out);
 }

@@ -224,6 +224,17 @@ static int load_infer(const char *dir, const char *text, esp_config **cfg, esp_e
 
 #define TARGET "model:\n  _target_: " TARGET_ASR_TRANSDUCER_S2T "\n"
 
+/* yaml fails to load with want in the message. */
+static void expect_refused(const char *dir, const char *yaml, const char *want)
+{
+    esp_config *cfg = NULL;
+    esp_err err;
+    int rc = load_infer(dir, yaml, &cfg, &err);
+    if (rc == 0) config_free(cfg);
+    cr_assert_neq(rc, 0, "%s", yaml);
+    cr_assert(strstr(err.msg, want), "%s\nlacks\n%s", err.msg, want);
+}
+
 Test(asr_transducer_search, beam_search_config_keys_into_options)
 {
     char dir[256];
@@ -256,12 +267,41 @@ Test(asr_transducer_search, beam_search_config_keys_into_options)
         {TARGET "  beam_search_config:\n    search_type: nsc\n",
          "inference.yaml:4:18: model.beam_search_config.search_type: 'nsc' is not supported"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        cfg = NULL;
-        int rc = load_infer(dir, bad[i].yaml, &cfg, &err);
-        if (rc == 0) config_free(cfg);
-        cr_assert_neq(rc, 0, "%s", bad[i].yaml);
-        cr_assert(strstr(err.msg, bad[i].want), "%s\nlacks\n%s", err.msg, bad[i].want);
-    }
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) expect_refused(dir, bad[i].yaml, bad[i].want);
+    test_tmpdir_remove(dir);
+}
+
+/* asr_transducer_inference.Speech2Text's streaming keys (core/decode/transducer_stream.h) into
+ * s2t_opts (ESPnet2's defaults when left out, a negative left_context 0); under asr_inference's
+ * Speech2Text they are refused at their line, and so is a decoding_window below 1 ms. */
+Test(asr_transducer_search, streaming_keys_into_options_and_refused_where_not_built)
+{
+    char dir[256];
+    test_tmpdir_make(dir, sizeof dir, "tstream_keys");
+    esp_config *cfg;
+    esp_err err;
+    s2t_opts o;
+    cr_assert_eq(load_infer(dir, TARGET "  streaming: true\n", &cfg, &err), 0, "%s", err.msg);
+    s2t_opts_from_cfg(&o, (const inference_cfg *)cfg->typed, "inference.yaml");
+    cr_assert(o.streaming && o.decoding_window == 640 && o.left_context == 32, "%d %d %d", o.streaming,
+              o.decoding_window, o.left_context);
+    config_free(cfg);
+    cr_assert_eq(load_infer(dir, TARGET "  streaming: true\n  decoding_window: 200\n  left_context: -3\n", &cfg, &err),
+                 0, "%s", err.msg);
+    s2t_opts_from_cfg(&o, (const inference_cfg *)cfg->typed, "inference.yaml");
+    cr_assert(o.streaming && o.decoding_window == 200 && o.left_context == 0);
+    config_free(cfg);
+    cr_assert_eq(load_infer(dir, "model:\n  streaming: false\n", &cfg, &err), 0, "%s", err.msg); /* changes nothing */
+    config_free(cfg);
+    static const struct {
+        const char *yaml, *want;
+    } bad[] = {
+        {"model:\n  beam_size: 2\n  streaming: true\n",
+         "inference.yaml:3:14: model.streaming: asr_inference's streaming decoding (BatchBeamSearchOnlineSim) is not "
+         "built"},
+        {"model:\n  left_context: 4\n", "inference.yaml:2:17: model.left_context: not a key of asr_inference's"},
+        {TARGET "  decoding_window: 0\n", "model.decoding_window"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) expect_refused(dir, bad[i].yaml, bad[i].want);
     test_tmpdir_remove(dir);
 }
