@@ -46,6 +46,17 @@ cases = [
 ]
 
 
+def cer_wer(calc, cp, ct):
+    """calculate_cer and calculate_wer of the converted texts; None where Python divides by zero."""
+    out = []
+    for f in (calc.calculate_cer, calc.calculate_wer):
+        try:
+            out.append(f(cp, ct))
+        except ZeroDivisionError:
+            out.append(None)
+    return out
+
+
 def rates(cls, tokens, space, blank, hyps, refs):
     calc = cls.__new__(cls)  # the conversion and rates only: no decoder, no search
     calc.token_list, calc.space, calc.blank = tokens, space, blank
@@ -54,14 +65,7 @@ def rates(cls, tokens, space, blank, hyps, refs):
     for i, r in enumerate(refs):
         target[i, : len(r)] = torch.tensor(r, dtype=torch.int32)
     pred = [torch.tensor(h, dtype=torch.long) for h in hyps]
-    cp, ct = calc.convert_to_char(pred, target)
-    out = []
-    for f in (calc.calculate_cer, calc.calculate_wer):
-        try:
-            out.append(f(cp, ct))
-        except ZeroDivisionError:
-            out.append(None)
-    return out
+    return cer_wer(calc, *calc.convert_to_char(pred, target))
 
 
 def attention_rates(tokens, space, blank, hyps, refs):
@@ -73,14 +77,7 @@ def attention_rates(tokens, space, blank, hyps, refs):
     ys_pad = torch.full((len(refs), lmax), -1, dtype=torch.long)
     for i, r in enumerate(refs):
         ys_pad[i, : len(r)] = torch.tensor(r, dtype=torch.long)
-    cp, ct = calc.convert_to_char(ys_hat, ys_pad)
-    out = []
-    for f in (calc.calculate_cer, calc.calculate_wer):
-        try:
-            out.append(f(cp, ct))
-        except ZeroDivisionError:
-            out.append(None)
-    return ys_hat.tolist(), out
+    return ys_hat.tolist(), cer_wer(calc, *calc.convert_to_char(ys_hat, ys_pad))
 
 
 def main():
