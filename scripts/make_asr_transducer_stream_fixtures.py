@@ -10,7 +10,9 @@ Run with the ESPnet venv (ESPnet 202511, torch):
                   network is peaked, the blank's bias lowered by 1.5): DefaultFrontend (n_fft 512, hop 128, 20 mels), no normalize,
                   ConvInput (its defaults, subsampling 4), a 2-layer LSTM decoder (12 units), joint 10;
                   the dims of scripts/make_asr_transducer_fixtures.py's model. <model>: conformer (two
-                  conformer blocks) and mixed (conformer, ebranchformer and branchformer blocks).
+                  conformer blocks), mixed (conformer, ebranchformer and branchformer blocks) and causal
+                  (mixed's blocks with main_conf.dynamic_chunk_training: causal convolutions, whose
+                  chunk_forward carries kernel_size - 1 inputs of each between chunks).
   utt.wav         a 16 kHz, 1.9 s synthetic utterance (tones and noise, int16)
   <model>_results.txt  one line a decoding (DECODINGS[model]):
                     <model> <search> <beam> <window_ms> <left_context> <calls> <n> then n times
@@ -50,21 +52,24 @@ BODIES = {
               dict(BLOCK, block_type="ebranchformer", depth_conv_kernel_size=5),
               dict(BLOCK, block_type="branchformer")],
 }
+BODIES["causal"] = BODIES["mixed"]
+MAIN = {"causal": {"dynamic_chunk_training": True}}
 # (search, beam, decoding_window ms, left_context)
 DECODINGS = {
     "conformer": [("default", 1, 320, 8), ("default", 4, 320, 8), ("default", 4, 480, 4), ("default", 4, 256, 0),
                   ("tsd", 3, 320, 8), ("maes", 3, 320, 8)],
     # ESPnet2's default search with beam 4 did not end in 15 minutes on this model's flat joint outputs
     "mixed": [("default", 1, 320, 8), ("tsd", 3, 320, 8), ("maes", 3, 480, 4)],
+    "causal": [("default", 1, 320, 8), ("tsd", 3, 320, 8), ("maes", 3, 480, 4)],
 }
 
 
-def config(body):
+def config(body, main):
     return {
         "token_list": TOKENS, "token_type": "char", "bpemodel": None, "input_size": None,
         "frontend": "default", "frontend_conf": {"n_fft": 512, "hop_length": 128, "n_mels": 20, "fs": 16000},
         "specaug": None, "specaug_conf": {}, "normalize": None, "normalize_conf": {},
-        "encoder_conf": {"main_conf": {}, "input_conf": {},
+        "encoder_conf": {"main_conf": dict(main), "input_conf": {},
                          "body_conf": body},
         "decoder": "rnn", "decoder_conf": {"embed_size": 12, "hidden_size": 12, "num_layers": 2},
         "joint_network_conf": {"joint_space_size": 10},
@@ -74,7 +79,7 @@ def config(body):
 
 
 def make_model(outdir, name, body, seed):
-    conf = config(body)
+    conf = config(body, MAIN.get(name, {}))
     torch.manual_seed(seed)
     model = ASRTransducerTask.build_model(Namespace(**copy.deepcopy(conf)))  # it fills input_conf in
     g = torch.Generator().manual_seed(seed + 1)

@@ -161,11 +161,6 @@ int speech2text_check(const model_files *mf, const s2t_opts *o, esp_err *err)
                              "ASR task's (use espnet2.bin.asr_inference.Speech2Text)");
     if (o->streaming && o->timestamps) /* the chunks' search keeps no alignment (ESPnet2's neither) */
         return esp_fail(err, "streaming: true gives no token times (leave write_ctm / timestamps off)");
-    const body_main_cfg *bm = mc->encoder_conf ? mc->encoder_conf->main_conf : NULL;
-    if (o->streaming && bm && bm->dynamic_chunk_training && *bm->dynamic_chunk_training)
-        /* ESPnet2 builds causal convolution modules then, whose chunk_forward reads their caches */
-        return esp_fail(err, "streaming: true with causal convolution modules (main_conf.dynamic_chunk_training) "
-                             "is not built (the chunk path carries the attention's left context only)");
     if (transducer_in_cfg(mc)) return check_transducer(mc, o, err);
     if (o->ctc_weight < 1.0 && !o->attention && !has_attention_decoder(mc)) return no_decoder(err, o->ctc_weight);
     if (o->ctc_weight > 0.0 && !ctc_in_cfg(mc))

@@ -144,6 +144,11 @@ void enc_attn_forward(asr_model *m, const enc_rows *r, int l, const enc_attn_buf
 /* enc_attn_forward while m->stream_chunk is set (core/nn/encoder_chunk.c): block l's self-attention of the
  * chunk's t rows x over the keys of the left context before them and theirs; out gets t rows. */
 void enc_attn_chunk_forward(asr_model *m, int l, const float *x, float *out, int t);
+/* enc_dwconv_forward of a causal convolution while m->stream_chunk is set: the chunk's t rows x of c
+ * channels after the last k - 1 inputs of block l's convolution `conv` (zeros at the start of the
+ * stream), which then keeps the last k - 1 of those inputs and x's (core/nn/encoder_chunk.c). */
+void enc_dwconv_chunk_forward(asr_model *m, int l, int conv, float *y, const float *x, const float *w,
+                              const float *b, int t, int c, int k);
 /* dy: the gradient of enc_attn_forward's out (changed: the rows that attend to nothing); r->dh gains
  * the branch's gradient of x. */
 void enc_attn_backward(asr_model *m, const enc_rows *r, int l, const enc_attn_bufs *b, const enc_attn_work *w,
@@ -249,9 +254,12 @@ void enc_zero_padding(const asr_model *m, const enc_rows *r, float *x, int C);
 /* be->dwconv1d_forward / dwconv1d_backward of nb sequences of t rows of c channels, kernel k; with
  * dims.causal the asr_transducer task's causal convolution (k - 1 zeros before each sequence, none
  * after): the symmetric op on each sequence with (k - 1) / 2 zeros put before it, its first t
- * outputs (m->cpad). */
-void enc_dwconv_forward(asr_model *m, float *y, const float *x, const float *w, const float *b, int nb, int t, int c,
-                        int k);
+ * outputs (m->cpad). The forward's l and conv (DWCONV_*) name the convolution: a causal one of a
+ * chunk (m->stream_chunk) reads the cache of its last inputs instead of the zeros
+ * (enc_dwconv_chunk_forward). */
+enum { DWCONV_MODULE, DWCONV_MERGE }; /* the conformer's convolution module or the gating unit's; the merge's */
+void enc_dwconv_forward(asr_model *m, int l, int conv, float *y, const float *x, const float *w, const float *b,
+                        int nb, int t, int c, int k);
 void enc_dwconv_backward(asr_model *m, float *dx, float *dw, float *db, const float *dy, const float *x,
                          const float *w, int nb, int t, int c, int k);
 /* The floats each of m->cpad needs for B sequences of T2 rows (0 without dims.causal). */

@@ -164,12 +164,16 @@ static void pad_rows(backend *be, float *dst, const float *src, int nb, int t, i
     }
 }
 
-void enc_dwconv_forward(asr_model *m, float *y, const float *x, const float *w, const float *b, int nb, int t, int c,
-                        int k)
+void enc_dwconv_forward(asr_model *m, int l, int conv, float *y, const float *x, const float *w, const float *b,
+                        int nb, int t, int c, int k)
 {
     backend *be = m->be;
     if (!m->dims.causal) {
         be->dwconv1d_forward(be, y, x, w, b, nb, t, c, k);
+        return;
+    }
+    if (m->stream_chunk) {
+        enc_dwconv_chunk_forward(m, l, conv, y, x, w, b, t, c, k);
         return;
     }
     int p = (k - 1) / 2, tp = t + p; /* the op's own p zeros each side: k - 1 before, the p after unread */

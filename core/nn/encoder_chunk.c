@@ -1,5 +1,6 @@
 /* Encoder.chunk_forward (see encoder_chunk.h): the input block and the trim, the blocks over the
- * chunk with m->stream_chunk set, and the attention's left context kept per block between chunks. */
+ * chunk with m->stream_chunk set, and what each block keeps between chunks: the attention's left
+ * context, and the causal convolutions' last inputs. */
 #include "core/nn/encoder_chunk.h"
 
 #include <stdlib.h>
@@ -14,6 +15,12 @@ struct enc_chunk {
     int have;     /* frames of left context each block holds (min(left, frames encoded so far)) */
     int kept;     /* what they hold after the chunk in progress */
     float **ctx;  /* per block: the attention inputs of its last `have` frames (device, left x d) */
+    /* per block and DWCONV_*: a causal convolution's last k - 1 inputs (device, (k - 1) x c; zeros
+     * at the start of the stream; allocated at its first chunk) and their floats */
+    float **conv;
+    size_t *conv_n;
+    float *cx, *cy; /* a causal convolution's input after its cache, and its output (device) */
+    size_t cap_c;
     /* this chunk's work (device), for t = have + the chunk's frames: the attention's rows and the
      * relative encoding of t positions */
     float *xe, *ln, *mean, *rstd, *q, *k, *v, *pl, *att, *atty, *pos, *feats;
@@ -39,10 +46,18 @@ enc_chunk *enc_chunk_open(asr_model *m, int left_context, esp_err *err)
     c->ctx = xcalloc((size_t)d->blocks, sizeof *c->ctx);
     for (int l = 0; l < d->blocks && left_context > 0; l++)
         c->ctx[l] = m->be->alloc(m->be, (size_t)left_context * d->d * sizeof(float));
+    c->conv = xcalloc((size_t)d->blocks * 2, sizeof *c->conv);
+    c->conv_n = xcalloc((size_t)d->blocks * 2, sizeof *c->conv_n);
     return c;
 }
 
-void enc_chunk_reset(enc_chunk *c) { c->have = c->kept = 0; }
+void enc_chunk_reset(enc_chunk *c)
+{
+    c->have = c->kept = 0;
+    backend *be = c->m->be; /* reset_streaming_cache's zeros */
+    for (int i = 0; i < 2 * c->m->dims.blocks; i++)
+        if (c->conv[i]) be->fill(be, c->conv[i], 0, c->conv_n[i] * sizeof(float));
+}
 
 static void free_work(enc_chunk *c)
 {
@@ -58,7 +73,9 @@ void enc_chunk_close(enc_chunk *c)
     free_work(c);
     be->free(be, c->feats);
     for (int l = 0; l < c->m->dims.blocks; l++) be->free(be, c->ctx[l]);
-    free(c->ctx);
+    for (int i = 0; i < 2 * c->m->dims.blocks; i++) be->free(be, c->conv[i]);
+    be->free(be, c->cx), be->free(be, c->cy);
+    free(c->ctx), free(c->conv), free(c->conv_n);
     free(c);
 }
 
@@ -95,6 +112,32 @@ void enc_attn_chunk_forward(asr_model *m, int l, const float *x, float *out, int
     int keep = n < c->left ? n : c->left;
     if (keep) be->copy(be, c->ctx[l], c->xe + (size_t)(n - keep) * D, (size_t)keep * row, BACKEND_DEVICE_TO_DEVICE);
     c->kept = keep;
+}
+
+/* ConformerConvolution / ConvolutionalSpatialGatingUnit / DepthwiseConvolution.forward with a
+ * cache and lorder k - 1: x = cat([cache, x]); cache = x[-(k - 1):]; the convolution without
+ * padding. The symmetric op over those t + k - 1 rows gives it in its outputs (k - 1) / 2 on. */
+void enc_dwconv_chunk_forward(asr_model *m, int l, int conv, float *y, const float *x, const float *w,
+                              const float *b, int t, int c, int k)
+{
+    enc_chunk *s = m->stream_chunk;
+    backend *be = m->be;
+    size_t row = (size_t)c * sizeof(float), lo = (size_t)(k - 1), n = (size_t)t + lo;
+    float **cache = &s->conv[2 * l + conv];
+    if (!*cache) {
+        s->conv_n[2 * l + conv] = lo * c;
+        *cache = be->alloc(be, lo * row + 64);
+        be->fill(be, *cache, 0, lo * row);
+    }
+    if (n * c > s->cap_c) {
+        be->free(be, s->cx), be->free(be, s->cy);
+        s->cx = be->alloc(be, n * row + 64), s->cy = be->alloc(be, n * row + 64), s->cap_c = n * c;
+    }
+    be->copy(be, s->cx, *cache, lo * row, BACKEND_DEVICE_TO_DEVICE);
+    be->copy(be, s->cx + lo * c, x, (size_t)t * row, BACKEND_DEVICE_TO_DEVICE);
+    be->dwconv1d_forward(be, s->cy, s->cx, w, b, 1, (int)n, c, k);
+    be->copy(be, y, s->cy + lo / 2 * c, (size_t)t * row, BACKEND_DEVICE_TO_DEVICE);
+    be->copy(be, *cache, s->cx + (size_t)t * c, lo * row, BACKEND_DEVICE_TO_DEVICE);
 }
 
 int enc_chunk_forward(enc_chunk *c, const float *feats, int T, const float **out)

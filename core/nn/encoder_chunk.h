@@ -8,12 +8,16 @@
  *     the left_context frames before them (ESPnet's cache of LayerNorm(x) of the block's attention
  *     input; here that input, whose LayerNorm gives the same rows), fewer at the start of the
  *     stream (ESPnet masks the cache's frames before it: the same weights); the relative positions
- *     count from the first key. Every other piece sees the chunk's frames alone: the macaron and
- *     feed-forward modules per frame, and the convolution modules over the chunk with zeros past
- *     its edges (non-causal: ESPnet's chunk_forward passes them the cache, which they do not read);
+ *     count from the first key. The macaron and feed-forward modules see the chunk's frames alone;
+ *     the depthwise convolutions (the conformer's convolution module, the (e-)branchformer's gating
+ *     unit and merge) see the chunk with zeros past its edges when not causal (ESPnet's chunk_forward
+ *     passes them the cache, which they do not read); causal ones (main_conf.dynamic_chunk_training)
+ *     see the chunk after their cache, the last kernel_size - 1 inputs before it (zeros at the start of
+ *     the stream, as reset_streaming_cache's), which keeps the last kernel_size - 1 of both;
  *   - MultiBlocks' norm_blocks.
  * The blocks run on their own code (core/nn/encoder_conformer.c, core/nn/encoder_ebranchformer.c,
- * core/nn/encoder_body.c) with m->stream_chunk set, which only the attention reads (enc_attn_forward).
+ * core/nn/encoder_body.c) with m->stream_chunk set, which only the attention (enc_attn_forward) and
+ * the causal convolutions (enc_dwconv_forward) read.
  * Conv1d blocks are refused: ESPnet2's Conv1d.chunk_forward keeps its input's last kernel_size - 1
  * frames whatever its stride, padding or causality, which its full forward never does. */
 #ifndef ESPNET3_NN_ENCODER_CHUNK_H

@@ -122,8 +122,8 @@ static void conv_forward(asr_model *m, const enc_rows *r, int l, cblock *b, cons
                        p->conv_module.pointwise_conv1.bias, N, D, 2 * D);
     be->glu_forward(be, b->glu, b->pw1, N, D);
     enc_zero_padding(m, r, b->glu, D);
-    enc_dwconv_forward(m, b->dwo, b->glu, p->conv_module.depthwise_conv.weight, p->conv_module.depthwise_conv.bias,
-                         r->nb, r->t, D, d->cnn_kernel);
+    enc_dwconv_forward(m, l, DWCONV_MODULE, b->dwo, b->glu, p->conv_module.depthwise_conv.weight,
+                       p->conv_module.depthwise_conv.bias, r->nb, r->t, D, d->cnn_kernel);
     if (m->train && m->sync.all_reduce) /* trainer.sync_batchnorm */
         syncbn_forward(m, b->bn, b->bn_mean, b->bn_rstd, b->dwo, bn->weight, bn->bias, bn->running_mean,
                        bn->running_var, bn->num_batches_tracked, N, D, BN_EPS, BN_MOMENTUM);

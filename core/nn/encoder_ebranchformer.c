@@ -143,8 +143,8 @@ static void cgmlp_forward(asr_model *m, int l, eblock *b, const float *x, float 
     norm_spec_forward(be, &d->csgu_norm, &p->cgmlp.csgu.norm, b->gn, b->mean_n, b->rstd_n, b->gg, N, H);
     enc_rows u = enc_rows_of(m);
     enc_zero_padding(m, &u, b->gn, H);
-    enc_dwconv_forward(m, b->gc, b->gn, p->cgmlp.csgu.conv.weight, p->cgmlp.csgu.conv.bias, m->B, m->T2, H,
-                         d->cgmlp_kernel);
+    enc_dwconv_forward(m, l, DWCONV_MODULE, b->gc, b->gn, p->cgmlp.csgu.conv.weight, p->cgmlp.csgu.conv.bias, m->B,
+                       m->T2, H, d->cgmlp_kernel);
     if (d->linear_after_conv)
         be->linear_forward(be, b->gl, b->gc, p->cgmlp.csgu.linear.weight, p->cgmlp.csgu.linear.bias, N, H, H);
     if (d->gate_act != ACT_IDENTITY) enc_act_forward(be, d->gate_act, b->ga, gate_in(d, b), nh);
@@ -214,8 +214,8 @@ static void branches_forward(asr_model *m, int l, eblock *b, const float *pos, c
     if (d->merge_kernel) {
         enc_rows u = enc_rows_of(m);
         enc_zero_padding(m, &u, b->cat, 2 * D);
-        enc_dwconv_forward(m, b->fus, b->cat, p->depthwise_conv_fusion.weight, p->depthwise_conv_fusion.bias, m->B,
-                             m->T2, 2 * D, d->merge_kernel);
+        enc_dwconv_forward(m, l, DWCONV_MERGE, b->fus, b->cat, p->depthwise_conv_fusion.weight,
+                           p->depthwise_conv_fusion.bias, m->B, m->T2, 2 * D, d->merge_kernel);
         be->add(be, b->fus, b->fus, b->cat, 2 * nd);
     }
     be->linear_forward(be, m->dtmp, merge_in(d, b), p->merge_proj.weight, p->merge_proj.bias, N, 2 * D, D);

@@ -2,7 +2,8 @@
  * model trained by ESPnet, test/fixtures/stream_decode/): WAVs written into its standard input in
  * pieces of random sizes (with pauses) end in the text ESPnet's Speech2TextStreaming gives them,
  * as raw PCM too; JSON lines carry the partials' times; bad streams are one error line each; an
- * asr_transducer pack with streaming: true ends in the text of ESPnet2's streaming_decode. */
+ * asr_transducer pack with streaming: true ends in the text of ESPnet2's streaming_decode, one with
+ * causal convolutions (dynamic chunk training) too. */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -197,50 +198,78 @@ Test(transcribe_stream, bad_streams_are_one_error_line)
                           "contextual_block_transformer") == err, "%s", err);
 }
 
-/* An asr_transducer model with asr_transducer_inference's streaming: true (a pack whose
- * conf/inference.yaml names test/fixtures/asr_transducer_stream/conformer's files, tsd beam 3,
- * decoding_window 320, left_context 8): the WAV in random pieces through --stream, and the file
- * decoded at once (chunk by chunk, as the inference config says), end in the text of ESPnet2's
- * streaming_decode (conformer_results.txt: 16 x 'a'); without streaming the offline decode differs. */
-Test(transcribe_stream, asr_transducer_streaming_pack_ends_in_espnets_text)
+/* A pack whose conf/inference.yaml names test/fixtures/asr_transducer_stream/<model>'s files with
+ * asr_transducer_inference's streaming (beam 3, search, decoding_window ms, left_context: one
+ * decoding of <model>_results.txt); pack and wav get its folder and the fixture WAV. */
+static void transducer_pack(const char *model, const char *search, const char *streaming, int window, int left,
+                            char *pack, char *wav)
 {
     char fxd[600], conf[700], yaml[2048];
     snprintf(fxd, sizeof fxd, "%s/test/fixtures/asr_transducer_stream", test_root_dir());
     snprintf(conf, sizeof conf, "%s/pack/conf", dir);
     cr_assert_eq(test_sh("mkdir -p '%s'", conf), 0);
-    static const char *const tmpl =
-        "model:\n  _target_: espnet2.bin.asr_transducer_inference.Speech2Text\n"
-        "  asr_train_config: %s/conformer/config.yaml\n  asr_model_file: %s/conformer/valid.acc.ave.pth\n"
-        "  beam_size: 3\n  beam_search_config:\n    search_type: tsd\n  streaming: %s\n  decoding_window: 320\n"
-        "  left_context: 8\n";
-    snprintf(yaml, sizeof yaml, tmpl, fxd, fxd, "true");
+    snprintf(yaml, sizeof yaml,
+             "model:\n  _target_: espnet2.bin.asr_transducer_inference.Speech2Text\n"
+             "  asr_train_config: %s/%s/config.yaml\n  asr_model_file: %s/%s/valid.acc.ave.pth\n"
+             "  beam_size: 3\n  beam_search_config:\n    search_type: %s\n  streaming: %s\n  decoding_window: %d\n"
+             "  left_context: %d\n",
+             fxd, model, fxd, model, search, streaming, window, left);
     snprintf(conf, sizeof conf, "%s/pack/conf/inference.yaml", dir);
     test_write_text(conf, yaml);
-    char pack[600], wavp[700];
-    snprintf(pack, sizeof pack, "%s/pack", dir);
-    snprintf(wavp, sizeof wavp, "%s/utt.wav", fxd);
-    const char *want = "aaaaaaaaaaaaaaaa";
+    snprintf(pack, 600, "%s/pack", dir);
+    snprintf(wav, 700, "%s/utt.wav", fxd);
+}
+
+/* The WAV written in random pieces into --stream (seed 1: up to 5000 bytes, seed 2: up to 301)
+ * ends in want, with partial lines before. */
+static void expect_stream_ends_in(const char *pack, const char *wavp, const char *want)
+{
     size_t n;
     unsigned char *wav = (unsigned char *)read_file(wavp, READ_LIST, &n, &(esp_err){{0}});
     cr_assert_not_null(wav);
     for (unsigned seed = 1; seed <= 2; seed++) {
         cr_assert_eq(stream_bytes(wav, n, seed, seed == 1 ? 5000 : 301, pack, "--beam 3"), 0, "%s", err);
-        char line[64];
+        char line[256];
         snprintf(line, sizeof line, "final\t%s", want);
         cr_expect_str_eq(last_line(), line, "seed %u:\n%s", seed, out);
         cr_expect(strstr(out, "partial\t") != NULL, "no partial result:\n%s", out);
     }
     free(wav);
+}
+
+/* An asr_transducer model with asr_transducer_inference's streaming: true (the conformer model, tsd,
+ * 320 ms, left_context 8):
+ * the WAV in random pieces through --stream, and the file decoded at once (chunk by chunk, as the
+ * inference config says), end in the text of ESPnet2's streaming_decode (conformer_results.txt: 16
+ * x 'a'); without streaming the offline decode differs. */
+Test(transcribe_stream, asr_transducer_streaming_pack_ends_in_espnets_text)
+{
+    char pack[600], wavp[700];
+    transducer_pack("conformer", "tsd", "true", 320, 8, pack, wavp);
+    const char *want = "aaaaaaaaaaaaaaaa";
+    expect_stream_ends_in(pack, wavp, want);
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "'%s' transcribe -q '%s' '%s' >'%s/out' 2>'%s/err'", test_bin_path(), pack, wavp, dir, dir);
     cr_assert_eq(system(cmd), 0);
     free(out);
     out = test_slurp(test_path(dir, "out"));
     cr_expect_str_eq(last_line(), want, "the file at once, streaming: true:\n%s", out);
-    snprintf(yaml, sizeof yaml, tmpl, fxd, fxd, "false");
-    test_write_text(conf, yaml);
+    transducer_pack("conformer", "tsd", "false", 320, 8, pack, wavp);
     cr_assert_eq(system(cmd), 0);
     free(out);
     out = test_slurp(test_path(dir, "out"));
     cr_expect_str_neq(last_line(), want, "the offline decode of this model differs from the chunked one:\n%s", out);
+}
+
+/* A model trained with main_conf.dynamic_chunk_training (causal convolutions, whose chunks carry
+ * their last inputs; the causal model: conformer, ebranchformer and branchformer blocks; maes, 480
+ * ms, left_context 4): --stream ends in ESPnet2's text, causal_results.txt's maes line. (Its
+ * per-call hypotheses and scores against ESPnet2's, which tell the caches' loss, are
+ * test_asr_transducer_stream.c's.) */
+Test(transcribe_stream, causal_convolutions_pack_ends_in_espnets_text)
+{
+    char pack[600], wavp[700];
+    transducer_pack("causal", "maes", "true", 480, 4, pack, wavp);
+    expect_stream_ends_in(pack, wavp, "gggggggggggggggggggggggggggggggggggggggggggghhhhggghgggg"
+                                      "gggggggggggggggggggggggggggggggggggggggggggggggggggggggg");
 }

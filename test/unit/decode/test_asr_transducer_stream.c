@@ -7,9 +7,10 @@
  * default beam 1 and 4, tsd and maes. Then the whole of it from ESPnet2's model folder and WAV
  * (conformer/, utt.wav; the frontend's buffering, the encoder's chunks with their left context, the
  * search): ESPnet2's best running hypothesis after every call (<model>_partial.txt) and its final n-best
- * (<model>_results.txt), for the conformer model and one of conformer, ebranchformer and
- * branchformer blocks (mixed/), and pushes of random sizes end in the
- * same text. */
+ * (<model>_results.txt), for the conformer model, one of conformer, ebranchformer and
+ * branchformer blocks (mixed/) and those blocks with causal convolutions (causal/, trained with
+ * main_conf.dynamic_chunk_training: each convolution's cache of its last inputs carried between
+ * chunks), and pushes of random sizes end in the same text. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -276,3 +277,4 @@ static int compare_results(const char *model)
 
 Test(asr_transducer_stream, conformer_model_streamed_as_espnet) { cr_assert_eq(compare_results("conformer"), 6); }
 Test(asr_transducer_stream, mixed_blocks_model_streamed_as_espnet) { cr_assert_eq(compare_results("mixed"), 3); }
+Test(asr_transducer_stream, causal_model_streamed_as_espnet) { cr_assert_eq(compare_results("causal"), 3); }
