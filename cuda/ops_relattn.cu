@@ -11,7 +11,8 @@
 // dvb over the utterances and rows in the CPU's order. Not the CPU's bits: GEMM and softmax sums
 // differ by summation order (the per-column du / dvb sums are in the CPU's order, over GEMM outputs).
 // Where cu_flash_applies and there is no chunk mask, the fused path (cuda/flash.cuh) runs instead (du / dvb
-// still summed here).
+// still summed here). Without u / vb (simplified_att_score) matrix_ac is Q K^T, the row kernel reads
+// p's head column for matrix_bd, and the backward's dP is a gather kernel's sums (no flash path).
 #include <math.h>
 
 #include "cuda/flash.cuh"
@@ -45,19 +46,20 @@ static __global__ void relattn_bias_kernel(float *qu, float *qv, const float *q,
 
 // Utterance b's rows (h * t of them, head-major): S = (AC + BD[rel_shift]) / sq over the keys
 // [lo, hi) of the chunk mask up to len (attn_chunk_keys; chunk 0: the first len), softmax, zeros
-// elsewhere. att points at the utterance's first row; bd at its (h, t, 2t - 1).
-static __global__ void relattn_softmax_kernel(float *att, const float *bd, int h, int t, int len, int chunk, int left,
-                                              float sq)
+// elsewhere. att points at the utterance's first row; BD of head j, row i, column c at
+// bd[j * hs + i * rs + c * cs] (the (h, t, 2t - 1) products, or simplified p's (2t - 1, h)).
+static __global__ void relattn_softmax_kernel(float *att, const float *bd, size_t hs, size_t rs, size_t cs, int h,
+                                              int t, int len, int chunk, int left, float sq)
 {
     int row = blockIdx.x * RA_WARPS + threadIdx.y, lane = threadIdx.x;
     if (row >= h * t) return; // the whole warp leaves together
-    int i = row % t, tp = 2 * t - 1, lo, hi;
+    int i = row % t, lo, hi;
     attn_chunk_keys(i, chunk, left, len, &lo, &hi);
     float *a = att + (size_t)row * t;
-    const float *br = bd + (size_t)row * tp;
+    const float *br = bd + (size_t)(row / t) * hs + (size_t)i * rs;
     float mx = -INFINITY, sum = 0.0f;
     for (int c = lo + lane; c < hi; c += 32) {
-        float s = (a[c] + br[relpos_shift_col(i, c, t)]) / sq;
+        float s = (a[c] + br[(size_t)relpos_shift_col(i, c, t) * cs]) / sq;
         a[c] = s;
         mx = s > mx ? s : mx;
     }
@@ -84,6 +86,23 @@ static __global__ void relattn_scatter_kernel(float *dbd, const float *ds, int h
         size_t row = o / tp; // j * t + i
         int i = (int)(row % t), c = (int)(o % tp) - (t - 1 - i);
         dbd[o] = c >= 0 && c < len ? ds[row * t + c] : 0.0f;
+    }
+}
+
+// Simplified dP (2t - 1, h) of utterance b: dp[r][j] += sc * sum_i dS[j][i][c], c the key whose
+// rel_shift column is r (c < len), summed over i in order. ds points at the utterance's dS.
+static __global__ void relattn_pos_grad_kernel(float *dp, const float *ds, int h, int t, int len, float sc)
+{
+    int tp = 2 * t - 1;
+    CU_GRID_STRIDE(o, (size_t)tp * h)
+    {
+        int r = (int)(o / h), j = (int)(o % h);
+        float acc = 0.0f;
+        for (int i = 0; i < t; i++) {
+            int c = r - (t - 1 - i);
+            if (c >= 0 && c < len) acc += ds[((size_t)j * t + i) * t + c];
+        }
+        dp[o] += sc * acc;
     }
 }
 
@@ -131,7 +150,7 @@ void cu_relattn_forward(backend *be, float *y, float *att, const float *q, const
                         int hd, int chunk, int left, float pdrop, uint64_t seed, uint64_t stream)
 {
     if (nb <= 0 || t <= 0 || h <= 0) return;
-    if (!chunk && cu_flash_applies(be, hd)) { // att keeps the rows' logsumexp only (no chunk mask there)
+    if (!chunk && u && cu_flash_applies(be, hd)) { // att keeps the rows' logsumexp only (no chunk mask there)
         fa_args a = fa_make(be, q, ld, k, v, ld, lens, nb, t, t, 0, h, hd, pdrop, seed, stream);
         a.pos = p, a.u = u, a.vb = vb, a.lse = att;
         cu_flash_forward(be, y, a, nb, hd);
@@ -143,7 +162,7 @@ void cu_relattn_forward(backend *be, float *y, float *att, const float *q, const
     cu_att_lens(be, lens, nb, t); // checks 0 <= lens[b] <= t
     float *qu = (float *)cu_scratch(be, (2 * nq + nbd + (pdrop > 0 ? na : 0)) * sizeof(float));
     float *qv = qu + nq, *bd = qv + nq, *drop = bd + nbd;
-    relattn_biased(be, qu, qv, q, ld, u, vb, nb, t, d);
+    if (u) relattn_biased(be, qu, qv, q, ld, u, vb, nb, t, d);
     for (int b = 0; b < nb; b++) {
         int len = lens[b];
         float *ab = att + (size_t)b * h * tt;
@@ -153,12 +172,19 @@ void cu_relattn_forward(backend *be, float *y, float *att, const float *q, const
             continue;
         }
         size_t qo = (size_t)b * t * d, ko = (size_t)b * t * ld;
-        cu_gemm_rm_batched(be, 0, 1, t, len, hd, 1.0f, qu + qo, d, hd, k + ko, ld, hd, 0.0f, ab, t, (long long)tt,
-                           h); // matrix_ac
-        cu_gemm_rm_batched(be, 0, 1, t, tp, hd, 1.0f, qv + qo, d, hd, p, d, hd, 0.0f, bd, tp, (long long)t * tp,
-                           h); // matrix_bd
+        if (u) {
+            cu_gemm_rm_batched(be, 0, 1, t, len, hd, 1.0f, qu + qo, d, hd, k + ko, ld, hd, 0.0f, ab, t,
+                               (long long)tt, h); // matrix_ac
+            cu_gemm_rm_batched(be, 0, 1, t, tp, hd, 1.0f, qv + qo, d, hd, p, d, hd, 0.0f, bd, tp, (long long)t * tp,
+                               h); // matrix_bd
+        } else {
+            cu_gemm_rm_batched(be, 0, 1, t, len, hd, 1.0f, q + ko, ld, hd, k + ko, ld, hd, 0.0f, ab, t,
+                               (long long)tt, h);
+        }
+        const float *bsrc = u ? bd : p;
+        size_t hs = u ? (size_t)t * tp : 1, rs = u ? (size_t)tp : 0, cs = u ? 1 : (size_t)h;
         relattn_softmax_kernel<<<(unsigned)((h * t + RA_WARPS - 1) / RA_WARPS), dim3(32, RA_WARPS), 0,
-                                 cu_stream(be)>>>(ab, bd, h, t, len, chunk, left, sq);
+                                 cu_stream(be)>>>(ab, bsrc, hs, rs, cs, h, t, len, chunk, left, sq);
         KERNEL_CHECK();
     }
     const float *pa = cu_att_dropped(be, drop, att, na, pdrop, seed, stream);
@@ -206,12 +232,12 @@ void cu_relattn_backward(backend *be, float *dq, float *dk, float *dv, float *dp
 {
     if (t <= 0 || h <= 0) return;
     const int d = h * hd, tp = 2 * t - 1;
-    CUDA_CHECK(cudaMemsetAsync(dp, 0, (size_t)tp * d * sizeof(float), cu_stream(be)));
+    CUDA_CHECK(cudaMemsetAsync(dp, 0, (size_t)tp * (u ? d : h) * sizeof(float), cu_stream(be)));
     if (nb <= 0) return;
     const size_t tt = (size_t)t * t, na = (size_t)nb * h * tt, nq = (size_t)nb * t * d, nbd = (size_t)h * t * tp;
     const int *dlens = cu_att_lens(be, lens, nb, t);
     (void)left;                                  // the forward's zeros in att mask the chunk's keys
-    if (!chunk && cu_flash_applies(be, hd)) { // as the forward chose
+    if (!chunk && u && cu_flash_applies(be, hd)) { // as the forward chose
         fa_args a = fa_make(be, q, ld, k, v, ld, lens, nb, t, t, 0, h, hd, pdrop, seed, stream);
         a.pos = p, a.u = u, a.vb = vb, a.dy = dy, a.lse = (float *)att;
         a.dsum = (float *)cu_scratch(be, ((size_t)nb * h * t + nq) * sizeof(float));
@@ -245,6 +271,23 @@ void cu_relattn_backward(backend *be, float *dq, float *dk, float *dv, float *dp
                            t, (long long)tt, h);
     }
     cu_att_softmax_backward(be, s.ds, att, dlens, nb, h, t, t, pdrop, seed, stream);
+    if (!u) { // simplified: dQ = S' K, dK = S'^T Q, dP from the gather kernel
+        const float sc = (float)(1.0 / sqrt((double)hd));
+        for (int b = 0; b < nb; b++) {
+            int len = lens[b];
+            if (len == 0) continue;
+            size_t ko = (size_t)b * t * ld;
+            const float *ds = s.ds + (size_t)b * h * tt;
+            cu_gemm_rm_batched(be, 0, 0, t, hd, len, sc, ds, t, (long long)tt, k + ko, ld, hd, 0.0f, dq + ko, ld, hd,
+                               h);
+            cu_gemm_rm_batched(be, 1, 0, len, hd, t, sc, ds, t, (long long)tt, q + ko, ld, hd, 0.0f, dk + ko, ld, hd,
+                               h);
+            relattn_pos_grad_kernel<<<cu_blocks(be, (size_t)tp * h), CU_THREADS, 0, cu_stream(be)>>>(dp, ds, h, t, len,
+                                                                                                   sc);
+            KERNEL_CHECK();
+        }
+        return;
+    }
     relattn_biased(be, s.qu, s.qv, q, ld, u, vb, nb, t, d);
     relattn_backward_products(be, &s, dq, dk, dp, k, ld, p, lens, nb, t, h, hd);
     relattn_bias_grad_kernel<<<cu_blocks(be, (size_t)d), CU_THREADS, 0, cu_stream(be)>>>(dq, du, dvb, s.dqv, ld,

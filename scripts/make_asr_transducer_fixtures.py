@@ -77,6 +77,10 @@ Files (scripts/make_decoder_fixtures.py's pack format):
                     (validation: ESPnet2's Encoder.forward draws whatever the mode); out.enc: the
                     eval-mode output with dynamic_chunk_training off (asr_transducer_inference's
                     Speech2Text turns it off: causal convolutions, full-context attention)
+  simplified_weights, simplified_loss, simplified_search  the same as mixed_* for MIXED's Encoder with
+                    main_conf simplified_att_score (RelPositionMultiHeadedAttention's simplified score:
+                    linear_pos to one scalar per head with a bias, no pos_bias_u / pos_bias_v)
+  simplified_chunk_loss  chunk_loss's items for simplified_weights' model with CHUNK_CONF as well
 """
 import argparse
 import os
@@ -184,6 +188,9 @@ BLOCKDROP_RATE, BLOCKDROP_DRAWS = 0.8, [0.05, 0.1, 0.3, 0.5, 1.0]
 CHUNK_CONF = {"dynamic_chunk_training": True, "short_chunk_size": 25, "num_left_chunks": 1}
 CHUNK_DRAW = 4
 
+# main_conf of the simplified_* packs.
+SIMPLIFIED_CONF = {"simplified_att_score": True}
+
 
 class FixedDraws:
     """MultiBlocks.keep_probs with its draws fixed: keep_probs[:-1].uniform_() fills a copy."""
@@ -223,6 +230,8 @@ def build(stateless=False, block="conformer", aux=False, rnn_type="lstm", main_c
         body = WIDEN
     if block == "convfirst":
         body = CONVFIRST
+    if block == "simplified":
+        body, main_conf = MIXED, SIMPLIFIED_CONF | (main_conf or {})
     if block.startswith("norms_"):
         main_conf, extra = NORMS[block[len("norms_"):]]
         body = [entry | extra.get(i, {}) for i, entry in enumerate(MIXED)]
@@ -315,12 +324,12 @@ def blockdrop_case(weights):
     return items
 
 
-def chunk_case(weights):
+def chunk_case(weights, block="mixed"):
     """loss_case on MIXED with CHUNK_CONF, Encoder.forward's chunk draw fixed to CHUNK_DRAW."""
     from unittest import mock
 
     feats, lens, ys, ylens = batch()
-    model = build(block="mixed", main_conf=CHUNK_CONF)
+    model = build(block=block, main_conf=CHUNK_CONF)
     model.load_state_dict(weights)
     fixed = mock.patch("torch.randint", lambda lo, hi, size: torch.tensor([CHUNK_DRAW]))
     model.eval()
@@ -419,7 +428,7 @@ def main():
                                       or kv[0].startswith("grad.decoder.") or kv[0].startswith("grad.joint_network.")])
     n += write_pack(out, "gru_search", search_case(gw, rnn_type="gru"))
     print(f"gru decoder: loss {loss:.6f}")
-    for body in ("mixed", "pointwise", "shrink", "widen", "convfirst"):  # these Encoders with the RNNDecoder
+    for body in ("mixed", "pointwise", "shrink", "widen", "convfirst", "simplified"):  # with the RNNDecoder
         torch.manual_seed(0)
         bw = seeded_weights(build(block=body))
         n += write_pack(out, body + "_weights", list(bw.items()))
@@ -441,6 +450,8 @@ def main():
     mw = seeded_weights(build(block="mixed"))  # mixed_weights
     n += write_pack(out, "blockdrop_loss", blockdrop_case(mw))
     n += write_pack(out, "chunk_loss", chunk_case(mw))
+    torch.manual_seed(0)
+    n += write_pack(out, "simplified_chunk_loss", chunk_case(seeded_weights(build(block="simplified")), "simplified"))
     print(f"wrote {n * 4 / 1024:.0f} KiB to {out}")
 
 

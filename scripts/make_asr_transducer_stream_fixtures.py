@@ -12,7 +12,8 @@ Run with the ESPnet venv (ESPnet 202511, torch):
                   the dims of scripts/make_asr_transducer_fixtures.py's model. <model>: conformer (two
                   conformer blocks), mixed (conformer, ebranchformer and branchformer blocks) and causal
                   (mixed's blocks with main_conf.dynamic_chunk_training: causal convolutions, whose
-                  chunk_forward carries kernel_size - 1 inputs of each between chunks).
+                  chunk_forward carries kernel_size - 1 inputs of each between chunks) and simplified
+                  (mixed's blocks with main_conf.simplified_att_score: linear_pos to one scalar per head).
   utt.wav         a 16 kHz, 1.9 s synthetic utterance (tones and noise, int16)
   <model>_results.txt  one line a decoding (DECODINGS[model]):
                     <model> <search> <beam> <window_ms> <left_context> <calls> <n> then n times
@@ -53,7 +54,8 @@ BODIES = {
               dict(BLOCK, block_type="branchformer")],
 }
 BODIES["causal"] = BODIES["mixed"]
-MAIN = {"causal": {"dynamic_chunk_training": True}}
+BODIES["simplified"] = BODIES["mixed"]
+MAIN = {"causal": {"dynamic_chunk_training": True}, "simplified": {"simplified_att_score": True}}
 # (search, beam, decoding_window ms, left_context)
 DECODINGS = {
     "conformer": [("default", 1, 320, 8), ("default", 4, 320, 8), ("default", 4, 480, 4), ("default", 4, 256, 0),
@@ -61,6 +63,7 @@ DECODINGS = {
     # ESPnet2's default search with beam 4 did not end in 15 minutes on this model's flat joint outputs
     "mixed": [("default", 1, 320, 8), ("tsd", 3, 320, 8), ("maes", 3, 480, 4)],
     "causal": [("default", 1, 320, 8), ("tsd", 3, 320, 8), ("maes", 3, 480, 4)],
+    "simplified": [("default", 1, 320, 8), ("tsd", 3, 320, 8), ("maes", 3, 480, 4)],
 }
 
 

@@ -119,7 +119,7 @@ static void ref_relattn_forward(backend *be, float *y, float *att, const float *
 {
     int d = h * hd;
     size_t e = extent(nb * t, d, ld), ny = (size_t)nb * t * d, na = (size_t)nb * h * t * t;
-    size_t np = t > 0 ? (size_t)(2 * t - 1) * d : 0;
+    size_t np = t > 0 ? (size_t)(2 * t - 1) * (u ? d : h) : 0; /* no u: simplified_att_score's p */
     double *yd = tmp_zeros(be, ny), *ad = tmp_zeros(be, na);
     ops_relattn_forward_f64(yd, ad, wide(be, q, e), wide(be, k, e), wide(be, v, e), ld, wide(be, p, np),
                             wide(be, u, (size_t)d), wide(be, vb, (size_t)d), lens, nb, t, h, hd, chunk, left, pdrop, seed, stream,
@@ -136,7 +136,7 @@ static void ref_relattn_backward(backend *be, float *dq, float *dk, float *dv, f
 {
     int d = h * hd, rows = nb * t;
     size_t e = extent(rows, d, ld), ny = (size_t)rows * d, na = (size_t)nb * h * t * t;
-    size_t np = t > 0 ? (size_t)(2 * t - 1) * d : 0;
+    size_t np = t > 0 ? (size_t)(2 * t - 1) * (u ? d : h) : 0; /* no u: simplified_att_score's p */
     double *dqd = tmp_zeros(be, e), *dkd = tmp_zeros(be, e), *dvd = tmp_zeros(be, e), *dpd = tmp_zeros(be, np);
     double *dud = wide(be, du, (size_t)d), *dvbd = wide(be, dvb, (size_t)d);
     ops_relattn_backward_f64(dqd, dkd, dvd, dpd, dud, dvbd, wide(be, dy, ny), wide(be, att, na), wide(be, q, e),

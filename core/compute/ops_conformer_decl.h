@@ -75,15 +75,18 @@ void OPS_DECL_FN(relpos_encoding)(OPS_DECL_T *pe, int t, int d);
  * then masking, softmax, dropout, y, att and the scratch rules as attention_forward. chunk > 0
  * also masks the keys outside query i's chunk and the `left` chunks before it (attn_chunk_keys of
  * core/compute/kernel_math.h: the asr_transducer Encoder's make_chunk_mask); a row left no key is
- * zero. The backward reads the mask from att's zeros.
+ * zero. The backward reads the mask from att's zeros. u and vb NULL: the asr_transducer's
+ * simplified_att_score, p then (2t - 1) rows of h (one scalar per head, linear_pos to h) and
+ *   S[i][j] = (Q_i . K_j + p[relpos_shift_col(i, j, t)][head]) / sqrt(hd)
  * scratch: ops_relattn_forward_scratch(t, hd, p) / ops_relattn_backward_scratch(t, hd). */
 void OPS_DECL_FN(relattn_forward)(OPS_DECL_T *y, OPS_DECL_T *att, const OPS_DECL_T *q,
                                   const OPS_DECL_T *k, const OPS_DECL_T *v, int ld,
                                   const OPS_DECL_T *p, const OPS_DECL_T *u, const OPS_DECL_T *vb,
                                   const int *lens, int nb, int t, int h, int hd, int chunk, int left, float pdrop,
                                   uint64_t seed, uint64_t stream, OPS_DECL_T *scratch);
-/* dq, dk, dv overwritten as attention_backward's; dp ((2t - 1, h*hd), summed over the batch)
- * overwritten; du, dvb += (the pos_bias gradients). */
+/* dq, dk, dv overwritten as attention_backward's; dp ((2t - 1, h*hd), or (2t - 1, h) without
+ * u / vb, summed over the batch) overwritten; du, dvb += (the pos_bias gradients; unused, may be
+ * NULL, without u / vb). */
 void OPS_DECL_FN(relattn_backward)(OPS_DECL_T *dq, OPS_DECL_T *dk, OPS_DECL_T *dv, OPS_DECL_T *dp,
                                    OPS_DECL_T *du, OPS_DECL_T *dvb, const OPS_DECL_T *dy,
                                    const OPS_DECL_T *att, const OPS_DECL_T *q, const OPS_DECL_T *k,

@@ -3,7 +3,8 @@
  * core/compute/ops_f64.c after core/compute/ops_impl.h (GEMM, dropout_apply). Per utterance and
  * head, the position term is one GEMM against all 2t - 1 relative positions, read back through
  * rel_shift's index (relpos_shift_col); its gradient is scattered the same way and goes back
- * through two GEMMs. */
+ * through two GEMMs. Without u / vb (simplified_att_score) the position term is p's scalar of
+ * the head, read through the same index, and its gradient the scattered scores summed. */
 
 void OPS_FN(relpos_encoding)(real *pe, int t, int d)
 {
@@ -60,16 +61,24 @@ static void OPS_FN(relattn_forward_part)(void *ctx, size_t lo, size_t hi, int pa
             for (int i = 0; i < t; i++) memset(yb + (size_t)i * d, 0, (size_t)hd * sizeof(real));
             continue;
         }
-        relattn_biased_queries(qu, qv, qb, ld, jb->u + (size_t)j * hd, jb->vb + (size_t)j * hd, t, hd);
-        GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, t, len, hd, 1, qu, hd, kb, ld, 0, a, t);          /* matrix_ac */
-        GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, t, tp, hd, 1, qv, hd, jb->p + (size_t)j * hd, d, 0, bd, tp); /* matrix_bd */
+        /* matrix_bd: (Q + vb) P^T per row, or (simplified) the head's column of p at stride h */
+        const real *br = jb->p + j;
+        size_t bs = (size_t)h, brow = 0;
+        if (jb->u) {
+            relattn_biased_queries(qu, qv, qb, ld, jb->u + (size_t)j * hd, jb->vb + (size_t)j * hd, t, hd);
+            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, t, len, hd, 1, qu, hd, kb, ld, 0, a, t); /* matrix_ac */
+            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, t, tp, hd, 1, qv, hd, jb->p + (size_t)j * hd, d, 0, bd, tp);
+            br = bd, bs = 1, brow = (size_t)tp;
+        } else {
+            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, t, len, hd, 1, qb, ld, kb, ld, 0, a, t);
+        }
         for (int i = 0; i < t; i++) {
             real *ar = a + (size_t)i * t, mx = 0;
-            const real *br = bd + (size_t)i * tp;
+            const real *bi = br + (size_t)i * brow;
             int lo, hi; /* the keys the chunk mask leaves row i, up to len (none: a row of zeros) */
             attn_chunk_keys(i, jb->chunk, jb->left, len, &lo, &hi);
             for (int c = lo; c < hi; c++) {
-                ar[c] = (ar[c] + br[relpos_shift_col(i, c, t)]) / sq;
+                ar[c] = (ar[c] + bi[(size_t)relpos_shift_col(i, c, t) * bs]) / sq;
                 mx = c == lo || ar[c] > mx ? ar[c] : mx;
             }
             for (int c = 0; c < lo; c++) ar[c] = 0;
@@ -138,6 +147,14 @@ static void OPS_FN(relattn_backward_part)(void *ctx, size_t lo, size_t hi, int p
             GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, len, hd, t, 1, pa, t, dyb, d, 0, dvbb, ld);
             GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, t, len, hd, 1, dyb, d, vbb, ld, 0, dpa, t);
             attn_score_grad(dpa, a, t, t, len, base, pdrop, jb->seed, jb->stream);
+            if (!jb->u) { /* simplified: dQ = S' K, dK = S'^T Q, dP[:, j] += S' summed into its columns */
+                GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, hd, len, sc, dpa, t, kb, ld, 0, dqb, ld);
+                GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, len, hd, t, sc, dpa, t, qb, ld, 0, dkb, ld);
+                for (int i = 0; i < t; i++)
+                    for (int c = 0; c < len; c++)
+                        jb->dp[(size_t)relpos_shift_col(i, c, t) * h + j] += sc * dpa[(size_t)i * t + c];
+                continue;
+            }
             relattn_biased_queries(qu, qv, qb, ld, jb->u + (size_t)j * hd, jb->vb + (size_t)j * hd, t, hd);
             GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, hd, len, sc, dpa, t, kb, ld, 0, dqb, ld);
             GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, len, hd, t, sc, dpa, t, qu, hd, 0, dkb, ld);
@@ -166,7 +183,7 @@ void OPS_FN(relattn_backward_mt)(real *dq, real *dk, real *dv, real *dp, real *d
     int d = h * hd, tp = 2 * t - 1;
     (void)chunk, (void)left; /* the forward's zeros in att mask the chunk's keys here */
     for (int b = 0; b < nb; b++) ESP_CHECK(lens[b] >= 0 && lens[b] <= t);
-    memset(dp, 0, (size_t)tp * d * sizeof(real));
+    memset(dp, 0, (size_t)tp * (u ? d : h) * sizeof(real));
     OPS_FN(relattn_job) jb = {.dq = dq, .dk = dk, .dv = dv, .dp = dp, .du = du, .dvb = dvb, .scratch = scratch,
                               .q = q, .k = k, .v = v, .p = p, .u = u, .vb = vb, .dy = dy, .catt = att,
                               .lens = lens, .scratch_n = ops_relattn_backward_scratch(t, hd), .ld = ld, .nb = nb,

@@ -73,7 +73,6 @@ static const config_allowed allowed_rules[] = {
     {"model.encoder_conf.main_conf.conv_mod_act_type", "swish|relu"},
     {"model.encoder_conf.main_conf.norm_type", "layer_norm|basic_norm|rms_norm|scale_norm"},
     {"model.encoder_conf.main_conf.conv_mod_norm_type", "layer_norm|basic_norm|rms_norm|scale_norm"},
-    {"model.encoder_conf.main_conf.simplified_att_score", "false"},
     {"model.model_conf.use_k2_pruned_loss", "false"},
     {"model.decoder_conf.rnn_type", "lstm|gru"}, /* the transducer decoders' (ESPnet2 takes these two) */
     {"model.joint_net_conf.joint_activation_type", "tanh"},

@@ -337,6 +337,7 @@ static int main_dims(model_dims *out, model_rates *r, const body_main_cfg *c, es
         return -1;
     if (r) r->blockdrop = c ? (float)or_default(c->blockdrop_rate, 0) : 0;
     if (!c) return 0;
+    out->simplified_att = c->simplified_att_score && *c->simplified_att_score;
     if (only(c->swish_beta, 1.0, "model.encoder_conf.main_conf.swish_beta", "Swish with beta 1 is", err))
         return -1;
     return chunk_dims(out, r, c, err);

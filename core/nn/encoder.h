@@ -98,6 +98,8 @@ void enc_rel_shared_decl(const model_dims *d, enc_rel_shared *r, enc_act_list *f
 /* The forward's relative encoding of m's T2 frames into r->pos, after its dropout (nothing without
  * relative positions). */
 void enc_rel_pos_forward(asr_model *m, enc_rel_shared *r);
+/* linear_pos' outputs per relative position: d, or one scalar per head with simplified_att. */
+static inline int enc_pos_cols(const model_dims *d) { return d->simplified_att ? d->heads : d->d; }
 void enc_acts_destroy(asr_model *m, const enc_act_decl *decl);
 
 /* The rows the block pieces below run on: nb sequences of t rows, keys masked past lens[i]; tmp:

@@ -92,7 +92,7 @@ void enc_attn_forward(asr_model *m, const enc_rows *r, int l, const enc_attn_buf
     }
     mha_input_forward(be, a, &m->dims.norm, nm, x, b->ln, b->mean, b->rstd, b->q, b->k, b->v, N, D);
     if (d->rel_pos) {
-        be->linear_forward(be, b->pl, pos, a->linear_pos.weight, NULL, 2 * T2 - 1, D, D);
+        be->linear_forward(be, b->pl, pos, a->linear_pos.weight, a->linear_pos.bias, 2 * T2 - 1, D, enc_pos_cols(d));
         be->relattn_forward(be, b->atty, b->att, b->q, b->k, b->v, D, b->pl, a->pos_bias_u, a->pos_bias_v, r->lens,
                             r->nb, T2, d->heads, D / d->heads, m->chunk, m->left_chunks, rt.pa, m->seed, block_stream(l, site));
     } else {
@@ -119,9 +119,10 @@ void enc_attn_backward(asr_model *m, const enc_rows *r, int l, const enc_attn_bu
         be->relattn_backward(be, w->dq, w->dk, w->dv, w->dp, ga->pos_bias_u, ga->pos_bias_v, w->datt, b->att, b->q,
                              b->k, b->v, D, b->pl, a->pos_bias_u, a->pos_bias_v, r->lens, r->nb, T2, d->heads,
                              D / d->heads, m->chunk, m->left_chunks, rt.pa, m->seed, block_stream(l, site));
-        /* linear_pos' weight gets a gradient, and the encoding one where a parameter made it (dpos) */
-        be->linear_backward(be, w->dpos, ga->linear_pos.weight, NULL, w->dp, w->pos, a->linear_pos.weight, 2 * T2 - 1,
-                            D, D, 1);
+        /* linear_pos' weight (and simplified_att's bias) gets a gradient, and the encoding one where a
+         * parameter made it (dpos) */
+        be->linear_backward(be, w->dpos, ga->linear_pos.weight, ga->linear_pos.bias, w->dp, w->pos,
+                            a->linear_pos.weight, 2 * T2 - 1, D, enc_pos_cols(d), 1);
     } else {
         be->attention_backward(be, w->dq, w->dk, w->dv, w->datt, b->att, b->q, b->k, b->v, D, r->lens, r->nb, T2,
                                d->heads, D / d->heads, rt.pa, m->seed, block_stream(l, site));

@@ -104,7 +104,7 @@ void enc_attn_chunk_forward(asr_model *m, int l, const float *x, float *out, int
     if (h) be->copy(be, c->xe, c->ctx[l], (size_t)h * row, BACKEND_DEVICE_TO_DEVICE);
     be->copy(be, c->xe + (size_t)h * D, x, (size_t)t * row, BACKEND_DEVICE_TO_DEVICE);
     mha_input_forward(be, a, &d->norm, &m->w.blocks[l].norm_mha, c->xe, c->ln, c->mean, c->rstd, c->q, c->k, c->v, n, D);
-    be->linear_forward(be, c->pl, c->pos, a->linear_pos.weight, NULL, 2 * n - 1, D, D);
+    be->linear_forward(be, c->pl, c->pos, a->linear_pos.weight, a->linear_pos.bias, 2 * n - 1, D, enc_pos_cols(d));
     be->relattn_forward(be, c->atty, c->att, c->q, c->k, c->v, D, c->pl, a->pos_bias_u, a->pos_bias_v, &n, 1, n,
                         d->heads, D / d->heads, 0, 0, 0, 0, 0); /* no chunk mask: the cache is the context */
     be->linear_forward(be, out, c->atty + (size_t)h * D, a->linear_out.weight, a->linear_out.bias, t, D, D);

@@ -286,12 +286,13 @@ static void join(char p[96], const char *mod, const char *leaf)
 
 /* An attention module under mod (e.g. encoder.encoders.3.self_attn) in ESPnet2's state-dict order:
  * MultiHeadedAttention's linear_q/k/v/out, with rel_pos RelPositionMultiHeadedAttention's
- * pos_bias_u/v before them and linear_pos after. */
+ * pos_bias_u/v before them and linear_pos after (simplified_att: no pos_bias, linear_pos (heads,
+ * D) with a bias). */
 static void add_attention(param_table *t, const char *mod, const model_dims *d, int rel_pos)
 {
     char p[96];
     int64_t D = d->d;
-    if (rel_pos) {
+    if (rel_pos && !d->simplified_att) {
         static const char *const pb[] = {"pos_bias_u", "pos_bias_v"};
         for (int i = 0; i < 2; i++) {
             join(p, mod, pb[i]);
@@ -306,7 +307,8 @@ static void add_attention(param_table *t, const char *mod, const model_dims *d, 
     }
     if (rel_pos) {
         join(p, mod, "linear_pos");
-        add_bias_free_linear(t, p, D, D);
+        if (d->simplified_att) add_linear(t, p, d->heads, D);
+        else add_bias_free_linear(t, p, D, D);
     }
 }
 

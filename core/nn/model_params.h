@@ -85,6 +85,8 @@ typedef struct model_dims {
     int encoder;         /* encoder_kind */
     int macaron;         /* macaron_style: a half-step feed-forward before the attention */
     int rel_pos;         /* pos_enc_layer_type rel_pos + rel_selfattn (1) or abs_pos + selfattn (0) */
+    int simplified_att;  /* rel_pos without pos_bias_u/v, linear_pos to one scalar per head with a bias
+                          * (the asr_transducer main_conf.simplified_att_score) */
     int use_cnn;         /* use_cnn_module */
     int cnn_kernel;      /* cnn_module_kernel (odd) */
     int act;             /* activation_type: encoder_act */

@@ -175,21 +175,28 @@ static const struct {
     float p;
     int lens[3];
     int chunk, left; /* the asr_transducer chunk mask (0: none) */
+    int simp;        /* simplified_att_score: no u / vb, p one scalar per head */
 } RA_S[] = {
-    {2, 5, 2, 3, 0, 0, {5, 3}, 0, 0},
-    {2, 6, 4, 2, 1, 0.25f, {6, 2}, 0, 0},   /* dropout, strided rows */
-    {3, 4, 1, 5, 2, 0.1f, {4, 0, 1}, 0, 0}, /* an empty utterance */
-    {1, 1, 2, 3, 0, 0, {1}, 0, 0},
+    {2, 5, 2, 3, 0, 0, {5, 3}, 0, 0, 0},
+    {2, 6, 4, 2, 1, 0.25f, {6, 2}, 0, 0, 0},   /* dropout, strided rows */
+    {3, 4, 1, 5, 2, 0.1f, {4, 0, 1}, 0, 0, 0}, /* an empty utterance */
+    {1, 1, 2, 3, 0, 0, {1}, 0, 0, 0},
     /* head dims of the CUDA backend's fused path (cuda/flash.cuh), odd lengths across its tiles */
-    {2, 130, 4, 32, 1, 0.1f, {130, 64}, 0, 0},
-    {3, 17, 1, 64, 0, 0, {17, 1, 0}, 0, 0},
-    {1, 64, 4, 16, 0, 0.25f, {64}, 0, 0},
+    {2, 130, 4, 32, 1, 0.1f, {130, 64}, 0, 0, 0},
+    {3, 17, 1, 64, 0, 0, {17, 1, 0}, 0, 0, 0},
+    {1, 64, 4, 16, 0, 0.25f, {64}, 0, 0, 0},
     /* chunk masks: 2-frame chunks with one left chunk (rows of padded queries whose keys are all
      * masked), 3-frame chunks with every left chunk, and a flash-sized head dim (the CUDA backend's
      * unfused path then) */
-    {2, 7, 2, 3, 1, 0.25f, {7, 4}, 2, 1},
-    {2, 6, 2, 2, 0, 0, {6, 5}, 3, 0},
-    {2, 40, 2, 32, 0, 0.1f, {40, 23}, 5, 2},
+    {2, 7, 2, 3, 1, 0.25f, {7, 4}, 2, 1, 0},
+    {2, 6, 2, 2, 0, 0, {6, 5}, 3, 0, 0},
+    {2, 40, 2, 32, 0, 0.1f, {40, 23}, 5, 2, 0},
+    /* simplified_att_score: padding and dropout, an empty utterance, a chunk mask, a flash-sized
+     * head dim (never the fused path) */
+    {2, 6, 4, 2, 1, 0.25f, {6, 2}, 0, 0, 1},
+    {3, 4, 1, 5, 2, 0.1f, {4, 0, 1}, 0, 0, 1},
+    {2, 7, 2, 3, 1, 0.25f, {7, 4}, 2, 1, 1},
+    {2, 40, 2, 32, 0, 0.1f, {40, 23}, 0, 0, 1},
 };
 
 /* Random q, k, v (or their gradients) at row stride ld; the relative encoding's projection p. */
@@ -205,12 +212,13 @@ static void relattn_forward_run(tb_run *r, int s)
 {
     int nb = RA_S[s].nb, t = RA_S[s].t, h = RA_S[s].h, hd = RA_S[s].hd, d = h * hd;
     uint64_t seed = tb_bits(r), stream = tb_bits(r);
-    tb_shape(r, "nb %d t %d h %d hd %d pad %d p %g chunk %d left %d", nb, t, h, hd, RA_S[s].pad, RA_S[s].p,
-             RA_S[s].chunk, RA_S[s].left);
+    tb_shape(r, "nb %d t %d h %d hd %d pad %d p %g chunk %d left %d simplified %d", nb, t, h, hd, RA_S[s].pad,
+             RA_S[s].p, RA_S[s].chunk, RA_S[s].left, RA_S[s].simp);
     float *q, *k, *v;
     int ld = ra_inputs(r, s, &q, &k, &v, -1.5, 1.5);
-    float *p = tb_rand(r, (size_t)(2 * t - 1) * d, -1, 1), *u = tb_rand(r, (size_t)d, -0.5, 0.5);
-    float *vb = tb_rand(r, (size_t)d, -0.5, 0.5);
+    float *p = tb_rand(r, (size_t)(2 * t - 1) * (RA_S[s].simp ? h : d), -1, 1);
+    float *u = RA_S[s].simp ? NULL : tb_rand(r, (size_t)d, -0.5, 0.5);
+    float *vb = RA_S[s].simp ? NULL : tb_rand(r, (size_t)d, -0.5, 0.5);
     size_t ny = (size_t)nb * t * d, na = (size_t)nb * h * t * t;
     float *y = tb_rand(r, ny, -9, 9), *att = tb_rand(r, na, -9, 9);
     tb_be(r)->relattn_forward(tb_be(r), y, att, q, k, v, ld, p, u, vb, RA_S[s].lens, nb, t, h, hd, RA_S[s].chunk,
@@ -223,12 +231,14 @@ static void relattn_backward_run(tb_run *r, int s)
 {
     int nb = RA_S[s].nb, t = RA_S[s].t, h = RA_S[s].h, hd = RA_S[s].hd, d = h * hd;
     uint64_t seed = tb_bits(r), stream = tb_bits(r);
-    tb_shape(r, "nb %d t %d h %d hd %d pad %d p %g chunk %d left %d", nb, t, h, hd, RA_S[s].pad, RA_S[s].p,
-             RA_S[s].chunk, RA_S[s].left);
+    int simp = RA_S[s].simp;
+    tb_shape(r, "nb %d t %d h %d hd %d pad %d p %g chunk %d left %d simplified %d", nb, t, h, hd, RA_S[s].pad,
+             RA_S[s].p, RA_S[s].chunk, RA_S[s].left, simp);
     float *q, *k, *v, *dq, *dk, *dv;
     int ld = ra_inputs(r, s, &q, &k, &v, -1.5, 1.5);
-    size_t np = (size_t)(2 * t - 1) * d, ny = (size_t)nb * t * d, na = (size_t)nb * h * t * t;
-    float *p = tb_rand(r, np, -1, 1), *u = tb_rand(r, (size_t)d, -0.5, 0.5), *vb = tb_rand(r, (size_t)d, -0.5, 0.5);
+    size_t np = (size_t)(2 * t - 1) * (simp ? h : d), ny = (size_t)nb * t * d, na = (size_t)nb * h * t * t;
+    float *p = tb_rand(r, np, -1, 1), *u = simp ? NULL : tb_rand(r, (size_t)d, -0.5, 0.5);
+    float *vb = simp ? NULL : tb_rand(r, (size_t)d, -0.5, 0.5);
     /* att as this backend's forward leaves it (the same seed and stream: the same dropout mask). */
     float *att = tb_rand(r, na, -9, 9), *y = tb_rand(r, ny, -9, 9), *dy = tb_rand(r, ny, -1, 1);
     tb_be(r)->relattn_forward(tb_be(r), y, att, q, k, v, ld, p, u, vb, RA_S[s].lens, nb, t, h, hd, RA_S[s].chunk,
@@ -237,7 +247,8 @@ static void relattn_backward_run(tb_run *r, int s)
     /* Random: dq, dk, dv and dp are overwritten (the row gaps must come back untouched); the
      * pos_bias gradients accumulate. */
     ra_inputs(r, s, &dq, &dk, &dv, -1, 1);
-    float *dp = tb_rand(r, np, -9, 9), *du = tb_rand(r, (size_t)d, -1, 1), *dvb = tb_rand(r, (size_t)d, -1, 1);
+    float *dp = tb_rand(r, np, -9, 9), *du = simp ? NULL : tb_rand(r, (size_t)d, -1, 1);
+    float *dvb = simp ? NULL : tb_rand(r, (size_t)d, -1, 1);
     tb_be(r)->relattn_backward(tb_be(r), dq, dk, dv, dp, du, dvb, dy, att, q, k, v, ld, p, u, vb, RA_S[s].lens, nb, t,
                                h, hd, RA_S[s].chunk, RA_S[s].left, RA_S[s].p, seed, stream);
     size_t nq = (size_t)nb * t * ld;
@@ -245,6 +256,7 @@ static void relattn_backward_run(tb_run *r, int s)
     tb_out(r, "dk", dk, nq);
     tb_out(r, "dv", dv, nq);
     tb_out(r, "dp", dp, np);
+    if (simp) return;
     tb_out(r, "dpos_bias_u", du, (size_t)d);
     tb_out(r, "dpos_bias_v", dvb, (size_t)d);
 }

@@ -10,7 +10,8 @@
  * output; the same with conv1d blocks of kernel 1 between them (pointwise_*), with conv1d blocks
  * that shrink the frames (shrink_*: 6 encoder frames from 15), with conv1d blocks that change the
  * size (widen_*: an encoder output of 20), with a conv1d block first (convfirst_*) and with
- * main_conf's rms_norm and scale_norm gating units (norms_rms_*). */
+ * main_conf's rms_norm and scale_norm gating units (norms_rms_*) and with main_conf
+ * simplified_att_score (simplified_*). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -51,7 +52,8 @@ static search_case case_of(int i)
     return c;
 }
 
-enum { RNN = 0, STATELESS = 1, MIXED = 2, POINTWISE = 3, RNN_GRU = 4, SHRINK = 5, WIDEN = 6, CONVFIRST = 7, NORMS_RMS = 8 };
+enum { RNN = 0, STATELESS = 1, MIXED = 2, POINTWISE = 3, RNN_GRU = 4, SHRINK = 5, WIDEN = 6, CONVFIRST = 7, NORMS_RMS = 8,
+       SIMPLIFIED = 9 };
 
 /* Utterance 0 of the loss pack's batch through m's Encoder (inference), into enc (T2 x d, device):
  * ESPnet2's Encoder output in the search pack. Returns T2. */
@@ -90,10 +92,11 @@ static void check_mode(int which, int variant)
     esp_err err;
     cr_assert((be = backend_open(BACKEND_CPU, 0, 1, &err)) != NULL, "%s", err.msg);
     static const char *const weights[] = {"weights", "weights", "mixed_weights", "pointwise_weights", "weights",
-                                           "shrink_weights", "widen_weights", "convfirst_weights", "norms_rms_weights"};
+                                           "shrink_weights", "widen_weights", "convfirst_weights", "norms_rms_weights",
+                                           "simplified_weights"};
     static const char *const searches[] = {"search", "stateless_search", "mixed_search", "pointwise_search",
                                            "gru_search", "shrink_search", "widen_search", "convfirst_search",
-                                           "norms_rms_search"};
+                                           "norms_rms_search", "simplified_search"};
     pack w = load_pack("asr_transducer", weights[variant]);
     pack s = load_pack("asr_transducer", searches[variant]);
     pack gw = gru ? load_pack("asr_transducer", "gru_weights") : (pack){0};
@@ -108,6 +111,7 @@ static void check_mode(int which, int variant)
     if (variant == WIDEN) d = fx_widen_dims();
     if (variant == CONVFIRST) d = fx_convfirst_dims();
     if (variant == NORMS_RMS) d = fx_norms_dims(NORM_RMS);
+    if (variant == SIMPLIFIED) d = fx_mixed_dims(), d.simplified_att = 1;
     asr_model m;
     asr_model_init_inference(&m, be, &d);
     float *host = calloc(m.table.state_total, sizeof *host);
@@ -160,7 +164,8 @@ static void check_mode(int which, int variant)
                                        " (conv1d blocks that shrink the frames, espnet3's Encoder)",
                                        " (conv1d blocks that change the size, espnet3's Encoder)",
                                        " (a conv1d block first, espnet3's Encoder)",
-                                       " (rms_norm and scale_norm gating units, espnet3's Encoder)"};
+                                       " (rms_norm and scale_norm gating units, espnet3's Encoder)",
+                                       " (simplified_att_score, espnet3's Encoder)"};
     cr_log_info("%s%s: %d hypotheses as ESPnet's, worst score rel err %.2g", sc.name, what[variant], r.n, worst);
     ts_result_free(&r);
     be->free(be, enc);
@@ -209,6 +214,10 @@ Test(asr_transducer_search, conv1d_block_first_encoder_then_every_mode_as_espnet
 Test(asr_transducer_search, rms_norm_encoder_then_every_mode_as_espnet)
 {
     for (int i = 0; i < 8; i++) check_mode(i, NORMS_RMS);
+}
+Test(asr_transducer_search, simplified_att_score_encoder_then_every_mode_as_espnet)
+{
+    for (int i = 0; i < 8; i++) check_mode(i, SIMPLIFIED);
 }
 
 /* asr_transducer_inference.Speech2Text's model.beam_search_config into ts_opts (its search's

@@ -10,7 +10,9 @@
  * (<model>_results.txt), for the conformer model, one of conformer, ebranchformer and
  * branchformer blocks (mixed/) and those blocks with causal convolutions (causal/, trained with
  * main_conf.dynamic_chunk_training: each convolution's cache of its last inputs carried between
- * chunks), and pushes of random sizes end in the same text. */
+ * chunks), those blocks with main_conf.simplified_att_score (simplified/: linear_pos to one scalar
+ * per head, the attention cache's positions included), and pushes of random sizes end in the same
+ * text. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -278,3 +280,7 @@ static int compare_results(const char *model)
 Test(asr_transducer_stream, conformer_model_streamed_as_espnet) { cr_assert_eq(compare_results("conformer"), 6); }
 Test(asr_transducer_stream, mixed_blocks_model_streamed_as_espnet) { cr_assert_eq(compare_results("mixed"), 3); }
 Test(asr_transducer_stream, causal_model_streamed_as_espnet) { cr_assert_eq(compare_results("causal"), 3); }
+Test(asr_transducer_stream, simplified_att_score_model_streamed_as_espnet)
+{
+    cr_assert_eq(compare_results("simplified"), 3);
+}

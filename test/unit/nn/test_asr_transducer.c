@@ -48,17 +48,24 @@ typedef enum variant {
     V_BLOCKDROP, /* the mixed model with blockdrop_rate BLOCKDROP (pack blockdrop_loss) */
     V_ONEGROUP,  /* V_RNN as one group of body_conf (n_groups 1) with blockdrop_rate BLOCKDROP */
     V_CHUNK,     /* the mixed model with dynamic_chunk_training (pack chunk_loss) */
-    V_CAUSAL     /* the same model decoding: causal convolutions, no chunk draw */
+    V_CAUSAL,    /* the same model decoding: causal convolutions, no chunk draw */
+    V_SIMPLIFIED, /* the mixed model with main_conf simplified_att_score (packs simplified_*) */
+    V_SIMPLIFIED_CHUNK, /* that model with dynamic_chunk_training (pack simplified_chunk_loss) */
+    V_SIMPLIFIED_CAUSAL /* and decoding */
 } variant;
+
+/* The variants whose training draws a chunk (the fixture's CHUNK_CONF). */
+static int chunked(variant v) { return v == V_CHUNK || v == V_SIMPLIFIED_CHUNK; }
 
 #define BLOCKDROP 0.8f /* the fixture's BLOCKDROP_RATE */
 
 static model_dims fixture_dims(variant v)
 {
     if (v == V_MIXED || v == V_BLOCKDROP) return fx_mixed_dims();
-    if (v == V_CHUNK || v == V_CAUSAL) {
+    if (v == V_CHUNK || v == V_CAUSAL || v >= V_SIMPLIFIED) {
         model_dims d = fx_mixed_dims();
-        d.causal = 1;
+        d.causal = v != V_SIMPLIFIED;
+        d.simplified_att = v >= V_SIMPLIFIED;
         return d;
     }
     if (v == V_ONEGROUP) {
@@ -123,11 +130,13 @@ static void setup(fixture *f, backend_kind kind, variant v)
                                           "weights", "aux_weights", "mixed_weights", "pointwise_weights",
                                           "shrink_weights", "widen_weights", "convfirst_weights", "norms_rms_weights",
                                           "norms_basic_weights", "norms_scale_weights", "mixed_weights", "weights",
-                                          "mixed_weights", "mixed_weights"};
+                                          "mixed_weights", "mixed_weights", "simplified_weights",
+                                          "simplified_weights", "simplified_weights"};
     static const char *const outputs[] = {"loss", "stateless_loss", "ebranchformer_loss", "branchformer_loss",
                                           "gru_loss", "aux_loss", "mixed_loss", "pointwise_loss", "shrink_loss",
                                           "widen_loss", "convfirst_loss", "norms_rms_loss", "norms_basic_loss",
-                                          "norms_scale_loss", "blockdrop_loss", "loss", "chunk_loss", "chunk_loss"};
+                                          "norms_scale_loss", "blockdrop_loss", "loss", "chunk_loss", "chunk_loss",
+                                          "simplified_loss", "simplified_chunk_loss", "simplified_chunk_loss"};
     esp_err err;
     cr_assert((f->be = backend_open(kind, 0, 1, &err)) != NULL, "%s", err.msg);
     f->w = load_pack("asr_transducer", weights[v]), f->c = load_pack("asr_transducer", "loss");
@@ -137,7 +146,7 @@ static void setup(fixture *f, backend_kind kind, variant v)
     model_rates rates = {.ctc_weight = 0.3f, .tr_weight = 0.8f};
     if (v == V_AUX) rates.tr_fastemit = 0.5f, rates.tr_lm_weight = 0.4f, rates.tr_lm_smoothing = 0.1f;
     if (v == V_BLOCKDROP || v == V_ONEGROUP) rates.blockdrop = BLOCKDROP;
-    if (v == V_CHUNK) /* the fixture's CHUNK_CONF, short_chunk_threshold's default */
+    if (chunked(v)) /* the fixture's CHUNK_CONF, short_chunk_threshold's default */
         rates.chunk_training = 1, rates.chunk_short = 25, rates.chunk_left = 1, rates.chunk_threshold = 0.75f;
     asr_model_init(&f->m, f->be, &d, &rates);
     load_weights(&f->m, &f->w, &f->gw, v);
@@ -172,9 +181,9 @@ static void check_encoder(backend_kind kind, variant v)
     fixture f;
     setup(&f, kind, v);
     if (v == V_BLOCKDROP) pack_free(&f.o), f.o = load_pack("asr_transducer", "mixed_loss");
-    asr_model_forward(&f.m, f.feats, f.lens, B, f.T, 0, v == V_CHUNK ? seed_chunking(&f) : 0);
+    asr_model_forward(&f.m, f.feats, f.lens, B, f.T, 0, chunked(v) ? seed_chunking(&f) : 0);
     size_t n;
-    const float *hl = pack_must(&f.o, "out.hlens", &n), *ref = pack_must(&f.o, v == V_CHUNK ? "out.enc_chunk" : "out.enc", &n);
+    const float *hl = pack_must(&f.o, "out.hlens", &n), *ref = pack_must(&f.o, chunked(v) ? "out.enc_chunk" : "out.enc", &n);
     cr_assert(f.m.hlens[0] == (int)hl[0] && f.m.hlens[1] == (int)hl[1], "lengths %d %d vs ESPnet %g %g",
               f.m.hlens[0], f.m.hlens[1], hl[0], hl[1]);
     cr_assert_eq(n, (size_t)B * f.m.T2 * f.m.dims.d);
@@ -217,9 +226,9 @@ static void check_loss(backend_kind kind, double tol, variant v)
     fixture f;
     setup(&f, kind, v);
     asr_model_zero_grad(&f.m);
-    uint64_t seed = v == V_BLOCKDROP ? seed_dropping(&f) : v == V_CHUNK ? seed_chunking(&f) : 0;
+    uint64_t seed = v == V_BLOCKDROP ? seed_dropping(&f) : chunked(v) ? seed_chunking(&f) : 0;
     asr_model_forward(&f.m, f.feats, f.lens, B, f.T, 1, seed);
-    cr_assert(v != V_CHUNK || (f.m.chunk == 5 && f.m.left_chunks == 1), "chunk %d", f.m.chunk);
+    cr_assert(!chunked(v) || (f.m.chunk == 5 && f.m.left_chunks == 1), "chunk %d", f.m.chunk);
     double loss = asr_model_loss(&f.m, f.labels, f.ylens, STRIDE, NULL);
     double ref = pack_must(&f.o, "out.loss", NULL)[0], ref_tr = pack_must(&f.o, "out.loss_transducer", NULL)[0];
     double ref_ctc = pack_must(&f.o, "out.loss_aux_ctc", NULL)[0];
@@ -258,8 +267,10 @@ static void check_loss(backend_kind kind, double tol, variant v)
          * vector added to every position's encoding shifts a query's scores alike), and the conv1d
          * with BatchNorm's bias and its input's (block 0's norm_final) bias; the same in the shrink and
          * widen models, and out_pos' in the convfirst model. With scale_norm, norm_blocks (a ScaleNorm)
-         * undoes the last block's norm_final scale. */
+         * undoes the last block's norm_final scale. With simplified_att_score, linear_pos' bias adds
+         * one constant to each head's scores. */
         if (strstr(p->name, "linear_k.bias") || strstr(p->name, "depthwise_conv.bias") ||
+            (v >= V_SIMPLIFIED && strstr(p->name, "linear_pos.bias")) ||
             (v == V_NORMS_SCALE && strstr(p->name, "blocks.4.norm_final.scale")) ||
             (v >= V_POINTWISE && v <= V_CONVFIRST && (strstr(p->name, "out_pos.bias") || strstr(p->name, "blocks.1.conv.bias") ||
                                   strstr(p->name, "blocks.0.norm_final.bias")))) {
@@ -279,7 +290,8 @@ static void check_loss(backend_kind kind, double tol, variant v)
                                        " (rms_norm, scale_norm gating units)", " (basic_norm, rms_norm gating units)",
                                        " (scale_norm, basic_norm gating units)",
                                        " (blockdrop_rate, blocks 1 and 2 skipped)", " (one group, blockdrop_rate)",
-                                       " (dynamic chunk training: chunk 5 of 15, one left chunk)", ""};
+                                       " (dynamic chunk training: chunk 5 of 15, one left chunk)", "",
+                                       " (simplified_att_score)", " (simplified_att_score, dynamic chunk training)", ""};
     cr_log_info("%s%s: loss %.7f (ESPnet %.7f), worst gradient rel err %.2g", f.be->name, what[v], loss, ref, worst);
     free(g);
     teardown(&f);
@@ -386,6 +398,11 @@ Test(asr_transducer, config_keys_into_dims_and_what_is_refused)
     cr_assert(d.tr_layers == 1 && d.tr_hidden == 4 && d.tr_joint == 6 && !d.no_ctc);
     cr_assert_eq(dims_of_yaml(dir, BODY, &d, &err), 0, "%s", err.msg);
     cr_assert(d.tr_hidden == 256 && d.tr_joint == 256 && d.no_ctc); /* RNNDecoder's, JointNetwork's defaults */
+    cr_assert(!d.simplified_att);
+    /* simplified_att_score: the same blocks, their attention without pos_bias_u / v */
+    cr_assert_eq(dims_of_yaml(dir, BODY "    main_conf:\n      simplified_att_score: true\n", &d, &err), 0, "%s",
+                 err.msg);
+    cr_assert(d.simplified_att && d.rel_pos && d.body && d.d == 8 && d.heads == 2);
     cr_assert_eq(dims_of_yaml(dir, BODY "  decoder: stateless\n  decoder_conf:\n    embed_size: 6\n", &d, &err), 0,
                  "%s", err.msg);
     cr_assert(d.tr_stateless && d.tr_layers == 0 && d.tr_hidden == 6 && d.tr_joint == 256);
@@ -826,4 +843,25 @@ Test(asr_transducer, dynamic_chunk_draw_varies_by_seed_with_espnets_rule)
     cr_expect_lt(fabs((double)seen[T] / SEEDS - 9.0 / 39), 0.03, "whole-utterance share %d", seen[T]);
     for (int c = 1; c <= 8; c++) cr_expect_gt(seen[c], 0, "chunk %d never drawn", c);
     cr_expect_eq(body_chunk_size(3, 1, 0.75, 8), 1, "one frame: that frame");
+}
+
+/* main_conf.simplified_att_score (RelPositionMultiHeadedAttention's simplified score: linear_pos to
+ * one scalar per head with a bias, no pos_bias_u / pos_bias_v): packs simplified_*, MIXED's
+ * Encoder; with dynamic chunk training, its chunk mask (pack simplified_chunk_loss). */
+Test(asr_transducer, simplified_att_score_encoder_output_matches_espnet_cpu_and_ref64)
+{
+    check_encoder(BACKEND_CPU, V_SIMPLIFIED), check_encoder(BACKEND_REF64, V_SIMPLIFIED);
+}
+Test(asr_transducer, simplified_att_score_loss_and_every_gradient_match_espnet_cpu)
+{
+    check_loss(BACKEND_CPU, 1e-5, V_SIMPLIFIED);
+}
+Test(asr_transducer, simplified_att_score_loss_and_every_gradient_match_espnet_ref64)
+{
+    check_loss(BACKEND_REF64, 1e-5, V_SIMPLIFIED);
+}
+Test(asr_transducer, simplified_att_score_dynamic_chunk_matches_espnet_cpu_and_ref64)
+{
+    check_loss(BACKEND_CPU, 1e-5, V_SIMPLIFIED_CHUNK), check_loss(BACKEND_REF64, 1e-5, V_SIMPLIFIED_CHUNK);
+    check_encoder(BACKEND_CPU, V_SIMPLIFIED_CHUNK), check_encoder(BACKEND_CPU, V_SIMPLIFIED_CAUSAL);
 }
