@@ -39,6 +39,9 @@ typedef struct pipe_io {
     const char *name;                   /* the input in messages */
     int hostile;                        /* the head failed audio_riff_check: no bytes from here on */
     esp_err hostile_err;                /* why */
+    /* While opening: where the last 4-byte read of the marker "data" ended, and the first data
+     * chunk's samples (after its size), once seen; 0: not yet. A pipe's parse goes no further. */
+    sf_count_t data_marker_end, data_start;
 } pipe_io;
 
 struct audio_stream {
@@ -120,8 +123,13 @@ static sf_count_t read_bytes(pipe_io *p, void *buf, sf_count_t n)
 static sf_count_t pipe_read(void *buf, sf_count_t n, void *u)
 {
     pipe_io *p = u;
-    sf_count_t got = read_bytes(p, buf, n);
-    if (p->opening) p->open_idle_calls = got > 0 ? 0 : p->open_idle_calls + 1;
+    sf_count_t at = p->pos, got = read_bytes(p, buf, n);
+    if (p->opening) {
+        p->open_idle_calls = got > 0 ? 0 : p->open_idle_calls + 1;
+        /* the marker "data", then its size: the samples start here */
+        if (got == 4 && p->data_marker_end && at == p->data_marker_end && !p->data_start) p->data_start = at + 4;
+        p->data_marker_end = got == 4 && !memcmp(buf, "data", 4) ? at + 4 : 0;
+    }
     return got;
 }
 
@@ -140,10 +148,19 @@ static sf_count_t seek_to(pipe_io *p, sf_count_t to)
     return p->pos;
 }
 
+/* While opening, a seek past the first data chunk's start fails: the header parse of a pipe never
+ * looks behind the samples for more chunks, whether the input is short enough to be kept or not
+ * (a file's parse stops where a chunk claims more than the file holds; a pipe's length is unknown,
+ * so it could read on into a later "data" chunk and take other samples than the file's). */
 static sf_count_t pipe_seek(sf_count_t off, int whence, void *u)
 {
     pipe_io *p = u;
     sf_count_t to = whence == SEEK_SET ? off : whence == SEEK_CUR ? p->pos + off : -1;
+    if (p->opening && p->data_start && to > p->data_start) {
+        p->open_idle_calls++;
+        p->lost = 1;
+        return -1;
+    }
     if (p->opening) p->open_idle_calls++;
     p->lost = 0; /* seek_to may read forward */
     p->lost = seek_to(p, to) < 0;
