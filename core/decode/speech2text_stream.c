@@ -52,16 +52,6 @@ static void on_block(void *ctx, int T, int first)
     else decoder_score_source_grew(s->m);
 }
 
-static int subsampling(int input_layer)
-{
-    switch (input_layer) {
-    case IN_CONV2D6: return 6;
-    case IN_CONV2D8: return 8;
-    case IN_LINEAR: return 1;
-    default: return 4;
-    }
-}
-
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 /* An asr_transducer model's stream: the inference config's decoding_window and left_context (their
@@ -111,7 +101,7 @@ s2t_stream *s2t_stream_open(const speech2text *s2t, esp_err *err)
     s->win = fo->win_length > 0 ? fo->win_length : fo->n_fft, s->hop = fo->hop_length;
     s->pad = ceil_div(ceil_div(s->win, s->hop), 2);
     s->keep_hops = 2 * s->pad - 1;
-    s->sub = subsampling(m->dims.input_layer), s->D = m->dims.d, s->V = m->dims.vocab, s->idim = fo->n_mels;
+    s->sub = input_layer_subsampling(m->dims.input_layer), s->D = m->dims.d, s->V = m->dims.vocab, s->idim = fo->n_mels;
     beam_search_opts bo = {.beam_size = o->beam_size > 1 ? o->beam_size : 1, .nbest = 1, .ctc_weight = o->ctc_weight,
                            .lm_weight = o->lm_weight, .penalty = o->penalty, .maxlenratio = o->maxlenratio,
                            .minlenratio = o->minlenratio};

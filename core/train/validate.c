@@ -158,7 +158,7 @@ int validate(trainer *t, size_t max_batches, metric *out, size_t *n_out, esp_err
         double tcer = NAN, twer = NAN, acer = NAN, awer = NAN;
         if (t->trerr.text.cer || t->trerr.text.wer)
             tr_err_batch(&t->trerr, m, m->hlens, ab.labels, (int)ab.Lmax, ab.label_lens, ab.B, &tcer, &twer);
-        if (m->dec && !m->dims.lm && (t->atterr.cer || t->atterr.wer)) batch_att_rates(t, &ab, &acer, &awer);
+        if (t->atterr.cer || t->atterr.wer) batch_att_rates(t, &ab, &acer, &awer); /* off without a decoder */
         for (size_t i = 0; i < p.n; i++) {
             int k = p.layer[i];
             double x = p.kind[i] == VM_LOSS ? loss : p.kind[i] == VM_CTC ? m->loss_ctc
